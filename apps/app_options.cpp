@@ -1,0 +1,31 @@
+#include "apps/app_options.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace vkllm::app {
+
+void DeviceOptions::add_to(CLI::App* cmd) {
+    cmd->add_option("--device", device, "Device index or name substring (see `vkllm devices`)");
+    cmd->add_option("--caps", caps, "Make the device behave as if weaker: " + CapsOverride::help());
+    cmd->add_flag("--validate", validate, "Enable the Khronos validation layer (prints its messages)");
+    cmd->add_option("--cache-dir", cache_dir, "Pipeline cache directory (default: $XDG_CACHE_HOME/vkllm or ~/.cache/vkllm)");
+    cmd->add_flag("--no-pipeline-cache", no_cache, "Neither read nor write the pipeline cache");
+}
+
+ContextOptions DeviceOptions::context_options() const {
+    ContextOptions o;
+    if (!device.empty()) o.device = DeviceSelector::parse(device);
+    o.caps = CapsOverride::parse(caps);
+    o.instance.validation = validate;
+    if (validate)
+        o.instance.sink = [](MessageSeverity s, std::string_view msg) {
+            fmt::print(stderr, "[validation {}] {}\n", s == MessageSeverity::Error ? "error" : "warning", msg);
+        };
+    o.pipeline_cache = !no_cache;
+    if (!cache_dir.empty()) o.cache_dir = cache_dir;
+    return o;
+}
+
+}  // namespace vkllm::app

@@ -1,0 +1,23 @@
+// Options shared by the subcommands that open a device (--device, --caps, --validate, cache).
+#pragma once
+
+#include "runtime/context.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace vkllm::app {
+
+struct DeviceOptions {
+    std::string device;      // index or name substring
+    std::string caps;        // CapsOverride spec
+    bool validate = false;   // Khronos validation layer
+    std::string cache_dir;   // pipeline cache directory
+    bool no_cache = false;
+
+    void add_to(CLI::App* cmd);
+    ContextOptions context_options() const;  // throws std::invalid_argument on a bad --caps/--device
+};
+
+}  // namespace vkllm::app

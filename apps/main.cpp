@@ -1,0 +1,24 @@
+// vkllm: one executable, one subcommand per job. Each subcommand is in apps/cmd_*.cpp.
+#include "apps/commands.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char** argv) {
+    CLI::App app{"vkllm: LLaMA-family inference on any Vulkan device"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "vkllm 0.1.0");
+    vkllm::app::register_devices(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        fmt::print(stderr, "\nvkllm: error: {}\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,275 @@
+#include "runtime/caps.h"
+
+#include "runtime/vk_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+namespace vkllm {
+
+namespace {
+
+std::string vendor_name(uint32_t id) {
+    switch (id) {
+    case 0x10de: return "NVIDIA";
+    case 0x1002: return "AMD";
+    case 0x8086: return "Intel";
+    case 0x13b5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x106b: return "Apple";
+    case 0x1010: return "ImgTec";
+    case 0x10005: return "Mesa";
+    default: return fmt::format("0x{:04x}", id);
+    }
+}
+
+uint64_t parse_size(const std::string& key, const std::string& v) {
+    size_t pos = 0;
+    unsigned long long n = 0;
+    try {
+        n = std::stoull(v, &pos, 0);
+    } catch (const std::exception&) {
+        pos = 0;
+    }
+    if (pos == 0 || v[0] == '-') throw std::invalid_argument(fmt::format("--caps {}: '{}' is not a number", key, v));
+    std::string suffix = v.substr(pos);
+    if (suffix == "k" || suffix == "K") n <<= 10;
+    else if (suffix == "m" || suffix == "M") n <<= 20;
+    else if (suffix == "g" || suffix == "G") n <<= 30;
+    else if (!suffix.empty()) throw std::invalid_argument(fmt::format("--caps {}: bad suffix '{}'", key, suffix));
+    if (n == 0) throw std::invalid_argument(fmt::format("--caps {}: must be > 0", key));
+    return n;
+}
+
+#ifdef VK_KHR_cooperative_matrix
+std::string component_name(VkComponentTypeKHR t) {
+    switch (t) {
+    case VK_COMPONENT_TYPE_FLOAT16_KHR: return "f16";
+    case VK_COMPONENT_TYPE_FLOAT32_KHR: return "f32";
+    case VK_COMPONENT_TYPE_SINT8_KHR: return "s8";
+    case VK_COMPONENT_TYPE_UINT8_KHR: return "u8";
+    case VK_COMPONENT_TYPE_SINT32_KHR: return "s32";
+    case VK_COMPONENT_TYPE_UINT32_KHR: return "u32";
+    default: return "other";
+    }
+}
+#endif
+
+}  // namespace
+
+bool device_has_extension(VkPhysicalDevice pd, const char* name) {
+    uint32_t n = 0;
+    VK_CHECK(vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr));
+    std::vector<VkExtensionProperties> exts(n);
+    VK_CHECK(vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()));
+    for (auto& e : exts)
+        if (std::strcmp(e.extensionName, name) == 0) return true;
+    return false;
+}
+
+std::string DeviceCaps::type_name() const {
+    switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+    }
+}
+
+DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instance_api_version) {
+    DeviceCaps c;
+    VkPhysicalDeviceProperties base{};
+    vkGetPhysicalDeviceProperties(pd, &base);
+    c.api_version = std::min(base.apiVersion, instance_api_version);
+    bool v12 = c.api_version >= VK_API_VERSION_1_2, v13 = c.api_version >= VK_API_VERSION_1_3;
+    bool has_driver_props = v12 || device_has_extension(pd, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+    bool has_f16i8 = v12 || device_has_extension(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    bool has_8bit = v12 || device_has_extension(pd, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+    bool has_sgsc = v13 || device_has_extension(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    bool has_dot = v13 || device_has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    bool has_maint4 = v13 || device_has_extension(pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
+    c.cooperative_matrix = device_has_extension(pd, "VK_KHR_cooperative_matrix");
+
+    // --- properties ---
+    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceSubgroupSizeControlProperties sgsc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+    VkPhysicalDeviceMaintenance4Properties m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+    props.pNext = &sg;
+    sg.pNext = &m3;
+    void** tail = &m3.pNext;
+    if (has_driver_props) { *tail = &drv; tail = &drv.pNext; }
+    if (has_sgsc) { *tail = &sgsc; tail = &sgsc.pNext; }
+    if (has_maint4) { *tail = &m4; tail = &m4.pNext; }
+    vkGetPhysicalDeviceProperties2(pd, &props);
+    const VkPhysicalDeviceLimits& lim = props.properties.limits;
+
+    c.name = props.properties.deviceName;
+    c.vendor_id = props.properties.vendorID;
+    c.device_id = props.properties.deviceID;
+    c.vendor = vendor_name(c.vendor_id);
+    c.driver_version = props.properties.driverVersion;
+    c.type = props.properties.deviceType;
+    std::memcpy(c.pipeline_cache_uuid.data(), props.properties.pipelineCacheUUID, VK_UUID_SIZE);
+    if (has_driver_props) {
+        c.driver_name = drv.driverName;
+        c.driver_info = drv.driverInfo;
+    }
+
+    c.subgroup_size = sg.subgroupSize;
+    c.min_subgroup_size = c.max_subgroup_size = sg.subgroupSize;
+    bool compute_sg = sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
+    c.subgroup_basic = compute_sg && (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+    c.subgroup_arithmetic = compute_sg && (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    c.subgroup_shuffle = compute_sg && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    c.subgroup_ballot = compute_sg && (sg.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
+
+    c.max_shared_memory = lim.maxComputeSharedMemorySize;
+    for (int i = 0; i < 3; ++i) {
+        c.max_workgroup_size[i] = lim.maxComputeWorkGroupSize[i];
+        c.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
+    }
+    c.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+    c.max_push_constants = lim.maxPushConstantsSize;
+    c.max_storage_buffer_range = lim.maxStorageBufferRange;
+    c.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
+    c.max_memory_allocation_size = m3.maxMemoryAllocationSize;
+    c.max_buffer_size = has_maint4 ? m4.maxBufferSize : m3.maxMemoryAllocationSize;
+    c.timestamp_period_ns = lim.timestampPeriod;
+
+    // --- features ---
+    VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    VkPhysicalDeviceSubgroupSizeControlFeatures sgscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    feats.pNext = &s16;
+    tail = &s16.pNext;
+    if (has_8bit) { *tail = &s8; tail = &s8.pNext; }
+    if (has_f16i8) { *tail = &f16i8; tail = &f16i8.pNext; }
+    if (has_sgsc) { *tail = &sgscf; tail = &sgscf.pNext; }
+    if (has_dot) { *tail = &dot; tail = &dot.pNext; }
+    vkGetPhysicalDeviceFeatures2(pd, &feats);
+    c.storage16 = s16.storageBuffer16BitAccess;
+    c.storage8 = has_8bit && s8.storageBuffer8BitAccess;
+    c.fp16 = has_f16i8 && f16i8.shaderFloat16;
+    c.int8 = has_f16i8 && f16i8.shaderInt8;
+    c.int_dot_product = has_dot && dot.shaderIntegerDotProduct;
+    c.subgroup_size_control = has_sgsc && sgscf.subgroupSizeControl && sgscf.computeFullSubgroups &&
+                              (sgsc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
+    if (c.subgroup_size_control) {
+        c.min_subgroup_size = sgsc.minSubgroupSize;
+        c.max_subgroup_size = sgsc.maxSubgroupSize;
+    }
+
+    // --- memory ---
+    VkPhysicalDeviceMemoryProperties mem{};
+    vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
+        if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) c.device_local_bytes += mem.memoryHeaps[h].size;
+    bool all_local_visible = true;
+    for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
+        auto f = mem.memoryTypes[t].propertyFlags;
+        if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) all_local_visible = false;
+    }
+    c.uma = all_local_visible || c.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || c.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+
+    // --- queue with compute and timestamps ---
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(nq);
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf.data());
+    for (auto& q : qf)
+        if ((q.queueFlags & VK_QUEUE_COMPUTE_BIT) && q.timestampValidBits > 0 && lim.timestampPeriod > 0)
+            c.timestamps = true;
+
+#ifdef VK_KHR_cooperative_matrix
+    if (c.cooperative_matrix) {
+        auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+            vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+        uint32_t n = 0;
+        if (get && get(pd, &n, nullptr) == VK_SUCCESS && n > 0) {
+            std::vector<VkCooperativeMatrixPropertiesKHR> shapes(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+            if (get(pd, &n, shapes.data()) == VK_SUCCESS)
+                for (auto& s : shapes)
+                    if (s.scope == VK_SCOPE_SUBGROUP_KHR)
+                        c.coop_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType),
+                                                 component_name(s.BType), component_name(s.CType),
+                                                 component_name(s.ResultType)});
+        }
+    }
+#else
+    (void)instance;
+#endif
+    return c;
+}
+
+// --- capability override -------------------------------------------------------------------------
+
+std::string CapsOverride::help() {
+    return "comma-separated: no-fp16, no-int8, no-storage16, no-storage8, no-subgroup-ops, "
+           "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, shared-mem=BYTES, "
+           "max-storage-range=BYTES, max-alloc=BYTES (BYTES may end in k, m or g)";
+}
+
+CapsOverride CapsOverride::parse(const std::string& spec) {
+    CapsOverride o;
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
+        if (item.empty()) continue;
+        auto eq = item.find('=');
+        std::string key = item.substr(0, eq), val = eq == std::string::npos ? "" : item.substr(eq + 1);
+        bool flag = eq == std::string::npos;
+        if (flag && key == "no-fp16") o.no_fp16 = true;
+        else if (flag && key == "no-int8") o.no_int8 = true;
+        else if (flag && key == "no-storage16") o.no_storage16 = true;
+        else if (flag && key == "no-storage8") o.no_storage8 = true;
+        else if (flag && key == "no-subgroup-ops") o.no_subgroup_ops = true;
+        else if (flag && key == "no-subgroup-size-control") o.no_subgroup_size_control = true;
+        else if (flag && key == "no-int-dot") o.no_int_dot = true;
+        else if (flag && key == "no-coopmat") o.no_coopmat = true;
+        else if (flag && key == "no-timestamps") o.no_timestamps = true;
+        else if (!flag && key == "shared-mem") o.shared_mem = uint32_t(std::min<uint64_t>(parse_size(key, val), UINT32_MAX));
+        else if (!flag && key == "max-storage-range") o.max_storage_range = parse_size(key, val);
+        else if (!flag && key == "max-alloc") o.max_allocation = parse_size(key, val);
+        else throw std::invalid_argument(fmt::format("--caps: unknown entry '{}'; accepted: {}", item, help()));
+    }
+    return o;
+}
+
+bool CapsOverride::empty() const {
+    return !(no_fp16 || no_int8 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
+             no_int_dot || no_coopmat || no_timestamps || shared_mem || max_storage_range || max_allocation);
+}
+
+void CapsOverride::apply(DeviceCaps& c) const {
+    if (no_fp16) c.fp16 = false;
+    if (no_int8) c.int8 = false;
+    if (no_storage16) c.storage16 = false;
+    if (no_storage8) c.storage8 = false;
+    if (no_subgroup_ops) c.subgroup_arithmetic = c.subgroup_shuffle = c.subgroup_ballot = false;
+    if (no_subgroup_size_control) {
+        c.subgroup_size_control = false;
+        c.min_subgroup_size = c.max_subgroup_size = c.subgroup_size;
+    }
+    if (no_int_dot) c.int_dot_product = false;
+    if (no_coopmat) { c.cooperative_matrix = false; c.coop_shapes.clear(); }
+    if (no_timestamps) c.timestamps = false;
+    // Limits only ever shrink: an override cannot promise more than the hardware has.
+    if (shared_mem) c.max_shared_memory = std::min(c.max_shared_memory, shared_mem);
+    if (max_storage_range) c.max_storage_buffer_range = std::min(c.max_storage_buffer_range, max_storage_range);
+    if (max_allocation) c.max_memory_allocation_size = std::min(c.max_memory_allocation_size, max_allocation);
+}
+
+}  // namespace vkllm

@@ -1,0 +1,90 @@
+// Everything vkllm needs to know about a physical device, read once into one struct, and the
+// capability override that makes a strong device behave like a weak one (tests of fallback paths,
+// workarounds for buggy drivers).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vkllm {
+
+struct CoopMatShape {
+    uint32_t m, n, k;
+    std::string a_type, b_type, c_type, result_type;  // "f16", "f32", "s8", ...
+};
+
+struct DeviceCaps {
+    // identity
+    std::string name;
+    uint32_t vendor_id = 0, device_id = 0;
+    std::string vendor;  // "NVIDIA", "AMD", "Intel", "ARM", "Qualcomm", "Apple", "Mesa", ...
+    std::string driver_name, driver_info;
+    uint32_t driver_version = 0;
+    uint32_t api_version = 0;  // min(device, instance)
+    VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+    std::array<uint8_t, VK_UUID_SIZE> pipeline_cache_uuid{};
+
+    // subgroups
+    uint32_t subgroup_size = 1;
+    uint32_t min_subgroup_size = 1, max_subgroup_size = 1;
+    bool subgroup_size_control = false;  // can require a subgroup size per pipeline
+    bool subgroup_basic = false, subgroup_arithmetic = false, subgroup_shuffle = false, subgroup_ballot = false;
+
+    // arithmetic and storage
+    bool fp16 = false;        // shaderFloat16
+    bool int8 = false;        // shaderInt8
+    bool storage16 = false;   // storageBuffer16BitAccess
+    bool storage8 = false;    // storageBuffer8BitAccess
+    bool int_dot_product = false;
+    bool cooperative_matrix = false;
+    std::vector<CoopMatShape> coop_shapes;
+
+    // compute limits
+    uint32_t max_shared_memory = 0;
+    std::array<uint32_t, 3> max_workgroup_size{};
+    uint32_t max_workgroup_invocations = 0;
+    std::array<uint32_t, 3> max_workgroup_count{};
+    uint32_t max_push_constants = 0;
+
+    // memory
+    uint64_t max_storage_buffer_range = 0;
+    uint64_t min_storage_buffer_offset_alignment = 1;
+    uint64_t max_memory_allocation_size = 0;
+    uint64_t max_buffer_size = 0;
+    uint64_t device_local_bytes = 0;
+    bool uma = false;  // device-local memory is also host-visible (integrated, CPU)
+
+    // timing
+    bool timestamps = false;
+    float timestamp_period_ns = 0;
+
+    std::string type_name() const;
+    bool subgroup_ops() const { return subgroup_basic && subgroup_arithmetic; }
+};
+
+// Parsed from "no-fp16,no-subgroup-ops,shared-mem=16384,max-storage-range=33554432,...".
+// Each entry can only weaken the device. Unknown entries throw std::invalid_argument naming them.
+struct CapsOverride {
+    bool no_fp16 = false, no_int8 = false, no_storage16 = false, no_storage8 = false;
+    bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
+    bool no_coopmat = false, no_timestamps = false;
+    uint32_t shared_mem = 0;           // 0: keep
+    uint64_t max_storage_range = 0;    // 0: keep
+    uint64_t max_allocation = 0;       // 0: keep
+
+    static CapsOverride parse(const std::string& spec);
+    static std::string help();  // one line per accepted entry
+    bool empty() const;
+    void apply(DeviceCaps& caps) const;
+};
+
+DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instance_api_version);
+
+// Extensions the logical device enables where present (and that DeviceCaps reports).
+bool device_has_extension(VkPhysicalDevice pd, const char* name);
+
+}  // namespace vkllm

@@ -1,0 +1,29 @@
+// The embedded shader table, generated at build time by tools/shader_embed.cpp from the variants
+// declared in shaders/CMakeLists.txt.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace vkllm {
+
+struct ShaderInfo {
+    const char* name;
+    const uint32_t* code;
+    uint32_t code_words;
+    uint32_t local_size[3];          // default workgroup size
+    int32_t local_size_spec_id[3];   // specialization id of each workgroup dimension, -1 if fixed
+    uint32_t push_constant_bytes;
+    uint32_t binding_count;          // storage buffers at set 0, bindings 0..n-1
+    uint32_t written_mask;           // bit b set: binding b is written (not readonly)
+    uint64_t hash;                   // FNV-1a of the SPIR-V
+};
+
+std::span<const ShaderInfo> shader_table();
+// Throws std::out_of_range naming the variant when it is not in the table.
+const ShaderInfo& find_shader(std::string_view name);
+// One hash over every embedded module: part of the pipeline-cache key.
+uint64_t shader_table_hash();
+
+}  // namespace vkllm

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every Debian package vkllm needs to build, run and test.
+# Used by the README quick start and by .ci/run, so both install exactly the same set.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+PKGS=(
+  build-essential cmake ninja-build pkg-config
+  libvulkan-dev            # Vulkan loader + headers
+  glslang-tools            # glslangValidator: GLSL -> SPIR-V at build time
+  spirv-tools              # spirv-val: every generated module is validated
+  libfmt-dev               # formatting
+  libcli11-dev             # command-line parsing for apps/
+  nlohmann-json3-dev       # --json output of apps/
+  doctest-dev              # unit tests
+  mesa-vulkan-drivers      # lavapipe: the CPU Vulkan device the tests run on
+  vulkan-validationlayers  # Khronos validation layer: on in every test
+  libsentencepiece-dev     # test-only oracle for the tokenizer
+)
+if [ "${VKLLM_WITH_FUZZ:-0}" = 1 ]; then
+  PKGS+=(clang-14 libclang-rt-14-dev libfuzzer-14-dev)
+fi
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
+echo "install_deps: ok"

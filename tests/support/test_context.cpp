@@ -1,0 +1,159 @@
+#include "support/test_context.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+namespace vkllm::test {
+
+namespace {
+
+std::mutex g_mutex;
+std::vector<std::string> g_errors;
+
+void sink(MessageSeverity s, std::string_view msg) {
+    if (s != MessageSeverity::Error) return;
+    std::lock_guard lock(g_mutex);
+    g_errors.emplace_back(msg);
+}
+
+ContextOptions options(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir) {
+    ContextOptions o;
+    o.instance.validation = true;
+    o.instance.require_validation = true;
+    o.instance.sink = sink;
+    o.caps = caps;
+    o.pipeline_cache = cache_dir.has_value();
+    o.cache_dir = std::move(cache_dir);
+    return o;
+}
+
+constexpr uint32_t kCanary = 0xA5C3E1F7u;
+
+}  // namespace
+
+Context& context() {
+    static std::unique_ptr<Context> ctx = std::make_unique<Context>(options({}, std::nullopt));
+    return *ctx;
+}
+
+Context& context_for(const std::string& caps_spec) {
+    if (caps_spec.empty()) return context();
+    static std::mutex m;
+    static std::map<std::string, std::unique_ptr<Context>> contexts;
+    std::lock_guard lock(m);
+    auto& c = contexts[caps_spec];
+    if (!c) c = std::make_unique<Context>(options(CapsOverride::parse(caps_spec), std::nullopt));
+    return *c;
+}
+
+std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir) {
+    return std::make_unique<Context>(options(caps, std::move(cache_dir)));
+}
+
+std::vector<std::string> take_validation_errors() {
+    std::lock_guard lock(g_mutex);
+    return std::exchange(g_errors, {});
+}
+
+ValidationGuard::ValidationGuard() { take_validation_errors(); }
+
+ValidationGuard::~ValidationGuard() {
+    auto errors = take_validation_errors();
+    for (size_t i = 0; i < errors.size() && i < 5; ++i) {
+        std::string msg = "Vulkan validation error: " + errors[i];
+        FAIL_CHECK(msg);
+    }
+    if (errors.size() > 5) {
+        std::string msg = std::to_string(errors.size() - 5) + " more validation errors";
+        FAIL_CHECK(msg);
+    }
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo, float hi) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+Compare validate_result(const std::string& tensor, const float* gpu, const float* ref, size_t n, const Tolerance& tol) {
+    Compare c;
+    double err = 0, norm = 0;
+    int printed = 0;
+    for (size_t i = 0; i < n; ++i) {
+        double g = gpu[i], r = ref[i];
+        if (!std::isfinite(g)) {
+            ++c.non_finite;
+            if (printed++ < 5) MESSAGE(fmt::format("{}[{}]: gpu {} (not finite), ref {}", tensor, i, g, r));
+            continue;
+        }
+        double d = std::fabs(g - r);
+        err += d * d;
+        norm += r * r;
+        c.max_abs = std::max(c.max_abs, d);
+        if (d > tol.atol + tol.rtol * std::fabs(r)) {
+            ++c.bad;
+            if (printed++ < 5) MESSAGE(fmt::format("{}[{}]: gpu {:.7g}, ref {:.7g}, |diff| {:.3g}", tensor, i, g, r, d));
+        }
+    }
+    c.nmse = norm > 0 ? err / norm : err;
+    INFO(fmt::format("{}: n={} nmse={:.3g} max_abs={:.3g} bad={} non_finite={}", tensor, n, c.nmse, c.max_abs, c.bad,
+                     c.non_finite));
+    CHECK(c.non_finite == 0);
+    CHECK(c.nmse <= tol.nmse);
+    CHECK(c.bad == 0);
+    return c;
+}
+
+GuardedBuffer::GuardedBuffer(Context& ctx, size_t bytes, const std::string& name)
+    : ctx_(ctx), bytes_(bytes), guard_(ctx.allocator().alignment()), name_(name) {
+    size_t total = (bytes + 3) / 4 * 4 + 2 * guard_;
+    buf_ = ctx.create_buffer(total, MemoryUsage::Device, name);
+    std::vector<uint32_t> canary((total + 3) / 4, kCanary);
+    ctx.upload(buf_, canary.data(), total);
+}
+
+BufferSlice GuardedBuffer::slice() const { return buf_.slice(guard_, bytes_); }
+void GuardedBuffer::upload(const void* src, size_t bytes) { ctx_.upload(buf_, src, bytes, guard_); }
+void GuardedBuffer::download(void* dst, size_t bytes) const { ctx_.download(buf_, dst, bytes, guard_); }
+
+std::vector<float> GuardedBuffer::download_floats(size_t n) const {
+    std::vector<float> v(n);
+    download(v.data(), n * 4);
+    return v;
+}
+
+void GuardedBuffer::check_guards() const {
+    std::vector<uint32_t> head(guard_ / 4), tail(guard_ / 4);
+    ctx_.download(buf_, head.data(), guard_, 0);
+    // The tail guard starts at the payload rounded up to a word: the canary is compared in words.
+    ctx_.download(buf_, tail.data(), guard_, guard_ + (bytes_ + 3) / 4 * 4);
+    size_t bad_head = 0, bad_tail = 0;
+    for (uint32_t w : head) bad_head += w != kCanary;
+    for (uint32_t w : tail) bad_tail += w != kCanary;
+    INFO("out-of-bounds write check for " << name_);
+    CHECK_MESSAGE(bad_head == 0, name_ << ": " << bad_head << " words written before the buffer");
+    CHECK_MESSAGE(bad_tail == 0, name_ << ": " << bad_tail << " words written after the buffer");
+}
+
+std::string model_path(const std::string& file) {
+    std::filesystem::path p = std::filesystem::path(VKLLM_MODELS_DIR) / file;
+    if (!std::filesystem::exists(p)) {
+        MESSAGE("skipping: " << p.string() << " not found (../shared/models is absent)");
+        return {};
+    }
+    return p.string();
+}
+
+const std::vector<std::string>& device_variants() {
+    static const std::vector<std::string> v = {"", "no-fp16,no-subgroup-ops,shared-mem=16384",
+                                               "no-storage16,no-storage8,no-int8"};
+    return v;
+}
+
+}  // namespace vkllm::test
