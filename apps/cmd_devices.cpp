@@ -2,6 +2,7 @@
 #include "apps/commands.h"
 #include "runtime/device.h"
 #include "runtime/instance.h"
+#include "runtime/vk_check.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "vkllm 0.1.0");
     vkllm::app::register_devices(app);
+    vkllm::app::register_gen_model(app);
+    vkllm::app::register_run(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

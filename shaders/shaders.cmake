@@ -34,12 +34,56 @@ endfunction()
 
 # --- test and probe kernels ---------------------------------------------------------------------
 vkllm_shader(vec_add           vec_add.comp)
+vkllm_shader(probe_bandwidth   probe_bandwidth.comp)
+vkllm_shader(probe_bandwidth_sg probe_bandwidth.comp USE_SUBGROUP)
+vkllm_shader(probe_fma         probe_fma.comp)
 
 # --- elementwise and small ops ------------------------------------------------------------------
+vkllm_shader(rms_norm          rms_norm.comp)
+vkllm_shader(rms_norm_sg       rms_norm.comp USE_SUBGROUP)
+vkllm_shader(swiglu            swiglu.comp)
+vkllm_shader(add               add.comp)
+vkllm_shader(rope              rope.comp)
+vkllm_shader(kv_store_f16      kv_store.comp F16)
+vkllm_shader(kv_store_f32      kv_store.comp)
+vkllm_shader(argmax            argmax.comp)
+vkllm_shader(argmax_sg         argmax.comp USE_SUBGROUP)
+vkllm_shader(softmax           softmax.comp)
+vkllm_shader(softmax_sg        softmax.comp USE_SUBGROUP)
+vkllm_shader(topk              topk.comp)
 
 # --- matmul / matvec (weight type x tile) --------------------------------------------------------
+# Weight decoding lives in include/weights.glsl (word reads, no 16/8-bit storage needed).
+# Tile sizes (matmul) and rows per workgroup / batch (matvec) are specialization constants chosen
+# by runtime/ops/linear.cpp, so one variant per weight type x reduction covers every shape.
+#
+#            name                   source         weight type  reduction
+vkllm_shader(matmul_f32             matmul.comp    W_F32)
+vkllm_shader(matmul_f16             matmul.comp    W_F16)
+vkllm_shader(matmul_q8_0            matmul.comp    W_Q8_0)
+vkllm_shader(matmul_q4_0            matmul.comp    W_Q4_0)
+vkllm_shader(matvec_f32             matvec.comp    W_F32)
+vkllm_shader(matvec_f32_subgroup    matvec.comp    W_F32        USE_SUBGROUP)
+vkllm_shader(matvec_f16             matvec.comp    W_F16)
+vkllm_shader(matvec_f16_subgroup    matvec.comp    W_F16        USE_SUBGROUP)
+vkllm_shader(matvec_q8_0            matvec.comp    W_Q8_0)
+vkllm_shader(matvec_q8_0_subgroup   matvec.comp    W_Q8_0       USE_SUBGROUP)
+vkllm_shader(matvec_q4_0            matvec.comp    W_Q4_0)
+vkllm_shader(matvec_q4_0_subgroup   matvec.comp    W_Q4_0       USE_SUBGROUP)
+# embedding lookup (same weight decoding)
+vkllm_shader(get_rows_f32           get_rows.comp  W_F32)
+vkllm_shader(get_rows_f16           get_rows.comp  W_F16)
+vkllm_shader(get_rows_q8_0          get_rows.comp  W_Q8_0)
+vkllm_shader(get_rows_q4_0          get_rows.comp  W_Q4_0)
 
 # --- attention and KV cache ----------------------------------------------------------------------
+# KV element type x kernel. f16 K/V are read as packed words (unpackHalf2x16): no 16-bit storage
+# or fp16 feature is needed, so these run on every device. Tile sizes are specialization constants.
+vkllm_shader(attention_prefill_f16 attention_prefill.comp KV_F16)
+vkllm_shader(attention_prefill_f32 attention_prefill.comp KV_F32)
+vkllm_shader(attention_decode_f16  attention_decode.comp  KV_F16)
+vkllm_shader(attention_decode_f32  attention_decode.comp  KV_F32)
+vkllm_shader(attention_merge       attention_merge.comp)
 
 set(VKLLM_SHADERS_CPP ${VKLLM_SHADER_BIN}/vkllm_shaders.cpp)
 add_custom_command(

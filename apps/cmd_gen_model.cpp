@@ -1,0 +1,148 @@
+// `vkllm gen-model`: writes a LLaMA-architecture GGUF with random weights, so benchmarks and
+// tests can use real model shapes (TinyLlama, Llama-2 7B layers) without downloading weights.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "model/gguf_writer.h"
+
+namespace vkllm::app {
+
+namespace {
+
+struct GenModelArgs {
+    std::string output;
+    std::string preset;
+    std::string type;
+    int64_t dim = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, ctx = 0;
+    uint64_t seed = 1;
+    CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
+                *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
+};
+
+LlamaShape preset_shape(const std::string& name) {
+    LlamaShape s;
+    s.name = "vkllm-random-" + name;
+    if (name == "tinyllama") {  // TinyLlama 1.1B
+        s.dim = 2048, s.n_layers = 22, s.n_heads = 32, s.n_kv_heads = 4, s.ffn_dim = 5632, s.n_vocab = 32000,
+        s.n_ctx = 2048;
+    } else if (name == "stories15m") {  // karpathy tinyllamas stories15M
+        s.dim = 288, s.n_layers = 6, s.n_heads = 6, s.n_kv_heads = 6, s.ffn_dim = 768, s.n_vocab = 32000,
+        s.n_ctx = 256;
+    } else if (name == "llama2-7b-layer") {  // one layer of Llama-2 7B: the shapes that matter for kernels
+        s.dim = 4096, s.n_layers = 1, s.n_heads = 32, s.n_kv_heads = 32, s.ffn_dim = 11008, s.n_vocab = 32000,
+        s.n_ctx = 4096;
+    } else {
+        throw std::invalid_argument("unknown preset '" + name + "'");
+    }
+    return s;
+}
+
+TensorType parse_type(const std::string& t) {
+    if (t == "f32") return TensorType::F32;
+    if (t == "f16") return TensorType::F16;
+    if (t == "q8_0") return TensorType::Q8_0;
+    if (t == "q4_0") return TensorType::Q4_0;
+    throw std::invalid_argument("unknown --type '" + t + "'; expected f32, f16, q8_0 or q4_0");
+}
+
+// Applies an option when given: must be a positive 32-bit value.
+void apply(const CLI::Option* opt, int64_t value, uint32_t& field) {
+    if (!opt || opt->count() == 0) return;
+    if (value <= 0 || value > int64_t(std::numeric_limits<uint32_t>::max()))
+        throw std::invalid_argument(fmt::format("{} must be a positive integer, got {}", opt->get_name(), value));
+    field = uint32_t(value);
+}
+
+void run_gen_model(const GenModelArgs& a) {
+    LlamaShape s;
+    if (!a.preset.empty()) {
+        s = preset_shape(a.preset);
+    } else {
+        std::string missing;
+        for (const CLI::Option* o : {a.dim_opt, a.layers_opt, a.heads_opt, a.ffn_opt, a.vocab_opt})
+            if (o->count() == 0) missing += (missing.empty() ? "" : ", ") + o->get_name();
+        if (!missing.empty())
+            throw std::invalid_argument("without --preset, these options are required: " + missing);
+        s.n_ctx = 2048;
+        s.name = "vkllm-random";
+    }
+    apply(a.dim_opt, a.dim, s.dim);
+    apply(a.layers_opt, a.layers, s.n_layers);
+    apply(a.heads_opt, a.heads, s.n_heads);
+    if (a.preset.empty()) s.n_kv_heads = s.n_heads;  // plain multi-head attention unless told
+    apply(a.kv_heads_opt, a.kv_heads, s.n_kv_heads);
+    apply(a.ffn_opt, a.ffn, s.ffn_dim);
+    apply(a.vocab_opt, a.vocab, s.n_vocab);
+    apply(a.ctx_opt, a.ctx, s.n_ctx);
+    s.weight_type = parse_type(a.type);
+    s.seed = a.seed;
+    validate_llama_shape(s);
+
+    GgufWriter w = make_random_llama(s);
+    uint64_t total = 0;
+    for (const GgufTensorInfo& t : w.tensors()) total += t.n_bytes;
+    fmt::print(stderr,
+               "gen-model: {}: llama dim {}, {} layers, {}/{} heads, ffn {}, vocab {}, ctx {}, {} weights, "
+               "seed {}: {} tensors, {:.1f} MiB of data\n",
+               a.output, s.dim, s.n_layers, s.n_heads, s.n_kv_heads, s.ffn_dim, s.n_vocab, s.n_ctx,
+               type_traits(s.weight_type).name, s.seed, w.tensors().size(), double(total) / (1 << 20));
+
+    const bool tty = isatty(fileno(stderr));
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t done = 0;
+    int last_decile = -1;
+    w.write_file(a.output, [&](size_t i, size_t n, const GgufTensorInfo& t) {
+        if (tty) {
+            fmt::print(stderr, "\r  [{:>4}/{}] {:<28} {:>5.1f}%", i + 1, n, t.name,
+                       total ? 100.0 * double(done) / double(total) : 100.0);
+        } else if (int d = total ? int(10 * done / total) : 10; d != last_decile) {
+            fmt::print(stderr, "  {:>3}% [{}/{}] {}\n", d * 10, i + 1, n, t.name);
+            last_decile = d;
+        }
+        std::fflush(stderr);
+        done += t.n_bytes;
+    });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(stderr, "{}gen-model: wrote {} ({} bytes) in {:.1f} s\n", tty ? "\n" : "", a.output,
+               std::filesystem::file_size(a.output), secs);
+}
+
+}  // namespace
+
+void register_gen_model(CLI::App& app) {
+    auto args = std::make_shared<GenModelArgs>();
+    CLI::App* cmd = app.add_subcommand("gen-model", "Write a LLaMA-architecture GGUF model with random weights");
+    cmd->add_option("-o,--output", args->output, "Output .gguf path")->required();
+    cmd->add_option("--preset", args->preset, "Base shape: tinyllama, stories15m or llama2-7b-layer")
+        ->check(CLI::IsMember({"tinyllama", "stories15m", "llama2-7b-layer"}));
+    args->dim_opt = cmd->add_option("--dim", args->dim, "Embedding length");
+    args->layers_opt = cmd->add_option("--layers", args->layers, "Number of transformer blocks");
+    args->heads_opt = cmd->add_option("--heads", args->heads, "Query heads (must divide dim)");
+    args->kv_heads_opt = cmd->add_option("--kv-heads", args->kv_heads, "KV heads (must divide heads; default heads)");
+    args->ffn_opt = cmd->add_option("--ffn", args->ffn, "Feed-forward hidden size");
+    args->vocab_opt = cmd->add_option("--vocab", args->vocab, "Vocab size (>= 259)");
+    args->ctx_opt = cmd->add_option("--ctx", args->ctx, "Training context length (default 2048)");
+    cmd->add_option("--type", args->type, "Type of the 2D weight matrices: f32, f16, q8_0 or q4_0")
+        ->required()
+        ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+    cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+    cmd->callback([args] {
+        try {
+            run_gen_model(*args);
+        } catch (const std::invalid_argument& e) {
+            throw std::runtime_error(std::string("gen-model: ") + e.what());
+        }
+    });
+}
+
+}  // namespace vkllm::app

@@ -1,0 +1,111 @@
+// `vkllm run`: generate text from a prompt, streaming it to stdout.
+#include "apps/commands.h"
+#include "apps/load_model.h"
+#include "model/forward_check.h"
+#include "model/generate.h"
+#include "model/llama_cpu.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace vkllm::app {
+
+namespace {
+
+struct RunOptions {
+    std::string model;
+    std::string prompt;
+    int32_t n_predict = 128;
+    SamplerParams sampler;
+    int64_t seed = -1;
+    uint32_t n_ctx = 0;
+    uint32_t ubatch = 64;
+    std::string kv_type = "f16";
+    bool check = false;
+    bool no_echo = false;
+    DeviceOptions device;
+};
+
+void run(const RunOptions& o) {
+    LlamaOptions lo;
+    lo.n_ctx = o.n_ctx;
+    lo.ubatch = o.ubatch;
+    lo.kv_type = o.kv_type == "f32" ? ops::KvType::F32 : ops::KvType::F16;
+    GenerateParams gp;
+    gp.n_predict = o.n_predict;
+    gp.sampler = o.sampler;
+    gp.sampler.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
+    gp.sampler.validate();
+
+    std::string path = resolve_model_path(o.model);
+    LoadedModel m = load_model(path, o.device, lo, false);
+    std::vector<int32_t> prompt = m.tokenizer->encode(o.prompt, m.tokenizer->add_bos() || o.prompt.empty());
+    if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens and the vocabulary has no BOS");
+
+    if (o.check) {
+        // Run the host reference beside the device over the prompt and every generated token.
+        LlamaCpu cpu(*m.file, m.cfg, m.model->n_ctx(), lo.kv_type);
+        std::vector<int32_t> tokens = prompt;
+        double worst_logits = 0;
+        for (int32_t step = 0; step <= o.n_predict; ++step) {
+            CheckReport r = check_forward(*m.model, cpu, tokens);
+            worst_logits = std::max(worst_logits, r.logits_nmse);
+            if (!r.ok) {
+                throw std::runtime_error(fmt::format("--check: device and reference diverge at position {}: {}",
+                                                     m.model->n_past() - tokens.size(), r.first_divergence));
+            }
+            if (step == o.n_predict) break;
+            int32_t next = r.gpu_argmax;
+            if (next == m.tokenizer->eos_id()) break;
+            std::fputs(m.tokenizer->decode_piece(next, tokens.back()).c_str(), stdout);
+            std::fflush(stdout);
+            tokens = {next};
+            if (m.model->n_past() + 1 > m.model->n_ctx()) break;
+        }
+        fmt::print(stderr, "\ncheck: OK, device matches the host reference at every layer (worst logits nmse {:.3g})\n",
+                   worst_logits);
+        return;
+    }
+
+    if (!o.no_echo) {
+        std::fputs(o.prompt.c_str(), stdout);
+        std::fflush(stdout);
+    }
+    GenerateStats st = generate(*m.model, *m.tokenizer, prompt, gp, [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+    });
+    fmt::print(stderr, "\n\nload: {:.0f} ms | prompt: {} tokens, {:.1f} tokens/s | generation: {} tokens, {:.1f} tokens/s{}"
+                       " | seed {}\n",
+               m.load_ms, st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps(),
+               st.stopped_at_eos ? " (stopped at EOS)" : "", gp.sampler.seed);
+}
+
+}  // namespace
+
+void register_run(CLI::App& app) {
+    auto o = std::make_shared<RunOptions>();
+    auto* cmd = app.add_subcommand("run", "Generate text from a prompt (streams to stdout)");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+    cmd->add_option("-p,--prompt", o->prompt, "Prompt text; \"\" means BOS only");
+    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
+    cmd->add_option("--temp", o->sampler.temperature, "Temperature; 0 = greedy")->check(CLI::NonNegativeNumber)->capture_default_str();
+    cmd->add_option("--top-k", o->sampler.top_k, "Top-k (0 = off)")->check(CLI::NonNegativeNumber)->capture_default_str();
+    cmd->add_option("--top-p", o->sampler.top_p, "Top-p nucleus (1 = off)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+    cmd->add_option("--min-p", o->sampler.min_p, "Min-p (0 = off)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+    cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "Repetition penalty (1 = off)")->check(CLI::PositiveNumber)->capture_default_str();
+    cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "Tokens the penalty looks back over")->check(CLI::NonNegativeNumber)->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Random seed (default: random; printed at the end)")->check(CLI::NonNegativeNumber);
+    cmd->add_option("-c,--ctx", o->n_ctx, "Context length (default: the model's, capped by device memory)")->check(CLI::PositiveNumber);
+    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--kv-type", o->kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32"}))->capture_default_str();
+    cmd->add_flag("--check", o->check, "Run the host reference beside the device (greedy) and report the first divergence");
+    cmd->add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
+    o->device.add_to(cmd);
+    cmd->callback([o] { run(*o); });
+}
+
+}  // namespace vkllm::app

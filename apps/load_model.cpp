@@ -1,0 +1,70 @@
+#include "apps/load_model.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <unistd.h>
+
+namespace vkllm::app {
+
+namespace fs = std::filesystem;
+
+std::string default_model_path() {
+    std::vector<fs::path> candidates = {fs::path("../shared/models/stories260K.gguf")};
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec)  // build/vkllm -> <repo>/../shared
+        for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+            candidates.push_back(dir.parent_path() / "shared/models/stories260K.gguf");
+    for (auto& c : candidates)
+        if (fs::is_regular_file(c, ec)) return c.lexically_normal().string();
+    return {};
+}
+
+std::string resolve_model_path(const std::string& arg) {
+    if (arg.empty()) {
+        std::string d = default_model_path();
+        if (d.empty())
+            throw std::invalid_argument("no model given (-m) and the default ../shared/models/stories260K.gguf was not found");
+        return d;
+    }
+    std::error_code ec;
+    if (!fs::exists(arg, ec)) throw std::invalid_argument(fmt::format("model file '{}' does not exist", arg));
+    if (fs::is_directory(arg, ec)) throw std::invalid_argument(fmt::format("model path '{}' is a directory, not a GGUF file", arg));
+    if (!fs::is_regular_file(arg, ec)) throw std::invalid_argument(fmt::format("model path '{}' is not a regular file", arg));
+    return arg;
+}
+
+LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const LlamaOptions& opts, bool quiet) {
+    auto t0 = std::chrono::steady_clock::now();
+    LoadedModel m;
+    m.file = std::make_unique<GgufFile>(GgufFile::open(path));
+    m.cfg = LlamaConfig::from_gguf(*m.file);
+    m.tokenizer = make_tokenizer(*m.file);
+    m.ctx = std::make_unique<Context>(dev.context_options());
+    if (!quiet)
+        fmt::print(stderr, "vkllm: {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}) on {}\n", path,
+                   m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.ffn_dim, m.cfg.n_vocab,
+                   m.ctx->caps().name);
+    bool tty = isatty(STDERR_FILENO);
+    int last_pct = -1;
+    auto progress = [&](uint64_t done, uint64_t total) {
+        if (quiet || total == 0) return;
+        int pct = int(done * 100 / total);
+        if (pct == last_pct || (!tty && pct % 25 != 0 && done != total)) return;
+        last_pct = pct;
+        fmt::print(stderr, "{}uploading weights: {:3d}% of {:.1f} MiB{}", tty ? "\r" : "", pct, total / 1048576.0,
+                   tty && done != total ? "" : "\n");
+    };
+    m.model = std::make_unique<LlamaGpu>(*m.ctx, *m.file, m.cfg, opts, progress);
+    m.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!quiet) {
+        const MemoryPlan& p = m.model->memory_plan();
+        fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB\n",
+                   p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, p.scratch / 1048576.0);
+    }
+    return m;
+}
+
+}  // namespace vkllm::app

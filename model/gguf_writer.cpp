@@ -1,0 +1,475 @@
+#include "model/gguf_writer.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace vkllm {
+
+namespace {
+
+template <class T>
+void put(std::vector<uint8_t>& out, T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out.insert(out.end(), p, p + sizeof(T));
+}
+
+void put_string(std::vector<uint8_t>& out, std::string_view s) {
+    put<uint64_t>(out, s.size());
+    out.insert(out.end(), s.begin(), s.end());
+}
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+class MemorySink {
+public:
+    explicit MemorySink(std::vector<uint8_t>& out) : out_(out) {}
+    void write(const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        out_.insert(out_.end(), b, b + n);
+    }
+
+private:
+    std::vector<uint8_t>& out_;
+};
+
+class FileSink {
+public:
+    FileSink(std::string path) : path_(std::move(path)) {
+        f_ = std::fopen(path_.c_str(), "wb");
+        if (!f_) throw GgufError(fmt::format("{}: cannot create: {}", path_, std::strerror(errno)));
+    }
+    FileSink(const FileSink&) = delete;
+    FileSink& operator=(const FileSink&) = delete;
+    ~FileSink() {
+        if (f_) std::fclose(f_);
+    }
+    void write(const void* p, size_t n) {
+        if (n && std::fwrite(p, 1, n, f_) != n)
+            throw GgufError(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+    }
+    void close() {
+        std::FILE* f = f_;
+        f_ = nullptr;
+        if (std::fclose(f) != 0) throw GgufError(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+    }
+
+private:
+    std::string path_;
+    std::FILE* f_ = nullptr;
+};
+
+}  // namespace
+
+// --- metadata ----------------------------------------------------------------------------------
+
+void GgufWriter::set(std::string_view key, GgufType type, std::vector<uint8_t> payload) {
+    for (Entry& e : kv_) {
+        if (e.key == key) {
+            e.type = type;
+            e.payload = std::move(payload);
+            return;
+        }
+    }
+    kv_.push_back({std::string(key), type, std::move(payload)});
+}
+
+#define VKLLM_SCALAR_SETTER(fn, T, gtype)              \
+    void GgufWriter::fn(std::string_view key, T v) {   \
+        std::vector<uint8_t> p;                        \
+        put<T>(p, v);                                  \
+        set(key, GgufType::gtype, std::move(p));       \
+    }
+VKLLM_SCALAR_SETTER(set_u8, uint8_t, UINT8)
+VKLLM_SCALAR_SETTER(set_u32, uint32_t, UINT32)
+VKLLM_SCALAR_SETTER(set_i32, int32_t, INT32)
+VKLLM_SCALAR_SETTER(set_u64, uint64_t, UINT64)
+VKLLM_SCALAR_SETTER(set_f32, float, FLOAT32)
+VKLLM_SCALAR_SETTER(set_f64, double, FLOAT64)
+#undef VKLLM_SCALAR_SETTER
+
+void GgufWriter::set_bool(std::string_view key, bool v) { set(key, GgufType::BOOL, {uint8_t(v ? 1 : 0)}); }
+
+void GgufWriter::set_string(std::string_view key, std::string_view v) {
+    std::vector<uint8_t> p;
+    put_string(p, v);
+    set(key, GgufType::STRING, std::move(p));
+}
+
+void GgufWriter::set_string_array(std::string_view key, const std::vector<std::string>& v) {
+    std::vector<uint8_t> p;
+    put<uint32_t>(p, uint32_t(GgufType::STRING));
+    put<uint64_t>(p, v.size());
+    for (const std::string& s : v) put_string(p, s);
+    set(key, GgufType::ARRAY, std::move(p));
+}
+
+void GgufWriter::set_f32_array(std::string_view key, std::span<const float> v) {
+    std::vector<uint8_t> p;
+    put<uint32_t>(p, uint32_t(GgufType::FLOAT32));
+    put<uint64_t>(p, v.size());
+    for (float x : v) put<float>(p, x);
+    set(key, GgufType::ARRAY, std::move(p));
+}
+
+void GgufWriter::set_i32_array(std::string_view key, std::span<const int32_t> v) {
+    std::vector<uint8_t> p;
+    put<uint32_t>(p, uint32_t(GgufType::INT32));
+    put<uint64_t>(p, v.size());
+    for (int32_t x : v) put<int32_t>(p, x);
+    set(key, GgufType::ARRAY, std::move(p));
+}
+
+bool GgufWriter::remove(std::string_view key) {
+    auto it = std::find_if(kv_.begin(), kv_.end(), [&](const Entry& e) { return e.key == key; });
+    if (it == kv_.end()) return false;
+    kv_.erase(it);
+    return true;
+}
+
+void GgufWriter::set_alignment(uint32_t alignment) {
+    if (alignment == 0 || !std::has_single_bit(alignment))
+        throw GgufError(fmt::format("gguf writer: alignment {} is not a power of two", alignment));
+    alignment_ = alignment;
+    set_u32("general.alignment", alignment);
+    relayout();
+}
+
+// --- tensors -----------------------------------------------------------------------------------
+
+void GgufWriter::add_tensor(std::string name, TensorType type, std::span<const uint64_t> ne, FillFn fill) {
+    const std::string what = "gguf writer: tensor " + quote_name(name);
+    if (name.empty()) throw GgufError("gguf writer: empty tensor name");
+    if (std::any_of(tensors_.begin(), tensors_.end(), [&](const GgufTensorInfo& t) { return t.name == name; }))
+        throw GgufError(what + ": duplicate tensor name");
+    if (ne.empty() || ne.size() > kGgufMaxDims)
+        throw GgufError(fmt::format("{}: {} dims; must be 1..{}", what, ne.size(), kGgufMaxDims));
+    GgufTensorInfo t;
+    t.name = std::move(name);
+    t.type = type;
+    t.n_dims = uint32_t(ne.size());
+    uint64_t n = 1;
+    for (size_t i = 0; i < ne.size(); ++i) {
+        if (ne[i] == 0) throw GgufError(what + ": zero dimension");
+        if (__builtin_mul_overflow(n, ne[i], &n)) throw GgufError(what + ": element count overflows");
+        t.ne[i] = ne[i];
+    }
+    t.n_elements = n;
+    const TypeTraits& tt = type_traits(type);
+    if (t.ne[0] % tt.block_elems != 0)
+        throw GgufError(fmt::format("{}: row length {} is not a multiple of the {} block size {}", what, t.ne[0],
+                                    tt.name, tt.block_elems));
+    t.n_bytes = n / tt.block_elems * tt.block_bytes;
+    tensors_.push_back(std::move(t));
+    fills_.push_back(std::move(fill));
+    relayout();
+}
+
+void GgufWriter::add_tensor_data(std::string name, TensorType type, std::initializer_list<uint64_t> ne,
+                                 std::span<const uint8_t> data) {
+    auto copy = std::make_shared<std::vector<uint8_t>>(data.begin(), data.end());
+    std::string n = name;
+    add_tensor(std::move(name), type, ne, [copy, n](std::span<uint8_t> dst) {
+        if (dst.size() != copy->size())
+            throw GgufError(fmt::format("gguf writer: tensor {}: {} bytes given, {} needed", quote_name(n),
+                                        copy->size(), dst.size()));
+        std::memcpy(dst.data(), copy->data(), dst.size());
+    });
+}
+
+bool GgufWriter::remove_tensor(std::string_view name) {
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+        if (tensors_[i].name == name) {
+            tensors_.erase(tensors_.begin() + ptrdiff_t(i));
+            fills_.erase(fills_.begin() + ptrdiff_t(i));
+            relayout();
+            return true;
+        }
+    }
+    return false;
+}
+
+void GgufWriter::relayout() {
+    uint64_t off = 0;
+    for (GgufTensorInfo& t : tensors_) {
+        t.offset = off;
+        off = align_up(off + t.n_bytes, alignment_);
+    }
+}
+
+// --- output ------------------------------------------------------------------------------------
+
+template <class Sink>
+void GgufWriter::write_to(Sink& sink, const ProgressFn& progress) const {
+    std::vector<uint8_t> head;
+    head.insert(head.end(), {'G', 'G', 'U', 'F'});
+    put<uint32_t>(head, 3);
+    put<uint64_t>(head, tensors_.size());
+    put<uint64_t>(head, kv_.size());
+    for (const Entry& e : kv_) {
+        put_string(head, e.key);
+        put<uint32_t>(head, uint32_t(e.type));
+        head.insert(head.end(), e.payload.begin(), e.payload.end());
+    }
+    for (const GgufTensorInfo& t : tensors_) {
+        put_string(head, t.name);
+        put<uint32_t>(head, t.n_dims);
+        for (uint32_t d = 0; d < t.n_dims; ++d) put<uint64_t>(head, t.ne[d]);
+        put<uint32_t>(head, uint32_t(t.type));
+        put<uint64_t>(head, t.offset);
+    }
+    sink.write(head.data(), head.size());
+    static constexpr uint8_t kZeros[4096] = {};
+    auto pad_to_alignment = [&](uint64_t pos) {
+        for (uint64_t n = align_up(pos, alignment_) - pos; n > 0;) {
+            const size_t chunk = size_t(std::min<uint64_t>(n, sizeof(kZeros)));
+            sink.write(kZeros, chunk);
+            n -= chunk;
+        }
+    };
+    pad_to_alignment(head.size());
+
+    std::vector<uint8_t> buf;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+        const GgufTensorInfo& t = tensors_[i];
+        if (progress) progress(i, tensors_.size(), t);
+        buf.assign(size_t(t.n_bytes), 0);
+        if (fills_[i]) fills_[i](buf);
+        sink.write(buf.data(), buf.size());
+        pad_to_alignment(t.offset + t.n_bytes);  // offsets are multiples of the alignment
+    }
+}
+
+void GgufWriter::write_file(const std::string& path, const ProgressFn& progress) const {
+    const std::string tmp = path + ".partial";
+    try {
+        FileSink sink(tmp);
+        write_to(sink, progress);
+        sink.close();
+    } catch (...) {
+        std::remove(tmp.c_str());
+        throw;
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        std::remove(tmp.c_str());
+        throw GgufError(fmt::format("{}: cannot rename {} into place: {}", path, tmp, std::strerror(e)));
+    }
+}
+
+std::vector<uint8_t> GgufWriter::write_memory() const {
+    std::vector<uint8_t> out;
+    MemorySink sink(out);
+    write_to(sink, {});
+    return out;
+}
+
+// --- random LLaMA models -----------------------------------------------------------------------
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : s) h = (h ^ uint8_t(c)) * 0x100000001b3ull;
+    return h;
+}
+
+// Deterministic on every platform (no std:: distributions) and cheap enough for 1e9 weights:
+// a sum of four 16-bit uniforms (Irwin-Hall) is close to normal and bounded at about 3.5 sigma.
+class WeightRng {
+public:
+    WeightRng(uint64_t seed, std::string_view tensor) : state_(seed ^ fnv1a(tensor)) { splitmix64(state_); }
+    float normal() {
+        uint64_t x = splitmix64(state_);
+        uint32_t sum = uint32_t(x & 0xffff) + uint32_t((x >> 16) & 0xffff) + uint32_t((x >> 32) & 0xffff) +
+                       uint32_t(x >> 48);
+        constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(12 / 4) / 65536: unit variance
+        return (float(sum) - 131070.0f) * kScale;
+    }
+
+private:
+    uint64_t state_;
+};
+
+GgufWriter::FillFn random_matrix(TensorType type, uint64_t row_len, uint64_t seed, std::string name) {
+    return [=](std::span<uint8_t> dst) {
+        WeightRng rng(seed, name);
+        const float sigma = 1.0f / std::sqrt(float(row_len));
+        const size_t rb = row_bytes(type, size_t(row_len));
+        std::vector<float> row(static_cast<size_t>(row_len));
+        for (size_t off = 0; off + rb <= dst.size(); off += rb) {
+            for (float& v : row) v = sigma * rng.normal();
+            quantize_row(type, row.data(), dst.data() + off, row.size());
+        }
+    };
+}
+
+GgufWriter::FillFn random_norm(uint64_t seed, std::string name) {
+    return [=](std::span<uint8_t> dst) {
+        WeightRng rng(seed, name);
+        for (size_t off = 0; off + 4 <= dst.size(); off += 4) {
+            float v = 1.0f + 0.05f * rng.normal();
+            std::memcpy(dst.data() + off, &v, 4);
+        }
+    };
+}
+
+}  // namespace
+
+uint32_t llama_file_type(TensorType t) {
+    switch (t) {
+    case TensorType::F32: return 0;
+    case TensorType::F16: return 1;
+    case TensorType::Q4_0: return 2;
+    case TensorType::Q8_0: return 7;
+    }
+    return 0;
+}
+
+void validate_llama_shape(const LlamaShape& s) {
+    auto bad = [](const std::string& m) { throw std::invalid_argument(m); };
+    auto positive = [&](uint32_t v, const char* field) {
+        if (v == 0) bad(fmt::format("{} must be positive", field));
+    };
+    positive(s.dim, "dim");
+    positive(s.n_layers, "layers");
+    positive(s.n_heads, "heads");
+    positive(s.n_kv_heads, "kv-heads");
+    positive(s.ffn_dim, "ffn");
+    positive(s.n_ctx, "ctx");
+    if (s.dim % s.n_heads != 0) bad(fmt::format("heads ({}) must divide dim ({})", s.n_heads, s.dim));
+    if (s.n_heads % s.n_kv_heads != 0)
+        bad(fmt::format("kv-heads ({}) must divide heads ({})", s.n_kv_heads, s.n_heads));
+    if ((s.dim / s.n_heads) % 2 != 0)
+        bad(fmt::format("head dim dim/heads = {} must be even for RoPE", s.dim / s.n_heads));
+    const TypeTraits& tt = type_traits(s.weight_type);
+    if (s.dim % tt.block_elems != 0 || s.ffn_dim % tt.block_elems != 0)
+        bad(fmt::format("{} weights need dim ({}) and ffn ({}) to be multiples of {}", tt.name, s.dim, s.ffn_dim,
+                        tt.block_elems));
+    if (s.n_vocab < 259)
+        bad(fmt::format("vocab ({}) must be at least 259 (3 special tokens + 256 byte tokens)", s.n_vocab));
+    if (s.n_vocab > (1u << 24)) bad(fmt::format("vocab ({}) must be at most {}", s.n_vocab, 1u << 24));
+    if (!(s.rms_eps > 0) || !std::isfinite(s.rms_eps)) bad("rms eps must be positive");
+    if (!(s.rope_base > 0) || !std::isfinite(s.rope_base)) bad("rope base must be positive");
+}
+
+RandomVocab make_random_vocab(uint32_t n_vocab) {
+    RandomVocab v;
+    v.tokens.reserve(n_vocab);
+    auto add = [&](std::string text, float score, int32_t type) {
+        v.tokens.push_back(std::move(text));
+        v.scores.push_back(score);
+        v.types.push_back(type);
+    };
+    add("<unk>", 0, 2);
+    add("<s>", 0, 3);
+    add("</s>", 0, 3);
+    for (int b = 0; b < 256 && v.tokens.size() < n_vocab; ++b) add(fmt::format("<0x{:02X}>", b), 0, 6);
+
+    // Normal pieces, most useful first; scores fall with rank as in SentencePiece vocabs.
+    std::unordered_set<std::string> seen;
+    float score = 0;
+    auto piece = [&](std::string text) {
+        if (v.tokens.size() >= n_vocab || !seen.insert(text).second) return;
+        add(std::move(text), score, 1);
+        score -= 1;
+    };
+    const std::string space = "\xe2\x96\x81";  // U+2581, SentencePiece's escaped space
+    piece(space);
+    const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+    for (char c : letters) piece(std::string(1, c));
+    for (char c : letters) piece(space + c);
+    for (char c = 'A'; c <= 'Z'; ++c) piece(std::string(1, c));
+    for (char c = '0'; c <= '9'; ++c) piece(std::string(1, c));
+    for (char c : std::string(".,!?'\"-:;()[]{}<>/\\_=+*&%$#@`~^|")) piece(std::string(1, c));
+    for (char c = 'A'; c <= 'Z'; ++c) piece(space + c);
+    // Letter strings of growing length in frequency order: "e", "t", ..., "ee", "et", ...; each
+    // with and without the space prefix, so every longer piece is reachable by pairwise merges.
+    for (size_t len = 2; v.tokens.size() < n_vocab; ++len) {
+        std::vector<size_t> idx(len, 0);
+        while (v.tokens.size() < n_vocab) {
+            std::string s;
+            for (size_t i : idx) s += letters[i];
+            piece(space + s);
+            piece(s);
+            size_t k = len;  // odometer increment, last position fastest
+            while (k > 0 && ++idx[k - 1] == letters.size()) idx[--k] = 0;
+            if (k == 0) break;
+        }
+    }
+    return v;
+}
+
+GgufWriter make_random_llama(const LlamaShape& s) {
+    validate_llama_shape(s);
+    const uint32_t head_dim = s.dim / s.n_heads;
+    const uint64_t kv_dim = uint64_t(head_dim) * s.n_kv_heads;
+    GgufWriter w;
+    w.set_string("general.architecture", "llama");
+    w.set_string("general.name", s.name);
+    w.set_u32("general.file_type", llama_file_type(s.weight_type));
+    w.set_u32("llama.context_length", s.n_ctx);
+    w.set_u32("llama.embedding_length", s.dim);
+    w.set_u32("llama.block_count", s.n_layers);
+    w.set_u32("llama.feed_forward_length", s.ffn_dim);
+    w.set_u32("llama.rope.dimension_count", head_dim);
+    w.set_u32("llama.attention.head_count", s.n_heads);
+    w.set_u32("llama.attention.head_count_kv", s.n_kv_heads);
+    w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
+    w.set_f32("llama.rope.freq_base", s.rope_base);
+    w.set_u32("llama.vocab_size", s.n_vocab);
+
+    RandomVocab vocab = make_random_vocab(s.n_vocab);
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+    w.set_f32_array("tokenizer.ggml.scores", vocab.scores);
+    w.set_i32_array("tokenizer.ggml.token_type", vocab.types);
+    w.set_u32("tokenizer.ggml.bos_token_id", 1);
+    w.set_u32("tokenizer.ggml.eos_token_id", 2);
+    w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+    w.set_bool("tokenizer.ggml.add_bos_token", true);
+    w.set_bool("tokenizer.ggml.add_eos_token", false);
+
+    const TensorType wt = s.weight_type;
+    auto matrix = [&](const std::string& name, uint64_t ne0, uint64_t ne1) {
+        w.add_tensor(name, wt, {ne0, ne1}, random_matrix(wt, ne0, s.seed, name));
+    };
+    auto norm = [&](const std::string& name) {
+        w.add_tensor(name, TensorType::F32, {s.dim}, random_norm(s.seed, name));
+    };
+    matrix("token_embd.weight", s.dim, s.n_vocab);
+    for (uint32_t l = 0; l < s.n_layers; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        norm(p + "attn_norm.weight");
+        matrix(p + "attn_q.weight", s.dim, s.dim);
+        matrix(p + "attn_k.weight", s.dim, kv_dim);
+        matrix(p + "attn_v.weight", s.dim, kv_dim);
+        matrix(p + "attn_output.weight", s.dim, s.dim);
+        norm(p + "ffn_norm.weight");
+        matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim);
+        matrix(p + "ffn_up.weight", s.dim, s.ffn_dim);
+        matrix(p + "ffn_down.weight", s.ffn_dim, s.dim);
+    }
+    norm("output_norm.weight");
+    if (!s.tied_embeddings) matrix("output.weight", s.dim, s.n_vocab);
+    return w;
+}
+
+void write_random_llama(const std::string& path, const LlamaShape& shape, const GgufWriter::ProgressFn& progress) {
+    make_random_llama(shape).write_file(path, progress);
+}
+
+}  // namespace vkllm

@@ -1,0 +1,125 @@
+// The LLaMA forward pass on the device.
+//
+// Each decoder layer is one CommandStream recorded once per chunk size and re-submitted for every
+// step: token positions and ids live in small host-visible buffers that the kernels read, so
+// generating a token costs two tiny host writes, one vkQueueSubmit of (n_layers + 2) command
+// buffers, a fence wait and a 4-byte read of the argmax. No descriptor updates, no allocations and
+// no re-recording per generated token (see stats()).
+#pragma once
+
+#include "model/gguf.h"
+#include "model/llama_config.h"
+#include "model/llama_weights.h"
+#include "runtime/context.h"
+#include "runtime/ops/op_types.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace vkllm {
+
+struct LlamaOptions {
+    uint32_t n_ctx = 0;     // KV cache rows; 0 = the model's context, capped by device memory
+    uint32_t ubatch = 64;   // prompt tokens per forward chunk (scratch is sized by this)
+    ops::KvType kv_type = ops::KvType::F16;
+};
+
+// Device memory a model needs, computed before anything is allocated.
+struct MemoryPlan {
+    uint32_t n_ctx = 0;
+    uint64_t weights = 0, kv_cache = 0, scratch = 0;
+    uint64_t available = 0;  // device-local heap bytes
+    uint64_t total() const { return weights + kv_cache + scratch; }
+};
+
+// Resolves the default context and checks the fit; throws DeviceLimitError naming every size when
+// the model cannot fit, or when a requested --ctx cannot.
+MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const LlamaConfig& cfg, const LlamaOptions& opts);
+
+class ContextFullError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct ForwardStats {
+    uint64_t recordings = 0;   // command streams recorded (per chunk size, not per token)
+    uint64_t submits = 0;      // vkQueueSubmit calls
+    uint64_t tokens = 0;       // tokens evaluated
+};
+
+// Intermediate tensors of one layer, for --check and the tests: name -> values (n_tokens rows).
+using LayerTensors = std::map<std::string, std::vector<float>>;
+using LayerProbe = std::function<void(uint32_t layer, const LayerTensors&)>;
+
+class LlamaGpu {
+public:
+    LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, const LlamaOptions& opts,
+             const UploadProgress& progress = {});
+    ~LlamaGpu();
+    LlamaGpu(const LlamaGpu&) = delete;
+    LlamaGpu& operator=(const LlamaGpu&) = delete;
+
+    const LlamaConfig& config() const { return cfg_; }
+    const MemoryPlan& memory_plan() const { return plan_; }
+    uint32_t n_ctx() const { return plan_.n_ctx; }
+    uint32_t n_past() const { return n_past_; }
+    void reset() { n_past_ = 0; }  // forget the conversation; the KV rows are simply overwritten
+
+    // Evaluates tokens at positions n_past().., in chunks of at most ubatch; afterwards the logits
+    // of the last token (and their argmax) are on the device. Throws ContextFullError when the
+    // tokens do not fit in the remaining context. With a probe, every layer is submitted on its
+    // own and its intermediate tensors are downloaded (slow; for checking only).
+    void eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
+    int32_t argmax() const;            // of the last logits; reads 4 bytes
+    std::vector<float> logits() const; // reads back the last logits (n_vocab floats)
+
+    const ForwardStats& stats() const { return stats_; }
+    // The pipelines the model needs; compiled in parallel at construction.
+    std::vector<PipelineDesc> pipelines() const;
+
+private:
+    struct Recording;
+    Recording& recording(uint32_t n_tokens);
+    void record_layer(CommandStream& s, uint32_t layer, uint32_t n);
+    void record_embed(CommandStream& s, uint32_t n);
+    void record_head(CommandStream& s, uint32_t n);
+    LayerTensors read_layer_tensors(uint32_t n) const;
+
+    Context& ctx_;
+    const GgufFile& file_;
+    LlamaConfig cfg_;
+    LlamaOptions opts_;
+    MemoryPlan plan_;
+    LlamaWeights w_;
+    bool gpu_embed_ = true;  // token_embd fits one binding: look rows up with get_rows on the device
+
+    // --- KV cache: (n_layers) x (n_ctx, n_kv_heads * head_dim) for K and for V, f16 by default
+    std::vector<Buffer> k_cache_, v_cache_;
+
+    // --- scratch, sized by the ubatch U
+    Buffer x_;        // (U, dim)  residual stream
+    Buffer xn_;       // (U, dim)  normed input of attention / FFN
+    Buffer q_;        // (U, n_heads * head_dim)
+    Buffer k_;        // (U, kv_dim)
+    Buffer v_;        // (U, kv_dim)
+    Buffer att_;      // (U, dim)  attention output
+    Buffer gate_;     // (U, ffn)
+    Buffer up_;       // (U, ffn)
+    Buffer last_;     // (dim)     last token's hidden state
+    Buffer logits_;   // (n_vocab)
+    Buffer argmax_;   // (1) uint32
+    Buffer positions_;// (U) int32, host-written
+    Buffer ids_;      // (U) int32, host-written
+    Buffer embed_in_; // (U, dim) host-written rows when the embedding is too large for one binding
+    Buffer attn_scratch_;
+
+    std::map<uint32_t, std::unique_ptr<Recording>> recordings_;
+    uint32_t n_past_ = 0;
+    ForwardStats stats_;
+};
+
+}  // namespace vkllm

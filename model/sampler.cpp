@@ -1,0 +1,80 @@
+#include "model/sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+namespace vkllm {
+
+void SamplerParams::validate() const {
+    auto bad = [](const char* what, auto v, const char* range) {
+        throw std::invalid_argument(fmt::format("{} = {} is out of range ({})", what, v, range));
+    };
+    if (!std::isfinite(temperature) || temperature < 0) bad("--temp", temperature, ">= 0");
+    if (!std::isfinite(top_p) || top_p <= 0 || top_p > 1) bad("--top-p", top_p, "(0, 1]");
+    if (!std::isfinite(min_p) || min_p < 0 || min_p >= 1) bad("--min-p", min_p, "[0, 1)");
+    if (!std::isfinite(repeat_penalty) || repeat_penalty <= 0) bad("--repeat-penalty", repeat_penalty, "> 0");
+    if (repeat_last_n < 0) bad("--repeat-last-n", repeat_last_n, ">= 0");
+}
+
+Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
+
+void Sampler::accept(int32_t token) {
+    if (!p_.penalized()) return;
+    recent_.push_back(token);
+    while (recent_.size() > size_t(p_.repeat_last_n)) recent_.pop_front();
+}
+
+int32_t Sampler::sample(std::span<float> logits) {
+    const size_t n = logits.size();
+    if (n == 0) throw std::invalid_argument("sample: empty logits");
+    // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones.
+    if (p_.penalized()) {
+        std::vector<int32_t> seen(recent_.begin(), recent_.end());
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        for (int32_t t : seen)
+            if (t >= 0 && size_t(t) < n) logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
+    }
+    if (p_.greedy())
+        return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+
+    // Candidates sorted by logit; top-k first keeps the sort short.
+    std::vector<int32_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    size_t k = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), n) : n;
+    auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_logit);
+    idx.resize(k);
+
+    // Softmax with temperature over the candidates (double: 32000 tiny terms).
+    std::vector<double> prob(k);
+    double max_l = logits[idx[0]], sum = 0;
+    for (size_t i = 0; i < k; ++i) sum += prob[i] = std::exp((double(logits[idx[i]]) - max_l) / p_.temperature);
+    for (auto& pr : prob) pr /= sum;
+
+    // min-p: drop tokens less likely than min_p times the most likely one.
+    size_t keep = k;
+    if (p_.min_p > 0)
+        while (keep > 1 && prob[keep - 1] < p_.min_p * prob[0]) --keep;
+    // top-p: the smallest prefix whose mass reaches top_p.
+    if (p_.top_p < 1) {
+        double cum = 0;
+        for (size_t i = 0; i < keep; ++i) {
+            cum += prob[i];
+            if (cum >= p_.top_p) { keep = i + 1; break; }
+        }
+    }
+    double mass = std::accumulate(prob.begin(), prob.begin() + long(keep), 0.0);
+    double r = std::uniform_real_distribution<double>(0.0, mass)(rng_);
+    for (size_t i = 0; i < keep; ++i) {
+        r -= prob[i];
+        if (r <= 0) return idx[i];
+    }
+    return idx[keep - 1];
+}
+
+}  // namespace vkllm

@@ -1,0 +1,44 @@
+// Token sampling from a logits row: greedy, temperature, top-k, top-p, min-p and repetition
+// penalty, with a seeded generator so that the same seed gives the same text.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace vkllm {
+
+struct SamplerParams {
+    float temperature = 0.8f;     // 0 = greedy
+    int32_t top_k = 40;           // <= 0: off
+    float top_p = 0.95f;          // 1: off
+    float min_p = 0.05f;          // 0: off
+    float repeat_penalty = 1.0f;  // 1: off (the default, so that --temp 0 is plain argmax)
+    int32_t repeat_last_n = 64;   // tokens the penalty looks back over
+    uint64_t seed = 0;
+
+    bool greedy() const { return temperature <= 0.0f; }
+    bool penalized() const { return repeat_penalty != 1.0f && repeat_last_n > 0; }
+    // Throws std::invalid_argument naming the parameter when a value is out of range.
+    void validate() const;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplerParams& p);
+    // Picks the next token from logits (modified in place by the penalty).
+    int32_t sample(std::span<float> logits);
+    // Records a token (prompt or generated) for the repetition penalty.
+    void accept(int32_t token);
+    const SamplerParams& params() const { return p_; }
+
+private:
+    SamplerParams p_;
+    std::mt19937_64 rng_;
+    std::deque<int32_t> recent_;
+};
+
+}  // namespace vkllm

@@ -1,0 +1,199 @@
+#include "runtime/ops/attention.h"
+
+#include "runtime/vk_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace vkllm::ops {
+
+namespace {
+
+// Must match the shaders' limits.
+constexpr uint32_t kDecodeWg = 64;        // attention_decode.comp: WG >= head_dim / 4
+constexpr uint32_t kDecodeMaxHeads = 8;   // attention_decode.comp: GW_MAX
+constexpr uint32_t kPrefillWg = 128;
+constexpr uint32_t kPrefillMaxRows = 8;   // attention_prefill.comp: MAX_ROWS (rows per invocation)
+constexpr uint32_t kMergeWg = 64;
+constexpr uint32_t kMaxSplits = 128;      // attention_merge.comp holds up to 256
+constexpr uint32_t kMaxHeadDim = 256;
+
+struct DecodePush {
+    uint32_t n_heads, n_kv_heads, n_ctx, n_splits, min_chunk, group;
+    float scale;
+};
+struct MergePush {
+    uint32_t n_heads, head_dim, n_splits;
+};
+struct PrefillPush {
+    uint32_t n_tokens, n_heads, n_kv_heads, n_ctx, group;
+    float scale;
+};
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
+
+uint32_t largest_divisor_at_most(uint32_t n, uint32_t cap) {
+    for (uint32_t d = std::min(n, cap); d > 1; --d)
+        if (n % d == 0) return d;
+    return 1;
+}
+
+void check_params(const AttentionParams& p) {
+    auto bad = [&](const std::string& why) {
+        throw std::invalid_argument(fmt::format(
+            "attention: {} (n_tokens {}, n_heads {}, n_kv_heads {}, head_dim {}, n_ctx {})", why, p.n_tokens, p.n_heads,
+            p.n_kv_heads, p.head_dim, p.n_ctx));
+    };
+    if (p.n_tokens == 0 || p.n_heads == 0 || p.n_kv_heads == 0 || p.n_ctx == 0) bad("zero-sized shape");
+    if (p.n_heads % p.n_kv_heads != 0) bad("n_heads must be a multiple of n_kv_heads");
+    if (p.head_dim == 0 || p.head_dim % 4 != 0 || p.head_dim > kMaxHeadDim)
+        bad(fmt::format("head_dim must be a multiple of 4 in 4..{}", kMaxHeadDim));
+}
+
+size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw) {
+    return size_t(gw) * (d / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16;
+}
+
+size_t prefill_shared_bytes(uint32_t d, uint32_t m, uint32_t bk) {
+    const size_t d4 = d / 4;
+    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 16;
+}
+
+// Workgroups that keep the device busy during decode. The caps do not say how many compute units
+// there are, so this goes by device class: enough for a large discrete GPU, few on a CPU where
+// each workgroup is a thread's job and more splits only add merge work.
+uint32_t decode_target_workgroups(const DeviceCaps& caps) {
+    switch (caps.type) {
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 16;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 64;
+    default: return 256;
+    }
+}
+
+const char* kv_suffix(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+
+BufferSlice bound(const BufferSlice& s, uint64_t bytes, const DeviceCaps& caps, const char* tensor,
+                  const AttentionParams& p) {
+    if (s.buffer == VK_NULL_HANDLE || s.size < bytes)
+        throw std::invalid_argument(fmt::format("attention: {} holds {} bytes, needs {}", tensor, s.size, bytes));
+    if (bytes > caps.max_storage_buffer_range) {
+        const uint64_t row = uint64_t(p.n_kv_heads) * p.head_dim * kv_type_bytes(p.kv_type);
+        const bool cache = std::string_view(tensor).find("cache") != std::string_view::npos;
+        throw DeviceLimitError(fmt::format(
+            "attention: {} needs a {}-byte binding, more than this device's maxStorageBufferRange ({} bytes){}", tensor,
+            bytes, caps.max_storage_buffer_range,
+            cache ? fmt::format("; one layer's cache (n_ctx {} rows of {} bytes) must fit in one binding, so at most "
+                                "{} context rows work on this device",
+                                p.n_ctx, row, caps.max_storage_buffer_range / row)
+                  : std::string("; use fewer tokens per call")));
+    }
+    return {s.buffer, s.offset, bytes};
+}
+
+}  // namespace
+
+namespace detail {
+
+AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p) {
+    check_params(p);
+    const uint32_t group = p.n_heads / p.n_kv_heads;
+    AttentionPlan plan;
+    if (p.n_tokens == 1) {
+        plan.decode = true;
+        plan.wg = kDecodeWg;
+        plan.kv_tile = kDecodeWg;
+        plan.min_chunk = kDecodeWg;
+        uint32_t gw = largest_divisor_at_most(group, kDecodeMaxHeads);
+        while (gw > 1 && decode_shared_bytes(plan.wg, p.head_dim, gw) > caps.max_shared_memory)
+            gw = largest_divisor_at_most(group, gw - 1);
+        plan.heads_per_wg = gw;
+        plan.shared_bytes = decode_shared_bytes(plan.wg, p.head_dim, gw);
+        const uint32_t wgs_per_split = p.n_kv_heads * (group / gw);
+        const uint32_t max_splits = std::min(kMaxSplits, ceil_div(p.n_ctx, plan.min_chunk));
+        plan.n_splits = std::clamp(ceil_div(decode_target_workgroups(caps), wgs_per_split), 1u, max_splits);
+    } else {
+        plan.wg = kPrefillWg;
+        const uint32_t d4 = p.head_dim / 4;
+        // Most query rows per workgroup first (each K/V tile is reused by all of them), then the
+        // longest KV tile, within shared memory and the accumulator registers.
+        for (uint32_t rows : {32u, 16u, 8u, 4u, 2u, 1u}) {
+            const uint32_t gw = largest_divisor_at_most(group, rows);
+            const uint32_t bt = std::min(rows / gw, p.n_tokens);
+            const uint32_t m = gw * bt;
+            if (ceil_div(m, plan.wg / d4) > kPrefillMaxRows) continue;
+            for (uint32_t bk : {32u, 16u, 8u, 4u}) {
+                if (ceil_div(m, plan.wg / bk) > kPrefillMaxRows) continue;
+                if (prefill_shared_bytes(p.head_dim, m, bk) > caps.max_shared_memory) continue;
+                plan.heads_per_wg = gw;
+                plan.tokens_per_wg = bt;
+                plan.kv_tile = bk;
+                plan.shared_bytes = prefill_shared_bytes(p.head_dim, m, bk);
+                break;
+            }
+            if (plan.kv_tile) break;
+        }
+    }
+    if (plan.heads_per_wg == 0 || plan.shared_bytes > caps.max_shared_memory)
+        throw DeviceLimitError(fmt::format("attention: head_dim {} needs more than this device's {} bytes of shared memory",
+                                           p.head_dim, caps.max_shared_memory));
+    return plan;
+}
+
+}  // namespace detail
+
+size_t attention_scratch_bytes(const Context& ctx, const AttentionParams& p) {
+    const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p);
+    if (!plan.decode || plan.n_splits == 1) return 0;
+    return size_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
+}
+
+std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const AttentionParams& p) {
+    const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p);
+    std::vector<PipelineDesc> descs;
+    if (plan.decode) {
+        descs.push_back({fmt::format("attention_decode_{}", kv_suffix(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}});
+        if (plan.n_splits > 1) descs.push_back({"attention_merge", {kMergeWg}});
+    } else {
+        descs.push_back({fmt::format("attention_prefill_{}", kv_suffix(p.kv_type)),
+                         {plan.wg, p.head_dim, plan.heads_per_wg, plan.tokens_per_wg, plan.kv_tile}});
+    }
+    return descs;
+}
+
+void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
+               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch) {
+    const DeviceCaps& caps = ctx.caps();
+    const detail::AttentionPlan plan = detail::attention_plan(caps, p);
+    const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
+    const uint32_t group = p.n_heads / p.n_kv_heads;
+    const uint64_t act_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
+    const uint64_t kv_bytes = uint64_t(p.n_ctx) * p.n_kv_heads * p.head_dim * kv_type_bytes(p.kv_type);
+    const BufferSlice kb = bound(k, kv_bytes, caps, "the K cache", p);
+    const BufferSlice vb = bound(v, kv_bytes, caps, "the V cache", p);
+    const BufferSlice qb = bound(q, act_bytes, caps, "q", p);
+    const BufferSlice ob = bound(out, act_bytes, caps, "out", p);
+    const BufferSlice pb = bound(positions, uint64_t(p.n_tokens) * sizeof(int32_t), caps, "positions", p);
+
+    if (!plan.decode) {
+        const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale};
+        s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, ob}, push,
+                   {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
+        return;
+    }
+    const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx, plan.n_splits, plan.min_chunk, group, p.scale};
+    const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg};
+    if (plan.n_splits == 1) {
+        s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, ob}, push, grid, "attention");
+        return;
+    }
+    const BufferSlice sb = bound(scratch, attention_scratch_bytes(ctx, p), caps, "scratch", p);
+    s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, sb}, push, grid, "attention");
+    const MergePush mpush{p.n_heads, p.head_dim, plan.n_splits};
+    s.dispatch(ctx.pipeline(descs[1]), {sb, ob}, mpush, {p.n_heads, 1, 1}, "attention_merge");
+}
+
+}  // namespace vkllm::ops

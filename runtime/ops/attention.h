@@ -1,0 +1,76 @@
+// Causal multi-head attention over one layer's KV cache, with online softmax (flash attention):
+// no n x n score matrix is stored anywhere. GQA / MQA: query head h reads kv head h / (n_heads /
+// n_kv_heads), and one workgroup serves all query heads of a kv head so K and V are read once.
+//
+//   n_tokens == 1 (decode): the KV length is split across workgroups (flash decoding); each split
+//       writes (max, sum, partial output) to `scratch` and a merge pass reduces them, so a long
+//       context uses the whole device. With one split the kernel writes `out` directly.
+//   n_tokens  > 1 (prefill): a block of queries against the cache, online softmax over KV tiles
+//       staged in shared memory.
+//
+// K/V rows are f16 (read as packed words, no 16-bit storage feature needed) or f32; arithmetic is
+// f32. The KV length comes from `positions` on the device, so a recorded command buffer stays valid
+// as positions advance; cache rows past it are never read.
+#pragma once
+
+#include "runtime/context.h"
+#include "runtime/ops/op_types.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace vkllm::ops {
+
+struct AttentionParams {
+    uint32_t n_tokens;    // queries in this call (1 = decode)
+    uint32_t n_heads;     // query heads
+    uint32_t n_kv_heads;  // n_heads % n_kv_heads == 0 (GQA/MQA)
+    uint32_t head_dim;    // any multiple of 4 up to 256
+    uint32_t n_ctx;       // rows in the KV cache
+    float scale;          // usually 1/sqrt(head_dim)
+    KvType kv_type;       // K and V cache element type
+};
+
+// q:   f32 [n_tokens][n_heads][head_dim]
+// k, v: one layer's cache, [n_ctx][n_kv_heads][head_dim] of kv_type (already holding this step's rows)
+// positions: int32 [n_tokens]: absolute position of each query token (read on the device). Query t
+//   attends keys 0..positions[t] inclusive (causal, clamped to n_ctx - 1). kv length =
+//   positions[n_tokens-1] + 1.
+// out: f32 [n_tokens][n_heads][head_dim]
+// scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
+//   empty slice, when that is 0.
+// Slices may be larger than needed; only the needed bytes are bound. Throws std::invalid_argument
+// for bad parameters or too small buffers, DeviceLimitError when the K/V cache of one layer exceeds
+// the device's maxStorageBufferRange.
+void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
+               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch);
+size_t attention_scratch_bytes(const Context& ctx, const AttentionParams& p);
+std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const AttentionParams& p);
+
+namespace detail {
+
+// How attention() runs a given call on a device: exposed for tests and for reporting.
+struct AttentionPlan {
+    bool decode = false;
+    uint32_t wg = 0;        // invocations per workgroup
+    uint32_t heads_per_wg = 0;  // query heads sharing one kv head handled together (GW)
+    uint32_t tokens_per_wg = 0; // prefill: query tokens per workgroup (BT)
+    uint32_t kv_tile = 0;       // prefill: keys per shared-memory tile (BK); decode: keys per pass (= wg)
+    uint32_t n_splits = 1;      // decode: split-K workgroups per (kv head, head group)
+    uint32_t min_chunk = 0;     // decode: smallest split length in keys
+    size_t shared_bytes = 0;    // shared memory of the main kernel
+};
+AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p);
+
+}  // namespace detail
+}  // namespace vkllm::ops
+
+namespace vkllm::ref {
+
+// Plain reference: for each query, scores in double, softmax, weighted sum of V; K/V read as the
+// device stores them (f16 -> f32 via f16_to_f32).
+void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
+               float* out);
+
+}  // namespace vkllm::ref

@@ -1,0 +1,195 @@
+#include "runtime/ops/linear.h"
+
+#include "runtime/vk_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace vkllm::ops {
+
+namespace {
+
+std::string type_suffix(TensorType t) {
+    switch (t) {
+    case TensorType::F32: return "f32";
+    case TensorType::F16: return "f16";
+    case TensorType::Q8_0: return "q8_0";
+    case TensorType::Q4_0: return "q4_0";
+    }
+    throw std::invalid_argument(fmt::format("linear: unsupported weight type {}", uint32_t(t)));
+}
+
+// 16: matvec reads X as vec4s, so its window must start on a vec4.
+uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_storage_buffer_offset_alignment, 16); }
+
+// Bytes a window may need beyond its payload: the aligned-down start and the round-up of the end.
+uint64_t window_slack(const DeviceCaps& c) { return binding_align(c) + 16; }
+
+void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_t bytes, uint64_t offset_align) {
+    if (s.buffer == VK_NULL_HANDLE) throw std::invalid_argument(fmt::format("{}: {} has no buffer", op, what));
+    if (s.size < bytes)
+        throw std::invalid_argument(fmt::format("{}: {} slice is {} bytes, the shape needs {}", op, what, s.size, bytes));
+    if (s.offset % offset_align != 0)
+        throw std::invalid_argument(
+            fmt::format("{}: {} offset {} is not a multiple of {} bytes", op, what, s.offset, offset_align));
+}
+
+void check_args(const char* op, TensorType wtype, const BufferSlice& w, const BufferSlice& x, const BufferSlice& y,
+                uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
+    type_suffix(wtype);  // throws for unsupported types
+    if (m == 0 || n == 0 || k == 0) throw std::invalid_argument(fmt::format("{}: empty shape m={} n={} k={}", op, m, n, k));
+    const TypeTraits& tt = type_traits(wtype);
+    if (k % tt.block_elems != 0)
+        throw std::invalid_argument(fmt::format("{}: k={} is not a multiple of the {} block ({})", op, k, tt.name, tt.block_elems));
+    check_slice(op, "W", w, uint64_t(n) * row_bytes(wtype, k), wtype == TensorType::F32 ? 4 : 2);
+    check_slice(op, "X", x, uint64_t(m) * k * 4, 4);
+    check_slice(op, "Y", y, uint64_t(m) * n * 4, 4);
+    if (residual) check_slice(op, "residual", *residual, uint64_t(m) * n * 4, 4);
+}
+
+// Largest count of rows (each `row` bytes, `extra` fixed bytes more) that one binding can hold.
+uint64_t rows_that_fit(const DeviceCaps& c, uint64_t row, uint64_t extra) {
+    uint64_t limit = c.max_storage_buffer_range, need = window_slack(c) + extra;
+    return limit > need ? (limit - need) / row : 0;
+}
+
+// Chunk length for `total` rows, at most `cap`, a multiple of `quantum` unless it is all of them.
+uint32_t chunk_rows(uint64_t total, uint64_t cap, uint32_t quantum) {
+    if (cap >= total) return uint32_t(total);
+    return uint32_t(cap >= quantum ? cap / quantum * quantum : cap);
+}
+
+struct LinearPush {
+    uint32_t n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, x_vec4;
+};
+struct MatmulPush {
+    uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res;
+};
+
+}  // namespace
+
+namespace detail {
+
+
+PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t /*k*/) {
+    if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
+    // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
+    uint32_t wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
+    wg = std::min(wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
+    // Two rows per workgroup halve the reduction overhead; with many vectors, registers matter more.
+    uint32_t nr = m <= 4 ? 2 : 1;
+    std::string name = "matvec_" + type_suffix(wtype) + (caps.subgroup_ops() ? "_subgroup" : "");
+    return {name, {wg, nr, m}};
+}
+
+PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t /*k*/) {
+    uint32_t bm = 64, bn = 64, tm = 4, tn = 4;
+    if (caps.max_workgroup_invocations < 256) {
+        bm = bn = 32;  // 64 invocations: every Vulkan device allows 128
+    } else if (m <= 32) {
+        bm = 32, tm = 2;  // short prompts: less of the tile wasted on rows that do not exist
+    }
+    uint32_t wg = (bm / tm) * (bn / tn);
+    // The deepest k slice whose two shared tiles fit: deeper slices mean fewer barriers.
+    uint32_t bk = 8;
+    for (uint32_t cand : {32u, 16u})
+        if (uint64_t(cand) * (bm + 1 + bn + 1) * 4 <= caps.max_shared_memory) { bk = cand; break; }
+    if (uint64_t(bk) * (bm + 1 + bn + 1) * 4 > caps.max_shared_memory)
+        throw DeviceLimitError(fmt::format("matmul: needs {} bytes of shared memory, device has {}",
+                                           bk * (bm + 1 + bn + 1) * 4, caps.max_shared_memory));
+    return {"matmul_" + type_suffix(wtype), {wg, bm, bn, bk, tm, tn}};
+}
+
+}  // namespace detail
+
+std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k) {
+    if (m <= 8) return {detail::matvec_desc(ctx.caps(), wtype, m, n, k)};
+    return {detail::matmul_desc(ctx.caps(), wtype, m, n, k)};
+}
+
+uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k) {
+    return uint64_t(n) * row_bytes(wtype, k) + uint64_t(m) * k * 4 + uint64_t(m) * n * 4;
+}
+
+void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
+    check_args("matvec", wtype, w, x, y, m, n, k, residual);
+    const DeviceCaps& c = ctx.caps();
+    const PipelineDesc desc = detail::matvec_desc(c, wtype, m, n, k);
+    const uint32_t nr = desc.spec[1];
+    const Pipeline& p = ctx.pipeline(desc);
+    const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
+
+    if (rows_that_fit(c, uint64_t(m) * k * 4, 0) < 1)
+        throw DeviceLimitError(fmt::format("matvec: X ({} x {} f32) does not fit one binding ({} bytes)", m, k,
+                                           c.max_storage_buffer_range));
+    // Each dispatch takes the W rows [n0, n1): W's window holds those rows, Y's window spans
+    // Y[0][n0] .. Y[m-1][n1), i.e. (m - 1) * n + rows floats.
+    uint64_t cap = std::min({rows_that_fit(c, rb, 0), rows_that_fit(c, 4, uint64_t(m - 1) * n * 4),
+                             uint64_t(c.max_workgroup_count[0]) * nr});
+    const uint32_t step = chunk_rows(n, cap, 64);
+    if (step == 0)
+        throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
+                                           "({} bytes)", rb, m, n, c.max_storage_buffer_range));
+
+    const detail::ByteWindow xw = detail::byte_window(x, 0, uint64_t(m) * k * 4, align, 16);
+    const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
+    for (uint32_t n0 = 0; n0 < n; n0 += step) {
+        const uint32_t rows = std::min(step, n - n0);
+        const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align);
+        const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
+        const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
+        const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
+        LinearPush pc{rows, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
+                      uint32_t(rw.inner / 4), n, residual ? 1u : 0u, x_vec4};
+        s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice}, pc, {(rows + nr - 1) / nr, 1, 1}, "matvec");
+    }
+}
+
+void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
+    check_args("matmul", wtype, w, x, y, m, n, k, residual);
+    const DeviceCaps& c = ctx.caps();
+    const PipelineDesc desc = detail::matmul_desc(c, wtype, m, n, k);
+    const uint32_t bm = desc.spec[1], bn = desc.spec[2];
+    const Pipeline& p = ctx.pipeline(desc);
+    const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
+
+    // Dispatches tile (X rows [m0, m1)) x (W rows [n0, n1)); Y's window spans Y[m0][n0] .. Y[m1-1][n1).
+    const uint32_t n_step = chunk_rows(n, std::min(rows_that_fit(c, rb, 0), uint64_t(c.max_workgroup_count[0]) * bn), bn);
+    const uint32_t m_step = chunk_rows(
+        m, std::min({rows_that_fit(c, uint64_t(k) * 4, 0), rows_that_fit(c, uint64_t(n) * 4, 0),
+                     uint64_t(c.max_workgroup_count[1]) * bm}), bm);
+    if (n_step == 0 || m_step == 0)
+        throw DeviceLimitError(fmt::format("matmul: a row of W ({} bytes), X ({} f32) or Y ({} f32) does not fit one "
+                                           "binding ({} bytes)", rb, k, n, c.max_storage_buffer_range));
+
+    for (uint32_t m0 = 0; m0 < m; m0 += m_step) {
+        const uint32_t mr = std::min(m_step, m - m0);
+        const detail::ByteWindow xw = detail::byte_window(x, uint64_t(m0) * k * 4, uint64_t(m0 + mr) * k * 4, align);
+        for (uint32_t n0 = 0; n0 < n; n0 += n_step) {
+            const uint32_t nr = std::min(n_step, n - n0);
+            const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + nr) * rb, align);
+            const uint64_t yb = (uint64_t(m0) * n + n0) * 4, ye = (uint64_t(m0 + mr - 1) * n + n0 + nr) * 4;
+            const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
+            const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
+            MatmulPush pc{mr, nr, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4),
+                          uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n, residual ? 1u : 0u};
+            s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice}, pc, {(nr + bn - 1) / bn, (mr + bm - 1) / bm, 1},
+                       "matmul");
+        }
+    }
+}
+
+void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
+    if (m <= 8)
+        matvec(ctx, s, wtype, w, x, y, m, n, k, residual);
+    else
+        matmul(ctx, s, wtype, w, x, y, m, n, k, residual);
+}
+
+}  // namespace vkllm::ops

@@ -1,0 +1,61 @@
+// The weight-streaming linear layers of the decoder: Y = X · W^T (+ R) with W in a GGUF weight
+// type (F32, F16, Q8_0, Q4_0; runtime/tensor_types.h), as matvec (decode, m <= 8: one pass over W
+// shared by all rows of X) and as a tiled matmul (prefill).
+//
+// GPU functions record into a CommandStream and never submit. X, Y, R are f32 row-major.
+// W: n rows of k elements of `wtype`, rows contiguous (k a multiple of 32 for block types).
+// Alignment: W's slice must start 4-byte aligned for F32 and 2-byte aligned otherwise, X / Y / R
+// 4-byte aligned; none needs the storage-buffer offset alignment (each binding is an aligned
+// window with the start inside it passed as a push constant). Kernels read whole words of W and
+// whole vec4s of X: the buffers must extend to W's slice end rounded up to 4 bytes and X's to 16
+// bytes past its 16-byte-aligned start (always true for vkllm Buffers, whose allocations are
+// rounded up to 256 bytes).
+// Sizes: a W, X or Y larger than caps().max_storage_buffer_range is split over several dispatches
+// (row ranges of W; row ranges of X / Y for matmul), so any size that fits in memory works.
+#pragma once
+
+#include "runtime/ops/window.h"
+
+#include "runtime/context.h"
+#include "runtime/tensor_types.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace vkllm::ops {
+
+// Y[m, n] = X[m, k] · W[n, k]^T (+ R[m, n] if residual). residual may be the same slice as y
+// (in-place residual add). m <= 8 uses matvec, else matmul.
+void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr);
+void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr);
+void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m /* 1..8 */, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr);
+
+// The pipelines linear() would use for this shape on this device (so that start-up can compile
+// exactly the pipelines a model needs, in parallel, with ctx.prepare_pipelines()).
+std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
+
+// Bytes one linear() call must move at least: W once, X once, Y once (and R once if residual).
+// For GB/s reports: bytes / time.
+uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
+
+namespace detail {
+
+// The variant and specialization constants linear() picks; exposed for tests and benchmarks.
+PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
+PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
+
+}  // namespace detail
+
+}  // namespace vkllm::ops
+
+namespace vkllm::ref {
+
+// CPU references, same shapes as the GPU ops, W given as raw GGUF bytes (dequantized row by row
+// with dequantize_row, so they see exactly the values the GPU decodes), double accumulation.
+void linear(TensorType wtype, const void* w, const float* x, float* y, uint32_t m, uint32_t n, uint32_t k,
+            const float* residual = nullptr);
+
+}  // namespace vkllm::ref

@@ -1,0 +1,71 @@
+#include "runtime/probes.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace vkllm {
+
+namespace {
+
+// Runs the recorded stream `reps` times and returns the fastest GPU (or host) time in seconds.
+double best_time(Context& ctx, CommandStream& s, int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        s.submit_and_wait();
+        double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        auto t = s.timings();
+        double gpu = 0;
+        for (auto& d : t) gpu += d.ns * 1e-9;
+        best = std::min(best, ctx.caps().timestamps && gpu > 0 ? gpu : host);
+    }
+    return best;
+}
+
+}  // namespace
+
+ProbeResult probe_bandwidth(Context& ctx, size_t bytes, int reps) {
+    bytes = std::min<size_t>(bytes, ctx.caps().max_storage_buffer_range) / 16 * 16;
+    const uint32_t n_vec4 = uint32_t(bytes / 16), wg = 256;
+    // Enough workgroups to fill any device, each invocation reading several vec4s.
+    const uint32_t groups = std::min<uint32_t>(4096, std::max<uint32_t>(1, n_vec4 / (wg * 4)));
+    std::vector<float> host(bytes / 4);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 7) * 0.25f;
+    Buffer src = ctx.create_buffer(bytes, MemoryUsage::Device, "probe_src");
+    Buffer dst = ctx.create_buffer(groups * 4ull, MemoryUsage::Device, "probe_dst");
+    ctx.upload(src, host.data(), bytes);
+    const Pipeline& p = ctx.pipeline({ctx.caps().subgroup_ops() ? "probe_bandwidth_sg" : "probe_bandwidth", {wg}});
+    struct { uint32_t n_vec4, stride; } pc{n_vec4, groups * wg};
+    CommandStream s(ctx);
+    s.begin(true);
+    s.dispatch(p, {src.slice(), dst.slice()}, pc, {groups, 1, 1}, "bandwidth");
+    s.end();
+    ProbeResult r;
+    r.seconds = best_time(ctx, s, reps);
+    r.value = double(bytes) / r.seconds * 1e-9;
+    std::vector<float> sums(groups);
+    ctx.download(dst, sums.data(), sums.size() * 4);
+    for (float x : sums) r.check += x;
+    return r;
+}
+
+ProbeResult probe_fma(Context& ctx, uint32_t iters, int reps) {
+    const uint32_t wg = 256, groups = 256;
+    Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, "probe_fma");
+    const Pipeline& p = ctx.pipeline({"probe_fma", {wg}});
+    struct { uint32_t iters; float seed; } pc{iters, 1.0f};
+    CommandStream s(ctx);
+    s.begin(true);
+    s.dispatch(p, {dst.slice()}, pc, {groups, 1, 1}, "fma");
+    s.end();
+    ProbeResult r;
+    r.seconds = best_time(ctx, s, reps);
+    r.value = double(wg) * groups * iters * 64.0 / r.seconds * 1e-9;
+    float first = 0;
+    ctx.download(dst, &first, 4);
+    r.check = first;
+    return r;
+}
+
+}  // namespace vkllm

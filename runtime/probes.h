@@ -1,0 +1,20 @@
+// Device probes: the read bandwidth and f32 FMA rate this device really reaches, so that every
+// benchmark figure can be stated as a fraction of what the hardware can do.
+#pragma once
+
+#include "runtime/context.h"
+
+namespace vkllm {
+
+struct ProbeResult {
+    double value = 0;       // GB/s (bandwidth) or GFLOP/s (fma): best of the repetitions
+    double seconds = 0;     // GPU time of the best repetition
+    double check = 0;       // the kernel's result, for tests (sum of the buffer for bandwidth)
+};
+
+// Streams `bytes` (rounded down to 16, at most one binding) `reps` times; timed with timestamps
+// when the device has them, with the host clock around the submission otherwise.
+ProbeResult probe_bandwidth(Context& ctx, size_t bytes = 64u << 20, int reps = 5);
+ProbeResult probe_fma(Context& ctx, uint32_t iters = 4096, int reps = 5);
+
+}  // namespace vkllm

@@ -1,0 +1,162 @@
+#version 450
+// attention_prefill: a block of query tokens against the KV cache, causal, online softmax over KV
+// tiles held in shared memory (flash attention; no n x n score matrix exists anywhere).
+//
+// Inputs:  q[n_tokens][n_heads][D]            f32
+//          k, v[n_ctx][n_kv_heads][D]          f16 or f32 (KV_F16 / KV_F32, see kv_read.glsl)
+//          positions[n_tokens]                 int32: query t sees keys 0 .. positions[t] (clamped to
+//                                              n_ctx - 1); read on the device
+// Output:  out[n_tokens][n_heads][D]          f32
+// Math (query token t, head h, kv head h / G, s_j = scale * q_th . k_j for j <= positions[t]):
+//          out = sum_j exp(s_j - m) v_j / sum_j exp(s_j - m), m = max_j s_j, computed online over
+//          tiles of BK keys: m' = max(m, tile max), accumulator and sum rescaled by exp(m - m').
+// Workgroup: BT consecutive tokens x GW query heads sharing one kv head = M = BT * GW query rows;
+// grid (token blocks, n_kv_heads, G / GW). It walks keys 0 .. max over its rows of the row's limit
+// in tiles of BK: the K tile is staged in shared memory (rows past that end are zero-filled, never
+// read from memory), scores of all M x BK pairs are computed from shared memory, invocation r < M
+// updates row r's running max and sum while the V tile replaces the K tile, then the value phase
+// accumulates (row, 4 columns) output slots from shared memory. Each invocation works on several
+// rows at once in both phases (S_ROWS, A_ROWS below) so that one shared K or V load feeds several
+// dot products.
+// No subgroup operations; all sizes are specialization constants chosen by the host to fit shared
+// memory (ops/attention.cpp).
+
+#extension GL_GOOGLE_include_directive : require
+#include "kv_read.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint D = 128;  // head_dim, multiple of 4
+layout(constant_id = 2) const uint GW = 1;   // query heads per workgroup
+layout(constant_id = 3) const uint BT = 16;  // tokens per workgroup
+layout(constant_id = 4) const uint BK = 16;  // keys per tile
+
+#define MAX_ROWS 8
+const uint D4 = D / 4;
+const uint M = BT * GW;
+const uint KS = D4 + 1;  // padded row stride of the K/V tile (spreads shared-memory banks)
+// Score phase: invocation (key c = tid % BK, row group tid / BK) computes rows g, g + S_GROUPS, ...
+// of key c, so one K load serves S_ROWS rows. Needs WG % BK == 0.
+const uint S_GROUPS = WG / BK;
+const uint S_ROWS = (M + S_GROUPS - 1) / S_GROUPS;  // <= MAX_ROWS (host-checked)
+// Value phase: invocation (column group j = tid % D4, row group tid / D4) owns rows g, g + A_GROUPS,
+// ... of columns 4j..4j+3, so one V load serves A_ROWS rows. Needs WG >= D4; invocations past
+// A_GROUPS * D4 idle there.
+const uint A_GROUPS = WG / D4;
+const uint A_ROWS = (M + A_GROUPS - 1) / A_GROUPS;  // <= MAX_ROWS (host-checked)
+
+layout(std430, binding = 0) readonly buffer Q { vec4 q[]; };
+layout(std430, binding = 3) readonly buffer Pos { int positions[]; };
+layout(std430, binding = 4) writeonly buffer Out { vec4 out_[]; };
+layout(push_constant) uniform Push {
+    uint n_tokens;
+    uint n_heads;
+    uint n_kv_heads;
+    uint n_ctx;
+    uint group;  // n_heads / n_kv_heads
+    float scale;
+} pc;
+
+shared vec4 q_sh[M * D4];
+shared vec4 kv_sh[BK * KS];
+shared float p_sh[M * BK];
+shared float m_sh[M], l_sh[M], alpha_sh[M];
+shared uint lim_sh[M];
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint tok0 = gl_WorkGroupID.x * BT, kvh = gl_WorkGroupID.y;
+    const uint h0 = kvh * pc.group + gl_WorkGroupID.z * GW;
+
+    // Row r is token tok0 + r / GW, head h0 + r % GW; rows past n_tokens see no keys.
+    for (uint r = tid; r < M; r += WG) {
+        const uint t = tok0 + r / GW;
+        lim_sh[r] = t < pc.n_tokens ? min(uint(max(positions[t], 0)) + 1u, pc.n_ctx) : 0u;
+        m_sh[r] = NEG_BIG;
+        l_sh[r] = 0.0;
+    }
+    for (uint i = tid; i < M * D4; i += WG) {
+        const uint r = i / D4, j = i % D4, t = tok0 + r / GW;
+        q_sh[i] = t < pc.n_tokens ? q[(t * pc.n_heads + h0 + r % GW) * D4 + j] * pc.scale : vec4(0.0);
+    }
+    barrier();
+    uint kv_end = 0;
+    for (uint r = 0; r < M; ++r) kv_end = max(kv_end, lim_sh[r]);
+
+    vec4 acc[MAX_ROWS];
+    for (uint k = 0; k < MAX_ROWS; ++k) acc[k] = vec4(0.0);
+    const uint a_col = tid % D4, a_group = tid / D4;
+    const uint row_stride4 = pc.n_kv_heads * D4;
+
+    for (uint t0 = 0; t0 < kv_end; t0 += BK) {
+        const uint n = min(BK, kv_end - t0);
+        for (uint i = tid; i < BK * D4; i += WG) {
+            const uint c = i / D4, j = i % D4;
+            kv_sh[c * KS + j] = c < n ? load_k4((t0 + c) * row_stride4 + kvh * D4 + j) : vec4(0.0);
+        }
+        barrier();
+        {
+            const uint c = tid % BK, g = tid / BK;
+            float s[MAX_ROWS];
+            for (uint k = 0; k < MAX_ROWS; ++k) s[k] = 0.0;
+            for (uint j = 0; j < D4; ++j) {
+                const vec4 kk = kv_sh[c * KS + j];
+                for (uint k = 0; k < S_ROWS; ++k) {
+                    const uint r = g + k * S_GROUPS;
+                    if (r < M) s[k] += dot(q_sh[r * D4 + j], kk);
+                }
+            }
+            for (uint k = 0; k < S_ROWS; ++k) {
+                const uint r = g + k * S_GROUPS;
+                if (r < M) p_sh[r * BK + c] = s[k];
+            }
+        }
+        barrier();
+        for (uint i = tid; i < BK * D4; i += WG) {
+            const uint c = i / D4, j = i % D4;
+            kv_sh[c * KS + j] = c < n ? load_v4((t0 + c) * row_stride4 + kvh * D4 + j) : vec4(0.0);
+        }
+        for (uint r = tid; r < M; r += WG) {
+            // Keys t0 + c with t0 + c >= lim are masked: they get weight 0 and take no part in the max.
+            const uint valid = min(n, uint(max(int(lim_sh[r]) - int(t0), 0)));
+            const float m_old = m_sh[r];
+            float mx = m_old;
+            for (uint c = 0; c < valid; ++c) mx = max(mx, p_sh[r * BK + c]);
+            float sum = 0.0;
+            for (uint c = 0; c < n; ++c) {
+                const float p = c < valid ? exp(p_sh[r * BK + c] - mx) : 0.0;
+                p_sh[r * BK + c] = p;
+                sum += p;
+            }
+            const float a = exp(m_old - mx);
+            alpha_sh[r] = a;
+            l_sh[r] = l_sh[r] * a + sum;
+            m_sh[r] = mx;
+        }
+        barrier();
+        if (a_group < A_GROUPS) {
+            for (uint k = 0; k < A_ROWS; ++k) {
+                const uint r = a_group + k * A_GROUPS;
+                if (r < M) acc[k] *= alpha_sh[r];
+            }
+            for (uint c = 0; c < n; ++c) {
+                const vec4 vv = kv_sh[c * KS + a_col];
+                for (uint k = 0; k < A_ROWS; ++k) {
+                    const uint r = a_group + k * A_GROUPS;
+                    if (r < M) acc[k] += p_sh[r * BK + c] * vv;
+                }
+            }
+        }
+        barrier();
+    }
+
+    if (a_group < A_GROUPS) {
+        for (uint k = 0; k < A_ROWS; ++k) {
+            const uint r = a_group + k * A_GROUPS, t = tok0 + r / GW;
+            if (r < M && t < pc.n_tokens) {
+                const float l = l_sh[r];
+                out_[(t * pc.n_heads + h0 + r % GW) * D4 + a_col] = l > 0.0 ? acc[k] / l : vec4(0.0);
+            }
+        }
+    }
+}

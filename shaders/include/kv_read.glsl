@@ -1,0 +1,33 @@
+// Reading one layer's KV cache, K at binding 1 and V at binding 2, four elements at a time.
+//
+// The cache is [n_ctx][n_kv_heads][head_dim] of f16 or f32; head_dim is a multiple of 4, so a row
+// of one head is a whole number of 4-element groups and `i4` below indexes those groups.
+//   KV_F16: the words are read as uvec2 (4 halves) and widened with unpackHalf2x16, which needs no
+//           16-bit storage or fp16 arithmetic feature, so this path runs on every device.
+//   KV_F32: read as vec4.
+// Arithmetic after the load is f32.
+
+#if defined(KV_F16)
+layout(std430, binding = 1) readonly buffer KCache { uvec2 k_cache[]; };
+layout(std430, binding = 2) readonly buffer VCache { uvec2 v_cache[]; };
+vec4 load_k4(uint i4) {
+    uvec2 w = k_cache[i4];
+    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+vec4 load_v4(uint i4) {
+    uvec2 w = v_cache[i4];
+    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+#elif defined(KV_F32)
+layout(std430, binding = 1) readonly buffer KCache { vec4 k_cache[]; };
+layout(std430, binding = 2) readonly buffer VCache { vec4 v_cache[]; };
+vec4 load_k4(uint i4) { return k_cache[i4]; }
+vec4 load_v4(uint i4) { return v_cache[i4]; }
+#else
+#error "define KV_F16 or KV_F32"
+#endif
+
+// Running maximum of nothing yet. Finite on purpose: exp(NEG_BIG - m) is 0 for any real score m and
+// exp(NEG_BIG - NEG_BIG) is 1, so no -inf - -inf = NaN can arise, and fast-math drivers that assume
+// no infinities stay correct.
+const float NEG_BIG = -3.0e38;

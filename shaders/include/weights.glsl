@@ -1,0 +1,157 @@
+// Weight decoding shared by matmul, matvec and get_rows: rows of F32, F16, Q8_0 or Q4_0 elements
+// in the exact GGUF layouts, read from a buffer of 32-bit words so that no 16/8-bit storage
+// feature is needed.
+//
+//   F32   4 bytes per element.
+//   F16   IEEE half, 2 bytes per element (read as packed bits, unpackHalf2x16: no fp16 feature).
+//   Q8_0  blocks of 32: f16 scale d, then 32 int8 q;                    value = q * d         (34 B)
+//   Q4_0  blocks of 32: f16 scale d, then 16 bytes; byte j holds element j in its low nibble and
+//         element j + 16 in its high nibble;                             value = (q - 8) * d   (18 B)
+//
+// The including shader defines W_BINDING (binding index of the weight window) and exactly one of
+// W_F32, W_F16, W_Q8_0, W_Q4_0. Every position below is a byte offset into the bound window
+// (`row_byte`: where a row starts) or a column (element index inside a row).
+//
+// Alignment: Q8_0 / Q4_0 blocks are 34 / 18 bytes and F16 rows of odd length are 2k bytes, so data
+// is only 2-byte aligned. Reading n words at a 2-aligned byte offset loads n + 1 aligned words and
+// funnel-shifts them (shift 0 or 16); the extra word is only needed when misaligned and its index
+// is clamped into the array so that the aligned case never reads past the binding. The host binds
+// the window rounded up to a whole word, so every word holding a data byte is inside the binding.
+// F32 rows must start 4-byte aligned (the host checks).
+
+layout(std430, binding = W_BINDING) readonly buffer WeightWords { uint w_words[]; };
+
+uint w_last_word() { return uint(w_words.length()) - 1u; }
+
+// 16 bits at a 2-aligned byte offset.
+uint w_bits16(uint byte_off) { return (w_words[byte_off >> 2] >> ((byte_off & 2u) << 3)) & 0xFFFFu; }
+float w_half(uint byte_off) { return unpackHalf2x16(w_bits16(byte_off)).x; }
+
+// The word that starts `sh` bits (0 or 16) into lo:hi. Two shifts so that sh = 0 never shifts by 32.
+uint w_funnel(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 16u) << (16u - sh)); }
+
+// 2 / 4 words starting at a 2-aligned byte offset.
+uvec2 w_load2(uint byte_off) {
+    uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+    uint a = w_words[i], b = w_words[i + 1u], c = w_words[min(i + 2u, w_last_word())];
+    return uvec2(w_funnel(a, b, sh), w_funnel(b, c, sh));
+}
+uvec4 w_load4(uint byte_off) {
+    uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+    uint a = w_words[i], b = w_words[i + 1u], c = w_words[i + 2u], d = w_words[i + 3u];
+    uint e = w_words[min(i + 4u, w_last_word())];
+    return uvec4(w_funnel(a, b, sh), w_funnel(b, c, sh), w_funnel(c, d, sh), w_funnel(d, e, sh));
+}
+
+// Four int8 / four nibbles packed in a word, as floats (byte 0 first).
+vec4 w_s8x4(uint v) { return vec4(ivec4(uvec4(v << 24, v << 16, v << 8, v)) >> 24); }
+vec4 w_lo4x4(uint v) { return vec4((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu); }
+vec4 w_hi4x4(uint v) { return vec4((uvec4(v) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu); }
+
+#if defined(W_F32)
+const uint W_BLOCK_ELEMS = 1u, W_BLOCK_BYTES = 4u;
+#elif defined(W_F16)
+const uint W_BLOCK_ELEMS = 1u, W_BLOCK_BYTES = 2u;
+#elif defined(W_Q8_0)
+const uint W_BLOCK_ELEMS = 32u, W_BLOCK_BYTES = 34u;
+#elif defined(W_Q4_0)
+const uint W_BLOCK_ELEMS = 32u, W_BLOCK_BYTES = 18u;
+#else
+#error "define one of W_F32, W_F16, W_Q8_0, W_Q4_0"
+#endif
+
+// One element: column `col` of the row at `row_byte` (col < k). For tails and odd shapes.
+float w_get(uint row_byte, uint col) {
+#if defined(W_F32)
+    return uintBitsToFloat(w_words[(row_byte >> 2) + col]);
+#elif defined(W_F16)
+    return w_half(row_byte + 2u * col);
+#elif defined(W_Q8_0)
+    uint bb = row_byte + (col >> 5) * W_BLOCK_BYTES, j = col & 31u;
+    uint q = (w_bits16(bb + 2u + (j & ~1u)) >> ((j & 1u) << 3)) & 0xFFu;
+    return float(int(q << 24) >> 24) * w_half(bb);
+#else  // W_Q4_0
+    uint bb = row_byte + (col >> 5) * W_BLOCK_BYTES, j = col & 31u, b = j & 15u;
+    uint q = (w_bits16(bb + 2u + (b & ~1u)) >> (((b & 1u) << 3) + ((j >> 4) << 2))) & 0xFu;
+    return (float(q) - 8.0) * w_half(bb);
+#endif
+}
+
+// Eight consecutive elements: columns col .. col + 7 of the row at `row_byte` (col a multiple of 8,
+// col + 8 <= k). v0 = columns col .. col + 3, v1 = col + 4 .. col + 7.
+void w_dequant8(uint row_byte, uint col, out vec4 v0, out vec4 v1) {
+#if defined(W_F32)
+    uint i = (row_byte >> 2) + col;
+    v0 = uintBitsToFloat(uvec4(w_words[i], w_words[i + 1u], w_words[i + 2u], w_words[i + 3u]));
+    v1 = uintBitsToFloat(uvec4(w_words[i + 4u], w_words[i + 5u], w_words[i + 6u], w_words[i + 7u]));
+#elif defined(W_F16)
+    uvec4 h = w_load4(row_byte + 2u * col);
+    v0 = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    v1 = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+#elif defined(W_Q8_0)
+    uint bb = row_byte + (col >> 5) * W_BLOCK_BYTES, part = (col >> 3) & 3u;
+    float d = w_half(bb);
+    uvec2 q = w_load2(bb + 2u + 8u * part);
+    v0 = w_s8x4(q.x) * d;
+    v1 = w_s8x4(q.y) * d;
+#else  // W_Q4_0: parts 0, 1 are low nibbles of bytes 0..7, 8..15; parts 2, 3 the high nibbles
+    uint bb = row_byte + (col >> 5) * W_BLOCK_BYTES, part = (col >> 3) & 3u;
+    float d = w_half(bb);
+    uvec2 q = w_load2(bb + 2u + 8u * (part & 1u));
+    uint sh = (part >> 1) << 2;
+    v0 = (vec4((uvec4(q.x) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 0xFu) - 8.0) * d;
+    v1 = (vec4((uvec4(q.y) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 0xFu) - 8.0) * d;
+#endif
+}
+
+// The unit of the weight stream in matvec: 16 bytes of element data per invocation and step.
+//   F32: 4 elements, F16: 8 elements, Q8_0 / Q4_0: half a block (16 elements) plus its scale.
+// w_unit returns the scale (1 for F32 / F16) and the unscaled values v[q]; column of v[q].x is
+// w_unit_col(u, q) (v[q] covers 4 consecutive columns).
+#if defined(W_F32)
+const uint W_UNIT = 4u;
+#elif defined(W_F16)
+const uint W_UNIT = 8u;
+#else
+const uint W_UNIT = 16u;
+#endif
+const uint W_UNIT4 = W_UNIT / 4u;
+
+uint w_unit_col(uint u, uint q) {
+#if defined(W_F32) || defined(W_F16)
+    return u * W_UNIT + 4u * q;
+#elif defined(W_Q8_0)
+    return (u >> 1) * 32u + (u & 1u) * 16u + 4u * q;
+#else  // Q4_0: v[0], v[1] low nibbles (columns h*8 + 0..7), v[2], v[3] high nibbles (16 + h*8 + 0..7)
+    return (u >> 1) * 32u + (u & 1u) * 8u + (q & 1u) * 4u + (q >> 1) * 16u;
+#endif
+}
+
+float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
+#if defined(W_F32)
+    uint i = (row_byte >> 2) + 4u * u;
+    v[0] = uintBitsToFloat(uvec4(w_words[i], w_words[i + 1u], w_words[i + 2u], w_words[i + 3u]));
+    return 1.0;
+#elif defined(W_F16)
+    uvec4 h = w_load4(row_byte + 16u * u);
+    v[0] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    v[1] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+    return 1.0;
+#elif defined(W_Q8_0)
+    uint bb = row_byte + (u >> 1) * W_BLOCK_BYTES;
+    uvec4 q = w_load4(bb + 2u + 16u * (u & 1u));
+    v[0] = w_s8x4(q.x);
+    v[1] = w_s8x4(q.y);
+    v[2] = w_s8x4(q.z);
+    v[3] = w_s8x4(q.w);
+    return w_half(bb);
+#else  // W_Q4_0
+    uint bb = row_byte + (u >> 1) * W_BLOCK_BYTES;
+    uvec2 q = w_load2(bb + 2u + 8u * (u & 1u));
+    v[0] = w_lo4x4(q.x) - 8.0;
+    v[1] = w_lo4x4(q.y) - 8.0;
+    v[2] = w_hi4x4(q.x) - 8.0;
+    v[3] = w_hi4x4(q.y) - 8.0;
+    return w_half(bb);
+#endif
+}

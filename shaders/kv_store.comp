@@ -1,0 +1,74 @@
+#version 450
+// kv_store: appends K or V rows of the current tokens to one layer's cache, at their positions.
+//
+// Inputs:  src[n_tokens][row_elems] f32, read as raw bits (bound from word src_first)
+//          positions[n_tokens] int32 (from pos_first), read on the device
+// Output:  cache rows [row_base, row_base + row_count) of a cache [n_ctx][row_elems] (bound from word
+//          cache_first): f16 pairs packed into uint words when F16 is defined (row_elems even), else
+//          f32 words. Token t goes to cache row positions[t]; a position outside this window
+//          (negative, >= n_ctx, or in another window of a split dispatch) is skipped, so nothing is
+//          ever written out of bounds.
+// Math:    F16: round-to-nearest-even f32 -> f16 done with integer operations, bit-identical to
+//          vkllm::f32_to_f16 (packHalf2x16 leaves the rounding mode to the driver, and some
+//          round toward zero); needs no 16-bit storage or arithmetic feature.
+// One invocation writes one 32-bit word of the cache (two f16 values or one f32); the 2-D grid is
+// flattened over n_tokens * row_words. Two tokens with the same position race; callers don't do that.
+// Workgroup size: specialization constant 0.
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+
+layout(std430, binding = 0) readonly buffer S { uint src[]; };
+layout(std430, binding = 1) writeonly buffer C { uint cache[]; };
+layout(std430, binding = 2) readonly buffer P { int positions[]; };
+layout(push_constant) uniform Push {
+    uint n_tokens;
+    uint row_words;  // words per cache row: row_elems / 2 for F16, row_elems for F32
+    uint src_first;
+    uint cache_first;
+    uint pos_first;
+    uint row_base;   // first cache row in this window
+    uint row_count;  // cache rows in this window
+} pc;
+
+#ifdef F16
+// Round to nearest even; overflow to inf; NaN stays a (quiet) NaN; f16 subnormals rounded correctly.
+uint f32_to_f16(uint x) {
+    uint sign = (x >> 16) & 0x8000u;
+    uint ex = (x >> 23) & 0xffu;
+    uint mant = x & 0x7fffffu;
+    if (ex == 0xffu) return sign | 0x7c00u | (mant != 0u ? 0x200u : 0u);
+    int e = int(ex) - 127 + 15;
+    if (e >= 31) return sign | 0x7c00u;
+    if (e <= 0) {
+        if (e < -10) return sign;
+        mant |= 0x800000u;
+        uint shift = uint(14 - e);
+        uint h = mant >> shift;
+        uint rem = mant & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
+        if (rem > mid || (rem == mid && (h & 1u) != 0u)) ++h;
+        return sign | h;
+    }
+    uint h = sign | (uint(e) << 10) | (mant >> 13);
+    uint rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) != 0u)) ++h;  // a carry into the exponent is right
+    return h;
+}
+#endif
+
+void main() {
+    uint idx = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
+    if (idx >= pc.n_tokens * pc.row_words) return;
+    uint t = idx / pc.row_words, j = idx % pc.row_words;
+    int pos = positions[pc.pos_first + t];
+    if (pos < 0) return;
+    uint row = uint(pos) - pc.row_base;  // wraps to a huge value below the window
+    if (uint(pos) < pc.row_base || row >= pc.row_count) return;
+    uint dst = pc.cache_first + row * pc.row_words + j;
+#ifdef F16
+    uint s = pc.src_first + t * (2u * pc.row_words) + 2u * j;
+    cache[dst] = f32_to_f16(src[s]) | (f32_to_f16(src[s + 1u]) << 16);
+#else
+    cache[dst] = src[pc.src_first + t * pc.row_words + j];
+#endif
+}

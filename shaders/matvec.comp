@@ -1,0 +1,132 @@
+#version 450
+// matvec: the decode-time linear layer, Y = X · W^T (+ R), for a batch of NB <= 8 x vectors. Its
+// speed is the speed of streaming W once through memory, so each weight word is read once per
+// dispatch and shared by all NB vectors.
+//
+// Inputs:  W   rows of k elements of the weight type (weights.glsl; F32/F16/Q8_0/Q4_0, GGUF
+//              layouts), the rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
+//          X   f32 [NB][k] from float pc.x_base (read as vec4 where pc.x_vec4 says it is aligned)
+//          R   f32, same layout as Y (read only when pc.has_res != 0; may alias Y for in-place add)
+// Output:  Y   f32 [NB][y_stride]; this dispatch writes columns 0 .. pc.n of each row, starting at
+//              float pc.y_base (R: pc.r_base).
+// Math:    Y[b][r] = sum_c W[r][c] * X[b][c]  (+ R[b][r]), fp32 accumulation.
+// One workgroup computes NR consecutive rows of W for all NB vectors. Each invocation walks the
+// rows in units of 16 bytes (weights.glsl: W_UNIT elements), invocation i taking units i, i + WG,
+// ... so that a subgroup reads contiguous memory; the NR * NB partial sums are then reduced over
+// the workgroup: subgroupAdd + one shared slot per subgroup (USE_SUBGROUP), or a shared-memory
+// tree. F32/F16 rows whose length is not a multiple of the unit finish with a scalar tail.
+// Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors.
+#extension GL_GOOGLE_include_directive : require
+
+#ifdef USE_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint NR = 2;
+layout(constant_id = 2) const uint NB = 1;
+
+#define W_BINDING 0
+#include "weights.glsl"
+
+layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };  // the host binds whole vec4s
+layout(std430, binding = 2) readonly buffer R { float res[]; };
+layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+    uint n;          // rows of W in this dispatch
+    uint k;          // elements per row
+    uint row_bytes;
+    uint w_base;     // byte offset of row 0 in the W window
+    uint x_base;     // float offset of X[0][0] in the X window
+    uint y_base;     // float offset of Y[0][0] in the Y window
+    uint r_base;     // float offset of R[0][0] in the R window
+    uint y_stride;   // floats between two batch rows of Y / R
+    uint has_res;
+    uint x_vec4;     // x_base and k are multiples of 4: X can be read a vec4 at a time
+} pc;
+
+// One slot per (value, invocation): enough for any subgroup size. The host keeps NR * NB <= 8,
+// so 8 * WG floats (2 KiB at WG = 64).
+shared float red_[NR * NB * WG];
+
+float x1(uint i) { return xv[i >> 2][i & 3u]; }
+
+// X[b][c .. c + 3] (c is a multiple of 4).
+vec4 x4(uint b, uint c) {
+    uint i = pc.x_base + b * pc.k + c;
+    if (pc.x_vec4 != 0u) return xv[i >> 2];
+    return vec4(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));
+}
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint row0 = gl_WorkGroupID.x * NR;
+    const uint rows = min(NR, pc.n - row0);  // uniform over the workgroup
+
+    float acc[NR * NB];
+    for (uint i = 0; i < NR * NB; ++i) acc[i] = 0.0;
+
+    const uint units = pc.k / W_UNIT;
+    for (uint u = tid; u < units; u += WG) {
+        // All rows' weights first, then each x vector once: NR units in registers, not NB * NR.
+        vec4 wv[NR][W_UNIT4];
+        float d[NR];
+        for (uint r = 0; r < NR; ++r) {
+            if (r < rows) {
+                d[r] = w_unit(pc.w_base + (row0 + r) * pc.row_bytes, u, wv[r]);
+            } else {
+                d[r] = 0.0;
+                for (uint q = 0; q < W_UNIT4; ++q) wv[r][q] = vec4(0.0);
+            }
+        }
+        for (uint b = 0; b < NB; ++b) {
+            vec4 xv[W_UNIT4];
+            for (uint q = 0; q < W_UNIT4; ++q) xv[q] = x4(b, w_unit_col(u, q));
+            for (uint r = 0; r < NR; ++r) {
+                float s = 0.0;
+                for (uint q = 0; q < W_UNIT4; ++q) s += dot(wv[r][q], xv[q]);
+                acc[r * NB + b] += d[r] * s;
+            }
+        }
+    }
+#if defined(W_F32) || defined(W_F16)
+    for (uint c = units * W_UNIT + tid; c < pc.k; c += WG) {
+        for (uint r = 0; r < rows; ++r) {
+            float w = w_get(pc.w_base + (row0 + r) * pc.row_bytes, c);
+            for (uint b = 0; b < NB; ++b) acc[r * NB + b] += w * x1(pc.x_base + b * pc.k + c);
+        }
+    }
+#endif
+
+    // Workgroup reduction of the NR * NB partial sums; afterwards red_[v * WG] holds value v (tree)
+    // or red_[v * WG + s] the sum of subgroup s (subgroups).
+#ifdef USE_SUBGROUP
+    for (uint v = 0; v < NR * NB; ++v) {
+        float s = subgroupAdd(acc[v]);
+        if (subgroupElect()) red_[v * WG + gl_SubgroupID] = s;
+    }
+    barrier();
+    const uint parts = gl_NumSubgroups;
+#else
+    for (uint v = 0; v < NR * NB; ++v) red_[v * WG + tid] = acc[v];
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (tid < s)
+            for (uint v = 0; v < NR * NB; ++v) red_[v * WG + tid] += red_[v * WG + tid + s];
+        barrier();
+    }
+    const uint parts = 1;
+#endif
+    for (uint v = tid; v < NR * NB; v += WG) {
+        uint r = v / NB, b = v % NB;
+        if (r >= rows) continue;
+        float sum = 0.0;
+        for (uint p = 0; p < parts; ++p) sum += red_[v * WG + p];
+        uint o = pc.y_base + b * pc.y_stride + row0 + r;
+        if (pc.has_res != 0u) sum += res[pc.r_base + b * pc.y_stride + row0 + r];
+        y[o] = sum;
+    }
+}

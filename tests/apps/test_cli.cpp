@@ -1,0 +1,110 @@
+// End-to-end tests of the `vkllm` executable: the published story byte for byte, and a clear
+// message with a non-zero exit for every kind of bad input.
+#include "support/test_context.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+    int status = -1;
+    std::string out, err;
+};
+
+Result run_vkllm(const std::string& args) {
+    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
+    fs::create_directories(dir);
+    fs::path err_file = dir / "cli_stderr.txt";
+    std::string cmd = std::string(VKLLM_EXE) + " " + args + " 2>" + err_file.string() + " </dev/null";
+    Result r;
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    std::ifstream f(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return r;
+}
+
+std::string read_file(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("cli: vkllm run prints the published stories260K greedy story byte for byte") {
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    std::string expected = vkllm::test::model_path("stories260K.greedy200.txt");
+    if (model.empty() || expected.empty()) return;
+    Result r = run_vkllm("run -m " + model + " -p \"\" -n 200 --temp 0 --no-pipeline-cache");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out == read_file(expected));
+    CHECK(r.err.find("tokens/s") != std::string::npos);
+}
+
+TEST_CASE("cli: vkllm run --check agrees with the host reference") {
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    Result r = run_vkllm("run -m " + model + " -p \"Once upon a time\" -n 8 --check --no-pipeline-cache");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.find("check: OK") != std::string::npos);
+}
+
+TEST_CASE("cli: vkllm devices lists the device, as a table and as JSON") {
+    Result t = run_vkllm("devices");
+    CHECK(t.status == 0);
+    CHECK(t.out.find("maxStorageBufferRange") != std::string::npos);
+    Result j = run_vkllm("devices --json");
+    CHECK(j.status == 0);
+    CHECK(j.out.find("\"max_storage_buffer_range\"") != std::string::npos);
+}
+
+TEST_CASE("cli: bad input gets a clear message and a non-zero exit, never a crash") {
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
+    fs::create_directories(dir);
+    std::ofstream(dir / "garbage.gguf") << "this is not a gguf file at all, just some text";
+    struct Case {
+        std::string args, expect;
+    };
+    std::vector<Case> cases = {
+        {"run -m /nonexistent/model.gguf", "does not exist"},
+        {"run -m " + dir.string(), "is a directory"},
+        {"run -m " + (dir / "garbage.gguf").string(), "garbage.gguf"},
+        {"run -m " + model + " -n -5", "-n"},
+        {"run -m " + model + " -n abc", "-n"},
+        {"run -m " + model + " --ctx 0", "--ctx"},
+        {"run -m " + model + " --temp -1", "--temp"},
+        {"run -m " + model + " --top-p 2", "--top-p"},
+        {"run -m " + model + " --device 99", "device index 99 does not exist"},
+        {"run -m " + model + " --device no-such-gpu", "no device name contains"},
+        {"run -m " + model + " --caps warp-speed", "unknown entry 'warp-speed'"},
+        {"run -m " + model + " --no-such-flag", "no-such-flag"},
+        {"run -m " + model + " --ctx 16 -p \"" + std::string(200, 'a') + "\"", "context"},
+        {"run -m " + model + " --ctx 64 -n 100", "exceeds the context"},
+        {"run -m " + model + " --ctx 100000000", "--ctx"},
+        {"frobnicate", "frobnicate"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.args);
+        Result r = run_vkllm(c.args);
+        INFO(r.err);
+        CHECK(r.status != 0);
+        CHECK(r.status < 128);  // an error exit, not a signal
+        CHECK(r.err.find(c.expect) != std::string::npos);
+    }
+}

@@ -1,0 +1,196 @@
+#include "support/test_context.h"
+
+#include "kernels/small_ops_testing.h"
+
+#include "runtime/ops/kv_store.h"
+#include "runtime/tensor_types.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+using namespace vkllm;
+using small_ops_testing::ShiftedBuffer;
+using ops::KvType;
+
+namespace {
+
+constexpr uint32_t kStale = 0x3c003c00u;  // what the cache held before: f16 1.0 pairs (f32: 0.0078)
+
+std::vector<int32_t> positions_from(int32_t first, uint32_t n) {
+    std::vector<int32_t> p(n);
+    std::iota(p.begin(), p.end(), first);
+    return p;
+}
+
+// Values that exercise the f16 conversion: ties to even, values just above and below ties, f16
+// subnormals and their rounding, overflow to inf, inf, NaN, signed zeros, f32 denormals.
+std::vector<float> special_values() {
+    std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e6f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 6.1035156e-05f /* 2^-14 */,
+                            5.9604645e-08f /* 2^-24 */, 2.9802322e-08f /* 2^-25: tie to 0 */, 2.98024e-08f,
+                            8.940697e-08f /* 1.5 * 2^-24: tie to 2 * 2^-24 */, 1e-10f, -1e-10f, 1e-40f /* f32 denormal */};
+    for (uint32_t m : {0x3f801000u, 0x3f803000u, 0x3f801001u, 0x3f800fffu, 0x387fe000u, 0x387ff000u, 0x33000001u}) {
+        float f;
+        std::memcpy(&f, &m, 4);
+        v.push_back(f);
+        v.push_back(-f);
+    }
+    return v;
+}
+
+// Stores n_tokens rows at `pos` into a cache of n_ctx rows pre-filled with kStale, and compares
+// the whole cache bit for bit with the reference (unwritten rows must keep kStale).
+void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems, const std::vector<int32_t>& pos,
+                  bool specials = false, uint32_t shift = 0) {
+    const uint32_t n_tokens = uint32_t(pos.size());
+    CAPTURE(int(type));
+    CAPTURE(n_ctx);
+    CAPTURE(row_elems);
+    CAPTURE(n_tokens);
+    CAPTURE(pos.front());
+    CAPTURE(shift);
+    const size_t n_src = size_t(n_tokens) * row_elems;
+    auto src = test::random_floats(n_src, 500 + n_tokens + row_elems, -3.0f, 3.0f);
+    if (specials) {
+        auto sv = special_values();
+        for (size_t i = 0; i < n_src; ++i) src[i] = sv[i % sv.size()];
+    }
+    const size_t cache_bytes = size_t(n_ctx) * row_elems * ops::kv_type_bytes(type);
+    std::vector<uint8_t> ref(cache_bytes);
+    for (size_t i = 0; i < cache_bytes; i += 4) std::memcpy(&ref[i], &kStale, std::min<size_t>(4, cache_bytes - i));
+    ref::kv_store(src.data(), ref.data(), pos.data(), n_tokens, row_elems, n_ctx, type);
+
+    ShiftedBuffer dsrc(ctx, n_src * 4, shift, "src"), dcache(ctx, cache_bytes, shift, "cache"),
+        dpos(ctx, pos.size() * 4, shift, "pos");
+    dsrc.upload(src.data(), n_src * 4);
+    std::vector<uint8_t> init(cache_bytes);
+    for (size_t i = 0; i < cache_bytes; i += 4) std::memcpy(&init[i], &kStale, std::min<size_t>(4, cache_bytes - i));
+    dcache.upload(init.data(), cache_bytes);
+    dpos.upload(pos.data(), pos.size() * 4);
+    CommandStream s(ctx);
+    s.begin();
+    ops::kv_store(ctx, s, dsrc.slice(), dcache.slice(), dpos.slice(), n_tokens, row_elems, n_ctx, type);
+    s.end();
+    s.submit_and_wait();
+    std::vector<uint8_t> got(cache_bytes);
+    dcache.download(got.data(), cache_bytes);
+
+    const size_t esz = ops::kv_type_bytes(type), n_el = cache_bytes / esz;
+    size_t bad = 0;
+    for (size_t i = 0; i < n_el; ++i) {
+        if (std::memcmp(&got[i * esz], &ref[i * esz], esz) == 0) continue;
+        if (bad++ < 5) {
+            uint32_t g = 0, r = 0;
+            std::memcpy(&g, &got[i * esz], esz);
+            std::memcpy(&r, &ref[i * esz], esz);
+            MESSAGE(fmt::format("cache row {} elem {}: gpu {:#x}, ref {:#x}", i / row_elems, i % row_elems, g, r));
+        }
+    }
+    CHECK(bad == 0);
+    dcache.check_guards();
+}
+
+}  // namespace
+
+TEST_CASE("kv_store: tiny shapes, f16 and f32, exact") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            run_kv_store(ctx, t, 1, 2, {0});
+            run_kv_store(ctx, t, 8, 2, {3, 4, 7});
+            run_kv_store(ctx, t, 16, 172, positions_from(5, 7));
+            run_kv_store(ctx, t, 16, 64, {15, 0, 9});  // any order
+        }
+        run_kv_store(ctx, KvType::F32, 9, 7, {8, 2, 0});  // odd rows are fine for f32
+        run_kv_store(ctx, KvType::F32, 5, 1, {4, 3});
+    }
+}
+
+TEST_CASE("kv_store: f16 conversion is round-to-nearest-even, bit-identical to f32_to_f16") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        run_kv_store(ctx, KvType::F16, 4, 48, {1, 3}, true);
+        run_kv_store(ctx, KvType::F32, 4, 48, {2, 0}, true);
+    }
+}
+
+TEST_CASE("kv_store: LLaMA shapes: decode in the middle of the cache, prefill, positions beyond n_ctx skipped") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            // 8 KV heads x 128 (LLaMA-3 8B); 4 x 64 (TinyLlama).
+            run_kv_store(ctx, t, 4096, 1024, {2049});
+            run_kv_store(ctx, t, 2048, 256, positions_from(1000, 7));
+            run_kv_store(ctx, t, 1024, 1024, positions_from(0, 512));
+            // The tail of a prefill that runs past the context: the last three are dropped, as are
+            // negative positions.
+            run_kv_store(ctx, t, 512, 256, positions_from(505, 10));
+            run_kv_store(ctx, t, 64, 256, {-1, 63, 64, 1 << 30, std::numeric_limits<int32_t>::min(), 0});
+        }
+    }
+}
+
+TEST_CASE("kv_store: a recorded command buffer follows the positions buffer") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    const uint32_t n_ctx = 16, row = 256;
+    test::GuardedBuffer dsrc(ctx, row * 4, "src"), dcache(ctx, n_ctx * row * 2, "cache"), dpos(ctx, 4, "pos");
+    std::vector<uint16_t> ref(n_ctx * row, 0);
+    dcache.upload(ref.data(), ref.size() * 2);
+    CommandStream s(ctx);
+    s.begin();
+    ops::kv_store(ctx, s, dsrc.slice(), dcache.slice(), dpos.slice(), 1, row, n_ctx, KvType::F16);
+    s.end();
+    for (int32_t p = 0; p < int32_t(n_ctx); ++p) {
+        auto src = test::random_floats(row, 900 + p);
+        dsrc.upload(src.data(), row * 4);
+        dpos.upload(&p, 4);
+        s.submit_and_wait();
+        ref::kv_store(src.data(), ref.data(), &p, 1, row, n_ctx, KvType::F16);
+    }
+    std::vector<uint16_t> got(ref.size());
+    dcache.download(got.data(), got.size() * 2);
+    CHECK(got == ref);
+    dcache.check_guards();
+}
+
+TEST_CASE("kv_store: caches and batches larger than one binding are split over dispatches") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context_for("max-storage-range=65536");
+    // f16 rows of 1024 are 2 KiB: 31 cache rows per window; src rows of 4 KiB: 15 tokens per window.
+    run_kv_store(ctx, KvType::F16, 200, 1024, positions_from(20, 40));
+    run_kv_store(ctx, KvType::F32, 100, 1000, {99, 0, 31, 32, 64, 100, 62});
+    run_kv_store(ctx, KvType::F16, 100, 1000, {99, 0, 31, 32, 64, 100, 62}, false, 4);
+}
+
+TEST_CASE("kv_store: slices at offsets below the storage-buffer alignment") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) run_kv_store(ctx, t, 64, 256, {5, 70, 6}, false, 4);
+    }
+}
+
+TEST_CASE("kv_store: odd f16 rows and short buffers are rejected") {
+    Context& ctx = test::context();
+    Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
+    CommandStream s(ctx);
+    s.begin();
+    CHECK_THROWS_AS(ops::kv_store(ctx, s, b.slice(), b.slice(), b.slice(), 1, 7, 4, KvType::F16), std::invalid_argument);
+    CHECK_THROWS_AS(ops::kv_store(ctx, s, b.slice(), b.slice(), b.slice(), 1, 1024, 64, KvType::F16),
+                    std::invalid_argument);
+    CHECK(s.stats().dispatches == 0);
+    s.end();
+}

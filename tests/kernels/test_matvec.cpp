@@ -1,0 +1,275 @@
+// matvec (decode-time linear layer, m <= 8) against the CPU reference, for every weight type and
+// device variant: tiny and odd shapes, the real LLaMA / TinyLlama projection shapes, batches of
+// 2..8 vectors, residual add (separate and in place), unaligned slices, and weights larger than
+// maxStorageBufferRange (split over dispatches), forced small with max-storage-range=8m and real.
+#include "support/test_context.h"
+
+#include "runtime/ops/linear.h"
+#include "runtime/vk_check.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <map>
+
+using namespace vkllm;
+
+namespace {
+
+constexpr TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0};
+
+// Both sides sum the same decoded weights; only fp32 vs double accumulation differs, so the bound
+// is far below the project's 1e-7 / 5e-4 budgets (observed ~1e-14).
+constexpr double kNmse = 1e-10;
+
+std::map<TensorType, double>& worst_nmse() {
+    static std::map<TensorType, double> m;
+    return m;
+}
+
+enum class Res { None, Separate, InPlace };
+
+struct Problem {
+    TensorType t;
+    uint32_t m, n, k;
+    Res res;
+    std::vector<uint8_t> w;  // GGUF bytes
+    std::vector<float> x, r, ref;
+};
+
+std::vector<uint8_t> make_weights(TensorType t, uint32_t n, uint32_t k, uint32_t seed) {
+    const size_t rb = row_bytes(t, k);
+    std::vector<uint8_t> w(n * rb);
+    for (uint32_t j = 0; j < n; ++j) {
+        auto row = test::random_floats(k, seed * 100003u + j);
+        quantize_row(t, row.data(), w.data() + j * rb, k);
+    }
+    return w;
+}
+
+Problem make_problem(TensorType t, uint32_t m, uint32_t n, uint32_t k, Res res, uint32_t seed) {
+    Problem p{t, m, n, k, res, make_weights(t, n, k, seed), test::random_floats(size_t(m) * k, seed + 1), {}, {}};
+    if (res != Res::None) p.r = test::random_floats(size_t(m) * n, seed + 2, -4.0f, 4.0f);
+    p.ref.resize(size_t(m) * n);
+    ref::linear(t, p.w.data(), p.x.data(), p.ref.data(), m, n, k, res == Res::None ? nullptr : p.r.data());
+    double norm = 0;
+    for (float v : p.ref) norm += double(v) * v;
+    REQUIRE(norm > 0);  // a zero reference would let a kernel that writes nothing pass
+    return p;
+}
+
+test::Tolerance tolerance(uint32_t k) { return {kNmse, 2e-6 * std::sqrt(double(k)), 1e-4}; }
+
+std::string label(const Problem& p, const std::string& spec) {
+    return fmt::format("y {} m={} n={} k={}{} [{}]", type_traits(p.t).name, p.m, p.n, p.k,
+                       p.res == Res::None ? "" : p.res == Res::InPlace ? " +R in place" : " +R", spec);
+}
+
+// Records matvec (or linear) for p into a fresh stream, runs it and checks Y and its guards.
+// `misalign` shifts W by 2 (4 for F32) bytes and X / Y / R by 1..3 floats from the aligned offsets.
+void run(Context& ctx, const std::string& spec, const Problem& p, bool via_linear = false, bool misalign = false) {
+    const uint64_t wb = p.w.size(), xb = p.x.size() * 4, yb = p.ref.size() * 4;
+    const uint64_t w_off = misalign ? (p.t == TensorType::F32 ? 4 : 2) : 0;
+    const uint64_t x_off = misalign ? 4 : 0, y_off = misalign ? 12 : 0, r_off = misalign ? 8 : 0;
+    Buffer dw = ctx.create_buffer(wb + w_off, MemoryUsage::Device, "w");
+    ctx.upload(dw, p.w.data(), wb, w_off);
+    Buffer dx = ctx.create_buffer(xb + x_off, MemoryUsage::Device, "x");
+    ctx.upload(dx, p.x.data(), xb, x_off);
+    test::GuardedBuffer dy(ctx, yb + y_off, "y");
+    BufferSlice ys = dy.slice();
+    ys.offset += y_off;
+    ys.size = yb;
+    Buffer dr;
+    BufferSlice rs{};
+    const BufferSlice* residual = nullptr;
+    if (p.res == Res::Separate) {
+        dr = ctx.create_buffer(yb + r_off, MemoryUsage::Device, "r");
+        ctx.upload(dr, p.r.data(), yb, r_off);
+        rs = dr.slice(r_off, yb);
+        residual = &rs;
+    } else if (p.res == Res::InPlace) {
+        ctx.upload(dy.buffer(), p.r.data(), yb, dy.payload_offset() + y_off);
+        residual = &ys;
+    }
+    CommandStream s(ctx);
+    s.begin();
+    if (via_linear)
+        ops::linear(ctx, s, p.t, dw.slice(w_off, wb), dx.slice(x_off, xb), ys, p.m, p.n, p.k, residual);
+    else
+        ops::matvec(ctx, s, p.t, dw.slice(w_off, wb), dx.slice(x_off, xb), ys, p.m, p.n, p.k, residual);
+    s.end();
+    s.submit_and_wait();
+
+    std::vector<float> got(p.ref.size() + y_off / 4);
+    dy.download(got.data(), got.size() * 4);
+    for (uint64_t i = 0; i < y_off / 4; ++i)
+        CHECK_MESSAGE(std::bit_cast<uint32_t>(got[i]) == 0xA5C3E1F7u, "written before the misaligned Y slice");
+    auto c = test::validate_result(label(p, spec), got.data() + y_off / 4, p.ref.data(), p.ref.size(), tolerance(p.k));
+    dy.check_guards();
+    double& w = worst_nmse()[p.t];
+    w = std::max(w, c.nmse);
+}
+
+void run_variants(const Problem& p, bool via_linear = false) {
+    for (const std::string& spec : test::device_variants()) {
+        CAPTURE(spec);
+        run(test::context_for(spec), spec, p, via_linear);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("matvec: tiny shapes, every weight type and device variant") {
+    test::ValidationGuard guard;
+    for (TensorType t : kTypes) {
+        CAPTURE(type_traits(t).name);
+        for (uint32_t m = 1; m <= 3; ++m) run_variants(make_problem(t, m, 4, 32, Res::None, 10 + m));
+        run_variants(make_problem(t, 1, 1, 32, Res::None, 20));
+    }
+}
+
+TEST_CASE("matvec: odd shapes (rows and k not multiples of the workgroup or unit)") {
+    test::ValidationGuard guard;
+    for (TensorType t : kTypes) {
+        CAPTURE(type_traits(t).name);
+        // k = 96: three blocks per row, so Q8_0 / Q4_0 rows alternate 4- and 2-byte alignment.
+        run_variants(make_problem(t, 1, 172, 64, Res::None, 30));
+        run_variants(make_problem(t, 7, 172, 96, Res::None, 31));
+        run_variants(make_problem(t, 1, 4097, 96, Res::Separate, 32));
+        run_variants(make_problem(t, 5, 4097, 160, Res::None, 33));
+        if (t == TensorType::F32 || t == TensorType::F16) {
+            // Any k: odd k makes F16 rows 2-byte aligned; tails shorter than the 16-byte unit.
+            run_variants(make_problem(t, 1, 172, 1, Res::None, 34));
+            run_variants(make_problem(t, 3, 173, 37, Res::None, 35));
+            run_variants(make_problem(t, 2, 33, 1003, Res::Separate, 36));
+        }
+    }
+}
+
+TEST_CASE("matvec: batches of 2..8 vectors share the weight pass; residual add, separate and in place") {
+    test::ValidationGuard guard;
+    for (TensorType t : kTypes) {
+        CAPTURE(type_traits(t).name);
+        for (uint32_t m = 2; m <= 8; ++m)
+            run_variants(make_problem(t, m, 300, 512, m % 2 ? Res::InPlace : Res::Separate, 40 + m));
+        run_variants(make_problem(t, 1, 4096, 256, Res::InPlace, 49));
+    }
+}
+
+TEST_CASE("matvec: unaligned slices (W 2-byte aligned, X/Y/R off the binding alignment)") {
+    test::ValidationGuard guard;
+    for (TensorType t : kTypes) {
+        CAPTURE(type_traits(t).name);
+        for (const std::string& spec : test::device_variants()) {
+            CAPTURE(spec);
+            Context& ctx = test::context_for(spec);
+            run(ctx, spec, make_problem(t, 1, 100, 96, Res::Separate, 50), false, true);
+            run(ctx, spec, make_problem(t, 3, 65, 64, Res::InPlace, 51), false, true);
+        }
+    }
+}
+
+TEST_CASE("matvec: real LLaMA-7B and TinyLlama projection shapes") {
+    test::ValidationGuard guard;
+    struct Shape { uint32_t n, k; };
+    // q/k/v/o 4096x4096, gate/up 11008x4096, down 4096x11008, TinyLlama gate/up 5632x2048 and the
+    // 32000x2048 output head (f32: 262 MB, more than lavapipe's 128 MiB binding: split).
+    const Shape shapes[] = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {5632, 2048}, {32000, 2048}};
+    for (TensorType t : kTypes) {
+        CAPTURE(type_traits(t).name);
+        for (const Shape& sh : shapes) {
+            CAPTURE(sh.n);
+            CAPTURE(sh.k);
+            // The biggest f32/f16 shapes on the default device only: they test streaming and
+            // splitting, which the weak-device variants do not change.
+            const bool big = uint64_t(sh.n) * row_bytes(t, sh.k) > (96ull << 20);
+            Problem p = make_problem(t, 1, sh.n, sh.k, sh.n == 4096 && sh.k == 4096 ? Res::InPlace : Res::None, 60);
+            if (big)
+                run(test::context(), "", p, true);
+            else
+                run_variants(p, true);
+        }
+    }
+}
+
+TEST_CASE("matvec: weights larger than maxStorageBufferRange are split over dispatches") {
+    test::ValidationGuard guard;
+    // Forced small: 8 MiB bindings; n = 4097 rows of k = 4096 are 9.4 MB (Q4_0) .. 67 MB (F32).
+    const std::string spec = "max-storage-range=8m";
+    Context& small = test::context_for(spec);
+    REQUIRE(small.caps().max_storage_buffer_range == (8u << 20));
+    for (TensorType t : kTypes) {
+        CAPTURE(type_traits(t).name);
+        Problem p = make_problem(t, 3, 4097, 4096, Res::InPlace, 70);
+        run(small, spec, p);
+        CommandStream s(small);
+        Buffer w = small.create_buffer(p.w.size(), MemoryUsage::Device, "w");
+        Buffer x = small.create_buffer(p.x.size() * 4, MemoryUsage::Device, "x");
+        Buffer y = small.create_buffer(p.ref.size() * 4, MemoryUsage::Device, "y");
+        s.begin();
+        ops::matvec(small, s, p.t, w.slice(), x.slice(), y.slice(), p.m, p.n, p.k);
+        s.end();
+        CHECK(s.stats().dispatches >= (p.w.size() + (8u << 20) - 1) / (8u << 20));
+    }
+    // Real: LLaMA-3-8B's ffn 14336 x 4096 in f32 is 235 MB, more than lavapipe's 128 MiB.
+    Context& ctx = test::context();
+    Problem p = make_problem(TensorType::F32, 1, 14336, 4096, Res::None, 71);
+    if (p.w.size() <= ctx.caps().max_storage_buffer_range)
+        MESSAGE("this device binds " << ctx.caps().max_storage_buffer_range << " bytes: 235 MB needs no split here");
+    run(ctx, "", p);
+}
+
+TEST_CASE("matvec: argument checks") {
+    Context& ctx = test::context();
+    Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
+    CommandStream s(ctx);
+    s.begin();
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType::Q8_0, b.slice(), b.slice(), b.slice(), 1, 4, 48), std::invalid_argument);
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType::F32, b.slice(), b.slice(), b.slice(), 9, 4, 32), std::invalid_argument);
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType::F32, b.slice(), b.slice(), b.slice(), 1, 1000, 1000),
+                    std::invalid_argument);  // W slice too small
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType::F32, b.slice(2, 4096), b.slice(), b.slice(), 1, 4, 32),
+                    std::invalid_argument);  // F32 rows must be 4-byte aligned
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType(3), b.slice(), b.slice(), b.slice(), 1, 4, 32), std::invalid_argument);
+    s.end();
+}
+
+TEST_CASE("matvec: linear_pipelines names what linear() uses; bandwidth report") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    for (TensorType t : kTypes) {
+        auto d = ops::linear_pipelines(ctx, t, 1, 4096, 4096);
+        REQUIRE(d.size() == 1);
+        CHECK(d[0].shader.rfind("matvec_", 0) == 0);
+        CHECK((d[0].shader.find("_subgroup") != std::string::npos) == ctx.caps().subgroup_ops());
+        ctx.prepare_pipelines(d);
+    }
+    CHECK(ops::linear_bytes_read(TensorType::Q4_0, 1, 4096, 4096) == 4096ull * 4096 / 32 * 18 + 4096 * 4 + 4096 * 4);
+
+    // Rough GB/s of the decode matvec (Q4_0 4096 x 4096), from device timestamps.
+    if (!ctx.caps().timestamps) return;
+    const uint32_t n = 4096, k = 4096;
+    auto w = make_weights(TensorType::Q4_0, n, k, 80);
+    auto x = test::random_floats(k, 81);
+    Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
+    Buffer dx = ctx.create_buffer(k * 4, MemoryUsage::Device, "x");
+    Buffer dy = ctx.create_buffer(n * 4, MemoryUsage::Device, "y");
+    ctx.upload(dw, w.data(), w.size());
+    ctx.upload(dx, x.data(), k * 4);
+    CommandStream s(ctx);
+    s.begin(true);
+    for (int i = 0; i < 5; ++i) ops::matvec(ctx, s, TensorType::Q4_0, dw.slice(), dx.slice(), dy.slice(), 1, n, k);
+    s.end();
+    s.submit_and_wait();
+    auto timings = s.timings();
+    REQUIRE(timings.size() == 5);
+    double best = 1e30;
+    for (auto& tm : timings) best = std::min(best, tm.ns);
+    MESSAGE(fmt::format("matvec q4_0 {}x{}: {:.3f} ms, {:.2f} GB/s ({})", n, k, best * 1e-6,
+                        double(ops::linear_bytes_read(TensorType::Q4_0, 1, n, k)) / best, ctx.caps().name));
+}
+
+TEST_CASE("matvec: worst NMSE per weight type (report)") {
+    for (auto& [t, v] : worst_nmse()) MESSAGE(fmt::format("matvec worst nmse {}: {:.3g}", type_traits(t).name, v));
+}

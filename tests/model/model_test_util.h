@@ -1,0 +1,55 @@
+// Helpers shared by the model-layer tests: locating the shared test models (skipping cleanly
+// when absent), a scratch directory, and exception-message assertions.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace vkllm::test {
+
+inline std::string model_file(const std::string& name) {
+    std::filesystem::path p = std::filesystem::path(VKLLM_MODELS_DIR) / name;
+    return std::filesystem::exists(p) ? p.string() : std::string();
+}
+
+inline std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A per-process scratch directory under the build tree.
+inline std::filesystem::path scratch_dir() {
+    std::filesystem::path p = std::filesystem::path(VKLLM_BINARY_DIR) / "test_model_scratch";
+    std::filesystem::create_directories(p);
+    return p;
+}
+
+}  // namespace vkllm::test
+
+// Declares `var` as the path of a shared test model, or skips the rest of the test case.
+#define VKLLM_REQUIRE_MODEL(var, name)                                                                  \
+    const std::string var = ::vkllm::test::model_file(name);                                          \
+    if (var.empty()) {                                                                                \
+        MESSAGE("skipped: test model " << (name) << " not found in " << VKLLM_MODELS_DIR);            \
+        return;                                                                                       \
+    }
+
+// Asserts that `expr` throws an exception of type `type` whose message contains `substr`.
+#define VKLLM_CHECK_THROWS_WITH_SUBSTR(expr, type, substr)                                              \
+    do {                                                                                              \
+        bool vkllm_thrown_ = false;                                                                   \
+        try {                                                                                         \
+            (void)(expr);                                                                             \
+        } catch (const type& vkllm_e_) {                                                              \
+            vkllm_thrown_ = true;                                                                     \
+            const std::string vkllm_msg_ = vkllm_e_.what();                                           \
+            INFO("message: " << vkllm_msg_);                                                          \
+            CHECK_MESSAGE(vkllm_msg_.find(substr) != std::string::npos, "expected substring: " << (substr)); \
+        }                                                                                             \
+        CHECK_MESSAGE(vkllm_thrown_, "expected " #type " from " #expr);                               \
+    } while (0)

@@ -1,0 +1,275 @@
+// GGUF writer: metadata and tensor round trips through real files, random LLaMA models of every
+// weight type, determinism, and argument validation.
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
+#include "model/llama_config.h"
+#include "model/tokenizer.h"
+#include "model_test_util.h"
+
+using namespace vkllm;
+
+namespace {
+
+LlamaShape test_shape(TensorType type) {
+    LlamaShape s;
+    s.dim = 64;
+    s.n_layers = 2;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.ffn_dim = 96;
+    s.n_vocab = 300;
+    s.n_ctx = 128;
+    s.weight_type = type;
+    s.seed = 42;
+    s.rms_eps = 1e-6f;
+    s.rope_base = 500000.0f;
+    return s;
+}
+
+std::vector<float> dequantize(const GgufFile& f, const GgufTensorInfo& t) {
+    std::vector<float> out(size_t(t.n_elements));
+    const size_t rb = row_bytes(t.type, size_t(t.ne[0]));
+    auto data = f.tensor_data(t);
+    for (uint64_t r = 0; r < t.n_rows(); ++r)
+        dequantize_row(t.type, data.data() + r * rb, out.data() + r * t.ne[0], size_t(t.ne[0]));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("gguf writer: metadata of every writable type round trips through a file") {
+    GgufWriter w;
+    w.set_u8("a.u8", 250);
+    w.set_u32("a.u32", 0xdeadbeef);
+    w.set_i32("a.i32", -12345);
+    w.set_u64("a.u64", 1ull << 50);
+    w.set_f32("a.f32", 3.25f);
+    w.set_f64("a.f64", 1e300);
+    w.set_bool("a.bool", true);
+    w.set_bool("a.false", false);
+    w.set_string("a.str", "h\xc3\xa9llo \xe2\x96\x81 world");
+    w.set_string("a.empty", "");
+    w.set_string_array("a.strs", {"x", "", "\xf0\x9f\xa6\x99"});
+    const std::vector<float> fl = {1.0f, -0.5f, 1e-30f};
+    w.set_f32_array("a.f32s", fl);
+    const std::vector<int32_t> il = {1, -2, 2147483647};
+    w.set_i32_array("a.i32s", il);
+    w.set_u32("a.replaced", 1);
+    w.set_u32("a.replaced", 2);  // replaced in place
+    w.set_u32("a.removed", 3);
+    CHECK(w.remove("a.removed"));
+    CHECK_FALSE(w.remove("a.removed"));
+
+    const auto path = (vkllm::test::scratch_dir() / "writer_metadata.gguf").string();
+    w.write_file(path);
+    GgufFile f = GgufFile::open(path);
+    CHECK(f.version() == 3);
+    CHECK(f.metadata().size() == 14);
+    CHECK(f.find("a.u8")->type == GgufType::UINT8);
+    CHECK(f.get_u32("a.u8") == 250);
+    CHECK(f.get_u32("a.u32") == 0xdeadbeef);
+    CHECK(f.get_i32("a.i32") == -12345);
+    CHECK(f.get_u64("a.u64") == (1ull << 50));
+    CHECK(f.get_f32("a.f32") == 3.25f);
+    CHECK(f.find("a.f64")->as_f64() == 1e300);
+    CHECK(f.get_bool("a.bool"));
+    CHECK_FALSE(f.get_bool("a.false"));
+    CHECK(f.get_string("a.str") == "h\xc3\xa9llo \xe2\x96\x81 world");
+    CHECK(f.get_string("a.empty").empty());
+    const auto& strs = f.get_string_array("a.strs");
+    REQUIRE(strs.size() == 3);
+    CHECK(strs[2] == "\xf0\x9f\xa6\x99");
+    CHECK(f.get_f32_array("a.f32s") == fl);
+    CHECK(f.get_i32_array("a.i32s") == il);
+    CHECK(f.get_u32("a.replaced") == 2);
+    CHECK(f.metadata()[13].key == "a.replaced");
+    CHECK_FALSE(f.has("a.removed"));
+    CHECK(f.tensors().empty());
+}
+
+TEST_CASE("gguf writer: tensor data is bit-exact in every type, at the declared alignment") {
+    for (uint32_t alignment : {32u, 256u}) {
+        CAPTURE(alignment);
+        GgufWriter w;
+        if (alignment != 32) w.set_alignment(alignment);
+        std::vector<float> src(96 * 3);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = std::sin(float(i) * 0.37f) * 3.0f;
+        std::vector<std::vector<uint8_t>> encoded;
+        const TensorType types[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0};
+        for (TensorType t : types) {
+            std::vector<uint8_t> bytes(row_bytes(t, 96) * 3);
+            for (size_t r = 0; r < 3; ++r)
+                quantize_row(t, src.data() + 96 * r, bytes.data() + r * row_bytes(t, 96), 96);
+            w.add_tensor_data(std::string("t.") + std::string(type_traits(t).name), t, {96, 3}, bytes);
+            encoded.push_back(std::move(bytes));
+        }
+        w.add_tensor_data("t.odd", TensorType::F32, {3, 1, 1, 2}, std::vector<uint8_t>(24, 0xab));
+
+        const std::vector<uint8_t> mem = w.write_memory();
+        const auto path = (vkllm::test::scratch_dir() / "writer_tensors.gguf").string();
+        w.write_file(path);
+        CHECK(vkllm::test::read_text_file(path) == std::string(mem.begin(), mem.end()));
+
+        GgufFile f = GgufFile::open(path);
+        CHECK(f.alignment() == alignment);
+        CHECK(f.data_offset() % alignment == 0);
+        REQUIRE(f.tensors().size() == 5);
+        for (size_t i = 0; i < 4; ++i) {
+            const GgufTensorInfo& t = f.tensors()[i];
+            CAPTURE(t.name);
+            CHECK(t.type == types[i]);
+            CHECK(t.n_dims == 2);
+            CHECK(t.ne[0] == 96);
+            CHECK(t.ne[1] == 3);
+            CHECK(t.offset % alignment == 0);
+            auto d = f.tensor_data(t);
+            REQUIRE(d.size() == encoded[i].size());
+            CHECK(std::memcmp(d.data(), encoded[i].data(), d.size()) == 0);
+            // and the values decode to what round_trip predicts
+            std::vector<float> expect(src);
+            round_trip(types[i], expect);
+            CHECK(dequantize(f, t) == expect);
+        }
+        const GgufTensorInfo& odd = *f.find_tensor("t.odd");
+        CHECK(odd.n_dims == 4);
+        CHECK(odd.shape_string() == "[3, 1, 1, 2]");
+        CHECK(f.tensor_data(odd)[23] == 0xab);
+    }
+}
+
+TEST_CASE("gguf writer: argument errors") {
+    GgufWriter w;
+    w.add_tensor("a", TensorType::F32, {4}, {});
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(w.add_tensor("a", TensorType::F32, {4}, {}), GgufError, "duplicate tensor name");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(w.add_tensor("", TensorType::F32, {4}, {}), GgufError, "empty tensor name");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(w.add_tensor("b", TensorType::F32, {4, 0}, {}), GgufError, "zero dimension");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(w.add_tensor("b", TensorType::F32, {1, 1, 1, 1, 1}, {}), GgufError,
+                                   "5 dims; must be 1..4");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(w.add_tensor("b", TensorType::Q4_0, {48, 2}, {}), GgufError,
+                                   "row length 48 is not a multiple of the Q4_0 block size 32");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(w.set_alignment(24), GgufError, "alignment 24 is not a power of two");
+    w.add_tensor_data("c", TensorType::F32, {2}, std::vector<uint8_t>(4));
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(w.write_memory(), GgufError, "tensor 'c': 4 bytes given, 8 needed");
+    // A failed write leaves nothing behind.
+    const auto path = (vkllm::test::scratch_dir() / "writer_failed.gguf").string();
+    std::filesystem::remove(path);
+    CHECK_THROWS_AS(w.write_file(path), GgufError);
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK_FALSE(std::filesystem::exists(path + ".partial"));
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(GgufWriter().write_file("/nonexistent/dir/x.gguf"), GgufError,
+                                   "/nonexistent/dir/x.gguf.partial: cannot create");
+}
+
+TEST_CASE("gguf writer: random LLaMA models of every weight type validate and round trip") {
+    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {
+        const LlamaShape s = test_shape(type);
+        CAPTURE(type_traits(type).name);
+        const auto path = (vkllm::test::scratch_dir() / ("random_" + std::string(type_traits(type).name) + ".gguf")).string();
+        write_random_llama(path, s);
+        GgufFile f = GgufFile::open(path);
+        CHECK(f.version() == 3);
+        CHECK(f.alignment() == 32);
+        CHECK(f.get_string("general.architecture") == "llama");
+        CHECK(f.get_u32("general.file_type") == llama_file_type(type));
+        CHECK(f.get_string("tokenizer.ggml.model") == "llama");
+
+        LlamaConfig c = LlamaConfig::from_gguf(f);
+        CHECK(c.dim == 64);
+        CHECK(c.n_layers == 2);
+        CHECK(c.n_heads == 4);
+        CHECK(c.n_kv_heads == 2);
+        CHECK(c.head_dim == 16);
+        CHECK(c.ffn_dim == 96);
+        CHECK(c.n_vocab == 300);
+        CHECK(c.n_ctx_train == 128);
+        CHECK(c.rms_eps == 1e-6f);
+        CHECK(c.rope_base == 500000.0f);
+        CHECK(c.rope_dim == 16);
+        CHECK_FALSE(c.tied_embeddings);
+        CHECK(f.tensors().size() == 3 + 9 * 2);
+
+        // Same bytes as the in-memory writer (deterministic, streaming == buffered).
+        const std::vector<uint8_t> mem = make_random_llama(s).write_memory();
+        REQUIRE(mem.size() == f.bytes().size());
+        CHECK(std::memcmp(mem.data(), f.bytes().data(), mem.size()) == 0);
+
+        for (const GgufTensorInfo& t : f.tensors()) {
+            CAPTURE(t.name);
+            CHECK(t.offset % 32 == 0);
+            std::vector<float> v = dequantize(f, t);
+            if (t.n_dims == 1) {
+                CHECK(t.type == TensorType::F32);
+                for (float x : v) CHECK((x > 0.8f && x < 1.2f));
+                continue;
+            }
+            CHECK(t.type == type);
+            // N(0, 1/sqrt(row length)) within sampling error.
+            double mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+            double var = 0;
+            for (float x : v) var += (x - mean) * (x - mean);
+            const double sd = std::sqrt(var / double(v.size())), want = 1.0 / std::sqrt(double(t.ne[0]));
+            CHECK(std::fabs(mean) < 0.1 * want);
+            CHECK(sd == doctest::Approx(want).epsilon(0.08));
+        }
+
+        auto tok = make_tokenizer(f);
+        CHECK(tok->n_vocab() == 300);
+        const std::string text = "the cat ate  a tree\nok \xf0\x9f\xa6\x99!";
+        auto ids = tok->encode(text, true);
+        CHECK(ids.front() == 1);
+        CHECK(ids.size() < text.size());  // merges happened
+        CHECK(tok->decode(ids) == text);
+    }
+}
+
+TEST_CASE("gguf writer: seeds, tied embeddings and the random vocab") {
+    LlamaShape s = test_shape(TensorType::Q4_0);
+    const auto a = make_random_llama(s).write_memory();
+    CHECK(make_random_llama(s).write_memory() == a);
+    s.seed = 43;
+    CHECK(make_random_llama(s).write_memory() != a);
+    s.tied_embeddings = true;
+    GgufFile f = GgufFile::from_memory(make_random_llama(s).write_memory());
+    CHECK(f.find_tensor("output.weight") == nullptr);
+    CHECK(LlamaConfig::from_gguf(f).tied_embeddings);
+
+    for (uint32_t n : {259u, 260u, 1000u, 32000u}) {
+        RandomVocab v = make_random_vocab(n);
+        REQUIRE(v.tokens.size() == n);
+        REQUIRE(v.scores.size() == n);
+        REQUIRE(v.types.size() == n);
+        CHECK(v.tokens[0] == "<unk>");
+        CHECK(v.tokens[2] == "</s>");
+        CHECK(v.tokens[3 + 0x0a] == "<0x0A>");
+        CHECK(v.types[3 + 255] == 6);
+        std::set<std::string> unique(v.tokens.begin(), v.tokens.end());
+        CHECK(unique.size() == n);
+        if (n > 259) CHECK(v.tokens[259] == "\xe2\x96\x81");
+    }
+}
+
+TEST_CASE("gguf writer: shape validation names the field") {
+    auto bad = [](auto edit, const char* expect) {
+        LlamaShape s = test_shape(TensorType::Q8_0);
+        edit(s);
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(validate_llama_shape(s), std::invalid_argument, expect);
+        CHECK_THROWS_AS(make_random_llama(s), std::invalid_argument);
+    };
+    bad([](LlamaShape& s) { s.dim = 0; }, "dim must be positive");
+    bad([](LlamaShape& s) { s.n_layers = 0; }, "layers must be positive");
+    bad([](LlamaShape& s) { s.n_kv_heads = 0; }, "kv-heads must be positive");
+    bad([](LlamaShape& s) { s.n_heads = 3; }, "heads (3) must divide dim (64)");
+    bad([](LlamaShape& s) { s.n_kv_heads = 3; }, "kv-heads (3) must divide heads (4)");
+    bad([](LlamaShape& s) { s.ffn_dim = 100; }, "Q8_0 weights need dim (64) and ffn (100) to be multiples of 32");
+    bad([](LlamaShape& s) { s.n_vocab = 100; }, "vocab (100) must be at least 259");
+    bad([](LlamaShape& s) { s.n_heads = 64, s.n_kv_heads = 64; }, "head dim dim/heads = 1 must be even");
+    bad([](LlamaShape& s) { s.rms_eps = 0; }, "rms eps must be positive");
+    LlamaShape ok = test_shape(TensorType::F32);
+    ok.ffn_dim = 100;  // only block types need multiples of 32
+    CHECK_NOTHROW(validate_llama_shape(ok));
+}
