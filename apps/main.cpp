@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 int main(int argc, char** argv) {
     CLI::App app{"vkllm: LLaMA-family inference on any Vulkan device"};
@@ -13,6 +14,19 @@ int main(int argc, char** argv) {
     vkllm::app::register_devices(app);
     vkllm::app::register_gen_model(app);
     vkllm::app::register_run(app);
+    // CLI11 would only say "a subcommand is required" for a mistyped one: name it instead.
+    if (argc > 1 && argv[1][0] != '-') {
+        bool known = false;
+        std::string names;
+        for (const CLI::App* sub : app.get_subcommands({})) {
+            known = known || sub->get_name() == argv[1];
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!known) {
+            fmt::print(stderr, "vkllm: error: unknown command '{}'; commands: {}\n", argv[1], names);
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
