@@ -130,11 +130,13 @@ LlamaGpu::LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, c
     gate_ = dev(uint64_t(U) * ffn, "gate");
     up_ = dev(uint64_t(U) * ffn, "up");
     last_ = dev(dim, "last");
+    qkv_ = dev(uint64_t(dim) + 2ull * kv, "qkv");
+    gate_up_ = dev(2ull * ffn, "gate_up");
     logits_ = ctx.create_buffer(uint64_t(cfg.n_vocab) * 4, MemoryUsage::DeviceHostVisible, "logits");
     argmax_ = ctx.create_buffer(4, MemoryUsage::Readback, "argmax");
     positions_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
     ids_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
-    gpu_embed_ = w_.token_embd.buffer.size() <= ctx.caps().max_storage_buffer_range;
+    gpu_embed_ = w_.token_embd.view.size <= ctx.caps().max_storage_buffer_range;
     if (!gpu_embed_) embed_in_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
     size_t scratch = std::max(ops::attention_scratch_bytes(ctx, attention_params(cfg, 1, plan_.n_ctx, opts_.kv_type)),
                               ops::attention_scratch_bytes(ctx, attention_params(cfg, U, plan_.n_ctx, opts_.kv_type)));
@@ -177,22 +179,56 @@ void LlamaGpu::record_embed(CommandStream& s, uint32_t n) {
         s.copy(embed_in_.slice(0, row * n), x_.slice(0, row * n));
 }
 
+LlamaGpu::LayerSlices LlamaGpu::layer_slices(uint32_t l, uint32_t n) const {
+    const LayerWeights& L = w_.layers[l];
+    const uint32_t dim = cfg_.dim, kv = cfg_.kv_dim(), ffn = cfg_.ffn_dim;
+    auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
+    LayerSlices r;
+    // Decoding one token is bound by dispatch count on small models: Q, K and V come from one
+    // matvec over the fused weights into one (dim + 2 kv) vector, which also makes q and k one
+    // contiguous run of heads for a single RoPE dispatch; gate and up likewise.
+    r.fuse_qkv = n == 1 && L.wqkv.rows != 0;
+    r.fuse_ffn = n == 1 && L.w_gate_up.rows != 0;
+    if (r.fuse_qkv) {
+        r.q = qkv_.slice(0, 4ull * dim);
+        r.k = qkv_.slice(4ull * dim, 4ull * kv);
+        r.v = qkv_.slice(4ull * (dim + kv), 4ull * kv);
+    } else {
+        r.q = rows(q_, dim), r.k = rows(k_, kv), r.v = rows(v_, kv);
+    }
+    if (r.fuse_ffn) {
+        r.gate = gate_up_.slice(0, 4ull * ffn);
+        r.up = gate_up_.slice(4ull * ffn, 4ull * ffn);
+    } else {
+        r.gate = rows(gate_, ffn), r.up = rows(up_, ffn);
+    }
+    return r;
+}
+
 void LlamaGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
     const LayerWeights& L = w_.layers[l];
     const LlamaConfig& c = cfg_;
     const uint32_t dim = c.dim, kv = c.kv_dim(), ffn = c.ffn_dim;
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
-    BufferSlice x = rows(x_, dim), xn = rows(xn_, dim), q = rows(q_, dim), k = rows(k_, kv), v = rows(v_, kv);
-    BufferSlice att = rows(att_, dim), gate = rows(gate_, ffn), up = rows(up_, ffn);
+    BufferSlice x = rows(x_, dim), xn = rows(xn_, dim), att = rows(att_, dim);
     BufferSlice pos = positions_.slice(0, 4ull * n);
+    const LayerSlices ls = layer_slices(l, n);
+    const BufferSlice &q = ls.q, &k = ls.k, &v = ls.v, &gate = ls.gate, &up = ls.up;
+    const bool fuse_qkv = ls.fuse_qkv, fuse_ffn = ls.fuse_ffn;
 
     // --- attention block
     ops::rms_norm(ctx_, s, x, L.attn_norm.slice(), xn, n, dim, c.rms_eps);
-    ops::linear(ctx_, s, L.wq.type, L.wq.slice(), xn, q, n, dim, dim);
-    ops::linear(ctx_, s, L.wk.type, L.wk.slice(), xn, k, n, kv, dim);
-    ops::linear(ctx_, s, L.wv.type, L.wv.slice(), xn, v, n, kv, dim);
-    ops::rope(ctx_, s, q, pos, n, c.n_heads, c.head_dim, c.rope_dim, c.rope_base, ops::RopeLayout::Adjacent);
-    ops::rope(ctx_, s, k, pos, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, ops::RopeLayout::Adjacent);
+    if (fuse_qkv) {
+        ops::linear(ctx_, s, L.wqkv.type, L.wqkv.slice(), xn, qkv_.slice(), 1, dim + 2 * kv, dim);
+        ops::rope(ctx_, s, qkv_.slice(0, 4ull * (dim + kv)), pos, 1, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim,
+                  c.rope_base, ops::RopeLayout::Adjacent);
+    } else {
+        ops::linear(ctx_, s, L.wq.type, L.wq.slice(), xn, q, n, dim, dim);
+        ops::linear(ctx_, s, L.wk.type, L.wk.slice(), xn, k, n, kv, dim);
+        ops::linear(ctx_, s, L.wv.type, L.wv.slice(), xn, v, n, kv, dim);
+        ops::rope(ctx_, s, q, pos, n, c.n_heads, c.head_dim, c.rope_dim, c.rope_base, ops::RopeLayout::Adjacent);
+        ops::rope(ctx_, s, k, pos, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, ops::RopeLayout::Adjacent);
+    }
     ops::kv_store(ctx_, s, k, k_cache_[l].slice(), pos, n, kv, plan_.n_ctx, opts_.kv_type);
     ops::kv_store(ctx_, s, v, v_cache_[l].slice(), pos, n, kv, plan_.n_ctx, opts_.kv_type);
     ops::attention(ctx_, s, attention_params(c, n, plan_.n_ctx, opts_.kv_type), q, k_cache_[l].slice(),
@@ -201,8 +237,12 @@ void LlamaGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
 
     // --- feed-forward block
     ops::rms_norm(ctx_, s, x, L.ffn_norm.slice(), xn, n, dim, c.rms_eps);
-    ops::linear(ctx_, s, L.w_gate.type, L.w_gate.slice(), xn, gate, n, ffn, dim);
-    ops::linear(ctx_, s, L.w_up.type, L.w_up.slice(), xn, up, n, ffn, dim);
+    if (fuse_ffn) {
+        ops::linear(ctx_, s, L.w_gate_up.type, L.w_gate_up.slice(), xn, gate_up_.slice(), 1, 2 * ffn, dim);
+    } else {
+        ops::linear(ctx_, s, L.w_gate.type, L.w_gate.slice(), xn, gate, n, ffn, dim);
+        ops::linear(ctx_, s, L.w_up.type, L.w_up.slice(), xn, up, n, ffn, dim);
+    }
     ops::swiglu(ctx_, s, gate, up, gate, n * ffn);
     ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, x, n, dim, ffn, &x);  // x += w_down · act
 }
@@ -228,7 +268,7 @@ LlamaGpu::Recording& LlamaGpu::recording(uint32_t n) {
     auto rec = std::make_unique<Recording>();
     auto add = [&](auto&& fn) {
         auto s = std::make_unique<CommandStream>(ctx_);
-        s->begin();
+        s->begin(profiling_);
         fn(*s);
         s->end();
         rec->streams.push_back(std::move(s));
@@ -242,21 +282,22 @@ LlamaGpu::Recording& LlamaGpu::recording(uint32_t n) {
 
 // --- evaluation ------------------------------------------------------------------------------------
 
-LayerTensors LlamaGpu::read_layer_tensors(uint32_t n) const {
+LayerTensors LlamaGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
+    const LayerSlices ls = layer_slices(layer, n);
     LayerTensors t;
-    auto get = [&](const char* name, const Buffer& b, uint64_t width) {
+    auto get = [&](const char* name, const BufferSlice& s, uint64_t width) {
         std::vector<float> v(width * n);
-        ctx_.download(b, v.data(), v.size() * 4);
+        ctx_.download(s, v.data(), v.size() * 4);
         t[name] = std::move(v);
     };
-    get("q_rope", q_, cfg_.dim);
-    get("k_rope", k_, cfg_.kv_dim());
-    get("v", v_, cfg_.kv_dim());
-    get("attn_out", att_, cfg_.dim);
-    get("ffn_in", xn_, cfg_.dim);
-    get("ffn_up", up_, cfg_.ffn_dim);
-    get("ffn_act", gate_, cfg_.ffn_dim);
-    get("x_out", x_, cfg_.dim);
+    get("q_rope", ls.q, cfg_.dim);
+    get("k_rope", ls.k, cfg_.kv_dim());
+    get("v", ls.v, cfg_.kv_dim());
+    get("attn_out", att_.slice(), cfg_.dim);
+    get("ffn_in", xn_.slice(), cfg_.dim);
+    get("ffn_up", ls.up, cfg_.ffn_dim);
+    get("ffn_act", ls.gate, cfg_.ffn_dim);
+    get("x_out", x_.slice(), cfg_.dim);
     return t;
 }
 
@@ -287,6 +328,7 @@ void LlamaGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
                 dequantize_row(info.type, data.data() + size_t(ids[i]) * row_bytes_, dst + size_t(i) * cfg_.dim, cfg_.dim);
         }
         Recording& rec = recording(n);
+        last_recording_ = &rec;
         if (!probe) {
             std::vector<CommandStream*> streams;
             for (auto& s : rec.streams) streams.push_back(s.get());
@@ -296,13 +338,30 @@ void LlamaGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
             for (size_t i = 0; i < rec.streams.size(); ++i) {
                 rec.streams[i]->submit_and_wait();
                 ++stats_.submits;
-                if (i >= 1 && i <= cfg_.n_layers) probe(uint32_t(i - 1), read_layer_tensors(n));
+                if (i >= 1 && i <= cfg_.n_layers) probe(uint32_t(i - 1), read_layer_tensors(uint32_t(i - 1), n));
             }
         }
         n_past_ += n;
         stats_.tokens += n;
         done += n;
     }
+}
+
+void LlamaGpu::set_profiling(bool on) {
+    if (on == profiling_) return;
+    profiling_ = on;
+    recordings_.clear();
+    last_recording_ = nullptr;
+}
+
+std::vector<DispatchTiming> LlamaGpu::last_timings() const {
+    std::vector<DispatchTiming> out;
+    if (!last_recording_) return out;
+    for (auto& s : last_recording_->streams) {
+        auto t = s->timings();
+        out.insert(out.end(), t.begin(), t.end());
+    }
+    return out;
 }
 
 int32_t LlamaGpu::argmax() const {

@@ -78,6 +78,10 @@ public:
     std::vector<float> logits() const; // reads back the last logits (n_vocab floats)
 
     const ForwardStats& stats() const { return stats_; }
+    // Profiling: recordings are re-made with a timestamp around every dispatch; after eval() the
+    // timings of the last chunk's streams are in last_timings(). Off by default (timestamps cost).
+    void set_profiling(bool on);
+    std::vector<DispatchTiming> last_timings() const;
     // The pipelines the model needs; compiled in parallel at construction.
     std::vector<PipelineDesc> pipelines() const;
 
@@ -87,7 +91,13 @@ private:
     void record_layer(CommandStream& s, uint32_t layer, uint32_t n);
     void record_embed(CommandStream& s, uint32_t n);
     void record_head(CommandStream& s, uint32_t n);
-    LayerTensors read_layer_tensors(uint32_t n) const;
+    // Where layer l's q, k, v, gate and up live for a chunk of n tokens (fused or not).
+    struct LayerSlices {
+        BufferSlice q, k, v, gate, up;
+        bool fuse_qkv = false, fuse_ffn = false;
+    };
+    LayerSlices layer_slices(uint32_t layer, uint32_t n) const;
+    LayerTensors read_layer_tensors(uint32_t layer, uint32_t n) const;
 
     Context& ctx_;
     const GgufFile& file_;
@@ -110,6 +120,9 @@ private:
     Buffer gate_;     // (U, ffn)
     Buffer up_;       // (U, ffn)
     Buffer last_;     // (dim)     last token's hidden state
+    Buffer qkv_;      // (dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
+    Buffer gate_up_;  // (2 ffn)           fused gate|up projection of one token (decode)
+
     Buffer logits_;   // (n_vocab)
     Buffer argmax_;   // (1) uint32
     Buffer positions_;// (U) int32, host-written
@@ -118,6 +131,8 @@ private:
     Buffer attn_scratch_;
 
     std::map<uint32_t, std::unique_ptr<Recording>> recordings_;
+    Recording* last_recording_ = nullptr;
+    bool profiling_ = false;
     uint32_t n_past_ = 0;
     ForwardStats stats_;
 };

@@ -11,12 +11,14 @@
 
 namespace vkllm {
 
+// A tensor on the device: a view into a buffer owned by LlamaWeights (several tensors can share
+// one buffer, see LayerWeights::wqkv).
 struct DeviceTensor {
     TensorType type = TensorType::F32;
     uint32_t row_elems = 0;  // ne[0]
     uint32_t rows = 0;       // product of the other dims
-    Buffer buffer;
-    BufferSlice slice() const { return buffer.slice(); }
+    BufferSlice view;
+    BufferSlice slice() const { return view; }
 };
 
 struct LayerWeights {
@@ -29,6 +31,10 @@ struct LayerWeights {
     DeviceTensor w_gate;     // (ffn, dim)
     DeviceTensor w_up;       // (ffn, dim)
     DeviceTensor w_down;     // (dim, ffn)
+    // When Q, K and V (and gate and up) share a type they are uploaded back to back, so that these
+    // views cover all of them: decoding then projects all three with one matvec dispatch.
+    DeviceTensor wqkv;       // (dim + 2 * kv_dim, dim), rows of wq then wk then wv; rows == 0 if not fused
+    DeviceTensor w_gate_up;  // (2 * ffn, dim), rows of w_gate then w_up; rows == 0 if not fused
 };
 
 // (bytes uploaded so far, total bytes)
@@ -41,6 +47,7 @@ struct LlamaWeights {
     bool tied = false;
     std::vector<LayerWeights> layers;
     uint64_t bytes = 0;          // device bytes of all weights
+    std::vector<Buffer> buffers; // owns the memory every view above points into
 
     static LlamaWeights upload(Context& ctx, const GgufFile& file, const LlamaConfig& cfg,
                                const UploadProgress& progress = {});

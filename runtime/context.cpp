@@ -147,4 +147,15 @@ void Context::download(const Buffer& src, void* dst, size_t bytes, size_t src_of
     }
 }
 
+void Context::download(const BufferSlice& src, void* dst, size_t bytes) {
+    if (bytes > src.size) throw std::out_of_range(fmt::format("download of {} bytes from a slice of {}", bytes, src.size));
+    if (!staging_) staging_ = allocator_->allocate(kStagingBytes, MemoryUsage::Upload, "staging");
+    for (size_t done = 0; done < bytes;) {
+        size_t n = std::min<size_t>(bytes - done, kStagingBytes);
+        run_transfer(BufferSlice{src.buffer, src.offset + done, n}, staging_.slice(0, n));
+        std::memcpy(static_cast<uint8_t*>(dst) + done, staging_.mapped(), n);
+        done += n;
+    }
+}
+
 }  // namespace vkllm

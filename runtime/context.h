@@ -59,6 +59,8 @@ public:
     // Host <-> device copies; mapped buffers are copied directly, others through staging.
     void upload(const Buffer& dst, const void* src, size_t bytes, size_t dst_offset = 0);
     void download(const Buffer& src, void* dst, size_t bytes, size_t src_offset = 0);
+    // Any slice, always through staging (for debugging paths that only hold a BufferSlice).
+    void download(const BufferSlice& src, void* dst, size_t bytes);
 
     // Submits the streams in order in one vkQueueSubmit and waits for completion.
     void submit(std::span<CommandStream* const> streams);

@@ -1,0 +1,303 @@
+// `vkllm bench`: prompt processing (pp) and text generation (tg) speed, load time, time to first
+// token with a cold and a warm pipeline cache, peak device memory, every figure also as a fraction
+// of what the device measurably can do (read bandwidth and FMA probes), and with --profile the GPU
+// time per op type.
+#include "apps/commands.h"
+#include "apps/load_model.h"
+#include "runtime/probes.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include <unistd.h>
+
+namespace vkllm::app {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+struct BenchOptions {
+    std::vector<std::string> models;
+    uint32_t n_prompt = 512;
+    uint32_t n_gen = 128;
+    int reps = 5;
+    uint32_t ubatch = 64;
+    bool json = false;
+    bool profile = false;
+    bool no_probes = false;
+    DeviceOptions device;
+};
+
+struct Stat {
+    double mean = 0, stddev = 0;
+};
+Stat stat(const std::vector<double>& v) {
+    Stat s;
+    if (v.empty()) return s;
+    s.mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+    double var = 0;
+    for (double x : v) var += (x - s.mean) * (x - s.mean);
+    s.stddev = v.size() > 1 ? std::sqrt(var / double(v.size() - 1)) : 0;
+    return s;
+}
+
+// Op type of a pipeline key such as "matvec_q4_0_subgroup:64:2:1".
+std::string op_type(const std::string& pipeline) {
+    static const char* kinds[] = {"matvec", "matmul", "attention_merge", "attention", "rms_norm", "rope", "kv_store",
+                                  "swiglu", "add", "argmax", "get_rows", "softmax", "topk"};
+    for (const char* k : kinds)
+        if (pipeline.rfind(k, 0) == 0) return k;
+    return pipeline.substr(0, pipeline.find(':'));
+}
+
+struct ProfileRow {
+    std::string op;
+    int calls = 0;
+    double ms = 0;
+};
+
+std::vector<ProfileRow> aggregate(const std::vector<DispatchTiming>& t) {
+    std::map<std::string, ProfileRow> rows;
+    for (auto& d : t) {
+        auto& r = rows[op_type(d.pipeline)];
+        r.op = op_type(d.pipeline);
+        ++r.calls;
+        r.ms += d.ns * 1e-6;
+    }
+    std::vector<ProfileRow> out;
+    for (auto& [k, r] : rows) out.push_back(r);
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.ms > b.ms; });
+    return out;
+}
+
+std::vector<int32_t> random_tokens(uint32_t n, uint32_t vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = int32_t(3 + rng() % (vocab - 3));
+    return t;
+}
+
+// Bytes one decode step reads: every weight matrix once (the embedding only one row) plus the KV
+// cache up to the average position of the generated tokens.
+double decode_bytes(const LoadedModel& m, double avg_kv_len) {
+    const LlamaConfig& c = m.cfg;
+    double bytes = 0;
+    for (auto& t : m.file->tensors()) {
+        if (t.name == "token_embd.weight" && !c.tied_embeddings) bytes += double(t.n_bytes) / double(c.n_vocab);
+        else bytes += double(t.n_bytes);
+    }
+    return bytes + 2.0 * c.n_layers * avg_kv_len * c.kv_dim() * 2.0;
+}
+
+// FLOPs per prompt token: 2 per weight of every matrix (not the embedding lookup) plus attention.
+double prefill_flops(const LoadedModel& m, double avg_kv_len) {
+    const LlamaConfig& c = m.cfg;
+    double params = 0;
+    for (auto& t : m.file->tensors())
+        if (t.n_dims == 2 && (t.name != "token_embd.weight" || c.tied_embeddings)) params += double(t.n_elements);
+    return 2.0 * params + 4.0 * c.n_layers * avg_kv_len * c.n_heads * c.head_dim;
+}
+
+nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const ProbeResult* bw, const ProbeResult* fma) {
+    nlohmann::json j;
+    j["model"] = path;
+    LlamaOptions lo;
+    lo.ubatch = o.ubatch;
+    lo.n_ctx = o.n_prompt + o.n_gen + 8;
+
+    // --- start-up: a fresh pipeline cache directory, then the same one again
+    auto cache_dir = std::filesystem::temp_directory_path() / fmt::format("vkllm-bench-cache-{}", ::getpid());
+    std::filesystem::remove_all(cache_dir);
+    DeviceOptions dev = o.device;
+    dev.cache_dir = cache_dir.string();
+    dev.no_cache = false;
+    double ttft[2] = {0, 0};
+    for (int warm = 0; warm < 2; ++warm) {
+        auto t0 = clock_type::now();
+        LoadedModel m = load_model(path, dev, lo, true);
+        int32_t bos = m.tokenizer->bos_id() >= 0 ? m.tokenizer->bos_id() : 1;
+        m.model->eval(std::span<const int32_t>(&bos, 1));
+        (void)m.model->argmax();
+        ttft[warm] = ms_since(t0);
+    }
+    std::filesystem::remove_all(cache_dir);
+    j["ttft_cold_pipeline_cache_ms"] = ttft[0];
+    j["ttft_warm_pipeline_cache_ms"] = ttft[1];
+
+    LoadedModel m = load_model(path, o.device, lo, true);
+    j["load_ms"] = m.load_ms;
+    j["weight_type"] = std::string(type_traits(m.file->tensor("blk.0.attn_q.weight").type).name);
+    j["n_params_matrices"] = prefill_flops(m, 0) / 2;
+    LlamaGpu& g = *m.model;
+    const uint32_t vocab = m.cfg.n_vocab;
+
+    // --- prompt processing
+    std::vector<double> pp;
+    auto prompt = random_tokens(o.n_prompt, vocab, 1);
+    for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
+        g.reset();
+        auto t0 = clock_type::now();
+        if (o.n_prompt) g.eval(prompt);
+        double ms = ms_since(t0);
+        if (r >= 0 && o.n_prompt) pp.push_back(o.n_prompt * 1000.0 / ms);
+    }
+    // --- text generation: one token at a time after a 1-token prompt, greedy on the device
+    std::vector<double> tg;
+    for (int r = -1; r < o.reps; ++r) {
+        g.reset();
+        int32_t tok = m.tokenizer->bos_id() >= 0 ? m.tokenizer->bos_id() : 1;
+        g.eval(std::span<const int32_t>(&tok, 1));
+        auto t0 = clock_type::now();
+        for (uint32_t i = 0; i < o.n_gen; ++i) {
+            tok = g.argmax();
+            g.eval(std::span<const int32_t>(&tok, 1));
+        }
+        double ms = ms_since(t0);
+        if (r >= 0 && o.n_gen) tg.push_back(o.n_gen * 1000.0 / ms);
+    }
+    Stat pps = stat(pp), tgs = stat(tg);
+    j["pp_tokens"] = o.n_prompt;
+    j["tg_tokens"] = o.n_gen;
+    j["pp_tps_mean"] = pps.mean;
+    j["pp_tps_stddev"] = pps.stddev;
+    j["tg_tps_mean"] = tgs.mean;
+    j["tg_tps_stddev"] = tgs.stddev;
+    double dbytes = decode_bytes(m, 1.0 + o.n_gen / 2.0);
+    double pflops = prefill_flops(m, o.n_prompt / 2.0);
+    j["decode_bytes_per_token"] = dbytes;
+    j["prefill_flops_per_token"] = pflops;
+    if (bw) j["decode_roofline_pct"] = 100.0 * tgs.mean * dbytes / (bw->value * 1e9);
+    if (fma) j["prefill_fma_pct"] = 100.0 * pps.mean * pflops / (fma->value * 1e9);
+    const MemoryPlan& plan = g.memory_plan();
+    j["weights_bytes"] = plan.weights;
+    j["kv_cache_bytes"] = plan.kv_cache;
+    j["scratch_bytes"] = plan.scratch;
+    j["peak_device_bytes"] = m.ctx->allocator().stats().peak_device_used_bytes;
+
+    if (o.profile) {
+        g.set_profiling(true);
+        nlohmann::json prof;
+        auto run_phase = [&](const char* name, std::span<const int32_t> tokens, double tokens_count) {
+            g.reset();
+            int32_t bos = 1;
+            if (tokens.size() == 1) g.eval(std::span<const int32_t>(&bos, 1));  // decode at position 1
+            auto t0 = clock_type::now();
+            g.eval(tokens);
+            double host_ms = ms_since(t0);
+            auto rows = aggregate(g.last_timings());
+            double gpu_ms = 0;
+            for (auto& r : rows) gpu_ms += r.ms;
+            nlohmann::json ph;
+            ph["wall_ms"] = host_ms;
+            ph["gpu_ms"] = gpu_ms;
+            ph["host_ms_per_token"] = std::max(0.0, host_ms - gpu_ms) / tokens_count;
+            for (auto& r : rows) {
+                nlohmann::json e = {{"op", r.op}, {"calls", r.calls}, {"ms", r.ms}, {"share_pct", 100.0 * r.ms / gpu_ms}};
+                if (r.op == "matvec") e["gb_per_s"] = dbytes / (r.ms * 1e-3) * 1e-9;
+                if (r.op == "matmul") e["gflop_per_s"] = 2.0 * (pflops / 2 - 2.0 * m.cfg.n_layers * (o.n_prompt / 2.0) * m.cfg.n_heads * m.cfg.head_dim) * tokens_count / (r.ms * 1e-3) * 1e-9;
+                ph["ops"].push_back(e);
+            }
+            prof[name] = ph;
+        };
+        int32_t tok = 5;
+        run_phase("decode", std::span<const int32_t>(&tok, 1), 1);
+        std::vector<int32_t> chunk(prompt.begin(), prompt.begin() + std::min<size_t>(o.ubatch, prompt.size()));
+        if (!chunk.empty()) run_phase("prefill_chunk", chunk, double(chunk.size()));
+        g.set_profiling(false);
+        j["profile"] = prof;
+    }
+    return j;
+}
+
+std::string mib(double b) { return fmt::format("{:.1f}", b / 1048576.0); }
+
+void print_markdown(const nlohmann::json& out) {
+    const auto& dev = out["device"];
+    fmt::print("device: {} ({}), read bandwidth {:.2f} GB/s, f32 FMA {:.1f} GFLOP/s (measured probes)\n\n",
+               dev["name"].get<std::string>(), dev["driver"].get<std::string>(), dev.value("bandwidth_gb_s", 0.0),
+               dev.value("fma_gflop_s", 0.0));
+    fmt::print("| model | type | pp t/s | tg t/s | tg % of BW roofline | pp % of FMA | load ms | TTFT cold cache ms | "
+               "TTFT warm cache ms | peak device MiB (weights + KV + scratch) |\n");
+    fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (auto& r : out["results"]) {
+        fmt::print("| {} | {} | {:.1f} ± {:.1f} | {:.1f} ± {:.1f} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {} ({} + {} + {}) |\n",
+                   std::filesystem::path(r["model"].get<std::string>()).filename().string(), r["weight_type"].get<std::string>(),
+                   r["pp_tps_mean"].get<double>(), r["pp_tps_stddev"].get<double>(), r["tg_tps_mean"].get<double>(),
+                   r["tg_tps_stddev"].get<double>(),
+                   r.contains("decode_roofline_pct") ? fmt::format("{:.0f}%", r["decode_roofline_pct"].get<double>()) : "-",
+                   r.contains("prefill_fma_pct") ? fmt::format("{:.0f}%", r["prefill_fma_pct"].get<double>()) : "-",
+                   r["load_ms"].get<double>(), r["ttft_cold_pipeline_cache_ms"].get<double>(),
+                   r["ttft_warm_pipeline_cache_ms"].get<double>(), mib(r["peak_device_bytes"].get<double>()),
+                   mib(r["weights_bytes"].get<double>()), mib(r["kv_cache_bytes"].get<double>()),
+                   mib(r["scratch_bytes"].get<double>()));
+    }
+    for (auto& r : out["results"]) {
+        if (!r.contains("profile")) continue;
+        for (auto& [phase, ph] : r["profile"].items()) {
+            fmt::print("\nprofile: {} — {} (GPU {:.2f} ms, wall {:.2f} ms, host {:.3f} ms/token)\n\n",
+                       std::filesystem::path(r["model"].get<std::string>()).filename().string(), phase,
+                       ph["gpu_ms"].get<double>(), ph["wall_ms"].get<double>(), ph["host_ms_per_token"].get<double>());
+            fmt::print("| op | calls | GPU ms | share | GB/s | GFLOP/s |\n|---|---|---|---|---|---|\n");
+            for (auto& e : ph["ops"])
+                fmt::print("| {} | {} | {:.3f} | {:.1f}% | {} | {} |\n", e["op"].get<std::string>(), e["calls"].get<int>(),
+                           e["ms"].get<double>(), e["share_pct"].get<double>(),
+                           e.contains("gb_per_s") ? fmt::format("{:.2f}", e["gb_per_s"].get<double>()) : "",
+                           e.contains("gflop_per_s") ? fmt::format("{:.2f}", e["gflop_per_s"].get<double>()) : "");
+        }
+    }
+}
+
+void bench(const BenchOptions& o) {
+    if (o.reps < 1) throw std::invalid_argument("-r must be >= 1");
+    std::vector<std::string> paths;
+    for (auto& m : (o.models.empty() ? std::vector<std::string>{""} : o.models)) paths.push_back(resolve_model_path(m));
+    nlohmann::json out;
+    ProbeResult bw, fma;
+    {
+        Context ctx(o.device.context_options());
+        out["device"] = {{"name", ctx.caps().name}, {"driver", ctx.caps().driver_name + " " + ctx.caps().driver_info}};
+        if (!o.no_probes) {
+            fmt::print(stderr, "bench: measuring device bandwidth and FMA rate...\n");
+            bw = probe_bandwidth(ctx);
+            fma = probe_fma(ctx);
+            out["device"]["bandwidth_gb_s"] = bw.value;
+            out["device"]["fma_gflop_s"] = fma.value;
+        }
+    }
+    for (auto& p : paths) {
+        fmt::print(stderr, "bench: {} (pp {}, tg {}, {} reps)...\n", p, o.n_prompt, o.n_gen, o.reps);
+        out["results"].push_back(bench_model(p, o, o.no_probes ? nullptr : &bw, o.no_probes ? nullptr : &fma));
+    }
+    if (o.json) fmt::print("{}\n", out.dump(2));
+    else print_markdown(out);
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+    auto o = std::make_shared<BenchOptions>();
+    auto* cmd = app.add_subcommand("bench", "Measure prompt and generation speed, start-up time and memory");
+    cmd->add_option("-m,--model", o->models, "GGUF model(s); repeat -m to compare (default: stories260K)");
+    cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for pp")->check(CLI::Range(0, 65536))->capture_default_str();
+    cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens for tg")->check(CLI::Range(0, 65536))->capture_default_str();
+    cmd->add_option("-r,--reps", o->reps, "Repetitions after one warm-up")->check(CLI::Range(1, 1000))->capture_default_str();
+    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
+    cmd->add_flag("--profile", o->profile, "GPU time per op type for one decode step and one prefill chunk");
+    cmd->add_flag("--no-probes", o->no_probes, "Skip the bandwidth / FMA probes (no roofline figures)");
+    o->device.add_to(cmd);
+    cmd->callback([o] { bench(*o); });
+}
+
+}  // namespace vkllm::app
