@@ -54,6 +54,7 @@ struct Row {
     int reps = 0;
     double best_ns = 0, mean_ns = 0;
     bool host_timer = false;  // no timestamps: host time around the submission
+    bool timed_check = false;  // one run longer than the row budget: the checked run is the timing
     uint64_t bytes = 0;       // weights + activations read + outputs written
     double flops = 0;         // 0: not a compute op (no GFLOP/s shown)
 

@@ -1,0 +1,126 @@
+// End-to-end tests of `vkllm bench-ops`: every op is checked against its reference and timed at the
+// small shape set, as JSON and as Markdown, with and without timestamps; bad flag values exit
+// non-zero with a message naming the flag.
+#include "support/test_context.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct BenchResult {
+    int status = -1;
+    std::string out, err;
+};
+
+BenchResult run_bench_ops(const std::string& args) {
+    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
+    fs::create_directories(dir);
+    fs::path err_file = dir / "bench_ops_stderr.txt";
+    // A private pipeline cache: quick on a re-run, and never shared with the user's.
+    std::string cmd = std::string(VKLLM_EXE) + " bench-ops --cache-dir " + (dir / "bench-ops-cache").string() + " " +
+                      args + " 2>" + err_file.string() + " </dev/null";
+    BenchResult r;
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    std::ifstream f(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return r;
+}
+
+const std::vector<std::string> kOps = {"matvec", "matmul",           "get_rows",          "rms_norm",
+                                       "rope",   "kv_store",         "attention_decode",  "attention_prefill",
+                                       "swiglu", "add",              "argmax",            "softmax"};
+
+}  // namespace
+
+TEST_CASE("bench-ops: --shapes small --json checks and times every op") {
+    BenchResult r = run_bench_ops("--shapes small -r 1 --json");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j["failed"] == 0);
+    CHECK(j["probes"]["bandwidth_gbs"].get<double>() > 0);
+    CHECK(j["probes"]["fma_gflops"].get<double>() > 0);
+    CHECK(j["shapes"]["name"] == "small");
+    std::set<std::string> seen, types;
+    for (const auto& row : j["results"]) {
+        CAPTURE(row.dump());
+        seen.insert(row["op"].get<std::string>());
+        types.insert(row["type"].get<std::string>());
+        CHECK(row["status"] == "ok");
+        CHECK(row["check"]["passed"] == true);
+        CHECK(row["check"]["nmse"].get<double>() <= row["check"]["limit"].get<double>());
+        CHECK(row["reps"].get<int>() >= 1);
+        CHECK(row["best_us"].get<double>() > 0);
+        CHECK(row["mean_us"].get<double>() >= row["best_us"].get<double>());
+        CHECK(row["gbs"].get<double>() > 0);
+        CHECK(row["bytes"].get<uint64_t>() > 0);
+        if (row["flops"].get<double>() > 0) CHECK(row["gflops"].get<double>() > 0);
+    }
+    for (const std::string& op : kOps) {
+        CAPTURE(op);
+        CHECK(seen.count(op) == 1);
+    }
+    CHECK(seen.size() == kOps.size());
+    // The default types, and the f16 KV cache for kv_store / attention.
+    CHECK(types == std::set<std::string>{"q4_0", "q8_0", "f16", "f32"});
+}
+
+TEST_CASE("bench-ops: Markdown by default; --ops and --types filter; host timing without timestamps") {
+    BenchResult r = run_bench_ops("--shapes small -r 2 --ops matvec,attention_decode,add --types f32 --caps no-timestamps");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("| op ") != std::string::npos);
+    CHECK(r.out.find("GB/s") != std::string::npos);
+    CHECK(r.out.find("%FMA") != std::string::npos);
+    CHECK(r.out.find("| matvec ") != std::string::npos);
+    CHECK(r.out.find("| attention_decode ") != std::string::npos);
+    CHECK(r.out.find("| add ") != std::string::npos);
+    CHECK(r.out.find("| matmul ") == std::string::npos);
+    CHECK(r.out.find("q4_0") == std::string::npos);
+    CHECK(r.out.find("FAILED") == std::string::npos);
+    CHECK(r.out.find("host time around the submission") != std::string::npos);
+    CHECK(r.err.find("bench-ops: measured") != std::string::npos);  // progress goes to stderr
+}
+
+TEST_CASE("bench-ops: bad flag values exit non-zero with a message") {
+    struct Case {
+        std::string args, expect;
+    };
+    const std::vector<Case> cases = {
+        {"--shapes gpt5", "--shapes"},
+        {"--types q4_0,q5_k", "--types"},
+        {"--ops matvec,conv2d", "--ops"},
+        {"-r 0", "--reps"},
+        {"--reps many", "--reps"},
+        {"--prompt 0", "--prompt"},
+        {"--ctx -1", "--ctx"},
+        {"--caps warp-speed", "unknown entry 'warp-speed'"},
+        {"--no-such-flag", "no-such-flag"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.args);
+        const bool has_shapes = c.args.find("--shapes") != std::string::npos;
+        BenchResult r = run_bench_ops((has_shapes ? "" : "--shapes small ") + c.args);
+        INFO(r.err);
+        CHECK(r.status != 0);
+        CHECK(r.status < 128);  // an error exit, not a signal
+        CHECK(r.err.find(c.expect) != std::string::npos);
+        CHECK(r.out.empty());
+    }
+}
