@@ -70,14 +70,21 @@ void run(const RunOptions& o) {
         return;
     }
 
-    if (!o.no_echo) {
+    // The prompt is echoed with the first generated piece, not before: a run that fails up front
+    // (prompt longer than the context, non-finite logits) must leave stdout empty.
+    bool echoed = o.no_echo;
+    auto echo = [&] {
+        if (echoed) return;
+        echoed = true;
         std::fputs(o.prompt.c_str(), stdout);
         std::fflush(stdout);
-    }
-    GenerateStats st = generate(*m.model, *m.tokenizer, prompt, gp, [](std::string_view piece) {
+    };
+    GenerateStats st = generate(*m.model, *m.tokenizer, prompt, gp, [&](std::string_view piece) {
+        echo();
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
     });
+    echo();
     fmt::print(stderr, "\n\nload: {:.0f} ms | prompt: {} tokens, {:.1f} tokens/s | generation: {} tokens, {:.1f} tokens/s{}"
                        " | seed {}\n",
                m.load_ms, st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps(),

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace vkllm {
 
@@ -40,6 +42,11 @@ GenerateStats generate(LlamaGpu& model, const Tokenizer& tok, std::span<const in
             next = model.argmax();
         } else {
             std::vector<float> logits = model.logits();
+            if (auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+                bad != logits.end())
+                throw NonFiniteError(fmt::format("the model produced non-finite logits ({} for token {}) at position "
+                                                 "{}: its weights hold NaN or Inf values, or the computation overflowed",
+                                                 *bad, bad - logits.begin(), model.n_past()));
             next = sampler.sample(logits);
         }
         if (next == tok.eos_id() || next == tok.bos_id()) {

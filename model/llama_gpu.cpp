@@ -367,6 +367,18 @@ std::vector<DispatchTiming> LlamaGpu::last_timings() const {
 int32_t LlamaGpu::argmax() const {
     uint32_t id = 0;
     std::memcpy(&id, argmax_.mapped(), 4);
+    // The device argmax skips NaN and answers 0 for an all-NaN row, so check the winning logit
+    // itself: a 4-byte read where the logits are mapped; elsewhere a read costs a submit, so only
+    // the all-NaN answer (0) is checked.
+    float best = 0;
+    if (logits_.mapped())
+        std::memcpy(&best, static_cast<const uint8_t*>(logits_.mapped()) + 4ull * id, 4);
+    else if (id == 0)
+        ctx_.download(logits_, &best, 4);
+    if (id >= cfg_.n_vocab || !std::isfinite(best))
+        throw NonFiniteError(fmt::format("the model produced non-finite logits (best logit {} for token {}) at position "
+                                         "{}: its weights hold NaN or Inf values, or the computation overflowed",
+                                         best, id, n_past_));
     return int32_t(id);
 }
 

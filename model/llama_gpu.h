@@ -45,6 +45,12 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// The last logits hold NaN or Inf (NaN/Inf weights, or an overflow): raised instead of decoding garbage.
+class NonFiniteError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 struct ForwardStats {
     uint64_t recordings = 0;   // command streams recorded (per chunk size, not per token)
     uint64_t submits = 0;      // vkQueueSubmit calls
@@ -74,7 +80,7 @@ public:
     // tokens do not fit in the remaining context. With a probe, every layer is submitted on its
     // own and its intermediate tensors are downloaded (slow; for checking only).
     void eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
-    int32_t argmax() const;            // of the last logits; reads 4 bytes
+    int32_t argmax() const;            // of the last logits; reads 4 bytes; NonFiniteError (see .cpp)
     std::vector<float> logits() const; // reads back the last logits (n_vocab floats)
 
     const ForwardStats& stats() const { return stats_; }

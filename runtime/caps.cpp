@@ -117,6 +117,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     c.vendor = vendor_name(c.vendor_id);
     c.driver_version = props.properties.driverVersion;
     c.type = props.properties.deviceType;
+    c.cpu_tuning = c.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
     std::memcpy(c.pipeline_cache_uuid.data(), props.properties.pipelineCacheUUID, VK_UUID_SIZE);
     if (has_driver_props) {
         c.driver_name = drv.driverName;
@@ -216,8 +217,8 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
 
 std::string CapsOverride::help() {
     return "comma-separated: no-fp16, no-int8, no-storage16, no-storage8, no-subgroup-ops, "
-           "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, shared-mem=BYTES, "
-           "max-storage-range=BYTES, max-alloc=BYTES (BYTES may end in k, m or g)";
+           "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, gpu-tuning, shared-mem=BYTES, "
+           "max-storage-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in k, m or g)";
 }
 
 CapsOverride CapsOverride::parse(const std::string& spec) {
@@ -240,9 +241,11 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
         else if (flag && key == "no-int-dot") o.no_int_dot = true;
         else if (flag && key == "no-coopmat") o.no_coopmat = true;
         else if (flag && key == "no-timestamps") o.no_timestamps = true;
+        else if (flag && key == "gpu-tuning") o.gpu_tuning = true;
         else if (!flag && key == "shared-mem") o.shared_mem = uint32_t(std::min<uint64_t>(parse_size(key, val), UINT32_MAX));
         else if (!flag && key == "max-storage-range") o.max_storage_range = parse_size(key, val);
         else if (!flag && key == "max-alloc") o.max_allocation = parse_size(key, val);
+        else if (!flag && key == "device-memory") o.device_memory = parse_size(key, val);
         else throw std::invalid_argument(fmt::format("--caps: unknown entry '{}'; accepted: {}", item, help()));
     }
     return o;
@@ -250,7 +253,8 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
 
 bool CapsOverride::empty() const {
     return !(no_fp16 || no_int8 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
-             no_int_dot || no_coopmat || no_timestamps || shared_mem || max_storage_range || max_allocation);
+             no_int_dot || no_coopmat || no_timestamps || gpu_tuning || shared_mem || max_storage_range || max_allocation ||
+             device_memory);
 }
 
 void CapsOverride::apply(DeviceCaps& c) const {
@@ -266,10 +270,12 @@ void CapsOverride::apply(DeviceCaps& c) const {
     if (no_int_dot) c.int_dot_product = false;
     if (no_coopmat) { c.cooperative_matrix = false; c.coop_shapes.clear(); }
     if (no_timestamps) c.timestamps = false;
+    if (gpu_tuning) c.cpu_tuning = false;
     // Limits only ever shrink: an override cannot promise more than the hardware has.
     if (shared_mem) c.max_shared_memory = std::min(c.max_shared_memory, shared_mem);
     if (max_storage_range) c.max_storage_buffer_range = std::min(c.max_storage_buffer_range, max_storage_range);
     if (max_allocation) c.max_memory_allocation_size = std::min(c.max_memory_allocation_size, max_allocation);
+    if (device_memory) c.device_local_bytes = std::min(c.device_local_bytes, device_memory);
 }
 
 }  // namespace vkllm

@@ -51,6 +51,11 @@ struct DeviceCaps {
     uint32_t max_push_constants = 0;
 
     // memory
+    // Kernel tuning for CPU drivers such as lavapipe (small workgroups: every barrier switches
+    // between SIMD chunks). Derived from the device type; `--caps gpu-tuning` turns it off so the
+    // GPU settings are exercised on a CPU device too.
+    bool cpu_tuning = false;
+
     uint64_t max_storage_buffer_range = 0;
     uint64_t min_storage_buffer_offset_alignment = 1;
     uint64_t max_memory_allocation_size = 0;
@@ -71,10 +76,11 @@ struct DeviceCaps {
 struct CapsOverride {
     bool no_fp16 = false, no_int8 = false, no_storage16 = false, no_storage8 = false;
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
-    bool no_coopmat = false, no_timestamps = false;
+    bool no_coopmat = false, no_timestamps = false, gpu_tuning = false;
     uint32_t shared_mem = 0;           // 0: keep
     uint64_t max_storage_range = 0;    // 0: keep
     uint64_t max_allocation = 0;       // 0: keep
+    uint64_t device_memory = 0;        // device-local heap bytes; 0: keep (a small GPU on a big one)
 
     static CapsOverride parse(const std::string& spec);
     static std::string help();  // one line per accepted entry

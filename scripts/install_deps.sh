@@ -17,10 +17,10 @@ PKGS=(
   mesa-vulkan-drivers      # lavapipe: the CPU Vulkan device the tests run on
   vulkan-validationlayers  # Khronos validation layer: on in every test
   libsentencepiece-dev     # test-only oracle for the tokenizer
+  clang-14                 # the libFuzzer targets (scripts/fuzz.sh, a stage of scripts/test.sh)
+  libclang-rt-14-dev       # clang's ASan/UBSan runtimes
+  libfuzzer-14-dev         # libFuzzer
 )
-if [ "${VKLLM_WITH_FUZZ:-0}" = 1 ]; then
-  PKGS+=(clang-14 libclang-rt-14-dev libfuzzer-14-dev)
-fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
 echo "install_deps: ok"

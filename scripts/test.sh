@@ -3,7 +3,9 @@
 #   1. release build with warnings as errors; every test with the Khronos validation layer on
 #   2. the kernel tests again at lavapipe subgroup sizes 4 and 16 (default 8)
 #   3. end-to-end checks of the vkllm binary (golden story, bad input)
-# Set VKLLM_TEST_BUILD to reuse a build directory.
+#   4. the whole suite again built with ASan + UBSan (gcc): leaks, memory errors and UB fail it
+#   5. the libFuzzer targets (clang-14), VKLLM_FUZZ_SECONDS each (default 120): scripts/fuzz.sh
+# Set VKLLM_TEST_BUILD to reuse a build directory (stages 4 and 5 use it with -asan / -fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${VKLLM_TEST_BUILD:-build-test}
@@ -20,5 +22,17 @@ for width in 128 512; do
   echo "=== kernel tests at LP_NATIVE_VECTOR_WIDTH=$width ==="
   LP_NATIVE_VECTOR_WIDTH=$width ctest --test-dir "$BUILD" -L 'kernels|runtime' --output-on-failure -j2
 done
+
+stage=$(date +%s)
+echo "=== sanitizers: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer ==="
+cmake -S . -B "$BUILD-asan" -G Ninja -DVKLLM_WERROR=ON -DVKLLM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD-asan" -j"$JOBS"
+ctest --test-dir "$BUILD-asan" --output-on-failure -j2
+echo "sanitizer stage: $(( $(date +%s) - stage )) s"
+
+stage=$(date +%s)
+echo "=== fuzzing: GGUF reader and tokenizer, ${VKLLM_FUZZ_SECONDS:-120} s each ==="
+VKLLM_FUZZ_BUILD="$BUILD-fuzz" VKLLM_JOBS="$JOBS" scripts/fuzz.sh "${VKLLM_FUZZ_SECONDS:-120}"
+echo "fuzz stage: $(( $(date +%s) - stage )) s"
 
 echo "test.sh: all stages passed in $(( $(date +%s) - start )) s"

@@ -1,2 +1,18 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+// doctest's main, plus one step after the tests: the cached Vulkan contexts are destroyed while
+// main() still runs, and a validation error raised by their destruction -- a buffer, pipeline or
+// memory block nobody destroyed -- fails the run (see test::release_contexts()).
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include "support/test_context.h"
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+    doctest::Context runner(argc, argv);
+    int status = runner.run();
+    const std::vector<std::string> errors = vkllm::test::release_contexts();
+    for (const std::string& e : errors) std::fprintf(stderr, "Vulkan validation error at teardown: %s\n", e.c_str());
+    if (!errors.empty() && status == 0) status = 1;
+    return status;
+}

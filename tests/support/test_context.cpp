@@ -35,19 +35,35 @@ constexpr uint32_t kCanary = 0xA5C3E1F7u;
 
 }  // namespace
 
+namespace {
+// The cached contexts are owned here, not by function-local statics, so that release_contexts()
+// can destroy them before main() returns (see there).
+std::mutex g_contexts_mutex;
+std::unique_ptr<Context> g_default_context;
+std::map<std::string, std::unique_ptr<Context>> g_variant_contexts;
+}  // namespace
+
 Context& context() {
-    static std::unique_ptr<Context> ctx = std::make_unique<Context>(options({}, std::nullopt));
-    return *ctx;
+    std::lock_guard lock(g_contexts_mutex);
+    if (!g_default_context) g_default_context = std::make_unique<Context>(options({}, std::nullopt));
+    return *g_default_context;
 }
 
 Context& context_for(const std::string& caps_spec) {
     if (caps_spec.empty()) return context();
-    static std::mutex m;
-    static std::map<std::string, std::unique_ptr<Context>> contexts;
-    std::lock_guard lock(m);
-    auto& c = contexts[caps_spec];
+    std::lock_guard lock(g_contexts_mutex);
+    auto& c = g_variant_contexts[caps_spec];
     if (!c) c = std::make_unique<Context>(options(CapsOverride::parse(caps_spec), std::nullopt));
     return *c;
+}
+
+std::vector<std::string> release_contexts() {
+    {
+        std::lock_guard lock(g_contexts_mutex);
+        g_variant_contexts.clear();
+        g_default_context.reset();
+    }
+    return take_validation_errors();
 }
 
 std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir) {
@@ -152,7 +168,7 @@ std::string model_path(const std::string& file) {
 
 const std::vector<std::string>& device_variants() {
     static const std::vector<std::string> v = {"", "no-fp16,no-subgroup-ops,shared-mem=16384",
-                                               "no-storage16,no-storage8,no-int8"};
+                                               "no-storage16,no-storage8,no-int8,gpu-tuning"};
     return v;
 }
 

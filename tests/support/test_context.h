@@ -24,6 +24,12 @@ std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<st
 // Validation errors seen since the last call (and clears them). Checked by ValidationGuard.
 std::vector<std::string> take_validation_errors();
 
+// Destroys the cached contexts and returns the validation errors their destruction raised (a
+// Vulkan object still alive when its device goes). main() calls it before returning: left to
+// static destruction, the contexts would be destroyed after the validation layer's own globals
+// (created later, so destroyed earlier), and their vkDestroy* calls would never reach the driver.
+std::vector<std::string> release_contexts();
+
 // Declare one at the top of a test case: at scope exit every validation error recorded meanwhile
 // is reported through doctest and fails the test.
 struct ValidationGuard {

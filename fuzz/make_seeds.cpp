@@ -1,0 +1,126 @@
+// Writes the seed corpora of the fuzzers into the build tree (binary corpora are never committed):
+//   <out>/gguf/       small valid GGUF models from the project's writer, one per weight type and
+//                     layout, a vocab-only file, one with every metadata value type, and copies of the
+//                     shared test models;
+//   <out>/tokenizer/  inputs for fuzz_tokenizer: the llama.cpp tokenizer test strings and a few more
+//                     for both vocabs (first byte 0/1), and short id sequences to decode (first byte 2/3).
+// Usage: fuzz_make_seeds <out> <shared models dir>
+#include "model/gguf_writer.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+using namespace vkllm;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+    std::ofstream out(p, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) throw std::runtime_error("cannot write " + p.string());
+}
+
+LlamaShape tiny(TensorType t, uint64_t seed) {
+    LlamaShape s;
+    s.dim = 32;
+    s.n_layers = 1;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.ffn_dim = 64;
+    s.n_vocab = 262;
+    s.n_ctx = 64;
+    s.weight_type = t;
+    s.seed = seed;
+    return s;
+}
+
+void gguf_seeds(const fs::path& dir, const fs::path& models) {
+    const std::pair<const char*, TensorType> types[] = {
+        {"f32", TensorType::F32}, {"f16", TensorType::F16}, {"q8_0", TensorType::Q8_0}, {"q4_0", TensorType::Q4_0}};
+    uint64_t seed = 1;
+    for (auto [name, type] : types) write_random_llama((dir / (std::string("tiny-") + name + ".gguf")).string(), tiny(type, seed++));
+
+    LlamaShape tied = tiny(TensorType::Q8_0, 9);
+    tied.tied_embeddings = true;
+    tied.n_layers = 2;
+    write_random_llama((dir / "tied-2layers.gguf").string(), tied);
+
+    // Every metadata value type, and a non-default alignment.
+    GgufWriter all = make_random_llama(tiny(TensorType::F16, 11));
+    all.set_u8("test.u8", 7);
+    all.set_i32("test.i32", -5);
+    all.set_u64("test.u64", 1ull << 40);
+    all.set_f64("test.f64", 0.5);
+    all.set_bool("test.bool", true);
+    all.set_string_array("test.strings", {"a", "", "\xe2\x96\x81x"});
+    all.set_i32_array("test.i32s", std::vector<int32_t>{-1, 0, 1});
+    all.set_alignment(64);
+    all.write_file((dir / "all-types-align64.gguf").string());
+
+    // Vocab only: no tensors (like ggml-vocab-*.gguf).
+    GgufWriter vocab = make_random_llama(tiny(TensorType::F32, 12));
+    while (!vocab.tensors().empty()) vocab.remove_tensor(vocab.tensors().front().name);
+    vocab.write_file((dir / "vocab-only.gguf").string());
+
+    for (const char* name : {"stories260K.gguf", "llama-2-tiny-random.gguf", "ggml-vocab-llama-spm.gguf"}) {
+        if (fs::is_regular_file(models / name)) {
+            // The shared files are read-only; the copy must stay replaceable by the next build.
+            fs::copy_file(models / name, dir / name, fs::copy_options::overwrite_existing);
+            fs::permissions(dir / name, fs::perms::owner_write, fs::perm_options::add);
+        } else
+            std::fprintf(stderr, "fuzz_make_seeds: %s not found in %s; seeding without it\n", name, models.c_str());
+    }
+}
+
+void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
+    std::vector<std::string> texts = {"", " ", "Hello world", " Hello  World!", "Once upon a time, there was a cat.",
+                                      "\n\t\r", "\xff\xfe\x80", "\xe2\x96\x81", "<s></s><unk><0x41>", "日本語 ü 🦙"};
+    std::ifstream inp(models / "ggml-vocab-llama-spm.gguf.inp", std::ios::binary);
+    if (inp) {
+        const std::string all{std::istreambuf_iterator<char>(inp), std::istreambuf_iterator<char>()};
+        const std::string sep = "\n__ggml_vocab_test__\n";
+        for (size_t pos = 0; pos < all.size();) {
+            size_t end = all.find(sep, pos);
+            if (end == std::string::npos) end = all.size();
+            texts.push_back(all.substr(pos, end - pos));
+            pos = end + sep.size();
+        }
+    }
+    size_t i = 0;
+    for (const std::string& t : texts)
+        for (char which : {'\0', '\1'}) write_bytes(dir / ("text-" + std::to_string(i++)), std::string(1, which) + t);
+    // Id sequences: in range, BOS-led, negative, past the end.
+    const std::vector<std::vector<int32_t>> id_seqs = {
+        {1, 15043, 3186}, {1, 2, 0, 3, 258, 259}, {-1, 0}, {511, 512, 31999, 32000}, {0x7fffffff, int32_t(0x80000000)}};
+    for (const auto& ids : id_seqs)
+        for (char which : {'\2', '\3'}) {
+            std::string b(1, which);
+            b.append(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
+            write_bytes(dir / ("ids-" + std::to_string(i++)), b);
+        }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: %s <out dir> <shared models dir>\n", argv[0]);
+        return 2;
+    }
+    try {
+        const fs::path out = argv[1], models = argv[2];
+        fs::create_directories(out / "gguf");
+        fs::create_directories(out / "tokenizer");
+        gguf_seeds(out / "gguf", models);
+        tokenizer_seeds(out / "tokenizer", models);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang-14, ASan + UBSan + coverage) and runs each for a bounded time.
+#   scripts/fuzz.sh [seconds per fuzzer, default 60]
+# Fails on any crash, uncaught exception, hang (> 10 s on one input), leak, out-of-memory
+# (> 2 GiB) or sanitizer report; the input that caused it is left in $BUILD/fuzz-artifacts/.
+# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file>. Every crasher becomes a doctest case in
+# tests/model/test_fuzz_regressions.cpp once fixed.
+# Set VKLLM_FUZZ_BUILD to use another build directory (default build-fuzz).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${1:-60}
+BUILD=${VKLLM_FUZZ_BUILD:-build-fuzz}
+JOBS=${VKLLM_JOBS:-2}
+CXX_FUZZ=${VKLLM_FUZZ_CXX:-clang++-14}
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DVKLLM_FUZZ=ON -DVKLLM_WERROR=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j"$JOBS"
+
+# Leaks are findings; so is any UBSan report (the build also makes them fatal).
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:symbolize=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# Symbolized reports where LLVM's symbolizer is installed (package llvm-14); addresses otherwise.
+if [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ]; then
+  export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
+fi
+
+mkdir -p "$BUILD/fuzz-artifacts"
+summary=()
+for target in gguf tokenizer; do
+  corpus="$BUILD/fuzz-corpus/$target"  # grows across local runs; seeds stay read-only
+  mkdir -p "$corpus"
+  log="$BUILD/fuzz-$target.log"
+  echo "=== fuzz_$target for ${SECONDS_EACH} s (log: $log) ==="
+  # The largest GGUF seed (llama-2-tiny-random, 1.7 MB) must fit whole; libFuzzer's default cap is 1 MiB.
+  max_len=4096
+  [ "$target" = gguf ] && max_len=2000000
+  status=0
+  "$BUILD/fuzz/fuzz_$target" "$corpus" "$BUILD/fuzz-seeds/$target" -max_len=$max_len \
+    -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \
+    -print_final_stats=1 -artifact_prefix="$BUILD/fuzz-artifacts/${target}-" >"$log" 2>&1 || status=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  units=$(find "$corpus" -type f | wc -l)
+  if [ "$status" != 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
+    tail -n 60 "$log"
+    echo "fuzz.sh: fuzz_$target FAILED (exit $status); inputs: $(ls "$BUILD/fuzz-artifacts" | tr '\n' ' ')"
+    exit 1
+  fi
+  summary+=("fuzz_$target: ${execs:-?} executions, ${rate:-?} exec/s, corpus $units new units")
+  echo "${summary[-1]}"
+done
+printf 'fuzz.sh: all fuzzers clean:\n'
+printf '  %s\n' "${summary[@]}"

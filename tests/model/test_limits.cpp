@@ -1,0 +1,95 @@
+// Failures in the middle of real work surface as exceptions from the library, leave nothing
+// allocated behind and never abort: an allocation the device refuses while the weights upload,
+// and logits that are not finite (NaN weights) instead of a garbage token.
+#include "support/test_context.h"
+
+#include "model/generate.h"
+#include "model/gguf_writer.h"
+#include "model/llama_gpu.h"
+#include "runtime/vk_check.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace vkllm;
+
+namespace {
+
+LlamaShape small_shape() {
+    LlamaShape s;
+    s.dim = 32;
+    s.n_layers = 2;
+    s.n_heads = 4;
+    s.n_kv_heads = 4;
+    s.ffn_dim = 1024;  // the FFN matrices (128 KiB each in f32) are the tensors a 64 KiB cap refuses
+    s.n_vocab = 300;   // token_embd: 37.5 KiB, uploaded before them
+    s.n_ctx = 64;
+    return s;
+}
+
+void fill_nan(std::span<uint8_t> dst) {
+    const float nan = std::nanf("");
+    for (size_t i = 0; i + 4 <= dst.size(); i += 4) std::memcpy(dst.data() + i, &nan, 4);
+}
+
+}  // namespace
+
+TEST_CASE("limits: an allocation refused in the middle of loading propagates and releases everything") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context_for("max-alloc=64k");
+    GgufFile file = GgufFile::from_memory(make_random_llama(small_shape()).write_memory(), "small.gguf");
+    LlamaConfig cfg = LlamaConfig::from_gguf(file);
+    const uint64_t used_before = ctx.allocator().stats().used_bytes;
+    uint64_t progress_calls = 0;
+    LlamaOptions opts;
+    opts.n_ctx = 32;
+    CHECK_THROWS_WITH_AS(LlamaGpu(ctx, file, cfg, opts, [&](uint64_t, uint64_t) { ++progress_calls; }),
+                         doctest::Contains("per allocation"), DeviceLimitError);
+    CHECK(progress_calls > 0);  // it failed part-way through the upload, not before it
+    CHECK(ctx.allocator().stats().used_bytes == used_before);
+    // The context is still good for work that fits.
+    Buffer b = ctx.create_buffer(4096, MemoryUsage::Device, "after");
+    std::vector<uint8_t> in(4096, 7), out(4096, 0);
+    ctx.upload(b, in.data(), in.size());
+    ctx.download(b, out.data(), out.size());
+    CHECK(in == out);
+}
+
+TEST_CASE("limits: NaN weights give NonFiniteError from argmax and from sampling, not a token") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    LlamaShape shape = small_shape();
+    shape.ffn_dim = 64;
+    GgufWriter w = make_random_llama(shape);
+    w.remove_tensor("blk.1.ffn_down.weight");
+    w.add_tensor("blk.1.ffn_down.weight", TensorType::F32, {shape.ffn_dim, shape.dim}, fill_nan);
+    GgufFile file = GgufFile::from_memory(w.write_memory(), "nan.gguf");
+    LlamaConfig cfg = LlamaConfig::from_gguf(file);
+    auto tok = make_tokenizer(file);
+    LlamaOptions opts;
+    opts.n_ctx = 32;
+    LlamaGpu gpu(ctx, file, cfg, opts);
+    std::vector<int32_t> prompt = tok->encode("hello", true);
+
+    gpu.eval(prompt);
+    CHECK_THROWS_WITH_AS(gpu.argmax(), doctest::Contains("non-finite logits"), NonFiniteError);
+
+    GenerateParams p;
+    p.n_predict = 4;
+    std::string text;
+    auto on_piece = [&](std::string_view piece) { text += piece; };
+    for (float temperature : {0.0f, 0.7f}) {
+        CAPTURE(temperature);
+        gpu.reset();
+        p.sampler.temperature = temperature;
+        CHECK_THROWS_AS(generate(gpu, *tok, prompt, p, on_piece), NonFiniteError);
+    }
+    CHECK(text.empty());
+
+    // The same shapes with finite weights generate normally: the check does not misfire.
+    GgufFile good = GgufFile::from_memory(make_random_llama(shape).write_memory(), "good.gguf");
+    LlamaGpu ok(ctx, good, LlamaConfig::from_gguf(good), opts);
+    p.sampler.temperature = 0;
+    GenerateStats st = generate(ok, *tok, prompt, p, on_piece);
+    CHECK(st.generated_tokens + (st.stopped_at_eos ? 1 : 0) >= 1);
+}
