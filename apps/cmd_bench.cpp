@@ -188,6 +188,9 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     if (o.profile) {
         g.set_profiling(true);
         nlohmann::json prof;
+        double layer_params = 0;
+        for (auto& t : m.file->tensors())
+            if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0) layer_params += double(t.n_elements);
         auto run_phase = [&](const char* name, std::span<const int32_t> tokens, double tokens_count) {
             g.reset();
             int32_t bos = 1;
@@ -204,8 +207,10 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
             ph["host_ms_per_token"] = std::max(0.0, host_ms - gpu_ms) / tokens_count;
             for (auto& r : rows) {
                 nlohmann::json e = {{"op", r.op}, {"calls", r.calls}, {"ms", r.ms}, {"share_pct", 100.0 * r.ms / gpu_ms}};
-                if (r.op == "matvec") e["gb_per_s"] = dbytes / (r.ms * 1e-3) * 1e-9;
-                if (r.op == "matmul") e["gflop_per_s"] = 2.0 * (pflops / 2 - 2.0 * m.cfg.n_layers * (o.n_prompt / 2.0) * m.cfg.n_heads * m.cfg.head_dim) * tokens_count / (r.ms * 1e-3) * 1e-9;
+                // Decode: matvec streams every weight once. Prefill: matmul does 2 FLOP per weight
+                // of the layer matrices per token (the head is a matvec of the last token only).
+                if (r.op == "matvec" && tokens.size() == 1) e["gb_per_s"] = dbytes / (r.ms * 1e-3) * 1e-9;
+                if (r.op == "matmul") e["gflop_per_s"] = 2.0 * layer_params * tokens_count / (r.ms * 1e-3) * 1e-9;
                 ph["ops"].push_back(e);
             }
             prof[name] = ph;
