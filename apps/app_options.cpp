@@ -2,9 +2,31 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace vkllm::app {
+
+namespace {
+
+CLI::Validator number_check(bool allow_zero) {
+    return CLI::Validator(
+        [allow_zero](std::string& in) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(in.c_str(), &end);
+            if (in.empty() || end != in.c_str() + in.size() || !std::isfinite(v))
+                return fmt::format("'{}' is not a number", in);
+            if (v < 0 || (!allow_zero && v == 0)) return fmt::format("must be {} 0, got {}", allow_zero ? ">=" : ">", in);
+            return {};
+        },
+        allow_zero ? "NUMBER >= 0" : "NUMBER > 0");
+}
+
+}  // namespace
+
+CLI::Validator non_negative_number() { return number_check(true); }
+CLI::Validator positive_number() { return number_check(false); }
 
 void DeviceOptions::add_to(CLI::App* cmd) {
     cmd->add_option("--device", device, "Device index or name substring (see `vkllm devices`)");

@@ -9,6 +9,11 @@
 
 namespace vkllm::app {
 
+// Option checks whose messages name the requirement: CLI11's NonNegativeNumber / PositiveNumber
+// print their range as [0, 1.797...e308] and call "abc" out of range.
+CLI::Validator non_negative_number();  // "--seed: must be >= 0, got -2"
+CLI::Validator positive_number();      // "--ctx: 'abc' is not a number"
+
 struct DeviceOptions {
     std::string device;      // index or name substring
     std::string caps;        // CapsOverride spec

@@ -67,6 +67,13 @@ void gguf_seeds(const fs::path& dir, const fs::path& models) {
     while (!vocab.tensors().empty()) vocab.remove_tensor(vocab.tensors().front().name);
     vocab.write_file((dir / "vocab-only.gguf").string());
 
+    // Edit scripts (fuzz_gguf's second mode, any input not starting with "GGUF"): none; a zero
+    // head count; a rewritten vocab entry; a reshaped tensor.
+    write_bytes(dir / "edits-none", std::string("\0\0", 2));
+    write_bytes(dir / "edits-heads", std::string("\1\2\0\7\0\0\0\0", 8));
+    write_bytes(dir / "edits-vocab", std::string("\0\3\5\0\x10\0\3abc\4\0\0\x80\x7f", 15));
+    write_bytes(dir / "edits-tensor", std::string("\1\0\x08\0\1\3\2\x1f\x05", 9));
+
     for (const char* name : {"stories260K.gguf", "llama-2-tiny-random.gguf", "ggml-vocab-llama-spm.gguf"}) {
         if (fs::is_regular_file(models / name)) {
             // The shared files are read-only; the copy must stay replaceable by the next build.

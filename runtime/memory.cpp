@@ -11,7 +11,11 @@ namespace vkllm {
 
 namespace {
 VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
-std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
+// KiB below 1 MiB: a refused 128 KiB buffer under a 64 KiB cap must not read "0.1 MiB > 0.1 MiB".
+std::string mib(uint64_t bytes) {
+    if (bytes < (1 << 20)) return fmt::format("{:.1f} KiB", double(bytes) / (1 << 10));
+    return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20));
+}
 bool is_device(MemoryUsage u) { return u == MemoryUsage::Device || u == MemoryUsage::DeviceHostVisible; }
 }  // namespace
 

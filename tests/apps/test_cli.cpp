@@ -112,12 +112,13 @@ TEST_CASE("cli: bad input gets a clear message and a non-zero exit, never a cras
         {"run -m " + model + " --ctx 100000000", "--ctx"},
         {"frobnicate", "frobnicate"},
         // zero, negative and non-numeric values
-        {"run -m " + model + " --ctx -3", "--ctx"},
-        {"run -m " + model + " --ctx abc", "--ctx"},
+        {"run -m " + model + " --ctx -3", "--ctx: must be > 0, got -3"},
+        {"run -m " + model + " --ctx abc", "--ctx: 'abc' is not a number"},
         {"run -m " + model + " --ubatch 0", "--ubatch"},
-        {"run -m " + model + " --top-k -1", "--top-k"},
-        {"run -m " + model + " --seed -2", "--seed"},
-        {"run -m " + model + " --repeat-penalty 0", "--repeat-penalty"},
+        {"run -m " + model + " --temp nan", "--temp: 'nan' is not a number"},
+        {"run -m " + model + " --top-k -1", "--top-k: must be >= 0"},
+        {"run -m " + model + " --seed -2", "--seed: must be >= 0, got -2"},
+        {"run -m " + model + " --repeat-penalty 0", "--repeat-penalty: must be > 0"},
         {"run -m " + model + " --caps max-alloc=abc", "is not a number"},
         {"run -m " + model + " --caps device-memory=0", "must be > 0"},
         // files that are not whole GGUF models
