@@ -1,6 +1,7 @@
 // End-to-end tests of `vkllm bench-ops`: every op is checked against its reference and timed at the
 // small shape set, as JSON and as Markdown, with and without timestamps; bad flag values exit
 // non-zero with a message naming the flag.
+#include "apps/run_vkllm.h"
 #include "support/test_context.h"
 
 #include <nlohmann/json.hpp>
@@ -17,29 +18,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct BenchResult {
-    int status = -1;
-    std::string out, err;
-};
+using BenchResult = vkllm::test::CliResult;
 
 BenchResult run_bench_ops(const std::string& args) {
-    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
-    fs::create_directories(dir);
-    fs::path err_file = dir / "bench_ops_stderr.txt";
     // A private pipeline cache: quick on a re-run, and never shared with the user's.
-    std::string cmd = std::string(VKLLM_EXE) + " bench-ops --cache-dir " + (dir / "bench-ops-cache").string() + " " +
-                      args + " 2>" + err_file.string() + " </dev/null";
-    BenchResult r;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    std::ifstream f(err_file);
-    r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    return r;
+    fs::path cache = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "bench-ops-cache";
+    return vkllm::test::run_vkllm("bench-ops --cache-dir " + cache.string() + " " + args, "bench_ops");
 }
 
 const std::vector<std::string> kOps = {"matvec", "matmul",           "get_rows",          "rms_norm",

@@ -1,6 +1,7 @@
 // End-to-end tests of the `vkllm` executable: the published story byte for byte, and a clear
 // message with a non-zero exit for every kind of bad input.
 #include "model/gguf_writer.h"
+#include "apps/run_vkllm.h"
 #include "support/test_context.h"
 
 #include <sys/wait.h>
@@ -16,33 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-    int status = -1;
-    std::string out, err;
-};
-
-Result run_vkllm(const std::string& args) {
-    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
-    fs::create_directories(dir);
-    fs::path err_file = dir / "cli_stderr.txt";
-    std::string cmd = std::string(VKLLM_EXE) + " " + args + " 2>" + err_file.string() + " </dev/null";
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    std::ifstream f(err_file);
-    r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    // In a sanitized build the child reports leaks, UB and memory errors on stderr; a run that is
-    // expected to fail must not hide one behind its non-zero exit.
-    INFO(r.err);
-    CHECK(r.err.find("Sanitizer") == std::string::npos);
-    CHECK(r.err.find("runtime error:") == std::string::npos);
-    return r;
-}
+using Result = vkllm::test::CliResult;
+using vkllm::test::run_vkllm;
 
 std::string read_file(const std::string& p) {
     std::ifstream f(p, std::ios::binary);
