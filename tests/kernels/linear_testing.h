@@ -8,7 +8,10 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
+#include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -56,6 +59,52 @@ inline test::Tolerance tolerance(uint32_t k) { return {kNmse, 2e-6 * std::sqrt(d
 inline std::string label(const Problem& p, const std::string& spec) {
     return fmt::format("y {} m={} n={} k={}{} [{}]", type_traits(p.t).name, p.m, p.n, p.k,
                        p.res == Res::None ? "" : p.res == Res::InPlace ? " +R in place" : " +R", spec);
+}
+
+// Records an op for `p` through `record` (W, X, Y and the optional residual as bound slices) into a
+// fresh stream, runs it, and checks Y against the reference, the bytes before a misaligned Y and
+// the guards. `misalign` shifts W by 2 (4 for F32) bytes and X / Y / R by 1..3 floats from the
+// aligned offsets. Returns the comparison and the stream's dispatch count.
+using RecordFn = std::function<void(CommandStream& s, const BufferSlice& w, const BufferSlice& x, const BufferSlice& y,
+                                    const BufferSlice* residual)>;
+inline std::pair<test::Compare, uint32_t> run_problem(Context& ctx, const std::string& spec, const Problem& p,
+                                                      bool misalign, const RecordFn& record) {
+    const uint64_t wb = p.w.size(), xb = p.x.size() * 4, yb = p.ref.size() * 4;
+    const uint64_t w_off = misalign ? (p.t == TensorType::F32 ? 4 : 2) : 0;
+    const uint64_t x_off = misalign ? 4 : 0, y_off = misalign ? 12 : 0, r_off = misalign ? 8 : 0;
+    Buffer dw = ctx.create_buffer(wb + w_off, MemoryUsage::Device, "w");
+    ctx.upload(dw, p.w.data(), wb, w_off);
+    Buffer dx = ctx.create_buffer(xb + x_off, MemoryUsage::Device, "x");
+    ctx.upload(dx, p.x.data(), xb, x_off);
+    test::GuardedBuffer dy(ctx, yb + y_off, "y");
+    BufferSlice ys = dy.slice();
+    ys.offset += y_off;
+    ys.size = yb;
+    Buffer dr;
+    BufferSlice rs{};
+    const BufferSlice* residual = nullptr;
+    if (p.res == Res::Separate) {
+        dr = ctx.create_buffer(yb + r_off, MemoryUsage::Device, "r");
+        ctx.upload(dr, p.r.data(), yb, r_off);
+        rs = dr.slice(r_off, yb);
+        residual = &rs;
+    } else if (p.res == Res::InPlace) {
+        ctx.upload(dy.buffer(), p.r.data(), yb, dy.payload_offset() + y_off);
+        residual = &ys;
+    }
+    CommandStream s(ctx);
+    s.begin();
+    record(s, dw.slice(w_off, wb), dx.slice(x_off, xb), ys, residual);
+    s.end();
+    s.submit_and_wait();
+
+    std::vector<float> got(p.ref.size() + y_off / 4);
+    dy.download(got.data(), got.size() * 4);
+    for (uint64_t i = 0; i < y_off / 4; ++i)
+        CHECK_MESSAGE(std::bit_cast<uint32_t>(got[i]) == 0xA5C3E1F7u, "written before the misaligned Y slice");
+    auto c = test::validate_result(label(p, spec), got.data() + y_off / 4, p.ref.data(), p.ref.size(), tolerance(p.k));
+    dy.check_guards();
+    return {c, s.stats().dispatches};
 }
 
 }  // namespace vkllm::test::linear

@@ -27,51 +27,19 @@ std::map<TensorType, double>& worst_nmse() {
 
 enum class Op { Matmul, Linear };
 
-// Records the op for p into a fresh stream, runs it and checks Y and its guards. `misalign`
-// shifts W by 2 (4 for F32) bytes and X / Y / R by 1..3 floats from the aligned offsets.
-// Returns the stream's dispatch count.
+// Records the op for p, runs it and checks Y and its guards (see run_problem). Returns the
+// stream's dispatch count.
 uint32_t run(Context& ctx, const std::string& spec, const Problem& p, Op op = Op::Matmul, bool misalign = false) {
-    const uint64_t wb = p.w.size(), xb = p.x.size() * 4, yb = p.ref.size() * 4;
-    const uint64_t w_off = misalign ? (p.t == TensorType::F32 ? 4 : 2) : 0;
-    const uint64_t x_off = misalign ? 4 : 0, y_off = misalign ? 12 : 0, r_off = misalign ? 8 : 0;
-    Buffer dw = ctx.create_buffer(wb + w_off, MemoryUsage::Device, "w");
-    ctx.upload(dw, p.w.data(), wb, w_off);
-    Buffer dx = ctx.create_buffer(xb + x_off, MemoryUsage::Device, "x");
-    ctx.upload(dx, p.x.data(), xb, x_off);
-    test::GuardedBuffer dy(ctx, yb + y_off, "y");
-    BufferSlice ys = dy.slice();
-    ys.offset += y_off;
-    ys.size = yb;
-    Buffer dr;
-    BufferSlice rs{};
-    const BufferSlice* residual = nullptr;
-    if (p.res == Res::Separate) {
-        dr = ctx.create_buffer(yb + r_off, MemoryUsage::Device, "r");
-        ctx.upload(dr, p.r.data(), yb, r_off);
-        rs = dr.slice(r_off, yb);
-        residual = &rs;
-    } else if (p.res == Res::InPlace) {
-        ctx.upload(dy.buffer(), p.r.data(), yb, dy.payload_offset() + y_off);
-        residual = &ys;
-    }
-    CommandStream s(ctx);
-    s.begin();
-    if (op == Op::Linear)
-        ops::linear(ctx, s, p.t, dw.slice(w_off, wb), dx.slice(x_off, xb), ys, p.m, p.n, p.k, residual);
-    else
-        ops::matmul(ctx, s, p.t, dw.slice(w_off, wb), dx.slice(x_off, xb), ys, p.m, p.n, p.k, residual);
-    s.end();
-    s.submit_and_wait();
-
-    std::vector<float> got(p.ref.size() + y_off / 4);
-    dy.download(got.data(), got.size() * 4);
-    for (uint64_t i = 0; i < y_off / 4; ++i)
-        CHECK_MESSAGE(std::bit_cast<uint32_t>(got[i]) == 0xA5C3E1F7u, "written before the misaligned Y slice");
-    auto c = test::validate_result(label(p, spec), got.data() + y_off / 4, p.ref.data(), p.ref.size(), tolerance(p.k));
-    dy.check_guards();
+    auto [c, dispatches] = run_problem(ctx, spec, p, misalign, [&](CommandStream& s, const BufferSlice& w, const BufferSlice& x,
+                                                                   const BufferSlice& y, const BufferSlice* r) {
+        if (op == Op::Linear)
+            ops::linear(ctx, s, p.t, w, x, y, p.m, p.n, p.k, r);
+        else
+            ops::matmul(ctx, s, p.t, w, x, y, p.m, p.n, p.k, r);
+    });
     double& w = worst_nmse()[p.t];
     w = std::max(w, c.nmse);
-    return s.stats().dispatches;
+    return dispatches;
 }
 
 void run_variants(const Problem& p, Op op = Op::Matmul) {
