@@ -36,9 +36,21 @@ ops::AttentionParams attention_params(const LlamaConfig& cfg, uint32_t n_tokens,
 
 namespace {
 
+// The scratch buffers LlamaGpu allocates, but the attention partials (see attention_scratch).
 uint64_t scratch_bytes(const LlamaConfig& cfg, uint32_t ubatch) {
-    uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim + cfg.dim) + 8;
-    return per_token * ubatch + 4ull * (cfg.n_vocab + cfg.dim + 1);
+    // x, xn, q, att, embed_in (dim); k, v (kv_dim); gate, up (ffn); position and token id.
+    uint64_t per_token = 4ull * (5ull * cfg.dim + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
+    // last (dim), qkv (dim + 2 kv_dim), gate_up (2 ffn), logits (n_vocab), argmax (1).
+    uint64_t fixed = 4ull * (2ull * cfg.dim + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim + cfg.n_vocab + 1);
+    return per_token * ubatch + fixed;
+}
+
+// Split-K partials of attention: decode needs them (prefill does not), and their number of
+// splits grows with the context, so this is exact for the n_ctx given and an upper bound below it.
+uint64_t attention_scratch(const DeviceCaps& caps, const LlamaConfig& cfg, uint32_t ubatch, uint32_t n_ctx,
+                           ops::KvType t) {
+    return std::max(ops::attention_scratch_bytes(caps, attention_params(cfg, 1, n_ctx, t)),
+                    ops::attention_scratch_bytes(caps, attention_params(cfg, ubatch, n_ctx, t)));
 }
 
 }  // namespace
@@ -47,9 +59,9 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Llama
     MemoryPlan p;
     p.available = caps.device_local_bytes;
     p.weights = LlamaWeights::device_bytes(file, cfg);
-    p.scratch = scratch_bytes(cfg, opts.ubatch);
-    // Attention split-K partials: bounded by the heads times a few hundred splits; counted generously.
-    p.scratch += 4ull * cfg.n_heads * (cfg.head_dim + 2) * 256 * std::max<uint32_t>(opts.ubatch, 1);
+    // The fit is checked with the attention partials of the largest context this call can pick.
+    const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
+    p.scratch = scratch_bytes(cfg, opts.ubatch) + attention_scratch(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
     uint64_t per_token = kv_bytes_per_token(cfg, opts.kv_type);
     // One layer's K (or V) cache is one binding: it must fit maxStorageBufferRange.
     uint64_t per_layer_row = per_token / (2ull * cfg.n_layers);
@@ -81,6 +93,8 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Llama
                                                max_ctx_binding));
     }
     p.kv_cache = per_token * p.n_ctx;
+    p.attention_scratch = attention_scratch(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
+    p.scratch = scratch_bytes(cfg, opts.ubatch) + p.attention_scratch;
     return p;
 }
 
@@ -138,9 +152,7 @@ LlamaGpu::LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, c
     ids_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
     gpu_embed_ = w_.token_embd.view.size <= ctx.caps().max_storage_buffer_range;
     if (!gpu_embed_) embed_in_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
-    size_t scratch = std::max(ops::attention_scratch_bytes(ctx, attention_params(cfg, 1, plan_.n_ctx, opts_.kv_type)),
-                              ops::attention_scratch_bytes(ctx, attention_params(cfg, U, plan_.n_ctx, opts_.kv_type)));
-    attn_scratch_ = ctx.create_buffer(std::max<size_t>(scratch, 16), MemoryUsage::Device, "attn_scratch");
+    attn_scratch_ = ctx.create_buffer(std::max<uint64_t>(plan_.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
 }
 
 LlamaGpu::~LlamaGpu() = default;

@@ -31,7 +31,8 @@ struct LlamaOptions {
 // Device memory a model needs, computed before anything is allocated.
 struct MemoryPlan {
     uint32_t n_ctx = 0;
-    uint64_t weights = 0, kv_cache = 0, scratch = 0;
+    uint64_t weights = 0, kv_cache = 0, scratch = 0;  // scratch includes attention_scratch
+    uint64_t attention_scratch = 0;  // split-K partials of decode attention at n_ctx
     uint64_t available = 0;  // device-local heap bytes
     uint64_t total() const { return weights + kv_cache + scratch; }
 };

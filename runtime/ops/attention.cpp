@@ -146,7 +146,11 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p) {
 }  // namespace detail
 
 size_t attention_scratch_bytes(const Context& ctx, const AttentionParams& p) {
-    const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p);
+    return attention_scratch_bytes(ctx.caps(), p);
+}
+
+size_t attention_scratch_bytes(const DeviceCaps& caps, const AttentionParams& p) {
+    const detail::AttentionPlan plan = detail::attention_plan(caps, p);
     if (!plan.decode || plan.n_splits == 1) return 0;
     return size_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
 }

@@ -46,6 +46,8 @@ struct AttentionParams {
 void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
                const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch);
 size_t attention_scratch_bytes(const Context& ctx, const AttentionParams& p);
+// The same from the caps alone, so memory can be planned before anything is allocated.
+size_t attention_scratch_bytes(const DeviceCaps& caps, const AttentionParams& p);
 std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const AttentionParams& p);
 
 namespace detail {
