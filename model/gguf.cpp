@@ -101,8 +101,6 @@ std::string shape_of(const uint64_t* ne, uint32_t n) {
     return s + "]";
 }
 
-std::string supported_types_list() { return "F32, F16, Q8_0, Q4_0"; }
-
 // Bounds-checked little-endian cursor over the file bytes. Every read names what it is reading
 // so that a truncation error says where the file ended.
 class Reader {

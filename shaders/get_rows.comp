@@ -1,14 +1,14 @@
 #version 450
 // get_rows: embedding lookup, out[i, :] = dequant(table[ids[i], :]).
 //
-// Inputs:  T     table, n_rows rows of dim elements of the weight type (weights.glsl; F32/F16/
-//                Q8_0/Q4_0, GGUF layouts), row 0 at byte pc.w_base, pc.row_bytes apart
+// Inputs:  T     table, n_rows rows of dim elements of the weight type (weights.glsl; every GGUF
+//                weight type vkllm reads), row 0 at byte pc.w_base, pc.row_bytes apart
 //          ids   int32 [n_ids] from pc.ids_base
 // Output:  out   f32 [n_ids][dim] from float pc.out_base
 // Math:    out[i][c] = T[ids[i]][c], or 0 for every c when ids[i] is outside [0, n_rows): a bad id
 //          never causes an out-of-bounds read.
 // One workgroup writes one output row; invocation t handles the 8-element groups t, t + WG, ...
-// (weights.glsl w_dequant8), then F32/F16 rows with dim % 8 != 0 finish with a scalar tail.
+// (weights.glsl w_dequant8), then F32/F16/BF16 rows with dim % 8 != 0 finish with a scalar tail.
 // Specialization constant 0: WG.
 #extension GL_GOOGLE_include_directive : require
 

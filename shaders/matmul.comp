@@ -1,8 +1,8 @@
 #version 450
 // matmul: the prefill-time linear layer, Y = X · W^T (+ R), for many rows of X.
 //
-// Inputs:  W   rows of k elements of the weight type (weights.glsl; F32/F16/Q8_0/Q4_0, GGUF
-//              layouts), the rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
+// Inputs:  W   rows of k elements of the weight type (weights.glsl; every GGUF weight type vkllm reads,
+//              GGUF layouts), the rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
 //          X   f32 [m][k] row-major from float pc.x_base
 //          R   f32, same layout as Y (read only when pc.has_res != 0; may alias Y for in-place add)
 // Output:  Y   f32 [m][y_stride] from float pc.y_base (R: pc.r_base); this dispatch writes columns 0 .. pc.n.

@@ -3,8 +3,8 @@
 // speed is the speed of streaming W once through memory, so each weight word is read once per
 // dispatch and shared by all NB vectors.
 //
-// Inputs:  W   rows of k elements of the weight type (weights.glsl; F32/F16/Q8_0/Q4_0, GGUF
-//              layouts), the rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
+// Inputs:  W   rows of k elements of the weight type (weights.glsl; every GGUF weight type vkllm reads,
+//              GGUF layouts), the rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
 //          X   f32 [NB][k] from float pc.x_base (read as vec4 where pc.x_vec4 says it is aligned)
 //          R   f32, same layout as Y (read only when pc.has_res != 0; may alias Y for in-place add)
 // Output:  Y   f32 [NB][y_stride]; this dispatch writes columns 0 .. pc.n of each row, starting at
@@ -14,7 +14,7 @@
 // rows in units of 16 bytes (weights.glsl: W_UNIT elements), invocation i taking units i, i + WG,
 // ... so that a subgroup reads contiguous memory; the NR * NB partial sums are then reduced over
 // the workgroup: subgroupAdd + one shared slot per subgroup (USE_SUBGROUP), or a shared-memory
-// tree. F32/F16 rows whose length is not a multiple of the unit finish with a scalar tail.
+// tree. F32/F16/BF16 rows whose length is not a multiple of the unit finish with a scalar tail.
 // Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors.
 #extension GL_GOOGLE_include_directive : require
 
@@ -92,7 +92,7 @@ void main() {
             }
         }
     }
-#if defined(W_F32) || defined(W_F16)
+#if defined(W_IS_FLOAT)
     for (uint c = units * W_UNIT + tid; c < pc.k; c += WG) {
         for (uint r = 0; r < rows; ++r) {
             float w = w_get(pc.w_base + (row0 + r) * pc.row_bytes, c);

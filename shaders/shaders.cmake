@@ -57,24 +57,16 @@ vkllm_shader(topk              topk.comp)
 # Tile sizes (matmul) and rows per workgroup / batch (matvec) are specialization constants chosen
 # by runtime/ops/linear.cpp, so one variant per weight type x reduction covers every shape.
 #
-#            name                   source         weight type  reduction
-vkllm_shader(matmul_f32             matmul.comp    W_F32)
-vkllm_shader(matmul_f16             matmul.comp    W_F16)
-vkllm_shader(matmul_q8_0            matmul.comp    W_Q8_0)
-vkllm_shader(matmul_q4_0            matmul.comp    W_Q4_0)
-vkllm_shader(matvec_f32             matvec.comp    W_F32)
-vkllm_shader(matvec_f32_subgroup    matvec.comp    W_F32        USE_SUBGROUP)
-vkllm_shader(matvec_f16             matvec.comp    W_F16)
-vkllm_shader(matvec_f16_subgroup    matvec.comp    W_F16        USE_SUBGROUP)
-vkllm_shader(matvec_q8_0            matvec.comp    W_Q8_0)
-vkllm_shader(matvec_q8_0_subgroup   matvec.comp    W_Q8_0       USE_SUBGROUP)
-vkllm_shader(matvec_q4_0            matvec.comp    W_Q4_0)
-vkllm_shader(matvec_q4_0_subgroup   matvec.comp    W_Q4_0       USE_SUBGROUP)
-# embedding lookup (same weight decoding)
-vkllm_shader(get_rows_f32           get_rows.comp  W_F32)
-vkllm_shader(get_rows_f16           get_rows.comp  W_F16)
-vkllm_shader(get_rows_q8_0          get_rows.comp  W_Q8_0)
-vkllm_shader(get_rows_q4_0          get_rows.comp  W_Q4_0)
+# One variant per weight type: matmul, matvec (shared-memory and subgroup reduction) and get_rows.
+# The type list is runtime/tensor_types.h's kAllTensorTypes; ops name pipelines "<op>_<type>".
+set(VKLLM_WEIGHT_TYPES f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4_k q5_k q6_k iq4_xs)
+foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
+  string(TOUPPER "W_${t}" wdef)
+  vkllm_shader(matmul_${t}          matmul.comp    ${wdef})
+  vkllm_shader(matvec_${t}          matvec.comp    ${wdef})
+  vkllm_shader(matvec_${t}_subgroup matvec.comp    ${wdef} USE_SUBGROUP)
+  vkllm_shader(get_rows_${t}        get_rows.comp  ${wdef})
+endforeach()
 
 # --- attention and KV cache ----------------------------------------------------------------------
 # KV element type x kernel. f16 K/V are read as packed words (unpackHalf2x16): no 16-bit storage

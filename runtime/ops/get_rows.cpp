@@ -7,20 +7,14 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace vkllm::ops {
 
 namespace {
 
-PipelineDesc get_rows_desc(TensorType type) {
-    switch (type) {
-    case TensorType::F32: return {"get_rows_f32", {64}};
-    case TensorType::F16: return {"get_rows_f16", {64}};
-    case TensorType::Q8_0: return {"get_rows_q8_0", {64}};
-    case TensorType::Q4_0: return {"get_rows_q4_0", {64}};
-    }
-    throw std::invalid_argument(fmt::format("get_rows: unsupported table type {}", uint32_t(type)));
-}
+// One variant per weight type (shaders/shaders.cmake); type_traits throws for unknown types.
+PipelineDesc get_rows_desc(TensorType type) { return {"get_rows_" + std::string(type_traits(type).lower), {64}}; }
 
 struct GetRowsPush {
     uint32_t n_rows, dim, row_bytes, w_base, ids_base, out_base;

@@ -12,14 +12,11 @@ namespace vkllm::ops {
 
 namespace {
 
+// Pipelines are named "<op>_<type>" (shaders/shaders.cmake declares one per type).
 std::string type_suffix(TensorType t) {
-    switch (t) {
-    case TensorType::F32: return "f32";
-    case TensorType::F16: return "f16";
-    case TensorType::Q8_0: return "q8_0";
-    case TensorType::Q4_0: return "q4_0";
-    }
-    throw std::invalid_argument(fmt::format("linear: unsupported weight type {}", uint32_t(t)));
+    if (!is_supported_type(uint32_t(t)))
+        throw std::invalid_argument(fmt::format("linear: unsupported weight type {}", uint32_t(t)));
+    return std::string(type_traits(t).lower);
 }
 
 // 16: matvec reads X as vec4s, so its window must start on a vec4.

@@ -1,9 +1,10 @@
-// The weight-streaming linear layers of the decoder: Y = X · W^T (+ R) with W in a GGUF weight
-// type (F32, F16, Q8_0, Q4_0; runtime/tensor_types.h), as matvec (decode, m <= 8: one pass over W
+// The weight-streaming linear layers of the decoder: Y = X · W^T (+ R) with W in any GGUF weight
+// type vkllm reads (runtime/tensor_types.h), as matvec (decode, m <= 8: one pass over W
 // shared by all rows of X) and as a tiled matmul (prefill).
 //
 // GPU functions record into a CommandStream and never submit. X, Y, R are f32 row-major.
-// W: n rows of k elements of `wtype`, rows contiguous (k a multiple of 32 for block types).
+// W: n rows of k elements of `wtype`, rows contiguous (k a multiple of the type's block: 32, or 256
+// for the K-quants and IQ4_XS).
 // Alignment: W's slice must start 4-byte aligned for F32 and 2-byte aligned otherwise, X / Y / R
 // 4-byte aligned; none needs the storage-buffer offset alignment (each binding is an aligned
 // window with the start inside it passed as a push constant). Kernels read whole words of W and

@@ -1,19 +1,23 @@
-// Weight decoding shared by matmul, matvec and get_rows: rows of F32, F16, Q8_0 or Q4_0 elements
+// Weight decoding shared by matmul, matvec and get_rows: rows of any GGUF weight type vkllm reads,
 // in the exact GGUF layouts, read from a buffer of 32-bit words so that no 16/8-bit storage
-// feature is needed.
+// feature is needed. F32, F16, BF16, Q8_0 and Q4_0 are decoded here; the other block types
+// (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS) in weights_units.glsl.
 //
 //   F32   4 bytes per element.
 //   F16   IEEE half, 2 bytes per element (read as packed bits, unpackHalf2x16: no fp16 feature).
+//   BF16  the top 16 bits of an f32, 2 bytes per element.
 //   Q8_0  blocks of 32: f16 scale d, then 32 int8 q;                    value = q * d         (34 B)
 //   Q4_0  blocks of 32: f16 scale d, then 16 bytes; byte j holds element j in its low nibble and
 //         element j + 16 in its high nibble;                             value = (q - 8) * d   (18 B)
 //
 // The including shader defines W_BINDING (binding index of the weight window) and exactly one of
-// W_F32, W_F16, W_Q8_0, W_Q4_0. Every position below is a byte offset into the bound window
+// W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1, W_IQ4_NL, W_Q2_K, W_Q3_K, W_Q4_K,
+// W_Q5_K, W_Q6_K, W_IQ4_XS. W_IS_FLOAT is defined for the per-element types (F32, F16, BF16), the
+// only ones whose rows may end in a partial group of 8 (block types have k % 32 == 0). Every position below is a byte offset into the bound window
 // (`row_byte`: where a row starts) or a column (element index inside a row).
 //
-// Alignment: Q8_0 / Q4_0 blocks are 34 / 18 bytes and F16 rows of odd length are 2k bytes, so data
-// is only 2-byte aligned. Reading n words at a 2-aligned byte offset loads n + 1 aligned words and
+// Alignment: many blocks (Q8_0 34, Q4_0 18, Q5_0 22, Q3_K 110, Q6_K 210 bytes) and F16 rows of odd
+// length are not multiples of 4 bytes, so data is only 2-byte aligned. Reading n words at a 2-aligned byte offset loads n + 1 aligned words and
 // funnel-shifts them (shift 0 or 16); the extra word is only needed when misaligned and its index
 // is clamped into the array so that the aligned case never reads past the binding. The host binds
 // the window rounded up to a whole word, so every word holding a data byte is inside the binding.
@@ -26,11 +30,17 @@ uint w_last_word() { return uint(w_words.length()) - 1u; }
 // 16 bits at a 2-aligned byte offset.
 uint w_bits16(uint byte_off) { return (w_words[byte_off >> 2] >> ((byte_off & 2u) << 3)) & 0xFFFFu; }
 float w_half(uint byte_off) { return unpackHalf2x16(w_bits16(byte_off)).x; }
+// One byte at any offset.
+uint w_byte(uint byte_off) { return (w_words[byte_off >> 2] >> ((byte_off & 3u) << 3)) & 0xFFu; }
 
 // The word that starts `sh` bits (0 or 16) into lo:hi. Two shifts so that sh = 0 never shifts by 32.
 uint w_funnel(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 16u) << (16u - sh)); }
 
-// 2 / 4 words starting at a 2-aligned byte offset.
+// 1 / 2 / 4 words starting at a 2-aligned byte offset.
+uint w_bits32(uint byte_off) {
+    uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+    return w_funnel(w_words[i], w_words[min(i + 1u, w_last_word())], sh);
+}
 uvec2 w_load2(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
     uint a = w_words[i], b = w_words[i + 1u], c = w_words[min(i + 2u, w_last_word())];
@@ -49,16 +59,24 @@ vec4 w_lo4x4(uint v) { return vec4((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu)
 vec4 w_hi4x4(uint v) { return vec4((uvec4(v) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu); }
 
 #if defined(W_F32)
+#define W_IS_FLOAT
 const uint W_BLOCK_ELEMS = 1u, W_BLOCK_BYTES = 4u;
-#elif defined(W_F16)
+#elif defined(W_F16) || defined(W_BF16)
+#define W_IS_FLOAT
 const uint W_BLOCK_ELEMS = 1u, W_BLOCK_BYTES = 2u;
 #elif defined(W_Q8_0)
 const uint W_BLOCK_ELEMS = 32u, W_BLOCK_BYTES = 34u;
 #elif defined(W_Q4_0)
 const uint W_BLOCK_ELEMS = 32u, W_BLOCK_BYTES = 18u;
 #else
-#error "define one of W_F32, W_F16, W_Q8_0, W_Q4_0"
+#define W_UNIT_TYPE
+#include "weights_units.glsl"
 #endif
+
+// Two bf16 values packed in a word, as floats.
+vec2 w_bf16x2(uint v) { return uintBitsToFloat(uvec2(v << 16, v & 0xFFFF0000u)); }
+
+#ifndef W_UNIT_TYPE
 
 // One element: column `col` of the row at `row_byte` (col < k). For tails and odd shapes.
 float w_get(uint row_byte, uint col) {
@@ -66,6 +84,8 @@ float w_get(uint row_byte, uint col) {
     return uintBitsToFloat(w_words[(row_byte >> 2) + col]);
 #elif defined(W_F16)
     return w_half(row_byte + 2u * col);
+#elif defined(W_BF16)
+    return uintBitsToFloat(w_bits16(row_byte + 2u * col) << 16);
 #elif defined(W_Q8_0)
     uint bb = row_byte + (col >> 5) * W_BLOCK_BYTES, j = col & 31u;
     uint q = (w_bits16(bb + 2u + (j & ~1u)) >> ((j & 1u) << 3)) & 0xFFu;
@@ -88,6 +108,10 @@ void w_dequant8(uint row_byte, uint col, out vec4 v0, out vec4 v1) {
     uvec4 h = w_load4(row_byte + 2u * col);
     v0 = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
     v1 = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+#elif defined(W_BF16)
+    uvec4 h = w_load4(row_byte + 2u * col);
+    v0 = vec4(w_bf16x2(h.x), w_bf16x2(h.y));
+    v1 = vec4(w_bf16x2(h.z), w_bf16x2(h.w));
 #elif defined(W_Q8_0)
     uint bb = row_byte + (col >> 5) * W_BLOCK_BYTES, part = (col >> 3) & 3u;
     float d = w_half(bb);
@@ -105,12 +129,12 @@ void w_dequant8(uint row_byte, uint col, out vec4 v0, out vec4 v1) {
 }
 
 // The unit of the weight stream in matvec: 16 bytes of element data per invocation and step.
-//   F32: 4 elements, F16: 8 elements, Q8_0 / Q4_0: half a block (16 elements) plus its scale.
+//   F32: 4 elements, F16 / BF16: 8 elements, Q8_0 / Q4_0: half a block (16 elements) plus its scale.
 // w_unit returns the scale (1 for F32 / F16) and the unscaled values v[q]; column of v[q].x is
 // w_unit_col(u, q) (v[q] covers 4 consecutive columns).
 #if defined(W_F32)
 const uint W_UNIT = 4u;
-#elif defined(W_F16)
+#elif defined(W_F16) || defined(W_BF16)
 const uint W_UNIT = 8u;
 #else
 const uint W_UNIT = 16u;
@@ -118,7 +142,7 @@ const uint W_UNIT = 16u;
 const uint W_UNIT4 = W_UNIT / 4u;
 
 uint w_unit_col(uint u, uint q) {
-#if defined(W_F32) || defined(W_F16)
+#if defined(W_IS_FLOAT)
     return u * W_UNIT + 4u * q;
 #elif defined(W_Q8_0)
     return (u >> 1) * 32u + (u & 1u) * 16u + 4u * q;
@@ -136,6 +160,11 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     uvec4 h = w_load4(row_byte + 16u * u);
     v[0] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
     v[1] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+    return 1.0;
+#elif defined(W_BF16)
+    uvec4 h = w_load4(row_byte + 16u * u);
+    v[0] = vec4(w_bf16x2(h.x), w_bf16x2(h.y));
+    v[1] = vec4(w_bf16x2(h.z), w_bf16x2(h.w));
     return 1.0;
 #elif defined(W_Q8_0)
     uint bb = row_byte + (u >> 1) * W_BLOCK_BYTES;
@@ -155,3 +184,4 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     return w_half(bb);
 #endif
 }
+#endif  // !W_UNIT_TYPE

@@ -5,6 +5,7 @@
 #include "support/test_context.h"
 
 #include "runtime/ops/linear.h"
+#include "runtime/quant/random_blocks.h"
 
 #include <fmt/format.h>
 
@@ -17,7 +18,17 @@
 
 namespace vkllm::test::linear {
 
-constexpr TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0};
+// Every weight type vkllm reads.
+inline constexpr auto& kTypes = kAllTensorTypes;
+
+// A row length of `blocks32` 32-element blocks for the 32-block and per-element types, and of the
+// same number of 256-element super-blocks for the K-quants / IQ4_XS, so that every shape class
+// (one block, three blocks with alternating row alignment, ...) exists for every type.
+inline uint32_t blocks_k(TensorType t, uint32_t blocks32) {
+    return blocks32 * uint32_t(type_traits(t).block_elems > 32 ? type_traits(t).block_elems : 32);
+}
+
+inline bool is_float_type(TensorType t) { return type_traits(t).block_elems == 1; }
 
 // Both sides sum the same decoded weights; only fp32 vs double accumulation differs, so the bound
 // is far below the project's 1e-7 / 5e-4 budgets (observed ~1e-14).
@@ -33,14 +44,9 @@ struct Problem {
     std::vector<float> x, r, ref;
 };
 
+// Random valid weight rows (runtime/quant/random_blocks.h: every quant and scale bit random).
 inline std::vector<uint8_t> make_weights(TensorType t, uint32_t n, uint32_t k, uint32_t seed) {
-    const size_t rb = row_bytes(t, k);
-    std::vector<uint8_t> w(n * rb);
-    for (uint32_t j = 0; j < n; ++j) {
-        auto row = test::random_floats(k, seed * 100003u + j);
-        quantize_row(t, row.data(), w.data() + j * rb, k);
-    }
-    return w;
+    return quant::random_rows(t, seed, n, k);
 }
 
 inline Problem make_problem(TensorType t, uint32_t m, uint32_t n, uint32_t k, Res res, uint32_t seed) {

@@ -5,6 +5,7 @@
 #include "support/test_context.h"
 
 #include "runtime/ops/get_rows.h"
+#include "runtime/quant/random_blocks.h"
 #include "runtime/vk_check.h"
 
 #include <fmt/format.h>
@@ -17,7 +18,23 @@ using namespace vkllm;
 
 namespace {
 
-constexpr TensorType kTypes[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0};
+constexpr auto& kTypes = kAllTensorTypes;
+
+// dim of `blocks32` blocks of 32 elements, or as many 256-element super-blocks for the K-quants and
+// IQ4_XS (see tests/kernels/linear_testing.h).
+uint32_t blocks_dim(TensorType t, uint32_t blocks32) {
+    return blocks32 * uint32_t(type_traits(t).block_elems > 32 ? type_traits(t).block_elems : 32);
+}
+
+// F32/F16/BF16/Q8_0/Q4_0 decode with one multiply at most: the copy is exact. The other types apply
+// scale and min in a different (but equally rounded) order than the reference: a few ulps.
+test::Tolerance copy_tolerance(TensorType t) {
+    switch (t) {
+    case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q8_0: case TensorType::Q4_0:
+        return {0, 0, 0};
+    default: return {1e-12, 1e-6, 1e-6};
+    }
+}
 
 struct Table {
     TensorType t;
@@ -26,12 +43,8 @@ struct Table {
 };
 
 Table make_table(TensorType t, uint32_t rows, uint32_t dim, uint32_t seed) {
-    Table tb{t, rows, dim, std::vector<uint8_t>(rows * row_bytes(t, dim))};
-    for (uint32_t j = 0; j < rows; ++j) {
-        auto row = test::random_floats(dim, seed * 100003u + j);
-        quantize_row(t, row.data(), tb.bytes.data() + j * row_bytes(t, dim), dim);
-    }
-    return tb;
+    // Random valid rows: every quant and scale bit random (runtime/quant/random_blocks.h).
+    return Table{t, rows, dim, quant::random_rows(t, seed, rows, dim)};
 }
 
 std::vector<int32_t> make_ids(uint32_t n, uint32_t rows, uint32_t seed) {
@@ -42,7 +55,7 @@ std::vector<int32_t> make_ids(uint32_t n, uint32_t rows, uint32_t seed) {
     return ids;
 }
 
-// Looks the ids up on the device and compares with the reference. The copy is exact: tolerance 0.
+// Looks the ids up on the device and compares with the reference (copy_tolerance).
 // `misalign` puts the table 2 (F32: 4) bytes and ids / out 1..2 words off the binding alignment.
 uint32_t run(Context& ctx, const std::string& spec, const Table& tb, const std::vector<int32_t>& ids,
              bool misalign = false) {
@@ -73,7 +86,7 @@ uint32_t run(Context& ctx, const std::string& spec, const Table& tb, const std::
         CHECK_MESSAGE(std::bit_cast<uint32_t>(got[i]) == 0xA5C3E1F7u, "written before the misaligned out slice");
     test::validate_result(fmt::format("out {} rows={} dim={} ids={} [{}]", type_traits(tb.t).name, tb.rows, tb.dim, n,
                                       spec),
-                          got.data() + o_off / 4, ref.data(), ref.size(), {0, 0, 0});
+                          got.data() + o_off / 4, ref.data(), ref.size(), copy_tolerance(tb.t));
     dout.check_guards();
     return s.stats().dispatches;
 }
@@ -91,12 +104,12 @@ TEST_CASE("get_rows: tiny tables; out-of-range ids give zeros") {
     test::ValidationGuard guard;
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
-        Table tb = make_table(t, 5, 32, 1);
+        Table tb = make_table(t, 5, blocks_dim(t, 1), 1);
         run_variants(tb, {0, 4, 2, 2});
         run_variants(tb, {3});
         // Negative, one past the end, far out, extremes: rows of zeros, the valid ids still right.
         run_variants(tb, {-1, 5, 1, 1000, INT_MIN, INT_MAX, 4, 6});
-        Table one = make_table(t, 1, 64, 2);
+        Table one = make_table(t, 1, blocks_dim(t, 2), 2);
         run_variants(one, {0, 1, -1, 0});
     }
 }
@@ -105,9 +118,9 @@ TEST_CASE("get_rows: odd dims and odd row alignment") {
     test::ValidationGuard guard;
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
-        // dim 96: Q8_0 / Q4_0 rows of 3 blocks alternate 4- and 2-byte alignment.
-        run_variants(make_table(t, 37, 96, 3), make_ids(41, 37, 4));
-        if (t == TensorType::F32 || t == TensorType::F16) {
+        // Rows of 3 blocks: rows of 2-byte-aligned block types alternate 4- and 2-byte alignment.
+        run_variants(make_table(t, 37, blocks_dim(t, 3), 3), make_ids(41, 37, 4));
+        if (type_traits(t).block_elems == 1) {
             run_variants(make_table(t, 10, 1, 5), make_ids(7, 10, 6));
             run_variants(make_table(t, 33, 37, 7), make_ids(65, 33, 8));
             run_variants(make_table(t, 9, 4097, 9), make_ids(9, 9, 10));
@@ -121,8 +134,8 @@ TEST_CASE("get_rows: unaligned slices") {
         CAPTURE(type_traits(t).name);
         for (const std::string& spec : test::device_variants()) {
             CAPTURE(spec);
-            run(test::context_for(spec), spec, make_table(t, 19, 160, 11), make_ids(23, 19, 12), true);
-            run(test::context_for(spec), spec, make_table(t, 20, 64, 13), {19, -3, 0, 7, 20}, true);
+            run(test::context_for(spec), spec, make_table(t, 19, blocks_dim(t, 5), 11), make_ids(23, 19, 12), true);
+            run(test::context_for(spec), spec, make_table(t, 20, blocks_dim(t, 2), 13), {19, -3, 0, 7, 20}, true);
         }
     }
 }
@@ -181,6 +194,8 @@ TEST_CASE("get_rows: many ids are split over dispatches; a table over the bindin
                     DeviceLimitError);
     CHECK_THROWS_AS(ops::get_rows(small, s, TensorType::Q8_0, dt.slice(), 10, 100, di.slice(), 16, dout.slice()),
                     std::invalid_argument);  // dim not a multiple of the block
+    CHECK_THROWS_AS(ops::get_rows(small, s, TensorType::Q5_K, dt.slice(), 10, 288, di.slice(), 16, dout.slice()),
+                    std::invalid_argument);  // K-quant rows are whole super-blocks
     ops::get_rows(small, s, TensorType::Q4_0, dt.slice(), 10, 4096, di.slice(), 0, dout.slice());  // no ids: nothing
     s.end();
     CHECK(s.stats().dispatches == 0);

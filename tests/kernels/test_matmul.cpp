@@ -71,7 +71,7 @@ TEST_CASE("matmul: tiny shapes, every weight type and device variant") {
     test::ValidationGuard guard;
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
-        for (uint32_t m = 1; m <= 3; ++m) run_variants(make_problem(t, m, 4, 32, Res::None, 10 + m));
+        for (uint32_t m = 1; m <= 3; ++m) run_variants(make_problem(t, m, 4, blocks_k(t, 1), Res::None, 10 + m));
     }
 }
 
@@ -79,12 +79,12 @@ TEST_CASE("matmul: odd shapes (m, n, k not multiples of the tile)") {
     test::ValidationGuard guard;
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
-        // k = 96: three blocks per row, so Q8_0 / Q4_0 rows alternate 4- and 2-byte alignment.
-        run_variants(make_problem(t, 7, 172, 64, Res::None, 20));
-        run_variants(make_problem(t, 33, 172, 96, Res::Separate, 21));
-        run_variants(make_problem(t, 65, 172, 96, Res::InPlace, 22));
-        run_variants(make_problem(t, 9, 4097, 64, Res::None, 23));
-        if (t == TensorType::F32 || t == TensorType::F16) {
+        // Three blocks per row: rows of 2-byte-aligned block types alternate 4- and 2-byte alignment.
+        run_variants(make_problem(t, 7, 172, blocks_k(t, 2), Res::None, 20));
+        run_variants(make_problem(t, 33, 172, blocks_k(t, 3), Res::Separate, 21));
+        run_variants(make_problem(t, 65, 172, blocks_k(t, 3), Res::InPlace, 22));
+        run_variants(make_problem(t, 9, 4097, blocks_k(t, 2), Res::None, 23));
+        if (is_float_type(t)) {
             // Any k: odd k makes F16 rows 2-byte aligned; k tails inside an 8-element group.
             run_variants(make_problem(t, 17, 100, 1, Res::None, 24));
             run_variants(make_problem(t, 33, 65, 37, Res::Separate, 25));
@@ -99,8 +99,8 @@ TEST_CASE("matmul: unaligned slices (W 2-byte aligned, X/Y/R off the binding ali
         CAPTURE(type_traits(t).name);
         for (const std::string& spec : test::device_variants()) {
             CAPTURE(spec);
-            run(test::context_for(spec), spec, make_problem(t, 40, 100, 96, Res::Separate, 30), Op::Matmul, true);
-            run(test::context_for(spec), spec, make_problem(t, 12, 66, 64, Res::InPlace, 31), Op::Matmul, true);
+            run(test::context_for(spec), spec, make_problem(t, 40, 100, blocks_k(t, 3), Res::Separate, 30), Op::Matmul, true);
+            run(test::context_for(spec), spec, make_problem(t, 12, 66, blocks_k(t, 2), Res::InPlace, 31), Op::Matmul, true);
         }
     }
 }
@@ -109,11 +109,17 @@ TEST_CASE("matmul: one real LLaMA-size prefill projection per weight type") {
     test::ValidationGuard guard;
     struct Shape { TensorType t; uint32_t m, n, k; };
     // 64-token prompt through q (4096x4096); TinyLlama down (2048x5632) for 96 tokens; a 128-token
-    // prompt through LLaMA-3 k/v (1024x4096); 64 tokens through TinyLlama gate (5632x2048).
-    const Shape shapes[] = {{TensorType::F32, 64, 4096, 4096},
-                            {TensorType::F16, 96, 2048, 5632},
-                            {TensorType::Q8_0, 128, 1024, 4096},
-                            {TensorType::Q4_0, 64, 5632, 2048}};
+    // prompt through LLaMA-3 k/v (1024x4096); 64 tokens through TinyLlama gate (5632x2048), q
+    // (2048x2048) and k/v (256x2048), and through LLaMA-2 down (4096x11008) for a few rows.
+    const Shape shapes[] = {{TensorType::F32, 64, 4096, 4096},     {TensorType::F16, 96, 2048, 5632},
+                            {TensorType::Q8_0, 128, 1024, 4096},   {TensorType::Q4_0, 64, 5632, 2048},
+                            {TensorType::BF16, 64, 1024, 4096},    {TensorType::Q4_1, 64, 2048, 2048},
+                            {TensorType::Q5_0, 96, 2048, 5632},    {TensorType::Q5_1, 64, 256, 2048},
+                            {TensorType::IQ4_NL, 64, 2048, 2048},  {TensorType::Q2_K, 64, 2048, 2048},
+                            {TensorType::Q3_K, 64, 2048, 5632},    {TensorType::Q4_K, 64, 5632, 2048},
+                            {TensorType::Q5_K, 64, 2048, 2048},    {TensorType::Q6_K, 40, 1024, 11008},
+                            {TensorType::IQ4_XS, 64, 2048, 2048}};
+    static_assert(std::size(shapes) == std::size(kTypes), "one real shape per weight type");
     for (const Shape& sh : shapes) {
         CAPTURE(type_traits(sh.t).name);
         run_variants(make_problem(sh.t, sh.m, sh.n, sh.k, Res::InPlace, 40), Op::Linear);
@@ -165,6 +171,7 @@ TEST_CASE("matmul: argument checks") {
     CommandStream s(ctx);
     s.begin();
     CHECK_THROWS_AS(ops::matmul(ctx, s, TensorType::Q4_0, b.slice(), b.slice(), b.slice(), 16, 4, 40), std::invalid_argument);
+    CHECK_THROWS_AS(ops::matmul(ctx, s, TensorType::Q6_K, b.slice(), b.slice(), b.slice(), 16, 4, 160), std::invalid_argument);
     CHECK_THROWS_AS(ops::matmul(ctx, s, TensorType::F32, b.slice(), b.slice(), b.slice(), 0, 4, 32), std::invalid_argument);
     CHECK_THROWS_AS(ops::matmul(ctx, s, TensorType::F32, b.slice(), b.slice(0, 100), b.slice(), 16, 4, 32),
                     std::invalid_argument);  // X slice too small

@@ -51,8 +51,8 @@ TEST_CASE("matvec: tiny shapes, every weight type and device variant") {
     test::ValidationGuard guard;
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
-        for (uint32_t m = 1; m <= 3; ++m) run_variants(make_problem(t, m, 4, 32, Res::None, 10 + m));
-        run_variants(make_problem(t, 1, 1, 32, Res::None, 20));
+        for (uint32_t m = 1; m <= 3; ++m) run_variants(make_problem(t, m, 4, blocks_k(t, 1), Res::None, 10 + m));
+        run_variants(make_problem(t, 1, 1, blocks_k(t, 1), Res::None, 20));
     }
 }
 
@@ -60,12 +60,13 @@ TEST_CASE("matvec: odd shapes (rows and k not multiples of the workgroup or unit
     test::ValidationGuard guard;
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
-        // k = 96: three blocks per row, so Q8_0 / Q4_0 rows alternate 4- and 2-byte alignment.
-        run_variants(make_problem(t, 1, 172, 64, Res::None, 30));
-        run_variants(make_problem(t, 7, 172, 96, Res::None, 31));
-        run_variants(make_problem(t, 1, 4097, 96, Res::Separate, 32));
-        run_variants(make_problem(t, 5, 4097, 160, Res::None, 33));
-        if (t == TensorType::F32 || t == TensorType::F16) {
+        // Three blocks per row: rows of 2-byte-aligned block types (Q8_0, Q4_0, Q5_0, Q3_K, Q6_K, ...)
+        // alternate 4- and 2-byte alignment.
+        run_variants(make_problem(t, 1, 172, blocks_k(t, 2), Res::None, 30));
+        run_variants(make_problem(t, 7, 172, blocks_k(t, 3), Res::None, 31));
+        run_variants(make_problem(t, 1, 4097, blocks_k(t, 3), Res::Separate, 32));
+        run_variants(make_problem(t, 5, 4097, blocks_k(t, 5), Res::None, 33));
+        if (is_float_type(t)) {
             // Any k: odd k makes F16 rows 2-byte aligned; tails shorter than the 16-byte unit.
             run_variants(make_problem(t, 1, 172, 1, Res::None, 34));
             run_variants(make_problem(t, 3, 173, 37, Res::None, 35));
@@ -79,8 +80,8 @@ TEST_CASE("matvec: batches of 2..8 vectors share the weight pass; residual add, 
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
         for (uint32_t m = 2; m <= 8; ++m)
-            run_variants(make_problem(t, m, 300, 512, m % 2 ? Res::InPlace : Res::Separate, 40 + m));
-        run_variants(make_problem(t, 1, 4096, 256, Res::InPlace, 49));
+            run_variants(make_problem(t, m, 300, std::max(512u, blocks_k(t, 2)), m % 2 ? Res::InPlace : Res::Separate, 40 + m));
+        run_variants(make_problem(t, 1, 4096, std::max(256u, blocks_k(t, 1)), Res::InPlace, 49));
     }
 }
 
@@ -91,8 +92,8 @@ TEST_CASE("matvec: unaligned slices (W 2-byte aligned, X/Y/R off the binding ali
         for (const std::string& spec : test::device_variants()) {
             CAPTURE(spec);
             Context& ctx = test::context_for(spec);
-            run(ctx, spec, make_problem(t, 1, 100, 96, Res::Separate, 50), false, true);
-            run(ctx, spec, make_problem(t, 3, 65, 64, Res::InPlace, 51), false, true);
+            run(ctx, spec, make_problem(t, 1, 100, blocks_k(t, 3), Res::Separate, 50), false, true);
+            run(ctx, spec, make_problem(t, 3, 65, blocks_k(t, 2), Res::InPlace, 51), false, true);
         }
     }
 }
@@ -158,7 +159,10 @@ TEST_CASE("matvec: argument checks") {
                     std::invalid_argument);  // W slice too small
     CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType::F32, b.slice(2, 4096), b.slice(), b.slice(), 1, 4, 32),
                     std::invalid_argument);  // F32 rows must be 4-byte aligned
-    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType(3), b.slice(), b.slice(), b.slice(), 1, 4, 32), std::invalid_argument);
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType(4), b.slice(), b.slice(), b.slice(), 1, 4, 32), std::invalid_argument);
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType(16), b.slice(), b.slice(), b.slice(), 1, 4, 256), std::invalid_argument);
+    // K-quant rows must be whole 256-element super-blocks.
+    CHECK_THROWS_AS(ops::matvec(ctx, s, TensorType::Q4_K, b.slice(), b.slice(), b.slice(), 1, 4, 96), std::invalid_argument);
     s.end();
 }
 
