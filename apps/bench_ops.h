@@ -28,7 +28,7 @@ const std::vector<ModelShapes>& shape_sets();
 const ModelShapes& find_shapes(std::string_view name);  // throws std::invalid_argument
 // Every op name, in the order the benchmark runs (and prints) them.
 const std::vector<std::string>& op_names();
-// "f32", "f16", "q8_0", "q4_0" <-> TensorType; throws std::invalid_argument for other names.
+// "q4_k" (any type of kAllTensorTypes) <-> TensorType; throws std::invalid_argument for other names.
 TensorType parse_type(std::string_view name);
 std::string type_name(TensorType t);
 

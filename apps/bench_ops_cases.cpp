@@ -4,6 +4,7 @@
 #include "apps/bench_ops.h"
 
 #include "runtime/ops/attention.h"
+#include "runtime/quant/random_blocks.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/get_rows.h"
 #include "runtime/ops/kv_store.h"
@@ -82,18 +83,14 @@ void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
     for (auto& th : pool) th.join();
 }
 
-// n rows of k random weights in [-1, 1], stored as t (GGUF bytes). Each row has its own seed, so
-// the result does not depend on the thread count.
+// n rows of k random valid weights of type t (GGUF bytes; runtime/quant/random_blocks.h: every
+// quant and scale bit random). Each row has its own seed, so the result does not depend on the
+// thread count.
 std::vector<uint8_t> random_weights(TensorType t, uint32_t n, uint32_t k, uint64_t seed) {
     const size_t rb = row_bytes(t, k);
     std::vector<uint8_t> w(size_t(n) * rb);
     parallel_for(n, [&](size_t b, size_t e) {
-        std::vector<float> row(k);
-        for (size_t j = b; j < e; ++j) {
-            Rng r(seed + j);
-            for (float& x : row) x = r.uniform(-1.0f, 1.0f);
-            quantize_row(t, row.data(), w.data() + j * rb, k);
-        }
+        for (size_t j = b; j < e; ++j) quant::random_blocks(t, seed + j, w.data() + j * rb, k);
     });
     return w;
 }
@@ -186,23 +183,9 @@ const std::vector<std::string>& op_names() {
     return names;
 }
 
-TensorType parse_type(std::string_view name) {
-    if (name == "f32") return TensorType::F32;
-    if (name == "f16") return TensorType::F16;
-    if (name == "q8_0") return TensorType::Q8_0;
-    if (name == "q4_0") return TensorType::Q4_0;
-    throw std::invalid_argument(fmt::format("unknown type '{}' (f32, f16, q8_0, q4_0)", name));
-}
+TensorType parse_type(std::string_view name) { return parse_tensor_type(name); }
 
-std::string type_name(TensorType t) {
-    switch (t) {
-        case TensorType::F32: return "f32";
-        case TensorType::F16: return "f16";
-        case TensorType::Q8_0: return "q8_0";
-        case TensorType::Q4_0: return "q4_0";
-    }
-    return "?";
-}
+std::string type_name(TensorType t) { return std::string(type_traits(t).lower); }
 
 CheckResult compare(const float* gpu, const float* ref, size_t n) {
     CheckResult r;

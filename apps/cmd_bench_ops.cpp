@@ -38,7 +38,12 @@ struct Probes {
 bench_ops::Config make_config(const BenchOpsOptions& o) {
     bench_ops::Config c;
     c.shapes = bench_ops::find_shapes(o.shapes);
-    for (const std::string& t : o.types) {
+    std::vector<std::string> names = o.types;
+    if (std::find(names.begin(), names.end(), "all") != names.end()) {
+        names.clear();
+        for (TensorType t : kAllTensorTypes) names.emplace_back(type_traits(t).lower);
+    }
+    for (const std::string& t : names) {
         const TensorType tt = bench_ops::parse_type(t);
         if (std::find(c.types.begin(), c.types.end(), tt) == c.types.end()) c.types.push_back(tt);
         // A KV cache is f16 or f32: those two of --types also select the cache types.
@@ -231,10 +236,16 @@ void register_bench_ops(CLI::App& app) {
     cmd->add_option("--shapes", o->shapes, "Shape set: tinyllama, llama2-7b, llama3-8b, or small (a quick set for tests)")
         ->check(CLI::IsMember(shape_names))
         ->capture_default_str();
-    cmd->add_option("--types", o->types, "Weight types, comma-separated (f32, f16, q8_0, q4_0); f16/f32 among them "
-                                         "also select the KV cache types (default f16)")
+    std::vector<std::string> type_names;
+    for (TensorType t : kAllTensorTypes) type_names.emplace_back(type_traits(t).lower);
+    cmd->add_option("--types", o->types, "Weight types, comma-separated, or all (" + fmt::format("{}", fmt::join(type_names, ", ")) +
+                                         "); f16/f32 among them also select the KV cache types (default f16)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}))
+        ->transform([type_names](std::string v) {
+            if (v != "all" && std::find(type_names.begin(), type_names.end(), v) == type_names.end())
+                throw CLI::ValidationError("--types", "unknown weight type '" + v + "'");
+            return v;
+        })
         ->capture_default_str();
     cmd->add_option("--ops", o->ops, "Ops to run, comma-separated (default all): " + fmt::format("{}", fmt::join(bench_ops::op_names(), ", ")))
         ->delimiter(',')

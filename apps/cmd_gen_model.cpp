@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +25,7 @@ struct GenModelArgs {
     std::string output;
     std::string preset;
     std::string type;
+    bool pure = false;
     int64_t dim = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, ctx = 0;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
@@ -47,12 +50,39 @@ LlamaShape preset_shape(const std::string& name) {
     return s;
 }
 
-TensorType parse_type(const std::string& t) {
-    if (t == "f32") return TensorType::F32;
-    if (t == "f16") return TensorType::F16;
-    if (t == "q8_0") return TensorType::Q8_0;
-    if (t == "q4_0") return TensorType::Q4_0;
-    throw std::invalid_argument("unknown --type '" + t + "'; expected f32, f16, q8_0 or q4_0");
+// --type: a llama.cpp mix name (q4_k_m, ..., and q2_k, q6_k, iq4_nl, iq4_xs, which name
+// llama.cpp file types as well as tensor types, so they mean the mix as in llama-quantize) or a
+// single type for every matrix; --pure makes any type name single.
+void apply_type(const std::string& name, bool pure, LlamaShape& s) {
+    if (std::optional<QuantMix> mix = parse_quant_mix(name)) {
+        if (!pure) {
+            s.mix = mix;
+            s.weight_type = quant_mix_info(*mix).base;
+            return;
+        }
+        if (name.find("_k_") != std::string::npos)
+            throw std::invalid_argument("--pure needs a single type, and '" + name + "' is only a mix");
+    }
+    try {
+        s.weight_type = parse_tensor_type(name);
+    } catch (const std::invalid_argument&) {
+        std::string singles, mixes;
+        for (TensorType t : kAllTensorTypes)
+            if (!parse_quant_mix(type_traits(t).lower))
+                singles += (singles.empty() ? "" : ", ") + std::string(type_traits(t).lower);
+        for (QuantMix m : kAllQuantMixes) mixes += (mixes.empty() ? "" : ", ") + std::string(quant_mix_info(m).name);
+        throw std::invalid_argument(fmt::format("unknown --type '{}'; single types: {}; llama.cpp mixes: {} (with "
+                                                "--pure, q2_k, q6_k, iq4_nl and iq4_xs are single types)",
+                                                name, singles, mixes));
+    }
+}
+
+std::string type_summary(const GgufWriter& w) {
+    std::map<std::string_view, size_t> count;
+    for (const GgufTensorInfo& t : w.tensors()) ++count[type_traits(t.type).name];
+    std::string out;
+    for (const auto& [name, n] : count) out += fmt::format("{}{} x{}", out.empty() ? "" : ", ", name, n);
+    return out;
 }
 
 // Applies an option when given: must be a positive 32-bit value.
@@ -84,18 +114,21 @@ void run_gen_model(const GenModelArgs& a) {
     apply(a.ffn_opt, a.ffn, s.ffn_dim);
     apply(a.vocab_opt, a.vocab, s.n_vocab);
     apply(a.ctx_opt, a.ctx, s.n_ctx);
-    s.weight_type = parse_type(a.type);
+    apply_type(a.type, a.pure, s);
     s.seed = a.seed;
     validate_llama_shape(s);
 
     GgufWriter w = make_random_llama(s);
     uint64_t total = 0;
     for (const GgufTensorInfo& t : w.tensors()) total += t.n_bytes;
+    const std::string weights =
+        s.mix ? fmt::format("llama.cpp {} mix ({})", quant_mix_info(*s.mix).name, type_summary(w))
+              : std::string(type_traits(s.weight_type).name);
     fmt::print(stderr,
                "gen-model: {}: llama dim {}, {} layers, {}/{} heads, ffn {}, vocab {}, ctx {}, {} weights, "
                "seed {}: {} tensors, {:.1f} MiB of data\n",
-               a.output, s.dim, s.n_layers, s.n_heads, s.n_kv_heads, s.ffn_dim, s.n_vocab, s.n_ctx,
-               type_traits(s.weight_type).name, s.seed, w.tensors().size(), double(total) / (1 << 20));
+               a.output, s.dim, s.n_layers, s.n_heads, s.n_kv_heads, s.ffn_dim, s.n_vocab, s.n_ctx, weights, s.seed,
+               w.tensors().size(), double(total) / (1 << 20));
 
     const bool tty = isatty(fileno(stderr));
     const auto start = std::chrono::steady_clock::now();
@@ -132,9 +165,12 @@ void register_gen_model(CLI::App& app) {
     args->ffn_opt = cmd->add_option("--ffn", args->ffn, "Feed-forward hidden size");
     args->vocab_opt = cmd->add_option("--vocab", args->vocab, "Vocab size (>= 259)");
     args->ctx_opt = cmd->add_option("--ctx", args->ctx, "Training context length (default 2048)");
-    cmd->add_option("--type", args->type, "Type of the 2D weight matrices: f32, f16, q8_0 or q4_0")
-        ->required()
-        ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+    cmd->add_option("--type", args->type,
+                    "Weights: one type for every matrix (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, "
+                    "q5_k) or a llama.cpp mix with llama-quantize's per-tensor rules (q2_k, q3_k_s, q3_k_m, q3_k_l, "
+                    "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs)")
+        ->required();
+    cmd->add_flag("--pure", args->pure, "Every matrix of the --type type, also for q2_k, q6_k, iq4_nl and iq4_xs");
     cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
     cmd->callback([args] {
         try {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -330,13 +331,140 @@ GgufWriter::FillFn random_norm(uint64_t seed, std::string name) {
 }  // namespace
 
 uint32_t llama_file_type(TensorType t) {
+    // llama.cpp's LLAMA_FTYPE values; a single-type K model gets the ftype llama.cpp's loader
+    // infers from its most common tensor type (Q4_K -> MOSTLY_Q4_K_M, ...).
     switch (t) {
     case TensorType::F32: return 0;
     case TensorType::F16: return 1;
     case TensorType::Q4_0: return 2;
+    case TensorType::Q4_1: return 3;
     case TensorType::Q8_0: return 7;
+    case TensorType::Q5_0: return 8;
+    case TensorType::Q5_1: return 9;
+    case TensorType::Q2_K: return 10;
+    case TensorType::Q3_K: return 12;
+    case TensorType::Q4_K: return 15;
+    case TensorType::Q5_K: return 17;
+    case TensorType::Q6_K: return 18;
+    case TensorType::IQ4_NL: return 25;
+    case TensorType::IQ4_XS: return 30;
+    case TensorType::BF16: return 32;
     }
     return 0;
+}
+
+const QuantMixInfo& quant_mix_info(QuantMix m) {
+    // llama.cpp's LLAMA_FTYPE_MOSTLY_* values and llama_ftype_get_default_type().
+    static constexpr QuantMixInfo kInfo[] = {
+        {"q2_k", 10, TensorType::Q2_K},   {"q3_k_s", 11, TensorType::Q3_K}, {"q3_k_m", 12, TensorType::Q3_K},
+        {"q3_k_l", 13, TensorType::Q3_K}, {"q4_k_s", 14, TensorType::Q4_K}, {"q4_k_m", 15, TensorType::Q4_K},
+        {"q5_k_s", 16, TensorType::Q5_K}, {"q5_k_m", 17, TensorType::Q5_K}, {"q6_k", 18, TensorType::Q6_K},
+        {"iq4_nl", 25, TensorType::IQ4_NL}, {"iq4_xs", 30, TensorType::IQ4_XS},
+    };
+    const auto i = size_t(m);
+    if (i >= std::size(kInfo)) throw std::invalid_argument(fmt::format("unknown quantization mix {}", i));
+    return kInfo[i];
+}
+
+std::optional<QuantMix> parse_quant_mix(std::string_view name) {
+    std::string lower(name);
+    for (char& c : lower) c = char(std::tolower(uint8_t(c)));
+    for (QuantMix m : kAllQuantMixes)
+        if (quant_mix_info(m).name == lower) return m;
+    return std::nullopt;
+}
+
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// The layer of "blk.N.*", -1 for other names.
+int layer_of(std::string_view name) {
+    if (name.substr(0, 4) != "blk.") return -1;
+    int layer = 0;
+    size_t i = 4;
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) layer = layer * 10 + (name[i] - '0');
+    return i > 4 && i < name.size() && name[i] == '.' ? layer : -1;
+}
+
+// llama.cpp's tensor_type_fallback(): a type whose block does not divide the row becomes a
+// 32-element type of about the same size (F16 when not even 32 divides it). Q2_K and Q3_K go to
+// Q4_0, as llama-quantize build 9749 does (the tests' expectations were checked against it).
+TensorType fallback_type(TensorType t, uint64_t row_len) {
+    if (row_len % type_traits(t).block_elems == 0) return t;
+    TensorType f = t;
+    switch (t) {
+    case TensorType::IQ4_XS: f = TensorType::IQ4_NL; break;
+    case TensorType::Q2_K:
+    case TensorType::Q3_K: f = TensorType::Q4_0; break;
+    case TensorType::Q4_K: f = TensorType::Q5_0; break;
+    case TensorType::Q5_K: f = TensorType::Q5_1; break;
+    case TensorType::Q6_K: f = TensorType::Q8_0; break;
+    default: throw std::invalid_argument(fmt::format("no fallback type for {} rows of {} elements",
+                                                     type_traits(t).name, row_len));
+    }
+    return row_len % type_traits(f).block_elems == 0 ? f : TensorType::F16;
+}
+
+}  // namespace
+
+TensorType mix_tensor_type(QuantMix mix, const LlamaShape& s, std::string_view name, uint64_t row_len) {
+    using T = TensorType;
+    using M = QuantMix;
+    if (!ends_with(name, ".weight") || ends_with(name, "_norm.weight")) return T::F32;
+    const T base = quant_mix_info(mix).base;
+    const int n = int(s.n_layers), i = layer_of(name);
+    const uint32_t gqa = s.n_kv_heads ? s.n_heads / s.n_kv_heads : 1;
+    // The layers whose attn_v / ffn_down get more bits in the _M mixes: the first and last eighth
+    // and every third layer between (llama.cpp's use_more_bits).
+    auto more_bits = [n](int layer) { return layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2; };
+    T t = base;
+    if (name == "output.weight" || (s.tied_embeddings && name == "token_embd.weight")) {
+        t = row_len % type_traits(base).block_elems != 0 ? T::Q8_0 : T::Q6_K;
+    } else if (name == "token_embd.weight") {
+        t = base;
+    } else if (ends_with(name, ".attn_v.weight")) {
+        switch (mix) {
+        case M::Q2_K: t = gqa >= 4 ? T::Q4_K : T::Q3_K; break;
+        case M::Q3_K_M: t = i < 2 ? T::Q5_K : T::Q4_K; break;
+        case M::Q3_K_L: t = T::Q5_K; break;
+        case M::IQ4_NL:
+        case M::IQ4_XS: t = gqa >= 4 ? T::Q5_K : base; break;
+        case M::Q4_K_M:
+        case M::Q5_K_M: t = more_bits(i) ? T::Q6_K : base; break;
+        case M::Q4_K_S: t = i < 4 ? T::Q5_K : base; break;
+        default: break;
+        }
+        // llama.cpp's LLM_TYPE_70B: 80 layers with grouped-query attention.
+        if (n == 80 && s.n_heads != s.n_kv_heads && (t == T::Q3_K || t == T::Q4_K)) t = T::Q5_K;
+    } else if (ends_with(name, ".ffn_down.weight")) {
+        switch (mix) {
+        case M::Q2_K: t = T::Q3_K; break;
+        case M::Q3_K_M: t = i < n / 16 ? T::Q5_K : T::Q4_K; break;
+        case M::Q3_K_L: t = T::Q5_K; break;
+        case M::Q4_K_M:
+        case M::Q5_K_M: t = more_bits(i) ? T::Q6_K : base; break;
+        case M::IQ4_NL:
+        case M::IQ4_XS:
+        case M::Q4_K_S: t = i < n / 8 ? T::Q5_K : base; break;
+        default: break;
+        }
+    } else if (ends_with(name, ".attn_output.weight")) {
+        switch (mix) {
+        case M::Q2_K: t = T::Q3_K; break;
+        case M::Q3_K_M: t = T::Q4_K; break;
+        case M::Q3_K_L: t = T::Q5_K; break;
+        default: break;
+        }
+    }
+    return fallback_type(t, row_len);
+}
+
+TensorType llama_tensor_type(const LlamaShape& s, std::string_view name, uint64_t row_len) {
+    if (s.mix) return mix_tensor_type(*s.mix, s, name, row_len);
+    return ends_with(name, "_norm.weight") ? TensorType::F32 : s.weight_type;
 }
 
 void validate_llama_shape(const LlamaShape& s) {
@@ -355,10 +483,20 @@ void validate_llama_shape(const LlamaShape& s) {
         bad(fmt::format("kv-heads ({}) must divide heads ({})", s.n_kv_heads, s.n_heads));
     if ((s.dim / s.n_heads) % 2 != 0)
         bad(fmt::format("head dim dim/heads = {} must be even for RoPE", s.dim / s.n_heads));
-    const TypeTraits& tt = type_traits(s.weight_type);
-    if (s.dim % tt.block_elems != 0 || s.ffn_dim % tt.block_elems != 0)
-        bad(fmt::format("{} weights need dim ({}) and ffn ({}) to be multiples of {}", tt.name, s.dim, s.ffn_dim,
-                        tt.block_elems));
+    // Rows are dim long (token_embd, attn_*, ffn_gate, ffn_up, output) or ffn long (ffn_down). A
+    // mix's 256-element types fall back per tensor, but its 32-element ones have no fallback.
+    const std::string what = s.mix ? fmt::format("the {} mix needs", quant_mix_info(*s.mix).name)
+                                   : fmt::format("{} weights need", type_traits(s.weight_type).name);
+    const uint64_t block = s.mix ? 32 : type_traits(s.weight_type).block_elems;
+    if (s.dim % block != 0)
+        bad(fmt::format("{} rows that are whole {}-element blocks, but dim = {} is the row length of "
+                        "token_embd.weight, blk.*.attn_q/k/v/output.weight, blk.*.ffn_gate/up.weight and "
+                        "output.weight{}",
+                        what, block, s.dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
+    if (s.ffn_dim % block != 0)
+        bad(fmt::format("{} rows that are whole {}-element blocks, but ffn = {} is the row length of "
+                        "blk.*.ffn_down.weight{}",
+                        what, block, s.ffn_dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
     if (s.n_vocab < 259)
         bad(fmt::format("vocab ({}) must be at least 259 (3 special tokens + 256 byte tokens)", s.n_vocab));
     if (s.n_vocab > (1u << 24)) bad(fmt::format("vocab ({}) must be at most {}", s.n_vocab, 1u << 24));
@@ -420,7 +558,7 @@ GgufWriter make_random_llama(const LlamaShape& s) {
     GgufWriter w;
     w.set_string("general.architecture", "llama");
     w.set_string("general.name", s.name);
-    w.set_u32("general.file_type", llama_file_type(s.weight_type));
+    w.set_u32("general.file_type", s.mix ? quant_mix_info(*s.mix).file_type : llama_file_type(s.weight_type));
     w.set_u32("llama.context_length", s.n_ctx);
     w.set_u32("llama.embedding_length", s.dim);
     w.set_u32("llama.block_count", s.n_layers);
@@ -443,9 +581,9 @@ GgufWriter make_random_llama(const LlamaShape& s) {
     w.set_bool("tokenizer.ggml.add_bos_token", true);
     w.set_bool("tokenizer.ggml.add_eos_token", false);
 
-    const TensorType wt = s.weight_type;
     auto matrix = [&](const std::string& name, uint64_t ne0, uint64_t ne1) {
-        w.add_tensor(name, wt, {ne0, ne1}, random_matrix(wt, ne0, s.seed, name));
+        const TensorType t = llama_tensor_type(s, name, ne0);
+        w.add_tensor(name, t, {ne0, ne1}, random_matrix(t, ne0, s.seed, name));
     };
     auto norm = [&](const std::string& name) {
         w.add_tensor(name, TensorType::F32, {s.dim}, random_norm(s.seed, name));

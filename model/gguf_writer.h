@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -78,6 +79,26 @@ private:
     uint32_t alignment_ = kGgufDefaultAlignment;
 };
 
+// --- llama.cpp quantization mixes ---------------------------------------------------------------
+
+// The file types of llama.cpp's quantizer (`llama-quantize in.gguf out.gguf Q4_K_M`) that
+// gen-model writes: each gives every tensor a type by llama.cpp's rules (mix_tensor_type).
+enum class QuantMix : uint8_t { Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS };
+
+inline constexpr QuantMix kAllQuantMixes[] = {
+    QuantMix::Q2_K,   QuantMix::Q3_K_S, QuantMix::Q3_K_M, QuantMix::Q3_K_L, QuantMix::Q4_K_S, QuantMix::Q4_K_M,
+    QuantMix::Q5_K_S, QuantMix::Q5_K_M, QuantMix::Q6_K,   QuantMix::IQ4_NL, QuantMix::IQ4_XS,
+};
+
+struct QuantMixInfo {
+    std::string_view name;  // as gen-model's --type spells it: "q4_k_m"
+    uint32_t file_type;     // llama.cpp's LLAMA_FTYPE_MOSTLY_* value, written as general.file_type
+    TensorType base;        // the type of the matrices no rule changes
+};
+const QuantMixInfo& quant_mix_info(QuantMix m);
+// "q4_k_m" or "Q4_K_M" -> QuantMix::Q4_K_M; nullopt for any other name.
+std::optional<QuantMix> parse_quant_mix(std::string_view name);
+
 // --- random LLaMA models -----------------------------------------------------------------------
 
 struct LlamaShape {
@@ -89,6 +110,7 @@ struct LlamaShape {
     uint32_t n_vocab = 512;
     uint32_t n_ctx = 256;
     TensorType weight_type = TensorType::F32;  // 2D matrices incl. token_embd; norms are always F32
+    std::optional<QuantMix> mix;               // set: each matrix gets its type from the mix instead
     uint64_t seed = 1;
     float rms_eps = 1e-5f;
     float rope_base = 10000.0f;
@@ -97,9 +119,17 @@ struct LlamaShape {
 };
 
 // Throws std::invalid_argument naming the offending field: zero sizes, heads not dividing dim,
-// kv heads not dividing heads, odd head_dim, rows of a quantized type not a multiple of 32,
-// a vocab too small for the 259 special and byte tokens.
+// kv heads not dividing heads, odd head_dim, a row length (dim or ffn, naming the tensors that
+// have it) that is not a whole number of the weight type's blocks (of 32 for a mix, whose
+// 256-element types fall back per tensor), a vocab too small for the 259 special and byte tokens.
 void validate_llama_shape(const LlamaShape& shape);
+
+// The type llama.cpp's quantizer gives the LLaMA tensor `name` (as make_random_llama names it, with
+// rows of `row_len` elements) in a model of `shape` for the file type `mix`. Mirrors
+// llama_tensor_get_type() in llama.cpp's src/llama-quant.cpp for the llama architecture without
+// experts or importance matrix, including its fallback for rows that are not whole 256-element
+// blocks. 1D tensors (norms) are not quantized: F32.
+TensorType mix_tensor_type(QuantMix mix, const LlamaShape& shape, std::string_view name, uint64_t row_len);
 
 // The tokenizer vocab written into random models: <unk>, <s>, </s>, <0x00>..<0xFF>, then "▁",
 // single characters, and "▁"-prefixed and plain letter pieces of growing length, with descending
@@ -116,7 +146,10 @@ GgufWriter make_random_llama(const LlamaShape& shape);
 void write_random_llama(const std::string& path, const LlamaShape& shape,
                         const GgufWriter::ProgressFn& progress = {});
 
-// ggml "general.file_type" for a model whose matrices are of type t.
+// ggml "general.file_type" for a model whose matrices are of type t (for a single 256-element
+// type, the file type llama.cpp's loader infers from it: Q4_K -> MOSTLY_Q4_K_M).
 uint32_t llama_file_type(TensorType t);
+// The type of every tensor of the model `shape` describes (its weight_type, or its mix's choice).
+TensorType llama_tensor_type(const LlamaShape& shape, std::string_view name, uint64_t row_len);
 
 }  // namespace vkllm

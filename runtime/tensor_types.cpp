@@ -2,6 +2,7 @@
 
 #include "runtime/quant/block_formats.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -160,6 +161,14 @@ float f16_to_f32(uint16_t h) {
     return f;
 }
 
+namespace {
+// Q8_0 / Q4_0 inputs made safe for the block formulas: NaN becomes 0 and values are clamped so that
+// the block scale stays a finite f16 (limit = largest f16 x largest quant), and the quants in range.
+void finite_block(const float* src, float* dst, float limit) {
+    for (size_t j = 0; j < kQuantBlock; ++j) dst[j] = std::isnan(src[j]) ? 0.0f : std::clamp(src[j], -limit, limit);
+}
+}  // namespace
+
 void quantize_row(TensorType t, const float* src, void* dst, size_t n) {
     row_bytes(t, n);  // validates n
     auto* out = static_cast<uint8_t*>(dst);
@@ -189,7 +198,8 @@ void quantize_row(TensorType t, const float* src, void* dst, size_t n) {
     case TensorType::IQ4_XS: quant::quantize_iq4_xs(src, out, n); return;
     case TensorType::Q8_0:
         for (size_t b = 0; b < n / kQuantBlock; ++b, out += kQ8_0.block_bytes) {
-            const float* x = src + b * kQuantBlock;
+            float x[kQuantBlock];
+            finite_block(src + b * kQuantBlock, x, 65504.0f * 127.0f);
             float amax = 0;
             for (size_t j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
             float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
@@ -201,7 +211,8 @@ void quantize_row(TensorType t, const float* src, void* dst, size_t n) {
         return;
     case TensorType::Q4_0:
         for (size_t b = 0; b < n / kQuantBlock; ++b, out += kQ4_0.block_bytes) {
-            const float* x = src + b * kQuantBlock;
+            float x[kQuantBlock];
+            finite_block(src + b * kQuantBlock, x, 65504.0f * 8.0f);
             // Same rule as ggml: the element of largest magnitude maps to -8 exactly.
             float amax = 0, max = 0;
             for (size_t j = 0; j < kQuantBlock; ++j)

@@ -15,7 +15,8 @@
 // ... so that a subgroup reads contiguous memory; the NR * NB partial sums are then reduced over
 // the workgroup: subgroupAdd + one shared slot per subgroup (USE_SUBGROUP), or a shared-memory
 // tree. F32/F16/BF16 rows whose length is not a multiple of the unit finish with a scalar tail.
-// Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors.
+// Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors, 3 W_ALIGNED
+// (weights.glsl: all weight reads 4-byte aligned).
 #extension GL_GOOGLE_include_directive : require
 
 #ifdef USE_SUBGROUP
@@ -29,6 +30,7 @@ layout(constant_id = 1) const uint NR = 2;
 layout(constant_id = 2) const uint NB = 1;
 
 #define W_BINDING 0
+#define W_ALIGNED_ID 3
 #include "weights.glsl"
 
 layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };  // the host binds whole vec4s
@@ -71,7 +73,25 @@ void main() {
 
     const uint units = pc.k / W_UNIT;
     for (uint u = tid; u < units; u += WG) {
-        // All rows' weights first, then each x vector once: NR units in registers, not NB * NR.
+        if (NB < NR) {
+            // Few vectors (decode): the x slices first, then one row's weights at a time, so that
+            // NB + 1 units are live instead of NR (a 32-element unit is 8 vec4).
+            vec4 xs[NB][W_UNIT4];
+            for (uint b = 0; b < NB; ++b)
+                for (uint q = 0; q < W_UNIT4; ++q) xs[b][q] = x4(b, w_unit_col(u, q));
+            for (uint r = 0; r < NR; ++r) {
+                if (r >= rows) break;
+                vec4 wr[W_UNIT4];
+                float d = w_unit(pc.w_base + (row0 + r) * pc.row_bytes, u, wr);
+                for (uint b = 0; b < NB; ++b) {
+                    float s = 0.0;
+                    for (uint q = 0; q < W_UNIT4; ++q) s += dot(wr[q], xs[b][q]);
+                    acc[r * NB + b] += d * s;
+                }
+            }
+            continue;
+        }
+        // Many vectors: all rows' weights first, then each x vector once: NR units live, not NB * NR.
         vec4 wv[NR][W_UNIT4];
         float d[NR];
         for (uint r = 0; r < NR; ++r) {

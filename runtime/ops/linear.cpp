@@ -71,7 +71,8 @@ struct MatmulPush {
 namespace detail {
 
 
-PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t /*k*/) {
+PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
+                         bool w_offset_aligned) {
     if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
     uint32_t wg, nr;
     if (caps.cpu_tuning) {
@@ -89,7 +90,11 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
     }
     wg = std::min(wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
     std::string name = "matvec_" + type_suffix(wtype) + (caps.subgroup_ops() ? "_subgroup" : "");
-    return {name, {wg, nr, m}};
+    // Word-aligned weights (weights.glsl W_ALIGNED) when every row and field starts on 4 bytes.
+    const TypeTraits& tt = type_traits(wtype);
+    const bool aligned = w_offset_aligned && k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 &&
+                         (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
+    return {name, {wg, nr, m, aligned ? 1u : 0u}};
 }
 
 PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t /*k*/) {
@@ -125,7 +130,7 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
     check_args("matvec", wtype, w, x, y, m, n, k, residual);
     const DeviceCaps& c = ctx.caps();
-    const PipelineDesc desc = detail::matvec_desc(c, wtype, m, n, k);
+    const PipelineDesc desc = detail::matvec_desc(c, wtype, m, n, k, w.offset % 4 == 0);
     const uint32_t nr = desc.spec[1];
     const Pipeline& p = ctx.pipeline(desc);
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);

@@ -45,7 +45,10 @@ uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k)
 namespace detail {
 
 // The variant and specialization constants linear() picks; exposed for tests and benchmarks.
-PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
+// w_offset_aligned: W's slice starts on 4 bytes (as uploaded weights do); with rows and fields of
+// the type on 4 bytes too, the variant reads weights without realignment.
+PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                         bool w_offset_aligned = true);
 PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
 
 }  // namespace detail

@@ -25,6 +25,17 @@
 
 layout(std430, binding = W_BINDING) readonly buffer WeightWords { uint w_words[]; };
 
+// W_ALIGNED: every multi-byte read of the dispatch is 4-byte aligned (rows start 4-aligned and the
+// type's fields are at multiples of 4: F32, F16/BF16 with even k, Q4_1, Q5_1, Q2_K, Q4_K, Q5_K,
+// IQ4_XS), so the readers below load exactly the words they need instead of one more to shift
+// from. A specialization constant where the including shader defines W_ALIGNED_ID (the host
+// knows the offsets), else always false.
+#ifdef W_ALIGNED_ID
+layout(constant_id = W_ALIGNED_ID) const bool W_ALIGNED = false;
+#else
+const bool W_ALIGNED = false;
+#endif
+
 uint w_last_word() { return uint(w_words.length()) - 1u; }
 
 // 16 bits at a 2-aligned byte offset.
@@ -39,15 +50,18 @@ uint w_funnel(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 16u) << (
 // 1 / 2 / 4 words starting at a 2-aligned byte offset.
 uint w_bits32(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+    if (W_ALIGNED) return w_words[i];
     return w_funnel(w_words[i], w_words[min(i + 1u, w_last_word())], sh);
 }
 uvec2 w_load2(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+    if (W_ALIGNED) return uvec2(w_words[i], w_words[i + 1u]);
     uint a = w_words[i], b = w_words[i + 1u], c = w_words[min(i + 2u, w_last_word())];
     return uvec2(w_funnel(a, b, sh), w_funnel(b, c, sh));
 }
 uvec4 w_load4(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+    if (W_ALIGNED) return uvec4(w_words[i], w_words[i + 1u], w_words[i + 2u], w_words[i + 3u]);
     uint a = w_words[i], b = w_words[i + 1u], c = w_words[i + 2u], d = w_words[i + 3u];
     uint e = w_words[min(i + 4u, w_last_word())];
     return uvec4(w_funnel(a, b, sh), w_funnel(b, c, sh), w_funnel(c, d, sh), w_funnel(d, e, sh));

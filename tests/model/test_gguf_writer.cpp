@@ -1,9 +1,12 @@
 // GGUF writer: metadata and tensor round trips through real files, random LLaMA models of every
-// weight type, determinism, and argument validation.
+// weight type and of llama.cpp's quantization mixes (the per-tensor types llama-quantize picks),
+// determinism, and argument validation.
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
@@ -100,7 +103,9 @@ TEST_CASE("gguf writer: tensor data is bit-exact in every type, at the declared 
         std::vector<float> src(96 * 3);
         for (size_t i = 0; i < src.size(); ++i) src[i] = std::sin(float(i) * 0.37f) * 3.0f;
         std::vector<std::vector<uint8_t>> encoded;
-        const TensorType types[] = {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0};
+        const TensorType types[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16,
+                                    TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
+                                    TensorType::Q5_0, TensorType::Q5_1, TensorType::IQ4_NL};
         for (TensorType t : types) {
             std::vector<uint8_t> bytes(row_bytes(t, 96) * 3);
             for (size_t r = 0; r < 3; ++r)
@@ -118,8 +123,8 @@ TEST_CASE("gguf writer: tensor data is bit-exact in every type, at the declared 
         GgufFile f = GgufFile::open(path);
         CHECK(f.alignment() == alignment);
         CHECK(f.data_offset() % alignment == 0);
-        REQUIRE(f.tensors().size() == 5);
-        for (size_t i = 0; i < 4; ++i) {
+        REQUIRE(f.tensors().size() == std::size(types) + 1);
+        for (size_t i = 0; i < std::size(types); ++i) {
             const GgufTensorInfo& t = f.tensors()[i];
             CAPTURE(t.name);
             CHECK(t.type == types[i]);
@@ -166,8 +171,9 @@ TEST_CASE("gguf writer: argument errors") {
 }
 
 TEST_CASE("gguf writer: random LLaMA models of every weight type validate and round trip") {
-    for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {
-        const LlamaShape s = test_shape(type);
+    for (TensorType type : kAllTensorTypes) {
+        LlamaShape s = test_shape(type);
+        if (type_traits(type).block_elems == kSuperBlock) s.dim = 256, s.ffn_dim = 512;
         CAPTURE(type_traits(type).name);
         const auto path = (vkllm::test::scratch_dir() / ("random_" + std::string(type_traits(type).name) + ".gguf")).string();
         write_random_llama(path, s);
@@ -179,17 +185,17 @@ TEST_CASE("gguf writer: random LLaMA models of every weight type validate and ro
         CHECK(f.get_string("tokenizer.ggml.model") == "llama");
 
         LlamaConfig c = LlamaConfig::from_gguf(f);
-        CHECK(c.dim == 64);
+        CHECK(c.dim == s.dim);
         CHECK(c.n_layers == 2);
         CHECK(c.n_heads == 4);
         CHECK(c.n_kv_heads == 2);
-        CHECK(c.head_dim == 16);
-        CHECK(c.ffn_dim == 96);
+        CHECK(c.head_dim == s.dim / 4);
+        CHECK(c.ffn_dim == s.ffn_dim);
         CHECK(c.n_vocab == 300);
         CHECK(c.n_ctx_train == 128);
         CHECK(c.rms_eps == 1e-6f);
         CHECK(c.rope_base == 500000.0f);
-        CHECK(c.rope_dim == 16);
+        CHECK(c.rope_dim == s.dim / 4);
         CHECK_FALSE(c.tied_embeddings);
         CHECK(f.tensors().size() == 3 + 9 * 2);
 
@@ -265,11 +271,212 @@ TEST_CASE("gguf writer: shape validation names the field") {
     bad([](LlamaShape& s) { s.n_kv_heads = 0; }, "kv-heads must be positive");
     bad([](LlamaShape& s) { s.n_heads = 3; }, "heads (3) must divide dim (64)");
     bad([](LlamaShape& s) { s.n_kv_heads = 3; }, "kv-heads (3) must divide heads (4)");
-    bad([](LlamaShape& s) { s.ffn_dim = 100; }, "Q8_0 weights need dim (64) and ffn (100) to be multiples of 32");
+    bad([](LlamaShape& s) { s.ffn_dim = 100; },
+        "Q8_0 weights need rows that are whole 32-element blocks, but ffn = 100 is the row length of "
+        "blk.*.ffn_down.weight");
+    bad([](LlamaShape& s) { s.weight_type = TensorType::Q4_K, s.dim = 320, s.ffn_dim = 768; },
+        "Q4_K weights need rows that are whole 256-element blocks, but dim = 320 is the row length of "
+        "token_embd.weight, blk.*.attn_q/k/v/output.weight");
+    bad([](LlamaShape& s) { s.weight_type = TensorType::Q6_K, s.dim = 256, s.ffn_dim = 800; },
+        "ffn = 800 is the row length of blk.*.ffn_down.weight; a llama.cpp mix such as q4_k_m falls back");
+    bad([](LlamaShape& s) { s.mix = QuantMix::Q4_K_M, s.dim = 64, s.ffn_dim = 100; },
+        "the q4_k_m mix needs rows that are whole 32-element blocks, but ffn = 100");
     bad([](LlamaShape& s) { s.n_vocab = 100; }, "vocab (100) must be at least 259");
     bad([](LlamaShape& s) { s.n_heads = 64, s.n_kv_heads = 64; }, "head dim dim/heads = 1 must be even");
     bad([](LlamaShape& s) { s.rms_eps = 0; }, "rms eps must be positive");
     LlamaShape ok = test_shape(TensorType::F32);
     ok.ffn_dim = 100;  // only block types need multiples of 32
     CHECK_NOTHROW(validate_llama_shape(ok));
+}
+
+// --- llama.cpp quantization mixes ---------------------------------------------------------------
+
+namespace {
+
+// The per-tensor types of one mix for an 8-layer model, written out by hand from the rules of
+// llama_tensor_get_type() (llama.cpp src/llama-quant.cpp) and identical to what
+// `llama-quantize in-f16.gguf out.gguf Q4_K_M` (etc.; /work/shared/peer/bin, build 9749) chose
+// for the same shapes. With 8 layers, use_more_bits() upgrades layers 0, 3, 6 and 7.
+struct MixExpectation {
+    const char* mix;
+    uint32_t file_type;
+    const char* token_embd;
+    const char* output;
+    const char* attn_q_k;  // attn_q and attn_k
+    const char* attn_output;
+    const char* ffn_gate_up;  // ffn_gate and ffn_up
+    const char* attn_v[8];
+    const char* ffn_down[8];
+};
+
+// dim 256, ffn 768, 4 query heads per KV head: every row is whole 256-element blocks.
+const MixExpectation kMixesDim256[] = {
+    {"q4_k_m", 15, "Q4_K", "Q6_K", "Q4_K", "Q4_K", "Q4_K",
+     {"Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q6_K"},
+     {"Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q6_K"}},
+    {"q5_k_m", 17, "Q5_K", "Q6_K", "Q5_K", "Q5_K", "Q5_K",
+     {"Q6_K", "Q5_K", "Q5_K", "Q6_K", "Q5_K", "Q5_K", "Q6_K", "Q6_K"},
+     {"Q6_K", "Q5_K", "Q5_K", "Q6_K", "Q5_K", "Q5_K", "Q6_K", "Q6_K"}},
+    // attn_v: Q5_K in the first two layers; ffn_down: Q5_K below n/16 = 0 layers, else Q4_K.
+    {"q3_k_m", 12, "Q3_K", "Q6_K", "Q3_K", "Q4_K", "Q3_K",
+     {"Q5_K", "Q5_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K"},
+     {"Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K"}},
+    // attn_v: Q4_K because 4 query heads share each KV head (Q3_K otherwise).
+    {"q2_k", 10, "Q2_K", "Q6_K", "Q2_K", "Q3_K", "Q2_K",
+     {"Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K"},
+     {"Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K"}},
+    {"q6_k", 18, "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K",
+     {"Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K"},
+     {"Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K"}},
+};
+
+// dim 320, ffn 768, plain multi-head attention: rows of 320 fall back (Q2_K/Q3_K -> Q4_0,
+// Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; the output head becomes Q8_0); ffn_down rows of 768
+// keep the K types.
+const MixExpectation kMixesDim320[] = {
+    {"q4_k_m", 15, "Q5_0", "Q8_0", "Q5_0", "Q5_0", "Q5_0",
+     {"Q8_0", "Q5_0", "Q5_0", "Q8_0", "Q5_0", "Q5_0", "Q8_0", "Q8_0"},
+     {"Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q6_K"}},
+    {"q5_k_m", 17, "Q5_1", "Q8_0", "Q5_1", "Q5_1", "Q5_1",
+     {"Q8_0", "Q5_1", "Q5_1", "Q8_0", "Q5_1", "Q5_1", "Q8_0", "Q8_0"},
+     {"Q6_K", "Q5_K", "Q5_K", "Q6_K", "Q5_K", "Q5_K", "Q6_K", "Q6_K"}},
+    {"q3_k_m", 12, "Q4_0", "Q8_0", "Q4_0", "Q5_0", "Q4_0",
+     {"Q5_1", "Q5_1", "Q5_0", "Q5_0", "Q5_0", "Q5_0", "Q5_0", "Q5_0"},
+     {"Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K", "Q4_K"}},
+    // attn_v: Q3_K (no grouped-query attention), falling back to Q4_0.
+    {"q2_k", 10, "Q4_0", "Q8_0", "Q4_0", "Q4_0", "Q4_0",
+     {"Q4_0", "Q4_0", "Q4_0", "Q4_0", "Q4_0", "Q4_0", "Q4_0", "Q4_0"},
+     {"Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K", "Q3_K"}},
+    {"q6_k", 18, "Q8_0", "Q8_0", "Q8_0", "Q8_0", "Q8_0",
+     {"Q8_0", "Q8_0", "Q8_0", "Q8_0", "Q8_0", "Q8_0", "Q8_0", "Q8_0"},
+     {"Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K"}},
+};
+
+LlamaShape mix_shape(uint32_t dim, uint32_t kv_heads) {
+    LlamaShape s = test_shape(TensorType::F32);
+    s.dim = dim;
+    s.n_layers = 8;
+    s.n_heads = 4;
+    s.n_kv_heads = kv_heads;
+    s.ffn_dim = 768;
+    return s;
+}
+
+std::string type_name(const GgufFile& f, const std::string& tensor) {
+    const GgufTensorInfo* t = f.find_tensor(tensor);
+    REQUIRE(t != nullptr);
+    return std::string(type_traits(t->type).name);
+}
+
+void check_mix(const LlamaShape& shape, const MixExpectation& e) {
+    CAPTURE(e.mix);
+    CAPTURE(shape.dim);
+    LlamaShape s = shape;
+    s.mix = parse_quant_mix(e.mix);
+    REQUIRE(s.mix.has_value());
+    const auto path = (vkllm::test::scratch_dir() / fmt::format("mix_{}_{}.gguf", e.mix, s.dim)).string();
+    write_random_llama(path, s);
+    GgufFile f = GgufFile::open(path);
+    CHECK(f.get_u32("general.file_type") == e.file_type);
+    CHECK(type_name(f, "token_embd.weight") == e.token_embd);
+    CHECK(type_name(f, "output.weight") == e.output);
+    CHECK(type_name(f, "output_norm.weight") == "F32");
+    for (int l = 0; l < 8; ++l) {
+        CAPTURE(l);
+        const std::string p = fmt::format("blk.{}.", l);
+        CHECK(type_name(f, p + "attn_norm.weight") == "F32");
+        CHECK(type_name(f, p + "ffn_norm.weight") == "F32");
+        CHECK(type_name(f, p + "attn_q.weight") == e.attn_q_k);
+        CHECK(type_name(f, p + "attn_k.weight") == e.attn_q_k);
+        CHECK(type_name(f, p + "attn_v.weight") == e.attn_v[l]);
+        CHECK(type_name(f, p + "attn_output.weight") == e.attn_output);
+        CHECK(type_name(f, p + "ffn_gate.weight") == e.ffn_gate_up);
+        CHECK(type_name(f, p + "ffn_up.weight") == e.ffn_gate_up);
+        CHECK(type_name(f, p + "ffn_down.weight") == e.ffn_down[l]);
+    }
+    CHECK_NOTHROW(LlamaConfig::from_gguf(f));
+
+    // The same shape in F32 holds the originals (each tensor's random stream depends only on the
+    // seed and its name): every decoded tensor is within its type's error bound of them.
+    LlamaShape f32_shape = shape;
+    f32_shape.weight_type = TensorType::F32;
+    GgufFile ref = GgufFile::from_memory(make_random_llama(f32_shape).write_memory());
+    for (const GgufTensorInfo& t : f.tensors()) {
+        CAPTURE(t.name);
+        const std::vector<float> got = dequantize(f, t), want = dequantize(ref, *ref.find_tensor(t.name));
+        REQUIRE(got.size() == want.size());
+        double err = 0, sig = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+            sig += double(want[i]) * want[i];
+        }
+        CHECK(std::sqrt(err / sig) <= type_traits(t.type).rel_rms_bound);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gguf writer: llama.cpp mixes give each tensor llama-quantize's type") {
+    for (const MixExpectation& e : kMixesDim256) check_mix(mix_shape(256, 1), e);
+}
+
+TEST_CASE("gguf writer: llama.cpp mixes fall back per tensor for rows that are not whole 256-blocks") {
+    for (const MixExpectation& e : kMixesDim320) check_mix(mix_shape(320, 4), e);
+}
+
+TEST_CASE("gguf writer: mix names, file types and the rules at other layer counts") {
+    CHECK(parse_quant_mix("q4_k_m") == QuantMix::Q4_K_M);
+    CHECK(parse_quant_mix("Q3_K_L") == QuantMix::Q3_K_L);
+    CHECK(parse_quant_mix("iq4_xs") == QuantMix::IQ4_XS);
+    CHECK_FALSE(parse_quant_mix("q4_k").has_value());
+    CHECK_FALSE(parse_quant_mix("q8_0").has_value());
+    for (QuantMix m : kAllQuantMixes) CHECK(parse_quant_mix(quant_mix_info(m).name) == m);
+    // LLAMA_FTYPE_MOSTLY_* values.
+    CHECK(quant_mix_info(QuantMix::Q3_K_S).file_type == 11);
+    CHECK(quant_mix_info(QuantMix::Q4_K_S).file_type == 14);
+    CHECK(quant_mix_info(QuantMix::Q5_K_S).file_type == 16);
+    CHECK(quant_mix_info(QuantMix::IQ4_NL).file_type == 25);
+    CHECK(quant_mix_info(QuantMix::IQ4_XS).file_type == 30);
+    CHECK(llama_file_type(TensorType::Q4_K) == 15);
+    CHECK(llama_file_type(TensorType::BF16) == 32);
+
+    // 22 layers (TinyLlama), 8 query heads per KV head: n/8 = 2, 7n/8 = 19, n/16 = 1.
+    LlamaShape s = mix_shape(256, 1);
+    s.n_layers = 22;
+    s.n_heads = 8;
+    auto type = [&](QuantMix m, const std::string& name) {
+        return std::string(type_traits(mix_tensor_type(m, s, name, 256)).name);
+    };
+    std::string more_bits, q3_down, iq4_down, q4s_v;
+    for (int l = 0; l < 22; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        more_bits += type(QuantMix::Q4_K_M, p + "ffn_down.weight") == "Q6_K" ? 'x' : '.';
+        q3_down += type(QuantMix::Q3_K_M, p + "ffn_down.weight") == "Q5_K" ? 'x' : '.';
+        iq4_down += type(QuantMix::IQ4_XS, p + "ffn_down.weight") == "Q5_K" ? 'x' : '.';
+        q4s_v += type(QuantMix::Q4_K_S, p + "attn_v.weight") == "Q5_K" ? 'x' : '.';
+    }
+    CHECK(more_bits == "xx..x..x..x..x..x..xxx");  // l < 2, l >= 19, (l - 2) % 3 == 2
+    CHECK(q3_down == "x.....................");
+    CHECK(iq4_down == "xx....................");
+    CHECK(q4s_v == "xxxx..................");
+    CHECK(type(QuantMix::IQ4_XS, "blk.5.attn_v.weight") == "Q5_K");  // 8 heads per KV head
+    CHECK(type(QuantMix::IQ4_NL, "output.weight") == "Q6_K");
+    CHECK(type(QuantMix::Q3_K_S, "blk.0.attn_v.weight") == "Q3_K");
+    CHECK(type(QuantMix::Q3_K_L, "blk.9.ffn_down.weight") == "Q5_K");
+    CHECK(type(QuantMix::Q3_K_L, "blk.9.attn_output.weight") == "Q5_K");
+    CHECK(type(QuantMix::Q5_K_S, "blk.0.ffn_down.weight") == "Q5_K");
+    CHECK(type(QuantMix::Q4_K_M, "blk.3.attn_norm.weight") == "F32");
+    // IQ4_XS rows that are not whole 256-blocks become IQ4_NL.
+    CHECK(std::string(type_traits(mix_tensor_type(QuantMix::IQ4_XS, s, "blk.1.attn_q.weight", 288)).name) ==
+          "IQ4_NL");
+    // Tied embeddings: token_embd is quantized as the output head.
+    s.tied_embeddings = true;
+    CHECK(type(QuantMix::Q4_K_M, "token_embd.weight") == "Q6_K");
+    // 80 layers with grouped-query attention is llama.cpp's 70B: attn_v Q3_K/Q4_K become Q5_K.
+    s.tied_embeddings = false;
+    s.n_layers = 80;
+    CHECK(type(QuantMix::Q4_K_S, "blk.40.attn_v.weight") == "Q5_K");
+    CHECK(type(QuantMix::Q2_K, "blk.40.attn_v.weight") == "Q5_K");
+    s.n_kv_heads = s.n_heads;
+    CHECK(type(QuantMix::Q4_K_S, "blk.40.attn_v.weight") == "Q4_K");
 }
