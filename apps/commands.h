@@ -11,5 +11,6 @@ void register_gen_model(CLI::App& app);
 void register_run(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_bench_ops(CLI::App& app);
+void register_perplexity(CLI::App& app);
 
 }  // namespace vkllm::app

@@ -59,9 +59,21 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Llama
     MemoryPlan p;
     p.available = caps.device_local_bytes;
     p.weights = LlamaWeights::device_bytes(file, cfg);
+    if (opts.all_logits) {
+        // One ubatch of logits stays within one binding: linear() could split a larger output, but
+        // a ubatch that large gains nothing over a smaller one, so name the largest that fits.
+        const uint64_t row = 4ull * cfg.n_vocab;
+        p.all_logits = row * opts.ubatch;
+        if (p.all_logits > caps.max_storage_buffer_range)
+            throw DeviceLimitError(fmt::format(
+                "--ubatch {}: the logits of every token of a ubatch ({} x {} vocab) take {} bytes, more than this "
+                "device's maxStorageBufferRange ({}); at most --ubatch {}", opts.ubatch, opts.ubatch, cfg.n_vocab,
+                p.all_logits, caps.max_storage_buffer_range, caps.max_storage_buffer_range / row));
+    }
     // The fit is checked with the attention partials of the largest context this call can pick.
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
-    p.scratch = scratch_bytes(cfg, opts.ubatch) + attention_scratch(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
+    p.scratch = scratch_bytes(cfg, opts.ubatch) + p.all_logits +
+                attention_scratch(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
     uint64_t per_token = kv_bytes_per_token(cfg, opts.kv_type);
     // One layer's K (or V) cache is one binding: it must fit maxStorageBufferRange.
     uint64_t per_layer_row = per_token / (2ull * cfg.n_layers);
@@ -94,7 +106,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Llama
     }
     p.kv_cache = per_token * p.n_ctx;
     p.attention_scratch = attention_scratch(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
-    p.scratch = scratch_bytes(cfg, opts.ubatch) + p.attention_scratch;
+    p.scratch = scratch_bytes(cfg, opts.ubatch) + p.all_logits + p.attention_scratch;
     return p;
 }
 
@@ -147,6 +159,8 @@ LlamaGpu::LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, c
     qkv_ = dev(uint64_t(dim) + 2ull * kv, "qkv");
     gate_up_ = dev(2ull * ffn, "gate_up");
     logits_ = ctx.create_buffer(uint64_t(cfg.n_vocab) * 4, MemoryUsage::DeviceHostVisible, "logits");
+    // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
+    if (opts_.all_logits) all_logits_ = ctx.create_buffer(plan_.all_logits, MemoryUsage::Readback, "all_logits");
     argmax_ = ctx.create_buffer(4, MemoryUsage::Readback, "argmax");
     positions_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
     ids_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
@@ -166,16 +180,27 @@ std::vector<PipelineDesc> LlamaGpu::pipelines() const {
     };
     const LlamaConfig& c = cfg_;
     auto type_of = [&](const char* name) { return file_.tensor(name).type; };
-    TensorType wt = type_of("blk.0.attn_q.weight");
     TensorType out_t = c.tied_embeddings ? type_of("token_embd.weight") : type_of("output.weight");
+    // Every layer's own types: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers) need
+    // several variants of one op.
     for (uint32_t m : {1u, opts_.ubatch}) {
-        add(ops::linear_pipelines(ctx_, wt, m, c.dim, c.dim));
-        add(ops::linear_pipelines(ctx_, type_of("blk.0.attn_k.weight"), m, c.kv_dim(), c.dim));
-        add(ops::linear_pipelines(ctx_, type_of("blk.0.ffn_gate.weight"), m, c.ffn_dim, c.dim));
-        add(ops::linear_pipelines(ctx_, type_of("blk.0.ffn_down.weight"), m, c.dim, c.ffn_dim));
+        for (uint32_t l = 0; l < c.n_layers; ++l) {
+            auto type = [&](const char* t) { return type_of(fmt::format("blk.{}.{}.weight", l, t).c_str()); };
+            add(ops::linear_pipelines(ctx_, type("attn_q"), m, c.dim, c.dim));
+            add(ops::linear_pipelines(ctx_, type("attn_k"), m, c.kv_dim(), c.dim));
+            add(ops::linear_pipelines(ctx_, type("attn_v"), m, c.kv_dim(), c.dim));
+            add(ops::linear_pipelines(ctx_, type("attn_output"), m, c.dim, c.dim));
+            add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, c.ffn_dim, c.dim));
+            add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim));
+            add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim));
+        }
         add(ops::attention_pipelines(ctx_, attention_params(c, m, plan_.n_ctx, opts_.kv_type)));
     }
+    // Runs before the upload decides gpu_embed_: the same test on the file's size.
+    if (file_.tensor("token_embd.weight").n_bytes <= ctx_.caps().max_storage_buffer_range)
+        add(ops::get_rows_pipelines(ctx_, type_of("token_embd.weight")));
     add(ops::linear_pipelines(ctx_, out_t, 1, c.n_vocab, c.dim));
+    if (opts_.all_logits) add(ops::linear_pipelines(ctx_, out_t, opts_.ubatch, c.n_vocab, c.dim));
     add(ops::small_op_pipelines(ctx_));
     return out;
 }
@@ -261,12 +286,23 @@ void LlamaGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
 
 void LlamaGpu::record_head(CommandStream& s, uint32_t n) {
     const uint64_t row = uint64_t(cfg_.dim) * 4;
-    // Only the last token's logits are needed; copying its row also avoids binding x at an offset
-    // that may not meet minStorageBufferOffsetAlignment.
-    s.copy(x_.slice(row * (n - 1), row), last_.slice());
-    ops::rms_norm(ctx_, s, last_.slice(), w_.output_norm.slice(), last_.slice(), 1, cfg_.dim, cfg_.rms_eps);
     const DeviceTensor& out = w_.output_tensor();
-    ops::linear(ctx_, s, out.type, out.slice(), last_.slice(), logits_.slice(), 1, cfg_.n_vocab, cfg_.dim);
+    if (opts_.all_logits) {
+        // Every token's logits (perplexity). xn is free once the last layer has run. The last row
+        // is copied to logits_ so that logits() and argmax() see the same values as the rows.
+        const uint64_t vrow = uint64_t(cfg_.n_vocab) * 4;
+        ops::rms_norm(ctx_, s, x_.slice(0, row * n), w_.output_norm.slice(), xn_.slice(0, row * n), n, cfg_.dim,
+                      cfg_.rms_eps);
+        ops::linear(ctx_, s, out.type, out.slice(), xn_.slice(0, row * n), all_logits_.slice(0, vrow * n), n,
+                    cfg_.n_vocab, cfg_.dim);
+        s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits_.slice());
+    } else {
+        // Only the last token's logits are needed; copying its row also avoids binding x at an
+        // offset that may not meet minStorageBufferOffsetAlignment.
+        s.copy(x_.slice(row * (n - 1), row), last_.slice());
+        ops::rms_norm(ctx_, s, last_.slice(), w_.output_norm.slice(), last_.slice(), 1, cfg_.dim, cfg_.rms_eps);
+        ops::linear(ctx_, s, out.type, out.slice(), last_.slice(), logits_.slice(), 1, cfg_.n_vocab, cfg_.dim);
+    }
     ops::argmax(ctx_, s, logits_.slice(), argmax_.slice(), 1, cfg_.n_vocab);
 }
 
@@ -313,7 +349,15 @@ LayerTensors LlamaGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
     return t;
 }
 
-void LlamaGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
+void LlamaGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(tokens, probe, {}); }
+
+void LlamaGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink) {
+    if (!opts_.all_logits)
+        throw std::logic_error("eval_all_logits: the model was loaded without LlamaOptions::all_logits");
+    eval_impl(tokens, {}, sink);
+}
+
+void LlamaGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink) {
     if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
     if (tokens.size() > plan_.n_ctx - n_past_)
         throw ContextFullError(fmt::format("{} tokens do not fit: the context holds {} tokens and {} are used "
@@ -355,6 +399,16 @@ void LlamaGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
         }
         n_past_ += n;
         stats_.tokens += n;
+        if (sink) {
+            const size_t floats = size_t(n) * cfg_.n_vocab;
+            if (all_logits_.mapped()) {
+                sink(uint32_t(done), {static_cast<const float*>(all_logits_.mapped()), floats});
+            } else {
+                std::vector<float> rows(floats);
+                ctx_.download(all_logits_, rows.data(), floats * 4);
+                sink(uint32_t(done), rows);
+            }
+        }
         done += n;
     }
 }

@@ -26,6 +26,9 @@ struct LlamaOptions {
     uint32_t n_ctx = 0;     // KV cache rows; 0 = the model's context, capped by device memory
     uint32_t ubatch = 64;   // prompt tokens per forward chunk (scratch is sized by this)
     ops::KvType kv_type = ops::KvType::F16;
+    // Also compute the logits of every token of a ubatch into an (ubatch, n_vocab) buffer, for
+    // perplexity (eval_all_logits). Off by default: generation needs only the last token's.
+    bool all_logits = false;
 };
 
 // Device memory a model needs, computed before anything is allocated.
@@ -33,12 +36,14 @@ struct MemoryPlan {
     uint32_t n_ctx = 0;
     uint64_t weights = 0, kv_cache = 0, scratch = 0;  // scratch includes attention_scratch
     uint64_t attention_scratch = 0;  // split-K partials of decode attention at n_ctx
+    uint64_t all_logits = 0;  // (ubatch, n_vocab) f32 with LlamaOptions::all_logits, else 0; in scratch
     uint64_t available = 0;  // device-local heap bytes
     uint64_t total() const { return weights + kv_cache + scratch; }
 };
 
 // Resolves the default context and checks the fit; throws DeviceLimitError naming every size when
-// the model cannot fit, or when a requested --ctx cannot.
+// the model cannot fit, or when a requested --ctx cannot, or when one ubatch's logits (all_logits)
+// would exceed maxStorageBufferRange.
 MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const LlamaConfig& cfg, const LlamaOptions& opts);
 
 class ContextFullError : public std::runtime_error {
@@ -84,6 +89,13 @@ public:
     int32_t argmax() const;            // of the last logits; reads 4 bytes; NonFiniteError (see .cpp)
     std::vector<float> logits() const; // reads back the last logits (n_vocab floats)
 
+    // Rows (n, n_vocab) of logits for tokens [first, first + n) of one eval_all_logits() call. The
+    // span points into mapped memory and is valid only during the call.
+    using LogitsSink = std::function<void(uint32_t first, std::span<const float> rows)>;
+    // eval() that also hands the logits of every token to `sink`, one ubatch at a time. Needs
+    // LlamaOptions::all_logits (std::logic_error otherwise).
+    void eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink);
+
     const ForwardStats& stats() const { return stats_; }
     // Profiling: recordings are re-made with a timestamp around every dispatch; after eval() the
     // timings of the last chunk's streams are in last_timings(). Off by default (timestamps cost).
@@ -98,6 +110,7 @@ private:
     void record_layer(CommandStream& s, uint32_t layer, uint32_t n);
     void record_embed(CommandStream& s, uint32_t n);
     void record_head(CommandStream& s, uint32_t n);
+    void eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink);
     // Where layer l's q, k, v, gate and up live for a chunk of n tokens (fused or not).
     struct LayerSlices {
         BufferSlice q, k, v, gate, up;
@@ -131,6 +144,7 @@ private:
     Buffer gate_up_;  // (2 ffn)           fused gate|up projection of one token (decode)
 
     Buffer logits_;   // (n_vocab)
+    Buffer all_logits_;  // (U, n_vocab) host-readable, only with LlamaOptions::all_logits
     Buffer argmax_;   // (1) uint32
     Buffer positions_;// (U) int32, host-written
     Buffer ids_;      // (U) int32, host-written

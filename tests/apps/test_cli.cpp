@@ -151,3 +151,142 @@ TEST_CASE("cli: a model with NaN weights is reported as non-finite logits, not d
         CHECK(r.out.empty());
     }
 }
+
+// --- vkllm perplexity -------------------------------------------------------------------------------
+
+namespace {
+
+// tests/fixtures/perplexity, beside this source file (CMake compiles it by its absolute path).
+fs::path ppl_fixture(const std::string& name) {
+    return fs::path(__FILE__).parent_path().parent_path() / "fixtures/perplexity" / name;
+}
+
+// The number after `key` in `text`, or NaN.
+double number_after(const std::string& text, const std::string& key) {
+    size_t at = text.find(key);
+    return at == std::string::npos ? std::nan("") : std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("cli: vkllm perplexity on stories260K matches llama-perplexity within 0.5%") {
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    const std::string text = ppl_fixture("stories.txt").string();
+    // llama-perplexity -c 128 --chunks 2 -b 128: "Final estimate: PPL = 4.2989 +/- 0.74019"
+    // (tests/fixtures/perplexity/README.md). --validate: any validation error is printed to stderr.
+    Result r = run_vkllm("perplexity -m " + model + " -f " + text + " -c 128 --chunks 2 --validate --no-pipeline-cache",
+                         "perplexity");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.find("[validation error]") == std::string::npos);
+    CHECK(r.err.find("[1/2] PPL") != std::string::npos);
+    CHECK(r.err.find("[2/2] PPL") != std::string::npos);
+    CHECK(r.out.rfind("Final estimate: PPL = ", 0) == 0);
+    const double ppl = number_after(r.out, "PPL = "), unc = number_after(r.out, "+/- ");
+    CHECK(std::abs(ppl / 4.2989 - 1) < 0.005);
+    CHECK(std::abs(unc / 0.74019 - 1) < 0.005);
+}
+
+TEST_CASE("cli: vkllm perplexity --kl-divergence-base, then --kl-divergence") {
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    const std::string text = ppl_fixture("stories.txt").string();
+    const fs::path base = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "cli_base.kld";
+    fs::remove(base);
+    Result w = run_vkllm("perplexity -m " + model + " -f " + text + " -c 64 --chunks 3 --kl-divergence-base " +
+                         base.string(), "kl_base");
+    INFO(w.err);
+    CHECK(w.status == 0);
+    CHECK(fs::exists(base));
+    CHECK(w.err.find("saved the log-probabilities of 93 positions") != std::string::npos);
+    // The same model against its own base (the text is optional; given, it must match).
+    for (const std::string& extra : {std::string(), " -f " + text}) {
+        Result k = run_vkllm("perplexity -m " + model + " --kl-divergence --kl-divergence-base " + base.string() + extra,
+                             "kl");
+        INFO(k.err);
+        CHECK(k.status == 0);
+        CHECK(k.out.find("Same top p: 100.000") != std::string::npos);
+        CHECK(std::abs(number_after(k.out, "Mean    KLD:")) < 1e-4);
+        CHECK(std::abs(number_after(k.out, "Mean PPL(Q)                   :") / number_after(w.out, "PPL = ") - 1) < 1e-4);
+    }
+    // A base written by llama.cpp's llama-perplexity is read too (same layout).
+    Result l = run_vkllm("perplexity -m " + model + " --kl-divergence --kl-divergence-base " +
+                         ppl_fixture("stories260K_c128_llamacpp.kld").string(), "kl_llamacpp");
+    INFO(l.err);
+    CHECK(l.status == 0);
+    CHECK(l.out.find("Same top p: 100.000") != std::string::npos);
+    CHECK(std::abs(number_after(l.out, "Mean PPL(base)                :") / 4.298940 - 1) < 0.005);
+}
+
+TEST_CASE("cli: vkllm perplexity refuses bad input with a clear message") {
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
+    fs::create_directories(dir);
+    std::ofstream(dir / "ppl_empty.txt").flush();
+    std::ofstream(dir / "ppl_short.txt") << "Once upon a time, there was a cat.\n";
+    std::ofstream(dir / "ppl_other.txt") << std::string(4000, 'x');
+    const std::string text = ppl_fixture("stories.txt").string();
+    const std::string base = ppl_fixture("stories260K_c128_llamacpp.kld").string();
+    const std::string other_vocab = (dir / "ppl_vocab1024.gguf").string();
+    vkllm::LlamaShape shape;
+    shape.n_vocab = 1024;
+    vkllm::write_random_llama(other_vocab, shape);
+    const std::string ppl = "perplexity -m " + model + " ";
+    struct Case {
+        std::string args, expect;
+    };
+    const std::vector<Case> cases = {
+        {ppl, "-f TEXT is required"},
+        {ppl + "-f /nonexistent/text.txt", "text file '/nonexistent/text.txt' does not exist"},
+        {ppl + "-f " + (dir / "ppl_empty.txt").string(), "is empty"},
+        {ppl + "-f " + (dir / "ppl_short.txt").string() + " -c 64", "tokenizes to only"},
+        {ppl + "-f " + text + " -c 8192", "needs at least 2 x 8192 = 16384 tokens"},
+        {ppl + "-f " + text + " -c 0", "--ctx: must be > 0"},
+        {ppl + "-f " + text + " -c 2", "at least 4"},
+        {ppl + "-f " + text + " --chunks 0", "--chunks: must be > 0"},
+        {ppl + "-f " + text + " --chunks abc", "--chunks: 'abc' is not a number"},
+        {ppl + "-f " + text + " --ubatch 0", "--ubatch"},
+        {ppl + "-f " + text + " -c 128 --ubatch 128 --caps max-storage-range=128k", "at most --ubatch 64"},
+        {ppl + "-f " + text + " --kl-divergence-base /nonexistent/dir/base.kld", "cannot write"},
+        {ppl + "--kl-divergence", "--kl-divergence needs --kl-divergence-base"},
+        {ppl + "--kl-divergence --kl-divergence-base /nonexistent/base.kld", "does not exist"},
+        {ppl + "--kl-divergence --kl-divergence-base " + text, "does not start with \"_logits_\""},
+        {ppl + "--kl-divergence --kl-divergence-base " + base + " -c 256", "-c 256 does not match the context"},
+        {ppl + "--kl-divergence --kl-divergence-base " + base + " -f " + (dir / "ppl_other.txt").string(),
+         "is not the text the KL-divergence base"},
+        {"perplexity -m " + other_vocab + " --kl-divergence --kl-divergence-base " + base,
+         "vocab of 512 tokens, but " + other_vocab + " has 1024"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.args);
+        Result r = run_vkllm(c.args, "ppl_error");
+        INFO(r.err);
+        CHECK(r.status != 0);
+        CHECK(r.status < 128);
+        CHECK(r.err.find(c.expect) != std::string::npos);
+        CHECK(r.out.empty());
+    }
+}
+
+TEST_CASE("cli: vkllm perplexity of a model with NaN weights is an error, not NaN") {
+    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
+    fs::create_directories(dir);
+    const std::string path = (dir / "ppl-nan-weights.gguf").string();
+    vkllm::LlamaShape shape;
+    shape.n_layers = 1;
+    vkllm::GgufWriter w = vkllm::make_random_llama(shape);
+    w.remove_tensor("output_norm.weight");
+    w.add_tensor("output_norm.weight", vkllm::TensorType::F32, {shape.dim}, [](std::span<uint8_t> dst) {
+        const float nan = std::nanf("");
+        for (size_t i = 0; i + 4 <= dst.size(); i += 4) std::memcpy(dst.data() + i, &nan, 4);
+    });
+    w.write_file(path);
+    Result r = run_vkllm("perplexity -m " + path + " -f " + ppl_fixture("stories.txt").string() + " -c 32 --chunks 2",
+                         "ppl_nan");
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("non-finite logits in chunk 1") != std::string::npos);
+    CHECK(r.out.empty());
+}

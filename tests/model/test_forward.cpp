@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 using namespace vkllm;
 namespace fs = std::filesystem;
@@ -205,9 +206,11 @@ TEST_CASE("forward: random models at real layer shapes, every weight type") {
         uint32_t dim, heads, kv_heads, ffn;
     };
     // GQA 8:1 with head_dim 64 and with head_dim 128 (LLaMA-3 / Llama-2-7B layer geometry, fewer heads).
+    // ffn 1376 is not a multiple of 256, so the K-quants and IQ4_XS run on the second shape only.
     const Case cases[] = {{"gqa8_hd64", 512, 8, 1, 1376}, {"gqa8_hd128", 1024, 8, 1, 2816}};
     for (const Case& c : cases) {
-        for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {
+        for (TensorType t : kAllTensorTypes) {
+            if (c.ffn % type_traits(t).block_elems != 0) continue;
             std::string name = std::string(c.name) + "_" + std::string(type_traits(t).name);
             CAPTURE(name);
             LlamaShape shape;
@@ -229,6 +232,41 @@ TEST_CASE("forward: random models at real layer shapes, every weight type") {
             // summation order; the KV cache is f16 on both.
             compare_with_reference(path, opts, prompt, 3, kTensorNmse, 1e-5);
         }
+    }
+}
+
+TEST_CASE("forward: mixed-type files (llama.cpp mixes) match the reference") {
+    // ffn 1376 is not a multiple of 256: ffn_down rows fall back (Q4_K -> Q5_0, Q3_K -> Q4_0), and
+    // the mixes upgrade attn_v / ffn_down / output (Q6_K, Q5_K), so one file holds 4-5 types, Q|K|V
+    // and gate|up of different types in some layers (decoded without the fused matvec there).
+    struct Case {
+        const char* name;
+        QuantMix mix;
+    };
+    for (const Case& c : {Case{"q4_k_m", QuantMix::Q4_K_M}, Case{"q3_k_m", QuantMix::Q3_K_M},
+                          Case{"q2_k", QuantMix::Q2_K}, Case{"iq4_xs", QuantMix::IQ4_XS}}) {
+        CAPTURE(c.name);
+        LlamaShape shape;
+        shape.dim = 512;
+        shape.n_layers = 8;
+        shape.n_heads = 8;
+        shape.n_kv_heads = 2;
+        shape.ffn_dim = 1376;
+        shape.n_vocab = 1024;
+        shape.n_ctx = 256;
+        shape.mix = c.mix;
+        shape.seed = 9;
+        const std::string path = random_model(std::string("mix_") + c.name, shape);
+        Loaded m = open_model(path);
+        std::set<TensorType> types;
+        for (const auto& t : m.file.tensors())
+            if (t.n_dims == 2) types.insert(t.type);
+        CHECK(types.size() >= 3);
+        LlamaOptions opts;
+        opts.ubatch = 16;
+        std::vector<int32_t> prompt(21);
+        for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 97 + 3) % shape.n_vocab);
+        compare_with_reference(path, opts, prompt, 3, kTensorNmse, 1e-5);
     }
 }
 
