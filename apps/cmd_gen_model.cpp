@@ -2,6 +2,7 @@
 // tests can use real model shapes (TinyLlama, Llama-2 7B layers) without downloading weights.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -60,7 +61,9 @@ void apply_type(const std::string& name, bool pure, LlamaShape& s) {
             s.weight_type = quant_mix_info(*mix).base;
             return;
         }
-        if (name.find("_k_") != std::string::npos)
+        std::string lower = name;
+        for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+        if (lower.find("_k_") != std::string::npos)
             throw std::invalid_argument("--pure needs a single type, and '" + name + "' is only a mix");
     }
     try {

@@ -21,9 +21,17 @@ constexpr uint64_t kHeaderBytes = sizeof(kMagic) + 3 * 4;
 // Log-probabilities this far below the top one are stored as "absent" (q = 0).
 constexpr float kLogProbRange = 16.0f;
 
+// Bytes of a file with this header; UINT64_MAX when that overflows (a hostile header), which no
+// real file size equals.
 uint64_t file_bytes(const KlBaseHeader& h) {
-    return kHeaderBytes + 4ull * h.n_chunks * h.n_ctx +
-           2ull * h.n_chunks * h.rows_per_chunk() * kl_row_words(h.n_vocab);
+    uint64_t tokens = 0, rows = 0, total = 0;
+    if (__builtin_mul_overflow(uint64_t(h.n_chunks), uint64_t(h.n_ctx), &tokens) ||
+        __builtin_mul_overflow(uint64_t(h.n_chunks), uint64_t(h.rows_per_chunk()), &rows) ||
+        __builtin_mul_overflow(rows, 2ull * kl_row_words(h.n_vocab), &rows) ||
+        tokens > (UINT64_MAX >> 2) || __builtin_add_overflow(kHeaderBytes + 0, rows, &total) ||
+        __builtin_add_overflow(total, tokens * 4, &total))
+        return UINT64_MAX;
+    return total;
 }
 
 }  // namespace
@@ -77,7 +85,14 @@ KlBaseWriter::KlBaseWriter(const std::string& path, const KlBaseHeader& header, 
     out_.write(kMagic, sizeof(kMagic));
     out_.write(reinterpret_cast<const char*>(h), sizeof(h));
     out_.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
-    check_stream("header");
+    try {
+        check_stream("header");
+    } catch (...) {  // the destructor does not run for a throwing constructor: drop the partial file here
+        out_.close();
+        std::error_code rm;
+        std::filesystem::remove(tmp_path_, rm);
+        throw;
+    }
 }
 
 KlBaseWriter::~KlBaseWriter() {

@@ -36,7 +36,10 @@ struct MemoryPlan {
     uint32_t n_ctx = 0;
     uint64_t weights = 0, kv_cache = 0, scratch = 0;  // scratch includes attention_scratch
     uint64_t attention_scratch = 0;  // split-K partials of decode attention at n_ctx
-    uint64_t all_logits = 0;  // (ubatch, n_vocab) f32 with LlamaOptions::all_logits, else 0; in scratch
+    // (ubatch, n_vocab) f32 with LlamaOptions::all_logits, else 0. Counted in scratch, so checked
+    // against the device-local heap although it lives in host-readable memory: conservative on
+    // discrete GPUs, exact on unified-memory devices (phones, CPU drivers).
+    uint64_t all_logits = 0;
     uint64_t available = 0;  // device-local heap bytes
     uint64_t total() const { return weights + kv_cache + scratch; }
 };

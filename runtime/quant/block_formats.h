@@ -38,12 +38,13 @@
 //                ql[64h + 32 (g & 1) + l] (low nibble for g < 2, high nibble otherwise), high 2 bits
 //                at shift 2g of qh[32h + l]; q in 0..63.  x = d * scales[e / 16] * (q - 32)
 //   IQ4_XS 136 B d:f16 @0, scales_h:u16 @2, scales_l[4] @4, qs[128] @8.
-//                Sub-block s = e / 32 has the 6-bit scale ls = ((scales_l[s / 2] >> 4 (s % 2)) & 15) |
+//                Sub-block s = e / 32 has the 6-bit scale ls = ((scales_l[s / 2] >> 4 * (s % 2)) & 15) |
 //                ((scales_h >> 2s) & 3) << 4; its 32 elements are nibbles of qs[16s ..] laid out as
 //                Q4_0.                                 x = d * (ls - 32) * kIq4Values[q]
 //
-// Several block sizes (18, 22, 34, 84, 110, 210) are not multiples of 4: blocks of those types are
-// only 2-byte aligned, which the shaders handle by reading aligned words and shifting.
+// Several block sizes (18 for Q4_0 and IQ4_NL, 22, 34, 110, 210) are not multiples of 4: blocks of
+// those types are only 2-byte aligned, which the shaders handle by reading aligned words and
+// shifting. The others (20, 24, 84, 136, 144, 176) keep 4-byte alignment from a 4-aligned row.
 #pragma once
 
 #include <cstddef>

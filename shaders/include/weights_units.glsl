@@ -241,6 +241,8 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
 #endif
     return 1.0;
 }
+#else
+#error "weights.glsl: define exactly one weight type W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1, W_IQ4_NL, W_Q2_K, W_Q3_K, W_Q4_K, W_Q5_K, W_Q6_K or W_IQ4_XS"
 #endif
 
 // Eight consecutive elements (col a multiple of 8) and one element, through the unit holding them.

@@ -88,7 +88,7 @@ TEST_CASE("bench-ops: bad flag values exit non-zero with a message") {
     };
     const std::vector<Case> cases = {
         {"--shapes gpt5", "--shapes"},
-        {"--types q4_0,q5_k", "--types"},
+        {"--types q4_0,iq2_xs", "--types"},
         {"--ops matvec,conv2d", "--ops"},
         {"-r 0", "--reps"},
         {"--reps many", "--reps"},
