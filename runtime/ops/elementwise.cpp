@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace vkllm::ops {
@@ -38,10 +39,15 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::Argmax: return {sg ? "argmax_sg" : "argmax", {wg}};
         case SmallOp::Softmax: return {sg ? "softmax_sg" : "softmax", {wg}};
         case SmallOp::Topk: return {"topk", {wg}};
+        case SmallOp::LayerNorm: return {sg ? "layer_norm_sg" : "layer_norm", {wg}};
+        case SmallOp::Geglu: return {"geglu", {wg}};
+        case SmallOp::Gelu: return {"gelu", {wg}};
+        case SmallOp::Scale: return {"scale", {wg}};
+        case SmallOp::Softcap: return {"softcap", {wg}};
+        case SmallOp::AddRows: return {"add_rows", {wg}};
     }
     throw std::logic_error("small_op_desc: unknown op");
 }
-
 
 }  // namespace detail
 
@@ -49,31 +55,8 @@ using detail::SmallOp;
 
 std::vector<PipelineDesc> small_op_pipelines(const Context& ctx) {
     std::vector<PipelineDesc> v;
-    for (SmallOp op : {SmallOp::RmsNorm, SmallOp::Swiglu, SmallOp::Add, SmallOp::Rope, SmallOp::KvStoreF16,
-                       SmallOp::KvStoreF32, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk})
-        v.push_back(detail::small_op_desc(ctx.caps(), op));
+    for (SmallOp op : detail::kAllSmallOps) v.push_back(detail::small_op_desc(ctx.caps(), op));
     return v;
-}
-
-void rms_norm(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& w, const BufferSlice& y,
-              uint32_t rows, uint32_t dim, float eps) {
-    if (rows == 0) return;
-    if (dim == 0) throw std::invalid_argument("rms_norm: dim is 0");
-    const DeviceCaps& caps = ctx.caps();
-    const uint64_t row_bytes = uint64_t(dim) * 4;
-    detail::require_bytes(x, rows * row_bytes, "rms_norm", "x");
-    detail::require_bytes(w, row_bytes, "rms_norm", "w");
-    detail::require_bytes(y, rows * row_bytes, "rms_norm", "y");
-    const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, SmallOp::RmsNorm));
-    const uint64_t per = detail::items_per_window(caps, row_bytes, "rms_norm");
-    const detail::Window ww = detail::window(caps, w, 0, dim, 4);
-    for (uint64_t r0 = 0; r0 < rows; r0 += per) {
-        const uint32_t nr = uint32_t(std::min<uint64_t>(per, rows - r0));
-        const detail::Window xw = detail::window(caps, x, r0 * dim, uint64_t(nr) * dim, 4);
-        const detail::Window yw = detail::window(caps, y, r0 * dim, uint64_t(nr) * dim, 4);
-        struct { uint32_t rows, dim, x_first, w_first, y_first; float eps; } pc{nr, dim, xw.first, ww.first, yw.first, eps};
-        s.dispatch(p, {xw.slice, ww.slice, yw.slice}, pc, detail::grid(caps, nr, "rms_norm"), "rms_norm");
-    }
 }
 
 namespace {
@@ -86,8 +69,7 @@ void binary_elementwise(Context& ctx, CommandStream& s, SmallOp op, const char* 
     detail::require_bytes(a, uint64_t(n) * 4, name, "input 0");
     detail::require_bytes(b, uint64_t(n) * 4, name, "input 1");
     detail::require_bytes(out, uint64_t(n) * 4, name, "out");
-    const PipelineDesc desc = detail::small_op_desc(caps, op);
-    const Pipeline& p = ctx.pipeline(desc);
+    const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, op));
     const uint32_t wg = p.local_size()[0];
     const uint64_t per = detail::items_per_window(caps, 4, name);
     for (uint64_t e0 = 0; e0 < n; e0 += per) {
@@ -100,6 +82,25 @@ void binary_elementwise(Context& ctx, CommandStream& s, SmallOp op, const char* 
     }
 }
 
+// y = f(x; param) element-wise (shaders/unary.comp), split into windows like binary_elementwise.
+void unary_elementwise(Context& ctx, CommandStream& s, SmallOp op, const char* name, const BufferSlice& x,
+                       const BufferSlice& y, uint32_t n, float param) {
+    if (n == 0) return;
+    const DeviceCaps& caps = ctx.caps();
+    detail::require_bytes(x, uint64_t(n) * 4, name, "x");
+    detail::require_bytes(y, uint64_t(n) * 4, name, "y");
+    const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, op));
+    const uint32_t wg = p.local_size()[0];
+    const uint64_t per = detail::items_per_window(caps, 4, name);
+    for (uint64_t e0 = 0; e0 < n; e0 += per) {
+        const uint32_t ne = uint32_t(std::min<uint64_t>(per, n - e0));
+        const detail::Window xw = detail::window(caps, x, e0, ne, 4);
+        const detail::Window yw = detail::window(caps, y, e0, ne, 4);
+        struct { uint32_t n, x_first, y_first; float param; } pc{ne, xw.first, yw.first, param};
+        s.dispatch(p, {xw.slice, yw.slice}, pc, detail::grid(caps, (ne + wg - 1) / wg, name), name);
+    }
+}
+
 }  // namespace
 
 void swiglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
@@ -107,8 +108,50 @@ void swiglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const Buffe
     binary_elementwise(ctx, s, SmallOp::Swiglu, "swiglu", gate, up, out, n);
 }
 
+void geglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
+           uint32_t n) {
+    binary_elementwise(ctx, s, SmallOp::Geglu, "geglu", gate, up, out, n);
+}
+
 void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out, uint32_t n) {
     binary_elementwise(ctx, s, SmallOp::Add, "add", a, b, out, n);
+}
+
+void gelu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n) {
+    unary_elementwise(ctx, s, SmallOp::Gelu, "gelu", x, y, n, 0.0f);
+}
+
+void scale(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float factor) {
+    unary_elementwise(ctx, s, SmallOp::Scale, "scale", x, x, n, factor);
+}
+
+void softcap(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float cap) {
+    // cap <= 0 or NaN would turn every element into NaN or flip its sign: a caller's bug.
+    if (!(cap > 0.0f) || !std::isfinite(cap))
+        throw std::invalid_argument(fmt::format("softcap: cap must be finite and positive, got {}", cap));
+    unary_elementwise(ctx, s, SmallOp::Softcap, "softcap", x, x, n, cap);
+}
+
+void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& b, uint32_t rows, uint32_t dim) {
+    if (rows == 0) throw std::invalid_argument("add_rows: rows is 0");
+    if (dim == 0) throw std::invalid_argument("add_rows: dim is 0");
+    const DeviceCaps& caps = ctx.caps();
+    const uint64_t n = uint64_t(rows) * dim;
+    detail::require_bytes(x, n * 4, "add_rows", "x");
+    detail::require_bytes(b, uint64_t(dim) * 4, "add_rows", "b");
+    const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, SmallOp::AddRows));
+    const uint32_t wg = p.local_size()[0];
+    detail::items_per_window(caps, uint64_t(dim) * 4, "add_rows");  // b is bound whole: throws if it cannot be
+    const detail::Window bw = detail::window(caps, b, 0, dim, 4);
+    // x is split by elements, not rows, so that a row longer than a binding still works; each
+    // dispatch is told the column its first element falls in.
+    const uint64_t per = detail::items_per_window(caps, 4, "add_rows");
+    for (uint64_t e0 = 0; e0 < n; e0 += per) {
+        const uint32_t ne = uint32_t(std::min<uint64_t>(per, n - e0));
+        const detail::Window xw = detail::window(caps, x, e0, ne, 4);
+        struct { uint32_t n, dim, col0, x_first, b_first; } pc{ne, dim, uint32_t(e0 % dim), xw.first, bw.first};
+        s.dispatch(p, {xw.slice, bw.slice}, pc, detail::grid(caps, (ne + wg - 1) / wg, "add_rows"), "add_rows");
+    }
 }
 
 }  // namespace vkllm::ops

@@ -1,14 +1,17 @@
-// Element-wise and per-row ops of the LLaMA decoder: RMSNorm, SwiGLU, residual add; and the
-// pieces every small op shares (its pipeline table, binding windows for devices with a small
-// maxStorageBufferRange, 2-D grids for more than 65535 workgroups).
+// Element-wise ops of the decoders: activations (SwiGLU, GeGLU, GELU), residual add, bias rows,
+// scaling and logit soft-capping; and the pieces every small op shares (its pipeline table, binding
+// windows for devices with a small maxStorageBufferRange, 2-D grids for more than 65535 workgroups).
+// The per-row norms (rms_norm, layer_norm) are in norm.h, included here for existing callers.
 //
 // GPU functions record into a CommandStream and never submit. Shapes are in elements, buffers are
 // f32 unless noted; an output may alias an input where the comment says so (same slice).
 // Every function splits its work over several dispatches when a binding would exceed
 // caps().max_storage_buffer_range, so any size that fits in memory works, and binds aligned windows
 // itself, so slices need only element-aligned (4-byte) offsets, not minStorageBufferOffsetAlignment.
+// n = 0 records nothing; a slice smaller than the shape throws std::invalid_argument.
 #pragma once
 
+#include "runtime/ops/norm.h"
 #include "runtime/ops/window.h"
 
 #include "runtime/context.h"
@@ -19,34 +22,57 @@
 
 namespace vkllm::ops {
 
-// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w[:]; x, y [rows][dim]; w [dim]; y may alias x. Any dim.
-void rms_norm(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& w, const BufferSlice& y,
-              uint32_t rows, uint32_t dim, float eps);
 // out[i] = silu(gate[i]) * up[i] (silu(g) = g / (1 + exp(-g))); out may alias gate. n elements.
 void swiglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
             uint32_t n);
+// out[i] = gelu(gate[i]) * up[i] with gelu as in gelu() below; out may alias gate. n elements.
+void geglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
+           uint32_t n);
 // out[i] = a[i] + b[i]; out may alias a (or b).
 void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out, uint32_t n);
 
-// Pipelines the small ops (this header, rope.h, kv_store.h, sampling_ops.h) use on this device:
-// start-up compiles exactly these, in parallel, with ctx.prepare_pipelines().
+// y[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), x = x[i] (GELU, tanh approximation);
+// y may alias x. Finite and correct for every finite x (no tanh/exp overflow).
+void gelu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n);
+// In place: x[i] *= factor.
+void scale(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float factor);
+// In place: x[i] = cap * tanh(x[i] / cap) (logit soft-capping); finite for every finite x.
+// Throws std::invalid_argument unless cap is finite and > 0.
+void softcap(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float cap);
+// In place: x[r, c] += b[c] for r < rows, c < dim (a bias broadcast over rows). Any dim (b must fit
+// one binding). Throws std::invalid_argument for rows = 0 or dim = 0.
+void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& b, uint32_t rows, uint32_t dim);
+
+// Pipelines the small ops (this header, norm.h, rope.h, kv_store.h, sampling_ops.h) use on this
+// device: start-up compiles exactly these, in parallel, with ctx.prepare_pipelines().
 std::vector<PipelineDesc> small_op_pipelines(const Context& ctx);
 
 namespace detail {
 
-enum class SmallOp { RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, Argmax, Softmax, Topk };
+enum class SmallOp {
+    RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, Argmax, Softmax, Topk,
+    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows,
+};
+// Every SmallOp, for small_op_pipelines and tests.
+inline constexpr std::array<SmallOp, 15> kAllSmallOps = {
+    SmallOp::RmsNorm,   SmallOp::Swiglu, SmallOp::Add,     SmallOp::Rope,   SmallOp::KvStoreF16,
+    SmallOp::KvStoreF32, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,   SmallOp::LayerNorm,
+    SmallOp::Geglu,     SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap, SmallOp::AddRows};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
-
 
 }  // namespace detail
 }  // namespace vkllm::ops
 
 namespace vkllm::ref {
 
-// Plain C++ references (double accumulation); the same contracts as the GPU functions above.
-void rms_norm(const float* x, const float* w, float* y, uint32_t rows, uint32_t dim, float eps);
+// Plain C++ references (double arithmetic); the same contracts as the GPU functions above.
 void swiglu(const float* gate, const float* up, float* out, uint32_t n);
+void geglu(const float* gate, const float* up, float* out, uint32_t n);
 void add(const float* a, const float* b, float* out, uint32_t n);
+void gelu(const float* x, float* y, uint32_t n);
+void scale(float* x, uint32_t n, float factor);
+void softcap(float* x, uint32_t n, float cap);
+void add_rows(float* x, const float* b, uint32_t rows, uint32_t dim);
 
 }  // namespace vkllm::ref

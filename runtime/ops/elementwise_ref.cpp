@@ -1,19 +1,19 @@
 #include "runtime/ops/elementwise.h"
 
 #include <cmath>
+#include <numbers>
 
 namespace vkllm::ref {
 
-void rms_norm(const float* x, const float* w, float* y, uint32_t rows, uint32_t dim, float eps) {
-    for (uint32_t r = 0; r < rows; ++r) {
-        const float* xr = x + size_t(r) * dim;
-        float* yr = y + size_t(r) * dim;
-        double ss = 0;
-        for (uint32_t i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
-        const double scale = 1.0 / std::sqrt(ss / dim + eps);
-        for (uint32_t i = 0; i < dim; ++i) yr[i] = float(xr[i] * scale * w[i]);  // y may alias x
-    }
+namespace {
+
+// The definition of the tanh-approximated GELU, in double.
+double gelu_d(double x) {
+    const double u = std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+    return 0.5 * x * (1.0 + std::tanh(u));
 }
+
+}  // namespace
 
 void swiglu(const float* gate, const float* up, float* out, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) {
@@ -22,8 +22,29 @@ void swiglu(const float* gate, const float* up, float* out, uint32_t n) {
     }
 }
 
+void geglu(const float* gate, const float* up, float* out, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) out[i] = float(gelu_d(gate[i]) * up[i]);
+}
+
 void add(const float* a, const float* b, float* out, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void gelu(const float* x, float* y, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) y[i] = float(gelu_d(x[i]));
+}
+
+void scale(float* x, uint32_t n, float factor) {
+    for (uint32_t i = 0; i < n; ++i) x[i] = float(double(x[i]) * factor);
+}
+
+void softcap(float* x, uint32_t n, float cap) {
+    for (uint32_t i = 0; i < n; ++i) x[i] = float(cap * std::tanh(double(x[i]) / cap));
+}
+
+void add_rows(float* x, const float* b, uint32_t rows, uint32_t dim) {
+    for (uint32_t r = 0; r < rows; ++r)
+        for (uint32_t c = 0; c < dim; ++c) x[size_t(r) * dim + c] += b[c];
 }
 
 }  // namespace vkllm::ref

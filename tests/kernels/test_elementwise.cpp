@@ -129,13 +129,14 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
         const auto descs = ops::small_op_pipelines(ctx);
-        CHECK(descs.size() == 9);
+        CHECK(descs.size() == ops::detail::kAllSmallOps.size());
         ctx.prepare_pipelines(descs);
         const uint32_t created = ctx.pipeline_stats().created;
         // One tiny call of every op: none may need a pipeline that was not prepared.
         test::GuardedBuffer a(ctx, 4096, "a"), b(ctx, 4096, "b"), c(ctx, 4096, "c"), pos(ctx, 4, "pos");
         const int32_t zero = 0;
         pos.upload(&zero, 4);
+        const BufferSlice bias = c.slice();
         CommandStream s(ctx);
         s.begin();
         ops::rms_norm(ctx, s, a.slice(), b.slice(), a.slice(), 1, 64, 1e-5f);
@@ -147,9 +148,15 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::argmax(ctx, s, a.slice(), b.slice(), 1, 64);
         ops::softmax(ctx, s, a.slice(), a.slice(), 1, 64, 1.0f);
         ops::topk(ctx, s, a.slice(), 64, 8, b.slice(), c.slice());
+        ops::layer_norm(ctx, s, a.slice(), b.slice(), &bias, a.slice(), 1, 64, 1e-5f);
+        ops::geglu(ctx, s, a.slice(), b.slice(), a.slice(), 64);
+        ops::gelu(ctx, s, a.slice(), a.slice(), 64);
+        ops::scale(ctx, s, a.slice(), 64, 2.0f);
+        ops::softcap(ctx, s, a.slice(), 64, 30.0f);
+        ops::add_rows(ctx, s, a.slice(), b.slice(), 4, 16);
         s.end();
         s.submit_and_wait();
         CHECK(ctx.pipeline_stats().created == created);
-        CHECK(s.stats().dispatches == 9);
+        CHECK(s.stats().dispatches == ops::detail::kAllSmallOps.size());
     }
 }
