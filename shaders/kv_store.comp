@@ -5,9 +5,9 @@
 //          positions[n_tokens] int32 (from pos_first), read on the device
 // Output:  cache rows [row_base, row_base + row_count) of a cache [n_ctx][row_elems] (bound from word
 //          cache_first): f16 pairs packed into uint words when F16 is defined (row_elems even), else
-//          f32 words. Token t goes to cache row positions[t]; a position outside this window
-//          (negative, >= n_ctx, or in another window of a split dispatch) is skipped, so nothing is
-//          ever written out of bounds.
+//          f32 words. Token t goes to cache row positions[t] % n_ctx (the cache is a ring; below
+//          n_ctx that is the position itself); a negative position, or a row in another window of
+//          a split dispatch, is skipped, so nothing is ever written out of bounds.
 // Math:    F16: round-to-nearest-even f32 -> f16 done with integer operations, bit-identical to
 //          vkllm::f32_to_f16 (packHalf2x16 leaves the rounding mode to the driver, and some
 //          round toward zero); needs no 16-bit storage or arithmetic feature.
@@ -29,6 +29,7 @@ layout(push_constant) uniform Push {
     uint pos_first;
     uint row_base;   // first cache row in this window
     uint row_count;  // cache rows in this window
+    uint n_ctx;      // rows in the whole cache (the ring's length)
 } pc;
 
 #ifdef F16
@@ -62,8 +63,9 @@ void main() {
     uint t = idx / pc.row_words, j = idx % pc.row_words;
     int pos = positions[pc.pos_first + t];
     if (pos < 0) return;
-    uint row = uint(pos) - pc.row_base;  // wraps to a huge value below the window
-    if (uint(pos) < pc.row_base || row >= pc.row_count) return;
+    uint ring_row = uint(pos) % pc.n_ctx;
+    uint row = ring_row - pc.row_base;  // wraps to a huge value below the window
+    if (ring_row < pc.row_base || row >= pc.row_count) return;
     uint dst = pc.cache_first + row * pc.row_words + j;
 #ifdef F16
     uint s = pc.src_first + t * (2u * pc.row_words) + 2u * j;

@@ -1,19 +1,31 @@
 #version 450
-// rope: rotary position embedding, in place on Q or K.
+// rope: rotary position embedding, in place on Q or K, with frequency factors and linear / YaRN
+// context scaling (GGML's definitions; runtime/ops/rope.h).
 //
 // Input/output: x[n_tokens][n_heads][head_dim] f32 (bound from element x_first), rotated in place.
 // Input:        positions[n_tokens] int32 (from pos_first), read here so that a recorded command
 //               buffer stays valid while the host advances the positions.
-// Math:         for pair i < rot_dim / 2 of a head of token t, with theta = pos[t] * base^(-2i / rot_dim):
-//                 (x0, x1) <- (x0 cos theta - x1 sin theta, x0 sin theta + x1 cos theta)
+// Input:        ff[rot_dim / 2] f32 frequency factors (from ff_first), read only when has_ff != 0
+//               (otherwise binding 2 is any buffer and untouched).
+// Math:         for pair i < rot_dim / 2 of a head of token t, with freq_i = base^(-2i / rot_dim) / ff[i]:
+//                 theta_extrap = pos[t] * freq_i, theta_interp = freq_scale * theta_extrap
+//                 ext_factor == 0: theta = theta_interp
+//                 else:  mix = ext_factor * (1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1)),
+//                        theta = theta_interp * (1 - mix) + theta_extrap * mix
+//                 (x0, x1) <- mscale * (x0 cos theta - x1 sin theta, x0 sin theta + x1 cos theta)
 //               where (x0, x1) = (x[2i], x[2i + 1])            layout 0 (Adjacent, GGUF llama)
 //                               (x[i], x[i + rot_dim / 2])     layout 1 (HalfSplit, NeoX)
-//               Elements rot_dim..head_dim-1 are left alone.
+//               mscale (attn_factor, times YaRN's 1 + 0.1 ln(1 / freq_scale) when ext_factor != 0) and
+//               the ramp bounds corr_low / corr_high come from the host. Elements rot_dim..head_dim-1
+//               are left alone.
 // Precision:    fp32 throughout. base^(-2i/rot_dim) = exp2(i * log2_step), log2_step = -2 log2(base) / rot_dim
-//               computed in double on the host. theta is then reduced to [-pi, pi] with a two-part
-//               2*pi (Cody-Waite; k * TWO_PI_HI is exact for k < 2^16, i.e. theta < 4e5), because Vulkan
-//               bounds sin/cos errors only inside [-pi, pi]; what remains is the fp32 rounding of the
-//               frequency and of pos * freq, about pos * freq * 2^-23 radians.
+//               computed in double on the host. The scalings fold into one per-pair rate
+//               freq_i * (freq_scale * (1 - mix) + mix), so the position is multiplied once, as in
+//               plain RoPE (and plain RoPE stays bit for bit what it was: the factor is exactly 1).
+//               theta is then reduced to [-pi, pi] with a two-part 2*pi (Cody-Waite; k * TWO_PI_HI is
+//               exact for k < 2^16, i.e. theta < 4e5), because Vulkan bounds sin/cos errors only inside
+//               [-pi, pi]; what remains is the fp32 rounding of the rate and of pos * rate, a few
+//               pos * rate * 2^-24 radians.
 // One invocation rotates one pair; the 2-D grid is flattened over n_pairs = n_tokens * n_heads * rot_dim/2.
 // Workgroup size: specialization constant 0.
 
@@ -22,6 +34,7 @@ layout(constant_id = 0) const uint WG = 256;
 
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer P { int positions[]; };
+layout(std430, binding = 2) readonly buffer F { float ff[]; };
 layout(push_constant) uniform Push {
     uint n_pairs;
     uint n_heads;
@@ -31,6 +44,13 @@ layout(push_constant) uniform Push {
     uint x_first;
     uint pos_first;
     float log2_step;
+    uint ff_first;
+    uint has_ff;     // 0: no frequency factors (all 1)
+    float freq_scale;
+    float ext_factor;
+    float mscale;
+    float corr_low;
+    float corr_high;
 } pc;
 
 const float INV_2PI = 0.15915494309189535;
@@ -54,10 +74,17 @@ void main() {
     }
 
     float freq = exp2(float(i) * pc.log2_step);
-    float theta = float(positions[pc.pos_first + t]) * freq;
+    if (pc.has_ff != 0u) freq /= ff[pc.ff_first + i];
+    float rate_scale = pc.freq_scale;
+    if (pc.ext_factor != 0.0) {
+        float ramp = 1.0 - clamp((float(i) - pc.corr_low) / max(0.001, pc.corr_high - pc.corr_low), 0.0, 1.0);
+        float mix_ = ramp * pc.ext_factor;
+        rate_scale = pc.freq_scale * (1.0 - mix_) + mix_;
+    }
+    float theta = float(positions[pc.pos_first + t]) * (freq * rate_scale);
     float k = floor(theta * INV_2PI + 0.5);
     precise float r = (theta - k * TWO_PI_HI) - k * TWO_PI_LO;
-    float c = cos(r), s = sin(r);
+    float c = cos(r) * pc.mscale, s = sin(r) * pc.mscale;
 
     float x0 = x[a], x1 = x[b];
     x[a] = x0 * c - x1 * s;

@@ -40,8 +40,8 @@ void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const Buff
             const uint32_t nc = uint32_t(std::min<uint64_t>(rows_per, n_ctx - c0));
             const detail::Window cw = detail::window(caps, cache, c0 * row_words, uint64_t(nc) * row_words, 4);
             struct {
-                uint32_t n_tokens, row_words, src_first, cache_first, pos_first, row_base, row_count;
-            } pc{nt, row_words, sw.first, cw.first, pw.first, uint32_t(c0), nc};
+                uint32_t n_tokens, row_words, src_first, cache_first, pos_first, row_base, row_count, n_ctx;
+            } pc{nt, row_words, sw.first, cw.first, pw.first, uint32_t(c0), nc, n_ctx};
             s.dispatch(p, {sw.slice, cw.slice, pw.slice}, pc, detail::grid(caps, (words + wg - 1) / wg, "kv_store"),
                        "kv_store");
         }

@@ -6,41 +6,88 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <stdexcept>
 
 namespace vkllm::ops {
 
-void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& positions, uint32_t n_tokens,
-          uint32_t n_heads, uint32_t head_dim, uint32_t rot_dim, float base, RopeLayout layout) {
-    if (n_tokens == 0) return;
-    if (n_heads == 0 || rot_dim == 0 || rot_dim % 2 != 0 || rot_dim > head_dim)
+namespace {
+
+void check_params(const RopeParams& p) {
+    if (p.n_heads == 0 || p.rot_dim == 0 || p.rot_dim % 2 != 0 || p.rot_dim > p.head_dim)
         throw std::invalid_argument(fmt::format("rope: n_heads {}, head_dim {}, rot_dim {}: rot_dim must be even, "
-                                                "> 0 and <= head_dim", n_heads, head_dim, rot_dim));
-    if (!(base > 0.0f)) throw std::invalid_argument(fmt::format("rope: base {} must be positive", base));
+                                                "> 0 and <= head_dim", p.n_heads, p.head_dim, p.rot_dim));
+    if (!(p.base > 0.0f) || !std::isfinite(p.base))
+        throw std::invalid_argument(fmt::format("rope: base {} must be positive", p.base));
+    if (!(p.freq_scale > 0.0f) || !std::isfinite(p.freq_scale))
+        throw std::invalid_argument(fmt::format("rope: freq_scale {} must be positive", p.freq_scale));
+    if (!std::isfinite(p.ext_factor) || !std::isfinite(p.attn_factor))
+        throw std::invalid_argument(
+            fmt::format("rope: ext_factor {} and attn_factor {} must be finite", p.ext_factor, p.attn_factor));
+    // The YaRN ramp divides by ln(base) and takes ln(n_ctx_orig / beta): without these it is
+    // infinite or NaN rather than merely unusual.
+    if (p.ext_factor != 0.0f && (p.n_ctx_orig == 0 || !(p.base > 1.0f) || !(p.beta_fast > 0.0f) ||
+                                 !(p.beta_slow > 0.0f) || !std::isfinite(p.beta_fast) || !std::isfinite(p.beta_slow)))
+        throw std::invalid_argument(fmt::format(
+            "rope: YaRN (ext_factor {}) needs n_ctx_orig > 0 (got {}), base > 1 (got {}) and positive finite "
+            "beta_fast, beta_slow (got {}, {})", p.ext_factor, p.n_ctx_orig, p.base, p.beta_fast, p.beta_slow));
+}
+
+}  // namespace
+
+RopeCorrDims rope_corr_dims(const RopeParams& p) {
+    auto corr_dim = [&](double n_rot) {
+        return p.rot_dim * std::log(double(p.n_ctx_orig) / (n_rot * 2.0 * std::numbers::pi)) /
+               (2.0 * std::log(double(p.base)));
+    };
+    return {float(std::max(0.0, std::floor(corr_dim(p.beta_fast)))),
+            float(std::min(double(p.rot_dim - 1), std::ceil(corr_dim(p.beta_slow))))};
+}
+
+void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& positions, uint32_t n_tokens,
+          const RopeParams& rp, const BufferSlice* freq_factors) {
+    check_params(rp);
+    if (n_tokens == 0) return;
     const DeviceCaps& caps = ctx.caps();
-    const uint64_t token_elems = uint64_t(n_heads) * head_dim;
+    const uint64_t token_elems = uint64_t(rp.n_heads) * rp.head_dim;
+    const uint32_t rot_half = rp.rot_dim / 2;
     detail::require_bytes(x, n_tokens * token_elems * 4, "rope", "x");
     detail::require_bytes(positions, uint64_t(n_tokens) * 4, "rope", "positions");
+    if (freq_factors) detail::require_bytes(*freq_factors, uint64_t(rot_half) * 4, "rope", "freq_factors");
     const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, detail::SmallOp::Rope));
     const uint32_t wg = p.local_size()[0];
-    const uint32_t rot_half = rot_dim / 2;
     // log2 of the frequency ratio between neighbouring pairs, in double: the shader's only fp32
     // rounding of the exponent is then the product with the pair index.
-    const float log2_step = float(-2.0 * std::log2(double(base)) / rot_dim);
+    const float log2_step = float(-2.0 * std::log2(double(rp.base)) / rp.rot_dim);
+    const bool yarn = rp.ext_factor != 0.0f;
+    const RopeCorrDims corr = yarn ? rope_corr_dims(rp) : RopeCorrDims{};
+    const float mscale =
+        yarn ? float(double(rp.attn_factor) * (1.0 + 0.1 * std::log(1.0 / double(rp.freq_scale)))) : rp.attn_factor;
+    // Without factors the shader never reads binding 2, but a binding must be there: positions stands in.
+    const detail::Window fw = freq_factors ? detail::window(caps, *freq_factors, 0, rot_half, 4)
+                                           : detail::window(caps, positions, 0, 1, 4);
     const uint64_t per = std::min(detail::items_per_window(caps, token_elems * 4, "rope"),
                                   detail::items_per_window(caps, 4, "rope"));
     for (uint64_t t0 = 0; t0 < n_tokens; t0 += per) {
         const uint32_t nt = uint32_t(std::min<uint64_t>(per, n_tokens - t0));
         const detail::Window xw = detail::window(caps, x, t0 * token_elems, nt * token_elems, 4);
         const detail::Window pw = detail::window(caps, positions, t0, nt, 4);
-        const uint64_t pairs = uint64_t(nt) * n_heads * rot_half;
+        const uint64_t pairs = uint64_t(nt) * rp.n_heads * rot_half;
         struct {
             uint32_t n_pairs, n_heads, head_dim, rot_half, layout_id, x_first, pos_first;
             float log2_step;
-        } pc{uint32_t(pairs), n_heads, head_dim, rot_half, layout == RopeLayout::Adjacent ? 0u : 1u,
-             xw.first, pw.first, log2_step};
-        s.dispatch(p, {xw.slice, pw.slice}, pc, detail::grid(caps, (pairs + wg - 1) / wg, "rope"), "rope");
+            uint32_t ff_first, has_ff;
+            float freq_scale, ext_factor, mscale, corr_low, corr_high;
+        } pc{uint32_t(pairs), rp.n_heads, rp.head_dim, rot_half, rp.layout == RopeLayout::Adjacent ? 0u : 1u,
+             xw.first, pw.first, log2_step, fw.first, freq_factors ? 1u : 0u, rp.freq_scale, rp.ext_factor, mscale,
+             corr.low, corr.high};
+        s.dispatch(p, {xw.slice, pw.slice, fw.slice}, pc, detail::grid(caps, (pairs + wg - 1) / wg, "rope"), "rope");
     }
+}
+
+void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& positions, uint32_t n_tokens,
+          uint32_t n_heads, uint32_t head_dim, uint32_t rot_dim, float base, RopeLayout layout) {
+    rope(ctx, s, x, positions, n_tokens, RopeParams{n_heads, head_dim, rot_dim, base, layout});
 }
 
 }  // namespace vkllm::ops

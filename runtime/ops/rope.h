@@ -1,4 +1,5 @@
-// Rotary position embedding (RoPE), applied in place to Q and K.
+// Rotary position embedding (RoPE), applied in place to Q and K, with the frequency factors and
+// context-extension scalings (linear, YaRN) of Llama 3.x, Phi-3, Gemma and Qwen.
 #pragma once
 
 #include "runtime/context.h"
@@ -8,11 +9,46 @@
 
 namespace vkllm::ops {
 
+// The rotation of one call. The defaults are plain RoPE (no scaling).
+//
+// Pair i of a head (0 <= i < rot_dim / 2), token at position pos, ff = freq_factors (or 1):
+//   theta_extrap = pos * base^(-2i / rot_dim) / ff[i],  theta_interp = freq_scale * theta_extrap
+//   ext_factor == 0: theta = theta_interp,                                   mscale = attn_factor
+//   ext_factor != 0 (YaRN): mix = ramp(i) * ext_factor,
+//                           theta = theta_interp * (1 - mix) + theta_extrap * mix,
+//                           mscale = attn_factor * (1 + 0.1 ln(1 / freq_scale))
+//   ramp(i) = 1 - clamp((i - low) / max(0.001, high - low), 0, 1), with
+//   corr_dim(n) = rot_dim * ln(n_ctx_orig / (2 pi n)) / (2 ln base),
+//   low = max(0, floor(corr_dim(beta_fast))), high = min(rot_dim - 1, ceil(corr_dim(beta_slow))).
+//   (x0, x1) <- ((x0 cos theta - x1 sin theta) * mscale, (x0 sin theta + x1 cos theta) * mscale)
+// These are GGML's definitions, so a GGUF's rope.scaling.* keys map onto the fields one to one.
+struct RopeParams {
+    uint32_t n_heads, head_dim, rot_dim;  // rot_dim even, 0 < rot_dim <= head_dim
+    float base;                           // > 0
+    RopeLayout layout;
+    float freq_scale = 1.0f;   // > 0: 1 / (linear or YaRN scaling factor)
+    float ext_factor = 0.0f;   // YaRN extrapolation mix; 0 = off
+    float attn_factor = 1.0f;  // magnitude scale of the rotated pair
+    float beta_fast = 32.0f, beta_slow = 1.0f;  // YaRN correction range, in rotations
+    uint32_t n_ctx_orig = 0;   // training context the YaRN ramp is computed for; > 0 when ext_factor != 0
+};
+
+// YaRN's ramp bounds (low, high) above, in pair indices; computed on the host in double.
+struct RopeCorrDims {
+    float low = 0, high = 0;
+};
+RopeCorrDims rope_corr_dims(const RopeParams& p);
+
 // In place on x: f32 [n_tokens][n_heads][head_dim]. Token t is at position positions[t] (int32
 // buffer, read on the device so a recorded command buffer stays valid as positions advance).
-// Only the first rot_dim (even, <= head_dim) elements of each head rotate;
-// theta_i = pos * base^(-2i/rot_dim), pairs as `layout` says. fp32 on the device: the angle carries
-// an error of about pos * 2^-23 radians at the fastest frequencies (see shaders/rope.comp).
+// Only the first rot_dim elements of each head rotate, pairs as `layout` says. freq_factors: null,
+// or f32 [rot_dim / 2] (all > 0; read on the device). Throws std::invalid_argument for bad
+// parameters or short buffers. fp32 on the device: the angle carries an error of about
+// pos * |d theta / d pos| * 2^-23 radians at the fastest frequencies (see shaders/rope.comp).
+void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& positions, uint32_t n_tokens,
+          const RopeParams& p, const BufferSlice* freq_factors = nullptr);
+
+// Plain RoPE (freq_scale 1, no factors, no YaRN): the signature the LLaMA forward pass uses.
 void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& positions, uint32_t n_tokens,
           uint32_t n_heads, uint32_t head_dim, uint32_t rot_dim, float base, RopeLayout layout);
 
@@ -20,7 +56,9 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
 
 namespace vkllm::ref {
 
-// The same rotation with the angle, cos and sin in double.
+// The same rotation with the angle, the ramp, cos and sin in double.
+void rope(float* x, const int32_t* positions, uint32_t n_tokens, const ops::RopeParams& p,
+          const float* freq_factors = nullptr);
 void rope(float* x, const int32_t* positions, uint32_t n_tokens, uint32_t n_heads, uint32_t head_dim, uint32_t rot_dim,
           float base, ops::RopeLayout layout);
 

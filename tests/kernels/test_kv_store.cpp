@@ -123,7 +123,7 @@ TEST_CASE("kv_store: f16 conversion is round-to-nearest-even, bit-identical to f
     }
 }
 
-TEST_CASE("kv_store: LLaMA shapes: decode in the middle of the cache, prefill, positions beyond n_ctx skipped") {
+TEST_CASE("kv_store: LLaMA shapes: decode in the middle of the cache, prefill, positions beyond n_ctx wrap") {
     test::ValidationGuard guard;
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
@@ -133,10 +133,13 @@ TEST_CASE("kv_store: LLaMA shapes: decode in the middle of the cache, prefill, p
             run_kv_store(ctx, t, 4096, 1024, {2049});
             run_kv_store(ctx, t, 2048, 256, positions_from(1000, 7));
             run_kv_store(ctx, t, 1024, 1024, positions_from(0, 512));
-            // The tail of a prefill that runs past the context: the last three are dropped, as are
-            // negative positions.
+            // The cache is a ring: a prefill that runs past the context wraps to rows 0..2; negative
+            // positions are skipped.
             run_kv_store(ctx, t, 512, 256, positions_from(505, 10));
-            run_kv_store(ctx, t, 64, 256, {-1, 63, 64, 1 << 30, std::numeric_limits<int32_t>::min(), 0});
+            run_kv_store(ctx, t, 64, 256, {-1, 63, 64 + 5, (1 << 30) + 7, std::numeric_limits<int32_t>::min(), 2});
+            // A sliding-window ring far past its length: 80 rows, positions 5000.. (rows 40..79, 0..6).
+            run_kv_store(ctx, t, 80, 256, positions_from(5000, 47));
+            run_kv_store(ctx, t, 80, 256, {std::numeric_limits<int32_t>::max(), 79, 80 * 1000});
         }
     }
 }
@@ -170,8 +173,9 @@ TEST_CASE("kv_store: caches and batches larger than one binding are split over d
     Context& ctx = test::context_for("max-storage-range=65536");
     // f16 rows of 1024 are 2 KiB: 31 cache rows per window; src rows of 4 KiB: 15 tokens per window.
     run_kv_store(ctx, KvType::F16, 200, 1024, positions_from(20, 40));
-    run_kv_store(ctx, KvType::F32, 100, 1000, {99, 0, 31, 32, 64, 100, 62});
-    run_kv_store(ctx, KvType::F16, 100, 1000, {99, 0, 31, 32, 64, 100, 62}, false, 4);
+    run_kv_store(ctx, KvType::F32, 100, 1000, {99, 0, 31, 32, 64, 162, 262});
+    run_kv_store(ctx, KvType::F16, 100, 1000, {99, 0, 31, 32, 64, 162, 262}, false, 4);
+    run_kv_store(ctx, KvType::F16, 100, 1024, positions_from(4970, 60));  // a ring wrapping across windows
 }
 
 TEST_CASE("kv_store: slices at offsets below the storage-buffer alignment") {

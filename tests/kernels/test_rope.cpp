@@ -43,42 +43,73 @@ std::vector<int32_t> positions_from(int32_t first, uint32_t n) {
     return p;
 }
 
-test::Compare run_rope(Context& ctx, const RopeShape& sh, const std::vector<int32_t>& pos, uint32_t shift = 0) {
-    CAPTURE(sh.n_tokens);
-    CAPTURE(sh.n_heads);
-    CAPTURE(sh.head_dim);
-    CAPTURE(sh.rot_dim);
-    CAPTURE(sh.base);
-    CAPTURE(int(sh.layout));
+// Runs ops::rope with `rp` (and frequency factors when ff is not empty) and compares with
+// ref::rope. max_rate bounds the per-pair angle rate (d theta / d pos, 1 for plain RoPE) that the
+// tolerance scales with.
+test::Compare run_rope_params(Context& ctx, uint32_t n_tokens, const ops::RopeParams& rp, const std::vector<float>& ff,
+                              const std::vector<int32_t>& pos, double max_rate = 1.0, uint32_t shift = 0) {
+    CAPTURE(n_tokens);
+    CAPTURE(rp.n_heads);
+    CAPTURE(rp.head_dim);
+    CAPTURE(rp.rot_dim);
+    CAPTURE(rp.base);
+    CAPTURE(int(rp.layout));
+    CAPTURE(rp.freq_scale);
+    CAPTURE(rp.ext_factor);
+    CAPTURE(ff.size());
     CAPTURE(pos.front());
     CAPTURE(shift);
-    const size_t n = size_t(sh.n_tokens) * sh.n_heads * sh.head_dim;
-    auto x = test::random_floats(n, 300 + sh.n_tokens + sh.head_dim + uint32_t(pos.front()));
+    const size_t n = size_t(n_tokens) * rp.n_heads * rp.head_dim;
+    auto x = test::random_floats(n, 300 + n_tokens + rp.head_dim + uint32_t(pos.front()));
     auto ref = x;
-    ref::rope(ref.data(), pos.data(), sh.n_tokens, sh.n_heads, sh.head_dim, sh.rot_dim, sh.base, sh.layout);
+    ref::rope(ref.data(), pos.data(), n_tokens, rp, ff.empty() ? nullptr : ff.data());
 
-    ShiftedBuffer dx(ctx, n * 4, shift, "x"), dp(ctx, pos.size() * 4, shift, "positions");
+    ShiftedBuffer dx(ctx, n * 4, shift, "x"), dp(ctx, pos.size() * 4, shift, "positions"),
+        dff(ctx, std::max<size_t>(ff.size(), 1) * 4, shift, "freq_factors");
     dx.upload(x.data(), n * 4);
     dp.upload(pos.data(), pos.size() * 4);
+    if (!ff.empty()) dff.upload(ff.data(), ff.size() * 4);
+    const BufferSlice ff_slice = dff.slice();
     CommandStream s(ctx);
     s.begin();
-    ops::rope(ctx, s, dx.slice(), dp.slice(), sh.n_tokens, sh.n_heads, sh.head_dim, sh.rot_dim, sh.base, sh.layout);
+    ops::rope(ctx, s, dx.slice(), dp.slice(), n_tokens, rp, ff.empty() ? nullptr : &ff_slice);
     s.end();
     s.submit_and_wait();
     auto got = dx.download_floats(n);
     const int32_t max_pos = *std::max_element(pos.begin(), pos.end());
     auto c = test::validate_result(
-        fmt::format("rope x[{}][{}][{}] rot {} layout {} pos {}..{}", sh.n_tokens, sh.n_heads, sh.head_dim, sh.rot_dim,
-                    int(sh.layout), pos.front(), pos.back()),
-        got, ref, rope_tolerance(max_pos));
+        fmt::format("rope x[{}][{}][{}] rot {} layout {} freq_scale {} ext {} ff {} pos {}..{}", n_tokens, rp.n_heads,
+                    rp.head_dim, rp.rot_dim, int(rp.layout), rp.freq_scale, rp.ext_factor, ff.size(), pos.front(),
+                    pos.back()),
+        got, ref, rope_tolerance(int32_t(std::ceil(max_pos * max_rate))));
     // Elements past rot_dim are not touched at all.
     size_t changed = 0;
-    for (size_t h = 0; h < n / sh.head_dim; ++h)
-        for (uint32_t i = sh.rot_dim; i < sh.head_dim; ++i) changed += got[h * sh.head_dim + i] != x[h * sh.head_dim + i];
+    for (size_t h = 0; h < n / rp.head_dim; ++h)
+        for (uint32_t i = rp.rot_dim; i < rp.head_dim; ++i) changed += got[h * rp.head_dim + i] != x[h * rp.head_dim + i];
     CHECK(changed == 0);
     dx.check_guards();
     dp.check_guards();
+    dff.check_guards();
     return c;
+}
+
+test::Compare run_rope(Context& ctx, const RopeShape& sh, const std::vector<int32_t>& pos, uint32_t shift = 0) {
+    return run_rope_params(ctx, sh.n_tokens, {sh.n_heads, sh.head_dim, sh.rot_dim, sh.base, sh.layout}, {}, pos, 1.0,
+                           shift);
+}
+
+// Positive frequency factors in [lo, hi], as Llama 3.x (rope_freqs) and Phi-3 (long/short factors) carry.
+std::vector<float> random_factors(uint32_t n, uint32_t seed, float lo, float hi) {
+    return test::random_floats(n, seed, lo, hi);
+}
+
+// The largest angle rate over the pairs (what the fp32 angle error scales with), in double.
+double max_rate(const ops::RopeParams& rp, const std::vector<float>& ff) {
+    double r = 0;
+    for (uint32_t i = 0; i < rp.rot_dim / 2; ++i)
+        r = std::max(r, std::pow(double(rp.base), -2.0 * i / rp.rot_dim) / (ff.empty() ? 1.0 : ff[i]) *
+                            std::max(1.0, double(rp.freq_scale)));
+    return r;
 }
 
 }  // namespace
@@ -177,5 +208,117 @@ TEST_CASE("rope: bad shapes are rejected") {
     CHECK_THROWS_AS(ops::rope(ctx, s, b.slice(), b.slice(), 1000, 1, 64, 64, 1e4f, RopeLayout::Adjacent),
                     std::invalid_argument);
     CHECK(s.stats().dispatches == 0);
+    s.end();
+}
+
+TEST_CASE("rope: YaRN ramp bounds are GGML's (hand-computed for LLaMA shapes)") {
+    // corr_dim(n) = 128 ln(4096 / (2 pi n)) / (2 ln 10000): 20.94 for beta_fast 32, 45.03 for beta_slow 1.
+    ops::RopeParams rp{32, 128, 128, 10000.0f, RopeLayout::Adjacent, 0.25f, 1.0f, 1.0f, 32.0f, 1.0f, 4096};
+    auto c = ops::rope_corr_dims(rp);
+    CHECK(c.low == 20.0f);
+    CHECK(c.high == 46.0f);
+    // base 500000: 14.70 and 31.60.
+    rp.base = 500000.0f;
+    c = ops::rope_corr_dims(rp);
+    CHECK(c.low == 14.0f);
+    CHECK(c.high == 32.0f);
+    // Clamped to [0, rot_dim - 1]: a tiny original context puts both bounds below 0, a huge one above.
+    rp.n_ctx_orig = 8;
+    CHECK(ops::rope_corr_dims(rp).low == 0.0f);
+    rp.n_ctx_orig = 4000000000u;
+    rp.rot_dim = 16;
+    rp.base = 10000.0f;  // corr_dim(1) = 17.6
+    CHECK(ops::rope_corr_dims(rp).high == 15.0f);
+}
+
+TEST_CASE("rope: frequency factors, linear scaling and YaRN, both layouts, rot_dim < head_dim, positions to 100k") {
+    test::ValidationGuard guard;
+    std::map<std::string, double> worst;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (RopeLayout layout : {RopeLayout::Adjacent, RopeLayout::HalfSplit})
+            for (auto [hd, rot] : {std::pair{128u, 128u}, std::pair{128u, 64u}, std::pair{96u, 32u}}) {
+                const ops::RopeParams plain{8, hd, rot, 500000.0f, layout};
+                // Llama 3.x / Phi-3 frequency factors (random positive, some below 1: faster pairs).
+                const auto ff = random_factors(rot / 2, 40 + rot, 0.5f, 4.0f);
+                // Linear position interpolation (freq_scale 1/4).
+                ops::RopeParams linear = plain;
+                linear.freq_scale = 0.25f;
+                // YaRN with the usual 4x extension of a 4096 context.
+                ops::RopeParams yarn = linear;
+                yarn.ext_factor = 1.0f;
+                yarn.n_ctx_orig = 4096;
+                // YaRN on top of factors, a partial mix and a magnitude scale (all paths at once).
+                ops::RopeParams combo = yarn;
+                combo.ext_factor = 0.5f;
+                combo.attn_factor = 0.8f;
+                combo.base = 10000.0f;
+                const std::vector<float> none;
+                const auto prefill = positions_from(0, 9), late = positions_from(4090, 9);
+                const std::vector<int32_t> far = {100000, 65536, 99999, 31, 70001};
+                struct Case {
+                    const char* name;
+                    const ops::RopeParams& rp;
+                    const std::vector<float>& ff;
+                };
+                for (const Case& c : {Case{"freq factors", plain, ff}, Case{"linear", linear, none},
+                                      Case{"yarn", yarn, none}, Case{"yarn+factors", combo, ff}})
+                    for (const auto* pos : {&prefill, &late, &far}) {
+                        const auto r = run_rope_params(ctx, uint32_t(pos->size()), c.rp, c.ff, *pos, max_rate(c.rp, c.ff));
+                        const std::string key = fmt::format("{} pos<={}", c.name, pos->back() > 5000 ? 100000 : 4098);
+                        worst[key] = std::max(worst[key], r.nmse);
+                    }
+            }
+        // Odd window offsets with factors bound through an unaligned slice.
+        ops::RopeParams rp{4, 64, 64, 10000.0f, RopeLayout::HalfSplit, 0.5f};
+        run_rope_params(ctx, 3, rp, random_factors(32, 7, 1.0f, 8.0f), {7, 8, 9}, 1.0, 4);
+    }
+    for (const auto& [k, v] : worst) MESSAGE("rope scaled worst nmse, " << k << ": " << v);
+}
+
+TEST_CASE("rope: the plain overload equals RopeParams defaults bit for bit") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    const uint32_t n_tokens = 5, heads = 4, hd = 64;
+    const size_t n = size_t(n_tokens) * heads * hd;
+    const auto x = test::random_floats(n, 99);
+    const auto pos = positions_from(1234, n_tokens);
+    test::GuardedBuffer a(ctx, n * 4, "a"), b(ctx, n * 4, "b"), dp(ctx, n_tokens * 4, "positions");
+    a.upload(x.data(), n * 4);
+    b.upload(x.data(), n * 4);
+    dp.upload(pos.data(), n_tokens * 4);
+    CommandStream s(ctx);
+    s.begin();
+    ops::rope(ctx, s, a.slice(), dp.slice(), n_tokens, heads, hd, hd, 10000.0f, RopeLayout::Adjacent);
+    ops::rope(ctx, s, b.slice(), dp.slice(), n_tokens, ops::RopeParams{heads, hd, hd, 10000.0f, RopeLayout::Adjacent});
+    s.end();
+    s.submit_and_wait();
+    CHECK(a.download_floats(n) == b.download_floats(n));
+}
+
+TEST_CASE("rope: bad scaling parameters and short factor buffers are rejected") {
+    Context& ctx = test::context();
+    Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
+    const BufferSlice small = b.slice(0, 60);  // 15 factors, 16 needed for rot_dim 32
+    CommandStream s(ctx);
+    s.begin();
+    auto run = [&](ops::RopeParams rp, const BufferSlice* ff = nullptr) { ops::rope(ctx, s, b.slice(), b.slice(), 1, rp, ff); };
+    const ops::RopeParams ok{1, 32, 32, 1e4f, RopeLayout::Adjacent};
+    auto with = [&](auto f) {
+        ops::RopeParams rp = ok;
+        f(rp);
+        return rp;
+    };
+    CHECK_THROWS_AS(run(with([](auto& r) { r.freq_scale = 0.0f; })), std::invalid_argument);
+    CHECK_THROWS_AS(run(with([](auto& r) { r.freq_scale = -1.0f; })), std::invalid_argument);
+    CHECK_THROWS_AS(run(with([](auto& r) { r.attn_factor = NAN; })), std::invalid_argument);
+    CHECK_THROWS_AS(run(with([](auto& r) { r.ext_factor = 1.0f; })), std::invalid_argument);  // n_ctx_orig 0
+    CHECK_THROWS_AS(run(with([](auto& r) { r.ext_factor = 1.0f, r.n_ctx_orig = 4096, r.beta_slow = 0.0f; })),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(run(ok, &small), std::invalid_argument);
+    CHECK(s.stats().dispatches == 0);
+    run(with([](auto& r) { r.ext_factor = 1.0f, r.n_ctx_orig = 4096; }));
+    CHECK(s.stats().dispatches == 1);
     s.end();
 }
