@@ -2,19 +2,24 @@
 // attention_decode: one query token against the KV cache, split over the KV length (flash decoding).
 //
 // Inputs:  q[n_heads][D]                      f32, the query of the one token (n_tokens == 1)
-//          k, v[n_ctx][n_kv_heads][D]          f16 or f32 (KV_F16 / KV_F32, see kv_read.glsl)
-//          positions[1]                        int32: kv_len = min(positions[0] + 1, n_ctx), read here
-//                                              so that a recorded command buffer follows the position
+//          k, v[n_ctx][n_kv_heads][D]          f16 or f32 (KV_F16 / KV_F32, see kv_read.glsl), a ring:
+//                                              position j in row j % n_ctx
+//          positions[1]                        int32 p, read here so that a recorded command buffer
+//                                              follows the position. The query sees positions
+//                                              [lo, hi]: lo = max(0, p - window + 1), hi = p with a
+//                                              window; lo = 0, hi = min(p, n_ctx - 1) without.
 // Output:  direct (n_splits == 1):  dst = out[n_heads][D], the attention output
 //          split  (n_splits  > 1):  dst = scratch: o[n_splits][n_heads][D] unnormalized partial outputs,
 //                                   then ml[n_splits][n_heads][2] = (running max, sum of exp) per split;
 //                                   attention_merge.comp reduces them.
-// Math (per query head h, kv head h / G, scores s_t = scale * q_h . k_t over t in the split's range):
+// Math (per query head h, kv head h / G, scores s_t = scale * q_h . k_t over t in the split's range,
+//          then s_t <- softcap * tanh(s_t / softcap) when softcap > 0):
 //          m = max_t s_t, l = sum_t exp(s_t - m), o = sum_t exp(s_t - m) v_t; out = o / l.
 //          Computed online over tiles of WG keys: m' = max(m, tile max), o and l rescaled by exp(m - m').
-// Split s covers keys [s * chunk, min((s + 1) * chunk, kv_len)), chunk = max(ceil(kv_len / n_splits),
-// min_chunk); kv_len is known only on the device, so a split may be empty: it writes m = NEG_BIG,
-// l = 0, o = 0, which the merge weighs by 0.
+// Split s covers positions lo + [s * chunk, min((s + 1) * chunk, kv_len)), kv_len = hi - lo + 1 <= n_ctx,
+// chunk = max(ceil(kv_len / n_splits), min_chunk), so a windowed query reads ~window keys however far
+// p is; kv_len is known only on the device, so a split may be empty: it writes m = NEG_BIG, l = 0,
+// o = 0, which the merge weighs by 0.
 // Workgroup (kv head, split, group of GW query heads sharing that kv head): K and V are read from
 // memory once for all GW heads. Score phase: invocation t computes the GW scores of key t of the tile
 // (one pass over its K row). Softmax phase: invocation g < GW updates row g's running max and sum
@@ -45,6 +50,8 @@ layout(push_constant) uniform Push {
     uint min_chunk;
     uint group;  // n_heads / n_kv_heads
     float scale;
+    uint window;    // 0: none
+    float softcap;  // 0: off
 } pc;
 
 shared vec4 q_sh[GW * D4];    // scaled queries of the GW heads
@@ -58,10 +65,15 @@ void main() {
     const uint kvh = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
     const uint h0 = kvh * pc.group + gl_WorkGroupID.z * GW;
 
-    const uint kv_len = min(uint(max(positions[0], 0)) + 1u, pc.n_ctx);
+    const uint pos = uint(max(positions[0], 0));
+    const uint lo = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
+    const uint kv_len = (pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx)) - lo;
+    const uint lo_row = lo % pc.n_ctx;
     const uint chunk = max((kv_len + pc.n_splits - 1u) / pc.n_splits, pc.min_chunk);
-    const uint begin = min(split * chunk, kv_len);
-    const uint end = min(begin + chunk, kv_len);
+    const uint begin = lo + min(split * chunk, kv_len);
+    const uint end = lo + min(split * chunk + chunk, kv_len);
+    const bool capped = pc.softcap > 0.0;
+    const float inv_cap = capped ? 1.0 / pc.softcap : 0.0;
 
     for (uint i = tid; i < GW * D4; i += WG) q_sh[i] = q[h0 * D4 + i] * pc.scale;
     barrier();
@@ -77,11 +89,13 @@ void main() {
         if (tid < n) {
             float s[GW_MAX];
             for (uint g = 0; g < GW_MAX; ++g) s[g] = 0.0;
-            const uint base = (t0 + tid) * row_stride4 + kvh * D4;
+            const uint base = ring_row(t0 + tid, lo, lo_row, pc.n_ctx) * row_stride4 + kvh * D4;
             for (uint j = 0; j < D4; ++j) {
                 const vec4 kk = load_k4(base + j);
                 for (uint g = 0; g < GW; ++g) s[g] += dot(q_sh[g * D4 + j], kk);
             }
+            if (capped)
+                for (uint g = 0; g < GW; ++g) s[g] = softcap_score(s[g], pc.softcap, inv_cap);
             for (uint g = 0; g < GW; ++g) p_sh[g * WG + tid] = s[g];
         }
         barrier();
@@ -103,7 +117,7 @@ void main() {
         if (kp < KP) {
             for (uint g = 0; g < GW; ++g) acc[g] *= alpha_sh[g];
             for (uint t = kp; t < n; t += KP) {
-                const vec4 vv = load_v4((t0 + t) * row_stride4 + kvh * D4 + d4);
+                const vec4 vv = load_v4(ring_row(t0 + t, lo, lo_row, pc.n_ctx) * row_stride4 + kvh * D4 + d4);
                 for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
             }
         }

@@ -1,21 +1,26 @@
 #version 450
-// attention_prefill: a block of query tokens against the KV cache, causal, online softmax over KV
-// tiles held in shared memory (flash attention; no n x n score matrix exists anywhere).
+// attention_prefill: a block of query tokens against the KV cache, causal (optionally within a
+// sliding window), online softmax over KV tiles held in shared memory (flash attention; no n x n
+// score matrix exists anywhere).
 //
 // Inputs:  q[n_tokens][n_heads][D]            f32
-//          k, v[n_ctx][n_kv_heads][D]          f16 or f32 (KV_F16 / KV_F32, see kv_read.glsl)
-//          positions[n_tokens]                 int32: query t sees keys 0 .. positions[t] (clamped to
-//                                              n_ctx - 1); read on the device
+//          k, v[n_ctx][n_kv_heads][D]          f16 or f32 (KV_F16 / KV_F32, see kv_read.glsl), a ring:
+//                                              position j in row j % n_ctx
+//          positions[n_tokens]                 int32, read on the device: query t at position p sees
+//                                              positions [lo, hi]: lo = max(0, p - window + 1), hi = p
+//                                              with a window; lo = 0, hi = min(p, n_ctx - 1) without
 // Output:  out[n_tokens][n_heads][D]          f32
-// Math (query token t, head h, kv head h / G, s_j = scale * q_th . k_j for j <= positions[t]):
+// Math (query token t, head h, kv head h / G, s_j = scale * q_th . k_j for j in [lo_t, hi_t], then
+//          s_j <- softcap * tanh(s_j / softcap) when softcap > 0):
 //          out = sum_j exp(s_j - m) v_j / sum_j exp(s_j - m), m = max_j s_j, computed online over
 //          tiles of BK keys: m' = max(m, tile max), accumulator and sum rescaled by exp(m - m').
 // Workgroup: BT consecutive tokens x GW query heads sharing one kv head = M = BT * GW query rows;
-// grid (token blocks, n_kv_heads, G / GW). It walks keys 0 .. max over its rows of the row's limit
-// in tiles of BK: the K tile is staged in shared memory (rows past that end are zero-filled, never
-// read from memory), scores of all M x BK pairs are computed from shared memory, invocation r < M
-// updates row r's running max and sum while the V tile replaces the K tile, then the value phase
-// accumulates (row, 4 columns) output slots from shared memory. Each invocation works on several
+// grid (token blocks, n_kv_heads, G / GW). It walks positions from the smallest lo to the largest
+// hi of its rows (window + BT - 1 keys for consecutive positions) in tiles of BK, each row masked
+// to its own [lo, hi]: the K tile is staged in shared memory (keys past that end are zero-filled,
+// never read from memory), scores of all M x BK pairs are computed from shared memory, invocation
+// r < M updates row r's running max and sum while the V tile replaces the K tile, then the value
+// phase accumulates (row, 4 columns) output slots from shared memory. Each invocation works on several
 // rows at once in both phases (S_ROWS, A_ROWS below) so that one shared K or V load feeds several
 // dot products.
 // No subgroup operations; all sizes are specialization constants chosen by the host to fit shared
@@ -55,13 +60,15 @@ layout(push_constant) uniform Push {
     uint n_ctx;
     uint group;  // n_heads / n_kv_heads
     float scale;
+    uint window;    // 0: none
+    float softcap;  // 0: off
 } pc;
 
 shared vec4 q_sh[M * D4];
 shared vec4 kv_sh[BK * KS];
 shared float p_sh[M * BK];
 shared float m_sh[M], l_sh[M], alpha_sh[M];
-shared uint lim_sh[M];
+shared uint lo_sh[M], lim_sh[M];  // row r sees positions [lo_sh[r], lim_sh[r])
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
@@ -71,7 +78,14 @@ void main() {
     // Row r is token tok0 + r / GW, head h0 + r % GW; rows past n_tokens see no keys.
     for (uint r = tid; r < M; r += WG) {
         const uint t = tok0 + r / GW;
-        lim_sh[r] = t < pc.n_tokens ? min(uint(max(positions[t], 0)) + 1u, pc.n_ctx) : 0u;
+        if (t < pc.n_tokens) {
+            const uint pos = uint(max(positions[t], 0));
+            lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
+            lim_sh[r] = pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx);
+        } else {
+            lo_sh[r] = 0xffffffffu;
+            lim_sh[r] = 0u;
+        }
         m_sh[r] = NEG_BIG;
         l_sh[r] = 0.0;
     }
@@ -80,19 +94,29 @@ void main() {
         q_sh[i] = t < pc.n_tokens ? q[(t * pc.n_heads + h0 + r % GW) * D4 + j] * pc.scale : vec4(0.0);
     }
     barrier();
-    uint kv_end = 0;
-    for (uint r = 0; r < M; ++r) kv_end = max(kv_end, lim_sh[r]);
+    uint kv_begin = 0xffffffffu, kv_end = 0;
+    for (uint r = 0; r < M; ++r) {
+        kv_begin = min(kv_begin, lo_sh[r]);
+        kv_end = max(kv_end, lim_sh[r]);
+    }
+    const bool capped = pc.softcap > 0.0;
+    const float inv_cap = capped ? 1.0 / pc.softcap : 0.0;
 
     vec4 acc[MAX_ROWS];
     for (uint k = 0; k < MAX_ROWS; ++k) acc[k] = vec4(0.0);
     const uint a_col = tid % D4, a_group = tid / D4;
     const uint row_stride4 = pc.n_kv_heads * D4;
 
-    for (uint t0 = 0; t0 < kv_end; t0 += BK) {
+    for (uint t0 = kv_begin; t0 < kv_end; t0 += BK) {
         const uint n = min(BK, kv_end - t0);
+        // Ring rows of the tile: (t0 + c) % n_ctx, as t0 % n_ctx + c wrapped; the modulo (not a
+        // subtraction) because with n_ctx < BK a tile can wrap more than once. Only wrapped keys pay it.
+        const uint r0 = t0 % pc.n_ctx;
         for (uint i = tid; i < BK * D4; i += WG) {
             const uint c = i / D4, j = i % D4;
-            kv_sh[c * KS + j] = c < n ? load_k4((t0 + c) * row_stride4 + kvh * D4 + j) : vec4(0.0);
+            uint row = r0 + c;
+            if (row >= pc.n_ctx) row %= pc.n_ctx;
+            kv_sh[c * KS + j] = c < n ? load_k4(row * row_stride4 + kvh * D4 + j) : vec4(0.0);
         }
         barrier();
         {
@@ -108,23 +132,27 @@ void main() {
             }
             for (uint k = 0; k < S_ROWS; ++k) {
                 const uint r = g + k * S_GROUPS;
-                if (r < M) p_sh[r * BK + c] = s[k];
+                if (r < M) p_sh[r * BK + c] = capped ? softcap_score(s[k], pc.softcap, inv_cap) : s[k];
             }
         }
         barrier();
         for (uint i = tid; i < BK * D4; i += WG) {
             const uint c = i / D4, j = i % D4;
-            kv_sh[c * KS + j] = c < n ? load_v4((t0 + c) * row_stride4 + kvh * D4 + j) : vec4(0.0);
+            uint row = r0 + c;
+            if (row >= pc.n_ctx) row %= pc.n_ctx;
+            kv_sh[c * KS + j] = c < n ? load_v4(row * row_stride4 + kvh * D4 + j) : vec4(0.0);
         }
         for (uint r = tid; r < M; r += WG) {
-            // Keys t0 + c with t0 + c >= lim are masked: they get weight 0 and take no part in the max.
-            const uint valid = min(n, uint(max(int(lim_sh[r]) - int(t0), 0)));
+            // Keys t0 + c outside [lo, lim) are masked: they get weight 0 and take no part in the max.
+            const uint lo = lo_sh[r], lim = lim_sh[r];
+            const uint c_lo = lo > t0 ? min(lo - t0, n) : 0u;
+            const uint c_hi = lim > t0 ? min(lim - t0, n) : 0u;
             const float m_old = m_sh[r];
             float mx = m_old;
-            for (uint c = 0; c < valid; ++c) mx = max(mx, p_sh[r * BK + c]);
+            for (uint c = c_lo; c < c_hi; ++c) mx = max(mx, p_sh[r * BK + c]);
             float sum = 0.0;
             for (uint c = 0; c < n; ++c) {
-                const float p = c < valid ? exp(p_sh[r * BK + c] - mx) : 0.0;
+                const float p = c >= c_lo && c < c_hi ? exp(p_sh[r * BK + c] - mx) : 0.0;
                 p_sh[r * BK + c] = p;
                 sum += p;
             }

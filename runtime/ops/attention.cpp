@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,6 +26,8 @@ constexpr uint32_t kMaxHeadDim = 256;
 struct DecodePush {
     uint32_t n_heads, n_kv_heads, n_ctx, n_splits, min_chunk, group;
     float scale;
+    uint32_t window;
+    float softcap;
 };
 struct MergePush {
     uint32_t n_heads, head_dim, n_splits;
@@ -32,6 +35,8 @@ struct MergePush {
 struct PrefillPush {
     uint32_t n_tokens, n_heads, n_kv_heads, n_ctx, group;
     float scale;
+    uint32_t window;
+    float softcap;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
@@ -45,14 +50,23 @@ uint32_t largest_divisor_at_most(uint32_t n, uint32_t cap) {
 void check_params(const AttentionParams& p) {
     auto bad = [&](const std::string& why) {
         throw std::invalid_argument(fmt::format(
-            "attention: {} (n_tokens {}, n_heads {}, n_kv_heads {}, head_dim {}, n_ctx {})", why, p.n_tokens, p.n_heads,
-            p.n_kv_heads, p.head_dim, p.n_ctx));
+            "attention: {} (n_tokens {}, n_heads {}, n_kv_heads {}, head_dim {}, n_ctx {}, window {}, softcap {})", why,
+            p.n_tokens, p.n_heads, p.n_kv_heads, p.head_dim, p.n_ctx, p.window, p.softcap));
     };
     if (p.n_tokens == 0 || p.n_heads == 0 || p.n_kv_heads == 0 || p.n_ctx == 0) bad("zero-sized shape");
     if (p.n_heads % p.n_kv_heads != 0) bad("n_heads must be a multiple of n_kv_heads");
     if (p.head_dim == 0 || p.head_dim % 4 != 0 || p.head_dim > kMaxHeadDim)
         bad(fmt::format("head_dim must be a multiple of 4 in 4..{}", kMaxHeadDim));
+    // All of a chunk's rows are stored before attention runs: the ring must still hold the window of
+    // the chunk's first query after the last one's row went in.
+    if (p.window > 0 && uint64_t(p.n_ctx) < uint64_t(p.window) + p.n_tokens - 1)
+        bad(fmt::format("a sliding-window cache needs n_ctx >= window + n_tokens - 1 = {}",
+                        uint64_t(p.window) + p.n_tokens - 1));
+    if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) bad("softcap must be finite and >= 0");
 }
+
+// The most keys one query can see: a window bounds the KV length.
+uint32_t max_kv_len(const AttentionParams& p) { return p.window > 0 ? std::min(p.window, p.n_ctx) : p.n_ctx; }
 
 size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw) {
     return size_t(gw) * (d / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16;
@@ -60,7 +74,7 @@ size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw) {
 
 size_t prefill_shared_bytes(uint32_t d, uint32_t m, uint32_t bk) {
     const size_t d4 = d / 4;
-    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 16;
+    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 20;
 }
 
 // Workgroups that keep the device busy during decode. The caps do not say how many compute units
@@ -113,7 +127,7 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p) {
         plan.heads_per_wg = gw;
         plan.shared_bytes = decode_shared_bytes(plan.wg, p.head_dim, gw);
         const uint32_t wgs_per_split = p.n_kv_heads * (group / gw);
-        const uint32_t max_splits = std::min(kMaxSplits, ceil_div(p.n_ctx, plan.min_chunk));
+        const uint32_t max_splits = std::min(kMaxSplits, ceil_div(max_kv_len(p), plan.min_chunk));
         plan.n_splits = std::clamp(ceil_div(decode_target_workgroups(caps), wgs_per_split), 1u, max_splits);
     } else {
         plan.wg = kPrefillWg;
@@ -183,12 +197,13 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     const BufferSlice pb = bound(positions, uint64_t(p.n_tokens) * sizeof(int32_t), caps, "positions", p);
 
     if (!plan.decode) {
-        const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale};
+        const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap};
         s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, ob}, push,
                    {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
         return;
     }
-    const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx, plan.n_splits, plan.min_chunk, group, p.scale};
+    const DecodePush push{p.n_heads,  p.n_kv_heads, p.n_ctx,  plan.n_splits, plan.min_chunk,
+                          group,      p.scale,      p.window, p.softcap};
     const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg};
     if (plan.n_splits == 1) {
         s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, ob}, push, grid, "attention");

@@ -9,8 +9,13 @@
 //       staged in shared memory.
 //
 // K/V rows are f16 (read as packed words, no 16-bit storage feature needed) or f32; arithmetic is
-// f32. The KV length comes from `positions` on the device, so a recorded command buffer stays valid
-// as positions advance; cache rows past it are never read.
+// f32. The KV range comes from `positions` on the device, so a recorded command buffer stays valid
+// as positions advance; cache rows outside it are never read.
+//
+// Sliding-window attention (Mistral, Gemma 2/3, Phi-3 small): the cache is a ring of n_ctx rows,
+// position j living in row j % n_ctx (ops::kv_store writes it there), and a query sees only the last
+// `window` positions; a windowed decode reads about `window` keys however long the history.
+// Attention-logit soft-capping (Gemma 2): scores pass through softcap * tanh(s / softcap).
 #pragma once
 
 #include "runtime/context.h"
@@ -30,19 +35,26 @@ struct AttentionParams {
     uint32_t n_ctx;       // rows in the KV cache
     float scale;          // usually 1/sqrt(head_dim)
     KvType kv_type;       // K and V cache element type
+    uint32_t window = 0;  // sliding window in positions (the query's own included); 0 = none
+    float softcap = 0.0f; // attention-logit soft cap; 0 = off
 };
 
 // q:   f32 [n_tokens][n_heads][head_dim]
-// k, v: one layer's cache, [n_ctx][n_kv_heads][head_dim] of kv_type (already holding this step's rows)
+// k, v: one layer's cache, [n_ctx][n_kv_heads][head_dim] of kv_type (already holding this step's rows),
+//   position j in row j % n_ctx (a ring; for an ordinary cache, positions < n_ctx, the identity).
 // positions: int32 [n_tokens]: absolute position of each query token (read on the device). Query t
-//   attends keys 0..positions[t] inclusive (causal, clamped to n_ctx - 1). kv length =
-//   positions[n_tokens-1] + 1.
+//   at position p attends keys at positions lo(p)..p inclusive (causal), lo(p) = max(0, p - window + 1)
+//   with a window, else 0; without a window positions must be < n_ctx (p is clamped to n_ctx - 1).
+//   A window needs n_ctx >= window + n_tokens - 1: every row of the chunk is stored before attention
+//   runs, and a smaller ring would already have overwritten keys that the chunk's first query needs.
+// Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, then softmax.
 // out: f32 [n_tokens][n_heads][head_dim]
 // scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
 //   empty slice, when that is 0.
 // Slices may be larger than needed; only the needed bytes are bound. Throws std::invalid_argument
-// for bad parameters or too small buffers, DeviceLimitError when the K/V cache of one layer exceeds
-// the device's maxStorageBufferRange.
+// for bad parameters (including a ring too short for the window, a negative or non-finite softcap)
+// or too small buffers, DeviceLimitError when the K/V cache of one layer exceeds the device's
+// maxStorageBufferRange.
 void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
                const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch);
 size_t attention_scratch_bytes(const Context& ctx, const AttentionParams& p);
@@ -70,8 +82,9 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p);
 
 namespace vkllm::ref {
 
-// Plain reference: for each query, scores in double, softmax, weighted sum of V; K/V read as the
-// device stores them (f16 -> f32 via f16_to_f32).
+// Plain reference: for each query, scores in double (soft-capped when asked), softmax, weighted sum
+// of V over the query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32), from
+// ring row j % n_ctx for position j.
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
                float* out);
 

@@ -11,11 +11,20 @@ namespace vkllm::ref {
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
                float* out) {
     const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
-    auto kv_len = [&](uint32_t t) { return std::min<uint32_t>(uint32_t(std::max(positions[t], 0)) + 1, p.n_ctx); };
+    // Query t sees positions [lo, end): the window's, or 0..p clamped to the cache without one.
+    auto range = [&](uint32_t t, uint32_t& lo, uint32_t& end) {
+        const uint32_t pos = uint32_t(std::max(positions[t], 0));
+        lo = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
+        end = p.window > 0 ? pos + 1 : std::min(pos + 1, p.n_ctx);
+    };
+    // The cache rows any query can see, as the device reads them (f16 widening is exact): the whole
+    // ring with a window, else the rows below the longest KV length.
     uint32_t rows = 0;
-    for (uint32_t t = 0; t < p.n_tokens; ++t) rows = std::max(rows, kv_len(t));
-
-    // The cache rows any query can see, as the device reads them (f16 widening is exact).
+    for (uint32_t t = 0; t < p.n_tokens; ++t) {
+        uint32_t lo = 0, end = 0;
+        range(t, lo, end);
+        rows = std::max(rows, p.window > 0 ? p.n_ctx : end);
+    }
     const size_t n = size_t(rows) * p.n_kv_heads * D;
     std::vector<float> kf(n), vf(n);
     if (p.kv_type == ops::KvType::F16) {
@@ -28,26 +37,31 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
         std::copy_n(static_cast<const float*>(v), n, vf.begin());
     }
 
-    std::vector<double> w(rows), o(D);
+    std::vector<double> w, o(D);
     for (uint32_t t = 0; t < p.n_tokens; ++t) {
-        const uint32_t len = kv_len(t);
+        uint32_t lo = 0, end = 0;
+        range(t, lo, end);
+        w.assign(end - lo, 0.0);
+        auto row = [&](uint32_t j) { return size_t(j % p.n_ctx) * p.n_kv_heads; };
         for (uint32_t h = 0; h < p.n_heads; ++h) {
             const float* qh = q + (size_t(t) * p.n_heads + h) * D;
             const size_t kv_head = h / group;
             double mx = -INFINITY;
-            for (uint32_t j = 0; j < len; ++j) {
-                const float* kr = kf.data() + (size_t(j) * p.n_kv_heads + kv_head) * D;
+            for (uint32_t j = lo; j < end; ++j) {
+                const float* kr = kf.data() + (row(j) + kv_head) * D;
                 double s = 0;
                 for (uint32_t d = 0; d < D; ++d) s += double(qh[d]) * kr[d];
-                w[j] = s * p.scale;
-                mx = std::max(mx, w[j]);
+                s *= p.scale;
+                if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
+                w[j - lo] = s;
+                mx = std::max(mx, s);
             }
             double sum = 0;
-            for (uint32_t j = 0; j < len; ++j) sum += (w[j] = std::exp(w[j] - mx));
+            for (double& x : w) sum += (x = std::exp(x - mx));
             std::fill(o.begin(), o.end(), 0.0);
-            for (uint32_t j = 0; j < len; ++j) {
-                const float* vr = vf.data() + (size_t(j) * p.n_kv_heads + kv_head) * D;
-                for (uint32_t d = 0; d < D; ++d) o[d] += w[j] * vr[d];
+            for (uint32_t j = lo; j < end; ++j) {
+                const float* vr = vf.data() + (row(j) + kv_head) * D;
+                for (uint32_t d = 0; d < D; ++d) o[d] += w[j - lo] * vr[d];
             }
             float* oh = out + (size_t(t) * p.n_heads + h) * D;
             for (uint32_t d = 0; d < D; ++d) oh[d] = float(o[d] / sum);

@@ -1,4 +1,5 @@
-// Reading one layer's KV cache, K at binding 1 and V at binding 2, four elements at a time.
+// Reading one layer's KV cache, K at binding 1 and V at binding 2, four elements at a time, and
+// the score helpers the attention kernels share (ring rows, soft-capping).
 //
 // The cache is [n_ctx][n_kv_heads][head_dim] of f16 or f32; head_dim is a multiple of 4, so a row
 // of one head is a whole number of 4-element groups and `i4` below indexes those groups.
@@ -31,3 +32,28 @@ vec4 load_v4(uint i4) { return v_cache[i4]; }
 // exp(NEG_BIG - NEG_BIG) is 1, so no -inf - -inf = NaN can arise, and fast-math drivers that assume
 // no infinities stay correct.
 const float NEG_BIG = -3.0e38;
+
+// Row of a key in the ring cache, for a key range [lo, ...) no longer than n_ctx: lo_row = lo % n_ctx
+// is computed once per range, so each key costs an add and a compare instead of a division.
+uint ring_row(uint j, uint lo, uint lo_row, uint n_ctx) {
+    uint r = lo_row + (j - lo);
+    return r >= n_ctx ? r - n_ctx : r;
+}
+
+// cap * tanh(s / cap) (attention-logit soft-capping) for cap > 0; inv_cap = 1 / cap. GLSL's tanh is
+// allowed to be (e^x - e^-x) / (e^x + e^-x), which overflows to inf / inf = NaN beyond |x| ~ 44, so:
+// for |x| >= 1/8, tanh |x| = (1 - e) / (1 + e) with e = exp(-2|x|) in (0, 0.78], never overflowing
+// and losing no relative precision; below, the odd Taylor series to x^7 (truncation < 2e-9
+// relative), where 1 - e would cancel.
+float softcap_score(float s, float cap, float inv_cap) {
+    const float x = s * inv_cap, a = abs(x);
+    float t;
+    if (a < 0.125) {
+        const float x2 = x * x;
+        t = a * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))));
+    } else {
+        const float e = exp(-2.0 * a);
+        t = (1.0 - e) / (1.0 + e);
+    }
+    return cap * (x < 0.0 ? -t : t);
+}

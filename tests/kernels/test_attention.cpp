@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -260,6 +261,305 @@ TEST_CASE("attention prefill: positions with gaps and a peaked softmax") {
         check_attention(ctx, "prefill gaps", params(20, 8, 2, 64, 100, KvType::F32), {gaps});
         check_attention(ctx, "prefill peaked", params(40, 8, 2, 128, 300, KvType::F16), {consecutive(40, 200)},
                         {.q_amp = 12.0f, .scale = 0.25f, .seed = 9});
+    }
+}
+
+// --- sliding window, ring cache, soft-capping ------------------------------------------------------
+//
+// The expected values come from the definition, without the ring: a logical K/V history (one row
+// per position) and a naive masked softmax over each query's window. The device and ref::attention
+// read the same history laid out as the ring (position j in row j % n_ctx), so the comparison also
+// checks the ring mapping. Ring rows that hold no position of [lo(first query), last query] are NaN:
+// a kernel that reads past the window (or the whole history) poisons its output.
+
+namespace {
+
+struct WindowOptions {
+    float q_amp = 2.0f;
+    float scale = 0.0f;  // 0: 1/sqrt(head_dim)
+    uint32_t seed = 1;
+    test::Tolerance tol = kTol;
+    bool timing = false;
+};
+
+AttentionParams windowed(AttentionParams p, uint32_t window, float softcap = 0.0f) {
+    p.window = window;
+    p.softcap = softcap;
+    return p;
+}
+
+// First position query position `pos` sees.
+uint32_t window_lo(const AttentionParams& p, int32_t pos) {
+    const uint32_t u = uint32_t(std::max(pos, 0));
+    return p.window > 0 && u >= p.window ? u - p.window + 1 : 0;
+}
+
+// The attention output from the definition: history rows hk/hv for positions first.. (row =
+// n_kv_heads * head_dim floats each), query t sees positions window_lo(pos[t]) .. pos[t].
+std::vector<float> expected_attention(const AttentionParams& p, const std::vector<float>& q,
+                                      const std::vector<float>& hk, const std::vector<float>& hv, uint32_t first,
+                                      const std::vector<int32_t>& pos) {
+    const uint32_t D = p.head_dim, row = p.n_kv_heads * D, group = p.n_heads / p.n_kv_heads;
+    std::vector<float> out(size_t(p.n_tokens) * p.n_heads * D);
+    for (uint32_t t = 0; t < p.n_tokens; ++t)
+        for (uint32_t h = 0; h < p.n_heads; ++h) {
+            const float* qh = q.data() + (size_t(t) * p.n_heads + h) * D;
+            const uint32_t lo = window_lo(p, pos[t]), hi = uint32_t(pos[t]);
+            std::vector<double> s;
+            for (uint32_t j = lo; j <= hi; ++j) {
+                const float* kr = hk.data() + size_t(j - first) * row + (h / group) * D;
+                double dot = 0;
+                for (uint32_t d = 0; d < D; ++d) dot += double(qh[d]) * kr[d];
+                dot *= p.scale;
+                s.push_back(p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot);
+            }
+            const double mx = *std::max_element(s.begin(), s.end());
+            double sum = 0;
+            std::vector<double> o(D, 0.0);
+            for (uint32_t j = lo; j <= hi; ++j) {
+                const double w = std::exp(s[j - lo] - mx);
+                sum += w;
+                const float* vr = hv.data() + size_t(j - first) * row + (h / group) * D;
+                for (uint32_t d = 0; d < D; ++d) o[d] += w * vr[d];
+            }
+            for (uint32_t d = 0; d < D; ++d) out[(size_t(t) * p.n_heads + h) * D + d] = float(o[d] / sum);
+        }
+    return out;
+}
+
+// The history laid out as the device cache: position j in ring row j % n_ctx, every other row NaN.
+std::vector<uint8_t> ring_cache(const AttentionParams& p, const std::vector<float>& hist, uint32_t first) {
+    const size_t row = size_t(p.n_kv_heads) * p.head_dim, n = p.n_ctx * row;
+    const size_t n_pos = hist.size() / row;
+    std::vector<float> ring(n, std::numeric_limits<float>::quiet_NaN());
+    for (size_t i = 0; i < n_pos; ++i)
+        std::copy_n(hist.data() + i * row, row, ring.data() + ((first + i) % p.n_ctx) * row);
+    std::vector<uint8_t> bytes(n * kv_type_bytes(p.kv_type));
+    if (p.kv_type == KvType::F16) {
+        auto* h = reinterpret_cast<uint16_t*>(bytes.data());
+        for (size_t i = 0; i < n; ++i) h[i] = f32_to_f16(ring[i]);
+    } else {
+        std::memcpy(bytes.data(), ring.data(), bytes.size());
+    }
+    return bytes;
+}
+
+// Records attention for `p` once; for each positions set builds a history covering the set's
+// windows, uploads it as a ring with the positions, runs, and compares the device and
+// ref::attention with the definition.
+void check_window(Context& ctx, const std::string& cls, AttentionParams p,
+                  const std::vector<std::vector<int32_t>>& pos_sets, const WindowOptions& o = {}) {
+    if (o.scale != 0.0f) p.scale = o.scale;
+    const auto plan = ops::detail::attention_plan(ctx.caps(), p);
+    CAPTURE(cls);
+    CAPTURE(p.n_tokens);
+    CAPTURE(p.n_heads);
+    CAPTURE(p.n_kv_heads);
+    CAPTURE(p.head_dim);
+    CAPTURE(p.n_ctx);
+    CAPTURE(p.window);
+    CAPTURE(p.softcap);
+    CAPTURE(int(p.kv_type));
+    CAPTURE(plan.n_splits);
+    const size_t act = size_t(p.n_tokens) * p.n_heads * p.head_dim, row = size_t(p.n_kv_heads) * p.head_dim;
+    const size_t cache_bytes = p.n_ctx * row * kv_type_bytes(p.kv_type);
+    const auto q = test::random_floats(act, o.seed * 7 + 3, -o.q_amp, o.q_amp);
+
+    Buffer kb = ctx.create_buffer(cache_bytes, MemoryUsage::Device, "k_cache");
+    Buffer vb = ctx.create_buffer(cache_bytes, MemoryUsage::Device, "v_cache");
+    test::GuardedBuffer qb(ctx, act * 4, "q"), ob(ctx, act * 4, "out"), pb(ctx, p.n_tokens * 4, "positions");
+    test::GuardedBuffer sb(ctx, std::max<size_t>(ops::attention_scratch_bytes(ctx, p), 4), "scratch");
+    qb.upload(q.data(), act * 4);
+    CommandStream s(ctx);
+    s.begin(o.timing);
+    ops::attention(ctx, s, p, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice());
+    s.end();
+
+    const std::vector<float> poison(act, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> ref(act);
+    uint32_t set = 0;
+    for (const auto& pos : pos_sets) {
+        CAPTURE(pos.front());
+        CAPTURE(pos.back());
+        REQUIRE(pos.size() == p.n_tokens);
+        uint32_t first = UINT32_MAX, last = 0;
+        for (int32_t x : pos) {
+            first = std::min(first, window_lo(p, x));
+            last = std::max(last, uint32_t(x));
+        }
+        REQUIRE(last - first < p.n_ctx);  // the test's own premise: the ring holds every needed key
+        // History values rounded to what the cache type holds, so every reader sees the same numbers.
+        auto round = [&](std::vector<float> x) {
+            if (p.kv_type == KvType::F16)
+                for (float& f : x) f = f16_to_f32(f32_to_f16(f));
+            return x;
+        };
+        const size_t n_hist = size_t(last - first + 1) * row;
+        const auto hk = round(test::random_floats(n_hist, o.seed * 7 + 11 * ++set));
+        const auto hv = round(test::random_floats(n_hist, o.seed * 7 + 11 * set + 5));
+        const auto k = ring_cache(p, hk, first), v = ring_cache(p, hv, first);
+        ctx.upload(kb, k.data(), k.size());
+        ctx.upload(vb, v.data(), v.size());
+        pb.upload(pos.data(), pos.size() * 4);
+        ob.upload(poison.data(), act * 4);
+        s.submit_and_wait();
+        if (o.timing) {
+            double ns = 0;
+            for (const auto& t : s.timings()) ns += t.ns;
+            MESSAGE(fmt::format("{} {} {}/{}/{} n_tokens {} window {} position {}: {:.3f} ms on {} ({} splits)", cls,
+                                kv_name(p.kv_type), p.n_heads, p.n_kv_heads, p.head_dim, p.n_tokens, p.window,
+                                pos.back(), ns * 1e-6, ctx.caps().name, plan.n_splits));
+        }
+        const auto want = expected_attention(p, q, hk, hv, first, pos);
+        const auto c = test::validate_result("attention out", ob.download_floats(act), want, o.tol);
+        ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data());
+        test::validate_result("ref::attention over the ring", ref, want, {1e-13, 1e-6, 1e-6});
+        Worst& w = worst()[fmt::format("{} {}", cls, kv_name(p.kv_type))];
+        w.nmse = std::max(w.nmse, c.nmse);
+        w.max_abs = std::max(w.max_abs, c.max_abs);
+        ++w.checks;
+    }
+    ob.check_guards();
+    sb.check_guards();
+}
+
+std::vector<int32_t> with_gaps(uint32_t n, uint32_t first) {
+    std::vector<int32_t> pos(n);
+    for (uint32_t i = 0; i < n; ++i) pos[i] = int32_t(first + 3 * i + (i * i) % 5);
+    return pos;
+}
+
+}  // namespace
+
+TEST_CASE("attention window decode: windows 1, 7, 64, 1000 and >= context, rings of window rows, positions far past n_ctx") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            check_window(ctx, "window decode", windowed(params(1, 8, 2, 64, 1, t), 1), {{0}, {1}, {5000}});
+            check_window(ctx, "window decode", windowed(params(1, 8, 2, 128, 7, t), 7),
+                         {{0}, {3}, {6}, {7}, {13}, {5000}});
+            check_window(ctx, "window decode", windowed(params(1, 8, 2, 64, 80, t), 7), {{6}, {79}, {80}, {5000}});
+            check_window(ctx, "window decode", windowed(params(1, 8, 2, 128, 64, t), 64),
+                         {{0}, {63}, {64}, {100}, {5000}});
+            check_window(ctx, "window decode", windowed(params(1, 8, 2, 64, 80, t), 64), {{63}, {64}, {5000}, {5001}});
+            // A window over several splits, at a position ~100 rings away.
+            check_window(ctx, "window decode", windowed(params(1, 32, 8, 128, 1024, t), 1000),
+                         {{999}, {1500}, {100000}});
+            // A window at least the context: plain causal attention.
+            check_window(ctx, "window decode", windowed(params(1, 8, 8, 64, 300, t), 300), {{0}, {150}, {299}});
+            check_window(ctx, "window decode", windowed(params(1, 8, 8, 64, 4096, t), 4096), {{299}});
+        }
+    }
+}
+
+TEST_CASE("attention window prefill: windows 1, 7, 64 and >= context, rings of window + n_tokens - 1 rows, gaps") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            check_window(ctx, "window prefill", windowed(params(16, 8, 2, 64, 16, t), 1),
+                         {consecutive(16, 0), consecutive(16, 5000)});
+            check_window(ctx, "window prefill", windowed(params(16, 8, 2, 128, 22, t), 7),
+                         {consecutive(16, 0), consecutive(16, 3), consecutive(16, 5000)});
+            check_window(ctx, "window prefill", windowed(params(33, 8, 2, 64, 96, t), 64),
+                         {consecutive(33, 0), consecutive(33, 40), consecutive(33, 5000)});
+            check_window(ctx, "window prefill", windowed(params(16, 8, 2, 64, 215, t), 200),
+                         {consecutive(16, 0), consecutive(16, 100)});
+        }
+        // Several token blocks per kv head, each walking only its own window + block span.
+        check_window(ctx, "window prefill", windowed(params(128, 8, 2, 128, 191, KvType::F16), 64),
+                     {consecutive(128, 0), consecutive(128, 1000)});
+        // Positions with gaps: tiles in which some rows see no key at all.
+        check_window(ctx, "window prefill", windowed(params(20, 8, 2, 64, 100, KvType::F32), 7),
+                     {with_gaps(20, 0), with_gaps(20, 777)});
+    }
+}
+
+TEST_CASE("attention window: GQA 1:1, 4:1, 8:1 x head_dim 64, 128, 256, decode and prefill at position 5000 in 80 rows") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (auto [h, kvh] : {Heads{8, 8}, Heads{8, 2}, Heads{8, 1}})
+            for (uint32_t d : {64u, 128u, 256u}) {
+                const KvType t = d == 128 ? KvType::F32 : KvType::F16;
+                check_window(ctx, "window gqa", windowed(params(1, h, kvh, d, 80, t), 64), {{70}, {5000}},
+                             {.seed = h + kvh + d});
+                check_window(ctx, "window gqa", windowed(params(17, h, kvh, d, 80, t), 64),
+                             {consecutive(17, 0), consecutive(17, 5000)}, {.seed = h + kvh + d});
+            }
+    }
+}
+
+TEST_CASE("attention softcap: 50 with large scores (tanh saturating and past fp32 exp overflow), with and without a window") {
+    test::ValidationGuard guard;
+    // Scores here reach hundreds (q_amp 30, scale 1) and thousands (q_amp 300): an f32 score carries an
+    // absolute error of ~|q||k| sqrt(D) 2^-24 (~1e-4 at q_amp 30), which the cap passes on with weight
+    // 1 - tanh^2 <= 1; the softmax of these capped scores is peaked over a range of 100, so weights
+    // and outputs carry that error: 2e-4 element-wise, still 1e4 below a wrong cap or mask.
+    const test::Tolerance large{1e-8, 2e-4, 1e-3};
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            // Gemma 2's regime: cap 50, ordinary scores (the cap's Taylor branch).
+            check_window(ctx, "softcap", windowed(params(1, 8, 2, 128, 300, t), 0, 50.0f), {{299}, {10}},
+                         {.scale = 1.0f});
+            check_window(ctx, "softcap large", windowed(params(1, 8, 2, 128, 300, t), 0, 50.0f), {{299}, {10}},
+                         {.q_amp = 30.0f, .scale = 1.0f, .tol = large});
+            check_window(ctx, "softcap large", windowed(params(1, 8, 2, 128, 80, t), 64, 50.0f), {{5000}},
+                         {.q_amp = 300.0f, .scale = 1.0f, .tol = large});
+            check_window(ctx, "softcap large", windowed(params(24, 8, 2, 128, 100, t), 0, 50.0f),
+                         {consecutive(24, 0), consecutive(24, 50)}, {.q_amp = 30.0f, .scale = 1.0f, .tol = large});
+            check_window(ctx, "softcap large", windowed(params(24, 8, 2, 64, 30, t), 7, 50.0f),
+                         {consecutive(24, 5000)}, {.q_amp = 300.0f, .scale = 1.0f, .tol = large});
+        }
+    }
+}
+
+TEST_CASE("attention window: Gemma-like 8/4/256, window 4096, softcap 50, far past the ring's length") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        check_window(ctx, "window real", windowed(params(1, 8, 4, 256, 4096, KvType::F16), 4096, 50.0f),
+                     {{4095}, {20000}}, {.timing = spec.empty()});
+    }
+    check_window(test::context(), "window real", windowed(params(16, 8, 4, 256, 4096 + 15, KvType::F16), 4096, 50.0f),
+                 {consecutive(16, 9000)});
+}
+
+TEST_CASE("attention window: too short rings and bad soft caps are rejected; a window bounds splits and scratch") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    Buffer b = ctx.create_buffer(1 << 20, MemoryUsage::Device, "b");
+    const BufferSlice x = b.slice();
+    CommandStream s(ctx);
+    s.begin();
+    auto run = [&](const AttentionParams& p) { ops::attention(ctx, s, p, x, x, x, x, x, x); };
+    // n_ctx >= window + n_tokens - 1.
+    CHECK_THROWS_AS(run(windowed(params(17, 8, 2, 64, 79, KvType::F16), 64)), std::invalid_argument);
+    CHECK_THROWS_AS(run(windowed(params(1, 8, 2, 64, 63, KvType::F16), 64)), std::invalid_argument);
+    CHECK_NOTHROW(run(windowed(params(17, 8, 2, 64, 80, KvType::F16), 64)));
+    CHECK_NOTHROW(run(windowed(params(1, 8, 2, 64, 64, KvType::F16), 64)));
+    CHECK_THROWS_AS(run(windowed(params(1, 8, 2, 64, 64, KvType::F16), 0, -1.0f)), std::invalid_argument);
+    CHECK_THROWS_AS(run(windowed(params(1, 8, 2, 64, 64, KvType::F16), 0, NAN)), std::invalid_argument);
+    CHECK_THROWS_AS(run(windowed(params(1, 8, 2, 64, 64, KvType::F16), 0, INFINITY)), std::invalid_argument);
+    s.end();
+    for (const auto& spec : test::device_variants()) {
+        const DeviceCaps& caps = test::context_for(spec).caps();
+        // A window of one split's length needs no split however large the ring.
+        const auto plan = ops::detail::attention_plan(caps, windowed(params(1, 32, 8, 128, 1 << 20, KvType::F16), 64));
+        CHECK(plan.n_splits == 1);
+        CHECK(ops::attention_scratch_bytes(caps, windowed(params(1, 32, 8, 128, 1 << 20, KvType::F16), 64)) == 0);
+        CHECK(ops::attention_scratch_bytes(caps, windowed(params(1, 32, 8, 128, 8192, KvType::F16), 4096)) <=
+              ops::attention_scratch_bytes(caps, params(1, 32, 8, 128, 8192, KvType::F16)));
+        // Prefill plans with the window's extra per-row state still fit at head_dim 256.
+        const auto pp = ops::detail::attention_plan(caps, windowed(params(512, 16, 8, 256, 8192, KvType::F16), 4096));
+        CHECK(pp.shared_bytes <= caps.max_shared_memory);
     }
 }
 
