@@ -91,7 +91,7 @@ std::vector<int32_t> random_tokens(uint32_t n, uint32_t vocab, uint32_t seed) {
 // Bytes one decode step reads: every weight matrix once (the embedding only one row) plus the KV
 // cache up to the average position of the generated tokens.
 double decode_bytes(const LoadedModel& m, double avg_kv_len) {
-    const LlamaConfig& c = m.cfg;
+    const ModelConfig& c = m.cfg;
     double bytes = 0;
     for (auto& t : m.file->tensors()) {
         if (t.name == "token_embd.weight" && !c.tied_embeddings) bytes += double(t.n_bytes) / double(c.n_vocab);
@@ -102,7 +102,7 @@ double decode_bytes(const LoadedModel& m, double avg_kv_len) {
 
 // FLOPs per prompt token: 2 per weight of every matrix (not the embedding lookup) plus attention.
 double prefill_flops(const LoadedModel& m, double avg_kv_len) {
-    const LlamaConfig& c = m.cfg;
+    const ModelConfig& c = m.cfg;
     double params = 0;
     for (auto& t : m.file->tensors())
         if (t.n_dims == 2 && (t.name != "token_embd.weight" || c.tied_embeddings)) params += double(t.n_elements);
@@ -112,7 +112,7 @@ double prefill_flops(const LoadedModel& m, double avg_kv_len) {
 nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const ProbeResult* bw, const ProbeResult* fma) {
     nlohmann::json j;
     j["model"] = path;
-    LlamaOptions lo;
+    ModelOptions lo;
     lo.ubatch = o.ubatch;
     lo.n_ctx = o.n_prompt + o.n_gen + 8;
 
@@ -139,7 +139,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     j["load_ms"] = m.load_ms;
     j["weight_type"] = std::string(type_traits(m.file->tensor("blk.0.attn_q.weight").type).name);
     j["n_params_matrices"] = prefill_flops(m, 0) / 2;
-    LlamaGpu& g = *m.model;
+    ModelGpu& g = *m.model;
     const uint32_t vocab = m.cfg.n_vocab;
 
     // --- prompt processing

@@ -1,5 +1,6 @@
-// `vkllm gen-model`: writes a LLaMA-architecture GGUF with random weights, so benchmarks and
-// tests can use real model shapes (TinyLlama, Llama-2 7B layers) without downloading weights.
+// `vkllm gen-model`: writes a GGUF with random weights of any architecture vkllm runs, so
+// benchmarks and tests can use real model shapes (TinyLlama, Llama-2 7B layers, Gemma's 256-wide
+// heads) without downloading weights.
 #include <unistd.h>
 
 #include <cctype>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "model/arch/architecture.h"
 #include "model/gguf_writer.h"
 
 namespace vkllm::app {
@@ -26,15 +28,20 @@ struct GenModelArgs {
     std::string output;
     std::string preset;
     std::string type;
-    bool pure = false;
+    std::string arch = "llama";
+    bool pure = false, rope_freqs = false;
+    std::string rope_scaling = "none";
+    float rope_factor = 4.0f;
+    int64_t head_dim = 0, window = 0;
+    CLI::Option *head_dim_opt = nullptr, *window_opt = nullptr;
     int64_t dim = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, ctx = 0;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
 };
 
-LlamaShape preset_shape(const std::string& name) {
-    LlamaShape s;
+ModelShape preset_shape(const std::string& name) {
+    ModelShape s;
     s.name = "vkllm-random-" + name;
     if (name == "tinyllama") {  // TinyLlama 1.1B
         s.dim = 2048, s.n_layers = 22, s.n_heads = 32, s.n_kv_heads = 4, s.ffn_dim = 5632, s.n_vocab = 32000,
@@ -54,7 +61,7 @@ LlamaShape preset_shape(const std::string& name) {
 // --type: a llama.cpp mix name (q4_k_m, ..., and q2_k, q6_k, iq4_nl, iq4_xs, which name
 // llama.cpp file types as well as tensor types, so they mean the mix as in llama-quantize) or a
 // single type for every matrix; --pure makes any type name single.
-void apply_type(const std::string& name, bool pure, LlamaShape& s) {
+void apply_type(const std::string& name, bool pure, ModelShape& s) {
     if (std::optional<QuantMix> mix = parse_quant_mix(name)) {
         if (!pure) {
             s.mix = mix;
@@ -97,7 +104,7 @@ void apply(const CLI::Option* opt, int64_t value, uint32_t& field) {
 }
 
 void run_gen_model(const GenModelArgs& a) {
-    LlamaShape s;
+    ModelShape s;
     if (!a.preset.empty()) {
         s = preset_shape(a.preset);
     } else {
@@ -117,20 +124,27 @@ void run_gen_model(const GenModelArgs& a) {
     apply(a.ffn_opt, a.ffn, s.ffn_dim);
     apply(a.vocab_opt, a.vocab, s.n_vocab);
     apply(a.ctx_opt, a.ctx, s.n_ctx);
+    apply(a.head_dim_opt, a.head_dim, s.head_dim);
+    apply(a.window_opt, a.window, s.window);
+    s.arch = a.arch;
+    s.rope_freqs = a.rope_freqs;
+    s.rope_scaling = a.rope_scaling;
+    if (s.rope_scaling != "none") s.rope_factor = a.rope_factor;
+    if (s.arch != "llama") s.name += "-" + s.arch;
     apply_type(a.type, a.pure, s);
     s.seed = a.seed;
-    validate_llama_shape(s);
+    validate_model_shape(s);
 
-    GgufWriter w = make_random_llama(s);
+    GgufWriter w = make_random_model(s);
     uint64_t total = 0;
     for (const GgufTensorInfo& t : w.tensors()) total += t.n_bytes;
     const std::string weights =
         s.mix ? fmt::format("llama.cpp {} mix ({})", quant_mix_info(*s.mix).name, type_summary(w))
               : std::string(type_traits(s.weight_type).name);
     fmt::print(stderr,
-               "gen-model: {}: llama dim {}, {} layers, {}/{} heads, ffn {}, vocab {}, ctx {}, {} weights, "
+               "gen-model: {}: {} dim {}, {} layers, {}/{} heads, ffn {}, vocab {}, ctx {}, {} weights, "
                "seed {}: {} tensors, {:.1f} MiB of data\n",
-               a.output, s.dim, s.n_layers, s.n_heads, s.n_kv_heads, s.ffn_dim, s.n_vocab, s.n_ctx, weights, s.seed,
+               a.output, s.arch, s.dim, s.n_layers, s.n_heads, s.n_kv_heads, s.ffn_dim, s.n_vocab, s.n_ctx, weights, s.seed,
                w.tensors().size(), double(total) / (1 << 20));
 
     const bool tty = isatty(fileno(stderr));
@@ -157,7 +171,8 @@ void run_gen_model(const GenModelArgs& a) {
 
 void register_gen_model(CLI::App& app) {
     auto args = std::make_shared<GenModelArgs>();
-    CLI::App* cmd = app.add_subcommand("gen-model", "Write a LLaMA-architecture GGUF model with random weights");
+    CLI::App* cmd = app.add_subcommand("gen-model", "Write a GGUF model with random weights");
+    cmd->add_option("--arch", args->arch, "Architecture: " + supported_arch_list())->capture_default_str();
     cmd->add_option("-o,--output", args->output, "Output .gguf path")->required();
     cmd->add_option("--preset", args->preset, "Base shape: tinyllama, stories15m or llama2-7b-layer")
         ->check(CLI::IsMember({"tinyllama", "stories15m", "llama2-7b-layer"}));
@@ -168,6 +183,14 @@ void register_gen_model(CLI::App& app) {
     args->ffn_opt = cmd->add_option("--ffn", args->ffn, "Feed-forward hidden size");
     args->vocab_opt = cmd->add_option("--vocab", args->vocab, "Vocab size (>= 259)");
     args->ctx_opt = cmd->add_option("--ctx", args->ctx, "Training context length (default 2048)");
+    args->head_dim_opt = cmd->add_option("--head-dim", args->head_dim,
+                                         "Head size, when heads x head size differs from dim (default dim / heads)");
+    args->window_opt = cmd->add_option("--window", args->window,
+                                       "Sliding window of gemma2 / gemma3 local layers (default 32)");
+    cmd->add_flag("--rope-freqs", args->rope_freqs, "llama: add Llama 3.x-style rope frequency factors");
+    cmd->add_option("--rope-scaling", args->rope_scaling, "RoPE scaling: none, linear or yarn (original context = ctx / factor)")
+        ->check(CLI::IsMember({"none", "linear", "yarn"}))->capture_default_str();
+    cmd->add_option("--rope-factor", args->rope_factor, "Factor of --rope-scaling")->capture_default_str();
     cmd->add_option("--type", args->type,
                     "Weights: one type for every matrix (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, "
                     "q5_k) or a llama.cpp mix with llama-quantize's per-tensor rules (q2_k, q3_k_s, q3_k_m, q3_k_l, "

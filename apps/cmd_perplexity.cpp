@@ -36,18 +36,18 @@ uint32_t default_ubatch(uint32_t n_ctx, uint32_t n_vocab) {
 // The tokenizer and vocab size without touching the device, so that bad input fails before the upload.
 struct ModelInfo {
     GgufFile file;
-    LlamaConfig cfg;
+    ModelConfig cfg;
     std::unique_ptr<Tokenizer> tok;
 };
 ModelInfo model_info(const std::string& path) {
     GgufFile f = GgufFile::open(path);
-    LlamaConfig cfg = LlamaConfig::from_gguf(f);
+    ModelConfig cfg = ModelConfig::from_gguf(f);
     auto tok = make_tokenizer(f);
     return {std::move(f), cfg, std::move(tok)};
 }
 
 LoadedModel load(const PerplexityArgs& a, const std::string& path, uint32_t n_ctx, uint32_t n_vocab) {
-    LlamaOptions lo;
+    ModelOptions lo;
     lo.n_ctx = n_ctx;
     lo.ubatch = a.ubatch ? a.ubatch : default_ubatch(n_ctx, n_vocab);
     lo.kv_type = a.kv_type == "f32" ? ops::KvType::F32 : ops::KvType::F16;

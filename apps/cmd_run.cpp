@@ -1,9 +1,9 @@
 // `vkllm run`: generate text from a prompt, streaming it to stdout.
 #include "apps/commands.h"
 #include "apps/load_model.h"
-#include "model/forward_check.h"
+#include "model/forward/forward_check.h"
 #include "model/generate.h"
-#include "model/llama_cpu.h"
+#include "model/forward/model_cpu.h"
 
 #include <fmt/format.h>
 
@@ -30,7 +30,7 @@ struct RunOptions {
 };
 
 void run(const RunOptions& o) {
-    LlamaOptions lo;
+    ModelOptions lo;
     lo.n_ctx = o.n_ctx;
     lo.ubatch = o.ubatch;
     lo.kv_type = o.kv_type == "f32" ? ops::KvType::F32 : ops::KvType::F16;
@@ -47,7 +47,7 @@ void run(const RunOptions& o) {
 
     if (o.check) {
         // Run the host reference beside the device over the prompt and every generated token.
-        LlamaCpu cpu(*m.file, m.cfg, m.model->n_ctx(), lo.kv_type);
+        ModelCpu cpu(*m.file, m.cfg, m.model->n_ctx(), lo.kv_type, lo.ubatch);
         std::vector<int32_t> tokens = prompt;
         double worst_logits = 0;
         for (int32_t step = 0; step <= o.n_predict; ++step) {

@@ -36,11 +36,11 @@ std::string resolve_model_path(const std::string& arg) {
     return arg;
 }
 
-LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const LlamaOptions& opts, bool quiet) {
+LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet) {
     auto t0 = std::chrono::steady_clock::now();
     LoadedModel m;
     m.file = std::make_unique<GgufFile>(GgufFile::open(path));
-    m.cfg = LlamaConfig::from_gguf(*m.file);
+    m.cfg = ModelConfig::from_gguf(*m.file);
     m.tokenizer = make_tokenizer(*m.file);
     m.ctx = std::make_unique<Context>(dev.context_options());
     if (!quiet)
@@ -57,7 +57,7 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
         fmt::print(stderr, "{}uploading weights: {:3d}% of {:.1f} MiB{}", tty ? "\r" : "", pct, total / 1048576.0,
                    tty && done != total ? "" : "\n");
     };
-    m.model = std::make_unique<LlamaGpu>(*m.ctx, *m.file, m.cfg, opts, progress);
+    m.model = std::make_unique<ModelGpu>(*m.ctx, *m.file, m.cfg, opts, progress);
     m.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!quiet) {
         const MemoryPlan& p = m.model->memory_plan();

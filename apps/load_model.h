@@ -4,8 +4,8 @@
 
 #include "apps/app_options.h"
 #include "model/gguf.h"
-#include "model/llama_config.h"
-#include "model/llama_gpu.h"
+#include "model/arch/model_config.h"
+#include "model/forward/model_gpu.h"
 #include "model/tokenizer.h"
 
 #include <memory>
@@ -21,13 +21,13 @@ std::string resolve_model_path(const std::string& arg);
 
 struct LoadedModel {
     std::unique_ptr<GgufFile> file;
-    LlamaConfig cfg;
+    ModelConfig cfg;
     std::unique_ptr<Tokenizer> tokenizer;
     std::unique_ptr<Context> ctx;
-    std::unique_ptr<LlamaGpu> model;
+    std::unique_ptr<ModelGpu> model;
     double load_ms = 0;
 };
 
-LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const LlamaOptions& opts, bool quiet);
+LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet);
 
 }  // namespace vkllm::app

@@ -3,7 +3,7 @@
 // Whatever the reader accepts must also survive every layer that trusts it: the metadata getters,
 // tensor data views and dequantization, the LLaMA hyperparameter checks, the tokenizer and an
 // encode/decode. The only exceptions allowed out are the documented ones -- GgufError (and its
-// LlamaConfigError) for a bad file, std::out_of_range for a token id outside the vocab -- so any
+// ModelConfigError) for a bad file, std::out_of_range for a token id outside the vocab -- so any
 // other exception escapes to libFuzzer and is reported as a crash, like a sanitizer finding.
 //
 // Inputs that start with "GGUF" are parsed as they are. Any other input is a list of edits to a
@@ -12,7 +12,7 @@
 // hostile contents reach the config checks and the tokenizer far more often than flipped bytes.
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
-#include "model/llama_config.h"
+#include "model/arch/model_config.h"
 #include "model/tokenizer.h"
 #include "runtime/tensor_types.h"
 
@@ -140,7 +140,7 @@ constexpr const char* kKeys[] = {
 // A valid random model with the edits the input describes, written to bytes (empty when the
 // writer refuses an edit that no file could hold).
 std::vector<uint8_t> edited_model(Input& in) {
-    LlamaShape s;
+    ModelShape s;
     s.dim = 32;
     s.n_layers = 1 + in.take<uint8_t>() % 2;
     s.n_heads = 4;
@@ -149,7 +149,7 @@ std::vector<uint8_t> edited_model(Input& in) {
     s.n_vocab = 262;
     s.n_ctx = 64;
     s.weight_type = std::array{TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}[in.take<uint8_t>() % 4];
-    GgufWriter w = make_random_llama(s);
+    GgufWriter w = make_random_model(s);
     RandomVocab v = make_random_vocab(s.n_vocab);
     bool vocab_edited = false;
     for (int op = 0; op < 16 && !in.empty(); ++op) {
@@ -232,9 +232,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     exercise_metadata(*file);
     exercise_tensors(*file);
     try {
-        LlamaConfig cfg = LlamaConfig::from_gguf(*file);
+        ModelConfig cfg = ModelConfig::from_gguf(*file);
         require(cfg.dim % cfg.n_heads == 0 && cfg.n_heads % cfg.n_kv_heads == 0, "validated head counts");
-    } catch (const LlamaConfigError&) {
+    } catch (const ModelConfigError&) {
     }
     std::unique_ptr<Tokenizer> tok;
     try {

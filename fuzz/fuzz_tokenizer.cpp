@@ -50,14 +50,14 @@ Vocab load_vocab(const char* file_name, uint32_t fallback_vocab) {
     } else {
         std::fprintf(stderr, "fuzz_tokenizer: %s not found; using a random %u-token vocab instead\n",
                      path.c_str(), fallback_vocab);
-        LlamaShape s;
+        ModelShape s;
         s.dim = 32;
         s.n_layers = 1;
         s.n_heads = 4;
         s.n_kv_heads = 4;
         s.ffn_dim = 32;
         s.n_vocab = fallback_vocab;
-        v.file = std::make_unique<GgufFile>(GgufFile::from_memory(make_random_llama(s).write_memory(), file_name));
+        v.file = std::make_unique<GgufFile>(GgufFile::from_memory(make_random_model(s).write_memory(), file_name));
     }
     v.tok = make_tokenizer(*v.file);
     return v;

@@ -25,8 +25,8 @@ void write_bytes(const fs::path& p, const std::string& bytes) {
     if (!out) throw std::runtime_error("cannot write " + p.string());
 }
 
-LlamaShape tiny(TensorType t, uint64_t seed) {
-    LlamaShape s;
+ModelShape tiny(TensorType t, uint64_t seed) {
+    ModelShape s;
     s.dim = 32;
     s.n_layers = 1;
     s.n_heads = 4;
@@ -43,15 +43,15 @@ void gguf_seeds(const fs::path& dir, const fs::path& models) {
     const std::pair<const char*, TensorType> types[] = {
         {"f32", TensorType::F32}, {"f16", TensorType::F16}, {"q8_0", TensorType::Q8_0}, {"q4_0", TensorType::Q4_0}};
     uint64_t seed = 1;
-    for (auto [name, type] : types) write_random_llama((dir / (std::string("tiny-") + name + ".gguf")).string(), tiny(type, seed++));
+    for (auto [name, type] : types) write_random_model((dir / (std::string("tiny-") + name + ".gguf")).string(), tiny(type, seed++));
 
-    LlamaShape tied = tiny(TensorType::Q8_0, 9);
+    ModelShape tied = tiny(TensorType::Q8_0, 9);
     tied.tied_embeddings = true;
     tied.n_layers = 2;
-    write_random_llama((dir / "tied-2layers.gguf").string(), tied);
+    write_random_model((dir / "tied-2layers.gguf").string(), tied);
 
     // Every metadata value type, and a non-default alignment.
-    GgufWriter all = make_random_llama(tiny(TensorType::F16, 11));
+    GgufWriter all = make_random_model(tiny(TensorType::F16, 11));
     all.set_u8("test.u8", 7);
     all.set_i32("test.i32", -5);
     all.set_u64("test.u64", 1ull << 40);
@@ -63,7 +63,7 @@ void gguf_seeds(const fs::path& dir, const fs::path& models) {
     all.write_file((dir / "all-types-align64.gguf").string());
 
     // Vocab only: no tensors (like ggml-vocab-*.gguf).
-    GgufWriter vocab = make_random_llama(tiny(TensorType::F32, 12));
+    GgufWriter vocab = make_random_model(tiny(TensorType::F32, 12));
     while (!vocab.tensors().empty()) vocab.remove_tensor(vocab.tensors().front().name);
     vocab.write_file((dir / "vocab-only.gguf").string());
 

@@ -8,7 +8,7 @@
 
 namespace vkllm {
 
-GenerateStats generate(LlamaGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
+GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
                        const std::function<void(std::string_view)>& on_piece) {
     using clock = std::chrono::steady_clock;
     auto ms = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };

@@ -2,7 +2,7 @@
 // a time, streaming text pieces to a callback as they are decoded.
 #pragma once
 
-#include "model/llama_gpu.h"
+#include "model/forward/model_gpu.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 
@@ -29,7 +29,7 @@ struct GenerateStats {
 
 // Generates after `prompt` (which continues the model's conversation at its n_past()). Checks that
 // prompt + n_predict fit the context before evaluating anything (ContextFullError otherwise).
-GenerateStats generate(LlamaGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
+GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
                        const std::function<void(std::string_view)>& on_piece);
 
 }  // namespace vkllm

@@ -1,5 +1,7 @@
 #include "model/gguf_writer.h"
 
+#include "model/arch/architecture.h"
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -318,11 +320,14 @@ GgufWriter::FillFn random_matrix(TensorType type, uint64_t row_len, uint64_t see
     };
 }
 
-GgufWriter::FillFn random_norm(uint64_t seed, std::string name) {
+// f32 values mean + sigma * N(0, 1): norms (1, 0.05), biases (0, 0.1), rope factors.
+GgufWriter::FillFn random_vector(uint64_t seed, std::string name, float mean = 1.0f, float sigma = 0.05f,
+                                 bool positive = false) {
     return [=](std::span<uint8_t> dst) {
         WeightRng rng(seed, name);
         for (size_t off = 0; off + 4 <= dst.size(); off += 4) {
-            float v = 1.0f + 0.05f * rng.normal();
+            float v = mean + sigma * rng.normal();
+            if (positive) v = std::max(std::fabs(v), 0.25f);
             std::memcpy(dst.data() + off, &v, 4);
         }
     };
@@ -410,7 +415,7 @@ TensorType fallback_type(TensorType t, uint64_t row_len) {
 
 }  // namespace
 
-TensorType mix_tensor_type(QuantMix mix, const LlamaShape& s, std::string_view name, uint64_t row_len) {
+TensorType mix_tensor_type(QuantMix mix, const ModelShape& s, std::string_view name, uint64_t row_len) {
     using T = TensorType;
     using M = QuantMix;
     if (!ends_with(name, ".weight") || ends_with(name, "_norm.weight")) return T::F32;
@@ -462,27 +467,37 @@ TensorType mix_tensor_type(QuantMix mix, const LlamaShape& s, std::string_view n
     return fallback_type(t, row_len);
 }
 
-TensorType llama_tensor_type(const LlamaShape& s, std::string_view name, uint64_t row_len) {
+TensorType llama_tensor_type(const ModelShape& s, std::string_view name, uint64_t row_len) {
     if (s.mix) return mix_tensor_type(*s.mix, s, name, row_len);
-    return ends_with(name, "_norm.weight") ? TensorType::F32 : s.weight_type;
+    return ends_with(name, "_norm.weight") || ends_with(name, ".bias") ? TensorType::F32 : s.weight_type;
 }
 
-void validate_llama_shape(const LlamaShape& s) {
+void validate_model_shape(const ModelShape& s) {
     auto bad = [](const std::string& m) { throw std::invalid_argument(m); };
     auto positive = [&](uint32_t v, const char* field) {
         if (v == 0) bad(fmt::format("{} must be positive", field));
     };
+    const ArchDesc* arch = find_arch(s.arch);
+    if (!arch) bad(fmt::format("unknown architecture '{}'; supported: {}", s.arch, supported_arch_list()));
     positive(s.dim, "dim");
     positive(s.n_layers, "layers");
     positive(s.n_heads, "heads");
     positive(s.n_kv_heads, "kv-heads");
     positive(s.ffn_dim, "ffn");
     positive(s.n_ctx, "ctx");
-    if (s.dim % s.n_heads != 0) bad(fmt::format("heads ({}) must divide dim ({})", s.n_heads, s.dim));
+    if (s.head_dim == 0 && s.dim % s.n_heads != 0) bad(fmt::format("heads ({}) must divide dim ({})", s.n_heads, s.dim));
     if (s.n_heads % s.n_kv_heads != 0)
         bad(fmt::format("kv-heads ({}) must divide heads ({})", s.n_kv_heads, s.n_heads));
-    if ((s.dim / s.n_heads) % 2 != 0)
-        bad(fmt::format("head dim dim/heads = {} must be even for RoPE", s.dim / s.n_heads));
+    const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
+    if (head_dim % 4 != 0 || head_dim > 256)
+        bad(fmt::format("head dim {} must be a multiple of 4 and at most 256", head_dim));
+    if (s.rope_freqs && s.arch != "llama") bad("rope factors (rope_freqs) are written for the llama architecture only");
+    if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
+        bad(fmt::format("rope scaling '{}' must be none, linear or yarn", s.rope_scaling));
+    if (s.rope_scaling != "none" && !(s.rope_factor >= 1.0f && s.rope_factor <= 1024.0f))
+        bad(fmt::format("rope factor {} must be in [1, 1024]", s.rope_factor));
+    if (s.rope_scaling != "none" && arch->positions != PositionKind::Rope)
+        bad(fmt::format("{} has no RoPE to scale", s.arch));
     // Rows are dim long (token_embd, attn_*, ffn_gate, ffn_up, output) or ffn long (ffn_down). A
     // mix's 256-element types fall back per tensor, but its 32-element ones have no fallback.
     const std::string what = s.mix ? fmt::format("the {} mix needs", quant_mix_info(*s.mix).name)
@@ -493,6 +508,9 @@ void validate_llama_shape(const LlamaShape& s) {
                         "token_embd.weight, blk.*.attn_q/k/v/output.weight, blk.*.ffn_gate/up.weight and "
                         "output.weight{}",
                         what, block, s.dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
+    if (s.q_dim() % block != 0)
+        bad(fmt::format("{} rows that are whole {}-element blocks, but heads x head dim = {} is the row length of "
+                        "blk.*.attn_output.weight", what, block, s.q_dim()));
     if (s.ffn_dim % block != 0)
         bad(fmt::format("{} rows that are whole {}-element blocks, but ffn = {} is the row length of "
                         "blk.*.ffn_down.weight{}",
@@ -551,26 +569,57 @@ RandomVocab make_random_vocab(uint32_t n_vocab) {
     return v;
 }
 
-GgufWriter make_random_llama(const LlamaShape& s) {
-    validate_llama_shape(s);
-    const uint32_t head_dim = s.dim / s.n_heads;
-    const uint64_t kv_dim = uint64_t(head_dim) * s.n_kv_heads;
+GgufWriter make_random_model(const ModelShape& s) {
+    validate_model_shape(s);
+    const ArchDesc& A = *find_arch(s.arch);
+    const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
+    const uint64_t q_dim = s.q_dim(), kv_dim = uint64_t(head_dim) * s.n_kv_heads;
+    const std::string a = s.arch;
+    auto key = [&](const char* k) { return a + "." + k; };
     GgufWriter w;
-    w.set_string("general.architecture", "llama");
+    w.set_string("general.architecture", a);
     w.set_string("general.name", s.name);
     w.set_u32("general.file_type", s.mix ? quant_mix_info(*s.mix).file_type : llama_file_type(s.weight_type));
-    w.set_u32("llama.context_length", s.n_ctx);
-    w.set_u32("llama.embedding_length", s.dim);
-    w.set_u32("llama.block_count", s.n_layers);
-    w.set_u32("llama.feed_forward_length", s.ffn_dim);
-    w.set_u32("llama.rope.dimension_count", head_dim);
-    w.set_u32("llama.attention.head_count", s.n_heads);
-    w.set_u32("llama.attention.head_count_kv", s.n_kv_heads);
-    w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-    w.set_f32("llama.rope.freq_base", s.rope_base);
-    w.set_u32("llama.vocab_size", s.n_vocab);
+    w.set_u32(key("context_length"), s.n_ctx);
+    w.set_u32(key("embedding_length"), s.dim);
+    w.set_u32(key("block_count"), s.n_layers);
+    w.set_u32(key("feed_forward_length"), s.ffn_dim);
+    w.set_u32(key("attention.head_count"), s.n_heads);
+    w.set_u32(key("attention.head_count_kv"), s.n_kv_heads);
+    if (s.head_dim) {
+        w.set_u32(key("attention.key_length"), head_dim);
+        w.set_u32(key("attention.value_length"), head_dim);
+    }
+    w.set_f32(key(A.norm == NormKind::Rms ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"),
+              s.rms_eps);
+    if (A.positions == PositionKind::Rope) {
+        w.set_u32(key("rope.dimension_count"), head_dim);
+        w.set_f32(key("rope.freq_base"), s.rope_base);
+        if (s.rope_scaling != "none") {
+            w.set_string(key("rope.scaling.type"), s.rope_scaling);
+            w.set_f32(key("rope.scaling.factor"), s.rope_factor);
+            w.set_u32(key("rope.scaling.original_context_length"), std::max(1u, uint32_t(s.n_ctx / s.rope_factor)));
+        }
+    }
+    if (A.swa_period > 0) w.set_u32(key("attention.sliding_window"), s.window ? s.window : 32);
+    if (A.default_attn_softcap > 0) {
+        w.set_f32(key("attn_logit_softcapping"), A.default_attn_softcap);
+        w.set_f32(key("final_logit_softcapping"), A.default_final_softcap);
+    }
+    if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
+    w.set_u32(key("vocab_size"), s.n_vocab);
 
     RandomVocab vocab = make_random_vocab(s.n_vocab);
+    if (A.rope_factor_tensors) {
+        // llama.cpp's loader looks Phi-3's chat tokens up by text: the last pieces become them.
+        const char* chat[] = {"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"};
+        for (size_t i = 0; i < std::size(chat); ++i) {
+            const size_t id = vocab.tokens.size() - std::size(chat) + i;
+            vocab.tokens[id] = chat[i];
+            vocab.types[id] = 3;  // control
+            vocab.scores[id] = 0;
+        }
+    }
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
     w.set_f32_array("tokenizer.ggml.scores", vocab.scores);
@@ -585,29 +634,60 @@ GgufWriter make_random_llama(const LlamaShape& s) {
         const TensorType t = llama_tensor_type(s, name, ne0);
         w.add_tensor(name, t, {ne0, ne1}, random_matrix(t, ne0, s.seed, name));
     };
-    auto norm = [&](const std::string& name) {
-        w.add_tensor(name, TensorType::F32, {s.dim}, random_norm(s.seed, name));
+    auto vector = [&](const std::string& name, uint64_t n, float mean, float sigma, bool positive = false) {
+        w.add_tensor(name, TensorType::F32, {n}, random_vector(s.seed, name, mean, sigma, positive));
     };
+    const bool layer_norm = A.norm == NormKind::Layer;
+    auto norm = [&](const std::string& prefix, uint64_t n = 0) {
+        vector(prefix + ".weight", n ? n : s.dim, 1.0f, 0.05f);
+        if (layer_norm) vector(prefix + ".bias", n ? n : s.dim, 0.0f, 0.05f);
+    };
+    auto proj = [&](const std::string& prefix, uint64_t in, uint64_t out, bool with_bias) {
+        matrix(prefix + ".weight", in, out);
+        if (with_bias) vector(prefix + ".bias", out, 0.0f, 0.1f);
+    };
+    const bool qkv_bias = A.qkv_bias || A.all_bias;
     matrix("token_embd.weight", s.dim, s.n_vocab);
+    if (A.positions == PositionKind::Learned) matrix("position_embd.weight", s.dim, s.n_ctx);
+    if (s.rope_freqs) vector("rope_freqs.weight", head_dim / 2, 2.0f, 1.0f, true);
+    if (A.rope_factor_tensors) {
+        vector("rope_factors_long.weight", head_dim / 2, 4.0f, 2.0f, true);
+        vector("rope_factors_short.weight", head_dim / 2, 1.0f, 0.1f, true);
+    }
     for (uint32_t l = 0; l < s.n_layers; ++l) {
         const std::string p = fmt::format("blk.{}.", l);
-        norm(p + "attn_norm.weight");
-        matrix(p + "attn_q.weight", s.dim, s.dim);
-        matrix(p + "attn_k.weight", s.dim, kv_dim);
-        matrix(p + "attn_v.weight", s.dim, kv_dim);
-        matrix(p + "attn_output.weight", s.dim, s.dim);
-        norm(p + "ffn_norm.weight");
-        matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim);
-        matrix(p + "ffn_up.weight", s.dim, s.ffn_dim);
-        matrix(p + "ffn_down.weight", s.ffn_dim, s.dim);
+        norm(p + "attn_norm");
+        if (A.fused_qkv) {
+            proj(p + "attn_qkv", s.dim, q_dim + 2 * kv_dim, qkv_bias);
+        } else {
+            proj(p + "attn_q", s.dim, q_dim, qkv_bias);
+            proj(p + "attn_k", s.dim, kv_dim, qkv_bias);
+            proj(p + "attn_v", s.dim, kv_dim, qkv_bias);
+        }
+        if (A.qk_norm) {
+            vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.05f);
+            vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.05f);
+        }
+        proj(p + "attn_output", q_dim, s.dim, A.all_bias);
+        if (A.post_norms) vector(p + "post_attention_norm.weight", s.dim, 1.0f, 0.05f);
+        norm(p + "ffn_norm");
+        if (A.fused_gate_up) {
+            matrix(p + "ffn_up.weight", s.dim, 2ull * s.ffn_dim);
+        } else {
+            if (A.ffn != FfnKind::Gelu) matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim);
+            proj(p + "ffn_up", s.dim, s.ffn_dim, A.all_bias);
+        }
+        proj(p + "ffn_down", s.ffn_dim, s.dim, A.all_bias);
+        if (A.post_norms) vector(p + "post_ffw_norm.weight", s.dim, 1.0f, 0.05f);
     }
-    norm("output_norm.weight");
-    if (!s.tied_embeddings) matrix("output.weight", s.dim, s.n_vocab);
+    norm("output_norm");
+    const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
+    if (!tied) matrix("output.weight", s.dim, s.n_vocab);
     return w;
 }
 
-void write_random_llama(const std::string& path, const LlamaShape& shape, const GgufWriter::ProgressFn& progress) {
-    make_random_llama(shape).write_file(path, progress);
+void write_random_model(const std::string& path, const ModelShape& shape, const GgufWriter::ProgressFn& progress) {
+    make_random_model(shape).write_file(path, progress);
 }
 
 }  // namespace vkllm

@@ -1,4 +1,4 @@
-// GGUF v3 writer, and a generator of LLaMA-architecture models with random weights.
+// GGUF v3 writer, and a generator of models with random weights for every architecture vkllm runs.
 //
 // Tensors are declared with a fill callback and their bytes are produced only while the file is
 // written, one tensor at a time: writing a multi-GB model needs memory for one tensor, not the
@@ -99,9 +99,10 @@ const QuantMixInfo& quant_mix_info(QuantMix m);
 // "q4_k_m" or "Q4_K_M" -> QuantMix::Q4_K_M; nullopt for any other name.
 std::optional<QuantMix> parse_quant_mix(std::string_view name);
 
-// --- random LLaMA models -----------------------------------------------------------------------
+// --- random models ------------------------------------------------------------------------------
 
-struct LlamaShape {
+struct ModelShape {
+    std::string arch = "llama";  // general.architecture: any of supported_arch_list()
     uint32_t dim = 64;
     uint32_t n_layers = 2;
     uint32_t n_heads = 4;
@@ -109,12 +110,20 @@ struct LlamaShape {
     uint32_t ffn_dim = 128;
     uint32_t n_vocab = 512;
     uint32_t n_ctx = 256;
+    uint32_t head_dim = 0;   // 0: dim / n_heads; else written as attention.key_length (Gemma, Qwen3 shapes)
+    uint32_t window = 0;     // sliding window of the architectures that have one; 0: the architecture's default (32)
+    bool rope_freqs = false; // llama: a rope_freqs.weight of frequency factors (Llama 3.x scaling)
+    // RoPE scaling written as <arch>.rope.scaling.*: "none", "linear" or "yarn" with this factor;
+    // the original context is n_ctx / factor.
+    std::string rope_scaling = "none";
+    float rope_factor = 1.0f;
     TensorType weight_type = TensorType::F32;  // 2D matrices incl. token_embd; norms are always F32
     std::optional<QuantMix> mix;               // set: each matrix gets its type from the mix instead
     uint64_t seed = 1;
-    float rms_eps = 1e-5f;
+    float rms_eps = 1e-5f;   // the norm epsilon (LayerNorm's for gpt2)
     float rope_base = 10000.0f;
-    bool tied_embeddings = false;  // true: no output.weight
+    bool tied_embeddings = false;  // true: no output.weight (always for gemma2 / gemma3, as the real ones)
+    uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };
 
@@ -122,14 +131,14 @@ struct LlamaShape {
 // kv heads not dividing heads, odd head_dim, a row length (dim or ffn, naming the tensors that
 // have it) that is not a whole number of the weight type's blocks (of 32 for a mix, whose
 // 256-element types fall back per tensor), a vocab too small for the 259 special and byte tokens.
-void validate_llama_shape(const LlamaShape& shape);
+void validate_model_shape(const ModelShape& shape);
 
-// The type llama.cpp's quantizer gives the LLaMA tensor `name` (as make_random_llama names it, with
+// The type llama.cpp's quantizer gives the LLaMA tensor `name` (as make_random_model names it, with
 // rows of `row_len` elements) in a model of `shape` for the file type `mix`. Mirrors
 // llama_tensor_get_type() in llama.cpp's src/llama-quant.cpp for the llama architecture without
 // experts or importance matrix, including its fallback for rows that are not whole 256-element
 // blocks. 1D tensors (norms) are not quantized: F32.
-TensorType mix_tensor_type(QuantMix mix, const LlamaShape& shape, std::string_view name, uint64_t row_len);
+TensorType mix_tensor_type(QuantMix mix, const ModelShape& shape, std::string_view name, uint64_t row_len);
 
 // The tokenizer vocab written into random models: <unk>, <s>, </s>, <0x00>..<0xFF>, then "▁",
 // single characters, and "▁"-prefixed and plain letter pieces of growing length, with descending
@@ -142,14 +151,14 @@ struct RandomVocab {
 RandomVocab make_random_vocab(uint32_t n_vocab);
 
 // Declares the metadata and tensors of a random model; tests adjust the result before writing.
-GgufWriter make_random_llama(const LlamaShape& shape);
-void write_random_llama(const std::string& path, const LlamaShape& shape,
+GgufWriter make_random_model(const ModelShape& shape);
+void write_random_model(const std::string& path, const ModelShape& shape,
                         const GgufWriter::ProgressFn& progress = {});
 
 // ggml "general.file_type" for a model whose matrices are of type t (for a single 256-element
 // type, the file type llama.cpp's loader infers from it: Q4_K -> MOSTLY_Q4_K_M).
 uint32_t llama_file_type(TensorType t);
 // The type of every tensor of the model `shape` describes (its weight_type, or its mix's choice).
-TensorType llama_tensor_type(const LlamaShape& shape, std::string_view name, uint64_t row_len);
+TensorType llama_tensor_type(const ModelShape& shape, std::string_view name, uint64_t row_len);
 
 }  // namespace vkllm

@@ -80,10 +80,10 @@ std::vector<int32_t> perplexity_tokens(const Tokenizer& tok, std::string_view te
     return tok.encode(text, tok.add_bos());
 }
 
-ChunkEvaluator device_evaluator(LlamaGpu& model) {
+ChunkEvaluator device_evaluator(ModelGpu& model) {
     ChunkEvaluator e;
     e.n_vocab = model.config().n_vocab;
-    e.eval = [&model](std::span<const int32_t> chunk, const LlamaGpu::LogitsSink& sink) {
+    e.eval = [&model](std::span<const int32_t> chunk, const ModelGpu::LogitsSink& sink) {
         if (chunk.size() > model.n_ctx())
             throw PerplexityError(fmt::format("chunks of {} tokens do not fit the model's context of {} tokens",
                                               chunk.size(), model.n_ctx()));

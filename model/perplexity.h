@@ -16,7 +16,7 @@
 #pragma once
 
 #include "model/kl_base_file.h"
-#include "model/llama_gpu.h"
+#include "model/forward/model_gpu.h"
 #include "model/tokenizer.h"
 
 #include <functional>
@@ -45,10 +45,10 @@ std::vector<int32_t> perplexity_tokens(const Tokenizer& tok, std::string_view te
 // is device_evaluator(); tests plug in the host reference forward pass.
 struct ChunkEvaluator {
     uint32_t n_vocab = 0;
-    std::function<void(std::span<const int32_t> chunk, const LlamaGpu::LogitsSink& sink)> eval;
+    std::function<void(std::span<const int32_t> chunk, const ModelGpu::LogitsSink& sink)> eval;
 };
-// The model must be loaded with LlamaOptions::all_logits and a context of at least the chunk size.
-ChunkEvaluator device_evaluator(LlamaGpu& model);
+// The model must be loaded with ModelOptions::all_logits and a context of at least the chunk size.
+ChunkEvaluator device_evaluator(ModelGpu& model);
 
 struct PerplexityOptions {
     uint32_t n_ctx = 512;   // tokens per chunk

@@ -133,9 +133,9 @@ TEST_CASE("cli: a model with NaN weights is reported as non-finite logits, not d
     fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
     fs::create_directories(dir);
     const std::string path = (dir / "nan-weights.gguf").string();
-    vkllm::LlamaShape shape;
+    vkllm::ModelShape shape;
     shape.n_layers = 1;
-    vkllm::GgufWriter w = vkllm::make_random_llama(shape);
+    vkllm::GgufWriter w = vkllm::make_random_model(shape);
     w.remove_tensor("blk.0.ffn_down.weight");
     w.add_tensor("blk.0.ffn_down.weight", vkllm::TensorType::F32, {shape.ffn_dim, shape.dim}, [](std::span<uint8_t> dst) {
         const float nan = std::nanf("");
@@ -230,9 +230,9 @@ TEST_CASE("cli: vkllm perplexity refuses bad input with a clear message") {
     const std::string text = ppl_fixture("stories.txt").string();
     const std::string base = ppl_fixture("stories260K_c128_llamacpp.kld").string();
     const std::string other_vocab = (dir / "ppl_vocab1024.gguf").string();
-    vkllm::LlamaShape shape;
+    vkllm::ModelShape shape;
     shape.n_vocab = 1024;
-    vkllm::write_random_llama(other_vocab, shape);
+    vkllm::write_random_model(other_vocab, shape);
     const std::string ppl = "perplexity -m " + model + " ";
     struct Case {
         std::string args, expect;
@@ -274,9 +274,9 @@ TEST_CASE("cli: vkllm perplexity of a model with NaN weights is an error, not Na
     fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
     fs::create_directories(dir);
     const std::string path = (dir / "ppl-nan-weights.gguf").string();
-    vkllm::LlamaShape shape;
+    vkllm::ModelShape shape;
     shape.n_layers = 1;
-    vkllm::GgufWriter w = vkllm::make_random_llama(shape);
+    vkllm::GgufWriter w = vkllm::make_random_model(shape);
     w.remove_tensor("output_norm.weight");
     w.add_tensor("output_norm.weight", vkllm::TensorType::F32, {shape.dim}, [](std::span<uint8_t> dst) {
         const float nan = std::nanf("");

@@ -3,11 +3,11 @@
 // work of decoding.
 #include "support/test_context.h"
 
-#include "model/forward_check.h"
+#include "model/forward/forward_check.h"
 #include "model/generate.h"
 #include "model/gguf_writer.h"
-#include "model/llama_cpu.h"
-#include "model/llama_gpu.h"
+#include "model/forward/model_cpu.h"
+#include "model/forward/model_gpu.h"
 #include "runtime/vk_check.h"
 
 #include <filesystem>
@@ -26,32 +26,32 @@ constexpr double kTensorNmse = 1e-5;
 
 struct Loaded {
     GgufFile file;
-    LlamaConfig cfg;
+    ModelConfig cfg;
 };
 
 Loaded open_model(const std::string& path) {
     GgufFile f = GgufFile::open(path);
-    LlamaConfig c = LlamaConfig::from_gguf(f);
+    ModelConfig c = ModelConfig::from_gguf(f);
     return {std::move(f), c};
 }
 
-std::string random_model(const std::string& name, const LlamaShape& shape) {
+std::string random_model(const std::string& name, const ModelShape& shape) {
     fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "models";
     fs::create_directories(dir);
     fs::path p = dir / (name + ".gguf");
-    write_random_llama(p.string(), shape);
+    write_random_model(p.string(), shape);
     return p.string();
 }
 
 // Evaluates `prompt` then `decode_steps` greedy tokens on device and host, comparing every layer's
 // tensors on the prompt and the logits at every step.
-void compare_with_reference(const std::string& path, const LlamaOptions& opts, std::vector<int32_t> prompt,
+void compare_with_reference(const std::string& path, const ModelOptions& opts, std::vector<int32_t> prompt,
                             int decode_steps, double tensor_nmse, double logits_nmse) {
     test::ValidationGuard guard;
     Context& ctx = test::context();
     Loaded m = open_model(path);
-    LlamaGpu gpu(ctx, m.file, m.cfg, opts);
-    LlamaCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type);
+    ModelGpu gpu(ctx, m.file, m.cfg, opts);
+    ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type, opts.ubatch);
     CheckReport r = check_forward(gpu, cpu, prompt, tensor_nmse, logits_nmse);
     INFO(r.first_divergence);
     MESSAGE(path << ": prompt of " << prompt.size() << " tokens: worst tensor " << r.worst_tensor << " nmse "
@@ -78,10 +78,10 @@ TEST_CASE("forward: stories260K logits match the host reference at every positio
     test::ValidationGuard guard;
     Context& ctx = test::context();
     Loaded m = open_model(path);
-    LlamaOptions opts;
+    ModelOptions opts;
     opts.n_ctx = 128;
-    LlamaGpu gpu(ctx, m.file, m.cfg, opts);
-    LlamaCpu cpu(m.file, m.cfg, gpu.n_ctx());
+    ModelGpu gpu(ctx, m.file, m.cfg, opts);
+    ModelCpu cpu(m.file, m.cfg, gpu.n_ctx());
     int32_t tok = 1;  // BOS, then the device's greedy choice
     double worst = 0;
     for (int pos = 0; pos < 64; ++pos) {
@@ -101,7 +101,7 @@ TEST_CASE("forward: stories260K prefill in ubatch chunks matches the reference l
     if (path.empty()) return;
     std::vector<int32_t> prompt(40);
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 37) % 500);
-    LlamaOptions opts;
+    ModelOptions opts;
     opts.n_ctx = 256;
     opts.ubatch = 16;  // 40 tokens: two full chunks and a remainder of 8
     compare_with_reference(path, opts, prompt, 4, kTensorNmse, 1e-6);
@@ -116,7 +116,7 @@ TEST_CASE("forward: stories260K greedy generation reproduces the published story
     std::string expected((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     Loaded m = open_model(path);
     auto tok = make_tokenizer(m.file);
-    LlamaGpu gpu(test::context(), m.file, m.cfg, {});
+    ModelGpu gpu(test::context(), m.file, m.cfg, {});
     GenerateParams gp;
     gp.n_predict = 200;
     gp.sampler.temperature = 0;
@@ -134,7 +134,7 @@ TEST_CASE("forward: decoding does no per-token recording, allocation or descript
     test::ValidationGuard guard;
     Context& ctx = test::context();
     Loaded m = open_model(path);
-    LlamaGpu gpu(ctx, m.file, m.cfg, {});
+    ModelGpu gpu(ctx, m.file, m.cfg, {});
     int32_t tok = 1;
     gpu.eval(std::span<const int32_t>(&tok, 1));  // records the decode streams once
     ForwardStats before = gpu.stats();
@@ -156,9 +156,9 @@ TEST_CASE("forward: the context is never overrun") {
     if (path.empty()) return;
     test::ValidationGuard guard;
     Loaded m = open_model(path);
-    LlamaOptions opts;
+    ModelOptions opts;
     opts.n_ctx = 32;
-    LlamaGpu gpu(test::context(), m.file, m.cfg, opts);
+    ModelGpu gpu(test::context(), m.file, m.cfg, opts);
     std::vector<int32_t> tokens(30, 5);
     gpu.eval(tokens);
     CHECK(gpu.n_past() == 30);
@@ -184,7 +184,7 @@ TEST_CASE("forward: a model too big for the device is refused before allocating"
     caps.device_local_bytes = 512 << 10;  // 512 KiB device: the 1 MiB of weights cannot fit
     CHECK_THROWS_WITH_AS(plan_memory(caps, m.file, m.cfg, {}), doctest::Contains("does not fit"), DeviceLimitError);
     caps = test::context().caps();
-    LlamaOptions huge;
+    ModelOptions huge;
     huge.n_ctx = 1u << 30;
     CHECK_THROWS_WITH_AS(plan_memory(caps, m.file, m.cfg, huge), doctest::Contains("--ctx"), DeviceLimitError);
     MemoryPlan p = plan_memory(caps, m.file, m.cfg, {});
@@ -195,7 +195,7 @@ TEST_CASE("forward: a model too big for the device is refused before allocating"
 TEST_CASE("forward: llama-2-tiny-random (F16 weights, 32000 vocab) loads and matches the reference") {
     std::string path = test::model_path("llama-2-tiny-random.gguf");
     if (path.empty()) return;
-    LlamaOptions opts;
+    ModelOptions opts;
     opts.n_ctx = 64;
     compare_with_reference(path, opts, {1, 450, 4996, 17354, 1701, 29916}, 3, kTensorNmse, 1e-6);
 }
@@ -213,7 +213,7 @@ TEST_CASE("forward: random models at real layer shapes, every weight type") {
             if (c.ffn % type_traits(t).block_elems != 0) continue;
             std::string name = std::string(c.name) + "_" + std::string(type_traits(t).name);
             CAPTURE(name);
-            LlamaShape shape;
+            ModelShape shape;
             shape.dim = c.dim;
             shape.n_layers = 2;
             shape.n_heads = c.heads;
@@ -224,7 +224,7 @@ TEST_CASE("forward: random models at real layer shapes, every weight type") {
             shape.weight_type = t;
             shape.seed = 7;
             std::string path = random_model(name, shape);
-            LlamaOptions opts;
+            ModelOptions opts;
             opts.ubatch = 16;
             std::vector<int32_t> prompt(37);  // longer than two ubatches
             for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 131 + 7) % shape.n_vocab);
@@ -246,7 +246,7 @@ TEST_CASE("forward: mixed-type files (llama.cpp mixes) match the reference") {
     for (const Case& c : {Case{"q4_k_m", QuantMix::Q4_K_M}, Case{"q3_k_m", QuantMix::Q3_K_M},
                           Case{"q2_k", QuantMix::Q2_K}, Case{"iq4_xs", QuantMix::IQ4_XS}}) {
         CAPTURE(c.name);
-        LlamaShape shape;
+        ModelShape shape;
         shape.dim = 512;
         shape.n_layers = 8;
         shape.n_heads = 8;
@@ -262,7 +262,7 @@ TEST_CASE("forward: mixed-type files (llama.cpp mixes) match the reference") {
         for (const auto& t : m.file.tensors())
             if (t.n_dims == 2) types.insert(t.type);
         CHECK(types.size() >= 3);
-        LlamaOptions opts;
+        ModelOptions opts;
         opts.ubatch = 16;
         std::vector<int32_t> prompt(21);
         for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 97 + 3) % shape.n_vocab);
@@ -276,7 +276,7 @@ TEST_CASE("generate: the same seed gives the same text; sampling settings are va
     test::ValidationGuard guard;
     Loaded m = open_model(path);
     auto tok = make_tokenizer(m.file);
-    LlamaGpu gpu(test::context(), m.file, m.cfg, {});
+    ModelGpu gpu(test::context(), m.file, m.cfg, {});
     auto sample_text = [&](uint64_t seed) {
         gpu.reset();
         GenerateParams gp;

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "model/gguf.h"
-#include "model/llama_config.h"
+#include "model/arch/model_config.h"
 #include "model_test_util.h"
 
 using namespace vkllm;
@@ -46,7 +46,7 @@ TEST_CASE("gguf: stories260K header, metadata and hyperparameters") {
     CHECK(f.get_i32_array("tokenizer.ggml.token_type")[3] == 6);  // <0x00> is a byte token
     CHECK(f.get_u32("tokenizer.ggml.padding_token_id") == 0xffffffffu);
 
-    LlamaConfig c = LlamaConfig::from_gguf(f);
+    ModelConfig c = ModelConfig::from_gguf(f);
     CHECK(c.n_vocab == 512);
     CHECK(c.dim == 64);
     CHECK(c.n_layers == 5);
@@ -56,8 +56,8 @@ TEST_CASE("gguf: stories260K header, metadata and hyperparameters") {
     CHECK(c.kv_dim() == 32);
     CHECK(c.ffn_dim == 172);
     CHECK(c.n_ctx_train == 2048);
-    CHECK(c.rms_eps == doctest::Approx(1e-5f).epsilon(1e-6));
-    CHECK(c.rope_base == 10000.0f);
+    CHECK(c.norm_eps == doctest::Approx(1e-5f).epsilon(1e-6));
+    CHECK(c.rope.base == 10000.0f);
     CHECK(c.rope_dim == 8);
     CHECK_FALSE(c.tied_embeddings);
 
@@ -97,7 +97,7 @@ TEST_CASE("gguf: llama-2-tiny-random (F16 matrices, F32 norms)") {
     CHECK(f.version() == 3);
     CHECK(f.tensors().size() == 12);
     CHECK_FALSE(f.has("tokenizer.ggml.add_bos_token"));
-    LlamaConfig c = LlamaConfig::from_gguf(f);
+    ModelConfig c = ModelConfig::from_gguf(f);
     CHECK(c.n_vocab == 32000);
     CHECK(c.dim == 8);
     CHECK(c.n_layers == 1);
@@ -131,7 +131,7 @@ TEST_CASE("gguf: vocab-only file has no tensors and is not a runnable model") {
     CHECK_FALSE(f.get_bool("tokenizer.ggml.add_eos_token"));
     CHECK(f.get_string("tokenizer.ggml.pre") == "default");
     CHECK(f.get_string_array("tokenizer.ggml.tokens").size() == 32000);
-    VKLLM_CHECK_THROWS_WITH_SUBSTR(LlamaConfig::from_gguf(f), LlamaConfigError,
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "tensor 'token_embd.weight': required tensor is missing");
 }
 

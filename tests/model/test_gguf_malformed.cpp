@@ -1,5 +1,5 @@
 // Malformed GGUF files: a valid small model is written in memory, then corrupted in one place at
-// a time. Every corruption must raise GgufError (or LlamaConfigError) with a message naming the
+// a time. Every corruption must raise GgufError (or ModelConfigError) with a message naming the
 // problem -- never crash, never read out of bounds.
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
-#include "model/llama_config.h"
+#include "model/arch/model_config.h"
 #include "model/tokenizer.h"
 #include "model_test_util.h"
 
@@ -102,8 +102,8 @@ Layout layout_of(const Bytes& b) {
     return l;
 }
 
-LlamaShape small_shape() {
-    LlamaShape s;
+ModelShape small_shape() {
+    ModelShape s;
     s.dim = 32;
     s.n_layers = 1;
     s.n_heads = 4;
@@ -117,7 +117,7 @@ LlamaShape small_shape() {
 }
 
 const Bytes& valid_file() {
-    static const Bytes bytes = make_random_llama(small_shape()).write_memory();
+    static const Bytes bytes = make_random_model(small_shape()).write_memory();
     return bytes;
 }
 
@@ -125,7 +125,7 @@ const Bytes& valid_file() {
 // the layers above the reader must cope with whatever the reader accepts.
 void load_everything(const Bytes& b) {
     GgufFile f = GgufFile::from_memory(b, "bad.gguf");
-    (void)LlamaConfig::from_gguf(f);
+    (void)ModelConfig::from_gguf(f);
     auto tok = make_tokenizer(f);
     auto ids = tok->encode("hello world \xff", true);
     (void)tok->decode(ids);
@@ -142,7 +142,7 @@ struct Case {
 TEST_CASE("gguf malformed: the base file is valid") {
     const Bytes& b = valid_file();
     GgufFile f = GgufFile::from_memory(b, "base.gguf");
-    LlamaConfig c = LlamaConfig::from_gguf(f);
+    ModelConfig c = ModelConfig::from_gguf(f);
     CHECK(c.n_kv_heads == 2);
     Layout l = layout_of(b);
     CHECK(l.kv.size() == f.metadata().size());
@@ -285,14 +285,14 @@ TEST_CASE("gguf malformed: table of single corruptions") {
 }
 
 TEST_CASE("gguf malformed: general.alignment") {
-    GgufWriter w = make_random_llama(small_shape());
+    GgufWriter w = make_random_model(small_shape());
     w.set_alignment(64);
     const Bytes good = w.write_memory();
     GgufFile f = GgufFile::from_memory(good);
     CHECK(f.alignment() == 64);
     CHECK(f.data_offset() % 64 == 0);
     for (const GgufTensorInfo& t : f.tensors()) CHECK(t.offset % 64 == 0);
-    CHECK_NOTHROW(LlamaConfig::from_gguf(f));
+    CHECK_NOTHROW(ModelConfig::from_gguf(f));
 
     const Layout l = layout_of(good);
     for (uint32_t bad : {0u, 48u, 100u}) {
@@ -303,27 +303,29 @@ TEST_CASE("gguf malformed: general.alignment") {
                                        "key 'general.alignment': alignment " + std::to_string(bad) +
                                            " is not a power of two");
     }
-    GgufWriter ws = make_random_llama(small_shape());
+    GgufWriter ws = make_random_model(small_shape());
     ws.set_string("general.alignment", "32");
     VKLLM_CHECK_THROWS_WITH_SUBSTR(GgufFile::from_memory(ws.write_memory()), GgufError,
                                    "key 'general.alignment': has type STRING, expected UINT32");
 }
 
-TEST_CASE("gguf malformed: model-level errors (LlamaConfig)") {
+TEST_CASE("gguf malformed: model-level errors (ModelConfig)") {
     struct ConfigCase {
         std::string name;
         std::function<void(GgufWriter&)> edit;
         std::string expect;
     };
-    const LlamaShape s = small_shape();
+    const ModelShape s = small_shape();
     const std::vector<ConfigCase> cases = {
         {"missing key", [](GgufWriter& w) { w.remove("llama.embedding_length"); },
          "key 'llama.embedding_length': required key is missing"},
         {"missing block_count", [](GgufWriter& w) { w.remove("llama.block_count"); }, "'llama.block_count'"},
         {"mistyped key", [](GgufWriter& w) { w.set_string("llama.block_count", "one"); },
          "key 'llama.block_count': has type STRING, expected UINT32"},
-        {"other architecture", [](GgufWriter& w) { w.set_string("general.architecture", "gpt2"); },
-         "architecture 'gpt2' is not supported; supported: llama"},
+        {"other architecture", [](GgufWriter& w) { w.set_string("general.architecture", "mamba"); },
+         "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2"},
+        {"another architecture's keys missing", [](GgufWriter& w) { w.set_string("general.architecture", "gpt2"); },
+         "key 'gpt2.embedding_length': required key is missing"},
         {"missing tensor", [](GgufWriter& w) { w.remove_tensor("blk.0.ffn_down.weight"); },
          "tensor 'blk.0.ffn_down.weight': required tensor is missing (expected shape [64, 32])"},
         {"missing norm", [](GgufWriter& w) { w.remove_tensor("output_norm.weight"); }, "tensor 'output_norm.weight'"},
@@ -369,8 +371,12 @@ TEST_CASE("gguf malformed: model-level errors (LlamaConfig)") {
          "key 'tokenizer.ggml.tokens': vocab has 261 tokens but token_embd.weight has 262 rows"},
         {"vocab size mismatch (key)", [](GgufWriter& w) { w.set_u32("llama.vocab_size", 32000); },
          "key 'llama.vocab_size': vocab_size 32000 but token_embd.weight has 262 rows"},
-        {"head size key disagrees", [](GgufWriter& w) { w.set_u32("llama.attention.key_length", 16); },
-         "key 'llama.attention.key_length': head size 16 differs"},
+        {"head size key disagrees with the tensors", [](GgufWriter& w) { w.set_u32("llama.attention.key_length", 16); },
+         "tensor 'blk.0.attn_q.weight': expected shape [32, 64], got [32, 32]"},
+        {"value head size differs", [](GgufWriter& w) { w.set_u32("llama.attention.value_length", 4); },
+         "key 'llama.attention.value_length': value head size 4 differs from key head size 8"},
+        {"head size not a multiple of 4", [](GgufWriter& w) { w.set_u32("llama.attention.key_length", 6); },
+         "head size 6 is not supported: it must be a multiple of 4, at most 256"},
         {"tensor of a layer past block_count",
          [](GgufWriter& w) { w.add_tensor("blk.1.attn_norm.weight", TensorType::F32, {32}, {}); },
          "tensor 'blk.1.attn_norm.weight': belongs to layer 1 but block_count is 1"},
@@ -379,16 +385,16 @@ TEST_CASE("gguf malformed: model-level errors (LlamaConfig)") {
     };
     for (const ConfigCase& c : cases) {
         CAPTURE(c.name);
-        GgufWriter w = make_random_llama(s);
+        GgufWriter w = make_random_model(s);
         c.edit(w);
         GgufFile f = GgufFile::from_memory(w.write_memory(), "model.gguf");
-        VKLLM_CHECK_THROWS_WITH_SUBSTR(LlamaConfig::from_gguf(f), LlamaConfigError, "model.gguf: ");
-        VKLLM_CHECK_THROWS_WITH_SUBSTR(LlamaConfig::from_gguf(f), LlamaConfigError, c.expect);
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError, "model.gguf: ");
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError, c.expect);
     }
 
     // Optional pieces: no output.weight means tied embeddings, no head_count_kv means multi-head
     // attention, rope defaults to the whole head at base 10000.
-    GgufWriter w = make_random_llama(s);
+    GgufWriter w = make_random_model(s);
     w.remove_tensor("output.weight");
     w.remove("llama.attention.head_count_kv");
     w.remove("llama.rope.dimension_count");
@@ -398,51 +404,51 @@ TEST_CASE("gguf malformed: model-level errors (LlamaConfig)") {
         w.remove_tensor(name);
         w.add_tensor(name, TensorType::F32, {32, 32}, {});
     }
-    LlamaConfig c = LlamaConfig::from_gguf(GgufFile::from_memory(w.write_memory()));
+    ModelConfig c = ModelConfig::from_gguf(GgufFile::from_memory(w.write_memory()));
     CHECK(c.tied_embeddings);
     CHECK(c.n_kv_heads == 4);
     CHECK(c.rope_dim == 8);
-    CHECK(c.rope_base == 10000.0f);
+    CHECK(c.rope.base == 10000.0f);
 }
 
 TEST_CASE("gguf malformed: tokenizer-level errors") {
     auto load = [](const GgufWriter& w) { return make_tokenizer(GgufFile::from_memory(w.write_memory(), "tok.gguf")); };
     {
-        GgufWriter w = make_random_llama(small_shape());
+        GgufWriter w = make_random_model(small_shape());
         w.set_string("tokenizer.ggml.model", "gpt2");
         VKLLM_CHECK_THROWS_WITH_SUBSTR(load(w), GgufError, "tok.gguf: key 'tokenizer.ggml.model': tokenizer model 'gpt2' "
                                                            "(byte-level BPE) is not supported yet");
     }
     {
-        GgufWriter w = make_random_llama(small_shape());
+        GgufWriter w = make_random_model(small_shape());
         w.set_string("tokenizer.ggml.model", "bert");
         VKLLM_CHECK_THROWS_WITH_SUBSTR(load(w), GgufError, "tokenizer model 'bert' is not supported");
     }
     {
-        GgufWriter w = make_random_llama(small_shape());
+        GgufWriter w = make_random_model(small_shape());
         w.remove("tokenizer.ggml.model");
         VKLLM_CHECK_THROWS_WITH_SUBSTR(load(w), GgufError, "the file has no tokenizer");
     }
     {
-        GgufWriter w = make_random_llama(small_shape());
+        GgufWriter w = make_random_model(small_shape());
         w.set_f32_array("tokenizer.ggml.scores", std::vector<float>(5, 0.0f));
         VKLLM_CHECK_THROWS_WITH_SUBSTR(load(w), GgufError, "key 'tokenizer.ggml.scores': has 5 entries for 262 tokens");
     }
     {
-        GgufWriter w = make_random_llama(small_shape());
+        GgufWriter w = make_random_model(small_shape());
         std::vector<int32_t> types(262, 1);
         types[7] = 9;
         w.set_i32_array("tokenizer.ggml.token_type", types);
         VKLLM_CHECK_THROWS_WITH_SUBSTR(load(w), GgufError, "token 7 has type 9");
     }
     {
-        GgufWriter w = make_random_llama(small_shape());
+        GgufWriter w = make_random_model(small_shape());
         w.set_u32("tokenizer.ggml.bos_token_id", 5000);
         VKLLM_CHECK_THROWS_WITH_SUBSTR(load(w), GgufError,
                                        "key 'tokenizer.ggml.bos_token_id': token id 5000 is outside the vocab of 262");
     }
     {
-        GgufWriter w = make_random_llama(small_shape());
+        GgufWriter w = make_random_model(small_shape());
         w.set_string_array("tokenizer.ggml.tokens", {});
         w.remove("tokenizer.ggml.scores");
         w.remove("tokenizer.ggml.token_type");

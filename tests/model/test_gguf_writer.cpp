@@ -10,7 +10,7 @@
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
-#include "model/llama_config.h"
+#include "model/arch/model_config.h"
 #include "model/tokenizer.h"
 #include "model_test_util.h"
 
@@ -18,8 +18,8 @@ using namespace vkllm;
 
 namespace {
 
-LlamaShape test_shape(TensorType type) {
-    LlamaShape s;
+ModelShape test_shape(TensorType type) {
+    ModelShape s;
     s.dim = 64;
     s.n_layers = 2;
     s.n_heads = 4;
@@ -172,11 +172,11 @@ TEST_CASE("gguf writer: argument errors") {
 
 TEST_CASE("gguf writer: random LLaMA models of every weight type validate and round trip") {
     for (TensorType type : kAllTensorTypes) {
-        LlamaShape s = test_shape(type);
+        ModelShape s = test_shape(type);
         if (type_traits(type).block_elems == kSuperBlock) s.dim = 256, s.ffn_dim = 512;
         CAPTURE(type_traits(type).name);
         const auto path = (vkllm::test::scratch_dir() / ("random_" + std::string(type_traits(type).name) + ".gguf")).string();
-        write_random_llama(path, s);
+        write_random_model(path, s);
         GgufFile f = GgufFile::open(path);
         CHECK(f.version() == 3);
         CHECK(f.alignment() == 32);
@@ -184,7 +184,7 @@ TEST_CASE("gguf writer: random LLaMA models of every weight type validate and ro
         CHECK(f.get_u32("general.file_type") == llama_file_type(type));
         CHECK(f.get_string("tokenizer.ggml.model") == "llama");
 
-        LlamaConfig c = LlamaConfig::from_gguf(f);
+        ModelConfig c = ModelConfig::from_gguf(f);
         CHECK(c.dim == s.dim);
         CHECK(c.n_layers == 2);
         CHECK(c.n_heads == 4);
@@ -193,14 +193,14 @@ TEST_CASE("gguf writer: random LLaMA models of every weight type validate and ro
         CHECK(c.ffn_dim == s.ffn_dim);
         CHECK(c.n_vocab == 300);
         CHECK(c.n_ctx_train == 128);
-        CHECK(c.rms_eps == 1e-6f);
-        CHECK(c.rope_base == 500000.0f);
+        CHECK(c.norm_eps == 1e-6f);
+        CHECK(c.rope.base == 500000.0f);
         CHECK(c.rope_dim == s.dim / 4);
         CHECK_FALSE(c.tied_embeddings);
         CHECK(f.tensors().size() == 3 + 9 * 2);
 
         // Same bytes as the in-memory writer (deterministic, streaming == buffered).
-        const std::vector<uint8_t> mem = make_random_llama(s).write_memory();
+        const std::vector<uint8_t> mem = make_random_model(s).write_memory();
         REQUIRE(mem.size() == f.bytes().size());
         CHECK(std::memcmp(mem.data(), f.bytes().data(), mem.size()) == 0);
 
@@ -234,15 +234,15 @@ TEST_CASE("gguf writer: random LLaMA models of every weight type validate and ro
 }
 
 TEST_CASE("gguf writer: seeds, tied embeddings and the random vocab") {
-    LlamaShape s = test_shape(TensorType::Q4_0);
-    const auto a = make_random_llama(s).write_memory();
-    CHECK(make_random_llama(s).write_memory() == a);
+    ModelShape s = test_shape(TensorType::Q4_0);
+    const auto a = make_random_model(s).write_memory();
+    CHECK(make_random_model(s).write_memory() == a);
     s.seed = 43;
-    CHECK(make_random_llama(s).write_memory() != a);
+    CHECK(make_random_model(s).write_memory() != a);
     s.tied_embeddings = true;
-    GgufFile f = GgufFile::from_memory(make_random_llama(s).write_memory());
+    GgufFile f = GgufFile::from_memory(make_random_model(s).write_memory());
     CHECK(f.find_tensor("output.weight") == nullptr);
-    CHECK(LlamaConfig::from_gguf(f).tied_embeddings);
+    CHECK(ModelConfig::from_gguf(f).tied_embeddings);
 
     for (uint32_t n : {259u, 260u, 1000u, 32000u}) {
         RandomVocab v = make_random_vocab(n);
@@ -261,32 +261,32 @@ TEST_CASE("gguf writer: seeds, tied embeddings and the random vocab") {
 
 TEST_CASE("gguf writer: shape validation names the field") {
     auto bad = [](auto edit, const char* expect) {
-        LlamaShape s = test_shape(TensorType::Q8_0);
+        ModelShape s = test_shape(TensorType::Q8_0);
         edit(s);
-        VKLLM_CHECK_THROWS_WITH_SUBSTR(validate_llama_shape(s), std::invalid_argument, expect);
-        CHECK_THROWS_AS(make_random_llama(s), std::invalid_argument);
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(validate_model_shape(s), std::invalid_argument, expect);
+        CHECK_THROWS_AS(make_random_model(s), std::invalid_argument);
     };
-    bad([](LlamaShape& s) { s.dim = 0; }, "dim must be positive");
-    bad([](LlamaShape& s) { s.n_layers = 0; }, "layers must be positive");
-    bad([](LlamaShape& s) { s.n_kv_heads = 0; }, "kv-heads must be positive");
-    bad([](LlamaShape& s) { s.n_heads = 3; }, "heads (3) must divide dim (64)");
-    bad([](LlamaShape& s) { s.n_kv_heads = 3; }, "kv-heads (3) must divide heads (4)");
-    bad([](LlamaShape& s) { s.ffn_dim = 100; },
+    bad([](ModelShape& s) { s.dim = 0; }, "dim must be positive");
+    bad([](ModelShape& s) { s.n_layers = 0; }, "layers must be positive");
+    bad([](ModelShape& s) { s.n_kv_heads = 0; }, "kv-heads must be positive");
+    bad([](ModelShape& s) { s.n_heads = 3; }, "heads (3) must divide dim (64)");
+    bad([](ModelShape& s) { s.n_kv_heads = 3; }, "kv-heads (3) must divide heads (4)");
+    bad([](ModelShape& s) { s.ffn_dim = 100; },
         "Q8_0 weights need rows that are whole 32-element blocks, but ffn = 100 is the row length of "
         "blk.*.ffn_down.weight");
-    bad([](LlamaShape& s) { s.weight_type = TensorType::Q4_K, s.dim = 320, s.ffn_dim = 768; },
+    bad([](ModelShape& s) { s.weight_type = TensorType::Q4_K, s.dim = 320, s.ffn_dim = 768; },
         "Q4_K weights need rows that are whole 256-element blocks, but dim = 320 is the row length of "
         "token_embd.weight, blk.*.attn_q/k/v/output.weight");
-    bad([](LlamaShape& s) { s.weight_type = TensorType::Q6_K, s.dim = 256, s.ffn_dim = 800; },
+    bad([](ModelShape& s) { s.weight_type = TensorType::Q6_K, s.dim = 256, s.ffn_dim = 800; },
         "ffn = 800 is the row length of blk.*.ffn_down.weight; a llama.cpp mix such as q4_k_m falls back");
-    bad([](LlamaShape& s) { s.mix = QuantMix::Q4_K_M, s.dim = 64, s.ffn_dim = 100; },
+    bad([](ModelShape& s) { s.mix = QuantMix::Q4_K_M, s.dim = 64, s.ffn_dim = 100; },
         "the q4_k_m mix needs rows that are whole 32-element blocks, but ffn = 100");
-    bad([](LlamaShape& s) { s.n_vocab = 100; }, "vocab (100) must be at least 259");
-    bad([](LlamaShape& s) { s.n_heads = 64, s.n_kv_heads = 64; }, "head dim dim/heads = 1 must be even");
-    bad([](LlamaShape& s) { s.rms_eps = 0; }, "rms eps must be positive");
-    LlamaShape ok = test_shape(TensorType::F32);
+    bad([](ModelShape& s) { s.n_vocab = 100; }, "vocab (100) must be at least 259");
+    bad([](ModelShape& s) { s.n_heads = 64, s.n_kv_heads = 64; }, "head dim 1 must be a multiple of 4 and at most 256");
+    bad([](ModelShape& s) { s.rms_eps = 0; }, "rms eps must be positive");
+    ModelShape ok = test_shape(TensorType::F32);
     ok.ffn_dim = 100;  // only block types need multiples of 32
-    CHECK_NOTHROW(validate_llama_shape(ok));
+    CHECK_NOTHROW(validate_model_shape(ok));
 }
 
 // --- llama.cpp quantization mixes ---------------------------------------------------------------
@@ -352,8 +352,8 @@ const MixExpectation kMixesDim320[] = {
      {"Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K", "Q6_K"}},
 };
 
-LlamaShape mix_shape(uint32_t dim, uint32_t kv_heads) {
-    LlamaShape s = test_shape(TensorType::F32);
+ModelShape mix_shape(uint32_t dim, uint32_t kv_heads) {
+    ModelShape s = test_shape(TensorType::F32);
     s.dim = dim;
     s.n_layers = 8;
     s.n_heads = 4;
@@ -368,14 +368,14 @@ std::string type_name(const GgufFile& f, const std::string& tensor) {
     return std::string(type_traits(t->type).name);
 }
 
-void check_mix(const LlamaShape& shape, const MixExpectation& e) {
+void check_mix(const ModelShape& shape, const MixExpectation& e) {
     CAPTURE(e.mix);
     CAPTURE(shape.dim);
-    LlamaShape s = shape;
+    ModelShape s = shape;
     s.mix = parse_quant_mix(e.mix);
     REQUIRE(s.mix.has_value());
     const auto path = (vkllm::test::scratch_dir() / fmt::format("mix_{}_{}.gguf", e.mix, s.dim)).string();
-    write_random_llama(path, s);
+    write_random_model(path, s);
     GgufFile f = GgufFile::open(path);
     CHECK(f.get_u32("general.file_type") == e.file_type);
     CHECK(type_name(f, "token_embd.weight") == e.token_embd);
@@ -394,13 +394,13 @@ void check_mix(const LlamaShape& shape, const MixExpectation& e) {
         CHECK(type_name(f, p + "ffn_up.weight") == e.ffn_gate_up);
         CHECK(type_name(f, p + "ffn_down.weight") == e.ffn_down[l]);
     }
-    CHECK_NOTHROW(LlamaConfig::from_gguf(f));
+    CHECK_NOTHROW(ModelConfig::from_gguf(f));
 
     // The same shape in F32 holds the originals (each tensor's random stream depends only on the
     // seed and its name): every decoded tensor is within its type's error bound of them.
-    LlamaShape f32_shape = shape;
+    ModelShape f32_shape = shape;
     f32_shape.weight_type = TensorType::F32;
-    GgufFile ref = GgufFile::from_memory(make_random_llama(f32_shape).write_memory());
+    GgufFile ref = GgufFile::from_memory(make_random_model(f32_shape).write_memory());
     for (const GgufTensorInfo& t : f.tensors()) {
         CAPTURE(t.name);
         const std::vector<float> got = dequantize(f, t), want = dequantize(ref, *ref.find_tensor(t.name));
@@ -441,7 +441,7 @@ TEST_CASE("gguf writer: mix names, file types and the rules at other layer count
     CHECK(llama_file_type(TensorType::BF16) == 32);
 
     // 22 layers (TinyLlama), 8 query heads per KV head: n/8 = 2, 7n/8 = 19, n/16 = 1.
-    LlamaShape s = mix_shape(256, 1);
+    ModelShape s = mix_shape(256, 1);
     s.n_layers = 22;
     s.n_heads = 8;
     auto type = [&](QuantMix m, const std::string& name) {

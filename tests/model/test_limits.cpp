@@ -5,7 +5,7 @@
 
 #include "model/generate.h"
 #include "model/gguf_writer.h"
-#include "model/llama_gpu.h"
+#include "model/forward/model_gpu.h"
 #include "runtime/vk_check.h"
 
 #include <cmath>
@@ -15,8 +15,8 @@ using namespace vkllm;
 
 namespace {
 
-LlamaShape small_shape() {
-    LlamaShape s;
+ModelShape small_shape() {
+    ModelShape s;
     s.dim = 32;
     s.n_layers = 2;
     s.n_heads = 4;
@@ -37,13 +37,13 @@ void fill_nan(std::span<uint8_t> dst) {
 TEST_CASE("limits: an allocation refused in the middle of loading propagates and releases everything") {
     test::ValidationGuard guard;
     Context& ctx = test::context_for("max-alloc=64k");
-    GgufFile file = GgufFile::from_memory(make_random_llama(small_shape()).write_memory(), "small.gguf");
-    LlamaConfig cfg = LlamaConfig::from_gguf(file);
+    GgufFile file = GgufFile::from_memory(make_random_model(small_shape()).write_memory(), "small.gguf");
+    ModelConfig cfg = ModelConfig::from_gguf(file);
     const uint64_t used_before = ctx.allocator().stats().used_bytes;
     uint64_t progress_calls = 0;
-    LlamaOptions opts;
+    ModelOptions opts;
     opts.n_ctx = 32;
-    CHECK_THROWS_WITH_AS(LlamaGpu(ctx, file, cfg, opts, [&](uint64_t, uint64_t) { ++progress_calls; }),
+    CHECK_THROWS_WITH_AS(ModelGpu(ctx, file, cfg, opts, [&](uint64_t, uint64_t) { ++progress_calls; }),
                          doctest::Contains("per allocation"), DeviceLimitError);
     CHECK(progress_calls > 0);  // it failed part-way through the upload, not before it
     CHECK(ctx.allocator().stats().used_bytes == used_before);
@@ -58,17 +58,17 @@ TEST_CASE("limits: an allocation refused in the middle of loading propagates and
 TEST_CASE("limits: NaN weights give NonFiniteError from argmax and from sampling, not a token") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    LlamaShape shape = small_shape();
+    ModelShape shape = small_shape();
     shape.ffn_dim = 64;
-    GgufWriter w = make_random_llama(shape);
+    GgufWriter w = make_random_model(shape);
     w.remove_tensor("blk.1.ffn_down.weight");
     w.add_tensor("blk.1.ffn_down.weight", TensorType::F32, {shape.ffn_dim, shape.dim}, fill_nan);
     GgufFile file = GgufFile::from_memory(w.write_memory(), "nan.gguf");
-    LlamaConfig cfg = LlamaConfig::from_gguf(file);
+    ModelConfig cfg = ModelConfig::from_gguf(file);
     auto tok = make_tokenizer(file);
-    LlamaOptions opts;
+    ModelOptions opts;
     opts.n_ctx = 32;
-    LlamaGpu gpu(ctx, file, cfg, opts);
+    ModelGpu gpu(ctx, file, cfg, opts);
     std::vector<int32_t> prompt = tok->encode("hello", true);
 
     gpu.eval(prompt);
@@ -87,8 +87,8 @@ TEST_CASE("limits: NaN weights give NonFiniteError from argmax and from sampling
     CHECK(text.empty());
 
     // The same shapes with finite weights generate normally: the check does not misfire.
-    GgufFile good = GgufFile::from_memory(make_random_llama(shape).write_memory(), "good.gguf");
-    LlamaGpu ok(ctx, good, LlamaConfig::from_gguf(good), opts);
+    GgufFile good = GgufFile::from_memory(make_random_model(shape).write_memory(), "good.gguf");
+    ModelGpu ok(ctx, good, ModelConfig::from_gguf(good), opts);
     p.sampler.temperature = 0;
     GenerateStats st = generate(ok, *tok, prompt, p, on_piece);
     CHECK(st.generated_tokens + (st.stopped_at_eos ? 1 : 0) >= 1);

@@ -4,7 +4,7 @@
 #include "support/test_context.h"
 
 #include "model/gguf_writer.h"
-#include "model/llama_cpu.h"
+#include "model/forward/model_cpu.h"
 #include "model/perplexity.h"
 #include "runtime/vk_check.h"
 
@@ -30,19 +30,19 @@ fs::path scratch(const std::string& name) {
 
 struct Model {
     GgufFile file;
-    LlamaConfig cfg;
+    ModelConfig cfg;
     std::unique_ptr<Tokenizer> tok;
 };
 
 Model open_model(const std::string& path) {
     GgufFile f = GgufFile::open(path);
-    LlamaConfig cfg = LlamaConfig::from_gguf(f);
+    ModelConfig cfg = ModelConfig::from_gguf(f);
     auto tok = make_tokenizer(f);
     return {std::move(f), cfg, std::move(tok)};
 }
 
-LlamaOptions ppl_options(uint32_t n_ctx, uint32_t ubatch) {
-    LlamaOptions o;
+ModelOptions ppl_options(uint32_t n_ctx, uint32_t ubatch) {
+    ModelOptions o;
     o.n_ctx = n_ctx;
     o.ubatch = ubatch;
     o.all_logits = true;
@@ -54,15 +54,15 @@ std::vector<int32_t> fixture_tokens(const Tokenizer& tok) {
 }
 
 // The host reference forward pass, one token at a time from an empty cache.
-ChunkEvaluator host_evaluator(LlamaCpu& cpu, uint32_t n_vocab) {
-    return {n_vocab, [&cpu](std::span<const int32_t> chunk, const LlamaGpu::LogitsSink& sink) {
+ChunkEvaluator host_evaluator(ModelCpu& cpu, uint32_t n_vocab) {
+    return {n_vocab, [&cpu](std::span<const int32_t> chunk, const ModelGpu::LogitsSink& sink) {
                 cpu.reset();
                 for (uint32_t i = 0; i < chunk.size(); ++i) sink(i, cpu.eval(chunk.subspan(i, 1)));
             }};
 }
 
 std::string random_model(const std::string& name, TensorType type, uint32_t n_vocab = 512) {
-    LlamaShape s;
+    ModelShape s;
     s.dim = 128;
     s.n_layers = 2;
     s.n_heads = 4;
@@ -73,7 +73,7 @@ std::string random_model(const std::string& name, TensorType type, uint32_t n_vo
     s.weight_type = type;
     s.seed = 11;
     fs::path p = scratch(name + ".gguf");
-    write_random_llama(p.string(), s);
+    write_random_model(p.string(), s);
     return p.string();
 }
 
@@ -105,7 +105,7 @@ TEST_CASE("perplexity: stories260K matches llama-perplexity within 0.5%") {
     for (const Case& c : cases) {
         CAPTURE(c.n_ctx);
         CAPTURE(c.ubatch);
-        LlamaGpu gpu(test::context(), m.file, m.cfg, ppl_options(c.n_ctx, c.ubatch));
+        ModelGpu gpu(test::context(), m.file, m.cfg, ppl_options(c.n_ctx, c.ubatch));
         PerplexityOptions po{c.n_ctx, c.chunks, chunk_bos(*m.tok)};
         std::vector<double> running;
         PerplexityResult r = compute_perplexity(device_evaluator(gpu), tokens, po,
@@ -124,7 +124,7 @@ TEST_CASE("perplexity: stories260K matches llama-perplexity within 0.5%") {
 TEST_CASE("perplexity: a random F16 model (as `vkllm gen-model` writes it) matches llama-perplexity within 0.5%") {
     test::ValidationGuard guard;
     // `vkllm gen-model -o r16.gguf --dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 768 --vocab 512 --type f16`
-    LlamaShape s;
+    ModelShape s;
     s.dim = 256;
     s.n_layers = 2;
     s.n_heads = 4;
@@ -135,11 +135,11 @@ TEST_CASE("perplexity: a random F16 model (as `vkllm gen-model` writes it) match
     s.weight_type = TensorType::F16;
     s.seed = 1;
     const fs::path path = scratch("r16.gguf");
-    write_random_llama(path.string(), s);
+    write_random_model(path.string(), s);
     Model m = open_model(path.string());
     const std::vector<int32_t> tokens = fixture_tokens(*m.tok);
     CHECK(tokens.size() == 11472);  // llama-perplexity: 89 chunks of 128
-    LlamaGpu gpu(test::context(), m.file, m.cfg, ppl_options(128, 128));
+    ModelGpu gpu(test::context(), m.file, m.cfg, ppl_options(128, 128));
     PerplexityResult r = compute_perplexity(device_evaluator(gpu), tokens, {128, 4, chunk_bos(*m.tok)});
     check_close(r.nll.ppl(), 771.6189, 0.005, "PPL ([4] of llama-perplexity -c 128)");
     MESSAGE("r16 -c 128 --chunks 4: vkllm " << r.nll.ppl() << ", llama-perplexity 771.6189");
@@ -165,7 +165,7 @@ TEST_CASE("perplexity: files quantized by llama-quantize (K-quants, IQ4, Q4/Q5/Q
         // 128: one matmul per chunk and layer; 7: the matvec path (m = 7, then a remainder of 2).
         for (uint32_t ubatch : {128u, 7u}) {
             CAPTURE(ubatch);
-            LlamaGpu gpu(test::context(), m.file, m.cfg, ppl_options(128, ubatch));
+            ModelGpu gpu(test::context(), m.file, m.cfg, ppl_options(128, ubatch));
             PerplexityResult r = compute_perplexity(device_evaluator(gpu), tokens, {128, 8, chunk_bos(*m.tok)});
             check_close(r.nll.ppl(), c.ppl, 0.005, "PPL");
             MESSAGE(std::string(c.file) << " --ubatch " << ubatch << ": vkllm " << r.nll.ppl() << ", llama-perplexity " << c.ppl);
@@ -188,8 +188,8 @@ TEST_CASE("perplexity: the device agrees with the host reference forward pass") 
         Model m = open_model(path);
         const std::vector<int32_t> tokens = fixture_tokens(*m.tok);
         PerplexityOptions po{64, 2, chunk_bos(*m.tok)};
-        LlamaGpu gpu(test::context(), m.file, m.cfg, ppl_options(64, 24));  // 24 + 24 + 16 per chunk
-        LlamaCpu cpu(m.file, m.cfg, 64);
+        ModelGpu gpu(test::context(), m.file, m.cfg, ppl_options(64, 24));  // 24 + 24 + 16 per chunk
+        ModelCpu cpu(m.file, m.cfg, 64, ops::KvType::F16, 24);
         PerplexityResult dev = compute_perplexity(device_evaluator(gpu), tokens, po);
         PerplexityResult host = compute_perplexity(host_evaluator(cpu, m.cfg.n_vocab), tokens, po);
         CHECK(dev.nll.count == host.nll.count);
@@ -207,7 +207,7 @@ TEST_CASE("perplexity: all-logits mode is opt-in, sized by ubatch and vocab, and
     test::ValidationGuard guard;
     Model m = open_model(path);
     const DeviceCaps& caps = test::context().caps();
-    LlamaOptions plain;
+    ModelOptions plain;
     plain.n_ctx = 64;
     plain.ubatch = 32;
     const MemoryPlan p0 = plan_memory(caps, m.file, m.cfg, plain);
@@ -221,12 +221,12 @@ TEST_CASE("perplexity: all-logits mode is opt-in, sized by ubatch and vocab, and
     CHECK_THROWS_WITH_AS(plan_memory(small, m.file, m.cfg, ppl_options(64, 32)),
                          doctest::Contains("at most --ubatch 16"), DeviceLimitError);
 
-    LlamaGpu gen(test::context(), m.file, m.cfg, plain);
+    ModelGpu gen(test::context(), m.file, m.cfg, plain);
     std::vector<int32_t> toks = {1, 403, 407, 261};
     CHECK_THROWS_AS(gen.eval_all_logits(toks, [](uint32_t, std::span<const float>) {}), std::logic_error);
 
     // The rows and the last-token logits agree: the last row is what logits() and argmax() see.
-    LlamaGpu gpu(test::context(), m.file, m.cfg, ppl_options(64, 3));
+    ModelGpu gpu(test::context(), m.file, m.cfg, ppl_options(64, 3));
     std::vector<float> last;
     uint32_t rows = 0;
     gpu.eval_all_logits(toks, [&](uint32_t first, std::span<const float> r) {
@@ -245,7 +245,7 @@ TEST_CASE("kl-divergence: a model against itself, and against llama.cpp's base f
     test::ValidationGuard guard;
     Model m = open_model(path);
     const std::vector<int32_t> tokens = fixture_tokens(*m.tok);
-    LlamaGpu gpu(test::context(), m.file, m.cfg, ppl_options(128, 128));
+    ModelGpu gpu(test::context(), m.file, m.cfg, ppl_options(128, 128));
     ChunkEvaluator dev = device_evaluator(gpu);
 
     // vkllm's own base file, read back by the same model.
@@ -288,11 +288,11 @@ TEST_CASE("kl-divergence: Q8_0 against F16 of the same random weights is small a
     const std::string base_path = scratch("f16.kld").string();
     PerplexityResult base_ppl;
     {
-        LlamaGpu gpu(test::context(), f16.file, f16.cfg, ppl_options(64, 64));
+        ModelGpu gpu(test::context(), f16.file, f16.cfg, ppl_options(64, 64));
         KlBaseWriter w(base_path, kl_base_header(f16.cfg.n_vocab, tokens.size(), po), std::span(tokens).first(3 * 64));
         base_ppl = compute_perplexity(device_evaluator(gpu), tokens, po, {}, &w);
     }
-    LlamaGpu gpu(test::context(), q8.file, q8.cfg, ppl_options(64, 64));
+    ModelGpu gpu(test::context(), q8.file, q8.cfg, ppl_options(64, 64));
     KlBaseReader base(base_path);
     KlResult kl = compute_kl_divergence(device_evaluator(gpu), base, -1, chunk_bos(*q8.tok));
     const double kld = kl.kld().first;
@@ -331,7 +331,7 @@ TEST_CASE("perplexity: bad input is refused with a message naming the problem") 
     CHECK(read_perplexity_text(scratch("two.txt").string()) == "ab\n");  // one newline dropped, as llama.cpp
 
     // Chunks larger than the model's context.
-    LlamaGpu gpu(test::context(), m.file, m.cfg, ppl_options(64, 64));
+    ModelGpu gpu(test::context(), m.file, m.cfg, ppl_options(64, 64));
     const std::vector<int32_t> tokens = fixture_tokens(*m.tok);
     PerplexityOptions big{128, 2, chunk_bos(*m.tok)};
     CHECK_THROWS_WITH_AS(compute_perplexity(device_evaluator(gpu), tokens, big), doctest::Contains("do not fit"),
@@ -348,7 +348,7 @@ TEST_CASE("perplexity: bad input is refused with a message naming the problem") 
     }
     CHECK_THROWS_WITH_AS(KlBaseReader(scratch("truncated.kld").string()), doctest::Contains("truncated"), KlBaseError);
     Model other = open_model(random_model("kl_vocab1024", TensorType::F16, 1024));
-    LlamaGpu other_gpu(test::context(), other.file, other.cfg, ppl_options(128, 128));
+    ModelGpu other_gpu(test::context(), other.file, other.cfg, ppl_options(128, 128));
     KlBaseReader base(fixture("stories260K_c128_llamacpp.kld").string());
     CHECK_THROWS_WITH_AS(compute_kl_divergence(device_evaluator(other_gpu), base, -1, chunk_bos(*other.tok)),
                          doctest::Contains("vocab of 512 tokens, but this model's has 1024"), KlBaseError);

@@ -1,4 +1,4 @@
-#include "model/forward_check.h"
+#include "model/forward/forward_check.h"
 
 #include <fmt/format.h>
 
@@ -23,7 +23,7 @@ TensorDiff diff_tensors(std::span<const float> gpu, std::span<const float> ref) 
     return d;
 }
 
-CheckReport check_forward(LlamaGpu& gpu, LlamaCpu& cpu, std::span<const int32_t> tokens, double tensor_nmse,
+CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t> tokens, double tensor_nmse,
                           double logits_nmse) {
     CheckReport r;
     std::map<uint32_t, LayerTensors> cpu_layers;

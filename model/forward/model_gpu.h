@@ -1,4 +1,6 @@
-// The LLaMA forward pass on the device.
+// The decoder forward pass on the device, for every architecture model/arch describes: one
+// sequence of ops whose branches (norm kind, biases, q/k norms, RoPE or learned positions, sliding
+// windows, post-norms, gated or plain FFN, soft-caps) read the ArchDesc, never a copy per model.
 //
 // Each decoder layer is one CommandStream recorded once per chunk size and re-submitted for every
 // step: token positions and ids live in small host-visible buffers that the kernels read, so
@@ -8,9 +10,10 @@
 #pragma once
 
 #include "model/gguf.h"
-#include "model/llama_config.h"
-#include "model/llama_weights.h"
+#include "model/arch/model_config.h"
+#include "model/forward/model_weights.h"
 #include "runtime/context.h"
+#include "runtime/ops/attention.h"
 #include "runtime/ops/op_types.h"
 
 #include <functional>
@@ -22,7 +25,7 @@
 
 namespace vkllm {
 
-struct LlamaOptions {
+struct ModelOptions {
     uint32_t n_ctx = 0;     // KV cache rows; 0 = the model's context, capped by device memory
     uint32_t ubatch = 64;   // prompt tokens per forward chunk (scratch is sized by this)
     ops::KvType kv_type = ops::KvType::F16;
@@ -35,8 +38,11 @@ struct LlamaOptions {
 struct MemoryPlan {
     uint32_t n_ctx = 0;
     uint64_t weights = 0, kv_cache = 0, scratch = 0;  // scratch includes attention_scratch
+    // What the KV cache would take if sliding-window layers kept every row (the naive cache), for
+    // reporting; equal to kv_cache for models without windows.
+    uint64_t kv_cache_full = 0;
     uint64_t attention_scratch = 0;  // split-K partials of decode attention at n_ctx
-    // (ubatch, n_vocab) f32 with LlamaOptions::all_logits, else 0. Counted in scratch, so checked
+    // (ubatch, n_vocab) f32 with ModelOptions::all_logits, else 0. Counted in scratch, so checked
     // against the device-local heap although it lives in host-readable memory: conservative on
     // discrete GPUs, exact on unified-memory devices (phones, CPU drivers).
     uint64_t all_logits = 0;
@@ -47,7 +53,11 @@ struct MemoryPlan {
 // Resolves the default context and checks the fit; throws DeviceLimitError naming every size when
 // the model cannot fit, or when a requested --ctx cannot, or when one ubatch's logits (all_logits)
 // would exceed maxStorageBufferRange.
-MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const LlamaConfig& cfg, const LlamaOptions& opts);
+MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts);
+
+// KV rows layer `layer` keeps for a context of n_ctx: n_ctx, or for a sliding-window layer a ring of
+// window + ubatch - 1 rows (a chunk of ubatch queries needs the window before its first token).
+uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch);
 
 class ContextFullError : public std::runtime_error {
 public:
@@ -70,15 +80,15 @@ struct ForwardStats {
 using LayerTensors = std::map<std::string, std::vector<float>>;
 using LayerProbe = std::function<void(uint32_t layer, const LayerTensors&)>;
 
-class LlamaGpu {
+class ModelGpu {
 public:
-    LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, const LlamaOptions& opts,
+    ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
              const UploadProgress& progress = {});
-    ~LlamaGpu();
-    LlamaGpu(const LlamaGpu&) = delete;
-    LlamaGpu& operator=(const LlamaGpu&) = delete;
+    ~ModelGpu();
+    ModelGpu(const ModelGpu&) = delete;
+    ModelGpu& operator=(const ModelGpu&) = delete;
 
-    const LlamaConfig& config() const { return cfg_; }
+    const ModelConfig& config() const { return cfg_; }
     const MemoryPlan& memory_plan() const { return plan_; }
     uint32_t n_ctx() const { return plan_.n_ctx; }
     uint32_t n_past() const { return n_past_; }
@@ -96,7 +106,7 @@ public:
     // span points into mapped memory and is valid only during the call.
     using LogitsSink = std::function<void(uint32_t first, std::span<const float> rows)>;
     // eval() that also hands the logits of every token to `sink`, one ubatch at a time. Needs
-    // LlamaOptions::all_logits (std::logic_error otherwise).
+    // ModelOptions::all_logits (std::logic_error otherwise).
     void eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink);
 
     const ForwardStats& stats() const { return stats_; }
@@ -113,6 +123,10 @@ private:
     void record_layer(CommandStream& s, uint32_t layer, uint32_t n);
     void record_embed(CommandStream& s, uint32_t n);
     void record_head(CommandStream& s, uint32_t n);
+    // y = norm(x) with the architecture's norm kind (and bias where it has one).
+    void norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
+              const BufferSlice& y, uint32_t rows);
+    ops::AttentionParams attention_params(uint32_t layer, uint32_t n_tokens) const;
     void eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink);
     // Where layer l's q, k, v, gate and up live for a chunk of n tokens (fused or not).
     struct LayerSlices {
@@ -124,30 +138,33 @@ private:
 
     Context& ctx_;
     const GgufFile& file_;
-    LlamaConfig cfg_;
-    LlamaOptions opts_;
+    ModelConfig cfg_;
+    ModelOptions opts_;
     MemoryPlan plan_;
-    LlamaWeights w_;
+    ModelWeights w_;
     bool gpu_embed_ = true;  // token_embd fits one binding: look rows up with get_rows on the device
 
-    // --- KV cache: (n_layers) x (n_ctx, n_kv_heads * head_dim) for K and for V, f16 by default
+    // --- KV cache: (n_layers) x (rows, n_kv_heads * head_dim) for K and for V, f16 by default;
+    // rows = kv_cache_rows(): n_ctx, or a ring for sliding-window layers
     std::vector<Buffer> k_cache_, v_cache_;
+    std::vector<uint32_t> kv_rows_;
 
     // --- scratch, sized by the ubatch U
     Buffer x_;        // (U, dim)  residual stream
     Buffer xn_;       // (U, dim)  normed input of attention / FFN
-    Buffer q_;        // (U, n_heads * head_dim)
+    Buffer tmp_;      // (U, dim)  block output before its post-norm; learned position rows
+    Buffer q_;        // (U, q_dim = n_heads * head_dim)
     Buffer k_;        // (U, kv_dim)
     Buffer v_;        // (U, kv_dim)
-    Buffer att_;      // (U, dim)  attention output
+    Buffer att_;      // (U, q_dim)  attention output
     Buffer gate_;     // (U, ffn)
     Buffer up_;       // (U, ffn)
     Buffer last_;     // (dim)     last token's hidden state
-    Buffer qkv_;      // (dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
+    Buffer qkv_;      // (q_dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
     Buffer gate_up_;  // (2 ffn)           fused gate|up projection of one token (decode)
 
     Buffer logits_;   // (n_vocab)
-    Buffer all_logits_;  // (U, n_vocab) host-readable, only with LlamaOptions::all_logits
+    Buffer all_logits_;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits
     Buffer argmax_;   // (1) uint32
     Buffer positions_;// (U) int32, host-written
     Buffer ids_;      // (U) int32, host-written

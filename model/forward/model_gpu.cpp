@@ -1,10 +1,11 @@
-#include "model/llama_gpu.h"
+#include "model/forward/model_gpu.h"
 
 #include "runtime/ops/attention.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/get_rows.h"
 #include "runtime/ops/kv_store.h"
 #include "runtime/ops/linear.h"
+#include "runtime/ops/norm.h"
 #include "runtime/ops/rope.h"
 #include "runtime/ops/sampling_ops.h"
 #include "runtime/vk_check.h"
@@ -22,12 +23,13 @@ namespace {
 
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
 
-uint64_t kv_bytes_per_token(const LlamaConfig& cfg, ops::KvType t) {
-    return 2ull * cfg.n_layers * cfg.kv_dim() * (t == ops::KvType::F16 ? 2 : 4);
-}
+uint64_t kv_row_bytes(const ModelConfig& cfg, ops::KvType t) { return uint64_t(cfg.kv_dim()) * ops::kv_type_bytes(t); }
 
-ops::AttentionParams attention_params(const LlamaConfig& cfg, uint32_t n_tokens, uint32_t n_ctx, ops::KvType t) {
-    return {n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, n_ctx, 1.0f / std::sqrt(float(cfg.head_dim)), t};
+// Attention of a layer whose cache holds n_ctx rows (no window: the worst case for scratch).
+ops::AttentionParams plain_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_ctx, ops::KvType t) {
+    ops::AttentionParams p{n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, n_ctx, cfg.attn_scale, t};
+    p.softcap = cfg.attn_softcap;
+    return p;
 }
 
 }  // namespace
@@ -36,29 +38,40 @@ ops::AttentionParams attention_params(const LlamaConfig& cfg, uint32_t n_tokens,
 
 namespace {
 
-// The scratch buffers LlamaGpu allocates, but the attention partials (see attention_scratch).
-uint64_t scratch_bytes(const LlamaConfig& cfg, uint32_t ubatch) {
-    // x, xn, q, att, embed_in (dim); k, v (kv_dim); gate, up (ffn); position and token id.
-    uint64_t per_token = 4ull * (5ull * cfg.dim + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
-    // last (dim), qkv (dim + 2 kv_dim), gate_up (2 ffn), logits (n_vocab), argmax (1).
-    uint64_t fixed = 4ull * (2ull * cfg.dim + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim + cfg.n_vocab + 1);
+// The scratch buffers ModelGpu allocates, but the attention partials (see attention_scratch).
+uint64_t scratch_bytes(const ModelConfig& cfg, uint32_t ubatch) {
+    // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
+    uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
+    // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn), logits (n_vocab), argmax (1).
+    uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim + cfg.n_vocab + 1);
     return per_token * ubatch + fixed;
 }
 
 // Split-K partials of attention: decode needs them (prefill does not), and their number of
 // splits grows with the context, so this is exact for the n_ctx given and an upper bound below it.
-uint64_t attention_scratch(const DeviceCaps& caps, const LlamaConfig& cfg, uint32_t ubatch, uint32_t n_ctx,
+uint64_t attention_scratch(const DeviceCaps& caps, const ModelConfig& cfg, uint32_t ubatch, uint32_t n_ctx,
                            ops::KvType t) {
-    return std::max(ops::attention_scratch_bytes(caps, attention_params(cfg, 1, n_ctx, t)),
-                    ops::attention_scratch_bytes(caps, attention_params(cfg, ubatch, n_ctx, t)));
+    return std::max(ops::attention_scratch_bytes(caps, plain_attention_params(cfg, 1, n_ctx, t)),
+                    ops::attention_scratch_bytes(caps, plain_attention_params(cfg, ubatch, n_ctx, t)));
+}
+
+uint64_t kv_cache_bytes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch, ops::KvType t) {
+    uint64_t rows = 0;
+    for (uint32_t l = 0; l < cfg.n_layers; ++l) rows += kv_cache_rows(cfg, l, n_ctx, ubatch);
+    return 2 * rows * kv_row_bytes(cfg, t);
 }
 
 }  // namespace
 
-MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const LlamaConfig& cfg, const LlamaOptions& opts) {
+uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch) {
+    if (!cfg.is_local(layer) || cfg.window >= n_ctx) return n_ctx;
+    return cfg.window + ubatch - 1;
+}
+
+MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts) {
     MemoryPlan p;
     p.available = caps.device_local_bytes;
-    p.weights = LlamaWeights::device_bytes(file, cfg);
+    p.weights = ModelWeights::device_bytes(file, cfg);
     if (opts.all_logits) {
         // One ubatch of logits stays within one binding: linear() could split a larger output, but
         // a ubatch that large gains nothing over a smaller one, so name the largest that fits.
@@ -74,10 +87,19 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Llama
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
     p.scratch = scratch_bytes(cfg, opts.ubatch) + p.all_logits +
                 attention_scratch(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
-    uint64_t per_token = kv_bytes_per_token(cfg, opts.kv_type);
+    // Full-context layers grow with n_ctx; a sliding-window layer's ring is fixed once n_ctx
+    // passes window + ubatch - 1, so the fit is solved for the full layers with the rings at
+    // their largest.
+    const uint64_t kv_row = kv_row_bytes(cfg, opts.kv_type);
+    uint32_t n_full = 0;
+    uint64_t ring_bytes = 0;
+    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += 2ull * kv_row * (cfg.window + opts.ubatch - 1);
+        else ++n_full;
+    }
+    const uint64_t per_token = 2ull * kv_row * std::max(n_full, 1u);
     // One layer's K (or V) cache is one binding: it must fit maxStorageBufferRange.
-    uint64_t per_layer_row = per_token / (2ull * cfg.n_layers);
-    uint64_t max_ctx_binding = caps.max_storage_buffer_range / per_layer_row;
+    uint64_t max_ctx_binding = caps.max_storage_buffer_range / kv_row;
     // Keep 10% of the heap for the driver, staging and other processes.
     uint64_t budget = p.available / 10 * 9;
     uint64_t fixed = p.weights + p.scratch;
@@ -85,26 +107,31 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Llama
         throw DeviceLimitError(fmt::format(
             "model does not fit on the device: weights {} + scratch {} = {}, but only {} of device memory is usable "
             "(of {})", mib(p.weights), mib(p.scratch), mib(fixed), mib(budget), mib(p.available)));
-    uint64_t max_ctx_memory = (budget - fixed) / per_token;
+    uint64_t max_ctx_memory = budget - fixed > ring_bytes ? (budget - fixed - ring_bytes) / per_token : 0;
+    const uint32_t train_ctx = cfg.n_ctx_train ? cfg.n_ctx_train : 2048;
     if (opts.n_ctx == 0) {
-        p.n_ctx = uint32_t(std::min<uint64_t>({cfg.n_ctx_train ? cfg.n_ctx_train : 2048, max_ctx_memory, max_ctx_binding}));
+        p.n_ctx = uint32_t(std::min<uint64_t>({train_ctx, max_ctx_memory, max_ctx_binding}));
         if (p.n_ctx < 16)
             throw DeviceLimitError(fmt::format("model leaves room for only {} tokens of KV cache ({} per token); the "
                                                "device has {}", p.n_ctx, mib(per_token), mib(p.available)));
     } else {
         p.n_ctx = opts.n_ctx;
+        if (cfg.arch->positions == PositionKind::Learned && p.n_ctx > cfg.n_ctx_train)
+            throw DeviceLimitError(fmt::format("--ctx {}: this {} model has learned positions for {} tokens only",
+                                               p.n_ctx, cfg.arch->name, cfg.n_ctx_train));
         if (p.n_ctx > max_ctx_memory)
             throw DeviceLimitError(fmt::format(
                 "--ctx {} needs {} of KV cache, but after weights ({}) and scratch ({}) only {} is usable: at most "
-                "--ctx {}", p.n_ctx, mib(per_token * p.n_ctx), mib(p.weights), mib(p.scratch), mib(budget - fixed),
-                max_ctx_memory));
+                "--ctx {}", p.n_ctx, mib(kv_cache_bytes(cfg, p.n_ctx, opts.ubatch, opts.kv_type)), mib(p.weights),
+                mib(p.scratch), mib(budget - fixed), max_ctx_memory));
         if (p.n_ctx > max_ctx_binding)
             throw DeviceLimitError(fmt::format("--ctx {}: one layer's KV cache would be {} bytes, more than this "
                                                "device's maxStorageBufferRange ({}); at most --ctx {}",
-                                               p.n_ctx, per_layer_row * p.n_ctx, caps.max_storage_buffer_range,
+                                               p.n_ctx, kv_row * p.n_ctx, caps.max_storage_buffer_range,
                                                max_ctx_binding));
     }
-    p.kv_cache = per_token * p.n_ctx;
+    p.kv_cache = kv_cache_bytes(cfg, p.n_ctx, opts.ubatch, opts.kv_type);
+    p.kv_cache_full = 2ull * kv_row * cfg.n_layers * p.n_ctx;
     p.attention_scratch = attention_scratch(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
     p.scratch = scratch_bytes(cfg, opts.ubatch) + p.all_logits + p.attention_scratch;
     return p;
@@ -112,11 +139,11 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Llama
 
 // --- construction ----------------------------------------------------------------------------------
 
-struct LlamaGpu::Recording {
+struct ModelGpu::Recording {
     std::vector<std::unique_ptr<CommandStream>> streams;  // embed, layers..., head
 };
 
-LlamaGpu::LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, const LlamaOptions& opts,
+ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
                    const UploadProgress& progress)
     : ctx_(ctx), file_(file), cfg_(cfg), opts_(opts) {
     if (opts_.ubatch == 0) throw std::invalid_argument("ubatch must be > 0");
@@ -132,7 +159,7 @@ LlamaGpu::LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, c
         }
     });
     try {
-        w_ = LlamaWeights::upload(ctx, file, cfg, progress);
+        w_ = ModelWeights::upload(ctx, file, cfg, plan_.n_ctx, progress);
     } catch (...) {
         compiler.join();
         throw;
@@ -140,23 +167,25 @@ LlamaGpu::LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, c
     compiler.join();
     if (compile_error) std::rethrow_exception(compile_error);
 
-    const uint32_t U = opts_.ubatch, dim = cfg.dim, kv = cfg.kv_dim(), ffn = cfg.ffn_dim;
-    const uint64_t kv_row = uint64_t(kv) * (opts_.kv_type == ops::KvType::F16 ? 2 : 4);
+    const uint32_t U = opts_.ubatch, dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = cfg.ffn_dim;
+    const uint64_t kv_row = kv_row_bytes(cfg, opts_.kv_type);
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
-        k_cache_.push_back(ctx.create_buffer(kv_row * plan_.n_ctx, MemoryUsage::Device, fmt::format("k_cache.{}", l)));
-        v_cache_.push_back(ctx.create_buffer(kv_row * plan_.n_ctx, MemoryUsage::Device, fmt::format("v_cache.{}", l)));
+        kv_rows_.push_back(kv_cache_rows(cfg, l, plan_.n_ctx, U));
+        k_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, fmt::format("k_cache.{}", l)));
+        v_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, fmt::format("v_cache.{}", l)));
     }
     auto dev = [&](uint64_t floats, const char* name) { return ctx.create_buffer(floats * 4, MemoryUsage::Device, name); };
     x_ = dev(uint64_t(U) * dim, "x");
     xn_ = dev(uint64_t(U) * dim, "xn");
-    q_ = dev(uint64_t(U) * dim, "q");
+    tmp_ = dev(uint64_t(U) * dim, "tmp");
+    q_ = dev(uint64_t(U) * qd, "q");
     k_ = dev(uint64_t(U) * kv, "k");
     v_ = dev(uint64_t(U) * kv, "v");
-    att_ = dev(uint64_t(U) * dim, "att");
+    att_ = dev(uint64_t(U) * qd, "att");
     gate_ = dev(uint64_t(U) * ffn, "gate");
     up_ = dev(uint64_t(U) * ffn, "up");
     last_ = dev(dim, "last");
-    qkv_ = dev(uint64_t(dim) + 2ull * kv, "qkv");
+    qkv_ = dev(uint64_t(qd) + 2ull * kv, "qkv");
     gate_up_ = dev(2ull * ffn, "gate_up");
     logits_ = ctx.create_buffer(uint64_t(cfg.n_vocab) * 4, MemoryUsage::DeviceHostVisible, "logits");
     // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
@@ -169,69 +198,110 @@ LlamaGpu::LlamaGpu(Context& ctx, const GgufFile& file, const LlamaConfig& cfg, c
     attn_scratch_ = ctx.create_buffer(std::max<uint64_t>(plan_.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
 }
 
-LlamaGpu::~LlamaGpu() = default;
+ModelGpu::~ModelGpu() = default;
 
-std::vector<PipelineDesc> LlamaGpu::pipelines() const {
+std::vector<PipelineDesc> ModelGpu::pipelines() const {
     std::vector<PipelineDesc> out;
     auto add = [&](std::vector<PipelineDesc> v) {
         for (auto& d : v)
             if (std::none_of(out.begin(), out.end(), [&](const PipelineDesc& o) { return o.key() == d.key(); }))
                 out.push_back(std::move(d));
     };
-    const LlamaConfig& c = cfg_;
-    auto type_of = [&](const char* name) { return file_.tensor(name).type; };
+    const ModelConfig& c = cfg_;
+    auto type_of = [&](const std::string& name) { return file_.tensor(name).type; };
     TensorType out_t = c.tied_embeddings ? type_of("token_embd.weight") : type_of("output.weight");
+    const uint32_t qd = c.q_dim(), kv = c.kv_dim();
     // Every layer's own types: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers) need
     // several variants of one op.
     for (uint32_t m : {1u, opts_.ubatch}) {
         for (uint32_t l = 0; l < c.n_layers; ++l) {
-            auto type = [&](const char* t) { return type_of(fmt::format("blk.{}.{}.weight", l, t).c_str()); };
-            add(ops::linear_pipelines(ctx_, type("attn_q"), m, c.dim, c.dim));
-            add(ops::linear_pipelines(ctx_, type("attn_k"), m, c.kv_dim(), c.dim));
-            add(ops::linear_pipelines(ctx_, type("attn_v"), m, c.kv_dim(), c.dim));
-            add(ops::linear_pipelines(ctx_, type("attn_output"), m, c.dim, c.dim));
-            add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, c.ffn_dim, c.dim));
-            add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim));
+            auto type = [&](const char* t) { return type_of(fmt::format("blk.{}.{}.weight", l, t)); };
+            if (c.arch->fused_qkv) {
+                add(ops::linear_pipelines(ctx_, type("attn_qkv"), m, m == 1 ? qd + 2 * kv : qd, c.dim));
+                add(ops::linear_pipelines(ctx_, type("attn_qkv"), m, kv, c.dim));
+            } else {
+                add(ops::linear_pipelines(ctx_, type("attn_q"), m, qd, c.dim));
+                add(ops::linear_pipelines(ctx_, type("attn_k"), m, kv, c.dim));
+                add(ops::linear_pipelines(ctx_, type("attn_v"), m, kv, c.dim));
+                if (m == 1) add(ops::linear_pipelines(ctx_, type("attn_q"), m, qd + 2 * kv, c.dim));
+            }
+            add(ops::linear_pipelines(ctx_, type("attn_output"), m, c.dim, qd));
+            if (c.arch->fused_gate_up) {
+                add(ops::linear_pipelines(ctx_, type("ffn_up"), m, m == 1 ? 2 * c.ffn_dim : c.ffn_dim, c.dim));
+            } else {
+                if (c.arch->ffn != FfnKind::Gelu) add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, c.ffn_dim, c.dim));
+                add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim));
+                if (m == 1 && c.arch->ffn != FfnKind::Gelu)
+                    add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, 2 * c.ffn_dim, c.dim));
+            }
             add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim));
+            add(ops::attention_pipelines(ctx_, attention_params(l, m)));
         }
-        add(ops::attention_pipelines(ctx_, attention_params(c, m, plan_.n_ctx, opts_.kv_type)));
     }
     // Runs before the upload decides gpu_embed_: the same test on the file's size.
     if (file_.tensor("token_embd.weight").n_bytes <= ctx_.caps().max_storage_buffer_range)
         add(ops::get_rows_pipelines(ctx_, type_of("token_embd.weight")));
+    if (c.arch->positions == PositionKind::Learned) add(ops::get_rows_pipelines(ctx_, type_of("position_embd.weight")));
     add(ops::linear_pipelines(ctx_, out_t, 1, c.n_vocab, c.dim));
     if (opts_.all_logits) add(ops::linear_pipelines(ctx_, out_t, opts_.ubatch, c.n_vocab, c.dim));
     add(ops::small_op_pipelines(ctx_));
     return out;
 }
 
-// --- recording -------------------------------------------------------------------------------------
-
-void LlamaGpu::record_embed(CommandStream& s, uint32_t n) {
-    const uint64_t row = uint64_t(cfg_.dim) * 4;
-    if (gpu_embed_)
-        ops::get_rows(ctx_, s, w_.token_embd.type, w_.token_embd.slice(), cfg_.n_vocab, cfg_.dim, ids_.slice(0, 4ull * n),
-                      n, x_.slice(0, row * n));
-    else
-        s.copy(embed_in_.slice(0, row * n), x_.slice(0, row * n));
+ops::AttentionParams ModelGpu::attention_params(uint32_t layer, uint32_t n_tokens) const {
+    const uint32_t rows = kv_cache_rows(cfg_, layer, plan_.n_ctx, opts_.ubatch);
+    ops::AttentionParams p = plain_attention_params(cfg_, n_tokens, rows, opts_.kv_type);
+    // A window as long as the context never masks anything.
+    if (cfg_.is_local(layer) && cfg_.window < plan_.n_ctx) p.window = cfg_.window;
+    return p;
 }
 
-LlamaGpu::LayerSlices LlamaGpu::layer_slices(uint32_t l, uint32_t n) const {
+void ModelGpu::norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
+                    const BufferSlice& y, uint32_t rows) {
+    if (cfg_.arch->norm == NormKind::Layer) {
+        const BufferSlice bias = b.slice();
+        ops::layer_norm(ctx_, s, x, w.slice(), b.present() ? &bias : nullptr, y, rows, cfg_.dim, cfg_.norm_eps);
+    } else {
+        ops::rms_norm(ctx_, s, x, w.slice(), y, rows, cfg_.dim, cfg_.norm_eps);
+    }
+}
+
+// --- recording -------------------------------------------------------------------------------------
+
+void ModelGpu::record_embed(CommandStream& s, uint32_t n) {
+    const uint64_t row = uint64_t(cfg_.dim) * 4;
+    const BufferSlice x = x_.slice(0, row * n);
+    if (gpu_embed_)
+        ops::get_rows(ctx_, s, w_.token_embd.type, w_.token_embd.slice(), cfg_.n_vocab, cfg_.dim, ids_.slice(0, 4ull * n),
+                      n, x);
+    else
+        s.copy(embed_in_.slice(0, row * n), x);
+    if (cfg_.arch->embed_scale) ops::scale(ctx_, s, x, n * cfg_.dim, std::sqrt(float(cfg_.dim)));
+    if (cfg_.arch->positions == PositionKind::Learned) {
+        // x += position_embd[pos]: the positions buffer doubles as the row ids.
+        const BufferSlice rows = tmp_.slice(0, row * n);
+        ops::get_rows(ctx_, s, w_.position_embd.type, w_.position_embd.slice(), w_.position_embd.rows, cfg_.dim,
+                      positions_.slice(0, 4ull * n), n, rows);
+        ops::add(ctx_, s, x, rows, x, n * cfg_.dim);
+    }
+}
+
+ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n) const {
     const LayerWeights& L = w_.layers[l];
-    const uint32_t dim = cfg_.dim, kv = cfg_.kv_dim(), ffn = cfg_.ffn_dim;
+    const uint32_t qd = cfg_.q_dim(), kv = cfg_.kv_dim(), ffn = cfg_.ffn_dim;
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
     LayerSlices r;
     // Decoding one token is bound by dispatch count on small models: Q, K and V come from one
-    // matvec over the fused weights into one (dim + 2 kv) vector, which also makes q and k one
+    // matvec over the fused weights into one (q_dim + 2 kv) vector, which also makes q and k one
     // contiguous run of heads for a single RoPE dispatch; gate and up likewise.
-    r.fuse_qkv = n == 1 && L.wqkv.rows != 0;
-    r.fuse_ffn = n == 1 && L.w_gate_up.rows != 0;
+    r.fuse_qkv = n == 1 && L.wqkv.present();
+    r.fuse_ffn = n == 1 && L.w_gate_up.present();
     if (r.fuse_qkv) {
-        r.q = qkv_.slice(0, 4ull * dim);
-        r.k = qkv_.slice(4ull * dim, 4ull * kv);
-        r.v = qkv_.slice(4ull * (dim + kv), 4ull * kv);
+        r.q = qkv_.slice(0, 4ull * qd);
+        r.k = qkv_.slice(4ull * qd, 4ull * kv);
+        r.v = qkv_.slice(4ull * (qd + kv), 4ull * kv);
     } else {
-        r.q = rows(q_, dim), r.k = rows(k_, kv), r.v = rows(v_, kv);
+        r.q = rows(q_, qd), r.k = rows(k_, kv), r.v = rows(v_, kv);
     }
     if (r.fuse_ffn) {
         r.gate = gate_up_.slice(0, 4ull * ffn);
@@ -242,71 +312,118 @@ LlamaGpu::LayerSlices LlamaGpu::layer_slices(uint32_t l, uint32_t n) const {
     return r;
 }
 
-void LlamaGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
+void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
     const LayerWeights& L = w_.layers[l];
-    const LlamaConfig& c = cfg_;
-    const uint32_t dim = c.dim, kv = c.kv_dim(), ffn = c.ffn_dim;
+    const ModelConfig& c = cfg_;
+    const ArchDesc& A = *c.arch;
+    const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
-    BufferSlice x = rows(x_, dim), xn = rows(xn_, dim), att = rows(att_, dim);
+    BufferSlice x = rows(x_, dim), xn = rows(xn_, dim), tmp = rows(tmp_, dim), att = rows(att_, qd);
     BufferSlice pos = positions_.slice(0, 4ull * n);
     const LayerSlices ls = layer_slices(l, n);
     const BufferSlice &q = ls.q, &k = ls.k, &v = ls.v, &gate = ls.gate, &up = ls.up;
-    const bool fuse_qkv = ls.fuse_qkv, fuse_ffn = ls.fuse_ffn;
+    auto bias = [&](const BufferSlice& y, const DeviceTensor& b, uint32_t width) {
+        if (b.present()) ops::add_rows(ctx_, s, y, b.slice(), n, width);
+    };
 
-    // --- attention block
-    ops::rms_norm(ctx_, s, x, L.attn_norm.slice(), xn, n, dim, c.rms_eps);
-    if (fuse_qkv) {
-        ops::linear(ctx_, s, L.wqkv.type, L.wqkv.slice(), xn, qkv_.slice(), 1, dim + 2 * kv, dim);
-        ops::rope(ctx_, s, qkv_.slice(0, 4ull * (dim + kv)), pos, 1, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim,
-                  c.rope_base, ops::RopeLayout::Adjacent);
+    // --- attention block: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), ...))
+    norm(s, x, L.attn_norm, L.attn_norm_b, xn, n);
+    if (ls.fuse_qkv) {
+        ops::linear(ctx_, s, L.wqkv.type, L.wqkv.slice(), xn, qkv_.slice(), 1, qd + 2 * kv, dim);
+        if (L.bqkv.present()) {
+            ops::add_rows(ctx_, s, qkv_.slice(), L.bqkv.slice(), 1, qd + 2 * kv);
+        } else {
+            bias(q, L.bq, qd), bias(k, L.bk, kv), bias(v, L.bv, kv);
+        }
     } else {
-        ops::linear(ctx_, s, L.wq.type, L.wq.slice(), xn, q, n, dim, dim);
+        ops::linear(ctx_, s, L.wq.type, L.wq.slice(), xn, q, n, qd, dim);
         ops::linear(ctx_, s, L.wk.type, L.wk.slice(), xn, k, n, kv, dim);
         ops::linear(ctx_, s, L.wv.type, L.wv.slice(), xn, v, n, kv, dim);
-        ops::rope(ctx_, s, q, pos, n, c.n_heads, c.head_dim, c.rope_dim, c.rope_base, ops::RopeLayout::Adjacent);
-        ops::rope(ctx_, s, k, pos, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, ops::RopeLayout::Adjacent);
+        bias(q, L.bq, qd), bias(k, L.bk, kv), bias(v, L.bv, kv);
     }
-    ops::kv_store(ctx_, s, k, k_cache_[l].slice(), pos, n, kv, plan_.n_ctx, opts_.kv_type);
-    ops::kv_store(ctx_, s, v, v_cache_[l].slice(), pos, n, kv, plan_.n_ctx, opts_.kv_type);
-    ops::attention(ctx_, s, attention_params(c, n, plan_.n_ctx, opts_.kv_type), q, k_cache_[l].slice(),
-                   v_cache_[l].slice(), pos, att, attn_scratch_.slice());
-    ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, x, n, dim, dim, &x);  // x += wo · att
+    if (A.qk_norm) {  // every head of q and k is RMS-normalized on its own
+        ops::rms_norm(ctx_, s, q, L.q_norm.slice(), q, n * c.n_heads, c.head_dim, c.norm_eps);
+        ops::rms_norm(ctx_, s, k, L.k_norm.slice(), k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
+    }
+    if (A.positions == PositionKind::Rope) {
+        const RopeConfig& r = c.rope_for(l);
+        ops::RopeParams rp{c.n_heads, c.head_dim, c.rope_dim, r.base, A.rope_layout, r.freq_scale, r.ext_factor,
+                           r.attn_factor, r.beta_fast, r.beta_slow, r.n_ctx_orig};
+        const BufferSlice factors = w_.rope_factors.slice();
+        const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
+        if (ls.fuse_qkv) {  // q and k are one run of n_heads + n_kv_heads heads
+            rp.n_heads = c.n_heads + c.n_kv_heads;
+            ops::rope(ctx_, s, qkv_.slice(0, 4ull * (qd + kv)), pos, 1, rp, ff);
+        } else {
+            ops::rope(ctx_, s, q, pos, n, rp, ff);
+            rp.n_heads = c.n_kv_heads;
+            ops::rope(ctx_, s, k, pos, n, rp, ff);
+        }
+    }
+    const uint32_t kv_rows = kv_rows_[l];
+    ops::kv_store(ctx_, s, k, k_cache_[l].slice(), pos, n, kv, kv_rows, opts_.kv_type);
+    ops::kv_store(ctx_, s, v, v_cache_[l].slice(), pos, n, kv, kv_rows, opts_.kv_type);
+    ops::attention(ctx_, s, attention_params(l, n), q, k_cache_[l].slice(), v_cache_[l].slice(), pos, att,
+                   attn_scratch_.slice());
+    if (L.post_attn_norm.present()) {
+        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, tmp, n, dim, qd);
+        bias(tmp, L.bo, dim);
+        ops::rms_norm(ctx_, s, tmp, L.post_attn_norm.slice(), tmp, n, dim, c.norm_eps);
+        ops::add(ctx_, s, x, tmp, x, n * dim);
+    } else {
+        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, x, n, dim, qd, &x);  // x += wo · att
+        bias(x, L.bo, dim);
+    }
 
-    // --- feed-forward block
-    ops::rms_norm(ctx_, s, x, L.ffn_norm.slice(), xn, n, dim, c.rms_eps);
-    if (fuse_ffn) {
+    // --- feed-forward block: x += post_norm(w_down · act(...))
+    norm(s, x, L.ffn_norm, L.ffn_norm_b, xn, n);
+    if (ls.fuse_ffn) {
         ops::linear(ctx_, s, L.w_gate_up.type, L.w_gate_up.slice(), xn, gate_up_.slice(), 1, 2 * ffn, dim);
     } else {
-        ops::linear(ctx_, s, L.w_gate.type, L.w_gate.slice(), xn, gate, n, ffn, dim);
+        if (A.ffn != FfnKind::Gelu) ops::linear(ctx_, s, L.w_gate.type, L.w_gate.slice(), xn, gate, n, ffn, dim);
         ops::linear(ctx_, s, L.w_up.type, L.w_up.slice(), xn, up, n, ffn, dim);
     }
-    ops::swiglu(ctx_, s, gate, up, gate, n * ffn);
-    ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, x, n, dim, ffn, &x);  // x += w_down · act
+    bias(up, L.b_up, ffn);
+    switch (A.ffn) {  // the activation always lands in `gate`
+        case FfnKind::SwiGlu: ops::swiglu(ctx_, s, gate, up, gate, n * ffn); break;
+        case FfnKind::GeGlu: ops::geglu(ctx_, s, gate, up, gate, n * ffn); break;
+        case FfnKind::Gelu: ops::gelu(ctx_, s, up, gate, n * ffn); break;
+    }
+    if (L.post_ffn_norm.present()) {
+        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, tmp, n, dim, ffn);
+        bias(tmp, L.b_down, dim);
+        ops::rms_norm(ctx_, s, tmp, L.post_ffn_norm.slice(), tmp, n, dim, c.norm_eps);
+        ops::add(ctx_, s, x, tmp, x, n * dim);
+    } else {
+        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, x, n, dim, ffn, &x);  // x += w_down · act
+        bias(x, L.b_down, dim);
+    }
 }
 
-void LlamaGpu::record_head(CommandStream& s, uint32_t n) {
+void ModelGpu::record_head(CommandStream& s, uint32_t n) {
     const uint64_t row = uint64_t(cfg_.dim) * 4;
     const DeviceTensor& out = w_.output_tensor();
     if (opts_.all_logits) {
         // Every token's logits (perplexity). xn is free once the last layer has run. The last row
         // is copied to logits_ so that logits() and argmax() see the same values as the rows.
         const uint64_t vrow = uint64_t(cfg_.n_vocab) * 4;
-        ops::rms_norm(ctx_, s, x_.slice(0, row * n), w_.output_norm.slice(), xn_.slice(0, row * n), n, cfg_.dim,
-                      cfg_.rms_eps);
-        ops::linear(ctx_, s, out.type, out.slice(), xn_.slice(0, row * n), all_logits_.slice(0, vrow * n), n,
-                    cfg_.n_vocab, cfg_.dim);
+        const BufferSlice rows = all_logits_.slice(0, vrow * n);
+        norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
+        ops::linear(ctx_, s, out.type, out.slice(), xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim);
+        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
         s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits_.slice());
     } else {
         // Only the last token's logits are needed; copying its row also avoids binding x at an
         // offset that may not meet minStorageBufferOffsetAlignment.
         s.copy(x_.slice(row * (n - 1), row), last_.slice());
-        ops::rms_norm(ctx_, s, last_.slice(), w_.output_norm.slice(), last_.slice(), 1, cfg_.dim, cfg_.rms_eps);
+        norm(s, last_.slice(), w_.output_norm, w_.output_norm_b, last_.slice(), 1);
         ops::linear(ctx_, s, out.type, out.slice(), last_.slice(), logits_.slice(), 1, cfg_.n_vocab, cfg_.dim);
+        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits_.slice(), cfg_.n_vocab, cfg_.final_softcap);
     }
     ops::argmax(ctx_, s, logits_.slice(), argmax_.slice(), 1, cfg_.n_vocab);
 }
 
-LlamaGpu::Recording& LlamaGpu::recording(uint32_t n) {
+ModelGpu::Recording& ModelGpu::recording(uint32_t n) {
     auto it = recordings_.find(n);
     if (it != recordings_.end()) return *it->second;
     // Prompt remainders of many sizes would pile up: keep the decode (n = 1) and full-ubatch
@@ -330,7 +447,7 @@ LlamaGpu::Recording& LlamaGpu::recording(uint32_t n) {
 
 // --- evaluation ------------------------------------------------------------------------------------
 
-LayerTensors LlamaGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
+LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
     const LayerSlices ls = layer_slices(layer, n);
     LayerTensors t;
     auto get = [&](const char* name, const BufferSlice& s, uint64_t width) {
@@ -338,10 +455,10 @@ LayerTensors LlamaGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
         ctx_.download(s, v.data(), v.size() * 4);
         t[name] = std::move(v);
     };
-    get("q_rope", ls.q, cfg_.dim);
+    get("q_rope", ls.q, cfg_.q_dim());
     get("k_rope", ls.k, cfg_.kv_dim());
     get("v", ls.v, cfg_.kv_dim());
-    get("attn_out", att_.slice(), cfg_.dim);
+    get("attn_out", att_.slice(), cfg_.q_dim());
     get("ffn_in", xn_.slice(), cfg_.dim);
     get("ffn_up", ls.up, cfg_.ffn_dim);
     get("ffn_act", ls.gate, cfg_.ffn_dim);
@@ -349,15 +466,15 @@ LayerTensors LlamaGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
     return t;
 }
 
-void LlamaGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(tokens, probe, {}); }
+void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(tokens, probe, {}); }
 
-void LlamaGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink) {
+void ModelGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink) {
     if (!opts_.all_logits)
-        throw std::logic_error("eval_all_logits: the model was loaded without LlamaOptions::all_logits");
+        throw std::logic_error("eval_all_logits: the model was loaded without ModelOptions::all_logits");
     eval_impl(tokens, {}, sink);
 }
 
-void LlamaGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink) {
+void ModelGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink) {
     if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
     if (tokens.size() > plan_.n_ctx - n_past_)
         throw ContextFullError(fmt::format("{} tokens do not fit: the context holds {} tokens and {} are used "
@@ -413,14 +530,14 @@ void LlamaGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& prob
     }
 }
 
-void LlamaGpu::set_profiling(bool on) {
+void ModelGpu::set_profiling(bool on) {
     if (on == profiling_) return;
     profiling_ = on;
     recordings_.clear();
     last_recording_ = nullptr;
 }
 
-std::vector<DispatchTiming> LlamaGpu::last_timings() const {
+std::vector<DispatchTiming> ModelGpu::last_timings() const {
     std::vector<DispatchTiming> out;
     if (!last_recording_) return out;
     for (auto& s : last_recording_->streams) {
@@ -430,7 +547,7 @@ std::vector<DispatchTiming> LlamaGpu::last_timings() const {
     return out;
 }
 
-int32_t LlamaGpu::argmax() const {
+int32_t ModelGpu::argmax() const {
     uint32_t id = 0;
     std::memcpy(&id, argmax_.mapped(), 4);
     // The device argmax skips NaN and answers 0 for an all-NaN row, so check the winning logit
@@ -448,7 +565,7 @@ int32_t LlamaGpu::argmax() const {
     return int32_t(id);
 }
 
-std::vector<float> LlamaGpu::logits() const {
+std::vector<float> ModelGpu::logits() const {
     std::vector<float> out(cfg_.n_vocab);
     ctx_.download(logits_, out.data(), out.size() * 4);
     return out;

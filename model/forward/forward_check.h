@@ -2,8 +2,8 @@
 // and `vkllm run --check` reports the first layer and tensor whose result diverges.
 #pragma once
 
-#include "model/llama_cpu.h"
-#include "model/llama_gpu.h"
+#include "model/forward/model_cpu.h"
+#include "model/forward/model_gpu.h"
 
 #include <span>
 #include <string>
@@ -28,7 +28,7 @@ struct CheckReport {
 
 // Evaluates `tokens` on both (each at its own n_past, which should be equal) and compares every
 // layer's tensors against `tensor_nmse` and the logits against `logits_nmse`.
-CheckReport check_forward(LlamaGpu& gpu, LlamaCpu& cpu, std::span<const int32_t> tokens, double tensor_nmse = 1e-4,
+CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t> tokens, double tensor_nmse = 1e-4,
                           double logits_nmse = 1e-4);
 
 }  // namespace vkllm

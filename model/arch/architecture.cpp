@@ -1,0 +1,107 @@
+#include "model/arch/architecture.h"
+
+#include <array>
+
+namespace vkllm {
+
+namespace {
+
+using ops::RopeLayout;
+
+ArchDesc llama() {
+    ArchDesc a;
+    a.name = "llama";  // LLaMA 1/2/3.x, TinyLlama, SmolLM, Mistral-style dense models
+    return a;
+}
+
+ArchDesc qwen2() {
+    ArchDesc a;
+    a.name = "qwen2";
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.qkv_bias = true;
+    return a;
+}
+
+ArchDesc qwen3() {
+    ArchDesc a;
+    a.name = "qwen3";
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.qk_norm = true;
+    return a;
+}
+
+ArchDesc phi3() {
+    ArchDesc a;
+    a.name = "phi3";
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.fused_qkv = true;
+    a.fused_gate_up = true;
+    a.rope_factor_tensors = true;
+    // Phi-3 files carry attention.sliding_window, but like llama.cpp (which disabled it for Phi-3)
+    // vkllm attends over the whole context: swa_period stays 0.
+    return a;
+}
+
+ArchDesc gemma2() {
+    ArchDesc a;
+    a.name = "gemma2";
+    a.ffn = FfnKind::GeGlu;
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.post_norms = true;
+    a.embed_scale = true;
+    a.swa_period = 2;
+    a.default_window = 4096;
+    a.default_attn_softcap = 50.0f;
+    a.default_final_softcap = 30.0f;
+    a.dim_scale_layers = 46;
+    return a;
+}
+
+ArchDesc gemma3() {
+    ArchDesc a;
+    a.name = "gemma3";
+    a.ffn = FfnKind::GeGlu;
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.qk_norm = true;
+    a.post_norms = true;
+    a.embed_scale = true;
+    a.swa_period = 6;
+    a.local_rope_base = true;
+    a.dim_scale_layers = 62;
+    return a;
+}
+
+ArchDesc gpt2() {
+    ArchDesc a;
+    a.name = "gpt2";
+    a.norm = NormKind::Layer;
+    a.ffn = FfnKind::Gelu;
+    a.positions = PositionKind::Learned;
+    a.fused_qkv = true;
+    a.all_bias = true;
+    return a;
+}
+
+const std::array<ArchDesc, 7>& archs() {
+    static const std::array<ArchDesc, 7> table = {llama(), qwen2(), qwen3(), phi3(), gemma2(), gemma3(), gpt2()};
+    return table;
+}
+
+}  // namespace
+
+const ArchDesc* find_arch(std::string_view name) {
+    for (const ArchDesc& a : archs())
+        if (a.name == name) return &a;
+    return nullptr;
+}
+
+std::string supported_arch_list() {
+    std::string out;
+    for (const ArchDesc& a : archs()) out += (out.empty() ? "" : ", ") + std::string(a.name);
+    return out;
+}
+
+std::string_view arch_name_at(size_t i) { return archs().at(i).name; }
+size_t arch_count() { return archs().size(); }
+
+}  // namespace vkllm

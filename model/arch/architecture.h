@@ -1,0 +1,81 @@
+// The decoder architectures vkllm runs, as data: each is a description (norm kind, activation,
+// biases, position encoding, sliding windows, soft-caps, fused tensors) that the one forward pass
+// (model/forward/model_gpu.cpp) and the one host reference (model/forward/model_cpu.cpp) read.
+// Adding an architecture that only recombines these features is one table entry in
+// architecture.cpp; a new feature is a field here plus its branch in both forward passes.
+//
+// Tensor names are the GGUF ones, shared by every architecture (llama.cpp's conventions):
+//   token_embd, position_embd, output_norm, output, rope_freqs, rope_factors_{long,short}, and per
+//   layer blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_qkv, attn_q_norm, attn_k_norm,
+//   attn_output, post_attention_norm, ffn_norm, ffn_gate, ffn_up, ffn_down, post_ffw_norm}
+//   with .weight and, where present, .bias.
+#pragma once
+
+#include "runtime/ops/op_types.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace vkllm {
+
+enum class NormKind {
+    Rms,    // x / sqrt(mean(x^2) + eps) * w
+    Layer,  // (x - mean) / sqrt(var + eps) * w + b
+};
+
+enum class FfnKind {
+    SwiGlu,  // down(silu(gate(x)) * up(x))
+    GeGlu,   // down(gelu(gate(x)) * up(x))          (Gemma)
+    Gelu,    // down(gelu(up(x))), no gate            (GPT-2)
+};
+
+enum class PositionKind {
+    Rope,     // rotary, applied to q and k per layer
+    Learned,  // position_embd rows added to the token embeddings (GPT-2)
+};
+
+struct ArchDesc {
+    std::string_view name;  // general.architecture, also the prefix of its hyperparameter keys
+    NormKind norm = NormKind::Rms;
+    FfnKind ffn = FfnKind::SwiGlu;
+    PositionKind positions = PositionKind::Rope;
+    ops::RopeLayout rope_layout = ops::RopeLayout::Adjacent;
+
+    // Tensors: fused_qkv = one attn_qkv tensor holds the rows of q, then k, then v; fused_gate_up
+    // = ffn_up holds the rows of gate, then up (no ffn_gate tensor).
+    bool fused_qkv = false;
+    bool fused_gate_up = false;
+    // Required biases. Biases of q, k, v and attn_output are read when present for every
+    // architecture (some LLaMA fine-tunes have them), as llama.cpp does.
+    bool qkv_bias = false;   // attn_q/k/v (or attn_qkv) .bias
+    bool all_bias = false;   // every projection and every norm has a bias (GPT-2)
+    bool qk_norm = false;    // attn_q_norm / attn_k_norm: RMSNorm of each head of q and k before RoPE
+    bool post_norms = false; // post_attention_norm / post_ffw_norm on the block outputs before the residual add
+    bool embed_scale = false;  // token embeddings are multiplied by sqrt(dim)
+    bool rope_factor_tensors = false;  // rope_factors_long / _short (Phi-3 LongRoPE)
+
+    // Sliding-window attention: layer l is local when swa_period > 0 and l % swa_period <
+    // swa_period - 1 (Gemma 2: every other layer, Gemma 3: five of six). default_window is the
+    // window when the file has no `<arch>.attention.sliding_window` key (0: the key is required).
+    uint32_t swa_period = 0;
+    uint32_t default_window = 0;
+    bool local_rope_base = false;  // local layers use rope base 10000 (or rope.freq_base_swa) unscaled (Gemma 3)
+
+    // Soft-capping, x -> cap * tanh(x / cap): defaults when the file has no key; 0 = off.
+    float default_attn_softcap = 0;
+    float default_final_softcap = 0;
+    // Query scale 1/sqrt(dim / n_heads) instead of 1/sqrt(head_dim) for models with this many
+    // layers (Gemma 27B; how llama.cpp tells them apart); 0 = never.
+    uint32_t dim_scale_layers = 0;
+};
+
+// The description of `general.architecture`; nullptr when vkllm does not run it.
+const ArchDesc* find_arch(std::string_view name);
+// "llama, qwen2, ..." for error messages and --help.
+std::string supported_arch_list();
+// Every architecture, in the order of supported_arch_list().
+std::string_view arch_name_at(size_t i);
+size_t arch_count();
+
+}  // namespace vkllm

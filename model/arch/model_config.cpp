@@ -1,0 +1,276 @@
+#include "model/arch/model_config.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace vkllm {
+
+namespace {
+
+class Checker {
+public:
+    explicit Checker(const GgufFile& f) : f_(f) {}
+
+    [[noreturn]] void fail(std::string_view what, std::string_view reason) const {
+        throw ModelConfigError(fmt::format("{}: {}: {}", f_.name(), what, reason));
+    }
+
+    uint32_t positive(std::string_view key) const {
+        uint32_t v = f_.get_u32(key);
+        if (v == 0) fail(key_what(key), "must be > 0, got 0");
+        return v;
+    }
+
+    static std::string key_what(std::string_view key) { return "key " + quote_name(key); }
+
+    // ggml dims; missing trailing dims count as 1, as GGUF writers drop them.
+    void expect_shape(std::string_view name, std::vector<uint64_t> want, bool required = true) const {
+        const GgufTensorInfo* t = f_.find_tensor(name);
+        if (!t) {
+            if (required) fail("tensor " + quote_name(name), fmt::format("required tensor is missing (expected shape {})", shape(want)));
+            return;
+        }
+        uint64_t w[kGgufMaxDims] = {1, 1, 1, 1};
+        for (size_t i = 0; i < want.size(); ++i) w[i] = want[i];
+        for (size_t i = 0; i < kGgufMaxDims; ++i)
+            if (t->ne[i] != w[i])
+                fail("tensor " + quote_name(name),
+                     fmt::format("expected shape {}, got {}", shape(want), t->shape_string()));
+    }
+
+    static std::string shape(const std::vector<uint64_t>& ne) {
+        std::string s = "[";
+        for (size_t i = 0; i < ne.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", ne[i]);
+        return s + "]";
+    }
+
+private:
+    const GgufFile& f_;
+};
+
+// "blk.12.attn_q.weight" -> 12
+std::optional<uint64_t> layer_of(std::string_view name) {
+    if (!name.starts_with("blk.")) return std::nullopt;
+    name.remove_prefix(4);
+    uint64_t n = 0;
+    auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
+    if (ec != std::errc() || p == name.data() || p == name.data() + name.size() || *p != '.') return std::nullopt;
+    return n;
+}
+
+float positive_float(const Checker& c, const GgufFile& f, const std::string& key, float fallback) {
+    const float v = f.find_f32(key).value_or(fallback);
+    if (!(v > 0) || !std::isfinite(v)) c.fail(Checker::key_what(key), fmt::format("must be positive, got {}", v));
+    return v;
+}
+
+void read_rope(const Checker& c, const GgufFile& f, const std::string& a, ModelConfig& cfg) {
+    cfg.rope.base = positive_float(c, f, a + ".rope.freq_base", 10000.0f);
+    cfg.rope.n_ctx_orig = f.find_u32(a + ".rope.scaling.original_context_length").value_or(cfg.n_ctx_train);
+    std::optional<float> factor = f.find_f32(a + ".rope.scaling.factor");
+    if (!factor) factor = f.find_f32(a + ".rope.scale_linear");  // older files
+    std::string type = std::string(f.find_string(a + ".rope.scaling.type").value_or(factor ? "linear" : "none"));
+    if (type != "none" && type != "linear" && type != "yarn")
+        c.fail(Checker::key_what(a + ".rope.scaling.type"),
+               fmt::format("rope scaling {} is not supported; supported: none, linear, yarn (llama3 files carry "
+                           "rope_freqs.weight)", quote_name(type)));
+    cfg.rope_scaling = type;
+    if (type != "none" && factor && *factor != 0.0f) {
+        if (!(*factor > 0) || !std::isfinite(*factor))
+            c.fail(Checker::key_what(a + ".rope.scaling.factor"), fmt::format("must be positive, got {}", *factor));
+        cfg.rope.freq_scale = 1.0f / *factor;
+    }
+    if (type == "yarn") {
+        cfg.rope.ext_factor = f.find_f32(a + ".rope.scaling.yarn_ext_factor").value_or(1.0f);
+        cfg.rope.attn_factor = f.find_f32(a + ".rope.scaling.yarn_attn_factor").value_or(1.0f);
+        cfg.rope.beta_fast = f.find_f32(a + ".rope.scaling.yarn_beta_fast").value_or(32.0f);
+        cfg.rope.beta_slow = f.find_f32(a + ".rope.scaling.yarn_beta_slow").value_or(1.0f);
+        if (cfg.rope.n_ctx_orig == 0)
+            c.fail(Checker::key_what(a + ".rope.scaling.original_context_length"), "yarn needs the original context");
+    }
+    cfg.rope_local = cfg.rope;
+    if (cfg.arch->local_rope_base) {
+        // Gemma 3: local layers rotate with their own base and no scaling.
+        cfg.rope_local = RopeConfig{};
+        cfg.rope_local.base = positive_float(c, f, a + ".rope.freq_base_swa", 10000.0f);
+        cfg.rope_local.n_ctx_orig = cfg.n_ctx_train;
+    }
+}
+
+ModelConfig read(const GgufFile& f) {
+    Checker c(f);
+    const std::string_view arch_name = f.get_string("general.architecture");
+    ModelConfig cfg;
+    cfg.arch = find_arch(arch_name);
+    if (!cfg.arch)
+        c.fail("key 'general.architecture'", fmt::format("architecture {} is not supported; supported: {}",
+                                                         quote_name(arch_name), supported_arch_list()));
+    const ArchDesc& A = *cfg.arch;
+    const std::string a(arch_name);
+    auto key = [&](const char* k) { return a + "." + k; };
+
+    cfg.dim = c.positive(key("embedding_length"));
+    cfg.n_layers = c.positive(key("block_count"));
+    cfg.ffn_dim = c.positive(key("feed_forward_length"));
+    cfg.n_ctx_train = c.positive(key("context_length"));
+    cfg.n_heads = c.positive(key("attention.head_count"));
+    cfg.n_kv_heads = f.has(key("attention.head_count_kv")) ? c.positive(key("attention.head_count_kv")) : cfg.n_heads;
+    if (cfg.n_heads % cfg.n_kv_heads != 0)
+        c.fail(Checker::key_what(key("attention.head_count_kv")),
+               fmt::format("{} KV heads do not divide {} query heads", cfg.n_kv_heads, cfg.n_heads));
+    if (f.has(key("attention.key_length"))) {
+        cfg.head_dim = c.positive(key("attention.key_length"));
+    } else {
+        if (cfg.dim % cfg.n_heads != 0)
+            c.fail(Checker::key_what(key("attention.head_count")),
+                   fmt::format("{} heads do not divide embedding length {}", cfg.n_heads, cfg.dim));
+        cfg.head_dim = cfg.dim / cfg.n_heads;
+    }
+    if (auto v = f.find_u32(key("attention.value_length")); v && *v != cfg.head_dim)
+        c.fail(Checker::key_what(key("attention.value_length")),
+               fmt::format("value head size {} differs from key head size {}; not supported", *v, cfg.head_dim));
+    if (cfg.head_dim % 4 != 0 || cfg.head_dim > 256)
+        c.fail(Checker::key_what(key("attention.key_length")),
+               fmt::format("head size {} is not supported: it must be a multiple of 4, at most 256", cfg.head_dim));
+
+    const std::string eps_key = key(A.norm == NormKind::Rms ? "attention.layer_norm_rms_epsilon"
+                                                            : "attention.layer_norm_epsilon");
+    cfg.norm_eps = f.get_f32(eps_key);
+    if (!(cfg.norm_eps > 0) || !std::isfinite(cfg.norm_eps))
+        c.fail(Checker::key_what(eps_key), fmt::format("must be positive, got {}", cfg.norm_eps));
+
+    if (A.positions == PositionKind::Rope) {
+        cfg.rope_dim = f.find_u32(key("rope.dimension_count")).value_or(cfg.head_dim);
+        if (cfg.rope_dim == 0 || cfg.rope_dim % 2 != 0 || cfg.rope_dim > cfg.head_dim)
+            c.fail(Checker::key_what(key("rope.dimension_count")),
+                   fmt::format("rope dimension {} must be even, positive and at most the head dim {}", cfg.rope_dim,
+                               cfg.head_dim));
+        read_rope(c, f, a, cfg);
+    }
+
+    if (A.swa_period > 0) {
+        const std::string wk = key("attention.sliding_window");
+        if (A.default_window == 0 && !f.has(wk)) c.fail(Checker::key_what(wk), "required for this architecture");
+        cfg.window = f.find_u32(wk).value_or(A.default_window);
+        cfg.local.resize(cfg.n_layers);
+        for (uint32_t l = 0; l < cfg.n_layers; ++l)
+            cfg.local[l] = cfg.window > 0 && l % A.swa_period < A.swa_period - 1;
+    }
+    cfg.attn_softcap = f.find_f32(key("attn_logit_softcapping")).value_or(A.default_attn_softcap);
+    cfg.final_softcap = f.find_f32(key("final_logit_softcapping")).value_or(A.default_final_softcap);
+    for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+        const float v = k[0] == 'a' ? cfg.attn_softcap : cfg.final_softcap;
+        if (v < 0 || !std::isfinite(v)) c.fail(Checker::key_what(key(k)), fmt::format("must be >= 0, got {}", v));
+    }
+    cfg.attn_scale = 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
+                                                ? cfg.dim / cfg.n_heads
+                                                : cfg.head_dim));
+
+    // The embedding defines the vocab size; the tokenizer and the vocab_size key must agree.
+    const GgufTensorInfo& embd = f.tensor("token_embd.weight");
+    if (embd.n_dims != 2 || embd.ne[0] != cfg.dim)
+        c.fail("tensor 'token_embd.weight'",
+               fmt::format("expected shape [{}, n_vocab], got {}", cfg.dim, embd.shape_string()));
+    if (embd.ne[1] > uint64_t(std::numeric_limits<int32_t>::max()))
+        c.fail("tensor 'token_embd.weight'", fmt::format("{} rows is too many tokens", embd.ne[1]));
+    cfg.n_vocab = uint32_t(embd.ne[1]);
+    if (f.has("tokenizer.ggml.tokens")) {
+        const uint64_t n = f.get_array_size("tokenizer.ggml.tokens");
+        if (n != cfg.n_vocab)
+            c.fail("key 'tokenizer.ggml.tokens'",
+                   fmt::format("vocab has {} tokens but token_embd.weight has {} rows", n, cfg.n_vocab));
+    }
+    if (auto n = f.find_u32(key("vocab_size")); n && *n != cfg.n_vocab)
+        c.fail(Checker::key_what(key("vocab_size")),
+               fmt::format("vocab_size {} but token_embd.weight has {} rows", *n, cfg.n_vocab));
+
+    const uint64_t d = cfg.dim, q = cfg.q_dim(), kv = cfg.kv_dim(), ff = cfg.ffn_dim, hd = cfg.head_dim;
+    const bool layer_norm = A.norm == NormKind::Layer;
+    auto norm = [&](const std::string& name, uint64_t n) {
+        c.expect_shape(name + ".weight", {n});
+        c.expect_shape(name + ".bias", {n}, layer_norm);
+    };
+    // A projection [in -> out] and its bias: required, or read when present.
+    auto proj = [&](const std::string& name, uint64_t in, uint64_t out, bool bias_required) {
+        c.expect_shape(name + ".weight", {in, out});
+        c.expect_shape(name + ".bias", {out}, bias_required);
+    };
+    norm("output_norm", d);
+    cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+    c.expect_shape("output.weight", {d, cfg.n_vocab}, false);
+    if (A.positions == PositionKind::Learned) c.expect_shape("position_embd.weight", {d, cfg.n_ctx_train});
+    if (A.positions == PositionKind::Rope) {
+        const uint64_t half = cfg.rope_dim / 2;
+        cfg.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+        c.expect_shape("rope_freqs.weight", {half}, false);
+        if (A.rope_factor_tensors) {
+            const bool lng = f.find_tensor("rope_factors_long.weight"), shrt = f.find_tensor("rope_factors_short.weight");
+            if (lng != shrt)
+                c.fail(lng ? "tensor 'rope_factors_short.weight'" : "tensor 'rope_factors_long.weight'",
+                       "LongRoPE needs both rope_factors_long and rope_factors_short");
+            cfg.has_rope_long_short = lng;
+            c.expect_shape("rope_factors_long.weight", {half}, false);
+            c.expect_shape("rope_factors_short.weight", {half}, false);
+        }
+    }
+    const bool qkv_bias = A.qkv_bias || A.all_bias;
+    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        norm(p + "attn_norm", d);
+        if (A.fused_qkv) {
+            proj(p + "attn_qkv", d, q + 2 * kv, qkv_bias);
+        } else {
+            proj(p + "attn_q", d, q, qkv_bias);
+            proj(p + "attn_k", d, kv, qkv_bias);
+            proj(p + "attn_v", d, kv, qkv_bias);
+        }
+        if (A.qk_norm) {
+            c.expect_shape(p + "attn_q_norm.weight", {hd});
+            c.expect_shape(p + "attn_k_norm.weight", {hd});
+        }
+        proj(p + "attn_output", q, d, A.all_bias);
+        if (A.post_norms) c.expect_shape(p + "post_attention_norm.weight", {d});
+        norm(p + "ffn_norm", d);
+        if (A.fused_gate_up) {
+            c.expect_shape(p + "ffn_up.weight", {d, 2 * ff});
+        } else {
+            if (A.ffn != FfnKind::Gelu) c.expect_shape(p + "ffn_gate.weight", {d, ff});
+            proj(p + "ffn_up", d, ff, A.all_bias);
+        }
+        proj(p + "ffn_down", ff, d, A.all_bias);
+        if (A.post_norms) c.expect_shape(p + "post_ffw_norm.weight", {d});
+    }
+    for (const GgufTensorInfo& t : f.tensors()) {
+        if (auto l = layer_of(t.name); l && *l >= cfg.n_layers)
+            c.fail("tensor " + quote_name(t.name),
+                   fmt::format("belongs to layer {} but block_count is {}", *l, cfg.n_layers));
+    }
+    return cfg;
+}
+
+}  // namespace
+
+RopeFactors ModelConfig::rope_factors_for(uint32_t n_ctx) const {
+    if (has_rope_freqs) return RopeFactors::Freqs;
+    if (has_rope_long_short) return n_ctx > rope.n_ctx_orig ? RopeFactors::Long : RopeFactors::Short;
+    return RopeFactors::None;
+}
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
+    try {
+        return read(file);
+    } catch (const ModelConfigError&) {
+        throw;
+    } catch (const GgufError& e) {
+        // Missing / mistyped keys and tensors surface from GgufFile's getters; re-type them so
+        // callers can tell "not a runnable model" from "not a readable GGUF".
+        throw ModelConfigError(e.what());
+    }
+}
+
+}  // namespace vkllm

@@ -1,0 +1,77 @@
+// Hyperparameters of a decoder model read from a GGUF file, for any architecture in
+// model/arch/architecture.h, validated against the tensors the file actually holds, so that later
+// layers (weight upload, the forward pass) can trust every shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/arch/architecture.h"
+#include "model/gguf.h"
+
+namespace vkllm {
+
+// A file that is valid GGUF but not a model vkllm can run (unknown architecture, missing or
+// inconsistent hyperparameters, missing tensors, wrong shapes). Derives from GgufError so one
+// catch covers everything a bad model file can raise.
+class ModelConfigError : public GgufError {
+public:
+    using GgufError::GgufError;
+};
+
+// How RoPE turns a position into angles for one layer (see ops::RopeParams for the math).
+struct RopeConfig {
+    float base = 10000.0f;
+    float freq_scale = 1.0f;   // 1 / rope.scaling.factor for linear and yarn scaling
+    float ext_factor = 0.0f;   // yarn: 1
+    float attn_factor = 1.0f;
+    float beta_fast = 32.0f, beta_slow = 1.0f;
+    uint32_t n_ctx_orig = 0;   // rope.scaling.original_context_length (yarn), else the training context
+};
+
+enum class RopeFactors {
+    None,
+    Freqs,  // rope_freqs.weight (Llama 3.x "llama3" scaling, precomputed by the converter)
+    Long,   // rope_factors_long.weight (Phi-3, context beyond the original length)
+    Short,  // rope_factors_short.weight
+};
+
+struct ModelConfig {
+    const ArchDesc* arch = nullptr;
+    uint32_t n_vocab = 0;
+    uint32_t dim = 0;          // embedding length
+    uint32_t n_layers = 0;
+    uint32_t n_heads = 0;
+    uint32_t n_kv_heads = 0;
+    uint32_t head_dim = 0;     // attention.key_length, default dim / n_heads (Gemma, Qwen3: q_dim != dim)
+    uint32_t ffn_dim = 0;
+    uint32_t n_ctx_train = 0;  // <arch>.context_length
+    float norm_eps = 1e-5f;    // RMSNorm or LayerNorm epsilon, as the architecture's norm
+    uint32_t rope_dim = 0;     // rotated dims per head; defaults to head_dim
+    RopeConfig rope;           // global (full-attention) layers
+    RopeConfig rope_local;     // sliding-window layers (the same as rope unless local_rope_base)
+    std::string rope_scaling = "none";  // none, linear, yarn; "llama3" files are "none" + rope_freqs
+    // Frequency factors present in the file; which one a context uses is rope_factors_for().
+    bool has_rope_freqs = false, has_rope_long_short = false;
+    uint32_t window = 0;       // sliding window of local layers (0 = none)
+    std::vector<bool> local;   // per layer: uses the sliding window
+    float attn_scale = 0;      // scale of q.k
+    float attn_softcap = 0;    // 0 = off
+    float final_softcap = 0;   // 0 = off
+    bool tied_embeddings = false;  // no output.weight: logits use token_embd.weight
+
+    uint32_t q_dim() const { return n_heads * head_dim; }
+    uint32_t kv_dim() const { return n_kv_heads * head_dim; }
+    bool is_local(uint32_t layer) const { return !local.empty() && local[layer]; }
+    const RopeConfig& rope_for(uint32_t layer) const { return is_local(layer) ? rope_local : rope; }
+    // Phi-3 LongRoPE: the long factors once the context exceeds the original length.
+    RopeFactors rope_factors_for(uint32_t n_ctx) const;
+
+    // Reads and validates; throws ModelConfigError whose message names the file, the key or
+    // tensor, and (for shapes) the expected and actual ggml dims. An unknown architecture gets
+    // the list of supported ones.
+    static ModelConfig from_gguf(const GgufFile& file);
+};
+
+}  // namespace vkllm

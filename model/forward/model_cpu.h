@@ -1,0 +1,45 @@
+// The decoder forward pass on the host, written to be read: the reference that the device forward
+// pass is tested against, and the other half of `vkllm run --check`. It follows the same
+// architecture description (model/arch) with the plain C++ op references of the kernel tests
+// (runtime/ops/*_ref.cpp), keeps its KV cache in the same element type as the device and in the
+// same ring layout for sliding-window layers, so the two differ only by floating-point summation
+// order.
+#pragma once
+
+#include "model/arch/model_config.h"
+#include "model/forward/model_gpu.h"
+#include "model/gguf.h"
+
+#include <span>
+#include <vector>
+
+namespace vkllm {
+
+class ModelCpu {
+public:
+    // ubatch: the largest chunk eval() will be given, which sizes the sliding-window rings
+    // exactly as on the device (kv_cache_rows).
+    ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, ops::KvType kv_type = ops::KvType::F16,
+             uint32_t ubatch = 64);
+
+    // Evaluates tokens at positions n_past().., in chunks of at most ubatch as the device does, and
+    // returns the logits of the last one. The probe sees the same named tensors as ModelGpu's, per
+    // chunk.
+    std::vector<float> eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
+    uint32_t n_past() const { return n_past_; }
+    void reset() { n_past_ = 0; }
+
+private:
+    std::vector<float> eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe);
+
+    const GgufFile& file_;
+    ModelConfig cfg_;
+    uint32_t n_ctx_, ubatch_;
+    ops::KvType kv_type_;
+    size_t kv_elem_bytes_;
+    std::vector<uint32_t> kv_rows_;                        // per layer, as kv_cache_rows()
+    std::vector<std::vector<uint8_t>> k_cache_, v_cache_;  // per layer (rows, kv_dim) of kv_type
+    uint32_t n_past_ = 0;
+};
+
+}  // namespace vkllm

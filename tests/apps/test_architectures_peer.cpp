@@ -1,0 +1,83 @@
+// Every architecture against llama.cpp: `vkllm gen-model` writes the random-weight models of
+// tests/fixtures/architectures/models.tsv again (F16 and the q4_k_m mix), and `vkllm perplexity`
+// must land within 1% of what llama-perplexity computed for the same files (committed numbers;
+// make_fixtures.sh in that folder regenerates them).
+#include "apps/run_vkllm.h"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+namespace fs = std::filesystem;
+using vkllm::test::run_vkllm;
+
+namespace {
+
+fs::path fixture(const std::string& name) {
+    return fs::path(__FILE__).parent_path().parent_path() / "fixtures/architectures" / name;
+}
+
+struct Row {
+    std::string name, arch, type, options;
+    double ppl = 0;
+};
+
+std::vector<Row> rows() {
+    std::ifstream in(fixture("models.tsv"));
+    REQUIRE(in.good());
+    std::vector<Row> out;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> f;
+        std::stringstream ss(line);
+        for (std::string cell; std::getline(ss, cell, '\t');) f.push_back(cell);
+        REQUIRE(f.size() == 6);
+        out.push_back({f[0], f[1], f[2], f[3], std::stod(f[5])});
+    }
+    return out;
+}
+
+double final_ppl(const std::string& out) {
+    const std::string key = "Final estimate: PPL = ";
+    size_t at = out.find(key);
+    REQUIRE(at != std::string::npos);
+    return std::stod(out.substr(at + key.size()));
+}
+
+}  // namespace
+
+TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 1% for every architecture, F16 and Q4_K_M") {
+    const std::vector<Row> all = rows();
+    std::set<std::string> archs;
+    for (const Row& r : all) archs.insert(r.arch);
+    // Every architecture vkllm runs has its fixtures.
+    for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2"}) CHECK(archs.count(a) == 1);
+    const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
+    fs::create_directories(dir);
+    for (const Row& r : all) {
+        CAPTURE(r.name);
+        CAPTURE(r.type);
+        const fs::path model = dir / (r.name + "-" + r.type + ".gguf");
+        auto gen = run_vkllm(fmt::format("gen-model --arch {} {} --type {} -o {}", r.arch, r.options, r.type,
+                                         model.string()), "arch_gen");
+        REQUIRE(gen.status == 0);
+        auto ppl = run_vkllm(fmt::format("perplexity -m {} -f {} -c 128 --chunks 4", model.string(),
+                                         (fixture("").parent_path() / "perplexity/stories.txt").string()), "arch_ppl");
+        INFO(ppl.err);
+        REQUIRE(ppl.status == 0);
+        const double got = final_ppl(ppl.out), rel = std::fabs(got - r.ppl) / r.ppl;
+        MESSAGE(fmt::format("{} {}: vkllm {:.4f}, llama.cpp {:.4f} ({:+.3f}%)", r.name, r.type, got, r.ppl,
+                            100.0 * (got - r.ppl) / r.ppl));
+        // A miss far beyond 1% after a change to gen-model means the files changed: re-run
+        // tests/fixtures/architectures/make_fixtures.sh.
+        CHECK(rel < 0.01);
+        fs::remove(model);
+    }
+}
