@@ -182,6 +182,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     const MemoryPlan& plan = g.memory_plan();
     j["weights_bytes"] = plan.weights;
     j["kv_cache_bytes"] = plan.kv_cache;
+    j["kv_cache_full_bytes"] = plan.kv_cache_full;
     j["scratch_bytes"] = plan.scratch;
     j["peak_device_bytes"] = m.ctx->allocator().stats().peak_device_used_bytes;
 

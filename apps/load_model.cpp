@@ -44,9 +44,9 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
     m.tokenizer = make_tokenizer(*m.file);
     m.ctx = std::make_unique<Context>(dev.context_options());
     if (!quiet)
-        fmt::print(stderr, "vkllm: {} ({} layers, dim {}, {} heads / {} kv, ffn {}, vocab {}) on {}\n", path,
-                   m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.ffn_dim, m.cfg.n_vocab,
-                   m.ctx->caps().name);
+        fmt::print(stderr, "vkllm: {} ({}, {} layers, dim {}, {} heads / {} kv of {}, ffn {}, vocab {}) on {}\n", path,
+                   m.cfg.arch->name, m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim,
+                   m.cfg.ffn_dim, m.cfg.n_vocab, m.ctx->caps().name);
     bool tty = isatty(STDERR_FILENO);
     int last_pct = -1;
     auto progress = [&](uint64_t done, uint64_t total) {
@@ -63,6 +63,9 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
         const MemoryPlan& p = m.model->memory_plan();
         fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB\n",
                    p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, p.scratch / 1048576.0);
+        if (p.kv_cache < p.kv_cache_full)
+            fmt::print(stderr, "vkllm: sliding-window layers keep a ring of {} rows: KV {:.1f} MiB instead of {:.1f} MiB\n",
+                       kv_cache_rows(m.cfg, 0, p.n_ctx, opts.ubatch), p.kv_cache / 1048576.0, p.kv_cache_full / 1048576.0);
     }
     return m;
 }

@@ -69,7 +69,7 @@ TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 1% fo
                                          model.string()), "arch_gen");
         REQUIRE(gen.status == 0);
         auto ppl = run_vkllm(fmt::format("perplexity -m {} -f {} -c 128 --chunks 4", model.string(),
-                                         (fixture("").parent_path() / "perplexity/stories.txt").string()), "arch_ppl");
+                                         (fs::path(__FILE__).parent_path().parent_path() / "fixtures/perplexity/stories.txt").string()), "arch_ppl");
         INFO(ppl.err);
         REQUIRE(ppl.status == 0);
         const double got = final_ppl(ppl.out), rel = std::fabs(got - r.ppl) / r.ppl;
