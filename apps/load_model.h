@@ -6,7 +6,7 @@
 #include "model/gguf.h"
 #include "model/llama_config.h"
 #include "model/llama_gpu.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 #include <memory>
 #include <string>
