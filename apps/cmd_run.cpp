@@ -26,6 +26,7 @@ struct RunOptions {
     std::string kv_type = "f16";
     bool check = false;
     bool no_echo = false;
+    bool parse_special = false;
     DeviceOptions device;
 };
 
@@ -42,7 +43,9 @@ void run(const RunOptions& o) {
 
     std::string path = resolve_model_path(o.model);
     LoadedModel m = load_model(path, o.device, lo, false);
-    std::vector<int32_t> prompt = m.tokenizer->encode(o.prompt, m.tokenizer->add_bos() || o.prompt.empty());
+    for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
+    std::vector<int32_t> prompt = m.tokenizer->encode(o.prompt, true, o.parse_special);
+    if (prompt.empty() && m.tokenizer->bos_id() >= 0) prompt.push_back(m.tokenizer->bos_id());  // "" means BOS only
     if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens and the vocabulary has no BOS");
 
     if (o.check) {
@@ -59,7 +62,7 @@ void run(const RunOptions& o) {
             }
             if (step == o.n_predict) break;
             int32_t next = r.gpu_argmax;
-            if (next == m.tokenizer->eos_id()) break;
+            if (m.tokenizer->is_eog(next)) break;
             std::fputs(m.tokenizer->decode_piece(next, tokens.back()).c_str(), stdout);
             std::fflush(stdout);
             tokens = {next};
@@ -111,6 +114,8 @@ void register_run(CLI::App& app) {
     cmd->add_option("--kv-type", o->kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32"}))->capture_default_str();
     cmd->add_flag("--check", o->check, "Run the host reference beside the device (greedy) and report the first divergence");
     cmd->add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
+    cmd->add_flag("--parse-special", o->parse_special,
+                  "Turn the text of control tokens in the prompt (<|eot_id|>, <|im_start|>, ...) into those tokens");
     o->device.add_to(cmd);
     cmd->callback([o] { run(*o); });
 }

@@ -6,7 +6,7 @@
 #include "model/gguf.h"
 #include "model/arch/model_config.h"
 #include "model/forward/model_gpu.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 #include <memory>
 #include <string>

@@ -13,7 +13,7 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/arch/model_config.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 #include "runtime/tensor_types.h"
 
 #include <algorithm>

@@ -11,7 +11,7 @@
 // absent a generated random vocab stands in, so the target always runs.
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -49,7 +49,7 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
                                                  *bad, bad - logits.begin(), model.n_past()));
             next = sampler.sample(logits);
         }
-        if (next == tok.eos_id() || next == tok.bos_id()) {
+        if (tok.is_eog(next) || next == tok.bos_id()) {
             st.stopped_at_eos = true;
             break;
         }

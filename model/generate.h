@@ -4,7 +4,7 @@
 
 #include "model/forward/model_gpu.h"
 #include "model/sampler.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 #include <functional>
 #include <span>

@@ -77,7 +77,7 @@ std::string read_perplexity_text(const std::string& path) {
 
 std::vector<int32_t> perplexity_tokens(const Tokenizer& tok, std::string_view text) {
     if (text.empty()) throw PerplexityError("the text is empty: there is nothing to score");
-    return tok.encode(text, tok.add_bos());
+    return tok.encode(text, true);
 }
 
 ChunkEvaluator device_evaluator(ModelGpu& model) {

@@ -17,7 +17,7 @@
 
 #include "model/kl_base_file.h"
 #include "model/forward/model_gpu.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 #include <functional>
 #include <span>

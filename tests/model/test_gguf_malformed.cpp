@@ -9,7 +9,7 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/arch/model_config.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 
 using namespace vkllm;

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 
 using namespace vkllm;

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 
 #if VKLLM_HAVE_SENTENCEPIECE
