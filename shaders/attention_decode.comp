@@ -116,8 +116,18 @@ void main() {
         barrier();
         if (kp < KP) {
             for (uint g = 0; g < GW; ++g) acc[g] *= alpha_sh[g];
-            for (uint t = kp; t < n; t += KP) {
-                const vec4 vv = load_v4(ring_row(t0 + t, lo, lo_row, pc.n_ctx) * row_stride4 + kvh * D4 + d4);
+            // The tile's keys are ring rows tr0.. up to the ring's end, then 0..: two plain loops, so
+            // the per-key work stays one address computation, as without a ring.
+            const uint tr0 = ring_row(t0, lo, lo_row, pc.n_ctx);
+            const uint n_direct = min(n, pc.n_ctx - tr0);
+            const uint col = kvh * D4 + d4;
+            uint t = kp;
+            for (; t < n_direct; t += KP) {
+                const vec4 vv = load_v4((tr0 + t) * row_stride4 + col);
+                for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
+            }
+            for (; t < n; t += KP) {
+                const vec4 vv = load_v4((t - n_direct) * row_stride4 + col);
                 for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
             }
         }
