@@ -5,14 +5,15 @@
 //              GGUF layouts), the rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
 //          X   f32 [m][k] row-major from float pc.x_base
 //          R   f32, same layout as Y (read only when pc.has_res != 0; may alias Y for in-place add)
+//          B   f32 [n] bias of this dispatch's columns from float pc.b_base (read only when pc.has_bias != 0)
 // Output:  Y   f32 [m][y_stride] from float pc.y_base (R: pc.r_base); this dispatch writes columns 0 .. pc.n.
-// Math:    Y[i][j] = sum_c X[i][c] * W[j][c]  (+ R[i][j]), fp32 accumulation.
+// Math:    Y[i][j] = sum_c X[i][c] * W[j][c]  (+ B[j]) (+ R[i][j]), fp32 accumulation.
 // One workgroup computes a BM x BN tile of Y, stepping over k in slices of BK: the X slice
 // (BM x BK) is copied and the W slice (BN x BK) dequantized into shared memory (8 elements per
 // load, weights.glsl), then each invocation accumulates a TM x TN micro-tile from them, its rows
 // and columns strided by BM/TM and BN/TN so that neighbouring invocations read neighbouring
 // shared-memory words. Out-of-range rows, columns and the k tail (F32/F16 with k % 8 != 0) are
-// loaded as zeros, so any m, n, k works. The residual is added in the epilogue.
+// loaded as zeros, so any m, n, k works. The bias and the residual are added in the epilogue.
 // Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 BK (multiple of 8), 4 TM, 5 TN.
 // Shared memory: BK*(BM+1) + BK*(BN+1) floats (the +1 breaks bank conflicts of the transposed stores).
 #extension GL_GOOGLE_include_directive : require
@@ -35,6 +36,7 @@ const uint WS = BN + 1;   // row pitch of ws
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) readonly buffer R { float res[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 4) readonly buffer B { float bias[]; };
 
 layout(push_constant) uniform Push {
     uint m;          // rows of X / Y in this dispatch
@@ -47,6 +49,8 @@ layout(push_constant) uniform Push {
     uint r_base;     // float offset of R[0][0] in the R window
     uint y_stride;   // floats between two rows of Y / R
     uint has_res;
+    uint b_base;     // float offset of B[0] (this dispatch's first column) in the B window
+    uint has_bias;
 } pc;
 
 shared float xs[BK * XS];  // xs[c * XS + i] = X[m0 + i][k0 + c]
@@ -106,6 +110,7 @@ void main() {
             uint gn = n0 + tx + j * TX;
             if (gn >= pc.n) continue;
             float v = acc[i * TN + j];
+            if (pc.has_bias != 0u) v += bias[pc.b_base + gn];
             if (pc.has_res != 0u) v += res[pc.r_base + gm * pc.y_stride + gn];
             y[pc.y_base + gm * pc.y_stride + gn] = v;
         }

@@ -7,9 +7,10 @@
 //              GGUF layouts), the rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
 //          X   f32 [NB][k] from float pc.x_base (read as vec4 where pc.x_vec4 says it is aligned)
 //          R   f32, same layout as Y (read only when pc.has_res != 0; may alias Y for in-place add)
+//          B   f32 [n] bias of this dispatch's rows from float pc.b_base (read only when pc.has_bias != 0)
 // Output:  Y   f32 [NB][y_stride]; this dispatch writes columns 0 .. pc.n of each row, starting at
 //              float pc.y_base (R: pc.r_base).
-// Math:    Y[b][r] = sum_c W[r][c] * X[b][c]  (+ R[b][r]), fp32 accumulation.
+// Math:    Y[b][r] = sum_c W[r][c] * X[b][c]  (+ B[r]) (+ R[b][r]), fp32 accumulation.
 // One workgroup computes NR consecutive rows of W for all NB vectors. Each invocation walks the
 // rows in units of 16 bytes (weights.glsl: W_UNIT elements), invocation i taking units i, i + WG,
 // ... so that a subgroup reads contiguous memory; the NR * NB partial sums are then reduced over
@@ -36,6 +37,7 @@ layout(constant_id = 2) const uint NB = 1;
 layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };  // the host binds whole vec4s
 layout(std430, binding = 2) readonly buffer R { float res[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 4) readonly buffer B { float bias[]; };
 
 layout(push_constant) uniform Push {
     uint n;          // rows of W in this dispatch
@@ -48,6 +50,8 @@ layout(push_constant) uniform Push {
     uint y_stride;   // floats between two batch rows of Y / R
     uint has_res;
     uint x_vec4;     // x_base and k are multiples of 4: X can be read a vec4 at a time
+    uint b_base;     // float offset of B[0] (this dispatch's first row) in the B window
+    uint has_bias;
 } pc;
 
 // One slot per (value, invocation): enough for any subgroup size. The host keeps NR * NB <= 8,
@@ -148,6 +152,7 @@ void main() {
         float sum = 0.0;
         for (uint p = 0; p < parts; ++p) sum += red_[v * WG + p];
         uint o = pc.y_base + b * pc.y_stride + row0 + r;
+        if (pc.has_bias != 0u) sum += bias[pc.b_base + row0 + r];
         if (pc.has_res != 0u) sum += res[pc.r_base + b * pc.y_stride + row0 + r];
         y[o] = sum;
     }

@@ -35,7 +35,7 @@ void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_
 }
 
 void check_args(const char* op, TensorType wtype, const BufferSlice& w, const BufferSlice& x, const BufferSlice& y,
-                uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
+                uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual, const BufferSlice* bias) {
     type_suffix(wtype);  // throws for unsupported types
     if (m == 0 || n == 0 || k == 0) throw std::invalid_argument(fmt::format("{}: empty shape m={} n={} k={}", op, m, n, k));
     const TypeTraits& tt = type_traits(wtype);
@@ -45,6 +45,7 @@ void check_args(const char* op, TensorType wtype, const BufferSlice& w, const Bu
     check_slice(op, "X", x, uint64_t(m) * k * 4, 4);
     check_slice(op, "Y", y, uint64_t(m) * n * 4, 4);
     if (residual) check_slice(op, "residual", *residual, uint64_t(m) * n * 4, 4);
+    if (bias) check_slice(op, "bias", *bias, uint64_t(n) * 4, 4);
 }
 
 // Largest count of rows (each `row` bytes, `extra` fixed bytes more) that one binding can hold.
@@ -60,10 +61,10 @@ uint32_t chunk_rows(uint64_t total, uint64_t cap, uint32_t quantum) {
 }
 
 struct LinearPush {
-    uint32_t n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, x_vec4;
+    uint32_t n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, x_vec4, b_base, has_bias;
 };
 struct MatmulPush {
-    uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res;
+    uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, b_base, has_bias;
 };
 
 }  // namespace
@@ -127,8 +128,9 @@ uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k)
 }
 
 void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
-            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
-    check_args("matvec", wtype, w, x, y, m, n, k, residual);
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
+            const BufferSlice* bias) {
+    check_args("matvec", wtype, w, x, y, m, n, k, residual, bias);
     const DeviceCaps& c = ctx.caps();
     const PipelineDesc desc = detail::matvec_desc(c, wtype, m, n, k, w.offset % 4 == 0);
     const uint32_t nr = desc.spec[1];
@@ -155,15 +157,18 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
         const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
         const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
+        // Absent bias or residual: the shader never reads the binding, Y's window stands in.
+        const detail::ByteWindow bw = bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + rows) * 4, align) : yw;
         LinearPush pc{rows, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
-                      uint32_t(rw.inner / 4), n, residual ? 1u : 0u, x_vec4};
-        s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice}, pc, {(rows + nr - 1) / nr, 1, 1}, "matvec");
+                      uint32_t(rw.inner / 4), n, residual ? 1u : 0u, x_vec4, uint32_t(bw.inner / 4), bias ? 1u : 0u};
+        s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice, bw.slice}, pc, {(rows + nr - 1) / nr, 1, 1}, "matvec");
     }
 }
 
 void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
-            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
-    check_args("matmul", wtype, w, x, y, m, n, k, residual);
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
+            const BufferSlice* bias) {
+    check_args("matmul", wtype, w, x, y, m, n, k, residual, bias);
     const DeviceCaps& c = ctx.caps();
     const PipelineDesc desc = detail::matmul_desc(c, wtype, m, n, k);
     const uint32_t bm = desc.spec[1], bn = desc.spec[2];
@@ -188,20 +193,24 @@ void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
             const uint64_t yb = (uint64_t(m0) * n + n0) * 4, ye = (uint64_t(m0 + mr - 1) * n + n0 + nr) * 4;
             const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
             const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
+            const detail::ByteWindow bw =
+                bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + nr) * 4, align) : yw;
             MatmulPush pc{mr, nr, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4),
-                          uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n, residual ? 1u : 0u};
-            s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice}, pc, {(nr + bn - 1) / bn, (mr + bm - 1) / bm, 1},
-                       "matmul");
+                          uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n, residual ? 1u : 0u,
+                          uint32_t(bw.inner / 4), bias ? 1u : 0u};
+            s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice, bw.slice}, pc,
+                       {(nr + bn - 1) / bn, (mr + bm - 1) / bm, 1}, "matmul");
         }
     }
 }
 
 void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
-            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual) {
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
+            const BufferSlice* bias) {
     if (m <= 8)
-        matvec(ctx, s, wtype, w, x, y, m, n, k, residual);
+        matvec(ctx, s, wtype, w, x, y, m, n, k, residual, bias);
     else
-        matmul(ctx, s, wtype, w, x, y, m, n, k, residual);
+        matmul(ctx, s, wtype, w, x, y, m, n, k, residual, bias);
 }
 
 }  // namespace vkllm::ops

@@ -1,13 +1,14 @@
-// The weight-streaming linear layers of the decoder: Y = X · W^T (+ R) with W in any GGUF weight
+// The weight-streaming linear layers of the decoder: Y = X · W^T (+ bias) (+ R) with W in any GGUF weight
 // type vkllm reads (runtime/tensor_types.h), as matvec (decode, m <= 8: one pass over W
 // shared by all rows of X) and as a tiled matmul (prefill).
 //
-// GPU functions record into a CommandStream and never submit. X, Y, R are f32 row-major.
+// GPU functions record into a CommandStream and never submit. X, Y, R are f32 row-major, the bias
+// f32 [n] (broadcast over the m rows; GPT-2's and Qwen2's biased projections), added in the epilogue.
 // W: n rows of k elements of `wtype`, rows contiguous (k a multiple of the type's block: 32, or 256
 // for the K-quants and IQ4_XS).
 // Alignment: W's slice must start 4-byte aligned for F32 and 2-byte aligned otherwise, X / Y / R
 // 4-byte aligned; none needs the storage-buffer offset alignment (each binding is an aligned
-// window with the start inside it passed as a push constant). Kernels read whole words of W and
+// window with the start inside it passed as a push constant); the bias 4-byte aligned. Kernels read whole words of W and
 // whole vec4s of X: the buffers must extend to W's slice end rounded up to 4 bytes and X's to 16
 // bytes past its 16-byte-aligned start (always true for vkllm Buffers, whose allocations are
 // rounded up to 256 bytes).
@@ -25,14 +26,17 @@
 
 namespace vkllm::ops {
 
-// Y[m, n] = X[m, k] · W[n, k]^T (+ R[m, n] if residual). residual may be the same slice as y
-// (in-place residual add). m <= 8 uses matvec, else matmul.
+// Y[m, n] = X[m, k] · W[n, k]^T (+ bias[n] broadcast over rows, if bias) (+ R[m, n] if residual).
+// residual may be the same slice as y (in-place residual add). m <= 8 uses matvec, else matmul.
 void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
-            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr);
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr,
+            const BufferSlice* bias = nullptr);
 void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
-            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr);
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr,
+            const BufferSlice* bias = nullptr);
 void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
-            const BufferSlice& y, uint32_t m /* 1..8 */, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr);
+            const BufferSlice& y, uint32_t m /* 1..8 */, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr,
+            const BufferSlice* bias = nullptr);
 
 // The pipelines linear() would use for this shape on this device (so that start-up can compile
 // exactly the pipelines a model needs, in parallel, with ctx.prepare_pipelines()).
@@ -59,7 +63,8 @@ namespace vkllm::ref {
 
 // CPU references, same shapes as the GPU ops, W given as raw GGUF bytes (dequantized row by row
 // with dequantize_row, so they see exactly the values the GPU decodes), double accumulation.
+// bias [n] or nullptr; residual [m][n] or nullptr, may alias y.
 void linear(TensorType wtype, const void* w, const float* x, float* y, uint32_t m, uint32_t n, uint32_t k,
-            const float* residual = nullptr);
+            const float* residual = nullptr, const float* bias = nullptr);
 
 }  // namespace vkllm::ref
