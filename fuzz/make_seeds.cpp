@@ -3,7 +3,8 @@
 //                     layout, a vocab-only file, one with every metadata value type, and copies of the
 //                     shared test models;
 //   <out>/tokenizer/  inputs for fuzz_tokenizer: the llama.cpp tokenizer test strings and a few more
-//                     for both vocabs (first byte 0/1), and short id sequences to decode (first byte 2/3).
+//                     for each of its four vocabs (first byte 0..3), chat prompts with special tokens
+//                     parsed (8..11), and short id sequences to decode (4..7).
 // Usage: fuzz_make_seeds <out> <shared models dir>
 #include "model/gguf_writer.h"
 
@@ -86,7 +87,11 @@ void gguf_seeds(const fs::path& dir, const fs::path& models) {
 
 void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
     std::vector<std::string> texts = {"", " ", "Hello world", " Hello  World!", "Once upon a time, there was a cat.",
-                                      "\n\t\r", "\xff\xfe\x80", "\xe2\x96\x81", "<s></s><unk><0x41>", "日本語 ü 🦙"};
+                                      "\n\t\r", "\xff\xfe\x80", "\xe2\x96\x81", "<s></s><unk><0x41>", "日本語 ü 🦙",
+                                      "I'M 12345678 'll\u00a0\u3000 x", "\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80"};
+    const std::vector<std::string> chats = {"<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+                                            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
+                                            "the<|endoftext|>thing <|endoftext|>"};
     std::ifstream inp(models / "ggml-vocab-llama-spm.gguf.inp", std::ios::binary);
     if (inp) {
         const std::string all{std::istreambuf_iterator<char>(inp), std::istreambuf_iterator<char>()};
@@ -100,12 +105,15 @@ void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
     }
     size_t i = 0;
     for (const std::string& t : texts)
-        for (char which : {'\0', '\1'}) write_bytes(dir / ("text-" + std::to_string(i++)), std::string(1, which) + t);
+        for (char which : {'\0', '\1', '\2', '\3'}) write_bytes(dir / ("text-" + std::to_string(i++)), std::string(1, which) + t);
+    for (const std::string& t : chats)
+        for (char which : {'\10', '\11', '\12', '\13'}) write_bytes(dir / ("chat-" + std::to_string(i++)), std::string(1, which) + t);
     // Id sequences: in range, BOS-led, negative, past the end.
     const std::vector<std::vector<int32_t>> id_seqs = {
-        {1, 15043, 3186}, {1, 2, 0, 3, 258, 259}, {-1, 0}, {511, 512, 31999, 32000}, {0x7fffffff, int32_t(0x80000000)}};
+        {1, 15043, 3186}, {1, 2, 0, 3, 258, 259}, {-1, 0}, {511, 512, 31999, 32000}, {0x7fffffff, int32_t(0x80000000)},
+        {128000, 128006, 9906, 128009, 128255, 128256}};
     for (const auto& ids : id_seqs)
-        for (char which : {'\2', '\3'}) {
+        for (char which : {'\4', '\5', '\6', '\7'}) {
             std::string b(1, which);
             b.append(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
             write_bytes(dir / ("ids-" + std::to_string(i++)), b);

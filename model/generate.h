@@ -13,7 +13,7 @@
 namespace vkllm {
 
 struct GenerateParams {
-    int32_t n_predict = 128;  // tokens to generate (stops earlier at EOS)
+    int32_t n_predict = 128;  // tokens to generate (stops earlier at an end-of-generation token or BOS)
     SamplerParams sampler;
 };
 
@@ -22,7 +22,7 @@ struct GenerateStats {
     double prompt_ms = 0;       // prompt evaluation (first logits ready)
     uint32_t decode_steps = 0;  // single-token forward passes (generated tokens - 1, typically)
     double decode_ms = 0;       // time in those passes, sampling and text decoding included
-    bool stopped_at_eos = false;
+    bool stopped_at_eos = false;  // at any end-of-generation token (Tokenizer::is_eog: eos, eot, eom, ...)
     double prompt_tps() const { return prompt_ms > 0 ? prompt_tokens * 1000.0 / prompt_ms : 0; }
     double generate_tps() const { return decode_ms > 0 ? decode_steps * 1000.0 / decode_ms : 0; }
 };
