@@ -322,24 +322,20 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
     BufferSlice pos = positions_.slice(0, 4ull * n);
     const LayerSlices ls = layer_slices(l, n);
     const BufferSlice &q = ls.q, &k = ls.k, &v = ls.v, &gate = ls.gate, &up = ls.up;
-    auto bias = [&](const BufferSlice& y, const DeviceTensor& b, uint32_t width) {
-        if (b.present()) ops::add_rows(ctx_, s, y, b.slice(), n, width);
-    };
+    // Biases ride in the linear epilogue (Y = X W^T + b (+ R)); nullptr when the model has none.
+    const BufferSlice bq = L.bq.slice(), bk = L.bk.slice(), bv = L.bv.slice(), bqkv = L.bqkv.slice(),
+                      bo = L.bo.slice(), b_up = L.b_up.slice(), b_down = L.b_down.slice();
+    auto opt = [](const DeviceTensor& t, const BufferSlice& s) { return t.present() ? &s : nullptr; };
 
     // --- attention block: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), ...))
     norm(s, x, L.attn_norm, L.attn_norm_b, xn, n);
-    if (ls.fuse_qkv) {
-        ops::linear(ctx_, s, L.wqkv.type, L.wqkv.slice(), xn, qkv_.slice(), 1, qd + 2 * kv, dim);
-        if (L.bqkv.present()) {
-            ops::add_rows(ctx_, s, qkv_.slice(), L.bqkv.slice(), 1, qd + 2 * kv);
-        } else {
-            bias(q, L.bq, qd), bias(k, L.bk, kv), bias(v, L.bv, kv);
-        }
+    if (ls.fuse_qkv && (L.bqkv.present() || !(L.bq.present() || L.bk.present() || L.bv.present()))) {
+        ops::linear(ctx_, s, L.wqkv.type, L.wqkv.slice(), xn, qkv_.slice(), 1, qd + 2 * kv, dim, nullptr,
+                    opt(L.bqkv, bqkv));
     } else {
-        ops::linear(ctx_, s, L.wq.type, L.wq.slice(), xn, q, n, qd, dim);
-        ops::linear(ctx_, s, L.wk.type, L.wk.slice(), xn, k, n, kv, dim);
-        ops::linear(ctx_, s, L.wv.type, L.wv.slice(), xn, v, n, kv, dim);
-        bias(q, L.bq, qd), bias(k, L.bk, kv), bias(v, L.bv, kv);
+        ops::linear(ctx_, s, L.wq.type, L.wq.slice(), xn, q, n, qd, dim, nullptr, opt(L.bq, bq));
+        ops::linear(ctx_, s, L.wk.type, L.wk.slice(), xn, k, n, kv, dim, nullptr, opt(L.bk, bk));
+        ops::linear(ctx_, s, L.wv.type, L.wv.slice(), xn, v, n, kv, dim, nullptr, opt(L.bv, bv));
     }
     if (A.qk_norm) {  // every head of q and k is RMS-normalized on its own
         ops::rms_norm(ctx_, s, q, L.q_norm.slice(), q, n * c.n_heads, c.head_dim, c.norm_eps);
@@ -366,13 +362,11 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
     ops::attention(ctx_, s, attention_params(l, n), q, k_cache_[l].slice(), v_cache_[l].slice(), pos, att,
                    attn_scratch_.slice());
     if (L.post_attn_norm.present()) {
-        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, tmp, n, dim, qd);
-        bias(tmp, L.bo, dim);
+        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, tmp, n, dim, qd, nullptr, opt(L.bo, bo));
         ops::rms_norm(ctx_, s, tmp, L.post_attn_norm.slice(), tmp, n, dim, c.norm_eps);
         ops::add(ctx_, s, x, tmp, x, n * dim);
     } else {
-        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, x, n, dim, qd, &x);  // x += wo · att
-        bias(x, L.bo, dim);
+        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, x, n, dim, qd, &x, opt(L.bo, bo));  // x += wo · att + bo
     }
 
     // --- feed-forward block: x += post_norm(w_down · act(...))
@@ -381,22 +375,20 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
         ops::linear(ctx_, s, L.w_gate_up.type, L.w_gate_up.slice(), xn, gate_up_.slice(), 1, 2 * ffn, dim);
     } else {
         if (A.ffn != FfnKind::Gelu) ops::linear(ctx_, s, L.w_gate.type, L.w_gate.slice(), xn, gate, n, ffn, dim);
-        ops::linear(ctx_, s, L.w_up.type, L.w_up.slice(), xn, up, n, ffn, dim);
+        ops::linear(ctx_, s, L.w_up.type, L.w_up.slice(), xn, up, n, ffn, dim, nullptr, opt(L.b_up, b_up));
     }
-    bias(up, L.b_up, ffn);
+    if (ls.fuse_ffn && L.b_up.present()) ops::add_rows(ctx_, s, up, b_up, n, ffn);
     switch (A.ffn) {  // the activation always lands in `gate`
         case FfnKind::SwiGlu: ops::swiglu(ctx_, s, gate, up, gate, n * ffn); break;
         case FfnKind::GeGlu: ops::geglu(ctx_, s, gate, up, gate, n * ffn); break;
         case FfnKind::Gelu: ops::gelu(ctx_, s, up, gate, n * ffn); break;
     }
     if (L.post_ffn_norm.present()) {
-        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, tmp, n, dim, ffn);
-        bias(tmp, L.b_down, dim);
+        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, tmp, n, dim, ffn, nullptr, opt(L.b_down, b_down));
         ops::rms_norm(ctx_, s, tmp, L.post_ffn_norm.slice(), tmp, n, dim, c.norm_eps);
         ops::add(ctx_, s, x, tmp, x, n * dim);
     } else {
-        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, x, n, dim, ffn, &x);  // x += w_down · act
-        bias(x, L.b_down, dim);
+        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, x, n, dim, ffn, &x, opt(L.b_down, b_down));
     }
 }
 
