@@ -184,15 +184,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
 
     // --- head: logits of the last token only (soft-capped for Gemma 2)
     std::vector<float> last(x.end() - dim, x.end());  // (dim)
-    {
-        const std::vector<float> w = vec("output_norm.weight");
-        if (A.norm == NormKind::Layer) {
-            const std::vector<float> b = has("output_norm.bias") ? vec("output_norm.bias") : std::vector<float>();
-            ref::layer_norm(last.data(), w.data(), b.empty() ? nullptr : b.data(), last.data(), 1, dim, c.norm_eps);
-        } else {
-            ref::rms_norm(last.data(), w.data(), last.data(), 1, dim, c.norm_eps);
-        }
-    }
+    norm("output_norm", last.data(), last.data(), 1);
     const std::string out_name = c.tied_embeddings ? "token_embd.weight" : "output.weight";
     std::vector<float> logits(c.n_vocab);             // (n_vocab)
     ref::linear(type(out_name), weight(out_name), last.data(), logits.data(), 1, c.n_vocab, dim);

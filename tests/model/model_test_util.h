@@ -1,6 +1,10 @@
 // Helpers shared by the model-layer tests: locating the shared test models (skipping cleanly
-// when absent), a scratch directory, and exception-message assertions.
+// when absent), a scratch directory, opening and writing models, and exception-message assertions.
 #pragma once
+
+#include "model/arch/model_config.h"
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
 
 #include <doctest/doctest.h>
 
@@ -27,6 +31,27 @@ inline std::filesystem::path scratch_dir() {
     std::filesystem::path p = std::filesystem::path(VKLLM_BINARY_DIR) / "test_model_scratch";
     std::filesystem::create_directories(p);
     return p;
+}
+
+// A model file and its validated hyperparameters.
+struct LoadedModel {
+    GgufFile file;
+    ModelConfig cfg;
+};
+
+inline LoadedModel open_model(const std::string& path) {
+    GgufFile f = GgufFile::open(path);
+    ModelConfig c = ModelConfig::from_gguf(f);
+    return {std::move(f), c};
+}
+
+// Writes a random-weight model of `shape` under the build tree and returns its path.
+inline std::string write_model(const std::string& name, const ModelShape& shape) {
+    std::filesystem::path dir = std::filesystem::path(VKLLM_BINARY_DIR) / "test-tmp" / "models";
+    std::filesystem::create_directories(dir);
+    std::filesystem::path p = dir / (name + ".gguf");
+    write_random_model(p.string(), shape);
+    return p.string();
 }
 
 }  // namespace vkllm::test

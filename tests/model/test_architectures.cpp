@@ -18,25 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Loaded {
-    GgufFile file;
-    ModelConfig cfg;
-};
-
-Loaded open_model(const std::string& path) {
-    GgufFile f = GgufFile::open(path);
-    ModelConfig c = ModelConfig::from_gguf(f);
-    return {std::move(f), c};
-}
-
-std::string write_model(const std::string& name, const ModelShape& shape) {
-    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
-    fs::create_directories(dir);
-    fs::path p = dir / (name + ".gguf");
-    write_random_model(p.string(), shape);
-    return p.string();
-}
-
 // A small model of `arch` that exercises its features: 4 query heads over 2 KV heads, and for
 // the architectures that have them a head size that is not dim / heads and a window of 8.
 ModelShape small_shape(const std::string& arch, TensorType type) {
@@ -68,7 +49,7 @@ std::vector<int32_t> prompt_tokens(uint32_t n, uint32_t n_vocab) {
 void check_arch(const std::string& path, double tensor_nmse, double logits_nmse) {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     ModelOptions opts;
     opts.n_ctx = 64;
     opts.ubatch = 8;
@@ -101,27 +82,27 @@ TEST_CASE("architectures: the table lists every architecture the issue names") {
 TEST_CASE("architectures: device matches the host reference layer by layer, F16") {
     for (const std::string arch : kArchs) {
         CAPTURE(arch);
-        check_arch(write_model(arch + "-f16", small_shape(arch, TensorType::F16)), 1e-5, 1e-5);
+        check_arch(test::write_model("arch-" + arch + "-f16", small_shape(arch, TensorType::F16)), 1e-5, 1e-5);
     }
 }
 
 TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K") {
     for (const std::string arch : kArchs) {
         CAPTURE(arch);
-        check_arch(write_model(arch + "-q4_k", small_shape(arch, TensorType::Q4_K)), 1e-5, 1e-5);
+        check_arch(test::write_model("arch-" + arch + "-q4_k", small_shape(arch, TensorType::Q4_K)), 1e-5, 1e-5);
     }
 }
 
 TEST_CASE("architectures: Llama 3 rope factors, linear and YaRN scaling match the host reference") {
     ModelShape s = small_shape("llama", TensorType::F16);
     s.rope_freqs = true;
-    check_arch(write_model("llama-rope-freqs", s), 1e-5, 1e-5);
+    check_arch(test::write_model("arch-llama-rope-freqs", s), 1e-5, 1e-5);
     s.rope_freqs = false;
     s.rope_scaling = "linear", s.rope_factor = 2;
-    check_arch(write_model("llama-linear", s), 1e-5, 1e-5);
+    check_arch(test::write_model("arch-llama-linear", s), 1e-5, 1e-5);
     s.rope_scaling = "yarn", s.rope_factor = 4;
-    check_arch(write_model("llama-yarn", s), 1e-5, 1e-5);
-    Loaded m = open_model(write_model("llama-yarn", s));
+    check_arch(test::write_model("arch-llama-yarn", s), 1e-5, 1e-5);
+    test::LoadedModel m = test::open_model(test::write_model("arch-llama-yarn", s));
     CHECK(m.cfg.rope.freq_scale == doctest::Approx(0.25));
     CHECK(m.cfg.rope.ext_factor == 1.0f);
     CHECK(m.cfg.rope.n_ctx_orig == 64);
@@ -132,7 +113,7 @@ TEST_CASE("architectures: a sliding-window ring gives the same logits as a full 
     // the cache holds every row and the window is only a mask. 40 tokens in chunks of 4.
     for (const std::string arch : {"gemma2", "gemma3"}) {
         CAPTURE(arch);
-        Loaded m = open_model(write_model(arch + "-ring", small_shape(arch, TensorType::F32)));
+        test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-ring", small_shape(arch, TensorType::F32)));
         REQUIRE(m.cfg.window == 8);
         CHECK(kv_cache_rows(m.cfg, 0, 64, 4) == 11);
         CHECK(kv_cache_rows(m.cfg, 0, 64, 64) == 71);  // never wraps below 64 positions; a mask only
@@ -153,9 +134,9 @@ TEST_CASE("architectures: the window masks, so a local layer differs from full a
     // The same model without a window must give different logits past the window: otherwise the
     // tests above could not tell a window from none.
     ModelShape s = small_shape("gemma3", TensorType::F32);
-    Loaded windowed = open_model(write_model("gemma3-w8", s));
+    test::LoadedModel windowed = test::open_model(test::write_model("arch-gemma3-w8", s));
     s.window = 4096;
-    Loaded wide = open_model(write_model("gemma3-w4096", s));
+    test::LoadedModel wide = test::open_model(test::write_model("arch-gemma3-w4096", s));
     ModelCpu a(windowed.file, windowed.cfg, 64, ops::KvType::F32, 64), b(wide.file, wide.cfg, 64, ops::KvType::F32, 64);
     const std::vector<int32_t> t = prompt_tokens(7, windowed.cfg.n_vocab), u = prompt_tokens(20, windowed.cfg.n_vocab);
     CHECK(diff_tensors(a.eval(t), b.eval(t)).nmse < 1e-12);  // within the window: identical
@@ -166,7 +147,7 @@ TEST_CASE("architectures: the window masks, so a local layer differs from full a
 TEST_CASE("architectures: Gemma 3 keeps about a sixth of the naive KV cache at long context") {
     ModelShape s = small_shape("gemma3", TensorType::F16);
     s.window = 512, s.n_ctx = 32768, s.n_layers = 12;
-    Loaded m = open_model(write_model("gemma3-long", s));
+    test::LoadedModel m = test::open_model(test::write_model("arch-gemma3-long", s));
     ModelOptions opts;
     opts.n_ctx = 32768;
     opts.ubatch = 512;
@@ -185,7 +166,8 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     ModelShape s = small_shape("llama", TensorType::F32);
     GgufWriter w = make_random_model(s);
     w.set_string("general.architecture", "mamba");
-    const fs::path p = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures" / "mamba.gguf";
+    const fs::path p = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "models" / "arch-refused.gguf";
+    fs::create_directories(p.parent_path());
     w.write_file(p.string());
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,

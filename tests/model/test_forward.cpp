@@ -3,6 +3,8 @@
 // work of decoding.
 #include "support/test_context.h"
 
+#include "model_test_util.h"
+
 #include "model/forward/forward_check.h"
 #include "model/generate.h"
 #include "model/gguf_writer.h"
@@ -24,32 +26,13 @@ namespace {
 // That shows as ~1e-6 NMSE in the attention output of a few-dozen-element model; logits stay ~1e-9.
 constexpr double kTensorNmse = 1e-5;
 
-struct Loaded {
-    GgufFile file;
-    ModelConfig cfg;
-};
-
-Loaded open_model(const std::string& path) {
-    GgufFile f = GgufFile::open(path);
-    ModelConfig c = ModelConfig::from_gguf(f);
-    return {std::move(f), c};
-}
-
-std::string random_model(const std::string& name, const ModelShape& shape) {
-    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "models";
-    fs::create_directories(dir);
-    fs::path p = dir / (name + ".gguf");
-    write_random_model(p.string(), shape);
-    return p.string();
-}
-
 // Evaluates `prompt` then `decode_steps` greedy tokens on device and host, comparing every layer's
 // tensors on the prompt and the logits at every step.
 void compare_with_reference(const std::string& path, const ModelOptions& opts, std::vector<int32_t> prompt,
                             int decode_steps, double tensor_nmse, double logits_nmse) {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     ModelGpu gpu(ctx, m.file, m.cfg, opts);
     ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type, opts.ubatch);
     CheckReport r = check_forward(gpu, cpu, prompt, tensor_nmse, logits_nmse);
@@ -77,7 +60,7 @@ TEST_CASE("forward: stories260K logits match the host reference at every positio
     if (path.empty()) return;
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     ModelOptions opts;
     opts.n_ctx = 128;
     ModelGpu gpu(ctx, m.file, m.cfg, opts);
@@ -114,7 +97,7 @@ TEST_CASE("forward: stories260K greedy generation reproduces the published story
     test::ValidationGuard guard;
     std::ifstream f(expected_path, std::ios::binary);
     std::string expected((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     auto tok = make_tokenizer(m.file);
     ModelGpu gpu(test::context(), m.file, m.cfg, {});
     GenerateParams gp;
@@ -133,7 +116,7 @@ TEST_CASE("forward: decoding does no per-token recording, allocation or descript
     if (path.empty()) return;
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     ModelGpu gpu(ctx, m.file, m.cfg, {});
     int32_t tok = 1;
     gpu.eval(std::span<const int32_t>(&tok, 1));  // records the decode streams once
@@ -155,7 +138,7 @@ TEST_CASE("forward: the context is never overrun") {
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
     test::ValidationGuard guard;
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     ModelOptions opts;
     opts.n_ctx = 32;
     ModelGpu gpu(test::context(), m.file, m.cfg, opts);
@@ -179,7 +162,7 @@ TEST_CASE("forward: the context is never overrun") {
 TEST_CASE("forward: a model too big for the device is refused before allocating") {
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     DeviceCaps caps = test::context().caps();
     caps.device_local_bytes = 512 << 10;  // 512 KiB device: the 1 MiB of weights cannot fit
     CHECK_THROWS_WITH_AS(plan_memory(caps, m.file, m.cfg, {}), doctest::Contains("does not fit"), DeviceLimitError);
@@ -223,7 +206,7 @@ TEST_CASE("forward: random models at real layer shapes, every weight type") {
             shape.n_ctx = 256;
             shape.weight_type = t;
             shape.seed = 7;
-            std::string path = random_model(name, shape);
+            std::string path = test::write_model(name, shape);
             ModelOptions opts;
             opts.ubatch = 16;
             std::vector<int32_t> prompt(37);  // longer than two ubatches
@@ -256,8 +239,8 @@ TEST_CASE("forward: mixed-type files (llama.cpp mixes) match the reference") {
         shape.n_ctx = 256;
         shape.mix = c.mix;
         shape.seed = 9;
-        const std::string path = random_model(std::string("mix_") + c.name, shape);
-        Loaded m = open_model(path);
+        const std::string path = test::write_model(std::string("mix_") + c.name, shape);
+        test::LoadedModel m = test::open_model(path);
         std::set<TensorType> types;
         for (const auto& t : m.file.tensors())
             if (t.n_dims == 2) types.insert(t.type);
@@ -274,7 +257,7 @@ TEST_CASE("generate: the same seed gives the same text; sampling settings are va
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
     test::ValidationGuard guard;
-    Loaded m = open_model(path);
+    test::LoadedModel m = test::open_model(path);
     auto tok = make_tokenizer(m.file);
     ModelGpu gpu(test::context(), m.file, m.cfg, {});
     auto sample_text = [&](uint64_t seed) {
