@@ -1,0 +1,139 @@
+// The serving engine: N slots (independent conversations, each with its own KV region of one
+// ModelGpu), a queue of requests, and one scheduler thread that runs continuous batching:
+//
+//   every step  1. (optional) one prefill chunk of up to ubatch prompt tokens for one slot,
+//                  round-robin among slots still reading their prompt, as its own pass;
+//               2. one forward pass and one submission that decodes one token for every slot
+//                  that is generating (batched matvec, <= 8 rows per weight pass).
+//
+// A request's text is identical whatever else runs beside it (batch invariance: every slot's
+// rows go through the same kernels with the same reduction order, whatever the batch), which the
+// engine tests check. A new request takes the free slot whose previous tokens share the longest
+// prefix with its prompt and evaluates only the rest (prefix reuse: the next chat turn costs only
+// its new tokens).
+//
+// Threads: submit(), Ticket::next(), Ticket::cancel(), metrics() and shutdown() may be called
+// from any thread. Events are produced by the scheduler thread.
+#pragma once
+
+#include "model/forward/model_gpu.h"
+#include "model/sampler.h"
+#include "model/tokenizer/tokenizer.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vkllm::serving {
+
+struct EngineOptions {
+    uint32_t n_slots = 4;        // concurrent conversations (--parallel)
+    uint32_t queue_limit = 64;   // requests waiting for a slot; beyond it submit() throws QueueFullError
+    std::chrono::milliseconds default_timeout{600000};  // per request, when the request gives none
+};
+
+struct CompletionRequest {
+    std::vector<int32_t> prompt;       // token ids, BOS included when wanted; must not be empty
+    int32_t max_tokens = -1;           // -1: until an end-of-generation token or the slot's context is full
+    SamplerParams sampler;             // temperature 0 = greedy; seed; top_k/top_p/min_p; repeat_penalty
+    float presence_penalty = 0.0f;     // OpenAI: -2..2, subtracted once from every token seen in the output
+    float frequency_penalty = 0.0f;    // OpenAI: -2..2, times the count of the token in the output
+    std::vector<std::string> stop;     // stop strings (not included in the text)
+    bool ignore_eos = false;
+    uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)
+    bool logprobs = false;
+    std::chrono::milliseconds timeout{0};  // 0: EngineOptions::default_timeout
+};
+
+enum class FinishReason { Stop, Length, Cancelled, Timeout, Error };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "timeout", "error"
+
+struct TokenLogprob {
+    int32_t token = -1;
+    std::string text;      // the token's bytes (may be part of a UTF-8 character)
+    float logprob = 0.0f;  // log softmax of the raw logits (before penalties and temperature)
+    std::vector<std::pair<std::string, float>> top;  // top_logprobs alternatives, best first
+};
+
+struct Event {
+    enum class Kind { Text, Done } kind = Kind::Text;
+    // Kind::Text: the next piece of generated text: whole UTF-8 characters only, never any part of
+    // a stop string (text that might begin one is held back until it is decided). May be empty
+    // when the event only carries logprobs.
+    std::string text;
+    std::vector<TokenLogprob> logprobs;  // tokens this event completes, when the request asked
+    // Kind::Done (always the last event of a request):
+    FinishReason finish = FinishReason::Stop;
+    std::string error;           // FinishReason::Error: what went wrong
+    uint32_t prompt_tokens = 0;  // tokens of the prompt
+    uint32_t cached_tokens = 0;  // of which reused from the slot's previous conversation
+    uint32_t completion_tokens = 0;
+    double queue_ms = 0, prompt_ms = 0, generate_ms = 0;  // waiting, prefill (to first token), the rest
+};
+
+// The caller's end of one request. Dropping it cancels the request.
+class Ticket {
+public:
+    struct State;
+    explicit Ticket(std::shared_ptr<State> s);
+    ~Ticket();
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+    // The next event, waiting at most `wait`; nullopt when none arrived in time. After Done, nullopt.
+    std::optional<Event> next(std::chrono::milliseconds wait);
+    // Stops the request within one engine step; its Done event has FinishReason::Cancelled.
+    void cancel();
+    uint64_t id() const;
+
+private:
+    std::shared_ptr<State> s_;
+};
+
+class QueueFullError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+class EngineStoppedError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct EngineMetrics {
+    uint32_t slots = 0, slots_busy = 0, queued = 0;
+    uint64_t requests_total = 0, requests_cancelled = 0, requests_failed = 0;
+    uint64_t prompt_tokens_total = 0, cached_tokens_total = 0, generated_tokens_total = 0;
+    uint64_t steps_total = 0;          // decode passes
+    double prompt_seconds_total = 0, decode_seconds_total = 0;
+    uint64_t batch_size_sum = 0;       // sum over decode passes of their slot count
+};
+
+class Engine {
+public:
+    // `model` must have been built with ModelOptions::n_seq >= opts.n_slots; the engine owns the
+    // scheduling of all its sequences from here on (nobody else may call eval on it).
+    Engine(ModelGpu& model, const Tokenizer& tok, const EngineOptions& opts);
+    ~Engine();  // shutdown()
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Queues a request. Throws std::invalid_argument for a bad request (empty prompt, a prompt
+    // that does not fit one slot's context: the message says both sizes, bad sampler values),
+    // QueueFullError when queue_limit requests already wait, EngineStoppedError after shutdown().
+    std::unique_ptr<Ticket> submit(CompletionRequest req);
+
+    EngineMetrics metrics() const;
+    uint32_t n_ctx_per_slot() const;
+    // Stops accepting, ends every queued and running request (Done, Cancelled) and joins the
+    // scheduler thread. Idempotent.
+    void shutdown();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vkllm::serving

@@ -1,0 +1,69 @@
+// Chat templates: a model's `tokenizer.chat_template` (Jinja) rendered by vkllm's own sandboxed
+// Jinja interpreter (serving/template/jinja/), with Hugging Face's conventions (trim_blocks,
+// lstrip_blocks, loop controls, raise_exception, strftime_now, tojson), plus built-in templates by
+// name for files that carry none.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vkllm::chat {
+
+// Any failure to parse or render: the message names the template and the line ("template
+// 'chatml', line 3: unknown filter 'foo'"), or the template's own raise_exception message.
+class TemplateError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct ChatInputs {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // OpenAI-style messages
+    nlohmann::ordered_json tools;  // null: no tools (the variable is none); else the list
+    bool add_generation_prompt = true;
+    std::string bos_token, eos_token;
+    // Further variables real templates read (enable_thinking, ...): an object, or null.
+    nlohmann::ordered_json extra;
+};
+
+struct RenderLimits {
+    size_t max_output_bytes = 4u << 20;
+    uint64_t max_steps = 10'000'000;   // loop iterations + macro calls + output writes
+    uint32_t max_depth = 200;          // macro recursion / nesting
+};
+
+class ChatTemplate {
+public:
+    // Parses `source` (TemplateError on a syntax error). `name` is used in messages.
+    ChatTemplate(std::string source, std::string name, RenderLimits limits = {});
+    ~ChatTemplate();
+    ChatTemplate(ChatTemplate&&) noexcept;
+    ChatTemplate& operator=(ChatTemplate&&) noexcept;
+
+    std::string apply(const ChatInputs& in) const;  // TemplateError on failure
+    const std::string& name() const { return name_; }
+    const std::string& source() const { return source_; }
+
+private:
+    struct Parsed;
+    std::string source_, name_;
+    std::unique_ptr<Parsed> parsed_;
+};
+
+// Names of the built-in templates ("chatml", "llama2", "llama3", "mistral", "phi3", "gemma",
+// "zephyr", "deepseek", ...).
+std::vector<std::string> builtin_template_names();
+// The source of a built-in template; TemplateError listing the names when unknown.
+std::string builtin_template_source(const std::string& name);
+
+// Picks the template: `option` (a built-in name or a file path, from --chat-template) when given,
+// else the model's own `tokenizer.chat_template` (`from_model`, empty when absent), else a
+// built-in guessed from the architecture name (llama -> llama2 style, qwen2/qwen3 -> chatml,
+// gemma2/gemma3 -> gemma, phi3 -> phi3, otherwise chatml). TemplateError for an unreadable file.
+ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model,
+                                   const std::string& arch_name);
+
+}  // namespace vkllm::chat
