@@ -54,8 +54,8 @@ layout(push_constant) uniform Push {
     uint has_bias;
 } pc;
 
-// One slot per (value, invocation): enough for any subgroup size. The host keeps NR * NB <= 8,
-// so 8 * WG floats (2 KiB at WG = 64).
+// One slot per (value, invocation): enough for any subgroup size. The host keeps NR * NB <= 8 on
+// GPUs (2 KiB at WG = 64) and <= 64 with WG <= 64 on CPU drivers (16 KiB).
 shared float red_[NR * NB * WG];
 
 float x1(uint i) { return xv[i >> 2][i & 3u]; }

@@ -79,10 +79,13 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
     if (caps.cpu_tuning) {
         // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and make every
         // barrier a switch between chunks, and X loads cost as much as W loads: one small workgroup
-        // (about one chunk) per NR rows, with NR * NB = 8 so that each X load serves 8 rows.
+        // (about one chunk) per NR = 8 rows, so that each X load serves 8 rows. NR stays 8 for a
+        // batch of vectors too: fewer rows per workgroup multiply the workgroups, and their fixed
+        // cost dominated (measured on lavapipe, stories15M-shaped Q8_0, 8 vectors: NR = 1 took
+        // 385 ms per decode step in matvec, NR = 8 33 ms; one vector is unchanged).
         // Measured on lavapipe (Q4_0 / F32, k = 2048): 2.6x / 2.8x the 64-invocation, 2-row setup.
         wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
-        nr = std::max<uint32_t>(1, 8 / m);
+        nr = 8;
     } else {
         // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
         wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
