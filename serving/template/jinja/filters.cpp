@@ -489,7 +489,15 @@ Value f_format(Interpreter& in, const Value& v, Args& a) {
     return py_mod_format(in, v.to_str(), Value::list(a.pos, true));
 }
 
-Value f_attr(Interpreter& in, const Value& v, Args& a) { return in.getattr(v, arg(a, 0, "name").to_str()); }
+// A Python attribute only: a dict's keys are not attributes (unlike `d.x` in a template).
+Value f_attr(Interpreter& in, const Value& v, Args& a) {
+    const std::string name = arg(a, 0, "name").to_str();
+    if (v.is_dict()) {
+        if (auto m = find_method(v, name)) return *m;
+        return Value::undefined("'dict object' has no attribute '" + name + "'");
+    }
+    return in.getattr(v, name);
+}
 
 Value f_truncate(Interpreter&, const Value& v, Args& a) {
     const std::string s = v.to_str();

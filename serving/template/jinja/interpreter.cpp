@@ -369,7 +369,7 @@ Value Interpreter::call_macro(const Stmt& m, const std::shared_ptr<Scope>& closu
         scope->vars[p.name] = p.default_value ? eval(*p.default_value, scope)
                                               : Value::undefined("parameter '" + p.name + "' was not provided");
     }
-    scope->vars["varargs"] = Value::list(std::move(varargs));
+    scope->vars["varargs"] = Value::list(std::move(varargs), true);
     scope->vars["kwargs"] = kwargs;
     if (!caller.is_undefined()) scope->vars["caller"] = caller;
     std::string out;

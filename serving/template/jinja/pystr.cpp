@@ -200,10 +200,7 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
         while (i < cps.size() && is_space(cps[i])) ++i;
         if (i == cps.size()) break;
         if (maxsplit >= 0 && int64_t(out.size()) == maxsplit) {
-            // The rest, with its trailing whitespace removed, is the last piece.
-            size_t e = cps.size();
-            while (e > i && is_space(cps[e - 1])) --e;
-            out.push_back(encode(cps, i, e));
+            out.push_back(encode(cps, i, cps.size()));  // the rest, trailing whitespace and all
             break;
         }
         size_t j = i;
@@ -236,9 +233,7 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
         while (e > 0 && is_space(cps[e - 1])) --e;
         if (e == 0) break;
         if (int64_t(out.size()) == maxsplit) {
-            size_t b = 0;
-            while (b < e && is_space(cps[b])) ++b;
-            out.push_back(encode(cps, b, e));
+            out.push_back(encode(cps, 0, e));  // the rest, leading whitespace and all
             break;
         }
         size_t b = e;
