@@ -31,6 +31,7 @@ Value g_range(Interpreter& in, Args& a) {
     const auto len = uint64_t(len_ld);
     if (len > in.config().max_steps) in.step(in.config().max_steps + 1);
     in.step(len);
+    in.check_items(len);
     std::vector<Value> out;
     out.reserve(size_t(len));
     int64_t x = start;

@@ -139,6 +139,12 @@ void Interpreter::check_size(size_t bytes) const {
                     std::to_string(config_.max_output_bytes) + ")");
 }
 
+void Interpreter::check_items(uint64_t n) const {
+    if (n > config_.max_output_bytes / 4)
+        throw Error("a list would have more than " + std::to_string(config_.max_output_bytes / 4) +
+                    " items (max_output_bytes / 4)");
+}
+
 void Interpreter::write(std::string& out, const std::string& s) {
     check_size(out.size() + s.size());
     step(1 + s.size() / 64);
@@ -220,6 +226,7 @@ std::vector<Value> Interpreter::iterate(const Value& v) {
         case Kind::String: {
             std::vector<Value> chars;
             const std::vector<uint32_t> cps = pystr::decode(v.str());
+            check_items(cps.size());
             step(cps.size() / 16);
             for (uint32_t cp : cps) {
                 std::string c;
@@ -597,9 +604,10 @@ Value Interpreter::binary_op(const std::string& op, const Value& a, const Value&
             return Value(a.str() + b.str());
         }
         if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+            check_items(uint64_t(a.items().size()) + b.items().size());
+            step((a.items().size() + b.items().size()) / 4);
             std::vector<Value> items = a.items();
             items.insert(items.end(), b.items().begin(), b.items().end());
-            step(items.size() / 16);
             return Value::list(std::move(items), a.is_tuple());
         }
         return unsupported();
@@ -630,6 +638,7 @@ Value Interpreter::binary_op(const std::string& op, const Value& a, const Value&
         const size_t len = seq->items().size();
         if (n > 0 && len > 0) {
             if (uint64_t(n) > config_.max_steps / len) step(config_.max_steps + 1);
+            check_items(uint64_t(n) * len);
             step(uint64_t(n) * len);
         }
         std::vector<Value> out;

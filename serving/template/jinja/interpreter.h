@@ -50,7 +50,8 @@ public:
     // --- services for the filters, tests, methods and global functions ------------------------
     const RenderConfig& config() const { return config_; }
     void step(uint64_t n = 1);
-    void check_size(size_t bytes) const;  // Error when a string or list would pass the output limit
+    void check_size(size_t bytes) const;  // Error when a string would pass the output limit
+    void check_items(uint64_t n) const;   // Error when a list would pass max_output_bytes / 4 items
     Value call(const Value& callee, Args& args);
     Value getattr(const Value& obj, const std::string& name);
     Value getitem(const Value& obj, const Value& key);

@@ -360,7 +360,7 @@ Value d_copy(Interpreter&, const Value& d, Args&) {
 Value l_append(Interpreter& in, const Value& l, Args& a) {
     if (a.pos.size() != 1) throw Error("append() takes exactly one argument");
     in.step();
-    in.check_size(l.items().size() + 1);
+    in.check_items(l.items().size() + 1);
     l.items().push_back(a.pos[0]);
     in.note_mutation(l);
     return Value::none();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <utility>
 
 namespace vkllm::chat::jinja {
 
@@ -117,12 +118,18 @@ private:
     // empty); leaves the position on that NAME and reports it in `found`.
     Body parse_body(std::initializer_list<const char*> ends, std::string& found) {
         Body body;
+        std::string want;
+        for (const char* e : ends) want += std::string(want.empty() ? "" : " or ") + "'" + e + "'";
+        const std::string saved = std::exchange(expecting_, want);
+        struct Restore {
+            std::string& slot;
+            std::string value;
+            ~Restore() { slot = std::move(value); }
+        } restore{expecting_, saved};
         while (true) {
             const Token& t = cur();
             if (t.type == Tok::Eof) {
                 if (ends.size() == 0) return body;
-                std::string want;
-                for (const char* e : ends) want += std::string(want.empty() ? "" : " or ") + "'" + e + "'";
                 fail("unexpected end of template; jinja was looking for " + want);
             }
             if (t.type == Tok::Data) {
@@ -187,7 +194,8 @@ private:
             expect_block_end();
             return s;
         }
-        throw Error("unknown tag '" + tag + "'", s->line);
+        throw Error("unknown tag '" + tag + "'" + (expecting_.empty() ? "" : "; jinja was looking for " + expecting_),
+                    s->line);
     }
 
     void parse_closed_body(Body& body, const char* end) {
@@ -709,6 +717,7 @@ private:
     size_t i_ = 0;
     ParseLimits limits_;
     uint32_t block_depth_ = 0, expr_depth_ = 0, loop_depth_ = 0;
+    std::string expecting_;  // the end tags of the innermost open block, for messages
 };
 
 }  // namespace
