@@ -11,10 +11,8 @@ namespace vkllm::chat::jinja {
 
 namespace {
 
-uintptr_t stack_address() {
-    volatile char probe = 0;
-    return reinterpret_cast<uintptr_t>(&probe);
-}
+// The current frame's address (the real stack, even where ASan moves locals to a fake stack).
+__attribute__((noinline)) uintptr_t stack_address() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)); }
 
 // How much of this thread's stack, below the current frame, rendering may use: half of what is
 // left, so that the interpreter stops with an error long before the guard page.
