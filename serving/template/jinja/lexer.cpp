@@ -89,7 +89,7 @@ public:
             const size_t after = tag + 2 + (sign ? 1 : 0);
             if (kind == '#') {
                 line_starting = lex_comment(after);
-            } else if (kind == '%' && try_raw(after, line_starting)) {
+            } else if (kind == '%' && try_raw(after)) {
                 line_starting = ends_with_newline_;
             } else {
                 line_starting = lex_tag(kind == '{', after);
@@ -143,7 +143,7 @@ private:
     }
 
     // {% raw %}...{% endraw %}: the body is text, tags inside it included.
-    bool try_raw(size_t after_open, bool line_starting) {
+    bool try_raw(size_t after_open) {
         size_t p = skip_space(src_, after_open);
         if (src_.compare(p, 3, "raw") != 0 || (p + 3 < src_.size() && is_name_char(src_[p + 3]))) return false;
         p = skip_space(src_, p + 3);
@@ -178,7 +178,8 @@ private:
             } else if (sign != '+') {
                 const size_t nl = src_.rfind('\n', t == 0 ? 0 : t - 1);
                 const size_t line_start = (nl == std::string::npos || nl < p) ? p : nl + 1;
-                (void)line_starting;
+                // lstrip_blocks for {% endraw %}: as for any tag, when it starts its line (the
+                // raw-begin match ending in a newline counts as a line start).
                 if ((line_start > p || (p > 0 && src_[p - 1] == '\n')) && skip_space(src_, line_start) >= t &&
                     line_start < t)
                     body_end = line_start;

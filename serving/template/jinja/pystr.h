@@ -37,7 +37,7 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
 std::vector<std::string> rsplit(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit);
 std::vector<std::string> splitlines(std::string_view s, bool keepends = false);
 std::string replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count);
-// find/count on code point positions (start/end already normalised to code points, -1: none).
+// str.find / str.rfind: the code point index of the first (last) match, -1 when none; str.count.
 int64_t find(std::string_view s, std::string_view sub, bool reverse = false);
 int64_t count(std::string_view s, std::string_view sub);
 
