@@ -2,32 +2,12 @@
 
 #include "serving/template/jinja/pystr.h"
 
-#include <pthread.h>
-
 #include <cmath>
 #include <limits>
 
 namespace vkllm::chat::jinja {
 
 namespace {
-
-// The current frame's address (the real stack, even where ASan moves locals to a fake stack).
-__attribute__((noinline)) uintptr_t stack_address() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)); }
-
-// How much of this thread's stack, below the current frame, rendering may use: half of what is
-// left, so that the interpreter stops with an error long before the guard page.
-size_t usable_stack(uintptr_t here) {
-    size_t budget = size_t(1) << 20;  // when the stack cannot be asked for
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        void* low = nullptr;
-        size_t size = 0;
-        if (pthread_attr_getstack(&attr, &low, &size) == 0 && low && here > uintptr_t(low))
-            budget = (here - uintptr_t(low)) / 2;
-        pthread_attr_destroy(&attr);
-    }
-    return budget;
-}
 
 [[noreturn]] void fail_undefined(const Value& v) { throw Error(v.undefined_hint()); }
 
@@ -90,16 +70,14 @@ const Value* Scope::find(const std::string& name) const {
 
 Interpreter::DepthGuard::DepthGuard(Interpreter& in) : in_(in) {
     ++in_.native_depth_;
-    const uintptr_t here = stack_address();
-    if (in_.stack_base_ > here && in_.stack_base_ - here > in_.stack_budget_)
-        throw Error("template nested too deeply for the stack (" + std::to_string(in_.native_depth_) + " levels)");
+    in_.stack_->check("template");
 }
 
 std::string Interpreter::render(const Body& body, std::shared_ptr<Scope> globals) {
     steps_ = 0;
     macro_depth_ = native_depth_ = 0;
-    stack_base_ = stack_address();
-    stack_budget_ = usable_stack(stack_base_);
+    const StackBudget stack;
+    stack_ = &stack;
     const size_t saved_max = max_text_bytes();
     set_max_text_bytes(config_.max_output_bytes);
     struct Restore {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "serving/template/jinja/ast.h"
+#include "serving/template/jinja/stack.h"
 #include "serving/template/jinja/value.h"
 
 #include <ctime>
@@ -93,8 +94,7 @@ private:
     uint64_t steps_ = 0;
     uint32_t macro_depth_ = 0;
     uint32_t native_depth_ = 0;
-    uintptr_t stack_base_ = 0;
-    size_t stack_budget_ = 0;
+    const StackBudget* stack_ = nullptr;  // of the render in progress
     std::vector<Value> mutated_;
 };
 

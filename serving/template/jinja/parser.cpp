@@ -1,6 +1,7 @@
 #include "serving/template/jinja/parser.h"
 
 #include "serving/template/jinja/lexer.h"
+#include "serving/template/jinja/stack.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -77,6 +78,13 @@ private:
     struct Depth {
         Depth(uint32_t& d, uint32_t limit, const Parser& p, const char* what) : d_(d) {
             if (++d_ > limit) p.fail(std::string(what) + " nested too deeply (limit " + std::to_string(limit) + ")");
+            try {
+                p.stack_.check(what);
+            } catch (Error& e) {
+                --d_;
+                e.line = p.cur().line;
+                throw;
+            }
         }
         ~Depth() { --d_; }
         uint32_t& d_;
@@ -718,6 +726,7 @@ private:
     ParseLimits limits_;
     uint32_t block_depth_ = 0, expr_depth_ = 0, loop_depth_ = 0;
     std::string expecting_;  // the end tags of the innermost open block, for messages
+    StackBudget stack_;
 };
 
 }  // namespace
