@@ -63,6 +63,7 @@ enum class StmtKind {
     Break,
     Continue,
     Generation,  // {% generation %} body: Hugging Face's marker, rendered as its body
+    With,        // with targets[i] = conds[i], ... %} body: the names exist only in the body
 };
 
 struct MacroParam {

@@ -182,6 +182,12 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out, const std::
             case StmtKind::Break: return Flow::Break;
             case StmtKind::Continue: return Flow::Continue;
             case StmtKind::Generation: return exec_body(s.body, out, scope);
+            case StmtKind::With: {
+                auto inner = std::make_shared<Scope>();
+                inner->parent = scope;
+                for (size_t i = 0; i < s.targets.size(); ++i) inner->vars[s.targets[i]] = eval(*s.conds[i], scope);
+                return exec_body(s.body, out, inner);
+            }
         }
     } catch (Error& e) {
         if (e.line == 0) e.line = s.line;

@@ -190,6 +190,18 @@ private:
             parse_closed_body(s->body, "endfilter");
             return s;
         }
+        if (tag == "with") {
+            s->kind = StmtKind::With;
+            while (cur().type != Tok::BlockEnd) {
+                if (!s->targets.empty()) expect_op(",");
+                s->targets.push_back(expect_name());
+                expect_op("=");
+                s->conds.push_back(parse_expression(true));
+            }
+            expect_block_end();
+            parse_closed_body(s->body, "endwith");
+            return s;
+        }
         if (tag == "generation") {
             s->kind = StmtKind::Generation;
             expect_block_end();
