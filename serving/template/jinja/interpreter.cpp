@@ -68,14 +68,11 @@ const Value* Scope::find(const std::string& name) const {
     return nullptr;
 }
 
-Interpreter::DepthGuard::DepthGuard(Interpreter& in) : in_(in) {
-    ++in_.native_depth_;
-    in_.stack_->check("template");
-}
+Interpreter::DepthGuard::DepthGuard(Interpreter& in) { in.stack_->check("template"); }
 
 std::string Interpreter::render(const Body& body, std::shared_ptr<Scope> globals) {
     steps_ = 0;
-    macro_depth_ = native_depth_ = 0;
+    macro_depth_ = 0;
     const StackBudget stack;
     stack_ = &stack;
     const size_t saved_max = max_text_bytes();

@@ -86,14 +86,11 @@ private:
     // Native recursion guard: template nesting may not exhaust the thread's stack.
     struct DepthGuard {
         explicit DepthGuard(Interpreter& in);
-        ~DepthGuard() { --in_.native_depth_; }
-        Interpreter& in_;
     };
 
     RenderConfig config_;
     uint64_t steps_ = 0;
     uint32_t macro_depth_ = 0;
-    uint32_t native_depth_ = 0;
     const StackBudget* stack_ = nullptr;  // of the render in progress
     std::vector<Value> mutated_;
 };
