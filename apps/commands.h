@@ -14,5 +14,6 @@ void register_bench_ops(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench_serve(CLI::App& app);
+void register_chat_template(CLI::App& app);
 
 }  // namespace vkllm::app

@@ -4,9 +4,11 @@
 //                     shared test models;
 //   <out>/tokenizer/  inputs for fuzz_tokenizer: the llama.cpp tokenizer test strings and a few more
 //                     for each of its four vocabs (first byte 0..3), chat prompts with special tokens
-//                     parsed (8..11), and short id sequences to decode (4..7).
+//                     parsed (8..11), and short id sequences to decode (4..7);
+//   <out>/template/   the real chat templates of ../shared/templates and the built-in ones.
 // Usage: fuzz_make_seeds <out> <shared models dir>
 #include "model/gguf_writer.h"
+#include "serving/template/chat_template.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -120,6 +122,19 @@ void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
         }
 }
 
+// The real chat templates next to the models (../shared/templates/templates) and the built-ins.
+void template_seeds(const fs::path& dir, const fs::path& models) {
+    for (const std::string& name : vkllm::chat::builtin_template_names())
+        write_bytes(dir / ("builtin-" + name + ".jinja"), vkllm::chat::builtin_template_source(name));
+    const fs::path shared = models.parent_path() / "templates" / "templates";
+    std::error_code ec;
+    if (!fs::is_directory(shared, ec)) return;
+    for (const auto& entry : fs::directory_iterator(shared)) {
+        std::ifstream in(entry.path(), std::ios::binary);
+        write_bytes(dir / entry.path().filename(), std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,8 +146,10 @@ int main(int argc, char** argv) {
         const fs::path out = argv[1], models = argv[2];
         fs::create_directories(out / "gguf");
         fs::create_directories(out / "tokenizer");
+        fs::create_directories(out / "template");
         gguf_seeds(out / "gguf", models);
         tokenizer_seeds(out / "tokenizer", models);
+        template_seeds(out / "template", models);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
         return 1;

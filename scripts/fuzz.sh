@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [seconds per fuzzer, default 60]
 # Fails on any crash, uncaught exception, hang (> 10 s on one input), leak, out-of-memory
 # (> 2 GiB) or sanitizer report; the input that caused it is left in $BUILD/fuzz-artifacts/.
-# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file>. Every crasher becomes a doctest case in
+# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file> (or fuzz_tokenizer, fuzz_template). Every crasher becomes a doctest case in
 # tests/model/test_fuzz_regressions.cpp once fixed.
 # Set VKLLM_FUZZ_BUILD to use another build directory (default build-fuzz).
 set -euo pipefail
@@ -27,7 +27,7 @@ fi
 
 mkdir -p "$BUILD/fuzz-artifacts"
 summary=()
-for target in gguf tokenizer; do
+for target in gguf tokenizer template; do
   corpus="$BUILD/fuzz-corpus/$target"  # grows across local runs; seeds stay read-only
   mkdir -p "$corpus"
   log="$BUILD/fuzz-$target.log"
@@ -35,8 +35,11 @@ for target in gguf tokenizer; do
   # The largest GGUF seed (llama-2-tiny-random, 1.7 MB) must fit whole; libFuzzer's default cap is 1 MiB.
   max_len=4096
   [ "$target" = gguf ] && max_len=2000000
+  [ "$target" = template ] && max_len=32768  # the longest real template is 16 KB
+  extra=()
+  [ "$target" = template ] && extra=(-dict=fuzz/jinja.dict)
   status=0
-  "$BUILD/fuzz/fuzz_$target" "$corpus" "$BUILD/fuzz-seeds/$target" -max_len=$max_len \
+  "$BUILD/fuzz/fuzz_$target" "$corpus" "$BUILD/fuzz-seeds/$target" -max_len=$max_len "${extra[@]}" \
     -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \
     -print_final_stats=1 -artifact_prefix="$BUILD/fuzz-artifacts/${target}-" >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

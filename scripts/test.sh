@@ -31,7 +31,7 @@ ctest --test-dir "$BUILD-asan" --output-on-failure -j2
 echo "sanitizer stage: $(( $(date +%s) - stage )) s"
 
 stage=$(date +%s)
-echo "=== fuzzing: GGUF reader and tokenizer, ${VKLLM_FUZZ_SECONDS:-120} s each ==="
+echo "=== fuzzing: GGUF reader, tokenizer and chat templates, ${VKLLM_FUZZ_SECONDS:-120} s each ==="
 VKLLM_FUZZ_BUILD="$BUILD-fuzz" VKLLM_JOBS="$JOBS" scripts/fuzz.sh "${VKLLM_FUZZ_SECONDS:-120}"
 echo "fuzz stage: $(( $(date +%s) - stage )) s"
 

@@ -27,12 +27,15 @@ struct ChatInputs {
     std::string bos_token, eos_token;
     // Further variables real templates read (enable_thinking, ...): an object, or null.
     nlohmann::ordered_json extra;
+    // The time strftime_now() formats, "YYYY-MM-DD HH:MM:SS" (tests pin it); empty: the local clock.
+    std::string now;
 };
 
+// Bounds for untrusted templates: exceeding one is a TemplateError, never a hang or a crash.
 struct RenderLimits {
-    size_t max_output_bytes = 4u << 20;
-    uint64_t max_steps = 10'000'000;   // loop iterations + macro calls + output writes
-    uint32_t max_depth = 200;          // macro recursion / nesting
+    size_t max_output_bytes = 4u << 20;  // the output, and any one string or list built on the way
+    uint64_t max_steps = 10'000'000;   // loop iterations + macro calls + expression nodes + output writes
+    uint32_t max_depth = 200;          // macro recursion, and nesting of blocks in the source
 };
 
 class ChatTemplate {
@@ -50,6 +53,7 @@ public:
 private:
     struct Parsed;
     std::string source_, name_;
+    RenderLimits limits_;
     std::unique_ptr<Parsed> parsed_;
 };
 

@@ -1,0 +1,124 @@
+#include "serving/template/chat_template.h"
+
+#include "serving/template/jinja/interpreter.h"
+#include "serving/template/jinja/parser.h"
+
+#include <fstream>
+#include <iterator>
+#include <new>
+
+namespace vkllm::chat {
+
+struct ChatTemplate::Parsed {
+    jinja::Body body;
+};
+
+namespace {
+
+std::string located(const std::string& name, int line, const std::string& msg) {
+    std::string where = "template '" + name + "'";
+    if (line > 0) where += ", line " + std::to_string(line);
+    return where + ": " + msg;
+}
+
+// "YYYY-MM-DD HH:MM:SS" (or just the date) as a broken-down time; weekday and day of the year
+// are computed so that %a, %A, %j, %U... print right.
+std::tm parse_now(const std::string& s) {
+    std::tm tm{};
+    int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+    const int n = std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &sec);
+    if (n != 3 && n != 6) throw TemplateError("the fixed time '" + s + "' is not \"YYYY-MM-DD HH:MM:SS\"");
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    tm.tm_isdst = -1;
+    std::tm copy = tm;
+    if (timegm(&copy) == -1 && !(y == 1969 && mo == 12 && d == 31))
+        throw TemplateError("the fixed time '" + s + "' is out of range");
+    tm.tm_wday = copy.tm_wday;
+    tm.tm_yday = copy.tm_yday;
+    return tm;
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(std::string source, std::string name, RenderLimits limits)
+    : source_(std::move(source)), name_(std::move(name)), parsed_(std::make_unique<Parsed>()) {
+    limits_ = limits;
+    try {
+        jinja::ParseLimits pl;
+        pl.max_block_depth = limits.max_depth;
+        parsed_->body = jinja::parse_template(source_, pl);
+    } catch (const jinja::Error& e) {
+        throw TemplateError(located(name_, e.line, e.what()));
+    } catch (const std::bad_alloc&) {
+        throw TemplateError(located(name_, 0, "out of memory while parsing"));
+    }
+}
+
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
+
+std::string ChatTemplate::apply(const ChatInputs& in) const {
+    using jinja::Value;
+    try {
+        jinja::RenderConfig config;
+        config.max_output_bytes = limits_.max_output_bytes;
+        config.max_steps = limits_.max_steps;
+        config.max_depth = limits_.max_depth;
+        if (!in.now.empty()) config.now = parse_now(in.now);
+
+        // Hugging Face's variables: messages, tools (none without tools), documents (none),
+        // add_generation_prompt, bos_token, eos_token; then the caller's extras.
+        auto globals = std::make_shared<jinja::Scope>();
+        jinja::add_builtins(*globals);
+        globals->vars["messages"] = Value::from_json(in.messages);
+        globals->vars["tools"] = Value::from_json(in.tools);
+        globals->vars["documents"] = Value::none();
+        globals->vars["add_generation_prompt"] = Value(in.add_generation_prompt);
+        globals->vars["bos_token"] = Value(in.bos_token);
+        globals->vars["eos_token"] = Value(in.eos_token);
+        if (in.extra.is_object())
+            for (const auto& [k, v] : in.extra.items()) globals->vars[k] = Value::from_json(v);
+
+        jinja::Interpreter interp(config);
+        return interp.render(parsed_->body, globals);
+    } catch (const jinja::Error& e) {
+        throw TemplateError(located(name_, e.line, e.what()));
+    } catch (const TemplateError&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        throw TemplateError(located(name_, 0, "out of memory while rendering"));
+    } catch (const std::length_error& e) {
+        throw TemplateError(located(name_, 0, std::string("a value grew too large: ") + e.what()));
+    }
+}
+
+ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model,
+                                   const std::string& arch_name) {
+    if (!option.empty()) {
+        for (const std::string& n : builtin_template_names())
+            if (n == option) return ChatTemplate(builtin_template_source(n), n);
+        std::ifstream f(option, std::ios::binary);
+        if (!f) {
+            std::string names;
+            for (const std::string& n : builtin_template_names()) names += (names.empty() ? "" : ", ") + n;
+            throw TemplateError("chat template '" + option + "' is neither a built-in (" + names +
+                                ") nor a readable file");
+        }
+        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        return ChatTemplate(std::move(text), option);
+    }
+    if (!from_model.empty()) return ChatTemplate(from_model, "tokenizer.chat_template");
+    std::string guess = "chatml";
+    if (arch_name == "llama") guess = "llama2";
+    else if (arch_name == "gemma" || arch_name == "gemma2" || arch_name == "gemma3") guess = "gemma";
+    else if (arch_name == "phi3") guess = "phi3";
+    return ChatTemplate(builtin_template_source(guess), guess);
+}
+
+}  // namespace vkllm::chat
