@@ -12,6 +12,8 @@
 //          split  (n_splits  > 1):  dst = scratch: o[n_splits][n_heads][D] unnormalized partial outputs,
 //                                   then ml[n_splits][n_heads][2] = (running max, sum of exp) per split;
 //                                   attention_merge.comp reduces them.
+// q, positions and dst start at the push constants q_first / pos_first / dst_first inside their
+// bindings, so a batch of sequences can bind one token's rows at any offset.
 // Math (per query head h, kv head h / G, scores s_t = scale * q_h . k_t over t in the split's range,
 //          then s_t <- softcap * tanh(s_t / softcap) when softcap > 0):
 //          m = max_t s_t, l = sum_t exp(s_t - m), o = sum_t exp(s_t - m) v_t; out = o / l.
@@ -52,6 +54,9 @@ layout(push_constant) uniform Push {
     float scale;
     uint window;    // 0: none
     float softcap;  // 0: off
+    uint q_first;   // vec4 offset of q[0] in the Q binding
+    uint pos_first; // offset of positions[0] in the Pos binding
+    uint dst_first; // float offset of dst[0] in the Dst binding
 } pc;
 
 shared vec4 q_sh[GW * D4];    // scaled queries of the GW heads
@@ -65,7 +70,7 @@ void main() {
     const uint kvh = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
     const uint h0 = kvh * pc.group + gl_WorkGroupID.z * GW;
 
-    const uint pos = uint(max(positions[0], 0));
+    const uint pos = uint(max(positions[pc.pos_first], 0));
     const uint lo = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
     const uint kv_len = (pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx)) - lo;
     const uint lo_row = lo % pc.n_ctx;
@@ -75,7 +80,7 @@ void main() {
     const bool capped = pc.softcap > 0.0;
     const float inv_cap = capped ? 1.0 / pc.softcap : 0.0;
 
-    for (uint i = tid; i < GW * D4; i += WG) q_sh[i] = q[h0 * D4 + i] * pc.scale;
+    for (uint i = tid; i < GW * D4; i += WG) q_sh[i] = q[pc.q_first + h0 * D4 + i] * pc.scale;
     barrier();
 
     float m_run = NEG_BIG, l_run = 0.0;  // meaningful in invocation g < GW only: row g
@@ -149,17 +154,17 @@ void main() {
             if (direct) {
                 const float l = ml_sh[2 * g + 1];
                 o = l > 0.0 ? o / l : vec4(0.0);
-                const uint at = h * D + 4 * tid;
+                const uint at = pc.dst_first + h * D + 4 * tid;
                 dst[at] = o.x; dst[at + 1] = o.y; dst[at + 2] = o.z; dst[at + 3] = o.w;
             } else {
-                const uint at = (split * pc.n_heads + h) * D + 4 * tid;
+                const uint at = pc.dst_first + (split * pc.n_heads + h) * D + 4 * tid;
                 dst[at] = o.x; dst[at + 1] = o.y; dst[at + 2] = o.z; dst[at + 3] = o.w;
             }
         }
         barrier();
     }
     if (!direct && tid < GW) {
-        const uint at = pc.n_splits * pc.n_heads * D + (split * pc.n_heads + h0 + tid) * 2u;
+        const uint at = pc.dst_first + pc.n_splits * pc.n_heads * D + (split * pc.n_heads + h0 + tid) * 2u;
         dst[at] = m_run;
         dst[at + 1] = l_run;
     }

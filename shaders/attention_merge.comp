@@ -23,6 +23,7 @@ layout(push_constant) uniform Push {
     uint n_heads;
     uint head_dim;
     uint n_splits;  // <= MAX_SPLITS
+    uint out_first; // float offset of out[0] in the Out binding (a token's row at any offset)
 } pc;
 
 shared float w_sh[MAX_SPLITS];
@@ -41,6 +42,6 @@ void main() {
     for (uint d = tid; d < D; d += WG) {
         float o = 0.0;
         for (uint s = 0; s < pc.n_splits; ++s) o += w_sh[s] * scratch[(s * pc.n_heads + h) * D + d];
-        out_[h * D + d] = o * inv_l;
+        out_[pc.out_first + h * D + d] = o * inv_l;
     }
 }

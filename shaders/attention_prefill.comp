@@ -10,6 +10,8 @@
 //                                              positions [lo, hi]: lo = max(0, p - window + 1), hi = p
 //                                              with a window; lo = 0, hi = min(p, n_ctx - 1) without
 // Output:  out[n_tokens][n_heads][D]          f32
+// q, positions and out start at the push constants q_first / pos_first / out_first inside their
+// bindings, so one sequence's rows of a multi-sequence batch can be bound at any offset.
 // Math (query token t, head h, kv head h / G, s_j = scale * q_th . k_j for j in [lo_t, hi_t], then
 //          s_j <- softcap * tanh(s_j / softcap) when softcap > 0):
 //          out = sum_j exp(s_j - m) v_j / sum_j exp(s_j - m), m = max_j s_j, computed online over
@@ -62,6 +64,9 @@ layout(push_constant) uniform Push {
     float scale;
     uint window;    // 0: none
     float softcap;  // 0: off
+    uint q_first;   // vec4 offset of q[0] in the Q binding
+    uint pos_first; // offset of positions[0] in the Pos binding
+    uint out_first; // vec4 offset of out[0] in the Out binding
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -79,7 +84,7 @@ void main() {
     for (uint r = tid; r < M; r += WG) {
         const uint t = tok0 + r / GW;
         if (t < pc.n_tokens) {
-            const uint pos = uint(max(positions[t], 0));
+            const uint pos = uint(max(positions[pc.pos_first + t], 0));
             lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
             lim_sh[r] = pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx);
         } else {
@@ -91,7 +96,7 @@ void main() {
     }
     for (uint i = tid; i < M * D4; i += WG) {
         const uint r = i / D4, j = i % D4, t = tok0 + r / GW;
-        q_sh[i] = t < pc.n_tokens ? q[(t * pc.n_heads + h0 + r % GW) * D4 + j] * pc.scale : vec4(0.0);
+        q_sh[i] = t < pc.n_tokens ? q[pc.q_first + (t * pc.n_heads + h0 + r % GW) * D4 + j] * pc.scale : vec4(0.0);
     }
     barrier();
     uint kv_begin = 0xffffffffu, kv_end = 0;
@@ -183,7 +188,7 @@ void main() {
             const uint r = a_group + k * A_GROUPS, t = tok0 + r / GW;
             if (r < M && t < pc.n_tokens) {
                 const float l = l_sh[r];
-                out_[(t * pc.n_heads + h0 + r % GW) * D4 + a_col] = l > 0.0 ? acc[k] / l : vec4(0.0);
+                out_[pc.out_first + (t * pc.n_heads + h0 + r % GW) * D4 + a_col] = l > 0.0 ? acc[k] / l : vec4(0.0);
             }
         }
     }

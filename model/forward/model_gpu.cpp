@@ -38,27 +38,34 @@ ops::AttentionParams plain_attention_params(const ModelConfig& cfg, uint32_t n_t
 
 namespace {
 
+// Rows of the activation scratch: a prompt chunk or one decode token per sequence.
+uint32_t scratch_rows(const ModelOptions& o) { return std::max(o.ubatch, o.n_seq); }
+
 // The scratch buffers ModelGpu allocates, but the attention partials (see attention_scratch).
-uint64_t scratch_bytes(const ModelConfig& cfg, uint32_t ubatch) {
+uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
+    const uint32_t rows = scratch_rows(o);
     // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
     uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
-    // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn), logits (n_vocab), argmax (1).
-    uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim + cfg.n_vocab + 1);
-    return per_token * ubatch + fixed;
+    // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per sequence.
+    uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) +
+                     4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1);
+    return per_token * rows + fixed;
 }
 
 // Split-K partials of attention: decode needs them (prefill does not), and their number of
 // splits grows with the context, so this is exact for the n_ctx given and an upper bound below it.
-uint64_t attention_scratch(const DeviceCaps& caps, const ModelConfig& cfg, uint32_t ubatch, uint32_t n_ctx,
-                           ops::KvType t) {
-    return std::max(ops::attention_scratch_bytes(caps, plain_attention_params(cfg, 1, n_ctx, t)),
-                    ops::attention_scratch_bytes(caps, plain_attention_params(cfg, ubatch, n_ctx, t)));
+// Per sequence: the sequences of a decode step attend side by side, each in its own region.
+uint64_t attention_scratch_per_seq(const DeviceCaps& caps, const ModelConfig& cfg, uint32_t ubatch, uint32_t n_ctx,
+                                   ops::KvType t) {
+    const uint64_t b = std::max(ops::attention_scratch_bytes(caps, plain_attention_params(cfg, 1, n_ctx, t)),
+                                ops::attention_scratch_bytes(caps, plain_attention_params(cfg, ubatch, n_ctx, t)));
+    return (b + 255) / 256 * 256;  // each region starts on any device's storage-buffer offset alignment
 }
 
-uint64_t kv_cache_bytes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch, ops::KvType t) {
+uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx) {
     uint64_t rows = 0;
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) rows += kv_cache_rows(cfg, l, n_ctx, ubatch);
-    return 2 * rows * kv_row_bytes(cfg, t);
+    for (uint32_t l = 0; l < cfg.n_layers; ++l) rows += kv_cache_rows(cfg, l, n_ctx, o.ubatch);
+    return 2 * rows * kv_row_bytes(cfg, o.kv_type) * o.n_seq;
 }
 
 }  // namespace
@@ -69,7 +76,9 @@ uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, u
 }
 
 MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts) {
+    if (opts.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
     MemoryPlan p;
+    p.n_seq = opts.n_seq;
     p.available = caps.device_local_bytes;
     p.weights = ModelWeights::device_bytes(file, cfg);
     if (opts.all_logits) {
@@ -85,8 +94,8 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     }
     // The fit is checked with the attention partials of the largest context this call can pick.
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
-    p.scratch = scratch_bytes(cfg, opts.ubatch) + p.all_logits +
-                attention_scratch(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
+    p.scratch = scratch_bytes(cfg, opts) + p.all_logits +
+                opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
     // Full-context layers grow with n_ctx; a sliding-window layer's ring is fixed once n_ctx
     // passes window + ubatch - 1, so the fit is solved for the full layers with the rings at
     // their largest.
@@ -94,10 +103,10 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     uint32_t n_full = 0;
     uint64_t ring_bytes = 0;
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
-        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += 2ull * kv_row * (cfg.window + opts.ubatch - 1);
+        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += 2ull * kv_row * (cfg.window + opts.ubatch - 1) * opts.n_seq;
         else ++n_full;
     }
-    const uint64_t per_token = 2ull * kv_row * std::max(n_full, 1u);
+    const uint64_t per_token = 2ull * kv_row * std::max(n_full, 1u) * opts.n_seq;
     // One layer's K (or V) cache is one binding: it must fit maxStorageBufferRange.
     uint64_t max_ctx_binding = caps.max_storage_buffer_range / kv_row;
     // Keep 10% of the heap for the driver, staging and other processes.
@@ -121,8 +130,9 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                                                p.n_ctx, cfg.arch->name, cfg.n_ctx_train));
         if (p.n_ctx > max_ctx_memory)
             throw DeviceLimitError(fmt::format(
-                "--ctx {} needs {} of KV cache, but after weights ({}) and scratch ({}) only {} is usable: at most "
-                "--ctx {}", p.n_ctx, mib(kv_cache_bytes(cfg, p.n_ctx, opts.ubatch, opts.kv_type)), mib(p.weights),
+                "--ctx {} needs {} of KV cache{}, but after weights ({}) and scratch ({}) only {} is usable: at most "
+                "--ctx {}", p.n_ctx, mib(kv_cache_bytes(cfg, opts, p.n_ctx)),
+                opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(), mib(p.weights),
                 mib(p.scratch), mib(budget - fixed), max_ctx_memory));
         if (p.n_ctx > max_ctx_binding)
             throw DeviceLimitError(fmt::format("--ctx {}: one layer's KV cache would be {} bytes, more than this "
@@ -130,10 +140,10 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                                                p.n_ctx, kv_row * p.n_ctx, caps.max_storage_buffer_range,
                                                max_ctx_binding));
     }
-    p.kv_cache = kv_cache_bytes(cfg, p.n_ctx, opts.ubatch, opts.kv_type);
-    p.kv_cache_full = 2ull * kv_row * cfg.n_layers * p.n_ctx;
-    p.attention_scratch = attention_scratch(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
-    p.scratch = scratch_bytes(cfg, opts.ubatch) + p.all_logits + p.attention_scratch;
+    p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx);
+    p.kv_cache_full = 2ull * kv_row * cfg.n_layers * p.n_ctx * opts.n_seq;
+    p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
+    p.scratch = scratch_bytes(cfg, opts) + p.all_logits + p.attention_scratch;
     return p;
 }
 
@@ -141,12 +151,15 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
 
 struct ModelGpu::Recording {
     std::vector<std::unique_ptr<CommandStream>> streams;  // embed, layers..., head
+    uint64_t last_used = 0;
 };
 
 ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
                    const UploadProgress& progress)
     : ctx_(ctx), file_(file), cfg_(cfg), opts_(opts) {
     if (opts_.ubatch == 0) throw std::invalid_argument("ubatch must be > 0");
+    if (opts_.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
+    n_past_.assign(opts_.n_seq, 0);
     plan_ = plan_memory(ctx.caps(), file, cfg, opts_);
     // Compile while the weights upload: start-up is dominated by one or the other.
     std::exception_ptr compile_error;
@@ -167,13 +180,15 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     compiler.join();
     if (compile_error) std::rethrow_exception(compile_error);
 
-    const uint32_t U = opts_.ubatch, dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = cfg.ffn_dim;
+    const uint32_t U = scratch_rows(opts_), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = cfg.ffn_dim;
     const uint64_t kv_row = kv_row_bytes(cfg, opts_.kv_type);
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
-        kv_rows_.push_back(kv_cache_rows(cfg, l, plan_.n_ctx, U));
-        k_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, fmt::format("k_cache.{}", l)));
-        v_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, fmt::format("v_cache.{}", l)));
-    }
+    for (uint32_t l = 0; l < cfg.n_layers; ++l) kv_rows_.push_back(kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch));
+    for (uint32_t q = 0; q < opts_.n_seq; ++q)
+        for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+            const std::string sfx = opts_.n_seq > 1 ? fmt::format("{}.{}", q, l) : fmt::format("{}", l);
+            k_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, "k_cache." + sfx));
+            v_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, "v_cache." + sfx));
+        }
     auto dev = [&](uint64_t floats, const char* name) { return ctx.create_buffer(floats * 4, MemoryUsage::Device, name); };
     x_ = dev(uint64_t(U) * dim, "x");
     xn_ = dev(uint64_t(U) * dim, "xn");
@@ -187,10 +202,10 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     last_ = dev(dim, "last");
     qkv_ = dev(uint64_t(qd) + 2ull * kv, "qkv");
     gate_up_ = dev(2ull * ffn, "gate_up");
-    logits_ = ctx.create_buffer(uint64_t(cfg.n_vocab) * 4, MemoryUsage::DeviceHostVisible, "logits");
+    logits_ = ctx.create_buffer(uint64_t(opts_.n_seq) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");
     // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
     if (opts_.all_logits) all_logits_ = ctx.create_buffer(plan_.all_logits, MemoryUsage::Readback, "all_logits");
-    argmax_ = ctx.create_buffer(4, MemoryUsage::Readback, "argmax");
+    argmax_ = ctx.create_buffer(4ull * opts_.n_seq, MemoryUsage::Readback, "argmax");
     positions_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
     ids_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
     gpu_embed_ = w_.token_embd.view.size <= ctx.caps().max_storage_buffer_range;
@@ -213,7 +228,13 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
     const uint32_t qd = c.q_dim(), kv = c.kv_dim();
     // Every layer's own types: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers) need
     // several variants of one op.
-    for (uint32_t m : {1u, opts_.ubatch}) {
+    // Row counts: decode (1), a full prompt chunk, and the decode batches of 2..8 sequences (larger
+    // batches run as groups of <= 8 rows).
+    std::vector<uint32_t> row_counts{1u, opts_.ubatch};
+    for (uint32_t m = 2; m <= std::min(opts_.n_seq, 8u); ++m) row_counts.push_back(m);
+    std::sort(row_counts.begin(), row_counts.end());
+    row_counts.erase(std::unique(row_counts.begin(), row_counts.end()), row_counts.end());
+    for (uint32_t m : row_counts) {
         for (uint32_t l = 0; l < c.n_layers; ++l) {
             auto type = [&](const char* t) { return type_of(fmt::format("blk.{}.{}.weight", l, t)); };
             if (c.arch->fused_qkv) {
@@ -242,7 +263,7 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
     if (file_.tensor("token_embd.weight").n_bytes <= ctx_.caps().max_storage_buffer_range)
         add(ops::get_rows_pipelines(ctx_, type_of("token_embd.weight")));
     if (c.arch->positions == PositionKind::Learned) add(ops::get_rows_pipelines(ctx_, type_of("position_embd.weight")));
-    add(ops::linear_pipelines(ctx_, out_t, 1, c.n_vocab, c.dim));
+    for (uint32_t m = 1; m <= std::min(opts_.n_seq, 8u); ++m) add(ops::linear_pipelines(ctx_, out_t, m, c.n_vocab, c.dim));
     if (opts_.all_logits) add(ops::linear_pipelines(ctx_, out_t, opts_.ubatch, c.n_vocab, c.dim));
     add(ops::small_op_pipelines(ctx_));
     return out;
@@ -312,7 +333,24 @@ ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n) const {
     return r;
 }
 
-void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
+void ModelGpu::linear(CommandStream& s, const DeviceTensor& w, const BufferSlice& x, const BufferSlice& y,
+                      uint32_t rows, uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch) {
+    const BufferSlice b = bias && bias->present() ? bias->slice() : BufferSlice{};
+    const BufferSlice* bp = bias && bias->present() ? &b : nullptr;
+    // A decode batch's rows must not take another kernel than a lone token's (matmul's tiles sum
+    // in another order than matvec): groups of at most 8 rows, each one matvec pass over W.
+    const uint32_t group = decode_batch ? 8u : rows;
+    for (uint32_t r0 = 0; r0 < rows; r0 += group) {
+        const uint32_t m = std::min(group, rows - r0);
+        const BufferSlice xs{x.buffer, x.offset + 4ull * k * r0, 4ull * k * m};
+        const BufferSlice ys{y.buffer, y.offset + 4ull * n * r0, 4ull * n * m};
+        ops::linear(ctx_, s, w.type, w.slice(), xs, ys, m, n, k, residual ? &ys : nullptr, bp);
+    }
+}
+
+void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batch) {
+    const uint32_t n = batch.n;
+    const bool db = batch.decode_batch();
     const LayerWeights& L = w_.layers[l];
     const ModelConfig& c = cfg_;
     const ArchDesc& A = *c.arch;
@@ -323,8 +361,7 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
     const LayerSlices ls = layer_slices(l, n);
     const BufferSlice &q = ls.q, &k = ls.k, &v = ls.v, &gate = ls.gate, &up = ls.up;
     // Biases ride in the linear epilogue (Y = X W^T + b (+ R)); nullptr when the model has none.
-    const BufferSlice bq = L.bq.slice(), bk = L.bk.slice(), bv = L.bv.slice(), bqkv = L.bqkv.slice(),
-                      bo = L.bo.slice(), b_up = L.b_up.slice(), b_down = L.b_down.slice();
+    const BufferSlice bqkv = L.bqkv.slice(), b_up = L.b_up.slice();
     auto opt = [](const DeviceTensor& t, const BufferSlice& s) { return t.present() ? &s : nullptr; };
 
     // --- attention block: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), ...))
@@ -333,9 +370,9 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
         ops::linear(ctx_, s, L.wqkv.type, L.wqkv.slice(), xn, qkv_.slice(), 1, qd + 2 * kv, dim, nullptr,
                     opt(L.bqkv, bqkv));
     } else {
-        ops::linear(ctx_, s, L.wq.type, L.wq.slice(), xn, q, n, qd, dim, nullptr, opt(L.bq, bq));
-        ops::linear(ctx_, s, L.wk.type, L.wk.slice(), xn, k, n, kv, dim, nullptr, opt(L.bk, bk));
-        ops::linear(ctx_, s, L.wv.type, L.wv.slice(), xn, v, n, kv, dim, nullptr, opt(L.bv, bv));
+        linear(s, L.wq, xn, q, n, qd, dim, false, &L.bq, db);
+        linear(s, L.wk, xn, k, n, kv, dim, false, &L.bk, db);
+        linear(s, L.wv, xn, v, n, kv, dim, false, &L.bv, db);
     }
     if (A.qk_norm) {  // every head of q and k is RMS-normalized on its own
         ops::rms_norm(ctx_, s, q, L.q_norm.slice(), q, n * c.n_heads, c.head_dim, c.norm_eps);
@@ -356,17 +393,32 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
             ops::rope(ctx_, s, k, pos, n, rp, ff);
         }
     }
+    // Each sequence stores into and attends over its own cache: a chunk is one segment of n rows,
+    // a decode batch one row per sequence (rows bound in place, at any offset).
     const uint32_t kv_rows = kv_rows_[l];
-    ops::kv_store(ctx_, s, k, k_cache_[l].slice(), pos, n, kv, kv_rows, opts_.kv_type);
-    ops::kv_store(ctx_, s, v, v_cache_[l].slice(), pos, n, kv, kv_rows, opts_.kv_type);
-    ops::attention(ctx_, s, attention_params(l, n), q, k_cache_[l].slice(), v_cache_[l].slice(), pos, att,
-                   attn_scratch_.slice());
+    const uint32_t seg_rows = db ? 1 : n;
+    const uint64_t scratch_region = plan_.attention_scratch / opts_.n_seq;
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+        const uint32_t seq = batch.seqs[i], r0 = uint32_t(i) * seg_rows;
+        const size_t cache = size_t(seq) * c.n_layers + l;
+        auto seg = [&](const BufferSlice& b, uint64_t width) {
+            return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
+        };
+        const BufferSlice sp = seg(pos, 1);
+        ops::kv_store(ctx_, s, seg(k, kv), k_cache_[cache].slice(), sp, seg_rows, kv, kv_rows, opts_.kv_type);
+        ops::kv_store(ctx_, s, seg(v, kv), v_cache_[cache].slice(), sp, seg_rows, kv, kv_rows, opts_.kv_type);
+        const BufferSlice scratch = plan_.attention_scratch
+                                        ? attn_scratch_.slice(scratch_region * i, scratch_region)
+                                        : attn_scratch_.slice();
+        ops::attention(ctx_, s, attention_params(l, seg_rows), seg(q, qd), k_cache_[cache].slice(),
+                       v_cache_[cache].slice(), sp, seg(att, qd), scratch);
+    }
     if (L.post_attn_norm.present()) {
-        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, tmp, n, dim, qd, nullptr, opt(L.bo, bo));
+        linear(s, L.wo, att, tmp, n, dim, qd, false, &L.bo, db);
         ops::rms_norm(ctx_, s, tmp, L.post_attn_norm.slice(), tmp, n, dim, c.norm_eps);
         ops::add(ctx_, s, x, tmp, x, n * dim);
     } else {
-        ops::linear(ctx_, s, L.wo.type, L.wo.slice(), att, x, n, dim, qd, &x, opt(L.bo, bo));  // x += wo · att + bo
+        linear(s, L.wo, att, x, n, dim, qd, true, &L.bo, db);  // x += wo · att + bo
     }
 
     // --- feed-forward block: x += post_norm(w_down · act(...))
@@ -374,8 +426,8 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
     if (ls.fuse_ffn) {
         ops::linear(ctx_, s, L.w_gate_up.type, L.w_gate_up.slice(), xn, gate_up_.slice(), 1, 2 * ffn, dim);
     } else {
-        if (A.ffn != FfnKind::Gelu) ops::linear(ctx_, s, L.w_gate.type, L.w_gate.slice(), xn, gate, n, ffn, dim);
-        ops::linear(ctx_, s, L.w_up.type, L.w_up.slice(), xn, up, n, ffn, dim, nullptr, opt(L.b_up, b_up));
+        if (A.ffn != FfnKind::Gelu) linear(s, L.w_gate, xn, gate, n, ffn, dim, false, nullptr, db);
+        linear(s, L.w_up, xn, up, n, ffn, dim, false, &L.b_up, db);
     }
     if (ls.fuse_ffn && L.b_up.present()) ops::add_rows(ctx_, s, up, b_up, n, ffn);
     switch (A.ffn) {  // the activation always lands in `gate`
@@ -384,45 +436,66 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, uint32_t n) {
         case FfnKind::Gelu: ops::gelu(ctx_, s, up, gate, n * ffn); break;
     }
     if (L.post_ffn_norm.present()) {
-        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, tmp, n, dim, ffn, nullptr, opt(L.b_down, b_down));
+        linear(s, L.w_down, gate, tmp, n, dim, ffn, false, &L.b_down, db);
         ops::rms_norm(ctx_, s, tmp, L.post_ffn_norm.slice(), tmp, n, dim, c.norm_eps);
         ops::add(ctx_, s, x, tmp, x, n * dim);
     } else {
-        ops::linear(ctx_, s, L.w_down.type, L.w_down.slice(), gate, x, n, dim, ffn, &x, opt(L.b_down, b_down));
+        linear(s, L.w_down, gate, x, n, dim, ffn, true, &L.b_down, db);
     }
 }
 
-void ModelGpu::record_head(CommandStream& s, uint32_t n) {
+void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
+    const uint32_t n = batch.n;
     const uint64_t row = uint64_t(cfg_.dim) * 4;
+    const uint64_t vrow = uint64_t(cfg_.n_vocab) * 4;
     const DeviceTensor& out = w_.output_tensor();
+    if (batch.decode_batch()) {
+        // Every row is a sequence's last token: n rows of logits, one argmax each.
+        const BufferSlice rows = logits_.slice(0, vrow * n);
+        norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
+        linear(s, out, xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim, false, nullptr, true);
+        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
+        ops::argmax(ctx_, s, rows, argmax_.slice(0, 4ull * n), n, cfg_.n_vocab);
+        return;
+    }
+    const BufferSlice logits = logits_.slice(0, vrow);
     if (opts_.all_logits) {
         // Every token's logits (perplexity). xn is free once the last layer has run. The last row
         // is copied to logits_ so that logits() and argmax() see the same values as the rows.
-        const uint64_t vrow = uint64_t(cfg_.n_vocab) * 4;
         const BufferSlice rows = all_logits_.slice(0, vrow * n);
         norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
         ops::linear(ctx_, s, out.type, out.slice(), xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim);
         if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
-        s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits_.slice());
+        s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits);
     } else {
         // Only the last token's logits are needed; copying its row also avoids binding x at an
         // offset that may not meet minStorageBufferOffsetAlignment.
         s.copy(x_.slice(row * (n - 1), row), last_.slice());
         norm(s, last_.slice(), w_.output_norm, w_.output_norm_b, last_.slice(), 1);
-        ops::linear(ctx_, s, out.type, out.slice(), last_.slice(), logits_.slice(), 1, cfg_.n_vocab, cfg_.dim);
-        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits_.slice(), cfg_.n_vocab, cfg_.final_softcap);
+        ops::linear(ctx_, s, out.type, out.slice(), last_.slice(), logits, 1, cfg_.n_vocab, cfg_.dim);
+        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, cfg_.n_vocab, cfg_.final_softcap);
     }
-    ops::argmax(ctx_, s, logits_.slice(), argmax_.slice(), 1, cfg_.n_vocab);
+    ops::argmax(ctx_, s, logits, argmax_.slice(0, 4), 1, cfg_.n_vocab);
 }
 
-ModelGpu::Recording& ModelGpu::recording(uint32_t n) {
-    auto it = recordings_.find(n);
-    if (it != recordings_.end()) return *it->second;
-    // Prompt remainders of many sizes would pile up: keep the decode (n = 1) and full-ubatch
-    // recordings, drop the others before adding one.
-    for (auto i = recordings_.begin(); i != recordings_.end();)
-        i = (i->first != 1 && i->first != opts_.ubatch) ? recordings_.erase(i) : std::next(i);
+ModelGpu::Recording& ModelGpu::recording(const BatchShape& b) {
+    auto it = recordings_.find(b);
+    if (it != recordings_.end()) {
+        it->second->last_used = ++recording_clock_;
+        return *it->second;
+    }
+    // Prompt remainders of many sizes and ever-changing sets of decoding sequences would pile up:
+    // keep the most recently used few (decode steps and full chunks are used all the time).
+    const size_t keep = 6 + 3 * size_t(opts_.n_seq);
+    while (recordings_.size() >= keep) {
+        auto oldest = std::min_element(recordings_.begin(), recordings_.end(), [](const auto& x, const auto& y) {
+            return x.second->last_used < y.second->last_used;
+        });
+        if (last_recording_ == oldest->second.get()) last_recording_ = nullptr;
+        recordings_.erase(oldest);
+    }
     auto rec = std::make_unique<Recording>();
+    rec->last_used = ++recording_clock_;
     auto add = [&](auto&& fn) {
         auto s = std::make_unique<CommandStream>(ctx_);
         s->begin(profiling_);
@@ -431,10 +504,10 @@ ModelGpu::Recording& ModelGpu::recording(uint32_t n) {
         rec->streams.push_back(std::move(s));
         ++stats_.recordings;
     };
-    add([&](CommandStream& s) { record_embed(s, n); });
-    for (uint32_t l = 0; l < cfg_.n_layers; ++l) add([&](CommandStream& s) { record_layer(s, l, n); });
-    add([&](CommandStream& s) { record_head(s, n); });
-    return *recordings_.emplace(n, std::move(rec)).first->second;
+    add([&](CommandStream& s) { record_embed(s, b.n); });
+    for (uint32_t l = 0; l < cfg_.n_layers; ++l) add([&](CommandStream& s) { record_layer(s, l, b); });
+    add([&](CommandStream& s) { record_head(s, b); });
+    return *recordings_.emplace(b, std::move(rec)).first->second;
 }
 
 // --- evaluation ------------------------------------------------------------------------------------
@@ -466,48 +539,58 @@ void ModelGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink
     eval_impl(tokens, {}, sink);
 }
 
-void ModelGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink) {
-    if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
-    if (tokens.size() > plan_.n_ctx - n_past_)
-        throw ContextFullError(fmt::format("{} tokens do not fit: the context holds {} tokens and {} are used "
-                                           "(raise --ctx, or start a new conversation)",
-                                           tokens.size(), plan_.n_ctx, n_past_));
+void ModelGpu::check_tokens(std::span<const int32_t> tokens) const {
     for (int32_t id : tokens)
         if (id < 0 || uint32_t(id) >= cfg_.n_vocab)
             throw std::out_of_range(fmt::format("token id {} outside the vocabulary (0..{})", id, cfg_.n_vocab - 1));
+}
+
+void ModelGpu::submit(Recording& rec, const LayerProbe& probe, uint32_t n) {
+    // The ids are in ids_; where the embedding table is too big to bind, its rows are dequantized
+    // straight from the mapped file into the upload buffer instead.
+    if (!gpu_embed_) {
+        const GgufTensorInfo& info = file_.tensor("token_embd.weight");
+        auto data = file_.tensor_data(info);
+        const size_t rb = row_bytes(info.type, cfg_.dim);
+        const auto* ids = static_cast<const int32_t*>(ids_.mapped());
+        auto* dst = static_cast<float*>(embed_in_.mapped());
+        for (uint32_t i = 0; i < n; ++i)
+            dequantize_row(info.type, data.data() + size_t(ids[i]) * rb, dst + size_t(i) * cfg_.dim, cfg_.dim);
+    }
+    last_recording_ = &rec;
+    if (!probe) {
+        std::vector<CommandStream*> streams;
+        for (auto& s : rec.streams) streams.push_back(s.get());
+        ctx_.submit(streams);
+        ++stats_.submits;
+    } else {
+        for (size_t i = 0; i < rec.streams.size(); ++i) {
+            rec.streams[i]->submit_and_wait();
+            ++stats_.submits;
+            if (i >= 1 && i <= cfg_.n_layers) probe(uint32_t(i - 1), read_layer_tensors(uint32_t(i - 1), n));
+        }
+    }
+    stats_.tokens += n;
+}
+
+void ModelGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink) {
+    if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
+    if (tokens.size() > plan_.n_ctx - n_past_[0])
+        throw ContextFullError(fmt::format("{} tokens do not fit: the context holds {} tokens and {} are used "
+                                           "(raise --ctx, or start a new conversation)",
+                                           tokens.size(), plan_.n_ctx, n_past_[0]));
+    check_tokens(tokens);
     for (size_t done = 0; done < tokens.size();) {
         uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
         auto* pos = static_cast<int32_t*>(positions_.mapped());
         auto* ids = static_cast<int32_t*>(ids_.mapped());
         for (uint32_t i = 0; i < n; ++i) {
-            pos[i] = int32_t(n_past_ + i);
+            pos[i] = int32_t(n_past_[0] + i);
             ids[i] = tokens[done + i];
         }
-        if (!gpu_embed_) {
-            // Dequantize the rows straight from the mapped file into the upload buffer.
-            const GgufTensorInfo& info = file_.tensor("token_embd.weight");
-            auto data = file_.tensor_data(info);
-            size_t row_bytes_ = row_bytes(info.type, cfg_.dim);
-            auto* dst = static_cast<float*>(embed_in_.mapped());
-            for (uint32_t i = 0; i < n; ++i)
-                dequantize_row(info.type, data.data() + size_t(ids[i]) * row_bytes_, dst + size_t(i) * cfg_.dim, cfg_.dim);
-        }
-        Recording& rec = recording(n);
-        last_recording_ = &rec;
-        if (!probe) {
-            std::vector<CommandStream*> streams;
-            for (auto& s : rec.streams) streams.push_back(s.get());
-            ctx_.submit(streams);
-            ++stats_.submits;
-        } else {
-            for (size_t i = 0; i < rec.streams.size(); ++i) {
-                rec.streams[i]->submit_and_wait();
-                ++stats_.submits;
-                if (i >= 1 && i <= cfg_.n_layers) probe(uint32_t(i - 1), read_layer_tensors(uint32_t(i - 1), n));
-            }
-        }
-        n_past_ += n;
-        stats_.tokens += n;
+        submit(recording(BatchShape{n, {0}}), probe, n);
+        last_rows_ = 1;
+        n_past_[0] += n;
         if (sink) {
             const size_t floats = size_t(n) * cfg_.n_vocab;
             if (all_logits_.mapped()) {
@@ -520,6 +603,117 @@ void ModelGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& prob
         }
         done += n;
     }
+}
+
+// --- several sequences -----------------------------------------------------------------------------
+
+namespace {
+void check_seq(uint32_t seq, uint32_t n_seq) {
+    if (seq >= n_seq)
+        throw std::out_of_range(fmt::format("sequence {} does not exist (the model was loaded with {})", seq, n_seq));
+}
+}  // namespace
+
+uint32_t ModelGpu::n_past(uint32_t seq) const {
+    check_seq(seq, opts_.n_seq);
+    return n_past_[seq];
+}
+
+void ModelGpu::reset(uint32_t seq) {
+    check_seq(seq, opts_.n_seq);
+    n_past_[seq] = 0;
+}
+
+bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
+    check_seq(seq, opts_.n_seq);
+    const uint32_t old = n_past_[seq];
+    if (n > old) throw std::invalid_argument(fmt::format("truncate: {} tokens kept of {}", n, old));
+    // A ring of R rows holds position p until position p + R is stored. The next token (at n)
+    // needs positions from n - window + 1 on, so the oldest of them must not have been overwritten.
+    for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
+        const uint32_t rows = kv_rows_[l];
+        if (rows >= plan_.n_ctx) continue;
+        const uint32_t oldest = n + 1 > cfg_.window ? n + 1 - cfg_.window : 0;
+        if (uint64_t(oldest) + rows < old) return false;
+    }
+    n_past_[seq] = n;
+    return true;
+}
+
+void ModelGpu::eval(uint32_t seq, std::span<const int32_t> tokens) {
+    check_seq(seq, opts_.n_seq);
+    if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
+    if (tokens.size() > plan_.n_ctx - n_past_[seq])
+        throw ContextFullError(fmt::format("{} tokens do not fit sequence {}: it holds {} tokens and {} are used",
+                                           tokens.size(), seq, plan_.n_ctx, n_past_[seq]));
+    check_tokens(tokens);
+    for (size_t done = 0; done < tokens.size();) {
+        const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
+        auto* pos = static_cast<int32_t*>(positions_.mapped());
+        auto* ids = static_cast<int32_t*>(ids_.mapped());
+        for (uint32_t i = 0; i < n; ++i) {
+            pos[i] = int32_t(n_past_[seq] + i);
+            ids[i] = tokens[done + i];
+        }
+        submit(recording(BatchShape{n, {seq}}), {}, n);
+        last_rows_ = 1;
+        n_past_[seq] += n;
+        done += n;
+    }
+}
+
+void ModelGpu::decode(std::span<const SeqToken> batch) {
+    if (batch.empty()) throw std::invalid_argument("decode: empty batch");
+    if (batch.size() > opts_.n_seq)
+        throw std::invalid_argument(fmt::format("decode: {} tokens for {} sequences", batch.size(), opts_.n_seq));
+    BatchShape shape{uint32_t(batch.size()), {}};
+    std::vector<bool> seen(opts_.n_seq, false);
+    auto* pos = static_cast<int32_t*>(positions_.mapped());
+    auto* ids = static_cast<int32_t*>(ids_.mapped());
+    for (size_t i = 0; i < batch.size(); ++i) {
+        const SeqToken& t = batch[i];
+        check_seq(t.seq, opts_.n_seq);
+        if (seen[t.seq]) throw std::invalid_argument(fmt::format("decode: sequence {} appears twice", t.seq));
+        seen[t.seq] = true;
+        if (n_past_[t.seq] >= plan_.n_ctx)
+            throw ContextFullError(fmt::format("sequence {} is full ({} tokens)", t.seq, plan_.n_ctx));
+        check_tokens(std::span<const int32_t>(&t.token, 1));
+        shape.seqs.push_back(t.seq);
+        pos[i] = int32_t(n_past_[t.seq]);
+        ids[i] = t.token;
+    }
+    submit(recording(shape), {}, shape.n);
+    last_rows_ = shape.n;
+    for (const SeqToken& t : batch) ++n_past_[t.seq];
+}
+
+void ModelGpu::read_logits(uint32_t rows, float* dst) const {
+    if (rows == 0 || rows > last_rows_)
+        throw std::out_of_range(fmt::format("read_logits: {} rows, the last evaluation made {}", rows, last_rows_));
+    ctx_.download(logits_.slice(0, 4ull * rows * cfg_.n_vocab), dst, 4ull * rows * cfg_.n_vocab);
+}
+
+std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
+    if (rows == 0 || rows > last_rows_)
+        throw std::out_of_range(fmt::format("argmax_rows: {} rows, the last evaluation made {}", rows, last_rows_));
+    std::vector<uint32_t> ids(rows);
+    std::memcpy(ids.data(), argmax_.mapped(), 4ull * rows);
+    std::vector<int32_t> out(rows);
+    for (uint32_t r = 0; r < rows; ++r) {
+        float best = 0;
+        if (ids[r] < cfg_.n_vocab) {
+            if (logits_.mapped())
+                std::memcpy(&best, static_cast<const uint8_t*>(logits_.mapped()) + 4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4);
+            else
+                ctx_.download(logits_.slice(4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4), &best, 4);
+        }
+        if (ids[r] >= cfg_.n_vocab || !std::isfinite(best))
+            throw NonFiniteError(fmt::format("the model produced non-finite logits (best logit {} for token {}) in "
+                                             "row {} of the batch: its weights hold NaN or Inf values, or the "
+                                             "computation overflowed", best, ids[r], r));
+        out[r] = int32_t(ids[r]);
+    }
+    return out;
 }
 
 void ModelGpu::set_profiling(bool on) {
@@ -553,7 +747,7 @@ int32_t ModelGpu::argmax() const {
     if (id >= cfg_.n_vocab || !std::isfinite(best))
         throw NonFiniteError(fmt::format("the model produced non-finite logits (best logit {} for token {}) at position "
                                          "{}: its weights hold NaN or Inf values, or the computation overflowed",
-                                         best, id, n_past_));
+                                         best, id, n_past_[0]));
     return int32_t(id);
 }
 

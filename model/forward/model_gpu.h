@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace vkllm {
@@ -32,6 +33,9 @@ struct ModelOptions {
     // Also compute the logits of every token of a ubatch into an (ubatch, n_vocab) buffer, for
     // perplexity (eval_all_logits). Off by default: generation needs only the last token's.
     bool all_logits = false;
+    // Sequences with a KV cache each (a server's slots): n_ctx rows per sequence. decode() advances
+    // up to n_seq of them by one token in one forward pass.
+    uint32_t n_seq = 1;
 };
 
 // Device memory a model needs, computed before anything is allocated.
@@ -47,6 +51,7 @@ struct MemoryPlan {
     // discrete GPUs, exact on unified-memory devices (phones, CPU drivers).
     uint64_t all_logits = 0;
     uint64_t available = 0;  // device-local heap bytes
+    uint32_t n_seq = 1;      // kv_cache and kv_cache_full cover all sequences
     uint64_t total() const { return weights + kv_cache + scratch; }
 };
 
@@ -80,6 +85,12 @@ struct ForwardStats {
 using LayerTensors = std::map<std::string, std::vector<float>>;
 using LayerProbe = std::function<void(uint32_t layer, const LayerTensors&)>;
 
+// One token of one sequence, for a multi-sequence decode step.
+struct SeqToken {
+    uint32_t seq = 0;
+    int32_t token = 0;
+};
+
 class ModelGpu {
 public:
     ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
@@ -90,9 +101,31 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     const MemoryPlan& memory_plan() const { return plan_; }
-    uint32_t n_ctx() const { return plan_.n_ctx; }
-    uint32_t n_past() const { return n_past_; }
-    void reset() { n_past_ = 0; }  // forget the conversation; the KV rows are simply overwritten
+    uint32_t n_ctx() const { return plan_.n_ctx; }  // per sequence
+    uint32_t n_seq() const { return opts_.n_seq; }
+    // The single-sequence interface (vkllm run, perplexity, bench) works on sequence 0.
+    uint32_t n_past() const { return n_past_[0]; }
+    void reset() { n_past_[0] = 0; }  // forget the conversation; the KV rows are simply overwritten
+
+    // --- several sequences (ModelOptions::n_seq), each with its own KV cache
+    uint32_t n_past(uint32_t seq) const;
+    void reset(uint32_t seq);
+    // Keeps the first n tokens of sequence `seq` (n <= n_past(seq)) so that a prompt sharing them
+    // evaluates only the rest. False, changing nothing, when a sliding-window layer's ring has already
+    // overwritten keys that a token after n would need: the caller starts over with reset().
+    bool truncate(uint32_t seq, uint32_t n);
+    // eval() for sequence `seq`: its tokens at positions n_past(seq).., in chunks of ubatch; the last
+    // token's logits are row 0 afterwards.
+    void eval(uint32_t seq, std::span<const int32_t> tokens);
+    // One token for each of several distinct sequences (at most n_seq) in one forward pass and one
+    // submission; logits row i belongs to batch[i]. Every row goes through the same kernels with
+    // the same reduction order whatever the batch (linear layers as matvec in groups of <= 8 rows,
+    // attention per sequence), so a sequence's logits do not depend on what runs beside it.
+    void decode(std::span<const SeqToken> batch);
+    // Rows [0, rows) of the last logits: rows = 1 after eval(), the batch size after decode().
+    void read_logits(uint32_t rows, float* dst) const;
+    // The argmax of each of those rows (computed on the device; NonFiniteError as argmax()).
+    std::vector<int32_t> argmax_rows(uint32_t rows) const;
 
     // Evaluates tokens at positions n_past().., in chunks of at most ubatch; afterwards the logits
     // of the last token (and their argmax) are on the device. Throws ContextFullError when the
@@ -119,10 +152,23 @@ public:
 
 private:
     struct Recording;
-    Recording& recording(uint32_t n_tokens);
-    void record_layer(CommandStream& s, uint32_t layer, uint32_t n);
+    // What a recording computes: `seqs` = {s} is a chunk of n tokens of sequence s; more entries are
+    // a decode step of one token per sequence (n == seqs.size()).
+    struct BatchShape {
+        uint32_t n = 0;
+        std::vector<uint32_t> seqs;
+        bool decode_batch() const { return seqs.size() > 1; }
+        bool operator<(const BatchShape& o) const { return std::tie(n, seqs) < std::tie(o.n, o.seqs); }
+    };
+    Recording& recording(const BatchShape& b);
+    void record_layer(CommandStream& s, uint32_t layer, const BatchShape& b);
     void record_embed(CommandStream& s, uint32_t n);
-    void record_head(CommandStream& s, uint32_t n);
+    void record_head(CommandStream& s, const BatchShape& b);
+    // ops::linear over n rows; a decode batch runs matvec in groups of <= 8 rows (batch invariance).
+    void linear(CommandStream& s, const DeviceTensor& w, const BufferSlice& x, const BufferSlice& y, uint32_t rows,
+                uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch);
+    void submit(Recording& rec, const LayerProbe& probe, uint32_t n);
+    void check_tokens(std::span<const int32_t> tokens) const;
     // y = norm(x) with the architecture's norm kind (and bias where it has one).
     void norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
               const BufferSlice& y, uint32_t rows);
@@ -144,12 +190,13 @@ private:
     ModelWeights w_;
     bool gpu_embed_ = true;  // token_embd fits one binding: look rows up with get_rows on the device
 
-    // --- KV cache: (n_layers) x (rows, n_kv_heads * head_dim) for K and for V, f16 by default;
-    // rows = kv_cache_rows(): n_ctx, or a ring for sliding-window layers
+    // --- KV cache: (n_seq * n_layers) x (rows, n_kv_heads * head_dim) for K and for V, f16 by
+    // default, sequence s layer l at [s * n_layers + l]; rows = kv_cache_rows(): n_ctx, or a ring
+    // for sliding-window layers
     std::vector<Buffer> k_cache_, v_cache_;
     std::vector<uint32_t> kv_rows_;
 
-    // --- scratch, sized by the ubatch U
+    // --- scratch, sized by U = max(ubatch, n_seq) rows
     Buffer x_;        // (U, dim)  residual stream
     Buffer xn_;       // (U, dim)  normed input of attention / FFN
     Buffer tmp_;      // (U, dim)  block output before its post-norm; learned position rows
@@ -163,18 +210,20 @@ private:
     Buffer qkv_;      // (q_dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
     Buffer gate_up_;  // (2 ffn)           fused gate|up projection of one token (decode)
 
-    Buffer logits_;   // (n_vocab)
+    Buffer logits_;   // (n_seq, n_vocab)
     Buffer all_logits_;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits
-    Buffer argmax_;   // (1) uint32
+    Buffer argmax_;   // (n_seq) uint32
     Buffer positions_;// (U) int32, host-written
     Buffer ids_;      // (U) int32, host-written
     Buffer embed_in_; // (U, dim) host-written rows when the embedding is too large for one binding
-    Buffer attn_scratch_;
+    Buffer attn_scratch_;  // (n_seq) x attention split-K partials: one region per decode row
 
-    std::map<uint32_t, std::unique_ptr<Recording>> recordings_;
+    std::map<BatchShape, std::unique_ptr<Recording>> recordings_;
+    uint64_t recording_clock_ = 0;  // for dropping the least recently used recording
     Recording* last_recording_ = nullptr;
+    uint32_t last_rows_ = 1;        // logits rows of the last evaluation
     bool profiling_ = false;
-    uint32_t n_past_ = 0;
+    std::vector<uint32_t> n_past_;  // per sequence
     ForwardStats stats_;
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/ops/attention.h"
 
+#include "runtime/ops/window.h"
 #include "runtime/vk_check.h"
 
 #include <fmt/format.h>
@@ -28,15 +29,17 @@ struct DecodePush {
     float scale;
     uint32_t window;
     float softcap;
+    uint32_t q_first, pos_first, dst_first;
 };
 struct MergePush {
-    uint32_t n_heads, head_dim, n_splits;
+    uint32_t n_heads, head_dim, n_splits, out_first;
 };
 struct PrefillPush {
     uint32_t n_tokens, n_heads, n_kv_heads, n_ctx, group;
     float scale;
     uint32_t window;
     float softcap;
+    uint32_t q_first, pos_first, out_first;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
@@ -192,27 +195,43 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     const uint64_t kv_bytes = uint64_t(p.n_ctx) * p.n_kv_heads * p.head_dim * kv_type_bytes(p.kv_type);
     const BufferSlice kb = bound(k, kv_bytes, caps, "the K cache", p);
     const BufferSlice vb = bound(v, kv_bytes, caps, "the V cache", p);
-    const BufferSlice qb = bound(q, act_bytes, caps, "q", p);
-    const BufferSlice ob = bound(out, act_bytes, caps, "out", p);
-    const BufferSlice pb = bound(positions, uint64_t(p.n_tokens) * sizeof(int32_t), caps, "positions", p);
+    // q, out and positions may start at any element (one sequence's rows inside a batch): they are
+    // bound through aligned windows and the kernels index from the offsets in the push constants.
+    // q and out are read and written as vec4s, so their windows keep 16-byte granularity.
+    const uint64_t vec_align = std::max<uint64_t>(caps.min_storage_buffer_offset_alignment, 16);
+    auto act = [&](const BufferSlice& s, const char* tensor) {
+        bound(s, act_bytes, caps, tensor, p);
+        if (s.offset % 16 != 0)
+            throw std::invalid_argument(fmt::format("attention: {} must start on 16 bytes, starts at {}", tensor, s.offset));
+        detail::ByteWindow w = detail::byte_window(s, 0, act_bytes, vec_align, 16);
+        bound(w.slice, w.slice.size, caps, tensor, p);
+        return w;
+    };
+    const detail::ByteWindow qw = act(q, "q"), ow = act(out, "out");
+    bound(positions, uint64_t(p.n_tokens) * sizeof(int32_t), caps, "positions", p);
+    const detail::Window pw = detail::window(caps, positions, 0, p.n_tokens, 4);
+    const uint32_t q_first = uint32_t(qw.inner / 16), pos_first = pw.first;
 
     if (!plan.decode) {
-        const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap};
-        s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, ob}, push,
+        const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
+                               q_first,    pos_first, uint32_t(ow.inner / 16)};
+        s.dispatch(ctx.pipeline(descs[0]), {qw.slice, kb, vb, pw.slice, ow.slice}, push,
                    {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
         return;
     }
-    const DecodePush push{p.n_heads,  p.n_kv_heads, p.n_ctx,  plan.n_splits, plan.min_chunk,
-                          group,      p.scale,      p.window, p.softcap};
     const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg};
     if (plan.n_splits == 1) {
-        s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, ob}, push, grid, "attention");
+        const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,         group,
+                              p.scale,   p.window,     p.softcap, q_first,       pos_first, uint32_t(ow.inner / 4)};
+        s.dispatch(ctx.pipeline(descs[0]), {qw.slice, kb, vb, pw.slice, ow.slice}, push, grid, "attention");
         return;
     }
     const BufferSlice sb = bound(scratch, attention_scratch_bytes(ctx, p), caps, "scratch", p);
-    s.dispatch(ctx.pipeline(descs[0]), {qb, kb, vb, pb, sb}, push, grid, "attention");
-    const MergePush mpush{p.n_heads, p.head_dim, plan.n_splits};
-    s.dispatch(ctx.pipeline(descs[1]), {sb, ob}, mpush, {p.n_heads, 1, 1}, "attention_merge");
+    const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk, group,
+                          p.scale,   p.window,     p.softcap, q_first,       pos_first,      0};
+    s.dispatch(ctx.pipeline(descs[0]), {qw.slice, kb, vb, pw.slice, sb}, push, grid, "attention");
+    const MergePush mpush{p.n_heads, p.head_dim, plan.n_splits, uint32_t(ow.inner / 4)};
+    s.dispatch(ctx.pipeline(descs[1]), {sb, ow.slice}, mpush, {p.n_heads, 1, 1}, "attention_merge");
 }
 
 }  // namespace vkllm::ops

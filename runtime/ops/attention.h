@@ -51,7 +51,9 @@ struct AttentionParams {
 // out: f32 [n_tokens][n_heads][head_dim]
 // scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
 //   empty slice, when that is 0.
-// Slices may be larger than needed; only the needed bytes are bound. Throws std::invalid_argument
+// q, positions and out may start at any offset inside their buffers (q and out on 16 bytes): the rows
+// of one sequence inside a multi-sequence batch. Slices may be larger than needed; only the needed
+// bytes are bound. Throws std::invalid_argument
 // for bad parameters (including a ring too short for the window, a negative or non-finite softcap)
 // or too small buffers, DeviceLimitError when the K/V cache of one layer exceeds the device's
 // maxStorageBufferRange.

@@ -618,3 +618,66 @@ TEST_CASE("attention: plans fit every device variant and all their pipelines bui
     for (const auto& [cls, w] : worst())
         MESSAGE(fmt::format("{:<22} worst nmse {:.3g}  worst max|diff| {:.3g}  ({} checks)", cls, w.nmse, w.max_abs, w.checks));
 }
+
+TEST_CASE("attention: one sequence's rows of a batch, bound at unaligned offsets (decode and prefill)") {
+    // A multi-sequence batch keeps every token's q, position and output in shared buffers; each
+    // sequence's attention binds its rows wherever they lie. Rows of the other sequences must
+    // neither be read (they hold NaN) nor written (they keep a sentinel).
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+    CAPTURE(spec);
+    Context& ctx = test::context_for(spec);
+    for (KvType t : {KvType::F16, KvType::F32}) {
+        for (uint32_t n_tokens : {1u, 3u}) {
+            for (uint32_t first_row : {1u, 5u}) {
+                CAPTURE(n_tokens);
+                CAPTURE(first_row);
+                const uint32_t total_rows = first_row + n_tokens + 2, head_dim = 36;  // 144-byte rows
+                AttentionParams p = params(n_tokens, 6, 2, head_dim, 256, t);
+                const size_t row = size_t(p.n_heads) * head_dim;
+                const std::vector<int32_t> pos = consecutive(n_tokens, 150);
+                const auto k = make_cache(p, 160, 11), v = make_cache(p, 160, 12);
+                const auto q = test::random_floats(row * n_tokens, 13, -2.0f, 2.0f);
+                std::vector<float> q_all(row * total_rows, std::numeric_limits<float>::quiet_NaN());
+                std::copy(q.begin(), q.end(), q_all.begin() + long(row * first_row));
+                std::vector<int32_t> pos_all(total_rows, 100000);
+                std::copy(pos.begin(), pos.end(), pos_all.begin() + first_row);
+                const std::vector<float> sentinel(row * total_rows, 7.5f);
+
+                Buffer kb = ctx.create_buffer(k.size(), MemoryUsage::Device, "k_cache");
+                Buffer vb = ctx.create_buffer(v.size(), MemoryUsage::Device, "v_cache");
+                ctx.upload(kb, k.data(), k.size());
+                ctx.upload(vb, v.data(), v.size());
+                test::GuardedBuffer qb(ctx, q_all.size() * 4, "q"), ob(ctx, q_all.size() * 4, "out"),
+                    pb(ctx, total_rows * 4, "positions");
+                const size_t scratch_bytes = std::max<size_t>(ops::attention_scratch_bytes(ctx, p), 4);
+                test::GuardedBuffer sb(ctx, scratch_bytes, "scratch");
+                qb.upload(q_all.data(), q_all.size() * 4);
+                pb.upload(pos_all.data(), pos_all.size() * 4);
+                ob.upload(sentinel.data(), sentinel.size() * 4);
+                auto rows = [&](const test::GuardedBuffer& b, uint64_t width) {
+                    BufferSlice s = b.slice();
+                    return BufferSlice{s.buffer, s.offset + width * first_row, width * n_tokens};
+                };
+                CommandStream s(ctx);
+                s.begin();
+                ops::attention(ctx, s, p, rows(qb, row * 4), kb.slice(), vb.slice(), rows(pb, 4), rows(ob, row * 4),
+                               sb.slice());
+                s.end();
+                s.submit_and_wait();
+                std::vector<float> ref(row * n_tokens);
+                ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data());
+                const std::vector<float> out = ob.download_floats(q_all.size());
+                test::validate_result("attention out rows",
+                                      std::vector<float>(out.begin() + long(row * first_row),
+                                                         out.begin() + long(row * (first_row + n_tokens))),
+                                      ref, kTol);
+                for (size_t i = 0; i < out.size(); ++i)
+                    if (i < row * first_row || i >= row * (first_row + n_tokens)) REQUIRE(out[i] == 7.5f);
+                ob.check_guards();
+                sb.check_guards();
+            }
+        }
+    }
+    }
+}
