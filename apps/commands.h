@@ -13,5 +13,6 @@ void register_bench(CLI::App& app);
 void register_bench_ops(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace vkllm::app

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     vkllm::app::register_bench_ops(app);
     vkllm::app::register_perplexity(app);
     vkllm::app::register_tokenize(app);
+    vkllm::app::register_serve(app);
     // CLI11 would only say "a subcommand is required" for a mistyped one: name it instead.
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
