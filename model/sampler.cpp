@@ -18,6 +18,9 @@ void SamplerParams::validate() const {
     if (!std::isfinite(min_p) || min_p < 0 || min_p >= 1) bad("--min-p", min_p, "[0, 1)");
     if (!std::isfinite(repeat_penalty) || repeat_penalty <= 0) bad("--repeat-penalty", repeat_penalty, "> 0");
     if (repeat_last_n < 0) bad("--repeat-last-n", repeat_last_n, ">= 0");
+    if (!std::isfinite(presence_penalty) || std::fabs(presence_penalty) > 2) bad("presence_penalty", presence_penalty, "[-2, 2]");
+    if (!std::isfinite(frequency_penalty) || std::fabs(frequency_penalty) > 2)
+        bad("frequency_penalty", frequency_penalty, "[-2, 2]");
 }
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
@@ -31,13 +34,20 @@ void Sampler::accept(int32_t token) {
 int32_t Sampler::sample(std::span<float> logits) {
     const size_t n = logits.size();
     if (n == 0) throw std::invalid_argument("sample: empty logits");
-    // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones.
+    // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones; then
+    // OpenAI's presence and frequency penalties by the token's count in the window.
     if (p_.penalized()) {
         std::vector<int32_t> seen(recent_.begin(), recent_.end());
         std::sort(seen.begin(), seen.end());
-        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-        for (int32_t t : seen)
-            if (t >= 0 && size_t(t) < n) logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
+        for (size_t i = 0; i < seen.size();) {
+            const int32_t t = seen[i];
+            size_t count = 0;
+            while (i < seen.size() && seen[i] == t) ++i, ++count;
+            if (t < 0 || size_t(t) >= n) continue;
+            float& l = logits[t];
+            if (p_.repeat_penalty != 1.0f) l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+            l -= p_.presence_penalty + p_.frequency_penalty * float(count);
+        }
     }
     if (p_.greedy())
         return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());

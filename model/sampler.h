@@ -17,11 +17,17 @@ struct SamplerParams {
     float top_p = 0.95f;          // 1: off
     float min_p = 0.05f;          // 0: off
     float repeat_penalty = 1.0f;  // 1: off (the default, so that --temp 0 is plain argmax)
-    int32_t repeat_last_n = 64;   // tokens the penalty looks back over
+    int32_t repeat_last_n = 64;   // tokens the penalties look back over
+    // OpenAI's penalties (-2..2; 0: off): a token seen in the last repeat_last_n tokens loses
+    // presence_penalty once and frequency_penalty per occurrence.
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
     uint64_t seed = 0;
 
     bool greedy() const { return temperature <= 0.0f; }
-    bool penalized() const { return repeat_penalty != 1.0f && repeat_last_n > 0; }
+    bool penalized() const {
+        return (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f) && repeat_last_n > 0;
+    }
     // Throws std::invalid_argument naming the parameter when a value is out of range.
     void validate() const;
 };

@@ -103,6 +103,7 @@ public:
     const MemoryPlan& memory_plan() const { return plan_; }
     uint32_t n_ctx() const { return plan_.n_ctx; }  // per sequence
     uint32_t n_seq() const { return opts_.n_seq; }
+    uint32_t ubatch() const { return opts_.ubatch; }
     // The single-sequence interface (vkllm run, perplexity, bench) works on sequence 0.
     uint32_t n_past() const { return n_past_[0]; }
     void reset() { n_past_[0] = 0; }  // forget the conversation; the KV rows are simply overwritten

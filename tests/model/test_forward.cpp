@@ -309,3 +309,23 @@ TEST_CASE("sampler: top-k 1 is greedy; the penalty lowers repeated tokens") {
     std::vector<float> l = logits;
     CHECK(pen.sample(l) == 2);  // 2.0 / 2 = 1.0 < 1.9
 }
+
+TEST_CASE("sampler: presence and frequency penalties subtract by the token's count in the window") {
+    SamplerParams p;
+    p.temperature = 0;
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.25f;
+    Sampler s(p);
+    for (int32_t t : {1, 1, 2, 3, 1}) s.accept(t);
+    std::vector<float> l = {0.0f, 2.0f, 2.0f, 2.0f, 1.0f};
+    s.sample(l);
+    CHECK(l[0] == 0.0f);
+    CHECK(l[1] == doctest::Approx(2.0f - 0.5f - 0.75f));  // seen three times
+    CHECK(l[2] == doctest::Approx(2.0f - 0.5f - 0.25f));
+    CHECK(l[4] == 1.0f);
+    p.presence_penalty = 2.5f;
+    CHECK_THROWS_WITH_AS(p.validate(), doctest::Contains("presence_penalty"), std::invalid_argument);
+    p.presence_penalty = 0;
+    p.frequency_penalty = NAN;
+    CHECK_THROWS_WITH_AS(p.validate(), doctest::Contains("frequency_penalty"), std::invalid_argument);
+}

@@ -1,0 +1,489 @@
+#include "serving/engine/engine.h"
+
+#include "serving/engine/text_stream.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+namespace vkllm::serving {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Timeout: return "timeout";
+    case FinishReason::Error: return "error";
+    }
+    return "error";
+}
+
+// --- the request's shared state: the engine pushes events, the caller pulls them ----------------
+
+struct Ticket::State {
+    uint64_t id = 0;
+    CompletionRequest req;
+    Clock::time_point submitted, deadline;
+    std::atomic<bool> cancelled{false};
+    std::mutex m;
+    std::condition_variable cv;
+    std::deque<Event> events;
+    bool finished = false;  // Done was pushed
+    bool delivered = false; // Done was handed to the caller
+
+    void push(Event e) {
+        {
+            std::lock_guard lock(m);
+            if (finished) return;
+            finished = e.kind == Event::Kind::Done;
+            events.push_back(std::move(e));
+        }
+        cv.notify_all();
+    }
+};
+
+Ticket::Ticket(std::shared_ptr<State> s) : s_(std::move(s)) {}
+Ticket::~Ticket() { cancel(); }
+
+std::optional<Event> Ticket::next(std::chrono::milliseconds wait) {
+    std::unique_lock lock(s_->m);
+    if (s_->delivered) return std::nullopt;
+    if (!s_->cv.wait_for(lock, wait, [&] { return !s_->events.empty(); })) return std::nullopt;
+    Event e = std::move(s_->events.front());
+    s_->events.pop_front();
+    if (e.kind == Event::Kind::Done) s_->delivered = true;
+    return e;
+}
+
+void Ticket::cancel() { s_->cancelled = true; }
+uint64_t Ticket::id() const { return s_->id; }
+
+// --- the scheduler ------------------------------------------------------------------------------
+
+namespace {
+
+struct Slot {
+    uint32_t index = 0;
+    std::vector<int32_t> history;  // tokens whose K/V are in the slot's cache
+    uint64_t last_used = 0;
+    // The request being served, or null.
+    std::shared_ptr<Ticket::State> req;
+    enum class Phase { Idle, Prompt, Generate } phase = Phase::Idle;
+    size_t prompt_done = 0;   // prompt tokens in the cache
+    uint32_t cached = 0;      // of which reused from the previous request
+    int32_t pending = -1;     // sampled, emitted, not yet evaluated
+    int32_t prev = -1;        // the token before `pending`, for decode_piece
+    uint32_t generated = 0;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<TextStream> text;
+    Clock::time_point started, first_token;
+};
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return n;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+    ModelGpu& model;
+    const Tokenizer& tok;
+    EngineOptions opts;
+    std::vector<Slot> slots;
+
+    mutable std::mutex m;  // guards queue, stopping, metrics
+    std::condition_variable wake;
+    std::deque<std::shared_ptr<Ticket::State>> queue;
+    bool stopping = false;
+    uint64_t next_id = 1, use_clock = 0;
+    EngineMetrics metrics;
+    uint32_t prompt_turn = 0;  // round-robin among slots reading their prompt
+    std::thread worker;
+
+    Impl(ModelGpu& mdl, const Tokenizer& t, const EngineOptions& o) : model(mdl), tok(t), opts(o) {
+        if (opts.n_slots == 0) throw std::invalid_argument("the engine needs at least one slot (--parallel >= 1)");
+        if (opts.n_slots > model.n_seq())
+            throw std::invalid_argument(fmt::format("{} slots, but the model was loaded with {} sequences",
+                                                    opts.n_slots, model.n_seq()));
+        slots.resize(opts.n_slots);
+        for (uint32_t i = 0; i < opts.n_slots; ++i) {
+            slots[i].index = i;
+            model.reset(i);
+        }
+        metrics.slots = opts.n_slots;
+        worker = std::thread([this] { run(); });
+    }
+
+    void run();
+    void admit(std::vector<std::shared_ptr<Ticket::State>>& waiting);
+    void start(Slot& s, std::shared_ptr<Ticket::State> r);
+    void prompt_step();
+    void decode_step();
+    // Picks the next token from logits row `row` (or the device argmax), emits it, and finishes
+    // the request when it ends there.
+    void after_logits(Slot& s, const float* logits, int32_t device_argmax);
+    void finish(Slot& s, FinishReason why, const std::string& error = {});
+    static bool needs_logits(const Slot& s) {
+        return !s.sampler->params().greedy() || s.sampler->params().penalized() || s.req->req.logprobs;
+    }
+    bool busy() const {
+        return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.req != nullptr; });
+    }
+};
+
+void Engine::Impl::run() {
+    for (;;) {
+        std::vector<std::shared_ptr<Ticket::State>> waiting;
+        {
+            std::unique_lock lock(m);
+            wake.wait(lock, [&] { return stopping || !queue.empty() || busy(); });
+            if (stopping) break;
+            // Hand queued requests to free slots (the rest stay queued, in order).
+            const size_t free_slots = size_t(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.req; }));
+            while (!queue.empty() && waiting.size() < free_slots) {
+                waiting.push_back(std::move(queue.front()));
+                queue.pop_front();
+            }
+            metrics.queued = uint32_t(queue.size());
+        }
+        admit(waiting);
+        // Cancellations and deadlines take effect before any more work is spent on them.
+        const Clock::time_point now = Clock::now();
+        for (Slot& s : slots) {
+            if (!s.req) continue;
+            if (s.req->cancelled) finish(s, FinishReason::Cancelled);
+            else if (now >= s.req->deadline) finish(s, FinishReason::Timeout);
+        }
+        try {
+            prompt_step();
+            decode_step();
+        } catch (const std::exception& e) {
+            // A device or model failure ends the requests it touched; the slots start over.
+            for (Slot& s : slots)
+                if (s.req) {
+                    finish(s, FinishReason::Error, e.what());
+                    s.history.clear();
+                    model.reset(s.index);
+                }
+        }
+    }
+    // Shutdown: everything queued or running ends as cancelled.
+    std::deque<std::shared_ptr<Ticket::State>> rest;
+    {
+        std::lock_guard lock(m);
+        rest.swap(queue);
+    }
+    for (Slot& s : slots)
+        if (s.req) finish(s, FinishReason::Cancelled);
+    for (auto& r : rest) {
+        Event e;
+        e.kind = Event::Kind::Done;
+        e.finish = FinishReason::Cancelled;
+        e.prompt_tokens = uint32_t(r->req.prompt.size());
+        r->push(std::move(e));
+    }
+}
+
+void Engine::Impl::admit(std::vector<std::shared_ptr<Ticket::State>>& waiting) {
+    for (auto& r : waiting) {
+        if (r->cancelled) {
+            Event e;
+            e.kind = Event::Kind::Done;
+            e.finish = FinishReason::Cancelled;
+            e.prompt_tokens = uint32_t(r->req.prompt.size());
+            e.queue_ms = ms_between(r->submitted, Clock::now());
+            r->push(std::move(e));
+            std::lock_guard lock(m);
+            ++metrics.requests_cancelled;
+            continue;
+        }
+        // The free slot whose cache shares the longest prefix with the prompt; among equals the
+        // one unused for longest, so that recent conversations keep their cache.
+        Slot* best = nullptr;
+        size_t best_lcp = 0;
+        for (Slot& s : slots) {
+            if (s.req) continue;
+            const size_t lcp = common_prefix(s.history, r->req.prompt);
+            if (!best || lcp > best_lcp || (lcp == best_lcp && s.last_used < best->last_used)) {
+                best = &s;
+                best_lcp = lcp;
+            }
+        }
+        start(*best, std::move(r));
+    }
+}
+
+void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
+    const std::vector<int32_t>& prompt = r->req.prompt;
+    // At least the last prompt token is evaluated: its logits give the first generated token.
+    size_t keep = std::min(common_prefix(s.history, prompt), prompt.size() - 1);
+    if (!model.truncate(s.index, uint32_t(keep))) {
+        keep = 0;
+        model.reset(s.index);
+    }
+    s.history.resize(keep);
+    s.req = std::move(r);
+    s.phase = Slot::Phase::Prompt;
+    s.prompt_done = keep;
+    s.cached = uint32_t(keep);
+    s.pending = -1;
+    s.prev = keep > 0 ? prompt[keep - 1] : -1;
+    s.generated = 0;
+    SamplerParams sp = s.req->req.sampler;
+    sp.presence_penalty = s.req->req.presence_penalty;
+    sp.frequency_penalty = s.req->req.frequency_penalty;
+    s.sampler = std::make_unique<Sampler>(sp);
+    for (int32_t t : prompt) s.sampler->accept(t);
+    s.text = std::make_unique<TextStream>(s.req->req.stop);
+    s.started = Clock::now();
+    s.last_used = ++use_clock;
+    std::lock_guard lock(m);
+    ++metrics.slots_busy;
+}
+
+void Engine::Impl::prompt_step() {
+    // One chunk of one slot's prompt per step, round-robin, so that a long prompt delays the
+    // running generations by one chunk per step rather than by its whole length.
+    const uint32_t n = uint32_t(slots.size());
+    for (uint32_t i = 0; i < n; ++i) {
+        Slot& s = slots[(prompt_turn + i) % n];
+        if (!s.req || s.phase != Slot::Phase::Prompt) continue;
+        prompt_turn = (s.index + 1) % n;
+        const std::vector<int32_t>& prompt = s.req->req.prompt;
+        const size_t chunk = std::min<size_t>(model.ubatch(), prompt.size() - s.prompt_done);
+        const std::span<const int32_t> part(prompt.data() + s.prompt_done, chunk);
+        model.eval(s.index, part);
+        s.history.insert(s.history.end(), part.begin(), part.end());
+        s.prompt_done += chunk;
+        if (s.prompt_done == prompt.size()) {
+            s.phase = Slot::Phase::Generate;
+            s.prev = prompt.back();
+            if (needs_logits(s)) {
+                std::vector<float> logits(model.config().n_vocab);
+                model.read_logits(1, logits.data());
+                after_logits(s, logits.data(), -1);
+            } else {
+                after_logits(s, nullptr, model.argmax_rows(1)[0]);
+            }
+        }
+        return;
+    }
+}
+
+void Engine::Impl::decode_step() {
+    std::vector<SeqToken> batch;
+    std::vector<Slot*> rows;
+    for (Slot& s : slots)
+        if (s.req && s.phase == Slot::Phase::Generate && s.pending >= 0) {
+            batch.push_back({s.index, s.pending});
+            rows.push_back(&s);
+        }
+    if (batch.empty()) return;
+    const Clock::time_point t0 = Clock::now();
+    model.decode(batch);
+    for (Slot* s : rows) {
+        s->history.push_back(s->pending);
+        s->prev = s->pending;
+        s->pending = -1;
+    }
+    // Plain greedy rows take the device's argmax, as a lone request would; the others sample on
+    // the host from the logits, read back once for the whole batch.
+    std::vector<bool> host(rows.size());
+    bool any_host = false;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        host[i] = needs_logits(*rows[i]);
+        any_host = any_host || host[i];
+    }
+    const uint32_t n_vocab = model.config().n_vocab;
+    std::vector<float> logits;
+    if (any_host) {
+        logits.resize(size_t(rows.size()) * n_vocab);
+        model.read_logits(uint32_t(rows.size()), logits.data());
+    }
+    std::vector<int32_t> am(rows.size(), -1);
+    if (std::find(host.begin(), host.end(), false) != host.end()) am = model.argmax_rows(uint32_t(rows.size()));
+    for (size_t i = 0; i < rows.size(); ++i)
+        after_logits(*rows[i], host[i] ? logits.data() + i * n_vocab : nullptr, am[i]);
+    std::lock_guard lock(m);
+    ++metrics.steps_total;
+    metrics.batch_size_sum += rows.size();
+    metrics.decode_seconds_total += ms_between(t0, Clock::now()) / 1000.0;
+}
+
+void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_argmax) {
+    const CompletionRequest& rq = s.req->req;
+    const uint32_t n_vocab = model.config().n_vocab;
+    Event ev;
+    int32_t next;
+    if (logits) {
+        std::vector<float> row(logits, logits + n_vocab);
+        for (float v : row)
+            if (!std::isfinite(v)) {
+                finish(s, FinishReason::Error, "the model produced non-finite logits");
+                return;
+            }
+        if (rq.logprobs) {
+            // log softmax of the raw logits, before penalties and temperature (what OpenAI reports).
+            const float mx = *std::max_element(row.begin(), row.end());
+            double sum = 0;
+            for (float v : row) sum += std::exp(double(v) - mx);
+            const double lse = mx + std::log(sum);
+            next = s.sampler->sample(row);  // penalties modify `row`: logprobs use `logits`
+            TokenLogprob lp;
+            lp.token = next;
+            lp.text = tok.token_to_piece(next, false);
+            lp.logprob = float(double(logits[next]) - lse);
+            std::vector<int32_t> idx(n_vocab);
+            std::iota(idx.begin(), idx.end(), 0);
+            const size_t k = std::min<size_t>(rq.top_logprobs, n_vocab);
+            std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(),
+                              [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+            for (size_t j = 0; j < k; ++j)
+                lp.top.emplace_back(tok.token_to_piece(idx[j], false), float(double(logits[idx[j]]) - lse));
+            ev.logprobs.push_back(std::move(lp));
+        } else {
+            next = s.sampler->sample(row);
+        }
+    } else {
+        next = device_argmax;
+    }
+    if (s.generated == 0) s.first_token = Clock::now();
+    const bool end_token = (tok.is_eog(next) || next == tok.bos_id()) && !rq.ignore_eos;
+    if (end_token) {
+        finish(s, FinishReason::Stop);
+        return;
+    }
+    s.sampler->accept(next);
+    ++s.generated;
+    ev.text = s.text->push(tok.decode_piece(next, s.prev));
+    s.pending = next;
+    s.req->push(std::move(ev));
+    if (s.text->stopped()) {
+        finish(s, FinishReason::Stop);
+        return;
+    }
+    const bool max_reached = rq.max_tokens >= 0 && s.generated >= uint32_t(rq.max_tokens);
+    // The pending token needs a cache row to be evaluated before the next one can be sampled.
+    const bool full = model.n_past(s.index) + 1 > model.n_ctx();
+    if (max_reached || full) finish(s, FinishReason::Length);
+}
+
+void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error) {
+    const Clock::time_point now = Clock::now();
+    Event done;
+    done.kind = Event::Kind::Done;
+    done.finish = why;
+    done.error = error;
+    done.prompt_tokens = uint32_t(s.req->req.prompt.size());
+    done.cached_tokens = s.cached;
+    done.completion_tokens = s.generated;
+    done.queue_ms = ms_between(s.req->submitted, s.started);
+    const Clock::time_point first = s.generated > 0 ? s.first_token : now;
+    done.prompt_ms = ms_between(s.started, first);
+    done.generate_ms = ms_between(first, now);
+    if (s.text) {
+        std::string rest = s.text->flush();
+        if (!rest.empty()) {
+            Event tail;
+            tail.text = std::move(rest);
+            s.req->push(std::move(tail));
+        }
+    }
+    {
+        std::lock_guard lock(m);
+        ++metrics.requests_total;
+        if (why == FinishReason::Cancelled) ++metrics.requests_cancelled;
+        if (why == FinishReason::Error || why == FinishReason::Timeout) ++metrics.requests_failed;
+        metrics.prompt_tokens_total += done.prompt_tokens;
+        metrics.cached_tokens_total += s.cached;
+        metrics.generated_tokens_total += s.generated;
+        metrics.prompt_seconds_total += done.prompt_ms / 1000.0;
+        --metrics.slots_busy;  // before Done is pushed: a caller that saw Done sees the slot free
+    }
+    s.req->push(std::move(done));
+    s.req.reset();
+    s.phase = Slot::Phase::Idle;
+    s.pending = -1;
+    s.sampler.reset();
+    s.text.reset();
+    s.last_used = ++use_clock;
+}
+
+// --- the public face ----------------------------------------------------------------------------
+
+Engine::Engine(ModelGpu& model, const Tokenizer& tok, const EngineOptions& opts)
+    : impl_(std::make_unique<Impl>(model, tok, opts)) {}
+
+Engine::~Engine() { shutdown(); }
+
+std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
+    Impl& im = *impl_;
+    if (req.prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
+    const uint32_t n_ctx = im.model.n_ctx();
+    if (req.prompt.size() >= n_ctx)
+        throw std::invalid_argument(fmt::format("the prompt has {} tokens, but a slot's context holds {} (prompt and "
+                                                "at least one generated token must fit)", req.prompt.size(), n_ctx));
+    for (int32_t t : req.prompt)
+        if (t < 0 || uint32_t(t) >= im.model.config().n_vocab)
+            throw std::invalid_argument(fmt::format("token id {} outside the vocabulary (0..{})", t,
+                                                    im.model.config().n_vocab - 1));
+    if (req.max_tokens < -1) throw std::invalid_argument(fmt::format("max_tokens {} must be >= 0", req.max_tokens));
+    if (req.top_logprobs > 20) throw std::invalid_argument(fmt::format("top_logprobs {} must be in 0..20", req.top_logprobs));
+    SamplerParams sp = req.sampler;
+    sp.presence_penalty = req.presence_penalty;
+    sp.frequency_penalty = req.frequency_penalty;
+    sp.validate();
+    auto st = std::make_shared<Ticket::State>();
+    st->submitted = Clock::now();
+    st->deadline = st->submitted + (req.timeout.count() > 0 ? req.timeout : im.opts.default_timeout);
+    st->req = std::move(req);
+    {
+        std::lock_guard lock(im.m);
+        if (im.stopping) throw EngineStoppedError("the server is shutting down");
+        if (im.queue.size() >= im.opts.queue_limit)
+            throw QueueFullError(fmt::format("all {} slots are busy and {} requests are waiting; try again shortly",
+                                             im.opts.n_slots, im.queue.size()));
+        st->id = im.next_id++;
+        im.queue.push_back(st);
+        im.metrics.queued = uint32_t(im.queue.size());
+    }
+    im.wake.notify_all();
+    return std::make_unique<Ticket>(st);
+}
+
+EngineMetrics Engine::metrics() const {
+    std::lock_guard lock(impl_->m);
+    return impl_->metrics;
+}
+
+uint32_t Engine::n_ctx_per_slot() const { return impl_->model.n_ctx(); }
+
+void Engine::shutdown() {
+    if (!impl_) return;
+    {
+        std::lock_guard lock(impl_->m);
+        impl_->stopping = true;
+    }
+    impl_->wake.notify_all();
+    if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+}  // namespace vkllm::serving

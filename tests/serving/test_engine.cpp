@@ -1,0 +1,298 @@
+// The continuous-batching engine on the real stories260K model: a lone greedy request reproduces
+// the published story; requests running side by side give exactly the text each gives alone
+// (batch invariance); a follow-up prompt reuses its slot's cache; cancellation, deadlines, a full
+// queue and bad requests end the way the server relies on. Plus the text stream's stop strings
+// and UTF-8 holding.
+#include "support/test_context.h"
+
+#include "model/generate.h"
+#include "model/model_test_util.h"
+#include "serving/engine/engine.h"
+#include "serving/engine/text_stream.h"
+
+#include <thread>
+
+using namespace vkllm;
+using namespace vkllm::serving;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Outcome {
+    std::string text;
+    Event done;
+    size_t text_events = 0;
+};
+
+// Every event of a ticket until Done (fails the test after 120 s).
+Outcome collect(Ticket& t) {
+    Outcome o;
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        std::optional<Event> e = t.next(100ms);
+        if (!e) continue;
+        if (e->kind == Event::Kind::Done) {
+            o.done = std::move(*e);
+            return o;
+        }
+        o.text += e->text;
+        ++o.text_events;
+    }
+    FAIL("request did not finish within 120 s");
+    return o;
+}
+
+struct Stories {
+    test::LoadedModel m;
+    std::unique_ptr<Tokenizer> tok;
+};
+
+CompletionRequest greedy(const Tokenizer& tok, const std::string& prompt, int32_t max_tokens) {
+    CompletionRequest r;
+    r.prompt = tok.encode(prompt, true);
+    r.max_tokens = max_tokens;
+    r.sampler.temperature = 0;
+    return r;
+}
+
+ModelOptions options(uint32_t n_seq) {
+    ModelOptions o;
+    o.n_ctx = 256;
+    o.ubatch = 16;
+    o.n_seq = n_seq;
+    return o;
+}
+
+// What generate() (vkllm run) gives for the prompt on a single-sequence model.
+std::string run_alone(Context& ctx, const Stories& s, const std::string& prompt, int32_t n) {
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
+    GenerateParams p;
+    p.n_predict = n;
+    p.sampler.temperature = 0;
+    std::string out;
+    generate(g, *s.tok, s.tok->encode(prompt, true), p, [&](std::string_view piece) { out += piece; });
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("text stream: stop strings across pieces, held prefixes, whole UTF-8 characters") {
+    TextStream t({"END", "\n\n"});
+    CHECK(t.push("Hello E") == "Hello ");  // "E" may begin "END"
+    CHECK(t.push("N") == "");
+    CHECK(t.push("x") == "ENx");
+    CHECK(t.push("\n") == "");
+    CHECK(t.push("a\nEN") == "\na\n");
+    CHECK(t.push("D tail") == "");
+    CHECK(t.stopped());
+    CHECK(t.push("more") == "");
+
+    TextStream u({});
+    CHECK(u.push("caf\xC3") == "caf");  // the first byte of "é" waits for the second
+    CHECK(u.push("\xA9!") == "\xC3\xA9!");
+    CHECK(u.push("\xE2\x82") == "");
+    CHECK(u.flush() == "\xEF\xBF\xBD");  // an unfinished character at the end becomes U+FFFD
+    CHECK(sanitize_utf8("a\xFF" "b\xC0\xAF") == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+    CHECK(incomplete_utf8_tail("\xF0\x9F\x98") == 3);
+    CHECK(incomplete_utf8_tail("\xF0\x9F\x98\x80") == 0);
+}
+
+TEST_CASE("engine: a lone greedy request reproduces the published stories260K story") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    const std::string expected = test::read_text_file(test::model_file("stories260K.greedy200.txt"));
+    Stories s{test::open_model(path), nullptr};
+    s.tok = make_tokenizer(s.m.file);
+    ModelOptions o = options(2);
+    o.n_ctx = 512;
+    ModelGpu g(ctx, s.m.file, s.m.cfg, o);
+    Engine e(g, *s.tok, {.n_slots = 2});
+    CompletionRequest r;
+    r.prompt = {s.tok->bos_id()};
+    r.max_tokens = 200;
+    r.sampler.temperature = 0;
+    auto t = e.submit(r);
+    Outcome out = collect(*t);
+    CHECK(out.text == expected);
+    CHECK(out.done.prompt_tokens == 1);
+    CHECK(out.text_events == out.done.completion_tokens);
+}
+
+TEST_CASE("engine: requests side by side give exactly the text each gives alone (batch invariance)") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    Stories s{test::open_model(path), nullptr};
+    s.tok = make_tokenizer(s.m.file);
+    const std::vector<std::string> prompts = {"Once upon a time", "The cat sat", "Lily wanted to", "One day, a big",
+                                              "Tom and his dog", "The sun was"};
+    std::vector<std::string> alone;
+    for (const auto& p : prompts) alone.push_back(run_alone(ctx, s, p, 40));
+
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(4));
+    Engine e(g, *s.tok, {.n_slots = 4});
+    // Six greedy requests and two sampled ones on four slots: greedy requests meet different
+    // company (and batch sizes) at every step, and two of them wait for a free slot.
+    std::vector<std::unique_ptr<Ticket>> greedy_tickets, sampled;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        greedy_tickets.push_back(e.submit(greedy(*s.tok, prompts[i], 40)));
+        if (i == 1 || i == 3) {
+            CompletionRequest r = greedy(*s.tok, "A little bird", 30 + int32_t(i));
+            r.sampler.temperature = 1.0f;
+            r.sampler.seed = i;
+            sampled.push_back(e.submit(r));
+        }
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        CAPTURE(prompts[i]);
+        Outcome o = collect(*greedy_tickets[i]);
+        CHECK(o.text == alone[i]);
+        CHECK(o.done.finish == FinishReason::Length);
+        CHECK(o.done.completion_tokens == 40);
+    }
+    for (auto& t : sampled) CHECK(collect(*t).done.finish != FinishReason::Error);
+    const EngineMetrics m = e.metrics();
+    CHECK(m.requests_total == 8);
+    CHECK(m.batch_size_sum > m.steps_total);  // some steps decoded several slots at once
+    MESSAGE("decode steps " << m.steps_total << ", mean batch " << double(m.batch_size_sum) / double(m.steps_total));
+}
+
+TEST_CASE("engine: a follow-up prompt reuses its slot's cache and gives the same text as a fresh slot") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    Stories s{test::open_model(path), nullptr};
+    s.tok = make_tokenizer(s.m.file);
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(2));
+    Engine e(g, *s.tok, {.n_slots = 2});
+    auto first = e.submit(greedy(*s.tok, "Once upon a time, there was a little girl named Lily.", 20));
+    Outcome a = collect(*first);
+    CHECK(a.done.cached_tokens == 0);
+    // The next turn: the first prompt, its answer, and more text.
+    const std::string turn2 = "Once upon a time, there was a little girl named Lily." + a.text + " She said";
+    auto second = e.submit(greedy(*s.tok, turn2, 20));
+    Outcome b = collect(*second);
+    const size_t prompt1 = s.tok->encode("Once upon a time, there was a little girl named Lily.", true).size();
+    CHECK(b.done.cached_tokens >= prompt1);
+    CHECK(b.done.prompt_tokens == s.tok->encode(turn2, true).size());
+    // The same prompt on a model that never saw the first turn.
+    ModelGpu g2(ctx, s.m.file, s.m.cfg, options(1));
+    Engine fresh(g2, *s.tok, {.n_slots = 1});
+    auto third = fresh.submit(greedy(*s.tok, turn2, 20));
+    Outcome c = collect(*third);
+    CHECK(c.done.cached_tokens == 0);
+    CHECK(b.text == c.text);
+}
+
+TEST_CASE("engine: cancellation, deadlines, stop strings, a full queue and bad requests") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    Stories s{test::open_model(path), nullptr};
+    s.tok = make_tokenizer(s.m.file);
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
+    Engine e(g, *s.tok, {.n_slots = 1, .queue_limit = 1});
+
+    SUBCASE("cancel frees the slot within a step") {
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
+        r.ignore_eos = true;
+        auto t = e.submit(r);
+        REQUIRE(t->next(60s));  // the first token
+        t->cancel();
+        Outcome o = collect(*t);
+        CHECK(o.done.finish == FinishReason::Cancelled);
+        auto next = e.submit(greedy(*s.tok, "The cat", 3));
+        CHECK(collect(*next).done.completion_tokens == 3);
+        CHECK(e.metrics().slots_busy == 0);
+    }
+    SUBCASE("a dropped ticket cancels its request") {
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
+        r.ignore_eos = true;
+        auto t = e.submit(r);
+        REQUIRE(t->next(60s));
+        t.reset();  // the client went away mid-answer
+        auto next = e.submit(greedy(*s.tok, "The cat", 3));
+        CHECK(collect(*next).done.finish == FinishReason::Length);
+        CHECK(e.metrics().requests_cancelled == 1);
+    }
+    SUBCASE("deadline") {
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
+        r.ignore_eos = true;
+        r.timeout = 50ms;
+        auto t = e.submit(r);
+        CHECK(collect(*t).done.finish == FinishReason::Timeout);
+    }
+    SUBCASE("stop string") {
+        const std::string full = run_alone(ctx, s, "Once upon a time", 30);
+        const size_t cut = full.find(' ', 8);
+        REQUIRE(cut != std::string::npos);
+        const std::string stop = full.substr(cut, 4);
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", 30);
+        r.stop = {"zzzz-never", stop};
+        Outcome o = collect(*e.submit(r));
+        CHECK(o.text == full.substr(0, full.find(stop)));
+        CHECK(o.done.finish == FinishReason::Stop);
+    }
+    SUBCASE("full queue, bad requests") {
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
+        r.ignore_eos = true;
+        auto running = e.submit(r);
+        REQUIRE(running->next(60s));  // it holds the only slot now
+        auto waiting = e.submit(greedy(*s.tok, "The cat", 3));
+        CHECK_THROWS_AS(e.submit(greedy(*s.tok, "The dog", 3)), QueueFullError);
+        running->cancel();
+        CHECK(collect(*waiting).done.completion_tokens == 3);
+        CompletionRequest empty;
+        CHECK_THROWS_AS(e.submit(empty), std::invalid_argument);
+        CompletionRequest too_long = greedy(*s.tok, "x", 1);
+        too_long.prompt.assign(256, 5);
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(e.submit(too_long), std::invalid_argument, "256 tokens");
+        CompletionRequest hot = greedy(*s.tok, "x", 1);
+        hot.sampler.temperature = -1;
+        CHECK_THROWS_AS(e.submit(hot), std::invalid_argument);
+        CompletionRequest bad_id = greedy(*s.tok, "x", 1);
+        bad_id.prompt.push_back(100000);
+        CHECK_THROWS_AS(e.submit(bad_id), std::invalid_argument);
+    }
+    SUBCASE("shutdown ends running and queued requests") {
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
+        r.ignore_eos = true;
+        auto running = e.submit(r);
+        REQUIRE(running->next(60s));
+        auto queued = e.submit(greedy(*s.tok, "The cat", 3));
+        e.shutdown();
+        CHECK(collect(*running).done.finish == FinishReason::Cancelled);
+        CHECK(collect(*queued).done.finish == FinishReason::Cancelled);
+        CHECK_THROWS_AS(e.submit(greedy(*s.tok, "The dog", 3)), EngineStoppedError);
+    }
+}
+
+TEST_CASE("engine: logprobs are log-softmax values of the raw logits, best alternatives first") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    Stories s{test::open_model(path), nullptr};
+    s.tok = make_tokenizer(s.m.file);
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
+    Engine e(g, *s.tok, {.n_slots = 1});
+    CompletionRequest r = greedy(*s.tok, "Once upon a time", 5);
+    r.logprobs = true;
+    r.top_logprobs = 3;
+    auto t = e.submit(r);
+    size_t n = 0;
+    for (;;) {
+        std::optional<Event> ev = t->next(60s);
+        REQUIRE(ev);
+        if (ev->kind == Event::Kind::Done) break;
+        for (const TokenLogprob& lp : ev->logprobs) {
+            ++n;
+            REQUIRE(lp.top.size() == 3);
+            CHECK(lp.logprob <= 0.0f);
+            CHECK(lp.top[0].second == doctest::Approx(lp.logprob));  // greedy: the chosen is the best
+            CHECK(lp.top[0].second >= lp.top[1].second);
+            CHECK(lp.top[1].second >= lp.top[2].second);
+        }
+    }
+    CHECK(n == 5);
+}
