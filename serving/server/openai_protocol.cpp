@@ -214,8 +214,9 @@ json parse_messages(const json& messages) {
                 if (!type || !type->is_string())
                     throw invalid_field(pat + ".type", fmt::format("Missing required parameter: '{}.type'.", pat));
                 if (type->get<std::string>() != "text")
-                    throw invalid_field(pat + ".type", fmt::format("Invalid value: '{}'. This server supports only content "
-                                                                   "parts of type 'text'.", type->get<std::string>()));
+                    throw invalid_field(pat + ".type", fmt::format("Invalid value for '{}.type': '{}'. This server supports "
+                                                                   "only content parts of type 'text'.", pat,
+                                                                   type->get<std::string>()));
                 const json* t = field(part, "text");
                 if (!t) throw invalid_field(pat + ".text", fmt::format("Missing required parameter: '{}.text'.", pat));
                 if (!t->is_string()) wrong_type(pat + ".text", "a string", *t);

@@ -67,7 +67,9 @@ export async function startServer(args = [], { readyTimeoutMs = 60000 } = {}) {
       const t0 = Date.now();
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       const { code, signal: sig } = await exited;
-      return { code, signal: sig, ms: Date.now() - t0 };
+      // The server runs with --validate: any Vulkan validation error is a failure of the test.
+      const validationErrors = stderr.match(/\[validation error\][^\n]*/g) ?? [];
+      return { code, signal: sig, ms: Date.now() - t0, validationErrors };
     },
   };
 }

@@ -26,8 +26,9 @@ before(async () => {
 
 after(async () => {
   if (!server) return;
-  const { code, ms } = await server.stop();
+  const { code, ms, validationErrors } = await server.stop();
   assert.equal(code, 0, server.stderr);
+  assert.deepEqual(validationErrors, []);
   assert.ok(ms < 5000, `shutdown took ${ms} ms`);
 });
 

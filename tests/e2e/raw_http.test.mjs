@@ -5,6 +5,14 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { startServer, haveModel, metric, waitFor } from './harness.mjs';
 
+// Stops a server and checks it left as it should: exit 0, no validation error.
+async function stopChecked(server) {
+  const r = await server.stop();
+  assert.equal(r.code, 0, server.stderr);
+  assert.deepEqual(r.validationErrors, []);
+  return r;
+}
+
 const skip = !haveModel() && 'stories260K.gguf or the vkllm binary is missing';
 
 // One HTTP/1.1 exchange on a fresh socket: the raw response text (the server closes or the time runs out).
@@ -140,7 +148,7 @@ test('raw HTTP against vkllm serve', { skip }, async (t) => {
       assert.ok(await waitFor(async () => (await metric(url, 'vkllm_slots_busy')) === 0));
     });
   } finally {
-    await server.stop();
+    await stopChecked(server);
   }
 });
 
@@ -158,7 +166,7 @@ test('an API key: 401 without it, /health open', { skip }, async () => {
     const ok = await postJson(server.url, '/v1/completions', { prompt: 'x', max_tokens: 1 }, { Authorization: 'Bearer sk-secret' });
     assert.equal(ok.status, 200);
   } finally {
-    await server.stop();
+    await stopChecked(server);
   }
 });
 
@@ -172,7 +180,8 @@ test('SIGTERM with a stream open: the stream ends cleanly and the server exits 0
   sock.on('data', (d) => { got += d; });
   sock.write(post('/v1/chat/completions', body));
   assert.ok(await waitFor(() => got.includes('"content":"') && got.split('data: ').length > 4, 20000), 'no tokens streamed');
-  const { code, signal, ms } = await server.stop('SIGTERM');
+  const { code, signal, ms, validationErrors } = await server.stop('SIGTERM');
+  assert.deepEqual(validationErrors, []);
   await closed;
   assert.equal(signal, null);
   assert.equal(code, 0, server.stderr);
