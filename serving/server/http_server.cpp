@@ -373,6 +373,13 @@ HttpServer::HttpServer(ServerOptions opts) : impl_(std::make_unique<Impl>(std::m
     s.svr.set_keep_alive_timeout(o.keep_alive_timeout.count());
     s.svr.set_keep_alive_max_count(100);
     s.svr.set_tcp_nodelay(true);  // tokens are small writes that must leave at once
+    // cpp-httplib's default sets SO_REUSEPORT, with which a second server on the same port starts
+    // without an error and takes a share of the connections. SO_REUSEADDR alone still lets a
+    // restarted server bind while old connections linger in TIME_WAIT.
+    s.svr.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     s.svr.set_pre_routing_handler([&s](const Request& req, Response& res) { return s.pre_routing(req, res); });
     s.svr.set_error_handler(
         httplib::Server::HandlerWithResponse([&s](const Request& req, Response& res) { return s.on_error(req, res); }));

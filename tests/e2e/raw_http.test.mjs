@@ -135,7 +135,7 @@ test('raw HTTP against vkllm serve', { skip }, async (t) => {
       assert.match(got, /^HTTP\/1\.1 200/);
       assert.ok(await waitFor(async () => (await metric(url, 'vkllm_slots_busy')) === 0), 'slot still busy');
       assert.ok(await waitFor(async () => (await metric(url, 'vkllm_requests_cancelled_total')) === before + 1));
-      assert.equal(await metric(url, 'vkllm_http_streams_open'), 0);
+      assert.ok(await waitFor(async () => (await metric(url, 'vkllm_http_streams_open')) === 0));
     });
 
     await t.test('several streams at once: each greedy text equals the same request alone', async () => {
@@ -196,4 +196,39 @@ test('SIGINT on an idle server exits 0', { skip }, async () => {
   const { code, ms } = await server.stop('SIGINT');
   assert.equal(code, 0, server.stderr);
   assert.ok(ms < 5000);
+});
+
+test('a port in use and a bad key file are refused with exit 1 and a message', { skip }, async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { exe, model } = await import('./harness.mjs');
+  const server = await startServer(['--parallel', '1', '--ctx', '128']);
+  try {
+    const port = new URL(server.url).port;
+    const r = spawnSync(exe, ['serve', '-m', model, '--port', port], { encoding: 'utf8', timeout: 30000 });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}`));
+    const k = spawnSync(exe, ['serve', '-m', model, '--port', '0', '--api-key-file', '/nonexistent/key'], { encoding: 'utf8', timeout: 30000 });
+    assert.equal(k.status, 1);
+    assert.match(k.stderr, /--api-key-file: cannot read '\/nonexistent\/key'/);
+  } finally {
+    await stopChecked(server);
+  }
+});
+
+test('--api-key-file: the key is the first line of the file', { skip }, async () => {
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'vkllm-key-'));
+  const file = path.join(dir, 'key');
+  writeFileSync(file, 'sk-from-file\n', { mode: 0o600 });
+  const server = await startServer(['--api-key-file', file, '--parallel', '1', '--ctx', '128']);
+  try {
+    const ok = await fetch(`${server.url}/v1/models`, { headers: { Authorization: 'Bearer sk-from-file' } });
+    assert.equal(ok.status, 200);
+    const bad = await fetch(`${server.url}/v1/models`, { headers: { Authorization: 'Bearer sk-from-fil' } });
+    assert.equal(bad.status, 401);
+  } finally {
+    await stopChecked(server);
+  }
 });

@@ -528,7 +528,10 @@ TEST_CASE("http: /metrics, /v1/models, /tokenize, /detokenize, /apply-template")
     CHECK(r->status == 200);
     CHECK(r->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0) == 0);
     CHECK(r->body.find("vkllm_slots 4\n") != std::string::npos);
-    CHECK(r->body.find("vkllm_http_requests_total{status=\"200\"}") != std::string::npos);
+    // Counted by the logger, which runs once the response has been written: soon, not at once.
+    CHECK(eventually([&] {
+        return cli.Get("/metrics")->body.find("vkllm_http_requests_total{status=\"200\"}") != std::string::npos;
+    }));
 
     json models = body_json(cli.Get("/v1/models"));
     CHECK(models == json{{"object", "list"},
@@ -545,4 +548,14 @@ TEST_CASE("http: /metrics, /v1/models, /tokenize, /detokenize, /apply-template")
     CHECK(d["content"] == "Once upon a time");
     json p = body_json(cli.Post("/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})", "application/json"));
     CHECK(p["prompt"] == "<s>user: Hi\nassistant:");
+}
+
+TEST_CASE("http: a port already in use is an error, not a shared port") {
+    if (!stories_tokenizer()) return;
+    Fixture f;
+    ServerOptions o = test_options();
+    o.port = f.port;
+    HttpServer second(o);
+    CHECK_THROWS_WITH_AS(second.start(), doctest::Contains("cannot listen on 127.0.0.1:"), std::runtime_error);
+    CHECK(f.client().Get("/health")->status == 200);
 }
