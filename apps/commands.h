@@ -15,5 +15,7 @@ void register_perplexity(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_bench_serve(CLI::App& app);
 void register_chat_template(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_chat(CLI::App& app);
 
 }  // namespace vkllm::app

@@ -21,7 +21,15 @@ PKGS=(
   clang-14                 # the libFuzzer targets (scripts/fuzz.sh, a stage of scripts/test.sh)
   libclang-rt-14-dev       # clang's ASan/UBSan runtimes
   libfuzzer-14-dev         # libFuzzer
+  libcpp-httplib-dev       # the HTTP server of `vkllm serve`
+  libedit-dev              # line editing for interactive commands
 )
+# Node runs the end-to-end tests of `vkllm serve` with the official OpenAI client (tests/e2e). A
+# machine that already has node and npm (e.g. from NodeSource) keeps them: Debian's nodejs would
+# conflict with that package.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PKGS+=(nodejs npm); fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
+# The exact versions of package-lock.json, from the npm registry.
+npm ci --prefix "$(dirname "$0")/../tests/e2e" --no-audit --no-fund --loglevel=error >/dev/null
 echo "install_deps: ok"

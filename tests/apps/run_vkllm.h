@@ -18,13 +18,15 @@ struct CliResult {
     std::string out, err;
 };
 
-// `vkllm <args>` with no stdin; stdout captured, stderr read from a file named after `tag`.
-inline CliResult run_vkllm(const std::string& args, const std::string& tag = "cli") {
+// `vkllm <args>` with stdin from `stdin_file` (none by default); stdout captured, stderr read from
+// a file named after `tag`.
+inline CliResult run_vkllm(const std::string& args, const std::string& tag = "cli",
+                           const std::string& stdin_file = "/dev/null") {
     namespace fs = std::filesystem;
     fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
     fs::create_directories(dir);
     fs::path err_file = dir / (tag + "_stderr.txt");
-    std::string cmd = std::string(VKLLM_EXE) + " " + args + " 2>" + err_file.string() + " </dev/null";
+    std::string cmd = std::string(VKLLM_EXE) + " " + args + " 2>" + err_file.string() + " <" + stdin_file;
     CliResult r;
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);

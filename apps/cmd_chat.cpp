@@ -1,0 +1,190 @@
+// `vkllm chat`: an interactive conversation in the terminal. Line editing and history come from
+// libedit; answers stream as they are generated; Ctrl-C stops the current answer (not the
+// program); /reset starts over. The conversation runs on a one-slot serving engine, so each turn
+// evaluates only its new tokens: the rendered prompt of turn n + 1 starts with turn n's, which the
+// slot's KV cache already holds (prefix reuse).
+#include "apps/commands.h"
+#include "apps/load_model.h"
+#include "serving/engine/engine.h"
+#include "serving/server/prompt.h"
+#include "serving/template/chat_template.h"
+
+#include <fmt/format.h>
+
+#include <editline/readline.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+#include <cstdio>
+#include <iostream>
+
+namespace vkllm::app {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct ChatOptions {
+    std::string model;
+    std::string system;
+    std::string chat_template;
+    uint32_t n_ctx = 4096;
+    int32_t n_predict = -1;
+    float temperature = 0.8f;
+    int32_t top_k = 40;
+    float top_p = 0.95f;
+    float min_p = 0.05f;
+    float repeat_penalty = 1.0f;
+    uint64_t seed = 0;
+    bool seed_set = false;
+    bool show_stats = false;
+    DeviceOptions device;
+};
+
+std::atomic<bool> g_interrupted{false};
+void on_sigint(int) { g_interrupted = true; }
+
+// One line of input: libedit on a terminal (editing, history), plain getline otherwise (pipes,
+// tests). False at end of input.
+bool read_line(bool tty, std::string& line) {
+    if (tty) {
+        for (;;) {
+            g_interrupted = false;
+            char* in = readline("> ");
+            if (!in) {
+                // Ctrl-C at the prompt interrupts the read: start a fresh line, keep going.
+                if (g_interrupted) {
+                    std::fputs("\n", stdout);
+                    continue;
+                }
+                return false;
+            }
+            line = in;
+            std::free(in);
+            if (!line.empty()) add_history(line.c_str());
+            return true;
+        }
+    }
+    return static_cast<bool>(std::getline(std::cin, line));
+}
+
+void chat(const ChatOptions& o) {
+    ModelOptions mo;
+    mo.n_ctx = o.n_ctx;
+    mo.n_seq = 1;
+    LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, false);
+    const std::string from_model(m.file->find_string("tokenizer.chat_template").value_or(""));
+    chat::ChatTemplate tmpl = chat::resolve_chat_template(o.chat_template, from_model, std::string(m.cfg.arch->name));
+    const Tokenizer& tok = *m.tokenizer;
+    serving::Engine engine(*m.model, tok, {.n_slots = 1});
+
+    const bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    // Ctrl-C sets a flag instead of ending the process; no SA_RESTART, so a blocked read returns.
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    if (tty) {
+        rl_initialize();
+        using_history();
+    }
+    fmt::print(stderr, "vkllm chat: template '{}', context {} tokens. /reset starts over, /exit (or Ctrl-D) quits, "
+               "Ctrl-C stops an answer.\n", tmpl.name(), m.model->n_ctx());
+
+    server::json messages = server::json::array();
+    auto reset = [&] {
+        messages = server::json::array();
+        if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
+    };
+    reset();
+    std::string line;
+    while (read_line(tty, line)) {
+        if (line == "/exit" || line == "/quit") break;
+        if (line == "/reset") {
+            reset();
+            fmt::print(stderr, "(conversation cleared)\n");
+            continue;
+        }
+        if (line.empty()) continue;
+        messages.push_back({{"role", "user"}, {"content", line}});
+        chat::ChatInputs in = server::chat_inputs(tok, messages, nullptr, nullptr);
+        serving::CompletionRequest req;
+        try {
+            req.prompt = server::encode_prompt(tok, tmpl.apply(in));
+        } catch (const chat::TemplateError& e) {
+            messages.erase(messages.end() - 1);
+            fmt::print(stderr, "template error: {}\n", e.what());
+            continue;
+        }
+        req.max_tokens = o.n_predict;
+        req.sampler.temperature = o.temperature;
+        req.sampler.top_k = o.top_k;
+        req.sampler.top_p = o.top_p;
+        req.sampler.min_p = o.min_p;
+        req.sampler.repeat_penalty = o.repeat_penalty;
+        req.sampler.seed = o.seed_set ? o.seed : uint64_t(std::random_device{}());
+        std::unique_ptr<serving::Ticket> t;
+        try {
+            t = engine.submit(std::move(req));
+        } catch (const std::invalid_argument& e) {
+            messages.erase(messages.end() - 1);
+            fmt::print(stderr, "{} (use /reset, or a larger --ctx)\n", e.what());
+            continue;
+        }
+        g_interrupted = false;
+        std::string answer;
+        for (;;) {
+            if (g_interrupted) {
+                t->cancel();
+                g_interrupted = false;
+            }
+            std::optional<serving::Event> e = t->next(50ms);
+            if (!e) continue;
+            if (e->kind == serving::Event::Kind::Text) {
+                answer += e->text;
+                fmt::print("{}", e->text);
+                std::fflush(stdout);
+                continue;
+            }
+            fmt::print("\n");
+            std::fflush(stdout);  // the answer before the notes on stderr
+            if (e->finish == serving::FinishReason::Cancelled) fmt::print(stderr, "(stopped)\n");
+            if (e->finish == serving::FinishReason::Error) fmt::print(stderr, "error: {}\n", e->error);
+            if (e->finish == serving::FinishReason::Length && o.n_predict < 0)
+                fmt::print(stderr, "(the context is full: /reset to start over)\n");
+            if (o.show_stats)
+                fmt::print(stderr, "[{} prompt tokens, {} reused from the cache, {:.0f} ms to first token; {} tokens in "
+                           "{:.0f} ms]\n", e->prompt_tokens, e->cached_tokens, e->prompt_ms, e->completion_tokens,
+                           e->generate_ms);
+            break;
+        }
+        messages.push_back({{"role", "assistant"}, {"content", answer}});
+    }
+}
+
+}  // namespace
+
+void register_chat(CLI::App& app) {
+    auto o = std::make_shared<ChatOptions>();
+    CLI::App* cmd = app.add_subcommand("chat", "Interactive chat in the terminal, in the model's chat format");
+    cmd->add_option("-m,--model", o->model, "GGUF model (default: stories260K from ../shared/models)");
+    cmd->add_option("-s,--system", o->system, "System prompt");
+    cmd->add_option("--chat-template", o->chat_template,
+                    "Built-in template name or a Jinja file (default: the model's own, else one guessed from its "
+                    "architecture); see `vkllm chat-template`");
+    cmd->add_option("--ctx", o->n_ctx, "Context length (tokens of the whole conversation)")->check(positive_number());
+    cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per answer (-1: until the model stops)");
+    cmd->add_option("--temp", o->temperature, "Temperature (0 = greedy)")->check(non_negative_number());
+    cmd->add_option("--top-k", o->top_k, "Top-k (<= 0: off)");
+    cmd->add_option("--top-p", o->top_p, "Top-p");
+    cmd->add_option("--min-p", o->min_p, "Min-p");
+    cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)");
+    cmd->add_option("--seed", o->seed, "Sampling seed (default: random)")->each([o](const std::string&) { o->seed_set = true; });
+    cmd->add_flag("--stats", o->show_stats, "Print prompt/cache/timing figures after each answer");
+    o->device.add_to(cmd);
+    cmd->callback([o] { chat(*o); });
+}
+
+}  // namespace vkllm::app

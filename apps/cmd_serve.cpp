@@ -1,0 +1,227 @@
+// `vkllm serve`: the OpenAI-compatible HTTP server. Listens first (so /health can say "loading"),
+// then loads the model with one KV sequence per slot, builds the engine and serves until SIGINT or
+// SIGTERM, which end open streams cleanly and exit 0 within a few seconds.
+#include "apps/commands.h"
+#include "apps/load_model.h"
+#include "serving/engine/engine.h"
+#include "serving/server/http_server.h"
+#include "serving/template/chat_template.h"
+
+#include <fmt/format.h>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+namespace vkllm::app {
+
+namespace {
+
+struct ServeOptions {
+    std::string model;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    uint32_t parallel = 4;
+    uint32_t n_ctx = 0;
+    uint32_t ubatch = 64;
+    std::string kv_type = "f16";
+    std::string api_key, api_key_file;
+    std::string chat_template;
+    double timeout_s = 600;
+    uint32_t queue = 64;
+    uint32_t http_threads = 0;
+    bool quiet = false;
+    DeviceOptions device;
+};
+
+// The engine's Ticket as the server's Generation.
+class TicketGeneration final : public server::Generation {
+public:
+    explicit TicketGeneration(std::unique_ptr<serving::Ticket> t) : t_(std::move(t)) {}
+    std::optional<serving::Event> next(std::chrono::milliseconds wait) override { return t_->next(wait); }
+    void cancel() override { t_->cancel(); }
+
+private:
+    std::unique_ptr<serving::Ticket> t_;
+};
+
+// SIGINT and SIGTERM are blocked in every thread (they must be, before any thread starts) and taken
+// by one thread with sigwait(), so the shutdown runs as ordinary code, not in a signal handler.
+class SignalWaiter {
+public:
+    // `on_signal` runs on the waiter thread when the signal arrives, before wait() returns.
+    explicit SignalWaiter(std::function<void(int)> on_signal) : on_signal_(std::move(on_signal)) {
+        sigemptyset(&set_);
+        sigaddset(&set_, SIGINT);
+        sigaddset(&set_, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+        thread_ = std::thread([this] {
+            int sig = 0;
+            sigwait(&set_, &sig);
+            {
+                std::lock_guard lk(mu_);
+                signal_ = sig;
+            }
+            cv_.notify_all();
+            if (!closing_ && on_signal_) on_signal_(sig);
+        });
+    }
+    ~SignalWaiter() {
+        // Wake the waiter when no signal came (an error unwinds through here).
+        closing_ = true;
+        if (!fired()) pthread_kill(thread_.native_handle(), SIGTERM);
+        thread_.join();
+    }
+    bool fired() const {
+        std::lock_guard lk(mu_);
+        return signal_ != 0;
+    }
+    int wait() {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return signal_ != 0; });
+        return signal_;
+    }
+
+private:
+    sigset_t set_;
+    std::thread thread_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    int signal_ = 0;
+    std::function<void(int)> on_signal_;
+    std::atomic<bool> closing_{false};  // the destructor's own wake-up: no callback
+};
+
+std::string read_api_key_file(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw std::invalid_argument(fmt::format("--api-key-file: cannot read '{}'", path));
+    std::string key;
+    std::getline(f, key);
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key.empty()) throw std::invalid_argument(fmt::format("--api-key-file: the first line of '{}' is empty", path));
+    return key;
+}
+
+void serve(const ServeOptions& o) {
+    // A signal while the model loads: nothing is served yet and the upload cannot be interrupted,
+    // so leave at once; the OS releases the device memory.
+    std::atomic<bool> loaded{false};
+    SignalWaiter signals([&loaded](int sig) {  // first: every thread started later inherits the blocked mask
+        if (loaded) return;
+        fmt::print(stderr, "vkllm serve: {} while loading the model: exiting\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        std::fflush(stderr);
+        std::_Exit(0);
+    });
+
+    server::ServerOptions so;
+    so.host = o.host;
+    so.port = o.port;
+    so.api_key = o.api_key_file.empty() ? o.api_key : read_api_key_file(o.api_key_file);
+    // Every open stream holds a connection thread, and queued requests wait on theirs.
+    so.threads = o.http_threads ? o.http_threads : std::max(16u, 2 * o.parallel + 8);
+    so.log_requests = !o.quiet;
+    ModelOptions mo;
+    mo.n_ctx = o.n_ctx;
+    mo.ubatch = o.ubatch;
+    mo.kv_type = o.kv_type == "f32" ? ops::KvType::F32 : ops::KvType::F16;
+    mo.n_seq = o.parallel;
+    const std::string path = resolve_model_path(o.model);
+
+    server::HttpServer http(so);
+    http.start();
+    fmt::print("vkllm serve: listening on {} (loading {})\n", http.url(), path);
+    std::fflush(stdout);
+
+    LoadedModel m = load_model(path, o.device, mo, false);
+    for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
+    std::string from_model(m.file->find_string("tokenizer.chat_template").value_or(""));
+    auto tmpl = std::make_shared<chat::ChatTemplate>(chat::resolve_chat_template(o.chat_template, from_model, std::string(m.cfg.arch->name)));
+
+    serving::EngineOptions eo;
+    eo.n_slots = o.parallel;
+    eo.queue_limit = o.queue;
+    eo.default_timeout = std::chrono::milliseconds(int64_t(o.timeout_s * 1000));
+    serving::Engine engine(*m.model, *m.tokenizer, eo);
+
+    server::ServedModel sm;
+    sm.id = std::filesystem::path(path).filename().string();
+    sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    sm.tokenizer = m.tokenizer.get();
+    sm.n_ctx = engine.n_ctx_per_slot();
+    sm.render_chat = [tmpl](const chat::ChatInputs& in) { return tmpl->apply(in); };
+    sm.submit = [&engine](serving::CompletionRequest req) -> std::unique_ptr<server::Generation> {
+        return std::make_unique<TicketGeneration>(engine.submit(std::move(req)));
+    };
+    sm.metrics = [&engine] { return engine.metrics(); };
+    http.set_model(std::move(sm));
+    loaded = true;
+    fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', {} slots of {} tokens)\n", http.url(),
+               std::filesystem::path(path).filename().string(), tmpl->name(), o.parallel, engine.n_ctx_per_slot());
+    std::fflush(stdout);
+
+    int sig = signals.wait();
+    auto t0 = std::chrono::steady_clock::now();
+    fmt::print(stderr, "vkllm serve: {}: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    http.begin_shutdown();  // new requests: 503
+    engine.shutdown();      // every request ends (Cancelled); streams send their last event
+    if (!http.wait_streams(std::chrono::milliseconds(1500)))
+        fmt::print(stderr, "vkllm serve: some streams did not end in time; closing them\n");
+    // stop() joins the connection threads; one stuck on a slow client could hold it for a read
+    // timeout, and the promise is an exit within 5 s.
+    std::atomic<bool> stopped{false};
+    std::thread stopper([&] {
+        http.stop();
+        stopped = true;
+    });
+    while (!stopped && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(4000))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!stopped) {
+        fmt::print(stderr, "vkllm serve: connections still open after 4 s: exiting without waiting for them\n");
+        std::fflush(stderr);
+        std::_Exit(0);
+    }
+    stopper.join();
+    fmt::print(stderr, "vkllm serve: stopped\n");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+    auto o = std::make_shared<ServeOptions>();
+    auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models)");
+    cmd->add_option("-m,--model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
+    cmd->add_option("--host", o->host, "Address to listen on; 0.0.0.0 exposes the server to the network")->capture_default_str();
+    cmd->add_option("--port", o->port, "TCP port (0: any free port, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
+    cmd->add_option("--parallel", o->parallel, "Slots: requests generated at once, each with its own KV cache")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    cmd->add_option("-c,--ctx", o->n_ctx, "Context per slot in tokens (prompt + output of one request); device memory "
+                                          "holds --parallel times this. Default: the model's, capped by device memory")
+        ->check(positive_number());
+    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--kv-type", o->kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32"}))->capture_default_str();
+    auto* key = cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file)");
+    cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")->excludes(key);
+    cmd->add_option("--chat-template", o->chat_template,
+                    "Built-in template name (chatml, llama2, llama3, ...) or a Jinja file; default: the model's own");
+    cmd->add_option("--timeout", o->timeout_s, "Longest time one request may take, queue included (seconds)")
+        ->check(CLI::Range(0.001, 1e7))
+        ->capture_default_str();
+    cmd->add_option("--queue", o->queue, "Requests that may wait for a slot; beyond: 503 with Retry-After")
+        ->check(CLI::Range(0, 100000))
+        ->capture_default_str();
+    cmd->add_option("--http-threads", o->http_threads, "Connections served at once (default: max(16, 2 x parallel + 8))")
+        ->check(CLI::Range(2, 4096));
+    cmd->add_flag("--quiet", o->quiet, "No line per request on stderr");
+    o->device.add_to(cmd);
+    cmd->callback([o] { serve(*o); });
+}
+
+}  // namespace vkllm::app

@@ -1,0 +1,96 @@
+// The HTTP side of `vkllm serve`: OpenAI's /v1/chat/completions, /v1/completions and /v1/models,
+// plus /health, /metrics, /tokenize, /detokenize and /apply-template, on cpp-httplib.
+//
+// It listens before the model is loaded (/health answers 503 "loading" until set_model()), checks
+// the API key in constant time, caps body size, header count and socket timeouts, streams tokens as
+// server-sent events and cancels a request within one engine step when its client goes away. It
+// knows the engine only through ServedModel's callbacks, so its tests run without a model or a
+// device (tests/serving/test_http_server.cpp).
+#pragma once
+
+#include "model/tokenizer/tokenizer.h"
+#include "serving/engine/engine.h"
+#include "serving/server/metrics.h"
+#include "serving/server/prompt.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace vkllm::server {
+
+// One running request: the engine's Ticket behind an interface (the server library does not link
+// the engine). Destroying it cancels the request.
+class Generation {
+public:
+    virtual ~Generation() = default;
+    virtual std::optional<serving::Event> next(std::chrono::milliseconds wait) = 0;
+    virtual void cancel() = 0;
+};
+
+// The loaded model as the server uses it; apps/cmd_serve.cpp fills it from the Engine.
+struct ServedModel {
+    std::string id;         // "model" in responses (unless the request names one) and in /v1/models
+    int64_t created = 0;    // Unix seconds, for /v1/models
+    const Tokenizer* tokenizer = nullptr;
+    uint32_t n_ctx = 0;     // context of one slot: a prompt must be shorter
+    ChatRenderer render_chat;
+    // Engine::submit: throws serving::QueueFullError, serving::EngineStoppedError or
+    // std::invalid_argument as it does.
+    std::function<std::unique_ptr<Generation>(serving::CompletionRequest)> submit;
+    std::function<serving::EngineMetrics()> metrics;
+};
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;                 // 0: any free port (start() returns it)
+    std::string api_key;             // empty: no key needed
+    size_t max_body_bytes = 8u << 20;
+    size_t max_headers = 64;         // header lines per request (each at most 8 KiB: cpp-httplib's limit)
+    std::chrono::seconds read_timeout{10};    // a client that sends nothing for this long is dropped
+    std::chrono::seconds write_timeout{10};   // a client that reads nothing for this long is dropped
+    std::chrono::seconds keep_alive_timeout{2};
+    uint32_t threads = 16;           // connections served at once (each open stream holds one)
+    std::chrono::milliseconds poll{100};          // how often a waiting request checks for shutdown
+    std::chrono::milliseconds ping_interval{2000}; // an SSE comment after this much silence finds dead clients
+    bool log_requests = true;        // one line per request on stderr
+};
+
+class HttpServer {
+public:
+    explicit HttpServer(ServerOptions opts);
+    ~HttpServer();  // stop()
+    HttpServer(const HttpServer&) = delete;
+    HttpServer& operator=(const HttpServer&) = delete;
+
+    // Binds (std::runtime_error naming the address when it cannot) and serves on threads of its
+    // own. Returns the port. Ignores SIGPIPE for the process: a client that hangs up mid-response
+    // must cost a failed write, not the server.
+    int start();
+    // From here on requests are served with this model.
+    void set_model(ServedModel m);
+    // New completion requests are refused with 503; running ones go on (the engine's shutdown
+    // ends them, and their streams close cleanly).
+    void begin_shutdown();
+    // Waits until no stream is open, at most `timeout`; true when none is.
+    bool wait_streams(std::chrono::milliseconds timeout);
+    // Closes the listening socket and joins the server's threads (an idle keep-alive connection
+    // delays this by at most keep_alive_timeout). Idempotent.
+    void stop();
+
+    ServerCounters counters() const;
+    // "http://127.0.0.1:8080" (IPv6 hosts in brackets).
+    std::string url() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Equal strings, in time that depends on their lengths only (API keys).
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace vkllm::server

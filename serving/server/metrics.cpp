@@ -1,0 +1,49 @@
+#include "serving/server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace vkllm::server {
+
+namespace {
+
+// One metric family: HELP, TYPE and a sample without labels.
+template <class T>
+void family(std::string& out, const char* name, const char* type, const char* help, T value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+}
+
+}  // namespace
+
+std::string prometheus_text(const std::optional<serving::EngineMetrics>& engine, const ServerCounters& server) {
+    std::string out;
+    family(out, "vkllm_ready", "gauge", "1 when the model is loaded and requests are served, 0 while loading.",
+           server.ready ? 1 : 0);
+    if (engine) {
+        const serving::EngineMetrics& m = *engine;
+        family(out, "vkllm_slots", "gauge", "Slots (concurrent conversations, --parallel).", m.slots);
+        family(out, "vkllm_slots_busy", "gauge", "Slots serving a request now.", m.slots_busy);
+        family(out, "vkllm_requests_queued", "gauge", "Requests waiting for a free slot.", m.queued);
+        family(out, "vkllm_requests_total", "counter", "Requests the engine accepted.", m.requests_total);
+        family(out, "vkllm_requests_cancelled_total", "counter",
+               "Requests cancelled (client gone, or shutdown) before they finished.", m.requests_cancelled);
+        family(out, "vkllm_requests_failed_total", "counter", "Requests that ended with an error.", m.requests_failed);
+        family(out, "vkllm_prompt_tokens_total", "counter", "Prompt tokens of all requests.", m.prompt_tokens_total);
+        family(out, "vkllm_prompt_tokens_cached_total", "counter",
+               "Prompt tokens reused from a slot's previous conversation instead of evaluated.", m.cached_tokens_total);
+        family(out, "vkllm_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens_total);
+        family(out, "vkllm_decode_steps_total", "counter", "Batched decode passes.", m.steps_total);
+        family(out, "vkllm_decode_batch_size_sum", "counter",
+               "Sum over decode passes of the slots each decoded (divide by vkllm_decode_steps_total for the mean batch).",
+               m.batch_size_sum);
+        family(out, "vkllm_prompt_seconds_total", "counter", "Time spent evaluating prompts.", m.prompt_seconds_total);
+        family(out, "vkllm_decode_seconds_total", "counter", "Time spent in decode passes.", m.decode_seconds_total);
+    }
+    family(out, "vkllm_http_streams_open", "gauge", "Event streams (stream: true) being written now.", server.streams_open);
+    out += "# HELP vkllm_http_requests_total HTTP requests answered, by status code.\n"
+           "# TYPE vkllm_http_requests_total counter\n";
+    for (const auto& [status, n] : server.http_by_status)
+        out += fmt::format("vkllm_http_requests_total{{status=\"{}\"}} {}\n", status, n);
+    return out;
+}
+
+}  // namespace vkllm::server

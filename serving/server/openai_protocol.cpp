@@ -1,0 +1,531 @@
+#include "serving/server/openai_protocol.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace vkllm::server {
+
+namespace {
+
+// --- field readers: absent or null means "not given"; a wrong type or range is a 400 naming the
+// field, worded as OpenAI words it ("Invalid type for 'temperature': expected a number, but got a
+// string instead.").
+
+const char* type_name(const json& v) {
+    switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a decimal";
+    default: return "an unsupported value";
+    }
+}
+
+[[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
+    throw invalid_field(name, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected,
+                                          type_name(v)));
+}
+
+const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+std::optional<double> get_number(const json& body, const char* name, double lo, double hi) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) wrong_type(name, "a number", *v);
+    double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+        throw invalid_field(name, fmt::format("Invalid '{}': expected a value between {} and {}, but got {} instead.", name,
+                                              lo, hi, v->dump()));
+    return x;
+}
+
+std::optional<int64_t> get_integer(const json& body, const char* name, int64_t lo, int64_t hi) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    int64_t x = 0;
+    if (v->is_number_integer()) {
+        if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+            x = std::numeric_limits<int64_t>::max();
+        else
+            x = v->get<int64_t>();
+    } else if (v->is_number_float() && std::isfinite(v->get<double>()) && std::trunc(v->get<double>()) == v->get<double>() &&
+               std::fabs(v->get<double>()) < 9e18) {
+        x = int64_t(v->get<double>());  // 5.0 from a client that only has doubles
+    } else {
+        wrong_type(name, "an integer", *v);
+    }
+    if (x < lo || x > hi)
+        throw invalid_field(name, fmt::format("Invalid '{}': expected an integer between {} and {}, but got {} instead.",
+                                              name, lo, hi, v->dump()));
+    return x;
+}
+
+std::optional<bool> get_bool(const json& body, const char* name) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong_type(name, "a boolean", *v);
+    return v->get<bool>();
+}
+
+std::optional<std::string> get_string(const json& body, const char* name) {
+    const json* v = field(body, name);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) wrong_type(name, "a string", *v);
+    return v->get<std::string>();
+}
+
+// The fields both endpoints share: sampling, penalties, stopping, streaming.
+void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
+    serving::CompletionRequest& e = r.engine;
+    r.model = get_string(body, "model").value_or("");
+    get_string(body, "user");  // checked for its type, otherwise unused
+
+    if (auto n = get_integer(body, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()); n && *n != 1)
+        throw invalid_field("n", fmt::format("Invalid 'n': only n = 1 is supported (one choice per request), got {}.", *n));
+
+    r.stream = get_bool(body, "stream").value_or(false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!r.stream)
+            throw invalid_field("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
+        if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+        if (const json* iu = field(*so, "include_usage")) {
+            if (!iu->is_boolean()) wrong_type("stream_options.include_usage", "a boolean", *iu);
+            r.include_usage = iu->get<bool>();
+        }
+    }
+
+    // max_completion_tokens is the newer name of max_tokens; when both are given it wins.
+    constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+    std::optional<int64_t> max_tokens = get_integer(body, "max_tokens", 1, kMaxTokens);
+    if (auto mct = get_integer(body, "max_completion_tokens", 1, kMaxTokens)) max_tokens = mct;
+    if (max_tokens) e.max_tokens = int32_t(*max_tokens);
+
+    SamplerParams& s = e.sampler;
+    if (auto v = get_number(body, "temperature", 0, 2)) s.temperature = float(*v);
+    if (auto v = get_number(body, "top_p", 0, 1)) {
+        if (*v == 0) throw invalid_field("top_p", "Invalid 'top_p': expected a value above 0 and at most 1, but got 0 instead.");
+        s.top_p = float(*v);
+    }
+    if (auto v = get_integer(body, "top_k", 0, std::numeric_limits<int32_t>::max())) s.top_k = int32_t(*v);
+    if (auto v = get_number(body, "min_p", 0, 1)) {
+        if (*v >= 1) throw invalid_field("min_p", "Invalid 'min_p': expected a value from 0 to below 1, but got 1 instead.");
+        s.min_p = float(*v);
+    }
+    if (auto v = get_number(body, "repeat_penalty", 0, 100)) {
+        if (*v <= 0) throw invalid_field("repeat_penalty", "Invalid 'repeat_penalty': expected a value above 0, but got 0 instead.");
+        s.repeat_penalty = float(*v);
+    }
+    if (auto v = get_integer(body, "repeat_last_n", 0, std::numeric_limits<int32_t>::max())) s.repeat_last_n = int32_t(*v);
+    s.seed = seed;
+    if (auto v = get_integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
+        s.seed = uint64_t(*v);
+    if (auto v = get_number(body, "presence_penalty", -2, 2)) e.presence_penalty = float(*v);
+    if (auto v = get_number(body, "frequency_penalty", -2, 2)) e.frequency_penalty = float(*v);
+    e.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+
+    if (const json* stop = field(body, "stop")) {
+        auto add = [&](const json& x) {
+            if (!x.is_string()) wrong_type("stop", "a string or an array of strings", x);
+            if (!x.get<std::string>().empty()) e.stop.push_back(x.get<std::string>());  // "" could never match
+        };
+        if (stop->is_array()) {
+            if (stop->size() > 4)
+                throw invalid_field("stop", fmt::format("Invalid 'stop': expected at most 4 stop sequences, but got {}.",
+                                                        stop->size()));
+            for (const json& x : *stop) add(x);
+        } else {
+            add(*stop);
+        }
+    }
+}
+
+}  // namespace
+
+// --- errors and serialization ---------------------------------------------------------------------
+
+ApiError::ApiError(int status, const std::string& message, std::string type, std::string param, std::string code)
+    : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)), code_(std::move(code)) {}
+
+ApiError invalid_field(const std::string& param, const std::string& message) {
+    return ApiError(400, message, "invalid_request_error", param);
+}
+
+json error_json(const ApiError& e) {
+    json err = json::object();
+    err["message"] = e.what();
+    err["type"] = e.type();
+    err["param"] = e.param().empty() ? json(nullptr) : json(e.param());
+    err["code"] = e.code().empty() ? json(nullptr) : json(e.code());
+    return json{{"error", err}};
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_data(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+json parse_body(const std::string& body) {
+    json j = json::parse(body, nullptr, false);
+    if (j.is_discarded())
+        throw ApiError(400, "We could not parse the JSON body of your request. (The body must be a JSON object; see "
+                            "https://platform.openai.com/docs/api-reference.)");
+    if (!j.is_object()) throw ApiError(400, fmt::format("The JSON body must be an object, but got {}.", type_name(j)));
+    return j;
+}
+
+// --- requests ---------------------------------------------------------------------------------
+
+json parse_messages(const json& messages) {
+    if (!messages.is_array()) wrong_type("messages", "an array", messages);
+    if (messages.empty()) throw invalid_field("messages", "Invalid 'messages': empty array. Expected an array with minimum length 1.");
+    json out = json::array();
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& m = messages[i];
+        const std::string at = fmt::format("messages[{}]", i);
+        if (!m.is_object()) wrong_type(at, "an object", m);
+        const json* role = field(m, "role");
+        if (!role) throw invalid_field(at + ".role", fmt::format("Missing required parameter: '{}.role'.", at));
+        if (!role->is_string() || role->get<std::string>().empty()) wrong_type(at + ".role", "a non-empty string", *role);
+        json msg = m;
+        auto c = m.find("content");
+        bool has_tool_calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
+        if (c == m.end() || c->is_null()) {
+            // Only an assistant turn that calls tools may come without content.
+            if (!has_tool_calls && role->get<std::string>() != "assistant")
+                throw invalid_field(at + ".content", fmt::format("Missing required parameter: '{}.content'.", at));
+        } else if (c->is_array()) {
+            std::string text;
+            for (size_t j = 0; j < c->size(); ++j) {
+                const json& part = (*c)[j];
+                const std::string pat = fmt::format("{}.content[{}]", at, j);
+                if (!part.is_object()) wrong_type(pat, "an object", part);
+                const json* type = field(part, "type");
+                if (!type || !type->is_string())
+                    throw invalid_field(pat + ".type", fmt::format("Missing required parameter: '{}.type'.", pat));
+                if (type->get<std::string>() != "text")
+                    throw invalid_field(pat + ".type", fmt::format("Invalid value for '{}.type': '{}'. This server supports "
+                                                                   "only content parts of type 'text'.", pat,
+                                                                   type->get<std::string>()));
+                const json* t = field(part, "text");
+                if (!t) throw invalid_field(pat + ".text", fmt::format("Missing required parameter: '{}.text'.", pat));
+                if (!t->is_string()) wrong_type(pat + ".text", "a string", *t);
+                if (!text.empty()) text += "\n";
+                text += t->get<std::string>();
+            }
+            msg["content"] = text;
+        } else if (!c->is_string()) {
+            wrong_type(at + ".content", "a string or an array of content parts", *c);
+        }
+        if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].is_array())
+            wrong_type(at + ".tool_calls", "an array", m["tool_calls"]);
+        out.push_back(std::move(msg));
+    }
+    return out;
+}
+
+namespace {
+
+json parse_tools(const json& body) {
+    const json* tools = field(body, "tools");
+    if (!tools) return nullptr;
+    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    for (size_t i = 0; i < tools->size(); ++i)
+        if (!(*tools)[i].is_object()) wrong_type(fmt::format("tools[{}]", i), "an object", (*tools)[i]);
+    return tools->empty() ? json(nullptr) : *tools;  // [] is no tools, as templates read `tools is defined`
+}
+
+json parse_template_kwargs(const json& body) {
+    const json* kw = field(body, "chat_template_kwargs");
+    if (!kw) return nullptr;
+    if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
+    return *kw;
+}
+
+}  // namespace
+
+ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
+    ParsedRequest r;
+    r.endpoint = Endpoint::Chat;
+    auto m = body.find("messages");
+    if (m == body.end()) throw invalid_field("messages", "Missing required parameter: 'messages'.");
+    r.messages = parse_messages(*m);
+    r.tools = parse_tools(body);
+    r.template_kwargs = parse_template_kwargs(body);
+    parse_common(body, seed, r);
+    r.logprobs = get_bool(body, "logprobs").value_or(false);
+    if (auto tl = get_integer(body, "top_logprobs", 0, 20)) {
+        if (!r.logprobs && *tl > 0)
+            throw invalid_field("top_logprobs", "Invalid 'top_logprobs': 'logprobs' must be set to true when "
+                                                "'top_logprobs' is used.");
+        r.top_logprobs = uint32_t(*tl);
+    }
+    r.engine.logprobs = r.logprobs;
+    r.engine.top_logprobs = r.top_logprobs;
+    return r;
+}
+
+ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
+    ParsedRequest r;
+    r.endpoint = Endpoint::Completion;
+    auto p = body.find("prompt");
+    if (p == body.end() || p->is_null()) throw invalid_field("prompt", "Missing required parameter: 'prompt'.");
+    if (p->is_string()) {
+        r.prompt_text = p->get<std::string>();
+    } else if (p->is_array()) {
+        // One prompt per request: a list of one string, or one list of token ids.
+        if (p->size() == 1 && (*p)[0].is_string()) {
+            r.prompt_text = (*p)[0].get<std::string>();
+        } else if (!p->empty() && std::all_of(p->begin(), p->end(), [](const json& x) { return x.is_number_integer(); })) {
+            r.prompt_is_tokens = true;
+            for (const json& x : *p) {
+                int64_t id = x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
+                                 ? -1 : x.get<int64_t>();
+                if (id < 0 || id > std::numeric_limits<int32_t>::max())
+                    throw invalid_field("prompt", fmt::format("Invalid 'prompt': token id {} is out of range.", x.dump()));
+                r.prompt_tokens.push_back(int32_t(x.get<int64_t>()));
+            }
+        } else if (p->empty()) {
+            throw invalid_field("prompt", "Invalid 'prompt': empty array. Expected a string or an array with one string.");
+        } else {
+            throw invalid_field("prompt", fmt::format("Invalid 'prompt': this server takes one prompt per request (a string, "
+                                                      "an array of one string, or an array of token ids), but got an array "
+                                                      "of {} elements.", p->size()));
+        }
+    } else {
+        wrong_type("prompt", "a string or an array", *p);
+    }
+    parse_common(body, seed, r);
+    // The legacy completions API stops after 16 tokens unless told otherwise.
+    if (r.engine.max_tokens < 0) r.engine.max_tokens = 16;
+    if (auto lp = get_integer(body, "logprobs", 0, 20)) {
+        r.logprobs = true;
+        r.top_logprobs = uint32_t(*lp);
+    }
+    if (get_bool(body, "echo").value_or(false))
+        throw invalid_field("echo", "Invalid 'echo': echoing the prompt is not supported by this server.");
+    if (auto bo = get_integer(body, "best_of", 1, 1000); bo && *bo != 1)
+        throw invalid_field("best_of", fmt::format("Invalid 'best_of': only 1 is supported, got {}.", *bo));
+    r.engine.logprobs = r.logprobs;
+    r.engine.top_logprobs = r.top_logprobs;
+    return r;
+}
+
+TokenizeRequest parse_tokenize_request(const json& body) {
+    TokenizeRequest r;
+    auto c = body.find("content");
+    if (c == body.end()) throw invalid_field("content", "Missing required parameter: 'content'.");
+    if (!c->is_string()) wrong_type("content", "a string", *c);
+    r.content = c->get<std::string>();
+    r.add_special = get_bool(body, "add_special").value_or(false);
+    r.parse_special = get_bool(body, "parse_special").value_or(true);
+    return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(const json& body, size_t n_vocab) {
+    auto t = body.find("tokens");
+    if (t == body.end()) throw invalid_field("tokens", "Missing required parameter: 'tokens'.");
+    if (!t->is_array()) wrong_type("tokens", "an array of integers", *t);
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < t->size(); ++i) {
+        const json& x = (*t)[i];
+        if (!x.is_number_integer()) wrong_type(fmt::format("tokens[{}]", i), "an integer", x);
+        bool ok = x.is_number_unsigned() ? x.get<uint64_t>() < n_vocab : x.get<int64_t>() >= 0 && uint64_t(x.get<int64_t>()) < n_vocab;
+        if (!ok)
+            throw invalid_field(fmt::format("tokens[{}]", i), fmt::format("Invalid 'tokens[{}]': {} is not a token id "
+                                                                          "(the vocabulary has {} tokens).", i, x.dump(), n_vocab));
+        ids.push_back(int32_t(x.get<int64_t>()));
+    }
+    return ids;
+}
+
+TemplateRequest parse_apply_template_request(const json& body) {
+    TemplateRequest r;
+    auto m = body.find("messages");
+    if (m == body.end()) throw invalid_field("messages", "Missing required parameter: 'messages'.");
+    r.messages = parse_messages(*m);
+    r.tools = parse_tools(body);
+    r.template_kwargs = parse_template_kwargs(body);
+    return r;
+}
+
+ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {
+    if (ep == Endpoint::Chat)
+        return ApiError(400, fmt::format("This model's maximum context length is {} tokens. However, your messages resulted in "
+                                         "{} tokens. Please reduce the length of the messages.", n_ctx, prompt_tokens),
+                        "invalid_request_error", "messages", "context_length_exceeded");
+    return ApiError(400, fmt::format("This model's maximum context length is {} tokens, however you requested {} tokens in "
+                                     "your prompt. Please reduce your prompt.", n_ctx, prompt_tokens),
+                    "invalid_request_error", "prompt", "context_length_exceeded");
+}
+
+const char* openai_finish_reason(serving::FinishReason r) {
+    switch (r) {
+    case serving::FinishReason::Length:
+    case serving::FinishReason::Timeout: return "length";
+    default: return "stop";
+    }
+}
+
+std::string new_response_id(Endpoint ep) {
+    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::string id = ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-";
+    std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+    for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+    return id;
+}
+
+// --- responses --------------------------------------------------------------------------------
+
+ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created)
+    : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
+      model_(std::move(model)), created_(created) {}
+
+json ResponseBuilder::chunk_base() const {
+    json j = json::object();
+    j["id"] = id_;
+    j["object"] = endpoint_ == Endpoint::Chat ? "chat.completion.chunk" : "text_completion";
+    j["created"] = created_;
+    j["model"] = model_;
+    j["system_fingerprint"] = "vkllm";
+    return j;
+}
+
+json ResponseBuilder::usage(const serving::Event& done) const {
+    return json{{"prompt_tokens", done.prompt_tokens},
+                {"completion_tokens", done.completion_tokens},
+                {"total_tokens", done.prompt_tokens + done.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+}
+
+namespace {
+
+json token_bytes(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(int(c));
+    return b;
+}
+
+}  // namespace
+
+json ResponseBuilder::chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const {
+    json content = json::array();
+    for (const serving::TokenLogprob& lp : lps) {
+        json top = json::array();
+        for (const auto& [text, logprob] : lp.top)
+            top.push_back(json{{"token", text}, {"logprob", logprob}, {"bytes", token_bytes(text)}});
+        content.push_back(json{{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", token_bytes(lp.text)}, {"top_logprobs", top}});
+    }
+    return json{{"content", content}, {"refusal", nullptr}};
+}
+
+json ResponseBuilder::completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const {
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+    for (const serving::TokenLogprob& lp : lps) {
+        tokens.push_back(lp.text);
+        token_logprobs.push_back(lp.logprob);
+        json alts = json::object();
+        for (const auto& [text, logprob] : lp.top) alts[text] = logprob;
+        top.push_back(alts);
+        offsets.push_back(text_offset);
+        text_offset += lp.text.size();
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+std::string ResponseBuilder::stream_start() const {
+    if (endpoint_ != Endpoint::Chat) return {};
+    json j = chunk_base();
+    j["choices"] = json::array({json{{"index", 0},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    if (include_usage_) j["usage"] = nullptr;
+    return sse_data(j);
+}
+
+std::string ResponseBuilder::stream_text(const serving::Event& ev) {
+    if (ev.text.empty() && (!logprobs_ || ev.logprobs.empty())) return {};
+    json j = chunk_base();
+    json choice = json::object();
+    choice["index"] = 0;
+    json lp = nullptr;
+    if (endpoint_ == Endpoint::Chat) {
+        choice["delta"] = json{{"content", ev.text}};
+        if (logprobs_) lp = chat_logprobs(ev.logprobs);
+        choice["logprobs"] = lp;
+    } else {
+        choice["text"] = ev.text;
+        if (logprobs_) lp = completion_logprobs(ev.logprobs, streamed_bytes_);
+        for (const auto& t : ev.logprobs) streamed_bytes_ += t.text.size();
+        choice["logprobs"] = lp;
+    }
+    choice["finish_reason"] = nullptr;
+    j["choices"] = json::array({choice});
+    if (include_usage_) j["usage"] = nullptr;
+    return sse_data(j);
+}
+
+std::string ResponseBuilder::stream_done(const serving::Event& done) const {
+    json j = chunk_base();
+    json choice = json::object();
+    choice["index"] = 0;
+    if (endpoint_ == Endpoint::Chat)
+        choice["delta"] = json::object();
+    else
+        choice["text"] = "";
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = openai_finish_reason(done.finish);
+    j["choices"] = json::array({choice});
+    if (include_usage_) j["usage"] = nullptr;
+    std::string out = sse_data(j);
+    if (include_usage_) {
+        json u = chunk_base();
+        u["choices"] = json::array();
+        u["usage"] = usage(done);
+        out += sse_data(u);
+    }
+    return out + kSseDone;
+}
+
+std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
+
+void ResponseBuilder::add(const serving::Event& ev) {
+    text_ += ev.text;
+    if (logprobs_) lps_.insert(lps_.end(), ev.logprobs.begin(), ev.logprobs.end());
+}
+
+json ResponseBuilder::response(const serving::Event& done) const {
+    json j = json::object();
+    j["id"] = id_;
+    j["object"] = endpoint_ == Endpoint::Chat ? "chat.completion" : "text_completion";
+    j["created"] = created_;
+    j["model"] = model_;
+    j["system_fingerprint"] = "vkllm";
+    json choice = json::object();
+    choice["index"] = 0;
+    if (endpoint_ == Endpoint::Chat) {
+        choice["message"] = json{{"role", "assistant"}, {"content", text_}, {"refusal", nullptr}};
+        choice["logprobs"] = logprobs_ ? chat_logprobs(lps_) : json(nullptr);
+    } else {
+        choice["text"] = text_;
+        choice["logprobs"] = logprobs_ ? completion_logprobs(lps_, 0) : json(nullptr);
+    }
+    choice["finish_reason"] = openai_finish_reason(done.finish);
+    j["choices"] = json::array({choice});
+    j["usage"] = usage(done);
+    return j;
+}
+
+}  // namespace vkllm::server

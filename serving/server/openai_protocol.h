@@ -1,0 +1,148 @@
+// The OpenAI API as data: request bodies of /v1/chat/completions and /v1/completions (and the
+// tokenize / detokenize / apply-template extras) parsed and checked into engine requests, and the
+// response bodies, stream chunks and errors built in OpenAI's exact shapes. No HTTP and no model
+// here, so all of it is unit-tested on plain JSON (tests/serving/test_openai_protocol.cpp).
+#pragma once
+
+#include "serving/engine/engine.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vkllm::server {
+
+using json = nlohmann::ordered_json;
+
+// An error the client sees: the HTTP status and OpenAI's {"error": {"message", "type", "param",
+// "code"}} (param and code are null when empty).
+class ApiError : public std::runtime_error {
+public:
+    ApiError(int status, const std::string& message, std::string type = "invalid_request_error",
+             std::string param = {}, std::string code = {});
+    int status() const { return status_; }
+    const std::string& type() const { return type_; }
+    const std::string& param() const { return param_; }
+    const std::string& code() const { return code_; }
+
+private:
+    int status_;
+    std::string type_, param_, code_;
+};
+
+// 400 invalid_request_error naming the field.
+ApiError invalid_field(const std::string& param, const std::string& message);
+json error_json(const ApiError& e);
+
+// Serializes with invalid UTF-8 replaced by U+FFFD: a token may be part of a character, and a
+// response must always be valid JSON.
+std::string dump_json(const json& j);
+// One server-sent event: "data: <json>\n\n".
+std::string sse_data(const json& j);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+
+// A request body as a JSON object; 400 for malformed JSON or another top-level value.
+json parse_body(const std::string& body);
+
+enum class Endpoint { Chat, Completion };
+
+// Everything a completion request asks for, checked. The prompt is still text (or, for
+// /v1/completions, token ids): the server renders and tokenizes it with the model's vocabulary.
+struct ParsedRequest {
+    Endpoint endpoint = Endpoint::Chat;
+    std::string model;  // as the client named it ("" when absent); echoed in the response
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+
+    // Chat: the messages (content flattened to strings), tools (null when none) and
+    // chat_template_kwargs (null or an object).
+    json messages, tools, template_kwargs;
+    // Completions: the prompt as text, or as token ids when the client sent ids.
+    std::string prompt_text;
+    std::vector<int32_t> prompt_tokens;
+    bool prompt_is_tokens = false;
+
+    // Chat: top_logprobs alternatives with logprobs=true; completions: the integer logprobs.
+    bool logprobs = false;
+    uint32_t top_logprobs = 0;
+
+    // Sampling and stopping, everything but CompletionRequest::prompt. max_tokens is -1 when
+    // the client gave none (completions: OpenAI's default of 16 is already applied).
+    serving::CompletionRequest engine;
+};
+
+// Throw ApiError (400, naming the field) for wrong types, out-of-range values, n != 1 and the like.
+// Unknown fields are ignored. `seed` is the one used when the request gives none.
+ParsedRequest parse_chat_request(const json& body, uint64_t seed);
+ParsedRequest parse_completion_request(const json& body, uint64_t seed);
+
+// OpenAI-style messages checked and normalized for a chat template: content given as an array of
+// text parts becomes one string; other part types (images, audio) are refused.
+json parse_messages(const json& messages);
+
+struct TokenizeRequest {
+    std::string content;
+    bool add_special = false;   // BOS / EOS as the vocabulary asks
+    bool parse_special = true;  // control-token texts become those tokens
+};
+TokenizeRequest parse_tokenize_request(const json& body);
+// Token ids, each checked against the vocabulary size.
+std::vector<int32_t> parse_detokenize_request(const json& body, size_t n_vocab);
+
+struct TemplateRequest {
+    json messages, tools, template_kwargs;
+};
+TemplateRequest parse_apply_template_request(const json& body);
+
+// The 400 OpenAI gives for a prompt that does not fit the context (code context_length_exceeded).
+ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx);
+
+// "stop" / "length" for the reasons a response reports; Timeout reads as "length" (the output was
+// cut by a server limit, as llama-server reports its generation time limit).
+const char* openai_finish_reason(serving::FinishReason r);
+
+// Builds the response of one request, streamed or whole: the same text and logprobs either way.
+class ResponseBuilder {
+public:
+    // `id` like "chatcmpl-..." / "cmpl-..." (new_response_id), `model` as echoed, `created` in
+    // Unix seconds.
+    ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created);
+
+    // Streaming: the SSE bytes for the start of the stream (chat: the chunk whose delta has the
+    // role), for each Text event, and for the Done event (the chunk with finish_reason, the usage
+    // chunk when asked, then [DONE]).
+    std::string stream_start() const;
+    std::string stream_text(const serving::Event& ev);
+    std::string stream_done(const serving::Event& done) const;
+    // A stream that cannot finish (server error, shutdown): one event with the error object.
+    static std::string stream_error(const ApiError& e);
+
+    // Whole responses: add every Text event, then the body for the Done event.
+    void add(const serving::Event& ev);
+    json response(const serving::Event& done) const;
+
+    const std::string& text() const { return text_; }
+
+private:
+    json chunk_base() const;
+    json chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const;
+    json completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const;
+    json usage(const serving::Event& done) const;
+
+    Endpoint endpoint_;
+    bool logprobs_, include_usage_;
+    std::string id_, model_;
+    int64_t created_;
+    std::string text_;                           // whole responses: the text so far
+    std::vector<serving::TokenLogprob> lps_;     // whole responses: every token's logprob
+    size_t streamed_bytes_ = 0;                  // completions stream: text_offset of the next token
+};
+
+// "chatcmpl-" or "cmpl-" and 24 random letters and digits.
+std::string new_response_id(Endpoint ep);
+
+}  // namespace vkllm::server

@@ -1,0 +1,58 @@
+// `vkllm chat` driven through a pipe: answers stream, a follow-up turn reuses the conversation's
+// cache (only its new tokens are evaluated), /reset starts over, and bad options fail clearly.
+#include "run_vkllm.h"
+
+#include "model/model_test_util.h"
+
+#include <fstream>
+#include <regex>
+
+using vkllm::test::run_vkllm;
+
+namespace {
+
+struct TurnStats {
+    int prompt = 0, reused = 0, generated = 0;
+};
+
+std::vector<TurnStats> turn_stats(const std::string& err) {
+    std::vector<TurnStats> out;
+    const std::regex re(R"(\[(\d+) prompt tokens, (\d+) reused from the cache, [0-9.]+ ms to first token; (\d+) tokens)");
+    for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator(); ++it)
+        out.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3])});
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("cli: vkllm chat streams answers, reuses the conversation's cache and resets on /reset") {
+    VKLLM_REQUIRE_MODEL(model, "stories260K.gguf");
+    const std::string input = (std::filesystem::path(VKLLM_BINARY_DIR) / "test-tmp" / "chat_input.txt").string();
+    std::filesystem::create_directories(std::filesystem::path(input).parent_path());
+    std::ofstream(input) << "Once upon a time\nThe end\n/reset\nOnce upon a time\n/exit\nnever read\n";
+    auto r = run_vkllm("chat -m " + model + " --temp 0 -n 12 --stats --chat-template chatml --no-pipeline-cache",
+                       "chat", input);
+    REQUIRE(r.status == 0);
+    const std::vector<TurnStats> t = turn_stats(r.err);
+    REQUIRE(t.size() == 3);
+    CHECK(t[0].reused == 0);
+    // Turn 2's prompt is turn 1's prompt, its answer and the new message: all of turn 1 but the
+    // last answer token (never evaluated) comes from the cache.
+    CHECK(t[1].reused >= t[0].prompt + t[0].generated - 1);
+    CHECK(t[1].prompt > t[1].reused);
+    // After /reset the same first message renders the same prompt as turn 1: a greedy answer
+    // repeats turn 1's, and the slot's cache still holds that prompt.
+    CHECK(t[2].prompt == t[0].prompt);
+    CHECK(r.err.find("conversation cleared") != std::string::npos);
+    CHECK(r.out.find("never read") == std::string::npos);
+}
+
+TEST_CASE("cli: vkllm chat rejects an unknown template and a missing model") {
+    VKLLM_REQUIRE_MODEL(model, "stories260K.gguf");
+    auto r = run_vkllm("chat -m " + model + " --chat-template no-such-template", "chat_bad");
+    CHECK(r.status == 1);
+    CHECK(r.err.find("no-such-template") != std::string::npos);
+    r = run_vkllm("chat -m /nonexistent.gguf", "chat_missing");
+    CHECK(r.status != 0);
+    CHECK(r.err.find("nonexistent") != std::string::npos);
+}

@@ -1,0 +1,174 @@
+// `vkllm serve` driven by the official OpenAI Node client (npm `openai` v4), as a desktop app
+// would: model list, chat and completions, whole and streamed, logprobs, errors, and the API key.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { startServer, haveModel, vkllmRun, modelsDir, metric, waitFor } from './harness.mjs';
+
+// The client comes from tests/e2e/node_modules (npm ci, which scripts/install_deps.sh runs).
+let OpenAI;
+try {
+  OpenAI = (await import('openai')).default;
+} catch (e) {
+  throw new Error(`the npm package 'openai' is not installed: run \`npm ci --prefix tests/e2e\` (scripts/install_deps.sh does): ${e.message}`);
+}
+
+const KEY = 'sk-e2e-test-key';
+let server;
+let client;
+
+before(async () => {
+  if (!haveModel()) return;
+  server = await startServer(['--parallel', '4', '--api-key', KEY, '--ctx', '512']);
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
+});
+
+after(async () => {
+  if (!server) return;
+  const { code, ms, validationErrors } = await server.stop();
+  assert.equal(code, 0, server.stderr);
+  assert.deepEqual(validationErrors, []);
+  assert.ok(ms < 5000, `shutdown took ${ms} ms`);
+});
+
+const skip = !haveModel() && 'stories260K.gguf or the vkllm binary is missing';
+const chatMessages = [{ role: 'user', content: 'Tell me a story about a cat.' }];
+
+test('models.list names the loaded file', { skip }, async () => {
+  const page = await client.models.list();
+  assert.equal(page.data.length, 1);
+  assert.equal(page.data[0].id, 'stories260K.gguf');
+  assert.equal(page.data[0].object, 'model');
+  assert.equal(page.data[0].owned_by, 'vkllm');
+});
+
+test('a greedy completion equals `vkllm run` for the same prompt', { skip }, async () => {
+  const r = await client.completions.create({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 40, temperature: 0 });
+  assert.equal(r.object, 'text_completion');
+  assert.match(r.id, /^cmpl-/);
+  assert.equal(r.model, 'stories260K');
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].text, vkllmRun('Once upon a time', 40));
+  assert.equal(r.usage.completion_tokens, 40);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 40);
+  assert.equal(r.choices[0].finish_reason, 'length');
+});
+
+test('the empty prompt gives the published greedy story', { skip }, async () => {
+  const expected = readFileSync(path.join(modelsDir, 'stories260K.greedy200.txt'), 'utf8');
+  const r = await client.completions.create({ model: 'x', prompt: '', max_tokens: 200, temperature: 0 });
+  assert.equal(r.choices[0].text, expected);
+});
+
+test('a chat completion, whole', { skip }, async () => {
+  const r = await client.chat.completions.create({ model: 'stories260K', messages: chatMessages, max_tokens: 12, temperature: 0, seed: 1 });
+  assert.equal(r.object, 'chat.completion');
+  assert.match(r.id, /^chatcmpl-/);
+  assert.equal(typeof r.created, 'number');
+  assert.equal(r.choices[0].index, 0);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  assert.ok(r.usage.prompt_tokens > 5);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
+});
+
+test('a chat stream: role first, the same text as the whole response, usage last', { skip }, async () => {
+  const args = { model: 'stories260K', messages: chatMessages, max_tokens: 24, temperature: 0 };
+  const whole = await client.chat.completions.create(args);
+  const stream = await client.chat.completions.create({ ...args, stream: true, stream_options: { include_usage: true } });
+  const chunks = [];
+  for await (const c of stream) chunks.push(c);
+  assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+  assert.equal(chunks[0].choices[0].delta.content, '');
+  const last = chunks.at(-1);
+  assert.deepEqual(last.choices, []);
+  assert.equal(last.usage.completion_tokens, whole.usage.completion_tokens);
+  const finish = chunks.at(-2);
+  assert.equal(finish.choices[0].finish_reason, whole.choices[0].finish_reason);
+  assert.deepEqual(finish.choices[0].delta, {});
+  let text = '';
+  for (const c of chunks) {
+    assert.equal(c.object, 'chat.completion.chunk');
+    assert.equal(c.id, chunks[0].id);
+    for (const ch of c.choices) text += ch.delta.content ?? '';
+  }
+  assert.equal(text, whole.choices[0].message.content);
+});
+
+test('a completions stream', { skip }, async () => {
+  const stream = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 20, temperature: 0, stream: true });
+  let text = '';
+  let finish = null;
+  for await (const c of stream) {
+    assert.equal(c.object, 'text_completion');
+    text += c.choices[0].text;
+    finish = c.choices[0].finish_reason ?? finish;
+  }
+  assert.equal(text, vkllmRun('Once upon a time', 20));
+  assert.equal(finish, 'length');
+});
+
+test('logprobs: chat top_logprobs and completions logprobs', { skip }, async () => {
+  const r = await client.chat.completions.create({
+    model: 'x', messages: chatMessages, max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3,
+  });
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, r.usage.completion_tokens);
+  for (const t of content) {
+    assert.ok(t.logprob <= 0);
+    assert.ok(Array.isArray(t.bytes));
+    assert.equal(t.top_logprobs.length, 3);
+    // Greedy: the chosen token is the most likely one.
+    assert.ok(Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-4);
+  }
+  const c = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 4, temperature: 0, logprobs: 2 });
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, 4);
+  assert.equal(lp.tokens.join(''), c.choices[0].text);
+  assert.equal(lp.token_logprobs.length, 4);
+  assert.equal(Object.keys(lp.top_logprobs[0]).length, 2);
+  assert.deepEqual(lp.text_offset.slice(0, 1), [0]);
+});
+
+test('stop sequences end the text before them', { skip }, async () => {
+  const full = vkllmRun('Once upon a time', 30);
+  const word = full.split(' ').filter((w) => w.length > 2)[3];
+  const r = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 30, temperature: 0, stop: [word] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].text, full.slice(0, full.indexOf(word)));
+});
+
+test('invalid requests raise BadRequestError naming the parameter', { skip }, async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: 'x', messages: chatMessages, temperature: 5 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'temperature' && e.type === 'invalid_request_error',
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model: 'x', messages: chatMessages, n: 2 }),
+    (e) => e.status === 400 && e.param === 'n',
+  );
+  const long = 'Once upon a time there was a cat. '.repeat(200);
+  await assert.rejects(
+    client.completions.create({ model: 'x', prompt: long }),
+    (e) => e.status === 400 && e.code === 'context_length_exceeded',
+  );
+});
+
+test('a wrong API key raises AuthenticationError', { skip }, async () => {
+  const bad = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'sk-wrong', maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401 && e.code === 'invalid_api_key');
+});
+
+test('aborting a stream from the client frees its slot', { skip }, async () => {
+  const stream = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 400, temperature: 0.8, stream: true });
+  let n = 0;
+  for await (const c of stream) {
+    if (c.choices[0]?.text) n++;
+    if (n === 3) { stream.controller.abort(); break; }
+  }
+  const headers = { Authorization: `Bearer ${KEY}` };
+  assert.ok(await waitFor(async () => (await metric(server.url, 'vkllm_slots_busy', headers)) === 0), 'the slot stayed busy');
+});

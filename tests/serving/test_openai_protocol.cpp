@@ -1,0 +1,446 @@
+// The OpenAI protocol layer on plain JSON: every request field checked (400 naming the field),
+// unknown fields ignored, and responses, stream chunks and errors in OpenAI's exact shapes.
+#include "serving/server/http_server.h"
+#include "serving/server/metrics.h"
+#include "serving/server/openai_protocol.h"
+
+#include <doctest/doctest.h>
+
+using namespace vkllm;
+using namespace vkllm::server;
+
+namespace {
+
+json chat_body(json extra = json::object()) {
+    json b = {{"model", "m"}, {"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})}};
+    for (auto& [k, v] : extra.items()) b[k] = v;
+    return b;
+}
+
+// The ApiError a parse throws, or a failed check when it throws none.
+template <class Fn>
+ApiError error_of(Fn&& fn) {
+    try {
+        fn();
+    } catch (const ApiError& e) {
+        return e;
+    }
+    FAIL("expected an ApiError");
+    return ApiError(0, "");
+}
+
+ApiError chat_error(json extra) {
+    return error_of([&] { parse_chat_request(chat_body(std::move(extra)), 1); });
+}
+
+serving::Event text_event(std::string text, std::vector<serving::TokenLogprob> lps = {}) {
+    serving::Event ev;
+    ev.kind = serving::Event::Kind::Text;
+    ev.text = std::move(text);
+    ev.logprobs = std::move(lps);
+    return ev;
+}
+
+serving::Event done_event(serving::FinishReason r, uint32_t prompt, uint32_t completion, uint32_t cached = 0) {
+    serving::Event ev;
+    ev.kind = serving::Event::Kind::Done;
+    ev.finish = r;
+    ev.prompt_tokens = prompt;
+    ev.completion_tokens = completion;
+    ev.cached_tokens = cached;
+    return ev;
+}
+
+// The JSON objects of an SSE byte stream, and whether it ended with [DONE].
+std::vector<json> sse_objects(const std::string& s, bool* done = nullptr) {
+    std::vector<json> out;
+    size_t pos = 0;
+    if (done) *done = false;
+    while ((pos = s.find("data: ", pos)) != std::string::npos) {
+        size_t end = s.find("\n\n", pos);
+        REQUIRE(end != std::string::npos);
+        std::string payload = s.substr(pos + 6, end - pos - 6);
+        if (payload == "[DONE]") {
+            if (done) *done = true;
+        } else {
+            out.push_back(json::parse(payload));
+        }
+        pos = end + 2;
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("protocol: a minimal chat request takes the defaults") {
+    ParsedRequest r = parse_chat_request(chat_body(), 42);
+    CHECK(r.endpoint == Endpoint::Chat);
+    CHECK(r.model == "m");
+    CHECK_FALSE(r.stream);
+    CHECK(r.messages.size() == 1);
+    CHECK(r.messages[0]["content"] == "Hi");
+    CHECK(r.tools.is_null());
+    CHECK(r.template_kwargs.is_null());
+    CHECK(r.engine.max_tokens == -1);
+    CHECK(r.engine.sampler.seed == 42);
+    CHECK(r.engine.sampler.temperature == SamplerParams{}.temperature);
+    CHECK(r.engine.stop.empty());
+    CHECK_FALSE(r.engine.logprobs);
+}
+
+TEST_CASE("protocol: every sampling field is read") {
+    json extra = {{"temperature", 0},         {"top_p", 0.5},     {"top_k", 7},
+                  {"min_p", 0.1},             {"seed", 1234},     {"presence_penalty", 1.5},
+                  {"frequency_penalty", -0.5}, {"repeat_penalty", 1.1}, {"max_tokens", 10},
+                  {"stop", json::array({"a", "b"})}, {"user", "u1"}, {"n", 1},
+                  {"logprobs", true},         {"top_logprobs", 3}, {"stream", true},
+                  {"stream_options", {{"include_usage", true}}},
+                  {"tools", json::array({json{{"type", "function"}, {"function", {{"name", "f"}}}}})},
+                  {"chat_template_kwargs", {{"enable_thinking", false}}},
+                  {"some_future_field", {{"x", 1}}}};
+    ParsedRequest r = parse_chat_request(chat_body(extra), 1);
+    CHECK(r.engine.sampler.temperature == 0.0f);
+    CHECK(r.engine.sampler.greedy());
+    CHECK(r.engine.sampler.top_p == 0.5f);
+    CHECK(r.engine.sampler.top_k == 7);
+    CHECK(r.engine.sampler.min_p == doctest::Approx(0.1));
+    CHECK(r.engine.sampler.seed == 1234);
+    CHECK(r.engine.presence_penalty == 1.5f);
+    CHECK(r.engine.frequency_penalty == -0.5f);
+    CHECK(r.engine.sampler.repeat_penalty == doctest::Approx(1.1));
+    CHECK(r.engine.max_tokens == 10);
+    CHECK(r.engine.stop == std::vector<std::string>{"a", "b"});
+    CHECK(r.engine.logprobs);
+    CHECK(r.engine.top_logprobs == 3);
+    CHECK(r.stream);
+    CHECK(r.include_usage);
+    CHECK(r.tools.size() == 1);
+    CHECK(r.template_kwargs["enable_thinking"] == false);
+
+    // max_completion_tokens is the newer name and wins; a single stop string; null is "not given".
+    r = parse_chat_request(chat_body({{"max_tokens", 5}, {"max_completion_tokens", 9}, {"stop", "END"}, {"temperature", nullptr}}), 1);
+    CHECK(r.engine.max_tokens == 9);
+    CHECK(r.engine.stop == std::vector<std::string>{"END"});
+    CHECK(r.engine.sampler.temperature == SamplerParams{}.temperature);
+    // A negative seed is a seed too (OpenAI takes any integer).
+    r = parse_chat_request(chat_body({{"seed", -1}}), 1);
+    CHECK(r.engine.sampler.seed == ~uint64_t(0));
+}
+
+TEST_CASE("protocol: wrong types and out-of-range values are 400s naming the field") {
+    struct Case {
+        json extra;
+        std::string param, says;
+    };
+    const std::vector<Case> cases = {
+        {{{"temperature", 3}}, "temperature", "between 0 and 2"},
+        {{{"temperature", -0.1}}, "temperature", "between 0 and 2"},
+        {{{"temperature", "hot"}}, "temperature", "expected a number, but got a string"},
+        {{{"top_p", 1.5}}, "top_p", "between 0 and 1"},
+        {{{"top_p", 0}}, "top_p", "above 0"},
+        {{{"top_k", -1}}, "top_k", "between 0 and"},
+        {{{"top_k", 2.5}}, "top_k", "expected an integer, but got a decimal"},
+        {{{"min_p", 1}}, "min_p", "below 1"},
+        {{{"presence_penalty", 2.5}}, "presence_penalty", "between -2 and 2"},
+        {{{"frequency_penalty", "x"}}, "frequency_penalty", "expected a number"},
+        {{{"repeat_penalty", 0}}, "repeat_penalty", "above 0"},
+        {{{"max_tokens", 0}}, "max_tokens", "between 1 and"},
+        {{{"max_tokens", "10"}}, "max_tokens", "expected an integer, but got a string"},
+        {{{"max_completion_tokens", -5}}, "max_completion_tokens", "between 1 and"},
+        {{{"seed", "abc"}}, "seed", "expected an integer"},
+        {{{"stop", 5}}, "stop", "a string or an array of strings"},
+        {{{"stop", json::array({"a", 1})}}, "stop", "a string or an array of strings"},
+        {{{"stop", json::array({"a", "b", "c", "d", "e"})}}, "stop", "at most 4"},
+        {{{"n", 2}}, "n", "only n = 1"},
+        {{{"n", "1"}}, "n", "expected an integer"},
+        {{{"stream", "yes"}}, "stream", "expected a boolean"},
+        {{{"stream_options", {{"include_usage", true}}}}, "stream_options", "only allowed when 'stream' is enabled"},
+        {{{"stream", true}, {"stream_options", {{"include_usage", 1}}}}, "stream_options.include_usage", "a boolean"},
+        {{{"logprobs", 1}}, "logprobs", "expected a boolean"},
+        {{{"logprobs", true}, {"top_logprobs", 21}}, "top_logprobs", "between 0 and 20"},
+        {{{"top_logprobs", 2}}, "top_logprobs", "'logprobs' must be set to true"},
+        {{{"model", 5}}, "model", "expected a string"},
+        {{{"user", json::array()}}, "user", "expected a string"},
+        {{{"tools", "f"}}, "tools", "expected an array"},
+        {{{"tools", json::array({1})}}, "tools[0]", "expected an object"},
+        {{{"chat_template_kwargs", json::array()}}, "chat_template_kwargs", "expected an object"},
+        {{{"messages", "Hi"}}, "messages", "expected an array, but got a string"},
+        {{{"messages", json::array()}}, "messages", "empty array"},
+        {{{"messages", json::array({"Hi"})}}, "messages[0]", "expected an object"},
+        {{{"messages", json::array({json{{"content", "Hi"}}})}}, "messages[0].role", "Missing required parameter"},
+        {{{"messages", json::array({json{{"role", 1}, {"content", "Hi"}}})}}, "messages[0].role", "non-empty string"},
+        {{{"messages", json::array({json{{"role", "user"}}})}}, "messages[0].content", "Missing required parameter"},
+        {{{"messages", json::array({json{{"role", "user"}, {"content", 5}}})}}, "messages[0].content", "content parts"},
+        {{{"messages", json::array({json{{"role", "user"},
+                                         {"content", json::array({json{{"type", "image_url"}, {"image_url", "x"}}})}}})}},
+         "messages[0].content[0].type", "only content parts of type 'text'"},
+        {{{"messages", json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "text"}}})}}})}},
+         "messages[0].content[0].text", "Missing required parameter"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.extra.dump());
+        ApiError e = chat_error(c.extra);
+        CHECK(e.status() == 400);
+        CHECK(e.type() == "invalid_request_error");
+        CHECK(e.param() == c.param);
+        CHECK(std::string(e.what()).find(c.says) != std::string::npos);
+        CAPTURE(e.what());
+    }
+    ApiError e = error_of([] { parse_chat_request(json{{"model", "m"}}, 1); });
+    CHECK(e.param() == "messages");
+}
+
+TEST_CASE("protocol: content parts are flattened, tool-calling assistant turns may lack content") {
+    json msgs = json::array({json{{"role", "system"}, {"content", json::array({json{{"type", "text"}, {"text", "A"}},
+                                                                               json{{"type", "text"}, {"text", "B"}}})}},
+                             json{{"role", "user"}, {"content", "Q"}},
+                             json{{"role", "assistant"}, {"content", nullptr},
+                                  {"tool_calls", json::array({json{{"id", "1"}, {"type", "function"}}})}},
+                             json{{"role", "tool"}, {"tool_call_id", "1"}, {"content", "42"}}});
+    json out = parse_messages(msgs);
+    CHECK(out[0]["content"] == "A\nB");
+    CHECK(out[1]["content"] == "Q");
+    CHECK(out[2]["content"].is_null());
+    CHECK(out[2]["tool_calls"].size() == 1);
+    CHECK(out[3]["tool_call_id"] == "1");
+}
+
+TEST_CASE("protocol: completions requests") {
+    ParsedRequest r = parse_completion_request(json{{"prompt", "Once upon a time"}}, 3);
+    CHECK(r.endpoint == Endpoint::Completion);
+    CHECK(r.prompt_text == "Once upon a time");
+    CHECK_FALSE(r.prompt_is_tokens);
+    CHECK(r.engine.max_tokens == 16);  // OpenAI's default for the legacy endpoint
+    CHECK_FALSE(r.logprobs);
+
+    r = parse_completion_request(json{{"prompt", json::array({"x"})}, {"max_tokens", 100}, {"logprobs", 2}}, 3);
+    CHECK(r.prompt_text == "x");
+    CHECK(r.engine.max_tokens == 100);
+    CHECK(r.logprobs);
+    CHECK(r.engine.logprobs);
+    CHECK(r.engine.top_logprobs == 2);
+
+    r = parse_completion_request(json{{"prompt", json::array({1, 2, 3})}}, 3);
+    CHECK(r.prompt_is_tokens);
+    CHECK(r.prompt_tokens == std::vector<int32_t>{1, 2, 3});
+
+    auto err = [](json body) { return error_of([&] { parse_completion_request(body, 1); }); };
+    CHECK(err(json{{"max_tokens", 5}}).param() == "prompt");
+    CHECK(err(json{{"prompt", json::array({"a", "b"})}}).param() == "prompt");
+    CHECK(std::string(err(json{{"prompt", json::array({"a", "b"})}}).what()).find("one prompt per request") != std::string::npos);
+    CHECK(err(json{{"prompt", json::array()}}).param() == "prompt");
+    CHECK(err(json{{"prompt", 5}}).param() == "prompt");
+    CHECK(err(json{{"prompt", json::array({1, -2})}}).param() == "prompt");
+    CHECK(err(json{{"prompt", "x"}, {"logprobs", true}}).param() == "logprobs");
+    CHECK(err(json{{"prompt", "x"}, {"logprobs", 21}}).param() == "logprobs");
+    CHECK(err(json{{"prompt", "x"}, {"echo", true}}).param() == "echo");
+    CHECK(err(json{{"prompt", "x"}, {"best_of", 3}}).param() == "best_of");
+    CHECK(err(json{{"prompt", "x"}, {"n", 4}}).param() == "n");
+}
+
+TEST_CASE("protocol: bodies that are not a JSON object are 400s") {
+    for (const char* body : {"{bad", "", "[1,2]", "\"x\"", "{\"a\": 1,}", "{\"messages\": [}"}) {
+        CAPTURE(body);
+        ApiError e = error_of([&] { parse_body(body); });
+        CHECK(e.status() == 400);
+        CHECK(e.type() == "invalid_request_error");
+    }
+    CHECK(parse_body("{\"a\": 1}")["a"] == 1);
+}
+
+TEST_CASE("protocol: tokenize, detokenize and apply-template bodies") {
+    TokenizeRequest t = parse_tokenize_request(json{{"content", "Hello"}});
+    CHECK(t.content == "Hello");
+    CHECK_FALSE(t.add_special);
+    CHECK(t.parse_special);
+    t = parse_tokenize_request(json{{"content", "x"}, {"add_special", true}, {"parse_special", false}});
+    CHECK(t.add_special);
+    CHECK_FALSE(t.parse_special);
+    CHECK(error_of([] { parse_tokenize_request(json{{"content", 5}}); }).param() == "content");
+    CHECK(error_of([] { parse_tokenize_request(json::object()); }).param() == "content");
+
+    CHECK(parse_detokenize_request(json{{"tokens", {1, 2}}}, 10) == std::vector<int32_t>{1, 2});
+    CHECK(error_of([] { parse_detokenize_request(json{{"tokens", {1, 10}}}, 10); }).param() == "tokens[1]");
+    CHECK(error_of([] { parse_detokenize_request(json{{"tokens", {-1}}}, 10); }).param() == "tokens[0]");
+    CHECK(error_of([] { parse_detokenize_request(json{{"tokens", {"a"}}}, 10); }).param() == "tokens[0]");
+    CHECK(error_of([] { parse_detokenize_request(json{{"tokens", "1 2"}}, 10); }).param() == "tokens");
+
+    TemplateRequest a = parse_apply_template_request(chat_body({{"chat_template_kwargs", {{"enable_thinking", true}}}}));
+    CHECK(a.messages.size() == 1);
+    CHECK(a.template_kwargs["enable_thinking"] == true);
+    CHECK(error_of([] { parse_apply_template_request(json::object()); }).param() == "messages");
+}
+
+TEST_CASE("protocol: errors in OpenAI's shape") {
+    json e = error_json(ApiError(400, "bad", "invalid_request_error", "temperature"));
+    CHECK(e.dump() == R"({"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}})");
+    ApiError ctx = context_length_error(Endpoint::Chat, 600, 512);
+    CHECK(ctx.status() == 400);
+    CHECK(ctx.code() == "context_length_exceeded");
+    CHECK(ctx.param() == "messages");
+    CHECK(std::string(ctx.what()).find("maximum context length is 512 tokens") != std::string::npos);
+    CHECK(std::string(ctx.what()).find("600") != std::string::npos);
+    CHECK(context_length_error(Endpoint::Completion, 600, 512).param() == "prompt");
+    CHECK(ResponseBuilder::stream_error(ApiError(500, "boom", "server_error")) ==
+          "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n");
+}
+
+TEST_CASE("protocol: a whole chat.completion") {
+    ParsedRequest req = parse_chat_request(chat_body(), 1);
+    ResponseBuilder rb(req, "chatcmpl-abc", "m", 1700000000);
+    rb.add(text_event("Hello"));
+    rb.add(text_event(", world"));
+    json r = rb.response(done_event(serving::FinishReason::Length, 12, 3, 4));
+    CHECK(r.dump() ==
+          R"({"id":"chatcmpl-abc","object":"chat.completion","created":1700000000,"model":"m","system_fingerprint":"vkllm",)"
+          R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hello, world","refusal":null},"logprobs":null,)"
+          R"("finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,)"
+          R"("prompt_tokens_details":{"cached_tokens":4}}})");
+    CHECK(std::string(openai_finish_reason(serving::FinishReason::Stop)) == "stop");
+    CHECK(std::string(openai_finish_reason(serving::FinishReason::Timeout)) == "length");
+}
+
+TEST_CASE("protocol: a chat stream: role chunk, content chunks, finish chunk, usage chunk, [DONE]") {
+    ParsedRequest req = parse_chat_request(chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}), 1);
+    ResponseBuilder rb(req, "chatcmpl-x", "m", 5);
+    std::string s = rb.stream_start() + rb.stream_text(text_event("Hi")) + rb.stream_text(text_event("")) +
+                    rb.stream_text(text_event(" there")) + rb.stream_done(done_event(serving::FinishReason::Stop, 7, 2));
+    bool done = false;
+    std::vector<json> ev = sse_objects(s, &done);
+    CHECK(done);
+    REQUIRE(ev.size() == 5);  // the empty text event sends nothing
+    for (const json& e : ev) {
+        CHECK(e["id"] == "chatcmpl-x");
+        CHECK(e["object"] == "chat.completion.chunk");
+        CHECK(e["created"] == 5);
+        CHECK(e["model"] == "m");
+        CHECK(e.contains("usage"));
+    }
+    CHECK(ev[0]["choices"][0]["delta"] == json{{"role", "assistant"}, {"content", ""}});
+    CHECK(ev[0]["choices"][0]["finish_reason"].is_null());
+    CHECK(ev[0]["usage"].is_null());
+    CHECK(ev[1]["choices"][0]["delta"] == json{{"content", "Hi"}});
+    CHECK(ev[2]["choices"][0]["delta"] == json{{"content", " there"}});
+    CHECK(ev[3]["choices"][0]["delta"] == json::object());
+    CHECK(ev[3]["choices"][0]["finish_reason"] == "stop");
+    CHECK(ev[4]["choices"] == json::array());
+    CHECK(ev[4]["usage"] == json{{"prompt_tokens", 7}, {"completion_tokens", 2}, {"total_tokens", 9},
+                                 {"prompt_tokens_details", {{"cached_tokens", 0}}}});
+
+    // Without include_usage: no usage key at all, no usage chunk.
+    ParsedRequest plain = parse_chat_request(chat_body({{"stream", true}}), 1);
+    ResponseBuilder rb2(plain, "chatcmpl-y", "m", 5);
+    ev = sse_objects(rb2.stream_start() + rb2.stream_done(done_event(serving::FinishReason::Length, 1, 0)), &done);
+    CHECK(done);
+    REQUIRE(ev.size() == 2);
+    CHECK_FALSE(ev[0].contains("usage"));
+    CHECK(ev[1]["choices"][0]["finish_reason"] == "length");
+}
+
+TEST_CASE("protocol: text_completion, whole and streamed") {
+    ParsedRequest req = parse_completion_request(json{{"prompt", "x"}}, 1);
+    ResponseBuilder rb(req, "cmpl-1", "m", 9);
+    rb.add(text_event(" a"));
+    rb.add(text_event(" b"));
+    json r = rb.response(done_event(serving::FinishReason::Stop, 2, 2));
+    CHECK(r.dump() ==
+          R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"m","system_fingerprint":"vkllm",)"
+          R"("choices":[{"index":0,"text":" a b","logprobs":null,"finish_reason":"stop"}],)"
+          R"("usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":0}}})");
+
+    ParsedRequest sreq = parse_completion_request(json{{"prompt", "x"}, {"stream", true}}, 1);
+    ResponseBuilder srb(sreq, "cmpl-2", "m", 9);
+    CHECK(srb.stream_start().empty());
+    bool done = false;
+    std::vector<json> ev = sse_objects(srb.stream_text(text_event(" a")) + srb.stream_done(done_event(serving::FinishReason::Length, 2, 1)), &done);
+    CHECK(done);
+    REQUIRE(ev.size() == 2);
+    CHECK(ev[0]["object"] == "text_completion");
+    CHECK(ev[0]["choices"][0] == json{{"index", 0}, {"text", " a"}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
+    CHECK(ev[1]["choices"][0] == json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", "length"}});
+}
+
+TEST_CASE("protocol: logprobs in chat and completions shapes, and token bytes that are not UTF-8") {
+    serving::TokenLogprob a{5, "Hi", -0.5f, {{"Hi", -0.5f}, {"Ho", -1.5f}}};
+    serving::TokenLogprob b{6, "\xE2\x82", -0.25f, {}};  // the first two bytes of a 3-byte character
+    ParsedRequest req = parse_chat_request(chat_body({{"logprobs", true}, {"top_logprobs", 2}}), 1);
+    ResponseBuilder rb(req, "chatcmpl-l", "m", 1);
+    rb.add(text_event("Hi", {a}));
+    rb.add(text_event("", {b}));
+    json r = json::parse(dump_json(rb.response(done_event(serving::FinishReason::Stop, 1, 2))));
+    json content = r["choices"][0]["logprobs"]["content"];
+    REQUIRE(content.size() == 2);
+    CHECK(content[0] == json{{"token", "Hi"}, {"logprob", -0.5}, {"bytes", {72, 105}},
+                             {"top_logprobs", json::array({json{{"token", "Hi"}, {"logprob", -0.5}, {"bytes", {72, 105}}},
+                                                           json{{"token", "Ho"}, {"logprob", -1.5}, {"bytes", {72, 111}}}})}});
+    CHECK(content[1]["bytes"] == json{0xE2, 0x82});
+    CHECK(content[1]["token"] == "\xEF\xBF\xBD");  // replaced: the JSON stays valid; bytes tell the truth
+    CHECK(r["choices"][0]["logprobs"]["refusal"].is_null());
+
+    // A stream chunk carries the logprobs of the tokens its event completes.
+    ParsedRequest sreq = parse_chat_request(chat_body({{"logprobs", true}, {"stream", true}}), 1);
+    ResponseBuilder srb(sreq, "chatcmpl-s", "m", 1);
+    std::vector<json> ev = sse_objects(srb.stream_text(text_event("", {b})));
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0]["choices"][0]["delta"]["content"] == "");
+    CHECK(ev[0]["choices"][0]["logprobs"]["content"].size() == 1);
+
+    ParsedRequest creq = parse_completion_request(json{{"prompt", "x"}, {"logprobs", 2}}, 1);
+    ResponseBuilder crb(creq, "cmpl-l", "m", 1);
+    crb.add(text_event("Hi", {a}));
+    crb.add(text_event(" you", {serving::TokenLogprob{7, " you", -2.0f, {{" you", -2.0f}}}}));
+    json lp = crb.response(done_event(serving::FinishReason::Stop, 1, 2))["choices"][0]["logprobs"];
+    CHECK(lp["tokens"] == json{"Hi", " you"});
+    CHECK(lp["token_logprobs"] == json{-0.5, -2.0});
+    CHECK(lp["top_logprobs"][0] == json{{"Hi", -0.5}, {"Ho", -1.5}});
+    CHECK(lp["text_offset"] == json{0, 2});
+}
+
+TEST_CASE("protocol: response ids") {
+    std::string a = new_response_id(Endpoint::Chat), b = new_response_id(Endpoint::Chat);
+    CHECK(a.rfind("chatcmpl-", 0) == 0);
+    CHECK(a.size() == 9 + 24);
+    CHECK(a != b);
+    CHECK(new_response_id(Endpoint::Completion).rfind("cmpl-", 0) == 0);
+}
+
+TEST_CASE("metrics: Prometheus text with HELP and TYPE for every family") {
+    serving::EngineMetrics m;
+    m.slots = 4;
+    m.slots_busy = 1;
+    m.requests_total = 10;
+    m.generated_tokens_total = 1234;
+    m.prompt_seconds_total = 0.5;
+    ServerCounters c;
+    c.ready = true;
+    c.http_by_status = {{200, 9}, {400, 2}};
+    c.streams_open = 1;
+    std::string t = prometheus_text(m, c);
+    CHECK(t.find("# TYPE vkllm_slots_busy gauge\nvkllm_slots_busy 1\n") != std::string::npos);
+    CHECK(t.find("# TYPE vkllm_generated_tokens_total counter\nvkllm_generated_tokens_total 1234\n") != std::string::npos);
+    CHECK(t.find("vkllm_prompt_seconds_total 0.5\n") != std::string::npos);
+    CHECK(t.find("vkllm_http_requests_total{status=\"400\"} 2\n") != std::string::npos);
+    CHECK(t.find("vkllm_ready 1\n") != std::string::npos);
+    // While loading: the server's families only.
+    std::string loading = prometheus_text(std::nullopt, ServerCounters{});
+    CHECK(loading.find("vkllm_ready 0\n") != std::string::npos);
+    CHECK(loading.find("vkllm_slots") == std::string::npos);
+    // Every sample line belongs to a family declared just before it.
+    for (size_t pos = 0; pos < t.size();) {
+        size_t end = t.find('\n', pos);
+        std::string line = t.substr(pos, end - pos);
+        if (line.rfind("# TYPE ", 0) == 0) {
+            std::string name = line.substr(7, line.find(' ', 7) - 7);
+            CHECK(t.find("# HELP " + name + " ") != std::string::npos);
+        }
+        pos = end + 1;
+    }
+}
+
+TEST_CASE("auth: constant-time comparison") {
+    CHECK(constant_time_equal("secret", "secret"));
+    CHECK_FALSE(constant_time_equal("secret", "secreT"));
+    CHECK_FALSE(constant_time_equal("secret", "secret2"));
+    CHECK_FALSE(constant_time_equal("", "x"));
+    CHECK(constant_time_equal("", ""));
+}
