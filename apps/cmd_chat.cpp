@@ -175,7 +175,8 @@ void register_chat(CLI::App& app) {
                     "Built-in template name or a Jinja file (default: the model's own, else one guessed from its "
                     "architecture); see `vkllm chat-template`");
     cmd->add_option("--ctx", o->n_ctx, "Context length (tokens of the whole conversation)")->check(positive_number());
-    cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per answer (-1: until the model stops)");
+    cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per answer (-1: until the model stops)")
+        ->check(CLI::Range(-1, 1 << 30));
     cmd->add_option("--temp", o->temperature, "Temperature (0 = greedy)")->check(non_negative_number());
     cmd->add_option("--top-k", o->top_k, "Top-k (<= 0: off)");
     cmd->add_option("--top-p", o->top_p, "Top-p");

@@ -53,7 +53,7 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
             st.stopped_at_eos = true;
             break;
         }
-        sampler.accept(next);
+        sampler.accept(next, /*generated=*/true);
         on_piece(tok.decode_piece(next, prev));
         ++st.generated_tokens;
         prev = next;

@@ -25,8 +25,9 @@ void SamplerParams::validate() const {
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
 
-void Sampler::accept(int32_t token) {
-    if (!p_.penalized()) return;
+void Sampler::accept(int32_t token, bool generated) {
+    if (generated && (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)) ++generated_[token];
+    if (p_.repeat_penalty == 1.0f || p_.repeat_last_n <= 0) return;
     recent_.push_back(token);
     while (recent_.size() > size_t(p_.repeat_last_n)) recent_.pop_front();
 }
@@ -34,21 +35,17 @@ void Sampler::accept(int32_t token) {
 int32_t Sampler::sample(std::span<float> logits) {
     const size_t n = logits.size();
     if (n == 0) throw std::invalid_argument("sample: empty logits");
-    // Repetition penalty as in CTRL / llama.cpp: shrink positive logits, grow negative ones; then
-    // OpenAI's presence and frequency penalties by the token's count in the window.
-    if (p_.penalized()) {
+    // Repetition penalty as in CTRL / llama.cpp over the recent window: shrink positive logits,
+    // grow negative ones. Then OpenAI's presence and frequency penalties over the generated tokens.
+    if (!recent_.empty()) {
         std::vector<int32_t> seen(recent_.begin(), recent_.end());
         std::sort(seen.begin(), seen.end());
-        for (size_t i = 0; i < seen.size();) {
-            const int32_t t = seen[i];
-            size_t count = 0;
-            while (i < seen.size() && seen[i] == t) ++i, ++count;
-            if (t < 0 || size_t(t) >= n) continue;
-            float& l = logits[t];
-            if (p_.repeat_penalty != 1.0f) l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-            l -= p_.presence_penalty + p_.frequency_penalty * float(count);
-        }
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        for (int32_t t : seen)
+            if (t >= 0 && size_t(t) < n) logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
     }
+    for (const auto& [t, count] : generated_)
+        if (t >= 0 && size_t(t) < n) logits[t] -= p_.presence_penalty + p_.frequency_penalty * float(count);
     if (p_.greedy())
         return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 

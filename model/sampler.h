@@ -7,6 +7,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace vkllm {
@@ -18,15 +19,15 @@ struct SamplerParams {
     float min_p = 0.05f;          // 0: off
     float repeat_penalty = 1.0f;  // 1: off (the default, so that --temp 0 is plain argmax)
     int32_t repeat_last_n = 64;   // tokens the penalties look back over
-    // OpenAI's penalties (-2..2; 0: off): a token seen in the last repeat_last_n tokens loses
-    // presence_penalty once and frequency_penalty per occurrence.
+    // OpenAI's penalties (-2..2; 0: off): a token generated so far (the prompt does not count)
+    // loses presence_penalty once and frequency_penalty per occurrence.
     float presence_penalty = 0.0f;
     float frequency_penalty = 0.0f;
     uint64_t seed = 0;
 
     bool greedy() const { return temperature <= 0.0f; }
     bool penalized() const {
-        return (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f) && repeat_last_n > 0;
+        return (repeat_penalty != 1.0f && repeat_last_n > 0) || presence_penalty != 0.0f || frequency_penalty != 0.0f;
     }
     // Throws std::invalid_argument naming the parameter when a value is out of range.
     void validate() const;
@@ -37,14 +38,16 @@ public:
     explicit Sampler(const SamplerParams& p);
     // Picks the next token from logits (modified in place by the penalty).
     int32_t sample(std::span<float> logits);
-    // Records a token (prompt or generated) for the repetition penalty.
-    void accept(int32_t token);
+    // Records a token for the penalties: every token (prompt or generated) for the repetition
+    // penalty's window, generated ones also for the presence and frequency penalties.
+    void accept(int32_t token, bool generated = false);
     const SamplerParams& params() const { return p_; }
 
 private:
     SamplerParams p_;
     std::mt19937_64 rng_;
     std::deque<int32_t> recent_;
+    std::unordered_map<int32_t, uint32_t> generated_;  // token -> times generated
 };
 
 }  // namespace vkllm

@@ -117,6 +117,7 @@ struct Engine::Impl {
     EngineMetrics metrics;
     uint32_t prompt_turn = 0;  // round-robin among slots reading their prompt
     std::thread worker;
+    std::once_flag joined;
 
     Impl(ModelGpu& mdl, const Tokenizer& t, const EngineOptions& o) : model(mdl), tok(t), opts(o) {
         if (opts.n_slots == 0) throw std::invalid_argument("the engine needs at least one slot (--parallel >= 1)");
@@ -141,6 +142,8 @@ struct Engine::Impl {
     // the request when it ends there.
     void after_logits(Slot& s, const float* logits, int32_t device_argmax);
     void finish(Slot& s, FinishReason why, const std::string& error = {});
+    // Done for a request that never reached a slot.
+    void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {});
     static bool needs_logits(const Slot& s) {
         return !s.sampler->params().greedy() || s.sampler->params().penalized() || s.req->req.logprobs;
     }
@@ -151,11 +154,23 @@ struct Engine::Impl {
 
 void Engine::Impl::run() {
     for (;;) {
-        std::vector<std::shared_ptr<Ticket::State>> waiting;
+        std::vector<std::shared_ptr<Ticket::State>> waiting, expired;
         {
             std::unique_lock lock(m);
-            wake.wait(lock, [&] { return stopping || !queue.empty() || busy(); });
+            // Idle (no slot busy, nothing queued): sleep until a request arrives.
+            while (!stopping && queue.empty() && !busy()) wake.wait(lock);
             if (stopping) break;
+            // Queued requests whose client left or whose deadline passed end here, without
+            // waiting for a slot (and without counting against the queue limit any longer).
+            const Clock::time_point now = Clock::now();
+            for (auto it = queue.begin(); it != queue.end();) {
+                if ((*it)->cancelled || now >= (*it)->deadline) {
+                    expired.push_back(std::move(*it));
+                    it = queue.erase(it);
+                } else {
+                    ++it;
+                }
+            }
             // Hand queued requests to free slots (the rest stay queued, in order).
             const size_t free_slots = size_t(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.req; }));
             while (!queue.empty() && waiting.size() < free_slots) {
@@ -164,19 +179,23 @@ void Engine::Impl::run() {
             }
             metrics.queued = uint32_t(queue.size());
         }
-        admit(waiting);
-        // Cancellations and deadlines take effect before any more work is spent on them.
-        const Clock::time_point now = Clock::now();
-        for (Slot& s : slots) {
-            if (!s.req) continue;
-            if (s.req->cancelled) finish(s, FinishReason::Cancelled);
-            else if (now >= s.req->deadline) finish(s, FinishReason::Timeout);
-        }
+        for (auto& r : expired) end_unstarted(*r, r->cancelled ? FinishReason::Cancelled : FinishReason::Timeout);
         try {
+            admit(waiting);
+            // Cancellations and deadlines take effect before any more work is spent on them.
+            const Clock::time_point now = Clock::now();
+            for (Slot& s : slots) {
+                if (!s.req) continue;
+                if (s.req->cancelled) finish(s, FinishReason::Cancelled);
+                else if (now >= s.req->deadline) finish(s, FinishReason::Timeout);
+            }
             prompt_step();
             decode_step();
         } catch (const std::exception& e) {
-            // A device or model failure ends the requests it touched; the slots start over.
+            // A device or model failure (or running out of memory) ends the requests it touched;
+            // their slots start over. The scheduler itself keeps running.
+            for (auto& r : waiting)
+                if (r) end_unstarted(*r, FinishReason::Error, e.what());
             for (Slot& s : slots)
                 if (s.req) {
                     finish(s, FinishReason::Error, e.what());
@@ -190,29 +209,34 @@ void Engine::Impl::run() {
     {
         std::lock_guard lock(m);
         rest.swap(queue);
+        metrics.queued = 0;
     }
     for (Slot& s : slots)
         if (s.req) finish(s, FinishReason::Cancelled);
-    for (auto& r : rest) {
-        Event e;
-        e.kind = Event::Kind::Done;
-        e.finish = FinishReason::Cancelled;
-        e.prompt_tokens = uint32_t(r->req.prompt.size());
-        r->push(std::move(e));
+    for (auto& r : rest) end_unstarted(*r, FinishReason::Cancelled);
+}
+
+void Engine::Impl::end_unstarted(Ticket::State& r, FinishReason why, const std::string& error) {
+    Event e;
+    e.kind = Event::Kind::Done;
+    e.finish = why;
+    e.error = error;
+    e.prompt_tokens = uint32_t(r.req.prompt.size());
+    e.queue_ms = ms_between(r.submitted, Clock::now());
+    {
+        std::lock_guard lock(m);
+        ++metrics.requests_total;
+        if (why == FinishReason::Cancelled) ++metrics.requests_cancelled;
+        if (why == FinishReason::Error || why == FinishReason::Timeout) ++metrics.requests_failed;
     }
+    r.push(std::move(e));
 }
 
 void Engine::Impl::admit(std::vector<std::shared_ptr<Ticket::State>>& waiting) {
     for (auto& r : waiting) {
         if (r->cancelled) {
-            Event e;
-            e.kind = Event::Kind::Done;
-            e.finish = FinishReason::Cancelled;
-            e.prompt_tokens = uint32_t(r->req.prompt.size());
-            e.queue_ms = ms_between(r->submitted, Clock::now());
-            r->push(std::move(e));
-            std::lock_guard lock(m);
-            ++metrics.requests_cancelled;
+            end_unstarted(*r, FinishReason::Cancelled);
+            r.reset();
             continue;
         }
         // The free slot whose cache shares the longest prefix with the prompt; among equals the
@@ -227,7 +251,7 @@ void Engine::Impl::admit(std::vector<std::shared_ptr<Ticket::State>>& waiting) {
                 best_lcp = lcp;
             }
         }
-        start(*best, std::move(r));
+        start(*best, std::move(r));  // r is empty afterwards: the slot owns the request
     }
 }
 
@@ -276,6 +300,10 @@ void Engine::Impl::prompt_step() {
         if (s.prompt_done == prompt.size()) {
             s.phase = Slot::Phase::Generate;
             s.prev = prompt.back();
+            if (s.req->req.max_tokens == 0) {  // the prompt only (e.g. to warm the cache)
+                finish(s, FinishReason::Length);
+                return;
+            }
             if (needs_logits(s)) {
                 std::vector<float> logits(model.config().n_vocab);
                 model.read_logits(1, logits.data());
@@ -371,7 +399,7 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
         finish(s, FinishReason::Stop);
         return;
     }
-    s.sampler->accept(next);
+    s.sampler->accept(next, /*generated=*/true);
     ++s.generated;
     ev.text = s.text->push(tok.decode_piece(next, s.prev));
     s.pending = next;
@@ -483,7 +511,8 @@ void Engine::shutdown() {
         impl_->stopping = true;
     }
     impl_->wake.notify_all();
-    if (impl_->worker.joinable()) impl_->worker.join();
+    // Several threads may ask at once (a signal handler thread and a destructor): one joins.
+    std::call_once(impl_->joined, [&] { impl_->worker.join(); });
 }
 
 }  // namespace vkllm::serving

@@ -169,7 +169,7 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "bearer ";
     bool bearer = auth.size() >= kBearer.size() &&
-                  std::equal(kBearer.begin(), kBearer.end(), auth.begin(), [](char a, char b) { return a == std::tolower(b); });
+                  std::equal(kBearer.begin(), kBearer.end(), auth.begin(), [](char a, char b) { return a == char(std::tolower(static_cast<unsigned char>(b))); });
     if (bearer) {
         std::string_view key = std::string_view(auth).substr(kBearer.size());
         while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
@@ -180,7 +180,7 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
                              auth.empty() ? "You didn't provide an API key. You need to provide your API key in an "
                                             "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
                                           : "Incorrect API key provided.",
-                             "authentication_error", "", "invalid_api_key"));
+                             "invalid_request_error", "", "invalid_api_key"));
     return HandlerResponse::Handled;
 }
 

@@ -138,6 +138,9 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     if (const json* stop = field(body, "stop")) {
         auto add = [&](const json& x) {
             if (!x.is_string()) wrong_type("stop", "a string or an array of strings", x);
+            // The engine looks for every stop string's prefixes after each token: keep them short.
+            if (x.get<std::string>().size() > 256)
+                throw invalid_field("stop", "Invalid 'stop': a stop sequence may be at most 256 bytes long.");
             if (!x.get<std::string>().empty()) e.stop.push_back(x.get<std::string>());  // "" could never match
         };
         if (stop->is_array()) {
@@ -176,7 +179,15 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 std::string sse_data(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 json parse_body(const std::string& body) {
-    json j = json::parse(body, nullptr, false);
+    // Nesting is bounded while parsing: copying or rendering a value nested 100,000 deep would
+    // overflow the stack (no real request nests more than a few levels).
+    static constexpr int kMaxDepth = 64;
+    const json::parser_callback_t depth_guard = [](int depth, json::parse_event_t, json&) {
+        if (depth > kMaxDepth)
+            throw ApiError(400, fmt::format("The JSON body is nested more than {} levels deep.", kMaxDepth));
+        return true;
+    };
+    json j = json::parse(body, depth_guard, false);
     if (j.is_discarded())
         throw ApiError(400, "We could not parse the JSON body of your request. (The body must be a JSON object; see "
                             "https://platform.openai.com/docs/api-reference.)");

@@ -161,7 +161,7 @@ test('an API key: 401 without it, /health open', { skip }, async () => {
       const r = await postJson(server.url, '/v1/completions', { prompt: 'x' }, auth ? { Authorization: auth } : {});
       assert.equal(r.status, 401);
       assert.equal(r.json.error.code, 'invalid_api_key');
-      assert.equal(r.json.error.type, 'authentication_error');
+      assert.equal(r.json.error.type, 'invalid_request_error');
     }
     const ok = await postJson(server.url, '/v1/completions', { prompt: 'x', max_tokens: 1 }, { Authorization: 'Bearer sk-secret' });
     assert.equal(ok.status, 200);

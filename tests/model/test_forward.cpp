@@ -310,17 +310,18 @@ TEST_CASE("sampler: top-k 1 is greedy; the penalty lowers repeated tokens") {
     CHECK(pen.sample(l) == 2);  // 2.0 / 2 = 1.0 < 1.9
 }
 
-TEST_CASE("sampler: presence and frequency penalties subtract by the token's count in the window") {
+TEST_CASE("sampler: presence and frequency penalties subtract by the token's count in the output") {
     SamplerParams p;
     p.temperature = 0;
     p.presence_penalty = 0.5f;
     p.frequency_penalty = 0.25f;
     Sampler s(p);
-    for (int32_t t : {1, 1, 2, 3, 1}) s.accept(t);
+    s.accept(4);  // a prompt token: not penalized
+    for (int32_t t : {1, 1, 2, 3, 1}) s.accept(t, true);
     std::vector<float> l = {0.0f, 2.0f, 2.0f, 2.0f, 1.0f};
     s.sample(l);
     CHECK(l[0] == 0.0f);
-    CHECK(l[1] == doctest::Approx(2.0f - 0.5f - 0.75f));  // seen three times
+    CHECK(l[1] == doctest::Approx(2.0f - 0.5f - 0.75f));  // generated three times
     CHECK(l[2] == doctest::Approx(2.0f - 0.5f - 0.25f));
     CHECK(l[4] == 1.0f);
     p.presence_penalty = 2.5f;

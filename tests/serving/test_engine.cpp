@@ -255,6 +255,41 @@ TEST_CASE("engine: cancellation, deadlines, stop strings, a full queue and bad r
         bad_id.prompt.push_back(100000);
         CHECK_THROWS_AS(e.submit(bad_id), std::invalid_argument);
     }
+    SUBCASE("a queued request ends when its client leaves or its deadline passes, without a slot") {
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
+        r.ignore_eos = true;
+        auto running = e.submit(r);
+        REQUIRE(running->next(60s));  // it holds the only slot
+        CompletionRequest late = greedy(*s.tok, "The cat", 3);
+        late.timeout = 30ms;
+        auto waiting = e.submit(late);
+        Outcome o = collect(*waiting);
+        CHECK(o.done.finish == FinishReason::Timeout);
+        CHECK(o.done.completion_tokens == 0);
+        auto gone = e.submit(greedy(*s.tok, "The dog", 3));  // the queue has room again
+        gone->cancel();
+        CHECK(collect(*gone).done.finish == FinishReason::Cancelled);
+        const EngineMetrics m = e.metrics();
+        CHECK(m.queued == 0);
+        CHECK(m.slots_busy == 1);
+        CHECK(m.requests_cancelled <= m.requests_total);
+        running->cancel();
+        CHECK(collect(*running).done.finish == FinishReason::Cancelled);
+    }
+    SUBCASE("max_tokens 0 evaluates the prompt only") {
+        Outcome o = collect(*e.submit(greedy(*s.tok, "Once upon a time", 0)));
+        CHECK(o.done.finish == FinishReason::Length);
+        CHECK(o.done.completion_tokens == 0);
+        CHECK(o.text.empty());
+    }
+    SUBCASE("a generation that fills the slot's context ends with Length") {
+        CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
+        r.ignore_eos = true;
+        Outcome o = collect(*e.submit(r));
+        CHECK(o.done.finish == FinishReason::Length);
+        // options(): n_ctx 256. The last token needs no cache row (it is never evaluated).
+        CHECK(o.done.prompt_tokens + o.done.completion_tokens == 257);
+    }
     SUBCASE("shutdown ends running and queued requests") {
         CompletionRequest r = greedy(*s.tok, "Once upon a time", -1);
         r.ignore_eos = true;

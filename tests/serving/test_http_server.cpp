@@ -454,7 +454,7 @@ TEST_CASE("http: the API key, in constant time, and /health open without it") {
         CHECK(r->status == 401);
         CHECK(r->get_header_value("WWW-Authenticate") == "Bearer");
         json e = body_json(r)["error"];
-        CHECK(e["type"] == "authentication_error");
+        CHECK(e["type"] == "invalid_request_error");
         CHECK(e["code"] == "invalid_api_key");
         CHECK(e["param"].is_null());
     }

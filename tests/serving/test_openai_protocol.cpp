@@ -248,6 +248,18 @@ TEST_CASE("protocol: bodies that are not a JSON object are 400s") {
     CHECK(parse_body("{\"a\": 1}")["a"] == 1);
 }
 
+TEST_CASE("protocol: JSON nested 100,000 deep is a 400, not a stack overflow") {
+    // Copying or rendering such a value recursively would overflow the stack and kill the server.
+    const std::string deep = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"x\": " +
+                             std::string(100000, '[') + std::string(100000, ']') + "}]}";
+    ApiError e = error_of([&] { parse_body(deep); });
+    CHECK(e.status() == 400);
+    CHECK(std::string(e.what()).find("nested") != std::string::npos);
+    // Sixty levels are still fine.
+    const std::string ok = "{\"x\": " + std::string(60, '[') + std::string(60, ']') + "}";
+    CHECK(parse_body(ok).contains("x"));
+}
+
 TEST_CASE("protocol: tokenize, detokenize and apply-template bodies") {
     TokenizeRequest t = parse_tokenize_request(json{{"content", "Hello"}});
     CHECK(t.content == "Hello");
@@ -437,7 +449,7 @@ TEST_CASE("metrics: Prometheus text with HELP and TYPE for every family") {
     }
 }
 
-TEST_CASE("auth: constant-time comparison") {
+TEST_CASE("auth: the key comparison (written to take the same time for every mismatch position)") {
     CHECK(constant_time_equal("secret", "secret"));
     CHECK_FALSE(constant_time_equal("secret", "secreT"));
     CHECK_FALSE(constant_time_equal("secret", "secret2"));

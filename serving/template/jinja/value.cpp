@@ -353,8 +353,10 @@ Value Value::loop(std::shared_ptr<LoopObj> loop) {
     return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j, uint32_t max_depth) {
     using T = nlohmann::ordered_json::value_t;
+    if ((j.is_array() || j.is_object()) && max_depth == 0)
+        throw Error("the template's input data is nested too deeply", 0);
     switch (j.type()) {
         case T::null: return none();
         case T::boolean: return Value(j.get<bool>());
@@ -369,12 +371,12 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
         case T::array: {
             std::vector<Value> items;
             items.reserve(j.size());
-            for (const auto& e : j) items.push_back(from_json(e));
+            for (const auto& e : j) items.push_back(from_json(e, max_depth - 1));
             return list(std::move(items));
         }
         case T::object: {
             Value d = dict();
-            for (const auto& [k, e] : j.items()) d.dict_obj().set(Value(k), from_json(e));
+            for (const auto& [k, e] : j.items()) d.dict_obj().set(Value(k), from_json(e, max_depth - 1));
             return d;
         }
         default: return none();  // binary / discarded: not produced by parsing JSON text

@@ -62,7 +62,8 @@ public:
     static Value namespace_obj();
     static Value callable(std::string name, std::function<Value(Interpreter&, Args&)> fn);
     static Value loop(std::shared_ptr<LoopObj> loop);
-    static Value from_json(const nlohmann::ordered_json& j);
+    // JSON nested deeper than max_depth (a hostile request) is an error, not a stack overflow.
+    static Value from_json(const nlohmann::ordered_json& j, uint32_t max_depth = 128);
 
     Kind kind() const { return kind_; }
     bool is_undefined() const { return kind_ == Kind::Undefined; }
