@@ -55,7 +55,8 @@ layout(push_constant) uniform Push {
 } pc;
 
 // One slot per (value, invocation): enough for any subgroup size. The host keeps NR * NB <= 8 on
-// GPUs (2 KiB at WG = 64) and <= 64 with WG <= 64 on CPU drivers (16 KiB).
+// GPUs (2 KiB at WG = 64) and <= 256 with WG <= 16 on CPU drivers (16 KiB; lavapipe's subgroups
+// are 4 to 16 lanes).
 shared float red_[NR * NB * WG];
 
 float x1(uint i) { return xv[i >> 2][i & 3u]; }

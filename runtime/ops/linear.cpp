@@ -72,20 +72,22 @@ struct MatmulPush {
 namespace detail {
 
 
-PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
+PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                          bool w_offset_aligned) {
     if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
     uint32_t wg, nr;
     if (caps.cpu_tuning) {
         // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and make every
         // barrier a switch between chunks, and X loads cost as much as W loads: one small workgroup
-        // (about one chunk) per NR = 8 rows, so that each X load serves 8 rows. NR stays 8 for a
-        // batch of vectors too: fewer rows per workgroup multiply the workgroups, and their fixed
-        // cost dominated (measured on lavapipe, stories15M-shaped Q8_0, 8 vectors: NR = 1 took
-        // 385 ms per decode step in matvec, NR = 8 33 ms; one vector is unchanged).
-        // Measured on lavapipe (Q4_0 / F32, k = 2048): 2.6x / 2.8x the 64-invocation, 2-row setup.
+        // (about one chunk) per NR rows, so that each X load serves NR rows. Tall matrices (the
+        // output head, FFN) take NR = 32 and still make >= 64 workgroups; short ones NR = 8, so
+        // that every core gets work. NR does not depend on the batch: fewer rows per workgroup
+        // multiply workgroups whose fixed cost dominates (and a row's sum is the same whatever NR).
+        // Measured on lavapipe, stories15M-shaped Q8_0 decode, matvec time per step: 1 vector
+        // 10.4 ms with NR = 8 everywhere, 7.1-7.8 ms with NR = 32; 8 vectors 385 ms with NR = 1,
+        // 35 ms with NR = 8, 22.5 ms with NR = 32.
         wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
-        nr = 8;
+        nr = n >= 2048 ? 32 : 8;
     } else {
         // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
         wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
@@ -93,6 +95,8 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         nr = m <= 4 ? 2 : 1;
     }
     wg = std::min(wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
+    // The reduction keeps NR * NB * WG floats in shared memory.
+    while (nr > 1 && uint64_t(nr) * m * wg * 4 > caps.max_shared_memory) nr /= 2;
     std::string name = "matvec_" + type_suffix(wtype) + (caps.subgroup_ops() ? "_subgroup" : "");
     // Word-aligned weights (weights.glsl W_ALIGNED) when every row and field starts on 4 bytes.
     const TypeTraits& tt = type_traits(wtype);
