@@ -126,7 +126,8 @@ void serve(const ServeOptions& o) {
     so.api_key = o.api_key_file.empty() ? o.api_key : read_api_key_file(o.api_key_file);
     // Every running or queued request holds a connection thread, so the pool must outnumber
     // slots + queue, or the queue-full 503 could never be reached and /health would wait.
-    so.threads = o.http_threads ? o.http_threads : o.parallel + o.queue + 8;
+    // Capped: a --queue of thousands should not mean thousands of idle threads.
+    so.threads = o.http_threads ? o.http_threads : std::min(o.parallel + o.queue + 8, 512u);
     so.log_requests = !o.quiet;
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
@@ -218,7 +219,7 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--queue", o->queue, "Requests that may wait for a slot; beyond: 503 with Retry-After")
         ->check(CLI::Range(0, 100000))
         ->capture_default_str();
-    cmd->add_option("--http-threads", o->http_threads, "Connections served at once (default: parallel + queue + 8)")
+    cmd->add_option("--http-threads", o->http_threads, "Connections served at once (default: parallel + queue + 8, at most 512)")
         ->check(CLI::Range(2, 4096));
     cmd->add_flag("--quiet", o->quiet, "No line per request on stderr");
     o->device.add_to(cmd);
