@@ -531,12 +531,12 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
     return t;
 }
 
-void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(tokens, probe, {}); }
+void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(0, tokens, probe, {}); }
 
 void ModelGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink) {
     if (!opts_.all_logits)
         throw std::logic_error("eval_all_logits: the model was loaded without ModelOptions::all_logits");
-    eval_impl(tokens, {}, sink);
+    eval_impl(0, tokens, {}, sink);
 }
 
 void ModelGpu::check_tokens(std::span<const int32_t> tokens) const {
@@ -573,24 +573,28 @@ void ModelGpu::submit(Recording& rec, const LayerProbe& probe, uint32_t n) {
     stats_.tokens += n;
 }
 
-void ModelGpu::eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink) {
+void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const LayerProbe& probe,
+                         const LogitsSink& sink) {
     if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
-    if (tokens.size() > plan_.n_ctx - n_past_[0])
-        throw ContextFullError(fmt::format("{} tokens do not fit: the context holds {} tokens and {} are used "
-                                           "(raise --ctx, or start a new conversation)",
-                                           tokens.size(), plan_.n_ctx, n_past_[0]));
+    if (tokens.size() > plan_.n_ctx - n_past_[seq])
+        throw ContextFullError(opts_.n_seq > 1
+                                   ? fmt::format("{} tokens do not fit sequence {}: it holds {} tokens and {} are used",
+                                                 tokens.size(), seq, plan_.n_ctx, n_past_[seq])
+                                   : fmt::format("{} tokens do not fit: the context holds {} tokens and {} are used "
+                                                 "(raise --ctx, or start a new conversation)",
+                                                 tokens.size(), plan_.n_ctx, n_past_[seq]));
     check_tokens(tokens);
     for (size_t done = 0; done < tokens.size();) {
-        uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
+        const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
         auto* pos = static_cast<int32_t*>(positions_.mapped());
         auto* ids = static_cast<int32_t*>(ids_.mapped());
         for (uint32_t i = 0; i < n; ++i) {
-            pos[i] = int32_t(n_past_[0] + i);
+            pos[i] = int32_t(n_past_[seq] + i);
             ids[i] = tokens[done + i];
         }
-        submit(recording(BatchShape{n, {0}}), probe, n);
+        submit(recording(BatchShape{n, {seq}}), probe, n);
         last_rows_ = 1;
-        n_past_[0] += n;
+        n_past_[seq] += n;
         if (sink) {
             const size_t floats = size_t(n) * cfg_.n_vocab;
             if (all_logits_.mapped()) {
@@ -642,24 +646,7 @@ bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
 
 void ModelGpu::eval(uint32_t seq, std::span<const int32_t> tokens) {
     check_seq(seq, opts_.n_seq);
-    if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
-    if (tokens.size() > plan_.n_ctx - n_past_[seq])
-        throw ContextFullError(fmt::format("{} tokens do not fit sequence {}: it holds {} tokens and {} are used",
-                                           tokens.size(), seq, plan_.n_ctx, n_past_[seq]));
-    check_tokens(tokens);
-    for (size_t done = 0; done < tokens.size();) {
-        const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
-        auto* pos = static_cast<int32_t*>(positions_.mapped());
-        auto* ids = static_cast<int32_t*>(ids_.mapped());
-        for (uint32_t i = 0; i < n; ++i) {
-            pos[i] = int32_t(n_past_[seq] + i);
-            ids[i] = tokens[done + i];
-        }
-        submit(recording(BatchShape{n, {seq}}), {}, n);
-        last_rows_ = 1;
-        n_past_[seq] += n;
-        done += n;
-    }
+    eval_impl(seq, tokens, {}, {});
 }
 
 void ModelGpu::decode(std::span<const SeqToken> batch) {

@@ -174,7 +174,7 @@ private:
     void norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
               const BufferSlice& y, uint32_t rows);
     ops::AttentionParams attention_params(uint32_t layer, uint32_t n_tokens) const;
-    void eval_impl(std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink);
+    void eval_impl(uint32_t seq, std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink);
     // Where layer l's q, k, v, gate and up live for a chunk of n tokens (fused or not).
     struct LayerSlices {
         BufferSlice q, k, v, gate, up;
