@@ -75,8 +75,7 @@ void chat(const ChatOptions& o) {
     mo.n_ctx = o.n_ctx;
     mo.n_seq = 1;
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, false);
-    const std::string from_model(m.file->find_string("tokenizer.chat_template").value_or(""));
-    chat::ChatTemplate tmpl = chat::resolve_chat_template(o.chat_template, from_model, std::string(m.cfg.arch->name));
+    chat::ChatTemplate tmpl = chat_template_for(m, o.chat_template);
     const Tokenizer& tok = *m.tokenizer;
     serving::Engine engine(*m.model, tok, {.n_slots = 1});
 

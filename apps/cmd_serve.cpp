@@ -143,8 +143,7 @@ void serve(const ServeOptions& o) {
 
     LoadedModel m = load_model(path, o.device, mo, false);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
-    std::string from_model(m.file->find_string("tokenizer.chat_template").value_or(""));
-    auto tmpl = std::make_shared<chat::ChatTemplate>(chat::resolve_chat_template(o.chat_template, from_model, std::string(m.cfg.arch->name)));
+    auto tmpl = std::make_shared<chat::ChatTemplate>(chat_template_for(m, o.chat_template));
 
     serving::EngineOptions eo;
     eo.n_slots = o.parallel;

@@ -70,4 +70,9 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
     return m;
 }
 
+chat::ChatTemplate chat_template_for(const LoadedModel& m, const std::string& option) {
+    const std::string from_model(m.file->find_string("tokenizer.chat_template").value_or(""));
+    return chat::resolve_chat_template(option, from_model, std::string(m.cfg.arch->name));
+}
+
 }  // namespace vkllm::app

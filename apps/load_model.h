@@ -7,6 +7,7 @@
 #include "model/arch/model_config.h"
 #include "model/forward/model_gpu.h"
 #include "model/tokenizer/tokenizer.h"
+#include "serving/template/chat_template.h"
 
 #include <memory>
 #include <string>
@@ -29,5 +30,9 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet);
+
+// The chat template of a loaded model: --chat-template `option` (a built-in name or a file) when
+// given, else the file's tokenizer.chat_template, else a built-in for its architecture.
+chat::ChatTemplate chat_template_for(const LoadedModel& m, const std::string& option);
 
 }  // namespace vkllm::app
