@@ -42,7 +42,9 @@ Outcome collect(Ticket& t) {
     return o;
 }
 
+// stories260K and its tokenizer.
 struct Stories {
+    explicit Stories(const std::string& path) : m(test::open_model(path)), tok(make_tokenizer(m.file)) {}
     test::LoadedModel m;
     std::unique_ptr<Tokenizer> tok;
 };
@@ -102,8 +104,7 @@ TEST_CASE("engine: a lone greedy request reproduces the published stories260K st
     Context& ctx = test::context();
     VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
     const std::string expected = test::read_text_file(test::model_file("stories260K.greedy200.txt"));
-    Stories s{test::open_model(path), nullptr};
-    s.tok = make_tokenizer(s.m.file);
+    const Stories s(path);
     ModelOptions o = options(2);
     o.n_ctx = 512;
     ModelGpu g(ctx, s.m.file, s.m.cfg, o);
@@ -123,8 +124,7 @@ TEST_CASE("engine: requests side by side give exactly the text each gives alone 
     test::ValidationGuard guard;
     Context& ctx = test::context();
     VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
-    Stories s{test::open_model(path), nullptr};
-    s.tok = make_tokenizer(s.m.file);
+    const Stories s(path);
     const std::vector<std::string> prompts = {"Once upon a time", "The cat sat", "Lily wanted to", "One day, a big",
                                               "Tom and his dog", "The sun was"};
     std::vector<std::string> alone;
@@ -162,8 +162,7 @@ TEST_CASE("engine: a follow-up prompt reuses its slot's cache and gives the same
     test::ValidationGuard guard;
     Context& ctx = test::context();
     VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
-    Stories s{test::open_model(path), nullptr};
-    s.tok = make_tokenizer(s.m.file);
+    const Stories s(path);
     ModelGpu g(ctx, s.m.file, s.m.cfg, options(2));
     Engine e(g, *s.tok, {.n_slots = 2});
     auto first = e.submit(greedy(*s.tok, "Once upon a time, there was a little girl named Lily.", 20));
@@ -189,8 +188,7 @@ TEST_CASE("engine: cancellation, deadlines, stop strings, a full queue and bad r
     test::ValidationGuard guard;
     Context& ctx = test::context();
     VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
-    Stories s{test::open_model(path), nullptr};
-    s.tok = make_tokenizer(s.m.file);
+    const Stories s(path);
     ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
     Engine e(g, *s.tok, {.n_slots = 1, .queue_limit = 1});
 
@@ -307,8 +305,7 @@ TEST_CASE("engine: logprobs are log-softmax values of the raw logits, best alter
     test::ValidationGuard guard;
     Context& ctx = test::context();
     VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
-    Stories s{test::open_model(path), nullptr};
-    s.tok = make_tokenizer(s.m.file);
+    const Stories s(path);
     ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
     Engine e(g, *s.tok, {.n_slots = 1});
     CompletionRequest r = greedy(*s.tok, "Once upon a time", 5);
