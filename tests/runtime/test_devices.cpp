@@ -33,7 +33,11 @@ TEST_CASE("devices: lavapipe reports its real limits") {
     CHECK(lvp->caps.max_storage_buffer_range == 128ull << 20);
     CHECK(lvp->caps.max_shared_memory == 32768);
     CHECK((lvp->caps.subgroup_size == 4 || lvp->caps.subgroup_size == 8 || lvp->caps.subgroup_size == 16));
+#if defined(__x86_64__) || defined(__i386__)
+    // llvmpipe offers shaderFloat16 only where it converts halves natively: on x86 with F16C. On
+    // aarch64, Debian 12's Mesa 22.3 does not offer it (newer Mesa releases do).
     CHECK(lvp->caps.fp16);
+#endif
     CHECK(lvp->caps.int8);
     CHECK(lvp->caps.storage16);
     CHECK(lvp->caps.timestamps);
