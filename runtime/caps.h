@@ -50,6 +50,11 @@ struct DeviceCaps {
     std::array<uint32_t, 3> max_workgroup_count{};
     uint32_t max_push_constants = 0;
 
+    // Shaders convert f16 data with integer arithmetic instead of unpackHalf2x16 (SOFT_HALF in
+    // shaders/include/half.glsl): set for llvmpipe without native half conversion, whose LLVM
+    // (Mesa 22.3 on aarch64) aborts compiling unpackHalf2x16; `--caps soft-half` forces it.
+    bool soft_half = false;
+
     // memory
     // Kernel tuning for CPU drivers such as lavapipe (small workgroups: every barrier switches
     // between SIMD chunks). Derived from the device type; `--caps gpu-tuning` turns it off so the
@@ -76,7 +81,7 @@ struct DeviceCaps {
 struct CapsOverride {
     bool no_fp16 = false, no_int8 = false, no_storage16 = false, no_storage8 = false;
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
-    bool no_coopmat = false, no_timestamps = false, gpu_tuning = false;
+    bool no_coopmat = false, no_timestamps = false, gpu_tuning = false, soft_half = false;
     uint32_t shared_mem = 0;           // 0: keep
     uint64_t max_storage_range = 0;    // 0: keep
     uint64_t max_allocation = 0;       // 0: keep

@@ -96,6 +96,12 @@ TEST_CASE("caps override: parsing and weakening") {
     // An override never strengthens a device.
     CapsOverride::parse("shared-mem=1g").apply(c);
     CHECK(c.max_shared_memory == 16384);
+    // The driver workaround can be forced (to test it anywhere), never turned off.
+    CHECK(!c.soft_half);
+    CapsOverride::parse("soft-half").apply(c);
+    CHECK(c.soft_half);
+    CapsOverride::parse("").apply(c);
+    CHECK(c.soft_half);
 }
 
 TEST_CASE("caps override: a context created with it reports the weaker device") {

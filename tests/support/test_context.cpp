@@ -167,7 +167,7 @@ std::string model_path(const std::string& file) {
 }
 
 const std::vector<std::string>& device_variants() {
-    static const std::vector<std::string> v = {"", "no-fp16,no-subgroup-ops,shared-mem=16384",
+    static const std::vector<std::string> v = {"", "no-fp16,no-subgroup-ops,shared-mem=16384,soft-half",
                                                "no-storage16,no-storage8,no-int8,gpu-tuning"};
     return v;
 }

@@ -86,7 +86,8 @@ private:
 std::string model_path(const std::string& file);
 
 // The capability-override specs every kernel test runs under: the real device, and the weak
-// device paths (no fp16, no subgroup arithmetic, 16 KiB shared memory; no 8/16-bit storage).
+// device paths (no fp16, no subgroup arithmetic, 16 KiB shared memory, f16 converted without
+// unpackHalf2x16; no 8/16-bit storage).
 // Use with context_for().
 const std::vector<std::string>& device_variants();
 
