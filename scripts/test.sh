@@ -5,7 +5,9 @@
 #   3. end-to-end checks of the vkllm binary (golden story, bad input)
 #   4. the whole suite again built with ASan + UBSan (gcc): leaks, memory errors and UB fail it
 #   5. the libFuzzer targets (clang-14), VKLLM_FUZZ_SECONDS each (default 120): scripts/fuzz.sh
-# Set VKLLM_TEST_BUILD to reuse a build directory (stages 4 and 5 use it with -asan / -fuzz).
+#   6. aarch64: cross-build, then the kernel, runtime and C API tests and the golden story under
+#      qemu-user on arm64 lavapipe: scripts/arm64.sh (it installs the cross toolchain and arm64 packages)
+# Set VKLLM_TEST_BUILD to reuse a build directory (stages 4, 5 and 6 use it with -asan / -fuzz / -arm64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${VKLLM_TEST_BUILD:-build-test}
@@ -34,5 +36,10 @@ stage=$(date +%s)
 echo "=== fuzzing: GGUF reader, tokenizer and chat templates, ${VKLLM_FUZZ_SECONDS:-120} s each ==="
 VKLLM_FUZZ_BUILD="$BUILD-fuzz" VKLLM_JOBS="$JOBS" scripts/fuzz.sh "${VKLLM_FUZZ_SECONDS:-120}"
 echo "fuzz stage: $(( $(date +%s) - stage )) s"
+
+stage=$(date +%s)
+echo "=== arm64: cross-build, tests and golden story under qemu-aarch64-static ==="
+VKLLM_ARM64_BUILD="$BUILD-arm64" VKLLM_JOBS="$JOBS" scripts/arm64.sh
+echo "arm64 stage: $(( $(date +%s) - stage )) s"
 
 echo "test.sh: all stages passed in $(( $(date +%s) - start )) s"
