@@ -402,6 +402,7 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     s.sampler->accept(next, /*generated=*/true);
     ++s.generated;
     ev.text = s.text->push(tok.decode_piece(next, s.prev));
+    ev.tokens.push_back(next);
     s.pending = next;
     s.req->push(std::move(ev));
     if (s.text->stopped()) {

@@ -66,6 +66,9 @@ struct Event {
     // when the event only carries logprobs.
     std::string text;
     std::vector<TokenLogprob> logprobs;  // tokens this event completes, when the request asked
+    // The tokens sampled since the previous event, in order (their text may still be held back): what
+    // a caller that continues the conversation appends to its prompt.
+    std::vector<int32_t> tokens;
     // Kind::Done (always the last event of a request):
     FinishReason finish = FinishReason::Stop;
     std::string error;           // FinishReason::Error: what went wrong
