@@ -35,8 +35,11 @@ struct JavaRefs {
     jmethodID generation_stats_init = nullptr;
     jmethodID on_token = nullptr;
     jmethodID on_progress = nullptr;
+    jmethodID on_log = nullptr;
+    jobject log_levels[3] = {};  // LogListener.Level.INFO, WARNING, ERROR
 };
 JavaRefs refs;
+JavaVM* java_vm = nullptr;
 
 // ---- text ------------------------------------------------------------------------------------
 
@@ -218,6 +221,60 @@ int on_progress(float fraction, void* user_data) noexcept {
     return go_on ? 0 : 1;
 }
 
+// The log callback, unlike the others, may run on the library's own threads (the engine's),
+// which the JVM does not know: they are attached on their first message, as daemons (so that they
+// never hold up the JVM's exit), and detached when they end.
+struct ThreadAttachment {
+    bool attached = false;
+    ~ThreadAttachment() {
+        if (attached) java_vm->DetachCurrentThread();
+    }
+};
+thread_local ThreadAttachment this_thread_attachment;
+
+JNIEnv* env_of_this_thread() {
+    JNIEnv* env = nullptr;
+    const jint got = java_vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_6);
+    if (got == JNI_OK) return env;
+    if (got != JNI_EDETACHED) return nullptr;
+    JavaVMAttachArgs args{JNI_VERSION_1_6, const_cast<char*>("vkllm"), nullptr};
+#ifdef __ANDROID__
+    // Android's jni.h declares the first parameter JNIEnv**, the JDK's void**.
+    if (java_vm->AttachCurrentThreadAsDaemon(&env, &args) != JNI_OK) return nullptr;
+#else
+    if (java_vm->AttachCurrentThreadAsDaemon(reinterpret_cast<void**>(&env), &args) != JNI_OK) return nullptr;
+#endif
+    this_thread_attachment.attached = true;
+    return env;
+}
+
+struct LogSink {
+    jobject listener = nullptr;  // a global reference: used from any thread until the sink is freed
+};
+
+void on_log(vkllm_log_level level, const char* message, void* user_data) noexcept {
+    const auto& sink = *static_cast<const LogSink*>(user_data);
+    JNIEnv* env = env_of_this_thread();
+    if (!env) return;
+    try {
+        // An attached thread has no native frame to drop local references with: each one is
+        // deleted here, or it would live as long as the thread.
+        std::vector<jchar> scratch;
+        jstring text = new_string(env, message, strlen(message), scratch);
+        const int i = level == VKLLM_LOG_ERROR ? 2 : level == VKLLM_LOG_WARNING ? 1 : 0;
+        if (text) env->CallVoidMethod(sink.listener, refs.on_log, refs.log_levels[i], text);
+        if (env->ExceptionCheck()) {
+            // Nobody could catch it on the library's threads, and on a Java thread it would be
+            // left pending in the middle of a C call: report it like an uncaught one and go on.
+            env->ExceptionDescribe();
+            env->ExceptionClear();
+        }
+        if (text) env->DeleteLocalRef(text);
+    } catch (...) {
+        // std::bad_alloc of the scratch buffer: a message lost, nothing worse.
+    }
+}
+
 // A buffer-filling C call (detokenize, chat template) made twice when the first guess is too
 // small; the text, or nullopt with a VkllmException pending.
 template <typename Call>
@@ -260,6 +317,7 @@ extern "C" {
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
     JNIEnv* env = nullptr;
     if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_6) != JNI_OK) return JNI_ERR;
+    java_vm = vm;
     if (!set_cached(env, refs.vkllm_exception, "dev/vkllm/VkllmException") ||
         !set_cached(env, refs.model_info, "dev/vkllm/ModelInfo") ||
         !set_cached(env, refs.generation_stats, "dev/vkllm/GenerationStats"))
@@ -270,9 +328,21 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
     refs.generation_stats_init = env->GetMethodID(refs.generation_stats, "<init>", "(IIIIDDDDI)V");
     refs.on_token = method_of(env, "dev/vkllm/TokenCallback", "onToken", "(Ljava/lang/String;)Z");
     refs.on_progress = method_of(env, "dev/vkllm/LoadProgress", "onProgress", "(F)Z");
+    refs.on_log = method_of(env, "dev/vkllm/LogListener", "onLog", "(Ldev/vkllm/LogListener$Level;Ljava/lang/String;)V");
     if (!refs.vkllm_exception_init || !refs.model_info_init || !refs.generation_stats_init || !refs.on_token ||
-        !refs.on_progress)
+        !refs.on_progress || !refs.on_log)
         return JNI_ERR;
+    jclass level = env->FindClass("dev/vkllm/LogListener$Level");
+    if (!level) return JNI_ERR;
+    const char* names[3] = {"INFO", "WARNING", "ERROR"};
+    for (int i = 0; i < 3; ++i) {
+        jfieldID f = env->GetStaticFieldID(level, names[i], "Ldev/vkllm/LogListener$Level;");
+        jobject value = f ? env->GetStaticObjectField(level, f) : nullptr;
+        if (!value) return JNI_ERR;
+        refs.log_levels[i] = env->NewGlobalRef(value);
+        env->DeleteLocalRef(value);
+    }
+    env->DeleteLocalRef(level);
     return JNI_VERSION_1_6;
 }
 
@@ -321,7 +391,7 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
                                                         jstring device_name, jstring caps, jint n_ctx,
                                                         jint max_sessions, jint kv_type, jint ubatch,
                                                         jstring chat_template, jstring cache_dir,
-                                                        jboolean validation, jobject progress) {
+                                                        jboolean validation, jobject progress, jlong log_sink) {
     return guarded(env, jlong(0), [&]() -> jlong {
         std::string c_path;
         OptionalCString c_device, c_caps, c_template, c_cache;
@@ -348,6 +418,10 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
         p.chat_template = c_template.c_str();
         p.cache_dir = c_cache.c_str();
         p.validation = validation == JNI_TRUE;
+        if (log_sink != 0) {
+            p.log = on_log;
+            p.log_user_data = reinterpret_cast<LogSink*>(static_cast<intptr_t>(log_sink));
+        }
         ProgressSink sink;
         if (progress) {
             sink.env = env;
@@ -372,6 +446,25 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
 
 JNIEXPORT void JNICALL Java_dev_vkllm_Native_modelFree(JNIEnv*, jclass, jlong model) {
     vkllm_model_free(model_of(model));
+}
+
+JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_logSinkNew(JNIEnv* env, jclass, jobject listener) {
+    return guarded(env, jlong(0), [&]() -> jlong {
+        auto* sink = new LogSink;
+        sink->listener = env->NewGlobalRef(listener);
+        if (!sink->listener) {
+            delete sink;
+            return 0;  // OutOfMemoryError pending
+        }
+        return handle_of(sink);
+    });
+}
+
+JNIEXPORT void JNICALL Java_dev_vkllm_Native_logSinkFree(JNIEnv* env, jclass, jlong sink_handle) {
+    auto* sink = reinterpret_cast<LogSink*>(static_cast<intptr_t>(sink_handle));
+    if (!sink) return;
+    env->DeleteGlobalRef(sink->listener);
+    delete sink;
 }
 
 JNIEXPORT jobject JNICALL Java_dev_vkllm_Native_modelInfo(JNIEnv* env, jclass, jlong model) {

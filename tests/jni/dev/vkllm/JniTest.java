@@ -12,6 +12,7 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CountDownLatch;
@@ -60,6 +61,10 @@ public final class JniTest {
             }
             throw e;
         }
+        for (String line : logged) System.out.println("log " + line);
+        if (!validationErrors.isEmpty()) {
+            throw new AssertionError(validationErrors.size() + " validation errors, the first: " + validationErrors.get(0));
+        }
         System.out.println(args[0] + ": ok");
     }
 
@@ -100,9 +105,19 @@ public final class JniTest {
                           StandardCharsets.UTF_8);
     }
 
-    // No pipeline cache on disk: tests leave nothing behind in the user's cache folder.
+    // Every message the models of a test logged, and the validation errors among them (which
+    // fail the test, as everywhere in the suite).
+    static final List<String> logged = Collections.synchronizedList(new ArrayList<String>());
+    static final List<String> validationErrors = Collections.synchronizedList(new ArrayList<String>());
+    static final LogListener LOG = (level, message) -> {
+        logged.add(level + ": " + message);
+        if (level == LogListener.Level.ERROR) validationErrors.add(message);
+    };
+
+    // The Khronos validation layer on, its messages collected; no pipeline cache on disk: tests
+    // leave nothing behind in the user's cache folder.
     static ModelParams params() {
-        return new ModelParams().cacheDir("");
+        return new ModelParams().cacheDir("").validation(true).log(LOG);
     }
 
     static Model stories() {
@@ -569,6 +584,29 @@ public final class JniTest {
             throw thrown;
         })), "progress throwing");
         check(caught == thrown, "the very exception object");
+    }
+
+    // Messages come on whatever thread the library logs from, the engine's own included (attached
+    // to the JVM for it). The Khronos layer's best-practices checks (VK_LAYER_ENABLES, set for
+    // this test by CTest) make sure there are some; a listener that throws loses its message only.
+    @Test
+    static void log_listener() throws Exception {
+        List<String> threads = Collections.synchronizedList(new ArrayList<String>());
+        AtomicInteger warnings = new AtomicInteger();
+        LogListener listener = (level, message) -> {
+            threads.add(Thread.currentThread().getName());
+            if (level == LogListener.Level.WARNING) warnings.incrementAndGet();
+            if (level == LogListener.Level.ERROR) validationErrors.add(message);
+            throw new IllegalStateException("a listener that throws");
+        };
+        String text;
+        try (Model model = Model.load(modelPath("stories260K.gguf"), params().log(listener));
+             Session s = model.newSession()) {
+            text = s.generate("", greedy(200));
+        }
+        checkEquals(expectedStory(), text, "the story, whatever the listener does");
+        check(warnings.get() > 0, "best-practices warnings were logged");
+        System.out.println("log messages came on threads " + new java.util.TreeSet<String>(threads));
     }
 
     // Long generations must not pile up JNI local references (one String per piece): under

@@ -19,8 +19,11 @@ public final class Model implements AutoCloseable {
     // Open sessions, closed before the model is freed (vkllm_model_free frees them in C).
     private final List<Session> sessions = new ArrayList<Session>();
 
-    private Model(long handle, String path) {
+    private final long logSink;  // 0: none
+
+    private Model(long handle, long logSink, String path) {
         this.handle = new NativeHandle("model", handle);
+        this.logSink = logSink;
         this.path = path;
     }
 
@@ -39,10 +42,16 @@ public final class Model implements AutoCloseable {
     public static Model load(String path, ModelParams p) {
         if (path == null) throw new NullPointerException("path");
         if (p == null) p = new ModelParams();
-        long h = Native.modelLoad(path, p.deviceIndex(), p.deviceName(), p.caps(), p.nCtx(), p.maxSessions(),
-                                  p.kvType().ordinal(), p.ubatch(), p.chatTemplate(), p.cacheDir(), p.validation(),
-                                  p.progress());
-        return new Model(h, path);
+        long sink = p.log() != null ? Native.logSinkNew(p.log()) : 0;
+        try {
+            long h = Native.modelLoad(path, p.deviceIndex(), p.deviceName(), p.caps(), p.nCtx(), p.maxSessions(),
+                                      p.kvType().ordinal(), p.ubatch(), p.chatTemplate(), p.cacheDir(),
+                                      p.validation(), p.progress(), sink);
+            return new Model(h, sink, path);
+        } catch (RuntimeException | Error e) {
+            Native.logSinkFree(sink);
+            throw e;
+        }
     }
 
     /** libvkllm's version, "MAJOR.MINOR.PATCH". */
@@ -153,6 +162,7 @@ public final class Model implements AutoCloseable {
         }
         for (Session s : open) s.close();
         Native.modelFree(m);
+        Native.logSinkFree(logSink);
         handle.freed();
     }
 

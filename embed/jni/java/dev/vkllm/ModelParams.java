@@ -22,6 +22,7 @@ public final class ModelParams {
     private String cacheDir;
     private boolean validation;
     private LoadProgress progress;
+    private LogListener log;
 
     public ModelParams() {
         int[] d = Native.modelDefaultInts();
@@ -102,6 +103,12 @@ public final class ModelParams {
         return this;
     }
 
+    /** Receives the model's warnings and validation messages; null (default): they are dropped. */
+    public ModelParams log(LogListener listener) {
+        log = listener;
+        return this;
+    }
+
     public int deviceIndex() {
         return deviceIndex;
     }
@@ -144,5 +151,9 @@ public final class ModelParams {
 
     public LoadProgress progress() {
         return progress;
+    }
+
+    public LogListener log() {
+        return log;
     }
 }

@@ -32,8 +32,12 @@ final class Native {
 
     static native long modelLoad(String path, int deviceIndex, String deviceName, String caps, int nCtx,
                                  int maxSessions, int kvType, int ubatch, String chatTemplate, String cacheDir,
-                                 boolean validation, LoadProgress progress);
+                                 boolean validation, LoadProgress progress, long logSink);
     static native void modelFree(long model);
+    // The native side of a LogListener: a global reference the library's threads can call. It
+    // must outlive the model (freed after modelFree), as messages may come until then.
+    static native long logSinkNew(LogListener listener);
+    static native void logSinkFree(long sink);
     static native ModelInfo modelInfo(long model);
     static native int[] tokenize(long model, String text, boolean addSpecial, boolean parseSpecial);
     static native String detokenize(long model, int[] tokens);
