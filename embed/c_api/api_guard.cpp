@@ -37,9 +37,9 @@ vkllm_status status_of_current_exception() {
         } catch (const chat::TemplateError& e) {
             set_last_error(e.what());
             return VKLLM_ERR_TEMPLATE;
-        } catch (const DeviceLimitError& e) {  // the model, context or a buffer does not fit this device
+        } catch (const DeviceLimitError& e) {  // at load, the fit is told apart (vkllm_model_load)
             set_last_error(e.what());
-            return VKLLM_ERR_OUT_OF_MEMORY;
+            return VKLLM_ERR_DEVICE;
         } catch (const VulkanError& e) {
             set_last_error(e.what());
             const VkResult r = e.result();

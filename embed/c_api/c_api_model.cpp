@@ -4,6 +4,7 @@
 
 #include "runtime/device.h"
 #include "runtime/instance.h"
+#include "runtime/vk_check.h"
 #include "serving/template/chat_prompt.h"
 
 #include <fmt/format.h>
@@ -69,6 +70,7 @@ namespace vkllm::capi {
 
 // Shared with c_api_session.cpp: the rendered prompt of a conversation.
 std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt) {
+    if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
     chat::ChatInputs in = chat::chat_inputs(*m.tokenizer, messages_json(messages, n), nullptr, nullptr);
     in.add_generation_prompt = add_generation_prompt;
     return m.chat_template->apply(in);
@@ -102,8 +104,9 @@ const char* vkllm_last_error(void) {
 }
 
 const char* vkllm_version(void) {
-    static const std::string v = fmt::format("{}.{}.{}", VKLLM_VERSION_MAJOR, VKLLM_VERSION_MINOR, VKLLM_VERSION_PATCH);
-    return v.c_str();
+#define VKLLM_STR2(x) #x
+#define VKLLM_STR(x) VKLLM_STR2(x)
+    return VKLLM_STR(VKLLM_VERSION_MAJOR) "." VKLLM_STR(VKLLM_VERSION_MINOR) "." VKLLM_STR(VKLLM_VERSION_PATCH);
 }
 
 // --- devices -------------------------------------------------------------------------------------
@@ -186,9 +189,17 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         m->cfg = ModelConfig::from_gguf(*m->file);
         m->tokenizer = make_tokenizer(*m->file);
         for (const std::string& w : m->tokenizer->warnings()) log(VKLLM_LOG_WARNING, w);
-        m->chat_template = std::make_unique<chat::ChatTemplate>(chat::resolve_chat_template(
-            p.chat_template ? p.chat_template : "", std::string(m->file->find_string("tokenizer.chat_template").value_or("")),
-            std::string(m->cfg.arch->name)));
+        try {
+            m->chat_template = std::make_unique<chat::ChatTemplate>(chat::resolve_chat_template(
+                p.chat_template ? p.chat_template : "",
+                std::string(m->file->find_string("tokenizer.chat_template").value_or("")), std::string(m->cfg.arch->name)));
+        } catch (const chat::TemplateError& e) {
+            // A template the caller named must work; the file's own only matters to vkllm_chat,
+            // so a model whose template this interpreter cannot parse still loads and generates.
+            if (p.chat_template) throw;
+            m->chat_template_error = fmt::format("the model's chat template cannot be used: {}", e.what());
+            log(VKLLM_LOG_WARNING, m->chat_template_error);
+        }
 
         ContextOptions co;
         if (p.device_name) co.device.name = p.device_name;
@@ -197,11 +208,21 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         if (p.cache_dir && !*p.cache_dir) co.pipeline_cache = false;
         else if (p.cache_dir) co.cache_dir = std::filesystem::path(p.cache_dir);
         co.instance.validation = p.validation;
-        co.instance.sink = [log](MessageSeverity s, std::string_view msg) {
-            log(s == MessageSeverity::Error ? VKLLM_LOG_ERROR : s == MessageSeverity::Warning ? VKLLM_LOG_WARNING : VKLLM_LOG_INFO,
-                std::string(msg));
+        co.instance.sink = [log](MessageSeverity s, std::string_view msg) noexcept {
+            // Called from inside the driver (C frames): nothing may propagate out of it.
+            try {
+                log(s == MessageSeverity::Error     ? VKLLM_LOG_ERROR
+                    : s == MessageSeverity::Warning ? VKLLM_LOG_WARNING
+                                                    : VKLLM_LOG_INFO,
+                    std::string(msg));
+            } catch (...) {
+            }
         };
-        m->ctx = std::make_unique<Context>(co);
+        try {
+            m->ctx = std::make_unique<Context>(co);
+        } catch (const DeviceLimitError& e) {  // no usable device, none with that name, loader too old
+            throw ApiFailure(VKLLM_ERR_DEVICE, e.what());
+        }
 
         ModelOptions mo;
         mo.n_ctx = p.n_ctx;
@@ -216,6 +237,8 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             m->gpu = std::make_unique<ModelGpu>(*m->ctx, *m->file, m->cfg, mo, progress);
         } catch (const LoadCancelled&) {
             throw ApiFailure(VKLLM_CANCELLED, "loading was stopped by the progress callback");
+        } catch (const DeviceLimitError& e) {  // the weights, the context or a buffer do not fit
+            throw ApiFailure(VKLLM_ERR_OUT_OF_MEMORY, e.what());
         }
         serving::EngineOptions eo;
         eo.n_slots = p.max_sessions;
@@ -231,12 +254,17 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
 
 void vkllm_model_free(vkllm_model* model) {
     (void)guarded([&] {
-        if (!model || !capi::unregister_model(model)) return VKLLM_OK;
+        if (!model || !capi::is_live_model(model)) return VKLLM_OK;
         std::vector<vkllm_session*> open;
         {
             std::lock_guard lock(model->sessions_mutex);
+            for (vkllm_session* s : model->sessions)
+                if (capi::session_generating(*s))
+                    throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_model_free: a session of the model is generating; the "
+                                                     "model was not freed (cancel it and free it after it returned)");
             open.swap(model->sessions);
         }
+        capi::unregister_model(model);
         for (vkllm_session* s : open)
             if (capi::unregister_session(s)) delete s;
         delete model;

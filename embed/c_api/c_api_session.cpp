@@ -116,17 +116,26 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, const
                                      "with a larger n_ctx",
                                      prompt.size(), n_ctx));
     req.prompt = prompt;
+    req.slot = int32_t(s.slot);
     const std::unique_ptr<serving::Ticket> ticket = m.engine->submit(std::move(req));
     const TicketBinding binding(s, *ticket);
     s.history = std::move(prompt);
     bool stopped_by_callback = false;
+    auto stopped = [&] {
+        if (stopped_by_callback) return true;
+        std::lock_guard lock(s.mutex);
+        return s.cancel_requested;
+    };
     for (;;) {
         std::optional<serving::Event> ev = ticket->next(std::chrono::milliseconds(200));
         if (!ev) continue;
         if (ev->kind == serving::Event::Kind::Text) {
+            // The engine runs ahead of a slow callback. Once stopped, what it queued meanwhile is
+            // neither passed on nor kept in the conversation: after vkllm_cancel returns, no more
+            // pieces arrive, and the conversation is what the caller saw.
+            if (stopped()) continue;
             s.history.insert(s.history.end(), ev->tokens.begin(), ev->tokens.end());
-            if (on_piece && !ev->text.empty() && !stopped_by_callback &&
-                on_piece(ev->text.c_str(), ev->text.size(), user_data) != 0) {
+            if (on_piece && !ev->text.empty() && on_piece(ev->text.c_str(), ev->text.size(), user_data) != 0) {
                 stopped_by_callback = true;
                 ticket->cancel();
             }
@@ -197,15 +206,18 @@ vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* p
         s->model = &m;
         s->params = capi::read_params(params, vkllm_session_default_params(), "vkllm_session_params");
         s->stats.struct_size = sizeof(s->stats);
-        {
-            std::lock_guard lock(m.sessions_mutex);
-            if (m.sessions.size() >= m.max_sessions)
-                throw ApiFailure(VKLLM_ERR_BUSY, fmt::format("the model already has {} open sessions, its max_sessions; free "
-                                                             "one, or load the model with a larger max_sessions",
-                                                             m.sessions.size()));
-            m.sessions.push_back(s.get());
-        }
+        std::lock_guard lock(m.sessions_mutex);
+        if (m.sessions.size() >= m.max_sessions)
+            throw ApiFailure(VKLLM_ERR_BUSY, fmt::format("the model already has {} open sessions, its max_sessions; free "
+                                                         "one, or load the model with a larger max_sessions",
+                                                         m.sessions.size()));
+        // The lowest slot no open session owns.
+        std::vector<bool> taken(m.max_sessions, false);
+        for (const vkllm_session* o : m.sessions) taken[o->slot] = true;
+        s->slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin());
+        m.sessions.reserve(m.max_sessions);  // push_back below cannot throw after the registration
         capi::register_session(s.get());
+        m.sessions.push_back(s.get());
         *out = s.release();
         return VKLLM_OK;
     });
@@ -213,7 +225,11 @@ vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* p
 
 void vkllm_session_free(vkllm_session* session) {
     (void)guarded([&] {
-        if (!session || !capi::unregister_session(session)) return VKLLM_OK;
+        if (!session || !capi::is_live_session(session)) return VKLLM_OK;
+        if (capi::session_generating(*session))
+            throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_session_free: the session is generating; it was not freed (cancel "
+                                             "it and free it after vkllm_generate returned)");
+        capi::unregister_session(session);
         {
             std::lock_guard lock(session->model->sessions_mutex);
             auto& v = session->model->sessions;

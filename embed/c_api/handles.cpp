@@ -58,4 +58,19 @@ vkllm_session* live_session(const vkllm_session* s) {
     return const_cast<vkllm_session*>(s);
 }
 
+bool is_live_model(const vkllm_model* m) {
+    std::lock_guard lock(registry().mutex);
+    return m && registry().models.count(m) > 0;
+}
+
+bool is_live_session(const vkllm_session* s) {
+    std::lock_guard lock(registry().mutex);
+    return s && registry().sessions.count(s) > 0;
+}
+
+bool session_generating(vkllm_session& s) {
+    std::lock_guard lock(s.mutex);
+    return s.generating;
+}
+
 }  // namespace vkllm::capi

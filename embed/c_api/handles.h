@@ -23,7 +23,8 @@ struct vkllm_model {
     std::unique_ptr<vkllm::GgufFile> file;
     vkllm::ModelConfig cfg;
     std::unique_ptr<vkllm::Tokenizer> tokenizer;
-    std::unique_ptr<vkllm::chat::ChatTemplate> chat_template;
+    std::unique_ptr<vkllm::chat::ChatTemplate> chat_template;  // null when the file's own failed to parse
+    std::string chat_template_error;                           // then: why, for vkllm_chat
     std::unique_ptr<vkllm::Context> ctx;
     std::unique_ptr<vkllm::ModelGpu> gpu;
     std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation
@@ -34,6 +35,7 @@ struct vkllm_model {
 
 struct vkllm_session {
     vkllm_model* model = nullptr;
+    uint32_t slot = 0;  // the engine slot (KV cache) this conversation owns
     vkllm_session_params params{};
     std::vector<int32_t> history;  // the conversation's tokens (prompts and generated), for vkllm_generate
     // Guards `generating`, `cancel_requested`, `ticket` and `stats`: vkllm_cancel and
@@ -55,5 +57,9 @@ bool unregister_model(vkllm_model* m);
 bool unregister_session(vkllm_session* s);
 vkllm_model* live_model(const vkllm_model* m);
 vkllm_session* live_session(const vkllm_session* s);
+bool is_live_model(const vkllm_model* m);
+bool is_live_session(const vkllm_session* s);
+// Whether a generation runs on the session now (the free functions refuse then).
+bool session_generating(vkllm_session& s);
 
 }  // namespace vkllm::capi

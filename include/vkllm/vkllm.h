@@ -34,17 +34,26 @@
  *     batches, and each session's text is the same as if it ran alone.
  *   - vkllm_cancel() may be called from any thread, also from a callback.
  *   - vkllm_session_free() and vkllm_model_free() must not run while another thread uses the same
- *     handle (or, for a model, one of its sessions). vkllm_model_free() also frees the sessions of
- *     the model that are still open; their handles become invalid.
+ *     handle (or, for a model, one of its sessions). A session that is generating is not freed
+ *     (the call sets the last error and does nothing; so is a model with such a session).
+ *     vkllm_model_free() also frees the sessions of the model that are still open; their handles
+ *     become invalid.
+ *   - Callbacks must return normally (no longjmp, no C++ exception out of them) and must not free
+ *     the session or model they are called for. The log callback may run on any thread, vkllm's
+ *     own scheduling thread included.
  *
  * HANDLES
- *   A freed or never-created handle passed to any function gives VKLLM_ERR_INVALID_HANDLE (live
- *   handles are tracked), not a crash. The free functions accept NULL and unknown handles.
+ *   NULL, a freed handle and a pointer vkllm never returned give VKLLM_ERR_INVALID_HANDLE (live
+ *   handles are tracked), not a crash, as long as the freed handle's memory has not been reused
+ *   for a newer handle: do not use handles after freeing them. The free functions accept NULL
+ *   and unknown handles.
  *
  * STRUCTS
  *   Every params struct starts with `struct_size`, set by its *_default* function: always start
- *   from that function and change fields, so that a program built against this header keeps
- *   working with a later library that adds fields at the end.
+ *   from that function and change fields. Structs only grow, at the end, and within a major
+ *   version (the SONAME) the library accepts every older, shorter struct; a release that grows a
+ *   struct returned by value keeps the old layout for programs built before it through symbol
+ *   versions (the exports carry version nodes, VKLLM_0 for this one).
  *
  * TEXT
  *   All text is UTF-8. Pieces passed to callbacks are whole UTF-8 characters: a token that ends
@@ -160,11 +169,13 @@ typedef struct vkllm_model_params {
     const char* caps;            /* NULL (default), or capability overrides as `vkllm --caps` takes them,
                                     e.g. "no-fp16,no-subgroup-ops" (to run as a weaker device would) */
     uint32_t n_ctx;              /* tokens of context per session; 0 (default): the model's, capped by memory */
-    uint32_t max_sessions;       /* sessions open at once, each with its own KV cache; default 1 */
+    uint32_t max_sessions;       /* sessions open at once, each with its own KV cache; 1..64, default 1 */
     vkllm_kv_type kv_type;       /* KV cache element type; default VKLLM_KV_F16 */
-    uint32_t ubatch;             /* prompt tokens per forward pass; default 64 */
-    const char* chat_template;   /* NULL (default): the model's own, else a built-in name
-                                    ("chatml", "llama3", ...) or a file holding a Jinja template */
+    uint32_t ubatch;             /* prompt tokens per forward pass; 1..4096, default 64 */
+    const char* chat_template;   /* NULL (default): the model's own (a model whose template cannot
+                                    be parsed still loads: vkllm_chat then fails, the log says why),
+                                    else a built-in name ("chatml", "llama3", ...) or a file holding
+                                    a Jinja template, which must parse */
     const char* cache_dir;       /* pipeline cache folder; NULL (default): the user's cache folder;
                                     "" : no cache on disk */
     bool validation;             /* Khronos validation layer (slow; for debugging); default false */
@@ -266,7 +277,8 @@ typedef int (*vkllm_piece_fn)(const char* utf8, size_t len, void* user_data);
 VKLLM_API vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* params, vkllm_session** out);
 /* NULL is fine. */
 VKLLM_API void vkllm_session_free(vkllm_session* session);
-/* Forgets the conversation: the next vkllm_generate starts a new text (with BOS). */
+/* Forgets the conversation: the next vkllm_generate starts a new text (with BOS). VKLLM_ERR_BUSY
+ * while the session generates. */
 VKLLM_API vkllm_status vkllm_session_reset(vkllm_session* session);
 
 /* Continues the session's text with `prompt` and generates after it, passing the generated text
@@ -274,19 +286,22 @@ VKLLM_API vkllm_status vkllm_session_reset(vkllm_session* session);
  * session the prompt starts with BOS where the vocabulary wants one; "" then means BOS only, as
  * in `vkllm run -p ""`. Later calls continue the same text: only the new tokens are evaluated.
  * Stops at an end-of-generation token, a stop string, n_predict tokens or a full context
- * (VKLLM_OK), or on cancellation (VKLLM_CANCELLED; the text so far stays in the conversation). */
+ * (VKLLM_OK), or on cancellation (VKLLM_CANCELLED; the text passed to on_piece so far stays in the
+ * conversation). The conversation keeps the tokens of a stop string, not an end token. */
 VKLLM_API vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vkllm_sampling* sampling,
                                       vkllm_piece_fn on_piece, void* user_data);
 
 /* Answers a conversation: renders `messages` (the whole conversation so far, oldest first) with
  * the chat template, opens the assistant's turn and generates the answer as vkllm_generate does.
  * The session keeps what it computed: when the next call passes the same messages plus the answer
- * and a new message, only the tokens after the common start are evaluated. */
+ * and a new message, only the tokens after the common start are evaluated. The rendered text is
+ * tokenized with control tokens parsed (templates write them), so the texts of control tokens
+ * inside message contents ("<|im_end|>") become control tokens too. */
 VKLLM_API vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_message* messages, size_t n_messages,
                                   const vkllm_sampling* sampling, vkllm_piece_fn on_piece, void* user_data);
 
-/* Stops the session's running generation within one token (VKLLM_CANCELLED from it); nothing
- * when none runs. Any thread. */
+/* Stops the session's running generation (VKLLM_CANCELLED from it): once vkllm_cancel has returned,
+ * on_piece is not called again for it. Nothing when none runs. Any thread. */
 VKLLM_API vkllm_status vkllm_cancel(vkllm_session* session);
 
 typedef enum vkllm_finish_reason {

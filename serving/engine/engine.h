@@ -47,6 +47,11 @@ struct CompletionRequest {
     uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)
     bool logprobs = false;
     std::chrono::milliseconds timeout{0};  // 0: EngineOptions::default_timeout
+    // -1: the engine picks the free slot whose cache shares the longest prefix with the prompt.
+    // Else this slot: for callers that give each conversation a slot of its own (the C API's
+    // sessions), so conversations never evict each other. A request for a busy slot ends with
+    // FinishReason::Error.
+    int32_t slot = -1;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Timeout, Error };

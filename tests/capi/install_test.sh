@@ -10,7 +10,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 
-cmake --install "$build" --prefix "$prefix" >/dev/null
+for tool in cc pkg-config cmake; do
+  command -v "$tool" >/dev/null || { echo "install_test: $tool is missing"; exit 1; }
+done
+# Installed in one place, used from another: the pkg-config file and the CMake package must both be
+# relocatable (a package manager or an app bundle moves the files).
+cmake --install "$build" --prefix "$work/staging" >/dev/null
+mv "$work/staging" "$prefix"
 test -f "$prefix/include/vkllm/vkllm.h"
 pc=$(find "$prefix" -name vkllm.pc)
 libdir=$(dirname "$(find "$prefix" -name 'libvkllm.so.*' -type f | head -1)")
