@@ -7,7 +7,8 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   build-essential cmake ninja-build pkg-config
-  libvulkan-dev            # Vulkan loader + headers
+  libvulkan-dev            # Vulkan headers + the loader (libvulkan1), which vkllm opens at run time
+  libvulkan-volk-dev       # volk (volk.h + volk.c): loads the loader with dlopen, so nothing links libvulkan
   glslang-tools            # glslangValidator: GLSL -> SPIR-V at build time
   spirv-tools              # spirv-val: every generated module is validated
   libfmt-dev               # formatting
