@@ -6,7 +6,7 @@
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "serving/engine/engine.h"
-#include "serving/server/prompt.h"
+#include "serving/template/chat_prompt.h"
 #include "serving/template/chat_template.h"
 
 #include <fmt/format.h>
@@ -92,9 +92,9 @@ void chat(const ChatOptions& o) {
     fmt::print(stderr, "vkllm chat: template '{}', context {} tokens. /reset starts over, /exit (or Ctrl-D) quits, "
                "Ctrl-C stops an answer.\n", tmpl.name(), m.model->n_ctx());
 
-    server::json messages = server::json::array();
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     auto reset = [&] {
-        messages = server::json::array();
+        messages = nlohmann::ordered_json::array();
         if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
     };
     reset();
@@ -108,10 +108,10 @@ void chat(const ChatOptions& o) {
         }
         if (line.empty()) continue;
         messages.push_back({{"role", "user"}, {"content", line}});
-        chat::ChatInputs in = server::chat_inputs(tok, messages, nullptr, nullptr);
+        chat::ChatInputs in = chat::chat_inputs(tok, messages, nullptr, nullptr);
         serving::CompletionRequest req;
         try {
-            req.prompt = server::encode_prompt(tok, tmpl.apply(in));
+            req.prompt = chat::encode_prompt(tok, tmpl.apply(in));
         } catch (const chat::TemplateError& e) {
             messages.erase(messages.end() - 1);
             fmt::print(stderr, "template error: {}\n", e.what());

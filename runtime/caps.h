@@ -3,7 +3,7 @@
 // workarounds for buggy drivers).
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include <volk.h>
 
 #include <array>
 #include <cstdint>

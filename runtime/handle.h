@@ -2,7 +2,7 @@
 // with the handle so one template serves every object type without a wrapper class per type.
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include <volk.h>
 
 #include <utility>
 

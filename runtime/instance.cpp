@@ -2,11 +2,73 @@
 
 #include "runtime/vk_check.h"
 
+#include <fmt/format.h>
+
+#include <dlfcn.h>
+
 #include <cstring>
+#include <mutex>
 
 namespace vkllm {
 
 namespace {
+
+// The Vulkan version vkllm needs from the loader (and from a device: enumerate_devices()).
+constexpr uint32_t kMinLoaderVersion = VK_API_VERSION_1_1;
+
+std::string version_string(uint32_t v) {
+    return fmt::format("{}.{}.{}", VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v));
+}
+
+// Every Vulkan call goes through volk's global function pointers; nothing links libvulkan. They
+// are filled twice, each time once per process, under one mutex:
+//  - load_loader(), before the first instance: volkInitialize() dlopen()s the loader and fetches
+//    its global functions (vkCreateInstance, vkEnumerateInstance*). A failure leaves nothing set,
+//    so the next Instance tries again.
+//  - load_instance_functions(), after the first vkCreateInstance: volkLoadInstance() fills every
+//    instance- and device-level pointer through vkGetInstanceProcAddr(first instance).
+// Loading them once is right for any number of instances and devices, alive together or one after
+// another, on any thread: for the core functions vkllm calls through these pointers,
+// vkGetInstanceProcAddr returns the loader's trampolines, which find the layer and driver chain
+// through the dispatchable handle passed to them, so a pointer fetched through the first instance
+// serves every later instance and device (tests/runtime/test_instance.cpp checks that another
+// instance gets the same addresses) and stays valid after that instance is destroyed (the loader is
+// never unloaded). Reloading per instance would rewrite pointers that other threads are calling.
+// volkLoadDevice() is never used: it would bind the global device functions to one VkDevice and
+// its driver, wrong for every other device. Instance-extension functions are the exception: the
+// loader hands them out only for an instance that enabled the extension, so they are fetched per
+// instance (debug utils below, cooperative matrix in caps.cpp).
+std::mutex g_volk_mutex;
+bool g_loader_loaded = false;
+bool g_instance_functions_loaded = false;
+
+// Why dlopen() refused the loader, for the error message (volk reports only failure).
+std::string loader_open_error() {
+    void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+        dlclose(lib);
+        return "";
+    }
+    const char* why = dlerror();
+    return why ? fmt::format(" ({})", why) : "";
+}
+
+void load_loader() {
+    std::lock_guard lock(g_volk_mutex);
+    if (g_loader_loaded) return;
+    if (volkInitialize() != VK_SUCCESS)
+        throw std::runtime_error(fmt::format("the Vulkan loader (libvulkan.so.1) could not be loaded{}: install a "
+                                             "Vulkan driver/loader, e.g. Debian's libvulkan1",
+                                             loader_open_error()));
+    g_loader_loaded = true;
+}
+
+void load_instance_functions(VkInstance instance) {
+    std::lock_guard lock(g_volk_mutex);
+    if (g_instance_functions_loaded) return;
+    volkLoadInstance(instance);
+    g_instance_functions_loaded = true;
+}
 
 bool has_layer(const char* name) {
     uint32_t n = 0;
@@ -45,10 +107,16 @@ constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 }  // namespace
 
 Instance::Instance(const InstanceOptions& opts) : sink_(opts.sink) {
-    uint32_t loader_version = VK_API_VERSION_1_0;
-    VK_CHECK(vkEnumerateInstanceVersion(&loader_version));
-    if (loader_version < VK_API_VERSION_1_1)
-        throw DeviceLimitError("the Vulkan loader supports only Vulkan 1.0; vkllm needs 1.1 or newer");
+    load_loader();
+    // 1.0 when the loader predates vkEnumerateInstanceVersion; 0 when the library is no loader at all.
+    uint32_t loader_version = volkGetInstanceVersion();
+    if (loader_version == 0)
+        throw std::runtime_error("the library loaded as the Vulkan loader (libvulkan.so.1) has no vkCreateInstance: "
+                                 "install a Vulkan driver/loader, e.g. Debian's libvulkan1");
+    if (loader_version < kMinLoaderVersion)
+        throw DeviceLimitError(fmt::format("the Vulkan loader (libvulkan.so.1) supports Vulkan {}; vkllm needs {} or "
+                                           "newer: update the loader, e.g. Debian's libvulkan1",
+                                           version_string(loader_version), version_string(kMinLoaderVersion)));
     api_version_ = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader_version;
 
     std::vector<const char*> layers, exts;
@@ -87,6 +155,7 @@ Instance::Instance(const InstanceOptions& opts) : sink_(opts.sink) {
     ci.enabledExtensionCount = uint32_t(exts.size());
     ci.ppEnabledExtensionNames = exts.data();
     VK_CHECK(vkCreateInstance(&ci, nullptr, &instance_));
+    load_instance_functions(instance_);
 
     if (debug_utils) {
         auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(

@@ -2,7 +2,7 @@
 // chooses; tests count errors through it and fail on any.
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include <volk.h>
 
 #include <functional>
 #include <string>

@@ -5,7 +5,7 @@
 
 #include "runtime/handle.h"
 
-#include <vulkan/vulkan.h>
+#include <volk.h>
 
 #include <cstdint>
 #include <map>

@@ -2,7 +2,7 @@
 // and the VkResult name, so a report from a user's machine says what failed and how.
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include <volk.h>
 
 #include <stdexcept>
 #include <string>

@@ -7,7 +7,8 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   build-essential cmake ninja-build pkg-config
-  libvulkan-dev            # Vulkan loader + headers
+  libvulkan-dev            # Vulkan headers + the loader (libvulkan1), which vkllm opens at run time
+  libvulkan-volk-dev       # volk (volk.h + volk.c): loads the loader with dlopen, so nothing links libvulkan
   glslang-tools            # glslangValidator: GLSL -> SPIR-V at build time
   spirv-tools              # spirv-val: every generated module is validated
   libfmt-dev               # formatting
@@ -23,6 +24,7 @@ PKGS=(
   libfuzzer-14-dev         # libFuzzer
   libcpp-httplib-dev       # the HTTP server of `vkllm serve`
   libedit-dev              # line editing for interactive commands
+  openjdk-17-jdk-headless  # the Java binding (embed/jni): javac for vkllm.jar, jni.h, and the JVM its tests run on
 )
 # Node runs the end-to-end tests of `vkllm serve` with the official OpenAI client (tests/e2e). A
 # machine that already has node and npm (e.g. from NodeSource) keeps them: Debian's nodejs would

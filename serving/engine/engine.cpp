@@ -239,6 +239,16 @@ void Engine::Impl::admit(std::vector<std::shared_ptr<Ticket::State>>& waiting) {
             r.reset();
             continue;
         }
+        if (r->req.slot >= 0) {
+            Slot& pinned = slots[size_t(r->req.slot)];
+            if (pinned.req) {
+                end_unstarted(*r, FinishReason::Error, fmt::format("slot {} is busy", r->req.slot));
+                r.reset();
+            } else {
+                start(pinned, std::move(r));
+            }
+            continue;
+        }
         // The free slot whose cache shares the longest prefix with the prompt; among equals the
         // one unused for longest, so that recent conversations keep their cache.
         Slot* best = nullptr;
@@ -402,6 +412,7 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     s.sampler->accept(next, /*generated=*/true);
     ++s.generated;
     ev.text = s.text->push(tok.decode_piece(next, s.prev));
+    ev.tokens.push_back(next);
     s.pending = next;
     s.req->push(std::move(ev));
     if (s.text->stopped()) {
@@ -474,6 +485,8 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
             throw std::invalid_argument(fmt::format("token id {} outside the vocabulary (0..{})", t,
                                                     im.model.config().n_vocab - 1));
     if (req.max_tokens < -1) throw std::invalid_argument(fmt::format("max_tokens {} must be >= 0", req.max_tokens));
+    if (req.slot < -1 || req.slot >= int32_t(im.opts.n_slots))
+        throw std::invalid_argument(fmt::format("slot {} does not exist (the engine has {})", req.slot, im.opts.n_slots));
     if (req.top_logprobs > 20) throw std::invalid_argument(fmt::format("top_logprobs {} must be in 0..20", req.top_logprobs));
     SamplerParams sp = req.sampler;
     sp.presence_penalty = req.presence_penalty;

@@ -47,6 +47,11 @@ struct CompletionRequest {
     uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)
     bool logprobs = false;
     std::chrono::milliseconds timeout{0};  // 0: EngineOptions::default_timeout
+    // -1: the engine picks the free slot whose cache shares the longest prefix with the prompt.
+    // Else this slot: for callers that give each conversation a slot of its own (the C API's
+    // sessions), so conversations never evict each other. A request for a busy slot ends with
+    // FinishReason::Error.
+    int32_t slot = -1;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Timeout, Error };
@@ -66,6 +71,9 @@ struct Event {
     // when the event only carries logprobs.
     std::string text;
     std::vector<TokenLogprob> logprobs;  // tokens this event completes, when the request asked
+    // The tokens sampled since the previous event, in order (their text may still be held back): what
+    // a caller that continues the conversation appends to its prompt.
+    std::vector<int32_t> tokens;
     // Kind::Done (always the last event of a request):
     FinishReason finish = FinishReason::Stop;
     std::string error;           // FinishReason::Error: what went wrong

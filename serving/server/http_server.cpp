@@ -357,7 +357,7 @@ void HttpServer::Impl::routes() {
     post("/apply-template", [this](const Request&, Response& res, const std::string& body) {
         auto m = ready_model();
         TemplateRequest t = parse_apply_template_request(parse_body(body));
-        std::string prompt = render_chat(m->render_chat, chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
+        std::string prompt = render_chat(m->render_chat, chat::chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
         send_json(res, json{{"prompt", prompt}});
     });
 }

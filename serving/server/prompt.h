@@ -5,6 +5,7 @@
 
 #include "model/tokenizer/tokenizer.h"
 #include "serving/server/openai_protocol.h"
+#include "serving/template/chat_prompt.h"
 #include "serving/template/chat_template.h"
 
 #include <functional>
@@ -15,18 +16,9 @@ namespace vkllm::server {
 
 using ChatRenderer = std::function<std::string(const chat::ChatInputs&)>;
 
-// The variables a template gets: the messages, tools and chat_template_kwargs of the request, the
-// vocabulary's BOS / EOS texts, and the generation prompt.
-chat::ChatInputs chat_inputs(const Tokenizer& tok, const json& messages, const json& tools, const json& template_kwargs);
-
 // Renders with `render`; a chat::TemplateError (a template's raise_exception, usually about the
 // conversation's shape) is the client's 400, any other exception propagates.
 std::string render_chat(const ChatRenderer& render, const chat::ChatInputs& in);
-
-// Token ids of a prompt text: control-token texts become control tokens (a rendered chat prompt is
-// full of them), BOS / EOS as the vocabulary asks, and one BOS only when the text already starts
-// with the BOS text (templates such as Llama 3's write it themselves). "" gives BOS alone.
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text);
 
 // The prompt of a request: rendered and encoded for chat, encoded (or the client's ids, checked
 // against the vocabulary) for completions. 400 when it does not fit `n_ctx` with room for one token.

@@ -19,14 +19,14 @@ struct CliResult {
 };
 
 // `vkllm <args>` with stdin from `stdin_file` (none by default); stdout captured, stderr read from
-// a file named after `tag`.
+// a file named after `tag`. `env` ("NAME=value ...", shell-quoted) is set for this run only.
 inline CliResult run_vkllm(const std::string& args, const std::string& tag = "cli",
-                           const std::string& stdin_file = "/dev/null") {
+                           const std::string& stdin_file = "/dev/null", const std::string& env = "") {
     namespace fs = std::filesystem;
     fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
     fs::create_directories(dir);
     fs::path err_file = dir / (tag + "_stderr.txt");
-    std::string cmd = std::string(VKLLM_EXE) + " " + args + " 2>" + err_file.string() + " <" + stdin_file;
+    std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(VKLLM_EXE) + " " + args + " 2>" + err_file.string() + " <" + stdin_file;
     CliResult r;
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);

@@ -56,6 +56,43 @@ TEST_CASE("cli: vkllm devices lists the device, as a table and as JSON") {
     CHECK(j.out.find("\"max_storage_buffer_range\"") != std::string::npos);
 }
 
+TEST_CASE("cli: a missing or too old Vulkan loader is a clear error where a device is needed; other commands run") {
+    // The loader is dlopen()ed at run time (volk), so LD_LIBRARY_PATH can put a broken one first:
+    // text files named like the loader (libvulkan.so is volk's second try) make dlopen() fail.
+    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "broken-loader";
+    fs::create_directories(dir);
+    for (const char* name : {"libvulkan.so.1", "libvulkan.so"})
+        std::ofstream(dir / name) << "not a shared library\n";
+    const std::string env = "LD_LIBRARY_PATH=" + dir.string();
+    std::vector<std::string> need_device = {"devices", "devices --json"};
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (!model.empty()) need_device.push_back("run -m " + model + " -p hi -n 4");
+    for (const std::string& args : need_device) {
+        CAPTURE(args);
+        Result r = run_vkllm(args, "no_loader", "/dev/null", env);
+        INFO(r.err);
+        CHECK(r.status == 1);  // an error exit, not a signal or a failure to start
+        CHECK(r.err.find("the Vulkan loader (libvulkan.so.1) could not be loaded") != std::string::npos);
+        CHECK(r.err.find("libvulkan1") != std::string::npos);
+        CHECK(r.out.empty());
+    }
+    // A loader that loads but is too old is named with both versions.
+    {
+        Result r = run_vkllm("devices", "old_loader", "/dev/null", "LD_LIBRARY_PATH=" VKLLM_FAKE_LOADER_DIR);
+        INFO(r.err);
+        CHECK(r.status == 1);
+        CHECK(r.err.find("the Vulkan loader (libvulkan.so.1) supports Vulkan 1.0.0; vkllm needs 1.1.0 or newer") !=
+              std::string::npos);
+    }
+    // Nothing links libvulkan: a command without a device runs as usual.
+    if (!model.empty()) {
+        Result r = run_vkllm("tokenize -m " + model + " -p hi --ids", "no_loader", "/dev/null", env);
+        INFO(r.err);
+        CHECK(r.status == 0);
+        CHECK(r.out.find('[') != std::string::npos);
+    }
+}
+
 TEST_CASE("cli: bad input gets a clear message and a non-zero exit, never a crash") {
     std::string model = vkllm::test::model_path("stories260K.gguf");
     if (model.empty()) return;

@@ -49,14 +49,14 @@ TEST_CASE("prompt: BOS once, whether or not the text starts with it") {
     if (!v) return;
     const Tokenizer& tok = *v->tok;
     REQUIRE(tok.bos_id() == 1);
-    std::vector<int32_t> plain = encode_prompt(tok, "Once upon a time");
+    std::vector<int32_t> plain = chat::encode_prompt(tok, "Once upon a time");
     CHECK(plain == tok.encode("Once upon a time", true, false));  // what `vkllm run` evaluates
     CHECK(plain.front() == 1);
-    std::vector<int32_t> with_bos = encode_prompt(tok, "<s>Once upon a time");
+    std::vector<int32_t> with_bos = chat::encode_prompt(tok, "<s>Once upon a time");
     CHECK(with_bos.front() == 1);
     CHECK(with_bos.size() >= 2);
     CHECK(with_bos[1] != 1);
-    CHECK(encode_prompt(tok, "") == std::vector<int32_t>{1});
+    CHECK(chat::encode_prompt(tok, "") == std::vector<int32_t>{1});
 }
 
 TEST_CASE("prompt: a chat is rendered with the vocabulary's BOS/EOS texts and tokenized with control tokens") {
@@ -122,7 +122,7 @@ TEST_CASE("prompt: completions prompts, token ids, and the context limit") {
     // A prompt must leave room for one generated token.
     std::string long_text;
     for (int i = 0; i < 40; ++i) long_text += "Once upon a time ";
-    size_t n = encode_prompt(tok, long_text).size();
+    size_t n = chat::encode_prompt(tok, long_text).size();
     req = parse_completion_request(json{{"prompt", long_text}}, 1);
     CHECK(prompt_tokens(tok, {}, req, uint32_t(n + 1)).size() == n);
     try {

@@ -1,0 +1,346 @@
+// C API: version, errors, devices, models, tokens and chat templates (include/vkllm/vkllm.h).
+#include "embed/c_api/api_guard.h"
+#include "embed/c_api/handles.h"
+
+#include "runtime/device.h"
+#include "runtime/instance.h"
+#include "runtime/vk_check.h"
+#include "serving/template/chat_prompt.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+using namespace vkllm;
+using vkllm::capi::ApiFailure;
+using vkllm::capi::guarded;
+using vkllm::capi::require;
+
+namespace {
+
+// Thrown from the progress callback to unwind the half-built model.
+struct LoadCancelled {};
+
+template <size_t N>
+void copy_text(char (&dst)[N], std::string_view src) {
+    const size_t n = std::min(src.size(), N - 1);
+    std::memcpy(dst, src.data(), n);
+    dst[n] = '\0';
+}
+
+vkllm_device_type device_type(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return VKLLM_DEVICE_INTEGRATED_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return VKLLM_DEVICE_DISCRETE_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return VKLLM_DEVICE_VIRTUAL_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return VKLLM_DEVICE_CPU;
+    default: return VKLLM_DEVICE_OTHER;
+    }
+}
+
+// Writes `text` NUL-terminated into buf/capacity and its length into *len (the rules of
+// vkllm_detokenize and vkllm_apply_chat_template).
+vkllm_status write_string(const std::string& text, char* buf, size_t capacity, size_t* len) {
+    *len = text.size();
+    if (capacity < text.size() + 1) {
+        capi::set_last_error(fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", text.size() + 1, capacity));
+        return VKLLM_ERR_BUFFER_TOO_SMALL;
+    }
+    std::memcpy(buf, text.data(), text.size());
+    buf[text.size()] = '\0';
+    return VKLLM_OK;
+}
+
+nlohmann::ordered_json messages_json(const vkllm_chat_message* messages, size_t n) {
+    require(messages || n == 0, "messages is NULL but n_messages is " + std::to_string(n));
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < n; ++i) {
+        require(messages[i].role != nullptr, fmt::format("messages[{}].role is NULL", i));
+        require(messages[i].content != nullptr, fmt::format("messages[{}].content is NULL", i));
+        out.push_back({{"role", messages[i].role}, {"content", messages[i].content}});
+    }
+    return out;
+}
+
+}  // namespace
+
+namespace vkllm::capi {
+
+// Shared with c_api_session.cpp: the rendered prompt of a conversation.
+std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt) {
+    if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
+    chat::ChatInputs in = chat::chat_inputs(*m.tokenizer, messages_json(messages, n), nullptr, nullptr);
+    in.add_generation_prompt = add_generation_prompt;
+    return m.chat_template->apply(in);
+}
+
+}  // namespace vkllm::capi
+
+extern "C" {
+
+const char* vkllm_status_name(vkllm_status status) {
+    switch (status) {
+    case VKLLM_OK: return "VKLLM_OK";
+    case VKLLM_CANCELLED: return "VKLLM_CANCELLED";
+    case VKLLM_ERR_INVALID_ARGUMENT: return "VKLLM_ERR_INVALID_ARGUMENT";
+    case VKLLM_ERR_INVALID_HANDLE: return "VKLLM_ERR_INVALID_HANDLE";
+    case VKLLM_ERR_FILE: return "VKLLM_ERR_FILE";
+    case VKLLM_ERR_MODEL: return "VKLLM_ERR_MODEL";
+    case VKLLM_ERR_DEVICE: return "VKLLM_ERR_DEVICE";
+    case VKLLM_ERR_OUT_OF_MEMORY: return "VKLLM_ERR_OUT_OF_MEMORY";
+    case VKLLM_ERR_CONTEXT_FULL: return "VKLLM_ERR_CONTEXT_FULL";
+    case VKLLM_ERR_BUSY: return "VKLLM_ERR_BUSY";
+    case VKLLM_ERR_TEMPLATE: return "VKLLM_ERR_TEMPLATE";
+    case VKLLM_ERR_BUFFER_TOO_SMALL: return "VKLLM_ERR_BUFFER_TOO_SMALL";
+    case VKLLM_ERR_INTERNAL: return "VKLLM_ERR_INTERNAL";
+    }
+    return "unknown status";
+}
+
+const char* vkllm_last_error(void) {
+    return capi::last_error();
+}
+
+const char* vkllm_version(void) {
+#define VKLLM_STR2(x) #x
+#define VKLLM_STR(x) VKLLM_STR2(x)
+    return VKLLM_STR(VKLLM_VERSION_MAJOR) "." VKLLM_STR(VKLLM_VERSION_MINOR) "." VKLLM_STR(VKLLM_VERSION_PATCH);
+}
+
+// --- devices -------------------------------------------------------------------------------------
+
+vkllm_status vkllm_device_count(uint32_t* count) {
+    return guarded([&] {
+        require(count != nullptr, "count is NULL");
+        Instance instance;
+        *count = uint32_t(enumerate_devices(instance).size());
+        return VKLLM_OK;
+    });
+}
+
+vkllm_status vkllm_device_get_info(uint32_t index, vkllm_device_info* info) {
+    return guarded([&] {
+        require(info != nullptr, "info is NULL");
+        Instance instance;
+        const std::vector<PhysicalDeviceEntry> devices = enumerate_devices(instance);
+        require(index < devices.size(), fmt::format("device index {} does not exist; there are {} devices", index, devices.size()));
+        const DeviceCaps& c = devices[index].caps;
+        vkllm_device_info d{};
+        d.index = index;
+        copy_text(d.name, c.name);
+        copy_text(d.driver, c.driver_info.empty() ? c.driver_name : c.driver_name + " " + c.driver_info);
+        d.type = device_type(c.type);
+        d.vendor_id = c.vendor_id;
+        d.device_id = c.device_id;
+        d.api_version_major = VK_API_VERSION_MAJOR(c.api_version);
+        d.api_version_minor = VK_API_VERSION_MINOR(c.api_version);
+        d.api_version_patch = VK_API_VERSION_PATCH(c.api_version);
+        d.device_local_memory = c.device_local_bytes;
+        d.subgroup_size = c.subgroup_size;
+        d.fp16 = c.fp16;
+        d.int8 = c.int8;
+        capi::write_out(info, d, "vkllm_device_info");
+        return VKLLM_OK;
+    });
+}
+
+// --- models --------------------------------------------------------------------------------------
+
+vkllm_model_params vkllm_model_default_params(void) {
+    vkllm_model_params p{};
+    p.struct_size = sizeof(p);
+    p.device_index = -1;
+    p.max_sessions = 1;
+    p.kv_type = VKLLM_KV_F16;
+    p.ubatch = 64;
+    return p;
+}
+
+vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params, vkllm_model** out) {
+    return guarded([&] {
+        require(out != nullptr, "out is NULL");
+        *out = nullptr;
+        require(path != nullptr, "path is NULL");
+        const vkllm_model_params p = capi::read_params(params, vkllm_model_default_params(), "vkllm_model_params");
+        require(p.device_index >= -1, fmt::format("device_index {} must be -1 (any) or a device index", p.device_index));
+        require(p.max_sessions >= 1 && p.max_sessions <= 64, fmt::format("max_sessions {} must be 1..64", p.max_sessions));
+        require(p.kv_type == VKLLM_KV_F16 || p.kv_type == VKLLM_KV_F32, fmt::format("kv_type {} is not a vkllm_kv_type", int(p.kv_type)));
+        require(p.ubatch >= 1 && p.ubatch <= 4096, fmt::format("ubatch {} must be 1..4096", p.ubatch));
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec))
+            throw ApiFailure(VKLLM_ERR_FILE, fmt::format("model file '{}' does not exist", path));
+        if (!std::filesystem::is_regular_file(path, ec))
+            throw ApiFailure(VKLLM_ERR_FILE, fmt::format("model path '{}' is not a regular file", path));
+
+        auto log = [fn = p.log, user = p.log_user_data](vkllm_log_level level, const std::string& msg) {
+            if (fn) fn(level, msg.c_str(), user);
+        };
+        auto m = std::make_unique<vkllm_model>();
+        try {
+            m->file = std::make_unique<GgufFile>(GgufFile::open(path));
+        } catch (const GgufError& e) {
+            // A file that exists but cannot be opened or mapped is a file problem, not a model one.
+            if (std::string_view(e.what()).find("cannot open") != std::string_view::npos)
+                throw ApiFailure(VKLLM_ERR_FILE, e.what());
+            throw;
+        }
+        m->cfg = ModelConfig::from_gguf(*m->file);
+        m->tokenizer = make_tokenizer(*m->file);
+        for (const std::string& w : m->tokenizer->warnings()) log(VKLLM_LOG_WARNING, w);
+        try {
+            m->chat_template = std::make_unique<chat::ChatTemplate>(chat::resolve_chat_template(
+                p.chat_template ? p.chat_template : "",
+                std::string(m->file->find_string("tokenizer.chat_template").value_or("")), std::string(m->cfg.arch->name)));
+        } catch (const chat::TemplateError& e) {
+            // A template the caller named must work; the file's own only matters to vkllm_chat,
+            // so a model whose template this interpreter cannot parse still loads and generates.
+            if (p.chat_template) throw;
+            m->chat_template_error = fmt::format("the model's chat template cannot be used: {}", e.what());
+            log(VKLLM_LOG_WARNING, m->chat_template_error);
+        }
+
+        ContextOptions co;
+        if (p.device_name) co.device.name = p.device_name;
+        else if (p.device_index >= 0) co.device.index = uint32_t(p.device_index);
+        if (p.caps) co.caps = CapsOverride::parse(p.caps);
+        if (p.cache_dir && !*p.cache_dir) co.pipeline_cache = false;
+        else if (p.cache_dir) co.cache_dir = std::filesystem::path(p.cache_dir);
+        co.instance.validation = p.validation;
+        co.instance.sink = [log](MessageSeverity s, std::string_view msg) noexcept {
+            // Called from inside the driver (C frames): nothing may propagate out of it.
+            try {
+                log(s == MessageSeverity::Error     ? VKLLM_LOG_ERROR
+                    : s == MessageSeverity::Warning ? VKLLM_LOG_WARNING
+                                                    : VKLLM_LOG_INFO,
+                    std::string(msg));
+            } catch (...) {
+            }
+        };
+        try {
+            m->ctx = std::make_unique<Context>(co);
+        } catch (const DeviceLimitError& e) {  // no usable device, none with that name, loader too old
+            throw ApiFailure(VKLLM_ERR_DEVICE, e.what());
+        }
+
+        ModelOptions mo;
+        mo.n_ctx = p.n_ctx;
+        mo.ubatch = p.ubatch;
+        mo.kv_type = p.kv_type == VKLLM_KV_F32 ? ops::KvType::F32 : ops::KvType::F16;
+        mo.n_seq = p.max_sessions;
+        auto progress = [&](uint64_t done, uint64_t total) {
+            if (p.progress && total > 0 && p.progress(float(double(done) / double(total)), p.progress_user_data) != 0)
+                throw LoadCancelled{};
+        };
+        try {
+            m->gpu = std::make_unique<ModelGpu>(*m->ctx, *m->file, m->cfg, mo, progress);
+        } catch (const LoadCancelled&) {
+            throw ApiFailure(VKLLM_CANCELLED, "loading was stopped by the progress callback");
+        } catch (const DeviceLimitError& e) {  // the weights, the context or a buffer do not fit
+            throw ApiFailure(VKLLM_ERR_OUT_OF_MEMORY, e.what());
+        }
+        serving::EngineOptions eo;
+        eo.n_slots = p.max_sessions;
+        eo.queue_limit = p.max_sessions;
+        eo.default_timeout = std::chrono::hours(24 * 365);  // an embedding app decides when to stop (vkllm_cancel)
+        m->engine = std::make_unique<serving::Engine>(*m->gpu, *m->tokenizer, eo);
+        m->max_sessions = p.max_sessions;
+        capi::register_model(m.get());
+        *out = m.release();
+        return VKLLM_OK;
+    });
+}
+
+void vkllm_model_free(vkllm_model* model) {
+    (void)guarded([&] {
+        if (!model || !capi::is_live_model(model)) return VKLLM_OK;
+        std::vector<vkllm_session*> open;
+        {
+            std::lock_guard lock(model->sessions_mutex);
+            for (vkllm_session* s : model->sessions)
+                if (capi::session_generating(*s))
+                    throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_model_free: a session of the model is generating; the "
+                                                     "model was not freed (cancel it and free it after it returned)");
+            open.swap(model->sessions);
+        }
+        capi::unregister_model(model);
+        for (vkllm_session* s : open)
+            if (capi::unregister_session(s)) delete s;
+        delete model;
+        return VKLLM_OK;
+    });
+}
+
+vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* info) {
+    return guarded([&] {
+        const vkllm_model& m = *capi::live_model(model);
+        vkllm_model_info i{};
+        copy_text(i.architecture, m.cfg.arch->name);
+        copy_text(i.device, m.ctx->caps().name);
+        copy_text(i.chat_template, m.chat_template->name() == "tokenizer.chat_template" ? "model" : m.chat_template->name());
+        i.n_vocab = m.cfg.n_vocab;
+        i.n_layers = m.cfg.n_layers;
+        i.dim = m.cfg.dim;
+        i.n_heads = m.cfg.n_heads;
+        i.n_kv_heads = m.cfg.n_kv_heads;
+        i.head_dim = m.cfg.head_dim;
+        i.n_ctx = m.gpu->n_ctx();
+        i.n_ctx_train = m.cfg.n_ctx_train;
+        i.max_sessions = m.max_sessions;
+        i.bos_token = m.tokenizer->bos_id();
+        i.eos_token = m.tokenizer->eos_id();
+        const MemoryPlan& plan = m.gpu->memory_plan();
+        i.weights_bytes = plan.weights;
+        i.kv_cache_bytes = plan.kv_cache;
+        i.scratch_bytes = plan.scratch;
+        capi::write_out(info, i, "vkllm_model_info");
+        return VKLLM_OK;
+    });
+}
+
+// --- tokens and templates ------------------------------------------------------------------------
+
+vkllm_status vkllm_tokenize(const vkllm_model* model, const char* text, size_t len, bool add_special,
+                            bool parse_special, int32_t* tokens, size_t capacity, size_t* n_tokens) {
+    return guarded([&] {
+        const vkllm_model& m = *capi::live_model(model);
+        require(text != nullptr || len == 0, "text is NULL");
+        require(n_tokens != nullptr, "n_tokens is NULL");
+        require(tokens != nullptr || capacity == 0, "tokens is NULL but capacity is " + std::to_string(capacity));
+        const std::vector<int32_t> ids = m.tokenizer->encode(std::string_view(text ? text : "", len), add_special, parse_special);
+        *n_tokens = ids.size();
+        if (capacity < ids.size()) {
+            capi::set_last_error(fmt::format("the text has {} tokens; the buffer holds {}", ids.size(), capacity));
+            return VKLLM_ERR_BUFFER_TOO_SMALL;
+        }
+        std::copy(ids.begin(), ids.end(), tokens);
+        return VKLLM_OK;
+    });
+}
+
+vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t* tokens, size_t n, char* buf, size_t capacity,
+                              size_t* len) {
+    return guarded([&] {
+        const vkllm_model& m = *capi::live_model(model);
+        require(tokens != nullptr || n == 0, "tokens is NULL but n is " + std::to_string(n));
+        require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
+        require(len != nullptr, "len is NULL");
+        for (size_t i = 0; i < n; ++i)
+            require(tokens[i] >= 0 && size_t(tokens[i]) < m.tokenizer->n_vocab(),
+                    fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i], m.tokenizer->n_vocab()));
+        return write_string(m.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
+    });
+}
+
+vkllm_status vkllm_apply_chat_template(const vkllm_model* model, const vkllm_chat_message* messages, size_t n_messages,
+                                       bool add_generation_prompt, char* buf, size_t capacity, size_t* len) {
+    return guarded([&] {
+        const vkllm_model& m = *capi::live_model(model);
+        require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
+        require(len != nullptr, "len is NULL");
+        return write_string(capi::render_chat(m, messages, n_messages, add_generation_prompt), buf, capacity, len);
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,306 @@
+// C API: sessions and generation (include/vkllm/vkllm.h). A session is a conversation: its tokens
+// live here, its KV cache in one of the model's engine slots. Every generation is a request to
+// the model's engine (serving/engine): the engine reuses the slot whose cache shares the longest
+// start with the prompt, so a conversation that goes on evaluates only its new tokens, and
+// sessions generating on different threads share decode batches.
+#include "embed/c_api/api_guard.h"
+#include "embed/c_api/handles.h"
+
+#include "serving/template/chat_prompt.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+using namespace vkllm;
+using vkllm::capi::ApiFailure;
+using vkllm::capi::guarded;
+using vkllm::capi::require;
+
+namespace vkllm::capi {
+std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt);
+}
+
+namespace {
+
+// Marks the session as generating for the life of one call; a second concurrent call is BUSY.
+class GeneratingScope {
+public:
+    explicit GeneratingScope(vkllm_session& s) : s_(s) {
+        std::lock_guard lock(s_.mutex);
+        if (s_.generating)
+            throw ApiFailure(VKLLM_ERR_BUSY, "the session is already generating (one generation at a time per session)");
+        s_.generating = true;
+        s_.cancel_requested = false;
+    }
+    ~GeneratingScope() {
+        std::lock_guard lock(s_.mutex);
+        s_.generating = false;
+    }
+    GeneratingScope(const GeneratingScope&) = delete;
+    GeneratingScope& operator=(const GeneratingScope&) = delete;
+
+private:
+    vkllm_session& s_;
+};
+
+// Publishes the running request to vkllm_cancel for as long as the ticket lives: declared after
+// the ticket, it unpublishes it (under the lock vkllm_cancel takes) before the ticket is destroyed.
+class TicketBinding {
+public:
+    TicketBinding(vkllm_session& s, serving::Ticket& t) : s_(s) {
+        std::lock_guard lock(s_.mutex);
+        s_.ticket = &t;
+        if (s_.cancel_requested) t.cancel();  // vkllm_cancel came before the ticket existed
+    }
+    ~TicketBinding() {
+        std::lock_guard lock(s_.mutex);
+        s_.ticket = nullptr;
+    }
+    TicketBinding(const TicketBinding&) = delete;
+    TicketBinding& operator=(const TicketBinding&) = delete;
+
+private:
+    vkllm_session& s_;
+};
+
+serving::CompletionRequest request_from(const vkllm_sampling& p) {
+    require(p.n_predict >= -1, fmt::format("n_predict {} must be -1 (no limit) or >= 0", p.n_predict));
+    require(p.stop != nullptr || p.n_stop == 0, "stop is NULL but n_stop is " + std::to_string(p.n_stop));
+    serving::CompletionRequest req;
+    req.max_tokens = p.n_predict;
+    req.sampler.temperature = p.temperature;
+    req.sampler.top_k = p.top_k;
+    req.sampler.top_p = p.top_p;
+    req.sampler.min_p = p.min_p;
+    req.sampler.repeat_penalty = p.repeat_penalty;
+    req.sampler.repeat_last_n = p.repeat_last_n;
+    req.sampler.seed = p.seed == VKLLM_SEED_RANDOM ? std::random_device{}() : p.seed;
+    req.presence_penalty = p.presence_penalty;
+    req.frequency_penalty = p.frequency_penalty;
+    req.ignore_eos = p.ignore_eos;
+    for (size_t i = 0; i < p.n_stop; ++i) {
+        require(p.stop[i] != nullptr, fmt::format("stop[{}] is NULL", i));
+        require(*p.stop[i] != '\0', fmt::format("stop[{}] is empty", i));
+        req.stop.emplace_back(p.stop[i]);
+    }
+    return req;
+}
+
+vkllm_finish_reason finish_of(serving::FinishReason r) {
+    switch (r) {
+    case serving::FinishReason::Stop: return VKLLM_FINISH_STOP;
+    case serving::FinishReason::Length: return VKLLM_FINISH_LENGTH;
+    case serving::FinishReason::Cancelled: return VKLLM_FINISH_CANCELLED;
+    default: return VKLLM_FINISH_ERROR;
+    }
+}
+
+// Runs `prompt` (the whole conversation) through the engine, streaming the generated text to
+// on_piece. The session's history becomes the prompt plus what was generated. The caller holds a
+// GeneratingScope on the session.
+vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, const vkllm_sampling* sampling,
+                            vkllm_piece_fn on_piece, void* user_data) {
+    vkllm_model& m = *s.model;
+    const vkllm_sampling sp = capi::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling");
+    serving::CompletionRequest req = request_from(sp);
+    if (prompt.empty())
+        throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, "the prompt encodes to no tokens and the vocabulary has no BOS token");
+    const uint32_t n_ctx = m.engine->n_ctx_per_slot();
+    if (prompt.size() + 1 > n_ctx)
+        throw ApiFailure(VKLLM_ERR_CONTEXT_FULL,
+                         fmt::format("the prompt is {} tokens (with the conversation so far) but the context holds {}, "
+                                     "with room for at least one generated token: reset the session, or load the model "
+                                     "with a larger n_ctx",
+                                     prompt.size(), n_ctx));
+    req.prompt = prompt;
+    req.slot = int32_t(s.slot);
+    const std::unique_ptr<serving::Ticket> ticket = m.engine->submit(std::move(req));
+    const TicketBinding binding(s, *ticket);
+    s.history = std::move(prompt);
+    bool stopped_by_callback = false;
+    auto stopped = [&] {
+        if (stopped_by_callback) return true;
+        std::lock_guard lock(s.mutex);
+        return s.cancel_requested;
+    };
+    for (;;) {
+        std::optional<serving::Event> ev = ticket->next(std::chrono::milliseconds(200));
+        if (!ev) continue;
+        if (ev->kind == serving::Event::Kind::Text) {
+            // The engine runs ahead of a slow callback. Once stopped, what it queued meanwhile is
+            // neither passed on nor kept in the conversation: after vkllm_cancel returns, no more
+            // pieces arrive, and the conversation is what the caller saw.
+            if (stopped()) continue;
+            s.history.insert(s.history.end(), ev->tokens.begin(), ev->tokens.end());
+            if (on_piece && !ev->text.empty() && on_piece(ev->text.c_str(), ev->text.size(), user_data) != 0) {
+                stopped_by_callback = true;
+                ticket->cancel();
+            }
+            continue;
+        }
+        vkllm_generation_stats st{};
+        st.struct_size = sizeof(st);
+        st.prompt_tokens = ev->prompt_tokens;
+        st.cached_tokens = ev->cached_tokens;
+        st.generated_tokens = ev->completion_tokens;
+        st.n_past = uint32_t(s.history.size());
+        st.prompt_ms = ev->prompt_ms;
+        st.generate_ms = ev->generate_ms;
+        const uint32_t evaluated = ev->prompt_tokens - std::min(ev->prompt_tokens, ev->cached_tokens);
+        st.prompt_tokens_per_s = ev->prompt_ms > 0 ? evaluated * 1000.0 / ev->prompt_ms : 0;
+        st.generate_tokens_per_s =
+            ev->generate_ms > 0 && ev->completion_tokens > 1 ? (ev->completion_tokens - 1) * 1000.0 / ev->generate_ms : 0;
+        st.finish = finish_of(ev->finish);
+        {
+            std::lock_guard lock(s.mutex);  // vkllm_session_get_stats may run on another thread
+            s.stats = st;
+        }
+        switch (ev->finish) {
+        case serving::FinishReason::Stop:
+        case serving::FinishReason::Length: return VKLLM_OK;
+        case serving::FinishReason::Cancelled:
+            capi::set_last_error(stopped_by_callback ? "stopped by on_piece" : "cancelled by vkllm_cancel");
+            return VKLLM_CANCELLED;
+        default:
+            throw ApiFailure(VKLLM_ERR_INTERNAL, ev->error.empty() ? "the generation failed" : ev->error);
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+vkllm_session_params vkllm_session_default_params(void) {
+    vkllm_session_params p{};
+    p.struct_size = sizeof(p);
+    return p;
+}
+
+vkllm_sampling vkllm_sampling_default(void) {
+    const SamplerParams d;
+    vkllm_sampling p{};
+    p.struct_size = sizeof(p);
+    p.temperature = d.temperature;
+    p.top_k = d.top_k;
+    p.top_p = d.top_p;
+    p.min_p = d.min_p;
+    p.repeat_penalty = d.repeat_penalty;
+    p.repeat_last_n = d.repeat_last_n;
+    p.presence_penalty = d.presence_penalty;
+    p.frequency_penalty = d.frequency_penalty;
+    p.n_predict = 128;
+    p.seed = VKLLM_SEED_RANDOM;
+    return p;
+}
+
+vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* params, vkllm_session** out) {
+    return guarded([&] {
+        require(out != nullptr, "out is NULL");
+        *out = nullptr;
+        vkllm_model& m = *capi::live_model(model);
+        auto s = std::make_unique<vkllm_session>();
+        s->model = &m;
+        s->params = capi::read_params(params, vkllm_session_default_params(), "vkllm_session_params");
+        s->stats.struct_size = sizeof(s->stats);
+        std::lock_guard lock(m.sessions_mutex);
+        if (m.sessions.size() >= m.max_sessions)
+            throw ApiFailure(VKLLM_ERR_BUSY, fmt::format("the model already has {} open sessions, its max_sessions; free "
+                                                         "one, or load the model with a larger max_sessions",
+                                                         m.sessions.size()));
+        // The lowest slot no open session owns.
+        std::vector<bool> taken(m.max_sessions, false);
+        for (const vkllm_session* o : m.sessions) taken[o->slot] = true;
+        s->slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin());
+        m.sessions.reserve(m.max_sessions);  // push_back below cannot throw after the registration
+        capi::register_session(s.get());
+        m.sessions.push_back(s.get());
+        *out = s.release();
+        return VKLLM_OK;
+    });
+}
+
+void vkllm_session_free(vkllm_session* session) {
+    (void)guarded([&] {
+        if (!session || !capi::is_live_session(session)) return VKLLM_OK;
+        if (capi::session_generating(*session))
+            throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_session_free: the session is generating; it was not freed (cancel "
+                                             "it and free it after vkllm_generate returned)");
+        capi::unregister_session(session);
+        {
+            std::lock_guard lock(session->model->sessions_mutex);
+            auto& v = session->model->sessions;
+            v.erase(std::remove(v.begin(), v.end(), session), v.end());
+        }
+        delete session;
+        return VKLLM_OK;
+    });
+}
+
+vkllm_status vkllm_session_reset(vkllm_session* session) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        GeneratingScope scope(s);  // BUSY while a generation runs
+        s.history.clear();
+        return VKLLM_OK;
+    });
+}
+
+vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vkllm_sampling* sampling,
+                            vkllm_piece_fn on_piece, void* user_data) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        require(prompt != nullptr, "prompt is NULL (\"\" means BOS only)");
+        const GeneratingScope scope(s);  // before reading the history another call may be writing
+        const Tokenizer& tok = *s.model->tokenizer;
+        std::vector<int32_t> tokens = s.history;
+        if (tokens.empty()) {
+            tokens = tok.encode(prompt, true, s.params.parse_special);
+            if (tokens.empty() && tok.bos_id() >= 0) tokens.push_back(tok.bos_id());  // "" means BOS only
+        } else {
+            const std::vector<int32_t> more = tok.encode(prompt, false, s.params.parse_special);
+            tokens.insert(tokens.end(), more.begin(), more.end());
+        }
+        return run_generation(s, std::move(tokens), sampling, on_piece, user_data);
+    });
+}
+
+vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_message* messages, size_t n_messages,
+                        const vkllm_sampling* sampling, vkllm_piece_fn on_piece, void* user_data) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        require(n_messages > 0, "no messages");
+        const GeneratingScope scope(s);
+        const std::string text = capi::render_chat(*s.model, messages, n_messages, true);
+        return run_generation(s, chat::encode_prompt(*s.model->tokenizer, text), sampling, on_piece, user_data);
+    });
+}
+
+vkllm_status vkllm_cancel(vkllm_session* session) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        std::lock_guard lock(s.mutex);
+        if (!s.generating) return VKLLM_OK;
+        s.cancel_requested = true;
+        if (s.ticket) s.ticket->cancel();
+        return VKLLM_OK;
+    });
+}
+
+vkllm_status vkllm_session_get_stats(const vkllm_session* session, vkllm_generation_stats* stats) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        vkllm_generation_stats copy;
+        {
+            std::lock_guard lock(s.mutex);
+            copy = s.stats;
+        }
+        capi::write_out(stats, copy, "vkllm_generation_stats");
+        return VKLLM_OK;
+    });
+}
+
+}  // extern "C"

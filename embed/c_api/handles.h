@@ -1,0 +1,65 @@
+// What the C API's opaque handles are, and the registry of live ones: every entry point looks its
+// handle up first, so a freed or made-up pointer is VKLLM_ERR_INVALID_HANDLE rather than a crash.
+#pragma once
+
+#include "vkllm/vkllm.h"
+
+#include "model/arch/model_config.h"
+#include "model/forward/model_gpu.h"
+#include "model/gguf.h"
+#include "model/tokenizer/tokenizer.h"
+#include "runtime/context.h"
+#include "serving/engine/engine.h"
+#include "serving/template/chat_template.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct vkllm_model {
+    // Members in construction order; destroyed in reverse (the engine's thread first).
+    std::unique_ptr<vkllm::GgufFile> file;
+    vkllm::ModelConfig cfg;
+    std::unique_ptr<vkllm::Tokenizer> tokenizer;
+    std::unique_ptr<vkllm::chat::ChatTemplate> chat_template;  // null when the file's own failed to parse
+    std::string chat_template_error;                           // then: why, for vkllm_chat
+    std::unique_ptr<vkllm::Context> ctx;
+    std::unique_ptr<vkllm::ModelGpu> gpu;
+    std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation
+    uint32_t max_sessions = 1;
+    std::mutex sessions_mutex;
+    std::vector<vkllm_session*> sessions;  // open sessions, freed with the model
+};
+
+struct vkllm_session {
+    vkllm_model* model = nullptr;
+    uint32_t slot = 0;  // the engine slot (KV cache) this conversation owns
+    vkllm_session_params params{};
+    std::vector<int32_t> history;  // the conversation's tokens (prompts and generated), for vkllm_generate
+    // Guards `generating`, `cancel_requested`, `ticket` and `stats`: vkllm_cancel and
+    // vkllm_session_get_stats may run on any thread.
+    std::mutex mutex;
+    bool generating = false;
+    bool cancel_requested = false;  // vkllm_cancel during this generation
+    vkllm_generation_stats stats{};  // of the last finished generation
+    vkllm::serving::Ticket* ticket = nullptr;  // the running request, owned by the generating call
+};
+
+namespace vkllm::capi {
+
+// The registry. Lookups throw ApiFailure(VKLLM_ERR_INVALID_HANDLE) for NULL or unknown handles.
+void register_model(vkllm_model* m);
+void register_session(vkllm_session* s);
+// Removes the handle; false when it was not live (a double free, or a session freed with its model).
+bool unregister_model(vkllm_model* m);
+bool unregister_session(vkllm_session* s);
+vkllm_model* live_model(const vkllm_model* m);
+vkllm_session* live_session(const vkllm_session* s);
+bool is_live_model(const vkllm_model* m);
+bool is_live_session(const vkllm_session* s);
+// Whether a generation runs on the session now (the free functions refuse then).
+bool session_generating(vkllm_session& s);
+
+}  // namespace vkllm::capi

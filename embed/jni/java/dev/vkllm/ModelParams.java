@@ -1,0 +1,159 @@
+package dev.vkllm;
+
+/**
+ * How Model.load() opens a model. {@code new ModelParams()} holds the C API's defaults; the setters
+ * return this, to chain: {@code new ModelParams().nCtx(2048).cacheDir(dir)}.
+ */
+public final class ModelParams {
+    /** The KV cache's element type. */
+    public enum KvType {
+        F16,
+        F32
+    }
+
+    private int deviceIndex;
+    private String deviceName;
+    private String caps;
+    private int nCtx;
+    private int maxSessions;
+    private KvType kvType;
+    private int ubatch;
+    private String chatTemplate;
+    private String cacheDir;
+    private boolean validation;
+    private LoadProgress progress;
+    private LogListener log;
+
+    public ModelParams() {
+        int[] d = Native.modelDefaultInts();
+        deviceIndex = d[0];
+        nCtx = d[1];
+        maxSessions = d[2];
+        kvType = d[3] == 1 ? KvType.F32 : KvType.F16;
+        ubatch = d[4];
+        validation = d[5] != 0;
+    }
+
+    /** -1 (default): the first device vkllm can use; else an index as `vkllm devices` lists them. */
+    public ModelParams deviceIndex(int index) {
+        deviceIndex = index;
+        return this;
+    }
+
+    /** A substring of a device's name; overrides deviceIndex. null (default): none. */
+    public ModelParams deviceName(String name) {
+        deviceName = name;
+        return this;
+    }
+
+    /** Capability overrides as `vkllm --caps` takes them, e.g. "no-fp16". null (default): none. */
+    public ModelParams caps(String caps) {
+        this.caps = caps;
+        return this;
+    }
+
+    /** Tokens of context per session; 0 (default): the model's, capped by memory. */
+    public ModelParams nCtx(int tokens) {
+        nCtx = tokens;
+        return this;
+    }
+
+    /** Sessions open at once, each with its own KV cache; default 1. */
+    public ModelParams maxSessions(int n) {
+        maxSessions = n;
+        return this;
+    }
+
+    public ModelParams kvType(KvType type) {
+        if (type == null) throw new NullPointerException("kvType");
+        kvType = type;
+        return this;
+    }
+
+    /** Prompt tokens per forward pass; default 64. */
+    public ModelParams ubatch(int tokens) {
+        ubatch = tokens;
+        return this;
+    }
+
+    /** null (default): the model's own; else a built-in name ("chatml", ...) or a Jinja file. */
+    public ModelParams chatTemplate(String template) {
+        chatTemplate = template;
+        return this;
+    }
+
+    /**
+     * The pipeline cache folder; null (default): the user's cache folder, "": none on disk. On
+     * Android pass the app's cache folder (context.getCacheDir()).
+     */
+    public ModelParams cacheDir(String dir) {
+        cacheDir = dir;
+        return this;
+    }
+
+    /** The Khronos validation layer (slow; for debugging); default false. */
+    public ModelParams validation(boolean on) {
+        validation = on;
+        return this;
+    }
+
+    /** Called as the weights load; null (default): none. */
+    public ModelParams progress(LoadProgress listener) {
+        progress = listener;
+        return this;
+    }
+
+    /** Receives the model's warnings and validation messages; null (default): they are dropped. */
+    public ModelParams log(LogListener listener) {
+        log = listener;
+        return this;
+    }
+
+    public int deviceIndex() {
+        return deviceIndex;
+    }
+
+    public String deviceName() {
+        return deviceName;
+    }
+
+    public String caps() {
+        return caps;
+    }
+
+    public int nCtx() {
+        return nCtx;
+    }
+
+    public int maxSessions() {
+        return maxSessions;
+    }
+
+    public KvType kvType() {
+        return kvType;
+    }
+
+    public int ubatch() {
+        return ubatch;
+    }
+
+    public String chatTemplate() {
+        return chatTemplate;
+    }
+
+    public String cacheDir() {
+        return cacheDir;
+    }
+
+    public boolean validation() {
+        return validation;
+    }
+
+    public LoadProgress progress() {
+        return progress;
+    }
+
+    public LogListener log() {
+        return log;
+    }
+}

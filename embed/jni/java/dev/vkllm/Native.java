@@ -1,0 +1,62 @@
+package dev.vkllm;
+
+/**
+ * The JNI functions of libvkllm_jni.so, one for each C API call the classes of this package
+ * make. Handles are the C pointers as long; 0 is never a live handle.
+ */
+final class Native {
+    static {
+        // An absolute path lets a program pick the library without -Djava.library.path (tests
+        // of a build tree, apps that unpack it themselves); Android and installs use the name.
+        String path = System.getProperty("dev.vkllm.jni.library");
+        if (path != null && !path.isEmpty()) {
+            System.load(path);
+        } else {
+            System.loadLibrary("vkllm_jni");
+        }
+    }
+
+    private Native() {}
+
+    static native String version();
+
+    // The C API's defaults, so that this jar never disagrees with the library it runs on.
+    // {temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty}
+    static native float[] samplingDefaultFloats();
+    // {top_k, repeat_last_n, n_predict, ignore_eos}
+    static native int[] samplingDefaultInts();
+    static native long samplingDefaultSeed();
+    // {device_index, n_ctx, max_sessions, kv_type, ubatch, validation}
+    static native int[] modelDefaultInts();
+    static native boolean sessionDefaultParseSpecial();
+
+    static native long modelLoad(String path, int deviceIndex, String deviceName, String caps, int nCtx,
+                                 int maxSessions, int kvType, int ubatch, String chatTemplate, String cacheDir,
+                                 boolean validation, LoadProgress progress, long logSink);
+    static native void modelFree(long model);
+    // The native side of a LogListener: a global reference the library's threads can call. It
+    // must outlive the model (freed after modelFree), as messages may come until then.
+    static native long logSinkNew(LogListener listener);
+    static native void logSinkFree(long sink);
+    static native ModelInfo modelInfo(long model);
+    static native int[] tokenize(long model, String text, boolean addSpecial, boolean parseSpecial);
+    static native String detokenize(long model, int[] tokens);
+    static native String applyChatTemplate(long model, String[] roles, String[] contents, boolean addGenerationPrompt);
+
+    static native long sessionNew(long model, boolean parseSpecial);
+    static native void sessionFree(long session);
+    static native void sessionReset(long session);
+    static native void cancel(long session);
+    static native GenerationStats stats(long session);
+
+    // vkllm_generate when roles is null, else vkllm_chat with the messages (roles[i], contents[i]).
+    static native String generate(long session, String prompt, String[] roles, String[] contents, float temperature,
+                                  int topK, float topP, float minP, float repeatPenalty, int repeatLastN,
+                                  float presencePenalty, float frequencyPenalty, int nPredict, long seed,
+                                  String[] stop, boolean ignoreEos, TokenCallback callback);
+
+    // The text conversions every call above uses, exposed for the tests to compare with Java's
+    // own: UTF-8 bytes to a String, and a String to UTF-8 bytes.
+    static native String decodeUtf8(byte[] utf8);
+    static native byte[] encodeUtf8(String text);
+}

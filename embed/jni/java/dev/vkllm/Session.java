@@ -1,0 +1,136 @@
+package dev.vkllm;
+
+import java.util.List;
+import java.util.function.LongConsumer;
+
+/**
+ * A conversation with its own KV cache: each generate() continues the text of the ones before
+ * it (only the new tokens are evaluated) until reset().
+ *
+ * <p>One generation at a time, on the calling thread: the callback runs on that thread before
+ * generate() returns (on Android: call it from a background thread, post the pieces to the UI).
+ * A second generate() while one runs on another thread throws VkllmException with status BUSY.
+ * cancel() may be called from any thread at any time, also while generate() runs. close() from
+ * another thread cancels a running generation and waits for it; calls on a closed session throw
+ * IllegalStateException, and Model.close() closes the model's sessions.
+ */
+public final class Session implements AutoCloseable {
+    private final Model model;
+    private final NativeHandle handle;
+
+    Session(Model model, long handle) {
+        this.model = model;
+        this.handle = new NativeHandle("session", handle);
+    }
+
+    public Model model() {
+        return model;
+    }
+
+    /** Continues the text with {@code prompt} and returns what the model generates after it. */
+    public String generate(String prompt) {
+        return generate(prompt, null, null);
+    }
+
+    public String generate(String prompt, GenerateParams p) {
+        return generate(prompt, p, null);
+    }
+
+    /**
+     * Continues the session's text with {@code prompt} and generates after it, passing each piece
+     * of the generated text (never the prompt) to {@code cb} (may be null). On a new or reset
+     * session the prompt starts with BOS where the vocabulary wants one; "" then means BOS only.
+     * Stops at an end-of-generation token, a stop string, nPredict tokens, a full context, on
+     * cancel(), or when cb returns false or throws (the exception is rethrown as it is).
+     *
+     * @return the generated text, also when cancelled (then the text so far)
+     * @throws VkllmException the prompt does not fit the context, a device error, BUSY, ...
+     */
+    public String generate(String prompt, GenerateParams p, TokenCallback cb) {
+        if (prompt == null) throw new NullPointerException("prompt");
+        return run(prompt, null, null, p, cb);
+    }
+
+    public String chat(List<ChatMessage> messages) {
+        return chat(messages, null, null);
+    }
+
+    public String chat(List<ChatMessage> messages, GenerateParams p) {
+        return chat(messages, p, null);
+    }
+
+    /**
+     * Answers a conversation: {@code messages} is the whole conversation so far, oldest first.
+     * It is rendered with the model's chat template, the assistant's turn is opened and the answer
+     * generated as generate() does. When the next call passes the same messages plus the answer
+     * and a new message, only the new tokens are evaluated.
+     */
+    public String chat(List<ChatMessage> messages, GenerateParams p, TokenCallback cb) {
+        String[][] rc = Model.split(messages);
+        return run(null, rc[0], rc[1], p, cb);
+    }
+
+    private String run(String prompt, String[] roles, String[] contents, GenerateParams p, TokenCallback cb) {
+        if (p == null) p = new GenerateParams();
+        long s = handle.use();
+        try {
+            return Native.generate(s, prompt, roles, contents, p.temperature(), p.topK(), p.topP(), p.minP(),
+                                   p.repeatPenalty(), p.repeatLastN(), p.presencePenalty(), p.frequencyPenalty(),
+                                   p.nPredict(), p.seed(), p.stop(), p.ignoreEos(), cb);
+        } finally {
+            handle.done();
+        }
+    }
+
+    /**
+     * Stops the running generation within one token (generate() returns the text so far);
+     * nothing when none runs or the session is closed. Any thread, also from the callback.
+     */
+    public void cancel() {
+        handle.withLive(CANCEL);
+    }
+
+    private static final LongConsumer CANCEL = Native::cancel;
+
+    /** Forgets the conversation: the next generate() starts a new text (with BOS). */
+    public void reset() {
+        long s = handle.use();
+        try {
+            Native.sessionReset(s);
+        } finally {
+            handle.done();
+        }
+    }
+
+    /** Counts and timings of the last finished generation. */
+    public GenerationStats stats() {
+        long s = handle.use();
+        try {
+            return Native.stats(s);
+        } finally {
+            handle.done();
+        }
+    }
+
+    public boolean isClosed() {
+        return handle.isClosed();
+    }
+
+    /**
+     * Frees the session; a generation running on another thread is cancelled and waited for
+     * first. A second call does nothing. Not from this session's own callback
+     * (IllegalStateException): cancel() there instead.
+     */
+    @Override
+    public void close() {
+        long s = handle.close(CANCEL);
+        if (s == 0) return;
+        Native.sessionFree(s);
+        handle.freed();
+        model.forget(this);
+    }
+
+    boolean inCallOnThisThread() {
+        return handle.usedByThisThread();
+    }
+}
