@@ -57,18 +57,28 @@ LABELS='kernels|runtime|capi'
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja --toolchain cmake/toolchain-aarch64.cmake -DVKLLM_WERROR=ON \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
-# Only what runs below: vkllm and the executables of the selected tests (the model, serving, app and
-# template suites would add minutes of cross-compiling that nothing here runs). A test whose command
-# is not a target run under the emulator (a script, say) gets the whole build.
+# Only what runs below: vkllm, the executables of the selected tests, the shared library that
+# capi.symbols reads, and the JNI library (nothing here runs it: building it for aarch64 is the
+# check that the Android binding compiles for arm64-v8a). The model, serving, app and template
+# suites would add minutes of cross-compiling that nothing here runs.
 commands=$(ctest --test-dir "$BUILD" -N -V -L "$LABELS" | sed -n 's/^.*Test command: //p')
-targets=(vkllm)
-if grep -qv '^[^ ]*qemu-aarch64-static ' <<<"$commands"; then
-  targets=(all)
-else
-  while read -r _ exe _; do targets+=("$(basename "${exe//\"/}")"); done <<<"$commands"
-fi
+targets=(vkllm vkllm_shared)
+if cmake --build "$BUILD" --target help | grep -q '^vkllm_jni:'; then targets+=(vkllm_jni); fi
+while read -r exe _; do
+  case "$exe" in
+    *qemu-aarch64-static) ;;
+    */check_symbols.sh) continue ;;
+    *) echo "arm64.sh: no build target known for the test command $exe" >&2; exit 1 ;;
+  esac
+done <<<"$commands"
+while read -r _ exe _; do
+  targets+=("$(basename "${exe//\"/}")")
+done < <(grep '^[^ ]*qemu-aarch64-static ' <<<"$commands")
 cmake --build "$BUILD" -j"$JOBS" --target $(printf '%s\n' "${targets[@]}" | sort -u)
 t_build=$(( $(date +%s) - t0 ))
+for lib in "$BUILD/embed/libvkllm.so" "$BUILD/embed/jni/libvkllm_jni.so"; do
+  if [ -f "$lib" ]; then echo "$lib: $(readelf -h "$lib" | sed -n 's/^ *Machine: *//p')"; fi
+done
 
 # The emulated Vulkan loader sees only arm64 lavapipe (the host's manifests name x86-64 libraries).
 mkdir -p "$BUILD/vulkan"
