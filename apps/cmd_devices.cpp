@@ -40,6 +40,7 @@ nlohmann::json to_json(const PhysicalDeviceEntry& d) {
         {"driver_info", c.driver_info},
         {"driver_version", c.driver_version},
         {"api_version", version_str(c.api_version)},
+        {"device_api_version", version_str(c.device_api_version)},
         {"subgroup_size", c.subgroup_size},
         {"subgroup_size_range", {c.min_subgroup_size, c.max_subgroup_size}},
         {"subgroup_size_control", c.subgroup_size_control},
@@ -75,7 +76,10 @@ void print_table(const std::vector<PhysicalDeviceEntry>& devices, const Physical
         std::vector<std::pair<std::string, std::string>> rows = {
             {"vendor / type", fmt::format("{} / {}", c.vendor, c.type_name())},
             {"driver", fmt::format("{} {} (version 0x{:x})", c.driver_name, c.driver_info, c.driver_version)},
-            {"Vulkan API", version_str(c.api_version)},
+            {"Vulkan API", c.device_api_version == c.api_version
+                               ? version_str(c.api_version)
+                               : fmt::format("{} (vkllm uses {})", version_str(c.device_api_version),
+                                             version_str(c.api_version))},
             {"subgroup size", fmt::format("{} (range {}..{}, size control {})", c.subgroup_size, c.min_subgroup_size,
                                           c.max_subgroup_size, yn(c.subgroup_size_control))},
             {"subgroup ops", fmt::format("basic {}, arithmetic {}, shuffle {}, ballot {}", yn(c.subgroup_basic),

@@ -85,6 +85,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     DeviceCaps c;
     VkPhysicalDeviceProperties base{};
     vkGetPhysicalDeviceProperties(pd, &base);
+    c.device_api_version = base.apiVersion;
     c.api_version = std::min(base.apiVersion, instance_api_version);
     bool v12 = c.api_version >= VK_API_VERSION_1_2, v13 = c.api_version >= VK_API_VERSION_1_3;
     bool has_driver_props = v12 || device_has_extension(pd, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);

@@ -24,7 +24,8 @@ struct DeviceCaps {
     std::string vendor;  // "NVIDIA", "AMD", "Intel", "ARM", "Qualcomm", "Apple", "Mesa", ...
     std::string driver_name, driver_info;
     uint32_t driver_version = 0;
-    uint32_t api_version = 0;  // min(device, instance)
+    uint32_t api_version = 0;         // min(device, instance): the version vkllm uses
+    uint32_t device_api_version = 0;  // what the driver supports (VkPhysicalDeviceProperties::apiVersion)
     VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
     std::array<uint8_t, VK_UUID_SIZE> pipeline_cache_uuid{};
 

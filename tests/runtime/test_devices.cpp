@@ -11,6 +11,7 @@ TEST_CASE("devices: enumeration finds a usable device with sane limits") {
     for (auto& d : devices) {
         INFO(d.caps.name);
         CHECK(d.caps.api_version >= VK_API_VERSION_1_1);
+        CHECK(d.caps.device_api_version >= d.caps.api_version);  // what vkllm uses never exceeds the driver
         CHECK(d.caps.subgroup_size >= 1);
         CHECK(d.caps.max_shared_memory >= 16384);  // Vulkan's required minimum
         CHECK(d.caps.max_storage_buffer_range >= (1u << 27));
