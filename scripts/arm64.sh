@@ -99,25 +99,14 @@ export VK_ICD_FILENAMES=$VK_DRIVER_FILES
 export MESA_SHADER_CACHE_DIR=$PWD/$BUILD/mesa_shader_cache
 
 # --- 3. emulated tests -----------------------------------------------------------------------------
-# Every test file of the labels runs, but not every case: under qemu, lavapipe is 50-300x slower
-# than on the host (LLVM compiling each pipeline runs emulated, then the SIMD code it emits), and
-# the whole kernel label would take hours. Left out (the x86 stages run them all):
-#   - the cases below: real model sizes, buffers past maxStorageBufferRange, the odd-shape sweeps,
-#     and linear()'s choice between matvec and matmul (it compiles both for every type; host logic);
-#   - the two weakened device variants (--caps ...), each of which compiles every pipeline again.
-# What remains runs every kernel, every weight type and both KV types on arm64 lavapipe itself, at
-# tiny and unaligned shapes.
-EXCLUDE_CASES=(
-  '*LLaMA 32/8*' '*LLaMA sizes*' '*LLaMA heads*' 'kv_store: LLaMA shapes*' '*real LLaMA*'
-  '*real vocabularies*' '*real shapes*' '*vocabulary sizes*' '*model sizes*' '*Gemma-like*'
-  '*GPT-2 / Qwen2-size*' '*larger than maxStorageBufferRange*' '*odd shapes*' '*batches of 2..8*'
-  '*plans fit every device variant*' '*m <= 8 takes matvec*'
-)
+# Under qemu lavapipe is 50-300x slower than on the host (LLVM compiling each pipeline runs
+# emulated, then the SIMD code it emits): the labels run with the selection for slow drivers.
+# shellcheck source=scripts/slow_driver_tests.sh
+source scripts/slow_driver_tests.sh
 t0=$(date +%s)
 echo "=== arm64: kernel, runtime and C API tests under qemu-aarch64-static ==="
 qemu-aarch64-static "$BUILD/vkllm" devices | grep -E '^device|subgroup size|fp16'
-VKLLM_TEST_CASE_EXCLUDE=$(IFS=,; echo "${EXCLUDE_CASES[*]}") VKLLM_TEST_REAL_DEVICE_ONLY=1 \
-  ctest --test-dir "$BUILD" -L "$LABELS" --output-on-failure -j"$JOBS"
+ctest --test-dir "$BUILD" -L "$LABELS" --output-on-failure -j"$JOBS"
 t_tests=$(( $(date +%s) - t0 ))
 
 # --- 4. golden story ---------------------------------------------------------------------------------

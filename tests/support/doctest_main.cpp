@@ -4,8 +4,8 @@
 //
 // VKLLM_TEST_CASE_EXCLUDE, in doctest's --test-case-exclude syntax (comma-separated names with *
 // wildcards), leaves test cases out of every run, also of the ones ctest starts with its fixed
-// command lines: scripts/arm64.sh leaves out the real-model-size shapes, which take hours under
-// emulation.
+// command lines: scripts/slow_driver_tests.sh leaves out the real-model-size shapes, which take
+// hours under emulation and on Mesa 25 with a cold shader cache.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
