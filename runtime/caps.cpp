@@ -85,6 +85,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     DeviceCaps c;
     VkPhysicalDeviceProperties base{};
     vkGetPhysicalDeviceProperties(pd, &base);
+    c.device_api_version = base.apiVersion;
     c.api_version = std::min(base.apiVersion, instance_api_version);
     bool v12 = c.api_version >= VK_API_VERSION_1_2, v13 = c.api_version >= VK_API_VERSION_1_3;
     bool has_driver_props = v12 || device_has_extension(pd, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
@@ -164,6 +165,9 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     c.fp16 = has_f16i8 && f16i8.shaderFloat16;
     c.int8 = has_f16i8 && f16i8.shaderInt8;
     c.int_dot_product = has_dot && dot.shaderIntegerDotProduct;
+    // llvmpipe offers shaderFloat16 exactly where it converts halves natively (x86 with F16C); where
+    // it does not, Mesa 22.3's conversion path (used on aarch64) crashes LLVM, so shaders avoid it.
+    c.soft_half = c.name.find("llvmpipe") != std::string::npos && !c.fp16;
     c.subgroup_size_control = has_sgsc && sgscf.subgroupSizeControl && sgscf.computeFullSubgroups &&
                               (sgsc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
     if (c.subgroup_size_control) {
@@ -217,7 +221,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
 
 std::string CapsOverride::help() {
     return "comma-separated: no-fp16, no-int8, no-storage16, no-storage8, no-subgroup-ops, "
-           "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, gpu-tuning, shared-mem=BYTES, "
+           "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, shared-mem=BYTES, "
            "max-storage-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in k, m or g)";
 }
 
@@ -242,6 +246,7 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
         else if (flag && key == "no-coopmat") o.no_coopmat = true;
         else if (flag && key == "no-timestamps") o.no_timestamps = true;
         else if (flag && key == "gpu-tuning") o.gpu_tuning = true;
+        else if (flag && key == "soft-half") o.soft_half = true;
         else if (!flag && key == "shared-mem") o.shared_mem = uint32_t(std::min<uint64_t>(parse_size(key, val), UINT32_MAX));
         else if (!flag && key == "max-storage-range") o.max_storage_range = parse_size(key, val);
         else if (!flag && key == "max-alloc") o.max_allocation = parse_size(key, val);
@@ -253,8 +258,8 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
 
 bool CapsOverride::empty() const {
     return !(no_fp16 || no_int8 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
-             no_int_dot || no_coopmat || no_timestamps || gpu_tuning || shared_mem || max_storage_range || max_allocation ||
-             device_memory);
+             no_int_dot || no_coopmat || no_timestamps || gpu_tuning || soft_half || shared_mem || max_storage_range ||
+             max_allocation || device_memory);
 }
 
 void CapsOverride::apply(DeviceCaps& c) const {
@@ -271,6 +276,7 @@ void CapsOverride::apply(DeviceCaps& c) const {
     if (no_coopmat) { c.cooperative_matrix = false; c.coop_shapes.clear(); }
     if (no_timestamps) c.timestamps = false;
     if (gpu_tuning) c.cpu_tuning = false;
+    if (soft_half) c.soft_half = true;
     // Limits only ever shrink: an override cannot promise more than the hardware has.
     if (shared_mem) c.max_shared_memory = std::min(c.max_shared_memory, shared_mem);
     if (max_storage_range) c.max_storage_buffer_range = std::min(c.max_storage_buffer_range, max_storage_range);

@@ -24,7 +24,8 @@ struct DeviceCaps {
     std::string vendor;  // "NVIDIA", "AMD", "Intel", "ARM", "Qualcomm", "Apple", "Mesa", ...
     std::string driver_name, driver_info;
     uint32_t driver_version = 0;
-    uint32_t api_version = 0;  // min(device, instance)
+    uint32_t api_version = 0;         // min(device, instance): the version vkllm uses
+    uint32_t device_api_version = 0;  // what the driver supports (VkPhysicalDeviceProperties::apiVersion)
     VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
     std::array<uint8_t, VK_UUID_SIZE> pipeline_cache_uuid{};
 
@@ -49,6 +50,11 @@ struct DeviceCaps {
     uint32_t max_workgroup_invocations = 0;
     std::array<uint32_t, 3> max_workgroup_count{};
     uint32_t max_push_constants = 0;
+
+    // Shaders convert f16 data with integer arithmetic instead of unpackHalf2x16 (SOFT_HALF in
+    // shaders/include/half.glsl): set for llvmpipe without native half conversion, whose LLVM
+    // (Mesa 22.3 on aarch64) aborts compiling unpackHalf2x16; `--caps soft-half` forces it.
+    bool soft_half = false;
 
     // memory
     // Kernel tuning for CPU drivers such as lavapipe (small workgroups: every barrier switches
@@ -76,7 +82,7 @@ struct DeviceCaps {
 struct CapsOverride {
     bool no_fp16 = false, no_int8 = false, no_storage16 = false, no_storage8 = false;
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
-    bool no_coopmat = false, no_timestamps = false, gpu_tuning = false;
+    bool no_coopmat = false, no_timestamps = false, gpu_tuning = false, soft_half = false;
     uint32_t shared_mem = 0;           // 0: keep
     uint64_t max_storage_range = 0;    // 0: keep
     uint64_t max_allocation = 0;       // 0: keep

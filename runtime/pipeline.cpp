@@ -62,15 +62,20 @@ Pipeline::Pipeline(const Device& device, VkPipelineCache cache, const PipelineDe
     VK_CHECK(vkCreateShaderModule(dev, &smc, nullptr, &raw_module));
     Unique<VkShaderModule> module(dev, raw_module, vkDestroyShaderModule);
 
-    std::vector<VkSpecializationMapEntry> entries(desc.spec.size());
-    for (uint32_t i = 0; i < desc.spec.size(); ++i) entries[i] = {i, i * 4, 4};
-    VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), desc.spec.size() * 4, desc.spec.data()};
+    std::vector<uint32_t> values = desc.spec;
+    std::vector<VkSpecializationMapEntry> entries(values.size());
+    for (uint32_t i = 0; i < values.size(); ++i) entries[i] = {i, i * 4, 4};
+    if (caps.soft_half) {
+        entries.push_back({kSoftHalfSpecId, uint32_t(values.size()) * 4, 4});
+        values.push_back(VK_TRUE);
+    }
+    VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), values.size() * 4, values.data()};
 
     VkPipelineShaderStageCreateInfo stage{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
     stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     stage.module = raw_module;
     stage.pName = "main";
-    stage.pSpecializationInfo = desc.spec.empty() ? nullptr : &si;
+    stage.pSpecializationInfo = entries.empty() ? nullptr : &si;
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfo req{
         VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
     if (desc.subgroup_size) {

@@ -15,6 +15,10 @@ namespace vkllm {
 
 class Device;
 
+// Specialization constant SOFT_HALF of shaders/include/half.glsl: passed as true to every pipeline
+// on a device with DeviceCaps::soft_half (a shader without it ignores the entry).
+constexpr uint32_t kSoftHalfSpecId = 100;
+
 struct PipelineDesc {
     std::string shader;          // variant name in the shader table
     std::vector<uint32_t> spec;  // spec[i] = value (raw bits) of specialization constant id i

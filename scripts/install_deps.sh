@@ -34,4 +34,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
 # The exact versions of package-lock.json, from the npm registry.
 npm ci --prefix "$(dirname "$0")/../tests/e2e" --no-audit --no-fund --loglevel=error >/dev/null
+# Mesa 25 lavapipe (Vulkan 1.4) from bookworm-backports, unpacked into .cache/mesa25 beside the
+# system's Mesa 22.3, which stays the default: scripts/test.sh runs the suite on both.
+"$(dirname "$0")/mesa25.sh" install >/dev/null
 echo "install_deps: ok"

@@ -3,21 +3,23 @@
 //
 // The cache is [n_ctx][n_kv_heads][head_dim] of f16 or f32; head_dim is a multiple of 4, so a row
 // of one head is a whole number of 4-element groups and `i4` below indexes those groups.
-//   KV_F16: the words are read as uvec2 (4 halves) and widened with unpackHalf2x16, which needs no
+//   KV_F16: the words are read as uvec2 (4 halves) and widened with unpack_half2 (half.glsl), which needs no
 //           16-bit storage or fp16 arithmetic feature, so this path runs on every device.
 //   KV_F32: read as vec4.
 // Arithmetic after the load is f32.
+
+#include "half.glsl"
 
 #if defined(KV_F16)
 layout(std430, binding = 1) readonly buffer KCache { uvec2 k_cache[]; };
 layout(std430, binding = 2) readonly buffer VCache { uvec2 v_cache[]; };
 vec4 load_k4(uint i4) {
     uvec2 w = k_cache[i4];
-    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return vec4(unpack_half2(w.x), unpack_half2(w.y));
 }
 vec4 load_v4(uint i4) {
     uvec2 w = v_cache[i4];
-    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return vec4(unpack_half2(w.x), unpack_half2(w.y));
 }
 #elif defined(KV_F32)
 layout(std430, binding = 1) readonly buffer KCache { vec4 k_cache[]; };

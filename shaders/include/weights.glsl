@@ -4,7 +4,7 @@
 // (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS) in weights_units.glsl.
 //
 //   F32   4 bytes per element.
-//   F16   IEEE half, 2 bytes per element (read as packed bits, unpackHalf2x16: no fp16 feature).
+//   F16   IEEE half, 2 bytes per element (read as packed bits, unpack_half2: no fp16 feature).
 //   BF16  the top 16 bits of an f32, 2 bytes per element.
 //   Q8_0  blocks of 32: f16 scale d, then 32 int8 q;                    value = q * d         (34 B)
 //   Q4_0  blocks of 32: f16 scale d, then 16 bytes; byte j holds element j in its low nibble and
@@ -23,6 +23,8 @@
 // the window rounded up to a whole word, so every word holding a data byte is inside the binding.
 // F32 rows must start 4-byte aligned (the host checks).
 
+#include "half.glsl"
+
 layout(std430, binding = W_BINDING) readonly buffer WeightWords { uint w_words[]; };
 
 // W_ALIGNED: every multi-byte read of the dispatch is 4-byte aligned (rows start 4-aligned and the
@@ -40,7 +42,7 @@ uint w_last_word() { return uint(w_words.length()) - 1u; }
 
 // 16 bits at a 2-aligned byte offset.
 uint w_bits16(uint byte_off) { return (w_words[byte_off >> 2] >> ((byte_off & 2u) << 3)) & 0xFFFFu; }
-float w_half(uint byte_off) { return unpackHalf2x16(w_bits16(byte_off)).x; }
+float w_half(uint byte_off) { return unpack_half2(w_bits16(byte_off)).x; }
 // One byte at any offset.
 uint w_byte(uint byte_off) { return (w_words[byte_off >> 2] >> ((byte_off & 3u) << 3)) & 0xFFu; }
 
@@ -120,8 +122,8 @@ void w_dequant8(uint row_byte, uint col, out vec4 v0, out vec4 v1) {
     v1 = uintBitsToFloat(uvec4(w_words[i + 4u], w_words[i + 5u], w_words[i + 6u], w_words[i + 7u]));
 #elif defined(W_F16)
     uvec4 h = w_load4(row_byte + 2u * col);
-    v0 = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
-    v1 = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+    v0 = vec4(unpack_half2(h.x), unpack_half2(h.y));
+    v1 = vec4(unpack_half2(h.z), unpack_half2(h.w));
 #elif defined(W_BF16)
     uvec4 h = w_load4(row_byte + 2u * col);
     v0 = vec4(w_bf16x2(h.x), w_bf16x2(h.y));
@@ -172,8 +174,8 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     return 1.0;
 #elif defined(W_F16)
     uvec4 h = w_load4(row_byte + 16u * u);
-    v[0] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
-    v[1] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+    v[0] = vec4(unpack_half2(h.x), unpack_half2(h.y));
+    v[1] = vec4(unpack_half2(h.z), unpack_half2(h.w));
     return 1.0;
 #elif defined(W_BF16)
     uvec4 h = w_load4(row_byte + 16u * u);

@@ -68,7 +68,7 @@ uint w_unit_of(uint col, out uint grp) {
 const uint W_BLOCK_ELEMS = 32u, W_BLOCK_BYTES = 20u;
 float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     uint bb = row_byte + u * W_BLOCK_BYTES;
-    vec2 dm = unpackHalf2x16(w_bits32(bb));
+    vec2 dm = unpack_half2(w_bits32(bb));
     uvec4 q = w_load4(bb + 4u);
     for (uint i = 0; i < 4u; ++i) {
         v[i] = w_nib4(q[i], 0u) * dm.x + dm.y;
@@ -95,7 +95,7 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     for (uint i = 0; i < W_UNIT4; ++i) v[i] -= 16.0;
     return w_half(bb);
 #else
-    vec2 dm = unpackHalf2x16(w_bits32(bb));
+    vec2 dm = unpack_half2(w_bits32(bb));
     for (uint i = 0; i < W_UNIT4; ++i) v[i] = v[i] * dm.x + dm.y;
     return 1.0;
 #endif
@@ -149,7 +149,7 @@ vec2 w_scale_min_k4(uint s0, uint s1, uint s2, uint s) {
 }
 float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     uint bb = row_byte + (u >> 3) * W_BLOCK_BYTES, c = (u >> 1) & 3u, p = u & 1u;
-    vec2 dm = unpackHalf2x16(w_bits32(bb));
+    vec2 dm = unpack_half2(w_bits32(bb));
     uvec3 sc = uvec3(w_bits32(bb + 4u), w_bits32(bb + 8u), c < 2u ? 0u : w_bits32(bb + 12u));
     vec2 sm1 = w_scale_min_k4(sc.x, sc.y, sc.z, 2u * c), sm2 = w_scale_min_k4(sc.x, sc.y, sc.z, 2u * c + 1u);
     float d1 = dm.x * sm1.x, m1 = dm.y * sm1.y, d2 = dm.x * sm2.x, m2 = dm.y * sm2.y;
@@ -216,7 +216,7 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     uint bb = row_byte + (u >> 2) * W_BLOCK_BYTES, h = (u >> 1) & 1u, p = u & 1u;
 #if defined(W_Q2_K)
     uvec4 q = w_load4(bb + 16u + 32u * h + 16u * p);
-    vec2 dm = unpackHalf2x16(w_bits32(bb + 80u));
+    vec2 dm = unpack_half2(w_bits32(bb + 80u));
     uvec2 sc = w_load2(bb + 8u * h);  // scale bytes of half h; run j uses byte 2j + p
     for (uint j = 0; j < 4u; ++j) {
         uint b = w_byte_of(sc, 2u * j + p);

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# vkllm on 64-bit ARM, proven on an x86-64 Debian 12 host under user-mode emulation (qemu):
+#   1. installs Debian's cross toolchain, qemu-user-static and the arm64 (multiarch) libraries,
+#      among them Mesa's arm64 lavapipe and the Khronos validation layer for the emulated runs
+#   2. cross-builds build-arm64/ with cmake/toolchain-aarch64.cmake, warnings as errors
+#   3. runs the ctest labels kernels, runtime and capi under qemu-aarch64-static on arm64 lavapipe
+#      (its natural 128-bit vectors: subgroup size 4), validation layer on as in every test
+#   4. runs `vkllm run` on stories260K and compares it byte for byte with the published greedy story
+# and prints the time of the build, the tests and the golden run. Idempotent; CI calls it on a fresh
+# machine after scripts/install_deps.sh (scripts/test.sh has it as a stage). VKLLM_ARM64_BUILD
+# overrides the build folder, VKLLM_JOBS the build parallelism.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${VKLLM_ARM64_BUILD:-build-arm64}
+JOBS=${VKLLM_JOBS:-$(nproc)}
+MODELS=../shared/models
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+# Other builds on the machine may hold the dpkg lock for a while: wait rather than fail.
+APT=(apt-get -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends)
+
+# --- 1. packages ----------------------------------------------------------------------------------
+# Mesa's arm64 package puts its ICD manifests (lvp_icd.aarch64.json, ...) into
+# /usr/share/vulkan/icd.d, where the host's x86-64 loader finds them too and prints an error for
+# each on every run of every Vulkan program. dpkg leaves them out; the emulated loader is pointed
+# at a private manifest instead (below).
+EXCLUDE=/etc/dpkg/dpkg.cfg.d/vkllm-arm64-icd
+if [ ! -f "$EXCLUDE" ]; then
+  printf '%s\n' "# vkllm scripts/arm64.sh: arm64 Vulkan drivers stay invisible to the host's loader" \
+    'path-exclude=/usr/share/vulkan/icd.d/*.aarch64.json' | $SUDO tee "$EXCLUDE" >/dev/null
+fi
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
+$SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+PKGS=(
+  # host: the build tools, the shader compiler and validator, the arch-independent headers
+  cmake ninja-build pkg-config glslang-tools spirv-tools libcli11-dev nlohmann-json3-dev doctest-dev
+  crossbuild-essential-arm64   # aarch64-linux-gnu-gcc/g++ and the cross libc
+  qemu-user-static             # qemu-aarch64-static runs shader_embed, the tests and vkllm
+  # target: what CMakeLists.txt links, then what the emulated runs load
+  libvulkan-dev:arm64 libfmt-dev:arm64 libpcre2-dev:arm64 libedit-dev:arm64 libcpp-httplib-dev:arm64
+  mesa-vulkan-drivers:arm64      # lavapipe for arm64 (its LLVM JIT emits aarch64 code)
+  vulkan-validationlayers:arm64  # same version as the amd64 one: they share the layer manifest
+)
+$SUDO "${APT[@]}" install "${PKGS[@]}" >/dev/null
+# Installed before the exclusion above existed: unpacking the package again drops the manifests.
+if compgen -G '/usr/share/vulkan/icd.d/*aarch64*' >/dev/null; then
+  $SUDO "${APT[@]}" install --reinstall mesa-vulkan-drivers:arm64 >/dev/null
+fi
+if compgen -G '/usr/share/vulkan/icd.d/*aarch64*' >/dev/null; then
+  echo "arm64.sh: aarch64 ICD manifests left in /usr/share/vulkan/icd.d" >&2
+  exit 1
+fi
+
+# --- 2. cross-build --------------------------------------------------------------------------------
+LABELS='kernels|runtime|capi'
+t0=$(date +%s)
+cmake -S . -B "$BUILD" -G Ninja --toolchain cmake/toolchain-aarch64.cmake -DVKLLM_WERROR=ON \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Only what runs below: vkllm, the executables of the selected tests, the shared library that
+# capi.symbols reads, and the JNI library (nothing here runs it: building it for aarch64 is the
+# check that the Android binding compiles for arm64-v8a). The model, serving, app and template
+# suites would add minutes of cross-compiling that nothing here runs.
+commands=$(ctest --test-dir "$BUILD" -N -V -L "$LABELS" | sed -n 's/^.*Test command: //p')
+targets=(vkllm vkllm_shared)
+if cmake --build "$BUILD" --target help | grep -q '^vkllm_jni:'; then targets+=(vkllm_jni); fi
+while read -r exe _; do
+  case "$exe" in
+    *qemu-aarch64-static) ;;
+    */check_symbols.sh) continue ;;
+    *) echo "arm64.sh: no build target known for the test command $exe" >&2; exit 1 ;;
+  esac
+done <<<"$commands"
+while read -r _ exe _; do
+  targets+=("$(basename "${exe//\"/}")")
+done < <(grep '^[^ ]*qemu-aarch64-static ' <<<"$commands")
+cmake --build "$BUILD" -j"$JOBS" --target $(printf '%s\n' "${targets[@]}" | sort -u)
+t_build=$(( $(date +%s) - t0 ))
+for lib in "$BUILD/embed/libvkllm.so" "$BUILD/embed/jni/libvkllm_jni.so"; do
+  if [ -f "$lib" ]; then echo "$lib: $(readelf -h "$lib" | sed -n 's/^ *Machine: *//p')"; fi
+done
+
+# The emulated Vulkan loader sees only arm64 lavapipe (the host's manifests name x86-64 libraries).
+mkdir -p "$BUILD/vulkan"
+cat >"$BUILD/vulkan/lvp_icd.aarch64.json" <<'EOF'
+{
+    "ICD": {
+        "api_version": "1.1.230",
+        "library_path": "/usr/lib/aarch64-linux-gnu/libvulkan_lvp.so"
+    },
+    "file_format_version": "1.0.0"
+}
+EOF
+export VK_DRIVER_FILES=$PWD/$BUILD/vulkan/lvp_icd.aarch64.json
+export VK_ICD_FILENAMES=$VK_DRIVER_FILES
+# Compiling shaders is most of the emulated time (LLVM itself runs under qemu). Mesa's shader cache
+# keeps the compiled ones in the build folder: a second run on the same machine is much faster, and
+# the timings printed at the end of a first run are those of a fresh CI machine.
+export MESA_SHADER_CACHE_DIR=$PWD/$BUILD/mesa_shader_cache
+
+# --- 3. emulated tests -----------------------------------------------------------------------------
+# Under qemu lavapipe is 50-300x slower than on the host (LLVM compiling each pipeline runs
+# emulated, then the SIMD code it emits): the labels run with the selection for slow drivers.
+# shellcheck source=scripts/slow_driver_tests.sh
+source scripts/slow_driver_tests.sh
+t0=$(date +%s)
+echo "=== arm64: kernel, runtime and C API tests under qemu-aarch64-static ==="
+qemu-aarch64-static "$BUILD/vkllm" devices | grep -E '^device|subgroup size|fp16'
+ctest --test-dir "$BUILD" -L "$LABELS" --output-on-failure -j"$JOBS"
+t_tests=$(( $(date +%s) - t0 ))
+
+# --- 4. golden story ---------------------------------------------------------------------------------
+t0=$(date +%s)
+echo "=== arm64: stories260K greedy story ==="
+for f in stories260K.gguf stories260K.greedy200.txt; do
+  if [ ! -f "$MODELS/$f" ]; then echo "arm64.sh: $MODELS/$f not found" >&2; exit 1; fi
+done
+qemu-aarch64-static "$BUILD/vkllm" run -m "$MODELS/stories260K.gguf" -p "" -n 200 --temp 0 --no-pipeline-cache \
+  >"$BUILD/golden.txt"
+if ! cmp "$BUILD/golden.txt" "$MODELS/stories260K.greedy200.txt"; then
+  echo "arm64.sh: the aarch64 build's greedy story differs from $MODELS/stories260K.greedy200.txt" >&2
+  exit 1
+fi
+t_golden=$(( $(date +%s) - t0 ))
+
+echo "arm64.sh: build $t_build s, tests $t_tests s, golden $t_golden s"
