@@ -19,6 +19,9 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 # Other builds on the machine may hold the dpkg lock for a while: wait rather than fail.
 APT=(apt-get -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends)
+for f in stories260K.gguf stories260K.greedy200.txt; do  # before minutes of building, not after
+  if [ ! -f "$MODELS/$f" ]; then echo "arm64.sh: $MODELS/$f not found" >&2; exit 1; fi
+done
 
 # --- 1. packages ----------------------------------------------------------------------------------
 # Mesa's arm64 package puts its ICD manifests (lvp_icd.aarch64.json, ...) into
@@ -35,9 +38,11 @@ $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
 PKGS=(
   # host: the build tools, the shader compiler and validator, the arch-independent headers
   cmake ninja-build pkg-config glslang-tools spirv-tools libcli11-dev nlohmann-json3-dev doctest-dev
+  libvulkan-volk-dev           # volk.c and volk.h, compiled into the runtime for each architecture
   crossbuild-essential-arm64   # aarch64-linux-gnu-gcc/g++ and the cross libc
   qemu-user-static             # qemu-aarch64-static runs shader_embed, the tests and vkllm
-  # target: what CMakeLists.txt links, then what the emulated runs load
+  # target: what CMakeLists.txt finds and links (libvulkan-dev:arm64 for find_package(Vulkan); it
+  # brings libvulkan1:arm64, the loader volk opens at run time), then what the emulated runs load
   libvulkan-dev:arm64 libfmt-dev:arm64 libpcre2-dev:arm64 libedit-dev:arm64 libcpp-httplib-dev:arm64
   mesa-vulkan-drivers:arm64      # lavapipe for arm64 (its LLVM JIT emits aarch64 code)
   vulkan-validationlayers:arm64  # same version as the amd64 one: they share the layer manifest
@@ -62,8 +67,14 @@ cmake -S . -B "$BUILD" -G Ninja --toolchain cmake/toolchain-aarch64.cmake -DVKLL
 # check that the Android binding compiles for arm64-v8a). The model, serving, app and template
 # suites would add minutes of cross-compiling that nothing here runs.
 commands=$(ctest --test-dir "$BUILD" -N -V -L "$LABELS" | sed -n 's/^.*Test command: //p')
+if [ -z "$commands" ]; then echo "arm64.sh: no tests labelled $LABELS in $BUILD" >&2; exit 1; fi
 targets=(vkllm vkllm_shared)
-if cmake --build "$BUILD" --target help | grep -q '^vkllm_jni:'; then targets+=(vkllm_jni); fi
+# Not `grep -q`: under pipefail its early exit can fail cmake with SIGPIPE and skip the target.
+if cmake --build "$BUILD" --target help | grep '^vkllm_jni:' >/dev/null; then
+  targets+=(vkllm_jni)
+else
+  echo "arm64.sh: no vkllm_jni target (no JDK found by the cross configure): the JNI library is not built"
+fi
 while read -r exe _; do
   case "$exe" in
     *qemu-aarch64-static) ;;
@@ -74,12 +85,18 @@ done <<<"$commands"
 while read -r _ exe _; do
   targets+=("$(basename "${exe//\"/}")")
 done < <(grep '^[^ ]*qemu-aarch64-static ' <<<"$commands")
-cmake --build "$BUILD" -j"$JOBS" --target $(printf '%s\n' "${targets[@]}" | sort -u)
+mapfile -t targets < <(printf '%s\n' "${targets[@]}" | sort -u)
+cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 t_build=$(( $(date +%s) - t0 ))
 for lib in "$BUILD/embed/libvkllm.so" "$BUILD/embed/jni/libvkllm_jni.so"; do
-  if [ -f "$lib" ]; then echo "$lib: $(readelf -h "$lib" | sed -n 's/^ *Machine: *//p')"; fi
+  [ -f "$lib" ] || continue
+  machine=$(readelf -h "$lib" | sed -n 's/^ *Machine: *//p')
+  echo "$lib: $machine"
+  if [ "$machine" != AArch64 ]; then echo "arm64.sh: $lib is not an AArch64 library" >&2; exit 1; fi
 done
-
+# Absolute: the variables below must not depend on the directory a test runs in, and BUILD may be
+# absolute already (scripts/test.sh passes VKLLM_TEST_BUILD through).
+BUILD_ABS=$(cd "$BUILD" && pwd)
 # The emulated Vulkan loader sees only arm64 lavapipe (the host's manifests name x86-64 libraries).
 mkdir -p "$BUILD/vulkan"
 cat >"$BUILD/vulkan/lvp_icd.aarch64.json" <<'EOF'
@@ -91,12 +108,12 @@ cat >"$BUILD/vulkan/lvp_icd.aarch64.json" <<'EOF'
     "file_format_version": "1.0.0"
 }
 EOF
-export VK_DRIVER_FILES=$PWD/$BUILD/vulkan/lvp_icd.aarch64.json
+export VK_DRIVER_FILES=$BUILD_ABS/vulkan/lvp_icd.aarch64.json
 export VK_ICD_FILENAMES=$VK_DRIVER_FILES
 # Compiling shaders is most of the emulated time (LLVM itself runs under qemu). Mesa's shader cache
 # keeps the compiled ones in the build folder: a second run on the same machine is much faster, and
 # the timings printed at the end of a first run are those of a fresh CI machine.
-export MESA_SHADER_CACHE_DIR=$PWD/$BUILD/mesa_shader_cache
+export MESA_SHADER_CACHE_DIR=$BUILD_ABS/mesa_shader_cache
 
 # --- 3. emulated tests -----------------------------------------------------------------------------
 # Under qemu lavapipe is 50-300x slower than on the host (LLVM compiling each pipeline runs
@@ -112,9 +129,6 @@ t_tests=$(( $(date +%s) - t0 ))
 # --- 4. golden story ---------------------------------------------------------------------------------
 t0=$(date +%s)
 echo "=== arm64: stories260K greedy story ==="
-for f in stories260K.gguf stories260K.greedy200.txt; do
-  if [ ! -f "$MODELS/$f" ]; then echo "arm64.sh: $MODELS/$f not found" >&2; exit 1; fi
-done
 qemu-aarch64-static "$BUILD/vkllm" run -m "$MODELS/stories260K.gguf" -p "" -n 200 --temp 0 --no-pipeline-cache \
   >"$BUILD/golden.txt"
 if ! cmp "$BUILD/golden.txt" "$MODELS/stories260K.greedy200.txt"; then

@@ -48,7 +48,9 @@ mesa25_install() {
     if [ "$(id -u)" != 0 ]; then sudo=sudo; else apt_opts=(-o APT::Sandbox::User=root); fi
     # Backports are pinned below the release (priority 100), so adding the source changes no
     # installed package: only `apt-get download` below takes anything from it.
-    if ! grep -rqs "$MESA25_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    # Asked of apt, not grepped from its source files: a commented-out line or a file apt ignores
+    # (say *.disabled) would otherwise count as a source.
+    if [ -z "$(mesa25_candidate)" ] && [ ! -f "$sources" ]; then
         printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: $MESA25_SUITE" \
             "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" |
             $sudo tee "$sources" >/dev/null
@@ -95,11 +97,11 @@ mesa25_install() {
 
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
     # Sourced: export the environment into the caller's shell.
-    if mesa25_check_installed; then
-        unset VK_DRIVER_FILES
-        while IFS= read -r kv; do export "${kv?}"; done < <(mesa25_env)
-    fi
-    return
+    # A failed check returns 1, so `source scripts/mesa25.sh || exit` never goes on with Mesa 22.3.
+    mesa25_check_installed || return 1
+    unset VK_DRIVER_FILES
+    while IFS= read -r kv; do export "${kv?}"; done < <(mesa25_env)
+    return 0
 fi
 
 set -euo pipefail

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/arm64.sh and scripts/test.sh: the test selection for drivers that compile our
 # kernels one to two orders of magnitude slower than the system's Mesa 22.3 lavapipe on x86-64 —
 # arm64 lavapipe under qemu (LLVM itself runs emulated) and Mesa 25 lavapipe (LLVM 15's coroutine
@@ -6,16 +7,18 @@
 #
 # Every test executable still runs, and every kernel, weight type and KV type still runs on the
 # slow driver, at tiny and unaligned shapes. Left out:
-#   - the test cases below: real model sizes, buffers past maxStorageBufferRange, the odd-shape
-#     sweeps, batch sweeps, linear()'s choice between matvec and matmul (host logic that compiles
-#     both for every type), and the forward-pass sweeps over every weight type and mixed files
-#     (each compiles every matvec and matmul pipeline again at real layer geometry);
+#   - the test cases below: real model sizes, the matvec and matmul splits of weights past
+#     maxStorageBufferRange, matvec's and matmul's odd-shape sweeps, the batch sweep, linear()'s
+#     choice between matvec and matmul (host logic that compiles both for every type), and the
+#     forward-pass sweeps over every weight type and mixed files (each compiles every matvec and
+#     matmul pipeline again at real layer geometry);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again.
 # VKLLM_TEST_CASE_EXCLUDE is doctest's --test-case-exclude (tests/support/doctest_main.cpp).
 slow_driver_excluded_cases=(
   '*LLaMA 32/8*' '*LLaMA sizes*' '*LLaMA heads*' 'kv_store: LLaMA shapes*' '*real LLaMA*'
-  '*real vocabularies*' '*real shapes*' '*vocabulary sizes*' '*model sizes*' '*Gemma-like*'
-  '*GPT-2 / Qwen2-size*' '*larger than maxStorageBufferRange*' '*odd shapes*' '*batches of 2..8*'
+  '*real vocabularies*' '*real shapes*' 'softmax: vocabulary sizes*' '*model sizes*' '*Gemma-like*'
+  '*GPT-2 / Qwen2-size*' '*larger than maxStorageBufferRange*' 'matvec: odd shapes*' 'matmul: odd shapes*'
+  '*batches of 2..8*'
   '*plans fit every device variant*' '*m <= 8 takes matvec*'
   '*at real layer shapes*' 'forward: mixed-type files*'
 )

@@ -76,7 +76,7 @@ foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
 endforeach()
 
 # --- attention and KV cache ----------------------------------------------------------------------
-# KV element type x kernel. f16 K/V are read as packed words (unpackHalf2x16): no 16-bit storage
+# KV element type x kernel. f16 K/V are read as packed words (unpack_half2, half.glsl): no 16-bit storage
 # or fp16 feature is needed, so these run on every device. Tile sizes are specialization constants.
 vkllm_shader(attention_prefill_f16 attention_prefill.comp KV_F16)
 vkllm_shader(attention_prefill_f32 attention_prefill.comp KV_F32)

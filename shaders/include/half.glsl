@@ -12,11 +12,12 @@
 layout(constant_id = 100) const bool SOFT_HALF = false;
 
 // Exact for every half: normals rebias the exponent, subnormals are m * 2^-24 (a normal f32, so
-// flush-to-zero cannot touch it), Inf and NaN keep their payload.
+// flush-to-zero cannot touch it), Inf stays Inf, and a NaN keeps its payload and comes out quiet
+// (bit 22 set), as IEEE conversion, F16C and GPUs give it.
 float half_bits_to_float(uint h) {
     uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     uint mag = e == 0u    ? floatBitsToUint(float(m) * uintBitsToFloat(0x33800000u))  // 2^-24
-               : e == 31u ? 0x7f800000u | (m << 13)
+               : e == 31u ? 0x7f800000u | (m << 13) | (m != 0u ? 0x00400000u : 0u)
                           : ((e + 112u) << 23) | (m << 13);
     return uintBitsToFloat(mag | ((h & 0x8000u) << 16));
 }

@@ -12,6 +12,7 @@
 
 #include <bit>
 #include <climits>
+#include <cmath>
 #include <map>
 
 using namespace vkllm;
@@ -111,6 +112,50 @@ TEST_CASE("get_rows: tiny tables; out-of-range ids give zeros") {
         run_variants(tb, {-1, 5, 1, 1000, INT_MIN, INT_MAX, 4, 6});
         Table one = make_table(t, 1, blocks_dim(t, 2), 2);
         run_variants(one, {0, 1, -1, 0});
+    }
+}
+
+TEST_CASE("get_rows: every f16 bit pattern, with the native and the integer conversion (soft-half)") {
+    // The random tables never hold subnormals, infinities or NaNs; this one holds all 65536 halves,
+    // so both conversions of half.glsl are checked bit for bit against the format's definition
+    // (f16_to_f32), a NaN only for being a NaN (its payload may be quieted).
+    test::ValidationGuard guard;
+    constexpr uint32_t rows = 256, dim = 256;
+    Table tb{TensorType::F16, rows, dim, std::vector<uint8_t>(size_t(rows) * dim * 2)};
+    for (uint32_t i = 0; i < rows * dim; ++i) {
+        tb.bytes[2 * i] = uint8_t(i & 0xffu);
+        tb.bytes[2 * i + 1] = uint8_t(i >> 8);
+    }
+    std::vector<int32_t> ids(rows);
+    for (uint32_t r = 0; r < rows; ++r) ids[r] = int32_t(rows - 1 - r);  // reversed: row order matters too
+    for (const std::string& spec : {std::string(), std::string("soft-half")}) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        Buffer dt = ctx.create_buffer(tb.bytes.size(), MemoryUsage::Device, "table");
+        ctx.upload(dt, tb.bytes.data(), tb.bytes.size());
+        Buffer di = ctx.create_buffer(rows * 4, MemoryUsage::Device, "ids");
+        ctx.upload(di, ids.data(), rows * 4);
+        test::GuardedBuffer dout(ctx, uint64_t(rows) * dim * 4, "out");
+        CommandStream s(ctx);
+        s.begin();
+        ops::get_rows(ctx, s, TensorType::F16, dt.slice(), rows, dim, di.slice(), rows, dout.slice());
+        s.end();
+        s.submit_and_wait();
+        std::vector<float> got(size_t(rows) * dim);
+        dout.download(got.data(), got.size() * 4);
+        dout.check_guards();
+        uint32_t wrong = 0;
+        for (uint32_t r = 0; r < rows; ++r)
+            for (uint32_t j = 0; j < dim; ++j) {
+                const uint16_t h = uint16_t(uint32_t(ids[r]) * dim + j);
+                const float want = f16_to_f32(h), have = got[size_t(r) * dim + j];
+                const bool ok = std::isnan(want) ? std::isnan(have)
+                                                 : std::bit_cast<uint32_t>(want) == std::bit_cast<uint32_t>(have);
+                if (!ok && ++wrong <= 5)
+                    MESSAGE(fmt::format("half 0x{:04x}: got 0x{:08x}, want 0x{:08x}", h, std::bit_cast<uint32_t>(have),
+                                        std::bit_cast<uint32_t>(want)));
+            }
+        CHECK(wrong == 0);
     }
 }
 

@@ -39,6 +39,8 @@ TEST_CASE("devices: lavapipe reports its real limits") {
     // aarch64, Debian 12's Mesa 22.3 does not offer it (newer Mesa releases do).
     CHECK(lvp->caps.fp16);
 #endif
+    // Without native half conversion llvmpipe cannot select unpackHalf2x16 (see half.glsl).
+    CHECK(lvp->caps.soft_half == !lvp->caps.fp16);
     CHECK(lvp->caps.int8);
     CHECK(lvp->caps.storage16);
     CHECK(lvp->caps.timestamps);
