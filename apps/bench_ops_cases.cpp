@@ -135,7 +135,17 @@ std::vector<int32_t> consecutive(uint32_t first, uint32_t n) {
     return p;
 }
 
-const char* kv_name(ops::KvType t) { return t == ops::KvType::F16 ? "f16" : "f32"; }
+const char* kv_name(ops::KvType t) { return ops::kv_type_name(t); }
+
+// A whole cache of one KV type as floats: f16 widened, q8_0 dequantized.
+std::vector<float> kv_floats(ops::KvType t, const uint8_t* bytes, size_t n) {
+    std::vector<float> f(n);
+    if (t == ops::KvType::Q8_0) ref::kv_dequantize_q8_0(reinterpret_cast<const uint32_t*>(bytes), f.data(), uint32_t(n));
+    else if (t == ops::KvType::F16)
+        for (size_t i = 0; i < n; ++i) f[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(bytes)[i]);
+    else std::memcpy(f.data(), bytes, n * 4);
+    return f;
+}
 
 struct LinearShape {
     std::string name;
@@ -455,7 +465,7 @@ void Bench::kv_store() {
             guarded(row, [&] {
                 const auto src = random_floats(size_t(tokens) * row_elems, seed_of(row));
                 const auto pos = consecutive(first, tokens);
-                const size_t cache_bytes = size_t(n_ctx) * row_elems * ops::kv_type_bytes(kt);
+                const size_t cache_bytes = n_ctx * ops::kv_row_bytes(kt, row_elems);
                 std::vector<uint8_t> cache(cache_bytes, 0);
                 Buffer sb = upload(ctx_, src, "bench_src"), pb = upload(ctx_, pos, "bench_pos");
                 Buffer cb = upload(ctx_, cache, "bench_cache");
@@ -464,24 +474,14 @@ void Bench::kv_store() {
                 ops::kv_store(ctx_, s, sb.slice(), cb.slice(), pb.slice(), tokens, row_elems, n_ctx, kt);
                 s.end();
                 Row rr = row;
-                rr.bytes = uint64_t(tokens) * row_elems * (4 + ops::kv_type_bytes(kt)) + tokens * 4;
+                rr.bytes = uint64_t(tokens) * (row_elems * 4 + ops::kv_row_bytes(kt, row_elems)) + tokens * 4;
                 measure(std::move(rr), s, kNmseF32, [&] {
                     std::vector<uint8_t> got(cache_bytes);
                     ctx_.download(cb, got.data(), cache_bytes);
                     ref::kv_store(src.data(), cache.data(), pos.data(), tokens, row_elems, n_ctx, kt);
                     // Compared over the whole cache: a write to a wrong row shows up too.
                     const size_t n = size_t(n_ctx) * row_elems;
-                    std::vector<float> g(n), r(n);
-                    for (size_t i = 0; i < n; ++i) {
-                        if (kt == ops::KvType::F16) {
-                            g[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(got.data())[i]);
-                            r[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(cache.data())[i]);
-                        } else {
-                            std::memcpy(&g[i], got.data() + i * 4, 4);
-                            std::memcpy(&r[i], cache.data() + i * 4, 4);
-                        }
-                    }
-                    return compare_all(g, r);
+                    return compare_all(kv_floats(kt, got.data(), n), kv_floats(kt, cache.data(), n));
                 });
             });
         }
@@ -617,8 +617,16 @@ void Bench::attention_case(Row row, uint32_t n_tokens, uint32_t kv_len, ops::KvT
     const size_t row_elems = m.kv_dim(), valid = size_t(kv_len) * row_elems, total = size_t(n_ctx) * row_elems;
     auto make_cache = [&](uint64_t s) {
         const auto v = random_floats(valid, s);
-        std::vector<uint8_t> bytes(total * ops::kv_type_bytes(kv_type));
-        if (kv_type == ops::KvType::F16) {
+        std::vector<uint8_t> bytes(n_ctx * ops::kv_row_bytes(kv_type, row_elems));
+        if (kv_type == ops::KvType::Q8_0) {
+            // Rows past kv_len: NaN scales.
+            std::vector<float> x(total, std::numeric_limits<float>::quiet_NaN());
+            std::copy(v.begin(), v.end(), x.begin());
+            auto* w = reinterpret_cast<uint32_t*>(bytes.data());
+            ref::kv_quantize_q8_0(x.data(), w, uint32_t(valid));
+            for (size_t b = valid / ops::kKvQ8Block; b < total / ops::kKvQ8Block; ++b)
+                w[b * ops::kKvQ8BlockWords] = 0x7FC00000u;
+        } else if (kv_type == ops::KvType::F16) {
             auto* h = reinterpret_cast<uint16_t*>(bytes.data());
             for (size_t i = 0; i < total; ++i) h[i] = i < valid ? f32_to_f16(v[i]) : uint16_t(0x7E00);
         } else {
@@ -644,7 +652,7 @@ void Bench::attention_case(Row row, uint32_t n_tokens, uint32_t kv_len, ops::KvT
     uint64_t attended = 0;
     for (int32_t x : pos) attended += uint64_t(x) + 1;
     const uint64_t head_bytes = uint64_t(m.head_dim) * 4;
-    row.bytes = 2ull * kv_len * row_elems * ops::kv_type_bytes(kv_type) + 2ull * n_tokens * m.n_heads * head_bytes +
+    row.bytes = 2ull * kv_len * ops::kv_row_bytes(kv_type, row_elems) + 2ull * n_tokens * m.n_heads * head_bytes +
                 n_tokens * 4ull;
     row.flops = 4.0 * m.n_heads * m.head_dim * double(attended);
 
@@ -652,7 +660,7 @@ void Bench::attention_case(Row row, uint32_t n_tokens, uint32_t kv_len, ops::KvT
     const std::vector<uint32_t> tokens = sample(n_tokens, subset ? kStride : 1);
     row.subset = tokens.size() < n_tokens;
     if (row.subset) row.checked = fmt::format("every {}th query token", kStride);
-    const double limit = kv_type == ops::KvType::F16 ? kNmseAttentionF16 : kNmseF32;
+    const double limit = kv_type == ops::KvType::F32 ? kNmseF32 : kNmseAttentionF16;
     measure(std::move(row), s, limit, [&] {
         const std::vector<float> out = download_floats(ctx_, ob, act);
         const size_t per_token = size_t(m.n_heads) * m.head_dim;

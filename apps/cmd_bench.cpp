@@ -33,6 +33,7 @@ struct BenchOptions {
     uint32_t n_gen = 128;
     int reps = 5;
     uint32_t ubatch = 64;
+    std::string kv_type = "f16";
     bool json = false;
     bool profile = false;
     bool no_probes = false;
@@ -90,14 +91,14 @@ std::vector<int32_t> random_tokens(uint32_t n, uint32_t vocab, uint32_t seed) {
 
 // Bytes one decode step reads: every weight matrix once (the embedding only one row) plus the KV
 // cache up to the average position of the generated tokens.
-double decode_bytes(const LoadedModel& m, double avg_kv_len) {
+double decode_bytes(const LoadedModel& m, double avg_kv_len, ops::KvType kv) {
     const ModelConfig& c = m.cfg;
     double bytes = 0;
     for (auto& t : m.file->tensors()) {
         if (t.name == "token_embd.weight" && !c.tied_embeddings) bytes += double(t.n_bytes) / double(c.n_vocab);
         else bytes += double(t.n_bytes);
     }
-    return bytes + 2.0 * c.n_layers * avg_kv_len * c.kv_dim() * 2.0;
+    return bytes + 2.0 * c.n_layers * avg_kv_len * double(ops::kv_row_bytes(kv, c.kv_dim()));
 }
 
 // FLOPs per prompt token: 2 per weight of every matrix (not the embedding lookup) plus attention.
@@ -115,6 +116,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     ModelOptions lo;
     lo.ubatch = o.ubatch;
     lo.n_ctx = o.n_prompt + o.n_gen + 8;
+    lo.kv_type = *ops::parse_kv_type(o.kv_type);  // validated by the option
 
     // --- start-up: a fresh pipeline cache directory, then the same one again
     auto cache_dir = std::filesystem::temp_directory_path() / fmt::format("vkllm-bench-cache-{}", ::getpid());
@@ -173,7 +175,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     j["pp_tps_stddev"] = pps.stddev;
     j["tg_tps_mean"] = tgs.mean;
     j["tg_tps_stddev"] = tgs.stddev;
-    double dbytes = decode_bytes(m, 1.0 + o.n_gen / 2.0);
+    double dbytes = decode_bytes(m, 1.0 + o.n_gen / 2.0, lo.kv_type);
     double pflops = prefill_flops(m, o.n_prompt / 2.0);
     j["decode_bytes_per_token"] = dbytes;
     j["prefill_flops_per_token"] = pflops;
@@ -181,6 +183,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     if (fma) j["prefill_fma_pct"] = 100.0 * pps.mean * pflops / (fma->value * 1e9);
     const MemoryPlan& plan = g.memory_plan();
     j["weights_bytes"] = plan.weights;
+    j["kv_type"] = ops::kv_type_name(lo.kv_type);
     j["kv_cache_bytes"] = plan.kv_cache;
     j["kv_cache_full_bytes"] = plan.kv_cache_full;
     j["scratch_bytes"] = plan.scratch;
@@ -299,6 +302,9 @@ void register_bench(CLI::App& app) {
     cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens for tg")->check(CLI::Range(0, 65536))->capture_default_str();
     cmd->add_option("-r,--reps", o->reps, "Repetitions after one warm-up")->check(CLI::Range(1, 1000))->capture_default_str();
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--kv-type", o->kv_type, "KV cache element type")
+        ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
+        ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
     cmd->add_flag("--profile", o->profile, "GPU time per op type for one decode step and one prefill chunk");
     cmd->add_flag("--no-probes", o->no_probes, "Skip the bandwidth / FMA probes (no roofline figures)");

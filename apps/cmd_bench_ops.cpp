@@ -46,11 +46,9 @@ bench_ops::Config make_config(const BenchOpsOptions& o) {
     for (const std::string& t : names) {
         const TensorType tt = bench_ops::parse_type(t);
         if (std::find(c.types.begin(), c.types.end(), tt) == c.types.end()) c.types.push_back(tt);
-        // A KV cache is f16 or f32: those two of --types also select the cache types.
-        const auto kv = tt == TensorType::F16 ? ops::KvType::F16 : ops::KvType::F32;
-        if ((tt == TensorType::F16 || tt == TensorType::F32) &&
-            std::find(c.kv_types.begin(), c.kv_types.end(), kv) == c.kv_types.end())
-            c.kv_types.push_back(kv);
+        // A KV cache is f16, f32 or q8_0: those of --types also select the cache types.
+        const auto kv = ops::parse_kv_type(type_traits(tt).lower);
+        if (kv && std::find(c.kv_types.begin(), c.kv_types.end(), *kv) == c.kv_types.end()) c.kv_types.push_back(*kv);
     }
     if (c.kv_types.empty()) c.kv_types.push_back(ops::KvType::F16);
     for (const std::string& op : bench_ops::op_names())

@@ -4,15 +4,19 @@
 // Inputs:  src[n_tokens][row_elems] f32, read as raw bits (bound from word src_first)
 //          positions[n_tokens] int32 (from pos_first), read on the device
 // Output:  cache rows [row_base, row_base + row_count) of a cache [n_ctx][row_elems] (bound from word
-//          cache_first): f16 pairs packed into uint words when F16 is defined (row_elems even), else
-//          f32 words. Token t goes to cache row positions[t] % n_ctx (the cache is a ring; below
+//          cache_first): f16 pairs packed into uint words when F16 is defined (row_elems even), Q8_0
+//          blocks when Q8_0 is defined (row_elems a multiple of 32; layout in runtime/ops/op_types.h),
+//          else f32 words. Token t goes to cache row positions[t] % n_ctx (the cache is a ring; below
 //          n_ctx that is the position itself); a negative position, or a row in another window of
 //          a split dispatch, is skipped, so nothing is ever written out of bounds.
 // Math:    F16: round-to-nearest-even f32 -> f16 done with integer operations, bit-identical to
 //          vkllm::f32_to_f16 (packHalf2x16 leaves the rounding mode to the driver, and some
 //          round toward zero); needs no 16-bit storage or arithmetic feature.
-// One invocation writes one 32-bit word of the cache (two f16 values or one f32); the 2-D grid is
-// flattened over n_tokens * row_words. Two tokens with the same position race; callers don't do that.
+//          Q8_0, per block of 32: NaN -> 0 and +-inf -> +-FLT_MAX (finite_block of the weight quantizer
+//          does the same), d = max|x| / 127, q = x * (1 / d) rounded half away from zero (lround, as
+//          ggml's reference quantizer), all zeros when d = 0.
+// One invocation writes one 32-bit word of the cache (two f16 values or one f32), or one Q8_0 block
+// (9 words); the 2-D grid is flattened over n_tokens * units per row. Two tokens with the same position race; callers don't do that.
 // Workgroup size: specialization constant 0.
 
 layout(local_size_x_id = 0) in;
@@ -23,7 +27,7 @@ layout(std430, binding = 1) writeonly buffer C { uint cache[]; };
 layout(std430, binding = 2) readonly buffer P { int positions[]; };
 layout(push_constant) uniform Push {
     uint n_tokens;
-    uint row_words;  // words per cache row: row_elems / 2 for F16, row_elems for F32
+    uint row_words;  // words per cache row: row_elems / 2 for F16, row_elems for F32, row_elems / 32 * 9 for Q8_0
     uint src_first;
     uint cache_first;
     uint pos_first;
@@ -57,20 +61,53 @@ uint f32_to_f16(uint x) {
 }
 #endif
 
+#ifdef Q8_0
+const uint BLOCK_WORDS = 9u;
+int round_away(float v) {
+    const float t = trunc(v);  // v - t is exact below 2^23, and |v| <= 127 here
+    return int(abs(v - t) >= 0.5 ? t + sign(v) : t);
+}
+#endif
+
 void main() {
     uint idx = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
-    if (idx >= pc.n_tokens * pc.row_words) return;
-    uint t = idx / pc.row_words, j = idx % pc.row_words;
+#ifdef Q8_0
+    const uint units = pc.row_words / BLOCK_WORDS;  // blocks per row
+#else
+    const uint units = pc.row_words;
+#endif
+    if (idx >= pc.n_tokens * units) return;
+    uint t = idx / units, j = idx % units;
     int pos = positions[pc.pos_first + t];
     if (pos < 0) return;
     uint ring_row = uint(pos) % pc.n_ctx;
     uint row = ring_row - pc.row_base;  // wraps to a huge value below the window
     if (ring_row < pc.row_base || row >= pc.row_count) return;
+#ifdef Q8_0
+    const uint s = pc.src_first + t * (units * 32u) + 32u * j;
+    float x[32];
+    float amax = 0.0;
+    for (uint i = 0u; i < 32u; ++i) {
+        float v = uintBitsToFloat(src[s + i]);
+        v = isnan(v) ? 0.0 : clamp(v, -3.4028235e38, 3.4028235e38);
+        x[i] = v;
+        amax = max(amax, abs(v));
+    }
+    const float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
+    const uint dst = pc.cache_first + row * pc.row_words + BLOCK_WORDS * j;
+    cache[dst] = floatBitsToUint(d);
+    for (uint w = 0u; w < 8u; ++w) {
+        uint packed = 0u;
+        for (uint b = 0u; b < 4u; ++b) packed |= (uint(round_away(x[4u * w + b] * id)) & 0xffu) << (8u * b);
+        cache[dst + 1u + w] = packed;
+    }
+#else
     uint dst = pc.cache_first + row * pc.row_words + j;
+#endif
 #ifdef F16
     uint s = pc.src_first + t * (2u * pc.row_words) + 2u * j;
     cache[dst] = f32_to_f16(src[s]) | (f32_to_f16(src[s + 1u]) << 16);
-#else
+#elif !defined(Q8_0)
     cache[dst] = src[pc.src_first + t * pc.row_words + j];
 #endif
 }

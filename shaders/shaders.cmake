@@ -53,6 +53,7 @@ vkllm_shader(add_rows          add_rows.comp)
 vkllm_shader(rope              rope.comp)
 vkllm_shader(kv_store_f16      kv_store.comp F16)
 vkllm_shader(kv_store_f32      kv_store.comp)
+vkllm_shader(kv_store_q8_0     kv_store.comp Q8_0)
 vkllm_shader(argmax            argmax.comp)
 vkllm_shader(argmax_sg         argmax.comp USE_SUBGROUP)
 vkllm_shader(softmax           softmax.comp)
@@ -76,12 +77,15 @@ foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
 endforeach()
 
 # --- attention and KV cache ----------------------------------------------------------------------
-# KV element type x kernel. f16 K/V are read as packed words (unpack_half2, half.glsl): no 16-bit storage
-# or fp16 feature is needed, so these run on every device. Tile sizes are specialization constants.
+# KV element type x kernel. f16 K/V are read as packed words (unpack_half2, half.glsl) and q8_0
+# blocks as words too: no 8/16-bit storage or fp16 feature is needed, so these run on every device.
+# Tile sizes are specialization constants.
 vkllm_shader(attention_prefill_f16 attention_prefill.comp KV_F16)
 vkllm_shader(attention_prefill_f32 attention_prefill.comp KV_F32)
 vkllm_shader(attention_decode_f16  attention_decode.comp  KV_F16)
 vkllm_shader(attention_decode_f32  attention_decode.comp  KV_F32)
+vkllm_shader(attention_prefill_q8_0 attention_prefill.comp KV_Q8_0)
+vkllm_shader(attention_decode_q8_0  attention_decode.comp  KV_Q8_0)
 vkllm_shader(attention_merge       attention_merge.comp)
 
 set(VKLLM_SHADERS_CPP ${VKLLM_SHADER_BIN}/vkllm_shaders.cpp)

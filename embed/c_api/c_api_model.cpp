@@ -166,7 +166,8 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         const vkllm_model_params p = capi::read_params(params, vkllm_model_default_params(), "vkllm_model_params");
         require(p.device_index >= -1, fmt::format("device_index {} must be -1 (any) or a device index", p.device_index));
         require(p.max_sessions >= 1 && p.max_sessions <= 64, fmt::format("max_sessions {} must be 1..64", p.max_sessions));
-        require(p.kv_type == VKLLM_KV_F16 || p.kv_type == VKLLM_KV_F32, fmt::format("kv_type {} is not a vkllm_kv_type", int(p.kv_type)));
+        require(p.kv_type == VKLLM_KV_F16 || p.kv_type == VKLLM_KV_F32 || p.kv_type == VKLLM_KV_Q8_0,
+                fmt::format("kv_type {} is not a vkllm_kv_type", int(p.kv_type)));
         require(p.ubatch >= 1 && p.ubatch <= 4096, fmt::format("ubatch {} must be 1..4096", p.ubatch));
         std::error_code ec;
         if (!std::filesystem::exists(path, ec))
@@ -227,7 +228,9 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         ModelOptions mo;
         mo.n_ctx = p.n_ctx;
         mo.ubatch = p.ubatch;
-        mo.kv_type = p.kv_type == VKLLM_KV_F32 ? ops::KvType::F32 : ops::KvType::F16;
+        mo.kv_type = p.kv_type == VKLLM_KV_F32    ? ops::KvType::F32
+                     : p.kv_type == VKLLM_KV_Q8_0 ? ops::KvType::Q8_0
+                                                  : ops::KvType::F16;
         mo.n_seq = p.max_sessions;
         auto progress = [&](uint64_t done, uint64_t total) {
             if (p.progress && total > 0 && p.progress(float(double(done) / double(total)), p.progress_user_data) != 0)

@@ -146,7 +146,9 @@ VKLLM_API vkllm_status vkllm_device_get_info(uint32_t index, vkllm_device_info* 
 
 typedef enum vkllm_kv_type {
     VKLLM_KV_F16 = 0,  /* default */
-    VKLLM_KV_F32 = 1
+    VKLLM_KV_F32 = 1,
+    VKLLM_KV_Q8_0 = 2  /* blocks of 32 int8 values and an f32 scale: 0.56x the memory of f16; needs
+                          n_kv_heads * head_dim to be a multiple of 32 (VKLLM_ERR_INVALID_ARGUMENT) */
 } vkllm_kv_type;
 
 typedef enum vkllm_log_level {

@@ -16,10 +16,10 @@ namespace vkllm {
 
 ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, ops::KvType kv_type, uint32_t ubatch)
     : file_(file), cfg_(cfg), n_ctx_(n_ctx), ubatch_(ubatch), kv_type_(kv_type),
-      kv_elem_bytes_(ops::kv_type_bytes(kv_type)) {
+      kv_row_bytes_(ops::kv_row_bytes(kv_type, cfg.kv_dim())) {
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
         kv_rows_.push_back(kv_cache_rows(cfg, l, n_ctx, ubatch));
-        k_cache_.emplace_back(size_t(kv_rows_[l]) * cfg.kv_dim() * kv_elem_bytes_);
+        k_cache_.emplace_back(size_t(kv_rows_[l]) * kv_row_bytes_);
         v_cache_.emplace_back(k_cache_.back().size());
     }
 }

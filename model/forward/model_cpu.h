@@ -36,7 +36,7 @@ private:
     ModelConfig cfg_;
     uint32_t n_ctx_, ubatch_;
     ops::KvType kv_type_;
-    size_t kv_elem_bytes_;
+    size_t kv_row_bytes_;
     std::vector<uint32_t> kv_rows_;                        // per layer, as kv_cache_rows()
     std::vector<std::vector<uint8_t>> k_cache_, v_cache_;  // per layer (rows, kv_dim) of kv_type
     uint32_t n_past_ = 0;

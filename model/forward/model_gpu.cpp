@@ -23,7 +23,7 @@ namespace {
 
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
 
-uint64_t kv_row_bytes(const ModelConfig& cfg, ops::KvType t) { return uint64_t(cfg.kv_dim()) * ops::kv_type_bytes(t); }
+uint64_t kv_row_bytes(const ModelConfig& cfg, ops::KvType t) { return ops::kv_row_bytes(t, cfg.kv_dim()); }
 
 // Attention of a layer whose cache holds n_ctx rows (no window: the worst case for scratch).
 ops::AttentionParams plain_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_ctx, ops::KvType t) {
@@ -77,6 +77,11 @@ uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, u
 
 MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts) {
     if (opts.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
+    if (cfg.kv_dim() % ops::kv_row_multiple(opts.kv_type) != 0)
+        throw std::invalid_argument(fmt::format(
+            "--kv-type {}: this model's K/V rows have {} values (n_kv_heads {} x head_dim {}), not a multiple of {}; "
+            "use --kv-type f16", ops::kv_type_name(opts.kv_type), cfg.kv_dim(), cfg.n_kv_heads, cfg.head_dim,
+            ops::kv_row_multiple(opts.kv_type)));
     MemoryPlan p;
     p.n_seq = opts.n_seq;
     p.available = caps.device_local_bytes;

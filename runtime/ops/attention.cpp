@@ -60,6 +60,9 @@ void check_params(const AttentionParams& p) {
     if (p.n_heads % p.n_kv_heads != 0) bad("n_heads must be a multiple of n_kv_heads");
     if (p.head_dim == 0 || p.head_dim % 4 != 0 || p.head_dim > kMaxHeadDim)
         bad(fmt::format("head_dim must be a multiple of 4 in 4..{}", kMaxHeadDim));
+    if ((uint64_t(p.n_kv_heads) * p.head_dim) % kv_row_multiple(p.kv_type) != 0)
+        bad(fmt::format("a {} cache needs n_kv_heads * head_dim to be a multiple of {}", kv_type_name(p.kv_type),
+                        kv_row_multiple(p.kv_type)));
     // All of a chunk's rows are stored before attention runs: the ring must still hold the window of
     // the chunk's first query after the last one's row went in.
     if (p.window > 0 && uint64_t(p.n_ctx) < uint64_t(p.window) + p.n_tokens - 1)
@@ -91,14 +94,12 @@ uint32_t decode_target_workgroups(const DeviceCaps& caps) {
     }
 }
 
-const char* kv_suffix(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
-
 BufferSlice bound(const BufferSlice& s, uint64_t bytes, const DeviceCaps& caps, const char* tensor,
                   const AttentionParams& p) {
     if (s.buffer == VK_NULL_HANDLE || s.size < bytes)
         throw std::invalid_argument(fmt::format("attention: {} holds {} bytes, needs {}", tensor, s.size, bytes));
     if (bytes > caps.max_storage_buffer_range) {
-        const uint64_t row = uint64_t(p.n_kv_heads) * p.head_dim * kv_type_bytes(p.kv_type);
+        const uint64_t row = kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
         const bool cache = std::string_view(tensor).find("cache") != std::string_view::npos;
         throw DeviceLimitError(fmt::format(
             "attention: {} needs a {}-byte binding, more than this device's maxStorageBufferRange ({} bytes){}", tensor,
@@ -176,10 +177,10 @@ std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const Attentio
     const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p);
     std::vector<PipelineDesc> descs;
     if (plan.decode) {
-        descs.push_back({fmt::format("attention_decode_{}", kv_suffix(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}});
+        descs.push_back({fmt::format("attention_decode_{}", kv_type_name(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}});
         if (plan.n_splits > 1) descs.push_back({"attention_merge", {kMergeWg}});
     } else {
-        descs.push_back({fmt::format("attention_prefill_{}", kv_suffix(p.kv_type)),
+        descs.push_back({fmt::format("attention_prefill_{}", kv_type_name(p.kv_type)),
                          {plan.wg, p.head_dim, plan.heads_per_wg, plan.tokens_per_wg, plan.kv_tile}});
     }
     return descs;
@@ -192,7 +193,7 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint64_t act_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
-    const uint64_t kv_bytes = uint64_t(p.n_ctx) * p.n_kv_heads * p.head_dim * kv_type_bytes(p.kv_type);
+    const uint64_t kv_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
     const BufferSlice kb = bound(k, kv_bytes, caps, "the K cache", p);
     const BufferSlice vb = bound(v, kv_bytes, caps, "the V cache", p);
     // q, out and positions may start at any element (one sequence's rows inside a batch): they are

@@ -1,5 +1,6 @@
 #include "runtime/ops/attention.h"
 
+#include "runtime/ops/kv_store.h"
 #include "runtime/tensor_types.h"
 
 #include <algorithm>
@@ -27,7 +28,10 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
     }
     const size_t n = size_t(rows) * p.n_kv_heads * D;
     std::vector<float> kf(n), vf(n);
-    if (p.kv_type == ops::KvType::F16) {
+    if (p.kv_type == ops::KvType::Q8_0) {
+        ref::kv_dequantize_q8_0(static_cast<const uint32_t*>(k), kf.data(), uint32_t(n));
+        ref::kv_dequantize_q8_0(static_cast<const uint32_t*>(v), vf.data(), uint32_t(n));
+    } else if (p.kv_type == ops::KvType::F16) {
         for (size_t i = 0; i < n; ++i) {
             kf[i] = f16_to_f32(static_cast<const uint16_t*>(k)[i]);
             vf[i] = f16_to_f32(static_cast<const uint16_t*>(v)[i]);

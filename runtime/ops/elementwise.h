@@ -50,14 +50,15 @@ std::vector<PipelineDesc> small_op_pipelines(const Context& ctx);
 namespace detail {
 
 enum class SmallOp {
-    RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, Argmax, Softmax, Topk,
+    RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
     LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 15> kAllSmallOps = {
-    SmallOp::RmsNorm,   SmallOp::Swiglu, SmallOp::Add,     SmallOp::Rope,   SmallOp::KvStoreF16,
-    SmallOp::KvStoreF32, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,   SmallOp::LayerNorm,
-    SmallOp::Geglu,     SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap, SmallOp::AddRows};
+inline constexpr std::array<SmallOp, 16> kAllSmallOps = {
+    SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
+    SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
+    SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
+    SmallOp::AddRows};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 

@@ -13,18 +13,22 @@ void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const Buff
               const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type) {
     if (n_tokens == 0 || n_ctx == 0) return;
     if (row_elems == 0) throw std::invalid_argument("kv_store: row_elems is 0");
-    const bool f16 = kv_type == KvType::F16;
     // The f16 cache is written in 32-bit words holding two values; with an odd row length two tokens'
-    // rows would share a word and race.
-    if (f16 && row_elems % 2 != 0)
-        throw std::invalid_argument(fmt::format("kv_store: an f16 cache needs an even row length, got {}", row_elems));
+    // rows would share a word and race. A q8_0 row is whole blocks.
+    if (row_elems % kv_row_multiple(kv_type) != 0)
+        throw std::invalid_argument(fmt::format("kv_store: a {} cache needs a row length that is a multiple of {}, got {}",
+                                                kv_type_name(kv_type), kv_row_multiple(kv_type), row_elems));
     const DeviceCaps& caps = ctx.caps();
-    const uint32_t row_words = f16 ? row_elems / 2 : row_elems;
+    const uint32_t row_words = uint32_t(kv_row_bytes(kv_type, row_elems) / 4);
+    // One invocation per word, or per q8_0 block.
+    const uint32_t row_units = kv_type == KvType::Q8_0 ? row_elems / kKvQ8Block : row_words;
     detail::require_bytes(src, uint64_t(n_tokens) * row_elems * 4, "kv_store", "src");
     detail::require_bytes(cache, uint64_t(n_ctx) * row_words * 4, "kv_store", "cache");
     detail::require_bytes(positions, uint64_t(n_tokens) * 4, "kv_store", "positions");
-    const Pipeline& p =
-        ctx.pipeline(detail::small_op_desc(caps, f16 ? detail::SmallOp::KvStoreF16 : detail::SmallOp::KvStoreF32));
+    const detail::SmallOp op = kv_type == KvType::F16   ? detail::SmallOp::KvStoreF16
+                               : kv_type == KvType::F32 ? detail::SmallOp::KvStoreF32
+                                                        : detail::SmallOp::KvStoreQ8_0;
+    const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, op));
     const uint32_t wg = p.local_size()[0];
     const uint64_t tokens_per = std::min(detail::items_per_window(caps, uint64_t(row_elems) * 4, "kv_store"),
                                          detail::items_per_window(caps, 4, "kv_store"));
@@ -35,14 +39,14 @@ void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const Buff
         const uint32_t nt = uint32_t(std::min<uint64_t>(tokens_per, n_tokens - t0));
         const detail::Window sw = detail::window(caps, src, t0 * row_elems, uint64_t(nt) * row_elems, 4);
         const detail::Window pw = detail::window(caps, positions, t0, nt, 4);
-        const uint64_t words = uint64_t(nt) * row_words;
+        const uint64_t units = uint64_t(nt) * row_units;
         for (uint64_t c0 = 0; c0 < n_ctx; c0 += rows_per) {
             const uint32_t nc = uint32_t(std::min<uint64_t>(rows_per, n_ctx - c0));
             const detail::Window cw = detail::window(caps, cache, c0 * row_words, uint64_t(nc) * row_words, 4);
             struct {
                 uint32_t n_tokens, row_words, src_first, cache_first, pos_first, row_base, row_count, n_ctx;
             } pc{nt, row_words, sw.first, cw.first, pw.first, uint32_t(c0), nc, n_ctx};
-            s.dispatch(p, {sw.slice, cw.slice, pw.slice}, pc, detail::grid(caps, (words + wg - 1) / wg, "kv_store"),
+            s.dispatch(p, {sw.slice, cw.slice, pw.slice}, pc, detail::grid(caps, (units + wg - 1) / wg, "kv_store"),
                        "kv_store");
         }
     }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace vkllm::ops {
 
@@ -13,8 +15,36 @@ enum class RopeLayout {
 };
 
 // Element type of a KV cache row.
-enum class KvType { F16, F32 };
+//   F16, F32: one value per element.
+//   Q8_0: blocks of 32 consecutive elements of a row, each 9 words: word 0 the f32 scale
+//         d = max|x| / 127, words 1..8 the 32 values q = round(x / d) as int8, four per word,
+//         little-endian; x ~ d * q. llama.cpp's q8_0 keeps d as f16 in 34 bytes; these 36 bytes keep
+//         every read an aligned 32-bit word (no 8/16-bit storage needed) and the scale exact.
+enum class KvType { F16, F32, Q8_0 };
 
-inline constexpr uint32_t kv_type_bytes(KvType t) { return t == KvType::F16 ? 2u : 4u; }
+inline constexpr uint32_t kKvQ8Block = 32;  // elements per Q8_0 block
+inline constexpr uint32_t kKvQ8BlockWords = 9;
+
+// Row lengths each type can store: a multiple of this many elements (F16 rows are written as
+// 32-bit words holding two values; Q8_0 rows are whole blocks).
+inline constexpr uint32_t kv_row_multiple(KvType t) {
+    return t == KvType::F16 ? 2u : t == KvType::Q8_0 ? kKvQ8Block : 1u;
+}
+
+// Bytes of one cache row of `elems` elements (a multiple of kv_row_multiple(t)).
+inline constexpr uint64_t kv_row_bytes(KvType t, uint64_t elems) {
+    return t == KvType::F16 ? 2 * elems : t == KvType::F32 ? 4 * elems : elems / kKvQ8Block * kKvQ8BlockWords * 4;
+}
+
+inline constexpr const char* kv_type_name(KvType t) {
+    return t == KvType::F16 ? "f16" : t == KvType::F32 ? "f32" : "q8_0";
+}
+
+// "f16", "f32", "q8_0", or nothing.
+inline std::optional<KvType> parse_kv_type(std::string_view s) {
+    for (KvType t : {KvType::F16, KvType::F32, KvType::Q8_0})
+        if (s == kv_type_name(t)) return t;
+    return std::nullopt;
+}
 
 }  // namespace vkllm::ops

@@ -1,11 +1,15 @@
 // Reading one layer's KV cache, K at binding 1 and V at binding 2, four elements at a time, and
 // the score helpers the attention kernels share (ring rows, soft-capping).
 //
-// The cache is [n_ctx][n_kv_heads][head_dim] of f16 or f32; head_dim is a multiple of 4, so a row
-// of one head is a whole number of 4-element groups and `i4` below indexes those groups.
+// The cache is [n_ctx][n_kv_heads][head_dim] of f16, f32 or Q8_0 blocks; head_dim is a multiple of
+// 4, so a row of one head is a whole number of 4-element groups and `i4` below indexes those groups
+// in the flattened cache.
 //   KV_F16: the words are read as uvec2 (4 halves) and widened with unpack_half2 (half.glsl), which needs no
 //           16-bit storage or fp16 arithmetic feature, so this path runs on every device.
 //   KV_F32: read as vec4.
+//   KV_Q8_0: blocks of 32 elements, 9 words each (f32 scale, then 32 int8; runtime/ops/op_types.h).
+//           A cache row (n_kv_heads * head_dim elements) is whole blocks, so group i4 is quad i4 % 8
+//           of block i4 / 8, whatever the head boundaries; one word of int8 and the block's scale.
 // Arithmetic after the load is f32.
 
 #include "half.glsl"
@@ -26,8 +30,23 @@ layout(std430, binding = 1) readonly buffer KCache { vec4 k_cache[]; };
 layout(std430, binding = 2) readonly buffer VCache { vec4 v_cache[]; };
 vec4 load_k4(uint i4) { return k_cache[i4]; }
 vec4 load_v4(uint i4) { return v_cache[i4]; }
+#elif defined(KV_Q8_0)
+layout(std430, binding = 1) readonly buffer KCache { uint k_cache[]; };
+layout(std430, binding = 2) readonly buffer VCache { uint v_cache[]; };
+vec4 q8_quad(uint w) {
+    const int s = int(w);
+    return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8), bitfieldExtract(s, 24, 8));
+}
+vec4 load_k4(uint i4) {
+    const uint b = (i4 >> 3) * 9u;
+    return uintBitsToFloat(k_cache[b]) * q8_quad(k_cache[b + 1u + (i4 & 7u)]);
+}
+vec4 load_v4(uint i4) {
+    const uint b = (i4 >> 3) * 9u;
+    return uintBitsToFloat(v_cache[b]) * q8_quad(v_cache[b + 1u + (i4 & 7u)]);
+}
 #else
-#error "define KV_F16 or KV_F32"
+#error "define KV_F16, KV_F32 or KV_Q8_0"
 #endif
 
 // Running maximum of nothing yet. Finite on purpose: exp(NEG_BIG - m) is 0 for any real score m and

@@ -7,6 +7,7 @@
 #include "support/test_context.h"
 
 #include "runtime/ops/attention.h"
+#include "runtime/ops/kv_store.h"
 #include "runtime/tensor_types.h"
 #include "runtime/vk_check.h"
 
@@ -24,11 +25,19 @@ using ops::KvType;
 
 namespace {
 
-// Both KV types are read exactly (f16 widening is exact and the reference sees the same halves), so
-// the only error is f32 arithmetic against double: far inside the project's 5e-4 budget for f16 KV.
+// Every KV type is read exactly (f16 widening is exact, a q8_0 value d * q is one f32 product, and
+// the reference reads the same bytes), so the only error is f32 arithmetic against double: far
+// inside the project's 5e-4 budget for f16 KV.
 constexpr test::Tolerance kTol{1e-9, 2e-5, 1e-4};
 
-const char* kv_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+const char* kv_name(KvType t) { return ops::kv_type_name(t); }
+
+constexpr KvType kKvTypes[] = {KvType::F16, KvType::F32, KvType::Q8_0};
+
+// Whether a cache of type t can hold rows of n_kv_heads x head_dim (q8_0: whole blocks of 32).
+bool kv_fits(KvType t, uint32_t n_kv_heads, uint32_t head_dim) {
+    return (n_kv_heads * head_dim) % ops::kv_row_multiple(t) == 0;
+}
 
 AttentionParams params(uint32_t n_tokens, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, uint32_t n_ctx,
                        KvType t) {
@@ -55,14 +64,19 @@ std::map<std::string, Worst>& worst() {
     return w;
 }
 
-// One layer's cache in device layout: rows [0, filled) random in [-1, 1] (rounded to f16 for F16:
-// the reference reads these very bytes), rows [filled, n_ctx) NaN.
+// One layer's cache in device layout: rows [0, filled) random in [-1, 1] (rounded to f16 for F16,
+// quantized for Q8_0: the reference reads these very bytes), rows [filled, n_ctx) NaN.
 std::vector<uint8_t> make_cache(const AttentionParams& p, uint32_t filled, uint32_t seed) {
     const size_t n = size_t(p.n_ctx) * p.n_kv_heads * p.head_dim;
     const size_t valid = size_t(filled) * p.n_kv_heads * p.head_dim;
     const std::vector<float> x = test::random_floats(valid, seed);
-    std::vector<uint8_t> bytes(n * kv_type_bytes(p.kv_type));
-    if (p.kv_type == KvType::F16) {
+    const size_t row = size_t(p.n_kv_heads) * p.head_dim;
+    std::vector<uint8_t> bytes(p.n_ctx * ops::kv_row_bytes(p.kv_type, row));
+    if (p.kv_type == KvType::Q8_0) {
+        auto* w = reinterpret_cast<uint32_t*>(bytes.data());
+        ref::kv_quantize_q8_0(x.data(), w, uint32_t(valid));
+        for (size_t b = valid / ops::kKvQ8Block; b < n / ops::kKvQ8Block; ++b) w[b * ops::kKvQ8BlockWords] = 0x7FC00000u;
+    } else if (p.kv_type == KvType::F16) {
         auto* h = reinterpret_cast<uint16_t*>(bytes.data());
         for (size_t i = 0; i < n; ++i) h[i] = i < valid ? f32_to_f16(x[i]) : uint16_t(0x7E00);
     } else {
@@ -147,13 +161,14 @@ ops::detail::AttentionPlan check_attention(Context& ctx, const std::string& cls,
 
 }  // namespace
 
-TEST_CASE("attention decode: head_dim 4..256, both KV types, KV length 1..200 with one recording") {
+TEST_CASE("attention decode: head_dim 4..256, every KV type, KV length 1..200 with one recording") {
     test::ValidationGuard guard;
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32})
+        for (KvType t : kKvTypes)
             for (uint32_t d : {4u, 8u, 64u, 80u, 96u, 128u, 256u}) {
+                if (!kv_fits(t, 2, d)) continue;  // q8_0 at 80: heads straddle blocks
                 // KV lengths 1 and 3 leave most splits empty; 65 and 200 are not multiples of anything.
                 auto plan = check_attention(ctx, "decode head_dim", params(1, 8, 2, d, 300, t),
                                             {{0}, {2}, {6}, {63}, {64}, {199}}, {.seed = d});
@@ -167,7 +182,7 @@ TEST_CASE("attention decode: one split writes the output directly") {
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32}) {
+        for (KvType t : kKvTypes) {
             auto plan = check_attention(ctx, "decode 1 split", params(1, 4, 4, 64, 50, t), {{0}, {6}, {49}});
             CHECK(plan.n_splits == 1);
         }
@@ -179,7 +194,7 @@ TEST_CASE("attention decode: GQA 1:1, 2:1, 4:1, 8:1, MQA") {
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32})
+        for (KvType t : kKvTypes)
             for (auto [h, kvh] : kGqa)
                 check_attention(ctx, "decode gqa", params(1, h, kvh, 64, 1000, t), {{0}, {2}, {99}, {511}, {776}},
                                 {.seed = h * 10 + kvh});
@@ -191,7 +206,7 @@ TEST_CASE("attention decode: LLaMA 32/8/128 and TinyLlama 32/4/64 at KV length 2
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32}) {
+        for (KvType t : kKvTypes) {
             check_attention(ctx, "decode real", params(1, 32, 8, 128, 4096, t), {{2047}, {4095}, {2999}, {0}, {2}},
                             {.timing = spec.empty()});
             check_attention(ctx, "decode real", params(1, 32, 4, 64, 4096, t), {{2047}, {4095}, {1300}});
@@ -210,13 +225,14 @@ TEST_CASE("attention decode: peaked softmax (online rescaling across tiles and s
     }
 }
 
-TEST_CASE("attention prefill: head_dim 4..256, both KV types, n_past 0 and > 0") {
+TEST_CASE("attention prefill: head_dim 4..256, every KV type, n_past 0 and > 0") {
     test::ValidationGuard guard;
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32})
+        for (KvType t : kKvTypes)
             for (uint32_t d : {4u, 8u, 64u, 80u, 96u, 128u, 256u}) {
+                if (!kv_fits(t, 2, d)) continue;
                 check_attention(ctx, "prefill head_dim", params(7, 4, 2, d, 200, t), {consecutive(7, 0), consecutive(7, 100)},
                                 {.seed = d});
                 check_attention(ctx, "prefill head_dim", params(64, 4, 2, d, 200, t), {consecutive(64, 0), consecutive(64, 70)},
@@ -230,7 +246,7 @@ TEST_CASE("attention prefill: GQA 1:1, 2:1, 4:1, 8:1, MQA") {
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32})
+        for (KvType t : kKvTypes)
             for (auto [h, kvh] : kGqa)
                 check_attention(ctx, "prefill gqa", params(33, h, kvh, 64, 300, t), {consecutive(33, 0), consecutive(33, 41)},
                                 {.seed = h * 10 + kvh});
@@ -244,7 +260,7 @@ TEST_CASE("attention prefill: real shapes (512-token prompt, a chunk after 1000 
         Context& ctx = test::context_for(spec);
         check_attention(ctx, "prefill real", params(512, 32, 8, 128, 600, KvType::F16), {consecutive(512, 0)},
                         {.timing = spec.empty()});
-        for (KvType t : {KvType::F16, KvType::F32}) {
+        for (KvType t : kKvTypes) {
             check_attention(ctx, "prefill real", params(64, 32, 4, 64, 1100, t), {consecutive(64, 1000)});
             check_attention(ctx, "prefill real", params(2, 32, 8, 128, 2100, t), {consecutive(2, 2046), consecutive(2, 0)});
         }
@@ -334,7 +350,7 @@ std::vector<uint8_t> ring_cache(const AttentionParams& p, const std::vector<floa
     std::vector<float> ring(n, std::numeric_limits<float>::quiet_NaN());
     for (size_t i = 0; i < n_pos; ++i)
         std::copy_n(hist.data() + i * row, row, ring.data() + ((first + i) % p.n_ctx) * row);
-    std::vector<uint8_t> bytes(n * kv_type_bytes(p.kv_type));
+    std::vector<uint8_t> bytes(p.n_ctx * ops::kv_row_bytes(p.kv_type, row));
     if (p.kv_type == KvType::F16) {
         auto* h = reinterpret_cast<uint16_t*>(bytes.data());
         for (size_t i = 0; i < n; ++i) h[i] = f32_to_f16(ring[i]);
@@ -362,7 +378,7 @@ void check_window(Context& ctx, const std::string& cls, AttentionParams p,
     CAPTURE(int(p.kv_type));
     CAPTURE(plan.n_splits);
     const size_t act = size_t(p.n_tokens) * p.n_heads * p.head_dim, row = size_t(p.n_kv_heads) * p.head_dim;
-    const size_t cache_bytes = p.n_ctx * row * kv_type_bytes(p.kv_type);
+    const size_t cache_bytes = p.n_ctx * ops::kv_row_bytes(p.kv_type, row);
     const auto q = test::random_floats(act, o.seed * 7 + 3, -o.q_amp, o.q_amp);
 
     Buffer kb = ctx.create_buffer(cache_bytes, MemoryUsage::Device, "k_cache");

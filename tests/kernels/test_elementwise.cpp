@@ -145,6 +145,7 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::rope(ctx, s, a.slice(), pos.slice(), 1, 1, 64, 64, 1e4f, ops::RopeLayout::Adjacent);
         ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::F16);
         ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::F32);
+        ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::Q8_0);
         ops::argmax(ctx, s, a.slice(), b.slice(), 1, 64);
         ops::softmax(ctx, s, a.slice(), a.slice(), 1, 64, 1.0f);
         ops::topk(ctx, s, a.slice(), 64, 8, b.slice(), c.slice());

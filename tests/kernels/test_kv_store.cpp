@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -43,6 +45,52 @@ std::vector<float> special_values() {
     return v;
 }
 
+// A q8_0 cache against the reference's. Unwritten rows must keep kStale bit for bit. A written block
+// is checked against the definition, not for bits: the device's 1 / d and amax / 127 may be a few
+// ulps off (Vulkan allows 2.5 ulp for a division), which can move a value at a rounding tie to the
+// other neighbour. So: the scale within 4 ulps of the reference's, each q within 1 of it, and every
+// value within half a step of what it stores, |x - d q| <= d / 2 (round to nearest).
+void check_q8_0(const std::vector<uint8_t>& got, const std::vector<uint8_t>& ref, const std::vector<float>& src,
+                const std::vector<int32_t>& pos, uint32_t n_ctx, uint32_t row_elems) {
+    const size_t row_words = ops::kv_row_bytes(KvType::Q8_0, row_elems) / 4;
+    std::vector<int32_t> token_of_row(n_ctx, -1);
+    for (size_t t = 0; t < pos.size(); ++t)
+        if (pos[t] >= 0) token_of_row[uint32_t(pos[t]) % n_ctx] = int32_t(t);
+    auto word = [](const std::vector<uint8_t>& b, size_t i) {
+        uint32_t w;
+        std::memcpy(&w, &b[i * 4], 4);
+        return w;
+    };
+    size_t bad = 0;
+    auto fail = [&](const std::string& what) {
+        if (bad++ < 5) MESSAGE(what);
+    };
+    constexpr float kMax = std::numeric_limits<float>::max();
+    for (uint32_t r = 0; r < n_ctx; ++r) {
+        if (token_of_row[r] < 0) {
+            for (size_t w = 0; w < row_words; ++w)
+                if (word(got, r * row_words + w) != kStale) fail(fmt::format("unwritten row {} word {} changed", r, w));
+            continue;
+        }
+        const float* x = src.data() + size_t(token_of_row[r]) * row_elems;
+        for (uint32_t b = 0; b < row_elems / ops::kKvQ8Block; ++b) {
+            const size_t w0 = r * row_words + b * ops::kKvQ8BlockWords;
+            const float dg = std::bit_cast<float>(word(got, w0)), dr = std::bit_cast<float>(word(ref, w0));
+            if (!(std::fabs(dg - dr) <= 4 * std::numeric_limits<float>::epsilon() * dr))
+                fail(fmt::format("row {} block {}: scale {} , reference {}", r, b, dg, dr));
+            for (uint32_t i = 0; i < ops::kKvQ8Block; ++i) {
+                const int qg = int8_t(uint8_t(word(got, w0 + 1 + i / 4) >> (8 * (i % 4))));
+                const int qr = int8_t(uint8_t(word(ref, w0 + 1 + i / 4) >> (8 * (i % 4))));
+                const float xi = x[b * ops::kKvQ8Block + i];
+                const double xc = std::isnan(xi) ? 0.0 : std::clamp(xi, -kMax, kMax);
+                if (std::abs(qg - qr) > 1 || std::fabs(xc - double(dg) * qg) > 0.5 * double(dg) * (1 + 1e-4))
+                    fail(fmt::format("row {} elem {}: x {} stored as {} x {}, reference {}", r, b * 32 + i, xi, dg, qg, qr));
+            }
+        }
+    }
+    CHECK(bad == 0);
+}
+
 // Stores n_tokens rows at `pos` into a cache of n_ctx rows pre-filled with kStale, and compares
 // the whole cache bit for bit with the reference (unwritten rows must keep kStale).
 void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems, const std::vector<int32_t>& pos,
@@ -60,7 +108,7 @@ void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems,
         auto sv = special_values();
         for (size_t i = 0; i < n_src; ++i) src[i] = sv[i % sv.size()];
     }
-    const size_t cache_bytes = size_t(n_ctx) * row_elems * ops::kv_type_bytes(type);
+    const size_t cache_bytes = size_t(n_ctx) * ops::kv_row_bytes(type, row_elems);
     std::vector<uint8_t> ref(cache_bytes);
     for (size_t i = 0; i < cache_bytes; i += 4) std::memcpy(&ref[i], &kStale, std::min<size_t>(4, cache_bytes - i));
     ref::kv_store(src.data(), ref.data(), pos.data(), n_tokens, row_elems, n_ctx, type);
@@ -80,7 +128,12 @@ void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems,
     std::vector<uint8_t> got(cache_bytes);
     dcache.download(got.data(), cache_bytes);
 
-    const size_t esz = ops::kv_type_bytes(type), n_el = cache_bytes / esz;
+    if (type == KvType::Q8_0) {
+        check_q8_0(got, ref, src, pos, n_ctx, row_elems);
+        dcache.check_guards();
+        return;
+    }
+    const size_t esz = type == KvType::F16 ? 2 : 4, n_el = cache_bytes / esz;
     size_t bad = 0;
     for (size_t i = 0; i < n_el; ++i) {
         if (std::memcmp(&got[i * esz], &ref[i * esz], esz) == 0) continue;
@@ -108,6 +161,10 @@ TEST_CASE("kv_store: tiny shapes, f16 and f32, exact") {
             run_kv_store(ctx, t, 16, 172, positions_from(5, 7));
             run_kv_store(ctx, t, 16, 64, {15, 0, 9});  // any order
         }
+        run_kv_store(ctx, KvType::Q8_0, 1, 32, {0});
+        run_kv_store(ctx, KvType::Q8_0, 8, 32, {3, 4, 7});
+        run_kv_store(ctx, KvType::Q8_0, 16, 160, positions_from(5, 7));
+        run_kv_store(ctx, KvType::Q8_0, 16, 64, {15, 0, 9});
         run_kv_store(ctx, KvType::F32, 9, 7, {8, 2, 0});  // odd rows are fine for f32
         run_kv_store(ctx, KvType::F32, 5, 1, {4, 3});
     }
@@ -123,12 +180,22 @@ TEST_CASE("kv_store: f16 conversion is round-to-nearest-even, bit-identical to f
     }
 }
 
+TEST_CASE("kv_store: q8_0 blocks from their definition, special values (NaN stored as 0, inf clamped)") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        run_kv_store(ctx, KvType::Q8_0, 4, 64, {1, 3}, true);
+        run_kv_store(ctx, KvType::Q8_0, 6, 256, {5, 0, 2}, true);
+    }
+}
+
 TEST_CASE("kv_store: LLaMA shapes: decode in the middle of the cache, prefill, positions beyond n_ctx wrap") {
     test::ValidationGuard guard;
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32}) {
+        for (KvType t : {KvType::F16, KvType::F32, KvType::Q8_0}) {
             // 8 KV heads x 128 (LLaMA-3 8B); 4 x 64 (TinyLlama).
             run_kv_store(ctx, t, 4096, 1024, {2049});
             run_kv_store(ctx, t, 2048, 256, positions_from(1000, 7));
@@ -176,6 +243,9 @@ TEST_CASE("kv_store: caches and batches larger than one binding are split over d
     run_kv_store(ctx, KvType::F32, 100, 1000, {99, 0, 31, 32, 64, 162, 262});
     run_kv_store(ctx, KvType::F16, 100, 1000, {99, 0, 31, 32, 64, 162, 262}, false, 4);
     run_kv_store(ctx, KvType::F16, 100, 1024, positions_from(4970, 60));  // a ring wrapping across windows
+    // q8_0 rows of 1024 are 1152 bytes: 56 cache rows per window.
+    run_kv_store(ctx, KvType::Q8_0, 200, 1024, positions_from(20, 40));
+    run_kv_store(ctx, KvType::Q8_0, 100, 1024, {99, 0, 55, 56, 57, 162, 262}, false, 4);
 }
 
 TEST_CASE("kv_store: slices at offsets below the storage-buffer alignment") {
@@ -183,16 +253,20 @@ TEST_CASE("kv_store: slices at offsets below the storage-buffer alignment") {
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : {KvType::F16, KvType::F32}) run_kv_store(ctx, t, 64, 256, {5, 70, 9}, false, 4);  // 70 wraps to row 6
+        for (KvType t : {KvType::F16, KvType::F32, KvType::Q8_0})
+            run_kv_store(ctx, t, 64, 256, {5, 70, 9}, false, 4);  // 70 wraps to row 6
     }
 }
 
-TEST_CASE("kv_store: odd f16 rows and short buffers are rejected") {
+TEST_CASE("kv_store: odd f16 rows, q8_0 rows of partial blocks and short buffers are rejected") {
     Context& ctx = test::context();
     Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
     CommandStream s(ctx);
     s.begin();
     CHECK_THROWS_AS(ops::kv_store(ctx, s, b.slice(), b.slice(), b.slice(), 1, 7, 4, KvType::F16), std::invalid_argument);
+    CHECK_THROWS_AS(ops::kv_store(ctx, s, b.slice(), b.slice(), b.slice(), 1, 48, 4, KvType::Q8_0), std::invalid_argument);
+    CHECK_THROWS_AS(ops::kv_store(ctx, s, b.slice(), b.slice(), b.slice(), 1, 1024, 64, KvType::Q8_0),
+                    std::invalid_argument);  // 64 rows of 1152 bytes do not fit 64 KiB
     CHECK_THROWS_AS(ops::kv_store(ctx, s, b.slice(), b.slice(), b.slice(), 1, 1024, 64, KvType::F16),
                     std::invalid_argument);
     CHECK(s.stats().dispatches == 0);

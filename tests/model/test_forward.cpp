@@ -90,6 +90,30 @@ TEST_CASE("forward: stories260K prefill in ubatch chunks matches the reference l
     compare_with_reference(path, opts, prompt, 4, kTensorNmse, 1e-6);
 }
 
+TEST_CASE("forward: a q8_0 KV cache matches the host reference layer by layer; rows of partial blocks are refused") {
+    std::string path = test::model_path("stories260K.gguf");
+    if (path.empty()) return;
+    std::vector<int32_t> prompt(40);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 37) % 500);
+    ModelOptions opts;
+    opts.n_ctx = 256;
+    opts.ubatch = 16;
+    opts.kv_type = ops::KvType::Q8_0;
+    // The host quantizes the same rows by the definition; a device whose division is a few ulps off
+    // may store a value at a rounding tie one step away, hence a looser bound than f16's.
+    compare_with_reference(path, opts, prompt, 4, 1e-4, 1e-5);
+
+    test::LoadedModel m = test::open_model(path);
+    ModelConfig odd = m.cfg;
+    odd.head_dim = 20;  // 4 KV heads x 20 = 80 values per row: 2.5 blocks
+    try {
+        plan_memory(test::context().caps(), m.file, odd, opts);
+        FAIL("a q8_0 cache of 80-value rows was accepted");
+    } catch (const std::invalid_argument& e) {
+        CHECK(std::string(e.what()).find("not a multiple of 32") != std::string::npos);
+    }
+}
+
 TEST_CASE("forward: stories260K greedy generation reproduces the published story") {
     std::string path = test::model_path("stories260K.gguf");
     std::string expected_path = test::model_path("stories260K.greedy200.txt");

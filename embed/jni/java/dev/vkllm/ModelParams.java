@@ -8,7 +8,9 @@ public final class ModelParams {
     /** The KV cache's element type. */
     public enum KvType {
         F16,
-        F32
+        F32,
+        /** Blocks of 32 int8 values and a float scale: about half the memory of F16. */
+        Q8_0
     }
 
     private int deviceIndex;
@@ -29,7 +31,7 @@ public final class ModelParams {
         deviceIndex = d[0];
         nCtx = d[1];
         maxSessions = d[2];
-        kvType = d[3] == 1 ? KvType.F32 : KvType.F16;
+        kvType = KvType.values()[d[3]];
         ubatch = d[4];
         validation = d[5] != 0;
     }
