@@ -237,7 +237,7 @@ void register_bench_ops(CLI::App& app) {
     std::vector<std::string> type_names;
     for (TensorType t : kAllTensorTypes) type_names.emplace_back(type_traits(t).lower);
     cmd->add_option("--types", o->types, "Weight types, comma-separated, or all (" + fmt::format("{}", fmt::join(type_names, ", ")) +
-                                         "); f16/f32 among them also select the KV cache types (default f16)")
+                                         "); f16/f32/q8_0 among them also select the KV cache types (default f16)")
         ->delimiter(',')
         ->transform([type_names](std::string v) {
             if (v != "all" && std::find(type_names.begin(), type_names.end(), v) == type_names.end())
