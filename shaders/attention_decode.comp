@@ -2,7 +2,7 @@
 // attention_decode: one query token against the KV cache, split over the KV length (flash decoding).
 //
 // Inputs:  q[n_heads][D]                      f32, the query of the one token (n_tokens == 1)
-//          k, v[n_ctx][n_kv_heads][D]          f16 or f32 (KV_F16 / KV_F32, see kv_read.glsl), a ring:
+//          k, v[n_ctx][n_kv_heads][D]          f16, f32 or q8_0 (KV_*, see kv_read.glsl), a ring:
 //                                              position j in row j % n_ctx
 //          positions[1]                        int32 p, read here so that a recorded command buffer
 //                                              follows the position. The query sees positions

@@ -4,7 +4,7 @@
 // score matrix exists anywhere).
 //
 // Inputs:  q[n_tokens][n_heads][D]            f32
-//          k, v[n_ctx][n_kv_heads][D]          f16 or f32 (KV_F16 / KV_F32, see kv_read.glsl), a ring:
+//          k, v[n_ctx][n_kv_heads][D]          f16, f32 or q8_0 (KV_*, see kv_read.glsl), a ring:
 //                                              position j in row j % n_ctx
 //          positions[n_tokens]                 int32, read on the device: query t at position p sees
 //                                              positions [lo, hi]: lo = max(0, p - window + 1), hi = p

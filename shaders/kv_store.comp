@@ -14,7 +14,7 @@
 //          round toward zero); needs no 16-bit storage or arithmetic feature.
 //          Q8_0, per block of 32: NaN -> 0 and +-inf -> +-FLT_MAX (finite_block of the weight quantizer
 //          does the same), d = max|x| / 127, q = x * (1 / d) rounded half away from zero (lround, as
-//          ggml's reference quantizer), all zeros when d = 0.
+//          ggml's reference quantizer); d = 0 and all q = 0 when d would be below FLT_MIN.
 // One invocation writes one 32-bit word of the cache (two f16 values or one f32), or one Q8_0 block
 // (9 words); the 2-D grid is flattened over n_tokens * units per row. Two tokens with the same position race; callers don't do that.
 // Workgroup size: specialization constant 0.
@@ -93,7 +93,11 @@ void main() {
         x[i] = v;
         amax = max(amax, abs(v));
     }
-    const float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
+    // A scale below the smallest normal float is stored as 0 (all q = 0): 1 / d would overflow to
+    // inf, and drivers may flush it to 0 anyway. Those values are below 1.5e-36.
+    const float d_raw = amax / 127.0;
+    const bool zero = !(d_raw >= 1.17549435e-38);
+    const float d = zero ? 0.0 : d_raw, id = zero ? 0.0 : 1.0 / d_raw;
     const uint dst = pc.cache_first + row * pc.row_words + BLOCK_WORDS * j;
     cache[dst] = floatBitsToUint(d);
     for (uint w = 0u; w < 8u; ++w) {

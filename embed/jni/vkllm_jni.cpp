@@ -413,8 +413,8 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
         p.caps = c_caps.c_str();
         p.n_ctx = uint32_t(n_ctx);
         p.max_sessions = uint32_t(max_sessions);
-        // The ordinal of ModelParams.KvType, whose order is vkllm_kv_type's.
-        p.kv_type = kv_type == 1 ? VKLLM_KV_F32 : kv_type == 2 ? VKLLM_KV_Q8_0 : VKLLM_KV_F16;
+        // The ordinal of ModelParams.KvType, whose order is vkllm_kv_type's; vkllm_model_load rejects others.
+        p.kv_type = static_cast<vkllm_kv_type>(kv_type);
         p.ubatch = uint32_t(ubatch);
         p.chat_template = c_template.c_str();
         p.cache_dir = c_cache.c_str();

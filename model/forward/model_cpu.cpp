@@ -11,12 +11,16 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <stdexcept>
 
 namespace vkllm {
 
 ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, ops::KvType kv_type, uint32_t ubatch)
     : file_(file), cfg_(cfg), n_ctx_(n_ctx), ubatch_(ubatch), kv_type_(kv_type),
       kv_row_bytes_(ops::kv_row_bytes(kv_type, cfg.kv_dim())) {
+    if (cfg.kv_dim() % ops::kv_row_multiple(kv_type) != 0)
+        throw std::invalid_argument(fmt::format("ModelCpu: a {} cache needs K/V rows of a multiple of {} values, not {}",
+                                                ops::kv_type_name(kv_type), ops::kv_row_multiple(kv_type), cfg.kv_dim()));
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
         kv_rows_.push_back(kv_cache_rows(cfg, l, n_ctx, ubatch));
         k_cache_.emplace_back(size_t(kv_rows_[l]) * kv_row_bytes_);

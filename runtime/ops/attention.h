@@ -8,8 +8,8 @@
 //   n_tokens  > 1 (prefill): a block of queries against the cache, online softmax over KV tiles
 //       staged in shared memory.
 //
-// K/V rows are f16 (read as packed words, no 16-bit storage feature needed) or f32; arithmetic is
-// f32. The KV range comes from `positions` on the device, so a recorded command buffer stays valid
+// K/V rows are f16 (read as packed words, no 16-bit storage feature needed), f32, or q8_0 blocks
+// (op_types.h; n_kv_heads * head_dim a multiple of 32); arithmetic is f32. The KV range comes from `positions` on the device, so a recorded command buffer stays valid
 // as positions advance; cache rows outside it are never read.
 //
 // Sliding-window attention (Mistral, Gemma 2/3, Phi-3 small): the cache is a ring of n_ctx rows,

@@ -27,7 +27,8 @@ namespace vkllm::ref {
 // cache points at n_ctx rows of kv_row_bytes(t, row_elems) bytes (uint16_t f16 bits, floats, or
 // Q8_0 blocks). Any row_elems for F16 and F32, a multiple of 32 for Q8_0. Row positions[t] % n_ctx,
 // negative positions skipped, as above. Q8_0 from its definition: d = max|x| / 127,
-// q = lround(x * (1 / d)) (ggml's reference quantizer), NaN stored as 0, +-inf as +-FLT_MAX.
+// q = lround(x * (1 / d)) (ggml's reference quantizer), NaN stored as 0, +-inf as +-FLT_MAX, and a
+// block whose d would be below FLT_MIN stored as d = 0, q = 0.
 void kv_quantize_q8_0(const float* src, uint32_t* dst_words, uint32_t n);  // n a multiple of 32
 void kv_dequantize_q8_0(const uint32_t* words, float* dst, uint32_t n);
 void kv_store(const float* src, void* cache, const int32_t* positions, uint32_t n_tokens, uint32_t row_elems,

@@ -19,7 +19,10 @@ void kv_quantize_q8_0(const float* src, uint32_t* dst, uint32_t n) {
             x[i] = std::isnan(src[i]) ? 0.0f : std::clamp(src[i], -kMax, kMax);
             amax = std::max(amax, std::fabs(x[i]));
         }
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        // Scales below FLT_MIN become 0, as on the device (1 / d would overflow).
+        const float d_raw = amax / 127.0f;
+        const bool zero = !(d_raw >= std::numeric_limits<float>::min());
+        const float d = zero ? 0.0f : d_raw, id = zero ? 0.0f : 1.0f / d_raw;
         dst[0] = std::bit_cast<uint32_t>(d);
         for (uint32_t w = 0; w < 8; ++w) {
             uint32_t packed = 0;

@@ -17,8 +17,8 @@ enum class RopeLayout {
 // Element type of a KV cache row.
 //   F16, F32: one value per element.
 //   Q8_0: blocks of 32 consecutive elements of a row, each 9 words: word 0 the f32 scale
-//         d = max|x| / 127, words 1..8 the 32 values q = round(x / d) as int8, four per word,
-//         little-endian; x ~ d * q. llama.cpp's q8_0 keeps d as f16 in 34 bytes; these 36 bytes keep
+//         d = max|x| / 127, words 1..8 the 32 values q = x * (1 / d) rounded half away from zero,
+//         as int8, four per word, little-endian; x ~ d * q (d = 0 where it would be subnormal). llama.cpp's q8_0 keeps d as f16 in 34 bytes; these 36 bytes keep
 //         every read an aligned 32-bit word (no 8/16-bit storage needed) and the scale exact.
 enum class KvType { F16, F32, Q8_0 };
 

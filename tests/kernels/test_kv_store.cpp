@@ -76,14 +76,16 @@ void check_q8_0(const std::vector<uint8_t>& got, const std::vector<uint8_t>& ref
         for (uint32_t b = 0; b < row_elems / ops::kKvQ8Block; ++b) {
             const size_t w0 = r * row_words + b * ops::kKvQ8BlockWords;
             const float dg = std::bit_cast<float>(word(got, w0)), dr = std::bit_cast<float>(word(ref, w0));
-            if (!(std::fabs(dg - dr) <= 4 * std::numeric_limits<float>::epsilon() * dr))
+            if (!(std::fabs(dg - dr) <= 4 * std::numeric_limits<float>::epsilon() * dr) && !(dr == 0 && dg == 0))
                 fail(fmt::format("row {} block {}: scale {} , reference {}", r, b, dg, dr));
             for (uint32_t i = 0; i < ops::kKvQ8Block; ++i) {
                 const int qg = int8_t(uint8_t(word(got, w0 + 1 + i / 4) >> (8 * (i % 4))));
                 const int qr = int8_t(uint8_t(word(ref, w0 + 1 + i / 4) >> (8 * (i % 4))));
                 const float xi = x[b * ops::kKvQ8Block + i];
                 const double xc = std::isnan(xi) ? 0.0 : std::clamp(xi, -kMax, kMax);
-                if (std::abs(qg - qr) > 1 || std::fabs(xc - double(dg) * qg) > 0.5 * double(dg) * (1 + 1e-4))
+                // A block whose scale would be subnormal is stored as zeros (see op_types.h).
+                const double err_bound = dg > 0 ? 0.5 * double(dg) * (1 + 1e-4) : 127.0 * std::numeric_limits<float>::min();
+                if (std::abs(qg - qr) > 1 || std::fabs(xc - double(dg) * qg) > err_bound)
                     fail(fmt::format("row {} elem {}: x {} stored as {} x {}, reference {}", r, b * 32 + i, xi, dg, qg, qr));
             }
         }
@@ -93,8 +95,9 @@ void check_q8_0(const std::vector<uint8_t>& got, const std::vector<uint8_t>& ref
 
 // Stores n_tokens rows at `pos` into a cache of n_ctx rows pre-filled with kStale, and compares
 // the whole cache bit for bit with the reference (unwritten rows must keep kStale).
+// `custom`, when not empty, is the source itself (n_tokens x row_elems values).
 void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems, const std::vector<int32_t>& pos,
-                  bool specials = false, uint32_t shift = 0) {
+                  bool specials = false, uint32_t shift = 0, const std::vector<float>& custom = {}) {
     const uint32_t n_tokens = uint32_t(pos.size());
     CAPTURE(int(type));
     CAPTURE(n_ctx);
@@ -107,6 +110,10 @@ void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems,
     if (specials) {
         auto sv = special_values();
         for (size_t i = 0; i < n_src; ++i) src[i] = sv[i % sv.size()];
+    }
+    if (!custom.empty()) {
+        REQUIRE(custom.size() == n_src);
+        src = custom;
     }
     const size_t cache_bytes = size_t(n_ctx) * ops::kv_row_bytes(type, row_elems);
     std::vector<uint8_t> ref(cache_bytes);
@@ -150,7 +157,7 @@ void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems,
 
 }  // namespace
 
-TEST_CASE("kv_store: tiny shapes, f16 and f32, exact") {
+TEST_CASE("kv_store: tiny shapes, every KV type (f16 and f32 bit-exact)") {
     test::ValidationGuard guard;
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
@@ -187,6 +194,18 @@ TEST_CASE("kv_store: q8_0 blocks from their definition, special values (NaN stor
         Context& ctx = test::context_for(spec);
         run_kv_store(ctx, KvType::Q8_0, 4, 64, {1, 3}, true);
         run_kv_store(ctx, KvType::Q8_0, 6, 256, {5, 0, 2}, true);
+        // One block each: all zeros (d = 0); a NaN among ordinary values; exact ties k + 0.5 with
+        // amax 127 (d = 1: half away from zero, not to even); the largest magnitude negative; a
+        // block so small that its scale would be subnormal (stored as zeros); ordinary values.
+        std::vector<float> blocks(6 * 32, 0.0f);
+        for (uint32_t i = 0; i < 32; ++i) {
+            blocks[32 + i] = i == 7 ? std::numeric_limits<float>::quiet_NaN() : 0.1f * float(i) - 1.5f;
+            blocks[64 + i] = i == 0 ? 127.0f : float(int(i) - 16) + 0.5f;
+            blocks[96 + i] = i == 3 ? -5.0f : 0.01f * float(i);
+            blocks[128 + i] = 1e-37f * float(i % 5);
+            blocks[160 + i] = std::sin(float(i));
+        }
+        run_kv_store(ctx, KvType::Q8_0, 4, 64, {2, 0, 3}, false, 0, blocks);
     }
 }
 
@@ -240,12 +259,12 @@ TEST_CASE("kv_store: caches and batches larger than one binding are split over d
     Context& ctx = test::context_for("max-storage-range=65536");
     // f16 rows of 1024 are 2 KiB: 31 cache rows per window; src rows of 4 KiB: 15 tokens per window.
     run_kv_store(ctx, KvType::F16, 200, 1024, positions_from(20, 40));
-    run_kv_store(ctx, KvType::F32, 100, 1000, {99, 0, 31, 32, 64, 162, 262});
-    run_kv_store(ctx, KvType::F16, 100, 1000, {99, 0, 31, 32, 64, 162, 262}, false, 4);
+    run_kv_store(ctx, KvType::F32, 100, 1000, {99, 0, 31, 32, 64, 162, 163});
+    run_kv_store(ctx, KvType::F16, 100, 1000, {99, 0, 31, 32, 64, 162, 163}, false, 4);
     run_kv_store(ctx, KvType::F16, 100, 1024, positions_from(4970, 60));  // a ring wrapping across windows
     // q8_0 rows of 1024 are 1152 bytes: 56 cache rows per window.
     run_kv_store(ctx, KvType::Q8_0, 200, 1024, positions_from(20, 40));
-    run_kv_store(ctx, KvType::Q8_0, 100, 1024, {99, 0, 55, 56, 57, 162, 262}, false, 4);
+    run_kv_store(ctx, KvType::Q8_0, 100, 1024, {99, 0, 55, 56, 57, 162, 163}, false, 4);
 }
 
 TEST_CASE("kv_store: slices at offsets below the storage-buffer alignment") {

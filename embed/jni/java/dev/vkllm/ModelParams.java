@@ -9,7 +9,7 @@ public final class ModelParams {
     public enum KvType {
         F16,
         F32,
-        /** Blocks of 32 int8 values and a float scale: about half the memory of F16. */
+        /** Blocks of 32 int8 values and a float scale: 0.56x the memory of F16. */
         Q8_0
     }
 
