@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 using namespace vkllm;
@@ -166,8 +167,12 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         const vkllm_model_params p = capi::read_params(params, vkllm_model_default_params(), "vkllm_model_params");
         require(p.device_index >= -1, fmt::format("device_index {} must be -1 (any) or a device index", p.device_index));
         require(p.max_sessions >= 1 && p.max_sessions <= 64, fmt::format("max_sessions {} must be 1..64", p.max_sessions));
-        require(p.kv_type == VKLLM_KV_F16 || p.kv_type == VKLLM_KV_F32 || p.kv_type == VKLLM_KV_Q8_0,
-                fmt::format("kv_type {} is not a vkllm_kv_type", int(p.kv_type)));
+        // A C caller may store any int in the enum field; loading one outside the enumerators as the
+        // enum is undefined in C++ (UBSan reports it), so its bits are read as an integer first.
+        static_assert(sizeof(vkllm_kv_type) == sizeof(int32_t));
+        int32_t kv_raw = 0;
+        std::memcpy(&kv_raw, &p.kv_type, sizeof kv_raw);
+        require(kv_raw >= VKLLM_KV_F16 && kv_raw <= VKLLM_KV_Q8_0, fmt::format("kv_type {} is not a vkllm_kv_type", kv_raw));
         require(p.ubatch >= 1 && p.ubatch <= 4096, fmt::format("ubatch {} must be 1..4096", p.ubatch));
         std::error_code ec;
         if (!std::filesystem::exists(path, ec))

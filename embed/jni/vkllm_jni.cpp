@@ -407,13 +407,18 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
             throw_java(env, "java/lang/IllegalArgumentException", "nCtx, maxSessions and ubatch must not be negative");
             return 0;
         }
+        // The ordinal of ModelParams.KvType, whose order is vkllm_kv_type's (checked before the cast:
+        // an int outside an enum's values is undefined behaviour in C++).
+        if (kv_type < VKLLM_KV_F16 || kv_type > VKLLM_KV_Q8_0) {
+            throw_java(env, "java/lang/IllegalArgumentException", "kvType is not a ModelParams.KvType");
+            return 0;
+        }
         vkllm_model_params p = vkllm_model_default_params();
         p.device_index = device_index;
         p.device_name = c_device.c_str();
         p.caps = c_caps.c_str();
         p.n_ctx = uint32_t(n_ctx);
         p.max_sessions = uint32_t(max_sessions);
-        // The ordinal of ModelParams.KvType, whose order is vkllm_kv_type's; vkllm_model_load rejects others.
         p.kv_type = static_cast<vkllm_kv_type>(kv_type);
         p.ubatch = uint32_t(ubatch);
         p.chat_template = c_template.c_str();
