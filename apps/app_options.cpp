@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace vkllm::app {
 
@@ -27,6 +28,16 @@ CLI::Validator number_check(bool allow_zero) {
 
 CLI::Validator non_negative_number() { return number_check(true); }
 CLI::Validator positive_number() { return number_check(false); }
+
+void add_kv_type_option(CLI::App* cmd, ops::KvType& kv) {
+    std::vector<std::string> names;
+    for (ops::KvType t : ops::kAllKvTypes) names.emplace_back(ops::kv_type_name(t));
+    cmd->add_option_function<std::string>(
+           "--kv-type", [&kv](const std::string& s) { kv = *ops::parse_kv_type(s); },  // checked below
+           "KV cache element type (q8_0: 0.56x the memory of f16)")
+        ->check(CLI::IsMember(names))
+        ->default_str(ops::kv_type_name(kv));
+}
 
 void DeviceOptions::add_to(CLI::App* cmd) {
     cmd->add_option("--device", device, "Device index or name substring (see `vkllm devices`)");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/context.h"
+#include "runtime/ops/op_types.h"
 
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,9 @@ namespace vkllm::app {
 // print their range as [0, 1.797...e308] and call "abc" out of range.
 CLI::Validator non_negative_number();  // "--seed: must be >= 0, got -2"
 CLI::Validator positive_number();      // "--ctx: 'abc' is not a number"
+
+// --kv-type, one of the ops::kv_type_name names, parsed into `kv` (whose value is the default).
+void add_kv_type_option(CLI::App* cmd, ops::KvType& kv);
 
 struct DeviceOptions {
     std::string device;      // index or name substring

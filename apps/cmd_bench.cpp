@@ -33,7 +33,7 @@ struct BenchOptions {
     uint32_t n_gen = 128;
     int reps = 5;
     uint32_t ubatch = 64;
-    std::string kv_type = "f16";
+    ops::KvType kv_type = ops::KvType::F16;
     bool json = false;
     bool profile = false;
     bool no_probes = false;
@@ -116,7 +116,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     ModelOptions lo;
     lo.ubatch = o.ubatch;
     lo.n_ctx = o.n_prompt + o.n_gen + 8;
-    lo.kv_type = *ops::parse_kv_type(o.kv_type);  // validated by the option
+    lo.kv_type = o.kv_type;
 
     // --- start-up: a fresh pipeline cache directory, then the same one again
     auto cache_dir = std::filesystem::temp_directory_path() / fmt::format("vkllm-bench-cache-{}", ::getpid());
@@ -302,9 +302,7 @@ void register_bench(CLI::App& app) {
     cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens for tg")->check(CLI::Range(0, 65536))->capture_default_str();
     cmd->add_option("-r,--reps", o->reps, "Repetitions after one warm-up")->check(CLI::Range(1, 1000))->capture_default_str();
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
-    cmd->add_option("--kv-type", o->kv_type, "KV cache element type")
-        ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
-        ->capture_default_str();
+    add_kv_type_option(cmd, o->kv_type);
     cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
     cmd->add_flag("--profile", o->profile, "GPU time per op type for one decode step and one prefill chunk");
     cmd->add_flag("--no-probes", o->no_probes, "Skip the bandwidth / FMA probes (no roofline figures)");

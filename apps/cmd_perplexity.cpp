@@ -19,7 +19,7 @@ struct PerplexityArgs {
     uint32_t n_ctx = 512;
     int32_t n_chunks = -1;
     uint32_t ubatch = 0;  // 0: min(-c, 512), fewer for vocabularies too large for one binding
-    std::string kv_type = "f16";
+    ops::KvType kv_type = ops::KvType::F16;
     bool kl = false;
     CLI::Option *ctx_opt = nullptr;
     DeviceOptions device;
@@ -50,7 +50,7 @@ LoadedModel load(const PerplexityArgs& a, const std::string& path, uint32_t n_ct
     ModelOptions lo;
     lo.n_ctx = n_ctx;
     lo.ubatch = a.ubatch ? a.ubatch : default_ubatch(n_ctx, n_vocab);
-    lo.kv_type = *ops::parse_kv_type(a.kv_type);  // validated by the option
+    lo.kv_type = a.kv_type;
     lo.all_logits = true;
     return load_model(path, a.device, lo, false);
 }
@@ -180,9 +180,7 @@ void register_perplexity(CLI::App& app) {
         ->check(positive_number());
     cmd->add_option("--ubatch", a->ubatch, "Tokens per forward pass (default: min(-c, 512))")
         ->check(CLI::Range(1, 4096));
-    cmd->add_option("--kv-type", a->kv_type, "KV cache element type (q8_0: 0.56x the memory of f16)")
-        ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
-        ->capture_default_str();
+    add_kv_type_option(cmd, a->kv_type);
     cmd->add_option("--kl-divergence-base", a->base_file,
                     "Without --kl-divergence: save the log-probabilities of the scored positions to FILE; with it: "
                     "read them from FILE");

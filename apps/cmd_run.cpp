@@ -23,7 +23,7 @@ struct RunOptions {
     int64_t seed = -1;
     uint32_t n_ctx = 0;
     uint32_t ubatch = 64;
-    std::string kv_type = "f16";
+    ops::KvType kv_type = ops::KvType::F16;
     bool check = false;
     bool no_echo = false;
     bool parse_special = false;
@@ -34,7 +34,7 @@ void run(const RunOptions& o) {
     ModelOptions lo;
     lo.n_ctx = o.n_ctx;
     lo.ubatch = o.ubatch;
-    lo.kv_type = *ops::parse_kv_type(o.kv_type);  // validated by the option
+    lo.kv_type = o.kv_type;
     GenerateParams gp;
     gp.n_predict = o.n_predict;
     gp.sampler = o.sampler;
@@ -111,8 +111,7 @@ void register_run(CLI::App& app) {
     cmd->add_option("--seed", o->seed, "Random seed (default: random; printed at the end)")->check(non_negative_number());
     cmd->add_option("-c,--ctx", o->n_ctx, "Context length (default: the model's, capped by device memory)")->check(positive_number());
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
-    cmd->add_option("--kv-type", o->kv_type, "KV cache element type (q8_0: 0.56x the memory of f16)")
-        ->check(CLI::IsMember({"f16", "f32", "q8_0"}))->capture_default_str();
+    add_kv_type_option(cmd, o->kv_type);
     cmd->add_flag("--check", o->check, "Run the host reference beside the device (greedy) and report the first divergence");
     cmd->add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
     cmd->add_flag("--parse-special", o->parse_special,

@@ -31,7 +31,7 @@ struct ServeOptions {
     uint32_t parallel = 4;
     uint32_t n_ctx = 0;
     uint32_t ubatch = 64;
-    std::string kv_type = "f16";
+    ops::KvType kv_type = ops::KvType::F16;
     std::string api_key, api_key_file;
     std::string chat_template;
     double timeout_s = 600;
@@ -132,7 +132,7 @@ void serve(const ServeOptions& o) {
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
     mo.ubatch = o.ubatch;
-    mo.kv_type = *ops::parse_kv_type(o.kv_type);  // validated by the option
+    mo.kv_type = o.kv_type;
     mo.n_seq = o.parallel;
     const std::string path = resolve_model_path(o.model);
 
@@ -207,8 +207,7 @@ void register_serve(CLI::App& app) {
                                           "holds --parallel times this. Default: the model's, capped by device memory")
         ->check(positive_number());
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
-    cmd->add_option("--kv-type", o->kv_type, "KV cache element type (q8_0: 0.56x the memory of f16)")
-        ->check(CLI::IsMember({"f16", "f32", "q8_0"}))->capture_default_str();
+    add_kv_type_option(cmd, o->kv_type);
     auto* key = cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file)");
     cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")->excludes(key);
     cmd->add_option("--chat-template", o->chat_template,

@@ -40,9 +40,11 @@ inline constexpr const char* kv_type_name(KvType t) {
     return t == KvType::F16 ? "f16" : t == KvType::F32 ? "f32" : "q8_0";
 }
 
+inline constexpr KvType kAllKvTypes[] = {KvType::F16, KvType::F32, KvType::Q8_0};
+
 // "f16", "f32", "q8_0", or nothing.
 inline std::optional<KvType> parse_kv_type(std::string_view s) {
-    for (KvType t : {KvType::F16, KvType::F32, KvType::Q8_0})
+    for (KvType t : kAllKvTypes)
         if (s == kv_type_name(t)) return t;
     return std::nullopt;
 }

@@ -32,8 +32,6 @@ constexpr test::Tolerance kTol{1e-9, 2e-5, 1e-4};
 
 const char* kv_name(KvType t) { return ops::kv_type_name(t); }
 
-constexpr KvType kKvTypes[] = {KvType::F16, KvType::F32, KvType::Q8_0};
-
 // Whether a cache of type t can hold rows of n_kv_heads x head_dim (q8_0: whole blocks of 32).
 bool kv_fits(KvType t, uint32_t n_kv_heads, uint32_t head_dim) {
     return (n_kv_heads * head_dim) % ops::kv_row_multiple(t) == 0;
@@ -166,7 +164,7 @@ TEST_CASE("attention decode: head_dim 4..256, every KV type, KV length 1..200 wi
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : kKvTypes)
+        for (KvType t : ops::kAllKvTypes)
             for (uint32_t d : {4u, 8u, 64u, 80u, 96u, 128u, 256u}) {
                 if (!kv_fits(t, 2, d)) continue;  // q8_0: not 4 or 8 (rows of 8, 16); 80 straddles blocks
                 // KV lengths 1 and 3 leave most splits empty; 65 and 200 are not multiples of anything.
@@ -184,7 +182,7 @@ TEST_CASE("attention decode: one split writes the output directly") {
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : kKvTypes) {
+        for (KvType t : ops::kAllKvTypes) {
             auto plan = check_attention(ctx, "decode 1 split", params(1, 4, 4, 64, 50, t), {{0}, {6}, {49}});
             CHECK(plan.n_splits == 1);
         }
@@ -196,7 +194,7 @@ TEST_CASE("attention decode: GQA 1:1, 2:1, 4:1, 8:1, MQA") {
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : kKvTypes)
+        for (KvType t : ops::kAllKvTypes)
             for (auto [h, kvh] : kGqa)
                 check_attention(ctx, "decode gqa", params(1, h, kvh, 64, 1000, t), {{0}, {2}, {99}, {511}, {776}},
                                 {.seed = h * 10 + kvh});
@@ -208,7 +206,7 @@ TEST_CASE("attention decode: LLaMA 32/8/128 and TinyLlama 32/4/64 at KV length 2
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : kKvTypes) {
+        for (KvType t : ops::kAllKvTypes) {
             check_attention(ctx, "decode real", params(1, 32, 8, 128, 4096, t), {{2047}, {4095}, {2999}, {0}, {2}},
                             {.timing = spec.empty()});
             check_attention(ctx, "decode real", params(1, 32, 4, 64, 4096, t), {{2047}, {4095}, {1300}});
@@ -232,7 +230,7 @@ TEST_CASE("attention prefill: head_dim 4..256, every KV type, n_past 0 and > 0")
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : kKvTypes)
+        for (KvType t : ops::kAllKvTypes)
             for (uint32_t d : {4u, 8u, 64u, 80u, 96u, 128u, 256u}) {
                 if (!kv_fits(t, 2, d)) continue;
                 check_attention(ctx, "prefill head_dim", params(7, 4, 2, d, 200, t), {consecutive(7, 0), consecutive(7, 100)},
@@ -250,7 +248,7 @@ TEST_CASE("attention prefill: GQA 1:1, 2:1, 4:1, 8:1, MQA") {
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
-        for (KvType t : kKvTypes)
+        for (KvType t : ops::kAllKvTypes)
             for (auto [h, kvh] : kGqa)
                 check_attention(ctx, "prefill gqa", params(33, h, kvh, 64, 300, t), {consecutive(33, 0), consecutive(33, 41)},
                                 {.seed = h * 10 + kvh});
@@ -264,7 +262,7 @@ TEST_CASE("attention prefill: real shapes (512-token prompt, a chunk after 1000 
         Context& ctx = test::context_for(spec);
         check_attention(ctx, "prefill real", params(512, 32, 8, 128, 600, KvType::F16), {consecutive(512, 0)},
                         {.timing = spec.empty()});
-        for (KvType t : kKvTypes) {
+        for (KvType t : ops::kAllKvTypes) {
             check_attention(ctx, "prefill real", params(64, 32, 4, 64, 1100, t), {consecutive(64, 1000)});
             check_attention(ctx, "prefill real", params(2, 32, 8, 128, 2100, t), {consecutive(2, 2046), consecutive(2, 0)});
         }

@@ -53,6 +53,20 @@ void compare_with_reference(const std::string& path, const ModelOptions& opts, s
     MESSAGE("worst logits nmse over " << decode_steps << " decode steps: " << worst);
 }
 
+// 40 tokens of stories260K's vocab in ubatches of 16: two full chunks and a remainder of 8.
+std::vector<int32_t> chunked_prompt() {
+    std::vector<int32_t> prompt(40);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 37) % 500);
+    return prompt;
+}
+ModelOptions chunked_options(ops::KvType kv) {
+    ModelOptions opts;
+    opts.n_ctx = 256;
+    opts.ubatch = 16;
+    opts.kv_type = kv;
+    return opts;
+}
+
 }  // namespace
 
 TEST_CASE("forward: stories260K logits match the host reference at every position of 64 tokens") {
@@ -82,26 +96,16 @@ TEST_CASE("forward: stories260K logits match the host reference at every positio
 TEST_CASE("forward: stories260K prefill in ubatch chunks matches the reference layer by layer") {
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
-    std::vector<int32_t> prompt(40);
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 37) % 500);
-    ModelOptions opts;
-    opts.n_ctx = 256;
-    opts.ubatch = 16;  // 40 tokens: two full chunks and a remainder of 8
-    compare_with_reference(path, opts, prompt, 4, kTensorNmse, 1e-6);
+    compare_with_reference(path, chunked_options(ops::KvType::F16), chunked_prompt(), 4, kTensorNmse, 1e-6);
 }
 
 TEST_CASE("forward: a q8_0 KV cache matches the host reference layer by layer; rows of partial blocks are refused") {
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
-    std::vector<int32_t> prompt(40);
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 37) % 500);
-    ModelOptions opts;
-    opts.n_ctx = 256;
-    opts.ubatch = 16;
-    opts.kv_type = ops::KvType::Q8_0;
+    const ModelOptions opts = chunked_options(ops::KvType::Q8_0);
     // The host quantizes the same rows by the definition; a device whose division is a few ulps off
     // may store a value at a rounding tie one step away, hence a looser bound than f16's.
-    compare_with_reference(path, opts, prompt, 4, 1e-4, 1e-5);
+    compare_with_reference(path, opts, chunked_prompt(), 4, 1e-4, 1e-5);
 
     test::LoadedModel m = test::open_model(path);
     ModelConfig odd = m.cfg;
