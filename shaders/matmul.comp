@@ -51,6 +51,7 @@ layout(push_constant) uniform Push {
     uint has_res;
     uint b_base;     // float offset of B[0] (this dispatch's first column) in the B window
     uint has_bias;
+    uint x_vec4;     // unused here (the push block is shared with matmul_broadcast.comp)
 } pc;
 
 shared float xs[BK * XS];  // xs[c * XS + i] = X[m0 + i][k0 + c]

@@ -71,6 +71,7 @@ set(VKLLM_WEIGHT_TYPES f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4
 foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   string(TOUPPER "W_${t}" wdef)
   vkllm_shader(matmul_${t}          matmul.comp    ${wdef})
+  vkllm_shader(matmul_broadcast_${t} matmul_broadcast.comp ${wdef})
   vkllm_shader(matvec_${t}          matvec.comp    ${wdef})
   vkllm_shader(matvec_${t}_subgroup matvec.comp    ${wdef} USE_SUBGROUP)
   vkllm_shader(get_rows_${t}        get_rows.comp  ${wdef})

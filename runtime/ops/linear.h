@@ -53,7 +53,8 @@ namespace detail {
 // the type on 4 bytes too, the variant reads weights without realignment.
 PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                          bool w_offset_aligned = true);
-PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
+PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                         bool w_offset_aligned = true);
 
 }  // namespace detail
 

@@ -1,5 +1,7 @@
-// matmul (prefill-time tiled linear layer) against the CPU reference, for every weight type and
-// device variant (the 16 KiB shared-memory variant gets a shallower k slice): tiny and odd shapes
+// matmul (prefill-time linear layer) against the CPU reference, for every weight type and device
+// variant: matmul_broadcast (CPU tuning with subgroups, the default lavapipe variant) and the
+// shared-memory tiled matmul (the no-subgroup-ops and gpu-tuning variants; the 16 KiB
+// shared-memory variant gets a shallower k slice): tiny and odd shapes
 // (m, n, k not multiples of the tile), one real LLaMA-size projection per type, residual add
 // (separate and in place), unaligned slices, linear()'s choice between matvec and matmul, and X / Y /
 // W larger than the binding range (forced with max-storage-range=8m).
@@ -14,6 +16,7 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <set>
 
 using namespace vkllm;
 using namespace vkllm::test::linear;
@@ -52,11 +55,27 @@ void run_variants(const Problem& p, Op op = Op::Matmul) {
 }  // namespace
 
 TEST_CASE("matmul: tile choice fits the device") {
+    // The device variants cover both kernels: CPU tuning with subgroups takes matmul_broadcast,
+    // no-subgroup-ops and gpu-tuning the shared-memory tiles; every case below runs on all three.
+    std::set<std::string> kernels;
     for (const std::string& spec : test::device_variants()) {
         CAPTURE(spec);
         const DeviceCaps& caps = test::context_for(spec).caps();
         for (uint32_t m : {9u, 32u, 33u, 512u}) {
             PipelineDesc d = ops::detail::matmul_desc(caps, TensorType::Q4_0, m, 4096, 4096);
+            if (d.shader.starts_with("matmul_broadcast_")) {
+                kernels.insert("broadcast");
+                REQUIRE(d.spec.size() == 4);
+                const uint32_t sg = d.spec[0], r = d.spec[1], tt = d.spec[2];
+                CHECK(sg == caps.subgroup_size);  // one workgroup is exactly one subgroup
+                CHECK((sg == 4 || sg == 8 || sg == 16));
+                CHECK(caps.cpu_tuning);
+                CHECK(caps.subgroup_ballot);
+                CHECK(r >= 1);
+                CHECK(tt >= 1);
+                continue;
+            }
+            kernels.insert("tiled");
             REQUIRE(d.spec.size() == 6);
             const uint32_t wg = d.spec[0], bm = d.spec[1], bn = d.spec[2], bk = d.spec[3], tm = d.spec[4], tn = d.spec[5];
             CHECK(wg == (bm / tm) * (bn / tn));
@@ -65,6 +84,9 @@ TEST_CASE("matmul: tile choice fits the device") {
             CHECK(uint64_t(bk) * (bm + 1 + bn + 1) * 4 <= caps.max_shared_memory);
         }
     }
+    // On lavapipe, both kernels are exercised by the variants (on a GPU, only the tiled one exists).
+    const DeviceCaps& real = test::context_for("").caps();
+    if (test::device_variants().size() > 1 && real.cpu_tuning && real.subgroup_ballot) CHECK(kernels.size() == 2);
 }
 
 TEST_CASE("matmul: tiny shapes, every weight type and device variant") {
