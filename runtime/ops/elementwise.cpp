@@ -24,13 +24,24 @@ uint32_t workgroup_size(const DeviceCaps& caps) {
     return wg;
 }
 
+// Norms reduce one row per workgroup. A CPU driver runs a workgroup as SIMD chunks of
+// subgroup_size lanes and switches between all of them at each barrier: one chunk per row does
+// the same work without the switches (measured on lavapipe, stories260K prefill of 64 tokens:
+// 11 rms_norm dispatches 5.9 ms with 256 invocations).
+uint32_t row_reduce_size(const DeviceCaps& caps, uint32_t wg) {
+    if (!caps.cpu_tuning) return wg;
+    uint32_t r = 4;
+    while (r < caps.subgroup_size && r < wg) r *= 2;
+    return std::min(r, wg);
+}
+
 }  // namespace
 
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
     const uint32_t wg = workgroup_size(caps);
     const bool sg = caps.subgroup_ops();
     switch (op) {
-        case SmallOp::RmsNorm: return {sg ? "rms_norm_sg" : "rms_norm", {wg}};
+        case SmallOp::RmsNorm: return {sg ? "rms_norm_sg" : "rms_norm", {row_reduce_size(caps, wg)}};
         case SmallOp::Swiglu: return {"swiglu", {wg}};
         case SmallOp::Add: return {"add", {wg}};
         case SmallOp::Rope: return {"rope", {wg}};
@@ -40,7 +51,7 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::Argmax: return {sg ? "argmax_sg" : "argmax", {wg}};
         case SmallOp::Softmax: return {sg ? "softmax_sg" : "softmax", {wg}};
         case SmallOp::Topk: return {"topk", {wg}};
-        case SmallOp::LayerNorm: return {sg ? "layer_norm_sg" : "layer_norm", {wg}};
+        case SmallOp::LayerNorm: return {sg ? "layer_norm_sg" : "layer_norm", {row_reduce_size(caps, wg)}};
         case SmallOp::Geglu: return {"geglu", {wg}};
         case SmallOp::Gelu: return {"gelu", {wg}};
         case SmallOp::Scale: return {"scale", {wg}};
