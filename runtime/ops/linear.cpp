@@ -118,7 +118,8 @@ PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         // R 4, TT 1: 18-20 / 15-16; R 2, TT 1: 12-14 / 11; R 4, TT 2: 8 / 11; R 8, TT 1: 5-11 / 15;
         // tiled matmul.comp: 4.4 / 4.3. Larger tiles spill or stop NIR from unrolling the loops,
         // which turns the register arrays into per-lane memory.
-        const uint32_t r = 4, tt = 1;
+        // 16 lanes (AVX-512-wide llvmpipe) take 2 rows: the same 32 accumulators per lane.
+        const uint32_t r = sg >= 16 ? 2 : 4, tt = 1;
         return {"matmul_broadcast_" + type_suffix(wtype), {sg, r, tt, weights_aligned(wtype, k, w_offset_aligned)}};
     }
     uint32_t bm = 64, bn = 64, tm = 4, tn = 4;
