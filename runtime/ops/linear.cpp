@@ -120,7 +120,13 @@ PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         // which turns the register arrays into per-lane memory.
         // 16 lanes (AVX-512-wide llvmpipe) take 2 rows: the same 32 accumulators per lane.
         const uint32_t r = sg >= 16 ? 2 : 4, tt = 1;
-        return {"matmul_broadcast_" + type_suffix(wtype), {sg, r, tt, weights_aligned(wtype, k, w_offset_aligned)}};
+        PipelineDesc d{"matmul_broadcast_" + type_suffix(wtype), {sg, r, tt, weights_aligned(wtype, k, w_offset_aligned)}};
+        // The kernel broadcasts from lanes 0 .. S-1 of one full subgroup: required where the device
+        // can require it (SPIR-V 1.3 shaders already see the reported size; this also rules out a
+        // split or partly populated subgroup).
+        if (caps.subgroup_size_control && caps.min_subgroup_size <= sg && sg <= caps.max_subgroup_size)
+            d.subgroup_size = sg;
+        return d;
     }
     uint32_t bm = 64, bn = 64, tm = 4, tn = 4;
     if (caps.max_workgroup_invocations < 256) {

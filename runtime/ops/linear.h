@@ -1,6 +1,7 @@
 // The weight-streaming linear layers of the decoder: Y = X · W^T (+ bias) (+ R) with W in any GGUF weight
 // type vkllm reads (runtime/tensor_types.h), as matvec (decode, m <= 8: one pass over W
-// shared by all rows of X) and as a tiled matmul (prefill).
+// shared by all rows of X) and as matmul (prefill: shared-memory tiles on GPUs, register tiles fed by
+// subgroup broadcasts on CPU drivers).
 //
 // GPU functions record into a CommandStream and never submit. X, Y, R are f32 row-major, the bias
 // f32 [n] (broadcast over the m rows; GPT-2's and Qwen2's biased projections), added in the epilogue.

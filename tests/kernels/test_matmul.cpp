@@ -66,13 +66,8 @@ TEST_CASE("matmul: tile choice fits the device") {
             if (d.shader.starts_with("matmul_broadcast_")) {
                 kernels.insert("broadcast");
                 REQUIRE(d.spec.size() == 4);
-                const uint32_t sg = d.spec[0], r = d.spec[1], tt = d.spec[2];
-                CHECK(sg == caps.subgroup_size);  // one workgroup is exactly one subgroup
-                CHECK((sg == 4 || sg == 8 || sg == 16));
-                CHECK(caps.cpu_tuning);
-                CHECK(caps.subgroup_ballot);
-                CHECK(r >= 1);
-                CHECK(tt >= 1);
+                // Workgroup = one full subgroup, required wherever the device allows requiring it.
+                if (caps.subgroup_size_control) CHECK(d.subgroup_size == d.spec[0]);
                 continue;
             }
             kernels.insert("tiled");
