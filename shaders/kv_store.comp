@@ -1,7 +1,9 @@
 #version 450
-// kv_store: appends K or V rows of the current tokens to one layer's cache, at their positions.
+// kv_store: appends K or V rows of the current tokens to one layer's cache, at their positions; with
+// pc.n_pairs = 2 it also appends the V rows (src2) to the V cache (cache2), in the same dispatch.
 //
-// Inputs:  src[n_tokens][row_elems] f32, read as raw bits (bound from word src_first)
+// Inputs:  src[n_tokens][row_elems] f32, read as raw bits (bound from word src_first); src2 likewise
+//          (src2_first), read only when n_pairs = 2
 //          positions[n_tokens] int32 (from pos_first), read on the device
 // Output:  cache rows [row_base, row_base + row_count) of a cache [n_ctx][row_elems] (bound from word
 //          cache_first): f16 pairs packed into uint words when F16 is defined (row_elems even), Q8_0
@@ -16,7 +18,8 @@
 //          does the same), d = max|x| / 127, q = x * (1 / d) rounded half away from zero (lround, as
 //          ggml's reference quantizer); d = 0 and all q = 0 when d would be below FLT_MIN.
 // One invocation writes one 32-bit word of the cache (two f16 values or one f32), or one Q8_0 block
-// (9 words); the 2-D grid is flattened over n_tokens * units per row. Two tokens with the same position race; callers don't do that.
+// (9 words); the 2-D grid is flattened over n_pairs * n_tokens * units per row (the second pair
+// after the first). Two tokens with the same position race; callers don't do that.
 // Workgroup size: specialization constant 0.
 
 layout(local_size_x_id = 0) in;
@@ -25,6 +28,8 @@ layout(constant_id = 0) const uint WG = 256;
 layout(std430, binding = 0) readonly buffer S { uint src[]; };
 layout(std430, binding = 1) writeonly buffer C { uint cache[]; };
 layout(std430, binding = 2) readonly buffer P { int positions[]; };
+layout(std430, binding = 3) readonly buffer S2 { uint src2[]; };
+layout(std430, binding = 4) writeonly buffer C2 { uint cache2[]; };
 layout(push_constant) uniform Push {
     uint n_tokens;
     uint row_words;  // words per cache row: row_elems / 2 for F16, row_elems for F32, row_elems / 32 * 9 for Q8_0
@@ -34,7 +39,21 @@ layout(push_constant) uniform Push {
     uint row_base;   // first cache row in this window
     uint row_count;  // cache rows in this window
     uint n_ctx;      // rows in the whole cache (the ring's length)
+    uint n_pairs;    // 1: src -> cache; 2: also src2 -> cache2 (same shapes and window)
+    uint src2_first;
+    uint cache2_first;
 } pc;
+
+// The pair an invocation works on: its source word and its cache word (both buffers of the pair are
+// distinct bindings, so every access picks one).
+bool second_ = false;
+uint load_src(uint i) { return second_ ? src2[pc.src2_first + i] : src[pc.src_first + i]; }
+void store_cache(uint i, uint w) {
+    if (second_)
+        cache2[pc.cache2_first + i] = w;
+    else
+        cache[pc.cache_first + i] = w;
+}
 
 #ifdef F16
 // Round to nearest even; overflow to inf; NaN stays a (quiet) NaN; f16 subnormals rounded correctly.
@@ -76,7 +95,9 @@ void main() {
 #else
     const uint units = pc.row_words;
 #endif
-    if (idx >= pc.n_tokens * units) return;
+    if (idx >= pc.n_pairs * pc.n_tokens * units) return;
+    second_ = idx >= pc.n_tokens * units;
+    if (second_) idx -= pc.n_tokens * units;
     uint t = idx / units, j = idx % units;
     int pos = positions[pc.pos_first + t];
     if (pos < 0) return;
@@ -84,11 +105,11 @@ void main() {
     uint row = ring_row - pc.row_base;  // wraps to a huge value below the window
     if (ring_row < pc.row_base || row >= pc.row_count) return;
 #ifdef Q8_0
-    const uint s = pc.src_first + t * (units * 32u) + 32u * j;
+    const uint s = t * (units * 32u) + 32u * j;
     float x[32];
     float amax = 0.0;
     for (uint i = 0u; i < 32u; ++i) {
-        float v = uintBitsToFloat(src[s + i]);
+        float v = uintBitsToFloat(load_src(s + i));
         v = isnan(v) ? 0.0 : clamp(v, -3.4028235e38, 3.4028235e38);
         x[i] = v;
         amax = max(amax, abs(v));
@@ -98,20 +119,20 @@ void main() {
     const float d_raw = amax / 127.0;
     const bool zero = !(d_raw >= 1.17549435e-38);
     const float d = zero ? 0.0 : d_raw, id = zero ? 0.0 : 1.0 / d_raw;
-    const uint dst = pc.cache_first + row * pc.row_words + BLOCK_WORDS * j;
-    cache[dst] = floatBitsToUint(d);
+    const uint dst = row * pc.row_words + BLOCK_WORDS * j;
+    store_cache(dst, floatBitsToUint(d));
     for (uint w = 0u; w < 8u; ++w) {
         uint packed = 0u;
         for (uint b = 0u; b < 4u; ++b) packed |= (uint(round_away(x[4u * w + b] * id)) & 0xffu) << (8u * b);
-        cache[dst + 1u + w] = packed;
+        store_cache(dst + 1u + w, packed);
     }
 #else
-    uint dst = pc.cache_first + row * pc.row_words + j;
+    uint dst = row * pc.row_words + j;
 #endif
 #ifdef F16
-    uint s = pc.src_first + t * (2u * pc.row_words) + 2u * j;
-    cache[dst] = f32_to_f16(src[s]) | (f32_to_f16(src[s + 1u]) << 16);
+    uint s = t * (2u * pc.row_words) + 2u * j;
+    store_cache(dst, f32_to_f16(load_src(s)) | (f32_to_f16(load_src(s + 1u)) << 16));
 #elif !defined(Q8_0)
-    cache[dst] = src[pc.src_first + t * pc.row_words + j];
+    store_cache(dst, load_src(t * pc.row_words + j));
 #endif
 }

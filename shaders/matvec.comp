@@ -11,13 +11,20 @@
 // Output:  Y   f32 [NB][y_stride]; this dispatch writes columns 0 .. pc.n of each row, starting at
 //              float pc.y_base (R: pc.r_base).
 // Math:    Y[b][r] = sum_c W[r][c] * X[b][c]  (+ B[r]) (+ R[b][r]), fp32 accumulation.
+// Fused input (decode steps of small models are bound by dispatch count, so the op before the
+// matvec rides in it; specialization constants, at most one of them non-zero):
+//   NORM 1  X is the raw residual stream and G f32 [k] an RMSNorm weight (from float pc.g_base):
+//           Y[b][r] = inversesqrt(mean_c X[b][c]^2 + pc.eps) * sum_c W[r][c] * G[c] * X[b][c] (+ B) (+ R);
+//           the sum of squares comes from the same X loads, reduced with the row sums.
+//   ACT 1|2 X holds the gate rows and G f32 [NB][k] the up rows (from float pc.g_base); the input
+//           of the product is act(X[b][c]) * G[b][c], act = silu (1) or tanh-GELU (2) as in glu.comp.
 // One workgroup computes NR consecutive rows of W for all NB vectors. Each invocation walks the
 // rows in units of 16 bytes (weights.glsl: W_UNIT elements), invocation i taking units i, i + WG,
 // ... so that a subgroup reads contiguous memory; the NR * NB partial sums are then reduced over
 // the workgroup: subgroupAdd + one shared slot per subgroup (USE_SUBGROUP), or a shared-memory
 // tree. F32/F16/BF16 rows whose length is not a multiple of the unit finish with a scalar tail.
 // Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors, 3 W_ALIGNED
-// (weights.glsl: all weight reads 4-byte aligned).
+// (weights.glsl: all weight reads 4-byte aligned), 4 NORM, 5 ACT.
 #extension GL_GOOGLE_include_directive : require
 
 #ifdef USE_SUBGROUP
@@ -29,6 +36,8 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint NR = 2;
 layout(constant_id = 2) const uint NB = 1;
+layout(constant_id = 4) const uint NORM = 0;
+layout(constant_id = 5) const uint ACT = 0;
 
 #define W_BINDING 0
 #define W_ALIGNED_ID 3
@@ -38,6 +47,7 @@ layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };  // the host binds
 layout(std430, binding = 2) readonly buffer R { float res[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
 layout(std430, binding = 4) readonly buffer B { float bias[]; };
+layout(std430, binding = 5) readonly buffer G { vec4 gv[]; };  // the host binds whole vec4s
 
 layout(push_constant) uniform Push {
     uint n;          // rows of W in this dispatch
@@ -52,29 +62,28 @@ layout(push_constant) uniform Push {
     uint x_vec4;     // x_base and k are multiples of 4: X can be read a vec4 at a time
     uint b_base;     // float offset of B[0] (this dispatch's first row) in the B window
     uint has_bias;
+    uint g_base;     // NORM / ACT: float offset of G[0] in the G window
+    uint g_vec4;     // NORM / ACT: g_base and k are multiples of 4
+    float eps;       // NORM
 } pc;
 
 // One slot per (value, invocation): enough for any subgroup size. The host keeps NR * NB <= 8 on
 // GPUs (2 KiB at WG = 64) and <= 256 with WG <= 16 on CPU drivers (16 KiB; lavapipe's subgroups
-// are 4 to 16 lanes).
-shared float red_[NR * NB * WG];
+// are 4 to 16 lanes). NORM adds NB sums of squares.
+const uint NV = NR * NB + (NORM != 0u ? NB : 0u);
+shared float red_[NV * WG];
 
-float x1(uint i) { return xv[i >> 2][i & 3u]; }
-
-// X[b][c .. c + 3] (c is a multiple of 4).
-vec4 x4(uint b, uint c) {
-    uint i = pc.x_base + b * pc.k + c;
-    if (pc.x_vec4 != 0u) return xv[i >> 2];
-    return vec4(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));
-}
+#include "matvec_input.glsl"
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint row0 = gl_WorkGroupID.x * NR;
     const uint rows = min(NR, pc.n - row0);  // uniform over the workgroup
 
-    float acc[NR * NB];
+    float acc[NR * NB];  // acc[r * NB + b]
     for (uint i = 0; i < NR * NB; ++i) acc[i] = 0.0;
+    float sq[NB];        // NORM: sums of squares of X[b]
+    for (uint b = 0; b < NB; ++b) sq[b] = 0.0;
 
     const uint units = pc.k / W_UNIT;
     for (uint u = tid; u < units; u += WG) {
@@ -83,7 +92,7 @@ void main() {
             // NB + 1 units are live instead of NR (a 32-element unit is 8 vec4).
             vec4 xs[NB][W_UNIT4];
             for (uint b = 0; b < NB; ++b)
-                for (uint q = 0; q < W_UNIT4; ++q) xs[b][q] = x4(b, w_unit_col(u, q));
+                for (uint q = 0; q < W_UNIT4; ++q) xs[b][q] = x4(b, w_unit_col(u, q), sq[b]);
             for (uint r = 0; r < NR; ++r) {
                 if (r >= rows) break;
                 vec4 wr[W_UNIT4];
@@ -111,7 +120,7 @@ void main() {
         }
         for (uint b = 0; b < NB; ++b) {
             vec4 xv[W_UNIT4];
-            for (uint q = 0; q < W_UNIT4; ++q) xv[q] = x4(b, w_unit_col(u, q));
+            for (uint q = 0; q < W_UNIT4; ++q) xv[q] = x4(b, w_unit_col(u, q), sq[b]);
             for (uint r = 0; r < NR; ++r) {
                 vec4 s = vec4(0.0);
                 for (uint q = 0; q < W_UNIT4; ++q) s = fma(wv[r][q], xv[q], s);
@@ -121,28 +130,30 @@ void main() {
     }
 #if defined(W_IS_FLOAT)
     for (uint c = units * W_UNIT + tid; c < pc.k; c += WG) {
+        float xt[NB];
+        for (uint b = 0; b < NB; ++b) xt[b] = xs1(b, c, sq[b]);
         for (uint r = 0; r < rows; ++r) {
             float w = w_get(pc.w_base + (row0 + r) * pc.row_bytes, c);
-            for (uint b = 0; b < NB; ++b) acc[r * NB + b] += w * x1(pc.x_base + b * pc.k + c);
+            for (uint b = 0; b < NB; ++b) acc[r * NB + b] += w * xt[b];
         }
     }
 #endif
 
-    // Workgroup reduction of the NR * NB partial sums; afterwards red_[v * WG] holds value v (tree)
+    // Workgroup reduction of the NV partial sums; afterwards red_[v * WG] holds value v (tree)
     // or red_[v * WG + s] the sum of subgroup s (subgroups).
 #ifdef USE_SUBGROUP
-    for (uint v = 0; v < NR * NB; ++v) {
-        float s = subgroupAdd(acc[v]);
+    for (uint v = 0; v < NV; ++v) {
+        float s = subgroupAdd(v < NR * NB ? acc[v] : sq[v - NR * NB]);
         if (subgroupElect()) red_[v * WG + gl_SubgroupID] = s;
     }
     barrier();
     const uint parts = gl_NumSubgroups;
 #else
-    for (uint v = 0; v < NR * NB; ++v) red_[v * WG + tid] = acc[v];
+    for (uint v = 0; v < NV; ++v) red_[v * WG + tid] = v < NR * NB ? acc[v] : sq[v - NR * NB];
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
         if (tid < s)
-            for (uint v = 0; v < NR * NB; ++v) red_[v * WG + tid] += red_[v * WG + tid + s];
+            for (uint v = 0; v < NV; ++v) red_[v * WG + tid] += red_[v * WG + tid + s];
         barrier();
     }
     const uint parts = 1;
@@ -152,6 +163,11 @@ void main() {
         if (r >= rows) continue;
         float sum = 0.0;
         for (uint p = 0; p < parts; ++p) sum += red_[v * WG + p];
+        if (NORM != 0u) {
+            float ss = 0.0;
+            for (uint p = 0; p < parts; ++p) ss += red_[(NR * NB + b) * WG + p];
+            sum *= inversesqrt(ss / float(pc.k) + pc.eps);
+        }
         uint o = pc.y_base + b * pc.y_stride + row0 + r;
         if (pc.has_bias != 0u) sum += bias[pc.b_base + row0 + r];
         if (pc.has_res != 0u) sum += res[pc.r_base + b * pc.y_stride + row0 + r];

@@ -261,6 +261,34 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
                     add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, 2 * c.ffn_dim, c.dim));
             }
             add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim));
+            if (m <= 8) {  // decode steps fold the norms and the GLU into the matvecs (layer_slices)
+                using K = ops::MatvecInput::Kind;
+                if (c.arch->norm == NormKind::Rms) {
+                    if (m == 1)
+                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_q"), 1,
+                                                  qd + 2 * kv, c.dim, K::RmsNorm));
+                    if (m == 1 && c.arch->ffn != FfnKind::Gelu)
+                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_gate_up ? "ffn_up" : "ffn_gate"), 1,
+                                                  2 * c.ffn_dim, c.dim, K::RmsNorm));
+                    if (m > 1 || !c.arch->fused_qkv) {
+                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_q"), m, qd,
+                                                  c.dim, K::RmsNorm));
+                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_k"), m, kv,
+                                                  c.dim, K::RmsNorm));
+                        if (!c.arch->fused_qkv)
+                            add(ops::linear_pipelines(ctx_, type("attn_v"), m, kv, c.dim, K::RmsNorm));
+                    }
+                    if (m > 1) {
+                        if (c.arch->ffn != FfnKind::Gelu)
+                            add(ops::linear_pipelines(ctx_, type(c.arch->fused_gate_up ? "ffn_up" : "ffn_gate"), m,
+                                                      c.ffn_dim, c.dim, K::RmsNorm));
+                        add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim, K::RmsNorm));
+                    }
+                }
+                if (c.arch->ffn != FfnKind::Gelu)
+                    add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim,
+                                              c.arch->ffn == FfnKind::GeGlu ? K::GeGlu : K::SwiGlu));
+            }
             add(ops::attention_pipelines(ctx_, attention_params(l, m)));
         }
     }
@@ -269,6 +297,9 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
         add(ops::get_rows_pipelines(ctx_, type_of("token_embd.weight")));
     if (c.arch->positions == PositionKind::Learned) add(ops::get_rows_pipelines(ctx_, type_of("position_embd.weight")));
     for (uint32_t m = 1; m <= std::min(opts_.n_seq, 8u); ++m) add(ops::linear_pipelines(ctx_, out_t, m, c.n_vocab, c.dim));
+    if (c.arch->norm == NormKind::Rms)
+        for (uint32_t m = 1; m <= std::min(opts_.n_seq, 8u); ++m)
+            add(ops::linear_pipelines(ctx_, out_t, m, c.n_vocab, c.dim, ops::MatvecInput::Kind::RmsNorm));
     if (opts_.all_logits) add(ops::linear_pipelines(ctx_, out_t, opts_.ubatch, c.n_vocab, c.dim));
     add(ops::small_op_pipelines(ctx_));
     return out;
@@ -280,6 +311,10 @@ ops::AttentionParams ModelGpu::attention_params(uint32_t layer, uint32_t n_token
     // A window as long as the context never masks anything.
     if (cfg_.is_local(layer) && cfg_.window < plan_.n_ctx) p.window = cfg_.window;
     return p;
+}
+
+ops::MatvecInput ModelGpu::rms_input(const DeviceTensor& w) const {
+    return {ops::MatvecInput::Kind::RmsNorm, w.slice(), cfg_.norm_eps};
 }
 
 void ModelGpu::norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
@@ -312,7 +347,7 @@ void ModelGpu::record_embed(CommandStream& s, uint32_t n) {
     }
 }
 
-ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n) const {
+ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n, bool decode_batch) const {
     const LayerWeights& L = w_.layers[l];
     const uint32_t qd = cfg_.q_dim(), kv = cfg_.kv_dim(), ffn = cfg_.ffn_dim;
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
@@ -329,6 +364,12 @@ ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n) const {
     } else {
         r.q = rows(q_, qd), r.k = rows(k_, kv), r.v = rows(v_, kv);
     }
+    // Decode steps (one token, or a batch of sequences, which must compute what a lone token does:
+    // batch invariance) fold the norms and the GLU into the matvecs. Only RMSNorm (no bias) folds;
+    // a GLU with an up bias keeps its own ops.
+    const bool decode = n == 1 || decode_batch;
+    r.fold_norm = decode && cfg_.arch->norm == NormKind::Rms;
+    r.fold_glu = decode && cfg_.arch->ffn != FfnKind::Gelu && !L.b_up.present();
     if (r.fuse_ffn) {
         r.gate = gate_up_.slice(0, 4ull * ffn);
         r.up = gate_up_.slice(4ull * ffn, 4ull * ffn);
@@ -339,17 +380,26 @@ ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n) const {
 }
 
 void ModelGpu::linear(CommandStream& s, const DeviceTensor& w, const BufferSlice& x, const BufferSlice& y,
-                      uint32_t rows, uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch) {
+                      uint32_t rows, uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch,
+                      const ops::MatvecInput& input) {
     const BufferSlice b = bias && bias->present() ? bias->slice() : BufferSlice{};
     const BufferSlice* bp = bias && bias->present() ? &b : nullptr;
     // A decode batch's rows must not take another kernel than a lone token's (matmul's tiles sum
     // in another order than matvec): groups of at most 8 rows, each one matvec pass over W.
     const uint32_t group = decode_batch ? 8u : rows;
+    const bool fused = input.kind != ops::MatvecInput::Kind::Plain;
+    if (fused && rows > 8 && !decode_batch) throw std::logic_error("ModelGpu::linear: a fused input needs matvec rows");
     for (uint32_t r0 = 0; r0 < rows; r0 += group) {
         const uint32_t m = std::min(group, rows - r0);
         const BufferSlice xs{x.buffer, x.offset + 4ull * k * r0, 4ull * k * m};
         const BufferSlice ys{y.buffer, y.offset + 4ull * n * r0, 4ull * n * m};
-        ops::linear(ctx_, s, w.type, w.slice(), xs, ys, m, n, k, residual ? &ys : nullptr, bp);
+        if (!fused) {
+            ops::linear(ctx_, s, w.type, w.slice(), xs, ys, m, n, k, residual ? &ys : nullptr, bp);
+            continue;
+        }
+        ops::MatvecInput in = input;
+        if (in.up.buffer != VK_NULL_HANDLE) in.up = BufferSlice{in.up.buffer, in.up.offset + 4ull * k * r0, 4ull * k * m};
+        ops::matvec(ctx_, s, w.type, w.slice(), xs, ys, m, n, k, residual ? &ys : nullptr, bp, in);
     }
 }
 
@@ -363,21 +413,25 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
     BufferSlice x = rows(x_, dim), xn = rows(xn_, dim), tmp = rows(tmp_, dim), att = rows(att_, qd);
     BufferSlice pos = positions_.slice(0, 4ull * n);
-    const LayerSlices ls = layer_slices(l, n);
+    const LayerSlices ls = layer_slices(l, n, db);
     const BufferSlice &q = ls.q, &k = ls.k, &v = ls.v, &gate = ls.gate, &up = ls.up;
     // Biases ride in the linear epilogue (Y = X W^T + b (+ R)); nullptr when the model has none.
     const BufferSlice bqkv = L.bqkv.slice(), b_up = L.b_up.slice();
     auto opt = [](const DeviceTensor& t, const BufferSlice& s) { return t.present() ? &s : nullptr; };
 
     // --- attention block: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), ...))
-    norm(s, x, L.attn_norm, L.attn_norm_b, xn, n);
+    // Decode steps fold the RMSNorm into the projections (matvec reads x and normalizes it).
+    const ops::MatvecInput attn_in = ls.fold_norm ? rms_input(L.attn_norm) : ops::MatvecInput{};
+    const BufferSlice& attn_x = ls.fold_norm ? x : xn;
+    if (!ls.fold_norm) norm(s, x, L.attn_norm, L.attn_norm_b, xn, n);
     if (ls.fuse_qkv && (L.bqkv.present() || !(L.bq.present() || L.bk.present() || L.bv.present()))) {
-        ops::linear(ctx_, s, L.wqkv.type, L.wqkv.slice(), xn, qkv_.slice(), 1, qd + 2 * kv, dim, nullptr,
-                    opt(L.bqkv, bqkv));
+        // qkv [qd + 2 kv] = wqkv · norm(x) (+ bqkv)
+        ops::matvec(ctx_, s, L.wqkv.type, L.wqkv.slice(), attn_x, qkv_.slice(), 1, qd + 2 * kv, dim, nullptr,
+                    opt(L.bqkv, bqkv), attn_in);
     } else {
-        linear(s, L.wq, xn, q, n, qd, dim, false, &L.bq, db);
-        linear(s, L.wk, xn, k, n, kv, dim, false, &L.bk, db);
-        linear(s, L.wv, xn, v, n, kv, dim, false, &L.bv, db);
+        linear(s, L.wq, attn_x, q, n, qd, dim, false, &L.bq, db, attn_in);
+        linear(s, L.wk, attn_x, k, n, kv, dim, false, &L.bk, db, attn_in);
+        linear(s, L.wv, attn_x, v, n, kv, dim, false, &L.bv, db, attn_in);
     }
     if (A.qk_norm) {  // every head of q and k is RMS-normalized on its own
         ops::rms_norm(ctx_, s, q, L.q_norm.slice(), q, n * c.n_heads, c.head_dim, c.norm_eps);
@@ -410,8 +464,8 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
             return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
         };
         const BufferSlice sp = seg(pos, 1);
-        ops::kv_store(ctx_, s, seg(k, kv), k_cache_[cache].slice(), sp, seg_rows, kv, kv_rows, opts_.kv_type);
-        ops::kv_store(ctx_, s, seg(v, kv), v_cache_[cache].slice(), sp, seg_rows, kv, kv_rows, opts_.kv_type);
+        ops::kv_store_pair(ctx_, s, seg(k, kv), k_cache_[cache].slice(), seg(v, kv), v_cache_[cache].slice(), sp,
+                           seg_rows, kv, kv_rows, opts_.kv_type);
         const BufferSlice scratch = plan_.attention_scratch
                                         ? attn_scratch_.slice(scratch_region * i, scratch_region)
                                         : attn_scratch_.slice();
@@ -427,25 +481,37 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
     }
 
     // --- feed-forward block: x += post_norm(w_down · act(...))
-    norm(s, x, L.ffn_norm, L.ffn_norm_b, xn, n);
+    const ops::MatvecInput ffn_in = ls.fold_norm ? rms_input(L.ffn_norm) : ops::MatvecInput{};
+    const BufferSlice& ffn_x = ls.fold_norm ? x : xn;
+    if (!ls.fold_norm) norm(s, x, L.ffn_norm, L.ffn_norm_b, xn, n);
     if (ls.fuse_ffn) {
-        ops::linear(ctx_, s, L.w_gate_up.type, L.w_gate_up.slice(), xn, gate_up_.slice(), 1, 2 * ffn, dim);
+        // gate_up [2 ffn] = w_gate_up · norm(x)
+        ops::matvec(ctx_, s, L.w_gate_up.type, L.w_gate_up.slice(), ffn_x, gate_up_.slice(), 1, 2 * ffn, dim, nullptr,
+                    nullptr, ffn_in);
     } else {
-        if (A.ffn != FfnKind::Gelu) linear(s, L.w_gate, xn, gate, n, ffn, dim, false, nullptr, db);
-        linear(s, L.w_up, xn, up, n, ffn, dim, false, &L.b_up, db);
+        if (A.ffn != FfnKind::Gelu) linear(s, L.w_gate, ffn_x, gate, n, ffn, dim, false, nullptr, db, ffn_in);
+        linear(s, L.w_up, ffn_x, up, n, ffn, dim, false, &L.b_up, db, ffn_in);
     }
-    if (ls.fuse_ffn && L.b_up.present()) ops::add_rows(ctx_, s, up, b_up, n, ffn);
-    switch (A.ffn) {  // the activation always lands in `gate`
-        case FfnKind::SwiGlu: ops::swiglu(ctx_, s, gate, up, gate, n * ffn); break;
-        case FfnKind::GeGlu: ops::geglu(ctx_, s, gate, up, gate, n * ffn); break;
-        case FfnKind::Gelu: ops::gelu(ctx_, s, up, gate, n * ffn); break;
+    // Decode steps fold the GLU into the down projection: it reads gate and up and forms
+    // act(gate) * up as it loads them.
+    ops::MatvecInput down_in{};
+    if (ls.fold_glu) {
+        down_in.kind = A.ffn == FfnKind::GeGlu ? ops::MatvecInput::Kind::GeGlu : ops::MatvecInput::Kind::SwiGlu;
+        down_in.up = up;
+    } else {
+        if (ls.fuse_ffn && L.b_up.present()) ops::add_rows(ctx_, s, up, b_up, n, ffn);
+        switch (A.ffn) {  // the activation always lands in `gate`
+            case FfnKind::SwiGlu: ops::swiglu(ctx_, s, gate, up, gate, n * ffn); break;
+            case FfnKind::GeGlu: ops::geglu(ctx_, s, gate, up, gate, n * ffn); break;
+            case FfnKind::Gelu: ops::gelu(ctx_, s, up, gate, n * ffn); break;
+        }
     }
     if (L.post_ffn_norm.present()) {
-        linear(s, L.w_down, gate, tmp, n, dim, ffn, false, &L.b_down, db);
+        linear(s, L.w_down, gate, tmp, n, dim, ffn, false, &L.b_down, db, down_in);
         ops::rms_norm(ctx_, s, tmp, L.post_ffn_norm.slice(), tmp, n, dim, c.norm_eps);
         ops::add(ctx_, s, x, tmp, x, n * dim);
     } else {
-        linear(s, L.w_down, gate, x, n, dim, ffn, true, &L.b_down, db);
+        linear(s, L.w_down, gate, x, n, dim, ffn, true, &L.b_down, db, down_in);
     }
 }
 
@@ -457,8 +523,13 @@ void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
     if (batch.decode_batch()) {
         // Every row is a sequence's last token: n rows of logits, one argmax each.
         const BufferSlice rows = logits_.slice(0, vrow * n);
-        norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
-        linear(s, out, xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim, false, nullptr, true);
+        if (cfg_.arch->norm == NormKind::Rms) {  // as a lone token's head below
+            linear(s, out, x_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim, false, nullptr, true,
+                   rms_input(w_.output_norm));
+        } else {
+            norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
+            linear(s, out, xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim, false, nullptr, true);
+        }
         if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
         ops::argmax(ctx_, s, rows, argmax_.slice(0, 4ull * n), n, cfg_.n_vocab);
         return;
@@ -473,8 +544,15 @@ void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
         if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
         s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits);
     } else {
-        // Only the last token's logits are needed; copying its row also avoids binding x at an
-        // offset that may not meet minStorageBufferOffsetAlignment.
+        // Only the last token's logits are needed: logits = output · rms_norm(x[n - 1]), the norm
+        // in the matvec (linear binds windows, so x's row needs no copy).
+        if (cfg_.arch->norm == NormKind::Rms) {
+            ops::matvec(ctx_, s, out.type, out.slice(), x_.slice(row * (n - 1), row), logits, 1, cfg_.n_vocab, cfg_.dim,
+                        nullptr, nullptr, rms_input(w_.output_norm));
+            if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, cfg_.n_vocab, cfg_.final_softcap);
+            ops::argmax(ctx_, s, logits, argmax_.slice(0, 4), 1, cfg_.n_vocab);
+            return;
+        }
         s.copy(x_.slice(row * (n - 1), row), last_.slice());
         norm(s, last_.slice(), w_.output_norm, w_.output_norm_b, last_.slice(), 1);
         ops::linear(ctx_, s, out.type, out.slice(), last_.slice(), logits, 1, cfg_.n_vocab, cfg_.dim);
@@ -518,7 +596,7 @@ ModelGpu::Recording& ModelGpu::recording(const BatchShape& b) {
 // --- evaluation ------------------------------------------------------------------------------------
 
 LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
-    const LayerSlices ls = layer_slices(layer, n);
+    const LayerSlices ls = layer_slices(layer, n, false);  // probes run single-sequence eval
     LayerTensors t;
     auto get = [&](const char* name, const BufferSlice& s, uint64_t width) {
         std::vector<float> v(width * n);
@@ -529,9 +607,10 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
     get("k_rope", ls.k, cfg_.kv_dim());
     get("v", ls.v, cfg_.kv_dim());
     get("attn_out", att_.slice(), cfg_.q_dim());
-    get("ffn_in", xn_.slice(), cfg_.dim);
+    // Folded into a matvec, the norm's and the GLU's results exist only inside it.
+    if (!ls.fold_norm) get("ffn_in", xn_.slice(), cfg_.dim);
     get("ffn_up", ls.up, cfg_.ffn_dim);
-    get("ffn_act", ls.gate, cfg_.ffn_dim);
+    if (!ls.fold_glu) get("ffn_act", ls.gate, cfg_.ffn_dim);
     get("x_out", x_.slice(), cfg_.dim);
     return t;
 }

@@ -14,6 +14,7 @@
 #include "model/forward/model_weights.h"
 #include "runtime/context.h"
 #include "runtime/ops/attention.h"
+#include "runtime/ops/linear.h"
 #include "runtime/ops/op_types.h"
 
 #include <functional>
@@ -167,10 +168,12 @@ private:
     void record_head(CommandStream& s, const BatchShape& b);
     // ops::linear over n rows; a decode batch runs matvec in groups of <= 8 rows (batch invariance).
     void linear(CommandStream& s, const DeviceTensor& w, const BufferSlice& x, const BufferSlice& y, uint32_t rows,
-                uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch);
+                uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch,
+                const ops::MatvecInput& input = {});
     void submit(Recording& rec, const LayerProbe& probe, uint32_t n);
     void check_tokens(std::span<const int32_t> tokens) const;
     // y = norm(x) with the architecture's norm kind (and bias where it has one).
+    ops::MatvecInput rms_input(const DeviceTensor& norm_weight) const;  // RMSNorm fused into a matvec
     void norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
               const BufferSlice& y, uint32_t rows);
     ops::AttentionParams attention_params(uint32_t layer, uint32_t n_tokens) const;
@@ -179,8 +182,11 @@ private:
     struct LayerSlices {
         BufferSlice q, k, v, gate, up;
         bool fuse_qkv = false, fuse_ffn = false;
+        // Decode steps: ops that ride in a matvec's input (ops::MatvecInput) instead of their own
+        // dispatch: the RMSNorms in the projections that read them, the GLU in the down projection.
+        bool fold_norm = false, fold_glu = false;
     };
-    LayerSlices layer_slices(uint32_t layer, uint32_t n) const;
+    LayerSlices layer_slices(uint32_t layer, uint32_t n, bool decode_batch) const;
     LayerTensors read_layer_tensors(uint32_t layer, uint32_t n) const;
 
     Context& ctx_;

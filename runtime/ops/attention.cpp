@@ -124,7 +124,12 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p) {
         plan.decode = true;
         plan.wg = kDecodeWg;
         plan.kv_tile = kDecodeWg;
-        plan.min_chunk = kDecodeWg;
+        // A split costs a merge dispatch, and on a CPU driver a dispatch has a fixed cost of tens of
+        // microseconds (lavapipe: 50-90 us for attention_merge on a 2-core EPYC) while a 64-row split
+        // of a small model is ~nothing: there a split holds at least 16384 values of each head's K
+        // (256 rows at head_dim 64; 2048 rows at stories260K's 8: its decode loses 5 merges of 43
+        // dispatches), so short contexts take one split and long ones still spread over the cores.
+        plan.min_chunk = caps.cpu_tuning ? std::max(4 * kDecodeWg, 16384 / p.head_dim) : kDecodeWg;
         uint32_t gw = largest_divisor_at_most(group, kDecodeMaxHeads);
         while (gw > 1 && decode_shared_bytes(plan.wg, p.head_dim, gw) > caps.max_shared_memory)
             gw = largest_divisor_at_most(group, gw - 1);

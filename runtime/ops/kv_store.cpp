@@ -9,8 +9,12 @@
 
 namespace vkllm::ops {
 
-void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferSlice& cache,
-              const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type) {
+namespace {
+
+// src2 / cache2: the second pair (V), or null.
+void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferSlice& cache, const BufferSlice* src2,
+           const BufferSlice* cache2, const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems,
+           uint32_t n_ctx, KvType kv_type) {
     if (n_tokens == 0 || n_ctx == 0) return;
     if (row_elems == 0) throw std::invalid_argument("kv_store: row_elems is 0");
     // The f16 cache is written in 32-bit words holding two values; with an odd row length two tokens'
@@ -24,6 +28,11 @@ void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const Buff
     const uint32_t row_units = kv_type == KvType::Q8_0 ? row_elems / kKvQ8Block : row_words;
     detail::require_bytes(src, uint64_t(n_tokens) * row_elems * 4, "kv_store", "src");
     detail::require_bytes(cache, uint64_t(n_ctx) * row_words * 4, "kv_store", "cache");
+    if (src2) {
+        detail::require_bytes(*src2, uint64_t(n_tokens) * row_elems * 4, "kv_store", "V src");
+        detail::require_bytes(*cache2, uint64_t(n_ctx) * row_words * 4, "kv_store", "V cache");
+    }
+    const uint32_t pairs = src2 ? 2 : 1;
     detail::require_bytes(positions, uint64_t(n_tokens) * 4, "kv_store", "positions");
     const detail::SmallOp op = kv_type == KvType::F16   ? detail::SmallOp::KvStoreF16
                                : kv_type == KvType::F32 ? detail::SmallOp::KvStoreF32
@@ -38,18 +47,36 @@ void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const Buff
     for (uint64_t t0 = 0; t0 < n_tokens; t0 += tokens_per) {
         const uint32_t nt = uint32_t(std::min<uint64_t>(tokens_per, n_tokens - t0));
         const detail::Window sw = detail::window(caps, src, t0 * row_elems, uint64_t(nt) * row_elems, 4);
+        const detail::Window sw2 = src2 ? detail::window(caps, *src2, t0 * row_elems, uint64_t(nt) * row_elems, 4) : sw;
         const detail::Window pw = detail::window(caps, positions, t0, nt, 4);
-        const uint64_t units = uint64_t(nt) * row_units;
+        const uint64_t units = uint64_t(pairs) * nt * row_units;
         for (uint64_t c0 = 0; c0 < n_ctx; c0 += rows_per) {
             const uint32_t nc = uint32_t(std::min<uint64_t>(rows_per, n_ctx - c0));
             const detail::Window cw = detail::window(caps, cache, c0 * row_words, uint64_t(nc) * row_words, 4);
+            // Without a second pair the shader never touches bindings 3 and 4: the first pair stands in.
+            const detail::Window cw2 =
+                cache2 ? detail::window(caps, *cache2, c0 * row_words, uint64_t(nc) * row_words, 4) : cw;
             struct {
                 uint32_t n_tokens, row_words, src_first, cache_first, pos_first, row_base, row_count, n_ctx;
-            } pc{nt, row_words, sw.first, cw.first, pw.first, uint32_t(c0), nc, n_ctx};
-            s.dispatch(p, {sw.slice, cw.slice, pw.slice}, pc, detail::grid(caps, (units + wg - 1) / wg, "kv_store"),
-                       "kv_store");
+                uint32_t n_pairs, src2_first, cache2_first;
+            } pc{nt, row_words, sw.first, cw.first, pw.first, uint32_t(c0), nc, n_ctx, pairs, sw2.first, cw2.first};
+            s.dispatch(p, {sw.slice, cw.slice, pw.slice, sw2.slice, cw2.slice}, pc,
+                       detail::grid(caps, (units + wg - 1) / wg, "kv_store"), "kv_store");
         }
     }
+}
+
+}  // namespace
+
+void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferSlice& cache,
+              const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type) {
+    store(ctx, s, src, cache, nullptr, nullptr, positions, n_tokens, row_elems, n_ctx, kv_type);
+}
+
+void kv_store_pair(Context& ctx, CommandStream& s, const BufferSlice& k_src, const BufferSlice& k_cache,
+                   const BufferSlice& v_src, const BufferSlice& v_cache, const BufferSlice& positions,
+                   uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type) {
+    store(ctx, s, k_src, k_cache, &v_src, &v_cache, positions, n_tokens, row_elems, n_ctx, kv_type);
 }
 
 }  // namespace vkllm::ops

@@ -20,6 +20,12 @@ namespace vkllm::ops {
 void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferSlice& cache,
               const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type);
 
+// kv_store of K and of V (same shapes and positions) in one dispatch per cache window: a decode step
+// of a small model is bound by dispatch count.
+void kv_store_pair(Context& ctx, CommandStream& s, const BufferSlice& k_src, const BufferSlice& k_cache,
+                   const BufferSlice& v_src, const BufferSlice& v_cache, const BufferSlice& positions,
+                   uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type);
+
 }  // namespace vkllm::ops
 
 namespace vkllm::ref {

@@ -62,6 +62,8 @@ uint32_t chunk_rows(uint64_t total, uint64_t cap, uint32_t quantum) {
 
 struct LinearPush {
     uint32_t n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, x_vec4, b_base, has_bias;
+    uint32_t g_base, g_vec4;
+    float eps;
 };
 struct MatmulPush {
     uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, b_base, has_bias, x_vec4;
@@ -80,33 +82,36 @@ uint32_t weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned) {
 }
 }  // namespace
 
-PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                         bool w_offset_aligned) {
+PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
+                         bool w_offset_aligned, MatvecInput::Kind input) {
     if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
-    uint32_t wg, nr;
+    using K = MatvecInput::Kind;
+    const uint32_t norm = input == K::RmsNorm, act = input == K::SwiGlu ? 1 : input == K::GeGlu ? 2 : 0;
+    const uint32_t aligned = weights_aligned(wtype, k, w_offset_aligned);
     if (caps.cpu_tuning) {
-        // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and make every
-        // barrier a switch between chunks, and X loads cost as much as W loads: one small workgroup
-        // (about one chunk) per NR rows, so that each X load serves NR rows. Tall matrices (the
-        // output head, FFN) take NR = 32 and still make >= 64 workgroups; short ones NR = 8, so
-        // that every core gets work. NR does not depend on the batch: fewer rows per workgroup
-        // multiply workgroups whose fixed cost dominates (and a row's sum is the same whatever NR).
-        // Measured on lavapipe, stories15M-shaped Q8_0 decode, matvec time per step: 1 vector
-        // 10.4 ms with NR = 8 everywhere, 7.1-7.8 ms with NR = 32; 8 vectors 385 ms with NR = 1,
-        // 35 ms with NR = 8, 22.5 ms with NR = 32.
-        wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
-        nr = n >= 2048 ? 32 : 8;
-    } else {
-        // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
-        wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-        // Two rows per workgroup halve the reduction overhead; with many vectors, registers matter more.
-        nr = m <= 4 ? 2 : 1;
+        // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes, a load whose
+        // address differs per lane as a loop over the lanes, and every barrier as a switch between
+        // chunks: matvec_rows, one chunk per workgroup, each lane owning R whole rows, so that X
+        // is read at one address for all lanes and nothing is reduced across lanes.
+        // Measured on lavapipe (2-core EPYC, S = 8), stories-shaped Q8_0 / Q4_K, best of 30, µs:
+        // 256 x 256: 64-66 / 60-68 against 74-80 / 72-76 with matvec.comp (8 rows per workgroup
+        // of 8); 768 x 256: 122-125 / 115-131 against 160-246 / 145-236; 4096 x 256 (32 rows):
+        // 499-510 / 489-839 against 496-508 / 415-681, the same within the machine's noise.
+        // Broadcasting X from one load per lane instead (as matmul_broadcast) measured 1.3-3x
+        // slower: the unrolled broadcast steps cost more than the loads they save.
+        const uint32_t wg = std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
+        const uint32_t r = 4;
+        return {"matvec_rows_" + type_suffix(wtype), {wg, r, m, aligned, norm, act}};
     }
+    // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
+    uint32_t wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
+    // Two rows per workgroup halve the reduction overhead; with many vectors, registers matter more.
+    uint32_t nr = m <= 4 ? 2 : 1;
     wg = std::min(wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
-    // The reduction keeps NR * NB * WG floats in shared memory.
-    while (nr > 1 && uint64_t(nr) * m * wg * 4 > caps.max_shared_memory) nr /= 2;
+    // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
+    while (nr > 1 && uint64_t(nr + norm) * m * wg * 4 > caps.max_shared_memory) nr /= 2;
     std::string name = "matvec_" + type_suffix(wtype) + (caps.subgroup_ops() ? "_subgroup" : "");
-    return {name, {wg, nr, m, weights_aligned(wtype, k, w_offset_aligned)}};
+    return {name, {wg, nr, m, aligned, norm, act}};
 }
 
 PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
@@ -147,8 +152,10 @@ PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
 
 }  // namespace detail
 
-std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k) {
-    if (m <= 8) return {detail::matvec_desc(ctx.caps(), wtype, m, n, k)};
+std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                                           MatvecInput::Kind input) {
+    if (m <= 8) return {detail::matvec_desc(ctx.caps(), wtype, m, n, k, true, input)};
+    if (input != MatvecInput::Kind::Plain) throw std::invalid_argument("linear_pipelines: a fused input needs m <= 8");
     return {detail::matmul_desc(ctx.caps(), wtype, m, n, k)};
 }
 
@@ -158,15 +165,24 @@ uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k)
 
 void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
-            const BufferSlice* bias) {
+            const BufferSlice* bias, const MatvecInput& input) {
+    using K = MatvecInput::Kind;
+    const bool glu = input.kind == K::SwiGlu || input.kind == K::GeGlu, norm = input.kind == K::RmsNorm;
     check_args("matvec", wtype, w, x, y, m, n, k, residual, bias);
+    if (glu) check_slice("matvec", "GLU up rows", input.up, uint64_t(m) * k * 4, 4);
+    if (norm) {
+        check_slice("matvec", "norm weight", input.norm_weight, uint64_t(k) * 4, 4);
+        if (!(input.eps >= 0)) throw std::invalid_argument(fmt::format("matvec: norm eps {} is not >= 0", input.eps));
+    }
     const DeviceCaps& c = ctx.caps();
-    const PipelineDesc desc = detail::matvec_desc(c, wtype, m, n, k, w.offset % 4 == 0);
-    const uint32_t nr = desc.spec[1];
+    const PipelineDesc desc = detail::matvec_desc(c, wtype, m, n, k, w.offset % 4 == 0, input.kind);
+    // Rows per workgroup: matvec.comp's NR, matvec_rows.comp's R per lane times WG lanes.
+    const uint32_t nr = desc.shader.starts_with("matvec_rows_") ? desc.spec[1] * desc.spec[0] : desc.spec[1];
     const Pipeline& p = ctx.pipeline(desc);
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
 
-    if (rows_that_fit(c, uint64_t(m) * k * 4, 0) < 1)
+    const uint64_t x_floats = uint64_t(m) * k;
+    if (rows_that_fit(c, x_floats * 4, 0) < 1)
         throw DeviceLimitError(fmt::format("matvec: X ({} x {} f32) does not fit one binding ({} bytes)", m, k,
                                            c.max_storage_buffer_range));
     // Each dispatch takes the W rows [n0, n1): W's window holds those rows, Y's window spans
@@ -178,8 +194,13 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
                                            "({} bytes)", rb, m, n, c.max_storage_buffer_range));
 
-    const detail::ByteWindow xw = detail::byte_window(x, 0, uint64_t(m) * k * 4, align, 16);
+    const detail::ByteWindow xw = detail::byte_window(x, 0, x_floats * 4, align, 16);
     const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
+    // G: the norm weight or the GLU's up rows; otherwise never read, and X's window stands in.
+    const detail::ByteWindow gw = norm  ? detail::byte_window(input.norm_weight, 0, uint64_t(k) * 4, align, 16)
+                                  : glu ? detail::byte_window(input.up, 0, x_floats * 4, align, 16)
+                                        : xw;
+    const uint32_t g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
         const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align);
@@ -188,9 +209,11 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
         // Absent bias or residual: the shader never reads the binding, Y's window stands in.
         const detail::ByteWindow bw = bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + rows) * 4, align) : yw;
-        LinearPush pc{rows, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
-                      uint32_t(rw.inner / 4), n, residual ? 1u : 0u, x_vec4, uint32_t(bw.inner / 4), bias ? 1u : 0u};
-        s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice, bw.slice}, pc, {(rows + nr - 1) / nr, 1, 1}, "matvec");
+        LinearPush pc{rows,     k,      uint32_t(rb),          uint32_t(ww.inner), uint32_t(xw.inner / 4),
+                      uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n, residual ? 1u : 0u, x_vec4,
+                      uint32_t(bw.inner / 4), bias ? 1u : 0u, uint32_t(gw.inner / 4), g_vec4, input.eps};
+        s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice, bw.slice, gw.slice}, pc, {(rows + nr - 1) / nr, 1, 1},
+                   "matvec");
     }
 }
 

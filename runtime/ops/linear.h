@@ -27,6 +27,22 @@
 
 namespace vkllm::ops {
 
+// An element-wise op that matvec applies to X as it loads it, saving the op's own dispatch (decode
+// steps of small models are bound by dispatch count; the op costs the matvec little, as each X
+// element is loaded once per workgroup anyway).
+struct MatvecInput {
+    enum class Kind {
+        Plain,    // X as given
+        RmsNorm,  // rms_norm(X, norm_weight, eps) (ops::rms_norm's math, row by row)
+        SwiGlu,   // X holds the gate rows [m][k]; input = silu(X) * up (ops::swiglu)
+        GeGlu,    // as SwiGlu with tanh-GELU (ops::geglu)
+    };
+    Kind kind = Kind::Plain;
+    BufferSlice norm_weight{};  // RmsNorm: f32 [k], 4-byte aligned
+    float eps = 0;              // RmsNorm
+    BufferSlice up{};           // SwiGlu / GeGlu: f32 [m][k], 4-byte aligned
+};
+
 // Y[m, n] = X[m, k] · W[n, k]^T (+ bias[n] broadcast over rows, if bias) (+ R[m, n] if residual).
 // residual may be the same slice as y (in-place residual add). m <= 8 uses matvec, else matmul.
 void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
@@ -37,11 +53,13 @@ void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
             const BufferSlice* bias = nullptr);
 void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, uint32_t m /* 1..8 */, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr,
-            const BufferSlice* bias = nullptr);
+            const BufferSlice* bias = nullptr, const MatvecInput& input = {});
 
 // The pipelines linear() would use for this shape on this device (so that start-up can compile
-// exactly the pipelines a model needs, in parallel, with ctx.prepare_pipelines()).
-std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
+// exactly the pipelines a model needs, in parallel, with ctx.prepare_pipelines()); `input` as
+// matvec's (m <= 8 only).
+std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                                           MatvecInput::Kind input = MatvecInput::Kind::Plain);
 
 // Bytes one linear() call must move at least: W once, X once, Y once (and R once if residual).
 // For GB/s reports: bytes / time.
@@ -53,7 +71,7 @@ namespace detail {
 // w_offset_aligned: W's slice starts on 4 bytes (as uploaded weights do); with rows and fields of
 // the type on 4 bytes too, the variant reads weights without realignment.
 PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                         bool w_offset_aligned = true);
+                         bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain);
 PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                          bool w_offset_aligned = true);
 

@@ -168,7 +168,10 @@ TEST_CASE("attention decode: head_dim 4..256, every KV type, KV length 1..200 wi
             for (uint32_t d : {4u, 8u, 64u, 80u, 96u, 128u, 256u}) {
                 if (!kv_fits(t, 2, d)) continue;  // q8_0: not 4 or 8 (rows of 8, 16); 80 straddles blocks
                 // KV lengths 1 and 3 leave most splits empty; 65 and 200 are not multiples of anything.
-                auto plan = check_attention(ctx, "decode head_dim", params(1, 8, 2, d, 300, t),
+                // Enough rows for several splits also where CPU splits hold >= 16384 values (256
+                // rows at head_dim 64, 4096 at 4).
+                const uint32_t n_ctx = std::max(1100u, 4 * 16384 / d + 100);
+                auto plan = check_attention(ctx, "decode head_dim", params(1, 8, 2, d, n_ctx, t),
                                             {{0}, {2}, {6}, {63}, {64}, {199}}, {.seed = d});
                 CHECK(plan.n_splits > 3);  // more splits than KV rows at lengths 1 and 3
             }

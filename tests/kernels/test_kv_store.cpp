@@ -155,7 +155,76 @@ void run_kv_store(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems,
     dcache.check_guards();
 }
 
+// kv_store_pair: K and V rows (different values) into two caches in one dispatch per window; each
+// cache must equal the reference's single store, and unwritten rows keep kStale.
+void run_kv_store_pair(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_elems, const std::vector<int32_t>& pos,
+                       uint32_t shift = 0) {
+    const uint32_t n_tokens = uint32_t(pos.size());
+    CAPTURE(int(type));
+    CAPTURE(n_ctx);
+    CAPTURE(row_elems);
+    CAPTURE(n_tokens);
+    CAPTURE(shift);
+    const size_t n_src = size_t(n_tokens) * row_elems;
+    const size_t cache_bytes = size_t(n_ctx) * ops::kv_row_bytes(type, row_elems);
+    std::vector<uint8_t> init(cache_bytes);
+    for (size_t i = 0; i < cache_bytes; i += 4) std::memcpy(&init[i], &kStale, std::min<size_t>(4, cache_bytes - i));
+    std::vector<float> src[2] = {test::random_floats(n_src, 700 + row_elems, -3.0f, 3.0f),
+                                 test::random_floats(n_src, 800 + row_elems, -0.5f, 0.5f)};
+    ShiftedBuffer dsrc0(ctx, n_src * 4, shift, "k src"), dsrc1(ctx, n_src * 4, shift, "v src"),
+        dcache0(ctx, cache_bytes, shift, "k cache"), dcache1(ctx, cache_bytes, shift, "v cache"),
+        dpos(ctx, pos.size() * 4, shift, "pos");
+    ShiftedBuffer* dsrc[2] = {&dsrc0, &dsrc1};
+    ShiftedBuffer* dcache[2] = {&dcache0, &dcache1};
+    for (int i = 0; i < 2; ++i) {
+        dsrc[i]->upload(src[i].data(), n_src * 4);
+        dcache[i]->upload(init.data(), cache_bytes);
+    }
+    dpos.upload(pos.data(), pos.size() * 4);
+    CommandStream s(ctx);
+    s.begin();
+    ops::kv_store_pair(ctx, s, dsrc0.slice(), dcache0.slice(), dsrc1.slice(), dcache1.slice(), dpos.slice(), n_tokens,
+                       row_elems, n_ctx, type);
+    s.end();
+    s.submit_and_wait();
+    for (int i = 0; i < 2; ++i) {
+        CAPTURE(i);
+        std::vector<uint8_t> ref = init, got(cache_bytes);
+        ref::kv_store(src[i].data(), ref.data(), pos.data(), n_tokens, row_elems, n_ctx, type);
+        dcache[i]->download(got.data(), cache_bytes);
+        if (type == KvType::Q8_0)
+            check_q8_0(got, ref, src[i], pos, n_ctx, row_elems);
+        else
+            CHECK(got == ref);  // f16 and f32: bit-exact
+        dcache[i]->check_guards();
+    }
+}
+
 }  // namespace
+
+TEST_CASE("kv_store_pair: K and V in one dispatch, every KV type, split windows and unaligned slices") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+            run_kv_store_pair(ctx, t, 8, 64, {3});            // decode
+            run_kv_store_pair(ctx, t, 300, 256, positions_from(40, 37));  // a prompt chunk
+            run_kv_store_pair(ctx, t, 64, 256, {5, 70, 9}, 4);  // 70 wraps to row 6; unaligned slices
+        }
+    }
+    Context& small = test::context_for("max-storage-range=65536");
+    for (KvType t : {KvType::F16, KvType::Q8_0}) run_kv_store_pair(small, t, 200, 1024, positions_from(20, 40));
+    // One dispatch per cache window, not two.
+    Context& ctx = test::context();
+    Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
+    CommandStream s(ctx);
+    s.begin();
+    ops::kv_store_pair(ctx, s, b.slice(0, 1024), b.slice(4096, 8192), b.slice(1024, 1024), b.slice(16384, 8192),
+                       b.slice(32768, 4), 1, 256, 8, KvType::F32);
+    s.end();
+    CHECK(s.stats().dispatches == 1);
+}
 
 TEST_CASE("kv_store: tiny shapes, every KV type (f16 and f32 bit-exact)") {
     test::ValidationGuard guard;

@@ -1,0 +1,46 @@
+// The X side of the decode matvecs (matvec.comp, matvec_rows.comp): X read as vec4s where aligned,
+// and the fused input op (NORM: RMSNorm weight G and the sum of squares; ACT: GLU of a gate row in X
+// and an up row in G), as documented atop matvec.comp. The including shader declares the X (xv) and
+// G (gv) buffers, the push constants (x_base, k, x_vec4, g_base, g_vec4) and the NORM / ACT constants.
+
+#include "activations.glsl"
+
+float x1(uint i) { return xv[i >> 2][i & 3u]; }
+float g1(uint i) { return gv[i >> 2][i & 3u]; }
+
+vec4 raw4(uint i) {
+    if (pc.x_vec4 != 0u) return xv[i >> 2];
+    return vec4(x1(i), x1(i + 1u), x1(i + 2u), x1(i + 3u));
+}
+vec4 g4(uint i) {
+    if (pc.g_vec4 != 0u) return gv[i >> 2];
+    return vec4(g1(i), g1(i + 1u), g1(i + 2u), g1(i + 3u));
+}
+
+vec4 act4(vec4 g) {
+    if (ACT == 2u) return vec4(act_gelu(g.x), act_gelu(g.y), act_gelu(g.z), act_gelu(g.w));
+    return vec4(act_silu(g.x), act_silu(g.y), act_silu(g.z), act_silu(g.w));
+}
+
+// The input of the product, X[b][c .. c + 3] (c a multiple of 4), after the fused op; NORM adds the
+// raw values' squares to ss.
+vec4 x4(uint b, uint c, inout float ss) {
+    vec4 v = raw4(pc.x_base + b * pc.k + c);
+    if (ACT != 0u) return act4(v) * g4(pc.g_base + b * pc.k + c);
+    if (NORM != 0u) {
+        ss += dot(v, v);
+        v *= g4(pc.g_base + c);
+    }
+    return v;
+}
+
+// Scalar form of x4 for the float types' k tail.
+float xs1(uint b, uint c, inout float ss) {
+    float v = x1(pc.x_base + b * pc.k + c);
+    if (ACT != 0u) return (ACT == 2u ? act_gelu(v) : act_silu(v)) * g1(pc.g_base + b * pc.k + c);
+    if (NORM != 0u) {
+        ss += v * v;
+        v *= g1(pc.g_base + c);
+    }
+    return v;
+}
