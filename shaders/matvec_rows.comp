@@ -3,13 +3,13 @@
 // NB <= 8 x vectors, with matvec.comp's inputs, output, math and fused input op (NORM / ACT,
 // include/matvec_input.glsl), push constants and bindings.
 //
-// Why: a CPU driver (lavapipe) runs the invocations of a workgroup as the lanes of SIMD registers,
-// and a memory load whose address differs per lane becomes a loop over the lanes, while a load
-// whose address is the same for all lanes is one load. matvec.comp spreads a row's k over the lanes
-// (what a GPU's memory system wants), so each lane loads its own X slices and the row sums need a
-// cross-lane reduction. Here each lane owns whole rows: all lanes walk k together, so X (and the
-// norm weight) is read at one address for all of them and only the weight loads differ per lane;
-// there is no reduction, no shared memory and no barrier.
+// Why: a CPU driver (lavapipe) runs the invocations of a workgroup as the lanes of SIMD registers
+// and a barrier as a switch between register-wide chunks. matvec.comp spreads a row's k over the
+// lanes (what a GPU's memory system wants), so the row sums need a cross-lane reduction through
+// shared memory and barriers. Here each lane owns whole rows: all lanes walk k together, so there
+// is no reduction, no shared memory and no barrier, and X (and the norm weight) is read at one
+// address by all lanes (a driver that sees the uniform address loads it once; Mesa 22.3's lavapipe
+// still loads storage buffers lane by lane).
 //
 // One workgroup of WG invocations computes R * WG rows of W for all NB vectors: lane l owns rows
 // n0 + l + r * WG (r < R), n0 = workgroup * R * WG. Per weights.glsl unit (W_UNIT elements of every

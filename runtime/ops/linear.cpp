@@ -89,17 +89,19 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
     const uint32_t norm = input == K::RmsNorm, act = input == K::SwiGlu ? 1 : input == K::GeGlu ? 2 : 0;
     const uint32_t aligned = weights_aligned(wtype, k, w_offset_aligned);
     if (caps.cpu_tuning) {
-        // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes, a load whose
-        // address differs per lane as a loop over the lanes, and every barrier as a switch between
-        // chunks: matvec_rows, one chunk per workgroup, each lane owning R whole rows, so that X
-        // is read at one address for all lanes and nothing is reduced across lanes.
+        // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and every
+        // barrier as a switch between chunks: matvec_rows, one chunk per workgroup, each lane
+        // owning R whole rows, so that nothing is reduced across lanes (no shared memory, no
+        // barrier) and all lanes read X at one address (Mesa 22.3 still loads storage buffers
+        // lane by lane even then; a driver that recognizes the uniform address loads X once).
         // Measured on lavapipe (2-core EPYC, S = 8), stories-shaped Q8_0 / Q4_K, best of 30, µs:
         // 256 x 256: 64-66 / 60-68 against 74-80 / 72-76 with matvec.comp (8 rows per workgroup
         // of 8); 768 x 256: 122-125 / 115-131 against 160-246 / 145-236; 4096 x 256 (32 rows):
         // 499-510 / 489-839 against 496-508 / 415-681, the same within the machine's noise.
         // Broadcasting X from one load per lane instead (as matmul_broadcast) measured 1.3-3x
         // slower: the unrolled broadcast steps cost more than the loads they save.
-        const uint32_t wg = std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
+        const uint32_t wg =
+            std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
         const uint32_t r = 4;
         return {"matvec_rows_" + type_suffix(wtype), {wg, r, m, aligned, norm, act}};
     }
