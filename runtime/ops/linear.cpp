@@ -82,13 +82,14 @@ uint32_t weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned) {
 }
 }  // namespace
 
-PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
+PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                          bool w_offset_aligned, MatvecInput::Kind input) {
     if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
     using K = MatvecInput::Kind;
     const uint32_t norm = input == K::RmsNorm, act = input == K::SwiGlu ? 1 : input == K::GeGlu ? 2 : 0;
     const uint32_t aligned = weights_aligned(wtype, k, w_offset_aligned);
-    if (caps.cpu_tuning) {
+    // Rows of at most 1 KiB (stories-sized models): matvec_rows on CPU drivers.
+    if (caps.cpu_tuning && row_bytes(wtype, k) <= 1024) {
         // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and every
         // barrier as a switch between chunks: matvec_rows, one chunk per workgroup, each lane
         // owning R whole rows, so that nothing is reduced across lanes (no shared memory, no
@@ -98,17 +99,34 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         // 256 x 256: 64-66 / 60-68 against 74-80 / 72-76 with matvec.comp (8 rows per workgroup
         // of 8); 768 x 256: 122-125 / 115-131 against 160-246 / 145-236; 4096 x 256 (32 rows):
         // 499-510 / 489-839 against 496-508 / 415-681, the same within the machine's noise.
-        // Broadcasting X from one load per lane instead (as matmul_broadcast) measured 1.3-3x
-        // slower: the unrolled broadcast steps cost more than the loads they save.
+        // stories15M-shaped Q8_0 decode 34.9 against 29.4 tokens/s. Long rows stream worse: the
+        // 32 rows a workgroup walks at once defeat the CPU's prefetch, where matvec.comp's lanes
+        // walk one row's contiguous bytes (TinyLlama-shaped Q4_0 decode, rows of 1152-3168 bytes:
+        // 1.0 against 1.2 tokens/s), hence the 1 KiB bound. Broadcasting X from one load per lane
+        // instead (as matmul_broadcast) measured 1.3-3x slower than loading it in every lane.
+        // The choice depends on k and the type only, never on m or n: a row's sum is computed the
+        // same way in a decode batch as for a lone token (batch invariance).
         const uint32_t wg =
             std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
         const uint32_t r = 4;
         return {"matvec_rows_" + type_suffix(wtype), {wg, r, m, aligned, norm, act}};
     }
-    // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
-    uint32_t wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-    // Two rows per workgroup halve the reduction overhead; with many vectors, registers matter more.
-    uint32_t nr = m <= 4 ? 2 : 1;
+    uint32_t wg, nr;
+    if (caps.cpu_tuning) {
+        // CPU drivers, long rows: one small workgroup (about one SIMD chunk) per NR rows, so that
+        // each X load serves NR rows and few barriers switch chunks; tall matrices (output head,
+        // FFN) take NR = 32 and still make >= 64 workgroups, short ones NR = 8, so that every core
+        // gets work. NR does not depend on the batch (a row's sum is the same whatever NR).
+        // Measured on lavapipe, stories15M-shaped Q8_0 decode, matvec time per step: 10.4 ms with
+        // NR = 8 everywhere, 7.1-7.8 ms with NR = 32 for n >= 2048.
+        wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
+        nr = n >= 2048 ? 32 : 8;
+    } else {
+        // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
+        wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
+        // Two rows per workgroup halve the reduction overhead; with many vectors, registers matter more.
+        nr = m <= 4 ? 2 : 1;
+    }
     wg = std::min(wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
     // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
     while (nr > 1 && uint64_t(nr + norm) * m * wg * 4 > caps.max_shared_memory) nr /= 2;

@@ -2,9 +2,9 @@
 // device variant: tiny and odd shapes, the real LLaMA / TinyLlama projection shapes, batches of
 // 2..8 vectors, residual add (separate and in place), unaligned slices, and weights larger than
 // maxStorageBufferRange (split over dispatches), forced small with max-storage-range=8m and real.
-// The device variants cover both kernels: matvec_rows.comp where the caps ask for CPU tuning (the
-// default lavapipe context and the weak-capability one) and matvec.comp with its subgroup and
-// shared-memory reductions (gpu-tuning).
+// The shapes and device variants cover both kernels: matvec_rows.comp for rows of at most 1 KiB
+// where the caps ask for CPU tuning (the default lavapipe context and the weak-capability one), and
+// matvec.comp with its subgroup and shared-memory reductions (longer rows, and gpu-tuning).
 #include "support/test_context.h"
 #include "kernels/linear_testing.h"
 
@@ -176,10 +176,12 @@ TEST_CASE("matvec: linear_pipelines names what linear() uses; bandwidth report")
         auto d = ops::linear_pipelines(ctx, t, 1, 4096, 4096);
         REQUIRE(d.size() == 1);
         CHECK(d[0].shader.rfind("matvec_", 0) == 0);
-        if (ctx.caps().cpu_tuning)  // lanes owning rows: no cross-lane reduction at all
-            CHECK(d[0].shader == "matvec_rows_" + std::string(type_traits(t).lower));
-        else
-            CHECK((d[0].shader.find("_subgroup") != std::string::npos) == ctx.caps().subgroup_ops());
+        // Long rows: a row's k spread over the lanes, reduced with subgroup operations where there are.
+        CHECK((d[0].shader.find("_subgroup") != std::string::npos) == ctx.caps().subgroup_ops());
+        // Rows of at most 1 KiB on a CPU driver: lanes owning rows, no cross-lane reduction at all.
+        auto small = ops::linear_pipelines(ctx, t, 1, 288, 256);
+        REQUIRE(small.size() == 1);
+        CHECK((small[0].shader == "matvec_rows_" + std::string(type_traits(t).lower)) == ctx.caps().cpu_tuning);
         ctx.prepare_pipelines(d);
     }
     CHECK(ops::linear_bytes_read(TensorType::Q4_0, 1, 4096, 4096) == 4096ull * 4096 / 32 * 18 + 4096 * 4 + 4096 * 4);
