@@ -142,14 +142,19 @@ void main() {
     // Workgroup reduction of the NV partial sums; afterwards red_[v * WG] holds value v (tree)
     // or red_[v * WG + s] the sum of subgroup s (subgroups).
 #ifdef USE_SUBGROUP
-    for (uint v = 0; v < NV; ++v) {
-        float s = subgroupAdd(v < NR * NB ? acc[v] : sq[v - NR * NB]);
+    for (uint v = 0; v < NR * NB; ++v) {
+        float s = subgroupAdd(acc[v]);
         if (subgroupElect()) red_[v * WG + gl_SubgroupID] = s;
+    }
+    for (uint b = 0; b < NV - NR * NB; ++b) {  // NORM's sums of squares
+        float s = subgroupAdd(sq[b]);
+        if (subgroupElect()) red_[(NR * NB + b) * WG + gl_SubgroupID] = s;
     }
     barrier();
     const uint parts = gl_NumSubgroups;
 #else
-    for (uint v = 0; v < NV; ++v) red_[v * WG + tid] = v < NR * NB ? acc[v] : sq[v - NR * NB];
+    for (uint v = 0; v < NR * NB; ++v) red_[v * WG + tid] = acc[v];
+    for (uint b = 0; b < NV - NR * NB; ++b) red_[(NR * NB + b) * WG + tid] = sq[b];  // NORM's sums of squares
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
         if (tid < s)

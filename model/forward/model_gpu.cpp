@@ -539,8 +539,13 @@ void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
         // Every token's logits (perplexity). xn is free once the last layer has run. The last row
         // is copied to logits_ so that logits() and argmax() see the same values as the rows.
         const BufferSlice rows = all_logits_.slice(0, vrow * n);
-        norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
-        ops::linear(ctx_, s, out.type, out.slice(), xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim);
+        if (n == 1 && cfg_.arch->norm == NormKind::Rms) {  // a decode step: as a decode batch's head
+            ops::matvec(ctx_, s, out.type, out.slice(), x_.slice(0, row), rows, 1, cfg_.n_vocab, cfg_.dim, nullptr,
+                        nullptr, rms_input(w_.output_norm));
+        } else {
+            norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
+            ops::linear(ctx_, s, out.type, out.slice(), xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim);
+        }
         if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
         s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits);
     } else {

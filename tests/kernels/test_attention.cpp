@@ -171,8 +171,10 @@ TEST_CASE("attention decode: head_dim 4..256, every KV type, KV length 1..200 wi
                 // Enough rows for several splits also where CPU splits hold >= 16384 values (256
                 // rows at head_dim 64, 4096 at 4).
                 const uint32_t n_ctx = std::max(1100u, 4 * 16384 / d + 100);
+                // A KV length past two CPU splits (>= 16384 values each): several non-empty splits merged.
+                const int32_t far = int32_t(std::min(n_ctx - 1, 2 * std::max(256u, 16384 / d) + 100));
                 auto plan = check_attention(ctx, "decode head_dim", params(1, 8, 2, d, n_ctx, t),
-                                            {{0}, {2}, {6}, {63}, {64}, {199}}, {.seed = d});
+                                            {{0}, {2}, {6}, {63}, {64}, {199}, {far}}, {.seed = d});
                 CHECK(plan.n_splits > 3);  // more splits than KV rows at lengths 1 and 3
             }
         // Four heads of 8 share each q8_0 block.

@@ -126,6 +126,18 @@ TEST_CASE("matvec fused input: every weight type, one vector and batches, residu
     }
 }
 
+TEST_CASE("matvec fused input: rows longer than 1 KiB (matvec.comp on CPU drivers too), batches") {
+    test::ValidationGuard guard;
+    // Rows of 1152 (Q4_0) and 8192 (F32) bytes: a row's k spread over the lanes and reduced, with
+    // the batch below and above the rows per workgroup (the two loop orders).
+    for (TensorType t : {TensorType::Q4_0, TensorType::F32}) {
+        CAPTURE(type_traits(t).name);
+        for (Kind kind : {Kind::RmsNorm, Kind::SwiGlu, Kind::GeGlu})
+            for (uint32_t m : {1u, 3u, 8u})
+                run_variants(kind, make_fused(kind, t, m, 70, 2048, m == 3 ? Res::InPlace : Res::None, 400 + m, m == 8));
+    }
+}
+
 TEST_CASE("matvec fused input: real model shapes (stories15M, TinyLlama)") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
