@@ -142,6 +142,8 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     c.max_push_constants = lim.maxPushConstantsSize;
     c.max_storage_buffer_range = lim.maxStorageBufferRange;
     c.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
+    c.max_uniform_buffer_range = lim.maxUniformBufferRange;
+    c.min_uniform_buffer_offset_alignment = lim.minUniformBufferOffsetAlignment;
     c.max_memory_allocation_size = m3.maxMemoryAllocationSize;
     c.max_buffer_size = has_maint4 ? m4.maxBufferSize : m3.maxMemoryAllocationSize;
     c.timestamp_period_ns = lim.timestampPeriod;
@@ -222,7 +224,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
 std::string CapsOverride::help() {
     return "comma-separated: no-fp16, no-int8, no-storage16, no-storage8, no-subgroup-ops, "
            "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, shared-mem=BYTES, "
-           "max-storage-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in k, m or g)";
+           "max-storage-range=BYTES, max-uniform-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in k, m or g)";
 }
 
 CapsOverride CapsOverride::parse(const std::string& spec) {
@@ -249,6 +251,7 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
         else if (flag && key == "soft-half") o.soft_half = true;
         else if (!flag && key == "shared-mem") o.shared_mem = uint32_t(std::min<uint64_t>(parse_size(key, val), UINT32_MAX));
         else if (!flag && key == "max-storage-range") o.max_storage_range = parse_size(key, val);
+        else if (!flag && key == "max-uniform-range") o.max_uniform_range = parse_size(key, val);
         else if (!flag && key == "max-alloc") o.max_allocation = parse_size(key, val);
         else if (!flag && key == "device-memory") o.device_memory = parse_size(key, val);
         else throw std::invalid_argument(fmt::format("--caps: unknown entry '{}'; accepted: {}", item, help()));
@@ -258,7 +261,7 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
 
 bool CapsOverride::empty() const {
     return !(no_fp16 || no_int8 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
-             no_int_dot || no_coopmat || no_timestamps || gpu_tuning || soft_half || shared_mem || max_storage_range ||
+             no_int_dot || no_coopmat || no_timestamps || gpu_tuning || soft_half || shared_mem || max_storage_range || max_uniform_range ||
              max_allocation || device_memory);
 }
 
@@ -280,6 +283,7 @@ void CapsOverride::apply(DeviceCaps& c) const {
     // Limits only ever shrink: an override cannot promise more than the hardware has.
     if (shared_mem) c.max_shared_memory = std::min(c.max_shared_memory, shared_mem);
     if (max_storage_range) c.max_storage_buffer_range = std::min(c.max_storage_buffer_range, max_storage_range);
+    if (max_uniform_range) c.max_uniform_buffer_range = std::min(c.max_uniform_buffer_range, max_uniform_range);
     if (max_allocation) c.max_memory_allocation_size = std::min(c.max_memory_allocation_size, max_allocation);
     if (device_memory) c.device_local_bytes = std::min(c.device_local_bytes, device_memory);
 }

@@ -64,6 +64,8 @@ struct DeviceCaps {
 
     uint64_t max_storage_buffer_range = 0;
     uint64_t min_storage_buffer_offset_alignment = 1;
+    uint64_t max_uniform_buffer_range = 0;  // bindings of the uniform X variants (matvec_rows_u_*)
+    uint64_t min_uniform_buffer_offset_alignment = 1;
     uint64_t max_memory_allocation_size = 0;
     uint64_t max_buffer_size = 0;
     uint64_t device_local_bytes = 0;
@@ -85,6 +87,7 @@ struct CapsOverride {
     bool no_coopmat = false, no_timestamps = false, gpu_tuning = false, soft_half = false;
     uint32_t shared_mem = 0;           // 0: keep
     uint64_t max_storage_range = 0;    // 0: keep
+    uint64_t max_uniform_range = 0;    // 0: keep
     uint64_t max_allocation = 0;       // 0: keep
     uint64_t device_memory = 0;        // device-local heap bytes; 0: keep (a small GPU on a big one)
 

@@ -11,6 +11,10 @@ namespace vkllm {
 namespace {
 constexpr uint32_t kSetsPerPool = 128;
 constexpr uint32_t kBuffersPerPool = 1024;
+constexpr uint32_t kUniformBuffersPerPool = 256;  // uniform X of the CPU decode matvecs
+VkDescriptorType descriptor_type(const ShaderInfo& info, size_t binding) {
+    return info.uniform_mask & (1u << binding) ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
 constexpr uint32_t kMaxTimedDispatches = 2048;
 }  // namespace
 
@@ -35,11 +39,12 @@ VkDescriptorSet CommandStream::allocate_set(VkDescriptorSetLayout layout) {
     VkDevice dev = ctx_.device().get();
     for (;; ++current_pool_) {
         if (current_pool_ == descriptor_pools_.size()) {
-            VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBuffersPerPool};
+            const VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBuffersPerPool},
+                                                  {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kUniformBuffersPerPool}};
             VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
             ci.maxSets = kSetsPerPool;
-            ci.poolSizeCount = 1;
-            ci.pPoolSizes = &size;
+            ci.poolSizeCount = 2;
+            ci.pPoolSizes = sizes;
             VkDescriptorPool raw;
             VK_CHECK(vkCreateDescriptorPool(dev, &ci, nullptr, &raw));
             descriptor_pools_.emplace_back(dev, raw, vkDestroyDescriptorPool);
@@ -123,13 +128,16 @@ void CommandStream::dispatch(const Pipeline& p, std::span<const BufferSlice> bin
     std::vector<VkDescriptorBufferInfo> infos(bindings.size());
     for (size_t b = 0; b < bindings.size(); ++b) {
         const BufferSlice& s = bindings[b];
-        if (s.size > caps.max_storage_buffer_range)
+        const bool uniform = descriptor_type(info, b) == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER;
+        const uint64_t range = uniform ? caps.max_uniform_buffer_range : caps.max_storage_buffer_range;
+        const uint64_t align = uniform ? caps.min_uniform_buffer_offset_alignment : caps.min_storage_buffer_offset_alignment;
+        if (s.size > range)
             throw DeviceLimitError(fmt::format(
-                "{}: binding {} is {} bytes, more than this device's maxStorageBufferRange ({} bytes); the op must "
-                "split it", p.name(), b, s.size, caps.max_storage_buffer_range));
-        if (s.offset % caps.min_storage_buffer_offset_alignment != 0)
+                "{}: binding {} is {} bytes, more than this device's {} ({} bytes); the op must split it", p.name(), b,
+                s.size, uniform ? "maxUniformBufferRange" : "maxStorageBufferRange", range));
+        if (s.offset % align != 0)
             throw DeviceLimitError(fmt::format("{}: binding {} offset {} is not a multiple of {}", p.name(), b, s.offset,
-                                               caps.min_storage_buffer_offset_alignment));
+                                               align));
         infos[b] = {s.buffer, s.offset, s.size};
     }
     // Barrier decision first, against everything since the last barrier, then record this
@@ -149,7 +157,7 @@ void CommandStream::dispatch(const Pipeline& p, std::span<const BufferSlice> bin
         writes[b].dstSet = set;
         writes[b].dstBinding = uint32_t(b);
         writes[b].descriptorCount = 1;
-        writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[b].descriptorType = descriptor_type(info, b);
         writes[b].pBufferInfo = &infos[b];
     }
     vkUpdateDescriptorSets(ctx_.device().get(), uint32_t(writes.size()), writes.data(), 0, nullptr);

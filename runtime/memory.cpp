@@ -52,8 +52,9 @@ BufferSlice Buffer::slice(VkDeviceSize offset, VkDeviceSize size) const {
 Allocator::Allocator(const Device& device, VkDeviceSize block_size) : device_(device) {
     const DeviceCaps& c = device.caps();
     block_size_ = std::min<VkDeviceSize>({block_size, c.max_memory_allocation_size, c.max_buffer_size});
-    // 256 bytes covers every storage-offset alignment seen in practice and keeps tensors on cache lines.
-    alignment_ = std::max<VkDeviceSize>(c.min_storage_buffer_offset_alignment, 256);
+    // 256 bytes covers every storage- and uniform-offset alignment seen in practice and keeps
+    // tensors on cache lines.
+    alignment_ = std::max<VkDeviceSize>({c.min_storage_buffer_offset_alignment, c.min_uniform_buffer_offset_alignment, 256});
 }
 
 Allocator::~Allocator() {
@@ -95,7 +96,9 @@ size_t Allocator::create_block(VkDeviceSize size, MemoryUsage usage, bool dedica
     VkDevice dev = device_.get();
     VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = size;
-    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    // Uniform too: the CPU-driver matvecs bind activations as uniform buffers (matvec_input.glsl).
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
+                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     VkBuffer raw = VK_NULL_HANDLE;
     VK_CHECK(vkCreateBuffer(dev, &bci, nullptr, &raw));

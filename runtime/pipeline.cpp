@@ -37,7 +37,10 @@ Pipeline::Pipeline(const Device& device, VkPipelineCache cache, const PipelineDe
 
     std::vector<VkDescriptorSetLayoutBinding> bindings(info_->binding_count);
     for (uint32_t b = 0; b < info_->binding_count; ++b)
-        bindings[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+        bindings[b] = {b,
+                       info_->uniform_mask & (1u << b) ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+                                                       : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                       1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     VkDescriptorSetLayoutCreateInfo dsl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
     dsl.bindingCount = uint32_t(bindings.size());
     dsl.pBindings = bindings.data();

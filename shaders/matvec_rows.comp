@@ -31,11 +31,9 @@ layout(constant_id = 5) const uint ACT = 0;
 #define W_ALIGNED_ID 3
 #include "weights.glsl"
 
-layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };  // the host binds whole vec4s
 layout(std430, binding = 2) readonly buffer Rb { float res[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
 layout(std430, binding = 4) readonly buffer B { float bias[]; };
-layout(std430, binding = 5) readonly buffer G { vec4 gv[]; };  // the host binds whole vec4s
 
 layout(push_constant) uniform Push {  // as matvec.comp's
     uint n;

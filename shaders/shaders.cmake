@@ -67,6 +67,7 @@ vkllm_shader(topk              topk.comp)
 #
 # One variant per weight type: matmul (shared-memory tiles; subgroup broadcasts for CPU drivers),
 # matvec (shared-memory and subgroup reduction; lanes owning rows for CPU drivers) and get_rows.
+# The matvec_u_* / matvec_rows_u_* variants read X as a uniform buffer (CPU drivers).
 # The type list is runtime/tensor_types.h's kAllTensorTypes; ops name pipelines "<op>_<type>".
 set(VKLLM_WEIGHT_TYPES f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4_k q5_k q6_k iq4_xs)
 foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
@@ -75,7 +76,10 @@ foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   vkllm_shader(matmul_broadcast_${t} matmul_broadcast.comp ${wdef})
   vkllm_shader(matvec_${t}          matvec.comp    ${wdef})
   vkllm_shader(matvec_${t}_subgroup matvec.comp    ${wdef} USE_SUBGROUP)
+  vkllm_shader(matvec_u_${t}         matvec.comp    ${wdef} X_UNIFORM)
+  vkllm_shader(matvec_u_${t}_subgroup matvec.comp  ${wdef} USE_SUBGROUP X_UNIFORM)
   vkllm_shader(matvec_rows_${t}     matvec_rows.comp ${wdef})
+  vkllm_shader(matvec_rows_u_${t}   matvec_rows.comp ${wdef} X_UNIFORM)
   vkllm_shader(get_rows_${t}        get_rows.comp  ${wdef})
 endforeach()
 

@@ -44,6 +44,7 @@ struct Reflection {
     uint32_t push_constant_bytes = 0;
     uint32_t binding_count = 0;
     uint32_t written_mask = 0;  // bit b: binding b is written by the shader
+    uint32_t uniform_mask = 0;  // bit b: binding b is a uniform buffer (else a storage buffer)
 };
 
 std::vector<uint32_t> read_words(const std::string& path) {
@@ -142,17 +143,22 @@ Reflection reflect(const std::vector<uint32_t>& w, const std::string& name) {
             r.push_constant_bytes = size_of(pointee);
             continue;
         }
-        bool is_buffer = v.storage == ScStorageBuffer ||
-                         (v.storage == ScUniform && decorations[pointee].count(DecBufferBlock));
-        if (!is_buffer) {
+        bool is_storage = v.storage == ScStorageBuffer ||
+                          (v.storage == ScUniform && decorations[pointee].count(DecBufferBlock));
+        bool is_uniform = v.storage == ScUniform && decorations[pointee].count(DecBlock);
+        if (!is_storage && !is_uniform) {
             if (decorations[id].count(DecBinding))
-                throw std::runtime_error(name + ": only storage buffers may be bound");
+                throw std::runtime_error(name + ": only storage and uniform buffers may be bound");
             continue;
         }
         if (decorations[id][DecDescriptorSet] != 0) throw std::runtime_error(name + ": only set 0 is used");
         uint32_t b = decorations[id][DecBinding];
         if (b >= 32) throw std::runtime_error(name + ": binding >= 32");
         if (!bindings.insert(b).second) throw std::runtime_error(name + ": binding used twice");
+        if (is_uniform) {
+            r.uniform_mask |= 1u << b;
+            continue;  // read-only by definition
+        }
         bool readonly = decorations[id].count(DecNonWritable) != 0;
         if (!readonly) {
             const Type& st = types.at(pointee);
@@ -200,7 +206,7 @@ int main(int argc, char** argv) {
                   << ", " << r.local_size[1] << ", " << r.local_size[2] << "}, {" << r.local_size_spec_id[0]
                   << ", " << r.local_size_spec_id[1] << ", " << r.local_size_spec_id[2] << "}, "
                   << r.push_constant_bytes << ", " << r.binding_count << ", 0x" << std::hex << r.written_mask
-                  << std::dec << "u, " << hash << "},\n";
+                  << "u, 0x" << r.uniform_mask << std::dec << "u, " << hash << "},\n";
             ++count;
         }
         out << "const ShaderInfo k_table[] = {\n" << table.str() << "};\n}  // namespace\n\n"

@@ -25,6 +25,16 @@ uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_st
 // Bytes a window may need beyond its payload: the aligned-down start and the round-up of the end.
 uint64_t window_slack(const DeviceCaps& c) { return binding_align(c) + 16; }
 
+// matvec_rows_u_* binds X and G as uniform buffers (both windows need both offset alignments).
+uint64_t uniform_x_align(const DeviceCaps& c) {
+    return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment);
+}
+// Whether X (m x k f32) and G fit uniform bindings: the shader declares 64 KiB, the device may allow less.
+bool uniform_x_fits(const DeviceCaps& c, uint32_t m, uint32_t k) {
+    const uint64_t limit = std::min<uint64_t>(c.max_uniform_buffer_range, 65536);
+    return uint64_t(m) * k * 4 + uniform_x_align(c) + 16 <= limit;
+}
+
 void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_t bytes, uint64_t offset_align) {
     if (s.buffer == VK_NULL_HANDLE) throw std::invalid_argument(fmt::format("{}: {} has no buffer", op, what));
     if (s.size < bytes)
@@ -109,7 +119,12 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         const uint32_t wg =
             std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
         const uint32_t r = 4;
-        return {"matvec_rows_" + type_suffix(wtype), {wg, r, m, aligned, norm, act}};
+        // X (and G) through uniform buffers where they fit: Mesa 22.3's lavapipe loads a uniform
+        // buffer at one address once (or gathers it) instead of lane by lane. The loads and the
+        // arithmetic are the same in both variants, so the choice may depend on m.
+        const bool uniform = uniform_x_fits(caps, m, k);
+        return {std::string(uniform ? "matvec_rows_u_" : "matvec_rows_") + type_suffix(wtype),
+                {wg, r, m, aligned, norm, act}};
     }
     uint32_t wg, nr;
     if (caps.cpu_tuning) {
@@ -130,7 +145,10 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
     wg = std::min(wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
     // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
     while (nr > 1 && uint64_t(nr + norm) * m * wg * 4 > caps.max_shared_memory) nr /= 2;
-    std::string name = "matvec_" + type_suffix(wtype) + (caps.subgroup_ops() ? "_subgroup" : "");
+    // CPU drivers read X (and G) through uniform buffers where they fit, as matvec_rows above.
+    const bool uniform = caps.cpu_tuning && uniform_x_fits(caps, m, k);
+    std::string name = std::string(uniform ? "matvec_u_" : "matvec_") + type_suffix(wtype) +
+                       (caps.subgroup_ops() ? "_subgroup" : "");
     return {name, {wg, nr, m, aligned, norm, act}};
 }
 
@@ -214,11 +232,13 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
                                            "({} bytes)", rb, m, n, c.max_storage_buffer_range));
 
-    const detail::ByteWindow xw = detail::byte_window(x, 0, x_floats * 4, align, 16);
+    const bool uniform_x = desc.shader.starts_with("matvec_rows_u_") || desc.shader.starts_with("matvec_u_");
+    const uint64_t x_align = uniform_x ? uniform_x_align(c) : align;
+    const detail::ByteWindow xw = detail::byte_window(x, 0, x_floats * 4, x_align, 16);
     const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
     // G: the norm weight or the GLU's up rows; otherwise never read, and X's window stands in.
-    const detail::ByteWindow gw = norm  ? detail::byte_window(input.norm_weight, 0, uint64_t(k) * 4, align, 16)
-                                  : glu ? detail::byte_window(input.up, 0, x_floats * 4, align, 16)
+    const detail::ByteWindow gw = norm  ? detail::byte_window(input.norm_weight, 0, uint64_t(k) * 4, x_align, 16)
+                                  : glu ? detail::byte_window(input.up, 0, x_floats * 4, x_align, 16)
                                         : xw;
     const uint32_t g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
     for (uint32_t n0 = 0; n0 < n; n0 += step) {

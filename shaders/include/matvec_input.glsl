@@ -1,9 +1,23 @@
-// The X side of the decode matvecs (matvec.comp, matvec_rows.comp): X read as vec4s where aligned,
-// and the fused input op (NORM: RMSNorm weight G and the sum of squares; ACT: GLU of a gate row in X
-// and an up row in G), as documented atop matvec.comp. The including shader declares the X (xv) and
-// G (gv) buffers, the push constants (x_base, k, x_vec4, g_base, g_vec4) and the NORM / ACT constants.
+// The X side of the decode matvecs (matvec.comp, matvec_rows.comp): the X (binding 1) and G
+// (binding 5) buffers, X read as vec4s where aligned, and the fused input op (NORM: RMSNorm weight G
+// and the sum of squares; ACT: GLU of a gate row in X and an up row in G), as documented atop
+// matvec.comp. The including shader declares the push constants (x_base, k, x_vec4, g_base, g_vec4)
+// and the NORM / ACT constants.
 
 #include "activations.glsl"
+
+#if defined(X_UNIFORM)
+// X and G as uniform buffers (variants *_u_*, chosen on CPU drivers): Mesa 22.3's lavapipe loads a
+// storage buffer in a loop over the lanes, but loads a uniform buffer once when all lanes read one
+// address, and gathers it otherwise. The host binds at most X_UNIFORM_VEC4S vec4s (64 KiB), and
+// never more than the device's maxUniformBufferRange.
+#define X_UNIFORM_VEC4S 4096
+layout(std140, binding = 1) uniform X { vec4 xv[X_UNIFORM_VEC4S]; };
+layout(std140, binding = 5) uniform G { vec4 gv[X_UNIFORM_VEC4S]; };
+#else
+layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };  // the host binds whole vec4s
+layout(std430, binding = 5) readonly buffer G { vec4 gv[]; };  // the host binds whole vec4s
+#endif
 
 float x1(uint i) { return xv[i >> 2][i & 3u]; }
 float g1(uint i) { return gv[i >> 2][i & 3u]; }

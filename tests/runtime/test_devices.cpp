@@ -75,11 +75,12 @@ TEST_CASE("devices: selection by index, name and preference") {
 }
 
 TEST_CASE("caps override: parsing and weakening") {
-    auto o = CapsOverride::parse("no-fp16, no-subgroup-ops,shared-mem=16k,max-storage-range=33554432");
+    auto o = CapsOverride::parse("no-fp16, no-subgroup-ops,shared-mem=16k,max-storage-range=33554432,max-uniform-range=16k");
     CHECK(o.no_fp16);
     CHECK(o.no_subgroup_ops);
     CHECK(o.shared_mem == 16384);
     CHECK(o.max_storage_range == 33554432);
+    CHECK(o.max_uniform_range == 16384);
     CHECK(CapsOverride::parse("").empty());
     CHECK_THROWS_WITH_AS(CapsOverride::parse("fast-mode"), doctest::Contains("unknown entry 'fast-mode'"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(CapsOverride::parse("shared-mem=abc"), doctest::Contains("not a number"), std::invalid_argument);
@@ -91,7 +92,9 @@ TEST_CASE("caps override: parsing and weakening") {
     c.fp16 = c.subgroup_arithmetic = true;
     c.max_shared_memory = 32768;
     c.max_storage_buffer_range = 1ull << 27;
+    c.max_uniform_buffer_range = 65536;
     o.apply(c);
+    CHECK(c.max_uniform_buffer_range == 16384);
     CHECK(!c.fp16);
     CHECK(!c.subgroup_arithmetic);
     CHECK(c.max_shared_memory == 16384);

@@ -1,5 +1,7 @@
 #include "support/test_context.h"
 
+#include "runtime/shader_registry.h"
+
 #include <filesystem>
 #include <fstream>
 
@@ -99,4 +101,27 @@ TEST_CASE("pipeline cache: an unwritable directory does not stop the runtime") {
     auto ctx = test::make_context({}, dir);
     ctx->prepare_pipelines(kDescs);
     CHECK(!ctx->pipeline_cache().save().empty());  // reports the problem instead of throwing
+}
+
+TEST_CASE("shader table: reflected bindings, uniform X variants") {
+    // The descriptor types come from each module's SPIR-V (tools/shader_embed.cpp): the uniform X
+    // variants bind X (1) and G (5) as uniform buffers, their storage twins none, and a uniform
+    // buffer is never written.
+    for (const char* t : {"f32", "q8_0", "q4_k"}) {
+        for (std::string base : {"matvec_", "matvec_rows_"}) {
+            const ShaderInfo& u = find_shader(base + "u_" + t);
+            const ShaderInfo& s = find_shader(base + t);
+            CHECK(u.binding_count == 6);
+            CHECK(u.uniform_mask == ((1u << 1) | (1u << 5)));
+            CHECK(u.written_mask == (1u << 3));
+            CHECK(s.uniform_mask == 0);
+            CHECK(s.written_mask == u.written_mask);
+        }
+    }
+    for (const ShaderInfo& info : shader_table()) {
+        INFO(info.name);
+        const uint32_t both = info.uniform_mask & info.written_mask, beyond = info.uniform_mask >> info.binding_count;
+        CHECK(both == 0);
+        CHECK(beyond == 0);
+    }
 }

@@ -169,7 +169,7 @@ std::string model_path(const std::string& file) {
 
 const std::vector<std::string>& device_variants() {
     static const std::vector<std::string> v = [] {
-        std::vector<std::string> all = {"", "no-fp16,no-subgroup-ops,shared-mem=16384,soft-half",
+        std::vector<std::string> all = {"", "no-fp16,no-subgroup-ops,shared-mem=16384,max-uniform-range=16384,soft-half",
                                         "no-storage16,no-storage8,no-int8,gpu-tuning"};
         if (const char* e = std::getenv("VKLLM_TEST_REAL_DEVICE_ONLY"); e && std::string(e) == "1") all.resize(1);
         return all;

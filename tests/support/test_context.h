@@ -86,8 +86,8 @@ private:
 std::string model_path(const std::string& file);
 
 // The capability-override specs every kernel test runs under: the real device, and the weak
-// device paths (no fp16, no subgroup arithmetic, 16 KiB shared memory, f16 converted without
-// unpackHalf2x16; no 8/16-bit storage). With VKLLM_TEST_REAL_DEVICE_ONLY=1 only the real device:
+// device paths (no fp16, no subgroup arithmetic, 16 KiB shared memory and uniform buffers, f16
+// converted without unpackHalf2x16; no 8/16-bit storage). With VKLLM_TEST_REAL_DEVICE_ONLY=1 only the real device:
 // scripts/slow_driver_tests.sh sets it for the drivers where compiling each variant's pipelines
 // costs minutes (arm64 lavapipe under qemu, Mesa 25 lavapipe).
 // Use with context_for().
