@@ -20,7 +20,14 @@
 // One invocation writes one 32-bit word of the cache (two f16 values or one f32), or one Q8_0 block
 // (9 words); the 2-D grid is flattened over n_pairs * n_tokens * units per row (the second pair
 // after the first). Two tokens with the same position race; callers don't do that.
+// ROPE (variants kv_store_rope_*, the decode steps of RoPE models: one dispatch instead of three):
+//   src holds K before RoPE, and each K value is rotated as it is loaded (rope.comp's rotation,
+//   include/rope_angle.glsl: element e of a head pairs with e ^ 1 (Adjacent) or e -+ rot_half
+//   (HalfSplit) and takes its side of the rotated pair); src stays unrotated. The first pc.q_pairs
+//   invocations also rotate Q in place (binding 5, [n_tokens][n_q_heads][head_dim] from q_first), one
+//   pair each, as rope.comp does. Frequency factors: binding 6, read only when has_ff != 0.
 // Workgroup size: specialization constant 0.
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
@@ -42,12 +49,86 @@ layout(push_constant) uniform Push {
     uint n_pairs;    // 1: src -> cache; 2: also src2 -> cache2 (same shapes and window)
     uint src2_first;
     uint cache2_first;
+#ifdef ROPE
+    uint q_pairs;    // Q pairs this dispatch rotates (0 in all but one window of a split cache)
+    uint q_first;
+    uint n_q_heads;
+    uint head_dim;   // K rows are n_kv_heads * head_dim
+    uint rot_half;   // rot_dim / 2
+    uint layout_id;  // 0 Adjacent, 1 HalfSplit
+    float log2_step;
+    uint ff_first;
+    uint has_ff;
+    float freq_scale;
+    float ext_factor;
+    float mscale;
+    float corr_low;
+    float corr_high;
+#endif
 } pc;
+
+#ifdef ROPE
+layout(std430, binding = 5) buffer Q { float q[]; };
+layout(std430, binding = 6) readonly buffer F { float ff[]; };
+#include "rope_angle.glsl"
+#endif
 
 // The pair an invocation works on: its source word and its cache word (both buffers of the pair are
 // distinct bindings, so every access picks one).
 bool second_ = false;
+#ifdef ROPE
+int pos_ = 0;  // the position of the token being stored
+uint row_elems() {
+#if defined(F16)
+    return 2u * pc.row_words;
+#elif defined(Q8_0)
+    return pc.row_words / 9u * 32u;
+#else
+    return pc.row_words;
+#endif
+}
+// K element i (a flat index over the tokens' rows) after RoPE, as raw bits.
+uint load_k_roped(uint i) {
+    const uint d = (i % row_elems()) % pc.head_dim;
+    const uint rot_dim = 2u * pc.rot_half;
+    if (d >= rot_dim) return src[pc.src_first + i];
+    uint pair, a, b;  // the pair's index and its two elements' flat indices
+    if (pc.layout_id == 0u) {
+        pair = d >> 1;
+        a = i - (d & 1u);
+        b = a + 1u;
+    } else {
+        pair = d % pc.rot_half;
+        a = d < pc.rot_half ? i : i - pc.rot_half;
+        b = a + pc.rot_half;
+    }
+    const vec2 cs = rope_cs(pair, pos_);
+    const float x0 = uintBitsToFloat(src[pc.src_first + a]), x1 = uintBitsToFloat(src[pc.src_first + b]);
+    return floatBitsToUint(i == a ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x);
+}
+uint load_src(uint i) { return second_ ? src2[pc.src2_first + i] : load_k_roped(i); }
+
+// Pair p of Q (p < q_pairs), rotated in place as rope.comp rotates it.
+void rotate_q(uint p) {
+    const uint pair = p % pc.rot_half, head = p / pc.rot_half, t = head / pc.n_q_heads;
+    const uint base = pc.q_first + head * pc.head_dim;
+    uint a, b;
+    if (pc.layout_id == 0u) {
+        a = base + 2u * pair;
+        b = a + 1u;
+    } else {
+        a = base + pair;
+        b = a + pc.rot_half;
+    }
+    const vec2 cs = rope_cs(pair, positions[pc.pos_first + t]);
+    const float c = cs.x, s = cs.y;
+    const float x0 = q[a], x1 = q[b];
+    q[a] = x0 * c - x1 * s;
+    q[b] = x0 * s + x1 * c;
+}
+#else
 uint load_src(uint i) { return second_ ? src2[pc.src2_first + i] : src[pc.src_first + i]; }
+#endif
 void store_cache(uint i, uint w) {
     if (second_)
         cache2[pc.cache2_first + i] = w;
@@ -90,6 +171,13 @@ int round_away(float v) {
 
 void main() {
     uint idx = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
+#ifdef ROPE
+    if (idx < pc.q_pairs) {
+        rotate_q(idx);
+        return;
+    }
+    idx -= pc.q_pairs;
+#endif
 #ifdef Q8_0
     const uint units = pc.row_words / BLOCK_WORDS;  // blocks per row
 #else
@@ -101,6 +189,9 @@ void main() {
     uint t = idx / units, j = idx % units;
     int pos = positions[pc.pos_first + t];
     if (pos < 0) return;
+#ifdef ROPE
+    pos_ = pos;
+#endif
     uint ring_row = uint(pos) % pc.n_ctx;
     uint row = ring_row - pc.row_base;  // wraps to a huge value below the window
     if (ring_row < pc.row_base || row >= pc.row_count) return;

@@ -29,6 +29,8 @@
 // One invocation rotates one pair; the 2-D grid is flattened over n_pairs = n_tokens * n_heads * rot_dim/2.
 // Workgroup size: specialization constant 0.
 
+#extension GL_GOOGLE_include_directive : require
+
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
 
@@ -53,9 +55,7 @@ layout(push_constant) uniform Push {
     float corr_high;
 } pc;
 
-const float INV_2PI = 0.15915494309189535;
-const float TWO_PI_HI = 6.28125;                // 201/32: 8 significant bits
-const float TWO_PI_LO = 0.0019353071795864769;  // 2*pi - TWO_PI_HI
+#include "rope_angle.glsl"
 
 void main() {
     uint p = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
@@ -73,18 +73,8 @@ void main() {
         b = a + pc.rot_half;
     }
 
-    float freq = exp2(float(i) * pc.log2_step);
-    if (pc.has_ff != 0u) freq /= ff[pc.ff_first + i];
-    float rate_scale = pc.freq_scale;
-    if (pc.ext_factor != 0.0) {
-        float ramp = 1.0 - clamp((float(i) - pc.corr_low) / max(0.001, pc.corr_high - pc.corr_low), 0.0, 1.0);
-        float mix_ = ramp * pc.ext_factor;
-        rate_scale = pc.freq_scale * (1.0 - mix_) + mix_;
-    }
-    float theta = float(positions[pc.pos_first + t]) * (freq * rate_scale);
-    float k = floor(theta * INV_2PI + 0.5);
-    precise float r = (theta - k * TWO_PI_HI) - k * TWO_PI_LO;
-    float c = cos(r) * pc.mscale, s = sin(r) * pc.mscale;
+    const vec2 cs = rope_cs(i, positions[pc.pos_first + t]);
+    const float c = cs.x, s = cs.y;
 
     float x0 = x[a], x1 = x[b];
     x[a] = x0 * c - x1 * s;

@@ -353,8 +353,7 @@ ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n, bool decode
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
     LayerSlices r;
     // Decoding one token is bound by dispatch count on small models: Q, K and V come from one
-    // matvec over the fused weights into one (q_dim + 2 kv) vector, which also makes q and k one
-    // contiguous run of heads for a single RoPE dispatch; gate and up likewise.
+    // matvec over the fused weights into one (q_dim + 2 kv) vector; gate and up likewise.
     r.fuse_qkv = n == 1 && L.wqkv.present();
     r.fuse_ffn = n == 1 && L.w_gate_up.present();
     if (r.fuse_qkv) {
@@ -370,6 +369,7 @@ ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n, bool decode
     const bool decode = n == 1 || decode_batch;
     r.fold_norm = decode && cfg_.arch->norm == NormKind::Rms;
     r.fold_glu = decode && cfg_.arch->ffn != FfnKind::Gelu && !L.b_up.present();
+    r.fold_rope = decode && cfg_.arch->positions == PositionKind::Rope;
     if (r.fuse_ffn) {
         r.gate = gate_up_.slice(0, 4ull * ffn);
         r.up = gate_up_.slice(4ull * ffn, 4ull * ffn);
@@ -437,20 +437,16 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
         ops::rms_norm(ctx_, s, q, L.q_norm.slice(), q, n * c.n_heads, c.head_dim, c.norm_eps);
         ops::rms_norm(ctx_, s, k, L.k_norm.slice(), k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
     }
-    if (A.positions == PositionKind::Rope) {
-        const RopeConfig& r = c.rope_for(l);
-        ops::RopeParams rp{c.n_heads, c.head_dim, c.rope_dim, r.base, A.rope_layout, r.freq_scale, r.ext_factor,
-                           r.attn_factor, r.beta_fast, r.beta_slow, r.n_ctx_orig};
-        const BufferSlice factors = w_.rope_factors.slice();
-        const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
-        if (ls.fuse_qkv) {  // q and k are one run of n_heads + n_kv_heads heads
-            rp.n_heads = c.n_heads + c.n_kv_heads;
-            ops::rope(ctx_, s, qkv_.slice(0, 4ull * (qd + kv)), pos, 1, rp, ff);
-        } else {
-            ops::rope(ctx_, s, q, pos, n, rp, ff);
-            rp.n_heads = c.n_kv_heads;
-            ops::rope(ctx_, s, k, pos, n, rp, ff);
-        }
+    const RopeConfig& rc = c.rope_for(l);
+    const ops::RopeParams rope_q{c.n_heads, c.head_dim, c.rope_dim, rc.base, A.rope_layout, rc.freq_scale,
+                                 rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
+    const BufferSlice factors = w_.rope_factors.slice();
+    const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
+    if (A.positions == PositionKind::Rope && !ls.fold_rope) {  // prompt chunks (decode steps: below)
+        ops::rope(ctx_, s, q, pos, n, rope_q, ff);
+        ops::RopeParams rope_k = rope_q;
+        rope_k.n_heads = c.n_kv_heads;
+        ops::rope(ctx_, s, k, pos, n, rope_k, ff);
     }
     // Each sequence stores into and attends over its own cache: a chunk is one segment of n rows,
     // a decode batch one row per sequence (rows bound in place, at any offset).
@@ -464,8 +460,13 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
             return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
         };
         const BufferSlice sp = seg(pos, 1);
-        ops::kv_store_pair(ctx_, s, seg(k, kv), k_cache_[cache].slice(), seg(v, kv), v_cache_[cache].slice(), sp,
-                           seg_rows, kv, kv_rows, opts_.kv_type);
+        if (ls.fold_rope)  // q rotated in place, k rotated into the cache
+            ops::kv_store_pair_rope(ctx_, s, seg(q, qd), seg(k, kv), k_cache_[cache].slice(), seg(v, kv),
+                                    v_cache_[cache].slice(), sp, seg_rows, c.n_kv_heads, kv_rows, opts_.kv_type,
+                                    rope_q, ff);
+        else
+            ops::kv_store_pair(ctx_, s, seg(k, kv), k_cache_[cache].slice(), seg(v, kv), v_cache_[cache].slice(), sp,
+                               seg_rows, kv, kv_rows, opts_.kv_type);
         const BufferSlice scratch = plan_.attention_scratch
                                         ? attn_scratch_.slice(scratch_region * i, scratch_region)
                                         : attn_scratch_.slice();
@@ -609,7 +610,7 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
         t[name] = std::move(v);
     };
     get("q_rope", ls.q, cfg_.q_dim());
-    get("k_rope", ls.k, cfg_.kv_dim());
+    if (!ls.fold_rope) get("k_rope", ls.k, cfg_.kv_dim());  // else k is rotated only inside the cache
     get("v", ls.v, cfg_.kv_dim());
     get("attn_out", att_.slice(), cfg_.q_dim());
     // Folded into a matvec, the norm's and the GLU's results exist only inside it.

@@ -185,6 +185,9 @@ private:
         // Decode steps: ops that ride in a matvec's input (ops::MatvecInput) instead of their own
         // dispatch: the RMSNorms in the projections that read them, the GLU in the down projection.
         bool fold_norm = false, fold_glu = false;
+        // Decode steps of RoPE models: RoPE of q and k rides in the K/V store
+        // (ops::kv_store_pair_rope), which leaves k unrotated.
+        bool fold_rope = false;
     };
     LayerSlices layer_slices(uint32_t layer, uint32_t n, bool decode_batch) const;
     LayerTensors read_layer_tensors(uint32_t layer, uint32_t n) const;

@@ -48,6 +48,9 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::KvStoreF16: return {"kv_store_f16", {wg}};
         case SmallOp::KvStoreF32: return {"kv_store_f32", {wg}};
         case SmallOp::KvStoreQ8_0: return {"kv_store_q8_0", {wg}};
+        case SmallOp::KvStoreRopeF16: return {"kv_store_rope_f16", {wg}};
+        case SmallOp::KvStoreRopeF32: return {"kv_store_rope_f32", {wg}};
+        case SmallOp::KvStoreRopeQ8_0: return {"kv_store_rope_q8_0", {wg}};
         case SmallOp::Argmax: return {sg ? "argmax_sg" : "argmax", {wg}};
         case SmallOp::Softmax: return {sg ? "softmax_sg" : "softmax", {wg}};
         case SmallOp::Topk: return {"topk", {wg}};

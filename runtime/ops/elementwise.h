@@ -51,14 +51,14 @@ namespace detail {
 
 enum class SmallOp {
     RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
-    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows,
+    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, KvStoreRopeF16, KvStoreRopeF32, KvStoreRopeQ8_0,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 16> kAllSmallOps = {
+inline constexpr std::array<SmallOp, 19> kAllSmallOps = {
     SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
     SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
     SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
-    SmallOp::AddRows};
+    SmallOp::AddRows,    SmallOp::KvStoreRopeF16, SmallOp::KvStoreRopeF32, SmallOp::KvStoreRopeQ8_0};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 

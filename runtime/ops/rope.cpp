@@ -44,9 +44,24 @@ RopeCorrDims rope_corr_dims(const RopeParams& p) {
             float(std::min(double(p.rot_dim - 1), std::ceil(corr_dim(p.beta_slow))))};
 }
 
+namespace detail {
+RopeShaderParams rope_shader_params(const RopeParams& rp) {
+    check_params(rp);
+    // log2 of the frequency ratio between neighbouring pairs, in double: the shader's only fp32
+    // rounding of the exponent is then the product with the pair index.
+    const float log2_step = float(-2.0 * std::log2(double(rp.base)) / rp.rot_dim);
+    const bool yarn = rp.ext_factor != 0.0f;
+    const RopeCorrDims corr = yarn ? rope_corr_dims(rp) : RopeCorrDims{};
+    const float mscale =
+        yarn ? float(double(rp.attn_factor) * (1.0 + 0.1 * std::log(1.0 / double(rp.freq_scale)))) : rp.attn_factor;
+    return {rp.rot_dim / 2, rp.layout == RopeLayout::Adjacent ? 0u : 1u, log2_step, rp.freq_scale, rp.ext_factor,
+            mscale, corr.low, corr.high};
+}
+}  // namespace detail
+
 void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& positions, uint32_t n_tokens,
           const RopeParams& rp, const BufferSlice* freq_factors) {
-    check_params(rp);
+    const detail::RopeShaderParams sp = detail::rope_shader_params(rp);
     if (n_tokens == 0) return;
     const DeviceCaps& caps = ctx.caps();
     const uint64_t token_elems = uint64_t(rp.n_heads) * rp.head_dim;
@@ -56,13 +71,6 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
     if (freq_factors) detail::require_bytes(*freq_factors, uint64_t(rot_half) * 4, "rope", "freq_factors");
     const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, detail::SmallOp::Rope));
     const uint32_t wg = p.local_size()[0];
-    // log2 of the frequency ratio between neighbouring pairs, in double: the shader's only fp32
-    // rounding of the exponent is then the product with the pair index.
-    const float log2_step = float(-2.0 * std::log2(double(rp.base)) / rp.rot_dim);
-    const bool yarn = rp.ext_factor != 0.0f;
-    const RopeCorrDims corr = yarn ? rope_corr_dims(rp) : RopeCorrDims{};
-    const float mscale =
-        yarn ? float(double(rp.attn_factor) * (1.0 + 0.1 * std::log(1.0 / double(rp.freq_scale)))) : rp.attn_factor;
     // Without factors the shader never reads binding 2, but a binding must be there: positions stands in.
     const detail::Window fw = freq_factors ? detail::window(caps, *freq_factors, 0, rot_half, 4)
                                            : detail::window(caps, positions, 0, 1, 4);
@@ -78,9 +86,8 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
             float log2_step;
             uint32_t ff_first, has_ff;
             float freq_scale, ext_factor, mscale, corr_low, corr_high;
-        } pc{uint32_t(pairs), rp.n_heads, rp.head_dim, rot_half, rp.layout == RopeLayout::Adjacent ? 0u : 1u,
-             xw.first, pw.first, log2_step, fw.first, freq_factors ? 1u : 0u, rp.freq_scale, rp.ext_factor, mscale,
-             corr.low, corr.high};
+        } pc{uint32_t(pairs), rp.n_heads, rp.head_dim, rot_half, sp.layout_id, xw.first, pw.first, sp.log2_step,
+             fw.first, freq_factors ? 1u : 0u, sp.freq_scale, sp.ext_factor, sp.mscale, sp.corr_low, sp.corr_high};
         s.dispatch(p, {xw.slice, pw.slice, fw.slice}, pc, detail::grid(caps, (pairs + wg - 1) / wg, "rope"), "rope");
     }
 }

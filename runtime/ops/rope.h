@@ -52,6 +52,16 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
 void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& positions, uint32_t n_tokens,
           uint32_t n_heads, uint32_t head_dim, uint32_t rot_dim, float base, RopeLayout layout);
 
+namespace detail {
+// A checked rotation as the shaders take it (rope.comp, kv_store.comp's ROPE variants; the fields of
+// include/rope_angle.glsl). Throws std::invalid_argument for bad parameters.
+struct RopeShaderParams {
+    uint32_t rot_half, layout_id;
+    float log2_step, freq_scale, ext_factor, mscale, corr_low, corr_high;
+};
+RopeShaderParams rope_shader_params(const RopeParams& p);
+}  // namespace detail
+
 }  // namespace vkllm::ops
 
 namespace vkllm::ref {

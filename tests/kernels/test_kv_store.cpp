@@ -3,6 +3,7 @@
 #include "kernels/small_ops_testing.h"
 
 #include "runtime/ops/kv_store.h"
+#include "runtime/ops/rope.h"
 #include "runtime/tensor_types.h"
 
 #include <fmt/format.h>
@@ -200,7 +201,176 @@ void run_kv_store_pair(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_e
     }
 }
 
+// One cache's rows as floats (f16 and q8_0 decoded), for comparisons with a tolerance.
+std::vector<float> cache_floats(const std::vector<uint8_t>& bytes, KvType type, uint32_t n_ctx, uint32_t row_elems) {
+    const size_t n = size_t(n_ctx) * row_elems;
+    std::vector<float> out(n);
+    if (type == KvType::F32) {
+        std::memcpy(out.data(), bytes.data(), n * 4);
+    } else if (type == KvType::F16) {
+        for (size_t i = 0; i < n; ++i) {
+            uint16_t h;
+            std::memcpy(&h, &bytes[2 * i], 2);
+            out[i] = f16_to_f32(h);
+        }
+    } else {
+        std::vector<uint32_t> words(bytes.size() / 4);
+        std::memcpy(words.data(), bytes.data(), words.size() * 4);
+        ref::kv_dequantize_q8_0(words.data(), out.data(), uint32_t(n));
+    }
+    return out;
+}
+
+struct RopeStoreShape {
+    uint32_t n_q_heads, n_kv_heads, head_dim, rot_dim;
+    ops::RopeLayout layout;
+};
+
+// kv_store_pair_rope against its definition: ref::rope of Q and of K, then ref::kv_store of the
+// rotated K and of V. Q (rotated in place) and the K cache are compared with RoPE's fp32 tolerance
+// (plus the cache type's rounding); V must be exactly what kv_store_pair stores; k_src must stay
+// unrotated, and the cache rows no token maps to keep kStale.
+void run_kv_store_pair_rope(Context& ctx, KvType type, uint32_t n_ctx, const RopeStoreShape& sh,
+                            const std::vector<int32_t>& pos, bool scaled = false, uint32_t shift = 0) {
+    const uint32_t n_tokens = uint32_t(pos.size()), row_elems = sh.n_kv_heads * sh.head_dim;
+    const uint32_t q_elems = sh.n_q_heads * sh.head_dim;
+    CAPTURE(int(type));
+    CAPTURE(n_ctx);
+    CAPTURE(sh.n_q_heads);
+    CAPTURE(sh.n_kv_heads);
+    CAPTURE(sh.head_dim);
+    CAPTURE(sh.rot_dim);
+    CAPTURE(int(sh.layout));
+    CAPTURE(n_tokens);
+    CAPTURE(scaled);
+    CAPTURE(shift);
+    ops::RopeParams rp{sh.n_q_heads, sh.head_dim, sh.rot_dim, 10000.0f, sh.layout};
+    std::vector<float> ff;
+    if (scaled) {  // YaRN and frequency factors, as Llama 3.1 / Phi-3 models carry them
+        rp.freq_scale = 0.25f;
+        rp.ext_factor = 1.0f;
+        rp.n_ctx_orig = 512;
+        ff = test::random_floats(sh.rot_dim / 2, 950, 1.0f, 4.0f);
+    }
+    const size_t n_q = size_t(n_tokens) * q_elems, n_kv = size_t(n_tokens) * row_elems;
+    const size_t cache_bytes = size_t(n_ctx) * ops::kv_row_bytes(type, row_elems);
+    std::vector<uint8_t> init(cache_bytes);
+    for (size_t i = 0; i < cache_bytes; i += 4) std::memcpy(&init[i], &kStale, std::min<size_t>(4, cache_bytes - i));
+    const std::vector<float> q = test::random_floats(n_q, 900 + q_elems, -1.0f, 1.0f);
+    const std::vector<float> k = test::random_floats(n_kv, 910 + row_elems, -1.0f, 1.0f);
+    const std::vector<float> v = test::random_floats(n_kv, 920 + row_elems, -1.0f, 1.0f);
+    ShiftedBuffer dq(ctx, n_q * 4, shift, "q"), dk(ctx, n_kv * 4, shift, "k src"), dv(ctx, n_kv * 4, shift, "v src"),
+        dkc(ctx, cache_bytes, shift, "k cache"), dvc(ctx, cache_bytes, shift, "v cache"),
+        dpos(ctx, pos.size() * 4, shift, "pos"), dff(ctx, std::max<size_t>(ff.size(), 1) * 4, shift, "ff");
+    dq.upload(q.data(), n_q * 4);
+    dk.upload(k.data(), n_kv * 4);
+    dv.upload(v.data(), n_kv * 4);
+    dkc.upload(init.data(), cache_bytes);
+    dvc.upload(init.data(), cache_bytes);
+    dpos.upload(pos.data(), pos.size() * 4);
+    if (!ff.empty()) dff.upload(ff.data(), ff.size() * 4);
+    const BufferSlice ffs = dff.slice();
+    CommandStream s(ctx);
+    s.begin();
+    ops::kv_store_pair_rope(ctx, s, dq.slice(), dk.slice(), dkc.slice(), dv.slice(), dvc.slice(), dpos.slice(),
+                            n_tokens, sh.n_kv_heads, n_ctx, type, rp, ff.empty() ? nullptr : &ffs);
+    s.end();
+    s.submit_and_wait();
+
+    std::vector<float> q_ref = q, k_ref = k;
+    ref::rope(q_ref.data(), pos.data(), n_tokens, rp, ff.empty() ? nullptr : ff.data());
+    ops::RopeParams rk = rp;
+    rk.n_heads = sh.n_kv_heads;
+    ref::rope(k_ref.data(), pos.data(), n_tokens, rk, ff.empty() ? nullptr : ff.data());
+    // RoPE's fp32 angle error (test_rope.cpp's bound: 2e-6 + 8 pos 2^-24 for |x| <= 1; YaRN's
+    // interpolated rates are slower, so the plain bound covers it).
+    int32_t max_pos = 1;
+    for (int32_t p : pos) max_pos = std::max(max_pos, std::abs(p));
+    const double angle = double(max_pos) * std::ldexp(1.0, -24), rope_atol = 2e-6 + 8 * angle;
+    test::validate_result("q (rotated in place)", dq.download_floats(n_q).data(), q_ref.data(), n_q,
+                          {std::max(1e-7, angle * angle), rope_atol, 1e-4});
+    CHECK(dk.download_floats(n_kv) == k);  // k_src is left unrotated
+
+    std::vector<uint8_t> k_ref_cache = init, v_ref_cache = init, k_got(cache_bytes), v_got(cache_bytes);
+    ref::kv_store(k_ref.data(), k_ref_cache.data(), pos.data(), n_tokens, row_elems, n_ctx, type);
+    ref::kv_store(v.data(), v_ref_cache.data(), pos.data(), n_tokens, row_elems, n_ctx, type);
+    dkc.download(k_got.data(), cache_bytes);
+    dvc.download(v_got.data(), cache_bytes);
+    if (type == KvType::Q8_0)
+        check_q8_0(v_got, v_ref_cache, v, pos, n_ctx, row_elems);
+    else
+        CHECK(v_got == v_ref_cache);  // V: bit-exact, as kv_store_pair
+    // K: the rows no token maps to are untouched, the others within RoPE's error plus the cache
+    // type's rounding of it (f16: an ulp, 2^-10 relative; q8_0: a step of max|x| / 127 per block, with
+    // |x| <= sqrt(2) after the rotation: a value near a rounding tie may round either way).
+    std::vector<bool> written(n_ctx, false);
+    for (int32_t p : pos)
+        if (p >= 0) written[uint32_t(p) % n_ctx] = true;
+    const size_t row_bytes = ops::kv_row_bytes(type, row_elems);
+    for (uint32_t r = 0; r < n_ctx; ++r)
+        if (!written[r]) CHECK(std::memcmp(&k_got[r * row_bytes], &init[r * row_bytes], row_bytes) == 0);
+    const std::vector<float> kg = cache_floats(k_got, type, n_ctx, row_elems),
+                             kr = cache_floats(k_ref_cache, type, n_ctx, row_elems);
+    const double type_atol = type == KvType::Q8_0 ? 1.42 / 127 * 1.01 : 0.0;
+    const double type_rtol = type == KvType::F16 ? std::ldexp(1.0, -10) : 0.0;
+    test::validate_result("k cache (rotated)", kg.data(), kr.data(), kg.size(),
+                          {type == KvType::Q8_0 ? 1e-4 : std::max(1e-6, angle * angle), rope_atol + type_atol,
+                           1e-4 + type_rtol});
+    dq.check_guards();
+    dk.check_guards();
+    dkc.check_guards();
+    dvc.check_guards();
+}
+
 }  // namespace
+
+TEST_CASE("kv_store_pair_rope: RoPE of Q and K fused into the K/V store, every KV type and layout") {
+    test::ValidationGuard guard;
+    using ops::RopeLayout;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+            for (RopeLayout lay : {RopeLayout::Adjacent, RopeLayout::HalfSplit}) {
+                run_kv_store_pair_rope(ctx, t, 8, {4, 2, 16, 16, lay}, {3});                  // tiny, GQA 2:1
+                run_kv_store_pair_rope(ctx, t, 512, {6, 6, 48, 48, lay}, {300});              // stories15M-shaped
+                run_kv_store_pair_rope(ctx, t, 2048, {32, 4, 64, 64, lay}, {1999});           // TinyLlama, GQA 8:1
+                run_kv_store_pair_rope(ctx, t, 64, {8, 1, 64, 32, lay}, {5, 70, 9}, false, 4);  // partial rot, MQA,
+                                                                                             // wrap, unaligned
+                run_kv_store_pair_rope(ctx, t, 4096, {8, 2, 128, 128, lay}, {4000}, true);   // YaRN + factors
+            }
+        }
+    }
+    // A cache bigger than one binding: Q is rotated once, by the window of the first rows.
+    Context& small = test::context_for("max-storage-range=65536");
+    for (KvType t : {KvType::F16, KvType::Q8_0})
+        run_kv_store_pair_rope(small, t, 200, {8, 8, 128, 128, ops::RopeLayout::HalfSplit}, positions_from(150, 3));
+    // One dispatch, and argument checks.
+    Context& ctx = test::context();
+    Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
+    CommandStream s(ctx);
+    s.begin();
+    const ops::RopeParams rp{4, 64, 64, 10000.0f, ops::RopeLayout::Adjacent};
+    ops::kv_store_pair_rope(ctx, s, b.slice(8192, 1024), b.slice(0, 1024), b.slice(4096, 4096), b.slice(1024, 1024),
+                            b.slice(16384, 8192), b.slice(32768, 4), 1, 4, 2, KvType::F16, rp);
+    CHECK(s.stats().dispatches == 1);
+    // q overlapping the K rows it is read with; K heads that do not make the row; a bad rotation.
+    CHECK_THROWS_AS(ops::kv_store_pair_rope(ctx, s, b.slice(512, 1024), b.slice(0, 1024), b.slice(4096, 4096),
+                                            b.slice(1024, 1024), b.slice(16384, 8192), b.slice(32768, 4), 1, 4, 2,
+                                            KvType::F16, rp),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(ops::kv_store_pair_rope(ctx, s, b.slice(8192, 1024), b.slice(0, 1024), b.slice(4096, 4096),
+                                            b.slice(1024, 1024), b.slice(16384, 8192), b.slice(32768, 4), 1, 0, 2,
+                                            KvType::F16, rp),
+                    std::invalid_argument);
+    ops::RopeParams odd = rp;
+    odd.rot_dim = 63;
+    CHECK_THROWS_AS(ops::kv_store_pair_rope(ctx, s, b.slice(8192, 1024), b.slice(0, 1024), b.slice(4096, 4096),
+                                            b.slice(1024, 1024), b.slice(16384, 8192), b.slice(32768, 4), 1, 4, 2,
+                                            KvType::F16, odd),
+                    std::invalid_argument);
+    s.end();
+}
 
 TEST_CASE("kv_store_pair: K and V in one dispatch, every KV type, split windows and unaligned slices") {
     test::ValidationGuard guard;

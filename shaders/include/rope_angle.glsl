@@ -1,0 +1,24 @@
+// The rotation RoPE applies to pair i of a head at position pos, as (cos theta, sin theta) * mscale:
+// rope.comp's math (its header has the definitions and the precision argument), shared with
+// kv_store.comp's ROPE variants so that both rotate with the same instructions.
+// The including shader declares `float ff[]` (frequency factors) and the push-constant fields
+// log2_step, has_ff, ff_first, freq_scale, ext_factor, mscale, corr_low, corr_high.
+
+const float INV_2PI = 0.15915494309189535;
+const float TWO_PI_HI = 6.28125;                // 201/32: 8 significant bits
+const float TWO_PI_LO = 0.0019353071795864769;  // 2*pi - TWO_PI_HI
+
+vec2 rope_cs(uint i, int pos) {
+    float freq = exp2(float(i) * pc.log2_step);
+    if (pc.has_ff != 0u) freq /= ff[pc.ff_first + i];
+    float rate_scale = pc.freq_scale;
+    if (pc.ext_factor != 0.0) {
+        float ramp = 1.0 - clamp((float(i) - pc.corr_low) / max(0.001, pc.corr_high - pc.corr_low), 0.0, 1.0);
+        float mix_ = ramp * pc.ext_factor;
+        rate_scale = pc.freq_scale * (1.0 - mix_) + mix_;
+    }
+    float theta = float(pos) * (freq * rate_scale);
+    float k = floor(theta * INV_2PI + 0.5);
+    precise float r = (theta - k * TWO_PI_HI) - k * TWO_PI_LO;
+    return vec2(cos(r), sin(r)) * pc.mscale;
+}
