@@ -442,7 +442,7 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
                                  rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
     const BufferSlice factors = w_.rope_factors.slice();
     const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
-    if (A.positions == PositionKind::Rope && !ls.fold_rope) {  // prompt chunks (decode steps: below)
+    if (A.positions == PositionKind::Rope && !ls.fold_rope) {  // prompt chunks of n > 1 (decode steps: below)
         ops::rope(ctx_, s, q, pos, n, rope_q, ff);
         ops::RopeParams rope_k = rope_q;
         rope_k.n_heads = c.n_kv_heads;

@@ -39,10 +39,14 @@ void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferS
         detail::require_bytes(rope->q, uint64_t(n_tokens) * q_row * 4, "kv_store_pair_rope", "q");
         if (rope->freq_factors)
             detail::require_bytes(*rope->freq_factors, uint64_t(rsp.rot_half) * 4, "kv_store_pair_rope", "freq_factors");
-        // Q is rotated in place while K is read: they must not share bytes.
-        if (overlap(BufferSlice{rope->q.buffer, rope->q.offset, uint64_t(n_tokens) * q_row * 4},
-                    BufferSlice{src.buffer, src.offset, uint64_t(n_tokens) * row_elems * 4}))
-            throw std::invalid_argument("kv_store_pair_rope: q and the K rows overlap");
+        // Q is rotated in place while everything else is read or written: Q must share no byte with it.
+        const BufferSlice qs{rope->q.buffer, rope->q.offset, uint64_t(n_tokens) * q_row * 4};
+        const BufferSlice rows{src.buffer, src.offset, uint64_t(n_tokens) * row_elems * 4};
+        if (overlap(qs, rows) || (src2 && overlap(qs, *src2)) || overlap(qs, cache) || (cache2 && overlap(qs, *cache2)) ||
+            overlap(qs, positions) || (rope->freq_factors && overlap(qs, *rope->freq_factors)))
+            throw std::invalid_argument("kv_store_pair_rope: q overlaps the K or V rows, a cache, the positions or "
+                                        "the frequency factors");
+        if (n_tokens > 0 && n_ctx == 0) throw std::invalid_argument("kv_store_pair_rope: the cache has no rows");
     }
     if (n_tokens == 0 || n_ctx == 0) return;
     if (row_elems == 0) throw std::invalid_argument("kv_store: row_elems is 0");

@@ -25,7 +25,8 @@ uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_st
 // Bytes a window may need beyond its payload: the aligned-down start and the round-up of the end.
 uint64_t window_slack(const DeviceCaps& c) { return binding_align(c) + 16; }
 
-// matvec_rows_u_* binds X and G as uniform buffers (both windows need both offset alignments).
+// matvec_u_* and matvec_rows_u_* bind X and G as uniform buffers (their windows need both offset
+// alignments).
 uint64_t uniform_x_align(const DeviceCaps& c) {
     return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment);
 }
@@ -103,8 +104,8 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and every
         // barrier as a switch between chunks: matvec_rows, one chunk per workgroup, each lane
         // owning R whole rows, so that nothing is reduced across lanes (no shared memory, no
-        // barrier) and all lanes read X at one address (Mesa 22.3 still loads storage buffers
-        // lane by lane even then; a driver that recognizes the uniform address loads X once).
+        // barrier) and all lanes read X at one address (Mesa 22.3 loads a storage buffer lane by
+        // lane even then, hence the uniform-buffer variants below).
         // Measured on lavapipe (2-core EPYC, S = 8), stories-shaped Q8_0 / Q4_K, best of 30, µs:
         // 256 x 256: 64-66 / 60-68 against 74-80 / 72-76 with matvec.comp (8 rows per workgroup
         // of 8); 768 x 256: 122-125 / 115-131 against 160-246 / 145-236; 4096 x 256 (32 rows):
@@ -114,14 +115,19 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         // walk one row's contiguous bytes (TinyLlama-shaped Q4_0 decode, rows of 1152-3168 bytes:
         // 1.0 against 1.2 tokens/s), hence the 1 KiB bound. Broadcasting X from one load per lane
         // instead (as matmul_broadcast) measured 1.3-3x slower than loading it in every lane.
-        // The choice depends on k and the type only, never on m or n: a row's sum is computed the
-        // same way in a decode batch as for a lone token (batch invariance).
+        // The kernel family depends on k and the type only, never on m or n: a row's sum is
+        // computed the same way in a decode batch as for a lone token (batch invariance).
         const uint32_t wg =
             std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
         const uint32_t r = 4;
         // X (and G) through uniform buffers where they fit: Mesa 22.3's lavapipe loads a uniform
-        // buffer at one address once (or gathers it) instead of lane by lane. The loads and the
-        // arithmetic are the same in both variants, so the choice may depend on m.
+        // buffer at one address once (or gathers it) instead of lane by lane. Only the load
+        // instructions differ between the two variants, so this choice may depend on m (a batch
+        // past 64 KiB of X reads it as a storage buffer; test_matvec_fused checks the bits agree).
+        // Measured on lavapipe (Mesa 22.3.6, 2-core EPYC), best of 40, µs, uniform / storage:
+        // stories-shaped Q8_0 256 x 256 70-78 / 118-128, 768 x 256 165-180 / 235-242, 4096 x 256
+        // 427-683 / 845-948; stories15M-shaped Q8_0 decode 43.4 / 32.9 tokens/s, TinyLlama-shaped
+        // Q4_0 1.5 / 1.3. Mesa 25.0's lavapipe loads both kinds alike: no difference there.
         const bool uniform = uniform_x_fits(caps, m, k);
         return {std::string(uniform ? "matvec_rows_u_" : "matvec_rows_") + type_suffix(wtype),
                 {wg, r, m, aligned, norm, act}};

@@ -182,11 +182,11 @@ TEST_CASE("matvec: linear_pipelines names what linear() uses; bandwidth report")
         auto small = ops::linear_pipelines(ctx, t, 1, 288, 256);
         REQUIRE(small.size() == 1);
         CHECK((small[0].shader.rfind("matvec_rows_", 0) == 0) == ctx.caps().cpu_tuning);
-        // CPU drivers read X through a uniform buffer where it fits (64 KiB at most): a batch of 8
-        // rows of 4096 floats (128 KiB) falls back to the storage buffer.
+        // CPU drivers read X through a uniform buffer where it fits (64 KiB at most; every device
+        // allows 16 KiB): a batch of 8 rows of 4096 floats (128 KiB) falls back to the storage buffer.
         const uint64_t ubo = std::min<uint64_t>(ctx.caps().max_uniform_buffer_range, 65536);
         const bool cpu = ctx.caps().cpu_tuning;
-        CHECK((small[0].shader == "matvec_rows_u_" + std::string(type_traits(t).lower)) == (cpu && ubo >= 8 * 1024));
+        CHECK((small[0].shader == "matvec_rows_u_" + std::string(type_traits(t).lower)) == cpu);
         CHECK((d[0].shader.rfind("matvec_u_", 0) == 0) == (cpu && ubo >= 4096 * 4 + 64));
         auto batch = ops::linear_pipelines(ctx, t, 8, 4096, 4096);
         CHECK(batch[0].shader.rfind("matvec_u_", 0) != 0);

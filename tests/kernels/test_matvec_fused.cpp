@@ -46,7 +46,7 @@ FusedProblem make_fused(Kind kind, TensorType t, uint32_t m, uint32_t n, uint32_
                               kind == Kind::RmsNorm ? 6.0f : 4.0f);
     if (res != Res::None) p.r = test::random_floats(size_t(m) * n, seed + 2, -4.0f, 4.0f);
     if (bias) p.b = test::random_floats(n, seed + 3, -3.0f, 3.0f);
-    std::vector<float> in(size_t(m) * k);
+    std::vector<float> in = p.x;  // Plain: X as it is
     if (kind == Kind::RmsNorm) {
         f.g = test::random_floats(k, seed + 4, -2.0f, 2.0f);
         ref::rms_norm(p.x.data(), f.g.data(), in.data(), m, k, f.eps);
@@ -94,7 +94,78 @@ void run_variants(Kind kind, const FusedProblem& f) {
     }
 }
 
+// A batch of m vectors must give each row of Y bit for bit what that vector gives alone: a decode
+// batch of sequences computes what a lone token does. On CPU drivers the lone vector may read X
+// through a uniform buffer and the batch through a storage buffer (its X past 64 KiB or the
+// device's maxUniformBufferRange), which must not change the arithmetic. x_shift misaligns X and G.
+// Returns the shaders (lone, batch) the two took.
+std::pair<std::string, std::string> check_batch_invariance(Context& ctx, Kind kind, TensorType t, uint32_t m, uint32_t n,
+                                                           uint32_t k, uint32_t x_shift, uint32_t seed) {
+    CAPTURE(kind_name(kind));
+    CAPTURE(type_traits(t).name);
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(x_shift);
+    const FusedProblem f = make_fused(kind, t, m, n, k, Res::None, seed);
+    const Problem& p = f.p;
+    Buffer dw = ctx.create_buffer(p.w.size(), MemoryUsage::Device, "w");
+    Buffer dx = ctx.create_buffer(p.x.size() * 4 + x_shift, MemoryUsage::Device, "x");
+    Buffer dg = ctx.create_buffer(std::max<size_t>(f.g.size(), 1) * 4 + x_shift, MemoryUsage::Device, "g");
+    Buffer dy = ctx.create_buffer(size_t(m) * n * 4 * 2, MemoryUsage::Device, "y");
+    ctx.upload(dw, p.w.data(), p.w.size());
+    ctx.upload(dx, p.x.data(), p.x.size() * 4, x_shift);
+    if (!f.g.empty()) ctx.upload(dg, f.g.data(), f.g.size() * 4, x_shift);
+    const bool glu = kind == Kind::SwiGlu || kind == Kind::GeGlu;
+    auto input = [&](uint32_t row, uint32_t rows) {
+        ops::MatvecInput in{kind, {}, f.eps};
+        if (kind == Kind::RmsNorm) in.norm_weight = dg.slice(x_shift, uint64_t(k) * 4);
+        if (glu) in.up = dg.slice(x_shift + uint64_t(row) * k * 4, uint64_t(rows) * k * 4);
+        return in;
+    };
+    const uint64_t batch_y = uint64_t(m) * n * 4;
+    CommandStream s(ctx);
+    s.begin();
+    ops::matvec(ctx, s, t, dw.slice(), dx.slice(x_shift, uint64_t(m) * k * 4), dy.slice(0, batch_y), m, n, k, nullptr,
+                nullptr, input(0, m));
+    for (uint32_t i = 0; i < m; ++i)
+        ops::matvec(ctx, s, t, dw.slice(), dx.slice(x_shift + uint64_t(i) * k * 4, uint64_t(k) * 4),
+                    dy.slice(batch_y + uint64_t(i) * n * 4, uint64_t(n) * 4), 1, n, k, nullptr, nullptr, input(i, 1));
+    s.end();
+    s.submit_and_wait();
+    std::vector<uint32_t> y(size_t(m) * n * 2);
+    ctx.download(dy, y.data(), y.size() * 4);
+    size_t differ = 0;
+    for (size_t i = 0; i < size_t(m) * n; ++i) differ += y[i] != y[size_t(m) * n + i];
+    CHECK(differ == 0);
+    return {ops::linear_pipelines(ctx, t, 1, n, k, kind)[0].shader, ops::linear_pipelines(ctx, t, m, n, k, kind)[0].shader};
+}
+
 }  // namespace
+
+TEST_CASE("matvec: a batch computes every row bit for bit as a lone vector (uniform and storage X)") {
+    test::ValidationGuard guard;
+    auto uniform = [](const std::string& shader) { return shader.find("_u_") != std::string::npos; };
+    for (const std::string& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        const bool cpu_64k = ctx.caps().cpu_tuning && ctx.caps().max_uniform_buffer_range >= 65536;
+        for (Kind kind : {Kind::Plain, Kind::RmsNorm, Kind::SwiGlu}) {
+            // Long rows (matvec.comp on CPU drivers): alone 8 KiB of X, batched 64 KiB plus the window's slack.
+            auto [lone, batch] = check_batch_invariance(ctx, kind, TensorType::Q4_0, 8, 64, 2048, 0, 500);
+            if (cpu_64k) CHECK((uniform(lone) && !uniform(batch)));
+            // X just under the 64 KiB a uniform binding may hold, misaligned, k not a multiple of 4.
+            auto [lone2, batch2] = check_batch_invariance(ctx, kind, TensorType::F32, 4, 40, 4090, 4, 510);
+            if (cpu_64k) CHECK((uniform(lone2) && uniform(batch2)));
+        }
+    }
+    // Short rows (matvec_rows on CPU drivers) on a device allowing 4 KiB of uniform buffer: the lone
+    // vector (1 KiB) reads X as a uniform buffer, the batch (8 KiB) as a storage buffer.
+    Context& small = test::context_for("max-uniform-range=4096");
+    for (Kind kind : {Kind::Plain, Kind::RmsNorm, Kind::SwiGlu}) {
+        auto [lone, batch] = check_batch_invariance(small, kind, TensorType::Q8_0, 8, 96, 256, 4, 520);
+        if (small.caps().cpu_tuning) CHECK((uniform(lone) && !uniform(batch)));
+    }
+}
 
 TEST_CASE("matvec fused input: every weight type, one vector and batches, residual and bias") {
     test::ValidationGuard guard;

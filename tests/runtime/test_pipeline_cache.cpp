@@ -105,8 +105,7 @@ TEST_CASE("pipeline cache: an unwritable directory does not stop the runtime") {
 
 TEST_CASE("shader table: reflected bindings, uniform X variants") {
     // The descriptor types come from each module's SPIR-V (tools/shader_embed.cpp): the uniform X
-    // variants bind X (1) and G (5) as uniform buffers, their storage twins none, and a uniform
-    // buffer is never written.
+    // variants bind X (1) and G (5) as uniform buffers, their storage twins none.
     for (const char* t : {"f32", "q8_0", "q4_k"}) {
         for (std::string base : {"matvec_", "matvec_rows_"}) {
             const ShaderInfo& u = find_shader(base + "u_" + t);
@@ -117,11 +116,5 @@ TEST_CASE("shader table: reflected bindings, uniform X variants") {
             CHECK(s.uniform_mask == 0);
             CHECK(s.written_mask == u.written_mask);
         }
-    }
-    for (const ShaderInfo& info : shader_table()) {
-        INFO(info.name);
-        const uint32_t both = info.uniform_mask & info.written_mask, beyond = info.uniform_mask >> info.binding_count;
-        CHECK(both == 0);
-        CHECK(beyond == 0);
     }
 }
