@@ -242,7 +242,15 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
     for (uint32_t m : row_counts) {
         for (uint32_t l = 0; l < c.n_layers; ++l) {
             auto type = [&](const char* t) { return type_of(fmt::format("blk.{}.{}.weight", l, t)); };
-            if (c.arch->fused_qkv) {
+            // A lone token (m == 1) of an RMSNorm model reads q/k/v and gate/up only through the fused
+            // norm (layer_slices' fold_norm), and down through the fused GLU unless the layer has
+            // an up bias (fold_glu): the plain variants below are then never recorded.
+            const bool has_up_bias = file_.find_tensor(fmt::format("blk.{}.ffn_up.bias", l)) != nullptr;
+            const bool folds_norm = m == 1 && c.arch->norm == NormKind::Rms;
+            const bool folds_glu = m == 1 && c.arch->ffn != FfnKind::Gelu && !has_up_bias;
+            if (folds_norm) {
+                // q/k/v and gate/up: only the fused forms below
+            } else if (c.arch->fused_qkv) {
                 add(ops::linear_pipelines(ctx_, type("attn_qkv"), m, m == 1 ? qd + 2 * kv : qd, c.dim));
                 add(ops::linear_pipelines(ctx_, type("attn_qkv"), m, kv, c.dim));
             } else {
@@ -252,7 +260,9 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
                 if (m == 1) add(ops::linear_pipelines(ctx_, type("attn_q"), m, qd + 2 * kv, c.dim));
             }
             add(ops::linear_pipelines(ctx_, type("attn_output"), m, c.dim, qd));
-            if (c.arch->fused_gate_up) {
+            if (folds_norm) {
+                // fused below
+            } else if (c.arch->fused_gate_up) {
                 add(ops::linear_pipelines(ctx_, type("ffn_up"), m, m == 1 ? 2 * c.ffn_dim : c.ffn_dim, c.dim));
             } else {
                 if (c.arch->ffn != FfnKind::Gelu) add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, c.ffn_dim, c.dim));
@@ -260,32 +270,41 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
                 if (m == 1 && c.arch->ffn != FfnKind::Gelu)
                     add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, 2 * c.ffn_dim, c.dim));
             }
-            add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim));
+            if (!folds_glu) add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim));
             if (m <= 8) {  // decode steps fold the norms and the GLU into the matvecs (layer_slices)
                 using K = ops::MatvecInput::Kind;
-                if (c.arch->norm == NormKind::Rms) {
-                    if (m == 1)
+                if (folds_norm) {
+                    // A lone token: one q/k/v matvec where the weights are fused (ModelWeights: one
+                    // type), one gate/up matvec likewise, else one matvec per weight.
+                    if (c.arch->fused_qkv || (type("attn_q") == type("attn_k") && type("attn_k") == type("attn_v"))) {
                         add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_q"), 1,
                                                   qd + 2 * kv, c.dim, K::RmsNorm));
-                    if (m == 1 && c.arch->ffn != FfnKind::Gelu)
+                    } else {
+                        add(ops::linear_pipelines(ctx_, type("attn_q"), 1, qd, c.dim, K::RmsNorm));
+                        add(ops::linear_pipelines(ctx_, type("attn_k"), 1, kv, c.dim, K::RmsNorm));
+                        add(ops::linear_pipelines(ctx_, type("attn_v"), 1, kv, c.dim, K::RmsNorm));
+                    }
+                    if (c.arch->fused_gate_up ||
+                        (c.arch->ffn != FfnKind::Gelu && type("ffn_gate") == type("ffn_up"))) {
                         add(ops::linear_pipelines(ctx_, type(c.arch->fused_gate_up ? "ffn_up" : "ffn_gate"), 1,
                                                   2 * c.ffn_dim, c.dim, K::RmsNorm));
-                    if (m > 1 || !c.arch->fused_qkv) {
-                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_q"), m, qd,
-                                                  c.dim, K::RmsNorm));
-                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_k"), m, kv,
-                                                  c.dim, K::RmsNorm));
-                        if (!c.arch->fused_qkv)
-                            add(ops::linear_pipelines(ctx_, type("attn_v"), m, kv, c.dim, K::RmsNorm));
-                    }
-                    if (m > 1) {
+                    } else {
                         if (c.arch->ffn != FfnKind::Gelu)
-                            add(ops::linear_pipelines(ctx_, type(c.arch->fused_gate_up ? "ffn_up" : "ffn_gate"), m,
-                                                      c.ffn_dim, c.dim, K::RmsNorm));
-                        add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim, K::RmsNorm));
+                            add(ops::linear_pipelines(ctx_, type("ffn_gate"), 1, c.ffn_dim, c.dim, K::RmsNorm));
+                        add(ops::linear_pipelines(ctx_, type("ffn_up"), 1, c.ffn_dim, c.dim, K::RmsNorm));
                     }
+                } else if (c.arch->norm == NormKind::Rms) {  // decode batches of m sequences: one matvec per weight
+                    add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_q"), m, qd, c.dim,
+                                              K::RmsNorm));
+                    add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_k"), m, kv, c.dim,
+                                              K::RmsNorm));
+                    if (!c.arch->fused_qkv) add(ops::linear_pipelines(ctx_, type("attn_v"), m, kv, c.dim, K::RmsNorm));
+                    if (c.arch->ffn != FfnKind::Gelu)
+                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_gate_up ? "ffn_up" : "ffn_gate"), m,
+                                                  c.ffn_dim, c.dim, K::RmsNorm));
+                    add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim, K::RmsNorm));
                 }
-                if (c.arch->ffn != FfnKind::Gelu)
+                if (c.arch->ffn != FfnKind::Gelu && !has_up_bias)
                     add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim,
                                               c.arch->ffn == FfnKind::GeGlu ? K::GeGlu : K::SwiGlu));
             }
@@ -301,7 +320,7 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
         for (uint32_t m = 1; m <= std::min(opts_.n_seq, 8u); ++m)
             add(ops::linear_pipelines(ctx_, out_t, m, c.n_vocab, c.dim, ops::MatvecInput::Kind::RmsNorm));
     if (opts_.all_logits) add(ops::linear_pipelines(ctx_, out_t, opts_.ubatch, c.n_vocab, c.dim));
-    add(ops::small_op_pipelines(ctx_));
+    add(ops::small_op_pipelines(ctx_, opts_.kv_type));
     return out;
 }
 

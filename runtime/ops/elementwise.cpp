@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace vkllm::ops {
@@ -71,6 +72,21 @@ using detail::SmallOp;
 std::vector<PipelineDesc> small_op_pipelines(const Context& ctx) {
     std::vector<PipelineDesc> v;
     for (SmallOp op : detail::kAllSmallOps) v.push_back(detail::small_op_desc(ctx.caps(), op));
+    return v;
+}
+
+std::vector<PipelineDesc> small_op_pipelines(const Context& ctx, KvType kv_type) {
+    auto kv_type_of = [](SmallOp op) -> std::optional<KvType> {
+        switch (op) {
+            case SmallOp::KvStoreF16: case SmallOp::KvStoreRopeF16: return KvType::F16;
+            case SmallOp::KvStoreF32: case SmallOp::KvStoreRopeF32: return KvType::F32;
+            case SmallOp::KvStoreQ8_0: case SmallOp::KvStoreRopeQ8_0: return KvType::Q8_0;
+            default: return std::nullopt;
+        }
+    };
+    std::vector<PipelineDesc> v;
+    for (SmallOp op : detail::kAllSmallOps)
+        if (kv_type_of(op).value_or(kv_type) == kv_type) v.push_back(detail::small_op_desc(ctx.caps(), op));
     return v;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "runtime/ops/norm.h"
+#include "runtime/ops/op_types.h"
 #include "runtime/ops/window.h"
 
 #include "runtime/context.h"
@@ -46,6 +47,9 @@ void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const Buffer
 // Pipelines the small ops (this header, norm.h, rope.h, kv_store.h, sampling_ops.h) use on this
 // device: start-up compiles exactly these, in parallel, with ctx.prepare_pipelines().
 std::vector<PipelineDesc> small_op_pipelines(const Context& ctx);
+// The same, with the K/V store variants (plain and RoPE) of one KV cache type only: what a model
+// whose cache has that type can record.
+std::vector<PipelineDesc> small_op_pipelines(const Context& ctx, KvType kv_type);
 
 namespace detail {
 

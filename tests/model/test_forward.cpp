@@ -162,6 +162,30 @@ TEST_CASE("forward: decoding does no per-token recording, allocation or descript
     CHECK(ctx.pipeline_stats().created == pipelines_before);
 }
 
+TEST_CASE("forward: start-up compiles every pipeline prompts, decode steps and decode batches record") {
+    // ModelGpu::pipelines() is the start-up warm-up list; a pipeline it misses is compiled at first
+    // use, in the middle of a reply. A fresh context, so that no other test's pipelines count.
+    std::string path = test::model_path("stories260K.gguf");
+    if (path.empty()) return;
+    test::ValidationGuard guard;
+    auto ctx = test::make_context({});
+    test::LoadedModel m = test::open_model(path);
+    ModelOptions opts;
+    opts.n_ctx = 64;
+    opts.ubatch = 8;
+    opts.n_seq = 3;
+    ModelGpu gpu(*ctx, m.file, m.cfg, opts);
+    const uint32_t after_load = ctx->pipeline_stats().created;
+    CHECK(after_load > 0);
+    const std::vector<int32_t> prompt = {1, 400, 401, 402, 403, 404, 405, 406, 407, 408, 409};  // chunks of 8 + 3
+    for (uint32_t s = 0; s < 3; ++s) gpu.eval(s, prompt);
+    int32_t tok = gpu.argmax();
+    gpu.decode(std::vector<SeqToken>{{0, tok}});                       // a lone token
+    gpu.decode(std::vector<SeqToken>{{0, tok}, {1, tok}, {2, tok}});   // a decode batch of 3
+    gpu.decode(std::vector<SeqToken>{{1, tok}, {2, tok}});             // and of 2
+    CHECK(ctx->pipeline_stats().created == after_load);
+}
+
 TEST_CASE("forward: the context is never overrun") {
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
