@@ -535,53 +535,40 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
     }
 }
 
+void ModelGpu::record_logits(CommandStream& s, const BufferSlice& x, uint32_t rows, bool decode,
+                             const BufferSlice& normed, const BufferSlice& logits) {
+    const DeviceTensor& out = w_.output_tensor();
+    if (decode && cfg_.arch->norm == NormKind::Rms) {  // logits = output · rms_norm(x), the norm in the matvec
+        linear(s, out, x, logits, rows, cfg_.n_vocab, cfg_.dim, false, nullptr, true, rms_input(w_.output_norm));
+    } else {
+        norm(s, x, w_.output_norm, w_.output_norm_b, normed, rows);
+        linear(s, out, normed, logits, rows, cfg_.n_vocab, cfg_.dim, false, nullptr, decode);
+    }
+    if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, rows * cfg_.n_vocab, cfg_.final_softcap);
+}
+
 void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
     const uint32_t n = batch.n;
     const uint64_t row = uint64_t(cfg_.dim) * 4;
     const uint64_t vrow = uint64_t(cfg_.n_vocab) * 4;
-    const DeviceTensor& out = w_.output_tensor();
     if (batch.decode_batch()) {
         // Every row is a sequence's last token: n rows of logits, one argmax each.
         const BufferSlice rows = logits_.slice(0, vrow * n);
-        if (cfg_.arch->norm == NormKind::Rms) {  // as a lone token's head below
-            linear(s, out, x_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim, false, nullptr, true,
-                   rms_input(w_.output_norm));
-        } else {
-            norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
-            linear(s, out, xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim, false, nullptr, true);
-        }
-        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
+        record_logits(s, x_.slice(0, row * n), n, true, xn_.slice(0, row * n), rows);
         ops::argmax(ctx_, s, rows, argmax_.slice(0, 4ull * n), n, cfg_.n_vocab);
         return;
     }
     const BufferSlice logits = logits_.slice(0, vrow);
     if (opts_.all_logits) {
-        // Every token's logits (perplexity). xn is free once the last layer has run. The last row
-        // is copied to logits_ so that logits() and argmax() see the same values as the rows.
-        const BufferSlice rows = all_logits_.slice(0, vrow * n);
-        if (n == 1 && cfg_.arch->norm == NormKind::Rms) {  // a decode step: as a decode batch's head
-            ops::matvec(ctx_, s, out.type, out.slice(), x_.slice(0, row), rows, 1, cfg_.n_vocab, cfg_.dim, nullptr,
-                        nullptr, rms_input(w_.output_norm));
-        } else {
-            norm(s, x_.slice(0, row * n), w_.output_norm, w_.output_norm_b, xn_.slice(0, row * n), n);
-            ops::linear(ctx_, s, out.type, out.slice(), xn_.slice(0, row * n), rows, n, cfg_.n_vocab, cfg_.dim);
-        }
-        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, rows, n * cfg_.n_vocab, cfg_.final_softcap);
+        // Every token's logits (perplexity); a decode step's as a decode batch's. xn is free once the
+        // last layer has run. The last row is copied to logits_ so that logits() and argmax() see the
+        // same values as the rows.
+        record_logits(s, x_.slice(0, row * n), n, n == 1, xn_.slice(0, row * n), all_logits_.slice(0, vrow * n));
         s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits);
     } else {
-        // Only the last token's logits are needed: logits = output · rms_norm(x[n - 1]), the norm
-        // in the matvec (linear binds windows, so x's row needs no copy).
-        if (cfg_.arch->norm == NormKind::Rms) {
-            ops::matvec(ctx_, s, out.type, out.slice(), x_.slice(row * (n - 1), row), logits, 1, cfg_.n_vocab, cfg_.dim,
-                        nullptr, nullptr, rms_input(w_.output_norm));
-            if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, cfg_.n_vocab, cfg_.final_softcap);
-            ops::argmax(ctx_, s, logits, argmax_.slice(0, 4), 1, cfg_.n_vocab);
-            return;
-        }
-        s.copy(x_.slice(row * (n - 1), row), last_.slice());
-        norm(s, last_.slice(), w_.output_norm, w_.output_norm_b, last_.slice(), 1);
-        ops::linear(ctx_, s, out.type, out.slice(), last_.slice(), logits, 1, cfg_.n_vocab, cfg_.dim);
-        if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, cfg_.n_vocab, cfg_.final_softcap);
+        // Only the last token's logits are needed: x's last row is read in place (linear binds
+        // windows), as a decode step's.
+        record_logits(s, x_.slice(row * (n - 1), row), 1, true, last_.slice(), logits);
     }
     ops::argmax(ctx_, s, logits, argmax_.slice(0, 4), 1, cfg_.n_vocab);
 }

@@ -166,6 +166,11 @@ private:
     void record_layer(CommandStream& s, uint32_t layer, const BatchShape& b);
     void record_embed(CommandStream& s, uint32_t n);
     void record_head(CommandStream& s, const BatchShape& b);
+    // logits [rows][n_vocab] = output · norm(x [rows][dim]) (+ softcap). decode (a lone token, a
+    // decode batch): an RMSNorm rides in the matvec and rows run in groups of <= 8 (batch
+    // invariance); otherwise the norm writes `normed` first.
+    void record_logits(CommandStream& s, const BufferSlice& x, uint32_t rows, bool decode, const BufferSlice& normed,
+                       const BufferSlice& logits);
     // ops::linear over n rows; a decode batch runs matvec in groups of <= 8 rows (batch invariance).
     void linear(CommandStream& s, const DeviceTensor& w, const BufferSlice& x, const BufferSlice& y, uint32_t rows,
                 uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch,
