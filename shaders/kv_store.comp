@@ -92,16 +92,9 @@ uint load_k_roped(uint i) {
     const uint d = (i % row_elems()) % pc.head_dim;
     const uint rot_dim = 2u * pc.rot_half;
     if (d >= rot_dim) return src[pc.src_first + i];
-    uint pair, a, b;  // the pair's index and its two elements' flat indices
-    if (pc.layout_id == 0u) {
-        pair = d >> 1;
-        a = i - (d & 1u);
-        b = a + 1u;
-    } else {
-        pair = d % pc.rot_half;
-        a = d < pc.rot_half ? i : i - pc.rot_half;
-        b = a + pc.rot_half;
-    }
+    const uint pair = pc.layout_id == 0u ? d >> 1 : d % pc.rot_half;
+    const uvec2 ab = rope_pair(i - d, pair);  // the pair's flat indices; the head starts at i - d
+    const uint a = ab.x, b = ab.y;
     const vec2 cs = rope_cs(pair, pos_);
     const float x0 = uintBitsToFloat(src[pc.src_first + a]), x1 = uintBitsToFloat(src[pc.src_first + b]);
     return floatBitsToUint(i == a ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x);
@@ -111,15 +104,8 @@ uint load_src(uint i) { return second_ ? src2[pc.src2_first + i] : load_k_roped(
 // Pair p of Q (p < q_pairs), rotated in place as rope.comp rotates it.
 void rotate_q(uint p) {
     const uint pair = p % pc.rot_half, head = p / pc.rot_half, t = head / pc.n_q_heads;
-    const uint base = pc.q_first + head * pc.head_dim;
-    uint a, b;
-    if (pc.layout_id == 0u) {
-        a = base + 2u * pair;
-        b = a + 1u;
-    } else {
-        a = base + pair;
-        b = a + pc.rot_half;
-    }
+    const uvec2 ab = rope_pair(pc.q_first + head * pc.head_dim, pair);
+    const uint a = ab.x, b = ab.y;
     const vec2 cs = rope_cs(pair, positions[pc.pos_first + t]);
     const float c = cs.x, s = cs.y;
     const float x0 = q[a], x1 = q[b];

@@ -63,15 +63,8 @@ void main() {
     uint i = p % pc.rot_half;
     uint head = p / pc.rot_half;  // token * n_heads + head index
     uint t = head / pc.n_heads;
-    uint base = pc.x_first + head * pc.head_dim;
-    uint a, b;
-    if (pc.layout_id == 0u) {
-        a = base + 2u * i;
-        b = a + 1u;
-    } else {
-        a = base + i;
-        b = a + pc.rot_half;
-    }
+    const uvec2 ab = rope_pair(pc.x_first + head * pc.head_dim, i);
+    const uint a = ab.x, b = ab.y;
 
     const vec2 cs = rope_cs(i, positions[pc.pos_first + t]);
     const float c = cs.x, s = cs.y;

@@ -20,10 +20,6 @@ struct RopeArgs {
     uint32_t n_kv_heads;
 };
 
-bool overlap(const BufferSlice& a, const BufferSlice& b) {
-    return a.buffer == b.buffer && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
-}
-
 // src2 / cache2: the second pair (V), or null.
 void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferSlice& cache, const BufferSlice* src2,
            const BufferSlice* cache2, const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems,
@@ -42,8 +38,8 @@ void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferS
         // Q is rotated in place while everything else is read or written: Q must share no byte with it.
         const BufferSlice qs{rope->q.buffer, rope->q.offset, uint64_t(n_tokens) * q_row * 4};
         const BufferSlice rows{src.buffer, src.offset, uint64_t(n_tokens) * row_elems * 4};
-        if (overlap(qs, rows) || (src2 && overlap(qs, *src2)) || overlap(qs, cache) || (cache2 && overlap(qs, *cache2)) ||
-            overlap(qs, positions) || (rope->freq_factors && overlap(qs, *rope->freq_factors)))
+        if (qs.overlaps(rows) || (src2 && qs.overlaps(*src2)) || qs.overlaps(cache) || (cache2 && qs.overlaps(*cache2)) ||
+            qs.overlaps(positions) || (rope->freq_factors && qs.overlaps(*rope->freq_factors)))
             throw std::invalid_argument("kv_store_pair_rope: q overlaps the K or V rows, a cache, the positions or "
                                         "the frequency factors");
         if (n_tokens > 0 && n_ctx == 0) throw std::invalid_argument("kv_store_pair_rope: the cache has no rows");

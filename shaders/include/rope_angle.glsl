@@ -2,11 +2,18 @@
 // rope.comp's math (its header has the definitions and the precision argument), shared with
 // kv_store.comp's ROPE variants so that both rotate with the same instructions.
 // The including shader declares `float ff[]` (frequency factors) and the push-constant fields
-// log2_step, has_ff, ff_first, freq_scale, ext_factor, mscale, corr_low, corr_high.
+// log2_step, has_ff, ff_first, freq_scale, ext_factor, mscale, corr_low, corr_high (and, for
+// rope_pair, layout_id and rot_half).
 
 const float INV_2PI = 0.15915494309189535;
 const float TWO_PI_HI = 6.28125;                // 201/32: 8 significant bits
 const float TWO_PI_LO = 0.0019353071795864769;  // 2*pi - TWO_PI_HI
+
+// The two elements of pair i of the head starting at element `base`: (2i, 2i + 1) in layout 0
+// (Adjacent), (i, i + rot_half) in layout 1 (HalfSplit). Needs pc.layout_id and pc.rot_half.
+uvec2 rope_pair(uint base, uint i) {
+    return pc.layout_id == 0u ? uvec2(base + 2u * i, base + 2u * i + 1u) : uvec2(base + i, base + i + pc.rot_half);
+}
 
 vec2 rope_cs(uint i, int pos) {
     float freq = exp2(float(i) * pc.log2_step);
