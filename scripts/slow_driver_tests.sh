@@ -3,7 +3,7 @@
 # kernels one to two orders of magnitude slower than the system's Mesa 22.3 lavapipe on x86-64 —
 # arm64 lavapipe under qemu (LLVM itself runs emulated) and Mesa 25 lavapipe (LLVM 15's coroutine
 # splitting, llvm::coro::buildCoroutineFrame, dominates its compile time). There a cold shader cache
-# makes the whole suite take hours; the stages on Mesa 22.3 run every case.
+# makes the whole suite take hours; stage 1 of scripts/test.sh (Mesa 22.3) runs every case.
 #
 # Every test executable still runs, and every kernel, weight type and KV type still runs on the
 # slow driver, at tiny and unaligned shapes. Left out:
@@ -11,8 +11,12 @@
 #     maxStorageBufferRange, matvec's and matmul's odd-shape sweeps, the batch sweep, linear()'s
 #     choice between matvec and matmul (host logic that compiles both for every type), and the
 #     forward-pass sweeps over every weight type and mixed files (each compiles every matvec and
-#     matmul pipeline again at real layer geometry);
+#     matmul pipeline again at real layer geometry), and the sweeps of the fused input ops and of
+#     the bias epilogue over every weight type (type-independent code around the dequantization
+#     that matvec's and matmul's tiny shapes run for every type; their other cases still run);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again.
+# scripts/test.sh runs its sanitizer stage and its stages at other subgroup sizes with this selection
+# too (there the cost is compiling or host time, not the driver).
 # VKLLM_TEST_CASE_EXCLUDE is doctest's --test-case-exclude (tests/support/doctest_main.cpp).
 slow_driver_excluded_cases=(
   '*LLaMA 32/8*' '*LLaMA sizes*' '*LLaMA heads*' 'kv_store: LLaMA shapes*' '*real LLaMA*'
@@ -21,7 +25,9 @@ slow_driver_excluded_cases=(
   '*batches of 2..8*'
   '*plans fit every device variant*' '*m <= 8 takes matvec*'
   '*at real layer shapes*' 'forward: mixed-type files*'
+  'matvec fused input: every weight type*' 'linear bias: matvec, every weight type*'
+  'linear bias: matmul, every weight type*'
 )
 VKLLM_TEST_CASE_EXCLUDE=$(IFS=,; echo "${slow_driver_excluded_cases[*]}")
-VKLLM_TEST_REAL_DEVICE_ONLY=1
-export VKLLM_TEST_CASE_EXCLUDE VKLLM_TEST_REAL_DEVICE_ONLY
+VKLLM_TEST_DEVICE_VARIANTS=real  # tests/support/test_context.h
+export VKLLM_TEST_CASE_EXCLUDE VKLLM_TEST_DEVICE_VARIANTS

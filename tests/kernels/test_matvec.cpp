@@ -82,8 +82,16 @@ TEST_CASE("matvec: batches of 2..8 vectors share the weight pass; residual add, 
     test::ValidationGuard guard;
     for (TensorType t : kTypes) {
         CAPTURE(type_traits(t).name);
-        for (uint32_t m = 2; m <= 8; ++m)
-            run_variants(make_problem(t, m, 300, std::max(512u, blocks_k(t, 2)), m % 2 ? Res::InPlace : Res::Separate, 40 + m));
+        // Every batch size on the real device; on the other variants (each compiles its own
+        // pipelines, slowly on lavapipe) sizes on both sides of where linear() changes the rows
+        // per workgroup (m 4 / 5 when GPU-tuned), and the largest.
+        for (uint32_t m = 2; m <= 8; ++m) {
+            const Problem p = make_problem(t, m, 300, std::max(512u, blocks_k(t, 2)), m % 2 ? Res::InPlace : Res::Separate, 40 + m);
+            if (m == 2 || m == 3 || m == 5 || m == 8)
+                run_variants(p);
+            else
+                run(test::context(), "", p);
+        }
         run_variants(make_problem(t, 1, 4096, std::max(256u, blocks_k(t, 1)), Res::InPlace, 49));
     }
 }

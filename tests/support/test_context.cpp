@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -169,10 +170,16 @@ std::string model_path(const std::string& file) {
 
 const std::vector<std::string>& device_variants() {
     static const std::vector<std::string> v = [] {
-        std::vector<std::string> all = {"", "no-fp16,no-subgroup-ops,shared-mem=16384,max-uniform-range=16384,soft-half",
-                                        "no-storage16,no-storage8,no-int8,gpu-tuning"};
-        if (const char* e = std::getenv("VKLLM_TEST_REAL_DEVICE_ONLY"); e && std::string(e) == "1") all.resize(1);
-        return all;
+        const std::string real, weak = "no-fp16,no-subgroup-ops,shared-mem=16384,max-uniform-range=16384,soft-half",
+                                gpu = "no-storage16,no-storage8,no-int8,gpu-tuning";
+        const char* e = std::getenv("VKLLM_TEST_DEVICE_VARIANTS");
+        const std::string which = e && *e ? e : "all";
+        if (which == "all") return std::vector<std::string>{real, weak, gpu};
+        if (which == "subgroup") return std::vector<std::string>{real, gpu};
+        if (which == "real") return std::vector<std::string>{real};
+        // A typo must not quietly run fewer cases: stop the whole test run with the reason.
+        std::fprintf(stderr, "VKLLM_TEST_DEVICE_VARIANTS=%s: expected all, subgroup or real\n", which.c_str());
+        std::abort();
     }();
     return v;
 }

@@ -87,9 +87,11 @@ std::string model_path(const std::string& file);
 
 // The capability-override specs every kernel test runs under: the real device, and the weak
 // device paths (no fp16, no subgroup arithmetic, 16 KiB shared memory and uniform buffers, f16
-// converted without unpackHalf2x16; no 8/16-bit storage). With VKLLM_TEST_REAL_DEVICE_ONLY=1 only the real device:
-// scripts/slow_driver_tests.sh sets it for the drivers where compiling each variant's pipelines
-// costs minutes (arm64 lavapipe under qemu, Mesa 25 lavapipe).
+// converted without unpackHalf2x16), and GPU tuning without 8/16-bit storage.
+// VKLLM_TEST_DEVICE_VARIANTS picks: `all` (default), `subgroup` (the real device and GPU tuning, the
+// variants whose kernels use subgroup arithmetic: scripts/test.sh's stages at other subgroup
+// sizes), `real` (scripts/slow_driver_tests.sh, for the drivers where compiling each variant's
+// pipelines costs minutes: arm64 lavapipe under qemu, Mesa 25 lavapipe).
 // Use with context_for().
 const std::vector<std::string>& device_variants();
 
