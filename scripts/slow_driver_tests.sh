@@ -5,8 +5,9 @@
 # splitting, llvm::coro::buildCoroutineFrame, dominates its compile time). There a cold shader cache
 # makes the whole suite take hours; stage 1 of scripts/test.sh (Mesa 22.3) runs every case.
 #
-# Every test executable still runs, and every kernel, weight type and KV type still runs on the
-# slow driver, at tiny and unaligned shapes. Left out:
+# Every test executable still runs; every weight type runs through the short-row matvec and the
+# CPU-tuned (broadcast) matmul, and every KV type through attention and the K/V store, at tiny and
+# unaligned shapes (the tiled matmul is the GPU-tuned variant's: stages 1, 2 and 4). Left out:
 #   - the test cases below: real model sizes, the matvec and matmul splits of weights past
 #     maxStorageBufferRange, matvec's and matmul's odd-shape sweeps, the batch sweep, linear()'s
 #     choice between matvec and matmul (host logic that compiles both for every type), and the
@@ -15,8 +16,9 @@
 #     the bias epilogue over every weight type (type-independent code around the dequantization
 #     that matvec's and matmul's tiny shapes run for every type; their other cases still run);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again.
-# scripts/test.sh runs its sanitizer stage and its stages at other subgroup sizes with this selection
-# too (there the cost is compiling or host time, not the driver).
+# scripts/test.sh runs its stages at other subgroup sizes and its sanitizer stage with this list of
+# cases too (there the cost is compiling again, or lavapipe time under the sanitizers), with their
+# own VKLLM_TEST_DEVICE_VARIANTS.
 # VKLLM_TEST_CASE_EXCLUDE is doctest's --test-case-exclude (tests/support/doctest_main.cpp): a
 # comma-separated list, so a comma in a name is matched with `?`.
 slow_driver_excluded_cases=(

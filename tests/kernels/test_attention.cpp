@@ -434,7 +434,6 @@ TEST_CASE("attention: plans fit every device variant and all their pipelines bui
                 }
         ctx.prepare_pipelines(all);
     }
-    report_worst();
 }
 
 TEST_CASE("attention: one sequence's rows of a batch, bound at unaligned offsets (decode and prefill)") {
@@ -499,3 +498,5 @@ TEST_CASE("attention: one sequence's rows of a batch, bound at unaligned offsets
     }
     }
 }
+
+TEST_CASE("attention: worst error per case class (report)") { report_worst(); }

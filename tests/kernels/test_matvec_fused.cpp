@@ -199,9 +199,9 @@ TEST_CASE("matvec fused input: every weight type, one vector and batches, residu
 
 TEST_CASE("matvec fused input: rows longer than 1 KiB (matvec.comp on CPU drivers too), batches") {
     test::ValidationGuard guard;
-    // Rows of 1152 (Q4_0) and 8192 (F32) bytes: a row's k spread over the lanes and reduced, with
-    // the batch below and above the rows per workgroup (the two loop orders).
-    for (TensorType t : {TensorType::Q4_0, TensorType::F32}) {
+    // Rows of 1152 (Q4_0), 4096 (F16) and 8192 (F32) bytes: a row's k spread over the lanes and
+    // reduced, with the batch below and above the rows per workgroup (the two loop orders).
+    for (TensorType t : {TensorType::Q4_0, TensorType::F16, TensorType::F32}) {
         CAPTURE(type_traits(t).name);
         for (Kind kind : {Kind::RmsNorm, Kind::SwiGlu, Kind::GeGlu})
             for (uint32_t m : {1u, 3u, 8u})
@@ -232,7 +232,7 @@ TEST_CASE("matvec fused input: misaligned X, norm weight and W") {
         Context& ctx = test::context_for(spec);
         for (TensorType t : {TensorType::F32, TensorType::Q4_K}) {
             CAPTURE(type_traits(t).name);
-            for (Kind kind : {Kind::RmsNorm, Kind::SwiGlu})
+            for (Kind kind : {Kind::RmsNorm, Kind::SwiGlu, Kind::GeGlu})
                 run_fused(ctx, spec, kind, make_fused(kind, t, 2, 100, blocks_k(t, 3), Res::Separate, 300), true);
         }
     }
