@@ -67,8 +67,9 @@ cmake --build "$BUILD-asan" -j"$JOBS"
 echo "sanitizer stage: $(( $(date +%s) - stage )) s"
 
 stage=$(date +%s)
-echo "=== fuzzing: GGUF reader, tokenizer and chat templates, ${VKLLM_FUZZ_SECONDS:-60} s each ==="
-VKLLM_FUZZ_BUILD="$BUILD-fuzz" VKLLM_JOBS="$JOBS" scripts/fuzz.sh "${VKLLM_FUZZ_SECONDS:-60}"
+fuzz_seconds=${VKLLM_FUZZ_SECONDS:-60}
+echo "=== fuzzing: GGUF reader, tokenizer and chat templates, $fuzz_seconds s each ==="
+VKLLM_FUZZ_BUILD="$BUILD-fuzz" VKLLM_JOBS="$JOBS" scripts/fuzz.sh "$fuzz_seconds"
 echo "fuzz stage: $(( $(date +%s) - stage )) s"
 
 stage=$(date +%s)

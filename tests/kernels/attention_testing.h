@@ -40,7 +40,7 @@ inline bool kv_fits(KvType t, uint32_t n_kv_heads, uint32_t head_dim) {
 }
 
 inline AttentionParams params(uint32_t n_tokens, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, uint32_t n_ctx,
-                       KvType t) {
+                              KvType t) {
     return {n_tokens, n_heads, n_kv_heads, head_dim, n_ctx, 1.0f / std::sqrt(float(head_dim)), t};
 }
 
@@ -62,6 +62,13 @@ struct Worst {
 inline std::map<std::string, Worst>& worst() {
     static std::map<std::string, Worst> w;
     return w;
+}
+// Folds one comparison into its case class (cls and KV type).
+inline void record_worst(const std::string& cls, KvType t, const test::Compare& c) {
+    Worst& w = worst()[fmt::format("{} {}", cls, kv_name(t))];
+    w.nmse = std::max(w.nmse, c.nmse);
+    w.max_abs = std::max(w.max_abs, c.max_abs);
+    ++w.checks;
 }
 
 // One layer's cache in device layout: rows [0, filled) random in [-1, 1] (rounded to f16 for F16,
@@ -97,7 +104,8 @@ struct Options {
 // Records attention for `p` once, then for each positions set: re-uploads positions, poisons `out`,
 // submits, and compares with the reference. Returns the plan used.
 inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::string& cls, AttentionParams p,
-                                           const std::vector<std::vector<int32_t>>& pos_sets, const Options& o = {}) {
+                                                  const std::vector<std::vector<int32_t>>& pos_sets,
+                                                  const Options& o = {}) {
     if (o.scale != 0.0f) p.scale = o.scale;
     const auto plan = ops::detail::attention_plan(ctx.caps(), p);
     CAPTURE(cls);
@@ -149,10 +157,7 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
         }
         ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data());
         const auto c = test::validate_result("attention out", ob.download_floats(act), ref, o.tol);
-        Worst& w = worst()[fmt::format("{} {}", cls, kv_name(p.kv_type))];
-        w.nmse = std::max(w.nmse, c.nmse);
-        w.max_abs = std::max(w.max_abs, c.max_abs);
-        ++w.checks;
+        record_worst(cls, p.kv_type, c);
     }
     ob.check_guards();
     sb.check_guards();

@@ -233,10 +233,7 @@ void check_window(Context& ctx, const std::string& cls, AttentionParams p,
         const auto c = test::validate_result("attention out", ob.download_floats(act), want, o.tol);
         ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data());
         test::validate_result("ref::attention over the ring", ref, want, {1e-13, 1e-6, 1e-6});
-        Worst& w = worst()[fmt::format("{} {}", cls, kv_name(p.kv_type))];
-        w.nmse = std::max(w.nmse, c.nmse);
-        w.max_abs = std::max(w.max_abs, c.max_abs);
-        ++w.checks;
+        record_worst(cls, p.kv_type, c);
     }
     ob.check_guards();
     sb.check_guards();
