@@ -19,10 +19,11 @@
 //   ACT 1|2 X holds the gate rows and G f32 [NB][k] the up rows (from float pc.g_base); the input
 //           of the product is act(X[b][c]) * G[b][c], act = silu (1) or tanh-GELU (2) as in glu.comp.
 // One workgroup computes NR consecutive rows of W for all NB vectors. Each invocation walks the
-// rows in units of 16 bytes (weights.glsl: W_UNIT elements), invocation i taking units i, i + WG,
-// ... so that a subgroup reads contiguous memory; the NR * NB partial sums are then reduced over
-// the workgroup: subgroupAdd + one shared slot per subgroup (USE_SUBGROUP), or a shared-memory
-// tree. F32/F16/BF16 rows whose length is not a multiple of the unit finish with a scalar tail.
+// rows in weights.glsl units (W_UNIT elements: 16 bytes, or one Q8_0 / Q4_0 block), invocation i
+// taking units i, i + WG, ... so that a subgroup reads contiguous memory; the NR * NB partial sums
+// are then reduced over the workgroup: subgroupAdd + one shared slot per subgroup (USE_SUBGROUP),
+// or a shared-memory tree. F32/F16/BF16 rows whose length is not a multiple of the unit finish
+// with a scalar tail.
 // Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors, 3 W_ALIGNED
 // (weights.glsl: all weight reads 4-byte aligned), 4 NORM, 5 ACT.
 #extension GL_GOOGLE_include_directive : require
