@@ -166,6 +166,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     c.storage8 = has_8bit && s8.storageBuffer8BitAccess;
     c.fp16 = has_f16i8 && f16i8.shaderFloat16;
     c.int8 = has_f16i8 && f16i8.shaderInt8;
+    c.int64 = feats.features.shaderInt64;
     c.int_dot_product = has_dot && dot.shaderIntegerDotProduct;
     // llvmpipe offers shaderFloat16 exactly where it converts halves natively (x86 with F16C); where
     // it does not, Mesa 22.3's conversion path (used on aarch64) crashes LLVM, so shaders avoid it.
@@ -222,7 +223,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
 // --- capability override -------------------------------------------------------------------------
 
 std::string CapsOverride::help() {
-    return "comma-separated: no-fp16, no-int8, no-storage16, no-storage8, no-subgroup-ops, "
+    return "comma-separated: no-fp16, no-int8, no-int64, no-storage16, no-storage8, no-subgroup-ops, "
            "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, shared-mem=BYTES, "
            "max-storage-range=BYTES, max-uniform-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in k, m or g)";
 }
@@ -240,6 +241,7 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
         bool flag = eq == std::string::npos;
         if (flag && key == "no-fp16") o.no_fp16 = true;
         else if (flag && key == "no-int8") o.no_int8 = true;
+        else if (flag && key == "no-int64") o.no_int64 = true;
         else if (flag && key == "no-storage16") o.no_storage16 = true;
         else if (flag && key == "no-storage8") o.no_storage8 = true;
         else if (flag && key == "no-subgroup-ops") o.no_subgroup_ops = true;
@@ -260,7 +262,7 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
 }
 
 bool CapsOverride::empty() const {
-    return !(no_fp16 || no_int8 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
+    return !(no_fp16 || no_int8 || no_int64 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
              no_int_dot || no_coopmat || no_timestamps || gpu_tuning || soft_half || shared_mem || max_storage_range || max_uniform_range ||
              max_allocation || device_memory);
 }
@@ -268,6 +270,7 @@ bool CapsOverride::empty() const {
 void CapsOverride::apply(DeviceCaps& c) const {
     if (no_fp16) c.fp16 = false;
     if (no_int8) c.int8 = false;
+    if (no_int64) c.int64 = false;
     if (no_storage16) c.storage16 = false;
     if (no_storage8) c.storage8 = false;
     if (no_subgroup_ops) c.subgroup_arithmetic = c.subgroup_shuffle = c.subgroup_ballot = false;

@@ -38,6 +38,7 @@ struct DeviceCaps {
     // arithmetic and storage
     bool fp16 = false;        // shaderFloat16
     bool int8 = false;        // shaderInt8
+    bool int64 = false;       // shaderInt64: the CPU-driver matvecs' 8-byte weight loads (weights.glsl)
     bool storage16 = false;   // storageBuffer16BitAccess
     bool storage8 = false;    // storageBuffer8BitAccess
     bool int_dot_product = false;
@@ -82,7 +83,7 @@ struct DeviceCaps {
 // Parsed from "no-fp16,no-subgroup-ops,shared-mem=16384,max-storage-range=33554432,...".
 // Each entry can only weaken the device. Unknown entries throw std::invalid_argument naming them.
 struct CapsOverride {
-    bool no_fp16 = false, no_int8 = false, no_storage16 = false, no_storage8 = false;
+    bool no_fp16 = false, no_int8 = false, no_int64 = false, no_storage16 = false, no_storage8 = false;
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
     bool no_coopmat = false, no_timestamps = false, gpu_tuning = false, soft_half = false;
     uint32_t shared_mem = 0;           // 0: keep

@@ -113,6 +113,7 @@ Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const
     feats.pNext = &s16;
     void** tail = &s16.pNext;
     s16.storageBuffer16BitAccess = caps_.storage16;
+    feats.features.shaderInt64 = caps_.int64;  // the CPU-driver matvecs' 8-byte weight loads
     if ((caps_.storage8) && want_ext(VK_KHR_8BIT_STORAGE_EXTENSION_NAME, v12)) {
         s8.storageBuffer8BitAccess = VK_TRUE;
         *tail = &s8; tail = &s8.pNext;

@@ -27,6 +27,9 @@
 // Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors, 3 W_ALIGNED
 // (weights.glsl: all weight reads 4-byte aligned), 4 NORM, 5 ACT.
 #extension GL_GOOGLE_include_directive : require
+#ifdef W_LOAD64
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require

@@ -19,6 +19,9 @@
 // Specialization constants: 0 WG, 1 R rows per lane, 2 NB vectors, 3 W_ALIGNED (weights.glsl),
 // 4 NORM, 5 ACT.
 #extension GL_GOOGLE_include_directive : require
+#ifdef W_LOAD64
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 8;

@@ -85,6 +85,13 @@ foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   vkllm_shader(matvec_rows_u_${t}   matvec_rows.comp ${wdef} X_UNIFORM)
   vkllm_shader(get_rows_${t}        get_rows.comp  ${wdef})
 endforeach()
+# Q8_0 / Q4_0 on CPU drivers with shaderInt64: the uniform-X variants reading weights as 8-byte
+# words (weights.glsl W_LOAD64; runtime/ops/linear.cpp says when).
+foreach(t q8_0 q4_0)
+  string(TOUPPER "W_${t}" wdef)
+  vkllm_shader(matvec_rows_u64_${t} matvec_rows.comp ${wdef} X_UNIFORM W_LOAD64)
+  vkllm_shader(matvec_u64_${t}_subgroup matvec.comp ${wdef} USE_SUBGROUP X_UNIFORM W_LOAD64)
+endforeach()
 
 # --- attention and KV cache ----------------------------------------------------------------------
 # KV element type x kernel. f16 K/V are read as packed words (unpack_half2, half.glsl) and q8_0

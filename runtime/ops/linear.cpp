@@ -36,6 +36,16 @@ bool uniform_x_fits(const DeviceCaps& c, uint32_t m, uint32_t k) {
     return uint64_t(m) * k * 4 + uniform_x_align(c) + 16 <= limit;
 }
 
+// The *_u64_* variants (Q8_0 and Q4_0, with uniform X, CPU drivers) read each block as 5 / 3
+// 8-byte words instead of 9 / 5 4-byte ones (weights.glsl, W_LOAD64): lavapipe turns every load
+// into per-lane scalar loads, whatever their width. Measured on lavapipe (2-core EPYC), interleaved
+// rounds, decode tokens/s, median: stories15M-shaped Q8_0 84.2 against 60.2 (eight rounds, Mesa
+// 22.3) and 74.6 against 61.9 (five, Mesa 25.0); TinyLlama-shaped Q4_0 2.8 against 2.6 (Mesa 25.0).
+bool wide_weight_loads(const DeviceCaps& c, TensorType wtype, bool uniform_x) {
+    return c.cpu_tuning && c.int64 && uniform_x && (wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0);
+}
+bool is_wide_variant(const std::string& shader) { return shader.find("_u64_") != std::string::npos; }
+
 void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_t bytes, uint64_t offset_align) {
     if (s.buffer == VK_NULL_HANDLE) throw std::invalid_argument(fmt::format("{}: {} has no buffer", op, what));
     if (s.size < bytes)
@@ -129,7 +139,10 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         // 427-683 / 845-948; stories15M-shaped Q8_0 decode 43.4 / 32.9 tokens/s, TinyLlama-shaped
         // Q4_0 1.5 / 1.3. Mesa 25.0's lavapipe loads both kinds alike: no difference there.
         const bool uniform = uniform_x_fits(caps, m, k);
-        return {std::string(uniform ? "matvec_rows_u_" : "matvec_rows_") + type_suffix(wtype),
+        const char* prefix = wide_weight_loads(caps, wtype, uniform) ? "matvec_rows_u64_"
+                             : uniform                                ? "matvec_rows_u_"
+                                                                      : "matvec_rows_";
+        return {std::string(prefix) + type_suffix(wtype),
                 {wg, r, m, aligned, norm, act}};
     }
     uint32_t wg, nr;
@@ -153,6 +166,8 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
     while (nr > 1 && uint64_t(nr + norm) * m * wg * 4 > caps.max_shared_memory) nr /= 2;
     // CPU drivers read X (and G) through uniform buffers where they fit, as matvec_rows above.
     const bool uniform = caps.cpu_tuning && uniform_x_fits(caps, m, k);
+    if (wide_weight_loads(caps, wtype, uniform) && caps.subgroup_ops())
+        return {"matvec_u64_" + type_suffix(wtype) + "_subgroup", {wg, nr, m, aligned, norm, act}};
     std::string name = std::string(uniform ? "matvec_u_" : "matvec_") + type_suffix(wtype) +
                        (caps.subgroup_ops() ? "_subgroup" : "");
     return {name, {wg, nr, m, aligned, norm, act}};
@@ -238,7 +253,7 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
                                            "({} bytes)", rb, m, n, c.max_storage_buffer_range));
 
-    const bool uniform_x = desc.shader.starts_with("matvec_rows_u_") || desc.shader.starts_with("matvec_u_");
+    const bool uniform_x = desc.shader.starts_with("matvec_rows_u") || desc.shader.starts_with("matvec_u");
     const uint64_t x_align = uniform_x ? uniform_x_align(c) : align;
     const detail::ByteWindow xw = detail::byte_window(x, 0, x_floats * 4, x_align, 16);
     const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
@@ -249,7 +264,9 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
     const uint32_t g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
-        const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align);
+        // The 8-byte loads of the *_u64_* variants need the window to end on an 8-byte word.
+        const detail::ByteWindow ww =
+            detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align, is_wide_variant(desc.shader) ? 8 : 4);
         const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
         const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
         const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;

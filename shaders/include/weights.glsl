@@ -25,7 +25,20 @@
 
 #include "half.glsl"
 
+// W_LOAD64 (the CPU-driver matvec variants *_u64_*, Q8_0 and Q4_0 only; the device has shaderInt64
+// and the including shader enables GL_EXT_shader_explicit_arithmetic_types_int64): the weights
+// are 8-byte words, so that w_block_words reads a block in 5 / 3 loads instead of 9 / 5; lavapipe
+// turns every load into per-lane scalar loads whatever its width. The host binds the window
+// rounded up to a whole 8-byte word. w_word keeps the 4-byte view for the other readers.
+#if defined(W_LOAD64)
+layout(std430, binding = W_BINDING) readonly buffer WeightDwords { uint64_t w_dwords[]; };
+uint w_word(uint i) { return unpackUint2x32(w_dwords[i >> 1])[i & 1u]; }
+uint w_last_word() { return 2u * uint(w_dwords.length()) - 1u; }
+#else
 layout(std430, binding = W_BINDING) readonly buffer WeightWords { uint w_words[]; };
+uint w_word(uint i) { return w_words[i]; }
+uint w_last_word() { return uint(w_words.length()) - 1u; }
+#endif
 
 // W_ALIGNED: every multi-byte read of the dispatch is 4-byte aligned (rows start 4-aligned and the
 // type's fields are at multiples of 4: F32, F16/BF16 with even k, Q4_1, Q5_1, Q2_K, Q4_K, Q5_K,
@@ -38,13 +51,11 @@ layout(constant_id = W_ALIGNED_ID) const bool W_ALIGNED = false;
 const bool W_ALIGNED = false;
 #endif
 
-uint w_last_word() { return uint(w_words.length()) - 1u; }
-
 // 16 bits at a 2-aligned byte offset.
-uint w_bits16(uint byte_off) { return (w_words[byte_off >> 2] >> ((byte_off & 2u) << 3)) & 0xFFFFu; }
+uint w_bits16(uint byte_off) { return (w_word(byte_off >> 2) >> ((byte_off & 2u) << 3)) & 0xFFFFu; }
 float w_half(uint byte_off) { return unpack_half2(w_bits16(byte_off)).x; }
 // One byte at any offset.
-uint w_byte(uint byte_off) { return (w_words[byte_off >> 2] >> ((byte_off & 3u) << 3)) & 0xFFu; }
+uint w_byte(uint byte_off) { return (w_word(byte_off >> 2) >> ((byte_off & 3u) << 3)) & 0xFFu; }
 
 // The word that starts `sh` bits (0 or 16) into lo:hi. Two shifts so that sh = 0 never shifts by 32.
 uint w_funnel(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 16u) << (16u - sh)); }
@@ -52,20 +63,20 @@ uint w_funnel(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 16u) << (
 // 1 / 2 / 4 words starting at a 2-aligned byte offset.
 uint w_bits32(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
-    if (W_ALIGNED) return w_words[i];
-    return w_funnel(w_words[i], w_words[min(i + 1u, w_last_word())], sh);
+    if (W_ALIGNED) return w_word(i);
+    return w_funnel(w_word(i), w_word(min(i + 1u, w_last_word())), sh);
 }
 uvec2 w_load2(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
-    if (W_ALIGNED) return uvec2(w_words[i], w_words[i + 1u]);
-    uint a = w_words[i], b = w_words[i + 1u], c = w_words[min(i + 2u, w_last_word())];
+    if (W_ALIGNED) return uvec2(w_word(i), w_word(i + 1u));
+    uint a = w_word(i), b = w_word(i + 1u), c = w_word(min(i + 2u, w_last_word()));
     return uvec2(w_funnel(a, b, sh), w_funnel(b, c, sh));
 }
 uvec4 w_load4(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
-    if (W_ALIGNED) return uvec4(w_words[i], w_words[i + 1u], w_words[i + 2u], w_words[i + 3u]);
-    uint a = w_words[i], b = w_words[i + 1u], c = w_words[i + 2u], d = w_words[i + 3u];
-    uint e = w_words[min(i + 4u, w_last_word())];
+    if (W_ALIGNED) return uvec4(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u));
+    uint a = w_word(i), b = w_word(i + 1u), c = w_word(i + 2u), d = w_word(i + 3u);
+    uint e = w_word(min(i + 4u, w_last_word()));
     return uvec4(w_funnel(a, b, sh), w_funnel(b, c, sh), w_funnel(c, d, sh), w_funnel(d, e, sh));
 }
 
@@ -97,7 +108,7 @@ vec2 w_bf16x2(uint v) { return uintBitsToFloat(uvec2(v << 16, v & 0xFFFF0000u));
 // One element: column `col` of the row at `row_byte` (col < k). For tails and odd shapes.
 float w_get(uint row_byte, uint col) {
 #if defined(W_F32)
-    return uintBitsToFloat(w_words[(row_byte >> 2) + col]);
+    return uintBitsToFloat(w_word((row_byte >> 2) + col));
 #elif defined(W_F16)
     return w_half(row_byte + 2u * col);
 #elif defined(W_BF16)
@@ -118,8 +129,8 @@ float w_get(uint row_byte, uint col) {
 void w_dequant8(uint row_byte, uint col, out vec4 v0, out vec4 v1) {
 #if defined(W_F32)
     uint i = (row_byte >> 2) + col;
-    v0 = uintBitsToFloat(uvec4(w_words[i], w_words[i + 1u], w_words[i + 2u], w_words[i + 3u]));
-    v1 = uintBitsToFloat(uvec4(w_words[i + 4u], w_words[i + 5u], w_words[i + 6u], w_words[i + 7u]));
+    v0 = uintBitsToFloat(uvec4(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u)));
+    v1 = uintBitsToFloat(uvec4(w_word(i + 4u), w_word(i + 5u), w_word(i + 6u), w_word(i + 7u)));
 #elif defined(W_F16)
     uvec4 h = w_load4(row_byte + 2u * col);
     v0 = vec4(unpack_half2(h.x), unpack_half2(h.y));
@@ -146,10 +157,10 @@ void w_dequant8(uint row_byte, uint col, out vec4 v0, out vec4 v1) {
 
 // The unit of the weight stream in matvec and matmul_broadcast (what one invocation decodes per step):
 //   F32: 4 elements, F16 / BF16: 8 elements (16 bytes); Q8_0 / Q4_0: one whole block of 32 elements,
-//   its 34 / 18 bytes read as 9 / 5 words (w_block_words) where half-block units took 12 / 8 word
-//   loads per block. CPU drivers turn every load into a per-lane loop (Mesa 22.3) or per-lane
-//   scalar loads (Mesa 25): TinyLlama-shaped Q4_0 decode on lavapipe 2.1-2.4 against 1.4-1.7
-//   tokens/s (Mesa 22.3), 2.3-3.3 against 1.8-2.2 (Mesa 25.0).
+//   its 34 / 18 bytes read as 9 / 5 words (w_block_words; 5 / 3 with W_LOAD64) where half-block
+//   units took 12 / 8 word loads per block. CPU drivers turn every load into a per-lane loop (Mesa
+//   22.3) or per-lane scalar loads (Mesa 25): TinyLlama-shaped Q4_0 decode on lavapipe 2.1-2.4
+//   against 1.4-1.7 tokens/s (Mesa 22.3), 2.3-3.3 against 1.8-2.2 (Mesa 25.0).
 // w_unit returns the scale (1 for F32 / F16) and the unscaled values v[q]; column of v[q].x is
 // w_unit_col(u, q) (v[q] covers 4 consecutive columns).
 #if defined(W_F32)
@@ -166,28 +177,44 @@ const uint W_UNIT4 = W_UNIT / 4u;
 uint w_unit_col(uint u, uint q) { return u * W_UNIT + 4u * q; }
 
 #if defined(W_Q8_0) || defined(W_Q4_0)
-// The N words holding a block of N * 4 - 2 bytes at the 2-aligned byte offset bb: its f16 scale
-// and its quant bytes as N - 1 words. Starting at a word boundary the scale is the low half of
-// word 0 and each quant word straddles two words; starting 2 bytes in, the scale is the high half
-// and the quant words are words 1 .. N - 1 as they are. Every word holds block bytes, so none lies
-// past the binding.
+// A block of N * 4 - 2 bytes at the 2-aligned byte offset bb: returns its f16 scale and sets q to
+// its quant bytes as N - 1 words. The block lies in exactly N words: starting at a word boundary
+// the scale is the low half of word 0 and each quant word straddles two words; starting 2 bytes
+// in, the scale is the high half and the quant words are words 1 .. N - 1 as they are. With
+// W_LOAD64 it lies in ND 8-byte words (5 / 3) wherever it starts, shifted into place first. Every
+// word loaded holds block bytes, so none lies past the binding.
 const uint W_BLOCK_WORDS = W_BLOCK_BYTES / 4u + 1u;
 float w_block_words(uint bb, out uint q[W_BLOCK_WORDS - 1u]) {
+#if defined(W_LOAD64)
+    const uint i = bb >> 3, sh = (bb & 6u) << 3;  // the block starts sh bits into dword i
+    const uint ND = (W_BLOCK_BYTES + 13u) / 8u;  // dwords holding the block wherever it starts: 5 / 3
+    uint64_t d[ND];
+    for (uint j = 0; j < ND; ++j) d[j] = w_dwords[i + j];
+    uint64_t e[ND];  // e[j]: block bytes 8j .. 8j + 7
+    for (uint j = 0; j + 1u < ND; ++j) e[j] = (d[j] >> sh) | ((d[j + 1u] << 1) << (63u - sh));
+    e[ND - 1u] = d[ND - 1u] >> sh;
+    for (uint j = 0; j + 1u < W_BLOCK_WORDS; ++j) {
+        const uint bit = 16u + 32u * j, a = bit >> 6;  // bytes 2 + 4j .. 5 + 4j
+        q[j] = (bit & 63u) == 16u ? uint(e[a] >> 16) : uint(e[a] >> 48) | (uint(e[a + 1u]) << 16);
+    }
+    return unpack_half2(uint(e[0]) & 0xFFFFu).x;
+#else
     const uint i = bb >> 2, odd = (bb >> 1) & 1u;  // odd: the block starts 2 bytes into word i
     uint w[W_BLOCK_WORDS];
-    for (uint j = 0; j < W_BLOCK_WORDS; ++j) w[j] = w_words[i + j];
+    for (uint j = 0; j < W_BLOCK_WORDS; ++j) w[j] = w_word(i + j);
     // Quant word j: bytes 2 .. 5 of the pair (w[j], w[j + 1]) when even, w[j + 1] when odd (the low
     // word is shifted twice so that no shift reaches 32).
     const uint lo_sh = 16u * odd, hi_sh = 16u - lo_sh;
     for (uint j = 0; j + 1u < W_BLOCK_WORDS; ++j) q[j] = ((w[j] >> 16) >> lo_sh) | (w[j + 1u] << hi_sh);
     return unpack_half2((w[0] >> (16u * odd)) & 0xFFFFu).x;
+#endif
 }
 #endif
 
 float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
 #if defined(W_F32)
     uint i = (row_byte >> 2) + 4u * u;
-    v[0] = uintBitsToFloat(uvec4(w_words[i], w_words[i + 1u], w_words[i + 2u], w_words[i + 3u]));
+    v[0] = uintBitsToFloat(uvec4(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u)));
     return 1.0;
 #elif defined(W_F16)
     uvec4 h = w_load4(row_byte + 16u * u);

@@ -195,8 +195,12 @@ TEST_CASE("matvec: linear_pipelines names what linear() uses; bandwidth report")
         // allows 16 KiB): a batch of 8 rows of 4096 floats (128 KiB) falls back to the storage buffer.
         const uint64_t ubo = std::min<uint64_t>(ctx.caps().max_uniform_buffer_range, 65536);
         const bool cpu = ctx.caps().cpu_tuning;
-        CHECK((small[0].shader == "matvec_rows_u_" + std::string(type_traits(t).lower)) == cpu);
-        CHECK((d[0].shader.rfind("matvec_u_", 0) == 0) == (cpu && ubo >= 4096 * 4 + 64));
+        // Q8_0 and Q4_0 blocks are read as 8-byte words there where the device has shaderInt64.
+        const bool wide = cpu && ctx.caps().int64 && (t == TensorType::Q8_0 || t == TensorType::Q4_0);
+        const std::string lower(type_traits(t).lower);
+        CHECK((small[0].shader == (wide ? "matvec_rows_u64_" : "matvec_rows_u_") + lower) == cpu);
+        const bool long_uniform = cpu && ubo >= 4096 * 4 + 64;
+        CHECK((d[0].shader.rfind(wide && ctx.caps().subgroup_ops() ? "matvec_u64_" : "matvec_u_", 0) == 0) == long_uniform);
         auto batch = ops::linear_pipelines(ctx, t, 8, 4096, 4096);
         CHECK(batch[0].shader.rfind("matvec_u_", 0) != 0);
         ctx.prepare_pipelines(d);

@@ -144,7 +144,11 @@ std::pair<std::string, std::string> check_batch_invariance(Context& ctx, Kind ki
 
 TEST_CASE("matvec: a batch computes every row bit for bit as a lone vector (uniform and storage X)") {
     test::ValidationGuard guard;
-    auto uniform = [](const std::string& shader) { return shader.find("_u_") != std::string::npos; };
+    // Uniform-X variants: *_u_*, and *_u64_* (Q8_0 / Q4_0 with 8-byte weight loads where the device
+    // has shaderInt64), so the lone vector may also differ from the batch in how it loads W.
+    auto uniform = [](const std::string& shader) {
+        return shader.find("_u_") != std::string::npos || shader.find("_u64_") != std::string::npos;
+    };
     for (const std::string& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);

@@ -170,7 +170,7 @@ std::string model_path(const std::string& file) {
 
 const std::vector<std::string>& device_variants() {
     static const std::vector<std::string> v = [] {
-        const std::string real, weak = "no-fp16,no-subgroup-ops,shared-mem=16384,max-uniform-range=16384,soft-half",
+        const std::string real, weak = "no-fp16,no-int64,no-subgroup-ops,shared-mem=16384,max-uniform-range=16384,soft-half",
                                 gpu = "no-storage16,no-storage8,no-int8,gpu-tuning";
         const char* e = std::getenv("VKLLM_TEST_DEVICE_VARIANTS");
         const std::string which = e && *e ? e : "all";
