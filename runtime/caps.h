@@ -65,7 +65,7 @@ struct DeviceCaps {
 
     uint64_t max_storage_buffer_range = 0;
     uint64_t min_storage_buffer_offset_alignment = 1;
-    uint64_t max_uniform_buffer_range = 0;  // bindings of the uniform X variants (matvec_u_*, matvec_rows_u_*)
+    uint64_t max_uniform_buffer_range = 0;  // bindings of the uniform X variants (matvec_u*_*, matvec_rows_u*_*)
     uint64_t min_uniform_buffer_offset_alignment = 1;
     uint64_t max_memory_allocation_size = 0;
     uint64_t max_buffer_size = 0;

@@ -25,8 +25,8 @@ uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_st
 // Bytes a window may need beyond its payload: the aligned-down start and the round-up of the end.
 uint64_t window_slack(const DeviceCaps& c) { return binding_align(c) + 16; }
 
-// matvec_u_* and matvec_rows_u_* bind X and G as uniform buffers (their windows need both offset
-// alignments).
+// matvec_u_*, matvec_rows_u_* and their 8-byte-load forms *_u64_* bind X and G as uniform buffers
+// (their windows need both offset alignments).
 uint64_t uniform_x_align(const DeviceCaps& c) {
     return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment);
 }
@@ -156,7 +156,8 @@ PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
         wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
         nr = n >= 2048 ? 32 : 8;
     } else {
-        // 64 invocations stream a row in 64 * 16-byte steps; a wider subgroup gets one full subgroup.
+        // 64 invocations stream a row in 64 unit-sized steps (16 bytes, a Q8_0 / Q4_0 block); a wider
+        // subgroup gets one full subgroup.
         wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
         // Two rows per workgroup halve the reduction overhead; with many vectors, registers matter more.
         nr = m <= 4 ? 2 : 1;
@@ -178,7 +179,8 @@ PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, u
     const uint32_t sg = caps.subgroup_size;
     if (caps.cpu_tuning && caps.subgroup_basic && caps.subgroup_ballot && (sg == 4 || sg == 8 || sg == 16) &&
         sg <= caps.max_workgroup_invocations) {
-        // Measured on lavapipe (AVX2, S = 8), stories-shaped FFN matmuls, GFLOP/s for Q8_0 / F32:
+        // Measured on lavapipe (AVX2, S = 8), stories-shaped FFN matmuls, GFLOP/s for Q8_0 / F32
+        // (Q8_0 then in half-block units; prefill measured the same after the whole-block change):
         // R 4, TT 1: 18-20 / 15-16; R 2, TT 1: 12-14 / 11; R 4, TT 2: 8 / 11; R 8, TT 1: 5-11 / 15;
         // tiled matmul.comp: 4.4 / 4.3. Larger tiles spill or stop NIR from unrolling the loops,
         // which turns the register arrays into per-lane memory.

@@ -20,7 +20,8 @@
 // length are not multiples of 4 bytes, so data is only 2-byte aligned. Reading n words at a 2-aligned byte offset loads n + 1 aligned words and
 // funnel-shifts them (shift 0 or 16); the extra word is only needed when misaligned and its index
 // is clamped into the array so that the aligned case never reads past the binding. The host binds
-// the window rounded up to a whole word, so every word holding a data byte is inside the binding.
+// the window rounded up to a whole word, so every word holding a data byte is inside the binding
+// (8-byte words and a window rounded to 8 bytes under W_LOAD64, below).
 // F32 rows must start 4-byte aligned (the host checks).
 
 #include "half.glsl"

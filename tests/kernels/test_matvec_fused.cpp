@@ -162,6 +162,13 @@ TEST_CASE("matvec: a batch computes every row bit for bit as a lone vector (unif
             if (cpu_64k) CHECK((uniform(lone2) && uniform(batch2)));
         }
     }
+    // Without 64-bit integers the uniform-X variants load Q8_0 / Q4_0 weights as 4-byte words: the
+    // long-row form with subgroup operations (matvec_u_*_subgroup) runs in no other device variant.
+    Context& narrow = test::context_for("no-int64");
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0}) {
+        auto [lone, batch] = check_batch_invariance(narrow, Kind::RmsNorm, t, 8, 64, 2048, 0, 530);
+        if (narrow.caps().cpu_tuning) CHECK((lone.find("_u_") != std::string::npos && !uniform(batch)));
+    }
     // Short rows (matvec_rows on CPU drivers) on a device allowing 4 KiB of uniform buffer: the lone
     // vector (1 KiB) reads X as a uniform buffer, the batch (8 KiB) as a storage buffer.
     Context& small = test::context_for("max-uniform-range=4096");

@@ -86,8 +86,8 @@ private:
 std::string model_path(const std::string& file);
 
 // The capability-override specs every kernel test runs under: the real device, and the weak
-// device paths (no fp16, no subgroup arithmetic, 16 KiB shared memory and uniform buffers, f16
-// converted without unpackHalf2x16), and GPU tuning without 8/16-bit storage.
+// device paths (no fp16, no 64-bit integers, no subgroup arithmetic, 16 KiB shared memory and
+// uniform buffers, f16 converted without unpackHalf2x16), and GPU tuning without 8/16-bit storage.
 // VKLLM_TEST_DEVICE_VARIANTS picks: `all` (default), `subgroup` (the real device and GPU tuning, the
 // variants whose kernels use subgroup arithmetic: scripts/test.sh's stages at other subgroup
 // sizes), `real` (scripts/slow_driver_tests.sh, for the drivers where compiling each variant's
