@@ -318,7 +318,9 @@ typedef struct vkllm_generation_stats {
     size_t struct_size;          /* set to sizeof(vkllm_generation_stats) before the call */
     uint32_t prompt_tokens;      /* tokens of the prompt, the conversation before it included */
     uint32_t cached_tokens;      /* of which reused from the session's cache */
-    uint32_t generated_tokens;
+    uint32_t generated_tokens;   /* by the engine; after a stop by on_piece or vkllm_cancel it may
+                                    exceed what reached the caller (the engine runs ahead of the
+                                    callback), and only what reached the caller joins the conversation */
     uint32_t n_past;             /* tokens in the session's conversation now */
     double prompt_ms;            /* evaluating the new prompt tokens, to the first generated token */
     double generate_ms;          /* the rest */

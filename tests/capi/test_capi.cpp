@@ -302,7 +302,11 @@ TEST_CASE("capi: on_piece returning non-zero stops at once; the conversation kee
     CHECK(stop.pieces == 3);
     const vkllm_generation_stats st = stats_of(session.s);
     CHECK(st.finish == VKLLM_FINISH_CANCELLED);
-    CHECK(st.generated_tokens <= 5);
+    // The conversation is BOS plus the three tokens whose pieces the caller saw. The engine may have
+    // generated more meanwhile (it runs ahead of a slow callback; how far depends on the machine's
+    // load, so generated_tokens has only a lower bound here): those are dropped.
+    CHECK(st.n_past == 1 + 3);
+    CHECK(st.generated_tokens >= 3);
 }
 
 TEST_CASE("capi: vkllm_cancel from another thread: no piece after it returned, the session stays usable") {
