@@ -7,9 +7,9 @@
 #include "activations.glsl"
 
 #if defined(X_UNIFORM)
-// X and G as uniform buffers (variants *_u_* and *_u64_*, chosen on CPU drivers): Mesa 22.3's lavapipe loads a
-// storage buffer in a loop over the lanes, but loads a uniform buffer once when all lanes read one
-// address, and gathers it otherwise. The host binds at most X_UNIFORM_VEC4S vec4s (64 KiB), and
+// X and G as uniform buffers (variants *_u_* and *_u64_*, chosen on CPU drivers): Mesa 22.3's
+// lavapipe loads a storage buffer in a loop over the lanes, but loads a uniform buffer once when
+// all lanes read one address, and gathers it otherwise. The host binds at most X_UNIFORM_VEC4S vec4s (64 KiB), and
 // never more than the device's maxUniformBufferRange.
 #define X_UNIFORM_VEC4S 4096
 layout(std140, binding = 1) uniform X { vec4 xv[X_UNIFORM_VEC4S]; };
