@@ -264,11 +264,11 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
                                   : glu ? detail::byte_window(input.up, 0, x_floats * 4, x_align, 16)
                                         : xw;
     const uint32_t g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
+    // The 8-byte loads of the *_u64_* variants need W's window to end on an 8-byte word.
+    const uint64_t w_round = is_wide_variant(desc.shader) ? 8 : 4;
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
-        // The 8-byte loads of the *_u64_* variants need the window to end on an 8-byte word.
-        const detail::ByteWindow ww =
-            detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align, is_wide_variant(desc.shader) ? 8 : 4);
+        const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align, w_round);
         const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
         const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
         const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
