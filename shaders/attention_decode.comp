@@ -28,8 +28,22 @@
 // (serial over the tile, no reduction needed). Value phase: invocation (kp, d4) accumulates the 4
 // output columns d4 of all GW heads over the tile keys t = kp mod KP (one pass over V); the KP
 // partial accumulators are summed through shared memory at the end. No subgroup operations.
+// STORE (variants attention_decode_store_*, ops::attention_store: a decode step's RoPE, K/V store and
+//   attention in one dispatch instead of two): the new token's K (before RoPE, binding 5 from k_first)
+//   and V (binding 6 from v_first) rows [n_kv_heads][D] f32 go to cache row p % n_ctx (skipped when
+//   p < 0). Every workgroup builds its kv head's new K and V in shared memory exactly as the cache
+//   will hold them (K rotated as kv_store.comp's ROPE variants rotate it, then rounded to f16 or
+//   quantized to q8_0 by include/kv_write.glsl), and attends to them in place of that row, which
+//   it never reads: workgroup (kv head, 0, 0) writes the row while the others run. Q is rotated as
+//   it is loaded (rope.comp's rotation; q itself is left as it is). rot_half = 0 means no RoPE.
+//   Frequency factors: binding 7, read only when has_ff != 0. Q8_0 needs D % 32 == 0 (whole blocks
+//   per head). The new key is taken after the others of its split (online softmax order only).
 
 #extension GL_GOOGLE_include_directive : require
+#ifdef STORE
+#define KV_CACHE_ACCESS
+#include "kv_write.glsl"
+#endif
 #include "kv_read.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -57,70 +71,110 @@ layout(push_constant) uniform Push {
     uint q_first;   // vec4 offset of q[0] in the Q binding
     uint pos_first; // offset of positions[0] in the Pos binding
     uint dst_first; // float offset of dst[0] in the Dst binding
+#ifdef STORE
+    uint k_first;   // float offset of the new K row (kv head 0) in binding 5
+    uint v_first;   // likewise of the new V row in binding 6
+    uint rot_half;  // rot_dim / 2; 0: no RoPE
+    uint layout_id; // 0 Adjacent, 1 HalfSplit
+    float log2_step;
+    uint ff_first;
+    uint has_ff;
+    float freq_scale;
+    float ext_factor;
+    float mscale;
+    float corr_low;
+    float corr_high;
+#endif
 } pc;
+
+#ifdef STORE
+layout(std430, binding = 5) readonly buffer KNew { float k_new[]; };
+layout(std430, binding = 6) readonly buffer VNew { float v_new[]; };
+layout(std430, binding = 7) readonly buffer F { float ff[]; };
+#include "rope_angle.glsl"
+#endif
 
 shared vec4 q_sh[GW * D4];    // scaled queries of the GW heads
 shared float p_sh[GW * WG];   // scores, then exp(score - m) of the current tile
 shared float alpha_sh[GW];    // rescale factor of the current tile, per head
 shared float ml_sh[2 * GW];   // final (m, l) per head
 shared vec4 red_sh[WG];       // partial accumulators of the KP key partitions
+#ifdef STORE
+shared vec4 raw_sh[2 * D4];   // the new K row of this kv head (rotated), then its V row, in f32
+shared vec4 new_sh[2 * D4];   // the same as the cache holds them (rounded or quantized)
 
-void main() {
-    const uint tid = gl_LocalInvocationID.x;
-    const uint kvh = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-    const uint h0 = kvh * pc.group + gl_WorkGroupID.z * GW;
+// Element e of a head after RoPE at position pos, given its value x and its pair partner's xp
+// (rope_partner(e)): kv_store.comp's and rope.comp's expressions, so all three round alike.
+uint rope_partner(uint e) {
+    if (e >= 2u * pc.rot_half) return e;
+    return pc.layout_id == 0u ? e ^ 1u : (e < pc.rot_half ? e + pc.rot_half : e - pc.rot_half);
+}
+float rope_rotate(float x, float xp, uint e, int pos) {
+    if (e >= 2u * pc.rot_half) return x;
+    const bool first = pc.layout_id == 0u ? (e & 1u) == 0u : e < pc.rot_half;
+    const vec2 cs = rope_cs(pc.layout_id == 0u ? e >> 1 : e % pc.rot_half, pos);
+    return first ? x * cs.x - xp * cs.y : xp * cs.y + x * cs.x;
+}
+float q_elem(uint h, uint e) { return q[pc.q_first + h * D4 + e / 4u][e % 4u]; }
+#endif
 
-    const uint pos = uint(max(positions[pc.pos_first], 0));
-    const uint lo = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
-    const uint kv_len = (pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx)) - lo;
-    const uint lo_row = lo % pc.n_ctx;
-    const uint chunk = max((kv_len + pc.n_splits - 1u) / pc.n_splits, pc.min_chunk);
-    const uint begin = lo + min(split * chunk, kv_len);
-    const uint end = lo + min(split * chunk + chunk, kv_len);
-    const bool capped = pc.softcap > 0.0;
-    const float inv_cap = capped ? 1.0 / pc.softcap : 0.0;
+// Per-invocation state of the online softmax, kept across tiles.
+float m_run = NEG_BIG, l_run = 0.0;  // meaningful in invocation g < GW only: row g
+vec4 acc[GW_MAX];
+uint tid, kvh, lo, lo_row;
 
-    for (uint i = tid; i < GW * D4; i += WG) q_sh[i] = q[pc.q_first + h0 * D4 + i] * pc.scale;
-    barrier();
-
-    float m_run = NEG_BIG, l_run = 0.0;  // meaningful in invocation g < GW only: row g
-    vec4 acc[GW_MAX];
-    for (uint g = 0; g < GW_MAX; ++g) acc[g] = vec4(0.0);
+// One tile of n keys from logical index t0 (n <= WG), or with fresh the new key alone (n = 1) from
+// new_sh: scores, the online-softmax update, and the value accumulation.
+void process_tile(uint t0, uint n, bool fresh) {
     const uint d4 = tid % D4, kp = tid / D4;
     const uint row_stride4 = pc.n_kv_heads * D4;  // 4-element groups between consecutive cache rows
-
-    for (uint t0 = begin; t0 < end; t0 += WG) {
-        const uint n = min(WG, end - t0);
-        if (tid < n) {
-            float s[GW_MAX];
-            for (uint g = 0; g < GW_MAX; ++g) s[g] = 0.0;
+    const bool capped = pc.softcap > 0.0;
+    const float inv_cap = capped ? 1.0 / pc.softcap : 0.0;
+    if (tid < n) {
+        float s[GW_MAX];
+        for (uint g = 0; g < GW_MAX; ++g) s[g] = 0.0;
+#ifdef STORE
+        if (fresh) {
+            for (uint j = 0; j < D4; ++j)
+                for (uint g = 0; g < GW; ++g) s[g] += dot(q_sh[g * D4 + j], new_sh[j]);
+        } else
+#endif
+        {
             const uint base = ring_row(t0 + tid, lo, lo_row, pc.n_ctx) * row_stride4 + kvh * D4;
             for (uint j = 0; j < D4; ++j) {
                 const vec4 kk = load_k4(base + j);
                 for (uint g = 0; g < GW; ++g) s[g] += dot(q_sh[g * D4 + j], kk);
             }
-            if (capped)
-                for (uint g = 0; g < GW; ++g) s[g] = softcap_score(s[g], pc.softcap, inv_cap);
-            for (uint g = 0; g < GW; ++g) p_sh[g * WG + tid] = s[g];
         }
-        barrier();
-        if (tid < GW) {
-            float mx = m_run;
-            for (uint t = 0; t < n; ++t) mx = max(mx, p_sh[tid * WG + t]);
-            float sum = 0.0;
-            for (uint t = 0; t < n; ++t) {
-                const float p = exp(p_sh[tid * WG + t] - mx);
-                p_sh[tid * WG + t] = p;
-                sum += p;
-            }
-            const float a = exp(m_run - mx);
-            l_run = l_run * a + sum;
-            m_run = mx;
-            alpha_sh[tid] = a;
+        if (capped)
+            for (uint g = 0; g < GW; ++g) s[g] = softcap_score(s[g], pc.softcap, inv_cap);
+        for (uint g = 0; g < GW; ++g) p_sh[g * WG + tid] = s[g];
+    }
+    barrier();
+    if (tid < GW) {
+        float mx = m_run;
+        for (uint t = 0; t < n; ++t) mx = max(mx, p_sh[tid * WG + t]);
+        float sum = 0.0;
+        for (uint t = 0; t < n; ++t) {
+            const float p = exp(p_sh[tid * WG + t] - mx);
+            p_sh[tid * WG + t] = p;
+            sum += p;
         }
-        barrier();
-        if (kp < KP) {
-            for (uint g = 0; g < GW; ++g) acc[g] *= alpha_sh[g];
+        const float a = exp(m_run - mx);
+        l_run = l_run * a + sum;
+        m_run = mx;
+        alpha_sh[tid] = a;
+    }
+    barrier();
+    if (kp < KP) {
+        for (uint g = 0; g < GW; ++g) acc[g] *= alpha_sh[g];
+#ifdef STORE
+        if (fresh) {
+            if (kp == 0u)
+                for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG] * new_sh[D4 + d4];
+        } else
+#endif
+        {
             // The tile's keys are ring rows tr0.. up to the ring's end, then 0..: two plain loops, so
             // the per-key work stays one address computation, as without a ring.
             const uint tr0 = ring_row(t0, lo, lo_row, pc.n_ctx);
@@ -136,8 +190,103 @@ void main() {
                 for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
             }
         }
-        barrier();
     }
+    barrier();
+}
+
+void main() {
+    tid = gl_LocalInvocationID.x;
+    kvh = gl_WorkGroupID.x;
+    const uint split = gl_WorkGroupID.y;
+    const uint h0 = kvh * pc.group + gl_WorkGroupID.z * GW;
+
+    const int pos_raw = positions[pc.pos_first];
+    const uint pos = uint(max(pos_raw, 0));
+    lo = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
+    const uint kv_len = (pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx)) - lo;
+    lo_row = lo % pc.n_ctx;
+    const uint chunk = max((kv_len + pc.n_splits - 1u) / pc.n_splits, pc.min_chunk);
+    const uint begin = lo + min(split * chunk, kv_len);
+    const uint end = lo + min(split * chunk + chunk, kv_len);
+
+#ifdef STORE
+    for (uint i = tid; i < GW * D; i += WG) {
+        const uint g = i / D, e = i % D;
+        const float x = rope_rotate(q_elem(h0 + g, e), q_elem(h0 + g, rope_partner(e)), e, pos_raw);
+        q_sh[g * D4 + e / 4u][e % 4u] = x * pc.scale;
+    }
+    // The new rows, rotated but not yet rounded: K in raw_sh[0, D4), V in raw_sh[D4, 2 D4).
+    const uint kv_at = kvh * D;
+    for (uint e = tid; e < D; e += WG) {
+        raw_sh[e / 4u][e % 4u] = rope_rotate(k_new[pc.k_first + kv_at + e],
+                                             k_new[pc.k_first + kv_at + rope_partner(e)], e, pos_raw);
+        raw_sh[D4 + e / 4u][e % 4u] = v_new[pc.v_first + kv_at + e];
+    }
+    barrier();
+    // Rounded as the cache stores them into new_sh; workgroup (kvh, 0, 0) also writes them to the cache.
+    const bool has_new = pos_raw >= 0;
+    const uint new_row = pos % pc.n_ctx;
+    const bool writer = has_new && split == 0u && gl_WorkGroupID.z == 0u;
+    for (uint i = tid; i < 2u * D4; i += WG) {
+        const bool is_v = i >= D4;
+        const uint u = is_v ? i - D4 : i;  // quad of the head's row
+        vec4 x = raw_sh[i];
+#if defined(KV_Q8_0)
+        // A block is 8 quads; D % 32 == 0, so a head's row is whole blocks.
+        float amax = 0.0;
+        for (uint w = 0; w < 8u; ++w) {
+            const vec4 y = raw_sh[(i & ~7u) + w];
+            amax = max(amax, max(max(abs(q8_finite(y.x)), abs(q8_finite(y.y))),
+                                 max(abs(q8_finite(y.z)), abs(q8_finite(y.w)))));
+        }
+        const vec2 did = q8_scale(amax);
+        uint word = 0u;
+        for (uint b = 0u; b < 4u; ++b) word |= (uint(q8_round(q8_finite(x[b]) * did.y)) & 0xffu) << (8u * b);
+        x = did.x * q8_quad(word);  // load_k4 / load_v4's dequantization
+        if (writer) {
+            const uint at = new_row * (pc.n_kv_heads * D / 32u * 9u) + (kv_at / 32u + u / 8u) * 9u;
+            if (is_v) {
+                if ((u & 7u) == 0u) v_cache[at] = floatBitsToUint(did.x);
+                v_cache[at + 1u + (u & 7u)] = word;
+            } else {
+                if ((u & 7u) == 0u) k_cache[at] = floatBitsToUint(did.x);
+                k_cache[at + 1u + (u & 7u)] = word;
+            }
+        }
+#else
+        const uint at = (new_row * pc.n_kv_heads + kvh) * D4 + u;
+#if defined(KV_F16)
+        const uvec2 word = uvec2(f32_to_f16(floatBitsToUint(x.x)) | (f32_to_f16(floatBitsToUint(x.y)) << 16),
+                                 f32_to_f16(floatBitsToUint(x.z)) | (f32_to_f16(floatBitsToUint(x.w)) << 16));
+        x = vec4(unpack_half2(word.x), unpack_half2(word.y));
+        if (writer) {
+            if (is_v) v_cache[at] = word; else k_cache[at] = word;
+        }
+#else
+        if (writer) {
+            if (is_v) v_cache[at] = x; else k_cache[at] = x;
+        }
+#endif
+#endif
+        new_sh[i] = x;
+    }
+    barrier();
+    // The new row's logical key index (p itself, unless a full cache without a window wrapped); the
+    // other keys are read from the cache in two runs around it.
+    const uint new_key = lo + (new_row >= lo_row ? new_row - lo_row : new_row + pc.n_ctx - lo_row);
+    const uint cut = has_new ? new_key : end;
+#else
+    for (uint i = tid; i < GW * D4; i += WG) q_sh[i] = q[pc.q_first + h0 * D4 + i] * pc.scale;
+    barrier();
+    const uint cut = end;
+#endif
+
+    for (uint g = 0; g < GW_MAX; ++g) acc[g] = vec4(0.0);
+    for (uint t0 = begin; t0 < min(end, cut); t0 += WG) process_tile(t0, min(WG, min(end, cut) - t0), false);
+    for (uint t0 = max(begin, cut + 1u); t0 < end; t0 += WG) process_tile(t0, min(WG, end - t0), false);
+#ifdef STORE
+    if (has_new && cut >= begin && cut < end) process_tile(cut, 1u, true);
+#endif
 
     if (tid < GW) {
         ml_sh[2 * tid] = m_run;

@@ -11,12 +11,9 @@
 //          else f32 words. Token t goes to cache row positions[t] % n_ctx (the cache is a ring; below
 //          n_ctx that is the position itself); a negative position, or a row in another window of
 //          a split dispatch, is skipped, so nothing is ever written out of bounds.
-// Math:    F16: round-to-nearest-even f32 -> f16 done with integer operations, bit-identical to
-//          vkllm::f32_to_f16 (packHalf2x16 leaves the rounding mode to the driver, and some
-//          round toward zero); needs no 16-bit storage or arithmetic feature.
-//          Q8_0, per block of 32: NaN -> 0 and +-inf -> +-FLT_MAX (finite_block of the weight quantizer
-//          does the same), d = max|x| / 127, q = x * (1 / d) rounded half away from zero (lround, as
-//          ggml's reference quantizer); d = 0 and all q = 0 when d would be below FLT_MIN.
+// Math:    include/kv_write.glsl: F16 round-to-nearest-even with integer operations (bit-identical to
+//          vkllm::f32_to_f16); Q8_0 per block of 32, d = max|x| / 127, q = x / d rounded half away
+//          from zero, NaN -> 0 and +-inf -> +-FLT_MAX.
 // One invocation writes one 32-bit word of the cache (two f16 values or one f32), or one Q8_0 block
 // (9 words); the 2-D grid is flattened over n_pairs * n_tokens * units per row (the second pair
 // after the first). Two tokens with the same position race; callers don't do that.
@@ -28,6 +25,7 @@
 //   pair each, as rope.comp does. Frequency factors: binding 6, read only when has_ff != 0.
 // Workgroup size: specialization constant 0.
 #extension GL_GOOGLE_include_directive : require
+#include "kv_write.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
@@ -122,37 +120,9 @@ void store_cache(uint i, uint w) {
         cache[pc.cache_first + i] = w;
 }
 
-#ifdef F16
-// Round to nearest even; overflow to inf; NaN stays a (quiet) NaN; f16 subnormals rounded correctly.
-uint f32_to_f16(uint x) {
-    uint sign = (x >> 16) & 0x8000u;
-    uint ex = (x >> 23) & 0xffu;
-    uint mant = x & 0x7fffffu;
-    if (ex == 0xffu) return sign | 0x7c00u | (mant != 0u ? 0x200u : 0u);
-    int e = int(ex) - 127 + 15;
-    if (e >= 31) return sign | 0x7c00u;
-    if (e <= 0) {
-        if (e < -10) return sign;
-        mant |= 0x800000u;
-        uint shift = uint(14 - e);
-        uint h = mant >> shift;
-        uint rem = mant & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
-        if (rem > mid || (rem == mid && (h & 1u) != 0u)) ++h;
-        return sign | h;
-    }
-    uint h = sign | (uint(e) << 10) | (mant >> 13);
-    uint rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) != 0u)) ++h;  // a carry into the exponent is right
-    return h;
-}
-#endif
 
 #ifdef Q8_0
 const uint BLOCK_WORDS = 9u;
-int round_away(float v) {
-    const float t = trunc(v);  // v - t is exact below 2^23, and |v| <= 127 here
-    return int(abs(v - t) >= 0.5 ? t + sign(v) : t);
-}
 #endif
 
 void main() {
@@ -187,20 +157,17 @@ void main() {
     float amax = 0.0;
     for (uint i = 0u; i < 32u; ++i) {
         float v = uintBitsToFloat(load_src(s + i));
-        v = isnan(v) ? 0.0 : clamp(v, -3.4028235e38, 3.4028235e38);
+        v = q8_finite(v);
         x[i] = v;
         amax = max(amax, abs(v));
     }
-    // A scale below the smallest normal float is stored as 0 (all q = 0): 1 / d would overflow to
-    // inf, and drivers may flush it to 0 anyway. Those values are below 1.5e-36.
-    const float d_raw = amax / 127.0;
-    const bool zero = !(d_raw >= 1.17549435e-38);
-    const float d = zero ? 0.0 : d_raw, id = zero ? 0.0 : 1.0 / d_raw;
+    const vec2 did = q8_scale(amax);
+    const float d = did.x, id = did.y;
     const uint dst = row * pc.row_words + BLOCK_WORDS * j;
     store_cache(dst, floatBitsToUint(d));
     for (uint w = 0u; w < 8u; ++w) {
         uint packed = 0u;
-        for (uint b = 0u; b < 4u; ++b) packed |= (uint(round_away(x[4u * w + b] * id)) & 0xffu) << (8u * b);
+        for (uint b = 0u; b < 4u; ++b) packed |= (uint(q8_round(x[4u * w + b] * id)) & 0xffu) << (8u * b);
         store_cache(dst + 1u + w, packed);
     }
 #else

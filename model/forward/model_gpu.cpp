@@ -308,7 +308,13 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
                     add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim,
                                               c.arch->ffn == FfnKind::GeGlu ? K::GeGlu : K::SwiGlu));
             }
-            add(ops::attention_pipelines(ctx_, attention_params(l, m)));
+            // Decode steps (and each row of a decode batch) run RoPE, the K/V store and attention
+            // as one kernel where it takes the shape (layer_slices' fold_store).
+            const ops::AttentionParams ap = attention_params(l, m);
+            add(m == 1 && ops::attention_store_supported(ap) ? ops::attention_store_pipelines(ctx_, ap)
+                                                             : ops::attention_pipelines(ctx_, ap));
+            if (m > 1 && m <= 8 && ops::attention_store_supported(attention_params(l, 1)))
+                add(ops::attention_store_pipelines(ctx_, attention_params(l, 1)));
         }
     }
     // Runs before the upload decides gpu_embed_: the same test on the file's size.
@@ -389,6 +395,7 @@ ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n, bool decode
     r.fold_norm = decode && cfg_.arch->norm == NormKind::Rms;
     r.fold_glu = decode && cfg_.arch->ffn != FfnKind::Gelu && !L.b_up.present();
     r.fold_rope = decode && cfg_.arch->positions == PositionKind::Rope;
+    r.fold_store = decode && ops::attention_store_supported(attention_params(l, 1));
     if (r.fuse_ffn) {
         r.gate = gate_up_.slice(0, 4ull * ffn);
         r.up = gate_up_.slice(4ull * ffn, 4ull * ffn);
@@ -479,6 +486,16 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
             return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
         };
         const BufferSlice sp = seg(pos, 1);
+        const BufferSlice scratch = plan_.attention_scratch
+                                        ? attn_scratch_.slice(scratch_region * i, scratch_region)
+                                        : attn_scratch_.slice();
+        if (ls.fold_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
+            const ops::NewKv new_kv{seg(k, kv), seg(v, kv), A.positions == PositionKind::Rope ? &rope_q : nullptr,
+                                    A.positions == PositionKind::Rope ? ff : nullptr};
+            ops::attention_store(ctx_, s, attention_params(l, 1), seg(q, qd), new_kv, k_cache_[cache].slice(),
+                                 v_cache_[cache].slice(), sp, seg(att, qd), scratch);
+            continue;
+        }
         if (ls.fold_rope)  // q rotated in place, k rotated into the cache
             ops::kv_store_pair_rope(ctx_, s, seg(q, qd), seg(k, kv), k_cache_[cache].slice(), seg(v, kv),
                                     v_cache_[cache].slice(), sp, seg_rows, c.n_kv_heads, kv_rows, opts_.kv_type,
@@ -486,9 +503,6 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
         else
             ops::kv_store_pair(ctx_, s, seg(k, kv), k_cache_[cache].slice(), seg(v, kv), v_cache_[cache].slice(), sp,
                                seg_rows, kv, kv_rows, opts_.kv_type);
-        const BufferSlice scratch = plan_.attention_scratch
-                                        ? attn_scratch_.slice(scratch_region * i, scratch_region)
-                                        : attn_scratch_.slice();
         ops::attention(ctx_, s, attention_params(l, seg_rows), seg(q, qd), k_cache_[cache].slice(),
                        v_cache_[cache].slice(), sp, seg(att, qd), scratch);
     }
@@ -615,8 +629,9 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
         ctx_.download(s, v.data(), v.size() * 4);
         t[name] = std::move(v);
     };
-    get("q_rope", ls.q, cfg_.q_dim());
-    if (!ls.fold_rope) get("k_rope", ls.k, cfg_.kv_dim());  // else k is rotated only inside the cache
+    // Folded into the K/V store or attention, q and k are rotated only inside those kernels.
+    if (!ls.fold_store) get("q_rope", ls.q, cfg_.q_dim());
+    if (!ls.fold_rope && !ls.fold_store) get("k_rope", ls.k, cfg_.kv_dim());
     get("v", ls.v, cfg_.kv_dim());
     get("attn_out", att_.slice(), cfg_.q_dim());
     // Folded into a matvec, the norm's and the GLU's results exist only inside it.

@@ -193,6 +193,9 @@ private:
         // Decode steps of RoPE models: RoPE of q and k rides in the K/V store
         // (ops::kv_store_pair_rope), which leaves k unrotated.
         bool fold_rope = false;
+        // Decode steps where ops::attention_store takes the shape: RoPE, the K/V store and attention
+        // in one kernel (before fold_rope, which then only serves q8_0 caches of partial-block heads).
+        bool fold_store = false;
     };
     LayerSlices layer_slices(uint32_t layer, uint32_t n, bool decode_batch) const;
     LayerTensors read_layer_tensors(uint32_t layer, uint32_t n) const;

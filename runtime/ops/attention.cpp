@@ -1,5 +1,6 @@
 #include "runtime/ops/attention.h"
 
+#include "runtime/ops/rope.h"
 #include "runtime/ops/window.h"
 #include "runtime/vk_check.h"
 
@@ -74,8 +75,9 @@ void check_params(const AttentionParams& p) {
 // The most keys one query can see: a window bounds the KV length.
 uint32_t max_kv_len(const AttentionParams& p) { return p.window > 0 ? std::min(p.window, p.n_ctx) : p.n_ctx; }
 
-size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw) {
-    return size_t(gw) * (d / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16;
+// store: attention_decode.comp's STORE variants also hold the new K and V rows twice (raw_sh, new_sh).
+size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw, bool store) {
+    return size_t(gw) * (d / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16 + (store ? 16 * size_t(d) : 0);
 }
 
 size_t prefill_shared_bytes(uint32_t d, uint32_t m, uint32_t bk) {
@@ -116,7 +118,7 @@ BufferSlice bound(const BufferSlice& s, uint64_t bytes, const DeviceCaps& caps, 
 
 namespace detail {
 
-AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p) {
+AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, bool store) {
     check_params(p);
     const uint32_t group = p.n_heads / p.n_kv_heads;
     AttentionPlan plan;
@@ -131,10 +133,10 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p) {
         // dispatches), so short contexts take one split and long ones still spread over the cores.
         plan.min_chunk = caps.cpu_tuning ? std::max(4 * kDecodeWg, 16384 / p.head_dim) : kDecodeWg;
         uint32_t gw = largest_divisor_at_most(group, kDecodeMaxHeads);
-        while (gw > 1 && decode_shared_bytes(plan.wg, p.head_dim, gw) > caps.max_shared_memory)
+        while (gw > 1 && decode_shared_bytes(plan.wg, p.head_dim, gw, store) > caps.max_shared_memory)
             gw = largest_divisor_at_most(group, gw - 1);
         plan.heads_per_wg = gw;
-        plan.shared_bytes = decode_shared_bytes(plan.wg, p.head_dim, gw);
+        plan.shared_bytes = decode_shared_bytes(plan.wg, p.head_dim, gw, store);
         const uint32_t wgs_per_split = p.n_kv_heads * (group / gw);
         const uint32_t max_splits = std::min(kMaxSplits, ceil_div(max_kv_len(p), plan.min_chunk));
         plan.n_splits = std::clamp(ceil_div(decode_target_workgroups(caps), wgs_per_split), 1u, max_splits);
@@ -191,16 +193,22 @@ std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const Attentio
     return descs;
 }
 
-void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
-               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch) {
-    const DeviceCaps& caps = ctx.caps();
-    const detail::AttentionPlan plan = detail::attention_plan(caps, p);
-    const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
-    const uint32_t group = p.n_heads / p.n_kv_heads;
+namespace {
+
+// The bindings every attention call shares, checked and windowed.
+struct Bindings {
+    BufferSlice k, v;
+    detail::ByteWindow q, out;
+    detail::Window pos;
+};
+
+Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
+              const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out) {
     const uint64_t act_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
     const uint64_t kv_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
-    const BufferSlice kb = bound(k, kv_bytes, caps, "the K cache", p);
-    const BufferSlice vb = bound(v, kv_bytes, caps, "the V cache", p);
+    Bindings b;
+    b.k = bound(k, kv_bytes, caps, "the K cache", p);
+    b.v = bound(v, kv_bytes, caps, "the V cache", p);
     // q, out and positions may start at any element (one sequence's rows inside a batch): they are
     // bound through aligned windows and the kernels index from the offsets in the push constants.
     // q and out are read and written as vec4s, so their windows keep 16-byte granularity.
@@ -213,31 +221,122 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
         bound(w.slice, w.slice.size, caps, tensor, p);
         return w;
     };
-    const detail::ByteWindow qw = act(q, "q"), ow = act(out, "out");
+    b.q = act(q, "q");
+    b.out = act(out, "out");
     bound(positions, uint64_t(p.n_tokens) * sizeof(int32_t), caps, "positions", p);
-    const detail::Window pw = detail::window(caps, positions, 0, p.n_tokens, 4);
-    const uint32_t q_first = uint32_t(qw.inner / 16), pos_first = pw.first;
+    b.pos = detail::window(caps, positions, 0, p.n_tokens, 4);
+    return b;
+}
 
-    if (!plan.decode) {
-        const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
-                               q_first,    pos_first, uint32_t(ow.inner / 16)};
-        s.dispatch(ctx.pipeline(descs[0]), {qw.slice, kb, vb, pw.slice, ow.slice}, push,
-                   {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
-        return;
-    }
+// attention_decode.comp's STORE push constants after DecodePush.
+struct StorePush {
+    uint32_t k_first, v_first, rot_half, layout_id;
+    float log2_step;
+    uint32_t ff_first, has_ff;
+    float freq_scale, ext_factor, mscale, corr_low, corr_high;
+};
+
+// The decode kernel (with STORE: its new-row bindings and push constants) and, for split KV, the merge.
+void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const detail::AttentionPlan& plan,
+            const std::vector<PipelineDesc>& descs, const Bindings& b, const BufferSlice& scratch,
+            const StorePush* store, std::initializer_list<BufferSlice> store_bindings) {
+    const DeviceCaps& caps = ctx.caps();
+    const uint32_t group = p.n_heads / p.n_kv_heads;
     const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg};
-    if (plan.n_splits == 1) {
-        const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,         group,
-                              p.scale,   p.window,     p.softcap, q_first,       pos_first, uint32_t(ow.inner / 4)};
-        s.dispatch(ctx.pipeline(descs[0]), {qw.slice, kb, vb, pw.slice, ow.slice}, push, grid, "attention");
+    const bool direct = plan.n_splits == 1;
+    const BufferSlice dst = direct ? b.out.slice : bound(scratch, attention_scratch_bytes(caps, p), caps, "scratch", p);
+    const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
+                          group,     p.scale,      p.window,  p.softcap,     uint32_t(b.q.inner / 16),
+                          b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u};
+    std::vector<BufferSlice> bindings{b.q.slice, b.k, b.v, b.pos.slice, dst};
+    bindings.insert(bindings.end(), store_bindings.begin(), store_bindings.end());
+    if (store) {
+        struct {
+            DecodePush base;
+            StorePush store;
+        } spush{push, *store};
+        s.dispatch(ctx.pipeline(descs[0]), bindings, &spush, sizeof(spush), grid, "attention");
+    } else {
+        s.dispatch(ctx.pipeline(descs[0]), bindings, &push, sizeof(push), grid, "attention");
+    }
+    if (direct) return;
+    const MergePush mpush{p.n_heads, p.head_dim, plan.n_splits, uint32_t(b.out.inner / 4)};
+    s.dispatch(ctx.pipeline(descs[1]), {dst, b.out.slice}, mpush, {p.n_heads, 1, 1}, "attention_merge");
+}
+
+}  // namespace
+
+void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
+               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch) {
+    const DeviceCaps& caps = ctx.caps();
+    const detail::AttentionPlan plan = detail::attention_plan(caps, p);
+    const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
+    const Bindings b = bind(caps, p, q, k, v, positions, out);
+    if (plan.decode) {
+        decode(ctx, s, p, plan, descs, b, scratch, nullptr, {});
         return;
     }
-    const BufferSlice sb = bound(scratch, attention_scratch_bytes(ctx, p), caps, "scratch", p);
-    const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk, group,
-                          p.scale,   p.window,     p.softcap, q_first,       pos_first,      0};
-    s.dispatch(ctx.pipeline(descs[0]), {qw.slice, kb, vb, pw.slice, sb}, push, grid, "attention");
-    const MergePush mpush{p.n_heads, p.head_dim, plan.n_splits, uint32_t(ow.inner / 4)};
-    s.dispatch(ctx.pipeline(descs[1]), {sb, ow.slice}, mpush, {p.n_heads, 1, 1}, "attention_merge");
+    const uint32_t group = p.n_heads / p.n_kv_heads;
+    const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
+                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16)};
+    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice}, push,
+               {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
+}
+
+bool attention_store_supported(const AttentionParams& p) {
+    return p.n_tokens == 1 && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
+}
+
+std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p) {
+    if (!attention_store_supported(p))
+        throw std::invalid_argument(fmt::format(
+            "attention_store: needs one token (got {}) and, for a q8_0 cache, head_dim a multiple of {} (got {})",
+            p.n_tokens, kKvQ8Block, p.head_dim));
+    const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p, true);
+    std::vector<PipelineDesc> descs{
+        {fmt::format("attention_decode_store_{}", kv_type_name(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}}};
+    if (plan.n_splits > 1) descs.push_back({"attention_merge", {kMergeWg}});
+    return descs;
+}
+
+void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
+                     const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
+                     const BufferSlice& out, const BufferSlice& scratch) {
+    const DeviceCaps& caps = ctx.caps();
+    const std::vector<PipelineDesc> descs = attention_store_pipelines(ctx, p);
+    const detail::AttentionPlan plan = detail::attention_plan(caps, p, true);
+    const Bindings b = bind(caps, p, q, k_cache, v_cache, positions, out);
+    const uint32_t row = p.n_kv_heads * p.head_dim;
+    detail::require_bytes(kv.k, uint64_t(row) * 4, "attention_store", "k");
+    detail::require_bytes(kv.v, uint64_t(row) * 4, "attention_store", "v");
+    StorePush sp{};
+    if (kv.rope) {
+        if (kv.rope->n_heads != p.n_heads || kv.rope->head_dim != p.head_dim)
+            throw std::invalid_argument(fmt::format("attention_store: RoPE of {} heads of {} for attention over {} heads of {}",
+                                                    kv.rope->n_heads, kv.rope->head_dim, p.n_heads, p.head_dim));
+        const detail::RopeShaderParams r = detail::rope_shader_params(*kv.rope);
+        sp.rot_half = r.rot_half, sp.layout_id = r.layout_id, sp.log2_step = r.log2_step, sp.freq_scale = r.freq_scale;
+        sp.ext_factor = r.ext_factor, sp.mscale = r.mscale, sp.corr_low = r.corr_low, sp.corr_high = r.corr_high;
+        if (kv.freq_factors) detail::require_bytes(*kv.freq_factors, uint64_t(r.rot_half) * 4, "attention_store", "freq_factors");
+    } else if (kv.freq_factors) {
+        throw std::invalid_argument("attention_store: frequency factors without RoPE");
+    }
+    // The caches are written while everything else is read: nothing else may share a byte with them.
+    const uint64_t act_bytes = uint64_t(p.n_heads) * p.head_dim * 4;
+    for (const BufferSlice* c : {&b.k, &b.v})
+        for (const BufferSlice& o : {BufferSlice{q.buffer, q.offset, act_bytes}, BufferSlice{kv.k.buffer, kv.k.offset, row * 4ull},
+                                     BufferSlice{kv.v.buffer, kv.v.offset, row * 4ull}, BufferSlice{positions.buffer, positions.offset, 4},
+                                     BufferSlice{out.buffer, out.offset, act_bytes},
+                                     kv.freq_factors ? *kv.freq_factors : BufferSlice{}})
+            if (o.buffer != VK_NULL_HANDLE && c->overlaps(o))
+                throw std::invalid_argument("attention_store: q, the new K or V rows, the positions, the output or the "
+                                            "frequency factors overlap a cache");
+    if (b.k.overlaps(b.v)) throw std::invalid_argument("attention_store: the K and V caches overlap");
+    const detail::Window kw = detail::window(caps, kv.k, 0, row, 4), vw = detail::window(caps, kv.v, 0, row, 4);
+    // Without frequency factors the shader never reads binding 7: positions stands in.
+    const detail::Window fw = kv.freq_factors ? detail::window(caps, *kv.freq_factors, 0, sp.rot_half, 4) : b.pos;
+    sp.k_first = kw.first, sp.v_first = vw.first, sp.ff_first = fw.first, sp.has_ff = kv.freq_factors ? 1u : 0u;
+    decode(ctx, s, p, plan, descs, b, scratch, &sp, {kw.slice, vw.slice, fw.slice});
 }
 
 }  // namespace vkllm::ops

@@ -59,6 +59,30 @@ struct AttentionParams {
 // maxStorageBufferRange.
 void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
                const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch);
+
+struct RopeParams;
+
+// A decode step's new K and V rows, for attention_store.
+struct NewKv {
+    BufferSlice k, v;                  // f32 [n_kv_heads * head_dim] each: the token's K (before RoPE) and V
+    const RopeParams* rope = nullptr;  // null: no RoPE; else rope->n_heads == n_heads, rope->head_dim == head_dim
+    const BufferSlice* freq_factors = nullptr;  // RoPE frequency factors f32 [rot_dim / 2], or null
+};
+
+// A decode step (n_tokens == 1) of RoPE, K/V store and attention in one kernel (plus the merge when
+// the KV length is split): the result of rope(q), rope(k), kv_store_pair(k, v) at positions[0], then
+// attention(), without their two extra dispatches. The cache row p % n_ctx is written as
+// kv_store_pair writes it (nothing when p < 0) and the query attends to exactly those rounded values;
+// q itself is left unrotated. Needs attention_store_supported(p); the slices as attention() and
+// kv_store_pair() take them, and none may overlap a cache (std::invalid_argument).
+void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
+                     const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
+                     const BufferSlice& out, const BufferSlice& scratch);
+// Whether attention_store takes p: one token, and for a q8_0 cache whole blocks per head (head_dim a
+// multiple of 32: each workgroup quantizes one head's row).
+bool attention_store_supported(const AttentionParams& p);
+std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p);
+
 size_t attention_scratch_bytes(const Context& ctx, const AttentionParams& p);
 // The same from the caps alone, so memory can be planned before anything is allocated.
 size_t attention_scratch_bytes(const DeviceCaps& caps, const AttentionParams& p);
@@ -77,7 +101,8 @@ struct AttentionPlan {
     uint32_t min_chunk = 0;     // decode: smallest split length in keys
     size_t shared_bytes = 0;    // shared memory of the main kernel
 };
-AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p);
+// store: the plan of attention_store (the decode kernel with its new-row buffers in shared memory).
+AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, bool store = false);
 
 }  // namespace detail
 }  // namespace vkllm::ops

@@ -14,9 +14,14 @@
 
 #include "half.glsl"
 
+// A kernel that also writes the cache (attention_decode's STORE variants) defines KV_CACHE_ACCESS empty.
+#ifndef KV_CACHE_ACCESS
+#define KV_CACHE_ACCESS readonly
+#endif
+
 #if defined(KV_F16)
-layout(std430, binding = 1) readonly buffer KCache { uvec2 k_cache[]; };
-layout(std430, binding = 2) readonly buffer VCache { uvec2 v_cache[]; };
+layout(std430, binding = 1) KV_CACHE_ACCESS buffer KCache { uvec2 k_cache[]; };
+layout(std430, binding = 2) KV_CACHE_ACCESS buffer VCache { uvec2 v_cache[]; };
 vec4 load_k4(uint i4) {
     uvec2 w = k_cache[i4];
     return vec4(unpack_half2(w.x), unpack_half2(w.y));
@@ -26,13 +31,13 @@ vec4 load_v4(uint i4) {
     return vec4(unpack_half2(w.x), unpack_half2(w.y));
 }
 #elif defined(KV_F32)
-layout(std430, binding = 1) readonly buffer KCache { vec4 k_cache[]; };
-layout(std430, binding = 2) readonly buffer VCache { vec4 v_cache[]; };
+layout(std430, binding = 1) KV_CACHE_ACCESS buffer KCache { vec4 k_cache[]; };
+layout(std430, binding = 2) KV_CACHE_ACCESS buffer VCache { vec4 v_cache[]; };
 vec4 load_k4(uint i4) { return k_cache[i4]; }
 vec4 load_v4(uint i4) { return v_cache[i4]; }
 #elif defined(KV_Q8_0)
-layout(std430, binding = 1) readonly buffer KCache { uint k_cache[]; };
-layout(std430, binding = 2) readonly buffer VCache { uint v_cache[]; };
+layout(std430, binding = 1) KV_CACHE_ACCESS buffer KCache { uint k_cache[]; };
+layout(std430, binding = 2) KV_CACHE_ACCESS buffer VCache { uint v_cache[]; };
 vec4 q8_quad(uint w) {
     const int s = int(w);
     return vec4(bitfieldExtract(s, 0, 8), bitfieldExtract(s, 8, 8), bitfieldExtract(s, 16, 8), bitfieldExtract(s, 24, 8));
