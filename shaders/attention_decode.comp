@@ -271,8 +271,10 @@ void main() {
         new_sh[i] = x;
     }
     barrier();
-    // The new row's logical key index (p itself, unless a full cache without a window wrapped); the
-    // other keys are read from the cache in two runs around it.
+    // The new row's logical key index: p itself, the last key, in every case ops::attention allows.
+    // (Past n_ctx without a window, outside that contract, the clamped range holds the new row
+    // somewhere inside: the keys after it are the second run below, so the row being written is
+    // still never read.)
     const uint new_key = lo + (new_row >= lo_row ? new_row - lo_row : new_row + pc.n_ctx - lo_row);
     const uint cut = has_new ? new_key : end;
 #else

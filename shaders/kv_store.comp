@@ -17,7 +17,8 @@
 // One invocation writes one 32-bit word of the cache (two f16 values or one f32), or one Q8_0 block
 // (9 words); the 2-D grid is flattened over n_pairs * n_tokens * units per row (the second pair
 // after the first). Two tokens with the same position race; callers don't do that.
-// ROPE (variants kv_store_rope_*, the decode steps of RoPE models: one dispatch instead of 2 or 3):
+// ROPE (variants kv_store_rope_*: decode steps of RoPE models that attention_decode.comp's STORE
+//   variants do not take, i.e. q8_0 caches whose heads are not whole blocks of 32):
 //   src holds K before RoPE, and each K value is rotated as it is loaded (rope.comp's rotation,
 //   include/rope_angle.glsl: element e of a head pairs with e ^ 1 (Adjacent) or e -+ rot_half
 //   (HalfSplit) and takes its side of the rotated pair); src stays unrotated. The first pc.q_pairs

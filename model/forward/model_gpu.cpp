@@ -313,8 +313,6 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
             const ops::AttentionParams ap = attention_params(l, m);
             add(m == 1 && ops::attention_store_supported(ap) ? ops::attention_store_pipelines(ctx_, ap)
                                                              : ops::attention_pipelines(ctx_, ap));
-            if (m > 1 && m <= 8 && ops::attention_store_supported(attention_params(l, 1)))
-                add(ops::attention_store_pipelines(ctx_, attention_params(l, 1)));
         }
     }
     // Runs before the upload decides gpu_embed_: the same test on the file's size.
@@ -629,9 +627,10 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
         ctx_.download(s, v.data(), v.size() * 4);
         t[name] = std::move(v);
     };
-    // Folded into the K/V store or attention, q and k are rotated only inside those kernels.
-    if (!ls.fold_store) get("q_rope", ls.q, cfg_.q_dim());
-    if (!ls.fold_rope && !ls.fold_store) get("k_rope", ls.k, cfg_.kv_dim());
+    // RoPE folded into the K/V store or attention rotates q and k only inside those kernels.
+    const bool rope = cfg_.arch->positions == PositionKind::Rope;
+    if (!(rope && ls.fold_store)) get("q_rope", ls.q, cfg_.q_dim());
+    if (!(rope && (ls.fold_rope || ls.fold_store))) get("k_rope", ls.k, cfg_.kv_dim());
     get("v", ls.v, cfg_.kv_dim());
     get("attn_out", att_.slice(), cfg_.q_dim());
     // Folded into a matvec, the norm's and the GLU's results exist only inside it.

@@ -244,7 +244,10 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg};
     const bool direct = plan.n_splits == 1;
-    const BufferSlice dst = direct ? b.out.slice : bound(scratch, attention_scratch_bytes(caps, p), caps, "scratch", p);
+    // The partials of this plan's splits; attention_store's plan never has more splits than
+    // attention()'s (its workgroups hold at most as many heads), so attention_scratch_bytes suffices.
+    const uint64_t partials = uint64_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
+    const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials, caps, "scratch", p);
     const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
                           group,     p.scale,      p.window,  p.softcap,     uint32_t(b.q.inner / 16),
                           b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u};
@@ -255,7 +258,7 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
             DecodePush base;
             StorePush store;
         } spush{push, *store};
-        s.dispatch(ctx.pipeline(descs[0]), bindings, &spush, sizeof(spush), grid, "attention");
+        s.dispatch(ctx.pipeline(descs[0]), bindings, &spush, sizeof(spush), grid, "attention_store");
     } else {
         s.dispatch(ctx.pipeline(descs[0]), bindings, &push, sizeof(push), grid, "attention");
     }
@@ -321,17 +324,31 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
     } else if (kv.freq_factors) {
         throw std::invalid_argument("attention_store: frequency factors without RoPE");
     }
-    // The caches are written while everything else is read: nothing else may share a byte with them.
+    // One dispatch writes the caches and the output (or the split partials) while its other
+    // workgroups read the rest: no written range may share a byte with another range.
     const uint64_t act_bytes = uint64_t(p.n_heads) * p.head_dim * 4;
-    for (const BufferSlice* c : {&b.k, &b.v})
-        for (const BufferSlice& o : {BufferSlice{q.buffer, q.offset, act_bytes}, BufferSlice{kv.k.buffer, kv.k.offset, row * 4ull},
-                                     BufferSlice{kv.v.buffer, kv.v.offset, row * 4ull}, BufferSlice{positions.buffer, positions.offset, 4},
-                                     BufferSlice{out.buffer, out.offset, act_bytes},
-                                     kv.freq_factors ? *kv.freq_factors : BufferSlice{}})
-            if (o.buffer != VK_NULL_HANDLE && c->overlaps(o))
-                throw std::invalid_argument("attention_store: q, the new K or V rows, the positions, the output or the "
-                                            "frequency factors overlap a cache");
-    if (b.k.overlaps(b.v)) throw std::invalid_argument("attention_store: the K and V caches overlap");
+    const bool split = plan.n_splits > 1;
+    const uint64_t partials = uint64_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
+    struct Range {
+        BufferSlice slice;
+        const char* name;
+        bool written;
+    };
+    const Range ranges[] = {
+        {b.k, "the K cache", true},
+        {b.v, "the V cache", true},
+        {split ? BufferSlice{scratch.buffer, scratch.offset, partials} : BufferSlice{out.buffer, out.offset, act_bytes},
+         split ? "scratch" : "out", true},
+        {BufferSlice{q.buffer, q.offset, act_bytes}, "q", false},
+        {BufferSlice{kv.k.buffer, kv.k.offset, row * 4ull}, "the new K row", false},
+        {BufferSlice{kv.v.buffer, kv.v.offset, row * 4ull}, "the new V row", false},
+        {BufferSlice{positions.buffer, positions.offset, 4}, "positions", false},
+        {kv.freq_factors ? *kv.freq_factors : BufferSlice{}, "the frequency factors", false},
+    };
+    for (const Range& w : ranges)
+        for (const Range& o : ranges)
+            if (w.written && &o != &w && o.slice.buffer != VK_NULL_HANDLE && w.slice.overlaps(o.slice))
+                throw std::invalid_argument(fmt::format("attention_store: {} overlaps {}", w.name, o.name));
     const detail::Window kw = detail::window(caps, kv.k, 0, row, 4), vw = detail::window(caps, kv.v, 0, row, 4);
     // Without frequency factors the shader never reads binding 7: positions stands in.
     const detail::Window fw = kv.freq_factors ? detail::window(caps, *kv.freq_factors, 0, sp.rot_half, 4) : b.pos;

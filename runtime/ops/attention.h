@@ -71,10 +71,11 @@ struct NewKv {
 
 // A decode step (n_tokens == 1) of RoPE, K/V store and attention in one kernel (plus the merge when
 // the KV length is split): the result of rope(q), rope(k), kv_store_pair(k, v) at positions[0], then
-// attention(), without their two extra dispatches. The cache row p % n_ctx is written as
-// kv_store_pair writes it (nothing when p < 0) and the query attends to exactly those rounded values;
-// q itself is left unrotated. Needs attention_store_supported(p); the slices as attention() and
-// kv_store_pair() take them, and none may overlap a cache (std::invalid_argument).
+// attention(), in one dispatch where kv_store_pair_rope and attention() take two. The cache row
+// p % n_ctx is written as kv_store_pair writes it (nothing when p < 0) and the query attends to
+// exactly those rounded values; q itself is left unrotated. Needs attention_store_supported(p); the
+// slices as attention() and kv_store_pair() take them (scratch: attention_scratch_bytes(ctx, p)),
+// and no written range (the caches, out or the scratch) may overlap another (std::invalid_argument).
 void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
                      const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
                      const BufferSlice& out, const BufferSlice& scratch);

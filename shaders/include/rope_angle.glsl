@@ -1,6 +1,7 @@
 // The rotation RoPE applies to pair i of a head at position pos, as (cos theta, sin theta) * mscale:
 // rope.comp's math (its header has the definitions and the precision argument), shared with
-// kv_store.comp's ROPE variants so that both rotate with the same instructions.
+// kv_store.comp's ROPE variants and attention_decode.comp's STORE variants so that all rotate with
+// the same instructions.
 // The including shader declares `float ff[]` (frequency factors) and the push-constant fields
 // log2_step, has_ff, ff_first, freq_scale, ext_factor, mscale, corr_low, corr_high (and, for
 // rope_pair, layout_id and rot_half).
