@@ -210,17 +210,26 @@ void main() {
     const uint end = lo + min(split * chunk + chunk, kv_len);
 
 #ifdef STORE
-    for (uint i = tid; i < GW * D; i += WG) {
-        const uint g = i / D, e = i % D;
-        const float x = rope_rotate(q_elem(h0 + g, e), q_elem(h0 + g, rope_partner(e)), e, pos_raw);
-        q_sh[g * D4 + e / 4u][e % 4u] = x * pc.scale;
-    }
-    // The new rows, rotated but not yet rounded: K in raw_sh[0, D4), V in raw_sh[D4, 2 D4).
+    // The GW query heads (rotated, scaled) into q_sh, and the new rows, rotated but not yet
+    // rounded, into raw_sh: K in [0, D4), V in [D4, 2 D4). One loop, so that the rotation (cos, sin)
+    // is compiled once: rows 0..GW-1 are the query heads, row GW the new K, row GW + 1 the new V.
     const uint kv_at = kvh * D;
-    for (uint e = tid; e < D; e += WG) {
-        raw_sh[e / 4u][e % 4u] = rope_rotate(k_new[pc.k_first + kv_at + e],
-                                             k_new[pc.k_first + kv_at + rope_partner(e)], e, pos_raw);
-        raw_sh[D4 + e / 4u][e % 4u] = v_new[pc.v_first + kv_at + e];
+    for (uint i = tid; i < (GW + 2u) * D; i += WG) {
+        const uint g = i / D, e = i % D, ep = rope_partner(e);
+        float x, xp;
+        if (g < GW) {
+            x = q_elem(h0 + g, e), xp = q_elem(h0 + g, ep);
+        } else if (g == GW) {
+            x = k_new[pc.k_first + kv_at + e], xp = k_new[pc.k_first + kv_at + ep];
+        } else {
+            raw_sh[D4 + e / 4u][e % 4u] = v_new[pc.v_first + kv_at + e];
+            continue;
+        }
+        const float r = rope_rotate(x, xp, e, pos_raw);
+        if (g < GW)
+            q_sh[g * D4 + e / 4u][e % 4u] = r * pc.scale;
+        else
+            raw_sh[e / 4u][e % 4u] = r;
     }
     barrier();
     // Rounded as the cache stores them into new_sh; workgroup (kvh, 0, 0) also writes them to the cache.
@@ -283,12 +292,28 @@ void main() {
     const uint cut = end;
 #endif
 
+    // The tiles: keys [begin, cut) (run 0), then (cut, end) (run 1), then with STORE the new key
+    // alone from shared memory (run 2). One call site keeps the shader (and its compile time) small.
     for (uint g = 0; g < GW_MAX; ++g) acc[g] = vec4(0.0);
-    for (uint t0 = begin; t0 < min(end, cut); t0 += WG) process_tile(t0, min(WG, min(end, cut) - t0), false);
-    for (uint t0 = max(begin, cut + 1u); t0 < end; t0 += WG) process_tile(t0, min(WG, end - t0), false);
+    uint run = 0u, t0 = begin, stop = min(end, cut);
+    for (;;) {
+        if (t0 >= stop) {
+            if (run == 0u) {
+                run = 1u, t0 = max(begin, cut + 1u), stop = end;
+                continue;
+            }
 #ifdef STORE
-    if (has_new && cut >= begin && cut < end) process_tile(cut, 1u, true);
+            if (run == 1u && has_new && cut >= begin && cut < end) {
+                run = 2u, t0 = cut, stop = cut + 1u;
+                continue;
+            }
 #endif
+            break;
+        }
+        const uint n = min(WG, stop - t0);
+        process_tile(t0, n, run == 2u);
+        t0 += n;
+    }
 
     if (tid < GW) {
         ml_sh[2 * tid] = m_run;
