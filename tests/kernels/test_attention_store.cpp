@@ -192,29 +192,42 @@ AttentionParams windowed(AttentionParams p, uint32_t window) {
 
 }  // namespace
 
-TEST_CASE("attention_store: stories260K, stories15M, TinyLlama and LLaMA shapes, every KV type, successive steps") {
+TEST_CASE("attention_store: stories260K, GQA 16:1 at unaligned offsets, head_dim 256, every KV type, successive steps") {
     test::ValidationGuard guard;
     using ops::RopeLayout;
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
         for (KvType t : ops::kAllKvTypes) {
-            const bool q8 = t == KvType::Q8_0;
-            if (!q8) {
-                // stories260K (8 heads of 8, GQA 2:1) from an empty cache; stories15M (6 heads of 48).
+            if (t != KvType::Q8_0) {  // heads of 8: q8_0 takes the unfused ops
+                // stories260K (8 heads of 8, GQA 2:1) from an empty cache, and deep into it.
                 check_store(ctx, "store tiny", {params(1, 8, 4, 8, 512, t), 8, RopeLayout::Adjacent, false, {0, 1, 2, 3}, 0}, 1);
                 check_store(ctx, "store tiny", {params(1, 8, 4, 8, 512, t), 8, RopeLayout::Adjacent, false, {300, 301}, 302}, 11);
-                check_store(ctx, "store 15M", {params(1, 6, 6, 48, 256, t), 48, RopeLayout::Adjacent, false, {100, 101, 255}, 256}, 2);
             }
-            // TinyLlama 32/4/64 deep in a 2048 context: several splits, the new key in the last.
-            check_store(ctx, "store TinyLlama", {params(1, 32, 4, 64, 2048, t), 64, RopeLayout::Adjacent, false, {1990, 1991, 2047}, 2048}, 3);
-            // GQA 3:1, head_dim 128 with half the dimensions rotated (HalfSplit), YaRN and factors.
-            check_store(ctx, "store partial rot", {params(1, 6, 2, 128, 300, t), 64, RopeLayout::HalfSplit, true, {7, 299}, 300}, 4);
             // GQA 16:1: two workgroups of 8 heads per kv head (only the first writes the row); the
             // new rows, the position and the factors at offsets their bindings must index into.
             check_store(ctx, "store GQA 16:1", {params(1, 32, 2, 64, 300, t), 64, RopeLayout::Adjacent, true, {120, 121}, 300, 4}, 12);
             // head_dim 256: more quads (2 x 64) than invocations; MQA; no RoPE.
             check_store(ctx, "store 256 MQA", {params(1, 4, 1, 256, 96, t), 0, RopeLayout::Adjacent, false, {0, 50, 95}, 96}, 5);
+        }
+    }
+}
+
+// Named so that scripts/slow_driver_tests.sh leaves it out ('*model sizes*'): each shape compiles
+// the fused kernel and the unfused ops it is compared with again.
+TEST_CASE("attention_store: real model sizes (stories15M, TinyLlama at 2048, head_dim 128 with YaRN), every KV type") {
+    test::ValidationGuard guard;
+    using ops::RopeLayout;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            if (t != KvType::Q8_0)  // stories15M: 6 heads of 48
+                check_store(ctx, "store 15M", {params(1, 6, 6, 48, 256, t), 48, RopeLayout::Adjacent, false, {100, 101, 255}, 256}, 2);
+            // TinyLlama 32/4/64 deep in a 2048 context: several splits, the new key in the last.
+            check_store(ctx, "store TinyLlama", {params(1, 32, 4, 64, 2048, t), 64, RopeLayout::Adjacent, false, {1990, 1991, 2047}, 2048}, 3);
+            // GQA 3:1, head_dim 128 with half the dimensions rotated (HalfSplit), YaRN and factors.
+            check_store(ctx, "store partial rot", {params(1, 6, 2, 128, 300, t), 64, RopeLayout::HalfSplit, true, {7, 299}, 300}, 4);
         }
     }
 }
