@@ -103,18 +103,6 @@ shared vec4 red_sh[WG];       // partial accumulators of the KP key partitions
 shared vec4 raw_sh[2 * D4];   // the new K row of this kv head (rotated), then its V row, in f32
 shared vec4 new_sh[2 * D4];   // the same as the cache holds them (rounded or quantized)
 
-// Element e of a head after RoPE at position pos, given its value x and its pair partner's xp
-// (rope_partner(e)): kv_store.comp's and rope.comp's expressions, so all three round alike.
-uint rope_partner(uint e) {
-    if (e >= 2u * pc.rot_half) return e;
-    return pc.layout_id == 0u ? e ^ 1u : (e < pc.rot_half ? e + pc.rot_half : e - pc.rot_half);
-}
-float rope_rotate(float x, float xp, uint e, int pos) {
-    if (e >= 2u * pc.rot_half) return x;
-    const bool first = pc.layout_id == 0u ? (e & 1u) == 0u : e < pc.rot_half;
-    const vec2 cs = rope_cs(pc.layout_id == 0u ? e >> 1 : e % pc.rot_half, pos);
-    return first ? x * cs.x - xp * cs.y : xp * cs.y + x * cs.x;
-}
 float q_elem(uint h, uint e) { return q[pc.q_first + h * D4 + e / 4u][e % 4u]; }
 #endif
 

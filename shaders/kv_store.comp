@@ -86,17 +86,14 @@ uint row_elems() {
     return pc.row_words;
 #endif
 }
-// K element i (a flat index over the tokens' rows) after RoPE, as raw bits.
+// K element i (a flat index over the tokens' rows) after RoPE, as raw bits (unrotated elements as
+// they are, bit for bit).
 uint load_k_roped(uint i) {
-    const uint d = (i % row_elems()) % pc.head_dim;
-    const uint rot_dim = 2u * pc.rot_half;
-    if (d >= rot_dim) return src[pc.src_first + i];
-    const uint pair = pc.layout_id == 0u ? d >> 1 : d % pc.rot_half;
-    const uvec2 ab = rope_pair(i - d, pair);  // the pair's flat indices; the head starts at i - d
-    const uint a = ab.x, b = ab.y;
-    const vec2 cs = rope_cs(pair, pos_);
-    const float x0 = uintBitsToFloat(src[pc.src_first + a]), x1 = uintBitsToFloat(src[pc.src_first + b]);
-    return floatBitsToUint(i == a ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x);
+    const uint e = (i % row_elems()) % pc.head_dim;  // the head starts at i - e
+    if (e >= 2u * pc.rot_half) return src[pc.src_first + i];
+    const float x = uintBitsToFloat(src[pc.src_first + i]);
+    const float xp = uintBitsToFloat(src[pc.src_first + i - e + rope_partner(e)]);
+    return floatBitsToUint(rope_rotate(x, xp, e, pos_));
 }
 uint load_src(uint i) { return second_ ? src2[pc.src2_first + i] : load_k_roped(i); }
 

@@ -72,6 +72,11 @@ void check_params(const AttentionParams& p) {
     if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) bad("softcap must be finite and >= 0");
 }
 
+// Split-K partials of a decode plan: o[n_splits][n_heads][head_dim], then (m, l) per split and head.
+uint64_t partials_bytes(const AttentionParams& p, uint32_t n_splits) {
+    return uint64_t(n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
+}
+
 // The most keys one query can see: a window bounds the KV length.
 uint32_t max_kv_len(const AttentionParams& p) { return p.window > 0 ? std::min(p.window, p.n_ctx) : p.n_ctx; }
 
@@ -177,7 +182,7 @@ size_t attention_scratch_bytes(const Context& ctx, const AttentionParams& p) {
 size_t attention_scratch_bytes(const DeviceCaps& caps, const AttentionParams& p) {
     const detail::AttentionPlan plan = detail::attention_plan(caps, p);
     if (!plan.decode || plan.n_splits == 1) return 0;
-    return size_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
+    return size_t(partials_bytes(p, plan.n_splits));
 }
 
 std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const AttentionParams& p) {
@@ -200,13 +205,14 @@ struct Bindings {
     BufferSlice k, v;
     detail::ByteWindow q, out;
     detail::Window pos;
+    uint64_t act_bytes = 0;  // of q and of out: n_tokens rows of n_heads * head_dim f32
 };
 
 Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out) {
-    const uint64_t act_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
-    const uint64_t kv_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
     Bindings b;
+    const uint64_t act_bytes = b.act_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
+    const uint64_t kv_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
     b.k = bound(k, kv_bytes, caps, "the K cache", p);
     b.v = bound(v, kv_bytes, caps, "the V cache", p);
     // q, out and positions may start at any element (one sequence's rows inside a batch): they are
@@ -246,8 +252,7 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     const bool direct = plan.n_splits == 1;
     // The partials of this plan's splits; attention_store's plan never has more splits than
     // attention()'s (its workgroups hold at most as many heads), so attention_scratch_bytes suffices.
-    const uint64_t partials = uint64_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
-    const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials, caps, "scratch", p);
+    const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials_bytes(p, plan.n_splits), caps, "scratch", p);
     const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
                           group,     p.scale,      p.window,  p.softcap,     uint32_t(b.q.inner / 16),
                           b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u};
@@ -326,9 +331,8 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
     }
     // One dispatch writes the caches and the output (or the split partials) while its other
     // workgroups read the rest: no written range may share a byte with another range.
-    const uint64_t act_bytes = uint64_t(p.n_heads) * p.head_dim * 4;
+    const uint64_t act_bytes = b.act_bytes;
     const bool split = plan.n_splits > 1;
-    const uint64_t partials = uint64_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
     struct Range {
         BufferSlice slice;
         const char* name;
@@ -337,7 +341,8 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
     const Range ranges[] = {
         {b.k, "the K cache", true},
         {b.v, "the V cache", true},
-        {split ? BufferSlice{scratch.buffer, scratch.offset, partials} : BufferSlice{out.buffer, out.offset, act_bytes},
+        {split ? BufferSlice{scratch.buffer, scratch.offset, partials_bytes(p, plan.n_splits)}
+               : BufferSlice{out.buffer, out.offset, act_bytes},
          split ? "scratch" : "out", true},
         {BufferSlice{q.buffer, q.offset, act_bytes}, "q", false},
         {BufferSlice{kv.k.buffer, kv.k.offset, row * 4ull}, "the new K row", false},

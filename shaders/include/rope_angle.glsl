@@ -4,7 +4,7 @@
 // the same instructions.
 // The including shader declares `float ff[]` (frequency factors) and the push-constant fields
 // log2_step, has_ff, ff_first, freq_scale, ext_factor, mscale, corr_low, corr_high (and, for
-// rope_pair, layout_id and rot_half).
+// rope_pair, rope_partner and rope_rotate, layout_id and rot_half).
 
 const float INV_2PI = 0.15915494309189535;
 const float TWO_PI_HI = 6.28125;                // 201/32: 8 significant bits
@@ -29,4 +29,19 @@ vec2 rope_cs(uint i, int pos) {
     float k = floor(theta * INV_2PI + 0.5);
     precise float r = (theta - k * TWO_PI_HI) - k * TWO_PI_LO;
     return vec2(cos(r), sin(r)) * pc.mscale;
+}
+
+// One element at a time, for kernels that rotate an element where they load it: element e (< head_dim)
+// of a head pairs with rope_partner(e) (itself past rot_dim); rope_rotate(x, xp, e, pos) is element
+// e after RoPE, from its value x and its partner's xp, with rope.comp's expressions. Needs
+// pc.layout_id and pc.rot_half.
+uint rope_partner(uint e) {
+    if (e >= 2u * pc.rot_half) return e;
+    return pc.layout_id == 0u ? e ^ 1u : (e < pc.rot_half ? e + pc.rot_half : e - pc.rot_half);
+}
+float rope_rotate(float x, float xp, uint e, int pos) {
+    if (e >= 2u * pc.rot_half) return x;
+    const bool first = pc.layout_id == 0u ? (e & 1u) == 0u : e < pc.rot_half;
+    const vec2 cs = rope_cs(pc.layout_id == 0u ? e >> 1 : e % pc.rot_half, pos);
+    return first ? x * cs.x - xp * cs.y : xp * cs.y + x * cs.x;
 }

@@ -4,6 +4,9 @@
 
 #include "support/test_context.h"
 
+#include "runtime/ops/kv_store.h"
+#include "runtime/tensor_types.h"
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -46,5 +49,26 @@ private:
     size_t bytes_;
     uint32_t shift_;
 };
+
+// Rows of a KV cache as floats (f16 and q8_0 decoded), for comparisons with a tolerance.
+inline std::vector<float> cache_floats(const std::vector<uint8_t>& bytes, ops::KvType type, uint32_t n_ctx,
+                                       uint32_t row_elems) {
+    const size_t n = size_t(n_ctx) * row_elems;
+    std::vector<float> out(n);
+    if (type == ops::KvType::F32) {
+        std::memcpy(out.data(), bytes.data(), n * 4);
+    } else if (type == ops::KvType::F16) {
+        for (size_t i = 0; i < n; ++i) {
+            uint16_t h;
+            std::memcpy(&h, &bytes[2 * i], 2);
+            out[i] = f16_to_f32(h);
+        }
+    } else {
+        std::vector<uint32_t> words(bytes.size() / 4);
+        std::memcpy(words.data(), bytes.data(), words.size() * 4);
+        ref::kv_dequantize_q8_0(words.data(), out.data(), uint32_t(n));
+    }
+    return out;
+}
 
 }  // namespace vkllm::small_ops_testing

@@ -31,24 +31,6 @@ struct StoreCase {
                            // bindings start below them, so the kernel must index from *_first)
 };
 
-std::vector<float> cache_as_floats(const std::vector<uint8_t>& bytes, KvType t, size_t n) {
-    std::vector<float> out(n);
-    if (t == KvType::F32) {
-        std::memcpy(out.data(), bytes.data(), n * 4);
-    } else if (t == KvType::F16) {
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h;
-            std::memcpy(&h, &bytes[2 * i], 2);
-            out[i] = f16_to_f32(h);
-        }
-    } else {
-        std::vector<uint32_t> w(bytes.size() / 4);
-        std::memcpy(w.data(), bytes.data(), w.size() * 4);
-        ref::kv_dequantize_q8_0(w.data(), out.data(), uint32_t(n));
-    }
-    return out;
-}
-
 void check_store(Context& ctx, const std::string& cls, const StoreCase& c, uint32_t seed) {
     const AttentionParams& p = c.p;
     CAPTURE(cls);
@@ -161,8 +143,8 @@ void check_store(Context& ctx, const std::string& cls, const StoreCase& c, uint3
             // K: a value near a rounding boundary of the cache type may land on either side.
             const double type_atol = p.kv_type == KvType::Q8_0 ? 1.42 / 127 * 1.01 : 0.0;
             const double type_rtol = p.kv_type == KvType::F16 ? std::ldexp(1.0, -10) : 0.0;
-            test::validate_result("new k row (rotated)", cache_as_floats(kg, p.kv_type, row),
-                                  cache_as_floats(k_row, p.kv_type, row),
+            test::validate_result("new k row (rotated)", small_ops_testing::cache_floats(kg, p.kv_type, 1, row),
+                                  small_ops_testing::cache_floats(k_row, p.kv_type, 1, row),
                                   {p.kv_type == KvType::Q8_0 ? 1e-4 : std::max(1e-6, angle * angle),
                                    rope_atol + type_atol + 1e-7, 1e-4 + type_rtol});
         }

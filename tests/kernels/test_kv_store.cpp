@@ -201,26 +201,6 @@ void run_kv_store_pair(Context& ctx, KvType type, uint32_t n_ctx, uint32_t row_e
     }
 }
 
-// One cache's rows as floats (f16 and q8_0 decoded), for comparisons with a tolerance.
-std::vector<float> cache_floats(const std::vector<uint8_t>& bytes, KvType type, uint32_t n_ctx, uint32_t row_elems) {
-    const size_t n = size_t(n_ctx) * row_elems;
-    std::vector<float> out(n);
-    if (type == KvType::F32) {
-        std::memcpy(out.data(), bytes.data(), n * 4);
-    } else if (type == KvType::F16) {
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h;
-            std::memcpy(&h, &bytes[2 * i], 2);
-            out[i] = f16_to_f32(h);
-        }
-    } else {
-        std::vector<uint32_t> words(bytes.size() / 4);
-        std::memcpy(words.data(), bytes.data(), words.size() * 4);
-        ref::kv_dequantize_q8_0(words.data(), out.data(), uint32_t(n));
-    }
-    return out;
-}
-
 struct RopeStoreShape {
     uint32_t n_q_heads, n_kv_heads, head_dim, rot_dim;
     ops::RopeLayout layout;
@@ -309,8 +289,8 @@ void run_kv_store_pair_rope(Context& ctx, KvType type, uint32_t n_ctx, const Rop
     const size_t row_bytes = ops::kv_row_bytes(type, row_elems);
     for (uint32_t r = 0; r < n_ctx; ++r)
         if (!written[r]) CHECK(std::memcmp(&k_got[r * row_bytes], &init[r * row_bytes], row_bytes) == 0);
-    const std::vector<float> kg = cache_floats(k_got, type, n_ctx, row_elems),
-                             kr = cache_floats(k_ref_cache, type, n_ctx, row_elems);
+    const std::vector<float> kg = small_ops_testing::cache_floats(k_got, type, n_ctx, row_elems),
+                             kr = small_ops_testing::cache_floats(k_ref_cache, type, n_ctx, row_elems);
     const double type_atol = type == KvType::Q8_0 ? 1.42 / 127 * 1.01 : 0.0;
     const double type_rtol = type == KvType::F16 ? std::ldexp(1.0, -10) : 0.0;
     test::validate_result("k cache (rotated)", kg.data(), kr.data(), kg.size(),
