@@ -52,6 +52,9 @@ ModelShape preset_shape(const std::string& name) {
     } else if (name == "llama2-7b-layer") {  // one layer of Llama-2 7B: the shapes that matter for kernels
         s.dim = 4096, s.n_layers = 1, s.n_heads = 32, s.n_kv_heads = 32, s.ffn_dim = 11008, s.n_vocab = 32000,
         s.n_ctx = 4096;
+    } else if (name == "llama3-8b") {  // Llama 3 / 3.1 8B: 128K vocabulary, GQA 4:1
+        s.dim = 4096, s.n_layers = 32, s.n_heads = 32, s.n_kv_heads = 8, s.ffn_dim = 14336, s.n_vocab = 128256,
+        s.n_ctx = 8192;
     } else {
         throw std::invalid_argument("unknown preset '" + name + "'");
     }
@@ -174,8 +177,8 @@ void register_gen_model(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("gen-model", "Write a GGUF model with random weights");
     cmd->add_option("--arch", args->arch, "Architecture: " + supported_arch_list())->capture_default_str();
     cmd->add_option("-o,--output", args->output, "Output .gguf path")->required();
-    cmd->add_option("--preset", args->preset, "Base shape: tinyllama, stories15m or llama2-7b-layer")
-        ->check(CLI::IsMember({"tinyllama", "stories15m", "llama2-7b-layer"}));
+    cmd->add_option("--preset", args->preset, "Base shape: tinyllama, stories15m, llama2-7b-layer or llama3-8b")
+        ->check(CLI::IsMember({"tinyllama", "stories15m", "llama2-7b-layer", "llama3-8b"}));
     args->dim_opt = cmd->add_option("--dim", args->dim, "Embedding length");
     args->layers_opt = cmd->add_option("--layers", args->layers, "Number of transformer blocks");
     args->heads_opt = cmd->add_option("--heads", args->heads, "Query heads (must divide dim)");

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <stdexcept>
+#include <thread>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -295,6 +297,9 @@ uint64_t fnv1a(std::string_view s) {
 class WeightRng {
 public:
     WeightRng(uint64_t seed, std::string_view tensor) : state_(seed ^ fnv1a(tensor)) { splitmix64(state_); }
+    // The state advances by a constant per value (splitmix64 is a counter), so a row range can
+    // start where a sequential pass would be: the values do not depend on how the work is split.
+    void skip(uint64_t values) { state_ += values * 0x9e3779b97f4a7c15ull; }
     float normal() {
         uint64_t x = splitmix64(state_);
         uint32_t sum = uint32_t(x & 0xffff) + uint32_t((x >> 16) & 0xffff) + uint32_t((x >> 32) & 0xffff) +
@@ -309,14 +314,27 @@ private:
 
 GgufWriter::FillFn random_matrix(TensorType type, uint64_t row_len, uint64_t seed, std::string name) {
     return [=](std::span<uint8_t> dst) {
-        WeightRng rng(seed, name);
         const float sigma = 1.0f / std::sqrt(float(row_len));
         const size_t rb = row_bytes(type, size_t(row_len));
-        std::vector<float> row(static_cast<size_t>(row_len));
-        for (size_t off = 0; off + rb <= dst.size(); off += rb) {
-            for (float& v : row) v = sigma * rng.normal();
-            quantize_row(type, row.data(), dst.data() + off, row.size());
-        }
+        const size_t rows = dst.size() / rb;
+        auto fill_rows = [&](size_t first, size_t last) {
+            WeightRng rng(seed, name);
+            rng.skip(uint64_t(first) * row_len);
+            std::vector<float> row(static_cast<size_t>(row_len));
+            for (size_t r = first; r < last; ++r) {
+                for (float& v : row) v = sigma * rng.normal();
+                quantize_row(type, row.data(), dst.data() + r * rb, row.size());
+            }
+        };
+        // Quantizing is most of gen-model's time (a Llama-3-8B-shaped Q4_K_M is 7.5e9 weights):
+        // matrices of a million weights or more are split by rows over the hardware threads.
+        const size_t threads = row_len * rows >= (1u << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+        std::vector<std::future<void>> parts;
+        const size_t per = (rows + threads - 1) / threads;
+        for (size_t first = per; first < rows; first += per)
+            parts.push_back(std::async(std::launch::async, fill_rows, first, std::min(rows, first + per)));
+        fill_rows(0, std::min(rows, per));
+        for (auto& p : parts) p.get();
     };
 }
 

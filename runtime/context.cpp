@@ -12,6 +12,8 @@
 namespace vkllm {
 
 namespace {
+// Host copies go through one staging buffer of this size, or of the device's largest allocation
+// where that is smaller (a 64 KiB cap must refuse the weight it cannot hold, not the staging).
 constexpr VkDeviceSize kStagingBytes = 64ull << 20;
 }
 
@@ -103,6 +105,15 @@ void Context::submit(std::span<CommandStream* const> streams) {
     wait_fence();
 }
 
+size_t Context::ensure_staging() {
+    if (!staging_) {
+        const DeviceCaps& c = caps();
+        const VkDeviceSize bytes = std::min({kStagingBytes, c.max_memory_allocation_size, c.max_buffer_size});
+        staging_ = allocator_->allocate(bytes, MemoryUsage::Upload, "staging");
+    }
+    return size_t(staging_.size());
+}
+
 void Context::run_transfer(const BufferSlice& src, const BufferSlice& dst) {
     if (!transfer_) transfer_ = std::make_unique<CommandStream>(*this);
     transfer_->begin();
@@ -120,9 +131,9 @@ void Context::upload(const Buffer& dst, const void* src, size_t bytes, size_t ds
         std::memcpy(static_cast<uint8_t*>(dst.mapped()) + dst_offset, src, bytes);
         return;
     }
-    if (!staging_) staging_ = allocator_->allocate(kStagingBytes, MemoryUsage::Upload, "staging");
+    const size_t chunk = ensure_staging();
     for (size_t done = 0; done < bytes;) {
-        size_t n = std::min<size_t>(bytes - done, kStagingBytes);
+        size_t n = std::min<size_t>(bytes - done, chunk);
         std::memcpy(staging_.mapped(), static_cast<const uint8_t*>(src) + done, n);
         run_transfer(staging_.slice(0, n), dst.slice(dst_offset + done, n));
         done += n;
@@ -138,9 +149,9 @@ void Context::download(const Buffer& src, void* dst, size_t bytes, size_t src_of
         std::memcpy(dst, static_cast<const uint8_t*>(src.mapped()) + src_offset, bytes);
         return;
     }
-    if (!staging_) staging_ = allocator_->allocate(kStagingBytes, MemoryUsage::Upload, "staging");
+    const size_t chunk = ensure_staging();
     for (size_t done = 0; done < bytes;) {
-        size_t n = std::min<size_t>(bytes - done, kStagingBytes);
+        size_t n = std::min<size_t>(bytes - done, chunk);
         run_transfer(src.slice(src_offset + done, n), staging_.slice(0, n));
         std::memcpy(static_cast<uint8_t*>(dst) + done, staging_.mapped(), n);
         done += n;
@@ -149,9 +160,9 @@ void Context::download(const Buffer& src, void* dst, size_t bytes, size_t src_of
 
 void Context::download(const BufferSlice& src, void* dst, size_t bytes) {
     if (bytes > src.size) throw std::out_of_range(fmt::format("download of {} bytes from a slice of {}", bytes, src.size));
-    if (!staging_) staging_ = allocator_->allocate(kStagingBytes, MemoryUsage::Upload, "staging");
+    const size_t chunk = ensure_staging();
     for (size_t done = 0; done < bytes;) {
-        size_t n = std::min<size_t>(bytes - done, kStagingBytes);
+        size_t n = std::min<size_t>(bytes - done, chunk);
         run_transfer(BufferSlice{src.buffer, src.offset + done, n}, staging_.slice(0, n));
         std::memcpy(static_cast<uint8_t*>(dst) + done, staging_.mapped(), n);
         done += n;

@@ -67,6 +67,7 @@ public:
 
 private:
     void run_transfer(const BufferSlice& src, const BufferSlice& dst);
+    size_t ensure_staging();  // allocates the staging buffer once; returns its size
     void wait_fence();
 
     ContextOptions opts_;

@@ -24,6 +24,7 @@ PKGS=(
   libfuzzer-14-dev         # libFuzzer
   libcpp-httplib-dev       # the HTTP server of `vkllm serve`
   libedit-dev              # line editing for interactive commands
+  patchelf                 # scripts/device_bundle.sh: RUNPATH $ORIGIN on the bundled executables and libraries
   openjdk-17-jdk-headless  # the Java binding (embed/jni): javac for vkllm.jar, jni.h, and the JVM its tests run on
 )
 # Node runs the end-to-end tests of `vkllm serve` with the official OpenAI client (tests/e2e). A

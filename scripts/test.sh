@@ -3,6 +3,8 @@
 #   1. release build with warnings as errors; the whole suite (end-to-end tests of the vkllm binary
 #      and of `vkllm serve` included) on the system's lavapipe, Mesa 22.3 (Vulkan 1.3), every test
 #      with the Khronos validation layer on
+#   1b. scripts/device_bundle.sh packs that build for a GPU machine and build-device/device_check.sh
+#      --quick runs (a few tests and the stories260K bench pair on lavapipe): the GPU check's dry run
 #   2. the runtime and kernel tests again at lavapipe subgroup sizes 4 and 16 (default 8), with
 #      the selection of scripts/slow_driver_tests.sh (no real-size sweeps); at size 4 on the real
 #      device and the GPU-tuned variant (both use subgroup arithmetic), at 16 on the real device
@@ -31,6 +33,14 @@ cmake --build "$BUILD" -j"$JOBS"
 
 echo "=== test suite (lavapipe default subgroup size) ==="
 ctest --test-dir "$BUILD" --output-on-failure -j2
+
+stage=$(date +%s)
+echo "=== device bundle, and the GPU check's dry run on lavapipe ==="
+# The same build packed as scripts/device_bundle.sh packs it for a GPU machine, then its check with
+# --quick: proves the bundle and device_check.sh work before a GPU is lent.
+VKLLM_BUNDLE_BUILD="$BUILD" scripts/device_bundle.sh
+OUT="$BUILD/device-check" build-device/device_check.sh --quick >/dev/null
+echo "device check dry run: $(head -3 "$BUILD/device-check/summary.txt" | tail -1), $(( $(date +%s) - stage )) s"
 
 stage=$(date +%s)
 # Compiling every pipeline again at each width is what these stages cost (16-lane code compiles

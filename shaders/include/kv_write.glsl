@@ -34,11 +34,14 @@ uint f32_to_f16(uint x) {
 
 float q8_finite(float v) { return isnan(v) ? 0.0 : clamp(v, -3.4028235e38, 3.4028235e38); }
 
-// (d, 1 / d) for a block whose largest magnitude is amax.
+// (d, 1 / d) for a block whose largest magnitude is amax. NVIDIA's compiler rewrites
+// 1 / (amax / 127) as 127 * (1 / amax), whose 1 / amax is subnormal, and flushed to 0, above
+// 2^126: there 1 / d comes from d scaled down by 2^-64, and back (the same value, exactly).
 vec2 q8_scale(float amax) {
     const float d_raw = amax / 127.0;
     const bool zero = !(d_raw >= 1.17549435e-38);
-    return zero ? vec2(0.0) : vec2(d_raw, 1.0 / d_raw);
+    const float s = amax >= 8.5070592e37 ? 5.421011e-20 : 1.0;  // 2^126, 2^-64
+    return zero ? vec2(0.0) : vec2(d_raw, (1.0 / (d_raw * s)) * s);
 }
 
 int q8_round(float v) {

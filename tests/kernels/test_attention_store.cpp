@@ -34,7 +34,8 @@ struct StoreCase {
 void check_store(Context& ctx, const std::string& cls, const StoreCase& c, uint32_t seed) {
     const AttentionParams& p = c.p;
     CAPTURE(cls);
-    CAPTURE(kv_name(p.kv_type));
+    const std::string kv = kv_name(p.kv_type);
+    CAPTURE(kv);
     CAPTURE(p.n_heads);
     CAPTURE(p.n_kv_heads);
     CAPTURE(p.head_dim);
@@ -138,10 +139,18 @@ void check_store(Context& ctx, const std::string& cls, const StoreCase& c, uint3
             ref::kv_store(v.data(), v_row.data(), &zero, 1, row, 1, p.kv_type);
             const std::vector<uint8_t> kg(k_got.begin() + new_row * row_bytes, k_got.begin() + (new_row + 1) * row_bytes);
             const std::vector<uint8_t> vg(v_got.begin() + new_row * row_bytes, v_got.begin() + (new_row + 1) * row_bytes);
-            if (!rope) CHECK(kg == k_row);
-            CHECK(vg == v_row);  // V: bit-exact, as kv_store
-            // K: a value near a rounding boundary of the cache type may land on either side.
+            // K, and V in a q8_0 cache: a value near a rounding boundary of the cache type may land on
+            // either side (a GPU's amax / 127 and 1 / d may be a few ulps off: Vulkan allows 2.5 ulp
+            // for a division; seen on NVIDIA). f16 and f32 rows are exact conversions.
             const double type_atol = p.kv_type == KvType::Q8_0 ? 1.42 / 127 * 1.01 : 0.0;
+            if (p.kv_type == KvType::Q8_0) {
+                test::validate_result("new v row", small_ops_testing::cache_floats(vg, p.kv_type, 1, row),
+                                      small_ops_testing::cache_floats(v_row, p.kv_type, 1, row),
+                                      {1e-4, type_atol + 1e-7, 1e-4});
+            } else {
+                if (!rope) CHECK(kg == k_row);
+                CHECK(vg == v_row);
+            }
             const double type_rtol = p.kv_type == KvType::F16 ? std::ldexp(1.0, -10) : 0.0;
             test::validate_result("new k row (rotated)", small_ops_testing::cache_floats(kg, p.kv_type, 1, row),
                                   small_ops_testing::cache_floats(k_row, p.kv_type, 1, row),

@@ -5,6 +5,7 @@
 #include "model/arch/model_config.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "support/test_context.h"
 
 #include <doctest/doctest.h>
 
@@ -17,7 +18,7 @@
 namespace vkllm::test {
 
 inline std::string model_file(const std::string& name) {
-    std::filesystem::path p = std::filesystem::path(VKLLM_MODELS_DIR) / name;
+    std::filesystem::path p = ::vkllm::test::models_dir() / name;
     return std::filesystem::exists(p) ? p.string() : std::string();
 }
 
@@ -28,7 +29,7 @@ inline std::string read_text_file(const std::string& path) {
 
 // A per-process scratch directory under the build tree.
 inline std::filesystem::path scratch_dir() {
-    std::filesystem::path p = std::filesystem::path(VKLLM_BINARY_DIR) / "test_model_scratch";
+    std::filesystem::path p = ::vkllm::test::binary_dir() / "test_model_scratch";
     std::filesystem::create_directories(p);
     return p;
 }
@@ -47,7 +48,7 @@ inline LoadedModel open_model(const std::string& path) {
 
 // Writes a random-weight model of `shape` under the build tree and returns its path.
 inline std::string write_model(const std::string& name, const ModelShape& shape) {
-    std::filesystem::path dir = std::filesystem::path(VKLLM_BINARY_DIR) / "test-tmp" / "models";
+    std::filesystem::path dir = ::vkllm::test::binary_dir() / "test-tmp" / "models";
     std::filesystem::create_directories(dir);
     std::filesystem::path p = dir / (name + ".gguf");
     write_random_model(p.string(), shape);
@@ -60,7 +61,7 @@ inline std::string write_model(const std::string& name, const ModelShape& shape)
 #define VKLLM_REQUIRE_MODEL(var, name)                                                                  \
     const std::string var = ::vkllm::test::model_file(name);                                          \
     if (var.empty()) {                                                                                \
-        MESSAGE("skipped: test model " << (name) << " not found in " << VKLLM_MODELS_DIR);            \
+        MESSAGE("skipped: test model " << (name) << " not found in " << ::vkllm::test::models_dir().string()); \
         return;                                                                                       \
     }
 

@@ -166,7 +166,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     ModelShape s = small_shape("llama", TensorType::F32);
     GgufWriter w = make_random_model(s);
     w.set_string("general.architecture", "mamba");
-    const fs::path p = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "models" / "arch-refused.gguf";
+    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-refused.gguf";
     fs::create_directories(p.parent_path());
     w.write_file(p.string());
     GgufFile f = GgufFile::open(p.string());

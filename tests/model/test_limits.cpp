@@ -39,6 +39,13 @@ TEST_CASE("limits: an allocation refused in the middle of loading propagates and
     Context& ctx = test::context_for("max-alloc=64k");
     GgufFile file = GgufFile::from_memory(make_random_model(small_shape()).write_memory(), "small.gguf");
     ModelConfig cfg = ModelConfig::from_gguf(file);
+    {
+        // The staging buffer belongs to the context and lives as long as it (allocated by its first
+        // copy through staging: a discrete GPU's device memory is not mapped), not to the model.
+        Buffer warm = ctx.create_buffer(16, MemoryUsage::Device, "warm-up");
+        const uint32_t zeros[4] = {};
+        ctx.upload(warm, zeros, sizeof zeros);
+    }
     const uint64_t used_before = ctx.allocator().stats().used_bytes;
     uint64_t progress_calls = 0;
     ModelOptions opts;

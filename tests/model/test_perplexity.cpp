@@ -23,7 +23,7 @@ namespace {
 fs::path fixture(const std::string& name) { return fs::path(__FILE__).parent_path().parent_path() / "fixtures/perplexity" / name; }
 
 fs::path scratch(const std::string& name) {
-    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "perplexity";
+    fs::path dir = ::vkllm::test::binary_dir() / "test-tmp" / "perplexity";
     fs::create_directories(dir);
     return dir / name;
 }

@@ -11,7 +11,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / name;
+    fs::path dir = ::vkllm::test::binary_dir() / "test-tmp" / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir;

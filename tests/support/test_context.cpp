@@ -159,10 +159,20 @@ void GuardedBuffer::check_guards() const {
     CHECK_MESSAGE(bad_tail == 0, name_ << ": " << bad_tail << " words written after the buffer");
 }
 
+namespace {
+std::filesystem::path env_or(const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return std::filesystem::path(v && *v ? v : fallback);
+}
+}  // namespace
+
+std::filesystem::path models_dir() { return env_or("VKLLM_TEST_MODELS_DIR", VKLLM_MODELS_DIR); }
+std::filesystem::path binary_dir() { return env_or("VKLLM_TEST_SCRATCH_DIR", VKLLM_BINARY_DIR); }
+
 std::string model_path(const std::string& file) {
-    std::filesystem::path p = std::filesystem::path(VKLLM_MODELS_DIR) / file;
+    std::filesystem::path p = ::vkllm::test::models_dir() / file;
     if (!std::filesystem::exists(p)) {
-        MESSAGE("skipping: " << p.string() << " not found (../shared/models is absent)");
+        MESSAGE("skipping: " << p.string() << " not found");
         return {};
     }
     return p.string();

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,7 +83,14 @@ private:
     std::string name_;
 };
 
-// Path of a file in ../shared/models, or empty (with a doctest MESSAGE) when absent.
+// The shared test models (../shared/models beside the checkout) and the directory tests write
+// scratch files under (the build tree). The paths are compiled in; VKLLM_TEST_MODELS_DIR and
+// VKLLM_TEST_SCRATCH_DIR replace them where the executables run away from the build, as in the
+// device bundle (scripts/device_bundle.sh).
+std::filesystem::path models_dir();
+std::filesystem::path binary_dir();
+
+// Path of a file in models_dir(), or empty (with a doctest MESSAGE) when absent.
 std::string model_path(const std::string& file);
 
 // The capability-override specs every kernel test runs under: the real device, and the weak

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Folds the raw outputs of device_check.sh into OUT/summary.json and OUT/summary.txt.
+
+usage: check_summary.py WORK OUT SECONDS QUICK
+WORK holds devices.json, nvidia-smi.csv, tests/results ("name exit-status" per line), bench/vk.N.json
+(`vkllm bench --json`), bench/peer.N.json (`llama-bench -o json`) and bench/ops.json
+(`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
+"""
+import json
+import os
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def main():
+    work, out, seconds, quick = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+    s = {"seconds": seconds, "quick": quick}
+
+    smi = os.path.join(work, "nvidia-smi.csv")
+    if os.path.exists(smi):
+        s["nvidia_smi"] = open(smi).read().strip()
+
+    tests = []
+    results = os.path.join(work, "tests", "results")
+    if os.path.exists(results):
+        for line in open(results):
+            name, rc = line.split()
+            tests.append({"test": name, "exit": int(rc), "timed_out": rc == "124"})
+    tests.sort(key=lambda t: t["test"])
+    s["tests_run"] = len(tests)
+    s["tests_failed"] = sum(1 for t in tests if t["exit"] != 0)
+    s["failed"] = [t for t in tests if t["exit"] != 0]
+
+    bench = []
+    device = None
+    n = 1
+    while os.path.exists(os.path.join(work, "bench", f"vk.{n}.json")) or os.path.exists(
+            os.path.join(work, "bench", f"peer.{n}.json")):
+        vk = load(os.path.join(work, "bench", f"vk.{n}.json"))
+        peer = load(os.path.join(work, "bench", f"peer.{n}.json"))
+        row = {}
+        if vk and vk.get("results"):
+            device = device or vk.get("device")
+            r = vk["results"][0]
+            row["model"] = os.path.basename(r["model"])
+            for k in ("weight_type", "pp_tokens", "tg_tokens", "pp_tps_mean", "pp_tps_stddev", "tg_tps_mean",
+                      "tg_tps_stddev", "decode_roofline_pct", "prefill_fma_pct", "load_ms",
+                      "ttft_cold_pipeline_cache_ms", "ttft_warm_pipeline_cache_ms", "weights_bytes",
+                      "decode_bytes_per_token"):
+                if k in r:
+                    row[k] = r[k]
+        if isinstance(peer, list):
+            for p in peer:
+                key = "peer_pp_tps" if p.get("n_gen", 0) == 0 else "peer_tg_tps"
+                row[key] = p.get("avg_ts")
+                row[key + "_stddev"] = p.get("stddev_ts")
+                row.setdefault("model", os.path.basename(p.get("model_filename", "")))
+                row["peer_build"] = f'{p.get("build_commit", "")} ({p.get("build_number", "")})'
+                row["peer_backend"] = p.get("backends", "")
+                row["peer_gpu"] = p.get("gpu_info", "")
+        for ours, theirs, ratio in (("pp_tps_mean", "peer_pp_tps", "pp_ratio"), ("tg_tps_mean", "peer_tg_tps", "tg_ratio")):
+            if row.get(ours) and row.get(theirs):
+                row[ratio] = row[ours] / row[theirs]
+        bench.append(row)
+        n += 1
+    s["device"] = device
+    s["bench"] = bench
+
+    ops = load(os.path.join(work, "bench", "ops.json"))
+    if ops:
+        s["bench_ops"] = {"shapes": ops.get("shapes"), "probes": ops.get("probes"), "failed": ops.get("failed"),
+                          "results": [{k: r.get(k) for k in ("op", "shape", "type", "status", "best_us", "gbs",
+                                                              "bw_pct", "gflops", "fma_pct", "note") if k in r}
+                                      for r in ops.get("results", [])]}
+
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(s, f, indent=1)
+
+    def fmt(v, spec=".1f"):
+        return "-" if v is None else format(v, spec)
+
+    lines = [f"vkllm device check ({'quick' if quick else 'full'}), {seconds} s"]
+    if device:
+        lines.append(f"device: {device.get('name')} ({device.get('driver')}), read bandwidth "
+                     f"{fmt(device.get('bandwidth_gb_s'))} GB/s, f32 FMA {fmt(device.get('fma_gflop_s'))} GFLOP/s")
+    if "nvidia_smi" in s:
+        lines.append("nvidia-smi: " + s["nvidia_smi"].replace("\n", " | "))
+    lines.append(f"tests: {s['tests_run'] - s['tests_failed']} of {s['tests_run']} passed" +
+                 "".join(f"\n  FAILED {t['test']} (exit {t['exit']}{', time limit' if t['timed_out'] else ''})"
+                         for t in s["failed"]))
+    lines.append("")
+    lines.append("| model | type | vkllm pp t/s | llama.cpp pp t/s | pp ratio | vkllm tg t/s | llama.cpp tg t/s | tg ratio "
+                 "| tg % BW roofline | pp % FMA | TTFT cold / warm ms |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in bench:
+        lines.append(f"| {r.get('model', '?')} | {r.get('weight_type', '-')} | {fmt(r.get('pp_tps_mean'))} | "
+                     f"{fmt(r.get('peer_pp_tps'))} | {fmt(r.get('pp_ratio'), '.2f')} | {fmt(r.get('tg_tps_mean'))} | "
+                     f"{fmt(r.get('peer_tg_tps'))} | {fmt(r.get('tg_ratio'), '.2f')} | "
+                     f"{fmt(r.get('decode_roofline_pct'), '.0f')} | {fmt(r.get('prefill_fma_pct'), '.0f')} | "
+                     f"{fmt(r.get('ttft_cold_pipeline_cache_ms'), '.0f')} / {fmt(r.get('ttft_warm_pipeline_cache_ms'), '.0f')} |")
+    peers = {r.get("peer_build") for r in bench if r.get("peer_build")}
+    if peers:
+        lines.append(f"llama.cpp: {', '.join(sorted(peers))}, Vulkan backend, shaders built without cooperative matrix")
+    if ops:
+        lines.append("")
+        lines.append(f"bench-ops ({ops.get('failed', '?')} failed checks), probes {ops.get('probes')}")
+        lines.append("| op | shape | type | status | best us | GB/s | % BW | GFLOP/s | % FMA |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        for r in ops.get("results", []):
+            lines.append(f"| {r.get('op')} | {r.get('shape')} | {r.get('type')} | {r.get('status')} | "
+                         f"{fmt(r.get('best_us'))} | {fmt(r.get('gbs'))} | {fmt(r.get('bw_pct'), '.0f')} | "
+                         f"{fmt(r.get('gflops'))} | {fmt(r.get('fma_pct'), '.0f')} |")
+    with open(os.path.join(out, "summary.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

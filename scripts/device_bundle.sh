@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds build-device/: everything the GPU check needs on an x86-64 Linux machine that has a
+# Vulkan driver but none of vkllm's Debian libraries and no network (the device tool's machines).
+#   scripts/device_bundle.sh            then, there:   OUT=DIR build-device/device_check.sh
+# Contents (the device tool takes 64 MiB for the whole uploaded tree, checkout included: the script
+# fails above 40 MiB). payload.tar.gz (gzip: 61 MiB of executables and libraries in about 19;
+# device_check.sh unpacks it into a temporary folder) holds
+#   bin/      vkllm, the test executables and capi_smoke, stripped, RUNPATH $ORIGIN/../lib
+#   lib/      their shared libraries that are not glibc or libstdc++ (fmt, pcre2, libedit, ...),
+#             libvkllm.so, and Debian 12's Vulkan loader (libvulkan.so.1, from libvulkan1)
+#   layers/   the Khronos validation layer and its manifest
+#   peer/     llama.cpp b4748's llama-bench with its libraries (../shared/peer/b4748), the speed peer
+# and beside it
+#   gl/       Debian 12's glvnd packages (.deb), which NVIDIA's driver needs where the image lacks them
+#   models/   stories260K with its published greedy text, the small shared test models
+#   tests.txt, tests-quick.txt  "executable source-stem" per test file, device_check.sh,
+#             check_summary.py
+# Builds in build/ (the README's quick start) unless VKLLM_BUNDLE_BUILD names another, Release either way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${VKLLM_BUNDLE_BUILD:-build}
+DEST=build-device
+SHARED=$ROOT/../shared
+command -v patchelf >/dev/null || { echo "device_bundle.sh: patchelf is missing (scripts/install_deps.sh installs it)" >&2; exit 1; }
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+test_exes=(test_runtime test_kernels test_model test_serving)
+cmake --build "$BUILD" -j"$(nproc)" --target vkllm capi_smoke vkllm_shared "${test_exes[@]}"
+
+rm -rf "$DEST"
+STAGE=$DEST/payload
+mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/peer" "$STAGE/layers" "$DEST/models"
+
+# Libraries every x86-64 Linux has (glibc, the C++ runtime of a newer or equal GCC); all others go in lib/.
+system_lib() {
+  case "$1" in
+    linux-vdso.so.*|ld-linux-x86-64.so.*|libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libstdc++.so.*|libgcc_s.so.*) return 0 ;;
+  esac
+  return 1
+}
+copy_deps() {  # binary
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r soname path; do
+    system_lib "$soname" && continue
+    [ -e "$STAGE/lib/$soname" ] && continue
+    cp -L "$path" "$STAGE/lib/$soname"
+    strip --strip-unneeded "$STAGE/lib/$soname"
+    patchelf --set-rpath '$ORIGIN' "$STAGE/lib/$soname"
+  done
+}
+cp "$BUILD/vkllm" "$BUILD/tests/capi_smoke" "$STAGE/bin/"
+for exe in "${test_exes[@]}"; do cp "$BUILD/tests/$exe" "$STAGE/bin/"; done
+for f in "$STAGE"/bin/*; do
+  copy_deps "$f"
+  strip --strip-unneeded "$f"
+  patchelf --set-rpath '$ORIGIN/../lib' "$f"
+done
+# The loader is opened with dlopen (volk), so ldd does not list it.
+loader=$(ldconfig -p | awk '$1 == "libvulkan.so.1" && $NF ~ /x86-64|\// {print $NF; exit}')
+cp -L "${loader:-/usr/lib/x86_64-linux-gnu/libvulkan.so.1}" "$STAGE/lib/libvulkan.so.1"
+
+# glvnd, which NVIDIA's driver links against, for images without it (device_check.sh unpacks
+# these only where the system lacks libGLdispatch).
+mkdir -p "$DEST/gl"
+(cd "$DEST/gl" && apt-get download -qq libglvnd0 libglx0 libgl1 libegl1 libopengl0 libgles2 >/dev/null)
+
+# The validation layer, manifest pointing at the library beside it.
+layer_so=/usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so
+layer_json=/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json
+cp "$layer_so" "$STAGE/layers/"
+sed 's|"library_path": *"[^"]*"|"library_path": "./libVkLayer_khronos_validation.so"|' "$layer_json" >"$STAGE/layers/VkLayer_khronos_validation.json"
+
+# The speed peer (its RUNPATH is $ORIGIN already; it needs libvulkan.so.1 from lib/ at run time).
+cp "$SHARED/peer/b4748/"* "$STAGE/peer/"
+chmod -R u+w "$STAGE/peer"
+tar -czf "$DEST/payload.tar.gz" -C "$STAGE" .
+rm -rf "$STAGE"
+
+for f in stories260K.gguf stories260K.greedy200.txt llama-2-tiny-random.gguf tokenizer.model; do
+  cp "$SHARED/models/$f" "$DEST/models/"
+done
+
+: >"$DEST/tests.txt"
+for exe in "${test_exes[@]}"; do
+  layer=${exe#test_}
+  for src in tests/"$layer"/*.cpp; do echo "$exe $(basename "$src" .cpp)" >>"$DEST/tests.txt"; done
+done
+printf '%s\n' "test_runtime test_devices" "test_runtime test_vec_add" "test_kernels test_rms_norm" >"$DEST/tests-quick.txt"
+cp scripts/device_check.sh scripts/check_summary.py "$DEST/"
+
+bytes=$(du -sb "$DEST" | cut -f1)
+echo "device_bundle: $DEST is $((bytes / 1048576)) MiB"
+if [ "$bytes" -gt $((40 * 1048576)) ]; then
+  echo "device_bundle: over 40 MiB: the device tool takes 64 MiB with the checkout" >&2
+  exit 1
+fi

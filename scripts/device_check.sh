@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The one-command GPU check, run from the bundle that scripts/device_bundle.sh makes:
+#   OUT=DIR build-device/device_check.sh           a GPU machine: the whole check, ~6 minutes on an H100
+#   OUT=DIR build-device/device_check.sh --quick   the dry run (lavapipe, CI): a few tests, stories260K only
+# It needs nothing from the machine but bash, coreutils, gzip, a Vulkan driver and (for the summary)
+# python3. Steps, each bounded by its own time limit so that the summary is always written:
+#   1. the device as vkllm sees it (`vkllm devices --json`)
+#   2. the kernel, runtime, model and serving tests on this device, Khronos validation on (every
+#      test file its own process, in parallel); the C API's golden story
+#   3. random-weight models written here by `vkllm gen-model` (TinyLlama-shaped Q4_0, a Q4_K_M with
+#      Llama-3-8B's layer shapes), then `vkllm bench` beside llama.cpp's `llama-bench -ngl 99` on
+#      the same files (stories260K too)
+#      and the largest once more with --profile (GPU time per op) at 512-token prefill chunks
+#   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
+# Writes DIR/summary.json and DIR/summary.txt, plus check.log, devices.json, tests_failed.log,
+# bench.log and profile.txt (at most 8 files: what the device tool brings back).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+QUICK=0
+for a in "$@"; do
+  case "$a" in
+    --quick) QUICK=1 ;;
+    *) echo "device_check.sh: unknown argument '$a' (only --quick)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "${OUT:-}" ]; then echo "device_check.sh: set OUT to the folder for summary.json and summary.txt" >&2; exit 2; fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vkllm-check.XXXXXX")
+START=$(date +%s)
+# Every step's time limit is cut to what is left of the whole check's (VKLLM_CHECK_SECONDS, default
+# 420), less a reserve for the steps after it, so that the summary is written in time.
+DEADLINE=$((START + ${VKLLM_CHECK_SECONDS:-420}))
+limit() {  # wanted-seconds reserve-seconds
+  local left=$((DEADLINE - $(date +%s) - $2))
+  if [ "$left" -lt "$1" ]; then echo $((left > 5 ? left : 5)); else echo "$1"; fi
+}
+log() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/check.log" >&2; }
+: >"$OUT/check.log"
+
+# --- environment: our libraries first; the validation layer from the bundle ---
+mkdir -p "$WORK/bundle" "$WORK/cache" "$WORK/models" "$WORK/scratch" "$WORK/tests" "$WORK/bench"
+tar -xzf "$HERE/payload.tar.gz" -C "$WORK/bundle"
+B=$WORK/bundle
+export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export VK_LAYER_PATH="$B/layers"
+export XDG_CACHE_HOME="$WORK/cache"
+export VKLLM_TEST_MODELS_DIR="$HERE/models" VKLLM_TEST_SCRATCH_DIR="$WORK/scratch"
+# A driver whose manifest sits outside the loader's search path (NVIDIA's container mounts).
+if [ -z "${VK_ICD_FILENAMES:-}${VK_DRIVER_FILES:-}" ] &&
+   ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json /usr/local/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/icd.d/nvidia_icd.json; do
+    if [ -f "$f" ]; then export VK_DRIVER_FILES="$f" VK_ICD_FILENAMES="$f"; log "driver manifest: $f"; break; fi
+  done
+fi
+# NVIDIA's Vulkan driver (libGLX_nvidia) needs glvnd's libGLdispatch; a bare image may lack it, and
+# the driver's own folder may be outside the linker's cache.
+if ! ldconfig -p 2>/dev/null | grep -q 'libGLdispatch.so.0'; then
+  mkdir -p "$WORK/gl"
+  for f in "$HERE"/gl/*.deb; do dpkg-deb -x "$f" "$WORK/gl"; done
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$WORK/gl/usr/lib/x86_64-linux-gnu"
+  log "glvnd from the bundle"
+fi
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+done
+VKLLM="$B/bin/vkllm"
+PEER="$B/peer/llama-bench"
+JOBS=$(nproc)
+
+# --- 1. the device ---
+log "device"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv >"$WORK/nvidia-smi.csv" 2>&1
+fi
+timeout 60 "$VKLLM" devices --json >"$WORK/devices.json" 2>"$WORK/devices.err" || log "vkllm devices failed: $(cat "$WORK/devices.err")"
+
+# --- 3a. models, written while the tests run (gen-model is CPU work) ---
+models=("$HERE/models/stories260K.gguf")
+if [ "$QUICK" = 0 ]; then
+  log "gen-model: tinyllama q4_0, llama3-8b-shaped q4_k_m (${VKLLM_CHECK_LLAMA3_LAYERS:-32} layers)"
+  (
+    timeout 120 "$VKLLM" gen-model -o "$WORK/models/tinyllama-q4_0.gguf" --preset tinyllama --type q4_0 &&
+    timeout 240 "$VKLLM" gen-model -o "$WORK/models/llama3-8b-shape-q4_k_m.gguf" --preset llama3-8b \
+      --layers "${VKLLM_CHECK_LLAMA3_LAYERS:-32}" --type q4_k_m
+  ) >"$WORK/gen-model.log" 2>&1 &
+  gen_pid=$!
+  models+=("$WORK/models/tinyllama-q4_0.gguf" "$WORK/models/llama3-8b-shape-q4_k_m.gguf")
+fi
+
+# --- 2. tests ---
+# tests.txt: "executable source-stem" per line (device_bundle.sh lists them); --quick takes the
+# lines of tests-quick.txt.
+list="$HERE/tests.txt"
+test_limit=$(limit 180 200)
+if [ "$QUICK" = 1 ]; then list="$HERE/tests-quick.txt"; fi
+log "tests: $(wc -l <"$list") files, $JOBS at a time, $test_limit s each at most"
+run_one() {  # exe stem
+  local exe=$1 stem=$2 rc
+  timeout "$TEST_LIMIT" "$B/bin/$exe" "--source-file=*/$stem.cpp" --duration=false \
+    >"$WORK/tests/$exe.$stem.log" 2>&1
+  rc=$?
+  echo "$exe.$stem $rc" >>"$WORK/tests/results"
+}
+export -f run_one
+export B WORK
+TEST_LIMIT=$test_limit xargs -a "$list" -P "$JOBS" -L 1 bash -c 'run_one "$0" "$1"'
+golden_rc=0
+timeout "$(limit 60 150)" "$B/bin/capi_smoke" "$HERE/models/stories260K.gguf" "$HERE/models/stories260K.greedy200.txt" --validation \
+  >"$WORK/tests/capi.smoke.log" 2>&1 || golden_rc=$?
+echo "capi.smoke $golden_rc" >>"$WORK/tests/results"
+: >"$OUT/tests_failed.log"
+while read -r name rc; do
+  if [ "$rc" != 0 ]; then
+    { echo "===== $name: exit $rc$( [ "$rc" = 124 ] && echo ' (time limit)')"; tail -c 20000 "$WORK/tests/$name.log"; } >>"$OUT/tests_failed.log"
+  fi
+done <"$WORK/tests/results"
+log "tests: $(awk '$2==0' "$WORK/tests/results" | wc -l) passed, $(awk '$2!=0' "$WORK/tests/results" | wc -l) failed"
+
+# --- 3b. vkllm bench beside llama-bench on the same files ---
+if [ "$QUICK" = 1 ]; then pp=32 tg=16 reps=1; else pp=512 tg=128 reps=3; fi
+if [ -n "${gen_pid:-}" ]; then wait "$gen_pid" || log "gen-model failed: $(tail -3 "$WORK/gen-model.log")"; fi
+: >"$OUT/bench.log"
+i=0
+for m in "${models[@]}"; do
+  i=$((i + 1))
+  [ -f "$m" ] || { log "bench: $m missing"; continue; }
+  name=$(basename "$m" .gguf)
+  log "bench: $name (pp $pp, tg $tg, $reps reps)"
+  timeout "$(limit 100 100)" "$VKLLM" bench -m "$m" -p "$pp" -n "$tg" -r "$reps" --json >"$WORK/bench/vk.$i.json" 2>>"$OUT/bench.log" ||
+    log "vkllm bench $name failed"
+  timeout "$(limit 100 80)" "$PEER" -m "$m" -p "$pp" -n "$tg" -r "$reps" -ngl 99 -o json >"$WORK/bench/peer.$i.json" 2>>"$OUT/bench.log" ||
+    log "llama-bench $name failed"
+done
+
+# The largest model once more with the GPU time per op (timestamp queries) and 512-token prefill
+# chunks, llama-bench's batch: where the time goes, for tuning.
+if [ "$QUICK" = 0 ] && [ -f "${models[-1]}" ]; then
+  log "bench --profile --ubatch 512: $(basename "${models[-1]}" .gguf)"
+  timeout "$(limit 60 90)" "$VKLLM" bench -m "${models[-1]}" -p "$pp" -n 32 -r 1 --ubatch 512 --profile --no-probes \
+    >"$OUT/profile.txt" 2>>"$OUT/bench.log" || log "bench --profile failed"
+fi
+
+# --- 4. bench-ops ---
+if [ "$QUICK" = 1 ]; then shapes=small; else shapes=llama3-8b; fi
+log "bench-ops --shapes $shapes"
+timeout "$(limit 90 10)" "$VKLLM" bench-ops --shapes "$shapes" --json >"$WORK/bench/ops.json" 2>>"$OUT/bench.log" || log "bench-ops failed"
+
+# --- summary ---
+cp "$WORK/devices.json" "$OUT/devices.json" 2>/dev/null
+if command -v python3 >/dev/null; then
+  python3 "$HERE/check_summary.py" "$WORK" "$OUT" "$(( $(date +%s) - START ))" "$QUICK" || log "summary failed"
+else
+  log "no python3: summary.txt only has the log"; cp "$OUT/check.log" "$OUT/summary.txt"
+fi
+rm -rf "$WORK"
+log "done"
+grep -q '"tests_failed": 0' "$OUT/summary.json" 2>/dev/null
