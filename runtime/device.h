@@ -38,7 +38,6 @@ public:
     Device& operator=(const Device&) = delete;
 
     VkDevice get() const { return device_; }
-    VkPhysicalDevice physical() const { return physical_; }
     VkQueue queue() const { return queue_; }
     uint32_t queue_family() const { return queue_family_; }
     uint32_t timestamp_valid_bits() const { return timestamp_bits_; }

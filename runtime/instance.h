@@ -30,7 +30,6 @@ public:
 
     VkInstance get() const { return instance_; }
     uint32_t api_version() const { return api_version_; }
-    bool validation_enabled() const { return validation_; }
     std::vector<VkPhysicalDevice> physical_devices() const;
 
 private:

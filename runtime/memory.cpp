@@ -66,12 +66,6 @@ Allocator::~Allocator() {
     }
 }
 
-bool Allocator::is_host_visible(MemoryUsage usage) const {
-    bool hv = false;
-    memory_type(~0u, usage, &hv);
-    return hv;
-}
-
 uint32_t Allocator::memory_type(uint32_t type_bits, MemoryUsage usage, bool* host_visible) const {
     const auto& mp = device_.memory_properties();
     constexpr auto L = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, V = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,

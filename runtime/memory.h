@@ -91,7 +91,6 @@ public:
     const AllocatorStats& stats() const { return stats_; }
     VkDeviceSize alignment() const { return alignment_; }
     VkDeviceSize block_size() const { return block_size_; }
-    bool is_host_visible(MemoryUsage usage) const;
 
 private:
     friend class Buffer;

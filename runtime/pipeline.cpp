@@ -147,17 +147,6 @@ CacheHeader expected_header(const Device& device) {
 
 }  // namespace
 
-const char* cache_load_name(CacheLoad c) {
-    switch (c) {
-    case CacheLoad::Disabled: return "disabled";
-    case CacheLoad::Missing: return "missing";
-    case CacheLoad::Loaded: return "loaded";
-    case CacheLoad::Corrupt: return "corrupt (ignored)";
-    case CacheLoad::Foreign: return "other device/driver/build (ignored)";
-    }
-    return "?";
-}
-
 std::optional<std::filesystem::path> PipelineCache::default_dir() {
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "vkllm";
     if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "vkllm";

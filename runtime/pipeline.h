@@ -51,7 +51,6 @@ private:
 };
 
 enum class CacheLoad { Disabled, Missing, Loaded, Corrupt, Foreign };
-const char* cache_load_name(CacheLoad c);
 
 class PipelineCache {
 public:

@@ -78,8 +78,8 @@ serving::CompletionRequest request_from(const vkllm_sampling& p) {
     req.sampler.repeat_penalty = p.repeat_penalty;
     req.sampler.repeat_last_n = p.repeat_last_n;
     req.sampler.seed = p.seed == VKLLM_SEED_RANDOM ? std::random_device{}() : p.seed;
-    req.presence_penalty = p.presence_penalty;
-    req.frequency_penalty = p.frequency_penalty;
+    req.sampler.presence_penalty = p.presence_penalty;
+    req.sampler.frequency_penalty = p.frequency_penalty;
     req.ignore_eos = p.ignore_eos;
     for (size_t i = 0; i < p.n_stop; ++i) {
         require(p.stop[i] != nullptr, fmt::format("stop[{}] is NULL", i));

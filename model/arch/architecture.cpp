@@ -101,7 +101,5 @@ std::string supported_arch_list() {
     return out;
 }
 
-std::string_view arch_name_at(size_t i) { return archs().at(i).name; }
-size_t arch_count() { return archs().size(); }
 
 }  // namespace vkllm

@@ -74,8 +74,5 @@ struct ArchDesc {
 const ArchDesc* find_arch(std::string_view name);
 // "llama, qwen2, ..." for error messages and --help.
 std::string supported_arch_list();
-// Every architecture, in the order of supported_arch_list().
-std::string_view arch_name_at(size_t i);
-size_t arch_count();
 
 }  // namespace vkllm

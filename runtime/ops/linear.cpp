@@ -38,13 +38,10 @@ bool uniform_x_fits(const DeviceCaps& c, uint32_t m, uint32_t k) {
 
 // The *_u64_* variants (Q8_0 and Q4_0, with uniform X, CPU drivers) read each block as 5 / 3
 // 8-byte words instead of 9 / 5 4-byte ones (weights.glsl, W_LOAD64): lavapipe turns every load
-// into per-lane scalar loads, whatever their width. Measured on lavapipe (2-core EPYC), interleaved
-// rounds, decode tokens/s, median: stories15M-shaped Q8_0 84.2 against 60.2 (eight rounds, Mesa
-// 22.3) and 74.6 against 61.9 (five, Mesa 25.0); TinyLlama-shaped Q4_0 2.8 against 2.6 (Mesa 25.0).
+// into per-lane scalar loads, whatever their width (docs/kernels.md has the measurements).
 bool wide_weight_loads(const DeviceCaps& c, TensorType wtype, bool uniform_x) {
     return c.cpu_tuning && c.int64 && uniform_x && (wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0);
 }
-bool is_wide_variant(const std::string& shader) { return shader.find("_u64_") != std::string::npos; }
 
 void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_t bytes, uint64_t offset_align) {
     if (s.buffer == VK_NULL_HANDLE) throw std::invalid_argument(fmt::format("{}: {} has no buffer", op, what));
@@ -90,134 +87,141 @@ struct MatmulPush {
     uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, b_base, has_bias, x_vec4;
 };
 
-}  // namespace
-
-namespace detail {
-
-namespace {
 // Word-aligned weights (weights.glsl W_ALIGNED: 1) when every row and field starts on 4 bytes.
-uint32_t weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned) {
+bool weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned) {
     const TypeTraits& tt = type_traits(wtype);
     return w_offset_aligned && k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 &&
            (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
 }
 }  // namespace
 
-PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                         bool w_offset_aligned, MatvecInput::Kind input) {
-    if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
+uint32_t MatvecPlan::rows_per_workgroup() const { return kernel == Kernel::Rows ? rows * wg : rows; }
+
+PipelineDesc MatvecPlan::pipeline() const {
     using K = MatvecInput::Kind;
     const uint32_t norm = input == K::RmsNorm, act = input == K::SwiGlu ? 1 : input == K::GeGlu ? 2 : 0;
-    const uint32_t aligned = weights_aligned(wtype, k, w_offset_aligned);
-    // Rows of at most 1 KiB (stories-sized models): matvec_rows on CPU drivers.
+    const std::string type = type_suffix(wtype);
+    std::string name;
+    if (kernel == Kernel::Rows)
+        name = (wide_loads ? "matvec_rows_u64_" : uniform_x ? "matvec_rows_u_" : "matvec_rows_") + type;
+    else if (wide_loads)
+        name = "matvec_u64_" + type + "_subgroup";
+    else
+        name = (uniform_x ? "matvec_u_" : "matvec_") + type + (subgroup ? "_subgroup" : "");
+    return {name, {wg, rows, batch, uint32_t(w_aligned), norm, act}};
+}
+
+MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                       bool w_offset_aligned, MatvecInput::Kind input) {
+    if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
+    type_suffix(wtype);  // throws for unsupported types
+    MatvecPlan p;
+    p.wtype = wtype;
+    p.batch = m;
+    p.input = input;
+    p.w_aligned = weights_aligned(wtype, k, w_offset_aligned);
+    const uint32_t norm = input == MatvecInput::Kind::RmsNorm;
+    // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and every
+    // barrier as a switch between chunks. The kernel family depends on k and the type only, never
+    // on m or n: a row's sum is computed the same way in a decode batch as for a lone token (batch
+    // invariance). Measurements behind each choice: docs/kernels.md.
     if (caps.cpu_tuning && row_bytes(wtype, k) <= 1024) {
-        // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and every
-        // barrier as a switch between chunks: matvec_rows, one chunk per workgroup, each lane
-        // owning R whole rows, so that nothing is reduced across lanes (no shared memory, no
-        // barrier) and all lanes read X at one address (Mesa 22.3 loads a storage buffer lane by
-        // lane even then, hence the uniform-buffer variants below).
-        // Measured on lavapipe (2-core EPYC, S = 8), stories-shaped Q8_0 / Q4_K, best of 30, µs:
-        // 256 x 256: 64-66 / 60-68 against 74-80 / 72-76 with matvec.comp (8 rows per workgroup
-        // of 8); 768 x 256: 122-125 / 115-131 against 160-246 / 145-236; 4096 x 256 (32 rows):
-        // 499-510 / 489-839 against 496-508 / 415-681, the same within the machine's noise.
-        // stories15M-shaped Q8_0 decode 34.9 against 29.4 tokens/s. Long rows stream worse: the
-        // 32 rows a workgroup walks at once defeat the CPU's prefetch, where matvec.comp's lanes
-        // walk one row's contiguous bytes (TinyLlama-shaped Q4_0 decode, rows of 1152-3168 bytes:
-        // 1.0 against 1.2 tokens/s), hence the 1 KiB bound. Broadcasting X from one load per lane
-        // instead (as matmul_broadcast) measured 1.3-3x slower than loading it in every lane.
-        // The kernel family depends on k and the type only, never on m or n: a row's sum is
-        // computed the same way in a decode batch as for a lone token (batch invariance).
-        const uint32_t wg =
-            std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
-        const uint32_t r = 4;
+        // Rows of at most 1 KiB: matvec_rows, one SIMD chunk per workgroup, each lane owning R whole
+        // rows, so that nothing is reduced across lanes (no shared memory, no barrier). Longer rows
+        // stream better with a row's bytes spread over the lanes (the CPU's prefetch).
+        p.kernel = MatvecPlan::Kernel::Rows;
+        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
+        p.rows = 4;
         // X (and G) through uniform buffers where they fit: Mesa 22.3's lavapipe loads a uniform
-        // buffer at one address once (or gathers it) instead of lane by lane. Only the load
-        // instructions differ between the two variants, so this choice may depend on m (a batch
-        // past 64 KiB of X reads it as a storage buffer; test_matvec_fused checks the bits agree).
-        // Measured on lavapipe (Mesa 22.3.6, 2-core EPYC), best of 40, µs, uniform / storage:
-        // stories-shaped Q8_0 256 x 256 70-78 / 118-128, 768 x 256 165-180 / 235-242, 4096 x 256
-        // 427-683 / 845-948; stories15M-shaped Q8_0 decode 43.4 / 32.9 tokens/s, TinyLlama-shaped
-        // Q4_0 1.5 / 1.3. Mesa 25.0's lavapipe loads both kinds alike: no difference there.
-        const bool uniform = uniform_x_fits(caps, m, k);
-        const char* prefix = wide_weight_loads(caps, wtype, uniform) ? "matvec_rows_u64_"
-                             : uniform                                ? "matvec_rows_u_"
-                                                                      : "matvec_rows_";
-        return {std::string(prefix) + type_suffix(wtype),
-                {wg, r, m, aligned, norm, act}};
+        // buffer at one address once instead of lane by lane. Only the load instructions differ,
+        // so this choice may depend on m (test_matvec_fused checks the bits agree).
+        p.uniform_x = uniform_x_fits(caps, m, k);
+        p.wide_loads = wide_weight_loads(caps, wtype, p.uniform_x);
+        return p;
     }
-    uint32_t wg, nr;
+    p.kernel = MatvecPlan::Kernel::Strided;
     if (caps.cpu_tuning) {
         // CPU drivers, long rows: one small workgroup (about one SIMD chunk) per NR rows, so that
         // each X load serves NR rows and few barriers switch chunks; tall matrices (output head,
         // FFN) take NR = 32 and still make >= 64 workgroups, short ones NR = 8, so that every core
         // gets work. NR does not depend on the batch (a row's sum is the same whatever NR).
-        // Measured on lavapipe, stories15M-shaped Q8_0 decode, matvec time per step: 10.4 ms with
-        // NR = 8 everywhere, 7.1-7.8 ms with NR = 32 for n >= 2048.
-        wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
-        nr = n >= 2048 ? 32 : 8;
+        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
+        p.rows = n >= 2048 ? 32 : 8;
     } else {
         // 64 invocations stream a row in 64 unit-sized steps (16 bytes, a Q8_0 / Q4_0 block); a wider
-        // subgroup gets one full subgroup.
-        wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-        // Two rows per workgroup halve the reduction overhead; with many vectors, registers matter more.
-        nr = m <= 4 ? 2 : 1;
+        // subgroup gets one full subgroup. Two rows per workgroup halve the reduction overhead; more
+        // starve small matrices of workgroups (measured on an H100: docs/gpu.md); with many vectors,
+        // registers matter more.
+        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
+        p.rows = m <= 4 ? 2 : 1;
     }
-    wg = std::min(wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
+    p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
     // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
-    while (nr > 1 && uint64_t(nr + norm) * m * wg * 4 > caps.max_shared_memory) nr /= 2;
-    // CPU drivers read X (and G) through uniform buffers where they fit, as matvec_rows above.
-    const bool uniform = caps.cpu_tuning && uniform_x_fits(caps, m, k);
-    if (wide_weight_loads(caps, wtype, uniform) && caps.subgroup_ops())
-        return {"matvec_u64_" + type_suffix(wtype) + "_subgroup", {wg, nr, m, aligned, norm, act}};
-    std::string name = std::string(uniform ? "matvec_u_" : "matvec_") + type_suffix(wtype) +
-                       (caps.subgroup_ops() ? "_subgroup" : "");
-    return {name, {wg, nr, m, aligned, norm, act}};
+    while (p.rows > 1 && uint64_t(p.rows + norm) * m * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
+    p.subgroup = caps.subgroup_ops();
+    p.uniform_x = caps.cpu_tuning && uniform_x_fits(caps, m, k);
+    p.wide_loads = p.subgroup && wide_weight_loads(caps, wtype, p.uniform_x);
+    return p;
 }
 
-PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
-                         bool w_offset_aligned) {
+uint32_t MatmulPlan::tile_m() const { return kernel == Kernel::Broadcast ? tokens_per_lane * lanes : bm; }
+uint32_t MatmulPlan::tile_n() const { return kernel == Kernel::Broadcast ? rows_per_lane * lanes : bn; }
+
+PipelineDesc MatmulPlan::pipeline() const {
+    if (kernel == Kernel::Broadcast) {
+        PipelineDesc d{"matmul_broadcast_" + type_suffix(wtype), {lanes, rows_per_lane, tokens_per_lane, uint32_t(w_aligned)}};
+        d.subgroup_size = required_subgroup_size;
+        return d;
+    }
+    return {"matmul_" + type_suffix(wtype), {(bm / tm) * (bn / tn), bm, bn, bk, tm, tn}};
+}
+
+MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
+                       bool w_offset_aligned) {
+    type_suffix(wtype);  // throws for unsupported types
+    MatmulPlan p;
+    p.wtype = wtype;
     const uint32_t sg = caps.subgroup_size;
     if (caps.cpu_tuning && caps.subgroup_basic && caps.subgroup_ballot && (sg == 4 || sg == 8 || sg == 16) &&
         sg <= caps.max_workgroup_invocations) {
-        // Measured on lavapipe (AVX2, S = 8), stories-shaped FFN matmuls, GFLOP/s for Q8_0 / F32
-        // (Q8_0 then in half-block units; prefill measured the same after the whole-block change):
-        // R 4, TT 1: 18-20 / 15-16; R 2, TT 1: 12-14 / 11; R 4, TT 2: 8 / 11; R 8, TT 1: 5-11 / 15;
-        // tiled matmul.comp: 4.4 / 4.3. Larger tiles spill or stop NIR from unrolling the loops,
-        // which turns the register arrays into per-lane memory.
-        // 16 lanes (AVX-512-wide llvmpipe) take 2 rows: the same 32 accumulators per lane.
-        const uint32_t r = sg >= 16 ? 2 : 4, tt = 1;
-        PipelineDesc d{"matmul_broadcast_" + type_suffix(wtype), {sg, r, tt, weights_aligned(wtype, k, w_offset_aligned)}};
+        // CPU drivers: one subgroup per workgroup, no shared memory or barrier; each lane keeps R
+        // weight rows in registers and X reaches all lanes by broadcasts. Larger register tiles
+        // spill or stop NIR from unrolling the loops (per-lane memory); 16 lanes take 2 rows: the
+        // same 32 accumulators per lane.
+        p.kernel = MatmulPlan::Kernel::Broadcast;
+        p.lanes = sg;
+        p.rows_per_lane = sg >= 16 ? 2 : 4;
+        p.tokens_per_lane = 1;
+        p.w_aligned = weights_aligned(wtype, k, w_offset_aligned);
         // The kernel broadcasts from lanes 0 .. S-1 of one full subgroup: required where the device
         // can require it (SPIR-V 1.3 shaders already see the reported size; this also rules out a
         // split or partly populated subgroup).
         if (caps.subgroup_size_control && caps.min_subgroup_size <= sg && sg <= caps.max_subgroup_size)
-            d.subgroup_size = sg;
-        return d;
+            p.required_subgroup_size = sg;
+        return p;
     }
-    uint32_t bm = 64, bn = 64, tm = 4, tn = 4;
+    p.kernel = MatmulPlan::Kernel::Tiled;
+    p.bm = p.bn = 64, p.tm = p.tn = 4;
     if (caps.max_workgroup_invocations < 256) {
-        bm = bn = 32;  // 64 invocations: every Vulkan device allows 128
+        p.bm = p.bn = 32;  // 64 invocations: every Vulkan device allows 128
     } else if (m <= 32) {
-        bm = 32, tm = 2;  // short prompts: less of the tile wasted on rows that do not exist
+        p.bm = 32, p.tm = 2;  // short prompts: less of the tile wasted on rows that do not exist
     }
-    uint32_t wg = (bm / tm) * (bn / tn);
     // The deepest k slice whose two shared tiles fit: deeper slices mean fewer barriers.
-    uint32_t bk = 8;
+    p.bk = 8;
     for (uint32_t cand : {32u, 16u})
-        if (uint64_t(cand) * (bm + 1 + bn + 1) * 4 <= caps.max_shared_memory) { bk = cand; break; }
-    if (uint64_t(bk) * (bm + 1 + bn + 1) * 4 > caps.max_shared_memory)
+        if (uint64_t(cand) * (p.bm + 1 + p.bn + 1) * 4 <= caps.max_shared_memory) { p.bk = cand; break; }
+    if (uint64_t(p.bk) * (p.bm + 1 + p.bn + 1) * 4 > caps.max_shared_memory)
         throw DeviceLimitError(fmt::format("matmul: needs {} bytes of shared memory, device has {}",
-                                           bk * (bm + 1 + bn + 1) * 4, caps.max_shared_memory));
-    return {"matmul_" + type_suffix(wtype), {wg, bm, bn, bk, tm, tn}};
+                                           p.bk * (p.bm + 1 + p.bn + 1) * 4, caps.max_shared_memory));
+    return p;
 }
-
-}  // namespace detail
 
 std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                                            MatvecInput::Kind input) {
-    if (m <= 8) return {detail::matvec_desc(ctx.caps(), wtype, m, n, k, true, input)};
+    if (m <= 8) return {plan_matvec(ctx.caps(), wtype, m, n, k, true, input).pipeline()};
     if (input != MatvecInput::Kind::Plain) throw std::invalid_argument("linear_pipelines: a fused input needs m <= 8");
-    return {detail::matmul_desc(ctx.caps(), wtype, m, n, k)};
+    return {plan_matmul(ctx.caps(), wtype, m, n, k).pipeline()};
 }
 
 uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k) {
@@ -236,10 +240,9 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         if (!(input.eps >= 0)) throw std::invalid_argument(fmt::format("matvec: norm eps {} is not >= 0", input.eps));
     }
     const DeviceCaps& c = ctx.caps();
-    const PipelineDesc desc = detail::matvec_desc(c, wtype, m, n, k, w.offset % 4 == 0, input.kind);
-    // Rows per workgroup: matvec.comp's NR, matvec_rows.comp's R per lane times WG lanes.
-    const uint32_t nr = desc.shader.starts_with("matvec_rows_") ? desc.spec[1] * desc.spec[0] : desc.spec[1];
-    const Pipeline& p = ctx.pipeline(desc);
+    const MatvecPlan plan = plan_matvec(c, wtype, m, n, k, w.offset % 4 == 0, input.kind);
+    const uint32_t nr = plan.rows_per_workgroup();
+    const Pipeline& p = ctx.pipeline(plan.pipeline());
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
 
     const uint64_t x_floats = uint64_t(m) * k;
@@ -255,8 +258,7 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
                                            "({} bytes)", rb, m, n, c.max_storage_buffer_range));
 
-    const bool uniform_x = desc.shader.starts_with("matvec_rows_u") || desc.shader.starts_with("matvec_u");
-    const uint64_t x_align = uniform_x ? uniform_x_align(c) : align;
+    const uint64_t x_align = plan.uniform_x ? uniform_x_align(c) : align;
     const detail::ByteWindow xw = detail::byte_window(x, 0, x_floats * 4, x_align, 16);
     const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
     // G: the norm weight or the GLU's up rows; otherwise never read, and X's window stands in.
@@ -265,7 +267,7 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
                                         : xw;
     const uint32_t g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
     // The 8-byte loads of the *_u64_* variants need W's window to end on an 8-byte word.
-    const uint64_t w_round = is_wide_variant(desc.shader) ? 8 : 4;
+    const uint64_t w_round = plan.wide_loads ? 8 : 4;
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
         const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align, w_round);
@@ -287,12 +289,10 @@ void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
             const BufferSlice* bias) {
     check_args("matmul", wtype, w, x, y, m, n, k, residual, bias);
     const DeviceCaps& c = ctx.caps();
-    const PipelineDesc desc = detail::matmul_desc(c, wtype, m, n, k, w.offset % 4 == 0);
-    // Tile of one workgroup: matmul.comp's BM x BN, or matmul_broadcast.comp's TT * S x R * S.
-    const bool broadcast = desc.shader.starts_with("matmul_broadcast_");
-    const uint32_t bm = broadcast ? desc.spec[2] * desc.spec[0] : desc.spec[1];
-    const uint32_t bn = broadcast ? desc.spec[1] * desc.spec[0] : desc.spec[2];
-    const Pipeline& p = ctx.pipeline(desc);
+    const MatmulPlan plan = plan_matmul(c, wtype, m, n, k, w.offset % 4 == 0);
+    const bool broadcast = plan.kernel == MatmulPlan::Kernel::Broadcast;
+    const uint32_t bm = plan.tile_m(), bn = plan.tile_n();
+    const Pipeline& p = ctx.pipeline(plan.pipeline());
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
 
     // Dispatches tile (X rows [m0, m1)) x (W rows [n0, n1)); Y's window spans Y[m0][n0] .. Y[m1-1][n1).

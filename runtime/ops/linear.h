@@ -65,17 +65,53 @@ std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype,
 // For GB/s reports: bytes / time.
 uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
 
-namespace detail {
+// How a matvec call runs, decided once by plan_matvec() from the device's capabilities and the
+// shape; matvec() records it, linear_pipelines() (start-up warm-up) and the benchmarks read it.
+struct MatvecPlan {
+    enum class Kernel {
+        Rows,     // matvec_rows.comp: each lane owns `rows` whole rows (CPU drivers, rows <= 1 KiB)
+        Strided,  // matvec.comp: a row's units strided over the workgroup, `rows` rows per workgroup
+    };
+    Kernel kernel = Kernel::Strided;
+    TensorType wtype = TensorType::F32;
+    uint32_t wg = 0;          // invocations per workgroup
+    uint32_t rows = 0;        // Rows: rows per lane; Strided: rows per workgroup
+    uint32_t batch = 1;       // x vectors (m)
+    bool w_aligned = false;   // every weight read 4-byte aligned (weights.glsl W_ALIGNED)
+    bool subgroup = false;    // Strided: subgroup reduction (else a shared-memory tree)
+    bool uniform_x = false;   // X (and G) bound as uniform buffers (CPU drivers)
+    bool wide_loads = false;  // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
+    MatvecInput::Kind input = MatvecInput::Kind::Plain;
 
-// The variant and specialization constants linear() picks; exposed for tests and benchmarks.
+    uint32_t rows_per_workgroup() const;
+    PipelineDesc pipeline() const;  // the variant's name in the shader table and its constants
+};
 // w_offset_aligned: W's slice starts on 4 bytes (as uploaded weights do); with rows and fields of
 // the type on 4 bytes too, the variant reads weights without realignment.
-PipelineDesc matvec_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                         bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain);
-PipelineDesc matmul_desc(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                         bool w_offset_aligned = true);
+MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                       bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain);
 
-}  // namespace detail
+// How a matmul call runs (plan_matmul), as MatvecPlan for matvec.
+struct MatmulPlan {
+    enum class Kernel {
+        Broadcast,  // matmul_broadcast.comp: one subgroup per workgroup, weights in registers (CPU drivers)
+        Tiled,      // matmul.comp: shared-memory tiles
+    };
+    Kernel kernel = Kernel::Tiled;
+    TensorType wtype = TensorType::F32;
+    // Broadcast: subgroup lanes, weight rows per lane, tokens per lane; the subgroup size required
+    // of the pipeline (0: the driver's).
+    uint32_t lanes = 0, rows_per_lane = 0, tokens_per_lane = 0, required_subgroup_size = 0;
+    bool w_aligned = false;
+    // Tiled: a BM x BN tile of Y per workgroup, k in slices of BK, TM x TN per invocation.
+    uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
+
+    uint32_t tile_m() const;  // rows of X (tokens) per workgroup
+    uint32_t tile_n() const;  // rows of W per workgroup
+    PipelineDesc pipeline() const;
+};
+MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                       bool w_offset_aligned = true);
 
 }  // namespace vkllm::ops
 

@@ -281,10 +281,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.pending = -1;
     s.prev = keep > 0 ? prompt[keep - 1] : -1;
     s.generated = 0;
-    SamplerParams sp = s.req->req.sampler;
-    sp.presence_penalty = s.req->req.presence_penalty;
-    sp.frequency_penalty = s.req->req.frequency_penalty;
-    s.sampler = std::make_unique<Sampler>(sp);
+    s.sampler = std::make_unique<Sampler>(s.req->req.sampler);
     for (int32_t t : prompt) s.sampler->accept(t);
     s.text = std::make_unique<TextStream>(s.req->req.stop);
     s.started = Clock::now();
@@ -488,10 +485,7 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
     if (req.slot < -1 || req.slot >= int32_t(im.opts.n_slots))
         throw std::invalid_argument(fmt::format("slot {} does not exist (the engine has {})", req.slot, im.opts.n_slots));
     if (req.top_logprobs > 20) throw std::invalid_argument(fmt::format("top_logprobs {} must be in 0..20", req.top_logprobs));
-    SamplerParams sp = req.sampler;
-    sp.presence_penalty = req.presence_penalty;
-    sp.frequency_penalty = req.frequency_penalty;
-    sp.validate();
+    req.sampler.validate();
     auto st = std::make_shared<Ticket::State>();
     st->submitted = Clock::now();
     st->deadline = st->submitted + (req.timeout.count() > 0 ? req.timeout : im.opts.default_timeout);

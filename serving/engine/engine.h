@@ -39,9 +39,7 @@ struct EngineOptions {
 struct CompletionRequest {
     std::vector<int32_t> prompt;       // token ids, BOS included when wanted; must not be empty
     int32_t max_tokens = -1;           // -1: until an end-of-generation token or the slot's context is full
-    SamplerParams sampler;             // temperature 0 = greedy; seed; top_k/top_p/min_p; repeat_penalty
-    float presence_penalty = 0.0f;     // OpenAI: -2..2, subtracted once from every token seen in the output
-    float frequency_penalty = 0.0f;    // OpenAI: -2..2, times the count of the token in the output
+    SamplerParams sampler;             // temperature 0 = greedy; seed; top_k/top_p/min_p; the penalties
     std::vector<std::string> stop;     // stop strings (not included in the text)
     bool ignore_eos = false;
     uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)

@@ -131,8 +131,8 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     s.seed = seed;
     if (auto v = get_integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
         s.seed = uint64_t(*v);
-    if (auto v = get_number(body, "presence_penalty", -2, 2)) e.presence_penalty = float(*v);
-    if (auto v = get_number(body, "frequency_penalty", -2, 2)) e.frequency_penalty = float(*v);
+    if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = float(*v);
+    if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = float(*v);
     e.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
 
     if (const json* stop = field(body, "stop")) {

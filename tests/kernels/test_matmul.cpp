@@ -62,8 +62,9 @@ TEST_CASE("matmul: tile choice fits the device") {
         CAPTURE(spec);
         const DeviceCaps& caps = test::context_for(spec).caps();
         for (uint32_t m : {9u, 32u, 33u, 512u}) {
-            PipelineDesc d = ops::detail::matmul_desc(caps, TensorType::Q4_0, m, 4096, 4096);
-            if (d.shader.starts_with("matmul_broadcast_")) {
+            const ops::MatmulPlan plan = ops::plan_matmul(caps, TensorType::Q4_0, m, 4096, 4096);
+            const PipelineDesc d = plan.pipeline();
+            if (plan.kernel == ops::MatmulPlan::Kernel::Broadcast) {
                 kernels.insert("broadcast");
                 REQUIRE(d.spec.size() == 4);
                 // Workgroup = one full subgroup, required wherever the device allows requiring it.

@@ -105,8 +105,8 @@ TEST_CASE("protocol: every sampling field is read") {
     CHECK(r.engine.sampler.top_k == 7);
     CHECK(r.engine.sampler.min_p == doctest::Approx(0.1));
     CHECK(r.engine.sampler.seed == 1234);
-    CHECK(r.engine.presence_penalty == 1.5f);
-    CHECK(r.engine.frequency_penalty == -0.5f);
+    CHECK(r.engine.sampler.presence_penalty == 1.5f);
+    CHECK(r.engine.sampler.frequency_penalty == -0.5f);
     CHECK(r.engine.sampler.repeat_penalty == doctest::Approx(1.1));
     CHECK(r.engine.max_tokens == 10);
     CHECK(r.engine.stop == std::vector<std::string>{"a", "b"});
