@@ -50,7 +50,7 @@ TEST_CASE("cli: vkllm chat-template prints exactly what jinja2 renders for the c
     size_t passed = 0, total = 0;
     for (const auto& c : index["cases"]) {
         ++total;
-        // The README's command, with strftime_now pinned as the expected files were rendered.
+        // docs/chat.md's command, with strftime_now pinned as the expected files were rendered.
         std::string args = "chat-template --template " + quoted((root / c["template"].get<std::string>()).string()) +
                            " --messages " + quoted((root / c["messages"].get<std::string>()).string()) +
                            (c["add_generation_prompt"].get<bool>() ? " --add-generation-prompt" : "") +

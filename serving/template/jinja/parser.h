@@ -1,6 +1,6 @@
 // Recursive-descent parser for jinja2's grammar (the statements and expressions chat templates
-// use; see README "Chat templates"). Nesting is bounded: a block or expression deeper than the
-// limits is a syntax error rather than a stack overflow.
+// use; see docs/chat.md "Chat templates"). Nesting is bounded: a block or expression deeper
+// than the limits is a syntax error rather than a stack overflow.
 #pragma once
 
 #include "serving/template/jinja/ast.h"
