@@ -31,8 +31,11 @@ def main():
     results = os.path.join(work, "tests", "results")
     if os.path.exists(results):
         for line in open(results):
-            name, rc = line.split()
-            tests.append({"test": name, "exit": int(rc), "timed_out": rc == "124"})
+            parts = line.split()
+            if len(parts) != 2 or not parts[1].isdigit():
+                continue  # a line cut short by a killed job
+            name, rc = parts
+            tests.append({"test": name, "exit": int(rc), "timed_out": rc in ("124", "137")})
     tests.sort(key=lambda t: t["test"])
     s["tests_run"] = len(tests)
     s["tests_failed"] = sum(1 for t in tests if t["exit"] != 0)
@@ -49,7 +52,7 @@ def main():
         if vk and vk.get("results"):
             device = device or vk.get("device")
             r = vk["results"][0]
-            row["model"] = os.path.basename(r["model"])
+            row["model"] = os.path.basename(r.get("model", "?"))
             for k in ("weight_type", "pp_tokens", "tg_tokens", "pp_tps_mean", "pp_tps_stddev", "tg_tps_mean",
                       "tg_tps_stddev", "decode_roofline_pct", "prefill_fma_pct", "load_ms",
                       "ttft_cold_pipeline_cache_ms", "ttft_warm_pipeline_cache_ms", "weights_bytes",
@@ -57,7 +60,7 @@ def main():
                 if k in r:
                     row[k] = r[k]
         if isinstance(peer, list):
-            for p in peer:
+            for p in (x for x in peer if isinstance(x, dict)):
                 key = "peer_pp_tps" if p.get("n_gen", 0) == 0 else "peer_tg_tps"
                 row[key] = p.get("avg_ts")
                 row[key + "_stddev"] = p.get("stddev_ts")

@@ -66,7 +66,7 @@ std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype,
 uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
 
 // How a matvec call runs, decided once by plan_matvec() from the device's capabilities and the
-// shape; matvec() records it, linear_pipelines() (start-up warm-up) and the benchmarks read it.
+// shape; matvec() records it and linear_pipelines() (the start-up warm-up) lists its pipeline.
 struct MatvecPlan {
     enum class Kernel {
         Rows,     // matvec_rows.comp: each lane owns `rows` whole rows (CPU drivers, rows <= 1 KiB)
