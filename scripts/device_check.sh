@@ -104,18 +104,15 @@ if [ "$QUICK" = 1 ]; then list="$HERE/tests-quick.txt"; fi
 log "tests: $(wc -l <"$list") files, $JOBS at a time, 180 s each at most, all of them done 200 s before the end"
 # Each test's limit is taken when it starts (files wait for a free job), so the last ones still end
 # in time. A file whose filter matched no test case fails: a stale list must not pass for green.
-TESTS_END=$((DEADLINE - 200))
 run_one() {  # exe stem
-  local exe=$1 stem=$2 rc left
-  left=$((TESTS_END - $(date +%s)))
-  if [ "$left" -lt 180 ]; then left=$((left > 5 ? left : 5)); else left=180; fi
-  timeout -k 5 "$left" "$B/bin/$exe" "--source-file=*/$stem.cpp" --duration=false >"$WORK/tests/$exe.$stem.log" 2>&1
+  local exe=$1 stem=$2 rc
+  run_limited "$(limit 180 200)" "$B/bin/$exe" "--source-file=*/$stem.cpp" --duration=false >"$WORK/tests/$exe.$stem.log" 2>&1
   rc=$?
   if [ "$rc" = 0 ] && grep -q 'test cases: *0 |' "$WORK/tests/$exe.$stem.log"; then rc=3; fi
   echo "$exe.$stem $rc" >>"$WORK/tests/results"
 }
-export -f run_one
-export B WORK TESTS_END
+export -f run_one limit run_limited
+export B WORK DEADLINE
 xargs -r -a "$list" -P "$JOBS" -L 1 bash -c 'run_one "$0" "$1"'
 golden_rc=0
 run_limited "$(limit 60 150)" "$B/bin/capi_smoke" "$HERE/models/stories260K.gguf" "$HERE/models/stories260K.greedy200.txt" --validation \
