@@ -1,6 +1,7 @@
 #include "model/gguf_writer.h"
 
 #include "model/arch/architecture.h"
+#include "model/arch/tensor_schema.h"
 
 #include <algorithm>
 #include <bit>
@@ -655,52 +656,29 @@ GgufWriter make_random_model(const ModelShape& s) {
     auto vector = [&](const std::string& name, uint64_t n, float mean, float sigma, bool positive = false) {
         w.add_tensor(name, TensorType::F32, {n}, random_vector(s.seed, name, mean, sigma, positive));
     };
-    const bool layer_norm = A.norm == NormKind::Layer;
-    auto norm = [&](const std::string& prefix, uint64_t n = 0) {
-        vector(prefix + ".weight", n ? n : s.dim, 1.0f, 0.05f);
-        if (layer_norm) vector(prefix + ".bias", n ? n : s.dim, 0.0f, 0.05f);
-    };
-    auto proj = [&](const std::string& prefix, uint64_t in, uint64_t out, bool with_bias) {
-        matrix(prefix + ".weight", in, out);
-        if (with_bias) vector(prefix + ".bias", out, 0.0f, 0.1f);
-    };
-    const bool qkv_bias = A.qkv_bias || A.all_bias;
-    matrix("token_embd.weight", s.dim, s.n_vocab);
-    if (A.positions == PositionKind::Learned) matrix("position_embd.weight", s.dim, s.n_ctx);
-    if (s.rope_freqs) vector("rope_freqs.weight", head_dim / 2, 2.0f, 1.0f, true);
-    if (A.rope_factor_tensors) {
-        vector("rope_factors_long.weight", head_dim / 2, 4.0f, 2.0f, true);
-        vector("rope_factors_short.weight", head_dim / 2, 1.0f, 0.1f, true);
-    }
-    for (uint32_t l = 0; l < s.n_layers; ++l) {
-        const std::string p = fmt::format("blk.{}.", l);
-        norm(p + "attn_norm");
-        if (A.fused_qkv) {
-            proj(p + "attn_qkv", s.dim, q_dim + 2 * kv_dim, qkv_bias);
-        } else {
-            proj(p + "attn_q", s.dim, q_dim, qkv_bias);
-            proj(p + "attn_k", s.dim, kv_dim, qkv_bias);
-            proj(p + "attn_v", s.dim, kv_dim, qkv_bias);
-        }
-        if (A.qk_norm) {
-            vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.05f);
-            vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.05f);
-        }
-        proj(p + "attn_output", q_dim, s.dim, A.all_bias);
-        if (A.post_norms) vector(p + "post_attention_norm.weight", s.dim, 1.0f, 0.05f);
-        norm(p + "ffn_norm");
-        if (A.fused_gate_up) {
-            matrix(p + "ffn_up.weight", s.dim, 2ull * s.ffn_dim);
-        } else {
-            if (A.ffn != FfnKind::Gelu) matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim);
-            proj(p + "ffn_up", s.dim, s.ffn_dim, A.all_bias);
-        }
-        proj(p + "ffn_down", s.ffn_dim, s.dim, A.all_bias);
-        if (A.post_norms) vector(p + "post_ffw_norm.weight", s.dim, 1.0f, 0.05f);
-    }
-    norm("output_norm");
+    // Every tensor of the architecture's schema that a file of this shape holds: the required ones,
+    // the frequency factors when asked for (Phi-3 always has its pair), the output matrix unless tied.
+    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim};
     const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
-    if (!tied) matrix("output.weight", s.dim, s.n_vocab);
+    auto write = [&](const TensorSpec& t, uint32_t layer) {
+        bool wanted = t.required;
+        if (t.role == Role::RopeFreqs) wanted = s.rope_freqs;
+        if (t.role == Role::RopeFactorsLong || t.role == Role::RopeFactorsShort) wanted = true;
+        if (t.role == Role::Output) wanted = !tied;
+        if (!wanted) return;
+        const std::string name = tensor_name(t, layer);
+        if (t.init.matrix)
+            matrix(name, dims.get(t.ne[0]), dims.get(t.ne[1]));
+        else
+            vector(name, dims.get(t.ne[0]), t.init.mean, t.init.sigma, t.init.positive);
+    };
+    const std::vector<TensorSpec> globals = model_schema(A), layer = layer_schema(A);
+    for (const TensorSpec& t : globals)
+        if (!is_head_role(t.role)) write(t, 0);
+    for (uint32_t l = 0; l < s.n_layers; ++l)
+        for (const TensorSpec& t : layer) write(t, l);
+    for (const TensorSpec& t : globals)
+        if (is_head_role(t.role)) write(t, 0);
     return w;
 }
 

@@ -32,7 +32,7 @@
 //   attention in one dispatch instead of two): the new token's K (before RoPE, binding 5 from k_first)
 //   and V (binding 6 from v_first) rows [n_kv_heads][D] f32 go to cache row p % n_ctx (skipped when
 //   p < 0). Every workgroup builds its kv head's new K and V in shared memory exactly as the cache
-//   will hold them (K rotated as kv_store.comp's ROPE variants rotate it, then rounded to f16 or
+//   will hold them (K rotated as rope.comp rotates it, then rounded to f16 or
 //   quantized to q8_0 by include/kv_write.glsl), and attends to them in place of that row, which
 //   it never reads: workgroup (kv head, 0, 0) writes the row while the others run. Q is rotated as
 //   it is loaded (rope.comp's rotation; q itself is left as it is). rot_half = 0 means no RoPE.

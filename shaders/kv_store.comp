@@ -17,13 +17,6 @@
 // One invocation writes one 32-bit word of the cache (two f16 values or one f32), or one Q8_0 block
 // (9 words); the 2-D grid is flattened over n_pairs * n_tokens * units per row (the second pair
 // after the first). Two tokens with the same position race; callers don't do that.
-// ROPE (variants kv_store_rope_*: decode steps of RoPE models that attention_decode.comp's STORE
-//   variants do not take, i.e. q8_0 caches whose heads are not whole blocks of 32):
-//   src holds K before RoPE, and each K value is rotated as it is loaded (rope.comp's rotation,
-//   include/rope_angle.glsl: element e of a head pairs with e ^ 1 (Adjacent) or e -+ rot_half
-//   (HalfSplit) and takes its side of the rotated pair); src stays unrotated. The first pc.q_pairs
-//   invocations also rotate Q in place (binding 5, [n_tokens][n_q_heads][head_dim] from q_first), one
-//   pair each, as rope.comp does. Frequency factors: binding 6, read only when has_ff != 0.
 // Workgroup size: specialization constant 0.
 #extension GL_GOOGLE_include_directive : require
 #include "kv_write.glsl"
@@ -48,69 +41,12 @@ layout(push_constant) uniform Push {
     uint n_pairs;    // 1: src -> cache; 2: also src2 -> cache2 (same shapes and window)
     uint src2_first;
     uint cache2_first;
-#ifdef ROPE
-    uint q_pairs;    // Q pairs this dispatch rotates (0 in all but one window of a split cache)
-    uint q_first;
-    uint n_q_heads;
-    uint head_dim;   // K rows are n_kv_heads * head_dim
-    uint rot_half;   // rot_dim / 2
-    uint layout_id;  // 0 Adjacent, 1 HalfSplit
-    float log2_step;
-    uint ff_first;
-    uint has_ff;
-    float freq_scale;
-    float ext_factor;
-    float mscale;
-    float corr_low;
-    float corr_high;
-#endif
 } pc;
-
-#ifdef ROPE
-layout(std430, binding = 5) buffer Q { float q[]; };
-layout(std430, binding = 6) readonly buffer F { float ff[]; };
-#include "rope_angle.glsl"
-#endif
 
 // The pair an invocation works on: its source word and its cache word (both buffers of the pair are
 // distinct bindings, so every access picks one).
 bool second_ = false;
-#ifdef ROPE
-int pos_ = 0;  // the position of the token being stored
-uint row_elems() {
-#if defined(F16)
-    return 2u * pc.row_words;
-#elif defined(Q8_0)
-    return pc.row_words / 9u * 32u;
-#else
-    return pc.row_words;
-#endif
-}
-// K element i (a flat index over the tokens' rows) after RoPE, as raw bits (unrotated elements as
-// they are, bit for bit).
-uint load_k_roped(uint i) {
-    const uint e = (i % row_elems()) % pc.head_dim;  // the head starts at i - e
-    if (e >= 2u * pc.rot_half) return src[pc.src_first + i];
-    const float x = uintBitsToFloat(src[pc.src_first + i]);
-    const float xp = uintBitsToFloat(src[pc.src_first + i - e + rope_partner(e)]);
-    return floatBitsToUint(rope_rotate(x, xp, e, pos_));
-}
-uint load_src(uint i) { return second_ ? src2[pc.src2_first + i] : load_k_roped(i); }
-
-// Pair p of Q (p < q_pairs), rotated in place as rope.comp rotates it.
-void rotate_q(uint p) {
-    const uint pair = p % pc.rot_half, head = p / pc.rot_half, t = head / pc.n_q_heads;
-    const uvec2 ab = rope_pair(pc.q_first + head * pc.head_dim, pair);
-    const uint a = ab.x, b = ab.y;
-    const vec2 cs = rope_cs(pair, positions[pc.pos_first + t]);
-    const float c = cs.x, s = cs.y;
-    const float x0 = q[a], x1 = q[b];
-    q[a] = x0 * c - x1 * s;
-    q[b] = x0 * s + x1 * c;
-}
-#else
 uint load_src(uint i) { return second_ ? src2[pc.src2_first + i] : src[pc.src_first + i]; }
-#endif
 void store_cache(uint i, uint w) {
     if (second_)
         cache2[pc.cache2_first + i] = w;
@@ -118,20 +54,12 @@ void store_cache(uint i, uint w) {
         cache[pc.cache_first + i] = w;
 }
 
-
 #ifdef Q8_0
 const uint BLOCK_WORDS = 9u;
 #endif
 
 void main() {
     uint idx = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
-#ifdef ROPE
-    if (idx < pc.q_pairs) {
-        rotate_q(idx);
-        return;
-    }
-    idx -= pc.q_pairs;
-#endif
 #ifdef Q8_0
     const uint units = pc.row_words / BLOCK_WORDS;  // blocks per row
 #else
@@ -143,9 +71,6 @@ void main() {
     uint t = idx / units, j = idx % units;
     int pos = positions[pc.pos_first + t];
     if (pos < 0) return;
-#ifdef ROPE
-    pos_ = pos;
-#endif
     uint ring_row = uint(pos) % pc.n_ctx;
     uint row = ring_row - pc.row_base;  // wraps to a huge value below the window
     if (ring_row < pc.row_base || row >= pc.row_count) return;

@@ -47,7 +47,7 @@ ArchDesc gemma2() {
     a.name = "gemma2";
     a.ffn = FfnKind::GeGlu;
     a.rope_layout = RopeLayout::HalfSplit;
-    a.post_norms = true;
+    a.norm_placement = NormPlacement::PreAndPost;
     a.embed_scale = true;
     a.swa_period = 2;
     a.default_window = 4096;
@@ -63,7 +63,7 @@ ArchDesc gemma3() {
     a.ffn = FfnKind::GeGlu;
     a.rope_layout = RopeLayout::HalfSplit;
     a.qk_norm = true;
-    a.post_norms = true;
+    a.norm_placement = NormPlacement::PreAndPost;
     a.embed_scale = true;
     a.swa_period = 6;
     a.local_rope_base = true;

@@ -4,11 +4,8 @@
 // Adding an architecture that only recombines these features is one table entry in
 // architecture.cpp; a new feature is a field here plus its branch in both forward passes.
 //
-// Tensor names are the GGUF ones, shared by every architecture (llama.cpp's conventions):
-//   token_embd, position_embd, output_norm, output, rope_freqs, rope_factors_{long,short}, and per
-//   layer blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_qkv, attn_q_norm, attn_k_norm,
-//   attn_output, post_attention_norm, ffn_norm, ffn_gate, ffn_up, ffn_down, post_ffw_norm}
-//   with .weight and, where present, .bias.
+// The tensors each description implies (names, shapes, which are required) are listed once, in
+// model/arch/tensor_schema.h.
 #pragma once
 
 #include "runtime/ops/op_types.h"
@@ -28,6 +25,12 @@ enum class FfnKind {
     SwiGlu,  // down(silu(gate(x)) * up(x))
     GeGlu,   // down(gelu(gate(x)) * up(x))          (Gemma)
     Gelu,    // down(gelu(up(x))), no gate            (GPT-2)
+};
+
+// Where a block's norms sit around its residual add.
+enum class NormPlacement {
+    Pre,         // x += block(norm(x))                     (LLaMA and most decoders)
+    PreAndPost,  // x += post_norm(block(norm(x)))          (Gemma 2/3: post_attention_norm, post_ffw_norm)
 };
 
 enum class PositionKind {
@@ -51,7 +54,7 @@ struct ArchDesc {
     bool qkv_bias = false;   // attn_q/k/v (or attn_qkv) .bias
     bool all_bias = false;   // every projection and every norm has a bias (GPT-2)
     bool qk_norm = false;    // attn_q_norm / attn_k_norm: RMSNorm of each head of q and k before RoPE
-    bool post_norms = false; // post_attention_norm / post_ffw_norm on the block outputs before the residual add
+    NormPlacement norm_placement = NormPlacement::Pre;
     bool embed_scale = false;  // token embeddings are multiplied by sqrt(dim)
     bool rope_factor_tensors = false;  // rope_factors_long / _short (Phi-3 LongRoPE)
 

@@ -189,62 +189,27 @@ ModelConfig read(const GgufFile& f) {
         c.fail(Checker::key_what(key("vocab_size")),
                fmt::format("vocab_size {} but token_embd.weight has {} rows", *n, cfg.n_vocab));
 
-    const uint64_t d = cfg.dim, q = cfg.q_dim(), kv = cfg.kv_dim(), ff = cfg.ffn_dim, hd = cfg.head_dim;
-    const bool layer_norm = A.norm == NormKind::Layer;
-    auto norm = [&](const std::string& name, uint64_t n) {
-        c.expect_shape(name + ".weight", {n});
-        c.expect_shape(name + ".bias", {n}, layer_norm);
+    // Every tensor the architecture reads (model/arch/tensor_schema.h), with its shape.
+    const SchemaDims dims = schema_dims(cfg);
+    auto check = [&](const TensorSpec& t, uint32_t layer) {
+        std::vector<uint64_t> want{dims.get(t.ne[0])};
+        if (t.ne[1] != Dim::One) want.push_back(dims.get(t.ne[1]));
+        c.expect_shape(tensor_name(t, layer), want, t.required);
     };
-    // A projection [in -> out] and its bias: required, or read when present.
-    auto proj = [&](const std::string& name, uint64_t in, uint64_t out, bool bias_required) {
-        c.expect_shape(name + ".weight", {in, out});
-        c.expect_shape(name + ".bias", {out}, bias_required);
-    };
-    norm("output_norm", d);
     cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;
-    c.expect_shape("output.weight", {d, cfg.n_vocab}, false);
-    if (A.positions == PositionKind::Learned) c.expect_shape("position_embd.weight", {d, cfg.n_ctx_train});
-    if (A.positions == PositionKind::Rope) {
-        const uint64_t half = cfg.rope_dim / 2;
-        cfg.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
-        c.expect_shape("rope_freqs.weight", {half}, false);
-        if (A.rope_factor_tensors) {
-            const bool lng = f.find_tensor("rope_factors_long.weight"), shrt = f.find_tensor("rope_factors_short.weight");
-            if (lng != shrt)
-                c.fail(lng ? "tensor 'rope_factors_short.weight'" : "tensor 'rope_factors_long.weight'",
-                       "LongRoPE needs both rope_factors_long and rope_factors_short");
-            cfg.has_rope_long_short = lng;
-            c.expect_shape("rope_factors_long.weight", {half}, false);
-            c.expect_shape("rope_factors_short.weight", {half}, false);
-        }
+    cfg.has_rope_freqs = A.positions == PositionKind::Rope && f.find_tensor("rope_freqs.weight") != nullptr;
+    if (A.rope_factor_tensors) {
+        const bool lng = f.find_tensor("rope_factors_long.weight"), shrt = f.find_tensor("rope_factors_short.weight");
+        if (lng != shrt)
+            c.fail(lng ? "tensor 'rope_factors_short.weight'" : "tensor 'rope_factors_long.weight'",
+                   "LongRoPE needs both rope_factors_long and rope_factors_short");
+        cfg.has_rope_long_short = lng;
     }
-    const bool qkv_bias = A.qkv_bias || A.all_bias;
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
-        const std::string p = fmt::format("blk.{}.", l);
-        norm(p + "attn_norm", d);
-        if (A.fused_qkv) {
-            proj(p + "attn_qkv", d, q + 2 * kv, qkv_bias);
-        } else {
-            proj(p + "attn_q", d, q, qkv_bias);
-            proj(p + "attn_k", d, kv, qkv_bias);
-            proj(p + "attn_v", d, kv, qkv_bias);
-        }
-        if (A.qk_norm) {
-            c.expect_shape(p + "attn_q_norm.weight", {hd});
-            c.expect_shape(p + "attn_k_norm.weight", {hd});
-        }
-        proj(p + "attn_output", q, d, A.all_bias);
-        if (A.post_norms) c.expect_shape(p + "post_attention_norm.weight", {d});
-        norm(p + "ffn_norm", d);
-        if (A.fused_gate_up) {
-            c.expect_shape(p + "ffn_up.weight", {d, 2 * ff});
-        } else {
-            if (A.ffn != FfnKind::Gelu) c.expect_shape(p + "ffn_gate.weight", {d, ff});
-            proj(p + "ffn_up", d, ff, A.all_bias);
-        }
-        proj(p + "ffn_down", ff, d, A.all_bias);
-        if (A.post_norms) c.expect_shape(p + "post_ffw_norm.weight", {d});
-    }
+    for (const TensorSpec& t : model_schema(A))
+        if (t.role != Role::TokenEmbd) check(t, 0);  // checked above: it defines the vocab
+    const std::vector<TensorSpec> layer = layer_schema(A);
+    for (uint32_t l = 0; l < cfg.n_layers; ++l)
+        for (const TensorSpec& t : layer) check(t, l);
     for (const GgufTensorInfo& t : f.tensors()) {
         if (auto l = layer_of(t.name); l && *l >= cfg.n_layers)
             c.fail("tensor " + quote_name(t.name),
@@ -254,6 +219,10 @@ ModelConfig read(const GgufFile& f) {
 }
 
 }  // namespace
+
+SchemaDims schema_dims(const ModelConfig& c) {
+    return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim};
+}
 
 RopeFactors ModelConfig::rope_factors_for(uint32_t n_ctx) const {
     if (has_rope_freqs) return RopeFactors::Freqs;

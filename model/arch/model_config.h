@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/arch/architecture.h"
+#include "model/arch/tensor_schema.h"
 #include "model/gguf.h"
 
 namespace vkllm {
@@ -73,5 +74,8 @@ struct ModelConfig {
     // the list of supported ones.
     static ModelConfig from_gguf(const GgufFile& file);
 };
+
+// The config's sizes for the shapes of model/arch/tensor_schema.h.
+SchemaDims schema_dims(const ModelConfig& cfg);
 
 }  // namespace vkllm

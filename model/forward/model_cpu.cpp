@@ -17,7 +17,7 @@ namespace vkllm {
 
 ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, ops::KvType kv_type, uint32_t ubatch)
     : file_(file), cfg_(cfg), n_ctx_(n_ctx), ubatch_(ubatch), kv_type_(kv_type),
-      kv_row_bytes_(ops::kv_row_bytes(kv_type, cfg.kv_dim())) {
+      kv_row_bytes_(ops::kv_row_bytes(kv_type, cfg.kv_dim())), layout_(plan_weights(file, cfg, n_ctx)) {
     if (cfg.kv_dim() % ops::kv_row_multiple(kv_type) != 0)
         throw std::invalid_argument(fmt::format("ModelCpu: a {} cache needs K/V rows of a multiple of {} values, not {}",
                                                 ops::kv_type_name(kv_type), ops::kv_row_multiple(kv_type), cfg.kv_dim()));
@@ -42,37 +42,37 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     const ModelConfig& c = cfg_;
     const ArchDesc& A = *c.arch;
     const uint32_t n = uint32_t(tokens.size()), dim = c.dim, qd = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
-    auto has = [&](const std::string& name) { return file_.find_tensor(name) != nullptr; };
-    auto weight = [&](const std::string& name) { return file_.tensor_data(file_.tensor(name)).data(); };
-    auto type = [&](const std::string& name) { return file_.tensor(name).type; };
-    auto vec = [&](const std::string& name) {  // norms and biases may be stored as f16: read as f32
-        const GgufTensorInfo& t = file_.tensor(name);
-        std::vector<float> w(t.n_elements);
-        dequantize_row(t.type, weight(name), w.data(), w.size());
-        return w;
+    // A role's bytes in the file: a fused tensor (attn_qkv) holds several roles' rows.
+    auto data = [&](const TensorPlace& p) {
+        return file_.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first);
     };
-    // y = x · W^T for the rows [first, first + out) of W (a fused tensor holds several matrices).
-    auto linear = [&](const std::string& name, const float* x, float* y, uint32_t out, uint32_t in, uint32_t first = 0,
-                      const float* residual = nullptr) {
-        const uint8_t* w = weight(name) + size_t(first) * row_bytes(type(name), in);
-        ref::linear(type(name), w, x, y, n, out, in, residual);
+    auto vec = [&](const TensorPlace& p) {  // norms and biases may be stored as f16: read as f32
+        std::vector<float> v(size_t(p.rows) * p.row_elems);
+        dequantize_row(p.source->type, data(p), v.data(), v.size());
+        return v;
     };
-    // y[r, :] += b[first .. first + width)
-    auto bias = [&](const std::string& name, float* y, uint32_t width, uint32_t first = 0) {
-        if (!has(name)) return;
-        const std::vector<float> b = vec(name);
+    // y = x · W^T (+ residual)
+    auto linear = [&](const TensorPlace& w, const float* x, float* y, const float* residual = nullptr) {
+        ref::linear(w.source->type, data(w), x, y, n, w.rows, w.row_elems, residual);
+    };
+    // y[r, :] += b, for the models that have the bias
+    auto bias = [&](const TensorPlace& b, float* y) {
+        if (!b.present()) return;
+        const std::vector<float> v = vec(b);
         for (uint32_t r = 0; r < n; ++r)
-            for (uint32_t i = 0; i < width; ++i) y[size_t(r) * width + i] += b[first + i];
+            for (uint32_t i = 0; i < b.row_elems; ++i) y[size_t(r) * b.row_elems + i] += v[i];
     };
-    auto norm = [&](const std::string& prefix, const float* x, float* y, uint32_t rows) {
-        const std::vector<float> w = vec(prefix + ".weight");
+    auto norm = [&](const TensorPlace& w, const TensorPlace& b, const float* x, float* y, uint32_t rows) {
+        const std::vector<float> wv = vec(w);
         if (A.norm == NormKind::Layer) {
-            const std::vector<float> b = has(prefix + ".bias") ? vec(prefix + ".bias") : std::vector<float>();
-            ref::layer_norm(x, w.data(), b.empty() ? nullptr : b.data(), y, rows, dim, c.norm_eps);
+            const std::vector<float> bv = b.present() ? vec(b) : std::vector<float>();
+            ref::layer_norm(x, wv.data(), bv.empty() ? nullptr : bv.data(), y, rows, dim, c.norm_eps);
         } else {
-            ref::rms_norm(x, w.data(), y, rows, dim, c.norm_eps);
+            ref::rms_norm(x, wv.data(), y, rows, dim, c.norm_eps);
         }
     };
+    const bool post_norms = A.norm_placement == NormPlacement::PreAndPost;
+    const WeightLayout& W = layout_;
 
     std::vector<int32_t> pos(n);
     for (uint32_t i = 0; i < n; ++i) pos[i] = int32_t(n_past_ + i);
@@ -88,48 +88,32 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     std::vector<float> up(size_t(n) * ffn);      // (n, ffn)
 
     // --- embeddings: token rows (* sqrt(dim) for Gemma) (+ learned position rows for GPT-2)
-    ref::get_rows(type("token_embd.weight"), weight("token_embd.weight"), c.n_vocab, dim, tokens.data(), n, x.data());
+    ref::get_rows(W.token_embd.type, data(W.token_embd), c.n_vocab, dim, tokens.data(), n, x.data());
     if (A.embed_scale)
         for (float& e : x) e = float(double(e) * std::sqrt(double(dim)));
     if (A.positions == PositionKind::Learned) {
-        ref::get_rows(type("position_embd.weight"), weight("position_embd.weight"), c.n_ctx_train, dim, pos.data(), n,
-                      tmp.data());
+        ref::get_rows(W.position_embd.type, data(W.position_embd), c.n_ctx_train, dim, pos.data(), n, tmp.data());
         ref::add(x.data(), tmp.data(), x.data(), n * dim);
     }
-    std::vector<float> rope_factors;
-    switch (c.rope_factors_for(n_ctx_)) {
-        case RopeFactors::None: break;
-        case RopeFactors::Freqs: rope_factors = vec("rope_freqs.weight"); break;
-        case RopeFactors::Long: rope_factors = vec("rope_factors_long.weight"); break;
-        case RopeFactors::Short: rope_factors = vec("rope_factors_short.weight"); break;
-    }
+    const std::vector<float> rope_factors = W.rope_factors.present() ? vec(W.rope_factors) : std::vector<float>();
 
     for (uint32_t l = 0; l < c.n_layers; ++l) {
-        auto name = [&](const char* t) { return fmt::format("blk.{}.{}", l, t); };
+        using R = Role;
+        const LayerPlaces& L = W.layers[l];
         uint8_t* kc = k_cache_[l].data();  // (rows, kv_dim)
         uint8_t* vc = v_cache_[l].data();  // (rows, kv_dim)
 
         // --- attention: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), rope(norm_k(wk · norm(x))), wv · norm(x)))
-        norm(name("attn_norm"), x.data(), xn.data(), n);
-        if (A.fused_qkv) {  // rows of q, then k, then v in one tensor
-            linear(name("attn_qkv.weight"), xn.data(), q.data(), qd, dim, 0);
-            linear(name("attn_qkv.weight"), xn.data(), k.data(), kv, dim, qd);
-            linear(name("attn_qkv.weight"), xn.data(), v.data(), kv, dim, qd + kv);
-            bias(name("attn_qkv.bias"), q.data(), qd, 0);
-            bias(name("attn_qkv.bias"), k.data(), kv, qd);
-            bias(name("attn_qkv.bias"), v.data(), kv, qd + kv);
-        } else {
-            linear(name("attn_q.weight"), xn.data(), q.data(), qd, dim);
-            linear(name("attn_k.weight"), xn.data(), k.data(), kv, dim);
-            linear(name("attn_v.weight"), xn.data(), v.data(), kv, dim);
-            bias(name("attn_q.bias"), q.data(), qd);
-            bias(name("attn_k.bias"), k.data(), kv);
-            bias(name("attn_v.bias"), v.data(), kv);
-        }
+        norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
+        linear(L[R::Wq], xn.data(), q.data());
+        linear(L[R::Wk], xn.data(), k.data());
+        linear(L[R::Wv], xn.data(), v.data());
+        bias(L[R::Bq], q.data());
+        bias(L[R::Bk], k.data());
+        bias(L[R::Bv], v.data());
         if (A.qk_norm) {
-            ref::rms_norm(q.data(), vec(name("attn_q_norm.weight")).data(), q.data(), n * c.n_heads, c.head_dim, c.norm_eps);
-            ref::rms_norm(k.data(), vec(name("attn_k_norm.weight")).data(), k.data(), n * c.n_kv_heads, c.head_dim,
-                          c.norm_eps);
+            ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n * c.n_heads, c.head_dim, c.norm_eps);
+            ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps);
         }
         if (A.positions == PositionKind::Rope) {
             const RopeConfig& r = c.rope_for(l);
@@ -146,39 +130,34 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         ap.softcap = c.attn_softcap;
         if (c.is_local(l) && c.window < n_ctx_) ap.window = c.window;
         ref::attention(ap, q.data(), kc, vc, pos.data(), att.data());
-        if (has(name("post_attention_norm.weight"))) {
-            linear(name("attn_output.weight"), att.data(), tmp.data(), dim, qd);
-            bias(name("attn_output.bias"), tmp.data(), dim);
-            ref::rms_norm(tmp.data(), vec(name("post_attention_norm.weight")).data(), tmp.data(), n, dim, c.norm_eps);
+        if (post_norms) {
+            linear(L[R::Wo], att.data(), tmp.data());
+            bias(L[R::Bo], tmp.data());
+            ref::rms_norm(tmp.data(), vec(L[R::PostAttnNorm]).data(), tmp.data(), n, dim, c.norm_eps);
             ref::add(x.data(), tmp.data(), x.data(), n * dim);
         } else {
-            linear(name("attn_output.weight"), att.data(), x.data(), dim, qd, 0, x.data());
-            bias(name("attn_output.bias"), x.data(), dim);
+            linear(L[R::Wo], att.data(), x.data(), x.data());
+            bias(L[R::Bo], x.data());
         }
 
         // --- feed-forward: x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x)))
-        norm(name("ffn_norm"), x.data(), xn.data(), n);
-        if (A.fused_gate_up) {  // rows of gate, then up
-            linear(name("ffn_up.weight"), xn.data(), gate.data(), ffn, dim, 0);
-            linear(name("ffn_up.weight"), xn.data(), up.data(), ffn, dim, ffn);
-        } else {
-            if (A.ffn != FfnKind::Gelu) linear(name("ffn_gate.weight"), xn.data(), gate.data(), ffn, dim);
-            linear(name("ffn_up.weight"), xn.data(), up.data(), ffn, dim);
-        }
-        bias(name("ffn_up.bias"), up.data(), ffn);
+        norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), xn.data(), n);
+        if (A.ffn != FfnKind::Gelu) linear(L[R::WGate], xn.data(), gate.data());
+        linear(L[R::WUp], xn.data(), up.data());
+        bias(L[R::BUp], up.data());
         switch (A.ffn) {
             case FfnKind::SwiGlu: ref::swiglu(gate.data(), up.data(), gate.data(), n * ffn); break;
             case FfnKind::GeGlu: ref::geglu(gate.data(), up.data(), gate.data(), n * ffn); break;
             case FfnKind::Gelu: ref::gelu(up.data(), gate.data(), n * ffn); break;
         }
-        if (has(name("post_ffw_norm.weight"))) {
-            linear(name("ffn_down.weight"), gate.data(), tmp.data(), dim, ffn);
-            bias(name("ffn_down.bias"), tmp.data(), dim);
-            ref::rms_norm(tmp.data(), vec(name("post_ffw_norm.weight")).data(), tmp.data(), n, dim, c.norm_eps);
+        if (post_norms) {
+            linear(L[R::WDown], gate.data(), tmp.data());
+            bias(L[R::BDown], tmp.data());
+            ref::rms_norm(tmp.data(), vec(L[R::PostFfnNorm]).data(), tmp.data(), n, dim, c.norm_eps);
             ref::add(x.data(), tmp.data(), x.data(), n * dim);
         } else {
-            linear(name("ffn_down.weight"), gate.data(), x.data(), dim, ffn, 0, x.data());
-            bias(name("ffn_down.bias"), x.data(), dim);
+            linear(L[R::WDown], gate.data(), x.data(), x.data());
+            bias(L[R::BDown], x.data());
         }
 
         if (probe)
@@ -188,10 +167,10 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
 
     // --- head: logits of the last token only (soft-capped for Gemma 2)
     std::vector<float> last(x.end() - dim, x.end());  // (dim)
-    norm("output_norm", last.data(), last.data(), 1);
-    const std::string out_name = c.tied_embeddings ? "token_embd.weight" : "output.weight";
+    norm(W.output_norm, W.output_norm_b, last.data(), last.data(), 1);
+    const TensorPlace& out = W.output_tensor();
     std::vector<float> logits(c.n_vocab);             // (n_vocab)
-    ref::linear(type(out_name), weight(out_name), last.data(), logits.data(), 1, c.n_vocab, dim);
+    ref::linear(out.source->type, data(out), last.data(), logits.data(), 1, c.n_vocab, dim);
     if (c.final_softcap > 0) ref::softcap(logits.data(), c.n_vocab, c.final_softcap);
     n_past_ += n;
     return logits;

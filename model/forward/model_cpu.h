@@ -8,6 +8,7 @@
 
 #include "model/arch/model_config.h"
 #include "model/forward/model_gpu.h"
+#include "model/forward/model_weights.h"
 #include "model/gguf.h"
 
 #include <span>
@@ -39,6 +40,7 @@ private:
     size_t kv_row_bytes_;
     std::vector<uint32_t> kv_rows_;                        // per layer, as kv_cache_rows()
     std::vector<std::vector<uint8_t>> k_cache_, v_cache_;  // per layer (rows, kv_dim) of kv_type
+    WeightLayout layout_;  // where each role's tensor is in the file (the device's layout, read on the host)
     uint32_t n_past_ = 0;
 };
 

@@ -70,11 +70,6 @@ uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t 
 
 }  // namespace
 
-uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch) {
-    if (!cfg.is_local(layer) || cfg.window >= n_ctx) return n_ctx;
-    return cfg.window + ubatch - 1;
-}
-
 MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts) {
     if (opts.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
     if (cfg.kv_dim() % ops::kv_row_multiple(opts.kv_type) != 0)
@@ -85,7 +80,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     MemoryPlan p;
     p.n_seq = opts.n_seq;
     p.available = caps.device_local_bytes;
-    p.weights = ModelWeights::device_bytes(file, cfg);
+    p.weights = plan_weights(file, cfg, cfg.n_ctx_train).bytes;  // the rope factors' size does not depend on n_ctx
     if (opts.all_logits) {
         // One ubatch of logits stays within one binding: linear() could split a larger output, but
         // a ubatch that large gains nothing over a smaller one, so name the largest that fits.
@@ -166,6 +161,9 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     if (opts_.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
     n_past_.assign(opts_.n_seq, 0);
     plan_ = plan_memory(ctx.caps(), file, cfg, opts_);
+    layout_ = plan_weights(file, cfg, plan_.n_ctx);
+    // token_embd fits one binding: its rows are looked up on the device.
+    gpu_embed_ = layout_.token_embd.bytes() <= ctx.caps().max_storage_buffer_range;
     // Compile while the weights upload: start-up is dominated by one or the other.
     std::exception_ptr compile_error;
     std::thread compiler([&] {
@@ -177,7 +175,7 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
         }
     });
     try {
-        w_ = ModelWeights::upload(ctx, file, cfg, plan_.n_ctx, progress);
+        w_ = ModelWeights::upload(ctx, file, layout_, progress);
     } catch (...) {
         compiler.join();
         throw;
@@ -213,7 +211,6 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     argmax_ = ctx.create_buffer(4ull * opts_.n_seq, MemoryUsage::Readback, "argmax");
     positions_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
     ids_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
-    gpu_embed_ = w_.token_embd.view.size <= ctx.caps().max_storage_buffer_range;
     if (!gpu_embed_) embed_in_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
     attn_scratch_ = ctx.create_buffer(std::max<uint64_t>(plan_.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
 }
@@ -227,114 +224,28 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
             if (std::none_of(out.begin(), out.end(), [&](const PipelineDesc& o) { return o.key() == d.key(); }))
                 out.push_back(std::move(d));
     };
-    const ModelConfig& c = cfg_;
-    auto type_of = [&](const std::string& name) { return file_.tensor(name).type; };
-    TensorType out_t = c.tied_embeddings ? type_of("token_embd.weight") : type_of("output.weight");
-    const uint32_t qd = c.q_dim(), kv = c.kv_dim();
-    // Every layer's own types: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers) need
-    // several variants of one op.
-    // Row counts: decode (1), a full prompt chunk, and the decode batches of 2..8 sequences (larger
-    // batches run as groups of <= 8 rows).
-    std::vector<uint32_t> row_counts{1u, opts_.ubatch};
-    for (uint32_t m = 2; m <= std::min(opts_.n_seq, 8u); ++m) row_counts.push_back(m);
-    std::sort(row_counts.begin(), row_counts.end());
-    row_counts.erase(std::unique(row_counts.begin(), row_counts.end()), row_counts.end());
-    for (uint32_t m : row_counts) {
-        for (uint32_t l = 0; l < c.n_layers; ++l) {
-            auto type = [&](const char* t) { return type_of(fmt::format("blk.{}.{}.weight", l, t)); };
-            // A lone token (m == 1) of an RMSNorm model reads q/k/v and gate/up only through the fused
-            // norm (layer_slices' fold_norm), and down through the fused GLU unless the layer has
-            // an up bias (fold_glu): the plain variants below are then never recorded.
-            const bool has_up_bias = file_.find_tensor(fmt::format("blk.{}.ffn_up.bias", l)) != nullptr;
-            const bool folds_norm = m == 1 && c.arch->norm == NormKind::Rms;
-            const bool folds_glu = m == 1 && c.arch->ffn != FfnKind::Gelu && !has_up_bias;
-            if (folds_norm) {
-                // q/k/v and gate/up: only the fused forms below
-            } else if (c.arch->fused_qkv) {
-                add(ops::linear_pipelines(ctx_, type("attn_qkv"), m, m == 1 ? qd + 2 * kv : qd, c.dim));
-                add(ops::linear_pipelines(ctx_, type("attn_qkv"), m, kv, c.dim));
-            } else {
-                add(ops::linear_pipelines(ctx_, type("attn_q"), m, qd, c.dim));
-                add(ops::linear_pipelines(ctx_, type("attn_k"), m, kv, c.dim));
-                add(ops::linear_pipelines(ctx_, type("attn_v"), m, kv, c.dim));
-                if (m == 1) add(ops::linear_pipelines(ctx_, type("attn_q"), m, qd + 2 * kv, c.dim));
-            }
-            add(ops::linear_pipelines(ctx_, type("attn_output"), m, c.dim, qd));
-            if (folds_norm) {
-                // fused below
-            } else if (c.arch->fused_gate_up) {
-                add(ops::linear_pipelines(ctx_, type("ffn_up"), m, m == 1 ? 2 * c.ffn_dim : c.ffn_dim, c.dim));
-            } else {
-                if (c.arch->ffn != FfnKind::Gelu) add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, c.ffn_dim, c.dim));
-                add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim));
-                if (m == 1 && c.arch->ffn != FfnKind::Gelu)
-                    add(ops::linear_pipelines(ctx_, type("ffn_gate"), m, 2 * c.ffn_dim, c.dim));
-            }
-            if (!folds_glu) add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim));
-            if (m <= 8) {  // decode steps fold the norms and the GLU into the matvecs (layer_slices)
-                using K = ops::MatvecInput::Kind;
-                if (folds_norm) {
-                    // A lone token: one q/k/v matvec where the weights are fused (ModelWeights: one
-                    // type), one gate/up matvec likewise, else one matvec per weight.
-                    if (c.arch->fused_qkv || (type("attn_q") == type("attn_k") && type("attn_k") == type("attn_v"))) {
-                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_q"), 1,
-                                                  qd + 2 * kv, c.dim, K::RmsNorm));
-                    } else {
-                        add(ops::linear_pipelines(ctx_, type("attn_q"), 1, qd, c.dim, K::RmsNorm));
-                        add(ops::linear_pipelines(ctx_, type("attn_k"), 1, kv, c.dim, K::RmsNorm));
-                        add(ops::linear_pipelines(ctx_, type("attn_v"), 1, kv, c.dim, K::RmsNorm));
-                    }
-                    if (c.arch->fused_gate_up ||
-                        (c.arch->ffn != FfnKind::Gelu && type("ffn_gate") == type("ffn_up"))) {
-                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_gate_up ? "ffn_up" : "ffn_gate"), 1,
-                                                  2 * c.ffn_dim, c.dim, K::RmsNorm));
-                    } else {
-                        if (c.arch->ffn != FfnKind::Gelu)
-                            add(ops::linear_pipelines(ctx_, type("ffn_gate"), 1, c.ffn_dim, c.dim, K::RmsNorm));
-                        add(ops::linear_pipelines(ctx_, type("ffn_up"), 1, c.ffn_dim, c.dim, K::RmsNorm));
-                    }
-                } else if (c.arch->norm == NormKind::Rms) {  // decode batches of m sequences: one matvec per weight
-                    add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_q"), m, qd, c.dim,
-                                              K::RmsNorm));
-                    add(ops::linear_pipelines(ctx_, type(c.arch->fused_qkv ? "attn_qkv" : "attn_k"), m, kv, c.dim,
-                                              K::RmsNorm));
-                    if (!c.arch->fused_qkv) add(ops::linear_pipelines(ctx_, type("attn_v"), m, kv, c.dim, K::RmsNorm));
-                    if (c.arch->ffn != FfnKind::Gelu)
-                        add(ops::linear_pipelines(ctx_, type(c.arch->fused_gate_up ? "ffn_up" : "ffn_gate"), m,
-                                                  c.ffn_dim, c.dim, K::RmsNorm));
-                    add(ops::linear_pipelines(ctx_, type("ffn_up"), m, c.ffn_dim, c.dim, K::RmsNorm));
-                }
-                if (c.arch->ffn != FfnKind::Gelu && !has_up_bias)
-                    add(ops::linear_pipelines(ctx_, type("ffn_down"), m, c.dim, c.ffn_dim,
-                                              c.arch->ffn == FfnKind::GeGlu ? K::GeGlu : K::SwiGlu));
-            }
-            // Decode steps (and each row of a decode batch) run RoPE, the K/V store and attention
-            // as one kernel where it takes the shape (layer_slices' fold_store).
-            const ops::AttentionParams ap = attention_params(l, m);
-            add(m == 1 && ops::attention_store_supported(ap) ? ops::attention_store_pipelines(ctx_, ap)
-                                                             : ops::attention_pipelines(ctx_, ap));
-        }
+    const DeviceCaps& caps = ctx_.caps();
+    // The shapes a model records all the time: a lone token, a full prompt chunk, and decode batches
+    // of 2..8 sequences with prompt chunks of as many tokens (larger batches run as groups of <= 8
+    // rows). Every layer's own plan: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers)
+    // need several variants of one op.
+    std::vector<StepShape> shapes{{1, false}, {opts_.ubatch, false}};
+    for (uint32_t m = 2; m <= std::min(opts_.n_seq, 8u); ++m) {
+        shapes.push_back({m, false});
+        shapes.push_back({m, true});
     }
-    // Runs before the upload decides gpu_embed_: the same test on the file's size.
-    if (file_.tensor("token_embd.weight").n_bytes <= ctx_.caps().max_storage_buffer_range)
-        add(ops::get_rows_pipelines(ctx_, type_of("token_embd.weight")));
-    if (c.arch->positions == PositionKind::Learned) add(ops::get_rows_pipelines(ctx_, type_of("position_embd.weight")));
-    for (uint32_t m = 1; m <= std::min(opts_.n_seq, 8u); ++m) add(ops::linear_pipelines(ctx_, out_t, m, c.n_vocab, c.dim));
-    if (c.arch->norm == NormKind::Rms)
-        for (uint32_t m = 1; m <= std::min(opts_.n_seq, 8u); ++m)
-            add(ops::linear_pipelines(ctx_, out_t, m, c.n_vocab, c.dim, ops::MatvecInput::Kind::RmsNorm));
-    if (opts_.all_logits) add(ops::linear_pipelines(ctx_, out_t, opts_.ubatch, c.n_vocab, c.dim));
+    for (const StepShape& shape : shapes) {
+        for (uint32_t l = 0; l < cfg_.n_layers; ++l)
+            add(plan_layer(caps, cfg_, layout_.layers[l], l, shape, kv_geometry()).pipelines(ctx_));
+        add(plan_head(caps, cfg_, layout_, shape, opts_.all_logits).out.pipelines());
+    }
+    if (gpu_embed_) add(ops::get_rows_pipelines(ctx_, layout_.token_embd.type));
+    if (layout_.position_embd.present()) add(ops::get_rows_pipelines(ctx_, layout_.position_embd.type));
     add(ops::small_op_pipelines(ctx_, opts_.kv_type));
     return out;
 }
 
-ops::AttentionParams ModelGpu::attention_params(uint32_t layer, uint32_t n_tokens) const {
-    const uint32_t rows = kv_cache_rows(cfg_, layer, plan_.n_ctx, opts_.ubatch);
-    ops::AttentionParams p = plain_attention_params(cfg_, n_tokens, rows, opts_.kv_type);
-    // A window as long as the context never masks anything.
-    if (cfg_.is_local(layer) && cfg_.window < plan_.n_ctx) p.window = cfg_.window;
-    return p;
-}
+KvGeometry ModelGpu::kv_geometry() const { return {plan_.n_ctx, opts_.ubatch, opts_.kv_type}; }
 
 ops::MatvecInput ModelGpu::rms_input(const DeviceTensor& w) const {
     return {ops::MatvecInput::Kind::RmsNorm, w.slice(), cfg_.norm_eps};
@@ -348,6 +259,13 @@ void ModelGpu::norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& 
     } else {
         ops::rms_norm(ctx_, s, x, w.slice(), y, rows, cfg_.dim, cfg_.norm_eps);
     }
+}
+
+void ModelGpu::project(CommandStream& s, const LayerWeights& L, const LinearStep& st, const BufferSlice& x,
+                       const BufferSlice& y, const ops::MatvecInput& input) {
+    const BufferSlice bias = st.bias != kNoRole ? L[st.bias].slice() : BufferSlice{};
+    ops::linear(ctx_, s, st.kernel, L[st.w].slice(), x, y, st.residual ? &y : nullptr,
+                st.bias != kNoRole ? &bias : nullptr, input);
 }
 
 // --- recording -------------------------------------------------------------------------------------
@@ -370,112 +288,76 @@ void ModelGpu::record_embed(CommandStream& s, uint32_t n) {
     }
 }
 
-ModelGpu::LayerSlices ModelGpu::layer_slices(uint32_t l, uint32_t n, bool decode_batch) const {
-    const LayerWeights& L = w_.layers[l];
-    const uint32_t qd = cfg_.q_dim(), kv = cfg_.kv_dim(), ffn = cfg_.ffn_dim;
+ModelGpu::Activations ModelGpu::activations(const LayerPlan& p) const {
+    const uint32_t n = p.shape.n, qd = cfg_.q_dim(), kv = cfg_.kv_dim(), ffn = cfg_.ffn_dim;
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
-    LayerSlices r;
-    // Decoding one token is bound by dispatch count on small models: Q, K and V come from one
-    // matvec over the fused weights into one (q_dim + 2 kv) vector; gate and up likewise.
-    r.fuse_qkv = n == 1 && L.wqkv.present();
-    r.fuse_ffn = n == 1 && L.w_gate_up.present();
-    if (r.fuse_qkv) {
-        r.q = qkv_.slice(0, 4ull * qd);
-        r.k = qkv_.slice(4ull * qd, 4ull * kv);
-        r.v = qkv_.slice(4ull * (qd + kv), 4ull * kv);
+    Activations a;
+    if (p.attn.fused_qkv) {  // one (q + 2 kv) vector
+        a.q = qkv_.slice(0, 4ull * qd);
+        a.k = qkv_.slice(4ull * qd, 4ull * kv);
+        a.v = qkv_.slice(4ull * (qd + kv), 4ull * kv);
     } else {
-        r.q = rows(q_, qd), r.k = rows(k_, kv), r.v = rows(v_, kv);
+        a.q = rows(q_, qd), a.k = rows(k_, kv), a.v = rows(v_, kv);
     }
-    // Decode steps (one token, or a batch of sequences, which must compute what a lone token does:
-    // batch invariance) fold the norms and the GLU into the matvecs. Only RMSNorm (no bias) folds;
-    // a GLU with an up bias keeps its own ops.
-    const bool decode = n == 1 || decode_batch;
-    r.fold_norm = decode && cfg_.arch->norm == NormKind::Rms;
-    r.fold_glu = decode && cfg_.arch->ffn != FfnKind::Gelu && !L.b_up.present();
-    r.fold_rope = decode && cfg_.arch->positions == PositionKind::Rope;
-    r.fold_store = decode && ops::attention_store_supported(attention_params(l, 1));
-    if (r.fuse_ffn) {
-        r.gate = gate_up_.slice(0, 4ull * ffn);
-        r.up = gate_up_.slice(4ull * ffn, 4ull * ffn);
+    if (p.ffn.fused_gate_up) {  // one (2 ffn) vector
+        a.gate = gate_up_.slice(0, 4ull * ffn);
+        a.up = gate_up_.slice(4ull * ffn, 4ull * ffn);
     } else {
-        r.gate = rows(gate_, ffn), r.up = rows(up_, ffn);
+        a.gate = rows(gate_, ffn), a.up = rows(up_, ffn);
     }
-    return r;
-}
-
-void ModelGpu::linear(CommandStream& s, const DeviceTensor& w, const BufferSlice& x, const BufferSlice& y,
-                      uint32_t rows, uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch,
-                      const ops::MatvecInput& input) {
-    const BufferSlice b = bias && bias->present() ? bias->slice() : BufferSlice{};
-    const BufferSlice* bp = bias && bias->present() ? &b : nullptr;
-    // A decode batch's rows must not take another kernel than a lone token's (matmul's tiles sum
-    // in another order than matvec): groups of at most 8 rows, each one matvec pass over W.
-    const uint32_t group = decode_batch ? 8u : rows;
-    const bool fused = input.kind != ops::MatvecInput::Kind::Plain;
-    if (fused && rows > 8 && !decode_batch) throw std::logic_error("ModelGpu::linear: a fused input needs matvec rows");
-    for (uint32_t r0 = 0; r0 < rows; r0 += group) {
-        const uint32_t m = std::min(group, rows - r0);
-        const BufferSlice xs{x.buffer, x.offset + 4ull * k * r0, 4ull * k * m};
-        const BufferSlice ys{y.buffer, y.offset + 4ull * n * r0, 4ull * n * m};
-        if (!fused) {
-            ops::linear(ctx_, s, w.type, w.slice(), xs, ys, m, n, k, residual ? &ys : nullptr, bp);
-            continue;
-        }
-        ops::MatvecInput in = input;
-        if (in.up.buffer != VK_NULL_HANDLE) in.up = BufferSlice{in.up.buffer, in.up.offset + 4ull * k * r0, 4ull * k * m};
-        ops::matvec(ctx_, s, w.type, w.slice(), xs, ys, m, n, k, residual ? &ys : nullptr, bp, in);
-    }
+    return a;
 }
 
 void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batch) {
+    const LayerPlan plan = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, {batch.n, batch.decode_batch()},
+                                      kv_geometry());
+    const Activations act = activations(plan);
+    record_attention(s, l, plan.attn, batch, act);
+    record_ffn(s, l, plan.ffn, batch.n, act);
+}
+
+void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPlan& p, const BatchShape& batch,
+                                const Activations& a) {
+    using R = Role;
     const uint32_t n = batch.n;
-    const bool db = batch.decode_batch();
     const LayerWeights& L = w_.layers[l];
     const ModelConfig& c = cfg_;
-    const ArchDesc& A = *c.arch;
-    const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
-    auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
-    BufferSlice x = rows(x_, dim), xn = rows(xn_, dim), tmp = rows(tmp_, dim), att = rows(att_, qd);
-    BufferSlice pos = positions_.slice(0, 4ull * n);
-    const LayerSlices ls = layer_slices(l, n, db);
-    const BufferSlice &q = ls.q, &k = ls.k, &v = ls.v, &gate = ls.gate, &up = ls.up;
-    // Biases ride in the linear epilogue (Y = X W^T + b (+ R)); nullptr when the model has none.
-    const BufferSlice bqkv = L.bqkv.slice(), b_up = L.b_up.slice();
-    auto opt = [](const DeviceTensor& t, const BufferSlice& s) { return t.present() ? &s : nullptr; };
+    const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim();
+    const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice xn = xn_.slice(0, 4ull * dim * n);  // (n, dim) normed
+    const BufferSlice att = att_.slice(0, 4ull * qd * n); // (n, q_dim) attention output
+    const BufferSlice pos = positions_.slice(0, 4ull * n);
 
-    // --- attention block: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), ...))
-    // Decode steps fold the RMSNorm into the projections (matvec reads x and normalizes it).
-    const ops::MatvecInput attn_in = ls.fold_norm ? rms_input(L.attn_norm) : ops::MatvecInput{};
-    const BufferSlice& attn_x = ls.fold_norm ? x : xn;
-    if (!ls.fold_norm) norm(s, x, L.attn_norm, L.attn_norm_b, xn, n);
-    if (ls.fuse_qkv && (L.bqkv.present() || !(L.bq.present() || L.bk.present() || L.bv.present()))) {
-        // qkv [qd + 2 kv] = wqkv · norm(x) (+ bqkv)
-        ops::matvec(ctx_, s, L.wqkv.type, L.wqkv.slice(), attn_x, qkv_.slice(), 1, qd + 2 * kv, dim, nullptr,
-                    opt(L.bqkv, bqkv), attn_in);
+    // q (n, q_dim), k (n, kv_dim), v (n, kv_dim) = W · norm(x) (+ b); a decode step's matvec reads x
+    // and normalizes it itself
+    const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::AttnNorm]) : ops::MatvecInput{};
+    const BufferSlice& src = p.fold_norm ? x : xn;
+    if (!p.fold_norm) norm(s, x, L[R::AttnNorm], L[R::AttnNormB], xn, n);
+    if (p.fused_qkv) {
+        project(s, L, p.qkv, src, qkv_.slice(), in);  // q|k|v (q_dim + 2 kv_dim)
     } else {
-        linear(s, L.wq, attn_x, q, n, qd, dim, false, &L.bq, db, attn_in);
-        linear(s, L.wk, attn_x, k, n, kv, dim, false, &L.bk, db, attn_in);
-        linear(s, L.wv, attn_x, v, n, kv, dim, false, &L.bv, db, attn_in);
+        project(s, L, p.q, src, a.q, in);
+        project(s, L, p.k, src, a.k, in);
+        project(s, L, p.v, src, a.v, in);
     }
-    if (A.qk_norm) {  // every head of q and k is RMS-normalized on its own
-        ops::rms_norm(ctx_, s, q, L.q_norm.slice(), q, n * c.n_heads, c.head_dim, c.norm_eps);
-        ops::rms_norm(ctx_, s, k, L.k_norm.slice(), k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
+    if (p.qk_norm) {  // every head of q and k is RMS-normalized on its own
+        ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n * c.n_heads, c.head_dim, c.norm_eps);
+        ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
     }
     const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{c.n_heads, c.head_dim, c.rope_dim, rc.base, A.rope_layout, rc.freq_scale,
+    const ops::RopeParams rope_q{c.n_heads, c.head_dim, c.rope_dim, rc.base, c.arch->rope_layout, rc.freq_scale,
                                  rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
     const BufferSlice factors = w_.rope_factors.slice();
     const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
-    if (A.positions == PositionKind::Rope && !ls.fold_rope) {  // prompt chunks of n > 1 (decode steps: below)
-        ops::rope(ctx_, s, q, pos, n, rope_q, ff);
+    if (p.rope && !p.fused_store) {  // q, k rotated in place
+        ops::rope(ctx_, s, a.q, pos, n, rope_q, ff);
         ops::RopeParams rope_k = rope_q;
         rope_k.n_heads = c.n_kv_heads;
-        ops::rope(ctx_, s, k, pos, n, rope_k, ff);
+        ops::rope(ctx_, s, a.k, pos, n, rope_k, ff);
     }
-    // Each sequence stores into and attends over its own cache: a chunk is one segment of n rows,
-    // a decode batch one row per sequence (rows bound in place, at any offset).
-    const uint32_t kv_rows = kv_rows_[l];
-    const uint32_t seg_rows = db ? 1 : n;
+    // att (n, q_dim): each sequence stores into and attends over its own cache: a chunk is one
+    // segment of n rows, a decode batch one row per sequence (rows bound in place, at any offset).
+    const uint32_t seg_rows = p.attn.n_tokens;
     const uint64_t scratch_region = plan_.attention_scratch / opts_.n_seq;
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
         const uint32_t seq = batch.seqs[i], r0 = uint32_t(i) * seg_rows;
@@ -487,86 +369,90 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
         const BufferSlice scratch = plan_.attention_scratch
                                         ? attn_scratch_.slice(scratch_region * i, scratch_region)
                                         : attn_scratch_.slice();
-        if (ls.fold_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
-            const ops::NewKv new_kv{seg(k, kv), seg(v, kv), A.positions == PositionKind::Rope ? &rope_q : nullptr,
-                                    A.positions == PositionKind::Rope ? ff : nullptr};
-            ops::attention_store(ctx_, s, attention_params(l, 1), seg(q, qd), new_kv, k_cache_[cache].slice(),
-                                 v_cache_[cache].slice(), sp, seg(att, qd), scratch);
-            continue;
-        }
-        if (ls.fold_rope)  // q rotated in place, k rotated into the cache
-            ops::kv_store_pair_rope(ctx_, s, seg(q, qd), seg(k, kv), k_cache_[cache].slice(), seg(v, kv),
-                                    v_cache_[cache].slice(), sp, seg_rows, c.n_kv_heads, kv_rows, opts_.kv_type,
-                                    rope_q, ff);
-        else
-            ops::kv_store_pair(ctx_, s, seg(k, kv), k_cache_[cache].slice(), seg(v, kv), v_cache_[cache].slice(), sp,
-                               seg_rows, kv, kv_rows, opts_.kv_type);
-        ops::attention(ctx_, s, attention_params(l, seg_rows), seg(q, qd), k_cache_[cache].slice(),
-                       v_cache_[cache].slice(), sp, seg(att, qd), scratch);
-    }
-    if (L.post_attn_norm.present()) {
-        linear(s, L.wo, att, tmp, n, dim, qd, false, &L.bo, db);
-        ops::rms_norm(ctx_, s, tmp, L.post_attn_norm.slice(), tmp, n, dim, c.norm_eps);
-        ops::add(ctx_, s, x, tmp, x, n * dim);
-    } else {
-        linear(s, L.wo, att, x, n, dim, qd, true, &L.bo, db);  // x += wo · att + bo
-    }
-
-    // --- feed-forward block: x += post_norm(w_down · act(...))
-    const ops::MatvecInput ffn_in = ls.fold_norm ? rms_input(L.ffn_norm) : ops::MatvecInput{};
-    const BufferSlice& ffn_x = ls.fold_norm ? x : xn;
-    if (!ls.fold_norm) norm(s, x, L.ffn_norm, L.ffn_norm_b, xn, n);
-    if (ls.fuse_ffn) {
-        // gate_up [2 ffn] = w_gate_up · norm(x)
-        ops::matvec(ctx_, s, L.w_gate_up.type, L.w_gate_up.slice(), ffn_x, gate_up_.slice(), 1, 2 * ffn, dim, nullptr,
-                    nullptr, ffn_in);
-    } else {
-        if (A.ffn != FfnKind::Gelu) linear(s, L.w_gate, ffn_x, gate, n, ffn, dim, false, nullptr, db, ffn_in);
-        linear(s, L.w_up, ffn_x, up, n, ffn, dim, false, &L.b_up, db, ffn_in);
-    }
-    // Decode steps fold the GLU into the down projection: it reads gate and up and forms
-    // act(gate) * up as it loads them.
-    ops::MatvecInput down_in{};
-    if (ls.fold_glu) {
-        down_in.kind = A.ffn == FfnKind::GeGlu ? ops::MatvecInput::Kind::GeGlu : ops::MatvecInput::Kind::SwiGlu;
-        down_in.up = up;
-    } else {
-        if (ls.fuse_ffn && L.b_up.present()) ops::add_rows(ctx_, s, up, b_up, n, ffn);
-        switch (A.ffn) {  // the activation always lands in `gate`
-            case FfnKind::SwiGlu: ops::swiglu(ctx_, s, gate, up, gate, n * ffn); break;
-            case FfnKind::GeGlu: ops::geglu(ctx_, s, gate, up, gate, n * ffn); break;
-            case FfnKind::Gelu: ops::gelu(ctx_, s, up, gate, n * ffn); break;
+        const BufferSlice kc = k_cache_[cache].slice(), vc = v_cache_[cache].slice();
+        if (p.fused_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
+            const ops::NewKv new_kv{seg(a.k, kv), seg(a.v, kv), p.rope ? &rope_q : nullptr, p.rope ? ff : nullptr};
+            ops::attention_store(ctx_, s, p.attn, seg(a.q, qd), new_kv, kc, vc, sp, seg(att, qd), scratch);
+        } else {
+            ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.attn.n_ctx,
+                               opts_.kv_type);
+            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch);
         }
     }
-    if (L.post_ffn_norm.present()) {
-        linear(s, L.w_down, gate, tmp, n, dim, ffn, false, &L.b_down, db, down_in);
-        ops::rms_norm(ctx_, s, tmp, L.post_ffn_norm.slice(), tmp, n, dim, c.norm_eps);
+    // x += post_norm(wo · att + bo)
+    if (p.post_norm) {
+        const BufferSlice tmp = tmp_.slice(0, 4ull * dim * n);
+        project(s, L, p.wo, att, tmp);
+        ops::rms_norm(ctx_, s, tmp, L[R::PostAttnNorm].slice(), tmp, n, dim, c.norm_eps);
         ops::add(ctx_, s, x, tmp, x, n * dim);
     } else {
-        linear(s, L.w_down, gate, x, n, dim, ffn, true, &L.b_down, db, down_in);
+        project(s, L, p.wo, att, x);
     }
 }
 
-void ModelGpu::record_logits(CommandStream& s, const BufferSlice& x, uint32_t rows, bool decode,
-                             const BufferSlice& normed, const BufferSlice& logits) {
-    const DeviceTensor& out = w_.output_tensor();
-    if (decode && cfg_.arch->norm == NormKind::Rms) {  // logits = output · rms_norm(x), the norm in the matvec
-        linear(s, out, x, logits, rows, cfg_.n_vocab, cfg_.dim, false, nullptr, true, rms_input(w_.output_norm));
+void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32_t n, const Activations& a) {
+    using R = Role;
+    const LayerWeights& L = w_.layers[l];
+    const uint32_t dim = cfg_.dim, ffn = cfg_.ffn_dim;
+    const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice xn = xn_.slice(0, 4ull * dim * n);  // (n, dim) normed
+
+    // gate (n, ffn), up (n, ffn) = W · norm(x) (+ b_up)
+    const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::FfnNorm]) : ops::MatvecInput{};
+    const BufferSlice& src = p.fold_norm ? x : xn;
+    if (!p.fold_norm) norm(s, x, L[R::FfnNorm], L[R::FfnNormB], xn, n);
+    if (p.fused_gate_up) {
+        project(s, L, p.gate_up, src, gate_up_.slice(), in);  // gate|up (2 ffn)
     } else {
-        norm(s, x, w_.output_norm, w_.output_norm_b, normed, rows);
-        linear(s, out, normed, logits, rows, cfg_.n_vocab, cfg_.dim, false, nullptr, decode);
+        if (p.gate.runs()) project(s, L, p.gate, src, a.gate, in);
+        project(s, L, p.up, src, a.up, in);
     }
-    if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, rows * cfg_.n_vocab, cfg_.final_softcap);
+    // gate (n, ffn) = act(gate, up), the activation always landing in `gate`; decode steps leave it
+    // to the down projection's matvec, which forms it as it loads gate and up
+    ops::MatvecInput down_in{};
+    if (p.fold_act) {
+        down_in.kind = p.down.input;
+        down_in.up = a.up;
+    } else {
+        if (p.up_bias_apart) ops::add_rows(ctx_, s, a.up, L[R::BUp].slice(), n, ffn);
+        switch (p.act) {
+            case FfnKind::SwiGlu: ops::swiglu(ctx_, s, a.gate, a.up, a.gate, n * ffn); break;
+            case FfnKind::GeGlu: ops::geglu(ctx_, s, a.gate, a.up, a.gate, n * ffn); break;
+            case FfnKind::Gelu: ops::gelu(ctx_, s, a.up, a.gate, n * ffn); break;
+        }
+    }
+    // x += post_norm(w_down · gate + b_down)
+    if (p.post_norm) {
+        const BufferSlice tmp = tmp_.slice(0, 4ull * dim * n);
+        project(s, L, p.down, a.gate, tmp, down_in);
+        ops::rms_norm(ctx_, s, tmp, L[R::PostFfnNorm].slice(), tmp, n, dim, cfg_.norm_eps);
+        ops::add(ctx_, s, x, tmp, x, n * dim);
+    } else {
+        project(s, L, p.down, a.gate, x, down_in);
+    }
+}
+
+void ModelGpu::record_logits(CommandStream& s, const HeadPlan& h, const BufferSlice& x, const BufferSlice& normed,
+                             const BufferSlice& logits) {
+    const DeviceTensor& out = w_.output_tensor();
+    if (h.fold_norm) {  // logits = output · rms_norm(x), the norm in the matvec
+        ops::linear(ctx_, s, h.out, out.slice(), x, logits, nullptr, nullptr, rms_input(w_.output_norm));
+    } else {
+        norm(s, x, w_.output_norm, w_.output_norm_b, normed, h.rows);
+        ops::linear(ctx_, s, h.out, out.slice(), normed, logits);
+    }
+    if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, h.rows * cfg_.n_vocab, cfg_.final_softcap);
 }
 
 void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
     const uint32_t n = batch.n;
     const uint64_t row = uint64_t(cfg_.dim) * 4;
     const uint64_t vrow = uint64_t(cfg_.n_vocab) * 4;
+    const HeadPlan h = plan_head(ctx_.caps(), cfg_, layout_, {n, batch.decode_batch()}, opts_.all_logits);
     if (batch.decode_batch()) {
         // Every row is a sequence's last token: n rows of logits, one argmax each.
         const BufferSlice rows = logits_.slice(0, vrow * n);
-        record_logits(s, x_.slice(0, row * n), n, true, xn_.slice(0, row * n), rows);
+        record_logits(s, h, x_.slice(0, row * n), xn_.slice(0, row * n), rows);
         ops::argmax(ctx_, s, rows, argmax_.slice(0, 4ull * n), n, cfg_.n_vocab);
         return;
     }
@@ -575,12 +461,12 @@ void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
         // Every token's logits (perplexity); a decode step's as a decode batch's. xn is free once the
         // last layer has run. The last row is copied to logits_ so that logits() and argmax() see the
         // same values as the rows.
-        record_logits(s, x_.slice(0, row * n), n, n == 1, xn_.slice(0, row * n), all_logits_.slice(0, vrow * n));
+        record_logits(s, h, x_.slice(0, row * n), xn_.slice(0, row * n), all_logits_.slice(0, vrow * n));
         s.copy(all_logits_.slice(vrow * (n - 1), vrow), logits);
     } else {
         // Only the last token's logits are needed: x's last row is read in place (linear binds
         // windows), as a decode step's.
-        record_logits(s, x_.slice(row * (n - 1), row), 1, true, last_.slice(), logits);
+        record_logits(s, h, x_.slice(row * (n - 1), row), last_.slice(), logits);
     }
     ops::argmax(ctx_, s, logits, argmax_.slice(0, 4), 1, cfg_.n_vocab);
 }
@@ -620,23 +506,26 @@ ModelGpu::Recording& ModelGpu::recording(const BatchShape& b) {
 // --- evaluation ------------------------------------------------------------------------------------
 
 LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
-    const LayerSlices ls = layer_slices(layer, n, false);  // probes run single-sequence eval
+    // Probes run single-sequence eval: the chunk's plan.
+    const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[layer], layer, {n, false}, kv_geometry());
+    const Activations a = activations(p);
     LayerTensors t;
     auto get = [&](const char* name, const BufferSlice& s, uint64_t width) {
         std::vector<float> v(width * n);
         ctx_.download(s, v.data(), v.size() * 4);
         t[name] = std::move(v);
     };
-    // RoPE folded into the K/V store or attention rotates q and k only inside those kernels.
-    const bool rope = cfg_.arch->positions == PositionKind::Rope;
-    if (!(rope && ls.fold_store)) get("q_rope", ls.q, cfg_.q_dim());
-    if (!(rope && (ls.fold_rope || ls.fold_store))) get("k_rope", ls.k, cfg_.kv_dim());
-    get("v", ls.v, cfg_.kv_dim());
+    // RoPE fused into attention rotates q and k only inside that kernel.
+    if (!(p.attn.rope && p.attn.fused_store)) {
+        get("q_rope", a.q, cfg_.q_dim());
+        get("k_rope", a.k, cfg_.kv_dim());
+    }
+    get("v", a.v, cfg_.kv_dim());
     get("attn_out", att_.slice(), cfg_.q_dim());
     // Folded into a matvec, the norm's and the GLU's results exist only inside it.
-    if (!ls.fold_norm) get("ffn_in", xn_.slice(), cfg_.dim);
-    get("ffn_up", ls.up, cfg_.ffn_dim);
-    if (!ls.fold_glu) get("ffn_act", ls.gate, cfg_.ffn_dim);
+    if (!p.ffn.fold_norm) get("ffn_in", xn_.slice(), cfg_.dim);
+    get("ffn_up", a.up, cfg_.ffn_dim);
+    if (!p.ffn.fold_act) get("ffn_act", a.gate, cfg_.ffn_dim);
     get("x_out", x_.slice(), cfg_.dim);
     return t;
 }

@@ -1,6 +1,8 @@
-// The decoder forward pass on the device, for every architecture model/arch describes: one
-// sequence of ops whose branches (norm kind, biases, q/k norms, RoPE or learned positions, sliding
-// windows, post-norms, gated or plain FFN, soft-caps) read the ArchDesc, never a copy per model.
+// The decoder forward pass on the device, for every architecture model/arch describes. Three
+// layers of decision, each made once: the tensor schema (model/arch/tensor_schema.h) says which
+// tensors a model reads, the weight layout (model_weights.h) where they live and which fuse, and the
+// layer plans (layer_plan.h) which kernels and folds each recording uses; the recorders here follow
+// the plans top to bottom, and the start-up warm-up lists the pipelines of the same plans.
 //
 // Each decoder layer is one CommandStream recorded once per chunk size and re-submitted for every
 // step: token positions and ids live in small host-visible buffers that the kernels read, so
@@ -11,6 +13,7 @@
 
 #include "model/gguf.h"
 #include "model/arch/model_config.h"
+#include "model/forward/layer_plan.h"
 #include "model/forward/model_weights.h"
 #include "runtime/context.h"
 #include "runtime/ops/attention.h"
@@ -60,10 +63,6 @@ struct MemoryPlan {
 // the model cannot fit, or when a requested --ctx cannot, or when one ubatch's logits (all_logits)
 // would exceed maxStorageBufferRange.
 MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts);
-
-// KV rows layer `layer` keeps for a context of n_ctx: n_ctx, or for a sliding-window layer a ring of
-// window + ubatch - 1 rows (a chunk of ubatch queries needs the window before its first token).
-uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch);
 
 class ContextFullError : public std::runtime_error {
 public:
@@ -163,41 +162,35 @@ private:
         bool operator<(const BatchShape& o) const { return std::tie(n, seqs) < std::tie(o.n, o.seqs); }
     };
     Recording& recording(const BatchShape& b);
-    void record_layer(CommandStream& s, uint32_t layer, const BatchShape& b);
+    // The recorders follow the plans of layer_plan.h: a layer is its attention block, then its FFN
+    // block; every decision they read was made by plan_layer / plan_head.
     void record_embed(CommandStream& s, uint32_t n);
+    void record_layer(CommandStream& s, uint32_t layer, const BatchShape& b);
+    // Where a layer's q, k, v, gate and up live for a plan: rows of the scratch buffers, or the fused
+    // projections' vectors (qkv_, gate_up_) of a lone token.
+    struct Activations {
+        BufferSlice q, k, v, gate, up;
+    };
+    Activations activations(const LayerPlan& p) const;
+    void record_attention(CommandStream& s, uint32_t layer, const AttentionPlan& p, const BatchShape& b,
+                          const Activations& a);
+    void record_ffn(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
     void record_head(CommandStream& s, const BatchShape& b);
-    // logits [rows][n_vocab] = output · norm(x [rows][dim]) (+ softcap). decode (a lone token, a
-    // decode batch): an RMSNorm rides in the matvec and rows run in groups of <= 8 (batch
-    // invariance); otherwise the norm writes `normed` first.
-    void record_logits(CommandStream& s, const BufferSlice& x, uint32_t rows, bool decode, const BufferSlice& normed,
+    // logits [rows][n_vocab] = output · norm(x [rows][dim]) (+ softcap); `normed` holds norm(x) where
+    // the norm does not ride in the matvec.
+    void record_logits(CommandStream& s, const HeadPlan& h, const BufferSlice& x, const BufferSlice& normed,
                        const BufferSlice& logits);
-    // ops::linear over n rows; a decode batch runs matvec in groups of <= 8 rows (batch invariance).
-    void linear(CommandStream& s, const DeviceTensor& w, const BufferSlice& x, const BufferSlice& y, uint32_t rows,
-                uint32_t n, uint32_t k, bool residual, const DeviceTensor* bias, bool decode_batch,
-                const ops::MatvecInput& input = {});
+    // y (+)= W · input(x) (+ b), as the step's plan says.
+    void project(CommandStream& s, const LayerWeights& L, const LinearStep& st, const BufferSlice& x,
+                 const BufferSlice& y, const ops::MatvecInput& input = {});
     void submit(Recording& rec, const LayerProbe& probe, uint32_t n);
     void check_tokens(std::span<const int32_t> tokens) const;
-    // y = norm(x) with the architecture's norm kind (and bias where it has one).
     ops::MatvecInput rms_input(const DeviceTensor& norm_weight) const;  // RMSNorm fused into a matvec
+    // y = norm(x) with the architecture's norm kind (and bias where it has one).
     void norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
               const BufferSlice& y, uint32_t rows);
-    ops::AttentionParams attention_params(uint32_t layer, uint32_t n_tokens) const;
+    KvGeometry kv_geometry() const;
     void eval_impl(uint32_t seq, std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink);
-    // Where layer l's q, k, v, gate and up live for a chunk of n tokens (fused or not).
-    struct LayerSlices {
-        BufferSlice q, k, v, gate, up;
-        bool fuse_qkv = false, fuse_ffn = false;
-        // Decode steps: ops that ride in a matvec's input (ops::MatvecInput) instead of their own
-        // dispatch: the RMSNorms in the projections that read them, the GLU in the down projection.
-        bool fold_norm = false, fold_glu = false;
-        // Decode steps of RoPE models: RoPE of q and k rides in the K/V store
-        // (ops::kv_store_pair_rope), which leaves k unrotated.
-        bool fold_rope = false;
-        // Decode steps where ops::attention_store takes the shape: RoPE, the K/V store and attention
-        // in one kernel (before fold_rope, which then only serves q8_0 caches of partial-block heads).
-        bool fold_store = false;
-    };
-    LayerSlices layer_slices(uint32_t layer, uint32_t n, bool decode_batch) const;
     LayerTensors read_layer_tensors(uint32_t layer, uint32_t n) const;
 
     Context& ctx_;
@@ -205,6 +198,7 @@ private:
     ModelConfig cfg_;
     ModelOptions opts_;
     MemoryPlan plan_;
+    WeightLayout layout_;  // where every weight goes (plan_weights), read by the plans
     ModelWeights w_;
     bool gpu_embed_ = true;  // token_embd fits one binding: look rows up with get_rows on the device
 

@@ -1,18 +1,62 @@
-// A model's weights resident on the device: tensors uploaded once from the memory-mapped GGUF
-// file, grouped into a few buffers, with views for each role the forward pass needs.
+// A model's weights on the device. plan_weights() decides, from the file's metadata alone, where
+// every tensor of the schema (model/arch/tensor_schema.h) goes: which buffer, at which offset, and
+// which parts of a fused group (q|k|v, gate|up) sit back to back so that one matvec reads them all.
+// The uploader follows that layout; the forward pass's planner (layer_plan.h), the host reference
+// and the warm-up read the same layout, so none of them decides fusion again.
 #pragma once
 
 #include "model/arch/model_config.h"
+#include "model/arch/tensor_schema.h"
 #include "model/gguf.h"
 #include "runtime/context.h"
 
+#include <array>
 #include <functional>
 #include <vector>
 
 namespace vkllm {
 
-// A tensor on the device: a view into a buffer owned by ModelWeights (several tensors can share
-// one buffer, see LayerWeights::wqkv). rows == 0: the model has no such tensor.
+// Where one role's tensor lives: its source in the file and its place on the device. rows == 0:
+// the model has no such tensor. A part of a fused group is a row range of the group's tensor.
+struct TensorPlace {
+    const GgufTensorInfo* source = nullptr;  // the file's tensor holding it (a whole attn_qkv for Wq)
+    uint64_t first = 0;                      // first element of it in `source`
+    TensorType type = TensorType::F32;       // on the device (f32 for norms and biases)
+    uint32_t row_elems = 0;                  // ne[0]
+    uint32_t rows = 0;                       // product of the other dims
+    uint32_t buffer = 0;                     // index into WeightLayout::buffers
+    uint64_t offset = 0;                     // bytes into that buffer
+    bool present() const { return rows != 0; }
+    uint64_t bytes() const { return uint64_t(rows) * row_bytes(type, row_elems); }
+};
+
+// The places of one layer's tensors, by role.
+struct LayerPlaces {
+    std::array<TensorPlace, kLayerRoles> t{};
+    const TensorPlace& operator[](Role r) const { return t[size_t(r)]; }
+    TensorPlace& operator[](Role r) { return t[size_t(r)]; }
+};
+
+struct WeightLayout {
+    // One device buffer per group of tensors uploaded back to back.
+    struct Buffer {
+        std::string label;
+        std::vector<const GgufTensorInfo*> tensors;  // uploaded in this order
+        bool as_f32 = false;                         // converted on the host (norms, biases)
+        uint64_t bytes = 0;
+    };
+    std::vector<Buffer> buffers;
+    std::vector<LayerPlaces> layers;
+    TensorPlace token_embd, position_embd, output_norm, output_norm_b, output, rope_factors;
+    uint64_t bytes = 0;  // device bytes of all weights
+    bool tied = false;
+    const TensorPlace& output_tensor() const { return tied ? token_embd : output; }
+};
+
+// Pure: reads tensor metadata only. n_ctx picks Phi-3's long or short rope factors.
+WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx);
+
+// A tensor on the device: a view into a buffer owned by ModelWeights.
 struct DeviceTensor {
     TensorType type = TensorType::F32;
     uint32_t row_elems = 0;  // ne[0]
@@ -20,29 +64,11 @@ struct DeviceTensor {
     BufferSlice view;
     BufferSlice slice() const { return view; }
     bool present() const { return rows != 0; }
-    // Rows [first, first + n) of a matrix: a view into the same buffer.
-    DeviceTensor row_range(uint32_t first, uint32_t n) const;
 };
 
-// Shapes as the forward pass uses them: (out, in) for matrices; q = n_heads * head_dim,
-// kv = n_kv_heads * head_dim. Norm weights and biases are f32 (converted at upload).
 struct LayerWeights {
-    DeviceTensor attn_norm, attn_norm_b;  // (dim), bias only with LayerNorm
-    DeviceTensor wq, wk, wv;              // (q, dim), (kv, dim), (kv, dim)
-    DeviceTensor bq, bk, bv;              // (q), (kv), (kv) when the model has them
-    DeviceTensor q_norm, k_norm;          // (head_dim) per-head RMSNorm weights (Qwen3, Gemma 3)
-    DeviceTensor wo, bo;                  // (dim, q), (dim)
-    DeviceTensor post_attn_norm;          // (dim) Gemma 2/3
-    DeviceTensor ffn_norm, ffn_norm_b;    // (dim)
-    DeviceTensor w_gate, w_up, w_down;    // (ffn, dim), (ffn, dim), (dim, ffn); no gate for GPT-2
-    DeviceTensor b_up, b_down;            // (ffn), (dim) GPT-2
-    DeviceTensor post_ffn_norm;           // (dim) Gemma 2/3
-    // Q, K and V (and gate and up) are stored back to back when they share a type (or the file
-    // fused them), so these views cover all of them: decoding then projects all three with one
-    // matvec dispatch. rows == 0 when not fused. bqkv likewise covers bq|bk|bv.
-    DeviceTensor wqkv;       // (q + 2 kv, dim)
-    DeviceTensor bqkv;       // (q + 2 kv)
-    DeviceTensor w_gate_up;  // (2 ffn, dim)
+    std::array<DeviceTensor, kLayerRoles> t{};
+    const DeviceTensor& operator[](Role r) const { return t[size_t(r)]; }
 };
 
 // (bytes uploaded so far, total bytes)
@@ -59,16 +85,9 @@ struct ModelWeights {
     uint64_t bytes = 0;          // device bytes of all weights
     std::vector<Buffer> buffers; // owns the memory every view above points into
 
-    // n_ctx picks Phi-3's long or short rope factors.
-    static ModelWeights upload(Context& ctx, const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx,
+    static ModelWeights upload(Context& ctx, const GgufFile& file, const WeightLayout& layout,
                                const UploadProgress& progress = {});
-    // Bytes the weights will take on the device, for the fit check.
-    static uint64_t device_bytes(const GgufFile& file, const ModelConfig& cfg);
     const DeviceTensor& output_tensor() const { return tied ? token_embd : output; }
 };
-
-// The GGUF names of the tensors the model reads, present ones only (norms, biases, matrices),
-// without the rope factors. The forward passes and the upload share this list.
-std::vector<std::string> model_tensor_names(const GgufFile& file, const ModelConfig& cfg);
 
 }  // namespace vkllm

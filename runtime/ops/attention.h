@@ -71,7 +71,7 @@ struct NewKv {
 
 // A decode step (n_tokens == 1) of RoPE, K/V store and attention in one kernel (plus the merge when
 // the KV length is split): the result of rope(q), rope(k), kv_store_pair(k, v) at positions[0], then
-// attention(), in one dispatch where kv_store_pair_rope and attention() take two. The cache row
+// attention(), in one dispatch where rope, kv_store_pair and attention() take three. The cache row
 // p % n_ctx is written as kv_store_pair writes it (nothing when p < 0) and the query attends to
 // exactly those rounded values; q itself is left unrotated. Needs attention_store_supported(p); the
 // slices as attention() and kv_store_pair() take them (scratch: attention_scratch_bytes(ctx, p)),

@@ -49,9 +49,6 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::KvStoreF16: return {"kv_store_f16", {wg}};
         case SmallOp::KvStoreF32: return {"kv_store_f32", {wg}};
         case SmallOp::KvStoreQ8_0: return {"kv_store_q8_0", {wg}};
-        case SmallOp::KvStoreRopeF16: return {"kv_store_rope_f16", {wg}};
-        case SmallOp::KvStoreRopeF32: return {"kv_store_rope_f32", {wg}};
-        case SmallOp::KvStoreRopeQ8_0: return {"kv_store_rope_q8_0", {wg}};
         case SmallOp::Argmax: return {sg ? "argmax_sg" : "argmax", {wg}};
         case SmallOp::Softmax: return {sg ? "softmax_sg" : "softmax", {wg}};
         case SmallOp::Topk: return {"topk", {wg}};
@@ -78,9 +75,9 @@ std::vector<PipelineDesc> small_op_pipelines(const Context& ctx) {
 std::vector<PipelineDesc> small_op_pipelines(const Context& ctx, KvType kv_type) {
     auto kv_type_of = [](SmallOp op) -> std::optional<KvType> {
         switch (op) {
-            case SmallOp::KvStoreF16: case SmallOp::KvStoreRopeF16: return KvType::F16;
-            case SmallOp::KvStoreF32: case SmallOp::KvStoreRopeF32: return KvType::F32;
-            case SmallOp::KvStoreQ8_0: case SmallOp::KvStoreRopeQ8_0: return KvType::Q8_0;
+            case SmallOp::KvStoreF16: return KvType::F16;
+            case SmallOp::KvStoreF32: return KvType::F32;
+            case SmallOp::KvStoreQ8_0: return KvType::Q8_0;
             default: return std::nullopt;
         }
     };

@@ -47,7 +47,7 @@ void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const Buffer
 // Pipelines the small ops (this header, norm.h, rope.h, kv_store.h, sampling_ops.h) use on this
 // device: start-up compiles exactly these, in parallel, with ctx.prepare_pipelines().
 std::vector<PipelineDesc> small_op_pipelines(const Context& ctx);
-// The same, with the K/V store variants (plain and RoPE) of one KV cache type only: what a model
+// The same, with the K/V store variant of one KV cache type only: what a model
 // whose cache has that type can record.
 std::vector<PipelineDesc> small_op_pipelines(const Context& ctx, KvType kv_type);
 
@@ -55,14 +55,14 @@ namespace detail {
 
 enum class SmallOp {
     RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
-    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, KvStoreRopeF16, KvStoreRopeF32, KvStoreRopeQ8_0,
+    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 19> kAllSmallOps = {
+inline constexpr std::array<SmallOp, 16> kAllSmallOps = {
     SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
     SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
     SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
-    SmallOp::AddRows,    SmallOp::KvStoreRopeF16, SmallOp::KvStoreRopeF32, SmallOp::KvStoreRopeQ8_0};
+    SmallOp::AddRows};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 

@@ -3,7 +3,6 @@
 
 #include "runtime/context.h"
 #include "runtime/ops/op_types.h"
-#include "runtime/ops/rope.h"
 
 #include <cstdint>
 
@@ -26,15 +25,6 @@ void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const Buff
 void kv_store_pair(Context& ctx, CommandStream& s, const BufferSlice& k_src, const BufferSlice& k_cache,
                    const BufferSlice& v_src, const BufferSlice& v_cache, const BufferSlice& positions,
                    uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type);
-
-// A decode step's rope(Q), rope(K) and kv_store_pair in one dispatch per cache window: Q
-// (f32 [n_tokens][rp.n_heads][head_dim]) is rotated in place as ops::rope rotates it; K (rows of
-// n_kv_heads * rp.head_dim) is rotated as it is stored, and k_src itself is left unrotated; V is
-// stored as kv_store_pair stores it. q must not overlap the K rows (std::invalid_argument).
-void kv_store_pair_rope(Context& ctx, CommandStream& s, const BufferSlice& q, const BufferSlice& k_src,
-                        const BufferSlice& k_cache, const BufferSlice& v_src, const BufferSlice& v_cache,
-                        const BufferSlice& positions, uint32_t n_tokens, uint32_t n_kv_heads, uint32_t n_ctx,
-                        KvType kv_type, const RopeParams& rp, const BufferSlice* freq_factors = nullptr);
 
 }  // namespace vkllm::ops
 

@@ -231,16 +231,28 @@ uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k)
 void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
             const BufferSlice* bias, const MatvecInput& input) {
+    check_args("matvec", wtype, w, x, y, m, n, k, residual, bias);
+    matvec(ctx, s, plan_matvec(ctx.caps(), wtype, m, n, k, w.offset % 4 == 0, input.kind), w, x, y, n, k, residual,
+           bias, input);
+}
+
+void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t n, uint32_t k, const BufferSlice* residual, const BufferSlice* bias,
+            const MatvecInput& input) {
     using K = MatvecInput::Kind;
+    const TensorType wtype = plan.wtype;
+    const uint32_t m = plan.batch;
     const bool glu = input.kind == K::SwiGlu || input.kind == K::GeGlu, norm = input.kind == K::RmsNorm;
     check_args("matvec", wtype, w, x, y, m, n, k, residual, bias);
+    if (input.kind != plan.input) throw std::invalid_argument("matvec: the input kind differs from the plan's");
+    if (plan.w_aligned && w.offset % 4 != 0)
+        throw std::invalid_argument("matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     if (glu) check_slice("matvec", "GLU up rows", input.up, uint64_t(m) * k * 4, 4);
     if (norm) {
         check_slice("matvec", "norm weight", input.norm_weight, uint64_t(k) * 4, 4);
         if (!(input.eps >= 0)) throw std::invalid_argument(fmt::format("matvec: norm eps {} is not >= 0", input.eps));
     }
     const DeviceCaps& c = ctx.caps();
-    const MatvecPlan plan = plan_matvec(c, wtype, m, n, k, w.offset % 4 == 0, input.kind);
     const uint32_t nr = plan.rows_per_workgroup();
     const Pipeline& p = ctx.pipeline(plan.pipeline());
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
@@ -288,8 +300,17 @@ void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
             const BufferSlice* bias) {
     check_args("matmul", wtype, w, x, y, m, n, k, residual, bias);
+    matmul(ctx, s, plan_matmul(ctx.caps(), wtype, m, n, k, w.offset % 4 == 0), w, x, y, m, n, k, residual, bias);
+}
+
+void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
+            const BufferSlice* bias) {
+    const TensorType wtype = plan.wtype;
+    check_args("matmul", wtype, w, x, y, m, n, k, residual, bias);
+    if (plan.w_aligned && w.offset % 4 != 0)
+        throw std::invalid_argument("matmul: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     const DeviceCaps& c = ctx.caps();
-    const MatmulPlan plan = plan_matmul(c, wtype, m, n, k, w.offset % 4 == 0);
     const bool broadcast = plan.kernel == MatmulPlan::Kernel::Broadcast;
     const uint32_t bm = plan.tile_m(), bn = plan.tile_n();
     const Pipeline& p = ctx.pipeline(plan.pipeline());
@@ -333,6 +354,56 @@ void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
         matvec(ctx, s, wtype, w, x, y, m, n, k, residual, bias);
     else
         matmul(ctx, s, wtype, w, x, y, m, n, k, residual, bias);
+}
+
+LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                       bool w_offset_aligned, MatvecInput::Kind input, bool batch_invariant) {
+    if (m == 0) throw std::invalid_argument("plan_linear: m = 0");
+    LinearPlan p;
+    p.m = m, p.n = n, p.k = k;
+    if (m > 8 && !batch_invariant) {
+        // matmul's tiles sum in another order than matvec: only where no row must match a lone token's.
+        if (input != MatvecInput::Kind::Plain)
+            throw std::invalid_argument("plan_linear: a fused input needs matvec rows (m <= 8 or batch invariant)");
+        p.kernel = LinearPlan::Kernel::Matmul;
+        p.matmul = plan_matmul(caps, wtype, m, n, k, w_offset_aligned);
+        return p;
+    }
+    p.kernel = LinearPlan::Kernel::Matvec;
+    p.group = std::min(m, 8u);
+    p.matvec = plan_matvec(caps, wtype, p.group, n, k, w_offset_aligned, input);
+    p.tail = m % p.group ? plan_matvec(caps, wtype, m % p.group, n, k, w_offset_aligned, input) : p.matvec;
+    return p;
+}
+
+std::vector<PipelineDesc> LinearPlan::pipelines() const {
+    if (kernel == Kernel::Matmul) return {matmul.pipeline()};
+    std::vector<PipelineDesc> out{matvec.pipeline()};
+    if (m % group) out.push_back(tail.pipeline());
+    return out;
+}
+
+void linear(Context& ctx, CommandStream& s, const LinearPlan& plan, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, const BufferSlice* residual, const BufferSlice* bias, const MatvecInput& input) {
+    const uint32_t m = plan.m, n = plan.n, k = plan.k;
+    if (plan.kernel == LinearPlan::Kernel::Matmul) {
+        matmul(ctx, s, plan.matmul, w, x, y, m, n, k, residual, bias);
+        return;
+    }
+    // Groups of rows, each one matvec pass over W: X, Y (and R, up) windows of the group's rows.
+    auto rows = [](const BufferSlice& b, uint64_t width, uint32_t r0, uint32_t count) {
+        return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * count};
+    };
+    for (uint32_t r0 = 0; r0 < m; r0 += plan.group) {
+        const uint32_t g = std::min(plan.group, m - r0);
+        const BufferSlice ys = rows(y, n, r0, g);
+        BufferSlice rs;
+        if (residual) rs = rows(*residual, n, r0, g);
+        MatvecInput in = input;
+        if (in.up.buffer != VK_NULL_HANDLE) in.up = rows(in.up, k, r0, g);
+        matvec(ctx, s, g == plan.group ? plan.matvec : plan.tail, w, rows(x, k, r0, g), ys, n, k,
+               residual ? &rs : nullptr, bias, in);
+    }
 }
 
 }  // namespace vkllm::ops

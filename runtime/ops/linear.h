@@ -113,6 +113,34 @@ struct MatmulPlan {
 MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                        bool w_offset_aligned = true);
 
+// How one linear() call over m rows of X runs: one matvec (m <= 8), one matmul, or (batch
+// invariant) matvec over groups of at most 8 rows whatever m, so that every row is computed as a
+// lone token's would be (a decode batch of several sequences). Decided once by plan_linear(); the
+// recording and the warm-up both read it.
+struct LinearPlan {
+    enum class Kernel { Matvec, Matmul };
+    Kernel kernel = Kernel::Matvec;
+    uint32_t m = 0, n = 0, k = 0;
+    uint32_t group = 0;        // Matvec: rows per dispatch group (the last may be shorter: `tail`)
+    MatvecPlan matvec, tail;   // tail: the plan of the last group when m % group != 0
+    MatmulPlan matmul;
+    std::vector<PipelineDesc> pipelines() const;
+};
+LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
+                       bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain,
+                       bool batch_invariant = false);
+// Records `plan` (from plan_linear for these shapes); input as matvec's, its `up` rows [m][k].
+void linear(Context& ctx, CommandStream& s, const LinearPlan& plan, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, const BufferSlice* residual = nullptr, const BufferSlice* bias = nullptr,
+            const MatvecInput& input = {});
+// matvec() and matmul() with a plan made beforehand (plan_matvec / plan_matmul for these shapes).
+void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t n, uint32_t k, const BufferSlice* residual, const BufferSlice* bias,
+            const MatvecInput& input);
+void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const BufferSlice& w, const BufferSlice& x,
+            const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
+            const BufferSlice* bias);
+
 }  // namespace vkllm::ops
 
 namespace vkllm::ref {

@@ -53,7 +53,7 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
           uint32_t n_heads, uint32_t head_dim, uint32_t rot_dim, float base, RopeLayout layout);
 
 namespace detail {
-// A checked rotation as the shaders take it (rope.comp, kv_store.comp's ROPE variants; the fields of
+// A checked rotation as the shaders take it (rope.comp, attention_decode.comp's STORE variants; the fields of
 // include/rope_angle.glsl). Throws std::invalid_argument for bad parameters.
 struct RopeShaderParams {
     uint32_t rot_half, layout_id;

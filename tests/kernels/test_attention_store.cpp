@@ -5,7 +5,7 @@
 //     row, every other row untouched bit for bit;
 //   - the output: ref::attention with the host-rotated q over the cache the kernel wrote, so the
 //     query must have attended to exactly the values it stored;
-//   - the unfused path (kv_store_pair_rope, then attention) on a copy of the cache: the same V bytes,
+//   - the unfused path (rope, kv_store_pair, then attention) on a copy of the cache: the same V bytes,
 //     and the same output within the attention tolerance (only the order in which the new key
 //     enters the online softmax differs). K is not compared bit for bit: the two kernels rotate
 //     with the same source, but a driver may contract x c - y s into an FMA in one and not the other.
@@ -84,12 +84,12 @@ void check_store(Context& ctx, const std::string& cls, const StoreCase& c, uint3
     fused.end();
     CHECK(fused.stats().dispatches == (plan.n_splits > 1 ? 2u : 1u));
     unfused.begin();
-    if (rope)
-        ops::kv_store_pair_rope(ctx, unfused, qu.slice(), kb.slice(), kcu.slice(), vb.slice(), vcu.slice(), pb.slice(), 1,
-                                p.n_kv_heads, p.n_ctx, p.kv_type, rp, ff.empty() ? nullptr : &ffs);
-    else
-        ops::kv_store_pair(ctx, unfused, kb.slice(), kcu.slice(), vb.slice(), vcu.slice(), pb.slice(), 1, row, p.n_ctx,
-                           p.kv_type);
+    if (rope) {  // kb rotated in place: the fused stream has read it by then (submitted and waited first)
+        ops::rope(ctx, unfused, qu.slice(), pb.slice(), 1, rp, ff.empty() ? nullptr : &ffs);
+        ops::rope(ctx, unfused, kb.slice(), pb.slice(), 1, rk, ff.empty() ? nullptr : &ffs);
+    }
+    ops::kv_store_pair(ctx, unfused, kb.slice(), kcu.slice(), vb.slice(), vcu.slice(), pb.slice(), 1, row, p.n_ctx,
+                       p.kv_type);
     ops::attention(ctx, unfused, p, qu.slice(), kcu.slice(), vcu.slice(), pb.slice(), ou.slice(), sbu.slice());
     unfused.end();
 

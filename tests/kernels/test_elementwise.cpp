@@ -146,11 +146,6 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::F16);
         ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::F32);
         ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::Q8_0);
-        const ops::RopeParams rp{2, 32, 32, 1e4f, ops::RopeLayout::Adjacent};
-        for (ops::KvType t : {ops::KvType::F16, ops::KvType::F32, ops::KvType::Q8_0})
-            ops::kv_store_pair_rope(ctx, s, c.slice(), a.slice(), BufferSlice{b.slice().buffer, b.slice().offset, 2048},
-                                    a.slice(), BufferSlice{b.slice().buffer, b.slice().offset + 2048, 2048},
-                                    pos.slice(), 1, 2, 2, t, rp);
         ops::argmax(ctx, s, a.slice(), b.slice(), 1, 64);
         ops::softmax(ctx, s, a.slice(), a.slice(), 1, 64, 1.0f);
         ops::topk(ctx, s, a.slice(), 64, 8, b.slice(), c.slice());

@@ -1,0 +1,132 @@
+#include "model/arch/tensor_schema.h"
+
+#include <fmt/format.h>
+
+namespace vkllm {
+
+uint64_t SchemaDims::get(Dim d) const {
+    switch (d) {
+        case Dim::One: return 1;
+        case Dim::Embd: return embd;
+        case Dim::Q: return q;
+        case Dim::Kv: return kv;
+        case Dim::Qkv: return q + 2 * kv;
+        case Dim::Ffn: return ffn;
+        case Dim::Ffn2: return 2 * ffn;
+        case Dim::HeadDim: return head_dim;
+        case Dim::Vocab: return vocab;
+        case Dim::CtxTrain: return ctx_train;
+        case Dim::RopeHalf: return rope_dim / 2;
+    }
+    return 0;
+}
+
+namespace {
+
+constexpr Init kMatrix{true};
+constexpr Init kNormWeight{false, 1.0f, 0.05f};
+constexpr Init kNormBias{false, 0.0f, 0.05f};
+constexpr Init kBias{false, 0.0f, 0.1f};
+
+constexpr FusedGroup kGroups[] = {
+    {Role::Wqkv, {Role::Wq, Role::Wk, Role::Wv}, {Dim::Q, Dim::Kv, Dim::Kv}, 3},
+    {Role::Bqkv, {Role::Bq, Role::Bk, Role::Bv}, {Dim::Q, Dim::Kv, Dim::Kv}, 3},
+    {Role::WGateUp, {Role::WGate, Role::WUp}, {Dim::Ffn, Dim::Ffn}, 2},
+};
+
+}  // namespace
+
+std::span<const FusedGroup> fused_groups() { return kGroups; }
+
+const FusedGroup* fused_group(Role whole) {
+    for (const FusedGroup& g : kGroups)
+        if (g.whole == whole) return &g;
+    return nullptr;
+}
+
+const FusedGroup* fused_group_of_part(Role part) {
+    for (const FusedGroup& g : kGroups)
+        for (uint32_t i = 0; i < g.n_parts; ++i)
+            if (g.parts[i] == part) return &g;
+    return nullptr;
+}
+
+std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
+    using D = Dim;
+    using R = Role;
+    const bool ln = A.norm == NormKind::Layer;     // LayerNorm: every norm has a bias
+    const bool qkv_b = A.qkv_bias || A.all_bias;   // biases of q, k, v: required, else read when present
+    const bool post = A.norm_placement == NormPlacement::PreAndPost;
+    std::vector<TensorSpec> s;
+    auto add = [&](TensorSpec t) { s.push_back(t); };
+    auto vec = [](R r, const char* name, D d, bool required, Init init) {
+        return TensorSpec{r, name, {d, D::One}, required, init, true};
+    };
+    auto mat = [](R r, const char* name, D in, D out) { return TensorSpec{r, name, {in, out}, true, kMatrix}; };
+
+    add(vec(R::AttnNorm, "attn_norm.weight", D::Embd, true, kNormWeight));
+    add(vec(R::AttnNormB, "attn_norm.bias", D::Embd, ln, kNormBias));
+    if (A.fused_qkv) {
+        add(mat(R::Wqkv, "attn_qkv.weight", D::Embd, D::Qkv));
+        add(vec(R::Bqkv, "attn_qkv.bias", D::Qkv, qkv_b, kBias));
+    } else {
+        add(mat(R::Wq, "attn_q.weight", D::Embd, D::Q));
+        add(vec(R::Bq, "attn_q.bias", D::Q, qkv_b, kBias));
+        add(mat(R::Wk, "attn_k.weight", D::Embd, D::Kv));
+        add(vec(R::Bk, "attn_k.bias", D::Kv, qkv_b, kBias));
+        add(mat(R::Wv, "attn_v.weight", D::Embd, D::Kv));
+        add(vec(R::Bv, "attn_v.bias", D::Kv, qkv_b, kBias));
+    }
+    if (A.qk_norm) {
+        add(vec(R::QNorm, "attn_q_norm.weight", D::HeadDim, true, kNormWeight));
+        add(vec(R::KNorm, "attn_k_norm.weight", D::HeadDim, true, kNormWeight));
+    }
+    add(mat(R::Wo, "attn_output.weight", D::Q, D::Embd));
+    add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias, kBias));
+    if (post) add(vec(R::PostAttnNorm, "post_attention_norm.weight", D::Embd, true, kNormWeight));
+    add(vec(R::FfnNorm, "ffn_norm.weight", D::Embd, true, kNormWeight));
+    add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
+    if (A.fused_gate_up) {
+        add(mat(R::WGateUp, "ffn_up.weight", D::Embd, D::Ffn2));  // rows of gate, then up
+    } else {
+        if (A.ffn != FfnKind::Gelu) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
+        add(mat(R::WUp, "ffn_up.weight", D::Embd, D::Ffn));
+        add(vec(R::BUp, "ffn_up.bias", D::Ffn, A.all_bias, kBias));
+    }
+    add(mat(R::WDown, "ffn_down.weight", D::Ffn, D::Embd));
+    add(vec(R::BDown, "ffn_down.bias", D::Embd, A.all_bias, kBias));
+    if (post) add(vec(R::PostFfnNorm, "post_ffw_norm.weight", D::Embd, true, kNormWeight));
+    return s;
+}
+
+std::vector<TensorSpec> model_schema(const ArchDesc& A) {
+    using D = Dim;
+    using R = Role;
+    std::vector<TensorSpec> s;
+    s.push_back({R::TokenEmbd, "token_embd.weight", {D::Embd, D::Vocab}, true, kMatrix});
+    if (A.positions == PositionKind::Learned)
+        s.push_back({R::PositionEmbd, "position_embd.weight", {D::Embd, D::CtxTrain}, true, kMatrix});
+    if (A.positions == PositionKind::Rope) {
+        // Frequency factors: Llama 3.x's precomputed "llama3" scaling; Phi-3's LongRoPE pair.
+        s.push_back({R::RopeFreqs, "rope_freqs.weight", {D::RopeHalf, D::One}, false, {false, 2.0f, 1.0f, true}, true});
+        if (A.rope_factor_tensors) {
+            s.push_back({R::RopeFactorsLong, "rope_factors_long.weight", {D::RopeHalf, D::One}, false,
+                         {false, 4.0f, 2.0f, true}, true});
+            s.push_back({R::RopeFactorsShort, "rope_factors_short.weight", {D::RopeHalf, D::One}, false,
+                         {false, 1.0f, 0.1f, true}, true});
+        }
+    }
+    s.push_back({R::OutputNorm, "output_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
+    s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer, kNormBias, true});
+    // Absent: the embeddings are tied and the logits read token_embd.
+    s.push_back({R::Output, "output.weight", {D::Embd, D::Vocab}, false, kMatrix});
+    return s;
+}
+
+bool is_head_role(Role r) { return r == Role::OutputNorm || r == Role::OutputNormB || r == Role::Output; }
+
+std::string tensor_name(const TensorSpec& s, uint32_t layer) {
+    return s.role < Role::LayerCount ? fmt::format("blk.{}.{}", layer, s.name) : std::string(s.name);
+}
+
+}  // namespace vkllm

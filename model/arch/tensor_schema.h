@@ -1,0 +1,90 @@
+// Every tensor a model reads, as data. The config checker (model_config.cpp), the weight layout
+// and upload (model/forward/model_weights.cpp), the host reference (model_cpu.cpp), the device pass
+// (through the roles of LayerWeights) and gen-model (gguf_writer.cpp) all walk these lists, so
+// adding a tensor is one line in tensor_schema.cpp.
+//
+// Names are the GGUF ones (llama.cpp's conventions); a layer's tensors are "blk.N.<name>". Shapes
+// are ggml dims (ne0 = the row length first), in terms of the model's hyperparameters.
+#pragma once
+
+#include "model/arch/architecture.h"
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace vkllm {
+
+// What a tensor is for. A layer's roles index LayerWeights; the model-level roles name the rest.
+enum class Role : uint8_t {
+    // --- per layer
+    AttnNorm, AttnNormB,           // (dim)
+    Wq, Wk, Wv, Wqkv,              // (dim -> q), (dim -> kv), (dim -> kv), (dim -> q + 2 kv)
+    Bq, Bk, Bv, Bqkv,              // (q), (kv), (kv), (q + 2 kv)
+    QNorm, KNorm,                  // (head_dim) per-head RMSNorm of q and k
+    Wo, Bo,                        // (q -> dim), (dim)
+    PostAttnNorm,                  // (dim) on the attention output before the residual add
+    FfnNorm, FfnNormB,             // (dim)
+    WGate, WUp, WGateUp,           // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
+    BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)
+    PostFfnNorm,                   // (dim)
+    LayerCount,
+    // --- model level
+    TokenEmbd = LayerCount, PositionEmbd, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,
+    Output,
+};
+inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
+
+// A dimension of a shape, resolved by SchemaDims::get().
+enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf };
+
+struct SchemaDims {
+    uint64_t embd = 0, q = 0, kv = 0, ffn = 0, head_dim = 0, vocab = 0, ctx_train = 0, rope_dim = 0;
+    uint64_t get(Dim d) const;
+};
+
+// How gen-model fills the tensor: a quantized random matrix, or an f32 vector of N(mean, sigma)
+// values (abs() of them when positive).
+struct Init {
+    bool matrix = false;
+    float mean = 0, sigma = 0;
+    bool positive = false;
+};
+
+struct TensorSpec {
+    Role role;
+    const char* name;       // GGUF name; per-layer names without the "blk.N." prefix
+    std::array<Dim, 2> ne;  // ggml dims; Dim::One for vectors
+    bool required;          // absent: a clear error when required, else the model runs without it
+    Init init;
+    bool f32 = false;       // uploaded as f32 whatever the file stores (norms, biases, rope factors)
+};
+
+// A tensor that holds several roles' rows back to back: the file may store it whole (attn_qkv:
+// Phi-3, GPT-2), or the uploader may place the parts contiguously when they share a type, so that a
+// decode step projects all of them with one matvec. Parts are split along ne1 (rows; elements for
+// vectors) in the order given, with sizes `sizes`.
+struct FusedGroup {
+    Role whole;
+    std::array<Role, 3> parts;
+    std::array<Dim, 3> sizes;
+    uint32_t n_parts;
+};
+std::span<const FusedGroup> fused_groups();
+// The group whose whole is `whole`; nullptr when it is none.
+const FusedGroup* fused_group(Role whole);
+// The group `part` is a part of; nullptr when it is none.
+const FusedGroup* fused_group_of_part(Role part);
+
+// The tensors of one layer of the architecture, in the order gen-model writes them.
+std::vector<TensorSpec> layer_schema(const ArchDesc& a);
+// The model-level tensors; `head` ones come after the layers in gen-model's files.
+std::vector<TensorSpec> model_schema(const ArchDesc& a);
+bool is_head_role(Role r);
+
+// "blk.3.attn_q.weight" for per-layer roles, the name itself for the others.
+std::string tensor_name(const TensorSpec& s, uint32_t layer);
+
+}  // namespace vkllm

@@ -1,0 +1,121 @@
+#include "model/forward/layer_plan.h"
+
+namespace vkllm {
+
+uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch) {
+    if (!cfg.is_local(layer) || cfg.window >= n_ctx) return n_ctx;
+    return cfg.window + ubatch - 1;
+}
+
+ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
+                                            const KvGeometry& kv) {
+    ops::AttentionParams p{n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                           kv_cache_rows(cfg, layer, kv.n_ctx, kv.ubatch), cfg.attn_scale, kv.type};
+    p.softcap = cfg.attn_softcap;
+    // A window as long as the context never masks anything.
+    if (cfg.is_local(layer) && cfg.window < kv.n_ctx) p.window = cfg.window;
+    return p;
+}
+
+namespace {
+
+using Kind = ops::MatvecInput::Kind;
+
+// A projection of `rows` rows through the weight of role `w`; nothing when the model lacks it.
+LinearStep step(const DeviceCaps& caps, const LayerPlaces& L, Role w, Role bias, uint32_t rows, bool batch_invariant,
+                Kind input = Kind::Plain, bool residual = false) {
+    LinearStep s;
+    const TensorPlace& W = L[w];
+    if (!W.present()) return s;
+    s.w = w;
+    s.bias = bias != kNoRole && L[bias].present() ? bias : kNoRole;
+    s.residual = residual;
+    s.input = input;
+    s.kernel = ops::plan_linear(caps, W.type, rows, W.rows, W.row_elems, W.offset % 4 == 0, input, batch_invariant);
+    return s;
+}
+
+}  // namespace
+
+LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& L, uint32_t layer,
+                     const StepShape& shape, const KvGeometry& kv) {
+    using R = Role;
+    const ArchDesc& A = *cfg.arch;
+    const uint32_t n = shape.n;
+    const bool decode = shape.decode(), db = shape.decode_batch;
+    LayerPlan p;
+    p.shape = shape;
+
+    // --- attention. Decoding one token is bound by dispatch count on small models: Q, K and V come
+    // from one matvec over the fused weights, where the biases are fused too (or absent).
+    AttentionPlan& a = p.attn;
+    a.fold_norm = decode && A.norm == NormKind::Rms;  // only RMSNorm (no bias) folds
+    const Kind attn_in = a.fold_norm ? Kind::RmsNorm : Kind::Plain;
+    const bool some_bias = L[R::Bq].present() || L[R::Bk].present() || L[R::Bv].present();
+    a.fused_qkv = n == 1 && L[R::Wqkv].present() && (L[R::Bqkv].present() || !some_bias);
+    if (a.fused_qkv) {
+        a.qkv = step(caps, L, R::Wqkv, R::Bqkv, 1, db, attn_in);
+    } else {
+        a.q = step(caps, L, R::Wq, R::Bq, n, db, attn_in);
+        a.k = step(caps, L, R::Wk, R::Bk, n, db, attn_in);
+        a.v = step(caps, L, R::Wv, R::Bv, n, db, attn_in);
+    }
+    a.qk_norm = A.qk_norm;
+    a.rope = A.positions == PositionKind::Rope;
+    a.attn = layer_attention_params(cfg, layer, db ? 1 : n, kv);
+    a.fused_store = decode && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
+    a.post_norm = A.norm_placement == NormPlacement::PreAndPost;
+    a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);
+
+    // --- feed-forward: gate and up likewise; decode steps fold the GLU into the down projection
+    // (it reads gate and up and forms act(gate) * up as it loads them), unless an up bias must be
+    // added between the two.
+    FfnPlan& f = p.ffn;
+    f.fold_norm = a.fold_norm;
+    const Kind ffn_in = f.fold_norm ? Kind::RmsNorm : Kind::Plain;
+    f.fused_gate_up = n == 1 && L[R::WGateUp].present();
+    if (f.fused_gate_up) {
+        f.gate_up = step(caps, L, R::WGateUp, kNoRole, 1, db, ffn_in);
+        f.up_bias_apart = L[R::BUp].present();
+    } else {
+        if (A.ffn != FfnKind::Gelu) f.gate = step(caps, L, R::WGate, kNoRole, n, db, ffn_in);
+        f.up = step(caps, L, R::WUp, R::BUp, n, db, ffn_in);
+    }
+    f.act = A.ffn;
+    f.fold_act = decode && A.ffn != FfnKind::Gelu && !L[R::BUp].present();
+    const Kind down_in = !f.fold_act ? Kind::Plain : A.ffn == FfnKind::GeGlu ? Kind::GeGlu : Kind::SwiGlu;
+    f.post_norm = a.post_norm;
+    f.down = step(caps, L, R::WDown, R::BDown, n, db, down_in, !f.post_norm);
+    return p;
+}
+
+std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
+    std::vector<PipelineDesc> out;
+    for (const LinearStep* s : {&attn.qkv, &attn.q, &attn.k, &attn.v, &attn.wo, &ffn.gate_up, &ffn.gate, &ffn.up,
+                                &ffn.down})
+        if (s->runs())
+            for (PipelineDesc& d : s->kernel.pipelines()) out.push_back(std::move(d));
+    for (PipelineDesc& d : attn.fused_store ? ops::attention_store_pipelines(ctx, attn.attn)
+                                            : ops::attention_pipelines(ctx, attn.attn))
+        out.push_back(std::move(d));
+    return out;
+}
+
+HeadPlan plan_head(const DeviceCaps& caps, const ModelConfig& cfg, const WeightLayout& layout, const StepShape& shape,
+                   bool all_logits) {
+    HeadPlan h;
+    bool decode = true;  // a chunk's last token alone is read as a decode step's
+    if (shape.decode_batch) {
+        h.rows = shape.n;
+    } else if (all_logits) {
+        h.rows = shape.n;
+        decode = shape.n == 1;
+    }
+    h.fold_norm = decode && cfg.arch->norm == NormKind::Rms;
+    const TensorPlace& w = layout.output_tensor();
+    h.out = ops::plan_linear(caps, w.type, h.rows, cfg.n_vocab, cfg.dim, w.offset % 4 == 0,
+                             h.fold_norm ? Kind::RmsNorm : Kind::Plain, decode);
+    return h;
+}
+
+}  // namespace vkllm

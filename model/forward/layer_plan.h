@@ -1,0 +1,105 @@
+// Every decision of the device forward pass, made once by pure functions: which projections fuse,
+// which ops ride in a matvec, how attention ends, which kernel each linear layer runs. The recorder
+// (model_gpu.cpp) follows a LayerPlan top to bottom, and the start-up warm-up lists the pipelines of
+// the same plans (ModelGpu::pipelines()), so the two cannot drift.
+#pragma once
+
+#include "model/arch/model_config.h"
+#include "model/forward/model_weights.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/linear.h"
+
+#include <vector>
+
+namespace vkllm {
+
+// What one recording computes: a chunk of n tokens of one sequence, or (decode_batch) one token for
+// each of n sequences.
+struct StepShape {
+    uint32_t n = 1;
+    bool decode_batch = false;
+    // A lone token or a decode batch: the rows of a batch must compute what a lone token does (batch
+    // invariance), so both take the decode forms.
+    bool decode() const { return n == 1 || decode_batch; }
+};
+
+// KV rows layer `layer` keeps for a context of n_ctx: n_ctx, or for a sliding-window layer a ring of
+// window + ubatch - 1 rows (a chunk of ubatch queries needs the window before its first token).
+uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch);
+
+// The cache a model's attention reads: sizes it per layer.
+struct KvGeometry {
+    uint32_t n_ctx = 0;   // rows per sequence of full-attention layers
+    uint32_t ubatch = 0;  // sizes the sliding-window rings (kv_cache_rows)
+    ops::KvType type = ops::KvType::F16;
+};
+
+// Attention of `layer` over its cache for n_tokens queries per sequence.
+ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
+                                            const KvGeometry& kv);
+
+inline constexpr Role kNoRole = Role::LayerCount;
+
+// One projection: y (+)= W · input(x) (+ bias).
+struct LinearStep {
+    Role w = kNoRole;     // kNoRole: the step does not run
+    Role bias = kNoRole;  // kNoRole: no bias in the epilogue
+    bool residual = false;  // y += ... (the residual stream), else y = ...
+    ops::MatvecInput::Kind input = ops::MatvecInput::Kind::Plain;
+    ops::LinearPlan kernel;
+    bool runs() const { return w != kNoRole; }
+};
+
+// x += post_norm(wo · attention(rope(qk_norm(q)), rope(qk_norm(k)), v)), q|k|v = W · norm(x) (+ b)
+struct AttentionPlan {
+    bool fold_norm = false;  // the RMSNorm rides in the q/k/v matvecs (decode steps)
+    bool fused_qkv = false;  // one matvec over wqkv into one (q + 2 kv) vector (a lone token)
+    LinearStep qkv;          // fused_qkv
+    LinearStep q, k, v;      // otherwise
+    bool qk_norm = false;    // per-head RMSNorm of q and k (Qwen3, Gemma 3)
+    bool rope = false;       // rotary positions (learned ones are added at the embedding)
+    // RoPE of q and k, the K/V store and attention in one kernel (ops::attention_store): decode
+    // steps where it takes the shape. Otherwise rope, kv_store_pair and attention.
+    bool fused_store = false;
+    ops::AttentionParams attn;  // per sequence: n tokens of a chunk, 1 of a decode batch
+    LinearStep wo;
+    bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
+};
+
+// x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x) (+ b_up)) (+ b_down))
+struct FfnPlan {
+    bool fold_norm = false;      // the RMSNorm rides in the gate/up matvecs (decode steps)
+    bool fused_gate_up = false;  // one matvec over w_gate_up into one (2 ffn) vector (a lone token)
+    LinearStep gate_up;          // fused_gate_up
+    LinearStep gate, up;         // otherwise; no gate for a plain GELU FFN
+    bool up_bias_apart = false;  // fused gate_up and an up bias: the bias is added on its own
+    FfnKind act = FfnKind::SwiGlu;
+    bool fold_act = false;       // the GLU rides in the down projection's matvec (decode steps)
+    LinearStep down;
+    bool post_norm = false;
+};
+
+struct LayerPlan {
+    StepShape shape;
+    AttentionPlan attn;
+    FfnPlan ffn;
+    // The pipelines recording this plan uses (the warm-up list).
+    std::vector<PipelineDesc> pipelines(const Context& ctx) const;
+};
+
+LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& places, uint32_t layer,
+                     const StepShape& shape, const KvGeometry& kv);
+
+// The logits of `rows` hidden states: output · norm(x) (+ soft-cap). Decode forms fold the RMSNorm
+// into the matvec and keep rows batch invariant.
+struct HeadPlan {
+    uint32_t rows = 1;
+    bool fold_norm = false;
+    ops::LinearPlan out;
+};
+// The head of a recording: a decode batch takes n rows of logits; a chunk takes its last token's,
+// or every token's with all_logits (perplexity).
+HeadPlan plan_head(const DeviceCaps& caps, const ModelConfig& cfg, const WeightLayout& layout, const StepShape& shape,
+                   bool all_logits);
+
+}  // namespace vkllm
