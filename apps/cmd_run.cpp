@@ -2,8 +2,8 @@
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "model/forward/forward_check.h"
-#include "model/generate.h"
 #include "model/forward/model_cpu.h"
+#include "serving/engine/generate.h"
 
 #include <fmt/format.h>
 
@@ -35,7 +35,7 @@ void run(const RunOptions& o) {
     lo.n_ctx = o.n_ctx;
     lo.ubatch = o.ubatch;
     lo.kv_type = o.kv_type;
-    GenerateParams gp;
+    serving::GenerateParams gp;
     gp.n_predict = o.n_predict;
     gp.sampler = o.sampler;
     gp.sampler.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
@@ -82,7 +82,7 @@ void run(const RunOptions& o) {
         std::fputs(o.prompt.c_str(), stdout);
         std::fflush(stdout);
     };
-    GenerateStats st = generate(*m.model, *m.tokenizer, prompt, gp, [&](std::string_view piece) {
+    serving::GenerateStats st = serving::generate(*m.model, *m.tokenizer, prompt, gp, [&](std::string_view piece) {
         echo();
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);

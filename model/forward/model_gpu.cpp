@@ -679,6 +679,12 @@ void ModelGpu::read_logits(uint32_t rows, float* dst) const {
     ctx_.download(logits_.slice(0, 4ull * rows * cfg_.n_vocab), dst, 4ull * rows * cfg_.n_vocab);
 }
 
+std::string non_finite_message(float value, int64_t token, uint32_t position) {
+    const std::string which = token >= 0 ? fmt::format(" ({} for token {})", value, token) : std::string();
+    return fmt::format("the model produced non-finite logits{} at position {}: its weights hold NaN or Inf values, or "
+                       "the computation overflowed", which, position);
+}
+
 std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
     if (rows == 0 || rows > last_rows_)
         throw std::out_of_range(fmt::format("argmax_rows: {} rows, the last evaluation made {}", rows, last_rows_));
@@ -686,6 +692,7 @@ std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
     std::memcpy(ids.data(), argmax_.mapped(), 4ull * rows);
     std::vector<int32_t> out(rows);
     for (uint32_t r = 0; r < rows; ++r) {
+        // The device argmax skips NaN and answers 0 for an all-NaN row: the winning logit itself tells.
         float best = 0;
         if (ids[r] < cfg_.n_vocab) {
             if (logits_.mapped())
@@ -693,11 +700,7 @@ std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
             else
                 ctx_.download(logits_.slice(4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4), &best, 4);
         }
-        if (ids[r] >= cfg_.n_vocab || !std::isfinite(best))
-            throw NonFiniteError(fmt::format("the model produced non-finite logits (best logit {} for token {}) in "
-                                             "row {} of the batch: its weights hold NaN or Inf values, or the "
-                                             "computation overflowed", best, ids[r], r));
-        out[r] = int32_t(ids[r]);
+        out[r] = ids[r] < cfg_.n_vocab && std::isfinite(best) ? int32_t(ids[r]) : -1;
     }
     return out;
 }
@@ -731,9 +734,7 @@ int32_t ModelGpu::argmax() const {
     else if (id == 0)
         ctx_.download(logits_, &best, 4);
     if (id >= cfg_.n_vocab || !std::isfinite(best))
-        throw NonFiniteError(fmt::format("the model produced non-finite logits (best logit {} for token {}) at position "
-                                         "{}: its weights hold NaN or Inf values, or the computation overflowed",
-                                         best, id, n_past_[0]));
+        throw NonFiniteError(non_finite_message(best, id, n_past_[0]));
     return int32_t(id);
 }
 

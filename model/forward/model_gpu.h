@@ -74,6 +74,9 @@ class NonFiniteError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
 };
+// Its message: the logit `value` of `token` (token < 0: not known) for the token at `position`
+// (the n_past of the evaluation) is NaN or Inf.
+std::string non_finite_message(float value, int64_t token, uint32_t position);
 
 struct ForwardStats {
     uint64_t recordings = 0;   // command streams recorded (per chunk size, not per token)
@@ -125,7 +128,8 @@ public:
     void decode(std::span<const SeqToken> batch);
     // Rows [0, rows) of the last logits: rows = 1 after eval(), the batch size after decode().
     void read_logits(uint32_t rows, float* dst) const;
-    // The argmax of each of those rows (computed on the device; NonFiniteError as argmax()).
+    // The argmax of each of those rows (computed on the device), or -1 for a row whose best logit is
+    // NaN or Inf (the caller ends that sequence alone; argmax() throws instead).
     std::vector<int32_t> argmax_rows(uint32_t rows) const;
 
     // Evaluates tokens at positions n_past().., in chunks of at most ubatch; afterwards the logits

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -138,10 +139,10 @@ struct Engine::Impl {
     void start(Slot& s, std::shared_ptr<Ticket::State> r);
     void prompt_step();
     void decode_step();
-    // Picks the next token from logits row `row` (or the device argmax), emits it, and finishes
-    // the request when it ends there.
+    // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not
+    // finite), emits it, and finishes the request when it ends there.
     void after_logits(Slot& s, const float* logits, int32_t device_argmax);
-    void finish(Slot& s, FinishReason why, const std::string& error = {});
+    void finish(Slot& s, FinishReason why, const std::string& error = {}, bool non_finite = false);
     // Done for a request that never reached a slot.
     void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {});
     static bool needs_logits(const Slot& s) {
@@ -368,13 +369,18 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     const uint32_t n_vocab = model.config().n_vocab;
     Event ev;
     int32_t next;
+    // NaN or Inf logits (NaN weights, an overflow) end this request alone, whichever sampler it uses.
+    const uint32_t position = model.n_past(s.index);
+    if (!logits && device_argmax < 0) {
+        finish(s, FinishReason::Error, non_finite_message(std::numeric_limits<float>::quiet_NaN(), -1, position), true);
+        return;
+    }
     if (logits) {
         std::vector<float> row(logits, logits + n_vocab);
-        for (float v : row)
-            if (!std::isfinite(v)) {
-                finish(s, FinishReason::Error, "the model produced non-finite logits");
-                return;
-            }
+        if (auto bad = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); }); bad != row.end()) {
+            finish(s, FinishReason::Error, non_finite_message(*bad, bad - row.begin(), position), true);
+            return;
+        }
         if (rq.logprobs) {
             // log softmax of the raw logits, before penalties and temperature (what OpenAI reports).
             const float mx = *std::max_element(row.begin(), row.end());
@@ -422,12 +428,13 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     if (max_reached || full) finish(s, FinishReason::Length);
 }
 
-void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error) {
+void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, bool non_finite) {
     const Clock::time_point now = Clock::now();
     Event done;
     done.kind = Event::Kind::Done;
     done.finish = why;
     done.error = error;
+    done.non_finite = non_finite;
     done.prompt_tokens = uint32_t(s.req->req.prompt.size());
     done.cached_tokens = s.cached;
     done.completion_tokens = s.generated;

@@ -75,6 +75,7 @@ struct Event {
     // Kind::Done (always the last event of a request):
     FinishReason finish = FinishReason::Stop;
     std::string error;           // FinishReason::Error: what went wrong
+    bool non_finite = false;     // FinishReason::Error because the logits were NaN or Inf
     uint32_t prompt_tokens = 0;  // tokens of the prompt
     uint32_t cached_tokens = 0;  // of which reused from the slot's previous conversation
     uint32_t completion_tokens = 0;

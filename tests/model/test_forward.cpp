@@ -6,10 +6,10 @@
 #include "model_test_util.h"
 
 #include "model/forward/forward_check.h"
-#include "model/generate.h"
 #include "model/gguf_writer.h"
 #include "model/forward/model_cpu.h"
 #include "model/forward/model_gpu.h"
+#include "model/sampler.h"
 #include "runtime/vk_check.h"
 
 #include <filesystem>
@@ -118,27 +118,6 @@ TEST_CASE("forward: a q8_0 KV cache matches the host reference layer by layer; r
     }
 }
 
-TEST_CASE("forward: stories260K greedy generation reproduces the published story") {
-    std::string path = test::model_path("stories260K.gguf");
-    std::string expected_path = test::model_path("stories260K.greedy200.txt");
-    if (path.empty() || expected_path.empty()) return;
-    test::ValidationGuard guard;
-    std::ifstream f(expected_path, std::ios::binary);
-    std::string expected((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    test::LoadedModel m = test::open_model(path);
-    auto tok = make_tokenizer(m.file);
-    ModelGpu gpu(test::context(), m.file, m.cfg, {});
-    GenerateParams gp;
-    gp.n_predict = 200;
-    gp.sampler.temperature = 0;
-    gp.sampler.repeat_penalty = 1;
-    std::string text;
-    std::vector<int32_t> prompt = {tok->bos_id()};
-    GenerateStats st = generate(gpu, *tok, prompt, gp, [&](std::string_view p) { text += p; });
-    CHECK(text == expected);
-    MESSAGE("generated " << st.generated_tokens << " tokens at " << st.generate_tps() << " tokens/s");
-}
-
 TEST_CASE("forward: decoding does no per-token recording, allocation or descriptor work") {
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
@@ -202,13 +181,6 @@ TEST_CASE("forward: the context is never overrun") {
     CHECK(gpu.n_past() == 30);  // nothing was evaluated
     std::vector<int32_t> bad = {int32_t(m.cfg.n_vocab)};
     CHECK_THROWS_AS(gpu.eval(bad), std::out_of_range);
-    auto tok = make_tokenizer(m.file);
-    GenerateParams gp;
-    gp.n_predict = 5;
-    gp.sampler.temperature = 0;
-    std::vector<int32_t> prompt = {1};
-    CHECK_THROWS_WITH_AS(generate(gpu, *tok, prompt, gp, [](std::string_view) {}), doctest::Contains("exceeds the context"),
-                         ContextFullError);
 }
 
 TEST_CASE("forward: a model too big for the device is refused before allocating") {
@@ -303,44 +275,6 @@ TEST_CASE("forward: mixed-type files (llama.cpp mixes) match the reference") {
         for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 97 + 3) % shape.n_vocab);
         compare_with_reference(path, opts, prompt, 3, kTensorNmse, 1e-5);
     }
-}
-
-TEST_CASE("generate: the same seed gives the same text; sampling settings are validated") {
-    std::string path = test::model_path("stories260K.gguf");
-    if (path.empty()) return;
-    test::ValidationGuard guard;
-    test::LoadedModel m = test::open_model(path);
-    auto tok = make_tokenizer(m.file);
-    ModelGpu gpu(test::context(), m.file, m.cfg, {});
-    auto sample_text = [&](uint64_t seed) {
-        gpu.reset();
-        GenerateParams gp;
-        gp.n_predict = 40;
-        gp.sampler.temperature = 1.0f;
-        gp.sampler.top_k = 40;
-        gp.sampler.top_p = 0.9f;
-        gp.sampler.min_p = 0.02f;
-        gp.sampler.repeat_penalty = 1.1f;
-        gp.sampler.seed = seed;
-        std::string text;
-        std::vector<int32_t> prompt = tok->encode("Once upon a time", true);
-        generate(gpu, *tok, prompt, gp, [&](std::string_view p) { text += p; });
-        return text;
-    };
-    std::string a = sample_text(42), b = sample_text(42), c = sample_text(7);
-    CHECK(!a.empty());
-    CHECK(a == b);
-    CHECK(a != c);  // 40 tokens at temperature 1: another seed takes another path
-
-    SamplerParams bad;
-    bad.temperature = -1;
-    CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--temp"), std::invalid_argument);
-    bad = {};
-    bad.top_p = 0;
-    CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--top-p"), std::invalid_argument);
-    bad = {};
-    bad.min_p = 1;
-    CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("--min-p"), std::invalid_argument);
 }
 
 TEST_CASE("sampler: top-k 1 is greedy; the penalty lowers repeated tokens") {

@@ -5,9 +5,9 @@
 // and UTF-8 holding.
 #include "support/test_context.h"
 
-#include "model/generate.h"
 #include "model/model_test_util.h"
 #include "serving/engine/engine.h"
+#include "serving/engine/generate.h"
 #include "serving/engine/text_stream.h"
 
 #include <thread>
@@ -65,7 +65,7 @@ ModelOptions options(uint32_t n_seq) {
     return o;
 }
 
-// What generate() (vkllm run) gives for the prompt on a single-sequence model.
+// What generate() (vkllm run: a one-slot engine) gives for the prompt on a single-sequence model.
 std::string run_alone(Context& ctx, const Stories& s, const std::string& prompt, int32_t n) {
     ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
     GenerateParams p;

@@ -1,0 +1,39 @@
+// `vkllm run`'s generation: one request through a one-slot Engine, the same loop (sampling, stop
+// tokens, non-finite checks, text streaming) that `vkllm serve` and the C API run, driven from the
+// calling thread until it ends.
+#pragma once
+
+#include "model/forward/model_gpu.h"
+#include "model/sampler.h"
+#include "model/tokenizer/tokenizer.h"
+
+#include <functional>
+#include <span>
+#include <string_view>
+
+namespace vkllm::serving {
+
+struct GenerateParams {
+    int32_t n_predict = 128;  // tokens to generate (stops earlier at an end-of-generation token or BOS)
+    SamplerParams sampler;
+};
+
+struct GenerateStats {
+    uint32_t prompt_tokens = 0, generated_tokens = 0;
+    double prompt_ms = 0;    // from the start to the first generated token
+    double generate_ms = 0;  // from the first generated token to the end
+    bool stopped_at_eos = false;  // at any end-of-generation token (Tokenizer::is_eog: eos, eot, eom, ...)
+    double prompt_tps() const { return prompt_ms > 0 ? prompt_tokens * 1000.0 / prompt_ms : 0; }
+    // Tokens after the first, over the time they took (each is one decode step).
+    double generate_tps() const { return generate_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / generate_ms : 0; }
+};
+
+// Generates after `prompt` on sequence 0 of `model` (a fresh conversation: whatever the sequence
+// held is replaced, or reused where it shares the prompt's first tokens). Checks that prompt +
+// n_predict fit the context before evaluating anything (ContextFullError otherwise); NaN or Inf
+// logits throw NonFiniteError, other failures std::runtime_error, after the text before them was
+// passed to on_piece (whole UTF-8 characters only).
+GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
+                       const std::function<void(std::string_view)>& on_piece);
+
+}  // namespace vkllm::serving
