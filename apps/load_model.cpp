@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <filesystem>
 #include <unistd.h>
 
@@ -29,36 +28,31 @@ std::string resolve_model_path(const std::string& arg) {
             throw std::invalid_argument("no model given (-m) and the default ../shared/models/stories260K.gguf was not found");
         return d;
     }
-    std::error_code ec;
-    if (!fs::exists(arg, ec)) throw std::invalid_argument(fmt::format("model file '{}' does not exist", arg));
-    if (fs::is_directory(arg, ec)) throw std::invalid_argument(fmt::format("model path '{}' is a directory, not a GGUF file", arg));
-    if (!fs::is_regular_file(arg, ec)) throw std::invalid_argument(fmt::format("model path '{}' is not a regular file", arg));
+    check_model_path(arg);
     return arg;
 }
 
 LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet) {
-    auto t0 = std::chrono::steady_clock::now();
-    LoadedModel m;
-    m.file = std::make_unique<GgufFile>(GgufFile::open(path));
-    m.cfg = ModelConfig::from_gguf(*m.file);
-    m.tokenizer = make_tokenizer(*m.file);
-    m.ctx = std::make_unique<Context>(dev.context_options());
+    LoadOptions lo;
+    lo.context = dev.context_options();
+    lo.model = opts;
     if (!quiet)
-        fmt::print(stderr, "vkllm: {} ({}, {} layers, dim {}, {} heads / {} kv of {}, ffn {}, vocab {}) on {}\n", path,
-                   m.cfg.arch->name, m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim,
-                   m.cfg.ffn_dim, m.cfg.n_vocab, m.ctx->caps().name);
-    bool tty = isatty(STDERR_FILENO);
+        lo.on_ready = [&](const LoadedModel& m) {
+            fmt::print(stderr, "vkllm: {} ({}, {} layers, dim {}, {} heads / {} kv of {}, ffn {}, vocab {}) on {}\n", path,
+                       m.cfg.arch->name, m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim,
+                       m.cfg.ffn_dim, m.cfg.n_vocab, m.ctx->caps().name);
+        };
+    const bool tty = isatty(STDERR_FILENO);
     int last_pct = -1;
-    auto progress = [&](uint64_t done, uint64_t total) {
+    lo.progress = [&](uint64_t done, uint64_t total) {
         if (quiet || total == 0) return;
-        int pct = int(done * 100 / total);
+        const int pct = int(done * 100 / total);
         if (pct == last_pct || (!tty && pct % 25 != 0 && done != total)) return;
         last_pct = pct;
         fmt::print(stderr, "{}uploading weights: {:3d}% of {:.1f} MiB{}", tty ? "\r" : "", pct, total / 1048576.0,
                    tty && done != total ? "" : "\n");
     };
-    m.model = std::make_unique<ModelGpu>(*m.ctx, *m.file, m.cfg, opts, progress);
-    m.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    LoadedModel m = vkllm::load_model(path, lo);
     if (!quiet) {
         const MemoryPlan& p = m.model->memory_plan();
         fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB\n",

@@ -72,7 +72,7 @@ namespace vkllm::capi {
 // Shared with c_api_session.cpp: the rendered prompt of a conversation.
 std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt) {
     if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
-    chat::ChatInputs in = chat::chat_inputs(*m.tokenizer, messages_json(messages, n), nullptr, nullptr);
+    chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages_json(messages, n), nullptr, nullptr);
     in.add_generation_prompt = add_generation_prompt;
     return m.chat_template->apply(in);
 }
@@ -174,47 +174,17 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         std::memcpy(&kv_raw, &p.kv_type, sizeof kv_raw);
         require(kv_raw >= VKLLM_KV_F16 && kv_raw <= VKLLM_KV_Q8_0, fmt::format("kv_type {} is not a vkllm_kv_type", kv_raw));
         require(p.ubatch >= 1 && p.ubatch <= 4096, fmt::format("ubatch {} must be 1..4096", p.ubatch));
-        std::error_code ec;
-        if (!std::filesystem::exists(path, ec))
-            throw ApiFailure(VKLLM_ERR_FILE, fmt::format("model file '{}' does not exist", path));
-        if (!std::filesystem::is_regular_file(path, ec))
-            throw ApiFailure(VKLLM_ERR_FILE, fmt::format("model path '{}' is not a regular file", path));
-
         auto log = [fn = p.log, user = p.log_user_data](vkllm_log_level level, const std::string& msg) {
             if (fn) fn(level, msg.c_str(), user);
         };
-        auto m = std::make_unique<vkllm_model>();
-        try {
-            m->file = std::make_unique<GgufFile>(GgufFile::open(path));
-        } catch (const GgufError& e) {
-            // A file that exists but cannot be opened or mapped is a file problem, not a model one.
-            if (std::string_view(e.what()).find("cannot open") != std::string_view::npos)
-                throw ApiFailure(VKLLM_ERR_FILE, e.what());
-            throw;
-        }
-        m->cfg = ModelConfig::from_gguf(*m->file);
-        m->tokenizer = make_tokenizer(*m->file);
-        for (const std::string& w : m->tokenizer->warnings()) log(VKLLM_LOG_WARNING, w);
-        try {
-            m->chat_template = std::make_unique<chat::ChatTemplate>(chat::resolve_chat_template(
-                p.chat_template ? p.chat_template : "",
-                std::string(m->file->find_string("tokenizer.chat_template").value_or("")), std::string(m->cfg.arch->name)));
-        } catch (const chat::TemplateError& e) {
-            // A template the caller named must work; the file's own only matters to vkllm_chat,
-            // so a model whose template this interpreter cannot parse still loads and generates.
-            if (p.chat_template) throw;
-            m->chat_template_error = fmt::format("the model's chat template cannot be used: {}", e.what());
-            log(VKLLM_LOG_WARNING, m->chat_template_error);
-        }
-
-        ContextOptions co;
-        if (p.device_name) co.device.name = p.device_name;
-        else if (p.device_index >= 0) co.device.index = uint32_t(p.device_index);
-        if (p.caps) co.caps = CapsOverride::parse(p.caps);
-        if (p.cache_dir && !*p.cache_dir) co.pipeline_cache = false;
-        else if (p.cache_dir) co.cache_dir = std::filesystem::path(p.cache_dir);
-        co.instance.validation = p.validation;
-        co.instance.sink = [log](MessageSeverity s, std::string_view msg) noexcept {
+        LoadOptions lo;
+        if (p.device_name) lo.context.device.name = p.device_name;
+        else if (p.device_index >= 0) lo.context.device.index = uint32_t(p.device_index);
+        if (p.caps) lo.context.caps = CapsOverride::parse(p.caps);
+        if (p.cache_dir && !*p.cache_dir) lo.context.pipeline_cache = false;
+        else if (p.cache_dir) lo.context.cache_dir = std::filesystem::path(p.cache_dir);
+        lo.context.instance.validation = p.validation;
+        lo.context.instance.sink = [log](MessageSeverity s, std::string_view msg) noexcept {
             // Called from inside the driver (C frames): nothing may propagate out of it.
             try {
                 log(s == MessageSeverity::Error     ? VKLLM_LOG_ERROR
@@ -224,27 +194,42 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             } catch (...) {
             }
         };
-        try {
-            m->ctx = std::make_unique<Context>(co);
-        } catch (const DeviceLimitError& e) {  // no usable device, none with that name, loader too old
-            throw ApiFailure(VKLLM_ERR_DEVICE, e.what());
-        }
-
-        ModelOptions mo;
-        mo.n_ctx = p.n_ctx;
-        mo.ubatch = p.ubatch;
-        mo.kv_type = p.kv_type == VKLLM_KV_F32    ? ops::KvType::F32
-                     : p.kv_type == VKLLM_KV_Q8_0 ? ops::KvType::Q8_0
-                                                  : ops::KvType::F16;
-        mo.n_seq = p.max_sessions;
-        auto progress = [&](uint64_t done, uint64_t total) {
+        lo.model.n_ctx = p.n_ctx;
+        lo.model.ubatch = p.ubatch;
+        lo.model.kv_type = p.kv_type == VKLLM_KV_F32    ? ops::KvType::F32
+                           : p.kv_type == VKLLM_KV_Q8_0 ? ops::KvType::Q8_0
+                                                        : ops::KvType::F16;
+        lo.model.n_seq = p.max_sessions;
+        lo.progress = [&](uint64_t done, uint64_t total) {
             if (p.progress && total > 0 && p.progress(float(double(done) / double(total)), p.progress_user_data) != 0)
                 throw LoadCancelled{};
         };
+        auto m = std::make_unique<vkllm_model>();
+        // Before the upload: the tokenizer's warnings, and the chat template (a named one that fails
+        // fails the load without uploading anything).
+        lo.on_ready = [&](const LoadedModel& lm) {
+            for (const std::string& w : lm.tokenizer->warnings()) log(VKLLM_LOG_WARNING, w);
+            try {
+                m->chat_template = std::make_unique<chat::ChatTemplate>(chat::resolve_chat_template(
+                    p.chat_template ? p.chat_template : "",
+                    std::string(lm.file->find_string("tokenizer.chat_template").value_or("")),
+                    std::string(lm.cfg.arch->name)));
+            } catch (const chat::TemplateError& e) {
+                // A template the caller named must work; the file's own only matters to vkllm_chat,
+                // so a model whose template this interpreter cannot parse still loads and generates.
+                if (p.chat_template) throw;
+                m->chat_template_error = fmt::format("the model's chat template cannot be used: {}", e.what());
+                log(VKLLM_LOG_WARNING, m->chat_template_error);
+            }
+        };
         try {
-            m->gpu = std::make_unique<ModelGpu>(*m->ctx, *m->file, m->cfg, mo, progress);
+            m->loaded = load_model(path, lo);
+        } catch (const ModelFileError& e) {
+            throw ApiFailure(VKLLM_ERR_FILE, e.what());
         } catch (const LoadCancelled&) {
             throw ApiFailure(VKLLM_CANCELLED, "loading was stopped by the progress callback");
+        } catch (const NoDeviceError& e) {  // no usable device, none with that name, loader too old
+            throw ApiFailure(VKLLM_ERR_DEVICE, e.what());
         } catch (const DeviceLimitError& e) {  // the weights, the context or a buffer do not fit
             throw ApiFailure(VKLLM_ERR_OUT_OF_MEMORY, e.what());
         }
@@ -252,7 +237,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         eo.n_slots = p.max_sessions;
         eo.queue_limit = p.max_sessions;
         eo.default_timeout = std::chrono::hours(24 * 365);  // an embedding app decides when to stop (vkllm_cancel)
-        m->engine = std::make_unique<serving::Engine>(*m->gpu, *m->tokenizer, eo);
+        m->engine = std::make_unique<serving::Engine>(*m->loaded.model, *m->loaded.tokenizer, eo);
         m->max_sessions = p.max_sessions;
         capi::register_model(m.get());
         *out = m.release();
@@ -284,21 +269,21 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
     return guarded([&] {
         const vkllm_model& m = *capi::live_model(model);
         vkllm_model_info i{};
-        copy_text(i.architecture, m.cfg.arch->name);
-        copy_text(i.device, m.ctx->caps().name);
+        copy_text(i.architecture, m.loaded.cfg.arch->name);
+        copy_text(i.device, m.loaded.ctx->caps().name);
         copy_text(i.chat_template, m.chat_template->name() == "tokenizer.chat_template" ? "model" : m.chat_template->name());
-        i.n_vocab = m.cfg.n_vocab;
-        i.n_layers = m.cfg.n_layers;
-        i.dim = m.cfg.dim;
-        i.n_heads = m.cfg.n_heads;
-        i.n_kv_heads = m.cfg.n_kv_heads;
-        i.head_dim = m.cfg.head_dim;
-        i.n_ctx = m.gpu->n_ctx();
-        i.n_ctx_train = m.cfg.n_ctx_train;
+        i.n_vocab = m.loaded.cfg.n_vocab;
+        i.n_layers = m.loaded.cfg.n_layers;
+        i.dim = m.loaded.cfg.dim;
+        i.n_heads = m.loaded.cfg.n_heads;
+        i.n_kv_heads = m.loaded.cfg.n_kv_heads;
+        i.head_dim = m.loaded.cfg.head_dim;
+        i.n_ctx = m.loaded.model->n_ctx();
+        i.n_ctx_train = m.loaded.cfg.n_ctx_train;
         i.max_sessions = m.max_sessions;
-        i.bos_token = m.tokenizer->bos_id();
-        i.eos_token = m.tokenizer->eos_id();
-        const MemoryPlan& plan = m.gpu->memory_plan();
+        i.bos_token = m.loaded.tokenizer->bos_id();
+        i.eos_token = m.loaded.tokenizer->eos_id();
+        const MemoryPlan& plan = m.loaded.model->memory_plan();
         i.weights_bytes = plan.weights;
         i.kv_cache_bytes = plan.kv_cache;
         i.scratch_bytes = plan.scratch;
@@ -316,7 +301,7 @@ vkllm_status vkllm_tokenize(const vkllm_model* model, const char* text, size_t l
         require(text != nullptr || len == 0, "text is NULL");
         require(n_tokens != nullptr, "n_tokens is NULL");
         require(tokens != nullptr || capacity == 0, "tokens is NULL but capacity is " + std::to_string(capacity));
-        const std::vector<int32_t> ids = m.tokenizer->encode(std::string_view(text ? text : "", len), add_special, parse_special);
+        const std::vector<int32_t> ids = m.loaded.tokenizer->encode(std::string_view(text ? text : "", len), add_special, parse_special);
         *n_tokens = ids.size();
         if (capacity < ids.size()) {
             capi::set_last_error(fmt::format("the text has {} tokens; the buffer holds {}", ids.size(), capacity));
@@ -335,9 +320,9 @@ vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t* tokens, s
         require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
         require(len != nullptr, "len is NULL");
         for (size_t i = 0; i < n; ++i)
-            require(tokens[i] >= 0 && size_t(tokens[i]) < m.tokenizer->n_vocab(),
-                    fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i], m.tokenizer->n_vocab()));
-        return write_string(m.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
+            require(tokens[i] >= 0 && size_t(tokens[i]) < m.loaded.tokenizer->n_vocab(),
+                    fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i], m.loaded.tokenizer->n_vocab()));
+        return write_string(m.loaded.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
     });
 }
 

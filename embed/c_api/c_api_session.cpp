@@ -255,7 +255,7 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
         vkllm_session& s = *capi::live_session(session);
         require(prompt != nullptr, "prompt is NULL (\"\" means BOS only)");
         const GeneratingScope scope(s);  // before reading the history another call may be writing
-        const Tokenizer& tok = *s.model->tokenizer;
+        const Tokenizer& tok = *s.model->loaded.tokenizer;
         std::vector<int32_t> tokens = s.history;
         if (tokens.empty()) {
             tokens = tok.encode(prompt, true, s.params.parse_special);
@@ -275,7 +275,7 @@ vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_message* messag
         require(n_messages > 0, "no messages");
         const GeneratingScope scope(s);
         const std::string text = capi::render_chat(*s.model, messages, n_messages, true);
-        return run_generation(s, chat::encode_prompt(*s.model->tokenizer, text), sampling, on_piece, user_data);
+        return run_generation(s, chat::encode_prompt(*s.model->loaded.tokenizer, text), sampling, on_piece, user_data);
     });
 }
 

@@ -4,11 +4,7 @@
 
 #include "vkllm/vkllm.h"
 
-#include "model/arch/model_config.h"
-#include "model/forward/model_gpu.h"
-#include "model/gguf.h"
-#include "model/tokenizer/tokenizer.h"
-#include "runtime/context.h"
+#include "model/load.h"
 #include "serving/engine/engine.h"
 #include "serving/template/chat_template.h"
 
@@ -20,13 +16,9 @@
 
 struct vkllm_model {
     // Members in construction order; destroyed in reverse (the engine's thread first).
-    std::unique_ptr<vkllm::GgufFile> file;
-    vkllm::ModelConfig cfg;
-    std::unique_ptr<vkllm::Tokenizer> tokenizer;
     std::unique_ptr<vkllm::chat::ChatTemplate> chat_template;  // null when the file's own failed to parse
     std::string chat_template_error;                           // then: why, for vkllm_chat
-    std::unique_ptr<vkllm::Context> ctx;
-    std::unique_ptr<vkllm::ModelGpu> gpu;
+    vkllm::LoadedModel loaded;                       // file, config, tokenizer, device, model (model/load.h)
     std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation
     uint32_t max_sessions = 1;
     std::mutex sessions_mutex;

@@ -1,0 +1,59 @@
+// Opening a model: the one path every front end takes (the CLI's subcommands, the C API and,
+// through it, JNI): check the path, map and validate the GGUF, build its tokenizer, create the
+// device context, check the fit and upload the weights with progress.
+#pragma once
+
+#include "model/arch/model_config.h"
+#include "model/forward/model_gpu.h"
+#include "model/gguf.h"
+#include "model/tokenizer/tokenizer.h"
+#include "runtime/context.h"
+#include "runtime/vk_check.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace vkllm {
+
+// The path does not name a file that can be opened (missing, a directory, unreadable).
+class ModelFileError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// No device could be opened: none usable, none matching the selection, a loader too old. (A
+// DeviceLimitError that is not one of these: the model does not fit the device.)
+class NoDeviceError : public DeviceLimitError {
+public:
+    using DeviceLimitError::DeviceLimitError;
+};
+
+// ModelFileError unless `path` names a regular file that can be opened for reading.
+void check_model_path(const std::string& path);
+
+struct LoadedModel {
+    // In construction order; destroyed in reverse (the model before its context and file).
+    std::unique_ptr<GgufFile> file;
+    ModelConfig cfg;
+    std::unique_ptr<Tokenizer> tokenizer;
+    std::unique_ptr<Context> ctx;
+    std::unique_ptr<ModelGpu> model;
+    double load_ms = 0;  // from the call to the end of the upload
+};
+
+struct LoadOptions {
+    ContextOptions context;
+    ModelOptions model;
+    UploadProgress progress;  // (bytes uploaded, total) during the upload; may throw to stop it
+    // Called when the file, its config, its tokenizer and the device context are ready, before the
+    // fit check and the upload (a banner, the tokenizer's warnings, a chat template to resolve).
+    std::function<void(const LoadedModel&)> on_ready;
+};
+
+// Throws ModelFileError, GgufError (ModelConfigError: not a model vkllm runs), NoDeviceError,
+// DeviceLimitError (does not fit), or whatever `progress` and `on_ready` throw; nothing stays
+// allocated after a throw.
+LoadedModel load_model(const std::string& path, const LoadOptions& opts);
+
+}  // namespace vkllm
