@@ -9,6 +9,7 @@
 #include <jni.h>
 #include <vkllm/vkllm.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -37,8 +38,31 @@ struct JavaRefs {
     jmethodID on_progress = nullptr;
     jmethodID on_log = nullptr;
     jobject log_levels[3] = {};  // LogListener.Level.INFO, WARNING, ERROR
+    jfieldID sampling_fields[11] = {};  // GenerateParams' fields, as kSamplingFields lists them
+    jfieldID sampling_stop = nullptr;   // GenerateParams.stop (String[])
 };
 JavaRefs refs;
+
+// dev.vkllm.GenerateParams is vkllm_sampling as a Java object: each field's Java name and its place
+// in the struct. The one list both directions (the defaults into Java, the values into C) read.
+struct SamplingField {
+    const char* name;
+    char kind;  // 'F' float, 'I' int32_t, 'J' uint64_t (the seed: -1 is VKLLM_SEED_RANDOM), 'Z' bool
+    size_t offset;
+};
+constexpr SamplingField kSamplingFields[] = {
+    {"temperature", 'F', offsetof(vkllm_sampling, temperature)},
+    {"topK", 'I', offsetof(vkllm_sampling, top_k)},
+    {"topP", 'F', offsetof(vkllm_sampling, top_p)},
+    {"minP", 'F', offsetof(vkllm_sampling, min_p)},
+    {"repeatPenalty", 'F', offsetof(vkllm_sampling, repeat_penalty)},
+    {"repeatLastN", 'I', offsetof(vkllm_sampling, repeat_last_n)},
+    {"presencePenalty", 'F', offsetof(vkllm_sampling, presence_penalty)},
+    {"frequencyPenalty", 'F', offsetof(vkllm_sampling, frequency_penalty)},
+    {"nPredict", 'I', offsetof(vkllm_sampling, n_predict)},
+    {"seed", 'J', offsetof(vkllm_sampling, seed)},
+    {"ignoreEos", 'Z', offsetof(vkllm_sampling, ignore_eos)},
+};
 JavaVM* java_vm = nullptr;
 
 // ---- text ------------------------------------------------------------------------------------
@@ -332,6 +356,17 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
     if (!refs.vkllm_exception_init || !refs.model_info_init || !refs.generation_stats_init || !refs.on_token ||
         !refs.on_progress || !refs.on_log)
         return JNI_ERR;
+    static_assert(std::size(kSamplingFields) == std::size(JavaRefs{}.sampling_fields));
+    jclass params = env->FindClass("dev/vkllm/GenerateParams");
+    if (!params) return JNI_ERR;
+    for (size_t i = 0; i < std::size(kSamplingFields); ++i) {
+        const char sig[2] = {kSamplingFields[i].kind, '\0'};
+        refs.sampling_fields[i] = env->GetFieldID(params, kSamplingFields[i].name, sig);
+        if (!refs.sampling_fields[i]) return JNI_ERR;
+    }
+    refs.sampling_stop = env->GetFieldID(params, "stop", "[Ljava/lang/String;");
+    env->DeleteLocalRef(params);
+    if (!refs.sampling_stop) return JNI_ERR;
     jclass level = env->FindClass("dev/vkllm/LogListener$Level");
     if (!level) return JNI_ERR;
     const char* names[3] = {"INFO", "WARNING", "ERROR"};
@@ -352,24 +387,19 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_version(JNIEnv* env, jclass) {
     return guarded(env, jstring(nullptr), [&] { return new_string(env, vkllm_version()); });
 }
 
-JNIEXPORT jfloatArray JNICALL Java_dev_vkllm_Native_samplingDefaultFloats(JNIEnv* env, jclass) {
+JNIEXPORT void JNICALL Java_dev_vkllm_Native_samplingDefaults(JNIEnv* env, jclass, jobject params) {
     const vkllm_sampling d = vkllm_sampling_default();
-    const jfloat v[] = {d.temperature, d.top_p, d.min_p, d.repeat_penalty, d.presence_penalty, d.frequency_penalty};
-    jfloatArray a = env->NewFloatArray(6);
-    if (a) env->SetFloatArrayRegion(a, 0, 6, v);
-    return a;
-}
-
-JNIEXPORT jintArray JNICALL Java_dev_vkllm_Native_samplingDefaultInts(JNIEnv* env, jclass) {
-    const vkllm_sampling d = vkllm_sampling_default();
-    const jint v[] = {d.top_k, d.repeat_last_n, d.n_predict, d.ignore_eos ? 1 : 0};
-    jintArray a = env->NewIntArray(4);
-    if (a) env->SetIntArrayRegion(a, 0, 4, v);
-    return a;
-}
-
-JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_samplingDefaultSeed(JNIEnv*, jclass) {
-    return static_cast<jlong>(vkllm_sampling_default().seed);  // VKLLM_SEED_RANDOM becomes -1
+    const auto* base = reinterpret_cast<const unsigned char*>(&d);
+    for (size_t i = 0; i < std::size(kSamplingFields); ++i) {
+        const SamplingField& f = kSamplingFields[i];
+        const jfieldID id = refs.sampling_fields[i];
+        switch (f.kind) {
+            case 'F': { float v; std::memcpy(&v, base + f.offset, sizeof v); env->SetFloatField(params, id, v); break; }
+            case 'I': { int32_t v; std::memcpy(&v, base + f.offset, sizeof v); env->SetIntField(params, id, v); break; }
+            case 'J': { uint64_t v; std::memcpy(&v, base + f.offset, sizeof v); env->SetLongField(params, id, jlong(v)); break; }
+            case 'Z': { bool v; std::memcpy(&v, base + f.offset, sizeof v); env->SetBooleanField(params, id, v ? JNI_TRUE : JNI_FALSE); break; }
+        }
+    }
 }
 
 JNIEXPORT jintArray JNICALL Java_dev_vkllm_Native_modelDefaultInts(JNIEnv* env, jclass) {
@@ -601,11 +631,8 @@ JNIEXPORT jobject JNICALL Java_dev_vkllm_Native_stats(JNIEnv* env, jclass, jlong
 }
 
 JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jlong session, jstring prompt,
-                                                         jobjectArray roles, jobjectArray contents, jfloat temperature,
-                                                         jint top_k, jfloat top_p, jfloat min_p, jfloat repeat_penalty,
-                                                         jint repeat_last_n, jfloat presence_penalty,
-                                                         jfloat frequency_penalty, jint n_predict, jlong seed,
-                                                         jobjectArray stop, jboolean ignore_eos, jobject callback) {
+                                                         jobjectArray roles, jobjectArray contents, jobject params,
+                                                         jobject callback) {
     return guarded(env, jstring(nullptr), [&]() -> jstring {
         std::string c_prompt;
         std::vector<std::string> r, c, stops;
@@ -613,6 +640,7 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
         if (!prompt && (!c_strings_of(env, roles, r, "a message role") ||
                         !c_strings_of(env, contents, c, "a message content")))
             return nullptr;
+        jobjectArray stop = static_cast<jobjectArray>(env->GetObjectField(params, refs.sampling_stop));
         if (!c_strings_of(env, stop, stops, "a stop string")) return nullptr;
         std::vector<const char*> stop_ptrs;
         for (const std::string& s : stops) stop_ptrs.push_back(s.c_str());
@@ -620,19 +648,19 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
         for (size_t i = 0; i < r.size(); ++i) messages[i] = {r[i].c_str(), c[i].c_str()};
 
         vkllm_sampling smp = vkllm_sampling_default();
-        smp.temperature = temperature;
-        smp.top_k = top_k;
-        smp.top_p = top_p;
-        smp.min_p = min_p;
-        smp.repeat_penalty = repeat_penalty;
-        smp.repeat_last_n = repeat_last_n;
-        smp.presence_penalty = presence_penalty;
-        smp.frequency_penalty = frequency_penalty;
-        smp.n_predict = n_predict;
-        smp.seed = static_cast<uint64_t>(seed);  // -1 is VKLLM_SEED_RANDOM
+        auto* base = reinterpret_cast<unsigned char*>(&smp);
+        for (size_t i = 0; i < std::size(kSamplingFields); ++i) {
+            const SamplingField& f = kSamplingFields[i];
+            const jfieldID id = refs.sampling_fields[i];
+            switch (f.kind) {
+                case 'F': { const float v = env->GetFloatField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
+                case 'I': { const int32_t v = env->GetIntField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
+                case 'J': { const uint64_t v = uint64_t(env->GetLongField(params, id)); std::memcpy(base + f.offset, &v, sizeof v); break; }
+                case 'Z': { const bool v = env->GetBooleanField(params, id) == JNI_TRUE; std::memcpy(base + f.offset, &v, sizeof v); break; }
+            }
+        }
         smp.stop = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
         smp.n_stop = stop_ptrs.size();
-        smp.ignore_eos = ignore_eos == JNI_TRUE;
 
         PieceSink sink;
         sink.env = env;

@@ -12,6 +12,8 @@ public final class GenerateParams {
 
     private static final String[] NO_STOP = new String[0];
 
+    // vkllm_sampling's fields: the native side reads them by name (vkllm_jni.cpp, kSamplingFields),
+    // so a renamed field must be renamed there too.
     private float temperature;
     private int topK;
     private float topP;
@@ -26,19 +28,7 @@ public final class GenerateParams {
     private boolean ignoreEos;
 
     public GenerateParams() {
-        float[] f = Native.samplingDefaultFloats();
-        int[] i = Native.samplingDefaultInts();
-        temperature = f[0];
-        topP = f[1];
-        minP = f[2];
-        repeatPenalty = f[3];
-        presencePenalty = f[4];
-        frequencyPenalty = f[5];
-        topK = i[0];
-        repeatLastN = i[1];
-        nPredict = i[2];
-        ignoreEos = i[3] != 0;
-        seed = Native.samplingDefaultSeed();
+        Native.samplingDefaults(this);
     }
 
     /** 0: greedy (argmax); default 0.8. */

@@ -20,12 +20,9 @@ final class Native {
 
     static native String version();
 
-    // The C API's defaults, so that this jar never disagrees with the library it runs on.
-    // {temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty}
-    static native float[] samplingDefaultFloats();
-    // {top_k, repeat_last_n, n_predict, ignore_eos}
-    static native int[] samplingDefaultInts();
-    static native long samplingDefaultSeed();
+    // The C API's defaults, so that this jar never disagrees with the library it runs on: written
+    // into the fields of `params` (the native side reads and writes them by name).
+    static native void samplingDefaults(GenerateParams params);
     // {device_index, n_ctx, max_sessions, kv_type, ubatch, validation}
     static native int[] modelDefaultInts();
     static native boolean sessionDefaultParseSpecial();
@@ -50,10 +47,9 @@ final class Native {
     static native GenerationStats stats(long session);
 
     // vkllm_generate when roles is null, else vkllm_chat with the messages (roles[i], contents[i]).
-    static native String generate(long session, String prompt, String[] roles, String[] contents, float temperature,
-                                  int topK, float topP, float minP, float repeatPenalty, int repeatLastN,
-                                  float presencePenalty, float frequencyPenalty, int nPredict, long seed,
-                                  String[] stop, boolean ignoreEos, TokenCallback callback);
+    // The sampling parameters are read from the fields of `params`.
+    static native String generate(long session, String prompt, String[] roles, String[] contents,
+                                  GenerateParams params, TokenCallback callback);
 
     // The text conversions every call above uses, exposed for the tests to compare with Java's
     // own: UTF-8 bytes to a String, and a String to UTF-8 bytes.

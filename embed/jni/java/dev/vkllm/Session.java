@@ -74,9 +74,7 @@ public final class Session implements AutoCloseable {
         if (p == null) p = new GenerateParams();
         long s = handle.use();
         try {
-            return Native.generate(s, prompt, roles, contents, p.temperature(), p.topK(), p.topP(), p.minP(),
-                                   p.repeatPenalty(), p.repeatLastN(), p.presencePenalty(), p.frequencyPenalty(),
-                                   p.nPredict(), p.seed(), p.stop(), p.ignoreEos(), cb);
+            return Native.generate(s, prompt, roles, contents, p, cb);
         } finally {
             handle.done();
         }
