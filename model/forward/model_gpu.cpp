@@ -62,16 +62,18 @@ uint64_t attention_scratch_per_seq(const DeviceCaps& caps, const ModelConfig& cf
     return (b + 255) / 256 * 256;  // each region starts on any device's storage-buffer offset alignment
 }
 
-uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx) {
+uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, LayerRange layers) {
     uint64_t rows = 0;
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) rows += kv_cache_rows(cfg, l, n_ctx, o.ubatch);
+    for (uint32_t l = layers.first; l < layers.end(); ++l) rows += kv_cache_rows(cfg, l, n_ctx, o.ubatch);
     return 2 * rows * kv_row_bytes(cfg, o.kv_type) * o.n_seq;
 }
 
 }  // namespace
 
-MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts) {
+MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
+                       LayerRange range) {
     if (opts.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
+    const LayerRange layers = range.resolved(cfg);
     if (cfg.kv_dim() % ops::kv_row_multiple(opts.kv_type) != 0)
         throw std::invalid_argument(fmt::format(
             "--kv-type {}: this model's K/V rows have {} values (n_kv_heads {} x head_dim {}), not a multiple of {}; "
@@ -80,7 +82,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     MemoryPlan p;
     p.n_seq = opts.n_seq;
     p.available = caps.device_local_bytes;
-    p.weights = plan_weights(file, cfg, cfg.n_ctx_train).bytes;  // the rope factors' size does not depend on n_ctx
+    p.weights = plan_weights(file, cfg, cfg.n_ctx_train, layers).bytes;  // rope factors: one size for any n_ctx
     if (opts.all_logits) {
         // One ubatch of logits stays within one binding: linear() could split a larger output, but
         // a ubatch that large gains nothing over a smaller one, so name the largest that fits.
@@ -102,7 +104,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     const uint64_t kv_row = kv_row_bytes(cfg, opts.kv_type);
     uint32_t n_full = 0;
     uint64_t ring_bytes = 0;
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+    for (uint32_t l = layers.first; l < layers.end(); ++l) {
         if (cfg.is_local(l) && cfg.window > 0) ring_bytes += 2ull * kv_row * (cfg.window + opts.ubatch - 1) * opts.n_seq;
         else ++n_full;
     }
@@ -131,7 +133,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         if (p.n_ctx > max_ctx_memory)
             throw DeviceLimitError(fmt::format(
                 "--ctx {} needs {} of KV cache{}, but after weights ({}) and scratch ({}) only {} is usable: at most "
-                "--ctx {}", p.n_ctx, mib(kv_cache_bytes(cfg, opts, p.n_ctx)),
+                "--ctx {}", p.n_ctx, mib(kv_cache_bytes(cfg, opts, p.n_ctx, layers)),
                 opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(), mib(p.weights),
                 mib(p.scratch), mib(budget - fixed), max_ctx_memory));
         if (p.n_ctx > max_ctx_binding)
@@ -140,8 +142,8 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                                                p.n_ctx, kv_row * p.n_ctx, caps.max_storage_buffer_range,
                                                max_ctx_binding));
     }
-    p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx);
-    p.kv_cache_full = 2ull * kv_row * cfg.n_layers * p.n_ctx * opts.n_seq;
+    p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
+    p.kv_cache_full = 2ull * kv_row * layers.count * p.n_ctx * opts.n_seq;
     p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
     p.scratch = scratch_bytes(cfg, opts) + p.all_logits + p.attention_scratch;
     return p;
@@ -185,12 +187,17 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
 
     const uint32_t U = scratch_rows(opts_), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = cfg.ffn_dim;
     const uint64_t kv_row = kv_row_bytes(cfg, opts_.kv_type);
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) kv_rows_.push_back(kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch));
+    layers_.resize(cfg.n_layers);
+    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+        layers_[l].w = w_.layers[l];
+        layers_[l].kv_rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch);
+    }
     for (uint32_t q = 0; q < opts_.n_seq; ++q)
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+            LayerState& L = layers_[l];
             const std::string sfx = opts_.n_seq > 1 ? fmt::format("{}.{}", q, l) : fmt::format("{}", l);
-            k_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, "k_cache." + sfx));
-            v_cache_.push_back(ctx.create_buffer(kv_row * kv_rows_[l], MemoryUsage::Device, "v_cache." + sfx));
+            L.k_cache.push_back(ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "k_cache." + sfx));
+            L.v_cache.push_back(ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "v_cache." + sfx));
         }
     auto dev = [&](uint64_t floats, const char* name) { return ctx.create_buffer(floats * 4, MemoryUsage::Device, name); };
     x_ = dev(uint64_t(U) * dim, "x");
@@ -320,7 +327,7 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
                                 const Activations& a) {
     using R = Role;
     const uint32_t n = batch.n;
-    const LayerWeights& L = w_.layers[l];
+    const LayerWeights& L = layers_[l].w;
     const ModelConfig& c = cfg_;
     const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim();
     const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
@@ -361,7 +368,6 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     const uint64_t scratch_region = plan_.attention_scratch / opts_.n_seq;
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
         const uint32_t seq = batch.seqs[i], r0 = uint32_t(i) * seg_rows;
-        const size_t cache = size_t(seq) * c.n_layers + l;
         auto seg = [&](const BufferSlice& b, uint64_t width) {
             return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
         };
@@ -369,7 +375,7 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
         const BufferSlice scratch = plan_.attention_scratch
                                         ? attn_scratch_.slice(scratch_region * i, scratch_region)
                                         : attn_scratch_.slice();
-        const BufferSlice kc = k_cache_[cache].slice(), vc = v_cache_[cache].slice();
+        const BufferSlice kc = layers_[l].k_cache[seq].slice(), vc = layers_[l].v_cache[seq].slice();
         if (p.fused_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
             const ops::NewKv new_kv{seg(a.k, kv), seg(a.v, kv), p.rope ? &rope_q : nullptr, p.rope ? ff : nullptr};
             ops::attention_store(ctx_, s, p.attn, seg(a.q, qd), new_kv, kc, vc, sp, seg(att, qd), scratch);
@@ -392,7 +398,7 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
 
 void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32_t n, const Activations& a) {
     using R = Role;
-    const LayerWeights& L = w_.layers[l];
+    const LayerWeights& L = layers_[l].w;
     const uint32_t dim = cfg_.dim, ffn = cfg_.ffn_dim;
     const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
     const BufferSlice xn = xn_.slice(0, 4ull * dim * n);  // (n, dim) normed
@@ -634,7 +640,7 @@ bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
     // A ring of R rows holds position p until position p + R is stored. The next token (at n)
     // needs positions from n - window + 1 on, so the oldest of them must not have been overwritten.
     for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
-        const uint32_t rows = kv_rows_[l];
+        const uint32_t rows = layers_[l].kv_rows;
         if (rows >= plan_.n_ctx) continue;
         const uint32_t oldest = n + 1 > cfg_.window ? n + 1 - cfg_.window : 0;
         if (uint64_t(oldest) + rows < old) return false;

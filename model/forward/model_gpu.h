@@ -62,7 +62,10 @@ struct MemoryPlan {
 // Resolves the default context and checks the fit; throws DeviceLimitError naming every size when
 // the model cannot fit, or when a requested --ctx cannot, or when one ubatch's logits (all_logits)
 // would exceed maxStorageBufferRange.
-MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts);
+// `layers`: the range one device would hold (its weights and KV cache; the scratch as the whole
+// model's); the default, all of them.
+MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
+                       LayerRange layers = {});
 
 class ContextFullError : public std::runtime_error {
 public:
@@ -206,11 +209,16 @@ private:
     ModelWeights w_;
     bool gpu_embed_ = true;  // token_embd fits one binding: look rows up with get_rows on the device
 
-    // --- KV cache: (n_seq * n_layers) x (rows, n_kv_heads * head_dim) for K and for V, f16 by
-    // default, sequence s layer l at [s * n_layers + l]; rows = kv_cache_rows(): n_ctx, or a ring
-    // for sliding-window layers
-    std::vector<Buffer> k_cache_, v_cache_;
-    std::vector<uint32_t> kv_rows_;
+    // --- per layer: everything a layer reads besides the activations. The seam along which a model
+    // could be split over devices: a range of these on each device, the residual stream x passed
+    // between them at the range boundary (plan_memory and plan_weights already take a LayerRange).
+    struct LayerState {
+        LayerWeights w;        // views into w_'s buffers, by role
+        uint32_t kv_rows = 0;  // kv_cache_rows(): n_ctx, or a ring for sliding-window layers
+        // Per sequence: (kv_rows, n_kv_heads * head_dim) of the KV type, for K and for V.
+        std::vector<Buffer> k_cache, v_cache;
+    };
+    std::vector<LayerState> layers_;
 
     // --- scratch, sized by U = max(ubatch, n_seq) rows
     Buffer x_;        // (U, dim)  residual stream

@@ -32,9 +32,19 @@ void split(const FusedGroup& g, const SchemaDims& dims, const TensorPlace& whole
 
 }  // namespace
 
-WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx) {
+LayerRange LayerRange::resolved(const ModelConfig& cfg) const {
+    const uint32_t n = count ? count : (first < cfg.n_layers ? cfg.n_layers - first : 0);
+    if (n == 0 || uint64_t(first) + n > cfg.n_layers)
+        throw std::invalid_argument(fmt::format("layers [{}, {}) are not a range of the model's {} layers", first,
+                                                uint64_t(first) + n, cfg.n_layers));
+    return {first, n};
+}
+
+WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers) {
     WeightLayout out;
     out.tied = cfg.tied_embeddings;
+    out.range = layers.resolved(cfg);
+    const bool embed = out.range.first == 0, head = out.range.end() == cfg.n_layers;
     // A device buffer holding `tensors` back to back; the place of each.
     auto add_buffer = [&](const std::vector<const GgufTensorInfo*>& tensors, bool as_f32) {
         WeightLayout::Buffer b;
@@ -65,11 +75,14 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
     std::map<Role, TensorSpec> global;
     for (const TensorSpec& s : model_schema(*cfg.arch)) global.emplace(s.role, s);
     auto global_place = [&](Role r) { return global.count(r) ? place(global.at(r), 0) : TensorPlace{}; };
-    out.token_embd = global_place(Role::TokenEmbd);
-    out.position_embd = global_place(Role::PositionEmbd);
-    out.output_norm = global_place(Role::OutputNorm);
-    out.output_norm_b = global_place(Role::OutputNormB);
-    if (!out.tied) out.output = global_place(Role::Output);
+    // A tied head reads token_embd: it goes with the head too.
+    if (embed || (head && out.tied)) out.token_embd = global_place(Role::TokenEmbd);
+    if (embed) out.position_embd = global_place(Role::PositionEmbd);
+    if (head) {
+        out.output_norm = global_place(Role::OutputNorm);
+        out.output_norm_b = global_place(Role::OutputNormB);
+        if (!out.tied) out.output = global_place(Role::Output);
+    }
     switch (cfg.rope_factors_for(n_ctx)) {
         case RopeFactors::None: break;
         case RopeFactors::Freqs: out.rope_factors = global_place(Role::RopeFreqs); break;
@@ -85,7 +98,7 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
         return nullptr;
     };
     out.layers.resize(cfg.n_layers);
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+    for (uint32_t l = out.range.first; l < out.range.end(); ++l) {
         LayerPlaces& L = out.layers[l];
         std::array<bool, kLayerRoles> placed{};
         for (const TensorSpec& s : schema) {

@@ -37,6 +37,15 @@ struct LayerPlaces {
     TensorPlace& operator[](Role r) { return t[size_t(r)]; }
 };
 
+// Layers [first, first + count) of a model: what one device holds when a model is split over
+// several (count 0: all of them). The embedding goes with the range that starts at layer 0, the
+// output head with the one that ends at the last layer.
+struct LayerRange {
+    uint32_t first = 0, count = 0;
+    LayerRange resolved(const ModelConfig& cfg) const;  // count 0 -> the layers from `first` on; checked
+    uint32_t end() const { return first + count; }
+};
+
 struct WeightLayout {
     // One device buffer per group of tensors uploaded back to back.
     struct Buffer {
@@ -46,7 +55,8 @@ struct WeightLayout {
         uint64_t bytes = 0;
     };
     std::vector<Buffer> buffers;
-    std::vector<LayerPlaces> layers;
+    LayerRange range;                  // the layers placed (resolved)
+    std::vector<LayerPlaces> layers;   // indexed by layer; those outside `range` are empty
     TensorPlace token_embd, position_embd, output_norm, output_norm_b, output, rope_factors;
     uint64_t bytes = 0;  // device bytes of all weights
     bool tied = false;
@@ -54,7 +64,7 @@ struct WeightLayout {
 };
 
 // Pure: reads tensor metadata only. n_ctx picks Phi-3's long or short rope factors.
-WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx);
+WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers = {});
 
 // A tensor on the device: a view into a buffer owned by ModelWeights.
 struct DeviceTensor {
