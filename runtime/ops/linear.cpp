@@ -219,9 +219,7 @@ MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
 
 std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                                            MatvecInput::Kind input) {
-    if (m <= 8) return {plan_matvec(ctx.caps(), wtype, m, n, k, true, input).pipeline()};
-    if (input != MatvecInput::Kind::Plain) throw std::invalid_argument("linear_pipelines: a fused input needs m <= 8");
-    return {plan_matmul(ctx.caps(), wtype, m, n, k).pipeline()};
+    return plan_linear(ctx.caps(), wtype, m, n, k, true, input).pipelines();
 }
 
 uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k) {

@@ -55,9 +55,8 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
             const BufferSlice& y, uint32_t m /* 1..8 */, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr,
             const BufferSlice* bias = nullptr, const MatvecInput& input = {});
 
-// The pipelines linear() would use for this shape on this device (so that start-up can compile
-// exactly the pipelines a model needs, in parallel, with ctx.prepare_pipelines()); `input` as
-// matvec's (m <= 8 only).
+// The pipelines linear() would use for this shape on this device (plan_linear(...).pipelines(),
+// with word-aligned weights); `input` as matvec's (m <= 8 only).
 std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                                            MatvecInput::Kind input = MatvecInput::Kind::Plain);
 
@@ -66,7 +65,7 @@ std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype,
 uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
 
 // How a matvec call runs, decided once by plan_matvec() from the device's capabilities and the
-// shape; matvec() records it and linear_pipelines() (the start-up warm-up) lists its pipeline.
+// shape; matvec() records it and LinearPlan::pipelines() (the start-up warm-up) lists its pipeline.
 struct MatvecPlan {
     enum class Kernel {
         Rows,     // matvec_rows.comp: each lane owns `rows` whole rows (CPU drivers, rows <= 1 KiB)

@@ -21,7 +21,7 @@
 
 namespace {
 
-std::string model_file(const char* name) { return std::string(VKLLM_MODELS_DIR) + "/" + name; }
+std::string model_path(const char* name) { return std::string(VKLLM_MODELS_DIR) + "/" + name; }
 
 std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -50,7 +50,7 @@ vkllm_model_params test_params() {
 struct Model {
     vkllm_model* m = nullptr;
     explicit Model(const char* name = "stories260K.gguf", vkllm_model_params p = test_params()) {
-        const vkllm_status st = vkllm_model_load(model_file(name).c_str(), &p, &m);
+        const vkllm_status st = vkllm_model_load(model_path(name).c_str(), &p, &m);
         INFO(vkllm_last_error());
         REQUIRE(st == VKLLM_OK);
     }
@@ -129,7 +129,7 @@ TEST_CASE("capi: the published story, byte for byte, and its statistics") {
     const vkllm_sampling s = greedy(200);
     Collected out;
     REQUIRE(vkllm_generate(session.s, "", &s, collect, &out) == VKLLM_OK);
-    CHECK(out.text == read_file(model_file("stories260K.greedy200.txt")));
+    CHECK(out.text == read_file(model_path("stories260K.greedy200.txt")));
     const vkllm_generation_stats st = stats_of(session.s);
     CHECK(st.prompt_tokens == 1);
     CHECK(st.generated_tokens == 200);
@@ -148,7 +148,7 @@ TEST_CASE("capi: a q8_0 KV cache generates (stories260K's greedy story starts as
     REQUIRE(vkllm_generate(session.s, "", &s, collect, &out) == VKLLM_OK);
     // Quantized keys and values move the logits a little; the first two dozen greedy tokens of this
     // model do not change (measured), a broken cache would garble them at once.
-    const std::string story = read_file(model_file("stories260K.greedy200.txt"));
+    const std::string story = read_file(model_path("stories260K.greedy200.txt"));
     CHECK(out.text.size() > 50);  // 24 tokens, not an early end
     CHECK(story.compare(0, out.text.size(), out.text) == 0);
 }
@@ -172,26 +172,26 @@ TEST_CASE("capi: bad arguments name the problem") {
 
     vkllm_model_params p = vkllm_model_default_params();
     p.struct_size = sizeof(p) + 8;  // a header newer than the library
-    CHECK(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "struct_size"));
     p = vkllm_model_default_params();
     p.max_sessions = 0;
-    CHECK(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "max_sessions"));
     p = vkllm_model_default_params();
     p.kv_type = static_cast<vkllm_kv_type>(7);
-    CHECK(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "kv_type"));
     p = vkllm_model_default_params();
     p.caps = "no-such-capability";
-    CHECK(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
     p = vkllm_model_default_params();
     p.device_name = "no device has this name";
-    CHECK(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &m) != VKLLM_OK);
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) != VKLLM_OK);
     CHECK(contains(vkllm_last_error(), "no device has this name"));
     p = vkllm_model_default_params();
     p.chat_template = "/nonexistent/template.jinja";
-    CHECK(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_TEMPLATE);
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_TEMPLATE);
 
     uint32_t n = 0;
     CHECK(vkllm_device_count(nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
@@ -228,7 +228,7 @@ TEST_CASE("capi: NULL, freed and made-up handles are errors, free is harmless") 
     // Freeing the model frees its open sessions: their handles go invalid.
     vkllm_model_params p = test_params();
     vkllm_model* other = nullptr;
-    REQUIRE(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &other) == VKLLM_OK);
+    REQUIRE(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &other) == VKLLM_OK);
     vkllm_session* orphan = nullptr;
     REQUIRE(vkllm_session_new(other, nullptr, &orphan) == VKLLM_OK);
     vkllm_model_free(other);
@@ -521,7 +521,7 @@ TEST_CASE("capi: a progress callback sees the load and can stop it") {
     CHECK(progress.seen.back() == doctest::Approx(1.0f));
     progress.stop = true;
     vkllm_model* m = nullptr;
-    CHECK(vkllm_model_load(model_file("stories260K.gguf").c_str(), &p, &m) == VKLLM_CANCELLED);
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_CANCELLED);
     CHECK(m == nullptr);
     CHECK(contains(vkllm_last_error(), "progress callback"));
 }

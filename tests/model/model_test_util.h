@@ -1,5 +1,5 @@
-// Helpers shared by the model-layer tests: locating the shared test models (skipping cleanly
-// when absent), a scratch directory, opening and writing models, and exception-message assertions.
+// Helpers shared by the model-layer tests: skipping cleanly when a shared test model is absent
+// (test::model_path), a scratch directory, opening and writing models, and exception-message assertions.
 #pragma once
 
 #include "model/arch/model_config.h"
@@ -16,11 +16,6 @@
 #include <vector>
 
 namespace vkllm::test {
-
-inline std::string model_file(const std::string& name) {
-    std::filesystem::path p = ::vkllm::test::models_dir() / name;
-    return std::filesystem::exists(p) ? p.string() : std::string();
-}
 
 inline std::string read_text_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -57,13 +52,11 @@ inline std::string write_model(const std::string& name, const ModelShape& shape)
 
 }  // namespace vkllm::test
 
-// Declares `var` as the path of a shared test model, or skips the rest of the test case.
-#define VKLLM_REQUIRE_MODEL(var, name)                                                                  \
-    const std::string var = ::vkllm::test::model_file(name);                                          \
-    if (var.empty()) {                                                                                \
-        MESSAGE("skipped: test model " << (name) << " not found in " << ::vkllm::test::models_dir().string()); \
-        return;                                                                                       \
-    }
+// Declares `var` as the path of a shared test model, or skips the rest of the test case
+// (test::model_path says which file was missing).
+#define VKLLM_REQUIRE_MODEL(var, name)                      \
+    const std::string var = ::vkllm::test::model_path(name); \
+    if (var.empty()) return;
 
 // Asserts that `expr` throws an exception of type `type` whose message contains `substr`.
 #define VKLLM_CHECK_THROWS_WITH_SUBSTR(expr, type, substr)                                              \

@@ -103,7 +103,7 @@ TEST_CASE("engine: a lone greedy request reproduces the published stories260K st
     test::ValidationGuard guard;
     Context& ctx = test::context();
     VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
-    const std::string expected = test::read_text_file(test::model_file("stories260K.greedy200.txt"));
+    const std::string expected = test::read_text_file(test::model_path("stories260K.greedy200.txt"));
     const Stories s(path);
     ModelOptions o = options(2);
     o.n_ctx = 512;
