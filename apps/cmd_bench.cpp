@@ -139,7 +139,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
 
     LoadedModel m = load_model(path, o.device, lo, true);
     j["load_ms"] = m.load_ms;
-    j["weight_type"] = std::string(type_traits(m.file->tensor("blk.0.attn_q.weight").type).name);
+    // The type of layer 0's query projection (a fused attn_qkv where the file has one).
+    j["weight_type"] = std::string(type_traits(m.model->weight_layout().layers[0][Role::Wq].type).name);
     j["n_params_matrices"] = prefill_flops(m, 0) / 2;
     ModelGpu& g = *m.model;
     const uint32_t vocab = m.cfg.n_vocab;

@@ -554,7 +554,7 @@ void ModelGpu::submit(Recording& rec, const LayerProbe& probe, uint32_t n) {
     // The ids are in ids_; where the embedding table is too big to bind, its rows are dequantized
     // straight from the mapped file into the upload buffer instead.
     if (!gpu_embed_) {
-        const GgufTensorInfo& info = file_.tensor("token_embd.weight");
+        const GgufTensorInfo& info = *layout_.token_embd.source;
         auto data = file_.tensor_data(info);
         const size_t rb = row_bytes(info.type, cfg_.dim);
         const auto* ids = static_cast<const int32_t*>(ids_.mapped());

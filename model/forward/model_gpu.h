@@ -107,6 +107,7 @@ public:
 
     const ModelConfig& config() const { return cfg_; }
     const MemoryPlan& memory_plan() const { return plan_; }
+    const WeightLayout& weight_layout() const { return layout_; }
     uint32_t n_ctx() const { return plan_.n_ctx; }  // per sequence
     uint32_t n_seq() const { return opts_.n_seq; }
     uint32_t ubatch() const { return opts_.ubatch; }

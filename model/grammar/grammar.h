@@ -1,0 +1,98 @@
+// Grammars that constrain generation: GBNF as llama.cpp writes it (grammars/README.md in
+// llama.cpp), parsed into rules of code-point sets and rule references, and a matcher that follows
+// generated text through them (the set of possible parse stacks, as llama.cpp's llama-grammar
+// does). Sampling will mask the tokens the matcher refuses; this file knows nothing of tokens.
+//
+// Syntax: `name ::= alternatives`, one rule per line (a rule continues on the next line after
+// `::=`, after `|` and inside parentheses); `#` comments; "literal" strings and [character classes]
+// with ranges and ^ negation, escapes \n \r \t \\ \" \] \- \xHH \uHHHH \UHHHHHHHH; `.` (any
+// character); (groups); repetition * + ? {m} {m,} {m,n}. Names are letters, digits and '-'. The
+// grammar starts at `root`.
+//
+// Hostile grammars are bounded: left recursion, undefined rules, a missing root, more than
+// kMaxRules rules or kMaxElements elements after expanding repetitions, and repetition bounds above
+// kMaxRepeat are refused at parse time with the line and column; a matcher whose stacks would pass
+// kMaxStacks (a grammar too ambiguous to follow) throws GrammarError when it happens.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace vkllm::grammar {
+
+inline constexpr size_t kMaxRules = 10000;
+inline constexpr size_t kMaxElements = 200000;
+inline constexpr uint32_t kMaxRepeat = 1000;
+inline constexpr size_t kMaxStacks = 4096;
+
+class GrammarError : public std::invalid_argument {
+public:
+    // line and column from 1; 0 when the error is not at one place (a missing root, a matcher limit).
+    GrammarError(const std::string& what, uint32_t line = 0, uint32_t column = 0);
+    uint32_t line() const { return line_; }
+    uint32_t column() const { return column_; }
+
+private:
+    uint32_t line_, column_;
+};
+
+// One element of a sequence: a set of code points, or a reference to a rule.
+struct Element {
+    enum class Kind { Chars, Rule };
+    Kind kind = Kind::Chars;
+    std::vector<std::pair<uint32_t, uint32_t>> ranges;  // Chars: inclusive ranges
+    bool negated = false;                               // Chars: every code point but those
+    uint32_t rule = 0;                                  // Rule: index into Grammar::rules
+    bool matches(uint32_t cp) const;
+    // Whether some code point in [lo, hi] matches (for a partly received UTF-8 character).
+    bool matches_any(uint32_t lo, uint32_t hi) const;
+};
+using Sequence = std::vector<Element>;
+
+struct Rule {
+    std::string name;  // "root", a grammar's own names, or "name-N" for groups and repetitions
+    std::vector<Sequence> alternatives;
+};
+
+struct Grammar {
+    std::vector<Rule> rules;
+    uint32_t root = 0;
+
+    // Throws GrammarError naming the line and column of the first problem.
+    static Grammar parse(std::string_view gbnf);
+};
+
+// Follows text through a grammar, one UTF-8 piece at a time.
+class Matcher {
+public:
+    explicit Matcher(const Grammar& g);  // g must outlive the matcher
+
+    // Consumes `bytes` when the grammar allows them next (a UTF-8 character may be split over
+    // calls); false, consuming nothing, when it does not.
+    bool accept(std::string_view bytes);
+    // The text so far is a whole sentence of the grammar (generation may stop here).
+    bool can_end() const;
+    // Whether a code point may come next.
+    bool allows(uint32_t cp) const;
+
+private:
+    struct Pos {
+        uint32_t rule, alt, elem;
+        bool operator<(const Pos& o) const;
+        bool operator==(const Pos& o) const;
+    };
+    using Stack = std::vector<Pos>;  // back(): the element to match next; below it, where callers go on
+    void expand(Stack s, std::vector<Stack>& out) const;
+    bool advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector<Stack>& next) const;
+    bool partial_allowed(const std::vector<Stack>& stacks, const std::string& partial) const;
+
+    const Grammar& g_;
+    std::vector<Stack> stacks_;  // every way the text so far can continue; an empty stack: it can end
+    std::string partial_;        // the received bytes of an unfinished UTF-8 character
+};
+
+}  // namespace vkllm::grammar

@@ -1,0 +1,143 @@
+// The GBNF grammar engine against hand-written accept / reject sets: literals, classes, negation,
+// any-character, groups, every repetition form, rule references and recursion, UTF-8 split over
+// pieces; and the errors a hostile or malformed grammar gets (with line and column).
+#include "model/grammar/grammar.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace vkllm::grammar;
+
+namespace {
+
+// Whether the whole text is a sentence of the grammar, fed in one piece.
+bool full_match(const Grammar& g, const std::string& text) {
+    Matcher m(g);
+    return m.accept(text) && m.can_end();
+}
+
+void check_sets(const std::string& gbnf, const std::vector<std::string>& good, const std::vector<std::string>& bad) {
+    CAPTURE(gbnf);
+    const Grammar g = Grammar::parse(gbnf);
+    for (const std::string& s : good) {
+        CAPTURE(s);
+        CHECK(full_match(g, s));
+        // One byte at a time gives the same answer.
+        Matcher m(g);
+        bool ok = true;
+        for (char c : s) ok = ok && m.accept(std::string(1, c));
+        CHECK((ok && m.can_end()));
+    }
+    for (const std::string& s : bad) {
+        CAPTURE(s);
+        CHECK(!full_match(g, s));
+    }
+}
+
+uint32_t error_line(const std::string& gbnf) {
+    try {
+        (void)Grammar::parse(gbnf);
+    } catch (const GrammarError& e) {
+        return e.line();
+    }
+    FAIL("accepted: " << gbnf);
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("grammar: literals, classes, any character and alternatives") {
+    check_sets(R"(root ::= "yes" | "no")", {"yes", "no"}, {"", "ye", "yess", "No", "maybe"});
+    check_sets(R"(root ::= [a-c] [0-9x])", {"a0", "c9", "bx"}, {"d0", "a", "ay", "a00"});
+    check_sets(R"(root ::= [^"\\] .)", {"ab", "x\"", "\xc3\xa9\xe2\x82\xac"}, {"\"a", "\\a", "a"});
+    check_sets("root ::= \"\\x41\\u00e9\\n\\t\\\"\"", {"A\xc3\xa9\n\t\""}, {"A\xc3\xa9\n\t"});
+    check_sets(R"(root ::= [\]\-] "]")", {"]]", "-]"}, {"a]"});
+}
+
+TEST_CASE("grammar: groups and every repetition form") {
+    check_sets(R"(root ::= ("ab" | "c")* "!")", {"!", "ab!", "cabc!"}, {"a!", "abab", ""});
+    check_sets(R"(root ::= "a"+ "b"?)", {"a", "aaa", "aab"}, {"", "b", "abb"});
+    check_sets(R"(root ::= "ab"+)", {"ab", "abab"}, {"abb", "a"});  // a literal repeats whole
+    check_sets(R"(root ::= [0-9]{3})", {"123"}, {"12", "1234"});
+    check_sets(R"(root ::= [0-9]{2,})", {"12", "12345"}, {"1"});
+    check_sets(R"(root ::= [0-9]{1,3} "x")", {"1x", "123x"}, {"x", "1234x"});
+    check_sets(R"(root ::= "a"{0,2})", {"", "a", "aa"}, {"aaa"});
+}
+
+TEST_CASE("grammar: rules, recursion, comments and line continuation") {
+    const std::string json_like = R"(
+# a tiny JSON subset
+root   ::= value
+value  ::= object | array | string | number
+object ::= "{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws )* )? "}"
+array  ::= "[" ws (
+             value ws ("," ws value ws)*
+           )? "]"
+string ::= "\"" [a-z]* "\""
+number ::= "-"? [0-9]+
+ws     ::= [ \t\n]*  # optional whitespace
+)";
+    check_sets(json_like, {"1", "-12", "\"ab\"", "[]", "[1, 2 ,3]", "{\"a\": [1, {\"b\": \"c\"}]}", "{ }"},
+               {"", "[1,]", "{\"a\" 1}", "[1 2]", "\"A\"", "--1"});
+    // A rule may continue after `|` and after `::=` on the next lines.
+    check_sets("root ::=\n  \"a\" |\n  \"b\"", {"a", "b"}, {"ab"});
+}
+
+TEST_CASE("grammar: UTF-8 split over pieces; a refused piece changes nothing") {
+    const Grammar g = Grammar::parse(R"(root ::= "caf" [\u00e0-\u00ff] "!")");
+    Matcher m(g);
+    CHECK(m.accept("caf\xc3"));  // é's first byte: U+00C0..U+00FF are still possible
+    CHECK(!m.can_end());
+    CHECK(!m.accept("\x80" "x"));  // U+00C0 then 'x': 'x' is refused, and so the whole piece
+    CHECK(m.accept("\xa9"));
+    CHECK(!m.accept("?"));
+    CHECK(m.accept("!"));
+    CHECK(m.can_end());
+    Matcher n(g);
+    CHECK(!n.accept("caf\xe2"));   // a 3-byte character is U+0800 or above: never allowed here
+    CHECK(!n.accept("caf\xff"));   // not UTF-8
+    CHECK(n.allows('c'));
+    CHECK(!n.allows('x'));
+}
+
+TEST_CASE("grammar: malformed and hostile grammars are refused with the place") {
+    CHECK(error_line("root ::= \"a\"\nfoo ::= bar") == 2);  // undefined rule, named where used
+    CHECK(error_line("root ::= [a-") == 1);
+    CHECK(error_line("root ::= \"abc") == 1);
+    CHECK(error_line("root ::= (\"a\"") == 1);
+    CHECK(error_line("root ::= \"a\"\n\nx ::= \"\\q\"") == 3);
+    CHECK(error_line("root ::= [z-a]") == 1);
+    CHECK(error_line("root ::= \"a\"{3,1}") == 1);
+    CHECK(error_line("root ::= \"a\"{5000}") == 1);
+    CHECK(error_line("root ::= \"a\"\nroot ::= \"b\"") == 2);
+    CHECK(error_line("root = \"a\"") == 1);
+    CHECK(error_line("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"") > 0);  // left recursion
+    CHECK(error_line("root ::= a\na ::= b? a \"x\"\nb ::= \"y\"") > 0);     // through a nullable rule
+    CHECK_THROWS_WITH_AS((void)Grammar::parse("item ::= \"a\""), doctest::Contains("no 'root' rule"), GrammarError);
+    // Nested repetitions refer to their groups (a bounded size), copies are counted: a grammar
+    // that expands to too many elements is refused.
+    CHECK_NOTHROW((void)Grammar::parse("root ::= (((\"ab\"{1000}){1000}){1000}){1000}"));
+    std::string bomb = "root ::=";
+    for (int i = 0; i < 250; ++i) bomb.append(" [a]{1000}");
+    CHECK_THROWS_WITH_AS((void)Grammar::parse(bomb), doctest::Contains("elements"), GrammarError);
+    // Right recursion is fine, however deep.
+    const Grammar g = Grammar::parse("root ::= \"a\" root | \"b\"");
+    CHECK(full_match(g, std::string(5000, 'a') + "b"));
+}
+
+TEST_CASE("grammar: a grammar too ambiguous to follow stops with an error, not a blow-up") {
+    // After n x's every sequence of n pending closers (y or z) is a stack of its own: 2^n.
+    const std::string gbnf = "root ::= p\np ::= \"x\" p \"y\" | \"x\" p \"z\" | \"e\"";
+    const Grammar g = Grammar::parse(gbnf);
+    Matcher m(g);
+    bool threw = false;
+    try {
+        for (int i = 0; i < 64 && m.accept("x"); ++i) {
+        }
+    } catch (const GrammarError& e) {
+        threw = std::string(e.what()).find("too ambiguous") != std::string::npos;
+    }
+    CHECK(threw);
+}
