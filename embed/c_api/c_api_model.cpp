@@ -271,7 +271,11 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         vkllm_model_info i{};
         copy_text(i.architecture, m.loaded.cfg.arch->name);
         copy_text(i.device, m.loaded.ctx->caps().name);
-        copy_text(i.chat_template, m.chat_template->name() == "tokenizer.chat_template" ? "model" : m.chat_template->name());
+        // No template when the file's own failed to parse (the model still generates).
+        const std::string tmpl = !m.chat_template                                    ? std::string()
+                                 : m.chat_template->name() == "tokenizer.chat_template" ? std::string("model")
+                                                                                        : std::string(m.chat_template->name());
+        copy_text(i.chat_template, tmpl);
         i.n_vocab = m.loaded.cfg.n_vocab;
         i.n_layers = m.loaded.cfg.n_layers;
         i.dim = m.loaded.cfg.dim;

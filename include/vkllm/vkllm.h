@@ -198,7 +198,8 @@ typedef struct vkllm_model_info {
     size_t struct_size;            /* set to sizeof(vkllm_model_info) before the call */
     char architecture[64];         /* "llama", "qwen2", "gemma3", ... */
     char device[256];              /* the device it runs on */
-    char chat_template[64];        /* the template's name: "model" for the file's own, else built-in or file name */
+    char chat_template[64];        /* the template's name: "model" for the file's own, else built-in or file
+                                      name; "" when the file's own cannot be used (vkllm_chat then fails) */
     uint32_t n_vocab, n_layers, dim, n_heads, n_kv_heads, head_dim;
     uint32_t n_ctx;                /* tokens of context per session */
     uint32_t n_ctx_train;          /* the context the model was trained with */

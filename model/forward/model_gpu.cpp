@@ -238,7 +238,7 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
     // need several variants of one op.
     std::vector<StepShape> shapes{{1, false}, {opts_.ubatch, false}};
     for (uint32_t m = 2; m <= std::min(opts_.n_seq, 8u); ++m) {
-        shapes.push_back({m, false});
+        if (m <= opts_.ubatch) shapes.push_back({m, false});  // a chunk is never longer than ubatch
         shapes.push_back({m, true});
     }
     for (const StepShape& shape : shapes) {

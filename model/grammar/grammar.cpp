@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <tuple>
 
@@ -13,6 +12,39 @@ GrammarError::GrammarError(const std::string& what, uint32_t line, uint32_t colu
     : std::invalid_argument(line ? fmt::format("grammar: line {}, column {}: {}", line, column, what)
                                  : "grammar: " + what),
       line_(line), column_(column) {}
+
+namespace {
+
+// Bytes of the UTF-8 character a lead byte starts (RFC 3629); 0 for a byte that starts none.
+size_t utf8_len(uint8_t lead) {
+    if (lead < 0x80) return 1;
+    if (lead >= 0xc2 && lead <= 0xdf) return 2;
+    if (lead >= 0xe0 && lead <= 0xef) return 3;
+    if (lead >= 0xf0 && lead <= 0xf4) return 4;
+    return 0;
+}
+
+// The continuation byte allowed right after `lead`: narrower for the leads where overlong forms,
+// surrogates or code points above U+10FFFF would start.
+bool valid_second(uint8_t lead, uint8_t b) {
+    const uint8_t lo = lead == 0xe0 ? 0xa0 : lead == 0xf0 ? 0x90 : 0x80;
+    const uint8_t hi = lead == 0xed ? 0x9f : lead == 0xf4 ? 0x8f : 0xbf;
+    return b >= lo && b <= hi;
+}
+
+// Whether `bytes` (at most one character) is a valid start of a UTF-8 character.
+bool valid_utf8_prefix(std::string_view bytes) {
+    const auto lead = uint8_t(bytes[0]);
+    const size_t len = utf8_len(lead);
+    if (len == 0 || bytes.size() > len) return false;
+    for (size_t i = 1; i < bytes.size(); ++i) {
+        const auto b = uint8_t(bytes[i]);
+        if (i == 1 ? !valid_second(lead, b) : (b & 0xc0) != 0x80) return false;
+    }
+    return true;
+}
+
+}  // namespace
 
 bool Element::matches(uint32_t cp) const {
     bool in = false;
@@ -118,7 +150,7 @@ private:
     }
     uint32_t new_rule(const std::string& base) {
         std::string name;
-        do name = fmt::format("{}-{}", base, ++generated_); while (index_.count(name));
+        do name = fmt::format("{}_{}", base, ++generated_); while (index_.count(name));
         const uint32_t i = rule_index(name, pos_);
         defined_[i] = true;
         return i;
@@ -192,14 +224,10 @@ private:
             }
         }
         // UTF-8, checked
-        const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        if (len == 0 || pos_ + len > s_.size()) fail("invalid UTF-8");
+        const size_t len = utf8_len(c);
+        if (len == 0 || pos_ + len > s_.size() || !valid_utf8_prefix(s_.substr(pos_, len))) fail("invalid UTF-8");
         uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-        for (int i = 1; i < len; ++i) {
-            const auto b = uint8_t(s_[pos_ + i]);
-            if ((b & 0xc0) != 0x80) fail("invalid UTF-8");
-            cp = (cp << 6) | (b & 0x3f);
-        }
+        for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(s_[pos_ + i]) & 0x3f);
         pos_ += len;
         return cp;
     }
@@ -246,12 +274,14 @@ private:
                 seq.push_back({Element::Kind::Rule, {}, false, rule_index(name, use)});
                 count(1);
             } else if (c == '(') {
+                if (++depth_ > kMaxDepth) fail(fmt::format("groups nested deeper than {}", kMaxDepth));
                 ++pos_;
                 skip_space(true);
                 std::vector<Sequence> alts = parse_alternatives(true);
                 skip_space(true);
                 if (peek() != ')') fail("expected ')'");
                 ++pos_;
+                --depth_;
                 const uint32_t r = new_rule(current_);
                 g_.rules[r].alternatives = std::move(alts);
                 seq.push_back({Element::Kind::Rule, {}, false, r});
@@ -355,24 +385,49 @@ private:
                 }
             }
         }
-        // Edges r -> s: s can be the first thing r matches.
-        std::vector<int> state(n, 0);  // 0 unvisited, 1 on the path, 2 done
-        std::function<void(size_t)> visit = [&](size_t r) {
-            state[r] = 1;
+        // Edges r -> s: s can be the first thing r matches. A depth-first search with its own stack
+        // (a chain of thousands of rules must not exhaust the thread's).
+        auto first_rules = [&](size_t r) {
+            std::vector<uint32_t> out;
             for (const Sequence& alt : g_.rules[r].alternatives)
                 for (const Element& e : alt) {
                     if (e.kind == Element::Kind::Chars) break;
-                    if (state[e.rule] == 1)
-                        fail_at(first_use_.count(g_.rules[e.rule].name) ? first_use_.at(g_.rules[e.rule].name) : 0,
-                                fmt::format("rule '{}' is left-recursive (it can reach itself before matching a "
-                                            "character)", g_.rules[e.rule].name));
-                    if (state[e.rule] == 0) visit(e.rule);
+                    out.push_back(e.rule);
                     if (!nullable[e.rule]) break;
                 }
-            state[r] = 2;
+            return out;
         };
-        for (size_t r = 0; r < n; ++r)
-            if (state[r] == 0) visit(r);
+        std::vector<int> state(n, 0);  // 0 unvisited, 1 on the path, 2 done
+        struct Frame {
+            size_t rule;
+            std::vector<uint32_t> next;
+            size_t i = 0;
+        };
+        for (size_t start = 0; start < n; ++start) {
+            if (state[start] != 0) continue;
+            std::vector<Frame> path;
+            path.push_back({start, first_rules(start)});
+            state[start] = 1;
+            while (!path.empty()) {
+                Frame& f = path.back();
+                if (f.i == f.next.size()) {
+                    state[f.rule] = 2;
+                    path.pop_back();
+                    continue;
+                }
+                const uint32_t t = f.next[f.i++];
+                if (state[t] == 1) {
+                    const std::string& name = g_.rules[t].name;
+                    fail_at(first_use_.count(name) ? first_use_.at(name) : 0,
+                            fmt::format("rule '{}' is left-recursive (it can reach itself before matching a character)",
+                                        name));
+                }
+                if (state[t] == 0) {
+                    state[t] = 1;
+                    path.push_back({t, first_rules(t)});
+                }
+            }
+        }
     }
 
     std::string_view s_;
@@ -384,6 +439,7 @@ private:
     std::string current_;
     uint32_t generated_ = 0;
     size_t elements_ = 0;
+    size_t depth_ = 0;  // open parentheses
 };
 
 }  // namespace
@@ -424,11 +480,14 @@ void Matcher::expand(Stack s, std::vector<Stack>& out) const {
         // element (so that right recursion, x*, does not grow the stack).
         if (p.elem + 1 >= seq.size()) s.pop_back();
         else ++s.back().elem;
-        for (uint32_t a = 0; a < g_.rules[e.rule].alternatives.size(); ++a) {
+        if (s.size() >= kMaxDepth)
+            throw GrammarError(fmt::format("the grammar nests more than {} rules at once", kMaxDepth));
+        const auto n_alts = uint32_t(g_.rules[e.rule].alternatives.size());
+        for (uint32_t a = 0; a < n_alts; ++a) {
             if (out.size() > kMaxStacks)
                 throw GrammarError(fmt::format("the grammar is too ambiguous to follow (more than {} parse stacks)",
                                                kMaxStacks));
-            Stack t = s;
+            Stack t = a + 1 < n_alts ? s : std::move(s);
             t.push_back({e.rule, a, 0});
             expand(std::move(t), out);
         }
@@ -461,22 +520,18 @@ bool Matcher::can_end() const {
     return partial_.empty() && std::any_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
-namespace {
-// Bytes of the UTF-8 character a lead byte starts; 0 for a byte that starts none.
-size_t utf8_len(uint8_t lead) {
-    return lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3 : (lead >> 3) == 0x1e ? 4 : 0;
-}
-}  // namespace
-
 // The code points a partly received UTF-8 character could still become, and whether any is allowed.
 bool Matcher::partial_allowed(const std::vector<Stack>& stacks, const std::string& partial) const {
     const auto lead = uint8_t(partial[0]);
     const size_t len = utf8_len(lead);
     uint32_t lo = len == 2 ? lead & 0x1f : len == 3 ? lead & 0x0f : lead & 0x07, hi = lo;
     for (size_t i = 1; i < len; ++i) {
+        // A byte not received yet spans what may come there (the second byte's range depends on the lead).
         const uint32_t b = i < partial.size() ? uint8_t(partial[i]) & 0x3f : 0;
-        lo = (lo << 6) | (i < partial.size() ? b : 0x00);
-        hi = (hi << 6) | (i < partial.size() ? b : 0x3f);
+        const uint32_t first = i == 1 ? uint32_t(lead == 0xe0 ? 0x20 : lead == 0xf0 ? 0x10 : 0x00) : 0x00;
+        const uint32_t last = i == 1 ? uint32_t(lead == 0xed ? 0x1f : lead == 0xf4 ? 0x0f : 0x3f) : 0x3f;
+        lo = (lo << 6) | (i < partial.size() ? b : first);
+        hi = (hi << 6) | (i < partial.size() ? b : last);
     }
     for (const Stack& s : stacks)
         if (!s.empty() && g_.rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches_any(lo, hi))
@@ -499,8 +554,8 @@ bool Matcher::accept(std::string_view bytes) {
             }
             if (!advance(stacks, b, next)) return false;
         } else {
-            if ((b & 0xc0) != 0x80) return false;
             partial.push_back(ch);
+            if (!valid_utf8_prefix(partial)) return false;
             const auto lead = uint8_t(partial[0]);
             const size_t len = utf8_len(lead);
             if (partial.size() < len) {

@@ -10,9 +10,11 @@
 // grammar starts at `root`.
 //
 // Hostile grammars are bounded: left recursion, undefined rules, a missing root, more than
-// kMaxRules rules or kMaxElements elements after expanding repetitions, and repetition bounds above
-// kMaxRepeat are refused at parse time with the line and column; a matcher whose stacks would pass
-// kMaxStacks (a grammar too ambiguous to follow) throws GrammarError when it happens.
+// kMaxRules rules or kMaxElements elements after expanding repetitions, repetition bounds above
+// kMaxRepeat and groups nested deeper than kMaxDepth are refused at parse time with the line and
+// column; a matcher whose stacks would pass kMaxStacks (a grammar too ambiguous to follow) or nest
+// more than kMaxDepth rules throws GrammarError when it happens. Text is strict UTF-8 (RFC 3629:
+// no overlong forms, surrogates or code points above U+10FFFF), in the grammar and in the matcher.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ inline constexpr size_t kMaxRules = 10000;
 inline constexpr size_t kMaxElements = 200000;
 inline constexpr uint32_t kMaxRepeat = 1000;
 inline constexpr size_t kMaxStacks = 4096;
+inline constexpr size_t kMaxDepth = 512;  // nested groups in the text; rules pending on one parse stack
 
 class GrammarError : public std::invalid_argument {
 public:
@@ -54,7 +57,8 @@ struct Element {
 using Sequence = std::vector<Element>;
 
 struct Rule {
-    std::string name;  // "root", a grammar's own names, or "name-N" for groups and repetitions
+    std::string name;  // "root", a grammar's own names, or "name_N" for groups and repetitions (no clash:
+                       // '_' is not a name character of GBNF)
     std::vector<Sequence> alternatives;
 };
 

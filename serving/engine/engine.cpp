@@ -9,6 +9,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -142,9 +143,11 @@ struct Engine::Impl {
     // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not
     // finite), emits it, and finishes the request when it ends there.
     void after_logits(Slot& s, const float* logits, int32_t device_argmax);
-    void finish(Slot& s, FinishReason why, const std::string& error = {}, bool non_finite = false);
+    // error: what went wrong (FinishReason::Error); ex: the failure itself, for callers that rethrow it.
+    void finish(Slot& s, FinishReason why, const std::string& error = {}, std::exception_ptr ex = nullptr);
     // Done for a request that never reached a slot.
-    void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {});
+    void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {},
+                       std::exception_ptr ex = nullptr);
     static bool needs_logits(const Slot& s) {
         return !s.sampler->params().greedy() || s.sampler->params().penalized() || s.req->req.logprobs;
     }
@@ -196,10 +199,10 @@ void Engine::Impl::run() {
             // A device or model failure (or running out of memory) ends the requests it touched;
             // their slots start over. The scheduler itself keeps running.
             for (auto& r : waiting)
-                if (r) end_unstarted(*r, FinishReason::Error, e.what());
+                if (r) end_unstarted(*r, FinishReason::Error, e.what(), std::current_exception());
             for (Slot& s : slots)
                 if (s.req) {
-                    finish(s, FinishReason::Error, e.what());
+                    finish(s, FinishReason::Error, e.what(), std::current_exception());
                     s.history.clear();
                     model.reset(s.index);
                 }
@@ -217,11 +220,12 @@ void Engine::Impl::run() {
     for (auto& r : rest) end_unstarted(*r, FinishReason::Cancelled);
 }
 
-void Engine::Impl::end_unstarted(Ticket::State& r, FinishReason why, const std::string& error) {
+void Engine::Impl::end_unstarted(Ticket::State& r, FinishReason why, const std::string& error, std::exception_ptr ex) {
     Event e;
     e.kind = Event::Kind::Done;
     e.finish = why;
     e.error = error;
+    e.exception = std::move(ex);
     e.prompt_tokens = uint32_t(r.req.prompt.size());
     e.queue_ms = ms_between(r.submitted, Clock::now());
     {
@@ -372,13 +376,15 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     // NaN or Inf logits (NaN weights, an overflow) end this request alone, whichever sampler it uses.
     const uint32_t position = model.n_past(s.index);
     if (!logits && device_argmax < 0) {
-        finish(s, FinishReason::Error, non_finite_message(std::numeric_limits<float>::quiet_NaN(), -1, position), true);
+        const std::string msg = non_finite_message(std::numeric_limits<float>::quiet_NaN(), -1, position);
+        finish(s, FinishReason::Error, msg, std::make_exception_ptr(NonFiniteError(msg)));
         return;
     }
     if (logits) {
         std::vector<float> row(logits, logits + n_vocab);
         if (auto bad = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); }); bad != row.end()) {
-            finish(s, FinishReason::Error, non_finite_message(*bad, bad - row.begin(), position), true);
+            const std::string msg = non_finite_message(*bad, bad - row.begin(), position);
+            finish(s, FinishReason::Error, msg, std::make_exception_ptr(NonFiniteError(msg)));
             return;
         }
         if (rq.logprobs) {
@@ -428,13 +434,13 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     if (max_reached || full) finish(s, FinishReason::Length);
 }
 
-void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, bool non_finite) {
+void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, std::exception_ptr ex) {
     const Clock::time_point now = Clock::now();
     Event done;
     done.kind = Event::Kind::Done;
     done.finish = why;
     done.error = error;
-    done.non_finite = non_finite;
+    done.exception = std::move(ex);
     done.prompt_tokens = uint32_t(s.req->req.prompt.size());
     done.cached_tokens = s.cached;
     done.completion_tokens = s.generated;

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -75,7 +76,9 @@ struct Event {
     // Kind::Done (always the last event of a request):
     FinishReason finish = FinishReason::Stop;
     std::string error;           // FinishReason::Error: what went wrong
-    bool non_finite = false;     // FinishReason::Error because the logits were NaN or Inf
+    // FinishReason::Error: the failure itself (NonFiniteError for NaN or Inf logits, a device error,
+    // ...) for callers that rethrow it; null for a refused request (busy slot).
+    std::exception_ptr exception;
     uint32_t prompt_tokens = 0;  // tokens of the prompt
     uint32_t cached_tokens = 0;  // of which reused from the slot's previous conversation
     uint32_t completion_tokens = 0;

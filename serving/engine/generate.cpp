@@ -11,9 +11,10 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
     if (prompt.empty()) throw std::invalid_argument("generate: the prompt has no tokens (not even BOS)");
     if (p.n_predict < 0) throw std::invalid_argument(fmt::format("-n {}: must be >= 0", p.n_predict));
     // Refused before anything runs: a reply cut short by the context is not what was asked for.
-    if (prompt.size() > model.n_ctx())
-        throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {}; raise --ctx or shorten "
-                                           "the prompt", prompt.size(), model.n_ctx()));
+    if (prompt.size() >= model.n_ctx())
+        throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {} (and the first generated "
+                                           "token needs one more); raise --ctx or shorten the prompt",
+                                           prompt.size(), model.n_ctx()));
     if (prompt.size() + uint64_t(p.n_predict) > model.n_ctx())
         throw ContextFullError(fmt::format("prompt ({} tokens) + -n {} = {} tokens exceeds the context of {} tokens; "
                                            "lower -n or raise --ctx", prompt.size(), p.n_predict,
@@ -37,12 +38,15 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
             continue;
         }
         if (ev->finish == FinishReason::Error) {
-            if (ev->non_finite) throw NonFiniteError(ev->error);
+            if (ev->exception) std::rethrow_exception(ev->exception);  // its own type: NonFiniteError, VulkanError, ...
             throw std::runtime_error(ev->error);
         }
         GenerateStats st;
         st.prompt_tokens = ev->prompt_tokens;
         st.generated_tokens = ev->completion_tokens;
+        // Each token after the first took one decode step; so did the end token, when there was one.
+        st.decode_steps = ev->completion_tokens - (ev->completion_tokens > 0 ? 1 : 0) +
+                          (ev->finish == FinishReason::Stop && ev->completion_tokens > 0 ? 1 : 0);
         st.prompt_ms = ev->prompt_ms;
         st.generate_ms = ev->generate_ms;
         st.stopped_at_eos = ev->finish == FinishReason::Stop;

@@ -22,17 +22,17 @@ struct GenerateStats {
     uint32_t prompt_tokens = 0, generated_tokens = 0;
     double prompt_ms = 0;    // from the start to the first generated token
     double generate_ms = 0;  // from the first generated token to the end
+    uint32_t decode_steps = 0;  // single-token forward passes in generate_ms
     bool stopped_at_eos = false;  // at any end-of-generation token (Tokenizer::is_eog: eos, eot, eom, ...)
     double prompt_tps() const { return prompt_ms > 0 ? prompt_tokens * 1000.0 / prompt_ms : 0; }
-    // Tokens after the first, over the time they took (each is one decode step).
-    double generate_tps() const { return generate_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / generate_ms : 0; }
+    double generate_tps() const { return generate_ms > 0 ? decode_steps * 1000.0 / generate_ms : 0; }
 };
 
 // Generates after `prompt` on sequence 0 of `model` (a fresh conversation: whatever the sequence
 // held is replaced, or reused where it shares the prompt's first tokens). Checks that prompt +
-// n_predict fit the context before evaluating anything (ContextFullError otherwise); NaN or Inf
-// logits throw NonFiniteError, other failures std::runtime_error, after the text before them was
-// passed to on_piece (whole UTF-8 characters only).
+// n_predict fit the context before evaluating anything (ContextFullError otherwise); a failure
+// during generation is rethrown as itself (NonFiniteError for NaN or Inf logits, VulkanError, ...)
+// after the text before it was passed to on_piece (whole UTF-8 characters only).
 GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
                        const std::function<void(std::string_view)>& on_piece);
 

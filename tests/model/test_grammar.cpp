@@ -122,9 +122,37 @@ TEST_CASE("grammar: malformed and hostile grammars are refused with the place") 
     std::string bomb = "root ::=";
     for (int i = 0; i < 250; ++i) bomb.append(" [a]{1000}");
     CHECK_THROWS_WITH_AS((void)Grammar::parse(bomb), doctest::Contains("elements"), GrammarError);
+    // Deeply nested groups stop at the nesting limit (no stack overflow).
+    CHECK(error_line("root ::= " + std::string(100000, '(') + "\"a\"") == 1);
+    // Generated rule names cannot clash with the grammar's own ('_' is not a GBNF name character).
+    CHECK(error_line("root ::= (\"a\") root-1") == 1);  // root-1 is undefined, not the group
+    CHECK_NOTHROW((void)Grammar::parse("root ::= (\"a\") root-1\nroot-1 ::= \"b\""));
     // Right recursion is fine, however deep.
     const Grammar g = Grammar::parse("root ::= \"a\" root | \"b\"");
     CHECK(full_match(g, std::string(5000, 'a') + "b"));
+}
+
+TEST_CASE("grammar: strict UTF-8 in the grammar and in the text") {
+    CHECK(error_line("root ::= \"\xc0\xa2\"") == 1);  // an overlong '"' in a literal
+    CHECK(error_line("root ::= \"\xed\xa0\x80\"") == 1);  // a surrogate
+    const Grammar g = Grammar::parse(R"(root ::= .)");
+    for (const char* bad : {"\xc0\xa2", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf7\xbf\xbf\xbf"}) {
+        CAPTURE(bad);
+        Matcher m(g);
+        CHECK(!m.accept(bad));
+    }
+    for (const char* good : {"\xc2\xa2", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xf4\x8f\xbf\xbf", "\xf0\x9f\x98\x80"}) {
+        CAPTURE(good);
+        CHECK(full_match(g, good));
+    }
+}
+
+TEST_CASE("grammar: a chain of thousands of rules is refused by the matcher, not a stack overflow") {
+    std::string gbnf = "root ::= r0\n";
+    for (int i = 0; i < 5000; ++i) gbnf.append("r").append(std::to_string(i)).append(" ::= r").append(std::to_string(i + 1)).append(" \"x\"\n");
+    gbnf.append("r5000 ::= \"x\"\n");
+    const Grammar g = Grammar::parse(gbnf);
+    CHECK_THROWS_WITH_AS(Matcher{g}, doctest::Contains("nests more than"), GrammarError);
 }
 
 TEST_CASE("grammar: a grammar too ambiguous to follow stops with an error, not a blow-up") {
