@@ -32,7 +32,7 @@ void Sampler::accept(int32_t token, bool generated) {
     while (recent_.size() > size_t(p_.repeat_last_n)) recent_.pop_front();
 }
 
-int32_t Sampler::sample(std::span<float> logits) {
+int32_t Sampler::sample(std::span<float> logits, TokenFilter* filter) {
     const size_t n = logits.size();
     if (n == 0) throw std::invalid_argument("sample: empty logits");
     // Repetition penalty as in CTRL / llama.cpp over the recent window: shrink positive logits,
@@ -46,16 +46,36 @@ int32_t Sampler::sample(std::span<float> logits) {
     }
     for (const auto& [t, count] : generated_)
         if (t >= 0 && size_t(t) < n) logits[t] -= p_.presence_penalty + p_.frequency_penalty * float(count);
-    if (p_.greedy())
-        return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-
-    // Candidates sorted by logit; top-k first keeps the sort short.
-    std::vector<int32_t> idx(n);
-    std::iota(idx.begin(), idx.end(), 0);
-    size_t k = p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), n) : n;
+    // Candidates in descending logit order (ties: the lower id), as many as the sampler needs: one
+    // for greedy, top_k, or all. With a filter, the first that many allowed tokens: the order is
+    // sorted a growing chunk at a time, so that a filter allowing most tokens is asked a handful of
+    // times, not n_vocab times.
+    const size_t want = p_.greedy() ? 1 : p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), n) : n;
     auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_logit);
-    idx.resize(k);
+    std::vector<int32_t> idx;
+    if (!filter) {
+        if (want == 1) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        idx.resize(n);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + long(want), idx.end(), by_logit);
+        idx.resize(want);
+    } else {
+        std::vector<int32_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        size_t sorted = 0, chunk = std::max<size_t>(64, 2 * want);
+        for (size_t i = 0; i < n && idx.size() < want; ++i) {
+            if (i == sorted) {
+                const size_t end = std::min(n, sorted + chunk);
+                std::partial_sort(order.begin() + long(sorted), order.begin() + long(end), order.end(), by_logit);
+                sorted = end;
+                chunk *= 2;
+            }
+            if (filter->allowed(order[i])) idx.push_back(order[i]);
+        }
+        if (idx.empty()) return -1;
+        if (want == 1) return idx[0];
+    }
+    const size_t k = idx.size();
 
     // Softmax with temperature over the candidates (double: 32000 tiny terms).
     std::vector<double> prob(k);

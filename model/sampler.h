@@ -33,11 +33,21 @@ struct SamplerParams {
     void validate() const;
 };
 
+// Which tokens may come next (a grammar, model/grammar/token_constraint.h). The sampler applies it
+// before every other step: the penalties, top-k, min-p, top-p and temperature see only allowed
+// tokens, exactly as if every other logit were -inf.
+class TokenFilter {
+public:
+    virtual ~TokenFilter() = default;
+    virtual bool allowed(int32_t token) = 0;
+};
+
 class Sampler {
 public:
     explicit Sampler(const SamplerParams& p);
-    // Picks the next token from logits (modified in place by the penalty).
-    int32_t sample(std::span<float> logits);
+    // Picks the next token from logits (modified in place by the penalty). With a filter, only
+    // among the tokens it allows; -1 when it allows none.
+    int32_t sample(std::span<float> logits, TokenFilter* filter = nullptr);
     // Records a token for the penalties: every token (prompt or generated) for the repetition
     // penalty's window, generated ones also for the presence and frequency penalties.
     void accept(int32_t token, bool generated = false);

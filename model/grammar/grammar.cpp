@@ -539,9 +539,8 @@ bool Matcher::partial_allowed(const std::vector<Stack>& stacks, const std::strin
     return false;
 }
 
-bool Matcher::accept(std::string_view bytes) {
-    std::vector<Stack> stacks = stacks_, next;
-    std::string partial = partial_;
+bool Matcher::consume(std::string_view bytes, std::vector<Stack>& stacks, std::string& partial) const {
+    std::vector<Stack> next;
     for (const char ch : bytes) {
         const auto b = uint8_t(ch);
         if (partial.empty()) {
@@ -569,9 +568,26 @@ bool Matcher::accept(std::string_view bytes) {
         }
         stacks.swap(next);
     }
+    return true;
+}
+
+bool Matcher::accept(std::string_view bytes) {
+    std::vector<Stack> stacks = stacks_;
+    std::string partial = partial_;
+    if (!consume(bytes, stacks, partial)) return false;
     stacks_ = std::move(stacks);
     partial_ = std::move(partial);
     return true;
+}
+
+bool Matcher::allows_bytes(std::string_view bytes) const {
+    std::vector<Stack> stacks = stacks_;
+    std::string partial = partial_;
+    return consume(bytes, stacks, partial);
+}
+
+bool Matcher::complete() const {
+    return partial_.empty() && std::all_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
 }  // namespace vkllm::grammar

@@ -82,6 +82,10 @@ public:
     bool can_end() const;
     // Whether a code point may come next.
     bool allows(uint32_t cp) const;
+    // Whether accept(bytes) would succeed (nothing is consumed).
+    bool allows_bytes(std::string_view bytes) const;
+    // The text so far is a whole sentence and nothing can follow it.
+    bool complete() const;
 
 private:
     struct Pos {
@@ -93,6 +97,8 @@ private:
     void expand(Stack s, std::vector<Stack>& out) const;
     bool advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector<Stack>& next) const;
     bool partial_allowed(const std::vector<Stack>& stacks, const std::string& partial) const;
+    // Follows `bytes` from (stacks, partial), updating both; false when the grammar refuses them.
+    bool consume(std::string_view bytes, std::vector<Stack>& stacks, std::string& partial) const;
 
     const Grammar& g_;
     std::vector<Stack> stacks_;  // every way the text so far can continue; an empty stack: it can end

@@ -2,6 +2,8 @@
 
 #include "serving/engine/text_stream.h"
 
+#include "model/grammar/token_constraint.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -92,7 +94,9 @@ struct Slot {
     int32_t pending = -1;     // sampled, emitted, not yet evaluated
     int32_t prev = -1;        // the token before `pending`, for decode_piece
     uint32_t generated = 0;
+    uint32_t decode_steps = 0;
     std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar, or null
     std::unique_ptr<TextStream> text;
     Clock::time_point started, first_token;
 };
@@ -110,6 +114,7 @@ struct Engine::Impl {
     const Tokenizer& tok;
     EngineOptions opts;
     std::vector<Slot> slots;
+    std::shared_ptr<const grammar::TokenPieces> pieces;  // built with the first grammar request
 
     mutable std::mutex m;  // guards queue, stopping, metrics
     std::condition_variable wake;
@@ -143,13 +148,16 @@ struct Engine::Impl {
     // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not
     // finite), emits it, and finishes the request when it ends there.
     void after_logits(Slot& s, const float* logits, int32_t device_argmax);
+    // The sampler's pick under the request's grammar; -1 when the request has finished instead (the
+    // grammar allows no token: Stop where it may end, else Error; a grammar that fails to follow).
+    int32_t sample(Slot& s, std::span<float> row);
     // error: what went wrong (FinishReason::Error); ex: the failure itself, for callers that rethrow it.
     void finish(Slot& s, FinishReason why, const std::string& error = {}, std::exception_ptr ex = nullptr);
     // Done for a request that never reached a slot.
     void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {},
                        std::exception_ptr ex = nullptr);
     static bool needs_logits(const Slot& s) {
-        return !s.sampler->params().greedy() || s.sampler->params().penalized() || s.req->req.logprobs;
+        return !s.sampler->params().greedy() || s.sampler->params().penalized() || s.req->req.logprobs || s.constraint;
     }
     bool busy() const {
         return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.req != nullptr; });
@@ -286,8 +294,14 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.pending = -1;
     s.prev = keep > 0 ? prompt[keep - 1] : -1;
     s.generated = 0;
+    s.decode_steps = 0;
     s.sampler = std::make_unique<Sampler>(s.req->req.sampler);
     for (int32_t t : prompt) s.sampler->accept(t);
+    s.constraint.reset();
+    if (s.req->req.grammar) {
+        if (!pieces) pieces = std::make_shared<const grammar::TokenPieces>(tok);
+        s.constraint = std::make_unique<grammar::TokenConstraint>(s.req->req.grammar, pieces);  // submit() checked it starts
+    }
     s.text = std::make_unique<TextStream>(s.req->req.stop);
     s.started = Clock::now();
     s.last_used = ++use_clock;
@@ -343,6 +357,7 @@ void Engine::Impl::decode_step() {
         s->history.push_back(s->pending);
         s->prev = s->pending;
         s->pending = -1;
+        ++s->decode_steps;
     }
     // Plain greedy rows take the device's argmax, as a lone request would; the others sample on
     // the host from the logits, read back once for the whole batch.
@@ -393,7 +408,8 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
             double sum = 0;
             for (float v : row) sum += std::exp(double(v) - mx);
             const double lse = mx + std::log(sum);
-            next = s.sampler->sample(row);  // penalties modify `row`: logprobs use `logits`
+            next = sample(s, row);  // penalties modify `row`: logprobs use `logits`
+            if (next < 0) return;
             TokenLogprob lp;
             lp.token = next;
             lp.text = tok.token_to_piece(next, false);
@@ -407,7 +423,8 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
                 lp.top.emplace_back(tok.token_to_piece(idx[j], false), float(double(logits[idx[j]]) - lse));
             ev.logprobs.push_back(std::move(lp));
         } else {
-            next = s.sampler->sample(row);
+            next = sample(s, row);
+            if (next < 0) return;
         }
     } else {
         next = device_argmax;
@@ -418,13 +435,21 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
         finish(s, FinishReason::Stop);
         return;
     }
+    if (s.constraint) {
+        try {
+            s.constraint->accept(next);
+        } catch (const grammar::GrammarError& e) {
+            finish(s, FinishReason::Error, e.what(), std::current_exception());
+            return;
+        }
+    }
     s.sampler->accept(next, /*generated=*/true);
     ++s.generated;
     ev.text = s.text->push(tok.decode_piece(next, s.prev));
     ev.tokens.push_back(next);
     s.pending = next;
     s.req->push(std::move(ev));
-    if (s.text->stopped()) {
+    if (s.text->stopped() || (s.constraint && s.constraint->complete())) {
         finish(s, FinishReason::Stop);
         return;
     }
@@ -432,6 +457,24 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     // The pending token needs a cache row to be evaluated before the next one can be sampled.
     const bool full = model.n_past(s.index) + 1 > model.n_ctx();
     if (max_reached || full) finish(s, FinishReason::Length);
+}
+
+int32_t Engine::Impl::sample(Slot& s, std::span<float> row) {
+    int32_t next = -1;
+    try {
+        next = s.sampler->sample(row, s.constraint.get());
+    } catch (const grammar::GrammarError& e) {
+        finish(s, FinishReason::Error, e.what(), std::current_exception());
+        return -1;
+    }
+    if (next >= 0) return next;
+    if (s.constraint->can_end()) {
+        finish(s, FinishReason::Stop);
+    } else {
+        const std::string msg = "the grammar allows no token of this vocabulary here (it needs text no token spells)";
+        finish(s, FinishReason::Error, msg, std::make_exception_ptr(grammar::GrammarError(msg)));
+    }
+    return -1;
 }
 
 void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, std::exception_ptr ex) {
@@ -444,6 +487,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     done.prompt_tokens = uint32_t(s.req->req.prompt.size());
     done.cached_tokens = s.cached;
     done.completion_tokens = s.generated;
+    done.decode_steps = s.decode_steps;
     done.queue_ms = ms_between(s.req->submitted, s.started);
     const Clock::time_point first = s.generated > 0 ? s.first_token : now;
     done.prompt_ms = ms_between(s.started, first);
@@ -472,6 +516,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     s.phase = Slot::Phase::Idle;
     s.pending = -1;
     s.sampler.reset();
+    s.constraint.reset();
     s.text.reset();
     s.last_used = ++use_clock;
 }
@@ -499,6 +544,7 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
         throw std::invalid_argument(fmt::format("slot {} does not exist (the engine has {})", req.slot, im.opts.n_slots));
     if (req.top_logprobs > 20) throw std::invalid_argument(fmt::format("top_logprobs {} must be in 0..20", req.top_logprobs));
     req.sampler.validate();
+    if (req.grammar) grammar::Matcher{*req.grammar};  // throws GrammarError when it cannot even start
     auto st = std::make_shared<Ticket::State>();
     st->submitted = Clock::now();
     st->deadline = st->submitted + (req.timeout.count() > 0 ? req.timeout : im.opts.default_timeout);

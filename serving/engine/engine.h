@@ -17,6 +17,7 @@
 #pragma once
 
 #include "model/forward/model_gpu.h"
+#include "model/grammar/grammar.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
 
@@ -43,6 +44,10 @@ struct CompletionRequest {
     SamplerParams sampler;             // temperature 0 = greedy; seed; top_k/top_p/min_p; the penalties
     std::vector<std::string> stop;     // stop strings (not included in the text)
     bool ignore_eos = false;
+    // The generated text must be a sentence of this grammar (GBNF, a compiled JSON schema): the
+    // sampler picks only tokens it allows, and generation ends when the grammar is complete (Stop),
+    // may end and the model chose to, or at max_tokens (Length). Null: free text.
+    std::shared_ptr<const grammar::Grammar> grammar;
     uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)
     bool logprobs = false;
     std::chrono::milliseconds timeout{0};  // 0: EngineOptions::default_timeout
@@ -82,6 +87,7 @@ struct Event {
     uint32_t prompt_tokens = 0;  // tokens of the prompt
     uint32_t cached_tokens = 0;  // of which reused from the slot's previous conversation
     uint32_t completion_tokens = 0;
+    uint32_t decode_steps = 0;   // single-token forward passes this request took part in
     double queue_ms = 0, prompt_ms = 0, generate_ms = 0;  // waiting, prefill (to first token), the rest
 };
 

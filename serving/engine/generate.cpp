@@ -27,6 +27,7 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
     req.prompt.assign(prompt.begin(), prompt.end());
     req.max_tokens = p.n_predict;
     req.sampler = p.sampler;
+    req.grammar = p.grammar;
     req.timeout = std::chrono::hours(24 * 365);  // a generation on the command line runs until it ends
     req.slot = 0;
     std::unique_ptr<Ticket> ticket = engine.submit(std::move(req));
@@ -44,9 +45,7 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
         GenerateStats st;
         st.prompt_tokens = ev->prompt_tokens;
         st.generated_tokens = ev->completion_tokens;
-        // Each token after the first took one decode step; so did the end token, when there was one.
-        st.decode_steps = ev->completion_tokens - (ev->completion_tokens > 0 ? 1 : 0) +
-                          (ev->finish == FinishReason::Stop && ev->completion_tokens > 0 ? 1 : 0);
+        st.decode_steps = ev->decode_steps;
         st.prompt_ms = ev->prompt_ms;
         st.generate_ms = ev->generate_ms;
         st.stopped_at_eos = ev->finish == FinishReason::Stop;

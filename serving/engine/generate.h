@@ -4,10 +4,12 @@
 #pragma once
 
 #include "model/forward/model_gpu.h"
+#include "model/grammar/grammar.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -16,6 +18,7 @@ namespace vkllm::serving {
 struct GenerateParams {
     int32_t n_predict = 128;  // tokens to generate (stops earlier at an end-of-generation token or BOS)
     SamplerParams sampler;
+    std::shared_ptr<const grammar::Grammar> grammar;  // constrains the text (null: free text)
 };
 
 struct GenerateStats {
@@ -23,7 +26,8 @@ struct GenerateStats {
     double prompt_ms = 0;    // from the start to the first generated token
     double generate_ms = 0;  // from the first generated token to the end
     uint32_t decode_steps = 0;  // single-token forward passes in generate_ms
-    bool stopped_at_eos = false;  // at any end-of-generation token (Tokenizer::is_eog: eos, eot, eom, ...)
+    bool stopped_at_eos = false;  // at an end-of-generation token (Tokenizer::is_eog: eos, eot, eom, ...) or
+                                  // where the grammar was complete
     double prompt_tps() const { return prompt_ms > 0 ? prompt_tokens * 1000.0 / prompt_ms : 0; }
     double generate_tps() const { return generate_ms > 0 ? decode_steps * 1000.0 / generate_ms : 0; }
 };

@@ -1,0 +1,64 @@
+// A grammar applied to tokens: which tokens of a vocabulary may come next, for the sampler.
+//
+// The grammar sees each token as the bytes it stands for (Tokenizer::token_to_piece without
+// special text); a token may end inside a UTF-8 character, the next one finishes it. Control
+// tokens and tokens with no bytes are never allowed (they would let generation run on without
+// progress), except the end-of-generation tokens, allowed exactly where the grammar may end.
+//
+// Cost: the sampler asks `allowed` for tokens in descending logit order until it has the
+// candidates it needs (one for greedy, top_k otherwise), so most steps test a handful of tokens.
+// A table of which first bytes the current state accepts (256 tests, once per state) refuses most
+// tokens with one lookup when the grammar allows few.
+#pragma once
+
+#include "model/grammar/grammar.h"
+#include "model/sampler.h"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace vkllm {
+class Tokenizer;
+}
+
+namespace vkllm::grammar {
+
+// The vocabulary as grammars see it; built once per model and shared by every request.
+class TokenPieces {
+public:
+    explicit TokenPieces(const Tokenizer& tok);
+    size_t size() const { return bytes_.size(); }
+    const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
+    bool is_eog(int32_t id) const { return eog_[size_t(id)] != 0; }
+
+private:
+    std::vector<std::string> bytes_;  // empty: never allowed (control, or no text)
+    std::vector<uint8_t> eog_;
+};
+
+class TokenConstraint final : public TokenFilter {
+public:
+    // Throws GrammarError when the grammar cannot even start (too ambiguous).
+    TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenPieces> pieces);
+
+    bool allowed(int32_t token) override;
+    // Follows a sampled token. Throws GrammarError when the grammar does not allow it.
+    void accept(int32_t token);
+    // The text so far is a whole sentence (an end-of-generation token is allowed).
+    bool can_end() const { return matcher_.can_end(); }
+    // Nothing but the end can follow: generation is over.
+    bool complete() const { return matcher_.complete(); }
+
+private:
+    std::shared_ptr<const Grammar> grammar_;
+    std::shared_ptr<const TokenPieces> pieces_;
+    Matcher matcher_;
+    // Per first byte, whether the current state accepts it; computed when first needed per state.
+    std::array<uint8_t, 256> first_{};
+    bool first_ready_ = false;
+};
+
+}  // namespace vkllm::grammar
