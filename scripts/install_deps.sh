@@ -19,6 +19,7 @@ PKGS=(
   mesa-vulkan-drivers      # lavapipe: the CPU Vulkan device the tests run on
   vulkan-validationlayers  # Khronos validation layer: on in every test
   libsentencepiece-dev     # test-only oracle for the tokenizer
+  json-schema-test-suite   # test-only oracle: the official JSON Schema Test Suite for the schema compiler
   clang-14                 # the libFuzzer targets (scripts/fuzz.sh, a stage of scripts/test.sh)
   libclang-rt-14-dev       # clang's ASan/UBSan runtimes
   libfuzzer-14-dev         # libFuzzer

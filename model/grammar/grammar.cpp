@@ -451,7 +451,7 @@ bool Matcher::Pos::operator<(const Pos& o) const {
 }
 bool Matcher::Pos::operator==(const Pos& o) const { return rule == o.rule && alt == o.alt && elem == o.elem; }
 
-Matcher::Matcher(const Grammar& g) : g_(g) {
+Matcher::Matcher(const Grammar& g) : g_(&g) {
     for (uint32_t a = 0; a < g.rules[g.root].alternatives.size(); ++a) expand({{g.root, a, 0}}, stacks_);
     std::sort(stacks_.begin(), stacks_.end());
     stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
@@ -466,7 +466,7 @@ void Matcher::expand(Stack s, std::vector<Stack>& out) const {
             return;
         }
         const Pos p = s.back();
-        const Sequence& seq = g_.rules[p.rule].alternatives[p.alt];
+        const Sequence& seq = g_->rules[p.rule].alternatives[p.alt];
         if (p.elem >= seq.size()) {  // this rule is done: its caller goes on
             s.pop_back();
             continue;
@@ -482,7 +482,7 @@ void Matcher::expand(Stack s, std::vector<Stack>& out) const {
         else ++s.back().elem;
         if (s.size() >= kMaxDepth)
             throw GrammarError(fmt::format("the grammar nests more than {} rules at once", kMaxDepth));
-        const auto n_alts = uint32_t(g_.rules[e.rule].alternatives.size());
+        const auto n_alts = uint32_t(g_->rules[e.rule].alternatives.size());
         for (uint32_t a = 0; a < n_alts; ++a) {
             if (out.size() > kMaxStacks)
                 throw GrammarError(fmt::format("the grammar is too ambiguous to follow (more than {} parse stacks)",
@@ -500,7 +500,7 @@ bool Matcher::advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector
     for (const Stack& s : stacks) {
         if (s.empty()) continue;
         const Pos p = s.back();
-        if (!g_.rules[p.rule].alternatives[p.alt][p.elem].matches(cp)) continue;
+        if (!g_->rules[p.rule].alternatives[p.alt][p.elem].matches(cp)) continue;
         Stack t = s;
         ++t.back().elem;
         expand(std::move(t), next);
@@ -512,7 +512,7 @@ bool Matcher::advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector
 
 bool Matcher::allows(uint32_t cp) const {
     for (const Stack& s : stacks_)
-        if (!s.empty() && g_.rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches(cp)) return true;
+        if (!s.empty() && g_->rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches(cp)) return true;
     return false;
 }
 
@@ -534,7 +534,7 @@ bool Matcher::partial_allowed(const std::vector<Stack>& stacks, const std::strin
         hi = (hi << 6) | (i < partial.size() ? b : last);
     }
     for (const Stack& s : stacks)
-        if (!s.empty() && g_.rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches_any(lo, hi))
+        if (!s.empty() && g_->rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches_any(lo, hi))
             return true;
     return false;
 }

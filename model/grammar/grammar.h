@@ -100,7 +100,7 @@ private:
     // Follows `bytes` from (stacks, partial), updating both; false when the grammar refuses them.
     bool consume(std::string_view bytes, std::vector<Stack>& stacks, std::string& partial) const;
 
-    const Grammar& g_;
+    const Grammar* g_;
     std::vector<Stack> stacks_;  // every way the text so far can continue; an empty stack: it can end
     std::string partial_;        // the received bytes of an unfinished UTF-8 character
 };

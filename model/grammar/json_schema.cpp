@@ -1,0 +1,1042 @@
+#include "model/grammar/json_schema.h"
+
+#include "model/grammar/grammar.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace vkllm::grammar {
+
+SchemaError::SchemaError(const std::string& what, std::string keyword, std::string where)
+    : std::invalid_argument(where.empty() ? "json schema: " + what : fmt::format("json schema at {}: {}", where, what)),
+      keyword_(std::move(keyword)), where_(std::move(where)) {}
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Rules every compiled schema may use. `space` is the whitespace allowed between tokens (none,
+// one space, or a newline and indentation); `char` one character of a JSON string as written.
+constexpr std::string_view kCommonRules = R"(space ::= ("" | " " | "\n" [ \t]{0,20})
+char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+string ::= "\"" char* "\""
+integer ::= "-"? ("0" | [1-9] [0-9]{0,15})
+number ::= integer ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
+boolean ::= "true" | "false"
+null ::= "null"
+value ::= object | array | string | number | boolean | null
+object ::= "{" space (string space ":" space value (space "," space string space ":" space value)* space)? "}"
+array ::= "[" space (value (space "," space value)* space)? "]"
+)";
+
+constexpr size_t kMaxSchemaDepth = 64;  // nested subschemas (a $ref is a rule: recursion does not nest)
+
+// A GBNF string literal of raw text.
+std::string lit(std::string_view s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        const auto c = uint8_t(ch);
+        if (c == '"' || c == '\\') out += '\\', out += ch;
+        else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02X}", c);
+        else out += ch;
+    }
+    return out + "\"";
+}
+
+// The JSON text of a string value, as a GBNF literal (quotes and escapes included).
+std::string json_string_lit(const std::string& s) { return lit(Json(s).dump()); }
+
+// One character as JSON writes it inside a string.
+std::string json_char(uint32_t cp) {
+    switch (cp) {
+        case '"': return lit("\\\"");
+        case '\\': return lit("\\\\");
+        case '\n': return lit("\\n");
+        case '\r': return lit("\\r");
+        case '\t': return lit("\\t");
+        case '\b': return lit("\\b");
+        case '\f': return lit("\\f");
+        default: break;
+    }
+    if (cp < 0x20) return lit(fmt::format("\\u{:04x}", cp));
+    std::string u8;
+    if (cp < 0x80) u8 += char(cp);
+    else if (cp < 0x800) u8 += char(0xc0 | (cp >> 6)), u8 += char(0x80 | (cp & 0x3f));
+    else if (cp < 0x10000) u8 += char(0xe0 | (cp >> 12)), u8 += char(0x80 | ((cp >> 6) & 0x3f)), u8 += char(0x80 | (cp & 0x3f));
+    else u8 += char(0xf0 | (cp >> 18)), u8 += char(0x80 | ((cp >> 12) & 0x3f)), u8 += char(0x80 | ((cp >> 6) & 0x3f)), u8 += char(0x80 | (cp & 0x3f));
+    return lit(u8);
+}
+
+std::u32string code_points(const std::string& s) {
+    std::u32string out;
+    for (size_t i = 0; i < s.size();) {
+        const auto c = uint8_t(s[i]);
+        const size_t len = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+        for (size_t k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (uint8_t(s[i + k]) & 0x3f);
+        out.push_back(char32_t(cp));
+        i += len;
+    }
+    return out;
+}
+
+const std::set<std::string, std::less<>> kAnnotations = {"title",    "description", "default",  "examples", "$comment",
+                                                         "$schema",  "readOnly",    "writeOnly", "deprecated",
+                                                         "$defs",    "definitions"};
+
+class Compiler {
+public:
+    explicit Compiler(const Json& root) : root_(root) {}
+
+    std::string run() {
+        if (root_.is_object() && root_.contains("$id") && !root_["$id"].is_string())
+            throw SchemaError("'$id' must be a string", "$id", "");
+        const std::string body = compile(root_, "", 0);
+        std::string out = "root ::= " + body + "\n";
+        for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
+        out += kCommonRules;
+        return out;
+    }
+
+private:
+    [[noreturn]] static void refuse(const std::string& keyword, const std::string& where, const std::string& why) {
+        throw SchemaError(why, keyword, where);
+    }
+
+    std::string new_rule(const std::string& hint, std::string body) {
+        std::string base;
+        for (const char c : hint)
+            if (std::isalnum(uint8_t(c))) base += char(std::tolower(uint8_t(c)));
+            else if (!base.empty() && base.back() != '-') base += '-';
+        while (!base.empty() && base.back() == '-') base.pop_back();
+        if (base.empty() || std::isdigit(uint8_t(base[0]))) base = "s" + base;
+        if (base.size() > 40) base.resize(40);
+        std::string name = base;
+        for (int i = 2; taken_.count(name) || reserved(name); ++i) name = fmt::format("{}-{}", base, i);
+        taken_.insert(name);
+        rules_.emplace_back(name, std::move(body));
+        return name;
+    }
+    static bool reserved(const std::string& n) {
+        return n == "root" || n == "space" || n == "char" || n == "string" || n == "integer" || n == "number" ||
+               n == "boolean" || n == "null" || n == "value" || n == "object" || n == "array";
+    }
+
+    // The GBNF expression of a schema (wrapped in parentheses when it has alternatives).
+    std::string compile(const Json& s, const std::string& where, size_t depth) {
+        if (depth > kMaxSchemaDepth) refuse("", where, fmt::format("subschemas nested deeper than {}", kMaxSchemaDepth));
+        if (s.is_boolean()) {
+            if (s.get<bool>()) return "value";
+            refuse("", where, "the schema 'false' allows no value at all");
+        }
+        if (!s.is_object()) refuse("", where, "a schema must be an object or a boolean");
+        for (const auto& [k, v] : s.items()) {
+            (void)v;
+            if (!known(k)) refuse(k, where, fmt::format("keyword '{}' is not supported", k));
+        }
+        if (s.contains("$id") && !where.empty()) refuse("$id", where, "'$id' below the root is not supported");
+        if (s.contains("$ref")) return ref(s, where);
+        if (s.contains("allOf")) return all_of(s, where, depth);
+        if (s.contains("anyOf") || s.contains("oneOf")) return any_of(s, where, depth);
+        if (s.contains("const") || s.contains("enum")) return enumeration(s, where);
+
+        std::vector<std::string> types;
+        if (s.contains("type")) {
+            const Json& t = s["type"];
+            if (t.is_string()) types.push_back(t.get<std::string>());
+            else if (t.is_array() && !t.empty())
+                for (const Json& x : t) {
+                    if (!x.is_string()) refuse("type", where, "'type' lists must hold strings");
+                    types.push_back(x.get<std::string>());
+                }
+            else refuse("type", where, "'type' must be a string or a non-empty list of strings");
+        } else {
+            types = {"object", "array", "string", "number", "boolean", "null"};
+        }
+        // "integer" is part of "number": listing both is "number".
+        if (std::find(types.begin(), types.end(), "number") != types.end())
+            types.erase(std::remove(types.begin(), types.end(), "integer"), types.end());
+        std::vector<std::string> alts;
+        for (const std::string& t : types) {
+            std::string e;
+            if (t == "object") e = object(s, where, depth);
+            else if (t == "array") e = array(s, where, depth);
+            else if (t == "string") e = string(s, where);
+            else if (t == "integer") e = integer(s, where);
+            else if (t == "number") e = number(s, where);
+            else if (t == "boolean") e = "boolean";
+            else if (t == "null") e = "null";
+            else refuse("type", where, fmt::format("unknown type '{}'", t));
+            if (std::find(alts.begin(), alts.end(), e) == alts.end()) alts.push_back(e);
+        }
+        return alts.size() == 1 ? alts[0] : "(" + join(alts, " | ") + ")";
+    }
+
+    static bool known(std::string_view k) {
+        static const std::set<std::string, std::less<>> kw = {
+            "type",          "properties", "required", "additionalProperties", "enum",       "const",
+            "items",         "prefixItems", "additionalItems", "minItems",      "maxItems",   "anyOf",
+            "oneOf",         "allOf",      "$ref",     "minLength",            "maxLength",  "pattern",
+            "format",        "minimum",    "maximum",  "exclusiveMinimum",     "exclusiveMaximum", "$id",
+            "uniqueItems"};
+        return kw.count(k) || kAnnotations.count(k);
+    }
+
+    static std::string join(const std::vector<std::string>& v, std::string_view sep) {
+        std::string out;
+        for (size_t i = 0; i < v.size(); ++i) out += (i ? std::string(sep) : "") + v[i];
+        return out;
+    }
+
+    // Keywords that constrain a value beside `exclude` (annotations and the given ones aside).
+    static std::vector<std::string> constraints(const Json& s, std::initializer_list<std::string_view> exclude) {
+        std::vector<std::string> out;
+        for (const auto& [k, v] : s.items()) {
+            (void)v;
+            if (kAnnotations.count(k) || k == "$id") continue;
+            if (std::find(exclude.begin(), exclude.end(), k) != exclude.end()) continue;
+            if (k == "uniqueItems" && v.is_boolean() && !v.get<bool>()) continue;
+            out.push_back(k);
+        }
+        return out;
+    }
+
+    // --- references -------------------------------------------------------------------------------
+
+    const Json& resolve(const std::string& ptr, const std::string& where) {
+        if (ptr.empty() || ptr[0] != '#')
+            refuse("$ref", where, fmt::format("only local references ('#...') are supported, not '{}'", ptr));
+        std::string p = ptr.substr(1);
+        // URI fragment: percent-decoding first, then JSON pointer escapes.
+        std::string dec;
+        for (size_t i = 0; i < p.size(); ++i) {
+            if (p[i] == '%' && i + 2 < p.size() + 0 && std::isxdigit(uint8_t(p[i + 1])) && std::isxdigit(uint8_t(p[i + 2]))) {
+                dec += char(std::stoi(p.substr(i + 1, 2), nullptr, 16));
+                i += 2;
+            } else {
+                dec += p[i];
+            }
+        }
+        if (!dec.empty() && dec[0] != '/') refuse("$ref", where, fmt::format("'{}' is not a JSON pointer", ptr));
+        const Json* cur = &root_;
+        size_t i = 0;
+        while (i < dec.size()) {
+            const size_t next = dec.find('/', i + 1);
+            std::string tok = dec.substr(i + 1, next == std::string::npos ? std::string::npos : next - i - 1);
+            std::string t;
+            for (size_t j = 0; j < tok.size(); ++j) {
+                if (tok[j] == '~' && j + 1 < tok.size() && (tok[j + 1] == '0' || tok[j + 1] == '1')) {
+                    t += tok[j + 1] == '0' ? '~' : '/';
+                    ++j;
+                } else {
+                    t += tok[j];
+                }
+            }
+            if (cur->is_object() && cur->contains(t)) cur = &(*cur)[t];
+            else if (cur->is_array() && !t.empty() && std::all_of(t.begin(), t.end(), ::isdigit) && std::stoul(t) < cur->size())
+                cur = &(*cur)[std::stoul(t)];
+            else refuse("$ref", where, fmt::format("'{}' points to nothing in the document", ptr));
+            if (next == std::string::npos) break;
+            i = next;
+        }
+        return *cur;
+    }
+
+    std::string ref(const Json& s, const std::string& where) {
+        if (!s["$ref"].is_string()) refuse("$ref", where, "'$ref' must be a string");
+        const auto others = constraints(s, {"$ref"});
+        if (!others.empty()) refuse(others[0], where, fmt::format("'{}' beside '$ref' is not supported", others[0]));
+        const std::string ptr = s["$ref"].get<std::string>();
+        if (auto it = refs_.find(ptr); it != refs_.end()) return it->second;
+        const Json& target = resolve(ptr, where);
+        // The rule exists before its body is compiled, so that the target may refer to itself.
+        const std::string name = new_rule("ref-" + ptr.substr(ptr.rfind('/') == std::string::npos ? 1 : ptr.rfind('/') + 1), "");
+        refs_[ptr] = name;
+        const size_t index = rules_.size() - 1;
+        std::string body = compile(target, ptr.substr(1), 0);
+        rules_[index].second = std::move(body);
+        return name;
+    }
+
+    // --- combinators ------------------------------------------------------------------------------
+
+    std::string any_of(const Json& s, const std::string& where, size_t depth) {
+        const char* key = s.contains("anyOf") ? "anyOf" : "oneOf";
+        if (s.contains("anyOf") && s.contains("oneOf")) refuse("oneOf", where, "'anyOf' and 'oneOf' together are not supported");
+        const auto others = constraints(s, {key});
+        if (!others.empty()) refuse(others[0], where, fmt::format("'{}' beside '{}' is not supported", others[0], key));
+        const Json& list = s[key];
+        if (!list.is_array() || list.empty()) refuse(key, where, fmt::format("'{}' must be a non-empty list", key));
+        // oneOf holds when exactly one branch matches; a grammar can only say "some branch", so the
+        // branches must be shown not to overlap (different types, or different constant values).
+        if (std::string(key) == "oneOf")
+            for (size_t i = 0; i < list.size(); ++i)
+                for (size_t j = i + 1; j < list.size(); ++j)
+                    if (!disjoint(list[i], list[j], where))
+                        refuse("oneOf", where, fmt::format("'oneOf' branches {} and {} may both match (a grammar cannot "
+                                                           "exclude that); use 'anyOf' if either may", i, j));
+        std::vector<std::string> alts;
+        for (size_t i = 0; i < list.size(); ++i) {
+            if (list[i].is_boolean() && !list[i].get<bool>()) continue;  // a branch that allows nothing
+            alts.push_back(compile(list[i], fmt::format("{}/{}/{}", where, key, i), depth + 1));
+        }
+        if (alts.empty()) refuse(key, where, fmt::format("every branch of '{}' is false: nothing is valid", key));
+        return alts.size() == 1 ? alts[0] : "(" + join(alts, " | ") + ")";
+    }
+
+    // Follows $ref chains (without compiling anything).
+    const Json& deref(const Json& s, const std::string& where) {
+        const Json* cur = &s;
+        for (int hops = 0; cur->is_object() && cur->contains("$ref") && (*cur)["$ref"].is_string(); ++hops) {
+            if (hops > 32) refuse("$ref", where, "a chain of more than 32 references");
+            cur = &resolve((*cur)["$ref"].get<std::string>(), where);
+        }
+        return *cur;
+    }
+
+    // The JSON types a schema may match, as far as its type, const and enum say ("integer" counts as
+    // "number"); all of them when it does not say.
+    std::set<std::string> types_of(const Json& s0, const std::string& where) {
+        const Json& s = deref(s0, where);
+        const std::set<std::string> all = {"object", "array", "string", "number", "boolean", "null"};
+        if (s.is_boolean()) return s.get<bool>() ? all : std::set<std::string>{};
+        if (!s.is_object()) return all;
+        auto type_name = [](const Json& v) -> std::string {
+            return v.is_object() ? "object" : v.is_array() ? "array" : v.is_string() ? "string" : v.is_number() ? "number"
+                 : v.is_boolean() ? "boolean" : "null";
+        };
+        std::set<std::string> out = all;
+        if (s.contains("type")) {
+            std::set<std::string> t;
+            const Json& ty = s["type"];
+            for (const Json& x : ty.is_array() ? ty : Json::array({ty}))
+                if (x.is_string()) t.insert(x == "integer" ? "number" : x.get<std::string>());
+            out = t;
+        }
+        if (s.contains("const")) {
+            std::set<std::string> t{type_name(s["const"])};
+            std::set<std::string> both;
+            std::set_intersection(out.begin(), out.end(), t.begin(), t.end(), std::inserter(both, both.end()));
+            out = both;
+        }
+        return out;
+    }
+
+    // Whether no value can match both schemas (a sufficient test: disjoint types, or two const/enum
+    // lists with no common value).
+    bool disjoint(const Json& a0, const Json& b0, const std::string& where) {
+        const Json& a = deref(a0, where);
+        const Json& b = deref(b0, where);
+        if (a.is_boolean() && !a.get<bool>()) return true;
+        if (b.is_boolean() && !b.get<bool>()) return true;
+        const auto ta = types_of(a, where), tb = types_of(b, where);
+        std::set<std::string> both;
+        std::set_intersection(ta.begin(), ta.end(), tb.begin(), tb.end(), std::inserter(both, both.end()));
+        if (both.empty()) return true;
+        auto values = [](const Json& s) -> std::optional<std::vector<Json>> {
+            if (!s.is_object()) return std::nullopt;
+            if (s.contains("const")) return std::vector<Json>{s["const"]};
+            if (s.contains("enum") && s["enum"].is_array()) return std::vector<Json>(s["enum"].begin(), s["enum"].end());
+            return std::nullopt;
+        };
+        const auto va = values(a), vb = values(b);
+        if (va && vb) {
+            for (const Json& x : *va)
+                if (std::find(vb->begin(), vb->end(), x) != vb->end()) return false;
+            return true;
+        }
+        return false;
+    }
+
+    // allOf of object schemas: one object with the union of properties and required keys.
+    std::string all_of(const Json& s, const std::string& where, size_t depth) {
+        const Json& list = s["allOf"];
+        if (!list.is_array() || list.empty()) refuse("allOf", where, "'allOf' must be a non-empty list");
+        Json merged = Json::object();
+        std::vector<std::pair<const Json*, std::string>> parts;
+        Json base = s;
+        base.erase("allOf");
+        parts.emplace_back(&base, where);
+        for (size_t i = 0; i < list.size(); ++i) parts.emplace_back(&list[i], fmt::format("{}/allOf/{}", where, i));
+        bool object_typed = false;  // some part says "type": "object" (else non-objects pass too)
+        for (auto& [p, w] : parts) {
+            const Json* cur = p;
+            for (int hops = 0; cur->is_object() && cur->contains("$ref"); ++hops) {
+                if (hops > 32) refuse("$ref", w, "a chain of more than 32 references");
+                if (!constraints(*cur, {"$ref"}).empty())
+                    refuse("$ref", w, "'$ref' beside other keywords is not supported");
+                if (!(*cur)["$ref"].is_string()) refuse("$ref", w, "'$ref' must be a string");
+                cur = &resolve((*cur)["$ref"].get<std::string>(), w);
+            }
+            if (cur->is_boolean()) {
+                if (!cur->get<bool>()) refuse("allOf", w, "a 'false' part of 'allOf' allows nothing");
+                continue;
+            }
+            if (!cur->is_object()) refuse("allOf", w, "a schema must be an object or a boolean");
+            for (const auto& [k, v] : cur->items()) {
+                if (kAnnotations.count(k) || k == "$id") continue;
+                if (k == "type") {
+                    if (v != "object") refuse("allOf", w, "'allOf' is supported for object schemas only");
+                    object_typed = true;
+                } else if (k == "properties") {
+                    if (!v.is_object()) refuse("properties", w, "'properties' must be an object");
+                    for (const auto& [name, ps] : v.items()) {
+                        if (merged["properties"].contains(name) && merged["properties"][name] != ps)
+                            refuse("allOf", w, fmt::format("property '{}' has different schemas in 'allOf' parts", name));
+                        merged["properties"][name] = ps;
+                    }
+                } else if (k == "required") {
+                    if (!v.is_array()) refuse("required", w, "'required' must be a list");
+                    for (const Json& r : v)
+                        if (std::find(merged["required"].begin(), merged["required"].end(), r) == merged["required"].end())
+                            merged["required"].push_back(r);
+                } else {
+                    refuse(k, w, fmt::format("'{}' inside 'allOf' is not supported (allOf of objects with properties "
+                                             "and required only)", k));
+                }
+            }
+        }
+        if (object_typed) merged["type"] = "object";
+        return compile(merged, where, depth + 1);
+    }
+
+    // --- values -----------------------------------------------------------------------------------
+
+    // A JSON value written out, with the whitespace the grammar allows between its tokens.
+    static std::string literal(const Json& v) {
+        if (v.is_object()) {
+            if (v.empty()) return "\"{\" space \"}\"";
+            std::vector<std::string> kv;
+            for (const auto& [k, x] : v.items()) kv.push_back(json_string_lit(k) + " space \":\" space " + literal(x));
+            return "\"{\" space " + join(kv, " space \",\" space ") + " space \"}\"";
+        }
+        if (v.is_array()) {
+            if (v.empty()) return "\"[\" space \"]\"";
+            std::vector<std::string> items;
+            for (const Json& x : v) items.push_back(literal(x));
+            return "\"[\" space " + join(items, " space \",\" space ") + " space \"]\"";
+        }
+        return lit(v.dump());
+    }
+
+    static bool has_type(const Json& v, const std::string& t) {
+        if (t == "object") return v.is_object();
+        if (t == "array") return v.is_array();
+        if (t == "string") return v.is_string();
+        if (t == "number") return v.is_number();
+        if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+        if (t == "boolean") return v.is_boolean();
+        if (t == "null") return v.is_null();
+        return false;
+    }
+
+    std::string enumeration(const Json& s, const std::string& where) {
+        const auto others = constraints(s, {"enum", "const", "type"});
+        if (!others.empty()) refuse(others[0], where, fmt::format("'{}' beside 'enum' or 'const' is not supported", others[0]));
+        std::vector<Json> values;
+        if (s.contains("const")) values.push_back(s["const"]);
+        if (s.contains("enum")) {
+            if (!s["enum"].is_array()) refuse("enum", where, "'enum' must be a list");
+            if (s.contains("const")) {
+                if (std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) values.clear();
+            } else {
+                for (const Json& v : s["enum"]) values.push_back(v);
+            }
+        }
+        if (s.contains("type")) {
+            std::vector<std::string> types;
+            if (s["type"].is_string()) types.push_back(s["type"]);
+            else if (s["type"].is_array()) for (const Json& t : s["type"]) types.push_back(t.is_string() ? t.get<std::string>() : "");
+            values.erase(std::remove_if(values.begin(), values.end(), [&](const Json& v) {
+                return std::none_of(types.begin(), types.end(), [&](const std::string& t) { return has_type(v, t); });
+            }), values.end());
+        }
+        if (values.empty()) refuse(s.contains("enum") ? "enum" : "const", where, "no value satisfies 'enum' / 'const'");
+        std::vector<std::string> alts;
+        for (const Json& v : values) alts.push_back(literal(v));
+        return alts.size() == 1 ? alts[0] : "(" + join(alts, " | ") + ")";
+    }
+
+    // Keys that are not in `names`, however written: a trie over the names' code points; at each
+    // node the key may end (unless a name ends there), go on with a child (in the form JSON
+    // writes it), or leave the trie with any other character and then continue freely. Escapes
+    // that could spell a child are not a way out: \u escapes are allowed for control characters
+    // only (names with control characters are refused), and \" \\ \/ only where that character is
+    // not a child.
+    std::string key_not_in(const std::vector<std::string>& names, const std::string& where) {
+        struct Node {
+            std::map<char32_t, size_t> next;
+            bool end = false;
+        };
+        std::vector<Node> trie(1);
+        for (const std::string& n : names) {
+            size_t cur = 0;
+            for (const char32_t c : code_points(n)) {
+                if (c < 0x20) refuse("properties", where, "property names with control characters are not supported");
+                auto it = trie[cur].next.find(c);
+                if (it == trie[cur].next.end()) {
+                    trie.push_back({});
+                    it = trie[cur].next.emplace(c, trie.size() - 1).first;
+                }
+                cur = it->second;
+            }
+            trie[cur].end = true;
+        }
+        auto hex = [](uint32_t cp) { return cp <= 0xffff ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); };
+        std::vector<std::string> names_of(trie.size());
+        for (size_t i = 0; i < trie.size(); ++i) names_of[i] = new_rule("key-other", "");
+        for (size_t i = 0; i < trie.size(); ++i) {
+            std::vector<std::string> alts;
+            if (!trie[i].end) alts.push_back("\"\\\"\"");
+            std::string excluded, escapes = "bfnrt";
+            for (const auto& [c, child] : trie[i].next) {
+                alts.push_back(json_char(uint32_t(c)) + " " + names_of[child]);
+                excluded += hex(uint32_t(c));
+            }
+            for (const char e : {'"', '\\', '/'})
+                if (!trie[i].next.count(char32_t(e))) escapes += e == '"' ? "\\\"" : e == '\\' ? "\\\\" : "/";
+            alts.push_back("([^\"\\\\\\x00-\\x1F" + excluded + "] | \"\\\\\" ([" + escapes +
+                           "] | \"u00\" [01] [0-9a-fA-F])) char* \"\\\"\"");
+            rule_body(names_of[i]) = join(alts, " | ");
+        }
+        return "\"\\\"\" " + names_of[0];
+    }
+
+    std::string& rule_body(const std::string& name) {
+        for (auto& [n, b] : rules_)
+            if (n == name) return b;
+        throw std::logic_error("json schema: no rule " + name);
+    }
+
+    std::string object(const Json& s, const std::string& where, size_t depth) {
+        const Json empty = Json::object();
+        const Json& props = s.contains("properties") ? s["properties"] : empty;
+        if (!props.is_object()) refuse("properties", where, "'properties' must be an object");
+        std::set<std::string> required;
+        if (s.contains("required")) {
+            if (!s["required"].is_array()) refuse("required", where, "'required' must be a list");
+            for (const Json& r : s["required"]) {
+                if (!r.is_string()) refuse("required", where, "'required' must list strings");
+                required.insert(r.get<std::string>());
+            }
+        }
+        struct Prop {
+            std::string kv;
+            bool required;
+        };
+        std::vector<Prop> list;
+        std::vector<std::string> names;
+        for (const auto& [name, ps] : props.items()) {
+            names.push_back(name);
+            const std::string w = where + "/properties/" + name;
+            if (ps.is_boolean() && !ps.get<bool>()) {
+                if (required.count(name)) refuse("required", where, fmt::format("property '{}' is required but its schema is false", name));
+                continue;
+            }
+            const std::string value = compile(ps, w, depth + 1);
+            list.push_back({json_string_lit(name) + " space \":\" space " + value, required.count(name) > 0});
+        }
+        for (const std::string& r : required)
+            if (!props.contains(r)) {
+                // A required key without a schema of its own: any value (or the additional schema).
+                list.push_back({json_string_lit(r) + " space \":\" space value", true});
+                names.push_back(r);
+            }
+        // Additional properties: keys other than the named ones.
+        std::string extra;
+        if (!s.contains("additionalProperties") || s["additionalProperties"] == true) {
+            extra = key_not_in(names, where) + " space \":\" space value";
+        } else if (s["additionalProperties"].is_object()) {
+            extra = key_not_in(names, where) + " space \":\" space " +
+                    compile(s["additionalProperties"], where + "/additionalProperties", depth + 1);
+        } else if (!s["additionalProperties"].is_boolean()) {
+            refuse("additionalProperties", where, "'additionalProperties' must be a boolean or a schema");
+        }
+        if (!extra.empty()) extra = new_rule("kv-extra", extra);
+        // first(i): properties i.. with nothing written before; after(i): with a comma before each.
+        const std::string sep = " space \",\" space ";
+        const size_t n = list.size();
+        std::vector<std::string> first(n + 1), after(n + 1);
+        after[n] = extra.empty() ? "" : "(" + sep + extra + ")*";
+        first[n] = extra.empty() ? "" : "(" + extra + after[n] + ")?";
+        for (size_t i = n; i-- > 0;) {
+            const std::string kv = new_rule("kv", list[i].kv);
+            const std::string rest_after = after[i + 1].empty() ? "" : " " + after[i + 1];
+            std::string a = "\",\" space " + kv + rest_after;
+            a = "space " + a;
+            std::string f = kv + rest_after;
+            if (list[i].required) {
+                after[i] = "(" + a + ")";
+                first[i] = "(" + f + ")";
+            } else {
+                after[i] = "(" + a + (after[i + 1].empty() ? "" : " | " + after[i + 1]) + ")" +
+                           (after[i + 1].empty() ? "?" : "");
+                first[i] = "(" + f + (first[i + 1].empty() ? "" : " | " + first[i + 1]) + ")" +
+                           (first[i + 1].empty() ? "?" : "");
+            }
+            // Keep the expressions small: each level is a rule of its own.
+            after[i] = new_rule("after", after[i]);
+            first[i] = new_rule("props", first[i]);
+        }
+        // When nothing at all is written the braces hold only whitespace.
+        return new_rule("object", "\"{\" space " + (first[0].empty() ? "" : first[0] + " space ") + "\"}\"");
+    }
+
+    static uint32_t count_of(const Json& s, const char* key, const std::string& where, uint32_t dflt) {
+        if (!s.contains(key)) return dflt;
+        const Json& v = s[key];
+        const bool integral = v.is_number_unsigned() || v.is_number_integer() ||
+                              (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && v.get<double>() >= 0);
+        if (!integral || v.get<double>() < 0) refuse(key, where, fmt::format("'{}' must be a non-negative integer", key));
+        if (v.get<double>() > kMaxRepeat)
+            refuse(key, where, fmt::format("'{}' {} is above the supported {}", key, v.dump(), kMaxRepeat));
+        return uint32_t(v.get<double>());
+    }
+
+    std::string array(const Json& s, const std::string& where, size_t depth) {
+        const uint32_t lo = count_of(s, "minItems", where, 0);
+        const uint32_t hi_given = count_of(s, "maxItems", where, UINT32_MAX);
+        std::vector<std::string> prefix;
+        std::string rest = "value";  // schema of items past the prefix; "" when none may follow
+        auto item = [&](const Json& is, const std::string& w) -> std::string {
+            if (is.is_boolean() && !is.get<bool>()) return "";
+            return compile(is, w, depth + 1);
+        };
+        if (s.contains("uniqueItems") && s["uniqueItems"] == true)
+            refuse("uniqueItems", where, "'uniqueItems: true' is not supported");
+        if (s.contains("prefixItems")) {
+            if (!s["prefixItems"].is_array()) refuse("prefixItems", where, "'prefixItems' must be a list");
+            for (size_t i = 0; i < s["prefixItems"].size(); ++i)
+                prefix.push_back(item(s["prefixItems"][i], fmt::format("{}/prefixItems/{}", where, i)));
+            if (s.contains("items")) rest = item(s["items"], where + "/items");
+            if (s.contains("additionalItems")) refuse("additionalItems", where, "'additionalItems' with 'prefixItems' is not supported");
+        } else if (s.contains("items") && s["items"].is_array()) {
+            for (size_t i = 0; i < s["items"].size(); ++i)
+                prefix.push_back(item(s["items"][i], fmt::format("{}/items/{}", where, i)));
+            if (s.contains("additionalItems")) rest = item(s["additionalItems"], where + "/additionalItems");
+        } else if (s.contains("items")) {
+            rest = item(s["items"], where + "/items");
+        }
+        // A prefix item whose schema is false ends the array before it.
+        uint32_t hi = hi_given;
+        for (size_t i = 0; i < prefix.size(); ++i)
+            if (prefix[i].empty()) {
+                hi = std::min<uint32_t>(hi, uint32_t(i));
+                prefix.resize(i);
+                rest = "";
+                break;
+            }
+        if (rest.empty()) hi = std::min<uint32_t>(hi, uint32_t(prefix.size()));
+        if (lo > hi) refuse("minItems", where, fmt::format("no array length satisfies minItems {} here (at most {})", lo, hi));
+        // items(i): the items from index i on, each after a comma when i > 0.
+        const std::string sep = "space \",\" space ";
+        std::string tail;  // items from prefix.size() on
+        const uint32_t k = uint32_t(prefix.size());
+        if (!rest.empty() && hi > k) {
+            const uint32_t rmin = lo > k ? lo - k : 0;
+            const std::string r = new_rule("item", rest);
+            const std::string max = hi == UINT32_MAX ? "" : std::to_string(hi - k);
+            if (k > 0) {
+                tail = "(" + sep + r + "){" + std::to_string(rmin) + "," + max + "}";
+            } else {
+                // The first item has no comma before it.
+                const std::string more = "(" + sep + r + "){" + std::to_string(rmin > 0 ? rmin - 1 : 0) + "," +
+                                         (hi == UINT32_MAX ? "" : std::to_string(hi - 1)) + "}";
+                tail = rmin > 0 ? "(" + r + " " + more + ")" : "(" + r + " " + more + ")?";
+            }
+        }
+        std::string body = tail;
+        for (uint32_t i = std::min(k, hi); i-- > 0;) {
+            const std::string head = (i > 0 ? sep : "") + new_rule("item", prefix[i]);
+            const std::string seq = head + (body.empty() ? "" : " " + body);
+            body = i < lo ? "(" + seq + ")" : "(" + seq + ")?";
+        }
+        return new_rule("array", "\"[\" space " + (body.empty() ? "" : body + " space ") + "\"]\"");
+    }
+
+    std::string string(const Json& s, const std::string& where) {
+        const uint32_t lo = count_of(s, "minLength", where, 0);
+        const uint32_t hi = count_of(s, "maxLength", where, UINT32_MAX);
+        const bool lengths = s.contains("minLength") || s.contains("maxLength");
+        if (s.contains("pattern")) {
+            if (lengths) refuse("pattern", where, "'pattern' with 'minLength' or 'maxLength' is not supported");
+            if (s.contains("format")) refuse("pattern", where, "'pattern' with 'format' is not supported");
+            if (!s["pattern"].is_string()) refuse("pattern", where, "'pattern' must be a string");
+            return new_rule("pattern", "\"\\\"\" " + regex(s["pattern"].get<std::string>(), where) + " \"\\\"\"");
+        }
+        if (s.contains("format")) {
+            if (lengths) refuse("format", where, "'format' with 'minLength' or 'maxLength' is not supported");
+            if (!s["format"].is_string()) refuse("format", where, "'format' must be a string");
+            return format(s["format"].get<std::string>(), where);
+        }
+        if (!lengths) return "string";
+        if (lo > hi) refuse("minLength", where, fmt::format("minLength {} is above maxLength {}", lo, hi));
+        return new_rule("string", fmt::format("\"\\\"\" char{{{},{}}} \"\\\"\"", lo, hi == UINT32_MAX ? "" : std::to_string(hi)));
+    }
+
+    std::string format(const std::string& f, const std::string& where) {
+        static const std::map<std::string, std::string> kFormats = {
+            {"date", R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))"},
+            {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,9})? ([zZ] | [-+] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
+            {"uuid", R"([0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12})"},
+            {"email", R"([a-zA-Z0-9_+-] ("."? [a-zA-Z0-9_+-]){0,63} "@" [a-zA-Z0-9] ([a-zA-Z0-9-]{0,62} [a-zA-Z0-9])? ("." [a-zA-Z0-9] ([a-zA-Z0-9-]{0,62} [a-zA-Z0-9])?){1,8})"},
+        };
+        std::string body;
+        if (f == "date-time") body = kFormats.at("date") + " [tT] " + kFormats.at("time");
+        else if (auto it = kFormats.find(f); it != kFormats.end()) body = it->second;
+        else refuse("format", where, fmt::format("format '{}' is not supported (date, time, date-time, uuid, email)", f));
+        return new_rule("format-" + f, "\"\\\"\" (" + body + ") \"\\\"\"");
+    }
+
+    // --- numbers ----------------------------------------------------------------------------------
+
+    std::string number(const Json& s, const std::string& where) {
+        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+            if (s.contains(k)) refuse(k, where, fmt::format("'{}' is supported on integers only", k));
+        return "number";
+    }
+
+    // Decimal strings of the same length, lo <= hi: alternatives of digit classes.
+    static void digit_range(const std::string& lo, const std::string& hi, const std::string& prefix,
+                            std::vector<std::string>& out) {
+        if (lo.empty()) {
+            out.push_back(prefix.empty() ? "\"\"" : prefix);
+            return;
+        }
+        const std::string tail_lo = lo.substr(1), tail_hi = hi.substr(1);
+        auto cls = [](char a, char b) { return a == b ? lit(std::string(1, a)) : fmt::format("[{}-{}]", a, b); };
+        auto cat = [](const std::string& a, const std::string& b) { return a.empty() ? b : a + " " + b; };
+        const bool lo_zeros = tail_lo.find_first_not_of('0') == std::string::npos;
+        const bool hi_nines = tail_hi.find_first_not_of('9') == std::string::npos;
+        if (lo[0] == hi[0]) {
+            digit_range(tail_lo, tail_hi, cat(prefix, cls(lo[0], lo[0])), out);
+            return;
+        }
+        const std::string any(tail_lo.size(), '9'), zeros(tail_lo.size(), '0');
+        char first = lo[0], last = hi[0];
+        if (!lo_zeros) {
+            digit_range(tail_lo, any, cat(prefix, cls(lo[0], lo[0])), out);
+            ++first;
+        }
+        if (!hi_nines) --last;
+        if (first <= last) {
+            std::string p = cat(prefix, cls(first, last));
+            if (!tail_lo.empty()) p = cat(p, fmt::format("[0-9]{{{}}}", tail_lo.size()));
+            out.push_back(p);
+        }
+        if (!hi_nines) digit_range(zeros, tail_hi, cat(prefix, cls(hi[0], hi[0])), out);
+    }
+
+    // Non-negative integers in [lo, hi], without leading zeros.
+    static void uint_range(uint64_t lo, uint64_t hi, std::vector<std::string>& out) {
+        for (size_t len = std::to_string(lo).size(); len <= std::to_string(hi).size(); ++len) {
+            const uint64_t p = uint64_t(std::pow(10.0, double(len - 1)));
+            const uint64_t a = std::max(lo, len == 1 ? 0 : p), b = std::min(hi, p * 10 - 1);
+            if (a <= b) digit_range(std::to_string(a), std::to_string(b), "", out);
+        }
+    }
+
+    std::string integer(const Json& s, const std::string& where) {
+        constexpr int64_t kMax = 9999999999999999;  // 16 digits, as the integer rule
+        int64_t lo = -kMax, hi = kMax;
+        bool bounded = false;
+        auto bound = [&](const char* k, bool upper, bool exclusive) {
+            if (!s.contains(k)) return;
+            const Json& v = s[k];
+            if (!v.is_number()) refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
+            double x = v.get<double>();
+            if (std::fabs(x) > double(kMax)) refuse(k, where, fmt::format("'{}' is beyond 16 digits", k));
+            int64_t b = upper ? int64_t(std::floor(x)) : int64_t(std::ceil(x));
+            if (exclusive && double(b) == x) b += upper ? -1 : 1;
+            if (upper) hi = std::min(hi, b);
+            else lo = std::max(lo, b);
+            bounded = true;
+        };
+        bound("minimum", false, false);
+        bound("exclusiveMinimum", false, true);
+        bound("maximum", true, false);
+        bound("exclusiveMaximum", true, true);
+        if (!bounded) return "integer";
+        if (lo > hi) refuse("minimum", where, "no integer lies within the bounds");
+        std::vector<std::string> alts;
+        if (lo < 0) {
+            std::vector<std::string> neg;
+            uint_range(uint64_t(hi < 0 ? -hi : 1), uint64_t(-lo), neg);
+            for (const std::string& a : neg) alts.push_back("\"-\" " + a);
+        }
+        if (hi >= 0) uint_range(uint64_t(std::max<int64_t>(lo, 0)), uint64_t(hi), alts);
+        return new_rule("integer", join(alts, " | "));
+    }
+
+    // --- pattern: a regex subset to GBNF over the JSON text of the string's characters --------------
+
+    std::string regex(const std::string& re, const std::string& where) {
+        size_t pos = 0;
+        const bool start = !re.empty() && re[0] == '^';
+        if (start) ++pos;
+        std::string end_re = re;
+        bool end = false;
+        if (re.size() > pos && re.back() == '$' && (re.size() < 2 || re[re.size() - 2] != '\\')) {
+            end = true;
+            end_re.pop_back();
+        }
+        RegexParser p{end_re, pos, where, *this, 0};
+        std::string body = p.alternatives();
+        if (p.pos != end_re.size()) refuse("pattern", where, fmt::format("unexpected '{}' in the pattern", end_re[p.pos]));
+        // JSON Schema patterns are not anchored: text may come before and after a match.
+        return (start ? "" : "char* ") + std::string("(") + body + ")" + (end ? "" : " char*");
+    }
+
+    struct RegexParser {
+        const std::string& re;
+        size_t pos;
+        const std::string& where;
+        Compiler& c;
+        size_t depth;
+
+        [[noreturn]] void bad(const std::string& why) const { refuse("pattern", where, "pattern: " + why); }
+        bool more() const { return pos < re.size(); }
+
+        std::string alternatives() {
+            std::vector<std::string> alts{sequence()};
+            while (more() && re[pos] == '|') {
+                ++pos;
+                alts.push_back(sequence());
+            }
+            return join(alts, " | ");
+        }
+
+        std::string sequence() {
+            std::vector<std::string> items;
+            while (more() && re[pos] != '|' && re[pos] != ')') {
+                std::string atom = this->atom();
+                if (more() && (re[pos] == '*' || re[pos] == '+' || re[pos] == '?')) {
+                    atom = "(" + atom + ")" + re[pos];
+                    ++pos;
+                } else if (more() && re[pos] == '{') {
+                    const size_t close = re.find('}', pos);
+                    if (close == std::string::npos) bad("unterminated '{'");
+                    const std::string q = re.substr(pos + 1, close - pos - 1);
+                    const size_t comma = q.find(',');
+                    auto num = [&](const std::string& t) -> std::string {
+                        if (t.empty()) return "";
+                        if (t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos) bad("bad repetition '{" + q + "}'");
+                        if (std::stoul(t) > kMaxRepeat) bad(fmt::format("repetition above {}", kMaxRepeat));
+                        return t;
+                    };
+                    const std::string a = num(q.substr(0, comma));
+                    if (a.empty()) bad("bad repetition '{" + q + "}'");
+                    const std::string b = comma == std::string::npos ? a : num(q.substr(comma + 1));
+                    atom = "(" + atom + "){" + a + (comma == std::string::npos ? "" : "," + b) + "}";
+                    pos = close + 1;
+                }
+                if (more() && re[pos] == '?') ++pos;  // lazy: the same language
+                if (more() && (re[pos] == '*' || re[pos] == '+' || re[pos] == '{')) bad("a repetition of a repetition");
+                items.push_back(atom);
+            }
+            return items.empty() ? "\"\"" : join(items, " ");
+        }
+
+        // A set of code points as GBNF over JSON text: the plain characters in one class, and quote,
+        // backslash and control characters as their escapes.
+        static std::string set_expr(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negated) {
+            std::sort(ranges.begin(), ranges.end());
+            std::vector<std::pair<uint32_t, uint32_t>> merged;
+            for (auto r : ranges) {
+                if (!merged.empty() && r.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, r.second);
+                else merged.push_back(r);
+            }
+            if (negated) {  // the complement over every code point
+                std::vector<std::pair<uint32_t, uint32_t>> comp;
+                uint32_t next = 0;
+                for (auto [a, b] : merged) {
+                    if (a > next) comp.push_back({next, a - 1});
+                    next = b + 1;
+                }
+                if (next <= 0x10ffff) comp.push_back({next, 0x10ffff});
+                merged = comp;
+            }
+            std::vector<std::string> alts;
+            std::string cls;
+            auto hex = [](uint32_t cp) { return cp <= 0xffff ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); };
+            for (auto [a, b] : merged) {
+                // Characters JSON must escape: each as its escape.
+                for (uint32_t special : {uint32_t('"'), uint32_t('\\')})
+                    if (a <= special && special <= b) alts.push_back(json_char(special));
+                for (uint32_t cp = a; cp <= std::min<uint32_t>(b, 0x1f); ++cp) alts.push_back(json_char(cp));
+                // The plain rest: [a, b] minus controls, quote and backslash.
+                std::vector<std::pair<uint32_t, uint32_t>> plain{{std::max<uint32_t>(a, 0x20), b}};
+                if (plain[0].first > plain[0].second) continue;
+                for (uint32_t special : {uint32_t('"'), uint32_t('\\')}) {
+                    std::vector<std::pair<uint32_t, uint32_t>> split;
+                    for (auto [x, y] : plain) {
+                        if (special < x || special > y) split.push_back({x, y});
+                        else {
+                            if (special > x) split.push_back({x, special - 1});
+                            if (special < y) split.push_back({special + 1, y});
+                        }
+                    }
+                    plain = split;
+                }
+                for (auto [x, y] : plain) cls += x == y ? hex(x) : hex(x) + "-" + hex(y);
+            }
+            if (!cls.empty()) alts.push_back("[" + cls + "]");
+            if (alts.empty()) return "[^\\x00-\\U0010FFFF]";  // nothing
+            return alts.size() == 1 ? alts[0] : "(" + join(alts, " | ") + ")";
+        }
+
+        static void class_escape(char e, std::vector<std::pair<uint32_t, uint32_t>>& r, bool& negate_set) {
+            negate_set = false;
+            switch (e) {
+                case 'd': r.push_back({'0', '9'}); return;
+                case 'w': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); return;
+                case 's': r.insert(r.end(), {{' ', ' '}, {'\t', '\r'}}); return;
+                case 'D': r.push_back({'0', '9'}); negate_set = true; return;
+                case 'W': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); negate_set = true; return;
+                case 'S': r.insert(r.end(), {{' ', ' '}, {'\t', '\r'}}); negate_set = true; return;
+                default: break;
+            }
+        }
+
+        uint32_t escaped_char(char e) {
+            switch (e) {
+                case 'n': return '\n';
+                case 'r': return '\r';
+                case 't': return '\t';
+                case 'f': return '\f';
+                case 'v': return '\v';
+                case '0': return 0;
+                default: break;
+            }
+            if (std::isalnum(uint8_t(e))) bad(fmt::format("escape '\\{}' is not supported", e));
+            return uint8_t(e);
+        }
+
+        uint32_t utf8_char() {
+            const auto c = uint8_t(re[pos]);
+            const size_t len = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+            if (pos + len > re.size()) bad("invalid UTF-8");
+            uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+            for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(re[pos + i]) & 0x3f);
+            pos += len;
+            return cp;
+        }
+
+        std::string atom() {
+            const char ch = re[pos];
+            if (ch == '(') {
+                if (++depth > 64) bad("groups nested deeper than 64");
+                ++pos;
+                if (re.compare(pos, 2, "?:") == 0) pos += 2;
+                else if (more() && re[pos] == '?') bad("lookaround and other '(?' groups are not supported");
+                std::string inner = alternatives();
+                if (!more() || re[pos] != ')') bad("unbalanced '('");
+                ++pos;
+                --depth;
+                return "(" + inner + ")";
+            }
+            if (ch == '[') return char_class();
+            if (ch == '.') {
+                ++pos;
+                return set_expr({{'\n', '\n'}}, true);
+            }
+            if (ch == '\\') {
+                if (pos + 1 >= re.size()) bad("a trailing '\\'");
+                const char e = re[pos + 1];
+                pos += 2;
+                std::vector<std::pair<uint32_t, uint32_t>> r;
+                bool neg = false;
+                class_escape(e, r, neg);
+                if (!r.empty()) return set_expr(r, neg);
+                if (e == 'b' || e == 'B') bad("word boundaries are not supported");
+                if (std::isdigit(uint8_t(e)) && e != '0') bad("back-references are not supported");
+                return json_char(escaped_char(e));
+            }
+            if (ch == '^' || ch == '$') bad(fmt::format("'{}' is supported only at the ends of the pattern", ch));
+            if (ch == '*' || ch == '+' || ch == '?' || ch == '{') bad(fmt::format("'{}' with nothing to repeat", ch));
+            return json_char(utf8_char());
+        }
+
+        std::string char_class() {
+            ++pos;  // '['
+            bool negated = false;
+            if (more() && re[pos] == '^') negated = true, ++pos;
+            std::vector<std::pair<uint32_t, uint32_t>> r;
+            bool first = true;
+            while (more() && (re[pos] != ']' || first)) {
+                first = false;
+                uint32_t lo;
+                if (re[pos] == '\\') {
+                    if (pos + 1 >= re.size()) bad("a trailing '\\'");
+                    const char e = re[pos + 1];
+                    std::vector<std::pair<uint32_t, uint32_t>> sub;
+                    bool neg = false;
+                    class_escape(e, sub, neg);
+                    if (!sub.empty()) {
+                        if (neg) bad(fmt::format("'\\{}' inside a class is not supported", e));
+                        r.insert(r.end(), sub.begin(), sub.end());
+                        pos += 2;
+                        continue;
+                    }
+                    pos += 2;
+                    lo = e == 'b' ? '\b' : escaped_char(e);
+                } else {
+                    lo = utf8_char();
+                }
+                uint32_t hi = lo;
+                if (pos + 1 < re.size() && re[pos] == '-' && re[pos + 1] != ']') {
+                    ++pos;
+                    if (re[pos] == '\\') {
+                        if (pos + 1 >= re.size()) bad("a trailing '\\'");
+                        hi = escaped_char(re[pos + 1]);
+                        pos += 2;
+                    } else {
+                        hi = utf8_char();
+                    }
+                    if (hi < lo) bad("a backwards range in a class");
+                }
+                r.push_back({lo, hi});
+            }
+            if (!more()) bad("unterminated '['");
+            ++pos;  // ']'
+            return set_expr(r, negated);
+        }
+    };
+
+    const Json& root_;
+    std::vector<std::pair<std::string, std::string>> rules_;
+    std::set<std::string> taken_;
+    std::map<std::string, std::string> refs_;
+};
+
+}  // namespace
+
+std::string json_schema_to_gbnf(std::string_view schema_json) {
+    Json schema;
+    try {
+        schema = Json::parse(schema_json);
+    } catch (const nlohmann::json::exception& e) {
+        throw SchemaError(fmt::format("not valid JSON: {}", e.what()));
+    }
+    std::string gbnf = Compiler(schema).run();
+    // The grammar's own limits (rules, elements, left recursion such as {"$ref": "#"}) apply to the
+    // result: refused here as the schema's problem.
+    try {
+        (void)Grammar::parse(gbnf);
+    } catch (const GrammarError& e) {
+        throw SchemaError(fmt::format("the schema cannot be followed as a grammar: {}", e.what()));
+    }
+    return gbnf;
+}
+
+std::string json_object_gbnf() { return "root ::= object\n" + std::string(kCommonRules); }
+
+}  // namespace vkllm::grammar

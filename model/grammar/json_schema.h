@@ -1,0 +1,48 @@
+// JSON Schema to GBNF: the grammar whose sentences are the JSON texts valid against a schema, for
+// structured output (`response_format`, `--json-schema`).
+//
+// Fail closed: a schema is compiled exactly or refused with SchemaError naming the keyword and
+// where it is (a JSON pointer); never a grammar that lets through what the schema forbids. The
+// subset (docs/structured-output.md has the full table):
+//   type (every JSON type, and lists of them); properties, required, additionalProperties
+//   (false, true or a schema; keys beyond `properties` may not repeat a named one); enum, const;
+//   items (a schema, or draft 7's list with additionalItems), prefixItems; minItems, maxItems;
+//   anyOf, oneOf (as anyOf: the branches must not overlap for oneOf to hold); allOf of object
+//   schemas; local $ref (JSON pointers into the document: $defs, definitions, "#", recursion);
+//   minLength, maxLength; pattern (a regex subset: literals, escapes \d \w \s \D \W \S, classes,
+//   groups, alternation, * + ? {m,n}, ^ and $ at the ends); format date, time, date-time, uuid,
+//   email; minimum, maximum, exclusiveMinimum, exclusiveMaximum on integers; the annotations
+//   (title, description, default, examples, $comment, $schema, $id at the root, readOnly,
+//   writeOnly, deprecated) are ignored.
+// Whitespace: compact output is allowed and so is pretty-printing (a space after ':' and ',', a
+// newline with up to 20 spaces or tabs of indentation between tokens); properties come in the
+// order of `properties` (required and optional alike), then any additional ones. Numbers are
+// bounded in length (16 integer digits, 16 fraction digits, 3 exponent digits) so that
+// generation cannot run on forever inside one.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace vkllm::grammar {
+
+class SchemaError : public std::invalid_argument {
+public:
+    // keyword: the schema keyword refused ("" when the problem is not one keyword: bad JSON, ...);
+    // where: its JSON pointer ("" at the root).
+    SchemaError(const std::string& what, std::string keyword = {}, std::string where = {});
+    const std::string& keyword() const { return keyword_; }
+    const std::string& where() const { return where_; }
+
+private:
+    std::string keyword_, where_;
+};
+
+// GBNF text for the JSON schema `schema_json` (a JSON document). Throws SchemaError.
+std::string json_schema_to_gbnf(std::string_view schema_json);
+
+// GBNF for any JSON object (`response_format: {"type": "json_object"}`).
+std::string json_object_gbnf();
+
+}  // namespace vkllm::grammar

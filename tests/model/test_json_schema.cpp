@@ -1,0 +1,267 @@
+// The JSON-Schema compiler against the official JSON Schema Test Suite (Debian's
+// json-schema-test-suite, draft 7, its newest draft): every group whose schema compiles must have
+// its valid instances accepted and its invalid ones rejected, written compactly and pretty-printed
+// (with properties in whatever order the grammar takes them: it fixes an order, JSON does not);
+// groups using unsupported keywords must be refused, naming the keyword. Also hand-written cases:
+// refusals, recursion, bombs.
+#include "support/test_context.h"
+
+#include "model/grammar/grammar.h"
+#include "model/grammar/json_schema.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+using namespace vkllm::grammar;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const char* kSuiteDir = "/usr/share/json-schema-test-suite/tests/draft7";
+
+// Feeds the JSON text of `v` to `m` (compact, or indented as json.dump(2) writes it), trying the
+// orders of an object's keys until the grammar takes one.
+std::optional<Matcher> feed(Matcher m, const Json& v, bool pretty, int level) {
+    std::string nl, close_nl;
+    if (pretty) {
+        nl.assign(size_t(2 * (level + 1)) + 1, ' ');
+        nl[0] = '\n';
+        close_nl.assign(size_t(2 * level) + 1, ' ');
+        close_nl[0] = '\n';
+    }
+    if (v.is_object() && !v.empty()) {
+        if (!m.accept("{")) return std::nullopt;
+        std::vector<std::string> keys;
+        for (const auto& [k, x] : v.items()) keys.push_back(k);
+        std::vector<bool> used(keys.size(), false);
+        // Depth-first over orders; objects in the suite have few keys.
+        std::function<std::optional<Matcher>(Matcher, size_t)> go = [&](Matcher cur, size_t done) -> std::optional<Matcher> {
+            if (done == keys.size()) {
+                if (!cur.accept(close_nl + "}")) return std::nullopt;
+                return cur;
+            }
+            for (size_t i = 0; i < keys.size(); ++i) {
+                if (used[i]) continue;
+                Matcher next = cur;
+                if (!next.accept((done ? "," : "") + nl + Json(keys[i]).dump() + (pretty ? ": " : ":"))) continue;
+                auto after = feed(next, v.at(keys[i]), pretty, level + 1);
+                if (!after) continue;
+                used[i] = true;
+                auto r = go(*after, done + 1);
+                used[i] = false;
+                if (r) return r;
+                if (keys.size() > 6) break;  // the given order only
+            }
+            return std::nullopt;
+        };
+        return go(m, 0);
+    }
+    if (v.is_array() && !v.empty()) {
+        if (!m.accept("[")) return std::nullopt;
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (!m.accept((i ? "," : "") + nl)) return std::nullopt;
+            auto after = feed(m, v[i], pretty, level + 1);
+            if (!after) return std::nullopt;
+            m = *after;
+        }
+        if (!m.accept(close_nl + "]")) return std::nullopt;
+        return m;
+    }
+    if (!m.accept(v.dump())) return std::nullopt;
+    return m;
+}
+
+bool accepts(const Grammar& g, const Json& v, bool pretty) {
+    auto m = feed(Matcher(g), v, pretty, 0);
+    return m && m->can_end();
+}
+
+}  // namespace
+
+TEST_CASE("json schema: the official test suite (draft 7)") {
+    REQUIRE_MESSAGE(std::filesystem::is_directory(kSuiteDir), "install Debian's json-schema-test-suite");
+    size_t groups = 0, compiled = 0, refused = 0, tests = 0, agreed = 0;
+    std::map<std::string, size_t> refused_by;
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(kSuiteDir))
+        if (e.path().extension() == ".json") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    for (const std::string& file : files) {
+        std::ifstream f(file);
+        const Json suite = Json::parse(f);
+        for (const Json& group : suite) {
+            ++groups;
+            const std::string name = std::filesystem::path(file).stem().string() + ": " + group["description"].get<std::string>();
+            CAPTURE(name);
+            std::string gbnf;
+            try {
+                gbnf = json_schema_to_gbnf(group["schema"].dump());
+            } catch (const SchemaError& e) {
+                ++refused;
+                ++refused_by[e.keyword().empty() ? "(other)" : e.keyword()];
+                continue;
+            }
+            ++compiled;
+            const Grammar g = Grammar::parse(gbnf);
+            for (const Json& t : group["tests"]) {
+                const bool valid = t["valid"].get<bool>();
+                for (bool pretty : {false, true}) {
+                    ++tests;
+                    const bool ok = accepts(g, t["data"], pretty);
+                    CAPTURE(t["description"].get<std::string>());
+                    CAPTURE(t["data"].dump());
+                    CAPTURE(pretty);
+                    CAPTURE(gbnf);
+                    CHECK(ok == valid);
+                    agreed += ok == valid;
+                }
+            }
+        }
+    }
+    std::string by;
+    for (const auto& [k, n] : refused_by) by += " " + k + "=" + std::to_string(n);
+    MESSAGE("draft 7: " << groups << " groups, " << compiled << " compiled, " << refused << " refused (" << by
+                        << " ); " << agreed << " of " << tests << " instance checks agree");
+}
+
+namespace {
+
+Grammar compile(const std::string& schema) { return Grammar::parse(json_schema_to_gbnf(schema)); }
+
+bool accepts_text(const Grammar& g, const std::string& text) {
+    Matcher m(g);
+    return m.accept(text) && m.can_end();
+}
+
+}  // namespace
+
+TEST_CASE("json schema: integer bounds, every value in a window against the definition") {
+    const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> cases = {
+        {R"({"type":"integer","minimum":0,"maximum":100})", {0, 100}},
+        {R"({"type":"integer","minimum":-37,"maximum":1234})", {-37, 1234}},
+        {R"({"type":"integer","exclusiveMinimum":-5.5,"exclusiveMaximum":7})", {-5, 6}},
+        {R"({"type":"integer","minimum":-1000,"maximum":-10})", {-1000, -10}},
+        {R"({"type":"integer","minimum":99,"maximum":1001})", {99, 1001}},
+        {R"({"type":"integer","minimum":7,"maximum":7})", {7, 7}},
+        {R"({"type":"integer","minimum":15})", {15, INT64_MAX}},
+        {R"({"type":"integer","maximum":-3})", {INT64_MIN, -3}},
+    };
+    for (const auto& [schema, range] : cases) {
+        CAPTURE(schema);
+        const Grammar g = compile(schema);
+        for (int64_t v = -1500; v <= 1500; ++v) {
+            CAPTURE(v);
+            CHECK(accepts_text(g, std::to_string(v)) == (v >= range.first && v <= range.second));
+        }
+        CHECK(!accepts_text(g, "007"));
+        CHECK(!accepts_text(g, "-0"));
+    }
+}
+
+TEST_CASE("json schema: strings, patterns and formats") {
+    const Grammar len = compile(R"({"type":"string","minLength":2,"maxLength":3})");
+    CHECK(!accepts_text(len, R"("a")"));
+    CHECK(accepts_text(len, R"("ab")"));
+    CHECK(accepts_text(len, R"("a\"c")"));  // an escape is one character
+    CHECK(!accepts_text(len, R"("abcd")"));
+    const Grammar phone = compile(R"({"type":"string","pattern":"^\\(\\d{3}\\) \\d{3}-\\d{4}$"})");
+    CHECK(accepts_text(phone, R"("(555) 123-4567")"));
+    CHECK(!accepts_text(phone, R"("555 123-4567")"));
+    const Grammar unanchored = compile(R"({"type":"string","pattern":"a[bc]+"})");
+    CHECK(accepts_text(unanchored, R"("xxabcbz")"));
+    CHECK(!accepts_text(unanchored, R"("xxaz")"));
+    const Grammar quote = compile(R"({"type":"string","pattern":"^say \"(hi|yo)\"\\.?$"})");
+    CHECK(accepts_text(quote, R"("say \"hi\"")"));
+    CHECK(accepts_text(quote, R"("say \"yo\".")"));
+    CHECK(!accepts_text(quote, R"("say "hi"")"));
+    const Grammar neg = compile(R"({"type":"string","pattern":"^[^a-c]{2}$"})");
+    CHECK(accepts_text(neg, R"("xy")"));
+    CHECK(accepts_text(neg, R"("\"\\")"));  // quote and backslash, escaped, are outside a-c
+    CHECK(!accepts_text(neg, R"("xb")"));
+    const Grammar date = compile(R"({"type":"string","format":"date"})");
+    CHECK(accepts_text(date, R"("2026-11-27")"));
+    CHECK(!accepts_text(date, R"("2026-13-01")"));
+    const Grammar dt = compile(R"({"type":"string","format":"date-time"})");
+    CHECK(accepts_text(dt, R"("2026-11-27T06:13:52Z")"));
+    CHECK(accepts_text(dt, R"("2026-11-27T06:13:52.123+01:00")"));
+    CHECK(!accepts_text(dt, R"("2026-11-27 06:13")"));
+    const Grammar uuid = compile(R"({"type":"string","format":"uuid"})");
+    CHECK(accepts_text(uuid, R"("123e4567-e89b-12d3-a456-426614174000")"));
+    CHECK(!accepts_text(uuid, R"("123e4567e89b12d3a456426614174000")"));
+    const Grammar email = compile(R"({"type":"string","format":"email"})");
+    CHECK(accepts_text(email, R"("joe.bloggs@example.com")"));
+    CHECK(!accepts_text(email, R"("joe@")"));
+}
+
+TEST_CASE("json schema: objects, arrays, references and recursion") {
+    const Grammar person = compile(R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+        "tags":{"type":"array","items":{"type":"string"},"maxItems":2}},"required":["name"],"additionalProperties":false})");
+    CHECK(accepts_text(person, R"({"name":"a"})"));
+    CHECK(accepts_text(person, R"({"name":"a","age":3,"tags":["x","y"]})"));
+    CHECK(accepts_text(person, R"({"name":"a","tags":[]})"));
+    CHECK(!accepts_text(person, R"({"age":3})"));
+    CHECK(!accepts_text(person, R"({"name":"a","tags":["x","y","z"]})"));
+    CHECK(!accepts_text(person, R"({"name":"a","other":1})"));
+    CHECK(!accepts_text(person, R"({"name":"a",})"));
+    // Additional keys may not spell a named one again, however written.
+    const Grammar open = compile(R"({"type":"object","properties":{"id":{"type":"integer"}}})");
+    CHECK(accepts_text(open, R"({"id":1,"idx":"s"})"));
+    CHECK(accepts_text(open, R"({"i":true})"));
+    CHECK(!accepts_text(open, R"({"id":1,"id":"s"})"));
+    CHECK(!accepts_text(open, R"({"id":1,"\u0069d":"s"})"));
+    // A tree through a recursive reference.
+    const Grammar tree = compile(R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},
+        "kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}},
+        "$ref":"#/$defs/node"})");
+    CHECK(accepts_text(tree, R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[{"v":4,"kids":[]}]}]})"));
+    CHECK(!accepts_text(tree, R"({"v":1,"kids":[{"w":2}]})"));
+    // Tuples: draft 7's items list and 2020's prefixItems.
+    const Grammar pair = compile(R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false,"minItems":2})");
+    CHECK(accepts_text(pair, R"(["a",1])"));
+    CHECK(!accepts_text(pair, R"(["a"])"));
+    CHECK(!accepts_text(pair, R"(["a",1,2])"));
+    // Pretty-printed text is accepted; compact too.
+    CHECK(accepts_text(person, "{\n  \"name\": \"a\",\n  \"tags\": [\n    \"x\"\n  ]\n}"));
+    // json_object: any object, nothing else.
+    const Grammar any = Grammar::parse(json_object_gbnf());
+    CHECK(accepts_text(any, R"({"a":[1,{"b":null}],"c":"d"})"));
+    CHECK(!accepts_text(any, R"([1])"));
+    CHECK(!accepts_text(any, R"("s")"));
+}
+
+TEST_CASE("json schema: unsupported keywords, bad schemas and bombs are refused by name") {
+    auto refused = [](const std::string& schema, const std::string& keyword, const std::string& text) {
+        CAPTURE(schema);
+        try {
+            json_schema_to_gbnf(schema);
+            FAIL("compiled");
+        } catch (const SchemaError& e) {
+            CHECK(e.keyword() == keyword);
+            CHECK(std::string(e.what()).find(text) != std::string::npos);
+        }
+    };
+    refused(R"({"type":"object","properties":{"a":{"not":{"type":"string"}}}})", "not", "at /properties/a");
+    refused(R"({"type":"object","patternProperties":{"^x":{}}})", "patternProperties", "not supported");
+    refused(R"({"type":"number","minimum":0.5})", "minimum", "integers only");
+    refused(R"({"type":"array","uniqueItems":true})", "uniqueItems", "not supported");
+    refused(R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", "oneOf", "may both match");
+    refused(R"({"$ref":"http://example.com/s.json"})", "$ref", "only local references");
+    refused(R"({"$ref":"#/$defs/missing"})", "$ref", "points to nothing");
+    refused(R"({"type":"string","format":"hostname"})", "format", "hostname");
+    refused(R"J({"type":"string","pattern":"(?=x)"})J", "pattern", "lookaround");
+    refused(R"J({"type":"string","pattern":"(a)\\1"})J", "pattern", "back-references");
+    refused(R"({"type":"array","maxItems":100000})", "maxItems", "above");
+    refused(R"({"type":"wat"})", "type", "unknown type");
+    refused(R"({"type":"object",)", "", "not valid JSON");
+    // Left recursion through a reference, and nesting past the depth limit.
+    refused(R"({"$ref":"#"})", "", "left-recursive");
+    std::string deep = R"({"type":"string"})";
+    for (int i = 0; i < 100; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+    refused(deep, "", "deeper than");
+    // oneOf with branches shown disjoint compiles.
+    CHECK_NOTHROW(json_schema_to_gbnf(R"({"oneOf":[{"type":"string"},{"type":"integer"},{"const":null}]})"));
+}
