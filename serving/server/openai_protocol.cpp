@@ -1,5 +1,7 @@
 #include "serving/server/openai_protocol.h"
 
+#include "model/grammar/json_schema.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -87,6 +89,71 @@ std::optional<std::string> get_string(const json& body, const char* name) {
 }
 
 // The fields both endpoints share: sampling, penalties, stopping, streaming.
+// The structure the output must have: response_format (json_object, json_schema), or llama-server's
+// grammar / json_schema fields. At most one; a schema or grammar that cannot be enforced exactly is
+// a 400 naming the keyword or the line and column, never free text with a 200.
+void parse_structure(const json& body, ParsedRequest& r) {
+    std::vector<std::string> given;
+    for (const char* k : {"response_format", "grammar", "json_schema"})
+        if (field(body, k)) given.push_back(k);
+    if (given.empty()) return;
+    if (given.size() > 1)
+        throw invalid_field(given[1], fmt::format("Invalid '{}': give at most one of 'response_format', 'grammar' and "
+                                                  "'json_schema', got '{}' and '{}'.", given[1], given[0], given[1]));
+    const std::string& key = given[0];
+    const json& v = *field(body, key.c_str());
+    std::string gbnf;
+    std::string param = key;
+    auto compile_schema = [&](const json& schema, const std::string& where) {
+        if (!schema.is_object() && !schema.is_boolean()) wrong_type(where, "an object", schema);
+        try {
+            gbnf = grammar::json_schema_to_gbnf(schema.dump());
+        } catch (const grammar::SchemaError& e) {
+            throw invalid_field(where, fmt::format("Invalid '{}': {}", where, e.what()));
+        }
+        param = where;
+    };
+    if (key == "grammar") {
+        if (!v.is_string()) wrong_type("grammar", "a string (GBNF)", v);
+        gbnf = v.get<std::string>();
+    } else if (key == "json_schema") {
+        compile_schema(v, "json_schema");
+    } else {
+        if (!v.is_object()) wrong_type("response_format", "an object", v);
+        const json* type = field(v, "type");
+        if (!type || !type->is_string()) throw invalid_field("response_format.type", "Missing required parameter: 'response_format.type'.");
+        const std::string t = type->get<std::string>();
+        if (t == "text") return;
+        if (t == "json_object") {
+            gbnf = grammar::json_object_gbnf();
+        } else if (t == "json_schema") {
+            if (const json* js = field(v, "json_schema")) {
+                if (!js->is_object()) wrong_type("response_format.json_schema", "an object", *js);
+                if (const json* name = field(*js, "name"); name && !name->is_string())
+                    wrong_type("response_format.json_schema.name", "a string", *name);
+                if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+                    wrong_type("response_format.json_schema.strict", "a boolean", *strict);
+                const json* schema = field(*js, "schema");
+                // OpenAI: a json_schema without a schema allows any JSON value.
+                compile_schema(schema ? *schema : json::object(), "response_format.json_schema.schema");
+            } else if (const json* schema = field(v, "schema")) {  // the shape some clients send
+                compile_schema(*schema, "response_format.schema");
+            } else {
+                throw invalid_field("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.");
+            }
+        } else {
+            throw invalid_field("response_format.type", fmt::format("Invalid 'response_format.type': '{}'. Supported: 'text', "
+                                                                    "'json_object', 'json_schema'.", t));
+        }
+    }
+    try {
+        r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        grammar::Matcher check(*r.engine.grammar);  // a grammar too ambiguous to even start
+    } catch (const grammar::GrammarError& e) {
+        throw invalid_field(param, fmt::format("Invalid '{}': {}", param, e.what()));
+    }
+}
+
 void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     serving::CompletionRequest& e = r.engine;
     r.model = get_string(body, "model").value_or("");
@@ -134,6 +201,7 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = float(*v);
     if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = float(*v);
     e.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+    parse_structure(body, r);
 
     if (const json* stop = field(body, "stop")) {
         auto add = [&](const json& x) {
@@ -273,6 +341,24 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
     r.messages = parse_messages(*m);
     r.tools = parse_tools(body);
     r.template_kwargs = parse_template_kwargs(body);
+    // Forcing a call needs the tool-call grammar and parser, which this server does not have yet:
+    // refused rather than answered with text that may not be a call.
+    if (const json* tc = field(body, "tool_choice")) {
+        if (tc->is_string()) {
+            const std::string c = tc->get<std::string>();
+            if (c == "required")
+                throw invalid_field("tool_choice", "Invalid 'tool_choice': 'required' is not supported by this server yet "
+                                                   "(use 'auto' or 'none').");
+            if (c != "auto" && c != "none")
+                throw invalid_field("tool_choice", fmt::format("Invalid 'tool_choice': '{}'. Expected 'none', 'auto' or "
+                                                               "'required'.", c));
+        } else if (tc->is_object()) {
+            throw invalid_field("tool_choice", "Invalid 'tool_choice': choosing a function is not supported by this server "
+                                               "yet (use 'auto' or 'none').");
+        } else {
+            wrong_type("tool_choice", "a string or an object", *tc);
+        }
+    }
     parse_common(body, seed, r);
     r.logprobs = get_bool(body, "logprobs").value_or(false);
     if (auto tl = get_integer(body, "top_logprobs", 0, 20)) {

@@ -4,6 +4,8 @@
 #include "serving/server/metrics.h"
 #include "serving/server/openai_protocol.h"
 
+#include "model/grammar/grammar.h"
+
 #include <doctest/doctest.h>
 
 using namespace vkllm;
@@ -455,4 +457,57 @@ TEST_CASE("auth: the key comparison (written to take the same time for every mis
     CHECK_FALSE(constant_time_equal("secret", "secret2"));
     CHECK_FALSE(constant_time_equal("", "x"));
     CHECK(constant_time_equal("", ""));
+}
+
+TEST_CASE("protocol: response_format, grammar and json_schema become the request's grammar; what cannot be enforced is a 400") {
+    auto accepts = [](const ParsedRequest& r, const std::string& text) {
+        REQUIRE(r.engine.grammar);
+        grammar::Matcher m(*r.engine.grammar);
+        return m.accept(text) && m.can_end();
+    };
+    ParsedRequest plain = parse_chat_request(chat_body(), 1);
+    CHECK(!plain.engine.grammar);
+    CHECK(!parse_chat_request(chat_body({{"response_format", {{"type", "text"}}}}), 1).engine.grammar);
+
+    ParsedRequest obj = parse_chat_request(chat_body({{"response_format", {{"type", "json_object"}}}}), 1);
+    CHECK(accepts(obj, R"({"a": [1, 2]})"));
+    CHECK(!accepts(obj, "hello"));
+
+    const json schema = {{"type", "object"},
+                         {"properties", {{"name", {{"type", "string"}}}, {"n", {{"type", "integer"}, {"minimum", 1}}}}},
+                         {"required", {"name", "n"}},
+                         {"additionalProperties", false}};
+    for (const json& rf : {json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", schema}}}},
+                           json{{"type", "json_schema"}, {"schema", schema}}}) {
+        CAPTURE(rf.dump());
+        ParsedRequest r = parse_chat_request(chat_body({{"response_format", rf}}), 1);
+        CHECK(accepts(r, R"({"name": "x", "n": 3})"));
+        CHECK(!accepts(r, R"({"name": "x", "n": 0})"));
+    }
+    CHECK(accepts(parse_chat_request(chat_body({{"json_schema", schema}}), 1), R"({"name":"y","n":12})"));
+    ParsedRequest g = parse_completion_request(json{{"prompt", "x"}, {"grammar", "root ::= \"yes\" | \"no\""}}, 1);
+    CHECK(accepts(g, "yes"));
+    CHECK(!accepts(g, "maybe"));
+
+    // Refusals name the field and, for schemas, the keyword; for GBNF, the line and column.
+    ApiError e = chat_error({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema",
+                              {{"type", "object"}, {"properties", {{"a", {{"not", {{"type", "null"}}}}}}}}}}}}}});
+    CHECK(e.status() == 400);
+    CHECK(e.param() == "response_format.json_schema.schema");
+    CHECK(std::string(e.what()).find("'not'") != std::string::npos);
+    CHECK(std::string(e.what()).find("/properties/a") != std::string::npos);
+    e = chat_error({{"grammar", "root ::= \"a\"\nfoo ::= [a-"}});
+    CHECK(e.param() == "grammar");
+    CHECK(std::string(e.what()).find("line 2") != std::string::npos);
+    e = chat_error({{"grammar", "root ::= root \"a\""}});
+    CHECK(std::string(e.what()).find("left-recursive") != std::string::npos);
+    CHECK(chat_error({{"response_format", {{"type", "xml"}}}}).param() == "response_format.type");
+    CHECK(chat_error({{"response_format", {{"type", "json_schema"}}}}).param() == "response_format.json_schema");
+    CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"grammar", "root ::= \"a\""}}).param() == "grammar");
+    CHECK(chat_error({{"json_schema", "not a schema"}}).param() == "json_schema");
+    // Forcing a tool call is not supported yet: refused, not answered with free text.
+    CHECK(chat_error({{"tool_choice", "required"}}).param() == "tool_choice");
+    CHECK(chat_error({{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}).param() == "tool_choice");
+    CHECK(chat_error({{"tool_choice", "sometimes"}}).param() == "tool_choice");
+    CHECK_NOTHROW(parse_chat_request(chat_body({{"tool_choice", "auto"}}), 1));
 }
