@@ -3,13 +3,16 @@
 #include "apps/load_model.h"
 #include "model/forward/forward_check.h"
 #include "model/forward/model_cpu.h"
+#include "model/grammar/json_schema.h"
 #include "serving/engine/generate.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 namespace vkllm::app {
 
@@ -27,8 +30,38 @@ struct RunOptions {
     bool check = false;
     bool no_echo = false;
     bool parse_special = false;
+    // The structure of the output: at most one (CLI11 excludes the others).
+    std::string grammar, grammar_file, json_schema, json_schema_file;
     DeviceOptions device;
 };
+
+std::string read_text_file(const std::string& path, const char* option) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::invalid_argument(fmt::format("{} {}: cannot open the file", option, path));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// The grammar the options ask for, or null; errors name the option (and the line and column, or
+// the schema keyword).
+std::shared_ptr<const grammar::Grammar> output_grammar(const RunOptions& o) {
+    std::string gbnf;
+    const char* option = nullptr;
+    try {
+        if (!o.grammar.empty()) option = "--grammar", gbnf = o.grammar;
+        else if (!o.grammar_file.empty()) option = "--grammar-file", gbnf = read_text_file(o.grammar_file, option);
+        else if (!o.json_schema.empty()) option = "--json-schema", gbnf = grammar::json_schema_to_gbnf(o.json_schema);
+        else if (!o.json_schema_file.empty())
+            option = "--json-schema-file", gbnf = grammar::json_schema_to_gbnf(read_text_file(o.json_schema_file, option));
+        else return nullptr;
+        return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+    } catch (const grammar::SchemaError& e) {
+        throw std::invalid_argument(fmt::format("{}: {}", option, e.what()));
+    } catch (const grammar::GrammarError& e) {
+        throw std::invalid_argument(fmt::format("{}: {}", option, e.what()));
+    }
+}
 
 void run(const RunOptions& o) {
     ModelOptions lo;
@@ -40,6 +73,8 @@ void run(const RunOptions& o) {
     gp.sampler = o.sampler;
     gp.sampler.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
     gp.sampler.validate();
+    gp.grammar = output_grammar(o);  // before loading: a bad grammar fails at once
+    if (gp.grammar && o.check) throw std::invalid_argument("--check runs greedy without a grammar; drop one of them");
 
     std::string path = resolve_model_path(o.model);
     LoadedModel m = load_model(path, o.device, lo, false);
@@ -116,6 +151,14 @@ void register_run(CLI::App& app) {
     cmd->add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
     cmd->add_flag("--parse-special", o->parse_special,
                   "Turn the text of control tokens in the prompt (<|eot_id|>, <|im_start|>, ...) into those tokens");
+    auto* g = cmd->add_option("--grammar", o->grammar, "The output must be a sentence of this GBNF grammar (llama.cpp's syntax)");
+    auto* gf = cmd->add_option("--grammar-file", o->grammar_file, "As --grammar, from a file");
+    auto* js = cmd->add_option("--json-schema", o->json_schema,
+                               "The output must be JSON valid against this schema (see docs/structured-output.md)");
+    auto* jf = cmd->add_option("--json-schema-file", o->json_schema_file, "As --json-schema, from a file");
+    g->excludes(gf, js, jf);
+    gf->excludes(js, jf);
+    js->excludes(jf);
     o->device.add_to(cmd);
     cmd->callback([o] { run(*o); });
 }

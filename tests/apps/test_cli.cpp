@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -45,6 +47,37 @@ TEST_CASE("cli: vkllm run --check agrees with the host reference") {
     INFO(r.err);
     CHECK(r.status == 0);
     CHECK(r.err.find("check: OK") != std::string::npos);
+}
+
+TEST_CASE("cli: vkllm run --json-schema-file and --grammar shape the output; bad ones fail before loading") {
+    std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    const std::filesystem::path schema = std::filesystem::path(VKLLM_BINARY_DIR) / "cli_schema.json";
+    {
+        std::ofstream f(schema);
+        f << R"({"type":"object","properties":{"who":{"type":"string","maxLength":10},)"
+             R"("n":{"type":"integer","minimum":1,"maximum":9}},"required":["who","n"],"additionalProperties":false})";
+    }
+    Result r = run_vkllm("run -m " + model + " -p \"Once upon a time\" -n 80 --temp 0.9 --seed 3 --no-echo --json-schema-file " +
+                         schema.string() + " --no-pipeline-cache");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j.at("who").is_string());
+    CHECK(j.at("n").get<int>() >= 1);
+    CHECK(j.at("n").get<int>() <= 9);
+    CHECK(j.size() == 2);
+    r = run_vkllm("run -m " + model + " -p \"The cat\" -n 10 --temp 0 --no-echo --grammar 'root ::= \" is \" (\"big\" | \"small\")' --no-pipeline-cache");
+    CHECK(r.status == 0);
+    CHECK((r.out == " is big" || r.out == " is small"));
+    // Refused before any loading, naming the option and the problem.
+    r = run_vkllm("run -m " + model + " --json-schema '{\"type\":\"object\",\"not\":{}}'");
+    CHECK(r.status == 1);
+    CHECK(r.err.find("--json-schema: json schema: keyword 'not' is not supported") != std::string::npos);
+    CHECK(r.err.find("uploading") == std::string::npos);
+    r = run_vkllm("run -m " + model + " --grammar 'root ::= [a-'");
+    CHECK(r.status == 1);
+    CHECK(r.err.find("line 1, column") != std::string::npos);
 }
 
 TEST_CASE("cli: vkllm devices lists the device, as a table and as JSON") {
