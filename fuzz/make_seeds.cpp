@@ -5,7 +5,9 @@
 //   <out>/tokenizer/  inputs for fuzz_tokenizer: the llama.cpp tokenizer test strings and a few more
 //                     for each of its four vocabs (first byte 0..3), chat prompts with special tokens
 //                     parsed (8..11), and short id sequences to decode (4..7);
-//   <out>/template/   the real chat templates of ../shared/templates and the built-in ones.
+//   <out>/template/   the real chat templates of ../shared/templates and the built-in ones;
+//   <out>/grammar/    inputs for fuzz_grammar: GBNF grammars (first byte 0) and the schemas of the
+//                     JSON Schema Test Suite, draft 7 (first byte 1).
 // Usage: fuzz_make_seeds <out> <shared models dir>
 #include "model/gguf_writer.h"
 #include "serving/template/chat_template.h"
@@ -135,6 +137,28 @@ void template_seeds(const fs::path& dir, const fs::path& models) {
     }
 }
 
+void grammar_seeds(const fs::path& dir) {
+    const char* gbnf[] = {
+        "root ::= \"yes\" | \"no\"",
+        "root ::= [a-z]+ (\" \" [a-z]+)* \".\"",
+        "root ::= obj\nobj ::= \"{\" (pair (\",\" pair)*)? \"}\"\npair ::= [a-z]+ \":\" (obj | [0-9]{1,3})\n",
+        "# comment\nroot ::= (\"a\" | [^\\x00-\\x1F]){2,5} .? [\\u00e9-\\u00ff]*",
+    };
+    int i = 0;
+    for (const char* g : gbnf) write_bytes(dir / ("gbnf-" + std::to_string(i++)), std::string(1, '\0') + g);
+    const fs::path suite = "/usr/share/json-schema-test-suite/tests/draft7";
+    std::error_code ec;
+    if (!fs::is_directory(suite, ec)) return;
+    for (const auto& entry : fs::directory_iterator(suite)) {
+        if (entry.path().extension() != ".json") continue;
+        std::ifstream in(entry.path());
+        const auto groups = nlohmann::json::parse(in, nullptr, false);
+        if (!groups.is_array()) continue;
+        for (const auto& g : groups)
+            if (g.contains("schema")) write_bytes(dir / ("schema-" + std::to_string(i++)), std::string(1, '\1') + g["schema"].dump());
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,9 +171,11 @@ int main(int argc, char** argv) {
         fs::create_directories(out / "gguf");
         fs::create_directories(out / "tokenizer");
         fs::create_directories(out / "template");
+        fs::create_directories(out / "grammar");
         gguf_seeds(out / "gguf", models);
         tokenizer_seeds(out / "tokenizer", models);
         template_seeds(out / "template", models);
+        grammar_seeds(out / "grammar");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
         return 1;

@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [seconds per fuzzer, default 60]
 # Fails on any crash, uncaught exception, hang (> 10 s on one input), leak, out-of-memory
 # (> 2 GiB) or sanitizer report; the input that caused it is left in $BUILD/fuzz-artifacts/.
-# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file> (or fuzz_tokenizer, fuzz_template). Every crasher becomes a doctest case in
+# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file> (or fuzz_tokenizer, fuzz_template, fuzz_grammar). Every crasher becomes a doctest case in
 # tests/model/test_fuzz_regressions.cpp once fixed.
 # Set VKLLM_FUZZ_BUILD to use another build directory (default build-fuzz).
 set -euo pipefail
@@ -27,7 +27,7 @@ fi
 
 mkdir -p "$BUILD/fuzz-artifacts"
 summary=()
-for target in gguf tokenizer template; do
+for target in gguf tokenizer template grammar; do
   corpus="$BUILD/fuzz-corpus/$target"  # grows across local runs; seeds stay read-only
   mkdir -p "$corpus"
   log="$BUILD/fuzz-$target.log"

@@ -23,7 +23,7 @@
 # comma-separated list, so a comma in a name is matched with `?`.
 slow_driver_excluded_cases=(
   '*LLaMA 32/8*' '*LLaMA sizes*' '*LLaMA heads*' 'kv_store: LLaMA shapes*' '*real LLaMA*'
-  '*real vocabularies*' '*real shapes*' 'softmax: vocabulary sizes*' '*model sizes*' '*Gemma-like*'
+  '*real vocabularies*' '*real shapes*' '*real model shapes*' 'softmax: vocabulary sizes*' '*model sizes*' '*Gemma-like*'
   '*GPT-2 / Qwen2-size*' '*larger than maxStorageBufferRange*' 'matvec: odd shapes*' 'matmul: odd shapes*'
   '*batches of 2..8*'
   '*plans fit every device variant*' '*m <= 8 takes matvec*'
