@@ -35,6 +35,7 @@ struct GenModelArgs {
     int64_t head_dim = 0, window = 0;
     CLI::Option *head_dim_opt = nullptr, *window_opt = nullptr;
     int64_t dim = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, ctx = 0;
+    std::string vocab_from;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
@@ -113,7 +114,8 @@ void run_gen_model(const GenModelArgs& a) {
     } else {
         std::string missing;
         for (const CLI::Option* o : {a.dim_opt, a.layers_opt, a.heads_opt, a.ffn_opt, a.vocab_opt})
-            if (o->count() == 0) missing += (missing.empty() ? "" : ", ") + o->get_name();
+            if (o->count() == 0 && !(o == a.vocab_opt && !a.vocab_from.empty()))
+                missing += (missing.empty() ? "" : ", ") + o->get_name();
         if (!missing.empty())
             throw std::invalid_argument("without --preset, these options are required: " + missing);
         s.n_ctx = 2048;
@@ -126,6 +128,16 @@ void run_gen_model(const GenModelArgs& a) {
     apply(a.kv_heads_opt, a.kv_heads, s.n_kv_heads);
     apply(a.ffn_opt, a.ffn, s.ffn_dim);
     apply(a.vocab_opt, a.vocab, s.n_vocab);
+    // A real vocabulary: its size here, its tokenizer keys copied over the generated ones below.
+    std::optional<GgufFile> vocab_file;
+    if (!a.vocab_from.empty()) {
+        if (a.vocab_opt->count() > 0) throw std::invalid_argument("--vocab and --vocab-from exclude each other");
+        vocab_file.emplace(GgufFile::open(a.vocab_from));
+        const GgufValue* tokens = vocab_file->find("tokenizer.ggml.tokens");
+        if (!tokens || tokens->type != GgufType::ARRAY || tokens->array_type != GgufType::STRING)
+            vocab_file->fail("key 'tokenizer.ggml.tokens'", "--vocab-from needs a file with a vocabulary (an array of strings)");
+        s.n_vocab = uint32_t(tokens->array_size);
+    }
     apply(a.ctx_opt, a.ctx, s.n_ctx);
     apply(a.head_dim_opt, a.head_dim, s.head_dim);
     apply(a.window_opt, a.window, s.window);
@@ -139,6 +151,11 @@ void run_gen_model(const GenModelArgs& a) {
     validate_model_shape(s);
 
     GgufWriter w = make_random_model(s);
+    if (vocab_file) {
+        w.remove_prefix("tokenizer.");
+        for (const GgufKeyValue& kv : vocab_file->metadata())
+            if (kv.key.substr(0, 10) == "tokenizer.") w.set_value(kv.key, kv.value);
+    }
     uint64_t total = 0;
     for (const GgufTensorInfo& t : w.tensors()) total += t.n_bytes;
     const std::string weights =
@@ -185,6 +202,8 @@ void register_gen_model(CLI::App& app) {
     args->kv_heads_opt = cmd->add_option("--kv-heads", args->kv_heads, "KV heads (must divide heads; default heads)");
     args->ffn_opt = cmd->add_option("--ffn", args->ffn, "Feed-forward hidden size");
     args->vocab_opt = cmd->add_option("--vocab", args->vocab, "Vocab size (>= 259)");
+    cmd->add_option("--vocab-from", args->vocab_from,
+                    "Take the vocabulary (every tokenizer.* key) from this GGUF file, e.g. ../shared/models/ggml-vocab-llama-bpe.gguf");
     args->ctx_opt = cmd->add_option("--ctx", args->ctx, "Training context length (default 2048)");
     args->head_dim_opt = cmd->add_option("--head-dim", args->head_dim,
                                          "Head size, when heads x head size differs from dim (default dim / heads)");

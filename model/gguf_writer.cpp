@@ -100,6 +100,24 @@ VKLLM_SCALAR_SETTER(set_f32, float, FLOAT32)
 VKLLM_SCALAR_SETTER(set_f64, double, FLOAT64)
 #undef VKLLM_SCALAR_SETTER
 
+void GgufWriter::set_value(std::string_view key, const GgufValue& v) {
+    std::vector<uint8_t> p;
+    if (v.type == GgufType::STRING) {
+        put<uint64_t>(p, v.raw.size());
+    } else if (v.type == GgufType::ARRAY) {
+        put<uint32_t>(p, uint32_t(v.array_type));
+        put<uint64_t>(p, v.array_size);
+    }
+    p.insert(p.end(), v.raw.begin(), v.raw.end());
+    set(key, v.type, std::move(p));
+}
+
+size_t GgufWriter::remove_prefix(std::string_view prefix) {
+    const size_t before = kv_.size();
+    std::erase_if(kv_, [&](const Entry& e) { return std::string_view(e.key).substr(0, prefix.size()) == prefix; });
+    return before - kv_.size();
+}
+
 void GgufWriter::set_bool(std::string_view key, bool v) { set(key, GgufType::BOOL, {uint8_t(v ? 1 : 0)}); }
 
 void GgufWriter::set_string(std::string_view key, std::string_view v) {

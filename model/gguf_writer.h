@@ -39,6 +39,9 @@ public:
     void set_f32_array(std::string_view key, std::span<const float> v);
     void set_i32_array(std::string_view key, std::span<const int32_t> v);
     bool remove(std::string_view key);  // false when absent
+    size_t remove_prefix(std::string_view prefix);  // every key starting with it; how many
+    // A value read from another file, copied as it is (any type, arrays of strings included).
+    void set_value(std::string_view key, const GgufValue& v);
 
     // Writes general.alignment too; must be a power of two. Default 32 (no key written).
     void set_alignment(uint32_t alignment);

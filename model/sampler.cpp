@@ -47,9 +47,8 @@ int32_t Sampler::sample(std::span<float> logits, TokenFilter* filter) {
     for (const auto& [t, count] : generated_)
         if (t >= 0 && size_t(t) < n) logits[t] -= p_.presence_penalty + p_.frequency_penalty * float(count);
     // Candidates in descending logit order (ties: the lower id), as many as the sampler needs: one
-    // for greedy, top_k, or all. With a filter, the first that many allowed tokens: the order is
-    // sorted a growing chunk at a time, so that a filter allowing most tokens is asked a handful of
-    // times, not n_vocab times.
+    // for greedy, top_k, or all. With a filter, the first that many allowed tokens, which is what
+    // the unfiltered sampler would take with every refused logit at -inf.
     const size_t want = p_.greedy() ? 1 : p_.top_k > 0 ? std::min<size_t>(size_t(p_.top_k), n) : n;
     auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
     std::vector<int32_t> idx;
@@ -60,17 +59,21 @@ int32_t Sampler::sample(std::span<float> logits, TokenFilter* filter) {
         std::partial_sort(idx.begin(), idx.begin() + long(want), idx.end(), by_logit);
         idx.resize(want);
     } else {
+        // First the best few tokens in order (usually enough: the model mostly likes what the
+        // grammar allows); failing that, every allowed token, then the best of those.
+        const size_t head = std::min(n, std::max<size_t>(64, 2 * want));
         std::vector<int32_t> order(n);
         std::iota(order.begin(), order.end(), 0);
-        size_t sorted = 0, chunk = std::max<size_t>(64, 2 * want);
-        for (size_t i = 0; i < n && idx.size() < want; ++i) {
-            if (i == sorted) {
-                const size_t end = std::min(n, sorted + chunk);
-                std::partial_sort(order.begin() + long(sorted), order.begin() + long(end), order.end(), by_logit);
-                sorted = end;
-                chunk *= 2;
-            }
+        std::partial_sort(order.begin(), order.begin() + long(head), order.end(), by_logit);
+        for (size_t i = 0; i < head && idx.size() < want; ++i)
             if (filter->allowed(order[i])) idx.push_back(order[i]);
+        if (idx.size() < want && head < n) {
+            std::vector<int32_t> rest;
+            for (size_t i = head; i < n; ++i)
+                if (filter->allowed(order[i])) rest.push_back(order[i]);
+            const size_t more = std::min(rest.size(), want - idx.size());
+            std::partial_sort(rest.begin(), rest.begin() + long(more), rest.end(), by_logit);
+            idx.insert(idx.end(), rest.begin(), rest.begin() + long(more));
         }
         if (idx.empty()) return -1;
         if (want == 1) return idx[0];

@@ -8,6 +8,8 @@
 
 #include "serving/template/chat_prompt.h"
 
+#include "model/grammar/json_schema.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -86,6 +88,11 @@ serving::CompletionRequest request_from(const vkllm_sampling& p) {
         require(*p.stop[i] != '\0', fmt::format("stop[{}] is empty", i));
         req.stop.emplace_back(p.stop[i]);
     }
+    require(!(p.grammar && p.json_schema), "give at most one of grammar and json_schema");
+    // GrammarError and SchemaError are invalid arguments: their messages name the place.
+    if (p.grammar) req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(p.grammar));
+    if (p.json_schema)
+        req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_schema_to_gbnf(p.json_schema)));
     return req;
 }
 

@@ -40,6 +40,7 @@ struct JavaRefs {
     jobject log_levels[3] = {};  // LogListener.Level.INFO, WARNING, ERROR
     jfieldID sampling_fields[11] = {};  // GenerateParams' fields, as kSamplingFields lists them
     jfieldID sampling_stop = nullptr;   // GenerateParams.stop (String[])
+    jfieldID sampling_grammar = nullptr, sampling_json_schema = nullptr;  // String, null when unset
 };
 JavaRefs refs;
 
@@ -365,8 +366,10 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
         if (!refs.sampling_fields[i]) return JNI_ERR;
     }
     refs.sampling_stop = env->GetFieldID(params, "stop", "[Ljava/lang/String;");
+    refs.sampling_grammar = env->GetFieldID(params, "grammar", "Ljava/lang/String;");
+    refs.sampling_json_schema = env->GetFieldID(params, "jsonSchema", "Ljava/lang/String;");
     env->DeleteLocalRef(params);
-    if (!refs.sampling_stop) return JNI_ERR;
+    if (!refs.sampling_stop || !refs.sampling_grammar || !refs.sampling_json_schema) return JNI_ERR;
     jclass level = env->FindClass("dev/vkllm/LogListener$Level");
     if (!level) return JNI_ERR;
     const char* names[3] = {"INFO", "WARNING", "ERROR"};
@@ -661,6 +664,13 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
         }
         smp.stop = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
         smp.n_stop = stop_ptrs.size();
+        std::string gbnf, schema;
+        jstring jg = static_cast<jstring>(env->GetObjectField(params, refs.sampling_grammar));
+        jstring js = static_cast<jstring>(env->GetObjectField(params, refs.sampling_json_schema));
+        if (jg && !c_string_of(env, jg, gbnf, "grammar")) return nullptr;
+        if (js && !c_string_of(env, js, schema, "jsonSchema")) return nullptr;
+        smp.grammar = jg ? gbnf.c_str() : nullptr;
+        smp.json_schema = js ? schema.c_str() : nullptr;
 
         PieceSink sink;
         sink.env = env;

@@ -267,6 +267,12 @@ typedef struct vkllm_sampling {
     const char* const* stop;   /* stop strings (not part of the text); NULL (default) */
     size_t n_stop;
     bool ignore_eos;           /* go on past end-of-generation tokens; default false */
+    /* The structure of the output, at most one of the two (NULL: free text, the default): a GBNF
+     * grammar (llama.cpp's syntax), or a JSON Schema (docs/structured-output.md has the subset).
+     * One that cannot be enforced exactly is VKLLM_ERR_INVALID_ARGUMENT naming the line and column
+     * or the schema keyword, before anything runs. */
+    const char* grammar;
+    const char* json_schema;
 } vkllm_sampling;
 
 VKLLM_API vkllm_sampling vkllm_sampling_default(void);

@@ -586,6 +586,18 @@ bool Matcher::allows_bytes(std::string_view bytes) const {
     return consume(bytes, stacks, partial);
 }
 
+Matcher::State Matcher::state() const {
+    State st;
+    st.stacks_ = stacks_;
+    st.partial_ = partial_;
+    return st;
+}
+
+bool Matcher::step(State& st, uint8_t byte) const {
+    const char c = char(byte);
+    return consume(std::string_view(&c, 1), st.stacks_, st.partial_);
+}
+
 bool Matcher::complete() const {
     return partial_.empty() && std::all_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
 }

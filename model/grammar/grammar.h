@@ -84,6 +84,13 @@ public:
     bool allows(uint32_t cp) const;
     // Whether accept(bytes) would succeed (nothing is consumed).
     bool allows_bytes(std::string_view bytes) const;
+
+    // Where the matcher is, as a value: for walking many continuations from one place (a token
+    // trie) without re-reading their shared prefixes.
+    class State;
+    State state() const;
+    // Follows one byte from `st` (in place); false when the grammar refuses it (st is then unusable).
+    bool step(State& st, uint8_t byte) const;
     // The text so far is a whole sentence and nothing can follow it.
     bool complete() const;
 
@@ -94,6 +101,15 @@ private:
         bool operator==(const Pos& o) const;
     };
     using Stack = std::vector<Pos>;  // back(): the element to match next; below it, where callers go on
+
+public:
+    class State {
+        friend class Matcher;
+        std::vector<Stack> stacks_;
+        std::string partial_;
+    };
+
+private:
     void expand(Stack s, std::vector<Stack>& out) const;
     bool advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector<Stack>& next) const;
     bool partial_allowed(const std::vector<Stack>& stacks, const std::string& partial) const;

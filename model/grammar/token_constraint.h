@@ -6,9 +6,14 @@
 // progress), except the end-of-generation tokens, allowed exactly where the grammar may end.
 //
 // Cost: the sampler asks `allowed` for tokens in descending logit order until it has the
-// candidates it needs (one for greedy, top_k otherwise), so most steps test a handful of tokens.
-// A table of which first bytes the current state accepts (256 tests, once per state) refuses most
-// tokens with one lookup when the grammar allows few.
+// candidates it needs (one for greedy, top_k otherwise), so most steps test a handful of tokens,
+// each from the current state. A table of which first bytes the state accepts (256 tests, once per
+// state) refuses most tokens with one lookup. When a state has been asked more than kScanBudget
+// times (the grammar allows few of the tokens the model likes, or the sampler wants every allowed
+// token), the whole vocabulary is decided at once by walking a trie of the tokens' bytes from
+// the state: a prefix the grammar refuses prunes every token below it, so this costs about as
+// many matcher steps as there are trie nodes the grammar lets through. Either way the answers are
+// the same.
 #pragma once
 
 #include "model/grammar/grammar.h"
@@ -34,13 +39,23 @@ public:
     const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
     bool is_eog(int32_t id) const { return eog_[size_t(id)] != 0; }
 
+    // The byte trie of every token that has bytes; node 0 is the root (the empty prefix).
+    struct Node {
+        std::vector<std::pair<uint8_t, uint32_t>> children;  // byte -> node, ascending
+        std::vector<int32_t> tokens;                          // tokens whose bytes end here
+    };
+    const std::vector<Node>& trie() const { return trie_; }
+
 private:
     std::vector<std::string> bytes_;  // empty: never allowed (control, or no text)
     std::vector<uint8_t> eog_;
+    std::vector<Node> trie_;
 };
 
 class TokenConstraint final : public TokenFilter {
 public:
+    static constexpr uint32_t kScanBudget = 256;  // questions per state before deciding every token
+
     // Throws GrammarError when the grammar cannot even start (too ambiguous).
     TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenPieces> pieces);
 
@@ -56,9 +71,14 @@ private:
     std::shared_ptr<const Grammar> grammar_;
     std::shared_ptr<const TokenPieces> pieces_;
     Matcher matcher_;
+    void decide_all();
+
     // Per first byte, whether the current state accepts it; computed when first needed per state.
     std::array<uint8_t, 256> first_{};
     bool first_ready_ = false;
+    uint32_t asked_ = 0;         // questions in the current state
+    std::vector<uint8_t> mask_;  // every token's answer in the current state, once decided
+    bool mask_ready_ = false;
 };
 
 }  // namespace vkllm::grammar

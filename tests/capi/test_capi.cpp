@@ -8,6 +8,8 @@
 
 #include <vkllm/vkllm.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -533,4 +535,46 @@ TEST_CASE("capi: the last error is per thread") {
     std::thread([&] { other = vkllm_last_error(); }).join();
     CHECK(other.empty());
     CHECK(contains(vkllm_last_error(), "/nonexistent/a.gguf"));
+}
+
+TEST_CASE("capi: grammar and json_schema shape the output; ones that cannot be enforced are refused by name") {
+    Model model;
+    Session session(model.m);
+    vkllm_sampling s = vkllm_sampling_default();
+    s.temperature = 0.9f;
+    s.seed = 5;
+    s.n_predict = 60;
+    s.json_schema = R"({"type":"object","properties":{"who":{"type":"string","maxLength":8},)"
+                    R"("n":{"type":"integer","minimum":1,"maximum":9}},"required":["who","n"],"additionalProperties":false})";
+    Collected out;
+    REQUIRE(vkllm_generate(session.s, "Once upon a time", &s, collect, &out) == VKLLM_OK);
+    INFO(out.text);
+    const auto j = nlohmann::json::parse(out.text);
+    CHECK(j.size() == 2);
+    CHECK(j.at("n").get<int>() >= 1);
+    CHECK(j.at("n").get<int>() <= 9);
+    CHECK(j.at("who").get<std::string>().size() <= 8 * 4);
+    vkllm_generation_stats st{};
+    st.struct_size = sizeof(st);
+    REQUIRE(vkllm_session_get_stats(session.s, &st) == VKLLM_OK);
+    CHECK(st.finish == VKLLM_FINISH_STOP);
+
+    vkllm_sampling g = vkllm_sampling_default();
+    g.temperature = 0;
+    g.grammar = R"(root ::= " and " ("a cat" | "a dog") ".")";
+    Collected two;
+    REQUIRE(vkllm_session_reset(session.s) == VKLLM_OK);
+    REQUIRE(vkllm_generate(session.s, "Once upon a time", &g, collect, &two) == VKLLM_OK);
+    CHECK((two.text == " and a cat." || two.text == " and a dog."));
+
+    g.grammar = "root ::= [a-";
+    CHECK(vkllm_generate(session.s, "x", &g, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "line 1, column"));
+    g.grammar = nullptr;
+    g.json_schema = R"({"type":"object","patternProperties":{"^x":{}}})";
+    CHECK(vkllm_generate(session.s, "x", &g, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "patternProperties"));
+    g.grammar = "root ::= \"a\"";
+    CHECK(vkllm_generate(session.s, "x", &g, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "at most one"));
 }

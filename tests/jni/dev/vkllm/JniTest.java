@@ -187,6 +187,24 @@ public final class JniTest {
     }
 
     @Test
+    static void grammar_and_json_schema() throws Exception {
+        try (Model model = stories(); Session s = model.newSession()) {
+            GenerateParams p = greedy(20).grammar("root ::= \" and \" (\"a cat\" | \"a dog\") \".\"");
+            String text = s.generate("Once upon a time", p);
+            check(text.equals(" and a cat.") || text.equals(" and a dog."), "grammar output: " + text);
+            s.reset();
+            String json = s.generate("Once upon a time", new GenerateParams().temperature(0.9f).seed(5).nPredict(60)
+                    .jsonSchema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":1,"
+                            + "\"maximum\":9}},\"required\":[\"n\"],\"additionalProperties\":false}"));
+            check(json.replaceAll("\\s", "").matches("\\{\"n\":[1-9]\\}"), "json output: " + json);
+            VkllmException e = expectThrows(VkllmException.class,
+                    () -> s.generate("x", greedy(4).jsonSchema("{\"not\":{}}")), "an unsupported schema");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, e.status(), "status");
+            check(e.getMessage().contains("'not'"), "names the keyword: " + e.getMessage());
+        }
+    }
+
+    @Test
     static void model_info_and_tokens() throws Exception {
         try (Model model = stories()) {
             ModelInfo info = model.info();

@@ -26,6 +26,8 @@ public final class GenerateParams {
     private long seed;
     private String[] stop = NO_STOP;
     private boolean ignoreEos;
+    private String grammar;     // null: free text
+    private String jsonSchema;  // null: free text
 
     public GenerateParams() {
         Native.samplingDefaults(this);
@@ -152,6 +154,30 @@ public final class GenerateParams {
 
     public String[] stop() {
         return stop.clone();
+    }
+
+    /**
+     * The output must be a sentence of this GBNF grammar (llama.cpp's syntax); null (the default):
+     * free text. At most one of grammar and jsonSchema; one that cannot be enforced is a
+     * VkllmException (INVALID_ARGUMENT) naming the line and column when the generation starts.
+     */
+    public GenerateParams grammar(String gbnf) {
+        grammar = gbnf;
+        return this;
+    }
+
+    /** The output must be JSON valid against this schema (docs/structured-output.md has the subset); null: free text. */
+    public GenerateParams jsonSchema(String schema) {
+        jsonSchema = schema;
+        return this;
+    }
+
+    public String grammar() {
+        return grammar;
+    }
+
+    public String jsonSchema() {
+        return jsonSchema;
     }
 
     public boolean ignoreEos() {
