@@ -4,7 +4,9 @@
 // time per op type.
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "model/grammar/json_schema.h"
 #include "runtime/probes.h"
+#include "serving/engine/generate.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <random>
@@ -37,6 +40,7 @@ struct BenchOptions {
     bool json = false;
     bool profile = false;
     bool no_probes = false;
+    std::string json_schema_file;  // also measure sampled decode with and without this schema
     DeviceOptions device;
 };
 
@@ -169,6 +173,39 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
         double ms = ms_since(t0);
         if (r >= 0 && o.n_gen) tg.push_back(o.n_gen * 1000.0 / ms);
     }
+    // --- constrained decode: the serving loop (host sampling, temperature 0.8, top-k 40) with and
+    // without the schema's grammar, after a 1-token prompt; tokens/s over the decode steps.
+    if (!o.json_schema_file.empty() && o.n_gen > 0) {
+        std::ifstream f(o.json_schema_file, std::ios::binary);
+        if (!f) throw std::invalid_argument(fmt::format("--json-schema-file {}: cannot open the file", o.json_schema_file));
+        const std::string schema((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        auto grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_schema_to_gbnf(schema)));
+        std::vector<double> free_tps, schema_tps;
+        uint64_t schema_tokens = 0;
+        const int32_t bos = m.tokenizer->bos_id() >= 0 ? m.tokenizer->bos_id() : 1;
+        for (int r = -1; r < o.reps; ++r) {
+            for (const bool constrained : {false, true}) {
+                serving::GenerateParams gp;
+                gp.n_predict = int32_t(o.n_gen);
+                gp.sampler.seed = uint64_t(r + 2);
+                if (constrained) gp.grammar = grammar;
+                g.reset();
+                const serving::GenerateStats st =
+                    serving::generate(g, *m.tokenizer, std::span<const int32_t>(&bos, 1), gp, [](std::string_view) {});
+                if (r < 0 || st.decode_steps == 0) continue;
+                (constrained ? schema_tps : free_tps).push_back(st.generate_tps());
+                if (constrained) schema_tokens += st.generated_tokens;
+            }
+        }
+        const Stat fs = stat(free_tps), ss = stat(schema_tps);
+        j["json_schema_file"] = o.json_schema_file;
+        j["tg_sampled_tps_mean"] = fs.mean;
+        j["tg_sampled_tps_stddev"] = fs.stddev;
+        j["tg_schema_tps_mean"] = ss.mean;
+        j["tg_schema_tps_stddev"] = ss.stddev;
+        j["tg_schema_tokens_mean"] = o.reps ? double(schema_tokens) / o.reps : 0;
+        if (fs.mean > 0) j["tg_schema_ratio"] = ss.mean / fs.mean;
+    }
     Stat pps = stat(pp), tgs = stat(tg);
     j["pp_tokens"] = o.n_prompt;
     j["tg_tokens"] = o.n_gen;
@@ -253,6 +290,16 @@ void print_markdown(const nlohmann::json& out) {
                    mib(r["scratch_bytes"].get<double>()));
     }
     for (auto& r : out["results"]) {
+        if (!r.contains("tg_schema_tps_mean")) continue;
+        fmt::print("\nconstrained decode, {}: sampled {:.3f} ± {:.3f} t/s, with the JSON schema {} {:.3f} ± {:.3f} t/s "
+                   "({:.1f} tokens per answer): ratio {:.3f}\n",
+                   std::filesystem::path(r["model"].get<std::string>()).filename().string(),
+                   r["tg_sampled_tps_mean"].get<double>(), r["tg_sampled_tps_stddev"].get<double>(),
+                   r["json_schema_file"].get<std::string>(), r["tg_schema_tps_mean"].get<double>(),
+                   r["tg_schema_tps_stddev"].get<double>(), r["tg_schema_tokens_mean"].get<double>(),
+                   r.value("tg_schema_ratio", 0.0));
+    }
+    for (auto& r : out["results"]) {
         if (!r.contains("profile")) continue;
         for (auto& [phase, ph] : r["profile"].items()) {
             fmt::print("\nprofile: {} — {} (GPU {:.2f} ms, wall {:.2f} ms, host {:.3f} ms/token)\n\n",
@@ -307,6 +354,8 @@ void register_bench(CLI::App& app) {
     cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
     cmd->add_flag("--profile", o->profile, "GPU time per op type for one decode step and one prefill chunk");
     cmd->add_flag("--no-probes", o->no_probes, "Skip the bandwidth / FMA probes (no roofline figures)");
+    cmd->add_option("--json-schema-file", o->json_schema_file,
+                    "Also measure sampled decode (temperature 0.8, top-k 40) with and without this JSON schema's grammar");
     o->device.add_to(cmd);
     cmd->callback([o] { bench(*o); });
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -27,6 +28,7 @@ using Json = nlohmann::ordered_json;
 // one space, or a newline and indentation); `char` one character of a JSON string as written.
 constexpr std::string_view kCommonRules = R"(space ::= ("" | " " | "\n" [ \t]{0,20})
 char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+char-cp ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))
 string ::= "\"" char* "\""
 integer ::= "-"? ("0" | [1-9] [0-9]{0,15})
 number ::= integer ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
@@ -88,6 +90,10 @@ std::u32string code_points(const std::string& s) {
     return out;
 }
 
+// JSON equality as JSON Schema means it: object members in any order (ordered_json compares them
+// in order), numbers by value.
+bool same_value(const Json& a, const Json& b) { return nlohmann::json(a) == nlohmann::json(b); }
+
 const std::set<std::string, std::less<>> kAnnotations = {"title",    "description", "default",  "examples", "$comment",
                                                          "$schema",  "readOnly",    "writeOnly", "deprecated",
                                                          "$defs",    "definitions"};
@@ -119,14 +125,17 @@ private:
         while (!base.empty() && base.back() == '-') base.pop_back();
         if (base.empty() || std::isdigit(uint8_t(base[0]))) base = "s" + base;
         if (base.size() > 40) base.resize(40);
+        if (rules_.size() >= kMaxRules)
+            refuse("", "", fmt::format("the schema needs more than {} grammar rules", kMaxRules));
         std::string name = base;
-        for (int i = 2; taken_.count(name) || reserved(name); ++i) name = fmt::format("{}-{}", base, i);
+        for (int& next = next_suffix_[base]; taken_.count(name) || reserved(name);) name = fmt::format("{}-{}", base, next++);
         taken_.insert(name);
+        index_[name] = rules_.size();
         rules_.emplace_back(name, std::move(body));
         return name;
     }
     static bool reserved(const std::string& n) {
-        return n == "root" || n == "space" || n == "char" || n == "string" || n == "integer" || n == "number" ||
+        return n == "root" || n == "space" || n == "char" || n == "char-cp" || n == "string" || n == "integer" || n == "number" ||
                n == "boolean" || n == "null" || n == "value" || n == "object" || n == "array";
     }
 
@@ -143,7 +152,7 @@ private:
             if (!known(k)) refuse(k, where, fmt::format("keyword '{}' is not supported", k));
         }
         if (s.contains("$id") && !where.empty()) refuse("$id", where, "'$id' below the root is not supported");
-        if (s.contains("$ref")) return ref(s, where);
+        if (s.contains("$ref")) return ref(s, where, depth);
         if (s.contains("allOf")) return all_of(s, where, depth);
         if (s.contains("anyOf") || s.contains("oneOf")) return any_of(s, where, depth);
         if (s.contains("const") || s.contains("enum")) return enumeration(s, where);
@@ -240,17 +249,21 @@ private:
                     t += tok[j];
                 }
             }
+            const bool index = !t.empty() && t.size() <= 9 &&
+                               std::all_of(t.begin(), t.end(), [](char c) { return std::isdigit(uint8_t(c)) != 0; });
             if (cur->is_object() && cur->contains(t)) cur = &(*cur)[t];
-            else if (cur->is_array() && !t.empty() && std::all_of(t.begin(), t.end(), ::isdigit) && std::stoul(t) < cur->size())
-                cur = &(*cur)[std::stoul(t)];
+            else if (cur->is_array() && index && std::stoul(t) < cur->size()) cur = &(*cur)[std::stoul(t)];
             else refuse("$ref", where, fmt::format("'{}' points to nothing in the document", ptr));
+            // Below an $id the base URI changes: references there would mean something else.
+            if (cur->is_object() && cur->contains("$id"))
+                refuse("$ref", where, fmt::format("'{}' passes through a subschema with its own '$id' (not supported)", ptr));
             if (next == std::string::npos) break;
             i = next;
         }
         return *cur;
     }
 
-    std::string ref(const Json& s, const std::string& where) {
+    std::string ref(const Json& s, const std::string& where, size_t depth) {
         if (!s["$ref"].is_string()) refuse("$ref", where, "'$ref' must be a string");
         const auto others = constraints(s, {"$ref"});
         if (!others.empty()) refuse(others[0], where, fmt::format("'{}' beside '$ref' is not supported", others[0]));
@@ -261,7 +274,8 @@ private:
         const std::string name = new_rule("ref-" + ptr.substr(ptr.rfind('/') == std::string::npos ? 1 : ptr.rfind('/') + 1), "");
         refs_[ptr] = name;
         const size_t index = rules_.size() - 1;
-        std::string body = compile(target, ptr.substr(1), 0);
+        // depth + 1: a chain of distinct references nests like subschemas (cycles end at the cache).
+        std::string body = compile(target, ptr.substr(1), depth + 1);
         rules_[index].second = std::move(body);
         return name;
     }
@@ -350,7 +364,7 @@ private:
         const auto va = values(a), vb = values(b);
         if (va && vb) {
             for (const Json& x : *va)
-                if (std::find(vb->begin(), vb->end(), x) != vb->end()) return false;
+                if (std::any_of(vb->begin(), vb->end(), [&](const Json& y) { return same_value(x, y); })) return false;
             return true;
         }
         return false;
@@ -446,7 +460,8 @@ private:
         if (s.contains("enum")) {
             if (!s["enum"].is_array()) refuse("enum", where, "'enum' must be a list");
             if (s.contains("const")) {
-                if (std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) values.clear();
+                if (std::none_of(s["enum"].begin(), s["enum"].end(), [&](const Json& v) { return same_value(v, s["const"]); }))
+                    values.clear();
             } else {
                 for (const Json& v : s["enum"]) values.push_back(v);
             }
@@ -510,11 +525,7 @@ private:
         return "\"\\\"\" " + names_of[0];
     }
 
-    std::string& rule_body(const std::string& name) {
-        for (auto& [n, b] : rules_)
-            if (n == name) return b;
-        throw std::logic_error("json schema: no rule " + name);
-    }
+    std::string& rule_body(const std::string& name) { return rules_.at(index_.at(name)).second; }
 
     std::string object(const Json& s, const std::string& where, size_t depth) {
         const Json empty = Json::object();
@@ -544,10 +555,17 @@ private:
             const std::string value = compile(ps, w, depth + 1);
             list.push_back({json_string_lit(name) + " space \":\" space " + value, required.count(name) > 0});
         }
+        // A required key without a schema of its own is an additional property: its value follows
+        // additionalProperties, and with additionalProperties false nothing is valid.
+        std::string extra_value = "value";
+        if (s.contains("additionalProperties") && s["additionalProperties"].is_object())
+            extra_value = compile(s["additionalProperties"], where + "/additionalProperties", depth + 1);
         for (const std::string& r : required)
             if (!props.contains(r)) {
-                // A required key without a schema of its own: any value (or the additional schema).
-                list.push_back({json_string_lit(r) + " space \":\" space value", true});
+                if (s.contains("additionalProperties") && s["additionalProperties"] == false)
+                    refuse("required", where, fmt::format("'{}' is required but additionalProperties is false and it is "
+                                                          "not in properties: nothing is valid", r));
+                list.push_back({json_string_lit(r) + " space \":\" space " + extra_value, true});
                 names.push_back(r);
             }
         // Additional properties: keys other than the named ones.
@@ -555,8 +573,7 @@ private:
         if (!s.contains("additionalProperties") || s["additionalProperties"] == true) {
             extra = key_not_in(names, where) + " space \":\" space value";
         } else if (s["additionalProperties"].is_object()) {
-            extra = key_not_in(names, where) + " space \":\" space " +
-                    compile(s["additionalProperties"], where + "/additionalProperties", depth + 1);
+            extra = key_not_in(names, where) + " space \":\" space " + extra_value;
         } else if (!s["additionalProperties"].is_boolean()) {
             refuse("additionalProperties", where, "'additionalProperties' must be a boolean or a schema");
         }
@@ -679,18 +696,20 @@ private:
         }
         if (!lengths) return "string";
         if (lo > hi) refuse("minLength", where, fmt::format("minLength {} is above maxLength {}", lo, hi));
-        return new_rule("string", fmt::format("\"\\\"\" char{{{},{}}} \"\\\"\"", lo, hi == UINT32_MAX ? "" : std::to_string(hi)));
+        // char-cp: no surrogate escapes, so that every character counted is one code point.
+        return new_rule("string", fmt::format("\"\\\"\" char-cp{{{},{}}} \"\\\"\"", lo, hi == UINT32_MAX ? "" : std::to_string(hi)));
     }
 
     std::string format(const std::string& f, const std::string& where) {
         static const std::map<std::string, std::string> kFormats = {
-            {"date", R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))"},
+            // Days per month; February 29 only in leap years (divisible by 4, centuries by 400).
+            {"date", R"([0-9]{4} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8])) | ([0-9]{2} ("0" [48] | [2468] [048] | [13579] [26]) | ([02468] [048] | [13579] [26]) "00") "-02-29")"},
             {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,9})? ([zZ] | [-+] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
             {"uuid", R"([0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12})"},
             {"email", R"([a-zA-Z0-9_+-] ("."? [a-zA-Z0-9_+-]){0,63} "@" [a-zA-Z0-9] ([a-zA-Z0-9-]{0,62} [a-zA-Z0-9])? ("." [a-zA-Z0-9] ([a-zA-Z0-9-]{0,62} [a-zA-Z0-9])?){1,8})"},
         };
         std::string body;
-        if (f == "date-time") body = kFormats.at("date") + " [tT] " + kFormats.at("time");
+        if (f == "date-time") body = "(" + kFormats.at("date") + ") [tT] (" + kFormats.at("time") + ")";
         else if (auto it = kFormats.find(f); it != kFormats.end()) body = it->second;
         else refuse("format", where, fmt::format("format '{}' is not supported (date, time, date-time, uuid, email)", f));
         return new_rule("format-" + f, "\"\\\"\" (" + body + ") \"\\\"\"");
@@ -752,10 +771,18 @@ private:
             if (!s.contains(k)) return;
             const Json& v = s[k];
             if (!v.is_number()) refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
-            double x = v.get<double>();
-            if (std::fabs(x) > double(kMax)) refuse(k, where, fmt::format("'{}' is beyond 16 digits", k));
-            int64_t b = upper ? int64_t(std::floor(x)) : int64_t(std::ceil(x));
-            if (exclusive && double(b) == x) b += upper ? -1 : 1;
+            int64_t b;
+            if (v.is_number_integer()) {  // exact: doubles lose integers above 2^53
+                if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMax) : std::llabs(v.get<int64_t>()) > kMax)
+                    refuse(k, where, fmt::format("'{}' is beyond 16 digits", k));
+                b = v.get<int64_t>();
+                if (exclusive) b += upper ? -1 : 1;
+            } else {
+                const double x = v.get<double>();
+                if (!(std::fabs(x) <= 1e15)) refuse(k, where, fmt::format("'{}' is beyond 15 digits (as a non-integer)", k));
+                b = upper ? int64_t(std::floor(x)) : int64_t(std::ceil(x));
+                if (exclusive && double(b) == x) b += upper ? -1 : 1;
+            }
             if (upper) hi = std::min(hi, b);
             else lo = std::max(lo, b);
             bounded = true;
@@ -893,15 +920,19 @@ private:
             return alts.size() == 1 ? alts[0] : "(" + join(alts, " | ") + ")";
         }
 
+        // ECMA-262's \s: WhiteSpace (tab, VT, FF, space, NBSP, BOM, Unicode Zs) and LineTerminator.
+        static constexpr std::array<std::pair<uint32_t, uint32_t>, 10> kEcmaSpace = {{
+            {0x09, 0x0d}, {0x20, 0x20}, {0xa0, 0xa0}, {0x1680, 0x1680}, {0x2000, 0x200a}, {0x2028, 0x2029},
+            {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000}, {0xfeff, 0xfeff}}};
         static void class_escape(char e, std::vector<std::pair<uint32_t, uint32_t>>& r, bool& negate_set) {
             negate_set = false;
             switch (e) {
                 case 'd': r.push_back({'0', '9'}); return;
                 case 'w': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); return;
-                case 's': r.insert(r.end(), {{' ', ' '}, {'\t', '\r'}}); return;
+                case 's': r.insert(r.end(), kEcmaSpace.begin(), kEcmaSpace.end()); return;
                 case 'D': r.push_back({'0', '9'}); negate_set = true; return;
                 case 'W': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); negate_set = true; return;
-                case 'S': r.insert(r.end(), {{' ', ' '}, {'\t', '\r'}}); negate_set = true; return;
+                case 'S': r.insert(r.end(), kEcmaSpace.begin(), kEcmaSpace.end()); negate_set = true; return;
                 default: break;
             }
         }
@@ -946,7 +977,8 @@ private:
             if (ch == '[') return char_class();
             if (ch == '.') {
                 ++pos;
-                return set_expr({{'\n', '\n'}}, true);
+                // ECMA-262: any character but the line terminators.
+                return set_expr({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}, true);
             }
             if (ch == '\\') {
                 if (pos + 1 >= re.size()) bad("a trailing '\\'");
@@ -970,9 +1002,13 @@ private:
             bool negated = false;
             if (more() && re[pos] == '^') negated = true, ++pos;
             std::vector<std::pair<uint32_t, uint32_t>> r;
-            bool first = true;
-            while (more() && (re[pos] != ']' || first)) {
-                first = false;
+            // ECMA-262: [] matches nothing, [^] any character.
+            if (more() && re[pos] == ']') {
+                if (!negated) bad("an empty class '[]' matches nothing");
+                ++pos;
+                return set_expr({}, true);
+            }
+            while (more() && re[pos] != ']') {
                 uint32_t lo;
                 if (re[pos] == '\\') {
                     if (pos + 1 >= re.size()) bad("a trailing '\\'");
@@ -1014,6 +1050,8 @@ private:
     const Json& root_;
     std::vector<std::pair<std::string, std::string>> rules_;
     std::set<std::string> taken_;
+    std::map<std::string, int> next_suffix_;  // per base name: the next number to try
+    std::map<std::string, size_t> index_;     // rule name -> place in rules_
     std::map<std::string, std::string> refs_;
 };
 

@@ -544,7 +544,11 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
         throw std::invalid_argument(fmt::format("slot {} does not exist (the engine has {})", req.slot, im.opts.n_slots));
     if (req.top_logprobs > 20) throw std::invalid_argument(fmt::format("top_logprobs {} must be in 0..20", req.top_logprobs));
     req.sampler.validate();
-    if (req.grammar) grammar::Matcher{*req.grammar};  // throws GrammarError when it cannot even start
+    if (req.grammar) {
+        grammar::Matcher{*req.grammar};  // throws GrammarError when it cannot even start
+        if (!req.stop.empty())
+            throw std::invalid_argument("stop strings cannot be combined with a grammar (they could cut the structured text)");
+    }
     auto st = std::make_shared<Ticket::State>();
     st->submitted = Clock::now();
     st->deadline = st->submitted + (req.timeout.count() > 0 ? req.timeout : im.opts.default_timeout);

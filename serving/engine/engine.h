@@ -46,7 +46,7 @@ struct CompletionRequest {
     bool ignore_eos = false;
     // The generated text must be a sentence of this grammar (GBNF, a compiled JSON schema): the
     // sampler picks only tokens it allows, and generation ends when the grammar is complete (Stop),
-    // may end and the model chose to, or at max_tokens (Length). Null: free text.
+    // may end and the model chose to, or at max_tokens (Length). Null: free text. Not with `stop`.
     std::shared_ptr<const grammar::Grammar> grammar;
     uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)
     bool logprobs = false;

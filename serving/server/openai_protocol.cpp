@@ -201,7 +201,6 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = float(*v);
     if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = float(*v);
     e.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
-    parse_structure(body, r);
 
     if (const json* stop = field(body, "stop")) {
         auto add = [&](const json& x) {
@@ -220,6 +219,11 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
             add(*stop);
         }
     }
+    parse_structure(body, r);
+    // A stop string could cut the structured text short: refused rather than half-honoured.
+    if (e.grammar && !e.stop.empty())
+        throw invalid_field("stop", "Invalid 'stop': stop sequences cannot be combined with 'response_format', 'grammar' "
+                                    "or 'json_schema' (they could cut the structured output).");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "model/grammar/grammar.h"
 #include "model/grammar/json_schema.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -264,4 +265,56 @@ TEST_CASE("json schema: unsupported keywords, bad schemas and bombs are refused 
     refused(deep, "", "deeper than");
     // oneOf with branches shown disjoint compiles.
     CHECK_NOTHROW(json_schema_to_gbnf(R"({"oneOf":[{"type":"string"},{"type":"integer"},{"const":null}]})"));
+}
+
+TEST_CASE("json schema: the review's holes stay closed") {
+    // A required key outside `properties` is an additional property.
+    CHECK_THROWS_AS(json_schema_to_gbnf(R"({"type":"object","required":["x"],"additionalProperties":false})"), SchemaError);
+    const Grammar req = compile(R"({"type":"object","required":["x"],"additionalProperties":{"type":"string"}})");
+    CHECK(!accepts_text(req, R"({"x":1})"));
+    CHECK(accepts_text(req, R"({"x":"s"})"));
+    // oneOf constants equal up to member order overlap.
+    CHECK_THROWS_AS(json_schema_to_gbnf(R"({"oneOf":[{"const":{"a":1,"b":2}},{"const":{"b":2,"a":1}}]})"), SchemaError);
+    // Lengths count code points: a surrogate pair written as escapes is refused where lengths count.
+    const Grammar two = compile(R"({"type":"string","minLength":2})");
+    CHECK(!accepts_text(two, R"("\ud83d\ude00")"));
+    CHECK(accepts_text(two, R"("\u00e9x")"));
+    // Integer bounds beyond 2^53 are exact.
+    const Grammar big = compile(R"({"type":"integer","minimum":9007199254740993,"maximum":9007199254740995})");
+    CHECK(!accepts_text(big, "9007199254740992"));
+    CHECK(accepts_text(big, "9007199254740993"));
+    CHECK(!accepts_text(big, "9007199254740996"));
+    // ECMA-262's '.', '\s', '[]' and '[^]'.
+    const Grammar dot = compile(R"({"type":"string","pattern":"^a.b$"})");
+    CHECK(!accepts_text(dot, R"("a\rb")"));
+    CHECK(!accepts_text(dot, "\"a\u2028b\""));
+    CHECK(accepts_text(dot, R"("axb")"));
+    const Grammar nonspace = compile(R"({"type":"string","pattern":"^\\S$"})");
+    CHECK(!accepts_text(nonspace, "\"\u00a0\""));
+    CHECK(!accepts_text(nonspace, "\"\u3000\""));
+    CHECK(accepts_text(nonspace, R"("x")"));
+    CHECK_THROWS_AS(json_schema_to_gbnf(R"({"type":"string","pattern":"[]a]"})"), SchemaError);
+    const Grammar anyc = compile(R"({"type":"string","pattern":"^[^]x]$"})");
+    CHECK(accepts_text(anyc, R"("ax]")"));
+    CHECK(!accepts_text(anyc, R"("a")"));
+    // Dates that do not exist.
+    const Grammar date = compile(R"({"type":"string","format":"date"})");
+    for (const char* bad : {"2023-02-30", "2023-04-31", "2023-02-29", "1900-02-29", "2023-00-10", "2023-12-32"})
+        CHECK_MESSAGE(!accepts_text(date, std::string("\"") + bad + "\""), bad);
+    for (const char* good : {"2024-02-29", "2000-02-29", "2023-01-31", "2023-11-30", "2023-02-28"})
+        CHECK_MESSAGE(accepts_text(date, std::string("\"") + good + "\""), good);
+    // A reference through a subschema with its own $id, and a pointer index no array has.
+    CHECK_THROWS_AS(json_schema_to_gbnf(R"({"definitions":{"c":{"type":"integer"},"a":{"$id":"http://x/a.json",
+        "definitions":{"c":{"type":"string"}},"properties":{"p":{"$ref":"#/definitions/c"}}}},
+        "$ref":"#/definitions/a/properties/p"})"), SchemaError);
+    CHECK_THROWS_AS(json_schema_to_gbnf(R"({"$defs":{"a":[1]},"$ref":"#/$defs/a/99999999999999999999999"})"), SchemaError);
+    // A chain of 20,000 references and 50,000 properties: refused, quickly, without a stack overflow.
+    std::string chain = R"({"$defs":{)";
+    for (int i = 0; i < 20000; ++i) chain += fmt::format(R"("d{}":{{"$ref":"#/$defs/d{}"}},)", i, i + 1);
+    chain += R"("d20000":{"type":"integer"}},"$ref":"#/$defs/d0"})";
+    CHECK_THROWS_WITH_AS(json_schema_to_gbnf(chain), doctest::Contains("deeper than"), SchemaError);
+    std::string wide = R"({"type":"object","properties":{)";
+    for (int i = 0; i < 50000; ++i) wide += fmt::format(R"({}"p{}":true)", i ? "," : "", i);
+    wide += "}}";
+    CHECK_THROWS_WITH_AS(json_schema_to_gbnf(wide), doctest::Contains("grammar rules"), SchemaError);
 }

@@ -505,6 +505,8 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
     CHECK(chat_error({{"response_format", {{"type", "json_schema"}}}}).param() == "response_format.json_schema");
     CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"grammar", "root ::= \"a\""}}).param() == "grammar");
     CHECK(chat_error({{"json_schema", "not a schema"}}).param() == "json_schema");
+    // A stop string could cut the structure: refused.
+    CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"stop", "}"}}).param() == "stop");
     // Forcing a tool call is not supported yet: refused, not answered with free text.
     CHECK(chat_error({{"tool_choice", "required"}}).param() == "tool_choice");
     CHECK(chat_error({{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}).param() == "tool_choice");
