@@ -7,7 +7,8 @@
 //   type (every JSON type, and lists of them); properties, required, additionalProperties
 //   (false, true or a schema; keys beyond `properties` may not repeat a named one); enum, const;
 //   items (a schema, or draft 7's list with additionalItems), prefixItems; minItems, maxItems;
-//   anyOf, oneOf (as anyOf: the branches must not overlap for oneOf to hold); allOf of object
+//   anyOf, oneOf (only where its branches are shown disjoint: a grammar cannot say "exactly
+//   one"); allOf of object
 //   schemas; local $ref (JSON pointers into the document: $defs, definitions, "#", recursion);
 //   minLength, maxLength; pattern (a regex subset: literals, escapes \d \w \s \D \W \S, classes,
 //   groups, alternation, * + ? {m,n}, ^ and $ at the ends); format date, time, date-time, uuid,
