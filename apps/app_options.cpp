@@ -3,11 +3,19 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 namespace vkllm::app {
+
+std::optional<std::string> read_whole_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return std::nullopt;
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
 
 namespace {
 

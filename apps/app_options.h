@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 
 namespace vkllm::app {
@@ -14,6 +15,9 @@ namespace vkllm::app {
 // print their range as [0, 1.797...e308] and call "abc" out of range.
 CLI::Validator non_negative_number();  // "--seed: must be >= 0, got -2"
 CLI::Validator positive_number();      // "--ctx: 'abc' is not a number"
+
+// The whole of a file's bytes; nullopt when it cannot be opened (the caller names what it is).
+std::optional<std::string> read_whole_file(const std::string& path);
 
 // --kv-type, one of the ops::kv_type_name names, parsed into `kv` (whose value is the default).
 void add_kv_type_option(CLI::App* cmd, ops::KvType& kv);

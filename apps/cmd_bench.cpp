@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <numeric>
 #include <random>
@@ -176,10 +175,9 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     // --- constrained decode: the serving loop (host sampling, temperature 0.8, top-k 40) with and
     // without the schema's grammar, after a 1-token prompt; tokens/s over the decode steps.
     if (!o.json_schema_file.empty() && o.n_gen > 0) {
-        std::ifstream f(o.json_schema_file, std::ios::binary);
-        if (!f) throw std::invalid_argument(fmt::format("--json-schema-file {}: cannot open the file", o.json_schema_file));
-        const std::string schema((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        auto grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_schema_to_gbnf(schema)));
+        const std::optional<std::string> schema = read_whole_file(o.json_schema_file);
+        if (!schema) throw std::invalid_argument(fmt::format("--json-schema-file {}: cannot open the file", o.json_schema_file));
+        auto grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(*schema));
         std::vector<double> free_tps, schema_tps;
         uint64_t schema_tokens = 0;
         const int32_t bos = m.tokenizer->bos_id() >= 0 ? m.tokenizer->bos_id() : 1;

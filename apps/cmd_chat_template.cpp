@@ -11,8 +11,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 namespace vkllm::app {
@@ -29,12 +27,11 @@ struct ChatTemplateOptions {
 // MSGS.json: an OpenAI-style messages array, or an object with "messages", an optional "tools"
 // list, and any further template variables (enable_thinking, ...).
 void read_messages(const std::string& path, chat::ChatInputs& in) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw std::invalid_argument(fmt::format("cannot read the messages file '{}'", path));
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::optional<std::string> text = read_whole_file(path);
+    if (!text) throw std::invalid_argument(fmt::format("cannot read the messages file '{}'", path));
     nlohmann::ordered_json j;
     try {
-        j = nlohmann::ordered_json::parse(text);
+        j = nlohmann::ordered_json::parse(*text);
     } catch (const nlohmann::json::exception& e) {
         throw std::invalid_argument(fmt::format("the messages file '{}' is not valid JSON: {}", path, e.what()));
     }

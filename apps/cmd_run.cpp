@@ -10,9 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 namespace vkllm::app {
 
@@ -36,26 +34,27 @@ struct RunOptions {
 };
 
 std::string read_text_file(const std::string& path, const char* option) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw std::invalid_argument(fmt::format("{} {}: cannot open the file", option, path));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
+    std::optional<std::string> text = read_whole_file(path);
+    if (!text) throw std::invalid_argument(fmt::format("{} {}: cannot open the file", option, path));
+    return *std::move(text);
 }
 
 // The grammar the options ask for, or null; errors name the option (and the line and column, or
 // the schema keyword).
 std::shared_ptr<const grammar::Grammar> output_grammar(const RunOptions& o) {
-    std::string gbnf;
-    const char* option = nullptr;
+    const char* option = !o.grammar.empty()          ? "--grammar"
+                         : !o.grammar_file.empty()     ? "--grammar-file"
+                         : !o.json_schema.empty()      ? "--json-schema"
+                         : !o.json_schema_file.empty() ? "--json-schema-file"
+                                                       : nullptr;
+    if (!option) return nullptr;
     try {
-        if (!o.grammar.empty()) option = "--grammar", gbnf = o.grammar;
-        else if (!o.grammar_file.empty()) option = "--grammar-file", gbnf = read_text_file(o.grammar_file, option);
-        else if (!o.json_schema.empty()) option = "--json-schema", gbnf = grammar::json_schema_to_gbnf(o.json_schema);
-        else if (!o.json_schema_file.empty())
-            option = "--json-schema-file", gbnf = grammar::json_schema_to_gbnf(read_text_file(o.json_schema_file, option));
-        else return nullptr;
-        return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        if (!o.grammar.empty()) return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(o.grammar));
+        if (!o.grammar_file.empty())
+            return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(read_text_file(o.grammar_file, option)));
+        if (!o.json_schema.empty()) return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(o.json_schema));
+        return std::make_shared<const grammar::Grammar>(
+            grammar::json_schema_grammar(read_text_file(o.json_schema_file, option)));
     } catch (const grammar::SchemaError& e) {
         throw std::invalid_argument(fmt::format("{}: {}", option, e.what()));
     } catch (const grammar::GrammarError& e) {

@@ -8,8 +8,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 namespace vkllm::app {
@@ -29,9 +27,9 @@ void tokenize(const TokenizeOptions& o) {
     if (!o.prompt_opt->count() && !o.file_opt->count()) throw std::invalid_argument("no text: give -p TEXT or -f FILE");
     std::string text = o.prompt;
     if (o.file_opt->count()) {
-        std::ifstream in(o.file, std::ios::binary);
-        if (!in) throw std::invalid_argument(fmt::format("cannot read the text file '{}'", o.file));
-        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        std::optional<std::string> file_text = read_whole_file(o.file);
+        if (!file_text) throw std::invalid_argument(fmt::format("cannot read the text file '{}'", o.file));
+        text = *std::move(file_text);
     }
     const std::string path = resolve_model_path(o.model);
     GgufFile file = GgufFile::open(path);

@@ -91,8 +91,7 @@ serving::CompletionRequest request_from(const vkllm_sampling& p) {
     require(!(p.grammar && p.json_schema), "give at most one of grammar and json_schema");
     // GrammarError and SchemaError are invalid arguments: their messages name the place.
     if (p.grammar) req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(p.grammar));
-    if (p.json_schema)
-        req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_schema_to_gbnf(p.json_schema)));
+    if (p.json_schema) req.grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(p.json_schema));
     return req;
 }
 

@@ -1,6 +1,7 @@
 #include "model/grammar/json_schema.h"
 
 #include "model/grammar/grammar.h"
+#include "model/tokenizer/utf8.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -70,24 +71,8 @@ std::string json_char(uint32_t cp) {
     }
     if (cp < 0x20) return lit(fmt::format("\\u{:04x}", cp));
     std::string u8;
-    if (cp < 0x80) u8 += char(cp);
-    else if (cp < 0x800) u8 += char(0xc0 | (cp >> 6)), u8 += char(0x80 | (cp & 0x3f));
-    else if (cp < 0x10000) u8 += char(0xe0 | (cp >> 12)), u8 += char(0x80 | ((cp >> 6) & 0x3f)), u8 += char(0x80 | (cp & 0x3f));
-    else u8 += char(0xf0 | (cp >> 18)), u8 += char(0x80 | ((cp >> 12) & 0x3f)), u8 += char(0x80 | ((cp >> 6) & 0x3f)), u8 += char(0x80 | (cp & 0x3f));
+    utf8::append(u8, cp);
     return lit(u8);
-}
-
-std::u32string code_points(const std::string& s) {
-    std::u32string out;
-    for (size_t i = 0; i < s.size();) {
-        const auto c = uint8_t(s[i]);
-        const size_t len = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-        for (size_t k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (uint8_t(s[i + k]) & 0x3f);
-        out.push_back(char32_t(cp));
-        i += len;
-    }
-    return out;
 }
 
 // JSON equality as JSON Schema means it: object members in any order (ordered_json compares them
@@ -227,7 +212,7 @@ private:
         // URI fragment: percent-decoding first, then JSON pointer escapes.
         std::string dec;
         for (size_t i = 0; i < p.size(); ++i) {
-            if (p[i] == '%' && i + 2 < p.size() + 0 && std::isxdigit(uint8_t(p[i + 1])) && std::isxdigit(uint8_t(p[i + 2]))) {
+            if (p[i] == '%' && i + 2 < p.size() && std::isxdigit(uint8_t(p[i + 1])) && std::isxdigit(uint8_t(p[i + 2]))) {
                 dec += char(std::stoi(p.substr(i + 1, 2), nullptr, 16));
                 i += 2;
             } else {
@@ -263,11 +248,16 @@ private:
         return *cur;
     }
 
-    std::string ref(const Json& s, const std::string& where, size_t depth) {
+    // The pointer of a schema that is a reference, checked: a string, nothing beside it.
+    static const std::string& checked_ref(const Json& s, const std::string& where) {
         if (!s["$ref"].is_string()) refuse("$ref", where, "'$ref' must be a string");
         const auto others = constraints(s, {"$ref"});
         if (!others.empty()) refuse(others[0], where, fmt::format("'{}' beside '$ref' is not supported", others[0]));
-        const std::string ptr = s["$ref"].get<std::string>();
+        return s["$ref"].get_ref<const std::string&>();
+    }
+
+    std::string ref(const Json& s, const std::string& where, size_t depth) {
+        const std::string ptr = checked_ref(s, where);
         if (auto it = refs_.find(ptr); it != refs_.end()) return it->second;
         const Json& target = resolve(ptr, where);
         // The rule exists before its body is compiled, so that the target may refer to itself.
@@ -309,9 +299,9 @@ private:
     // Follows $ref chains (without compiling anything).
     const Json& deref(const Json& s, const std::string& where) {
         const Json* cur = &s;
-        for (int hops = 0; cur->is_object() && cur->contains("$ref") && (*cur)["$ref"].is_string(); ++hops) {
+        for (int hops = 0; cur->is_object() && cur->contains("$ref"); ++hops) {
             if (hops > 32) refuse("$ref", where, "a chain of more than 32 references");
-            cur = &resolve((*cur)["$ref"].get<std::string>(), where);
+            cur = &resolve(checked_ref(*cur, where), where);
         }
         return *cur;
     }
@@ -382,14 +372,7 @@ private:
         for (size_t i = 0; i < list.size(); ++i) parts.emplace_back(&list[i], fmt::format("{}/allOf/{}", where, i));
         bool object_typed = false;  // some part says "type": "object" (else non-objects pass too)
         for (auto& [p, w] : parts) {
-            const Json* cur = p;
-            for (int hops = 0; cur->is_object() && cur->contains("$ref"); ++hops) {
-                if (hops > 32) refuse("$ref", w, "a chain of more than 32 references");
-                if (!constraints(*cur, {"$ref"}).empty())
-                    refuse("$ref", w, "'$ref' beside other keywords is not supported");
-                if (!(*cur)["$ref"].is_string()) refuse("$ref", w, "'$ref' must be a string");
-                cur = &resolve((*cur)["$ref"].get<std::string>(), w);
-            }
+            const Json* cur = &deref(*p, w);
             if (cur->is_boolean()) {
                 if (!cur->get<bool>()) refuse("allOf", w, "a 'false' part of 'allOf' allows nothing");
                 continue;
@@ -494,7 +477,9 @@ private:
         std::vector<Node> trie(1);
         for (const std::string& n : names) {
             size_t cur = 0;
-            for (const char32_t c : code_points(n)) {
+            std::vector<uint32_t> cps;  // a parsed JSON string: valid UTF-8
+            utf8::decode_lenient(n, cps);
+            for (const char32_t c : cps) {
                 if (c < 0x20) refuse("properties", where, "property names with control characters are not supported");
                 auto it = trie[cur].next.find(c);
                 if (it == trie[cur].next.end()) {
@@ -1057,7 +1042,10 @@ private:
 
 }  // namespace
 
-std::string json_schema_to_gbnf(std::string_view schema_json) {
+namespace {
+
+// The GBNF text and its parse.
+std::pair<std::string, Grammar> compile_schema(std::string_view schema_json) {
     Json schema;
     try {
         schema = Json::parse(schema_json);
@@ -1068,12 +1056,18 @@ std::string json_schema_to_gbnf(std::string_view schema_json) {
     // The grammar's own limits (rules, elements, left recursion such as {"$ref": "#"}) apply to the
     // result: refused here as the schema's problem.
     try {
-        (void)Grammar::parse(gbnf);
+        Grammar g = Grammar::parse(gbnf);
+        return {std::move(gbnf), std::move(g)};
     } catch (const GrammarError& e) {
         throw SchemaError(fmt::format("the schema cannot be followed as a grammar: {}", e.what()));
     }
-    return gbnf;
 }
+
+}  // namespace
+
+std::string json_schema_to_gbnf(std::string_view schema_json) { return compile_schema(schema_json).first; }
+
+Grammar json_schema_grammar(std::string_view schema_json) { return compile_schema(schema_json).second; }
 
 std::string json_object_gbnf() { return "root ::= object\n" + std::string(kCommonRules); }
 

@@ -22,6 +22,8 @@
 // generation cannot run on forever inside one.
 #pragma once
 
+#include "model/grammar/grammar.h"
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -42,6 +44,9 @@ private:
 
 // GBNF text for the JSON schema `schema_json` (a JSON document). Throws SchemaError.
 std::string json_schema_to_gbnf(std::string_view schema_json);
+// The same grammar, parsed (once: the compiler has to parse it anyway to check the grammar's own
+// limits). Throws SchemaError.
+Grammar json_schema_grammar(std::string_view schema_json);
 
 // GBNF for any JSON object (`response_format: {"type": "json_object"}`).
 std::string json_object_gbnf();

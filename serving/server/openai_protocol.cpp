@@ -102,12 +102,12 @@ void parse_structure(const json& body, ParsedRequest& r) {
                                                   "'json_schema', got '{}' and '{}'.", given[1], given[0], given[1]));
     const std::string& key = given[0];
     const json& v = *field(body, key.c_str());
-    std::string gbnf;
+    std::string gbnf;  // grammar and json_object; a schema sets r.engine.grammar itself
     std::string param = key;
     auto compile_schema = [&](const json& schema, const std::string& where) {
         if (!schema.is_object() && !schema.is_boolean()) wrong_type(where, "an object", schema);
         try {
-            gbnf = grammar::json_schema_to_gbnf(schema.dump());
+            r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema.dump()));
         } catch (const grammar::SchemaError& e) {
             throw invalid_field(where, fmt::format("Invalid '{}': {}", where, e.what()));
         }
@@ -147,7 +147,7 @@ void parse_structure(const json& body, ParsedRequest& r) {
         }
     }
     try {
-        r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        if (!r.engine.grammar) r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
         grammar::Matcher check(*r.engine.grammar);  // a grammar too ambiguous to even start
     } catch (const grammar::GrammarError& e) {
         throw invalid_field(param, fmt::format("Invalid '{}': {}", param, e.what()));
