@@ -157,14 +157,17 @@ void serve(const ServeOptions& o) {
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = engine.n_ctx_per_slot();
     sm.render_chat = [tmpl](const chat::ChatInputs& in) { return tmpl->apply(in); };
+    sm.tool_format = &chat::detect_tool_format(tmpl->source());
+    sm.template_renders_tools = chat::template_renders_tools(tmpl->source());
     sm.submit = [&engine](serving::CompletionRequest req) -> std::unique_ptr<server::Generation> {
         return std::make_unique<TicketGeneration>(engine.submit(std::move(req)));
     };
     sm.metrics = [&engine] { return engine.metrics(); };
     http.set_model(std::move(sm));
     loaded = true;
-    fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', {} slots of {} tokens)\n", http.url(),
-               std::filesystem::path(path).filename().string(), tmpl->name(), o.parallel, engine.n_ctx_per_slot());
+    fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', tool calls '{}', {} slots of {} tokens)\n",
+               http.url(), std::filesystem::path(path).filename().string(), tmpl->name(),
+               chat::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot());
     std::fflush(stdout);
 
     int sig = signals.wait();

@@ -87,11 +87,13 @@ class Compiler {
 public:
     explicit Compiler(const Json& root) : root_(root) {}
 
-    std::string run() {
+    // The grammar with the schema's value as rule `top`.
+    std::string run(const std::string& top) {
         if (root_.is_object() && root_.contains("$id") && !root_["$id"].is_string())
             throw SchemaError("'$id' must be a string", "$id", "");
+        taken_.insert(top);
         const std::string body = compile(root_, "", 0);
-        std::string out = "root ::= " + body + "\n";
+        std::string out = top + " ::= " + body + "\n";
         for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
         out += kCommonRules;
         return out;
@@ -1044,19 +1046,19 @@ private:
 
 namespace {
 
-// The GBNF text and its parse.
-std::pair<std::string, Grammar> compile_schema(std::string_view schema_json) {
+// The GBNF text and its parse (of `root ::= top` when the top rule is not root).
+std::pair<std::string, Grammar> compile_schema(std::string_view schema_json, const std::string& top = "root") {
     Json schema;
     try {
         schema = Json::parse(schema_json);
     } catch (const nlohmann::json::exception& e) {
         throw SchemaError(fmt::format("not valid JSON: {}", e.what()));
     }
-    std::string gbnf = Compiler(schema).run();
+    std::string gbnf = Compiler(schema).run(top);
     // The grammar's own limits (rules, elements, left recursion such as {"$ref": "#"}) apply to the
     // result: refused here as the schema's problem.
     try {
-        Grammar g = Grammar::parse(gbnf);
+        Grammar g = Grammar::parse(top == "root" ? gbnf : "root ::= " + top + "\n" + gbnf);
         return {std::move(gbnf), std::move(g)};
     } catch (const GrammarError& e) {
         throw SchemaError(fmt::format("the schema cannot be followed as a grammar: {}", e.what()));
@@ -1068,6 +1070,18 @@ std::pair<std::string, Grammar> compile_schema(std::string_view schema_json) {
 std::string json_schema_to_gbnf(std::string_view schema_json) { return compile_schema(schema_json).first; }
 
 Grammar json_schema_grammar(std::string_view schema_json) { return compile_schema(schema_json).second; }
+
+std::string json_schema_rules(std::string_view schema_json, const std::string& rule) {
+    static const std::set<std::string, std::less<>> kCommon = {"root",    "space", "char", "char-cp", "string", "integer",
+                                                               "number",  "boolean", "null", "value", "object", "array"};
+    if (rule.empty() || kCommon.count(rule) || !std::all_of(rule.begin(), rule.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+        }) || !(rule[0] >= 'a' && rule[0] <= 'z'))
+        throw std::invalid_argument(fmt::format("json_schema_rules: '{}' is not a usable rule name", rule));
+    return compile_schema(schema_json, rule).first;
+}
+
+std::string gbnf_literal(std::string_view text) { return lit(text); }
 
 std::string json_object_gbnf() { return "root ::= object\n" + std::string(kCommonRules); }
 

@@ -51,4 +51,12 @@ Grammar json_schema_grammar(std::string_view schema_json);
 // GBNF for any JSON object (`response_format: {"type": "json_object"}`).
 std::string json_object_gbnf();
 
+// The schema's rules with its value as rule `rule` (lowercase letters, digits and '-', starting with
+// a letter, not "root", not a common JSON rule such as "value") and no root rule: for a grammar that
+// puts the JSON value inside other text (a tool call's markup). The compiler's own rules avoid `rule`.
+std::string json_schema_rules(std::string_view schema_json, const std::string& rule);
+
+// `text` as a GBNF string literal (quotes, escapes).
+std::string gbnf_literal(std::string_view text);
+
 }  // namespace vkllm::grammar

@@ -215,6 +215,8 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     json j = parse_body(body);
     thread_local std::mt19937_64 seeds{std::random_device{}()};
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
+    apply_tool_format(req, *m->tool_format, m->template_renders_tools);
+    req.engine.control_text = req.tool_format != nullptr;
     req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx);
 
     std::unique_ptr<Generation> gen;

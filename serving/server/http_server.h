@@ -38,6 +38,9 @@ struct ServedModel {
     const Tokenizer* tokenizer = nullptr;
     uint32_t n_ctx = 0;     // context of one slot: a prompt must be shorter
     ChatRenderer render_chat;
+    // The tool-call family of the chat template, and whether the template renders `tools` itself.
+    const chat::ToolFormat* tool_format = &chat::tool_format(chat::ToolFamily::Generic);
+    bool template_renders_tools = false;
     // Engine::submit: throws serving::QueueFullError, serving::EngineStoppedError or
     // std::invalid_argument as it does.
     std::function<std::unique_ptr<Generation>(serving::CompletionRequest)> submit;

@@ -310,8 +310,26 @@ json parse_messages(const json& messages) {
         } else if (!c->is_string()) {
             wrong_type(at + ".content", "a string or an array of content parts", *c);
         }
-        if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].is_array())
-            wrong_type(at + ".tool_calls", "an array", m["tool_calls"]);
+        if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+            if (!m["tool_calls"].is_array()) wrong_type(at + ".tool_calls", "an array", m["tool_calls"]);
+            for (size_t j = 0; j < m["tool_calls"].size(); ++j) {
+                const std::string cat = fmt::format("{}.tool_calls[{}]", at, j);
+                json& call = msg["tool_calls"][j];
+                if (!call.is_object()) wrong_type(cat, "an object", call);
+                const json* fn = field(call, "function");
+                if (!fn) throw invalid_field(cat + ".function", fmt::format("Missing required parameter: '{}.function'.", cat));
+                if (!fn->is_object()) wrong_type(cat + ".function", "an object", *fn);
+                const json* name = field(*fn, "name");
+                if (!name || !name->is_string()) wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
+                json& args = call["function"]["arguments"];
+                if (args.is_string()) {
+                    json parsed = json::parse(args.get<std::string>(), nullptr, false);
+                    if (!parsed.is_discarded()) args = std::move(parsed);
+                } else if (args.is_null()) {
+                    args = json::object();
+                }
+            }
+        }
         out.push_back(std::move(msg));
     }
     return out;
@@ -345,24 +363,38 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
     r.messages = parse_messages(*m);
     r.tools = parse_tools(body);
     r.template_kwargs = parse_template_kwargs(body);
-    // Forcing a call needs the tool-call grammar and parser, which this server does not have yet:
-    // refused rather than answered with text that may not be a call.
     if (const json* tc = field(body, "tool_choice")) {
         if (tc->is_string()) {
             const std::string c = tc->get<std::string>();
-            if (c == "required")
-                throw invalid_field("tool_choice", "Invalid 'tool_choice': 'required' is not supported by this server yet "
-                                                   "(use 'auto' or 'none').");
-            if (c != "auto" && c != "none")
-                throw invalid_field("tool_choice", fmt::format("Invalid 'tool_choice': '{}'. Expected 'none', 'auto' or "
-                                                               "'required'.", c));
+            if (c == "required") r.tool_choice = ToolChoice::Required;
+            else if (c == "none") r.tool_choice = ToolChoice::None;
+            else if (c != "auto")
+                throw invalid_field("tool_choice", fmt::format("Invalid 'tool_choice': '{}'. Expected 'none', 'auto', "
+                                                               "'required' or a function.", c));
         } else if (tc->is_object()) {
-            throw invalid_field("tool_choice", "Invalid 'tool_choice': choosing a function is not supported by this server "
-                                               "yet (use 'auto' or 'none').");
+            const json* type = field(*tc, "type");
+            if (!type || *type != "function")
+                throw invalid_field("tool_choice.type", "Invalid 'tool_choice.type': expected 'function'.");
+            const json* fn = field(*tc, "function");
+            const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+            if (!name) throw invalid_field("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.");
+            if (!name->is_string()) wrong_type("tool_choice.function.name", "a string", *name);
+            r.tool_choice = ToolChoice::Named;
+            r.tool_name = name->get<std::string>();
         } else {
             wrong_type("tool_choice", "a string or an object", *tc);
         }
     }
+    if (r.tools.is_null() && (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named))
+        throw invalid_field("tool_choice", "Invalid 'tool_choice': a tool must be called, but the request has no 'tools'.");
+    if (!r.tools.is_null()) {
+        try {
+            chat::check_tools(r.tools);
+        } catch (const chat::ToolError& e) {
+            throw invalid_field(e.param(), e.what());
+        }
+    }
+    r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
     parse_common(body, seed, r);
     r.logprobs = get_bool(body, "logprobs").value_or(false);
     if (auto tl = get_integer(body, "top_logprobs", 0, 20)) {
@@ -460,6 +492,41 @@ TemplateRequest parse_apply_template_request(const json& body) {
     return r;
 }
 
+void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool template_renders_tools) {
+    if (req.endpoint != Endpoint::Chat || req.tools.is_null() || req.tool_choice == ToolChoice::None) return;
+    if (format.family == chat::ToolFamily::Unsupported)
+        throw invalid_field("tools", fmt::format("Invalid 'tools': this model's chat template writes tool calls in the {} "
+                                                 "format ({}), which this server cannot parse yet.", format.name, format.models));
+    req.tool_format = &format;
+    if (format.family == chat::ToolFamily::Generic && !template_renders_tools) {
+        // The template cannot show the tools: they go into the system message.
+        const std::string text = chat::tool_instructions(req.tools);
+        if (!req.messages.empty() && req.messages[0].value("role", "") == "system" && req.messages[0]["content"].is_string())
+            req.messages[0]["content"] = req.messages[0]["content"].get<std::string>() + "\n\n" + text;
+        else
+            req.messages.insert(req.messages.begin(), json{{"role", "system"}, {"content", text}});
+    }
+    if (req.tool_choice == ToolChoice::Auto) return;
+    if (req.engine.grammar)
+        throw invalid_field("tool_choice", "Invalid 'tool_choice': a required tool call cannot be combined with "
+                                           "'response_format', 'grammar' or 'json_schema'.");
+    if (!req.engine.stop.empty())
+        throw invalid_field("stop", "Invalid 'stop': stop strings cannot be combined with a required tool call (the "
+                                    "call's grammar decides where it ends).");
+    chat::ForcedCall fc;
+    try {
+        fc = chat::forced_call(format, req.tools, req.tool_choice == ToolChoice::Named ? req.tool_name : std::string(),
+                               req.parallel_tool_calls);
+        req.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(fc.gbnf));
+        grammar::Matcher check(*req.engine.grammar);
+    } catch (const chat::ToolError& e) {
+        throw invalid_field(e.param(), e.what());
+    } catch (const grammar::GrammarError& e) {
+        throw invalid_field("tools", fmt::format("Invalid 'tools': the parameters cannot be followed as a grammar: {}", e.what()));
+    }
+    req.reply_prefix = std::move(fc.prompt_prefix);
+}
+
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {
     if (ep == Endpoint::Chat)
         return ApiError(400, fmt::format("This model's maximum context length is {} tokens. However, your messages resulted in "
@@ -491,7 +558,35 @@ std::string new_response_id(Endpoint ep) {
 
 ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created)
     : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
-      model_(std::move(model)), created_(created) {}
+      model_(std::move(model)), created_(created) {
+    if (req.tool_format) {
+        reply_.emplace(*req.tool_format, req.tools, req.reply_prefix);
+        tool_family_ = req.tool_format->family;
+    }
+}
+
+json ResponseBuilder::tool_calls_json(const std::vector<chat::ToolCall>& calls, bool streamed) const {
+    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+    // Mistral's templates refuse any call id but 9 letters and digits.
+    const bool mistral = tool_family_ == chat::ToolFamily::MistralNemo || tool_family_ == chat::ToolFamily::MistralV11;
+    json out = json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+        std::string id = calls[i].id;
+        if (id.empty()) {
+            id = mistral ? "" : "call_";
+            for (int k = 0; k < (mistral ? 9 : 24); ++k) id += kAlphabet[pick(rng)];
+        }
+        json c = json::object();
+        if (streamed) c["index"] = i;
+        c["id"] = id;
+        c["type"] = "function";
+        c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+        out.push_back(std::move(c));
+    }
+    return out;
+}
 
 json ResponseBuilder::chunk_base() const {
     json j = json::object();
@@ -557,17 +652,18 @@ std::string ResponseBuilder::stream_start() const {
 }
 
 std::string ResponseBuilder::stream_text(const serving::Event& ev) {
-    if (ev.text.empty() && (!logprobs_ || ev.logprobs.empty())) return {};
+    const std::string text = reply_ ? reply_->push(ev.text) : ev.text;
+    if (text.empty() && (!logprobs_ || ev.logprobs.empty())) return {};
     json j = chunk_base();
     json choice = json::object();
     choice["index"] = 0;
     json lp = nullptr;
     if (endpoint_ == Endpoint::Chat) {
-        choice["delta"] = json{{"content", ev.text}};
+        choice["delta"] = json{{"content", text}};
         if (logprobs_) lp = chat_logprobs(ev.logprobs);
         choice["logprobs"] = lp;
     } else {
-        choice["text"] = ev.text;
+        choice["text"] = text;
         if (logprobs_) lp = completion_logprobs(ev.logprobs, streamed_bytes_);
         for (const auto& t : ev.logprobs) streamed_bytes_ += t.text.size();
         choice["logprobs"] = lp;
@@ -578,7 +674,25 @@ std::string ResponseBuilder::stream_text(const serving::Event& ev) {
     return sse_data(j);
 }
 
-std::string ResponseBuilder::stream_done(const serving::Event& done) const {
+std::string ResponseBuilder::stream_done(const serving::Event& done) {
+    std::string out;
+    const char* finish = openai_finish_reason(done.finish);
+    if (reply_) {
+        // The content held back at the end, then every call whole (a call is sent once it is known
+        // to be well formed: a malformed one comes back as content instead).
+        chat::ReplyStream::Rest rest = reply_->finish();
+        auto delta_chunk = [&](json delta) {
+            json c = chunk_base();
+            c["choices"] = json::array({json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+            if (include_usage_) c["usage"] = nullptr;
+            out += sse_data(c);
+        };
+        if (!rest.content.empty()) delta_chunk(json{{"content", rest.content}});
+        if (!rest.calls.empty()) {
+            delta_chunk(json{{"tool_calls", tool_calls_json(rest.calls, true)}});
+            finish = "tool_calls";
+        }
+    }
     json j = chunk_base();
     json choice = json::object();
     choice["index"] = 0;
@@ -587,10 +701,10 @@ std::string ResponseBuilder::stream_done(const serving::Event& done) const {
     else
         choice["text"] = "";
     choice["logprobs"] = nullptr;
-    choice["finish_reason"] = openai_finish_reason(done.finish);
+    choice["finish_reason"] = finish;
     j["choices"] = json::array({choice});
     if (include_usage_) j["usage"] = nullptr;
-    std::string out = sse_data(j);
+    out += sse_data(j);
     if (include_usage_) {
         json u = chunk_base();
         u["choices"] = json::array();
@@ -603,11 +717,11 @@ std::string ResponseBuilder::stream_done(const serving::Event& done) const {
 std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
 
 void ResponseBuilder::add(const serving::Event& ev) {
-    text_ += ev.text;
+    text_ += reply_ ? reply_->push(ev.text) : ev.text;
     if (logprobs_) lps_.insert(lps_.end(), ev.logprobs.begin(), ev.logprobs.end());
 }
 
-json ResponseBuilder::response(const serving::Event& done) const {
+json ResponseBuilder::response(const serving::Event& done) {
     json j = json::object();
     j["id"] = id_;
     j["object"] = endpoint_ == Endpoint::Chat ? "chat.completion" : "text_completion";
@@ -616,14 +730,25 @@ json ResponseBuilder::response(const serving::Event& done) const {
     j["system_fingerprint"] = "vkllm";
     json choice = json::object();
     choice["index"] = 0;
+    const char* finish = openai_finish_reason(done.finish);
     if (endpoint_ == Endpoint::Chat) {
-        choice["message"] = json{{"role", "assistant"}, {"content", text_}, {"refusal", nullptr}};
+        chat::ReplyStream::Rest rest;
+        if (reply_) rest = reply_->finish();
+        const std::string content = text_ + rest.content;
+        json message = json{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+        if (!rest.calls.empty()) {
+            // OpenAI: a reply that is only calls has null content.
+            if (content.empty()) message["content"] = nullptr;
+            message["tool_calls"] = tool_calls_json(rest.calls, false);
+            finish = "tool_calls";
+        }
+        choice["message"] = std::move(message);
         choice["logprobs"] = logprobs_ ? chat_logprobs(lps_) : json(nullptr);
     } else {
         choice["text"] = text_;
         choice["logprobs"] = logprobs_ ? completion_logprobs(lps_, 0) : json(nullptr);
     }
-    choice["finish_reason"] = openai_finish_reason(done.finish);
+    choice["finish_reason"] = finish;
     j["choices"] = json::array({choice});
     j["usage"] = usage(done);
     return j;

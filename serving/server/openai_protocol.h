@@ -5,6 +5,7 @@
 #pragma once
 
 #include "serving/engine/engine.h"
+#include "serving/template/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,10 @@ json parse_body(const std::string& body);
 
 enum class Endpoint { Chat, Completion };
 
+// tool_choice: 'auto' (the model may call), 'none' (it may not: replies are not parsed), 'required'
+// (it must call one of the tools), or a named function (it must call that one).
+enum class ToolChoice { Auto, None, Required, Named };
+
 // Everything a completion request asks for, checked. The prompt is still text (or, for
 // /v1/completions, token ids): the server renders and tokenizes it with the model's vocabulary.
 struct ParsedRequest {
@@ -66,6 +71,15 @@ struct ParsedRequest {
     std::vector<int32_t> prompt_tokens;
     bool prompt_is_tokens = false;
 
+    // Chat with tools: the choice, the function a Named choice names, parallel_tool_calls.
+    ToolChoice tool_choice = ToolChoice::Auto;
+    std::string tool_name;
+    bool parallel_tool_calls = true;
+    // Set by apply_tool_format: the family replies are parsed in (null: replies are plain content),
+    // and the text the prompt ends with inside the reply (a forced call's opening markup).
+    const chat::ToolFormat* tool_format = nullptr;
+    std::string reply_prefix;
+
     // Chat: top_logprobs alternatives with logprobs=true; completions: the integer logprobs.
     bool logprobs = false;
     uint32_t top_logprobs = 0;
@@ -80,8 +94,17 @@ struct ParsedRequest {
 ParsedRequest parse_chat_request(const json& body, uint64_t seed);
 ParsedRequest parse_completion_request(const json& body, uint64_t seed);
 
+// Tools for the model's template: with tools and a choice other than 'none', replies are parsed in
+// `format`'s family (a 400 naming 'tools' when this server cannot parse it); a required or named
+// choice forces the call (reply_prefix and a grammar; a 400 when the family cannot force it, or with
+// response_format / grammar / stop); the Generic family gets the tools described in a system message
+// when the template does not render them itself.
+void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool template_renders_tools);
+
 // OpenAI-style messages checked and normalized for a chat template: content given as an array of
-// text parts becomes one string; other part types (images, audio) are refused.
+// text parts becomes one string; other part types (images, audio) are refused; an assistant's
+// tool_calls are checked, and their function.arguments (a JSON string in OpenAI's API) become the
+// object templates expect, as Hugging Face's convention has it (a string that is not JSON stays).
 json parse_messages(const json& messages);
 
 struct TokenizeRequest {
@@ -117,27 +140,29 @@ public:
     // chunk when asked, then [DONE]).
     std::string stream_start() const;
     std::string stream_text(const serving::Event& ev);
-    std::string stream_done(const serving::Event& done) const;
+    std::string stream_done(const serving::Event& done);
     // A stream that cannot finish (server error, shutdown): one event with the error object.
     static std::string stream_error(const ApiError& e);
 
     // Whole responses: add every Text event, then the body for the Done event.
     void add(const serving::Event& ev);
-    json response(const serving::Event& done) const;
-
-    const std::string& text() const { return text_; }
+    json response(const serving::Event& done);
 
 private:
     json chunk_base() const;
     json chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const;
     json completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const;
     json usage(const serving::Event& done) const;
+    // The calls in OpenAI's shape, with fresh ids where the model gave none (streamed: with index).
+    json tool_calls_json(const std::vector<chat::ToolCall>& calls, bool streamed) const;
 
     Endpoint endpoint_;
     bool logprobs_, include_usage_;
     std::string id_, model_;
     int64_t created_;
-    std::string text_;                           // whole responses: the text so far
+    std::string text_;                           // whole responses: the content so far
+    std::optional<chat::ReplyStream> reply_;     // chat with tools: splits content from calls
+    chat::ToolFamily tool_family_ = chat::ToolFamily::Generic;
     std::vector<serving::TokenLogprob> lps_;     // whole responses: every token's logprob
     size_t streamed_bytes_ = 0;                  // completions stream: text_offset of the next token
 };

@@ -18,7 +18,8 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
                                    uint32_t n_ctx) {
     std::vector<int32_t> ids;
     if (req.endpoint == Endpoint::Chat) {
-        ids = chat::encode_prompt(tok, render_chat(render, chat::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)));
+        ids = chat::encode_prompt(tok, render_chat(render, chat::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)) +
+                                           req.reply_prefix);
     } else if (req.prompt_is_tokens) {
         for (int32_t id : req.prompt_tokens)
             if (size_t(id) >= tok.n_vocab())

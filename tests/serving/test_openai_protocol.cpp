@@ -197,13 +197,16 @@ TEST_CASE("protocol: content parts are flattened, tool-calling assistant turns m
                                                                                json{{"type", "text"}, {"text", "B"}}})}},
                              json{{"role", "user"}, {"content", "Q"}},
                              json{{"role", "assistant"}, {"content", nullptr},
-                                  {"tool_calls", json::array({json{{"id", "1"}, {"type", "function"}}})}},
+                                  {"tool_calls", json::array({json{{"id", "1"}, {"type", "function"},
+                                                                   {"function", {{"name", "f"}, {"arguments", R"({"a":"b"})"}}}}})}},
                              json{{"role", "tool"}, {"tool_call_id", "1"}, {"content", "42"}}});
     json out = parse_messages(msgs);
     CHECK(out[0]["content"] == "A\nB");
     CHECK(out[1]["content"] == "Q");
     CHECK(out[2]["content"].is_null());
     CHECK(out[2]["tool_calls"].size() == 1);
+    // Templates read the arguments as an object (Hugging Face's convention), not OpenAI's JSON string.
+    CHECK(out[2]["tool_calls"][0]["function"]["arguments"] == json{{"a", "b"}});
     CHECK(out[3]["tool_call_id"] == "1");
 }
 
@@ -507,9 +510,128 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
     CHECK(chat_error({{"json_schema", "not a schema"}}).param() == "json_schema");
     // A stop string could cut the structure: refused.
     CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"stop", "}"}}).param() == "stop");
-    // Forcing a tool call is not supported yet: refused, not answered with free text.
+    // A call cannot be required without tools to call.
     CHECK(chat_error({{"tool_choice", "required"}}).param() == "tool_choice");
     CHECK(chat_error({{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}).param() == "tool_choice");
     CHECK(chat_error({{"tool_choice", "sometimes"}}).param() == "tool_choice");
     CHECK_NOTHROW(parse_chat_request(chat_body({{"tool_choice", "auto"}}), 1));
+}
+
+namespace {
+
+json weather_tools() {
+    return json::array({json{{"type", "function"},
+                             {"function", {{"name", "get_weather"},
+                                           {"parameters", {{"type", "object"},
+                                                           {"properties", {{"city", {{"type", "string"}}}}},
+                                                           {"required", {"city"}}}}}}}});
+}
+
+}  // namespace
+
+TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a prefix and a grammar") {
+    using vkllm::chat::ToolFamily;
+    using vkllm::chat::tool_format;
+    CHECK(chat_error({{"tools", json::array({json{{"type", "function"}, {"function", {{"name", "a b"}}}}})}}).param() ==
+          "tools[0].function.name");
+    CHECK(chat_error({{"tools", weather_tools()}, {"tool_choice", {{"type", "function"}}}}).param() == "tool_choice.function.name");
+
+    // auto: replies are parsed, nothing is forced.
+    ParsedRequest r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
+    CHECK(r.tool_format == &tool_format(ToolFamily::Hermes));
+    CHECK_FALSE(r.engine.grammar);
+    CHECK(r.reply_prefix.empty());
+    // none: not parsed at all.
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "none"}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
+    CHECK(r.tool_format == nullptr);
+
+    // required: the call opens in the prompt, the grammar holds the rest.
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "required"}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
+    CHECK(r.reply_prefix == "<tool_call>\n");
+    REQUIRE(r.engine.grammar);
+    vkllm::grammar::Matcher m(*r.engine.grammar);
+    REQUIRE(m.accept(R"({"name": "get_weather", "arguments": {"city": "Paris"}})" "\n</tool_call>"));
+    CHECK(m.can_end());
+
+    auto tool_error = [](json extra, const vkllm::chat::ToolFormat& f) {
+        return error_of([&] {
+            ParsedRequest q = parse_chat_request(chat_body(extra), 1);
+            apply_tool_format(q, f, true);
+        });
+    };
+    const json named = {{"type", "function"}, {"function", {{"name", "nope"}}}};
+    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", named}}, tool_format(ToolFamily::Hermes)).param() == "tool_choice");
+    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", "required"}, {"stop", "x"}}, tool_format(ToolFamily::Hermes))
+              .param() == "stop");
+    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}},
+                     tool_format(ToolFamily::Hermes))
+              .param() == "tool_choice");
+    // A family this server cannot parse: refused rather than answered with raw markup.
+    ApiError e = tool_error({{"tools", weather_tools()}}, tool_format(ToolFamily::Unsupported));
+    CHECK(e.param() == "tools");
+    // Parameters outside the schema subset: the 400 names the tool.
+    json bad = weather_tools();
+    bad[0]["function"]["parameters"]["not"] = json::object();
+    e = tool_error({{"tools", bad}, {"tool_choice", "required"}}, tool_format(ToolFamily::Hermes));
+    CHECK(e.param() == "tools[0].function.parameters");
+    CHECK(std::string(e.what()).find("'not'") != std::string::npos);
+
+    // A template that cannot show tools: the Generic family describes them in the system message.
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::Generic), false);
+    REQUIRE(r.messages[0]["role"] == "system");
+    CHECK(r.messages[0]["content"].get<std::string>().find("get_weather") != std::string::npos);
+}
+
+TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
+    using vkllm::chat::ToolFamily;
+    using vkllm::chat::tool_format;
+    const std::string reply = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    ParsedRequest r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
+
+    ResponseBuilder whole(r, "chatcmpl-t", "m", 1);
+    for (char c : reply) whole.add(text_event(std::string(1, c)));
+    json w = whole.response(done_event(serving::FinishReason::Stop, 3, 20));
+    const json& msg = w["choices"][0]["message"];
+    CHECK(msg["content"] == "Checking.");
+    REQUIRE(msg["tool_calls"].size() == 1);
+    CHECK(msg["tool_calls"][0]["type"] == "function");
+    CHECK(msg["tool_calls"][0]["id"].get<std::string>().starts_with("call_"));
+    CHECK(msg["tool_calls"][0]["function"]["name"] == "get_weather");
+    CHECK(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()) == json{{"city", "Paris"}});
+    CHECK_FALSE(msg["tool_calls"][0].contains("index"));
+    CHECK(w["choices"][0]["finish_reason"] == "tool_calls");
+
+    r.stream = true;
+    ResponseBuilder streamed(r, "chatcmpl-t", "m", 1);
+    std::string sse = streamed.stream_start();
+    for (char c : reply) sse += streamed.stream_text(text_event(std::string(1, c)));
+    sse += streamed.stream_done(done_event(serving::FinishReason::Stop, 3, 20));
+    std::string content;
+    json calls = json::array();
+    std::string finish;
+    for (const json& ev : sse_objects(sse)) {
+        const json& ch = ev["choices"][0];
+        if (ch["delta"].contains("content")) content += ch["delta"]["content"].get<std::string>();
+        if (ch["delta"].contains("tool_calls"))
+            for (const json& c : ch["delta"]["tool_calls"]) calls.push_back(c);
+        if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"].get<std::string>();
+    }
+    CHECK(content == "Checking.");  // no markup, not even its first '<'
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0]["index"] == 0);
+    CHECK(calls[0]["function"]["name"] == "get_weather");
+    CHECK(finish == "tool_calls");
+
+    // A malformed call is content, with finish_reason stop.
+    ResponseBuilder bad(r, "chatcmpl-t", "m", 1);
+    bad.add(text_event("<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>"));
+    json b = bad.response(done_event(serving::FinishReason::Stop, 3, 20));
+    CHECK(b["choices"][0]["message"]["content"] == "<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>");
+    CHECK_FALSE(b["choices"][0]["message"].contains("tool_calls"));
+    CHECK(b["choices"][0]["finish_reason"] == "stop");
 }

@@ -1,0 +1,672 @@
+#include "serving/template/tool_calls.h"
+
+#include "model/grammar/json_schema.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <optional>
+#include <set>
+
+namespace vkllm::chat {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// DeepSeek's markers: full-width bars and U+2581 (the SentencePiece space) inside.
+constexpr std::string_view kDsCallsBegin = "<｜tool▁calls▁begin｜>";
+constexpr std::string_view kDsCallsEnd = "<｜tool▁calls▁end｜>";
+constexpr std::string_view kDsCallBegin = "<｜tool▁call▁begin｜>";
+constexpr std::string_view kDsCallEnd = "<｜tool▁call▁end｜>";
+constexpr std::string_view kDsSep = "<｜tool▁sep｜>";
+
+struct Row {
+    ToolFormat format;
+    // The template source must hold both (nullptr: no second marker) to speak this format.
+    std::array<const char*, 2> template_markers;
+    // Where a call begins in a reply (nullptr: none), and whether a reply that starts with a JSON
+    // object is a call too (formats whose call is the whole reply).
+    const char* call_marker;
+    bool call_is_reply;
+};
+
+// Detection order matters: more specific markers first (Qwen3-Coder's template also holds
+// "<tool_call>", Mistral Small 3.2's also "[TOOL_CALLS]").
+constexpr Row kRows[] = {
+    {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::None, true}, {"<function=", "<parameter="}, "<tool_call>", false},
+    {{ToolFamily::FunctionaryV31, "functionary-v3.1", "Functionary medium v3.1", ForceKind::NamedPrefix, true},
+     {"<function=", nullptr}, "<function=", false},
+    {{ToolFamily::Unsupported, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::None, false}, {"<arg_key>", nullptr}, nullptr, false},
+    {{ToolFamily::Hermes, "hermes", "Hermes 2 Pro / 3, Qwen2.5, Qwen3, QwQ", ForceKind::CallObject, true},
+     {"<tool_call>", nullptr}, "<tool_call>", false},
+    {{ToolFamily::MistralV11, "mistral-v11", "Mistral Small 3.2, Magistral, Devstral", ForceKind::NamedPrefix, true},
+     {"[TOOL_CALLS]", "[ARGS]"}, "[TOOL_CALLS]", false},
+    {{ToolFamily::MistralNemo, "mistral-nemo", "Mistral Nemo, Mistral 7B v0.3", ForceKind::CallObject, true},
+     {"[TOOL_CALLS]", nullptr}, "[TOOL_CALLS]", false},
+    {{ToolFamily::DeepSeekR1, "deepseek-r1", "DeepSeek R1 and its distills", ForceKind::NamedPrefix, true},
+     {"tool▁calls▁begin", "```json"}, "<｜tool▁calls▁begin｜>", false},
+    {{ToolFamily::DeepSeekV31, "deepseek-v3.1", "DeepSeek V3 / V3.1", ForceKind::NamedPrefix, true},
+     {"tool▁calls▁begin", nullptr}, "<｜tool▁calls▁begin｜>", false},
+    {{ToolFamily::Unsupported, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, false}, {"<|channel|>", nullptr}, nullptr, false},
+    {{ToolFamily::Unsupported, "kimi-k2", "Kimi K2", ForceKind::None, false}, {"tool_calls_section", nullptr}, nullptr, false},
+    {{ToolFamily::Unsupported, "granite", "IBM Granite 3", ForceKind::None, false}, {"<|tool_call|>", nullptr}, nullptr, false},
+    {{ToolFamily::Unsupported, "command-r", "Command R / R+ / R7B", ForceKind::None, false},
+     {"START_OF_TURN_TOKEN", nullptr}, nullptr, false},
+    {{ToolFamily::Unsupported, "functionary-v3.2", "Functionary medium v3.2", ForceKind::None, false}, {">>>all", nullptr},
+     nullptr, false},
+    {{ToolFamily::Llama3, "llama3", "Llama 3.1, 3.2, 3.3", ForceKind::CallObject, false}, {"<|start_header_id|>", "ipython"},
+     "<|python_tag|>", true},
+    {{ToolFamily::Generic, "generic", "every other template", ForceKind::CallObject, true}, {nullptr, nullptr}, nullptr, true},
+};
+
+const Row& row_of(const ToolFormat& f) {
+    for (const Row& r : kRows)
+        if (&r.format == &f) return r;
+    for (const Row& r : kRows)
+        if (r.format.family == f.family) return r;
+    return kRows[std::size(kRows) - 1];
+}
+
+bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+// The end of the JSON object or array that starts at s[pos] (one past its closing bracket), or npos
+// when it does not close within s. Only brackets and strings are tracked: json::parse checks the rest.
+size_t json_end(std::string_view s, size_t pos) {
+    if (pos >= s.size() || (s[pos] != '{' && s[pos] != '[')) return std::string_view::npos;
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = pos; i < s.size(); ++i) {
+        const char c = s[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) return i + 1;
+        }
+    }
+    return std::string_view::npos;
+}
+
+// A cursor over a reply's call markup. Every method that fails leaves `ok` false; the caller then
+// treats the whole markup as content.
+class Cursor {
+public:
+    Cursor(std::string_view s, const json& tools) : s_(s), tools_(tools) {}
+
+    bool ok() const { return ok_; }
+    bool at_end() const { return pos_ >= s_.size(); }
+    size_t pos() const { return pos_; }
+    std::string_view rest() const { return s_.substr(std::min(pos_, s_.size())); }
+    void fail() { ok_ = false; }
+
+    void skip_ws() {
+        while (pos_ < s_.size() && is_ws(s_[pos_])) ++pos_;
+    }
+    bool next_is(std::string_view lit) const { return ok_ && s_.substr(pos_).starts_with(lit); }
+    bool accept(std::string_view lit) {
+        if (!next_is(lit)) return false;
+        pos_ += lit.size();
+        return true;
+    }
+    void expect(std::string_view lit) {
+        if (!accept(lit)) ok_ = false;
+    }
+    // A closing marker the reply may lack at its very end (the grammar of a forced call ends the
+    // generation right after the JSON, or the model ended its turn there).
+    void expect_or_end(std::string_view lit) {
+        skip_ws();
+        if (!at_end()) expect(lit);
+    }
+    // The text up to `lit` (consumed), trimmed.
+    std::string until(std::string_view lit) {
+        if (!ok_) return {};
+        const size_t e = s_.find(lit, pos_);
+        if (e == std::string_view::npos) {
+            ok_ = false;
+            return {};
+        }
+        std::string out(trim(s_.substr(pos_, e - pos_)));
+        pos_ = e + lit.size();
+        return out;
+    }
+    json value() {
+        if (!ok_) return nullptr;
+        skip_ws();
+        const size_t e = json_end(s_, pos_);
+        if (e == std::string_view::npos) {
+            ok_ = false;
+            return nullptr;
+        }
+        json v = json::parse(s_.substr(pos_, e - pos_), nullptr, false);
+        if (v.is_discarded()) {
+            ok_ = false;
+            return nullptr;
+        }
+        pos_ = e;
+        return v;
+    }
+
+    // A call from its parts: a tool the request offers (when it offered any), arguments an object
+    // (or a string holding one, as some models write).
+    void add_call(std::string name, json args, std::string id = {}) {
+        if (!ok_) return;
+        if (args.is_string()) {
+            json parsed = json::parse(args.get<std::string>(), nullptr, false);
+            args = parsed.is_discarded() ? json(nullptr) : std::move(parsed);
+        }
+        if (name.empty() || !args.is_object() || !known(name)) {
+            ok_ = false;
+            return;
+        }
+        calls_.push_back({std::move(id), std::move(name), args.dump()});
+    }
+    // {"name": ..., <args_key>: {...}} (Llama 3 also writes "arguments").
+    void add_call_object(const json& obj, const char* args_key, const char* alt_key = nullptr) {
+        if (!obj.is_object() || !obj.contains("name") || !obj["name"].is_string()) {
+            ok_ = false;
+            return;
+        }
+        const char* key = obj.contains(args_key) ? args_key : alt_key && obj.contains(alt_key) ? alt_key : nullptr;
+        if (!key) {
+            ok_ = false;
+            return;
+        }
+        std::string id = obj.contains("id") && obj["id"].is_string() ? obj["id"].get<std::string>() : std::string();
+        add_call(obj["name"].get<std::string>(), obj[key], std::move(id));
+    }
+    const json* tool_parameters(const std::string& name) const {
+        if (!tools_.is_array()) return nullptr;
+        for (const json& t : tools_)
+            if (t.contains("function") && t["function"].value("name", "") == name && t["function"].contains("parameters"))
+                return &t["function"]["parameters"];
+        return nullptr;
+    }
+    std::vector<ToolCall> take_calls() { return std::move(calls_); }
+
+private:
+    bool known(const std::string& name) const {
+        if (!tools_.is_array()) return true;
+        return std::any_of(tools_.begin(), tools_.end(), [&](const json& t) {
+            return t.contains("function") && t["function"].value("name", "") == name;
+        });
+    }
+
+    std::string_view s_;
+    const json& tools_;
+    size_t pos_ = 0;
+    bool ok_ = true;
+    std::vector<ToolCall> calls_;
+};
+
+// Qwen3-Coder writes parameter values bare: a string parameter as its text, anything else as JSON.
+json coder_value(const std::string& text, const json* params, const std::string& key) {
+    bool is_string = false;
+    if (params && params->contains("properties") && (*params)["properties"].contains(key)) {
+        const json& p = (*params)["properties"][key];
+        const json t = p.value("type", json(nullptr));
+        is_string = (t.is_string() && t.get<std::string>() == "string") ||
+                    (t.is_array() && std::find(t.begin(), t.end(), json("string")) != t.end() &&
+                     json::parse(text, nullptr, false).is_discarded());
+    }
+    if (!is_string) {
+        json v = json::parse(text, nullptr, false);
+        if (!v.is_discarded()) return v;
+    }
+    return text;
+}
+
+// The calls at the start of `markup` (which begins at the family's call marker, or with the JSON
+// object of a call_is_reply format); nullopt when they are malformed. `tail`: text after them.
+std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_view markup, const json& tools,
+                                                 std::string& tail) {
+    Cursor c(markup, tools);
+    switch (family) {
+    case ToolFamily::Hermes:
+        do {
+            c.expect("<tool_call>");
+            c.add_call_object(c.value(), "arguments");
+            c.expect_or_end("</tool_call>");
+            c.skip_ws();
+        } while (c.ok() && c.next_is("<tool_call>"));
+        break;
+    case ToolFamily::QwenCoder:
+        do {
+            c.expect("<tool_call>");
+            c.skip_ws();
+            c.expect("<function=");
+            const std::string name = c.until(">");
+            const json* params = c.tool_parameters(name);
+            json args = json::object();
+            for (c.skip_ws(); c.ok() && c.accept("<parameter=");) {
+                const std::string key = c.until(">");
+                std::string_view rest = c.rest();
+                const size_t e = rest.find("</parameter>");
+                if (!c.ok() || e == std::string_view::npos || key.empty()) {
+                    c.fail();
+                    break;
+                }
+                std::string_view v = rest.substr(0, e);
+                // The template writes "\n" around each value: one on each side is markup.
+                if (v.starts_with("\n")) v.remove_prefix(1);
+                if (v.ends_with("\n")) v.remove_suffix(1);
+                args[key] = coder_value(std::string(v), params, key);
+                c.expect(rest.substr(0, e + std::string_view("</parameter>").size()));
+                c.skip_ws();
+            }
+            c.expect_or_end("</function>");
+            c.add_call(name, std::move(args));
+            c.expect_or_end("</tool_call>");
+            c.skip_ws();
+        } while (c.ok() && c.next_is("<tool_call>"));
+        break;
+    case ToolFamily::Llama3:
+        c.accept("<|python_tag|>");
+        do {
+            c.add_call_object(c.value(), "parameters", "arguments");
+            c.skip_ws();
+        } while (c.ok() && c.accept(";"));
+        break;
+    case ToolFamily::MistralNemo: {
+        c.expect("[TOOL_CALLS]");
+        const json list = c.value();
+        if (!list.is_array() || list.empty()) c.fail();
+        for (size_t i = 0; c.ok() && i < list.size(); ++i) c.add_call_object(list[i], "arguments");
+        break;
+    }
+    case ToolFamily::MistralV11:
+        while (c.ok() && c.accept("[TOOL_CALLS]")) {
+            const size_t args_at = c.rest().find("[ARGS]");
+            const size_t id_at = c.rest().find("[CALL_ID]");
+            std::string name, id;
+            if (id_at != std::string_view::npos && id_at < args_at) {
+                name = c.until("[CALL_ID]");
+                id = c.until("[ARGS]");
+            } else {
+                name = c.until("[ARGS]");
+            }
+            c.add_call(name, c.value(), id);
+            c.skip_ws();
+        }
+        break;
+    case ToolFamily::DeepSeekV31:
+    case ToolFamily::DeepSeekR1:
+        c.expect(kDsCallsBegin);
+        do {
+            c.skip_ws();
+            c.expect(kDsCallBegin);
+            std::string name;
+            json args;
+            if (family == ToolFamily::DeepSeekR1) {
+                c.accept("function");
+                c.expect(kDsSep);
+                name = c.until("\n");
+                c.skip_ws();
+                c.expect("```json");
+                args = c.value();
+                c.expect_or_end("```");
+            } else {
+                name = c.until(kDsSep);
+                args = c.value();
+            }
+            c.add_call(name, std::move(args));
+            c.expect_or_end(kDsCallEnd);
+            c.skip_ws();
+        } while (c.ok() && c.next_is(kDsCallBegin));
+        c.expect_or_end(kDsCallsEnd);
+        break;
+    case ToolFamily::FunctionaryV31:
+        do {
+            c.expect("<function=");
+            const std::string name = c.until(">");
+            c.add_call(name, c.value());
+            c.expect_or_end("</function>");
+            c.skip_ws();
+        } while (c.ok() && c.next_is("<function="));
+        break;
+    case ToolFamily::Generic: {
+        const json obj = c.value();
+        if (!obj.is_object() || obj.size() != 1 || !obj.contains("tool_calls") || !obj["tool_calls"].is_array() ||
+            obj["tool_calls"].empty())
+            c.fail();
+        for (size_t i = 0; c.ok() && i < obj["tool_calls"].size(); ++i) c.add_call_object(obj["tool_calls"][i], "arguments");
+        break;
+    }
+    case ToolFamily::Unsupported: c.fail(); break;
+    }
+    if (!c.ok()) return std::nullopt;
+    c.skip_ws();
+    tail = std::string(trim(c.rest()));
+    return c.take_calls();
+}
+
+// Longest suffix of `s` that is a proper prefix of `marker`.
+size_t partial_marker(std::string_view s, std::string_view marker) {
+    for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
+        if (marker.starts_with(s.substr(s.size() - n))) return n;
+    return 0;
+}
+
+size_t trailing_ws(std::string_view s) {
+    size_t n = 0;
+    while (n < s.size() && is_ws(s[s.size() - 1 - n])) ++n;
+    return n;
+}
+
+const std::string& function_name(const json& tool) { return tool["function"]["name"].get_ref<const std::string&>(); }
+
+// A tool's parameters with every local reference moved under "#/$defs/<def>", where the wrapper
+// schema of forced_call() keeps them.
+json rebase_refs(const json& s, const std::string& def) {
+    if (s.is_object()) {
+        json out = json::object();
+        for (const auto& [k, v] : s.items()) {
+            if (k == "$ref" && v.is_string() && v.get<std::string>().starts_with("#"))
+                out[k] = "#/$defs/" + def + v.get<std::string>().substr(1);
+            else
+                out[k] = rebase_refs(v, def);
+        }
+        return out;
+    }
+    if (s.is_array()) {
+        json out = json::array();
+        for (const json& v : s) out.push_back(rebase_refs(v, def));
+        return out;
+    }
+    return s;
+}
+
+json parameters_of(const json& tool) {
+    const json& f = tool["function"];
+    return f.contains("parameters") ? f["parameters"] : json{{"type", "object"}};
+}
+
+// The GBNF rules of `schema` as rule "tool-call"; a SchemaError becomes the client's error naming
+// the tool's parameters (`where` under "/$defs/tool-<i>" maps back to tools[i]).
+std::string call_rules(const json& schema, const std::vector<size_t>& tool_index) {
+    try {
+        return grammar::json_schema_rules(schema.dump(), "tool-call");
+    } catch (const grammar::SchemaError& e) {
+        std::string param = "tools";
+        std::string where = e.where();
+        if (where.starts_with("/$defs/tool-")) {
+            const size_t slash = where.find('/', 12);
+            const std::string n = where.substr(12, slash == std::string::npos ? std::string::npos : slash - 12);
+            const size_t i = size_t(std::stoul(n));
+            param = fmt::format("tools[{}].function.parameters", i < tool_index.size() ? tool_index[i] : i);
+            where = slash == std::string::npos ? "" : where.substr(slash);
+        } else if (tool_index.size() == 1) {
+            param = fmt::format("tools[{}].function.parameters", tool_index[0]);
+        }
+        std::string msg = fmt::format("Invalid '{}': {}", param, e.what());
+        if (!e.keyword().empty()) msg += fmt::format(" (keyword '{}'{})", e.keyword(), where.empty() ? "" : " at " + where);
+        throw ToolError(msg, param);
+    }
+}
+
+}  // namespace
+
+std::span<const ToolFormat> tool_formats() {
+    static const std::vector<ToolFormat> formats = [] {
+        std::vector<ToolFormat> v;
+        for (const Row& r : kRows) v.push_back(r.format);
+        return v;
+    }();
+    return formats;
+}
+
+const ToolFormat& tool_format(ToolFamily f) {
+    for (const Row& r : kRows)
+        if (r.format.family == f) return r.format;
+    return kRows[std::size(kRows) - 1].format;
+}
+
+const ToolFormat& detect_tool_format(std::string_view src) {
+    for (const Row& r : kRows) {
+        if (!r.template_markers[0]) return r.format;
+        if (src.find(r.template_markers[0]) != std::string_view::npos &&
+            (!r.template_markers[1] || src.find(r.template_markers[1]) != std::string_view::npos))
+            return r.format;
+    }
+    return kRows[std::size(kRows) - 1].format;
+}
+
+bool template_renders_tools(std::string_view src) { return src.find("tools") != std::string_view::npos; }
+
+ToolError::ToolError(const std::string& what, std::string param) : std::invalid_argument(what), param_(std::move(param)) {}
+
+void check_tools(const json& tools) {
+    if (!tools.is_array()) throw ToolError("Invalid 'tools': expected an array.", "tools");
+    std::set<std::string> names;
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json& t = tools[i];
+        const std::string at = fmt::format("tools[{}]", i);
+        if (!t.is_object()) throw ToolError(fmt::format("Invalid '{}': expected an object.", at), at);
+        if (!t.contains("type") || t["type"] != "function")
+            throw ToolError(fmt::format("Invalid '{}.type': expected 'function'.", at), at + ".type");
+        if (!t.contains("function") || !t["function"].is_object())
+            throw ToolError(fmt::format("Missing required parameter: '{}.function'.", at), at + ".function");
+        const json& f = t["function"];
+        if (!f.contains("name") || !f["name"].is_string())
+            throw ToolError(fmt::format("Missing required parameter: '{}.function.name'.", at), at + ".function.name");
+        const std::string name = f["name"].get<std::string>();
+        // OpenAI's rule; it also keeps names from closing the markup they sit in ("<function=NAME>").
+        const bool good = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+            return std::isalnum(uint8_t(c)) || c == '_' || c == '-' || c == '.';
+        });
+        if (!good)
+            throw ToolError(fmt::format("Invalid '{}.function.name': '{}' must be 1 to 64 letters, digits, '_', '-' or '.'.",
+                                        at, name), at + ".function.name");
+        if (!names.insert(name).second)
+            throw ToolError(fmt::format("Invalid '{}.function.name': another tool is also named '{}'.", at, name),
+                            at + ".function.name");
+        if (f.contains("parameters") && !f["parameters"].is_object())
+            throw ToolError(fmt::format("Invalid '{}.function.parameters': expected a JSON Schema object.", at),
+                            at + ".function.parameters");
+    }
+}
+
+// --- ReplyStream ---------------------------------------------------------------------------------
+
+struct ReplyStream::Impl {
+    const Row* row;
+    json tools;
+    std::string pending;   // not released, no call found yet
+    std::string held_ws;   // whitespace between the content and a call: dropped when the call is good
+    std::string markup;    // from the call marker on
+    bool started = false;
+    bool seen_text = false;  // released or held non-whitespace: a call_is_reply format can no longer start
+
+    // Where a call begins in `pending`, or npos.
+    size_t find_start() const {
+        size_t best = std::string_view::npos;
+        if (row->call_marker) best = pending.find(row->call_marker);
+        if (row->call_is_reply && !seen_text) {
+            const size_t first = pending.find_first_not_of(" \n\t\r");
+            if (first != std::string::npos && pending[first] == '{') best = std::min(best, first);
+        }
+        return best;
+    }
+
+    std::string push(std::string_view text) {
+        if (started) {
+            markup += text;
+            return {};
+        }
+        pending += text;
+        const size_t start = find_start();
+        if (start != std::string_view::npos) {
+            started = true;
+            markup = pending.substr(start);
+            std::string before = pending.substr(0, start);
+            const size_t ws = trailing_ws(before);
+            held_ws = before.substr(before.size() - ws);
+            before.resize(before.size() - ws);
+            pending.clear();
+            return before;
+        }
+        if (row->call_is_reply && !seen_text && trim(pending).empty()) return {};  // a call may still open the reply
+        if (!trim(pending).empty()) seen_text = true;
+        size_t keep = row->call_marker ? partial_marker(pending, row->call_marker) : 0;
+        keep = std::max(keep, trailing_ws(std::string_view(pending).substr(0, pending.size() - keep)) + keep);
+        std::string out = pending.substr(0, pending.size() - keep);
+        pending.erase(0, pending.size() - keep);
+        return out;
+    }
+
+    Rest finish() {
+        Rest r;
+        if (!started) {
+            r.content = std::move(pending);
+            pending.clear();
+            return r;
+        }
+        std::string tail;
+        if (auto calls = parse_calls(row->format.family, markup, tools, tail); calls && !calls->empty()) {
+            r.calls = std::move(*calls);
+            // Text after the calls is content; the whitespace that led to them is not.
+            r.content = tail;
+        } else {
+            r.content = held_ws + markup;
+        }
+        markup.clear();
+        started = false;
+        return r;
+    }
+};
+
+ReplyStream::ReplyStream(const ToolFormat& format, json tools, std::string prefix)
+    : impl_(std::make_unique<Impl>(Impl{&row_of(format), std::move(tools), {}, {}, {}, false, false})) {
+    if (!prefix.empty()) impl_->push(prefix);
+}
+ReplyStream::~ReplyStream() = default;
+ReplyStream::ReplyStream(ReplyStream&&) noexcept = default;
+ReplyStream& ReplyStream::operator=(ReplyStream&&) noexcept = default;
+
+std::string ReplyStream::push(std::string_view text) { return impl_->push(text); }
+ReplyStream::Rest ReplyStream::finish() { return impl_->finish(); }
+
+ReplyStream::Rest parse_reply(const ToolFormat& format, const json& tools, std::string_view text) {
+    ReplyStream s(format, tools);
+    std::string content = s.push(text);
+    ReplyStream::Rest r = s.finish();
+    r.content = content + r.content;
+    return r;
+}
+
+// --- forcing a call ------------------------------------------------------------------------------
+
+ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::string& only, bool parallel) {
+    if (!tools.is_array() || tools.empty()) throw ToolError("Invalid 'tool_choice': the request has no tools to call.", "tool_choice");
+    std::vector<size_t> chosen;
+    for (size_t i = 0; i < tools.size(); ++i)
+        if (only.empty() || function_name(tools[i]) == only) chosen.push_back(i);
+    if (chosen.empty())
+        throw ToolError(fmt::format("Invalid 'tool_choice': no tool in 'tools' is named '{}'.", only), "tool_choice");
+    if (format.force == ForceKind::None)
+        throw ToolError(fmt::format("Invalid 'tool_choice': this model's tool-call format ({}) cannot be forced by this "
+                                    "server yet; use 'auto'.", format.name),
+                        "tool_choice");
+
+    ForcedCall fc;
+    if (format.force == ForceKind::NamedPrefix) {
+        if (chosen.size() != 1)
+            throw ToolError(fmt::format("Invalid 'tool_choice': this model's tool-call format ({}) names the tool in "
+                                        "control tokens, which a grammar cannot choose between; name the function in "
+                                        "'tool_choice'.", format.name),
+                            "tool_choice");
+        const json& tool = tools[chosen[0]];
+        const std::string& name = function_name(tool);
+        std::string after;
+        switch (format.family) {
+        case ToolFamily::MistralV11: fc.prompt_prefix = "[TOOL_CALLS]" + name + "[ARGS]"; break;
+        case ToolFamily::DeepSeekV31:
+            fc.prompt_prefix = std::string(kDsCallsBegin) + std::string(kDsCallBegin) + name + std::string(kDsSep);
+            break;
+        case ToolFamily::DeepSeekR1:
+            fc.prompt_prefix = std::string(kDsCallsBegin) + std::string(kDsCallBegin) + "function" + std::string(kDsSep) + name +
+                               "\n```json\n";
+            after = "\n```";
+            break;
+        case ToolFamily::FunctionaryV31:
+            fc.prompt_prefix = "<function=" + name + ">";
+            after = "</function>";
+            break;
+        default: throw std::logic_error("forced_call: a NamedPrefix family without its prefix");
+        }
+        fc.gbnf = "root ::= tool-call" + (after.empty() ? std::string() : " " + grammar::gbnf_literal(after)) + "\n" +
+                  call_rules(parameters_of(tool), chosen);
+        return fc;
+    }
+
+    // CallObject: one schema whose values are the calls, each tool's parameters under $defs.
+    const char* args_key = format.family == ToolFamily::Llama3 ? "parameters" : "arguments";
+    json defs = json::object();
+    json alternatives = json::array();
+    for (size_t k = 0; k < chosen.size(); ++k) {
+        const std::string def = fmt::format("tool-{}", k);
+        defs[def] = rebase_refs(parameters_of(tools[chosen[k]]), def);
+        alternatives.push_back({{"type", "object"},
+                                {"properties", {{"name", {{"const", function_name(tools[chosen[k]])}}},
+                                                {args_key, {{"$ref", "#/$defs/" + def}}}}},
+                                {"required", {"name", args_key}},
+                                {"additionalProperties", false}});
+    }
+    json call = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
+    const bool many = parallel && format.parallel;
+    json schema;
+    std::string root;
+    switch (format.family) {
+    case ToolFamily::Hermes:
+        fc.prompt_prefix = "<tool_call>\n";
+        schema = call;
+        root = "root ::= tool-call \"\\n</tool_call>\"";
+        if (many) root += " (\"\\n<tool_call>\\n\" tool-call \"\\n</tool_call>\")*";
+        break;
+    case ToolFamily::Llama3:
+        schema = call;
+        root = "root ::= tool-call";
+        break;
+    case ToolFamily::MistralNemo:
+        fc.prompt_prefix = "[TOOL_CALLS]";
+        schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+        if (!many) schema["maxItems"] = 1;
+        root = "root ::= tool-call";
+        break;
+    case ToolFamily::Generic: {
+        json list = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+        if (!many) list["maxItems"] = 1;
+        schema = {{"type", "object"}, {"properties", {{"tool_calls", list}}}, {"required", {"tool_calls"}},
+                  {"additionalProperties", false}};
+        root = "root ::= tool-call";
+        break;
+    }
+    default: throw std::logic_error("forced_call: a CallObject family without its shape");
+    }
+    schema["$defs"] = std::move(defs);
+    fc.gbnf = root + "\n" + call_rules(schema, chosen);
+    return fc;
+}
+
+std::string tool_instructions(const json& tools) {
+    std::string out =
+        "You can call tools. To call one or more, reply with only this JSON object and nothing else:\n"
+        "{\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": {<the arguments>}}]}\n"
+        "Otherwise answer normally. The tools:\n";
+    for (const json& t : tools) out += t["function"].dump() + "\n";
+    return out;
+}
+
+}  // namespace vkllm::chat

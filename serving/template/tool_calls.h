@@ -1,0 +1,124 @@
+// Tool calls as each model family writes them: which family a chat template speaks (detected from
+// its source), how its replies split into content and calls (whole or streamed), and how a call is
+// forced when the client requires one (a prompt prefix that opens the call plus a grammar for the
+// rest, arguments following each tool's parameter schema).
+//
+// The families are rows of one table (tool_formats(); docs/structured-output.md lists them). A
+// reply is parsed by one ReplyStream whether it arrives whole or token by token, so both give the
+// same content and calls by construction. Call markup never reaches the content: text that may
+// begin a call marker is held back until the next text decides it, and a call that turns out
+// malformed (bad JSON, an unknown tool, arguments that are not an object) comes back as content.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vkllm::chat {
+
+enum class ToolFamily {
+    Generic,        // no native format: the reply is {"tool_calls": [{"name", "arguments"}]}
+    Hermes,         // Hermes 2/3, Qwen2.5, Qwen3, QwQ: <tool_call>{"name", "arguments"}</tool_call>
+    QwenCoder,      // Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...
+    Llama3,         // Llama 3.1-3.3: {"name", "parameters"} as the whole reply, or after <|python_tag|>
+    MistralNemo,    // [TOOL_CALLS][{"name", "arguments", "id"}]
+    MistralV11,     // Mistral Small 3.2: [TOOL_CALLS]NAME[ARGS]{...}
+    DeepSeekR1,     // <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json {...} ```
+    DeepSeekV31,    // <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}
+    FunctionaryV31, // <function=NAME>{...}</function>
+    Unsupported,    // a native format this runtime cannot parse yet (gpt-oss, Command R, ...)
+};
+
+// How a client's required call is forced in a family.
+enum class ForceKind {
+    None,          // cannot be forced
+    CallObject,    // the call is JSON naming its tool: any tool set, one grammar
+    NamedPrefix,   // the tool's name is markup (control tokens): one tool only, named in the prefix
+};
+
+struct ToolFormat {
+    ToolFamily family;
+    const char* name;            // "hermes", in logs, errors and docs
+    const char* models;          // who writes it
+    ForceKind force;
+    bool parallel;               // the format can hold several calls in one reply
+};
+
+// The table, in detection order.
+std::span<const ToolFormat> tool_formats();
+const ToolFormat& tool_format(ToolFamily f);
+// The family a template speaks, from markers in its source; Generic when it has none (then the
+// template does not render `tools` itself, and tool_instructions() tells the model).
+const ToolFormat& detect_tool_format(std::string_view template_source);
+// Whether the template source renders the `tools` variable at all.
+bool template_renders_tools(std::string_view template_source);
+
+class ToolError : public std::invalid_argument {
+public:
+    // param: the request field at fault ("tools[1].function.parameters", "tool_choice", ...).
+    ToolError(const std::string& what, std::string param);
+    const std::string& param() const { return param_; }
+
+private:
+    std::string param_;
+};
+
+// OpenAI's `tools` checked: an array of {"type": "function", "function": {"name", "description"?,
+// "parameters"?}}. ToolError naming the field otherwise, or for two tools with one name.
+void check_tools(const nlohmann::ordered_json& tools);
+
+struct ToolCall {
+    std::string id;         // the model's own id where the format has one (Mistral), else ""
+    std::string name;
+    std::string arguments;  // compact JSON text of an object
+};
+
+// The content and calls of one reply. Feed the generated text in any pieces; push() returns the
+// content that can be shown now, finish() the rest and the calls.
+class ReplyStream {
+public:
+    // `tools`: the request's tools (calls naming any other tool are malformed); `prefix`: text the
+    // server put at the start of the reply in the prompt (a forced call's opening markup), parsed as
+    // if the model had written it.
+    ReplyStream(const ToolFormat& format, nlohmann::ordered_json tools, std::string prefix = {});
+    ~ReplyStream();
+    ReplyStream(ReplyStream&&) noexcept;
+    ReplyStream& operator=(ReplyStream&&) noexcept;
+
+    std::string push(std::string_view text);
+    struct Rest {
+        std::string content;
+        std::vector<ToolCall> calls;
+    };
+    Rest finish();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Whole text at once: the content (what push() and finish() released, joined) and the calls.
+ReplyStream::Rest parse_reply(const ToolFormat& format, const nlohmann::ordered_json& tools, std::string_view text);
+
+// A required call: `prompt_prefix` goes after the rendered prompt (the model continues inside the
+// call), and the generated text must be a sentence of `gbnf`. `only` names the tool of a named
+// tool_choice ("" for any). ToolError when the family cannot force this choice or a tool's
+// parameters are outside the schema subset (param names the field).
+struct ForcedCall {
+    std::string prompt_prefix;
+    std::string gbnf;
+};
+ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& tools, const std::string& only,
+                       bool parallel);
+
+// For the Generic family with a template that does not render tools: a system-prompt text listing
+// the tools and the reply shape that calls them.
+std::string tool_instructions(const nlohmann::ordered_json& tools);
+
+}  // namespace vkllm::chat
