@@ -661,10 +661,8 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
 }
 
 std::string tool_instructions(const json& tools) {
-    std::string out =
-        "You can call tools. To call one or more, reply with only this JSON object and nothing else:\n"
-        "{\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": {<the arguments>}}]}\n"
-        "Otherwise answer normally. The tools:\n";
+    // Short: every token of it is paid in every request's prompt.
+    std::string out = "To call tools, reply only with {\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}. Tools:\n";
     for (const json& t : tools) out += t["function"].dump() + "\n";
     return out;
 }

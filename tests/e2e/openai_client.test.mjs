@@ -20,7 +20,7 @@ let client;
 
 before(async () => {
   if (!haveModel()) return;
-  server = await startServer(['--parallel', '4', '--api-key', KEY, '--ctx', '512']);
+  server = await startServer(['--parallel', '4', '--api-key', KEY, '--ctx', '1024']);
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
 });
 
@@ -240,7 +240,87 @@ test('a schema that cannot be enforced is a 400 naming the keyword', { skip }, a
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format.json_schema.schema' && /patternProperties/.test(e.message),
   );
   await assert.rejects(
-    client.chat.completions.create({ model: 'x', messages: chatMessages, tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] }),
-    (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice',
+    client.chat.completions.create({ model: 'x', messages: chatMessages, tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', not: {} } } }] }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools[0].function.parameters' && /'not'/.test(e.message),
   );
+});
+
+// stories260K never calls a tool by itself: a required or named tool_choice must still give a call
+// whose arguments are valid for the tool's parameters, whole and streamed, with no markup in content.
+const weatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', minLength: 1, maxLength: 20 }, unit: { enum: ['celsius', 'fahrenheit'] } },
+      required: ['city'],
+      additionalProperties: false,
+    },
+  },
+};
+const timeTool = {
+  type: 'function',
+  function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 10 } }, required: ['zone'], additionalProperties: false } },
+};
+
+async function callOnce(req, stream) {
+  if (!stream) {
+    const r = await client.chat.completions.create(req);
+    return { content: r.choices[0].message.content, calls: r.choices[0].message.tool_calls ?? [], finish: r.choices[0].finish_reason };
+  }
+  let content = '';
+  const calls = [];
+  let finish;
+  for await (const c of await client.chat.completions.create({ ...req, stream: true })) {
+    const d = c.choices[0]?.delta ?? {};
+    content += d.content ?? '';
+    for (const tc of d.tool_calls ?? []) {
+      // OpenAI's deltas: the first fragment of a call has its id and name, later ones add arguments.
+      if (!calls[tc.index]) calls[tc.index] = { id: tc.id, type: tc.type, function: { name: tc.function?.name ?? '', arguments: '' } };
+      calls[tc.index].function.arguments += tc.function?.arguments ?? '';
+    }
+    finish = c.choices[0]?.finish_reason ?? finish;
+  }
+  return { content, calls, finish };
+}
+
+test('tool_choice required and named force valid calls, whole and streamed', { skip }, async () => {
+  const ajv = new Ajv();
+  const validators = { get_weather: ajv.compile(weatherTool.function.parameters), get_time: ajv.compile(timeTool.function.parameters) };
+  const cases = [
+    [false, 'required', [weatherTool]],
+    [true, 'required', [weatherTool]],
+    [false, 'required', [weatherTool, timeTool]],
+    [true, { type: 'function', function: { name: 'get_time' } }, [weatherTool, timeTool]],
+  ];
+  for (const [i, [stream, choice, tools]] of cases.entries()) {
+    const req = { model: 'x', messages: chatMessages, max_tokens: 200, temperature: 0.9, seed: 40 + i, tools, tool_choice: choice, parallel_tool_calls: false };
+    const { content, calls, finish } = await callOnce(req, stream);
+    assert.equal(finish, 'tool_calls', JSON.stringify({ content, calls }));
+    assert.ok(!content, `content must be empty: ${content}`);
+    assert.equal(calls.length, 1);
+    const call = calls[0];
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /^call_[A-Za-z0-9]{24}$/);
+    if (typeof choice === 'object') assert.equal(call.function.name, choice.function.name);
+    const validate = validators[call.function.name];
+    assert.ok(validate, `unknown tool ${call.function.name}`);
+    const args = JSON.parse(call.function.arguments);
+    assert.ok(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
+  }
+});
+
+test('a follow-up turn with the assistant tool_calls and the tool result is answered', { skip }, async () => {
+  const first = await client.chat.completions.create({
+    model: 'x', messages: chatMessages, max_tokens: 200, seed: 5, tools: [weatherTool], tool_choice: 'required', parallel_tool_calls: false,
+  });
+  assert.equal(first.choices[0].finish_reason, 'tool_calls', JSON.stringify(first.choices[0]));
+  const msg = first.choices[0].message;
+  const r = await client.chat.completions.create({
+    model: 'x', max_tokens: 8, tools: [weatherTool],
+    messages: [...chatMessages, msg, { role: 'tool', tool_call_id: msg.tool_calls[0].id, content: '{"temp": 21}' }],
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
 });
