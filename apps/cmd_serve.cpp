@@ -159,6 +159,7 @@ void serve(const ServeOptions& o) {
     sm.render_chat = [tmpl](const chat::ChatInputs& in) { return tmpl->apply(in); };
     sm.tool_format = &chat::detect_tool_format(tmpl->source());
     sm.template_renders_tools = chat::template_renders_tools(tmpl->source());
+    sm.template_thinks = chat::template_thinks(tmpl->source());
     sm.submit = [&engine](serving::CompletionRequest req) -> std::unique_ptr<server::Generation> {
         return std::make_unique<TicketGeneration>(engine.submit(std::move(req)));
     };

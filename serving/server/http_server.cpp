@@ -217,7 +217,11 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
     apply_tool_format(req, *m->tool_format, m->template_renders_tools);
     req.engine.control_text = req.tool_format != nullptr;
-    req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx);
+    std::string rendered;
+    req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, &rendered);
+    // A forced call's prefix closes any reasoning: its reply is the call alone.
+    req.split_reasoning = ep == Endpoint::Chat && m->template_thinks && req.reasoning_format != "none" && req.reply_prefix.empty();
+    req.reply_in_reasoning = req.split_reasoning && chat::prompt_opens_reasoning(rendered);
 
     std::unique_ptr<Generation> gen;
     try {

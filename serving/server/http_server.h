@@ -41,6 +41,7 @@ struct ServedModel {
     // The tool-call family of the chat template, and whether the template renders `tools` itself.
     const chat::ToolFormat* tool_format = &chat::tool_format(chat::ToolFamily::Generic);
     bool template_renders_tools = false;
+    bool template_thinks = false;  // the template writes <think> blocks: replies may open with one
     // Engine::submit: throws serving::QueueFullError, serving::EngineStoppedError or
     // std::invalid_argument as it does.
     std::function<std::unique_ptr<Generation>(serving::CompletionRequest)> submit;

@@ -395,6 +395,12 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
         }
     }
     r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
+    if (auto rf = get_string(body, "reasoning_format")) {
+        if (*rf != "auto" && *rf != "none" && *rf != "deepseek")
+            throw invalid_field("reasoning_format", fmt::format("Invalid 'reasoning_format': '{}'. Expected 'auto', 'deepseek' "
+                                                                "or 'none'.", *rf));
+        r.reasoning_format = *rf;
+    }
     parse_common(body, seed, r);
     r.logprobs = get_bool(body, "logprobs").value_or(false);
     if (auto tl = get_integer(body, "top_logprobs", 0, 20)) {
@@ -563,6 +569,7 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
         reply_.emplace(*req.tool_format, req.tools, req.reply_prefix);
         tool_family_ = req.tool_format->family;
     }
+    if (req.split_reasoning) reasoning_.emplace(req.reply_in_reasoning);
 }
 
 json ResponseBuilder::tool_calls_json(const std::vector<chat::ToolCall>& calls, bool streamed) const {
@@ -651,15 +658,33 @@ std::string ResponseBuilder::stream_start() const {
     return sse_data(j);
 }
 
+chat::ReasoningStream::Piece ResponseBuilder::split(std::string_view text) {
+    chat::ReasoningStream::Piece p;
+    if (reasoning_) p = reasoning_->push(text);
+    else p.content = text;
+    if (reply_) p.content = reply_->push(p.content);
+    return p;
+}
+
+chat::ReasoningStream::Piece ResponseBuilder::split_rest() {
+    chat::ReasoningStream::Piece p;
+    if (reasoning_) p = reasoning_->finish();
+    if (reply_) p.content = reply_->push(p.content);
+    return p;
+}
+
 std::string ResponseBuilder::stream_text(const serving::Event& ev) {
-    const std::string text = reply_ ? reply_->push(ev.text) : ev.text;
-    if (text.empty() && (!logprobs_ || ev.logprobs.empty())) return {};
+    const chat::ReasoningStream::Piece piece = split(ev.text);
+    const std::string& text = piece.content;
+    if (text.empty() && piece.reasoning.empty() && (!logprobs_ || ev.logprobs.empty())) return {};
     json j = chunk_base();
     json choice = json::object();
     choice["index"] = 0;
     json lp = nullptr;
     if (endpoint_ == Endpoint::Chat) {
-        choice["delta"] = json{{"content", text}};
+        choice["delta"] = json::object();
+        if (!piece.reasoning.empty()) choice["delta"]["reasoning_content"] = piece.reasoning;
+        if (!text.empty() || piece.reasoning.empty()) choice["delta"]["content"] = text;
         if (logprobs_) lp = chat_logprobs(ev.logprobs);
         choice["logprobs"] = lp;
     } else {
@@ -677,21 +702,27 @@ std::string ResponseBuilder::stream_text(const serving::Event& ev) {
 std::string ResponseBuilder::stream_done(const serving::Event& done) {
     std::string out;
     const char* finish = openai_finish_reason(done.finish);
+    auto delta_chunk = [&](json delta) {
+        json c = chunk_base();
+        c["choices"] = json::array({json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+        if (include_usage_) c["usage"] = nullptr;
+        out += sse_data(c);
+    };
+    const chat::ReasoningStream::Piece held = split_rest();
+    if (!held.reasoning.empty()) delta_chunk(json{{"reasoning_content", held.reasoning}});
+    std::string content = held.content;
     if (reply_) {
         // The content held back at the end, then every call whole (a call is sent once it is known
         // to be well formed: a malformed one comes back as content instead).
         chat::ReplyStream::Rest rest = reply_->finish();
-        auto delta_chunk = [&](json delta) {
-            json c = chunk_base();
-            c["choices"] = json::array({json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-            if (include_usage_) c["usage"] = nullptr;
-            out += sse_data(c);
-        };
-        if (!rest.content.empty()) delta_chunk(json{{"content", rest.content}});
+        content += rest.content;
+        if (!content.empty()) delta_chunk(json{{"content", content}});
         if (!rest.calls.empty()) {
             delta_chunk(json{{"tool_calls", tool_calls_json(rest.calls, true)}});
             finish = "tool_calls";
         }
+    } else if (!content.empty()) {
+        delta_chunk(json{{"content", content}});
     }
     json j = chunk_base();
     json choice = json::object();
@@ -717,7 +748,9 @@ std::string ResponseBuilder::stream_done(const serving::Event& done) {
 std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
 
 void ResponseBuilder::add(const serving::Event& ev) {
-    text_ += reply_ ? reply_->push(ev.text) : ev.text;
+    const chat::ReasoningStream::Piece piece = split(ev.text);
+    reasoning_text_ += piece.reasoning;
+    text_ += piece.content;
     if (logprobs_) lps_.insert(lps_.end(), ev.logprobs.begin(), ev.logprobs.end());
 }
 
@@ -732,10 +765,14 @@ json ResponseBuilder::response(const serving::Event& done) {
     choice["index"] = 0;
     const char* finish = openai_finish_reason(done.finish);
     if (endpoint_ == Endpoint::Chat) {
+        const chat::ReasoningStream::Piece held = split_rest();
         chat::ReplyStream::Rest rest;
         if (reply_) rest = reply_->finish();
-        const std::string content = text_ + rest.content;
-        json message = json{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+        const std::string content = text_ + held.content + rest.content;
+        json message = json{{"role", "assistant"}, {"content", content}};
+        const std::string reasoning = reasoning_text_ + held.reasoning;
+        if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+        message["refusal"] = nullptr;
         if (!rest.calls.empty()) {
             // OpenAI: a reply that is only calls has null content.
             if (content.empty()) message["content"] = nullptr;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "serving/engine/engine.h"
+#include "serving/template/reasoning.h"
 #include "serving/template/tool_calls.h"
 
 #include <nlohmann/json.hpp>
@@ -79,6 +80,11 @@ struct ParsedRequest {
     // and the text the prompt ends with inside the reply (a forced call's opening markup).
     const chat::ToolFormat* tool_format = nullptr;
     std::string reply_prefix;
+    // reasoning_format: "auto" (default) and "deepseek" split a reasoning block off into
+    // reasoning_content where the template writes them; "none" leaves it in the content. The server
+    // sets split_reasoning from it and the template, reply_in_reasoning from the rendered prompt.
+    std::string reasoning_format = "auto";
+    bool split_reasoning = false, reply_in_reasoning = false;
 
     // Chat: top_logprobs alternatives with logprobs=true; completions: the integer logprobs.
     bool logprobs = false;
@@ -153,6 +159,10 @@ private:
     json chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const;
     json completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const;
     json usage(const serving::Event& done) const;
+    // Generated text through the reasoning splitter, then the tool-call parser: what can be shown
+    // now, and at the end what they held back.
+    chat::ReasoningStream::Piece split(std::string_view text);
+    chat::ReasoningStream::Piece split_rest();
     // The calls in OpenAI's shape, with fresh ids where the model gave none (streamed: with index).
     json tool_calls_json(const std::vector<chat::ToolCall>& calls, bool streamed) const;
 
@@ -162,6 +172,8 @@ private:
     int64_t created_;
     std::string text_;                           // whole responses: the content so far
     std::optional<chat::ReplyStream> reply_;     // chat with tools: splits content from calls
+    std::optional<chat::ReasoningStream> reasoning_;  // splits reasoning from the rest
+    std::string reasoning_text_;                 // whole responses: the reasoning so far
     chat::ToolFamily tool_family_ = chat::ToolFamily::Generic;
     std::vector<serving::TokenLogprob> lps_;     // whole responses: every token's logprob
     size_t streamed_bytes_ = 0;                  // completions stream: text_offset of the next token

@@ -1,5 +1,7 @@
 #include "serving/server/prompt.h"
 
+#include "serving/template/reasoning.h"
+
 #include <fmt/format.h>
 
 namespace vkllm::server {
@@ -15,11 +17,16 @@ std::string render_chat(const ChatRenderer& render, const chat::ChatInputs& in) 
 }
 
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req,
-                                   uint32_t n_ctx) {
+                                   uint32_t n_ctx, std::string* rendered) {
     std::vector<int32_t> ids;
     if (req.endpoint == Endpoint::Chat) {
-        ids = chat::encode_prompt(tok, render_chat(render, chat::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)) +
-                                           req.reply_prefix);
+        std::string text = render_chat(render, chat::chat_inputs(tok, req.messages, req.tools, req.template_kwargs));
+        // A forced call cannot sit inside a reasoning block the template opened (QwQ, DeepSeek R1):
+        // the block is closed empty first, as Qwen3 renders enable_thinking=false.
+        if (!req.reply_prefix.empty() && chat::prompt_opens_reasoning(text)) text += "\n</think>\n\n";
+        text += req.reply_prefix;
+        ids = chat::encode_prompt(tok, text);
+        if (rendered) *rendered = text;
     } else if (req.prompt_is_tokens) {
         for (int32_t id : req.prompt_tokens)
             if (size_t(id) >= tok.n_vocab())

@@ -22,7 +22,8 @@ std::string render_chat(const ChatRenderer& render, const chat::ChatInputs& in);
 
 // The prompt of a request: rendered and encoded for chat, encoded (or the client's ids, checked
 // against the vocabulary) for completions. 400 when it does not fit `n_ctx` with room for one token.
+// `rendered`, when given, receives the chat prompt's text (what the reply continues).
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req,
-                                   uint32_t n_ctx);
+                                   uint32_t n_ctx, std::string* rendered = nullptr);
 
 }  // namespace vkllm::server

@@ -128,7 +128,12 @@ public:
     // generation right after the JSON, or the model ended its turn there).
     void expect_or_end(std::string_view lit) {
         skip_ws();
-        if (!at_end()) expect(lit);
+        if (at_end()) return;
+        if (lit.starts_with(rest())) {  // cut inside the marker
+            pos_ = s_.size();
+            return;
+        }
+        expect(lit);
     }
     // The text up to `lit` (consumed), trimmed.
     std::string until(std::string_view lit) {
@@ -174,18 +179,20 @@ public:
         calls_.push_back({std::move(id), std::move(name), args.dump()});
     }
     // {"name": ..., <args_key>: {...}} (Llama 3 also writes "arguments").
-    void add_call_object(const json& obj, const char* args_key, const char* alt_key = nullptr) {
+    // A tool without parameters may be called without arguments, except where the call is the whole
+    // reply and the key is what tells a call from an answer that happens to be JSON (Llama 3).
+    void add_call_object(const json& obj, const char* args_key, const char* alt_key = nullptr, bool args_optional = true) {
         if (!obj.is_object() || !obj.contains("name") || !obj["name"].is_string()) {
             ok_ = false;
             return;
         }
         const char* key = obj.contains(args_key) ? args_key : alt_key && obj.contains(alt_key) ? alt_key : nullptr;
-        if (!key) {
+        std::string id = obj.contains("id") && obj["id"].is_string() ? obj["id"].get<std::string>() : std::string();
+        if (!key && !args_optional) {
             ok_ = false;
             return;
         }
-        std::string id = obj.contains("id") && obj["id"].is_string() ? obj["id"].get<std::string>() : std::string();
-        add_call(obj["name"].get<std::string>(), obj[key], std::move(id));
+        add_call(obj["name"].get<std::string>(), key ? obj[key] : json::object(), std::move(id));
     }
     const json* tool_parameters(const std::string& name) const {
         if (!tools_.is_array()) return nullptr;
@@ -275,9 +282,10 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
     case ToolFamily::Llama3:
         c.accept("<|python_tag|>");
         do {
-            c.add_call_object(c.value(), "parameters", "arguments");
+            c.add_call_object(c.value(), "parameters", "arguments", false);
             c.skip_ws();
         } while (c.ok() && c.accept(";"));
+        if (!c.at_end()) c.fail();  // the calls are the whole reply: text after them makes it an answer
         break;
     case ToolFamily::MistralNemo: {
         c.expect("[TOOL_CALLS]");

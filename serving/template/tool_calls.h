@@ -6,8 +6,9 @@
 // The families are rows of one table (tool_formats(); docs/structured-output.md lists them). A
 // reply is parsed by one ReplyStream whether it arrives whole or token by token, so both give the
 // same content and calls by construction. Call markup never reaches the content: text that may
-// begin a call marker is held back until the next text decides it, and a call that turns out
-// malformed (bad JSON, an unknown tool, arguments that are not an object) comes back as content.
+// begin a call marker is held back until the next text decides it, and calls that turn out
+// malformed (bad JSON, an unknown tool, arguments that are not an object) come back as content: all
+// the markup from the first call marker on, never a part of the calls.
 #pragma once
 
 #include <nlohmann/json.hpp>

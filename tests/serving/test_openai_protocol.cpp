@@ -635,3 +635,38 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     CHECK_FALSE(b["choices"][0]["message"].contains("tool_calls"));
     CHECK(b["choices"][0]["finish_reason"] == "stop");
 }
+
+TEST_CASE("protocol: reasoning_content, whole and streamed, and reasoning_format none") {
+    ParsedRequest r = parse_chat_request(chat_body(), 1);
+    r.split_reasoning = true;
+    const std::string reply = "<think>Cats like fish.</think>\n\nA cat.";
+    ResponseBuilder whole(r, "chatcmpl-r", "m", 1);
+    for (char c : reply) whole.add(text_event(std::string(1, c)));
+    json msg = whole.response(done_event(serving::FinishReason::Stop, 3, 20))["choices"][0]["message"];
+    CHECK(msg["reasoning_content"] == "Cats like fish.");
+    CHECK(msg["content"] == "A cat.");
+
+    r.stream = true;
+    ResponseBuilder streamed(r, "chatcmpl-r", "m", 1);
+    std::string sse = streamed.stream_start();
+    for (char c : reply) sse += streamed.stream_text(text_event(std::string(1, c)));
+    sse += streamed.stream_done(done_event(serving::FinishReason::Stop, 3, 20));
+    std::string reasoning, content;
+    for (const json& ev : sse_objects(sse)) {
+        const json& d = ev["choices"][0]["delta"];
+        if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+        if (d.contains("content")) content += d["content"].get<std::string>();
+    }
+    CHECK(reasoning == "Cats like fish.");
+    CHECK(content == "A cat.");
+
+    CHECK(parse_chat_request(chat_body({{"reasoning_format", "none"}}), 1).reasoning_format == "none");
+    CHECK(chat_error({{"reasoning_format", "hidden"}}).param() == "reasoning_format");
+    // Not split: the block stays in the content.
+    ParsedRequest plain = parse_chat_request(chat_body(), 1);
+    ResponseBuilder inline_rb(plain, "chatcmpl-r", "m", 1);
+    inline_rb.add(text_event(reply));
+    msg = inline_rb.response(done_event(serving::FinishReason::Stop, 3, 20))["choices"][0]["message"];
+    CHECK(msg["content"] == reply);
+    CHECK_FALSE(msg.contains("reasoning_content"));
+}

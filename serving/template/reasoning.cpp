@@ -1,0 +1,88 @@
+#include "serving/template/reasoning.h"
+
+#include <algorithm>
+
+namespace vkllm::chat {
+
+namespace {
+
+constexpr std::string_view kOpen = "<think>";
+constexpr std::string_view kClose = "</think>";
+
+// Longest suffix of `s` that is a proper prefix of `tag`.
+size_t partial_tag(std::string_view s, std::string_view tag) {
+    for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+        if (tag.starts_with(s.substr(s.size() - n))) return n;
+    return 0;
+}
+
+}  // namespace
+
+bool template_thinks(std::string_view src) { return src.find(kOpen) != std::string_view::npos; }
+
+bool prompt_opens_reasoning(std::string_view prompt) {
+    const size_t open = prompt.rfind(kOpen);
+    return open != std::string_view::npos && prompt.find(kClose, open) == std::string_view::npos;
+}
+
+ReasoningStream::ReasoningStream(bool inside) : state_(inside ? State::Inside : State::Start) {}
+
+ReasoningStream::Piece ReasoningStream::push(std::string_view text) {
+    Piece out;
+    pending_ += text;
+    for (;;) {
+        switch (state_) {
+        case State::Start: {
+            const size_t first = pending_.find_first_not_of(" \n\t\r");
+            if (first == std::string::npos) return out;  // only whitespace yet
+            const std::string_view rest = std::string_view(pending_).substr(first);
+            if (rest.starts_with(kOpen)) {
+                pending_.erase(0, first + kOpen.size());
+                state_ = State::Inside;
+                continue;
+            }
+            if (kOpen.starts_with(rest)) return out;  // "<thi": undecided
+            state_ = State::Plain;
+            continue;
+        }
+        case State::Inside: {
+            const size_t close = pending_.find(kClose);
+            if (close != std::string::npos) {
+                out.reasoning += pending_.substr(0, close);
+                pending_.erase(0, close + kClose.size());
+                state_ = State::After;
+                continue;
+            }
+            const size_t keep = partial_tag(pending_, kClose);
+            out.reasoning += pending_.substr(0, pending_.size() - keep);
+            pending_.erase(0, pending_.size() - keep);
+            return out;
+        }
+        case State::After: {
+            // The whitespace between the block and the answer belongs to neither.
+            const size_t first = pending_.find_first_not_of(" \n\t\r");
+            if (first == std::string::npos) {
+                pending_.clear();
+                return out;
+            }
+            pending_.erase(0, first);
+            state_ = State::Plain;
+            continue;
+        }
+        case State::Plain:
+            out.content += pending_;
+            pending_.clear();
+            return out;
+        }
+    }
+}
+
+ReasoningStream::Piece ReasoningStream::finish() {
+    Piece out;
+    if (state_ == State::Inside) out.reasoning = std::move(pending_);
+    else if (state_ != State::After) out.content = std::move(pending_);
+    pending_.clear();
+    return out;
+}
+
+}  // namespace vkllm::chat

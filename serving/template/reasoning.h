@@ -1,0 +1,37 @@
+// Reasoning blocks: the "<think> ... </think>" that DeepSeek R1, Qwen3, QwQ, SmolLM3 and others
+// write before their answer, split from the content so that a client gets it as
+// `reasoning_content`, whole or streamed. The closing tag may be split across tokens: text that may
+// begin it is held back until the next text decides it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace vkllm::chat {
+
+// Whether a template writes reasoning blocks (its source has the tag).
+bool template_thinks(std::string_view template_source);
+// Whether a rendered prompt leaves the reply inside a reasoning block: its last "<think>" is not
+// closed (QwQ and DeepSeek R1's templates open the block for the model).
+bool prompt_opens_reasoning(std::string_view prompt);
+
+class ReasoningStream {
+public:
+    // `inside`: the reply starts inside the block (prompt_opens_reasoning).
+    explicit ReasoningStream(bool inside);
+
+    struct Piece {
+        std::string reasoning, content;
+    };
+    // The reasoning and content that can be released now. A reply that opens with "<think>" (after
+    // whitespace) is reasoning up to "</think>"; any other reply is content from its first byte.
+    Piece push(std::string_view text);
+    // The rest: held-back text, and an unclosed block's reasoning.
+    Piece finish();
+
+private:
+    enum class State { Start, Inside, After, Plain } state_;
+    std::string pending_;
+};
+
+}  // namespace vkllm::chat
