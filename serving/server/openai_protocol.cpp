@@ -385,8 +385,6 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
             wrong_type("tool_choice", "a string or an object", *tc);
         }
     }
-    if (r.tools.is_null() && (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named))
-        throw invalid_field("tool_choice", "Invalid 'tool_choice': a tool must be called, but the request has no 'tools'.");
     if (!r.tools.is_null()) {
         try {
             chat::check_tools(r.tools);
@@ -499,38 +497,31 @@ TemplateRequest parse_apply_template_request(const json& body) {
 }
 
 void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool template_renders_tools) {
-    if (req.endpoint != Endpoint::Chat || req.tools.is_null() || req.tool_choice == ToolChoice::None) return;
-    if (format.family == chat::ToolFamily::Unsupported)
-        throw invalid_field("tools", fmt::format("Invalid 'tools': this model's chat template writes tool calls in the {} "
-                                                 "format ({}), which this server cannot parse yet.", format.name, format.models));
-    req.tool_format = &format;
-    if (format.family == chat::ToolFamily::Generic && !template_renders_tools) {
-        // The template cannot show the tools: they go into the system message.
-        const std::string text = chat::tool_instructions(req.tools);
-        if (!req.messages.empty() && req.messages[0].value("role", "") == "system" && req.messages[0]["content"].is_string())
-            req.messages[0]["content"] = req.messages[0]["content"].get<std::string>() + "\n\n" + text;
-        else
-            req.messages.insert(req.messages.begin(), json{{"role", "system"}, {"content", text}});
-    }
-    if (req.tool_choice == ToolChoice::Auto) return;
-    if (req.engine.grammar)
-        throw invalid_field("tool_choice", "Invalid 'tool_choice': a required tool call cannot be combined with "
-                                           "'response_format', 'grammar' or 'json_schema'.");
-    if (!req.engine.stop.empty())
-        throw invalid_field("stop", "Invalid 'stop': stop strings cannot be combined with a required tool call (the "
-                                    "call's grammar decides where it ends).");
-    chat::ForcedCall fc;
+    if (req.endpoint != Endpoint::Chat) return;
+    chat::ToolPlan plan;
     try {
-        fc = chat::forced_call(format, req.tools, req.tool_choice == ToolChoice::Named ? req.tool_name : std::string(),
-                               req.parallel_tool_calls);
-        req.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(fc.gbnf));
-        grammar::Matcher check(*req.engine.grammar);
+        plan = chat::plan_tool_use(format, template_renders_tools, req.tools, req.tool_choice, req.tool_name,
+                                   req.parallel_tool_calls);
     } catch (const chat::ToolError& e) {
         throw invalid_field(e.param(), e.what());
-    } catch (const grammar::GrammarError& e) {
-        throw invalid_field("tools", fmt::format("Invalid 'tools': the parameters cannot be followed as a grammar: {}", e.what()));
     }
-    req.reply_prefix = std::move(fc.prompt_prefix);
+    if (!plan.gbnf.empty()) {
+        if (req.engine.grammar)
+            throw invalid_field("tool_choice", "Invalid 'tool_choice': a required tool call cannot be combined with "
+                                               "'response_format', 'grammar' or 'json_schema'.");
+        if (!req.engine.stop.empty())
+            throw invalid_field("stop", "Invalid 'stop': stop strings cannot be combined with a required tool call (the "
+                                        "call's grammar decides where it ends).");
+        try {
+            req.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
+            grammar::Matcher check(*req.engine.grammar);
+        } catch (const grammar::GrammarError& e) {
+            throw invalid_field("tools", fmt::format("Invalid 'tools': the parameters cannot be followed as a grammar: {}", e.what()));
+        }
+    }
+    chat::add_system_text(req.messages, plan.system_text);
+    req.tool_format = plan.parse_as;
+    req.reply_prefix = std::move(plan.reply_prefix);
 }
 
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {

@@ -52,9 +52,7 @@ json parse_body(const std::string& body);
 
 enum class Endpoint { Chat, Completion };
 
-// tool_choice: 'auto' (the model may call), 'none' (it may not: replies are not parsed), 'required'
-// (it must call one of the tools), or a named function (it must call that one).
-enum class ToolChoice { Auto, None, Required, Named };
+using chat::ToolChoice;
 
 // Everything a completion request asks for, checked. The prompt is still text (or, for
 // /v1/completions, token ids): the server renders and tokenizes it with the model's vocabulary.

@@ -675,4 +675,36 @@ std::string tool_instructions(const json& tools) {
     return out;
 }
 
+ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, const json& tools, ToolChoice choice,
+                       const std::string& name, bool parallel) {
+    ToolPlan plan;
+    const bool forced = choice == ToolChoice::Required || choice == ToolChoice::Named;
+    if (tools.is_null() || (tools.is_array() && tools.empty())) {
+        if (forced) throw ToolError("Invalid 'tool_choice': a tool must be called, but the request has no 'tools'.", "tool_choice");
+        return plan;
+    }
+    if (choice == ToolChoice::None) return plan;
+    if (format.family == ToolFamily::Unsupported)
+        throw ToolError(fmt::format("Invalid 'tools': this model's chat template writes tool calls in the {} format ({}), "
+                                    "which this runtime cannot parse yet.", format.name, format.models),
+                        "tools");
+    plan.parse_as = &format;
+    if (format.family == ToolFamily::Generic && !template_renders_tools) plan.system_text = tool_instructions(tools);
+    if (forced) {
+        ForcedCall fc = forced_call(format, tools, choice == ToolChoice::Named ? name : std::string(), parallel);
+        plan.reply_prefix = std::move(fc.prompt_prefix);
+        plan.gbnf = std::move(fc.gbnf);
+    }
+    return plan;
+}
+
+void add_system_text(json& messages, const std::string& text) {
+    if (text.empty()) return;
+    if (!messages.empty() && messages[0].value("role", "") == "system" && messages[0].contains("content") &&
+        messages[0]["content"].is_string())
+        messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + text;
+    else
+        messages.insert(messages.begin(), json{{"role", "system"}, {"content", text}});
+}
+
 }  // namespace vkllm::chat

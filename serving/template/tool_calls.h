@@ -122,4 +122,22 @@ ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& t
 // the tools and the reply shape that calls them.
 std::string tool_instructions(const nlohmann::ordered_json& tools);
 
+// tool_choice: 'auto' (the model may call), 'none' (it may not: replies are not parsed), 'required'
+// (it must call one of the tools), or a named function (it must call that one).
+enum class ToolChoice { Auto, None, Required, Named };
+
+// What a chat request with tools needs, decided once for every front end (server, C API, CLI).
+struct ToolPlan {
+    const ToolFormat* parse_as = nullptr;  // replies are parsed in this family; null: plain content
+    std::string reply_prefix;              // forced: the prompt ends with it, the reply starts with it
+    std::string gbnf;                      // forced: the grammar of the rest of the reply; "" otherwise
+    std::string system_text;               // for the system message (Generic tools the template cannot show)
+};
+// `tools` checked (check_tools) and not empty, or null. ToolError (param names the field) for a family
+// that cannot be parsed, or a choice it cannot force.
+ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, const nlohmann::ordered_json& tools,
+                       ToolChoice choice, const std::string& name, bool parallel);
+// Appends `text` to the first message when it is a system message, else inserts one.
+void add_system_text(nlohmann::ordered_json& messages, const std::string& text);
+
 }  // namespace vkllm::chat

@@ -511,8 +511,13 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
     // A stop string could cut the structure: refused.
     CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"stop", "}"}}).param() == "stop");
     // A call cannot be required without tools to call.
-    CHECK(chat_error({{"tool_choice", "required"}}).param() == "tool_choice");
-    CHECK(chat_error({{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}).param() == "tool_choice");
+    for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "f"}}}}}) {
+        ApiError e = error_of([&] {
+            ParsedRequest q = parse_chat_request(chat_body({{"tool_choice", choice}}), 1);
+            apply_tool_format(q, vkllm::chat::tool_format(vkllm::chat::ToolFamily::Hermes), true);
+        });
+        CHECK(e.param() == "tool_choice");
+    }
     CHECK(chat_error({{"tool_choice", "sometimes"}}).param() == "tool_choice");
     CHECK_NOTHROW(parse_chat_request(chat_body({{"tool_choice", "auto"}}), 1));
 }
