@@ -72,4 +72,8 @@ inline void require(bool ok, const std::string& message) {
     if (!ok) throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, message);
 }
 
+// Writes `text` NUL-terminated into buf/capacity and its length into *len: the rules of
+// vkllm_detokenize, vkllm_apply_chat_template and vkllm_session_get_tool_calls.
+vkllm_status write_string(const std::string& text, char* buf, size_t capacity, size_t* len);
+
 }  // namespace vkllm::capi

@@ -41,18 +41,6 @@ vkllm_device_type device_type(VkPhysicalDeviceType t) {
     }
 }
 
-// Writes `text` NUL-terminated into buf/capacity and its length into *len (the rules of
-// vkllm_detokenize and vkllm_apply_chat_template).
-vkllm_status write_string(const std::string& text, char* buf, size_t capacity, size_t* len) {
-    *len = text.size();
-    if (capacity < text.size() + 1) {
-        capi::set_last_error(fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", text.size() + 1, capacity));
-        return VKLLM_ERR_BUFFER_TOO_SMALL;
-    }
-    std::memcpy(buf, text.data(), text.size());
-    buf[text.size()] = '\0';
-    return VKLLM_OK;
-}
 
 nlohmann::ordered_json messages_json(const vkllm_chat_message* messages, size_t n) {
     require(messages || n == 0, "messages is NULL but n_messages is " + std::to_string(n));
@@ -68,6 +56,19 @@ nlohmann::ordered_json messages_json(const vkllm_chat_message* messages, size_t 
 }  // namespace
 
 namespace vkllm::capi {
+
+// Writes `text` NUL-terminated into buf/capacity and its length into *len (the rules of
+// vkllm_detokenize and vkllm_apply_chat_template).
+vkllm_status write_string(const std::string& text, char* buf, size_t capacity, size_t* len) {
+    *len = text.size();
+    if (capacity < text.size() + 1) {
+        capi::set_last_error(fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", text.size() + 1, capacity));
+        return VKLLM_ERR_BUFFER_TOO_SMALL;
+    }
+    std::memcpy(buf, text.data(), text.size());
+    buf[text.size()] = '\0';
+    return VKLLM_OK;
+}
 
 // Shared with c_api_session.cpp: the rendered prompt of a conversation.
 std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt) {
@@ -326,7 +327,7 @@ vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t* tokens, s
         for (size_t i = 0; i < n; ++i)
             require(tokens[i] >= 0 && size_t(tokens[i]) < m.loaded.tokenizer->n_vocab(),
                     fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i], m.loaded.tokenizer->n_vocab()));
-        return write_string(m.loaded.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
+        return capi::write_string(m.loaded.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
     });
 }
 
@@ -336,7 +337,7 @@ vkllm_status vkllm_apply_chat_template(const vkllm_model* model, const vkllm_cha
         const vkllm_model& m = *capi::live_model(model);
         require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
         require(len != nullptr, "len is NULL");
-        return write_string(capi::render_chat(m, messages, n_messages, add_generation_prompt), buf, capacity, len);
+        return capi::write_string(capi::render_chat(m, messages, n_messages, add_generation_prompt), buf, capacity, len);
     });
 }
 

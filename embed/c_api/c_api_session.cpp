@@ -7,12 +7,15 @@
 #include "embed/c_api/handles.h"
 
 #include "serving/template/chat_prompt.h"
+#include "serving/template/reasoning.h"
+#include "serving/template/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <limits>
 #include <random>
 
@@ -107,11 +110,16 @@ vkllm_finish_reason finish_of(serving::FinishReason r) {
 // Runs `prompt` (the whole conversation) through the engine, streaming the generated text to
 // on_piece. The session's history becomes the prompt plus what was generated. The caller holds a
 // GeneratingScope on the session.
-vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, const vkllm_sampling* sampling,
-                            vkllm_piece_fn on_piece, void* user_data) {
+// `reply`: chat with tools; the text passes through it (content to on_piece, the calls kept for
+// vkllm_session_get_tool_calls).
+vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, serving::CompletionRequest req,
+                            vkllm_piece_fn on_piece, void* user_data, chat::ReplyStream* reply = nullptr,
+                            chat::ToolFamily family = chat::ToolFamily::Generic) {
     vkllm_model& m = *s.model;
-    const vkllm_sampling sp = capi::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling");
-    serving::CompletionRequest req = request_from(sp);
+    {
+        std::lock_guard lock(s.mutex);
+        s.tool_calls = "[]";
+    }
     if (prompt.empty())
         throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, "the prompt encodes to no tokens and the vocabulary has no BOS token");
     const uint32_t n_ctx = m.engine->n_ctx_per_slot();
@@ -141,11 +149,20 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, const
             // pieces arrive, and the conversation is what the caller saw.
             if (stopped()) continue;
             s.history.insert(s.history.end(), ev->tokens.begin(), ev->tokens.end());
-            if (on_piece && !ev->text.empty() && on_piece(ev->text.c_str(), ev->text.size(), user_data) != 0) {
+            const std::string text = reply ? reply->push(ev->text) : ev->text;
+            if (on_piece && !text.empty() && on_piece(text.c_str(), text.size(), user_data) != 0) {
                 stopped_by_callback = true;
                 ticket->cancel();
             }
             continue;
+        }
+        if (reply && !stopped() && (ev->finish == serving::FinishReason::Stop || ev->finish == serving::FinishReason::Length)) {
+            chat::ReplyStream::Rest rest = reply->finish();
+            if (on_piece && !rest.content.empty() && on_piece(rest.content.c_str(), rest.content.size(), user_data) != 0)
+                stopped_by_callback = true;
+            const std::string calls = chat::tool_calls_json(rest.calls, family, false).dump();
+            std::lock_guard lock(s.mutex);
+            s.tool_calls = calls;
         }
         vkllm_generation_stats st{};
         st.struct_size = sizeof(st);
@@ -166,7 +183,12 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, const
         }
         switch (ev->finish) {
         case serving::FinishReason::Stop:
-        case serving::FinishReason::Length: return VKLLM_OK;
+        case serving::FinishReason::Length:
+            if (stopped_by_callback) {
+                capi::set_last_error("stopped by on_piece");
+                return VKLLM_CANCELLED;
+            }
+            return VKLLM_OK;
         case serving::FinishReason::Cancelled:
             capi::set_last_error(stopped_by_callback ? "stopped by on_piece" : "cancelled by vkllm_cancel");
             return VKLLM_CANCELLED;
@@ -270,7 +292,9 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
             const std::vector<int32_t> more = tok.encode(prompt, false, s.params.parse_special);
             tokens.insert(tokens.end(), more.begin(), more.end());
         }
-        return run_generation(s, std::move(tokens), sampling, on_piece, user_data);
+        return run_generation(s, std::move(tokens), request_from(capi::read_params(sampling, vkllm_sampling_default(),
+                                                                                   "vkllm_sampling")),
+                              on_piece, user_data);
     });
 }
 
@@ -281,7 +305,87 @@ vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_message* messag
         require(n_messages > 0, "no messages");
         const GeneratingScope scope(s);
         const std::string text = capi::render_chat(*s.model, messages, n_messages, true);
-        return run_generation(s, chat::encode_prompt(*s.model->loaded.tokenizer, text), sampling, on_piece, user_data);
+        return run_generation(s, chat::encode_prompt(*s.model->loaded.tokenizer, text),
+                              request_from(capi::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")), on_piece,
+                              user_data);
+    });
+}
+
+vkllm_chat_json_params vkllm_chat_json_default_params(void) {
+    vkllm_chat_json_params p{};
+    p.struct_size = sizeof(p);
+    p.parallel_tool_calls = true;
+    return p;
+}
+
+vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_params* params, const vkllm_sampling* sampling,
+                             vkllm_piece_fn on_piece, void* user_data) {
+    return guarded([&] {
+        using json = nlohmann::ordered_json;
+        vkllm_session& s = *capi::live_session(session);
+        const vkllm_chat_json_params p = capi::read_params(params, vkllm_chat_json_default_params(), "vkllm_chat_json_params");
+        auto parse = [](const char* text, const char* what) {
+            json j = json::parse(text, nullptr, false);
+            require(!j.is_discarded(), fmt::format("{} is not valid JSON", what));
+            return j;
+        };
+        require(p.messages != nullptr, "messages is NULL");
+        json messages = parse(p.messages, "messages");
+        require(messages.is_array() && !messages.empty(), "messages must be a non-empty JSON array");
+        for (size_t i = 0; i < messages.size(); ++i) {
+            require(messages[i].is_object() && messages[i].contains("role") && messages[i]["role"].is_string(),
+                    fmt::format("messages[{}] must be an object with a string 'role'", i));
+            chat::arguments_as_objects(messages[i]);
+        }
+        json tools = p.tools ? parse(p.tools, "tools") : json(nullptr);
+        if (!tools.is_null()) chat::check_tools(tools);  // ToolError: an invalid argument naming the field
+        if (tools.is_array() && tools.empty()) tools = nullptr;
+        const json kwargs = p.template_kwargs ? parse(p.template_kwargs, "template_kwargs") : json(nullptr);
+        require(kwargs.is_null() || kwargs.is_object(), "template_kwargs must be a JSON object");
+        chat::ToolChoice choice = chat::ToolChoice::Auto;
+        std::string name;
+        if (p.tool_choice && std::string_view(p.tool_choice) == "none") choice = chat::ToolChoice::None;
+        else if (p.tool_choice && std::string_view(p.tool_choice) == "required") choice = chat::ToolChoice::Required;
+        else if (p.tool_choice && std::string_view(p.tool_choice) != "auto") choice = chat::ToolChoice::Named, name = p.tool_choice;
+
+        vkllm_model& m = *s.model;
+        if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
+        const std::string& src = m.chat_template->source();
+        const chat::ToolPlan plan = chat::plan_tool_use(chat::detect_tool_format(src), chat::template_renders_tools(src),
+                                                        tools, choice, name, p.parallel_tool_calls);
+        chat::add_system_text(messages, plan.system_text);
+
+        serving::CompletionRequest req = request_from(capi::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
+        if (!plan.gbnf.empty()) {
+            require(!req.grammar, "a required tool call cannot be combined with a grammar or json_schema");
+            require(req.stop.empty(), "a required tool call cannot be combined with stop strings");
+            req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
+        }
+        req.control_text = plan.parse_as != nullptr;
+
+        const GeneratingScope scope(s);
+        chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
+        std::string text = m.chat_template->apply(in);
+        if (!plan.reply_prefix.empty() && chat::prompt_opens_reasoning(text)) text += "\n</think>\n\n";
+        text += plan.reply_prefix;
+        std::optional<chat::ReplyStream> reply;
+        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix);
+        return run_generation(s, chat::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data,
+                              reply ? &*reply : nullptr, plan.parse_as ? plan.parse_as->family : chat::ToolFamily::Generic);
+    });
+}
+
+vkllm_status vkllm_session_get_tool_calls(const vkllm_session* session, char* buf, size_t capacity, size_t* len) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        require(len != nullptr, "len is NULL");
+        require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
+        std::string calls;
+        {
+            std::lock_guard lock(s.mutex);
+            calls = s.tool_calls;
+        }
+        return capi::write_string(calls, buf, capacity, len);
     });
 }
 

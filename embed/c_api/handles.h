@@ -36,6 +36,7 @@ struct vkllm_session {
     bool generating = false;
     bool cancel_requested = false;  // vkllm_cancel during this generation
     vkllm_generation_stats stats{};  // of the last finished generation
+    std::string tool_calls = "[]";   // of the last vkllm_chat_json answer (OpenAI's JSON array)
     vkllm::serving::Ticket* ticket = nullptr;  // the running request, owned by the generating call
 };
 

@@ -339,6 +339,42 @@ typedef struct vkllm_generation_stats {
 /* Statistics of the session's last finished generation. */
 VKLLM_API vkllm_status vkllm_session_get_stats(const vkllm_session* session, vkllm_generation_stats* stats);
 
+/* ---------------------------------------------------------------------------------------------
+ * Tools: a conversation in OpenAI's JSON shapes (docs/structured-output.md#tool-calls)
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct vkllm_chat_json_params {
+    size_t struct_size;
+    /* OpenAI's messages array as JSON text (required): roles and contents, assistant turns with
+     * tool_calls (function.arguments as JSON text or an object), "tool" turns with tool_call_id. */
+    const char* messages;
+    const char* tools;            /* OpenAI's tools array as JSON text; NULL (default): none */
+    /* NULL or "auto" (default): the model may call a tool; "none": it may not (the answer is not
+     * parsed for calls); "required": it must call one; any other text: it must call the tool of
+     * that name. A required call starts at once and its arguments follow the tool's parameter
+     * schema (docs/structured-output.md has the subset). */
+    const char* tool_choice;
+    bool parallel_tool_calls;     /* several calls in one answer where the model's format allows; default true */
+    const char* template_kwargs;  /* a JSON object of extra template variables ({"enable_thinking": false}); NULL */
+} vkllm_chat_json_params;
+
+VKLLM_API vkllm_chat_json_params vkllm_chat_json_default_params(void);
+
+/* vkllm_chat for a conversation given as OpenAI JSON, with tools. on_piece receives the answer's
+ * content only: tool-call markup never reaches it (text that may begin a call is held back until
+ * it is decided). The calls the answer made are then read with vkllm_session_get_tool_calls. A
+ * call the model wrote malformed comes back as content. Bad JSON, tools the model's template
+ * format cannot parse, or a choice it cannot force: VKLLM_ERR_INVALID_ARGUMENT naming the field.
+ * A required call cannot be combined with sampling's grammar, json_schema or stop strings. */
+VKLLM_API vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_params* params,
+                                       const vkllm_sampling* sampling, vkllm_piece_fn on_piece, void* user_data);
+
+/* The tool calls of the session's last vkllm_chat_json answer as OpenAI's tool_calls JSON array
+ * ([{"id", "type": "function", "function": {"name", "arguments"}}]; "[]" when it made none or the
+ * last generation was not a vkllm_chat_json). Buffer rules as vkllm_detokenize. */
+VKLLM_API vkllm_status vkllm_session_get_tool_calls(const vkllm_session* session, char* buf, size_t capacity,
+                                                    size_t* len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -321,14 +321,8 @@ json parse_messages(const json& messages) {
                 if (!fn->is_object()) wrong_type(cat + ".function", "an object", *fn);
                 const json* name = field(*fn, "name");
                 if (!name || !name->is_string()) wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
-                json& args = call["function"]["arguments"];
-                if (args.is_string()) {
-                    json parsed = json::parse(args.get<std::string>(), nullptr, false);
-                    if (!parsed.is_discarded()) args = std::move(parsed);
-                } else if (args.is_null()) {
-                    args = json::object();
-                }
             }
+            chat::arguments_as_objects(msg);
         }
         out.push_back(std::move(msg));
     }
@@ -563,28 +557,6 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
     if (req.split_reasoning) reasoning_.emplace(req.reply_in_reasoning);
 }
 
-json ResponseBuilder::tool_calls_json(const std::vector<chat::ToolCall>& calls, bool streamed) const {
-    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
-    // Mistral's templates refuse any call id but 9 letters and digits.
-    const bool mistral = tool_family_ == chat::ToolFamily::MistralNemo || tool_family_ == chat::ToolFamily::MistralV11;
-    json out = json::array();
-    for (size_t i = 0; i < calls.size(); ++i) {
-        std::string id = calls[i].id;
-        if (id.empty()) {
-            id = mistral ? "" : "call_";
-            for (int k = 0; k < (mistral ? 9 : 24); ++k) id += kAlphabet[pick(rng)];
-        }
-        json c = json::object();
-        if (streamed) c["index"] = i;
-        c["id"] = id;
-        c["type"] = "function";
-        c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
-        out.push_back(std::move(c));
-    }
-    return out;
-}
 
 json ResponseBuilder::chunk_base() const {
     json j = json::object();
@@ -709,7 +681,7 @@ std::string ResponseBuilder::stream_done(const serving::Event& done) {
         content += rest.content;
         if (!content.empty()) delta_chunk(json{{"content", content}});
         if (!rest.calls.empty()) {
-            delta_chunk(json{{"tool_calls", tool_calls_json(rest.calls, true)}});
+            delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, tool_family_, true)}});
             finish = "tool_calls";
         }
     } else if (!content.empty()) {
@@ -767,7 +739,7 @@ json ResponseBuilder::response(const serving::Event& done) {
         if (!rest.calls.empty()) {
             // OpenAI: a reply that is only calls has null content.
             if (content.empty()) message["content"] = nullptr;
-            message["tool_calls"] = tool_calls_json(rest.calls, false);
+            message["tool_calls"] = chat::tool_calls_json(rest.calls, tool_family_, false);
             finish = "tool_calls";
         }
         choice["message"] = std::move(message);

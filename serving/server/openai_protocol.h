@@ -161,8 +161,6 @@ private:
     // now, and at the end what they held back.
     chat::ReasoningStream::Piece split(std::string_view text);
     chat::ReasoningStream::Piece split_rest();
-    // The calls in OpenAI's shape, with fresh ids where the model gave none (streamed: with index).
-    json tool_calls_json(const std::vector<chat::ToolCall>& calls, bool streamed) const;
 
     Endpoint endpoint_;
     bool logprobs_, include_usage_;

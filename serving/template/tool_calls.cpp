@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <optional>
+#include <random>
 #include <set>
 
 namespace vkllm::chat {
@@ -696,6 +697,43 @@ ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, co
         plan.gbnf = std::move(fc.gbnf);
     }
     return plan;
+}
+
+std::string new_tool_call_id(ToolFamily family) {
+    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+    const bool mistral = family == ToolFamily::MistralNemo || family == ToolFamily::MistralV11;
+    std::string id = mistral ? "" : "call_";
+    for (int k = 0; k < (mistral ? 9 : 24); ++k) id += kAlphabet[pick(rng)];
+    return id;
+}
+
+json tool_calls_json(const std::vector<ToolCall>& calls, ToolFamily family, bool streamed) {
+    json out = json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+        json c = json::object();
+        if (streamed) c["index"] = i;
+        c["id"] = calls[i].id.empty() ? new_tool_call_id(family) : calls[i].id;
+        c["type"] = "function";
+        c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+void arguments_as_objects(json& message) {
+    if (!message.is_object() || !message.contains("tool_calls") || !message["tool_calls"].is_array()) return;
+    for (json& call : message["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+        json& fn = call["function"];
+        if (!fn.contains("arguments") || fn["arguments"].is_null()) {
+            fn["arguments"] = json::object();
+        } else if (fn["arguments"].is_string()) {
+            json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+            if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
+        }
+    }
 }
 
 void add_system_text(json& messages, const std::string& text) {

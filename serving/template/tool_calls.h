@@ -137,6 +137,16 @@ struct ToolPlan {
 // that cannot be parsed, or a choice it cannot force.
 ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, const nlohmann::ordered_json& tools,
                        ToolChoice choice, const std::string& name, bool parallel);
+// A fresh call id: "call_" and 24 letters and digits, or the 9 letters and digits Mistral's
+// templates insist on.
+std::string new_tool_call_id(ToolFamily family);
+// OpenAI's tool_calls ([{"id", "type": "function", "function": {"name", "arguments"}}]) of `calls`,
+// ids made where the model gave none; `streamed`: each with its "index", as stream deltas have it.
+nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, ToolFamily family, bool streamed);
+// An assistant message's function.arguments given as OpenAI's JSON text become the object chat
+// templates read (Hugging Face's convention); text that is not JSON stays as it is.
+void arguments_as_objects(nlohmann::ordered_json& message);
+
 // Appends `text` to the first message when it is a system message, else inserts one.
 void add_system_text(nlohmann::ordered_json& messages, const std::string& text);
 

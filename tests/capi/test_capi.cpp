@@ -578,3 +578,65 @@ TEST_CASE("capi: grammar and json_schema shape the output; ones that cannot be e
     CHECK(vkllm_generate(session.s, "x", &g, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "at most one"));
 }
+
+TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on_piece, and refuses bad input by name") {
+    Model model;
+    Session session(model.m);
+    const char* tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
+                        R"("properties":{"city":{"type":"string","maxLength":12}},"required":["city"],"additionalProperties":false}}}])";
+    vkllm_chat_json_params p = vkllm_chat_json_default_params();
+    p.messages = R"([{"role":"user","content":"Tell me a story."}])";
+    p.tools = tools;
+    p.tool_choice = "required";
+    p.parallel_tool_calls = false;
+    vkllm_sampling s = vkllm_sampling_default();
+    s.temperature = 0.9f;
+    s.seed = 11;
+    s.n_predict = 200;
+    Collected out;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &out) == VKLLM_OK);
+    CHECK(out.text.empty());  // the whole answer is the call
+    size_t len = 0;
+    CHECK(vkllm_session_get_tool_calls(session.s, nullptr, 0, &len) == VKLLM_ERR_BUFFER_TOO_SMALL);
+    std::string buf(len + 1, '\0');
+    REQUIRE(vkllm_session_get_tool_calls(session.s, buf.data(), buf.size(), &len) == VKLLM_OK);
+    buf.resize(len);
+    INFO(buf);
+    const auto calls = nlohmann::json::parse(buf);
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0]["function"]["name"] == "get_weather");
+    const auto args = nlohmann::json::parse(calls[0]["function"]["arguments"].get<std::string>());
+    CHECK(args.size() == 1);
+    CHECK(args.at("city").is_string());
+
+    // The next turn: the call and its result go back in; arguments as OpenAI's JSON text are fine.
+    nlohmann::json turn = nlohmann::json::parse(std::string(p.messages));
+    turn.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", calls}});
+    turn.push_back({{"role", "tool"}, {"tool_call_id", calls[0]["id"]}, {"content", R"({"temp": 21})"}});
+    const std::string next = turn.dump();
+    p.messages = next.c_str();
+    p.tool_choice = "none";
+    s.n_predict = 4;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_OK);
+    REQUIRE(vkllm_session_get_tool_calls(session.s, buf.data(), buf.size(), &len) == VKLLM_OK);
+    CHECK(std::string(buf.data(), len) == "[]");
+
+    p.messages = "[{";
+    CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "messages"));
+    p.messages = R"([{"role":"user","content":"x"}])";
+    p.tools = R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","not":{}}}}])";
+    p.tool_choice = "required";
+    CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "'not'"));
+    p.tools = tools;
+    p.tool_choice = "no_such_tool";
+    CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "no_such_tool"));
+    p.tool_choice = "required";
+    const char* stop[] = {"}"};
+    s.stop = stop;
+    s.n_stop = 1;
+    CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "stop"));
+}
