@@ -633,44 +633,79 @@ JNIEXPORT jobject JNICALL Java_dev_vkllm_Native_stats(JNIEnv* env, jclass, jlong
                           jint(s.finish));
 }
 
+}  // extern "C"
+
+namespace {
+
+// GenerateParams read into a vkllm_sampling; the strings it points to live in `holder`. False with
+// an exception pending when a string cannot be read.
+struct SamplingHolder {
+    std::vector<std::string> stops;
+    std::vector<const char*> stop_ptrs;
+    std::string gbnf, schema;
+};
+bool read_sampling(JNIEnv* env, jobject params, vkllm_sampling& smp, SamplingHolder& h) {
+    jobjectArray stop = static_cast<jobjectArray>(env->GetObjectField(params, refs.sampling_stop));
+    if (!c_strings_of(env, stop, h.stops, "a stop string")) return false;
+    for (const std::string& s : h.stops) h.stop_ptrs.push_back(s.c_str());
+    smp = vkllm_sampling_default();
+    auto* base = reinterpret_cast<unsigned char*>(&smp);
+    for (size_t i = 0; i < std::size(kSamplingFields); ++i) {
+        const SamplingField& f = kSamplingFields[i];
+        const jfieldID id = refs.sampling_fields[i];
+        switch (f.kind) {
+            case 'F': { const float v = env->GetFloatField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
+            case 'I': { const int32_t v = env->GetIntField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
+            case 'J': { const uint64_t v = uint64_t(env->GetLongField(params, id)); std::memcpy(base + f.offset, &v, sizeof v); break; }
+            case 'Z': { const bool v = env->GetBooleanField(params, id) == JNI_TRUE; std::memcpy(base + f.offset, &v, sizeof v); break; }
+        }
+    }
+    smp.stop = h.stop_ptrs.empty() ? nullptr : h.stop_ptrs.data();
+    smp.n_stop = h.stop_ptrs.size();
+    jstring jg = static_cast<jstring>(env->GetObjectField(params, refs.sampling_grammar));
+    jstring js = static_cast<jstring>(env->GetObjectField(params, refs.sampling_json_schema));
+    if (jg && !c_string_of(env, jg, h.gbnf, "grammar")) return false;
+    if (js && !c_string_of(env, js, h.schema, "jsonSchema")) return false;
+    smp.grammar = jg ? h.gbnf.c_str() : nullptr;
+    smp.json_schema = js ? h.schema.c_str() : nullptr;
+    return true;
+}
+
+// After a generating C call: the callback's own exception rethrown unchanged, a failure as
+// VkllmException; cancelled (cancel(), or the callback returned false) is no failure. False when
+// an exception is pending.
+bool finish_generation(JNIEnv* env, PieceSink& sink, vkllm_status st) {
+    if (sink.error) {
+        env->Throw(sink.error);
+        return false;
+    }
+    if (sink.out_of_memory) throw std::bad_alloc();
+    if (st != VKLLM_OK && st != VKLLM_CANCELLED) {
+        throw_status(env, st);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+extern "C" {
+
 JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jlong session, jstring prompt,
                                                          jobjectArray roles, jobjectArray contents, jobject params,
                                                          jobject callback) {
     return guarded(env, jstring(nullptr), [&]() -> jstring {
         std::string c_prompt;
-        std::vector<std::string> r, c, stops;
+        std::vector<std::string> r, c;
         if (prompt && !c_string_of(env, prompt, c_prompt, "prompt")) return nullptr;
         if (!prompt && (!c_strings_of(env, roles, r, "a message role") ||
                         !c_strings_of(env, contents, c, "a message content")))
             return nullptr;
-        jobjectArray stop = static_cast<jobjectArray>(env->GetObjectField(params, refs.sampling_stop));
-        if (!c_strings_of(env, stop, stops, "a stop string")) return nullptr;
-        std::vector<const char*> stop_ptrs;
-        for (const std::string& s : stops) stop_ptrs.push_back(s.c_str());
         std::vector<vkllm_chat_message> messages(r.size());
         for (size_t i = 0; i < r.size(); ++i) messages[i] = {r[i].c_str(), c[i].c_str()};
-
-        vkllm_sampling smp = vkllm_sampling_default();
-        auto* base = reinterpret_cast<unsigned char*>(&smp);
-        for (size_t i = 0; i < std::size(kSamplingFields); ++i) {
-            const SamplingField& f = kSamplingFields[i];
-            const jfieldID id = refs.sampling_fields[i];
-            switch (f.kind) {
-                case 'F': { const float v = env->GetFloatField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
-                case 'I': { const int32_t v = env->GetIntField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
-                case 'J': { const uint64_t v = uint64_t(env->GetLongField(params, id)); std::memcpy(base + f.offset, &v, sizeof v); break; }
-                case 'Z': { const bool v = env->GetBooleanField(params, id) == JNI_TRUE; std::memcpy(base + f.offset, &v, sizeof v); break; }
-            }
-        }
-        smp.stop = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
-        smp.n_stop = stop_ptrs.size();
-        std::string gbnf, schema;
-        jstring jg = static_cast<jstring>(env->GetObjectField(params, refs.sampling_grammar));
-        jstring js = static_cast<jstring>(env->GetObjectField(params, refs.sampling_json_schema));
-        if (jg && !c_string_of(env, jg, gbnf, "grammar")) return nullptr;
-        if (js && !c_string_of(env, js, schema, "jsonSchema")) return nullptr;
-        smp.grammar = jg ? gbnf.c_str() : nullptr;
-        smp.json_schema = js ? schema.c_str() : nullptr;
+        vkllm_sampling smp;
+        SamplingHolder holder;
+        if (!read_sampling(env, params, smp, holder)) return nullptr;
 
         PieceSink sink;
         sink.env = env;
@@ -678,17 +713,44 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
         const vkllm_status st =
             prompt ? vkllm_generate(session_of(session), c_prompt.c_str(), &smp, on_piece, &sink)
                    : vkllm_chat(session_of(session), messages.data(), messages.size(), &smp, on_piece, &sink);
-        if (sink.error) {
-            env->Throw(sink.error);  // the callback's own exception, not wrapped
+        return finish_generation(env, sink, st) ? new_string(env, sink.text) : nullptr;
+    });
+}
+
+JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_chatJson(JNIEnv* env, jclass, jlong session, jstring messages,
+                                                         jstring tools, jstring tool_choice, jboolean parallel,
+                                                         jstring template_kwargs, jobject params, jobject callback) {
+    return guarded(env, jstring(nullptr), [&]() -> jstring {
+        std::string c_messages;
+        OptionalCString c_tools, c_choice, c_kwargs;
+        if (!c_string_of(env, messages, c_messages, "messagesJson") ||
+            !optional_c_string_of(env, tools, c_tools, "toolsJson") ||
+            !optional_c_string_of(env, tool_choice, c_choice, "toolChoice") ||
+            !optional_c_string_of(env, template_kwargs, c_kwargs, "templateKwargsJson"))
             return nullptr;
-        }
-        if (sink.out_of_memory) throw std::bad_alloc();
-        // Cancelled (cancel(), or the callback returned false) is no failure: the text so far.
-        if (st != VKLLM_OK && st != VKLLM_CANCELLED) {
-            throw_status(env, st);
-            return nullptr;
-        }
-        return new_string(env, sink.text);
+        vkllm_chat_json_params p = vkllm_chat_json_default_params();
+        p.messages = c_messages.c_str();
+        p.tools = c_tools.c_str();
+        p.tool_choice = c_choice.c_str();
+        p.parallel_tool_calls = parallel == JNI_TRUE;
+        p.template_kwargs = c_kwargs.c_str();
+        vkllm_sampling smp;
+        SamplingHolder holder;
+        if (!read_sampling(env, params, smp, holder)) return nullptr;
+        PieceSink sink;
+        sink.env = env;
+        sink.callback = callback;
+        const vkllm_status st = vkllm_chat_json(session_of(session), &p, &smp, on_piece, &sink);
+        return finish_generation(env, sink, st) ? new_string(env, sink.text) : nullptr;
+    });
+}
+
+JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_toolCalls(JNIEnv* env, jclass, jlong session) {
+    return guarded(env, jstring(nullptr), [&]() -> jstring {
+        const std::optional<std::string> text = fill_text(env, 256, [&](char* buf, size_t capacity, size_t* len) {
+            return vkllm_session_get_tool_calls(session_of(session), buf, capacity, len);
+        });
+        return text ? new_string(env, *text) : nullptr;
     });
 }
 

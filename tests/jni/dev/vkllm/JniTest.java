@@ -205,6 +205,32 @@ public final class JniTest {
     }
 
     @Test
+    static void chat_json_forces_tool_calls() throws Exception {
+        String tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{"
+                + "\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12}},"
+                + "\"required\":[\"city\"],\"additionalProperties\":false}}}]";
+        String messages = "[{\"role\":\"user\",\"content\":\"Tell me a story.\"}]";
+        try (Model model = stories(); Session s = model.newSession()) {
+            StringBuilder pieces = new StringBuilder();
+            String content = s.chatJson(messages, tools, "required", false,
+                    new GenerateParams().temperature(0.9f).seed(11).nPredict(200), piece -> {
+                        pieces.append(piece);
+                        return true;
+                    });
+            checkEquals("", content, "the answer is the call alone");
+            checkEquals("", pieces.toString(), "no markup reaches the callback");
+            String calls = s.toolCalls();
+            check(calls.matches("\\[\\{\"id\":\"call_[A-Za-z0-9]{24}\",\"type\":\"function\",\"function\":"
+                    + "\\{\"name\":\"get_weather\",\"arguments\":\"\\{\\\\\"city\\\\\":.*\\}\"\\}\\}\\]"),
+                  "one get_weather call: " + calls);
+            VkllmException e = expectThrows(VkllmException.class,
+                    () -> s.chatJson(messages, tools, "nope", true, greedy(4), null), "an unknown tool");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, e.status(), "status");
+            check(e.getMessage().contains("nope"), "names the tool: " + e.getMessage());
+        }
+    }
+
+    @Test
     static void model_info_and_tokens() throws Exception {
         try (Model model = stories()) {
             ModelInfo info = model.info();

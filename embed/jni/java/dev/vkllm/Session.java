@@ -70,6 +70,42 @@ public final class Session implements AutoCloseable {
         return run(null, rc[0], rc[1], p, cb);
     }
 
+    /**
+     * Answers a conversation given in OpenAI's JSON shapes, with tools: {@code messagesJson} is the
+     * messages array (assistant turns with tool_calls, "tool" turns with tool_call_id),
+     * {@code toolsJson} the tools array (null: none), {@code toolChoice} null or "auto", "none",
+     * "required" or a tool's name. The callback and the returned text are the answer's content
+     * only: tool-call markup never reaches them; the calls it made are read with toolCalls().
+     * A required call follows the tool's parameter schema.
+     *
+     * @throws VkllmException INVALID_ARGUMENT naming the field for bad JSON, tools the model's
+     *     format cannot parse, or a choice it cannot force
+     */
+    public String chatJson(String messagesJson, String toolsJson, String toolChoice, boolean parallelToolCalls,
+                           GenerateParams p, TokenCallback cb) {
+        if (messagesJson == null) throw new NullPointerException("messagesJson");
+        if (p == null) p = new GenerateParams();
+        long s = handle.use();
+        try {
+            return Native.chatJson(s, messagesJson, toolsJson, toolChoice, parallelToolCalls, null, p, cb);
+        } finally {
+            handle.done();
+        }
+    }
+
+    /**
+     * The tool calls of the last chatJson() answer, as OpenAI's tool_calls JSON array ("[]" when
+     * it made none).
+     */
+    public String toolCalls() {
+        long s = handle.use();
+        try {
+            return Native.toolCalls(s);
+        } finally {
+            handle.done();
+        }
+    }
+
     private String run(String prompt, String[] roles, String[] contents, GenerateParams p, TokenCallback cb) {
         if (p == null) p = new GenerateParams();
         long s = handle.use();
