@@ -3,11 +3,15 @@
 // program); /reset starts over. The conversation runs on a one-slot serving engine, so each turn
 // evaluates only its new tokens: the rendered prompt of turn n + 1 starts with turn n's, which the
 // slot's KV cache already holds (prefix reuse).
+#include "apps/app_options.h"
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "model/grammar/grammar.h"
 #include "serving/engine/engine.h"
 #include "serving/template/chat_prompt.h"
 #include "serving/template/chat_template.h"
+#include "serving/template/reasoning.h"
+#include "serving/template/tool_calls.h"
 
 #include <fmt/format.h>
 
@@ -40,6 +44,8 @@ struct ChatOptions {
     uint64_t seed = 0;
     bool seed_set = false;
     bool show_stats = false;
+    std::string tools_file;            // OpenAI's tools array (JSON)
+    std::string tool_choice = "auto";  // auto | none | required | a tool's name
     DeviceOptions device;
 };
 
@@ -92,31 +98,58 @@ void chat(const ChatOptions& o) {
     fmt::print(stderr, "vkllm chat: template '{}', context {} tokens. /reset starts over, /exit (or Ctrl-D) quits, "
                "Ctrl-C stops an answer.\n", tmpl.name(), m.model->n_ctx());
 
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    using json = nlohmann::ordered_json;
+    json tools = nullptr;
+    chat::ToolChoice choice = chat::ToolChoice::Auto;
+    std::string choice_name;
+    const chat::ToolFormat& format = chat::detect_tool_format(tmpl.source());
+    if (!o.tools_file.empty()) {
+        const std::optional<std::string> text = read_whole_file(o.tools_file);
+        if (!text) throw std::invalid_argument(fmt::format("--tools {}: cannot read the file", o.tools_file));
+        tools = json::parse(*text, nullptr, false);
+        if (tools.is_discarded()) throw std::invalid_argument(fmt::format("--tools {}: not valid JSON", o.tools_file));
+        try {
+            chat::check_tools(tools);
+        } catch (const chat::ToolError& e) {
+            throw std::invalid_argument(fmt::format("--tools {}: {}", o.tools_file, e.what()));
+        }
+        if (o.tool_choice == "none") choice = chat::ToolChoice::None;
+        else if (o.tool_choice == "required") choice = chat::ToolChoice::Required;
+        else if (o.tool_choice != "auto") choice = chat::ToolChoice::Named, choice_name = o.tool_choice;
+        // Checked now: a format that cannot be parsed or forced is an error before the first turn.
+        (void)chat::plan_tool_use(format, chat::template_renders_tools(tmpl.source()), tools, choice, choice_name, true);
+        fmt::print(stderr, "vkllm chat: {} tools, calls in the '{}' format; after a call, type its result.\n", tools.size(),
+                   format.name);
+    }
+
+    json messages = json::array();
     auto reset = [&] {
-        messages = nlohmann::ordered_json::array();
+        messages = json::array();
         if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
     };
     reset();
-    std::string line;
-    while (read_line(tty, line)) {
-        if (line == "/exit" || line == "/quit") break;
-        if (line == "/reset") {
-            reset();
-            fmt::print(stderr, "(conversation cleared)\n");
-            continue;
-        }
-        if (line.empty()) continue;
-        messages.push_back({{"role", "user"}, {"content", line}});
-        chat::ChatInputs in = chat::chat_inputs(tok, messages, nullptr, nullptr);
+    // One assistant turn: generated, streamed and added to the conversation. The calls it made
+    // (none without tools); false when it could not run.
+    auto answer_turn = [&](chat::ToolChoice turn_choice, std::vector<chat::ToolCall>& calls) -> bool {
+        calls.clear();
+        json turn_messages = messages;
+        chat::ToolPlan plan;
         serving::CompletionRequest req;
         try {
-            req.prompt = chat::encode_prompt(tok, tmpl.apply(in));
-        } catch (const chat::TemplateError& e) {
-            messages.erase(messages.end() - 1);
-            fmt::print(stderr, "template error: {}\n", e.what());
-            continue;
+            // One call per turn: the user answers each before the model goes on.
+            plan = chat::plan_tool_use(format, chat::template_renders_tools(tmpl.source()), tools, turn_choice, choice_name,
+                                       false);
+            chat::add_system_text(turn_messages, plan.system_text);
+            chat::ChatInputs in = chat::chat_inputs(tok, turn_messages, tools, nullptr);
+            std::string text = tmpl.apply(in);
+            if (!plan.reply_prefix.empty() && chat::prompt_opens_reasoning(text)) text += "\n</think>\n\n";
+            req.prompt = chat::encode_prompt(tok, text + plan.reply_prefix);
+        } catch (const std::exception& e) {  // a template error, a tool the format cannot force
+            fmt::print(stderr, "error: {}\n", e.what());
+            return false;
         }
+        if (!plan.gbnf.empty()) req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
+        req.control_text = plan.parse_as != nullptr;
         req.max_tokens = o.n_predict;
         req.sampler.temperature = o.temperature;
         req.sampler.top_k = o.top_k;
@@ -128,10 +161,11 @@ void chat(const ChatOptions& o) {
         try {
             t = engine.submit(std::move(req));
         } catch (const std::invalid_argument& e) {
-            messages.erase(messages.end() - 1);
             fmt::print(stderr, "{} (use /reset, or a larger --ctx)\n", e.what());
-            continue;
+            return false;
         }
+        std::optional<chat::ReplyStream> reply;
+        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix);
         g_interrupted = false;
         std::string answer;
         for (;;) {
@@ -142,10 +176,18 @@ void chat(const ChatOptions& o) {
             std::optional<serving::Event> e = t->next(50ms);
             if (!e) continue;
             if (e->kind == serving::Event::Kind::Text) {
-                answer += e->text;
-                fmt::print("{}", e->text);
+                const std::string text = reply ? reply->push(e->text) : e->text;
+                answer += text;
+                fmt::print("{}", text);
                 std::fflush(stdout);
                 continue;
+            }
+            if (reply) {
+                chat::ReplyStream::Rest rest = reply->finish();
+                answer += rest.content;
+                fmt::print("{}", rest.content);
+                calls = std::move(rest.calls);
+                for (const chat::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
             }
             fmt::print("\n");
             std::fflush(stdout);  // the answer before the notes on stderr
@@ -159,7 +201,48 @@ void chat(const ChatOptions& o) {
                            e->generate_ms);
             break;
         }
-        messages.push_back({{"role", "assistant"}, {"content", answer}});
+        json msg = {{"role", "assistant"}, {"content", answer}};
+        if (!calls.empty()) {
+            json tc = chat::tool_calls_json(calls, format.family, false);
+            for (json& c : tc) c["function"]["arguments"] = json::parse(c["function"]["arguments"].get<std::string>());
+            msg["tool_calls"] = std::move(tc);
+        }
+        messages.push_back(std::move(msg));
+        return true;
+    };
+
+    std::string line;
+    while (read_line(tty, line)) {
+        if (line == "/exit" || line == "/quit") break;
+        if (line == "/reset") {
+            reset();
+            fmt::print(stderr, "(conversation cleared)\n");
+            continue;
+        }
+        if (line.empty()) continue;
+        messages.push_back({{"role", "user"}, {"content", line}});
+        std::vector<chat::ToolCall> calls;
+        if (!answer_turn(choice, calls)) {
+            messages.erase(messages.end() - 1);
+            continue;
+        }
+        // The user answers each call; the model then goes on (choosing freely: a required choice
+        // holds for the turn after the user's message only, or it would call forever).
+        bool ended = false;
+        while (!calls.empty() && !ended) {
+            const json& sent = messages.back()["tool_calls"];
+            for (size_t i = 0; i < calls.size(); ++i) {
+                fmt::print(stderr, "result of {}: ", calls[i].name);
+                std::string result;
+                if (!read_line(false, result)) {
+                    ended = true;
+                    break;
+                }
+                messages.push_back({{"role", "tool"}, {"tool_call_id", sent[i]["id"]}, {"name", calls[i].name}, {"content", result}});
+            }
+            if (!ended && !answer_turn(chat::ToolChoice::Auto, calls)) break;
+        }
+        if (ended) break;
     }
 }
 
@@ -183,6 +266,10 @@ void register_chat(CLI::App& app) {
     cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)");
     cmd->add_option("--seed", o->seed, "Sampling seed (default: random)")->each([o](const std::string&) { o->seed_set = true; });
     cmd->add_flag("--stats", o->show_stats, "Print prompt/cache/timing figures after each answer");
+    cmd->add_option("--tools", o->tools_file, "JSON file with OpenAI's tools array: the model may call them; you type "
+                    "each call's result")->check(CLI::ExistingFile);
+    cmd->add_option("--tool-choice", o->tool_choice, "auto, none, required, or a tool's name (forces a call in the turn "
+                    "after each message of yours)")->needs("--tools");
     o->device.add_to(cmd);
     cmd->callback([o] { chat(*o); });
 }

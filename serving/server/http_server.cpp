@@ -363,6 +363,10 @@ void HttpServer::Impl::routes() {
     post("/apply-template", [this](const Request&, Response& res, const std::string& body) {
         auto m = ready_model();
         TemplateRequest t = parse_apply_template_request(parse_body(body));
+        // What a chat request with these tools renders: a template that cannot show them gets them
+        // in the system message.
+        if (!t.tools.is_null() && m->tool_format->family == chat::ToolFamily::Generic && !m->template_renders_tools)
+            chat::add_system_text(t.messages, chat::tool_instructions(t.tools));
         std::string prompt = render_chat(m->render_chat, chat::chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
         send_json(res, json{{"prompt", prompt}});
     });

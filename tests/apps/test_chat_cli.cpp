@@ -65,3 +65,28 @@ TEST_CASE("cli: vkllm chat rejects an unknown template and a missing model") {
     CHECK(r.status != 0);
     CHECK(r.err.find("nonexistent") != std::string::npos);
 }
+
+TEST_CASE("cli: vkllm chat --tools: a required call is printed, its typed result goes back, the model goes on") {
+    VKLLM_REQUIRE_MODEL(model, "stories260K.gguf");
+    const std::filesystem::path dir = std::filesystem::path(VKLLM_BINARY_DIR) / "test-tmp";
+    std::filesystem::create_directories(dir);
+    const std::string tools = (dir / "chat_tools.json").string(), input = (dir / "chat_tools_input.txt").string();
+    std::ofstream(tools) << R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
+                            R"("properties":{"city":{"type":"string","maxLength":12}},"required":["city"],)"
+                            R"("additionalProperties":false}}}])";
+    std::ofstream(input) << "What is the weather?\n{\"temp\": 21}\n";
+    auto r = run_vkllm("chat -m " + model + " --tools " + tools + " --tool-choice required --seed 3 -n 150 --no-pipeline-cache",
+                       "chat_tools", input);
+    REQUIRE(r.status == 0);
+    INFO(r.out);
+    INFO(r.err);
+    const size_t call = r.out.find("[tool call] get_weather({\"city\":");
+    REQUIRE(call != std::string::npos);
+    CHECK(r.out.find("tool_calls") == std::string::npos);  // the markup is never shown
+    CHECK(r.err.find("result of get_weather: ") != std::string::npos);
+    CHECK(r.out.size() > r.out.find('\n', call) + 1);  // the answer after the result
+
+    r = run_vkllm("chat -m " + model + " --tools " + tools + " --tool-choice nope --no-pipeline-cache", "chat_tools_bad");
+    CHECK(r.status == 1);
+    CHECK(r.err.find("nope") != std::string::npos);
+}
