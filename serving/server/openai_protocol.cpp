@@ -337,6 +337,11 @@ json parse_tools(const json& body) {
     if (!tools->is_array()) wrong_type("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i)
         if (!(*tools)[i].is_object()) wrong_type(fmt::format("tools[{}]", i), "an object", (*tools)[i]);
+    try {
+        chat::check_tools(*tools);
+    } catch (const chat::ToolError& e) {
+        throw invalid_field(e.param(), e.what());
+    }
     return tools->empty() ? json(nullptr) : *tools;  // [] is no tools, as templates read `tools is defined`
 }
 
@@ -377,13 +382,6 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
             r.tool_name = name->get<std::string>();
         } else {
             wrong_type("tool_choice", "a string or an object", *tc);
-        }
-    }
-    if (!r.tools.is_null()) {
-        try {
-            chat::check_tools(r.tools);
-        } catch (const chat::ToolError& e) {
-            throw invalid_field(e.param(), e.what());
         }
     }
     r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
