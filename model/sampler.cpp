@@ -21,6 +21,10 @@ void SamplerParams::validate() const {
     if (!std::isfinite(presence_penalty) || std::fabs(presence_penalty) > 2) bad("presence_penalty", presence_penalty, "[-2, 2]");
     if (!std::isfinite(frequency_penalty) || std::fabs(frequency_penalty) > 2)
         bad("frequency_penalty", frequency_penalty, "[-2, 2]");
+    for (const auto& [token, bias] : logit_bias) {
+        if (token < 0) bad("logit_bias token", token, ">= 0");
+        if (!std::isfinite(bias) || std::fabs(bias) > 100) bad("logit_bias", bias, "[-100, 100]");
+    }
 }
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
@@ -35,6 +39,8 @@ void Sampler::accept(int32_t token, bool generated) {
 int32_t Sampler::sample(std::span<float> logits, TokenFilter* filter) {
     const size_t n = logits.size();
     if (n == 0) throw std::invalid_argument("sample: empty logits");
+    for (const auto& [t, bias] : p_.logit_bias)
+        if (size_t(t) < n) logits[t] = bias <= -100.0f ? -1e30f : logits[t] + bias;
     // Repetition penalty as in CTRL / llama.cpp over the recent window: shrink positive logits,
     // grow negative ones. Then OpenAI's presence and frequency penalties over the generated tokens.
     if (!recent_.empty()) {

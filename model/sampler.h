@@ -24,11 +24,17 @@ struct SamplerParams {
     float presence_penalty = 0.0f;
     float frequency_penalty = 0.0f;
     uint64_t seed = 0;
+    // OpenAI's logit_bias: added to a token's logit before everything else; -100 or less bans the
+    // token (a logit so low it is never chosen while any other token is allowed).
+    std::vector<std::pair<int32_t, float>> logit_bias;
 
     bool greedy() const { return temperature <= 0.0f; }
     bool penalized() const {
         return (repeat_penalty != 1.0f && repeat_last_n > 0) || presence_penalty != 0.0f || frequency_penalty != 0.0f;
     }
+    // Whether the logits change before the choice: greedy then needs them on the host, not the
+    // device's argmax.
+    bool adjusts_logits() const { return penalized() || !logit_bias.empty(); }
     // Throws std::invalid_argument naming the parameter when a value is out of range.
     void validate() const;
 };

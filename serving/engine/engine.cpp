@@ -157,7 +157,7 @@ struct Engine::Impl {
     void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {},
                        std::exception_ptr ex = nullptr);
     static bool needs_logits(const Slot& s) {
-        return !s.sampler->params().greedy() || s.sampler->params().penalized() || s.req->req.logprobs || s.constraint;
+        return !s.sampler->params().greedy() || s.sampler->params().adjusts_logits() || s.req->req.logprobs || s.constraint;
     }
     bool busy() const {
         return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.req != nullptr; });

@@ -215,6 +215,7 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     json j = parse_body(body);
     thread_local std::mt19937_64 seeds{std::random_device{}()};
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
+    check_logit_bias(req, m->tokenizer->n_vocab());
     apply_tool_format(req, *m->tool_format, m->template_renders_tools);
     req.engine.control_text = req.tool_format != nullptr;
     std::string rendered;

@@ -200,6 +200,20 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
         s.seed = uint64_t(*v);
     if (auto v = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = float(*v);
     if (auto v = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = float(*v);
+    if (const json* lb = field(body, "logit_bias")) {
+        if (!lb->is_object()) wrong_type("logit_bias", "an object of token ids to numbers", *lb);
+        for (const auto& [key, bias] : lb->items()) {
+            // Token ids as decimal strings (JSON object keys), biases in OpenAI's -100..100.
+            const bool digits = !key.empty() && key.size() <= 9 &&
+                                std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (!digits)
+                throw invalid_field("logit_bias", fmt::format("Invalid 'logit_bias': '{}' is not a token id.", key));
+            if (!bias.is_number() || !std::isfinite(bias.get<double>()) || std::fabs(bias.get<double>()) > 100)
+                throw invalid_field("logit_bias", fmt::format("Invalid 'logit_bias[{}]': expected a number from -100 to 100, "
+                                                              "got {}.", key, bias.dump()));
+            s.logit_bias.emplace_back(int32_t(std::stol(key)), float(bias.get<double>()));
+        }
+    }
     e.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
 
     if (const json* stop = field(body, "stop")) {
@@ -514,6 +528,13 @@ void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool 
     chat::add_system_text(req.messages, plan.system_text);
     req.tool_format = plan.parse_as;
     req.reply_prefix = std::move(plan.reply_prefix);
+}
+
+void check_logit_bias(const ParsedRequest& req, size_t n_vocab) {
+    for (const auto& [token, bias] : req.engine.sampler.logit_bias)
+        if (size_t(token) >= n_vocab)
+            throw invalid_field("logit_bias", fmt::format("Invalid 'logit_bias': token id {} is not in the vocabulary ({} "
+                                                          "tokens).", token, n_vocab));
 }
 
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {

@@ -125,6 +125,9 @@ struct TemplateRequest {
 };
 TemplateRequest parse_apply_template_request(const json& body);
 
+// 400 naming logit_bias when a biased token id is not in the vocabulary.
+void check_logit_bias(const ParsedRequest& req, size_t n_vocab);
+
 // The 400 OpenAI gives for a prompt that does not fit the context (code context_length_exceeded).
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx);
 

@@ -324,3 +324,20 @@ test('a follow-up turn with the assistant tool_calls and the tool result is answ
   assert.equal(r.object, 'chat.completion');
   assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
 });
+
+test('logit_bias -100 bans the greedy choice', { skip }, async () => {
+  const req = { model: 'x', prompt: 'Once upon a time', max_tokens: 1, temperature: 0 };
+  const first = (await client.completions.create(req)).choices[0].text;
+  const tok = await fetch(`${server.url}/tokenize`, {
+    method: 'POST', headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ content: first }),
+  }).then((r) => r.json());
+  // The text's tokens (SentencePiece may add its dummy-prefix piece): the greedy token is among them.
+  const bias = Object.fromEntries(tok.tokens.map((t) => [t, -100]));
+  const banned = (await client.completions.create({ ...req, logit_bias: bias })).choices[0].text;
+  assert.notEqual(banned, first);
+  await assert.rejects(
+    client.completions.create({ ...req, logit_bias: { 999999: 1 } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'logit_bias',
+  );
+});

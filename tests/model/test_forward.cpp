@@ -296,6 +296,30 @@ TEST_CASE("sampler: top-k 1 is greedy; the penalty lowers repeated tokens") {
     CHECK(pen.sample(l) == 2);  // 2.0 / 2 = 1.0 < 1.9
 }
 
+TEST_CASE("sampler: logit_bias shifts a token's logit first; -100 bans it") {
+    SamplerParams p;
+    p.temperature = 0;
+    p.logit_bias = {{1, -100.0f}, {3, 2.5f}};
+    CHECK(p.adjusts_logits());
+    Sampler s(p);
+    std::vector<float> l = {0.1f, 2.0f, 1.9f, -1.0f};
+    CHECK(s.sample(l) == 2);  // 1 banned; 3 rises to 1.5 < 1.9
+    CHECK(l[3] == doctest::Approx(1.5f));
+    // Sampled hot, a banned token never comes, however likely it was.
+    p.temperature = 1.5f;
+    p.top_k = 0;
+    p.logit_bias = {{1, -100.0f}};
+    Sampler hot(p);
+    for (int i = 0; i < 200; ++i) {
+        std::vector<float> h = {0.1f, 20.0f, 1.9f, -1.0f};
+        CHECK(hot.sample(h) != 1);
+    }
+    p.logit_bias = {{1, 101.0f}};
+    CHECK_THROWS_WITH_AS(p.validate(), doctest::Contains("logit_bias"), std::invalid_argument);
+    p.logit_bias = {{-1, 1.0f}};
+    CHECK_THROWS_WITH_AS(p.validate(), doctest::Contains("logit_bias"), std::invalid_argument);
+}
+
 TEST_CASE("sampler: presence and frequency penalties subtract by the token's count in the output") {
     SamplerParams p;
     p.temperature = 0;

@@ -675,3 +675,17 @@ TEST_CASE("protocol: reasoning_content, whole and streamed, and reasoning_format
     CHECK(msg["content"] == reply);
     CHECK_FALSE(msg.contains("reasoning_content"));
 }
+
+TEST_CASE("protocol: logit_bias is read, checked, and checked against the vocabulary") {
+    ParsedRequest r = parse_chat_request(chat_body({{"logit_bias", {{"15", -100}, {"7", 2.5}}}}), 1);
+    REQUIRE(r.engine.sampler.logit_bias.size() == 2);
+    CHECK(r.engine.sampler.logit_bias[0] == std::pair<int32_t, float>{15, -100.0f});
+    CHECK(r.engine.sampler.logit_bias[1] == std::pair<int32_t, float>{7, 2.5f});
+    CHECK_NOTHROW(check_logit_bias(r, 16));
+    CHECK(error_of([&] { check_logit_bias(r, 15); }).param() == "logit_bias");
+    CHECK(chat_error({{"logit_bias", {{"x", 1}}}}).param() == "logit_bias");
+    CHECK(chat_error({{"logit_bias", {{"-3", 1}}}}).param() == "logit_bias");
+    CHECK(chat_error({{"logit_bias", {{"3", 101}}}}).param() == "logit_bias");
+    CHECK(chat_error({{"logit_bias", {{"3", "a"}}}}).param() == "logit_bias");
+    CHECK(chat_error({{"logit_bias", json::array()}}).param() == "logit_bias");
+}
