@@ -64,8 +64,9 @@ const std::map<std::string, std::string>& known_routes() {
 
 // What a streaming response keeps between calls of its content provider.
 struct StreamState {
-    std::unique_ptr<Generation> gen;
-    ResponseBuilder rb;
+    std::vector<std::unique_ptr<Generation>> gens;  // one per choice
+    std::vector<ResponseBuilder> rbs;
+    std::vector<std::optional<serving::Event>> done;  // each choice's Done event, once it came
     bool started = false, finished = false;
     std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
 };
@@ -153,7 +154,7 @@ struct HttpServer::Impl {
 
     void routes();
     void completion(Endpoint ep, Response& res, const std::string& body);
-    void stream(Response& res, std::unique_ptr<Generation> gen, ResponseBuilder rb);
+    void stream(Response& res, std::vector<std::unique_ptr<Generation>> gens, std::vector<ResponseBuilder> rbs);
     HandlerResponse pre_routing(const Request& req, Response& res);
     HandlerResponse on_error(const Request& req, Response& res);
 };
@@ -224,39 +225,56 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     req.split_reasoning = ep == Endpoint::Chat && m->template_thinks && req.reasoning_format != "none" && req.reply_prefix.empty();
     req.reply_in_reasoning = req.split_reasoning && chat::prompt_opens_reasoning(rendered);
 
-    std::unique_ptr<Generation> gen;
-    try {
-        gen = m->submit(req.engine);
-    } catch (const serving::QueueFullError& e) {
-        throw ApiError(503, fmt::format("The server is busy: every slot is taken and the queue is full ({}). Please retry.",
-                                        e.what()), "server_error", "", "queue_full");
-    } catch (const serving::EngineStoppedError&) {
-        throw shutting_down();
-    } catch (const std::invalid_argument& e) {
-        throw ApiError(400, e.what());
-    }
-    ResponseBuilder rb(req, new_response_id(ep), req.model.empty() ? m->id : req.model, unix_now());
-    if (req.stream) {
-        stream(res, std::move(gen), std::move(rb));
-        return;
-    }
-    for (;;) {
-        std::optional<serving::Event> ev = gen->next(opts.poll);
-        if (!ev) continue;
-        if (ev->kind == serving::Event::Kind::Text) {
-            rb.add(*ev);
-            continue;
+    // One engine request per choice, seeds apart (greedy choices are equal).
+    std::vector<std::unique_ptr<Generation>> gens;
+    std::vector<ResponseBuilder> rbs;
+    const std::string id = new_response_id(ep);
+    const int64_t created = unix_now();
+    for (uint32_t i = 0; i < req.n; ++i) {
+        serving::CompletionRequest one = req.engine;
+        one.sampler.seed += i;
+        try {
+            gens.push_back(m->submit(std::move(one)));
+        } catch (const serving::QueueFullError& e) {
+            throw ApiError(503, fmt::format("The server is busy: every slot is taken and the queue is full ({}). Please retry.",
+                                            e.what()), "server_error", "", "queue_full");
+        } catch (const serving::EngineStoppedError&) {
+            throw shutting_down();
+        } catch (const std::invalid_argument& e) {
+            throw ApiError(400, e.what());
         }
-        if (ev->finish == serving::FinishReason::Cancelled) throw shutting_down();
-        if (ev->finish == serving::FinishReason::Error)
-            throw ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error");
-        send_json(res, rb.response(*ev));
+        rbs.emplace_back(req, id, req.model.empty() ? m->id : req.model, created, i);
+    }
+    if (req.stream) {
+        stream(res, std::move(gens), std::move(rbs));
         return;
     }
+    std::vector<json> responses;
+    std::vector<serving::Event> dones;
+    for (size_t i = 0; i < gens.size(); ++i) {
+        for (;;) {
+            std::optional<serving::Event> ev = gens[i]->next(opts.poll);
+            if (!ev) continue;
+            if (ev->kind == serving::Event::Kind::Text) {
+                rbs[i].add(*ev);
+                continue;
+            }
+            if (ev->finish == serving::FinishReason::Cancelled) throw shutting_down();
+            if (ev->finish == serving::FinishReason::Error)
+                throw ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error");
+            responses.push_back(rbs[i].response(*ev));
+            dones.push_back(std::move(*ev));
+            break;
+        }
+    }
+    send_json(res, responses.size() == 1 ? std::move(responses[0]) : merge_choices(std::move(responses), dones));
 }
 
-void HttpServer::Impl::stream(Response& res, std::unique_ptr<Generation> gen, ResponseBuilder rb) {
-    auto st = std::make_shared<StreamState>(StreamState{std::move(gen), std::move(rb)});
+void HttpServer::Impl::stream(Response& res, std::vector<std::unique_ptr<Generation>> gens, std::vector<ResponseBuilder> rbs) {
+    auto st = std::make_shared<StreamState>();
+    st->gens = std::move(gens);
+    st->rbs = std::move(rbs);
+    st->done.resize(st->gens.size());
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies must not hold the events back
     stream_opened();
@@ -268,33 +286,56 @@ void HttpServer::Impl::stream(Response& res, std::unique_ptr<Generation> gen, Re
         };
         if (!st->started) {
             st->started = true;
-            if (!write(st->rb.stream_start())) return false;
+            std::string start;
+            for (const ResponseBuilder& rb : st->rbs) start += rb.stream_start();
+            if (!write(start)) return false;
         }
-        std::optional<serving::Event> ev = st->gen->next(opts.poll);
-        if (!ev) {
-            // Nothing to send (queued, or a long prompt): a comment line that SSE clients skip; a
-            // client that is gone makes the write fail, which cancels the request.
-            if (std::chrono::steady_clock::now() - st->last_write >= opts.ping_interval) return write(": ping\n\n");
-            return true;
+        // The choices take turns; each waits its share of the poll interval.
+        const auto wait = std::max(std::chrono::milliseconds(1), opts.poll / int(st->gens.size()));
+        bool any = false;
+        for (size_t i = 0; i < st->gens.size(); ++i) {
+            if (st->done[i]) continue;
+            std::optional<serving::Event> ev = st->gens[i]->next(wait);
+            if (!ev) continue;
+            any = true;
+            if (ev->kind == serving::Event::Kind::Text) {
+                if (!write(st->rbs[i].stream_text(*ev))) return false;
+                continue;
+            }
+            std::string tail;
+            if (ev->finish == serving::FinishReason::Cancelled || ev->finish == serving::FinishReason::Error) {
+                tail = ev->finish == serving::FinishReason::Cancelled
+                           ? ResponseBuilder::stream_error(shutting_down())
+                           : ResponseBuilder::stream_error(ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error"));
+                st->finished = true;
+                bool ok = write(tail);
+                sink.done();
+                return ok;
+            }
+            tail = st->rbs[i].stream_finish(*ev);
+            st->done[i] = std::move(*ev);
+            if (std::all_of(st->done.begin(), st->done.end(), [](const auto& d) { return d.has_value(); })) {
+                std::vector<serving::Event> all;
+                for (auto& d : st->done) all.push_back(*d);
+                tail += st->rbs[0].stream_end(combined_usage(all));
+                st->finished = true;
+                bool ok = write(tail);
+                sink.done();
+                return ok;
+            }
+            if (!write(tail)) return false;
         }
-        if (ev->kind == serving::Event::Kind::Text) return write(st->rb.stream_text(*ev));
-        std::string tail;
-        if (ev->finish == serving::FinishReason::Cancelled)
-            tail = ResponseBuilder::stream_error(shutting_down());
-        else if (ev->finish == serving::FinishReason::Error)
-            tail = ResponseBuilder::stream_error(ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error"));
-        else
-            tail = st->rb.stream_done(*ev);
-        st->finished = true;
-        bool ok = write(tail);
-        sink.done();
-        return ok;
+        // Nothing to send (queued, or a long prompt): a comment line that SSE clients skip; a
+        // client that is gone makes the write fail, which cancels the request.
+        if (!any && std::chrono::steady_clock::now() - st->last_write >= opts.ping_interval) return write(": ping\n\n");
+        return true;
     };
     // Runs when the response is gone: written completely, or its client hung up, or the server
-    // stopped. Cancelling frees the slot within one engine step.
+    // stopped. Cancelling frees the slots within one engine step.
     auto release = [this, st](bool) {
-        if (!st->finished) st->gen->cancel();
-        st->gen.reset();
+        if (!st->finished)
+            for (auto& g : st->gens) g->cancel();
+        st->gens.clear();
         stream_closed();
     };
     res.set_chunked_content_provider("text/event-stream", provider, release);

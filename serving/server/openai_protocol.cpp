@@ -159,8 +159,7 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     r.model = get_string(body, "model").value_or("");
     get_string(body, "user");  // checked for its type, otherwise unused
 
-    if (auto n = get_integer(body, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()); n && *n != 1)
-        throw invalid_field("n", fmt::format("Invalid 'n': only n = 1 is supported (one choice per request), got {}.", *n));
+    if (auto n = get_integer(body, "n", 1, kMaxChoices)) r.n = uint32_t(*n);
 
     r.stream = get_bool(body, "stream").value_or(false);
     if (const json* so = field(body, "stream_options")) {
@@ -537,6 +536,21 @@ void check_logit_bias(const ParsedRequest& req, size_t n_vocab) {
                                                           "tokens).", token, n_vocab));
 }
 
+serving::Event combined_usage(const std::vector<serving::Event>& done) {
+    serving::Event sum = done.at(0);
+    for (size_t i = 1; i < done.size(); ++i) sum.completion_tokens += done[i].completion_tokens;
+    return sum;
+}
+
+json merge_choices(std::vector<json> responses, const std::vector<serving::Event>& done) {
+    json out = std::move(responses.at(0));
+    for (size_t i = 1; i < responses.size(); ++i) out["choices"].push_back(std::move(responses[i]["choices"][0]));
+    const serving::Event sum = combined_usage(done);
+    out["usage"]["completion_tokens"] = sum.completion_tokens;
+    out["usage"]["total_tokens"] = sum.prompt_tokens + sum.completion_tokens;
+    return out;
+}
+
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {
     if (ep == Endpoint::Chat)
         return ApiError(400, fmt::format("This model's maximum context length is {} tokens. However, your messages resulted in "
@@ -566,9 +580,10 @@ std::string new_response_id(Endpoint ep) {
 
 // --- responses --------------------------------------------------------------------------------
 
-ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created)
+ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created,
+                                 uint32_t index)
     : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
-      model_(std::move(model)), created_(created) {
+      model_(std::move(model)), created_(created), index_(index) {
     if (req.tool_format) {
         reply_.emplace(*req.tool_format, req.tools, req.reply_prefix);
         tool_family_ = req.tool_format->family;
@@ -632,7 +647,7 @@ json ResponseBuilder::completion_logprobs(const std::vector<serving::TokenLogpro
 std::string ResponseBuilder::stream_start() const {
     if (endpoint_ != Endpoint::Chat) return {};
     json j = chunk_base();
-    j["choices"] = json::array({json{{"index", 0},
+    j["choices"] = json::array({json{{"index", index_},
                                      {"delta", {{"role", "assistant"}, {"content", ""}}},
                                      {"logprobs", nullptr},
                                      {"finish_reason", nullptr}}});
@@ -661,7 +676,7 @@ std::string ResponseBuilder::stream_text(const serving::Event& ev) {
     if (text.empty() && piece.reasoning.empty() && (!logprobs_ || ev.logprobs.empty())) return {};
     json j = chunk_base();
     json choice = json::object();
-    choice["index"] = 0;
+    choice["index"] = index_;
     json lp = nullptr;
     if (endpoint_ == Endpoint::Chat) {
         choice["delta"] = json::object();
@@ -681,12 +696,12 @@ std::string ResponseBuilder::stream_text(const serving::Event& ev) {
     return sse_data(j);
 }
 
-std::string ResponseBuilder::stream_done(const serving::Event& done) {
+std::string ResponseBuilder::stream_finish(const serving::Event& done) {
     std::string out;
     const char* finish = openai_finish_reason(done.finish);
     auto delta_chunk = [&](json delta) {
         json c = chunk_base();
-        c["choices"] = json::array({json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+        c["choices"] = json::array({json{{"index", index_}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
         if (include_usage_) c["usage"] = nullptr;
         out += sse_data(c);
     };
@@ -708,7 +723,7 @@ std::string ResponseBuilder::stream_done(const serving::Event& done) {
     }
     json j = chunk_base();
     json choice = json::object();
-    choice["index"] = 0;
+    choice["index"] = index_;
     if (endpoint_ == Endpoint::Chat)
         choice["delta"] = json::object();
     else
@@ -718,14 +733,22 @@ std::string ResponseBuilder::stream_done(const serving::Event& done) {
     j["choices"] = json::array({choice});
     if (include_usage_) j["usage"] = nullptr;
     out += sse_data(j);
+    return out;
+}
+
+std::string ResponseBuilder::stream_end(const serving::Event& usage_of) const {
+    std::string out;
     if (include_usage_) {
         json u = chunk_base();
         u["choices"] = json::array();
-        u["usage"] = usage(done);
+        u["usage"] = usage(usage_of);
         out += sse_data(u);
     }
     return out + kSseDone;
 }
+
+std::string ResponseBuilder::stream_done(const serving::Event& done) { return stream_finish(done) + stream_end(done); }
+
 
 std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
 
@@ -744,7 +767,7 @@ json ResponseBuilder::response(const serving::Event& done) {
     j["model"] = model_;
     j["system_fingerprint"] = "vkllm";
     json choice = json::object();
-    choice["index"] = 0;
+    choice["index"] = index_;
     const char* finish = openai_finish_reason(done.finish);
     if (endpoint_ == Endpoint::Chat) {
         const chat::ReasoningStream::Piece held = split_rest();

@@ -56,8 +56,12 @@ using chat::ToolChoice;
 
 // Everything a completion request asks for, checked. The prompt is still text (or, for
 // /v1/completions, token ids): the server renders and tokenizes it with the model's vocabulary.
+// Choices per request (`n`): each is a request of its own to the engine.
+inline constexpr int64_t kMaxChoices = 8;
+
 struct ParsedRequest {
     Endpoint endpoint = Endpoint::Chat;
+    uint32_t n = 1;  // choices; choice i samples with seed + i (greedy choices are equal)
     std::string model;  // as the client named it ("" when absent); echoed in the response
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
@@ -140,7 +144,8 @@ class ResponseBuilder {
 public:
     // `id` like "chatcmpl-..." / "cmpl-..." (new_response_id), `model` as echoed, `created` in
     // Unix seconds.
-    ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created);
+    // `index`: the choice this builder writes (requests with n > 1 have one builder per choice).
+    ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created, uint32_t index = 0);
 
     // Streaming: the SSE bytes for the start of the stream (chat: the chunk whose delta has the
     // role), for each Text event, and for the Done event (the chunk with finish_reason, the usage
@@ -148,6 +153,11 @@ public:
     std::string stream_start() const;
     std::string stream_text(const serving::Event& ev);
     std::string stream_done(const serving::Event& done);
+    // stream_done in two: the choice's last chunks (held-back content, tool calls, finish_reason),
+    // then, once per stream, the usage chunk when asked and [DONE] (usage_of: combined_usage of
+    // every choice).
+    std::string stream_finish(const serving::Event& done);
+    std::string stream_end(const serving::Event& usage_of) const;
     // A stream that cannot finish (server error, shutdown): one event with the error object.
     static std::string stream_error(const ApiError& e);
 
@@ -169,6 +179,7 @@ private:
     bool logprobs_, include_usage_;
     std::string id_, model_;
     int64_t created_;
+    uint32_t index_;
     std::string text_;                           // whole responses: the content so far
     std::optional<chat::ReplyStream> reply_;     // chat with tools: splits content from calls
     std::optional<chat::ReasoningStream> reasoning_;  // splits reasoning from the rest
@@ -177,6 +188,11 @@ private:
     std::vector<serving::TokenLogprob> lps_;     // whole responses: every token's logprob
     size_t streamed_bytes_ = 0;                  // completions stream: text_offset of the next token
 };
+
+// Several choices as one: the first's prompt counts once, completion tokens add up.
+serving::Event combined_usage(const std::vector<serving::Event>& done);
+// The whole responses of the choices as one response: every choice, the combined usage.
+json merge_choices(std::vector<json> responses, const std::vector<serving::Event>& done);
 
 // "chatcmpl-" or "cmpl-" and 24 random letters and digits.
 std::string new_response_id(Endpoint ep);

@@ -147,7 +147,7 @@ test('invalid requests raise BadRequestError naming the parameter', { skip }, as
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'temperature' && e.type === 'invalid_request_error',
   );
   await assert.rejects(
-    client.chat.completions.create({ model: 'x', messages: chatMessages, n: 2 }),
+    client.chat.completions.create({ model: 'x', messages: chatMessages, n: 9 }),
     (e) => e.status === 400 && e.param === 'n',
   );
   const long = 'Once upon a time there was a cat. '.repeat(200);
@@ -340,4 +340,23 @@ test('logit_bias -100 bans the greedy choice', { skip }, async () => {
     client.completions.create({ ...req, logit_bias: { 999999: 1 } }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'logit_bias',
   );
+});
+
+test('n choices, whole and streamed: one per index, each its own seed', { skip }, async () => {
+  const req = { model: 'x', messages: chatMessages, max_tokens: 12, temperature: 1.0, seed: 3, n: 3 };
+  const whole = await client.chat.completions.create(req);
+  assert.deepEqual(whole.choices.map((c) => c.index), [0, 1, 2]);
+  const texts = whole.choices.map((c) => c.message.content);
+  assert.ok(new Set(texts).size > 1, `three seeds, one text: ${texts}`);
+  // Choice i samples with seed + i: choice 1 here is choice 0 of a request with seed 4.
+  const alone = await client.chat.completions.create({ ...req, n: 1, seed: 4 });
+  assert.equal(alone.choices[0].message.content, texts[1]);
+  const streamed = ['', '', ''];
+  let usage;
+  for await (const c of await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } })) {
+    for (const ch of c.choices) streamed[ch.index] += ch.delta?.content ?? '';
+    if (c.usage) usage = c.usage;
+  }
+  assert.deepEqual(streamed, texts);
+  assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
 });

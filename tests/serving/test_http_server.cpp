@@ -337,7 +337,7 @@ TEST_CASE("http: bad requests get OpenAI errors and the server keeps serving") {
         {"/v1/chat/completions", "", 400, ""},
         {"/v1/chat/completions", R"({"messages":"Hi"})", 400, "messages"},
         {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"temperature":"hot"})", 400, "temperature"},
-        {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"n":3})", 400, "n"},
+        {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"n":9})", 400, "n"},
         {"/v1/completions", R"({"prompt":["a","b"]})", 400, "prompt"},
         {"/v1/completions", R"({"prompt":[1,99999]})", 400, "prompt"},
         {"/tokenize", R"({"content":5})", 400, "content"},

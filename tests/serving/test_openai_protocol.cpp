@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
+
 using namespace vkllm;
 using namespace vkllm::server;
 
@@ -153,7 +155,8 @@ TEST_CASE("protocol: wrong types and out-of-range values are 400s naming the fie
         {{{"stop", 5}}, "stop", "a string or an array of strings"},
         {{{"stop", json::array({"a", 1})}}, "stop", "a string or an array of strings"},
         {{{"stop", json::array({"a", "b", "c", "d", "e"})}}, "stop", "at most 4"},
-        {{{"n", 2}}, "n", "only n = 1"},
+        {{{"n", 9}}, "n", "between 1 and 8"},
+        {{{"n", 0}}, "n", "between 1 and 8"},
         {{{"n", "1"}}, "n", "expected an integer"},
         {{{"stream", "yes"}}, "stream", "expected a boolean"},
         {{{"stream_options", {{"include_usage", true}}}}, "stream_options", "only allowed when 'stream' is enabled"},
@@ -688,4 +691,42 @@ TEST_CASE("protocol: logit_bias is read, checked, and checked against the vocabu
     CHECK(chat_error({{"logit_bias", {{"3", 101}}}}).param() == "logit_bias");
     CHECK(chat_error({{"logit_bias", {{"3", "a"}}}}).param() == "logit_bias");
     CHECK(chat_error({{"logit_bias", json::array()}}).param() == "logit_bias");
+}
+
+TEST_CASE("protocol: n choices: each builder writes its index, usage adds the completions up") {
+    ParsedRequest r = parse_chat_request(chat_body({{"n", 2}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}), 1);
+    CHECK(r.n == 2);
+    ResponseBuilder a(r, "chatcmpl-n", "m", 1, 0), b(r, "chatcmpl-n", "m", 1, 1);
+    std::string sse = a.stream_start() + b.stream_start() + a.stream_text(text_event("x")) + b.stream_text(text_event("y"));
+    const serving::Event da = done_event(serving::FinishReason::Stop, 5, 2), db = done_event(serving::FinishReason::Length, 5, 3);
+    sse += a.stream_finish(da) + b.stream_finish(db) + a.stream_end(combined_usage({da, db}));
+    bool done = false;
+    std::vector<json> ev = sse_objects(sse, &done);
+    CHECK(done);
+    std::map<int, std::string> text, finish;
+    json usage;
+    for (const json& e : ev) {
+        if (!e["usage"].is_null()) usage = e["usage"];
+        for (const json& c : e["choices"]) {
+            if (c["delta"].contains("content")) text[c["index"].get<int>()] += c["delta"]["content"].get<std::string>();
+            if (!c["finish_reason"].is_null()) finish[c["index"].get<int>()] = c["finish_reason"].get<std::string>();
+        }
+    }
+    CHECK(text[0] == "x");
+    CHECK(text[1] == "y");
+    CHECK(finish[0] == "stop");
+    CHECK(finish[1] == "length");
+    CHECK(usage["prompt_tokens"] == 5);
+    CHECK(usage["completion_tokens"] == 5);
+    CHECK(usage["total_tokens"] == 10);
+
+    r.stream = false;
+    ResponseBuilder wa(r, "chatcmpl-n", "m", 1, 0), wb(r, "chatcmpl-n", "m", 1, 1);
+    wa.add(text_event("x"));
+    wb.add(text_event("y"));
+    json merged = merge_choices({wa.response(da), wb.response(db)}, {da, db});
+    REQUIRE(merged["choices"].size() == 2);
+    CHECK(merged["choices"][1]["index"] == 1);
+    CHECK(merged["choices"][1]["message"]["content"] == "y");
+    CHECK(merged["usage"]["completion_tokens"] == 5);
 }
