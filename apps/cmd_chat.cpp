@@ -113,11 +113,13 @@ void chat(const ChatOptions& o) {
         } catch (const chat::ToolError& e) {
             throw std::invalid_argument(fmt::format("--tools {}: {}", o.tools_file, e.what()));
         }
-        if (o.tool_choice == "none") choice = chat::ToolChoice::None;
-        else if (o.tool_choice == "required") choice = chat::ToolChoice::Required;
-        else if (o.tool_choice != "auto") choice = chat::ToolChoice::Named, choice_name = o.tool_choice;
-        // Checked now: a format that cannot be parsed or forced is an error before the first turn.
-        (void)chat::plan_tool_use(format, chat::template_renders_tools(tmpl.source()), tools, choice, choice_name, true);
+        try {
+            choice = chat::parse_tool_choice(o.tool_choice, choice_name);
+            // Checked now: a format that cannot be parsed or forced is an error before the first turn.
+            (void)chat::plan_tool_use(format, chat::template_renders_tools(tmpl.source()), tools, choice, choice_name, false);
+        } catch (const chat::ToolError& e) {
+            throw std::invalid_argument(fmt::format("--tool-choice {}: {}", o.tool_choice, e.what()));
+        }
         fmt::print(stderr, "vkllm chat: {} tools, calls in the '{}' format; after a call, type its result.\n", tools.size(),
                    format.name);
     }
@@ -141,15 +143,13 @@ void chat(const ChatOptions& o) {
                                        false);
             chat::add_system_text(turn_messages, plan.system_text);
             chat::ChatInputs in = chat::chat_inputs(tok, turn_messages, tools, nullptr);
-            std::string text = tmpl.apply(in);
-            if (!plan.reply_prefix.empty() && chat::prompt_opens_reasoning(text)) text += "\n</think>\n\n";
-            req.prompt = chat::encode_prompt(tok, text + plan.reply_prefix);
+            req.prompt = chat::encode_prompt(tok, chat::forced_prompt(tmpl.apply(in), plan));
+            if (!plan.gbnf.empty()) req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
         } catch (const std::exception& e) {  // a template error, a tool the format cannot force
             fmt::print(stderr, "error: {}\n", e.what());
             return false;
         }
-        if (!plan.gbnf.empty()) req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
-        req.control_text = plan.parse_as != nullptr;
+        if (plan.parse_as) req.shown_control_tokens = chat::tool_control_tokens(tok, *plan.parse_as);
         req.max_tokens = o.n_predict;
         req.sampler.temperature = o.temperature;
         req.sampler.top_k = o.top_k;
@@ -165,7 +165,7 @@ void chat(const ChatOptions& o) {
             return false;
         }
         std::optional<chat::ReplyStream> reply;
-        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix);
+        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
         g_interrupted = false;
         std::string answer;
         for (;;) {
@@ -203,9 +203,8 @@ void chat(const ChatOptions& o) {
         }
         json msg = {{"role", "assistant"}, {"content", answer}};
         if (!calls.empty()) {
-            json tc = chat::tool_calls_json(calls, format.family, false);
-            for (json& c : tc) c["function"]["arguments"] = json::parse(c["function"]["arguments"].get<std::string>());
-            msg["tool_calls"] = std::move(tc);
+            msg["tool_calls"] = chat::tool_calls_json(calls, format.family, false);
+            chat::arguments_as_objects(msg);
         }
         messages.push_back(std::move(msg));
         return true;

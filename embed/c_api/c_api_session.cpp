@@ -325,8 +325,8 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         vkllm_session& s = *capi::live_session(session);
         const vkllm_chat_json_params p = capi::read_params(params, vkllm_chat_json_default_params(), "vkllm_chat_json_params");
         auto parse = [](const char* text, const char* what) {
-            json j = json::parse(text, nullptr, false);
-            require(!j.is_discarded(), fmt::format("{} is not valid JSON", what));
+            json j = chat::parse_json_bounded(text);
+            require(!j.is_discarded(), fmt::format("{} is not valid JSON (or nests deeper than 64 levels)", what));
             return j;
         };
         require(p.messages != nullptr, "messages is NULL");
@@ -342,11 +342,8 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         if (tools.is_array() && tools.empty()) tools = nullptr;
         const json kwargs = p.template_kwargs ? parse(p.template_kwargs, "template_kwargs") : json(nullptr);
         require(kwargs.is_null() || kwargs.is_object(), "template_kwargs must be a JSON object");
-        chat::ToolChoice choice = chat::ToolChoice::Auto;
         std::string name;
-        if (p.tool_choice && std::string_view(p.tool_choice) == "none") choice = chat::ToolChoice::None;
-        else if (p.tool_choice && std::string_view(p.tool_choice) == "required") choice = chat::ToolChoice::Required;
-        else if (p.tool_choice && std::string_view(p.tool_choice) != "auto") choice = chat::ToolChoice::Named, name = p.tool_choice;
+        const chat::ToolChoice choice = p.tool_choice ? chat::parse_tool_choice(p.tool_choice, name) : chat::ToolChoice::Auto;
 
         vkllm_model& m = *s.model;
         if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
@@ -360,16 +357,15 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
             require(!req.grammar, "a required tool call cannot be combined with a grammar or json_schema");
             require(req.stop.empty(), "a required tool call cannot be combined with stop strings");
             req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
+            grammar::Matcher check(*req.grammar);  // a grammar too ambiguous to even start
         }
-        req.control_text = plan.parse_as != nullptr;
+        if (plan.parse_as) req.shown_control_tokens = chat::tool_control_tokens(*m.loaded.tokenizer, *plan.parse_as);
 
         const GeneratingScope scope(s);
         chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
-        std::string text = m.chat_template->apply(in);
-        if (!plan.reply_prefix.empty() && chat::prompt_opens_reasoning(text)) text += "\n</think>\n\n";
-        text += plan.reply_prefix;
+        const std::string text = chat::forced_prompt(m.chat_template->apply(in), plan);
         std::optional<chat::ReplyStream> reply;
-        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix);
+        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
         return run_generation(s, chat::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data,
                               reply ? &*reply : nullptr, plan.parse_as ? plan.parse_as->family : chat::ToolFamily::Generic);
     });

@@ -74,6 +74,7 @@ struct Grammar {
 class Matcher {
 public:
     explicit Matcher(const Grammar& g);  // g must outlive the matcher
+    explicit Matcher(Grammar&&) = delete;  // a temporary would not
 
     // Consumes `bytes` when the grammar allows them next (a UTF-8 character may be split over
     // calls); false, consuming nothing, when it does not.

@@ -446,7 +446,8 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     s.sampler->accept(next, /*generated=*/true);
     ++s.generated;
     std::string piece = tok.decode_piece(next, s.prev);
-    if (piece.empty() && s.req->req.control_text && !tok.is_eog(next)) piece = tok.token_to_piece(next, true);
+    if (piece.empty() && std::binary_search(s.req->req.shown_control_tokens.begin(), s.req->req.shown_control_tokens.end(), next))
+        piece = tok.token_to_piece(next, true);
     ev.text = s.text->push(piece);
     ev.tokens.push_back(next);
     s.pending = next;

@@ -48,9 +48,9 @@ struct CompletionRequest {
     // sampler picks only tokens it allows, and generation ends when the grammar is complete (Stop),
     // may end and the model chose to, or at max_tokens (Length). Null: free text. Not with `stop`.
     std::shared_ptr<const grammar::Grammar> grammar;
-    // Text events also carry the texts of control tokens other than end-of-generation ones: tool-call
+    // Control tokens whose text the Text events carry (sorted ids; others print nothing): tool-call
     // markers such as Mistral's [TOOL_CALLS] are control tokens, and the server parses them.
-    bool control_text = false;
+    std::vector<int32_t> shown_control_tokens;
     uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)
     bool logprobs = false;
     std::chrono::milliseconds timeout{0};  // 0: EngineOptions::default_timeout

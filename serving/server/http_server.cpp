@@ -218,11 +218,11 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
     check_logit_bias(req, m->tokenizer->n_vocab());
     apply_tool_format(req, *m->tool_format, m->template_renders_tools);
-    req.engine.control_text = req.tool_format != nullptr;
+    if (req.tool_plan.parse_as) req.engine.shown_control_tokens = m->tool_control_tokens;
     std::string rendered;
     req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, &rendered);
-    // A forced call's prefix closes any reasoning: its reply is the call alone.
-    req.split_reasoning = ep == Endpoint::Chat && m->template_thinks && req.reasoning_format != "none" && req.reply_prefix.empty();
+    // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
+    req.split_reasoning = ep == Endpoint::Chat && m->template_thinks && req.reasoning_format != "none" && req.tool_plan.gbnf.empty();
     req.reply_in_reasoning = req.split_reasoning && chat::prompt_opens_reasoning(rendered);
 
     // One engine request per choice, seeds apart (greedy choices are equal).
@@ -405,10 +405,13 @@ void HttpServer::Impl::routes() {
     post("/apply-template", [this](const Request&, Response& res, const std::string& body) {
         auto m = ready_model();
         TemplateRequest t = parse_apply_template_request(parse_body(body));
-        // What a chat request with these tools renders: a template that cannot show them gets them
-        // in the system message.
-        if (!t.tools.is_null() && m->tool_format->family == chat::ToolFamily::Generic && !m->template_renders_tools)
-            chat::add_system_text(t.messages, chat::tool_instructions(t.tools));
+        // What a chat request with these tools renders (tool_choice auto): a template that cannot
+        // show them gets them in the system message. A format this server cannot parse still renders.
+        try {
+            chat::add_system_text(t.messages, chat::plan_tool_use(*m->tool_format, m->template_renders_tools, t.tools,
+                                                                  chat::ToolChoice::Auto, {}, true).system_text);
+        } catch (const chat::ToolError&) {
+        }
         std::string prompt = render_chat(m->render_chat, chat::chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
         send_json(res, json{{"prompt", prompt}});
     });

@@ -348,8 +348,6 @@ json parse_tools(const json& body) {
     const json* tools = field(body, "tools");
     if (!tools) return nullptr;
     if (!tools->is_array()) wrong_type("tools", "an array", *tools);
-    for (size_t i = 0; i < tools->size(); ++i)
-        if (!(*tools)[i].is_object()) wrong_type(fmt::format("tools[{}]", i), "an object", (*tools)[i]);
     try {
         chat::check_tools(*tools);
     } catch (const chat::ToolError& e) {
@@ -388,7 +386,8 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
             if (!type || *type != "function")
                 throw invalid_field("tool_choice.type", "Invalid 'tool_choice.type': expected 'function'.");
             const json* fn = field(*tc, "function");
-            const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+            if (fn && !fn->is_object()) wrong_type("tool_choice.function", "an object", *fn);
+            const json* name = fn ? field(*fn, "name") : nullptr;
             if (!name) throw invalid_field("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.");
             if (!name->is_string()) wrong_type("tool_choice.function.name", "a string", *name);
             r.tool_choice = ToolChoice::Named;
@@ -525,8 +524,7 @@ void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool 
         }
     }
     chat::add_system_text(req.messages, plan.system_text);
-    req.tool_format = plan.parse_as;
-    req.reply_prefix = std::move(plan.reply_prefix);
+    req.tool_plan = std::move(plan);
 }
 
 void check_logit_bias(const ParsedRequest& req, size_t n_vocab) {
@@ -584,9 +582,9 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
                                  uint32_t index)
     : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
       model_(std::move(model)), created_(created), index_(index) {
-    if (req.tool_format) {
-        reply_.emplace(*req.tool_format, req.tools, req.reply_prefix);
-        tool_family_ = req.tool_format->family;
+    if (const chat::ToolFormat* f = req.tool_plan.parse_as) {
+        reply_.emplace(*f, req.tools, req.tool_plan.reply_prefix, req.tool_plan.parallel);
+        tool_family_ = f->family;
     }
     if (req.split_reasoning) reasoning_.emplace(req.reply_in_reasoning);
 }
@@ -708,18 +706,17 @@ std::string ResponseBuilder::stream_finish(const serving::Event& done) {
     const chat::ReasoningStream::Piece held = split_rest();
     if (!held.reasoning.empty()) delta_chunk(json{{"reasoning_content", held.reasoning}});
     std::string content = held.content;
+    chat::ReplyStream::Rest rest;
     if (reply_) {
         // The content held back at the end, then every call whole (a call is sent once it is known
         // to be well formed: a malformed one comes back as content instead).
-        chat::ReplyStream::Rest rest = reply_->finish();
+        rest = reply_->finish();
         content += rest.content;
-        if (!content.empty()) delta_chunk(json{{"content", content}});
-        if (!rest.calls.empty()) {
-            delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, tool_family_, true)}});
-            finish = "tool_calls";
-        }
-    } else if (!content.empty()) {
-        delta_chunk(json{{"content", content}});
+    }
+    if (!content.empty()) delta_chunk(json{{"content", content}});
+    if (!rest.calls.empty()) {
+        delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, tool_family_, true)}});
+        finish = "tool_calls";
     }
     json j = chunk_base();
     json choice = json::object();

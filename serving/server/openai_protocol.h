@@ -78,10 +78,9 @@ struct ParsedRequest {
     ToolChoice tool_choice = ToolChoice::Auto;
     std::string tool_name;
     bool parallel_tool_calls = true;
-    // Set by apply_tool_format: the family replies are parsed in (null: replies are plain content),
-    // and the text the prompt ends with inside the reply (a forced call's opening markup).
-    const chat::ToolFormat* tool_format = nullptr;
-    std::string reply_prefix;
+    // Set by apply_tool_format: the family replies are parsed in (null: plain content), and for a
+    // forced call the text the prompt ends with inside the reply and the call's grammar.
+    chat::ToolPlan tool_plan;
     // reasoning_format: "auto" (default) and "deepseek" split a reasoning block off into
     // reasoning_content where the template writes them; "none" leaves it in the content. The server
     // sets split_reasoning from it and the template, reply_in_reasoning from the rendered prompt.
@@ -104,7 +103,7 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed);
 
 // Tools for the model's template: with tools and a choice other than 'none', replies are parsed in
 // `format`'s family (a 400 naming 'tools' when this server cannot parse it); a required or named
-// choice forces the call (reply_prefix and a grammar; a 400 when the family cannot force it, or with
+// choice forces the call (a prompt prefix and a grammar; a 400 when the family cannot force it, or with
 // response_format / grammar / stop); the Generic family gets the tools described in a system message
 // when the template does not render them itself.
 void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool template_renders_tools);

@@ -20,11 +20,8 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
                                    uint32_t n_ctx, std::string* rendered) {
     std::vector<int32_t> ids;
     if (req.endpoint == Endpoint::Chat) {
-        std::string text = render_chat(render, chat::chat_inputs(tok, req.messages, req.tools, req.template_kwargs));
-        // A forced call cannot sit inside a reasoning block the template opened (QwQ, DeepSeek R1):
-        // the block is closed empty first, as Qwen3 renders enable_thinking=false.
-        if (!req.reply_prefix.empty() && chat::prompt_opens_reasoning(text)) text += "\n</think>\n\n";
-        text += req.reply_prefix;
+        const std::string text = chat::forced_prompt(
+            render_chat(render, chat::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)), req.tool_plan);
         ids = chat::encode_prompt(tok, text);
         if (rendered) *rendered = text;
     } else if (req.prompt_is_tokens) {

@@ -4,6 +4,7 @@
 
 #include "model/tokenizer/tokenizer.h"
 #include "serving/template/chat_template.h"
+#include "serving/template/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,5 +22,9 @@ ChatInputs chat_inputs(const Tokenizer& tok, const nlohmann::ordered_json& messa
 // full of them), BOS / EOS as the vocabulary asks, and one BOS only when the text already starts
 // with the BOS text (templates such as Llama 3's write it themselves). "" gives BOS alone.
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text);
+
+// The control tokens of the vocabulary that are markers of the tool-call format (sorted ids):
+// generated text shows them so the parser can read the calls.
+std::vector<int32_t> tool_control_tokens(const Tokenizer& tok, const ToolFormat& format);
 
 }  // namespace vkllm::chat

@@ -9,20 +9,22 @@ namespace {
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 
-// Longest suffix of `s` that is a proper prefix of `tag`.
+}  // namespace
+
 size_t partial_tag(std::string_view s, std::string_view tag) {
     for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
         if (tag.starts_with(s.substr(s.size() - n))) return n;
     return 0;
 }
 
-}  // namespace
-
 bool template_thinks(std::string_view src) { return src.find(kOpen) != std::string_view::npos; }
 
 bool prompt_opens_reasoning(std::string_view prompt) {
-    const size_t open = prompt.rfind(kOpen);
-    return open != std::string_view::npos && prompt.find(kClose, open) == std::string_view::npos;
+    // Only the template's own opening at the very end counts: a "<think>" inside a message (a user
+    // asking about the tag) leaves the answer outside any block.
+    while (!prompt.empty() && (prompt.back() == ' ' || prompt.back() == '\n' || prompt.back() == '\t' || prompt.back() == '\r'))
+        prompt.remove_suffix(1);
+    return prompt.ends_with(kOpen);
 }
 
 ReasoningStream::ReasoningStream(bool inside) : state_(inside ? State::Inside : State::Start) {}

@@ -9,10 +9,14 @@
 
 namespace vkllm::chat {
 
+// The longest end of `s` that is a proper start of `tag`: text a stream holds back until the next
+// piece decides whether it begins the tag.
+size_t partial_tag(std::string_view s, std::string_view tag);
+
 // Whether a template writes reasoning blocks (its source has the tag).
 bool template_thinks(std::string_view template_source);
-// Whether a rendered prompt leaves the reply inside a reasoning block: its last "<think>" is not
-// closed (QwQ and DeepSeek R1's templates open the block for the model).
+// Whether a rendered prompt leaves the reply inside a reasoning block: it ends with "<think>" (and
+// whitespace), as QwQ's and DeepSeek R1's templates open the block for the model.
 bool prompt_opens_reasoning(std::string_view prompt);
 
 class ReasoningStream {

@@ -1,12 +1,14 @@
 #include "serving/template/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
+#include "serving/template/reasoning.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <optional>
 #include <random>
 #include <set>
@@ -32,35 +34,41 @@ struct Row {
     // object is a call too (formats whose call is the whole reply).
     const char* call_marker;
     bool call_is_reply;
+    // Every marker text of the format: where a vocabulary has one as a control token, the engine
+    // shows it in the text for the parser (other control tokens stay hidden).
+    std::array<const char*, 6> markup;
 };
 
 // Detection order matters: more specific markers first (Qwen3-Coder's template also holds
 // "<tool_call>", Mistral Small 3.2's also "[TOOL_CALLS]").
 constexpr Row kRows[] = {
-    {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::None, true}, {"<function=", "<parameter="}, "<tool_call>", false},
+    {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::None, true}, {"<function=", "<parameter="}, "<tool_call>", false,
+     {"<tool_call>", "</tool_call>"}},
     {{ToolFamily::FunctionaryV31, "functionary-v3.1", "Functionary medium v3.1", ForceKind::NamedPrefix, true},
-     {"<function=", nullptr}, "<function=", false},
-    {{ToolFamily::Unsupported, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::None, false}, {"<arg_key>", nullptr}, nullptr, false},
+     {"<function=", nullptr}, "<function=", false, {}},
+    {{ToolFamily::Unsupported, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::None, false}, {"<arg_key>", nullptr}, nullptr, false, {}},
     {{ToolFamily::Hermes, "hermes", "Hermes 2 Pro / 3, Qwen2.5, Qwen3, QwQ", ForceKind::CallObject, true},
-     {"<tool_call>", nullptr}, "<tool_call>", false},
+     {"<tool_call>", nullptr}, "<tool_call>", false, {"<tool_call>", "</tool_call>"}},
     {{ToolFamily::MistralV11, "mistral-v11", "Mistral Small 3.2, Magistral, Devstral", ForceKind::NamedPrefix, true},
-     {"[TOOL_CALLS]", "[ARGS]"}, "[TOOL_CALLS]", false},
+     {"[TOOL_CALLS]", "[ARGS]"}, "[TOOL_CALLS]", false, {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}},
     {{ToolFamily::MistralNemo, "mistral-nemo", "Mistral Nemo, Mistral 7B v0.3", ForceKind::CallObject, true},
-     {"[TOOL_CALLS]", nullptr}, "[TOOL_CALLS]", false},
+     {"[TOOL_CALLS]", nullptr}, "[TOOL_CALLS]", false, {"[TOOL_CALLS]"}},
     {{ToolFamily::DeepSeekR1, "deepseek-r1", "DeepSeek R1 and its distills", ForceKind::NamedPrefix, true},
-     {"tool▁calls▁begin", "```json"}, "<｜tool▁calls▁begin｜>", false},
+     {"tool▁calls▁begin", "```json"}, "<｜tool▁calls▁begin｜>", false,
+     {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
     {{ToolFamily::DeepSeekV31, "deepseek-v3.1", "DeepSeek V3 / V3.1", ForceKind::NamedPrefix, true},
-     {"tool▁calls▁begin", nullptr}, "<｜tool▁calls▁begin｜>", false},
-    {{ToolFamily::Unsupported, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, false}, {"<|channel|>", nullptr}, nullptr, false},
-    {{ToolFamily::Unsupported, "kimi-k2", "Kimi K2", ForceKind::None, false}, {"tool_calls_section", nullptr}, nullptr, false},
-    {{ToolFamily::Unsupported, "granite", "IBM Granite 3", ForceKind::None, false}, {"<|tool_call|>", nullptr}, nullptr, false},
+     {"tool▁calls▁begin", nullptr}, "<｜tool▁calls▁begin｜>", false,
+     {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
+    {{ToolFamily::Unsupported, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, false}, {"<|channel|>", nullptr}, nullptr, false, {}},
+    {{ToolFamily::Unsupported, "kimi-k2", "Kimi K2", ForceKind::None, false}, {"tool_calls_section", nullptr}, nullptr, false, {}},
+    {{ToolFamily::Unsupported, "granite", "IBM Granite 3", ForceKind::None, false}, {"<|tool_call|>", nullptr}, nullptr, false, {}},
     {{ToolFamily::Unsupported, "command-r", "Command R / R+ / R7B", ForceKind::None, false},
-     {"START_OF_TURN_TOKEN", nullptr}, nullptr, false},
+     {"START_OF_TURN_TOKEN", nullptr}, nullptr, false, {}},
     {{ToolFamily::Unsupported, "functionary-v3.2", "Functionary medium v3.2", ForceKind::None, false}, {">>>all", nullptr},
-     nullptr, false},
+     nullptr, false, {}},
     {{ToolFamily::Llama3, "llama3", "Llama 3.1, 3.2, 3.3", ForceKind::CallObject, false}, {"<|start_header_id|>", "ipython"},
-     "<|python_tag|>", true},
-    {{ToolFamily::Generic, "generic", "every other template", ForceKind::CallObject, true}, {nullptr, nullptr}, nullptr, true},
+     "<|python_tag|>", true, {"<|python_tag|>"}},
+    {{ToolFamily::Generic, "generic", "every other template", ForceKind::CallObject, true}, {nullptr, nullptr}, nullptr, true, {}},
 };
 
 const Row& row_of(const ToolFormat& f) {
@@ -156,7 +164,7 @@ public:
             ok_ = false;
             return nullptr;
         }
-        json v = json::parse(s_.substr(pos_, e - pos_), nullptr, false);
+        json v = parse_json_bounded(s_.substr(pos_, e - pos_));
         if (v.is_discarded()) {
             ok_ = false;
             return nullptr;
@@ -170,7 +178,7 @@ public:
     void add_call(std::string name, json args, std::string id = {}) {
         if (!ok_) return;
         if (args.is_string()) {
-            json parsed = json::parse(args.get<std::string>(), nullptr, false);
+            json parsed = parse_json_bounded(args.get<std::string>());
             args = parsed.is_discarded() ? json(nullptr) : std::move(parsed);
         }
         if (name.empty() || !args.is_object() || !known(name)) {
@@ -222,15 +230,17 @@ private:
 // Qwen3-Coder writes parameter values bare: a string parameter as its text, anything else as JSON.
 json coder_value(const std::string& text, const json* params, const std::string& key) {
     bool is_string = false;
-    if (params && params->contains("properties") && (*params)["properties"].contains(key)) {
+    // Any JSON may stand where a schema is expected (true, "string" from a careless client).
+    if (params && params->is_object() && params->contains("properties") && (*params)["properties"].is_object() &&
+        (*params)["properties"].contains(key) && (*params)["properties"][key].is_object()) {
         const json& p = (*params)["properties"][key];
-        const json t = p.value("type", json(nullptr));
+        const json t = p.contains("type") ? p["type"] : json(nullptr);
         is_string = (t.is_string() && t.get<std::string>() == "string") ||
                     (t.is_array() && std::find(t.begin(), t.end(), json("string")) != t.end() &&
-                     json::parse(text, nullptr, false).is_discarded());
+                     parse_json_bounded(text).is_discarded());
     }
     if (!is_string) {
-        json v = json::parse(text, nullptr, false);
+        json v = parse_json_bounded(text);
         if (!v.is_discarded()) return v;
     }
     return text;
@@ -361,13 +371,6 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
     return c.take_calls();
 }
 
-// Longest suffix of `s` that is a proper prefix of `marker`.
-size_t partial_marker(std::string_view s, std::string_view marker) {
-    for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
-        if (marker.starts_with(s.substr(s.size() - n))) return n;
-    return 0;
-}
-
 size_t trailing_ws(std::string_view s) {
     size_t n = 0;
     while (n < s.size() && is_ws(s[s.size() - 1 - n])) ++n;
@@ -397,27 +400,45 @@ json rebase_refs(const json& s, const std::string& def) {
     return s;
 }
 
-json parameters_of(const json& tool) {
+// A tool's parameters as a forced call's grammar takes them: the arguments are an object (the
+// parser refuses anything else), also where the schema leaves the type open ("parameters": {}).
+json forced_parameters(const json& tool, size_t index) {
     const json& f = tool["function"];
-    return f.contains("parameters") ? f["parameters"] : json{{"type", "object"}};
+    json p = f.contains("parameters") ? f["parameters"] : json::object();
+    if (!p.contains("type")) {
+        p["type"] = "object";
+    } else if (p["type"] != "object") {
+        const std::string param = fmt::format("tools[{}].function.parameters", index);
+        throw ToolError(fmt::format("Invalid '{}': a tool's arguments are an object, so its parameters must have "
+                                    "\"type\": \"object\".", param), param);
+    }
+    return p;
 }
 
 // The GBNF rules of `schema` as rule "tool-call"; a SchemaError becomes the client's error naming
 // the tool's parameters (`where` under "/$defs/tool-<i>" maps back to tools[i]).
-std::string call_rules(const json& schema, const std::vector<size_t>& tool_index) {
+// `wrapped`: the schema is forced_call()'s wrapper, whose "/$defs/tool-<k>" is the k-th chosen tool's
+// parameters; else it is the one chosen tool's parameters themselves (whose own $defs may have any
+// names).
+std::string call_rules(const json& schema, const std::vector<size_t>& tool_index, bool wrapped) {
     try {
         return grammar::json_schema_rules(schema.dump(), "tool-call");
     } catch (const grammar::SchemaError& e) {
         std::string param = "tools";
         std::string where = e.where();
-        if (where.starts_with("/$defs/tool-")) {
-            const size_t slash = where.find('/', 12);
-            const std::string n = where.substr(12, slash == std::string::npos ? std::string::npos : slash - 12);
-            const size_t i = size_t(std::stoul(n));
-            param = fmt::format("tools[{}].function.parameters", i < tool_index.size() ? tool_index[i] : i);
+        constexpr std::string_view kDef = "/$defs/tool-";
+        size_t k = 0;
+        const size_t slash = where.find('/', kDef.size());
+        const std::string_view digits = std::string_view(where).substr(
+            std::min(where.size(), kDef.size()), slash == std::string::npos ? std::string_view::npos : slash - kDef.size());
+        const bool in_def = wrapped && where.starts_with(kDef) &&
+                            std::from_chars(digits.data(), digits.data() + digits.size(), k).ec == std::errc() &&
+                            k < tool_index.size();
+        if (in_def) {
+            param = fmt::format("tools[{}].function.parameters", tool_index[k]);
             where = slash == std::string::npos ? "" : where.substr(slash);
-        } else if (tool_index.size() == 1) {
-            param = fmt::format("tools[{}].function.parameters", tool_index[0]);
+        } else if (!wrapped) {
+            param = fmt::format("tools[{}].function.parameters", tool_index.at(0));
         }
         std::string msg = fmt::format("Invalid '{}': {}", param, e.what());
         if (!e.keyword().empty()) msg += fmt::format(" (keyword '{}'{})", e.keyword(), where.empty() ? "" : " at " + where);
@@ -453,6 +474,13 @@ const ToolFormat& detect_tool_format(std::string_view src) {
 }
 
 bool template_renders_tools(std::string_view src) { return src.find("tools") != std::string_view::npos; }
+
+std::vector<std::string> tool_markup(const ToolFormat& format) {
+    std::vector<std::string> out;
+    for (const char* m : row_of(format).markup)
+        if (m) out.emplace_back(m);
+    return out;
+}
 
 ToolError::ToolError(const std::string& what, std::string param) : std::invalid_argument(what), param_(std::move(param)) {}
 
@@ -492,6 +520,7 @@ void check_tools(const json& tools) {
 struct ReplyStream::Impl {
     const Row* row;
     json tools;
+    bool parallel;
     std::string pending;   // not released, no call found yet
     std::string held_ws;   // whitespace between the content and a call: dropped when the call is good
     std::string markup;    // from the call marker on
@@ -528,7 +557,7 @@ struct ReplyStream::Impl {
         }
         if (row->call_is_reply && !seen_text && trim(pending).empty()) return {};  // a call may still open the reply
         if (!trim(pending).empty()) seen_text = true;
-        size_t keep = row->call_marker ? partial_marker(pending, row->call_marker) : 0;
+        size_t keep = row->call_marker ? partial_tag(pending, row->call_marker) : 0;
         keep = std::max(keep, trailing_ws(std::string_view(pending).substr(0, pending.size() - keep)) + keep);
         std::string out = pending.substr(0, pending.size() - keep);
         pending.erase(0, pending.size() - keep);
@@ -545,8 +574,15 @@ struct ReplyStream::Impl {
         std::string tail;
         if (auto calls = parse_calls(row->format.family, markup, tools, tail); calls && !calls->empty()) {
             r.calls = std::move(*calls);
-            // Text after the calls is content; the whitespace that led to them is not.
-            r.content = tail;
+            // Text after the calls is content, and may hold more calls ("Also:" between two): it is
+            // read the same way. The whitespace that led to the calls is not content.
+            Impl more{row, tools, true, {}, {}, {}, false, true};
+            r.content = more.push(tail);
+            Rest later = more.finish();
+            r.content += later.content;
+            for (ToolCall& c : later.calls) r.calls.push_back(std::move(c));
+            // parallel_tool_calls false: the first call only.
+            if (!parallel) r.calls.resize(1);
         } else {
             r.content = held_ws + markup;
         }
@@ -556,8 +592,8 @@ struct ReplyStream::Impl {
     }
 };
 
-ReplyStream::ReplyStream(const ToolFormat& format, json tools, std::string prefix)
-    : impl_(std::make_unique<Impl>(Impl{&row_of(format), std::move(tools), {}, {}, {}, false, false})) {
+ReplyStream::ReplyStream(const ToolFormat& format, json tools, std::string prefix, bool parallel)
+    : impl_(std::make_unique<Impl>(Impl{&row_of(format), std::move(tools), parallel, {}, {}, {}, false, false})) {
     if (!prefix.empty()) impl_->push(prefix);
 }
 ReplyStream::~ReplyStream() = default;
@@ -616,7 +652,7 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
         default: throw std::logic_error("forced_call: a NamedPrefix family without its prefix");
         }
         fc.gbnf = "root ::= tool-call" + (after.empty() ? std::string() : " " + grammar::gbnf_literal(after)) + "\n" +
-                  call_rules(parameters_of(tool), chosen);
+                  call_rules(forced_parameters(tool, chosen[0]), chosen, false);
         return fc;
     }
 
@@ -626,7 +662,7 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
     json alternatives = json::array();
     for (size_t k = 0; k < chosen.size(); ++k) {
         const std::string def = fmt::format("tool-{}", k);
-        defs[def] = rebase_refs(parameters_of(tools[chosen[k]]), def);
+        defs[def] = rebase_refs(forced_parameters(tools[chosen[k]], chosen[k]), def);
         alternatives.push_back({{"type", "object"},
                                 {"properties", {{"name", {{"const", function_name(tools[chosen[k]])}}},
                                                 {args_key, {{"$ref", "#/$defs/" + def}}}}},
@@ -665,7 +701,7 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
     default: throw std::logic_error("forced_call: a CallObject family without its shape");
     }
     schema["$defs"] = std::move(defs);
-    fc.gbnf = root + "\n" + call_rules(schema, chosen);
+    fc.gbnf = root + "\n" + call_rules(schema, chosen, true);
     return fc;
 }
 
@@ -676,9 +712,39 @@ std::string tool_instructions(const json& tools) {
     return out;
 }
 
+json parse_json_bounded(std::string_view text) {
+    static constexpr int kMaxDepth = 64;
+    bool too_deep = false;
+    const json::parser_callback_t guard = [&too_deep](int depth, json::parse_event_t, json&) {
+        if (depth > kMaxDepth) too_deep = true;
+        return !too_deep;
+    };
+    // Past the bound the callback discards every value, so nothing deep is ever built.
+    json j = json::parse(text, guard, false);
+    return too_deep ? json(json::value_t::discarded) : j;
+}
+
+ToolChoice parse_tool_choice(const std::string& text, std::string& name) {
+    name.clear();
+    if (text.empty()) throw ToolError("Invalid 'tool_choice': empty; expected auto, none, required or a tool's name.", "tool_choice");
+    if (text == "auto") return ToolChoice::Auto;
+    if (text == "none") return ToolChoice::None;
+    if (text == "required") return ToolChoice::Required;
+    name = text;
+    return ToolChoice::Named;
+}
+
+std::string forced_prompt(std::string rendered, const ToolPlan& plan) {
+    if (plan.gbnf.empty()) return rendered;
+    if (prompt_opens_reasoning(rendered)) rendered += "\n</think>\n\n";
+    return rendered + plan.reply_prefix;
+}
+
 ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, const json& tools, ToolChoice choice,
                        const std::string& name, bool parallel) {
     ToolPlan plan;
+    if (choice == ToolChoice::Named && name.empty())
+        throw ToolError("Invalid 'tool_choice.function.name': empty.", "tool_choice.function.name");
     const bool forced = choice == ToolChoice::Required || choice == ToolChoice::Named;
     if (tools.is_null() || (tools.is_array() && tools.empty())) {
         if (forced) throw ToolError("Invalid 'tool_choice': a tool must be called, but the request has no 'tools'.", "tool_choice");
@@ -690,6 +756,7 @@ ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, co
                                     "which this runtime cannot parse yet.", format.name, format.models),
                         "tools");
     plan.parse_as = &format;
+    plan.parallel = parallel;
     if (format.family == ToolFamily::Generic && !template_renders_tools) plan.system_text = tool_instructions(tools);
     if (forced) {
         ForcedCall fc = forced_call(format, tools, choice == ToolChoice::Named ? name : std::string(), parallel);
@@ -730,7 +797,7 @@ void arguments_as_objects(json& message) {
         if (!fn.contains("arguments") || fn["arguments"].is_null()) {
             fn["arguments"] = json::object();
         } else if (fn["arguments"].is_string()) {
-            json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+            json parsed = parse_json_bounded(fn["arguments"].get<std::string>());
             if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
         }
     }

@@ -59,6 +59,9 @@ const ToolFormat& tool_format(ToolFamily f);
 const ToolFormat& detect_tool_format(std::string_view template_source);
 // Whether the template source renders the `tools` variable at all.
 bool template_renders_tools(std::string_view template_source);
+// The marker texts of the format ("[TOOL_CALLS]", "<｜tool▁sep｜>", ...). A vocabulary may have them
+// as control tokens, which generated text hides unless asked to show them.
+std::vector<std::string> tool_markup(const ToolFormat& format);
 
 class ToolError : public std::invalid_argument {
 public:
@@ -87,7 +90,8 @@ public:
     // `tools`: the request's tools (calls naming any other tool are malformed); `prefix`: text the
     // server put at the start of the reply in the prompt (a forced call's opening markup), parsed as
     // if the model had written it.
-    ReplyStream(const ToolFormat& format, nlohmann::ordered_json tools, std::string prefix = {});
+    // `parallel` false: only the first call is kept (parallel_tool_calls).
+    ReplyStream(const ToolFormat& format, nlohmann::ordered_json tools, std::string prefix = {}, bool parallel = true);
     ~ReplyStream();
     ReplyStream(ReplyStream&&) noexcept;
     ReplyStream& operator=(ReplyStream&&) noexcept;
@@ -132,6 +136,7 @@ struct ToolPlan {
     std::string reply_prefix;              // forced: the prompt ends with it, the reply starts with it
     std::string gbnf;                      // forced: the grammar of the rest of the reply; "" otherwise
     std::string system_text;               // for the system message (Generic tools the template cannot show)
+    bool parallel = true;                  // several calls may be kept (parallel_tool_calls)
 };
 // `tools` checked (check_tools) and not empty, or null. ToolError (param names the field) for a family
 // that cannot be parsed, or a choice it cannot force.
@@ -146,6 +151,19 @@ nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, ToolF
 // An assistant message's function.arguments given as OpenAI's JSON text become the object chat
 // templates read (Hugging Face's convention); text that is not JSON stays as it is.
 void arguments_as_objects(nlohmann::ordered_json& message);
+
+// JSON text parsed with nesting bounded (copying or rendering a value nested 100,000 deep would
+// overflow the stack); discarded (is_discarded()) when it is not JSON or nests deeper than 64.
+nlohmann::ordered_json parse_json_bounded(std::string_view text);
+
+// tool_choice as text ("auto", "none", "required", or a tool's name), for the C API and the CLI.
+// ToolError for "".
+ToolChoice parse_tool_choice(const std::string& text, std::string& name);
+
+// The prompt text of a request with `plan`: `rendered` (the template's output) with the forced
+// call's opening markup after it; a reasoning block the template left open is closed first, since
+// a forced call is the whole answer.
+std::string forced_prompt(std::string rendered, const ToolPlan& plan);
 
 // Appends `text` to the first message when it is a system message, else inserts one.
 void add_system_text(nlohmann::ordered_json& messages, const std::string& text);

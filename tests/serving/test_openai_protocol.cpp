@@ -547,18 +547,18 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
     // auto: replies are parsed, nothing is forced.
     ParsedRequest r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
-    CHECK(r.tool_format == &tool_format(ToolFamily::Hermes));
+    CHECK(r.tool_plan.parse_as == &tool_format(ToolFamily::Hermes));
     CHECK_FALSE(r.engine.grammar);
-    CHECK(r.reply_prefix.empty());
+    CHECK(r.tool_plan.reply_prefix.empty());
     // none: not parsed at all.
     r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "none"}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
-    CHECK(r.tool_format == nullptr);
+    CHECK(r.tool_plan.parse_as == nullptr);
 
     // required: the call opens in the prompt, the grammar holds the rest.
     r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "required"}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
-    CHECK(r.reply_prefix == "<tool_call>\n");
+    CHECK(r.tool_plan.reply_prefix == "<tool_call>\n");
     REQUIRE(r.engine.grammar);
     vkllm::grammar::Matcher m(*r.engine.grammar);
     REQUIRE(m.accept(R"({"name": "get_weather", "arguments": {"city": "Paris"}})" "\n</tool_call>"));

@@ -72,6 +72,7 @@ TEST_CASE("reasoning: which templates and prompts think") {
     CHECK(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
     CHECK_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     CHECK_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n"));
-    // An earlier turn's closed block does not count.
+    // An earlier turn's closed block does not count, nor the tag inside a message.
     CHECK_FALSE(prompt_opens_reasoning("<think>a</think>b<|im_start|>assistant\n"));
+    CHECK_FALSE(prompt_opens_reasoning("<|im_start|>user\nWhat does <think> do?<|im_end|>\n<|im_start|>assistant\n"));
 }

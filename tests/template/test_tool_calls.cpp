@@ -972,3 +972,104 @@ TEST_CASE("tool calls: check_tools refuses malformed tool lists, naming the fiel
     not_function[1]["type"] = "retrieval";
     CHECK(starts_with(param_of(not_function), "tools[1]"));
 }
+
+// --- hostile and edge inputs (from review) ------------------------------------------------------
+
+namespace {
+
+Json one_tool(Json parameters) {
+    return Json::array({Json{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", std::move(parameters)}}}}});
+}
+
+}  // namespace
+
+TEST_CASE("tool calls: JSON nested past 64 levels is refused, never built") {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    CHECK(vkllm::chat::parse_json_bounded(deep).is_discarded());
+    CHECK(vkllm::chat::parse_json_bounded(std::string(64, '[') + std::string(64, ']')).is_array());
+    // Follow-up arguments that deep stay the client's text.
+    Json msg = {{"role", "assistant"}, {"tool_calls", Json::array({Json{{"function", {{"name", "f"}, {"arguments", deep}}}}})}};
+    vkllm::chat::arguments_as_objects(msg);
+    CHECK(msg["tool_calls"][0]["function"]["arguments"].is_string());
+    // A model that writes them: content, not a call.
+    const std::string reply = "<tool_call>{\"name\": \"f\", \"arguments\": " + std::string(200, '[') + std::string(200, ']') + "}</tool_call>";
+    const ReplyStream::Rest r = vkllm::chat::parse_reply(tool_format(ToolFamily::Hermes), one_tool(Json::object()), reply);
+    CHECK(r.calls.empty());
+    CHECK(r.content == reply);
+}
+
+TEST_CASE("tool calls: Qwen3-Coder values with property schemas that are not objects") {
+    const Json tools = one_tool(Json{{"type", "object"}, {"properties", {{"q", true}, {"r", "string"}}}});
+    const ReplyStream::Rest r = vkllm::chat::parse_reply(
+        tool_format(ToolFamily::QwenCoder), tools,
+        "<tool_call>\n<function=f>\n<parameter=q>\n5\n</parameter>\n<parameter=r>\nx\n</parameter>\n</function>\n</tool_call>");
+    REQUIRE(r.calls.size() == 1);
+    CHECK(Json::parse(r.calls[0].arguments) == Json{{"q", 5}, {"r", "x"}});
+}
+
+TEST_CASE("tool calls: a forced call's errors name the tool, whatever the parameters' own $defs are called") {
+    const Json tools = one_tool(Json{{"type", "object"},
+                                     {"properties", {{"a", {{"$ref", "#/$defs/tool-x"}}}}},
+                                     {"$defs", {{"tool-x", {{"not", Json::object()}}}}}});
+    for (ToolFamily f : {ToolFamily::MistralV11, ToolFamily::Hermes}) {
+        try {
+            vkllm::chat::forced_call(tool_format(f), tools, "f", false);
+            FAIL("expected a ToolError");
+        } catch (const ToolError& e) {
+            CHECK(e.param() == "tools[0].function.parameters");
+            CHECK(std::string(e.what()).find("'not'") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("tool calls: forced arguments are an object; a named choice needs a name") {
+    // "parameters": {} allows any value in JSON Schema; a call's arguments are an object.
+    const auto fc = vkllm::chat::forced_call(tool_format(ToolFamily::Hermes), one_tool(Json::object()), "", false);
+    const Grammar g = Grammar::parse(fc.gbnf);  // the matchers point into it
+    Matcher bad(g);
+    CHECK_FALSE(bad.accept(R"({"name": "f", "arguments": 5})"));
+    Matcher good(g);
+    CHECK(good.accept(R"({"name": "f", "arguments": {"x": 1}})"));
+    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::Hermes), one_tool(Json{{"type", "string"}}), "", false),
+                    ToolError);
+    std::string name;
+    CHECK_THROWS_AS(vkllm::chat::parse_tool_choice("", name), ToolError);
+    CHECK(vkllm::chat::parse_tool_choice("f", name) == vkllm::chat::ToolChoice::Named);
+    CHECK(name == "f");
+    CHECK_THROWS_AS(vkllm::chat::plan_tool_use(tool_format(ToolFamily::Hermes), true, one_tool(Json::object()),
+                                               vkllm::chat::ToolChoice::Named, "", true),
+                    ToolError);
+}
+
+TEST_CASE("tool calls: text between calls is content and both calls count; parallel false keeps the first") {
+    const Json tools = one_tool(Json::object());
+    const std::string reply = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>\nAlso:\n"
+                              "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 2}}</tool_call>";
+    for (size_t piece : {size_t(1), size_t(5), reply.size()}) {
+        ReplyStream s(tool_format(ToolFamily::Hermes), tools);
+        std::string content;
+        for (size_t i = 0; i < reply.size(); i += piece) content += s.push(std::string_view(reply).substr(i, piece));
+        ReplyStream::Rest r = s.finish();
+        content += r.content;
+        CHECK(content == "Also:");
+        REQUIRE(r.calls.size() == 2);
+        CHECK(r.calls[1].arguments == R"({"a":2})");
+    }
+    ReplyStream one(tool_format(ToolFamily::Hermes), tools, {}, false);
+    one.push(reply);
+    ReplyStream::Rest r = one.finish();
+    REQUIRE(r.calls.size() == 1);
+    CHECK(r.calls[0].arguments == R"({"a":1})");
+}
+
+TEST_CASE("tool calls: a forced prompt closes a reasoning block the template left open") {
+    vkllm::chat::ToolPlan plan;
+    plan.gbnf = "root ::= \"x\"";
+    plan.reply_prefix = "<tool_call>\n";
+    CHECK(vkllm::chat::forced_prompt("assistant\n<think>\n", plan) == "assistant\n<think>\n\n</think>\n\n<tool_call>\n");
+    CHECK(vkllm::chat::forced_prompt("user: what is <think>?\nassistant\n", plan) == "user: what is <think>?\nassistant\n<tool_call>\n");
+    plan.reply_prefix.clear();  // Generic and Llama 3 force without a prefix: the block is still closed
+    CHECK(vkllm::chat::forced_prompt("assistant\n<think>\n", plan) == "assistant\n<think>\n\n</think>\n\n");
+    plan.gbnf.clear();  // not forced: the prompt as rendered
+    CHECK(vkllm::chat::forced_prompt("assistant\n<think>\n", plan) == "assistant\n<think>\n");
+}

@@ -51,14 +51,14 @@ final class Native {
     static native String generate(long session, String prompt, String[] roles, String[] contents,
                                   GenerateParams params, TokenCallback callback);
 
-    // The text conversions every call above uses, exposed for the tests to compare with Java's
-    // own: UTF-8 bytes to a String, and a String to UTF-8 bytes.
     // vkllm_chat_json; toolCalls: vkllm_session_get_tool_calls.
     static native String chatJson(long session, String messagesJson, String toolsJson, String toolChoice,
                                   boolean parallelToolCalls, String templateKwargsJson, GenerateParams params,
                                   TokenCallback callback);
     static native String toolCalls(long session);
 
+    // The text conversions every call above uses, exposed for the tests to compare with Java's
+    // own: UTF-8 bytes to a String, and a String to UTF-8 bytes.
     static native String decodeUtf8(byte[] utf8);
     static native byte[] encodeUtf8(String text);
 }
