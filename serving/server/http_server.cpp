@@ -155,6 +155,8 @@ struct HttpServer::Impl {
     void routes();
     void completion(Endpoint ep, Response& res, const std::string& body);
     void stream(Response& res, std::vector<std::unique_ptr<Generation>> gens, std::vector<ResponseBuilder> rbs);
+    // One call of a stream's content provider: writes what the choices have; false when the client is gone.
+    bool stream_step(StreamState& st, size_t offset, DataSink& sink);
     HandlerResponse pre_routing(const Request& req, Response& res);
     HandlerResponse on_error(const Request& req, Response& res);
 };
@@ -278,57 +280,19 @@ void HttpServer::Impl::stream(Response& res, std::vector<std::unique_ptr<Generat
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies must not hold the events back
     stream_opened();
-    auto provider = [this, st](size_t, DataSink& sink) {
-        auto write = [&](const std::string& s) {
-            if (s.empty()) return true;
-            st->last_write = std::chrono::steady_clock::now();
-            return sink.write(s.data(), s.size());
-        };
-        if (!st->started) {
-            st->started = true;
-            std::string start;
-            for (const ResponseBuilder& rb : st->rbs) start += rb.stream_start();
-            if (!write(start)) return false;
+    auto provider = [this, st](size_t offset, DataSink& sink) {
+        // An exception must not leave the provider (cpp-httplib calls it outside any handler's
+        // try): the stream ends with a server error event instead.
+        try {
+            return stream_step(*st, offset, sink);
+        } catch (const std::exception& e) {
+            st->finished = true;
+            for (auto& g : st->gens) g->cancel();
+            const std::string tail = ResponseBuilder::stream_error(ApiError(500, e.what(), "server_error"));
+            const bool ok = sink.write(tail.data(), tail.size());
+            sink.done();
+            return ok;
         }
-        // The choices take turns; each waits its share of the poll interval.
-        const auto wait = std::max(std::chrono::milliseconds(1), opts.poll / int(st->gens.size()));
-        bool any = false;
-        for (size_t i = 0; i < st->gens.size(); ++i) {
-            if (st->done[i]) continue;
-            std::optional<serving::Event> ev = st->gens[i]->next(wait);
-            if (!ev) continue;
-            any = true;
-            if (ev->kind == serving::Event::Kind::Text) {
-                if (!write(st->rbs[i].stream_text(*ev))) return false;
-                continue;
-            }
-            std::string tail;
-            if (ev->finish == serving::FinishReason::Cancelled || ev->finish == serving::FinishReason::Error) {
-                tail = ev->finish == serving::FinishReason::Cancelled
-                           ? ResponseBuilder::stream_error(shutting_down())
-                           : ResponseBuilder::stream_error(ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error"));
-                st->finished = true;
-                bool ok = write(tail);
-                sink.done();
-                return ok;
-            }
-            tail = st->rbs[i].stream_finish(*ev);
-            st->done[i] = std::move(*ev);
-            if (std::all_of(st->done.begin(), st->done.end(), [](const auto& d) { return d.has_value(); })) {
-                std::vector<serving::Event> all;
-                for (auto& d : st->done) all.push_back(*d);
-                tail += st->rbs[0].stream_end(combined_usage(all));
-                st->finished = true;
-                bool ok = write(tail);
-                sink.done();
-                return ok;
-            }
-            if (!write(tail)) return false;
-        }
-        // Nothing to send (queued, or a long prompt): a comment line that SSE clients skip; a
-        // client that is gone makes the write fail, which cancels the request.
-        if (!any && std::chrono::steady_clock::now() - st->last_write >= opts.ping_interval) return write(": ping\n\n");
-        return true;
     };
     // Runs when the response is gone: written completely, or its client hung up, or the server
     // stopped. Cancelling frees the slots within one engine step.
@@ -339,6 +303,59 @@ void HttpServer::Impl::stream(Response& res, std::vector<std::unique_ptr<Generat
         stream_closed();
     };
     res.set_chunked_content_provider("text/event-stream", provider, release);
+}
+
+bool HttpServer::Impl::stream_step(StreamState& st, size_t, DataSink& sink) {
+    auto write = [&](const std::string& s) {
+        if (s.empty()) return true;
+        st.last_write = std::chrono::steady_clock::now();
+        return sink.write(s.data(), s.size());
+    };
+    if (!st.started) {
+        st.started = true;
+        std::string start;
+        for (const ResponseBuilder& rb : st.rbs) start += rb.stream_start();
+        if (!write(start)) return false;
+    }
+    // The choices take turns; each waits its share of the poll interval.
+    const auto wait = std::max(std::chrono::milliseconds(1), opts.poll / int(st.gens.size()));
+    bool any = false;
+    for (size_t i = 0; i < st.gens.size(); ++i) {
+        if (st.done[i]) continue;
+        std::optional<serving::Event> ev = st.gens[i]->next(wait);
+        if (!ev) continue;
+        any = true;
+        if (ev->kind == serving::Event::Kind::Text) {
+            if (!write(st.rbs[i].stream_text(*ev))) return false;
+            continue;
+        }
+        std::string tail;
+        if (ev->finish == serving::FinishReason::Cancelled || ev->finish == serving::FinishReason::Error) {
+            tail = ev->finish == serving::FinishReason::Cancelled
+                       ? ResponseBuilder::stream_error(shutting_down())
+                       : ResponseBuilder::stream_error(ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error"));
+            st.finished = true;
+            bool ok = write(tail);
+            sink.done();
+            return ok;
+        }
+        tail = st.rbs[i].stream_finish(*ev);
+        st.done[i] = std::move(*ev);
+        if (std::all_of(st.done.begin(), st.done.end(), [](const auto& d) { return d.has_value(); })) {
+            std::vector<serving::Event> all;
+            for (auto& d : st.done) all.push_back(*d);
+            tail += st.rbs[0].stream_end(combined_usage(all));
+            st.finished = true;
+            bool ok = write(tail);
+            sink.done();
+            return ok;
+        }
+        if (!write(tail)) return false;
+    }
+    // Nothing to send (queued, or a long prompt): a comment line that SSE clients skip; a
+    // client that is gone makes the write fail, which cancels the request.
+    if (!any && std::chrono::steady_clock::now() - st.last_write >= opts.ping_interval) return write(": ping\n\n");
+    return true;
 }
 
 void HttpServer::Impl::routes() {
