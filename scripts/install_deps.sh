@@ -20,6 +20,7 @@ PKGS=(
   vulkan-validationlayers  # Khronos validation layer: on in every test
   libsentencepiece-dev     # test-only oracle for the tokenizer
   json-schema-test-suite   # test-only oracle: the official JSON Schema Test Suite for the schema compiler
+  python3-jsonschema       # test-only oracle: an independent validator for what the schema grammars generate
   clang-14                 # the libFuzzer targets (scripts/fuzz.sh, a stage of scripts/test.sh)
   libclang-rt-14-dev       # clang's ASan/UBSan runtimes
   libfuzzer-14-dev         # libFuzzer

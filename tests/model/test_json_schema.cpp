@@ -2,8 +2,9 @@
 // json-schema-test-suite, draft 7, its newest draft): every group whose schema compiles must have
 // its valid instances accepted and its invalid ones rejected, written compactly and pretty-printed
 // (with properties in whatever order the grammar takes them: it fixes an order, JSON does not);
-// groups using unsupported keywords must be refused, naming the keyword. Also hand-written cases:
-// refusals, recursion, bombs.
+// groups using unsupported keywords must be refused, naming the keyword; random sentences of every
+// compiled grammar must be valid for python3-jsonschema. Also hand-written cases: refusals,
+// recursion, bombs.
 #include "support/test_context.h"
 
 #include "model/grammar/grammar.h"
@@ -16,6 +17,9 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
+
+#include <unistd.h>
 
 using namespace vkllm::grammar;
 using Json = nlohmann::ordered_json;
@@ -127,6 +131,94 @@ TEST_CASE("json schema: the official test suite (draft 7)") {
     for (const auto& [k, n] : refused_by) by += " " + k + "=" + std::to_string(n);
     MESSAGE("draft 7: " << groups << " groups, " << compiled << " compiled, " << refused << " refused (" << by
                         << " ); " << agreed << " of " << tests << " instance checks agree");
+}
+
+namespace {
+
+// A random sentence of `g`: each step picks uniformly among the characters of a small alphabet the
+// grammar allows next, and stops where it may end with probability 1/3 (always past 500 steps);
+// nullopt when it cannot end within 800.
+std::optional<std::string> sample(const Grammar& g, std::mt19937& rng) {
+    static const std::vector<uint32_t> alphabet = [] {
+        std::vector<uint32_t> a;
+        for (uint32_t c = 0x20; c < 0x7f; ++c) a.push_back(c);
+        for (uint32_t c : {0x0aU, 0xe9U, 0x4e2dU, 0x1f600U}) a.push_back(c);  // \n é 中 😀
+        return a;
+    }();
+    Matcher m(g);
+    std::string text;
+    for (int step = 0; step < 800; ++step) {
+        if (m.can_end() && (step > 500 || rng() % 3 == 0)) return text;
+        std::vector<uint32_t> next;
+        for (uint32_t c : alphabet)
+            if (m.allows(c)) next.push_back(c);
+        if (next.empty()) return m.can_end() ? std::optional<std::string>(text) : std::nullopt;
+        std::string u8;
+        const uint32_t c = next[rng() % next.size()];
+        if (c < 0x80) u8 += char(c);
+        else if (c < 0x800) u8 += char(0xc0 | (c >> 6)), u8 += char(0x80 | (c & 0x3f));
+        else if (c < 0x10000) u8 += char(0xe0 | (c >> 12)), u8 += char(0x80 | ((c >> 6) & 0x3f)), u8 += char(0x80 | (c & 0x3f));
+        else u8 += char(0xf0 | (c >> 18)), u8 += char(0x80 | ((c >> 12) & 0x3f)), u8 += char(0x80 | ((c >> 6) & 0x3f)), u8 += char(0x80 | (c & 0x3f));
+        REQUIRE(m.accept(u8));
+        text += u8;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+// The other direction from the suite's instances: what the grammar generates must be valid, judged
+// by an independent validator (python3-jsonschema, test-only).
+TEST_CASE("json schema: samples of every compiled suite grammar validate with python3-jsonschema") {
+    REQUIRE_MESSAGE(std::filesystem::is_directory(kSuiteDir), "install Debian's json-schema-test-suite");
+    // Python runs without the sanitizer runtime a sanitized test build preloads.
+    const std::string python = "env -u LD_PRELOAD python3";
+    REQUIRE_MESSAGE(std::system((python + " -c 'import jsonschema' 2>/dev/null").c_str()) == 0,
+                    "install Debian's python3-jsonschema");
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(kSuiteDir))
+        if (e.path().extension() == ".json") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    std::mt19937 rng(2026);
+    Json out = Json::array();
+    size_t samples = 0, unfinished = 0;
+    for (const std::string& file : files) {
+        std::ifstream f(file);
+        for (const Json& group : Json::parse(f)) {
+            std::optional<Grammar> g;
+            try {
+                g = json_schema_grammar(group["schema"].dump());
+            } catch (const SchemaError&) {
+                continue;
+            }
+            Json entry = {{"name", std::filesystem::path(file).stem().string() + ": " + group["description"].get<std::string>()},
+                          {"schema", group["schema"]},
+                          {"samples", Json::array()}};
+            for (int i = 0; i < 8; ++i) {
+                if (auto text = sample(*g, rng)) {
+                    entry["samples"].push_back(*text);
+                    ++samples;
+                } else {
+                    ++unfinished;
+                }
+            }
+            out.push_back(std::move(entry));
+        }
+    }
+    const std::filesystem::path path =
+        std::filesystem::temp_directory_path() / fmt::format("vkllm_schema_samples_{}.json", ::getpid());
+    std::ofstream(path) << out.dump();
+    const std::string script = std::string(VKLLM_SOURCE_DIR) + "/tests/model/validate_schema_samples.py";
+    FILE* p = ::popen(fmt::format("{} '{}' '{}' 2>&1", python, script, path.string()).c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string report;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p)) report.append(buf, n);
+    const int status = ::pclose(p);
+    std::filesystem::remove(path);
+    MESSAGE(samples << " samples (" << unfinished << " walks that did not end in 800 steps dropped): " << report);
+    CHECK(status == 0);
+    CHECK(samples > out.size() * 4);  // most walks end
 }
 
 namespace {
