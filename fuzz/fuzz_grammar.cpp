@@ -1,37 +1,100 @@
-// libFuzzer target: the GBNF parser, the JSON-Schema compiler and the matcher on arbitrary input.
+// libFuzzer target: the GBNF parser, the JSON-Schema compiler and the matcher, and the tool-call
+// parser and forced-call grammars, on arbitrary input.
 //
-// The first byte picks the input's kind (even: GBNF, odd: a JSON schema); the rest is the text. A
-// grammar that parses is followed over a few fixed texts and over the input itself, byte by byte,
-// and asked can_end / complete, as sampling would. The only acceptable failures are GrammarError
-// and SchemaError (malformed input, limits); anything else -- another exception, a crash, a hang
-// past -timeout, a leak or a sanitizer report -- is a finding. Seeds (fuzz_make_seeds): grammars
-// written here and the schemas of the JSON Schema Test Suite.
+// The first byte picks the input's kind (mod 4: 0 GBNF, 1 a JSON schema, 2 a model's reply to parse
+// for tool calls, 3 a tool's parameters to force a call with); the rest is the text.
+// - A grammar that parses is followed over a few fixed texts and over the input itself, byte by
+//   byte, and asked can_end / complete, as sampling would.
+// - A reply is parsed in the family the first byte's upper bits pick, whole and streamed in pieces
+//   of a size it also picks: both must give the same content and calls.
+// - Parameters are compiled into a forced call's grammar for a JSON-call family and a named-prefix one.
+// The only acceptable failures are GrammarError, SchemaError and ToolError (malformed input,
+// limits); anything else -- another exception, a crash, a hang past -timeout, a leak or a sanitizer
+// report -- is a finding. Seeds (fuzz_make_seeds): grammars written here, the schemas of the JSON
+// Schema Test Suite, and tool-call replies.
 #include "model/grammar/grammar.h"
 #include "model/grammar/json_schema.h"
+#include "serving/template/tool_calls.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 using namespace vkllm::grammar;
+using vkllm::chat::ReplyStream;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+void follow(const std::string& gbnf, const std::string& text) {
+    const Grammar g = Grammar::parse(gbnf);
+    for (const std::string& probe : {std::string("{\"a\": [1, \"x\"]}"), std::string("hello world"), text}) {
+        Matcher m(g);
+        for (const char c : probe) {
+            if (!m.accept(std::string_view(&c, 1))) break;
+            (void)m.can_end();
+            (void)m.complete();
+        }
+    }
+}
+
+const Json& fuzz_tools() {
+    static const Json tools = Json::parse(R"([{"type":"function","function":{"name":"get_weather","parameters":{)"
+                                          R"("type":"object","properties":{"city":{"type":"string"}}}}},)"
+                                          R"({"type":"function","function":{"name":"f"}}])");
+    return tools;
+}
+
+void parse_reply(uint8_t selector, const std::string& text) {
+    const auto formats = vkllm::chat::tool_formats();
+    const vkllm::chat::ToolFormat& format = vkllm::chat::tool_format(formats[(selector >> 2) % formats.size()].family);
+    const ReplyStream::Rest whole = vkllm::chat::parse_reply(format, fuzz_tools(), text);
+    const size_t piece = 1 + (selector >> 5);
+    ReplyStream s(format, fuzz_tools());
+    std::string content;
+    for (size_t i = 0; i < text.size(); i += piece) content += s.push(std::string_view(text).substr(i, piece));
+    ReplyStream::Rest rest = s.finish();
+    content += rest.content;
+    bool same = content == whole.content && rest.calls.size() == whole.calls.size();
+    for (size_t i = 0; same && i < rest.calls.size(); ++i)
+        same = rest.calls[i].name == whole.calls[i].name && rest.calls[i].arguments == whole.calls[i].arguments;
+    if (!same) {
+        std::fprintf(stderr, "fuzz_grammar: the streamed reply (pieces of %zu) differs from the whole one (%s)\n", piece,
+                     format.name);
+        std::abort();
+    }
+}
+
+void force(const std::string& parameters) {
+    const Json p = vkllm::chat::parse_json_bounded(parameters);
+    if (p.is_discarded()) return;
+    Json tools = Json::array({Json{{"type", "function"}, {"function", {{"name", "t"}, {"parameters", p}}}}});
+    try {
+        vkllm::chat::check_tools(tools);
+    } catch (const vkllm::chat::ToolError&) {
+        return;
+    }
+    for (auto family : {vkllm::chat::ToolFamily::Hermes, vkllm::chat::ToolFamily::DeepSeekR1}) {
+        const auto fc = vkllm::chat::forced_call(vkllm::chat::tool_format(family), tools, "t", true);
+        follow(fc.gbnf, parameters);
+    }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
-    const bool schema = data[0] & 1;
     const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
     try {
-        const std::string gbnf = schema ? json_schema_to_gbnf(text) : text;
-        const Grammar g = Grammar::parse(gbnf);
-        for (const std::string& probe : {std::string("{\"a\": [1, \"x\"]}"), std::string("hello world"), text}) {
-            Matcher m(g);
-            for (const char c : probe) {
-                if (!m.accept(std::string_view(&c, 1))) break;
-                (void)m.can_end();
-                (void)m.complete();
-            }
+        switch (data[0] & 3) {
+            case 0: follow(text, text); break;
+            case 1: follow(json_schema_to_gbnf(text), text); break;
+            case 2: parse_reply(data[0], text); break;
+            case 3: force(text); break;
         }
     } catch (const GrammarError&) {
     } catch (const SchemaError&) {
+    } catch (const vkllm::chat::ToolError&) {
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_grammar: unexpected exception: %s\n", e.what());
         std::abort();

@@ -146,6 +146,21 @@ void grammar_seeds(const fs::path& dir) {
     };
     int i = 0;
     for (const char* g : gbnf) write_bytes(dir / ("gbnf-" + std::to_string(i++)), std::string(1, '\0') + g);
+    // Tool-call replies (first byte 2 mod 4; its upper bits pick the family and the piece size).
+    const char* replies[] = {
+        "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+        "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}, \"id\": \"abcdefghi\"}]",
+        "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"x\"}",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"x\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<function=f>{}</function>",
+        "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}",
+    };
+    for (size_t k = 0; k < std::size(replies); ++k)
+        for (uint8_t family = 0; family < 16; ++family)
+            write_bytes(dir / ("reply-" + std::to_string(i++)), std::string(1, char(2 | (family << 2))) + replies[k]);
+    write_bytes(dir / ("params-" + std::to_string(i++)), std::string(1, '\3') + R"({"type":"object","properties":{"a":{"type":"integer"}}})");
     const fs::path suite = "/usr/share/json-schema-test-suite/tests/draft7";
     std::error_code ec;
     if (!fs::is_directory(suite, ec)) return;

@@ -185,7 +185,8 @@ public:
             ok_ = false;
             return;
         }
-        calls_.push_back({std::move(id), std::move(name), args.dump()});
+        // Bare values (Qwen3-Coder's) are the model's bytes, which need not be valid UTF-8.
+        calls_.push_back({std::move(id), std::move(name), args.dump(-1, ' ', false, json::error_handler_t::replace)});
     }
     // {"name": ..., <args_key>: {...}} (Llama 3 also writes "arguments").
     // A tool without parameters may be called without arguments, except where the call is the whole

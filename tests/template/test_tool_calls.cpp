@@ -1073,3 +1073,11 @@ TEST_CASE("tool calls: a forced prompt closes a reasoning block the template lef
     plan.gbnf.clear();  // not forced: the prompt as rendered
     CHECK(vkllm::chat::forced_prompt("assistant\n<think>\n", plan) == "assistant\n<think>\n");
 }
+
+TEST_CASE("tool calls: a bare Qwen3-Coder value that is not UTF-8 (fuzz_grammar finding)") {
+    const std::string reply = "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar\xbe\x10is\n</parameter>\n</function>\n</tool_call>";
+    const Json tools = Json::array({Json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}});
+    const ReplyStream::Rest r = vkllm::chat::parse_reply(tool_format(ToolFamily::QwenCoder), tools, reply);
+    REQUIRE(r.calls.size() == 1);
+    CHECK(Json::parse(r.calls[0].arguments)["city"] == "Par\xef\xbf\xbd\x10is");  // U+FFFD for the stray byte
+}
