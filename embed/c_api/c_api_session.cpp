@@ -357,7 +357,6 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
             require(!req.grammar, "a required tool call cannot be combined with a grammar or json_schema");
             require(req.stop.empty(), "a required tool call cannot be combined with stop strings");
             req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
-            grammar::Matcher check(*req.grammar);  // a grammar too ambiguous to even start
         }
         if (plan.parse_as) req.shown_control_tokens = chat::tool_control_tokens(*m.loaded.tokenizer, *plan.parse_as);
 

@@ -671,20 +671,25 @@ bool read_sampling(JNIEnv* env, jobject params, vkllm_sampling& smp, SamplingHol
     return true;
 }
 
-// After a generating C call: the callback's own exception rethrown unchanged, a failure as
-// VkllmException; cancelled (cancel(), or the callback returned false) is no failure. False when
-// an exception is pending.
-bool finish_generation(JNIEnv* env, PieceSink& sink, vkllm_status st) {
+// Runs `call(&sink)`, a generating C call whose pieces go to `callback`. Returns the generated
+// text, also when cancelled (cancel(), or the callback returned false: no failure); else null with
+// an exception pending: the callback's own, rethrown unchanged, or a VkllmException.
+template <class Call>
+jstring run_generation(JNIEnv* env, jobject callback, Call&& call) {
+    PieceSink sink;
+    sink.env = env;
+    sink.callback = callback;
+    const vkllm_status st = call(&sink);
     if (sink.error) {
         env->Throw(sink.error);
-        return false;
+        return nullptr;
     }
     if (sink.out_of_memory) throw std::bad_alloc();
     if (st != VKLLM_OK && st != VKLLM_CANCELLED) {
         throw_status(env, st);
-        return false;
+        return nullptr;
     }
-    return true;
+    return new_string(env, sink.text);
 }
 
 }  // namespace
@@ -707,13 +712,10 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
         SamplingHolder holder;
         if (!read_sampling(env, params, smp, holder)) return nullptr;
 
-        PieceSink sink;
-        sink.env = env;
-        sink.callback = callback;
-        const vkllm_status st =
-            prompt ? vkllm_generate(session_of(session), c_prompt.c_str(), &smp, on_piece, &sink)
-                   : vkllm_chat(session_of(session), messages.data(), messages.size(), &smp, on_piece, &sink);
-        return finish_generation(env, sink, st) ? new_string(env, sink.text) : nullptr;
+        return run_generation(env, callback, [&](PieceSink* sink) {
+            return prompt ? vkllm_generate(session_of(session), c_prompt.c_str(), &smp, on_piece, sink)
+                          : vkllm_chat(session_of(session), messages.data(), messages.size(), &smp, on_piece, sink);
+        });
     });
 }
 
@@ -737,11 +739,8 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_chatJson(JNIEnv* env, jclass, jl
         vkllm_sampling smp;
         SamplingHolder holder;
         if (!read_sampling(env, params, smp, holder)) return nullptr;
-        PieceSink sink;
-        sink.env = env;
-        sink.callback = callback;
-        const vkllm_status st = vkllm_chat_json(session_of(session), &p, &smp, on_piece, &sink);
-        return finish_generation(env, sink, st) ? new_string(env, sink.text) : nullptr;
+        return run_generation(env, callback,
+                              [&](PieceSink* sink) { return vkllm_chat_json(session_of(session), &p, &smp, on_piece, sink); });
     });
 }
 

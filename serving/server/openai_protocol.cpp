@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
 
 namespace vkllm::server {
 
@@ -568,12 +567,7 @@ const char* openai_finish_reason(serving::FinishReason r) {
 }
 
 std::string new_response_id(Endpoint ep) {
-    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    std::string id = ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-";
-    std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
-    for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
-    return id;
+    return (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + chat::random_id_chars(24);
 }
 
 // --- responses --------------------------------------------------------------------------------

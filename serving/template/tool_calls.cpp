@@ -767,14 +767,18 @@ ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, co
     return plan;
 }
 
-std::string new_tool_call_id(ToolFamily family) {
+std::string random_id_chars(size_t n) {
     static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     thread_local std::mt19937_64 rng{std::random_device{}()};
     std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+    std::string out;
+    for (size_t k = 0; k < n; ++k) out += kAlphabet[pick(rng)];
+    return out;
+}
+
+std::string new_tool_call_id(ToolFamily family) {
     const bool mistral = family == ToolFamily::MistralNemo || family == ToolFamily::MistralV11;
-    std::string id = mistral ? "" : "call_";
-    for (int k = 0; k < (mistral ? 9 : 24); ++k) id += kAlphabet[pick(rng)];
-    return id;
+    return mistral ? random_id_chars(9) : "call_" + random_id_chars(24);
 }
 
 json tool_calls_json(const std::vector<ToolCall>& calls, ToolFamily family, bool streamed) {

@@ -142,6 +142,8 @@ struct ToolPlan {
 // that cannot be parsed, or a choice it cannot force.
 ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, const nlohmann::ordered_json& tools,
                        ToolChoice choice, const std::string& name, bool parallel);
+// `n` random ASCII letters and digits: the random part of response and call ids.
+std::string random_id_chars(size_t n);
 // A fresh call id: "call_" and 24 letters and digits, or the 9 letters and digits Mistral's
 // templates insist on.
 std::string new_tool_call_id(ToolFamily family);

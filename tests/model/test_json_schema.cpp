@@ -9,6 +9,7 @@
 
 #include "model/grammar/grammar.h"
 #include "model/grammar/json_schema.h"
+#include "model/tokenizer/utf8.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -154,11 +155,7 @@ std::optional<std::string> sample(const Grammar& g, std::mt19937& rng) {
             if (m.allows(c)) next.push_back(c);
         if (next.empty()) return m.can_end() ? std::optional<std::string>(text) : std::nullopt;
         std::string u8;
-        const uint32_t c = next[rng() % next.size()];
-        if (c < 0x80) u8 += char(c);
-        else if (c < 0x800) u8 += char(0xc0 | (c >> 6)), u8 += char(0x80 | (c & 0x3f));
-        else if (c < 0x10000) u8 += char(0xe0 | (c >> 12)), u8 += char(0x80 | ((c >> 6) & 0x3f)), u8 += char(0x80 | (c & 0x3f));
-        else u8 += char(0xf0 | (c >> 18)), u8 += char(0x80 | ((c >> 12) & 0x3f)), u8 += char(0x80 | ((c >> 6) & 0x3f)), u8 += char(0x80 | (c & 0x3f));
+        vkllm::utf8::append(u8, next[rng() % next.size()]);
         REQUIRE(m.accept(u8));
         text += u8;
     }

@@ -9,6 +9,7 @@
 #include "serving/template/tool_calls.h"
 
 #include "model/grammar/grammar.h"
+#include "model/tokenizer/utf8.h"
 #include "serving/template/chat_template.h"
 
 #include <doctest/doctest.h>
@@ -179,37 +180,15 @@ void check_reply(const ToolFormat& f, const Json& tools, const std::string& text
 
 // --- the grammar side ----------------------------------------------------------------------------
 
-size_t utf8_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
-
 std::vector<uint32_t> code_points(std::string_view s) {
     std::vector<uint32_t> out;
-    for (size_t i = 0; i < s.size();) {
-        const size_t n = utf8_len(static_cast<unsigned char>(s[i]));
-        uint32_t cp = n == 1 ? uint32_t(static_cast<unsigned char>(s[i])) : uint32_t(static_cast<unsigned char>(s[i])) & (0xFFu >> (n + 1));
-        for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (uint32_t(static_cast<unsigned char>(s[i + k])) & 0x3F);
-        out.push_back(cp);
-        i += n;
-    }
+    vkllm::utf8::decode_lenient(s, out);
     return out;
 }
 
 std::string utf8(uint32_t cp) {
     std::string s;
-    if (cp < 0x80) {
-        s += char(cp);
-    } else if (cp < 0x800) {
-        s += char(0xC0 | (cp >> 6));
-        s += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        s += char(0xE0 | (cp >> 12));
-        s += char(0x80 | ((cp >> 6) & 0x3F));
-        s += char(0x80 | (cp & 0x3F));
-    } else {
-        s += char(0xF0 | (cp >> 18));
-        s += char(0x80 | ((cp >> 12) & 0x3F));
-        s += char(0x80 | ((cp >> 6) & 0x3F));
-        s += char(0x80 | (cp & 0x3F));
-    }
+    vkllm::utf8::append(s, cp);
     return s;
 }
 
@@ -234,7 +213,7 @@ std::optional<std::string> fit(const Grammar& g, std::string_view text) {
         }
     };
     for (size_t i = 0; i < text.size();) {
-        const std::string_view ch = text.substr(i, utf8_len(static_cast<unsigned char>(text[i])));
+        const std::string_view ch = text.substr(i, vkllm::utf8::char_len(text, i));
         i += ch.size();
         if (m.accept(ch)) {
             out += ch;
