@@ -143,8 +143,16 @@ void chat(const ChatOptions& o) {
                                        false);
             chat::add_system_text(turn_messages, plan.system_text);
             chat::ChatInputs in = chat::chat_inputs(tok, turn_messages, tools, nullptr);
-            req.prompt = chat::encode_prompt(tok, chat::forced_prompt(tmpl.apply(in), plan));
-            if (!plan.gbnf.empty()) req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
+            const std::string rendered = tmpl.apply(in);
+            req.prompt = chat::encode_prompt(tok, chat::forced_prompt(rendered, plan));
+            if (plan.grammar) {
+                req.grammar = plan.grammar;
+                if (!plan.forced) {  // 'auto': the calls follow their parameters from the call marker on
+                    req.grammar_start.triggers = plan.triggers;
+                    if (chat::template_thinks(tmpl.source()))
+                        chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered));
+                }
+            }
         } catch (const std::exception& e) {  // a template error, a tool the format cannot force
             fmt::print(stderr, "error: {}\n", e.what());
             return false;

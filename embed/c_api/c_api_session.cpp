@@ -353,16 +353,20 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         chat::add_system_text(messages, plan.system_text);
 
         serving::CompletionRequest req = request_from(capi::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
-        if (!plan.gbnf.empty()) {
+        if (plan.forced) {
             require(!req.grammar, "a required tool call cannot be combined with a grammar or json_schema");
             require(req.stop.empty(), "a required tool call cannot be combined with stop strings");
-            req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
         }
+        const bool lazy = !plan.forced && plan.grammar && !req.grammar;  // a grammar given holds the whole reply
+        if (plan.forced || lazy) req.grammar = plan.grammar;
+        if (lazy) req.grammar_start.triggers = plan.triggers;
         if (plan.parse_as) req.shown_control_tokens = chat::tool_control_tokens(*m.loaded.tokenizer, *plan.parse_as);
 
         const GeneratingScope scope(s);
         chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
-        const std::string text = chat::forced_prompt(m.chat_template->apply(in), plan);
+        const std::string rendered = m.chat_template->apply(in);
+        if (lazy && chat::template_thinks(src)) chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered));
+        const std::string text = chat::forced_prompt(rendered, plan);
         std::optional<chat::ReplyStream> reply;
         if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
         return run_generation(s, chat::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data,

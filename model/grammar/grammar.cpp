@@ -602,4 +602,36 @@ bool Matcher::complete() const {
     return partial_.empty() && std::all_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
+size_t find_trigger(std::string_view text, const LazyStart& start) {
+    constexpr std::string_view kWs = " \t\n\r";
+    size_t from = 0;
+    if (!start.skip_close.empty()) {
+        bool in_block = start.skip_inside;
+        if (!in_block && !start.skip_open.empty()) {
+            const size_t first = std::min(text.size(), text.find_first_not_of(kWs));
+            const std::string_view head = text.substr(first);
+            if (head.size() < start.skip_open.size() && std::string_view(start.skip_open).starts_with(head))
+                return std::string_view::npos;  // the block may be opening: undecided
+            in_block = head.starts_with(start.skip_open);
+        }
+        if (in_block) {
+            const size_t close = text.find(start.skip_close);
+            if (close == std::string_view::npos) return std::string_view::npos;
+            from = close + start.skip_close.size();
+        }
+    }
+    const std::string_view rest = text.substr(from);
+    size_t best = std::string_view::npos;
+    for (const Trigger& t : start.triggers) {
+        if (t.text.empty()) continue;
+        if (t.at_start) {
+            const size_t first = rest.find_first_not_of(kWs);
+            if (first != std::string_view::npos && rest.substr(first).starts_with(t.text)) best = std::min(best, first);
+        } else {
+            best = std::min(best, rest.find(t.text));
+        }
+    }
+    return best == std::string_view::npos ? best : from + best;
+}
+
 }  // namespace vkllm::grammar

@@ -122,4 +122,24 @@ private:
     std::string partial_;        // the received bytes of an unfinished UTF-8 character
 };
 
+// Where a lazy grammar starts to hold: the first place the generated text holds a trigger's
+// `text` (the grammar then follows the text from there, `text` included), or with `at_start` only
+// where the text begins with it after whitespace. Before that the text is free: a tool call the
+// model may or may not write (tool_choice auto) is constrained from its marker on.
+struct Trigger {
+    std::string text;
+    bool at_start = false;
+};
+struct LazyStart {
+    std::vector<Trigger> triggers;  // empty: the grammar is not lazy
+    // A block at the start of the text where triggers are not looked for (a reasoning block: a model
+    // thinking about a call is not calling yet): from `skip_open` (after whitespace; from the first
+    // byte when `skip_inside`) through `skip_close`. at_start triggers then look after the block.
+    std::string skip_open, skip_close;
+    bool skip_inside = false;
+    bool lazy() const { return !triggers.empty(); }
+};
+// Where in `text` the grammar starts to hold; npos when nowhere (yet).
+size_t find_trigger(std::string_view text, const LazyStart& start);
+
 }  // namespace vkllm::grammar

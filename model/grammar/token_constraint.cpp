@@ -65,6 +65,14 @@ void TokenConstraint::accept(int32_t token) {
     asked_ = 0;
 }
 
+bool TokenConstraint::accept_text(std::string_view text) {
+    if (!matcher_.accept(text)) return false;
+    first_ready_ = false;
+    mask_ready_ = false;
+    asked_ = 0;
+    return true;
+}
+
 void TokenConstraint::decide_all() {
     mask_.assign(pieces_->size(), 0);
     const auto& trie = pieces_->trie();

@@ -62,6 +62,10 @@ public:
     bool allowed(int32_t token) override;
     // Follows a sampled token. Throws GrammarError when the grammar does not allow it.
     void accept(int32_t token);
+    // Follows text that was generated before the grammar started to hold (a lazy grammar's
+    // trigger and what came after it in the same token); false, consuming nothing, when the grammar
+    // does not allow it.
+    bool accept_text(std::string_view text);
     // The text so far is a whole sentence (an end-of-generation token is allowed).
     bool can_end() const { return matcher_.can_end(); }
     // Nothing but the end can follow: generation is over.

@@ -96,7 +96,9 @@ struct Slot {
     uint32_t generated = 0;
     uint32_t decode_steps = 0;
     std::unique_ptr<Sampler> sampler;
-    std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar, or null
+    std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar while it holds, or null
+    bool awaiting_trigger = false;  // a lazy grammar not holding yet
+    std::string free_text;          // the text generated while awaiting_trigger
     std::unique_ptr<TextStream> text;
     Clock::time_point started, first_token;
 };
@@ -145,6 +147,22 @@ struct Engine::Impl {
     void start(Slot& s, std::shared_ptr<Ticket::State> r);
     void prompt_step();
     void decode_step();
+    // The request's grammar starts to hold.
+    void hold_grammar(Slot& s) {
+        if (!pieces) pieces = std::make_shared<const grammar::TokenPieces>(tok);
+        s.constraint = std::make_unique<grammar::TokenConstraint>(s.req->req.grammar, pieces);  // submit() checked it starts
+    }
+    // A lazy grammar follows the text generated so far: it holds from a trigger on, or is dropped
+    // when the text at the trigger does not follow it.
+    void watch_trigger(Slot& s, const std::string& piece) {
+        s.free_text += piece;
+        const size_t at = grammar::find_trigger(s.free_text, s.req->req.grammar_start);
+        if (at == std::string::npos) return;
+        s.awaiting_trigger = false;
+        hold_grammar(s);
+        if (!s.constraint->accept_text(std::string_view(s.free_text).substr(at))) s.constraint.reset();
+        s.free_text.clear();
+    }
     // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not
     // finite), emits it, and finishes the request when it ends there.
     void after_logits(Slot& s, const float* logits, int32_t device_argmax);
@@ -298,10 +316,9 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.sampler = std::make_unique<Sampler>(s.req->req.sampler);
     for (int32_t t : prompt) s.sampler->accept(t);
     s.constraint.reset();
-    if (s.req->req.grammar) {
-        if (!pieces) pieces = std::make_shared<const grammar::TokenPieces>(tok);
-        s.constraint = std::make_unique<grammar::TokenConstraint>(s.req->req.grammar, pieces);  // submit() checked it starts
-    }
+    s.free_text.clear();
+    s.awaiting_trigger = s.req->req.grammar && s.req->req.grammar_start.lazy();
+    if (s.req->req.grammar && !s.awaiting_trigger) hold_grammar(s);
     s.text = std::make_unique<TextStream>(s.req->req.stop);
     s.started = Clock::now();
     s.last_used = ++use_clock;
@@ -448,6 +465,7 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     std::string piece = tok.decode_piece(next, s.prev);
     if (piece.empty() && std::binary_search(s.req->req.shown_control_tokens.begin(), s.req->req.shown_control_tokens.end(), next))
         piece = tok.token_to_piece(next, true);
+    if (s.awaiting_trigger) watch_trigger(s, piece);
     ev.text = s.text->push(piece);
     ev.tokens.push_back(next);
     s.pending = next;
@@ -471,6 +489,11 @@ int32_t Engine::Impl::sample(Slot& s, std::span<float> row) {
         return -1;
     }
     if (next >= 0) return next;
+    if (!s.constraint) {
+        const std::string msg = "the sampler found no token to pick (every logit was masked or not finite)";
+        finish(s, FinishReason::Error, msg, std::make_exception_ptr(std::runtime_error(msg)));
+        return -1;
+    }
     if (s.constraint->can_end()) {
         finish(s, FinishReason::Stop);
     } else {
@@ -520,6 +543,8 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     s.pending = -1;
     s.sampler.reset();
     s.constraint.reset();
+    s.awaiting_trigger = false;
+    s.free_text.clear();
     s.text.reset();
     s.last_used = ++use_clock;
 }
@@ -549,7 +574,7 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
     req.sampler.validate();
     if (req.grammar) {
         grammar::Matcher{*req.grammar};  // throws GrammarError when it cannot even start
-        if (!req.stop.empty())
+        if (!req.stop.empty() && !req.grammar_start.lazy())
             throw std::invalid_argument("stop strings cannot be combined with a grammar (they could cut the structured text)");
     }
     auto st = std::make_shared<Ticket::State>();

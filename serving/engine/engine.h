@@ -46,8 +46,13 @@ struct CompletionRequest {
     bool ignore_eos = false;
     // The generated text must be a sentence of this grammar (GBNF, a compiled JSON schema): the
     // sampler picks only tokens it allows, and generation ends when the grammar is complete (Stop),
-    // may end and the model chose to, or at max_tokens (Length). Null: free text. Not with `stop`.
+    // may end and the model chose to, or at max_tokens (Length). Null: free text. Not with `stop`
+    // unless the grammar is lazy.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // With triggers, the grammar is lazy: the text is free until grammar::find_trigger() finds where
+    // it starts to hold (control tokens count as their shown text); from there on it must be a
+    // sentence of `grammar`. Text at the trigger that the grammar refuses drops it: the rest stays free.
+    grammar::LazyStart grammar_start;
     // Control tokens whose text the Text events carry (sorted ids; others print nothing): tool-call
     // markers such as Mistral's [TOOL_CALLS] are control tokens, and the server parses them.
     std::vector<int32_t> shown_control_tokens;

@@ -28,6 +28,7 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
     req.max_tokens = p.n_predict;
     req.sampler = p.sampler;
     req.grammar = p.grammar;
+    req.grammar_start = p.grammar_start;
     req.timeout = std::chrono::hours(24 * 365);  // a generation on the command line runs until it ends
     req.slot = 0;
     std::unique_ptr<Ticket> ticket = engine.submit(std::move(req));

@@ -19,6 +19,7 @@ struct GenerateParams {
     int32_t n_predict = 128;  // tokens to generate (stops earlier at an end-of-generation token or BOS)
     SamplerParams sampler;
     std::shared_ptr<const grammar::Grammar> grammar;  // constrains the text (null: free text)
+    grammar::LazyStart grammar_start;                 // with triggers: where the grammar starts to hold
 };
 
 struct GenerateStats {

@@ -508,19 +508,19 @@ void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool 
     } catch (const chat::ToolError& e) {
         throw invalid_field(e.param(), e.what());
     }
-    if (!plan.gbnf.empty()) {
+    if (plan.forced) {
         if (req.engine.grammar)
             throw invalid_field("tool_choice", "Invalid 'tool_choice': a required tool call cannot be combined with "
                                                "'response_format', 'grammar' or 'json_schema'.");
         if (!req.engine.stop.empty())
             throw invalid_field("stop", "Invalid 'stop': stop strings cannot be combined with a required tool call (the "
                                         "call's grammar decides where it ends).");
-        try {
-            req.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(plan.gbnf));
-            grammar::Matcher check(*req.engine.grammar);
-        } catch (const grammar::GrammarError& e) {
-            throw invalid_field("tools", fmt::format("Invalid 'tools': the parameters cannot be followed as a grammar: {}", e.what()));
-        }
+        req.engine.grammar = plan.grammar;
+    } else if (plan.grammar && !req.engine.grammar) {
+        // 'auto': the calls follow their parameters from the call marker on. A grammar the request
+        // brings (response_format) holds the whole reply instead.
+        req.engine.grammar = plan.grammar;
+        req.engine.grammar_start.triggers = plan.triggers;
     }
     chat::add_system_text(req.messages, plan.system_text);
     req.tool_plan = std::move(plan);
@@ -579,6 +579,9 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
     if (const chat::ToolFormat* f = req.tool_plan.parse_as) {
         reply_.emplace(*f, req.tools, req.tool_plan.reply_prefix, req.tool_plan.parallel);
         tool_family_ = f->family;
+        // Where the tools' grammar holds the calls, a call once begun ends well formed: its
+        // arguments can go out as they are written.
+        if (req.stream && req.tool_plan.grammar && req.engine.grammar == req.tool_plan.grammar) reply_->stream_arguments();
     }
     if (req.split_reasoning) reasoning_.emplace(req.reply_in_reasoning);
 }
@@ -662,10 +665,22 @@ chat::ReasoningStream::Piece ResponseBuilder::split_rest() {
     return p;
 }
 
+std::string ResponseBuilder::calls_chunk(const std::vector<chat::CallDelta>& deltas) const {
+    if (deltas.empty()) return {};
+    json c = chunk_base();
+    c["choices"] = json::array({json{{"index", index_},
+                                     {"delta", {{"tool_calls", chat::tool_call_deltas_json(deltas)}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    if (include_usage_) c["usage"] = nullptr;
+    return sse_data(c);
+}
+
 std::string ResponseBuilder::stream_text(const serving::Event& ev) {
     const chat::ReasoningStream::Piece piece = split(ev.text);
     const std::string& text = piece.content;
-    if (text.empty() && piece.reasoning.empty() && (!logprobs_ || ev.logprobs.empty())) return {};
+    const std::string calls = reply_ ? calls_chunk(reply_->take_deltas()) : std::string();
+    if (text.empty() && piece.reasoning.empty() && (!logprobs_ || ev.logprobs.empty())) return calls;
     json j = chunk_base();
     json choice = json::object();
     choice["index"] = index_;
@@ -685,7 +700,7 @@ std::string ResponseBuilder::stream_text(const serving::Event& ev) {
     choice["finish_reason"] = nullptr;
     j["choices"] = json::array({choice});
     if (include_usage_) j["usage"] = nullptr;
-    return sse_data(j);
+    return sse_data(j) + calls;
 }
 
 std::string ResponseBuilder::stream_finish(const serving::Event& done) {
@@ -702,16 +717,18 @@ std::string ResponseBuilder::stream_finish(const serving::Event& done) {
     std::string content = held.content;
     chat::ReplyStream::Rest rest;
     if (reply_) {
-        // The content held back at the end, then every call whole (a call is sent once it is known
-        // to be well formed: a malformed one comes back as content instead).
+        // The content held back at the end, then the calls: whole (a call is sent once it is known
+        // to be well formed: a malformed one comes back as content instead), or where arguments
+        // stream, what completes them.
         rest = reply_->finish();
         content += rest.content;
     }
     if (!content.empty()) delta_chunk(json{{"content", content}});
-    if (!rest.calls.empty()) {
+    if (reply_ && reply_->streams_arguments())
+        out += calls_chunk(rest.deltas);
+    else if (!rest.calls.empty())
         delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, tool_family_, true)}});
-        finish = "tool_calls";
-    }
+    if (!rest.calls.empty()) finish = "tool_calls";
     json j = chunk_base();
     json choice = json::object();
     choice["index"] = index_;

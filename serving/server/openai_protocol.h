@@ -151,6 +151,8 @@ public:
     // chunk when asked, then [DONE]).
     std::string stream_start() const;
     std::string stream_text(const serving::Event& ev);
+    // A chunk of tool-call deltas ("" for none).
+    std::string calls_chunk(const std::vector<chat::CallDelta>& deltas) const;
     std::string stream_done(const serving::Event& done);
     // stream_done in two: the choice's last chunks (held-back content, tool calls, finish_reason),
     // then, once per stream, the usage chunk when asked and [DONE] (usage_of: combined_usage of

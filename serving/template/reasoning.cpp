@@ -27,6 +27,12 @@ bool prompt_opens_reasoning(std::string_view prompt) {
     return prompt.ends_with(kOpen);
 }
 
+void skip_reasoning(grammar::LazyStart& start, bool inside) {
+    start.skip_open = kOpen;
+    start.skip_close = kClose;
+    start.skip_inside = inside;
+}
+
 ReasoningStream::ReasoningStream(bool inside) : state_(inside ? State::Inside : State::Start) {}
 
 ReasoningStream::Piece ReasoningStream::push(std::string_view text) {

@@ -4,6 +4,8 @@
 // begin it is held back until the next text decides it.
 #pragma once
 
+#include "model/grammar/grammar.h"
+
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,10 @@ bool template_thinks(std::string_view template_source);
 // Whether a rendered prompt leaves the reply inside a reasoning block: it ends with "<think>" (and
 // whitespace), as QwQ's and DeepSeek R1's templates open the block for the model.
 bool prompt_opens_reasoning(std::string_view prompt);
+
+// A lazy grammar (a tool call's) does not start inside the reasoning block: the model may think
+// about a call before it makes one. `inside`: the prompt opened the block.
+void skip_reasoning(grammar::LazyStart& start, bool inside);
 
 class ReasoningStream {
 public:

@@ -39,14 +39,15 @@ struct Row {
     std::array<const char*, 6> markup;
 };
 
-// Detection order matters: more specific markers first (Qwen3-Coder's template also holds
-// "<tool_call>", Mistral Small 3.2's also "[TOOL_CALLS]").
+// Detection order matters: more specific markers first (Qwen3-Coder's and GLM's templates also
+// hold "<tool_call>", Mistral Small 3.2's also "[TOOL_CALLS]").
 constexpr Row kRows[] = {
     {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::None, true}, {"<function=", "<parameter="}, "<tool_call>", false,
      {"<tool_call>", "</tool_call>"}},
     {{ToolFamily::FunctionaryV31, "functionary-v3.1", "Functionary medium v3.1", ForceKind::NamedPrefix, true},
      {"<function=", nullptr}, "<function=", false, {}},
-    {{ToolFamily::Unsupported, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::None, false}, {"<arg_key>", nullptr}, nullptr, false, {}},
+    {{ToolFamily::Glm45, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::None, true}, {"<arg_key>", nullptr}, "<tool_call>", false,
+     {"<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}},
     {{ToolFamily::Hermes, "hermes", "Hermes 2 Pro / 3, Qwen2.5, Qwen3, QwQ", ForceKind::CallObject, true},
      {"<tool_call>", nullptr}, "<tool_call>", false, {"<tool_call>", "</tool_call>"}},
     {{ToolFamily::MistralV11, "mistral-v11", "Mistral Small 3.2, Magistral, Devstral", ForceKind::NamedPrefix, true},
@@ -60,12 +61,21 @@ constexpr Row kRows[] = {
      {"tool▁calls▁begin", nullptr}, "<｜tool▁calls▁begin｜>", false,
      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
     {{ToolFamily::Unsupported, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, false}, {"<|channel|>", nullptr}, nullptr, false, {}},
-    {{ToolFamily::Unsupported, "kimi-k2", "Kimi K2", ForceKind::None, false}, {"tool_calls_section", nullptr}, nullptr, false, {}},
-    {{ToolFamily::Unsupported, "granite", "IBM Granite 3", ForceKind::None, false}, {"<|tool_call|>", nullptr}, nullptr, false, {}},
-    {{ToolFamily::Unsupported, "command-r", "Command R / R+ / R7B", ForceKind::None, false},
-     {"START_OF_TURN_TOKEN", nullptr}, nullptr, false, {}},
-    {{ToolFamily::Unsupported, "functionary-v3.2", "Functionary medium v3.2", ForceKind::None, false}, {">>>all", nullptr},
-     nullptr, false, {}},
+    {{ToolFamily::KimiK2, "kimi-k2", "Kimi K2", ForceKind::None, true}, {"tool_calls_section", nullptr},
+     "<|tool_calls_section_begin|>", false,
+     {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+      "<|tool_call_end|>"}},
+    {{ToolFamily::Granite, "granite", "IBM Granite 3", ForceKind::None, true}, {"<|tool_call|>", nullptr}, "<|tool_call|>",
+     false, {"<|tool_call|>"}},
+    // Command R7B's template also has Command R+'s turn tokens, but its calls are another format.
+    {{ToolFamily::Unsupported, "command-r7b", "Command R7B", ForceKind::None, false}, {"<|START_ACTION|>", nullptr}, nullptr,
+     false, {}},
+    {{ToolFamily::CommandRPlus, "command-r-plus", "Command R / R+ (tool-use template)", ForceKind::None, true},
+     {"START_OF_TURN_TOKEN", nullptr}, "Action:", false, {"Action:"}},
+    // The call marker begins every part of the reply, a call or not: parts for the user are told
+    // apart while the stream reads them (ReplyStream::Impl::find_heads).
+    {{ToolFamily::FunctionaryV32, "functionary-v3.2", "Functionary medium v3.2", ForceKind::None, true}, {">>>all", nullptr},
+     ">>>", false, {">>>"}},
     {{ToolFamily::Llama3, "llama3", "Llama 3.1, 3.2, 3.3", ForceKind::CallObject, false}, {"<|start_header_id|>", "ipython"},
      "<|python_tag|>", true, {"<|python_tag|>"}},
     {{ToolFamily::Generic, "generic", "every other template", ForceKind::CallObject, true}, {nullptr, nullptr}, nullptr, true, {}},
@@ -356,6 +366,93 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
             c.skip_ws();
         } while (c.ok() && c.next_is("<function="));
         break;
+    case ToolFamily::FunctionaryV32:
+        // The reply's first part has no ">>>": the generation prompt ends with it.
+        c.accept(">>>");
+        do {
+            const std::string name = c.until("\n");
+            c.add_call(name, c.value());
+            c.skip_ws();
+            // ">>>all\n" goes back to the user: the text after it is the tail.
+        } while (c.ok() && !c.next_is(">>>all\n") && c.accept(">>>"));
+        break;
+    case ToolFamily::Granite: {
+        c.expect("<|tool_call|>");
+        const json list = c.value();
+        if (!list.is_array() || list.empty()) c.fail();
+        for (size_t i = 0; c.ok() && i < list.size(); ++i) c.add_call_object(list[i], "arguments");
+        break;
+    }
+    case ToolFamily::KimiK2:
+        c.expect("<|tool_calls_section_begin|>");
+        do {
+            c.skip_ws();
+            c.expect("<|tool_call_begin|>");
+            // "functions.NAME:INDEX" is also the call's id: the template writes it back that way
+            // in the history, and the tool's result refers to it.
+            const std::string id = c.until("<|tool_call_argument_begin|>");
+            std::string_view name = id;
+            if (name.starts_with("functions.")) name.remove_prefix(std::string_view("functions.").size());
+            const size_t colon = name.rfind(':');
+            if (colon != std::string_view::npos && colon + 1 < name.size() &&
+                std::all_of(name.begin() + colon + 1, name.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+                name = name.substr(0, colon);
+            c.add_call(std::string(name), c.value(), id);
+            c.expect_or_end("<|tool_call_end|>");
+            c.skip_ws();
+        } while (c.ok() && c.next_is("<|tool_call_begin|>"));
+        c.expect_or_end("<|tool_calls_section_end|>");
+        break;
+    case ToolFamily::Glm45:
+        do {
+            c.expect("<tool_call>");
+            // The name ends its line; a call without arguments may close right after it.
+            std::string_view rest = c.rest();
+            const size_t name_end = std::min(rest.find("<arg_key>"), rest.find("</tool_call>"));
+            if (name_end == std::string_view::npos) c.fail();
+            const std::string name(trim(rest.substr(0, name_end)));
+            c.expect(rest.substr(0, name_end));
+            const json* params = c.tool_parameters(name);
+            json args = json::object();
+            while (c.ok() && c.accept("<arg_key>")) {
+                const std::string key = c.until("</arg_key>");
+                c.skip_ws();
+                c.expect("<arg_value>");
+                rest = c.rest();
+                const size_t e = rest.find("</arg_value>");
+                if (!c.ok() || e == std::string_view::npos || key.empty()) {
+                    c.fail();
+                    break;
+                }
+                // The template writes a value as it is between the tags, strings bare (as
+                // Qwen3-Coder's does).
+                args[key] = coder_value(std::string(rest.substr(0, e)), params, key);
+                c.expect(rest.substr(0, e + std::string_view("</arg_value>").size()));
+                c.skip_ws();
+            }
+            c.add_call(name, std::move(args));
+            c.expect_or_end("</tool_call>");
+            c.skip_ws();
+        } while (c.ok() && c.next_is("<tool_call>"));
+        break;
+    case ToolFamily::CommandRPlus: {
+        c.expect("Action:");
+        c.skip_ws();
+        // The template fences the list; a model may leave the fence out.
+        const bool fenced = c.accept("```json") || c.accept("```");
+        const json list = c.value();
+        if (!list.is_array() || list.empty()) c.fail();
+        for (size_t i = 0; c.ok() && i < list.size(); ++i) {
+            const json& a = list[i];
+            if (!a.is_object() || !a.contains("tool_name") || !a["tool_name"].is_string()) {
+                c.fail();
+                break;
+            }
+            c.add_call(a["tool_name"].get<std::string>(), a.contains("parameters") ? a["parameters"] : json::object());
+        }
+        if (fenced) c.expect_or_end("```");
+        break;
+    }
     case ToolFamily::Generic: {
         const json obj = c.value();
         if (!obj.is_object() || obj.size() != 1 || !obj.contains("tool_calls") || !obj["tool_calls"].is_array() ||
@@ -370,6 +467,103 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
     c.skip_ws();
     tail = std::string(trim(c.rest()));
     return c.take_calls();
+}
+
+// JSON text less the whitespace between its tokens (strings untouched): the arguments as the model
+// wrote them, in the form whole and streamed replies both give.
+std::string compact_json_text(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    bool in_string = false, escaped = false;
+    for (const char c : s) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (is_ws(c)) {
+            continue;
+        } else if (c == '"') {
+            in_string = true;
+        }
+        out += c;
+    }
+    return out;
+}
+
+// Whether a family's calls are JSON objects {"name": N, <arguments>: {...}}: those can be followed
+// while they are written.
+bool calls_are_objects(ToolFamily f) {
+    return f == ToolFamily::Hermes || f == ToolFamily::Llama3 || f == ToolFamily::MistralNemo || f == ToolFamily::Generic;
+}
+
+// The calls of a JSON-object family as far as `markup` goes, in order: each object whose first key
+// is "name" and second "arguments" (or Llama 3's "parameters"), the arguments compacted
+// (compact_json_text); the last may be unfinished (complete false, the arguments so far, or a name
+// and no arguments yet). Stops at a call written any other way (the grammars that hold calls put
+// the name first); a call's arguments are skipped whole, so objects inside them never count.
+struct ScannedCall {
+    std::string name;
+    std::string arguments;
+    bool complete = false;
+};
+std::vector<ScannedCall> scan_calls(ToolFamily family, std::string_view s) {
+    std::vector<ScannedCall> out;
+    size_t pos = 0;
+    auto skip_ws = [&](size_t p) {
+        while (p < s.size() && is_ws(s[p])) ++p;
+        return p;
+    };
+    // Literal `lit` at p: the position after it; npos when s ends inside it (undecided) or differs
+    // (`differs` set).
+    auto literal = [&](size_t p, std::string_view lit, bool& differs) -> size_t {
+        const std::string_view have = s.substr(std::min(p, s.size()), lit.size());
+        if (!lit.starts_with(have)) differs = true;
+        return have.size() == lit.size() && !differs ? p + lit.size() : std::string_view::npos;
+    };
+    for (;;) {
+        const size_t open = s.find('{', pos);
+        if (open == std::string_view::npos) break;
+        bool differs = false;
+        size_t p = literal(skip_ws(open + 1), "\"name\"", differs);
+        if (differs) {  // another object (Generic's {"tool_calls": [...]}): look further
+            pos = open + 1;
+            continue;
+        }
+        if (p == std::string_view::npos) break;
+        p = literal(skip_ws(p), ":", differs);
+        if (p == std::string_view::npos) break;
+        p = skip_ws(p);
+        if (p >= s.size()) break;
+        if (s[p] != '"') break;
+        // The name: a JSON string (escapes decoded by the parser).
+        size_t q = p + 1;
+        while (q < s.size() && s[q] != '"') q += s[q] == '\\' ? 2 : 1;
+        if (q >= s.size()) break;
+        const json name = parse_json_bounded(s.substr(p, q + 1 - p));
+        if (!name.is_string()) break;
+        p = literal(skip_ws(q + 1), ",", differs);
+        if (p == std::string_view::npos) break;
+        p = skip_ws(p);
+        const std::string_view key = family == ToolFamily::Llama3 ? "\"parameters\"" : "\"arguments\"";
+        const size_t after_key = literal(p, key, differs);
+        if (after_key == std::string_view::npos) break;
+        p = literal(skip_ws(after_key), ":", differs);
+        if (p == std::string_view::npos) break;
+        p = skip_ws(p);
+        ScannedCall call{name.get<std::string>(), {}, false};
+        if (p >= s.size()) {
+            out.push_back(std::move(call));
+            break;
+        }
+        if (s[p] != '{') break;
+        const size_t end = json_end(s, p);
+        call.arguments = compact_json_text(s.substr(p, end == std::string_view::npos ? std::string_view::npos : end - p));
+        call.complete = end != std::string_view::npos;
+        out.push_back(std::move(call));
+        if (!out.back().complete) break;
+        pos = end;
+    }
+    return out;
 }
 
 size_t trailing_ws(std::string_view s) {
@@ -445,6 +639,45 @@ std::string call_rules(const json& schema, const std::vector<size_t>& tool_index
         if (!e.keyword().empty()) msg += fmt::format(" (keyword '{}'{})", e.keyword(), where.empty() ? "" : " at " + where);
         throw ToolError(msg, param);
     }
+}
+
+// The schema of a CallObject family's calls (each chosen tool's {"name", arguments}, the
+// parameters under "#/$defs/tool-<k>"): a list where the format holds one, one call otherwise.
+json call_object_schema(ToolFamily family, const json& tools, const std::vector<size_t>& chosen, bool many) {
+    const char* args_key = family == ToolFamily::Llama3 ? "parameters" : "arguments";
+    json defs = json::object();
+    json alternatives = json::array();
+    for (size_t k = 0; k < chosen.size(); ++k) {
+        const std::string def = fmt::format("tool-{}", k);
+        defs[def] = rebase_refs(forced_parameters(tools[chosen[k]], chosen[k]), def);
+        json properties = {{"name", {{"const", function_name(tools[chosen[k]])}}}, {args_key, {{"$ref", "#/$defs/" + def}}}};
+        // Mistral Nemo's template writes the call's id after its arguments (nine letters and digits).
+        if (family == ToolFamily::MistralNemo) properties["id"] = {{"type", "string"}, {"pattern", "^[a-zA-Z0-9]{9}$"}};
+        alternatives.push_back({{"type", "object"},
+                                {"properties", std::move(properties)},
+                                {"required", {"name", args_key}},
+                                {"additionalProperties", false}});
+    }
+    json call = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
+    json schema;
+    switch (family) {
+    case ToolFamily::Hermes:
+    case ToolFamily::Llama3: schema = call; break;
+    case ToolFamily::MistralNemo:
+        schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+        if (!many) schema["maxItems"] = 1;
+        break;
+    case ToolFamily::Generic: {
+        json list = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+        if (!many) list["maxItems"] = 1;
+        schema = {{"type", "object"}, {"properties", {{"tool_calls", list}}}, {"required", {"tool_calls"}},
+                  {"additionalProperties", false}};
+        break;
+    }
+    default: throw std::logic_error("call_object_schema: not a CallObject family");
+    }
+    schema["$defs"] = std::move(defs);
+    return schema;
 }
 
 }  // namespace
@@ -527,6 +760,57 @@ struct ReplyStream::Impl {
     std::string markup;    // from the call marker on
     bool started = false;
     bool seen_text = false;  // released or held non-whitespace: a call_is_reply format can no longer start
+    // Functionary v3.2: `pending` begins with a part's head that has no ">>>" (the prompt's), as the
+    // reply does; text after calls does not.
+    bool head_at_start = false;
+    // stream_arguments(): calls go out as deltas while they are written; per call streamed, its
+    // arguments sent so far and its id.
+    bool fragments = false;
+    std::vector<std::string> sent, ids;
+
+    bool known_tool(const std::string& name) const {
+        if (!tools.is_array()) return true;
+        return std::any_of(tools.begin(), tools.end(), [&](const json& t) {
+            return t.contains("function") && t["function"].value("name", "") == name;
+        });
+    }
+
+    std::vector<CallDelta> take_deltas() {
+        std::vector<CallDelta> out;
+        if (!fragments || !started) return out;
+        std::vector<ScannedCall> calls = scan_calls(row->format.family, markup);
+        if (!parallel && calls.size() > 1) calls.resize(1);
+        for (size_t i = 0; i < calls.size(); ++i) {
+            if (!known_tool(calls[i].name)) break;
+            if (i == sent.size()) {
+                ids.push_back(new_tool_call_id(row->format.family));
+                sent.push_back(calls[i].arguments);
+                out.push_back({i, ids.back(), calls[i].name, calls[i].arguments});
+            } else if (calls[i].arguments.size() > sent[i].size() && calls[i].arguments.starts_with(sent[i])) {
+                out.push_back({i, {}, {}, calls[i].arguments.substr(sent[i].size())});
+                sent[i] = calls[i].arguments;
+            }
+        }
+        return out;
+    }
+
+    // What completes the streamed calls: the rest of each one's arguments, and the calls not begun.
+    void complete_deltas(Rest& r) {
+        if (r.calls.empty() && !sent.empty()) {
+            // Cut inside a call (max_tokens, a stop string): its markup already went out as the
+            // call's deltas, so it is not content as well.
+            r.content.clear();
+            return;
+        }
+        for (size_t i = 0; i < r.calls.size(); ++i) {
+            const ToolCall& c = r.calls[i];
+            if (i >= sent.size()) {
+                r.deltas.push_back({i, c.id.empty() ? new_tool_call_id(row->format.family) : c.id, c.name, c.arguments});
+            } else if (c.arguments.size() > sent[i].size() && c.arguments.starts_with(sent[i])) {
+                r.deltas.push_back({i, {}, {}, c.arguments.substr(sent[i].size())});
+            }
+        }
+    }
 
     // Where a call begins in `pending`, or npos.
     size_t find_start() const {
@@ -539,13 +823,62 @@ struct ReplyStream::Impl {
         return best;
     }
 
+    // Functionary v3.2 heads each part of a reply with its recipient after ">>>": "all\n" before
+    // text for the user, "NAME\n" before a call's arguments. ">>>" alone is no call marker (text may
+    // hold it: a Python prompt), so a head is read up to its newline: a user part's head is dropped
+    // from `pending`, a call's is where the call begins (returned; npos: none). `hold`: where a head
+    // begins that may still become either (npos: none).
+    size_t find_heads(size_t& hold) {
+        hold = std::string::npos;
+        for (size_t from = 0;;) {
+            const bool first = head_at_start;
+            const size_t at = first ? 0 : pending.find(">>>", from);
+            if (at == std::string::npos) return at;
+            if (!first && at + 3 < pending.size() && pending[at + 3] == '>') {
+                // The head's ">>>" ends a run of '>': read the same however the run was split.
+                from = at + 1;
+                continue;
+            }
+            const size_t name_at = first ? 0 : at + 3;
+            const size_t nl = pending.find('\n', name_at);
+            const std::string_view name =
+                std::string_view(pending).substr(name_at, nl == std::string::npos ? std::string::npos : nl - name_at);
+            if (nl == std::string::npos && may_begin_head(name)) {
+                hold = at;
+                return std::string::npos;
+            }
+            if (nl != std::string::npos && name != "all" && names_tool(name)) return at;
+            head_at_start = false;
+            if (nl != std::string::npos && name == "all") {
+                pending.erase(at, nl + 1 - at);
+                from = at;
+            } else {
+                from = name_at;
+            }
+        }
+    }
+    bool names_tool(std::string_view name) const {
+        if (!tools.is_array()) return !name.empty() && name.find_first_of(" \t\r{}<>") == std::string_view::npos;
+        return std::any_of(tools.begin(), tools.end(), [&](const json& t) {
+            return t.contains("function") && t["function"].value("name", "") == name;
+        });
+    }
+    bool may_begin_head(std::string_view name) const {
+        if (std::string_view("all").starts_with(name) || !tools.is_array()) return name.size() <= 64;
+        return std::any_of(tools.begin(), tools.end(), [&](const json& t) {
+            return t.contains("function") && std::string_view(t["function"].value("name", "")).starts_with(name);
+        });
+    }
+
     std::string push(std::string_view text) {
         if (started) {
             markup += text;
             return {};
         }
         pending += text;
-        const size_t start = find_start();
+        const bool heads = row->format.family == ToolFamily::FunctionaryV32;
+        size_t hold = std::string::npos;
+        const size_t start = heads ? find_heads(hold) : find_start();
         if (start != std::string_view::npos) {
             started = true;
             markup = pending.substr(start);
@@ -559,6 +892,7 @@ struct ReplyStream::Impl {
         if (row->call_is_reply && !seen_text && trim(pending).empty()) return {};  // a call may still open the reply
         if (!trim(pending).empty()) seen_text = true;
         size_t keep = row->call_marker ? partial_tag(pending, row->call_marker) : 0;
+        if (hold != std::string::npos) keep = std::max(keep, pending.size() - hold);
         keep = std::max(keep, trailing_ws(std::string_view(pending).substr(0, pending.size() - keep)) + keep);
         std::string out = pending.substr(0, pending.size() - keep);
         pending.erase(0, pending.size() - keep);
@@ -577,16 +911,24 @@ struct ReplyStream::Impl {
             r.calls = std::move(*calls);
             // Text after the calls is content, and may hold more calls ("Also:" between two): it is
             // read the same way. The whitespace that led to the calls is not content.
-            Impl more{row, tools, true, {}, {}, {}, false, true};
+            Impl more{row, tools, true, {}, {}, {}, false, true, false};
             r.content = more.push(tail);
             Rest later = more.finish();
             r.content += later.content;
             for (ToolCall& c : later.calls) r.calls.push_back(std::move(c));
             // parallel_tool_calls false: the first call only.
             if (!parallel) r.calls.resize(1);
+            // The arguments as written (compacted) where calls are JSON objects: what streamed
+            // fragments add up to, so that whole and streamed replies agree.
+            if (calls_are_objects(row->format.family)) {
+                const std::vector<ScannedCall> scanned = scan_calls(row->format.family, markup);
+                for (size_t i = 0; i < r.calls.size() && i < scanned.size(); ++i)
+                    if (scanned[i].complete && scanned[i].name == r.calls[i].name) r.calls[i].arguments = scanned[i].arguments;
+            }
         } else {
             r.content = held_ws + markup;
         }
+        if (fragments) complete_deltas(r);
         markup.clear();
         started = false;
         return r;
@@ -594,7 +936,7 @@ struct ReplyStream::Impl {
 };
 
 ReplyStream::ReplyStream(const ToolFormat& format, json tools, std::string prefix, bool parallel)
-    : impl_(std::make_unique<Impl>(Impl{&row_of(format), std::move(tools), parallel, {}, {}, {}, false, false})) {
+    : impl_(std::make_unique<Impl>(Impl{&row_of(format), std::move(tools), parallel, {}, {}, {}, false, false, true})) {
     if (!prefix.empty()) impl_->push(prefix);
 }
 ReplyStream::~ReplyStream() = default;
@@ -603,6 +945,9 @@ ReplyStream& ReplyStream::operator=(ReplyStream&&) noexcept = default;
 
 std::string ReplyStream::push(std::string_view text) { return impl_->push(text); }
 ReplyStream::Rest ReplyStream::finish() { return impl_->finish(); }
+void ReplyStream::stream_arguments() { impl_->fragments = calls_are_objects(impl_->row->format.family); }
+bool ReplyStream::streams_arguments() const { return impl_->fragments; }
+std::vector<CallDelta> ReplyStream::take_deltas() { return impl_->take_deltas(); }
 
 ReplyStream::Rest parse_reply(const ToolFormat& format, const json& tools, std::string_view text) {
     ReplyStream s(format, tools);
@@ -658,52 +1003,61 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
     }
 
     // CallObject: one schema whose values are the calls, each tool's parameters under $defs.
-    const char* args_key = format.family == ToolFamily::Llama3 ? "parameters" : "arguments";
-    json defs = json::object();
-    json alternatives = json::array();
-    for (size_t k = 0; k < chosen.size(); ++k) {
-        const std::string def = fmt::format("tool-{}", k);
-        defs[def] = rebase_refs(forced_parameters(tools[chosen[k]], chosen[k]), def);
-        alternatives.push_back({{"type", "object"},
-                                {"properties", {{"name", {{"const", function_name(tools[chosen[k]])}}},
-                                                {args_key, {{"$ref", "#/$defs/" + def}}}}},
-                                {"required", {"name", args_key}},
-                                {"additionalProperties", false}});
-    }
-    json call = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
     const bool many = parallel && format.parallel;
-    json schema;
+    json schema = call_object_schema(format.family, tools, chosen, many);
     std::string root;
     switch (format.family) {
     case ToolFamily::Hermes:
         fc.prompt_prefix = "<tool_call>\n";
-        schema = call;
         root = "root ::= tool-call \"\\n</tool_call>\"";
         if (many) root += " (\"\\n<tool_call>\\n\" tool-call \"\\n</tool_call>\")*";
         break;
+    case ToolFamily::MistralNemo: fc.prompt_prefix = "[TOOL_CALLS]"; [[fallthrough]];
     case ToolFamily::Llama3:
-        schema = call;
-        root = "root ::= tool-call";
-        break;
-    case ToolFamily::MistralNemo:
-        fc.prompt_prefix = "[TOOL_CALLS]";
-        schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
-        if (!many) schema["maxItems"] = 1;
-        root = "root ::= tool-call";
-        break;
-    case ToolFamily::Generic: {
-        json list = {{"type", "array"}, {"items", call}, {"minItems", 1}};
-        if (!many) list["maxItems"] = 1;
-        schema = {{"type", "object"}, {"properties", {{"tool_calls", list}}}, {"required", {"tool_calls"}},
-                  {"additionalProperties", false}};
-        root = "root ::= tool-call";
-        break;
-    }
+    case ToolFamily::Generic: root = "root ::= tool-call"; break;
     default: throw std::logic_error("forced_call: a CallObject family without its shape");
     }
-    schema["$defs"] = std::move(defs);
     fc.gbnf = root + "\n" + call_rules(schema, chosen, true);
     return fc;
+}
+
+LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
+    LazyCall lc;
+    if (!tools.is_array() || tools.empty()) return lc;
+    std::vector<size_t> all(tools.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const bool many = parallel && format.parallel;
+    // Markup around the JSON is written by the model here: whitespace as its template may put it.
+    std::string root;
+    switch (format.family) {
+    case ToolFamily::Hermes:
+        lc.triggers = {{"<tool_call>", false}};
+        root = "root ::= tool-call-markup" + std::string(many ? " (markup-ws tool-call-markup)*" : "") +
+               " markup-ws\ntool-call-markup ::= \"<tool_call>\" markup-ws tool-call markup-ws \"</tool_call>\"";
+        break;
+    case ToolFamily::Llama3:
+        lc.triggers = {{"<|python_tag|>", false}, {"{", true}};
+        root = "root ::= (\"<|python_tag|>\" markup-ws)? tool-call markup-ws";
+        break;
+    case ToolFamily::MistralNemo:
+        lc.triggers = {{"[TOOL_CALLS]", false}};
+        root = "root ::= \"[TOOL_CALLS]\" markup-ws tool-call markup-ws";
+        break;
+    case ToolFamily::Generic:
+        lc.triggers = {{"{", true}};
+        root = "root ::= tool-call markup-ws";
+        break;
+    default: return lc;  // markup of control tokens between the parts, or values that are not JSON: parsed as written
+    }
+    try {
+        lc.gbnf = root + "\nmarkup-ws ::= [ \\t\\n]{0,8}\n" +
+                  call_rules(call_object_schema(format.family, tools, all, many), all, true);
+    } catch (const ToolError&) {
+        // Parameters outside the schema subset: 'auto' promised no grammar, so the calls are parsed
+        // as the model writes them (a required call with these tools is refused instead).
+        return LazyCall{};
+    }
+    return lc;
 }
 
 std::string tool_instructions(const json& tools) {
@@ -736,7 +1090,7 @@ ToolChoice parse_tool_choice(const std::string& text, std::string& name) {
 }
 
 std::string forced_prompt(std::string rendered, const ToolPlan& plan) {
-    if (plan.gbnf.empty()) return rendered;
+    if (!plan.forced) return rendered;
     if (prompt_opens_reasoning(rendered)) rendered += "\n</think>\n\n";
     return rendered + plan.reply_prefix;
 }
@@ -759,10 +1113,28 @@ ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, co
     plan.parse_as = &format;
     plan.parallel = parallel;
     if (format.family == ToolFamily::Generic && !template_renders_tools) plan.system_text = tool_instructions(tools);
+    // Parsed and started once here, so that every front end gets a grammar it can follow.
+    auto followable = [](const std::string& gbnf) {
+        auto g = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        grammar::Matcher start(*g);
+        return g;
+    };
     if (forced) {
         ForcedCall fc = forced_call(format, tools, choice == ToolChoice::Named ? name : std::string(), parallel);
+        plan.forced = true;
         plan.reply_prefix = std::move(fc.prompt_prefix);
-        plan.gbnf = std::move(fc.gbnf);
+        try {
+            plan.grammar = followable(fc.gbnf);
+        } catch (const grammar::GrammarError& e) {
+            throw ToolError(fmt::format("Invalid 'tools': the parameters cannot be followed as a grammar: {}", e.what()), "tools");
+        }
+    } else if (LazyCall lc = lazy_call(format, tools, parallel); !lc.gbnf.empty()) {
+        try {
+            plan.grammar = followable(lc.gbnf);
+            plan.triggers = std::move(lc.triggers);
+        } catch (const grammar::GrammarError&) {
+            // Too big to follow: the calls are parsed as written, as 'auto' promises no more.
+        }
     }
     return plan;
 }
@@ -779,6 +1151,24 @@ std::string random_id_chars(size_t n) {
 std::string new_tool_call_id(ToolFamily family) {
     const bool mistral = family == ToolFamily::MistralNemo || family == ToolFamily::MistralV11;
     return mistral ? random_id_chars(9) : "call_" + random_id_chars(24);
+}
+
+json tool_call_deltas_json(const std::vector<CallDelta>& deltas) {
+    json out = json::array();
+    for (const CallDelta& d : deltas) {
+        json c = json::object();
+        c["index"] = d.index;
+        json fn = json::object();
+        if (!d.name.empty()) {
+            c["id"] = d.id;
+            c["type"] = "function";
+            fn["name"] = d.name;
+        }
+        fn["arguments"] = d.arguments;
+        c["function"] = std::move(fn);
+        out.push_back(std::move(c));
+    }
+    return out;
 }
 
 json tool_calls_json(const std::vector<ToolCall>& calls, ToolFamily family, bool streamed) {

@@ -11,6 +11,8 @@
 // the markup from the first call marker on, never a part of the calls.
 #pragma once
 
+#include "model/grammar/grammar.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -33,7 +35,12 @@ enum class ToolFamily {
     DeepSeekR1,     // <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json {...} ```
     DeepSeekV31,    // <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}
     FunctionaryV31, // <function=NAME>{...}</function>
-    Unsupported,    // a native format this runtime cannot parse yet (gpt-oss, Command R, ...)
+    FunctionaryV32, // >>>all\nTEXT for the user, >>>NAME\n{...} for a call (the prompt ends with ">>>")
+    Granite,        // IBM Granite 3: <|tool_call|>[{"name", "arguments"}, ...]
+    KimiK2,         // <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}...
+    Glm45,          // GLM-4.5/4.6: <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>...</tool_call>
+    CommandRPlus,   // Action:\n```json\n[{"tool_name", "parameters"}, ...]```
+    Unsupported,    // a native format this runtime cannot parse yet (gpt-oss's Harmony, Command R7B's actions)
 };
 
 // How a client's required call is forced in a family.
@@ -78,9 +85,17 @@ private:
 void check_tools(const nlohmann::ordered_json& tools);
 
 struct ToolCall {
-    std::string id;         // the model's own id where the format has one (Mistral), else ""
+    std::string id;         // the model's own id where the format has one (Mistral's; Kimi K2's "functions.NAME:IDX"), else ""
     std::string name;
     std::string arguments;  // compact JSON text of an object
+};
+
+// One piece of a call as a stream sends it (OpenAI's tool-call deltas): a call's first delta has
+// its id and name, later ones only the next fragment of its arguments.
+struct CallDelta {
+    size_t index = 0;
+    std::string id, name;   // the first delta of a call only ("" after)
+    std::string arguments;  // the next fragment of the arguments' JSON text
 };
 
 // The content and calls of one reply. Feed the generated text in any pieces; push() returns the
@@ -100,8 +115,20 @@ public:
     struct Rest {
         std::string content;
         std::vector<ToolCall> calls;
+        std::vector<CallDelta> deltas;  // with stream_arguments(): what completes the calls after take_deltas()
     };
     Rest finish();
+
+    // Calls go out while they are written: take_deltas() after each push() gives the calls begun
+    // (id and name once the name is written) and their argument fragments since; finish()'s deltas
+    // complete them, and the fragments of a call add up to its `arguments`. Only for families whose
+    // calls are JSON objects naming the tool first (hermes, llama3, mistral-nemo, generic; a no-op
+    // elsewhere), and only where a grammar holds the calls (a call, once begun, then ends well
+    // formed unless the generation is cut inside it: finish() then gives no calls and, since the
+    // markup went out as that call's deltas, no content for it).
+    void stream_arguments();
+    bool streams_arguments() const;
+    std::vector<CallDelta> take_deltas();
 
 private:
     struct Impl;
@@ -122,6 +149,19 @@ struct ForcedCall {
 ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& tools, const std::string& only,
                        bool parallel);
 
+// tool_choice 'auto': a grammar for the calls the model may write, lazy (grammar::LazyStart): it holds
+// from the family's call marker on (or from a reply that opens with '{' where the call is the whole
+// reply), so a call, once begun, follows its tool's parameters; text before it is free. Empty
+// (no gbnf) for families whose call markup cannot be followed token by token (control tokens inside
+// the call: Mistral v11, DeepSeek; values that are not JSON: Qwen3-Coder; names in the markup:
+// Functionary) and for tools whose parameters are outside the schema subset: those calls are parsed
+// as written.
+struct LazyCall {
+    std::string gbnf;
+    std::vector<grammar::Trigger> triggers;
+};
+LazyCall lazy_call(const ToolFormat& format, const nlohmann::ordered_json& tools, bool parallel);
+
 // For the Generic family with a template that does not render tools: a system-prompt text listing
 // the tools and the reply shape that calls them.
 std::string tool_instructions(const nlohmann::ordered_json& tools);
@@ -133,8 +173,12 @@ enum class ToolChoice { Auto, None, Required, Named };
 // What a chat request with tools needs, decided once for every front end (server, C API, CLI).
 struct ToolPlan {
     const ToolFormat* parse_as = nullptr;  // replies are parsed in this family; null: plain content
+    bool forced = false;                   // a call is required: the reply is the call
     std::string reply_prefix;              // forced: the prompt ends with it, the reply starts with it
-    std::string gbnf;                      // forced: the grammar of the rest of the reply; "" otherwise
+    // forced: the grammar of the rest of the reply; auto: of the calls, from a trigger on (lazy_call);
+    // null: none.
+    std::shared_ptr<const grammar::Grammar> grammar;
+    std::vector<grammar::Trigger> triggers;  // auto: where `grammar` starts to hold; empty when forced
     std::string system_text;               // for the system message (Generic tools the template cannot show)
     bool parallel = true;                  // several calls may be kept (parallel_tool_calls)
 };
@@ -150,6 +194,8 @@ std::string new_tool_call_id(ToolFamily family);
 // OpenAI's tool_calls ([{"id", "type": "function", "function": {"name", "arguments"}}]) of `calls`,
 // ids made where the model gave none; `streamed`: each with its "index", as stream deltas have it.
 nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, ToolFamily family, bool streamed);
+// OpenAI's tool_calls deltas of a stream chunk.
+nlohmann::ordered_json tool_call_deltas_json(const std::vector<CallDelta>& deltas);
 // An assistant message's function.arguments given as OpenAI's JSON text become the object chat
 // templates read (Hugging Face's convention); text that is not JSON stays as it is.
 void arguments_as_objects(nlohmann::ordered_json& message);

@@ -311,6 +311,37 @@ test('tool_choice required and named force valid calls, whole and streamed', { s
   }
 });
 
+// tool_choice auto: stories260K's template has no tool format, so a reply that opens with '{' is a
+// call (the generic format), and from that '{' on the call follows its tool's parameters. A bias
+// on '{' makes the model begin one; the arguments it then writes must still validate.
+test('tool_choice auto: a call the model begins follows its parameters, whole and streamed', { skip }, async () => {
+  const tok = await fetch(`${server.url}/tokenize`, {
+    method: 'POST', headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ content: 'a{' }),
+  }).then((r) => r.json());
+  const brace = tok.tokens[tok.tokens.length - 1];
+  const unitTool = {
+    type: 'function',
+    function: { name: 'set_unit', parameters: { type: 'object', properties: { unit: { enum: ['celsius', 'fahrenheit'] }, precise: { type: 'boolean' } }, required: ['unit', 'precise'], additionalProperties: false } },
+  };
+  const validate = new Ajv().compile(unitTool.function.parameters);
+  for (const stream of [false, true]) {
+    const req = { model: 'x', messages: chatMessages, max_tokens: 120, temperature: 0.8, seed: 3, tools: [unitTool], parallel_tool_calls: false, logit_bias: { [brace]: 100 } };
+    const { content, calls, finish } = await callOnce(req, stream);
+    assert.equal(finish, 'tool_calls', JSON.stringify({ content, calls }));
+    assert.ok(!content, `content must be empty: ${content}`);
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].function.name, 'set_unit');
+    const args = JSON.parse(calls[0].function.arguments);
+    assert.ok(validate(args), `${calls[0].function.arguments}: ${JSON.stringify(validate.errors)}`);
+  }
+  // Without the bias the model tells a story: content, no call; and stop strings work beside tools.
+  const plain = await callOnce({ model: 'x', messages: chatMessages, max_tokens: 40, seed: 3, tools: [unitTool], stop: ['.'] }, false);
+  assert.equal(plain.calls.length, 0);
+  assert.ok(plain.content && !plain.content.includes('.'), plain.content);
+  assert.equal(plain.finish, 'stop');
+});
+
 test('a follow-up turn with the assistant tool_calls and the tool result is answered', { skip }, async () => {
   const first = await client.chat.completions.create({
     model: 'x', messages: chatMessages, max_tokens: 200, seed: 5, tools: [weatherTool], tool_choice: 'required', parallel_tool_calls: false,

@@ -169,3 +169,36 @@ TEST_CASE("grammar: a grammar too ambiguous to follow stops with an error, not a
     }
     CHECK(threw);
 }
+
+TEST_CASE("grammar: a lazy grammar starts at the first trigger, after a skipped block") {
+    constexpr size_t npos = std::string::npos;
+    LazyStart anywhere{{{"<tool_call>", false}}};
+    CHECK(find_trigger("", anywhere) == npos);
+    CHECK(find_trigger("Let me check. <tool_ca", anywhere) == npos);
+    CHECK(find_trigger("Let me check. <tool_call>\n{", anywhere) == 14);
+    CHECK(find_trigger("<tool_call><tool_call>", anywhere) == 0);  // the first one
+
+    LazyStart start{{{"{", true}, {"<|python_tag|>", false}}};
+    CHECK(find_trigger("  \n{\"name\"", start) == 3);
+    CHECK(find_trigger("The answer is {1}", start) == npos);  // not at the start
+    CHECK(find_trigger("ok <|python_tag|>{", start) == 3);    // anywhere: the other trigger
+    CHECK(find_trigger(" \n", start) == npos);
+
+    // A reasoning block is skipped: a trigger inside it is the model thinking about a call.
+    LazyStart think = anywhere;
+    think.skip_open = "<think>";
+    think.skip_close = "</think>";
+    CHECK(find_trigger("<thi", think) == npos);  // may open the block: undecided
+    CHECK(find_trigger("<think>I could use <tool_call> here", think) == npos);
+    const std::string text = "<think>I could use <tool_call> here</think>\n<tool_call>{";
+    CHECK(find_trigger(text, think) == text.rfind("<tool_call>"));
+    CHECK(find_trigger("Sure. <tool_call>", think) == 6);  // no block: from the first byte
+    think.skip_inside = true;  // the prompt opened the block
+    CHECK(find_trigger("thinking <tool_call>", think) == npos);
+    CHECK(find_trigger("thinking</think><tool_call>", think) == 16);
+    LazyStart think_start = start;
+    think_start.skip_open = "<think>";
+    think_start.skip_close = "</think>";
+    CHECK(find_trigger("<think>{}</think>\n\n{\"tool_calls\"", think_start) == 19);  // at the start of the answer
+    CHECK(!LazyStart{}.lazy());
+}

@@ -5,6 +5,7 @@
 // complete, and stops at -n where it can never end.
 #include "support/test_context.h"
 
+#include "model/grammar/json_schema.h"
 #include "model/grammar/token_constraint.h"
 #include "model/model_test_util.h"
 #include "serving/engine/generate.h"
@@ -192,4 +193,62 @@ TEST_CASE("generate: grammars steer stories260K, greedy and sampled") {
     const std::string words = R"(root ::= [A-Za-z]+ (" " [A-Za-z]+)* ".")";
     auto [sentence, st2] = run(words, 0.0f, 0, 40);
     CHECK(is_sentence(grammar::Grammar::parse(words), sentence));
+}
+
+TEST_CASE("generate: a lazy grammar holds from its trigger on, and only there") {
+    const std::string path = test::model_path("stories260K.gguf");
+    if (path.empty()) return;
+    test::ValidationGuard guard;
+    test::LoadedModel m = test::open_model(path);
+    auto tok = make_tokenizer(m.file);
+    ModelGpu gpu(test::context(), m.file, m.cfg, {});
+    const std::vector<int32_t> prompt = tok->encode("Once upon a time", true);
+    auto run = [&](const std::string& gbnf, const grammar::LazyStart& start) {
+        GenerateParams gp;
+        gp.n_predict = 40;
+        gp.sampler.temperature = 0;
+        if (!gbnf.empty()) gp.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        gp.grammar_start = start;
+        std::vector<std::string> pieces;
+        GenerateStats st = generate(gpu, *tok, prompt, gp, [&](std::string_view p) { pieces.emplace_back(p); });
+        return std::make_pair(pieces, st);
+    };
+    const auto [free_pieces, free_st] = run("", {});
+    std::string free_text;
+    for (const std::string& p : free_pieces) free_text += p;
+    // A trigger that the greedy text first holds exactly where token k begins, spanning two tokens
+    // (the second of two bytes or more, so that the trigger less its last byte ends inside it).
+    size_t k = 3, offset = 0;
+    for (size_t i = 0; i < k; ++i) offset += free_pieces[i].size();
+    for (; k + 2 < free_pieces.size(); offset += free_pieces[k++].size())
+        if (free_pieces[k + 1].size() >= 2 && free_text.find(free_pieces[k] + free_pieces[k + 1].substr(0, 1)) == offset) break;
+    REQUIRE(k + 2 < free_pieces.size());
+    const std::string trigger = free_pieces[k] + free_pieces[k + 1];
+    CAPTURE(free_text);
+    CAPTURE(trigger);
+
+    // Before the trigger the text is the free text; from it on, a sentence of the grammar.
+    const std::string gbnf = "root ::= " + grammar::gbnf_literal(trigger) + " \" \" [a-z]{1,8} \"!\"";
+    const auto [pieces, st] = run(gbnf, {{{trigger, false}}});
+    std::string text;
+    for (const std::string& p : pieces) text += p;
+    CHECK(text.substr(0, offset) == free_text.substr(0, offset));
+    CHECK(is_sentence(grammar::Grammar::parse(gbnf), text.substr(offset)));
+    CHECK(st.stopped_at_eos);  // the grammar was complete
+
+    // Text at the trigger that the grammar refuses drops it: the rest stays free.
+    const std::string cut = trigger.substr(0, trigger.size() - 1);  // completed mid-token, with a byte the grammar refuses
+    const auto [dropped, st3] = run("root ::= " + grammar::gbnf_literal(cut) + " \"\\x01\"", {{{cut, false}}});
+    std::string dropped_text;
+    for (const std::string& p : dropped) dropped_text += p;
+    CHECK(dropped_text == free_text);
+
+    // A trigger inside a skipped block (a reasoning block) does not start the grammar.
+    grammar::LazyStart skipped{{{trigger, false}}};
+    skipped.skip_inside = true;
+    skipped.skip_close = "\x01never";
+    const auto [inside, st4] = run(gbnf, skipped);
+    std::string inside_text;
+    for (const std::string& p : inside) inside_text += p;
+    CHECK(inside_text == free_text);
 }

@@ -544,12 +544,30 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
           "tools[0].function.name");
     CHECK(chat_error({{"tools", weather_tools()}, {"tool_choice", {{"type", "function"}}}}).param() == "tool_choice.function.name");
 
-    // auto: replies are parsed, nothing is forced.
+    // auto: replies are parsed, nothing is forced; a lazy grammar holds calls from their marker on.
     ParsedRequest r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
     CHECK(r.tool_plan.parse_as == &tool_format(ToolFamily::Hermes));
-    CHECK_FALSE(r.engine.grammar);
     CHECK(r.tool_plan.reply_prefix.empty());
+    CHECK_FALSE(r.tool_plan.forced);
+    REQUIRE(r.engine.grammar);
+    CHECK(r.engine.grammar == r.tool_plan.grammar);
+    REQUIRE(r.engine.grammar_start.triggers.size() == 1);
+    CHECK(r.engine.grammar_start.triggers[0].text == "<tool_call>");
+    // ... also beside stop strings; a grammar the request brings holds the whole reply instead.
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"stop", "x"}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
+    CHECK(r.engine.grammar_start.lazy());
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"response_format", {{"type", "json_object"}}}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
+    REQUIRE(r.engine.grammar);
+    CHECK(r.engine.grammar != r.tool_plan.grammar);
+    CHECK_FALSE(r.engine.grammar_start.lazy());
+    // Families whose calls a grammar cannot follow: parsed as written.
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::DeepSeekV31), true);
+    CHECK(r.tool_plan.parse_as != nullptr);
+    CHECK_FALSE(r.engine.grammar);
     // none: not parsed at all.
     r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "none"}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
@@ -614,26 +632,77 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     CHECK_FALSE(msg["tool_calls"][0].contains("index"));
     CHECK(w["choices"][0]["finish_reason"] == "tool_calls");
 
-    r.stream = true;
-    ResponseBuilder streamed(r, "chatcmpl-t", "m", 1);
-    std::string sse = streamed.stream_start();
-    for (char c : reply) sse += streamed.stream_text(text_event(std::string(1, c)));
-    sse += streamed.stream_done(done_event(serving::FinishReason::Stop, 3, 20));
-    std::string content;
-    json calls = json::array();
-    std::string finish;
-    for (const json& ev : sse_objects(sse)) {
-        const json& ch = ev["choices"][0];
-        if (ch["delta"].contains("content")) content += ch["delta"]["content"].get<std::string>();
-        if (ch["delta"].contains("tool_calls"))
-            for (const json& c : ch["delta"]["tool_calls"]) calls.push_back(c);
-        if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"].get<std::string>();
-    }
-    CHECK(content == "Checking.");  // no markup, not even its first '<'
-    REQUIRE(calls.size() == 1);
-    CHECK(calls[0]["index"] == 0);
-    CHECK(calls[0]["function"]["name"] == "get_weather");
-    CHECK(finish == "tool_calls");
+    // Streamed: OpenAI's deltas. Where the grammar holds the calls (here the lazy one of 'auto'),
+    // the first delta of a call has its id and name, later ones add argument fragments as they come;
+    // without a grammar holding them (a DeepSeek template), each call is sent whole once complete.
+    struct Streamed {
+        std::string content, finish;
+        json calls = json::array();  // per index: the deltas added up
+        size_t deltas = 0;
+    };
+    auto stream = [&](ParsedRequest q, const std::string& text, serving::FinishReason why) {
+        q.stream = true;
+        ResponseBuilder rb(q, "chatcmpl-t", "m", 1);
+        std::string sse = rb.stream_start();
+        for (char c : text) sse += rb.stream_text(text_event(std::string(1, c)));
+        sse += rb.stream_done(done_event(why, 3, 20));
+        Streamed out;
+        for (const json& ev : sse_objects(sse)) {
+            const json& ch = ev["choices"][0];
+            if (ch["delta"].contains("content")) out.content += ch["delta"]["content"].get<std::string>();
+            if (ch["delta"].contains("tool_calls"))
+                for (const json& c : ch["delta"]["tool_calls"]) {
+                    ++out.deltas;
+                    const size_t i = c["index"].get<size_t>();
+                    if (i == out.calls.size()) {
+                        // A call's first delta: id, type and name.
+                        CHECK(c["id"].get<std::string>().starts_with("call_"));
+                        CHECK(c["type"] == "function");
+                        out.calls.push_back({{"name", c["function"]["name"]}, {"arguments", ""}});
+                    } else {
+                        REQUIRE(i < out.calls.size());
+                        CHECK_FALSE(c.contains("id"));
+                        CHECK_FALSE(c["function"].contains("name"));
+                    }
+                    out.calls[i]["arguments"] = out.calls[i]["arguments"].get<std::string>() +
+                                                c["function"]["arguments"].get<std::string>();
+                }
+            if (!ch["finish_reason"].is_null()) out.finish = ch["finish_reason"].get<std::string>();
+        }
+        return out;
+    };
+    Streamed st = stream(r, reply, serving::FinishReason::Stop);
+    CHECK(st.content == "Checking.");  // no markup, not even its first '<'
+    REQUIRE(st.calls.size() == 1);
+    CHECK(st.calls[0]["name"] == "get_weather");
+    CHECK(st.calls[0]["arguments"] == msg["tool_calls"][0]["function"]["arguments"]);  // fragments add up to the whole
+    CHECK(st.calls[0]["arguments"] == R"({"city":"Paris"})");
+    CHECK(st.deltas > 5);  // fed byte by byte, the arguments went out in pieces
+    CHECK(st.finish == "tool_calls");
+
+    // Two calls, each with its index.
+    const std::string two = reply + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    st = stream(r, two, serving::FinishReason::Stop);
+    REQUIRE(st.calls.size() == 2);
+    CHECK(st.calls[1]["arguments"] == R"({"city":"Oslo"})");
+
+    // Cut inside a call (max_tokens): what was sent stays sent, the finish reason says why.
+    st = stream(r, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par", serving::FinishReason::Length);
+    CHECK(st.content.empty());
+    REQUIRE(st.calls.size() == 1);
+    CHECK(st.calls[0]["arguments"] == R"({"city":"Par)");
+    CHECK(st.finish == "length");
+
+    // No grammar holding the calls: sent whole, once known to be well formed.
+    ParsedRequest ds = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(ds, tool_format(ToolFamily::DeepSeekV31), true);
+    st = stream(ds, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                serving::FinishReason::Stop);
+    CHECK(st.content.empty());
+    REQUIRE(st.calls.size() == 1);
+    CHECK(st.deltas == 1);
+    CHECK(json::parse(st.calls[0]["arguments"].get<std::string>()) == json{{"city", "Paris"}});
+    CHECK(st.finish == "tool_calls");
 
     // A malformed call is content, with finish_reason stop.
     ResponseBuilder bad(r, "chatcmpl-t", "m", 1);

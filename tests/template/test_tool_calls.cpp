@@ -326,12 +326,12 @@ const std::map<std::string, ToolFamily>& expected_families() {
         {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", ToolFamily::DeepSeekR1},
         {"deepseek-ai-DeepSeek-V3.1", ToolFamily::DeepSeekV31},
         {"meetkai-functionary-medium-v3.1", ToolFamily::FunctionaryV31},
+        {"meetkai-functionary-medium-v3.2", ToolFamily::FunctionaryV32},
+        {"ibm-granite-granite-3.3-2B-Instruct", ToolFamily::Granite},
+        {"moonshotai-Kimi-K2", ToolFamily::KimiK2},
+        {"GLM-4.6", ToolFamily::Glm45},
+        {"CohereForAI-c4ai-command-r-plus-tool_use", ToolFamily::CommandRPlus},
         {"openai-gpt-oss-120b", ToolFamily::Unsupported},
-        {"CohereForAI-c4ai-command-r-plus-tool_use", ToolFamily::Unsupported},
-        {"GLM-4.6", ToolFamily::Unsupported},
-        {"moonshotai-Kimi-K2", ToolFamily::Unsupported},
-        {"ibm-granite-granite-3.3-2B-Instruct", ToolFamily::Unsupported},
-        {"meetkai-functionary-medium-v3.2", ToolFamily::Unsupported},
         {"google-gemma-2-2b-it", ToolFamily::Generic},
         {"microsoft-Phi-3.5-mini-instruct", ToolFamily::Generic},
         {"HuggingFaceTB-SmolLM3-3B", ToolFamily::Generic},
@@ -366,20 +366,32 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
         CHECK(tool_format(f.family).family == f.family);
         CHECK(std::string(f.name).size() > 0);
     }
-    for (ToolFamily f : {ToolFamily::Generic, ToolFamily::Hermes, ToolFamily::QwenCoder, ToolFamily::Llama3,
-                         ToolFamily::MistralNemo, ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
-                         ToolFamily::FunctionaryV31, ToolFamily::Unsupported})
-        CHECK(tool_format(f).family == f);
+    const std::vector<ToolFamily> parsed = {
+        ToolFamily::Generic,        ToolFamily::Hermes,         ToolFamily::QwenCoder,  ToolFamily::Llama3,
+        ToolFamily::MistralNemo,    ToolFamily::MistralV11,     ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
+        ToolFamily::FunctionaryV31, ToolFamily::FunctionaryV32, ToolFamily::Granite,    ToolFamily::KimiK2,
+        ToolFamily::Glm45,          ToolFamily::CommandRPlus};
+    for (ToolFamily f : parsed) CHECK(tool_format(f).family == f);
+    CHECK(tool_format(ToolFamily::Unsupported).family == ToolFamily::Unsupported);
     // A call object names its tool in JSON; these families name it in control tokens; Qwen3-Coder's
-    // XML parameters and unsupported formats cannot be forced.
+    // XML parameters, the formats not forced yet and unsupported formats cannot be forced.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Generic})
         CHECK(tool_format(f).force == ForceKind::CallObject);
     for (ToolFamily f : {ToolFamily::MistralV11, ToolFamily::DeepSeekV31, ToolFamily::FunctionaryV31})
         CHECK(tool_format(f).force == ForceKind::NamedPrefix);
-    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::Unsupported}) CHECK(tool_format(f).force == ForceKind::None);
+    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2,
+                         ToolFamily::Glm45, ToolFamily::CommandRPlus, ToolFamily::Unsupported})
+        CHECK(tool_format(f).force == ForceKind::None);
     // Formats that hold several calls in one reply, as their templates render them.
-    for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::QwenCoder, ToolFamily::MistralNemo, ToolFamily::DeepSeekV31})
+    for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::QwenCoder, ToolFamily::MistralNemo, ToolFamily::DeepSeekV31,
+                         ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2, ToolFamily::Glm45,
+                         ToolFamily::CommandRPlus})
         CHECK(tool_format(f).parallel);
+    // Only gpt-oss (and Command R7B, whose template is not here) is still refused.
+    std::vector<std::string> refused;
+    for (const ToolFormat& f : vkllm::chat::tool_formats())
+        if (f.family == ToolFamily::Unsupported) refused.push_back(f.name);
+    CHECK(refused == std::vector<std::string>{"gpt-oss", "command-r7b"});
 }
 
 TEST_CASE("tool calls: each real template is detected as the family its model speaks") {
@@ -448,13 +460,14 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
     const std::vector<std::string> must = {
         "Qwen-Qwen2.5-7B-Instruct", "Qwen3-Coder", "meta-llama-Llama-3.1-8B-Instruct",
         "mistralai-Mistral-Nemo-Instruct-2407", "Mistral-Small-3.2-24B-Instruct-2506", "deepseek-ai-DeepSeek-V3.1",
-        "deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "meetkai-functionary-medium-v3.1"};
+        "deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "meetkai-functionary-medium-v3.1", "meetkai-functionary-medium-v3.2",
+        "moonshotai-Kimi-K2", "GLM-4.6", "CohereForAI-c4ai-command-r-plus-tool_use"};
     // The turn ends here in what a template renders; generation stops at these tokens.
     const std::vector<std::string> end_of_turn = {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>",
                                                   "<｜end▁of▁sentence｜>"};
 
     const auto files = template_files();
-    size_t round_trips = 0;
+    size_t round_trips = 0, lazy_checked = 0;
     for (const auto& [name, family] : expected_families()) {
         if (family == ToolFamily::Generic || family == ToolFamily::Unsupported) continue;
         CAPTURE(name);
@@ -462,21 +475,26 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
         const bool required = std::find(must.begin(), must.end(), name) != must.end();
         const ToolFormat& format = tool_format(family);
         ChatTemplate tmpl(file.source, name);
-        // Ids of nine characters: Mistral's templates refuse any other.
-        const std::vector<std::vector<WantCall>> call_sets = {{weather_call("call00001")},
-                                                              {weather_call("call00001"), time_call("call00002")}};
-        for (const auto& calls : call_sets) {
+        // Ids of nine characters: Mistral's templates refuse any other. The assistant's text, where
+        // its template renders it beside the calls, is the reply's content.
+        const std::vector<std::pair<std::string, std::vector<WantCall>>> turns = {
+            {"", {weather_call("call00001")}},
+            {"", {weather_call("call00001"), time_call("call00002")}},
+            {"Let me check.", {weather_call("call00001")}}};
+        for (const auto& [text, calls] : turns) {
             if (calls.size() > 1 && !format.parallel) continue;
             CAPTURE(calls.size());
+            CAPTURE(text);
             // Templates disagree on what an assistant turn with calls looks like in the messages:
-            // most take content null and arguments as an object, DeepSeek R1's concatenates the
-            // arguments as a string and drops the calls unless content is null; some want a system
-            // message, some do without. The first shape that renders every call is used.
+            // most take arguments as an object, DeepSeek R1's and Functionary v3.2's concatenate
+            // them as a string; R1's drops the calls unless content is null, Command R+'s writes a
+            // null content as "None" (so "" is tried first); some want a system message, some do
+            // without. The first shape that renders every call is used.
             std::optional<std::string> reply;
             std::string last_error = "the calls do not appear in the render";
             for (bool with_system : {true, false}) {
                 for (bool string_args : {false, true}) {
-                    for (bool null_content : {true, false}) {
+                    for (bool null_content : {false, true}) {
                         if (reply) break;
                         Json prompt = Json::array();
                         if (with_system) prompt.push_back({{"role", "system"}, {"content", system}});
@@ -490,7 +508,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
                         }
                         Json conversation = prompt;
                         conversation.push_back({{"role", "assistant"},
-                                                {"content", null_content ? Json(nullptr) : Json("")},
+                                                {"content", null_content && text.empty() ? Json(nullptr) : Json(text)},
                                                 {"tool_calls", tool_calls}});
                         ChatInputs in;
                         in.tools = tools;
@@ -520,14 +538,46 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
                                     break;
                                 }
                         }
-                        if (!starts_with(full, gen)) {
-                            last_error = "the render of the conversation does not begin with the generation prompt";
-                            continue;
+                        std::string r;
+                        if (starts_with(full, gen)) {
+                            r = full.substr(gen.size());
+                        } else {
+                            // Command R+'s template ends every prompt with an instruction after the
+                            // history, and the reply's turn goes in before it: the prompt without
+                            // the generation prompt's header is history + ending, the conversation
+                            // history + header + reply + ending.
+                            std::string base;
+                            try {
+                                in.messages = prompt;
+                                in.add_generation_prompt = false;
+                                base = tmpl.apply(in);
+                            } catch (const std::exception& e) {
+                                last_error = e.what();
+                                continue;
+                            }
+                            std::optional<std::string> cut;
+                            if (starts_with(gen, base) && gen.size() > base.size()) {
+                                const std::string header = gen.substr(base.size());
+                                // The history ends at or before where the two renders part.
+                                size_t common = 0;
+                                while (common < base.size() && common < full.size() && base[common] == full[common]) ++common;
+                                for (size_t n = common + 1; n > 0 && !cut; --n) {
+                                    const size_t k = n - 1;
+                                    const std::string history = base.substr(0, k), ending = base.substr(k);
+                                    if (full.size() >= base.size() + header.size() && starts_with(full, history + header) &&
+                                        ends_with(full, ending))
+                                        cut = full.substr(k + header.size(), full.size() - base.size() - header.size());
+                                }
+                            }
+                            if (!cut) {
+                                last_error = "the render of the conversation does not begin with the generation prompt";
+                                continue;
+                            }
+                            r = *cut;
                         }
-                        std::string r = full.substr(gen.size());
-                        // Qwen3 shows the last assistant turn's (empty) reasoning before its
-                        // content; that is reasoning, split off before calls are parsed.
-                        if (starts_with(r, "<think>")) {
+                        // Qwen3 and GLM show the last assistant turn's (empty) reasoning before
+                        // its content; that is reasoning, split off before calls are parsed.
+                        if (starts_with(r.substr(std::min(r.size(), r.find_first_not_of(" \n"))), "<think>")) {
                             const size_t close = r.find("</think>");
                             if (close != std::string::npos) {
                                 r.erase(0, close + std::string_view("</think>").size());
@@ -540,27 +590,45 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
                         r.resize(cut);
                         bool all = true;
                         for (const auto& c : calls) all = all && r.find(c.name) != std::string::npos;
-                        if (all) reply = r;
+                        // Templates that drop the text beside calls (Llama 3's) are read without it.
+                        if (all && (text.empty() || r.find(text) != std::string::npos)) reply = r;
                     }
                 }
             }
             if (!reply) {
-                if (required && calls.size() == 1)
+                if (required && calls.size() == 1 && text.empty())
                     FAIL_CHECK(name << " cannot render a call: " << last_error);
                 else
                     MESSAGE(name << ": cannot render " << calls.size() << " call(s): " << last_error);
                 continue;
             }
             MESSAGE(name << " (" << std::string(format.name) << "), " << calls.size() << " call(s), reply:\n" << *reply);
-            // Ids come back only where the model writes them (Mistral's formats).
+            // Ids come back only where the model writes them: Mistral's formats the ones it was
+            // given, Kimi K2 the ones its template makes of the name and the call's index.
             std::vector<WantCall> want = calls;
-            for (auto& c : want)
-                if (reply->find(c.id) == std::string::npos) c.id.clear();
-            check_reply(format, tools, *reply, "", want);
+            for (size_t i = 0; i < want.size(); ++i) {
+                const std::string kimi_id = "functions." + want[i].name + ":" + std::to_string(i);
+                if (reply->find(want[i].id) == std::string::npos) want[i].id.clear();
+                if (reply->find(kimi_id) != std::string::npos) want[i].id = kimi_id;
+            }
+            check_reply(format, tools, *reply, text, want);
             ++round_trips;
+            // tool_choice auto: the family's lazy grammar holds from the call marker on and must let
+            // through the calls the model was trained to write.
+            const vkllm::chat::LazyCall lazy = vkllm::chat::lazy_call(format, tools, true);
+            if (!lazy.gbnf.empty()) {
+                const size_t at = vkllm::grammar::find_trigger(*reply, {lazy.triggers});
+                REQUIRE(at != std::string::npos);
+                const Grammar g = Grammar::parse(lazy.gbnf);
+                Matcher m(g);
+                CHECK(m.accept(std::string_view(*reply).substr(at)));
+                CHECK(m.can_end());
+                ++lazy_checked;
+            }
         }
     }
     CHECK(round_trips >= must.size());
+    CHECK(lazy_checked >= 3);  // hermes, llama3, mistral-nemo
 }
 
 TEST_CASE("tool calls: text before a Hermes call is content, and the markup never reaches it") {
@@ -628,6 +696,34 @@ TEST_CASE("tool calls: malformed calls come back as content, exactly as written"
          "｜tool▁calls▁end｜>"},
         {ToolFamily::Llama3, "{\"name\": \"get_stock_price\", \"parameters\": {\"symbol\": \"ACME\"}}"},
         {ToolFamily::Generic, "{\"tool_calls\": [{\"name\": \"get_stock_price\", \"arguments\": {\"symbol\": \"ACME\"}}]}"},
+        // Functionary v3.2: the reply begins with its first part's recipient (the prompt wrote ">>>").
+        {ToolFamily::FunctionaryV32, "get_stock_price\n{\"symbol\": \"ACME\"}"},
+        {ToolFamily::FunctionaryV32, "get_current_weather\n{\"location\": }"},
+        {ToolFamily::FunctionaryV32, "get_current_weather\n[\"Paris\"]"},
+        {ToolFamily::FunctionaryV32, "get_current_weather\n{\"location\": \"Paris\"}>>>get_time\n{\"timezone\": \"Eur"},
+        {ToolFamily::FunctionaryV32, ">>>get_current_weather\nParis"},
+        {ToolFamily::Granite, "<|tool_call|>[{\"name\": \"get_stock_price\", \"arguments\": {\"symbol\": \"ACME\"}}]"},
+        {ToolFamily::Granite, "<|tool_call|>{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}"},
+        {ToolFamily::Granite, "<|tool_call|>[]"},
+        {ToolFamily::Granite, "<|tool_call|>[{\"name\": \"get_current_weather\", \"arguments\": {\"location\": "},
+        {ToolFamily::KimiK2,
+         "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_stock_price:0<|tool_call_argument_begin|>"
+         "{\"symbol\": \"ACME\"}<|tool_call_end|><|tool_calls_section_end|>"},
+        {ToolFamily::KimiK2,
+         "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_current_weather:0<|tool_call_argument_begin|>"
+         "{\"location\": Paris}<|tool_call_end|><|tool_calls_section_end|>"},
+        {ToolFamily::KimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_current_weather:0{\"location\": \"Paris\"}"},
+        {ToolFamily::Glm45, "<tool_call>get_stock_price\n<arg_key>symbol</arg_key>\n<arg_value>ACME</arg_value>\n</tool_call>"},
+        {ToolFamily::Glm45, "<tool_call>get_current_weather\n<arg_key>location</arg_key>\n<arg_value>Paris\n</tool_call>"},
+        {ToolFamily::Glm45, "<tool_call>get_current_weather\n<arg_key></arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"},
+        {ToolFamily::Glm45, "<tool_call>get_current_weather\n<arg_key>location</arg_key>\n"},
+        {ToolFamily::CommandRPlus, "Action:\n```json\n[{\"tool_name\": \"get_stock_price\", \"parameters\": {\"symbol\": \"ACME\"}}]```"},
+        // The template's instruction offers `directly-answer`, a tool no request has: the reply
+        // comes back as written.
+        {ToolFamily::CommandRPlus, "Action: ```json\n[{\"tool_name\": \"directly-answer\", \"parameters\": {}}]\n```"},
+        {ToolFamily::CommandRPlus, "Action: ```json\n[{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}]\n```"},
+        {ToolFamily::CommandRPlus, "Action: ```json\n[{\"tool_name\": \"get_current_weather\", \"parameters\": \"Paris\"}]\n```"},
+        {ToolFamily::CommandRPlus, "Action: take the umbrella."},
     };
     for (const auto& [family, bad] : others) check_reply(tool_format(family), tools, bad, bad, {});
 }
@@ -691,6 +787,166 @@ TEST_CASE("tool calls: family details the templates do not show") {
     check_reply(tool_format(ToolFamily::Llama3), tools, prose, prose, {});
     // Nothing at all is an empty reply.
     for (const ToolFormat& f : vkllm::chat::tool_formats()) check_reply(f, tools, "", "", {});
+}
+
+namespace {
+
+// The reply each of these families' models writes for `calls`, in the shape its template renders
+// (or, for Granite, whose template renders no calls, the one its system prompt asks for).
+std::string shaped_reply(ToolFamily f, const std::vector<WantCall>& calls) {
+    std::string s;
+    switch (f) {
+    case ToolFamily::FunctionaryV32:  // after the prompt's ">>>"
+        for (size_t i = 0; i < calls.size(); ++i) s += (i ? ">>>" : "") + calls[i].name + "\n" + calls[i].arguments.dump();
+        return s;
+    case ToolFamily::Granite:
+        s = "<|tool_call|>[";
+        for (size_t i = 0; i < calls.size(); ++i)
+            s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() + ", \"arguments\": " +
+                 spaced(calls[i].arguments) + "}";
+        return s + "]";
+    case ToolFamily::KimiK2:
+        s = "<|tool_calls_section_begin|>";
+        for (size_t i = 0; i < calls.size(); ++i)
+            s += "<|tool_call_begin|>functions." + calls[i].name + ":" + std::to_string(i) + "<|tool_call_argument_begin|>" +
+                 spaced(calls[i].arguments) + "<|tool_call_end|>";
+        return s + "<|tool_calls_section_end|>";
+    case ToolFamily::Glm45:
+        for (size_t i = 0; i < calls.size(); ++i) {
+            s += (i ? "\n" : "") + std::string("<tool_call>") + calls[i].name + "\n";
+            for (const auto& [k, v] : calls[i].arguments.items())
+                s += "<arg_key>" + k + "</arg_key>\n<arg_value>" + (v.is_string() ? v.get<std::string>() : v.dump()) +
+                     "</arg_value>\n";
+            s += "</tool_call>";
+        }
+        return s;
+    case ToolFamily::CommandRPlus:
+        // As the model writes it after the template's closing instruction (its own history adds
+        // newlines and indentation; the round trip with the template reads those).
+        s = "Action: ```json\n[";
+        for (size_t i = 0; i < calls.size(); ++i)
+            s += (i ? ", " : "") + std::string("{\"tool_name\": ") + Json(calls[i].name).dump() + ", \"parameters\": " +
+                 spaced(calls[i].arguments) + "}";
+        return s + "]\n```";
+    default: return {};
+    }
+}
+
+const std::vector<ToolFamily> kNewFamilies = {ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2,
+                                              ToolFamily::Glm45, ToolFamily::CommandRPlus};
+
+// Kimi K2's calls carry the id its template makes of the name and the call's index.
+std::vector<WantCall> with_ids(ToolFamily f, std::vector<WantCall> calls) {
+    if (f == ToolFamily::KimiK2)
+        for (size_t i = 0; i < calls.size(); ++i) calls[i].id = "functions." + calls[i].name + ":" + std::to_string(i);
+    return calls;
+}
+
+}  // namespace
+
+TEST_CASE("tool calls: each call is its own tool and arguments, in every family") {
+    // Two tools, called alone, together, in either order and with other arguments: a parser that
+    // takes the first tool, a fixed order or the first call's arguments for all cannot pass.
+    const Json tools = both_tools();
+    const WantCall london{"get_current_weather", Json::parse(R"({"location": "London, UK", "unit": "fahrenheit"})"), ""};
+    const WantCall tokyo{"get_time", Json::parse(R"({"timezone": "Asia/Tokyo"})"), ""};
+    const std::vector<std::vector<WantCall>> sets = {
+        {time_call()}, {weather_call()}, {time_call(), weather_call()}, {weather_call(), tokyo, london}};
+    for (ToolFamily f : kNewFamilies) {
+        const ToolFormat& format = tool_format(f);
+        for (const auto& calls : sets) {
+            const auto want = with_ids(f, calls);
+            check_reply(format, tools, shaped_reply(f, calls), "", want);
+            // Text before the calls is content, and never holds their markup.
+            const std::string before = f == ToolFamily::FunctionaryV32 ? "all\nLet me check.>>>" : "Let me check.\n";
+            check_reply(format, tools, before + shaped_reply(f, calls), "Let me check.", want);
+        }
+        // A call naming a tool of another request is no call, whatever its arguments.
+        const Json weather_only = Json::array({weather_tool()});
+        const std::string reply = shaped_reply(f, {time_call()});
+        check_reply(format, weather_only, reply, reply, {});
+    }
+}
+
+TEST_CASE("tool calls: details of the Functionary v3.2, Granite, Kimi K2, GLM-4.5 and Command R+ formats") {
+    const Json tools = both_tools();
+    const ToolFormat& v32 = tool_format(ToolFamily::FunctionaryV32);
+    // Functionary v3.2: text for the user is a part headed "all"; the head is markup.
+    check_reply(v32, tools, "all\nIt is sunny in Paris.", "It is sunny in Paris.", {});
+    // Parts for the user around calls: all of them are content.
+    check_reply(v32, tools, "all\nChecking.>>>get_time\n{\"timezone\": \"Europe/Paris\"}>>>all\nDone.", "Checking.Done.",
+                {time_call()});
+    // ">>>" in text (a Python prompt) heads no part: it stays content, and a call after it is read.
+    check_reply(v32, tools, "all\nIn Python:\n>>> 1 + 1\n2\n>>>get_time\n{\"timezone\": \"Europe/Paris\"}",
+                "In Python:\n>>> 1 + 1\n2", {time_call()});
+    // A head's ">>>" is the end of a run of '>', however the stream splits the run.
+    check_reply(v32, tools, "all\nA >>>>get_time\n{\"timezone\": \"Europe/Paris\"}", "A >", {time_call()});
+    check_reply(v32, tools, "all\nA >>>>>>>all\nB", "A >>>>B", {});
+    // A reply that writes the prompt's ">>>" itself is read the same.
+    check_reply(v32, tools, ">>>get_time\n{\"timezone\": \"Europe/Paris\"}", "", {time_call()});
+    check_reply(v32, tools, ">>>all\nHello.", "Hello.", {});
+    // A head is held back until its newline decides it, and only while it may still be one.
+    {
+        const auto s = stream(v32, tools, "all\nHi", 1);
+        CHECK(s.released + s.rest.content == "Hi");
+        ReplyStream r(v32, tools);
+        CHECK(r.push("al") == "");
+        CHECK(r.push("ways sunny") == "always sunny");
+        ReplyStream t(v32, tools);
+        CHECK(t.push("get_t") == "");
+        CHECK(t.push("ea") == "get_tea");
+    }
+    // The first part's head is only at the reply's start: later "all\n" is text.
+    check_reply(v32, tools, "all\nall\nfine", "all\nfine", {});
+
+    // Granite 3.3's template renders no calls in the history; its system prompt says what one is.
+    if (have_templates()) {
+        const TemplateFile file = template_files().at("ibm-granite-granite-3.3-2B-Instruct");
+        ChatInputs in;
+        in.messages = Json::array({Json{{"role", "user"}, {"content", "What time is it in Paris?"}}});
+        in.tools = tools;
+        in.bos_token = file.bos;
+        in.eos_token = file.eos;
+        in.now = "2024-07-26 00:00:00";
+        in.add_generation_prompt = true;
+        const std::string prompt = ChatTemplate(file.source, "granite").apply(in);
+        CHECK(prompt.find("respond only with <|tool_call|> followed by a JSON list of tools used") != std::string::npos);
+    }
+    // Granite: several calls in one list, also laid out on lines.
+    check_reply(tool_format(ToolFamily::Granite), tools,
+                "<|tool_call|>[\n  {\"name\": \"get_time\", \"arguments\": {\"timezone\": \"Europe/Paris\"}}\n]", "",
+                {time_call()});
+
+    // Kimi K2: the id is the call's, given back in the tool's result ("## Return of <id>").
+    const auto kimi = vkllm::chat::parse_reply(tool_format(ToolFamily::KimiK2), tools,
+                                               shaped_reply(ToolFamily::KimiK2, {weather_call(), time_call()}));
+    const Json out = vkllm::chat::tool_calls_json(kimi.calls, ToolFamily::KimiK2, false);
+    REQUIRE(out.size() == 2);
+    CHECK(out[1]["id"] == "functions.get_time:1");
+    // Between calls and around the section, layout whitespace is not content.
+    check_reply(tool_format(ToolFamily::KimiK2), tools,
+                "<|tool_calls_section_begin|>\n<|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>"
+                "{\"timezone\": \"Europe/Paris\"}<|tool_call_end|>\n<|tool_calls_section_end|>",
+                "", with_ids(ToolFamily::KimiK2, {time_call()}));
+
+    // GLM-4.5: values typed from the tool's schema, strings as written; a call without arguments.
+    Json alarm = both_tools();
+    alarm.push_back(Json::parse(R"({"type": "function", "function": {"name": "set_alarm", "parameters": {"type": "object",
+        "properties": {"hour": {"type": "integer"}, "label": {"type": "string"},
+                       "days": {"type": "array", "items": {"type": "string"}}, "loud": {"type": "boolean"}}}}})"));
+    alarm.push_back(Json::parse(R"({"type": "function", "function": {"name": "ping"}})"));
+    const WantCall set_alarm{"set_alarm", Json::parse(R"({"hour": 7, "label": "42", "days": ["mon", "tue"], "loud": true})"), ""};
+    check_reply(tool_format(ToolFamily::Glm45), alarm, shaped_reply(ToolFamily::Glm45, {set_alarm}), "", {set_alarm});
+    check_reply(tool_format(ToolFamily::Glm45), alarm,
+                "<tool_call>ping\n</tool_call>\n<tool_call>get_current_weather\n<arg_key>location</arg_key>\n"
+                "<arg_value>Zürich \"old town\" </tool_call></arg_value>\n</tool_call>",
+                "", {{"ping", Json::object(), ""}, {"get_current_weather", Json::parse(R"({"location": "Zürich \"old town\" </tool_call>"})"), ""}});
+
+    // Command R+: the list fenced or not; escapes and non-ASCII in the JSON.
+    const WantCall odd{"get_current_weather", Json::parse(R"({"location": "Zürich \"old town\" ``` \\ 東京"})"), ""};
+    check_reply(tool_format(ToolFamily::CommandRPlus), tools, "Action: " + Json::array({Json{{"tool_name", odd.name}, {"parameters", odd.arguments}}}).dump(),
+                "", {odd});
+    check_reply(tool_format(ToolFamily::CommandRPlus), tools, shaped_reply(ToolFamily::CommandRPlus, {odd}), "", {odd});
 }
 
 TEST_CASE("tool calls: Qwen3-Coder parameter values take their types from the tool's schema") {
@@ -1043,13 +1299,13 @@ TEST_CASE("tool calls: text between calls is content and both calls count; paral
 
 TEST_CASE("tool calls: a forced prompt closes a reasoning block the template left open") {
     vkllm::chat::ToolPlan plan;
-    plan.gbnf = "root ::= \"x\"";
+    plan.forced = true;
     plan.reply_prefix = "<tool_call>\n";
     CHECK(vkllm::chat::forced_prompt("assistant\n<think>\n", plan) == "assistant\n<think>\n\n</think>\n\n<tool_call>\n");
     CHECK(vkllm::chat::forced_prompt("user: what is <think>?\nassistant\n", plan) == "user: what is <think>?\nassistant\n<tool_call>\n");
     plan.reply_prefix.clear();  // Generic and Llama 3 force without a prefix: the block is still closed
     CHECK(vkllm::chat::forced_prompt("assistant\n<think>\n", plan) == "assistant\n<think>\n\n</think>\n\n");
-    plan.gbnf.clear();  // not forced: the prompt as rendered
+    plan.forced = false;  // not forced: the prompt as rendered
     CHECK(vkllm::chat::forced_prompt("assistant\n<think>\n", plan) == "assistant\n<think>\n");
 }
 
@@ -1059,4 +1315,156 @@ TEST_CASE("tool calls: a bare Qwen3-Coder value that is not UTF-8 (fuzz_grammar 
     const ReplyStream::Rest r = vkllm::chat::parse_reply(tool_format(ToolFamily::QwenCoder), tools, reply);
     REQUIRE(r.calls.size() == 1);
     CHECK(Json::parse(r.calls[0].arguments)["city"] == "Par\xef\xbf\xbd\x10is");  // U+FFFD for the stray byte
+}
+
+TEST_CASE("tool calls: with tool_choice auto, a call the model begins must follow its tool's parameters") {
+    const Json tools = both_tools();
+    auto follows = [](const vkllm::chat::LazyCall& lazy, const std::string& text) {
+        const size_t at = vkllm::grammar::find_trigger(text, {lazy.triggers});
+        if (at == std::string::npos) return false;
+        const Grammar g = Grammar::parse(lazy.gbnf);
+        Matcher m(g);
+        return m.accept(std::string_view(text).substr(at)) && m.can_end();
+    };
+    const auto hermes = vkllm::chat::lazy_call(tool_format(ToolFamily::Hermes), tools, true);
+    REQUIRE(!hermes.gbnf.empty());
+    const std::string weather = R"({"name": "get_current_weather", "arguments": {"location": "Paris"}})";
+    const std::string time = R"({"name":"get_time","arguments":{"timezone":"UTC"}})";
+    // Free text before the marker; the calls from it on.
+    CHECK(follows(hermes, "Let me look.\n<tool_call>\n" + weather + "\n</tool_call>"));
+    CHECK(follows(hermes, "<tool_call>\n" + weather + "\n</tool_call>\n<tool_call>\n" + time + "\n</tool_call>\n"));
+    CHECK_FALSE(follows(hermes, "<tool_call>\n{\"name\": \"get_news\", \"arguments\": {}}\n</tool_call>"));  // no such tool
+    CHECK_FALSE(follows(hermes, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": 1}}\n</tool_call>"));
+    CHECK_FALSE(follows(hermes, "<tool_call>\n" + weather + "\n</tool_call> and some prose"));  // the calls end the reply
+    CHECK_FALSE(follows(hermes, "No call here."));
+    // parallel_tool_calls false: one call.
+    const auto one = vkllm::chat::lazy_call(tool_format(ToolFamily::Hermes), tools, false);
+    CHECK(follows(one, "<tool_call>\n" + weather + "\n</tool_call>"));
+    CHECK_FALSE(follows(one, "<tool_call>\n" + weather + "\n</tool_call>\n<tool_call>\n" + time + "\n</tool_call>"));
+
+    // The call is the whole reply: it starts at a leading '{' (or Llama 3's <|python_tag|>).
+    const auto generic = vkllm::chat::lazy_call(tool_format(ToolFamily::Generic), tools, true);
+    CHECK(follows(generic, " {\"tool_calls\": [" + weather + ", " + time + "]}"));
+    CHECK_FALSE(follows(generic, "{\"answer\": 42}"));
+    CHECK_FALSE(follows(generic, "Here: {\"tool_calls\": [" + weather + "]}"));  // not at the start: free text
+    const auto llama = vkllm::chat::lazy_call(tool_format(ToolFamily::Llama3), tools, true);
+    CHECK(follows(llama, R"({"name": "get_time", "parameters": {"timezone": "UTC"}})"));
+    CHECK(follows(llama, R"(Sure.<|python_tag|>{"name": "get_time", "parameters": {"timezone": "UTC"}})"));
+    const auto nemo = vkllm::chat::lazy_call(tool_format(ToolFamily::MistralNemo), tools, true);
+    CHECK(follows(nemo, "[TOOL_CALLS][" + time + "]"));
+    CHECK(follows(nemo, R"([TOOL_CALLS][{"name": "get_time", "arguments": {"timezone": "UTC"}, "id": "abc123XYZ"}])"));
+    CHECK_FALSE(follows(nemo, R"([TOOL_CALLS][{"name": "get_time", "arguments": {"timezone": "UTC"}, "id": "short"}])"));
+
+    // Families whose call markup a grammar over text cannot follow are parsed as written.
+    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
+                         ToolFamily::FunctionaryV31})
+        CHECK(vkllm::chat::lazy_call(tool_format(f), tools, true).gbnf.empty());
+    // Parameters outside the schema subset: no grammar ('auto' never promised one), where a
+    // required call is refused.
+    const Json odd = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}])");
+    CHECK(vkllm::chat::lazy_call(tool_format(ToolFamily::Hermes), odd, true).gbnf.empty());
+    const auto plan = vkllm::chat::plan_tool_use(tool_format(ToolFamily::Hermes), true, odd, vkllm::chat::ToolChoice::Auto, "", true);
+    CHECK(plan.grammar == nullptr);
+    CHECK(plan.parse_as != nullptr);
+    const auto auto_plan =
+        vkllm::chat::plan_tool_use(tool_format(ToolFamily::Hermes), true, tools, vkllm::chat::ToolChoice::Auto, "", true);
+    CHECK(auto_plan.grammar != nullptr);
+    CHECK(!auto_plan.forced);
+    CHECK(auto_plan.triggers.size() == 1);
+    const auto none_plan =
+        vkllm::chat::plan_tool_use(tool_format(ToolFamily::Hermes), true, tools, vkllm::chat::ToolChoice::None, "", true);
+    CHECK(none_plan.grammar == nullptr);
+}
+
+TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's arguments, in any split") {
+    const Json tools = both_tools();
+    struct Case {
+        ToolFamily family;
+        std::string prefix, text;
+        size_t calls;
+    };
+    const std::vector<Case> cases = {
+        {ToolFamily::Hermes, "", "Let me look.\n<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris, \\\"FR\\\"\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\":\"get_time\",\"arguments\":{\"timezone\":\"Europe/Paris ☀\"}}\n</tool_call>", 2},
+        {ToolFamily::Hermes, "<tool_call>\n", "{\"name\": \"get_time\", \"arguments\": {\n  \"timezone\": \"UTC\"\n}}\n</tool_call>", 1},
+        {ToolFamily::Generic, "", "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}}, {\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Oslo {x}\"}}]}", 2},
+        {ToolFamily::Llama3, "", "<|python_tag|>{\"name\": \"get_time\", \"parameters\": {\"timezone\": \"UTC\"}}", 1},
+        {ToolFamily::MistralNemo, "", "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}, \"id\": \"abc123XYZ\"}]", 1},
+    };
+    for (const Case& c : cases) {
+        const ToolFormat& format = tool_format(c.family);
+        CAPTURE(std::string(format.name));
+        CAPTURE(c.text);
+        ReplyStream whole_stream(format, tools, c.prefix);
+        const std::string whole_content = whole_stream.push(c.text);
+        const ReplyStream::Rest whole = whole_stream.finish();
+        REQUIRE(whole.calls.size() == c.calls);
+        for (size_t piece : {size_t(1), size_t(2), size_t(3), size_t(7), c.text.size()}) {
+            CAPTURE(piece);
+            ReplyStream s(format, tools, c.prefix);
+            s.stream_arguments();
+            REQUIRE(s.streams_arguments());
+            std::vector<std::string> names, args;
+            size_t deltas = 0;
+            auto take = [&](const std::vector<vkllm::chat::CallDelta>& ds) {
+                for (const auto& d : ds) {
+                    ++deltas;
+                    if (d.index == names.size()) {
+                        CHECK(!d.name.empty());
+                        CHECK(!d.id.empty());
+                        names.push_back(d.name);
+                        args.emplace_back();
+                    } else {
+                        REQUIRE(d.index < names.size());
+                        CHECK(d.name.empty());
+                    }
+                    args[d.index] += d.arguments;
+                }
+            };
+            std::string content;
+            for (size_t at = 0; at < c.text.size(); at += piece) {
+                content += s.push(std::string_view(c.text).substr(at, piece));
+                take(s.take_deltas());
+            }
+            const ReplyStream::Rest rest = s.finish();
+            take(rest.deltas);
+            CHECK(content + rest.content == whole_content + whole.content);
+            REQUIRE(names.size() == whole.calls.size());
+            CHECK(rest.calls.size() == whole.calls.size());
+            for (size_t i = 0; i < names.size(); ++i) {
+                CHECK(names[i] == whole.calls[i].name);
+                CHECK(args[i] == whole.calls[i].arguments);
+                CHECK_FALSE(Json::parse(args[i]).is_discarded());
+            }
+            if (piece == 1) CHECK(deltas > 2 * names.size());  // the arguments went out in pieces, not whole
+        }
+    }
+    // The arguments are the model's JSON less the whitespace between tokens (strings untouched).
+    const auto r = vkllm::chat::parse_reply(tool_format(ToolFamily::Hermes), tools,
+                                            "<tool_call>{\"name\": \"get_time\", \"arguments\": { \"timezone\" : \"A B\\u00e9\" }}</tool_call>");
+    REQUIRE(r.calls.size() == 1);
+    CHECK(r.calls[0].arguments == R"({"timezone":"A B\u00e9"})");
+
+    // Families whose calls are not JSON objects naming the tool first do not stream arguments.
+    ReplyStream ds(tool_format(ToolFamily::DeepSeekV31), tools);
+    ds.stream_arguments();
+    CHECK_FALSE(ds.streams_arguments());
+
+    // Cut inside a call: what went out stays out; no calls, and the markup is not content too.
+    ReplyStream cut(tool_format(ToolFamily::Hermes), tools);
+    cut.stream_arguments();
+    CHECK(cut.push("Hi.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"timez") == "Hi.");
+    const auto begun = cut.take_deltas();
+    REQUIRE(begun.size() == 1);
+    CHECK(begun[0].name == "get_time");
+    CHECK(begun[0].arguments == "{\"timez");
+    const auto end = cut.finish();
+    CHECK(end.calls.empty());
+    CHECK(end.content.empty());
+    CHECK(end.deltas.empty());
+
+    // A call naming a tool the request does not offer is never begun.
+    ReplyStream unknown(tool_format(ToolFamily::Hermes), tools);
+    unknown.stream_arguments();
+    unknown.push("<tool_call>\n{\"name\": \"get_news\", \"arguments\": {\"q\": 1");
+    CHECK(unknown.take_deltas().empty());
 }
