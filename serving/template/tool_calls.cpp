@@ -65,7 +65,7 @@ constexpr Row kRows[] = {
      "<|tool_calls_section_begin|>", false,
      {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
       "<|tool_call_end|>"}},
-    {{ToolFamily::Granite, "granite", "IBM Granite 3", ForceKind::None, true}, {"<|tool_call|>", nullptr}, "<|tool_call|>",
+    {{ToolFamily::Granite, "granite", "IBM Granite 3", ForceKind::CallObject, true}, {"<|tool_call|>", nullptr}, "<|tool_call|>",
      false, {"<|tool_call|>"}},
     // Command R7B's template also has Command R+'s turn tokens, but its calls are another format.
     {{ToolFamily::Unsupported, "command-r7b", "Command R7B", ForceKind::None, false}, {"<|START_ACTION|>", nullptr}, nullptr,
@@ -493,7 +493,8 @@ std::string compact_json_text(std::string_view s) {
 // Whether a family's calls are JSON objects {"name": N, <arguments>: {...}}: those can be followed
 // while they are written.
 bool calls_are_objects(ToolFamily f) {
-    return f == ToolFamily::Hermes || f == ToolFamily::Llama3 || f == ToolFamily::MistralNemo || f == ToolFamily::Generic;
+    return f == ToolFamily::Hermes || f == ToolFamily::Llama3 || f == ToolFamily::MistralNemo || f == ToolFamily::Granite ||
+           f == ToolFamily::Generic;
 }
 
 // The calls of a JSON-object family as far as `markup` goes, in order: each object whose first key
@@ -664,6 +665,7 @@ json call_object_schema(ToolFamily family, const json& tools, const std::vector<
     case ToolFamily::Hermes:
     case ToolFamily::Llama3: schema = call; break;
     case ToolFamily::MistralNemo:
+    case ToolFamily::Granite:
         schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
         if (!many) schema["maxItems"] = 1;
         break;
@@ -1012,6 +1014,7 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
         root = "root ::= tool-call \"\\n</tool_call>\"";
         if (many) root += " (\"\\n<tool_call>\\n\" tool-call \"\\n</tool_call>\")*";
         break;
+    case ToolFamily::Granite: fc.prompt_prefix = "<|tool_call|>"; root = "root ::= tool-call"; break;
     case ToolFamily::MistralNemo: fc.prompt_prefix = "[TOOL_CALLS]"; [[fallthrough]];
     case ToolFamily::Llama3:
     case ToolFamily::Generic: root = "root ::= tool-call"; break;
@@ -1042,6 +1045,10 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
     case ToolFamily::MistralNemo:
         lc.triggers = {{"[TOOL_CALLS]", false}};
         root = "root ::= \"[TOOL_CALLS]\" markup-ws tool-call markup-ws";
+        break;
+    case ToolFamily::Granite:
+        lc.triggers = {{"<|tool_call|>", false}};
+        root = "root ::= \"<|tool_call|>\" markup-ws tool-call markup-ws";
         break;
     case ToolFamily::Generic:
         lc.triggers = {{"{", true}};

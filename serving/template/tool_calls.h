@@ -122,7 +122,7 @@ public:
     // Calls go out while they are written: take_deltas() after each push() gives the calls begun
     // (id and name once the name is written) and their argument fragments since; finish()'s deltas
     // complete them, and the fragments of a call add up to its `arguments`. Only for families whose
-    // calls are JSON objects naming the tool first (hermes, llama3, mistral-nemo, generic; a no-op
+    // calls are JSON objects naming the tool first (hermes, llama3, mistral-nemo, granite, generic; a no-op
     // elsewhere), and only where a grammar holds the calls (a call, once begun, then ends well
     // formed unless the generation is cut inside it: finish() then gives no calls and, since the
     // markup went out as that call's deltas, no content for it).

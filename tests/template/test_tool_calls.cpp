@@ -298,6 +298,12 @@ std::optional<std::string> native_reply(ToolFamily f, const std::vector<WantCall
                 s += "}";
             }
             return s + "]";
+        case ToolFamily::Granite:
+            s = "<|tool_call|>[";
+            for (size_t i = 0; i < calls.size(); ++i)
+                s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() +
+                     ", \"arguments\": " + spaced(calls[i].arguments) + "}";
+            return s + "]";
         case ToolFamily::Generic:
             s = "{\"tool_calls\": [";
             for (size_t i = 0; i < calls.size(); ++i)
@@ -375,11 +381,11 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
     CHECK(tool_format(ToolFamily::Unsupported).family == ToolFamily::Unsupported);
     // A call object names its tool in JSON; these families name it in control tokens; Qwen3-Coder's
     // XML parameters, the formats not forced yet and unsupported formats cannot be forced.
-    for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Generic})
+    for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite, ToolFamily::Generic})
         CHECK(tool_format(f).force == ForceKind::CallObject);
     for (ToolFamily f : {ToolFamily::MistralV11, ToolFamily::DeepSeekV31, ToolFamily::FunctionaryV31})
         CHECK(tool_format(f).force == ForceKind::NamedPrefix);
-    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2,
+    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV32, ToolFamily::KimiK2,
                          ToolFamily::Glm45, ToolFamily::CommandRPlus, ToolFamily::Unsupported})
         CHECK(tool_format(f).force == ForceKind::None);
     // Formats that hold several calls in one reply, as their templates render them.
@@ -628,7 +634,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
         }
     }
     CHECK(round_trips >= must.size());
-    CHECK(lazy_checked >= 3);  // hermes, llama3, mistral-nemo
+    CHECK(lazy_checked >= 3);  // hermes (Qwen, Hermes), llama3, mistral-nemo; Granite's template renders no calls
 }
 
 TEST_CASE("tool calls: text before a Hermes call is content, and the markup never reaches it") {
@@ -1022,7 +1028,7 @@ TEST_CASE("tool calls: more shapes models write") {
 
 TEST_CASE("tool calls: a forced call's grammar accepts the calls the parser reads, and only those") {
     const Json tools = both_tools();
-    const std::vector<ToolFamily> call_object = {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo,
+    const std::vector<ToolFamily> call_object = {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite,
                                                  ToolFamily::Generic};
     const WantCall no_location{"get_current_weather", Json::parse(R"({"unit": "celsius"})"), ""};
     const WantCall unknown{"get_stock_price", Json::parse(R"({"symbol": "ACME"})"), ""};
@@ -1354,6 +1360,9 @@ TEST_CASE("tool calls: with tool_choice auto, a call the model begins must follo
     CHECK(follows(nemo, "[TOOL_CALLS][" + time + "]"));
     CHECK(follows(nemo, R"([TOOL_CALLS][{"name": "get_time", "arguments": {"timezone": "UTC"}, "id": "abc123XYZ"}])"));
     CHECK_FALSE(follows(nemo, R"([TOOL_CALLS][{"name": "get_time", "arguments": {"timezone": "UTC"}, "id": "short"}])"));
+    const auto granite = vkllm::chat::lazy_call(tool_format(ToolFamily::Granite), tools, true);
+    CHECK(follows(granite, "Let me see. <|tool_call|>[" + time + ", " + weather + "]"));
+    CHECK_FALSE(follows(granite, "<|tool_call|>[]"));
 
     // Families whose call markup a grammar over text cannot follow are parsed as written.
     for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
@@ -1389,6 +1398,7 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
         {ToolFamily::Generic, "", "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}}, {\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Oslo {x}\"}}]}", 2},
         {ToolFamily::Llama3, "", "<|python_tag|>{\"name\": \"get_time\", \"parameters\": {\"timezone\": \"UTC\"}}", 1},
         {ToolFamily::MistralNemo, "", "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}, \"id\": \"abc123XYZ\"}]", 1},
+        {ToolFamily::Granite, "<|tool_call|>", "[{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {}}]", 2},
     };
     for (const Case& c : cases) {
         const ToolFormat& format = tool_format(c.family);
