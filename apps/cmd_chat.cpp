@@ -10,6 +10,7 @@
 #include "serving/engine/engine.h"
 #include "serving/template/chat_prompt.h"
 #include "serving/template/chat_template.h"
+#include "serving/template/harmony.h"
 #include "serving/template/reasoning.h"
 #include "serving/template/tool_calls.h"
 
@@ -157,7 +158,8 @@ void chat(const ChatOptions& o) {
             fmt::print(stderr, "error: {}\n", e.what());
             return false;
         }
-        if (plan.parse_as) req.shown_control_tokens = chat::tool_control_tokens(tok, *plan.parse_as);
+        const bool harmony = chat::template_is_harmony(tmpl.source());
+        if (plan.parse_as || harmony) req.shown_control_tokens = chat::tool_control_tokens(tok, format);
         req.max_tokens = o.n_predict;
         req.sampler.temperature = o.temperature;
         req.sampler.top_k = o.top_k;
@@ -173,9 +175,29 @@ void chat(const ChatOptions& o) {
             return false;
         }
         std::optional<chat::ReplyStream> reply;
-        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
+        std::optional<chat::HarmonyStream> harmony_reply;  // gpt-oss: reasoning, content and calls at once
+        if (harmony)
+            harmony_reply.emplace(plan.parse_as ? tools : json::array(), plan.parallel);
+        else if (plan.parse_as)
+            reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
         g_interrupted = false;
         std::string answer;
+        bool thinking = false;
+        // A Harmony answer's reasoning is shown as it comes, marked, and kept out of the conversation.
+        auto show = [&](const std::string& reasoning, const std::string& content) {
+            if (!reasoning.empty()) {
+                if (!thinking) fmt::print("(thinking) ");
+                thinking = true;
+                fmt::print("{}", reasoning);
+            }
+            if (!content.empty()) {
+                if (thinking) fmt::print("\n");
+                thinking = false;
+                answer += content;
+                fmt::print("{}", content);
+            }
+            std::fflush(stdout);
+        };
         for (;;) {
             if (g_interrupted) {
                 t->cancel();
@@ -183,6 +205,11 @@ void chat(const ChatOptions& o) {
             }
             std::optional<serving::Event> e = t->next(50ms);
             if (!e) continue;
+            if (e->kind == serving::Event::Kind::Text && harmony_reply) {
+                const chat::HarmonyStream::Piece p = harmony_reply->push(e->text);
+                show(p.reasoning, p.content);
+                continue;
+            }
             if (e->kind == serving::Event::Kind::Text) {
                 const std::string text = reply ? reply->push(e->text) : e->text;
                 answer += text;
@@ -190,7 +217,12 @@ void chat(const ChatOptions& o) {
                 std::fflush(stdout);
                 continue;
             }
-            if (reply) {
+            if (harmony_reply) {
+                chat::HarmonyStream::Rest rest = harmony_reply->finish();
+                show(rest.reasoning, rest.content);
+                calls = std::move(rest.calls);
+                for (const chat::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
+            } else if (reply) {
                 chat::ReplyStream::Rest rest = reply->finish();
                 answer += rest.content;
                 fmt::print("{}", rest.content);

@@ -6,8 +6,10 @@
 // - A grammar that parses is followed over a few fixed texts and over the input itself, byte by
 //   byte, and asked can_end / complete, as sampling would.
 // - A reply is parsed in the family the first byte's upper bits pick, whole and streamed in pieces
-//   of a size it also picks: both must give the same content and calls.
-// - Parameters are compiled into a forced call's grammar for a JSON-call family and a named-prefix one.
+//   of a size it also picks: both must give the same content and calls, and with the calls streamed
+//   as deltas, the fragments must add up to the arguments.
+// - Parameters are compiled into a forced call's grammar for a JSON-call family and a named-prefix one,
+//   and into tool_choice auto's lazy grammar.
 // The only acceptable failures are GrammarError, SchemaError and ToolError (malformed input,
 // limits); anything else -- another exception, a crash, a hang past -timeout, a leak or a sanitizer
 // report -- is a finding. Seeds (fuzz_make_seeds): grammars written here, the schemas of the JSON
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 using namespace vkllm::grammar;
 using vkllm::chat::ReplyStream;
@@ -63,6 +66,48 @@ void parse_reply(uint8_t selector, const std::string& text) {
                      format.name);
         std::abort();
     }
+
+    // Calls streamed as deltas: the fragments of each call add up to its arguments, and the content
+    // is the whole reply's (less the markup of a call cut after its deltas went out).
+    ReplyStream f(format, fuzz_tools());
+    f.stream_arguments();
+    std::vector<std::string> names, args;
+    bool ok = true;
+    auto take = [&](const std::vector<vkllm::chat::CallDelta>& ds) {
+        for (const auto& d : ds) {
+            if (d.index == names.size() && !d.name.empty()) {
+                names.push_back(d.name);
+                args.emplace_back();
+            } else if (d.index >= names.size() || !d.name.empty()) {
+                ok = false;
+                continue;
+            }
+            args[d.index] += d.arguments;
+        }
+    };
+    std::string fcontent;
+    for (size_t i = 0; i < text.size(); i += piece) {
+        fcontent += f.push(std::string_view(text).substr(i, piece));
+        take(f.take_deltas());
+    }
+    ReplyStream::Rest frest = f.finish();
+    take(frest.deltas);
+    fcontent += frest.content;
+    if (!frest.calls.empty()) {
+        ok = ok && fcontent == whole.content && frest.calls.size() == whole.calls.size();
+        if (f.streams_arguments()) ok = ok && names.size() == frest.calls.size();
+        for (size_t i = 0; ok && i < frest.calls.size(); ++i) {
+            ok = frest.calls[i].name == whole.calls[i].name && frest.calls[i].arguments == whole.calls[i].arguments;
+            if (f.streams_arguments()) ok = ok && names[i] == frest.calls[i].name && args[i] == frest.calls[i].arguments;
+        }
+    } else {
+        ok = ok && whole.content.starts_with(fcontent) && (names.empty() ? fcontent == whole.content : true);
+    }
+    if (!ok) {
+        std::fprintf(stderr, "fuzz_grammar: streamed call deltas (pieces of %zu) disagree with the whole reply (%s)\n", piece,
+                     format.name);
+        std::abort();
+    }
 }
 
 void force(const std::string& parameters) {
@@ -77,6 +122,11 @@ void force(const std::string& parameters) {
     for (auto family : {vkllm::chat::ToolFamily::Hermes, vkllm::chat::ToolFamily::DeepSeekR1}) {
         const auto fc = vkllm::chat::forced_call(vkllm::chat::tool_format(family), tools, "t", true);
         follow(fc.gbnf, parameters);
+    }
+    // tool_choice auto's lazy grammar of the same tools (none where the parameters are outside the subset).
+    for (auto family : {vkllm::chat::ToolFamily::Hermes, vkllm::chat::ToolFamily::Generic}) {
+        const auto lc = vkllm::chat::lazy_call(vkllm::chat::tool_format(family), tools, true);
+        if (!lc.gbnf.empty()) follow(lc.gbnf, "<tool_call>" + parameters);
     }
 }
 

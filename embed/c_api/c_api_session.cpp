@@ -7,6 +7,7 @@
 #include "embed/c_api/handles.h"
 
 #include "serving/template/chat_prompt.h"
+#include "serving/template/harmony.h"
 #include "serving/template/reasoning.h"
 #include "serving/template/tool_calls.h"
 
@@ -110,16 +111,59 @@ vkllm_finish_reason finish_of(serving::FinishReason r) {
 // Runs `prompt` (the whole conversation) through the engine, streaming the generated text to
 // on_piece. The session's history becomes the prompt plus what was generated. The caller holds a
 // GeneratingScope on the session.
-// `reply`: chat with tools; the text passes through it (content to on_piece, the calls kept for
-// vkllm_session_get_tool_calls).
+// How vkllm_chat_json splits an answer: its reasoning block off (kept for
+// vkllm_session_get_reasoning), then tool calls (kept for vkllm_session_get_tool_calls); on_piece
+// gets the content.
+struct AnswerSplit {
+    std::optional<chat::ReasoningStream> reasoning;
+    std::optional<chat::ReplyStream> reply;
+    std::optional<chat::HarmonyStream> harmony;  // gpt-oss: instead of both
+    chat::ToolFamily family = chat::ToolFamily::Generic;
+
+    std::string push(std::string_view text, std::string& thought) {
+        if (harmony) {
+            chat::HarmonyStream::Piece p = harmony->push(text);
+            thought += p.reasoning;
+            return std::move(p.content);
+        }
+        std::string content(text);
+        if (reasoning) {
+            chat::ReasoningStream::Piece p = reasoning->push(text);
+            thought += p.reasoning;
+            content = std::move(p.content);
+        }
+        return reply ? reply->push(content) : content;
+    }
+    // The held-back content, and the calls.
+    std::pair<std::string, std::vector<chat::ToolCall>> finish(std::string& thought) {
+        if (harmony) {
+            chat::HarmonyStream::Rest r = harmony->finish();
+            thought += r.reasoning;
+            return {std::move(r.content), std::move(r.calls)};
+        }
+        std::string content;
+        if (reasoning) {
+            chat::ReasoningStream::Piece p = reasoning->finish();
+            thought += p.reasoning;
+            content = std::move(p.content);
+        }
+        if (!reply) return {content, {}};
+        content = reply->push(content);
+        chat::ReplyStream::Rest rest = reply->finish();
+        return {content + rest.content, std::move(rest.calls)};
+    }
+};
+
+// `split`: a vkllm_chat_json answer; the text passes through it.
 vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, serving::CompletionRequest req,
-                            vkllm_piece_fn on_piece, void* user_data, chat::ReplyStream* reply = nullptr,
-                            chat::ToolFamily family = chat::ToolFamily::Generic) {
+                            vkllm_piece_fn on_piece, void* user_data, AnswerSplit* split = nullptr) {
     vkllm_model& m = *s.model;
     {
         std::lock_guard lock(s.mutex);
         s.tool_calls = "[]";
+        s.reasoning.clear();
     }
+    std::string thought;
     if (prompt.empty())
         throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, "the prompt encodes to no tokens and the vocabulary has no BOS token");
     const uint32_t n_ctx = m.engine->n_ctx_per_slot();
@@ -149,20 +193,24 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
             // pieces arrive, and the conversation is what the caller saw.
             if (stopped()) continue;
             s.history.insert(s.history.end(), ev->tokens.begin(), ev->tokens.end());
-            const std::string text = reply ? reply->push(ev->text) : ev->text;
+            const std::string text = split ? split->push(ev->text, thought) : ev->text;
             if (on_piece && !text.empty() && on_piece(text.c_str(), text.size(), user_data) != 0) {
                 stopped_by_callback = true;
                 ticket->cancel();
             }
             continue;
         }
-        if (reply && !stopped() && (ev->finish == serving::FinishReason::Stop || ev->finish == serving::FinishReason::Length)) {
-            chat::ReplyStream::Rest rest = reply->finish();
-            if (on_piece && !rest.content.empty() && on_piece(rest.content.c_str(), rest.content.size(), user_data) != 0)
+        if (split && !stopped() && (ev->finish == serving::FinishReason::Stop || ev->finish == serving::FinishReason::Length)) {
+            auto [content, calls] = split->finish(thought);
+            if (on_piece && !content.empty() && on_piece(content.c_str(), content.size(), user_data) != 0)
                 stopped_by_callback = true;
-            const std::string calls = chat::tool_calls_json(rest.calls, family, false).dump();
+            const std::string calls_json = chat::tool_calls_json(calls, split->family, false).dump();
             std::lock_guard lock(s.mutex);
-            s.tool_calls = calls;
+            s.tool_calls = calls_json;
+        }
+        if (split) {
+            std::lock_guard lock(s.mutex);
+            s.reasoning = thought;
         }
         vkllm_generation_stats st{};
         st.struct_size = sizeof(st);
@@ -344,6 +392,9 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         require(kwargs.is_null() || kwargs.is_object(), "template_kwargs must be a JSON object");
         std::string name;
         const chat::ToolChoice choice = p.tool_choice ? chat::parse_tool_choice(p.tool_choice, name) : chat::ToolChoice::Auto;
+        const std::string reasoning_format = p.reasoning_format ? p.reasoning_format : "auto";
+        require(reasoning_format == "auto" || reasoning_format == "deepseek" || reasoning_format == "none",
+                fmt::format("reasoning_format '{}' is not one of auto, deepseek, none", reasoning_format));
 
         vkllm_model& m = *s.model;
         if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
@@ -360,17 +411,29 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         const bool lazy = !plan.forced && plan.grammar && !req.grammar;  // a grammar given holds the whole reply
         if (plan.forced || lazy) req.grammar = plan.grammar;
         if (lazy) req.grammar_start.triggers = plan.triggers;
-        if (plan.parse_as) req.shown_control_tokens = chat::tool_control_tokens(*m.loaded.tokenizer, *plan.parse_as);
+        if (plan.parse_as || chat::template_is_harmony(src))
+            req.shown_control_tokens = chat::tool_control_tokens(*m.loaded.tokenizer, chat::detect_tool_format(src));
 
         const GeneratingScope scope(s);
         chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
         const std::string rendered = m.chat_template->apply(in);
         if (lazy && chat::template_thinks(src)) chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered));
         const std::string text = chat::forced_prompt(rendered, plan);
-        std::optional<chat::ReplyStream> reply;
-        if (plan.parse_as) reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
-        return run_generation(s, chat::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data,
-                              reply ? &*reply : nullptr, plan.parse_as ? plan.parse_as->family : chat::ToolFamily::Generic);
+        AnswerSplit split;
+        if (chat::template_is_harmony(src)) {
+            // Every gpt-oss answer is Harmony messages; without tools (or with "none") a call is content.
+            split.harmony.emplace(plan.parse_as ? tools : json::array(), plan.parallel);
+            split.family = chat::ToolFamily::Harmony;
+        } else {
+            // As the server's reasoning_format: a forced call is the whole answer, with no block.
+            if (chat::template_thinks(src) && reasoning_format != "none" && !plan.forced)
+                split.reasoning.emplace(chat::prompt_opens_reasoning(rendered));
+            if (plan.parse_as) {
+                split.reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
+                split.family = plan.parse_as->family;
+            }
+        }
+        return run_generation(s, chat::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data, &split);
     });
 }
 
@@ -385,6 +448,20 @@ vkllm_status vkllm_session_get_tool_calls(const vkllm_session* session, char* bu
             calls = s.tool_calls;
         }
         return capi::write_string(calls, buf, capacity, len);
+    });
+}
+
+vkllm_status vkllm_session_get_reasoning(const vkllm_session* session, char* buf, size_t capacity, size_t* len) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        require(len != nullptr, "len is NULL");
+        require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
+        std::string reasoning;
+        {
+            std::lock_guard lock(s.mutex);
+            reasoning = s.reasoning;
+        }
+        return capi::write_string(reasoning, buf, capacity, len);
     });
 }
 

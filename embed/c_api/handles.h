@@ -37,6 +37,7 @@ struct vkllm_session {
     bool cancel_requested = false;  // vkllm_cancel during this generation
     vkllm_generation_stats stats{};  // of the last finished generation
     std::string tool_calls = "[]";   // of the last vkllm_chat_json answer (OpenAI's JSON array)
+    std::string reasoning;           // of the last vkllm_chat_json answer: its reasoning block
     vkllm::serving::Ticket* ticket = nullptr;  // the running request, owned by the generating call
 };
 

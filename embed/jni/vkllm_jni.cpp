@@ -753,6 +753,15 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_toolCalls(JNIEnv* env, jclass, j
     });
 }
 
+JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_reasoning(JNIEnv* env, jclass, jlong session) {
+    return guarded(env, jstring(nullptr), [&]() -> jstring {
+        const std::optional<std::string> text = fill_text(env, 256, [&](char* buf, size_t capacity, size_t* len) {
+            return vkllm_session_get_reasoning(session_of(session), buf, capacity, len);
+        });
+        return text ? new_string(env, *text) : nullptr;
+    });
+}
+
 // ---- the text conversions, for the tests -----------------------------------------------------
 
 JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_decodeUtf8(JNIEnv* env, jclass, jbyteArray utf8) {

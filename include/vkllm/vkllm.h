@@ -356,6 +356,10 @@ typedef struct vkllm_chat_json_params {
     const char* tool_choice;
     bool parallel_tool_calls;     /* several calls in one answer where the model's format allows; default true */
     const char* template_kwargs;  /* a JSON object of extra template variables ({"enable_thinking": false}); NULL */
+    /* NULL, "auto" or "deepseek" (default): where the template writes reasoning blocks (<think>), the
+     * answer's block is split off: on_piece gets the content only and vkllm_session_get_reasoning
+     * the block. "none": the block stays in the content. */
+    const char* reasoning_format;
 } vkllm_chat_json_params;
 
 VKLLM_API vkllm_chat_json_params vkllm_chat_json_default_params(void);
@@ -374,6 +378,12 @@ VKLLM_API vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_
  * last generation was not a vkllm_chat_json). Buffer rules as vkllm_detokenize. */
 VKLLM_API vkllm_status vkllm_session_get_tool_calls(const vkllm_session* session, char* buf, size_t capacity,
                                                     size_t* len);
+
+/* The reasoning block of the session's last vkllm_chat_json answer, without its tags ("" when it had
+ * none, reasoning_format was "none", or the last generation was not a vkllm_chat_json). Buffer
+ * rules as vkllm_detokenize. */
+VKLLM_API vkllm_status vkllm_session_get_reasoning(const vkllm_session* session, char* buf, size_t capacity,
+                                                   size_t* len);
 
 #ifdef __cplusplus
 }

@@ -220,11 +220,14 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
     check_logit_bias(req, m->tokenizer->n_vocab());
     apply_tool_format(req, *m->tool_format, m->template_renders_tools);
-    if (req.tool_plan.parse_as) req.engine.shown_control_tokens = m->tool_control_tokens;
+    req.harmony = ep == Endpoint::Chat && m->harmony;
+    // Harmony's markers are the structure of every answer, not only of calls: always shown to its parser.
+    if (req.tool_plan.parse_as || req.harmony) req.engine.shown_control_tokens = m->tool_control_tokens;
     std::string rendered;
     req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, &rendered);
     // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
-    req.split_reasoning = ep == Endpoint::Chat && m->template_thinks && req.reasoning_format != "none" && !req.tool_plan.forced;
+    req.split_reasoning =
+        ep == Endpoint::Chat && m->template_thinks && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
     req.reply_in_reasoning = req.split_reasoning && chat::prompt_opens_reasoning(rendered);
     if (req.engine.grammar_start.lazy() && m->template_thinks)
         chat::skip_reasoning(req.engine.grammar_start, chat::prompt_opens_reasoning(rendered));

@@ -42,6 +42,7 @@ struct ServedModel {
     const chat::ToolFormat* tool_format = &chat::tool_format(chat::ToolFamily::Generic);
     bool template_renders_tools = false;
     bool template_thinks = false;  // the template writes <think> blocks: replies may open with one
+    bool harmony = false;          // the template speaks gpt-oss' Harmony (chat::template_is_harmony)
     std::vector<int32_t> tool_control_tokens;  // chat::tool_control_tokens of the vocabulary and format
     // Engine::submit: throws serving::QueueFullError, serving::EngineStoppedError or
     // std::invalid_argument as it does.

@@ -576,7 +576,12 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
                                  uint32_t index)
     : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
       model_(std::move(model)), created_(created), index_(index) {
-    if (const chat::ToolFormat* f = req.tool_plan.parse_as) {
+    if (req.harmony) {
+        // Without tools (or with tool_choice none) every call is malformed: its body is content.
+        harmony_.emplace(req.tool_plan.parse_as ? req.tools : json::array(), req.tool_plan.parallel);
+        harmony_inline_ = req.reasoning_format == "none";
+        tool_family_ = chat::ToolFamily::Harmony;
+    } else if (const chat::ToolFormat* f = req.tool_plan.parse_as) {
         reply_.emplace(*f, req.tools, req.tool_plan.reply_prefix, req.tool_plan.parallel);
         tool_family_ = f->family;
         // Where the tools' grammar holds the calls, a call once begun ends well formed: its
@@ -652,6 +657,11 @@ std::string ResponseBuilder::stream_start() const {
 
 chat::ReasoningStream::Piece ResponseBuilder::split(std::string_view text) {
     chat::ReasoningStream::Piece p;
+    if (harmony_) {
+        chat::HarmonyStream::Piece h = harmony_->push(text);
+        if (harmony_inline_) return {{}, h.reasoning + h.content};
+        return {std::move(h.reasoning), std::move(h.content)};
+    }
     if (reasoning_) p = reasoning_->push(text);
     else p.content = text;
     if (reply_) p.content = reply_->push(p.content);
@@ -660,6 +670,12 @@ chat::ReasoningStream::Piece ResponseBuilder::split(std::string_view text) {
 
 chat::ReasoningStream::Piece ResponseBuilder::split_rest() {
     chat::ReasoningStream::Piece p;
+    if (harmony_) {
+        chat::HarmonyStream::Rest h = harmony_->finish();
+        harmony_calls_ = std::move(h.calls);
+        if (harmony_inline_) return {{}, h.reasoning + h.content};
+        return {std::move(h.reasoning), std::move(h.content)};
+    }
     if (reasoning_) p = reasoning_->finish();
     if (reply_) p.content = reply_->push(p.content);
     return p;
@@ -723,6 +739,7 @@ std::string ResponseBuilder::stream_finish(const serving::Event& done) {
         rest = reply_->finish();
         content += rest.content;
     }
+    if (harmony_) rest.calls = std::move(harmony_calls_);
     if (!content.empty()) delta_chunk(json{{"content", content}});
     if (reply_ && reply_->streams_arguments())
         out += calls_chunk(rest.deltas);
@@ -781,6 +798,7 @@ json ResponseBuilder::response(const serving::Event& done) {
         const chat::ReasoningStream::Piece held = split_rest();
         chat::ReplyStream::Rest rest;
         if (reply_) rest = reply_->finish();
+        if (harmony_) rest.calls = std::move(harmony_calls_);
         const std::string content = text_ + held.content + rest.content;
         json message = json{{"role", "assistant"}, {"content", content}};
         const std::string reasoning = reasoning_text_ + held.reasoning;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "serving/engine/engine.h"
+#include "serving/template/harmony.h"
 #include "serving/template/reasoning.h"
 #include "serving/template/tool_calls.h"
 
@@ -86,6 +87,9 @@ struct ParsedRequest {
     // sets split_reasoning from it and the template, reply_in_reasoning from the rendered prompt.
     std::string reasoning_format = "auto";
     bool split_reasoning = false, reply_in_reasoning = false;
+    // A chat answer in gpt-oss' Harmony format (the server sets it from the template): read by a
+    // HarmonyStream, which splits reasoning, content and calls at once.
+    bool harmony = false;
 
     // Chat: top_logprobs alternatives with logprobs=true; completions: the integer logprobs.
     bool logprobs = false;
@@ -184,6 +188,9 @@ private:
     std::string text_;                           // whole responses: the content so far
     std::optional<chat::ReplyStream> reply_;     // chat with tools: splits content from calls
     std::optional<chat::ReasoningStream> reasoning_;  // splits reasoning from the rest
+    std::optional<chat::HarmonyStream> harmony_;  // a Harmony answer: instead of reasoning_ and reply_
+    bool harmony_inline_ = false;                 // reasoning_format "none": its analysis stays in the content
+    std::vector<chat::ToolCall> harmony_calls_;   // the calls HarmonyStream::finish() gave
     std::string reasoning_text_;                 // whole responses: the reasoning so far
     chat::ToolFamily tool_family_ = chat::ToolFamily::Generic;
     std::vector<serving::TokenLogprob> lps_;     // whole responses: every token's logprob

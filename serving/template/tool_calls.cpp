@@ -60,7 +60,10 @@ constexpr Row kRows[] = {
     {{ToolFamily::DeepSeekV31, "deepseek-v3.1", "DeepSeek V3 / V3.1", ForceKind::NamedPrefix, true},
      {"tool▁calls▁begin", nullptr}, "<｜tool▁calls▁begin｜>", false,
      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
-    {{ToolFamily::Unsupported, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, false}, {"<|channel|>", nullptr}, nullptr, false, {}},
+    // Harmony replies are read by HarmonyStream (harmony.h), not by ReplyStream: this row names the
+    // format and its markers, which a gpt-oss vocabulary has as control tokens.
+    {{ToolFamily::Harmony, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, true}, {"<|channel|>", nullptr}, nullptr, false,
+     {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"}},
     {{ToolFamily::KimiK2, "kimi-k2", "Kimi K2", ForceKind::None, true}, {"tool_calls_section", nullptr},
      "<|tool_calls_section_begin|>", false,
      {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
@@ -461,6 +464,7 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
         for (size_t i = 0; c.ok() && i < obj["tool_calls"].size(); ++i) c.add_call_object(obj["tool_calls"][i], "arguments");
         break;
     }
+    case ToolFamily::Harmony:  // HarmonyStream's
     case ToolFamily::Unsupported: c.fail(); break;
     }
     if (!c.ok()) return std::nullopt;

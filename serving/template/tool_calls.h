@@ -40,6 +40,8 @@ enum class ToolFamily {
     KimiK2,         // <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}...
     Glm45,          // GLM-4.5/4.6: <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>...</tool_call>
     CommandRPlus,   // Action:\n```json\n[{"tool_name", "parameters"}, ...]```
+    Harmony,        // gpt-oss: a reply of messages whose headers say where each body goes; calls are
+                    // messages to functions.NAME. Read by HarmonyStream (harmony.h), reasoning and all.
     Unsupported,    // a native format this runtime cannot parse yet (gpt-oss's Harmony, Command R7B's actions)
 };
 

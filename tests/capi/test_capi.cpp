@@ -579,6 +579,96 @@ TEST_CASE("capi: grammar and json_schema shape the output; ones that cannot be e
     CHECK(contains(vkllm_last_error(), "at most one"));
 }
 
+TEST_CASE("capi: vkllm_chat_json splits the reasoning block off the content, as the server does") {
+    // A template that opens the block for the model, as QwQ's and DeepSeek R1's do.
+    const std::filesystem::path tmpl = std::filesystem::temp_directory_path() / "vkllm_test_think.jinja";
+    {
+        std::ofstream f(tmpl);
+        f << "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant: <think>\n";
+    }
+    vkllm_model_params mp = test_params();
+    const std::string tmpl_path = tmpl.string();
+    mp.chat_template = tmpl_path.c_str();
+    Model model("stories260K.gguf", mp);
+    Session session(model.m);
+    vkllm_chat_json_params p = vkllm_chat_json_default_params();
+    p.messages = R"([{"role":"user","content":"Tell me a story."}])";
+    vkllm_sampling s = vkllm_sampling_default();
+    s.temperature = 0;
+    // stories260K never closes a block by itself: a grammar writes the reasoning, the tag and the answer.
+    s.grammar = R"(root ::= "Cats like fish." "</think>" "\n\nA cat.")";
+    auto reasoning = [&] {
+        size_t len = 0;
+        std::string buf(256, '\0');
+        REQUIRE(vkllm_session_get_reasoning(session.s, buf.data(), buf.size(), &len) == VKLLM_OK);
+        return std::string(buf.data(), len);
+    };
+    Collected split;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &split) == VKLLM_OK);
+    CHECK(split.text == "A cat.");
+    CHECK(reasoning() == "Cats like fish.");
+
+    // "none": the block stays in the content; nothing is kept as reasoning.
+    p.reasoning_format = "none";
+    Collected inline_text;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &inline_text) == VKLLM_OK);
+    CHECK(inline_text.text == "Cats like fish.</think>\n\nA cat.");
+    CHECK(reasoning().empty());
+    p.reasoning_format = "hidden";
+    CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "reasoning_format"));
+    size_t len = 0;
+    CHECK(vkllm_session_get_reasoning(session.s, nullptr, 0, &len) == VKLLM_ERR_BUFFER_TOO_SMALL);
+    CHECK(vkllm_session_get_reasoning(nullptr, nullptr, 0, &len) == VKLLM_ERR_INVALID_HANDLE);
+    std::filesystem::remove(tmpl);
+}
+
+TEST_CASE("capi: vkllm_chat_json reads a gpt-oss (Harmony) answer: analysis as reasoning, final as content, calls") {
+    // A template in Harmony's shape (its markers are plain text in this vocabulary; a gpt-oss one
+    // has them as control tokens, which vkllm_chat_json shows to the parser).
+    const std::filesystem::path tmpl = std::filesystem::temp_directory_path() / "vkllm_test_harmony.jinja";
+    {
+        std::ofstream f(tmpl);
+        f << "{% for m in messages %}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final{% endif %}"
+             "<|message|>{{ m.content }}<|end|>{% endfor %}<|start|>assistant";
+    }
+    vkllm_model_params mp = test_params();
+    const std::string tmpl_path = tmpl.string();
+    mp.chat_template = tmpl_path.c_str();
+    Model model("stories260K.gguf", mp);
+    Session session(model.m);
+    vkllm_chat_json_params p = vkllm_chat_json_default_params();
+    p.messages = R"([{"role":"user","content":"Weather?"}])";
+    p.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+    vkllm_sampling s = vkllm_sampling_default();
+    s.temperature = 0;
+    s.n_predict = 400;  // the markers are spelled in small pieces in this vocabulary
+    s.grammar = R"(root ::= "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}")";
+    auto text_of = [&](auto getter) {
+        size_t len = 0;
+        std::string buf(512, '\0');
+        REQUIRE(getter(session.s, buf.data(), buf.size(), &len) == VKLLM_OK);
+        return std::string(buf.data(), len);
+    };
+    Collected out;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &out) == VKLLM_OK);
+    CHECK(out.text.empty());
+    CHECK(text_of(vkllm_session_get_reasoning) == "Use the tool.");
+    const auto calls = nlohmann::json::parse(text_of(vkllm_session_get_tool_calls));
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0]["function"]["name"] == "get_weather");
+    CHECK(calls[0]["function"]["arguments"] == R"({"city":"Oslo"})");
+
+    s.grammar = R"(root ::= "<|channel|>analysis<|message|>Greet.<|end|><|start|>assistant<|channel|>final<|message|>Hello!")";
+    Collected answer;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &answer) == VKLLM_OK);
+    CHECK(answer.text == "Hello!");
+    for (const std::string& piece : answer.pieces) CHECK(piece.find("<|") == std::string::npos);
+    CHECK(text_of(vkllm_session_get_reasoning) == "Greet.");
+    CHECK(text_of(vkllm_session_get_tool_calls) == "[]");
+    std::filesystem::remove(tmpl);
+}
+
 TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on_piece, and refuses bad input by name") {
     Model model;
     Session session(model.m);

@@ -713,6 +713,81 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     CHECK(b["choices"][0]["finish_reason"] == "stop");
 }
 
+TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, final as content, calls") {
+    using vkllm::chat::ToolFamily;
+    using vkllm::chat::tool_format;
+    const std::string call_reply =
+        "<|channel|>analysis<|message|>Weather needs a tool.<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}";
+    const std::string answer_reply =
+        "<|channel|>analysis<|message|>Say hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello!";
+    struct Seen {
+        std::string reasoning, content, finish;
+        json calls = json::array();
+    };
+    auto run = [](ParsedRequest q, const std::string& reply, bool stream) {
+        q.harmony = true;
+        q.stream = stream;
+        ResponseBuilder rb(q, "chatcmpl-h", "m", 1);
+        Seen seen;
+        if (!stream) {
+            for (char c : reply) rb.add(text_event(std::string(1, c)));
+            const json w = rb.response(done_event(serving::FinishReason::Stop, 3, 20));
+            const json& m = w["choices"][0]["message"];
+            seen.reasoning = m.value("reasoning_content", "");
+            seen.content = m["content"].is_null() ? "" : m["content"].get<std::string>();
+            if (m.contains("tool_calls")) seen.calls = m["tool_calls"];
+            seen.finish = w["choices"][0]["finish_reason"];
+            return seen;
+        }
+        std::string sse = rb.stream_start();
+        for (char c : reply) sse += rb.stream_text(text_event(std::string(1, c)));
+        sse += rb.stream_done(done_event(serving::FinishReason::Stop, 3, 20));
+        for (const json& ev : sse_objects(sse)) {
+            const json& ch = ev["choices"][0];
+            if (ch["delta"].contains("reasoning_content")) seen.reasoning += ch["delta"]["reasoning_content"].get<std::string>();
+            if (ch["delta"].contains("content")) seen.content += ch["delta"]["content"].get<std::string>();
+            if (ch["delta"].contains("tool_calls"))
+                for (const json& c : ch["delta"]["tool_calls"]) seen.calls.push_back(c);
+            if (!ch["finish_reason"].is_null()) seen.finish = ch["finish_reason"];
+        }
+        return seen;
+    };
+    ParsedRequest with_tools = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(with_tools, tool_format(ToolFamily::Harmony), true);  // parsed, not refused
+    CHECK_FALSE(with_tools.engine.grammar);
+    for (bool stream : {false, true}) {
+        CAPTURE(stream);
+        Seen a = run(with_tools, call_reply, stream);
+        CHECK(a.reasoning == "Weather needs a tool.");
+        CHECK(a.content.empty());
+        REQUIRE(a.calls.size() == 1);
+        CHECK(a.calls[0]["function"]["name"] == "get_weather");
+        CHECK(json::parse(a.calls[0]["function"]["arguments"].get<std::string>()) == json{{"city", "Paris"}});
+        CHECK(a.finish == "tool_calls");
+
+        // Without tools: the final channel is the content, and no marker reaches anything.
+        Seen b = run(parse_chat_request(chat_body(), 1), answer_reply, stream);
+        CHECK(b.reasoning == "Say hi.");
+        CHECK(b.content == "Hello!");
+        CHECK(b.calls.empty());
+        CHECK(b.finish == "stop");
+        // A call without tools offered is not a call: its body is content.
+        Seen c = run(parse_chat_request(chat_body(), 1), call_reply, stream);
+        CHECK(c.calls.empty());
+        CHECK(c.content == "{\"city\": \"Paris\"}");
+    }
+    // reasoning_format none: the analysis stays in the content (its markers do not).
+    Seen inline_seen = run(parse_chat_request(chat_body({{"reasoning_format", "none"}}), 1), answer_reply, false);
+    CHECK(inline_seen.reasoning.empty());
+    CHECK(inline_seen.content == "Say hi.Hello!");
+    // A required call cannot be forced in this format yet: a 400 naming tool_choice.
+    CHECK(error_of([&] {
+              ParsedRequest q = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "required"}}), 1);
+              apply_tool_format(q, tool_format(ToolFamily::Harmony), true);
+          }).param() == "tool_choice");
+}
+
 TEST_CASE("protocol: reasoning_content, whole and streamed, and reasoning_format none") {
     ParsedRequest r = parse_chat_request(chat_body(), 1);
     r.split_reasoning = true;

@@ -337,7 +337,7 @@ const std::map<std::string, ToolFamily>& expected_families() {
         {"moonshotai-Kimi-K2", ToolFamily::KimiK2},
         {"GLM-4.6", ToolFamily::Glm45},
         {"CohereForAI-c4ai-command-r-plus-tool_use", ToolFamily::CommandRPlus},
-        {"openai-gpt-oss-120b", ToolFamily::Unsupported},
+        {"openai-gpt-oss-120b", ToolFamily::Harmony},
         {"google-gemma-2-2b-it", ToolFamily::Generic},
         {"microsoft-Phi-3.5-mini-instruct", ToolFamily::Generic},
         {"HuggingFaceTB-SmolLM3-3B", ToolFamily::Generic},
@@ -376,7 +376,7 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
         ToolFamily::Generic,        ToolFamily::Hermes,         ToolFamily::QwenCoder,  ToolFamily::Llama3,
         ToolFamily::MistralNemo,    ToolFamily::MistralV11,     ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
         ToolFamily::FunctionaryV31, ToolFamily::FunctionaryV32, ToolFamily::Granite,    ToolFamily::KimiK2,
-        ToolFamily::Glm45,          ToolFamily::CommandRPlus};
+        ToolFamily::Glm45,          ToolFamily::CommandRPlus,   ToolFamily::Harmony};
     for (ToolFamily f : parsed) CHECK(tool_format(f).family == f);
     CHECK(tool_format(ToolFamily::Unsupported).family == ToolFamily::Unsupported);
     // A call object names its tool in JSON; these families name it in control tokens; Qwen3-Coder's
@@ -386,18 +386,18 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
     for (ToolFamily f : {ToolFamily::MistralV11, ToolFamily::DeepSeekV31, ToolFamily::FunctionaryV31})
         CHECK(tool_format(f).force == ForceKind::NamedPrefix);
     for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV32, ToolFamily::KimiK2,
-                         ToolFamily::Glm45, ToolFamily::CommandRPlus, ToolFamily::Unsupported})
+                         ToolFamily::Glm45, ToolFamily::CommandRPlus, ToolFamily::Harmony, ToolFamily::Unsupported})
         CHECK(tool_format(f).force == ForceKind::None);
     // Formats that hold several calls in one reply, as their templates render them.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::QwenCoder, ToolFamily::MistralNemo, ToolFamily::DeepSeekV31,
                          ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2, ToolFamily::Glm45,
                          ToolFamily::CommandRPlus})
         CHECK(tool_format(f).parallel);
-    // Only gpt-oss (and Command R7B, whose template is not here) is still refused.
+    // Only Command R7B, whose template is not here, is still refused.
     std::vector<std::string> refused;
     for (const ToolFormat& f : vkllm::chat::tool_formats())
         if (f.family == ToolFamily::Unsupported) refused.push_back(f.name);
-    CHECK(refused == std::vector<std::string>{"gpt-oss", "command-r7b"});
+    CHECK(refused == std::vector<std::string>{"command-r7b"});
 }
 
 TEST_CASE("tool calls: each real template is detected as the family its model speaks") {
@@ -475,7 +475,8 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
     const auto files = template_files();
     size_t round_trips = 0, lazy_checked = 0;
     for (const auto& [name, family] : expected_families()) {
-        if (family == ToolFamily::Generic || family == ToolFamily::Unsupported) continue;
+        // Harmony's round trips are test_harmony's: its replies are read by HarmonyStream.
+        if (family == ToolFamily::Generic || family == ToolFamily::Unsupported || family == ToolFamily::Harmony) continue;
         CAPTURE(name);
         const TemplateFile& file = files.at(name);
         const bool required = std::find(must.begin(), must.end(), name) != must.end();
@@ -1144,7 +1145,7 @@ TEST_CASE("tool calls: a named-prefix family forces one named tool") {
 
 TEST_CASE("tool calls: forcing is refused where the format cannot do it, or the schema is outside the subset") {
     const Json tools = both_tools();
-    for (ToolFamily family : {ToolFamily::QwenCoder, ToolFamily::Unsupported}) {
+    for (ToolFamily family : {ToolFamily::QwenCoder, ToolFamily::Harmony, ToolFamily::Unsupported}) {
         INFO("family: " << std::string(tool_format(family).name));
         CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), tools, "", false), ToolError);
         CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), tools, "get_current_weather", false), ToolError);

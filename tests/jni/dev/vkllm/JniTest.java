@@ -231,6 +231,29 @@ public final class JniTest {
     }
 
     @Test
+    static void chat_json_splits_reasoning() throws Exception {
+        // A template that opens the reasoning block for the model, as QwQ's does.
+        java.nio.file.Path tmpl = java.nio.file.Files.createTempFile("vkllm_think", ".jinja");
+        java.nio.file.Files.writeString(tmpl,
+                "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant: <think>\n");
+        try (Model model = Model.load(modelPath("stories260K.gguf"), params().chatTemplate(tmpl.toString()));
+             Session s = model.newSession()) {
+            StringBuilder pieces = new StringBuilder();
+            // stories260K never closes a block by itself: a grammar writes it.
+            String content = s.chatJson("[{\"role\":\"user\",\"content\":\"Hi.\"}]", null, null, true,
+                    greedy(40).grammar("root ::= \"Cats like fish.\" \"</think>\" \"A cat.\""), piece -> {
+                        pieces.append(piece);
+                        return true;
+                    });
+            checkEquals("A cat.", content, "the content");
+            checkEquals("A cat.", pieces.toString(), "the callback gets the content only");
+            checkEquals("Cats like fish.", s.reasoning(), "the reasoning");
+        } finally {
+            java.nio.file.Files.deleteIfExists(tmpl);
+        }
+    }
+
+    @Test
     static void model_info_and_tokens() throws Exception {
         try (Model model = stories()) {
             ModelInfo info = model.info();

@@ -51,11 +51,12 @@ final class Native {
     static native String generate(long session, String prompt, String[] roles, String[] contents,
                                   GenerateParams params, TokenCallback callback);
 
-    // vkllm_chat_json; toolCalls: vkllm_session_get_tool_calls.
+    // vkllm_chat_json; toolCalls: vkllm_session_get_tool_calls; reasoning: vkllm_session_get_reasoning.
     static native String chatJson(long session, String messagesJson, String toolsJson, String toolChoice,
                                   boolean parallelToolCalls, String templateKwargsJson, GenerateParams params,
                                   TokenCallback callback);
     static native String toolCalls(long session);
+    static native String reasoning(long session);
 
     // The text conversions every call above uses, exposed for the tests to compare with Java's
     // own: UTF-8 bytes to a String, and a String to UTF-8 bytes.

@@ -75,8 +75,9 @@ public final class Session implements AutoCloseable {
      * messages array (assistant turns with tool_calls, "tool" turns with tool_call_id),
      * {@code toolsJson} the tools array (null: none), {@code toolChoice} null or "auto", "none",
      * "required" or a tool's name. The callback and the returned text are the answer's content
-     * only: tool-call markup never reaches them; the calls it made are read with toolCalls().
-     * A required call follows the tool's parameter schema.
+     * only: tool-call markup never reaches them; the calls it made are read with toolCalls(). Where
+     * the template writes reasoning blocks ({@code <think>}), the answer's block is split off too
+     * and read with reasoning(). A required call follows the tool's parameter schema.
      *
      * @throws VkllmException INVALID_ARGUMENT naming the field for bad JSON, tools the model's
      *     format cannot parse, or a choice it cannot force
@@ -101,6 +102,18 @@ public final class Session implements AutoCloseable {
         long s = handle.use();
         try {
             return Native.toolCalls(s);
+        } finally {
+            handle.done();
+        }
+    }
+
+    /**
+     * The reasoning block of the last chatJson() answer, without its tags ("" when it had none).
+     */
+    public String reasoning() {
+        long s = handle.use();
+        try {
+            return Native.reasoning(s);
         } finally {
             handle.done();
         }
