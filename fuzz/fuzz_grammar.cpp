@@ -7,7 +7,8 @@
 //   byte, and asked can_end / complete, as sampling would.
 // - A reply is parsed in the family the first byte's upper bits pick, whole and streamed in pieces
 //   of a size it also picks: both must give the same content and calls, and with the calls streamed
-//   as deltas, the fragments must add up to the arguments.
+//   as deltas, the fragments must add up to the arguments; and read as a gpt-oss (Harmony) answer,
+//   whole and streamed alike.
 // - Parameters are compiled into a forced call's grammar for a JSON-call family and a named-prefix one,
 //   and into tool_choice auto's lazy grammar.
 // The only acceptable failures are GrammarError, SchemaError and ToolError (malformed input,
@@ -16,8 +17,10 @@
 // Schema Test Suite, and tool-call replies.
 #include "model/grammar/grammar.h"
 #include "model/grammar/json_schema.h"
+#include "serving/template/harmony.h"
 #include "serving/template/tool_calls.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -110,6 +113,35 @@ void parse_reply(uint8_t selector, const std::string& text) {
     }
 }
 
+// gpt-oss answers: HarmonyStream whole and in pieces gives the same reasoning, content and calls,
+// and never lets a marker through.
+void parse_harmony(uint8_t selector, const std::string& text) {
+    auto run = [&](size_t piece) {
+        vkllm::chat::HarmonyStream h(fuzz_tools(), (selector & 0x10) != 0);
+        std::string reasoning, content;
+        for (size_t i = 0; i < text.size(); i += piece) {
+            const auto p = h.push(std::string_view(text).substr(i, piece));
+            reasoning += p.reasoning;
+            content += p.content;
+        }
+        auto rest = h.finish();
+        rest.reasoning = reasoning + rest.reasoning;
+        rest.content = content + rest.content;
+        return rest;
+    };
+    const auto whole = run(std::max<size_t>(text.size(), 1));
+    const size_t piece = 1 + (selector >> 5);
+    const auto streamed = run(piece);
+    bool same = whole.reasoning == streamed.reasoning && whole.content == streamed.content &&
+                whole.calls.size() == streamed.calls.size();
+    for (size_t i = 0; same && i < whole.calls.size(); ++i)
+        same = whole.calls[i].name == streamed.calls[i].name && whole.calls[i].arguments == streamed.calls[i].arguments;
+    if (!same) {
+        std::fprintf(stderr, "fuzz_grammar: a streamed Harmony answer (pieces of %zu) differs from the whole one\n", piece);
+        std::abort();
+    }
+}
+
 void force(const std::string& parameters) {
     const Json p = vkllm::chat::parse_json_bounded(parameters);
     if (p.is_discarded()) return;
@@ -139,7 +171,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         switch (data[0] & 3) {
             case 0: follow(text, text); break;
             case 1: follow(json_schema_to_gbnf(text), text); break;
-            case 2: parse_reply(data[0], text); break;
+            case 2:
+                parse_reply(data[0], text);
+                parse_harmony(data[0], text);
+                break;
             case 3: force(text); break;
         }
     } catch (const GrammarError&) {

@@ -156,9 +156,19 @@ void grammar_seeds(const fs::path& dir) {
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"x\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
         "<function=f>{}</function>",
         "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}",
+        "<|tool_call|>[{\"name\": \"f\", \"arguments\": {}}]",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
+        "<|tool_calls_section_end|>",
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+        "all\nChecking.>>>get_weather\n{\"city\": \"x\"}",
+        "Action: ```json\n[{\"tool_name\": \"f\", \"parameters\": {}}]\n```",
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+        "<|constrain|>json<|message|>{\"city\": \"x\"}",
+        "<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final<|message|>Hi.<|return|>",
     };
+    // Every family row and piece size (the selector's upper six bits).
     for (size_t k = 0; k < std::size(replies); ++k)
-        for (uint8_t family = 0; family < 16; ++family)
+        for (uint8_t family = 0; family < 64; ++family)
             write_bytes(dir / ("reply-" + std::to_string(i++)), std::string(1, char(2 | (family << 2))) + replies[k]);
     write_bytes(dir / ("params-" + std::to_string(i++)), std::string(1, '\3') + R"({"type":"object","properties":{"a":{"type":"integer"}}})");
     const fs::path suite = "/usr/share/json-schema-test-suite/tests/draft7";

@@ -501,11 +501,14 @@ bool calls_are_objects(ToolFamily f) {
            f == ToolFamily::Generic;
 }
 
-// The calls of a JSON-object family as far as `markup` goes, in order: each object whose first key
-// is "name" and second "arguments" (or Llama 3's "parameters"), the arguments compacted
-// (compact_json_text); the last may be unfinished (complete false, the arguments so far, or a name
-// and no arguments yet). Stops at a call written any other way (the grammars that hold calls put
-// the name first); a call's arguments are skipped whole, so objects inside them never count.
+// The calls of a JSON-object family as far as `markup` goes, in order: the family's list markup
+// (Hermes' <tool_call> tags, the JSON list of Mistral Nemo, Granite and the generic format, Llama 3's
+// optional <|python_tag|> and ';') around objects whose first key is "name" and second "arguments"
+// (Llama 3: "parameters"), the arguments compacted (compact_json_text). The last may be unfinished
+// (complete false: the arguments so far, or a name and no arguments yet). Scanning stops at anything
+// else: text after the calls, a call written another way (the grammars that hold calls write this
+// shape), so only what the parser will also read as calls is ever streamed. A call's arguments are
+// skipped whole, so objects inside them never count.
 struct ScannedCall {
     std::string name;
     std::string arguments;
@@ -513,47 +516,52 @@ struct ScannedCall {
 };
 std::vector<ScannedCall> scan_calls(ToolFamily family, std::string_view s) {
     std::vector<ScannedCall> out;
-    size_t pos = 0;
+    enum class Match { Yes, Partial, No };
     auto skip_ws = [&](size_t p) {
         while (p < s.size() && is_ws(s[p])) ++p;
         return p;
     };
-    // Literal `lit` at p: the position after it; npos when s ends inside it (undecided) or differs
-    // (`differs` set).
-    auto literal = [&](size_t p, std::string_view lit, bool& differs) -> size_t {
-        const std::string_view have = s.substr(std::min(p, s.size()), lit.size());
-        if (!lit.starts_with(have)) differs = true;
-        return have.size() == lit.size() && !differs ? p + lit.size() : std::string_view::npos;
-    };
-    for (;;) {
-        const size_t open = s.find('{', pos);
-        if (open == std::string_view::npos) break;
-        bool differs = false;
-        size_t p = literal(skip_ws(open + 1), "\"name\"", differs);
-        if (differs) {  // another object (Generic's {"tool_calls": [...]}): look further
-            pos = open + 1;
-            continue;
+    // Tokens in order, whitespace allowed between them (not inside); `p` moves past them on Yes.
+    auto tokens = [&](size_t& p, std::initializer_list<std::string_view> toks) {
+        size_t q = p;
+        for (std::string_view t : toks) {
+            q = skip_ws(q);
+            const std::string_view have = s.substr(q, t.size());
+            if (!t.starts_with(have)) return Match::No;
+            if (have.size() < t.size()) return Match::Partial;
+            q += t.size();
         }
-        if (p == std::string_view::npos) break;
-        p = literal(skip_ws(p), ":", differs);
-        if (p == std::string_view::npos) break;
+        p = q;
+        return Match::Yes;
+    };
+    // The markup before the first call object.
+    size_t pos = 0;
+    Match m = Match::No;
+    switch (family) {
+    case ToolFamily::Hermes: m = tokens(pos, {"<tool_call>"}); break;
+    case ToolFamily::MistralNemo: m = tokens(pos, {"[TOOL_CALLS]", "["}); break;
+    case ToolFamily::Granite: m = tokens(pos, {"<|tool_call|>", "["}); break;
+    case ToolFamily::Generic: m = tokens(pos, {"{", "\"tool_calls\"", ":", "["}); break;
+    case ToolFamily::Llama3:
+        m = tokens(pos, {"<|python_tag|>"});
+        if (m == Match::No) m = Match::Yes;  // the call may be the whole reply
+        break;
+    default: return out;
+    }
+    const std::string_view key = family == ToolFamily::Llama3 ? "\"parameters\"" : "\"arguments\"";
+    while (m == Match::Yes) {
+        // {"name": "N", "arguments": {...
+        size_t p = pos;
+        if (tokens(p, {"{", "\"name\"", ":"}) != Match::Yes) break;
         p = skip_ws(p);
-        if (p >= s.size()) break;
-        if (s[p] != '"') break;
-        // The name: a JSON string (escapes decoded by the parser).
+        if (p >= s.size() || s[p] != '"') break;
         size_t q = p + 1;
         while (q < s.size() && s[q] != '"') q += s[q] == '\\' ? 2 : 1;
         if (q >= s.size()) break;
         const json name = parse_json_bounded(s.substr(p, q + 1 - p));
         if (!name.is_string()) break;
-        p = literal(skip_ws(q + 1), ",", differs);
-        if (p == std::string_view::npos) break;
-        p = skip_ws(p);
-        const std::string_view key = family == ToolFamily::Llama3 ? "\"parameters\"" : "\"arguments\"";
-        const size_t after_key = literal(p, key, differs);
-        if (after_key == std::string_view::npos) break;
-        p = literal(skip_ws(after_key), ":", differs);
-        if (p == std::string_view::npos) break;
+        p = q + 1;
+        if (tokens(p, {",", key, ":"}) != Match::Yes) break;
         p = skip_ws(p);
         ScannedCall call{name.get<std::string>(), {}, false};
         if (p >= s.size()) {
@@ -565,8 +573,26 @@ std::vector<ScannedCall> scan_calls(ToolFamily family, std::string_view s) {
         call.arguments = compact_json_text(s.substr(p, end == std::string_view::npos ? std::string_view::npos : end - p));
         call.complete = end != std::string_view::npos;
         out.push_back(std::move(call));
-        if (!out.back().complete) break;
+        if (end == std::string_view::npos) break;
+        // The markup to the next call object.
         pos = end;
+        switch (family) {
+        case ToolFamily::Hermes: m = tokens(pos, {"}", "</tool_call>", "<tool_call>"}); break;
+        case ToolFamily::Llama3: m = tokens(pos, {"}", ";"}); break;
+        case ToolFamily::MistralNemo: {
+            // Its template writes the call's id after the arguments.
+            size_t id = pos;
+            if (tokens(id, {",", "\"id\"", ":"}) == Match::Yes) {
+                id = skip_ws(id);
+                const size_t close = id < s.size() && s[id] == '"' ? s.find('"', id + 1) : std::string_view::npos;
+                if (close == std::string_view::npos) return out;
+                pos = close + 1;
+            }
+            m = tokens(pos, {"}", ","});
+            break;
+        }
+        default: m = tokens(pos, {"}", ","}); break;
+        }
     }
     return out;
 }

@@ -1473,6 +1473,29 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
     CHECK(end.content.empty());
     CHECK(end.deltas.empty());
 
+    // Text after the calls is not a call, even where it holds an object shaped like one (a
+    // fuzz_grammar finding: the scan went on past the list and streamed a call the parser does not
+    // read).
+    for (const auto& [family, text] : std::vector<std::pair<ToolFamily, std::string>>{
+             {ToolFamily::Granite, "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}] Sure. {\"name\": \"get_time\", \"arguments\": {\"a\": 1}}"},
+             {ToolFamily::Hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call> then {\"name\": \"get_time\", \"arguments\": {}}"},
+             {ToolFamily::Generic, "{\"x\": {\"name\": \"get_time\", \"arguments\": {}}}"}}) {
+        CAPTURE(text);
+        ReplyStream after(tool_format(family), tools);
+        after.stream_arguments();
+        std::string content;
+        size_t begun = 0;
+        for (char ch : text) {
+            content += after.push(std::string(1, ch));
+            for (const auto& d : after.take_deltas()) begun += d.name.empty() ? 0 : 1;
+        }
+        const auto rest = after.finish();
+        for (const auto& d : rest.deltas) begun += d.name.empty() ? 0 : 1;
+        const auto whole = vkllm::chat::parse_reply(tool_format(family), tools, text);
+        CHECK(begun == whole.calls.size());
+        CHECK(content + rest.content == whole.content);
+    }
+
     // A call naming a tool the request does not offer is never begun.
     ReplyStream unknown(tool_format(ToolFamily::Hermes), tools);
     unknown.stream_arguments();
