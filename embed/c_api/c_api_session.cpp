@@ -118,11 +118,13 @@ struct AnswerSplit {
     std::optional<chat::ReasoningStream> reasoning;
     std::optional<chat::ReplyStream> reply;
     std::optional<chat::HarmonyStream> harmony;  // gpt-oss: instead of both
+    bool harmony_inline = false;                 // reasoning_format "none": the analysis stays in the content
     chat::ToolFamily family = chat::ToolFamily::Generic;
 
     std::string push(std::string_view text, std::string& thought) {
         if (harmony) {
             chat::HarmonyStream::Piece p = harmony->push(text);
+            if (harmony_inline) return p.reasoning + p.content;
             thought += p.reasoning;
             return std::move(p.content);
         }
@@ -138,6 +140,7 @@ struct AnswerSplit {
     std::pair<std::string, std::vector<chat::ToolCall>> finish(std::string& thought) {
         if (harmony) {
             chat::HarmonyStream::Rest r = harmony->finish();
+            if (harmony_inline) return {r.reasoning + r.content, std::move(r.calls)};
             thought += r.reasoning;
             return {std::move(r.content), std::move(r.calls)};
         }
@@ -423,6 +426,7 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         if (chat::template_is_harmony(src)) {
             // Every gpt-oss answer is Harmony messages; without tools (or with "none") a call is content.
             split.harmony.emplace(plan.parse_as ? tools : json::array(), plan.parallel);
+            split.harmony_inline = reasoning_format == "none";
             split.family = chat::ToolFamily::Harmony;
         } else {
             // As the server's reasoning_format: a forced call is the whole answer, with no block.

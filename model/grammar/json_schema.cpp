@@ -26,9 +26,10 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Rules every compiled schema may use. `space` is the whitespace allowed between tokens (none,
-// one space, or a newline and indentation); `char` one character of a JSON string as written.
+// one space, or a newline and indentation); `char` one character of a JSON string as written (a
+// \u escape of a surrogate only as a high-low pair: strict parsers refuse a lone one).
 constexpr std::string_view kCommonRules = R"(space ::= ("" | " " | "\n" [ \t]{0,20})
-char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}))
 char-cp ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))
 string ::= "\"" char* "\""
 integer ::= "-"? ("0" | [1-9] [0-9]{0,15})

@@ -160,7 +160,11 @@ struct Engine::Impl {
         if (at == std::string::npos) return;
         s.awaiting_trigger = false;
         hold_grammar(s);
-        if (!s.constraint->accept_text(std::string_view(s.free_text).substr(at))) s.constraint.reset();
+        try {
+            if (!s.constraint->accept_text(std::string_view(s.free_text).substr(at))) s.constraint.reset();
+        } catch (const grammar::GrammarError&) {
+            s.constraint.reset();  // too ambiguous to follow from here: the rest stays free, as when refused
+        }
         s.free_text.clear();
     }
     // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not

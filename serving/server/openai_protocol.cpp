@@ -585,8 +585,12 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
         reply_.emplace(*f, req.tools, req.tool_plan.reply_prefix, req.tool_plan.parallel);
         tool_family_ = f->family;
         // Where the tools' grammar holds the calls, a call once begun ends well formed: its
-        // arguments can go out as they are written.
-        if (req.stream && req.tool_plan.grammar && req.engine.grammar == req.tool_plan.grammar) reply_->stream_arguments();
+        // arguments can go out as they are written. Not where the grammar skips a reasoning block
+        // that stays in the content (reasoning_format none): the parser would read a call the
+        // model only thought about.
+        const bool grammar_holds = req.tool_plan.grammar && req.engine.grammar == req.tool_plan.grammar;
+        const bool sees_what_grammar_sees = req.engine.grammar_start.skip_close.empty() || req.split_reasoning;
+        if (req.stream && grammar_holds && sees_what_grammar_sees) reply_->stream_arguments();
     }
     if (req.split_reasoning) reasoning_.emplace(req.reply_in_reasoning);
 }

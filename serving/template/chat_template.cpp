@@ -63,7 +63,7 @@ ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
-std::string ChatTemplate::apply(const ChatInputs& in) const {
+std::string ChatTemplate::render(const ChatInputs& in) const {
     using jinja::Value;
     try {
         jinja::RenderConfig config;
@@ -95,6 +95,45 @@ std::string ChatTemplate::apply(const ChatInputs& in) const {
         throw TemplateError(located(name_, 0, "out of memory while rendering"));
     } catch (const std::length_error& e) {
         throw TemplateError(located(name_, 0, std::string("a value grew too large: ") + e.what()));
+    }
+}
+
+namespace {
+
+// Assistant tool calls whose function.arguments are objects, turned back into JSON text; false
+// when there were none.
+bool arguments_as_text(nlohmann::ordered_json& messages) {
+    bool changed = false;
+    if (!messages.is_array()) return false;
+    for (auto& m : messages) {
+        if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+        for (auto& call : m["tool_calls"]) {
+            if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+            auto& fn = call["function"];
+            if (fn.contains("arguments") && !fn["arguments"].is_string()) {
+                fn["arguments"] = fn["arguments"].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+                changed = true;
+            }
+        }
+    }
+    return changed;
+}
+
+}  // namespace
+
+std::string ChatTemplate::apply(const ChatInputs& in) const {
+    try {
+        return render(in);
+    } catch (const TemplateError&) {
+        // Hugging Face's convention hands templates the arguments as an object; a few templates
+        // (Functionary v3.2) concatenate them as text and fail on an object: they get the text.
+        ChatInputs text = in;
+        if (!arguments_as_text(text.messages)) throw;
+        try {
+            return render(text);
+        } catch (const TemplateError&) {
+        }
+        throw;
     }
 }
 

@@ -46,11 +46,15 @@ public:
     ChatTemplate(ChatTemplate&&) noexcept;
     ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
-    std::string apply(const ChatInputs& in) const;  // TemplateError on failure
+    // TemplateError on failure. Tool calls' arguments reach the template as given (objects, by
+    // Hugging Face's convention); where it fails on them, it is rendered again with them as JSON text.
+    std::string apply(const ChatInputs& in) const;
     const std::string& name() const { return name_; }
     const std::string& source() const { return source_; }
 
 private:
+    std::string render(const ChatInputs& in) const;
+
     struct Parsed;
     std::string source_, name_;
     RenderLimits limits_;

@@ -74,7 +74,7 @@ constexpr Row kRows[] = {
     {{ToolFamily::Unsupported, "command-r7b", "Command R7B", ForceKind::None, false}, {"<|START_ACTION|>", nullptr}, nullptr,
      false, {}},
     {{ToolFamily::CommandRPlus, "command-r-plus", "Command R / R+ (tool-use template)", ForceKind::None, true},
-     {"START_OF_TURN_TOKEN", nullptr}, "Action:", false, {"Action:"}},
+     {"START_OF_TURN_TOKEN", "Action:"}, "Action:", false, {"Action:"}},
     // The call marker begins every part of the reply, a call or not: parts for the user are told
     // apart while the stream reads them (ReplyStream::Impl::find_heads).
     {{ToolFamily::FunctionaryV32, "functionary-v3.2", "Functionary medium v3.2", ForceKind::None, true}, {">>>all", nullptr},
@@ -830,8 +830,10 @@ struct ReplyStream::Impl {
     void complete_deltas(Rest& r) {
         if (r.calls.empty() && !sent.empty()) {
             // Cut inside a call (max_tokens, a stop string): its markup already went out as the
-            // call's deltas, so it is not content as well.
-            r.content.clear();
+            // call's deltas, so it is not content as well. A call that was written whole and is
+            // still refused (JSON nested deeper than the parser takes) is content, as in a whole reply.
+            const std::vector<ScannedCall> scanned = scan_calls(row->format.family, markup);
+            if (scanned.empty() || !scanned.back().complete) r.content.clear();
             return;
         }
         for (size_t i = 0; i < r.calls.size(); ++i) {
@@ -1069,7 +1071,8 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
                " markup-ws\ntool-call-markup ::= \"<tool_call>\" markup-ws tool-call markup-ws \"</tool_call>\"";
         break;
     case ToolFamily::Llama3:
-        lc.triggers = {{"<|python_tag|>", false}, {"{", true}};
+        // Not any answer that opens with '{': one that asks for JSON is no call.
+        lc.triggers = {{"<|python_tag|>", false}, {"{\"name\"", true}, {"{ \"name\"", true}};
         root = "root ::= (\"<|python_tag|>\" markup-ws)? tool-call markup-ws";
         break;
     case ToolFamily::MistralNemo:
@@ -1081,7 +1084,7 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
         root = "root ::= \"<|tool_call|>\" markup-ws tool-call markup-ws";
         break;
     case ToolFamily::Generic:
-        lc.triggers = {{"{", true}};
+        lc.triggers = {{"{\"tool_calls\"", true}, {"{ \"tool_calls\"", true}};
         root = "root ::= tool-call markup-ws";
         break;
     default: return lc;  // markup of control tokens between the parts, or values that are not JSON: parsed as written

@@ -152,7 +152,7 @@ ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& t
                        bool parallel);
 
 // tool_choice 'auto': a grammar for the calls the model may write, lazy (grammar::LazyStart): it holds
-// from the family's call marker on (or from a reply that opens with '{' where the call is the whole
+// from the family's call marker on (or from a reply that opens with '{"name"' / '{"tool_calls"' where the call is the whole
 // reply), so a call, once begun, follows its tool's parameters; text before it is free. Empty
 // (no gbnf) for families whose call markup cannot be followed token by token (control tokens inside
 // the call: Mistral v11, DeepSeek; values that are not JSON: Qwen3-Coder; names in the markup:

@@ -311,10 +311,11 @@ test('tool_choice required and named force valid calls, whole and streamed', { s
   }
 });
 
-// tool_choice auto: stories260K's template has no tool format, so a reply that opens with '{' is a
-// call (the generic format), and from that '{' on the call follows its tool's parameters. A bias
-// on '{' makes the model begin one; the arguments it then writes must still validate.
-test('tool_choice auto: a call the model begins follows its parameters, whole and streamed', { skip }, async () => {
+// tool_choice auto: stories260K's template has no tool format (the generic one: a call is an answer
+// that opens with {"tool_calls"; the lazy grammar holds it from there, which the C++ tests check).
+// An answer that opens with other JSON is not a call: a bias on '{' gives free text, never a
+// forced call; without it the model tells a story; stop strings work beside tools.
+test('tool_choice auto: answers stay free until a call begins, and stop works beside tools', { skip }, async () => {
   const tok = await fetch(`${server.url}/tokenize`, {
     method: 'POST', headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
     body: JSON.stringify({ content: 'a{' }),
@@ -322,20 +323,14 @@ test('tool_choice auto: a call the model begins follows its parameters, whole an
   const brace = tok.tokens[tok.tokens.length - 1];
   const unitTool = {
     type: 'function',
-    function: { name: 'set_unit', parameters: { type: 'object', properties: { unit: { enum: ['celsius', 'fahrenheit'] }, precise: { type: 'boolean' } }, required: ['unit', 'precise'], additionalProperties: false } },
+    function: { name: 'set_unit', parameters: { type: 'object', properties: { unit: { enum: ['celsius', 'fahrenheit'] } }, required: ['unit'], additionalProperties: false } },
   };
-  const validate = new Ajv().compile(unitTool.function.parameters);
   for (const stream of [false, true]) {
-    const req = { model: 'x', messages: chatMessages, max_tokens: 120, temperature: 0.8, seed: 3, tools: [unitTool], parallel_tool_calls: false, logit_bias: { [brace]: 100 } };
-    const { content, calls, finish } = await callOnce(req, stream);
-    assert.equal(finish, 'tool_calls', JSON.stringify({ content, calls }));
-    assert.ok(!content, `content must be empty: ${content}`);
-    assert.equal(calls.length, 1);
-    assert.equal(calls[0].function.name, 'set_unit');
-    const args = JSON.parse(calls[0].function.arguments);
-    assert.ok(validate(args), `${calls[0].function.arguments}: ${JSON.stringify(validate.errors)}`);
+    const braces = await callOnce({ model: 'x', messages: chatMessages, max_tokens: 30, seed: 3, temperature: 0.8, tools: [unitTool], logit_bias: { [brace]: 100 } }, stream);
+    assert.equal(braces.calls.length, 0);
+    assert.equal(braces.finish, 'length');
+    assert.ok(braces.content.startsWith('{'), braces.content);
   }
-  // Without the bias the model tells a story: content, no call; and stop strings work beside tools.
   const plain = await callOnce({ model: 'x', messages: chatMessages, max_tokens: 40, seed: 3, tools: [unitTool], stop: ['.'] }, false);
   assert.equal(plain.calls.length, 0);
   assert.ok(plain.content && !plain.content.includes('.'), plain.content);

@@ -693,6 +693,15 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     CHECK(st.calls[0]["arguments"] == R"({"city":"Par)");
     CHECK(st.finish == "length");
 
+    // A grammar that skips a reasoning block the parser sees (reasoning_format none on a template
+    // that thinks): calls are sent whole, since the parser may read one the model only thought about.
+    ParsedRequest inline_think = r;
+    vkllm::chat::skip_reasoning(inline_think.engine.grammar_start, false);
+    inline_think.split_reasoning = false;
+    st = stream(inline_think, reply, serving::FinishReason::Stop);
+    REQUIRE(st.calls.size() == 1);
+    CHECK(st.deltas == 1);
+
     // No grammar holding the calls: sent whole, once known to be well formed.
     ParsedRequest ds = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(ds, tool_format(ToolFamily::DeepSeekV31), true);

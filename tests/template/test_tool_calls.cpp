@@ -1365,6 +1365,14 @@ TEST_CASE("tool calls: with tool_choice auto, a call the model begins must follo
     CHECK(follows(granite, "Let me see. <|tool_call|>[" + time + ", " + weather + "]"));
     CHECK_FALSE(follows(granite, "<|tool_call|>[]"));
 
+    // An answer that opens with JSON that is not a call stays free.
+    CHECK(vkllm::grammar::find_trigger(R"({"answer": 1})", {llama.triggers}) == std::string::npos);
+    CHECK(vkllm::grammar::find_trigger(R"({ "name": "get_time")", {llama.triggers}) == 0);
+    // A \u escape of a surrogate only as a pair: the parser refuses a lone one, so the grammar does.
+    CHECK(follows(hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"\\ud83d\\ude00\"}}</tool_call>"));
+    CHECK_FALSE(follows(hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"\\ud800\"}}</tool_call>"));
+    CHECK_FALSE(follows(hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"\\ude00\"}}</tool_call>"));
+
     // Families whose call markup a grammar over text cannot follow are parsed as written.
     for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
                          ToolFamily::FunctionaryV31})
@@ -1496,9 +1504,45 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
         CHECK(content + rest.content == whole.content);
     }
 
+    // A call written whole that the parser still refuses (nested deeper than it takes) is content,
+    // as in a whole reply; only a call cut short is not.
+    {
+        const Json any = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+        std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": ";
+        for (int i = 0; i < 70; ++i) deep += "[";
+        for (int i = 0; i < 70; ++i) deep += "]";
+        deep += "}}</tool_call>";
+        ReplyStream refused(tool_format(ToolFamily::Hermes), any);
+        refused.stream_arguments();
+        std::string content = refused.push(deep);
+        CHECK(refused.take_deltas().size() == 1);
+        const auto rest = refused.finish();
+        CHECK(rest.calls.empty());
+        CHECK(content + rest.content == deep);
+    }
+
     // A call naming a tool the request does not offer is never begun.
     ReplyStream unknown(tool_format(ToolFamily::Hermes), tools);
     unknown.stream_arguments();
     unknown.push("<tool_call>\n{\"name\": \"get_news\", \"arguments\": {\"q\": 1");
     CHECK(unknown.take_deltas().empty());
+}
+
+TEST_CASE("tool calls: a template that concatenates the arguments as text gets them as text (Functionary v3.2)") {
+    if (!have_templates()) return;
+    const TemplateFile file = template_files().at("meetkai-functionary-medium-v3.2");
+    ChatTemplate t(file.source, "functionary-v3.2");
+    ChatInputs in;
+    in.tools = both_tools();
+    in.messages = Json::parse(R"([{"role": "user", "content": "Time in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call00001", "type": "function",
+          "function": {"name": "get_time", "arguments": {"timezone": "Europe/Paris"}}}]},
+        {"role": "tool", "tool_call_id": "call00001", "content": "12:00"}])");
+    std::string prompt;
+    REQUIRE_NOTHROW(prompt = t.apply(in));
+    CHECK(prompt.find(">>>get_time\n{\"timezone\":\"Europe/Paris\"}") != std::string::npos);
+    // Templates that take the object still get the object.
+    const TemplateFile qwen = template_files().at("Qwen-Qwen2.5-7B-Instruct");
+    const std::string q = ChatTemplate(qwen.source, "qwen").apply(in);
+    CHECK(q.find("\"arguments\": {\"timezone\": \"Europe/Paris\"}") != std::string::npos);
 }
