@@ -249,6 +249,22 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
     }
 }
 
+// A text the session keeps of its last answer (guarded by its mutex), by vkllm_detokenize's buffer rules.
+vkllm_status write_session_text(const vkllm_session* session, std::string vkllm_session::*text, char* buf, size_t capacity,
+                                size_t* len) {
+    return guarded([&] {
+        vkllm_session& s = *capi::live_session(session);
+        require(len != nullptr, "len is NULL");
+        require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
+        std::string copy;
+        {
+            std::lock_guard lock(s.mutex);
+            copy = s.*text;
+        }
+        return capi::write_string(copy, buf, capacity, len);
+    });
+}
+
 }  // namespace
 
 extern "C" {
@@ -442,31 +458,11 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
 }
 
 vkllm_status vkllm_session_get_tool_calls(const vkllm_session* session, char* buf, size_t capacity, size_t* len) {
-    return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
-        require(len != nullptr, "len is NULL");
-        require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
-        std::string calls;
-        {
-            std::lock_guard lock(s.mutex);
-            calls = s.tool_calls;
-        }
-        return capi::write_string(calls, buf, capacity, len);
-    });
+    return write_session_text(session, &vkllm_session::tool_calls, buf, capacity, len);
 }
 
 vkllm_status vkllm_session_get_reasoning(const vkllm_session* session, char* buf, size_t capacity, size_t* len) {
-    return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
-        require(len != nullptr, "len is NULL");
-        require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
-        std::string reasoning;
-        {
-            std::lock_guard lock(s.mutex);
-            reasoning = s.reasoning;
-        }
-        return capi::write_string(reasoning, buf, capacity, len);
-    });
+    return write_session_text(session, &vkllm_session::reasoning, buf, capacity, len);
 }
 
 vkllm_status vkllm_cancel(vkllm_session* session) {

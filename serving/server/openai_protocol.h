@@ -155,8 +155,6 @@ public:
     // chunk when asked, then [DONE]).
     std::string stream_start() const;
     std::string stream_text(const serving::Event& ev);
-    // A chunk of tool-call deltas ("" for none).
-    std::string calls_chunk(const std::vector<chat::CallDelta>& deltas) const;
     std::string stream_done(const serving::Event& done);
     // stream_done in two: the choice's last chunks (held-back content, tool calls, finish_reason),
     // then, once per stream, the usage chunk when asked and [DONE] (usage_of: combined_usage of
@@ -175,6 +173,8 @@ private:
     json chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const;
     json completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const;
     json usage(const serving::Event& done) const;
+    // A chunk of tool-call deltas ("" for none).
+    std::string calls_chunk(const std::vector<chat::CallDelta>& deltas) const;
     // Generated text through the reasoning splitter, then the tool-call parser: what can be shown
     // now, and at the end what they held back.
     chat::ReasoningStream::Piece split(std::string_view text);

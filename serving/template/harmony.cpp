@@ -151,11 +151,7 @@ void HarmonyStream::close_body(std::string& content) {
     headerless_ = false;
     if (route_ != Route::Call) return;
     const json args = parse_json_bounded(call_body_);
-    const bool known = !tools_.is_array() || std::any_of(tools_.begin(), tools_.end(), [&](const json& t) {
-        return t.is_object() && t.contains("function") && t["function"].is_object() &&
-               t["function"].value("name", "") == call_name_;
-    });
-    if (call_name_.empty() || !known || args.is_discarded() || !args.is_object()) {
+    if (call_name_.empty() || !offers_tool(tools_, call_name_) || args.is_discarded() || !args.is_object()) {
         content += call_body_;
     } else if (parallel_ || calls_.empty()) {
         calls_.push_back({"", call_name_, args.dump(-1, ' ', false, json::error_handler_t::replace)});

@@ -1,6 +1,7 @@
 #include "serving/template/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
+#include "serving/template/harmony.h"
 #include "serving/template/reasoning.h"
 
 #include <fmt/format.h>
@@ -61,9 +62,8 @@ constexpr Row kRows[] = {
      {"tool▁calls▁begin", nullptr}, "<｜tool▁calls▁begin｜>", false,
      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
     // Harmony replies are read by HarmonyStream (harmony.h), not by ReplyStream: this row names the
-    // format and its markers, which a gpt-oss vocabulary has as control tokens.
-    {{ToolFamily::Harmony, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, true}, {"<|channel|>", nullptr}, nullptr, false,
-     {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"}},
+    // format; its markers are harmony_markup()'s.
+    {{ToolFamily::Harmony, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, true}, {"<|channel|>", nullptr}, nullptr, false, {}},
     {{ToolFamily::KimiK2, "kimi-k2", "Kimi K2", ForceKind::None, true}, {"tool_calls_section", nullptr},
      "<|tool_calls_section_begin|>", false,
      {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
@@ -227,12 +227,7 @@ public:
     std::vector<ToolCall> take_calls() { return std::move(calls_); }
 
 private:
-    bool known(const std::string& name) const {
-        if (!tools_.is_array()) return true;
-        return std::any_of(tools_.begin(), tools_.end(), [&](const json& t) {
-            return t.contains("function") && t["function"].value("name", "") == name;
-        });
-    }
+    bool known(const std::string& name) const { return offers_tool(tools_, name); }
 
     std::string_view s_;
     const json& tools_;
@@ -742,10 +737,19 @@ const ToolFormat& detect_tool_format(std::string_view src) {
 bool template_renders_tools(std::string_view src) { return src.find("tools") != std::string_view::npos; }
 
 std::vector<std::string> tool_markup(const ToolFormat& format) {
+    if (format.family == ToolFamily::Harmony) return harmony_markup();
     std::vector<std::string> out;
     for (const char* m : row_of(format).markup)
         if (m) out.emplace_back(m);
     return out;
+}
+
+bool offers_tool(const json& tools, std::string_view name) {
+    if (!tools.is_array()) return true;
+    return std::any_of(tools.begin(), tools.end(), [&](const json& t) {
+        return t.is_object() && t.contains("function") && t["function"].is_object() &&
+               t["function"].value("name", "") == name;
+    });
 }
 
 ToolError::ToolError(const std::string& what, std::string param) : std::invalid_argument(what), param_(std::move(param)) {}
@@ -800,20 +804,13 @@ struct ReplyStream::Impl {
     bool fragments = false;
     std::vector<std::string> sent, ids;
 
-    bool known_tool(const std::string& name) const {
-        if (!tools.is_array()) return true;
-        return std::any_of(tools.begin(), tools.end(), [&](const json& t) {
-            return t.contains("function") && t["function"].value("name", "") == name;
-        });
-    }
-
     std::vector<CallDelta> take_deltas() {
         std::vector<CallDelta> out;
         if (!fragments || !started) return out;
         std::vector<ScannedCall> calls = scan_calls(row->format.family, markup);
         if (!parallel && calls.size() > 1) calls.resize(1);
         for (size_t i = 0; i < calls.size(); ++i) {
-            if (!known_tool(calls[i].name)) break;
+            if (!offers_tool(tools, calls[i].name)) break;
             if (i == sent.size()) {
                 ids.push_back(new_tool_call_id(row->format.family));
                 sent.push_back(calls[i].arguments);
@@ -893,9 +890,7 @@ struct ReplyStream::Impl {
     }
     bool names_tool(std::string_view name) const {
         if (!tools.is_array()) return !name.empty() && name.find_first_of(" \t\r{}<>") == std::string_view::npos;
-        return std::any_of(tools.begin(), tools.end(), [&](const json& t) {
-            return t.contains("function") && t["function"].value("name", "") == name;
-        });
+        return offers_tool(tools, name);
     }
     bool may_begin_head(std::string_view name) const {
         if (std::string_view("all").starts_with(name) || !tools.is_array()) return name.size() <= 64;

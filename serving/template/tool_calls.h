@@ -86,6 +86,10 @@ private:
 // "parameters"?}}. ToolError naming the field otherwise, or for two tools with one name.
 void check_tools(const nlohmann::ordered_json& tools);
 
+// Whether `tools` (a request's tools) offers a function named `name`; true for null or any other
+// non-array (no tool list to check against).
+bool offers_tool(const nlohmann::ordered_json& tools, std::string_view name);
+
 struct ToolCall {
     std::string id;         // the model's own id where the format has one (Mistral's; Kimi K2's "functions.NAME:IDX"), else ""
     std::string name;

@@ -72,6 +72,15 @@ struct Session {
     ~Session() { vkllm_session_free(s); }
 };
 
+// What vkllm_session_get_reasoning or vkllm_session_get_tool_calls gives (at most 511 bytes here).
+template <typename Getter>
+std::string session_text(Getter getter, const vkllm_session* session) {
+    size_t len = 0;
+    std::string buf(512, '\0');
+    REQUIRE(getter(session, buf.data(), buf.size(), &len) == VKLLM_OK);
+    return std::string(buf.data(), len);
+}
+
 struct Collected {
     std::string text;
     std::vector<std::string> pieces;
@@ -597,23 +606,17 @@ TEST_CASE("capi: vkllm_chat_json splits the reasoning block off the content, as 
     s.temperature = 0;
     // stories260K never closes a block by itself: a grammar writes the reasoning, the tag and the answer.
     s.grammar = R"(root ::= "Cats like fish." "</think>" "\n\nA cat.")";
-    auto reasoning = [&] {
-        size_t len = 0;
-        std::string buf(256, '\0');
-        REQUIRE(vkllm_session_get_reasoning(session.s, buf.data(), buf.size(), &len) == VKLLM_OK);
-        return std::string(buf.data(), len);
-    };
     Collected split;
     REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &split) == VKLLM_OK);
     CHECK(split.text == "A cat.");
-    CHECK(reasoning() == "Cats like fish.");
+    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Cats like fish.");
 
     // "none": the block stays in the content; nothing is kept as reasoning.
     p.reasoning_format = "none";
     Collected inline_text;
     REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &inline_text) == VKLLM_OK);
     CHECK(inline_text.text == "Cats like fish.</think>\n\nA cat.");
-    CHECK(reasoning().empty());
+    CHECK(session_text(vkllm_session_get_reasoning, session.s).empty());
     p.reasoning_format = "hidden";
     CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "reasoning_format"));
@@ -644,17 +647,11 @@ TEST_CASE("capi: vkllm_chat_json reads a gpt-oss (Harmony) answer: analysis as r
     s.temperature = 0;
     s.n_predict = 400;  // the markers are spelled in small pieces in this vocabulary
     s.grammar = R"(root ::= "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}")";
-    auto text_of = [&](auto getter) {
-        size_t len = 0;
-        std::string buf(512, '\0');
-        REQUIRE(getter(session.s, buf.data(), buf.size(), &len) == VKLLM_OK);
-        return std::string(buf.data(), len);
-    };
     Collected out;
     REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &out) == VKLLM_OK);
     CHECK(out.text.empty());
-    CHECK(text_of(vkllm_session_get_reasoning) == "Use the tool.");
-    const auto calls = nlohmann::json::parse(text_of(vkllm_session_get_tool_calls));
+    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Use the tool.");
+    const auto calls = nlohmann::json::parse(session_text(vkllm_session_get_tool_calls, session.s));
     REQUIRE(calls.size() == 1);
     CHECK(calls[0]["function"]["name"] == "get_weather");
     CHECK(calls[0]["function"]["arguments"] == R"({"city":"Oslo"})");
@@ -664,8 +661,8 @@ TEST_CASE("capi: vkllm_chat_json reads a gpt-oss (Harmony) answer: analysis as r
     REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &answer) == VKLLM_OK);
     CHECK(answer.text == "Hello!");
     for (const std::string& piece : answer.pieces) CHECK(piece.find("<|") == std::string::npos);
-    CHECK(text_of(vkllm_session_get_reasoning) == "Greet.");
-    CHECK(text_of(vkllm_session_get_tool_calls) == "[]");
+    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Greet.");
+    CHECK(session_text(vkllm_session_get_tool_calls, session.s) == "[]");
     std::filesystem::remove(tmpl);
 }
 
