@@ -323,12 +323,22 @@ void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t 
     const std::vector<float> x = random_floats(size_t(m) * k, seed + 0x5EED);
     Buffer wb = upload(ctx_, w, "bench_w"), xb = upload(ctx_, x, "bench_x");
     Buffer yb = device_buffer(ctx_, size_t(m) * n * 4, "bench_y");
+    // The kernel a model records for this shape on this device: the integer-dot matvec (its
+    // activation quantization timed with it) where the device takes it.
+    const ops::LinearPlan plan = ops::plan_linear(ctx_.caps(), t, m, n, k);
+    if (as_matmul != (plan.kernel == ops::LinearPlan::Kernel::Matmul))
+        throw std::logic_error(fmt::format("bench-ops: m={} plans a {}", m, as_matmul ? "matvec" : "matmul"));
+    const bool dot = plan.int_dot();
+    if (dot) row.type += " int-dot";
+    Buffer qb;
+    ops::MatvecInput input;
+    if (dot) {
+        qb = device_buffer(ctx_, size_t(m) * ops::q8_1_row_bytes(k), "bench_xq");
+        input.q8 = qb.slice();
+    }
     CommandStream s(ctx_);
     s.begin(true);
-    if (as_matmul)
-        ops::matmul(ctx_, s, t, wb.slice(), xb.slice(), yb.slice(), m, n, k);
-    else
-        ops::matvec(ctx_, s, t, wb.slice(), xb.slice(), yb.slice(), m, n, k);
+    ops::linear(ctx_, s, plan, wb.slice(), xb.slice(), yb.slice(), nullptr, nullptr, input);
     s.end();
     row.bytes = ops::linear_bytes_read(t, m, n, k);
     row.flops = 2.0 * m * n * k;
@@ -350,6 +360,8 @@ void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t 
         for (uint32_t j = 0; j < sn; ++j) std::memcpy(ws.data() + j * rb, w.data() + size_t(rows_n[j]) * rb, rb);
         std::vector<float> xs(size_t(sm) * k), ref(size_t(sm) * sn), got(ref.size());
         for (uint32_t i = 0; i < sm; ++i) std::copy_n(x.data() + size_t(rows_m[i]) * k, k, xs.data() + size_t(i) * k);
+        if (dot)  // the same math: X as its Q8_1 blocks
+            for (uint32_t i = 0; i < sm; ++i) ref::quantize_q8_1(xs.data() + size_t(i) * k, xs.data() + size_t(i) * k, k);
         ref::linear(t, ws.data(), xs.data(), ref.data(), sm, sn, k);
         for (uint32_t i = 0; i < sm; ++i)
             for (uint32_t j = 0; j < sn; ++j) got[size_t(i) * sn + j] = y[size_t(rows_m[i]) * n + rows_n[j]];

@@ -109,6 +109,9 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     if (has_driver_props) { *tail = &drv; tail = &drv.pNext; }
     if (has_sgsc) { *tail = &sgsc; tail = &sgsc.pNext; }
     if (has_maint4) { *tail = &m4; tail = &m4.pNext; }
+    VkPhysicalDeviceShaderIntegerDotProductProperties dotp{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+    if (has_dot) { *tail = &dotp; tail = &dotp.pNext; }
     vkGetPhysicalDeviceProperties2(pd, &props);
     const VkPhysicalDeviceLimits& lim = props.properties.limits;
 
@@ -168,6 +171,8 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     c.int8 = has_f16i8 && f16i8.shaderInt8;
     c.int64 = feats.features.shaderInt64;
     c.int_dot_product = has_dot && dot.shaderIntegerDotProduct;
+    c.int_dot_accelerated = c.int_dot_product && dotp.integerDotProduct4x8BitPackedSignedAccelerated;
+    c.int_dot_kernels = c.int_dot_accelerated;
     // llvmpipe offers shaderFloat16 exactly where it converts halves natively (x86 with F16C); where
     // it does not, Mesa 22.3's conversion path (used on aarch64) crashes LLVM, so shaders avoid it.
     c.soft_half = c.name.find("llvmpipe") != std::string::npos && !c.fp16;
@@ -224,7 +229,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
 
 std::string CapsOverride::help() {
     return "comma-separated: no-fp16, no-int8, no-int64, no-storage16, no-storage8, no-subgroup-ops, "
-           "no-subgroup-size-control, no-int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, shared-mem=BYTES, "
+           "no-subgroup-size-control, no-int-dot, int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, shared-mem=BYTES, "
            "max-storage-range=BYTES, max-uniform-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in k, m or g)";
 }
 
@@ -247,6 +252,7 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
         else if (flag && key == "no-subgroup-ops") o.no_subgroup_ops = true;
         else if (flag && key == "no-subgroup-size-control") o.no_subgroup_size_control = true;
         else if (flag && key == "no-int-dot") o.no_int_dot = true;
+        else if (flag && key == "int-dot") o.int_dot = true;
         else if (flag && key == "no-coopmat") o.no_coopmat = true;
         else if (flag && key == "no-timestamps") o.no_timestamps = true;
         else if (flag && key == "gpu-tuning") o.gpu_tuning = true;
@@ -263,7 +269,7 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
 
 bool CapsOverride::empty() const {
     return !(no_fp16 || no_int8 || no_int64 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
-             no_int_dot || no_coopmat || no_timestamps || gpu_tuning || soft_half || shared_mem || max_storage_range || max_uniform_range ||
+             no_int_dot || int_dot || no_coopmat || no_timestamps || gpu_tuning || soft_half || shared_mem || max_storage_range || max_uniform_range ||
              max_allocation || device_memory);
 }
 
@@ -278,7 +284,9 @@ void CapsOverride::apply(DeviceCaps& c) const {
         c.subgroup_size_control = false;
         c.min_subgroup_size = c.max_subgroup_size = c.subgroup_size;
     }
-    if (no_int_dot) c.int_dot_product = false;
+    // int-dot changes a choice, not a capability: the variants need the extension all the same.
+    if (int_dot && !no_int_dot) c.int_dot_kernels = c.int_dot_product;
+    if (no_int_dot) c.int_dot_product = c.int_dot_accelerated = c.int_dot_kernels = false;
     if (no_coopmat) { c.cooperative_matrix = false; c.coop_shapes.clear(); }
     if (no_timestamps) c.timestamps = false;
     if (gpu_tuning) c.cpu_tuning = false;

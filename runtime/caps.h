@@ -41,7 +41,11 @@ struct DeviceCaps {
     bool int64 = false;       // shaderInt64: the CPU-driver matvecs' 8-byte weight loads (weights.glsl)
     bool storage16 = false;   // storageBuffer16BitAccess
     bool storage8 = false;    // storageBuffer8BitAccess
-    bool int_dot_product = false;
+    bool int_dot_product = false;      // VK_KHR_shader_integer_dot_product (shaderIntegerDotProduct)
+    bool int_dot_accelerated = false;  // its signed 4x8-bit packed dot is accelerated (a native instruction)
+    // The quantized linear layers take the integer-dot variants (X quantized to Q8_1 blocks, packed
+    // 4x8-bit dot products): where the packed dot is accelerated, or forced with `--caps int-dot`.
+    bool int_dot_kernels = false;
     bool cooperative_matrix = false;
     std::vector<CoopMatShape> coop_shapes;
 
@@ -86,6 +90,7 @@ struct CapsOverride {
     bool no_fp16 = false, no_int8 = false, no_int64 = false, no_storage16 = false, no_storage8 = false;
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
     bool no_coopmat = false, no_timestamps = false, gpu_tuning = false, soft_half = false;
+    bool int_dot = false;              // the integer-dot variants wherever the extension exists (accelerated or not)
     uint32_t shared_mem = 0;           // 0: keep
     uint64_t max_storage_range = 0;    // 0: keep
     uint64_t max_uniform_range = 0;    // 0: keep

@@ -83,6 +83,27 @@ def main():
                                                               "bw_pct", "gflops", "fma_pct", "note") if k in r}
                                       for r in ops.get("results", [])]}
 
+    # The other matvec path (device_check.sh step 5): bench rows alt.N.json beside vk.N.json.
+    alt_caps = None
+    try:
+        with open(os.path.join(work, "bench", "alt_caps")) as f:
+            alt_caps = f.read().strip()
+    except OSError:
+        pass
+    alt_rows = []
+    for i in range(1, n):
+        a = load(os.path.join(work, "bench", f"alt.{i}.json"))
+        if a and a.get("results") and i - 1 < len(bench):
+            r = a["results"][0]
+            alt_rows.append({"model": bench[i - 1].get("model"), "pp_tps": bench[i - 1].get("pp_tps_mean"),
+                             "tg_tps": bench[i - 1].get("tg_tps_mean"), "alt_pp_tps": r.get("pp_tps_mean"),
+                             "alt_tg_tps": r.get("tg_tps_mean")})
+    ops_alt = load(os.path.join(work, "bench", "ops_alt.json"))
+    if alt_caps:
+        s["alt"] = {"caps": alt_caps, "bench": alt_rows,
+                    "bench_ops": [{k: r.get(k) for k in ("op", "shape", "type", "status", "best_us", "gbs", "bw_pct")
+                                   if k in r} for r in (ops_alt or {}).get("results", [])]}
+
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(s, f, indent=1)
 
@@ -120,6 +141,20 @@ def main():
             lines.append(f"| {r.get('op')} | {r.get('shape')} | {r.get('type')} | {r.get('status')} | "
                          f"{fmt(r.get('best_us'))} | {fmt(r.get('gbs'))} | {fmt(r.get('bw_pct'), '.0f')} | "
                          f"{fmt(r.get('gflops'))} | {fmt(r.get('fma_pct'), '.0f')} |")
+    if alt_caps:
+        lines.append("")
+        lines.append(f"the other matvec path: --caps {alt_caps}")
+        lines.append(f"| model | pp t/s | pp t/s {alt_caps} | tg t/s | tg t/s {alt_caps} |")
+        lines.append("|---|---|---|---|---|")
+        for r in alt_rows:
+            lines.append(f"| {r['model']} | {fmt(r['pp_tps'])} | {fmt(r['alt_pp_tps'])} | {fmt(r['tg_tps'])} | "
+                         f"{fmt(r['alt_tg_tps'])} |")
+        if ops_alt:
+            lines.append(f"| op | shape | type ({alt_caps}) | status | best us | GB/s | % BW |")
+            lines.append("|---|---|---|---|---|---|---|")
+            for r in ops_alt.get("results", []):
+                lines.append(f"| {r.get('op')} | {r.get('shape')} | {r.get('type')} | {r.get('status')} | "
+                             f"{fmt(r.get('best_us'))} | {fmt(r.get('gbs'))} | {fmt(r.get('bw_pct'), '.0f')} |")
     with open(os.path.join(out, "summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -90,7 +90,12 @@ done
 : >"$DEST/tests.txt"
 for exe in "${test_exes[@]}"; do
   layer=${exe#test_}
-  for src in tests/"$layer"/*.cpp; do echo "$exe $(basename "$src" .cpp)" >>"$DEST/tests.txt"; done
+  for src in tests/"$layer"/*.cpp; do
+    # test_json_schema's oracles are Debian packages (json-schema-test-suite, python3-jsonschema)
+    # that a GPU machine lacks, and it uses no device.
+    [ "$(basename "$src" .cpp)" = test_json_schema ] && continue
+    echo "$exe $(basename "$src" .cpp)" >>"$DEST/tests.txt"
+  done
 done
 printf '%s\n' "test_runtime test_devices" "test_runtime test_vec_add" "test_kernels test_rms_norm" >"$DEST/tests-quick.txt"
 cp scripts/device_check.sh scripts/check_summary.py "$DEST/"

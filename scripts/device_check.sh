@@ -13,6 +13,9 @@
 #      the same files (stories260K too)
 #      and the largest once more with --profile (GPU time per op) at 512-token prefill chunks
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
+#   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
+#      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
+#      extension: `vkllm bench` on the quantized models and `bench-ops --ops matvec` again
 # Writes DIR/summary.json and DIR/summary.txt, plus check.log, devices.json, tests_failed.log,
 # bench.log and profile.txt (at most 8 files: what the device tool brings back).
 set -uo pipefail
@@ -155,6 +158,25 @@ fi
 if [ "$QUICK" = 1 ]; then shapes=small; else shapes=llama3-8b; fi
 log "bench-ops --shapes $shapes"
 run_limited "$(limit 90 10)" "$VKLLM" bench-ops --shapes "$shapes" --json >"$WORK/bench/ops.json" 2>>"$OUT/bench.log" || log "bench-ops failed"
+
+# --- 5. the other matvec path ---
+alt=""
+if grep -q '"integer_dot_kernels": true' "$WORK/devices.json" 2>/dev/null; then alt=no-int-dot
+elif grep -q '"integer_dot_product": true' "$WORK/devices.json" 2>/dev/null; then alt=int-dot; fi
+if [ -n "$alt" ]; then
+  echo "$alt" >"$WORK/bench/alt_caps"
+  i=0
+  for m in "${models[@]}"; do
+    i=$((i + 1))
+    [ -f "$m" ] && [ "$(basename "$m")" != stories260K.gguf ] || continue  # F32: no integer-dot path
+    log "bench --caps $alt: $(basename "$m" .gguf)"
+    run_limited "$(limit 60 60)" "$VKLLM" bench -m "$m" -p "$pp" -n "$tg" -r "$reps" --no-probes --caps "$alt" --json \
+      >"$WORK/bench/alt.$i.json" 2>>"$OUT/bench.log" || log "vkllm bench --caps $alt failed"
+  done
+  log "bench-ops --ops matvec --caps $alt"
+  run_limited "$(limit 40 10)" "$VKLLM" bench-ops --shapes "$shapes" --ops matvec --types q4_0,q8_0,q4_k,q6_k \
+    --caps "$alt" --json >"$WORK/bench/ops_alt.json" 2>>"$OUT/bench.log" || log "bench-ops --caps $alt failed"
+fi
 
 # --- summary ---
 cp "$WORK/devices.json" "$OUT/devices.json" 2>/dev/null

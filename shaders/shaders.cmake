@@ -90,6 +90,17 @@ foreach(t q8_0 q4_0)
   vkllm_shader(matvec_u64_${t}_subgroup matvec.comp ${wdef} USE_SUBGROUP X_UNIFORM W_LOAD64)
 endforeach()
 
+# Integer-dot matvec (devices whose 4x8-bit packed dot is accelerated, or --caps int-dot): X
+# quantized to Q8_1 by quantize_q8_1, weights multiplied as integers (include/weights_dot.glsl). The
+# block types with an integer form; the rest (F32, F16, BF16, Q2_K, Q3_K) keep the float matvec.
+set(VKLLM_DOT_WEIGHT_TYPES q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k iq4_xs)
+vkllm_shader(quantize_q8_1 quantize_q8_1.comp)
+foreach(t IN LISTS VKLLM_DOT_WEIGHT_TYPES)
+  string(TOUPPER "W_${t}" wdef)
+  vkllm_shader(matvec_dot_${t}          matvec_dot.comp ${wdef})
+  vkllm_shader(matvec_dot_${t}_subgroup matvec_dot.comp ${wdef} USE_SUBGROUP)
+endforeach()
+
 # --- attention and KV cache ----------------------------------------------------------------------
 # KV element type x kernel. f16 K/V are read as packed words (unpack_half2, half.glsl) and q8_0
 # blocks as words too: no 8/16-bit storage or fp16 feature is needed, so these run on every device.

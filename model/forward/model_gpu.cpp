@@ -41,14 +41,22 @@ namespace {
 // Rows of the activation scratch: a prompt chunk or one decode token per sequence.
 uint32_t scratch_rows(const ModelOptions& o) { return std::max(o.ubatch, o.n_seq); }
 
+// The integer-dot matvecs' Q8_1 input: a row per vector of the largest matvec (the sequences of a
+// decode batch, or a chunk of at most 8 tokens), each as long as any projection's k.
+uint64_t q8_scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
+    const uint32_t rows = std::max(std::min(o.ubatch, 8u), o.n_seq);
+    return rows * ops::q8_1_row_bytes(std::max({cfg.dim, cfg.q_dim(), cfg.ffn_dim}));
+}
+
 // The scratch buffers ModelGpu allocates, but the attention partials (see attention_scratch).
 uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     const uint32_t rows = scratch_rows(o);
     // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
     uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
-    // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per sequence.
+    // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
+    // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) +
-                     4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1);
+                     4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) + q8_scratch_bytes(cfg, o);
     return per_token * rows + fixed;
 }
 
@@ -212,6 +220,7 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     last_ = dev(dim, "last");
     qkv_ = dev(uint64_t(qd) + 2ull * kv, "qkv");
     gate_up_ = dev(2ull * ffn, "gate_up");
+    xq_ = ctx.create_buffer(q8_scratch_bytes(cfg, opts_), MemoryUsage::Device, "xq");
     logits_ = ctx.create_buffer(uint64_t(opts_.n_seq) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");
     // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
     if (opts_.all_logits) all_logits_ = ctx.create_buffer(plan_.all_logits, MemoryUsage::Readback, "all_logits");
@@ -268,11 +277,21 @@ void ModelGpu::norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& 
     }
 }
 
+ops::MatvecInput ModelGpu::with_q8(const ops::LinearPlan& plan, ops::MatvecInput input, SharedQ8* shared) {
+    if (!plan.int_dot()) return input;
+    input.q8 = xq_.slice(0, uint64_t(plan.m) * ops::q8_1_row_bytes(plan.k));
+    if (shared) {
+        input.q8_ready = shared->ready;
+        shared->ready = true;
+    }
+    return input;
+}
+
 void ModelGpu::project(CommandStream& s, const LayerWeights& L, const LinearStep& st, const BufferSlice& x,
-                       const BufferSlice& y, const ops::MatvecInput& input) {
+                       const BufferSlice& y, const ops::MatvecInput& input, SharedQ8* shared) {
     const BufferSlice bias = st.bias != kNoRole ? L[st.bias].slice() : BufferSlice{};
     ops::linear(ctx_, s, st.kernel, L[st.w].slice(), x, y, st.residual ? &y : nullptr,
-                st.bias != kNoRole ? &bias : nullptr, input);
+                st.bias != kNoRole ? &bias : nullptr, with_q8(st.kernel, input, shared));
 }
 
 // --- recording -------------------------------------------------------------------------------------
@@ -343,9 +362,10 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     if (p.fused_qkv) {
         project(s, L, p.qkv, src, qkv_.slice(), in);  // q|k|v (q_dim + 2 kv_dim)
     } else {
-        project(s, L, p.q, src, a.q, in);
-        project(s, L, p.k, src, a.k, in);
-        project(s, L, p.v, src, a.v, in);
+        SharedQ8 q8;  // integer-dot projections quantize norm(x) once
+        project(s, L, p.q, src, a.q, in, &q8);
+        project(s, L, p.k, src, a.k, in, &q8);
+        project(s, L, p.v, src, a.v, in, &q8);
     }
     if (p.qk_norm) {  // every head of q and k is RMS-normalized on its own
         ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n * c.n_heads, c.head_dim, c.norm_eps);
@@ -410,8 +430,9 @@ void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
     if (p.fused_gate_up) {
         project(s, L, p.gate_up, src, gate_up_.slice(), in);  // gate|up (2 ffn)
     } else {
-        if (p.gate.runs()) project(s, L, p.gate, src, a.gate, in);
-        project(s, L, p.up, src, a.up, in);
+        SharedQ8 q8;
+        if (p.gate.runs()) project(s, L, p.gate, src, a.gate, in, &q8);
+        project(s, L, p.up, src, a.up, in, &q8);
     }
     // gate (n, ffn) = act(gate, up), the activation always landing in `gate`; decode steps leave it
     // to the down projection's matvec, which forms it as it loads gate and up
@@ -442,10 +463,11 @@ void ModelGpu::record_logits(CommandStream& s, const HeadPlan& h, const BufferSl
                              const BufferSlice& logits) {
     const DeviceTensor& out = w_.output_tensor();
     if (h.fold_norm) {  // logits = output · rms_norm(x), the norm in the matvec
-        ops::linear(ctx_, s, h.out, out.slice(), x, logits, nullptr, nullptr, rms_input(w_.output_norm));
+        ops::linear(ctx_, s, h.out, out.slice(), x, logits, nullptr, nullptr,
+                    with_q8(h.out, rms_input(w_.output_norm), nullptr));
     } else {
         norm(s, x, w_.output_norm, w_.output_norm_b, normed, h.rows);
-        ops::linear(ctx_, s, h.out, out.slice(), normed, logits);
+        ops::linear(ctx_, s, h.out, out.slice(), normed, logits, nullptr, nullptr, with_q8(h.out, {}, nullptr));
     }
     if (cfg_.final_softcap > 0) ops::softcap(ctx_, s, logits, h.rows * cfg_.n_vocab, cfg_.final_softcap);
 }

@@ -188,9 +188,15 @@ private:
     // the norm does not ride in the matvec.
     void record_logits(CommandStream& s, const HeadPlan& h, const BufferSlice& x, const BufferSlice& normed,
                        const BufferSlice& logits);
-    // y (+)= W · input(x) (+ b), as the step's plan says.
+    // Whether xq_ holds the Q8_1 form of the input a group of projections shares (Q, K and V;
+    // gate and up): the first integer-dot projection of the group records the quantization, the
+    // others read it. A new group (another input) starts from a fresh one.
+    struct SharedQ8 { bool ready = false; };
+    // y (+)= W · input(x) (+ b), as the step's plan says; an integer-dot plan reads x through xq_.
     void project(CommandStream& s, const LayerWeights& L, const LinearStep& st, const BufferSlice& x,
-                 const BufferSlice& y, const ops::MatvecInput& input = {});
+                 const BufferSlice& y, const ops::MatvecInput& input = {}, SharedQ8* shared = nullptr);
+    // input with xq_ as its Q8_1 scratch where `plan` takes the integer-dot kernel.
+    ops::MatvecInput with_q8(const ops::LinearPlan& plan, ops::MatvecInput input, SharedQ8* shared);
     void submit(Recording& rec, const LayerProbe& probe, uint32_t n);
     void check_tokens(std::span<const int32_t> tokens) const;
     ops::MatvecInput rms_input(const DeviceTensor& norm_weight) const;  // RMSNorm fused into a matvec
@@ -234,6 +240,7 @@ private:
     Buffer last_;     // (dim)     last token's hidden state
     Buffer qkv_;      // (q_dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
     Buffer gate_up_;  // (2 ffn)           fused gate|up projection of one token (decode)
+    Buffer xq_;       // (max(n_seq, min(ubatch, 8)), q8_1_row_bytes(max k)): the integer-dot matvecs' X
 
     Buffer logits_;   // (n_seq, n_vocab)
     Buffer all_logits_;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits

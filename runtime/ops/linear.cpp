@@ -78,6 +78,9 @@ uint32_t chunk_rows(uint64_t total, uint64_t cap, uint32_t quantum) {
     return uint32_t(cap >= quantum ? cap / quantum * quantum : cap);
 }
 
+// quantize_q8_1.comp's workgroup: one per row of X, each invocation a block of 32 at a time.
+constexpr uint32_t kQuantizeWg = 64;
+
 struct LinearPush {
     uint32_t n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, x_vec4, b_base, has_bias;
     uint32_t g_base, g_vec4;
@@ -97,10 +100,107 @@ bool weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned) {
 
 uint32_t MatvecPlan::rows_per_workgroup() const { return kernel == Kernel::Rows ? rows * wg : rows; }
 
-PipelineDesc MatvecPlan::pipeline() const {
+namespace {
+// Specialization constants 4 NORM and 5 ACT of matvec.comp and quantize_q8_1.comp.
+uint32_t norm_constant(MatvecInput::Kind k) { return k == MatvecInput::Kind::RmsNorm; }
+uint32_t act_constant(MatvecInput::Kind k) {
+    return k == MatvecInput::Kind::SwiGlu ? 1 : k == MatvecInput::Kind::GeGlu ? 2 : 0;
+}
+PipelineDesc quantize_desc(MatvecInput::Kind input) {
+    return {"quantize_q8_1", {kQuantizeWg, 0, 0, 0, norm_constant(input), act_constant(input)}};
+}
+
+struct QuantizePush {
+    uint32_t k, x_base, x_vec4, g_base, g_vec4, out_base, xq_row_words;
+    float eps;
+};
+struct DotPush {
+    uint32_t n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base, has_bias;
+};
+
+void check_input(const char* op, const MatvecInput& input, uint32_t m, uint32_t k) {
     using K = MatvecInput::Kind;
-    const uint32_t norm = input == K::RmsNorm, act = input == K::SwiGlu ? 1 : input == K::GeGlu ? 2 : 0;
+    if (input.kind == K::SwiGlu || input.kind == K::GeGlu) check_slice(op, "GLU up rows", input.up, uint64_t(m) * k * 4, 4);
+    if (input.kind == K::RmsNorm) {
+        check_slice(op, "norm weight", input.norm_weight, uint64_t(k) * 4, 4);
+        if (!(input.eps >= 0)) throw std::invalid_argument(fmt::format("{}: norm eps {} is not >= 0", op, input.eps));
+    }
+}
+
+// xq = Q8_1 of input(x), one workgroup per row (shapes checked by the callers).
+void record_quantize(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& xq, uint32_t m,
+                     uint32_t k, const MatvecInput& input) {
+    using K = MatvecInput::Kind;
+    const DeviceCaps& c = ctx.caps();
+    const uint64_t align = binding_align(c), x_bytes = uint64_t(m) * k * 4, q_bytes = uint64_t(m) * q8_1_row_bytes(k);
+    if (x_bytes + window_slack(c) > c.max_storage_buffer_range || q_bytes + window_slack(c) > c.max_storage_buffer_range)
+        throw DeviceLimitError(fmt::format("quantize_q8_1: X ({} x {} f32) does not fit one binding ({} bytes)", m, k,
+                                           c.max_storage_buffer_range));
+    const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, align, 16);
+    const detail::ByteWindow gw = input.kind == K::RmsNorm ? detail::byte_window(input.norm_weight, 0, uint64_t(k) * 4, align, 16)
+                                  : input.kind == K::Plain ? xw
+                                                           : detail::byte_window(input.up, 0, x_bytes, align, 16);
+    const detail::ByteWindow qw = detail::byte_window(xq, 0, q_bytes, align);
+    const QuantizePush pc{k, uint32_t(xw.inner / 4), xw.inner % 16 == 0 && k % 4 == 0, uint32_t(gw.inner / 4),
+                          gw.inner % 16 == 0 && k % 4 == 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4),
+                          input.eps};
+    s.dispatch(ctx.pipeline(quantize_desc(input.kind)), {xw.slice, gw.slice, qw.slice}, pc, {m, 1, 1}, "quantize");
+}
+
+void matvec_dot(Context& ctx, CommandStream& s, const MatvecPlan& plan, const BufferSlice& w, const BufferSlice& x,
+                const BufferSlice& y, uint32_t n, uint32_t k, const BufferSlice* residual, const BufferSlice* bias,
+                const MatvecInput& input) {
+    const DeviceCaps& c = ctx.caps();
+    const uint32_t m = plan.batch, nr = plan.rows;
+    const uint64_t rb = row_bytes(plan.wtype, k), align = binding_align(c), q_bytes = uint64_t(m) * q8_1_row_bytes(k);
+    check_slice("matvec", "Q8_1 scratch (MatvecInput::q8)", input.q8, q_bytes, 4);
+    if (!input.q8_ready) record_quantize(ctx, s, x, input.q8, m, k, input);
+    const Pipeline& p = ctx.pipeline(plan.pipeline());
+    uint64_t cap = std::min({rows_that_fit(c, rb, 0), rows_that_fit(c, 4, uint64_t(m - 1) * n * 4),
+                             uint64_t(c.max_workgroup_count[0]) * nr});
+    const uint32_t step = chunk_rows(n, cap, 64);
+    if (step == 0)
+        throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
+                                           "({} bytes)", rb, m, n, c.max_storage_buffer_range));
+    const detail::ByteWindow qw = detail::byte_window(input.q8, 0, q_bytes, align);
+    for (uint32_t n0 = 0; n0 < n; n0 += step) {
+        const uint32_t rows = std::min(step, n - n0);
+        const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align);
+        const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
+        const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
+        const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
+        const detail::ByteWindow bw = bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + rows) * 4, align) : yw;
+        const DotPush pc{rows, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(qw.inner / 4),
+                         uint32_t(q8_1_row_bytes(k) / 4), uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n,
+                         residual ? 1u : 0u, uint32_t(bw.inner / 4), bias ? 1u : 0u};
+        s.dispatch(p, {ww.slice, qw.slice, rw.slice, yw.slice, bw.slice}, pc, {(rows + nr - 1) / nr, 1, 1}, "matvec");
+    }
+}
+}  // namespace
+
+bool int_dot_type(TensorType t) {
+    switch (t) {
+        case TensorType::Q8_0: case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0:
+        case TensorType::Q5_1: case TensorType::IQ4_NL: case TensorType::Q4_K: case TensorType::Q5_K:
+        case TensorType::Q6_K: case TensorType::IQ4_XS:
+            return true;
+        default:
+            return false;
+    }
+}
+
+PipelineDesc MatvecPlan::quantize_pipeline() const { return quantize_desc(input); }
+
+std::vector<PipelineDesc> MatvecPlan::pipelines() const {
+    if (kernel == Kernel::Dot) return {quantize_pipeline(), pipeline()};
+    return {pipeline()};
+}
+
+PipelineDesc MatvecPlan::pipeline() const {
+    const uint32_t norm = norm_constant(input), act = act_constant(input);
     const std::string type = type_suffix(wtype);
+    if (kernel == Kernel::Dot)
+        return {"matvec_dot_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, batch, uint32_t(w_aligned)}};
     std::string name;
     if (kernel == Kernel::Rows)
         name = (wide_loads ? "matvec_rows_u64_" : uniform_x ? "matvec_rows_u_" : "matvec_rows_") + type;
@@ -112,7 +212,7 @@ PipelineDesc MatvecPlan::pipeline() const {
 }
 
 MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                       bool w_offset_aligned, MatvecInput::Kind input) {
+                       bool w_offset_aligned, MatvecInput::Kind input, bool allow_dot) {
     if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
     type_suffix(wtype);  // throws for unsupported types
     MatvecPlan p;
@@ -125,6 +225,22 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
     // barrier as a switch between chunks. The kernel family depends on k and the type only, never
     // on m or n: a row's sum is computed the same way in a decode batch as for a lone token (batch
     // invariance). Measurements behind each choice: docs/kernels.md.
+    if (allow_dot && caps.int_dot_kernels && int_dot_type(wtype)) {
+        // X quantized once to 8 bits per element, weights multiplied as the integers they store,
+        // four per instruction: the float kernels convert and multiply every weight one by one
+        // and read X as 4 bytes per element, which bounds quantized decode on GPUs well below
+        // their bandwidth (docs/gpu.md). Same workgroup shape as the float kernel on GPUs; on a CPU
+        // driver (only ever forced, `--caps int-dot`, for tests) one subgroup-sized workgroup.
+        p.kernel = MatvecPlan::Kernel::Dot;
+        p.subgroup = caps.subgroup_ops();
+        p.wg = caps.cpu_tuning ? std::clamp<uint32_t>(caps.subgroup_size, 8, 64)
+                               : std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
+        p.rows = m <= 4 ? 2 : 1;
+        p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
+        while (p.rows > 1 && uint64_t(p.rows) * m * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
+        p.input = input;  // applied by the quantizer
+        return p;
+    }
     if (caps.cpu_tuning && row_bytes(wtype, k) <= 1024) {
         // Rows of at most 1 KiB: matvec_rows, one SIMD chunk per workgroup, each lane owning R whole
         // rows, so that nothing is reduced across lanes (no shared memory, no barrier). Longer rows
@@ -219,7 +335,7 @@ MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
 
 std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                                            MatvecInput::Kind input) {
-    return plan_linear(ctx.caps(), wtype, m, n, k, true, input).pipelines();
+    return plan_linear(ctx.caps(), wtype, m, n, k, true, input, false, false).pipelines();
 }
 
 uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k) {
@@ -230,8 +346,8 @@ void matvec(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
             const BufferSlice* bias, const MatvecInput& input) {
     check_args("matvec", wtype, w, x, y, m, n, k, residual, bias);
-    matvec(ctx, s, plan_matvec(ctx.caps(), wtype, m, n, k, w.offset % 4 == 0, input.kind), w, x, y, n, k, residual,
-           bias, input);
+    matvec(ctx, s, plan_matvec(ctx.caps(), wtype, m, n, k, w.offset % 4 == 0, input.kind, false), w, x, y, n, k,
+           residual, bias, input);
 }
 
 void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const BufferSlice& w, const BufferSlice& x,
@@ -245,12 +361,12 @@ void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Buffer
     if (input.kind != plan.input) throw std::invalid_argument("matvec: the input kind differs from the plan's");
     if (plan.w_aligned && w.offset % 4 != 0)
         throw std::invalid_argument("matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
-    if (glu) check_slice("matvec", "GLU up rows", input.up, uint64_t(m) * k * 4, 4);
-    if (norm) {
-        check_slice("matvec", "norm weight", input.norm_weight, uint64_t(k) * 4, 4);
-        if (!(input.eps >= 0)) throw std::invalid_argument(fmt::format("matvec: norm eps {} is not >= 0", input.eps));
-    }
+    check_input("matvec", input, m, k);
     const DeviceCaps& c = ctx.caps();
+    if (plan.kernel == MatvecPlan::Kernel::Dot) {
+        matvec_dot(ctx, s, plan, w, x, y, n, k, residual, bias, input);
+        return;
+    }
     const uint32_t nr = plan.rows_per_workgroup();
     const Pipeline& p = ctx.pipeline(plan.pipeline());
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
@@ -292,6 +408,16 @@ void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Buffer
         s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice, bw.slice, gw.slice}, pc, {(rows + nr - 1) / nr, 1, 1},
                    "matvec");
     }
+}
+
+void quantize_q8_1(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& xq, uint32_t m, uint32_t k,
+                   const MatvecInput& input) {
+    if (m == 0 || k == 0 || k % 32 != 0)
+        throw std::invalid_argument(fmt::format("quantize_q8_1: m={} k={} (k a positive multiple of 32)", m, k));
+    check_slice("quantize_q8_1", "X", x, uint64_t(m) * k * 4, 4);
+    check_slice("quantize_q8_1", "XQ", xq, uint64_t(m) * q8_1_row_bytes(k), 4);
+    check_input("quantize_q8_1", input, m, k);
+    record_quantize(ctx, s, x, xq, m, k, input);
 }
 
 void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
@@ -355,7 +481,7 @@ void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
 }
 
 LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                       bool w_offset_aligned, MatvecInput::Kind input, bool batch_invariant) {
+                       bool w_offset_aligned, MatvecInput::Kind input, bool batch_invariant, bool allow_dot) {
     if (m == 0) throw std::invalid_argument("plan_linear: m = 0");
     LinearPlan p;
     p.m = m, p.n = n, p.k = k;
@@ -369,15 +495,16 @@ LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
     }
     p.kernel = LinearPlan::Kernel::Matvec;
     p.group = std::min(m, 8u);
-    p.matvec = plan_matvec(caps, wtype, p.group, n, k, w_offset_aligned, input);
-    p.tail = m % p.group ? plan_matvec(caps, wtype, m % p.group, n, k, w_offset_aligned, input) : p.matvec;
+    p.matvec = plan_matvec(caps, wtype, p.group, n, k, w_offset_aligned, input, allow_dot);
+    p.tail = m % p.group ? plan_matvec(caps, wtype, m % p.group, n, k, w_offset_aligned, input, allow_dot) : p.matvec;
     return p;
 }
 
 std::vector<PipelineDesc> LinearPlan::pipelines() const {
     if (kernel == Kernel::Matmul) return {matmul.pipeline()};
-    std::vector<PipelineDesc> out{matvec.pipeline()};
-    if (m % group) out.push_back(tail.pipeline());
+    std::vector<PipelineDesc> out = matvec.pipelines();
+    if (m % group)
+        for (PipelineDesc& d : tail.pipelines()) out.push_back(std::move(d));
     return out;
 }
 
@@ -399,6 +526,8 @@ void linear(Context& ctx, CommandStream& s, const LinearPlan& plan, const Buffer
         if (residual) rs = rows(*residual, n, r0, g);
         MatvecInput in = input;
         if (in.up.buffer != VK_NULL_HANDLE) in.up = rows(in.up, k, r0, g);
+        if (in.q8.buffer != VK_NULL_HANDLE)
+            in.q8 = BufferSlice{in.q8.buffer, in.q8.offset + q8_1_row_bytes(k) * r0, q8_1_row_bytes(k) * g};
         matvec(ctx, s, g == plan.group ? plan.matvec : plan.tail, w, rows(x, k, r0, g), ys, n, k,
                residual ? &rs : nullptr, bias, in);
     }

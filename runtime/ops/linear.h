@@ -41,10 +41,29 @@ struct MatvecInput {
     BufferSlice norm_weight{};  // RmsNorm: f32 [k], 4-byte aligned
     float eps = 0;              // RmsNorm
     BufferSlice up{};           // SwiGlu / GeGlu: f32 [m][k], 4-byte aligned
+    // The integer-dot kernel (MatvecPlan::Kernel::Dot) reads X as Q8_1 blocks from q8 (m rows of
+    // q8_1_row_bytes(k), 4-byte aligned), quantized there (after the op above) by the same call,
+    // or by an earlier one with the same X and op where q8_ready says so (Q, K and V share one).
+    BufferSlice q8{};
+    bool q8_ready = false;
 };
+
+// Bytes of one row of k elements quantized to Q8_1 for the integer-dot matvec: k int8 quants, then
+// (d, s) as two floats per block of 32 (quantize_q8_1.comp).
+inline uint64_t q8_1_row_bytes(uint32_t k) { return uint64_t(k) + uint64_t(k) / 32 * 8; }
+
+// Whether the weight type has an integer-dot matvec (shaders/include/weights_dot.glsl).
+bool int_dot_type(TensorType wtype);
+
+// xq (m rows of q8_1_row_bytes(k)) = Q8_1 blocks of the matvec input of x (f32 [m][k], k a multiple
+// of 32; `input`'s fused op applied first, as matvec's). For the integer-dot matvec.
+void quantize_q8_1(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& xq, uint32_t m, uint32_t k,
+                   const MatvecInput& input = {});
 
 // Y[m, n] = X[m, k] · W[n, k]^T (+ bias[n] broadcast over rows, if bias) (+ R[m, n] if residual).
 // residual may be the same slice as y (in-place residual add). m <= 8 uses matvec, else matmul.
+// These three plan for the float kernels (they have no Q8_1 scratch for the integer-dot one; record a
+// plan_linear / plan_matvec plan to get it where the device takes it).
 void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr,
             const BufferSlice* bias = nullptr);
@@ -70,6 +89,8 @@ struct MatvecPlan {
     enum class Kernel {
         Rows,     // matvec_rows.comp: each lane owns `rows` whole rows (CPU drivers, rows <= 1 KiB)
         Strided,  // matvec.comp: a row's units strided over the workgroup, `rows` rows per workgroup
+        Dot,      // quantize_q8_1.comp (with the input op), then matvec_dot.comp: integer dot
+                  // products, units strided over the workgroup as Strided (caps.int_dot_kernels)
     };
     Kernel kernel = Kernel::Strided;
     TensorType wtype = TensorType::F32;
@@ -84,11 +105,15 @@ struct MatvecPlan {
 
     uint32_t rows_per_workgroup() const;
     PipelineDesc pipeline() const;  // the variant's name in the shader table and its constants
+    PipelineDesc quantize_pipeline() const;  // Dot: the activation quantizer's
+    std::vector<PipelineDesc> pipelines() const;  // every pipeline the plan records
 };
 // w_offset_aligned: W's slice starts on 4 bytes (as uploaded weights do); with rows and fields of
 // the type on 4 bytes too, the variant reads weights without realignment.
+// allow_dot: the caller can give the Q8_1 scratch (MatvecInput::q8) the integer-dot kernel needs.
 MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                       bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain);
+                       bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain,
+                       bool allow_dot = true);
 
 // How a matmul call runs (plan_matmul), as MatvecPlan for matvec.
 struct MatmulPlan {
@@ -124,10 +149,11 @@ struct LinearPlan {
     MatvecPlan matvec, tail;   // tail: the plan of the last group when m % group != 0
     MatmulPlan matmul;
     std::vector<PipelineDesc> pipelines() const;
+    bool int_dot() const { return kernel == Kernel::Matvec && matvec.kernel == MatvecPlan::Kernel::Dot; }
 };
 LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                        bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain,
-                       bool batch_invariant = false);
+                       bool batch_invariant = false, bool allow_dot = true);
 // Records `plan` (from plan_linear for these shapes); input as matvec's, its `up` rows [m][k].
 void linear(Context& ctx, CommandStream& s, const LinearPlan& plan, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, const BufferSlice* residual = nullptr, const BufferSlice* bias = nullptr,
@@ -149,5 +175,11 @@ namespace vkllm::ref {
 // bias [n] or nullptr; residual [m][n] or nullptr, may alias y.
 void linear(TensorType wtype, const void* w, const float* x, float* y, uint32_t m, uint32_t n, uint32_t k,
             const float* residual = nullptr, const float* bias = nullptr);
+
+// X as the integer-dot matvec sees it: each block of 32 quantized to Q8_1 from its definition
+// (ggml's quantize_row_q8_1: d = max |x| / 127, q = round(x / d) half away from zero) and turned
+// back into d * q. ref::linear of W and these values is that kernel's exact math (its integer sums
+// are exact). q and d, when given, receive the quants [k] and scales [k / 32].
+void quantize_q8_1(const float* x, float* xq, uint32_t k, int8_t* q = nullptr, float* d = nullptr);
 
 }  // namespace vkllm::ref

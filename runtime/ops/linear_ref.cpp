@@ -1,5 +1,6 @@
 #include "runtime/ops/linear.h"
 
+#include <cmath>
 #include <vector>
 
 namespace vkllm::ref {
@@ -19,6 +20,21 @@ void linear(TensorType wtype, const void* w, const float* x, float* y, uint32_t 
             // residual may alias y: the element is read before it is written.
             if (residual) sum += residual[size_t(i) * n + j];
             y[size_t(i) * n + j] = float(sum);
+        }
+    }
+}
+
+void quantize_q8_1(const float* x, float* xq, uint32_t k, int8_t* q, float* d) {
+    for (uint32_t b = 0; b < k / 32; ++b) {
+        const float* v = x + 32 * b;
+        float amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+        const float scale = amax / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
+        if (d) d[b] = scale;
+        for (int i = 0; i < 32; ++i) {
+            const int qi = int(std::round(v[i] * inv));  // std::round: half away from zero
+            if (q) q[32 * b + i] = int8_t(qi);
+            xq[32 * b + i] = scale * float(qi);
         }
     }
 }

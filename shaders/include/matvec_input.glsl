@@ -1,10 +1,17 @@
-// The X side of the decode matvecs (matvec.comp, matvec_rows.comp): the X (binding 1) and G
-// (binding 5) buffers, X read as vec4s where aligned, and the fused input op (NORM: RMSNorm weight G
+// The X side of the decode matvecs (matvec.comp, matvec_rows.comp, quantize_q8_1.comp): the X
+// (binding X_BINDING, default 1) and G (G_BINDING, default 5) buffers, X read as vec4s where aligned, and the fused input op (NORM: RMSNorm weight G
 // and the sum of squares; ACT: GLU of a gate row in X and an up row in G), as documented atop
 // matvec.comp. The including shader declares the push constants (x_base, k, x_vec4, g_base, g_vec4)
 // and the NORM / ACT constants.
 
 #include "activations.glsl"
+
+#ifndef X_BINDING
+#define X_BINDING 1
+#endif
+#ifndef G_BINDING
+#define G_BINDING 5
+#endif
 
 #if defined(X_UNIFORM)
 // X and G as uniform buffers (variants *_u_* and *_u64_*, chosen on CPU drivers): Mesa 22.3's
@@ -12,11 +19,11 @@
 // all lanes read one address, and gathers it otherwise. The host binds at most X_UNIFORM_VEC4S vec4s (64 KiB), and
 // never more than the device's maxUniformBufferRange.
 #define X_UNIFORM_VEC4S 4096
-layout(std140, binding = 1) uniform X { vec4 xv[X_UNIFORM_VEC4S]; };
-layout(std140, binding = 5) uniform G { vec4 gv[X_UNIFORM_VEC4S]; };
+layout(std140, binding = X_BINDING) uniform X { vec4 xv[X_UNIFORM_VEC4S]; };
+layout(std140, binding = G_BINDING) uniform G { vec4 gv[X_UNIFORM_VEC4S]; };
 #else
-layout(std430, binding = 1) readonly buffer X { vec4 xv[]; };  // the host binds whole vec4s
-layout(std430, binding = 5) readonly buffer G { vec4 gv[]; };  // the host binds whole vec4s
+layout(std430, binding = X_BINDING) readonly buffer X { vec4 xv[]; };  // the host binds whole vec4s
+layout(std430, binding = G_BINDING) readonly buffer G { vec4 gv[]; };  // the host binds whole vec4s
 #endif
 
 float x1(uint i) { return xv[i >> 2][i & 3u]; }

@@ -29,9 +29,9 @@ constexpr double kTensorNmse = 1e-5;
 // Evaluates `prompt` then `decode_steps` greedy tokens on device and host, comparing every layer's
 // tensors on the prompt and the logits at every step.
 void compare_with_reference(const std::string& path, const ModelOptions& opts, std::vector<int32_t> prompt,
-                            int decode_steps, double tensor_nmse, double logits_nmse) {
+                            int decode_steps, double tensor_nmse, double logits_nmse, Context* on = nullptr) {
     test::ValidationGuard guard;
-    Context& ctx = test::context();
+    Context& ctx = on ? *on : test::context();
     test::LoadedModel m = test::open_model(path);
     ModelGpu gpu(ctx, m.file, m.cfg, opts);
     ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type, opts.ubatch);
@@ -339,4 +339,46 @@ TEST_CASE("sampler: presence and frequency penalties subtract by the token's cou
     p.presence_penalty = 0;
     p.frequency_penalty = NAN;
     CHECK_THROWS_WITH_AS(p.validate(), doctest::Contains("frequency_penalty"), std::invalid_argument);
+}
+
+TEST_CASE("forward: integer-dot matvecs (--caps int-dot) on a Q4_K_M mix stay within X's quantization") {
+    // Chunks of at most 8 tokens and decode steps run matvecs: with int-dot forced, every Q4_K,
+    // Q5_0, Q6_K, ... projection quantizes its input to Q8_1 (once for Q, K and V, once for gate and
+    // up) and multiplies integers. The host reference keeps f32 activations, so the tolerance is the
+    // activation quantization's compounded over 4 layers of random weights (measured: 1e-3 at
+    // worst, in ffn_act), far above the float path's 1e-9 and far below what a wrong block, scale
+    // or offset gives (~1).
+    ModelShape shape;
+    shape.dim = 512;
+    shape.n_layers = 4;
+    shape.n_heads = 8;
+    shape.n_kv_heads = 2;
+    shape.ffn_dim = 1376;
+    shape.n_vocab = 1024;
+    shape.n_ctx = 256;
+    shape.mix = QuantMix::Q4_K_M;
+    shape.seed = 11;
+    const std::string path = test::write_model("int_dot_q4_k_m", shape);
+    auto ctx = test::make_context(CapsOverride::parse("int-dot"));
+    REQUIRE(ctx->caps().int_dot_kernels);
+    ModelOptions opts;
+    opts.ubatch = 8;
+    opts.n_seq = 2;
+    std::vector<int32_t> prompt(19);  // chunks of 8, 8 and 3
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 131 + 7) % shape.n_vocab);
+    compare_with_reference(path, opts, prompt, 3, 5e-3, 5e-3, ctx.get());
+
+    // The warm-up lists the quantizer and every integer-dot variant: prompts in chunks of 8 and 3
+    // and decode batches of 1 to 3 compile nothing after the load (a fresh context).
+    auto fresh = test::make_context(CapsOverride::parse("int-dot"));
+    test::LoadedModel m = test::open_model(path);
+    opts.n_seq = 3;
+    ModelGpu gpu(*fresh, m.file, m.cfg, opts);
+    const uint32_t after_load = fresh->pipeline_stats().created;
+    for (uint32_t q = 0; q < 3; ++q) gpu.eval(q, std::span<const int32_t>(prompt.data(), 11));
+    const int32_t tok = gpu.argmax();
+    gpu.decode(std::vector<SeqToken>{{0, tok}});
+    gpu.decode(std::vector<SeqToken>{{0, tok}, {1, tok}, {2, tok}});
+    gpu.decode(std::vector<SeqToken>{{1, tok}, {2, tok}});
+    CHECK(fresh->pipeline_stats().created == after_load);
 }

@@ -1,0 +1,185 @@
+// The integer side of the int-dot linear kernels (matvec_dot.comp): a weight row's block types as
+// signed 8-bit integers, four packed in a word, multiplied with X quantized to Q8_1 blocks by
+// 4x8-bit packed dot products (SPV_KHR_integer_dot_product's OpSDot, declared here through
+// GL_EXT_spirv_intrinsics: Debian 12's glslang has no GL_EXT_integer_dot_product). Included after
+// weights.glsl (its word readers and layouts); the layouts are runtime/quant/block_formats.h.
+//
+// X's Q8_1 block j (columns 32j .. 32j + 31): xq[i] packs columns 32j + 4i .. + 3 (byte b = column
+// 4i + b), xd = (d, s) with X ~ d * q and s = d * sum(q). A weight block of scale dw, offset or min
+// m and integer levels w contributes dw * d * sum(w * q) (+ m * s): the integer sum is exact, so
+// the only error beyond the float path's is X's quantization (ref::quantize_q8_1).
+//
+// A unit of this file is W_DOT_BLOCKS (1 or 2) consecutive X blocks; per type
+//   float w_dot_unit(row_byte, u, xq[8 * W_DOT_BLOCKS], xd[W_DOT_BLOCKS])
+// returns sum over the unit's columns of W * X. Two blocks where the type stores two 32-column runs
+// in the nibbles or bit planes of the same bytes (Q4_K, Q5_K: a 64-column chunk; Q6_K: the low and
+// high nibbles of 32 ql bytes, columns 64 apart), so that each weight byte is loaded once.
+
+#extension GL_EXT_spirv_intrinsics : require
+
+// OpSDot (4450) with PackedVectorFormat4x8Bit (0): the sum of the four signed byte products.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int dot_s8x4_op(uint a, uint b, spirv_literal int packed_format);
+int dot_s8x4(uint a, uint b) { return dot_s8x4_op(a, b, 0); }
+
+#if defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+const uint W_DOT_BLOCKS = 2u;
+#else
+const uint W_DOT_BLOCKS = 1u;
+#endif
+
+// The sum of the 32 (signed) levels times X's block at xq[x0 ..].
+int dot_block(const uint w[8], const uint xq[8 * W_DOT_BLOCKS], uint x0) {
+    int s = 0;
+    for (uint i = 0; i < 8u; ++i) s += dot_s8x4(w[i], xq[x0 + i]);
+    return s;
+}
+
+const uint kNibbles = 0x0F0F0F0Fu, kLowBits = 0x01010101u;
+
+// Bits first .. first + 3 of m as bit 4 of bytes 0..3 (Q5_0 / Q5_1 high bits).
+uint spread_bits4(uint m, uint first) {
+    uint b = (m >> first) & 15u;
+    return ((b & 1u) | ((b & 2u) << 7) | ((b & 4u) << 14) | ((b & 8u) << 21)) << 4;
+}
+
+#if defined(W_IQ4_NL) || defined(W_IQ4_XS)
+// Four nibbles (one per byte of v at shift sh) as their IQ4 levels, packed int8.
+uint iq4_levels4(uint v, uint sh) {
+    uvec4 n = (uvec4(v) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u;
+    uvec4 lo = mix(uvec4(kIq4Packed0), uvec4(kIq4Packed1), greaterThanEqual(n, uvec4(4u)));
+    uvec4 hi = mix(uvec4(kIq4Packed2), uvec4(kIq4Packed3), greaterThanEqual(n, uvec4(12u)));
+    uvec4 b = (mix(lo, hi, greaterThanEqual(n, uvec4(8u))) >> ((n & 3u) << 3)) & 0xFFu;
+    return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
+}
+#endif
+
+float w_dot_unit(uint row_byte, uint u, const uint xq[8 * W_DOT_BLOCKS], const vec2 xd[W_DOT_BLOCKS]) {
+    uint w[8];
+#if defined(W_Q8_0)
+    float d = w_block_words(row_byte + u * W_BLOCK_BYTES, w);
+    return d * xd[0].x * float(dot_block(w, xq, 0u));
+#elif defined(W_Q4_0)
+    uint q[W_BLOCK_WORDS - 1u];
+    float d = w_block_words(row_byte + u * W_BLOCK_BYTES, q);
+    for (uint i = 0; i < 4u; ++i) {
+        w[i] = q[i] & kNibbles;
+        w[4u + i] = (q[i] >> 4) & kNibbles;
+    }
+    // levels q - 8: sum((q - 8) x) = sum(q x) - 8 sum(x)
+    return d * (xd[0].x * float(dot_block(w, xq, 0u)) - 8.0 * xd[0].y);
+#elif defined(W_Q4_1)
+    uint bb = row_byte + u * W_BLOCK_BYTES;
+    vec2 dm = unpack_half2(w_bits32(bb));
+    uvec4 q = w_load4(bb + 4u);
+    for (uint i = 0; i < 4u; ++i) {
+        w[i] = q[i] & kNibbles;
+        w[4u + i] = (q[i] >> 4) & kNibbles;
+    }
+    return dm.x * xd[0].x * float(dot_block(w, xq, 0u)) + dm.y * xd[0].y;
+#elif defined(W_Q5_0) || defined(W_Q5_1)
+    uint bb = row_byte + u * W_BLOCK_BYTES;
+    uint qh = w_bits32(bb + W_QH);
+    uvec4 q = w_load4(bb + W_QH + 4u);
+    for (uint i = 0; i < 4u; ++i) {
+        w[i] = (q[i] & kNibbles) | spread_bits4(qh, 4u * i);
+        w[4u + i] = ((q[i] >> 4) & kNibbles) | spread_bits4(qh, 16u + 4u * i);
+    }
+#if defined(W_Q5_0)
+    return w_half(bb) * (xd[0].x * float(dot_block(w, xq, 0u)) - 16.0 * xd[0].y);
+#else
+    vec2 dm = unpack_half2(w_bits32(bb));
+    return dm.x * xd[0].x * float(dot_block(w, xq, 0u)) + dm.y * xd[0].y;
+#endif
+#elif defined(W_IQ4_NL)
+    uint bb = row_byte + u * W_BLOCK_BYTES;
+    uvec4 q = w_load4(bb + 2u);
+    for (uint i = 0; i < 4u; ++i) {
+        w[i] = iq4_levels4(q[i], 0u);
+        w[4u + i] = iq4_levels4(q[i], 4u);
+    }
+    return w_half(bb) * xd[0].x * float(dot_block(w, xq, 0u));
+#elif defined(W_IQ4_XS)
+    // Unit u: sub-block s = u & 7 of super-block u >> 3.
+    uint bb = row_byte + (u >> 3) * W_BLOCK_BYTES, s = u & 7u;
+    uint ls = ((w_byte(bb + 4u + (s >> 1)) >> ((s & 1u) << 2)) & 0xFu) | (((w_bits16(bb + 2u) >> (2u * s)) & 3u) << 4);
+    uvec4 q = w_load4(bb + 8u + 16u * s);
+    for (uint i = 0; i < 4u; ++i) {
+        w[i] = iq4_levels4(q[i], 0u);
+        w[4u + i] = iq4_levels4(q[i], 4u);
+    }
+    return w_half(bb) * (float(ls) - 32.0) * xd[0].x * float(dot_block(w, xq, 0u));
+#elif defined(W_Q4_K) || defined(W_Q5_K)
+    // Unit u: chunk c = u & 3 of super-block u >> 2, 32 bytes whose low nibbles are sub-block 2c
+    // (X block 2u) and high nibbles sub-block 2c + 1 (X block 2u + 1).
+    uint bb = row_byte + (u >> 2) * W_BLOCK_BYTES, c = u & 3u;
+    vec2 dm = unpack_half2(w_bits32(bb));
+    uvec3 sc = uvec3(w_bits32(bb + 4u), w_bits32(bb + 8u), c < 2u ? 0u : w_bits32(bb + 12u));
+    vec2 sm1 = w_scale_min_k4(sc.x, sc.y, sc.z, 2u * c), sm2 = w_scale_min_k4(sc.x, sc.y, sc.z, 2u * c + 1u);
+    uvec4 qa = w_load4(bb + W_QS + 32u * c), qb = w_load4(bb + W_QS + 32u * c + 16u);
+    uint q[8] = uint[8](qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w);
+#if defined(W_Q5_K)
+    uvec4 ha = w_load4(bb + W_QH), hb = w_load4(bb + W_QH + 16u);
+    uint qh[8] = uint[8](ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w);
+#endif
+    uint w2[8];
+    for (uint i = 0; i < 8u; ++i) {
+        w[i] = q[i] & kNibbles;
+        w2[i] = (q[i] >> 4) & kNibbles;
+#if defined(W_Q5_K)
+        w[i] |= ((qh[i] >> (2u * c)) & kLowBits) << 4;
+        w2[i] |= ((qh[i] >> (2u * c + 1u)) & kLowBits) << 4;
+#endif
+    }
+    float s1 = dm.x * sm1.x * xd[0].x * float(dot_block(w, xq, 0u)) - dm.y * sm1.y * xd[0].y;
+    float s2 = dm.x * sm2.x * xd[1].x * float(dot_block(w2, xq, 8u)) - dm.y * sm2.y * xd[1].y;
+    return s1 + s2;
+#elif defined(W_Q6_K)
+    // Unit u: super-block u >> 2, half h = (u >> 1) & 1, ql run r = u & 1: the 32 ql bytes
+    // 64h + 32r .. + 31 hold group g = r (low nibbles, X block 8sb + 4h + r) and g = r + 2 (high
+    // nibbles, X block + 2); their top bits are at shifts 2g of qh bytes 32h .. 32h + 31. The
+    // unit's X blocks are thus 2 apart (w_dot_unit_block).
+    uint bb = row_byte + (u >> 2) * W_BLOCK_BYTES, h = (u >> 1) & 1u, r = u & 1u;
+    uvec4 la = w_load4(bb + 64u * h + 32u * r), lb = w_load4(bb + 64u * h + 32u * r + 16u);
+    uvec4 ha = w_load4(bb + 128u + 32u * h), hb = w_load4(bb + 128u + 32u * h + 16u);
+    uint ql[8] = uint[8](la.x, la.y, la.z, la.w, lb.x, lb.y, lb.z, lb.w);
+    uint qh[8] = uint[8](ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w);
+    float d = w_half(bb + 208u);
+    // int8 scales of the four 16-column sub-blocks: 8h + 2g + (0, 1) for g = r and g = r + 2
+    uint si = 8u * h + 2u * r;
+    uint sw = w_bits32(bb + 192u + (si & ~3u));  // si % 4 is 0 or 2: both scales of g in one word
+    uint sw2 = w_bits32(bb + 196u + (si & ~3u));
+    uint sh = (si & 3u) << 3;
+    float sa0 = w_s8(sw >> sh), sa1 = w_s8(sw >> (sh + 8u));
+    float sb0 = w_s8(sw2 >> sh), sb1 = w_s8(sw2 >> (sh + 8u));
+    uint w2[8];
+    for (uint i = 0; i < 8u; ++i) {
+        uint lo = (ql[i] & kNibbles) | (((qh[i] >> (2u * r)) & 0x03030303u) << 4);
+        uint hi = ((ql[i] >> 4) & kNibbles) | (((qh[i] >> (2u * r + 4u)) & 0x03030303u) << 4);
+        // q - 32 per byte (0..63 to -32..31 in two's complement): with bit 7 set first no byte
+        // borrows from the next, and flipping bit 7 back gives (q - 32) mod 256.
+        w[i] = ((lo | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+        w2[i] = ((hi | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+    }
+    int a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    for (uint i = 0; i < 4u; ++i) {
+        a0 += dot_s8x4(w[i], xq[i]);
+        a1 += dot_s8x4(w[4u + i], xq[4u + i]);
+        b0 += dot_s8x4(w2[i], xq[8u + i]);
+        b1 += dot_s8x4(w2[4u + i], xq[12u + i]);
+    }
+    return d * (xd[0].x * (sa0 * float(a0) + sa1 * float(a1)) + xd[1].x * (sb0 * float(b0) + sb1 * float(b1)));
+#else
+#error "weights_dot.glsl: no integer-dot form for this weight type"
+#endif
+}
+
+// The X blocks of unit u (indices into the row's Q8_1 blocks): 2u (and 2u + 1), except Q6_K, whose
+// unit pairs groups g and g + 2 of a half (see above).
+uint w_dot_unit_block(uint u, uint i) {
+#if defined(W_Q6_K)
+    return (u >> 2) * 8u + ((u >> 1) & 1u) * 4u + (u & 1u) + 2u * i;
+#else
+    return u * W_DOT_BLOCKS + i;
+#endif
+}

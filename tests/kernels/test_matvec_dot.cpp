@@ -1,0 +1,315 @@
+// The integer-dot matvec (quantize_q8_1.comp + matvec_dot.comp, MatvecPlan::Kernel::Dot), forced
+// with `--caps int-dot` (lavapipe supports the packed dot without accelerating it, so it is never
+// its default). Two references, both from definitions: the same math (ref::quantize_q8_1 of the
+// input, then ref::linear over those values: the kernel's integer sums are exact, so only X's
+// rounding at ties may differ), and the float path (ref::linear of the raw input), which the Q8_1
+// activations may miss by their quantization error only. Every integer-dot type, tiny / odd / real
+// shapes, batches, fused RMSNorm and SwiGLU inputs, residual and bias, the CPU-tuned, GPU-tuned and
+// tree-reduction variants, and batch invariance.
+#include "support/test_context.h"
+#include "kernels/linear_testing.h"
+
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/linear.h"
+#include "runtime/ops/norm.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace vkllm;
+using namespace vkllm::test::linear;
+using Kind = ops::MatvecInput::Kind;
+
+namespace {
+
+const std::vector<std::string>& dot_variants() {
+    static const std::vector<std::string> v = {"int-dot", "int-dot,gpu-tuning", "int-dot,gpu-tuning,no-subgroup-ops"};
+    return v;
+}
+
+std::vector<TensorType> dot_types() {
+    std::vector<TensorType> out;
+    for (TensorType t : kTypes)
+        if (ops::int_dot_type(t)) out.push_back(t);
+    return out;
+}
+
+// The matvec input of x (m rows of k) after the fused op; g: the norm weight [k] or up rows [m][k].
+std::vector<float> fused_input(Kind kind, const std::vector<float>& x, const std::vector<float>& g, uint32_t m,
+                               uint32_t k, float eps) {
+    std::vector<float> in = x;
+    if (kind == Kind::RmsNorm) ref::rms_norm(x.data(), g.data(), in.data(), m, k, eps);
+    if (kind == Kind::SwiGlu) ref::swiglu(x.data(), g.data(), in.data(), m * k);
+    return in;
+}
+
+struct DotCase {
+    TensorType t;
+    uint32_t m, n, k;
+    Kind kind = Kind::Plain;
+    bool residual = false, bias = false;
+};
+
+// Runs one case on ctx through plan_linear (the path the model records) and checks Y against both
+// references. Returns Y's bits.
+std::vector<float> run_case(Context& ctx, const std::string& spec, const DotCase& c, uint32_t seed) {
+    const auto plan = ops::plan_linear(ctx.caps(), c.t, c.m, c.n, c.k, true, c.kind, true);
+    REQUIRE_MESSAGE(plan.int_dot(), "the integer-dot kernel was not chosen under --caps " << spec);
+    const float eps = 1e-5f;
+    const std::vector<uint8_t> w = make_weights(c.t, c.n, c.k, seed);
+    const std::vector<float> x = test::random_floats(size_t(c.m) * c.k, seed + 1, -4.0f, 4.0f);
+    const std::vector<float> g = c.kind == Kind::Plain ? std::vector<float>{}
+                                 : c.kind == Kind::RmsNorm ? test::random_floats(c.k, seed + 2, -2.0f, 2.0f)
+                                                           : test::random_floats(size_t(c.m) * c.k, seed + 2, -2.0f, 2.0f);
+    const std::vector<float> r = c.residual ? test::random_floats(size_t(c.m) * c.n, seed + 3) : std::vector<float>{};
+    const std::vector<float> b = c.bias ? test::random_floats(c.n, seed + 4) : std::vector<float>{};
+
+    const std::vector<float> in = fused_input(c.kind, x, g, c.m, c.k, eps);
+    std::vector<float> xq(in.size());
+    for (uint32_t i = 0; i < c.m; ++i) ref::quantize_q8_1(in.data() + size_t(i) * c.k, xq.data() + size_t(i) * c.k, c.k);
+    std::vector<float> same(size_t(c.m) * c.n), flt(same.size());
+    ref::linear(c.t, w.data(), xq.data(), same.data(), c.m, c.n, c.k, c.residual ? r.data() : nullptr,
+                c.bias ? b.data() : nullptr);
+    ref::linear(c.t, w.data(), in.data(), flt.data(), c.m, c.n, c.k, c.residual ? r.data() : nullptr,
+                c.bias ? b.data() : nullptr);
+
+    Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
+    ctx.upload(dw, w.data(), w.size());
+    Buffer dx = ctx.create_buffer(x.size() * 4, MemoryUsage::Device, "x");
+    ctx.upload(dx, x.data(), x.size() * 4);
+    Buffer dg, dr, db;
+    ops::MatvecInput input{c.kind, {}, eps};
+    if (!g.empty()) {
+        dg = ctx.create_buffer(g.size() * 4, MemoryUsage::Device, "g");
+        ctx.upload(dg, g.data(), g.size() * 4);
+        (c.kind == Kind::RmsNorm ? input.norm_weight : input.up) = dg.slice();
+    }
+    test::GuardedBuffer q8(ctx, c.m * ops::q8_1_row_bytes(c.k), "xq");
+    input.q8 = q8.slice();
+    test::GuardedBuffer dy(ctx, same.size() * 4, "y");
+    BufferSlice rs, bs;
+    if (c.residual) {
+        dr = ctx.create_buffer(r.size() * 4, MemoryUsage::Device, "r");
+        ctx.upload(dr, r.data(), r.size() * 4);
+        rs = dr.slice();
+    }
+    if (c.bias) {
+        db = ctx.create_buffer(b.size() * 4, MemoryUsage::Device, "b");
+        ctx.upload(db, b.data(), b.size() * 4);
+        bs = db.slice();
+    }
+    CommandStream s(ctx);
+    s.begin();
+    ops::linear(ctx, s, plan, dw.slice(), dx.slice(), dy.slice(), c.residual ? &rs : nullptr, c.bias ? &bs : nullptr,
+                input);
+    s.end();
+    s.submit_and_wait();
+    std::vector<float> got(same.size());
+    dy.download(got.data(), got.size() * 4);
+    dy.check_guards();
+    q8.check_guards();
+    const std::string what = fmt::format("dot {} m={} n={} k={} in={} [{}]", type_traits(c.t).name, c.m, c.n, c.k,
+                                         int(c.kind), spec);
+    // The same math: exact integer sums, f32 across blocks; X rounded at a tie may move one level.
+    test::validate_result(what + " vs Q8_1 reference", got.data(), same.data(), got.size(), {1e-8, 1e-3, 1e-3});
+    // The float path: the activation quantization's error and no more. Rounding moves each X value
+    // by at most half its block's step d, so |Y - Y_float| <= sum over blocks of d / 2 * sum |W|.
+    std::vector<float> row(c.k);
+    size_t over = 0;
+    for (uint32_t j = 0; j < c.n; ++j) {
+        dequantize_row(c.t, w.data() + j * row_bytes(c.t, c.k), row.data(), c.k);
+        for (uint32_t i = 0; i < c.m; ++i) {
+            double bound = 0;
+            for (uint32_t blk = 0; blk < c.k / 32; ++blk) {
+                double amax = 0, wsum = 0;
+                for (uint32_t e = 32 * blk; e < 32 * blk + 32; ++e) {
+                    amax = std::max(amax, double(std::fabs(in[size_t(i) * c.k + e])));
+                    wsum += std::fabs(row[e]);
+                }
+                bound += amax / 127.0 / 2.0 * wsum;
+            }
+            const size_t o = size_t(i) * c.n + j;
+            const double err = std::fabs(double(got[o]) - flt[o]);
+            if (!(err <= bound * 1.001 + 1e-4 * std::fabs(flt[o]) + 1e-5)) {
+                if (over++ < 3) MESSAGE(what << ": y[" << i << "][" << j << "] off the float path by " << err << " > " << bound);
+            }
+        }
+    }
+    CHECK(over == 0);
+    return got;
+}
+
+}  // namespace
+
+TEST_CASE("matvec dot: the plan takes the integer-dot kernel exactly where it should") {
+    Context& forced = test::context_for("int-dot");
+    Context& plain = test::context_for("");
+    REQUIRE(forced.caps().int_dot_product);  // lavapipe has the extension (not accelerated)
+    CHECK(forced.caps().int_dot_kernels);
+    CHECK(plain.caps().int_dot_kernels == plain.caps().int_dot_accelerated);
+    for (TensorType t : kTypes) {
+        CAPTURE(type_traits(t).name);
+        const uint32_t k = blocks_k(t, 2);
+        const auto p = ops::plan_linear(forced.caps(), t, 1, 64, k);
+        CHECK(p.int_dot() == ops::int_dot_type(t));
+        if (p.int_dot()) {
+            const auto d = p.pipelines();
+            REQUIRE(d.size() == 2);
+            CHECK(d[0].shader == "quantize_q8_1");
+            CHECK(d[1].shader.rfind("matvec_dot_", 0) == 0);
+        }
+        // Without a scratch for the quantized X (the convenience functions), the float kernels.
+        CHECK_FALSE(ops::plan_linear(forced.caps(), t, 1, 64, k, true, Kind::Plain, false, false).int_dot());
+        CHECK_FALSE(ops::plan_linear(forced.caps(), t, 16, 64, k).int_dot());  // matmul for prefill
+        CHECK_FALSE(ops::plan_linear(test::context_for("int-dot,no-int-dot").caps(), t, 1, 64, k).int_dot());
+    }
+    CHECK_THROWS_AS(CapsOverride::parse("int-dots"), std::invalid_argument);
+}
+
+TEST_CASE("matvec dot: quantize_q8_1 follows the Q8_1 definition (plain, RMSNorm and SwiGLU inputs)") {
+    Context& ctx = test::context_for("int-dot");
+    const uint32_t m = 3, k = 320;
+    for (Kind kind : {Kind::Plain, Kind::RmsNorm, Kind::SwiGlu}) {
+        CAPTURE(int(kind));
+        std::vector<float> x = test::random_floats(size_t(m) * k, 7, -4.0f, 4.0f);
+        for (uint32_t i = 0; i < 32; ++i) x[32 + i] = 0.0f;  // an all-zero block: d = 0, q = 0
+        x[70] = 1e-30f;                                         // a tiny value beside large ones
+        const std::vector<float> g = kind == Kind::Plain ? std::vector<float>{}
+                                     : kind == Kind::RmsNorm ? test::random_floats(k, 8, -2.0f, 2.0f)
+                                                             : test::random_floats(size_t(m) * k, 8, -2.0f, 2.0f);
+        const std::vector<float> in = fused_input(kind, x, g, m, k, 1e-5f);
+        Buffer dx = ctx.create_buffer(x.size() * 4, MemoryUsage::Device, "x");
+        ctx.upload(dx, x.data(), x.size() * 4);
+        Buffer dg;
+        ops::MatvecInput input{kind, {}, 1e-5f};
+        if (!g.empty()) {
+            dg = ctx.create_buffer(g.size() * 4, MemoryUsage::Device, "g");
+            ctx.upload(dg, g.data(), g.size() * 4);
+            (kind == Kind::RmsNorm ? input.norm_weight : input.up) = dg.slice();
+        }
+        const uint64_t rb = ops::q8_1_row_bytes(k);
+        test::GuardedBuffer q8(ctx, m * rb, "xq");
+        CommandStream s(ctx);
+        s.begin();
+        ops::quantize_q8_1(ctx, s, dx.slice(), q8.slice(), m, k, input);
+        s.end();
+        s.submit_and_wait();
+        std::vector<uint8_t> got(m * rb);
+        q8.download(got.data(), got.size());
+        q8.check_guards();
+        size_t moved = 0;
+        for (uint32_t row = 0; row < m; ++row) {
+            std::vector<int8_t> q(k);
+            std::vector<float> d(k / 32), deq(k);
+            ref::quantize_q8_1(in.data() + size_t(row) * k, deq.data(), k, q.data(), d.data());
+            const uint8_t* base = got.data() + row * rb;
+            for (uint32_t j = 0; j < k / 32; ++j) {
+                float gd, gs;
+                std::memcpy(&gd, base + k + 8 * j, 4);
+                std::memcpy(&gs, base + k + 8 * j + 4, 4);
+                CHECK(std::fabs(gd - d[j]) <= 1e-6f * d[j]);
+                int sum = 0;
+                for (uint32_t e = 0; e < 32; ++e) {
+                    const int gq = int8_t(base[32 * j + e]);
+                    sum += gq;
+                    CHECK(std::abs(gq - q[32 * j + e]) <= 1);
+                    moved += gq != q[32 * j + e];
+                }
+                CHECK(std::fabs(gs - gd * float(sum)) <= 1e-5f * std::max(1.0f, std::fabs(gs)));
+                if (row == 0 && j == 1 && kind != Kind::SwiGlu) CHECK(gd == 0.0f);
+            }
+        }
+        CHECK(moved <= 2);  // only values at a rounding tie may land on the other level
+    }
+}
+
+TEST_CASE("matvec dot: every integer-dot type, tiny, odd and batched shapes, every variant") {
+    uint32_t seed = 100;
+    for (const std::string& spec : dot_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (TensorType t : dot_types()) {
+            CAPTURE(type_traits(t).name);
+            run_case(ctx, spec, {t, 1, 1, blocks_k(t, 1)}, ++seed);
+            run_case(ctx, spec, {t, 1, 37, blocks_k(t, 3), Kind::Plain, true, true}, ++seed);
+            run_case(ctx, spec, {t, 3, 67, blocks_k(t, 5)}, ++seed);
+            run_case(ctx, spec, {t, 8, 19, blocks_k(t, 2), Kind::Plain, true}, ++seed);
+        }
+    }
+}
+
+TEST_CASE("matvec dot: fused RMSNorm and SwiGLU inputs, batches of 1 to 8 beyond 8 (decode batches)") {
+    Context& ctx = test::context_for("int-dot,gpu-tuning");
+    uint32_t seed = 500;
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+        CAPTURE(type_traits(t).name);
+        run_case(ctx, "int-dot,gpu-tuning", {t, 1, 96, blocks_k(t, 4), Kind::RmsNorm}, ++seed);
+        run_case(ctx, "int-dot,gpu-tuning", {t, 5, 40, blocks_k(t, 3), Kind::SwiGlu, true}, ++seed);
+        run_case(ctx, "int-dot,gpu-tuning", {t, 11, 33, blocks_k(t, 2), Kind::RmsNorm}, ++seed);  // groups 8 + 3
+    }
+}
+
+TEST_CASE("matvec dot: real projection shapes (TinyLlama, Llama-3-8B rows)") {
+    Context& ctx = test::context_for("int-dot,gpu-tuning");
+    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q4_0, 1, 256, 2048}, 900);
+    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q4_K, 2, 128, 5632, Kind::SwiGlu}, 901);
+    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q6_K, 1, 64, 14336}, 902);
+    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q8_0, 1, 128, 4096, Kind::RmsNorm}, 903);
+}
+
+TEST_CASE("matvec dot: a batch gives every row what the vector gives alone") {
+    for (const std::string& spec : {std::string("int-dot"), std::string("int-dot,gpu-tuning")}) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (TensorType t : {TensorType::Q4_0, TensorType::Q5_1, TensorType::Q4_K, TensorType::Q6_K}) {
+            CAPTURE(type_traits(t).name);
+            const uint32_t k = blocks_k(t, 3), n = 45, m = 6;
+            const DotCase batch{t, m, n, k, Kind::RmsNorm};
+            const std::vector<float> all = run_case(ctx, spec, batch, 77);
+            // The same rows one at a time: run_case draws X from the seed, so row i alone is
+            // checked by re-running with m = 1 on the batch's row data.
+            const std::vector<uint8_t> w = make_weights(t, n, k, 77);
+            const std::vector<float> x = test::random_floats(size_t(m) * k, 78, -4.0f, 4.0f);
+            const std::vector<float> g = test::random_floats(k, 79, -2.0f, 2.0f);
+            Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
+            ctx.upload(dw, w.data(), w.size());
+            Buffer dx = ctx.create_buffer(x.size() * 4, MemoryUsage::Device, "x");
+            ctx.upload(dx, x.data(), x.size() * 4);
+            Buffer dg = ctx.create_buffer(g.size() * 4, MemoryUsage::Device, "g");
+            ctx.upload(dg, g.data(), g.size() * 4);
+            Buffer q8 = ctx.create_buffer(ops::q8_1_row_bytes(k), MemoryUsage::Device, "xq");
+            Buffer dy = ctx.create_buffer(size_t(m) * n * 4, MemoryUsage::Device, "y");
+            const auto lone = ops::plan_linear(ctx.caps(), t, 1, n, k, true, Kind::RmsNorm, true);
+            CommandStream s(ctx);
+            s.begin();
+            for (uint32_t i = 0; i < m; ++i) {
+                ops::MatvecInput in{Kind::RmsNorm, dg.slice(), 1e-5f};
+                in.q8 = q8.slice();
+                ops::linear(ctx, s, lone, dw.slice(), dx.slice(uint64_t(i) * k * 4, uint64_t(k) * 4),
+                            dy.slice(uint64_t(i) * n * 4, uint64_t(n) * 4), nullptr, nullptr, in);
+            }
+            s.end();
+            s.submit_and_wait();
+            std::vector<float> one(size_t(m) * n);
+            ctx.download(dy, one.data(), one.size() * 4);
+            CHECK(std::memcmp(one.data(), all.data(), one.size() * 4) == 0);
+        }
+    }
+}
+
+TEST_CASE("matvec dot: argument checks") {
+    Context& ctx = test::context_for("int-dot");
+    Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
+    CommandStream s(ctx);
+    s.begin();
+    const auto plan = ops::plan_linear(ctx.caps(), TensorType::Q4_0, 1, 32, 64);
+    REQUIRE(plan.int_dot());
+    // No Q8_1 scratch: named, not a crash.
+    CHECK_THROWS_WITH_AS(ops::linear(ctx, s, plan, b.slice(), b.slice(), b.slice()),
+                         doctest::Contains("Q8_1 scratch"), std::invalid_argument);
+    CHECK_THROWS_AS(ops::quantize_q8_1(ctx, s, b.slice(), b.slice(), 1, 48), std::invalid_argument);  // k % 32
+    CHECK_THROWS_AS(ops::quantize_q8_1(ctx, s, b.slice(), b.slice(0, 16), 1, 64), std::invalid_argument);
+    s.end();
+}
