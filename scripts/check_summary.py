@@ -144,8 +144,9 @@ def main():
     if alt_caps:
         lines.append("")
         lines.append(f"the other matvec path: --caps {alt_caps}")
-        lines.append(f"| model | pp t/s | pp t/s {alt_caps} | tg t/s | tg t/s {alt_caps} |")
-        lines.append("|---|---|---|---|---|")
+        if alt_rows:
+            lines.append(f"| model | pp t/s | pp t/s {alt_caps} | tg t/s | tg t/s {alt_caps} |")
+            lines.append("|---|---|---|---|---|")
         for r in alt_rows:
             lines.append(f"| {r['model']} | {fmt(r['pp_tps'])} | {fmt(r['alt_pp_tps'])} | {fmt(r['tg_tps'])} | "
                          f"{fmt(r['alt_tg_tps'])} |")
