@@ -8,16 +8,18 @@
 // Inputs:  W   rows of k elements of a block type weights_dot.glsl multiplies (GGUF layouts), the
 //              rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
 //          XQ  NB rows of pc.xq_row_words words from word pc.x_base: k / 4 words of int8 quants
-//              (column c in byte c % 4 of word c / 4), then k / 32 pairs (d, s) as floats
+//              (column c in byte c % 4 of word c / 4), then per block of 32 four floats (d, s, ss, 0)
 //          R   f32, same layout as Y (read only when pc.has_res != 0; may alias Y)
 //          B   f32 [n] bias of this dispatch's rows from float pc.b_base (when pc.has_bias != 0)
 // Output:  Y   f32 [NB][y_stride]; columns 0 .. pc.n of each row from float pc.y_base.
-// Math:    Y[b][r] = sum over X blocks j of W[r] block j · (d_j q_j) (+ B[r]) (+ R[b][r]): integer
-//          sums per block, f32 across blocks.
+// Math:    Y[b][r] = f_b * sum over X blocks j of W[r] block j · (d_j q_j) (+ B[r]) (+ R[b][r]):
+//          integer sums per block, f32 across blocks; f_b = 1, or with NORM (the quantizer left the
+//          RMSNorm's row scale out) inversesqrt(sum_j ss_j / k + pc.eps), the blocks' ss reduced
+//          with the row sums.
 // One workgroup computes NR consecutive rows for all NB vectors; invocation i takes the units
 // (weights_dot.glsl: one or two X blocks) i, i + WG, ...; the partial sums are reduced over the
 // workgroup as in matvec.comp (subgroupAdd + a shared slot per subgroup, or a shared tree).
-// Specialization constants: 0 WG (power of two), 1 NR, 2 NB, 3 W_ALIGNED (weights.glsl).
+// Specialization constants: 0 WG (power of two), 1 NR, 2 NB, 3 W_ALIGNED (weights.glsl), 4 NORM.
 #extension GL_GOOGLE_include_directive : require
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
@@ -28,6 +30,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 1) const uint NR = 2;
 layout(constant_id = 2) const uint NB = 1;
+layout(constant_id = 4) const uint NORM = 0;
 
 #define W_BINDING 0
 #define W_ALIGNED_ID 3
@@ -45,16 +48,18 @@ layout(push_constant) uniform Push {
     uint row_bytes;
     uint w_base;        // byte offset of row 0 in the W window
     uint x_base;        // word offset of XQ row 0 in the XQ window
-    uint xq_row_words;  // words per XQ row: k / 4 + k / 16
+    uint xq_row_words;  // words per XQ row: k / 4 + k / 8
     uint y_base;        // float offset of Y[0][0] in the Y window
     uint r_base;        // float offset of R[0][0] in the R window
     uint y_stride;      // floats between two batch rows of Y / R
     uint has_res;
     uint b_base;        // float offset of B[0] (this dispatch's first row) in the B window
     uint has_bias;
+    float eps;          // NORM
 } pc;
 
-shared float red_[NR * NB * WG];
+const uint NV = NR * NB + (NORM != 0u ? NB : 0u);
+shared float red_[NV * WG];
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
@@ -63,6 +68,8 @@ void main() {
 
     float acc[NR * NB];  // acc[r * NB + b]
     for (uint i = 0; i < NR * NB; ++i) acc[i] = 0.0;
+    float sq[NB];  // NORM: the sums of squares of the blocks this invocation read
+    for (uint b = 0; b < NB; ++b) sq[b] = 0.0;
 
     const uint units = pc.k / (32u * W_DOT_BLOCKS);
     for (uint u = tid; u < units; u += WG) {
@@ -74,8 +81,9 @@ void main() {
             for (uint i = 0; i < W_DOT_BLOCKS; ++i) {
                 const uint j = w_dot_unit_block(u, i), q0 = xrow + 8u * j;
                 for (uint t = 0; t < 8u; ++t) xq[8u * i + t] = xq_words[q0 + t];
-                const uint dw = xrow + pc.k / 4u + 2u * j;
+                const uint dw = xrow + pc.k / 4u + 4u * j;
                 xd[i] = vec2(uintBitsToFloat(xq_words[dw]), uintBitsToFloat(xq_words[dw + 1u]));
+                if (NORM != 0u) sq[b] += uintBitsToFloat(xq_words[dw + 2u]);
             }
             for (uint r = 0; r < NR; ++r) {
                 if (r >= rows) break;
@@ -89,14 +97,19 @@ void main() {
         float s = subgroupAdd(acc[v]);
         if (subgroupElect()) red_[v * WG + gl_SubgroupID] = s;
     }
+    for (uint b = 0; b < NV - NR * NB; ++b) {
+        float s = subgroupAdd(sq[b]);
+        if (subgroupElect()) red_[(NR * NB + b) * WG + gl_SubgroupID] = s;
+    }
     barrier();
     const uint parts = gl_NumSubgroups;
 #else
     for (uint v = 0; v < NR * NB; ++v) red_[v * WG + tid] = acc[v];
+    for (uint b = 0; b < NV - NR * NB; ++b) red_[(NR * NB + b) * WG + tid] = sq[b];
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
         if (tid < s)
-            for (uint v = 0; v < NR * NB; ++v) red_[v * WG + tid] += red_[v * WG + tid + s];
+            for (uint v = 0; v < NV; ++v) red_[v * WG + tid] += red_[v * WG + tid + s];
         barrier();
     }
     const uint parts = 1;
@@ -106,6 +119,11 @@ void main() {
         if (r >= rows) continue;
         float sum = 0.0;
         for (uint p = 0; p < parts; ++p) sum += red_[v * WG + p];
+        if (NORM != 0u) {
+            float ss = 0.0;
+            for (uint p = 0; p < parts; ++p) ss += red_[(NR * NB + b) * WG + p];
+            sum *= inversesqrt(ss / float(pc.k) + pc.eps);
+        }
         if (pc.has_bias != 0u) sum += bias[pc.b_base + row0 + r];
         if (pc.has_res != 0u) sum += res[pc.r_base + b * pc.y_stride + row0 + r];
         y[pc.y_base + b * pc.y_stride + row0 + r] = sum;

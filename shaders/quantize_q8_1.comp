@@ -6,11 +6,13 @@
 // Inputs:  X   f32 [NB][k] from float pc.x_base; G as matvec.comp's (matvec_input.glsl: NORM's
 //              RMSNorm weight or ACT's up rows)
 // Output:  XQ  NB rows of pc.xq_row_words words from word pc.out_base: k / 4 words of int8 q
-//              (column c in byte c % 4 of word c / 4), then per block j the floats d_j and s_j.
-// Math:    v = the input of the product (matvec.comp's: X, rms_norm(X) * G, or act(X) * G); per
+//              (column c in byte c % 4 of word c / 4), then per block j four floats (d, s, ss, 0).
+// Math:    v = the input of the product without NORM's row scale (X, X * G, or act(X) * G); per
 //          block of 32: amax = max |v|, d = amax / 127, q = round(v / d) (half away from zero;
-//          all 0 where d = 0), s = d * sum(q). NORM's 1 / rms is applied to v before quantizing.
-// One workgroup per row of X (gl_WorkGroupID.x = b); invocation i quantizes blocks i, i + WG, ...
+//          all 0 where d = 0), s = d * sum(q), ss = the sum of the block's raw X^2 (NORM, else 0).
+//          NORM's 1 / rms(X) is a factor of the whole row: matvec_dot applies it to its sums,
+//          from the blocks' ss, so that no pass over the whole row precedes the quantization.
+// One invocation per block: workgroups (x) over a row's blocks, gl_WorkGroupID.y = b.
 // Specialization constants: 0 WG, 4 NORM, 5 ACT (ids as matvec.comp's, for matvec_input.glsl).
 #extension GL_GOOGLE_include_directive : require
 
@@ -30,51 +32,33 @@ layout(push_constant) uniform Push {
     uint g_base;        // NORM / ACT: float offset of G[0]
     uint g_vec4;
     uint out_base;      // word offset of XQ row 0
-    uint xq_row_words;  // k / 4 + k / 16
-    float eps;          // NORM
+    uint xq_row_words;  // k / 4 + k / 8
 } pc;
 
 #include "matvec_input.glsl"
 
-shared float red_[WG];
-
 void main() {
-    const uint tid = gl_LocalInvocationID.x, b = gl_WorkGroupID.x;
-    float scale = 1.0;
-    if (NORM != 0u) {
-        float ss = 0.0;
-        for (uint c = 4u * tid; c < pc.k; c += 4u * WG) {
-            vec4 v = raw4(pc.x_base + b * pc.k + c);
-            ss += dot(v, v);
-        }
-        red_[tid] = ss;
-        barrier();
-        for (uint s = WG / 2u; s > 0u; s >>= 1) {
-            if (tid < s) red_[tid] += red_[tid + s];
-            barrier();
-        }
-        scale = inversesqrt(red_[0] / float(pc.k) + pc.eps);
+    const uint j = gl_GlobalInvocationID.x, b = gl_WorkGroupID.y;
+    if (j >= pc.k / 32u) return;
+    vec4 v[8];
+    float ss = 0.0, amax = 0.0;
+    for (uint i = 0; i < 8u; ++i) {
+        v[i] = x4(b, 32u * j + 4u * i, ss);
+        vec4 a = abs(v[i]);
+        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
     }
+    const float d = amax / 127.0, id = d > 0.0 ? 1.0 / d : 0.0;
     const uint out_row = pc.out_base + b * pc.xq_row_words;
-    for (uint j = tid; j < pc.k / 32u; j += WG) {
-        vec4 v[8];
-        float unused = 0.0, amax = 0.0;
-        for (uint i = 0; i < 8u; ++i) {
-            v[i] = x4(b, 32u * j + 4u * i, unused) * scale;
-            vec4 a = abs(v[i]);
-            amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-        }
-        const float d = amax / 127.0, id = d > 0.0 ? 1.0 / d : 0.0;
-        int sum = 0;
-        for (uint i = 0; i < 8u; ++i) {
-            ivec4 q = ivec4(sign(v[i]) * floor(abs(v[i]) * id + 0.5));
-            q = clamp(q, ivec4(-127), ivec4(127));
-            sum += q.x + q.y + q.z + q.w;
-            uvec4 u = uvec4(q) & 0xFFu;
-            xq_words[out_row + 8u * j + i] = u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
-        }
-        const uint dw = out_row + pc.k / 4u + 2u * j;
-        xq_words[dw] = floatBitsToUint(d);
-        xq_words[dw + 1u] = floatBitsToUint(d * float(sum));
+    int sum = 0;
+    for (uint i = 0; i < 8u; ++i) {
+        ivec4 q = clamp(ivec4(sign(v[i]) * floor(abs(v[i]) * id + 0.5)), ivec4(-127), ivec4(127));
+        sum += q.x + q.y + q.z + q.w;
+        uvec4 u = uvec4(q) & 0xFFu;
+        xq_words[out_row + 8u * j + i] = u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
     }
+    const uint dw = out_row + pc.k / 4u + 4u * j;
+    xq_words[dw] = floatBitsToUint(d);
+    xq_words[dw + 1u] = floatBitsToUint(d * float(sum));
+    xq_words[dw + 2u] = floatBitsToUint(ss);
+    xq_words[dw + 3u] = 0u;
 }

@@ -78,7 +78,7 @@ uint32_t chunk_rows(uint64_t total, uint64_t cap, uint32_t quantum) {
     return uint32_t(cap >= quantum ? cap / quantum * quantum : cap);
 }
 
-// quantize_q8_1.comp's workgroup: one per row of X, each invocation a block of 32 at a time.
+// quantize_q8_1.comp's workgroup: an invocation per block of 32, workgroups over the blocks of a row.
 constexpr uint32_t kQuantizeWg = 64;
 
 struct LinearPush {
@@ -112,10 +112,10 @@ PipelineDesc quantize_desc(MatvecInput::Kind input) {
 
 struct QuantizePush {
     uint32_t k, x_base, x_vec4, g_base, g_vec4, out_base, xq_row_words;
-    float eps;
 };
 struct DotPush {
     uint32_t n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base, has_bias;
+    float eps;
 };
 
 void check_input(const char* op, const MatvecInput& input, uint32_t m, uint32_t k) {
@@ -142,9 +142,10 @@ void record_quantize(Context& ctx, CommandStream& s, const BufferSlice& x, const
                                                            : detail::byte_window(input.up, 0, x_bytes, align, 16);
     const detail::ByteWindow qw = detail::byte_window(xq, 0, q_bytes, align);
     const QuantizePush pc{k, uint32_t(xw.inner / 4), xw.inner % 16 == 0 && k % 4 == 0, uint32_t(gw.inner / 4),
-                          gw.inner % 16 == 0 && k % 4 == 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4),
-                          input.eps};
-    s.dispatch(ctx.pipeline(quantize_desc(input.kind)), {xw.slice, gw.slice, qw.slice}, pc, {m, 1, 1}, "quantize");
+                          gw.inner % 16 == 0 && k % 4 == 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4)};
+    const uint32_t blocks = k / 32;
+    s.dispatch(ctx.pipeline(quantize_desc(input.kind)), {xw.slice, gw.slice, qw.slice}, pc,
+               {(blocks + kQuantizeWg - 1) / kQuantizeWg, m, 1}, "quantize");
 }
 
 void matvec_dot(Context& ctx, CommandStream& s, const MatvecPlan& plan, const BufferSlice& w, const BufferSlice& x,
@@ -172,7 +173,7 @@ void matvec_dot(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Bu
         const detail::ByteWindow bw = bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + rows) * 4, align) : yw;
         const DotPush pc{rows, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(qw.inner / 4),
                          uint32_t(q8_1_row_bytes(k) / 4), uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n,
-                         residual ? 1u : 0u, uint32_t(bw.inner / 4), bias ? 1u : 0u};
+                         residual ? 1u : 0u, uint32_t(bw.inner / 4), bias ? 1u : 0u, input.eps};
         s.dispatch(p, {ww.slice, qw.slice, rw.slice, yw.slice, bw.slice}, pc, {(rows + nr - 1) / nr, 1, 1}, "matvec");
     }
 }
@@ -200,7 +201,7 @@ PipelineDesc MatvecPlan::pipeline() const {
     const uint32_t norm = norm_constant(input), act = act_constant(input);
     const std::string type = type_suffix(wtype);
     if (kernel == Kernel::Dot)
-        return {"matvec_dot_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, batch, uint32_t(w_aligned)}};
+        return {"matvec_dot_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, batch, uint32_t(w_aligned), norm}};
     std::string name;
     if (kernel == Kernel::Rows)
         name = (wide_loads ? "matvec_rows_u64_" : uniform_x ? "matvec_rows_u_" : "matvec_rows_") + type;
@@ -237,8 +238,8 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
                                : std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
         p.rows = m <= 4 ? 2 : 1;
         p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
-        while (p.rows > 1 && uint64_t(p.rows) * m * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
-        p.input = input;  // applied by the quantizer
+        // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
+        while (p.rows > 1 && uint64_t(p.rows + norm) * m * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
         return p;
     }
     if (caps.cpu_tuning && row_bytes(wtype, k) <= 1024) {

@@ -49,14 +49,16 @@ struct MatvecInput {
 };
 
 // Bytes of one row of k elements quantized to Q8_1 for the integer-dot matvec: k int8 quants, then
-// (d, s) as two floats per block of 32 (quantize_q8_1.comp).
-inline uint64_t q8_1_row_bytes(uint32_t k) { return uint64_t(k) + uint64_t(k) / 32 * 8; }
+// four floats per block of 32 (d, s = d * sum(q), ss, 0; quantize_q8_1.comp).
+inline uint64_t q8_1_row_bytes(uint32_t k) { return uint64_t(k) + uint64_t(k) / 32 * 16; }
 
 // Whether the weight type has an integer-dot matvec (shaders/include/weights_dot.glsl).
 bool int_dot_type(TensorType wtype);
 
 // xq (m rows of q8_1_row_bytes(k)) = Q8_1 blocks of the matvec input of x (f32 [m][k], k a multiple
-// of 32; `input`'s fused op applied first, as matvec's). For the integer-dot matvec.
+// of 32; `input`'s fused op applied first, as matvec's), for the integer-dot matvec. RmsNorm leaves
+// the row's 1 / rms out (X * G is quantized; each block's ss holds its raw sum of X^2, from which
+// the matvec scales its sums), so that every block is quantized in parallel.
 void quantize_q8_1(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& xq, uint32_t m, uint32_t k,
                    const MatvecInput& input = {});
 

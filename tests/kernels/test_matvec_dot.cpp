@@ -179,7 +179,10 @@ TEST_CASE("matvec dot: quantize_q8_1 follows the Q8_1 definition (plain, RMSNorm
         const std::vector<float> g = kind == Kind::Plain ? std::vector<float>{}
                                      : kind == Kind::RmsNorm ? test::random_floats(k, 8, -2.0f, 2.0f)
                                                              : test::random_floats(size_t(m) * k, 8, -2.0f, 2.0f);
-        const std::vector<float> in = fused_input(kind, x, g, m, k, 1e-5f);
+        // What the kernel quantizes: RMSNorm's row scale stays out (the matvec applies it).
+        std::vector<float> in = kind == Kind::SwiGlu ? fused_input(kind, x, g, m, k, 1e-5f) : x;
+        if (kind == Kind::RmsNorm)
+            for (size_t i = 0; i < in.size(); ++i) in[i] *= g[i % k];
         Buffer dx = ctx.create_buffer(x.size() * 4, MemoryUsage::Device, "x");
         ctx.upload(dx, x.data(), x.size() * 4);
         Buffer dg;
@@ -206,10 +209,14 @@ TEST_CASE("matvec dot: quantize_q8_1 follows the Q8_1 definition (plain, RMSNorm
             ref::quantize_q8_1(in.data() + size_t(row) * k, deq.data(), k, q.data(), d.data());
             const uint8_t* base = got.data() + row * rb;
             for (uint32_t j = 0; j < k / 32; ++j) {
-                float gd, gs;
-                std::memcpy(&gd, base + k + 8 * j, 4);
-                std::memcpy(&gs, base + k + 8 * j + 4, 4);
+                float gd, gs, gss;
+                std::memcpy(&gd, base + k + 16 * j, 4);
+                std::memcpy(&gs, base + k + 16 * j + 4, 4);
+                std::memcpy(&gss, base + k + 16 * j + 8, 4);
                 CHECK(std::fabs(gd - d[j]) <= 1e-6f * d[j]);
+                double ss = 0;  // RMSNorm: the block's raw sum of squares, else 0
+                for (uint32_t e = 32 * j; e < 32 * j + 32; ++e) ss += double(x[row * k + e]) * x[row * k + e];
+                CHECK(std::fabs(gss - (kind == Kind::RmsNorm ? ss : 0.0)) <= 1e-5 * ss);
                 int sum = 0;
                 for (uint32_t e = 0; e < 32; ++e) {
                     const int gq = int8_t(base[32 * j + e]);

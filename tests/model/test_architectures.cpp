@@ -48,7 +48,7 @@ std::vector<int32_t> prompt_tokens(uint32_t n, uint32_t n_vocab) {
 // then 6 greedy decode steps; every layer's tensors and the logits are compared at each call.
 void check_arch(const std::string& path, double tensor_nmse, double logits_nmse) {
     test::ValidationGuard guard;
-    Context& ctx = test::context();
+    Context& ctx = test::float_path_context();
     test::LoadedModel m = test::open_model(path);
     ModelOptions opts;
     opts.n_ctx = 64;

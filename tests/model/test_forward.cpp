@@ -31,7 +31,7 @@ constexpr double kTensorNmse = 1e-5;
 void compare_with_reference(const std::string& path, const ModelOptions& opts, std::vector<int32_t> prompt,
                             int decode_steps, double tensor_nmse, double logits_nmse, Context* on = nullptr) {
     test::ValidationGuard guard;
-    Context& ctx = on ? *on : test::context();
+    Context& ctx = on ? *on : test::float_path_context();
     test::LoadedModel m = test::open_model(path);
     ModelGpu gpu(ctx, m.file, m.cfg, opts);
     ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type, opts.ubatch);

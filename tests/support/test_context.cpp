@@ -51,6 +51,11 @@ Context& context() {
     return *g_default_context;
 }
 
+Context& float_path_context() {
+    Context& c = context();
+    return c.caps().int_dot_kernels ? context_for("no-int-dot") : c;
+}
+
 Context& context_for(const std::string& caps_spec) {
     if (caps_spec.empty()) return context();
     std::lock_guard lock(g_contexts_mutex);

@@ -18,6 +18,10 @@ namespace vkllm::test {
 // The process-wide context on the default device, validation on and required. Options from the
 // environment are not used: tests that need other caps create their own with make_context().
 Context& context();
+// The default device with the float matvecs: context() itself unless the device takes the
+// integer-dot ones by default (an accelerated packed dot), then context_for("no-int-dot"). For
+// comparisons with the host reference's f32 activations; the integer-dot path has its own tests.
+Context& float_path_context();
 // A cached validation-on context per capability-override spec ("" = the default context).
 Context& context_for(const std::string& caps_spec);
 std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir = {});
