@@ -236,7 +236,10 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
         p.subgroup = caps.subgroup_ops();
         p.wg = caps.cpu_tuning ? std::clamp<uint32_t>(caps.subgroup_size, 8, 64)
                                : std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-        p.rows = m <= 4 ? 2 : 1;
+        // Four rows per workgroup for a lone vector: each X block loaded serves four rows, and
+        // there are still >= 256 workgroups for a 1024-row projection (measured on an H200 against
+        // 1, 2 and 8 rows and 32 to 256 invocations: docs/gpu.md).
+        p.rows = m == 1 ? 4 : m <= 4 ? 2 : 1;
         p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
         // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
         while (p.rows > 1 && uint64_t(p.rows + norm) * m * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
