@@ -269,9 +269,11 @@ std::string mib(double b) { return fmt::format("{:.1f}", b / 1048576.0); }
 
 void print_markdown(const nlohmann::json& out) {
     const auto& dev = out["device"];
-    fmt::print("device: {} ({}), read bandwidth {:.2f} GB/s, f32 FMA {:.1f} GFLOP/s (measured probes)\n\n",
+    fmt::print("device: {} ({}), read bandwidth {:.2f} GB/s, f32 FMA {:.1f} GFLOP/s{} (measured probes)\n\n",
                dev["name"].get<std::string>(), dev["driver"].get<std::string>(), dev.value("bandwidth_gb_s", 0.0),
-               dev.value("fma_gflop_s", 0.0));
+               dev.value("fma_gflop_s", 0.0),
+               dev.contains("int_dot_gop_s") ? fmt::format(", int8 packed dot {:.1f} GOP/s", dev["int_dot_gop_s"].get<double>())
+                                             : std::string());
     fmt::print("| model | type | pp t/s | tg t/s | tg % of BW roofline | pp % of FMA | load ms | TTFT cold cache ms | "
                "TTFT warm cache ms | peak device MiB (weights + KV + scratch) |\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -328,6 +330,8 @@ void bench(const BenchOptions& o) {
             fma = probe_fma(ctx);
             out["device"]["bandwidth_gb_s"] = bw.value;
             out["device"]["fma_gflop_s"] = fma.value;
+            // The integer-dot matvecs' arithmetic ceiling (prefill's matmul is f32: its % is of FMA).
+            if (ctx.caps().int_dot_product) out["device"]["int_dot_gop_s"] = probe_int_dot(ctx).value;
         }
     }
     for (auto& p : paths) {

@@ -33,7 +33,11 @@ struct BenchOpsOptions {
 
 struct Probes {
     ProbeResult bandwidth, fma;
+    ProbeResult int_dot;  // value 0: the device has no integer dot product
 };
+std::string int_dot_text(const Probes& pr) {
+    return pr.int_dot.value > 0 ? fmt::format(", int8 packed dot {:.1f} GOP/s", pr.int_dot.value) : "";
+}
 
 bench_ops::Config make_config(const BenchOpsOptions& o) {
     bench_ops::Config c;
@@ -112,8 +116,9 @@ size_t display_width(const std::string& s) {
 
 void print_markdown(const std::vector<Row>& rows, const bench_ops::Config& cfg, const Context& ctx, const Probes& pr) {
     fmt::print("## vkllm bench-ops: {}\n\n", shapes_line(cfg));
-    fmt::print("Device: {} ({} {}). Measured probes: read bandwidth {:.1f} GB/s, f32 FMA {:.1f} GFLOP/s.\n",
-               ctx.caps().name, ctx.caps().driver_name, ctx.caps().driver_info, pr.bandwidth.value, pr.fma.value);
+    fmt::print("Device: {} ({} {}). Measured probes: read bandwidth {:.1f} GB/s, f32 FMA {:.1f} GFLOP/s{}.\n",
+               ctx.caps().name, ctx.caps().driver_name, ctx.caps().driver_info, pr.bandwidth.value, pr.fma.value,
+               int_dot_text(pr));
     fmt::print("Each row was checked against its C++ reference first, then timed: best and mean of the timed runs, {}; "
                "GB/s and GFLOP/s from the best time.\n\n",
                ctx.caps().timestamps ? "GPU timestamps summed over the op's dispatches"
@@ -182,8 +187,10 @@ void bench_ops_main(const BenchOpsOptions& o) {
     Context ctx(o.device.context_options());
     fmt::print(stderr, "bench-ops: {} on {}\n", shapes_line(cfg), ctx.caps().name);
     fmt::print(stderr, "bench-ops: probing read bandwidth and FMA rate...\n");
-    Probes pr{probe_bandwidth(ctx), probe_fma(ctx)};
-    fmt::print(stderr, "bench-ops: measured {:.1f} GB/s read, {:.1f} GFLOP/s f32 FMA\n", pr.bandwidth.value, pr.fma.value);
+    Probes pr{probe_bandwidth(ctx), probe_fma(ctx), {}};
+    if (ctx.caps().int_dot_product) pr.int_dot = probe_int_dot(ctx);
+    fmt::print(stderr, "bench-ops: measured {:.1f} GB/s read, {:.1f} GFLOP/s f32 FMA{}\n", pr.bandwidth.value, pr.fma.value,
+               int_dot_text(pr));
 
     bench_ops::Bench bench(ctx, cfg, [](const Row& r, size_t i) {
         if (r.status == Status::Ok)
@@ -204,6 +211,7 @@ void bench_ops_main(const BenchOpsOptions& o) {
                          {"head_dim", s.head_dim}, {"ffn", s.ffn}, {"vocab", s.vocab}, {"prompt", cfg.prompt},
                          {"ctx", cfg.ctx}};
         out["probes"] = {{"bandwidth_gbs", pr.bandwidth.value}, {"fma_gflops", pr.fma.value}};
+        if (pr.int_dot.value > 0) out["probes"]["int_dot_gops"] = pr.int_dot.value;
         out["reps"] = cfg.reps;
         out["results"] = nlohmann::json::array();
         for (const Row& r : rows) out["results"].push_back(row_json(r, pr));

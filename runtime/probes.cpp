@@ -1,5 +1,7 @@
 #include "runtime/probes.h"
 
+#include "runtime/vk_check.h"
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -71,6 +73,44 @@ ProbeResult probe_fma(Context& ctx, uint32_t iters, int reps) {
     r.seconds = best_time(ctx, s, reps);
     r.value = double(wg) * groups * iters * 64.0 / r.seconds * 1e-9;
     float first = 0;
+    ctx.download(dst, &first, 4);
+    r.check = first;
+    return r;
+}
+
+namespace {
+constexpr uint32_t kIntDotSeed = 12345;
+}  // namespace
+
+uint32_t probe_int_dot_expected(uint32_t iters) {
+    const int8_t m[4] = {-2, 2, -1, 1};  // probe_int_dot.comp's M, byte 0 first
+    uint32_t a[8], r = 0;
+    for (uint32_t j = 0; j < 8; ++j) a[j] = kIntDotSeed + j;
+    for (uint32_t i = 0; i < iters; ++i)
+        for (uint32_t j = 0; j < 8; ++j) {
+            int32_t d = 0;
+            for (int b = 0; b < 4; ++b) d += int32_t(int8_t(uint8_t(a[j] >> (8 * b)))) * m[b];
+            a[j] = uint32_t(d) + a[j];
+        }
+    for (uint32_t j = 0; j < 8; ++j) r ^= a[j];
+    return r;
+}
+
+ProbeResult probe_int_dot(Context& ctx, uint32_t iters, int reps) {
+    if (!ctx.caps().int_dot_product)
+        throw DeviceLimitError("probe_int_dot: the device has no VK_KHR_shader_integer_dot_product");
+    const uint32_t wg = 256, groups = 256;
+    Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, "probe_int_dot");
+    const Pipeline& p = ctx.pipeline({"probe_int_dot", {wg}});
+    struct { uint32_t iters, seed; } pc{iters, kIntDotSeed};
+    CommandStream s(ctx);
+    s.begin(true);
+    s.dispatch(p, {dst.slice()}, pc, {groups, 1, 1}, "int_dot");
+    s.end();
+    ProbeResult r;
+    r.seconds = best_time(ctx, s, reps);
+    r.value = double(wg) * groups * iters * 64.0 / r.seconds * 1e-9;
+    uint32_t first = 0;
     ctx.download(dst, &first, 4);
     r.check = first;
     return r;

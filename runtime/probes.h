@@ -7,7 +7,7 @@
 namespace vkllm {
 
 struct ProbeResult {
-    double value = 0;       // GB/s (bandwidth) or GFLOP/s (fma): best of the repetitions
+    double value = 0;       // GB/s (bandwidth), GFLOP/s (fma) or GOP/s (int_dot): best of the repetitions
     double seconds = 0;     // GPU time of the best repetition
     double check = 0;       // the kernel's result, for tests (sum of the buffer for bandwidth)
 };
@@ -16,5 +16,10 @@ struct ProbeResult {
 // when the device has them, with the host clock around the submission otherwise.
 ProbeResult probe_bandwidth(Context& ctx, size_t bytes = 64u << 20, int reps = 5);
 ProbeResult probe_fma(Context& ctx, uint32_t iters = 4096, int reps = 5);
+// The signed 4x8-bit packed dot rate in integer ops (two per multiply-add, as FLOP count them);
+// needs caps().int_dot_product (throws DeviceLimitError without it). check: invocation 0's result.
+ProbeResult probe_int_dot(Context& ctx, uint32_t iters = 4096, int reps = 5);
+// What probe_int_dot's invocation 0 computes, on the host (for tests).
+uint32_t probe_int_dot_expected(uint32_t iters);
 
 }  // namespace vkllm

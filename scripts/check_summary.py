@@ -113,7 +113,8 @@ def main():
     lines = [f"vkllm device check ({'quick' if quick else 'full'}), {seconds} s"]
     if device:
         lines.append(f"device: {device.get('name')} ({device.get('driver')}), read bandwidth "
-                     f"{fmt(device.get('bandwidth_gb_s'))} GB/s, f32 FMA {fmt(device.get('fma_gflop_s'))} GFLOP/s")
+                     f"{fmt(device.get('bandwidth_gb_s'))} GB/s, f32 FMA {fmt(device.get('fma_gflop_s'))} GFLOP/s"
+                     + (f", int8 packed dot {fmt(device.get('int_dot_gop_s'))} GOP/s" if device.get('int_dot_gop_s') else ""))
     if "nvidia_smi" in s:
         lines.append("nvidia-smi: " + s["nvidia_smi"].replace("\n", " | "))
     lines.append(f"tests: {s['tests_run'] - s['tests_failed']} of {s['tests_run']} passed" +

@@ -14,7 +14,9 @@
 #     forward-pass sweeps over every weight type and mixed files (each compiles every matvec and
 #     matmul pipeline again at real layer geometry), and the sweeps of the fused input ops and of
 #     the bias epilogue over every weight type (type-independent code around the dequantization
-#     that matvec's and matmul's tiny shapes run for every type; their other cases still run);
+#     that matvec's and matmul's tiny shapes run for every type; their other cases still run), and
+#     the forward pass under --caps int-dot (its own contexts compile every pipeline twice; the
+#     integer-dot kernels' tests still run);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again.
 # scripts/test.sh runs its stages at other subgroup sizes and its sanitizer stage with this list of
 # cases too (there the cost is compiling again, or lavapipe time under the sanitizers), with their
@@ -29,7 +31,7 @@ slow_driver_excluded_cases=(
   '*plans fit every device variant*' '*m <= 8 takes matvec*'
   '*at real layer shapes*' 'forward: mixed-type files*'
   'matvec fused input: every weight type*' 'linear bias: matvec? every weight type*'
-  'linear bias: matmul? every weight type*'
+  'linear bias: matmul? every weight type*' 'forward: integer-dot*'
 )
 VKLLM_TEST_CASE_EXCLUDE=$(IFS=,; echo "${slow_driver_excluded_cases[*]}")
 VKLLM_TEST_DEVICE_VARIANTS=real  # tests/support/test_context.h

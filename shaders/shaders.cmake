@@ -37,6 +37,7 @@ vkllm_shader(vec_add           vec_add.comp)
 vkllm_shader(probe_bandwidth   probe_bandwidth.comp)
 vkllm_shader(probe_bandwidth_sg probe_bandwidth.comp USE_SUBGROUP)
 vkllm_shader(probe_fma         probe_fma.comp)
+vkllm_shader(probe_int_dot     probe_int_dot.comp)
 
 # --- elementwise and small ops ------------------------------------------------------------------
 vkllm_shader(rms_norm          rms_norm.comp)

@@ -1,26 +1,20 @@
 // The integer side of the int-dot linear kernels (matvec_dot.comp): a weight row's block types as
 // signed 8-bit integers, four packed in a word, multiplied with X quantized to Q8_1 blocks by
-// 4x8-bit packed dot products (SPV_KHR_integer_dot_product's OpSDot, declared here through
-// GL_EXT_spirv_intrinsics: Debian 12's glslang has no GL_EXT_integer_dot_product). Included after
-// weights.glsl (its word readers and layouts); the layouts are runtime/quant/block_formats.h.
+// 4x8-bit packed dot products (int_dot.glsl). Included after weights.glsl (its word readers and
+// layouts); the layouts are runtime/quant/block_formats.h.
 //
 // X's Q8_1 block j (columns 32j .. 32j + 31): xq[i] packs columns 32j + 4i .. + 3 (byte b = column
 // 4i + b), xd = (d, s) with X ~ d * q and s = d * sum(q). A weight block of scale dw, offset or min
 // m and integer levels w contributes dw * d * sum(w * q) (+ m * s): the integer sum is exact, so
 // the only error beyond the float path's is X's quantization (ref::quantize_q8_1).
 //
-// A unit of this file is W_DOT_BLOCKS (1 or 2) consecutive X blocks; per type
+// A unit of this file is W_DOT_BLOCKS (1 or 2) X blocks (w_dot_unit_block names them); per type
 //   float w_dot_unit(row_byte, u, xq[8 * W_DOT_BLOCKS], xd[W_DOT_BLOCKS])
 // returns sum over the unit's columns of W * X. Two blocks where the type stores two 32-column runs
 // in the nibbles or bit planes of the same bytes (Q4_K, Q5_K: a 64-column chunk; Q6_K: the low and
 // high nibbles of 32 ql bytes, columns 64 apart), so that each weight byte is loaded once.
 
-#extension GL_EXT_spirv_intrinsics : require
-
-// OpSDot (4450) with PackedVectorFormat4x8Bit (0): the sum of the four signed byte products.
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int dot_s8x4_op(uint a, uint b, spirv_literal int packed_format);
-int dot_s8x4(uint a, uint b) { return dot_s8x4_op(a, b, 0); }
+#include "int_dot.glsl"
 
 #if defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
 const uint W_DOT_BLOCKS = 2u;

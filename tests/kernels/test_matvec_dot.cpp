@@ -24,10 +24,20 @@ using Kind = ops::MatvecInput::Kind;
 
 namespace {
 
+// The device variants of the suite (VKLLM_TEST_DEVICE_VARIANTS: all, subgroup or real), each with
+// the integer-dot kernels forced: CPU-tuned, GPU-tuned, and GPU-tuned with the tree reduction.
 const std::vector<std::string>& dot_variants() {
-    static const std::vector<std::string> v = {"int-dot", "int-dot,gpu-tuning", "int-dot,gpu-tuning,no-subgroup-ops"};
+    static const std::vector<std::string> v = [] {
+        const size_t n = test::device_variants().size();
+        std::vector<std::string> out{"int-dot"};
+        if (n >= 2) out.push_back("int-dot,gpu-tuning");
+        if (n >= 3) out.push_back("int-dot,gpu-tuning,no-subgroup-ops");
+        return out;
+    }();
     return v;
 }
+// The GPU-tuned variant where the suite runs it, else the real device's.
+const std::string& gpu_spec() { return dot_variants().size() >= 2 ? dot_variants()[1] : dot_variants()[0]; }
 
 std::vector<TensorType> dot_types() {
     std::vector<TensorType> out;
@@ -163,7 +173,9 @@ TEST_CASE("matvec dot: the plan takes the integer-dot kernel exactly where it sh
         // Without a scratch for the quantized X (the convenience functions), the float kernels.
         CHECK_FALSE(ops::plan_linear(forced.caps(), t, 1, 64, k, true, Kind::Plain, false, false).int_dot());
         CHECK_FALSE(ops::plan_linear(forced.caps(), t, 16, 64, k).int_dot());  // matmul for prefill
-        CHECK_FALSE(ops::plan_linear(test::context_for("int-dot,no-int-dot").caps(), t, 1, 64, k).int_dot());
+        DeviceCaps off = forced.caps();
+        CapsOverride::parse("no-int-dot").apply(off);
+        CHECK_FALSE(ops::plan_linear(off, t, 1, 64, k).int_dot());
     }
     CHECK_THROWS_AS(CapsOverride::parse("int-dots"), std::invalid_argument);
 }
@@ -248,26 +260,26 @@ TEST_CASE("matvec dot: every integer-dot type, tiny, odd and batched shapes, eve
 }
 
 TEST_CASE("matvec dot: fused RMSNorm and SwiGLU inputs, batches of 1 to 8 beyond 8 (decode batches)") {
-    Context& ctx = test::context_for("int-dot,gpu-tuning");
+    Context& ctx = test::context_for(gpu_spec());
     uint32_t seed = 500;
     for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
         CAPTURE(type_traits(t).name);
-        run_case(ctx, "int-dot,gpu-tuning", {t, 1, 96, blocks_k(t, 4), Kind::RmsNorm}, ++seed);
-        run_case(ctx, "int-dot,gpu-tuning", {t, 5, 40, blocks_k(t, 3), Kind::SwiGlu, true}, ++seed);
-        run_case(ctx, "int-dot,gpu-tuning", {t, 11, 33, blocks_k(t, 2), Kind::RmsNorm}, ++seed);  // groups 8 + 3
+        run_case(ctx, gpu_spec(), {t, 1, 96, blocks_k(t, 4), Kind::RmsNorm}, ++seed);
+        run_case(ctx, gpu_spec(), {t, 5, 40, blocks_k(t, 3), Kind::SwiGlu, true}, ++seed);
+        run_case(ctx, gpu_spec(), {t, 11, 33, blocks_k(t, 2), Kind::RmsNorm}, ++seed);  // groups 8 + 3
     }
 }
 
-TEST_CASE("matvec dot: real projection shapes (TinyLlama, Llama-3-8B rows)") {
-    Context& ctx = test::context_for("int-dot,gpu-tuning");
-    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q4_0, 1, 256, 2048}, 900);
-    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q4_K, 2, 128, 5632, Kind::SwiGlu}, 901);
-    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q6_K, 1, 64, 14336}, 902);
-    run_case(ctx, "int-dot,gpu-tuning", {TensorType::Q8_0, 1, 128, 4096, Kind::RmsNorm}, 903);
+TEST_CASE("matvec dot: real model shapes (TinyLlama, Llama-3-8B rows)") {
+    Context& ctx = test::context_for(gpu_spec());
+    run_case(ctx, gpu_spec(), {TensorType::Q4_0, 1, 256, 2048}, 900);
+    run_case(ctx, gpu_spec(), {TensorType::Q4_K, 2, 128, 5632, Kind::SwiGlu}, 901);
+    run_case(ctx, gpu_spec(), {TensorType::Q6_K, 1, 64, 14336}, 902);
+    run_case(ctx, gpu_spec(), {TensorType::Q8_0, 1, 128, 4096, Kind::RmsNorm}, 903);
 }
 
 TEST_CASE("matvec dot: a batch gives every row what the vector gives alone") {
-    for (const std::string& spec : {std::string("int-dot"), std::string("int-dot,gpu-tuning")}) {
+    for (const std::string& spec : {dot_variants()[0], gpu_spec()}) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
         for (TensorType t : {TensorType::Q4_0, TensorType::Q5_1, TensorType::Q4_K, TensorType::Q6_K}) {

@@ -1,6 +1,7 @@
 #include "support/test_context.h"
 
 #include "runtime/probes.h"
+#include "runtime/vk_check.h"
 
 #include <cmath>
 
@@ -21,4 +22,18 @@ TEST_CASE("probes: bandwidth probe reads every byte; fma probe computes") {
     CHECK(f.value > 0);
     CHECK(std::isfinite(f.check));
     MESSAGE("lavapipe probes (small sizes, not a benchmark): " << bw.value << " GB/s, " << f.value << " GFLOP/s");
+}
+
+TEST_CASE("probes: the integer-dot probe computes the packed dot products it counts") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    if (!ctx.caps().int_dot_product) {
+        CHECK_THROWS_AS(probe_int_dot(ctx, 16, 1), DeviceLimitError);
+        return;
+    }
+    ProbeResult d = probe_int_dot(ctx, 64, 1);
+    CHECK(d.value > 0);
+    CHECK(uint32_t(d.check) == probe_int_dot_expected(64));
+    CHECK(probe_int_dot_expected(64) != probe_int_dot_expected(63));  // the chains do change
+    MESSAGE("lavapipe int-dot probe (not accelerated, not a benchmark): " << d.value << " GOP/s");
 }
