@@ -127,7 +127,8 @@ void check_input(const char* op, const MatvecInput& input, uint32_t m, uint32_t 
     }
 }
 
-// xq = Q8_1 of input(x), one workgroup per row (shapes checked by the callers).
+// xq = Q8_1 of input(x): an invocation per block, workgroups over each row's blocks (shapes checked
+// by the callers).
 void record_quantize(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& xq, uint32_t m,
                      uint32_t k, const MatvecInput& input) {
     using K = MatvecInput::Kind;
@@ -230,7 +231,7 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
         // X quantized once to 8 bits per element, weights multiplied as the integers they store,
         // four per instruction: the float kernels convert and multiply every weight one by one
         // and read X as 4 bytes per element, which bounds quantized decode on GPUs well below
-        // their bandwidth (docs/gpu.md). Same workgroup shape as the float kernel on GPUs; on a CPU
+        // their bandwidth (docs/gpu.md). Workgroups of the float kernel's size on GPUs; on a CPU
         // driver (only ever forced, `--caps int-dot`, for tests) one subgroup-sized workgroup.
         p.kernel = MatvecPlan::Kernel::Dot;
         p.subgroup = caps.subgroup_ops();
