@@ -87,8 +87,14 @@ void run(const RunOptions& o) {
         ModelCpu cpu(*m.file, m.cfg, m.model->n_ctx(), lo.kv_type, lo.ubatch);
         std::vector<int32_t> tokens = prompt;
         double worst_logits = 0;
+        const bool int_dot = m.model->int_dot_matvecs();
+        const double limit = int_dot ? kCheckNmseIntDot : kCheckNmse;
+        if (int_dot)
+            fmt::print(stderr, "check: this device takes the integer-dot matvecs (activations quantized to 8 bits): "
+                               "threshold {:g}; --caps no-int-dot checks the float path at {:g}\n",
+                       limit, kCheckNmse);
         for (int32_t step = 0; step <= o.n_predict; ++step) {
-            CheckReport r = check_forward(*m.model, cpu, tokens);
+            CheckReport r = check_forward(*m.model, cpu, tokens, limit, limit);
             worst_logits = std::max(worst_logits, r.logits_nmse);
             if (!r.ok) {
                 throw std::runtime_error(fmt::format("--check: device and reference diverge at position {}: {}",

@@ -261,6 +261,17 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
     return out;
 }
 
+bool ModelGpu::int_dot_matvecs() const {
+    const StepShape lone{1, false};
+    for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
+        const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, lone, kv_geometry());
+        for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.ffn.gate_up,
+                                    &p.ffn.gate, &p.ffn.up, &p.ffn.down})
+            if (s->runs() && s->kernel.int_dot()) return true;
+    }
+    return plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
+}
+
 KvGeometry ModelGpu::kv_geometry() const { return {plan_.n_ctx, opts_.ubatch, opts_.kv_type}; }
 
 ops::MatvecInput ModelGpu::rms_input(const DeviceTensor& w) const {

@@ -158,6 +158,9 @@ public:
     std::vector<DispatchTiming> last_timings() const;
     // The pipelines the model needs; compiled in parallel at construction.
     std::vector<PipelineDesc> pipelines() const;
+    // Whether a lone token's projections take the integer-dot matvec (their input quantized to 8
+    // bits): the device then differs from the f32 host reference by that quantization (--check).
+    bool int_dot_matvecs() const;
 
 private:
     struct Recording;

@@ -49,6 +49,28 @@ TEST_CASE("cli: vkllm run --check agrees with the host reference") {
     CHECK(r.err.find("check: OK") != std::string::npos);
 }
 
+TEST_CASE("cli: vkllm run --check on the integer-dot matvecs uses their threshold and says so") {
+    // A quantized model: with --caps int-dot its projections quantize their input to 8 bits, which
+    // the float path's 1e-4 would report as a divergence (the default on NVIDIA and other GPUs).
+    fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp";
+    fs::create_directories(dir);
+    const std::string path = (dir / "int-dot-q4_0.gguf").string();
+    vkllm::ModelShape shape;
+    shape.n_layers = 2;
+    shape.weight_type = vkllm::TensorType::Q4_0;
+    vkllm::make_random_model(shape).write_file(path);
+    Result r = run_vkllm("run -m " + path + " -p \"\" -n 4 --check --caps int-dot --no-pipeline-cache");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.find("integer-dot matvecs") != std::string::npos);
+    CHECK(r.err.find("check: OK") != std::string::npos);
+    Result f = run_vkllm("run -m " + path + " -p \"\" -n 4 --check --no-pipeline-cache");
+    INFO(f.err);
+    CHECK(f.status == 0);
+    // The float path where the device does not default to int-dot (lavapipe: not accelerated).
+    CHECK((f.err.find("integer-dot matvecs") != std::string::npos) == vkllm::test::context().caps().int_dot_kernels);
+}
+
 TEST_CASE("cli: vkllm run --json-schema-file and --grammar shape the output; bad ones fail before loading") {
     std::string model = vkllm::test::model_path("stories260K.gguf");
     if (model.empty()) return;
