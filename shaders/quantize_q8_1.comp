@@ -9,7 +9,8 @@
 //              (column c in byte c % 4 of word c / 4), then per block j four floats (d, s, ss, 0).
 // Math:    v = the input of the product without NORM's row scale (X, X * G, or act(X) * G); per
 //          block of 32: amax = max |v|, d = amax / 127, q = round(v / d) (half away from zero;
-//          all 0 where d = 0), s = d * sum(q), ss = the sum of the block's raw X^2 (NORM, else 0).
+//          all 0 where d = 0), s = d * sum(q), ss = the sum of the block's raw X^2 (NORM, else 0);
+//          a block holding NaN or Inf gets d = NaN (and s NaN, q 0).
 //          NORM's 1 / rms(X) is a factor of the whole row: matvec_dot applies it to its sums,
 //          from the blocks' ss, so that no pass over the whole row precedes the quantization.
 // One invocation per block: workgroups (x) over a row's blocks, gl_WorkGroupID.y = b.
@@ -42,12 +43,16 @@ void main() {
     if (j >= pc.k / 32u) return;
     vec4 v[8];
     float ss = 0.0, amax = 0.0;
+    bool finite = true;
     for (uint i = 0; i < 8u; ++i) {
         v[i] = x4(b, 32u * j + 4u * i, ss);
         vec4 a = abs(v[i]);
         amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+        finite = finite && !any(isnan(v[i])) && !any(isinf(v[i]));
     }
-    const float d = amax / 127.0, id = d > 0.0 ? 1.0 / d : 0.0;
+    // max() drops a NaN operand and a NaN has no int8 level: a block holding NaN or Inf gets a NaN
+    // scale, so that the matvec's output is non-finite as the float path's (NonFiniteError).
+    const float d = finite ? amax / 127.0 : uintBitsToFloat(0x7FC00000u), id = d > 0.0 ? 1.0 / d : 0.0;
     const uint out_row = pc.out_base + b * pc.xq_row_words;
     int sum = 0;
     for (uint i = 0; i < 8u; ++i) {

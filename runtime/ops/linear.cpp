@@ -145,6 +145,9 @@ void record_quantize(Context& ctx, CommandStream& s, const BufferSlice& x, const
     const QuantizePush pc{k, uint32_t(xw.inner / 4), xw.inner % 16 == 0 && k % 4 == 0, uint32_t(gw.inner / 4),
                           gw.inner % 16 == 0 && k % 4 == 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4)};
     const uint32_t blocks = k / 32;
+    if (m > c.max_workgroup_count[1])
+        throw DeviceLimitError(fmt::format("quantize_q8_1: {} rows of X exceed the device's {} workgroups in y", m,
+                                           c.max_workgroup_count[1]));
     s.dispatch(ctx.pipeline(quantize_desc(input.kind)), {xw.slice, gw.slice, qw.slice}, pc,
                {(blocks + kQuantizeWg - 1) / kQuantizeWg, m, 1}, "quantize");
 }

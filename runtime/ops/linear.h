@@ -179,8 +179,8 @@ void linear(TensorType wtype, const void* w, const float* x, float* y, uint32_t 
             const float* residual = nullptr, const float* bias = nullptr);
 
 // X as the integer-dot matvec sees it: each block of 32 quantized to Q8_1 from its definition
-// (ggml's quantize_row_q8_1: d = max |x| / 127, q = round(x / d) half away from zero) and turned
-// back into d * q. ref::linear of W and these values is that kernel's exact math (its integer sums
+// (ggml's quantize_row_q8_1: d = max |x| / 127, q = round(x / d) half away from zero; a block
+// holding NaN or Inf gets d = NaN) and turned back into d * q. ref::linear of W and these values is that kernel's exact math (its integer sums
 // are exact). q and d, when given, receive the quants [k] and scales [k / 32].
 void quantize_q8_1(const float* x, float* xq, uint32_t k, int8_t* q = nullptr, float* d = nullptr);
 

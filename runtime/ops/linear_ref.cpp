@@ -28,11 +28,16 @@ void quantize_q8_1(const float* x, float* xq, uint32_t k, int8_t* q, float* d) {
     for (uint32_t b = 0; b < k / 32; ++b) {
         const float* v = x + 32 * b;
         float amax = 0;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-        const float scale = amax / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
+        bool finite = true;
+        for (int i = 0; i < 32; ++i) {
+            amax = std::max(amax, std::fabs(v[i]));
+            finite = finite && std::isfinite(v[i]);
+        }
+        // A non-finite value has no int8 level: the block's scale is NaN (quantize_q8_1.comp does the same).
+        const float scale = finite ? amax / 127.0f : std::nanf(""), inv = scale > 0 ? 1.0f / scale : 0.0f;
         if (d) d[b] = scale;
         for (int i = 0; i < 32; ++i) {
-            const int qi = int(std::round(v[i] * inv));  // std::round: half away from zero
+            const int qi = finite ? int(std::round(v[i] * inv)) : 0;  // std::round: half away from zero
             if (q) q[32 * b + i] = int8_t(qi);
             xq[32 * b + i] = scale * float(qi);
         }
