@@ -3,6 +3,7 @@
 #include "runtime/vk_check.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <vector>
 
@@ -60,21 +61,34 @@ ProbeResult probe_bandwidth(Context& ctx, size_t bytes, int reps) {
     return r;
 }
 
-ProbeResult probe_fma(Context& ctx, uint32_t iters, int reps) {
+namespace {
+
+// The arithmetic probes (probe_fma.comp, probe_int_dot.comp): 256 x 256 invocations of `iters`
+// iterations of 64 operations each, the push constants {iters, seed bits}; value in G ops / s, and
+// invocation 0's result word in `first`.
+ProbeResult arithmetic_probe(Context& ctx, const char* shader, const char* label, uint32_t iters, uint32_t seed_bits,
+                             int reps, uint32_t& first) {
     const uint32_t wg = 256, groups = 256;
-    Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, "probe_fma");
-    const Pipeline& p = ctx.pipeline({"probe_fma", {wg}});
-    struct { uint32_t iters; float seed; } pc{iters, 1.0f};
+    Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, shader);
+    const Pipeline& p = ctx.pipeline({shader, {wg}});
+    struct { uint32_t iters, seed; } pc{iters, seed_bits};
     CommandStream s(ctx);
     s.begin(true);
-    s.dispatch(p, {dst.slice()}, pc, {groups, 1, 1}, "fma");
+    s.dispatch(p, {dst.slice()}, pc, {groups, 1, 1}, label);
     s.end();
     ProbeResult r;
     r.seconds = best_time(ctx, s, reps);
     r.value = double(wg) * groups * iters * 64.0 / r.seconds * 1e-9;
-    float first = 0;
     ctx.download(dst, &first, 4);
-    r.check = first;
+    return r;
+}
+
+}  // namespace
+
+ProbeResult probe_fma(Context& ctx, uint32_t iters, int reps) {
+    uint32_t first = 0;
+    ProbeResult r = arithmetic_probe(ctx, "probe_fma", "fma", iters, std::bit_cast<uint32_t>(1.0f), reps, first);
+    r.check = std::bit_cast<float>(first);
     return r;
 }
 
@@ -99,19 +113,8 @@ uint32_t probe_int_dot_expected(uint32_t iters) {
 ProbeResult probe_int_dot(Context& ctx, uint32_t iters, int reps) {
     if (!ctx.caps().int_dot_product)
         throw DeviceLimitError("probe_int_dot: the device has no VK_KHR_shader_integer_dot_product");
-    const uint32_t wg = 256, groups = 256;
-    Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, "probe_int_dot");
-    const Pipeline& p = ctx.pipeline({"probe_int_dot", {wg}});
-    struct { uint32_t iters, seed; } pc{iters, kIntDotSeed};
-    CommandStream s(ctx);
-    s.begin(true);
-    s.dispatch(p, {dst.slice()}, pc, {groups, 1, 1}, "int_dot");
-    s.end();
-    ProbeResult r;
-    r.seconds = best_time(ctx, s, reps);
-    r.value = double(wg) * groups * iters * 64.0 / r.seconds * 1e-9;
     uint32_t first = 0;
-    ctx.download(dst, &first, 4);
+    ProbeResult r = arithmetic_probe(ctx, "probe_int_dot", "int_dot", iters, kIntDotSeed, reps, first);
     r.check = first;
     return r;
 }

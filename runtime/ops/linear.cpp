@@ -78,6 +78,35 @@ uint32_t chunk_rows(uint64_t total, uint64_t cap, uint32_t quantum) {
     return uint32_t(cap >= quantum ? cap / quantum * quantum : cap);
 }
 
+// The dispatches of a matvec over W's rows: each takes rows [n0, n0 + step) (the last fewer), W's
+// window holding those rows and Y's spanning Y[0][n0] .. Y[m-1][n0 + rows), i.e. (m - 1) * n + rows
+// floats. The step fits every binding and the workgroup count (nr rows per workgroup).
+uint32_t matvec_row_step(const DeviceCaps& c, uint64_t rb, uint32_t m, uint32_t n, uint32_t nr) {
+    const uint64_t cap = std::min({rows_that_fit(c, rb, 0), rows_that_fit(c, 4, uint64_t(m - 1) * n * 4),
+                                   uint64_t(c.max_workgroup_count[0]) * nr});
+    const uint32_t step = chunk_rows(n, cap, 64);
+    if (step == 0)
+        throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
+                                           "({} bytes)", rb, m, n, c.max_storage_buffer_range));
+    return step;
+}
+
+// The W, Y, residual and bias windows of the dispatch over rows [n0, n0 + rows); an absent residual
+// or bias is never read by the shader, and Y's window stands in. W's window ends on w_round bytes.
+struct RowChunk {
+    detail::ByteWindow w, y, r, b;
+};
+RowChunk row_chunk(const BufferSlice& w, const BufferSlice& y, const BufferSlice* residual, const BufferSlice* bias,
+                   uint32_t n0, uint32_t rows, uint64_t rb, uint32_t m, uint32_t n, uint64_t align, uint64_t w_round) {
+    RowChunk ch;
+    ch.w = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align, w_round);
+    const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
+    ch.y = detail::byte_window(y, yb, ye, align);
+    ch.r = residual ? detail::byte_window(*residual, yb, ye, align) : ch.y;
+    ch.b = bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + rows) * 4, align) : ch.y;
+    return ch;
+}
+
 // quantize_q8_1.comp's workgroup: an invocation per block of 32, workgroups over the blocks of a row.
 constexpr uint32_t kQuantizeWg = 64;
 
@@ -161,24 +190,16 @@ void matvec_dot(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Bu
     check_slice("matvec", "Q8_1 scratch (MatvecInput::q8)", input.q8, q_bytes, 4);
     if (!input.q8_ready) record_quantize(ctx, s, x, input.q8, m, k, input);
     const Pipeline& p = ctx.pipeline(plan.pipeline());
-    uint64_t cap = std::min({rows_that_fit(c, rb, 0), rows_that_fit(c, 4, uint64_t(m - 1) * n * 4),
-                             uint64_t(c.max_workgroup_count[0]) * nr});
-    const uint32_t step = chunk_rows(n, cap, 64);
-    if (step == 0)
-        throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
-                                           "({} bytes)", rb, m, n, c.max_storage_buffer_range));
+    const uint32_t step = matvec_row_step(c, rb, m, n, nr);
     const detail::ByteWindow qw = detail::byte_window(input.q8, 0, q_bytes, align);
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
-        const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align);
-        const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
-        const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
-        const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
-        const detail::ByteWindow bw = bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + rows) * 4, align) : yw;
-        const DotPush pc{rows, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(qw.inner / 4),
-                         uint32_t(q8_1_row_bytes(k) / 4), uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n,
-                         residual ? 1u : 0u, uint32_t(bw.inner / 4), bias ? 1u : 0u, input.eps};
-        s.dispatch(p, {ww.slice, qw.slice, rw.slice, yw.slice, bw.slice}, pc, {(rows + nr - 1) / nr, 1, 1}, "matvec");
+        const RowChunk ch = row_chunk(w, y, residual, bias, n0, rows, rb, m, n, align, 4);
+        const DotPush pc{rows, k, uint32_t(rb), uint32_t(ch.w.inner), uint32_t(qw.inner / 4),
+                         uint32_t(q8_1_row_bytes(k) / 4), uint32_t(ch.y.inner / 4), uint32_t(ch.r.inner / 4), n,
+                         residual ? 1u : 0u, uint32_t(ch.b.inner / 4), bias ? 1u : 0u, input.eps};
+        s.dispatch(p, {ch.w.slice, qw.slice, ch.r.slice, ch.y.slice, ch.b.slice}, pc, {(rows + nr - 1) / nr, 1, 1},
+                   "matvec");
     }
 }
 }  // namespace
@@ -383,14 +404,7 @@ void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Buffer
     if (rows_that_fit(c, x_floats * 4, 0) < 1)
         throw DeviceLimitError(fmt::format("matvec: X ({} x {} f32) does not fit one binding ({} bytes)", m, k,
                                            c.max_storage_buffer_range));
-    // Each dispatch takes the W rows [n0, n1): W's window holds those rows, Y's window spans
-    // Y[0][n0] .. Y[m-1][n1), i.e. (m - 1) * n + rows floats.
-    uint64_t cap = std::min({rows_that_fit(c, rb, 0), rows_that_fit(c, 4, uint64_t(m - 1) * n * 4),
-                             uint64_t(c.max_workgroup_count[0]) * nr});
-    const uint32_t step = chunk_rows(n, cap, 64);
-    if (step == 0)
-        throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
-                                           "({} bytes)", rb, m, n, c.max_storage_buffer_range));
+    const uint32_t step = matvec_row_step(c, rb, m, n, nr);
 
     const uint64_t x_align = plan.uniform_x ? uniform_x_align(c) : align;
     const detail::ByteWindow xw = detail::byte_window(x, 0, x_floats * 4, x_align, 16);
@@ -404,17 +418,12 @@ void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Buffer
     const uint64_t w_round = plan.wide_loads ? 8 : 4;
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
-        const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + rows) * rb, align, w_round);
-        const uint64_t yb = uint64_t(n0) * 4, ye = (uint64_t(m - 1) * n + n0 + rows) * 4;
-        const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
-        const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
-        // Absent bias or residual: the shader never reads the binding, Y's window stands in.
-        const detail::ByteWindow bw = bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + rows) * 4, align) : yw;
-        LinearPush pc{rows,     k,      uint32_t(rb),          uint32_t(ww.inner), uint32_t(xw.inner / 4),
-                      uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n, residual ? 1u : 0u, x_vec4,
-                      uint32_t(bw.inner / 4), bias ? 1u : 0u, uint32_t(gw.inner / 4), g_vec4, input.eps};
-        s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice, bw.slice, gw.slice}, pc, {(rows + nr - 1) / nr, 1, 1},
-                   "matvec");
+        const RowChunk ch = row_chunk(w, y, residual, bias, n0, rows, rb, m, n, align, w_round);
+        LinearPush pc{rows, k, uint32_t(rb), uint32_t(ch.w.inner), uint32_t(xw.inner / 4), uint32_t(ch.y.inner / 4),
+                      uint32_t(ch.r.inner / 4), n, residual ? 1u : 0u, x_vec4, uint32_t(ch.b.inner / 4),
+                      bias ? 1u : 0u, uint32_t(gw.inner / 4), g_vec4, input.eps};
+        s.dispatch(p, {ch.w.slice, xw.slice, ch.r.slice, ch.y.slice, ch.b.slice, gw.slice}, pc,
+                   {(rows + nr - 1) / nr, 1, 1}, "matvec");
     }
 }
 
