@@ -15,6 +15,7 @@ PKGS=(
   libcli11-dev             # command-line parsing for apps/
   nlohmann-json3-dev       # --json output of apps/
   libpcre2-dev             # Unicode-aware regexes (\p{L}, \p{N}) for the pre-tokenizers of byte-level BPE vocabs
+  libutf8proc-dev          # Unicode decompositions, lowercase and categories for the WordPiece (BERT) tokenizer
   doctest-dev              # unit tests
   mesa-vulkan-drivers      # lavapipe: the CPU Vulkan device the tests run on
   vulkan-validationlayers  # Khronos validation layer: on in every test

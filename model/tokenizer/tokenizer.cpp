@@ -3,6 +3,7 @@
 #include "model/tokenizer/bpe.h"
 #include "model/tokenizer/pre_tokenizer.h"
 #include "model/tokenizer/spm.h"
+#include "model/tokenizer/wordpiece.h"
 
 #include <algorithm>
 #include <cctype>
@@ -223,8 +224,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const GgufFile& f) {
     if (!model) f.fail("key 'tokenizer.ggml.model'", "required key is missing: the file has no tokenizer");
     if (*model == "llama") return std::make_unique<SpmTokenizer>(f);
     if (*model == "gpt2") return std::make_unique<BpeTokenizer>(f);
+    if (*model == "bert") return std::make_unique<WordPieceTokenizer>(f);
     f.fail("key 'tokenizer.ggml.model'",
-           fmt::format("tokenizer model {} is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE)",
+           fmt::format("tokenizer model {} is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), "
+                       "bert (WordPiece)",
                        quote_name(*model)));
 }
 

@@ -4,7 +4,8 @@
 // tokens end generation) and the special-token handling; `make_tokenizer` picks the algorithm from
 // `tokenizer.ggml.model`: "llama" is SentencePiece BPE with byte fallback (LLaMA 1/2, TinyLlama,
 // Mistral, Phi-3; model/tokenizer/spm.h), "gpt2" byte-level BPE with merges and a pre-tokenizer
-// (GPT-2, Llama 3, Qwen2, DeepSeek, Falcon, SmolLM, ...; model/tokenizer/bpe.h). Both follow
+// (GPT-2, Llama 3, Qwen2, DeepSeek, Falcon, SmolLM, ...; model/tokenizer/bpe.h), "bert" WordPiece
+// (BERT-family encoders; model/tokenizer/wordpiece.h). All follow
 // llama.cpp's llama-vocab.cpp, so token ids equal what llama.cpp gives the same text.
 #pragma once
 

@@ -9,6 +9,7 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/tokenizer/tokenizer.h"
+#include "model/tokenizer/wordpiece.h"
 #include "model_test_util.h"
 
 using namespace vkllm;
@@ -19,7 +20,7 @@ namespace {
 // The fixtures sit beside this source file (CMake compiles it by its absolute path).
 fs::path fixture(const std::string& name) { return fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer" / name; }
 
-const char* const kVocabs[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "deepseek-llm", "falcon", "phi-3"};
+const char* const kVocabs[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "deepseek-llm", "falcon", "phi-3", "bert-bge"};
 
 std::vector<int32_t> parse_ids(const std::string& line) {
     std::vector<int32_t> ids;
@@ -163,4 +164,28 @@ TEST_CASE("tokenizer: generated strings and chat prompts give llama-tokenize's i
                             << exempt_mismatches << " of them exempt and different), " << round_trips
                             << " decoded back to their text");
     }
+}
+
+TEST_CASE("tokenizer: WordPiece puts [CLS] and [SEP] around the text, drops accents and marks, and decodes") {
+    VKLLM_REQUIRE_MODEL(path, "ggml-vocab-bert-bge.gguf");
+    const GgufFile f = GgufFile::open(path);
+    const auto tok = make_tokenizer(f);
+    CHECK(tok->model_name() == "bert");
+    // llama-tokenize -m ggml-vocab-bert-bge.gguf -p "Hello world, Äpfel!" --ids (add_special on)
+    const std::vector<int32_t> want = {101, 7592, 2088, 1010, 9706, 7959, 2140, 999, 102};
+    CHECK(tok->encode("Hello world, \xc3\x84pfel!", true) == want);
+    CHECK(tok->encode("Hello world, \xc3\x84pfel!", false) == std::vector<int32_t>(want.begin() + 1, want.end() - 1));
+    CHECK(tok->bos_id() == 101);
+    CHECK(tok->eos_id() == 102);
+    CHECK(tok->unk_id() == 100);
+    // Words: whitespace splits, punctuation stands alone, combining marks and controls vanish.
+    CHECK(wordpiece_words("  A\xcc\x81" "b,c\x01 \xe4\xb8\xad\xe6\x96\x87!") ==
+          std::vector<std::string>{"ab", ",", "c", "\xe4\xb8\xad", "\xe6\x96\x87", "!"});
+    CHECK(wordpiece_words(" \t\n").empty());
+    // A word no piece covers is one [UNK]; continuation pieces glue onto the word when decoded.
+    CHECK(tok->encode("\xf0\x9f\xa6\x99", false) == std::vector<int32_t>{100});
+    CHECK(tok->decode(tok->encode("hello apfel", false)) == "hello apfel");
+    // Punctuation pieces are words ("▁,"): without llama.cpp's optional space clean-up they keep
+    // their space; [CLS] and [SEP] print nothing.
+    CHECK(tok->decode(want) == "hello world , apfel !");
 }
