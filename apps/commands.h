@@ -17,5 +17,6 @@ void register_bench_serve(CLI::App& app);
 void register_chat_template(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_chat(CLI::App& app);
+void register_embed(CLI::App& app);
 
 }  // namespace vkllm::app

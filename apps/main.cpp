@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     vkllm::app::register_chat_template(app);
     vkllm::app::register_serve(app);
     vkllm::app::register_chat(app);
+    vkllm::app::register_embed(app);
     // CLI11 would only say "a subcommand is required" for a mistyped one: name it instead.
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;

@@ -606,6 +606,29 @@ RandomVocab make_random_vocab(uint32_t n_vocab) {
     return v;
 }
 
+namespace {
+// The SentencePiece vocab (tokenizer.ggml.*) of random decoders.
+void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab);
+}  // namespace
+
+RandomVocab make_random_wordpiece_vocab(uint32_t n_vocab) {
+    RandomVocab v;
+    const char* specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (const char* t : specials) {
+        v.tokens.push_back(t);
+        v.scores.push_back(0);
+        v.types.push_back(t == std::string_view("[UNK]") ? 2 : 3);
+    }
+    // The SentencePiece vocab's pieces after its <unk> <s> </s> and 256 byte tokens.
+    const RandomVocab spm = make_random_vocab(n_vocab - uint32_t(std::size(specials)) + 259);
+    for (size_t i = 259; i < spm.tokens.size(); ++i) {
+        v.tokens.push_back(spm.tokens[i]);
+        v.scores.push_back(0);
+        v.types.push_back(1);
+    }
+    return v;
+}
+
 GgufWriter make_random_model(const ModelShape& s) {
     validate_model_shape(s);
     const ArchDesc& A = *find_arch(s.arch);
@@ -645,8 +668,61 @@ GgufWriter make_random_model(const ModelShape& s) {
     }
     if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
     w.set_u32(key("vocab_size"), s.n_vocab);
+    if (!A.causal) w.set_bool(key("attention.causal"), false);  // llama.cpp's default is causal
+    if (!A.lm_head) w.set_u32(key("pooling_type"), s.pooling);
 
-    RandomVocab vocab = make_random_vocab(s.n_vocab);
+    if (A.token_types) {  // BERT-family encoders: WordPiece, two token types
+        const RandomVocab vocab = make_random_wordpiece_vocab(s.n_vocab);
+        w.set_string("tokenizer.ggml.model", "bert");
+        w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+        w.set_i32_array("tokenizer.ggml.token_type", vocab.types);
+        w.set_u32("tokenizer.ggml.token_type_count", 2);
+        w.set_u32("tokenizer.ggml.padding_token_id", 0);
+        w.set_u32("tokenizer.ggml.unknown_token_id", 1);
+        w.set_u32("tokenizer.ggml.cls_token_id", 2);
+        w.set_u32("tokenizer.ggml.seperator_token_id", 3);
+        w.set_u32("tokenizer.ggml.mask_token_id", 4);
+    } else {
+        write_spm_vocab(w, A, s.n_vocab);
+    }
+
+    auto matrix = [&](const std::string& name, uint64_t ne0, uint64_t ne1, bool f32) {
+        const TensorType t = f32 ? TensorType::F32 : llama_tensor_type(s, name, ne0);
+        w.add_tensor(name, t, {ne0, ne1}, random_matrix(t, ne0, s.seed, name));
+    };
+    auto vector = [&](const std::string& name, uint64_t n, float mean, float sigma, bool positive = false) {
+        w.add_tensor(name, TensorType::F32, {n}, random_vector(s.seed, name, mean, sigma, positive));
+    };
+    // Every tensor of the architecture's schema that a file of this shape holds: the required ones,
+    // the frequency factors when asked for (Phi-3 always has its pair), the output matrix unless tied.
+    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, 2};
+    const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
+    auto write = [&](const TensorSpec& t, uint32_t layer) {
+        bool wanted = t.required;
+        if (t.role == Role::RopeFreqs) wanted = s.rope_freqs;
+        if (t.role == Role::RopeFactorsLong || t.role == Role::RopeFactorsShort) wanted = true;
+        if (t.role == Role::Output) wanted = !tied;
+        if (!wanted) return;
+        const std::string name = tensor_name(t, layer);
+        if (t.init.matrix)  // an f32 matrix (token_types) stays f32, as llama.cpp's converter writes it
+            matrix(name, dims.get(t.ne[0]), dims.get(t.ne[1]), t.f32);
+        else
+            vector(name, dims.get(t.ne[0]), t.init.mean, t.init.sigma, t.init.positive);
+    };
+    const std::vector<TensorSpec> globals = model_schema(A), layer = layer_schema(A);
+    for (const TensorSpec& t : globals)
+        if (!is_head_role(t.role)) write(t, 0);
+    for (uint32_t l = 0; l < s.n_layers; ++l)
+        for (const TensorSpec& t : layer) write(t, l);
+    for (const TensorSpec& t : globals)
+        if (is_head_role(t.role)) write(t, 0);
+    return w;
+}
+
+namespace {
+
+void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab) {
+    RandomVocab vocab = make_random_vocab(n_vocab);
     if (A.rope_factor_tensors) {
         // llama.cpp's loader looks Phi-3's chat tokens up by text: the last pieces become them.
         const char* chat[] = {"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"};
@@ -666,39 +742,9 @@ GgufWriter make_random_model(const ModelShape& s) {
     w.set_u32("tokenizer.ggml.unknown_token_id", 0);
     w.set_bool("tokenizer.ggml.add_bos_token", true);
     w.set_bool("tokenizer.ggml.add_eos_token", false);
-
-    auto matrix = [&](const std::string& name, uint64_t ne0, uint64_t ne1) {
-        const TensorType t = llama_tensor_type(s, name, ne0);
-        w.add_tensor(name, t, {ne0, ne1}, random_matrix(t, ne0, s.seed, name));
-    };
-    auto vector = [&](const std::string& name, uint64_t n, float mean, float sigma, bool positive = false) {
-        w.add_tensor(name, TensorType::F32, {n}, random_vector(s.seed, name, mean, sigma, positive));
-    };
-    // Every tensor of the architecture's schema that a file of this shape holds: the required ones,
-    // the frequency factors when asked for (Phi-3 always has its pair), the output matrix unless tied.
-    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim};
-    const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
-    auto write = [&](const TensorSpec& t, uint32_t layer) {
-        bool wanted = t.required;
-        if (t.role == Role::RopeFreqs) wanted = s.rope_freqs;
-        if (t.role == Role::RopeFactorsLong || t.role == Role::RopeFactorsShort) wanted = true;
-        if (t.role == Role::Output) wanted = !tied;
-        if (!wanted) return;
-        const std::string name = tensor_name(t, layer);
-        if (t.init.matrix)
-            matrix(name, dims.get(t.ne[0]), dims.get(t.ne[1]));
-        else
-            vector(name, dims.get(t.ne[0]), t.init.mean, t.init.sigma, t.init.positive);
-    };
-    const std::vector<TensorSpec> globals = model_schema(A), layer = layer_schema(A);
-    for (const TensorSpec& t : globals)
-        if (!is_head_role(t.role)) write(t, 0);
-    for (uint32_t l = 0; l < s.n_layers; ++l)
-        for (const TensorSpec& t : layer) write(t, l);
-    for (const TensorSpec& t : globals)
-        if (is_head_role(t.role)) write(t, 0);
-    return w;
 }
+
+}  // namespace
 
 void write_random_model(const std::string& path, const ModelShape& shape, const GgufWriter::ProgressFn& progress) {
     make_random_model(shape).write_file(path, progress);

@@ -126,6 +126,7 @@ struct ModelShape {
     float rms_eps = 1e-5f;   // the norm epsilon (LayerNorm's for gpt2)
     float rope_base = 10000.0f;
     bool tied_embeddings = false;  // true: no output.weight (always for gemma2 / gemma3, as the real ones)
+    uint32_t pooling = 1;          // <arch>.pooling_type of encoders (ModelConfig's Pooling values; 1 = mean)
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };
@@ -152,6 +153,10 @@ struct RandomVocab {
     std::vector<int32_t> types;
 };
 RandomVocab make_random_vocab(uint32_t n_vocab);
+// The same pieces as a WordPiece vocab in llama.cpp's layout, for encoders (architectures with token
+// types): [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0..4), then the normal pieces ("▁x" starts a word,
+// "x" continues one).
+RandomVocab make_random_wordpiece_vocab(uint32_t n_vocab);
 
 // Declares the metadata and tensors of a random model; tests adjust the result before writing.
 GgufWriter make_random_model(const ModelShape& shape);

@@ -8,7 +8,9 @@
 //                                              position j in row j % n_ctx
 //          positions[n_tokens]                 int32, read on the device: query t at position p sees
 //                                              positions [lo, hi]: lo = max(0, p - window + 1), hi = p
-//                                              with a window; lo = 0, hi = min(p, n_ctx - 1) without
+//                                              with a window; lo = 0, hi = min(p, n_ctx - 1) without;
+//                                              not causal (encoders): p is the last query's position
+//                                              for every query, so the call attends to all of itself
 // Output:  out[n_tokens][n_heads][D]          f32
 // q, positions and out start at the push constants q_first / pos_first / out_first inside their
 // bindings, so one sequence's rows of a multi-sequence batch can be bound at any offset.
@@ -67,6 +69,7 @@ layout(push_constant) uniform Push {
     uint q_first;   // vec4 offset of q[0] in the Q binding
     uint pos_first; // offset of positions[0] in the Pos binding
     uint out_first; // vec4 offset of out[0] in the Out binding
+    uint causal;    // 0: every row sees up to the last token's position (no window then)
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -84,7 +87,7 @@ void main() {
     for (uint r = tid; r < M; r += WG) {
         const uint t = tok0 + r / GW;
         if (t < pc.n_tokens) {
-            const uint pos = uint(max(positions[pc.pos_first + t], 0));
+            const uint pos = uint(max(positions[pc.pos_first + (pc.causal != 0u ? t : pc.n_tokens - 1u)], 0));
             lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
             lim_sh[r] = pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx);
         } else {

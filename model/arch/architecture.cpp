@@ -82,8 +82,24 @@ ArchDesc gpt2() {
     return a;
 }
 
-const std::array<ArchDesc, 7>& archs() {
-    static const std::array<ArchDesc, 7> table = {llama(), qwen2(), qwen3(), phi3(), gemma2(), gemma3(), gpt2()};
+ArchDesc bert() {
+    ArchDesc a;
+    a.name = "bert";  // BERT, bge, all-MiniLM, e5: a post-norm encoder with learned positions
+    a.norm = NormKind::Layer;
+    a.ffn = FfnKind::Gelu;
+    a.positions = PositionKind::Learned;
+    a.all_bias = true;
+    a.norm_placement = NormPlacement::Post;
+    a.causal = false;
+    a.token_types = true;
+    a.embed_norm = true;
+    a.lm_head = false;
+    return a;
+}
+
+const std::array<ArchDesc, 8>& archs() {
+    static const std::array<ArchDesc, 8> table = {llama(), qwen2(), qwen3(), phi3(), gemma2(), gemma3(), gpt2(),
+                                                  bert()};
     return table;
 }
 

@@ -1,4 +1,4 @@
-// The decoder architectures vkllm runs, as data: each is a description (norm kind, activation,
+// The architectures vkllm runs (decoders, and BERT-style encoders that produce embeddings), as data: each is a description (norm kind, activation,
 // biases, position encoding, sliding windows, soft-caps, fused tensors) that the one forward pass
 // (model/forward/model_gpu.cpp) and the one host reference (model/forward/model_cpu.cpp) read.
 // Adding an architecture that only recombines these features is one table entry in
@@ -31,6 +31,7 @@ enum class FfnKind {
 enum class NormPlacement {
     Pre,         // x += block(norm(x))                     (LLaMA and most decoders)
     PreAndPost,  // x += post_norm(block(norm(x)))          (Gemma 2/3: post_attention_norm, post_ffw_norm)
+    Post,        // x = norm(x + block(x))                  (BERT: attn_output_norm, layer_output_norm)
 };
 
 enum class PositionKind {
@@ -57,6 +58,15 @@ struct ArchDesc {
     NormPlacement norm_placement = NormPlacement::Pre;
     bool embed_scale = false;  // token embeddings are multiplied by sqrt(dim)
     bool rope_factor_tensors = false;  // rope_factors_long / _short (Phi-3 LongRoPE)
+
+    // Encoders (BERT): every token attends to every token of its input (`<arch>.attention.causal`
+    // overrides), the input's token types add rows of token_types.weight (all type 0, as llama.cpp
+    // feeds them), token_embd_norm normalizes the embeddings, and there is no LM head: the output is
+    // the last layer's hidden states, pooled (model/embedding.h).
+    bool causal = true;
+    bool token_types = false;
+    bool embed_norm = false;
+    bool lm_head = true;
 
     // Sliding-window attention: layer l is local when swa_period > 0 and l % swa_period <
     // swa_period - 1 (Gemma 2: every other layer, Gemma 3: five of six). default_window is the

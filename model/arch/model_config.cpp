@@ -167,6 +167,21 @@ ModelConfig read(const GgufFile& f) {
         const float v = k[0] == 'a' ? cfg.attn_softcap : cfg.final_softcap;
         if (v < 0 || !std::isfinite(v)) c.fail(Checker::key_what(key(k)), fmt::format("must be >= 0, got {}", v));
     }
+    cfg.causal = f.find_bool(key("attention.causal")).value_or(A.causal);
+    if (!cfg.causal && cfg.window > 0)
+        c.fail(Checker::key_what(key("attention.causal")), "bidirectional attention with a sliding window is not supported");
+    if (const GgufValue* v = f.find(key("pooling_type"))) {
+        const auto x = v->as_i64();
+        if (!x || *x < 0 || *x > int64_t(Pooling::Rank))
+            c.fail(Checker::key_what(key("pooling_type")),
+                   fmt::format("pooling type {} is not one of 0 (none), 1 (mean), 2 (cls), 3 (last), 4 (rank)",
+                               x ? std::to_string(*x) : v->describe_type()));
+        cfg.pooling = Pooling(*x);
+    }
+    if (A.token_types) {
+        if (const GgufTensorInfo* t = f.find_tensor("token_types.weight")) cfg.n_token_types = uint32_t(t->ne[1]);
+        if (cfg.n_token_types == 0) cfg.n_token_types = 1;  // the schema check names the missing tensor
+    }
     cfg.attn_scale = 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
                                                 ? cfg.dim / cfg.n_heads
                                                 : cfg.head_dim));
@@ -221,7 +236,19 @@ ModelConfig read(const GgufFile& f) {
 }  // namespace
 
 SchemaDims schema_dims(const ModelConfig& c) {
-    return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim};
+    return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim, c.n_token_types};
+}
+
+namespace {
+constexpr std::string_view kPoolingNames[] = {"none", "mean", "cls", "last", "rank"};
+}
+
+std::string_view pooling_name(Pooling p) { return kPoolingNames[size_t(p)]; }
+
+std::optional<Pooling> parse_pooling(std::string_view name) {
+    for (size_t i = 0; i < std::size(kPoolingNames); ++i)
+        if (name == kPoolingNames[i]) return Pooling(i);
+    return std::nullopt;
 }
 
 RopeFactors ModelConfig::rope_factors_for(uint32_t n_ctx) const {

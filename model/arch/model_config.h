@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/arch/architecture.h"
@@ -38,6 +40,18 @@ enum class RopeFactors {
     Short,  // rope_factors_short.weight
 };
 
+// How an embedding is made of a model's last hidden states (`<arch>.pooling_type`, llama.cpp's values).
+enum class Pooling : uint32_t {
+    None = 0,  // one vector per token
+    Mean = 1,  // the mean over the input's tokens
+    Cls = 2,   // the first token's ([CLS])
+    Last = 3,  // the last token's (decoder embedding models)
+    Rank = 4,  // a reranker's relevance score from the classification head
+};
+std::string_view pooling_name(Pooling p);
+// "none", "mean", "cls", "last", "rank"; nullopt for anything else.
+std::optional<Pooling> parse_pooling(std::string_view name);
+
 struct ModelConfig {
     const ArchDesc* arch = nullptr;
     uint32_t n_vocab = 0;
@@ -61,6 +75,9 @@ struct ModelConfig {
     float attn_softcap = 0;    // 0 = off
     float final_softcap = 0;   // 0 = off
     bool tied_embeddings = false;  // no output.weight: logits use token_embd.weight
+    bool causal = true;        // <arch>.attention.causal, default the architecture's
+    Pooling pooling = Pooling::None;  // <arch>.pooling_type
+    uint32_t n_token_types = 0;       // rows of token_types.weight (encoders)
 
     uint32_t q_dim() const { return n_heads * head_dim; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -17,6 +17,7 @@ uint64_t SchemaDims::get(Dim d) const {
         case Dim::Vocab: return vocab;
         case Dim::CtxTrain: return ctx_train;
         case Dim::RopeHalf: return rope_dim / 2;
+        case Dim::TokenTypes: return token_types;
     }
     return 0;
 }
@@ -57,6 +58,7 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     const bool ln = A.norm == NormKind::Layer;     // LayerNorm: every norm has a bias
     const bool qkv_b = A.qkv_bias || A.all_bias;   // biases of q, k, v: required, else read when present
     const bool post = A.norm_placement == NormPlacement::PreAndPost;
+    const bool after = A.norm_placement == NormPlacement::Post;  // BERT: the norms follow the residual adds
     std::vector<TensorSpec> s;
     auto add = [&](TensorSpec t) { s.push_back(t); };
     auto vec = [](R r, const char* name, D d, bool required, Init init) {
@@ -64,8 +66,10 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     };
     auto mat = [](R r, const char* name, D in, D out) { return TensorSpec{r, name, {in, out}, true, kMatrix}; };
 
-    add(vec(R::AttnNorm, "attn_norm.weight", D::Embd, true, kNormWeight));
-    add(vec(R::AttnNormB, "attn_norm.bias", D::Embd, ln, kNormBias));
+    if (!after) {
+        add(vec(R::AttnNorm, "attn_norm.weight", D::Embd, true, kNormWeight));
+        add(vec(R::AttnNormB, "attn_norm.bias", D::Embd, ln, kNormBias));
+    }
     if (A.fused_qkv) {
         add(mat(R::Wqkv, "attn_qkv.weight", D::Embd, D::Qkv));
         add(vec(R::Bqkv, "attn_qkv.bias", D::Qkv, qkv_b, kBias));
@@ -84,8 +88,13 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     add(mat(R::Wo, "attn_output.weight", D::Q, D::Embd));
     add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias, kBias));
     if (post) add(vec(R::PostAttnNorm, "post_attention_norm.weight", D::Embd, true, kNormWeight));
-    add(vec(R::FfnNorm, "ffn_norm.weight", D::Embd, true, kNormWeight));
-    add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
+    if (after) {
+        add(vec(R::AttnNorm, "attn_output_norm.weight", D::Embd, true, kNormWeight));
+        add(vec(R::AttnNormB, "attn_output_norm.bias", D::Embd, ln, kNormBias));
+    } else {
+        add(vec(R::FfnNorm, "ffn_norm.weight", D::Embd, true, kNormWeight));
+        add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
+    }
     if (A.fused_gate_up) {
         add(mat(R::WGateUp, "ffn_up.weight", D::Embd, D::Ffn2));  // rows of gate, then up
     } else {
@@ -96,6 +105,10 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     add(mat(R::WDown, "ffn_down.weight", D::Ffn, D::Embd));
     add(vec(R::BDown, "ffn_down.bias", D::Embd, A.all_bias, kBias));
     if (post) add(vec(R::PostFfnNorm, "post_ffw_norm.weight", D::Embd, true, kNormWeight));
+    if (after) {
+        add(vec(R::FfnNorm, "layer_output_norm.weight", D::Embd, true, kNormWeight));
+        add(vec(R::FfnNormB, "layer_output_norm.bias", D::Embd, ln, kNormBias));
+    }
     return s;
 }
 
@@ -106,6 +119,13 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
     s.push_back({R::TokenEmbd, "token_embd.weight", {D::Embd, D::Vocab}, true, kMatrix});
     if (A.positions == PositionKind::Learned)
         s.push_back({R::PositionEmbd, "position_embd.weight", {D::Embd, D::CtxTrain}, true, kMatrix});
+    if (A.token_types)  // small: uploaded as f32 and added as a bias row
+        s.push_back({R::TokenTypes, "token_types.weight", {D::Embd, D::TokenTypes}, true, kMatrix, true});
+    if (A.embed_norm) {
+        s.push_back({R::TokenEmbdNorm, "token_embd_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
+        s.push_back({R::TokenEmbdNormB, "token_embd_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer,
+                     kNormBias, true});
+    }
     if (A.positions == PositionKind::Rope) {
         // Frequency factors: Llama 3.x's precomputed "llama3" scaling; Phi-3's LongRoPE pair.
         s.push_back({R::RopeFreqs, "rope_freqs.weight", {D::RopeHalf, D::One}, false, {false, 2.0f, 1.0f, true}, true});
@@ -116,6 +136,7 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
                          {false, 1.0f, 0.1f, true}, true});
         }
     }
+    if (!A.lm_head) return s;  // an encoder's output is its hidden states
     s.push_back({R::OutputNorm, "output_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
     s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer, kNormBias, true});
     // Absent: the embeddings are tied and the logits read token_embd.

@@ -20,28 +20,28 @@ namespace vkllm {
 // What a tensor is for. A layer's roles index LayerWeights; the model-level roles name the rest.
 enum class Role : uint8_t {
     // --- per layer
-    AttnNorm, AttnNormB,           // (dim)
+    AttnNorm, AttnNormB,           // (dim) before attention, or after its residual add (NormPlacement::Post)
     Wq, Wk, Wv, Wqkv,              // (dim -> q), (dim -> kv), (dim -> kv), (dim -> q + 2 kv)
     Bq, Bk, Bv, Bqkv,              // (q), (kv), (kv), (q + 2 kv)
     QNorm, KNorm,                  // (head_dim) per-head RMSNorm of q and k
     Wo, Bo,                        // (q -> dim), (dim)
     PostAttnNorm,                  // (dim) on the attention output before the residual add
-    FfnNorm, FfnNormB,             // (dim)
+    FfnNorm, FfnNormB,             // (dim) before the FFN, or after its residual add (NormPlacement::Post)
     WGate, WUp, WGateUp,           // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
     BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)
     PostFfnNorm,                   // (dim)
     LayerCount,
     // --- model level
-    TokenEmbd = LayerCount, PositionEmbd, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,
+    TokenEmbd = LayerCount, PositionEmbd, TokenTypes, TokenEmbdNorm, TokenEmbdNormB, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,
     Output,
 };
 inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
 
 // A dimension of a shape, resolved by SchemaDims::get().
-enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf };
+enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes };
 
 struct SchemaDims {
-    uint64_t embd = 0, q = 0, kv = 0, ffn = 0, head_dim = 0, vocab = 0, ctx_train = 0, rope_dim = 0;
+    uint64_t embd = 0, q = 0, kv = 0, ffn = 0, head_dim = 0, vocab = 0, ctx_train = 0, rope_dim = 0, token_types = 0;
     uint64_t get(Dim d) const;
 };
 

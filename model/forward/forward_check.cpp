@@ -50,14 +50,17 @@ CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t>
             }
         }
     }
-    std::vector<float> g = gpu.logits();
+    // An encoder's output is its hidden states (compared against logits_nmse as well).
+    const bool head = gpu.config().arch->lm_head;
+    std::vector<float> g = head ? gpu.logits() : gpu.hidden_states();
     TensorDiff d = diff_tensors(g, cpu_logits);
     r.logits_nmse = d.nmse;
     r.gpu_argmax = int32_t(std::max_element(g.begin(), g.end()) - g.begin());
     r.cpu_argmax = int32_t(std::max_element(cpu_logits.begin(), cpu_logits.end()) - cpu_logits.begin());
     if (r.ok && !(d.nmse <= logits_nmse)) {
         r.ok = false;
-        r.first_divergence = fmt::format("logits: nmse {:.3g} (threshold {:.1g})", d.nmse, logits_nmse);
+        r.first_divergence = fmt::format("{}: nmse {:.3g} (threshold {:.1g})", head ? "logits" : "hidden states",
+                                         d.nmse, logits_nmse);
     }
     return r;
 }

@@ -33,7 +33,7 @@ struct CheckReport {
 inline constexpr double kCheckNmse = 1e-4, kCheckNmseIntDot = 1e-2;
 
 // Evaluates `tokens` on both (each at its own n_past, which should be equal) and compares every
-// layer's tensors against `tensor_nmse` and the logits against `logits_nmse`.
+// layer's tensors against `tensor_nmse` and the logits (an encoder's hidden states) against `logits_nmse`.
 CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t> tokens, double tensor_nmse = 1e-4,
                           double logits_nmse = 1e-4);
 

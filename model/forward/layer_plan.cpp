@@ -12,6 +12,7 @@ ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t lay
     ops::AttentionParams p{n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
                            kv_cache_rows(cfg, layer, kv.n_ctx, kv.ubatch), cfg.attn_scale, kv.type};
     p.softcap = cfg.attn_softcap;
+    p.causal = cfg.causal;
     // A window as long as the context never masks anything.
     if (cfg.is_local(layer) && cfg.window < kv.n_ctx) p.window = cfg.window;
     return p;
@@ -49,7 +50,8 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     // --- attention. Decoding one token is bound by dispatch count on small models: Q, K and V come
     // from one matvec over the fused weights, where the biases are fused too (or absent).
     AttentionPlan& a = p.attn;
-    a.fold_norm = decode && A.norm == NormKind::Rms;  // only RMSNorm (no bias) folds
+    const bool norm_after = A.norm_placement == NormPlacement::Post;
+    a.fold_norm = decode && A.norm == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before the block folds
     const Kind attn_in = a.fold_norm ? Kind::RmsNorm : Kind::Plain;
     const bool some_bias = L[R::Bq].present() || L[R::Bk].present() || L[R::Bv].present();
     a.fused_qkv = n == 1 && L[R::Wqkv].present() && (L[R::Bqkv].present() || !some_bias);
@@ -66,6 +68,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     a.fused_store = decode && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
     a.post_norm = A.norm_placement == NormPlacement::PreAndPost;
     a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);
+    a.norm_after = norm_after;
 
     // --- feed-forward: gate and up likewise; decode steps fold the GLU into the down projection
     // (it reads gate and up and forms act(gate) * up as it loads them), unless an up bias must be
@@ -86,6 +89,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     const Kind down_in = !f.fold_act ? Kind::Plain : A.ffn == FfnKind::GeGlu ? Kind::GeGlu : Kind::SwiGlu;
     f.post_norm = a.post_norm;
     f.down = step(caps, L, R::WDown, R::BDown, n, db, down_in, !f.post_norm);
+    f.norm_after = norm_after;
     return p;
 }
 

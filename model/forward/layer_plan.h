@@ -50,7 +50,8 @@ struct LinearStep {
     bool runs() const { return w != kNoRole; }
 };
 
-// x += post_norm(wo · attention(rope(qk_norm(q)), rope(qk_norm(k)), v)), q|k|v = W · norm(x) (+ b)
+// x += post_norm(wo · attention(rope(qk_norm(q)), rope(qk_norm(k)), v)), q|k|v = W · norm(x) (+ b);
+// with norm_after (BERT) instead: q|k|v = W · x (+ b), x = norm(x + wo · attention(q, k, v) + bo)
 struct AttentionPlan {
     bool fold_norm = false;  // the RMSNorm rides in the q/k/v matvecs (decode steps)
     bool fused_qkv = false;  // one matvec over wqkv into one (q + 2 kv) vector (a lone token)
@@ -64,9 +65,11 @@ struct AttentionPlan {
     ops::AttentionParams attn;  // per sequence: n tokens of a chunk, 1 of a decode batch
     LinearStep wo;
     bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
+    bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)
 };
 
-// x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x) (+ b_up)) (+ b_down))
+// x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x) (+ b_up)) (+ b_down)); with norm_after,
+// x = norm(x + w_down · act(...(x)...) (+ b_down))
 struct FfnPlan {
     bool fold_norm = false;      // the RMSNorm rides in the gate/up matvecs (decode steps)
     bool fused_gate_up = false;  // one matvec over w_gate_up into one (2 ffn) vector (a lone token)
@@ -77,6 +80,7 @@ struct FfnPlan {
     bool fold_act = false;       // the GLU rides in the down projection's matvec (decode steps)
     LinearStep down;
     bool post_norm = false;
+    bool norm_after = false;
 };
 
 struct LayerPlan {
@@ -90,7 +94,7 @@ struct LayerPlan {
 LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& places, uint32_t layer,
                      const StepShape& shape, const KvGeometry& kv);
 
-// The logits of `rows` hidden states: output · norm(x) (+ soft-cap). Decode forms fold the RMSNorm
+// The logits of `rows` hidden states (models with an LM head: ArchDesc::lm_head): output · norm(x) (+ soft-cap). Decode forms fold the RMSNorm
 // into the matvec and keep rows batch invariant.
 struct HeadPlan {
     uint32_t rows = 1;

@@ -31,6 +31,7 @@ ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx,
 std::vector<float> ModelCpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
     if (tokens.empty() || tokens.size() > n_ctx_ - n_past_)
         throw ContextFullError(fmt::format("ModelCpu: {} tokens do not fit", tokens.size()));
+    check_bidirectional(cfg_, n_past_, tokens.size(), ubatch_);
     // In ubatch chunks as on the device: a sliding-window ring holds window + ubatch - 1 rows.
     std::vector<float> logits;
     for (size_t done = 0; done < tokens.size(); done += ubatch_)
@@ -72,6 +73,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         }
     };
     const bool post_norms = A.norm_placement == NormPlacement::PreAndPost;
+    const bool norm_after = A.norm_placement == NormPlacement::Post;  // BERT
     const WeightLayout& W = layout_;
 
     std::vector<int32_t> pos(n);
@@ -95,6 +97,9 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         ref::get_rows(W.position_embd.type, data(W.position_embd), c.n_ctx_train, dim, pos.data(), n, tmp.data());
         ref::add(x.data(), tmp.data(), x.data(), n * dim);
     }
+    // encoders: + token_types[0] (every token is of type 0), then LayerNorm
+    if (W.token_types.present()) ref::add_rows(x.data(), vec(W.token_types).data(), n, dim);
+    if (W.embd_norm.present()) norm(W.embd_norm, W.embd_norm_b, x.data(), x.data(), n);
     const std::vector<float> rope_factors = W.rope_factors.present() ? vec(W.rope_factors) : std::vector<float>();
 
     for (uint32_t l = 0; l < c.n_layers; ++l) {
@@ -104,7 +109,9 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         uint8_t* vc = v_cache_[l].data();  // (rows, kv_dim)
 
         // --- attention: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), rope(norm_k(wk · norm(x))), wv · norm(x)))
-        norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
+        //     (BERT: x = norm(x + wo · attention(wq · x, wk · x, wv · x)))
+        if (norm_after) std::copy(x.begin(), x.end(), xn.begin());
+        else norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
         linear(L[R::Wq], xn.data(), q.data());
         linear(L[R::Wk], xn.data(), k.data());
         linear(L[R::Wv], xn.data(), v.data());
@@ -128,6 +135,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         ops::AttentionParams ap{n, c.n_heads, c.n_kv_heads, c.head_dim, kv_rows_[l], c.attn_scale, kv_type_};
         ap.softcap = c.attn_softcap;
+        ap.causal = c.causal;
         if (c.is_local(l) && c.window < n_ctx_) ap.window = c.window;
         ref::attention(ap, q.data(), kc, vc, pos.data(), att.data());
         if (post_norms) {
@@ -139,9 +147,12 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             linear(L[R::Wo], att.data(), x.data(), x.data());
             bias(L[R::Bo], x.data());
         }
+        if (norm_after) norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), x.data(), n);
 
         // --- feed-forward: x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x)))
-        norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), xn.data(), n);
+        //     (BERT: x = norm(x + w_down · gelu(w_up · x)))
+        if (norm_after) std::copy(x.begin(), x.end(), xn.begin());
+        else norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), xn.data(), n);
         if (A.ffn != FfnKind::Gelu) linear(L[R::WGate], xn.data(), gate.data());
         linear(L[R::WUp], xn.data(), up.data());
         bias(L[R::BUp], up.data());
@@ -159,11 +170,15 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             linear(L[R::WDown], gate.data(), x.data(), x.data());
             bias(L[R::BDown], x.data());
         }
+        if (norm_after) norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), x.data(), n);
 
         if (probe)
             probe(l, LayerTensors{{"q_rope", q}, {"k_rope", k}, {"v", v}, {"attn_out", att}, {"ffn_in", xn},
                                   {"ffn_up", up}, {"ffn_act", gate}, {"x_out", x}});
     }
+
+    n_past_ += n;
+    if (!A.lm_head) return x;  // an encoder's output: (n, dim) hidden states
 
     // --- head: logits of the last token only (soft-capped for Gemma 2)
     std::vector<float> last(x.end() - dim, x.end());  // (dim)
@@ -172,7 +187,6 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     std::vector<float> logits(c.n_vocab);             // (n_vocab)
     ref::linear(out.source->type, data(out), last.data(), logits.data(), 1, c.n_vocab, dim);
     if (c.final_softcap > 0) ref::softcap(logits.data(), c.n_vocab, c.final_softcap);
-    n_past_ += n;
     return logits;
 }
 

@@ -24,8 +24,9 @@ public:
              uint32_t ubatch = 64);
 
     // Evaluates tokens at positions n_past().., in chunks of at most ubatch as the device does, and
-    // returns the logits of the last one. The probe sees the same named tensors as ModelGpu's, per
-    // chunk.
+    // returns the logits of the last one, or for a model without an LM head (an encoder) the last
+    // layer's output of every token of the last chunk (n, dim). The probe sees the same named
+    // tensors as ModelGpu's, per chunk.
     std::vector<float> eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
     uint32_t n_past() const { return n_past_; }
     void reset() { n_past_ = 0; }

@@ -253,7 +253,7 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
     for (const StepShape& shape : shapes) {
         for (uint32_t l = 0; l < cfg_.n_layers; ++l)
             add(plan_layer(caps, cfg_, layout_.layers[l], l, shape, kv_geometry()).pipelines(ctx_));
-        add(plan_head(caps, cfg_, layout_, shape, opts_.all_logits).out.pipelines());
+        if (cfg_.arch->lm_head) add(plan_head(caps, cfg_, layout_, shape, opts_.all_logits).out.pipelines());
     }
     if (gpu_embed_) add(ops::get_rows_pipelines(ctx_, layout_.token_embd.type));
     if (layout_.position_embd.present()) add(ops::get_rows_pipelines(ctx_, layout_.position_embd.type));
@@ -269,7 +269,7 @@ bool ModelGpu::int_dot_matvecs() const {
                                     &p.ffn.gate, &p.ffn.up, &p.ffn.down})
             if (s->runs() && s->kernel.int_dot()) return true;
     }
-    return plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
+    return cfg_.arch->lm_head && plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
 }
 
 KvGeometry ModelGpu::kv_geometry() const { return {plan_.n_ctx, opts_.ubatch, opts_.kv_type}; }
@@ -323,6 +323,12 @@ void ModelGpu::record_embed(CommandStream& s, uint32_t n) {
                       positions_.slice(0, 4ull * n), n, rows);
         ops::add(ctx_, s, x, rows, x, n * cfg_.dim);
     }
+    // Encoders: x += token_types[0] (every token is of type 0), then x = norm(x).
+    if (w_.token_types.present()) {
+        const BufferSlice type0{w_.token_types.view.buffer, w_.token_types.view.offset, row};
+        ops::add_rows(ctx_, s, x, type0, n, cfg_.dim);
+    }
+    if (w_.embd_norm.present()) norm(s, x, w_.embd_norm, w_.embd_norm_b, x, n);
 }
 
 ModelGpu::Activations ModelGpu::activations(const LayerPlan& p) const {
@@ -368,8 +374,8 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     // q (n, q_dim), k (n, kv_dim), v (n, kv_dim) = W · norm(x) (+ b); a decode step's matvec reads x
     // and normalizes it itself
     const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::AttnNorm]) : ops::MatvecInput{};
-    const BufferSlice& src = p.fold_norm ? x : xn;
-    if (!p.fold_norm) norm(s, x, L[R::AttnNorm], L[R::AttnNormB], xn, n);
+    const BufferSlice& src = p.fold_norm || p.norm_after ? x : xn;
+    if (!p.fold_norm && !p.norm_after) norm(s, x, L[R::AttnNorm], L[R::AttnNormB], xn, n);
     if (p.fused_qkv) {
         project(s, L, p.qkv, src, qkv_.slice(), in);  // q|k|v (q_dim + 2 kv_dim)
     } else {
@@ -425,6 +431,7 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     } else {
         project(s, L, p.wo, att, x);
     }
+    if (p.norm_after) norm(s, x, L[R::AttnNorm], L[R::AttnNormB], x, n);  // x = norm(x + wo · att + bo)
 }
 
 void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32_t n, const Activations& a) {
@@ -436,8 +443,8 @@ void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
 
     // gate (n, ffn), up (n, ffn) = W · norm(x) (+ b_up)
     const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::FfnNorm]) : ops::MatvecInput{};
-    const BufferSlice& src = p.fold_norm ? x : xn;
-    if (!p.fold_norm) norm(s, x, L[R::FfnNorm], L[R::FfnNormB], xn, n);
+    const BufferSlice& src = p.fold_norm || p.norm_after ? x : xn;
+    if (!p.fold_norm && !p.norm_after) norm(s, x, L[R::FfnNorm], L[R::FfnNormB], xn, n);
     if (p.fused_gate_up) {
         project(s, L, p.gate_up, src, gate_up_.slice(), in);  // gate|up (2 ffn)
     } else {
@@ -468,6 +475,7 @@ void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
     } else {
         project(s, L, p.down, a.gate, x, down_in);
     }
+    if (p.norm_after) norm(s, x, L[R::FfnNorm], L[R::FfnNormB], x, n);  // x = norm(x + w_down · act + b_down)
 }
 
 void ModelGpu::record_logits(CommandStream& s, const HeadPlan& h, const BufferSlice& x, const BufferSlice& normed,
@@ -538,7 +546,7 @@ ModelGpu::Recording& ModelGpu::recording(const BatchShape& b) {
     };
     add([&](CommandStream& s) { record_embed(s, b.n); });
     for (uint32_t l = 0; l < cfg_.n_layers; ++l) add([&](CommandStream& s) { record_layer(s, l, b); });
-    add([&](CommandStream& s) { record_head(s, b); });
+    if (cfg_.arch->lm_head) add([&](CommandStream& s) { record_head(s, b); });
     return *recordings_.emplace(b, std::move(rec)).first->second;
 }
 
@@ -561,8 +569,9 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
     }
     get("v", a.v, cfg_.kv_dim());
     get("attn_out", att_.slice(), cfg_.q_dim());
-    // Folded into a matvec, the norm's and the GLU's results exist only inside it.
-    if (!p.ffn.fold_norm) get("ffn_in", xn_.slice(), cfg_.dim);
+    // Folded into a matvec, the norm's and the GLU's results exist only inside it; a norm after
+    // the block leaves no normed input.
+    if (!p.ffn.fold_norm && !p.ffn.norm_after) get("ffn_in", xn_.slice(), cfg_.dim);
     get("ffn_up", a.up, cfg_.ffn_dim);
     if (!p.ffn.fold_act) get("ffn_act", a.gate, cfg_.ffn_dim);
     get("x_out", x_.slice(), cfg_.dim);
@@ -622,6 +631,7 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
                                                  "(raise --ctx, or start a new conversation)",
                                                  tokens.size(), plan_.n_ctx, n_past_[seq]));
     check_tokens(tokens);
+    check_bidirectional(cfg_, n_past_[seq], tokens.size(), opts_.ubatch);
     for (size_t done = 0; done < tokens.size();) {
         const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
         auto* pos = static_cast<int32_t*>(positions_.mapped());
@@ -632,6 +642,7 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
         }
         submit(recording(BatchShape{n, {seq}}), probe, n);
         last_rows_ = 1;
+        last_chunk_ = n;
         n_past_[seq] += n;
         if (sink) {
             const size_t floats = size_t(n) * cfg_.n_vocab;
@@ -762,6 +773,8 @@ std::vector<DispatchTiming> ModelGpu::last_timings() const {
 }
 
 int32_t ModelGpu::argmax() const {
+    if (!cfg_.arch->lm_head)
+        throw std::logic_error(fmt::format("a {} model has no LM head: read hidden_states()", cfg_.arch->name));
     uint32_t id = 0;
     std::memcpy(&id, argmax_.mapped(), 4);
     // The device argmax skips NaN and answers 0 for an all-NaN row, so check the winning logit
@@ -777,7 +790,25 @@ int32_t ModelGpu::argmax() const {
     return int32_t(id);
 }
 
+void check_bidirectional(const ModelConfig& cfg, uint32_t n_past, size_t n_tokens, uint32_t ubatch) {
+    if (cfg.causal) return;
+    if (n_past != 0)
+        throw std::logic_error("a bidirectional model attends over one whole input: reset() before each input");
+    if (n_tokens > ubatch)
+        throw ContextFullError(fmt::format("{} tokens: a bidirectional model attends over its whole input in one "
+                                           "ubatch, and the ubatch holds {} (raise --ubatch, up to the context)",
+                                           n_tokens, ubatch));
+}
+
+std::vector<float> ModelGpu::hidden_states() const {
+    std::vector<float> out(size_t(last_chunk_) * cfg_.dim);
+    if (!out.empty()) ctx_.download(x_.slice(0, out.size() * 4), out.data(), out.size() * 4);
+    return out;
+}
+
 std::vector<float> ModelGpu::logits() const {
+    if (!cfg_.arch->lm_head)
+        throw std::logic_error(fmt::format("a {} model has no LM head: read hidden_states()", cfg_.arch->name));
     std::vector<float> out(cfg_.n_vocab);
     ctx_.download(logits_, out.data(), out.size() * 4);
     return out;

@@ -77,6 +77,11 @@ class NonFiniteError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
 };
+// A bidirectional model (ModelConfig::causal false) attends over one whole input: it must start at
+// position 0 (std::logic_error) and fit one ubatch (ContextFullError, naming both sizes). Nothing
+// for causal models.
+void check_bidirectional(const ModelConfig& cfg, uint32_t n_past, size_t n_tokens, uint32_t ubatch);
+
 // Its message: the logit `value` of `token` (token < 0: not known) for the token at `position`
 // (the n_past of the evaluation) is NaN or Inf.
 std::string non_finite_message(float value, int64_t token, uint32_t position);
@@ -142,7 +147,10 @@ public:
     // own and its intermediate tensors are downloaded (slow; for checking only).
     void eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
     int32_t argmax() const;            // of the last logits; reads 4 bytes; NonFiniteError (see .cpp)
-    std::vector<float> logits() const; // reads back the last logits (n_vocab floats)
+    std::vector<float> logits() const; // reads back the last logits (n_vocab floats); logic_error without an LM head
+    // The last layer's output (after its norms) for every token of the last chunk eval() ran: (n, dim).
+    // What an encoder (no LM head) produces; pooling makes embeddings of it (model/embedding.h).
+    std::vector<float> hidden_states() const;
 
     // Rows (n, n_vocab) of logits for tokens [first, first + n) of one eval_all_logits() call. The
     // span points into mapped memory and is valid only during the call.
@@ -257,6 +265,7 @@ private:
     uint64_t recording_clock_ = 0;  // for dropping the least recently used recording
     Recording* last_recording_ = nullptr;
     uint32_t last_rows_ = 1;        // logits rows of the last evaluation
+    uint32_t last_chunk_ = 0;       // tokens of the last chunk eval() ran
     bool profiling_ = false;
     std::vector<uint32_t> n_past_;  // per sequence
     ForwardStats stats_;

@@ -77,7 +77,12 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
     auto global_place = [&](Role r) { return global.count(r) ? place(global.at(r), 0) : TensorPlace{}; };
     // A tied head reads token_embd: it goes with the head too.
     if (embed || (head && out.tied)) out.token_embd = global_place(Role::TokenEmbd);
-    if (embed) out.position_embd = global_place(Role::PositionEmbd);
+    if (embed) {
+        out.position_embd = global_place(Role::PositionEmbd);
+        out.token_types = global_place(Role::TokenTypes);
+        out.embd_norm = global_place(Role::TokenEmbdNorm);
+        out.embd_norm_b = global_place(Role::TokenEmbdNormB);
+    }
     if (head) {
         out.output_norm = global_place(Role::OutputNorm);
         out.output_norm_b = global_place(Role::OutputNormB);
@@ -188,6 +193,9 @@ ModelWeights ModelWeights::upload(Context& ctx, const GgufFile& file, const Weig
     w.output_norm_b = view(layout.output_norm_b);
     w.output = view(layout.output);
     w.rope_factors = view(layout.rope_factors);
+    w.token_types = view(layout.token_types);
+    w.embd_norm = view(layout.embd_norm);
+    w.embd_norm_b = view(layout.embd_norm_b);
     w.layers.resize(layout.layers.size());
     for (size_t l = 0; l < layout.layers.size(); ++l)
         for (size_t r = 0; r < kLayerRoles; ++r) w.layers[l].t[r] = view(layout.layers[l].t[r]);

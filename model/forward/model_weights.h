@@ -58,6 +58,7 @@ struct WeightLayout {
     LayerRange range;                  // the layers placed (resolved)
     std::vector<LayerPlaces> layers;   // indexed by layer; those outside `range` are empty
     TensorPlace token_embd, position_embd, output_norm, output_norm_b, output, rope_factors;
+    TensorPlace token_types, embd_norm, embd_norm_b;  // encoders (f32)
     uint64_t bytes = 0;  // device bytes of all weights
     bool tied = false;
     const TensorPlace& output_tensor() const { return tied ? token_embd : output; }
@@ -90,6 +91,8 @@ struct ModelWeights {
     DeviceTensor output_norm, output_norm_b;  // (dim)
     DeviceTensor output;         // (n_vocab, dim); the same tensor as token_embd when tied
     DeviceTensor rope_factors;   // (rope_dim / 2) f32: the frequency factors this context uses
+    DeviceTensor token_types;    // (n_token_types, dim) f32 (encoders; row 0 is added to every token)
+    DeviceTensor embd_norm, embd_norm_b;  // (dim) LayerNorm of the embeddings (encoders)
     bool tied = false;
     std::vector<LayerWeights> layers;
     uint64_t bytes = 0;          // device bytes of all weights

@@ -41,6 +41,7 @@ struct PrefillPush {
     uint32_t window;
     float softcap;
     uint32_t q_first, pos_first, out_first;
+    uint32_t causal;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
@@ -70,6 +71,7 @@ void check_params(const AttentionParams& p) {
         bad(fmt::format("a sliding-window cache needs n_ctx >= window + n_tokens - 1 = {}",
                         uint64_t(p.window) + p.n_tokens - 1));
     if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) bad("softcap must be finite and >= 0");
+    if (!p.causal && p.window > 0) bad("a sliding window needs causal attention");
 }
 
 // Split-K partials of a decode plan: o[n_splits][n_heads][head_dim], then (m, l) per split and head.
@@ -286,7 +288,7 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     }
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
-                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16)};
+                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u};
     s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
 }

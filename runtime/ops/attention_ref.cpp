@@ -14,7 +14,7 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
     const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
     // Query t sees positions [lo, end): the window's, or 0..p clamped to the cache without one.
     auto range = [&](uint32_t t, uint32_t& lo, uint32_t& end) {
-        const uint32_t pos = uint32_t(std::max(positions[t], 0));
+        const uint32_t pos = uint32_t(std::max(positions[p.causal ? t : p.n_tokens - 1], 0));
         lo = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
         end = p.window > 0 ? pos + 1 : std::min(pos + 1, p.n_ctx);
     };

@@ -1,6 +1,6 @@
-// Attention prefill (n_tokens > 1 against the cache and themselves, causal) against the
-// double-precision reference, over every device variant and KV type: head_dim 4..256, GQA ratios
-// 1:1..8:1 and MQA, real shapes, positions with gaps. Shared set-up: attention_testing.h.
+// Attention prefill (n_tokens > 1 against the cache and themselves, causal or bidirectional) against
+// the double-precision reference, over every device variant and KV type: head_dim 4..256, GQA ratios
+// 1:1..8:1 and MQA, real shapes, positions with gaps, encoders' bidirectional calls. Shared set-up: attention_testing.h.
 #include "kernels/attention_testing.h"
 
 using namespace vkllm;
@@ -60,6 +60,72 @@ TEST_CASE("attention prefill: positions with gaps and a peaked softmax") {
         check_attention(ctx, "prefill gaps", params(20, 8, 2, 64, 100, KvType::F32), {gaps});
         check_attention(ctx, "prefill peaked", params(40, 8, 2, 128, 300, KvType::F16), {consecutive(40, 200)},
                         {.q_amp = 12.0f, .scale = 0.25f, .seed = 9});
+    }
+}
+
+TEST_CASE("attention prefill: bidirectional (encoders): every query sees the whole call") {
+    test::ValidationGuard guard;
+    auto bidir = [](AttentionParams p) {
+        p.causal = false;
+        return p;
+    };
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            check_attention(ctx, "prefill bidirectional", bidir(params(7, 4, 2, 64, 64, t)), {consecutive(7, 0)}, {.seed = 3});
+            check_attention(ctx, "prefill bidirectional", bidir(params(33, 8, 2, 32, 200, t)),
+                            {consecutive(33, 0), consecutive(33, 100)}, {.seed = 4});
+        }
+        // bge-small (12 heads of 32) and bge-base (12 of 64) at 128 tokens and at their whole context
+        check_attention(ctx, "prefill bidirectional", bidir(params(128, 12, 12, 32, 512, KvType::F16)), {consecutive(128, 0)});
+        if (spec.empty())  // the whole 512-token context once: its double-precision reference is slow
+            check_attention(ctx, "prefill bidirectional", bidir(params(512, 12, 12, 64, 512, KvType::F16)),
+                            {consecutive(512, 0)});
+    }
+}
+
+TEST_CASE("attention prefill: a bidirectional call differs from a causal one but for its last query") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context_for(test::device_variants().front());
+    AttentionParams p = params(9, 4, 4, 16, 32, KvType::F32);
+    const size_t act = size_t(p.n_tokens) * p.n_heads * p.head_dim, row = size_t(p.n_heads) * p.head_dim;
+    const auto k = make_cache(p, p.n_tokens, 1), v = make_cache(p, p.n_tokens, 2);
+    const auto q = test::random_floats(act, 3, -2.0f, 2.0f);
+    const std::vector<int32_t> pos = consecutive(p.n_tokens, 0);
+    Buffer kb = ctx.create_buffer(k.size(), MemoryUsage::Device, "k"), vb = ctx.create_buffer(v.size(), MemoryUsage::Device, "v");
+    ctx.upload(kb, k.data(), k.size());
+    ctx.upload(vb, v.data(), v.size());
+    test::GuardedBuffer qb(ctx, act * 4, "q"), ob(ctx, act * 4, "out"), pb(ctx, p.n_tokens * 4, "positions"), sb(ctx, 4, "s");
+    qb.upload(q.data(), act * 4);
+    pb.upload(pos.data(), pos.size() * 4);
+    std::vector<float> out[2];
+    for (bool causal : {true, false}) {
+        p.causal = causal;
+        CommandStream s(ctx);
+        s.begin();
+        ops::attention(ctx, s, p, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice());
+        s.end();
+        s.submit_and_wait();
+        out[causal ? 0 : 1] = ob.download_floats(act);
+    }
+    double first = 0, last = 0;
+    for (size_t i = 0; i < row; ++i) {
+        first = std::max(first, double(std::fabs(out[0][i] - out[1][i])));
+        last = std::max(last, double(std::fabs(out[0][act - row + i] - out[1][act - row + i])));
+    }
+    CHECK(first > 1e-2);  // the first query now sees 8 more keys
+    CHECK(last < 1e-6);   // the last one saw them all already
+    AttentionParams w = params(9, 4, 4, 16, 32, KvType::F32);
+    w.causal = false;
+    w.window = 4;
+    CommandStream s(ctx);
+    s.begin();
+    try {
+        ops::attention(ctx, s, w, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice());
+        FAIL("a bidirectional window was accepted");
+    } catch (const std::invalid_argument& e) {
+        CHECK(std::string(e.what()).find("a sliding window needs causal attention") != std::string::npos);
     }
 }
 

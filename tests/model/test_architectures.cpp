@@ -71,10 +71,34 @@ void check_arch(const std::string& path, double tensor_nmse, double logits_nmse)
 
 const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2"};
 
+// An encoder attends over each whole input at once: inputs of 30, 1 and 17 tokens, each from
+// position 0, every layer's tensors and the hidden states of every token compared.
+void check_encoder(const std::string& path, double nmse) {
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    test::LoadedModel m = test::open_model(path);
+    ModelOptions opts;
+    opts.n_ctx = 64;
+    opts.ubatch = 32;
+    ModelGpu gpu(ctx, m.file, m.cfg, opts);
+    ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type, opts.ubatch);
+    for (uint32_t n : {30u, 1u, 17u}) {
+        CAPTURE(n);
+        gpu.reset();
+        cpu.reset();
+        CheckReport r = check_forward(gpu, cpu, prompt_tokens(n, m.cfg.n_vocab), nmse, nmse);
+        INFO(r.first_divergence);
+        MESSAGE(path << ": " << n << " tokens: worst tensor " << r.worst_tensor << " nmse " << r.worst_tensor_nmse
+                     << ", hidden states nmse " << r.logits_nmse);
+        CHECK(r.ok);
+        CHECK(gpu.hidden_states().size() == size_t(n) * m.cfg.dim);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2");
+    CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bert");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
 }
@@ -91,6 +115,40 @@ TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K
         CAPTURE(arch);
         check_arch(test::write_model("arch-" + arch + "-q4_k", small_shape(arch, TensorType::Q4_K)), 1e-5, 1e-5);
     }
+}
+
+TEST_CASE("architectures: BERT encoders match the host reference layer by layer, bidirectional, F16 and Q4_K") {
+    check_encoder(test::write_model("arch-bert-f16", small_shape("bert", TensorType::F16)), 1e-5);
+    check_encoder(test::write_model("arch-bert-q4_k", small_shape("bert", TensorType::Q4_K)), 1e-5);
+}
+
+TEST_CASE("architectures: bidirectional attention sees later tokens, and one input must fit one ubatch") {
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    test::LoadedModel m = test::open_model(test::write_model("arch-bert-f16", small_shape("bert", TensorType::F16)));
+    CHECK_FALSE(m.cfg.causal);
+    CHECK(m.cfg.pooling == Pooling::Mean);
+    ModelOptions opts;
+    opts.n_ctx = 64;
+    opts.ubatch = 16;
+    ModelGpu gpu(ctx, m.file, m.cfg, opts);
+    // The first token's state changes with the tokens after it (a causal model's would not).
+    std::vector<int32_t> a = prompt_tokens(8, m.cfg.n_vocab), b = a;
+    b[7] = b[7] % 50 + 1;
+    gpu.eval(a);
+    const std::vector<float> ha = gpu.hidden_states();
+    gpu.reset();
+    gpu.eval(b);
+    const std::vector<float> hb = gpu.hidden_states();
+    const TensorDiff first = diff_tensors(std::span(hb).first(m.cfg.dim), std::span(ha).first(m.cfg.dim));
+    CHECK(first.max_abs > 1e-3);
+    // A second input without reset(), or one longer than the ubatch, is refused.
+    CHECK_THROWS_AS(gpu.eval(a), std::logic_error);
+    gpu.reset();
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval(prompt_tokens(17, m.cfg.n_vocab)), ContextFullError,
+                                   "17 tokens: a bidirectional model attends over its whole input in one ubatch, "
+                                   "and the ubatch holds 16");
+    CHECK_THROWS_AS((void)gpu.logits(), std::logic_error);
 }
 
 TEST_CASE("architectures: Llama 3 rope factors, linear and YaRN scaling match the host reference") {
@@ -172,7 +230,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, phi3, "
-                                   "gemma2, gemma3, gpt2");
+                                   "gemma2, gemma3, gpt2, bert");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
     q.remove_tensor("blk.1.attn_q.bias");

@@ -1,0 +1,114 @@
+// `vkllm embed`: embeddings of texts with an encoder model (BERT, bge, all-MiniLM, e5), pooled and
+// normalised as llama.cpp's llama-embedding does (model/embedding.h). Vectors go to stdout, one line
+// per input (or per token with --pooling none), or as OpenAI-shaped JSON with --json; the model
+// banner and timing go to stderr.
+#include "apps/commands.h"
+#include "apps/load_model.h"
+#include "model/embedding.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+namespace vkllm::app {
+
+namespace {
+
+struct EmbedArgs {
+    std::string model, prompt, file, pooling;
+    bool batch_lines = false, json = false;
+    int normalize = 2;
+    uint32_t ubatch = 0, n_ctx = 0;
+    CLI::Option *prompt_opt = nullptr, *file_opt = nullptr;
+    DeviceOptions device;
+};
+
+std::vector<std::string> inputs(const EmbedArgs& a) {
+    if (a.prompt_opt->count() && a.file_opt->count()) throw std::invalid_argument("give the text either with -p or with -f, not both");
+    if (!a.prompt_opt->count() && !a.file_opt->count()) throw std::invalid_argument("no text: give -p TEXT or -f FILE");
+    std::string text = a.prompt;
+    if (a.file_opt->count()) {
+        std::optional<std::string> t = read_whole_file(a.file);
+        if (!t) throw std::invalid_argument(fmt::format("cannot read the text file '{}'", a.file));
+        text = std::move(*t);
+    }
+    if (!a.batch_lines) return {text};
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) lines.push_back(line);
+    if (lines.empty()) throw std::invalid_argument("--batch-lines: the text has no non-empty line");
+    return lines;
+}
+
+void run_embed(const EmbedArgs& a) {
+    const std::vector<std::string> texts = inputs(a);
+    EmbedOptions eo;
+    eo.normalize = a.normalize;
+    if (!a.pooling.empty()) {
+        eo.pooling = parse_pooling(a.pooling);
+        if (!eo.pooling) throw std::invalid_argument(fmt::format("--pooling '{}': expected none, mean, cls or last", a.pooling));
+    }
+    if (a.normalize < -1) normalize_embedding({}, a.normalize);  // the error, before the model loads
+    const std::string path = resolve_model_path(a.model);
+    // An encoder attends over each input at once: by default one ubatch holds the whole context.
+    const GgufFile peek = GgufFile::open(path);
+    const ModelConfig cfg = ModelConfig::from_gguf(peek);
+    ModelOptions mo;
+    mo.n_ctx = a.n_ctx ? a.n_ctx : std::min(cfg.n_ctx_train, 8192u);
+    mo.ubatch = a.ubatch ? a.ubatch : mo.n_ctx;
+    LoadedModel m = load_model(path, a.device, mo, a.json);
+    const auto start = std::chrono::steady_clock::now();
+    nlohmann::json data = nlohmann::json::array();
+    uint64_t n_tokens = 0;
+    std::string out;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        const Embedding e = embed_text(*m.model, *m.tokenizer, texts[i], eo);
+        n_tokens += e.n_tokens;
+        for (size_t j = 0; j < e.vectors.size(); ++j) {
+            if (a.json) {
+                data.push_back({{"object", "embedding"}, {"index", data.size()}, {"embedding", e.vectors[j]}});
+                continue;
+            }
+            for (size_t d = 0; d < e.vectors[j].size(); ++d) out += fmt::format("{}{:.6g}", d ? " " : "", e.vectors[j][d]);
+            out += '\n';
+        }
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (a.json) {
+        const nlohmann::json doc = {{"object", "list"},
+                                    {"data", data},
+                                    {"model", m.file->find_string("general.name").value_or("")},
+                                    {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}};
+        out = doc.dump() + "\n";
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    fmt::print(stderr, "embed: {} input{}, {} tokens, pooling {}, normalize {}: {:.1f} ms ({:.1f} inputs/s, {:.0f} tokens/s)\n",
+               texts.size(), texts.size() == 1 ? "" : "s", n_tokens, pooling_name(eo.pooling.value_or(m.cfg.pooling)),
+               a.normalize, ms, texts.size() * 1000.0 / ms, n_tokens * 1000.0 / ms);
+}
+
+}  // namespace
+
+void register_embed(CLI::App& app) {
+    auto a = std::make_shared<EmbedArgs>();
+    auto* cmd = app.add_subcommand("embed", "Embeddings of texts with an encoder model (bert), as llama-embedding");
+    cmd->add_option("-m,--model", a->model, "GGUF encoder model")->required();
+    a->prompt_opt = cmd->add_option("-p,--prompt", a->prompt, "Text to embed");
+    a->file_opt = cmd->add_option("-f,--file", a->file, "File whose text to embed");
+    cmd->add_flag("--batch-lines", a->batch_lines, "One input per non-empty line of the text");
+    cmd->add_option("--pooling", a->pooling, "none (a vector per token), mean, cls or last; default: the model's");
+    cmd->add_option("--normalize", a->normalize,
+                    "-1 none, 0 max-abs (int16 range), 1 taxicab, 2 Euclidean, p > 2 p-norm (llama.cpp's --embd-normalize)")
+        ->capture_default_str();
+    cmd->add_flag("--json", a->json, "OpenAI-shaped JSON: {data: [{index, embedding}], usage}");
+    cmd->add_option("--ctx", a->n_ctx, "Longest input in tokens (default: the model's context)");
+    cmd->add_option("--ubatch", a->ubatch, "Tokens evaluated at once (default: --ctx; an input must fit)");
+    a->device.add_to(cmd);
+    cmd->callback([a] { run_embed(*a); });
+}
+
+}  // namespace vkllm::app
