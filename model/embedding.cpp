@@ -2,12 +2,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace vkllm {
 
+namespace {
+void check_pooling(Pooling p) {
+    if (p == Pooling::Rank)
+        throw std::invalid_argument("pooling 'rank' needs a reranker's classification head (cls.weight), which vkllm "
+                                    "does not run yet");
+}
+}  // namespace
+
 std::vector<std::vector<float>> pool_hidden(std::span<const float> hidden, uint32_t n, uint32_t dim, Pooling pooling) {
+    check_pooling(pooling);
     if (n == 0 || hidden.size() != size_t(n) * dim)
         throw std::invalid_argument(fmt::format("pool_hidden: {} values for {} tokens of {}", hidden.size(), n, dim));
     auto row = [&](uint32_t i) { return std::vector<float>(hidden.begin() + size_t(i) * dim, hidden.begin() + size_t(i + 1) * dim); };
@@ -29,8 +39,7 @@ std::vector<std::vector<float>> pool_hidden(std::span<const float> hidden, uint3
         case Pooling::Last: return {row(n - 1)};
         case Pooling::Rank: break;
     }
-    throw std::invalid_argument("pooling 'rank' needs a reranker's classification head (cls.weight), which vkllm does "
-                                "not run yet");
+    return {};
 }
 
 void normalize_embedding(std::span<float> v, int norm) {
@@ -61,8 +70,13 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
         throw std::invalid_argument(fmt::format("embeddings of a {} model (a decoder) are not supported yet: vkllm "
                                                 "embeds with encoders (bert)", cfg.arch->name));
     const Pooling pooling = opts.pooling.value_or(cfg.pooling);
-    if (pooling == Pooling::Rank) (void)pool_hidden({}, 0, 0, pooling);  // refused before the device runs
+    check_pooling(pooling);  // refused before the device runs
     if (opts.normalize < -1) normalize_embedding({}, opts.normalize);
+    const uint32_t limit = std::min(model.n_ctx(), model.ubatch());
+    if (tokens.size() > limit)
+        throw ContextFullError(fmt::format("the input has {} tokens, more than the {} this model takes at once ({})",
+                                           tokens.size(), limit,
+                                           limit == model.n_ctx() ? "its context" : "its ubatch; raise --ubatch"));
     model.reset();
     model.eval(tokens);
     Embedding e;
