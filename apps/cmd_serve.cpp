@@ -3,6 +3,7 @@
 // SIGTERM, which end open streams cleanly and exit 0 within a few seconds.
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "model/embedding.h"
 #include "serving/engine/engine.h"
 #include "serving/server/http_server.h"
 #include "serving/template/chat_template.h"
@@ -30,7 +31,7 @@ struct ServeOptions {
     int port = 8080;
     uint32_t parallel = 4;
     uint32_t n_ctx = 0;
-    uint32_t ubatch = 64;
+    uint32_t ubatch = 0;  // 0: 64, or for an encoder the whole context (an input is evaluated at once)
     ops::KvType kv_type = ops::KvType::F16;
     std::string api_key, api_key_file;
     std::string chat_template;
@@ -109,6 +110,37 @@ std::string read_api_key_file(const std::string& path) {
     return key;
 }
 
+void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Engine* engine);
+
+// An encoder model: /v1/embeddings, one request's inputs after another's (one device, one model).
+void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::string& path,
+                      std::atomic<bool>& loaded) {
+    if (m.cfg.pooling == Pooling::None || m.cfg.pooling == Pooling::Rank)
+        throw std::invalid_argument(fmt::format("{}: pooling type '{}' gives no one vector per input, which "
+                                                "/v1/embeddings returns", path, pooling_name(m.cfg.pooling)));
+    auto mu = std::make_shared<std::mutex>();
+    server::ServedModel sm;
+    sm.id = std::filesystem::path(path).filename().string();
+    sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    sm.tokenizer = m.tokenizer.get();
+    sm.n_ctx = m.model->n_ctx();
+    sm.embedding_dim = m.cfg.dim;
+    sm.embed_limit = std::min(m.model->n_ctx(), m.model->ubatch());
+    ModelGpu* model = m.model.get();
+    sm.embed = [model, mu](const std::vector<std::vector<int32_t>>& inputs) {
+        std::lock_guard lk(*mu);
+        std::vector<std::vector<float>> out;
+        for (const auto& ids : inputs) out.push_back(std::move(embed_tokens(*model, ids, {}).vectors.at(0)));
+        return out;
+    };
+    http.set_model(std::move(sm));
+    loaded = true;
+    fmt::print("vkllm serve: ready: {}/v1 (embedding model {}, {} dimensions, pooling {}, inputs of up to {} tokens)\n",
+               http.url(), std::filesystem::path(path).filename().string(), m.cfg.dim, pooling_name(m.cfg.pooling),
+               std::min(m.model->n_ctx(), m.model->ubatch()));
+    std::fflush(stdout);
+}
+
 void serve(const ServeOptions& o) {
     // A signal while the model loads: nothing is served yet and the upload cannot be interrupted,
     // so leave at once; the OS releases the device memory.
@@ -131,18 +163,34 @@ void serve(const ServeOptions& o) {
     so.log_requests = !o.quiet;
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
-    mo.ubatch = o.ubatch;
-    mo.kv_type = o.kv_type;
-    mo.n_seq = o.parallel;
     const std::string path = resolve_model_path(o.model);
+    // An encoder attends over each input at once, so by default one ubatch holds its whole context;
+    // it keeps no conversations, so one sequence.
+    const bool encoder = [&] {
+        const GgufFile peek = GgufFile::open(path);
+        return !ModelConfig::from_gguf(peek).arch->lm_head;
+    }();
+    mo.ubatch = o.ubatch ? o.ubatch : encoder ? 0 : 64;
+    mo.kv_type = o.kv_type;
+    mo.n_seq = encoder ? 1 : o.parallel;
 
     server::HttpServer http(so);
     http.start();
     fmt::print("vkllm serve: listening on {} (loading {})\n", http.url(), path);
     std::fflush(stdout);
 
+    if (encoder && !mo.ubatch) {
+        const GgufFile peek = GgufFile::open(path);
+        mo.n_ctx = mo.n_ctx ? mo.n_ctx : std::min(ModelConfig::from_gguf(peek).n_ctx_train, 8192u);
+        mo.ubatch = mo.n_ctx;
+    }
     LoadedModel m = load_model(path, o.device, mo, false);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
+    if (encoder) {
+        serve_embeddings(http, m, path, loaded);
+        wait_and_stop(http, signals, nullptr);
+        return;
+    }
     auto tmpl = std::make_shared<chat::ChatTemplate>(chat_template_for(m, o.chat_template));
 
     serving::EngineOptions eo;
@@ -173,11 +221,15 @@ void serve(const ServeOptions& o) {
                chat::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot());
     std::fflush(stdout);
 
+    wait_and_stop(http, signals, &engine);
+}
+
+void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Engine* engine) {
     int sig = signals.wait();
     auto t0 = std::chrono::steady_clock::now();
     fmt::print(stderr, "vkllm serve: {}: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http.begin_shutdown();  // new requests: 503
-    engine.shutdown();      // every request ends (Cancelled); streams send their last event
+    if (engine) engine->shutdown();  // every request ends (Cancelled); streams send their last event
     if (!http.wait_streams(std::chrono::milliseconds(1500)))
         fmt::print(stderr, "vkllm serve: some streams did not end in time; closing them\n");
     // stop() joins the connection threads; one stuck on a slow client could hold it for a read
@@ -212,7 +264,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("-c,--ctx", o->n_ctx, "Context per slot in tokens (prompt + output of one request); device memory "
                                           "holds --parallel times this. Default: the model's, capped by device memory")
         ->check(positive_number());
-    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk (default 64; an embedding model's: its context)")
+        ->check(CLI::Range(1, 8192));
     add_kv_type_option(cmd, o->kv_type);
     auto* key = cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file)");
     cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")->excludes(key);

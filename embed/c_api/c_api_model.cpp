@@ -1,6 +1,7 @@
 // C API: version, errors, devices, models, tokens and chat templates (include/vkllm/vkllm.h).
 #include "embed/c_api/api_guard.h"
 #include "embed/c_api/handles.h"
+#include "model/embedding.h"
 
 #include "runtime/device.h"
 #include "runtime/instance.h"
@@ -156,7 +157,7 @@ vkllm_model_params vkllm_model_default_params(void) {
     p.device_index = -1;
     p.max_sessions = 1;
     p.kv_type = VKLLM_KV_F16;
-    p.ubatch = 64;
+    p.ubatch = 0;
     return p;
 }
 
@@ -174,7 +175,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         int32_t kv_raw = 0;
         std::memcpy(&kv_raw, &p.kv_type, sizeof kv_raw);
         require(kv_raw >= VKLLM_KV_F16 && kv_raw <= VKLLM_KV_Q8_0, fmt::format("kv_type {} is not a vkllm_kv_type", kv_raw));
-        require(p.ubatch >= 1 && p.ubatch <= 4096, fmt::format("ubatch {} must be 1..4096", p.ubatch));
+        require(p.ubatch <= 8192, fmt::format("ubatch {} must be 0 (default) or 1..8192", p.ubatch));
         auto log = [fn = p.log, user = p.log_user_data](vkllm_log_level level, const std::string& msg) {
             if (fn) fn(level, msg.c_str(), user);
         };
@@ -195,12 +196,23 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             } catch (...) {
             }
         };
-        lo.model.n_ctx = p.n_ctx;
-        lo.model.ubatch = p.ubatch;
+        // An embedding model attends over each input at once: by default one ubatch holds its context.
+        const bool encoder = [&] {
+            try {
+                const GgufFile peek = GgufFile::open(path);
+                const ModelConfig cfg = ModelConfig::from_gguf(peek);
+                if (!cfg.arch->lm_head && !p.n_ctx) lo.model.n_ctx = std::min(cfg.n_ctx_train, 8192u);
+                return !cfg.arch->lm_head;
+            } catch (const std::exception&) {
+                return false;  // load_model reports the file's problem
+            }
+        }();
+        if (!encoder || p.n_ctx) lo.model.n_ctx = p.n_ctx;
+        lo.model.ubatch = p.ubatch ? p.ubatch : encoder ? lo.model.n_ctx : 64;
         lo.model.kv_type = p.kv_type == VKLLM_KV_F32    ? ops::KvType::F32
                            : p.kv_type == VKLLM_KV_Q8_0 ? ops::KvType::Q8_0
                                                         : ops::KvType::F16;
-        lo.model.n_seq = p.max_sessions;
+        lo.model.n_seq = encoder ? 1 : p.max_sessions;
         lo.progress = [&](uint64_t done, uint64_t total) {
             if (p.progress && total > 0 && p.progress(float(double(done) / double(total)), p.progress_user_data) != 0)
                 throw LoadCancelled{};
@@ -234,11 +246,13 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         } catch (const DeviceLimitError& e) {  // the weights, the context or a buffer do not fit
             throw ApiFailure(VKLLM_ERR_OUT_OF_MEMORY, e.what());
         }
-        serving::EngineOptions eo;
-        eo.n_slots = p.max_sessions;
-        eo.queue_limit = p.max_sessions;
-        eo.default_timeout = std::chrono::hours(24 * 365);  // an embedding app decides when to stop (vkllm_cancel)
-        m->engine = std::make_unique<serving::Engine>(*m->loaded.model, *m->loaded.tokenizer, eo);
+        if (m->loaded.cfg.arch->lm_head) {
+            serving::EngineOptions eo;
+            eo.n_slots = p.max_sessions;
+            eo.queue_limit = p.max_sessions;
+            eo.default_timeout = std::chrono::hours(24 * 365);  // an embedding app decides when to stop (vkllm_cancel)
+            m->engine = std::make_unique<serving::Engine>(*m->loaded.model, *m->loaded.tokenizer, eo);
+        }
         m->max_sessions = p.max_sessions;
         capi::register_model(m.get());
         *out = m.release();
@@ -292,6 +306,10 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.weights_bytes = plan.weights;
         i.kv_cache_bytes = plan.kv_cache;
         i.scratch_bytes = plan.scratch;
+        i.embeddings = !m.loaded.cfg.arch->lm_head;
+        i.embedding_dim = i.embeddings ? m.loaded.cfg.dim : 0;
+        i.max_embed_tokens = i.embeddings ? std::min(m.loaded.model->n_ctx(), m.loaded.model->ubatch()) : 0;
+        copy_text(i.pooling, pooling_name(m.loaded.cfg.pooling));
         capi::write_out(info, i, "vkllm_model_info");
         return VKLLM_OK;
     });
@@ -328,6 +346,42 @@ vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t* tokens, s
             require(tokens[i] >= 0 && size_t(tokens[i]) < m.loaded.tokenizer->n_vocab(),
                     fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i], m.loaded.tokenizer->n_vocab()));
         return capi::write_string(m.loaded.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
+    });
+}
+
+vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t len, int32_t normalize, float* out,
+                         size_t capacity, size_t* n_out) {
+    return guarded([&] {
+        vkllm_model& m = *capi::live_model(model);
+        require(text != nullptr || len == 0, "text is NULL");
+        require(n_out != nullptr, "n_out is NULL");
+        require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
+        require(!m.loaded.cfg.arch->lm_head,
+                fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (bert)", m.loaded.cfg.arch->name));
+        require(len > 0, "the text is empty");
+        require(normalize >= -1, fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));
+        require(m.loaded.cfg.pooling != Pooling::None && m.loaded.cfg.pooling != Pooling::Rank,
+                fmt::format("the model's pooling '{}' gives no one vector per text", pooling_name(m.loaded.cfg.pooling)));
+        const uint32_t dim = m.loaded.cfg.dim;
+        *n_out = dim;
+        if (capacity < dim) {
+            capi::set_last_error(fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity));
+            return VKLLM_ERR_BUFFER_TOO_SMALL;
+        }
+        const std::vector<int32_t> ids = m.loaded.tokenizer->encode(std::string_view(text, len), true);
+        EmbedOptions eo;
+        eo.normalize = normalize;
+        Embedding e;
+        {
+            std::lock_guard lock(m.embed_mutex);
+            try {
+                e = embed_tokens(*m.loaded.model, ids, eo);
+            } catch (const ContextFullError& err) {
+                throw ApiFailure(VKLLM_ERR_CONTEXT_FULL, err.what());
+            }
+        }
+        std::copy(e.vectors.at(0).begin(), e.vectors.at(0).end(), out);
+        return VKLLM_OK;
     });
 }
 

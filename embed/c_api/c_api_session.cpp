@@ -297,6 +297,8 @@ vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* p
         require(out != nullptr, "out is NULL");
         *out = nullptr;
         vkllm_model& m = *capi::live_model(model);
+        require(m.engine != nullptr, fmt::format("a {} model is an embedding model: it has no sessions (use vkllm_embed)",
+                                                 m.loaded.cfg.arch->name));
         auto s = std::make_unique<vkllm_session>();
         s->model = &m;
         s->params = capi::read_params(params, vkllm_session_default_params(), "vkllm_session_params");

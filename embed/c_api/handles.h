@@ -19,7 +19,8 @@ struct vkllm_model {
     std::unique_ptr<vkllm::chat::ChatTemplate> chat_template;  // null when the file's own failed to parse
     std::string chat_template_error;                           // then: why, for vkllm_chat
     vkllm::LoadedModel loaded;                       // file, config, tokenizer, device, model (model/load.h)
-    std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation
+    std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation (null for an embedding model)
+    std::mutex embed_mutex;                          // vkllm_embed: one evaluation at a time
     uint32_t max_sessions = 1;
     std::mutex sessions_mutex;
     std::vector<vkllm_session*> sessions;  // open sessions, freed with the model

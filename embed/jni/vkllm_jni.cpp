@@ -555,6 +555,27 @@ JNIEXPORT jintArray JNICALL Java_dev_vkllm_Native_tokenize(JNIEnv* env, jclass, 
     });
 }
 
+JNIEXPORT jfloatArray JNICALL Java_dev_vkllm_Native_embed(JNIEnv* env, jclass, jlong model, jstring text,
+                                                           jint normalize) {
+    return guarded(env, jfloatArray(nullptr), [&]() -> jfloatArray {
+        std::string c_text;
+        if (!utf8_of(env, text, c_text)) return nullptr;
+        size_t n = 0;
+        // The size first (answered before anything runs), then the vector.
+        vkllm_status st = vkllm_embed(model_of(model), c_text.data(), c_text.size(), normalize, nullptr, 0, &n);
+        std::vector<float> v(n);
+        if (st == VKLLM_ERR_BUFFER_TOO_SMALL)
+            st = vkllm_embed(model_of(model), c_text.data(), c_text.size(), normalize, v.data(), v.size(), &n);
+        if (st != VKLLM_OK) {
+            throw_status(env, st);
+            return nullptr;
+        }
+        jfloatArray out = env->NewFloatArray(jsize(n));
+        if (out && n > 0) env->SetFloatArrayRegion(out, 0, jsize(n), v.data());
+        return out;
+    });
+}
+
 JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_detokenize(JNIEnv* env, jclass, jlong model, jintArray tokens) {
     return guarded(env, jstring(nullptr), [&]() -> jstring {
         const jsize n = env->GetArrayLength(tokens);

@@ -173,7 +173,8 @@ typedef struct vkllm_model_params {
     uint32_t n_ctx;              /* tokens of context per session; 0 (default): the model's, capped by memory */
     uint32_t max_sessions;       /* sessions open at once, each with its own KV cache; 1..64, default 1 */
     vkllm_kv_type kv_type;       /* KV cache element type; default VKLLM_KV_F16 */
-    uint32_t ubatch;             /* prompt tokens per forward pass; 1..4096, default 64 */
+    uint32_t ubatch;             /* prompt tokens per forward pass; 0 (default): 64, or for an embedding
+                                    model its context (an input is evaluated at once); at most 8192 */
     const char* chat_template;   /* NULL (default): the model's own (a model whose template cannot
                                     be parsed still loads: vkllm_chat then fails, the log says why),
                                     else a built-in name ("chatml", "llama3", ...) or a file holding
@@ -206,6 +207,12 @@ typedef struct vkllm_model_info {
     uint32_t max_sessions;
     int32_t bos_token, eos_token;  /* -1 when the vocabulary has none */
     uint64_t weights_bytes, kv_cache_bytes, scratch_bytes;  /* device memory */
+    bool embeddings;               /* an embedding model (an encoder such as BERT): vkllm_embed works,
+                                      sessions do not */
+    uint32_t embedding_dim;        /* values per embedding (0 for other models) */
+    uint32_t max_embed_tokens;     /* the longest input vkllm_embed takes, [CLS] and [SEP] included */
+    char pooling[16];              /* "mean", "cls", "last", "none" (one vector per token: vkllm_embed
+                                      refuses), "rank" */
 } vkllm_model_info;
 
 VKLLM_API vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* info);
@@ -384,6 +391,21 @@ VKLLM_API vkllm_status vkllm_session_get_tool_calls(const vkllm_session* session
  * rules as vkllm_detokenize. */
 VKLLM_API vkllm_status vkllm_session_get_reasoning(const vkllm_session* session, char* buf, size_t capacity,
                                                    size_t* len);
+
+/* ---------------------------------------------------------------------------------------------
+ * Embeddings (embedding models: vkllm_model_info.embeddings)
+ * ------------------------------------------------------------------------------------------- */
+
+/* The embedding of `text` (`len` bytes): tokenized with [CLS] ... [SEP], evaluated, pooled as the
+ * model says (vkllm_model_info.pooling), and normalised: `normalize` -1 none, 0 max-abs scaled to the
+ * int16 range, 1 taxicab, 2 Euclidean (unit length; what search wants), p > 2 the p-norm (llama.cpp's
+ * --embd-normalize). Writes embedding_dim floats into `out` and that count into *n_out; with
+ * `capacity` too small, writes the count needed and returns VKLLM_ERR_BUFFER_TOO_SMALL (out may be
+ * NULL with capacity 0). VKLLM_ERR_CONTEXT_FULL: more tokens than max_embed_tokens;
+ * VKLLM_ERR_INVALID_ARGUMENT: a model that makes no embeddings, an empty text, a bad `normalize`.
+ * Calls on one model from several threads run one after another. */
+VKLLM_API vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t len, int32_t normalize, float* out,
+                                   size_t capacity, size_t* n_out);
 
 #ifdef __cplusplus
 }

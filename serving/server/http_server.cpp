@@ -57,7 +57,8 @@ const std::map<std::string, std::string>& known_routes() {
         {"/v1/chat/completions", "POST"}, {"/chat/completions", "POST"}, {"/v1/completions", "POST"},
         {"/completions", "POST"},         {"/v1/models", "GET"},         {"/models", "GET"},
         {"/health", "GET"},               {"/metrics", "GET"},           {"/tokenize", "POST"},
-        {"/detokenize", "POST"},          {"/apply-template", "POST"},
+        {"/detokenize", "POST"},          {"/apply-template", "POST"},   {"/v1/embeddings", "POST"},
+        {"/embeddings", "POST"},
     };
     return routes;
 }
@@ -154,6 +155,7 @@ struct HttpServer::Impl {
 
     void routes();
     void completion(Endpoint ep, Response& res, const std::string& body);
+    void embeddings(Response& res, const std::string& body);
     void stream(Response& res, std::vector<std::unique_ptr<Generation>> gens, std::vector<ResponseBuilder> rbs);
     // One call of a stream's content provider: writes what the choices have; false when the client is gone.
     bool stream_step(StreamState& st, size_t offset, DataSink& sink);
@@ -212,9 +214,32 @@ HandlerResponse HttpServer::Impl::on_error(const Request& req, Response& res) {
     return HandlerResponse::Handled;
 }
 
+void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
+    if (draining) throw shutting_down();
+    std::shared_ptr<const ServedModel> m = ready_model();
+    if (!m->embed)
+        throw ApiError(400, fmt::format("The model '{}' does not make embeddings: vkllm serves /v1/embeddings from "
+                                        "encoder models (bert).", m->id),
+                       "invalid_request_error", "model", "model_not_supported");
+    EmbeddingsRequest req = parse_embeddings_request(parse_body(body), m->tokenizer->n_vocab(), m->embedding_dim);
+    std::vector<std::vector<int32_t>> inputs = std::move(req.token_ids);
+    for (const std::string& t : req.texts) inputs.push_back(m->tokenizer->encode(t, true));
+    uint64_t tokens = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].size() > m->embed_limit) throw embedding_length_error(i, inputs[i].size(), m->embed_limit);
+        tokens += inputs[i].size();
+    }
+    const std::vector<std::vector<float>> vectors = m->embed(inputs);
+    send_json(res, embeddings_response(vectors, req.base64, req.model.empty() ? m->id : req.model, tokens));
+}
+
 void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string& body) {
     if (draining) throw shutting_down();
     std::shared_ptr<const ServedModel> m = ready_model();
+    if (!m->submit)
+        throw ApiError(400, fmt::format("The model '{}' is an embedding model (it has no language-model head): it "
+                                        "answers /v1/embeddings only.", m->id),
+                       "invalid_request_error", "model", "model_not_supported");
     json j = parse_body(body);
     thread_local std::mt19937_64 seeds{std::random_device{}()};
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
@@ -412,6 +437,8 @@ void HttpServer::Impl::routes() {
     });
     for (const char* path : {"/v1/chat/completions", "/chat/completions"})
         post(path, [this](const Request&, Response& res, const std::string& body) { completion(Endpoint::Chat, res, body); });
+    for (const char* path : {"/v1/embeddings", "/embeddings"})
+        post(path, [this](const Request&, Response& res, const std::string& body) { embeddings(res, body); });
     for (const char* path : {"/v1/completions", "/completions"})
         post(path, [this](const Request&, Response& res, const std::string& body) { completion(Endpoint::Completion, res, body); });
     post("/tokenize", [this](const Request&, Response& res, const std::string& body) {
@@ -426,6 +453,8 @@ void HttpServer::Impl::routes() {
     });
     post("/apply-template", [this](const Request&, Response& res, const std::string& body) {
         auto m = ready_model();
+        if (!m->render_chat)
+            throw ApiError(400, fmt::format("The model '{}' is an embedding model: it has no chat template.", m->id));
         TemplateRequest t = parse_apply_template_request(parse_body(body));
         // What a chat request with these tools renders (tool_choice auto): a template that cannot
         // show them gets them in the system message. A format this server cannot parse still renders.
@@ -504,7 +533,8 @@ int HttpServer::start() {
 }
 
 void HttpServer::set_model(ServedModel m) {
-    if (!m.tokenizer || !m.submit) throw std::invalid_argument("HttpServer::set_model: tokenizer and submit are required");
+    if (!m.tokenizer || (!m.submit && !m.embed))
+        throw std::invalid_argument("HttpServer::set_model: a tokenizer and submit or embed are required");
     std::lock_guard lk(impl_->mu);
     impl_->model = std::make_shared<const ServedModel>(std::move(m));
 }

@@ -1,5 +1,5 @@
-// The HTTP side of `vkllm serve`: OpenAI's /v1/chat/completions, /v1/completions and /v1/models,
-// plus /health, /metrics, /tokenize, /detokenize and /apply-template, on cpp-httplib.
+// The HTTP side of `vkllm serve`: OpenAI's /v1/chat/completions, /v1/completions, /v1/embeddings
+// and /v1/models, plus /health, /metrics, /tokenize, /detokenize and /apply-template, on cpp-httplib.
 //
 // It listens before the model is loaded (/health answers 503 "loading" until set_model()), checks
 // the API key in constant time, caps body size, header count and socket timeouts, streams tokens as
@@ -48,6 +48,13 @@ struct ServedModel {
     // std::invalid_argument as it does.
     std::function<std::unique_ptr<Generation>(serving::CompletionRequest)> submit;
     std::function<serving::EngineMetrics()> metrics;
+    // An embedding model (an encoder: no LM head) sets these instead of submit: each input's token
+    // ids ([CLS] ... [SEP] included) -> its pooled, normalised vector, all of a request's inputs in
+    // one call. Inputs are at most embed_limit tokens (checked before the call); the vectors have
+    // embedding_dim values.
+    std::function<std::vector<std::vector<float>>(const std::vector<std::vector<int32_t>>&)> embed;
+    uint32_t embedding_dim = 0;
+    uint32_t embed_limit = 0;
 };
 
 struct ServerOptions {

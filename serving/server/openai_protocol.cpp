@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace vkllm::server {
@@ -546,6 +547,106 @@ json merge_choices(std::vector<json> responses, const std::vector<serving::Event
     out["usage"]["completion_tokens"] = sum.completion_tokens;
     out["usage"]["total_tokens"] = sum.prompt_tokens + sum.completion_tokens;
     return out;
+}
+
+EmbeddingsRequest parse_embeddings_request(const json& body, size_t n_vocab, uint32_t width) {
+    EmbeddingsRequest r;
+    r.model = get_string(body, "model").value_or("");
+    const auto in = body.find("input");
+    if (in == body.end()) throw invalid_field("input", "Missing required parameter: 'input'.");
+    constexpr size_t kMaxInputs = 2048;
+    auto token_list = [&](const json& a, const std::string& where) {
+        if (a.empty()) throw invalid_field("input", fmt::format("Invalid '{}': an input cannot be empty.", where));
+        std::vector<int32_t> ids;
+        for (size_t i = 0; i < a.size(); ++i) {
+            const json& x = a[i];
+            const std::string at = fmt::format("{}[{}]", where, i);
+            if (!x.is_number_integer()) wrong_type(at, "an integer", x);
+            const bool ok = x.is_number_unsigned() ? x.get<uint64_t>() < n_vocab
+                                                   : x.get<int64_t>() >= 0 && uint64_t(x.get<int64_t>()) < n_vocab;
+            if (!ok)
+                throw invalid_field("input", fmt::format("Invalid '{}': {} is not a token id (the vocabulary has {} tokens).",
+                                                         at, x.dump(), n_vocab));
+            ids.push_back(int32_t(x.get<int64_t>()));
+        }
+        return ids;
+    };
+    if (in->is_string()) {
+        r.texts.push_back(in->get<std::string>());
+    } else if (in->is_array() && !in->empty() && (*in)[0].is_number()) {
+        r.token_ids.push_back(token_list(*in, "input"));
+    } else if (in->is_array() && !in->empty()) {
+        if (in->size() > kMaxInputs)
+            throw invalid_field("input", fmt::format("Invalid 'input': {} inputs; at most {} per request.", in->size(), kMaxInputs));
+        const bool strings = (*in)[0].is_string();
+        for (size_t i = 0; i < in->size(); ++i) {
+            const json& x = (*in)[i];
+            const std::string at = fmt::format("input[{}]", i);
+            if (strings) {
+                if (!x.is_string()) wrong_type(at, "a string (every input of the array alike)", x);
+                r.texts.push_back(x.get<std::string>());
+            } else {
+                if (!x.is_array()) wrong_type(at, "a string or an array of token ids", x);
+                r.token_ids.push_back(token_list(x, at));
+            }
+        }
+    } else {
+        if (in->is_array()) throw invalid_field("input", "Invalid 'input': an input cannot be empty.");
+        wrong_type("input", "a string, an array of strings or an array of token ids", *in);
+    }
+    for (size_t i = 0; i < r.texts.size(); ++i)
+        if (r.texts[i].empty())
+            throw invalid_field("input", r.texts.size() == 1 ? std::string("Invalid 'input': an input cannot be empty.")
+                                                             : fmt::format("Invalid 'input[{}]': an input cannot be empty.", i));
+    const std::string format = get_string(body, "encoding_format").value_or("float");
+    if (format != "float" && format != "base64")
+        throw invalid_field("encoding_format", fmt::format("Invalid 'encoding_format': '{}'; expected 'float' or 'base64'.", format));
+    r.base64 = format == "base64";
+    if (auto d = body.find("dimensions"); d != body.end() && !d->is_null()) {
+        if (!d->is_number_integer()) wrong_type("dimensions", "an integer", *d);
+        if (d->get<int64_t>() != int64_t(width))
+            throw invalid_field("dimensions", fmt::format("Invalid 'dimensions': {}. This model's embeddings have {} "
+                                                          "dimensions and cannot be shortened.", d->dump(), width));
+    }
+    return r;
+}
+
+std::string base64_floats(const std::vector<float>& v) {
+    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bytes(v.size() * 4, '\0');
+    for (size_t i = 0; i < v.size(); ++i) {
+        uint32_t u;
+        std::memcpy(&u, &v[i], 4);
+        for (int b = 0; b < 4; ++b) bytes[4 * i + b] = char((u >> (8 * b)) & 0xff);  // little-endian
+    }
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    for (size_t i = 0; i < bytes.size(); i += 3) {
+        const size_t n = std::min<size_t>(3, bytes.size() - i);
+        uint32_t w = 0;
+        for (size_t b = 0; b < 3; ++b) w = (w << 8) | (b < n ? static_cast<unsigned char>(bytes[i + b]) : 0u);
+        for (size_t c = 0; c < 4; ++c) out += c <= n ? kAlphabet[(w >> (18 - 6 * c)) & 63] : '=';
+    }
+    return out;
+}
+
+json embeddings_response(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
+                         uint64_t prompt_tokens) {
+    json data = json::array();
+    for (size_t i = 0; i < vectors.size(); ++i) {
+        json e = {{"object", "embedding"}, {"index", i}};
+        if (base64) e["embedding"] = base64_floats(vectors[i]);
+        else e["embedding"] = vectors[i];
+        data.push_back(std::move(e));
+    }
+    return {{"object", "list"}, {"data", std::move(data)}, {"model", model},
+            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
+ApiError embedding_length_error(size_t index, size_t tokens, uint32_t limit) {
+    return ApiError(400, fmt::format("Input {} has {} tokens; this model takes at most {} tokens per input. Please "
+                                     "shorten the input.", index, tokens, limit),
+                    "invalid_request_error", "input", "context_length_exceeded");
 }
 
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {

@@ -132,6 +132,26 @@ struct TemplateRequest {
 };
 TemplateRequest parse_apply_template_request(const json& body);
 
+// POST /v1/embeddings. `input`: a string, an array of strings, an array of token ids, or an array of
+// arrays of token ids (at most 2048 inputs, none empty); `encoding_format` "float" (default) or
+// "base64" (little-endian f32 bytes, what the official clients ask for by default); `dimensions`
+// only equal to the model's width: it cannot truncate, so any other value is a 400 naming it.
+struct EmbeddingsRequest {
+    std::vector<std::string> texts;               // string inputs, or
+    std::vector<std::vector<int32_t>> token_ids;  // token-id inputs (checked against the vocabulary)
+    bool base64 = false;
+    std::string model;
+    size_t size() const { return texts.empty() ? token_ids.size() : texts.size(); }
+};
+EmbeddingsRequest parse_embeddings_request(const json& body, size_t n_vocab, uint32_t width);
+// {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model", "usage"}.
+json embeddings_response(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
+                         uint64_t prompt_tokens);
+// Standard base64 (RFC 4648, padded) of the vector's little-endian f32 bytes.
+std::string base64_floats(const std::vector<float>& v);
+// The 400 for an embedding input longer than the model takes (code context_length_exceeded).
+ApiError embedding_length_error(size_t index, size_t tokens, uint32_t limit);
+
 // 400 naming logit_bias when a biased token id is not in the vocabulary.
 void check_logit_bias(const ParsedRequest& req, size_t n_vocab);
 

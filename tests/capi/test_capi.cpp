@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -726,4 +727,66 @@ TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on
     s.n_stop = 1;
     CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "stop"));
+}
+
+TEST_CASE("capi: vkllm_embed on an embedding model: info, the vectors `vkllm embed` prints, and its errors") {
+    const std::string vocab = model_path("ggml-vocab-bert-bge.gguf");
+    if (!std::filesystem::exists(vocab)) return;
+    std::filesystem::create_directories(VKLLM_TMP_DIR);
+    const std::string bert = std::string(VKLLM_TMP_DIR) + "/capi-bert.gguf";
+    const std::string gen = std::string(VKLLM_EXE) + " gen-model --arch bert --vocab-from " + vocab +
+                            " --dim 64 --layers 2 --heads 4 --ffn 128 --ctx 48 --type f16 -o " + bert + " 2>/dev/null";
+    REQUIRE(std::system(gen.c_str()) == 0);
+    vkllm_model_params p = test_params();
+    vkllm_model* m = nullptr;
+    REQUIRE(vkllm_model_load(bert.c_str(), &p, &m) == VKLLM_OK);
+    vkllm_model_info info{};
+    info.struct_size = sizeof info;
+    REQUIRE(vkllm_model_get_info(m, &info) == VKLLM_OK);
+    CHECK(info.embeddings);
+    CHECK(info.embedding_dim == 64);
+    CHECK(info.max_embed_tokens == 48);  // the default ubatch of an embedding model is its context
+    CHECK(std::string(info.pooling) == "mean");
+    CHECK(std::string(info.architecture) == "bert");
+
+    const std::string text = "The giant panda is a bear.";
+    std::vector<float> v(64);
+    size_t n = 0;
+    REQUIRE(vkllm_embed(m, text.data(), text.size(), 2, v.data(), v.size(), &n) == VKLLM_OK);
+    CHECK(n == 64);
+    double norm = 0;
+    for (float x : v) norm += double(x) * x;
+    CHECK(norm == doctest::Approx(1.0).epsilon(1e-5));
+    // The same vector as the command line prints.
+    const std::string cmd = std::string(VKLLM_EXE) + " embed -m " + bert + " -p '" + text + "' 2>/dev/null";
+    FILE* f = popen(cmd.c_str(), "r");
+    REQUIRE(f != nullptr);
+    std::vector<float> cli;
+    for (float x; std::fscanf(f, "%f", &x) == 1;) cli.push_back(x);
+    CHECK(pclose(f) == 0);
+    REQUIRE(cli.size() == 64);
+    for (size_t i = 0; i < 64; ++i) CHECK(v[i] == doctest::Approx(cli[i]).epsilon(1e-4));
+
+    // The size query, a small buffer, no normalisation, and the errors.
+    CHECK(vkllm_embed(m, text.data(), text.size(), 2, nullptr, 0, &n) == VKLLM_ERR_BUFFER_TOO_SMALL);
+    CHECK(n == 64);
+    std::vector<float> raw(64);
+    REQUIRE(vkllm_embed(m, text.data(), text.size(), -1, raw.data(), raw.size(), &n) == VKLLM_OK);
+    CHECK(std::fabs(raw[0] / v[0] - raw[1] / v[1]) < 1e-3 * std::fabs(raw[0] / v[0]));  // a multiple of it
+    CHECK(vkllm_embed(m, "", 0, 2, v.data(), v.size(), &n) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(vkllm_embed(m, text.data(), text.size(), -2, v.data(), v.size(), &n) == VKLLM_ERR_INVALID_ARGUMENT);
+    std::string long_text;
+    for (int i = 0; i < 60; ++i) long_text += "panda ";
+    CHECK(vkllm_embed(m, long_text.data(), long_text.size(), 2, v.data(), v.size(), &n) == VKLLM_ERR_CONTEXT_FULL);
+    CHECK(std::string(vkllm_last_error()).find("more than the 48 this model takes at once") != std::string::npos);
+    REQUIRE(vkllm_embed(m, text.data(), text.size(), 2, v.data(), v.size(), &n) == VKLLM_OK);  // still usable
+    vkllm_session* s = nullptr;
+    CHECK(vkllm_session_new(m, nullptr, &s) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(vkllm_last_error()).find("embedding model: it has no sessions") != std::string::npos);
+    vkllm_model_free(m);
+    // A decoder makes no embeddings.
+    Model dec;
+    CHECK(vkllm_embed(dec.m, "x", 1, 2, v.data(), v.size(), &n) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(vkllm_last_error()).find("makes no embeddings") != std::string::npos);
+    CHECK(validation_errors == 0);
 }

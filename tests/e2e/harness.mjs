@@ -27,11 +27,11 @@ export function haveModel() {
   return existsSync(model) && existsSync(exe);
 }
 
-// `vkllm serve` with `args`; resolves once /health says ok. The returned object has the base URL,
+// `vkllm serve` with `args` (on modelPath, default stories260K); resolves once /health says ok. The returned object has the base URL,
 // the child process, its captured stderr, and stop() (SIGTERM, then the exit code and the time it
 // took).
-export async function startServer(args = [], { readyTimeoutMs = 60000 } = {}) {
-  const child = spawn(exe, ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0', '--validate', ...args], {
+export async function startServer(args = [], { readyTimeoutMs = 60000, modelPath = model } = {}) {
+  const child = spawn(exe, ['serve', '-m', modelPath, '--host', '127.0.0.1', '--port', '0', '--validate', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: childEnv(),
   });

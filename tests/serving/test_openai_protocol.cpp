@@ -883,3 +883,52 @@ TEST_CASE("protocol: n choices: each builder writes its index, usage adds the co
     CHECK(merged["choices"][1]["message"]["content"] == "y");
     CHECK(merged["usage"]["completion_tokens"] == 5);
 }
+
+TEST_CASE("protocol: embeddings requests: every input form, encodings, dimensions and the 400s") {
+    auto parse = [](json body) { return parse_embeddings_request(body, 1000, 384); };
+    EmbeddingsRequest r = parse({{"input", "hello"}, {"model", "m"}});
+    CHECK(r.texts == std::vector<std::string>{"hello"});
+    CHECK(r.token_ids.empty());
+    CHECK_FALSE(r.base64);
+    CHECK(r.model == "m");
+    r = parse({{"input", {"a", "b", "c"}}, {"encoding_format", "base64"}, {"dimensions", 384}});
+    CHECK(r.size() == 3);
+    CHECK(r.base64);
+    r = parse({{"input", {101, 5, 102}}});
+    CHECK(r.token_ids == std::vector<std::vector<int32_t>>{{101, 5, 102}});
+    r = parse({{"input", {{1, 2}, {3}}}});
+    CHECK(r.token_ids == std::vector<std::vector<int32_t>>{{1, 2}, {3}});
+
+    auto err = [&](json body) { return error_of([&] { parse(std::move(body)); }); };
+    ApiError e = err({{"model", "m"}});
+    CHECK(e.param() == "input");
+    CHECK(err({{"input", ""}}).param() == "input");
+    CHECK(err({{"input", json::array()}}).param() == "input");
+    CHECK(std::string(err({{"input", {"a", ""}}}).what()).find("input[1]") != std::string::npos);
+    CHECK(err({{"input", {"a", 3}}}).param() == "input[1]");
+    CHECK(std::string(err({{"input", {1, 1000}}}).what()).find("1000 is not a token id (the vocabulary has 1000 tokens)") != std::string::npos);
+    CHECK(std::string(err({{"input", {{1}, json::array()}}}).what()).find("input[1]") != std::string::npos);
+    CHECK(err({{"input", 5}}).param() == "input");
+    CHECK(std::string(err({{"input", std::vector<std::string>(2049, "x")}}).what()).find("at most 2048") != std::string::npos);
+    CHECK(err({{"input", "x"}, {"encoding_format", "int8"}}).param() == "encoding_format");
+    e = err({{"input", "x"}, {"dimensions", 256}});
+    CHECK(e.param() == "dimensions");
+    CHECK(std::string(e.what()).find("have 384 dimensions and cannot be shortened") != std::string::npos);
+    CHECK(embedding_length_error(2, 600, 512).code() == "context_length_exceeded");
+}
+
+TEST_CASE("protocol: embeddings responses, float and base64 (little-endian f32, RFC 4648)") {
+    CHECK(base64_floats({1.0f}) == "AACAPw==");              // 00 00 80 3f
+    CHECK(base64_floats({1.0f, -2.0f}) == "AACAPwAAAMA=");   // + 00 00 00 c0
+    CHECK(base64_floats({0.0f, 0.0f, 0.0f}) == "AAAAAAAAAAAAAAAA");
+    CHECK(base64_floats({}).empty());
+    const json f = embeddings_response({{0.5f, -1.0f}, {2.0f, 0.0f}}, false, "bge", 7);
+    CHECK(f["object"] == "list");
+    CHECK(f["model"] == "bge");
+    CHECK(f["data"][1]["index"] == 1);
+    CHECK(f["data"][1]["object"] == "embedding");
+    CHECK(f["data"][0]["embedding"] == json({0.5, -1.0}));
+    CHECK(f["usage"] == json({{"prompt_tokens", 7}, {"total_tokens", 7}}));
+    const json b = embeddings_response({{1.0f}}, true, "bge", 3);
+    CHECK(b["data"][0]["embedding"] == "AACAPw==");
+}

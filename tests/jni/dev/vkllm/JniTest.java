@@ -689,4 +689,45 @@ public final class JniTest {
             check(calls.get() > 1000, "pieces: " + calls.get());
         }
     }
+
+    // An embedding model: a random BERT written by `vkllm gen-model` (the executable's path comes as
+    // the system property dev.vkllm.test.exe) with the bge WordPiece vocab.
+    @Test
+    static void embeddings() throws Exception {
+        String vocab = modelPath("ggml-vocab-bert-bge.gguf");
+        Path dir = Files.createTempDirectory("vkllm-jni-embed");
+        String bert = dir.resolve("bert.gguf").toString();
+        Process gen = new ProcessBuilder(System.getProperty("dev.vkllm.test.exe"), "gen-model", "--arch", "bert",
+                "--vocab-from", vocab, "--dim", "64", "--layers", "2", "--heads", "4", "--ffn", "128", "--ctx", "32",
+                "--type", "f16", "-o", bert).redirectErrorStream(true).start();
+        gen.getInputStream().readAllBytes();
+        checkEquals(0, gen.waitFor(), "gen-model's exit status");
+        try (Model model = Model.load(bert, params())) {
+            float[][] v = model.embed("The giant panda is a bear.", "what is a panda?", "The giant panda is a bear.");
+            checkEquals(3, v.length, "one vector per text");
+            double norm = 0, diff = 0;
+            for (int i = 0; i < 64; ++i) {
+                norm += v[0][i] * v[0][i];
+                diff += Math.abs(v[0][i] - v[2][i]);
+            }
+            check(v[0].length == 64 && v[1].length == 64, "64 values each");
+            check(Math.abs(norm - 1) < 1e-5, "unit length: " + norm);
+            check(diff == 0, "the same text gives the same vector: " + diff);
+            float[][] raw = model.embed(-1, "The giant panda is a bear.");
+            check(Math.abs(raw[0][0] / v[0][0] - raw[0][1] / v[0][1]) < 1e-3 * Math.abs(raw[0][0] / v[0][0]),
+                  "without normalisation: a multiple of the unit vector");
+            StringBuilder longText = new StringBuilder();
+            for (int i = 0; i < 40; ++i) longText.append("panda ");
+            VkllmException e = expectThrows(VkllmException.class, () -> model.embed(longText.toString()), "a long text");
+            checkEquals(VkllmException.Status.CONTEXT_FULL, e.status(), "its status");
+            expectThrows(VkllmException.class, model::newSession, "an embedding model has no sessions");
+            expectThrows(NullPointerException.class, () -> model.embed((String) null), "a null text");
+        } finally {
+            Files.deleteIfExists(Paths.get(bert));
+            Files.deleteIfExists(dir);
+        }
+        try (Model model = stories()) {
+            expectThrows(VkllmException.class, () -> model.embed("x"), "a decoder makes no embeddings");
+        }
+    }
 }

@@ -109,6 +109,34 @@ public final class Model implements AutoCloseable {
         }
     }
 
+    /**
+     * The embeddings of {@code texts} with an embedding model (BERT, bge, all-MiniLM: {@code
+     * info().architecture()} "bert"), one vector per text, pooled as the model says and of unit
+     * length (L2), ready for cosine similarity. VkllmException with Status.CONTEXT_FULL for a text
+     * longer than the model takes, INVALID_ARGUMENT for a model that makes no embeddings or an
+     * empty text.
+     */
+    public float[][] embed(String... texts) {
+        return embed(2, texts);
+    }
+
+    /**
+     * embed() with llama.cpp's normalisation {@code normalize}: -1 none, 0 max-abs scaled to the
+     * int16 range, 1 taxicab, 2 Euclidean (unit length), p > 2 the p-norm.
+     */
+    public float[][] embed(int normalize, String... texts) {
+        if (texts == null) throw new NullPointerException("texts");
+        for (String t : texts) if (t == null) throw new NullPointerException("a text is null");
+        long m = handle.use();
+        try {
+            float[][] out = new float[texts.length][];
+            for (int i = 0; i < texts.length; ++i) out[i] = Native.embed(m, texts[i], normalize);
+            return out;
+        } finally {
+            handle.done();
+        }
+    }
+
     /** The text of token ids. */
     public String detokenize(int[] tokens) {
         if (tokens == null) throw new NullPointerException("tokens");

@@ -38,6 +38,7 @@ final class Native {
     static native ModelInfo modelInfo(long model);
     static native int[] tokenize(long model, String text, boolean addSpecial, boolean parseSpecial);
     static native String detokenize(long model, int[] tokens);
+    static native float[] embed(long model, String text, int normalize);
     static native String applyChatTemplate(long model, String[] roles, String[] contents, boolean addGenerationPrompt);
 
     static native long sessionNew(long model, boolean parseSpecial);

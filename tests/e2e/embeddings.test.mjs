@@ -1,0 +1,102 @@
+// `vkllm serve` on an embedding model (a random BERT written by `vkllm gen-model` with the bge
+// WordPiece vocab) driven by the official OpenAI Node client: float and base64 encodings give the
+// vectors `vkllm embed` prints, arrays of strings and of token ids, usage, and the 400s (dimensions
+// it cannot honour, an input longer than the model takes, chat on an embedding model).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer, exe, modelsDir } from './harness.mjs';
+
+let OpenAI;
+try {
+  OpenAI = (await import('openai')).default;
+} catch (e) {
+  throw new Error(`the npm package 'openai' is not installed: run \`npm ci --prefix tests/e2e\` (scripts/install_deps.sh does): ${e.message}`);
+}
+
+const vocab = path.join(modelsDir, 'ggml-vocab-bert-bge.gguf');
+const skip = !(existsSync(vocab) && existsSync(exe)) && 'ggml-vocab-bert-bge.gguf or the vkllm binary is missing';
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'vkllm-e2e-embed-'));
+const modelPath = path.join(tmp, 'bert.gguf');
+let server;
+let client;
+
+before(async () => {
+  if (skip) return;
+  execFileSync(exe, ['gen-model', '--arch', 'bert', '--vocab-from', vocab, '--dim', '128', '--layers', '2', '--heads', '4',
+    '--ffn', '256', '--ctx', '64', '--type', 'f16', '-o', modelPath], { stdio: 'ignore' });
+  server = await startServer([], { modelPath });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+});
+
+after(async () => {
+  if (server) {
+    const { code, validationErrors } = await server.stop();
+    assert.equal(code, 0, server.stderr);
+    assert.deepEqual(validationErrors, []);
+  }
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const texts = ['The giant panda is a bear.', 'what is a panda?', 'Äpfel, naïve café — 中文!'];
+
+// `vkllm embed --json` on the same file and texts: the reference vectors.
+function embedCli(inputs) {
+  const file = path.join(tmp, 'inputs.txt');
+  execFileSync('sh', ['-c', `cat > "${file}"`], { input: inputs.join('\n') + '\n' });
+  return JSON.parse(execFileSync(exe, ['embed', '-m', modelPath, '-f', file, '--batch-lines', '--json'],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
+}
+
+function assertClose(got, want, what) {
+  assert.equal(got.length, want.length, what);
+  for (let i = 0; i < got.length; ++i) assert.ok(Math.abs(got[i] - want[i]) < 1e-6, `${what}[${i}]: ${got[i]} vs ${want[i]}`);
+}
+
+test('float and base64 (the client default) give the vectors of `vkllm embed`, with usage', { skip }, async () => {
+  const want = embedCli(texts);
+  const asFloat = await client.embeddings.create({ model: 'bert', input: texts, encoding_format: 'float' });
+  const asBase64 = await client.embeddings.create({ model: 'bert', input: texts });  // the client asks for base64
+  assert.equal(asFloat.object, 'list');
+  assert.equal(asFloat.data.length, texts.length);
+  assert.equal(asFloat.usage.prompt_tokens, want.usage.prompt_tokens);
+  assert.equal(asBase64.usage.total_tokens, want.usage.prompt_tokens);
+  for (let i = 0; i < texts.length; ++i) {
+    assert.equal(asFloat.data[i].index, i);
+    assert.equal(asFloat.data[i].object, 'embedding');
+    assert.equal(asFloat.data[i].embedding.length, 128);
+    assertClose(asFloat.data[i].embedding, want.data[i].embedding, `float ${i}`);
+    assertClose(asBase64.data[i].embedding, asFloat.data[i].embedding, `base64 ${i}`);
+    const norm = Math.hypot(...asFloat.data[i].embedding);
+    assert.ok(Math.abs(norm - 1) < 1e-5, `L2 norm ${norm}`);
+  }
+});
+
+test('a single string, token ids, and arrays of token ids', { skip }, async () => {
+  const one = await client.embeddings.create({ model: 'bert', input: texts[0], encoding_format: 'float' });
+  const tok = await (await fetch(`${server.url}/tokenize`, {
+    method: 'POST', body: JSON.stringify({ content: texts[0], add_special: true }),
+  })).json();
+  const ids = await client.embeddings.create({ model: 'bert', input: tok.tokens, encoding_format: 'float' });
+  const idLists = await client.embeddings.create({ model: 'bert', input: [tok.tokens, tok.tokens], encoding_format: 'float' });
+  assertClose(ids.data[0].embedding, one.data[0].embedding, 'token ids');
+  assert.equal(idLists.data.length, 2);
+  assertClose(idLists.data[1].embedding, one.data[0].embedding, 'token id lists');
+  assert.equal(ids.usage.prompt_tokens, tok.tokens.length);
+});
+
+test('requests it cannot honour exactly are 400s naming the parameter', { skip }, async () => {
+  await assert.rejects(client.embeddings.create({ model: 'bert', input: 'x', dimensions: 64 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'dimensions' && /cannot be shortened/.test(e.message));
+  await assert.rejects(client.embeddings.create({ model: 'bert', input: 'panda '.repeat(80) }),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded' && /at most 64 tokens/.test(e.message));
+  await assert.rejects(client.embeddings.create({ model: 'bert', input: '' }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'input');
+  await assert.rejects(client.embeddings.create({ model: 'bert', input: 'x', encoding_format: 'int8' }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'encoding_format');
+  await assert.rejects(client.chat.completions.create({ model: 'bert', messages: [{ role: 'user', content: 'hi' }] }),
+    (e) => e instanceof OpenAI.BadRequestError && /embedding model/.test(e.message));
+});
