@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <sstream>
 
@@ -19,7 +21,7 @@ namespace {
 
 struct EmbedArgs {
     std::string model, prompt, file, pooling;
-    bool batch_lines = false, json = false;
+    bool batch_lines = false, json = false, profile = false;
     int normalize = 2;
     uint32_t ubatch = 0, n_ctx = 0;
     CLI::Option *prompt_opt = nullptr, *file_opt = nullptr;
@@ -61,6 +63,7 @@ void run_embed(const EmbedArgs& a) {
     mo.n_ctx = a.n_ctx ? a.n_ctx : std::min(cfg.n_ctx_train, 8192u);
     mo.ubatch = a.ubatch ? a.ubatch : mo.n_ctx;
     LoadedModel m = load_model(path, a.device, mo, a.json);
+    if (a.profile) m.model->set_profiling(true);
     const auto start = std::chrono::steady_clock::now();
     nlohmann::json data = nlohmann::json::array();
     uint64_t n_tokens = 0;
@@ -78,6 +81,20 @@ void run_embed(const EmbedArgs& a) {
         }
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (a.profile) {  // the last input's dispatches, by pipeline
+        std::map<std::string, std::pair<double, int>> by;
+        double total = 0;
+        for (const DispatchTiming& t : m.model->last_timings()) {
+            by[t.pipeline].first += t.ns * 1e-6;
+            ++by[t.pipeline].second;
+            total += t.ns * 1e-6;
+        }
+        std::vector<std::pair<std::string, std::pair<double, int>>> rows(by.begin(), by.end());
+        std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+        fmt::print(stderr, "profile of the last input: GPU {:.2f} ms\n", total);
+        for (const auto& [name, v] : rows)
+            fmt::print(stderr, "  {:>9.3f} ms {:>5.1f}%  {:>4} x  {}\n", v.first, 100 * v.first / total, v.second, name);
+    }
     if (a.json) {
         const nlohmann::json doc = {{"object", "list"},
                                     {"data", data},
@@ -104,6 +121,7 @@ void register_embed(CLI::App& app) {
     cmd->add_option("--normalize", a->normalize,
                     "-1 none, 0 max-abs (int16 range), 1 taxicab, 2 Euclidean, p > 2 p-norm (llama.cpp's --embd-normalize)")
         ->capture_default_str();
+    cmd->add_flag("--profile", a->profile, "GPU time per kernel of the last input (timestamp queries) on stderr");
     cmd->add_flag("--json", a->json, "OpenAI-shaped JSON: {data: [{index, embedding}], usage}");
     cmd->add_option("--ctx", a->n_ctx, "Longest input in tokens (default: the model's context)");
     cmd->add_option("--ubatch", a->ubatch, "Tokens evaluated at once (default: --ctx; an input must fit)");
