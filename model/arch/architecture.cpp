@@ -97,9 +97,20 @@ ArchDesc bert() {
     return a;
 }
 
-const std::array<ArchDesc, 8>& archs() {
-    static const std::array<ArchDesc, 8> table = {llama(), qwen2(), qwen3(), phi3(), gemma2(), gemma3(), gpt2(),
-                                                  bert()};
+ArchDesc nomic_bert() {
+    ArchDesc a = bert();
+    a.name = "nomic-bert";  // nomic-embed-text: BERT with rotary positions, SwiGLU and no biases
+    a.positions = PositionKind::Rope;
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.ffn = FfnKind::SwiGlu;
+    a.fused_qkv = true;
+    a.all_bias = false;
+    return a;
+}
+
+const std::array<ArchDesc, 9>& archs() {
+    static const std::array<ArchDesc, 9> table = {llama(), qwen2(), qwen3(), phi3(), gemma2(), gemma3(), gpt2(),
+                                                  bert(), nomic_bert()};
     return table;
 }
 

@@ -1,4 +1,4 @@
-// BERT embeddings against llama.cpp: `vkllm gen-model --arch bert` writes the random-weight models
+// Embeddings against llama.cpp: `vkllm gen-model --arch bert|nomic-bert` writes the random-weight models
 // of tests/fixtures/embeddings/peer.json again (with the bge WordPiece vocab), and `vkllm embed`
 // must give every input the vectors llama-server --embeddings returned for the same file, within the
 // cosine similarity the case lists, with the same token count (make_fixtures.py there regenerates
@@ -37,7 +37,7 @@ fs::path tmp_dir() {
 
 }  // namespace
 
-TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT models, F16 and Q4_K_M") {
+TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT and nomic-bert models") {
     if (!fs::exists(kVocab)) {
         MESSAGE("skipped: " << kVocab << " is missing");
         return;
@@ -54,7 +54,7 @@ TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT mo
         const std::string name = c["name"];
         CAPTURE(name);
         const fs::path model = tmp_dir() / (name + ".gguf");
-        auto gen = run_vkllm(fmt::format("gen-model --arch bert --vocab-from {} {} -o {}", kVocab.string(),
+        auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", kVocab.string(),
                                          c["options"].get<std::string>(), model.string()), "embed_gen");
         REQUIRE(gen.status == 0);
         auto r = run_vkllm(fmt::format("embed -m {} -f {} --batch-lines --json", model.string(), inputs.string()), "embed");

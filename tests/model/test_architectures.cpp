@@ -98,7 +98,7 @@ void check_encoder(const std::string& path, double nmse) {
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bert");
+    CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bert, nomic-bert");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
 }
@@ -117,9 +117,10 @@ TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K
     }
 }
 
-TEST_CASE("architectures: BERT encoders match the host reference layer by layer, bidirectional, F16 and Q4_K") {
+TEST_CASE("architectures: BERT and nomic-bert encoders match the host reference layer by layer, F16 and Q4_K") {
     check_encoder(test::write_model("arch-bert-f16", small_shape("bert", TensorType::F16)), 1e-5);
     check_encoder(test::write_model("arch-bert-q4_k", small_shape("bert", TensorType::Q4_K)), 1e-5);
+    check_encoder(test::write_model("arch-nomic-bert-f16", small_shape("nomic-bert", TensorType::F16)), 1e-5);
 }
 
 TEST_CASE("architectures: bidirectional attention sees later tokens, and one input must fit one ubatch") {
@@ -230,7 +231,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, phi3, "
-                                   "gemma2, gemma3, gpt2, bert");
+                                   "gemma2, gemma3, gpt2, bert, nomic-bert");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
     q.remove_tensor("blk.1.attn_q.bias");
