@@ -17,7 +17,11 @@
 #     that matvec's and matmul's tiny shapes run for every type; their other cases still run), and
 #     the forward pass under --caps int-dot (its own contexts compile every pipeline twice; the
 #     integer-dot kernels' tests still run);
-#   - the two weakened device variants (--caps ...), each of which compiles every pipeline again.
+#   - the two weakened device variants (--caps ...), each of which compiles every pipeline again,
+#     and the cases that open weakened devices of their own ('*on weakened devices*');
+#   - the embedding comparisons with llama.cpp and the C API's vkllm_embed (processes of their own
+#     that compile an encoder's pipelines for three files; stage 1 runs them, and the encoders'
+#     kernels and forward pass run here in test_attention_prefill and test_architectures).
 # scripts/test.sh runs its stages at other subgroup sizes and its sanitizer stage with this list of
 # cases too (there the cost is compiling again, or lavapipe time under the sanitizers), with their
 # own VKLLM_TEST_DEVICE_VARIANTS.
@@ -31,7 +35,8 @@ slow_driver_excluded_cases=(
   '*plans fit every device variant*' '*m <= 8 takes matvec*'
   '*at real layer shapes*' 'forward: mixed-type files*'
   'matvec fused input: every weight type*' 'linear bias: matvec? every weight type*'
-  'linear bias: matmul? every weight type*' 'forward: integer-dot*'
+  'linear bias: matmul? every weight type*' 'forward: integer-dot*' '*on weakened devices*'
+  'embed: vkllm embed equals llama-server*' 'capi: vkllm_embed*'
 )
 VKLLM_TEST_CASE_EXCLUDE=$(IFS=,; echo "${slow_driver_excluded_cases[*]}")
 VKLLM_TEST_DEVICE_VARIANTS=real  # tests/support/test_context.h

@@ -3,7 +3,7 @@
 // several threads, chat prefix reuse, UTF-8 pieces. Runs with the Khronos validation layer on (a
 // validation error logged through the model's log callback fails the test), and under ASan/UBSan
 // in the sanitizer stage.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <vkllm/vkllm.h>
@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +22,15 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+// doctest's main, honouring VKLLM_TEST_CASE_EXCLUDE as the other suites do (tests/support/doctest_main.cpp):
+// scripts/slow_driver_tests.sh leaves out cases that compile many pipelines on slow drivers.
+int main(int argc, char** argv) {
+    doctest::Context runner(argc, argv);
+    if (const char* exclude = std::getenv("VKLLM_TEST_CASE_EXCLUDE"); exclude && *exclude)
+        runner.setOption("test-case-exclude", exclude);
+    return runner.run();
+}
 
 namespace {
 

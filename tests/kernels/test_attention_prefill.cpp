@@ -77,7 +77,18 @@ TEST_CASE("attention prefill: bidirectional (encoders): every query sees the who
             check_attention(ctx, "prefill bidirectional", bidir(params(33, 8, 2, 32, 200, t)),
                             {consecutive(33, 0), consecutive(33, 100)}, {.seed = 4});
         }
-        // bge-small (12 heads of 32) and bge-base (12 of 64) at 128 tokens and at their whole context
+    }
+}
+
+TEST_CASE("attention prefill: bidirectional at real model sizes (bge-small 128 tokens, bge-base 512)") {
+    test::ValidationGuard guard;
+    auto bidir = [](AttentionParams p) {
+        p.causal = false;
+        return p;
+    };
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
         check_attention(ctx, "prefill bidirectional", bidir(params(128, 12, 12, 32, 512, KvType::F16)), {consecutive(128, 0)});
         if (spec.empty())  // the whole 512-token context once: its double-precision reference is slow
             check_attention(ctx, "prefill bidirectional", bidir(params(512, 12, 12, 64, 512, KvType::F16)),

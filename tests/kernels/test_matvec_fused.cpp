@@ -162,6 +162,15 @@ TEST_CASE("matvec: a batch computes every row bit for bit as a lone vector (unif
             if (cpu_64k) CHECK((uniform(lone2) && uniform(batch2)));
         }
     }
+}
+
+// Devices that take other loads of W and X: contexts of their own, which compile every pipeline
+// again (slow drivers leave them out: scripts/slow_driver_tests.sh).
+TEST_CASE("matvec: batch invariance on weakened devices (no int64, 4 KiB uniform range)") {
+    test::ValidationGuard guard;
+    auto uniform = [](const std::string& shader) {
+        return shader.find("_u_") != std::string::npos || shader.find("_u64_") != std::string::npos;
+    };
     // Without 64-bit integers the uniform-X variants load Q8_0 / Q4_0 weights as 4-byte words: the
     // long-row form with subgroup operations (matvec_u_*_subgroup) runs in no other device variant.
     Context& narrow = test::context_for("no-int64");

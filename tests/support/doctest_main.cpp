@@ -4,7 +4,7 @@
 //
 // VKLLM_TEST_CASE_EXCLUDE, in doctest's --test-case-exclude syntax (comma-separated names with *
 // wildcards), leaves test cases out of every run of the executables built with this main (not
-// test_capi and test_template, which have their own), also of the ones ctest starts with its fixed
+// test_template, which has its own; test_capi reads it too), also of the ones ctest starts with its fixed
 // command lines: scripts/slow_driver_tests.sh leaves out the real-model-size shapes, which take
 // hours under emulation and on Mesa 25 with a cold shader cache.
 #define DOCTEST_CONFIG_IMPLEMENT
