@@ -66,9 +66,10 @@ void normalize_embedding(std::span<float> v, int norm) {
 Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts) {
     if (tokens.empty()) throw std::invalid_argument("embed: the input has no tokens");
     const ModelConfig& cfg = model.config();
-    if (cfg.arch->lm_head)
-        throw std::invalid_argument(fmt::format("embeddings of a {} model (a decoder) are not supported yet: vkllm "
-                                                "embeds with encoders (bert)", cfg.arch->name));
+    if (cfg.arch->lm_head && cfg.pooling == Pooling::None && !opts.pooling)
+        throw std::invalid_argument(fmt::format("this {} model is a decoder without a pooling type ({}.pooling_type): "
+                                                "give one (--pooling last for most embedding decoders)",
+                                                cfg.arch->name, cfg.arch->name));
     const Pooling pooling = opts.pooling.value_or(cfg.pooling);
     check_pooling(pooling);  // refused before the device runs
     if (opts.normalize < -1) normalize_embedding({}, opts.normalize);

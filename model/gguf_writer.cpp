@@ -669,7 +669,7 @@ GgufWriter make_random_model(const ModelShape& s) {
     if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
     w.set_u32(key("vocab_size"), s.n_vocab);
     if (!A.causal) w.set_bool(key("attention.causal"), false);  // llama.cpp's default is causal
-    if (!A.lm_head) w.set_u32(key("pooling_type"), s.pooling);
+    if (!A.lm_head || s.pooling) w.set_u32(key("pooling_type"), s.pooling.value_or(1));
 
     if (A.token_types) {  // BERT-family encoders: WordPiece, two token types
         const RandomVocab vocab = make_random_wordpiece_vocab(s.n_vocab);

@@ -126,7 +126,9 @@ struct ModelShape {
     float rms_eps = 1e-5f;   // the norm epsilon (LayerNorm's for gpt2)
     float rope_base = 10000.0f;
     bool tied_embeddings = false;  // true: no output.weight (always for gemma2 / gemma3, as the real ones)
-    uint32_t pooling = 1;          // <arch>.pooling_type of encoders (ModelConfig's Pooling values; 1 = mean)
+    // <arch>.pooling_type (ModelConfig's Pooling values): encoders always have one (unset: 1, mean);
+    // a decoder gets the key only when set (an embedding decoder such as Qwen3-Embedding: 3, last).
+    std::optional<uint32_t> pooling;
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };

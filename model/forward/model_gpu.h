@@ -148,8 +148,9 @@ public:
     void eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
     int32_t argmax() const;            // of the last logits; reads 4 bytes; NonFiniteError (see .cpp)
     std::vector<float> logits() const; // reads back the last logits (n_vocab floats); logic_error without an LM head
-    // The last layer's output (after its norms) for every token of the last chunk eval() ran: (n, dim).
-    // What an encoder (no LM head) produces; pooling makes embeddings of it (model/embedding.h).
+    // The hidden states of every token of the last chunk eval() ran, (n, dim): an encoder's last
+    // layer output, or a decoder's after its output norm (what its LM head reads, computed on the
+    // host from the downloaded rows). Pooling makes embeddings of them (model/embedding.h).
     std::vector<float> hidden_states() const;
 
     // Rows (n, n_vocab) of logits for tokens [first, first + n) of one eval_all_logits() call. The

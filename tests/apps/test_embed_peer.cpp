@@ -20,8 +20,8 @@ using vkllm::test::run_vkllm;
 namespace {
 
 const fs::path kFixtures = fs::path(__FILE__).parent_path().parent_path() / "fixtures/embeddings";
-const fs::path kVocab = fs::path(__FILE__).parent_path().parent_path().parent_path().parent_path() / "shared/models" /
-                        "ggml-vocab-bert-bge.gguf";
+const fs::path kModels = fs::path(__FILE__).parent_path().parent_path().parent_path().parent_path() / "shared/models";
+const fs::path kVocab = kModels / "ggml-vocab-bert-bge.gguf";
 
 double cosine(const std::vector<double>& a, const std::vector<double>& b) {
     double ab = 0, aa = 0, bb = 0;
@@ -37,7 +37,7 @@ fs::path tmp_dir() {
 
 }  // namespace
 
-TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT and nomic-bert models") {
+TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, nomic-bert and Qwen3 models") {
     if (!fs::exists(kVocab)) {
         MESSAGE("skipped: " << kVocab << " is missing");
         return;
@@ -54,7 +54,8 @@ TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT an
         const std::string name = c["name"];
         CAPTURE(name);
         const fs::path model = tmp_dir() / (name + ".gguf");
-        auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", kVocab.string(),
+        const fs::path vocab = kModels / ("ggml-vocab-" + c["vocab"].get<std::string>() + ".gguf");
+        auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", vocab.string(),
                                          c["options"].get<std::string>(), model.string()), "embed_gen");
         REQUIRE(gen.status == 0);
         auto r = run_vkllm(fmt::format("embed -m {} -f {} --batch-lines --json", model.string(), inputs.string()), "embed");
@@ -138,9 +139,10 @@ TEST_CASE("embed: pooling, normalisation and the errors of vkllm embed") {
         "the input has 42 tokens, more than the 32 this model takes at once (its context)");
     err(fmt::format("embed -m {} -p '{}' --ubatch 16", model.string(), long_text),
         "the input has 42 tokens, more than the 16 this model takes at once (its ubatch; raise --ubatch)");
-    // A decoder has no pooled embeddings yet: said before any work.
+    // A decoder needs a pooling type: said before any work.
     const fs::path dec = tmp_dir() / "small-llama.gguf";
     REQUIRE(run_vkllm(fmt::format("gen-model --arch llama --dim 64 --layers 1 --heads 4 --ffn 96 --vocab 300 --ctx 32 "
                                   "--type f32 -o {}", dec.string()), "embed_gen").status == 0);
-    err(fmt::format("embed -m {} -p x", dec.string()), "embeddings of a llama model (a decoder) are not supported yet");
+    err(fmt::format("embed -m {} -p x", dec.string()),
+        "this llama model is a decoder without a pooling type (llama.pooling_type): give one");
 }
