@@ -62,7 +62,7 @@ void run_embed(const EmbedArgs& a) {
     ModelOptions mo;
     mo.n_ctx = a.n_ctx ? a.n_ctx : std::min(cfg.n_ctx_train, 8192u);
     mo.ubatch = a.ubatch ? a.ubatch : mo.n_ctx;
-    LoadedModel m = load_model(path, a.device, mo, a.json);
+    LoadedModel m = load_model(path, a.device, mo, a.json, ModelUse::Any);
     if (a.profile) m.model->set_profiling(true);
     const auto start = std::chrono::steady_clock::now();
     nlohmann::json data = nlohmann::json::array();

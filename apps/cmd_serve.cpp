@@ -184,7 +184,7 @@ void serve(const ServeOptions& o) {
         mo.n_ctx = mo.n_ctx ? mo.n_ctx : std::min(ModelConfig::from_gguf(peek).n_ctx_train, 8192u);
         mo.ubatch = mo.n_ctx;
     }
-    LoadedModel m = load_model(path, o.device, mo, false);
+    LoadedModel m = load_model(path, o.device, mo, false, ModelUse::Any);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
     if (encoder) {
         serve_embeddings(http, m, path, loaded);

@@ -32,16 +32,21 @@ std::string resolve_model_path(const std::string& arg) {
     return arg;
 }
 
-LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet) {
+LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet,
+                       ModelUse use) {
     LoadOptions lo;
     lo.context = dev.context_options();
     lo.model = opts;
-    if (!quiet)
-        lo.on_ready = [&](const LoadedModel& m) {
+    lo.on_ready = [&](const LoadedModel& m) {
+        if (use == ModelUse::Generate && !m.cfg.arch->lm_head)
+            throw std::invalid_argument(fmt::format(
+                "{}: a {} model is an embedding model (an encoder without a language-model head): it generates no "
+                "text; use `vkllm embed`, or `vkllm serve` for /v1/embeddings", path, m.cfg.arch->name));
+        if (!quiet)
             fmt::print(stderr, "vkllm: {} ({}, {} layers, dim {}, {} heads / {} kv of {}, ffn {}, vocab {}) on {}\n", path,
                        m.cfg.arch->name, m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim,
                        m.cfg.ffn_dim, m.cfg.n_vocab, m.ctx->caps().name);
-        };
+    };
     const bool tty = isatty(STDERR_FILENO);
     int last_pct = -1;
     lo.progress = [&](uint64_t done, uint64_t total) {

@@ -17,8 +17,13 @@ std::string default_model_path();
 // -m value -> an existing regular file, or ModelFileError saying what is wrong.
 std::string resolve_model_path(const std::string& arg);
 
+// What a command does with the model: Generate refuses an embedding model (an encoder without an LM
+// head) before anything is uploaded, naming the commands that take it.
+enum class ModelUse { Generate, Any };
+
 // quiet: no banner, no progress.
-LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet);
+LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet,
+                       ModelUse use = ModelUse::Generate);
 
 // The chat template of a loaded model: --chat-template `option` (a built-in name or a file) when
 // given, else the file's tokenizer.chat_template, else a built-in for its architecture.

@@ -580,7 +580,13 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
 
 void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(0, tokens, probe, {}); }
 
+void ModelGpu::require_head(const char* what) const {
+    if (!cfg_.arch->lm_head)
+        throw std::logic_error(fmt::format("{}: a {} model has no LM head (read hidden_states())", what, cfg_.arch->name));
+}
+
 void ModelGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink) {
+    require_head("eval_all_logits");
     if (!opts_.all_logits)
         throw std::logic_error("eval_all_logits: the model was loaded without ModelOptions::all_logits");
     eval_impl(0, tokens, {}, sink);
@@ -724,6 +730,7 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
 }
 
 void ModelGpu::read_logits(uint32_t rows, float* dst) const {
+    require_head("read_logits");
     if (rows == 0 || rows > last_rows_)
         throw std::out_of_range(fmt::format("read_logits: {} rows, the last evaluation made {}", rows, last_rows_));
     ctx_.download(logits_.slice(0, 4ull * rows * cfg_.n_vocab), dst, 4ull * rows * cfg_.n_vocab);
@@ -736,6 +743,7 @@ std::string non_finite_message(float value, int64_t token, uint32_t position) {
 }
 
 std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
+    require_head("argmax_rows");
     if (rows == 0 || rows > last_rows_)
         throw std::out_of_range(fmt::format("argmax_rows: {} rows, the last evaluation made {}", rows, last_rows_));
     std::vector<uint32_t> ids(rows);
@@ -773,8 +781,7 @@ std::vector<DispatchTiming> ModelGpu::last_timings() const {
 }
 
 int32_t ModelGpu::argmax() const {
-    if (!cfg_.arch->lm_head)
-        throw std::logic_error(fmt::format("a {} model has no LM head: read hidden_states()", cfg_.arch->name));
+    require_head("argmax");
     uint32_t id = 0;
     std::memcpy(&id, argmax_.mapped(), 4);
     // The device argmax skips NaN and answers 0 for an all-NaN row, so check the winning logit
@@ -822,8 +829,7 @@ std::vector<float> ModelGpu::hidden_states() const {
 }
 
 std::vector<float> ModelGpu::logits() const {
-    if (!cfg_.arch->lm_head)
-        throw std::logic_error(fmt::format("a {} model has no LM head: read hidden_states()", cfg_.arch->name));
+    require_head("logits");
     std::vector<float> out(cfg_.n_vocab);
     ctx_.download(logits_, out.data(), out.size() * 4);
     return out;

@@ -211,6 +211,7 @@ private:
     ops::MatvecInput with_q8(const ops::LinearPlan& plan, ops::MatvecInput input, SharedQ8* shared);
     void submit(Recording& rec, const LayerProbe& probe, uint32_t n);
     void check_tokens(std::span<const int32_t> tokens) const;
+    void require_head(const char* what) const;  // std::logic_error for a model without an LM head
     ops::MatvecInput rms_input(const DeviceTensor& norm_weight) const;  // RMSNorm fused into a matvec
     // y = norm(x) with the architecture's norm kind (and bias where it has one).
     void norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,

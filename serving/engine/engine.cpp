@@ -555,8 +555,17 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
 
 // --- the public face ----------------------------------------------------------------------------
 
+namespace {
+ModelGpu& generating_model(ModelGpu& m) {
+    if (!m.config().arch->lm_head)
+        throw std::invalid_argument(fmt::format("a {} model has no language-model head: the engine cannot generate with it",
+                                                m.config().arch->name));
+    return m;
+}
+}  // namespace
+
 Engine::Engine(ModelGpu& model, const Tokenizer& tok, const EngineOptions& opts)
-    : impl_(std::make_unique<Impl>(model, tok, opts)) {}
+    : impl_(std::make_unique<Impl>(generating_model(model), tok, opts)) {}
 
 Engine::~Engine() { shutdown(); }
 
