@@ -60,7 +60,8 @@ void run_embed(const EmbedArgs& a) {
     const GgufFile peek = GgufFile::open(path);
     const ModelConfig cfg = ModelConfig::from_gguf(peek);
     ModelOptions mo;
-    mo.n_ctx = a.n_ctx ? a.n_ctx : std::min(cfg.n_ctx_train, 8192u);
+    // Decoders' contexts are long and their scratch grows with the ubatch: 2048 unless asked.
+    mo.n_ctx = a.n_ctx ? a.n_ctx : std::min(cfg.n_ctx_train, cfg.arch->lm_head ? 2048u : 8192u);
     mo.ubatch = a.ubatch ? a.ubatch : mo.n_ctx;
     LoadedModel m = load_model(path, a.device, mo, a.json, ModelUse::Any);
     if (a.profile) m.model->set_profiling(true);

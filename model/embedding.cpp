@@ -77,7 +77,8 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
     if (tokens.size() > limit)
         throw ContextFullError(fmt::format("the input has {} tokens, more than the {} this model takes at once ({})",
                                            tokens.size(), limit,
-                                           limit == model.n_ctx() ? "its context" : "its ubatch; raise --ubatch"));
+                                           limit == model.n_ctx() ? "its context"
+                                                                  : "its ubatch; load it with a larger ubatch"));
     model.reset();
     model.eval(tokens);
     Embedding e;
@@ -89,6 +90,7 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
 }
 
 Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view text, const EmbedOptions& opts) {
+    if (text.empty()) throw std::invalid_argument("embed: the text is empty");
     return embed_tokens(model, tok.encode(text, true), opts);
 }
 

@@ -702,6 +702,7 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (t.role == Role::RopeFreqs) wanted = s.rope_freqs;
         if (t.role == Role::RopeFactorsLong || t.role == Role::RopeFactorsShort) wanted = true;
         if (t.role == Role::Output) wanted = !tied;
+        if (t.role == Role::TokenTypes) wanted = true;  // optional when reading, as llama.cpp; written as BERT has it
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);
         if (t.init.matrix)  // an f32 matrix (token_types) stays f32, as llama.cpp's converter writes it

@@ -82,8 +82,8 @@ tar -czf "$DEST/payload.tar.gz" -C "$STAGE" .
 rm -rf "$STAGE"
 
 # The vocabularies (ggml-vocab-*.gguf, 24 MiB) stay behind: the tokenizer tests, CPU-only, skip
-# their cases without them.
-for f in stories260K.gguf stories260K.greedy200.txt llama-2-tiny-random.gguf tokenizer.model; do
+# their cases without them; but bge's (0.6 MiB), from which the embedding tests write their models.
+for f in stories260K.gguf stories260K.greedy200.txt llama-2-tiny-random.gguf tokenizer.model ggml-vocab-bert-bge.gguf; do
   cp "$SHARED/models/$f" "$DEST/models/"
 done
 

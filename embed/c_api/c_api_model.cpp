@@ -299,7 +299,7 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.head_dim = m.loaded.cfg.head_dim;
         i.n_ctx = m.loaded.model->n_ctx();
         i.n_ctx_train = m.loaded.cfg.n_ctx_train;
-        i.max_sessions = m.max_sessions;
+        i.max_sessions = m.engine ? m.max_sessions : 0;  // an embedding model has no sessions
         i.bos_token = m.loaded.tokenizer->bos_id();
         i.eos_token = m.loaded.tokenizer->eos_id();
         const MemoryPlan& plan = m.loaded.model->memory_plan();
@@ -357,7 +357,8 @@ vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t len, int32
         require(n_out != nullptr, "n_out is NULL");
         require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
         require(!m.loaded.cfg.arch->lm_head,
-                fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (bert)", m.loaded.cfg.arch->name));
+                fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (bert, nomic-bert)",
+                            m.loaded.cfg.arch->name));
         require(len > 0, "the text is empty");
         require(normalize >= -1, fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));
         require(m.loaded.cfg.pooling != Pooling::None && m.loaded.cfg.pooling != Pooling::Rank,

@@ -26,7 +26,8 @@
  *   - vkllm_last_error() is per thread: it describes the last failure of a call made on the
  *     calling thread.
  *   - A model may be used from several threads at once: vkllm_tokenize, vkllm_detokenize,
- *     vkllm_apply_chat_template, vkllm_model_get_info and vkllm_session_new are thread-safe.
+ *     vkllm_apply_chat_template, vkllm_model_get_info, vkllm_session_new and vkllm_embed are
+ *     thread-safe (vkllm_embed calls on one model run one after another).
  *   - A session runs one generation at a time, on the thread that called vkllm_generate or
  *     vkllm_chat; callbacks run on that thread, before the call returns. A second generation on the
  *     same session while one runs fails with VKLLM_ERR_BUSY. Different sessions of one model may
@@ -204,7 +205,7 @@ typedef struct vkllm_model_info {
     uint32_t n_vocab, n_layers, dim, n_heads, n_kv_heads, head_dim;
     uint32_t n_ctx;                /* tokens of context per session */
     uint32_t n_ctx_train;          /* the context the model was trained with */
-    uint32_t max_sessions;
+    uint32_t max_sessions;         /* 0 for an embedding model (it has no sessions) */
     int32_t bos_token, eos_token;  /* -1 when the vocabulary has none */
     uint64_t weights_bytes, kv_cache_bytes, scratch_bytes;  /* device memory */
     bool embeddings;               /* an embedding model (an encoder such as BERT): vkllm_embed works,

@@ -179,8 +179,12 @@ ModelConfig read(const GgufFile& f) {
         cfg.pooling = Pooling(*x);
     }
     if (A.token_types) {
-        if (const GgufTensorInfo* t = f.find_tensor("token_types.weight")) cfg.n_token_types = uint32_t(t->ne[1]);
-        if (cfg.n_token_types == 0) cfg.n_token_types = 1;  // the schema check names the missing tensor
+        if (const GgufTensorInfo* t = f.find_tensor("token_types.weight")) {
+            cfg.n_token_types = uint32_t(t->ne[1]);
+            if (t->n_dims != 2 || cfg.n_token_types == 0)
+                c.fail("tensor 'token_types.weight'", fmt::format("expected shape [{}, n_types], got {}", cfg.dim,
+                                                                   t->shape_string()));
+        }
     }
     cfg.attn_scale = 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
                                                 ? cfg.dim / cfg.n_heads

@@ -119,8 +119,8 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
     s.push_back({R::TokenEmbd, "token_embd.weight", {D::Embd, D::Vocab}, true, kMatrix});
     if (A.positions == PositionKind::Learned)
         s.push_back({R::PositionEmbd, "position_embd.weight", {D::Embd, D::CtxTrain}, true, kMatrix});
-    if (A.token_types)  // small: uploaded as f32 and added as a bias row
-        s.push_back({R::TokenTypes, "token_types.weight", {D::Embd, D::TokenTypes}, true, kMatrix, true});
+    if (A.token_types)  // small: uploaded as f32 and added as a bias row; some converters leave it out
+        s.push_back({R::TokenTypes, "token_types.weight", {D::Embd, D::TokenTypes}, false, kMatrix, true});
     if (A.embed_norm) {
         s.push_back({R::TokenEmbdNorm, "token_embd_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
         s.push_back({R::TokenEmbdNormB, "token_embd_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer,

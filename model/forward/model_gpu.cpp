@@ -803,7 +803,8 @@ void check_bidirectional(const ModelConfig& cfg, uint32_t n_past, size_t n_token
         throw std::logic_error("a bidirectional model attends over one whole input: reset() before each input");
     if (n_tokens > ubatch)
         throw ContextFullError(fmt::format("{} tokens: a bidirectional model attends over its whole input in one "
-                                           "ubatch, and the ubatch holds {} (raise --ubatch, up to the context)",
+                                           "ubatch, and the ubatch holds {} (load it with a larger ubatch, up to the "
+                                           "context)",
                                            n_tokens, ubatch));
 }
 

@@ -89,7 +89,12 @@ WordPieceTokenizer::WordPieceTokenizer(const GgufFile& f)
     // The converter writes [CLS] and [SEP] under these keys, not as BOS / EOS.
     bos_id_ = id_key("tokenizer.ggml.cls_token_id", bos_id_);
     sep_id_ = eos_id_ = id_key("tokenizer.ggml.seperator_token_id", eos_id_);
-    add_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(true);
+    // [SEP] closes the text as llama.cpp's add_sep says (default true); the base class appends it
+    // as its end token.
+    add_eos_ = f.find_bool("tokenizer.ggml.add_sep_token").value_or(true);
+    if (unk_id_ < 0)
+        f.fail("key 'tokenizer.ggml.unknown_token_id'", "a WordPiece vocab needs an unknown token ([UNK]) for words it "
+                                                        "cannot cover");
     for (const std::string& t : tokens_) max_piece_bytes_ = std::max(max_piece_bytes_, t.size());
 }
 

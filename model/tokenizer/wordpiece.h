@@ -12,8 +12,9 @@ namespace vkllm {
 // categories Cc, Cf, Cs, Co) and marks (M*: combining accents, vowel signs) vanish. Whitespace (Unicode White_Space) separates words; punctuation (P*), ASCII
 // symbols (S* below U+007F) and CJK ideographs are words of their own. Each word, with "▁" in
 // front, is covered left to right by the longest vocab pieces; a word some position of which no
-// piece covers becomes [UNK] as a whole. add_special puts [CLS] before the text and [SEP] after it
-// (tokenizer.ggml.cls_token_id / seperator_token_id, default 101 / 102).
+// piece covers becomes [UNK] as a whole. add_special puts [CLS] before the text
+// (tokenizer.ggml.cls_token_id, default 101; tokenizer.ggml.add_bos_token, default true) and [SEP]
+// after it (seperator_token_id, default 102; add_sep_token, default true).
 class WordPieceTokenizer final : public Tokenizer {
 public:
     explicit WordPieceTokenizer(const GgufFile& file);

@@ -87,6 +87,8 @@ struct HttpServer::Impl {
     uint32_t streams = 0;
     std::condition_variable streams_cv;
     std::atomic<bool> draining{false};
+    // Embedding requests in progress: each holds a connection thread while it waits for the device.
+    std::atomic<uint32_t> embedding_requests{0};
 
     explicit Impl(ServerOptions o) : opts(std::move(o)) {}
 
@@ -229,7 +231,22 @@ void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
         if (inputs[i].size() > m->embed_limit) throw embedding_length_error(i, inputs[i].size(), m->embed_limit);
         tokens += inputs[i].size();
     }
-    const std::vector<std::vector<float>> vectors = m->embed(inputs);
+    // One device runs the inputs one after another; requests beyond what leaves threads for /health
+    // and the others are turned away rather than left holding connections.
+    const uint32_t limit = std::max<uint32_t>(1, opts.threads > 2 ? opts.threads - 2 : 1);
+    struct Slot {
+        std::atomic<uint32_t>& n;
+        ~Slot() { --n; }
+    } slot{embedding_requests};
+    if (++embedding_requests > limit)
+        throw ApiError(503, fmt::format("The server is busy: {} embedding requests are running or waiting.", limit),
+                       "server_error");
+    std::vector<std::vector<float>> vectors;
+    for (const std::vector<int32_t>& ids : inputs) {
+        if (draining) throw shutting_down();
+        std::vector<std::vector<float>> one = m->embed({ids});
+        vectors.push_back(std::move(one.at(0)));
+    }
     send_json(res, embeddings_response(vectors, req.base64, req.model.empty() ? m->id : req.model, tokens));
 }
 

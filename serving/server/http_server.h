@@ -49,9 +49,10 @@ struct ServedModel {
     std::function<std::unique_ptr<Generation>(serving::CompletionRequest)> submit;
     std::function<serving::EngineMetrics()> metrics;
     // An embedding model (an encoder: no LM head) sets these instead of submit: each input's token
-    // ids ([CLS] ... [SEP] included) -> its pooled, normalised vector, all of a request's inputs in
-    // one call. Inputs are at most embed_limit tokens (checked before the call); the vectors have
-    // embedding_dim values.
+    // ids ([CLS] ... [SEP] included) -> its pooled, normalised vector (the server passes one input
+    // per call, checking for shutdown between them, and turns away embedding requests beyond
+    // threads - 2 with a 503). Inputs are at most embed_limit tokens (checked before the call); the
+    // vectors have embedding_dim values.
     std::function<std::vector<std::vector<float>>(const std::vector<std::vector<int32_t>>&)> embed;
     uint32_t embedding_dim = 0;
     uint32_t embed_limit = 0;

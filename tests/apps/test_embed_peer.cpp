@@ -138,12 +138,12 @@ TEST_CASE("embed: pooling, normalisation and the errors of vkllm embed; generati
     err(fmt::format("embed -m {} -p '{}'", model.string(), long_text),
         "the input has 42 tokens, more than the 32 this model takes at once (its context)");
     err(fmt::format("embed -m {} -p '{}' --ubatch 16", model.string(), long_text),
-        "the input has 42 tokens, more than the 16 this model takes at once (its ubatch; raise --ubatch)");
+        "the input has 42 tokens, more than the 16 this model takes at once (its ubatch; load it with a larger ubatch)");
     // Generating commands refuse an embedding model by name, before anything is uploaded.
     for (const char* cmd : {"run -p x -n 2", "bench -p 8 -n 2 -r 1", "chat", "bench-serve"})
         err(fmt::format("{} -m {}", cmd, model.string()), "a bert model is an embedding model (an encoder without a "
                                                           "language-model head): it generates no text");
-    // A decoder needs a pooling type: said before any work.
+    // A decoder needs a pooling type (said after loading, before evaluating).
     const fs::path dec = tmp_dir() / "small-llama.gguf";
     REQUIRE(run_vkllm(fmt::format("gen-model --arch llama --dim 64 --layers 1 --heads 4 --ffn 96 --vocab 300 --ctx 32 "
                                   "--type f32 -o {}", dec.string()), "embed_gen").status == 0);

@@ -741,7 +741,10 @@ TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on
 
 TEST_CASE("capi: vkllm_embed on an embedding model: info, the vectors `vkllm embed` prints, and its errors") {
     const std::string vocab = model_path("ggml-vocab-bert-bge.gguf");
-    if (!std::filesystem::exists(vocab)) return;
+    if (!std::filesystem::exists(vocab)) {
+        MESSAGE("skipped: " << vocab << " is missing");
+        return;
+    }
     std::filesystem::create_directories(VKLLM_TMP_DIR);
     const std::string bert = std::string(VKLLM_TMP_DIR) + "/capi-bert.gguf";
     const std::string gen = std::string(VKLLM_EXE) + " gen-model --arch bert --vocab-from " + vocab +

@@ -121,6 +121,13 @@ TEST_CASE("architectures: BERT and nomic-bert encoders match the host reference 
     check_encoder(test::write_model("arch-bert-f16", small_shape("bert", TensorType::F16)), 1e-5);
     check_encoder(test::write_model("arch-bert-q4_k", small_shape("bert", TensorType::Q4_K)), 1e-5);
     check_encoder(test::write_model("arch-nomic-bert-f16", small_shape("nomic-bert", TensorType::F16)), 1e-5);
+    // Some converters write no token_types.weight (llama.cpp reads it when present): no row is added.
+    GgufWriter w = make_random_model(small_shape("bert", TensorType::F16));
+    w.remove_tensor("token_types.weight");
+    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-bert-no-types.gguf";
+    fs::create_directories(p.parent_path());
+    w.write_file(p.string());
+    check_encoder(p.string(), 1e-5);
 }
 
 TEST_CASE("architectures: bidirectional attention sees later tokens, and one input must fit one ubatch") {

@@ -4,6 +4,7 @@
 // tokens, BOS defaults, an unknown pre-tokenizer, and speed on a 1 MB text.
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
 #include "model/gguf.h"
@@ -188,4 +189,28 @@ TEST_CASE("tokenizer: WordPiece puts [CLS] and [SEP] around the text, drops acce
     // Punctuation pieces are words ("▁,"): without llama.cpp's optional space clean-up they keep
     // their space; [CLS] and [SEP] print nothing.
     CHECK(tok->decode(want) == "hello world , apfel !");
+
+    // The file's flags: no [SEP] with add_sep_token false, no [CLS] with add_bos_token false; a
+    // vocab without an unknown token is refused.
+    auto with = [&](const std::function<void(GgufWriter&)>& edit) {
+        GgufWriter w;
+        for (const GgufKeyValue& kv : f.metadata()) w.set_value(kv.key, kv.value);
+        edit(w);
+        return GgufFile::from_memory(w.write_memory(), "edited-bge.gguf");
+    };
+    const GgufFile no_sep = with([](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_sep_token", false); });
+    CHECK(make_tokenizer(no_sep)->encode("hello", true) == std::vector<int32_t>{101, 7592});
+    const GgufFile no_cls = with([](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_bos_token", false); });
+    CHECK(make_tokenizer(no_cls)->encode("hello", true) == std::vector<int32_t>{7592, 102});
+    const GgufFile no_unk = with([](GgufWriter& w) {
+        w.set_i32("tokenizer.ggml.unknown_token_id", -1);
+        std::vector<std::string> few = {"[PAD]", "a"};
+        w.set_string_array("tokenizer.ggml.tokens", few);
+        w.remove("tokenizer.ggml.token_type");
+        w.remove("tokenizer.ggml.cls_token_id");
+        w.remove("tokenizer.ggml.seperator_token_id");
+        w.remove("tokenizer.ggml.padding_token_id");
+        w.remove("tokenizer.ggml.mask_token_id");
+    });
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(make_tokenizer(no_unk), GgufError, "a WordPiece vocab needs an unknown token");
 }

@@ -168,7 +168,7 @@ public final class JniTest {
         ModelParams m = new ModelParams();
         checkEquals(-1, m.deviceIndex(), "default device_index");
         checkEquals(1, m.maxSessions(), "default max_sessions");
-        checkEquals(64, m.ubatch(), "default ubatch");
+        checkEquals(0, m.ubatch(), "default ubatch (0: 64, or an embedding model's context)");
         checkEquals(ModelParams.KvType.F16, m.kvType(), "default kv type");
         check(!new SessionParams().parseSpecial(), "default parse_special");
         check(Model.libraryVersion().matches("\\d+\\.\\d+\\.\\d+"), "version " + Model.libraryVersion());

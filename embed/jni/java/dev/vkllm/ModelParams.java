@@ -72,7 +72,10 @@ public final class ModelParams {
         return this;
     }
 
-    /** Prompt tokens per forward pass; default 64. */
+    /**
+     * Prompt tokens per forward pass; default 0: 64, or for an embedding model its context (each
+     * text is evaluated at once, so none may be longer).
+     */
     public ModelParams ubatch(int tokens) {
         ubatch = tokens;
         return this;
