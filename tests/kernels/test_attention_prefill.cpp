@@ -73,9 +73,11 @@ TEST_CASE("attention prefill: bidirectional (encoders): every query sees the who
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
         for (KvType t : ops::kAllKvTypes) {
-            check_attention(ctx, "prefill bidirectional", bidir(params(7, 4, 2, 64, 64, t)), {consecutive(7, 0)}, {.seed = 3});
-            check_attention(ctx, "prefill bidirectional", bidir(params(33, 8, 2, 32, 200, t)),
-                            {consecutive(33, 0), consecutive(33, 100)}, {.seed = 4});
+            // The shapes of the causal cases above: the flag is a push constant, so these reuse their
+            // pipelines (slow drivers compile nothing more).
+            check_attention(ctx, "prefill bidirectional", bidir(params(7, 4, 2, 64, 200, t)), {consecutive(7, 0)}, {.seed = 3});
+            check_attention(ctx, "prefill bidirectional", bidir(params(33, 8, 2, 64, 300, t)),
+                            {consecutive(33, 0), consecutive(33, 41)}, {.seed = 4});
         }
     }
 }
@@ -99,7 +101,7 @@ TEST_CASE("attention prefill: bidirectional at real model sizes (bge-small 128 t
 TEST_CASE("attention prefill: a bidirectional call differs from a causal one but for its last query") {
     test::ValidationGuard guard;
     Context& ctx = test::context_for(test::device_variants().front());
-    AttentionParams p = params(9, 4, 4, 16, 32, KvType::F32);
+    AttentionParams p = params(7, 4, 2, 64, 200, KvType::F32);
     const size_t act = size_t(p.n_tokens) * p.n_heads * p.head_dim, row = size_t(p.n_heads) * p.head_dim;
     const auto k = make_cache(p, p.n_tokens, 1), v = make_cache(p, p.n_tokens, 2);
     const auto q = test::random_floats(act, 3, -2.0f, 2.0f);
@@ -125,9 +127,9 @@ TEST_CASE("attention prefill: a bidirectional call differs from a causal one but
         first = std::max(first, double(std::fabs(out[0][i] - out[1][i])));
         last = std::max(last, double(std::fabs(out[0][act - row + i] - out[1][act - row + i])));
     }
-    CHECK(first > 1e-2);  // the first query now sees 8 more keys
+    CHECK(first > 1e-2);  // the first query now sees 6 more keys
     CHECK(last < 1e-6);   // the last one saw them all already
-    AttentionParams w = params(9, 4, 4, 16, 32, KvType::F32);
+    AttentionParams w = params(7, 4, 2, 64, 200, KvType::F32);
     w.causal = false;
     w.window = 4;
     CommandStream s(ctx);
