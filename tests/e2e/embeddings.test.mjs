@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, exe, modelsDir } from './harness.mjs';
+import { startServer, exe, modelsDir, childEnv } from './harness.mjs';
 
 let OpenAI;
 try {
@@ -27,7 +27,7 @@ let client;
 before(async () => {
   if (skip) return;
   execFileSync(exe, ['gen-model', '--arch', 'bert', '--vocab-from', vocab, '--dim', '128', '--layers', '2', '--heads', '4',
-    '--ffn', '256', '--ctx', '64', '--type', 'f16', '-o', modelPath], { stdio: 'ignore' });
+    '--ffn', '256', '--ctx', '64', '--type', 'f16', '-o', modelPath], { stdio: 'ignore', env: childEnv() });
   server = await startServer([], { modelPath });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 });
@@ -43,12 +43,13 @@ after(async () => {
 
 const texts = ['The giant panda is a bear.', 'what is a panda?', 'Äpfel, naïve café — 中文!'];
 
-// `vkllm embed --json` on the same file and texts: the reference vectors.
+// `vkllm embed --json` on the same file and texts: the reference vectors (with the sanitizer
+// environment a sanitized build's processes need, as the server gets it).
 function embedCli(inputs) {
   const file = path.join(tmp, 'inputs.txt');
   execFileSync('sh', ['-c', `cat > "${file}"`], { input: inputs.join('\n') + '\n' });
   return JSON.parse(execFileSync(exe, ['embed', '-m', modelPath, '-f', file, '--batch-lines', '--json'],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: childEnv() }));
 }
 
 function assertClose(got, want, what) {

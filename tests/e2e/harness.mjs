@@ -14,7 +14,7 @@ export const model = process.env.VKLLM_MODEL ?? path.join(modelsDir, 'stories260
 
 // Extra environment for the vkllm processes only (a sanitized build's LD_PRELOAD and options, which
 // node itself must not get): "K=V|K=V".
-function childEnv() {
+export function childEnv() {
   const env = { ...process.env };
   for (const kv of (process.env.VKLLM_CHILD_ENV ?? '').split('|')) {
     const i = kv.indexOf('=');
