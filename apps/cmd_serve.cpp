@@ -164,13 +164,12 @@ void serve(const ServeOptions& o) {
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
     const std::string path = resolve_model_path(o.model);
-    // An encoder attends over each input at once, so by default one ubatch holds its whole context;
-    // it keeps no conversations, so one sequence.
-    const bool encoder = [&] {
-        const GgufFile peek = GgufFile::open(path);
-        return !ModelConfig::from_gguf(peek).arch->lm_head;
-    }();
-    mo.ubatch = o.ubatch ? o.ubatch : encoder ? 0 : 64;
+    // An encoder attends over each input at once, so by default one ubatch holds its whole context
+    // (up to 8192 tokens); it keeps no conversations, so one sequence.
+    const ModelConfig peeked = ModelConfig::from_gguf(GgufFile::open(path));
+    const bool encoder = !peeked.arch->lm_head;
+    if (encoder && !o.ubatch && !mo.n_ctx) mo.n_ctx = std::min(peeked.n_ctx_train, 8192u);
+    mo.ubatch = o.ubatch ? o.ubatch : encoder ? mo.n_ctx : 64;
     mo.kv_type = o.kv_type;
     mo.n_seq = encoder ? 1 : o.parallel;
 
@@ -179,11 +178,6 @@ void serve(const ServeOptions& o) {
     fmt::print("vkllm serve: listening on {} (loading {})\n", http.url(), path);
     std::fflush(stdout);
 
-    if (encoder && !mo.ubatch) {
-        const GgufFile peek = GgufFile::open(path);
-        mo.n_ctx = mo.n_ctx ? mo.n_ctx : std::min(ModelConfig::from_gguf(peek).n_ctx_train, 8192u);
-        mo.ubatch = mo.n_ctx;
-    }
     LoadedModel m = load_model(path, o.device, mo, false, ModelUse::Any);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
     if (encoder) {

@@ -63,12 +63,16 @@ TEST_CASE("attention prefill: positions with gaps and a peaked softmax") {
     }
 }
 
+namespace {
+// An encoder's call: every query sees the whole call (causal off).
+AttentionParams bidir(AttentionParams p) {
+    p.causal = false;
+    return p;
+}
+}  // namespace
+
 TEST_CASE("attention prefill: bidirectional (encoders): every query sees the whole call") {
     test::ValidationGuard guard;
-    auto bidir = [](AttentionParams p) {
-        p.causal = false;
-        return p;
-    };
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
@@ -84,10 +88,6 @@ TEST_CASE("attention prefill: bidirectional (encoders): every query sees the who
 
 TEST_CASE("attention prefill: bidirectional at real model sizes (bge-small 128 tokens, bge-base 512)") {
     test::ValidationGuard guard;
-    auto bidir = [](AttentionParams p) {
-        p.causal = false;
-        return p;
-    };
     for (const auto& spec : test::device_variants()) {
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
