@@ -47,11 +47,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     auto data = [&](const TensorPlace& p) {
         return file_.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first);
     };
-    auto vec = [&](const TensorPlace& p) {  // norms and biases may be stored as f16: read as f32
-        std::vector<float> v(size_t(p.rows) * p.row_elems);
-        dequantize_row(p.source->type, data(p), v.data(), v.size());
-        return v;
-    };
+    auto vec = [&](const TensorPlace& p) { return read_place_f32(file_, p); };  // norms and biases may be f16
     // y = x · W^T (+ residual)
     auto linear = [&](const TensorPlace& w, const float* x, float* y, const float* residual = nullptr) {
         ref::linear(w.source->type, data(w), x, y, n, w.rows, w.row_elems, residual);

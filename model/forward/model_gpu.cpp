@@ -814,14 +814,7 @@ std::vector<float> ModelGpu::hidden_states() const {
     ctx_.download(x_.slice(0, out.size() * 4), out.data(), out.size() * 4);
     if (!cfg_.arch->lm_head) return out;
     // A decoder's states as its head reads them: output_norm (with its bias for LayerNorm models).
-    auto vec = [&](const TensorPlace& p) {
-        std::vector<float> v(p.present() ? size_t(p.rows) * p.row_elems : 0);
-        if (p.present())
-            dequantize_row(p.source->type, file_.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first),
-                           v.data(), v.size());
-        return v;
-    };
-    const std::vector<float> w = vec(layout_.output_norm), b = vec(layout_.output_norm_b);
+    const std::vector<float> w = read_place_f32(file_, layout_.output_norm), b = read_place_f32(file_, layout_.output_norm_b);
     if (cfg_.arch->norm == NormKind::Layer)
         ref::layer_norm(out.data(), w.data(), b.empty() ? nullptr : b.data(), out.data(), last_chunk_, cfg_.dim, cfg_.norm_eps);
     else

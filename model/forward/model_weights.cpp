@@ -40,6 +40,14 @@ LayerRange LayerRange::resolved(const ModelConfig& cfg) const {
     return {first, n};
 }
 
+std::vector<float> read_place_f32(const GgufFile& file, const TensorPlace& p) {
+    std::vector<float> v(p.present() ? size_t(p.rows) * p.row_elems : 0);
+    if (!v.empty())
+        dequantize_row(p.source->type, file.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first), v.data(),
+                       v.size());
+    return v;
+}
+
 WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers) {
     WeightLayout out;
     out.tied = cfg.tied_embeddings;

@@ -64,6 +64,10 @@ struct WeightLayout {
     const TensorPlace& output_tensor() const { return tied ? token_embd : output; }
 };
 
+// A placed vector (norm weight, bias) read from the file as f32, whatever type stores it; empty
+// when the model has no such tensor.
+std::vector<float> read_place_f32(const GgufFile& file, const TensorPlace& p);
+
 // Pure: reads tensor metadata only. n_ctx picks Phi-3's long or short rope factors.
 WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers = {});
 
