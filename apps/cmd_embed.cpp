@@ -1,7 +1,9 @@
 // `vkllm embed`: embeddings of texts with an encoder model (BERT, bge, all-MiniLM, e5), pooled and
 // normalised as llama.cpp's llama-embedding does (model/embedding.h). Vectors go to stdout, one line
 // per input (or per token with --pooling none), or as OpenAI-shaped JSON with --json; the model
-// banner and timing go to stderr.
+// banner and timing go to stderr. With --rerank QUERY and a reranker (pooling rank), each input is a
+// document scored against the query instead: one "index score" line per document in input order, or
+// llama-server's /v1/rerank JSON (results by descending score) with --json.
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "model/embedding.h"
@@ -20,11 +22,11 @@ namespace vkllm::app {
 namespace {
 
 struct EmbedArgs {
-    std::string model, prompt, file, pooling;
+    std::string model, prompt, file, pooling, rerank;
     bool batch_lines = false, json = false, profile = false;
     int normalize = 2;
     uint32_t ubatch = 0, n_ctx = 0;
-    CLI::Option *prompt_opt = nullptr, *file_opt = nullptr;
+    CLI::Option *prompt_opt = nullptr, *file_opt = nullptr, *rerank_opt = nullptr;
     DeviceOptions device;
 };
 
@@ -46,13 +48,38 @@ std::vector<std::string> inputs(const EmbedArgs& a) {
     return lines;
 }
 
+// Scores each text as a document against the query; input order on stdout, or /v1/rerank's JSON.
+std::string run_rerank(const EmbedArgs& a, LoadedModel& m, const std::vector<std::string>& docs, uint64_t& n_tokens) {
+    nlohmann::json results = nlohmann::json::array();
+    std::string out;
+    for (size_t i = 0; i < docs.size(); ++i) {
+        const RerankScore r = rerank(*m.model, *m.tokenizer, a.rerank, docs[i]);
+        n_tokens += r.n_tokens;
+        results.push_back({{"index", i}, {"relevance_score", r.score}});
+        out += fmt::format("{} {:.6g}\n", i, r.score);
+    }
+    if (!a.json) return out;
+    std::stable_sort(results.begin(), results.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
+        return x["relevance_score"].get<double>() > y["relevance_score"].get<double>();
+    });
+    return nlohmann::json({{"object", "list"},
+                           {"results", results},
+                           {"model", m.file->find_string("general.name").value_or("")},
+                           {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}})
+               .dump() + "\n";
+}
+
 void run_embed(const EmbedArgs& a) {
     const std::vector<std::string> texts = inputs(a);
+    const bool reranking = a.rerank_opt->count() > 0;
+    if (reranking && a.rerank.empty()) throw std::invalid_argument("--rerank: the query is empty");
+    if (reranking && !a.pooling.empty()) throw std::invalid_argument("--rerank scores with the model's rank pooling: no --pooling");
     EmbedOptions eo;
     eo.normalize = a.normalize;
     if (!a.pooling.empty()) {
         eo.pooling = parse_pooling(a.pooling);
-        if (!eo.pooling) throw std::invalid_argument(fmt::format("--pooling '{}': expected none, mean, cls or last", a.pooling));
+        if (!eo.pooling)
+            throw std::invalid_argument(fmt::format("--pooling '{}': expected none, mean, cls, last or rank", a.pooling));
     }
     if (a.normalize < -1) normalize_embedding({}, a.normalize);  // the error, before the model loads
     const std::string path = resolve_model_path(a.model);
@@ -69,7 +96,8 @@ void run_embed(const EmbedArgs& a) {
     nlohmann::json data = nlohmann::json::array();
     uint64_t n_tokens = 0;
     std::string out;
-    for (size_t i = 0; i < texts.size(); ++i) {
+    if (reranking) out = run_rerank(a, m, texts, n_tokens);
+    for (size_t i = 0; i < texts.size() && !reranking; ++i) {
         const Embedding e = embed_text(*m.model, *m.tokenizer, texts[i], eo);
         n_tokens += e.n_tokens;
         for (size_t j = 0; j < e.vectors.size(); ++j) {
@@ -96,7 +124,7 @@ void run_embed(const EmbedArgs& a) {
         for (const auto& [name, v] : rows)
             fmt::print(stderr, "  {:>9.3f} ms {:>5.1f}%  {:>4} x  {}\n", v.first, 100 * v.first / total, v.second, name);
     }
-    if (a.json) {
+    if (a.json && !reranking) {
         const nlohmann::json doc = {{"object", "list"},
                                     {"data", data},
                                     {"model", m.file->find_string("general.name").value_or("")},
@@ -104,9 +132,10 @@ void run_embed(const EmbedArgs& a) {
         out = doc.dump() + "\n";
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
-    fmt::print(stderr, "embed: {} input{}, {} tokens, pooling {}, normalize {}: {:.1f} ms ({:.1f} inputs/s, {:.0f} tokens/s)\n",
-               texts.size(), texts.size() == 1 ? "" : "s", n_tokens, pooling_name(eo.pooling.value_or(m.cfg.pooling)),
-               a.normalize, ms, texts.size() * 1000.0 / ms, n_tokens * 1000.0 / ms);
+    fmt::print(stderr, "{}: {} input{}, {} tokens, pooling {}, normalize {}: {:.1f} ms ({:.1f} inputs/s, {:.0f} tokens/s)\n",
+               reranking ? "rerank" : "embed", texts.size(), texts.size() == 1 ? "" : "s", n_tokens,
+               pooling_name(eo.pooling.value_or(m.cfg.pooling)), reranking ? "none" : std::to_string(a.normalize), ms,
+               texts.size() * 1000.0 / ms, n_tokens * 1000.0 / ms);
 }
 
 }  // namespace
@@ -118,7 +147,11 @@ void register_embed(CLI::App& app) {
     a->prompt_opt = cmd->add_option("-p,--prompt", a->prompt, "Text to embed");
     a->file_opt = cmd->add_option("-f,--file", a->file, "File whose text to embed");
     cmd->add_flag("--batch-lines", a->batch_lines, "One input per non-empty line of the text");
-    cmd->add_option("--pooling", a->pooling, "none (a vector per token), mean, cls or last; default: the model's");
+    cmd->add_option("--pooling", a->pooling,
+                    "none (a vector per token), mean, cls, last or rank (a reranker's head scores); default: the model's");
+    a->rerank_opt = cmd->add_option("--rerank", a->rerank,
+                                    "A reranker scores each input (with --batch-lines each line) as a document against "
+                                    "this query: 'index score' lines, or /v1/rerank's JSON with --json");
     cmd->add_option("--normalize", a->normalize,
                     "-1 none, 0 max-abs (int16 range), 1 taxicab, 2 Euclidean, p > 2 p-norm (llama.cpp's --embd-normalize)")
         ->capture_default_str();

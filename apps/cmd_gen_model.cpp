@@ -38,6 +38,7 @@ struct GenModelArgs {
     int64_t dim = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, ctx = 0;
     std::string vocab_from;
     std::string pooling;
+    float clamp_kqv = 0;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
@@ -149,6 +150,7 @@ void run_gen_model(const GenModelArgs& a) {
         if (!pooling) throw std::invalid_argument("--pooling: expected none, mean, cls, last or rank, got '" + a.pooling + "'");
         s.pooling = uint32_t(*pooling);
     }
+    s.clamp_kqv = a.clamp_kqv;
     s.rope_freqs = a.rope_freqs;
     s.rope_scaling = a.rope_scaling;
     if (s.rope_scaling != "none") s.rope_factor = a.rope_factor;
@@ -227,6 +229,7 @@ void register_gen_model(CLI::App& app) {
         ->required();
     cmd->add_flag("--pure", args->pure, "Every matrix of the --type type, also for q2_k, q6_k, iq4_nl and iq4_xs");
     cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+    cmd->add_option("--clamp-kqv", args->clamp_kqv, "mpt: clamp q, k and v to [-C, C] (<arch>.attention.clamp_kqv)");
     cmd->add_option("--pooling", args->pooling,
                     "<arch>.pooling_type: none, mean, cls, last (encoders: default mean; a decoder gets the key only "
                     "when given, as embedding decoders such as Qwen3-Embedding carry it)");

@@ -115,9 +115,10 @@ void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Eng
 // An encoder model: /v1/embeddings, one request's inputs after another's (one device, one model).
 void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::string& path,
                       std::atomic<bool>& loaded) {
-    if (m.cfg.pooling == Pooling::None || m.cfg.pooling == Pooling::Rank)
+    if (m.cfg.pooling == Pooling::None)
         throw std::invalid_argument(fmt::format("{}: pooling type '{}' gives no one vector per input, which "
                                                 "/v1/embeddings returns", path, pooling_name(m.cfg.pooling)));
+    const bool reranker = m.cfg.pooling == Pooling::Rank;
     auto mu = std::make_shared<std::mutex>();
     server::ServedModel sm;
     sm.id = std::filesystem::path(path).filename().string();
@@ -127,17 +128,33 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
     sm.embedding_dim = m.cfg.dim;
     sm.embed_limit = std::min(m.model->n_ctx(), m.model->ubatch());
     ModelGpu* model = m.model.get();
-    sm.embed = [model, mu](const std::vector<std::vector<int32_t>>& inputs) {
-        std::lock_guard lk(*mu);
-        std::vector<std::vector<float>> out;
-        for (const auto& ids : inputs) out.push_back(std::move(embed_tokens(*model, ids, {}).vectors.at(0)));
-        return out;
-    };
+    if (reranker) {
+        const GgufFile* file = m.file.get();
+        const Tokenizer* tok = m.tokenizer.get();
+        sm.rerank_tokens = [file, tok](std::string_view query, std::string_view doc) {
+            return rerank_tokens(*file, *tok, query, doc);
+        };
+        sm.rerank = [model, mu](const std::vector<int32_t>& ids) {
+            std::lock_guard lk(*mu);
+            return embed_tokens(*model, ids, {.pooling = Pooling::Rank, .normalize = -1}).vectors.at(0).at(0);
+        };
+    } else {
+        sm.embed = [model, mu](const std::vector<std::vector<int32_t>>& inputs) {
+            std::lock_guard lk(*mu);
+            std::vector<std::vector<float>> out;
+            for (const auto& ids : inputs) out.push_back(std::move(embed_tokens(*model, ids, {}).vectors.at(0)));
+            return out;
+        };
+    }
     http.set_model(std::move(sm));
     loaded = true;
-    fmt::print("vkllm serve: ready: {}/v1 (embedding model {}, {} dimensions, pooling {}, inputs of up to {} tokens)\n",
-               http.url(), std::filesystem::path(path).filename().string(), m.cfg.dim, pooling_name(m.cfg.pooling),
-               std::min(m.model->n_ctx(), m.model->ubatch()));
+    if (reranker)
+        fmt::print("vkllm serve: ready: {}/v1 (reranker {}: /v1/rerank, query and document of up to {} tokens together)\n",
+                   http.url(), std::filesystem::path(path).filename().string(), std::min(m.model->n_ctx(), m.model->ubatch()));
+    else
+        fmt::print("vkllm serve: ready: {}/v1 (embedding model {}, {} dimensions, pooling {}, inputs of up to {} tokens)\n",
+                   http.url(), std::filesystem::path(path).filename().string(), m.cfg.dim, pooling_name(m.cfg.pooling),
+                   std::min(m.model->n_ctx(), m.model->ubatch()));
     std::fflush(stdout);
 }
 

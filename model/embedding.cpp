@@ -1,5 +1,8 @@
 #include "model/embedding.h"
 
+#include "runtime/ops/linear.h"
+#include "runtime/tensor_types.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,15 +12,80 @@
 namespace vkllm {
 
 namespace {
-void check_pooling(Pooling p) {
-    if (p == Pooling::Rank)
-        throw std::invalid_argument("pooling 'rank' needs a reranker's classification head (cls.weight), which vkllm "
-                                    "does not run yet");
+
+// The head's tensors by their schema names (model/arch/tensor_schema.h); absent ones are null.
+struct HeadTensors {
+    const GgufTensorInfo *w = nullptr, *b = nullptr, *out_w = nullptr, *out_b = nullptr;
+    bool present() const { return (w && b) || out_w; }
+};
+
+HeadTensors head_tensors(const GgufFile& file, const ModelConfig& cfg) {
+    HeadTensors h;
+    for (const TensorSpec& t : model_schema(*cfg.arch)) {
+        const GgufTensorInfo* info = file.find_tensor(t.name);
+        switch (t.role) {
+            case Role::Cls: h.w = info; break;
+            case Role::ClsB: h.b = info; break;
+            case Role::ClsOut: h.out_w = info; break;
+            case Role::ClsOutB: h.out_b = info; break;
+            default: break;
+        }
+    }
+    return h;
 }
+
+void check_head(const GgufFile& file, const ModelConfig& cfg) {
+    if (!head_tensors(file, cfg).present())
+        throw std::invalid_argument(fmt::format("pooling 'rank' needs a reranker's classification head (cls.weight and "
+                                                "cls.bias, or cls.output.weight), which this {} model does not have",
+                                                cfg.arch->name));
+}
+
 }  // namespace
 
+std::vector<float> classify(const GgufFile& file, const ModelConfig& cfg, std::span<const float> state) {
+    check_head(file, cfg);
+    if (state.size() != cfg.dim)
+        throw std::invalid_argument(fmt::format("classify: a state of {} values for a model of dim {}", state.size(), cfg.dim));
+    const HeadTensors h = head_tensors(file, cfg);
+    // y = W x + b for a tensor of ggml shape [k, n] (rows of k)
+    auto project = [&](const GgufTensorInfo& w, const GgufTensorInfo* b, const std::vector<float>& x) {
+        const uint32_t n = uint32_t(w.ne[1]), k = uint32_t(w.ne[0]);
+        std::vector<float> bias;
+        if (b) {
+            bias.resize(n);
+            dequantize_row(b->type, file.tensor_data(*b).data(), bias.data(), n);
+        }
+        std::vector<float> y(n);
+        ref::linear(w.type, file.tensor_data(w).data(), x.data(), y.data(), 1, n, k, nullptr, b ? bias.data() : nullptr);
+        return y;
+    };
+    std::vector<float> x(state.begin(), state.end());
+    if (h.w && h.b) {
+        x = project(*h.w, h.b, x);
+        for (float& v : x) v = float(std::tanh(double(v)));
+    }
+    if (h.out_w) x = project(*h.out_w, h.out_b, x);
+    return x;
+}
+
+std::vector<int32_t> rerank_tokens(const GgufFile& file, const Tokenizer& tok, std::string_view query,
+                                   std::string_view document) {
+    if (auto tmpl = file.find_string("tokenizer.chat_template.rerank")) {
+        std::string prompt(*tmpl);
+        auto replace_all = [&](std::string_view from, std::string_view to) {
+            for (size_t at = prompt.find(from); at != std::string::npos; at = prompt.find(from, at + to.size()))
+                prompt.replace(at, from.size(), to);
+        };
+        replace_all("{query}", query);
+        replace_all("{document}", document);
+        return tok.encode(prompt, false, true);
+    }
+    return tok.encode_pair(query, document);
+}
+
 std::vector<std::vector<float>> pool_hidden(std::span<const float> hidden, uint32_t n, uint32_t dim, Pooling pooling) {
-    check_pooling(pooling);
+    if (pooling == Pooling::Rank) throw std::invalid_argument("pool_hidden: rank pooling needs the classification head (classify)");
     if (n == 0 || hidden.size() != size_t(n) * dim)
         throw std::invalid_argument(fmt::format("pool_hidden: {} values for {} tokens of {}", hidden.size(), n, dim));
     auto row = [&](uint32_t i) { return std::vector<float>(hidden.begin() + size_t(i) * dim, hidden.begin() + size_t(i + 1) * dim); };
@@ -71,7 +139,7 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
                                                 "give one (--pooling last for most embedding decoders)",
                                                 cfg.arch->name, cfg.arch->name));
     const Pooling pooling = opts.pooling.value_or(cfg.pooling);
-    check_pooling(pooling);  // refused before the device runs
+    if (pooling == Pooling::Rank) check_head(model.file(), cfg);  // refused before the device runs
     if (opts.normalize < -1) normalize_embedding({}, opts.normalize);
     const uint32_t limit = std::min(model.n_ctx(), model.ubatch());
     if (tokens.size() > limit)
@@ -83,8 +151,13 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
     model.eval(tokens);
     Embedding e;
     e.n_tokens = uint32_t(tokens.size());
-    e.vectors = pool_hidden(model.hidden_states(), e.n_tokens, cfg.dim, pooling);
-    for (auto& v : e.vectors) normalize_embedding(v, opts.normalize);
+    const std::vector<float> hidden = model.hidden_states();
+    if (pooling == Pooling::Rank) {
+        e.vectors = {classify(model.file(), cfg, std::span<const float>(hidden).first(cfg.dim))};
+    } else {
+        e.vectors = pool_hidden(hidden, e.n_tokens, cfg.dim, pooling);
+        for (auto& v : e.vectors) normalize_embedding(v, opts.normalize);
+    }
     model.reset();
     return e;
 }
@@ -92,6 +165,19 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
 Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view text, const EmbedOptions& opts) {
     if (text.empty()) throw std::invalid_argument("embed: the text is empty");
     return embed_tokens(model, tok.encode(text, true), opts);
+}
+
+RerankScore rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query, std::string_view document) {
+    const ModelConfig& cfg = model.config();
+    if (cfg.pooling != Pooling::Rank)
+        throw std::invalid_argument(fmt::format("this {} model is not a reranker: its pooling is '{}', reranking needs "
+                                                "'rank' (a classification head)",
+                                                cfg.arch->name, pooling_name(cfg.pooling)));
+    if (query.empty()) throw std::invalid_argument("rerank: the query is empty");
+    if (document.empty()) throw std::invalid_argument("rerank: the document is empty");
+    const std::vector<int32_t> tokens = rerank_tokens(model.file(), tok, query, document);
+    const Embedding e = embed_tokens(model, tokens, {.pooling = Pooling::Rank, .normalize = -1});
+    return {e.vectors.at(0).at(0), e.n_tokens};
 }
 
 }  // namespace vkllm

@@ -15,8 +15,31 @@
 namespace vkllm {
 
 // hidden: (n, dim), row i the state of token i. Mean: the average of the rows; Cls: row 0; Last:
-// row n - 1; None: every row (n vectors). Rank needs the classification head: std::invalid_argument.
+// row n - 1; None: every row (n vectors). Rank needs the classification head (classify):
+// std::invalid_argument.
 std::vector<std::vector<float>> pool_hidden(std::span<const float> hidden, uint32_t n, uint32_t dim, Pooling pooling);
+
+// A reranker's classification head (llama.cpp's rank pooling) on the first token's state, on the
+// host in double from the file's weights: with cls.weight and cls.bias, y = tanh(cls x + b), then
+// cls.output y (+ its bias) when the file has it; with cls.output alone, cls.output x (+ bias). One
+// score per label (n_cls_out, or dim without cls.output); a reranker's relevance is score 0.
+// Throws std::invalid_argument when the file has no head.
+std::vector<float> classify(const GgufFile& file, const ModelConfig& cfg, std::span<const float> state);
+
+// The tokens a reranker scores for (query, document): the file's rerank template
+// (tokenizer.chat_template.rerank, "{query}" and "{document}" replaced, special tokens parsed)
+// when it has one, else Tokenizer::encode_pair(query, document), as llama.cpp's server builds them.
+std::vector<int32_t> rerank_tokens(const GgufFile& file, const Tokenizer& tok, std::string_view query,
+                                   std::string_view document);
+
+struct RerankScore {
+    float score = 0;        // the head's first output, unnormalised (llama.cpp's relevance_score)
+    uint32_t n_tokens = 0;  // of the joined input
+};
+// Scores one document against `query` with a reranker (a model whose pooling_type is rank). Throws
+// std::invalid_argument for a model that is not a reranker or an empty query or document,
+// ContextFullError for a pair longer than the model takes at once.
+RerankScore rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query, std::string_view document);
 
 // llama.cpp's common_embd_normalize: -1 none; 0 max-abs scaled to the int16 range (v * 32760 /
 // max|v|); 1 taxicab; 2 Euclidean (L2); p > 2 the p-norm. An all-zero vector stays zero.
@@ -28,14 +51,16 @@ struct EmbedOptions {
 };
 
 struct Embedding {
-    std::vector<std::vector<float>> vectors;  // one, or one per token with Pooling::None
+    // One, or one per token with Pooling::None; with Pooling::Rank the classification scores,
+    // never normalised (they are logits, not directions).
+    std::vector<std::vector<float>> vectors;
     uint32_t n_tokens = 0;                    // [CLS] and [SEP] included
 };
 
 // Tokenizes `text` with the model's special tokens ([CLS] ... [SEP]), evaluates it as one input from
-// position 0 and pools it. Throws std::invalid_argument for an empty input, a model without pooling
-// support (decoders, for now; rank pooling) or a bad normalisation, ContextFullError for an input
-// longer than the model's ubatch or context.
+// position 0 and pools it. Throws std::invalid_argument for an empty input, a decoder without a
+// pooling type, rank pooling without a classification head or a bad normalisation,
+// ContextFullError for an input longer than the model's ubatch or context.
 Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view text, const EmbedOptions& opts);
 // The same for tokens the caller already has.
 Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts);

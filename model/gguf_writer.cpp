@@ -1,6 +1,7 @@
 #include "model/gguf_writer.h"
 
 #include "model/arch/architecture.h"
+#include "model/arch/model_config.h"
 #include "model/arch/tensor_schema.h"
 
 #include <algorithm>
@@ -535,6 +536,10 @@ void validate_model_shape(const ModelShape& s) {
         bad(fmt::format("rope factor {} must be in [1, 1024]", s.rope_factor));
     if (s.rope_scaling != "none" && arch->positions != PositionKind::Rope)
         bad(fmt::format("{} has no RoPE to scale", s.arch));
+    if (s.pooling == uint32_t(Pooling::Rank) && arch->lm_head)
+        bad(fmt::format("pooling rank (a reranker's classification head) is written for encoders only, not {}", s.arch));
+    if (s.clamp_kqv != 0 && !arch->clamp_kqv) bad(fmt::format("{} has no clamp_kqv (mpt has)", s.arch));
+    if (!(s.clamp_kqv >= 0) || !std::isfinite(s.clamp_kqv)) bad("clamp-kqv must be finite and >= 0");
     // Rows are dim long (token_embd, attn_*, ffn_gate, ffn_up, output) or ffn long (ffn_down). A
     // mix's 256-element types fall back per tensor, but its 32-element ones have no fallback.
     const std::string what = s.mix ? fmt::format("the {} mix needs", quant_mix_info(*s.mix).name)
@@ -662,6 +667,10 @@ GgufWriter make_random_model(const ModelShape& s) {
         }
     }
     if (A.swa_period > 0) w.set_u32(key("attention.sliding_window"), s.window ? s.window : 32);
+    // ALiBi: MPT files carry the max bias (8 in every released model); llama.cpp hard-codes BLOOM's
+    // and jina-bert-v2's, so their files do not.
+    if (A.positions == PositionKind::Alibi && A.default_max_alibi_bias == 0) w.set_f32(key("attention.max_alibi_bias"), 8.0f);
+    if (s.clamp_kqv > 0) w.set_f32(key("attention.clamp_kqv"), s.clamp_kqv);
     if (A.default_attn_softcap > 0) {
         w.set_f32(key("attn_logit_softcapping"), A.default_attn_softcap);
         w.set_f32(key("final_logit_softcapping"), A.default_final_softcap);
@@ -695,7 +704,10 @@ GgufWriter make_random_model(const ModelShape& s) {
     };
     // Every tensor of the architecture's schema that a file of this shape holds: the required ones,
     // the frequency factors when asked for (Phi-3 always has its pair), the output matrix unless tied.
-    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, 2};
+    // A reranker (pooling rank) gets its architecture's head: cls, tanh, cls.output with one label (the
+    // RoBERTa style), or for jina-bert-v2 cls to one label, tanh.
+    const bool reranker = s.pooling == uint32_t(Pooling::Rank);
+    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, 2, 1};
     const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
     auto write = [&](const TensorSpec& t, uint32_t layer) {
         bool wanted = t.required;
@@ -703,6 +715,7 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (t.role == Role::RopeFactorsLong || t.role == Role::RopeFactorsShort) wanted = true;
         if (t.role == Role::Output) wanted = !tied;
         if (t.role == Role::TokenTypes) wanted = true;  // optional when reading, as llama.cpp; written as BERT has it
+        if (is_classifier_role(t.role)) wanted = reranker;
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);
         if (t.init.matrix)  // an f32 matrix (token_types) stays f32, as llama.cpp's converter writes it

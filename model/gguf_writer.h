@@ -129,6 +129,7 @@ struct ModelShape {
     // <arch>.pooling_type (ModelConfig's Pooling values): encoders always have one (unset: 1, mean);
     // a decoder gets the key only when set (an embedding decoder such as Qwen3-Embedding: 3, last).
     std::optional<uint32_t> pooling;
+    float clamp_kqv = 0;     // mpt: <arch>.attention.clamp_kqv (0: not written)
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };

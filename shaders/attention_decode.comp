@@ -15,7 +15,8 @@
 // q, positions and dst start at the push constants q_first / pos_first / dst_first inside their
 // bindings, so a batch of sequences can bind one token's rows at any offset.
 // Math (per query head h, kv head h / G, scores s_t = scale * q_h . k_t over t in the split's range,
-//          then s_t <- softcap * tanh(s_t / softcap) when softcap > 0):
+//          then s_t <- softcap * tanh(s_t / softcap) when softcap > 0, then with ALiBi
+//          s_t <- s_t - slope_h * |p - t|, alibi_slope in kv_read.glsl):
 //          m = max_t s_t, l = sum_t exp(s_t - m), o = sum_t exp(s_t - m) v_t; out = o / l.
 //          Computed online over tiles of WG keys: m' = max(m, tile max), o and l rescaled by exp(m - m').
 // Split s covers positions lo + [s * chunk, min((s + 1) * chunk, kv_len)), kv_len = hi - lo + 1 <= n_ctx,
@@ -71,6 +72,9 @@ layout(push_constant) uniform Push {
     uint q_first;   // vec4 offset of q[0] in the Q binding
     uint pos_first; // offset of positions[0] in the Pos binding
     uint dst_first; // float offset of dst[0] in the Dst binding
+    float alibi_m0; // ALiBi slope bases (alibi_slope in kv_read.glsl); alibi_n_log2 == 0: off
+    float alibi_m1;
+    uint alibi_n_log2;
 #ifdef STORE
     uint k_first;   // float offset of the new K row (kv head 0) in binding 5
     uint v_first;   // likewise of the new V row in binding 6
@@ -109,6 +113,8 @@ float q_elem(uint h, uint e) { return q[pc.q_first + h * D4 + e / 4u][e % 4u]; }
 // Per-invocation state of the online softmax, kept across tiles.
 float m_run = NEG_BIG, l_run = 0.0;  // meaningful in invocation g < GW only: row g
 vec4 acc[GW_MAX];
+float slope[GW_MAX];  // ALiBi slope of each of the GW heads (0 without ALiBi)
+float qpos;           // the query's position, for ALiBi distances
 uint tid, kvh, lo, lo_row;
 
 // One tile of n keys from logical index t0 (n <= WG), or with fresh the new key alone (n = 1) from
@@ -136,7 +142,9 @@ void process_tile(uint t0, uint n, bool fresh) {
         }
         if (capped)
             for (uint g = 0; g < GW; ++g) s[g] = softcap_score(s[g], pc.softcap, inv_cap);
-        for (uint g = 0; g < GW; ++g) p_sh[g * WG + tid] = s[g];
+        // Key t0 + tid is at that position (the fresh key: t0 = p).
+        const float dist = abs(qpos - float(t0 + tid));
+        for (uint g = 0; g < GW; ++g) p_sh[g * WG + tid] = s[g] - slope[g] * dist;
     }
     barrier();
     if (tid < GW) {
@@ -190,6 +198,8 @@ void main() {
 
     const int pos_raw = positions[pc.pos_first];
     const uint pos = uint(max(pos_raw, 0));
+    qpos = float(pos);
+    for (uint g = 0; g < GW_MAX; ++g) slope[g] = alibi_slope(h0 + g, pc.alibi_m0, pc.alibi_m1, pc.alibi_n_log2);
     lo = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
     const uint kv_len = (pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx)) - lo;
     lo_row = lo % pc.n_ctx;

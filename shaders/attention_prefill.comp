@@ -14,8 +14,10 @@
 // Output:  out[n_tokens][n_heads][D]          f32
 // q, positions and out start at the push constants q_first / pos_first / out_first inside their
 // bindings, so one sequence's rows of a multi-sequence batch can be bound at any offset.
-// Math (query token t, head h, kv head h / G, s_j = scale * q_th . k_j for j in [lo_t, hi_t], then
-//          s_j <- softcap * tanh(s_j / softcap) when softcap > 0):
+// Math (query token t at position i_t, head h, kv head h / G, s_j = scale * q_th . k_j for j in
+//          [lo_t, hi_t], then s_j <- softcap * tanh(s_j / softcap) when softcap > 0, then with ALiBi
+//          s_j <- s_j - slope_h * |i_t - j| (alibi_slope in kv_read.glsl; i_t is the query's own
+//          position also when not causal):
 //          out = sum_j exp(s_j - m) v_j / sum_j exp(s_j - m), m = max_j s_j, computed online over
 //          tiles of BK keys: m' = max(m, tile max), accumulator and sum rescaled by exp(m - m').
 // Workgroup: BT consecutive tokens x GW query heads sharing one kv head = M = BT * GW query rows;
@@ -70,6 +72,9 @@ layout(push_constant) uniform Push {
     uint pos_first; // offset of positions[0] in the Pos binding
     uint out_first; // vec4 offset of out[0] in the Out binding
     uint causal;    // 0: every row sees up to the last token's position (no window then)
+    float alibi_m0; // ALiBi slope bases (alibi_slope in kv_read.glsl); alibi_n_log2 == 0: off
+    float alibi_m1;
+    uint alibi_n_log2;
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -77,6 +82,7 @@ shared vec4 kv_sh[BK * KS];
 shared float p_sh[M * BK];
 shared float m_sh[M], l_sh[M], alpha_sh[M];
 shared uint lo_sh[M], lim_sh[M];  // row r sees positions [lo_sh[r], lim_sh[r])
+shared float slope_sh[M], qpos_sh[M];  // ALiBi: row r's head slope (0 without) and query position
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
@@ -86,6 +92,8 @@ void main() {
     // Row r is token tok0 + r / GW, head h0 + r % GW; rows past n_tokens see no keys.
     for (uint r = tid; r < M; r += WG) {
         const uint t = tok0 + r / GW;
+        slope_sh[r] = alibi_slope(h0 + r % GW, pc.alibi_m0, pc.alibi_m1, pc.alibi_n_log2);
+        qpos_sh[r] = t < pc.n_tokens ? float(max(positions[pc.pos_first + t], 0)) : 0.0;
         if (t < pc.n_tokens) {
             const uint pos = uint(max(positions[pc.pos_first + (pc.causal != 0u ? t : pc.n_tokens - 1u)], 0));
             lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
@@ -140,7 +148,9 @@ void main() {
             }
             for (uint k = 0; k < S_ROWS; ++k) {
                 const uint r = g + k * S_GROUPS;
-                if (r < M) p_sh[r * BK + c] = capped ? softcap_score(s[k], pc.softcap, inv_cap) : s[k];
+                if (r < M)
+                    p_sh[r * BK + c] = (capped ? softcap_score(s[k], pc.softcap, inv_cap) : s[k]) -
+                                       slope_sh[r] * abs(qpos_sh[r] - float(t0 + c));
             }
         }
         barrier();

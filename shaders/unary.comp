@@ -6,6 +6,7 @@
 // Math:    OP_GELU:    y[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (GPT-2, Gemma)
 //          OP_SCALE:   y[i] = x[i] * param                                      (Gemma embedding scale)
 //          OP_SOFTCAP: y[i] = param * tanh(x[i] / param)                        (Gemma 2 logit soft-capping)
+//          OP_CLAMP:   y[i] = min(max(x[i], -param), param)                     (MPT's clamp_kqv)
 //          gelu and tanh come from include/activations.glsl: finite and correct for any finite x.
 // One invocation computes one element. The 2-D grid is flattened:
 // i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + local index; i >= n exits.
@@ -36,8 +37,10 @@ void main() {
     v *= pc.param;
 #elif defined(OP_SOFTCAP)
     v = pc.param * act_tanh(v / pc.param);
+#elif defined(OP_CLAMP)
+    v = min(max(v, -pc.param), pc.param);
 #else
-#error "unary.comp: define OP_GELU, OP_SCALE or OP_SOFTCAP"
+#error "unary.comp: define OP_GELU, OP_SCALE, OP_SOFTCAP or OP_CLAMP"
 #endif
     y[pc.y_first + i] = v;
 }

@@ -108,9 +108,46 @@ ArchDesc nomic_bert() {
     return a;
 }
 
-const std::array<ArchDesc, 9>& archs() {
-    static const std::array<ArchDesc, 9> table = {llama(), qwen2(), qwen3(), phi3(), gemma2(), gemma3(), gpt2(),
-                                                  bert(), nomic_bert()};
+ArchDesc bloom() {
+    ArchDesc a;
+    a.name = "bloom";  // BLOOM, BLOOMZ: GPT-2's blocks with ALiBi and a norm on the embeddings
+    a.norm = NormKind::Layer;
+    a.ffn = FfnKind::Gelu;
+    a.positions = PositionKind::Alibi;
+    a.default_max_alibi_bias = 8.0f;
+    a.fused_qkv = true;
+    a.all_bias = true;
+    a.embed_norm = true;
+    return a;
+}
+
+ArchDesc mpt() {
+    ArchDesc a;
+    a.name = "mpt";  // MPT-7B/30B: ALiBi, LayerNorm, usually no biases at all, optional q/k/v clamp
+    a.norm = NormKind::Layer;
+    a.ffn = FfnKind::Gelu;
+    a.positions = PositionKind::Alibi;
+    a.fused_qkv = true;
+    a.optional_biases = true;
+    a.clamp_kqv = true;
+    return a;
+}
+
+ArchDesc jina_bert_v2() {
+    ArchDesc a = bert();
+    a.name = "jina-bert-v2";  // jina-embeddings-v2: BERT with ALiBi both ways and a GEGLU feed-forward
+    a.positions = PositionKind::Alibi;
+    a.default_max_alibi_bias = 8.0f;
+    a.ffn = FfnKind::GeGlu;
+    a.fused_gate_up = true;  // ffn_up holds the gated half (gelu'd), then the other
+    a.cls_single = true;
+    return a;
+}
+
+const std::array<ArchDesc, 12>& archs() {
+    static const std::array<ArchDesc, 12> table = {llama(), qwen2(),        qwen3(), phi3(), gemma2(), gemma3(),
+                                                   gpt2(),  bloom(),        mpt(),   bert(), nomic_bert(),
+                                                   jina_bert_v2()};
     return table;
 }
 

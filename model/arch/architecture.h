@@ -37,6 +37,7 @@ enum class NormPlacement {
 enum class PositionKind {
     Rope,     // rotary, applied to q and k per layer
     Learned,  // position_embd rows added to the token embeddings (GPT-2)
+    Alibi,    // no position input: attention scores gain -slope_h * |i - j| (BLOOM, MPT, jina-bert-v2)
 };
 
 struct ArchDesc {
@@ -57,6 +58,13 @@ struct ArchDesc {
     bool qk_norm = false;    // attn_q_norm / attn_k_norm: RMSNorm of each head of q and k before RoPE
     NormPlacement norm_placement = NormPlacement::Pre;
     bool embed_scale = false;  // token embeddings are multiplied by sqrt(dim)
+    // MPT: every bias, the norms' included, is read when present (its no_bias files have none).
+    bool optional_biases = false;
+    // Reads `<arch>.attention.clamp_kqv`: q, k and v clamped to [-c, c] after their biases (MPT).
+    bool clamp_kqv = false;
+    // ALiBi's max bias when the file has no `<arch>.attention.max_alibi_bias` (llama.cpp hard-codes 8
+    // for BLOOM and jina-bert-v2); 0: the key is required.
+    float default_max_alibi_bias = 0;
     bool rope_factor_tensors = false;  // rope_factors_long / _short (Phi-3 LongRoPE)
 
     // Encoders (BERT): every token attends to every token of its input (`<arch>.attention.causal`
@@ -67,6 +75,9 @@ struct ArchDesc {
     bool token_types = false;
     bool embed_norm = false;
     bool lm_head = true;
+    // A reranker's head is cls.weight (dim -> 1) and its bias alone, tanh'd (jina-reranker-v1), not
+    // cls (dim -> dim), tanh, cls.output (dim -> labels).
+    bool cls_single = false;
 
     // Sliding-window attention: layer l is local when swa_period > 0 and l % swa_period <
     // swa_period - 1 (Gemma 2: every other layer, Gemma 3: five of six). default_window is the

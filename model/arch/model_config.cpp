@@ -63,6 +63,21 @@ std::optional<uint64_t> layer_of(std::string_view name) {
     return n;
 }
 
+// Optional tensors llama.cpp reads for some variants of these architectures, which change the
+// math and which vkllm does not implement: refused by name rather than silently ignored.
+const char* unsupported_tensor(const ArchDesc& A, std::string_view name) {
+    auto layer_suffix = [&](std::string_view s) { return layer_of(name) && name.ends_with(s); };
+    if (!A.qk_norm && (layer_suffix(".attn_q_norm.weight") || layer_suffix(".attn_k_norm.weight")))
+        return "a LayerNorm over all of q or k (MPT qk_ln, jina-bert-v2 qk-post-norm) is not supported";
+    if (layer_suffix(".attn_norm_2.weight")) return "a second attention norm (jina-bert-v2 variants) is not supported";
+    if (layer_suffix(".ffn_act.scales")) return "AWQ activation scales are not supported";
+    if (A.positions != PositionKind::Learned && name == "position_embd.weight")
+        return "learned positions are not supported for this architecture (MPT without ALiBi)";
+    if (A.fused_gate_up && layer_suffix(".ffn_gate.weight"))
+        return "a separate ffn_gate is not supported for this architecture: ffn_up holds gate and up";
+    return nullptr;
+}
+
 float positive_float(const Checker& c, const GgufFile& f, const std::string& key, float fallback) {
     const float v = f.find_f32(key).value_or(fallback);
     if (!(v > 0) || !std::isfinite(v)) c.fail(Checker::key_what(key), fmt::format("must be positive, got {}", v));
@@ -167,6 +182,18 @@ ModelConfig read(const GgufFile& f) {
         const float v = k[0] == 'a' ? cfg.attn_softcap : cfg.final_softcap;
         if (v < 0 || !std::isfinite(v)) c.fail(Checker::key_what(key(k)), fmt::format("must be >= 0, got {}", v));
     }
+    if (A.positions == PositionKind::Alibi) {
+        const std::string k = key("attention.max_alibi_bias");
+        if (!f.has(k) && A.default_max_alibi_bias == 0) c.fail(Checker::key_what(k), "required for this architecture");
+        cfg.max_alibi_bias = f.find_f32(k).value_or(A.default_max_alibi_bias);
+        if (!(cfg.max_alibi_bias > 0) || !std::isfinite(cfg.max_alibi_bias))
+            c.fail(Checker::key_what(k), fmt::format("must be positive, got {}", cfg.max_alibi_bias));
+    }
+    if (A.clamp_kqv) {
+        cfg.clamp_kqv = f.find_f32(key("attention.clamp_kqv")).value_or(0.0f);
+        if (!(cfg.clamp_kqv >= 0) || !std::isfinite(cfg.clamp_kqv))
+            c.fail(Checker::key_what(key("attention.clamp_kqv")), fmt::format("must be >= 0, got {}", cfg.clamp_kqv));
+    }
     cfg.causal = f.find_bool(key("attention.causal")).value_or(A.causal);
     if (!cfg.causal && cfg.window > 0)
         c.fail(Checker::key_what(key("attention.causal")), "bidirectional attention with a sliding window is not supported");
@@ -185,6 +212,19 @@ ModelConfig read(const GgufFile& f) {
                 c.fail("tensor 'token_types.weight'", fmt::format("expected shape [{}, n_types], got {}", cfg.dim,
                                                                    t->shape_string()));
         }
+    }
+    if (!A.lm_head) {
+        if (const GgufTensorInfo* t = f.find_tensor("cls.output.weight")) {
+            cfg.n_cls_out = uint32_t(t->ne[1]);
+            if (t->n_dims != 2 || cfg.n_cls_out == 0)
+                c.fail("tensor 'cls.output.weight'", fmt::format("expected shape [{}, n_labels], got {}", cfg.dim,
+                                                                  t->shape_string()));
+        }
+        // llama.cpp: cls + cls.bias (then cls.output when present), or cls.output alone.
+        const bool cls = f.find_tensor("cls.weight") && f.find_tensor("cls.bias");
+        if (cfg.pooling == Pooling::Rank && !cls && cfg.n_cls_out == 0)
+            c.fail(Checker::key_what(key("pooling_type")),
+                   "rank pooling needs a classification head: cls.weight and cls.bias, or cls.output.weight");
     }
     cfg.attn_scale = 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
                                                 ? cfg.dim / cfg.n_heads
@@ -233,6 +273,7 @@ ModelConfig read(const GgufFile& f) {
         if (auto l = layer_of(t.name); l && *l >= cfg.n_layers)
             c.fail("tensor " + quote_name(t.name),
                    fmt::format("belongs to layer {} but block_count is {}", *l, cfg.n_layers));
+        if (const char* why = unsupported_tensor(A, t.name)) c.fail("tensor " + quote_name(t.name), why);
     }
     return cfg;
 }
@@ -240,7 +281,8 @@ ModelConfig read(const GgufFile& f) {
 }  // namespace
 
 SchemaDims schema_dims(const ModelConfig& c) {
-    return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim, c.n_token_types};
+    return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim, c.n_token_types,
+            c.n_cls_out};
 }
 
 namespace {

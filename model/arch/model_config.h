@@ -78,6 +78,9 @@ struct ModelConfig {
     bool causal = true;        // <arch>.attention.causal, default the architecture's
     Pooling pooling = Pooling::None;  // <arch>.pooling_type
     uint32_t n_token_types = 0;       // rows of token_types.weight (encoders)
+    uint32_t n_cls_out = 0;           // labels of a reranker's cls.output.weight; 0: no such tensor
+    float max_alibi_bias = 0;  // ALiBi (PositionKind::Alibi): the slopes' max bias; 0 = no ALiBi
+    float clamp_kqv = 0;       // q, k, v clamped to [-clamp_kqv, clamp_kqv] after their biases; 0 = off
 
     uint32_t q_dim() const { return n_heads * head_dim; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -18,6 +18,7 @@ uint64_t SchemaDims::get(Dim d) const {
         case Dim::CtxTrain: return ctx_train;
         case Dim::RopeHalf: return rope_dim / 2;
         case Dim::TokenTypes: return token_types;
+        case Dim::ClsOut: return cls_out;
     }
     return 0;
 }
@@ -55,7 +56,7 @@ const FusedGroup* fused_group_of_part(Role part) {
 std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     using D = Dim;
     using R = Role;
-    const bool ln = A.norm == NormKind::Layer;     // LayerNorm: every norm has a bias
+    const bool ln = A.norm == NormKind::Layer && !A.optional_biases;  // LayerNorm: every norm has a bias
     const bool qkv_b = A.qkv_bias || A.all_bias;   // biases of q, k, v: required, else read when present
     const bool post = A.norm_placement == NormPlacement::PreAndPost;
     const bool after = A.norm_placement == NormPlacement::Post;  // BERT: the norms follow the residual adds
@@ -123,7 +124,7 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
         s.push_back({R::TokenTypes, "token_types.weight", {D::Embd, D::TokenTypes}, false, kMatrix, true});
     if (A.embed_norm) {
         s.push_back({R::TokenEmbdNorm, "token_embd_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
-        s.push_back({R::TokenEmbdNormB, "token_embd_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer,
+        s.push_back({R::TokenEmbdNormB, "token_embd_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer && !A.optional_biases,
                      kNormBias, true});
     }
     if (A.positions == PositionKind::Rope) {
@@ -136,15 +137,28 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
                          {false, 1.0f, 0.1f, true}, true});
         }
     }
-    if (!A.lm_head) return s;  // an encoder's output is its hidden states
+    if (!A.lm_head) {  // an encoder's output is its hidden states; a reranker's, its head's scores
+        const D hidden = A.cls_single ? D::One : D::Embd;
+        s.push_back({R::Cls, "cls.weight", {D::Embd, hidden}, false, kMatrix});
+        s.push_back({R::ClsB, "cls.bias", {hidden, D::One}, false, kBias, true});
+        if (A.cls_single) return s;
+        s.push_back({R::ClsOut, "cls.output.weight", {D::Embd, D::ClsOut}, false, kMatrix});
+        s.push_back({R::ClsOutB, "cls.output.bias", {D::ClsOut, D::One}, false, kBias, true});
+        return s;
+    }
     s.push_back({R::OutputNorm, "output_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
-    s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer, kNormBias, true});
+    s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer && !A.optional_biases,
+                 kNormBias, true});
     // Absent: the embeddings are tied and the logits read token_embd.
     s.push_back({R::Output, "output.weight", {D::Embd, D::Vocab}, false, kMatrix});
     return s;
 }
 
-bool is_head_role(Role r) { return r == Role::OutputNorm || r == Role::OutputNormB || r == Role::Output; }
+bool is_classifier_role(Role r) { return r == Role::Cls || r == Role::ClsB || r == Role::ClsOut || r == Role::ClsOutB; }
+
+bool is_head_role(Role r) {
+    return r == Role::OutputNorm || r == Role::OutputNormB || r == Role::Output || is_classifier_role(r);
+}
 
 std::string tensor_name(const TensorSpec& s, uint32_t layer) {
     return s.role < Role::LayerCount ? fmt::format("blk.{}.{}", layer, s.name) : std::string(s.name);

@@ -34,14 +34,19 @@ enum class Role : uint8_t {
     // --- model level
     TokenEmbd = LayerCount, PositionEmbd, TokenTypes, TokenEmbdNorm, TokenEmbdNormB, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,
     Output,
+    // A reranker's classification head on the first token's state (encoders, pooling rank; read on
+    // the host, never uploaded): cls (dim -> dim) + bias, tanh, then cls.output (dim -> labels) + bias;
+    // with ArchDesc::cls_single, cls (dim -> 1) + bias, tanh, alone.
+    Cls, ClsB, ClsOut, ClsOutB,
 };
 inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
 
 // A dimension of a shape, resolved by SchemaDims::get().
-enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes };
+enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut };
 
 struct SchemaDims {
     uint64_t embd = 0, q = 0, kv = 0, ffn = 0, head_dim = 0, vocab = 0, ctx_train = 0, rope_dim = 0, token_types = 0;
+    uint64_t cls_out = 0;  // classification labels (rows of cls.output.weight)
     uint64_t get(Dim d) const;
 };
 
@@ -83,6 +88,8 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& a);
 // The model-level tensors; `head` ones come after the layers in gen-model's files.
 std::vector<TensorSpec> model_schema(const ArchDesc& a);
 bool is_head_role(Role r);
+// Cls, ClsB, ClsOut, ClsOutB.
+bool is_classifier_role(Role r);
 
 // "blk.3.attn_q.weight" for per-layer roles, the name itself for the others.
 std::string tensor_name(const TensorSpec& s, uint32_t layer);

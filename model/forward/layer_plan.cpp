@@ -13,6 +13,7 @@ ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t lay
                            kv_cache_rows(cfg, layer, kv.n_ctx, kv.ubatch), cfg.attn_scale, kv.type};
     p.softcap = cfg.attn_softcap;
     p.causal = cfg.causal;
+    p.max_alibi_bias = cfg.max_alibi_bias;
     // A window as long as the context never masks anything.
     if (cfg.is_local(layer) && cfg.window < kv.n_ctx) p.window = cfg.window;
     return p;

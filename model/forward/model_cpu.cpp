@@ -114,6 +114,11 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         bias(L[R::Bq], q.data());
         bias(L[R::Bk], k.data());
         bias(L[R::Bv], v.data());
+        if (c.clamp_kqv > 0) {  // MPT
+            ref::clamp(q.data(), n * qd, c.clamp_kqv);
+            ref::clamp(k.data(), n * kv, c.clamp_kqv);
+            ref::clamp(v.data(), n * kv, c.clamp_kqv);
+        }
         if (A.qk_norm) {
             ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n * c.n_heads, c.head_dim, c.norm_eps);
             ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps);
@@ -132,6 +137,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         ops::AttentionParams ap{n, c.n_heads, c.n_kv_heads, c.head_dim, kv_rows_[l], c.attn_scale, kv_type_};
         ap.softcap = c.attn_softcap;
         ap.causal = c.causal;
+        ap.max_alibi_bias = c.max_alibi_bias;  // BLOOM, MPT, jina-bert-v2; 0 for the others
         if (c.is_local(l) && c.window < n_ctx_) ap.window = c.window;
         ref::attention(ap, q.data(), kc, vc, pos.data(), att.data());
         if (post_norms) {

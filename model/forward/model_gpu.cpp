@@ -384,6 +384,15 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
         project(s, L, p.k, src, a.k, in, &q8);
         project(s, L, p.v, src, a.v, in, &q8);
     }
+    if (c.clamp_kqv > 0) {  // MPT: q, k, v clamped after their biases
+        if (p.fused_qkv) {
+            ops::clamp(ctx_, s, qkv_.slice(), qd + 2 * kv, c.clamp_kqv);
+        } else {
+            ops::clamp(ctx_, s, a.q, n * qd, c.clamp_kqv);
+            ops::clamp(ctx_, s, a.k, n * kv, c.clamp_kqv);
+            ops::clamp(ctx_, s, a.v, n * kv, c.clamp_kqv);
+        }
+    }
     if (p.qk_norm) {  // every head of q and k is RMS-normalized on its own
         ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n * c.n_heads, c.head_dim, c.norm_eps);
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n * c.n_kv_heads, c.head_dim, c.norm_eps);

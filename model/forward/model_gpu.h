@@ -104,6 +104,7 @@ struct SeqToken {
 
 class ModelGpu {
 public:
+    const GgufFile& file() const { return file_; }
     ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
              const UploadProgress& progress = {});
     ~ModelGpu();

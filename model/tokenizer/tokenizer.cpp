@@ -86,6 +86,10 @@ Tokenizer::Tokenizer(const GgufFile& f, std::string_view model, Defaults default
     eom_id_ = special("tokenizer.ggml.eom_token_id", -1);
     add_bos_ = f.find_bool("tokenizer.ggml.add_bos_token").value_or(defaults.add_bos);
     add_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
+    const int32_t sep = special("tokenizer.ggml.seperator_token_id", -1);
+    pair_bos_ = add_bos_ ? bos_id_ : -1;
+    pair_eos_ = add_eos_ ? (eos_id_ >= 0 ? eos_id_ : sep) : -1;
+    pair_sep_ = f.find_bool("tokenizer.ggml.add_sep_token").value_or(false) ? sep : -1;
 
     control_.assign(n, false);
     for (size_t i = 0; i < n; ++i) control_[i] = types_[i] == TokenType::Control || types_[i] == TokenType::Unknown;
@@ -175,6 +179,18 @@ int32_t Tokenizer::find_token(std::string_view text) const {
 }
 
 bool Tokenizer::is_eog(int32_t id) const { return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id); }
+
+std::vector<int32_t> Tokenizer::encode_pair(std::string_view first, std::string_view second) const {
+    std::vector<int32_t> out;
+    if (pair_bos_ >= 0) out.push_back(pair_bos_);
+    const std::vector<int32_t> a = encode(first, false), b = encode(second, false);
+    out.insert(out.end(), a.begin(), a.end());
+    if (pair_eos_ >= 0) out.push_back(pair_eos_);
+    if (pair_sep_ >= 0) out.push_back(pair_sep_);
+    out.insert(out.end(), b.begin(), b.end());
+    if (pair_eos_ >= 0) out.push_back(pair_eos_);
+    return out;
+}
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
     std::vector<int32_t> out;

@@ -38,6 +38,11 @@ public:
     // `text` become those tokens, as chat prompts need; without it they are plain text. User-defined
     // tokens are always matched whole. Never fails on any input bytes, invalid UTF-8 included.
     std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+    // A query and a document for a reranker, joined as llama.cpp's server joins them (its
+    // format_prompt_rerank without a rerank template): [BOS] first [EOS] [SEP] second [EOS], each
+    // special token only where the vocab adds it (add_bos_token, add_eos_token, add_sep_token; EOS
+    // falls back to SEP when the vocab has none). BERT vocabs: [CLS] first [SEP] second.
+    std::vector<int32_t> encode_pair(std::string_view first, std::string_view second) const;
 
     // Text of `id` as it appears when following `prev_id` (-1 at the start of a sequence). Control
     // and unknown-type tokens of a byte-level vocab print nothing; SentencePiece drops its
@@ -96,6 +101,7 @@ protected:
     std::unordered_map<std::string_view, int32_t> token_ids_;  // views into tokens_ (never resized)
     int32_t bos_id_ = 1, eos_id_ = 2, unk_id_ = 0, eot_id_ = -1, eom_id_ = -1;
     bool add_bos_ = true, add_eos_ = false;
+    int32_t pair_bos_ = -1, pair_eos_ = -1, pair_sep_ = -1;  // encode_pair's special tokens; -1: none
     std::vector<int32_t> eog_ids_;  // sorted
     std::vector<bool> control_;     // control or unknown type, or a control-looking end token
     SpecialTokens specials_;

@@ -86,12 +86,19 @@ WordPieceTokenizer::WordPieceTokenizer(const GgufFile& f)
             f.fail("key " + quote_name(key), fmt::format("is not a token id of the vocab of {} tokens", tokens_.size()));
         return int32_t(*x);
     };
+    // llama.cpp's WordPiece vocab has an EOS only when the file names one (read by the base class).
+    const bool has_eos = f.has("tokenizer.ggml.eos_token_id");
+    const int32_t file_eos = eos_id_;
     // The converter writes [CLS] and [SEP] under these keys, not as BOS / EOS.
     bos_id_ = id_key("tokenizer.ggml.cls_token_id", bos_id_);
     sep_id_ = eos_id_ = id_key("tokenizer.ggml.seperator_token_id", eos_id_);
     // [SEP] closes the text as llama.cpp's add_sep says (default true); the base class appends it
     // as its end token.
     add_eos_ = f.find_bool("tokenizer.ggml.add_sep_token").value_or(true);
+    // A pair: [CLS] a [SEP] b, and EOS (or [SEP]) after each only where add_eos_token says.
+    pair_bos_ = add_bos_ ? bos_id_ : -1;
+    pair_sep_ = add_eos_ ? sep_id_ : -1;
+    pair_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(false) ? (has_eos && file_eos >= 0 ? file_eos : sep_id_) : -1;
     if (unk_id_ < 0)
         f.fail("key 'tokenizer.ggml.unknown_token_id'", "a WordPiece vocab needs an unknown token ([UNK]) for words it "
                                                         "cannot cover");

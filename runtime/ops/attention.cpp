@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -25,12 +26,25 @@ constexpr uint32_t kMergeWg = 64;
 constexpr uint32_t kMaxSplits = 128;      // attention_merge.comp holds up to 256
 constexpr uint32_t kMaxHeadDim = 256;
 
+// ALiBi's slope bases as alibi_slope() in shaders/include/kv_read.glsl takes them.
+struct AlibiPush {
+    float m0 = 0, m1 = 0;
+    uint32_t n_log2 = 0;  // 0: no ALiBi
+};
+
+AlibiPush alibi_push(const AttentionParams& p) {
+    if (p.max_alibi_bias == 0.0f) return {};
+    const uint32_t n_log2 = std::bit_floor(p.n_heads);
+    return {std::exp2(-p.max_alibi_bias / float(n_log2)), std::exp2(-p.max_alibi_bias / 2.0f / float(n_log2)), n_log2};
+}
+
 struct DecodePush {
     uint32_t n_heads, n_kv_heads, n_ctx, n_splits, min_chunk, group;
     float scale;
     uint32_t window;
     float softcap;
     uint32_t q_first, pos_first, dst_first;
+    AlibiPush alibi;
 };
 struct MergePush {
     uint32_t n_heads, head_dim, n_splits, out_first;
@@ -42,6 +56,7 @@ struct PrefillPush {
     float softcap;
     uint32_t q_first, pos_first, out_first;
     uint32_t causal;
+    AlibiPush alibi;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
@@ -55,8 +70,9 @@ uint32_t largest_divisor_at_most(uint32_t n, uint32_t cap) {
 void check_params(const AttentionParams& p) {
     auto bad = [&](const std::string& why) {
         throw std::invalid_argument(fmt::format(
-            "attention: {} (n_tokens {}, n_heads {}, n_kv_heads {}, head_dim {}, n_ctx {}, window {}, softcap {})", why,
-            p.n_tokens, p.n_heads, p.n_kv_heads, p.head_dim, p.n_ctx, p.window, p.softcap));
+            "attention: {} (n_tokens {}, n_heads {}, n_kv_heads {}, head_dim {}, n_ctx {}, window {}, softcap {}, "
+            "max_alibi_bias {})",
+            why, p.n_tokens, p.n_heads, p.n_kv_heads, p.head_dim, p.n_ctx, p.window, p.softcap, p.max_alibi_bias));
     };
     if (p.n_tokens == 0 || p.n_heads == 0 || p.n_kv_heads == 0 || p.n_ctx == 0) bad("zero-sized shape");
     if (p.n_heads % p.n_kv_heads != 0) bad("n_heads must be a multiple of n_kv_heads");
@@ -71,6 +87,7 @@ void check_params(const AttentionParams& p) {
         bad(fmt::format("a sliding-window cache needs n_ctx >= window + n_tokens - 1 = {}",
                         uint64_t(p.window) + p.n_tokens - 1));
     if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) bad("softcap must be finite and >= 0");
+    if (!(p.max_alibi_bias >= 0.0f) || !std::isfinite(p.max_alibi_bias)) bad("max_alibi_bias must be finite and >= 0");
     if (!p.causal && p.window > 0) bad("a sliding window needs causal attention");
 }
 
@@ -89,7 +106,7 @@ size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw, bool store) {
 
 size_t prefill_shared_bytes(uint32_t d, uint32_t m, uint32_t bk) {
     const size_t d4 = d / 4;
-    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 20;
+    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 28;
 }
 
 // Workgroups that keep the device busy during decode. The caps do not say how many compute units
@@ -257,7 +274,7 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials_bytes(p, plan.n_splits), caps, "scratch", p);
     const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
                           group,     p.scale,      p.window,  p.softcap,     uint32_t(b.q.inner / 16),
-                          b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u};
+                          b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u, alibi_push(p)};
     std::vector<BufferSlice> bindings{b.q.slice, b.k, b.v, b.pos.slice, dst};
     bindings.insert(bindings.end(), store_bindings.begin(), store_bindings.end());
     if (store) {
@@ -288,7 +305,8 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     }
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
-                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u};
+                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
+                           alibi_push(p)};
     s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
 }

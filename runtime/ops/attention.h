@@ -16,6 +16,7 @@
 // position j living in row j % n_ctx (ops::kv_store writes it there), and a query sees only the last
 // `window` positions; a windowed decode reads about `window` keys however long the history.
 // Attention-logit soft-capping (Gemma 2): scores pass through softcap * tanh(s / softcap).
+// ALiBi (BLOOM, MPT, jina-bert-v2): scores gain a per-head penalty linear in the query-key distance.
 #pragma once
 
 #include "runtime/context.h"
@@ -40,6 +41,10 @@ struct AttentionParams {
     // false: bidirectional (encoders): every query sees the positions up to the call's last one,
     // so a whole input evaluated in one call attends to all of itself. One query: the same either way.
     bool causal = true;
+    // ALiBi (BLOOM, MPT, jina-bert-v2): the score of the key at position j for the query at position
+    // i gains -slope_h * |i - j|, the slopes of query head h from max_alibi_bias as llama.cpp (and the
+    // ALiBi paper, for head counts that are powers of two) define them. 0 = off.
+    float max_alibi_bias = 0.0f;
 };
 
 // q:   f32 [n_tokens][n_heads][head_dim]
@@ -50,7 +55,8 @@ struct AttentionParams {
 //   with a window, else 0 (not causal: keys 0..positions[n_tokens - 1] for every query, no window); without a window positions must be < n_ctx (p is clamped to n_ctx - 1).
 //   A window needs n_ctx >= window + n_tokens - 1: every row of the chunk is stored before attention
 //   runs, and a smaller ring would already have overwritten keys that the chunk's first query needs.
-// Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, then softmax.
+// Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, gains the ALiBi
+// bias with max_alibi_bias > 0, then softmax.
 // out: f32 [n_tokens][n_heads][head_dim]
 // scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
 //   empty slice, when that is 0.
@@ -113,7 +119,7 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
 
 namespace vkllm::ref {
 
-// Plain reference: for each query, scores in double (soft-capped when asked), softmax, weighted sum
+// Plain reference: for each query, scores in double (soft-capped, ALiBi-biased when asked), softmax, weighted sum
 // of V over the query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32), from
 // ring row j % n_ctx for position j.
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,

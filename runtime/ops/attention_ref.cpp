@@ -9,9 +9,32 @@
 
 namespace vkllm::ref {
 
+namespace {
+
+// ALiBi slopes as the paper's reference code builds them: for a power of two n, the geometric
+// sequence 2^(-b/n), 2^(-2b/n), ... (b = max bias, 8 in the paper); for other counts, the sequence of
+// the largest power of two below n, then every other slope of the sequence for twice that many.
+std::vector<double> alibi_slopes(uint32_t n_heads, double max_bias) {
+    auto power_of_two = [&](uint32_t n) {
+        std::vector<double> s(n);
+        for (uint32_t i = 0; i < n; ++i) s[i] = std::pow(2.0, -max_bias * (i + 1) / n);
+        return s;
+    };
+    uint32_t closest = 1;
+    while (closest * 2 <= n_heads) closest *= 2;
+    std::vector<double> s = power_of_two(closest);
+    const std::vector<double> twice = power_of_two(2 * closest);
+    for (uint32_t i = 0; s.size() < n_heads; i += 2) s.push_back(twice[i]);
+    return s;
+}
+
+}  // namespace
+
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
                float* out) {
     const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
+    const std::vector<double> slopes =
+        p.max_alibi_bias > 0 ? alibi_slopes(p.n_heads, p.max_alibi_bias) : std::vector<double>(p.n_heads, 0.0);
     // Query t sees positions [lo, end): the window's, or 0..p clamped to the cache without one.
     auto range = [&](uint32_t t, uint32_t& lo, uint32_t& end) {
         const uint32_t pos = uint32_t(std::max(positions[p.causal ? t : p.n_tokens - 1], 0));
@@ -57,6 +80,7 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
                 for (uint32_t d = 0; d < D; ++d) s += double(qh[d]) * kr[d];
                 s *= p.scale;
                 if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
+                s -= slopes[h] * std::abs(double(std::max(positions[t], 0)) - double(j));
                 w[j - lo] = s;
                 mx = std::max(mx, s);
             }

@@ -58,6 +58,7 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::Scale: return {"scale", {wg}};
         case SmallOp::Softcap: return {"softcap", {wg}};
         case SmallOp::AddRows: return {"add_rows", {wg}};
+        case SmallOp::Clamp: return {"clamp", {wg}};
     }
     throw std::logic_error("small_op_desc: unknown op");
 }
@@ -158,6 +159,12 @@ void softcap(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, f
     if (!(cap > 0.0f) || !std::isfinite(cap))
         throw std::invalid_argument(fmt::format("softcap: cap must be finite and positive, got {}", cap));
     unary_elementwise(ctx, s, SmallOp::Softcap, "softcap", x, x, n, cap);
+}
+
+void clamp(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float limit) {
+    if (!(limit > 0.0f) || !std::isfinite(limit))
+        throw std::invalid_argument(fmt::format("clamp: limit must be finite and positive, got {}", limit));
+    unary_elementwise(ctx, s, SmallOp::Clamp, "clamp", x, x, n, limit);
 }
 
 void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& b, uint32_t rows, uint32_t dim) {

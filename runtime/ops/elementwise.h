@@ -40,6 +40,9 @@ void scale(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, flo
 // In place: x[i] = cap * tanh(x[i] / cap) (logit soft-capping); finite for every finite x.
 // Throws std::invalid_argument unless cap is finite and > 0.
 void softcap(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float cap);
+// In place: x[i] = clamp(x[i], -limit, limit) (MPT's clamp_kqv). Throws std::invalid_argument unless
+// limit is finite and > 0.
+void clamp(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float limit);
 // In place: x[r, c] += b[c] for r < rows, c < dim (a bias broadcast over rows). Any dim (b must fit
 // one binding). Throws std::invalid_argument for rows = 0 or dim = 0.
 void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& b, uint32_t rows, uint32_t dim);
@@ -55,14 +58,14 @@ namespace detail {
 
 enum class SmallOp {
     RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
-    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows,
+    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 16> kAllSmallOps = {
+inline constexpr std::array<SmallOp, 17> kAllSmallOps = {
     SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
     SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
     SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
-    SmallOp::AddRows};
+    SmallOp::AddRows,    SmallOp::Clamp};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 
@@ -78,6 +81,7 @@ void add(const float* a, const float* b, float* out, uint32_t n);
 void gelu(const float* x, float* y, uint32_t n);
 void scale(float* x, uint32_t n, float factor);
 void softcap(float* x, uint32_t n, float cap);
+void clamp(float* x, uint32_t n, float limit);
 void add_rows(float* x, const float* b, uint32_t rows, uint32_t dim);
 
 }  // namespace vkllm::ref

@@ -1,5 +1,6 @@
 #include "runtime/ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -40,6 +41,10 @@ void scale(float* x, uint32_t n, float factor) {
 
 void softcap(float* x, uint32_t n, float cap) {
     for (uint32_t i = 0; i < n; ++i) x[i] = float(cap * std::tanh(double(x[i]) / cap));
+}
+
+void clamp(float* x, uint32_t n, float limit) {
+    for (uint32_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -limit), limit);
 }
 
 void add_rows(float* x, const float* b, uint32_t rows, uint32_t dim) {

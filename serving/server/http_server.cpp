@@ -58,7 +58,8 @@ const std::map<std::string, std::string>& known_routes() {
         {"/completions", "POST"},         {"/v1/models", "GET"},         {"/models", "GET"},
         {"/health", "GET"},               {"/metrics", "GET"},           {"/tokenize", "POST"},
         {"/detokenize", "POST"},          {"/apply-template", "POST"},   {"/v1/embeddings", "POST"},
-        {"/embeddings", "POST"},
+        {"/embeddings", "POST"},          {"/v1/rerank", "POST"},        {"/rerank", "POST"},
+        {"/v1/reranking", "POST"},        {"/reranking", "POST"},
     };
     return routes;
 }
@@ -158,6 +159,29 @@ struct HttpServer::Impl {
     void routes();
     void completion(Endpoint ep, Response& res, const std::string& body);
     void embeddings(Response& res, const std::string& body);
+    void rerank(Response& res, const std::string& body);
+    // One of the threads - 2 places for embedding and rerank requests (each waits for the one
+    // device), held while it lives; beyond them a 503, rather than connections left hanging.
+    class EmbeddingTicket {
+    public:
+        EmbeddingTicket(std::atomic<uint32_t>& n, uint32_t limit) : n_(n) {
+            if (++n_ > limit) {
+                --n_;
+                throw ApiError(503, fmt::format("The server is busy: {} embedding and rerank requests are running or "
+                                                "waiting.", limit),
+                               "server_error");
+            }
+        }
+        ~EmbeddingTicket() { --n_; }
+        EmbeddingTicket(const EmbeddingTicket&) = delete;
+        EmbeddingTicket& operator=(const EmbeddingTicket&) = delete;
+
+    private:
+        std::atomic<uint32_t>& n_;
+    };
+    EmbeddingTicket embedding_ticket() {
+        return EmbeddingTicket(embedding_requests, std::max<uint32_t>(1, opts.threads > 2 ? opts.threads - 2 : 1));
+    }
     void stream(Response& res, std::vector<std::unique_ptr<Generation>> gens, std::vector<ResponseBuilder> rbs);
     // One call of a stream's content provider: writes what the choices have; false when the client is gone.
     bool stream_step(StreamState& st, size_t offset, DataSink& sink);
@@ -219,6 +243,9 @@ HandlerResponse HttpServer::Impl::on_error(const Request& req, Response& res) {
 void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
     if (draining) throw shutting_down();
     std::shared_ptr<const ServedModel> m = ready_model();
+    if (m->rerank)
+        throw ApiError(400, fmt::format("The model '{}' is a reranker (pooling rank): it answers /v1/rerank only.", m->id),
+                       "invalid_request_error", "model", "model_not_supported");
     if (!m->embed)
         throw ApiError(400, fmt::format("The model '{}' does not make embeddings: vkllm serves /v1/embeddings from "
                                         "encoder models (bert).", m->id),
@@ -231,16 +258,8 @@ void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
         if (inputs[i].size() > m->embed_limit) throw embedding_length_error(i, inputs[i].size(), m->embed_limit);
         tokens += inputs[i].size();
     }
-    // One device runs the inputs one after another; requests beyond what leaves threads for /health
-    // and the others are turned away rather than left holding connections.
-    const uint32_t limit = std::max<uint32_t>(1, opts.threads > 2 ? opts.threads - 2 : 1);
-    struct Slot {
-        std::atomic<uint32_t>& n;
-        ~Slot() { --n; }
-    } slot{embedding_requests};
-    if (++embedding_requests > limit)
-        throw ApiError(503, fmt::format("The server is busy: {} embedding requests are running or waiting.", limit),
-                       "server_error");
+    // One device runs the inputs one after another.
+    const auto ticket = embedding_ticket();
     std::vector<std::vector<float>> vectors;
     for (const std::vector<int32_t>& ids : inputs) {
         if (draining) throw shutting_down();
@@ -250,12 +269,37 @@ void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
     send_json(res, embeddings_response(vectors, req.base64, req.model.empty() ? m->id : req.model, tokens));
 }
 
+void HttpServer::Impl::rerank(Response& res, const std::string& body) {
+    if (draining) throw shutting_down();
+    std::shared_ptr<const ServedModel> m = ready_model();
+    if (!m->rerank)
+        throw ApiError(400, fmt::format("The model '{}' is not a reranker: /v1/rerank needs a model with pooling rank "
+                                        "(a classification head, as bge-reranker).", m->id),
+                       "invalid_request_error", "model", "model_not_supported");
+    RerankRequest req = parse_rerank_request(parse_body(body));
+    std::vector<std::vector<int32_t>> inputs;
+    uint64_t tokens = 0;
+    for (size_t i = 0; i < req.documents.size(); ++i) {
+        inputs.push_back(m->rerank_tokens(req.query, req.documents[i]));
+        if (inputs[i].size() > m->embed_limit) throw rerank_length_error(i, inputs[i].size(), m->embed_limit);
+        tokens += inputs[i].size();
+    }
+    const auto ticket = embedding_ticket();
+    std::vector<float> scores;
+    for (const std::vector<int32_t>& ids : inputs) {
+        if (draining) throw shutting_down();
+        scores.push_back(m->rerank(ids));
+    }
+    send_json(res, rerank_response(req, scores, req.model.empty() ? m->id : req.model, tokens));
+}
+
 void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string& body) {
     if (draining) throw shutting_down();
     std::shared_ptr<const ServedModel> m = ready_model();
     if (!m->submit)
-        throw ApiError(400, fmt::format("The model '{}' is an embedding model (it has no language-model head): it "
-                                        "answers /v1/embeddings only.", m->id),
+        throw ApiError(400, fmt::format("The model '{}' is {} (it has no language-model head): it answers {} only.",
+                                        m->id, m->rerank ? "a reranker" : "an embedding model",
+                                        m->rerank ? "/v1/rerank" : "/v1/embeddings"),
                        "invalid_request_error", "model", "model_not_supported");
     json j = parse_body(body);
     thread_local std::mt19937_64 seeds{std::random_device{}()};
@@ -456,6 +500,8 @@ void HttpServer::Impl::routes() {
         post(path, [this](const Request&, Response& res, const std::string& body) { completion(Endpoint::Chat, res, body); });
     for (const char* path : {"/v1/embeddings", "/embeddings"})
         post(path, [this](const Request&, Response& res, const std::string& body) { embeddings(res, body); });
+    for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
+        post(path, [this](const Request&, Response& res, const std::string& body) { rerank(res, body); });
     for (const char* path : {"/v1/completions", "/completions"})
         post(path, [this](const Request&, Response& res, const std::string& body) { completion(Endpoint::Completion, res, body); });
     post("/tokenize", [this](const Request&, Response& res, const std::string& body) {
@@ -471,7 +517,7 @@ void HttpServer::Impl::routes() {
     post("/apply-template", [this](const Request&, Response& res, const std::string& body) {
         auto m = ready_model();
         if (!m->render_chat)
-            throw ApiError(400, fmt::format("The model '{}' is an embedding model: it has no chat template.", m->id));
+            throw ApiError(400, fmt::format("The model '{}' is an embedding or rerank model: it has no chat template.", m->id));
         TemplateRequest t = parse_apply_template_request(parse_body(body));
         // What a chat request with these tools renders (tool_choice auto): a template that cannot
         // show them gets them in the system message. A format this server cannot parse still renders.
@@ -550,8 +596,10 @@ int HttpServer::start() {
 }
 
 void HttpServer::set_model(ServedModel m) {
-    if (!m.tokenizer || (!m.submit && !m.embed))
-        throw std::invalid_argument("HttpServer::set_model: a tokenizer and submit or embed are required");
+    if (!m.tokenizer || (!m.submit && !m.embed && !m.rerank))
+        throw std::invalid_argument("HttpServer::set_model: a tokenizer and submit, embed or rerank are required");
+    if (bool(m.rerank) != bool(m.rerank_tokens))
+        throw std::invalid_argument("HttpServer::set_model: rerank and rerank_tokens go together");
     std::lock_guard lk(impl_->mu);
     impl_->model = std::make_shared<const ServedModel>(std::move(m));
 }

@@ -1,4 +1,4 @@
-// The HTTP side of `vkllm serve`: OpenAI's /v1/chat/completions, /v1/completions, /v1/embeddings
+// The HTTP side of `vkllm serve`: OpenAI's /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/rerank
 // and /v1/models, plus /health, /metrics, /tokenize, /detokenize and /apply-template, on cpp-httplib.
 //
 // It listens before the model is loaded (/health answers 503 "loading" until set_model()), checks
@@ -55,7 +55,11 @@ struct ServedModel {
     // vectors have embedding_dim values.
     std::function<std::vector<std::vector<float>>(const std::vector<std::vector<int32_t>>&)> embed;
     uint32_t embedding_dim = 0;
-    uint32_t embed_limit = 0;
+    uint32_t embed_limit = 0;  // also the longest (query, document) pair of a reranker
+    // A reranker (pooling rank) sets these instead of embed: the tokens of a (query, document) pair
+    // (model/embedding.h rerank_tokens), and their relevance score; one pair per call, as embed.
+    std::function<std::vector<int32_t>(std::string_view, std::string_view)> rerank_tokens;
+    std::function<float(const std::vector<int32_t>&)> rerank;
 };
 
 struct ServerOptions {

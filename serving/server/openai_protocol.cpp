@@ -643,6 +643,66 @@ json embeddings_response(const std::vector<std::vector<float>>& vectors, bool ba
             {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
+RerankRequest parse_rerank_request(const json& body) {
+    RerankRequest r;
+    r.model = get_string(body, "model").value_or("");
+    const std::optional<std::string> query = get_string(body, "query");
+    if (!query) throw invalid_field("query", "Missing required parameter: 'query'.");
+    if (query->empty()) throw invalid_field("query", "Invalid 'query': it cannot be empty.");
+    r.query = *query;
+    const char* name = field(body, "documents") ? "documents" : "texts";
+    const json* docs = field(body, name);
+    if (!docs) throw invalid_field("documents", "Missing required parameter: 'documents'.");
+    if (!docs->is_array()) wrong_type(name, "an array of strings", *docs);
+    constexpr size_t kMaxDocuments = 2048;
+    if (docs->empty()) throw invalid_field(name, fmt::format("Invalid '{}': give at least one document.", name));
+    if (docs->size() > kMaxDocuments)
+        throw invalid_field(name, fmt::format("Invalid '{}': {} documents; at most {} per request.", name, docs->size(),
+                                              kMaxDocuments));
+    for (size_t i = 0; i < docs->size(); ++i) {
+        const json& d = (*docs)[i];
+        const std::string at = fmt::format("{}[{}]", name, i);
+        const json* text = d.is_object() ? field(d, "text") : &d;
+        if (!text || !text->is_string()) wrong_type(at, "a string or an object with a string 'text'", d);
+        if (text->get_ref<const std::string&>().empty())
+            throw invalid_field(name, fmt::format("Invalid '{}': a document cannot be empty.", at));
+        r.documents.push_back(text->get<std::string>());
+    }
+    if (const json* n = field(body, "top_n")) {
+        if (!n->is_number_integer()) wrong_type("top_n", "an integer", *n);
+        if (n->get<int64_t>() < 1)
+            throw invalid_field("top_n", fmt::format("Invalid 'top_n': {}; expected a positive integer.", n->dump()));
+        r.top_n = size_t(std::min<uint64_t>(n->get<uint64_t>(), r.documents.size()));
+    }
+    if (const json* b = field(body, "return_documents")) {
+        if (!b->is_boolean()) wrong_type("return_documents", "a boolean", *b);
+        r.return_documents = b->get<bool>();
+    }
+    return r;
+}
+
+json rerank_response(const RerankRequest& req, const std::vector<float>& scores, const std::string& model,
+                     uint64_t prompt_tokens) {
+    std::vector<size_t> order(scores.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+    if (req.top_n) order.resize(std::min(order.size(), req.top_n));
+    json results = json::array();
+    for (size_t i : order) {
+        json r = {{"index", i}, {"relevance_score", scores[i]}};
+        if (req.return_documents) r["document"] = {{"text", req.documents.at(i)}};
+        results.push_back(std::move(r));
+    }
+    return {{"object", "list"}, {"results", std::move(results)}, {"model", model},
+            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
+ApiError rerank_length_error(size_t index, size_t tokens, uint32_t limit) {
+    return ApiError(400, fmt::format("The query and document {} are {} tokens together; this model takes at most {} "
+                                     "tokens per pair. Please shorten them.", index, tokens, limit),
+                    "invalid_request_error", "documents", "context_length_exceeded");
+}
+
 ApiError embedding_length_error(size_t index, size_t tokens, uint32_t limit) {
     return ApiError(400, fmt::format("Input {} has {} tokens; this model takes at most {} tokens per input. Please "
                                      "shorten the input.", index, tokens, limit),

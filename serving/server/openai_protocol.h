@@ -152,6 +152,24 @@ std::string base64_floats(const std::vector<float>& v);
 // The 400 for an embedding input longer than the model takes (code context_length_exceeded).
 ApiError embedding_length_error(size_t index, size_t tokens, uint32_t limit);
 
+// POST /v1/rerank (Jina's and llama-server's shape): `query` a non-empty string; `documents` (or
+// llama-server's `texts`) 1..2048 non-empty strings or {"text": string} objects; `top_n` a positive
+// integer (default all); `return_documents` (default false) adds each document's text.
+struct RerankRequest {
+    std::string query;
+    std::vector<std::string> documents;
+    size_t top_n = 0;  // 0: every document
+    bool return_documents = false;
+    std::string model;
+};
+RerankRequest parse_rerank_request(const json& body);
+// {"object": "list", "results": [{"index", "relevance_score"(, "document": {"text"})}] by descending
+// score (ties in input order), at most top_n of them, "model", "usage"}.
+json rerank_response(const RerankRequest& req, const std::vector<float>& scores, const std::string& model,
+                     uint64_t prompt_tokens);
+// The 400 for a query and document longer together than the model takes (context_length_exceeded).
+ApiError rerank_length_error(size_t index, size_t tokens, uint32_t limit);
+
 // 400 naming logit_bias when a biased token id is not in the vocabulary.
 void check_logit_bias(const ParsedRequest& req, size_t n_vocab);
 

@@ -1,6 +1,7 @@
 // Every architecture against llama.cpp: `vkllm gen-model` writes the random-weight models of
 // tests/fixtures/architectures/models.tsv again (F16 and the q4_k_m mix), and `vkllm perplexity`
-// must land within 1% of what llama-perplexity computed for the same files (committed numbers;
+// must land within 0.5% (F16) or 1% (the q4_k_m mix) of what llama-perplexity computed for the
+// same files (committed numbers;
 // make_fixtures.sh in that folder regenerates them).
 #include "apps/run_vkllm.h"
 
@@ -53,12 +54,13 @@ double final_ppl(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 1% for every architecture, F16 and Q4_K_M") {
+TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 0.5% (F16) / 1% (Q4_K_M) for every decoder architecture") {
     const std::vector<Row> all = rows();
     std::set<std::string> archs;
     for (const Row& r : all) archs.insert(r.arch);
     // Every architecture vkllm runs has its fixtures.
-    for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2"}) CHECK(archs.count(a) == 1);
+    for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2", "bloom", "mpt"})
+        CHECK(archs.count(a) == 1);
     const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
     fs::create_directories(dir);
     for (const Row& r : all) {
@@ -76,8 +78,9 @@ TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 1% fo
         MESSAGE(fmt::format("{} {}: vkllm {:.4f}, llama.cpp {:.4f} ({:+.3f}%)", r.name, r.type, got, r.ppl,
                             100.0 * (got - r.ppl) / r.ppl));
         // A miss far beyond 1% after a change to gen-model means the files changed: re-run
-        // tests/fixtures/architectures/make_fixtures.sh.
-        CHECK(rel < 0.01);
+        // tests/fixtures/architectures/make_fixtures.sh. F16 has only f32-vs-f16 rounding between the
+        // two (measured within 0.01%); llama.cpp's K-quant dot products round activations to 8 bits.
+        CHECK(rel < (r.type == "f16" ? 0.005 : 0.01));
         fs::remove(model);
     }
 }

@@ -1,4 +1,4 @@
-// Embeddings against llama.cpp: `vkllm gen-model --arch bert|nomic-bert` writes the random-weight models
+// Embeddings against llama.cpp: `vkllm gen-model --arch bert|nomic-bert|jina-bert-v2|qwen3` writes the random-weight models
 // of tests/fixtures/embeddings/peer.json again (with the bge WordPiece vocab), and `vkllm embed`
 // must give every input the vectors llama-server --embeddings returned for the same file, within the
 // cosine similarity the case lists, with the same token count (make_fixtures.py there regenerates
@@ -37,7 +37,7 @@ fs::path tmp_dir() {
 
 }  // namespace
 
-TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, nomic-bert and Qwen3 models") {
+TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, nomic-bert, jina-bert-v2 and Qwen3 models") {
     if (!fs::exists(kVocab)) {
         MESSAGE("skipped: " << kVocab << " is missing");
         return;
@@ -76,6 +76,49 @@ TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, n
         // A miss far below the threshold after a change to gen-model means the files changed:
         // re-run tests/fixtures/embeddings/make_fixtures.py.
         CHECK(worst >= c["min_cosine"].get<double>());
+        fs::remove(model);
+    }
+}
+
+TEST_CASE("embed: vkllm embed --rerank equals llama-server --reranking on random BERT and jina-bert-v2 rerankers") {
+    if (!fs::exists(kVocab)) {
+        MESSAGE("skipped: " << kVocab << " is missing");
+        return;
+    }
+    std::ifstream in(kFixtures / "peer.json");
+    REQUIRE(in.good());
+    const nlohmann::json fx = nlohmann::json::parse(in);
+    const fs::path docs = tmp_dir() / "documents.txt";
+    {
+        std::ofstream f(docs, std::ios::binary);
+        for (const auto& t : fx["inputs"]) f << t.get<std::string>() << "\n";
+    }
+    REQUIRE(fx["rerank_cases"].size() == 2);
+    for (const auto& c : fx["rerank_cases"]) {
+        const std::string name = c["name"];
+        CAPTURE(name);
+        const fs::path model = tmp_dir() / (name + ".gguf");
+        const fs::path vocab = kModels / ("ggml-vocab-" + c["vocab"].get<std::string>() + ".gguf");
+        auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", vocab.string(),
+                                         c["options"].get<std::string>(), model.string()), "rerank_gen");
+        REQUIRE(gen.status == 0);
+        auto r = run_vkllm(fmt::format("embed -m {} --rerank \"{}\" -f {} --batch-lines --json", model.string(),
+                                       fx["rerank_query"].get<std::string>(), docs.string()), "rerank");
+        INFO(r.err);
+        REQUIRE(r.status == 0);
+        const nlohmann::json got = nlohmann::json::parse(r.out);
+        const auto want = c["scores"].get<std::vector<double>>();
+        REQUIRE(got["results"].size() == want.size());
+        CHECK(got["usage"]["prompt_tokens"] == c["prompt_tokens"]);
+        double worst = 0, prev = INFINITY;
+        for (const auto& x : got["results"]) {
+            const double score = x["relevance_score"];
+            CHECK(score <= prev);  // by descending score
+            prev = score;
+            worst = std::max(worst, std::fabs(score - want.at(x["index"].get<size_t>())));
+        }
+        MESSAGE(fmt::format("{}: largest score difference to llama.cpp {:.2g} over {} documents", name, worst, want.size()));
+        CHECK(worst <= c["max_diff"].get<double>());
         fs::remove(model);
     }
 }
@@ -126,7 +169,11 @@ TEST_CASE("embed: pooling, normalisation and the errors of vkllm embed; generati
         INFO(r.err);
         CHECK(r.err.find(want) != std::string::npos);
     };
-    err(fmt::format("embed -m {} -p x --pooling max", model.string()), "--pooling 'max': expected none, mean, cls or last");
+    err(fmt::format("embed -m {} -p x --pooling max", model.string()), "--pooling 'max': expected none, mean, cls, last or rank");
+    err(fmt::format("embed -m {} -p x --rerank q", model.string()),
+        "this bert model is not a reranker: its pooling is 'mean', reranking needs 'rank'");
+    err(fmt::format("embed -m {} -p x --rerank ''", model.string()), "--rerank: the query is empty");
+    err(fmt::format("embed -m {} -p x --rerank q --pooling cls", model.string()), "--rerank scores with the model's rank pooling");
     err(fmt::format("embed -m {} -p x --pooling rank", model.string()), "pooling 'rank' needs a reranker's classification head");
     err(fmt::format("embed -m {} -p x --normalize -3", model.string()), "normalization -3");
     err(fmt::format("embed -m {}", model.string()), "no text: give -p TEXT or -f FILE");

@@ -1,7 +1,9 @@
 // `vkllm serve` on an embedding model (a random BERT written by `vkllm gen-model` with the bge
 // WordPiece vocab) driven by the official OpenAI Node client: float and base64 encodings give the
 // vectors `vkllm embed` prints, arrays of strings and of token ids, usage, and the 400s (dimensions
-// it cannot honour, an input longer than the model takes, chat on an embedding model).
+// it cannot honour, an input longer than the model takes, chat on an embedding model); and a random
+// reranker (pooling rank) behind /v1/rerank, called through the client's generic post(), giving the
+// scores `vkllm embed --rerank` prints.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -21,8 +23,9 @@ const vocab = path.join(modelsDir, 'ggml-vocab-bert-bge.gguf');
 const skip = !(existsSync(vocab) && existsSync(exe)) && 'ggml-vocab-bert-bge.gguf or the vkllm binary is missing';
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'vkllm-e2e-embed-'));
 const modelPath = path.join(tmp, 'bert.gguf');
-let server;
-let client;
+const rerankerPath = path.join(tmp, 'reranker.gguf');
+let server, reranker;
+let client, rerankClient;
 
 before(async () => {
   if (skip) return;
@@ -30,12 +33,18 @@ before(async () => {
     '--ffn', '256', '--ctx', '64', '--type', 'f16', '-o', modelPath], { stdio: 'ignore', env: childEnv() });
   server = await startServer([], { modelPath });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  execFileSync(exe, ['gen-model', '--arch', 'bert', '--vocab-from', vocab, '--dim', '128', '--layers', '2', '--heads', '4',
+    '--ffn', '256', '--ctx', '64', '--type', 'f16', '--pooling', 'rank', '--seed', '5', '-o', rerankerPath],
+  { stdio: 'ignore', env: childEnv() });
+  reranker = await startServer([], { modelPath: rerankerPath });
+  rerankClient = new OpenAI({ baseURL: `${reranker.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 });
 
 after(async () => {
-  if (server) {
-    const { code, validationErrors } = await server.stop();
-    assert.equal(code, 0, server.stderr);
+  for (const s of [server, reranker]) {
+    if (!s) continue;
+    const { code, validationErrors } = await s.stop();
+    assert.equal(code, 0, s.stderr);
     assert.deepEqual(validationErrors, []);
   }
   rmSync(tmp, { recursive: true, force: true });
@@ -100,4 +109,50 @@ test('requests it cannot honour exactly are 400s naming the parameter', { skip }
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'encoding_format');
   await assert.rejects(client.chat.completions.create({ model: 'bert', messages: [{ role: 'user', content: 'hi' }] }),
     (e) => e instanceof OpenAI.BadRequestError && /embedding model/.test(e.message));
+});
+
+// `vkllm embed --rerank --json` on the same file: the reference scores, by document index.
+function rerankCli(query, docs) {
+  const file = path.join(tmp, 'documents.txt');
+  execFileSync('sh', ['-c', `cat > "${file}"`], { input: docs.join('\n') + '\n' });
+  const out = JSON.parse(execFileSync(exe, ['embed', '-m', rerankerPath, '--rerank', query, '-f', file, '--batch-lines', '--json'],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: childEnv() }));
+  const scores = [];
+  for (const r of out.results) scores[r.index] = r.relevance_score;
+  return { scores, tokens: out.usage.prompt_tokens };
+}
+
+test('/v1/rerank through the client: the scores of `vkllm embed --rerank`, best first, top_n and documents', { skip }, async () => {
+  const query = 'what is a panda?';
+  const want = rerankCli(query, texts);
+  const all = await rerankClient.post('/rerank', { body: { model: 'reranker', query, documents: texts } });
+  assert.equal(all.object, 'list');
+  assert.equal(all.results.length, texts.length);
+  assert.equal(all.usage.prompt_tokens, want.tokens);
+  for (let i = 0; i < all.results.length; ++i) {
+    const r = all.results[i];
+    assert.ok(Math.abs(r.relevance_score - want.scores[r.index]) < 1e-6, `document ${r.index}`);
+    if (i > 0) assert.ok(r.relevance_score <= all.results[i - 1].relevance_score, 'best first');
+    assert.equal(r.document, undefined);
+  }
+  const top = await rerankClient.post('/rerank', { body: { query, documents: texts.map((t) => ({ text: t })), top_n: 2,
+    return_documents: true } });
+  assert.equal(top.results.length, 2);
+  assert.deepEqual(top.results.map((r) => r.index), all.results.slice(0, 2).map((r) => r.index));
+  assert.equal(top.results[0].document.text, texts[top.results[0].index]);
+});
+
+test('rerank requests it cannot honour are 400s naming the parameter; each model answers its own endpoint', { skip }, async () => {
+  await assert.rejects(rerankClient.post('/rerank', { body: { query: 'q', documents: [] } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'documents');
+  await assert.rejects(rerankClient.post('/rerank', { body: { documents: ['a'] } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'query');
+  await assert.rejects(rerankClient.post('/rerank', { body: { query: 'q', documents: ['a'], top_n: 0 } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'top_n');
+  await assert.rejects(rerankClient.post('/rerank', { body: { query: 'panda '.repeat(40), documents: ['panda '.repeat(40)] } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded' && /at most 64 tokens/.test(e.message));
+  await assert.rejects(rerankClient.embeddings.create({ model: 'reranker', input: 'x' }),
+    (e) => e instanceof OpenAI.BadRequestError && /is a reranker/.test(e.message));
+  await assert.rejects(client.post('/rerank', { body: { query: 'q', documents: ['a'] } }),
+    (e) => e instanceof OpenAI.BadRequestError && /not a reranker/.test(e.message));
 });

@@ -1,4 +1,4 @@
-// gelu, geglu, scale, softcap and add_rows against their double references.
+// gelu, geglu, scale, softcap, clamp and add_rows against their double references.
 #include "support/test_context.h"
 
 #include "kernels/small_ops_testing.h"
@@ -18,13 +18,14 @@ using small_ops_testing::ShiftedBuffer;
 
 namespace {
 
-enum class Op { Gelu, Geglu, Scale, Softcap };
+enum class Op { Gelu, Geglu, Scale, Softcap, Clamp };
 const char* op_name(Op op) {
     switch (op) {
         case Op::Gelu: return "gelu";
         case Op::Geglu: return "geglu";
         case Op::Scale: return "scale";
         case Op::Softcap: return "softcap";
+        case Op::Clamp: return "clamp";
     }
     return "?";
 }
@@ -45,9 +46,9 @@ std::vector<float> extreme_values(float max_abs) {
 }
 
 // The tolerances: gelu / softcap / geglu are a few f32 operations deep, so ~1e-7 relative per element
-// (and NMSE ~1e-14); scale is one correctly rounded multiply, exact.
+// (and NMSE ~1e-14); scale is one correctly rounded multiply and clamp a selection: exact.
 test::Tolerance tolerance(Op op) {
-    if (op == Op::Scale) return {0, 0, 0};
+    if (op == Op::Scale || op == Op::Clamp) return {0, 0, 0};
     return {1e-11, 1e-7, 2e-6};
 }
 
@@ -82,13 +83,14 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Geglu: ref::geglu(a.data(), b.data(), ref.data(), n); break;
         case Op::Scale: ref = a; ref::scale(ref.data(), n, r.param); break;
         case Op::Softcap: ref = a; ref::softcap(ref.data(), n, r.param); break;
+        case Op::Clamp: ref = a; ref::clamp(ref.data(), n, r.param); break;
     }
 
     ShiftedBuffer da(ctx, size_t(n) * 4, r.shift, "a"), db(ctx, size_t(n) * 4, r.shift, "b"),
         dout(ctx, size_t(n) * 4, r.shift, "out");
     da.upload(a.data(), size_t(n) * 4);
     db.upload(b.data(), size_t(n) * 4);
-    const bool in_place = r.op == Op::Scale || r.op == Op::Softcap;
+    const bool in_place = r.op == Op::Scale || r.op == Op::Softcap || r.op == Op::Clamp;
     const ShiftedBuffer& out = in_place || r.alias == Alias::First ? da : r.alias == Alias::Second ? db : dout;
     CommandStream s(ctx);
     s.begin();
@@ -97,6 +99,7 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Geglu: ops::geglu(ctx, s, da.slice(), db.slice(), out.slice(), n); break;
         case Op::Scale: ops::scale(ctx, s, da.slice(), n, r.param); break;
         case Op::Softcap: ops::softcap(ctx, s, da.slice(), n, r.param); break;
+        case Op::Clamp: ops::clamp(ctx, s, da.slice(), n, r.param); break;
     }
     s.end();
     s.submit_and_wait();
@@ -144,6 +147,7 @@ TEST_CASE("gelu / geglu / scale / softcap: tiny and odd sizes, in place") {
             run_op(ctx, {.op = Op::Geglu, .n = n, .alias = n % 2 ? Alias::First : Alias::Second});
             run_op(ctx, {.op = Op::Scale, .n = n, .param = 0.03125f + n});
             run_op(ctx, {.op = Op::Softcap, .n = n, .lo = -100.0f, .hi = 100.0f, .param = 30.0f});
+            run_op(ctx, {.op = Op::Clamp, .n = n, .lo = -12.0f, .hi = 12.0f, .param = 8.0f});
         }
     }
 }
@@ -217,6 +221,7 @@ TEST_CASE("gelu / geglu / scale / softcap / add_rows: split into several dispatc
     }
     run_op(ctx, {.op = Op::Scale, .n = 100003, .param = 3.0f, .shift = 4});
     run_op(ctx, {.op = Op::Softcap, .n = 100003, .lo = -100.0f, .hi = 100.0f, .param = 30.0f, .shift = 4});
+    run_op(ctx, {.op = Op::Clamp, .n = 100003, .lo = -3.0f, .hi = 3.0f, .param = 0.5f, .shift = 4});
     // Windows of ~16k elements end inside rows of 4099 and 7: the column of each dispatch's first element.
     run_add_rows(ctx, 30, 4099);
     run_add_rows(ctx, 20000, 7, 4);
@@ -237,6 +242,7 @@ TEST_CASE("gelu / geglu / scale / softcap / add_rows: slices at offsets below th
         run_op(ctx, {.op = Op::Geglu, .n = 172, .alias = Alias::First, .shift = 4});
         run_op(ctx, {.op = Op::Scale, .n = 4099, .param = -2.5f, .shift = 4});
         run_op(ctx, {.op = Op::Softcap, .n = 172, .lo = -100.0f, .hi = 100.0f, .param = 50.0f, .shift = 4});
+        run_op(ctx, {.op = Op::Clamp, .n = 172, .lo = -100.0f, .hi = 100.0f, .param = 6.0f, .shift = 4});
         run_add_rows(ctx, 5, 768, 4);
     }
 }
@@ -255,6 +261,9 @@ TEST_CASE("gelu / geglu / scale / softcap / add_rows: bad arguments are rejected
     CHECK_THROWS_AS(ops::softcap(ctx, s, b.slice(), 16, -30.0f), std::invalid_argument);
     CHECK_THROWS_AS(ops::softcap(ctx, s, b.slice(), 16, std::numeric_limits<float>::quiet_NaN()), std::invalid_argument);
     CHECK_THROWS_AS(ops::softcap(ctx, s, b.slice(), 16, std::numeric_limits<float>::infinity()), std::invalid_argument);
+    CHECK_THROWS_AS(ops::clamp(ctx, s, b.slice(), 257, 8.0f), std::invalid_argument);
+    CHECK_THROWS_AS(ops::clamp(ctx, s, b.slice(), 16, 0.0f), std::invalid_argument);
+    CHECK_THROWS_AS(ops::clamp(ctx, s, b.slice(), 16, std::numeric_limits<float>::quiet_NaN()), std::invalid_argument);
     CHECK_THROWS_AS(ops::add_rows(ctx, s, b.slice(), b.slice(), 0, 16), std::invalid_argument);
     CHECK_THROWS_AS(ops::add_rows(ctx, s, b.slice(), b.slice(), 16, 0), std::invalid_argument);
     CHECK_THROWS_AS(ops::add_rows(ctx, s, b.slice(), b.slice(), 2, 129), std::invalid_argument);

@@ -111,8 +111,25 @@ uint32_t window_lo(const AttentionParams& p, int32_t pos) {
     return p.window > 0 && u >= p.window ? u - p.window + 1 : 0;
 }
 
+// ALiBi slopes of the ALiBi paper for max bias 8, written out (not computed as ref::attention and the
+// kernels compute them): 2^-1 .. 2^-8 for 8 heads; for 6 and 12 heads, those of the largest power of
+// two below, then every other slope of twice as many heads (llama.cpp's rule gives the same).
+double alibi_slope(const AttentionParams& p, uint32_t h) {
+    if (p.max_alibi_bias == 0.0f) return 0.0;
+    REQUIRE(p.max_alibi_bias == 8.0f);
+    static const std::map<uint32_t, std::vector<double>> table = {
+        {8, {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625}},
+        {6, {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125}},
+        {12, {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625, 0.70710678118654752,
+              0.35355339059327376, 0.17677669529663688, 0.08838834764831844}},
+    };
+    REQUIRE(table.count(p.n_heads) == 1);
+    return table.at(p.n_heads)[h];
+}
+
 // The attention output from the definition: history rows hk/hv for positions first.. (row =
-// n_kv_heads * head_dim floats each), query t sees positions window_lo(pos[t]) .. pos[t].
+// n_kv_heads * head_dim floats each), query t sees positions window_lo(pos[t]) .. pos[t], key j's
+// score biased by -slope_h * (pos[t] - j) under ALiBi.
 std::vector<float> expected_attention(const AttentionParams& p, const std::vector<float>& q,
                                       const std::vector<float>& hk, const std::vector<float>& hv, uint32_t first,
                                       const std::vector<int32_t>& pos) {
@@ -128,7 +145,8 @@ std::vector<float> expected_attention(const AttentionParams& p, const std::vecto
                 double dot = 0;
                 for (uint32_t d = 0; d < D; ++d) dot += double(qh[d]) * kr[d];
                 dot *= p.scale;
-                s.push_back(p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot);
+                s.push_back((p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot) -
+                            alibi_slope(p, h) * (double(pos[t]) - double(j)));
             }
             const double mx = *std::max_element(s.begin(), s.end());
             double sum = 0;
@@ -178,6 +196,7 @@ void check_window(Context& ctx, const std::string& cls, AttentionParams p,
     CAPTURE(p.n_ctx);
     CAPTURE(p.window);
     CAPTURE(p.softcap);
+    CAPTURE(p.max_alibi_bias);
     CAPTURE(int(p.kv_type));
     CAPTURE(plan.n_splits);
     const size_t act = size_t(p.n_tokens) * p.n_heads * p.head_dim, row = size_t(p.n_kv_heads) * p.head_dim;
@@ -333,6 +352,29 @@ TEST_CASE("attention softcap: 50 with large scores (tanh saturating and past fp3
                          {consecutive(24, 0), consecutive(24, 50)}, {.q_amp = 30.0f, .scale = 1.0f, .tol = large});
             check_window(ctx, "softcap large", windowed(params(24, 8, 2, 64, 30, t), 7, 50.0f),
                          {consecutive(24, 5000)}, {.q_amp = 300.0f, .scale = 1.0f, .tol = large});
+        }
+    }
+}
+
+// The shapes of the softcap and window cases (ALiBi is push constants: no new pipelines).
+TEST_CASE("attention ALiBi: 8, 6 and 12 heads (non-power-of-two slopes), decode with splits and prefill, windows, far positions") {
+    test::ValidationGuard guard;
+    auto alibi = [](AttentionParams p, uint32_t window = 0) {
+        p = windowed(p, window);
+        p.max_alibi_bias = 8.0f;
+        return p;
+    };
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            check_window(ctx, "alibi decode", alibi(params(1, 8, 2, 128, 300, t)), {{299}, {10}, {0}}, {.seed = 21});
+            check_window(ctx, "alibi decode", alibi(params(1, 6, 2, 64, 300, t)), {{299}, {77}}, {.seed = 22});
+            check_window(ctx, "alibi decode", alibi(params(1, 8, 2, 128, 80, t), 64), {{5000}}, {.seed = 23});
+            check_window(ctx, "alibi prefill", alibi(params(24, 8, 2, 128, 100, t)), {consecutive(24, 0), consecutive(24, 70)},
+                         {.seed = 24});
+            check_window(ctx, "alibi prefill", alibi(params(24, 12, 12, 64, 30, t), 7), {consecutive(24, 4000)}, {.seed = 25});
+            check_window(ctx, "alibi prefill", alibi(params(24, 6, 2, 64, 300, t)), {with_gaps(24, 5)}, {.seed = 26});
         }
     }
 }

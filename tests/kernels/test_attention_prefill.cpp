@@ -82,6 +82,10 @@ TEST_CASE("attention prefill: bidirectional (encoders): every query sees the who
             check_attention(ctx, "prefill bidirectional", bidir(params(7, 4, 2, 64, 200, t)), {consecutive(7, 0)}, {.seed = 3});
             check_attention(ctx, "prefill bidirectional", bidir(params(33, 8, 2, 64, 300, t)),
                             {consecutive(33, 0), consecutive(33, 41)}, {.seed = 4});
+            // jina-bert-v2: ALiBi both ways, -slope * |i - j| for keys after the query too.
+            AttentionParams alibi = bidir(params(33, 8, 2, 64, 300, t));
+            alibi.max_alibi_bias = 8.0f;
+            check_attention(ctx, "prefill bidirectional alibi", alibi, {consecutive(33, 0)}, {.seed = 5});
         }
     }
 }

@@ -239,6 +239,13 @@ TEST_CASE("attention_store: sliding windows over rings, far past n_ctx, and a ne
         const AttentionParams long_window = windowed(params(1, 8, 2, 64, 640, t), 600);
         CHECK(ops::detail::attention_plan(ctx.caps(), long_window, true).n_splits > 1);
         check_store(ctx, "store window", {long_window, 64, ops::RopeLayout::Adjacent, false, {5000, 5001}, 640, 4}, 10);
+        // ALiBi (BLOOM, MPT decode steps: no RoPE), 6 heads (slopes past the power of two), one split and several.
+        AttentionParams alibi = params(1, 6, 2, 64, 300, t);
+        alibi.max_alibi_bias = 8.0f;
+        check_store(ctx, "store alibi", {alibi, 0, ops::RopeLayout::Adjacent, false, {120, 121}, 120}, 13);
+        AttentionParams alibi_split = params(1, 8, 2, 64, 640, t);
+        alibi_split.max_alibi_bias = 8.0f;
+        check_store(ctx, "store alibi", {alibi_split, 0, ops::RopeLayout::Adjacent, false, {600, 601}, 600, 4}, 14);
         // A negative position (a padding row) stores nothing and attends as position 0.
         check_store(ctx, "store negative", {params(1, 4, 2, 32, 16, t), 32, ops::RopeLayout::Adjacent, false, {-1, -7}, 4}, 9);
     }

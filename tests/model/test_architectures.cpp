@@ -5,12 +5,15 @@
 #include "support/test_context.h"
 
 #include "model/arch/architecture.h"
+#include "model/embedding.h"
+#include "runtime/tensor_types.h"
 #include "model/forward/forward_check.h"
 #include "model/forward/model_cpu.h"
 #include "model/forward/model_gpu.h"
 #include "model/gguf_writer.h"
 #include "model_test_util.h"
 
+#include <cmath>
 #include <filesystem>
 
 using namespace vkllm;
@@ -27,7 +30,8 @@ ModelShape small_shape(const std::string& arch, TensorType type) {
     s.dim = k_quant ? 256 : 64;
     s.ffn_dim = k_quant ? 256 : 96;
     s.n_heads = 4;
-    s.n_kv_heads = (arch == "phi3" || arch == "gpt2") ? 4 : 2;
+    s.n_kv_heads = (arch == "phi3" || arch == "gpt2" || arch == "bloom" || arch == "mpt") ? 4 : 2;
+    if (arch == "mpt") s.clamp_kqv = 0.5f;  // clips a good part of q, k and v
     s.n_layers = arch == "gemma3" ? 6 : 2;  // Gemma 3: five local layers, then a global one
     s.n_vocab = 300;
     s.n_ctx = 256;
@@ -69,7 +73,7 @@ void check_arch(const std::string& path, double tensor_nmse, double logits_nmse)
     }
 }
 
-const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2"};
+const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2", "bloom", "mpt"};
 
 // An encoder attends over each whole input at once: inputs of 30, 1 and 17 tokens, each from
 // position 0, every layer's tensors and the hidden states of every token compared.
@@ -98,7 +102,8 @@ void check_encoder(const std::string& path, double nmse) {
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bert, nomic-bert");
+    CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
+                                   "jina-bert-v2");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
 }
@@ -117,10 +122,12 @@ TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K
     }
 }
 
-TEST_CASE("architectures: BERT and nomic-bert encoders match the host reference layer by layer, F16 and Q4_K") {
+TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the host reference layer by layer, F16 and Q4_K") {
     check_encoder(test::write_model("arch-bert-f16", small_shape("bert", TensorType::F16)), 1e-5);
     check_encoder(test::write_model("arch-bert-q4_k", small_shape("bert", TensorType::Q4_K)), 1e-5);
     check_encoder(test::write_model("arch-nomic-bert-f16", small_shape("nomic-bert", TensorType::F16)), 1e-5);
+    check_encoder(test::write_model("arch-jina-bert-v2-f16", small_shape("jina-bert-v2", TensorType::F16)), 1e-5);
+    check_encoder(test::write_model("arch-jina-bert-v2-q4_k", small_shape("jina-bert-v2", TensorType::Q4_K)), 1e-5);
     // Some converters write no token_types.weight (llama.cpp reads it when present): no row is added.
     GgufWriter w = make_random_model(small_shape("bert", TensorType::F16));
     w.remove_tensor("token_types.weight");
@@ -238,7 +245,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, phi3, "
-                                   "gemma2, gemma3, gpt2, bert, nomic-bert");
+                                   "gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
     q.remove_tensor("blk.1.attn_q.bias");
@@ -251,4 +258,69 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     g.write_file(p.string());
     GgufFile fg = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fg), ModelConfigError, "gemma3.attention.sliding_window");
+    // MPT needs its ALiBi max bias (BLOOM's and jina-bert-v2's are fixed, as in llama.cpp).
+    GgufWriter m = make_random_model(small_shape("mpt", TensorType::F32));
+    m.remove("mpt.attention.max_alibi_bias");
+    m.write_file(p.string());
+    GgufFile fm = GgufFile::open(p.string());
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fm), ModelConfigError,
+                                   "key 'mpt.attention.max_alibi_bias': required for this architecture");
+    // Variants whose extra tensors change the math are refused by name, never silently ignored.
+    auto refused = [&](const std::string& arch, const std::string& extra, uint64_t ne0, uint64_t ne1, const char* why) {
+        CAPTURE(extra);
+        GgufWriter x = make_random_model(small_shape(arch, TensorType::F32));
+        x.add_tensor_data(extra, TensorType::F32, {ne0, ne1}, std::vector<uint8_t>(ne0 * ne1 * 4));
+        x.write_file(p.string());
+        GgufFile fx = GgufFile::open(p.string());
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, "tensor '" + extra + "': " + why);
+    };
+    refused("jina-bert-v2", "blk.0.attn_q_norm.weight", 64, 1, "a LayerNorm over all of q or k");
+    refused("jina-bert-v2", "blk.1.attn_norm_2.weight", 64, 1, "a second attention norm");
+    refused("jina-bert-v2", "blk.0.ffn_gate.weight", 64, 96, "a separate ffn_gate is not supported");
+    refused("mpt", "position_embd.weight", 64, 256, "learned positions are not supported");
+    refused("mpt", "blk.0.ffn_act.scales", 96, 1, "AWQ activation scales");
+}
+
+TEST_CASE("architectures: a reranker's classification head (cls, tanh, cls.output; jina-bert-v2's cls alone) from its definition") {
+    for (const std::string arch : {"bert", "jina-bert-v2"}) {
+        CAPTURE(arch);
+        ModelShape s = small_shape(arch, TensorType::F16);
+        s.pooling = uint32_t(Pooling::Rank);
+        test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-rank", s));
+        REQUIRE(m.cfg.pooling == Pooling::Rank);
+        const std::vector<float> x = test::random_floats(m.cfg.dim, 5, -2.0f, 2.0f);
+        // y = W x + b from the file's values, in double
+        auto dense = [&](const std::string& w_name, const std::string& b_name, const std::vector<double>& in) {
+            const GgufTensorInfo& w = m.file.tensor(w_name);
+            const GgufTensorInfo& b = m.file.tensor(b_name);
+            const size_t k = w.ne[0], n = w.ne[1];
+            std::vector<float> wf(k * n), bf(n);
+            dequantize_row(w.type, m.file.tensor_data(w).data(), wf.data(), wf.size());
+            dequantize_row(b.type, m.file.tensor_data(b).data(), bf.data(), n);
+            std::vector<double> out(n);
+            for (size_t r = 0; r < n; ++r) {
+                double acc = bf[r];
+                for (size_t c = 0; c < k; ++c) acc += double(wf[r * k + c]) * in[c];
+                out[r] = acc;
+            }
+            return out;
+        };
+        std::vector<double> y = dense("cls.weight", "cls.bias", std::vector<double>(x.begin(), x.end()));
+        for (double& v : y) v = std::tanh(v);
+        if (arch == "bert") y = dense("cls.output.weight", "cls.output.bias", y);
+        const std::vector<float> got = classify(m.file, m.cfg, x);
+        REQUIRE(got.size() == 1);
+        REQUIRE(y.size() == 1);
+        CHECK(got[0] == doctest::Approx(y[0]).epsilon(1e-6));
+        CHECK(std::fabs(y[0]) > 1e-3);  // a score, not a vanishing one
+    }
+    // Rank pooling without a head is refused when the file is read, naming the tensors.
+    ModelShape s = small_shape("bert", TensorType::F16);
+    GgufWriter w = make_random_model(s);
+    w.set_u32("bert.pooling_type", uint32_t(Pooling::Rank));
+    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-rank-headless.gguf";
+    w.write_file(p.string());
+    GgufFile f = GgufFile::open(p.string());
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
+                                   "rank pooling needs a classification head: cls.weight and cls.bias, or cls.output.weight");
 }

@@ -214,3 +214,41 @@ TEST_CASE("tokenizer: WordPiece puts [CLS] and [SEP] around the text, drops acce
     });
     VKLLM_CHECK_THROWS_WITH_SUBSTR(make_tokenizer(no_unk), GgufError, "a WordPiece vocab needs an unknown token");
 }
+
+TEST_CASE("tokenizer: a reranker's (query, document) pair is joined as llama-server joins it") {
+    auto edited = [](const GgufFile& f, const std::function<void(GgufWriter&)>& edit) {
+        GgufWriter w;
+        for (const GgufKeyValue& kv : f.metadata()) w.set_value(kv.key, kv.value);
+        edit(w);
+        return GgufFile::from_memory(w.write_memory(), "edited.gguf");
+    };
+    auto cat = [](std::initializer_list<std::vector<int32_t>> parts) {
+        std::vector<int32_t> out;
+        for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+        return out;
+    };
+    {
+        // BERT: [CLS] query [SEP] document (llama-server's /v1/rerank on a bge vocab: no EOS, so no
+        // closing [SEP]; 38 tokens for the three pairs of the rerank fixtures, as it reports).
+        VKLLM_REQUIRE_MODEL(path, "ggml-vocab-bert-bge.gguf");
+        const GgufFile f = GgufFile::open(path);
+        const auto tok = make_tokenizer(f);
+        const auto q = tok->encode("what is a panda?", false), d = tok->encode("Pandas eat bamboo.", false);
+        CHECK(q == std::vector<int32_t>{2054, 2003, 1037, 25462, 1029});
+        CHECK(tok->encode_pair("what is a panda?", "Pandas eat bamboo.") == cat({{101}, q, {102}, d}));
+        // add_eos_token: EOS (here [SEP], the vocab has no EOS) after each part as well.
+        const GgufFile eos = edited(f, [](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_eos_token", true); });
+        CHECK(make_tokenizer(eos)->encode_pair("what is a panda?", "Pandas eat bamboo.") ==
+              cat({{101}, q, {102, 102}, d, {102}}));
+    }
+    {
+        // SentencePiece: [BOS] query document, and EOS after each with add_eos_token.
+        VKLLM_REQUIRE_MODEL(path, "ggml-vocab-llama-spm.gguf");
+        const GgufFile f = GgufFile::open(path);
+        const auto tok = make_tokenizer(f);
+        const auto q = tok->encode("query", false), d = tok->encode("doc", false);
+        CHECK(tok->encode_pair("query", "doc") == cat({{1}, q, d}));
+        const GgufFile eos = edited(f, [](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_eos_token", true); });
+        CHECK(make_tokenizer(eos)->encode_pair("query", "doc") == cat({{1}, q, {2}, d, {2}}));
+    }
+}

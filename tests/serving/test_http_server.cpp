@@ -559,3 +559,68 @@ TEST_CASE("http: a port already in use is an error, not a shared port") {
     CHECK_THROWS_WITH_AS(second.start(), doctest::Contains("cannot listen on 127.0.0.1:"), std::runtime_error);
     CHECK(f.client().Get("/health")->status == 200);
 }
+
+TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pairs refused, busy beyond threads - 2)") {
+    const Tokenizer* tok = stories_tokenizer();
+    if (!tok) return;
+    ServerOptions o = test_options();
+    o.threads = 4;  // two places for embedding and rerank requests
+    HttpServer server(o);
+    const int port = server.start();
+    std::atomic<int> calls{0}, waiting{0};
+    std::atomic<bool> hold{false};
+    ServedModel m;
+    m.id = "rr.gguf";
+    m.tokenizer = tok;
+    m.n_ctx = 16;
+    m.embed_limit = 16;
+    // A pair is one token per character of each; the score is the document's length.
+    m.rerank_tokens = [](std::string_view q, std::string_view d) { return std::vector<int32_t>(q.size() + d.size(), 5); };
+    m.rerank = [&](const std::vector<int32_t>& ids) {
+        ++calls;
+        ++waiting;
+        while (hold) std::this_thread::sleep_for(5ms);
+        --waiting;
+        return float(ids.size());
+    };
+    server.set_model(std::move(m));
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10, 0);
+    auto r = c.Post("/v1/rerank", R"({"query":"q","documents":["aaa","a","aaaaa"],"top_n":2})", "application/json");
+    const json j = body_json(r);
+    CHECK(r->status == 200);
+    CHECK(calls == 3);  // every document, one call each
+    REQUIRE(j["results"].size() == 2);
+    CHECK(j["results"][0]["index"] == 2);
+    CHECK(j["results"][0]["relevance_score"] == 6.0);
+    CHECK(j["results"][1]["index"] == 0);
+    CHECK(j["usage"]["prompt_tokens"] == 12);
+    CHECK(j["model"] == "rr.gguf");
+    for (const char* path : {"/rerank", "/v1/reranking", "/reranking"})
+        CHECK(c.Post(path, R"({"query":"q","documents":["a"]})", "application/json")->status == 200);
+    // 17 tokens: refused before anything runs, naming the document
+    calls = 0;
+    r = c.Post("/v1/rerank", R"({"query":"q","documents":["a","aaaaaaaaaaaaaaaa"]})", "application/json");
+    CHECK(r->status == 400);
+    CHECK(body_json(r)["error"]["code"] == "context_length_exceeded");
+    CHECK(body_json(r)["error"]["message"].get<std::string>().find("document 1 are 17 tokens") != std::string::npos);
+    CHECK(calls == 0);
+    CHECK(c.Post("/v1/embeddings", R"({"input":"x"})", "application/json")->status == 400);
+    CHECK(c.Post("/v1/chat/completions", kChat, "application/json")->status == 400);
+    // Two requests wait for the device; a third is turned away with a 503 while they do.
+    hold = true;
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 2; ++i)
+        ts.emplace_back([&] {
+            httplib::Client ci("127.0.0.1", port);
+            ci.set_read_timeout(10, 0);
+            CHECK(ci.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json")->status == 200);
+        });
+    for (int i = 0; i < 1000 && waiting < 2; ++i) std::this_thread::sleep_for(5ms);  // (the stand-in has no lock)
+    REQUIRE(waiting == 2);
+    r = c.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json");
+    CHECK(r->status == 503);
+    hold = false;
+    for (auto& t : ts) t.join();
+    CHECK(c.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json")->status == 200);
+}

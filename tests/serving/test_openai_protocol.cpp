@@ -932,3 +932,57 @@ TEST_CASE("protocol: embeddings responses, float and base64 (little-endian f32, 
     const json b = embeddings_response({{1.0f}}, true, "bge", 3);
     CHECK(b["data"][0]["embedding"] == "AACAPw==");
 }
+
+TEST_CASE("protocol: rerank requests (Jina / llama-server shape) and their 400s") {
+    RerankRequest r = parse_rerank_request({{"query", "q"}, {"documents", {"a", "b"}}, {"model", "m"}});
+    CHECK(r.query == "q");
+    CHECK(r.documents == std::vector<std::string>{"a", "b"});
+    CHECK(r.top_n == 0);
+    CHECK_FALSE(r.return_documents);
+    CHECK(r.model == "m");
+    // llama-server's `texts`, Jina's {"text": ...} objects, top_n past the count, return_documents
+    r = parse_rerank_request({{"query", "q"}, {"texts", json::array({"a", {{"text", "b"}}})}, {"top_n", 5},
+                              {"return_documents", true}});
+    CHECK(r.documents == std::vector<std::string>{"a", "b"});
+    CHECK(r.top_n == 2);
+    CHECK(r.return_documents);
+
+    auto err = [&](json body) { return error_of([&] { parse_rerank_request(std::move(body)); }); };
+    CHECK(err({{"documents", {"a"}}}).param() == "query");
+    CHECK(err({{"query", ""}, {"documents", {"a"}}}).param() == "query");
+    CHECK(err({{"query", 3}, {"documents", {"a"}}}).param() == "query");
+    CHECK(err({{"query", "q"}}).param() == "documents");
+    CHECK(err({{"query", "q"}, {"documents", "a"}}).param() == "documents");
+    CHECK(err({{"query", "q"}, {"documents", json::array()}}).param() == "documents");
+    CHECK(std::string(err({{"query", "q"}, {"documents", {"a", ""}}}).what()).find("documents[1]") != std::string::npos);
+    CHECK(err({{"query", "q"}, {"documents", {"a", 7}}}).param() == "documents[1]");
+    CHECK(err({{"query", "q"}, {"documents", json::array({{{"txt", "a"}}})}}).param() == "documents[0]");
+    CHECK(std::string(err({{"query", "q"}, {"documents", std::vector<std::string>(2049, "x")}}).what())
+              .find("at most 2048") != std::string::npos);
+    CHECK(err({{"query", "q"}, {"documents", {"a"}}, {"top_n", 0}}).param() == "top_n");
+    CHECK(err({{"query", "q"}, {"documents", {"a"}}, {"top_n", -1}}).param() == "top_n");
+    CHECK(err({{"query", "q"}, {"documents", {"a"}}, {"top_n", 1.5}}).param() == "top_n");
+    CHECK(err({{"query", "q"}, {"documents", {"a"}}, {"return_documents", "yes"}}).param() == "return_documents");
+    CHECK(rerank_length_error(1, 600, 512).code() == "context_length_exceeded");
+}
+
+TEST_CASE("protocol: rerank responses: by descending score, ties in input order, top_n, documents") {
+    RerankRequest req;
+    req.documents = {"a", "b", "c", "d"};
+    const json all = rerank_response(req, {0.5f, 2.0f, -1.0f, 0.5f}, "rr", 11);
+    CHECK(all["object"] == "list");
+    CHECK(all["model"] == "rr");
+    CHECK(all["usage"] == json({{"prompt_tokens", 11}, {"total_tokens", 11}}));
+    REQUIRE(all["results"].size() == 4);
+    std::vector<int> order;
+    for (const json& x : all["results"]) order.push_back(x["index"].get<int>());
+    CHECK(order == std::vector<int>{1, 0, 3, 2});
+    CHECK(all["results"][0]["relevance_score"] == 2.0);
+    CHECK_FALSE(all["results"][0].contains("document"));
+    req.top_n = 2;
+    req.return_documents = true;
+    const json top = rerank_response(req, {0.5f, 2.0f, -1.0f, 0.5f}, "rr", 11);
+    REQUIRE(top["results"].size() == 2);
+    CHECK(top["results"][1]["index"] == 0);
+    CHECK(top["results"][1]["document"] == json({{"text", "a"}}));
+}

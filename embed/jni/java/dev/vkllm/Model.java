@@ -111,8 +111,8 @@ public final class Model implements AutoCloseable {
 
     /**
      * The embeddings of {@code texts} with an embedding model (an encoder: {@code
-     * info().architecture()} "bert" (bge, all-MiniLM, e5) or "nomic-bert"), one vector per text, pooled as the model says and of unit
-     * length (L2), ready for cosine similarity. VkllmException with Status.CONTEXT_FULL for a text
+     * info().architecture()} "bert" (bge, all-MiniLM, e5), "nomic-bert" or "jina-bert-v2"), one
+     * vector per text, pooled as the model says and of unit length (L2), ready for cosine similarity. VkllmException with Status.CONTEXT_FULL for a text
      * longer than the model takes, INVALID_ARGUMENT for a model that makes no embeddings or an
      * empty text.
      */
