@@ -78,14 +78,24 @@ void run_embed(const EmbedArgs& a) {
     eo.normalize = a.normalize;
     if (!a.pooling.empty()) {
         eo.pooling = parse_pooling(a.pooling);
-        if (!eo.pooling)
-            throw std::invalid_argument(fmt::format("--pooling '{}': expected none, mean, cls, last or rank", a.pooling));
+        if (!eo.pooling || *eo.pooling == Pooling::Rank)
+            throw std::invalid_argument(fmt::format("--pooling '{}': expected none, mean, cls or last{}", a.pooling,
+                                                    eo.pooling ? " (reranking is --rerank QUERY with a reranker)" : ""));
     }
     if (a.normalize < -1) normalize_embedding({}, a.normalize);  // the error, before the model loads
     const std::string path = resolve_model_path(a.model);
     // An encoder attends over each input at once: by default one ubatch holds the whole context.
     const GgufFile peek = GgufFile::open(path);
     const ModelConfig cfg = ModelConfig::from_gguf(peek);
+    // Said before the upload: a reranker scores pairs, anything else embeds.
+    const Pooling pooling = eo.pooling.value_or(cfg.pooling);
+    if (reranking && cfg.pooling != Pooling::Rank)
+        throw std::invalid_argument(fmt::format("--rerank: this {} model is not a reranker: its pooling is '{}', "
+                                                "reranking needs 'rank' (a classification head)",
+                                                cfg.arch->name, pooling_name(cfg.pooling)));
+    if (!reranking && pooling == Pooling::Rank)
+        throw std::invalid_argument("this model is a reranker (pooling rank): its head scores a query and a document "
+                                    "together; give --rerank QUERY to score each input as a document");
     ModelOptions mo;
     // Decoders' contexts are long and their scratch grows with the ubatch: 2048 unless asked.
     mo.n_ctx = a.n_ctx ? a.n_ctx : std::min(cfg.n_ctx_train, cfg.arch->lm_head ? 2048u : 8192u);
@@ -147,8 +157,7 @@ void register_embed(CLI::App& app) {
     a->prompt_opt = cmd->add_option("-p,--prompt", a->prompt, "Text to embed");
     a->file_opt = cmd->add_option("-f,--file", a->file, "File whose text to embed");
     cmd->add_flag("--batch-lines", a->batch_lines, "One input per non-empty line of the text");
-    cmd->add_option("--pooling", a->pooling,
-                    "none (a vector per token), mean, cls, last or rank (a reranker's head scores); default: the model's");
+    cmd->add_option("--pooling", a->pooling, "none (a vector per token), mean, cls or last; default: the model's");
     a->rerank_opt = cmd->add_option("--rerank", a->rerank,
                                     "A reranker scores each input (with --batch-lines each line) as a document against "
                                     "this query: 'index score' lines, or /v1/rerank's JSON with --json");

@@ -39,6 +39,7 @@ struct GenModelArgs {
     std::string vocab_from;
     std::string pooling;
     float clamp_kqv = 0;
+    bool biases = false;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
@@ -151,6 +152,7 @@ void run_gen_model(const GenModelArgs& a) {
         s.pooling = uint32_t(*pooling);
     }
     s.clamp_kqv = a.clamp_kqv;
+    s.optional_biases = a.biases;
     s.rope_freqs = a.rope_freqs;
     s.rope_scaling = a.rope_scaling;
     if (s.rope_scaling != "none") s.rope_factor = a.rope_factor;
@@ -231,8 +233,12 @@ void register_gen_model(CLI::App& app) {
     cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
     cmd->add_option("--clamp-kqv", args->clamp_kqv, "mpt: clamp q, k and v to [-C, C] (<arch>.attention.clamp_kqv)");
     cmd->add_option("--pooling", args->pooling,
-                    "<arch>.pooling_type: none, mean, cls, last (encoders: default mean; a decoder gets the key only "
-                    "when given, as embedding decoders such as Qwen3-Embedding carry it)");
+                    "<arch>.pooling_type: none, mean, cls, last or rank (a reranker: encoders only, written with a "
+                    "classification head). Encoders default to mean; a decoder gets the key only when given, as "
+                    "embedding decoders such as Qwen3-Embedding carry it");
+    cmd->add_flag("--biases", args->biases,
+                  "Also write the optional biases (of q, k, v, the output and FFN projections and the norms) of "
+                  "architectures that read them when present (mpt)");
     cmd->callback([args] {
         try {
             run_gen_model(*args);

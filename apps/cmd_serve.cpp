@@ -112,7 +112,8 @@ std::string read_api_key_file(const std::string& path) {
 
 void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Engine* engine);
 
-// An encoder model: /v1/embeddings, one request's inputs after another's (one device, one model).
+// An encoder model: /v1/embeddings, or /v1/rerank for a reranker (pooling rank); one request's
+// inputs after another's (one device, one model).
 void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::string& path,
                       std::atomic<bool>& loaded) {
     if (m.cfg.pooling == Pooling::None)

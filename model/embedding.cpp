@@ -35,6 +35,10 @@ HeadTensors head_tensors(const GgufFile& file, const ModelConfig& cfg) {
 }
 
 void check_head(const GgufFile& file, const ModelConfig& cfg) {
+    if (cfg.arch->lm_head)
+        throw std::invalid_argument(fmt::format("pooling 'rank' on a decoder ({}; Qwen3-Reranker-style rerankers) is not "
+                                                "supported: vkllm's rerankers are encoders with a classification head",
+                                                cfg.arch->name));
     if (!head_tensors(file, cfg).present())
         throw std::invalid_argument(fmt::format("pooling 'rank' needs a reranker's classification head (cls.weight and "
                                                 "cls.bias, or cls.output.weight), which this {} model does not have",

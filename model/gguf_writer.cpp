@@ -716,6 +716,7 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (t.role == Role::Output) wanted = !tied;
         if (t.role == Role::TokenTypes) wanted = true;  // optional when reading, as llama.cpp; written as BERT has it
         if (is_classifier_role(t.role)) wanted = reranker;
+        if (s.optional_biases && is_bias_role(t.role)) wanted = true;
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);
         if (t.init.matrix)  // an f32 matrix (token_types) stays f32, as llama.cpp's converter writes it

@@ -130,6 +130,7 @@ struct ModelShape {
     // a decoder gets the key only when set (an embedding decoder such as Qwen3-Embedding: 3, last).
     std::optional<uint32_t> pooling;
     float clamp_kqv = 0;     // mpt: <arch>.attention.clamp_kqv (0: not written)
+    bool optional_biases = false;  // also write the biases the architecture reads only when present
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };

@@ -72,9 +72,8 @@ layout(push_constant) uniform Push {
     uint q_first;   // vec4 offset of q[0] in the Q binding
     uint pos_first; // offset of positions[0] in the Pos binding
     uint dst_first; // float offset of dst[0] in the Dst binding
-    float alibi_m0; // ALiBi slope bases (alibi_slope in kv_read.glsl); alibi_n_log2 == 0: off
-    float alibi_m1;
-    uint alibi_n_log2;
+    float alibi_step; // ALiBi: max_bias / alibi_n_log2 (alibi_slope in kv_read.glsl)
+    uint alibi_n_log2;  // 0: no ALiBi
 #ifdef STORE
     uint k_first;   // float offset of the new K row (kv head 0) in binding 5
     uint v_first;   // likewise of the new V row in binding 6
@@ -199,7 +198,7 @@ void main() {
     const int pos_raw = positions[pc.pos_first];
     const uint pos = uint(max(pos_raw, 0));
     qpos = float(pos);
-    for (uint g = 0; g < GW_MAX; ++g) slope[g] = alibi_slope(h0 + g, pc.alibi_m0, pc.alibi_m1, pc.alibi_n_log2);
+    for (uint g = 0; g < GW_MAX; ++g) slope[g] = alibi_slope(h0 + g, pc.alibi_step, pc.alibi_n_log2);
     lo = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
     const uint kv_len = (pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx)) - lo;
     lo_row = lo % pc.n_ctx;

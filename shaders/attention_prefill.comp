@@ -72,9 +72,8 @@ layout(push_constant) uniform Push {
     uint pos_first; // offset of positions[0] in the Pos binding
     uint out_first; // vec4 offset of out[0] in the Out binding
     uint causal;    // 0: every row sees up to the last token's position (no window then)
-    float alibi_m0; // ALiBi slope bases (alibi_slope in kv_read.glsl); alibi_n_log2 == 0: off
-    float alibi_m1;
-    uint alibi_n_log2;
+    float alibi_step; // ALiBi: max_bias / alibi_n_log2 (alibi_slope in kv_read.glsl)
+    uint alibi_n_log2;  // 0: no ALiBi
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -92,7 +91,7 @@ void main() {
     // Row r is token tok0 + r / GW, head h0 + r % GW; rows past n_tokens see no keys.
     for (uint r = tid; r < M; r += WG) {
         const uint t = tok0 + r / GW;
-        slope_sh[r] = alibi_slope(h0 + r % GW, pc.alibi_m0, pc.alibi_m1, pc.alibi_n_log2);
+        slope_sh[r] = alibi_slope(h0 + r % GW, pc.alibi_step, pc.alibi_n_log2);
         qpos_sh[r] = t < pc.n_tokens ? float(max(positions[pc.pos_first + t], 0)) : 0.0;
         if (t < pc.n_tokens) {
             const uint pos = uint(max(positions[pc.pos_first + (pc.causal != 0u ? t : pc.n_tokens - 1u)], 0));

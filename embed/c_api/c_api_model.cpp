@@ -357,7 +357,7 @@ vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t len, int32
         require(n_out != nullptr, "n_out is NULL");
         require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
         require(!m.loaded.cfg.arch->lm_head,
-                fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (bert, nomic-bert)",
+                fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (bert, nomic-bert, jina-bert-v2)",
                             m.loaded.cfg.arch->name));
         require(len > 0, "the text is empty");
         require(normalize >= -1, fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));

@@ -62,8 +62,8 @@ struct ArchDesc {
     bool optional_biases = false;
     // Reads `<arch>.attention.clamp_kqv`: q, k and v clamped to [-c, c] after their biases (MPT).
     bool clamp_kqv = false;
-    // ALiBi's max bias when the file has no `<arch>.attention.max_alibi_bias` (llama.cpp hard-codes 8
-    // for BLOOM and jina-bert-v2); 0: the key is required.
+    // ALiBi's max bias, fixed whatever the file says (llama.cpp hard-codes 8 for BLOOM and
+    // jina-bert-v2); 0: read from `<arch>.attention.max_alibi_bias`, which is then required (MPT).
     float default_max_alibi_bias = 0;
     bool rope_factor_tensors = false;  // rope_factors_long / _short (Phi-3 LongRoPE)
 

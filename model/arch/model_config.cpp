@@ -74,7 +74,11 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view name) {
     if (A.positions != PositionKind::Learned && name == "position_embd.weight")
         return "learned positions are not supported for this architecture (MPT without ALiBi)";
     if (A.fused_gate_up && layer_suffix(".ffn_gate.weight"))
-        return "a separate ffn_gate is not supported for this architecture: ffn_up holds gate and up";
+        return "a separate ffn_gate is not supported for this architecture: vkllm reads ffn_up holding gate and up, "
+               "as current llama.cpp converters write it (convert the model again)";
+    if (A.fused_gate_up && layer_suffix(".ffn_up.bias")) return "a bias of the fused gate|up projection is not supported";
+    if (A.cls_single && name == "cls.output.weight")
+        return "this architecture's reranker head is cls.weight and cls.bias alone (llama.cpp reads no cls.output)";
     return nullptr;
 }
 
@@ -183,9 +187,10 @@ ModelConfig read(const GgufFile& f) {
         if (v < 0 || !std::isfinite(v)) c.fail(Checker::key_what(key(k)), fmt::format("must be >= 0, got {}", v));
     }
     if (A.positions == PositionKind::Alibi) {
+        // llama.cpp fixes BLOOM's and jina-bert-v2's max bias and reads no key for them; MPT's is required.
         const std::string k = key("attention.max_alibi_bias");
         if (!f.has(k) && A.default_max_alibi_bias == 0) c.fail(Checker::key_what(k), "required for this architecture");
-        cfg.max_alibi_bias = f.find_f32(k).value_or(A.default_max_alibi_bias);
+        cfg.max_alibi_bias = A.default_max_alibi_bias > 0 ? A.default_max_alibi_bias : f.get_f32(k);
         if (!(cfg.max_alibi_bias > 0) || !std::isfinite(cfg.max_alibi_bias))
             c.fail(Checker::key_what(k), fmt::format("must be positive, got {}", cfg.max_alibi_bias));
     }
@@ -214,7 +219,7 @@ ModelConfig read(const GgufFile& f) {
         }
     }
     if (!A.lm_head) {
-        if (const GgufTensorInfo* t = f.find_tensor("cls.output.weight")) {
+        if (const GgufTensorInfo* t = A.cls_single ? nullptr : f.find_tensor("cls.output.weight")) {
             cfg.n_cls_out = uint32_t(t->ne[1]);
             if (t->n_dims != 2 || cfg.n_cls_out == 0)
                 c.fail("tensor 'cls.output.weight'", fmt::format("expected shape [{}, n_labels], got {}", cfg.dim,

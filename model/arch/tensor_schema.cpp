@@ -156,6 +156,16 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
 
 bool is_classifier_role(Role r) { return r == Role::Cls || r == Role::ClsB || r == Role::ClsOut || r == Role::ClsOutB; }
 
+bool is_bias_role(Role r) {
+    switch (r) {
+        case Role::AttnNormB: case Role::Bq: case Role::Bk: case Role::Bv: case Role::Bqkv: case Role::Bo:
+        case Role::FfnNormB: case Role::BUp: case Role::BDown: case Role::TokenEmbdNormB: case Role::OutputNormB:
+            return true;
+        default:
+            return false;
+    }
+}
+
 bool is_head_role(Role r) {
     return r == Role::OutputNorm || r == Role::OutputNormB || r == Role::Output || is_classifier_role(r);
 }

@@ -90,6 +90,8 @@ std::vector<TensorSpec> model_schema(const ArchDesc& a);
 bool is_head_role(Role r);
 // Cls, ClsB, ClsOut, ClsOutB.
 bool is_classifier_role(Role r);
+// The bias of a projection or a norm (Bq, Bo, AttnNormB, ...; not the classifier's).
+bool is_bias_role(Role r);
 
 // "blk.3.attn_q.weight" for per-layer roles, the name itself for the others.
 std::string tensor_name(const TensorSpec& s, uint32_t layer);

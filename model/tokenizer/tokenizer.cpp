@@ -86,7 +86,16 @@ Tokenizer::Tokenizer(const GgufFile& f, std::string_view model, Defaults default
     eom_id_ = special("tokenizer.ggml.eom_token_id", -1);
     add_bos_ = f.find_bool("tokenizer.ggml.add_bos_token").value_or(defaults.add_bos);
     add_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
-    const int32_t sep = special("tokenizer.ggml.seperator_token_id", -1);
+    // Only reranking reads the separator: a bad id is warned about, not fatal (as llama.cpp).
+    int32_t sep = -1;
+    if (const GgufValue* v = f.find("tokenizer.ggml.seperator_token_id")) {
+        const auto x = v->as_i64();
+        if (x && *x >= 0 && *x < int64_t(n))
+            sep = int32_t(*x);
+        else if (!x || (*x != -1 && *x != int64_t(std::numeric_limits<uint32_t>::max())))
+            warnings_.push_back(fmt::format("tokenizer.ggml.seperator_token_id {} is not a token id of the vocab of {} "
+                                            "tokens: ignored", x ? std::to_string(*x) : v->describe_type(), n));
+    }
     pair_bos_ = add_bos_ ? bos_id_ : -1;
     pair_eos_ = add_eos_ ? (eos_id_ >= 0 ? eos_id_ : sep) : -1;
     pair_sep_ = f.find_bool("tokenizer.ggml.add_sep_token").value_or(false) ? sep : -1;

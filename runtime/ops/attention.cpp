@@ -26,16 +26,16 @@ constexpr uint32_t kMergeWg = 64;
 constexpr uint32_t kMaxSplits = 128;      // attention_merge.comp holds up to 256
 constexpr uint32_t kMaxHeadDim = 256;
 
-// ALiBi's slope bases as alibi_slope() in shaders/include/kv_read.glsl takes them.
+// ALiBi's slopes as alibi_slope() in shaders/include/kv_read.glsl takes them.
 struct AlibiPush {
-    float m0 = 0, m1 = 0;
-    uint32_t n_log2 = 0;  // 0: no ALiBi
+    float step = 0;       // max_bias / n_log2
+    uint32_t n_log2 = 0;  // the largest power of two <= n_heads; 0: no ALiBi
 };
 
 AlibiPush alibi_push(const AttentionParams& p) {
     if (p.max_alibi_bias == 0.0f) return {};
     const uint32_t n_log2 = std::bit_floor(p.n_heads);
-    return {std::exp2(-p.max_alibi_bias / float(n_log2)), std::exp2(-p.max_alibi_bias / 2.0f / float(n_log2)), n_log2};
+    return {p.max_alibi_bias / float(n_log2), n_log2};
 }
 
 struct DecodePush {

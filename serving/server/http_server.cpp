@@ -273,14 +273,17 @@ void HttpServer::Impl::rerank(Response& res, const std::string& body) {
     if (draining) throw shutting_down();
     std::shared_ptr<const ServedModel> m = ready_model();
     if (!m->rerank)
-        throw ApiError(400, fmt::format("The model '{}' is not a reranker: /v1/rerank needs a model with pooling rank "
-                                        "(a classification head, as bge-reranker).", m->id),
+        throw ApiError(400, fmt::format("The model '{}' is not a reranker (pooling rank, a classification head): it "
+                                        "answers {} only.", m->id, m->embed ? "/v1/embeddings" : "chat and completions"),
                        "invalid_request_error", "model", "model_not_supported");
     RerankRequest req = parse_rerank_request(parse_body(body));
     std::vector<std::vector<int32_t>> inputs;
     uint64_t tokens = 0;
     for (size_t i = 0; i < req.documents.size(); ++i) {
         inputs.push_back(m->rerank_tokens(req.query, req.documents[i]));
+        if (inputs[i].empty())
+            throw ApiError(400, fmt::format("The query and document {} give no tokens.", i), "invalid_request_error",
+                           fmt::format("documents[{}]", i));
         if (inputs[i].size() > m->embed_limit) throw rerank_length_error(i, inputs[i].size(), m->embed_limit);
         tokens += inputs[i].size();
     }

@@ -665,12 +665,13 @@ RerankRequest parse_rerank_request(const json& body) {
         const json* text = d.is_object() ? field(d, "text") : &d;
         if (!text || !text->is_string()) wrong_type(at, "a string or an object with a string 'text'", d);
         if (text->get_ref<const std::string&>().empty())
-            throw invalid_field(name, fmt::format("Invalid '{}': a document cannot be empty.", at));
+            throw invalid_field(at, fmt::format("Invalid '{}': a document cannot be empty.", at));
         r.documents.push_back(text->get<std::string>());
     }
     if (const json* n = field(body, "top_n")) {
         if (!n->is_number_integer()) wrong_type("top_n", "an integer", *n);
-        if (n->get<int64_t>() < 1)
+        // Parsed JSON holds non-negative integers as unsigned (above INT64_MAX too).
+        if (n->is_number_unsigned() ? n->get<uint64_t>() == 0 : n->get<int64_t>() < 1)
             throw invalid_field("top_n", fmt::format("Invalid 'top_n': {}; expected a positive integer.", n->dump()));
         r.top_n = size_t(std::min<uint64_t>(n->get<uint64_t>(), r.documents.size()));
     }

@@ -86,10 +86,11 @@ float softcap_score(float s, float cap, float inv_cap) {
 
 // ALiBi slope of query head h (BLOOM, MPT, jina-bert-v2; llama.cpp's rule, which extends the
 // paper's geometric sequence to head counts that are not powers of two): with n_log2 the largest
-// power of two <= n_heads, m0 = 2^(-max_bias / n_log2) and m1 = 2^(-max_bias / 2 / n_log2) (host
-// computed), heads below n_log2 get m0^(h + 1), the others m1^(2 (h - n_log2) + 1). A key j then adds
-// -slope * |i - j| to the score of a query at position i. n_log2 == 0: no ALiBi, slope 0.
-float alibi_slope(uint h, float m0, float m1, uint n_log2) {
+// power of two <= n_heads, m0 = 2^(-max_bias / n_log2) and m1 = 2^(-max_bias / 2 / n_log2), heads
+// below n_log2 get m0^(h + 1), the others m1^(2 (h - n_log2) + 1). Computed as exp2 of the exponent
+// (step = max_bias / n_log2, from the host) rather than pow(m, e), whose error grows with e. A key j
+// then adds -slope * |i - j| to the score of a query at position i. n_log2 == 0: no ALiBi, slope 0.
+float alibi_slope(uint h, float step, uint n_log2) {
     if (n_log2 == 0u) return 0.0;
-    return h < n_log2 ? pow(m0, float(h + 1u)) : pow(m1, float(2u * (h - n_log2) + 1u));
+    return h < n_log2 ? exp2(-step * float(h + 1u)) : exp2(-0.5 * step * float(2u * (h - n_log2) + 1u));
 }

@@ -169,12 +169,12 @@ TEST_CASE("embed: pooling, normalisation and the errors of vkllm embed; generati
         INFO(r.err);
         CHECK(r.err.find(want) != std::string::npos);
     };
-    err(fmt::format("embed -m {} -p x --pooling max", model.string()), "--pooling 'max': expected none, mean, cls, last or rank");
+    err(fmt::format("embed -m {} -p x --pooling max", model.string()), "--pooling 'max': expected none, mean, cls or last");
     err(fmt::format("embed -m {} -p x --rerank q", model.string()),
-        "this bert model is not a reranker: its pooling is 'mean', reranking needs 'rank'");
+        "--rerank: this bert model is not a reranker: its pooling is 'mean', reranking needs 'rank'");
     err(fmt::format("embed -m {} -p x --rerank ''", model.string()), "--rerank: the query is empty");
     err(fmt::format("embed -m {} -p x --rerank q --pooling cls", model.string()), "--rerank scores with the model's rank pooling");
-    err(fmt::format("embed -m {} -p x --pooling rank", model.string()), "pooling 'rank' needs a reranker's classification head");
+    err(fmt::format("embed -m {} -p x --pooling rank", model.string()), "(reranking is --rerank QUERY with a reranker)");
     err(fmt::format("embed -m {} -p x --normalize -3", model.string()), "normalization -3");
     err(fmt::format("embed -m {}", model.string()), "no text: give -p TEXT or -f FILE");
     const std::string long_text = [] {

@@ -31,7 +31,10 @@ ModelShape small_shape(const std::string& arch, TensorType type) {
     s.ffn_dim = k_quant ? 256 : 96;
     s.n_heads = 4;
     s.n_kv_heads = (arch == "phi3" || arch == "gpt2" || arch == "bloom" || arch == "mpt") ? 4 : 2;
-    if (arch == "mpt") s.clamp_kqv = 0.5f;  // clips a good part of q, k and v
+    if (arch == "mpt") {
+        s.clamp_kqv = 0.5f;         // clips a good part of q, k and v
+        s.optional_biases = true;   // which are clamped after their biases
+    }
     s.n_layers = arch == "gemma3" ? 6 : 2;  // Gemma 3: five local layers, then a global one
     s.n_vocab = 300;
     s.n_ctx = 256;

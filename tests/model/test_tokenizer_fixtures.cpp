@@ -229,7 +229,7 @@ TEST_CASE("tokenizer: a reranker's (query, document) pair is joined as llama-ser
     };
     {
         // BERT: [CLS] query [SEP] document (llama-server's /v1/rerank on a bge vocab: no EOS, so no
-        // closing [SEP]; 38 tokens for the three pairs of the rerank fixtures, as it reports).
+        // closing [SEP]; test_embed_peer.cpp checks the token counts llama-server reports).
         VKLLM_REQUIRE_MODEL(path, "ggml-vocab-bert-bge.gguf");
         const GgufFile f = GgufFile::open(path);
         const auto tok = make_tokenizer(f);
@@ -250,5 +250,14 @@ TEST_CASE("tokenizer: a reranker's (query, document) pair is joined as llama-ser
         CHECK(tok->encode_pair("query", "doc") == cat({{1}, q, d}));
         const GgufFile eos = edited(f, [](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_eos_token", true); });
         CHECK(make_tokenizer(eos)->encode_pair("query", "doc") == cat({{1}, q, {2}, d, {2}}));
+        // Only reranking reads the separator: an id outside the vocab is a warning, not a load error.
+        const GgufFile bad_sep = edited(f, [](GgufWriter& w) {
+            w.set_bool("tokenizer.ggml.add_sep_token", true);
+            w.set_u32("tokenizer.ggml.seperator_token_id", 99999);
+        });
+        const auto t = make_tokenizer(bad_sep);
+        CHECK(t->encode_pair("query", "doc") == cat({{1}, q, d}));
+        REQUIRE(t->warnings().size() == 1);
+        CHECK(t->warnings()[0].find("seperator_token_id 99999 is not a token id") != std::string::npos);
     }
 }

@@ -563,12 +563,13 @@ TEST_CASE("http: a port already in use is an error, not a shared port") {
 TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pairs refused, busy beyond threads - 2)") {
     const Tokenizer* tok = stories_tokenizer();
     if (!tok) return;
+    // Declared before the server: its handler threads use them until it stops.
+    std::atomic<int> calls{0}, waiting{0};
+    std::atomic<bool> hold{false};
     ServerOptions o = test_options();
     o.threads = 4;  // two places for embedding and rerank requests
     HttpServer server(o);
     const int port = server.start();
-    std::atomic<int> calls{0}, waiting{0};
-    std::atomic<bool> hold{false};
     ServedModel m;
     m.id = "rr.gguf";
     m.tokenizer = tok;
@@ -610,6 +611,15 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
     // Two requests wait for the device; a third is turned away with a 503 while they do.
     hold = true;
     std::vector<std::thread> ts;
+    struct Release {  // whatever happens below, the held requests finish and their threads are joined
+        std::atomic<bool>& hold;
+        std::vector<std::thread>& ts;
+        ~Release() {
+            hold = false;
+            for (auto& t : ts)
+                if (t.joinable()) t.join();
+        }
+    } release{hold, ts};
     for (int i = 0; i < 2; ++i)
         ts.emplace_back([&] {
             httplib::Client ci("127.0.0.1", port);
@@ -617,8 +627,9 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
             CHECK(ci.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json")->status == 200);
         });
     for (int i = 0; i < 1000 && waiting < 2; ++i) std::this_thread::sleep_for(5ms);  // (the stand-in has no lock)
-    REQUIRE(waiting == 2);
+    CHECK(waiting == 2);
     r = c.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json");
+    REQUIRE(r);
     CHECK(r->status == 503);
     hold = false;
     for (auto& t : ts) t.join();
