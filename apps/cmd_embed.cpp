@@ -89,10 +89,13 @@ void run_embed(const EmbedArgs& a) {
     const ModelConfig cfg = ModelConfig::from_gguf(peek);
     // Said before the upload: a reranker scores pairs, anything else embeds.
     const Pooling pooling = eo.pooling.value_or(cfg.pooling);
-    if (reranking && cfg.pooling != Pooling::Rank)
-        throw std::invalid_argument(fmt::format("--rerank: this {} model is not a reranker: its pooling is '{}', "
-                                                "reranking needs 'rank' (a classification head)",
-                                                cfg.arch->name, pooling_name(cfg.pooling)));
+    if (reranking) {
+        try {
+            require_reranker(cfg);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(std::string("--rerank: ") + e.what());
+        }
+    }
     if (!reranking && pooling == Pooling::Rank)
         throw std::invalid_argument("this model is a reranker (pooling rank): its head scores a query and a document "
                                     "together; give --rerank QUERY to score each input as a document");

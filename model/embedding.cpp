@@ -34,24 +34,26 @@ HeadTensors head_tensors(const GgufFile& file, const ModelConfig& cfg) {
     return h;
 }
 
-void check_head(const GgufFile& file, const ModelConfig& cfg) {
+// The head, or std::invalid_argument naming what is missing.
+HeadTensors require_head(const GgufFile& file, const ModelConfig& cfg) {
     if (cfg.arch->lm_head)
         throw std::invalid_argument(fmt::format("pooling 'rank' on a decoder ({}; Qwen3-Reranker-style rerankers) is not "
                                                 "supported: vkllm's rerankers are encoders with a classification head",
                                                 cfg.arch->name));
-    if (!head_tensors(file, cfg).present())
+    const HeadTensors h = head_tensors(file, cfg);
+    if (!h.present())
         throw std::invalid_argument(fmt::format("pooling 'rank' needs a reranker's classification head (cls.weight and "
                                                 "cls.bias, or cls.output.weight), which this {} model does not have",
                                                 cfg.arch->name));
+    return h;
 }
 
 }  // namespace
 
 std::vector<float> classify(const GgufFile& file, const ModelConfig& cfg, std::span<const float> state) {
-    check_head(file, cfg);
+    const HeadTensors h = require_head(file, cfg);
     if (state.size() != cfg.dim)
         throw std::invalid_argument(fmt::format("classify: a state of {} values for a model of dim {}", state.size(), cfg.dim));
-    const HeadTensors h = head_tensors(file, cfg);
     // y = W x + b for a tensor of ggml shape [k, n] (rows of k)
     auto project = [&](const GgufTensorInfo& w, const GgufTensorInfo* b, const std::vector<float>& x) {
         const uint32_t n = uint32_t(w.ne[1]), k = uint32_t(w.ne[0]);
@@ -143,7 +145,7 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
                                                 "give one (--pooling last for most embedding decoders)",
                                                 cfg.arch->name, cfg.arch->name));
     const Pooling pooling = opts.pooling.value_or(cfg.pooling);
-    if (pooling == Pooling::Rank) check_head(model.file(), cfg);  // refused before the device runs
+    if (pooling == Pooling::Rank) require_head(model.file(), cfg);  // refused before the device runs
     if (opts.normalize < -1) normalize_embedding({}, opts.normalize);
     const uint32_t limit = std::min(model.n_ctx(), model.ubatch());
     if (tokens.size() > limit)
@@ -171,12 +173,15 @@ Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view tex
     return embed_tokens(model, tok.encode(text, true), opts);
 }
 
-RerankScore rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query, std::string_view document) {
-    const ModelConfig& cfg = model.config();
+void require_reranker(const ModelConfig& cfg) {
     if (cfg.pooling != Pooling::Rank)
         throw std::invalid_argument(fmt::format("this {} model is not a reranker: its pooling is '{}', reranking needs "
                                                 "'rank' (a classification head)",
                                                 cfg.arch->name, pooling_name(cfg.pooling)));
+}
+
+RerankScore rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query, std::string_view document) {
+    require_reranker(model.config());
     if (query.empty()) throw std::invalid_argument("rerank: the query is empty");
     if (document.empty()) throw std::invalid_argument("rerank: the document is empty");
     const std::vector<int32_t> tokens = rerank_tokens(model.file(), tok, query, document);

@@ -32,6 +32,9 @@ std::vector<float> classify(const GgufFile& file, const ModelConfig& cfg, std::s
 std::vector<int32_t> rerank_tokens(const GgufFile& file, const Tokenizer& tok, std::string_view query,
                                    std::string_view document);
 
+// std::invalid_argument naming the model's pooling unless it is a reranker (pooling rank).
+void require_reranker(const ModelConfig& cfg);
+
 struct RerankScore {
     float score = 0;        // the head's first output, unnormalised (llama.cpp's relevance_score)
     uint32_t n_tokens = 0;  // of the joined input

@@ -134,11 +134,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         }
         ref::kv_store(k.data(), kc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
-        ops::AttentionParams ap{n, c.n_heads, c.n_kv_heads, c.head_dim, kv_rows_[l], c.attn_scale, kv_type_};
-        ap.softcap = c.attn_softcap;
-        ap.causal = c.causal;
-        ap.max_alibi_bias = c.max_alibi_bias;  // BLOOM, MPT, jina-bert-v2; 0 for the others
-        if (c.is_local(l) && c.window < n_ctx_) ap.window = c.window;
+        const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
         ref::attention(ap, q.data(), kc, vc, pos.data(), att.data());
         if (post_norms) {
             linear(L[R::Wo], att.data(), tmp.data());

@@ -35,6 +35,27 @@ fs::path tmp_dir() {
     return dir;
 }
 
+// peer.json, and its inputs written one per line to `lines` (in tmp_dir()).
+nlohmann::json load_peer(const char* lines, fs::path& path) {
+    std::ifstream in(kFixtures / "peer.json");
+    REQUIRE(in.good());
+    const nlohmann::json fx = nlohmann::json::parse(in);
+    path = tmp_dir() / lines;
+    std::ofstream f(path, std::ios::binary);
+    for (const auto& t : fx["inputs"]) f << t.get<std::string>() << "\n";
+    return fx;
+}
+
+// Writes a case's model again with gen-model (its vocab and options) and returns its path.
+fs::path generate(const nlohmann::json& c, const std::string& label) {
+    const fs::path model = tmp_dir() / (c["name"].get<std::string>() + ".gguf");
+    const fs::path vocab = kModels / ("ggml-vocab-" + c["vocab"].get<std::string>() + ".gguf");
+    auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", vocab.string(), c["options"].get<std::string>(),
+                                     model.string()), label);
+    REQUIRE(gen.status == 0);
+    return model;
+}
+
 }  // namespace
 
 TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, nomic-bert, jina-bert-v2 and Qwen3 models") {
@@ -42,22 +63,12 @@ TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, n
         MESSAGE("skipped: " << kVocab << " is missing");
         return;
     }
-    std::ifstream in(kFixtures / "peer.json");
-    REQUIRE(in.good());
-    const nlohmann::json fx = nlohmann::json::parse(in);
-    const fs::path inputs = tmp_dir() / "inputs.txt";
-    {
-        std::ofstream f(inputs, std::ios::binary);
-        for (const auto& t : fx["inputs"]) f << t.get<std::string>() << "\n";
-    }
+    fs::path inputs;
+    const nlohmann::json fx = load_peer("inputs.txt", inputs);
     for (const auto& c : fx["cases"]) {
         const std::string name = c["name"];
         CAPTURE(name);
-        const fs::path model = tmp_dir() / (name + ".gguf");
-        const fs::path vocab = kModels / ("ggml-vocab-" + c["vocab"].get<std::string>() + ".gguf");
-        auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", vocab.string(),
-                                         c["options"].get<std::string>(), model.string()), "embed_gen");
-        REQUIRE(gen.status == 0);
+        const fs::path model = generate(c, "embed_gen");
         auto r = run_vkllm(fmt::format("embed -m {} -f {} --batch-lines --json", model.string(), inputs.string()), "embed");
         INFO(r.err);
         REQUIRE(r.status == 0);
@@ -85,23 +96,13 @@ TEST_CASE("embed: vkllm embed --rerank equals llama-server --reranking on random
         MESSAGE("skipped: " << kVocab << " is missing");
         return;
     }
-    std::ifstream in(kFixtures / "peer.json");
-    REQUIRE(in.good());
-    const nlohmann::json fx = nlohmann::json::parse(in);
-    const fs::path docs = tmp_dir() / "documents.txt";
-    {
-        std::ofstream f(docs, std::ios::binary);
-        for (const auto& t : fx["inputs"]) f << t.get<std::string>() << "\n";
-    }
+    fs::path docs;
+    const nlohmann::json fx = load_peer("documents.txt", docs);
     REQUIRE(fx["rerank_cases"].size() == 2);
     for (const auto& c : fx["rerank_cases"]) {
         const std::string name = c["name"];
         CAPTURE(name);
-        const fs::path model = tmp_dir() / (name + ".gguf");
-        const fs::path vocab = kModels / ("ggml-vocab-" + c["vocab"].get<std::string>() + ".gguf");
-        auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", vocab.string(),
-                                         c["options"].get<std::string>(), model.string()), "rerank_gen");
-        REQUIRE(gen.status == 0);
+        const fs::path model = generate(c, "rerank_gen");
         auto r = run_vkllm(fmt::format("embed -m {} --rerank \"{}\" -f {} --batch-lines --json", model.string(),
                                        fx["rerank_query"].get<std::string>(), docs.string()), "rerank");
         INFO(r.err);
