@@ -141,6 +141,9 @@ void run_gen_model(const GenModelArgs& a) {
         if (!tokens || tokens->type != GgufType::ARRAY || tokens->array_type != GgufType::STRING)
             vocab_file->fail("key 'tokenizer.ggml.tokens'", "--vocab-from needs a file with a vocabulary (an array of strings)");
         s.n_vocab = uint32_t(tokens->array_size);
+        // Encoders: as many token types as the vocab names (XLM-RoBERTa has 1, BERT 2).
+        if (auto types = vocab_file->find_u32("tokenizer.ggml.token_type_count"); types && *types > 0)
+            s.n_token_types = *types;
     }
     apply(a.ctx_opt, a.ctx, s.n_ctx);
     apply(a.head_dim_opt, a.head_dim, s.head_dim);

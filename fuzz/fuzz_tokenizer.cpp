@@ -1,17 +1,19 @@
 // libFuzzer target: the tokenizers on arbitrary bytes, with real vocabularies.
 //
-// The first input byte picks the vocab (bits 0-1: stories260K's 512 SentencePiece tokens, LLaMA's
-// 32000, Llama 3's 128256 byte-level BPE tokens, or a small byte-level BPE vocab with DeepSeek's
-// six-regex pre-tokenizer; loaded once), whether control tokens are parsed (bit 3), and what to do
-// with the rest (bit 2):
+// The first input byte picks the vocab (bits 0-1, and bit 4 for the second four: stories260K's 512
+// SentencePiece tokens, LLaMA's 32000, Llama 3's 128256 byte-level BPE tokens, a small byte-level
+// BPE vocab with DeepSeek's six-regex pre-tokenizer, bge's WordPiece, the Unigram vocab with its
+// nmt_nfkc charsmap from tests/fixtures/tokenizer; loaded once), whether control tokens are parsed
+// (bit 3), and what to do with the rest (bit 2):
 //   encode  -- any bytes, invalid UTF-8 included, must encode to ids inside the vocab, with and
-//              without BOS alike, and decode back to the input: exactly for SentencePiece (every
-//              byte has a byte-fallback token; only a literal U+2581, its space, decodes
-//              differently), and for byte-level BPE as llama.cpp reads it (invalid bytes U+FFFD);
+//              without BOS alike; SentencePiece and byte-level BPE vocabs must decode back to the
+//              input: exactly for SentencePiece (every byte has a byte-fallback token; only a
+//              literal U+2581, its space, decodes differently), and for byte-level BPE as llama.cpp
+//              reads it (invalid bytes U+FFFD). WordPiece and Unigram normalise, so they do not;
 //   decode  -- the bytes as little-endian int32 ids, most of them out of range: decode_piece must
 //              throw std::out_of_range for exactly those, never read outside the vocab.
-// The vocab files are taken from $VKLLM_MODELS_DIR or the build's ../shared/models; when one is
-// absent a generated vocab stands in, so the target always runs.
+// The vocab files are taken from $VKLLM_MODELS_DIR or the build's ../shared/models (the Unigram one
+// from the source tree); when one is absent a generated vocab stands in, so the target always runs.
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/tokenizer/tokenizer.h"
@@ -69,9 +71,9 @@ std::vector<uint8_t> small_bpe_vocab() {
     return w.write_memory();
 }
 
-Vocab load_vocab(const char* file_name, uint32_t fallback_vocab) {
+Vocab load_vocab(const char* file_name, uint32_t fallback_vocab, const char* dir = nullptr) {
     const char* env = std::getenv("VKLLM_MODELS_DIR");
-    const std::filesystem::path path = std::filesystem::path(env ? env : VKLLM_MODELS_DIR) / file_name;
+    const std::filesystem::path path = std::filesystem::path(dir ? dir : env ? env : VKLLM_MODELS_DIR) / file_name;
     Vocab v;
     if (std::filesystem::is_regular_file(path)) {
         v.file = std::make_unique<GgufFile>(GgufFile::open(path.string()));
@@ -104,7 +106,9 @@ const Vocab& vocab(int which) {
         v.tok = make_tokenizer(*v.file);
         return v;
     }();
-    const Vocab* all[] = {&small, &llama, &llama3, &small_bpe};
+    static const Vocab bert = load_vocab("ggml-vocab-bert-bge.gguf", 0);
+    static const Vocab unigram = load_vocab("ggml-vocab-unigram.gguf", 0, VKLLM_FIXTURE_VOCABS_DIR);
+    const Vocab* all[] = {&small, &llama, &llama3, &small_bpe, &bert, &unigram};
     return *all[which];
 }
 
@@ -128,6 +132,7 @@ void fuzz_encode(const Tokenizer& tok, std::string_view text, bool parse_special
     for (size_t i = 0; i < plain.size(); ++i) (void)tok.token_to_piece(plain[i], true);
     if (parse_special) return;  // control tokens decode to nothing
     const bool spm = tok.model_name() == "llama";
+    if (!spm && tok.model_name() != "gpt2") return;  // WordPiece and Unigram normalise the text
     if (!spm || text.find("\xe2\x96\x81") == std::string_view::npos) {
         const std::string back = tok.decode(with_bos);
         if (back != (spm ? std::string(text) : lenient(text))) {
@@ -162,13 +167,14 @@ void fuzz_decode(const Tokenizer& tok, const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    for (int i = 0; i < 4; ++i) vocab(i);
+    for (int i = 0; i < 6; ++i) vocab(i);
     return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
-    const Tokenizer& tok = *vocab(data[0] & 3).tok;
+    const int which = (data[0] & 3) | (data[0] >> 2 & 4);  // 0..7; 6 and 7 repeat 2 and 3
+    const Tokenizer& tok = *vocab(which < 6 ? which : which - 4).tok;
     if (data[0] & 4)
         fuzz_decode(tok, data + 1, size - 1);
     else

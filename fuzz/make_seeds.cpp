@@ -109,7 +109,8 @@ void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
     }
     size_t i = 0;
     for (const std::string& t : texts)
-        for (char which : {'\0', '\1', '\2', '\3'}) write_bytes(dir / ("text-" + std::to_string(i++)), std::string(1, which) + t);
+        for (char which : {'\0', '\1', '\2', '\3', '\20', '\21'})  // the six vocabs
+            write_bytes(dir / ("text-" + std::to_string(i++)), std::string(1, which) + t);
     for (const std::string& t : chats)
         for (char which : {'\10', '\11', '\12', '\13'}) write_bytes(dir / ("chat-" + std::to_string(i++)), std::string(1, which) + t);
     // Id sequences: in range, BOS-led, negative, past the end.

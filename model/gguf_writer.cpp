@@ -151,6 +151,14 @@ void GgufWriter::set_i32_array(std::string_view key, std::span<const int32_t> v)
     set(key, GgufType::ARRAY, std::move(p));
 }
 
+void GgufWriter::set_u8_array(std::string_view key, std::span<const uint8_t> v) {
+    std::vector<uint8_t> p;
+    put<uint32_t>(p, uint32_t(GgufType::UINT8));
+    put<uint64_t>(p, v.size());
+    p.insert(p.end(), v.begin(), v.end());
+    set(key, GgufType::ARRAY, std::move(p));
+}
+
 bool GgufWriter::remove(std::string_view key) {
     auto it = std::find_if(kv_.begin(), kv_.end(), [&](const Entry& e) { return e.key == key; });
     if (it == kv_.end()) return false;
@@ -680,12 +688,12 @@ GgufWriter make_random_model(const ModelShape& s) {
     if (!A.causal) w.set_bool(key("attention.causal"), false);  // llama.cpp's default is causal
     if (!A.lm_head || s.pooling) w.set_u32(key("pooling_type"), s.pooling.value_or(1));
 
-    if (A.token_types) {  // BERT-family encoders: WordPiece, two token types
+    if (A.token_types) {  // BERT-family encoders: WordPiece
         const RandomVocab vocab = make_random_wordpiece_vocab(s.n_vocab);
         w.set_string("tokenizer.ggml.model", "bert");
         w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
         w.set_i32_array("tokenizer.ggml.token_type", vocab.types);
-        w.set_u32("tokenizer.ggml.token_type_count", 2);
+        w.set_u32("tokenizer.ggml.token_type_count", s.n_token_types);
         w.set_u32("tokenizer.ggml.padding_token_id", 0);
         w.set_u32("tokenizer.ggml.unknown_token_id", 1);
         w.set_u32("tokenizer.ggml.cls_token_id", 2);
@@ -707,7 +715,7 @@ GgufWriter make_random_model(const ModelShape& s) {
     // A reranker (pooling rank) gets its architecture's head: cls, tanh, cls.output with one label (the
     // RoBERTa style), or for jina-bert-v2 cls to one label, tanh.
     const bool reranker = s.pooling == uint32_t(Pooling::Rank);
-    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, 2, 1};
+    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, s.n_token_types, 1};
     const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
     auto write = [&](const TensorSpec& t, uint32_t layer) {
         bool wanted = t.required;

@@ -38,6 +38,7 @@ public:
     void set_string_array(std::string_view key, const std::vector<std::string>& v);
     void set_f32_array(std::string_view key, std::span<const float> v);
     void set_i32_array(std::string_view key, std::span<const int32_t> v);
+    void set_u8_array(std::string_view key, std::span<const uint8_t> v);
     bool remove(std::string_view key);  // false when absent
     size_t remove_prefix(std::string_view prefix);  // every key starting with it; how many
     // A value read from another file, copied as it is (any type, arrays of strings included).
@@ -131,6 +132,7 @@ struct ModelShape {
     std::optional<uint32_t> pooling;
     float clamp_kqv = 0;     // mpt: <arch>.attention.clamp_kqv (0: not written)
     bool optional_biases = false;  // also write the biases the architecture reads only when present
+    uint32_t n_token_types = 2;       // rows of token_types.weight (encoders): BERT 2, XLM-RoBERTa 1
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };

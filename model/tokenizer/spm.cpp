@@ -136,23 +136,22 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::v
     for (int i = 0; i != -1; i = sym[size_t(i)].next) emit(emit, view(sym[size_t(i)]));
 }
 
-std::string SpmTokenizer::piece(int32_t id) const {
-    const std::string& text = tokens_[size_t(id)];
-    switch (types_[size_t(id)]) {
+std::string sentencepiece_piece(std::string_view text, TokenType type) {
+    switch (type) {
     case TokenType::Control: return {};
     case TokenType::Unknown: return std::string(kUnknownSurface);
-    case TokenType::UserDefined: return text;
+    case TokenType::UserDefined: return std::string(text);
     case TokenType::Byte: {
         int b = byte_token_value(text);
         if (b >= 0) return std::string(1, char(b));
-        return text;
+        return std::string(text);
     }
     default: break;
     }
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size();) {
-        if (std::string_view(text).substr(i, kSpace.size()) == kSpace) {
+        if (text.substr(i, kSpace.size()) == kSpace) {
             out += ' ';
             i += kSpace.size();
         } else {
@@ -161,5 +160,7 @@ std::string SpmTokenizer::piece(int32_t id) const {
     }
     return out;
 }
+
+std::string SpmTokenizer::piece(int32_t id) const { return sentencepiece_piece(tokens_[size_t(id)], types_[size_t(id)]); }
 
 }  // namespace vkllm

@@ -26,4 +26,8 @@ private:
     bool add_space_prefix_ = true;
 };
 
+// The text a SentencePiece vocab entry stands for (SentencePiece BPE and Unigram): "▁" is a space,
+// <0xNN> byte tokens their byte, the unknown token " ⁇ ", control tokens nothing.
+std::string sentencepiece_piece(std::string_view text, TokenType type);
+
 }  // namespace vkllm

@@ -3,6 +3,7 @@
 #include "model/tokenizer/bpe.h"
 #include "model/tokenizer/pre_tokenizer.h"
 #include "model/tokenizer/spm.h"
+#include "model/tokenizer/unigram.h"
 #include "model/tokenizer/wordpiece.h"
 
 #include <algorithm>
@@ -85,7 +86,7 @@ Tokenizer::Tokenizer(const GgufFile& f, std::string_view model, Defaults default
     eot_id_ = special("tokenizer.ggml.eot_token_id", -1);
     eom_id_ = special("tokenizer.ggml.eom_token_id", -1);
     add_bos_ = f.find_bool("tokenizer.ggml.add_bos_token").value_or(defaults.add_bos);
-    add_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
+    add_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(defaults.add_eos);
     // Only reranking reads the separator: a bad id is warned about, not fatal (as llama.cpp).
     int32_t sep = -1;
     if (const GgufValue* v = f.find("tokenizer.ggml.seperator_token_id")) {
@@ -250,9 +251,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const GgufFile& f) {
     if (*model == "llama") return std::make_unique<SpmTokenizer>(f);
     if (*model == "gpt2") return std::make_unique<BpeTokenizer>(f);
     if (*model == "bert") return std::make_unique<WordPieceTokenizer>(f);
+    if (*model == "t5") return std::make_unique<UnigramTokenizer>(f);
     f.fail("key 'tokenizer.ggml.model'",
            fmt::format("tokenizer model {} is not supported; supported: llama (SentencePiece), gpt2 (byte-level BPE), "
-                       "bert (WordPiece)",
+                       "bert (WordPiece), t5 (Unigram)",
                        quote_name(*model)));
 }
 

@@ -5,7 +5,8 @@
 // `tokenizer.ggml.model`: "llama" is SentencePiece BPE with byte fallback (LLaMA 1/2, TinyLlama,
 // Mistral, Phi-3; model/tokenizer/spm.h), "gpt2" byte-level BPE with merges and a pre-tokenizer
 // (GPT-2, Llama 3, Qwen2, DeepSeek, Falcon, SmolLM, ...; model/tokenizer/bpe.h), "bert" WordPiece
-// (BERT-family encoders; model/tokenizer/wordpiece.h). All follow
+// (BERT-family encoders; model/tokenizer/wordpiece.h), "t5" SentencePiece Unigram (T5, XLM-RoBERTa;
+// model/tokenizer/unigram.h). All follow
 // llama.cpp's llama-vocab.cpp, so token ids equal what llama.cpp gives the same text.
 #pragma once
 
@@ -64,13 +65,13 @@ public:
     int32_t eom_id() const { return eom_id_; }  // end of message ("<|eom_id|>")
     int32_t unk_id() const { return unk_id_; }
     bool add_bos() const { return add_bos_; }   // tokenizer.ggml.add_bos_token, default per tokenizer model
-    bool add_eos() const { return add_eos_; }   // tokenizer.ggml.add_eos_token, default false
+    bool add_eos() const { return add_eos_; }   // tokenizer.ggml.add_eos_token, default per tokenizer model
     // End of generation: eos, eot, eom and the other end tokens llama.cpp recognises by text.
     bool is_eog(int32_t id) const;
     const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
     // Vocab id of a token text, any type; -1 when absent.
     int32_t find_token(std::string_view text) const;
-    // "llama" or "gpt2", and the pre-tokenizer in use ("" for SentencePiece).
+    // "llama", "gpt2", "bert" or "t5", and the pre-tokenizer in use ("" for SentencePiece).
     std::string_view model_name() const { return model_; }
     virtual std::string_view pre_tokenizer_name() const { return {}; }
     // Things about the file worth telling the user (an unknown pre-tokenizer, ...); never fatal.
@@ -79,7 +80,7 @@ public:
 protected:
     struct Defaults {
         int32_t bos = 1, eos = 2, unk = 0;
-        bool add_bos = true;
+        bool add_bos = true, add_eos = false;
     };
     // Reads tokens / scores / token types, the special ids and flags, finds the end-of-generation
     // tokens and builds the special-token matcher; errors name the file and key.

@@ -28,35 +28,35 @@ size_t char_len(std::string_view s, size_t pos) {
     return len;
 }
 
+size_t lenient_len(std::string_view s, size_t pos) {
+    const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+    const size_t n = s.size();
+    auto cont = [&](size_t i) { return i < n && (b[i] & 0xc0) == 0x80; };
+    const unsigned c = b[pos];
+    if (c < 0x80) return 1;
+    if (c >= 0xc0 && c < 0xe0 && cont(pos + 1)) return 2;
+    if (c >= 0xe0 && c < 0xf0 && cont(pos + 1) && cont(pos + 2)) return 3;
+    if (c >= 0xf0 && c < 0xf8 && cont(pos + 1) && cont(pos + 2) && cont(pos + 3)) {
+        const uint32_t cp = (c & 0x07u) << 18 | (b[pos + 1] & 0x3fu) << 12 | (b[pos + 2] & 0x3fu) << 6 | (b[pos + 3] & 0x3fu);
+        return cp < 0x110000 ? 4 : 0;
+    }
+    return 0;
+}
+
 void decode_lenient(std::string_view s, std::vector<uint32_t>& out) {
     out.clear();
     out.reserve(s.size());
     const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-    const size_t n = s.size();
-    auto cont = [&](size_t i) { return i < n && (b[i] & 0xc0) == 0x80; };
-    for (size_t i = 0; i < n;) {
-        const unsigned c = b[i];
-        if (c < 0x80) {
-            out.push_back(c);
-            ++i;
-        } else if (c >= 0xc0 && c < 0xe0 && cont(i + 1)) {
-            out.push_back((c & 0x1fu) << 6 | (b[i + 1] & 0x3fu));
-            i += 2;
-        } else if (c >= 0xe0 && c < 0xf0 && cont(i + 1) && cont(i + 2)) {
-            out.push_back((c & 0x0fu) << 12 | (b[i + 1] & 0x3fu) << 6 | (b[i + 2] & 0x3fu));
-            i += 3;
-        } else if (c >= 0xf0 && c < 0xf8 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
-            const uint32_t cp = (c & 0x07u) << 18 | (b[i + 1] & 0x3fu) << 12 | (b[i + 2] & 0x3fu) << 6 | (b[i + 3] & 0x3fu);
-            if (cp < 0x110000) {
-                out.push_back(cp);
-                i += 4;
-            } else {
-                out.push_back(kReplacement);
-                ++i;
-            }
-        } else {
-            out.push_back(kReplacement);
-            ++i;
+    for (size_t i = 0; i < s.size();) {
+        switch (lenient_len(s, i)) {
+        case 1: out.push_back(b[i]); i += 1; break;
+        case 2: out.push_back((b[i] & 0x1fu) << 6 | (b[i + 1] & 0x3fu)); i += 2; break;
+        case 3: out.push_back((b[i] & 0x0fu) << 12 | (b[i + 1] & 0x3fu) << 6 | (b[i + 2] & 0x3fu)); i += 3; break;
+        case 4:
+            out.push_back((b[i] & 0x07u) << 18 | (b[i + 1] & 0x3fu) << 12 | (b[i + 2] & 0x3fu) << 6 | (b[i + 3] & 0x3fu));
+            i += 4;
+            break;
+        default: out.push_back(kReplacement); i += 1; break;
         }
     }
 }

@@ -22,6 +22,10 @@ size_t char_len(std::string_view s, size_t pos);
 // aborts on 4-byte sequences above U+10FFFF; here they are invalid bytes like any other.)
 void decode_lenient(std::string_view s, std::vector<uint32_t>& out);
 
+// Bytes of the character at s[pos] as decode_lenient takes it (overlong forms and surrogates
+// included), or 0 when decode_lenient would turn the byte there into U+FFFD.
+size_t lenient_len(std::string_view s, size_t pos);
+
 // Appends the UTF-8 encoding of cp (< 0x110000; surrogates encode as 3 bytes, as llama.cpp does).
 void append(std::string& out, uint32_t cp);
 

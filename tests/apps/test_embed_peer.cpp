@@ -1,5 +1,6 @@
 // Embeddings against llama.cpp: `vkllm gen-model --arch bert|nomic-bert|jina-bert-v2|qwen3` writes the random-weight models
-// of tests/fixtures/embeddings/peer.json again (with the bge WordPiece vocab), and `vkllm embed`
+// of tests/fixtures/embeddings/peer.json again (with the bge WordPiece vocab, or the Unigram one of
+// tests/fixtures/tokenizer for the XLM-RoBERTa-shaped cases), and `vkllm embed`
 // must give every input the vectors llama-server --embeddings returned for the same file, within the
 // cosine similarity the case lists, with the same token count (make_fixtures.py there regenerates
 // them). Also the command's errors.
@@ -22,6 +23,8 @@ namespace {
 const fs::path kFixtures = fs::path(__FILE__).parent_path().parent_path() / "fixtures/embeddings";
 const fs::path kModels = fs::path(__FILE__).parent_path().parent_path().parent_path().parent_path() / "shared/models";
 const fs::path kVocab = kModels / "ggml-vocab-bert-bge.gguf";
+// Vocabs committed beside the tokenizer fixtures (the Unigram one, XLM-RoBERTa's layout) come first.
+const fs::path kLocalVocabs = fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer";
 
 double cosine(const std::vector<double>& a, const std::vector<double>& b) {
     double ab = 0, aa = 0, bb = 0;
@@ -49,7 +52,8 @@ nlohmann::json load_peer(const char* lines, fs::path& path) {
 // Writes a case's model again with gen-model (its vocab and options) and returns its path.
 fs::path generate(const nlohmann::json& c, const std::string& label) {
     const fs::path model = tmp_dir() / (c["name"].get<std::string>() + ".gguf");
-    const fs::path vocab = kModels / ("ggml-vocab-" + c["vocab"].get<std::string>() + ".gguf");
+    const std::string file = "ggml-vocab-" + c["vocab"].get<std::string>() + ".gguf";
+    const fs::path vocab = fs::exists(kLocalVocabs / file) ? kLocalVocabs / file : kModels / file;
     auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", vocab.string(), c["options"].get<std::string>(),
                                      model.string()), label);
     REQUIRE(gen.status == 0);
@@ -58,7 +62,7 @@ fs::path generate(const nlohmann::json& c, const std::string& label) {
 
 }  // namespace
 
-TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, nomic-bert, jina-bert-v2 and Qwen3 models") {
+TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, XLM-RoBERTa, nomic-bert, jina-bert-v2 and Qwen3 models") {
     if (!fs::exists(kVocab)) {
         MESSAGE("skipped: " << kVocab << " is missing");
         return;
@@ -91,14 +95,14 @@ TEST_CASE("embed: vkllm embed equals llama-server --embeddings on random BERT, n
     }
 }
 
-TEST_CASE("embed: vkllm embed --rerank equals llama-server --reranking on random BERT and jina-bert-v2 rerankers") {
+TEST_CASE("embed: vkllm embed --rerank equals llama-server --reranking on random BERT, XLM-RoBERTa and jina-bert-v2 rerankers") {
     if (!fs::exists(kVocab)) {
         MESSAGE("skipped: " << kVocab << " is missing");
         return;
     }
     fs::path docs;
     const nlohmann::json fx = load_peer("documents.txt", docs);
-    REQUIRE(fx["rerank_cases"].size() == 2);
+    REQUIRE(fx["rerank_cases"].size() == 3);
     for (const auto& c : fx["rerank_cases"]) {
         const std::string name = c["name"];
         CAPTURE(name);

@@ -420,10 +420,10 @@ TEST_CASE("gguf malformed: tokenizer-level errors") {
     }
     {
         GgufWriter w = make_random_model(small_shape());
-        w.set_string("tokenizer.ggml.model", "t5");
+        w.set_string("tokenizer.ggml.model", "rwkv");
         VKLLM_CHECK_THROWS_WITH_SUBSTR(load(w), GgufError,
-                                       "tokenizer model 't5' is not supported; supported: llama (SentencePiece), gpt2 "
-                                       "(byte-level BPE), bert (WordPiece)");
+                                       "tokenizer model 'rwkv' is not supported; supported: llama (SentencePiece), gpt2 "
+                                       "(byte-level BPE), bert (WordPiece), t5 (Unigram)");
     }
     {
         GgufWriter w = make_random_model(small_shape());

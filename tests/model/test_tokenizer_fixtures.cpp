@@ -10,6 +10,7 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/tokenizer/tokenizer.h"
+#include "model/tokenizer/unigram.h"
 #include "model/tokenizer/wordpiece.h"
 #include "model_test_util.h"
 
@@ -22,6 +23,8 @@ namespace {
 fs::path fixture(const std::string& name) { return fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer" / name; }
 
 const char* const kVocabs[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "deepseek-llm", "falcon", "phi-3", "bert-bge"};
+// Vocabs committed beside the fixtures (make_unigram_vocab.py): ../shared has no Unigram vocab.
+const char* const kLocalVocabs[] = {"unigram"};
 
 std::vector<int32_t> parse_ids(const std::string& line) {
     std::vector<int32_t> ids;
@@ -123,12 +126,14 @@ TEST_CASE("tokenizer: llama.cpp's test vectors of every shared vocab") {
 }
 
 TEST_CASE("tokenizer: generated strings and chat prompts give llama-tokenize's ids") {
-    for (const char* vocab : kVocabs) {
-        const std::string vocab_name = vocab;
+    std::vector<std::pair<std::string, std::string>> vocabs;  // name, file
+    for (const char* vocab : kVocabs) vocabs.emplace_back(vocab, vkllm::test::model_path(std::string("ggml-vocab-") + vocab + ".gguf"));
+    for (const char* vocab : kLocalVocabs) vocabs.emplace_back(vocab, fixture(std::string("ggml-vocab-") + vocab + ".gguf").string());
+    for (const auto& [vocab_name, path] : vocabs) {
         CAPTURE(vocab_name);
-        VKLLM_REQUIRE_MODEL(path, std::string("ggml-vocab-") + vocab + ".gguf");
+        if (path.empty()) continue;
         auto tok = make_tokenizer(GgufFile::open(path));
-        const std::vector<Case> cases = read_fixture(vocab);
+        const std::vector<Case> cases = read_fixture(vocab_name);
         REQUIRE(cases.size() >= 400);
         size_t passed = 0, mismatches = 0, exempt_mismatches = 0, n_special = 0, n_invalid = 0, round_trips = 0;
         for (const Case& c : cases) {
@@ -158,7 +163,7 @@ TEST_CASE("tokenizer: generated strings and chat prompts give llama-tokenize's i
             }
         }
         CHECK(passed + exempt_mismatches == cases.size());
-        const std::string v = vocab;
+        const std::string& v = vocab_name;
         if (v == "llama-bpe" || v == "qwen2" || v == "phi-3") CHECK(n_special >= 6);
         MESSAGE(vocab_name << ": " << passed << "/" << cases.size() << " fixture cases match (" << n_special
                             << " chat prompts with parse_special, " << n_invalid << " with invalid UTF-8, "
@@ -259,5 +264,98 @@ TEST_CASE("tokenizer: a reranker's (query, document) pair is joined as llama-ser
         CHECK(t->encode_pair("query", "doc") == cat({{1}, q, d}));
         REQUIRE(t->warnings().size() == 1);
         CHECK(t->warnings()[0].find("seperator_token_id 99999 is not a token id") != std::string::npos);
+    }
+}
+
+TEST_CASE("tokenizer: Unigram picks the segmentation of highest total score, normalises, and checks its charsmap") {
+    // A vocab written here, scores chosen so that the best segmentation is known from the Unigram
+    // definition (the sum of the pieces' log-probabilities is maximal).
+    const std::vector<std::string> pieces = {"<pad>", "</s>", "<unk>", "\xe2\x96\x81", "\xe2\x96\x81" "a", "b",
+                                             "\xe2\x96\x81" "ab", "c", "bc", "<sep>", "\xe2\x96\x81" "abc"};
+    const std::vector<float> scores = {0, 0, 0, -3, -1, -2, -2.5f, -1, -4, 0, -9};
+    const std::vector<int32_t> types = {3, 3, 2, 1, 1, 1, 1, 1, 1, 4, 5};  // <sep> user-defined, ▁abc unused
+    auto vocab = [&](const std::function<void(GgufWriter&)>& edit) {
+        GgufWriter w;
+        w.set_string("general.architecture", "t5");
+        w.set_string("tokenizer.ggml.model", "t5");
+        w.set_string_array("tokenizer.ggml.tokens", pieces);
+        w.set_f32_array("tokenizer.ggml.scores", scores);
+        w.set_i32_array("tokenizer.ggml.token_type", types);
+        w.set_bool("tokenizer.ggml.add_space_prefix", true);
+        edit(w);
+        return GgufFile::from_memory(w.write_memory(), "unigram.gguf");
+    };
+    const GgufFile f = vocab([](GgufWriter&) {});
+    const auto tok = make_tokenizer(f);
+    CHECK(tok->model_name() == "t5");
+    // llama.cpp's T5 defaults: no BOS, EOS 1 after the text, unknown 2.
+    CHECK(tok->bos_id() == -1);
+    CHECK(tok->eos_id() == 1);
+    CHECK(tok->unk_id() == 2);
+    // "▁ab" (-2.5) beats "▁a" "b" (-3); "▁ab" "c" (-3.5) beats "▁a" "bc" (-5); the unused "▁abc" is
+    // a piece too (llama.cpp matches unused pieces), at -9 it loses.
+    CHECK(tok->encode("ab", false) == std::vector<int32_t>{6});
+    CHECK(tok->encode("abc", true) == std::vector<int32_t>{6, 7, 1});
+    // Unknown characters score 10 below the lowest normal piece (-4): a run of them is one <unk>.
+    CHECK(tok->encode("a\xe4\xb8\xad\xe6\x96\x87" "b", false) == std::vector<int32_t>{4, 2, 5});
+    // User-defined pieces are always matched whole; every piece of text gets its own "▁" prefix.
+    CHECK(tok->encode("a<sep>a", false) == std::vector<int32_t>{4, 9, 4});
+    // Without a charsmap or remove_extra_whitespaces, spaces stay, each one "▁".
+    const auto* uni = dynamic_cast<const UnigramTokenizer*>(tok.get());
+    REQUIRE(uni != nullptr);
+    CHECK(uni->normalize(" a  b") == "\xe2\x96\x81\xe2\x96\x81" "a\xe2\x96\x81\xe2\x96\x81" "b");
+    CHECK(uni->normalize("a\xff") == "\xe2\x96\x81" "a\xef\xbf\xbd");  // an invalid byte is U+FFFD
+    CHECK(tok->decode(tok->encode("abc ab", true)) == "abc ab");
+    // remove_extra_whitespaces: runs collapse, ends drop, each word gets one "▁".
+    const auto merged = make_tokenizer(vocab([](GgufWriter& w) { w.set_bool("tokenizer.ggml.remove_extra_whitespaces", true); }));
+    CHECK(dynamic_cast<const UnigramTokenizer&>(*merged).normalize("  a   b ") ==
+          "\xe2\x96\x81" "a\xe2\x96\x81" "b");
+
+    // A charsmap: a Darts-clone trie with one rule "A" -> "a" (root unit offset 1; node 1^'A' holds
+    // label 'A' and a leaf whose value unit (bit 31) points at replacement offset 0).
+    auto charsmap = [](std::vector<uint32_t> units, std::string strings) {
+        std::vector<uint8_t> blob;
+        auto put = [&](uint32_t x) { for (int i = 0; i < 4; ++i) blob.push_back(uint8_t(x >> (8 * i))); };
+        put(uint32_t(units.size() * 4));
+        for (uint32_t u : units) put(u);
+        blob.insert(blob.end(), strings.begin(), strings.end());
+        return blob;
+    };
+    std::vector<uint32_t> units(128, 0);
+    const uint32_t node = 1 ^ 'A';  // 64
+    units[0] = 1u << 10;                                // root: children at offset 1
+    units[node] = (uint32_t(node ^ 65) << 10) | (1u << 8) | 'A';  // label 'A', has leaf, children at node ^ 65 = 1
+    units[node ^ (node ^ 65)] = (1u << 31) | 0;         // the leaf's value unit: replacement at offset 0
+    const std::vector<uint8_t> good = charsmap(units, std::string("a\0", 2));
+    const auto mapped = make_tokenizer(vocab([&](GgufWriter& w) { w.set_u8_array("tokenizer.ggml.precompiled_charsmap", good); }));
+    CHECK(dynamic_cast<const UnigramTokenizer&>(*mapped).normalize("AbA") == "\xe2\x96\x81" "aba");
+    CHECK(mapped->encode("Ab", false) == std::vector<int32_t>{6});
+
+    // Malformed charsmaps and vocabs are refused by name.
+    auto refuses = [&](std::vector<uint8_t> blob, const char* what) {
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(
+            make_tokenizer(vocab([&](GgufWriter& w) { w.set_u8_array("tokenizer.ggml.precompiled_charsmap", blob); })),
+            GgufError, std::string("unigram.gguf: key 'tokenizer.ggml.precompiled_charsmap': ") + what);
+    };
+    refuses({1, 0}, "2 bytes is too short for a charsmap");
+    refuses({6, 0, 0, 0, 1, 2, 3, 4, 5, 6, 0}, "trie size 6 is not a multiple of 4 bytes");
+    refuses({4, 0, 0, 0, 1, 2, 3, 4}, "trie of 4 bytes leaves no replacement strings");
+    std::vector<uint8_t> no_nul = good;
+    no_nul.back() = 'x';
+    refuses(no_nul, "the replacement strings do not end with a NUL byte");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(
+        make_tokenizer(vocab([&](GgufWriter& w) { w.set_f32_array("tokenizer.ggml.precompiled_charsmap", scores); })),
+        GgufError, "has type ARRAY[FLOAT32], expected ARRAY[UINT8]");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(make_tokenizer(vocab([](GgufWriter& w) { w.set_i32("tokenizer.ggml.unknown_token_id", -1); })),
+                                   GgufError, "a Unigram vocab needs an unknown token");
+    // A trie of random units (offsets anywhere, values past the strings) never reads out of bounds.
+    uint32_t x = 12345;
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<uint32_t> random_units(1 + trial % 40);
+        for (uint32_t& u : random_units) u = (x = x * 1664525u + 1013904223u);
+        const auto t = make_tokenizer(vocab([&](GgufWriter& w) {
+            w.set_u8_array("tokenizer.ggml.precompiled_charsmap", charsmap(random_units, std::string("xy\0z\0", 5)));
+        }));
+        for (const char* text : {"A", "abc AbC", "\x01\x80\xff", "\xe4\xb8\xad"}) CHECK_NOTHROW((void)t->encode(text, true));
     }
 }
