@@ -642,6 +642,10 @@ RandomVocab make_random_wordpiece_vocab(uint32_t n_vocab) {
     return v;
 }
 
+namespace {
+constexpr uint32_t kT5Buckets = 32;  // T5's relative_attention_num_buckets
+}  // namespace
+
 GgufWriter make_random_model(const ModelShape& s) {
     validate_model_shape(s);
     const ArchDesc& A = *find_arch(s.arch);
@@ -679,6 +683,7 @@ GgufWriter make_random_model(const ModelShape& s) {
     // and jina-bert-v2's, so their files do not.
     if (A.positions == PositionKind::Alibi && A.default_max_alibi_bias == 0) w.set_f32(key("attention.max_alibi_bias"), 8.0f);
     if (s.clamp_kqv > 0) w.set_f32(key("attention.clamp_kqv"), s.clamp_kqv);
+    if (A.positions == PositionKind::RelativeBias) w.set_u32(key("attention.relative_buckets_count"), kT5Buckets);
     if (A.default_attn_softcap > 0) {
         w.set_f32(key("attn_logit_softcapping"), A.default_attn_softcap);
         w.set_f32(key("final_logit_softcapping"), A.default_final_softcap);
@@ -715,7 +720,8 @@ GgufWriter make_random_model(const ModelShape& s) {
     // A reranker (pooling rank) gets its architecture's head: cls, tanh, cls.output with one label (the
     // RoBERTa style), or for jina-bert-v2 cls to one label, tanh.
     const bool reranker = s.pooling == uint32_t(Pooling::Rank);
-    const SchemaDims dims{s.dim, q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, s.n_token_types, 1};
+    const SchemaDims dims{s.dim,    q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, s.n_token_types, 1,
+                          s.n_heads, kT5Buckets};
     const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
     auto write = [&](const TensorSpec& t, uint32_t layer) {
         bool wanted = t.required;
@@ -725,6 +731,7 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (t.role == Role::TokenTypes) wanted = true;  // optional when reading, as llama.cpp; written as BERT has it
         if (is_classifier_role(t.role)) wanted = reranker;
         if (s.optional_biases && is_bias_role(t.role)) wanted = true;
+        if (t.role == Role::AttnRelB) wanted = layer == 0;  // T5: the other layers share layer 0's
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);
         if (t.init.matrix)  // an f32 matrix (token_types) stays f32, as llama.cpp's converter writes it

@@ -17,7 +17,9 @@
 // Math (query token t at position i_t, head h, kv head h / G, s_j = scale * q_th . k_j for j in
 //          [lo_t, hi_t], then s_j <- softcap * tanh(s_j / softcap) when softcap > 0, then with ALiBi
 //          s_j <- s_j - slope_h * |i_t - j| (alibi_slope in kv_read.glsl; i_t is the query's own
-//          position also when not causal):
+//          position also when not causal), then with a position-bias table (T5's relative
+//          attention buckets, looked up by the host per distance) s_j <- s_j + pos_bias[h][d + R],
+//          d = clamp(j - i_t, -R, R), R = bias_range:
 //          out = sum_j exp(s_j - m) v_j / sum_j exp(s_j - m), m = max_j s_j, computed online over
 //          tiles of BK keys: m' = max(m, tile max), accumulator and sum rescaled by exp(m - m').
 // Workgroup: BT consecutive tokens x GW query heads sharing one kv head = M = BT * GW query rows;
@@ -59,6 +61,7 @@ const uint A_ROWS = (M + A_GROUPS - 1) / A_GROUPS;  // <= MAX_ROWS (host-checked
 layout(std430, binding = 0) readonly buffer Q { vec4 q[]; };
 layout(std430, binding = 3) readonly buffer Pos { int positions[]; };
 layout(std430, binding = 4) writeonly buffer Out { vec4 out_[]; };
+layout(std430, binding = 5) readonly buffer PosBias { float pos_bias[]; };  // [n_heads][2R + 1]; unread when R = 0
 layout(push_constant) uniform Push {
     uint n_tokens;
     uint n_heads;
@@ -74,6 +77,7 @@ layout(push_constant) uniform Push {
     uint causal;    // 0: every row sees up to the last token's position (no window then)
     float alibi_step; // ALiBi: max_bias / alibi_n_log2 (alibi_slope in kv_read.glsl)
     uint alibi_n_log2;  // 0: no ALiBi
+    uint bias_range;    // R of the position-bias table; 0: none
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -82,6 +86,7 @@ shared float p_sh[M * BK];
 shared float m_sh[M], l_sh[M], alpha_sh[M];
 shared uint lo_sh[M], lim_sh[M];  // row r sees positions [lo_sh[r], lim_sh[r])
 shared float slope_sh[M], qpos_sh[M];  // ALiBi: row r's head slope (0 without) and query position
+shared int bias_sh[M];  // row r's entry of distance 0 in pos_bias
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
@@ -93,6 +98,7 @@ void main() {
         const uint t = tok0 + r / GW;
         slope_sh[r] = alibi_slope(h0 + r % GW, pc.alibi_step, pc.alibi_n_log2);
         qpos_sh[r] = t < pc.n_tokens ? float(max(positions[pc.pos_first + t], 0)) : 0.0;
+        bias_sh[r] = int((h0 + r % GW) * (2u * pc.bias_range + 1u) + pc.bias_range);
         if (t < pc.n_tokens) {
             const uint pos = uint(max(positions[pc.pos_first + (pc.causal != 0u ? t : pc.n_tokens - 1u)], 0));
             lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
@@ -145,11 +151,14 @@ void main() {
                     if (r < M) s[k] += dot(q_sh[r * D4 + j], kk);
                 }
             }
+            const int range = int(pc.bias_range);
             for (uint k = 0; k < S_ROWS; ++k) {
                 const uint r = g + k * S_GROUPS;
-                if (r < M)
+                if (r < M) {
+                    const float bias = range > 0 ? pos_bias[bias_sh[r] + clamp(int(t0 + c) - int(qpos_sh[r]), -range, range)] : 0.0;
                     p_sh[r * BK + c] = (capped ? softcap_score(s[k], pc.softcap, inv_cap) : s[k]) -
-                                       slope_sh[r] * abs(qpos_sh[r] - float(t0 + c));
+                                       slope_sh[r] * abs(qpos_sh[r] - float(t0 + c)) + bias;
+                }
             }
         }
         barrier();

@@ -144,10 +144,24 @@ ArchDesc jina_bert_v2() {
     return a;
 }
 
-const std::array<ArchDesc, 12>& archs() {
-    static const std::array<ArchDesc, 12> table = {llama(), qwen2(),        qwen3(), phi3(), gemma2(), gemma3(),
-                                                   gpt2(),  bloom(),        mpt(),   bert(), nomic_bert(),
-                                                   jina_bert_v2()};
+ArchDesc t5encoder() {
+    ArchDesc a;
+    a.name = "t5encoder";  // T5's encoder alone (text-to-image pipelines: T5 v1.1 XXL in Flux, SD3)
+    a.norm = NormKind::Rms;
+    a.ffn = FfnKind::GeGlu;  // T5 v1.1 / flan-T5: gated GELU (T5 v1.0's ReLU is refused by name)
+    a.positions = PositionKind::RelativeBias;
+    a.causal = false;
+    a.lm_head = false;
+    a.encoder_output_norm = true;
+    a.t5_names = true;
+    a.unscaled_scores = true;
+    return a;
+}
+
+const std::array<ArchDesc, 13>& archs() {
+    static const std::array<ArchDesc, 13> table = {llama(), qwen2(),        qwen3(),     phi3(), gemma2(), gemma3(),
+                                                   gpt2(),  bloom(),        mpt(),       bert(), nomic_bert(),
+                                                   jina_bert_v2(), t5encoder()};
     return table;
 }
 

@@ -38,6 +38,7 @@ enum class PositionKind {
     Rope,     // rotary, applied to q and k per layer
     Learned,  // position_embd rows added to the token embeddings (GPT-2)
     Alibi,    // no position input: attention scores gain -slope_h * |i - j| (BLOOM, MPT, jina-bert-v2)
+    RelativeBias,  // attention scores gain a learned bias per head and bucket of j - i (T5: attn_rel_b)
 };
 
 struct ArchDesc {
@@ -78,6 +79,12 @@ struct ArchDesc {
     // A reranker's head is cls.weight (dim -> 1) and its bias alone, tanh'd (jina-reranker-v1), not
     // cls (dim -> dim), tanh, cls.output (dim -> labels).
     bool cls_single = false;
+    // An encoder whose hidden states go through output_norm (T5's encoder).
+    bool encoder_output_norm = false;
+    // T5: tensor names enc.blk.N.* with attn_o for the output projection, enc.output_norm; scores
+    // are not scaled by 1/sqrt(head_dim) (T5 folds that into its weights).
+    bool t5_names = false;
+    bool unscaled_scores = false;
 
     // Sliding-window attention: layer l is local when swa_period > 0 and l % swa_period <
     // swa_period - 1 (Gemma 2: every other layer, Gemma 3: five of six). default_window is the

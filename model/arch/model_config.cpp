@@ -53,8 +53,9 @@ private:
     const GgufFile& f_;
 };
 
-// "blk.12.attn_q.weight" -> 12
+// "blk.12.attn_q.weight" (or T5's "enc.blk.12.attn_q.weight") -> 12
 std::optional<uint64_t> layer_of(std::string_view name) {
+    if (name.starts_with("enc.") || name.starts_with("dec.")) name.remove_prefix(4);
     if (!name.starts_with("blk.")) return std::nullopt;
     name.remove_prefix(4);
     uint64_t n = 0;
@@ -199,6 +200,21 @@ ModelConfig read(const GgufFile& f) {
         if (!(cfg.clamp_kqv >= 0) || !std::isfinite(cfg.clamp_kqv))
             c.fail(Checker::key_what(key("attention.clamp_kqv")), fmt::format("must be >= 0, got {}", cfg.clamp_kqv));
     }
+    if (A.positions == PositionKind::RelativeBias) {
+        // llama.cpp's bucketing (model/forward/position_bias.h) needs at least one exact bucket per
+        // direction; T5 uses 32.
+        const std::string k = key("attention.relative_buckets_count");
+        cfg.n_rel_buckets = c.positive(k);
+        if (cfg.n_rel_buckets < 4 || cfg.n_rel_buckets > 1024 || cfg.n_rel_buckets % 2 != 0)
+            c.fail(Checker::key_what(k), fmt::format("{} buckets: expected an even count in 4..1024 (T5: 32)", cfg.n_rel_buckets));
+        const std::string rel0 = layer_tensor_name(A, Role::AttnRelB, 0), gate0 = layer_tensor_name(A, Role::WGate, 0);
+        if (!f.find_tensor(rel0))
+            c.fail("tensor " + quote_name(rel0),
+                   "required tensor is missing: T5's relative-position bias (later layers share layer 0's)");
+        if (!f.find_tensor(gate0))
+            c.fail("tensor " + quote_name(gate0),
+                   "T5 v1.0's ReLU feed-forward (no ffn_gate) is not supported; T5 v1.1 and flan-T5 (gated GELU) are");
+    }
     cfg.causal = f.find_bool(key("attention.causal")).value_or(A.causal);
     if (!cfg.causal && cfg.window > 0)
         c.fail(Checker::key_what(key("attention.causal")), "bidirectional attention with a sliding window is not supported");
@@ -231,9 +247,10 @@ ModelConfig read(const GgufFile& f) {
             c.fail(Checker::key_what(key("pooling_type")),
                    "rank pooling needs a classification head: cls.weight and cls.bias, or cls.output.weight");
     }
-    cfg.attn_scale = 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
-                                                ? cfg.dim / cfg.n_heads
-                                                : cfg.head_dim));
+    cfg.attn_scale = A.unscaled_scores ? 1.0f
+                                       : 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
+                                                                    ? cfg.dim / cfg.n_heads
+                                                                    : cfg.head_dim));
 
     // The embedding defines the vocab size; the tokenizer and the vocab_size key must agree.
     const GgufTensorInfo& embd = f.tensor("token_embd.weight");
@@ -287,7 +304,7 @@ ModelConfig read(const GgufFile& f) {
 
 SchemaDims schema_dims(const ModelConfig& c) {
     return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim, c.n_token_types,
-            c.n_cls_out};
+            c.n_cls_out, c.n_heads, c.n_rel_buckets};
 }
 
 namespace {

@@ -80,6 +80,7 @@ struct ModelConfig {
     uint32_t n_token_types = 0;       // rows of token_types.weight (encoders)
     uint32_t n_cls_out = 0;           // labels of a reranker's cls.output.weight; 0: no such tensor
     float max_alibi_bias = 0;  // ALiBi (PositionKind::Alibi): the slopes' max bias; 0 = no ALiBi
+    uint32_t n_rel_buckets = 0;  // T5 (PositionKind::RelativeBias): relative-position buckets; 0 = none
     float clamp_kqv = 0;       // q, k, v clamped to [-clamp_kqv, clamp_kqv] after their biases; 0 = off
 
     uint32_t q_dim() const { return n_heads * head_dim; }

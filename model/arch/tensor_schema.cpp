@@ -19,6 +19,8 @@ uint64_t SchemaDims::get(Dim d) const {
         case Dim::RopeHalf: return rope_dim / 2;
         case Dim::TokenTypes: return token_types;
         case Dim::ClsOut: return cls_out;
+        case Dim::Heads: return heads;
+        case Dim::RelBuckets: return rel_buckets;
     }
     return 0;
 }
@@ -86,7 +88,7 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::QNorm, "attn_q_norm.weight", D::HeadDim, true, kNormWeight));
         add(vec(R::KNorm, "attn_k_norm.weight", D::HeadDim, true, kNormWeight));
     }
-    add(mat(R::Wo, "attn_output.weight", D::Q, D::Embd));
+    add(mat(R::Wo, A.t5_names ? "attn_o.weight" : "attn_output.weight", D::Q, D::Embd));
     add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias, kBias));
     if (post) add(vec(R::PostAttnNorm, "post_attention_norm.weight", D::Embd, true, kNormWeight));
     if (after) {
@@ -110,6 +112,12 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::FfnNorm, "layer_output_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::FfnNormB, "layer_output_norm.bias", D::Embd, ln, kNormBias));
     }
+    // T5: the bias table of layer 0, which the others share unless they have their own (checked by
+    // ModelConfig). f32 as llama.cpp's converter writes it.
+    if (A.positions == PositionKind::RelativeBias)
+        add({R::AttnRelB, "attn_rel_b.weight", {D::Heads, D::RelBuckets}, false, kMatrix, true});
+    if (A.t5_names)
+        for (TensorSpec& t : s) t.prefix = "enc.blk.";
     return s;
 }
 
@@ -137,6 +145,9 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
                          {false, 1.0f, 0.1f, true}, true});
         }
     }
+    if (A.encoder_output_norm)  // applied to the hidden states (T5's encoder)
+        s.push_back({R::OutputNorm, A.t5_names ? "enc.output_norm.weight" : "output_norm.weight", {D::Embd, D::One}, true,
+                     kNormWeight, true});
     if (!A.lm_head) {  // an encoder's output is its hidden states; a reranker's, its head's scores
         const D hidden = A.cls_single ? D::One : D::Embd;
         s.push_back({R::Cls, "cls.weight", {D::Embd, hidden}, false, kMatrix});
@@ -170,8 +181,14 @@ bool is_head_role(Role r) {
     return r == Role::OutputNorm || r == Role::OutputNormB || r == Role::Output || is_classifier_role(r);
 }
 
+std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer) {
+    for (const TensorSpec& s : layer_schema(A))
+        if (s.role == role) return tensor_name(s, layer);
+    return {};
+}
+
 std::string tensor_name(const TensorSpec& s, uint32_t layer) {
-    return s.role < Role::LayerCount ? fmt::format("blk.{}.{}", layer, s.name) : std::string(s.name);
+    return s.role < Role::LayerCount ? fmt::format("{}{}.{}", s.prefix, layer, s.name) : std::string(s.name);
 }
 
 }  // namespace vkllm

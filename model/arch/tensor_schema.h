@@ -30,6 +30,7 @@ enum class Role : uint8_t {
     WGate, WUp, WGateUp,           // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
     BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)
     PostFfnNorm,                   // (dim)
+    AttnRelB,                      // (n_heads) x (buckets) T5's relative-position bias, read on the host
     LayerCount,
     // --- model level
     TokenEmbd = LayerCount, PositionEmbd, TokenTypes, TokenEmbdNorm, TokenEmbdNormB, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,
@@ -42,11 +43,12 @@ enum class Role : uint8_t {
 inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
 
 // A dimension of a shape, resolved by SchemaDims::get().
-enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut };
+enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut, Heads, RelBuckets };
 
 struct SchemaDims {
     uint64_t embd = 0, q = 0, kv = 0, ffn = 0, head_dim = 0, vocab = 0, ctx_train = 0, rope_dim = 0, token_types = 0;
     uint64_t cls_out = 0;  // classification labels (rows of cls.output.weight)
+    uint64_t heads = 0, rel_buckets = 0;  // query heads; T5's relative-position buckets
     uint64_t get(Dim d) const;
 };
 
@@ -65,6 +67,7 @@ struct TensorSpec {
     bool required;          // absent: a clear error when required, else the model runs without it
     Init init;
     bool f32 = false;       // uploaded as f32 whatever the file stores (norms, biases, rope factors)
+    const char* prefix = "blk.";  // of per-layer names: "blk.", or T5's "enc.blk."
 };
 
 // A tensor that holds several roles' rows back to back: the file may store it whole (attn_qkv:
@@ -93,7 +96,10 @@ bool is_classifier_role(Role r);
 // The bias of a projection or a norm (Bq, Bo, AttnNormB, ...; not the classifier's).
 bool is_bias_role(Role r);
 
-// "blk.3.attn_q.weight" for per-layer roles, the name itself for the others.
+// "blk.3.attn_q.weight" (the spec's prefix, the layer, its name) for per-layer roles, the name itself
+// for the others.
 std::string tensor_name(const TensorSpec& s, uint32_t layer);
+// The name of `role` in layer `layer` of the architecture; empty when its layers have no such role.
+std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer);
 
 }  // namespace vkllm

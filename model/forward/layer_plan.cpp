@@ -1,5 +1,7 @@
 #include "model/forward/layer_plan.h"
 
+#include "model/forward/position_bias.h"
+
 namespace vkllm {
 
 uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch) {
@@ -14,6 +16,7 @@ ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t lay
     p.softcap = cfg.attn_softcap;
     p.causal = cfg.causal;
     p.max_alibi_bias = cfg.max_alibi_bias;
+    if (cfg.n_rel_buckets > 0) p.pos_bias_range = kT5MaxDistance;  // the table of t5_position_bias()
     // A window as long as the context never masks anything.
     if (cfg.is_local(layer) && cfg.window < kv.n_ctx) p.window = cfg.window;
     return p;

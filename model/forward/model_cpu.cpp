@@ -1,5 +1,7 @@
 #include "model/forward/model_cpu.h"
 
+#include "model/forward/position_bias.h"
+
 #include "runtime/ops/attention.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/get_rows.h"
@@ -135,7 +137,8 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         ref::kv_store(k.data(), kc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
-        ref::attention(ap, q.data(), kc, vc, pos.data(), att.data());
+        const std::vector<float> pos_bias = ap.pos_bias_range ? t5_position_bias(file_, c, l) : std::vector<float>();
+        ref::attention(ap, q.data(), kc, vc, pos.data(), att.data(), pos_bias.empty() ? nullptr : pos_bias.data());
         if (post_norms) {
             linear(L[R::Wo], att.data(), tmp.data());
             bias(L[R::Bo], tmp.data());
@@ -176,7 +179,10 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     }
 
     n_past_ += n;
-    if (!A.lm_head) return x;  // an encoder's output: (n, dim) hidden states
+    if (!A.lm_head) {  // an encoder's output: (n, dim) hidden states, through output_norm for T5's
+        if (W.output_norm.present()) norm(W.output_norm, W.output_norm_b, x.data(), x.data(), n);
+        return x;
+    }
 
     // --- head: logits of the last token only (soft-capped for Gemma 2)
     std::vector<float> last(x.end() - dim, x.end());  // (dim)

@@ -1,5 +1,7 @@
 #include "model/forward/model_gpu.h"
 
+#include "model/forward/position_bias.h"
+
 #include "runtime/ops/attention.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/get_rows.h"
@@ -199,6 +201,14 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
         layers_[l].w = w_.layers[l];
         layers_[l].kv_rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch);
+        if (cfg.n_rel_buckets == 0 || (l > 0 && !has_own_position_bias(file, cfg, l))) {
+            layers_[l].pos_bias = cfg.n_rel_buckets ? 0 : -1;
+            continue;
+        }
+        const std::vector<float> table = t5_position_bias(file, cfg, l);
+        pos_bias_.push_back(ctx.create_buffer(table.size() * 4, MemoryUsage::Device, fmt::format("pos_bias.{}", l)));
+        ctx.upload(pos_bias_.back(), table.data(), table.size() * 4);
+        layers_[l].pos_bias = int32_t(pos_bias_.size() - 1);
     }
     for (uint32_t q = 0; q < opts_.n_seq; ++q)
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
@@ -428,7 +438,8 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
         } else {
             ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.attn.n_ctx,
                                opts_.kv_type);
-            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch);
+            const BufferSlice bias = layers_[l].pos_bias >= 0 ? pos_bias_[size_t(layers_[l].pos_bias)].slice() : BufferSlice{};
+            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch, bias);
         }
     }
     // x += post_norm(wo · att + bo)
@@ -821,8 +832,9 @@ std::vector<float> ModelGpu::hidden_states() const {
     std::vector<float> out(size_t(last_chunk_) * cfg_.dim);
     if (out.empty()) return out;
     ctx_.download(x_.slice(0, out.size() * 4), out.data(), out.size() * 4);
-    if (!cfg_.arch->lm_head) return out;
-    // A decoder's states as its head reads them: output_norm (with its bias for LayerNorm models).
+    if (!layout_.output_norm.present()) return out;
+    // A decoder's states as its head reads them, and T5's encoder's: output_norm (with its bias for
+    // LayerNorm models).
     const std::vector<float> w = read_place_f32(file_, layout_.output_norm), b = read_place_f32(file_, layout_.output_norm_b);
     if (cfg_.arch->norm == NormKind::Layer)
         ref::layer_norm(out.data(), w.data(), b.empty() ? nullptr : b.data(), out.data(), last_chunk_, cfg_.dim, cfg_.norm_eps);

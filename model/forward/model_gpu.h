@@ -238,8 +238,10 @@ private:
         uint32_t kv_rows = 0;  // kv_cache_rows(): n_ctx, or a ring for sliding-window layers
         // Per sequence: (kv_rows, n_kv_heads * head_dim) of the KV type, for K and for V.
         std::vector<Buffer> k_cache, v_cache;
+        int32_t pos_bias = -1;  // T5: the layer's position-bias table in pos_bias_
     };
     std::vector<LayerState> layers_;
+    std::vector<Buffer> pos_bias_;  // T5: layer 0's table (shared by layers without attn_rel_b), then any others
 
     // --- scratch, sized by U = max(ubatch, n_seq) rows
     Buffer x_;        // (U, dim)  residual stream

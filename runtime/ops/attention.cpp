@@ -25,6 +25,7 @@ constexpr uint32_t kPrefillMaxRows = 8;   // attention_prefill.comp: MAX_ROWS (r
 constexpr uint32_t kMergeWg = 64;
 constexpr uint32_t kMaxSplits = 128;      // attention_merge.comp holds up to 256
 constexpr uint32_t kMaxHeadDim = 256;
+constexpr uint32_t kMaxPosBiasRange = 1u << 20;  // a table of n_heads x 2M+1 floats is already absurd
 
 // ALiBi's slopes as alibi_slope() in shaders/include/kv_read.glsl takes them.
 struct AlibiPush {
@@ -57,6 +58,7 @@ struct PrefillPush {
     uint32_t q_first, pos_first, out_first;
     uint32_t causal;
     AlibiPush alibi;
+    uint32_t bias_range;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
@@ -89,6 +91,7 @@ void check_params(const AttentionParams& p) {
     if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) bad("softcap must be finite and >= 0");
     if (!(p.max_alibi_bias >= 0.0f) || !std::isfinite(p.max_alibi_bias)) bad("max_alibi_bias must be finite and >= 0");
     if (!p.causal && p.window > 0) bad("a sliding window needs causal attention");
+    if (p.pos_bias_range > kMaxPosBiasRange) bad(fmt::format("pos_bias_range must be at most {}", kMaxPosBiasRange));
 }
 
 // Split-K partials of a decode plan: o[n_splits][n_heads][head_dim], then (m, l) per split and head.
@@ -106,7 +109,7 @@ size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw, bool store) {
 
 size_t prefill_shared_bytes(uint32_t d, uint32_t m, uint32_t bk) {
     const size_t d4 = d / 4;
-    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 28;
+    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 32;
 }
 
 // Workgroups that keep the device busy during decode. The caps do not say how many compute units
@@ -146,7 +149,7 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
     check_params(p);
     const uint32_t group = p.n_heads / p.n_kv_heads;
     AttentionPlan plan;
-    if (p.n_tokens == 1) {
+    if (p.n_tokens == 1 && p.pos_bias_range == 0) {
         plan.decode = true;
         plan.wg = kDecodeWg;
         plan.kv_tile = kDecodeWg;
@@ -294,7 +297,8 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
 }  // namespace
 
 void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
-               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch) {
+               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch,
+               const BufferSlice& pos_bias) {
     const DeviceCaps& caps = ctx.caps();
     const detail::AttentionPlan plan = detail::attention_plan(caps, p);
     const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
@@ -306,13 +310,18 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
                            uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
-                           alibi_push(p)};
-    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice}, push,
+                           alibi_push(p), p.pos_bias_range};
+    // Without a table the kernel never reads binding 5; the positions stand in for it.
+    const BufferSlice bias = p.pos_bias_range > 0
+                                 ? bound(pos_bias, uint64_t(p.n_heads) * (2ull * p.pos_bias_range + 1) * 4, caps,
+                                         "pos_bias", p)
+                                 : b.pos.slice;
+    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
 }
 
 bool attention_store_supported(const AttentionParams& p) {
-    return p.n_tokens == 1 && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
+    return p.n_tokens == 1 && p.pos_bias_range == 0 && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
 }
 
 std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p) {

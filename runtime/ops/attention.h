@@ -45,6 +45,11 @@ struct AttentionParams {
     // i gains -slope_h * |i - j|, the slopes of query head h from max_alibi_bias as llama.cpp (and the
     // ALiBi paper, for head counts that are powers of two) define them. 0 = off.
     float max_alibi_bias = 0.0f;
+    // A learned bias per head and relative position (T5's relative attention buckets): the score of
+    // the key at position j for the query at position i gains pos_bias[h][d + R], d = clamp(j - i, -R,
+    // R), from the table passed to attention(). 0 = none. Calls with a table run the prefill kernel
+    // (also for one token) and not attention_store.
+    uint32_t pos_bias_range = 0;
 };
 
 // q:   f32 [n_tokens][n_heads][head_dim]
@@ -56,7 +61,8 @@ struct AttentionParams {
 //   A window needs n_ctx >= window + n_tokens - 1: every row of the chunk is stored before attention
 //   runs, and a smaller ring would already have overwritten keys that the chunk's first query needs.
 // Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, gains the ALiBi
-// bias with max_alibi_bias > 0, then softmax.
+// bias with max_alibi_bias > 0 and the table's bias with pos_bias_range > 0, then softmax.
+// pos_bias: f32 [n_heads][2 * pos_bias_range + 1] when pos_bias_range > 0, else unused (may be empty).
 // out: f32 [n_tokens][n_heads][head_dim]
 // scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
 //   empty slice, when that is 0.
@@ -67,7 +73,8 @@ struct AttentionParams {
 // or too small buffers, DeviceLimitError when the K/V cache of one layer exceeds the device's
 // maxStorageBufferRange.
 void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
-               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch);
+               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch,
+               const BufferSlice& pos_bias = {});
 
 struct RopeParams;
 
@@ -88,8 +95,8 @@ struct NewKv {
 void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
                      const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
                      const BufferSlice& out, const BufferSlice& scratch);
-// Whether attention_store takes p: one token, and for a q8_0 cache whole blocks per head (head_dim a
-// multiple of 32: each workgroup quantizes one head's row).
+// Whether attention_store takes p: one token, no position-bias table, and for a q8_0 cache whole
+// blocks per head (head_dim a multiple of 32: each workgroup quantizes one head's row).
 bool attention_store_supported(const AttentionParams& p);
 std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p);
 
@@ -119,10 +126,10 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
 
 namespace vkllm::ref {
 
-// Plain reference: for each query, scores in double (soft-capped, ALiBi-biased when asked), softmax, weighted sum
-// of V over the query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32), from
-// ring row j % n_ctx for position j.
+// Plain reference: for each query, scores in double (soft-capped, ALiBi- and table-biased when asked), softmax,
+// weighted sum of V over the query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32),
+// from ring row j % n_ctx for position j. pos_bias as attention() takes it.
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
-               float* out);
+               float* out, const float* pos_bias = nullptr);
 
 }  // namespace vkllm::ref

@@ -31,7 +31,7 @@ std::vector<double> alibi_slopes(uint32_t n_heads, double max_bias) {
 }  // namespace
 
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
-               float* out) {
+               float* out, const float* pos_bias) {
     const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
     const std::vector<double> slopes =
         p.max_alibi_bias > 0 ? alibi_slopes(p.n_heads, p.max_alibi_bias) : std::vector<double>(p.n_heads, 0.0);
@@ -80,7 +80,9 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
                 for (uint32_t d = 0; d < D; ++d) s += double(qh[d]) * kr[d];
                 s *= p.scale;
                 if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
-                s -= slopes[h] * std::abs(double(std::max(positions[t], 0)) - double(j));
+                const int64_t i = std::max(positions[t], 0), R = p.pos_bias_range;
+                s -= slopes[h] * std::abs(double(i) - double(j));
+                if (R > 0) s += pos_bias[size_t(h) * size_t(2 * R + 1) + size_t(std::clamp(int64_t(j) - i, -R, R) + R)];
                 w[j - lo] = s;
                 mx = std::max(mx, s);
             }

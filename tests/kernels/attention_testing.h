@@ -134,10 +134,16 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
     CHECK(scratch_bytes == (plan.decode && plan.n_splits > 1 ? size_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * 4 : 0));
     test::GuardedBuffer sb(ctx, std::max<size_t>(scratch_bytes, 4), "scratch");
     qb.upload(q.data(), act * 4);
+    // A position-bias table (T5) when asked: random biases per head and distance.
+    const size_t bias_n = p.pos_bias_range ? size_t(p.n_heads) * (2 * p.pos_bias_range + 1) : 1;
+    const auto bias = test::random_floats(bias_n, o.seed * 7 + 4, -3.0f, 3.0f);
+    test::GuardedBuffer tb(ctx, bias_n * 4, "pos_bias");
+    tb.upload(bias.data(), bias_n * 4);
 
     CommandStream s(ctx);
     s.begin(o.timing);
-    ops::attention(ctx, s, p, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice());
+    ops::attention(ctx, s, p, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice(),
+                   p.pos_bias_range ? tb.slice() : BufferSlice{});
     s.end();
     CHECK(s.stats().dispatches == (plan.decode && plan.n_splits > 1 ? 2u : 1u));
 
@@ -155,12 +161,13 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
                                 kv_name(p.kv_type), p.n_heads, p.n_kv_heads, p.head_dim, p.n_tokens, pos.back() + 1,
                                 ns * 1e-6, ctx.caps().name, plan.n_splits));
         }
-        ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data());
+        ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data(), p.pos_bias_range ? bias.data() : nullptr);
         const auto c = test::validate_result("attention out", ob.download_floats(act), ref, o.tol);
         record_worst(cls, p.kv_type, c);
     }
     ob.check_guards();
     sb.check_guards();
+    tb.check_guards();
     return plan;
 }
 

@@ -90,6 +90,35 @@ TEST_CASE("attention prefill: bidirectional (encoders): every query sees the who
     }
 }
 
+TEST_CASE("attention prefill: a position-bias table (T5's relative buckets), both ways, causal, one token") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            // The shapes above again (the table is a push constant and a binding: same pipelines).
+            // Range 4 against 33 tokens: most distances clamp to the table's ends, both ways.
+            AttentionParams enc = bidir(params(33, 8, 2, 64, 300, t));
+            enc.pos_bias_range = 4;
+            check_attention(ctx, "prefill bidirectional table", enc, {consecutive(33, 0)}, {.seed = 6});
+            // t5-small's shape: 8 heads of 64, R 128 (T5's max distance), no score scaling.
+            AttentionParams t5 = bidir(params(7, 4, 2, 64, 200, t));
+            t5.pos_bias_range = 128;
+            check_attention(ctx, "prefill bidirectional table", t5, {consecutive(7, 0)}, {.scale = 1.0f, .seed = 7});
+            // A decoder's self-attention: causal, a chunk after cached rows, and one token (the
+            // prefill kernel runs it: the decode kernels take no table).
+            AttentionParams dec = params(7, 4, 2, 64, 200, t);
+            dec.pos_bias_range = 16;
+            check_attention(ctx, "prefill causal table", dec, {consecutive(7, 0), consecutive(7, 41)}, {.seed = 8});
+            AttentionParams one = params(1, 8, 2, 64, 300, t);
+            one.pos_bias_range = 16;
+            CHECK_FALSE(check_attention(ctx, "prefill causal table", one, {consecutive(1, 0), consecutive(1, 40)},
+                                        {.seed = 9}).decode);
+            CHECK_FALSE(ops::attention_store_supported(one));
+        }
+    }
+}
+
 TEST_CASE("attention prefill: bidirectional at real model sizes (bge-small 128 tokens, bge-base 512)") {
     test::ValidationGuard guard;
     for (const auto& spec : test::device_variants()) {

@@ -10,11 +10,15 @@
 #include "model/forward/forward_check.h"
 #include "model/forward/model_cpu.h"
 #include "model/forward/model_gpu.h"
+#include "model/forward/position_bias.h"
 #include "model/gguf_writer.h"
 #include "model_test_util.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 using namespace vkllm;
 namespace fs = std::filesystem;
@@ -106,7 +110,7 @@ void check_encoder(const std::string& path, double nmse) {
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
     CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
-                                   "jina-bert-v2");
+                                   "jina-bert-v2, t5encoder");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
 }
@@ -138,6 +142,30 @@ TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the h
     fs::create_directories(p.parent_path());
     w.write_file(p.string());
     check_encoder(p.string(), 1e-5);
+}
+
+TEST_CASE("architectures: T5's encoder matches the host reference layer by layer, F16 and Q4_K, shared and own bias tables") {
+    check_encoder(test::write_model("arch-t5encoder-f16", small_shape("t5encoder", TensorType::F16)), 1e-5);
+    check_encoder(test::write_model("arch-t5encoder-q4_k", small_shape("t5encoder", TensorType::Q4_K)), 1e-5);
+    // A layer with its own attn_rel_b (llama.cpp reads one where present).
+    const ModelShape s = small_shape("t5encoder", TensorType::F16);
+    GgufWriter w = make_random_model(s);
+    std::vector<float> rel(size_t(s.n_heads) * 32);
+    for (size_t i = 0; i < rel.size(); ++i) rel[i] = float(std::sin(0.7 * double(i))) * 3.0f;
+    w.add_tensor_data("enc.blk.1.attn_rel_b.weight", TensorType::F32, {s.n_heads, 32},
+                      std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(rel.data()),
+                                           reinterpret_cast<const uint8_t*>(rel.data() + rel.size())));
+    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-t5encoder-own-bias.gguf";
+    fs::create_directories(p.parent_path());
+    w.write_file(p.string());
+    check_encoder(p.string(), 1e-5);
+    const GgufFile f = GgufFile::open(p.string());
+    const ModelConfig cfg = ModelConfig::from_gguf(f);
+    CHECK(has_own_position_bias(f, cfg, 1));
+    CHECK(t5_position_bias(f, cfg, 1) != t5_position_bias(f, cfg, 0));
+    // Distance 0 is bucket 0 both ways: the table's middle column is row 0 of attn_rel_b.
+    const std::vector<float> t1 = t5_position_bias(f, cfg, 1);
+    for (uint32_t h = 0; h < s.n_heads; ++h) CHECK(t1[h * (2 * kT5MaxDistance + 1) + kT5MaxDistance] == rel[h]);
 }
 
 TEST_CASE("architectures: bidirectional attention sees later tokens, and one input must fit one ubatch") {
@@ -248,7 +276,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, phi3, "
-                                   "gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2");
+                                   "gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2, t5encoder");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
     q.remove_tensor("blk.1.attn_q.bias");
@@ -282,6 +310,49 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     refused("jina-bert-v2", "blk.0.ffn_gate.weight", 64, 96, "a separate ffn_gate is not supported");
     refused("mpt", "position_embd.weight", 64, 256, "learned positions are not supported");
     refused("mpt", "blk.0.ffn_act.scales", 96, 1, "AWQ activation scales");
+    // T5's encoder: layer 0 carries the relative-position bias the others share; T5 v1.0's ReLU
+    // feed-forward (no ffn_gate) is not implemented; the bucket count is required.
+    auto t5_refused = [&](const std::function<void(GgufWriter&)>& edit, const char* why) {
+        GgufWriter x = make_random_model(small_shape("t5encoder", TensorType::F32));
+        edit(x);
+        x.write_file(p.string());
+        GgufFile fx = GgufFile::open(p.string());
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, why);
+    };
+    t5_refused([](GgufWriter& x) { x.remove_tensor("enc.blk.0.attn_rel_b.weight"); },
+               "tensor 'enc.blk.0.attn_rel_b.weight': required tensor is missing: T5's relative-position bias");
+    t5_refused([](GgufWriter& x) { for (int l = 0; l < 2; ++l) x.remove_tensor(fmt::format("enc.blk.{}.ffn_gate.weight", l)); },
+               "tensor 'enc.blk.0.ffn_gate.weight': T5 v1.0's ReLU feed-forward (no ffn_gate) is not supported");
+    t5_refused([](GgufWriter& x) { x.remove("t5encoder.attention.relative_buckets_count"); },
+               "t5encoder.attention.relative_buckets_count");
+    t5_refused([](GgufWriter& x) { x.set_u32("t5encoder.attention.relative_buckets_count", 3); },
+               "3 buckets: expected an even count in 4..1024 (T5: 32)");
+    t5_refused([](GgufWriter& x) { x.add_tensor_data("enc.blk.7.attn_q.weight", TensorType::F32, {64, 64},
+                                                     std::vector<uint8_t>(64 * 64 * 4)); },
+               "belongs to layer 7 but block_count is 2");
+}
+
+TEST_CASE("architectures: T5's relative-position buckets as the T5 paper's code defines them") {
+    // 32 buckets both ways: 16 per direction, distances 0..7 exact, then 8 buckets for 8..127 on a
+    // log scale (bucket 8 + floor(8 log(r / 8) / log(16))), the last from 128 on; keys after the
+    // query use buckets 16..31.
+    const std::pair<int32_t, uint32_t> before[] = {{0, 0},   {-1, 1},   {-7, 7},   {-8, 8},   {-11, 8},  {-12, 9},
+                                                   {-15, 9}, {-16, 10}, {-22, 10}, {-23, 11}, {-31, 11}, {-32, 12},
+                                                   {-45, 12}, {-46, 13}, {-63, 13}, {-64, 14}, {-90, 14}, {-91, 15},
+                                                   {-127, 15}, {-128, 15}, {-5000, 15}};
+    for (auto [d, b] : before) {
+        CAPTURE(d);
+        CHECK(t5_relative_bucket(d, 32, true) == b);
+        CHECK(t5_relative_bucket(-d, 32, true) == (d == 0 ? 0u : b + 16));
+    }
+    // Causal (a decoder's self-attention): 32 buckets for keys before the query, 0..15 exact, then
+    // 16 + floor(16 log(r / 16) / log(8)); keys after the query (never seen) fall in bucket 0.
+    const std::pair<int32_t, uint32_t> causal[] = {{0, 0},    {-15, 15},  {-16, 16},  {-18, 16},  {-19, 17},
+                                                   {-32, 21}, {-64, 26},  {-127, 31}, {-128, 31}, {-1000, 31}, {5, 0}};
+    for (auto [d, b] : causal) {
+        CAPTURE(d);
+        CHECK(t5_relative_bucket(d, 32, false) == b);
+    }
 }
 
 TEST_CASE("architectures: a reranker's classification head (cls, tanh, cls.output; jina-bert-v2's cls alone) from its definition") {
