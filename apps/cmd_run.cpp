@@ -76,11 +76,16 @@ void run(const RunOptions& o) {
     if (gp.grammar && o.check) throw std::invalid_argument("--check runs greedy without a grammar; drop one of them");
 
     std::string path = resolve_model_path(o.model);
-    LoadedModel m = load_model(path, o.device, lo, false);
+    LoadedModel m = load_model(path, o.device, lo, false, ModelUse::GenerateAny);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
     std::vector<int32_t> prompt = m.tokenizer->encode(o.prompt, true, o.parse_special);
     if (prompt.empty() && m.tokenizer->bos_id() >= 0) prompt.push_back(m.tokenizer->bos_id());  // "" means BOS only
     if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens and the vocabulary has no BOS");
+    if (m.encoder) {
+        // T5: the encoder reads the prompt; the decoder generates from its start token.
+        if (o.check) throw std::invalid_argument("--check does not run encoder-decoder models yet");
+        prompt = {encode_for_decoder(m, prompt)};
+    }
 
     if (o.check) {
         // Run the host reference beside the device over the prompt and every generated token.

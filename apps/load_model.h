@@ -18,8 +18,9 @@ std::string default_model_path();
 std::string resolve_model_path(const std::string& arg);
 
 // What a command does with the model: Generate refuses an embedding model (an encoder without an LM
-// head) before anything is uploaded, naming the commands that take it.
-enum class ModelUse { Generate, Any };
+// head) before anything is uploaded, naming the commands that take it; GenerateAny (vkllm run) also
+// takes encoder-decoder models (T5), which the others refuse.
+enum class ModelUse { Generate, GenerateAny, Any };
 
 // quiet: no banner, no progress.
 LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet,

@@ -684,6 +684,10 @@ GgufWriter make_random_model(const ModelShape& s) {
     if (A.positions == PositionKind::Alibi && A.default_max_alibi_bias == 0) w.set_f32(key("attention.max_alibi_bias"), 8.0f);
     if (s.clamp_kqv > 0) w.set_f32(key("attention.clamp_kqv"), s.clamp_kqv);
     if (A.positions == PositionKind::RelativeBias) w.set_u32(key("attention.relative_buckets_count"), kT5Buckets);
+    if (A.cross_attention) {  // the encoder has as many layers as the decoder; generation starts at <pad> (0)
+        w.set_u32(key("decoder_block_count"), s.n_layers);
+        w.set_u32(key("decoder_start_token_id"), 0);
+    }
     if (A.default_attn_softcap > 0) {
         w.set_f32(key("attn_logit_softcapping"), A.default_attn_softcap);
         w.set_f32(key("final_logit_softcapping"), A.default_final_softcap);
@@ -742,6 +746,13 @@ GgufWriter make_random_model(const ModelShape& s) {
     const std::vector<TensorSpec> globals = model_schema(A), layer = layer_schema(A);
     for (const TensorSpec& t : globals)
         if (!is_head_role(t.role)) write(t, 0);
+    if (!A.encoder_arch.empty()) {  // an encoder-decoder file: the encoder's layers and output norm first
+        const ArchDesc& E = *find_arch(A.encoder_arch);
+        for (uint32_t l = 0; l < s.n_layers; ++l)
+            for (const TensorSpec& t : layer_schema(E)) write(t, l);
+        for (const TensorSpec& t : model_schema(E))
+            if (t.role == Role::OutputNorm) write(t, 0);
+    }
     for (uint32_t l = 0; l < s.n_layers; ++l)
         for (const TensorSpec& t : layer) write(t, l);
     for (const TensorSpec& t : globals)

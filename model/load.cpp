@@ -27,6 +27,14 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     LoadedModel m;
     m.file = std::make_unique<GgufFile>(GgufFile::open(path));
     m.cfg = ModelConfig::from_gguf(*m.file);
+    if (!m.cfg.arch->encoder_arch.empty()) {
+        if (!opts.encoder_decoder)
+            throw ModelConfigError(fmt::format("{}: a {} model is an encoder-decoder: `vkllm run` generates with it; "
+                                               "chat, serve, bench, perplexity, embed and the C API take decoder-only "
+                                               "models (and t5encoder files for embeddings)",
+                                               path, m.cfg.arch->name));
+        m.encoder_cfg = ModelConfig::encoder_from_gguf(*m.file);
+    }
     m.tokenizer = make_tokenizer(*m.file);
     try {
         m.ctx = std::make_unique<Context>(opts.context);
@@ -35,8 +43,36 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     }
     if (opts.on_ready) opts.on_ready(m);
     m.model = std::make_unique<ModelGpu>(*m.ctx, *m.file, m.cfg, opts.model, opts.progress);
+    if (m.encoder_cfg.arch) {
+        // The encoder attends over its whole input at once: one ubatch of the decoder's context.
+        ModelOptions eo = opts.model;
+        eo.n_ctx = eo.ubatch = m.model->n_ctx();
+        eo.all_logits = false;
+        eo.n_seq = 1;
+        m.encoder = std::make_unique<ModelGpu>(*m.ctx, *m.file, m.encoder_cfg, eo);
+    }
     m.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return m;
+}
+
+int32_t encode_for_decoder(LoadedModel& m, std::span<const int32_t> input) {
+    if (!m.encoder) throw std::logic_error("encode_for_decoder: the model has no encoder");
+    if (input.empty()) throw std::invalid_argument("an encoder-decoder model needs a non-empty input");
+    int32_t start = m.cfg.decoder_start_token;
+    if (start < 0) start = m.tokenizer->bos_id();
+    if (start < 0)
+        throw std::invalid_argument(fmt::format("{}: the file names no {}.decoder_start_token_id and the vocab has no BOS",
+                                                m.file->name(), m.cfg.arch->name));
+    if (uint32_t(start) >= m.cfg.n_vocab)
+        throw std::invalid_argument(fmt::format("{}: decoder start token {} is outside the vocab", m.file->name(), start));
+    if (input.size() > m.encoder->n_ctx())
+        throw ContextFullError(fmt::format("the input has {} tokens; the encoder reads at most {} (the context: -c)",
+                                           input.size(), m.encoder->n_ctx()));
+    m.encoder->reset();
+    m.encoder->eval(input);
+    const std::vector<float> states = m.encoder->hidden_states();
+    m.model->set_encoder_output(states, uint32_t(input.size()));
+    return start;
 }
 
 }  // namespace vkllm

@@ -39,6 +39,9 @@ struct LoadedModel {
     std::unique_ptr<Tokenizer> tokenizer;
     std::unique_ptr<Context> ctx;
     std::unique_ptr<ModelGpu> model;
+    // Encoder-decoder files (T5): `model` is the decoder, this the encoder (LoadOptions::encoder_decoder).
+    ModelConfig encoder_cfg;
+    std::unique_ptr<ModelGpu> encoder;
     double load_ms = 0;  // from the call to the end of the upload
 };
 
@@ -49,11 +52,22 @@ struct LoadOptions {
     // Called when the file, its config, its tokenizer and the device context are ready, before the
     // fit check and the upload (a banner, the tokenizer's warnings, a chat template to resolve).
     std::function<void(const LoadedModel&)> on_ready;
+    // Accept an encoder-decoder file (T5) and load its encoder too (vkllm run); otherwise such a file
+    // is refused with ModelConfigError before the device is opened (every other front end runs
+    // decoder-only or encoder-only models).
+    bool encoder_decoder = false;
 };
 
 // Throws ModelFileError, GgufError (ModelConfigError: not a model vkllm runs), NoDeviceError,
 // DeviceLimitError (does not fit), or whatever `progress` and `on_ready` throw; nothing stays
 // allocated after a throw.
 LoadedModel load_model(const std::string& path, const LoadOptions& opts);
+
+// An encoder-decoder's first half: runs the encoder over `input` (the whole tokenized prompt, one
+// pass from position 0) and hands its output to the decoder's cross-attention. Returns the token
+// the decoder starts from (<arch>.decoder_start_token_id, else BOS). Throws ContextFullError when
+// the input exceeds the encoder's context, std::invalid_argument for an empty input or a file that
+// names no start token and has no BOS.
+int32_t encode_for_decoder(LoadedModel& m, std::span<const int32_t> input);
 
 }  // namespace vkllm

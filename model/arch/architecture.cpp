@@ -153,15 +153,27 @@ ArchDesc t5encoder() {
     a.causal = false;
     a.lm_head = false;
     a.encoder_output_norm = true;
-    a.t5_names = true;
+    a.t5 = T5Stack::Encoder;
     a.unscaled_scores = true;
     return a;
 }
 
-const std::array<ArchDesc, 13>& archs() {
-    static const std::array<ArchDesc, 13> table = {llama(), qwen2(),        qwen3(),     phi3(), gemma2(), gemma3(),
+ArchDesc t5() {
+    ArchDesc a = t5encoder();
+    a.name = "t5";  // T5 v1.1, flan-T5: the decoder (causal, cross-attention) over t5encoder's encoder
+    a.causal = true;
+    a.lm_head = true;
+    a.encoder_output_norm = false;
+    a.t5 = T5Stack::Decoder;
+    a.cross_attention = true;
+    a.encoder_arch = "t5encoder";
+    return a;
+}
+
+const std::array<ArchDesc, 14>& archs() {
+    static const std::array<ArchDesc, 14> table = {llama(), qwen2(),        qwen3(),     phi3(), gemma2(), gemma3(),
                                                    gpt2(),  bloom(),        mpt(),       bert(), nomic_bert(),
-                                                   jina_bert_v2(), t5encoder()};
+                                                   jina_bert_v2(), t5encoder(), t5()};
     return table;
 }
 

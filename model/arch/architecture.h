@@ -41,6 +41,8 @@ enum class PositionKind {
     RelativeBias,  // attention scores gain a learned bias per head and bucket of j - i (T5: attn_rel_b)
 };
 
+enum class T5Stack { None, Encoder, Decoder };
+
 struct ArchDesc {
     std::string_view name;  // general.architecture, also the prefix of its hyperparameter keys
     NormKind norm = NormKind::Rms;
@@ -81,10 +83,18 @@ struct ArchDesc {
     bool cls_single = false;
     // An encoder whose hidden states go through output_norm (T5's encoder).
     bool encoder_output_norm = false;
-    // T5: tensor names enc.blk.N.* with attn_o for the output projection, enc.output_norm; scores
-    // are not scaled by 1/sqrt(head_dim) (T5 folds that into its weights).
-    bool t5_names = false;
+    // T5: tensor names enc.blk.N.* (the encoder) or dec.blk.N.* (the decoder) with attn_o for the
+    // output projection, enc.output_norm / dec.output_norm; scores are not scaled by 1/sqrt(head_dim)
+    // (T5 folds that into its weights).
+    T5Stack t5 = T5Stack::None;
     bool unscaled_scores = false;
+    // Encoder-decoder (T5): each decoder layer attends, after its self-attention, over the encoder's
+    // output (cross_attn_norm, cross_attn_q/k/v/o); the file also holds the encoder, described by
+    // the row `encoder_arch` with its keys under this file's prefix. The decoder's layer count is
+    // `<arch>.decoder_block_count` (default block_count), generation starts from
+    // `<arch>.decoder_start_token_id`.
+    bool cross_attention = false;
+    std::string_view encoder_arch;
 
     // Sliding-window attention: layer l is local when swa_period > 0 and l % swa_period <
     // swa_period - 1 (Gemma 2: every other layer, Gemma 3: five of six). default_window is the

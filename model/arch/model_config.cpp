@@ -53,11 +53,10 @@ private:
     const GgufFile& f_;
 };
 
-// "blk.12.attn_q.weight" (or T5's "enc.blk.12.attn_q.weight") -> 12
-std::optional<uint64_t> layer_of(std::string_view name) {
-    if (name.starts_with("enc.") || name.starts_with("dec.")) name.remove_prefix(4);
-    if (!name.starts_with("blk.")) return std::nullopt;
-    name.remove_prefix(4);
+// "blk.12.attn_q.weight" -> 12 for prefix "blk." (T5: "enc.blk.", "dec.blk.")
+std::optional<uint64_t> layer_of(std::string_view name, std::string_view prefix) {
+    if (!name.starts_with(prefix)) return std::nullopt;
+    name.remove_prefix(prefix.size());
     uint64_t n = 0;
     auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
     if (ec != std::errc() || p == name.data() || p == name.data() + name.size() || *p != '.') return std::nullopt;
@@ -66,8 +65,8 @@ std::optional<uint64_t> layer_of(std::string_view name) {
 
 // Optional tensors llama.cpp reads for some variants of these architectures, which change the
 // math and which vkllm does not implement: refused by name rather than silently ignored.
-const char* unsupported_tensor(const ArchDesc& A, std::string_view name) {
-    auto layer_suffix = [&](std::string_view s) { return layer_of(name) && name.ends_with(s); };
+const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::string_view name) {
+    auto layer_suffix = [&](std::string_view s) { return layer_of(name, prefix) && name.ends_with(s); };
     if (!A.qk_norm && (layer_suffix(".attn_q_norm.weight") || layer_suffix(".attn_k_norm.weight")))
         return "a LayerNorm over all of q or k (MPT qk_ln, jina-bert-v2 qk-post-norm) is not supported";
     if (layer_suffix(".attn_norm_2.weight")) return "a second attention norm (jina-bert-v2 variants) is not supported";
@@ -122,11 +121,13 @@ void read_rope(const Checker& c, const GgufFile& f, const std::string& a, ModelC
     }
 }
 
-ModelConfig read(const GgufFile& f) {
+// `view`: the description to read the file as (an encoder-decoder file's encoder); null: the file's
+// own architecture. Keys are always under the file's general.architecture.
+ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     Checker c(f);
     const std::string_view arch_name = f.get_string("general.architecture");
     ModelConfig cfg;
-    cfg.arch = find_arch(arch_name);
+    cfg.arch = view ? view : find_arch(arch_name);
     if (!cfg.arch)
         c.fail("key 'general.architecture'", fmt::format("architecture {} is not supported; supported: {}",
                                                          quote_name(arch_name), supported_arch_list()));
@@ -135,7 +136,16 @@ ModelConfig read(const GgufFile& f) {
     auto key = [&](const char* k) { return a + "." + k; };
 
     cfg.dim = c.positive(key("embedding_length"));
-    cfg.n_layers = c.positive(key("block_count"));
+    cfg.n_layers = A.t5 == T5Stack::Decoder && f.has(key("decoder_block_count")) ? c.positive(key("decoder_block_count"))
+                                                                                 : c.positive(key("block_count"));
+    if (A.cross_attention) {
+        if (const GgufValue* v = f.find(key("decoder_start_token_id"))) {
+            const auto x = v->as_i64();
+            if (!x || *x < -1 || *x >= int64_t(std::numeric_limits<int32_t>::max()))
+                c.fail(Checker::key_what(key("decoder_start_token_id")), "must be a token id");
+            cfg.decoder_start_token = int32_t(*x);
+        }
+    }
     cfg.ffn_dim = c.positive(key("feed_forward_length"));
     cfg.n_ctx_train = c.positive(key("context_length"));
     cfg.n_heads = c.positive(key("attention.head_count"));
@@ -291,13 +301,27 @@ ModelConfig read(const GgufFile& f) {
     const std::vector<TensorSpec> layer = layer_schema(A);
     for (uint32_t l = 0; l < cfg.n_layers; ++l)
         for (const TensorSpec& t : layer) check(t, l);
+    const std::string_view prefix = layer.front().prefix;
     for (const GgufTensorInfo& t : f.tensors()) {
-        if (auto l = layer_of(t.name); l && *l >= cfg.n_layers)
+        if (auto l = layer_of(t.name, prefix); l && *l >= cfg.n_layers)
             c.fail("tensor " + quote_name(t.name),
-                   fmt::format("belongs to layer {} but block_count is {}", *l, cfg.n_layers));
-        if (const char* why = unsupported_tensor(A, t.name)) c.fail("tensor " + quote_name(t.name), why);
+                   fmt::format("belongs to layer {} but {} is {}", *l,
+                               A.t5 == T5Stack::Decoder ? "decoder_block_count" : "block_count", cfg.n_layers));
+        if (const char* why = unsupported_tensor(A, prefix, t.name)) c.fail("tensor " + quote_name(t.name), why);
     }
     return cfg;
+}
+
+ModelConfig read_typed(const GgufFile& file, const ArchDesc* view) {
+    try {
+        return read(file, view);
+    } catch (const ModelConfigError&) {
+        throw;
+    } catch (const GgufError& e) {
+        // Missing / mistyped keys and tensors surface from GgufFile's getters; re-type them so
+        // callers can tell "not a runnable model" from "not a readable GGUF".
+        throw ModelConfigError(e.what());
+    }
 }
 
 }  // namespace
@@ -325,16 +349,13 @@ RopeFactors ModelConfig::rope_factors_for(uint32_t n_ctx) const {
     return RopeFactors::None;
 }
 
-ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
-    try {
-        return read(file);
-    } catch (const ModelConfigError&) {
-        throw;
-    } catch (const GgufError& e) {
-        // Missing / mistyped keys and tensors surface from GgufFile's getters; re-type them so
-        // callers can tell "not a runnable model" from "not a readable GGUF".
-        throw ModelConfigError(e.what());
-    }
+ModelConfig ModelConfig::from_gguf(const GgufFile& file) { return read_typed(file, nullptr); }
+
+ModelConfig ModelConfig::encoder_from_gguf(const GgufFile& file) {
+    const ModelConfig decoder = from_gguf(file);
+    if (decoder.arch->encoder_arch.empty())
+        throw ModelConfigError(fmt::format("{}: a {} model has no encoder", file.name(), decoder.arch->name));
+    return read_typed(file, find_arch(decoder.arch->encoder_arch));
 }
 
 }  // namespace vkllm

@@ -81,6 +81,7 @@ struct ModelConfig {
     uint32_t n_cls_out = 0;           // labels of a reranker's cls.output.weight; 0: no such tensor
     float max_alibi_bias = 0;  // ALiBi (PositionKind::Alibi): the slopes' max bias; 0 = no ALiBi
     uint32_t n_rel_buckets = 0;  // T5 (PositionKind::RelativeBias): relative-position buckets; 0 = none
+    int32_t decoder_start_token = -1;  // encoder-decoder: the decoder's first token; -1 = BOS
     float clamp_kqv = 0;       // q, k, v clamped to [-clamp_kqv, clamp_kqv] after their biases; 0 = off
 
     uint32_t q_dim() const { return n_heads * head_dim; }
@@ -94,6 +95,9 @@ struct ModelConfig {
     // tensor, and (for shapes) the expected and actual ggml dims. An unknown architecture gets
     // the list of supported ones.
     static ModelConfig from_gguf(const GgufFile& file);
+    // The encoder of an encoder-decoder file (ArchDesc::encoder_arch: T5's t5encoder, its keys under
+    // the file's prefix); ModelConfigError for a file without one.
+    static ModelConfig encoder_from_gguf(const GgufFile& file);
 };
 
 // The config's sizes for the shapes of model/arch/tensor_schema.h.

@@ -88,13 +88,22 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::QNorm, "attn_q_norm.weight", D::HeadDim, true, kNormWeight));
         add(vec(R::KNorm, "attn_k_norm.weight", D::HeadDim, true, kNormWeight));
     }
-    add(mat(R::Wo, A.t5_names ? "attn_o.weight" : "attn_output.weight", D::Q, D::Embd));
+    const bool t5 = A.t5 != T5Stack::None;
+    add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", D::Q, D::Embd));
     add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias, kBias));
     if (post) add(vec(R::PostAttnNorm, "post_attention_norm.weight", D::Embd, true, kNormWeight));
     if (after) {
         add(vec(R::AttnNorm, "attn_output_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::AttnNormB, "attn_output_norm.bias", D::Embd, ln, kNormBias));
-    } else {
+    }
+    if (A.cross_attention) {
+        add(vec(R::CrossNorm, "cross_attn_norm.weight", D::Embd, true, kNormWeight));
+        add(mat(R::WqCross, "cross_attn_q.weight", D::Embd, D::Q));
+        add(mat(R::WkCross, "cross_attn_k.weight", D::Embd, D::Kv));
+        add(mat(R::WvCross, "cross_attn_v.weight", D::Embd, D::Kv));
+        add(mat(R::WoCross, "cross_attn_o.weight", D::Q, D::Embd));
+    }
+    if (!after) {
         add(vec(R::FfnNorm, "ffn_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
     }
@@ -116,8 +125,8 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     // ModelConfig). f32 as llama.cpp's converter writes it.
     if (A.positions == PositionKind::RelativeBias)
         add({R::AttnRelB, "attn_rel_b.weight", {D::Heads, D::RelBuckets}, false, kMatrix, true});
-    if (A.t5_names)
-        for (TensorSpec& t : s) t.prefix = "enc.blk.";
+    if (t5)
+        for (TensorSpec& t : s) t.prefix = A.t5 == T5Stack::Encoder ? "enc.blk." : "dec.blk.";
     return s;
 }
 
@@ -146,8 +155,8 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
         }
     }
     if (A.encoder_output_norm)  // applied to the hidden states (T5's encoder)
-        s.push_back({R::OutputNorm, A.t5_names ? "enc.output_norm.weight" : "output_norm.weight", {D::Embd, D::One}, true,
-                     kNormWeight, true});
+        s.push_back({R::OutputNorm, A.t5 == T5Stack::Encoder ? "enc.output_norm.weight" : "output_norm.weight",
+                     {D::Embd, D::One}, true, kNormWeight, true});
     if (!A.lm_head) {  // an encoder's output is its hidden states; a reranker's, its head's scores
         const D hidden = A.cls_single ? D::One : D::Embd;
         s.push_back({R::Cls, "cls.weight", {D::Embd, hidden}, false, kMatrix});
@@ -157,7 +166,8 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
         s.push_back({R::ClsOutB, "cls.output.bias", {D::ClsOut, D::One}, false, kBias, true});
         return s;
     }
-    s.push_back({R::OutputNorm, "output_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
+    s.push_back({R::OutputNorm, A.t5 == T5Stack::Decoder ? "dec.output_norm.weight" : "output_norm.weight", {D::Embd, D::One},
+                 true, kNormWeight, true});
     s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer && !A.optional_biases,
                  kNormBias, true});
     // Absent: the embeddings are tied and the logits read token_embd.

@@ -31,6 +31,8 @@ enum class Role : uint8_t {
     BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)
     PostFfnNorm,                   // (dim)
     AttnRelB,                      // (n_heads) x (buckets) T5's relative-position bias, read on the host
+    CrossNorm,                     // (dim) before cross-attention (T5's decoder)
+    WqCross, WkCross, WvCross, WoCross,  // (dim -> q), (dim -> kv) of the encoder output, (dim -> kv), (q -> dim)
     LayerCount,
     // --- model level
     TokenEmbd = LayerCount, PositionEmbd, TokenTypes, TokenEmbdNorm, TokenEmbdNormB, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,

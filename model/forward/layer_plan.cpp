@@ -74,6 +74,16 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);
     a.norm_after = norm_after;
 
+    // --- cross-attention (encoder-decoder): its q from the normed stream, its K/V already cached.
+    if (A.cross_attention) {
+        CrossPlan& x = p.cross;
+        x.runs = true;
+        x.fold_norm = a.fold_norm;
+        x.q = step(caps, L, R::WqCross, kNoRole, n, db, x.fold_norm ? Kind::RmsNorm : Kind::Plain);
+        x.attn = cross_attention_params(cfg, db ? 1 : n, kv.n_ctx, kv.type);
+        x.o = step(caps, L, R::WoCross, kNoRole, n, db, Kind::Plain, true);
+    }
+
     // --- feed-forward: gate and up likewise; decode steps fold the GLU into the down projection
     // (it reads gate and up and forms act(gate) * up as it loads them), unless an up bias must be
     // added between the two.
@@ -99,14 +109,26 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
 
 std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
     std::vector<PipelineDesc> out;
-    for (const LinearStep* s : {&attn.qkv, &attn.q, &attn.k, &attn.v, &attn.wo, &ffn.gate_up, &ffn.gate, &ffn.up,
-                                &ffn.down})
+    for (const LinearStep* s : {&attn.qkv, &attn.q, &attn.k, &attn.v, &attn.wo, &cross.q, &cross.o, &ffn.gate_up,
+                                &ffn.gate, &ffn.up, &ffn.down})
         if (s->runs())
             for (PipelineDesc& d : s->kernel.pipelines()) out.push_back(std::move(d));
     for (PipelineDesc& d : attn.fused_store ? ops::attention_store_pipelines(ctx, attn.attn)
                                             : ops::attention_pipelines(ctx, attn.attn))
         out.push_back(std::move(d));
+    if (cross.runs)
+        for (PipelineDesc& d : ops::attention_pipelines(ctx, cross.attn)) out.push_back(std::move(d));
     return out;
+}
+
+ops::AttentionParams cross_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_rows, ops::KvType type) {
+    ops::AttentionParams p{n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, n_rows, cfg.attn_scale, type};
+    p.causal = false;
+    return p;
+}
+
+CrossKvPlan plan_cross_kv(const DeviceCaps& caps, const LayerPlaces& L, uint32_t rows) {
+    return {step(caps, L, Role::WkCross, kNoRole, rows, false), step(caps, L, Role::WvCross, kNoRole, rows, false)};
 }
 
 HeadPlan plan_head(const DeviceCaps& caps, const ModelConfig& cfg, const WeightLayout& layout, const StepShape& shape,

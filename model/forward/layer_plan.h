@@ -83,9 +83,30 @@ struct FfnPlan {
     bool norm_after = false;
 };
 
+// An encoder-decoder's cross-attention (T5's decoder), between self-attention and the FFN:
+// x += wo_x · attention(wq_x · norm(x), K_x, V_x) over the encoder output's rows, every query seeing
+// all of them (K_x, V_x: cross_kv_params' cache, written by ModelGpu::set_encoder_output).
+struct CrossPlan {
+    bool runs = false;
+    bool fold_norm = false;  // the RMSNorm rides in the q matvec (decode steps)
+    LinearStep q, o;
+    ops::AttentionParams attn;
+};
+
+// The cross-attention cache of an encoder-decoder model holding up to n_rows encoder rows of the
+// KV type (llama.cpp rounds cross K/V to f16 for its flash attention, as vkllm's default cache does),
+// bidirectional, scores as the model scales them.
+ops::AttentionParams cross_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_rows, ops::KvType type);
+// The projections of `rows` encoder output rows into a layer's cross K and V.
+struct CrossKvPlan {
+    LinearStep k, v;
+};
+CrossKvPlan plan_cross_kv(const DeviceCaps& caps, const LayerPlaces& places, uint32_t rows);
+
 struct LayerPlan {
     StepShape shape;
     AttentionPlan attn;
+    CrossPlan cross;
     FfnPlan ffn;
     // The pipelines recording this plan uses (the warm-up list).
     std::vector<PipelineDesc> pipelines(const Context& ctx) const;

@@ -30,9 +30,34 @@ ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx,
     }
 }
 
+void ModelCpu::set_encoder_output(std::span<const float> states, uint32_t n_rows) {
+    if (!cfg_.arch->cross_attention) throw std::logic_error("ModelCpu::set_encoder_output: no cross-attention");
+    if (n_rows == 0 || n_rows > n_ctx_ || states.size() != size_t(n_rows) * cfg_.dim)
+        throw std::invalid_argument(fmt::format("ModelCpu::set_encoder_output: {} rows", n_rows));
+    const uint32_t kv = cfg_.kv_dim();
+    cross_k_.assign(cfg_.n_layers, std::vector<uint8_t>(size_t(n_rows) * kv_row_bytes_));
+    cross_v_.assign(cfg_.n_layers, std::vector<uint8_t>(size_t(n_rows) * kv_row_bytes_));
+    std::vector<float> y(size_t(n_rows) * kv);
+    std::vector<int32_t> rows(n_rows);
+    for (uint32_t i = 0; i < n_rows; ++i) rows[i] = int32_t(i);
+    for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
+        const LayerPlaces& L = layout_.layers[l];
+        for (auto [role, out] : {std::pair{Role::WkCross, &cross_k_[l]}, std::pair{Role::WvCross, &cross_v_[l]}}) {
+            const TensorPlace& w = L[role];
+            ref::linear(w.source->type, file_.tensor_data(*w.source).data() + row_bytes(w.source->type, w.first),
+                        states.data(), y.data(), n_rows, w.rows, w.row_elems);
+            ref::kv_store(y.data(), out->data(), rows.data(), n_rows, kv, n_rows, kv_type_);  // rounded as the cache stores
+        }
+    }
+    n_enc_ = n_rows;
+    n_past_ = 0;
+}
+
 std::vector<float> ModelCpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
     if (tokens.empty() || tokens.size() > n_ctx_ - n_past_)
         throw ContextFullError(fmt::format("ModelCpu: {} tokens do not fit", tokens.size()));
+    if (cfg_.arch->cross_attention && n_enc_ == 0)
+        throw std::logic_error("ModelCpu::eval: an encoder-decoder model needs the encoder's output first");
     check_bidirectional(cfg_, n_past_, tokens.size(), ubatch_);
     // In ubatch chunks as on the device: a sliding-window ring holds window + ubatch - 1 rows.
     std::vector<float> logits;
@@ -149,6 +174,18 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             bias(L[R::Bo], x.data());
         }
         if (norm_after) norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), x.data(), n);
+
+        // --- cross-attention (T5's decoder): x += wo_x · attention(wq_x · norm(x), K_x, V_x), every
+        //     query over all n_enc encoder rows
+        if (A.cross_attention) {
+            std::vector<float> qx(size_t(n) * qd), ax(size_t(n) * qd);  // (n, q_dim) each
+            norm(L[R::CrossNorm], {}, x.data(), xn.data(), n);
+            linear(L[R::WqCross], xn.data(), qx.data());
+            const ops::AttentionParams xp = cross_attention_params(c, n, n_enc_, kv_type_);
+            const std::vector<int32_t> last(n, int32_t(n_enc_ - 1));
+            ref::attention(xp, qx.data(), cross_k_[l].data(), cross_v_[l].data(), last.data(), ax.data());
+            linear(L[R::WoCross], ax.data(), x.data(), x.data());
+        }
 
         // --- feed-forward: x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x)))
         //     (BERT: x = norm(x + w_down · gelu(w_up · x)))

@@ -30,6 +30,9 @@ public:
     std::vector<float> eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
     uint32_t n_past() const { return n_past_; }
     void reset() { n_past_ = 0; }
+    // Encoder-decoder models: the encoder's output (n_rows, dim), projected into every layer's
+    // cross-attention K and V (of the cache's type); forgets the decoder's tokens. As ModelGpu::set_encoder_output.
+    void set_encoder_output(std::span<const float> states, uint32_t n_rows);
 
 private:
     std::vector<float> eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe);
@@ -43,6 +46,8 @@ private:
     std::vector<std::vector<uint8_t>> k_cache_, v_cache_;  // per layer (rows, kv_dim) of kv_type
     WeightLayout layout_;  // where each role's tensor is in the file (the device's layout, read on the host)
     uint32_t n_past_ = 0;
+    std::vector<std::vector<uint8_t>> cross_k_, cross_v_;  // per layer (n_enc, kv_dim) of kv_type
+    uint32_t n_enc_ = 0;
 };
 
 }  // namespace vkllm

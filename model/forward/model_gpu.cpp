@@ -55,6 +55,8 @@ uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     const uint32_t rows = scratch_rows(o);
     // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
     uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
+    // encoder-decoder: cross-attention's q and output (q_dim), its position
+    if (cfg.arch->cross_attention) per_token += 4ull * (2ull * cfg.q_dim()) + 4;
     // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
     // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) +
@@ -72,10 +74,15 @@ uint64_t attention_scratch_per_seq(const DeviceCaps& caps, const ModelConfig& cf
     return (b + 255) / 256 * 256;  // each region starts on any device's storage-buffer offset alignment
 }
 
+// Bytes per context row of an encoder-decoder's cross-attention K and V (all layers).
+uint64_t cross_row_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRange layers) {
+    return cfg.arch->cross_attention ? 2ull * layers.count * kv_row_bytes(cfg, o.kv_type) : 0;
+}
+
 uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, LayerRange layers) {
     uint64_t rows = 0;
     for (uint32_t l = layers.first; l < layers.end(); ++l) rows += kv_cache_rows(cfg, l, n_ctx, o.ubatch);
-    return 2 * rows * kv_row_bytes(cfg, o.kv_type) * o.n_seq;
+    return 2 * rows * kv_row_bytes(cfg, o.kv_type) * o.n_seq + cross_row_bytes(cfg, o, layers) * n_ctx;
 }
 
 }  // namespace
@@ -118,7 +125,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         if (cfg.is_local(l) && cfg.window > 0) ring_bytes += 2ull * kv_row * (cfg.window + opts.ubatch - 1) * opts.n_seq;
         else ++n_full;
     }
-    const uint64_t per_token = 2ull * kv_row * std::max(n_full, 1u) * opts.n_seq;
+    const uint64_t per_token = 2ull * kv_row * std::max(n_full, 1u) * opts.n_seq + cross_row_bytes(cfg, opts, layers);
     // One layer's K (or V) cache is one binding: it must fit maxStorageBufferRange.
     uint64_t max_ctx_binding = caps.max_storage_buffer_range / kv_row;
     // Keep 10% of the heap for the driver, staging and other processes.
@@ -171,6 +178,8 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     : ctx_(ctx), file_(file), cfg_(cfg), opts_(opts) {
     if (opts_.ubatch == 0) throw std::invalid_argument("ubatch must be > 0");
     if (opts_.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
+    if (cfg.arch->cross_attention && opts_.n_seq != 1)
+        throw std::invalid_argument("an encoder-decoder model runs one sequence (n_seq 1)");
     n_past_.assign(opts_.n_seq, 0);
     plan_ = plan_memory(ctx.caps(), file, cfg, opts_);
     layout_ = plan_weights(file, cfg, plan_.n_ctx);
@@ -236,6 +245,19 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     if (opts_.all_logits) all_logits_ = ctx.create_buffer(plan_.all_logits, MemoryUsage::Readback, "all_logits");
     argmax_ = ctx.create_buffer(4ull * opts_.n_seq, MemoryUsage::Readback, "argmax");
     positions_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
+    if (cfg.arch->cross_attention) {
+        for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+            cross_k_.push_back(ctx.create_buffer(kv_row * plan_.n_ctx, MemoryUsage::Device, fmt::format("cross_k.{}", l)));
+            cross_v_.push_back(ctx.create_buffer(kv_row * plan_.n_ctx, MemoryUsage::Device, fmt::format("cross_v.{}", l)));
+        }
+        enc_ = ctx.create_buffer(uint64_t(plan_.n_ctx) * dim * 4, MemoryUsage::Upload, "encoder_output");
+        enc_rows_ = ctx.create_buffer(uint64_t(plan_.n_ctx) * 4, MemoryUsage::Upload, "encoder_rows");
+        cross_pos_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "cross_positions");
+        cross_q_ = dev(uint64_t(U) * qd, "cross_q");
+        cross_att_ = dev(uint64_t(U) * qd, "cross_att");
+        auto* rows = static_cast<int32_t*>(enc_rows_.mapped());
+        for (uint32_t i = 0; i < plan_.n_ctx; ++i) rows[i] = int32_t(i);
+    }
     ids_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
     if (!gpu_embed_) embed_in_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
     attn_scratch_ = ctx.create_buffer(std::max<uint64_t>(plan_.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
@@ -366,7 +388,59 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
                                       kv_geometry());
     const Activations act = activations(plan);
     record_attention(s, l, plan.attn, batch, act);
+    if (plan.cross.runs) record_cross(s, l, plan.cross, batch.n);
     record_ffn(s, l, plan.ffn, batch.n, act);
+}
+
+void ModelGpu::record_cross(CommandStream& s, uint32_t l, const CrossPlan& p, uint32_t n) {
+    using R = Role;
+    const LayerWeights& L = layers_[l].w;
+    const uint32_t dim = cfg_.dim, qd = cfg_.q_dim();
+    const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice xn = xn_.slice(0, 4ull * dim * n);  // (n, dim) normed
+    const BufferSlice q = cross_q_.slice(0, 4ull * qd * n);     // (n, q_dim)
+    const BufferSlice att = cross_att_.slice(0, 4ull * qd * n); // (n, q_dim)
+    // q = wq_x · norm(x); att = attention over the encoder rows; x += wo_x · att
+    const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::CrossNorm]) : ops::MatvecInput{};
+    if (!p.fold_norm) norm(s, x, L[R::CrossNorm], {}, xn, n);
+    project(s, L, p.q, p.fold_norm ? x : xn, q, in);
+    ops::attention(ctx_, s, p.attn, q, cross_k_[l].slice(), cross_v_[l].slice(), cross_pos_.slice(0, 4ull * n), att,
+                   attn_scratch_.slice());
+    project(s, L, p.o, att, x);
+}
+
+void ModelGpu::set_encoder_output(std::span<const float> states, uint32_t n_rows) {
+    if (!cfg_.arch->cross_attention)
+        throw std::logic_error(fmt::format("set_encoder_output: a {} model has no cross-attention", cfg_.arch->name));
+    if (n_rows == 0 || n_rows > plan_.n_ctx)
+        throw ContextFullError(fmt::format("{} encoder rows: the cross-attention holds 1..{} (the context)", n_rows,
+                                           plan_.n_ctx));
+    if (states.size() != size_t(n_rows) * cfg_.dim)
+        throw std::invalid_argument(fmt::format("set_encoder_output: {} floats for {} rows of {}", states.size(), n_rows,
+                                                cfg_.dim));
+    std::memcpy(enc_.mapped(), states.data(), states.size() * 4);
+    const uint32_t kv = cfg_.kv_dim(), dim = cfg_.dim, chunk = scratch_rows(opts_);
+    CommandStream s(ctx_);
+    s.begin();
+    // K_x|V_x rows [r0, r0 + m) = W_x · encoder rows, in chunks of the scratch's rows, stored as the cache type.
+    for (uint32_t r0 = 0; r0 < n_rows; r0 += chunk) {
+        const uint32_t m = std::min(chunk, n_rows - r0);
+        const BufferSlice src = enc_.slice(4ull * dim * r0, 4ull * dim * m);
+        const BufferSlice k = k_.slice(0, 4ull * kv * m), v = v_.slice(0, 4ull * kv * m);
+        for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
+            const CrossKvPlan kp = plan_cross_kv(ctx_.caps(), layout_.layers[l], m);
+            project(s, layers_[l].w, kp.k, src, k);
+            project(s, layers_[l].w, kp.v, src, v);
+            ops::kv_store_pair(ctx_, s, k, cross_k_[l].slice(), v, cross_v_[l].slice(), enc_rows_.slice(4ull * r0, 4ull * m),
+                               m, kv, plan_.n_ctx, opts_.kv_type);
+        }
+    }
+    s.end();
+    s.submit_and_wait();
+    auto* pos = static_cast<int32_t*>(cross_pos_.mapped());
+    for (uint32_t i = 0; i < scratch_rows(opts_); ++i) pos[i] = int32_t(n_rows - 1);
+    n_enc_ = n_rows;
+    n_past_[0] = 0;
 }
 
 void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPlan& p, const BatchShape& batch,
@@ -658,6 +732,8 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
                                                  tokens.size(), plan_.n_ctx, n_past_[seq]));
     check_tokens(tokens);
     check_bidirectional(cfg_, n_past_[seq], tokens.size(), opts_.ubatch);
+    if (cfg_.arch->cross_attention && n_enc_ == 0)
+        throw std::logic_error("eval: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     for (size_t done = 0; done < tokens.size();) {
         const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
         auto* pos = static_cast<int32_t*>(positions_.mapped());
@@ -726,6 +802,8 @@ void ModelGpu::eval(uint32_t seq, std::span<const int32_t> tokens) {
 
 void ModelGpu::decode(std::span<const SeqToken> batch) {
     if (batch.empty()) throw std::invalid_argument("decode: empty batch");
+    if (cfg_.arch->cross_attention && n_enc_ == 0)
+        throw std::logic_error("decode: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     if (batch.size() > opts_.n_seq)
         throw std::invalid_argument(fmt::format("decode: {} tokens for {} sequences", batch.size(), opts_.n_seq));
     BatchShape shape{uint32_t(batch.size()), {}};

@@ -154,6 +154,13 @@ public:
     // host from the downloaded rows). Pooling makes embeddings of them (model/embedding.h).
     std::vector<float> hidden_states() const;
 
+    // --- encoder-decoder models (ArchDesc::cross_attention: T5's decoder)
+    // The encoder's output for the next generation: `states` (n_rows, dim), n_rows at most n_ctx().
+    // Projects it into every layer's cross-attention K and V (one submission) and forgets the
+    // decoder's tokens (reset()). eval() and decode() need it first (std::logic_error otherwise).
+    void set_encoder_output(std::span<const float> states, uint32_t n_rows);
+    uint32_t encoder_rows() const { return n_enc_; }
+
     // Rows (n, n_vocab) of logits for tokens [first, first + n) of one eval_all_logits() call. The
     // span points into mapped memory and is valid only during the call.
     using LogitsSink = std::function<void(uint32_t first, std::span<const float> rows)>;
@@ -195,6 +202,7 @@ private:
     Activations activations(const LayerPlan& p) const;
     void record_attention(CommandStream& s, uint32_t layer, const AttentionPlan& p, const BatchShape& b,
                           const Activations& a);
+    void record_cross(CommandStream& s, uint32_t layer, const CrossPlan& p, uint32_t n);
     void record_ffn(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
     void record_head(CommandStream& s, const BatchShape& b);
     // logits [rows][n_vocab] = output · norm(x [rows][dim]) (+ softcap); `normed` holds norm(x) where
@@ -242,6 +250,13 @@ private:
     };
     std::vector<LayerState> layers_;
     std::vector<Buffer> pos_bias_;  // T5: layer 0's table (shared by layers without attn_rel_b), then any others
+    // Encoder-decoder: per layer the encoder output's cross K and V, (n_ctx, kv_dim) of the KV type; the encoder
+    // output itself (n_ctx, dim), host-written; the row positions 0..n_ctx-1 the K/V store writes;
+    // every query's cross-attention position, n_enc - 1 (it sees all encoder rows).
+    std::vector<Buffer> cross_k_, cross_v_;
+    Buffer enc_, enc_rows_, cross_pos_;
+    Buffer cross_q_, cross_att_;  // (U, q_dim): cross-attention's q and output (the probe keeps self-attention's)
+    uint32_t n_enc_ = 0;
 
     // --- scratch, sized by U = max(ubatch, n_seq) rows
     Buffer x_;        // (U, dim)  residual stream

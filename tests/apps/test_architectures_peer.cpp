@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -83,4 +84,46 @@ TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 0.5% 
         CHECK(rel < (r.type == "f16" ? 0.005 : 0.01));
         fs::remove(model);
     }
+}
+
+TEST_CASE("architectures: vkllm run on T5 gives llama-completion's greedy text token for token, and the other commands refuse it") {
+    std::ifstream in(fixture("t5.json"));
+    REQUIRE(in.good());
+    const nlohmann::json fx = nlohmann::json::parse(in);
+    REQUIRE(fx["cases"].size() == 3);
+    const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
+    fs::create_directories(dir);
+    const fs::path vocab = fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer/ggml-vocab-unigram.gguf";
+    bool eos_seen = false;
+    for (const auto& c : fx["cases"]) {
+        const std::string name = c["name"];
+        CAPTURE(name);
+        const fs::path model = dir / (name + ".gguf");
+        auto gen = run_vkllm(fmt::format("gen-model --vocab-from {} {} -o {}", vocab.string(), c["options"].get<std::string>(),
+                                         model.string()), "t5_gen");
+        REQUIRE(gen.status == 0);
+        // The prompts hold no quotes, backslashes or dollar signs: double quotes pass them whole.
+        auto run = run_vkllm(fmt::format("run -m {} -p \"{}\" -n {} --temp 0 --no-echo", model.string(),
+                                         c["prompt"].get<std::string>(), c["n_predict"].get<int>()), "t5_run");
+        INFO(run.err);
+        REQUIRE(run.status == 0);
+        // A miss after a change to gen-model means the files changed: re-run make_t5_fixtures.py.
+        CHECK(run.out == c["text"].get<std::string>());
+        CHECK((run.err.find("(stopped at EOS)") != std::string::npos) == c["eos"].get<bool>());
+        eos_seen = eos_seen || c["eos"].get<bool>();
+        if (&c == &fx["cases"][0]) {
+            // Only `vkllm run` generates with an encoder-decoder model.
+            for (const char* cmd : {"chat", "bench", "embed -p hi"}) {
+                CAPTURE(cmd);
+                auto r = run_vkllm(fmt::format("{} -m {}", cmd, model.string()), "t5_refused");
+                CHECK(r.status != 0);
+                CHECK(r.err.find("is an encoder-decoder: `vkllm run` generates with it") != std::string::npos);
+            }
+            auto chk = run_vkllm(fmt::format("run -m {} -p hi --check", model.string()), "t5_check");
+            CHECK(chk.status != 0);
+            CHECK(chk.err.find("--check does not run encoder-decoder models yet") != std::string::npos);
+        }
+        fs::remove(model);
+    }
+    CHECK(eos_seen);
 }

@@ -110,7 +110,7 @@ void check_encoder(const std::string& path, double nmse) {
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
     CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
-                                   "jina-bert-v2, t5encoder");
+                                   "jina-bert-v2, t5encoder, t5");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
 }
@@ -276,7 +276,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, phi3, "
-                                   "gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2, t5encoder");
+                                   "gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2, t5encoder, t5");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
     q.remove_tensor("blk.1.attn_q.bias");
@@ -330,6 +330,56 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     t5_refused([](GgufWriter& x) { x.add_tensor_data("enc.blk.7.attn_q.weight", TensorType::F32, {64, 64},
                                                      std::vector<uint8_t>(64 * 64 * 4)); },
                "belongs to layer 7 but block_count is 2");
+}
+
+TEST_CASE("architectures: T5's decoder (causal bias table, cross-attention over the encoder) matches the host reference") {
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
+        CAPTURE(type_traits(type).name);
+        const std::string path = test::write_model("arch-t5-" + std::string(type_traits(type).name), small_shape("t5", type));
+        test::LoadedModel m = test::open_model(path);
+        const ModelConfig enc_cfg = ModelConfig::encoder_from_gguf(m.file);
+        CHECK(enc_cfg.arch->name == "t5encoder");
+        CHECK(m.cfg.decoder_start_token == 0);
+        ModelOptions opts;
+        opts.n_ctx = 64;
+        opts.ubatch = 8;
+        // The encoder's output as the host computes it (20 rows), given to both decoders.
+        ModelCpu enc(m.file, enc_cfg, 64, opts.kv_type, 32);
+        const std::vector<float> states = enc.eval(prompt_tokens(20, m.cfg.n_vocab));
+        ModelGpu gpu(ctx, m.file, m.cfg, opts);
+        ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type, opts.ubatch);
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval(prompt_tokens(3, m.cfg.n_vocab)), std::logic_error,
+                                       "needs the encoder's output first");
+        gpu.set_encoder_output(states, 20);
+        cpu.set_encoder_output(states, 20);
+        // A 13-token chunked prompt (the self-attention table over distances up to 12), then decode steps.
+        CheckReport r = check_forward(gpu, cpu, prompt_tokens(13, m.cfg.n_vocab), 1e-5, 1e-5);
+        INFO(r.first_divergence);
+        MESSAGE(path << ": worst tensor " << r.worst_tensor << " nmse " << r.worst_tensor_nmse << ", logits nmse "
+                     << r.logits_nmse);
+        CHECK(r.ok);
+        const std::vector<float> first_logits = gpu.logits();
+        int32_t next = r.gpu_argmax;
+        for (int i = 0; i < 5; ++i) {
+            CheckReport d = check_forward(gpu, cpu, std::span<const int32_t>(&next, 1), 1e-5, 1e-5);
+            INFO("decode step " << i << ": " << d.first_divergence);
+            CHECK(d.ok);
+            next = d.gpu_argmax;
+        }
+        // A different encoder output changes the logits: the cross-attention reads it.
+        std::vector<float> other = states;
+        for (float& x : other) x = -x;
+        gpu.set_encoder_output(other, 20);
+        cpu.set_encoder_output(other, 20);
+        CheckReport o = check_forward(gpu, cpu, prompt_tokens(13, m.cfg.n_vocab), 1e-5, 1e-5);
+        CHECK(o.ok);
+        const std::vector<float> other_logits = gpu.logits();
+        double moved = 0;
+        for (size_t i = 0; i < other_logits.size(); ++i) moved = std::max(moved, double(std::fabs(other_logits[i] - first_logits[i])));
+        CHECK(moved > 1e-2);
+    }
 }
 
 TEST_CASE("architectures: T5's relative-position buckets as the T5 paper's code defines them") {
