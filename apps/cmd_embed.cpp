@@ -52,11 +52,18 @@ std::vector<std::string> inputs(const EmbedArgs& a) {
 std::string run_rerank(const EmbedArgs& a, LoadedModel& m, const std::vector<std::string>& docs, uint64_t& n_tokens) {
     nlohmann::json results = nlohmann::json::array();
     std::string out;
+    require_reranker(m.cfg);
+    std::vector<std::vector<int32_t>> pairs;
+    for (const std::string& d : docs) {
+        if (d.empty()) throw std::invalid_argument("rerank: the document is empty");
+        pairs.push_back(rerank_tokens(*m.file, *m.tokenizer, a.rerank, d));
+    }
+    const std::vector<Embedding> scored = embed_batch(*m.model, pairs, {.pooling = Pooling::Rank, .normalize = -1});
     for (size_t i = 0; i < docs.size(); ++i) {
-        const RerankScore r = rerank(*m.model, *m.tokenizer, a.rerank, docs[i]);
-        n_tokens += r.n_tokens;
-        results.push_back({{"index", i}, {"relevance_score", r.score}});
-        out += fmt::format("{} {:.6g}\n", i, r.score);
+        const float score = scored[i].vectors.at(0).at(0);
+        n_tokens += scored[i].n_tokens;
+        results.push_back({{"index", i}, {"relevance_score", score}});
+        out += fmt::format("{} {:.6g}\n", i, score);
     }
     if (!a.json) return out;
     std::stable_sort(results.begin(), results.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
@@ -110,8 +117,13 @@ void run_embed(const EmbedArgs& a) {
     uint64_t n_tokens = 0;
     std::string out;
     if (reranking) out = run_rerank(a, m, texts, n_tokens);
+    std::vector<std::vector<int32_t>> tokenized;
     for (size_t i = 0; i < texts.size() && !reranking; ++i) {
-        const Embedding e = embed_text(*m.model, *m.tokenizer, texts[i], eo);
+        if (texts[i].empty()) throw std::invalid_argument("embed: the text is empty");
+        tokenized.push_back(m.tokenizer->encode(texts[i], true));
+    }
+    const std::vector<Embedding> embedded = reranking ? std::vector<Embedding>() : embed_batch(*m.model, tokenized, eo);
+    for (const Embedding& e : embedded) {
         n_tokens += e.n_tokens;
         for (size_t j = 0; j < e.vectors.size(); ++j) {
             if (a.json) {
@@ -123,7 +135,7 @@ void run_embed(const EmbedArgs& a) {
         }
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (a.profile) {  // the last input's dispatches, by pipeline
+    if (a.profile) {  // the last forward pass's dispatches, by pipeline
         std::map<std::string, std::pair<double, int>> by;
         double total = 0;
         for (const DispatchTiming& t : m.model->last_timings()) {
@@ -133,7 +145,7 @@ void run_embed(const EmbedArgs& a) {
         }
         std::vector<std::pair<std::string, std::pair<double, int>>> rows(by.begin(), by.end());
         std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
-        fmt::print(stderr, "profile of the last input: GPU {:.2f} ms\n", total);
+        fmt::print(stderr, "profile of the last forward pass: GPU {:.2f} ms\n", total);
         for (const auto& [name, v] : rows)
             fmt::print(stderr, "  {:>9.3f} ms {:>5.1f}%  {:>4} x  {}\n", v.first, 100 * v.first / total, v.second, name);
     }

@@ -135,15 +135,18 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
         sm.rerank_tokens = [file, tok](std::string_view query, std::string_view doc) {
             return rerank_tokens(*file, *tok, query, doc);
         };
-        sm.rerank = [model, mu](const std::vector<int32_t>& ids) {
+        sm.rerank = [model, mu](const std::vector<std::vector<int32_t>>& pairs) {
             std::lock_guard lk(*mu);
-            return embed_tokens(*model, ids, {.pooling = Pooling::Rank, .normalize = -1}).vectors.at(0).at(0);
+            std::vector<float> out;
+            for (const Embedding& e : embed_batch(*model, pairs, {.pooling = Pooling::Rank, .normalize = -1}))
+                out.push_back(e.vectors.at(0).at(0));
+            return out;
         };
     } else {
         sm.embed = [model, mu](const std::vector<std::vector<int32_t>>& inputs) {
             std::lock_guard lk(*mu);
             std::vector<std::vector<float>> out;
-            for (const auto& ids : inputs) out.push_back(std::move(embed_tokens(*model, ids, {}).vectors.at(0)));
+            for (Embedding& e : embed_batch(*model, inputs, {})) out.push_back(std::move(e.vectors.at(0)));
             return out;
         };
     }

@@ -137,8 +137,11 @@ void normalize_embedding(std::span<float> v, int norm) {
     for (float& x : v) x = float(x * scale);
 }
 
-Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts) {
-    if (tokens.empty()) throw std::invalid_argument("embed: the input has no tokens");
+namespace {
+
+// The pooling an embedding of `n_tokens` tokens takes, after checking the request and the size.
+Pooling check_embedding(const ModelGpu& model, size_t n_tokens, const EmbedOptions& opts) {
+    if (n_tokens == 0) throw std::invalid_argument("embed: the input has no tokens");
     const ModelConfig& cfg = model.config();
     if (cfg.arch->lm_head && cfg.pooling == Pooling::None && !opts.pooling)
         throw std::invalid_argument(fmt::format("this {} model is a decoder without a pooling type ({}.pooling_type): "
@@ -148,24 +151,70 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
     if (pooling == Pooling::Rank) require_head(model.file(), cfg);  // refused before the device runs
     if (opts.normalize < -1) normalize_embedding({}, opts.normalize);
     const uint32_t limit = std::min(model.n_ctx(), model.ubatch());
-    if (tokens.size() > limit)
+    if (n_tokens > limit)
         throw ContextFullError(fmt::format("the input has {} tokens, more than the {} this model takes at once ({})",
-                                           tokens.size(), limit,
+                                           n_tokens, limit,
                                            limit == model.n_ctx() ? "its context"
                                                                   : "its ubatch; load it with a larger ubatch"));
-    model.reset();
-    model.eval(tokens);
+    return pooling;
+}
+
+// Pools (or classifies) the (n_tokens, dim) rows of one input.
+Embedding make_embedding(const ModelGpu& model, std::span<const float> rows, uint32_t n_tokens, Pooling pooling,
+                         const EmbedOptions& opts) {
+    const ModelConfig& cfg = model.config();
     Embedding e;
-    e.n_tokens = uint32_t(tokens.size());
-    const std::vector<float> hidden = model.hidden_states();
+    e.n_tokens = n_tokens;
     if (pooling == Pooling::Rank) {
-        e.vectors = {classify(model.file(), cfg, std::span<const float>(hidden).first(cfg.dim))};
+        e.vectors = {classify(model.file(), cfg, rows.first(cfg.dim))};
     } else {
-        e.vectors = pool_hidden(hidden, e.n_tokens, cfg.dim, pooling);
+        e.vectors = pool_hidden(std::vector<float>(rows.begin(), rows.end()), n_tokens, cfg.dim, pooling);
         for (auto& v : e.vectors) normalize_embedding(v, opts.normalize);
     }
-    model.reset();
     return e;
+}
+
+}  // namespace
+
+Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts) {
+    const Pooling pooling = check_embedding(model, tokens.size(), opts);
+    model.reset();
+    model.eval(tokens);
+    const std::vector<float> hidden = model.hidden_states();
+    model.reset();
+    return make_embedding(model, hidden, uint32_t(tokens.size()), pooling, opts);
+}
+
+std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<int32_t>> inputs, const EmbedOptions& opts) {
+    Pooling pooling = Pooling::None;
+    for (const auto& in : inputs) pooling = check_embedding(model, in.size(), opts);
+    std::vector<Embedding> out;
+    out.reserve(inputs.size());
+    if (model.config().causal) {  // a decoder: one input per pass
+        for (const auto& in : inputs) out.push_back(embed_tokens(model, in, opts));
+        return out;
+    }
+    const uint32_t limit = std::min(model.n_ctx(), model.ubatch()), dim = model.config().dim;
+    for (size_t first = 0; first < inputs.size();) {
+        // As many inputs as one ubatch holds, in order.
+        size_t last = first, total = 0;
+        std::vector<std::span<const int32_t>> pack;
+        while (last < inputs.size() && total + inputs[last].size() <= limit) {
+            total += inputs[last].size();
+            pack.emplace_back(inputs[last++]);
+        }
+        model.eval_packed(pack);
+        const std::vector<float> hidden = model.hidden_states();
+        size_t row = 0;
+        for (const auto& in : pack) {
+            out.push_back(make_embedding(model, std::span<const float>(hidden).subspan(row * dim, in.size() * dim),
+                                         uint32_t(in.size()), pooling, opts));
+            row += in.size();
+        }
+        first = last;
+    }
+    model.reset();
+    return out;
 }
 
 Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view text, const EmbedOptions& opts) {

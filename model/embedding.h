@@ -67,5 +67,9 @@ struct Embedding {
 Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view text, const EmbedOptions& opts);
 // The same for tokens the caller already has.
 Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts);
+// Many inputs at once, results in input order, each as embed_tokens gives it. Encoders evaluate as
+// many inputs per forward pass as one ubatch holds (ModelGpu::eval_packed: each attends to its own
+// tokens only), in input order; decoders one by one. Every input is checked before anything runs.
+std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<int32_t>> inputs, const EmbedOptions& opts);
 
 }  // namespace vkllm

@@ -10,7 +10,9 @@
 //                                              positions [lo, hi]: lo = max(0, p - window + 1), hi = p
 //                                              with a window; lo = 0, hi = min(p, n_ctx - 1) without;
 //                                              not causal (encoders): p is the last query's position
-//                                              for every query, so the call attends to all of itself
+//                                              for every query, so the call attends to all of itself;
+//                                              segmented (several inputs packed in one call): query t
+//                                              sees positions [segs[2t], segs[2t + 1]) instead
 // Output:  out[n_tokens][n_heads][D]          f32
 // q, positions and out start at the push constants q_first / pos_first / out_first inside their
 // bindings, so one sequence's rows of a multi-sequence batch can be bound at any offset.
@@ -62,6 +64,7 @@ layout(std430, binding = 0) readonly buffer Q { vec4 q[]; };
 layout(std430, binding = 3) readonly buffer Pos { int positions[]; };
 layout(std430, binding = 4) writeonly buffer Out { vec4 out_[]; };
 layout(std430, binding = 5) readonly buffer PosBias { float pos_bias[]; };  // [n_heads][2R + 1]; unread when R = 0
+layout(std430, binding = 6) readonly buffer Segs { int segs[]; };  // [n_tokens][2]; unread unless segmented
 layout(push_constant) uniform Push {
     uint n_tokens;
     uint n_heads;
@@ -78,6 +81,8 @@ layout(push_constant) uniform Push {
     float alibi_step; // ALiBi: max_bias / alibi_n_log2 (alibi_slope in kv_read.glsl)
     uint alibi_n_log2;  // 0: no ALiBi
     uint bias_range;    // R of the position-bias table; 0: none
+    uint seg_first;     // offset of segs[0] in the Segs binding
+    uint segmented;     // 1: each query's key range comes from segs (not causal)
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -99,7 +104,10 @@ void main() {
         slope_sh[r] = alibi_slope(h0 + r % GW, pc.alibi_step, pc.alibi_n_log2);
         qpos_sh[r] = t < pc.n_tokens ? float(max(positions[pc.pos_first + t], 0)) : 0.0;
         bias_sh[r] = int((h0 + r % GW) * (2u * pc.bias_range + 1u) + pc.bias_range);
-        if (t < pc.n_tokens) {
+        if (t < pc.n_tokens && pc.segmented != 0u) {
+            lo_sh[r] = uint(max(segs[pc.seg_first + 2u * t], 0));
+            lim_sh[r] = min(uint(max(segs[pc.seg_first + 2u * t + 1u], 0)), pc.n_ctx);
+        } else if (t < pc.n_tokens) {
             const uint pos = uint(max(positions[pc.pos_first + (pc.causal != 0u ? t : pc.n_tokens - 1u)], 0));
             lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
             lim_sh[r] = pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx);

@@ -15,6 +15,9 @@ ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t lay
                            kv_cache_rows(cfg, layer, kv.n_ctx, kv.ubatch), cfg.attn_scale, kv.type};
     p.softcap = cfg.attn_softcap;
     p.causal = cfg.causal;
+    // Bidirectional models read each query's key range from a buffer, so that several inputs can
+    // share one call (ModelGpu::eval_packed); one input is one range.
+    p.segmented = !cfg.causal;
     p.max_alibi_bias = cfg.max_alibi_bias;
     if (cfg.n_rel_buckets > 0) p.pos_bias_range = kT5MaxDistance;  // the table of t5_position_bias()
     // A window as long as the context never masks anything.

@@ -66,7 +66,22 @@ std::vector<float> ModelCpu::eval(std::span<const int32_t> tokens, const LayerPr
     return logits;
 }
 
-std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe) {
+std::vector<float> ModelCpu::eval_packed(std::span<const std::span<const int32_t>> inputs, const LayerProbe& probe) {
+    if (cfg_.causal) throw std::logic_error("ModelCpu::eval_packed: packing needs a bidirectional model");
+    std::vector<int32_t> all;
+    std::vector<uint32_t> lengths;
+    for (const auto& in : inputs) {
+        all.insert(all.end(), in.begin(), in.end());
+        lengths.push_back(uint32_t(in.size()));
+    }
+    if (inputs.empty() || all.size() > ubatch_ || all.size() > n_ctx_)
+        throw std::invalid_argument("ModelCpu::eval_packed: the inputs must fit one ubatch");
+    n_past_ = 0;
+    return eval_chunk(all, probe, lengths);
+}
+
+std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
+                                        std::span<const uint32_t> lengths) {
     const ModelConfig& c = cfg_;
     const ArchDesc& A = *c.arch;
     const uint32_t n = uint32_t(tokens.size()), dim = c.dim, qd = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
@@ -99,8 +114,17 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     const bool norm_after = A.norm_placement == NormPlacement::Post;  // BERT
     const WeightLayout& W = layout_;
 
-    std::vector<int32_t> pos(n);
-    for (uint32_t i = 0; i < n; ++i) pos[i] = int32_t(n_past_ + i);
+    // pos: each token's cache row; in_pos: its position in its input (RoPE, learned positions);
+    // segs: a bidirectional model's key range per token (its input's rows).
+    std::vector<int32_t> pos(n), in_pos(n), segs(2 * size_t(n));
+    for (uint32_t i = 0; i < n; ++i) pos[i] = in_pos[i] = int32_t(n_past_ + i);
+    for (uint32_t i = 0; i < n; ++i) segs[2 * i] = 0, segs[2 * i + 1] = int32_t(n);
+    for (uint32_t s = 0, at = 0; s < lengths.size(); at += lengths[s++])
+        for (uint32_t i = 0; i < lengths[s]; ++i) {
+            in_pos[at + i] = int32_t(i);
+            segs[2 * (at + i)] = int32_t(at);
+            segs[2 * (at + i) + 1] = int32_t(at + lengths[s]);
+        }
 
     std::vector<float> x(size_t(n) * dim);       // (n, dim)        residual stream
     std::vector<float> xn(size_t(n) * dim);      // (n, dim)        normed
@@ -117,7 +141,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     if (A.embed_scale)
         for (float& e : x) e = float(double(e) * std::sqrt(double(dim)));
     if (A.positions == PositionKind::Learned) {
-        ref::get_rows(W.position_embd.type, data(W.position_embd), c.n_ctx_train, dim, pos.data(), n, tmp.data());
+        ref::get_rows(W.position_embd.type, data(W.position_embd), c.n_ctx_train, dim, in_pos.data(), n, tmp.data());
         ref::add(x.data(), tmp.data(), x.data(), n * dim);
     }
     // encoders: + token_types[0] (every token is of type 0), then LayerNorm
@@ -155,15 +179,16 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             ops::RopeParams rp{c.n_heads, c.head_dim, c.rope_dim, r.base, A.rope_layout, r.freq_scale, r.ext_factor,
                                r.attn_factor, r.beta_fast, r.beta_slow, r.n_ctx_orig};
             const float* ff = rope_factors.empty() ? nullptr : rope_factors.data();
-            ref::rope(q.data(), pos.data(), n, rp, ff);
+            ref::rope(q.data(), in_pos.data(), n, rp, ff);
             rp.n_heads = c.n_kv_heads;
-            ref::rope(k.data(), pos.data(), n, rp, ff);
+            ref::rope(k.data(), in_pos.data(), n, rp, ff);
         }
         ref::kv_store(k.data(), kc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
         const std::vector<float> pos_bias = ap.pos_bias_range ? t5_position_bias(file_, c, l) : std::vector<float>();
-        ref::attention(ap, q.data(), kc, vc, pos.data(), att.data(), pos_bias.empty() ? nullptr : pos_bias.data());
+        ref::attention(ap, q.data(), kc, vc, pos.data(), att.data(), pos_bias.empty() ? nullptr : pos_bias.data(),
+                       segs.data());
         if (post_norms) {
             linear(L[R::Wo], att.data(), tmp.data());
             bias(L[R::Bo], tmp.data());

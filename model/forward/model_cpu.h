@@ -28,6 +28,9 @@ public:
     // layer's output of every token of the last chunk (n, dim). The probe sees the same named
     // tensors as ModelGpu's, per chunk.
     std::vector<float> eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
+    // As ModelGpu::eval_packed: several inputs of a bidirectional model in one pass; returns their
+    // last-layer rows in order (n_total, dim).
+    std::vector<float> eval_packed(std::span<const std::span<const int32_t>> inputs, const LayerProbe& probe = {});
     uint32_t n_past() const { return n_past_; }
     void reset() { n_past_ = 0; }
     // Encoder-decoder models: the encoder's output (n_rows, dim), projected into every layer's
@@ -35,7 +38,9 @@ public:
     void set_encoder_output(std::span<const float> states, uint32_t n_rows);
 
 private:
-    std::vector<float> eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe);
+    // `lengths`: the packed inputs' token counts (bidirectional models), empty for one chunk of one sequence.
+    std::vector<float> eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
+                                  std::span<const uint32_t> lengths = {});
 
     const GgufFile& file_;
     ModelConfig cfg_;

@@ -245,6 +245,8 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     if (opts_.all_logits) all_logits_ = ctx.create_buffer(plan_.all_logits, MemoryUsage::Readback, "all_logits");
     argmax_ = ctx.create_buffer(4ull * opts_.n_seq, MemoryUsage::Readback, "argmax");
     positions_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
+    rel_pos_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "input_positions");
+    segs_ = ctx.create_buffer(uint64_t(U) * 8, MemoryUsage::Upload, "segments");
     if (cfg.arch->cross_attention) {
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
             cross_k_.push_back(ctx.create_buffer(kv_row * plan_.n_ctx, MemoryUsage::Device, fmt::format("cross_k.{}", l)));
@@ -352,7 +354,7 @@ void ModelGpu::record_embed(CommandStream& s, uint32_t n) {
         // x += position_embd[pos]: the positions buffer doubles as the row ids.
         const BufferSlice rows = tmp_.slice(0, row * n);
         ops::get_rows(ctx_, s, w_.position_embd.type, w_.position_embd.slice(), w_.position_embd.rows, cfg_.dim,
-                      positions_.slice(0, 4ull * n), n, rows);
+                      rel_pos_.slice(0, 4ull * n), n, rows);
         ops::add(ctx_, s, x, rows, x, n * cfg_.dim);
     }
     // Encoders: x += token_types[0] (every token is of type 0), then x = norm(x).
@@ -453,7 +455,8 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
     const BufferSlice xn = xn_.slice(0, 4ull * dim * n);  // (n, dim) normed
     const BufferSlice att = att_.slice(0, 4ull * qd * n); // (n, q_dim) attention output
-    const BufferSlice pos = positions_.slice(0, 4ull * n);
+    const BufferSlice pos = positions_.slice(0, 4ull * n);     // cache rows
+    const BufferSlice in_pos = rel_pos_.slice(0, 4ull * n);   // positions in each input (RoPE)
 
     // q (n, q_dim), k (n, kv_dim), v (n, kv_dim) = W · norm(x) (+ b); a decode step's matvec reads x
     // and normalizes it itself
@@ -487,10 +490,10 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     const BufferSlice factors = w_.rope_factors.slice();
     const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
     if (p.rope && !p.fused_store) {  // q, k rotated in place
-        ops::rope(ctx_, s, a.q, pos, n, rope_q, ff);
+        ops::rope(ctx_, s, a.q, in_pos, n, rope_q, ff);
         ops::RopeParams rope_k = rope_q;
         rope_k.n_heads = c.n_kv_heads;
-        ops::rope(ctx_, s, a.k, pos, n, rope_k, ff);
+        ops::rope(ctx_, s, a.k, in_pos, n, rope_k, ff);
     }
     // att (n, q_dim): each sequence stores into and attends over its own cache: a chunk is one
     // segment of n rows, a decode batch one row per sequence (rows bound in place, at any offset).
@@ -513,7 +516,8 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
             ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.attn.n_ctx,
                                opts_.kv_type);
             const BufferSlice bias = layers_[l].pos_bias >= 0 ? pos_bias_[size_t(layers_[l].pos_bias)].slice() : BufferSlice{};
-            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch, bias);
+            const BufferSlice segs = p.attn.segmented ? segs_.slice(0, 8ull * seg_rows) : BufferSlice{};
+            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch, {bias, segs});
         }
     }
     // x += post_norm(wo · att + bo)
@@ -737,10 +741,14 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
     for (size_t done = 0; done < tokens.size();) {
         const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
         auto* pos = static_cast<int32_t*>(positions_.mapped());
+        auto* rel = static_cast<int32_t*>(rel_pos_.mapped());
+        auto* segs = static_cast<int32_t*>(segs_.mapped());
         auto* ids = static_cast<int32_t*>(ids_.mapped());
         for (uint32_t i = 0; i < n; ++i) {
-            pos[i] = int32_t(n_past_[seq] + i);
+            pos[i] = rel[i] = int32_t(n_past_[seq] + i);
             ids[i] = tokens[done + i];
+            segs[2 * i] = 0;  // bidirectional: one input, all of the call
+            segs[2 * i + 1] = int32_t(n);
         }
         submit(recording(BatchShape{n, {seq}}), probe, n);
         last_rows_ = 1;
@@ -758,6 +766,40 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
         }
         done += n;
     }
+}
+
+void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
+    if (cfg_.causal) throw std::logic_error("eval_packed: packing needs a bidirectional model (an encoder)");
+    size_t total = 0;
+    for (const auto& in : inputs) {
+        if (in.empty()) throw std::invalid_argument("eval_packed: an input has no tokens");
+        check_tokens(in);
+        total += in.size();
+    }
+    if (inputs.empty()) throw std::invalid_argument("eval_packed: no inputs");
+    if (total > opts_.ubatch || total > plan_.n_ctx)
+        throw std::invalid_argument(fmt::format("eval_packed: {} tokens do not fit one ubatch of {}", total,
+                                                std::min(opts_.ubatch, plan_.n_ctx)));
+    const uint32_t n = uint32_t(total);
+    auto* pos = static_cast<int32_t*>(positions_.mapped());
+    auto* rel = static_cast<int32_t*>(rel_pos_.mapped());
+    auto* segs = static_cast<int32_t*>(segs_.mapped());
+    auto* ids = static_cast<int32_t*>(ids_.mapped());
+    uint32_t at = 0;
+    for (const auto& in : inputs) {
+        const uint32_t begin = at, end = at + uint32_t(in.size());
+        for (uint32_t i = 0; i < in.size(); ++i, ++at) {
+            pos[at] = int32_t(at);  // cache row: the pack's
+            rel[at] = int32_t(i);   // RoPE / learned position: the input's own
+            segs[2 * at] = int32_t(begin);
+            segs[2 * at + 1] = int32_t(end);
+            ids[at] = in[i];
+        }
+    }
+    submit(recording(BatchShape{n, {0}}), {}, n);
+    last_rows_ = 1;
+    last_chunk_ = n;
+    n_past_[0] = n;
 }
 
 // --- several sequences -----------------------------------------------------------------------------
@@ -820,6 +862,7 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
         check_tokens(std::span<const int32_t>(&t.token, 1));
         shape.seqs.push_back(t.seq);
         pos[i] = int32_t(n_past_[t.seq]);
+        static_cast<int32_t*>(rel_pos_.mapped())[i] = pos[i];
         ids[i] = t.token;
     }
     submit(recording(shape), {}, shape.n);

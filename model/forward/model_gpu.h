@@ -154,6 +154,12 @@ public:
     // host from the downloaded rows). Pooling makes embeddings of them (model/embedding.h).
     std::vector<float> hidden_states() const;
 
+    // Bidirectional models (encoders): several inputs, each from position 0, in one forward pass:
+    // their tokens packed back to back, each attending to its own only. Every input non-empty, all
+    // of them together at most ubatch tokens (std::invalid_argument otherwise). hidden_states() then
+    // holds their rows in order. Replaces whatever the model held (no reset() needed).
+    void eval_packed(std::span<const std::span<const int32_t>> inputs);
+
     // --- encoder-decoder models (ArchDesc::cross_attention: T5's decoder)
     // The encoder's output for the next generation: `states` (n_rows, dim), n_rows at most n_ctx().
     // Projects it into every layer's cross-attention K and V (one submission) and forgets the
@@ -276,7 +282,9 @@ private:
     Buffer logits_;   // (n_seq, n_vocab)
     Buffer all_logits_;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits
     Buffer argmax_;   // (n_seq) uint32
-    Buffer positions_;// (U) int32, host-written
+    Buffer positions_;// (U) int32, host-written: each token's cache row (its position in its sequence, or in a pack)
+    Buffer rel_pos_;  // (U) int32, host-written: each token's position in its input (RoPE, learned positions)
+    Buffer segs_;     // (U, 2) int32, host-written: bidirectional models' key range per token
     Buffer ids_;      // (U) int32, host-written
     Buffer embed_in_; // (U, dim) host-written rows when the embedding is too large for one binding
     Buffer attn_scratch_;  // (n_seq) x attention split-K partials: one region per decode row

@@ -59,6 +59,7 @@ struct PrefillPush {
     uint32_t causal;
     AlibiPush alibi;
     uint32_t bias_range;
+    uint32_t seg_first, segmented;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
@@ -92,6 +93,7 @@ void check_params(const AttentionParams& p) {
     if (!(p.max_alibi_bias >= 0.0f) || !std::isfinite(p.max_alibi_bias)) bad("max_alibi_bias must be finite and >= 0");
     if (!p.causal && p.window > 0) bad("a sliding window needs causal attention");
     if (p.pos_bias_range > kMaxPosBiasRange) bad(fmt::format("pos_bias_range must be at most {}", kMaxPosBiasRange));
+    if (p.segmented && (p.causal || p.window > 0)) bad("packed segments need bidirectional attention without a window");
 }
 
 // Split-K partials of a decode plan: o[n_splits][n_heads][head_dim], then (m, l) per split and head.
@@ -149,7 +151,7 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
     check_params(p);
     const uint32_t group = p.n_heads / p.n_kv_heads;
     AttentionPlan plan;
-    if (p.n_tokens == 1 && p.pos_bias_range == 0) {
+    if (p.n_tokens == 1 && p.pos_bias_range == 0 && !p.segmented) {
         plan.decode = true;
         plan.wg = kDecodeWg;
         plan.kv_tile = kDecodeWg;
@@ -298,7 +300,7 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
 
 void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
                const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch,
-               const BufferSlice& pos_bias) {
+               const AttentionExtras& extras) {
     const DeviceCaps& caps = ctx.caps();
     const detail::AttentionPlan plan = detail::attention_plan(caps, p);
     const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
@@ -308,20 +310,25 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
         return;
     }
     const uint32_t group = p.n_heads / p.n_kv_heads;
-    const PrefillPush push{p.n_tokens, p.n_heads, p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
-                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
-                           alibi_push(p), p.pos_bias_range};
-    // Without a table the kernel never reads binding 5; the positions stand in for it.
+    // Without a table or segments the kernel never reads bindings 5 and 6; the positions stand in.
     const BufferSlice bias = p.pos_bias_range > 0
-                                 ? bound(pos_bias, uint64_t(p.n_heads) * (2ull * p.pos_bias_range + 1) * 4, caps,
+                                 ? bound(extras.pos_bias, uint64_t(p.n_heads) * (2ull * p.pos_bias_range + 1) * 4, caps,
                                          "pos_bias", p)
                                  : b.pos.slice;
-    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias}, push,
+    detail::Window segs{b.pos.slice, 0};
+    if (p.segmented) {
+        bound(extras.segments, uint64_t(p.n_tokens) * 8, caps, "segments", p);
+        segs = detail::window(caps, extras.segments, 0, 2ull * p.n_tokens, 4);
+    }
+    const PrefillPush push{p.n_tokens,     p.n_heads,          p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
+                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
+                           alibi_push(p),  p.pos_bias_range,   segs.first,   p.segmented ? 1u : 0u};
+    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias, segs.slice}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
 }
 
 bool attention_store_supported(const AttentionParams& p) {
-    return p.n_tokens == 1 && p.pos_bias_range == 0 && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
+    return p.n_tokens == 1 && p.pos_bias_range == 0 && !p.segmented && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
 }
 
 std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p) {

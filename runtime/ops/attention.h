@@ -50,6 +50,17 @@ struct AttentionParams {
     // R), from the table passed to attention(). 0 = none. Calls with a table run the prefill kernel
     // (also for one token) and not attention_store.
     uint32_t pos_bias_range = 0;
+    // Several inputs packed in one bidirectional call (causal false): query t sees the positions
+    // [segments[2t], segments[2t + 1]) of the segments buffer passed to attention(), its own input's,
+    // instead of all of the call. Runs the prefill kernel (also for one token).
+    bool segmented = false;
+};
+
+// The optional inputs of attention(): the position-bias table (pos_bias_range > 0) and the
+// per-query key ranges (segmented); each may be empty when its parameter is off.
+struct AttentionExtras {
+    BufferSlice pos_bias;  // f32 [n_heads][2 * pos_bias_range + 1]
+    BufferSlice segments;  // int32 [n_tokens][2], at any 4-byte offset
 };
 
 // q:   f32 [n_tokens][n_heads][head_dim]
@@ -62,7 +73,6 @@ struct AttentionParams {
 //   runs, and a smaller ring would already have overwritten keys that the chunk's first query needs.
 // Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, gains the ALiBi
 // bias with max_alibi_bias > 0 and the table's bias with pos_bias_range > 0, then softmax.
-// pos_bias: f32 [n_heads][2 * pos_bias_range + 1] when pos_bias_range > 0, else unused (may be empty).
 // out: f32 [n_tokens][n_heads][head_dim]
 // scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
 //   empty slice, when that is 0.
@@ -74,7 +84,7 @@ struct AttentionParams {
 // maxStorageBufferRange.
 void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
                const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& scratch,
-               const BufferSlice& pos_bias = {});
+               const AttentionExtras& extras = {});
 
 struct RopeParams;
 
@@ -128,8 +138,8 @@ namespace vkllm::ref {
 
 // Plain reference: for each query, scores in double (soft-capped, ALiBi- and table-biased when asked), softmax,
 // weighted sum of V over the query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32),
-// from ring row j % n_ctx for position j. pos_bias as attention() takes it.
+// from ring row j % n_ctx for position j. pos_bias and segments as attention() takes them.
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
-               float* out, const float* pos_bias = nullptr);
+               float* out, const float* pos_bias = nullptr, const int32_t* segments = nullptr);
 
 }  // namespace vkllm::ref

@@ -31,12 +31,17 @@ std::vector<double> alibi_slopes(uint32_t n_heads, double max_bias) {
 }  // namespace
 
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
-               float* out, const float* pos_bias) {
+               float* out, const float* pos_bias, const int32_t* segments) {
     const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
     const std::vector<double> slopes =
         p.max_alibi_bias > 0 ? alibi_slopes(p.n_heads, p.max_alibi_bias) : std::vector<double>(p.n_heads, 0.0);
     // Query t sees positions [lo, end): the window's, or 0..p clamped to the cache without one.
     auto range = [&](uint32_t t, uint32_t& lo, uint32_t& end) {
+        if (p.segmented) {  // packed inputs: the query's own input
+            lo = uint32_t(std::max(segments[2 * t], 0));
+            end = std::min(uint32_t(std::max(segments[2 * t + 1], 0)), p.n_ctx);
+            return;
+        }
         const uint32_t pos = uint32_t(std::max(positions[p.causal ? t : p.n_tokens - 1], 0));
         lo = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
         end = p.window > 0 ? pos + 1 : std::min(pos + 1, p.n_ctx);
@@ -68,6 +73,10 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
     for (uint32_t t = 0; t < p.n_tokens; ++t) {
         uint32_t lo = 0, end = 0;
         range(t, lo, end);
+        if (end <= lo) {  // no keys (an empty segment): zeros, as the kernel writes
+            std::fill(out + size_t(t) * p.n_heads * D, out + size_t(t + 1) * p.n_heads * D, 0.0f);
+            continue;
+        }
         w.assign(end - lo, 0.0);
         auto row = [&](uint32_t j) { return size_t(j % p.n_ctx) * p.n_kv_heads; };
         for (uint32_t h = 0; h < p.n_heads; ++h) {

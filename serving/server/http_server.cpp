@@ -258,13 +258,14 @@ void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
         if (inputs[i].size() > m->embed_limit) throw embedding_length_error(i, inputs[i].size(), m->embed_limit);
         tokens += inputs[i].size();
     }
-    // One device runs the inputs one after another.
+    // One device runs the inputs in groups (each packed into as few passes as it can).
     const auto ticket = embedding_ticket();
     std::vector<std::vector<float>> vectors;
-    for (const std::vector<int32_t>& ids : inputs) {
+    for (size_t first = 0; first < inputs.size(); first += kEmbedGroup) {
         if (draining) throw shutting_down();
-        std::vector<std::vector<float>> one = m->embed({ids});
-        vectors.push_back(std::move(one.at(0)));
+        const std::vector<std::vector<int32_t>> group(inputs.begin() + std::ptrdiff_t(first),
+                                                      inputs.begin() + std::ptrdiff_t(std::min(inputs.size(), first + kEmbedGroup)));
+        for (std::vector<float>& v : m->embed(group)) vectors.push_back(std::move(v));
     }
     send_json(res, embeddings_response(vectors, req.base64, req.model.empty() ? m->id : req.model, tokens));
 }
@@ -289,9 +290,11 @@ void HttpServer::Impl::rerank(Response& res, const std::string& body) {
     }
     const auto ticket = embedding_ticket();
     std::vector<float> scores;
-    for (const std::vector<int32_t>& ids : inputs) {
+    for (size_t first = 0; first < inputs.size(); first += kEmbedGroup) {
         if (draining) throw shutting_down();
-        scores.push_back(m->rerank(ids));
+        const std::vector<std::vector<int32_t>> group(inputs.begin() + std::ptrdiff_t(first),
+                                                      inputs.begin() + std::ptrdiff_t(std::min(inputs.size(), first + kEmbedGroup)));
+        for (float x : m->rerank(group)) scores.push_back(x);
     }
     send_json(res, rerank_response(req, scores, req.model.empty() ? m->id : req.model, tokens));
 }

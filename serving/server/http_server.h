@@ -49,18 +49,22 @@ struct ServedModel {
     std::function<std::unique_ptr<Generation>(serving::CompletionRequest)> submit;
     std::function<serving::EngineMetrics()> metrics;
     // An embedding model (an encoder: no LM head) sets these instead of submit: each input's token
-    // ids ([CLS] ... [SEP] included) -> its pooled, normalised vector (the server passes one input
-    // per call, checking for shutdown between them, and turns away embedding requests beyond
+    // ids ([CLS] ... [SEP] included) -> its pooled, normalised vector, in order (the server passes
+    // up to kEmbedGroup inputs per call, which the model packs into as few forward passes as its
+    // ubatch allows, checks for shutdown between calls, and turns away embedding requests beyond
     // threads - 2 with a 503). Inputs are at most embed_limit tokens (checked before the call); the
     // vectors have embedding_dim values.
     std::function<std::vector<std::vector<float>>(const std::vector<std::vector<int32_t>>&)> embed;
     uint32_t embedding_dim = 0;
     uint32_t embed_limit = 0;  // also the longest (query, document) pair of a reranker
     // A reranker (pooling rank) sets these instead of embed: the tokens of a (query, document) pair
-    // (model/embedding.h rerank_tokens), and their relevance score; one pair per call, as embed.
+    // (model/embedding.h rerank_tokens), and the relevance scores of pairs, in groups as embed.
     std::function<std::vector<int32_t>(std::string_view, std::string_view)> rerank_tokens;
-    std::function<float(const std::vector<int32_t>&)> rerank;
+    std::function<std::vector<float>(const std::vector<std::vector<int32_t>>&)> rerank;
 };
+
+// Inputs (or rerank pairs) the server hands the model per call.
+inline constexpr size_t kEmbedGroup = 64;
 
 struct ServerOptions {
     std::string host = "127.0.0.1";

@@ -143,7 +143,7 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
     CommandStream s(ctx);
     s.begin(o.timing);
     ops::attention(ctx, s, p, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice(),
-                   p.pos_bias_range ? tb.slice() : BufferSlice{});
+                   {p.pos_bias_range ? tb.slice() : BufferSlice{}, {}});
     s.end();
     CHECK(s.stats().dispatches == (plan.decode && plan.n_splits > 1 ? 2u : 1u));
 

@@ -144,6 +144,48 @@ TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the h
     check_encoder(p.string(), 1e-5);
 }
 
+TEST_CASE("architectures: packed inputs give each input's own hidden states (learned positions, RoPE, ALiBi, T5 buckets)") {
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    for (const std::string arch : {"bert", "nomic-bert", "jina-bert-v2", "t5encoder"}) {
+        CAPTURE(arch);
+        test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-f16", small_shape(arch, TensorType::F16)));
+        ModelOptions opts;
+        opts.n_ctx = 64;
+        opts.ubatch = 32;
+        ModelGpu gpu(ctx, m.file, m.cfg, opts);
+        ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), opts.kv_type, opts.ubatch);
+        const std::vector<int32_t> a = prompt_tokens(7, m.cfg.n_vocab), b = prompt_tokens(1, m.cfg.n_vocab),
+                                   c = prompt_tokens(12, m.cfg.n_vocab);
+        const std::vector<std::span<const int32_t>> pack = {a, b, c};
+        gpu.eval_packed(pack);
+        const std::vector<float> packed = gpu.hidden_states();
+        REQUIRE(packed.size() == size_t(20) * m.cfg.dim);
+        // The device's packed rows equal the host reference's packed rows ...
+        test::validate_result("packed vs host", packed, cpu.eval_packed(pack), {1e-9, 1e-3, 1e-3});
+        // ... and each input evaluated alone (the matmuls tile 20 rows differently from 7 or 12).
+        size_t row = 0;
+        for (const auto& in : pack) {
+            gpu.reset();
+            gpu.eval(in);
+            const std::vector<float> alone = gpu.hidden_states();
+            test::validate_result("packed vs alone", std::vector<float>(packed.begin() + row * m.cfg.dim,
+                                                                        packed.begin() + (row + in.size()) * m.cfg.dim),
+                                  alone, {1e-9, 1e-3, 1e-3});
+            row += in.size();
+        }
+    }
+    // Packing is for bidirectional models; a pack must fit one ubatch.
+    test::LoadedModel d = test::open_model(test::write_model("arch-llama-f16", small_shape("llama", TensorType::F16)));
+    ModelOptions opts;
+    opts.n_ctx = 64;
+    opts.ubatch = 8;
+    ModelGpu dec(ctx, d.file, d.cfg, opts);
+    const std::vector<int32_t> t = prompt_tokens(3, d.cfg.n_vocab);
+    const std::vector<std::span<const int32_t>> one = {t};
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(dec.eval_packed(one), std::logic_error, "packing needs a bidirectional model");
+}
+
 TEST_CASE("architectures: T5's encoder matches the host reference layer by layer, F16 and Q4_K, shared and own bias tables") {
     check_encoder(test::write_model("arch-t5encoder-f16", small_shape("t5encoder", TensorType::F16)), 1e-5);
     check_encoder(test::write_model("arch-t5encoder-q4_k", small_shape("t5encoder", TensorType::Q4_K)), 1e-5);

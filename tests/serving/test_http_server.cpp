@@ -577,12 +577,14 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
     m.embed_limit = 16;
     // A pair is one token per character of each; the score is the document's length.
     m.rerank_tokens = [](std::string_view q, std::string_view d) { return std::vector<int32_t>(q.size() + d.size(), 5); };
-    m.rerank = [&](const std::vector<int32_t>& ids) {
+    m.rerank = [&](const std::vector<std::vector<int32_t>>& pairs) {
         ++calls;
         ++waiting;
         while (hold) std::this_thread::sleep_for(5ms);
         --waiting;
-        return float(ids.size());
+        std::vector<float> out;
+        for (const auto& ids : pairs) out.push_back(float(ids.size()));
+        return out;
     };
     server.set_model(std::move(m));
     httplib::Client c("127.0.0.1", port);
@@ -590,7 +592,7 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
     auto r = c.Post("/v1/rerank", R"({"query":"q","documents":["aaa","a","aaaaa"],"top_n":2})", "application/json");
     const json j = body_json(r);
     CHECK(r->status == 200);
-    CHECK(calls == 3);  // every document, one call each
+    CHECK(calls == 1);  // the documents in one group
     REQUIRE(j["results"].size() == 2);
     CHECK(j["results"][0]["index"] == 2);
     CHECK(j["results"][0]["relevance_score"] == 6.0);
