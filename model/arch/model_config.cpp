@@ -141,9 +141,10 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     if (A.cross_attention) {
         if (const GgufValue* v = f.find(key("decoder_start_token_id"))) {
             const auto x = v->as_i64();
-            if (!x || *x < -1 || *x >= int64_t(std::numeric_limits<int32_t>::max()))
+            const bool none = x && (*x == -1 || *x == int64_t(std::numeric_limits<uint32_t>::max()));  // BOS then
+            if (!x || (!none && (*x < 0 || *x >= int64_t(std::numeric_limits<int32_t>::max()))))
                 c.fail(Checker::key_what(key("decoder_start_token_id")), "must be a token id");
-            cfg.decoder_start_token = int32_t(*x);
+            cfg.decoder_start_token = none ? -1 : int32_t(*x);
         }
     }
     cfg.ffn_dim = c.positive(key("feed_forward_length"));

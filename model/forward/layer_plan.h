@@ -85,7 +85,7 @@ struct FfnPlan {
 
 // An encoder-decoder's cross-attention (T5's decoder), between self-attention and the FFN:
 // x += wo_x · attention(wq_x · norm(x), K_x, V_x) over the encoder output's rows, every query seeing
-// all of them (K_x, V_x: cross_kv_params' cache, written by ModelGpu::set_encoder_output).
+// all of them (K_x, V_x: a cache per layer that ModelGpu::set_encoder_output fills; plan_cross_kv).
 struct CrossPlan {
     bool runs = false;
     bool fold_norm = false;  // the RMSNorm rides in the q matvec (decode steps)

@@ -71,6 +71,7 @@ std::vector<float> ModelCpu::eval_packed(std::span<const std::span<const int32_t
     std::vector<int32_t> all;
     std::vector<uint32_t> lengths;
     for (const auto& in : inputs) {
+        if (in.empty()) throw std::invalid_argument("ModelCpu::eval_packed: an input has no tokens");
         all.insert(all.end(), in.begin(), in.end());
         lengths.push_back(uint32_t(in.size()));
     }

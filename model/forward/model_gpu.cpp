@@ -55,12 +55,15 @@ uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     const uint32_t rows = scratch_rows(o);
     // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
     uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
+    per_token += 12;  // the input-relative position and the key range (segments)
     // encoder-decoder: cross-attention's q and output (q_dim), its position
     if (cfg.arch->cross_attention) per_token += 4ull * (2ull * cfg.q_dim()) + 4;
     // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
     // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) +
                      4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) + q8_scratch_bytes(cfg, o);
+    // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
+    if (cfg.n_rel_buckets) fixed += 4ull * cfg.n_layers * cfg.n_heads * (2 * kT5MaxDistance + 1);
     return per_token * rows + fixed;
 }
 
@@ -74,9 +77,10 @@ uint64_t attention_scratch_per_seq(const DeviceCaps& caps, const ModelConfig& cf
     return (b + 255) / 256 * 256;  // each region starts on any device's storage-buffer offset alignment
 }
 
-// Bytes per context row of an encoder-decoder's cross-attention K and V (all layers).
+// Bytes per context row of an encoder-decoder's cross-attention K and V (all layers), and of the
+// encoder output and its row index it keeps to project them.
 uint64_t cross_row_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRange layers) {
-    return cfg.arch->cross_attention ? 2ull * layers.count * kv_row_bytes(cfg, o.kv_type) : 0;
+    return cfg.arch->cross_attention ? 2ull * layers.count * kv_row_bytes(cfg, o.kv_type) + 4ull * cfg.dim + 4 : 0;
 }
 
 uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, LayerRange layers) {
@@ -299,8 +303,8 @@ bool ModelGpu::int_dot_matvecs() const {
     const StepShape lone{1, false};
     for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
         const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, lone, kv_geometry());
-        for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.ffn.gate_up,
-                                    &p.ffn.gate, &p.ffn.up, &p.ffn.down})
+        for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.cross.q, &p.cross.o,
+                                    &p.ffn.gate_up, &p.ffn.gate, &p.ffn.up, &p.ffn.down})
             if (s->runs() && s->kernel.int_dot()) return true;
     }
     return cfg_.arch->lm_head && plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
@@ -516,7 +520,7 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
             ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.attn.n_ctx,
                                opts_.kv_type);
             const BufferSlice bias = layers_[l].pos_bias >= 0 ? pos_bias_[size_t(layers_[l].pos_bias)].slice() : BufferSlice{};
-            const BufferSlice segs = p.attn.segmented ? segs_.slice(0, 8ull * seg_rows) : BufferSlice{};
+            const BufferSlice segs = p.attn.segmented ? seg(segs_.slice(), 2) : BufferSlice{};
             ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch, {bias, segs});
         }
     }
@@ -748,7 +752,7 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
             pos[i] = rel[i] = int32_t(n_past_[seq] + i);
             ids[i] = tokens[done + i];
             segs[2 * i] = 0;  // bidirectional: one input, all of the call
-            segs[2 * i + 1] = int32_t(n);
+            segs[2 * i + 1] = int32_t(n_past_[seq] + n);
         }
         submit(recording(BatchShape{n, {seq}}), probe, n);
         last_rows_ = 1;
@@ -863,6 +867,9 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
         shape.seqs.push_back(t.seq);
         pos[i] = int32_t(n_past_[t.seq]);
         static_cast<int32_t*>(rel_pos_.mapped())[i] = pos[i];
+        auto* segs = static_cast<int32_t*>(segs_.mapped());
+        segs[2 * i] = 0;  // bidirectional models: the token sees its sequence so far and itself
+        segs[2 * i + 1] = pos[i] + 1;
         ids[i] = t.token;
     }
     submit(recording(shape), {}, shape.n);

@@ -334,7 +334,8 @@ bool attention_store_supported(const AttentionParams& p) {
 std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p) {
     if (!attention_store_supported(p))
         throw std::invalid_argument(fmt::format(
-            "attention_store: needs one token (got {}) and, for a q8_0 cache, head_dim a multiple of {} (got {})",
+            "attention_store: needs one token (got {}), no position-bias table or segments, and, for a q8_0 cache, "
+            "head_dim a multiple of {} (got {})",
             p.n_tokens, kKvQ8Block, p.head_dim));
     const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p, true);
     std::vector<PipelineDesc> descs{

@@ -59,7 +59,7 @@ struct AttentionParams {
 // The optional inputs of attention(): the position-bias table (pos_bias_range > 0) and the
 // per-query key ranges (segmented); each may be empty when its parameter is off.
 struct AttentionExtras {
-    BufferSlice pos_bias;  // f32 [n_heads][2 * pos_bias_range + 1]
+    BufferSlice pos_bias;  // f32 [n_heads][2 * pos_bias_range + 1], at a storage-buffer-aligned offset
     BufferSlice segments;  // int32 [n_tokens][2], at any 4-byte offset
 };
 

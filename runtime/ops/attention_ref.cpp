@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 namespace vkllm::ref {
@@ -32,6 +33,8 @@ std::vector<double> alibi_slopes(uint32_t n_heads, double max_bias) {
 
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
                float* out, const float* pos_bias, const int32_t* segments) {
+    if (p.pos_bias_range > 0 && !pos_bias) throw std::invalid_argument("ref::attention: pos_bias_range without a table");
+    if (p.segmented && !segments) throw std::invalid_argument("ref::attention: segmented without segments");
     const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
     const std::vector<double> slopes =
         p.max_alibi_bias > 0 ? alibi_slopes(p.n_heads, p.max_alibi_bias) : std::vector<double>(p.n_heads, 0.0);

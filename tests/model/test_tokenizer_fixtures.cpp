@@ -305,6 +305,8 @@ TEST_CASE("tokenizer: Unigram picks the segmentation of highest total score, nor
     REQUIRE(uni != nullptr);
     CHECK(uni->normalize(" a  b") == "\xe2\x96\x81\xe2\x96\x81" "a\xe2\x96\x81\xe2\x96\x81" "b");
     CHECK(uni->normalize("a\xff") == "\xe2\x96\x81" "a\xef\xbf\xbd");  // an invalid byte is U+FFFD
+    // As llama.cpp's decoder: a 4-byte form past U+10FFFF passes whole, a stray continuation byte does not.
+    CHECK(uni->normalize("\xf4\x90\x80\x80\x80") == "\xe2\x96\x81\xf4\x90\x80\x80\xef\xbf\xbd");
     CHECK(tok->decode(tok->encode("abc ab", true)) == "abc ab");
     // remove_extra_whitespaces: runs collapse, ends drop, each word gets one "▁".
     const auto merged = make_tokenizer(vocab([](GgufWriter& w) { w.set_bool("tokenizer.ggml.remove_extra_whitespaces", true); }));
