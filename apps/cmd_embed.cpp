@@ -52,15 +52,9 @@ std::vector<std::string> inputs(const EmbedArgs& a) {
 std::string run_rerank(const EmbedArgs& a, LoadedModel& m, const std::vector<std::string>& docs, uint64_t& n_tokens) {
     nlohmann::json results = nlohmann::json::array();
     std::string out;
-    require_reranker(m.cfg);
-    std::vector<std::vector<int32_t>> pairs;
-    for (const std::string& d : docs) {
-        if (d.empty()) throw std::invalid_argument("rerank: the document is empty");
-        pairs.push_back(rerank_tokens(*m.file, *m.tokenizer, a.rerank, d));
-    }
-    const std::vector<Embedding> scored = embed_batch(*m.model, pairs, {.pooling = Pooling::Rank, .normalize = -1});
+    const std::vector<RerankScore> scored = rerank(*m.model, *m.tokenizer, a.rerank, docs);
     for (size_t i = 0; i < docs.size(); ++i) {
-        const float score = scored[i].vectors.at(0).at(0);
+        const float score = scored[i].score;
         n_tokens += scored[i].n_tokens;
         results.push_back({{"index", i}, {"relevance_score", score}});
         out += fmt::format("{} {:.6g}\n", i, score);

@@ -138,8 +138,7 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
         sm.rerank = [model, mu](const std::vector<std::vector<int32_t>>& pairs) {
             std::lock_guard lk(*mu);
             std::vector<float> out;
-            for (const Embedding& e : embed_batch(*model, pairs, {.pooling = Pooling::Rank, .normalize = -1}))
-                out.push_back(e.vectors.at(0).at(0));
+            for (const RerankScore& r : score_pairs(*model, pairs)) out.push_back(r.score);
             return out;
         };
     } else {

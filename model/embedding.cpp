@@ -229,13 +229,24 @@ void require_reranker(const ModelConfig& cfg) {
                                                 cfg.arch->name, pooling_name(cfg.pooling)));
 }
 
-RerankScore rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query, std::string_view document) {
+std::vector<RerankScore> score_pairs(ModelGpu& model, std::span<const std::vector<int32_t>> pairs) {
+    require_reranker(model.config());
+    std::vector<RerankScore> out;
+    for (const Embedding& e : embed_batch(model, pairs, {.pooling = Pooling::Rank, .normalize = -1}))
+        out.push_back({e.vectors.at(0).at(0), e.n_tokens});
+    return out;
+}
+
+std::vector<RerankScore> rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query,
+                                std::span<const std::string> documents) {
     require_reranker(model.config());
     if (query.empty()) throw std::invalid_argument("rerank: the query is empty");
-    if (document.empty()) throw std::invalid_argument("rerank: the document is empty");
-    const std::vector<int32_t> tokens = rerank_tokens(model.file(), tok, query, document);
-    const Embedding e = embed_tokens(model, tokens, {.pooling = Pooling::Rank, .normalize = -1});
-    return {e.vectors.at(0).at(0), e.n_tokens};
+    std::vector<std::vector<int32_t>> pairs;
+    for (const std::string& d : documents) {
+        if (d.empty()) throw std::invalid_argument("rerank: the document is empty");
+        pairs.push_back(rerank_tokens(model.file(), tok, query, d));
+    }
+    return score_pairs(model, pairs);
 }
 
 }  // namespace vkllm

@@ -39,10 +39,14 @@ struct RerankScore {
     float score = 0;        // the head's first output, unnormalised (llama.cpp's relevance_score)
     uint32_t n_tokens = 0;  // of the joined input
 };
-// Scores one document against `query` with a reranker (a model whose pooling_type is rank). Throws
-// std::invalid_argument for a model that is not a reranker or an empty query or document,
-// ContextFullError for a pair longer than the model takes at once.
-RerankScore rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query, std::string_view document);
+// Scores each document against `query` with a reranker (a model whose pooling_type is rank), in
+// document order, packed as embed_batch packs. Throws std::invalid_argument for a model that is not
+// a reranker or an empty query or document, ContextFullError for a pair longer than the model takes
+// at once (before anything runs).
+std::vector<RerankScore> rerank(ModelGpu& model, const Tokenizer& tok, std::string_view query,
+                                std::span<const std::string> documents);
+// The scores of pairs already joined (rerank_tokens), as rerank().
+std::vector<RerankScore> score_pairs(ModelGpu& model, std::span<const std::vector<int32_t>> pairs);
 
 // llama.cpp's common_embd_normalize: -1 none; 0 max-abs scaled to the int16 range (v * 32760 /
 // max|v|); 1 taxicab; 2 Euclidean (L2); p > 2 the p-norm. An all-zero vector stays zero.

@@ -1,6 +1,7 @@
 #include "model/tokenizer/unigram.h"
 
 #include "model/tokenizer/spm.h"
+#include "model/tokenizer/utf8.h"
 
 #include <fmt/format.h>
 
@@ -33,21 +34,6 @@ uint32_t unit_value(uint32_t u) { return u & ((1u << 31) - 1); }
 size_t lead_len(unsigned char c) {
     static constexpr uint8_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return kLen[c >> 4];
-}
-
-// Bytes of the character at text[pos] as llama.cpp's UTF-8 decoder takes it before normalising: lead
-// bytes and continuation bytes only, so overlong forms, surrogates and 4-byte values past U+10FFFF
-// pass whole; 0 for an invalid sequence (a stray continuation byte, F8..FF, a truncated one).
-size_t utf8_len_as_llama(std::string_view text, size_t pos) {
-    const auto* b = reinterpret_cast<const unsigned char*>(text.data());
-    const size_t n = text.size();
-    auto cont = [&](size_t i) { return i < n && (b[i] & 0xc0) == 0x80; };
-    const unsigned c = b[pos];
-    if (c < 0x80) return 1;
-    if (c >= 0xc0 && c < 0xe0 && cont(pos + 1)) return 2;
-    if (c >= 0xe0 && c < 0xf0 && cont(pos + 1) && cont(pos + 2)) return 3;
-    if (c >= 0xf0 && c < 0xf8 && cont(pos + 1) && cont(pos + 2) && cont(pos + 3)) return 4;
-    return 0;
 }
 
 }  // namespace
@@ -153,7 +139,7 @@ std::string UnigramTokenizer::normalize(std::string_view text) const {
         std::string_view chunk;
         size_t used = charsmap_.match(text.substr(pos), chunk);
         if (used == 0) {
-            const size_t len = utf8_len_as_llama(text, pos);
+            const size_t len = utf8::sequence_len(text, pos);  // values past U+10FFFF pass whole, as llama.cpp
             chunk = len ? text.substr(pos, len) : kReplacement;
             used = len ? len : 1;
         }

@@ -28,7 +28,7 @@ size_t char_len(std::string_view s, size_t pos) {
     return len;
 }
 
-size_t lenient_len(std::string_view s, size_t pos) {
+size_t sequence_len(std::string_view s, size_t pos) {
     const auto* b = reinterpret_cast<const unsigned char*>(s.data());
     const size_t n = s.size();
     auto cont = [&](size_t i) { return i < n && (b[i] & 0xc0) == 0x80; };
@@ -36,11 +36,16 @@ size_t lenient_len(std::string_view s, size_t pos) {
     if (c < 0x80) return 1;
     if (c >= 0xc0 && c < 0xe0 && cont(pos + 1)) return 2;
     if (c >= 0xe0 && c < 0xf0 && cont(pos + 1) && cont(pos + 2)) return 3;
-    if (c >= 0xf0 && c < 0xf8 && cont(pos + 1) && cont(pos + 2) && cont(pos + 3)) {
-        const uint32_t cp = (c & 0x07u) << 18 | (b[pos + 1] & 0x3fu) << 12 | (b[pos + 2] & 0x3fu) << 6 | (b[pos + 3] & 0x3fu);
-        return cp < 0x110000 ? 4 : 0;
-    }
+    if (c >= 0xf0 && c < 0xf8 && cont(pos + 1) && cont(pos + 2) && cont(pos + 3)) return 4;
     return 0;
+}
+
+size_t lenient_len(std::string_view s, size_t pos) {
+    const size_t len = sequence_len(s, pos);
+    if (len != 4) return len;
+    const auto* b = reinterpret_cast<const unsigned char*>(s.data()) + pos;
+    const uint32_t cp = (b[0] & 0x07u) << 18 | (b[1] & 0x3fu) << 12 | (b[2] & 0x3fu) << 6 | (b[3] & 0x3fu);
+    return cp < 0x110000 ? 4 : 0;
 }
 
 void decode_lenient(std::string_view s, std::vector<uint32_t>& out) {

@@ -22,8 +22,13 @@ size_t char_len(std::string_view s, size_t pos);
 // aborts on 4-byte sequences above U+10FFFF; here they are invalid bytes like any other.)
 void decode_lenient(std::string_view s, std::vector<uint32_t>& out);
 
-// Bytes of the character at s[pos] as decode_lenient takes it (overlong forms and surrogates
-// included), or 0 when decode_lenient would turn the byte there into U+FFFD.
+// Bytes of the sequence at s[pos] by its form alone, as llama.cpp's UTF-8 decoder delimits it: a
+// lead byte and the continuation bytes it calls for, whatever value they spell (overlong forms,
+// surrogates, 4-byte values past U+10FFFF); 0 for a stray continuation byte, F8..FF or a truncated
+// sequence.
+size_t sequence_len(std::string_view s, size_t pos);
+// sequence_len, but 0 also for a 4-byte value past U+10FFFF: the bytes decode_lenient takes for the
+// character at s[pos], 0 where it would turn the byte there into U+FFFD.
 size_t lenient_len(std::string_view s, size_t pos);
 
 // Appends the UTF-8 encoding of cp (< 0x110000; surrogates encode as 3 bytes, as llama.cpp does).
