@@ -85,7 +85,6 @@ void run_embed(const EmbedArgs& a) {
     }
     if (a.normalize < -1) normalize_embedding({}, a.normalize);  // the error, before the model loads
     const std::string path = resolve_model_path(a.model);
-    // An encoder attends over each input at once: by default one ubatch holds the whole context.
     const GgufFile peek = GgufFile::open(path);
     const ModelConfig cfg = ModelConfig::from_gguf(peek);
     // Said before the upload: a reranker scores pairs, anything else embeds.
@@ -101,9 +100,9 @@ void run_embed(const EmbedArgs& a) {
         throw std::invalid_argument("this model is a reranker (pooling rank): its head scores a query and a document "
                                     "together; give --rerank QUERY to score each input as a document");
     ModelOptions mo;
-    // Decoders' contexts are long and their scratch grows with the ubatch: 2048 unless asked.
-    mo.n_ctx = a.n_ctx ? a.n_ctx : std::min(cfg.n_ctx_train, cfg.arch->lm_head ? 2048u : 8192u);
-    mo.ubatch = a.ubatch ? a.ubatch : mo.n_ctx;
+    const EmbedSizes sizes = embedding_sizes(cfg, a.n_ctx, a.ubatch);
+    mo.n_ctx = sizes.n_ctx;
+    mo.ubatch = sizes.ubatch;
     LoadedModel m = load_model(path, a.device, mo, a.json, ModelUse::Any);
     if (a.profile) m.model->set_profiling(true);
     const auto start = std::chrono::steady_clock::now();
@@ -161,8 +160,8 @@ void run_embed(const EmbedArgs& a) {
 
 void register_embed(CLI::App& app) {
     auto a = std::make_shared<EmbedArgs>();
-    auto* cmd = app.add_subcommand("embed", "Embeddings of texts with an encoder model (bert), as llama-embedding");
-    cmd->add_option("-m,--model", a->model, "GGUF encoder model")->required();
+    auto* cmd = app.add_subcommand("embed", "Embeddings of texts with an encoder (bert) or a decoder embedding model, as llama-embedding");
+    cmd->add_option("-m,--model", a->model, "GGUF embedding model")->required();
     a->prompt_opt = cmd->add_option("-p,--prompt", a->prompt, "Text to embed");
     a->file_opt = cmd->add_option("-f,--file", a->file, "File whose text to embed");
     cmd->add_flag("--batch-lines", a->batch_lines, "One input per non-empty line of the text");
@@ -175,8 +174,9 @@ void register_embed(CLI::App& app) {
         ->capture_default_str();
     cmd->add_flag("--profile", a->profile, "GPU time per kernel of the last input (timestamp queries) on stderr");
     cmd->add_flag("--json", a->json, "OpenAI-shaped JSON: {data: [{index, embedding}], usage}");
-    cmd->add_option("--ctx", a->n_ctx, "Longest input in tokens (default: the model's context)");
-    cmd->add_option("--ubatch", a->ubatch, "Tokens evaluated at once (default: --ctx; an input must fit)");
+    cmd->add_option("--ctx", a->n_ctx, "Longest input in tokens (default: the model's context, at most 8192; a decoder's at most 2048)");
+    cmd->add_option("--ubatch", a->ubatch,
+                    "Tokens evaluated at once (default: an encoder's --ctx, as an input must fit; a decoder's 512)");
     a->device.add_to(cmd);
     cmd->callback([a] { run_embed(*a); });
 }

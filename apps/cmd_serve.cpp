@@ -31,7 +31,7 @@ struct ServeOptions {
     int port = 8080;
     uint32_t parallel = 4;
     uint32_t n_ctx = 0;
-    uint32_t ubatch = 0;  // 0: 64, or for an encoder the whole context (an input is evaluated at once)
+    uint32_t ubatch = 0;  // 0: 64, or an embedding model's (embedding_sizes)
     ops::KvType kv_type = ops::KvType::F16;
     std::string api_key, api_key_file;
     std::string chat_template;
@@ -39,6 +39,8 @@ struct ServeOptions {
     uint32_t queue = 64;
     uint32_t http_threads = 0;
     bool quiet = false;
+    bool embeddings = false;  // a decoder whose file names no pooling type as an embedding model
+    std::string pooling;      // "": the file's
     DeviceOptions device;
 };
 
@@ -112,14 +114,34 @@ std::string read_api_key_file(const std::string& path) {
 
 void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Engine* engine);
 
-// An encoder model: /v1/embeddings, or /v1/rerank for a reranker (pooling rank); one request's
-// inputs after another's (one device, one model).
-void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::string& path,
-                      std::atomic<bool>& loaded) {
-    if (m.cfg.pooling == Pooling::None)
-        throw std::invalid_argument(fmt::format("{}: pooling type '{}' gives no one vector per input, which "
-                                                "/v1/embeddings returns", path, pooling_name(m.cfg.pooling)));
-    const bool reranker = m.cfg.pooling == Pooling::Rank;
+// --pooling: the pooling /v1/embeddings uses (unset: the file's), checked before the model loads.
+std::optional<Pooling> served_pooling(const ServeOptions& o, const std::string& path, const ModelConfig& cfg,
+                                      ModelRole role) {
+    if (o.pooling.empty()) {
+        if (role == ModelRole::Embed && cfg.pooling == Pooling::None)
+            throw std::invalid_argument(fmt::format("{}: pooling type 'none' gives no one vector per input, which "
+                                                    "/v1/embeddings returns: give --pooling mean, cls or last",
+                                                    path));
+        return std::nullopt;
+    }
+    const std::optional<Pooling> p = parse_pooling(o.pooling);
+    if (!p || *p == Pooling::None || *p == Pooling::Rank)
+        throw std::invalid_argument(fmt::format("--pooling '{}': expected mean, cls or last (/v1/embeddings returns one "
+                                                "vector per input; a reranker's rank pooling comes from its file)",
+                                                o.pooling));
+    if (role != ModelRole::Embed)
+        throw std::invalid_argument(fmt::format("--pooling is for embedding models; {} is {}", path,
+                                                role == ModelRole::Rerank ? "a reranker (pooling rank)"
+                                                                          : "a decoder served for text (add --embeddings)"));
+    return p;
+}
+
+// An embedding model (an encoder, or a decoder with a pooling type or --embeddings): /v1/embeddings,
+// or /v1/rerank for a reranker (pooling rank); one request's inputs after another's (one device,
+// one model).
+void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::string& path, ModelRole role,
+                      std::optional<Pooling> pooling, std::atomic<bool>& loaded) {
+    const bool reranker = role == ModelRole::Rerank;
     auto mu = std::make_shared<std::mutex>();
     server::ServedModel sm;
     sm.id = std::filesystem::path(path).filename().string();
@@ -127,7 +149,7 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = m.model->n_ctx();
     sm.embedding_dim = m.cfg.dim;
-    sm.embed_limit = std::min(m.model->n_ctx(), m.model->ubatch());
+    sm.embed_limit = embed_limit(*m.model);
     ModelGpu* model = m.model.get();
     if (reranker) {
         const GgufFile* file = m.file.get();
@@ -142,10 +164,10 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
             return out;
         };
     } else {
-        sm.embed = [model, mu](const std::vector<std::vector<int32_t>>& inputs) {
+        sm.embed = [model, mu, pooling](const std::vector<std::vector<int32_t>>& inputs) {
             std::lock_guard lk(*mu);
             std::vector<std::vector<float>> out;
-            for (Embedding& e : embed_batch(*model, inputs, {})) out.push_back(std::move(e.vectors.at(0)));
+            for (Embedding& e : embed_batch(*model, inputs, {.pooling = pooling})) out.push_back(std::move(e.vectors.at(0)));
             return out;
         };
     }
@@ -153,11 +175,11 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
     loaded = true;
     if (reranker)
         fmt::print("vkllm serve: ready: {}/v1 (reranker {}: /v1/rerank, query and document of up to {} tokens together)\n",
-                   http.url(), std::filesystem::path(path).filename().string(), std::min(m.model->n_ctx(), m.model->ubatch()));
+                   http.url(), std::filesystem::path(path).filename().string(), embed_limit(*m.model));
     else
         fmt::print("vkllm serve: ready: {}/v1 (embedding model {}, {} dimensions, pooling {}, inputs of up to {} tokens)\n",
-                   http.url(), std::filesystem::path(path).filename().string(), m.cfg.dim, pooling_name(m.cfg.pooling),
-                   std::min(m.model->n_ctx(), m.model->ubatch()));
+                   http.url(), std::filesystem::path(path).filename().string(), m.cfg.dim,
+                   pooling_name(pooling.value_or(m.cfg.pooling)), embed_limit(*m.model));
     std::fflush(stdout);
 }
 
@@ -184,14 +206,20 @@ void serve(const ServeOptions& o) {
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
     const std::string path = resolve_model_path(o.model);
-    // An encoder attends over each input at once, so by default one ubatch holds its whole context
-    // (up to 8192 tokens); it keeps no conversations, so one sequence.
+    // An embedding model keeps no conversations: one sequence, sized by embedding_sizes.
     const ModelConfig peeked = ModelConfig::from_gguf(GgufFile::open(path));
-    const bool encoder = !peeked.arch->lm_head;
-    if (encoder && !o.ubatch && !mo.n_ctx) mo.n_ctx = std::min(peeked.n_ctx_train, 8192u);
-    mo.ubatch = o.ubatch ? o.ubatch : encoder ? mo.n_ctx : 64;
+    const ModelRole role = model_role(peeked, o.embeddings);
+    const std::optional<Pooling> pooling = served_pooling(o, path, peeked, role);
+    if (role == ModelRole::Rerank) require_reranker(peeked);  // a decoder's rank pooling is refused here
+    if (embeds(role)) {
+        const EmbedSizes sizes = embedding_sizes(peeked, o.n_ctx, o.ubatch);
+        mo.n_ctx = sizes.n_ctx;
+        mo.ubatch = sizes.ubatch;
+    } else {
+        mo.ubatch = o.ubatch ? o.ubatch : 64;
+    }
     mo.kv_type = o.kv_type;
-    mo.n_seq = encoder ? 1 : o.parallel;
+    mo.n_seq = embeds(role) ? 1 : o.parallel;
 
     server::HttpServer http(so);
     http.start();
@@ -200,8 +228,8 @@ void serve(const ServeOptions& o) {
 
     LoadedModel m = load_model(path, o.device, mo, false, ModelUse::Any);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
-    if (encoder) {
-        serve_embeddings(http, m, path, loaded);
+    if (embeds(role)) {
+        serve_embeddings(http, m, path, role, pooling, loaded);
         wait_and_stop(http, signals, nullptr);
         return;
     }
@@ -278,8 +306,13 @@ void register_serve(CLI::App& app) {
     cmd->add_option("-c,--ctx", o->n_ctx, "Context per slot in tokens (prompt + output of one request); device memory "
                                           "holds --parallel times this. Default: the model's, capped by device memory")
         ->check(positive_number());
-    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk (default 64; an embedding model's: its context)")
+    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk (default 64; an encoder's: its context, "
+                                           "as each input is evaluated at once; a decoder embedding model's: 512)")
         ->check(CLI::Range(1, 8192));
+    cmd->add_flag("--embeddings", o->embeddings,
+                  "Serve a decoder as an embedding model (/v1/embeddings) although its file names no pooling type "
+                  "(give --pooling); encoders and decoders with one (Qwen3-Embedding) are served so anyway");
+    cmd->add_option("--pooling", o->pooling, "mean, cls or last: the embedding model's pooling (default: its file's)");
     add_kv_type_option(cmd, o->kv_type);
     auto* key = cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file)");
     cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")->excludes(key);

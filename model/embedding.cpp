@@ -20,26 +20,21 @@ struct HeadTensors {
 };
 
 HeadTensors head_tensors(const GgufFile& file, const ModelConfig& cfg) {
-    HeadTensors h;
-    for (const TensorSpec& t : model_schema(*cfg.arch)) {
-        const GgufTensorInfo* info = file.find_tensor(t.name);
-        switch (t.role) {
-            case Role::Cls: h.w = info; break;
-            case Role::ClsB: h.b = info; break;
-            case Role::ClsOut: h.out_w = info; break;
-            case Role::ClsOutB: h.out_b = info; break;
-            default: break;
-        }
-    }
-    return h;
+    const ArchDesc& a = *cfg.arch;
+    return {find_model_tensor(file, a, Role::Cls), find_model_tensor(file, a, Role::ClsB),
+            find_model_tensor(file, a, Role::ClsOut), find_model_tensor(file, a, Role::ClsOutB)};
 }
 
-// The head, or std::invalid_argument naming what is missing.
-HeadTensors require_head(const GgufFile& file, const ModelConfig& cfg) {
+void refuse_decoder_reranker(const ModelConfig& cfg) {
     if (cfg.arch->lm_head)
         throw std::invalid_argument(fmt::format("pooling 'rank' on a decoder ({}; Qwen3-Reranker-style rerankers) is not "
                                                 "supported: vkllm's rerankers are encoders with a classification head",
                                                 cfg.arch->name));
+}
+
+// The head, or std::invalid_argument naming what is missing.
+HeadTensors require_head(const GgufFile& file, const ModelConfig& cfg) {
+    refuse_decoder_reranker(cfg);
     const HeadTensors h = head_tensors(file, cfg);
     if (!h.present())
         throw std::invalid_argument(fmt::format("pooling 'rank' needs a reranker's classification head (cls.weight and "
@@ -150,7 +145,7 @@ Pooling check_embedding(const ModelGpu& model, size_t n_tokens, const EmbedOptio
     const Pooling pooling = opts.pooling.value_or(cfg.pooling);
     if (pooling == Pooling::Rank) require_head(model.file(), cfg);  // refused before the device runs
     if (opts.normalize < -1) normalize_embedding({}, opts.normalize);
-    const uint32_t limit = std::min(model.n_ctx(), model.ubatch());
+    const uint32_t limit = embed_limit(model);
     if (n_tokens > limit)
         throw ContextFullError(fmt::format("the input has {} tokens, more than the {} this model takes at once ({})",
                                            n_tokens, limit,
@@ -176,11 +171,43 @@ Embedding make_embedding(const ModelGpu& model, std::span<const float> rows, uin
 
 }  // namespace
 
+ModelRole model_role(const ModelConfig& cfg, bool embeddings) {
+    if (cfg.pooling == Pooling::Rank) return ModelRole::Rerank;
+    return !cfg.arch->lm_head || embeddings || cfg.pooling != Pooling::None ? ModelRole::Embed : ModelRole::Generate;
+}
+
+EmbedSizes embedding_sizes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch) {
+    EmbedSizes s;
+    const bool decoder = cfg.arch->lm_head;
+    s.n_ctx = n_ctx ? n_ctx : std::min(cfg.n_ctx_train, decoder ? 2048u : 8192u);
+    s.ubatch = ubatch ? ubatch : decoder ? std::min(s.n_ctx, 512u) : s.n_ctx;
+    return s;
+}
+
+uint32_t embed_limit(const ModelGpu& model) {
+    return model.config().causal ? model.n_ctx() : std::min(model.n_ctx(), model.ubatch());
+}
+
 Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts) {
     const Pooling pooling = check_embedding(model, tokens.size(), opts);
     model.reset();
-    model.eval(tokens);
-    const std::vector<float> hidden = model.hidden_states();
+    // A causal model's states do not change with what comes later, so an input longer than one
+    // ubatch runs chunk by chunk through the KV cache; each chunk's rows are read before the next.
+    std::vector<float> hidden;
+    const size_t chunk = model.config().causal ? model.ubatch() : tokens.size();
+    for (size_t first = 0; first < tokens.size(); first += chunk) {
+        const size_t n = std::min(chunk, tokens.size() - first);
+        model.eval(tokens.subspan(first, n));
+        // Last and CLS pooling read one row: the other chunks' rows need not come back (zeros).
+        const bool read = pooling == Pooling::Mean || pooling == Pooling::None || first + n == tokens.size() ||
+                          (pooling == Pooling::Cls && first == 0);
+        if (read) {
+            const std::vector<float> rows = model.hidden_states();
+            hidden.insert(hidden.end(), rows.begin(), rows.end());
+        } else {
+            hidden.resize(hidden.size() + n * model.config().dim);
+        }
+    }
     model.reset();
     return make_embedding(model, hidden, uint32_t(tokens.size()), pooling, opts);
 }
@@ -194,7 +221,7 @@ std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<
         for (const auto& in : inputs) out.push_back(embed_tokens(model, in, opts));
         return out;
     }
-    const uint32_t limit = std::min(model.n_ctx(), model.ubatch()), dim = model.config().dim;
+    const uint32_t limit = embed_limit(model), dim = model.config().dim;
     for (size_t first = 0; first < inputs.size();) {
         // As many inputs as one ubatch holds, in order.
         size_t last = first, total = 0;
@@ -227,6 +254,7 @@ void require_reranker(const ModelConfig& cfg) {
         throw std::invalid_argument(fmt::format("this {} model is not a reranker: its pooling is '{}', reranking needs "
                                                 "'rank' (a classification head)",
                                                 cfg.arch->name, pooling_name(cfg.pooling)));
+    refuse_decoder_reranker(cfg);
 }
 
 std::vector<RerankScore> score_pairs(ModelGpu& model, std::span<const std::vector<int32_t>> pairs) {

@@ -14,6 +14,28 @@
 
 namespace vkllm {
 
+// What a model is loaded for: generating text, embeddings, or a reranker's scores. Pooling rank
+// scores (require_reranker says whether vkllm can); otherwise an encoder (no LM head) embeds, and a
+// decoder embeds when its file names a pooling type (Qwen3-Embedding: `qwen3.pooling_type` last)
+// or when asked (`embeddings`, llama-server's --embeddings), else generates.
+enum class ModelRole { Generate, Embed, Rerank };
+ModelRole model_role(const ModelConfig& cfg, bool embeddings = false);
+// Whether that role makes vectors or scores rather than text.
+inline bool embeds(ModelRole r) { return r != ModelRole::Generate; }
+
+// The context and ubatch an embedding or rerank model loads with; 0 in `n_ctx` or `ubatch`: the
+// default. An encoder attends over each input at once, so its ubatch is its context (by default the
+// trained one, at most 8192). A decoder runs an input through its KV cache in ubatch chunks, so
+// its context (by default at most 2048: its cache grows with it) bounds an input, and its ubatch
+// stays at most 512 (scratch grows with it).
+struct EmbedSizes {
+    uint32_t n_ctx = 0, ubatch = 0;
+};
+EmbedSizes embedding_sizes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch);
+// The longest input embed_* and rerank take on a loaded model: an encoder's ubatch (capped by its
+// context), a decoder's context.
+uint32_t embed_limit(const ModelGpu& model);
+
 // hidden: (n, dim), row i the state of token i. Mean: the average of the rows; Cls: row 0; Last:
 // row n - 1; None: every row (n vectors). Rank needs the classification head (classify):
 // std::invalid_argument.
@@ -32,7 +54,8 @@ std::vector<float> classify(const GgufFile& file, const ModelConfig& cfg, std::s
 std::vector<int32_t> rerank_tokens(const GgufFile& file, const Tokenizer& tok, std::string_view query,
                                    std::string_view document);
 
-// std::invalid_argument naming the model's pooling unless it is a reranker (pooling rank).
+// std::invalid_argument naming the model's pooling unless it is a reranker (pooling rank) that vkllm
+// runs (an encoder with a classification head).
 void require_reranker(const ModelConfig& cfg);
 
 struct RerankScore {
@@ -65,9 +88,9 @@ struct Embedding {
 };
 
 // Tokenizes `text` with the model's special tokens ([CLS] ... [SEP]), evaluates it as one input from
-// position 0 and pools it. Throws std::invalid_argument for an empty input, a decoder without a
-// pooling type, rank pooling without a classification head or a bad normalisation,
-// ContextFullError for an input longer than the model's ubatch or context.
+// position 0 (a decoder in ubatch chunks) and pools it. Throws std::invalid_argument for an empty
+// input, a decoder without a pooling type, rank pooling without a classification head or a bad
+// normalisation, ContextFullError for an input longer than embed_limit().
 Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view text, const EmbedOptions& opts);
 // The same for tokens the caller already has.
 Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts);

@@ -54,6 +54,51 @@ nlohmann::ordered_json messages_json(const vkllm_chat_message* messages, size_t 
     return out;
 }
 
+// vkllm_embed and vkllm_embed_batch: every text checked, then all evaluated as embed_batch packs them.
+vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const size_t* lens, size_t n, int32_t normalize,
+                         float* out, size_t capacity, size_t* n_out) {
+    vkllm_model& m = *capi::live_model(model);
+    require(n_out != nullptr, "n_out is NULL");
+    require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
+    const Pooling pooling = m.pooling.value_or(m.loaded.cfg.pooling);
+    require(m.role == ModelRole::Embed,
+            m.role == ModelRole::Rerank
+                ? std::string("this model is a reranker (pooling rank): it scores a query and a document together "
+                              "(vkllm_rerank)")
+                : fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (an encoder such as "
+                              "bert, or a decoder whose file or params name a pooling)",
+                              m.loaded.cfg.arch->name));
+    require(normalize >= -1, fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));
+    require(pooling != Pooling::None, "the model's pooling 'none' gives no one vector per text (set params.pooling)");
+    const size_t dim = m.loaded.cfg.dim;
+    // The size is answered before anything runs (a caller's first call asks for it).
+    *n_out = n * dim;
+    if (capacity < n * dim) {
+        capi::set_last_error(n == 1 ? fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity)
+                                    : fmt::format("{} embeddings of {} values; the buffer holds {}", n, dim, capacity));
+        return VKLLM_ERR_BUFFER_TOO_SMALL;
+    }
+    std::vector<std::vector<int32_t>> inputs;
+    for (size_t i = 0; i < n; ++i) {
+        const std::string what = n == 1 ? std::string("the text") : fmt::format("texts[{}]", i);
+        require(lens[i] > 0, what + " is empty");
+        inputs.push_back(m.loaded.tokenizer->encode(std::string_view(texts[i], lens[i]), true));
+        if (inputs.back().size() > embed_limit(*m.loaded.model))
+            throw ApiFailure(VKLLM_ERR_CONTEXT_FULL, fmt::format("{} has {} tokens, more than the {} this model takes at once",
+                                                                 what, inputs.back().size(), embed_limit(*m.loaded.model)));
+    }
+    EmbedOptions eo;
+    eo.normalize = normalize;
+    eo.pooling = m.pooling;
+    std::vector<Embedding> e;
+    {
+        std::lock_guard lock(m.embed_mutex);
+        e = embed_batch(*m.loaded.model, inputs, eo);
+    }
+    for (size_t i = 0; i < n; ++i) std::copy(e[i].vectors.at(0).begin(), e[i].vectors.at(0).end(), out + i * dim);
+    return VKLLM_OK;
+}
+
 }  // namespace
 
 namespace vkllm::capi {
@@ -196,23 +241,41 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             } catch (...) {
             }
         };
-        // An embedding model attends over each input at once: by default one ubatch holds its context.
-        const bool encoder = [&] {
+        std::optional<Pooling> pooling;
+        if (p.pooling) {
+            pooling = parse_pooling(p.pooling);
+            require(pooling && *pooling != Pooling::None && *pooling != Pooling::Rank,
+                    fmt::format("pooling '{}' must be NULL (the file's), \"mean\", \"cls\" or \"last\"", p.pooling));
+        }
+        // An embedding model keeps no conversations (one sequence) and is sized by embedding_sizes.
+        const ModelRole role = [&] {
             try {
-                const GgufFile peek = GgufFile::open(path);
-                const ModelConfig cfg = ModelConfig::from_gguf(peek);
-                if (!cfg.arch->lm_head && !p.n_ctx) lo.model.n_ctx = std::min(cfg.n_ctx_train, 8192u);
-                return !cfg.arch->lm_head;
+                const ModelConfig cfg = ModelConfig::from_gguf(GgufFile::open(path));
+                const ModelRole r = model_role(cfg, pooling.has_value());
+                if (pooling && r != ModelRole::Embed)
+                    throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT,
+                                     fmt::format("pooling '{}' is for embedding models; this one is a reranker (pooling rank)",
+                                                 p.pooling));
+                if (embeds(r)) {
+                    const EmbedSizes sizes = embedding_sizes(cfg, p.n_ctx, p.ubatch);
+                    lo.model.n_ctx = sizes.n_ctx;
+                    lo.model.ubatch = sizes.ubatch;
+                }
+                return r;
+            } catch (const ApiFailure&) {
+                throw;
             } catch (const std::exception&) {
-                return false;  // load_model reports the file's problem
+                return ModelRole::Generate;  // load_model reports the file's problem
             }
         }();
-        if (!encoder || p.n_ctx) lo.model.n_ctx = p.n_ctx;
-        lo.model.ubatch = p.ubatch ? p.ubatch : encoder ? lo.model.n_ctx : 64;
+        if (!embeds(role)) {
+            lo.model.n_ctx = p.n_ctx;
+            lo.model.ubatch = p.ubatch ? p.ubatch : 64;
+        }
         lo.model.kv_type = p.kv_type == VKLLM_KV_F32    ? ops::KvType::F32
                            : p.kv_type == VKLLM_KV_Q8_0 ? ops::KvType::Q8_0
                                                         : ops::KvType::F16;
-        lo.model.n_seq = encoder ? 1 : p.max_sessions;
+        lo.model.n_seq = embeds(role) ? 1 : p.max_sessions;
         lo.progress = [&](uint64_t done, uint64_t total) {
             if (p.progress && total > 0 && p.progress(float(double(done) / double(total)), p.progress_user_data) != 0)
                 throw LoadCancelled{};
@@ -246,7 +309,9 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         } catch (const DeviceLimitError& e) {  // the weights, the context or a buffer do not fit
             throw ApiFailure(VKLLM_ERR_OUT_OF_MEMORY, e.what());
         }
-        if (m->loaded.cfg.arch->lm_head) {
+        m->role = role;
+        m->pooling = pooling;
+        if (!embeds(role)) {
             serving::EngineOptions eo;
             eo.n_slots = p.max_sessions;
             eo.queue_limit = p.max_sessions;
@@ -306,10 +371,10 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.weights_bytes = plan.weights;
         i.kv_cache_bytes = plan.kv_cache;
         i.scratch_bytes = plan.scratch;
-        i.embeddings = !m.loaded.cfg.arch->lm_head;
+        i.embeddings = embeds(m.role);
         i.embedding_dim = i.embeddings ? m.loaded.cfg.dim : 0;
-        i.max_embed_tokens = i.embeddings ? std::min(m.loaded.model->n_ctx(), m.loaded.model->ubatch()) : 0;
-        copy_text(i.pooling, pooling_name(m.loaded.cfg.pooling));
+        i.max_embed_tokens = i.embeddings ? embed_limit(*m.loaded.model) : 0;
+        copy_text(i.pooling, pooling_name(m.pooling.value_or(m.loaded.cfg.pooling)));
         capi::write_out(info, i, "vkllm_model_info");
         return VKLLM_OK;
     });
@@ -352,36 +417,46 @@ vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t* tokens, s
 vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t len, int32_t normalize, float* out,
                          size_t capacity, size_t* n_out) {
     return guarded([&] {
-        vkllm_model& m = *capi::live_model(model);
         require(text != nullptr || len == 0, "text is NULL");
-        require(n_out != nullptr, "n_out is NULL");
-        require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
-        require(!m.loaded.cfg.arch->lm_head,
-                fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (bert, nomic-bert, jina-bert-v2)",
-                            m.loaded.cfg.arch->name));
-        require(len > 0, "the text is empty");
-        require(normalize >= -1, fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));
-        require(m.loaded.cfg.pooling != Pooling::None && m.loaded.cfg.pooling != Pooling::Rank,
-                fmt::format("the model's pooling '{}' gives no one vector per text", pooling_name(m.loaded.cfg.pooling)));
-        const uint32_t dim = m.loaded.cfg.dim;
-        *n_out = dim;
-        if (capacity < dim) {
-            capi::set_last_error(fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity));
-            return VKLLM_ERR_BUFFER_TOO_SMALL;
+        const char* texts[] = {text ? text : ""};
+        return embed_texts(model, texts, &len, 1, normalize, out, capacity, n_out);
+    });
+}
+
+vkllm_status vkllm_embed_batch(vkllm_model* model, const char* const* texts, const size_t* lens, size_t n,
+                               int32_t normalize, float* out, size_t capacity, size_t* n_out) {
+    return guarded([&] {
+        require(n == 0 || (texts != nullptr && lens != nullptr), "texts or lens is NULL");
+        for (size_t i = 0; i < n; ++i) require(texts[i] != nullptr || lens[i] == 0, fmt::format("texts[{}] is NULL", i));
+        return embed_texts(model, texts, lens, n, normalize, out, capacity, n_out);
+    });
+}
+
+vkllm_status vkllm_rerank(vkllm_model* model, const char* query, size_t query_len, const char* const* documents,
+                          const size_t* lens, size_t n, float* scores) {
+    return guarded([&] {
+        vkllm_model& m = *capi::live_model(model);
+        require(query != nullptr || query_len == 0, "query is NULL");
+        require(n == 0 || (documents != nullptr && lens != nullptr && scores != nullptr), "documents, lens or scores is NULL");
+        require(m.role == ModelRole::Rerank,
+                fmt::format("this {} model is not a reranker (pooling '{}'): vkllm_rerank needs pooling 'rank'",
+                            m.loaded.cfg.arch->name, pooling_name(m.pooling.value_or(m.loaded.cfg.pooling))));
+        require(query_len > 0, "the query is empty");
+        std::vector<std::vector<int32_t>> pairs;
+        for (size_t i = 0; i < n; ++i) {
+            require(documents[i] != nullptr || lens[i] == 0, fmt::format("documents[{}] is NULL", i));
+            require(lens[i] > 0, fmt::format("documents[{}] is empty", i));
+            pairs.push_back(rerank_tokens(*m.loaded.file, *m.loaded.tokenizer, std::string_view(query, query_len),
+                                          std::string_view(documents[i], lens[i])));
+            if (pairs.back().size() > embed_limit(*m.loaded.model))
+                throw ApiFailure(VKLLM_ERR_CONTEXT_FULL,
+                                 fmt::format("the query and documents[{}] have {} tokens together, more than the {} this "
+                                             "model takes at once",
+                                             i, pairs.back().size(), embed_limit(*m.loaded.model)));
         }
-        const std::vector<int32_t> ids = m.loaded.tokenizer->encode(std::string_view(text, len), true);
-        EmbedOptions eo;
-        eo.normalize = normalize;
-        Embedding e;
-        {
-            std::lock_guard lock(m.embed_mutex);
-            try {
-                e = embed_tokens(*m.loaded.model, ids, eo);
-            } catch (const ContextFullError& err) {
-                throw ApiFailure(VKLLM_ERR_CONTEXT_FULL, err.what());
-            }
-        }
-        std::copy(e.vectors.at(0).begin(), e.vectors.at(0).end(), out);
+        std::lock_guard lock(m.embed_mutex);
+        const std::vector<RerankScore> r = score_pairs(*m.loaded.model, pairs);
+        for (size_t i = 0; i < n; ++i) scores[i] = r[i].score;
         return VKLLM_OK;
     });
 }

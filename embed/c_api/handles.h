@@ -4,6 +4,7 @@
 
 #include "vkllm/vkllm.h"
 
+#include "model/embedding.h"
 #include "model/load.h"
 #include "serving/engine/engine.h"
 #include "serving/template/chat_template.h"
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +22,9 @@ struct vkllm_model {
     std::string chat_template_error;                           // then: why, for vkllm_chat
     vkllm::LoadedModel loaded;                       // file, config, tokenizer, device, model (model/load.h)
     std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation (null for an embedding model)
-    std::mutex embed_mutex;                          // vkllm_embed: one evaluation at a time
+    vkllm::ModelRole role = vkllm::ModelRole::Generate;  // what it was loaded for (model_role)
+    std::optional<vkllm::Pooling> pooling;               // params.pooling; unset: the file's
+    std::mutex embed_mutex;                              // vkllm_embed and vkllm_rerank: one evaluation at a time
     uint32_t max_sessions = 1;
     std::mutex sessions_mutex;
     std::vector<vkllm_session*> sessions;  // open sessions, freed with the model

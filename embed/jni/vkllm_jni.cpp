@@ -144,6 +144,44 @@ bool c_strings_of(JNIEnv* env, jobjectArray array, std::vector<std::string>& out
     return true;
 }
 
+// The UTF-8 of each element of a String[] that the C API takes with lengths (so a NUL is
+// text like any other); false with an exception pending, a NullPointerException naming the element
+// (`what`[i]) for a null one.
+bool utf8_strings_of(JNIEnv* env, jobjectArray array, std::vector<std::string>& out, const char* what) {
+    out.clear();
+    if (!array) {
+        throw_java(env, "java/lang/NullPointerException", what);
+        return false;
+    }
+    const jsize n = env->GetArrayLength(array);
+    out.resize(size_t(n));
+    for (jsize i = 0; i < n; ++i) {
+        auto s = static_cast<jstring>(env->GetObjectArrayElement(array, i));
+        if (env->ExceptionCheck()) return false;
+        if (!s) {
+            const std::string msg = std::string(what) + "[" + std::to_string(i) + "] is null";
+            throw_java(env, "java/lang/NullPointerException", msg.c_str());
+            return false;
+        }
+        const bool ok = utf8_of(env, s, out[size_t(i)]);
+        env->DeleteLocalRef(s);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+// The pointers and lengths of `strings`, as vkllm_embed_batch and vkllm_rerank take them.
+struct TextList {
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    explicit TextList(const std::vector<std::string>& strings) {
+        for (const std::string& s : strings) {
+            ptrs.push_back(s.data());
+            lens.push_back(s.size());
+        }
+    }
+};
+
 // ---- failures --------------------------------------------------------------------------------
 
 // Throws VkllmException for a failed C call; must run before any other vkllm call on this
@@ -349,7 +387,8 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
         return JNI_ERR;
     refs.vkllm_exception_init = env->GetMethodID(refs.vkllm_exception, "<init>", "(Ljava/lang/String;I)V");
     refs.model_info_init = env->GetMethodID(refs.model_info, "<init>",
-                                            "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;IIIIIIIIIIIJJJ)V");
+                                            "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;IIIIIIIIIIIJJJ"
+                                            "ZIILjava/lang/String;)V");
     refs.generation_stats_init = env->GetMethodID(refs.generation_stats, "<init>", "(IIIIDDDDI)V");
     refs.on_token = method_of(env, "dev/vkllm/TokenCallback", "onToken", "(Ljava/lang/String;)Z");
     refs.on_progress = method_of(env, "dev/vkllm/LoadProgress", "onProgress", "(F)Z");
@@ -424,15 +463,17 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
                                                         jstring device_name, jstring caps, jint n_ctx,
                                                         jint max_sessions, jint kv_type, jint ubatch,
                                                         jstring chat_template, jstring cache_dir,
-                                                        jboolean validation, jobject progress, jlong log_sink) {
+                                                        jboolean validation, jobject progress, jlong log_sink,
+                                                        jstring pooling) {
     return guarded(env, jlong(0), [&]() -> jlong {
         std::string c_path;
-        OptionalCString c_device, c_caps, c_template, c_cache;
+        OptionalCString c_device, c_caps, c_template, c_cache, c_pooling;
         if (!c_string_of(env, path, c_path, "path") ||
             !optional_c_string_of(env, device_name, c_device, "deviceName") ||
             !optional_c_string_of(env, caps, c_caps, "caps") ||
             !optional_c_string_of(env, chat_template, c_template, "chatTemplate") ||
-            !optional_c_string_of(env, cache_dir, c_cache, "cacheDir"))
+            !optional_c_string_of(env, cache_dir, c_cache, "cacheDir") ||
+            !optional_c_string_of(env, pooling, c_pooling, "pooling"))
             return 0;
         // Java has no unsigned int: a negative count would wrap to billions in C; refuse it here
         // with the name Java knows it by.
@@ -457,6 +498,7 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
         p.chat_template = c_template.c_str();
         p.cache_dir = c_cache.c_str();
         p.validation = validation == JNI_TRUE;
+        p.pooling = c_pooling.c_str();
         if (log_sink != 0) {
             p.log = on_log;
             p.log_user_data = reinterpret_cast<LogSink*>(static_cast<intptr_t>(log_sink));
@@ -521,12 +563,15 @@ JNIEXPORT jobject JNICALL Java_dev_vkllm_Native_modelInfo(JNIEnv* env, jclass, j
         jstring arch = field(info.architecture, sizeof(info.architecture));
         jstring device = arch ? field(info.device, sizeof(info.device)) : nullptr;
         jstring tmpl = device ? field(info.chat_template, sizeof(info.chat_template)) : nullptr;
-        if (!tmpl) return nullptr;
+        jstring pooling = tmpl ? field(info.pooling, sizeof(info.pooling)) : nullptr;
+        if (!pooling) return nullptr;
         return env->NewObject(refs.model_info, refs.model_info_init, arch, device, tmpl, jint(info.n_vocab),
                               jint(info.n_layers), jint(info.dim), jint(info.n_heads), jint(info.n_kv_heads),
                               jint(info.head_dim), jint(info.n_ctx), jint(info.n_ctx_train), jint(info.max_sessions),
                               jint(info.bos_token), jint(info.eos_token), jlong(info.weights_bytes),
-                              jlong(info.kv_cache_bytes), jlong(info.scratch_bytes));
+                              jlong(info.kv_cache_bytes), jlong(info.scratch_bytes),
+                              info.embeddings ? JNI_TRUE : JNI_FALSE, jint(info.embedding_dim),
+                              jint(info.max_embed_tokens), pooling);
     });
 }
 
@@ -555,23 +600,66 @@ JNIEXPORT jintArray JNICALL Java_dev_vkllm_Native_tokenize(JNIEnv* env, jclass, 
     });
 }
 
-JNIEXPORT jfloatArray JNICALL Java_dev_vkllm_Native_embed(JNIEnv* env, jclass, jlong model, jstring text,
-                                                           jint normalize) {
-    return guarded(env, jfloatArray(nullptr), [&]() -> jfloatArray {
-        std::string c_text;
-        if (!utf8_of(env, text, c_text)) return nullptr;
-        size_t n = 0;
-        // The size first (answered before anything runs), then the vector.
-        vkllm_status st = vkllm_embed(model_of(model), c_text.data(), c_text.size(), normalize, nullptr, 0, &n);
-        std::vector<float> v(n);
+JNIEXPORT jobjectArray JNICALL Java_dev_vkllm_Native_embedBatch(JNIEnv* env, jclass, jlong model,
+                                                                 jobjectArray texts, jint normalize) {
+    return guarded(env, jobjectArray(nullptr), [&]() -> jobjectArray {
+        std::vector<std::string> c_texts;
+        if (!utf8_strings_of(env, texts, c_texts, "texts")) return nullptr;
+        const TextList list(c_texts);
+        const size_t n = c_texts.size();
+        size_t count = 0;
+        // The size first (answered before anything runs), then the vectors, all in one call.
+        vkllm_status st = vkllm_embed_batch(model_of(model), list.ptrs.data(), list.lens.data(), n, normalize,
+                                            nullptr, 0, &count);
+        std::vector<float> v(count);
         if (st == VKLLM_ERR_BUFFER_TOO_SMALL)
-            st = vkllm_embed(model_of(model), c_text.data(), c_text.size(), normalize, v.data(), v.size(), &n);
+            st = vkllm_embed_batch(model_of(model), list.ptrs.data(), list.lens.data(), n, normalize, v.data(),
+                                   v.size(), &count);
+        if (st != VKLLM_OK) {
+            throw_status(env, st);
+            return nullptr;
+        }
+        const size_t dim = n > 0 ? count / n : 0;
+        jclass float_array = env->FindClass("[F");
+        if (!float_array) return nullptr;
+        jobjectArray out = env->NewObjectArray(jsize(n), float_array, nullptr);
+        env->DeleteLocalRef(float_array);
+        if (!out) return nullptr;
+        for (size_t i = 0; i < n; ++i) {
+            jfloatArray row = env->NewFloatArray(jsize(dim));
+            if (!row) return nullptr;
+            if (dim > 0) env->SetFloatArrayRegion(row, 0, jsize(dim), v.data() + i * dim);
+            env->SetObjectArrayElement(out, jsize(i), row);
+            // One local reference per text would overflow the frame's table in a large batch.
+            env->DeleteLocalRef(row);
+            if (env->ExceptionCheck()) return nullptr;
+        }
+        return out;
+    });
+}
+
+JNIEXPORT jfloatArray JNICALL Java_dev_vkllm_Native_rerank(JNIEnv* env, jclass, jlong model, jstring query,
+                                                            jobjectArray documents) {
+    return guarded(env, jfloatArray(nullptr), [&]() -> jfloatArray {
+        std::string c_query;
+        std::vector<std::string> c_documents;
+        if (!query) {
+            throw_java(env, "java/lang/NullPointerException", "query");
+            return nullptr;
+        }
+        if (!utf8_of(env, query, c_query) || !utf8_strings_of(env, documents, c_documents, "documents"))
+            return nullptr;
+        const TextList list(c_documents);
+        const size_t n = c_documents.size();
+        std::vector<float> scores(n);
+        const vkllm_status st = vkllm_rerank(model_of(model), c_query.data(), c_query.size(), list.ptrs.data(),
+                                             list.lens.data(), n, scores.data());
         if (st != VKLLM_OK) {
             throw_status(env, st);
             return nullptr;
         }
         jfloatArray out = env->NewFloatArray(jsize(n));
-        if (out && n > 0) env->SetFloatArrayRegion(out, 0, jsize(n), v.data());
+        if (out && n > 0) env->SetFloatArrayRegion(out, 0, jsize(n), scores.data());
         return out;
     });
 }

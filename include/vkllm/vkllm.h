@@ -174,8 +174,9 @@ typedef struct vkllm_model_params {
     uint32_t n_ctx;              /* tokens of context per session; 0 (default): the model's, capped by memory */
     uint32_t max_sessions;       /* sessions open at once, each with its own KV cache; 1..64, default 1 */
     vkllm_kv_type kv_type;       /* KV cache element type; default VKLLM_KV_F16 */
-    uint32_t ubatch;             /* prompt tokens per forward pass; 0 (default): 64, or for an embedding
-                                    model its context (an input is evaluated at once); at most 8192 */
+    uint32_t ubatch;             /* prompt tokens per forward pass; 0 (default): 64; an encoder's: its
+                                    context (an input is evaluated at once); a decoder embedding
+                                    model's: 512; at most 8192 */
     const char* chat_template;   /* NULL (default): the model's own (a model whose template cannot
                                     be parsed still loads: vkllm_chat then fails, the log says why),
                                     else a built-in name ("chatml", "llama3", ...) or a file holding
@@ -187,6 +188,9 @@ typedef struct vkllm_model_params {
     void* progress_user_data;
     vkllm_log_fn log;            /* NULL (default): messages are dropped */
     void* log_user_data;
+    const char* pooling;         /* NULL (default): the file's pooling type; "mean", "cls" or "last":
+                                    vkllm_embed's pooling, which also makes a decoder whose file names
+                                    none an embedding model (as llama-server --embeddings --pooling) */
 } vkllm_model_params;
 
 VKLLM_API vkllm_model_params vkllm_model_default_params(void);
@@ -208,12 +212,14 @@ typedef struct vkllm_model_info {
     uint32_t max_sessions;         /* 0 for an embedding model (it has no sessions) */
     int32_t bos_token, eos_token;  /* -1 when the vocabulary has none */
     uint64_t weights_bytes, kv_cache_bytes, scratch_bytes;  /* device memory */
-    bool embeddings;               /* an embedding model (an encoder such as BERT): vkllm_embed works,
-                                      sessions do not */
+    bool embeddings;               /* an embedding model or a reranker (an encoder such as BERT, or a
+                                      decoder whose file or params name a pooling, as Qwen3-Embedding):
+                                      vkllm_embed (or vkllm_rerank) works, sessions do not */
     uint32_t embedding_dim;        /* values per embedding (0 for other models) */
-    uint32_t max_embed_tokens;     /* the longest input vkllm_embed takes, [CLS] and [SEP] included */
+    uint32_t max_embed_tokens;     /* the longest input vkllm_embed takes, [CLS] and [SEP] included (a
+                                      reranker: query and document together) */
     char pooling[16];              /* "mean", "cls", "last", "none" (one vector per token: vkllm_embed
-                                      refuses), "rank" */
+                                      refuses), "rank" (a reranker: vkllm_rerank) */
 } vkllm_model_info;
 
 VKLLM_API vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* info);
@@ -407,6 +413,22 @@ VKLLM_API vkllm_status vkllm_session_get_reasoning(const vkllm_session* session,
  * Calls on one model from several threads run one after another. */
 VKLLM_API vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t len, int32_t normalize, float* out,
                                    size_t capacity, size_t* n_out);
+
+/* The embeddings of `n` texts (texts[i] of lens[i] bytes), each as vkllm_embed makes it, in as few
+ * forward passes as the model allows (an encoder packs several texts into one): much faster than
+ * one call per text. Writes n * embedding_dim floats into `out`, text i's from out[i *
+ * embedding_dim], and that count into *n_out; buffer rules as vkllm_embed. Every text is checked
+ * before anything runs; the errors are vkllm_embed's, naming the text's index. */
+VKLLM_API vkllm_status vkllm_embed_batch(vkllm_model* model, const char* const* texts, const size_t* lens, size_t n,
+                                         int32_t normalize, float* out, size_t capacity, size_t* n_out);
+
+/* A reranker's (vkllm_model_info.pooling "rank") relevance of each of `n` documents (documents[i] of
+ * lens[i] bytes) to `query`: writes n scores into `scores`, in document order, each the model's
+ * unnormalised logit (higher: more relevant; llama-server's /v1/rerank relevance_score).
+ * VKLLM_ERR_CONTEXT_FULL: a query and document together longer than max_embed_tokens;
+ * VKLLM_ERR_INVALID_ARGUMENT: a model that is not a reranker, an empty query or document. */
+VKLLM_API vkllm_status vkllm_rerank(vkllm_model* model, const char* query, size_t query_len,
+                                    const char* const* documents, const size_t* lens, size_t n, float* scores);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,7 @@
 #include "model/arch/model_config.h"
 
+#include "model/arch/tensor_schema.h"
+
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -246,14 +248,14 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         }
     }
     if (!A.lm_head) {
-        if (const GgufTensorInfo* t = A.cls_single ? nullptr : f.find_tensor("cls.output.weight")) {
+        if (const GgufTensorInfo* t = find_model_tensor(f, A, Role::ClsOut)) {
             cfg.n_cls_out = uint32_t(t->ne[1]);
             if (t->n_dims != 2 || cfg.n_cls_out == 0)
-                c.fail("tensor 'cls.output.weight'", fmt::format("expected shape [{}, n_labels], got {}", cfg.dim,
-                                                                  t->shape_string()));
+                c.fail(fmt::format("tensor '{}'", t->name), fmt::format("expected shape [{}, n_labels], got {}", cfg.dim,
+                                                                         t->shape_string()));
         }
         // llama.cpp: cls + cls.bias (then cls.output when present), or cls.output alone.
-        const bool cls = f.find_tensor("cls.weight") && f.find_tensor("cls.bias");
+        const bool cls = find_model_tensor(f, A, Role::Cls) && find_model_tensor(f, A, Role::ClsB);
         if (cfg.pooling == Pooling::Rank && !cls && cfg.n_cls_out == 0)
             c.fail(Checker::key_what(key("pooling_type")),
                    "rank pooling needs a classification head: cls.weight and cls.bias, or cls.output.weight");

@@ -175,6 +175,12 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
     return s;
 }
 
+const GgufTensorInfo* find_model_tensor(const GgufFile& file, const ArchDesc& a, Role role) {
+    for (const TensorSpec& t : model_schema(a))
+        if (t.role == role) return file.find_tensor(t.name);
+    return nullptr;
+}
+
 bool is_classifier_role(Role r) { return r == Role::Cls || r == Role::ClsB || r == Role::ClsOut || r == Role::ClsOutB; }
 
 bool is_bias_role(Role r) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "model/arch/architecture.h"
+#include "model/gguf.h"
 
 #include <array>
 #include <cstdint>
@@ -93,6 +94,9 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& a);
 // The model-level tensors; `head` ones come after the layers in gen-model's files.
 std::vector<TensorSpec> model_schema(const ArchDesc& a);
 bool is_head_role(Role r);
+// The file's model-level tensor in `role` under the schema's name; nullptr when the file lacks it or
+// the architecture's schema has no such role.
+const GgufTensorInfo* find_model_tensor(const GgufFile& file, const ArchDesc& a, Role role);
 // Cls, ClsB, ClsOut, ClsOutB.
 bool is_classifier_role(Role r);
 // The bias of a projection or a norm (Bq, Bo, AttnNormB, ...; not the classifier's).

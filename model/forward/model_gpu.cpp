@@ -293,6 +293,15 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
             add(plan_layer(caps, cfg_, layout_.layers[l], l, shape, kv_geometry()).pipelines(ctx_));
         if (cfg_.arch->lm_head) add(plan_head(caps, cfg_, layout_, shape, opts_.all_logits).out.pipelines());
     }
+    // An encoder-decoder's cross K/V projections run once per encoder output, in chunks of the
+    // scratch's rows (a short prompt: fewer).
+    if (cfg_.arch->cross_attention)
+        for (uint32_t rows : {1u, scratch_rows(opts_)})
+            for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
+                const CrossKvPlan kp = plan_cross_kv(caps, layout_.layers[l], rows);
+                add(kp.k.kernel.pipelines());
+                add(kp.v.kernel.pipelines());
+            }
     if (gpu_embed_) add(ops::get_rows_pipelines(ctx_, layout_.token_embd.type));
     if (layout_.position_embd.present()) add(ops::get_rows_pipelines(ctx_, layout_.position_embd.type));
     add(ops::small_op_pipelines(ctx_, opts_.kv_type));

@@ -248,7 +248,8 @@ void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
                        "invalid_request_error", "model", "model_not_supported");
     if (!m->embed)
         throw ApiError(400, fmt::format("The model '{}' does not make embeddings: vkllm serves /v1/embeddings from "
-                                        "encoder models (bert).", m->id),
+                                        "embedding models (encoders such as bert; decoders whose file names a pooling type, or served "
+                                        "with --embeddings --pooling P).", m->id),
                        "invalid_request_error", "model", "model_not_supported");
     EmbeddingsRequest req = parse_embeddings_request(parse_body(body), m->tokenizer->n_vocab(), m->embedding_dim);
     std::vector<std::vector<int32_t>> inputs = std::move(req.token_ids);

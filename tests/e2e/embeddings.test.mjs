@@ -3,7 +3,8 @@
 // vectors `vkllm embed` prints, arrays of strings and of token ids, usage, and the 400s (dimensions
 // it cannot honour, an input longer than the model takes, chat on an embedding model); and a random
 // reranker (pooling rank) behind /v1/rerank, called through the client's generic post(), giving the
-// scores `vkllm embed --rerank` prints.
+// scores `vkllm embed --rerank` prints; and a decoder embedding model (a random Qwen3 whose file
+// names pooling last, as Qwen3-Embedding) served with a small ubatch, so that inputs run in chunks.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -24,8 +25,10 @@ const skip = !(existsSync(vocab) && existsSync(exe)) && 'ggml-vocab-bert-bge.ggu
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'vkllm-e2e-embed-'));
 const modelPath = path.join(tmp, 'bert.gguf');
 const rerankerPath = path.join(tmp, 'reranker.gguf');
-let server, reranker;
-let client, rerankClient;
+const decoderPath = path.join(tmp, 'qwen3-embedding.gguf');
+const spmVocab = path.join(modelsDir, 'ggml-vocab-llama-spm.gguf');
+let server, reranker, decoder;
+let client, rerankClient, decoderClient;
 
 before(async () => {
   if (skip) return;
@@ -38,10 +41,15 @@ before(async () => {
   { stdio: 'ignore', env: childEnv() });
   reranker = await startServer([], { modelPath: rerankerPath });
   rerankClient = new OpenAI({ baseURL: `${reranker.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  execFileSync(exe, ['gen-model', '--arch', 'qwen3', '--vocab-from', spmVocab, '--dim', '64', '--layers', '2', '--heads', '4',
+    '--kv-heads', '2', '--head-dim', '32', '--ffn', '128', '--ctx', '128', '--type', 'f16', '--pooling', 'last', '--seed', '7',
+    '-o', decoderPath], { stdio: 'ignore', env: childEnv() });
+  decoder = await startServer(['--ubatch', '16'], { modelPath: decoderPath });
+  decoderClient = new OpenAI({ baseURL: `${decoder.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 });
 
 after(async () => {
-  for (const s of [server, reranker]) {
+  for (const s of [server, reranker, decoder]) {
     if (!s) continue;
     const { code, validationErrors } = await s.stop();
     assert.equal(code, 0, s.stderr);
@@ -54,10 +62,10 @@ const texts = ['The giant panda is a bear.', 'what is a panda?', 'Äpfel, naïve
 
 // `vkllm embed --json` on the same file and texts: the reference vectors (with the sanitizer
 // environment a sanitized build's processes need, as the server gets it).
-function embedCli(inputs) {
+function embedCli(inputs, model = modelPath) {
   const file = path.join(tmp, 'inputs.txt');
   execFileSync('sh', ['-c', `cat > "${file}"`], { input: inputs.join('\n') + '\n' });
-  return JSON.parse(execFileSync(exe, ['embed', '-m', modelPath, '-f', file, '--batch-lines', '--json'],
+  return JSON.parse(execFileSync(exe, ['embed', '-m', model, '-f', file, '--batch-lines', '--json'],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: childEnv() }));
 }
 
@@ -155,4 +163,24 @@ test('rerank requests it cannot honour are 400s naming the parameter; each model
     (e) => e instanceof OpenAI.BadRequestError && /is a reranker/.test(e.message));
   await assert.rejects(client.post('/rerank', { body: { query: 'q', documents: ['a'] } }),
     (e) => e instanceof OpenAI.BadRequestError && /not a reranker/.test(e.message));
+});
+
+test('a decoder embedding model: the last token\'s state as `vkllm embed` gives it, inputs longer than the ubatch', { skip }, async () => {
+  // The server runs 16 tokens at a time through the KV cache; `vkllm embed` the whole input at once.
+  const inputs = [...texts, 'The giant panda is a bear species endemic to China. '.repeat(4)];
+  const want = embedCli(inputs, decoderPath);
+  const got = await decoderClient.embeddings.create({ model: 'qwen3', input: inputs, encoding_format: 'float' });
+  assert.equal(got.data.length, inputs.length);
+  assert.equal(got.usage.prompt_tokens, want.usage.prompt_tokens);
+  assert.ok(want.usage.prompt_tokens > 48, 'the long input spans several ubatches');
+  for (let i = 0; i < inputs.length; ++i) {
+    const a = got.data[i].embedding, b = want.data[i].embedding;
+    assert.equal(a.length, 64);
+    const cos = a.reduce((sum, x, j) => sum + x * b[j], 0);  // both unit length
+    assert.ok(cos > 0.99999, `input ${i}: cosine ${cos}`);
+  }
+  await assert.rejects(decoderClient.embeddings.create({ model: 'qwen3', input: 'panda '.repeat(200) }),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded' && /at most 128 tokens/.test(e.message));
+  await assert.rejects(decoderClient.chat.completions.create({ model: 'qwen3', messages: [{ role: 'user', content: 'hi' }] }),
+    (e) => e instanceof OpenAI.BadRequestError && /embedding model/.test(e.message));
 });

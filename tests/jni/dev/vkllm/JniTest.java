@@ -690,29 +690,56 @@ public final class JniTest {
         }
     }
 
-    // An embedding model: a random BERT written by `vkllm gen-model` (the executable's path comes as
-    // the system property dev.vkllm.test.exe) with the bge WordPiece vocab.
-    @Test
-    static void embeddings() throws Exception {
-        String vocab = modelPath("ggml-vocab-bert-bge.gguf");
-        Path dir = Files.createTempDirectory("vkllm-jni-embed");
-        String bert = dir.resolve("bert.gguf").toString();
-        Process gen = new ProcessBuilder(System.getProperty("dev.vkllm.test.exe"), "gen-model", "--arch", "bert",
-                "--vocab-from", vocab, "--dim", "64", "--layers", "2", "--heads", "4", "--ffn", "128", "--ctx", "32",
-                "--type", "f16", "-o", bert).redirectErrorStream(true).start();
+    // A random model written by `vkllm gen-model` (the executable's path comes as the system
+    // property dev.vkllm.test.exe) with the bge WordPiece vocab, as `out`.
+    static void genBert(String out, String... args) throws Exception {
+        List<String> cmd = new ArrayList<String>(Arrays.asList(System.getProperty("dev.vkllm.test.exe"), "gen-model",
+                "--arch", "bert", "--vocab-from", modelPath("ggml-vocab-bert-bge.gguf")));
+        cmd.addAll(Arrays.asList(args));
+        cmd.add("-o");
+        cmd.add(out);
+        Process gen = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         gen.getInputStream().readAllBytes();
         checkEquals(0, gen.waitFor(), "gen-model's exit status");
+    }
+
+    static double norm(float[] v) {
+        double n = 0;
+        for (float x : v) n += (double) x * x;
+        return Math.sqrt(n);
+    }
+
+    // An embedding model: a random BERT.
+    @Test
+    static void embeddings() throws Exception {
+        modelPath("ggml-vocab-bert-bge.gguf");
+        Path dir = Files.createTempDirectory("vkllm-jni-embed");
+        String bert = dir.resolve("bert.gguf").toString();
+        genBert(bert, "--dim", "64", "--layers", "2", "--heads", "4", "--ffn", "128", "--ctx", "32", "--type", "f16");
         try (Model model = Model.load(bert, params())) {
-            float[][] v = model.embed("The giant panda is a bear.", "what is a panda?", "The giant panda is a bear.");
+            ModelInfo info = model.info();
+            check(info.embeddings(), "an embedding model");
+            checkEquals(64, info.embeddingDim(), "embeddingDim");
+            checkEquals(32, info.maxEmbedTokens(), "maxEmbedTokens (the default ubatch of an encoder is its context)");
+            checkEquals("mean", info.pooling(), "pooling (an encoder's default)");
+            String[] texts = {"The giant panda is a bear.", "what is a panda?", "The giant panda is a bear."};
+            float[][] v = model.embed(texts);
             checkEquals(3, v.length, "one vector per text");
-            double norm = 0, diff = 0;
-            for (int i = 0; i < 64; ++i) {
-                norm += v[0][i] * v[0][i];
-                diff += Math.abs(v[0][i] - v[2][i]);
-            }
-            check(v[0].length == 64 && v[1].length == 64, "64 values each");
-            check(Math.abs(norm - 1) < 1e-5, "unit length: " + norm);
+            double diff = 0;
+            for (int i = 0; i < 64; ++i) diff += Math.abs(v[0][i] - v[2][i]);
+            check(v[0].length == 64 && v[1].length == 64 && v[2].length == 64, "64 values each");
+            check(Math.abs(norm(v[0]) - 1) < 1e-5, "unit length: " + norm(v[0]));
             check(diff == 0, "the same text gives the same vector: " + diff);
+            // The batch (one native call) gives what the texts give one at a time.
+            for (int t = 0; t < 3; ++t) {
+                float[][] one = model.embed(texts[t]);
+                checkEquals(1, one.length, "one text, one vector");
+                for (int i = 0; i < 64; ++i) {
+                    check(Math.abs(one[0][i] - v[t][i]) < 1e-5,
+                          "texts[" + t + "][" + i + "]: alone " + one[0][i] + ", in the batch " + v[t][i]);
+                }
+            }
+            checkEquals(0, model.embed().length, "no texts, no vectors");
             float[][] raw = model.embed(-1, "The giant panda is a bear.");
             check(Math.abs(raw[0][0] / v[0][0] - raw[0][1] / v[0][1]) < 1e-3 * Math.abs(raw[0][0] / v[0][0]),
                   "without normalisation: a multiple of the unit vector");
@@ -720,14 +747,95 @@ public final class JniTest {
             for (int i = 0; i < 40; ++i) longText.append("panda ");
             VkllmException e = expectThrows(VkllmException.class, () -> model.embed(longText.toString()), "a long text");
             checkEquals(VkllmException.Status.CONTEXT_FULL, e.status(), "its status");
+            VkllmException empty = expectThrows(VkllmException.class, () -> model.embed("a panda", "", "a bear"),
+                                                "an empty text");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, empty.status(), "its status");
+            check(empty.getMessage().contains("texts[1]"), "the message names the text: " + empty.getMessage());
             expectThrows(VkllmException.class, model::newSession, "an embedding model has no sessions");
             expectThrows(NullPointerException.class, () -> model.embed((String) null), "a null text");
+            expectThrows(NullPointerException.class, () -> model.embed("a", null), "a null text among others");
+            VkllmException rr = expectThrows(VkllmException.class, () -> model.rerank("a", "b"),
+                                             "an embedding model is no reranker");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, rr.status(), "its status");
         } finally {
             Files.deleteIfExists(Paths.get(bert));
             Files.deleteIfExists(dir);
         }
         try (Model model = stories()) {
+            ModelInfo info = model.info();
+            check(!info.embeddings(), "a decoder whose file names no pooling makes no embeddings");
+            checkEquals(0, info.embeddingDim(), "embeddingDim of a decoder");
+            checkEquals(0, info.maxEmbedTokens(), "maxEmbedTokens of a decoder");
+            checkEquals("none", info.pooling(), "pooling of a decoder");
             expectThrows(VkllmException.class, () -> model.embed("x"), "a decoder makes no embeddings");
+        }
+    }
+
+    // A decoder made an embedding model by ModelParams.pooling, as llama-server --embeddings --pooling.
+    @Test
+    static void decoder_pooling_param() throws Exception {
+        try (Model model = Model.load(modelPath("stories260K.gguf"), params().pooling("mean"))) {
+            ModelInfo info = model.info();
+            check(info.embeddings(), "an embedding model by the params");
+            checkEquals("mean", info.pooling(), "pooling");
+            checkEquals(64, info.embeddingDim(), "embeddingDim");
+            check(info.maxEmbedTokens() > 0, "maxEmbedTokens: " + info.maxEmbedTokens());
+            float[][] v = model.embed("Once upon a time", "there was a cat");
+            checkEquals(2, v.length, "one vector per text");
+            checkEquals(64, v[0].length, "64 values");
+            check(Math.abs(norm(v[0]) - 1) < 1e-5 && Math.abs(norm(v[1]) - 1) < 1e-5, "unit length");
+            expectThrows(VkllmException.class, model::newSession, "an embedding model has no sessions");
+        }
+        VkllmException e = expectThrows(VkllmException.class,
+                () -> Model.load(modelPath("stories260K.gguf"), params().pooling("rank")), "pooling rank on a decoder");
+        checkEquals(VkllmException.Status.INVALID_ARGUMENT, e.status(), "its status");
+        check(e.getMessage().contains("rank"), "the message names the pooling: " + e.getMessage());
+        expectThrows(IllegalArgumentException.class,
+                () -> Model.load(modelPath("stories260K.gguf"), params().pooling("me\u0000an")), "a NUL in pooling");
+    }
+
+    // A reranker: a random BERT with a classification head (pooling rank).
+    @Test
+    static void rerank() throws Exception {
+        modelPath("ggml-vocab-bert-bge.gguf");
+        Path dir = Files.createTempDirectory("vkllm-jni-rerank");
+        String rr = dir.resolve("rerank.gguf").toString();
+        genBert(rr, "--dim", "64", "--layers", "2", "--heads", "4", "--ffn", "128", "--ctx", "64", "--type", "f16",
+                "--pooling", "rank");
+        try (Model model = Model.load(rr, params())) {
+            ModelInfo info = model.info();
+            checkEquals("rank", info.pooling(), "pooling");
+            check(info.embeddings(), "a reranker counts as an embedding model");
+            checkEquals(64, info.maxEmbedTokens(), "maxEmbedTokens: query and document together");
+            String query = "what is a panda?";
+            float[] scores = model.rerank(query, "The giant panda is a bear.", "hello", "pandas eat bamboo");
+            checkEquals(3, scores.length, "one score per document");
+            for (float x : scores) check(!Float.isNaN(x) && !Float.isInfinite(x), "a finite score: " + x);
+            checkEquals(0, model.rerank(query).length, "no documents, no scores");
+            VkllmException q = expectThrows(VkllmException.class, () -> model.rerank("", "hello"), "an empty query");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, q.status(), "its status");
+            VkllmException d = expectThrows(VkllmException.class, () -> model.rerank(query, "hello", ""),
+                                            "an empty document");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, d.status(), "its status");
+            check(d.getMessage().contains("documents[1]"), "the message names the document: " + d.getMessage());
+            StringBuilder longDoc = new StringBuilder();
+            for (int i = 0; i < 80; ++i) longDoc.append("panda ");
+            VkllmException c = expectThrows(VkllmException.class, () -> model.rerank(query, longDoc.toString()),
+                                            "a long document");
+            checkEquals(VkllmException.Status.CONTEXT_FULL, c.status(), "its status");
+            VkllmException em = expectThrows(VkllmException.class, () -> model.embed("x"),
+                                             "a reranker makes no embeddings");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, em.status(), "its status");
+            expectThrows(NullPointerException.class, () -> model.rerank(null, "x"), "a null query");
+            expectThrows(NullPointerException.class, () -> model.rerank(query, "x", null), "a null document");
+        } finally {
+            Files.deleteIfExists(Paths.get(rr));
+            Files.deleteIfExists(dir);
+        }
+        try (Model model = stories()) {
+            VkllmException e = expectThrows(VkllmException.class, () -> model.rerank("a", "b"),
+                                            "a decoder is no reranker");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, e.status(), "its status");
         }
     }
 }

@@ -46,7 +46,7 @@ public final class Model implements AutoCloseable {
         try {
             long h = Native.modelLoad(path, p.deviceIndex(), p.deviceName(), p.caps(), p.nCtx(), p.maxSessions(),
                                       p.kvType().ordinal(), p.ubatch(), p.chatTemplate(), p.cacheDir(),
-                                      p.validation(), p.progress(), sink);
+                                      p.validation(), p.progress(), sink, p.pooling());
             return new Model(h, sink, path);
         } catch (RuntimeException | Error e) {
             Native.logSinkFree(sink);
@@ -110,11 +110,16 @@ public final class Model implements AutoCloseable {
     }
 
     /**
-     * The embeddings of {@code texts} with an embedding model (an encoder: {@code
-     * info().architecture()} "bert" (bge, all-MiniLM, e5), "nomic-bert" or "jina-bert-v2"), one
-     * vector per text, pooled as the model says and of unit length (L2), ready for cosine similarity. VkllmException with Status.CONTEXT_FULL for a text
-     * longer than the model takes, INVALID_ARGUMENT for a model that makes no embeddings or an
-     * empty text.
+     * The embeddings of {@code texts} with an embedding model ({@code info().embeddings()}): an
+     * encoder ({@code info().architecture()} "bert" (bge, all-MiniLM, e5), "nomic-bert",
+     * "jina-bert-v2", "t5encoder", ...) or a decoder embedding model (a decoder whose file names a
+     * pooling type, e.g. Qwen3-Embedding, or one loaded with {@link ModelParams#pooling(String)}).
+     * One vector of {@code info().embeddingDim()} values per text, in order, pooled as the model
+     * says ({@code info().pooling()}) and of unit length (L2), ready for cosine similarity; all
+     * texts in one call, in as few forward passes as the model allows. VkllmException with
+     * Status.CONTEXT_FULL for a text longer than {@code info().maxEmbedTokens()} tokens,
+     * INVALID_ARGUMENT for a model that makes no embeddings (a decoder, a reranker) or an empty
+     * text; the message names the text's index.
      */
     public float[][] embed(String... texts) {
         return embed(2, texts);
@@ -126,12 +131,34 @@ public final class Model implements AutoCloseable {
      */
     public float[][] embed(int normalize, String... texts) {
         if (texts == null) throw new NullPointerException("texts");
-        for (String t : texts) if (t == null) throw new NullPointerException("a text is null");
+        for (int i = 0; i < texts.length; ++i) {
+            if (texts[i] == null) throw new NullPointerException("texts[" + i + "] is null");
+        }
         long m = handle.use();
         try {
-            float[][] out = new float[texts.length][];
-            for (int i = 0; i < texts.length; ++i) out[i] = Native.embed(m, texts[i], normalize);
-            return out;
+            return Native.embedBatch(m, texts, normalize);
+        } finally {
+            handle.done();
+        }
+    }
+
+    /**
+     * The relevance of each of {@code documents} to {@code query} with a reranker ({@code
+     * info().pooling()} "rank", e.g. bge-reranker): one score per document, in document order, each
+     * the model's unnormalised logit (higher: more relevant; llama-server's /v1/rerank
+     * relevance_score). VkllmException with Status.INVALID_ARGUMENT for a model that is not a
+     * reranker or an empty query or document, CONTEXT_FULL when a query and document together are
+     * longer than {@code info().maxEmbedTokens()} tokens.
+     */
+    public float[] rerank(String query, String... documents) {
+        if (query == null) throw new NullPointerException("query");
+        if (documents == null) throw new NullPointerException("documents");
+        for (int i = 0; i < documents.length; ++i) {
+            if (documents[i] == null) throw new NullPointerException("documents[" + i + "] is null");
+        }
+        long m = handle.use();
+        try {
+            return Native.rerank(m, query, documents);
         } finally {
             handle.done();
         }

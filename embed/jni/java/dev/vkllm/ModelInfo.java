@@ -19,11 +19,16 @@ public final class ModelInfo {
     private final long weightsBytes;
     private final long kvCacheBytes;
     private final long scratchBytes;
+    private final boolean embeddings;
+    private final int embeddingDim;
+    private final int maxEmbedTokens;
+    private final String pooling;
 
     // Made by the JNI library from vkllm_model_info.
     ModelInfo(String architecture, String device, String chatTemplate, int nVocab, int nLayers, int dim, int nHeads,
               int nKvHeads, int headDim, int nCtx, int nCtxTrain, int maxSessions, int bosToken, int eosToken,
-              long weightsBytes, long kvCacheBytes, long scratchBytes) {
+              long weightsBytes, long kvCacheBytes, long scratchBytes, boolean embeddings, int embeddingDim,
+              int maxEmbedTokens, String pooling) {
         this.architecture = architecture;
         this.device = device;
         this.chatTemplate = chatTemplate;
@@ -41,6 +46,10 @@ public final class ModelInfo {
         this.weightsBytes = weightsBytes;
         this.kvCacheBytes = kvCacheBytes;
         this.scratchBytes = scratchBytes;
+        this.embeddings = embeddings;
+        this.embeddingDim = embeddingDim;
+        this.maxEmbedTokens = maxEmbedTokens;
+        this.pooling = pooling;
     }
 
     /** "llama", "qwen2", "gemma3", ... */
@@ -115,6 +124,36 @@ public final class ModelInfo {
 
     public long scratchBytes() {
         return scratchBytes;
+    }
+
+    /**
+     * An embedding model or a reranker (an encoder such as BERT, or a decoder whose file or
+     * ModelParams.pooling() names a pooling, as Qwen3-Embedding): Model.embed() (or, for pooling
+     * "rank", Model.rerank()) works, sessions do not.
+     */
+    public boolean embeddings() {
+        return embeddings;
+    }
+
+    /** Values per embedding; 0 for a model that makes none. */
+    public int embeddingDim() {
+        return embeddingDim;
+    }
+
+    /**
+     * The longest input Model.embed() takes, in tokens, [CLS] and [SEP] included (a reranker: query
+     * and document together).
+     */
+    public int maxEmbedTokens() {
+        return maxEmbedTokens;
+    }
+
+    /**
+     * How an embedding is pooled: "mean", "cls", "last", "none" (one vector per token: embed()
+     * refuses) or "rank" (a reranker: Model.rerank()).
+     */
+    public String pooling() {
+        return pooling;
     }
 
     @Override

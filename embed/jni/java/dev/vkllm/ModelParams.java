@@ -22,6 +22,7 @@ public final class ModelParams {
     private int ubatch;
     private String chatTemplate;
     private String cacheDir;
+    private String pooling;
     private boolean validation;
     private LoadProgress progress;
     private LogListener log;
@@ -96,6 +97,16 @@ public final class ModelParams {
         return this;
     }
 
+    /**
+     * null (default): the file's pooling type; "mean", "cls" or "last": the pooling of
+     * Model.embed(), which also makes a decoder whose file names none an embedding model (as
+     * llama-server --embeddings --pooling).
+     */
+    public ModelParams pooling(String type) {
+        pooling = type;
+        return this;
+    }
+
     /** The Khronos validation layer (slow; for debugging); default false. */
     public ModelParams validation(boolean on) {
         validation = on;
@@ -148,6 +159,10 @@ public final class ModelParams {
 
     public String cacheDir() {
         return cacheDir;
+    }
+
+    public String pooling() {
+        return pooling;
     }
 
     public boolean validation() {

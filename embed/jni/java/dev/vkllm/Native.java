@@ -29,7 +29,7 @@ final class Native {
 
     static native long modelLoad(String path, int deviceIndex, String deviceName, String caps, int nCtx,
                                  int maxSessions, int kvType, int ubatch, String chatTemplate, String cacheDir,
-                                 boolean validation, LoadProgress progress, long logSink);
+                                 boolean validation, LoadProgress progress, long logSink, String pooling);
     static native void modelFree(long model);
     // The native side of a LogListener: a global reference the library's threads can call. It
     // must outlive the model (freed after modelFree), as messages may come until then.
@@ -38,7 +38,10 @@ final class Native {
     static native ModelInfo modelInfo(long model);
     static native int[] tokenize(long model, String text, boolean addSpecial, boolean parseSpecial);
     static native String detokenize(long model, int[] tokens);
-    static native float[] embed(long model, String text, int normalize);
+    // vkllm_embed_batch: one vector per text, in one call.
+    static native float[][] embedBatch(long model, String[] texts, int normalize);
+    // vkllm_rerank: one score per document.
+    static native float[] rerank(long model, String query, String[] documents);
     static native String applyChatTemplate(long model, String[] roles, String[] contents, boolean addGenerationPrompt);
 
     static native long sessionNew(long model, boolean parseSpecial);
