@@ -29,6 +29,7 @@ PKGS=(
   libedit-dev              # line editing for interactive commands
   patchelf                 # scripts/device_bundle.sh: RUNPATH $ORIGIN on the bundled executables and libraries
   openjdk-17-jdk-headless  # the Java binding (embed/jni): javac for vkllm.jar, jni.h, and the JVM its tests run on
+  nginx                    # test-only: the load balancer of deploy/nginx, run in front of two replicas (tests/e2e/nginx.test.mjs)
 )
 # Node runs the end-to-end tests of `vkllm serve` with the official OpenAI client (tests/e2e). A
 # machine that already has node and npm (e.g. from NodeSource) keeps them: Debian's nodejs would

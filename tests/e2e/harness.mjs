@@ -2,7 +2,8 @@
 // Paths come from the environment CTest sets (VKLLM_EXE, VKLLM_MODEL), with fallbacks for a
 // manual `node --test` from tests/e2e/ after building into build/.
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -29,8 +30,14 @@ export function haveModel() {
 
 // `vkllm serve` with `args` (on modelPath, default stories260K); resolves once /health says ok. The returned object has the base URL,
 // the child process, its captured stderr, and stop() (SIGTERM, then the exit code and the time it
-// took).
-export async function startServer(args = [], { readyTimeoutMs = 60000, modelPath = model } = {}) {
+// took). With VKLLM_E2E_VIA_NGINX=1 (the e2e.*_nginx tests) it is a cluster instead: two replicas
+// behind nginx (startCluster), which the tests see as one server.
+export async function startServer(args = [], opts = {}) {
+  if (process.env.VKLLM_E2E_VIA_NGINX === '1') return startCluster(args, opts);
+  return startReplica(args, opts);
+}
+
+async function startReplica(args = [], { readyTimeoutMs = 60000, modelPath = model } = {}) {
   const child = spawn(exe, ['serve', '-m', modelPath, '--host', '127.0.0.1', '--port', '0', '--validate', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: childEnv(),
@@ -97,4 +104,111 @@ export async function waitFor(pred, timeoutMs = 5000) {
     if (Date.now() > end) return false;
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+export const nginxExe = process.env.VKLLM_NGINX ?? '/usr/sbin/nginx';
+
+// Free TCP ports on 127.0.0.1 (bound, then released for the caller).
+async function freePorts(n) {
+  const net = await import('node:net');
+  const servers = [];
+  const ports = [];
+  for (let i = 0; i < n; ++i) {
+    const srv = net.createServer();
+    await new Promise((resolve, reject) => { srv.once('error', reject); srv.listen(0, '127.0.0.1', resolve); });
+    servers.push(srv);
+    ports.push(srv.address().port);
+  }
+  for (const srv of servers) await new Promise((resolve) => srv.close(resolve));
+  return ports;
+}
+
+// deploy/nginx/vkllm.conf as shipped, with its listen port and its upstream's server lines replaced by
+// `port` and one line per replica port, inside a minimal nginx.conf whose files live in `dir`.
+export function nginxConfig(dir, port, replicaPorts) {
+  const shipped = readFileSync(path.join(repo, 'deploy/nginx/vkllm.conf'), 'utf8');
+  const servers = /^(\s*)server 127\.0\.0\.1:\d+ (.*);\n/m.exec(shipped);
+  if (!servers) throw new Error('deploy/nginx/vkllm.conf: no upstream server line');
+  let conf = shipped.replace(/^\s*server 127\.0\.0\.1:\d+ .*;\n/mg, '');
+  conf = conf.replace(/(upstream vkllm \{\n)/, `$1${replicaPorts.map((p) => `${servers[1]}server 127.0.0.1:${p} ${servers[2]};\n`).join('')}`);
+  conf = conf.replace(/listen 127\.0\.0\.1:\d+;/, `listen 127.0.0.1:${port};`);
+  if (!conf.includes(`listen 127.0.0.1:${port};`)) throw new Error('deploy/nginx/vkllm.conf: no listen line');
+  for (const sub of ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(path.join(dir, sub), { recursive: true });
+  return `daemon off;
+master_process off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 1024; }
+http {
+    log_format upstreams '$upstream_addr|$status|$request_uri';  # every replica a request tried, in order
+    access_log ${dir}/access.log upstreams;
+    client_body_temp_path ${dir}/client_body;
+    proxy_temp_path ${dir}/proxy;
+    fastcgi_temp_path ${dir}/fastcgi;
+    uwsgi_temp_path ${dir}/uwsgi;
+    scgi_temp_path ${dir}/scgi;
+${conf}
+}
+`;
+}
+
+// `replicas` vkllm serve processes with the same `args`, behind nginx with deploy/nginx/vkllm.conf.
+// The result looks like startServer's (url: nginx's) plus `replicas` (each startReplica's) and
+// `nginx` (its process); stop() stops nginx, then every replica, and reports the worst exit.
+export async function startCluster(args = [], { replicas = 2, ...opts } = {}) {
+  if (!existsSync(nginxExe)) throw new Error(`${nginxExe} is missing: scripts/install_deps.sh installs Debian's nginx`);
+  const servers = [];
+  for (let i = 0; i < replicas; ++i) servers.push(await startReplica(args, opts));
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'vkllm-nginx-'));
+  const [port] = await freePorts(1);
+  writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, port, servers.map((s) => new URL(s.url).port)));
+  const nginx = spawn(nginxExe, ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'error.log')],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let nginxErr = '';
+  nginx.stderr.on('data', (d) => { nginxErr += d; });
+  const nginxExited = new Promise((resolve) => nginx.on('exit', (code, signal) => resolve({ code, signal })));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/health`)).status === 200) break;
+    } catch { /* not listening yet */ }
+    if (nginx.exitCode !== null || Date.now() > deadline) {
+      for (const s of servers) await s.stop();
+      throw new Error(`nginx did not start: ${nginxErr}${readFileSync(path.join(dir, 'error.log'), 'utf8')}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    replicas: servers,
+    nginx,
+    dir,
+    get stderr() { return servers.map((s, i) => `--- replica ${i}\n${s.stderr}`).join('\n') + `--- nginx\n${nginxErr}`; },
+    nginxLog() { return readFileSync(path.join(dir, 'error.log'), 'utf8'); },
+    // One entry per request nginx answered: the replicas ("127.0.0.1:PORT") it tried, in order, and the status.
+    accessLog() {
+      return readFileSync(path.join(dir, 'access.log'), 'utf8').split('\n').filter((l) => l).map((l) => {
+        const [up, status, uri] = l.split('|');
+        return { upstreams: up.split(/, | : /), status: Number(status), uri };
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      const t0 = Date.now();
+      if (nginx.exitCode === null && nginx.signalCode === null) nginx.kill('SIGQUIT');  // graceful: open streams end
+      await nginxExited;
+      let code = 0;
+      const validationErrors = [];
+      const results = [];
+      for (const s of servers) {
+        const r = await s.stop(signal);
+        results.push(r);
+        if (r.code !== 0) code = r.code;
+        validationErrors.push(...r.validationErrors);
+      }
+      rmSync(dir, { recursive: true, force: true });
+      return { code, ms: Date.now() - t0, validationErrors, results };
+    },
+  };
 }
