@@ -30,6 +30,7 @@ struct GenModelArgs {
     std::string preset;
     std::string type;
     std::string arch = "llama";
+    std::string variant;
     bool pure = false, rope_freqs = false;
     std::string rope_scaling = "none";
     float rope_factor = 4.0f;
@@ -149,6 +150,7 @@ void run_gen_model(const GenModelArgs& a) {
     apply(a.head_dim_opt, a.head_dim, s.head_dim);
     apply(a.window_opt, a.window, s.window);
     s.arch = a.arch;
+    s.variant = a.variant;
     if (!a.pooling.empty()) {
         const auto pooling = parse_pooling(a.pooling);
         if (!pooling) throw std::invalid_argument("--pooling: expected none, mean, cls, last or rank, got '" + a.pooling + "'");
@@ -207,6 +209,8 @@ void register_gen_model(CLI::App& app) {
     auto args = std::make_shared<GenModelArgs>();
     CLI::App* cmd = app.add_subcommand("gen-model", "Write a GGUF model with random weights");
     cmd->add_option("--arch", args->arch, "Architecture: " + supported_arch_list())->capture_default_str();
+    cmd->add_option("--variant", args->variant, "A variant of the architecture: v1.0 for t5 and t5encoder (T5 v1.0's "
+                                                "ReLU feed-forward without ffn_gate; default: v1.1's gated GELU)");
     cmd->add_option("-o,--output", args->output, "Output .gguf path")->required();
     cmd->add_option("--preset", args->preset, "Base shape: tinyllama, stories15m, llama2-7b-layer or llama3-8b")
         ->check(CLI::IsMember({"tinyllama", "stories15m", "llama2-7b-layer", "llama3-8b"}));

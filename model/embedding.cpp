@@ -178,14 +178,14 @@ ModelRole model_role(const ModelConfig& cfg, bool embeddings) {
 
 EmbedSizes embedding_sizes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch) {
     EmbedSizes s;
-    const bool decoder = cfg.arch->lm_head;
-    s.n_ctx = n_ctx ? n_ctx : std::min(cfg.n_ctx_train, decoder ? 2048u : 8192u);
-    s.ubatch = ubatch ? ubatch : decoder ? std::min(s.n_ctx, 512u) : s.n_ctx;
+    const bool chunks = runs_in_chunks(cfg);
+    s.n_ctx = n_ctx ? n_ctx : std::min(cfg.n_ctx_train, chunks ? 2048u : 8192u);
+    s.ubatch = ubatch ? ubatch : chunks ? std::min(s.n_ctx, 512u) : s.n_ctx;
     return s;
 }
 
 uint32_t embed_limit(const ModelGpu& model) {
-    return model.config().causal ? model.n_ctx() : std::min(model.n_ctx(), model.ubatch());
+    return runs_in_chunks(model.config()) ? model.n_ctx() : std::min(model.n_ctx(), model.ubatch());
 }
 
 Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const EmbedOptions& opts) {
@@ -194,7 +194,7 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
     // A causal model's states do not change with what comes later, so an input longer than one
     // ubatch runs chunk by chunk through the KV cache; each chunk's rows are read before the next.
     std::vector<float> hidden;
-    const size_t chunk = model.config().causal ? model.ubatch() : tokens.size();
+    const size_t chunk = runs_in_chunks(model.config()) ? model.ubatch() : tokens.size();
     for (size_t first = 0; first < tokens.size(); first += chunk) {
         const size_t n = std::min(chunk, tokens.size() - first);
         model.eval(tokens.subspan(first, n));
@@ -217,7 +217,7 @@ std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<
     for (const auto& in : inputs) pooling = check_embedding(model, in.size(), opts);
     std::vector<Embedding> out;
     out.reserve(inputs.size());
-    if (model.config().causal) {  // a decoder: one input per pass
+    if (runs_in_chunks(model.config())) {  // a causal decoder: one input per pass
         for (const auto& in : inputs) out.push_back(embed_tokens(model, in, opts));
         return out;
     }

@@ -23,17 +23,22 @@ ModelRole model_role(const ModelConfig& cfg, bool embeddings = false);
 // Whether that role makes vectors or scores rather than text.
 inline bool embeds(ModelRole r) { return r != ModelRole::Generate; }
 
+// Whether an embedding runs through the KV cache in ubatch chunks: a causal model's states do not
+// depend on later tokens. A bidirectional one (an encoder, or a decoder whose file sets
+// `attention.causal` false) attends over each input at once, which must fit one ubatch.
+inline bool runs_in_chunks(const ModelConfig& cfg) { return cfg.causal; }
+
 // The context and ubatch an embedding or rerank model loads with; 0 in `n_ctx` or `ubatch`: the
-// default. An encoder attends over each input at once, so its ubatch is its context (by default the
-// trained one, at most 8192). A decoder runs an input through its KV cache in ubatch chunks, so
-// its context (by default at most 2048: its cache grows with it) bounds an input, and its ubatch
-// stays at most 512 (scratch grows with it).
+// default. A bidirectional model's ubatch is its context (by default the trained one, at most
+// 8192). A causal one runs an input in chunks (runs_in_chunks), so its context (by default at
+// most 2048: its cache grows with it) bounds an input, and its ubatch stays at most 512 (scratch
+// grows with it).
 struct EmbedSizes {
     uint32_t n_ctx = 0, ubatch = 0;
 };
 EmbedSizes embedding_sizes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch);
-// The longest input embed_* and rerank take on a loaded model: an encoder's ubatch (capped by its
-// context), a decoder's context.
+// The longest input embed_* and rerank take on a loaded model: a bidirectional model's ubatch
+// (capped by its context), a causal one's context.
 uint32_t embed_limit(const ModelGpu& model);
 
 // hidden: (n, dim), row i the state of token i. Mean: the average of the rows; Cls: row 0; Last:

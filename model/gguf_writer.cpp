@@ -525,6 +525,7 @@ void validate_model_shape(const ModelShape& s) {
     };
     const ArchDesc* arch = find_arch(s.arch);
     if (!arch) bad(fmt::format("unknown architecture '{}'; supported: {}", s.arch, supported_arch_list()));
+    if (!find_arch(s.arch, s.variant)) bad(fmt::format("architecture '{}' has no variant '{}'", s.arch, s.variant));
     positive(s.dim, "dim");
     positive(s.n_layers, "layers");
     positive(s.n_heads, "heads");
@@ -648,7 +649,7 @@ constexpr uint32_t kT5Buckets = 32;  // T5's relative_attention_num_buckets
 
 GgufWriter make_random_model(const ModelShape& s) {
     validate_model_shape(s);
-    const ArchDesc& A = *find_arch(s.arch);
+    const ArchDesc& A = *find_arch(s.arch, s.variant);
     const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
     const uint64_t q_dim = s.q_dim(), kv_dim = uint64_t(head_dim) * s.n_kv_heads;
     const std::string a = s.arch;
@@ -747,7 +748,7 @@ GgufWriter make_random_model(const ModelShape& s) {
     for (const TensorSpec& t : globals)
         if (!is_head_role(t.role)) write(t, 0);
     if (!A.encoder_arch.empty()) {  // an encoder-decoder file: the encoder's layers and output norm first
-        const ArchDesc& E = *find_arch(A.encoder_arch);
+        const ArchDesc& E = *find_arch(A.encoder_arch, A.variant);
         for (uint32_t l = 0; l < s.n_layers; ++l)
             for (const TensorSpec& t : layer_schema(E)) write(t, l);
         for (const TensorSpec& t : model_schema(E))

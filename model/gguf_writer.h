@@ -107,6 +107,7 @@ std::optional<QuantMix> parse_quant_mix(std::string_view name);
 
 struct ModelShape {
     std::string arch = "llama";  // general.architecture: any of supported_arch_list()
+    std::string variant;         // a variant row of it (ArchDesc::variant: t5 / t5encoder "v1.0"); "": the main one
     uint32_t dim = 64;
     uint32_t n_layers = 2;
     uint32_t n_heads = 4;

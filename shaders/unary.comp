@@ -7,6 +7,7 @@
 //          OP_SCALE:   y[i] = x[i] * param                                      (Gemma embedding scale)
 //          OP_SOFTCAP: y[i] = param * tanh(x[i] / param)                        (Gemma 2 logit soft-capping)
 //          OP_CLAMP:   y[i] = min(max(x[i], -param), param)                     (MPT's clamp_kqv)
+//          OP_RELU:    y[i] = max(x[i], 0)                                      (T5 v1.0's feed-forward)
 //          gelu and tanh come from include/activations.glsl: finite and correct for any finite x.
 // One invocation computes one element. The 2-D grid is flattened:
 // i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + local index; i >= n exits.
@@ -39,8 +40,10 @@ void main() {
     v = pc.param * act_tanh(v / pc.param);
 #elif defined(OP_CLAMP)
     v = min(max(v, -pc.param), pc.param);
+#elif defined(OP_RELU)
+    v = max(v, 0.0);
 #else
-#error "unary.comp: define OP_GELU, OP_SCALE, OP_SOFTCAP or OP_CLAMP"
+#error "unary.comp: define OP_GELU, OP_SCALE, OP_SOFTCAP, OP_CLAMP or OP_RELU"
 #endif
     y[pc.y_first + i] = v;
 }

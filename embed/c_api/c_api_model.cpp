@@ -71,13 +71,8 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
     require(normalize >= -1, fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));
     require(pooling != Pooling::None, "the model's pooling 'none' gives no one vector per text (set params.pooling)");
     const size_t dim = m.loaded.cfg.dim;
-    // The size is answered before anything runs (a caller's first call asks for it).
-    *n_out = n * dim;
-    if (capacity < n * dim) {
-        capi::set_last_error(n == 1 ? fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity)
-                                    : fmt::format("{} embeddings of {} values; the buffer holds {}", n, dim, capacity));
-        return VKLLM_ERR_BUFFER_TOO_SMALL;
-    }
+    // Every text checked first (an error names it), then the size: outputs are written only on
+    // success or BUFFER_TOO_SMALL.
     std::vector<std::vector<int32_t>> inputs;
     for (size_t i = 0; i < n; ++i) {
         const std::string what = n == 1 ? std::string("the text") : fmt::format("texts[{}]", i);
@@ -86,6 +81,12 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
         if (inputs.back().size() > embed_limit(*m.loaded.model))
             throw ApiFailure(VKLLM_ERR_CONTEXT_FULL, fmt::format("{} has {} tokens, more than the {} this model takes at once",
                                                                  what, inputs.back().size(), embed_limit(*m.loaded.model)));
+    }
+    if (capacity < n * dim) {
+        *n_out = n * dim;
+        capi::set_last_error(n == 1 ? fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity)
+                                    : fmt::format("{} embeddings of {} values; the buffer holds {}", n, dim, capacity));
+        return VKLLM_ERR_BUFFER_TOO_SMALL;
     }
     EmbedOptions eo;
     eo.normalize = normalize;
@@ -96,6 +97,7 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
         e = embed_batch(*m.loaded.model, inputs, eo);
     }
     for (size_t i = 0; i < n; ++i) std::copy(e[i].vectors.at(0).begin(), e[i].vectors.at(0).end(), out + i * dim);
+    *n_out = n * dim;
     return VKLLM_OK;
 }
 
@@ -256,6 +258,13 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
                     throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT,
                                      fmt::format("pooling '{}' is for embedding models; this one is a reranker (pooling rank)",
                                                  p.pooling));
+                if (r == ModelRole::Rerank) {
+                    try {
+                        require_reranker(cfg);  // a decoder's rank pooling: refused before the upload
+                    } catch (const std::invalid_argument& e) {
+                        throw ApiFailure(VKLLM_ERR_MODEL, e.what());
+                    }
+                }
                 if (embeds(r)) {
                     const EmbedSizes sizes = embedding_sizes(cfg, p.n_ctx, p.ubatch);
                     lo.model.n_ctx = sizes.n_ctx;

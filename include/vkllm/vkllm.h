@@ -171,12 +171,13 @@ typedef struct vkllm_model_params {
     const char* device_name;     /* NULL (default), or a substring of a device's name: overrides device_index */
     const char* caps;            /* NULL (default), or capability overrides as `vkllm --caps` takes them,
                                     e.g. "no-fp16,no-subgroup-ops" (to run as a weaker device would) */
-    uint32_t n_ctx;              /* tokens of context per session; 0 (default): the model's, capped by memory */
+    uint32_t n_ctx;              /* tokens of context per session; 0 (default): the model's, capped by memory
+                                    (an embedding model's: at most 8192, a causal one's at most 2048) */
     uint32_t max_sessions;       /* sessions open at once, each with its own KV cache; 1..64, default 1 */
     vkllm_kv_type kv_type;       /* KV cache element type; default VKLLM_KV_F16 */
     uint32_t ubatch;             /* prompt tokens per forward pass; 0 (default): 64; an encoder's: its
                                     context (an input is evaluated at once); a decoder embedding
-                                    model's: 512; at most 8192 */
+                                    model's: 512 (at most its context); at most 8192 */
     const char* chat_template;   /* NULL (default): the model's own (a model whose template cannot
                                     be parsed still loads: vkllm_chat then fails, the log says why),
                                     else a built-in name ("chatml", "llama3", ...) or a file holding
@@ -403,14 +404,15 @@ VKLLM_API vkllm_status vkllm_session_get_reasoning(const vkllm_session* session,
  * Embeddings (embedding models: vkllm_model_info.embeddings)
  * ------------------------------------------------------------------------------------------- */
 
-/* The embedding of `text` (`len` bytes): tokenized with [CLS] ... [SEP], evaluated, pooled as the
- * model says (vkllm_model_info.pooling), and normalised: `normalize` -1 none, 0 max-abs scaled to the
- * int16 range, 1 taxicab, 2 Euclidean (unit length; what search wants), p > 2 the p-norm (llama.cpp's
- * --embd-normalize). Writes embedding_dim floats into `out` and that count into *n_out; with
- * `capacity` too small, writes the count needed and returns VKLLM_ERR_BUFFER_TOO_SMALL (out may be
- * NULL with capacity 0). VKLLM_ERR_CONTEXT_FULL: more tokens than max_embed_tokens;
- * VKLLM_ERR_INVALID_ARGUMENT: a model that makes no embeddings, an empty text, a bad `normalize`.
- * Calls on one model from several threads run one after another. */
+/* The embedding of `text` (`len` bytes): tokenized with the model's special tokens ([CLS] ... [SEP]
+ * for BERT), evaluated, pooled as the model says (vkllm_model_info.pooling), and normalised:
+ * `normalize` -1 none, 0 max-abs scaled to the int16 range, 1 taxicab, 2 Euclidean (unit length;
+ * what search wants), p > 2 the p-norm (llama.cpp's --embd-normalize). Writes embedding_dim floats
+ * into `out` and that count into *n_out; with `capacity` too small (once the text is checked),
+ * writes the count needed and returns VKLLM_ERR_BUFFER_TOO_SMALL (out may be NULL with capacity 0).
+ * VKLLM_ERR_CONTEXT_FULL: more tokens than max_embed_tokens; VKLLM_ERR_INVALID_ARGUMENT: a model
+ * that makes no embeddings, an empty text, a bad `normalize`; errors leave out and *n_out
+ * untouched. Calls on one model from several threads run one after another. */
 VKLLM_API vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t len, int32_t normalize, float* out,
                                    size_t capacity, size_t* n_out);
 
@@ -418,7 +420,8 @@ VKLLM_API vkllm_status vkllm_embed(vkllm_model* model, const char* text, size_t 
  * forward passes as the model allows (an encoder packs several texts into one): much faster than
  * one call per text. Writes n * embedding_dim floats into `out`, text i's from out[i *
  * embedding_dim], and that count into *n_out; buffer rules as vkllm_embed. Every text is checked
- * before anything runs; the errors are vkllm_embed's, naming the text's index. */
+ * (tokenized) first; the errors are vkllm_embed's, naming the text's index, and leave out and
+ * *n_out untouched. */
 VKLLM_API vkllm_status vkllm_embed_batch(vkllm_model* model, const char* const* texts, const size_t* lens, size_t n,
                                          int32_t normalize, float* out, size_t capacity, size_t* n_out);
 

@@ -158,6 +158,13 @@ ArchDesc t5encoder() {
     return a;
 }
 
+ArchDesc t5encoder_v10() {
+    ArchDesc a = t5encoder();
+    a.variant = "v1.0";  // T5 v1.0 (t5-small, t5-base, t5-large): ReLU, no ffn_gate
+    a.ffn = FfnKind::Relu;
+    return a;
+}
+
 ArchDesc t5() {
     ArchDesc a = t5encoder();
     a.name = "t5";  // T5 v1.1, flan-T5: the decoder (causal, cross-attention) over t5encoder's encoder
@@ -170,24 +177,35 @@ ArchDesc t5() {
     return a;
 }
 
-const std::array<ArchDesc, 14>& archs() {
-    static const std::array<ArchDesc, 14> table = {llama(), qwen2(),        qwen3(),     phi3(), gemma2(), gemma3(),
+ArchDesc t5_v10() {
+    ArchDesc a = t5();
+    a.variant = "v1.0";
+    a.ffn = FfnKind::Relu;
+    return a;
+}
+
+// A variant comes after its main row (find_arch(name) gives the first row of a name).
+const std::array<ArchDesc, 16>& archs() {
+    static const std::array<ArchDesc, 16> table = {llama(), qwen2(),        qwen3(),     phi3(), gemma2(), gemma3(),
                                                    gpt2(),  bloom(),        mpt(),       bert(), nomic_bert(),
-                                                   jina_bert_v2(), t5encoder(), t5()};
+                                                   jina_bert_v2(), t5encoder(), t5encoder_v10(), t5(), t5_v10()};
     return table;
 }
 
 }  // namespace
 
-const ArchDesc* find_arch(std::string_view name) {
+const ArchDesc* find_arch(std::string_view name) { return find_arch(name, ""); }
+
+const ArchDesc* find_arch(std::string_view name, std::string_view variant) {
     for (const ArchDesc& a : archs())
-        if (a.name == name) return &a;
+        if (a.name == name && a.variant == variant) return &a;
     return nullptr;
 }
 
 std::string supported_arch_list() {
     std::string out;
-    for (const ArchDesc& a : archs()) out += (out.empty() ? "" : ", ") + std::string(a.name);
+    for (const ArchDesc& a : archs())
+        if (a.variant.empty()) out += (out.empty() ? "" : ", ") + std::string(a.name);
     return out;
 }
 

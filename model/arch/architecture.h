@@ -25,7 +25,10 @@ enum class FfnKind {
     SwiGlu,  // down(silu(gate(x)) * up(x))
     GeGlu,   // down(gelu(gate(x)) * up(x))          (Gemma)
     Gelu,    // down(gelu(up(x))), no gate            (GPT-2)
+    Relu,    // down(relu(up(x))), no gate            (T5 v1.0)
 };
+// Whether the feed-forward has a gate projection (ffn_gate, or the gated half of a fused ffn_up).
+constexpr bool gated(FfnKind k) { return k == FfnKind::SwiGlu || k == FfnKind::GeGlu; }
 
 // Where a block's norms sit around its residual add.
 enum class NormPlacement {
@@ -45,6 +48,9 @@ enum class T5Stack { None, Encoder, Decoder };
 
 struct ArchDesc {
     std::string_view name;  // general.architecture, also the prefix of its hyperparameter keys
+    // "" for the row find_arch(name) gives; else a variant of the same general.architecture that the
+    // file's tensors select (arch_for_file): T5 v1.0 ("v1.0": ReLU, no ffn_gate) beside v1.1.
+    std::string_view variant;
     NormKind norm = NormKind::Rms;
     FfnKind ffn = FfnKind::SwiGlu;
     PositionKind positions = PositionKind::Rope;
@@ -113,6 +119,8 @@ struct ArchDesc {
 
 // The description of `general.architecture`; nullptr when vkllm does not run it.
 const ArchDesc* find_arch(std::string_view name);
+// A variant row of `name` (ArchDesc::variant; "" is find_arch's row); nullptr when there is none.
+const ArchDesc* find_arch(std::string_view name, std::string_view variant);
 // "llama, qwen2, ..." for error messages and --help.
 std::string supported_arch_list();
 

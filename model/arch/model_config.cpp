@@ -79,6 +79,8 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::
         return "a separate ffn_gate is not supported for this architecture: vkllm reads ffn_up holding gate and up, "
                "as current llama.cpp converters write it (convert the model again)";
     if (A.fused_gate_up && layer_suffix(".ffn_up.bias")) return "a bias of the fused gate|up projection is not supported";
+    if (A.t5 != T5Stack::None && !gated(A.ffn) && layer_suffix(".ffn_gate.weight"))
+        return "an ffn_gate in a T5 v1.0 stack (its first layer has none: ReLU, no gate); every layer must agree";
     if (A.cls_single && name == "cls.output.weight")
         return "this architecture's reranker head is cls.weight and cls.bias alone (llama.cpp reads no cls.output)";
     return nullptr;
@@ -123,6 +125,14 @@ void read_rope(const Checker& c, const GgufFile& f, const std::string& a, ModelC
     }
 }
 
+// The row of `a`'s family the file's tensors select: a T5 stack without ffn_gate in its first layer
+// is T5 v1.0 (a ReLU feed-forward), else v1.1 / flan-T5 (gated GELU), as llama.cpp tells them apart.
+const ArchDesc& arch_for_file(const ArchDesc& a, const GgufFile& f) {
+    if (a.t5 == T5Stack::None || f.find_tensor(layer_tensor_name(a, Role::WGate, 0))) return a;
+    const ArchDesc* v10 = find_arch(a.name, "v1.0");
+    return v10 ? *v10 : a;
+}
+
 // `view`: the description to read the file as (an encoder-decoder file's encoder); null: the file's
 // own architecture. Keys are always under the file's general.architecture.
 ModelConfig read(const GgufFile& f, const ArchDesc* view) {
@@ -133,6 +143,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     if (!cfg.arch)
         c.fail("key 'general.architecture'", fmt::format("architecture {} is not supported; supported: {}",
                                                          quote_name(arch_name), supported_arch_list()));
+    cfg.arch = &arch_for_file(*cfg.arch, f);
     const ArchDesc& A = *cfg.arch;
     const std::string a(arch_name);
     auto key = [&](const char* k) { return a + "." + k; };
@@ -220,13 +231,10 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         cfg.n_rel_buckets = c.positive(k);
         if (cfg.n_rel_buckets < 4 || cfg.n_rel_buckets > 1024 || cfg.n_rel_buckets % 2 != 0)
             c.fail(Checker::key_what(k), fmt::format("{} buckets: expected an even count in 4..1024 (T5: 32)", cfg.n_rel_buckets));
-        const std::string rel0 = layer_tensor_name(A, Role::AttnRelB, 0), gate0 = layer_tensor_name(A, Role::WGate, 0);
+        const std::string rel0 = layer_tensor_name(A, Role::AttnRelB, 0);
         if (!f.find_tensor(rel0))
             c.fail("tensor " + quote_name(rel0),
                    "required tensor is missing: T5's relative-position bias (later layers share layer 0's)");
-        if (!f.find_tensor(gate0))
-            c.fail("tensor " + quote_name(gate0),
-                   "T5 v1.0's ReLU feed-forward (no ffn_gate) is not supported; T5 v1.1 and flan-T5 (gated GELU) are");
     }
     cfg.causal = f.find_bool(key("attention.causal")).value_or(A.causal);
     if (!cfg.causal && cfg.window > 0)

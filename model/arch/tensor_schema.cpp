@@ -110,7 +110,7 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     if (A.fused_gate_up) {
         add(mat(R::WGateUp, "ffn_up.weight", D::Embd, D::Ffn2));  // rows of gate, then up
     } else {
-        if (A.ffn != FfnKind::Gelu) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
+        if (gated(A.ffn)) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
         add(mat(R::WUp, "ffn_up.weight", D::Embd, D::Ffn));
         add(vec(R::BUp, "ffn_up.bias", D::Ffn, A.all_bias, kBias));
     }

@@ -98,11 +98,11 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         f.gate_up = step(caps, L, R::WGateUp, kNoRole, 1, db, ffn_in);
         f.up_bias_apart = L[R::BUp].present();
     } else {
-        if (A.ffn != FfnKind::Gelu) f.gate = step(caps, L, R::WGate, kNoRole, n, db, ffn_in);
+        if (gated(A.ffn)) f.gate = step(caps, L, R::WGate, kNoRole, n, db, ffn_in);
         f.up = step(caps, L, R::WUp, R::BUp, n, db, ffn_in);
     }
     f.act = A.ffn;
-    f.fold_act = decode && A.ffn != FfnKind::Gelu && !L[R::BUp].present();
+    f.fold_act = decode && gated(A.ffn) && !L[R::BUp].present();
     const Kind down_in = !f.fold_act ? Kind::Plain : A.ffn == FfnKind::GeGlu ? Kind::GeGlu : Kind::SwiGlu;
     f.post_norm = a.post_norm;
     f.down = step(caps, L, R::WDown, R::BDown, n, db, down_in, !f.post_norm);

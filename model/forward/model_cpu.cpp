@@ -217,13 +217,14 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         //     (BERT: x = norm(x + w_down · gelu(w_up · x)))
         if (norm_after) std::copy(x.begin(), x.end(), xn.begin());
         else norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), xn.data(), n);
-        if (A.ffn != FfnKind::Gelu) linear(L[R::WGate], xn.data(), gate.data());
+        if (gated(A.ffn)) linear(L[R::WGate], xn.data(), gate.data());
         linear(L[R::WUp], xn.data(), up.data());
         bias(L[R::BUp], up.data());
         switch (A.ffn) {
             case FfnKind::SwiGlu: ref::swiglu(gate.data(), up.data(), gate.data(), n * ffn); break;
             case FfnKind::GeGlu: ref::geglu(gate.data(), up.data(), gate.data(), n * ffn); break;
             case FfnKind::Gelu: ref::gelu(up.data(), gate.data(), n * ffn); break;
+            case FfnKind::Relu: ref::relu(up.data(), gate.data(), n * ffn); break;
         }
         if (post_norms) {
             linear(L[R::WDown], gate.data(), tmp.data());

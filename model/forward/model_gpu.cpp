@@ -294,9 +294,11 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
         if (cfg_.arch->lm_head) add(plan_head(caps, cfg_, layout_, shape, opts_.all_logits).out.pipelines());
     }
     // An encoder-decoder's cross K/V projections run once per encoder output, in chunks of the
-    // scratch's rows (a short prompt: fewer).
+    // scratch's rows (a short prompt, or the last chunk: fewer; up to 8 rows take their own forms).
+    std::vector<uint32_t> cross_rows{scratch_rows(opts_)};
+    for (uint32_t rows = 1; rows <= std::min(8u, scratch_rows(opts_)); ++rows) cross_rows.push_back(rows);
     if (cfg_.arch->cross_attention)
-        for (uint32_t rows : {1u, scratch_rows(opts_)})
+        for (uint32_t rows : cross_rows)
             for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
                 const CrossKvPlan kp = plan_cross_kv(caps, layout_.layers[l], rows);
                 add(kp.k.kernel.pipelines());
@@ -575,6 +577,7 @@ void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
             case FfnKind::SwiGlu: ops::swiglu(ctx_, s, a.gate, a.up, a.gate, n * ffn); break;
             case FfnKind::GeGlu: ops::geglu(ctx_, s, a.gate, a.up, a.gate, n * ffn); break;
             case FfnKind::Gelu: ops::gelu(ctx_, s, a.up, a.gate, n * ffn); break;
+            case FfnKind::Relu: ops::relu(ctx_, s, a.up, a.gate, n * ffn); break;
         }
     }
     // x += post_norm(w_down · gate + b_down)

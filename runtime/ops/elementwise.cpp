@@ -59,6 +59,7 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::Softcap: return {"softcap", {wg}};
         case SmallOp::AddRows: return {"add_rows", {wg}};
         case SmallOp::Clamp: return {"clamp", {wg}};
+        case SmallOp::Relu: return {"relu", {wg}};
     }
     throw std::logic_error("small_op_desc: unknown op");
 }
@@ -148,6 +149,10 @@ void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice
 
 void gelu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n) {
     unary_elementwise(ctx, s, SmallOp::Gelu, "gelu", x, y, n, 0.0f);
+}
+
+void relu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n) {
+    unary_elementwise(ctx, s, SmallOp::Relu, "relu", x, y, n, 0.0f);
 }
 
 void scale(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float factor) {

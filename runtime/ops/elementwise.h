@@ -35,6 +35,8 @@ void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice
 // y[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), x = x[i] (GELU, tanh approximation);
 // y may alias x. Finite and correct for every finite x (no tanh/exp overflow).
 void gelu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n);
+// y[i] = max(x[i], 0); y may alias x.
+void relu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n);
 // In place: x[i] *= factor.
 void scale(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float factor);
 // In place: x[i] = cap * tanh(x[i] / cap) (logit soft-capping); finite for every finite x.
@@ -58,14 +60,14 @@ namespace detail {
 
 enum class SmallOp {
     RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
-    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp,
+    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp, Relu,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 17> kAllSmallOps = {
+inline constexpr std::array<SmallOp, 18> kAllSmallOps = {
     SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
     SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
     SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
-    SmallOp::AddRows,    SmallOp::Clamp};
+    SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 
@@ -79,6 +81,7 @@ void swiglu(const float* gate, const float* up, float* out, uint32_t n);
 void geglu(const float* gate, const float* up, float* out, uint32_t n);
 void add(const float* a, const float* b, float* out, uint32_t n);
 void gelu(const float* x, float* y, uint32_t n);
+void relu(const float* x, float* y, uint32_t n);
 void scale(float* x, uint32_t n, float factor);
 void softcap(float* x, uint32_t n, float cap);
 void clamp(float* x, uint32_t n, float limit);

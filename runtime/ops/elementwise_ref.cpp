@@ -35,6 +35,10 @@ void gelu(const float* x, float* y, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) y[i] = float(gelu_d(x[i]));
 }
 
+void relu(const float* x, float* y, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 void scale(float* x, uint32_t n, float factor) {
     for (uint32_t i = 0; i < n; ++i) x[i] = float(double(x[i]) * factor);
 }

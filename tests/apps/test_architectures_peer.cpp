@@ -90,7 +90,7 @@ TEST_CASE("architectures: vkllm run on T5 gives llama-completion's greedy text t
     std::ifstream in(fixture("t5.json"));
     REQUIRE(in.good());
     const nlohmann::json fx = nlohmann::json::parse(in);
-    REQUIRE(fx["cases"].size() == 3);
+    REQUIRE(fx["cases"].size() == 4);
     const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
     fs::create_directories(dir);
     const fs::path vocab = fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer/ggml-vocab-unigram.gguf";

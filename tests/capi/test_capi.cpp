@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -862,9 +863,13 @@ TEST_CASE("capi: vkllm_embed_batch equals vkllm_embed per text, and names the te
     CHECK(n == 0);
     // Errors name the text; nothing runs.
     lens[3] = 0;
+    n = 12345;
     CHECK(vkllm_embed_batch(m, ptrs.data(), lens.data(), texts.size(), 2, all.data(), all.size(), &n) ==
           VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "texts[3] is empty"));
+    CHECK(n == 12345);  // untouched on an error, also by a size query
+    CHECK(vkllm_embed_batch(m, ptrs.data(), lens.data(), texts.size(), 2, nullptr, 0, &n) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(n == 12345);
     std::string long_text;
     for (int i = 0; i < 60; ++i) long_text += "panda ";
     ptrs[3] = long_text.data();
@@ -952,6 +957,26 @@ TEST_CASE("capi: a decoder embedding model: pooling from the file or the params,
     q.pooling = "rank";
     CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &q, &m) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "pooling 'rank'"));
+    // A decoder whose file says rank (Qwen3-Reranker style) is refused before the upload.
+    // (gen-model writes rank for encoders only: its pooling 'last' (3) becomes 'rank' (4) in place,
+    // the u32 after the key's name and type.)
+    const std::string qrank = gen_capi_model("capi-qwen3-rank.gguf", "ggml-vocab-llama-spm.gguf",
+                                             "--arch qwen3 --dim 64 --layers 1 --heads 4 --kv-heads 2 --head-dim 32 "
+                                             "--ffn 128 --ctx 64 --type f16 --pooling last");
+    {
+        std::fstream f(qrank, std::ios::in | std::ios::out | std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const std::string key = "qwen3.pooling_type";
+        const size_t at = bytes.find(key);
+        REQUIRE(at != std::string::npos);
+        const size_t value = at + key.size() + 4;
+        REQUIRE(bytes[value] == 3);
+        f.seekp(std::streamoff(value));
+        f.put(4);
+    }
+    vkllm_model_params r = test_params();
+    CHECK(vkllm_model_load(qrank.c_str(), &r, &m) == VKLLM_ERR_MODEL);
+    CHECK(contains(vkllm_last_error(), "pooling 'rank' on a decoder"));
     CHECK(validation_errors == 0);
 }
 

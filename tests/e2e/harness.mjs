@@ -2,6 +2,7 @@
 // Paths come from the environment CTest sets (VKLLM_EXE, VKLLM_MODEL), with fallbacks for a
 // manual `node --test` from tests/e2e/ after building into build/.
 import { spawn, execFileSync } from 'node:child_process';
+import http from 'node:http';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +24,13 @@ export function childEnv() {
   }
   return env;
 }
+
+// The HTTP agent of the tests' OpenAI clients. The client's own (agentkeepalive) keeps idle sockets
+// for 4 s and ignores the server's `Keep-Alive: timeout=2`, so a request after a 2-4 s pause (a
+// `vkllm run` between two requests on a slow, sanitized build) could go out on a socket the server
+// had just closed: "Connection error". Node's agent honours the hint; real clients retry instead
+// (the tests use maxRetries 0 so that no other error is hidden).
+export const clientAgent = new http.Agent({ keepAlive: true });
 
 export function haveModel() {
   return existsSync(model) && existsSync(exe);
@@ -159,7 +167,12 @@ ${conf}
 export async function startCluster(args = [], { replicas = 2, ...opts } = {}) {
   if (!existsSync(nginxExe)) throw new Error(`${nginxExe} is missing: scripts/install_deps.sh installs Debian's nginx`);
   const servers = [];
-  for (let i = 0; i < replicas; ++i) servers.push(await startReplica(args, opts));
+  try {
+    for (let i = 0; i < replicas; ++i) servers.push(await startReplica(args, opts));
+  } catch (e) {
+    for (const s of servers) await s.stop();
+    throw e;
+  }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'vkllm-nginx-'));
   const [port] = await freePorts(1);
   writeFileSync(path.join(dir, 'nginx.conf'), nginxConfig(dir, port, servers.map((s) => new URL(s.url).port)));
@@ -171,12 +184,19 @@ export async function startCluster(args = [], { replicas = 2, ...opts } = {}) {
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 10000;
   for (;;) {
+    // The port was free a moment ago; answered by nginx (its Server header) means this nginx got it.
     try {
-      if ((await fetch(`${url}/health`)).status === 200) break;
+      const r = await fetch(`${url}/health`);
+      if (r.status === 200 && /^nginx/.test(r.headers.get('server') ?? '') && nginx.exitCode === null) break;
     } catch { /* not listening yet */ }
     if (nginx.exitCode !== null || Date.now() > deadline) {
+      if (nginx.exitCode === null) nginx.kill('SIGKILL');
+      await nginxExited;
       for (const s of servers) await s.stop();
-      throw new Error(`nginx did not start: ${nginxErr}${readFileSync(path.join(dir, 'error.log'), 'utf8')}`);
+      let log = '';
+      try { log = readFileSync(path.join(dir, 'error.log'), 'utf8'); } catch { /* none written */ }
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(`nginx did not start: ${nginxErr}${log}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }

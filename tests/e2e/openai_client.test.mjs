@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, haveModel, vkllmRun, modelsDir, metric, waitFor } from './harness.mjs';
+import { startServer, haveModel, vkllmRun, modelsDir, metric, waitFor, clientAgent } from './harness.mjs';
 
 // The client comes from tests/e2e/node_modules (npm ci, which scripts/install_deps.sh runs).
 let OpenAI;
@@ -21,7 +21,7 @@ let client;
 before(async () => {
   if (!haveModel()) return;
   server = await startServer(['--parallel', '4', '--api-key', KEY, '--ctx', '1024']);
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEY, maxRetries: 0, httpAgent: clientAgent, timeout: 60000 });
 });
 
 after(async () => {
@@ -158,7 +158,7 @@ test('invalid requests raise BadRequestError naming the parameter', { skip }, as
 });
 
 test('a wrong API key raises AuthenticationError', { skip }, async () => {
-  const bad = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'sk-wrong', maxRetries: 0 });
+  const bad = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'sk-wrong', maxRetries: 0, httpAgent: clientAgent });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401 && e.code === 'invalid_api_key');
 });
 

@@ -1,4 +1,4 @@
-// gelu, geglu, scale, softcap, clamp and add_rows against their double references.
+// gelu, geglu, scale, softcap, clamp, relu and add_rows against their double references.
 #include "support/test_context.h"
 
 #include "kernels/small_ops_testing.h"
@@ -18,7 +18,7 @@ using small_ops_testing::ShiftedBuffer;
 
 namespace {
 
-enum class Op { Gelu, Geglu, Scale, Softcap, Clamp };
+enum class Op { Gelu, Geglu, Scale, Softcap, Clamp, Relu };
 const char* op_name(Op op) {
     switch (op) {
         case Op::Gelu: return "gelu";
@@ -26,6 +26,7 @@ const char* op_name(Op op) {
         case Op::Scale: return "scale";
         case Op::Softcap: return "softcap";
         case Op::Clamp: return "clamp";
+        case Op::Relu: return "relu";
     }
     return "?";
 }
@@ -46,9 +47,9 @@ std::vector<float> extreme_values(float max_abs) {
 }
 
 // The tolerances: gelu / softcap / geglu are a few f32 operations deep, so ~1e-7 relative per element
-// (and NMSE ~1e-14); scale is one correctly rounded multiply and clamp a selection: exact.
+// (and NMSE ~1e-14); scale is one correctly rounded multiply, clamp and relu a selection: exact.
 test::Tolerance tolerance(Op op) {
-    if (op == Op::Scale || op == Op::Clamp) return {0, 0, 0};
+    if (op == Op::Scale || op == Op::Clamp || op == Op::Relu) return {0, 0, 0};
     return {1e-11, 1e-7, 2e-6};
 }
 
@@ -84,6 +85,7 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Scale: ref = a; ref::scale(ref.data(), n, r.param); break;
         case Op::Softcap: ref = a; ref::softcap(ref.data(), n, r.param); break;
         case Op::Clamp: ref = a; ref::clamp(ref.data(), n, r.param); break;
+        case Op::Relu: ref::relu(a.data(), ref.data(), n); break;
     }
 
     ShiftedBuffer da(ctx, size_t(n) * 4, r.shift, "a"), db(ctx, size_t(n) * 4, r.shift, "b"),
@@ -100,6 +102,7 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Scale: ops::scale(ctx, s, da.slice(), n, r.param); break;
         case Op::Softcap: ops::softcap(ctx, s, da.slice(), n, r.param); break;
         case Op::Clamp: ops::clamp(ctx, s, da.slice(), n, r.param); break;
+        case Op::Relu: ops::relu(ctx, s, da.slice(), out.slice(), n); break;
     }
     s.end();
     s.submit_and_wait();
@@ -148,6 +151,7 @@ TEST_CASE("gelu / geglu / scale / softcap: tiny and odd sizes, in place") {
             run_op(ctx, {.op = Op::Scale, .n = n, .param = 0.03125f + n});
             run_op(ctx, {.op = Op::Softcap, .n = n, .lo = -100.0f, .hi = 100.0f, .param = 30.0f});
             run_op(ctx, {.op = Op::Clamp, .n = n, .lo = -12.0f, .hi = 12.0f, .param = 8.0f});
+            run_op(ctx, {.op = Op::Relu, .n = n, .alias = n % 2 ? Alias::First : Alias::None});
         }
     }
 }
@@ -166,6 +170,8 @@ TEST_CASE("gelu / geglu / scale / softcap: model sizes, several rows") {
                 worst = std::max(worst, run_op(ctx, {.op = Op::Gelu, .n = width * rows, .alias = alias}).nmse);
                 worst = std::max(worst, run_op(ctx, {.op = Op::Geglu, .n = width * rows, .alias = alias}).nmse);
             }
+        // T5 v1.0's feed-forward widths (t5-small 2048, t5-base 3072, t5-large 4096) over a prompt chunk.
+        for (uint32_t width : {2048u, 3072u, 4096u}) run_op(ctx, {.op = Op::Relu, .n = width * 64, .alias = Alias::First});
         for (uint32_t dim : {768u, 2048u, 2304u, 3072u, 4096u}) {
             run_op(ctx, {.op = Op::Scale, .n = dim * 64, .param = std::sqrt(float(dim))});
             worst = std::max(worst, run_op(ctx, {.op = Op::Softcap, .n = dim * 8, .lo = -200.0f, .hi = 200.0f,
@@ -188,6 +194,7 @@ TEST_CASE("gelu / geglu / softcap: large magnitudes stay finite and right") {
             for (float cap : {1.0f, 30.0f, 50.0f})
                 run_op(ctx, {.op = Op::Softcap, .n = 4099, .lo = -range, .hi = range, .param = cap, .extremes = true});
             run_op(ctx, {.op = Op::Scale, .n = 4099, .lo = -range, .hi = range, .param = 0.125f, .extremes = true});
+            run_op(ctx, {.op = Op::Relu, .n = 4099, .lo = -range, .hi = range, .extremes = true});
         }
         // The transition of gelu (x in [-12, -8]: the exp clamp) and small softcap arguments, where
         // (1 - e) / (1 + e) would lose relative precision: every element against rtol, not only the NMSE.
@@ -222,6 +229,7 @@ TEST_CASE("gelu / geglu / scale / softcap / add_rows: split into several dispatc
     run_op(ctx, {.op = Op::Scale, .n = 100003, .param = 3.0f, .shift = 4});
     run_op(ctx, {.op = Op::Softcap, .n = 100003, .lo = -100.0f, .hi = 100.0f, .param = 30.0f, .shift = 4});
     run_op(ctx, {.op = Op::Clamp, .n = 100003, .lo = -3.0f, .hi = 3.0f, .param = 0.5f, .shift = 4});
+    run_op(ctx, {.op = Op::Relu, .n = 100003, .shift = 4});
     // Windows of ~16k elements end inside rows of 4099 and 7: the column of each dispatch's first element.
     run_add_rows(ctx, 30, 4099);
     run_add_rows(ctx, 20000, 7, 4);
@@ -243,6 +251,7 @@ TEST_CASE("gelu / geglu / scale / softcap / add_rows: slices at offsets below th
         run_op(ctx, {.op = Op::Scale, .n = 4099, .param = -2.5f, .shift = 4});
         run_op(ctx, {.op = Op::Softcap, .n = 172, .lo = -100.0f, .hi = 100.0f, .param = 50.0f, .shift = 4});
         run_op(ctx, {.op = Op::Clamp, .n = 172, .lo = -100.0f, .hi = 100.0f, .param = 6.0f, .shift = 4});
+        run_op(ctx, {.op = Op::Relu, .n = 172, .alias = Alias::First, .shift = 4});
         run_add_rows(ctx, 5, 768, 4);
     }
 }
@@ -254,6 +263,7 @@ TEST_CASE("gelu / geglu / scale / softcap / add_rows: bad arguments are rejected
     s.begin();
     CHECK_THROWS_AS(ops::gelu(ctx, s, b.slice(), b.slice(0, 512), 256), std::invalid_argument);
     CHECK_THROWS_AS(ops::gelu(ctx, s, b.slice(0, 512), b.slice(), 256), std::invalid_argument);
+    CHECK_THROWS_AS(ops::relu(ctx, s, b.slice(), b.slice(0, 512), 256), std::invalid_argument);
     CHECK_THROWS_AS(ops::geglu(ctx, s, b.slice(), b.slice(), b.slice(), 257), std::invalid_argument);
     CHECK_THROWS_AS(ops::scale(ctx, s, b.slice(), 257, 2.0f), std::invalid_argument);
     CHECK_THROWS_AS(ops::softcap(ctx, s, b.slice(), 257, 30.0f), std::invalid_argument);

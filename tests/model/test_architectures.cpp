@@ -186,9 +186,22 @@ TEST_CASE("architectures: packed inputs give each input's own hidden states (lea
     VKLLM_CHECK_THROWS_WITH_SUBSTR(dec.eval_packed(one), std::logic_error, "packing needs a bidirectional model");
 }
 
-TEST_CASE("architectures: T5's encoder matches the host reference layer by layer, F16 and Q4_K, shared and own bias tables") {
+TEST_CASE("architectures: T5's encoder matches the host reference layer by layer, F16 and Q4_K, shared and own bias "
+          "tables, v1.1 and v1.0") {
     check_encoder(test::write_model("arch-t5encoder-f16", small_shape("t5encoder", TensorType::F16)), 1e-5);
     check_encoder(test::write_model("arch-t5encoder-q4_k", small_shape("t5encoder", TensorType::Q4_K)), 1e-5);
+    // T5 v1.0: no ffn_gate, a ReLU feed-forward.
+    ModelShape v10 = small_shape("t5encoder", TensorType::F16);
+    v10.variant = "v1.0";
+    const std::string v10_path = test::write_model("arch-t5encoder-v1.0-f16", v10);
+    {
+        const GgufFile f = GgufFile::open(v10_path);
+        CHECK(f.find_tensor("enc.blk.0.ffn_gate.weight") == nullptr);
+        const ModelConfig cfg = ModelConfig::from_gguf(f);
+        CHECK(cfg.arch->variant == "v1.0");
+        CHECK(cfg.arch->ffn == FfnKind::Relu);
+    }
+    check_encoder(v10_path, 1e-5);
     // A layer with its own attn_rel_b (llama.cpp reads one where present).
     const ModelShape s = small_shape("t5encoder", TensorType::F16);
     GgufWriter w = make_random_model(s);
@@ -352,8 +365,9 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     refused("jina-bert-v2", "blk.0.ffn_gate.weight", 64, 96, "a separate ffn_gate is not supported");
     refused("mpt", "position_embd.weight", 64, 256, "learned positions are not supported");
     refused("mpt", "blk.0.ffn_act.scales", 96, 1, "AWQ activation scales");
-    // T5's encoder: layer 0 carries the relative-position bias the others share; T5 v1.0's ReLU
-    // feed-forward (no ffn_gate) is not implemented; the bucket count is required.
+    // T5's encoder: layer 0 carries the relative-position bias the others share; layer 0's ffn_gate
+    // says v1.1 (gated GELU) or, absent, v1.0 (ReLU), and every layer must agree; the bucket count
+    // is required.
     auto t5_refused = [&](const std::function<void(GgufWriter&)>& edit, const char* why) {
         GgufWriter x = make_random_model(small_shape("t5encoder", TensorType::F32));
         edit(x);
@@ -363,8 +377,9 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     };
     t5_refused([](GgufWriter& x) { x.remove_tensor("enc.blk.0.attn_rel_b.weight"); },
                "tensor 'enc.blk.0.attn_rel_b.weight': required tensor is missing: T5's relative-position bias");
-    t5_refused([](GgufWriter& x) { for (int l = 0; l < 2; ++l) x.remove_tensor(fmt::format("enc.blk.{}.ffn_gate.weight", l)); },
-               "tensor 'enc.blk.0.ffn_gate.weight': T5 v1.0's ReLU feed-forward (no ffn_gate) is not supported");
+    t5_refused([](GgufWriter& x) { x.remove_tensor("enc.blk.1.ffn_gate.weight"); }, "enc.blk.1.ffn_gate.weight");
+    t5_refused([](GgufWriter& x) { x.remove_tensor("enc.blk.0.ffn_gate.weight"); },
+               "tensor 'enc.blk.1.ffn_gate.weight': an ffn_gate in a T5 v1.0 stack");
     t5_refused([](GgufWriter& x) { x.remove("t5encoder.attention.relative_buckets_count"); },
                "t5encoder.attention.relative_buckets_count");
     t5_refused([](GgufWriter& x) { x.set_u32("t5encoder.attention.relative_buckets_count", 3); },
@@ -377,12 +392,18 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
 TEST_CASE("architectures: T5's decoder (causal bias table, cross-attention over the encoder) matches the host reference") {
     test::ValidationGuard guard;
     Context& ctx = test::float_path_context();
-    for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
+    for (const auto& [type, variant] : {std::pair{TensorType::F16, ""}, std::pair{TensorType::Q4_K, ""},
+                                        std::pair{TensorType::F16, "v1.0"}}) {
         CAPTURE(type_traits(type).name);
-        const std::string path = test::write_model("arch-t5-" + std::string(type_traits(type).name), small_shape("t5", type));
+        CAPTURE(std::string(variant));
+        ModelShape shape = small_shape("t5", type);
+        shape.variant = variant;
+        const std::string path = test::write_model(fmt::format("arch-t5-{}{}", type_traits(type).name, variant), shape);
         test::LoadedModel m = test::open_model(path);
         const ModelConfig enc_cfg = ModelConfig::encoder_from_gguf(m.file);
         CHECK(enc_cfg.arch->name == "t5encoder");
+        CHECK(enc_cfg.arch->variant == variant);
+        CHECK(m.cfg.arch->variant == variant);
         CHECK(m.cfg.decoder_start_token == 0);
         ModelOptions opts;
         opts.n_ctx = 64;

@@ -118,7 +118,7 @@ TEST_CASE("plan: folds and fusions per architecture and batch shape") {
         CAPTURE(arch);
         const File f(shape_of(arch));
         const WeightLayout w = plan_weights(f.file, f.cfg, 256);
-        const bool rms = f.cfg.arch->norm == NormKind::Rms, gelu = f.cfg.arch->ffn == FfnKind::Gelu;
+        const bool rms = f.cfg.arch->norm == NormKind::Rms, gelu = !gated(f.cfg.arch->ffn);
         const bool post = f.cfg.arch->norm_placement == NormPlacement::PreAndPost;
         for (const StepShape shape : {StepShape{1, false}, StepShape{3, true}, StepShape{3, false}, StepShape{64, false}}) {
             CAPTURE(shape.n);
