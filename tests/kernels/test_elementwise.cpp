@@ -156,6 +156,7 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::softcap(ctx, s, a.slice(), 64, 30.0f);
         ops::add_rows(ctx, s, a.slice(), b.slice(), 4, 16);
         ops::clamp(ctx, s, a.slice(), 64, 8.0f);
+        ops::relu(ctx, s, a.slice(), a.slice(), 64);
         s.end();
         s.submit_and_wait();
         CHECK(ctx.pipeline_stats().created == created);
