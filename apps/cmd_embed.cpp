@@ -96,7 +96,7 @@ void run_embed(const EmbedArgs& a) {
             throw std::invalid_argument(std::string("--rerank: ") + e.what());
         }
     }
-    if (!reranking && pooling == Pooling::Rank)
+    if (!reranking && model_role(cfg) == ModelRole::Rerank)
         throw std::invalid_argument("this model is a reranker (pooling rank): its head scores a query and a document "
                                     "together; give --rerank QUERY to score each input as a document");
     ModelOptions mo;
@@ -152,7 +152,7 @@ void run_embed(const EmbedArgs& a) {
     std::fwrite(out.data(), 1, out.size(), stdout);
     fmt::print(stderr, "{}: {} input{}, {} tokens, pooling {}, normalize {}: {:.1f} ms ({:.1f} inputs/s, {:.0f} tokens/s)\n",
                reranking ? "rerank" : "embed", texts.size(), texts.size() == 1 ? "" : "s", n_tokens,
-               pooling_name(eo.pooling.value_or(m.cfg.pooling)), reranking ? "none" : std::to_string(a.normalize), ms,
+               pooling_name(pooling), reranking ? "none" : std::to_string(a.normalize), ms,
                texts.size() * 1000.0 / ms, n_tokens * 1000.0 / ms);
 }
 

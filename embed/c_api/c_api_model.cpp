@@ -60,7 +60,7 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
     vkllm_model& m = *capi::live_model(model);
     require(n_out != nullptr, "n_out is NULL");
     require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
-    const Pooling pooling = m.pooling.value_or(m.loaded.cfg.pooling);
+    const Pooling pooling = m.pooling;
     require(m.role == ModelRole::Embed,
             m.role == ModelRole::Rerank
                 ? std::string("this model is a reranker (pooling rank): it scores a query and a document together "
@@ -319,7 +319,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             throw ApiFailure(VKLLM_ERR_OUT_OF_MEMORY, e.what());
         }
         m->role = role;
-        m->pooling = pooling;
+        m->pooling = pooling.value_or(m->loaded.cfg.pooling);
         if (!embeds(role)) {
             serving::EngineOptions eo;
             eo.n_slots = p.max_sessions;
@@ -383,7 +383,7 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.embeddings = embeds(m.role);
         i.embedding_dim = i.embeddings ? m.loaded.cfg.dim : 0;
         i.max_embed_tokens = i.embeddings ? embed_limit(*m.loaded.model) : 0;
-        copy_text(i.pooling, pooling_name(m.pooling.value_or(m.loaded.cfg.pooling)));
+        copy_text(i.pooling, pooling_name(m.pooling));
         capi::write_out(info, i, "vkllm_model_info");
         return VKLLM_OK;
     });
@@ -449,7 +449,7 @@ vkllm_status vkllm_rerank(vkllm_model* model, const char* query, size_t query_le
         require(n == 0 || (documents != nullptr && lens != nullptr && scores != nullptr), "documents, lens or scores is NULL");
         require(m.role == ModelRole::Rerank,
                 fmt::format("this {} model is not a reranker (pooling '{}'): vkllm_rerank needs pooling 'rank'",
-                            m.loaded.cfg.arch->name, pooling_name(m.pooling.value_or(m.loaded.cfg.pooling))));
+                            m.loaded.cfg.arch->name, pooling_name(m.pooling)));
         require(query_len > 0, "the query is empty");
         std::vector<std::vector<int32_t>> pairs;
         for (size_t i = 0; i < n; ++i) {

@@ -12,7 +12,6 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +22,7 @@ struct vkllm_model {
     vkllm::LoadedModel loaded;                       // file, config, tokenizer, device, model (model/load.h)
     std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation (null for an embedding model)
     vkllm::ModelRole role = vkllm::ModelRole::Generate;  // what it was loaded for (model_role)
-    std::optional<vkllm::Pooling> pooling;               // params.pooling; unset: the file's
+    vkllm::Pooling pooling = vkllm::Pooling::None;       // in effect: params.pooling, else the file's
     std::mutex embed_mutex;                              // vkllm_embed and vkllm_rerank: one evaluation at a time
     uint32_t max_sessions = 1;
     std::mutex sessions_mutex;

@@ -134,6 +134,39 @@ bool valid_utf8(const std::string& s) {
     return true;
 }
 
+// `vkllm gen-model` into VKLLM_TMP_DIR; "" when the vocabulary is missing (the case is skipped).
+std::string gen_capi_model(const std::string& name, const std::string& vocab_file, const std::string& args) {
+    const std::string vocab = model_path(vocab_file.c_str());
+    if (!std::filesystem::exists(vocab)) {
+        MESSAGE("skipped: " << vocab << " is missing");
+        return "";
+    }
+    std::filesystem::create_directories(VKLLM_TMP_DIR);
+    const std::string out = std::string(VKLLM_TMP_DIR) + "/" + name;
+    const std::string gen = std::string(VKLLM_EXE) + " gen-model --vocab-from " + vocab + " " + args + " -o " + out + " 2>/dev/null";
+    REQUIRE(std::system(gen.c_str()) == 0);
+    return out;
+}
+
+// The whitespace-separated floats a command prints.
+std::vector<float> command_floats(const std::string& cmd) {
+    FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r");
+    REQUIRE(f != nullptr);
+    std::vector<float> out;
+    for (float x; std::fscanf(f, "%f", &x) == 1;) out.push_back(x);
+    CHECK(pclose(f) == 0);
+    return out;
+}
+
+
+// vkllm_model_get_info of a live model.
+vkllm_model_info model_info(const vkllm_model* m) {
+    vkllm_model_info info{};
+    info.struct_size = sizeof info;
+    REQUIRE(vkllm_model_get_info(m, &info) == VKLLM_OK);
+    return info;
+}
+
 }  // namespace
 
 TEST_CASE("capi: version and status names") {
@@ -741,22 +774,13 @@ TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on
 }
 
 TEST_CASE("capi: vkllm_embed on an embedding model: info, the vectors `vkllm embed` prints, and its errors") {
-    const std::string vocab = model_path("ggml-vocab-bert-bge.gguf");
-    if (!std::filesystem::exists(vocab)) {
-        MESSAGE("skipped: " << vocab << " is missing");
-        return;
-    }
-    std::filesystem::create_directories(VKLLM_TMP_DIR);
-    const std::string bert = std::string(VKLLM_TMP_DIR) + "/capi-bert.gguf";
-    const std::string gen = std::string(VKLLM_EXE) + " gen-model --arch bert --vocab-from " + vocab +
-                            " --dim 64 --layers 2 --heads 4 --ffn 128 --ctx 48 --type f16 -o " + bert + " 2>/dev/null";
-    REQUIRE(std::system(gen.c_str()) == 0);
+    const std::string bert = gen_capi_model("capi-bert.gguf", "ggml-vocab-bert-bge.gguf",
+                                            "--arch bert --dim 64 --layers 2 --heads 4 --ffn 128 --ctx 48 --type f16");
+    if (bert.empty()) return;
     vkllm_model_params p = test_params();
     vkllm_model* m = nullptr;
     REQUIRE(vkllm_model_load(bert.c_str(), &p, &m) == VKLLM_OK);
-    vkllm_model_info info{};
-    info.struct_size = sizeof info;
-    REQUIRE(vkllm_model_get_info(m, &info) == VKLLM_OK);
+    const vkllm_model_info info = model_info(m);
     CHECK(info.embeddings);
     CHECK(info.embedding_dim == 64);
     CHECK(info.max_embed_tokens == 48);  // the default ubatch of an embedding model is its context
@@ -772,12 +796,7 @@ TEST_CASE("capi: vkllm_embed on an embedding model: info, the vectors `vkllm emb
     for (float x : v) norm += double(x) * x;
     CHECK(norm == doctest::Approx(1.0).epsilon(1e-5));
     // The same vector as the command line prints.
-    const std::string cmd = std::string(VKLLM_EXE) + " embed -m " + bert + " -p '" + text + "' 2>/dev/null";
-    FILE* f = popen(cmd.c_str(), "r");
-    REQUIRE(f != nullptr);
-    std::vector<float> cli;
-    for (float x; std::fscanf(f, "%f", &x) == 1;) cli.push_back(x);
-    CHECK(pclose(f) == 0);
+    const std::vector<float> cli = command_floats(std::string(VKLLM_EXE) + " embed -m " + bert + " -p '" + text + "'");
     REQUIRE(cli.size() == 64);
     for (size_t i = 0; i < 64; ++i) CHECK(v[i] == doctest::Approx(cli[i]).epsilon(1e-4));
 
@@ -805,33 +824,6 @@ TEST_CASE("capi: vkllm_embed on an embedding model: info, the vectors `vkllm emb
     CHECK(validation_errors == 0);
 }
 
-namespace {
-
-// `vkllm gen-model` into VKLLM_TMP_DIR; "" when the vocabulary is missing (the case is skipped).
-std::string gen_capi_model(const std::string& name, const std::string& vocab_file, const std::string& args) {
-    const std::string vocab = model_path(vocab_file.c_str());
-    if (!std::filesystem::exists(vocab)) {
-        MESSAGE("skipped: " << vocab << " is missing");
-        return "";
-    }
-    std::filesystem::create_directories(VKLLM_TMP_DIR);
-    const std::string out = std::string(VKLLM_TMP_DIR) + "/" + name;
-    const std::string gen = std::string(VKLLM_EXE) + " gen-model --vocab-from " + vocab + " " + args + " -o " + out + " 2>/dev/null";
-    REQUIRE(std::system(gen.c_str()) == 0);
-    return out;
-}
-
-// The whitespace-separated floats a command prints.
-std::vector<float> command_floats(const std::string& cmd) {
-    FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r");
-    REQUIRE(f != nullptr);
-    std::vector<float> out;
-    for (float x; std::fscanf(f, "%f", &x) == 1;) out.push_back(x);
-    CHECK(pclose(f) == 0);
-    return out;
-}
-
-}  // namespace
 
 TEST_CASE("capi: vkllm_embed_batch equals vkllm_embed per text, and names the text it refuses") {
     const std::string bert = gen_capi_model("capi-bert-batch.gguf", "ggml-vocab-bert-bge.gguf",
@@ -901,9 +893,7 @@ TEST_CASE("capi: a decoder embedding model: pooling from the file or the params,
     vkllm_model_params p = test_params();
     vkllm_model* m = nullptr;
     REQUIRE(vkllm_model_load(qwen.c_str(), &p, &m) == VKLLM_OK);
-    vkllm_model_info info{};
-    info.struct_size = sizeof info;
-    REQUIRE(vkllm_model_get_info(m, &info) == VKLLM_OK);
+    const vkllm_model_info info = model_info(m);
     CHECK(info.embeddings);
     CHECK(info.embedding_dim == 64);
     CHECK(info.max_embed_tokens == 256);  // a decoder's context: it runs an input in ubatch chunks
@@ -942,14 +932,11 @@ TEST_CASE("capi: a decoder embedding model: pooling from the file or the params,
 
     // A decoder whose file names no pooling generates, unless the params give one.
     Model dec;
-    vkllm_model_info dinfo{};
-    dinfo.struct_size = sizeof dinfo;
-    REQUIRE(vkllm_model_get_info(dec.m, &dinfo) == VKLLM_OK);
-    CHECK_FALSE(dinfo.embeddings);
+    CHECK_FALSE(model_info(dec.m).embeddings);
     vkllm_model_params q = test_params();
     q.pooling = "mean";
     REQUIRE(vkllm_model_load(model_path("stories260K.gguf").c_str(), &q, &m) == VKLLM_OK);
-    REQUIRE(vkllm_model_get_info(m, &dinfo) == VKLLM_OK);
+    const vkllm_model_info dinfo = model_info(m);
     CHECK(dinfo.embeddings);
     CHECK(std::string(dinfo.pooling) == "mean");
     CHECK(vkllm_embed(m, "Once upon a time", 16, 2, v.data(), v.size(), &n) == VKLLM_OK);
@@ -987,9 +974,7 @@ TEST_CASE("capi: vkllm_rerank scores as `vkllm embed --rerank`, and its errors")
     vkllm_model_params p = test_params();
     vkllm_model* m = nullptr;
     REQUIRE(vkllm_model_load(rr.c_str(), &p, &m) == VKLLM_OK);
-    vkllm_model_info info{};
-    info.struct_size = sizeof info;
-    REQUIRE(vkllm_model_get_info(m, &info) == VKLLM_OK);
+    const vkllm_model_info info = model_info(m);
     CHECK(info.embeddings);
     CHECK(std::string(info.pooling) == "rank");
     const std::string query = "what is a panda?";
