@@ -8,10 +8,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, exe, modelsDir, childEnv, clientAgent } from './harness.mjs';
+import { startServer, exe, modelsDir, childEnv, clientAgent, vkllmExe } from './harness.mjs';
 
 let OpenAI;
 try {
@@ -62,11 +62,10 @@ const texts = ['The giant panda is a bear.', 'what is a panda?', 'Äpfel, naïve
 
 // `vkllm embed --json` on the same file and texts: the reference vectors (with the sanitizer
 // environment a sanitized build's processes need, as the server gets it).
-function embedCli(inputs, model = modelPath) {
+async function embedCli(inputs, model = modelPath) {
   const file = path.join(tmp, 'inputs.txt');
-  execFileSync('sh', ['-c', `cat > "${file}"`], { input: inputs.join('\n') + '\n' });
-  return JSON.parse(execFileSync(exe, ['embed', '-m', model, '-f', file, '--batch-lines', '--json'],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: childEnv() }));
+  writeFileSync(file, inputs.join('\n') + '\n');
+  return JSON.parse(await vkllmExe(['embed', '-m', model, '-f', file, '--batch-lines', '--json']));
 }
 
 function assertClose(got, want, what) {
@@ -75,7 +74,7 @@ function assertClose(got, want, what) {
 }
 
 test('float and base64 (the client default) give the vectors of `vkllm embed`, with usage', { skip }, async () => {
-  const want = embedCli(texts);
+  const want = await embedCli(texts);
   const asFloat = await client.embeddings.create({ model: 'bert', input: texts, encoding_format: 'float' });
   const asBase64 = await client.embeddings.create({ model: 'bert', input: texts });  // the client asks for base64
   assert.equal(asFloat.object, 'list');
@@ -120,11 +119,10 @@ test('requests it cannot honour exactly are 400s naming the parameter', { skip }
 });
 
 // `vkllm embed --rerank --json` on the same file: the reference scores, by document index.
-function rerankCli(query, docs) {
+async function rerankCli(query, docs) {
   const file = path.join(tmp, 'documents.txt');
-  execFileSync('sh', ['-c', `cat > "${file}"`], { input: docs.join('\n') + '\n' });
-  const out = JSON.parse(execFileSync(exe, ['embed', '-m', rerankerPath, '--rerank', query, '-f', file, '--batch-lines', '--json'],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: childEnv() }));
+  writeFileSync(file, docs.join('\n') + '\n');
+  const out = JSON.parse(await vkllmExe(['embed', '-m', rerankerPath, '--rerank', query, '-f', file, '--batch-lines', '--json']));
   const scores = [];
   for (const r of out.results) scores[r.index] = r.relevance_score;
   return { scores, tokens: out.usage.prompt_tokens };
@@ -132,7 +130,7 @@ function rerankCli(query, docs) {
 
 test('/v1/rerank through the client: the scores of `vkllm embed --rerank`, best first, top_n and documents', { skip }, async () => {
   const query = 'what is a panda?';
-  const want = rerankCli(query, texts);
+  const want = await rerankCli(query, texts);
   const all = await rerankClient.post('/rerank', { body: { model: 'reranker', query, documents: texts } });
   assert.equal(all.object, 'list');
   assert.equal(all.results.length, texts.length);
@@ -168,7 +166,7 @@ test('rerank requests it cannot honour are 400s naming the parameter; each model
 test('a decoder embedding model: the last token\'s state as `vkllm embed` gives it, inputs longer than the ubatch', { skip }, async () => {
   // The server runs 16 tokens at a time through the KV cache; `vkllm embed` the whole input at once.
   const inputs = [...texts, 'The giant panda is a bear species endemic to China. '.repeat(4)];
-  const want = embedCli(inputs, decoderPath);
+  const want = await embedCli(inputs, decoderPath);
   const got = await decoderClient.embeddings.create({ model: 'qwen3', input: inputs, encoding_format: 'float' });
   assert.equal(got.data.length, inputs.length);
   assert.equal(got.usage.prompt_tokens, want.usage.prompt_tokens);

@@ -1,7 +1,7 @@
 // Starts `vkllm serve` on 127.0.0.1 with a free port for the end-to-end tests, and stops it.
 // Paths come from the environment CTest sets (VKLLM_EXE, VKLLM_MODEL), with fallbacks for a
 // manual `node --test` from tests/e2e/ after building into build/.
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -89,13 +89,28 @@ async function startReplica(args = [], { readyTimeoutMs = 60000, modelPath = mod
   };
 }
 
+// Runs the vkllm binary and resolves with its stdout (rejects naming the exit code and stderr).
+// Asynchronous on purpose: while a synchronous child runs, the event loop cannot see a keep-alive
+// connection closed by the server's idle timeout, and the next request reuses the dead socket.
+export function vkllmExe(args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(exe, args, { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve(out);
+      else reject(new Error(`vkllm ${args[0]} exited with ${code ?? signal}:\n${err}`));
+    });
+  });
+}
+
 // What `vkllm run` prints for a prompt, greedy, without echoing the prompt.
 export function vkllmRun(prompt, n) {
-  return execFileSync(exe, ['run', '-m', model, '-p', prompt, '-n', String(n), '--temp', '0', '--no-echo'], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'ignore'],
-    env: childEnv(),
-  });
+  return vkllmExe(['run', '-m', model, '-p', prompt, '-n', String(n), '--temp', '0', '--no-echo']);
 }
 
 // The value of one sample line of a Prometheus text page.

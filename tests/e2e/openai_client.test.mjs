@@ -49,7 +49,7 @@ test('a greedy completion equals `vkllm run` for the same prompt', { skip }, asy
   assert.match(r.id, /^cmpl-/);
   assert.equal(r.model, 'stories260K');
   assert.equal(r.choices.length, 1);
-  assert.equal(r.choices[0].text, vkllmRun('Once upon a time', 40));
+  assert.equal(r.choices[0].text, await vkllmRun('Once upon a time', 40));
   assert.equal(r.usage.completion_tokens, 40);
   assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 40);
   assert.equal(r.choices[0].finish_reason, 'length');
@@ -107,7 +107,7 @@ test('a completions stream', { skip }, async () => {
     text += c.choices[0].text;
     finish = c.choices[0].finish_reason ?? finish;
   }
-  assert.equal(text, vkllmRun('Once upon a time', 20));
+  assert.equal(text, await vkllmRun('Once upon a time', 20));
   assert.equal(finish, 'length');
 });
 
@@ -134,7 +134,7 @@ test('logprobs: chat top_logprobs and completions logprobs', { skip }, async () 
 });
 
 test('stop sequences end the text before them', { skip }, async () => {
-  const full = vkllmRun('Once upon a time', 30);
+  const full = await vkllmRun('Once upon a time', 30);
   const word = full.split(' ').filter((w) => w.length > 2)[3];
   const r = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 30, temperature: 0, stop: [word] });
   assert.equal(r.choices[0].finish_reason, 'stop');
