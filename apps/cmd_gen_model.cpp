@@ -41,6 +41,7 @@ struct GenModelArgs {
     std::string pooling;
     float clamp_kqv = 0;
     bool biases = false;
+    uint32_t experts = 0, experts_used = 2, expert_ffn = 0, shared_ffn = 0;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
@@ -158,6 +159,10 @@ void run_gen_model(const GenModelArgs& a) {
     }
     s.clamp_kqv = a.clamp_kqv;
     s.optional_biases = a.biases;
+    s.n_expert = a.experts;
+    s.n_expert_used = a.experts ? a.experts_used : 0;
+    s.expert_ffn = a.expert_ffn;
+    s.shared_ffn = a.shared_ffn;
     s.rope_freqs = a.rope_freqs;
     s.rope_scaling = a.rope_scaling;
     if (s.rope_scaling != "none") s.rope_factor = a.rope_factor;
@@ -243,6 +248,12 @@ void register_gen_model(CLI::App& app) {
                     "<arch>.pooling_type: none, mean, cls, last or rank (a reranker: encoders only, written with a "
                     "classification head). Encoders default to mean; a decoder gets the key only when given, as "
                     "embedding decoders such as Qwen3-Embedding carry it");
+    cmd->add_option("--experts", args->experts,
+                    "Mixture of experts: experts per layer (required for qwen2moe and qwen3moe; a llama with "
+                    "experts is written as Mixtral)");
+    cmd->add_option("--experts-used", args->experts_used, "Experts each token runs")->capture_default_str();
+    cmd->add_option("--expert-ffn", args->expert_ffn, "Each expert's feed-forward size (default --ffn)");
+    cmd->add_option("--shared-ffn", args->shared_ffn, "qwen2moe: the shared expert's feed-forward size (default --ffn)");
     cmd->add_flag("--biases", args->biases,
                   "Also write the optional biases (of q, k, v, the output and FFN projections and the norms) of "
                   "architectures that read them when present (mpt)");

@@ -518,6 +518,15 @@ TensorType llama_tensor_type(const ModelShape& s, std::string_view name, uint64_
     return ends_with(name, "_norm.weight") || ends_with(name, ".bias") ? TensorType::F32 : s.weight_type;
 }
 
+const ArchDesc& ModelShape::arch_desc() const {
+    const ArchDesc* a = find_arch(arch, variant);
+    if (!a) throw std::invalid_argument(fmt::format("unknown architecture '{}' (variant '{}'); supported: {}", arch, variant,
+                                                    supported_arch_list()));
+    if (n_expert > 0 && variant.empty() && !a->moe)
+        if (const ArchDesc* moe = find_arch(arch, "moe")) return *moe;
+    return *a;
+}
+
 void validate_model_shape(const ModelShape& s) {
     auto bad = [](const std::string& m) { throw std::invalid_argument(m); };
     auto positive = [&](uint32_t v, const char* field) {
@@ -547,6 +556,18 @@ void validate_model_shape(const ModelShape& s) {
         bad(fmt::format("{} has no RoPE to scale", s.arch));
     if (s.pooling == uint32_t(Pooling::Rank) && arch->lm_head)
         bad(fmt::format("pooling rank (a reranker's classification head) is written for encoders only, not {}", s.arch));
+    if (s.n_expert > 0 && !s.arch_desc().moe) bad(fmt::format("{} has no mixture-of-experts form", s.arch));
+    if (s.arch_desc().moe) {
+        if (s.n_expert == 0 || s.n_expert > 1024) bad(fmt::format("experts ({}) must be in 1..1024", s.n_expert));
+        if (s.n_expert_used == 0 || s.n_expert_used > std::min(s.n_expert, 64u))
+            bad(fmt::format("experts-used ({}) must be in 1..min(experts, 64)", s.n_expert_used));
+        if (s.mix) bad("quantization mixes are not written for mixture-of-experts models yet: give one --type");
+        const uint64_t b = type_traits(s.weight_type).block_elems;
+        for (uint32_t f : {s.expert_ffn, s.shared_ffn})
+            if (f % b != 0)
+                bad(fmt::format("{} weights need expert and shared-expert ffn sizes of whole {}-element blocks, not {}",
+                                type_traits(s.weight_type).name, b, f));
+    }
     if (s.clamp_kqv != 0 && !arch->clamp_kqv) bad(fmt::format("{} has no clamp_kqv (mpt has)", s.arch));
     if (!(s.clamp_kqv >= 0) || !std::isfinite(s.clamp_kqv)) bad("clamp-kqv must be finite and >= 0");
     // Rows are dim long (token_embd, attn_*, ffn_gate, ffn_up, output) or ffn long (ffn_down). A
@@ -649,7 +670,7 @@ constexpr uint32_t kT5Buckets = 32;  // T5's relative_attention_num_buckets
 
 GgufWriter make_random_model(const ModelShape& s) {
     validate_model_shape(s);
-    const ArchDesc& A = *find_arch(s.arch, s.variant);
+    const ArchDesc& A = s.arch_desc();
     const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
     const uint64_t q_dim = s.q_dim(), kv_dim = uint64_t(head_dim) * s.n_kv_heads;
     const std::string a = s.arch;
@@ -693,6 +714,13 @@ GgufWriter make_random_model(const ModelShape& s) {
         w.set_f32(key("attn_logit_softcapping"), A.default_attn_softcap);
         w.set_f32(key("final_logit_softcapping"), A.default_final_softcap);
     }
+    const uint32_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn_dim, shared_ffn = s.shared_ffn ? s.shared_ffn : s.ffn_dim;
+    if (A.moe) {
+        w.set_u32(key("expert_count"), s.n_expert);
+        w.set_u32(key("expert_used_count"), s.n_expert_used);
+        if (A.variant.empty()) w.set_u32(key("expert_feed_forward_length"), expert_ffn);  // Mixtral's files have none
+        if (A.shared_expert) w.set_u32(key("expert_shared_feed_forward_length"), shared_ffn);
+    }
     if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
     w.set_u32(key("vocab_size"), s.n_vocab);
     if (!A.causal) w.set_bool(key("attention.causal"), false);  // llama.cpp's default is causal
@@ -713,9 +741,10 @@ GgufWriter make_random_model(const ModelShape& s) {
         write_spm_vocab(w, A, s.n_vocab);
     }
 
-    auto matrix = [&](const std::string& name, uint64_t ne0, uint64_t ne1, bool f32) {
-        const TensorType t = f32 ? TensorType::F32 : llama_tensor_type(s, name, ne0);
-        w.add_tensor(name, t, {ne0, ne1}, random_matrix(t, ne0, s.seed, name));
+    // ne: ggml dims, trailing ones dropped (a stack of experts has three).
+    auto matrix = [&](const std::string& name, std::vector<uint64_t> ne, bool f32) {
+        const TensorType t = f32 ? TensorType::F32 : llama_tensor_type(s, name, ne[0]);
+        w.add_tensor(name, t, ne, random_matrix(t, ne[0], s.seed, name));
     };
     auto vector = [&](const std::string& name, uint64_t n, float mean, float sigma, bool positive = false) {
         w.add_tensor(name, TensorType::F32, {n}, random_vector(s.seed, name, mean, sigma, positive));
@@ -725,8 +754,8 @@ GgufWriter make_random_model(const ModelShape& s) {
     // A reranker (pooling rank) gets its architecture's head: cls, tanh, cls.output with one label (the
     // RoBERTa style), or for jina-bert-v2 cls to one label, tanh.
     const bool reranker = s.pooling == uint32_t(Pooling::Rank);
-    const SchemaDims dims{s.dim,    q_dim, kv_dim, s.ffn_dim, head_dim, s.n_vocab, s.n_ctx, head_dim, s.n_token_types, 1,
-                          s.n_heads, kT5Buckets};
+    const SchemaDims dims{s.dim,     q_dim,      kv_dim,     s.ffn_dim, head_dim,  s.n_vocab, s.n_ctx,   head_dim,
+                          s.n_token_types, 1, s.n_heads, kT5Buckets, s.n_expert, expert_ffn, shared_ffn};
     const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
     auto write = [&](const TensorSpec& t, uint32_t layer) {
         bool wanted = t.required;
@@ -739,10 +768,14 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (t.role == Role::AttnRelB) wanted = layer == 0;  // T5: the other layers share layer 0's
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);
-        if (t.init.matrix)  // an f32 matrix (token_types) stays f32, as llama.cpp's converter writes it
-            matrix(name, dims.get(t.ne[0]), dims.get(t.ne[1]), t.f32);
-        else
+        if (t.init.matrix) {  // an f32 matrix (token_types, a router) stays f32, as llama.cpp's converter writes it
+            std::vector<uint64_t> ne{dims.get(t.ne[0])};
+            if (t.ne[1] != Dim::One || t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[1]));
+            if (t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[2]));
+            matrix(name, ne, t.f32);
+        } else {
             vector(name, dims.get(t.ne[0]), t.init.mean, t.init.sigma, t.init.positive);
+        }
     };
     const std::vector<TensorSpec> globals = model_schema(A), layer = layer_schema(A);
     for (const TensorSpec& t : globals)

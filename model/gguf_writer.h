@@ -105,6 +105,8 @@ std::optional<QuantMix> parse_quant_mix(std::string_view name);
 
 // --- random models ------------------------------------------------------------------------------
 
+struct ArchDesc;
+
 struct ModelShape {
     std::string arch = "llama";  // general.architecture: any of supported_arch_list()
     std::string variant;         // a variant row of it (ArchDesc::variant: t5 / t5encoder "v1.0"); "": the main one
@@ -134,6 +136,12 @@ struct ModelShape {
     float clamp_kqv = 0;     // mpt: <arch>.attention.clamp_kqv (0: not written)
     bool optional_biases = false;  // also write the biases the architecture reads only when present
     uint32_t n_token_types = 2;       // rows of token_types.weight (encoders): BERT 2, XLM-RoBERTa 1
+    // Mixture of experts: n_expert experts of expert_ffn (0: ffn_dim) per layer, n_expert_used per token,
+    // a shared expert of shared_ffn (0: ffn_dim) where the architecture has one. A llama with
+    // n_expert > 0 is written as Mixtral is (its "moe" row); qwen2moe / qwen3moe need n_expert > 0.
+    uint32_t n_expert = 0, n_expert_used = 0, expert_ffn = 0, shared_ffn = 0;
+    // The row of the architecture table this shape writes (variant, or experts on a llama).
+    const ArchDesc& arch_desc() const;
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };

@@ -16,7 +16,8 @@
 #     the bias epilogue over every weight type (type-independent code around the dequantization
 #     that matvec's and matmul's tiny shapes run for every type; their other cases still run), and
 #     the forward pass under --caps int-dot (its own contexts compile every pipeline twice; the
-#     integer-dot kernels' tests still run);
+#     integer-dot kernels' tests still run), and the mixture-of-experts matvec's sweep over every
+#     weight type and its real-size case (its window, SwiGLU and one-expert cases still run);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again,
 #     and the cases that open weakened devices of their own ('*on weakened devices*');
 #   - the embedding comparisons with llama.cpp and the C API's vkllm_embed (processes of their own
@@ -37,6 +38,7 @@ slow_driver_excluded_cases=(
   'matvec fused input: every weight type*' 'linear bias: matvec? every weight type*'
   'linear bias: matmul? every weight type*' 'forward: integer-dot*' '*on weakened devices*'
   'embed: vkllm embed equals llama-server*' 'capi: vkllm_embed*'
+  'moe_matvec: Qwen3-30B-A3B-sized*' 'moe_matvec: only the chosen experts* rows? every weight type'
 )
 VKLLM_TEST_CASE_EXCLUDE=$(IFS=,; echo "${slow_driver_excluded_cases[*]}")
 VKLLM_TEST_DEVICE_VARIANTS=real  # tests/support/test_context.h

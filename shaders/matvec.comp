@@ -26,6 +26,11 @@
 // with a scalar tail.
 // Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors, 3 W_ALIGNED
 // (weights.glsl: all weight reads 4-byte aligned), 4 NORM, 5 ACT.
+// EXPERT_IDS (the matvec_id_* variants: mixture-of-experts layers, llama.cpp's mul_mat_id): W is a
+// stack of experts, each pc.expert_bytes long, and workgroup row y computes slot s = gl_WorkGroupID.y:
+// Y[s] = W[ids[pc.ids_base + s]] · X[s / pc.x_div] (ACT: G row s / pc.x_div too), NB = 1. The W window
+// holds experts [pc.e_first, pc.e_first + pc.e_count) only (a stack larger than one binding is
+// dispatched once per window); a workgroup whose expert lies outside it returns at once, uniformly.
 #extension GL_GOOGLE_include_directive : require
 #ifdef W_LOAD64
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -67,7 +72,20 @@ layout(push_constant) uniform Push {
     uint g_base;     // NORM / ACT: float offset of G[0] in the G window
     uint g_vec4;     // NORM / ACT: g_base and k are multiples of 4
     float eps;       // NORM
+#ifdef EXPERT_IDS
+    uint ids_base;      // uint offset of slot 0's expert id in the Ids window
+    uint e_first;       // the experts the W window holds
+    uint e_count;
+    uint expert_bytes;  // bytes of one expert's rows
+    uint x_div;         // slots per X row (an expert's input is its token's row: k_used; or 1)
+#endif
 } pc;
+
+#ifdef EXPERT_IDS
+layout(std430, binding = 6) readonly buffer Ids { uint ids[]; };
+uint x_row_off_ = 0u;  // floats from X's first row to this slot's (matvec_input.glsl)
+#define X_ROW_OFF x_row_off_
+#endif
 
 // One slot per (value, invocation): enough for any subgroup size. The host keeps NR * NB <= 8 on
 // GPUs (2 KiB at WG = 64) and <= 256 with WG <= 16 on CPU drivers (16 KiB; lavapipe's subgroups
@@ -81,6 +99,17 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint row0 = gl_WorkGroupID.x * NR;
     const uint rows = min(NR, pc.n - row0);  // uniform over the workgroup
+#ifdef EXPERT_IDS
+    const uint slot = gl_WorkGroupID.y;
+    const uint expert = ids[pc.ids_base + slot];
+    if (expert < pc.e_first || expert - pc.e_first >= pc.e_count) return;  // another window's
+    const uint w_base = pc.w_base + (expert - pc.e_first) * pc.expert_bytes;
+    const uint y_slot = slot * pc.y_stride;
+    x_row_off_ = (slot / pc.x_div) * pc.k;
+#else
+    const uint w_base = pc.w_base;
+    const uint y_slot = 0u;
+#endif
 
     float acc[NR * NB];  // acc[r * NB + b]
     for (uint i = 0; i < NR * NB; ++i) acc[i] = 0.0;
@@ -98,7 +127,7 @@ void main() {
             for (uint r = 0; r < NR; ++r) {
                 if (r >= rows) break;
                 vec4 wr[W_UNIT4];
-                float d = w_unit(pc.w_base + (row0 + r) * pc.row_bytes, u, wr);
+                float d = w_unit(w_base + (row0 + r) * pc.row_bytes, u, wr);
                 for (uint b = 0; b < NB; ++b) {
                     // fma into a vec4, one horizontal sum per unit: half the ALU of dot + add per vec4
                     // (CPU drivers run each vec4 op as four SIMD instructions).
@@ -114,7 +143,7 @@ void main() {
         float d[NR];
         for (uint r = 0; r < NR; ++r) {
             if (r < rows) {
-                d[r] = w_unit(pc.w_base + (row0 + r) * pc.row_bytes, u, wv[r]);
+                d[r] = w_unit(w_base + (row0 + r) * pc.row_bytes, u, wv[r]);
             } else {
                 d[r] = 0.0;
                 for (uint q = 0; q < W_UNIT4; ++q) wv[r][q] = vec4(0.0);
@@ -135,7 +164,7 @@ void main() {
         float xt[NB];
         for (uint b = 0; b < NB; ++b) xt[b] = xs1(b, c, sq[b]);
         for (uint r = 0; r < rows; ++r) {
-            float w = w_get(pc.w_base + (row0 + r) * pc.row_bytes, c);
+            float w = w_get(w_base + (row0 + r) * pc.row_bytes, c);
             for (uint b = 0; b < NB; ++b) acc[r * NB + b] += w * xt[b];
         }
     }
@@ -175,7 +204,7 @@ void main() {
             for (uint p = 0; p < parts; ++p) ss += red_[(NR * NB + b) * WG + p];
             sum *= inversesqrt(ss / float(pc.k) + pc.eps);
         }
-        uint o = pc.y_base + b * pc.y_stride + row0 + r;
+        uint o = pc.y_base + y_slot + b * pc.y_stride + row0 + r;
         if (pc.has_bias != 0u) sum += bias[pc.b_base + row0 + r];
         if (pc.has_res != 0u) sum += res[pc.r_base + b * pc.y_stride + row0 + r];
         y[o] = sum;

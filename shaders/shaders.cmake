@@ -62,6 +62,8 @@ vkllm_shader(argmax_sg         argmax.comp USE_SUBGROUP)
 vkllm_shader(softmax           softmax.comp)
 vkllm_shader(softmax_sg        softmax.comp USE_SUBGROUP)
 vkllm_shader(topk              topk.comp)
+vkllm_shader(moe_route         moe_route.comp)
+vkllm_shader(moe_combine       moe_combine.comp)
 
 # --- matmul / matvec (weight type x tile) --------------------------------------------------------
 # Weight decoding lives in include/weights.glsl (word reads, no 16/8-bit storage needed).
@@ -84,6 +86,9 @@ foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   vkllm_shader(matvec_rows_${t}     matvec_rows.comp ${wdef})
   vkllm_shader(matvec_rows_u_${t}   matvec_rows.comp ${wdef} X_UNIFORM)
   vkllm_shader(get_rows_${t}        get_rows.comp  ${wdef})
+  # Mixture-of-experts layers: the expert of each workgroup read from an id buffer (EXPERT_IDS).
+  vkllm_shader(matvec_id_${t}       matvec.comp    ${wdef} EXPERT_IDS)
+  vkllm_shader(matvec_id_${t}_subgroup matvec.comp ${wdef} EXPERT_IDS USE_SUBGROUP)
 endforeach()
 # Q8_0 / Q4_0 on CPU drivers with shaderInt64: the uniform-X variants reading weights as 8-byte
 # words (weights.glsl W_LOAD64; runtime/ops/linear.cpp says when).

@@ -30,6 +30,30 @@ ArchDesc qwen3() {
     return a;
 }
 
+ArchDesc llama_moe() {
+    ArchDesc a = llama();
+    a.variant = "moe";  // Mixtral: a llama file with llama.expert_count (arch_for_file picks this row)
+    a.moe = true;
+    a.moe_norm_weights = true;  // softmax over the chosen experts' probabilities, as llama.cpp
+    return a;
+}
+
+ArchDesc qwen2moe() {
+    ArchDesc a = qwen2();
+    a.name = "qwen2moe";  // Qwen1.5-MoE, Qwen2-57B-A14B: experts beside a gated shared expert
+    a.moe = true;
+    a.shared_expert = true;
+    return a;
+}
+
+ArchDesc qwen3moe() {
+    ArchDesc a = qwen3();
+    a.name = "qwen3moe";  // Qwen3-30B-A3B, Qwen3-235B-A22B
+    a.moe = true;
+    a.moe_norm_weights = true;
+    return a;
+}
+
 ArchDesc phi3() {
     ArchDesc a;
     a.name = "phi3";
@@ -185,10 +209,11 @@ ArchDesc t5_v10() {
 }
 
 // A variant comes after its main row (find_arch(name) gives the first row of a name).
-const std::array<ArchDesc, 16>& archs() {
-    static const std::array<ArchDesc, 16> table = {llama(), qwen2(),        qwen3(),     phi3(), gemma2(), gemma3(),
-                                                   gpt2(),  bloom(),        mpt(),       bert(), nomic_bert(),
-                                                   jina_bert_v2(), t5encoder(), t5encoder_v10(), t5(), t5_v10()};
+const std::array<ArchDesc, 19>& archs() {
+    static const std::array<ArchDesc, 19> table = {
+        llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), phi3(),          gemma2(),
+        gemma3(), gpt2(),      bloom(),        mpt(),       bert(),     nomic_bert(), jina_bert_v2(), t5encoder(),
+        t5encoder_v10(), t5(), t5_v10()};
     return table;
 }
 

@@ -109,6 +109,16 @@ struct ArchDesc {
     uint32_t default_window = 0;
     bool local_rope_base = false;  // local layers use rope base 10000 (or rope.freq_base_swa) unscaled (Gemma 3)
 
+    // Mixture of experts (Mixtral, Qwen2/3-MoE): every layer's FFN is `<arch>.expert_count` experts
+    // (ffn_{gate,up,down}_exps, stacked along ggml's ne2) of which the router ffn_gate_inp picks
+    // `<arch>.expert_used_count` per token, weighted by their gating probabilities, renormalised over
+    // the chosen ones where moe_norm_weights (`<arch>.expert_weights_norm` overrides). shared_expert:
+    // a dense FFN (ffn_*_shexp) runs beside them, its output scaled by sigmoid(ffn_gate_inp_shexp · x)
+    // (Qwen2-MoE). The FFN kind (SwiGlu) is the experts'.
+    bool moe = false;
+    bool moe_norm_weights = false;
+    bool shared_expert = false;
+
     // Soft-capping, x -> cap * tanh(x / cap): defaults when the file has no key; 0 = off.
     float default_attn_softcap = 0;
     float default_final_softcap = 0;

@@ -81,6 +81,9 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::
     if (A.fused_gate_up && layer_suffix(".ffn_up.bias")) return "a bias of the fused gate|up projection is not supported";
     if (A.t5 != T5Stack::None && !gated(A.ffn) && layer_suffix(".ffn_gate.weight"))
         return "an ffn_gate in a T5 v1.0 stack (its first layer has none: ReLU, no gate); every layer must agree";
+    if (A.moe && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
+        return "experts stored one tensor each (ffn_gate.N, older Mixtral conversions) are not supported: vkllm reads "
+               "the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that current llama.cpp converters write";
     if (A.cls_single && name == "cls.output.weight")
         return "this architecture's reranker head is cls.weight and cls.bias alone (llama.cpp reads no cls.output)";
     return nullptr;
@@ -125,9 +128,42 @@ void read_rope(const Checker& c, const GgufFile& f, const std::string& a, ModelC
     }
 }
 
-// The row of `a`'s family the file's tensors select: a T5 stack without ffn_gate in its first layer
-// is T5 v1.0 (a ReLU feed-forward), else v1.1 / flan-T5 (gated GELU), as llama.cpp tells them apart.
+// Mixture-of-experts keys, with llama.cpp's defaults and limits vkllm's router kernel has.
+void read_experts(const Checker& c, const GgufFile& f, const std::string& a, ModelConfig& cfg) {
+    auto key = [&](const char* k) { return a + "." + k; };
+    cfg.n_expert = c.positive(key("expert_count"));
+    cfg.n_expert_used = c.positive(key("expert_used_count"));
+    if (cfg.n_expert > 1024)
+        c.fail(Checker::key_what(key("expert_count")), fmt::format("{} experts: at most 1024 are supported", cfg.n_expert));
+    if (cfg.n_expert_used > std::min(cfg.n_expert, 64u))
+        c.fail(Checker::key_what(key("expert_used_count")),
+               fmt::format("{} experts per token of {}: at most min(expert_count, 64)", cfg.n_expert_used, cfg.n_expert));
+    cfg.expert_ffn_dim = f.has(key("expert_feed_forward_length")) ? c.positive(key("expert_feed_forward_length"))
+                                                                  : cfg.ffn_dim;
+    if (cfg.arch->shared_expert)
+        cfg.shared_ffn_dim = f.has(key("expert_shared_feed_forward_length"))
+                                 ? c.positive(key("expert_shared_feed_forward_length"))
+                                 : cfg.ffn_dim;
+    cfg.expert_norm = f.find_bool(key("expert_weights_norm")).value_or(cfg.arch->moe_norm_weights);
+    cfg.expert_scale = f.find_f32(key("expert_weights_scale")).value_or(1.0f);
+    if (!(cfg.expert_scale > 0) || !std::isfinite(cfg.expert_scale))
+        c.fail(Checker::key_what(key("expert_weights_scale")), fmt::format("must be positive, got {}", cfg.expert_scale));
+    // llama.cpp's enum: 1 softmax, 2 sigmoid (0: none given, softmax).
+    const uint32_t gating = f.find_u32(key("expert_gating_func")).value_or(1);
+    if (gating > 2)
+        c.fail(Checker::key_what(key("expert_gating_func")),
+               fmt::format("gating function {} is not supported; supported: 1 (softmax), 2 (sigmoid)", gating));
+    cfg.expert_sigmoid = gating == 2;
+}
+
+// The row of `a`'s family the file selects: a T5 stack without ffn_gate in its first layer is T5
+// v1.0 (a ReLU feed-forward), else v1.1 / flan-T5 (gated GELU), as llama.cpp tells them apart.
+// A llama file with llama.expert_count > 0 is a mixture of experts (Mixtral), as llama.cpp reads it.
 const ArchDesc& arch_for_file(const ArchDesc& a, const GgufFile& f) {
+    if (!a.moe) {
+        const ArchDesc* moe = find_arch(a.name, "moe");
+        if (moe && f.find_u32(std::string(a.name) + ".expert_count").value_or(0) > 0) return *moe;
+    }
     if (a.t5 == T5Stack::None || f.find_tensor(layer_tensor_name(a, Role::WGate, 0))) return a;
     const ArchDesc* v10 = find_arch(a.name, "v1.0");
     return v10 ? *v10 : a;
@@ -236,6 +272,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
             c.fail("tensor " + quote_name(rel0),
                    "required tensor is missing: T5's relative-position bias (later layers share layer 0's)");
     }
+    if (A.moe) read_experts(c, f, a, cfg);
     cfg.causal = f.find_bool(key("attention.causal")).value_or(A.causal);
     if (!cfg.causal && cfg.window > 0)
         c.fail(Checker::key_what(key("attention.causal")), "bidirectional attention with a sliding window is not supported");
@@ -295,7 +332,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     const SchemaDims dims = schema_dims(cfg);
     auto check = [&](const TensorSpec& t, uint32_t layer) {
         std::vector<uint64_t> want{dims.get(t.ne[0])};
-        if (t.ne[1] != Dim::One) want.push_back(dims.get(t.ne[1]));
+        if (t.ne[1] != Dim::One || t.ne[2] != Dim::One) want.push_back(dims.get(t.ne[1]));
+        if (t.ne[2] != Dim::One) want.push_back(dims.get(t.ne[2]));
         c.expect_shape(tensor_name(t, layer), want, t.required);
     };
     cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;
@@ -339,7 +377,7 @@ ModelConfig read_typed(const GgufFile& file, const ArchDesc* view) {
 
 SchemaDims schema_dims(const ModelConfig& c) {
     return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim, c.n_token_types,
-            c.n_cls_out, c.n_heads, c.n_rel_buckets};
+            c.n_cls_out, c.n_heads, c.n_rel_buckets, c.n_expert, c.expert_ffn_dim, c.shared_ffn_dim};
 }
 
 namespace {

@@ -83,6 +83,13 @@ struct ModelConfig {
     uint32_t n_rel_buckets = 0;  // T5 (PositionKind::RelativeBias): relative-position buckets; 0 = none
     int32_t decoder_start_token = -1;  // encoder-decoder: the decoder's first token; -1 = BOS
     float clamp_kqv = 0;       // q, k, v clamped to [-clamp_kqv, clamp_kqv] after their biases; 0 = off
+    // Mixture of experts (ArchDesc::moe): n_expert experts of expert_ffn_dim, n_expert_used per token.
+    uint32_t n_expert = 0, n_expert_used = 0;
+    uint32_t expert_ffn_dim = 0;  // <arch>.expert_feed_forward_length, default feed_forward_length
+    uint32_t shared_ffn_dim = 0;  // the shared expert's (<arch>.expert_shared_feed_forward_length)
+    bool expert_norm = false;     // the chosen weights renormalised to sum 1 (<arch>.expert_weights_norm)
+    float expert_scale = 1.0f;    // then scaled (<arch>.expert_weights_scale)
+    bool expert_sigmoid = false;  // <arch>.expert_gating_func 2: sigmoid gating instead of softmax
 
     uint32_t q_dim() const { return n_heads * head_dim; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -21,6 +21,9 @@ uint64_t SchemaDims::get(Dim d) const {
         case Dim::ClsOut: return cls_out;
         case Dim::Heads: return heads;
         case Dim::RelBuckets: return rel_buckets;
+        case Dim::Experts: return experts;
+        case Dim::FfnExp: return ffn_exp;
+        case Dim::FfnShexp: return ffn_shexp;
     }
     return 0;
 }
@@ -107,15 +110,30 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::FfnNorm, "ffn_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
     }
-    if (A.fused_gate_up) {
+    if (A.moe) {
+        // The router and the shared expert's gate stay f32 in llama.cpp's files (its converter and
+        // llama-quantize leave them); uploaded as f32 whatever a file stores.
+        add({R::WRouter, "ffn_gate_inp.weight", {D::Embd, D::Experts}, true, kMatrix, true});
+        add({R::WGateExps, "ffn_gate_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
+        add({R::WUpExps, "ffn_up_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
+        add({R::WDownExps, "ffn_down_exps.weight", {D::FfnExp, D::Embd, D::Experts}, true, kMatrix});
+        if (A.shared_expert) {
+            add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
+            add(mat(R::WGateShexp, "ffn_gate_shexp.weight", D::Embd, D::FfnShexp));
+            add(mat(R::WUpShexp, "ffn_up_shexp.weight", D::Embd, D::FfnShexp));
+            add(mat(R::WDownShexp, "ffn_down_shexp.weight", D::FfnShexp, D::Embd));
+        }
+    } else if (A.fused_gate_up) {
         add(mat(R::WGateUp, "ffn_up.weight", D::Embd, D::Ffn2));  // rows of gate, then up
     } else {
         if (gated(A.ffn)) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
         add(mat(R::WUp, "ffn_up.weight", D::Embd, D::Ffn));
         add(vec(R::BUp, "ffn_up.bias", D::Ffn, A.all_bias, kBias));
     }
-    add(mat(R::WDown, "ffn_down.weight", D::Ffn, D::Embd));
-    add(vec(R::BDown, "ffn_down.bias", D::Embd, A.all_bias, kBias));
+    if (!A.moe) {
+        add(mat(R::WDown, "ffn_down.weight", D::Ffn, D::Embd));
+        add(vec(R::BDown, "ffn_down.bias", D::Embd, A.all_bias, kBias));
+    }
     if (post) add(vec(R::PostFfnNorm, "post_ffw_norm.weight", D::Embd, true, kNormWeight));
     if (after) {
         add(vec(R::FfnNorm, "layer_output_norm.weight", D::Embd, true, kNormWeight));

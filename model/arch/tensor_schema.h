@@ -31,6 +31,13 @@ enum class Role : uint8_t {
     WGate, WUp, WGateUp,           // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
     BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)
     PostFfnNorm,                   // (dim)
+    // mixture of experts (ArchDesc::moe), instead of the dense FFN's WGate, WUp, WDown:
+    WRouter,                       // (dim -> n_expert) router logits, ffn_gate_inp
+    WGateExps, WUpExps,            // n_expert x (dim -> expert_ffn), stacked along ne2
+    WDownExps,                     // n_expert x (expert_ffn -> dim)
+    WGateShexp, WUpShexp,          // (dim -> shared_ffn) the shared expert (ArchDesc::shared_expert)
+    WDownShexp,                    // (shared_ffn -> dim)
+    WShexpGate,                    // (dim -> 1) its gate logit, ffn_gate_inp_shexp (a vector in the file)
     AttnRelB,                      // (n_heads) x (buckets) T5's relative-position bias, read on the host
     CrossNorm,                     // (dim) before cross-attention (T5's decoder)
     WqCross, WkCross, WvCross, WoCross,  // (dim -> q), (dim -> kv) of the encoder output, (dim -> kv), (q -> dim)
@@ -46,12 +53,16 @@ enum class Role : uint8_t {
 inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
 
 // A dimension of a shape, resolved by SchemaDims::get().
-enum class Dim : uint8_t { One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut, Heads, RelBuckets };
+enum class Dim : uint8_t {
+    One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut, Heads, RelBuckets,
+    Experts, FfnExp, FfnShexp,
+};
 
 struct SchemaDims {
     uint64_t embd = 0, q = 0, kv = 0, ffn = 0, head_dim = 0, vocab = 0, ctx_train = 0, rope_dim = 0, token_types = 0;
     uint64_t cls_out = 0;  // classification labels (rows of cls.output.weight)
     uint64_t heads = 0, rel_buckets = 0;  // query heads; T5's relative-position buckets
+    uint64_t experts = 0, ffn_exp = 0, ffn_shexp = 0;  // mixture of experts: count, each one's FFN, the shared one's
     uint64_t get(Dim d) const;
 };
 
@@ -66,7 +77,7 @@ struct Init {
 struct TensorSpec {
     Role role;
     const char* name;       // GGUF name; per-layer names without the "blk.N." prefix
-    std::array<Dim, 2> ne;  // ggml dims; Dim::One for vectors
+    std::array<Dim, 3> ne;  // ggml dims; Dim::One for vectors (and ne2 of everything but expert stacks)
     bool required;          // absent: a clear error when required, else the model runs without it
     Init init;
     bool f32 = false;       // uploaded as f32 whatever the file stores (norms, biases, rope factors)

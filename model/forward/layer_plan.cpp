@@ -43,7 +43,44 @@ LinearStep step(const DeviceCaps& caps, const LayerPlaces& L, Role w, Role bias,
     return s;
 }
 
+// A mixture of experts reads norm(x) twice (the router and the experts), so the norm is its own
+// dispatch; every expert projection reads only the chosen experts' rows (ops::moe_matvec), and the
+// GLU rides in the down projection's loads at every shape.
+void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& L, const StepShape& shape, FfnPlan& f) {
+    using R = Role;
+    const uint32_t n = shape.n;
+    const bool db = shape.decode_batch;
+    const Kind act = cfg.arch->ffn == FfnKind::GeGlu ? Kind::GeGlu : Kind::SwiGlu;
+    MoePlan& m = f.moe;
+    m.runs = true;
+    m.router = step(caps, L, R::WRouter, kNoRole, n, db);
+    m.route = moe_route_params(cfg);
+    m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim);
+    m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim);
+    m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, act);
+    f.act = cfg.arch->ffn;
+    m.shared = cfg.arch->shared_expert;
+    if (!m.shared) return;
+    f.gate = step(caps, L, R::WGateShexp, kNoRole, n, db);
+    f.up = step(caps, L, R::WUpShexp, kNoRole, n, db);
+    f.fold_act = shape.decode();
+    f.down = step(caps, L, R::WDownShexp, kNoRole, n, db, f.fold_act ? act : Kind::Plain);
+    m.shared_gate = step(caps, L, R::WShexpGate, kNoRole, n, db);
+}
+
 }  // namespace
+
+ops::MoeRouteParams moe_route_params(const ModelConfig& cfg) {
+    ops::MoeRouteParams r;
+    r.n_expert = cfg.n_expert;
+    r.k = cfg.n_expert_used;
+    r.gating = cfg.expert_sigmoid ? ops::MoeGating::Sigmoid : ops::MoeGating::Softmax;
+    r.norm = cfg.expert_norm;
+    r.scale = cfg.expert_scale;
+    return r;
+}
+
+uint32_t dense_ffn_dim(const ModelConfig& cfg) { return cfg.arch->moe ? cfg.shared_ffn_dim : cfg.ffn_dim; }
 
 LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& L, uint32_t layer,
                      const StepShape& shape, const KvGeometry& kv) {
@@ -87,6 +124,11 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         x.o = step(caps, L, R::WoCross, kNoRole, n, db, Kind::Plain, true);
     }
 
+    if (A.moe) {
+        plan_moe(caps, cfg, L, shape, p.ffn);
+        return p;
+    }
+
     // --- feed-forward: gate and up likewise; decode steps fold the GLU into the down projection
     // (it reads gate and up and forms act(gate) * up as it loads them), unless an up bias must be
     // added between the two.
@@ -116,6 +158,13 @@ std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
                                 &ffn.gate, &ffn.up, &ffn.down})
         if (s->runs())
             for (PipelineDesc& d : s->kernel.pipelines()) out.push_back(std::move(d));
+    if (ffn.moe.runs) {
+        for (const LinearStep* s : {&ffn.moe.router, &ffn.moe.shared_gate})
+            if (s->runs())
+                for (PipelineDesc& d : s->kernel.pipelines()) out.push_back(std::move(d));
+        for (const ops::MoeMatvecPlan* m : {&ffn.moe.gate, &ffn.moe.up, &ffn.moe.down}) out.push_back(m->pipeline());
+        for (PipelineDesc& d : ops::moe_small_pipelines(ctx.caps())) out.push_back(std::move(d));
+    }
     for (PipelineDesc& d : attn.fused_store ? ops::attention_store_pipelines(ctx, attn.attn)
                                             : ops::attention_pipelines(ctx, attn.attn))
         out.push_back(std::move(d));

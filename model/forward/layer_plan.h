@@ -8,6 +8,7 @@
 #include "model/forward/model_weights.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/linear.h"
+#include "runtime/ops/moe.h"
 
 #include <vector>
 
@@ -68,6 +69,25 @@ struct AttentionPlan {
     bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)
 };
 
+// A mixture-of-experts FFN (ArchDesc::moe), from xn = norm(x):
+//   ids, w (n, K)  = moe_route(router · xn)
+//   x             += sum_j w_j · down_e(act(gate_e · xn, up_e · xn))  (+ sigmoid(g · xn) · shared(xn))
+// The shared expert (ArchDesc::shared_expert) is a dense FFN: FfnPlan's gate, up and down steps over
+// the *_shexp roles, writing its own output for the combine instead of the residual.
+struct MoePlan {
+    bool runs = false;
+    LinearStep router;         // (dim -> n_expert) logits
+    ops::MoeRouteParams route;
+    ops::MoeMatvecPlan gate, up, down;  // down's input: act(gate, up), formed as it loads them
+    bool shared = false;
+    LinearStep shared_gate;    // (dim -> 1) the shared expert's gate logit
+};
+// The router of a mixture-of-experts model (cfg.n_expert > 0), as its keys configure it.
+ops::MoeRouteParams moe_route_params(const ModelConfig& cfg);
+// The dense FFN width a model's scratch holds: ffn_dim, or a mixture of experts' shared expert's (0
+// without one).
+uint32_t dense_ffn_dim(const ModelConfig& cfg);
+
 // x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x) (+ b_up)) (+ b_down)); with norm_after,
 // x = norm(x + w_down · act(...(x)...) (+ b_down))
 struct FfnPlan {
@@ -81,6 +101,7 @@ struct FfnPlan {
     LinearStep down;
     bool post_norm = false;
     bool norm_after = false;
+    MoePlan moe;                 // runs: a mixture of experts (the steps above: its shared expert)
 };
 
 // An encoder-decoder's cross-attention (T5's decoder), between self-attention and the FFN:

@@ -7,6 +7,7 @@
 #include "runtime/ops/get_rows.h"
 #include "runtime/ops/kv_store.h"
 #include "runtime/ops/linear.h"
+#include "runtime/ops/moe.h"
 #include "runtime/ops/norm.h"
 #include "runtime/ops/rope.h"
 
@@ -81,6 +82,63 @@ std::vector<float> ModelCpu::eval_packed(std::span<const std::span<const int32_t
     return eval_chunk(all, probe, lengths);
 }
 
+// x += sum_j w_j · down_e(act(gate_e · xn, up_e · xn)) (+ sigmoid(g · xn) · shared(xn)), the experts
+// e and weights w_j of each token from the router (llama.cpp's build_moe_ffn); xn = norm(x) on return.
+void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, std::vector<float>* logits_out) {
+    using R = Role;
+    const ModelConfig& c = cfg_;
+    const uint32_t dim = c.dim, E = c.n_expert, K = c.n_expert_used, fe = c.expert_ffn_dim;
+    auto bytes = [&](const TensorPlace& p) { return file_.tensor_data(*p.source).data(); };
+    auto act = [&](const float* gate, const float* up, float* out, uint32_t count) {
+        if (c.arch->ffn == FfnKind::GeGlu) ref::geglu(gate, up, out, count);
+        else ref::swiglu(gate, up, out, count);
+    };
+    ref::rms_norm(x, read_place_f32(file_, L[R::FfnNorm]).data(), xn, n, dim, c.norm_eps);
+
+    std::vector<float> logits(size_t(n) * E);   // (n, n_expert)
+    const TensorPlace& router = L[R::WRouter];
+    ref::linear(router.source->type, bytes(router), xn, logits.data(), n, E, dim);
+    std::vector<uint32_t> ids(size_t(n) * K);   // (n, K) chosen experts, best first
+    std::vector<float> w(size_t(n) * K);        // (n, K) their weights
+    ref::moe_route(logits.data(), n, moe_route_params(c), ids.data(), w.data());
+
+    const TensorPlace &G = L[R::WGateExps], &U = L[R::WUpExps], &D = L[R::WDownExps];
+    const uint64_t gate_stride = uint64_t(fe) * row_bytes(G.source->type, dim);  // bytes of one expert
+    const uint64_t up_stride = uint64_t(fe) * row_bytes(U.source->type, dim);
+    const uint64_t down_stride = uint64_t(dim) * row_bytes(D.source->type, fe);
+    std::vector<float> gate(fe), up(fe);                // (expert_ffn) one expert's
+    std::vector<float> out(size_t(n) * K * dim);        // (n * K, dim) every slot's output
+    for (uint32_t t = 0; t < n; ++t)
+        for (uint32_t j = 0; j < K; ++j) {
+            const uint32_t e = ids[size_t(t) * K + j];
+            ref::linear(G.source->type, bytes(G) + e * gate_stride, xn + size_t(t) * dim, gate.data(), 1, fe, dim);
+            ref::linear(U.source->type, bytes(U) + e * up_stride, xn + size_t(t) * dim, up.data(), 1, fe, dim);
+            act(gate.data(), up.data(), gate.data(), fe);
+            ref::linear(D.source->type, bytes(D) + e * down_stride, gate.data(), out.data() + (size_t(t) * K + j) * dim,
+                        1, dim, fe);
+        }
+
+    if (!c.arch->shared_expert) {
+        ref::moe_combine(out.data(), w.data(), x, n, K, dim);
+    } else {
+        const uint32_t fs = c.shared_ffn_dim;
+        std::vector<float> sg(size_t(n) * fs), su(size_t(n) * fs);  // (n, shared_ffn)
+        std::vector<float> sh(size_t(n) * dim), glogit(n);          // (n, dim), (n)
+        auto lin = [&](Role r, const float* in, float* y) {
+            const TensorPlace& p = L[r];
+            ref::linear(p.source->type, bytes(p), in, y, n, p.rows, p.row_elems);
+        };
+        const std::vector<float> g = read_place_f32(file_, L[R::WShexpGate]);  // (dim) a vector in the file
+        ref::linear(TensorType::F32, g.data(), xn, glogit.data(), n, 1, dim);
+        lin(R::WGateShexp, xn, sg.data());
+        lin(R::WUpShexp, xn, su.data());
+        act(sg.data(), su.data(), sg.data(), n * fs);
+        lin(R::WDownShexp, sg.data(), sh.data());
+        ref::moe_combine(out.data(), w.data(), x, n, K, dim, sh.data(), glogit.data());
+    }
+    if (logits_out) *logits_out = std::move(logits);
+}
+
 std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
                                         std::span<const uint32_t> lengths) {
     const ModelConfig& c = cfg_;
@@ -136,6 +194,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     std::vector<float> att(size_t(n) * qd);      // (n, n_heads * head_dim)
     std::vector<float> gate(size_t(n) * ffn);    // (n, ffn)
     std::vector<float> up(size_t(n) * ffn);      // (n, ffn)
+    std::vector<float> moe_logits;               // (n, n_expert) a mixture of experts' router logits, for the probe
 
     // --- embeddings: token rows (* sqrt(dim) for Gemma) (+ learned position rows for GPT-2)
     ref::get_rows(W.token_embd.type, data(W.token_embd), c.n_vocab, dim, tokens.data(), n, x.data());
@@ -211,6 +270,14 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             const std::vector<int32_t> last(n, int32_t(n_enc_ - 1));
             ref::attention(xp, qx.data(), cross_k_[l].data(), cross_v_[l].data(), last.data(), ax.data());
             linear(L[R::WoCross], ax.data(), x.data(), x.data());
+        }
+
+        if (A.moe) {
+            moe_ffn(L, x.data(), xn.data(), n, probe ? &moe_logits : nullptr);
+            if (probe)
+                probe(l, LayerTensors{{"q_rope", q}, {"k_rope", k}, {"v", v}, {"attn_out", att}, {"ffn_in", xn},
+                                      {"moe_logits", moe_logits}, {"x_out", x}});
+            continue;
         }
 
         // --- feed-forward: x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x)))

@@ -41,6 +41,9 @@ private:
     // `lengths`: the packed inputs' token counts (bidirectional models), empty for one chunk of one sequence.
     std::vector<float> eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
                                   std::span<const uint32_t> lengths = {});
+    // A mixture-of-experts FFN block of n tokens (ArchDesc::moe): x (n, dim) in place, xn (n, dim)
+    // receives norm(x); logits_out, when given, the router's logits (n, n_expert).
+    void moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, std::vector<float>* logits_out);
 
     const GgufFile& file_;
     ModelConfig cfg_;

@@ -7,6 +7,7 @@
 #include "runtime/ops/get_rows.h"
 #include "runtime/ops/kv_store.h"
 #include "runtime/ops/linear.h"
+#include "runtime/ops/moe.h"
 #include "runtime/ops/norm.h"
 #include "runtime/ops/rope.h"
 #include "runtime/ops/sampling_ops.h"
@@ -47,20 +48,25 @@ uint32_t scratch_rows(const ModelOptions& o) { return std::max(o.ubatch, o.n_seq
 // decode batch, or a chunk of at most 8 tokens), each as long as any projection's k.
 uint64_t q8_scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     const uint32_t rows = std::max(std::min(o.ubatch, 8u), o.n_seq);
-    return rows * ops::q8_1_row_bytes(std::max({cfg.dim, cfg.q_dim(), cfg.ffn_dim}));
+    return rows * ops::q8_1_row_bytes(std::max({cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg)}));
 }
 
 // The scratch buffers ModelGpu allocates, but the attention partials (see attention_scratch).
 uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     const uint32_t rows = scratch_rows(o);
     // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
-    uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) + 8;
+    const uint64_t ffn = dense_ffn_dim(cfg);
+    uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) + 8;
     per_token += 12;  // the input-relative position and the key range (segments)
+    // mixture of experts: router logits, ids and weights, each slot's gate, up and output, shared gate logit
+    if (cfg.arch->moe)
+        per_token += 4ull * (cfg.n_expert + 2ull * cfg.n_expert_used +
+                             uint64_t(cfg.n_expert_used) * (2ull * cfg.expert_ffn_dim + cfg.dim) + 1);
     // encoder-decoder: cross-attention's q and output (q_dim), its position
     if (cfg.arch->cross_attention) per_token += 4ull * (2ull * cfg.q_dim()) + 4;
     // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
     // sequence; the Q8_1 input of the integer-dot matvecs.
-    uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * cfg.ffn_dim) +
+    uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) +
                      4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) + q8_scratch_bytes(cfg, o);
     // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
     if (cfg.n_rel_buckets) fixed += 4ull * cfg.n_layers * cfg.n_heads * (2 * kT5MaxDistance + 1);
@@ -208,7 +214,7 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     compiler.join();
     if (compile_error) std::rethrow_exception(compile_error);
 
-    const uint32_t U = scratch_rows(opts_), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = cfg.ffn_dim;
+    const uint32_t U = scratch_rows(opts_), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = dense_ffn_dim(cfg);
     const uint64_t kv_row = kv_row_bytes(cfg, opts_.kv_type);
     layers_.resize(cfg.n_layers);
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
@@ -238,11 +244,22 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     k_ = dev(uint64_t(U) * kv, "k");
     v_ = dev(uint64_t(U) * kv, "v");
     att_ = dev(uint64_t(U) * qd, "att");
-    gate_ = dev(uint64_t(U) * ffn, "gate");
-    up_ = dev(uint64_t(U) * ffn, "up");
+    // max(.., 1): a mixture of experts without a shared expert has no dense FFN.
+    gate_ = dev(std::max(uint64_t(U) * ffn, uint64_t(1)), "gate");
+    up_ = dev(std::max(uint64_t(U) * ffn, uint64_t(1)), "up");
+    if (cfg.arch->moe) {
+        const uint64_t slots = uint64_t(U) * cfg.n_expert_used;
+        moe_logits_ = dev(uint64_t(U) * cfg.n_expert, "moe_logits");
+        moe_ids_ = dev(slots, "moe_ids");
+        moe_w_ = dev(slots, "moe_weights");
+        moe_gate_ = dev(slots * cfg.expert_ffn_dim, "moe_gate");
+        moe_up_ = dev(slots * cfg.expert_ffn_dim, "moe_up");
+        moe_out_ = dev(slots * dim, "moe_out");
+        moe_shared_logit_ = dev(U, "moe_shared_logit");
+    }
     last_ = dev(dim, "last");
     qkv_ = dev(uint64_t(qd) + 2ull * kv, "qkv");
-    gate_up_ = dev(2ull * ffn, "gate_up");
+    gate_up_ = dev(std::max(2ull * ffn, 1ull), "gate_up");
     xq_ = ctx.create_buffer(q8_scratch_bytes(cfg, opts_), MemoryUsage::Device, "xq");
     logits_ = ctx.create_buffer(uint64_t(opts_.n_seq) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");
     // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
@@ -381,7 +398,7 @@ void ModelGpu::record_embed(CommandStream& s, uint32_t n) {
 }
 
 ModelGpu::Activations ModelGpu::activations(const LayerPlan& p) const {
-    const uint32_t n = p.shape.n, qd = cfg_.q_dim(), kv = cfg_.kv_dim(), ffn = cfg_.ffn_dim;
+    const uint32_t n = p.shape.n, qd = cfg_.q_dim(), kv = cfg_.kv_dim(), ffn = dense_ffn_dim(cfg_);
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
     Activations a;
     if (p.attn.fused_qkv) {  // one (q + 2 kv) vector
@@ -547,8 +564,62 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     if (p.norm_after) norm(s, x, L[R::AttnNorm], L[R::AttnNormB], x, n);  // x = norm(x + wo · att + bo)
 }
 
+void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32_t n, const Activations& a) {
+    using R = Role;
+    const LayerWeights& L = layers_[l].w;
+    const MoePlan& m = p.moe;
+    const uint32_t dim = cfg_.dim, E = cfg_.n_expert, K = cfg_.n_expert_used, fe = cfg_.expert_ffn_dim, slots = n * K;
+    const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice xn = xn_.slice(0, 4ull * dim * n);  // (n, dim) normed
+    norm(s, x, L[R::FfnNorm], L[R::FfnNormB], xn, n);
+
+    // ids, w (n, K) = route(router · xn): the experts of each token and their weights
+    const BufferSlice logits = moe_logits_.slice(0, 4ull * E * n);
+    const BufferSlice ids = moe_ids_.slice(0, 4ull * slots), w = moe_w_.slice(0, 4ull * slots);
+    project(s, L, m.router, xn, logits);
+    ops::moe_route(ctx_, s, m.route, logits, ids, w, n);
+
+    // gate, up (n * K, fe) = W_e · xn[t] for slot t * K + j; out (n * K, dim) = W_down_e · act(gate, up)
+    const BufferSlice gate = moe_gate_.slice(0, 4ull * slots * fe), up = moe_up_.slice(0, 4ull * slots * fe);
+    const BufferSlice out = moe_out_.slice(0, 4ull * slots * dim);
+    ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim);
+    ops::moe_matvec(ctx_, s, m.up, L[R::WUpExps].slice(), E, xn, K, ids, up, slots, fe, dim);
+    ops::MatvecInput act{};
+    act.kind = m.down.input;
+    act.up = up;
+    ops::moe_matvec(ctx_, s, m.down, L[R::WDownExps].slice(), E, gate, 1, ids, out, slots, dim, fe, act);
+    if (!m.shared) {
+        ops::moe_combine(ctx_, s, out, w, x, n, K, dim);  // x += sum_j w_j · out_j
+        return;
+    }
+
+    // The shared expert, a dense FFN of xn into tmp (n, dim), and its gate logit (n); then
+    // x += sum_j w_j · out_j + sigmoid(logit) · tmp
+    const uint32_t fs = cfg_.shared_ffn_dim;
+    const BufferSlice tmp = tmp_.slice(0, 4ull * dim * n), glogit = moe_shared_logit_.slice(0, 4ull * n);
+    SharedQ8 q8;
+    project(s, L, p.gate, xn, a.gate, {}, &q8);
+    project(s, L, p.up, xn, a.up, {}, &q8);
+    ops::MatvecInput down_in{};
+    if (p.fold_act) {
+        down_in.kind = p.down.input;
+        down_in.up = a.up;
+    } else if (p.act == FfnKind::GeGlu) {
+        ops::geglu(ctx_, s, a.gate, a.up, a.gate, n * fs);
+    } else {
+        ops::swiglu(ctx_, s, a.gate, a.up, a.gate, n * fs);
+    }
+    project(s, L, p.down, a.gate, tmp, down_in);
+    project(s, L, m.shared_gate, xn, glogit);
+    ops::moe_combine(ctx_, s, out, w, x, n, K, dim, &tmp, &glogit);
+}
+
 void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32_t n, const Activations& a) {
     using R = Role;
+    if (p.moe.runs) {
+        record_moe(s, l, p, n, a);
+        return;
+    }
     const LayerWeights& L = layers_[l].w;
     const uint32_t dim = cfg_.dim, ffn = cfg_.ffn_dim;
     const BufferSlice x = x_.slice(0, 4ull * dim * n);    // (n, dim) residual stream
@@ -686,8 +757,12 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
     // Folded into a matvec, the norm's and the GLU's results exist only inside it; a norm after
     // the block leaves no normed input.
     if (!p.ffn.fold_norm && !p.ffn.norm_after) get("ffn_in", xn_.slice(), cfg_.dim);
-    get("ffn_up", a.up, cfg_.ffn_dim);
-    if (!p.ffn.fold_act) get("ffn_act", a.gate, cfg_.ffn_dim);
+    if (p.ffn.moe.runs) {
+        get("moe_logits", moe_logits_.slice(), cfg_.n_expert);
+    } else {
+        get("ffn_up", a.up, cfg_.ffn_dim);
+        if (!p.ffn.fold_act) get("ffn_act", a.gate, cfg_.ffn_dim);
+    }
     get("x_out", x_.slice(), cfg_.dim);
     return t;
 }

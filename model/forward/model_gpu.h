@@ -210,6 +210,7 @@ private:
                           const Activations& a);
     void record_cross(CommandStream& s, uint32_t layer, const CrossPlan& p, uint32_t n);
     void record_ffn(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
+    void record_moe(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
     void record_head(CommandStream& s, const BatchShape& b);
     // logits [rows][n_vocab] = output · norm(x [rows][dim]) (+ softcap); `normed` holds norm(x) where
     // the norm does not ride in the matvec.
@@ -272,12 +273,16 @@ private:
     Buffer k_;        // (U, kv_dim)
     Buffer v_;        // (U, kv_dim)
     Buffer att_;      // (U, q_dim)  attention output
-    Buffer gate_;     // (U, ffn)
+    Buffer gate_;     // (U, ffn)   ffn: dense_ffn_dim (a mixture of experts' shared expert's)
     Buffer up_;       // (U, ffn)
     Buffer last_;     // (dim)     last token's hidden state
     Buffer qkv_;      // (q_dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
     Buffer gate_up_;  // (2 ffn)           fused gate|up projection of one token (decode)
     Buffer xq_;       // (max(n_seq, min(ubatch, 8)), q8_1_row_bytes(max k)): the integer-dot matvecs' X
+    // mixture of experts (K = n_expert_used): router logits (U, n_expert), chosen ids and weights
+    // (U, K), every slot's gate and up (U * K, expert_ffn) and output (U * K, dim), the shared expert's
+    // gate logit (U)
+    Buffer moe_logits_, moe_ids_, moe_w_, moe_gate_, moe_up_, moe_out_, moe_shared_logit_;
 
     Buffer logits_;   // (n_seq, n_vocab)
     Buffer all_logits_;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits

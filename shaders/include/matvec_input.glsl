@@ -12,6 +12,10 @@
 #ifndef G_BINDING
 #define G_BINDING 5
 #endif
+// Floats from X's (and the ACT up rows') first row to the one this workgroup reads (matvec_id).
+#ifndef X_ROW_OFF
+#define X_ROW_OFF 0u
+#endif
 
 #if defined(X_UNIFORM)
 // X and G as uniform buffers (variants *_u_* and *_u64_*, chosen on CPU drivers): Mesa 22.3's
@@ -46,8 +50,8 @@ vec4 act4(vec4 g) {
 // The input of the product, X[b][c .. c + 3] (c a multiple of 4), after the fused op; NORM adds the
 // raw values' squares to ss.
 vec4 x4(uint b, uint c, inout float ss) {
-    vec4 v = raw4(pc.x_base + b * pc.k + c);
-    if (ACT != 0u) return act4(v) * g4(pc.g_base + b * pc.k + c);
+    vec4 v = raw4(pc.x_base + X_ROW_OFF + b * pc.k + c);
+    if (ACT != 0u) return act4(v) * g4(pc.g_base + X_ROW_OFF + b * pc.k + c);
     if (NORM != 0u) {
         ss += dot(v, v);
         v *= g4(pc.g_base + c);
@@ -57,8 +61,8 @@ vec4 x4(uint b, uint c, inout float ss) {
 
 // Scalar form of x4 for the float types' k tail.
 float xs1(uint b, uint c, inout float ss) {
-    float v = x1(pc.x_base + b * pc.k + c);
-    if (ACT != 0u) return (ACT == 2u ? act_gelu(v) : act_silu(v)) * g1(pc.g_base + b * pc.k + c);
+    float v = x1(pc.x_base + X_ROW_OFF + b * pc.k + c);
+    if (ACT != 0u) return (ACT == 2u ? act_gelu(v) : act_silu(v)) * g1(pc.g_base + X_ROW_OFF + b * pc.k + c);
     if (NORM != 0u) {
         ss += v * v;
         v *= g1(pc.g_base + c);

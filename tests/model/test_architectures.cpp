@@ -109,8 +109,8 @@ void check_encoder(const std::string& path, double nmse) {
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
-                                   "jina-bert-v2, t5encoder, t5");
+    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, gemma3, gpt2, bloom, mpt, "
+                                   "bert, nomic-bert, jina-bert-v2, t5encoder, t5");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
 }
@@ -126,6 +126,25 @@ TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K
     for (const std::string arch : kArchs) {
         CAPTURE(arch);
         check_arch(test::write_model("arch-" + arch + "-q4_k", small_shape(arch, TensorType::Q4_K)), 1e-5, 1e-5);
+    }
+}
+
+TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE) match the host reference layer by layer") {
+    // 6 experts, top-2 (Mixtral's class) and top-4; Qwen3-MoE with head size != dim / heads and
+    // experts narrower than the model; Qwen2-MoE's gated shared expert wider than its experts.
+    for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
+        const bool k_quant = type == TensorType::Q4_K;
+        for (const std::string arch : {"llama", "qwen2moe", "qwen3moe"}) {
+            CAPTURE(arch);
+            CAPTURE(type_traits(type).name);
+            ModelShape s = small_shape(arch, type);
+            s.n_expert = 6;
+            s.n_expert_used = arch == "qwen2moe" ? 4 : 2;
+            s.expert_ffn = arch == "qwen3moe" ? (k_quant ? 256 : 32) : 0;
+            s.shared_ffn = arch == "qwen2moe" ? (k_quant ? 512 : 160) : 0;
+            if (arch == "qwen3moe") s.head_dim = k_quant ? 128 : 32;
+            check_arch(test::write_model(fmt::format("arch-moe-{}-{}", arch, type_traits(type).name), s), 1e-5, 1e-5);
+        }
     }
 }
 
@@ -330,8 +349,9 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     w.write_file(p.string());
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
-                                   "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, phi3, "
-                                   "gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2, t5encoder, t5");
+                                   "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, qwen2moe, "
+                                   "qwen3moe, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2, "
+                                   "t5encoder, t5");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
     q.remove_tensor("blk.1.attn_q.bias");
@@ -365,6 +385,30 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     refused("jina-bert-v2", "blk.0.ffn_gate.weight", 64, 96, "a separate ffn_gate is not supported");
     refused("mpt", "position_embd.weight", 64, 256, "learned positions are not supported");
     refused("mpt", "blk.0.ffn_act.scales", 96, 1, "AWQ activation scales");
+    // Mixtures of experts: the keys the router needs, and layouts vkllm does not read.
+    auto moe_refused = [&](const std::string& arch, const std::function<void(GgufWriter&)>& edit, const char* why) {
+        ModelShape ms = small_shape(arch, TensorType::F32);
+        ms.n_expert = 4;
+        ms.n_expert_used = 2;
+        GgufWriter x = make_random_model(ms);
+        edit(x);
+        x.write_file(p.string());
+        GgufFile fx = GgufFile::open(p.string());
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, why);
+    };
+    moe_refused("qwen3moe", [](GgufWriter& x) { x.remove("qwen3moe.expert_count"); }, "qwen3moe.expert_count");
+    moe_refused("qwen3moe", [](GgufWriter& x) { x.remove("qwen3moe.expert_used_count"); }, "qwen3moe.expert_used_count");
+    moe_refused("qwen3moe", [](GgufWriter& x) { x.set_u32("qwen3moe.expert_used_count", 5); },
+                "5 experts per token of 4: at most min(expert_count, 64)");
+    moe_refused("qwen3moe", [](GgufWriter& x) { x.set_u32("qwen3moe.expert_gating_func", 3); },
+                "key 'qwen3moe.expert_gating_func': gating function 3 is not supported");
+    moe_refused("qwen2moe", [](GgufWriter& x) { x.remove_tensor("blk.1.ffn_gate_inp_shexp.weight"); },
+                "tensor 'blk.1.ffn_gate_inp_shexp.weight': required tensor is missing");
+    moe_refused("qwen3moe", [](GgufWriter& x) { x.remove_tensor("blk.0.ffn_up_exps.weight"); },
+                "tensor 'blk.0.ffn_up_exps.weight': required tensor is missing (expected shape [64, 96, 4])");
+    moe_refused("llama", [](GgufWriter& x) { x.add_tensor_data("blk.0.ffn_gate.0.weight", TensorType::F32, {64, 96},
+                                                               std::vector<uint8_t>(64 * 96 * 4)); },
+                "tensor 'blk.0.ffn_gate.0.weight': experts stored one tensor each");
     // T5's encoder: layer 0 carries the relative-position bias the others share; layer 0's ffn_gate
     // says v1.1 (gated GELU) or, absent, v1.0 (ReLU), and every layer must agree; the bucket count
     // is required.

@@ -29,6 +29,10 @@ ModelShape batch_shape(const std::string& arch, TensorType type) {
     s.n_ctx = 256;
     s.weight_type = type;
     if (arch == "gemma3") s.window = 8;
+    if (arch == "qwen2moe") {  // 8 experts of 256, top-2, beside a gated shared expert
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+    }
     s.name = "multi-seq-" + arch;
     return s;
 }
@@ -71,7 +75,7 @@ std::vector<std::vector<float>> alone(Context& ctx, const test::LoadedModel& m, 
 TEST_CASE("multi-sequence decode: every sequence's logits are bit-identical to the sequence alone") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    for (const char* arch : {"llama", "gemma3"}) {
+    for (const char* arch : {"llama", "gemma3", "qwen2moe"}) {
         for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
             CAPTURE(arch);
             CAPTURE(type_traits(type).name);

@@ -1,0 +1,195 @@
+#include "runtime/ops/moe.h"
+
+#include "runtime/ops/window.h"
+#include "runtime/vk_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace vkllm::ops {
+
+namespace {
+
+constexpr uint32_t kRouteMaxExperts = 1024, kRouteMaxK = 64;  // moe_route.comp's MAX_E, MAX_K
+
+// Workgroup of the router and the combine: 64 invocations (a power of two within every device's limit).
+uint32_t small_wg(const DeviceCaps& c) {
+    uint32_t wg = 64;
+    while (wg > 1 && wg > c.max_workgroup_invocations) wg /= 2;
+    return wg;
+}
+
+struct RoutePush {
+    uint32_t E, K, l_base, ids_base, w_base, gating, norm;
+    float scale;
+};
+struct CombinePush {
+    uint32_t dim, K, y_base, w_base, x_base, s_base, g_base, has_shared, has_gate;
+};
+// matvec.comp's push constants with EXPERT_IDS (runtime/ops/linear.cpp's LinearPush, then the ids).
+struct IdPush {
+    uint32_t n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, x_vec4, b_base, has_bias;
+    uint32_t g_base, g_vec4;
+    float eps;
+    uint32_t ids_base, e_first, e_count, expert_bytes, x_div;
+};
+
+// matvec reads X as vec4s: its windows start on 16 bytes as well as the device's alignment.
+uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_storage_buffer_offset_alignment, 16); }
+
+void check_fits(const DeviceCaps& c, const char* op, const char* what, uint64_t bytes) {
+    if (bytes + binding_align(c) + 16 > c.max_storage_buffer_range)
+        throw DeviceLimitError(fmt::format("{}: {} ({} bytes) does not fit one binding ({} bytes)", op, what, bytes,
+                                           c.max_storage_buffer_range));
+}
+
+}  // namespace
+
+void check_route(const MoeRouteParams& p) {
+    if (p.n_expert == 0 || p.n_expert > kRouteMaxExperts)
+        throw std::invalid_argument(fmt::format("moe_route: {} experts (1..{})", p.n_expert, kRouteMaxExperts));
+    if (p.k == 0 || p.k > std::min(p.n_expert, kRouteMaxK))
+        throw std::invalid_argument(fmt::format("moe_route: {} experts per token of {} (1..{})", p.k, p.n_expert,
+                                                std::min(p.n_expert, kRouteMaxK)));
+    if (uint32_t(p.gating) > uint32_t(MoeGating::SoftmaxTopK))
+        throw std::invalid_argument(fmt::format("moe_route: gating {}", uint32_t(p.gating)));
+    if (!std::isfinite(p.scale)) throw std::invalid_argument("moe_route: the weight scale is not finite");
+}
+
+void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const BufferSlice& logits,
+               const BufferSlice& ids, const BufferSlice& weights, uint32_t n) {
+    check_route(p);
+    if (n == 0) return;
+    const DeviceCaps& c = ctx.caps();
+    if (n > c.max_workgroup_count[0])
+        throw DeviceLimitError(fmt::format("moe_route: {} tokens exceed the device's {} workgroups", n, c.max_workgroup_count[0]));
+    detail::require_bytes(logits, uint64_t(n) * p.n_expert * 4, "moe_route", "logits");
+    detail::require_bytes(ids, uint64_t(n) * p.k * 4, "moe_route", "ids");
+    detail::require_bytes(weights, uint64_t(n) * p.k * 4, "moe_route", "weights");
+    check_fits(c, "moe_route", "the logits", uint64_t(n) * p.n_expert * 4);
+    const detail::Window lw = detail::window(c, logits, 0, uint64_t(n) * p.n_expert, 4);
+    const detail::Window iw = detail::window(c, ids, 0, uint64_t(n) * p.k, 4);
+    const detail::Window ww = detail::window(c, weights, 0, uint64_t(n) * p.k, 4);
+    const RoutePush pc{p.n_expert, p.k, lw.first, iw.first, ww.first, uint32_t(p.gating), p.norm ? 1u : 0u, p.scale};
+    s.dispatch(ctx.pipeline({"moe_route", {small_wg(c)}}), {lw.slice, iw.slice, ww.slice}, pc, {n, 1, 1}, "moe_route");
+}
+
+PipelineDesc MoeMatvecPlan::pipeline() const {
+    const uint32_t act = input == MatvecInput::Kind::SwiGlu ? 1 : input == MatvecInput::Kind::GeGlu ? 2 : 0;
+    const std::string type(type_traits(wtype).lower);
+    return {"matvec_id_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0, act}};
+}
+
+MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, MatvecInput::Kind input) {
+    if (!is_supported_type(uint32_t(wtype)))
+        throw std::invalid_argument(fmt::format("moe_matvec: unsupported weight type {}", uint32_t(wtype)));
+    if (input == MatvecInput::Kind::RmsNorm)
+        throw std::invalid_argument("moe_matvec: the RMSNorm input is not fused (the router needs the normed x too)");
+    MoeMatvecPlan p;
+    p.wtype = wtype;
+    p.input = input;
+    const TypeTraits& tt = type_traits(wtype);
+    p.w_aligned = k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 && (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
+    // matvec's strided kernel as plan_matvec shapes it for one vector: a small workgroup (about one
+    // SIMD chunk) owning many rows on CPU drivers, 64+ invocations and two rows on GPUs. An expert's
+    // rows are few (768 in Qwen3-30B-A3B), so GPUs keep two rows per workgroup.
+    if (caps.cpu_tuning) {
+        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
+        p.rows = n >= 2048 ? 32 : 8;
+    } else {
+        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
+        p.rows = 2;
+    }
+    p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
+    while (p.rows > 1 && uint64_t(p.rows) * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
+    p.subgroup = caps.subgroup_ops();
+    return p;
+}
+
+void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const BufferSlice& w, uint32_t n_expert,
+                const BufferSlice& x, uint32_t x_div, const BufferSlice& ids, const BufferSlice& y, uint32_t slots,
+                uint32_t n, uint32_t k, const MatvecInput& input) {
+    using K = MatvecInput::Kind;
+    const TypeTraits& tt = type_traits(plan.wtype);
+    if (n == 0 || k == 0 || n_expert == 0 || x_div == 0)
+        throw std::invalid_argument(fmt::format("moe_matvec: empty shape n={} k={} experts={} x_div={}", n, k, n_expert, x_div));
+    if (k % tt.block_elems != 0)
+        throw std::invalid_argument(fmt::format("moe_matvec: k={} is not a multiple of the {} block ({})", k, tt.name,
+                                                tt.block_elems));
+    if (slots == 0) return;
+    if (slots % x_div != 0) throw std::invalid_argument(fmt::format("moe_matvec: {} slots are not rows of {}", slots, x_div));
+    if (input.kind != plan.input) throw std::invalid_argument("moe_matvec: the input kind differs from the plan's");
+    const DeviceCaps& c = ctx.caps();
+    const uint64_t rb = row_bytes(plan.wtype, k), expert_bytes = uint64_t(n) * rb;
+    const uint64_t x_bytes = uint64_t(slots / x_div) * k * 4, y_bytes = uint64_t(slots) * n * 4;
+    detail::require_bytes(w, uint64_t(n_expert) * expert_bytes, "moe_matvec", "W");
+    detail::require_bytes(x, x_bytes, "moe_matvec", "X");
+    detail::require_bytes(y, y_bytes, "moe_matvec", "Y");
+    detail::require_bytes(ids, uint64_t(slots) * 4, "moe_matvec", "ids");
+    const bool glu = input.kind == K::SwiGlu || input.kind == K::GeGlu;
+    if (glu) detail::require_bytes(input.up, x_bytes, "moe_matvec", "GLU up rows");
+    if (plan.w_aligned && w.offset % 4 != 0)
+        throw std::invalid_argument("moe_matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
+    check_fits(c, "moe_matvec", "X", x_bytes);
+    check_fits(c, "moe_matvec", "Y", y_bytes);
+    if (slots > c.max_workgroup_count[1] || (n + plan.rows - 1) / plan.rows > c.max_workgroup_count[0])
+        throw DeviceLimitError(fmt::format("moe_matvec: {} slots of {} rows exceed the device's workgroup grid", slots, n));
+    const uint64_t slack = binding_align(c) + 16;
+    const uint64_t per_window = c.max_storage_buffer_range > slack ? (c.max_storage_buffer_range - slack) / expert_bytes : 0;
+    if (per_window == 0)
+        throw DeviceLimitError(fmt::format("moe_matvec: one expert ({} rows of {} elements, {} bytes) does not fit one "
+                                           "binding ({} bytes)", n, k, expert_bytes, c.max_storage_buffer_range));
+
+    const uint64_t align = binding_align(c);
+    const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, align, 16);
+    const detail::ByteWindow gw = glu ? detail::byte_window(input.up, 0, x_bytes, align, 16) : xw;
+    const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
+    const detail::ByteWindow iw = detail::byte_window(ids, 0, uint64_t(slots) * 4, align);
+    const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0, g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
+    const Pipeline& p = ctx.pipeline(plan.pipeline());
+    for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
+        const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
+        const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
+        const IdPush pc{n, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
+                        uint32_t(yw.inner / 4), n, 0, x_vec4, uint32_t(yw.inner / 4), 0, uint32_t(gw.inner / 4), g_vec4,
+                        0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count), uint32_t(expert_bytes), x_div};
+        s.dispatch(p, {ww.slice, xw.slice, yw.slice, yw.slice, yw.slice, gw.slice, iw.slice}, pc,
+                   {(n + plan.rows - 1) / plan.rows, slots, 1}, "matvec_id");
+    }
+}
+
+void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const BufferSlice& weights, const BufferSlice& x,
+                 uint32_t n, uint32_t k, uint32_t dim, const BufferSlice* shared, const BufferSlice* shared_gate) {
+    if (n == 0) return;
+    if (k == 0 || dim == 0) throw std::invalid_argument(fmt::format("moe_combine: k={} dim={}", k, dim));
+    if (shared_gate && !shared) throw std::invalid_argument("moe_combine: a shared-expert gate without its output");
+    const DeviceCaps& c = ctx.caps();
+    const uint64_t y_elems = uint64_t(n) * k * dim, x_elems = uint64_t(n) * dim;
+    detail::require_bytes(y, y_elems * 4, "moe_combine", "Y");
+    detail::require_bytes(weights, uint64_t(n) * k * 4, "moe_combine", "weights");
+    detail::require_bytes(x, x_elems * 4, "moe_combine", "X");
+    if (shared) detail::require_bytes(*shared, x_elems * 4, "moe_combine", "shared expert output");
+    if (shared_gate) detail::require_bytes(*shared_gate, uint64_t(n) * 4, "moe_combine", "shared expert gate");
+    check_fits(c, "moe_combine", "Y", y_elems * 4);
+    const uint32_t wg = small_wg(c);
+    if (n > c.max_workgroup_count[1])
+        throw DeviceLimitError(fmt::format("moe_combine: {} tokens exceed the device's {} workgroups in y", n,
+                                           c.max_workgroup_count[1]));
+    const detail::Window yw = detail::window(c, y, 0, y_elems, 4);
+    const detail::Window ww = detail::window(c, weights, 0, uint64_t(n) * k, 4);
+    const detail::Window xw = detail::window(c, x, 0, x_elems, 4);
+    const detail::Window sw = shared ? detail::window(c, *shared, 0, x_elems, 4) : xw;
+    const detail::Window gw = shared_gate ? detail::window(c, *shared_gate, 0, n, 4) : xw;
+    const CombinePush pc{dim, k, yw.first, ww.first, xw.first, sw.first, gw.first, shared ? 1u : 0u, shared_gate ? 1u : 0u};
+    s.dispatch(ctx.pipeline({"moe_combine", {wg}}), {yw.slice, ww.slice, xw.slice, sw.slice, gw.slice}, pc,
+               {(dim + wg - 1) / wg, n, 1}, "moe_combine");
+}
+
+std::vector<PipelineDesc> moe_small_pipelines(const DeviceCaps& caps) {
+    return {{"moe_route", {small_wg(caps)}}, {"moe_combine", {small_wg(caps)}}};
+}
+
+}  // namespace vkllm::ops

@@ -1,0 +1,88 @@
+// The mixture-of-experts pieces of a feed-forward layer (Mixtral, Qwen-MoE, DeepSeek, gpt-oss): the
+// router (which experts each token runs, and their weights), the expert projections that read only
+// the chosen experts' rows (llama.cpp's mul_mat_id), and the weighted residual add. Expert ids and
+// weights never leave the device.
+//
+//   logits (n, E)      = router · x                      (an ordinary linear layer)
+//   ids, w (n, K)      = moe_route(logits)               (top-K, gating, normalisation, scale)
+//   gate|up (n*K, F)   = moe_matvec(W_gate|up[ids], x)   (slot t*K + j: token t's j-th expert)
+//   out (n*K, dim)     = moe_matvec(W_down[ids], act(gate, up))
+//   x (n, dim)        += moe_combine(out, w) (+ the shared expert)
+//
+// Every token is computed the same way whatever else the step holds (one workgroup per slot), so
+// decode batches stay batch invariant. GPU functions record into a CommandStream and never submit.
+#pragma once
+
+#include "runtime/ops/linear.h"
+
+#include "runtime/context.h"
+#include "runtime/tensor_types.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace vkllm::ops {
+
+// How router logits become expert weights (llama.cpp's expert_gating_func and its gpt-oss form).
+enum class MoeGating : uint32_t {
+    Softmax = 0,      // softmax over all experts, then the chosen ones' probabilities
+    Sigmoid = 1,      // sigmoid of each chosen logit (DeepSeek-V3)
+    SoftmaxTopK = 2,  // softmax over the chosen logits only (gpt-oss)
+};
+
+struct MoeRouteParams {
+    uint32_t n_expert = 0;  // E, 1..1024
+    uint32_t k = 0;         // experts per token, 1..min(E, 64)
+    MoeGating gating = MoeGating::Softmax;
+    bool norm = false;      // divide the K weights by their sum (at least 2^-14)
+    float scale = 1.0f;     // then multiply them by this
+};
+// Throws std::invalid_argument for sizes outside the ranges above or a non-finite scale.
+void check_route(const MoeRouteParams& p);
+
+// ids (u32 [n][K]) and weights (f32 [n][K]) of the n tokens' logits (f32 [n][E]): experts ranked by
+// logit, best first, ties to the lower index (shaders/moe_route.comp has the math).
+void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const BufferSlice& logits,
+               const BufferSlice& ids, const BufferSlice& weights, uint32_t n);
+
+// How moe_matvec runs: matvec.comp's strided kernel (matvec_id_* variants) over one slot per
+// workgroup row, decided once from the caps and the shape like plan_matvec.
+struct MoeMatvecPlan {
+    TensorType wtype = TensorType::F32;
+    uint32_t wg = 0, rows = 0;  // invocations and W rows per workgroup
+    bool w_aligned = false, subgroup = false;
+    MatvecInput::Kind input = MatvecInput::Kind::Plain;  // Plain, SwiGlu or GeGlu
+    PipelineDesc pipeline() const;
+};
+MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k,
+                              MatvecInput::Kind input = MatvecInput::Kind::Plain);
+
+// Y[s] (n floats, rows of `y`) = W[ids[s]] · input(X[s / x_div]) for s < slots. W: n_expert experts
+// back to back, each n rows of k elements of the plan's type (w must start 4-byte aligned when the
+// plan says w_aligned). X f32 [slots / x_div][k]; input SwiGlu / GeGlu: X holds gate rows and
+// input.up the up rows, indexed as X. ids u32 [slots], each < n_expert (moe_route's). A stack larger
+// than maxStorageBufferRange is dispatched once per window of whole experts.
+void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const BufferSlice& w, uint32_t n_expert,
+                const BufferSlice& x, uint32_t x_div, const BufferSlice& ids, const BufferSlice& y, uint32_t slots,
+                uint32_t n, uint32_t k, const MatvecInput& input = {});
+
+// X[t] += sum_j weights[t][j] * Y[t*K + j] (j in order), then + shared_gate ? sigmoid(G[t]) * S[t] :
+// S[t] where a shared expert's output S (f32 [n][dim]) is given. X f32 [n][dim] in place.
+void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const BufferSlice& weights,
+                 const BufferSlice& x, uint32_t n, uint32_t k, uint32_t dim, const BufferSlice* shared = nullptr,
+                 const BufferSlice* shared_gate = nullptr);
+
+// The router's and the combine's pipelines on this device (the warm-up's list).
+std::vector<PipelineDesc> moe_small_pipelines(const DeviceCaps& caps);
+
+}  // namespace vkllm::ops
+
+namespace vkllm::ref {
+
+// The router from its definition (llama.cpp's build_moe_ffn), double arithmetic for the weights.
+void moe_route(const float* logits, uint32_t n, const ops::MoeRouteParams& p, uint32_t* ids, float* weights);
+// x[t] += sum_j w[t][j] * y[t*k + j] (+ gate(g[t]) * shared[t]); shared and shared_gate may be null.
+void moe_combine(const float* y, const float* w, float* x, uint32_t n, uint32_t k, uint32_t dim,
+                 const float* shared = nullptr, const float* shared_gate = nullptr);
+
+}  // namespace vkllm::ref

@@ -1,0 +1,265 @@
+// The mixture-of-experts kernels against their references: the router (moe_route), the expert
+// projections that read only the chosen experts (moe_matvec, matvec.comp's matvec_id variants) and
+// the weighted residual add (moe_combine).
+#include "support/test_context.h"
+
+#include "kernels/linear_testing.h"
+#include "kernels/small_ops_testing.h"
+
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/moe.h"
+#include "runtime/vk_check.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+
+using namespace vkllm;
+using small_ops_testing::ShiftedBuffer;
+
+namespace {
+
+// The router on the device against ref::moe_route: ids exactly, weights within float rounding.
+void run_route(Context& ctx, const std::vector<float>& logits, uint32_t n, const ops::MoeRouteParams& p, const char* what,
+               uint32_t shift = 0) {
+    CAPTURE(what);
+    CAPTURE(p.n_expert);
+    CAPTURE(p.k);
+    CAPTURE(n);
+    std::vector<uint32_t> ref_ids(size_t(n) * p.k);
+    std::vector<float> ref_w(size_t(n) * p.k);
+    ref::moe_route(logits.data(), n, p, ref_ids.data(), ref_w.data());
+    ShiftedBuffer dl(ctx, logits.size() * 4, shift, "logits"), di(ctx, ref_ids.size() * 4, shift, "ids"),
+        dw(ctx, ref_w.size() * 4, shift, "weights");
+    dl.upload(logits.data(), logits.size() * 4);
+    CommandStream s(ctx);
+    s.begin();
+    ops::moe_route(ctx, s, p, dl.slice(), di.slice(), dw.slice(), n);
+    s.end();
+    s.submit_and_wait();
+    std::vector<uint32_t> ids(ref_ids.size());
+    di.download(ids.data(), ids.size() * 4);
+    size_t bad = 0;
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] != ref_ids[i] && bad++ < 5)
+            MESSAGE(fmt::format("{}: token {} rank {}: gpu expert {}, ref {}", what, i / p.k, i % p.k, ids[i], ref_ids[i]));
+    CHECK(bad == 0);
+    test::validate_result(fmt::format("{} weights", what), dw.download_floats(ref_w.size()), ref_w, {1e-12, 1e-6, 1e-5});
+    di.check_guards();
+    dw.check_guards();
+}
+
+// n tokens of E logits, spread as real routers' are.
+std::vector<float> router_logits(uint32_t n, uint32_t E, uint32_t seed) {
+    return test::random_floats(size_t(n) * E, seed, -4.0f, 4.0f);
+}
+
+// Expert ids for `slots` slots: random with repeats, expert `skip` never chosen (an expert with no token).
+std::vector<uint32_t> random_ids(uint32_t slots, uint32_t E, uint32_t seed, uint32_t skip) {
+    std::mt19937 rng(seed);
+    std::vector<uint32_t> ids(slots);
+    for (uint32_t& e : ids) {
+        do e = rng() % E;
+        while (E > 1 && e == skip);
+    }
+    return ids;
+}
+
+// Y[s] = W[ids[s]] · input(X[s / x_div]) on the device against ref::linear slot by slot.
+void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k, const std::vector<uint32_t>& ids,
+                    uint32_t x_div, ops::MatvecInput::Kind input, uint32_t seed, const std::string& spec) {
+    const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
+    const std::string what = fmt::format("{} E={} n={} k={} slots={} x_div={}{} [{}]", type_traits(t).name, E, n, k, slots,
+                                         x_div, input == ops::MatvecInput::Kind::Plain ? "" : " +swiglu", spec);
+    CAPTURE(what);
+    const std::vector<uint8_t> w = test::linear::make_weights(t, E * n, k, seed);
+    const std::vector<float> x = test::random_floats(size_t(rows) * k, seed + 1);
+    const std::vector<float> up = test::random_floats(size_t(rows) * k, seed + 2);
+    std::vector<float> xin = x;
+    if (input == ops::MatvecInput::Kind::SwiGlu) ref::swiglu(x.data(), up.data(), xin.data(), uint32_t(x.size()));
+    const uint64_t expert_bytes = uint64_t(n) * row_bytes(t, k);
+    std::vector<float> want(size_t(slots) * n);
+    for (uint32_t sl = 0; sl < slots; ++sl)
+        ref::linear(t, w.data() + ids[sl] * expert_bytes, xin.data() + size_t(sl / x_div) * k, want.data() + size_t(sl) * n,
+                    1, n, k);
+
+    Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
+    ctx.upload(dw, w.data(), w.size());
+    ShiftedBuffer dx(ctx, x.size() * 4, 4, "x"), du(ctx, up.size() * 4, 8, "up"), di(ctx, slots * 4, 4, "ids");
+    dx.upload(x.data(), x.size() * 4);
+    du.upload(up.data(), up.size() * 4);
+    di.upload(ids.data(), slots * 4);
+    test::GuardedBuffer dy(ctx, want.size() * 4, "y");
+    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, input);
+    ops::MatvecInput in{};
+    in.kind = input;
+    if (input != ops::MatvecInput::Kind::Plain) in.up = du.slice();
+    CommandStream s(ctx);
+    s.begin();
+    ops::moe_matvec(ctx, s, plan, dw.slice(), E, dx.slice(), x_div, di.slice(), dy.slice(), slots, n, k, in);
+    s.end();
+    s.submit_and_wait();
+    test::validate_result(what, dy.download_floats(want.size()), want, test::linear::tolerance(k));
+    dy.check_guards();
+    dx.check_guards();
+}
+
+}  // namespace
+
+TEST_CASE("moe_route: experts and weights of the reference, every gating, ties and real router sizes") {
+    test::ValidationGuard guard;
+    using G = ops::MoeGating;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        run_route(ctx, router_logits(1, 8, 1), 1, {8, 2, G::Softmax, true, 1.0f}, "Mixtral: 8 experts, top-2, one token");
+        run_route(ctx, router_logits(7, 128, 2), 7, {128, 8, G::Softmax, true, 1.0f}, "Qwen3-30B-A3B: 128, top-8");
+        run_route(ctx, router_logits(5, 60, 3), 5, {60, 4, G::Softmax, false, 1.0f}, "Qwen1.5-MoE: 60, top-4, unnormalised");
+        run_route(ctx, router_logits(3, 64, 4), 3, {64, 6, G::Softmax, false, 1.0f}, "DeepSeek-V2-Lite: 64, top-6");
+        run_route(ctx, router_logits(4, 256, 5), 4, {256, 8, G::Sigmoid, true, 2.5f}, "V3-shaped: sigmoid, scaled 2.5");
+        run_route(ctx, router_logits(2, 32, 6), 2, {32, 4, G::SoftmaxTopK, false, 1.0f}, "gpt-oss: softmax of the chosen");
+        run_route(ctx, router_logits(3, 4, 7), 3, {4, 4, G::Softmax, true, 1.0f}, "k = n_expert");
+        run_route(ctx, router_logits(65, 1000, 8), 65, {1000, 64, G::Softmax, true, 1.0f}, "1000 experts, top-64, 65 tokens");
+        run_route(ctx, router_logits(9, 16, 9), 9, {16, 2, G::Softmax, true, 1.0f}, "shifted slices", 4);
+        // Few distinct logits: ties across the top-k boundary go to the lower index.
+        std::vector<float> ties = router_logits(6, 40, 10);
+        for (float& v : ties) v = std::floor(v);
+        run_route(ctx, ties, 6, {40, 8, G::Softmax, true, 1.0f}, "integer logits");
+        std::vector<float> same(3 * 12, 0.25f);
+        run_route(ctx, same, 3, {12, 5, G::Softmax, false, 1.0f}, "all equal");
+    }
+}
+
+TEST_CASE("moe_route: NaN logits still give distinct valid experts; bad parameters are refused") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    const uint32_t E = 16, K = 4;
+    std::vector<float> l = router_logits(2, E, 11);
+    l[3] = std::numeric_limits<float>::quiet_NaN();
+    for (uint32_t e = 0; e < E; ++e) l[E + e] = std::numeric_limits<float>::quiet_NaN();
+    Buffer dl = ctx.create_buffer(l.size() * 4, MemoryUsage::Device, "l"), di = ctx.create_buffer(2 * K * 4, MemoryUsage::Device, "i"),
+           dw = ctx.create_buffer(2 * K * 4, MemoryUsage::Device, "w");
+    ctx.upload(dl, l.data(), l.size() * 4);
+    CommandStream s(ctx);
+    s.begin();
+    ops::moe_route(ctx, s, {E, K, ops::MoeGating::Softmax, true, 1.0f}, dl.slice(), di.slice(), dw.slice(), 2);
+    s.end();
+    s.submit_and_wait();
+    std::vector<uint32_t> ids(2 * K);
+    ctx.download(di, ids.data(), ids.size() * 4);
+    for (uint32_t t = 0; t < 2; ++t) {
+        std::set<uint32_t> seen;
+        for (uint32_t j = 0; j < K; ++j) {
+            CHECK(ids[t * K + j] < E);
+            seen.insert(ids[t * K + j]);
+        }
+        CHECK(seen.size() == K);
+    }
+
+    CommandStream bad(ctx);
+    bad.begin();
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, {0, 1}, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, {8, 9}, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, {2000, 8}, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, {128, 65}, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, {16, 4, ops::MoeGating::Softmax, true, NAN}, dl.slice(), di.slice(),
+                                   dw.slice(), 1), std::invalid_argument);
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, {16, 4}, dl.slice(), di.slice(), dw.slice(), 100), std::invalid_argument);
+    CHECK(bad.stats().dispatches == 0);
+    bad.end();
+}
+
+TEST_CASE("moe_matvec: only the chosen experts' rows, every weight type") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        uint32_t seed = 100;
+        for (TensorType t : test::linear::kTypes) {
+            // 6 experts of 40 rows (not a multiple of any rows-per-workgroup), 3 tokens x top-2
+            // reading their token's row; expert 5 gets no token, some get several.
+            const uint32_t k = test::linear::blocks_k(t, 3);
+            run_moe_matvec(ctx, t, 6, 40, k, random_ids(6, 6, seed, 5), 2, ops::MatvecInput::Kind::Plain, seed, spec);
+            seed += 10;
+        }
+        // The down projection: each slot its own input row, SwiGLU formed as the rows load.
+        for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+            const uint32_t k = test::linear::blocks_k(t, 2);
+            run_moe_matvec(ctx, t, 5, 33, k, random_ids(8, 5, seed, 1), 1, ops::MatvecInput::Kind::SwiGlu, seed, spec);
+            seed += 10;
+        }
+        // Every token to one expert; k = n_expert.
+        run_moe_matvec(ctx, TensorType::Q4_0, 4, 64, 96, std::vector<uint32_t>(12, 2), 3, ops::MatvecInput::Kind::Plain, 7, spec);
+        run_moe_matvec(ctx, TensorType::Q8_0, 3, 16, 64, {0, 1, 2, 2, 1, 0}, 3, ops::MatvecInput::Kind::Plain, 8, spec);
+    }
+}
+
+TEST_CASE("moe_matvec: Qwen3-30B-A3B-sized experts, decode and a prefill chunk") {
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    // 128 experts of 768 x 2048 (gate/up) and 2048 x 768 (down) in Q4_K: a token's top-8.
+    run_moe_matvec(ctx, TensorType::Q4_K, 128, 768, 2048, random_ids(8, 128, 21, 0), 8, ops::MatvecInput::Kind::Plain, 21,
+                   "real");
+    run_moe_matvec(ctx, TensorType::Q4_K, 128, 2048, 768, random_ids(8, 128, 22, 0), 1, ops::MatvecInput::Kind::SwiGlu,
+                   22, "real");
+    // Mixtral's shape class (8 experts, top-2) over a chunk of 24 tokens, at a smaller width.
+    run_moe_matvec(ctx, TensorType::Q8_0, 8, 1024, 512, random_ids(48, 8, 23, 8), 2, ops::MatvecInput::Kind::Plain, 23,
+                   "real");
+}
+
+TEST_CASE("moe_matvec: a stack larger than one binding runs in windows of whole experts") {
+    test::ValidationGuard guard;
+    // 64 KiB bindings: 10 experts of 96 rows x 256 Q8_0 (26 KiB each) take two experts per window.
+    Context& ctx = test::context_for("max-storage-range=64k");
+    run_moe_matvec(ctx, TensorType::Q8_0, 10, 96, 256, random_ids(12, 10, 31, 4), 3, ops::MatvecInput::Kind::Plain, 31,
+                   "max-storage-range=64k");
+    // An expert larger than a binding is refused naming the limit.
+    Buffer b = ctx.create_buffer(1 << 20, MemoryUsage::Device, "b");
+    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), TensorType::F32, 256, 256);
+    CommandStream s(ctx);
+    s.begin();
+    CHECK_THROWS_AS(ops::moe_matvec(ctx, s, plan, b.slice(), 2, b.slice(), 1, b.slice(), b.slice(), 1, 256, 256),
+                    DeviceLimitError);
+    s.end();
+}
+
+TEST_CASE("moe_combine: weighted expert outputs and the gated shared expert") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (const auto& [n, k, dim] : {std::tuple{1u, 2u, 64u}, std::tuple{5u, 8u, 100u}, std::tuple{17u, 4u, 2048u}}) {
+            for (int shared = 0; shared < 3; ++shared) {  // none, shared, gated shared
+                const std::string what = fmt::format("n={} k={} dim={} shared={} [{}]", n, k, dim, shared, spec);
+                CAPTURE(what);
+                const auto y = test::random_floats(size_t(n) * k * dim, n + k);
+                const auto w = test::random_floats(size_t(n) * k, n + k + 1, 0.0f, 1.0f);
+                const auto x0 = test::random_floats(size_t(n) * dim, n + k + 2);
+                const auto sh = test::random_floats(size_t(n) * dim, n + k + 3);
+                const auto g = test::random_floats(n, n + k + 4, -3.0f, 3.0f);
+                std::vector<float> want = x0;
+                ref::moe_combine(y.data(), w.data(), want.data(), n, k, dim, shared ? sh.data() : nullptr,
+                                 shared == 2 ? g.data() : nullptr);
+                ShiftedBuffer dy(ctx, y.size() * 4, 4, "y"), dw(ctx, w.size() * 4, 8, "w"), dx(ctx, x0.size() * 4, 4, "x"),
+                    ds(ctx, sh.size() * 4, 12, "s"), dg(ctx, g.size() * 4, 4, "g");
+                dy.upload(y.data(), y.size() * 4);
+                dw.upload(w.data(), w.size() * 4);
+                dx.upload(x0.data(), x0.size() * 4);
+                ds.upload(sh.data(), sh.size() * 4);
+                dg.upload(g.data(), g.size() * 4);
+                const BufferSlice ss = ds.slice(), gs = dg.slice();
+                CommandStream s(ctx);
+                s.begin();
+                ops::moe_combine(ctx, s, dy.slice(), dw.slice(), dx.slice(), n, k, dim, shared ? &ss : nullptr,
+                                 shared == 2 ? &gs : nullptr);
+                s.end();
+                s.submit_and_wait();
+                test::validate_result(what, dx.download_floats(want.size()), want, {1e-12, 1e-5, 1e-5});
+                dx.check_guards();
+            }
+        }
+    }
+}
