@@ -89,6 +89,8 @@ foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   # Mixture-of-experts layers: the expert of each workgroup read from an id buffer (EXPERT_IDS).
   vkllm_shader(matvec_id_${t}       matvec.comp    ${wdef} EXPERT_IDS)
   vkllm_shader(matvec_id_${t}_subgroup matvec.comp ${wdef} EXPERT_IDS USE_SUBGROUP)
+  vkllm_shader(matvec_id_u_${t}     matvec.comp    ${wdef} EXPERT_IDS X_UNIFORM)
+  vkllm_shader(matvec_id_u_${t}_subgroup matvec.comp ${wdef} EXPERT_IDS USE_SUBGROUP X_UNIFORM)
 endforeach()
 # Q8_0 / Q4_0 on CPU drivers with shaderInt64: the uniform-X variants reading weights as 8-byte
 # words (weights.glsl W_LOAD64; runtime/ops/linear.cpp says when).
@@ -96,6 +98,7 @@ foreach(t q8_0 q4_0)
   string(TOUPPER "W_${t}" wdef)
   vkllm_shader(matvec_rows_u64_${t} matvec_rows.comp ${wdef} X_UNIFORM W_LOAD64)
   vkllm_shader(matvec_u64_${t}_subgroup matvec.comp ${wdef} USE_SUBGROUP X_UNIFORM W_LOAD64)
+  vkllm_shader(matvec_id_u64_${t}_subgroup matvec.comp ${wdef} EXPERT_IDS USE_SUBGROUP X_UNIFORM W_LOAD64)
 endforeach()
 
 # Integer-dot matvec (devices whose 4x8-bit packed dot is accelerated, or --caps int-dot): X

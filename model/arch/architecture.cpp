@@ -54,6 +54,16 @@ ArchDesc qwen3moe() {
     return a;
 }
 
+ArchDesc olmoe() {
+    ArchDesc a;
+    a.name = "olmoe";  // OLMoE-1B-7B: 64 experts, top-8, unnormalised; q and k normed whole
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.qk_norm = true;
+    a.qk_norm_full = true;
+    a.moe = true;
+    return a;
+}
+
 ArchDesc phi3() {
     ArchDesc a;
     a.name = "phi3";
@@ -209,9 +219,9 @@ ArchDesc t5_v10() {
 }
 
 // A variant comes after its main row (find_arch(name) gives the first row of a name).
-const std::array<ArchDesc, 19>& archs() {
-    static const std::array<ArchDesc, 19> table = {
-        llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), phi3(),          gemma2(),
+const std::array<ArchDesc, 20>& archs() {
+    static const std::array<ArchDesc, 20> table = {
+        llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), olmoe(), phi3(), gemma2(),
         gemma3(), gpt2(),      bloom(),        mpt(),       bert(),     nomic_bert(), jina_bert_v2(), t5encoder(),
         t5encoder_v10(), t5(), t5_v10()};
     return table;

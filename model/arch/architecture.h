@@ -65,6 +65,7 @@ struct ArchDesc {
     bool qkv_bias = false;   // attn_q/k/v (or attn_qkv) .bias
     bool all_bias = false;   // every projection and every norm has a bias (GPT-2)
     bool qk_norm = false;    // attn_q_norm / attn_k_norm: RMSNorm of each head of q and k before RoPE
+    bool qk_norm_full = false;  // with qk_norm: the RMSNorm spans all of q (q_dim) and of k (kv_dim) (OLMoE)
     NormPlacement norm_placement = NormPlacement::Pre;
     bool embed_scale = false;  // token embeddings are multiplied by sqrt(dim)
     // MPT: every bias, the norms' included, is read when present (its no_bias files have none).

@@ -88,8 +88,8 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::Bv, "attn_v.bias", D::Kv, qkv_b, kBias));
     }
     if (A.qk_norm) {
-        add(vec(R::QNorm, "attn_q_norm.weight", D::HeadDim, true, kNormWeight));
-        add(vec(R::KNorm, "attn_k_norm.weight", D::HeadDim, true, kNormWeight));
+        add(vec(R::QNorm, "attn_q_norm.weight", A.qk_norm_full ? D::Q : D::HeadDim, true, kNormWeight));
+        add(vec(R::KNorm, "attn_k_norm.weight", A.qk_norm_full ? D::Kv : D::HeadDim, true, kNormWeight));
     }
     const bool t5 = A.t5 != T5Stack::None;
     add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", D::Q, D::Embd));

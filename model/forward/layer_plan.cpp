@@ -55,9 +55,11 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
     m.runs = true;
     m.router = step(caps, L, R::WRouter, kNoRole, n, db);
     m.route = moe_route_params(cfg);
-    m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim);
-    m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim);
-    m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, act);
+    // gate and up read each token's row for its K slots; down reads each slot's own row.
+    const uint32_t slots = n * cfg.n_expert_used;
+    m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n);
+    m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n);
+    m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, slots, act);
     f.act = cfg.arch->ffn;
     m.shared = cfg.arch->shared_expert;
     if (!m.shared) return;
@@ -107,6 +109,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         a.v = step(caps, L, R::Wv, R::Bv, n, db, attn_in);
     }
     a.qk_norm = A.qk_norm;
+    a.qk_norm_full = A.qk_norm_full;
     a.rope = A.positions == PositionKind::Rope;
     a.attn = layer_attention_params(cfg, layer, db ? 1 : n, kv);
     a.fused_store = decode && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));

@@ -59,6 +59,7 @@ struct AttentionPlan {
     LinearStep qkv;          // fused_qkv
     LinearStep q, k, v;      // otherwise
     bool qk_norm = false;    // per-head RMSNorm of q and k (Qwen3, Gemma 3)
+    bool qk_norm_full = false;  // the RMSNorm spans all of q and of k (OLMoE)
     bool rope = false;       // rotary positions (learned ones are added at the embedding)
     // RoPE of q and k, the K/V store and attention in one kernel (ops::attention_store): decode
     // steps where it takes the shape. Otherwise rope, kv_store_pair and attention.

@@ -230,7 +230,10 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             ref::clamp(k.data(), n * kv, c.clamp_kqv);
             ref::clamp(v.data(), n * kv, c.clamp_kqv);
         }
-        if (A.qk_norm) {
+        if (A.qk_norm && A.qk_norm_full) {  // OLMoE: over all of q, all of k
+            ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n, qd, c.norm_eps);
+            ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n, kv, c.norm_eps);
+        } else if (A.qk_norm) {
             ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n * c.n_heads, c.head_dim, c.norm_eps);
             ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps);
         }

@@ -512,7 +512,10 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
             ops::clamp(ctx_, s, a.v, n * kv, c.clamp_kqv);
         }
     }
-    if (p.qk_norm) {  // every head of q and k is RMS-normalized on its own
+    if (p.qk_norm && p.qk_norm_full) {  // all of q and all of k RMS-normalized (OLMoE)
+        ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n, c.q_dim(), c.norm_eps);
+        ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n, c.kv_dim(), c.norm_eps);
+    } else if (p.qk_norm) {  // every head of q and k is RMS-normalized on its own
         ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n * c.n_heads, c.head_dim, c.norm_eps);
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
     }

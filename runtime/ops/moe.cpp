@@ -39,6 +39,12 @@ struct IdPush {
 
 // matvec reads X as vec4s: its windows start on 16 bytes as well as the device's alignment.
 uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_storage_buffer_offset_alignment, 16); }
+// Uniform X windows meet both offset alignments, and fit the 64 KiB matvec_input.glsl declares.
+uint64_t uniform_align(const DeviceCaps& c) { return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment); }
+bool uniform_x_fits(const DeviceCaps& c, uint32_t rows, uint32_t k) {
+    const uint64_t limit = std::min<uint64_t>(c.max_uniform_buffer_range, 65536);
+    return uint64_t(rows) * k * 4 + uniform_align(c) + 16 <= limit;
+}
 
 void check_fits(const DeviceCaps& c, const char* op, const char* what, uint64_t bytes) {
     if (bytes + binding_align(c) + 16 > c.max_storage_buffer_range)
@@ -80,10 +86,12 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
 PipelineDesc MoeMatvecPlan::pipeline() const {
     const uint32_t act = input == MatvecInput::Kind::SwiGlu ? 1 : input == MatvecInput::Kind::GeGlu ? 2 : 0;
     const std::string type(type_traits(wtype).lower);
-    return {"matvec_id_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0, act}};
+    const std::string loads = wide_loads ? "u64_" : uniform_x ? "u_" : "";
+    return {"matvec_id_" + loads + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0, act}};
 }
 
-MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, MatvecInput::Kind input) {
+MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t x_rows,
+                              MatvecInput::Kind input) {
     if (!is_supported_type(uint32_t(wtype)))
         throw std::invalid_argument(fmt::format("moe_matvec: unsupported weight type {}", uint32_t(wtype)));
     if (input == MatvecInput::Kind::RmsNorm)
@@ -106,6 +114,13 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
     p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
     while (p.rows > 1 && uint64_t(p.rows) * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
     p.subgroup = caps.subgroup_ops();
+    p.x_rows = x_rows;
+    // CPU drivers: X through uniform buffers where it fits, and Q8_0 / Q4_0 weights as 8-byte words,
+    // as plan_matvec (lavapipe loads a uniform buffer at one address once, a storage buffer lane by
+    // lane: about 3x the decode speed of a Mixtral-shaped expert matvec, docs/performance.md).
+    p.uniform_x = caps.cpu_tuning && uniform_x_fits(caps, x_rows, k);
+    p.wide_loads = p.subgroup && caps.cpu_tuning && caps.int64 && p.uniform_x &&
+                   (wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0);
     return p;
 }
 
@@ -122,6 +137,8 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     if (slots == 0) return;
     if (slots % x_div != 0) throw std::invalid_argument(fmt::format("moe_matvec: {} slots are not rows of {}", slots, x_div));
     if (input.kind != plan.input) throw std::invalid_argument("moe_matvec: the input kind differs from the plan's");
+    if (slots / x_div != plan.x_rows)
+        throw std::invalid_argument(fmt::format("moe_matvec: {} rows of X, the plan's are {}", slots / x_div, plan.x_rows));
     const DeviceCaps& c = ctx.caps();
     const uint64_t rb = row_bytes(plan.wtype, k), expert_bytes = uint64_t(n) * rb;
     const uint64_t x_bytes = uint64_t(slots / x_div) * k * 4, y_bytes = uint64_t(slots) * n * 4;
@@ -143,16 +160,18 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
         throw DeviceLimitError(fmt::format("moe_matvec: one expert ({} rows of {} elements, {} bytes) does not fit one "
                                            "binding ({} bytes)", n, k, expert_bytes, c.max_storage_buffer_range));
 
-    const uint64_t align = binding_align(c);
-    const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, align, 16);
-    const detail::ByteWindow gw = glu ? detail::byte_window(input.up, 0, x_bytes, align, 16) : xw;
+    const uint64_t align = binding_align(c), x_align = plan.uniform_x ? uniform_align(c) : align;
+    const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, x_align, 16);
+    const detail::ByteWindow gw = glu ? detail::byte_window(input.up, 0, x_bytes, x_align, 16) : xw;
     const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
     const detail::ByteWindow iw = detail::byte_window(ids, 0, uint64_t(slots) * 4, align);
     const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0, g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
     const Pipeline& p = ctx.pipeline(plan.pipeline());
     for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
         const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
-        const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
+        // The 8-byte loads of the *_u64_* variants need W's window to end on an 8-byte word.
+        const detail::ByteWindow ww =
+            detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, plan.wide_loads ? 8 : 4);
         const IdPush pc{n, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
                         uint32_t(yw.inner / 4), n, 0, x_vec4, uint32_t(yw.inner / 4), 0, uint32_t(gw.inner / 4), g_vec4,
                         0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count), uint32_t(expert_bytes), x_div};

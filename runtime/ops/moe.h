@@ -50,14 +50,20 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
 struct MoeMatvecPlan {
     TensorType wtype = TensorType::F32;
     uint32_t wg = 0, rows = 0;  // invocations and W rows per workgroup
+    uint32_t x_rows = 0;        // rows of X (and of the GLU's up rows) a call reads: slots / x_div
     bool w_aligned = false, subgroup = false;
+    bool uniform_x = false;     // X (and G) bound as uniform buffers (CPU drivers, as MatvecPlan)
+    bool wide_loads = false;    // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
     MatvecInput::Kind input = MatvecInput::Kind::Plain;  // Plain, SwiGlu or GeGlu
     PipelineDesc pipeline() const;
 };
-MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k,
+// x_rows: the rows of X the call will read (tokens for gate / up, slots for down); whether they fit
+// uniform bindings picks the load instructions only, never the math (batch invariance holds).
+MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t x_rows,
                               MatvecInput::Kind input = MatvecInput::Kind::Plain);
 
-// Y[s] (n floats, rows of `y`) = W[ids[s]] · input(X[s / x_div]) for s < slots. W: n_expert experts
+// Y[s] (n floats, rows of `y`) = W[ids[s]] · input(X[s / x_div]) for s < slots (slots / x_div must be
+// the plan's x_rows). W: n_expert experts
 // back to back, each n rows of k elements of the plan's type (w must start 4-byte aligned when the
 // plan says w_aligned). X f32 [slots / x_div][k]; input SwiGlu / GeGlu: X holds gate rows and
 // input.up the up rows, indexed as X. ids u32 [slots], each < n_expert (moe_route's). A stack larger

@@ -72,8 +72,10 @@ std::vector<uint32_t> random_ids(uint32_t slots, uint32_t E, uint32_t seed, uint
 void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k, const std::vector<uint32_t>& ids,
                     uint32_t x_div, ops::MatvecInput::Kind input, uint32_t seed, const std::string& spec) {
     const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
-    const std::string what = fmt::format("{} E={} n={} k={} slots={} x_div={}{} [{}]", type_traits(t).name, E, n, k, slots,
-                                         x_div, input == ops::MatvecInput::Kind::Plain ? "" : " +swiglu", spec);
+    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, rows, input);
+    const std::string what = fmt::format("{} E={} n={} k={} slots={} x_div={}{} {} [{}]", type_traits(t).name, E, n, k,
+                                         slots, x_div, input == ops::MatvecInput::Kind::Plain ? "" : " +swiglu",
+                                         plan.pipeline().shader, spec);
     CAPTURE(what);
     const std::vector<uint8_t> w = test::linear::make_weights(t, E * n, k, seed);
     const std::vector<float> x = test::random_floats(size_t(rows) * k, seed + 1);
@@ -93,7 +95,6 @@ void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
     du.upload(up.data(), up.size() * 4);
     di.upload(ids.data(), slots * 4);
     test::GuardedBuffer dy(ctx, want.size() * 4, "y");
-    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, input);
     ops::MatvecInput in{};
     in.kind = input;
     if (input != ops::MatvecInput::Kind::Plain) in.up = du.slice();
@@ -205,8 +206,11 @@ TEST_CASE("moe_matvec: Qwen3-30B-A3B-sized experts, decode and a prefill chunk")
                    "real");
     run_moe_matvec(ctx, TensorType::Q4_K, 128, 2048, 768, random_ids(8, 128, 22, 0), 1, ops::MatvecInput::Kind::SwiGlu,
                    22, "real");
-    // Mixtral's shape class (8 experts, top-2) over a chunk of 24 tokens, at a smaller width.
+    // Mixtral's shape class (8 experts, top-2) over a chunk of 24 tokens, at a smaller width; its
+    // down projection's 48 input rows (96 KiB) are past a uniform binding on every device.
     run_moe_matvec(ctx, TensorType::Q8_0, 8, 1024, 512, random_ids(48, 8, 23, 8), 2, ops::MatvecInput::Kind::Plain, 23,
+                   "real");
+    run_moe_matvec(ctx, TensorType::Q4_0, 8, 512, 512, random_ids(48, 8, 24, 8), 1, ops::MatvecInput::Kind::SwiGlu, 24,
                    "real");
 }
 
@@ -218,7 +222,7 @@ TEST_CASE("moe_matvec: a stack larger than one binding runs in windows of whole 
                    "max-storage-range=64k");
     // An expert larger than a binding is refused naming the limit.
     Buffer b = ctx.create_buffer(1 << 20, MemoryUsage::Device, "b");
-    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), TensorType::F32, 256, 256);
+    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), TensorType::F32, 256, 256, 1);
     CommandStream s(ctx);
     s.begin();
     CHECK_THROWS_AS(ops::moe_matvec(ctx, s, plan, b.slice(), 2, b.slice(), 1, b.slice(), b.slice(), 1, 256, 256),

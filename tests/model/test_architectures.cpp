@@ -109,8 +109,8 @@ void check_encoder(const std::string& path, double nmse) {
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, gemma3, gpt2, bloom, mpt, "
-                                   "bert, nomic-bert, jina-bert-v2, t5encoder, t5");
+    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, phi3, gemma2, gemma3, gpt2, bloom, "
+                                   "mpt, bert, nomic-bert, jina-bert-v2, t5encoder, t5");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
 }
@@ -129,17 +129,18 @@ TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K
     }
 }
 
-TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE) match the host reference layer by layer") {
+TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE) match the host reference layer by layer") {
     // 6 experts, top-2 (Mixtral's class) and top-4; Qwen3-MoE with head size != dim / heads and
-    // experts narrower than the model; Qwen2-MoE's gated shared expert wider than its experts.
+    // experts narrower than the model; Qwen2-MoE's gated shared expert wider than its experts;
+    // OLMoE's RMSNorm over all of q and k (2 KV heads: k narrower than q).
     for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
         const bool k_quant = type == TensorType::Q4_K;
-        for (const std::string arch : {"llama", "qwen2moe", "qwen3moe"}) {
+        for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "olmoe"}) {
             CAPTURE(arch);
             CAPTURE(type_traits(type).name);
             ModelShape s = small_shape(arch, type);
             s.n_expert = 6;
-            s.n_expert_used = arch == "qwen2moe" ? 4 : 2;
+            s.n_expert_used = arch == "qwen2moe" || arch == "olmoe" ? 4 : 2;
             s.expert_ffn = arch == "qwen3moe" ? (k_quant ? 256 : 32) : 0;
             s.shared_ffn = arch == "qwen2moe" ? (k_quant ? 512 : 160) : 0;
             if (arch == "qwen3moe") s.head_dim = k_quant ? 128 : 32;
@@ -350,8 +351,8 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, qwen2moe, "
-                                   "qwen3moe, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, jina-bert-v2, "
-                                   "t5encoder, t5");
+                                   "qwen3moe, olmoe, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
+                                   "jina-bert-v2, t5encoder, t5");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
     q.remove_tensor("blk.1.attn_q.bias");
