@@ -559,6 +559,10 @@ void validate_model_shape(const ModelShape& s) {
     if (s.n_expert > 0 && !s.arch_desc().moe) bad(fmt::format("{} has no mixture-of-experts form", s.arch));
     if (s.arch_desc().moe) {
         if (s.n_expert == 0 || s.n_expert > 1024) bad(fmt::format("experts ({}) must be in 1..1024", s.n_expert));
+        // Mixtral's and OLMoE's files carry no expert_feed_forward_length: their experts are --ffn wide.
+        if (!s.arch_desc().expert_ffn_per_used && s.expert_ffn && s.expert_ffn != s.ffn_dim)
+            bad(fmt::format("a {} mixture of experts has experts of the model's ffn ({}), not {}: its files carry no "
+                            "expert_feed_forward_length", s.arch, s.ffn_dim, s.expert_ffn));
         if (s.n_expert_used == 0 || s.n_expert_used > std::min(s.n_expert, 64u))
             bad(fmt::format("experts-used ({}) must be in 1..min(experts, 64)", s.n_expert_used));
         if (s.mix) bad("quantization mixes are not written for mixture-of-experts models yet: give one --type");
@@ -718,7 +722,7 @@ GgufWriter make_random_model(const ModelShape& s) {
     if (A.moe) {
         w.set_u32(key("expert_count"), s.n_expert);
         w.set_u32(key("expert_used_count"), s.n_expert_used);
-        if (A.variant.empty()) w.set_u32(key("expert_feed_forward_length"), expert_ffn);  // Mixtral's files have none
+        if (A.expert_ffn_per_used) w.set_u32(key("expert_feed_forward_length"), expert_ffn);  // Mixtral's, OLMoE's have none
         if (A.shared_expert) w.set_u32(key("expert_shared_feed_forward_length"), shared_ffn);
     }
     if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);

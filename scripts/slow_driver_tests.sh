@@ -17,7 +17,8 @@
 #     that matvec's and matmul's tiny shapes run for every type; their other cases still run), and
 #     the forward pass under --caps int-dot (its own contexts compile every pipeline twice; the
 #     integer-dot kernels' tests still run), and the mixture-of-experts matvec's sweep over every
-#     weight type and its real-size case (its window, SwiGLU and one-expert cases still run);
+#     weight type (with its SwiGLU and one-expert cases) and its real-size case (the window case,
+#     the router and the combine still run, and the MoE architectures in test_architectures);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again,
 #     and the cases that open weakened devices of their own ('*on weakened devices*');
 #   - the embedding comparisons with llama.cpp and the C API's vkllm_embed (processes of their own

@@ -43,6 +43,7 @@ ArchDesc qwen2moe() {
     a.name = "qwen2moe";  // Qwen1.5-MoE, Qwen2-57B-A14B: experts beside a gated shared expert
     a.moe = true;
     a.shared_expert = true;
+    a.expert_ffn_per_used = true;
     return a;
 }
 
@@ -51,6 +52,7 @@ ArchDesc qwen3moe() {
     a.name = "qwen3moe";  // Qwen3-30B-A3B, Qwen3-235B-A22B
     a.moe = true;
     a.moe_norm_weights = true;
+    a.expert_ffn_per_used = true;
     return a;
 }
 

@@ -119,6 +119,10 @@ struct ArchDesc {
     bool moe = false;
     bool moe_norm_weights = false;
     bool shared_expert = false;
+    // A file without `<arch>.expert_feed_forward_length` has experts feed_forward_length /
+    // expert_used_count wide (llama.cpp's Qwen-MoE rule: Qwen1.5-MoE conversions); else
+    // feed_forward_length wide (Mixtral, OLMoE, whose files never carry the key).
+    bool expert_ffn_per_used = false;
 
     // Soft-capping, x -> cap * tanh(x / cap): defaults when the file has no key; 0 = off.
     float default_attn_softcap = 0;

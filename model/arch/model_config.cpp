@@ -138,8 +138,14 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
     if (cfg.n_expert_used > std::min(cfg.n_expert, 64u))
         c.fail(Checker::key_what(key("expert_used_count")),
                fmt::format("{} experts per token of {}: at most min(expert_count, 64)", cfg.n_expert_used, cfg.n_expert));
-    cfg.expert_ffn_dim = f.has(key("expert_feed_forward_length")) ? c.positive(key("expert_feed_forward_length"))
-                                                                  : cfg.ffn_dim;
+    if (f.has(key("expert_feed_forward_length")))
+        cfg.expert_ffn_dim = c.positive(key("expert_feed_forward_length"));
+    else
+        cfg.expert_ffn_dim = cfg.arch->expert_ffn_per_used ? cfg.ffn_dim / cfg.n_expert_used : cfg.ffn_dim;
+    if (cfg.expert_ffn_dim == 0)
+        c.fail(Checker::key_what(key("expert_feed_forward_length")),
+               fmt::format("missing, and feed_forward_length {} / {} experts per token is 0", cfg.ffn_dim,
+                           cfg.n_expert_used));
     if (cfg.arch->shared_expert)
         cfg.shared_ffn_dim = f.has(key("expert_shared_feed_forward_length"))
                                  ? c.positive(key("expert_shared_feed_forward_length"))

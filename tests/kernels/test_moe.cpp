@@ -69,13 +69,16 @@ std::vector<uint32_t> random_ids(uint32_t slots, uint32_t E, uint32_t seed, uint
 }
 
 // Y[s] = W[ids[s]] · input(X[s / x_div]) on the device against ref::linear slot by slot.
+// x_shift: bytes X (and the up rows, twice as many) start past an aligned offset; 0 lets the kernel
+// read them as vec4s.
 void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k, const std::vector<uint32_t>& ids,
-                    uint32_t x_div, ops::MatvecInput::Kind input, uint32_t seed, const std::string& spec) {
+                    uint32_t x_div, ops::MatvecInput::Kind input, uint32_t seed, const std::string& spec,
+                    uint32_t x_shift = 4) {
     const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
     const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, rows, input);
-    const std::string what = fmt::format("{} E={} n={} k={} slots={} x_div={}{} {} [{}]", type_traits(t).name, E, n, k,
-                                         slots, x_div, input == ops::MatvecInput::Kind::Plain ? "" : " +swiglu",
-                                         plan.pipeline().shader, spec);
+    const std::string what = fmt::format("{} E={} n={} k={} slots={} x_div={}{} x+{} {} [{}]", type_traits(t).name, E, n,
+                                         k, slots, x_div, input == ops::MatvecInput::Kind::Plain ? "" : " +swiglu",
+                                         x_shift, plan.pipeline().shader, spec);
     CAPTURE(what);
     const std::vector<uint8_t> w = test::linear::make_weights(t, E * n, k, seed);
     const std::vector<float> x = test::random_floats(size_t(rows) * k, seed + 1);
@@ -90,7 +93,8 @@ void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
 
     Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
     ctx.upload(dw, w.data(), w.size());
-    ShiftedBuffer dx(ctx, x.size() * 4, 4, "x"), du(ctx, up.size() * 4, 8, "up"), di(ctx, slots * 4, 4, "ids");
+    ShiftedBuffer dx(ctx, x.size() * 4, x_shift, "x"), du(ctx, up.size() * 4, 2 * x_shift, "up"),
+        di(ctx, slots * 4, 4, "ids");
     dx.upload(x.data(), x.size() * 4);
     du.upload(up.data(), up.size() * 4);
     di.upload(ids.data(), slots * 4);
@@ -192,6 +196,11 @@ TEST_CASE("moe_matvec: only the chosen experts' rows, every weight type") {
             run_moe_matvec(ctx, t, 5, 33, k, random_ids(8, 5, seed, 1), 1, ops::MatvecInput::Kind::SwiGlu, seed, spec);
             seed += 10;
         }
+        // X and the up rows on 16 bytes: read as vec4s.
+        run_moe_matvec(ctx, TensorType::Q4_K, 5, 24, 256, random_ids(6, 5, seed, 0), 2, ops::MatvecInput::Kind::Plain,
+                       seed, spec, 0);
+        run_moe_matvec(ctx, TensorType::F16, 5, 24, 64, random_ids(6, 5, seed + 1, 0), 1, ops::MatvecInput::Kind::SwiGlu,
+                       seed + 1, spec, 0);
         // Every token to one expert; k = n_expert.
         run_moe_matvec(ctx, TensorType::Q4_0, 4, 64, 96, std::vector<uint32_t>(12, 2), 3, ops::MatvecInput::Kind::Plain, 7, spec);
         run_moe_matvec(ctx, TensorType::Q8_0, 3, 16, 64, {0, 1, 2, 2, 1, 0}, 3, ops::MatvecInput::Kind::Plain, 8, spec);

@@ -147,6 +147,25 @@ TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OL
             check_arch(test::write_model(fmt::format("arch-moe-{}-{}", arch, type_traits(type).name), s), 1e-5, 1e-5);
         }
     }
+    // Without expert_feed_forward_length a Qwen-MoE's experts are feed_forward_length /
+    // expert_used_count wide (llama.cpp's rule, for Qwen1.5-MoE conversions); a Mixtral's are
+    // feed_forward_length wide, and gen-model refuses to write it otherwise.
+    ModelShape q = small_shape("qwen2moe", TensorType::F32);
+    q.n_expert = 4;
+    q.n_expert_used = 2;
+    q.expert_ffn = q.ffn_dim / 2;
+    GgufWriter w = make_random_model(q);
+    w.remove("qwen2moe.expert_feed_forward_length");
+    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-moe-qwen2moe-no-expert-ffn.gguf";
+    fs::create_directories(p.parent_path());
+    w.write_file(p.string());
+    GgufFile f = GgufFile::open(p.string());
+    CHECK(ModelConfig::from_gguf(f).expert_ffn_dim == q.ffn_dim / 2);
+    ModelShape mixtral = small_shape("llama", TensorType::F32);
+    mixtral.n_expert = 4;
+    mixtral.n_expert_used = 2;
+    mixtral.expert_ffn = mixtral.ffn_dim / 2;
+    CHECK_THROWS_AS(validate_model_shape(mixtral), std::invalid_argument);
 }
 
 TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the host reference layer by layer, F16 and Q4_K") {
