@@ -400,6 +400,7 @@ uint32_t llama_file_type(TensorType t) {
     case TensorType::IQ4_NL: return 25;
     case TensorType::IQ4_XS: return 30;
     case TensorType::BF16: return 32;
+    case TensorType::MXFP4: return 38;  // MOSTLY_MXFP4_MOE, the only MXFP4 file type llama.cpp names
     }
     return 0;
 }

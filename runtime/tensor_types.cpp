@@ -18,7 +18,7 @@ namespace {
 // about 25% margin, rounded up (tests/runtime/test_quantize.cpp measures it over rows of 256 to
 // 16384 elements and checks every row against it). Measured: F16 2.08e-4, BF16 1.66e-3,
 // Q8_0 5.36e-3, Q4_0 0.0860, Q4_1 0.0707, Q5_0 0.0403, Q5_1 0.0339, IQ4_NL 0.0743, Q2_K 0.274,
-// Q3_K 0.144, Q4_K 0.0719, Q5_K 0.0358, Q6_K 0.0170, IQ4_XS 0.0750.
+// Q3_K 0.144, Q4_K 0.0719, Q5_K 0.0358, Q6_K 0.0170, IQ4_XS 0.0750, MXFP4 0.1136.
 constexpr TypeTraits kF32{"F32", "f32", 1, 4, 0.0};
 constexpr TypeTraits kF16{"F16", "f16", 1, 2, 2.6e-4};
 constexpr TypeTraits kBF16{"BF16", "bf16", 1, 2, 2.1e-3};
@@ -34,6 +34,7 @@ constexpr TypeTraits kQ4_K{"Q4_K", "q4_k", 256, quant::q4_k::kBytes, 0.090};
 constexpr TypeTraits kQ5_K{"Q5_K", "q5_k", 256, quant::q5_k::kBytes, 0.045};
 constexpr TypeTraits kQ6_K{"Q6_K", "q6_k", 256, quant::q6_k::kBytes, 0.022};
 constexpr TypeTraits kIQ4_XS{"IQ4_XS", "iq4_xs", 256, quant::iq4_xs::kBytes, 0.094};
+constexpr TypeTraits kMXFP4{"MXFP4", "mxfp4", 32, quant::mxfp4::kBytes, 0.14};
 
 const TypeTraits* traits_or_null(uint32_t id) {
     switch (TensorType(id)) {
@@ -52,6 +53,7 @@ const TypeTraits* traits_or_null(uint32_t id) {
     case TensorType::Q5_K: return &kQ5_K;
     case TensorType::Q6_K: return &kQ6_K;
     case TensorType::IQ4_XS: return &kIQ4_XS;
+    case TensorType::MXFP4: return &kMXFP4;
     }
     return nullptr;
 }
@@ -70,7 +72,8 @@ std::string_view ggml_type_name(uint32_t id) {
         "F32", "F16", "Q4_0", "Q4_1", "Q4_2(removed)", "Q4_3(removed)", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
         "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
         "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16",
-        "Q4_0_4_4(removed)", "Q4_0_4_8(removed)", "Q4_0_8_8(removed)", "TQ1_0", "TQ2_0"};
+        "Q4_0_4_4(removed)", "Q4_0_4_8(removed)", "Q4_0_8_8(removed)", "TQ1_0", "TQ2_0", "IQ4_NL_4_4(removed)",
+        "IQ4_NL_4_8(removed)", "IQ4_NL_8_8(removed)", "MXFP4"};
     return id < std::size(names) ? names[id] : std::string_view("unknown");
 }
 
@@ -196,6 +199,7 @@ void quantize_row(TensorType t, const float* src, void* dst, size_t n) {
     case TensorType::Q5_K: quant::quantize_q5_k(src, out, n); return;
     case TensorType::Q6_K: quant::quantize_q6_k(src, out, n); return;
     case TensorType::IQ4_XS: quant::quantize_iq4_xs(src, out, n); return;
+    case TensorType::MXFP4: quant::quantize_mxfp4(src, out, n); return;
     case TensorType::Q8_0:
         for (size_t b = 0; b < n / kQuantBlock; ++b, out += kQ8_0.block_bytes) {
             float x[kQuantBlock];
@@ -258,6 +262,7 @@ void dequantize_row(TensorType t, const void* src, float* dst, size_t n) {
     case TensorType::Q5_K: quant::dequantize_q5_k(in, dst, n); return;
     case TensorType::Q6_K: quant::dequantize_q6_k(in, dst, n); return;
     case TensorType::IQ4_XS: quant::dequantize_iq4_xs(in, dst, n); return;
+    case TensorType::MXFP4: quant::dequantize_mxfp4(in, dst, n); return;
     case TensorType::Q8_0:
         for (size_t b = 0; b < n / kQuantBlock; ++b, in += kQ8_0.block_bytes) {
             uint16_t dh;

@@ -15,6 +15,7 @@ namespace vkllm {
 enum class TensorType : uint32_t {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
     Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30,
+    MXFP4 = 39,
 };
 
 // Every type vkllm reads, in a stable order (tests and benchmarks iterate over it).
@@ -22,9 +23,10 @@ inline constexpr TensorType kAllTensorTypes[] = {
     TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,   TensorType::Q4_0,
     TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::IQ4_NL, TensorType::Q2_K,
     TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,   TensorType::IQ4_XS,
+    TensorType::MXFP4,
 };
 
-inline constexpr size_t kQuantBlock = 32;   // elements per Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL block
+inline constexpr size_t kQuantBlock = 32;   // elements per Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4_NL/MXFP4 block
 inline constexpr size_t kSuperBlock = 256;  // elements per K-quant / IQ4_XS super-block
 
 struct TypeTraits {

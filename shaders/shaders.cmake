@@ -74,7 +74,7 @@ vkllm_shader(moe_combine       moe_combine.comp)
 # matvec (shared-memory and subgroup reduction; lanes owning rows for CPU drivers) and get_rows.
 # The matvec_u_* / matvec_rows_u_* variants read X as a uniform buffer (CPU drivers).
 # The type list is runtime/tensor_types.h's kAllTensorTypes; ops name pipelines "<op>_<type>".
-set(VKLLM_WEIGHT_TYPES f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4_k q5_k q6_k iq4_xs)
+set(VKLLM_WEIGHT_TYPES f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4_k q5_k q6_k iq4_xs mxfp4)
 foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   string(TOUPPER "W_${t}" wdef)
   vkllm_shader(matmul_${t}          matmul.comp    ${wdef})
@@ -104,7 +104,7 @@ endforeach()
 # Integer-dot matvec (devices whose 4x8-bit packed dot is accelerated, or --caps int-dot): X
 # quantized to Q8_1 by quantize_q8_1, weights multiplied as integers (include/weights_dot.glsl). The
 # block types with an integer form; the rest (F32, F16, BF16, Q2_K, Q3_K) keep the float matvec.
-set(VKLLM_DOT_WEIGHT_TYPES q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k iq4_xs)
+set(VKLLM_DOT_WEIGHT_TYPES q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k iq4_xs mxfp4)
 vkllm_shader(quantize_q8_1 quantize_q8_1.comp)
 foreach(t IN LISTS VKLLM_DOT_WEIGHT_TYPES)
   string(TOUPPER "W_${t}" wdef)

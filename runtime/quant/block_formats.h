@@ -13,6 +13,10 @@
 //   Q5_1   24 B  d:f16 @0, m:f16 @2, qh:u32 @4, qs[16] @8 (bits as Q5_0).          x = q * d + m
 //   Q8_0   34 B  d:f16 @0, qs[32] int8 @2.                                         x = q * d
 //   IQ4_NL 18 B  d:f16 @0, qs[16] @2 (nibbles as Q4_0).                            x = d * kIq4Values[q]
+//   MXFP4  17 B  e:u8 @0 (E8M0: a power of two), qs[16] @1 (nibbles as Q4_0, each an FP4 E2M1
+//                value: sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6). ggml stores the levels doubled
+//                (kMxfp4Values) and halves the scale:                x = 2^(e - 128) * kMxfp4Values[q]
+//                (e = 0 and 1 give the subnormals 2^-128 and 2^-127).
 //
 // 256-element super-blocks (K-quants, IQ4_XS)
 //   Q2_K   84 B  scales[16] @0, qs[64] @16, d:f16 @80, dmin:f16 @82.
@@ -44,9 +48,11 @@
 //
 // Several block sizes (18 for Q4_0 and IQ4_NL, 22, 34, 110, 210) are not multiples of 4: blocks of
 // those types are only 2-byte aligned, which the shaders handle by reading aligned words and
-// shifting. The others (20, 24, 84, 136, 144, 176) keep 4-byte alignment from a 4-aligned row.
+// shifting. MXFP4's 17 bytes put its blocks at every byte offset: its readers shift by whole bytes.
+// The others (20, 24, 84, 136, 144, 176) keep 4-byte alignment from a 4-aligned row.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -56,11 +62,18 @@ namespace vkllm::quant {
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                           1,    13,   25,  38,  53,  69,  89,  113};
 
+// The 16 MXFP4 levels: FP4 E2M1 values times 2 (ggml's kvalues_mxfp4), so that they are integers.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// MXFP4's block scale from its E8M0 byte, halved to match the doubled levels: 2^(e - 128).
+inline float mxfp4_scale(uint8_t e) { return e >= 2 ? std::ldexp(1.0f, int(e) - 128) : (e ? 0x1p-127f : 0x1p-128f); }
+
 // Byte offsets of the fields above, shared by the dequantizers and quantizers.
 namespace q4_1 { inline constexpr size_t kD = 0, kM = 2, kQs = 4, kBytes = 20; }
 namespace q5_0 { inline constexpr size_t kD = 0, kQh = 2, kQs = 6, kBytes = 22; }
 namespace q5_1 { inline constexpr size_t kD = 0, kM = 2, kQh = 4, kQs = 8, kBytes = 24; }
 namespace iq4_nl { inline constexpr size_t kD = 0, kQs = 2, kBytes = 18; }
+namespace mxfp4 { inline constexpr size_t kE = 0, kQs = 1, kBytes = 17; }
 namespace q2_k { inline constexpr size_t kScales = 0, kQs = 16, kD = 80, kDmin = 82, kBytes = 84; }
 namespace q3_k { inline constexpr size_t kHmask = 0, kQs = 32, kScales = 96, kD = 108, kBytes = 110; }
 namespace q4_k { inline constexpr size_t kD = 0, kDmin = 2, kScales = 4, kQs = 16, kBytes = 144; }
@@ -91,6 +104,7 @@ void dequantize_q4_1(const uint8_t* src, float* dst, size_t n);
 void dequantize_q5_0(const uint8_t* src, float* dst, size_t n);
 void dequantize_q5_1(const uint8_t* src, float* dst, size_t n);
 void dequantize_iq4_nl(const uint8_t* src, float* dst, size_t n);
+void dequantize_mxfp4(const uint8_t* src, float* dst, size_t n);
 void dequantize_q2_k(const uint8_t* src, float* dst, size_t n);
 void dequantize_q3_k(const uint8_t* src, float* dst, size_t n);
 void dequantize_q4_k(const uint8_t* src, float* dst, size_t n);
@@ -103,6 +117,7 @@ void quantize_q4_1(const float* src, uint8_t* dst, size_t n);
 void quantize_q5_0(const float* src, uint8_t* dst, size_t n);
 void quantize_q5_1(const float* src, uint8_t* dst, size_t n);
 void quantize_iq4_nl(const float* src, uint8_t* dst, size_t n);
+void quantize_mxfp4(const float* src, uint8_t* dst, size_t n);
 void quantize_q2_k(const float* src, uint8_t* dst, size_t n);
 void quantize_q3_k(const float* src, uint8_t* dst, size_t n);
 void quantize_q4_k(const float* src, uint8_t* dst, size_t n);

@@ -71,6 +71,13 @@ void dequantize_iq4_nl(const uint8_t* src, float* dst, size_t n) {
     });
 }
 
+void dequantize_mxfp4(const uint8_t* src, float* dst, size_t n) {
+    for_blocks(src, dst, n, 32, mxfp4::kBytes, [](const uint8_t* b, float* y) {
+        const float d = mxfp4_scale(b[mxfp4::kE]);
+        for (int e = 0; e < 32; ++e) y[e] = d * float(kMxfp4Values[nibble32(b + mxfp4::kQs, e)]);
+    });
+}
+
 void dequantize_q2_k(const uint8_t* src, float* dst, size_t n) {
     for_blocks(src, dst, n, 256, q2_k::kBytes, [](const uint8_t* b, float* y) {
         const float d = half_at(b + q2_k::kD), dmin = half_at(b + q2_k::kDmin);

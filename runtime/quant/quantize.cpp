@@ -537,6 +537,42 @@ void quantize_iq4_nl(const float* src, uint8_t* dst, size_t n) {
     });
 }
 
+// MXFP4: the scale is a power of two, so fitting it is choosing an exponent: the smallest one whose
+// largest level (12 d) reaches the block's largest magnitude, or the one below it (levels twice as
+// fine, the largest elements clipped to 12 d), whichever leaves the smaller squared error.
+void quantize_mxfp4(const float* src, uint8_t* dst, size_t n) {
+    // Nearest magnitude of 0 1 2 3 4 6 8 12 (in units of d), by the midpoints between them.
+    auto index = [](float x, float d) {
+        const float a = std::fabs(x) / d;  // not times 1 / d: 1 / 2^-128 overflows
+        const int m = a < 0.5f ? 0 : a < 1.5f ? 1 : a < 2.5f ? 2 : a < 3.5f ? 3 : a < 5.0f ? 4 : a < 7.0f ? 5 : a < 10.0f ? 6 : 7;
+        return m != 0 && x < 0 ? m + 8 : m;
+    };
+    for_blocks(src, dst, n, 32, mxfp4::kBytes, [&](const float* x, uint8_t* b) {
+        float amax = 0;
+        for (int e = 0; e < 32; ++e) amax = std::max(amax, std::fabs(x[e]));
+        int ex = 0;
+        std::frexp(amax / 12.0f, &ex);
+        int e_hi = std::clamp(128 + ex, 0, 254);
+        while (e_hi < 254 && 12.0f * mxfp4_scale(uint8_t(e_hi)) < amax) ++e_hi;
+        while (e_hi > 0 && 12.0f * mxfp4_scale(uint8_t(e_hi - 1)) >= amax) --e_hi;
+        float best_err = -1;
+        for (int e = e_hi; e >= std::max(0, e_hi - 1); --e) {
+            const float d = mxfp4_scale(uint8_t(e));
+            uint8_t q[32];
+            const float err = lane_sum(32, [&](int i) {
+                q[i] = uint8_t(index(x[i], d));
+                const float r = x[i] - d * float(kMxfp4Values[q[i]]);
+                return r * r;
+            });
+            if (best_err < 0 || err < best_err) {
+                best_err = err;
+                b[mxfp4::kE] = uint8_t(e);
+                pack_nibbles32(q, b + mxfp4::kQs);
+            }
+        }
+    });
+}
+
 void quantize_q2_k(const float* src, uint8_t* dst, size_t n) {
     for_blocks(src, dst, n, 256, q2_k::kBytes, [](const float* x, uint8_t* b) {
         uint8_t sc[16], mn[16], q[256];

@@ -52,6 +52,10 @@ void random_blocks(TensorType t, uint64_t seed, uint8_t* dst, size_t n) {
         const uint64_t r = rng();
         std::memcpy(dst + i, &r, std::min<size_t>(8, bytes - i));
     }
+    if (t == TensorType::MXFP4) {  // E8M0 scales: 2^-9 .. 2^-6 times levels up to 12, within about [-1, 1]
+        for (size_t b = 0; b < n / tt.block_elems; ++b) dst[b * tt.block_bytes + mxfp4::kE] = uint8_t(119 + rng() % 4);
+        return;
+    }
     const ScaleFields f = scale_fields(t);
     std::uniform_real_distribution<float> mag(0.25f, 1.0f);
     for (size_t b = 0; b < n / tt.block_elems; ++b) {

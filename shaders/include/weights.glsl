@@ -1,7 +1,7 @@
 // Weight decoding shared by matmul, matvec and get_rows: rows of any GGUF weight type vkllm reads,
 // in the exact GGUF layouts, read from a buffer of 32-bit words so that no 16/8-bit storage
 // feature is needed. F32, F16, BF16, Q8_0 and Q4_0 are decoded here; the other block types
-// (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS) in weights_units.glsl.
+// (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS, MXFP4) in weights_units.glsl.
 //
 //   F32   4 bytes per element.
 //   F16   IEEE half, 2 bytes per element (read as packed bits, unpack_half2: no fp16 feature).
@@ -12,12 +12,13 @@
 //
 // The including shader defines W_BINDING (binding index of the weight window) and exactly one of
 // W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1, W_IQ4_NL, W_Q2_K, W_Q3_K, W_Q4_K,
-// W_Q5_K, W_Q6_K, W_IQ4_XS. W_IS_FLOAT is defined for the per-element types (F32, F16, BF16), the
+// W_Q5_K, W_Q6_K, W_IQ4_XS, W_MXFP4. W_IS_FLOAT is defined for the per-element types (F32, F16, BF16), the
 // only ones whose rows may end in a partial group of 8 (block types have k % 32 == 0). Every position below is a byte offset into the bound window
 // (`row_byte`: where a row starts) or a column (element index inside a row).
 //
 // Alignment: many blocks (Q8_0 34, Q4_0 18, Q5_0 22, Q3_K 110, Q6_K 210 bytes) and F16 rows of odd
-// length are not multiples of 4 bytes, so data is only 2-byte aligned. Reading n words at a 2-aligned byte offset loads n + 1 aligned words and
+// length are not multiples of 4 bytes, so data is only 2-byte aligned (MXFP4's 17: byte aligned, read
+// with w_load4_bytes). Reading n words at a 2-aligned byte offset loads n + 1 aligned words and
 // funnel-shifts them (shift 0 or 16); the extra word is only needed when misaligned and its index
 // is clamped into the array so that the aligned case never reads past the binding. The host binds
 // the window rounded up to a whole word, so every word holding a data byte is inside the binding
@@ -73,6 +74,14 @@ uvec2 w_load2(uint byte_off) {
     uint a = w_word(i), b = w_word(i + 1u), c = w_word(min(i + 2u, w_last_word()));
     return uvec2(w_funnel(a, b, sh), w_funnel(b, c, sh));
 }
+// 4 words at any byte offset (MXFP4's 17-byte blocks): as w_load4, shifting by whole bytes.
+uint w_funnel_bytes(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 1u) << (31u - sh)); }
+uvec4 w_load4_bytes(uint byte_off) {
+    uint i = byte_off >> 2, sh = (byte_off & 3u) << 3;
+    uint a = w_word(i), b = w_word(i + 1u), c = w_word(i + 2u), d = w_word(i + 3u);
+    uint e = w_word(min(i + 4u, w_last_word()));
+    return uvec4(w_funnel_bytes(a, b, sh), w_funnel_bytes(b, c, sh), w_funnel_bytes(c, d, sh), w_funnel_bytes(d, e, sh));
+}
 uvec4 w_load4(uint byte_off) {
     uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
     if (W_ALIGNED) return uvec4(w_word(i), w_word(i + 1u), w_word(i + 2u), w_word(i + 3u));
@@ -85,6 +94,16 @@ uvec4 w_load4(uint byte_off) {
 vec4 w_s8x4(uint v) { return vec4(ivec4(uvec4(v << 24, v << 16, v << 8, v)) >> 24); }
 vec4 w_lo4x4(uint v) { return vec4((uvec4(v) >> uvec4(0u, 8u, 16u, 24u)) & 0xFu); }
 vec4 w_hi4x4(uint v) { return vec4((uvec4(v) >> uvec4(4u, 12u, 20u, 28u)) & 0xFu); }
+
+// 16 int8 levels packed four to a word (p0: levels 0..3, ..., p3: 12..15), looked up with selects and
+// a shift: an indexed constant array becomes a per-lane memory gather on CPU drivers (measured 20x
+// slower on lavapipe) and local memory on some GPUs.
+ivec4 w_lut16(uvec4 n, uint p0, uint p1, uint p2, uint p3) {
+    uvec4 lo = mix(uvec4(p0), uvec4(p1), greaterThanEqual(n, uvec4(4u)));
+    uvec4 hi = mix(uvec4(p2), uvec4(p3), greaterThanEqual(n, uvec4(12u)));
+    uvec4 w = mix(lo, hi, greaterThanEqual(n, uvec4(8u)));
+    return ivec4(w << (24u - ((n & 3u) << 3))) >> 24;
+}
 
 #if defined(W_F32)
 #define W_IS_FLOAT

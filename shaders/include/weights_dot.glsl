@@ -37,15 +37,13 @@ uint spread_bits4(uint m, uint first) {
     return ((b & 1u) | ((b & 2u) << 7) | ((b & 4u) << 14) | ((b & 8u) << 21)) << 4;
 }
 
-#if defined(W_IQ4_NL) || defined(W_IQ4_XS)
-// Four nibbles (one per byte of v at shift sh) as their IQ4 levels, packed int8.
-uint iq4_levels4(uint v, uint sh) {
-    uvec4 n = (uvec4(v) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u;
-    uvec4 lo = mix(uvec4(kIq4Packed0), uvec4(kIq4Packed1), greaterThanEqual(n, uvec4(4u)));
-    uvec4 hi = mix(uvec4(kIq4Packed2), uvec4(kIq4Packed3), greaterThanEqual(n, uvec4(12u)));
-    uvec4 b = (mix(lo, hi, greaterThanEqual(n, uvec4(8u))) >> ((n & 3u) << 3)) & 0xFFu;
+// Four nibbles (one per byte of v at shift sh) as their levels in a w_lut16 table, packed int8.
+uint lut_levels4(uint v, uint sh, uint p0, uint p1, uint p2, uint p3) {
+    uvec4 b = uvec4(w_lut16((uvec4(v) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u, p0, p1, p2, p3)) & 0xFFu;
     return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
 }
+#if defined(W_IQ4_NL) || defined(W_IQ4_XS)
+uint iq4_levels4(uint v, uint sh) { return lut_levels4(v, sh, kIq4Packed0, kIq4Packed1, kIq4Packed2, kIq4Packed3); }
 #endif
 
 float w_dot_unit(uint row_byte, uint u, const uint xq[8 * W_DOT_BLOCKS], const vec2 xd[W_DOT_BLOCKS]) {
@@ -93,6 +91,14 @@ float w_dot_unit(uint row_byte, uint u, const uint xq[8 * W_DOT_BLOCKS], const v
         w[4u + i] = iq4_levels4(q[i], 4u);
     }
     return w_half(bb) * xd[0].x * float(dot_block(w, xq, 0u));
+#elif defined(W_MXFP4)
+    uint bb = row_byte + u * W_BLOCK_BYTES;
+    uvec4 q = w_load4_bytes(bb + 1u);
+    for (uint i = 0; i < 4u; ++i) {
+        w[i] = lut_levels4(q[i], 0u, kMxfp4Packed0, kMxfp4Packed1, kMxfp4Packed2, kMxfp4Packed3);
+        w[4u + i] = lut_levels4(q[i], 4u, kMxfp4Packed0, kMxfp4Packed1, kMxfp4Packed2, kMxfp4Packed3);
+    }
+    return w_e8m0_half(w_byte(bb)) * xd[0].x * float(dot_block(w, xq, 0u));
 #elif defined(W_IQ4_XS)
     // Unit u: sub-block s = u & 7 of super-block u >> 3.
     uint bb = row_byte + (u >> 3) * W_BLOCK_BYTES, s = u & 7u;

@@ -39,22 +39,28 @@ float w_s8(uint b) { return float(int(b << 24) >> 24); }
 uint w_byte_of(uvec2 w, uint i) { return (w[i >> 2] >> ((i & 3u) << 3)) & 0xFFu; }
 
 #if defined(W_IQ4_NL) || defined(W_IQ4_XS)
-// The 16 IQ4 levels (block_formats.h kIq4Values) as int8 packed four to a word. Looked up with
-// selects and a shift: an indexed constant array becomes a per-lane memory gather on CPU drivers
-// (measured 20x slower on lavapipe) and local memory on some GPUs.
+// The 16 IQ4 levels (block_formats.h kIq4Values).
 const uint kIq4Packed0 = 0xBFAD9881u;  // -127 -104 -83 -65
 const uint kIq4Packed1 = 0xF6EADDCFu;  //  -49  -35 -22 -10
 const uint kIq4Packed2 = 0x26190D01u;  //    1   13  25  38
 const uint kIq4Packed3 = 0x71594535u;  //   53   69  89 113
-vec4 w_iq4(uvec4 n) {
-    uvec4 lo = mix(uvec4(kIq4Packed0), uvec4(kIq4Packed1), greaterThanEqual(n, uvec4(4u)));
-    uvec4 hi = mix(uvec4(kIq4Packed2), uvec4(kIq4Packed3), greaterThanEqual(n, uvec4(12u)));
-    uvec4 w = mix(lo, hi, greaterThanEqual(n, uvec4(8u)));
-    return vec4(ivec4(w << (24u - ((n & 3u) << 3))) >> 24);
-}
+vec4 w_iq4(uvec4 n) { return vec4(w_lut16(n, kIq4Packed0, kIq4Packed1, kIq4Packed2, kIq4Packed3)); }
 #endif
 
-#if defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_IQ4_NL) || defined(W_IQ4_XS)
+#if defined(W_MXFP4)
+// The 16 MXFP4 levels, FP4 E2M1 doubled (block_formats.h kMxfp4Values).
+const uint kMxfp4Packed0 = 0x03020100u;  //  0  1  2   3
+const uint kMxfp4Packed1 = 0x0C080604u;  //  4  6  8  12
+const uint kMxfp4Packed2 = 0xFDFEFF00u;  //  0 -1 -2  -3
+const uint kMxfp4Packed3 = 0xF4F8FAFCu;  // -4 -6 -8 -12
+vec4 w_fp4(uvec4 n) { return vec4(w_lut16(n, kMxfp4Packed0, kMxfp4Packed1, kMxfp4Packed2, kMxfp4Packed3)); }
+// The E8M0 block scale, halved for the doubled levels: 2^(e - 128); e < 2 are the subnormals
+// 2^-128 and 2^-127 (devices that flush subnormals read them as 0: such a block is 0 to within
+// 12 * 2^-127 anyway).
+float w_e8m0_half(uint e) { return uintBitsToFloat(e >= 2u ? (e - 1u) << 23 : 0x00200000u << e); }
+#endif
+
+#if defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_IQ4_NL) || defined(W_IQ4_XS) || defined(W_MXFP4)
 // Blocks (IQ4_XS: sub-blocks) of 32 in the Q4_0 nibble layout: unit u is group u of 32 columns;
 // the low nibbles of its 16 bytes are columns 0..15, the high nibbles 16..31.
 uint w_unit_col(uint u, uint q) { return u * 32u + (q & 3u) * 4u + (q >> 2) * 16u; }
@@ -111,6 +117,19 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
         v[4u + i] = w_iq4(w_nib4u(q[i], 1u));
     }
     return w_half(bb);
+}
+
+#elif defined(W_MXFP4)
+// 17-byte blocks: the quants start at any byte offset (w_load4_bytes).
+const uint W_BLOCK_ELEMS = 32u, W_BLOCK_BYTES = 17u;
+float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
+    uint bb = row_byte + u * W_BLOCK_BYTES;
+    uvec4 q = w_load4_bytes(bb + 1u);
+    for (uint i = 0; i < 4u; ++i) {
+        v[i] = w_fp4(w_nib4u(q[i], 0u));
+        v[4u + i] = w_fp4(w_nib4u(q[i], 1u));
+    }
+    return w_e8m0_half(w_byte(bb));
 }
 
 #elif defined(W_IQ4_XS)
@@ -242,7 +261,7 @@ float w_unit(uint row_byte, uint u, out vec4 v[W_UNIT4]) {
     return 1.0;
 }
 #else
-#error "weights.glsl: define exactly one weight type W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1, W_IQ4_NL, W_Q2_K, W_Q3_K, W_Q4_K, W_Q5_K, W_Q6_K or W_IQ4_XS"
+#error "weights.glsl: define exactly one weight type W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q5_1, W_IQ4_NL, W_Q2_K, W_Q3_K, W_Q4_K, W_Q5_K, W_Q6_K, W_IQ4_XS or W_MXFP4"
 #endif
 
 // Eight consecutive elements (col a multiple of 8) and one element, through the unit holding them.

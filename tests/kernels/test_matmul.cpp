@@ -128,7 +128,8 @@ TEST_CASE("matmul: one real LLaMA-size prefill projection per weight type") {
     struct Shape { TensorType t; uint32_t m, n, k; };
     // 64-token prompt through q (4096x4096); TinyLlama down (2048x5632) for 96 tokens; a 128-token
     // prompt through LLaMA-3 k/v (1024x4096); 64 tokens through TinyLlama gate (5632x2048), q
-    // (2048x2048) and k/v (256x2048), and through LLaMA-2 down (4096x11008) for a few rows.
+    // (2048x2048) and k/v (256x2048), through LLaMA-2 down (4096x11008) for a few rows, and
+    // through a gpt-oss-20b expert (2880x2880, MXFP4 as released).
     const Shape shapes[] = {{TensorType::F32, 64, 4096, 4096},     {TensorType::F16, 96, 2048, 5632},
                             {TensorType::Q8_0, 128, 1024, 4096},   {TensorType::Q4_0, 64, 5632, 2048},
                             {TensorType::BF16, 64, 1024, 4096},    {TensorType::Q4_1, 64, 2048, 2048},
@@ -136,7 +137,7 @@ TEST_CASE("matmul: one real LLaMA-size prefill projection per weight type") {
                             {TensorType::IQ4_NL, 64, 2048, 2048},  {TensorType::Q2_K, 64, 2048, 2048},
                             {TensorType::Q3_K, 64, 2048, 5632},    {TensorType::Q4_K, 64, 5632, 2048},
                             {TensorType::Q5_K, 64, 2048, 2048},    {TensorType::Q6_K, 40, 1024, 11008},
-                            {TensorType::IQ4_XS, 64, 2048, 2048}};
+                            {TensorType::IQ4_XS, 64, 2048, 2048},  {TensorType::MXFP4, 64, 2880, 2880}};
     static_assert(std::size(shapes) == std::size(kTypes), "one real shape per weight type");
     for (const Shape& sh : shapes) {
         CAPTURE(type_traits(sh.t).name);

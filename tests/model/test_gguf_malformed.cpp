@@ -243,7 +243,7 @@ TEST_CASE("gguf malformed: table of single corruptions") {
         {"unsupported type IQ2_XS",
          [](Bytes& b, const Layout& l) { set<uint32_t>(b, l.tensor("blk.0.attn_q.weight").type_at, 17); },
          "tensor 'blk.0.attn_q.weight': type IQ2_XS (17) is not supported; supported: F32, F16, BF16, Q8_0, Q4_0, "
-         "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS"},
+         "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4"},
         {"K-quant row not a whole super-block",
          [](Bytes& b, const Layout& l) { set<uint32_t>(b, l.tensor("blk.0.attn_q.weight").type_at, 12); },
          "tensor 'blk.0.attn_q.weight': row length 32 of [32, 32] is not a multiple of the Q4_K block size 256"},

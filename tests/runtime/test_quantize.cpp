@@ -74,6 +74,12 @@ double element_bound(TensorType t, const uint8_t* b, int e, float x) {
     case TensorType::Q5_1: return half(b) + (32 * half(b) + std::fabs(half(b + 2))) * kF16Rel;
     case TensorType::Q5_0: return std::fabs(half(b)) * (1 + 17 * kF16Rel);
     case TensorType::IQ4_NL: return std::fabs(half(b)) * (24 + 151 * kF16Rel);
+    case TensorType::MXFP4: {
+        // Power-of-two scale, exact: half the widest gap (8 -> 12) inside the range, the clipped
+        // excess beyond 12 d outside it.
+        const double d = quant::mxfp4_scale(b[quant::mxfp4::kE]);
+        return std::max(2 * d, std::fabs(x) - 12 * d);
+    }
     case TensorType::Q2_K: {
         const float d = half(b + quant::q2_k::kD), dmin = half(b + quant::q2_k::kDmin);
         return d * float(b[quant::q2_k::kScales + e / 16] & 15) + 4 * d / 2 + dmin / 2;
@@ -197,11 +203,12 @@ TEST_CASE("quantize: zeros, constants and re-quantizing decoded values") {
             const std::vector<uint8_t> q = quantize(t, x);
             const std::vector<float> y = dequantize(t, q, n);
             check_element_bounds(t, x, q, y);
-            // A constant lands on a level of every block type, up to the f16 rounding of the scale.
-            // For 1e-3 the super-block scales of the two-level types (1e-3 / 127 / 32 for IQ4_XS)
-            // are f16 subnormals, with a few percent of precision.
+            // A constant lands on a level of every block type with a free scale, up to the f16
+            // rounding of the scale (MXFP4's is a power of two: the element bound above is its
+            // guarantee). For 1e-3 the super-block scales of the two-level types (1e-3 / 127 / 32
+            // for IQ4_XS) are f16 subnormals, with a few percent of precision.
             const float tol = c == 1e-3f ? 4e-2f : 2e-3f;
-            if (is_block_type(t))
+            if (is_block_type(t) && t != TensorType::MXFP4)
                 for (float v : y) CHECK(std::fabs(v - c) <= tol * std::fabs(c));
         }
 
@@ -349,6 +356,27 @@ TEST_CASE("dequantize: hand-built 32-element blocks") {
         CHECK(y[9] == 2.0f);
         CHECK(y[25] == -20.0f);
         CHECK(y[1] == -254.0f);  // nibble 0
+    }
+    SUBCASE("MXFP4: x = 2^(e - 128) * doubled E2M1 level, e an E8M0 byte at 0, nibbles from byte 1") {
+        std::vector<uint8_t> b(17, 0);
+        b[0] = 127;         // 2^-1: the levels 0 1 2 3 4 6 8 12 become the E2M1 values 0 .. 6
+        b[1 + 0] = 0xf7;    // element 0: level 7 (6), element 16: level 15 (-6)
+        b[1 + 9] = 0x39;    // element 9: level 9 (-0.5), element 25: level 3 (1.5)
+        b[1 + 15] = 0x85;   // element 15: level 5 (3), element 31: level 8 (-0 = 0)
+        std::vector<float> y = decode(TensorType::MXFP4, b);
+        CHECK(y[0] == 6.0f);
+        CHECK(y[16] == -6.0f);
+        CHECK(y[9] == -0.5f);
+        CHECK(y[25] == 1.5f);
+        CHECK(y[15] == 3.0f);
+        CHECK(y[31] == 0.0f);
+        CHECK(y[1] == 0.0f);
+        b[0] = 130;  // 2^2
+        y = decode(TensorType::MXFP4, b);
+        CHECK(y[0] == 48.0f);
+        b[0] = 1;  // subnormal scale 2^-127
+        y = decode(TensorType::MXFP4, b);
+        CHECK(y[0] == 12.0f * 0x1p-127f);
     }
 }
 
