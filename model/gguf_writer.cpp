@@ -561,7 +561,8 @@ void validate_model_shape(const ModelShape& s) {
     if (s.arch_desc().moe) {
         if (s.n_expert == 0 || s.n_expert > 1024) bad(fmt::format("experts ({}) must be in 1..1024", s.n_expert));
         // Mixtral's and OLMoE's files carry no expert_feed_forward_length: their experts are --ffn wide.
-        if (!s.arch_desc().expert_ffn_per_used && s.expert_ffn && s.expert_ffn != s.ffn_dim)
+        if (!s.arch_desc().expert_ffn_per_used && !s.arch_desc().expert_ffn_required && s.expert_ffn &&
+            s.expert_ffn != s.ffn_dim)
             bad(fmt::format("a {} mixture of experts has experts of the model's ffn ({}), not {}: its files carry no "
                             "expert_feed_forward_length", s.arch, s.ffn_dim, s.expert_ffn));
         if (s.n_expert_used == 0 || s.n_expert_used > std::min(s.n_expert, 64u))
@@ -723,7 +724,8 @@ GgufWriter make_random_model(const ModelShape& s) {
     if (A.moe) {
         w.set_u32(key("expert_count"), s.n_expert);
         w.set_u32(key("expert_used_count"), s.n_expert_used);
-        if (A.expert_ffn_per_used) w.set_u32(key("expert_feed_forward_length"), expert_ffn);  // Mixtral's, OLMoE's have none
+        if (A.expert_ffn_per_used || A.expert_ffn_required)  // Mixtral's, OLMoE's have none
+            w.set_u32(key("expert_feed_forward_length"), expert_ffn);
         if (A.shared_expert) w.set_u32(key("expert_shared_feed_forward_length"), shared_ffn);
     }
     if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
@@ -751,8 +753,9 @@ GgufWriter make_random_model(const ModelShape& s) {
         const TensorType t = f32 ? TensorType::F32 : llama_tensor_type(s, name, ne[0]);
         w.add_tensor(name, t, ne, random_matrix(t, ne[0], s.seed, name));
     };
-    auto vector = [&](const std::string& name, uint64_t n, float mean, float sigma, bool positive = false) {
-        w.add_tensor(name, TensorType::F32, {n}, random_vector(s.seed, name, mean, sigma, positive));
+    // ne: one dimension, or two for a row per expert (gpt-oss's expert biases)
+    auto vector = [&](const std::string& name, std::vector<uint64_t> ne, float mean, float sigma, bool positive = false) {
+        w.add_tensor(name, TensorType::F32, ne, random_vector(s.seed, name, mean, sigma, positive));
     };
     // Every tensor of the architecture's schema that a file of this shape holds: the required ones,
     // the frequency factors when asked for (Phi-3 always has its pair), the output matrix unless tied.
@@ -773,14 +776,13 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (t.role == Role::AttnRelB) wanted = layer == 0;  // T5: the other layers share layer 0's
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);
-        if (t.init.matrix) {  // an f32 matrix (token_types, a router) stays f32, as llama.cpp's converter writes it
-            std::vector<uint64_t> ne{dims.get(t.ne[0])};
-            if (t.ne[1] != Dim::One || t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[1]));
-            if (t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[2]));
+        std::vector<uint64_t> ne{dims.get(t.ne[0])};
+        if (t.ne[1] != Dim::One || t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[1]));
+        if (t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[2]));
+        if (t.init.matrix)  // an f32 matrix (token_types, a router) stays f32, as llama.cpp's converter writes it
             matrix(name, ne, t.f32);
-        } else {
-            vector(name, dims.get(t.ne[0]), t.init.mean, t.init.sigma, t.init.positive);
-        }
+        else
+            vector(name, ne, t.init.mean, t.init.sigma, t.init.positive);
     };
     const std::vector<TensorSpec> globals = model_schema(A), layer = layer_schema(A);
     for (const TensorSpec& t : globals)

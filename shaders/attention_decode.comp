@@ -19,6 +19,7 @@
 //          s_t <- s_t - slope_h * |p - t|, alibi_slope in kv_read.glsl):
 //          m = max_t s_t, l = sum_t exp(s_t - m), o = sum_t exp(s_t - m) v_t; out = o / l.
 //          Computed online over tiles of WG keys: m' = max(m, tile max), o and l rescaled by exp(m - m').
+//          Attention sinks (gpt-oss): one more logit per head, sinks[h], with no value (below).
 // Split s covers positions lo + [s * chunk, min((s + 1) * chunk, kv_len)), kv_len = hi - lo + 1 <= n_ctx,
 // chunk = max(ceil(kv_len / n_splits), min_chunk), so a windowed query reads ~window keys however far
 // p is; kv_len is known only on the device, so a split may be empty: it writes m = NEG_BIG, l = 0,
@@ -74,6 +75,8 @@ layout(push_constant) uniform Push {
     uint dst_first; // float offset of dst[0] in the Dst binding
     float alibi_step; // ALiBi: max_bias / alibi_n_log2 (alibi_slope in kv_read.glsl)
     uint alibi_n_log2;  // 0: no ALiBi
+    uint has_sinks;     // 1: head h's softmax has the extra logit sinks[sink_first + h] (split 0 holds it)
+    uint sink_first;
 #ifdef STORE
     uint k_first;   // float offset of the new K row (kv head 0) in binding 5
     uint v_first;   // likewise of the new V row in binding 6
@@ -95,6 +98,9 @@ layout(std430, binding = 5) readonly buffer KNew { float k_new[]; };
 layout(std430, binding = 6) readonly buffer VNew { float v_new[]; };
 layout(std430, binding = 7) readonly buffer F { float ff[]; };
 #include "rope_angle.glsl"
+layout(std430, binding = 8) readonly buffer Sinks { float sinks[]; };  // [n_heads]; unread unless has_sinks
+#else
+layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; };
 #endif
 
 shared vec4 q_sh[GW * D4];    // scaled queries of the GW heads
@@ -205,6 +211,12 @@ void main() {
     const uint chunk = max((kv_len + pc.n_splits - 1u) / pc.n_splits, pc.min_chunk);
     const uint begin = lo + min(split * chunk, kv_len);
     const uint end = lo + min(split * chunk + chunk, kv_len);
+    // An attention sink is one more key, of logit sinks[h] and value 0, in split 0: its running max
+    // and sum start from it, and the merge weighs it like any key.
+    if (pc.has_sinks != 0u && split == 0u && tid < GW) {
+        m_run = sinks[pc.sink_first + h0 + tid];
+        l_run = 1.0;
+    }
 
 #ifdef STORE
     // The GW query heads (rotated, scaled) into q_sh, and the new rows, rotated but not yet

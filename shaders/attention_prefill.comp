@@ -24,6 +24,8 @@
 //          d = clamp(j - i_t, -R, R), R = bias_range:
 //          out = sum_j exp(s_j - m) v_j / sum_j exp(s_j - m), m = max_j s_j, computed online over
 //          tiles of BK keys: m' = max(m, tile max), accumulator and sum rescaled by exp(m - m').
+//          Attention sinks (gpt-oss): one more logit per head, sinks[h], in the softmax's sum and max
+//          and with no value: m and the sum start at sinks[h] and 1 instead of -inf and 0.
 // Workgroup: BT consecutive tokens x GW query heads sharing one kv head = M = BT * GW query rows;
 // grid (token blocks, n_kv_heads, G / GW). It walks positions from the smallest lo to the largest
 // hi of its rows (window + BT - 1 keys for consecutive positions) in tiles of BK, each row masked
@@ -65,6 +67,7 @@ layout(std430, binding = 3) readonly buffer Pos { int positions[]; };
 layout(std430, binding = 4) writeonly buffer Out { vec4 out_[]; };
 layout(std430, binding = 5) readonly buffer PosBias { float pos_bias[]; };  // [n_heads][2R + 1]; unread when R = 0
 layout(std430, binding = 6) readonly buffer Segs { int segs[]; };  // [n_tokens][2]; unread unless segmented
+layout(std430, binding = 7) readonly buffer Sinks { float sinks[]; };  // [n_heads]; unread unless has_sinks
 layout(push_constant) uniform Push {
     uint n_tokens;
     uint n_heads;
@@ -83,6 +86,8 @@ layout(push_constant) uniform Push {
     uint bias_range;    // R of the position-bias table; 0: none
     uint seg_first;     // offset of segs[0] in the Segs binding
     uint segmented;     // 1: each query's key range comes from segs (not causal)
+    uint has_sinks;     // 1: head h's softmax has the extra logit sinks[sink_first + h]
+    uint sink_first;
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -115,8 +120,10 @@ void main() {
             lo_sh[r] = 0xffffffffu;
             lim_sh[r] = 0u;
         }
-        m_sh[r] = NEG_BIG;
-        l_sh[r] = 0.0;
+        // An attention sink is a key of logit sinks[h] and value 0: the running max and sum start from it.
+        const bool sink = pc.has_sinks != 0u;
+        m_sh[r] = sink ? sinks[pc.sink_first + h0 + r % GW] : NEG_BIG;
+        l_sh[r] = sink ? 1.0 : 0.0;
     }
     for (uint i = tid; i < M * D4; i += WG) {
         const uint r = i / D4, j = i % D4, t = tok0 + r / GW;

@@ -28,7 +28,8 @@
 // (weights.glsl: all weight reads 4-byte aligned), 4 NORM, 5 ACT.
 // EXPERT_IDS (the matvec_id_* variants: mixture-of-experts layers, llama.cpp's mul_mat_id): W is a
 // stack of experts, each pc.expert_bytes long, and workgroup row y computes slot s = gl_WorkGroupID.y:
-// Y[s] = W[ids[pc.ids_base + s]] · X[s / pc.x_div] (ACT: G row s / pc.x_div too), NB = 1. The W window
+// Y[s] = W[ids[pc.ids_base + s]] · X[s / pc.x_div] (ACT: G row s / pc.x_div too) (+ B[ids[s]] where the
+// experts have biases: B holds n floats per expert), NB = 1. The W window
 // holds experts [pc.e_first, pc.e_first + pc.e_count) only (a stack larger than one binding is
 // dispatched once per window); a workgroup whose expert lies outside it returns at once, uniformly.
 #extension GL_GOOGLE_include_directive : require
@@ -106,9 +107,11 @@ void main() {
     const uint w_base = pc.w_base + (expert - pc.e_first) * pc.expert_bytes;
     const uint y_slot = slot * pc.y_stride;
     x_row_off_ = (slot / pc.x_div) * pc.k;
+    const uint b_row = expert * pc.n;  // the expert's bias row (gpt-oss), B holding [n_expert][n]
 #else
     const uint w_base = pc.w_base;
     const uint y_slot = 0u;
+    const uint b_row = 0u;
 #endif
 
     float acc[NR * NB];  // acc[r * NB + b]
@@ -205,7 +208,7 @@ void main() {
             sum *= inversesqrt(ss / float(pc.k) + pc.eps);
         }
         uint o = pc.y_base + y_slot + b * pc.y_stride + row0 + r;
-        if (pc.has_bias != 0u) sum += bias[pc.b_base + row0 + r];
+        if (pc.has_bias != 0u) sum += bias[pc.b_base + b_row + row0 + r];
         if (pc.has_res != 0u) sum += res[pc.r_base + b * pc.y_stride + row0 + r];
         y[o] = sum;
     }

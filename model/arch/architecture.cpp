@@ -66,6 +66,23 @@ ArchDesc olmoe() {
     return a;
 }
 
+ArchDesc gpt_oss() {
+    ArchDesc a;
+    a.name = "gpt-oss";  // gpt-oss-20b / -120b: 32 / 128 experts of top-4, every other layer a window of 128
+    a.rope_layout = RopeLayout::HalfSplit;
+    a.qkv_bias = true;
+    a.out_bias = true;
+    a.moe = true;
+    a.moe_biases = true;
+    a.moe_softmax_chosen = true;
+    a.expert_ffn_required = true;
+    a.ffn = FfnKind::SwiGluOai;
+    a.attn_sinks = true;
+    a.swa_period = 2;  // layers 0, 2, 4, ... are local; the window is the file's (required)
+    a.ffn_norm_name = "post_attention_norm.weight";
+    return a;
+}
+
 ArchDesc phi3() {
     ArchDesc a;
     a.name = "phi3";
@@ -221,9 +238,9 @@ ArchDesc t5_v10() {
 }
 
 // A variant comes after its main row (find_arch(name) gives the first row of a name).
-const std::array<ArchDesc, 20>& archs() {
-    static const std::array<ArchDesc, 20> table = {
-        llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), olmoe(), phi3(), gemma2(),
+const std::array<ArchDesc, 21>& archs() {
+    static const std::array<ArchDesc, 21> table = {
+        llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), olmoe(), gpt_oss(), phi3(), gemma2(),
         gemma3(), gpt2(),      bloom(),        mpt(),       bert(),     nomic_bert(), jina_bert_v2(), t5encoder(),
         t5encoder_v10(), t5(), t5_v10()};
     return table;

@@ -26,9 +26,12 @@ enum class FfnKind {
     GeGlu,   // down(gelu(gate(x)) * up(x))          (Gemma)
     Gelu,    // down(gelu(up(x))), no gate            (GPT-2)
     Relu,    // down(relu(up(x))), no gate            (T5 v1.0)
+    // down(g * sigmoid(1.702 g) * (u + 1)), g = min(gate(x), 7), u = clamp(up(x), -7, 7)  (gpt-oss's
+    // experts; llama.cpp's swiglu_oai with the constants it hard-codes)
+    SwiGluOai,
 };
 // Whether the feed-forward has a gate projection (ffn_gate, or the gated half of a fused ffn_up).
-constexpr bool gated(FfnKind k) { return k == FfnKind::SwiGlu || k == FfnKind::GeGlu; }
+constexpr bool gated(FfnKind k) { return k == FfnKind::SwiGlu || k == FfnKind::GeGlu || k == FfnKind::SwiGluOai; }
 
 // Where a block's norms sit around its residual add.
 enum class NormPlacement {
@@ -63,6 +66,7 @@ struct ArchDesc {
     // Required biases. Biases of q, k, v and attn_output are read when present for every
     // architecture (some LLaMA fine-tunes have them), as llama.cpp does.
     bool qkv_bias = false;   // attn_q/k/v (or attn_qkv) .bias
+    bool out_bias = false;   // attn_output.bias (gpt-oss)
     bool all_bias = false;   // every projection and every norm has a bias (GPT-2)
     bool qk_norm = false;    // attn_q_norm / attn_k_norm: RMSNorm of each head of q and k before RoPE
     bool qk_norm_full = false;  // with qk_norm: the RMSNorm spans all of q (q_dim) and of k (kv_dim) (OLMoE)
@@ -123,6 +127,19 @@ struct ArchDesc {
     // expert_used_count wide (llama.cpp's Qwen-MoE rule: Qwen1.5-MoE conversions); else
     // feed_forward_length wide (Mixtral, OLMoE, whose files never carry the key).
     bool expert_ffn_per_used = false;
+    // `<arch>.expert_feed_forward_length` is required (gpt-oss, as llama.cpp reads it).
+    bool expert_ffn_required = false;
+    // gpt-oss: the router and every expert projection have biases (ffn_gate_inp.bias,
+    // ffn_{gate,up,down}_exps.bias), and the gating is a softmax over the chosen logits only,
+    // whatever `<arch>.expert_gating_func` says (llama.cpp fixes both for the architecture).
+    bool moe_biases = false;
+    bool moe_softmax_chosen = false;
+
+    // Attention sinks (gpt-oss): attn_sinks.weight holds one logit per query head that joins its
+    // softmax and contributes no value.
+    bool attn_sinks = false;
+    // The GGUF name of the norm before the FFN (gpt-oss calls it post_attention_norm).
+    std::string_view ffn_norm_name = "ffn_norm.weight";
 
     // Soft-capping, x -> cap * tanh(x / cap): defaults when the file has no key; 0 = off.
     float default_attn_softcap = 0;

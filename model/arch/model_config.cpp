@@ -138,7 +138,7 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
     if (cfg.n_expert_used > std::min(cfg.n_expert, 64u))
         c.fail(Checker::key_what(key("expert_used_count")),
                fmt::format("{} experts per token of {}: at most min(expert_count, 64)", cfg.n_expert_used, cfg.n_expert));
-    if (f.has(key("expert_feed_forward_length")))
+    if (f.has(key("expert_feed_forward_length")) || cfg.arch->expert_ffn_required)
         cfg.expert_ffn_dim = c.positive(key("expert_feed_forward_length"));
     else
         cfg.expert_ffn_dim = cfg.arch->expert_ffn_per_used ? cfg.ffn_dim / cfg.n_expert_used : cfg.ffn_dim;
@@ -154,12 +154,14 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
     cfg.expert_scale = f.find_f32(key("expert_weights_scale")).value_or(1.0f);
     if (!(cfg.expert_scale > 0) || !std::isfinite(cfg.expert_scale))
         c.fail(Checker::key_what(key("expert_weights_scale")), fmt::format("must be positive, got {}", cfg.expert_scale));
-    // llama.cpp's enum: 1 softmax, 2 sigmoid (0: none given, softmax).
+    // llama.cpp's enum: 1 softmax, 2 sigmoid, 3 softmax of the chosen logits (0: none given, softmax).
     const uint32_t gating = f.find_u32(key("expert_gating_func")).value_or(1);
-    if (gating > 2)
+    if (gating > 3)
         c.fail(Checker::key_what(key("expert_gating_func")),
-               fmt::format("gating function {} is not supported; supported: 1 (softmax), 2 (sigmoid)", gating));
-    cfg.expert_sigmoid = gating == 2;
+               fmt::format("gating function {} is not supported; supported: 1 (softmax), 2 (sigmoid), 3 (softmax of "
+                           "the chosen experts)", gating));
+    cfg.expert_sigmoid = gating == 2 && !cfg.arch->moe_softmax_chosen;
+    cfg.expert_softmax_chosen = gating == 3 || cfg.arch->moe_softmax_chosen;
 }
 
 // The row of `a`'s family the file selects: a T5 stack without ffn_gate in its first layer is T5

@@ -90,6 +90,8 @@ struct ModelConfig {
     bool expert_norm = false;     // the chosen weights renormalised to sum 1 (<arch>.expert_weights_norm)
     float expert_scale = 1.0f;    // then scaled (<arch>.expert_weights_scale)
     bool expert_sigmoid = false;  // <arch>.expert_gating_func 2: sigmoid gating instead of softmax
+    // <arch>.expert_gating_func 3, or ArchDesc::moe_softmax_chosen: softmax over the chosen logits
+    bool expert_softmax_chosen = false;
 
     uint32_t q_dim() const { return n_heads * head_dim; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -34,6 +34,7 @@ constexpr Init kMatrix{true};
 constexpr Init kNormWeight{false, 1.0f, 0.05f};
 constexpr Init kNormBias{false, 0.0f, 0.05f};
 constexpr Init kBias{false, 0.0f, 0.1f};
+constexpr Init kSinks{false, 0.0f, 1.0f};  // logits of the order of the scores
 
 constexpr FusedGroup kGroups[] = {
     {Role::Wqkv, {Role::Wq, Role::Wk, Role::Wv}, {Dim::Q, Dim::Kv, Dim::Kv}, 3},
@@ -93,7 +94,8 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     }
     const bool t5 = A.t5 != T5Stack::None;
     add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", D::Q, D::Embd));
-    add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias, kBias));
+    add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias || A.out_bias, kBias));
+    if (A.attn_sinks) add(vec(R::Sinks, "attn_sinks.weight", D::Heads, true, kSinks));
     if (post) add(vec(R::PostAttnNorm, "post_attention_norm.weight", D::Embd, true, kNormWeight));
     if (after) {
         add(vec(R::AttnNorm, "attn_output_norm.weight", D::Embd, true, kNormWeight));
@@ -107,7 +109,7 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(mat(R::WoCross, "cross_attn_o.weight", D::Q, D::Embd));
     }
     if (!after) {
-        add(vec(R::FfnNorm, "ffn_norm.weight", D::Embd, true, kNormWeight));
+        add(vec(R::FfnNorm, A.ffn_norm_name.data(), D::Embd, true, kNormWeight));
         add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
     }
     if (A.moe) {
@@ -117,6 +119,12 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add({R::WGateExps, "ffn_gate_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
         add({R::WUpExps, "ffn_up_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
         add({R::WDownExps, "ffn_down_exps.weight", {D::FfnExp, D::Embd, D::Experts}, true, kMatrix});
+        if (A.moe_biases) {  // f32 in llama.cpp's files; one row per expert
+            add(vec(R::BRouter, "ffn_gate_inp.bias", D::Experts, true, kBias));
+            add({R::BGateExps, "ffn_gate_exps.bias", {D::FfnExp, D::Experts}, true, kBias, true});
+            add({R::BUpExps, "ffn_up_exps.bias", {D::FfnExp, D::Experts}, true, kBias, true});
+            add({R::BDownExps, "ffn_down_exps.bias", {D::Embd, D::Experts}, true, kBias, true});
+        }
         if (A.shared_expert) {
             add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
             add(mat(R::WGateShexp, "ffn_gate_shexp.weight", D::Embd, D::FfnShexp));
@@ -205,6 +213,7 @@ bool is_bias_role(Role r) {
     switch (r) {
         case Role::AttnNormB: case Role::Bq: case Role::Bk: case Role::Bv: case Role::Bqkv: case Role::Bo:
         case Role::FfnNormB: case Role::BUp: case Role::BDown: case Role::TokenEmbdNormB: case Role::OutputNormB:
+        case Role::BRouter: case Role::BGateExps: case Role::BUpExps: case Role::BDownExps:
             return true;
         default:
             return false;

@@ -38,6 +38,9 @@ enum class Role : uint8_t {
     WGateShexp, WUpShexp,          // (dim -> shared_ffn) the shared expert (ArchDesc::shared_expert)
     WDownShexp,                    // (shared_ffn -> dim)
     WShexpGate,                    // (dim -> 1) its gate logit, ffn_gate_inp_shexp (a vector in the file)
+    BRouter,                       // (n_expert) router bias (ArchDesc::moe_biases)
+    BGateExps, BUpExps, BDownExps, // n_expert x (expert_ffn), x (expert_ffn), x (dim) expert biases
+    Sinks,                         // (n_heads) attention sink logits (ArchDesc::attn_sinks)
     AttnRelB,                      // (n_heads) x (buckets) T5's relative-position bias, read on the host
     CrossNorm,                     // (dim) before cross-attention (T5's decoder)
     WqCross, WkCross, WvCross, WoCross,  // (dim -> q), (dim -> kv) of the encoder output, (dim -> kv), (q -> dim)

@@ -19,6 +19,7 @@ ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t lay
     // share one call (ModelGpu::eval_packed); one input is one range.
     p.segmented = !cfg.causal;
     p.max_alibi_bias = cfg.max_alibi_bias;
+    p.sinks = cfg.arch->attn_sinks;
     if (cfg.n_rel_buckets > 0) p.pos_bias_range = kT5MaxDistance;  // the table of t5_position_bias()
     // A window as long as the context never masks anything.
     if (cfg.is_local(layer) && cfg.window < kv.n_ctx) p.window = cfg.window;
@@ -50,10 +51,13 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
     using R = Role;
     const uint32_t n = shape.n;
     const bool db = shape.decode_batch;
-    const Kind act = cfg.arch->ffn == FfnKind::GeGlu ? Kind::GeGlu : Kind::SwiGlu;
+    const Kind act = cfg.arch->ffn == FfnKind::GeGlu ? Kind::GeGlu
+                     : cfg.arch->ffn == FfnKind::SwiGluOai ? Kind::SwiGluOai
+                                                           : Kind::SwiGlu;
     MoePlan& m = f.moe;
     m.runs = true;
-    m.router = step(caps, L, R::WRouter, kNoRole, n, db);
+    m.router = step(caps, L, R::WRouter, R::BRouter, n, db);
+    m.biases = cfg.arch->moe_biases;
     m.route = moe_route_params(cfg);
     // gate and up read each token's row for its K slots; down reads each slot's own row.
     const uint32_t slots = n * cfg.n_expert_used;
@@ -76,7 +80,9 @@ ops::MoeRouteParams moe_route_params(const ModelConfig& cfg) {
     ops::MoeRouteParams r;
     r.n_expert = cfg.n_expert;
     r.k = cfg.n_expert_used;
-    r.gating = cfg.expert_sigmoid ? ops::MoeGating::Sigmoid : ops::MoeGating::Softmax;
+    r.gating = cfg.expert_softmax_chosen ? ops::MoeGating::SoftmaxTopK
+               : cfg.expert_sigmoid      ? ops::MoeGating::Sigmoid
+                                         : ops::MoeGating::Softmax;
     r.norm = cfg.expert_norm;
     r.scale = cfg.expert_scale;
     return r;

@@ -77,9 +77,10 @@ struct AttentionPlan {
 // the *_shexp roles, writing its own output for the combine instead of the residual.
 struct MoePlan {
     bool runs = false;
-    LinearStep router;         // (dim -> n_expert) logits
+    LinearStep router;         // (dim -> n_expert) logits (+ bias, gpt-oss)
     ops::MoeRouteParams route;
     ops::MoeMatvecPlan gate, up, down;  // down's input: act(gate, up), formed as it loads them
+    bool biases = false;       // each expert's bias rows follow gate, up and down (gpt-oss)
     bool shared = false;
     LinearStep shared_gate;    // (dim -> 1) the shared expert's gate logit
 };

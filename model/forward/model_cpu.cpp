@@ -82,7 +82,7 @@ std::vector<float> ModelCpu::eval_packed(std::span<const std::span<const int32_t
     return eval_chunk(all, probe, lengths);
 }
 
-// x += sum_j w_j · down_e(act(gate_e · xn, up_e · xn)) (+ sigmoid(g · xn) · shared(xn)), the experts
+// x += sum_j w_j · down_e(act(gate_e · xn (+ b), up_e · xn (+ b))) (+ b) (+ sigmoid(g · xn) · shared(xn)), the experts
 // e and weights w_j of each token from the router (llama.cpp's build_moe_ffn); xn = norm(x) on return.
 void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, std::vector<float>* logits_out) {
     using R = Role;
@@ -91,13 +91,23 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
     auto bytes = [&](const TensorPlace& p) { return file_.tensor_data(*p.source).data(); };
     auto act = [&](const float* gate, const float* up, float* out, uint32_t count) {
         if (c.arch->ffn == FfnKind::GeGlu) ref::geglu(gate, up, out, count);
+        else if (c.arch->ffn == FfnKind::SwiGluOai) ref::swiglu_oai(gate, up, out, count);
         else ref::swiglu(gate, up, out, count);
+    };
+    // gpt-oss: the router and every expert projection have biases, one row per expert
+    const bool biased = c.arch->moe_biases;
+    const std::vector<float> b_router = biased ? read_place_f32(file_, L[R::BRouter]) : std::vector<float>();
+    const std::vector<float> b_gate = biased ? read_place_f32(file_, L[R::BGateExps]) : std::vector<float>();
+    const std::vector<float> b_up = biased ? read_place_f32(file_, L[R::BUpExps]) : std::vector<float>();
+    const std::vector<float> b_down = biased ? read_place_f32(file_, L[R::BDownExps]) : std::vector<float>();
+    auto bias_row = [&](const std::vector<float>& b, uint32_t e, uint32_t width) {
+        return b.empty() ? nullptr : b.data() + size_t(e) * width;
     };
     ref::rms_norm(x, read_place_f32(file_, L[R::FfnNorm]).data(), xn, n, dim, c.norm_eps);
 
     std::vector<float> logits(size_t(n) * E);   // (n, n_expert)
     const TensorPlace& router = L[R::WRouter];
-    ref::linear(router.source->type, bytes(router), xn, logits.data(), n, E, dim);
+    ref::linear(router.source->type, bytes(router), xn, logits.data(), n, E, dim, nullptr, bias_row(b_router, 0, E));
     std::vector<uint32_t> ids(size_t(n) * K);   // (n, K) chosen experts, best first
     std::vector<float> w(size_t(n) * K);        // (n, K) their weights
     ref::moe_route(logits.data(), n, moe_route_params(c), ids.data(), w.data());
@@ -111,11 +121,13 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
     for (uint32_t t = 0; t < n; ++t)
         for (uint32_t j = 0; j < K; ++j) {
             const uint32_t e = ids[size_t(t) * K + j];
-            ref::linear(G.source->type, bytes(G) + e * gate_stride, xn + size_t(t) * dim, gate.data(), 1, fe, dim);
-            ref::linear(U.source->type, bytes(U) + e * up_stride, xn + size_t(t) * dim, up.data(), 1, fe, dim);
+            ref::linear(G.source->type, bytes(G) + e * gate_stride, xn + size_t(t) * dim, gate.data(), 1, fe, dim,
+                        nullptr, bias_row(b_gate, e, fe));
+            ref::linear(U.source->type, bytes(U) + e * up_stride, xn + size_t(t) * dim, up.data(), 1, fe, dim, nullptr,
+                        bias_row(b_up, e, fe));
             act(gate.data(), up.data(), gate.data(), fe);
             ref::linear(D.source->type, bytes(D) + e * down_stride, gate.data(), out.data() + (size_t(t) * K + j) * dim,
-                        1, dim, fe);
+                        1, dim, fe, nullptr, bias_row(b_down, e, dim));
         }
 
     if (!c.arch->shared_expert) {
@@ -250,8 +262,9 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
         const std::vector<float> pos_bias = ap.pos_bias_range ? t5_position_bias(file_, c, l) : std::vector<float>();
+        const std::vector<float> sinks = A.attn_sinks ? vec(L[R::Sinks]) : std::vector<float>();  // (n_heads) gpt-oss
         ref::attention(ap, q.data(), kc, vc, pos.data(), att.data(), pos_bias.empty() ? nullptr : pos_bias.data(),
-                       segs.data());
+                       segs.data(), sinks.empty() ? nullptr : sinks.data());
         if (post_norms) {
             linear(L[R::Wo], att.data(), tmp.data());
             bias(L[R::Bo], tmp.data());
@@ -295,6 +308,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             case FfnKind::GeGlu: ref::geglu(gate.data(), up.data(), gate.data(), n * ffn); break;
             case FfnKind::Gelu: ref::gelu(up.data(), gate.data(), n * ffn); break;
             case FfnKind::Relu: ref::relu(up.data(), gate.data(), n * ffn); break;
+            case FfnKind::SwiGluOai: ref::swiglu_oai(gate.data(), up.data(), gate.data(), n * ffn); break;
         }
         if (post_norms) {
             linear(L[R::WDown], gate.data(), tmp.data());

@@ -546,13 +546,15 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
         const BufferSlice kc = layers_[l].k_cache[seq].slice(), vc = layers_[l].v_cache[seq].slice();
         if (p.fused_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
             const ops::NewKv new_kv{seg(a.k, kv), seg(a.v, kv), p.rope ? &rope_q : nullptr, p.rope ? ff : nullptr};
-            ops::attention_store(ctx_, s, p.attn, seg(a.q, qd), new_kv, kc, vc, sp, seg(att, qd), scratch);
+            ops::attention_store(ctx_, s, p.attn, seg(a.q, qd), new_kv, kc, vc, sp, seg(att, qd), scratch,
+                                 L[R::Sinks].slice());
         } else {
             ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.attn.n_ctx,
                                opts_.kv_type);
             const BufferSlice bias = layers_[l].pos_bias >= 0 ? pos_bias_[size_t(layers_[l].pos_bias)].slice() : BufferSlice{};
             const BufferSlice segs = p.attn.segmented ? seg(segs_.slice(), 2) : BufferSlice{};
-            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch, {bias, segs});
+            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch,
+                           {bias, segs, L[R::Sinks].slice()});
         }
     }
     // x += post_norm(wo · att + bo)
@@ -585,12 +587,17 @@ void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
     // gate, up (n * K, fe) = W_e · xn[t] for slot t * K + j; out (n * K, dim) = W_down_e · act(gate, up)
     const BufferSlice gate = moe_gate_.slice(0, 4ull * slots * fe), up = moe_up_.slice(0, 4ull * slots * fe);
     const BufferSlice out = moe_out_.slice(0, 4ull * slots * dim);
-    ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim);
-    ops::moe_matvec(ctx_, s, m.up, L[R::WUpExps].slice(), E, xn, K, ids, up, slots, fe, dim);
+    // (+ each expert's bias row, gpt-oss)
+    const BufferSlice bg = L[R::BGateExps].slice(), bu = L[R::BUpExps].slice(), bd = L[R::BDownExps].slice();
+    ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim, {},
+                    m.biases ? &bg : nullptr);
+    ops::moe_matvec(ctx_, s, m.up, L[R::WUpExps].slice(), E, xn, K, ids, up, slots, fe, dim, {},
+                    m.biases ? &bu : nullptr);
     ops::MatvecInput act{};
     act.kind = m.down.input;
     act.up = up;
-    ops::moe_matvec(ctx_, s, m.down, L[R::WDownExps].slice(), E, gate, 1, ids, out, slots, dim, fe, act);
+    ops::moe_matvec(ctx_, s, m.down, L[R::WDownExps].slice(), E, gate, 1, ids, out, slots, dim, fe, act,
+                    m.biases ? &bd : nullptr);
     if (!m.shared) {
         ops::moe_combine(ctx_, s, out, w, x, n, K, dim);  // x += sum_j w_j · out_j
         return;
@@ -652,6 +659,8 @@ void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
             case FfnKind::GeGlu: ops::geglu(ctx_, s, a.gate, a.up, a.gate, n * ffn); break;
             case FfnKind::Gelu: ops::gelu(ctx_, s, a.up, a.gate, n * ffn); break;
             case FfnKind::Relu: ops::relu(ctx_, s, a.up, a.gate, n * ffn); break;
+            case FfnKind::SwiGluOai:  // gpt-oss's experts only (record_moe forms it in their matvec)
+                throw std::logic_error("the clamped SwiGLU of a dense feed-forward has no device kernel");
         }
     }
     // x += post_norm(w_down · gate + b_down)

@@ -46,6 +46,7 @@ struct DecodePush {
     float softcap;
     uint32_t q_first, pos_first, dst_first;
     AlibiPush alibi;
+    uint32_t has_sinks, sink_first;
 };
 struct MergePush {
     uint32_t n_heads, head_dim, n_splits, out_first;
@@ -60,6 +61,7 @@ struct PrefillPush {
     AlibiPush alibi;
     uint32_t bias_range;
     uint32_t seg_first, segmented;
+    uint32_t has_sinks, sink_first;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
@@ -229,11 +231,12 @@ struct Bindings {
     BufferSlice k, v;
     detail::ByteWindow q, out;
     detail::Window pos;
+    detail::Window sinks;    // the sinks' window; the positions' when there are none (never read then)
     uint64_t act_bytes = 0;  // of q and of out: n_tokens rows of n_heads * head_dim f32
 };
 
 Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
-              const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out) {
+              const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& sinks) {
     Bindings b;
     const uint64_t act_bytes = b.act_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
     const uint64_t kv_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
@@ -255,6 +258,13 @@ Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlic
     b.out = act(out, "out");
     bound(positions, uint64_t(p.n_tokens) * sizeof(int32_t), caps, "positions", p);
     b.pos = detail::window(caps, positions, 0, p.n_tokens, 4);
+    b.sinks = b.pos;
+    if (p.sinks) {
+        bound(sinks, uint64_t(p.n_heads) * sizeof(float), caps, "sinks", p);
+        if (sinks.offset % 4 != 0)
+            throw std::invalid_argument(fmt::format("attention: sinks must start on 4 bytes, start at {}", sinks.offset));
+        b.sinks = detail::window(caps, sinks, 0, p.n_heads, 4);
+    }
     return b;
 }
 
@@ -270,6 +280,7 @@ struct StorePush {
 void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const detail::AttentionPlan& plan,
             const std::vector<PipelineDesc>& descs, const Bindings& b, const BufferSlice& scratch,
             const StorePush* store, std::initializer_list<BufferSlice> store_bindings) {
+    const detail::Window sk = b.sinks;
     const DeviceCaps& caps = ctx.caps();
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg};
@@ -279,9 +290,11 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials_bytes(p, plan.n_splits), caps, "scratch", p);
     const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
                           group,     p.scale,      p.window,  p.softcap,     uint32_t(b.q.inner / 16),
-                          b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u, alibi_push(p)};
+                          b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u, alibi_push(p),
+                          p.sinks ? 1u : 0u, sk.first};
     std::vector<BufferSlice> bindings{b.q.slice, b.k, b.v, b.pos.slice, dst};
     bindings.insert(bindings.end(), store_bindings.begin(), store_bindings.end());
+    bindings.push_back(sk.slice);
     if (store) {
         struct {
             DecodePush base;
@@ -304,7 +317,7 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     const DeviceCaps& caps = ctx.caps();
     const detail::AttentionPlan plan = detail::attention_plan(caps, p);
     const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
-    const Bindings b = bind(caps, p, q, k, v, positions, out);
+    const Bindings b = bind(caps, p, q, k, v, positions, out, extras.sinks);
     if (plan.decode) {
         decode(ctx, s, p, plan, descs, b, scratch, nullptr, {});
         return;
@@ -322,8 +335,9 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     }
     const PrefillPush push{p.n_tokens,     p.n_heads,          p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
                            uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
-                           alibi_push(p),  p.pos_bias_range,   segs.first,   p.segmented ? 1u : 0u};
-    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias, segs.slice}, push,
+                           alibi_push(p),  p.pos_bias_range,   segs.first,   p.segmented ? 1u : 0u,
+                           p.sinks ? 1u : 0u, b.sinks.first};
+    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias, segs.slice, b.sinks.slice}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
 }
 
@@ -346,11 +360,11 @@ std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const At
 
 void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
                      const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
-                     const BufferSlice& out, const BufferSlice& scratch) {
+                     const BufferSlice& out, const BufferSlice& scratch, const BufferSlice& sinks) {
     const DeviceCaps& caps = ctx.caps();
     const std::vector<PipelineDesc> descs = attention_store_pipelines(ctx, p);
     const detail::AttentionPlan plan = detail::attention_plan(caps, p, true);
-    const Bindings b = bind(caps, p, q, k_cache, v_cache, positions, out);
+    const Bindings b = bind(caps, p, q, k_cache, v_cache, positions, out, sinks);
     const uint32_t row = p.n_kv_heads * p.head_dim;
     detail::require_bytes(kv.k, uint64_t(row) * 4, "attention_store", "k");
     detail::require_bytes(kv.v, uint64_t(row) * 4, "attention_store", "v");
@@ -386,6 +400,7 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
         {BufferSlice{kv.v.buffer, kv.v.offset, row * 4ull}, "the new V row", false},
         {BufferSlice{positions.buffer, positions.offset, 4}, "positions", false},
         {kv.freq_factors ? *kv.freq_factors : BufferSlice{}, "the frequency factors", false},
+        {p.sinks ? BufferSlice{sinks.buffer, sinks.offset, p.n_heads * 4ull} : BufferSlice{}, "the sinks", false},
     };
     for (const Range& w : ranges)
         for (const Range& o : ranges)

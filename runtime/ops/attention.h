@@ -54,6 +54,9 @@ struct AttentionParams {
     // [segments[2t], segments[2t + 1]) of the segments buffer passed to attention(), its own input's,
     // instead of all of the call. Runs the prefill kernel (also for one token).
     bool segmented = false;
+    // Attention sinks (gpt-oss): head h's softmax has one more logit, AttentionExtras::sinks[h], that
+    // takes its share of the weights and contributes no value.
+    bool sinks = false;
 };
 
 // The optional inputs of attention(): the position-bias table (pos_bias_range > 0) and the
@@ -61,6 +64,7 @@ struct AttentionParams {
 struct AttentionExtras {
     BufferSlice pos_bias;  // f32 [n_heads][2 * pos_bias_range + 1], at a storage-buffer-aligned offset
     BufferSlice segments;  // int32 [n_tokens][2], at any 4-byte offset
+    BufferSlice sinks;     // f32 [n_heads], at any 4-byte offset (sinks)
 };
 
 // q:   f32 [n_tokens][n_heads][head_dim]
@@ -72,7 +76,8 @@ struct AttentionExtras {
 //   A window needs n_ctx >= window + n_tokens - 1: every row of the chunk is stored before attention
 //   runs, and a smaller ring would already have overwritten keys that the chunk's first query needs.
 // Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, gains the ALiBi
-// bias with max_alibi_bias > 0 and the table's bias with pos_bias_range > 0, then softmax.
+// bias with max_alibi_bias > 0 and the table's bias with pos_bias_range > 0, then softmax (with the
+// head's sink logit in its sum when p.sinks).
 // out: f32 [n_tokens][n_heads][head_dim]
 // scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
 //   empty slice, when that is 0.
@@ -104,7 +109,7 @@ struct NewKv {
 // and no written range (the caches, out or the scratch) may overlap another (std::invalid_argument).
 void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
                      const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
-                     const BufferSlice& out, const BufferSlice& scratch);
+                     const BufferSlice& out, const BufferSlice& scratch, const BufferSlice& sinks = {});
 // Whether attention_store takes p: one token, no position-bias table, and for a q8_0 cache whole
 // blocks per head (head_dim a multiple of 32: each workgroup quantizes one head's row).
 bool attention_store_supported(const AttentionParams& p);
@@ -136,10 +141,12 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
 
 namespace vkllm::ref {
 
-// Plain reference: for each query, scores in double (soft-capped, ALiBi- and table-biased when asked), softmax,
+// Plain reference: for each query, scores in double (soft-capped, ALiBi- and table-biased when asked), softmax
+// (the sink of each head one more logit when p.sinks),
 // weighted sum of V over the query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32),
 // from ring row j % n_ctx for position j. pos_bias and segments as attention() takes them.
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
-               float* out, const float* pos_bias = nullptr, const int32_t* segments = nullptr);
+               float* out, const float* pos_bias = nullptr, const int32_t* segments = nullptr,
+               const float* sinks = nullptr);
 
 }  // namespace vkllm::ref

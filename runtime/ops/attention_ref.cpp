@@ -32,8 +32,9 @@ std::vector<double> alibi_slopes(uint32_t n_heads, double max_bias) {
 }  // namespace
 
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
-               float* out, const float* pos_bias, const int32_t* segments) {
+               float* out, const float* pos_bias, const int32_t* segments, const float* sinks) {
     if (p.pos_bias_range > 0 && !pos_bias) throw std::invalid_argument("ref::attention: pos_bias_range without a table");
+    if (p.sinks && !sinks) throw std::invalid_argument("ref::attention: sinks without their logits");
     if (p.segmented && !segments) throw std::invalid_argument("ref::attention: segmented without segments");
     const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
     const std::vector<double> slopes =
@@ -98,7 +99,10 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
                 w[j - lo] = s;
                 mx = std::max(mx, s);
             }
-            double sum = 0;
+            // A sink is one more logit in the softmax, with no value (gpt-oss).
+            const double sink = p.sinks ? double(sinks[h]) : -INFINITY;
+            mx = std::max(mx, sink);
+            double sum = p.sinks ? std::exp(sink - mx) : 0.0;
             for (double& x : w) sum += (x = std::exp(x - mx));
             std::fill(o.begin(), o.end(), 0.0);
             for (uint32_t j = lo; j < end; ++j) {

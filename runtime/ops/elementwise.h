@@ -79,6 +79,8 @@ namespace vkllm::ref {
 // Plain C++ references (double arithmetic); the same contracts as the GPU functions above.
 void swiglu(const float* gate, const float* up, float* out, uint32_t n);
 void geglu(const float* gate, const float* up, float* out, uint32_t n);
+// gpt-oss's clamped SwiGLU (alpha 1.702, limit 7): min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1).
+void swiglu_oai(const float* gate, const float* up, float* out, uint32_t n);
 void add(const float* a, const float* b, float* out, uint32_t n);
 void gelu(const float* x, float* y, uint32_t n);
 void relu(const float* x, float* y, uint32_t n);

@@ -16,6 +16,13 @@ double gelu_d(double x) {
 
 }  // namespace
 
+void swiglu_oai(const float* gate, const float* up, float* out, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) {
+        const double x = std::min(double(gate[i]), 7.0), y = std::clamp(double(up[i]), -7.0, 7.0);
+        out[i] = float(x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0));
+    }
+}
+
 void swiglu(const float* gate, const float* up, float* out, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) {
         const double g = gate[i];

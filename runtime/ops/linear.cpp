@@ -133,7 +133,7 @@ namespace {
 // Specialization constants 4 NORM and 5 ACT of matvec.comp and quantize_q8_1.comp.
 uint32_t norm_constant(MatvecInput::Kind k) { return k == MatvecInput::Kind::RmsNorm; }
 uint32_t act_constant(MatvecInput::Kind k) {
-    return k == MatvecInput::Kind::SwiGlu ? 1 : k == MatvecInput::Kind::GeGlu ? 2 : 0;
+    return MatvecInput::act_id(k);
 }
 PipelineDesc quantize_desc(MatvecInput::Kind input) {
     return {"quantize_q8_1", {kQuantizeWg, 0, 0, 0, norm_constant(input), act_constant(input)}};
@@ -149,7 +149,7 @@ struct DotPush {
 
 void check_input(const char* op, const MatvecInput& input, uint32_t m, uint32_t k) {
     using K = MatvecInput::Kind;
-    if (input.kind == K::SwiGlu || input.kind == K::GeGlu) check_slice(op, "GLU up rows", input.up, uint64_t(m) * k * 4, 4);
+    if (MatvecInput::glu(input.kind)) check_slice(op, "GLU up rows", input.up, uint64_t(m) * k * 4, 4);
     if (input.kind == K::RmsNorm) {
         check_slice(op, "norm weight", input.norm_weight, uint64_t(k) * 4, 4);
         if (!(input.eps >= 0)) throw std::invalid_argument(fmt::format("{}: norm eps {} is not >= 0", op, input.eps));
@@ -385,7 +385,7 @@ void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Buffer
     using K = MatvecInput::Kind;
     const TensorType wtype = plan.wtype;
     const uint32_t m = plan.batch;
-    const bool glu = input.kind == K::SwiGlu || input.kind == K::GeGlu, norm = input.kind == K::RmsNorm;
+    const bool glu = MatvecInput::glu(input.kind), norm = input.kind == K::RmsNorm;
     check_args("matvec", wtype, w, x, y, m, n, k, residual, bias);
     if (input.kind != plan.input) throw std::invalid_argument("matvec: the input kind differs from the plan's");
     if (plan.w_aligned && w.offset % 4 != 0)

@@ -36,11 +36,17 @@ struct MatvecInput {
         RmsNorm,  // rms_norm(X, norm_weight, eps) (ops::rms_norm's math, row by row)
         SwiGlu,   // X holds the gate rows [m][k]; input = silu(X) * up (ops::swiglu)
         GeGlu,    // as SwiGlu with tanh-GELU (ops::geglu)
+        SwiGluOai,  // gpt-oss's clamped form: g * sigmoid(1.702 g) * (u + 1), g = min(X, 7), u = clamp(up, -7, 7)
     };
+    // The kinds that read the up rows; act_id: the ACT specialization constant of each (0: none).
+    static constexpr bool glu(Kind k) { return k == Kind::SwiGlu || k == Kind::GeGlu || k == Kind::SwiGluOai; }
+    static constexpr uint32_t act_id(Kind k) {
+        return k == Kind::SwiGlu ? 1 : k == Kind::GeGlu ? 2 : k == Kind::SwiGluOai ? 3 : 0;
+    }
     Kind kind = Kind::Plain;
     BufferSlice norm_weight{};  // RmsNorm: f32 [k], 4-byte aligned
     float eps = 0;              // RmsNorm
-    BufferSlice up{};           // SwiGlu / GeGlu: f32 [m][k], 4-byte aligned
+    BufferSlice up{};           // SwiGlu / GeGlu / SwiGluOai: f32 [m][k], 4-byte aligned
     // The integer-dot kernel (MatvecPlan::Kernel::Dot) reads X as Q8_1 blocks from q8 (m rows of
     // q8_1_row_bytes(k), 4-byte aligned), quantized there (after the op above) by the same call,
     // or by an earlier one with the same X and op where q8_ready says so (Q, K and V share one).

@@ -84,7 +84,7 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
 }
 
 PipelineDesc MoeMatvecPlan::pipeline() const {
-    const uint32_t act = input == MatvecInput::Kind::SwiGlu ? 1 : input == MatvecInput::Kind::GeGlu ? 2 : 0;
+    const uint32_t act = MatvecInput::act_id(input);
     const std::string type(type_traits(wtype).lower);
     const std::string loads = wide_loads ? "u64_" : uniform_x ? "u_" : "";
     return {"matvec_id_" + loads + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0, act}};
@@ -126,8 +126,7 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
 
 void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const BufferSlice& w, uint32_t n_expert,
                 const BufferSlice& x, uint32_t x_div, const BufferSlice& ids, const BufferSlice& y, uint32_t slots,
-                uint32_t n, uint32_t k, const MatvecInput& input) {
-    using K = MatvecInput::Kind;
+                uint32_t n, uint32_t k, const MatvecInput& input, const BufferSlice* bias) {
     const TypeTraits& tt = type_traits(plan.wtype);
     if (n == 0 || k == 0 || n_expert == 0 || x_div == 0)
         throw std::invalid_argument(fmt::format("moe_matvec: empty shape n={} k={} experts={} x_div={}", n, k, n_expert, x_div));
@@ -146,8 +145,14 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     detail::require_bytes(x, x_bytes, "moe_matvec", "X");
     detail::require_bytes(y, y_bytes, "moe_matvec", "Y");
     detail::require_bytes(ids, uint64_t(slots) * 4, "moe_matvec", "ids");
-    const bool glu = input.kind == K::SwiGlu || input.kind == K::GeGlu;
+    const bool glu = MatvecInput::glu(input.kind);
     if (glu) detail::require_bytes(input.up, x_bytes, "moe_matvec", "GLU up rows");
+    const uint64_t b_bytes = uint64_t(n_expert) * n * 4;
+    if (bias) {
+        detail::require_bytes(*bias, b_bytes, "moe_matvec", "expert biases");
+        if (bias->offset % 4 != 0) throw std::invalid_argument("moe_matvec: the expert biases must start on 4 bytes");
+        check_fits(c, "moe_matvec", "expert biases", b_bytes);
+    }
     if (plan.w_aligned && w.offset % 4 != 0)
         throw std::invalid_argument("moe_matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     check_fits(c, "moe_matvec", "X", x_bytes);
@@ -165,6 +170,7 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     const detail::ByteWindow gw = glu ? detail::byte_window(input.up, 0, x_bytes, x_align, 16) : xw;
     const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
     const detail::ByteWindow iw = detail::byte_window(ids, 0, uint64_t(slots) * 4, align);
+    const detail::ByteWindow bw = bias ? detail::byte_window(*bias, 0, b_bytes, align) : yw;
     const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0, g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
     const Pipeline& p = ctx.pipeline(plan.pipeline());
     for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
@@ -173,9 +179,10 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
         const detail::ByteWindow ww =
             detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, plan.wide_loads ? 8 : 4);
         const IdPush pc{n, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
-                        uint32_t(yw.inner / 4), n, 0, x_vec4, uint32_t(yw.inner / 4), 0, uint32_t(gw.inner / 4), g_vec4,
-                        0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count), uint32_t(expert_bytes), x_div};
-        s.dispatch(p, {ww.slice, xw.slice, yw.slice, yw.slice, yw.slice, gw.slice, iw.slice}, pc,
+                        uint32_t(yw.inner / 4), n, 0, x_vec4, uint32_t(bw.inner / 4), bias ? 1u : 0u,
+                        uint32_t(gw.inner / 4), g_vec4, 0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count),
+                        uint32_t(expert_bytes), x_div};
+        s.dispatch(p, {ww.slice, xw.slice, yw.slice, yw.slice, bw.slice, gw.slice, iw.slice}, pc,
                    {(n + plan.rows - 1) / plan.rows, slots, 1}, "matvec_id");
     }
 }

@@ -54,7 +54,7 @@ struct MoeMatvecPlan {
     bool w_aligned = false, subgroup = false;
     bool uniform_x = false;     // X (and G) bound as uniform buffers (CPU drivers, as MatvecPlan)
     bool wide_loads = false;    // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
-    MatvecInput::Kind input = MatvecInput::Kind::Plain;  // Plain, SwiGlu or GeGlu
+    MatvecInput::Kind input = MatvecInput::Kind::Plain;  // Plain, SwiGlu, GeGlu or SwiGluOai
     PipelineDesc pipeline() const;
 };
 // x_rows: the rows of X the call will read (tokens for gate / up, slots for down); whether they fit
@@ -67,10 +67,11 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
 // back to back, each n rows of k elements of the plan's type (w must start 4-byte aligned when the
 // plan says w_aligned). X f32 [slots / x_div][k]; input SwiGlu / GeGlu: X holds gate rows and
 // input.up the up rows, indexed as X. ids u32 [slots], each < n_expert (moe_route's). A stack larger
-// than maxStorageBufferRange is dispatched once per window of whole experts.
+// than maxStorageBufferRange is dispatched once per window of whole experts. bias (gpt-oss): f32
+// [n_expert][n], row ids[s] added to Y[s]; null: none.
 void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const BufferSlice& w, uint32_t n_expert,
                 const BufferSlice& x, uint32_t x_div, const BufferSlice& ids, const BufferSlice& y, uint32_t slots,
-                uint32_t n, uint32_t k, const MatvecInput& input = {});
+                uint32_t n, uint32_t k, const MatvecInput& input = {}, const BufferSlice* bias = nullptr);
 
 // X[t] += sum_j weights[t][j] * Y[t*K + j] (j in order), then + shared_gate ? sigmoid(G[t]) * S[t] :
 // S[t] where a shared expert's output S (f32 [n][dim]) is given. X f32 [n][dim] in place.

@@ -7,6 +7,13 @@
 // limit; g very positive: exp(-g) = 0 and the quotient is g.
 float act_silu(float g) { return g / (1.0 + exp(-g)); }
 
+// gpt-oss's SwiGLU (llama.cpp's swiglu_oai, alpha 1.702, limit 7): x = min(g, 7), y = clamp(u, -7, 7),
+// x / (1 + exp(-1.702 x)) * (y + 1). x very negative: exp = inf and the quotient is -0, the limit.
+float act_swiglu_oai(float g, float u) {
+    const float x = min(g, 7.0), y = clamp(u, -7.0, 7.0);
+    return x / (1.0 + exp(-1.702 * x)) * (y + 1.0);
+}
+
 // tanh(z) with a relative error of a few ulp for every z, never NaN for finite z.
 // |z| < 0.25: odd Taylor series to z^9 (the first dropped term, 1382/155925 z^11, is < 1e-8 of z;
 // (1 - e) / (1 + e) would cancel there). Else (1 - e) / (1 + e) with e = exp(-2|z|) in (0, 0.61]:

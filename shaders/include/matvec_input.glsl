@@ -42,16 +42,23 @@ vec4 g4(uint i) {
     return vec4(g1(i), g1(i + 1u), g1(i + 2u), g1(i + 3u));
 }
 
-vec4 act4(vec4 g) {
-    if (ACT == 2u) return vec4(act_gelu(g.x), act_gelu(g.y), act_gelu(g.z), act_gelu(g.w));
-    return vec4(act_silu(g.x), act_silu(g.y), act_silu(g.z), act_silu(g.w));
+// The GLU of gate g and up u: ACT 1 silu(g) u, 2 gelu(g) u, 3 gpt-oss's clamped form (act_swiglu_oai).
+vec4 glu4(vec4 g, vec4 u) {
+    if (ACT == 3u) return vec4(act_swiglu_oai(g.x, u.x), act_swiglu_oai(g.y, u.y), act_swiglu_oai(g.z, u.z),
+                               act_swiglu_oai(g.w, u.w));
+    if (ACT == 2u) return vec4(act_gelu(g.x), act_gelu(g.y), act_gelu(g.z), act_gelu(g.w)) * u;
+    return vec4(act_silu(g.x), act_silu(g.y), act_silu(g.z), act_silu(g.w)) * u;
+}
+float glu1(float g, float u) {
+    if (ACT == 3u) return act_swiglu_oai(g, u);
+    return (ACT == 2u ? act_gelu(g) : act_silu(g)) * u;
 }
 
 // The input of the product, X[b][c .. c + 3] (c a multiple of 4), after the fused op; NORM adds the
 // raw values' squares to ss.
 vec4 x4(uint b, uint c, inout float ss) {
     vec4 v = raw4(pc.x_base + X_ROW_OFF + b * pc.k + c);
-    if (ACT != 0u) return act4(v) * g4(pc.g_base + X_ROW_OFF + b * pc.k + c);
+    if (ACT != 0u) return glu4(v, g4(pc.g_base + X_ROW_OFF + b * pc.k + c));
     if (NORM != 0u) {
         ss += dot(v, v);
         v *= g4(pc.g_base + c);
@@ -62,7 +69,7 @@ vec4 x4(uint b, uint c, inout float ss) {
 // Scalar form of x4 for the float types' k tail.
 float xs1(uint b, uint c, inout float ss) {
     float v = x1(pc.x_base + X_ROW_OFF + b * pc.k + c);
-    if (ACT != 0u) return (ACT == 2u ? act_gelu(v) : act_silu(v)) * g1(pc.g_base + X_ROW_OFF + b * pc.k + c);
+    if (ACT != 0u) return glu1(v, g1(pc.g_base + X_ROW_OFF + b * pc.k + c));
     if (NORM != 0u) {
         ss += v * v;
         v *= g1(pc.g_base + c);

@@ -60,7 +60,8 @@ TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 0.5% 
     std::set<std::string> archs;
     for (const Row& r : all) archs.insert(r.arch);
     // Every architecture vkllm runs has its fixtures.
-    for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2", "bloom", "mpt"})
+    for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2", "bloom", "mpt", "qwen2moe",
+                          "qwen3moe", "olmoe", "gpt-oss"})
         CHECK(archs.count(a) == 1);
     const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
     fs::create_directories(dir);

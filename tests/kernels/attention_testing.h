@@ -139,11 +139,17 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
     const auto bias = test::random_floats(bias_n, o.seed * 7 + 4, -3.0f, 3.0f);
     test::GuardedBuffer tb(ctx, bias_n * 4, "pos_bias");
     tb.upload(bias.data(), bias_n * 4);
+    // Attention sinks (gpt-oss) when asked: logits per head from far below the scores to far above
+    // them (the sink then takes most of the weight).
+    std::vector<float> sinks = test::random_floats(p.n_heads, o.seed * 7 + 5, -3.0f, 3.0f);
+    for (uint32_t h = 0; h < p.n_heads; h += 3) sinks[h] = h % 2 ? 12.0f : -30.0f;
+    test::GuardedBuffer kb_sinks(ctx, p.n_heads * 4, "sinks");
+    kb_sinks.upload(sinks.data(), p.n_heads * 4);
 
     CommandStream s(ctx);
     s.begin(o.timing);
     ops::attention(ctx, s, p, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice(),
-                   {p.pos_bias_range ? tb.slice() : BufferSlice{}, {}});
+                   {p.pos_bias_range ? tb.slice() : BufferSlice{}, {}, p.sinks ? kb_sinks.slice() : BufferSlice{}});
     s.end();
     CHECK(s.stats().dispatches == (plan.decode && plan.n_splits > 1 ? 2u : 1u));
 
@@ -161,13 +167,15 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
                                 kv_name(p.kv_type), p.n_heads, p.n_kv_heads, p.head_dim, p.n_tokens, pos.back() + 1,
                                 ns * 1e-6, ctx.caps().name, plan.n_splits));
         }
-        ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data(), p.pos_bias_range ? bias.data() : nullptr);
+        ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data(), p.pos_bias_range ? bias.data() : nullptr,
+                       nullptr, p.sinks ? sinks.data() : nullptr);
         const auto c = test::validate_result("attention out", ob.download_floats(act), ref, o.tol);
         record_worst(cls, p.kv_type, c);
     }
     ob.check_guards();
     sb.check_guards();
     tb.check_guards();
+    kb_sinks.check_guards();
     return plan;
 }
 

@@ -379,6 +379,46 @@ TEST_CASE("attention ALiBi: 8, 6 and 12 heads (non-power-of-two slopes), decode 
     }
 }
 
+TEST_CASE("attention sinks: the reference from the definition, then decode with one split and several, prefill, GQA, windows") {
+    test::ValidationGuard guard;
+    {
+        // One key of score s and value v, sink z: out = v * e^s / (e^s + e^z).
+        AttentionParams p = params(1, 2, 1, 4, 1, KvType::F32);
+        p.sinks = true;
+        p.scale = 1.0f;
+        const std::vector<float> q{1, 0, 0, 0, 0, 2, 0, 0}, k{1.5f, 1, 1, 1}, v{2, -4, 8, 1}, sinks{0.5f, 40.0f};
+        const std::vector<int32_t> pos{0};
+        std::vector<float> out(8);
+        ref::attention(p, q.data(), k.data(), v.data(), pos.data(), out.data(), nullptr, nullptr, sinks.data());
+        const double w0 = std::exp(1.5) / (std::exp(1.5) + std::exp(0.5)), w1 = std::exp(2.0) / (std::exp(2.0) + std::exp(40.0));
+        for (uint32_t d = 0; d < 4; ++d) {
+            CHECK(out[d] == doctest::Approx(w0 * v[d]).epsilon(1e-6));
+            CHECK(out[4 + d] == doctest::Approx(w1 * v[d]).epsilon(1e-6));
+        }
+    }
+    auto sunk = [](AttentionParams p, uint32_t window = 0) {
+        p = windowed(p, window);
+        p.sinks = true;
+        return p;
+    };
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            // gpt-oss-20b: 64 heads of 64 over 8 KV heads, every other layer a window of 128.
+            auto plan = check_attention(ctx, "sinks decode", sunk(params(1, 64, 8, 64, 1000, t)), {{0}, {5}, {999}}, {.seed = 31});
+            CHECK(plan.n_splits > 1);
+            plan = check_attention(ctx, "sinks decode", sunk(params(1, 4, 4, 64, 50, t)), {{0}, {49}}, {.seed = 32});
+            CHECK(plan.n_splits == 1);
+            check_attention(ctx, "sinks decode", sunk(params(1, 16, 2, 64, 300, t), 128), {{127}, {299}}, {.seed = 33});
+            check_attention(ctx, "sinks prefill", sunk(params(24, 16, 2, 64, 300, t)), {consecutive(24, 0), consecutive(24, 70)},
+                            {.seed = 34});
+            check_attention(ctx, "sinks prefill", sunk(params(24, 16, 2, 64, 300, t), 128), {consecutive(24, 250)},
+                            {.seed = 35});
+        }
+    }
+}
+
 TEST_CASE("attention window: Gemma-like 8/4/256, window 4096, softcap 50, far past the ring's length") {
     test::ValidationGuard guard;
     for (const auto& spec : test::device_variants()) {

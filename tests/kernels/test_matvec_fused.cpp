@@ -25,6 +25,7 @@ const char* kind_name(Kind k) {
         case Kind::RmsNorm: return "rms_norm";
         case Kind::SwiGlu: return "swiglu";
         case Kind::GeGlu: return "geglu";
+        case Kind::SwiGluOai: return "swiglu_oai";
     }
     return "?";
 }
@@ -39,11 +40,12 @@ FusedProblem make_fused(Kind kind, TensorType t, uint32_t m, uint32_t n, uint32_
                         bool bias = false) {
     FusedProblem f;
     Problem& p = f.p;
-    const bool glu = kind == Kind::SwiGlu || kind == Kind::GeGlu;
+    const bool glu = ops::MatvecInput::glu(kind);
     p = Problem{t, m, n, k, res, make_weights(t, n, k, seed), {}, {}, {}, {}};
-    // Residual-stream magnitudes for the norm (its scale must matter), gates across silu's bend.
-    p.x = test::random_floats(size_t(m) * k, seed + 1, kind == Kind::RmsNorm ? -6.0f : -4.0f,
-                              kind == Kind::RmsNorm ? 6.0f : 4.0f);
+    // Residual-stream magnitudes for the norm (its scale must matter), gates across silu's bend,
+    // and past gpt-oss's clamps at 7.
+    const float amp = kind == Kind::RmsNorm ? 6.0f : kind == Kind::SwiGluOai ? 10.0f : 4.0f;
+    p.x = test::random_floats(size_t(m) * k, seed + 1, -amp, amp);
     if (res != Res::None) p.r = test::random_floats(size_t(m) * n, seed + 2, -4.0f, 4.0f);
     if (bias) p.b = test::random_floats(n, seed + 3, -3.0f, 3.0f);
     std::vector<float> in = p.x;  // Plain: X as it is
@@ -51,9 +53,12 @@ FusedProblem make_fused(Kind kind, TensorType t, uint32_t m, uint32_t n, uint32_
         f.g = test::random_floats(k, seed + 4, -2.0f, 2.0f);
         ref::rms_norm(p.x.data(), f.g.data(), in.data(), m, k, f.eps);
     } else if (glu) {
-        f.g = test::random_floats(size_t(m) * k, seed + 4, -2.0f, 2.0f);  // up rows
+        const float up_amp = kind == Kind::SwiGluOai ? 10.0f : 2.0f;
+        f.g = test::random_floats(size_t(m) * k, seed + 4, -up_amp, up_amp);  // up rows
         if (kind == Kind::SwiGlu)
             ref::swiglu(p.x.data(), f.g.data(), in.data(), m * k);
+        else if (kind == Kind::SwiGluOai)
+            ref::swiglu_oai(p.x.data(), f.g.data(), in.data(), m * k);
         else
             ref::geglu(p.x.data(), f.g.data(), in.data(), m * k);
     }
@@ -115,7 +120,7 @@ std::pair<std::string, std::string> check_batch_invariance(Context& ctx, Kind ki
     ctx.upload(dw, p.w.data(), p.w.size());
     ctx.upload(dx, p.x.data(), p.x.size() * 4, x_shift);
     if (!f.g.empty()) ctx.upload(dg, f.g.data(), f.g.size() * 4, x_shift);
-    const bool glu = kind == Kind::SwiGlu || kind == Kind::GeGlu;
+    const bool glu = ops::MatvecInput::glu(kind);
     auto input = [&](uint32_t row, uint32_t rows) {
         ops::MatvecInput in{kind, {}, f.eps};
         if (kind == Kind::RmsNorm) in.norm_weight = dg.slice(x_shift, uint64_t(k) * 4);
@@ -207,7 +212,7 @@ TEST_CASE("matvec fused input: every weight type, one vector and batches, residu
     }
     for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_K}) {
         CAPTURE(type_traits(t).name);
-        for (Kind kind : {Kind::RmsNorm, Kind::SwiGlu, Kind::GeGlu}) {
+        for (Kind kind : {Kind::RmsNorm, Kind::SwiGlu, Kind::GeGlu, Kind::SwiGluOai}) {
             const uint32_t seed = 150 + uint32_t(kind) * 10;
             run_variants(kind, make_fused(kind, t, 1, 100, blocks_k(t, 2), Res::Separate, seed, true));
             // Batches below and above the rows per workgroup: the kernel's two loop orders.

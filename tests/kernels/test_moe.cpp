@@ -70,26 +70,31 @@ std::vector<uint32_t> random_ids(uint32_t slots, uint32_t E, uint32_t seed, uint
 
 // Y[s] = W[ids[s]] · input(X[s / x_div]) on the device against ref::linear slot by slot.
 // x_shift: bytes X (and the up rows, twice as many) start past an aligned offset; 0 lets the kernel
-// read them as vec4s.
+// read them as vec4s. bias: every expert has a bias row (gpt-oss), added to its slots' outputs.
 void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k, const std::vector<uint32_t>& ids,
                     uint32_t x_div, ops::MatvecInput::Kind input, uint32_t seed, const std::string& spec,
-                    uint32_t x_shift = 4) {
+                    uint32_t x_shift = 4, bool bias = false) {
+    using Kind = ops::MatvecInput::Kind;
     const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
     const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, rows, input);
     const std::string what = fmt::format("{} E={} n={} k={} slots={} x_div={}{} x+{} {} [{}]", type_traits(t).name, E, n,
-                                         k, slots, x_div, input == ops::MatvecInput::Kind::Plain ? "" : " +swiglu",
+                                         k, slots, x_div, input == Kind::Plain ? "" : input == Kind::SwiGluOai ? " +swiglu_oai" : " +swiglu",
                                          x_shift, plan.pipeline().shader, spec);
     CAPTURE(what);
     const std::vector<uint8_t> w = test::linear::make_weights(t, E * n, k, seed);
-    const std::vector<float> x = test::random_floats(size_t(rows) * k, seed + 1);
-    const std::vector<float> up = test::random_floats(size_t(rows) * k, seed + 2);
+    // gpt-oss's GLU clamps gate and up at 7: inputs reach past it.
+    const float amp = input == Kind::SwiGluOai ? 10.0f : 1.0f;
+    const std::vector<float> x = test::random_floats(size_t(rows) * k, seed + 1, -amp, amp);
+    const std::vector<float> up = test::random_floats(size_t(rows) * k, seed + 2, -amp, amp);
+    const std::vector<float> b = test::random_floats(size_t(E) * n, seed + 3, -2.0f, 2.0f);  // [E][n]
     std::vector<float> xin = x;
-    if (input == ops::MatvecInput::Kind::SwiGlu) ref::swiglu(x.data(), up.data(), xin.data(), uint32_t(x.size()));
+    if (input == Kind::SwiGlu) ref::swiglu(x.data(), up.data(), xin.data(), uint32_t(x.size()));
+    if (input == Kind::SwiGluOai) ref::swiglu_oai(x.data(), up.data(), xin.data(), uint32_t(x.size()));
     const uint64_t expert_bytes = uint64_t(n) * row_bytes(t, k);
     std::vector<float> want(size_t(slots) * n);
     for (uint32_t sl = 0; sl < slots; ++sl)
         ref::linear(t, w.data() + ids[sl] * expert_bytes, xin.data() + size_t(sl / x_div) * k, want.data() + size_t(sl) * n,
-                    1, n, k);
+                    1, n, k, nullptr, bias ? b.data() + size_t(ids[sl]) * n : nullptr);
 
     Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
     ctx.upload(dw, w.data(), w.size());
@@ -98,18 +103,22 @@ void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
     dx.upload(x.data(), x.size() * 4);
     du.upload(up.data(), up.size() * 4);
     di.upload(ids.data(), slots * 4);
-    test::GuardedBuffer dy(ctx, want.size() * 4, "y");
+    test::GuardedBuffer dy(ctx, want.size() * 4, "y"), db(ctx, b.size() * 4, "bias");
+    db.upload(b.data(), b.size() * 4);
+    const BufferSlice bias_slice = db.slice();
     ops::MatvecInput in{};
     in.kind = input;
     if (input != ops::MatvecInput::Kind::Plain) in.up = du.slice();
     CommandStream s(ctx);
     s.begin();
-    ops::moe_matvec(ctx, s, plan, dw.slice(), E, dx.slice(), x_div, di.slice(), dy.slice(), slots, n, k, in);
+    ops::moe_matvec(ctx, s, plan, dw.slice(), E, dx.slice(), x_div, di.slice(), dy.slice(), slots, n, k, in,
+                    bias ? &bias_slice : nullptr);
     s.end();
     s.submit_and_wait();
     test::validate_result(what, dy.download_floats(want.size()), want, test::linear::tolerance(k));
     dy.check_guards();
     dx.check_guards();
+    db.check_guards();
 }
 
 }  // namespace
@@ -205,6 +214,26 @@ TEST_CASE("moe_matvec: only the chosen experts' rows, every weight type") {
         run_moe_matvec(ctx, TensorType::Q4_0, 4, 64, 96, std::vector<uint32_t>(12, 2), 3, ops::MatvecInput::Kind::Plain, 7, spec);
         run_moe_matvec(ctx, TensorType::Q8_0, 3, 16, 64, {0, 1, 2, 2, 1, 0}, 3, ops::MatvecInput::Kind::Plain, 8, spec);
     }
+}
+
+TEST_CASE("moe_matvec: gpt-oss's expert biases and clamped SwiGLU, MXFP4 and F16, at its real expert size") {
+    test::ValidationGuard guard;
+    using Kind = ops::MatvecInput::Kind;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (TensorType t : {TensorType::MXFP4, TensorType::F16}) {
+            // gate / up: 3 tokens x top-4 of 8 experts reading their token's row, each expert's bias added
+            run_moe_matvec(ctx, t, 8, 40, 96, random_ids(12, 8, 41, 3), 4, Kind::Plain, 41, spec, 4, true);
+            // down: the clamped GLU of each slot's gate and up rows, then the bias
+            run_moe_matvec(ctx, t, 8, 40, 96, random_ids(12, 8, 42, 3), 1, Kind::SwiGluOai, 42, spec, 4, true);
+            run_moe_matvec(ctx, t, 8, 24, 64, random_ids(8, 8, 43, 0), 1, Kind::SwiGluOai, 43, spec, 0, true);
+        }
+    }
+    // gpt-oss-20b: 32 experts of 2880 x 2880 in MXFP4, a token's top-4 (gate) and their down rows.
+    Context& ctx = test::float_path_context();
+    run_moe_matvec(ctx, TensorType::MXFP4, 32, 2880, 2880, random_ids(4, 32, 44, 0), 4, Kind::Plain, 44, "real", 4, true);
+    run_moe_matvec(ctx, TensorType::MXFP4, 32, 2880, 2880, random_ids(4, 32, 45, 0), 1, Kind::SwiGluOai, 45, "real", 4, true);
 }
 
 TEST_CASE("moe_matvec: Qwen3-30B-A3B-sized experts, decode and a prefill chunk") {

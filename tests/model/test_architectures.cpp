@@ -109,7 +109,7 @@ void check_encoder(const std::string& path, double nmse) {
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, phi3, gemma2, gemma3, gpt2, bloom, "
+    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, phi3, gemma2, gemma3, gpt2, bloom, "
                                    "mpt, bert, nomic-bert, jina-bert-v2, t5encoder, t5");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
@@ -129,18 +129,21 @@ TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K
     }
 }
 
-TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE) match the host reference layer by layer") {
+TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss) match the host reference layer by layer") {
     // 6 experts, top-2 (Mixtral's class) and top-4; Qwen3-MoE with head size != dim / heads and
     // experts narrower than the model; Qwen2-MoE's gated shared expert wider than its experts;
-    // OLMoE's RMSNorm over all of q and k (2 KV heads: k narrower than q).
-    for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
+    // OLMoE's RMSNorm over all of q and k (2 KV heads: k narrower than q); gpt-oss's sinks, biases,
+    // clamped SwiGLU and a window of 8 on layer 0, in F16, Q4_K and MXFP4.
+    for (TensorType type : {TensorType::F16, TensorType::Q4_K, TensorType::MXFP4}) {
         const bool k_quant = type == TensorType::Q4_K;
-        for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "olmoe"}) {
+        for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "olmoe", "gpt-oss"}) {
+            if (type == TensorType::MXFP4 && arch != "gpt-oss") continue;
             CAPTURE(arch);
             CAPTURE(type_traits(type).name);
             ModelShape s = small_shape(arch, type);
             s.n_expert = 6;
-            s.n_expert_used = arch == "qwen2moe" || arch == "olmoe" ? 4 : 2;
+            s.n_expert_used = arch == "qwen2moe" || arch == "olmoe" || arch == "gpt-oss" ? 4 : 2;
+            if (arch == "gpt-oss") s.window = 8;
             s.expert_ffn = arch == "qwen3moe" ? (k_quant ? 256 : 32) : 0;
             s.shared_ffn = arch == "qwen2moe" ? (k_quant ? 512 : 160) : 0;
             if (arch == "qwen3moe") s.head_dim = k_quant ? 128 : 32;
@@ -166,6 +169,38 @@ TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OL
     mixtral.n_expert_used = 2;
     mixtral.expert_ffn = mixtral.ffn_dim / 2;
     CHECK_THROWS_AS(validate_model_shape(mixtral), std::invalid_argument);
+
+    // Gating: expert_gating_func 3 is the softmax of the chosen logits (gpt-oss's, which it always
+    // uses; 4 and up are refused below). gpt-oss needs its window and expert width keys.
+    auto config_error = [&](const std::string& name, GgufWriter& gw) -> std::string {
+        const fs::path path = ::vkllm::test::binary_dir() / "test-tmp" / "models" / (name + ".gguf");
+        gw.write_file(path.string());
+        GgufFile file = GgufFile::open(path.string());
+        try {
+            const ModelConfig cfg = ModelConfig::from_gguf(file);
+            return cfg.expert_softmax_chosen ? "softmax of the chosen" : "softmax";
+        } catch (const std::exception& e) {
+            return e.what();
+        }
+    };
+    ModelShape q3 = small_shape("qwen3moe", TensorType::F32);
+    q3.n_expert = 4;
+    q3.n_expert_used = 2;
+    GgufWriter g3 = make_random_model(q3);
+    CHECK(config_error("arch-moe-gating-default", g3) == "softmax");
+    g3.set_u32("qwen3moe.expert_gating_func", 3);
+    CHECK(config_error("arch-moe-gating-3", g3) == "softmax of the chosen");
+    ModelShape go = small_shape("gpt-oss", TensorType::F32);
+    go.n_expert = 4;
+    go.n_expert_used = 2;
+    go.window = 8;
+    GgufWriter gw = make_random_model(go);
+    CHECK(config_error("arch-gpt-oss-gating", gw) == "softmax of the chosen");
+    gw.remove("gpt-oss.attention.sliding_window");
+    CHECK(config_error("arch-gpt-oss-no-window", gw).find("gpt-oss.attention.sliding_window") != std::string::npos);
+    GgufWriter gw2 = make_random_model(go);
+    gw2.remove("gpt-oss.expert_feed_forward_length");
+    CHECK(config_error("arch-gpt-oss-no-expert-ffn", gw2).find("gpt-oss.expert_feed_forward_length") != std::string::npos);
 }
 
 TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the host reference layer by layer, F16 and Q4_K") {
@@ -370,7 +405,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, qwen2moe, "
-                                   "qwen3moe, olmoe, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
+                                   "qwen3moe, olmoe, gpt-oss, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
                                    "jina-bert-v2, t5encoder, t5");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));
@@ -420,8 +455,8 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     moe_refused("qwen3moe", [](GgufWriter& x) { x.remove("qwen3moe.expert_used_count"); }, "qwen3moe.expert_used_count");
     moe_refused("qwen3moe", [](GgufWriter& x) { x.set_u32("qwen3moe.expert_used_count", 5); },
                 "5 experts per token of 4: at most min(expert_count, 64)");
-    moe_refused("qwen3moe", [](GgufWriter& x) { x.set_u32("qwen3moe.expert_gating_func", 3); },
-                "key 'qwen3moe.expert_gating_func': gating function 3 is not supported");
+    moe_refused("qwen3moe", [](GgufWriter& x) { x.set_u32("qwen3moe.expert_gating_func", 4); },
+                "key 'qwen3moe.expert_gating_func': gating function 4 is not supported");
     moe_refused("qwen2moe", [](GgufWriter& x) { x.remove_tensor("blk.1.ffn_gate_inp_shexp.weight"); },
                 "tensor 'blk.1.ffn_gate_inp_shexp.weight': required tensor is missing");
     moe_refused("qwen3moe", [](GgufWriter& x) { x.remove_tensor("blk.0.ffn_up_exps.weight"); },

@@ -33,6 +33,11 @@ ModelShape batch_shape(const std::string& arch, TensorType type) {
         s.n_expert = 8;
         s.n_expert_used = 2;
     }
+    if (arch == "gpt-oss") {  // sinks, a window of 8 on layer 0, 8 experts of 256 with biases, top-4
+        s.window = 8;
+        s.n_expert = 8;
+        s.n_expert_used = 4;
+    }
     s.name = "multi-seq-" + arch;
     return s;
 }
@@ -75,7 +80,7 @@ std::vector<std::vector<float>> alone(Context& ctx, const test::LoadedModel& m, 
 TEST_CASE("multi-sequence decode: every sequence's logits are bit-identical to the sequence alone") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    for (const char* arch : {"llama", "gemma3", "qwen2moe"}) {
+    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss"}) {
         for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
             CAPTURE(arch);
             CAPTURE(type_traits(type).name);
