@@ -17,8 +17,10 @@
 #     that matvec's and matmul's tiny shapes run for every type; their other cases still run), and
 #     the forward pass under --caps int-dot (its own contexts compile every pipeline twice; the
 #     integer-dot kernels' tests still run), and the mixture-of-experts matvec's sweep over every
-#     weight type (with its SwiGLU and one-expert cases) and its real-size case (the window case,
-#     the router and the combine still run, and the MoE architectures in test_architectures);
+#     weight type (with its SwiGLU and one-expert cases), its gpt-oss case (biases, clamped SwiGLU,
+#     a 141 MB MXFP4 stack) and its real-size case, and the grouped prefill matmul's sweep over every
+#     weight type (the window cases, the router and the combine still run, and the MoE
+#     architectures, gpt-oss's included, in test_architectures, which prefill grouped and decode per slot);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again,
 #     and the cases that open weakened devices of their own ('*on weakened devices*');
 #   - the embedding comparisons with llama.cpp and the C API's vkllm_embed (processes of their own
@@ -40,6 +42,7 @@ slow_driver_excluded_cases=(
   'linear bias: matmul? every weight type*' 'forward: integer-dot*' '*on weakened devices*'
   'embed: vkllm embed equals llama-server*' 'capi: vkllm_embed*'
   'moe_matvec: Qwen3-30B-A3B-sized*' 'moe_matvec: only the chosen experts* rows? every weight type'
+  'moe_matvec: gpt-oss*' 'moe_matmul: a prefill chunk grouped*'
 )
 VKLLM_TEST_CASE_EXCLUDE=$(IFS=,; echo "${slow_driver_excluded_cases[*]}")
 VKLLM_TEST_DEVICE_VARIANTS=real  # tests/support/test_context.h

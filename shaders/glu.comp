@@ -5,6 +5,7 @@
 // Output:  out[n]  f32 (from o_first); out may be the same memory as gate or up (in-place).
 // Math:    ACT_SILU (swiglu, LLaMA / Qwen2): out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g))
 //          ACT_GELU (geglu, Gemma):         out[i] = gelu(gate[i]) * up[i], gelu = tanh approximation
+//          ACT_SWIGLU_OAI (gpt-oss):        out[i] = act_swiglu_oai(gate[i], up[i]), the clamped form
 //          (include/activations.glsl: both finite and correct for any finite gate).
 // One invocation computes one element. The 2-D grid is flattened:
 // i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + local index; i >= n exits.
@@ -20,8 +21,8 @@ layout(constant_id = 0) const uint WG = 256;
 #define ACT act_silu
 #elif defined(ACT_GELU)
 #define ACT act_gelu
-#else
-#error "glu.comp: define ACT_SILU or ACT_GELU"
+#elif !defined(ACT_SWIGLU_OAI)
+#error "glu.comp: define ACT_SILU, ACT_GELU or ACT_SWIGLU_OAI"
 #endif
 
 layout(std430, binding = 0) readonly buffer G { float gate[]; };
@@ -37,5 +38,9 @@ layout(push_constant) uniform Push {
 void main() {
     uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + gl_LocalInvocationIndex;
     if (i >= pc.n) return;
+#if defined(ACT_SWIGLU_OAI)
+    outv[pc.o_first + i] = act_swiglu_oai(gate[pc.g_first + i], up[pc.u_first + i]);
+#else
     outv[pc.o_first + i] = ACT(gate[pc.g_first + i]) * up[pc.u_first + i];
+#endif
 }

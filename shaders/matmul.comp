@@ -14,6 +14,13 @@
 // and columns strided by BM/TM and BN/TN so that neighbouring invocations read neighbouring
 // shared-memory words. Out-of-range rows, columns and the k tail (F32/F16 with k % 8 != 0) are
 // loaded as zeros, so any m, n, k works. The bias and the residual are added in the epilogue.
+// EXPERT_GROUPS (the matmul_id_* variants: a mixture of experts' prefill, ops::moe_matmul): W is a
+// stack of experts pc.expert_bytes apart (the window holds experts e_first ..), and workgroup z
+// serves expert e = e_first + z over the slots moe_group sorted to it: G holds offsets[n_expert + 1]
+// from uint pc.g_base, then the sorted slots; the expert's i-th slot s reads X row s / pc.x_div and
+// writes Y row s (+ B[e] where the experts have biases: B holds n floats per expert). Workgroup y
+// is a tile of the expert's slots; a tile past its count returns at once, uniformly, so experts with
+// fewer tokens (or none) cost nothing but that. No residual.
 // Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 BK (multiple of 8), 4 TM, 5 TN.
 // Shared memory: BK*(BM+1) + BK*(BN+1) floats (the +1 breaks bank conflicts of the transposed stores).
 #extension GL_GOOGLE_include_directive : require
@@ -52,7 +59,19 @@ layout(push_constant) uniform Push {
     uint b_base;     // float offset of B[0] (this dispatch's first column) in the B window
     uint has_bias;
     uint x_vec4;     // unused here (the push block is shared with matmul_broadcast.comp)
+#ifdef EXPERT_GROUPS
+    uint g_base;        // uint offset of offsets[0] in the G window
+    uint n_expert;      // offsets has n_expert + 1 entries; the sorted slots follow
+    uint e_first;       // the experts the W window holds (workgroup z: expert e_first + z)
+    uint expert_bytes;  // bytes of one expert's rows
+    uint x_div;         // slots per X row (gate / up: experts per token; down: 1)
+#endif
 } pc;
+
+#ifdef EXPERT_GROUPS
+layout(std430, binding = 5) readonly buffer G { uint grp[]; };
+shared uint slot_sh[BM];  // the slot of tile row i
+#endif
 
 shared float xs[BK * XS];  // xs[c * XS + i] = X[m0 + i][k0 + c]
 shared float ws[BK * WS];  // ws[c * WS + j] = W[n0 + j][k0 + c]
@@ -61,6 +80,21 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+#ifdef EXPERT_GROUPS
+    const uint e = pc.e_first + gl_WorkGroupID.z;
+    const uint first = grp[pc.g_base + e], m = grp[pc.g_base + e + 1u] - first;
+    if (m0 >= m) return;  // uniform: the expert has fewer slots
+    const uint w_base = pc.w_base + gl_WorkGroupID.z * pc.expert_bytes, b_row = e * pc.n;
+    for (uint i = tid; i < BM; i += WG)
+        slot_sh[i] = m0 + i < m ? grp[pc.g_base + pc.n_expert + 1u + first + m0 + i] : 0u;
+    barrier();
+#define X_ROW(gm) (slot_sh[(gm) - m0] / pc.x_div)
+#define Y_ROW(gm) slot_sh[(gm) - m0]
+#else
+    const uint m = pc.m, w_base = pc.w_base, b_row = 0u;
+#define X_ROW(gm) (gm)
+#define Y_ROW(gm) (gm)
+#endif
 
     float acc[TM * TN];
     for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
@@ -70,7 +104,7 @@ void main() {
         for (uint e = tid; e < BM * BK; e += WG) {
             uint i = e / BK, c = e % BK;
             uint gm = m0 + i, gk = k0 + c;
-            xs[c * XS + i] = (gm < pc.m && gk < pc.k) ? x[pc.x_base + gm * pc.k + gk] : 0.0;
+            xs[c * XS + i] = (gm < m && gk < pc.k) ? x[pc.x_base + X_ROW(gm) * pc.k + gk] : 0.0;
         }
         // W slice, 8 elements per step.
         for (uint e = tid; e < BN * (BK / 8u); e += WG) {
@@ -78,7 +112,7 @@ void main() {
             uint gn = n0 + j, gk = k0 + c;
             vec4 v0 = vec4(0.0), v1 = vec4(0.0);
             if (gn < pc.n && gk < pc.k) {
-                uint row_byte = pc.w_base + gn * pc.row_bytes;
+                uint row_byte = w_base + gn * pc.row_bytes;
                 if (gk + 8u <= pc.k) {
                     w_dequant8(row_byte, gk, v0, v1);
                 } else {  // F32/F16 tail only: block types have k % 32 == 0
@@ -106,14 +140,14 @@ void main() {
 
     for (uint i = 0; i < TM; ++i) {
         uint gm = m0 + ty + i * TY;
-        if (gm >= pc.m) continue;
+        if (gm >= m) continue;
         for (uint j = 0; j < TN; ++j) {
             uint gn = n0 + tx + j * TX;
             if (gn >= pc.n) continue;
             float v = acc[i * TN + j];
-            if (pc.has_bias != 0u) v += bias[pc.b_base + gn];
+            if (pc.has_bias != 0u) v += bias[pc.b_base + b_row + gn];
             if (pc.has_res != 0u) v += res[pc.r_base + gm * pc.y_stride + gn];
-            y[pc.y_base + gm * pc.y_stride + gn] = v;
+            y[pc.y_base + Y_ROW(gm) * pc.y_stride + gn] = v;
         }
     }
 }

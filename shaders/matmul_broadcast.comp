@@ -19,6 +19,8 @@
 // token of the tile. Per unit and lane: R weight units and TT X slices loaded, R * TT * S * W_UNIT
 // FMAs. Rows and tokens past the end are clamped to the last one (loaded but never stored), so
 // the loop has no divergent branch. F32/F16/BF16 rows with k % W_UNIT != 0 finish with a scalar tail.
+// EXPERT_GROUPS (the matmul_broadcast_id_* variants): a mixture of experts' prefill, as matmul.comp's
+// EXPERT_GROUPS: workgroup z serves expert e_first + z over its sorted slots; y tiles them.
 // Specialization constants: 0 S (workgroup size = subgroup size, <= 16), 1 R, 2 TT, 3 W_ALIGNED.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -52,7 +54,18 @@ layout(push_constant) uniform Push {
     uint b_base;     // float offset of B[0] (this dispatch's first column) in the B window
     uint has_bias;
     uint x_vec4;     // x_base and k are multiples of 4: X can be read a vec4 at a time
+#ifdef EXPERT_GROUPS
+    uint g_base;        // uint offset of offsets[0] in the G window
+    uint n_expert;      // offsets has n_expert + 1 entries; the sorted slots follow
+    uint e_first;       // the experts the W window holds (workgroup z: expert e_first + z)
+    uint expert_bytes;  // bytes of one expert's rows
+    uint x_div;         // slots per X row
+#endif
 } pc;
+
+#ifdef EXPERT_GROUPS
+layout(std430, binding = 5) readonly buffer G { uint grp[]; };
+#endif
 
 float x1(uint i) { return xv[i >> 2][i & 3u]; }
 
@@ -80,12 +93,26 @@ float acc[R * TT * S];
 void main() {
     const uint lane = gl_SubgroupInvocationID;
     const uint n0 = gl_WorkGroupID.x * (R * S), m0 = gl_WorkGroupID.y * (TT * S);
+#ifdef EXPERT_GROUPS
+    const uint e = pc.e_first + gl_WorkGroupID.z;
+    const uint first = grp[pc.g_base + e], m = grp[pc.g_base + e + 1u] - first;
+    if (m0 >= m) return;  // uniform: the expert has fewer slots
+    const uint w_base = pc.w_base + gl_WorkGroupID.z * pc.expert_bytes, b_row = e * pc.n;
+    const uint order = pc.g_base + pc.n_expert + 1u + first;  // the expert's slots: grp[order + i]
+#else
+    const uint m = pc.m, w_base = pc.w_base, b_row = 0u;
+#endif
     for (uint i = 0; i < R * TT * S; ++i) acc[i] = 0.0;
 
     uint row_byte[R];
-    for (uint r = 0; r < R; ++r) row_byte[r] = pc.w_base + min(n0 + lane + r * S, pc.n - 1u) * pc.row_bytes;
-    uint tok[TT];
-    for (uint t = 0; t < TT; ++t) tok[t] = min(m0 + lane + t * S, pc.m - 1u);
+    for (uint r = 0; r < R; ++r) row_byte[r] = w_base + min(n0 + lane + r * S, pc.n - 1u) * pc.row_bytes;
+    uint tok[TT];  // the X row of each token this lane loads
+    for (uint t = 0; t < TT; ++t) {
+        tok[t] = min(m0 + lane + t * S, m - 1u);
+#ifdef EXPERT_GROUPS
+        tok[t] = grp[order + tok[t]] / pc.x_div;
+#endif
+    }
 
     const uint units = pc.k / W_UNIT;
     for (uint u = 0; u < units; ++u) {
@@ -125,14 +152,18 @@ void main() {
     for (uint r = 0; r < R; ++r) {
         const uint gn = n0 + lane + r * S;
         if (gn >= pc.n) continue;
-        const float b = pc.has_bias != 0u ? bias[pc.b_base + gn] : 0.0;
+        const float b = pc.has_bias != 0u ? bias[pc.b_base + b_row + gn] : 0.0;
         for (uint t = 0; t < TT; ++t) {
             for (uint s = 0; s < S; ++s) {
                 const uint gm = m0 + t * S + s;
-                if (gm >= pc.m) break;
+                if (gm >= m) break;
                 float v = acc[(r * TT + t) * S + s] + b;
                 if (pc.has_res != 0u) v += res[pc.r_base + gm * pc.y_stride + gn];
+#ifdef EXPERT_GROUPS
+                y[pc.y_base + grp[order + gm] * pc.y_stride + gn] = v;
+#else
                 y[pc.y_base + gm * pc.y_stride + gn] = v;
+#endif
             }
         }
     }

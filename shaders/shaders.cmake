@@ -64,6 +64,8 @@ vkllm_shader(softmax_sg        softmax.comp USE_SUBGROUP)
 vkllm_shader(topk              topk.comp)
 vkllm_shader(moe_route         moe_route.comp)
 vkllm_shader(moe_combine       moe_combine.comp)
+vkllm_shader(moe_group         moe_group.comp)
+vkllm_shader(swiglu_oai        glu.comp ACT_SWIGLU_OAI)
 
 # --- matmul / matvec (weight type x tile) --------------------------------------------------------
 # Weight decoding lives in include/weights.glsl (word reads, no 16/8-bit storage needed).
@@ -91,6 +93,9 @@ foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   vkllm_shader(matvec_id_${t}_subgroup matvec.comp ${wdef} EXPERT_IDS USE_SUBGROUP)
   vkllm_shader(matvec_id_u_${t}     matvec.comp    ${wdef} EXPERT_IDS X_UNIFORM)
   vkllm_shader(matvec_id_u_${t}_subgroup matvec.comp ${wdef} EXPERT_IDS USE_SUBGROUP X_UNIFORM)
+  # Their prefill: the slots grouped per expert (moe_group.comp), matmul tiles per expert.
+  vkllm_shader(matmul_id_${t}       matmul.comp    ${wdef} EXPERT_GROUPS)
+  vkllm_shader(matmul_broadcast_id_${t} matmul_broadcast.comp ${wdef} EXPERT_GROUPS)
 endforeach()
 # Q8_0 / Q4_0 on CPU drivers with shaderInt64: the uniform-X variants reading weights as 8-byte
 # words (weights.glsl W_LOAD64; runtime/ops/linear.cpp says when).

@@ -61,9 +61,19 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
     m.route = moe_route_params(cfg);
     // gate and up read each token's row for its K slots; down reads each slot's own row.
     const uint32_t slots = n * cfg.n_expert_used;
-    m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n);
-    m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n);
-    m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, slots, act);
+    // A chunk's tokens share their experts: grouped per expert, each expert's rows are read once per
+    // tile of its tokens instead of once per slot. Decode steps (and decode batches, which must stay
+    // batch invariant) read each slot's expert rows in a matvec.
+    m.grouped = !shape.decode();
+    if (m.grouped) {
+        m.gate_mm = ops::plan_moe_matmul(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n);
+        m.up_mm = ops::plan_moe_matmul(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n);
+        m.down_mm = ops::plan_moe_matmul(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, n);
+    } else {
+        m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n);
+        m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n);
+        m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, slots, act);
+    }
     f.act = cfg.arch->ffn;
     m.shared = cfg.arch->shared_expert;
     if (!m.shared) return;
@@ -171,7 +181,10 @@ std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
         for (const LinearStep* s : {&ffn.moe.router, &ffn.moe.shared_gate})
             if (s->runs())
                 for (PipelineDesc& d : s->kernel.pipelines()) out.push_back(std::move(d));
-        for (const ops::MoeMatvecPlan* m : {&ffn.moe.gate, &ffn.moe.up, &ffn.moe.down}) out.push_back(m->pipeline());
+        if (ffn.moe.grouped)
+            for (const ops::MoeMatmulPlan* m : {&ffn.moe.gate_mm, &ffn.moe.up_mm, &ffn.moe.down_mm}) out.push_back(m->pipeline());
+        else
+            for (const ops::MoeMatvecPlan* m : {&ffn.moe.gate, &ffn.moe.up, &ffn.moe.down}) out.push_back(m->pipeline());
         for (PipelineDesc& d : ops::moe_small_pipelines(ctx.caps())) out.push_back(std::move(d));
     }
     for (PipelineDesc& d : attn.fused_store ? ops::attention_store_pipelines(ctx, attn.attn)

@@ -79,7 +79,12 @@ struct MoePlan {
     bool runs = false;
     LinearStep router;         // (dim -> n_expert) logits (+ bias, gpt-oss)
     ops::MoeRouteParams route;
-    ops::MoeMatvecPlan gate, up, down;  // down's input: act(gate, up), formed as it loads them
+    // Decode steps: a matvec per slot; down's input act(gate, up), formed as it loads them.
+    ops::MoeMatvecPlan gate, up, down;
+    // Chunks (grouped): the slots sorted per expert (ops::moe_group), matmul tiles per expert, the
+    // GLU an element-wise op between up and down.
+    bool grouped = false;
+    ops::MoeMatmulPlan gate_mm, up_mm, down_mm;
     bool biases = false;       // each expert's bias rows follow gate, up and down (gpt-oss)
     bool shared = false;
     LinearStep shared_gate;    // (dim -> 1) the shared expert's gate logit

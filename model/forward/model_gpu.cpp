@@ -59,8 +59,9 @@ uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) + 8;
     per_token += 12;  // the input-relative position and the key range (segments)
     // mixture of experts: router logits, ids and weights, each slot's gate, up and output, shared gate logit
+    // (and the prefill's slots sorted per expert: one more word per slot, n_expert + 1 offsets below)
     if (cfg.arch->moe)
-        per_token += 4ull * (cfg.n_expert + 2ull * cfg.n_expert_used +
+        per_token += 4ull * (cfg.n_expert + 3ull * cfg.n_expert_used +
                              uint64_t(cfg.n_expert_used) * (2ull * cfg.expert_ffn_dim + cfg.dim) + 1);
     // encoder-decoder: cross-attention's q and output (q_dim), its position
     if (cfg.arch->cross_attention) per_token += 4ull * (2ull * cfg.q_dim()) + 4;
@@ -68,6 +69,7 @@ uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) +
                      4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) + q8_scratch_bytes(cfg, o);
+    if (cfg.arch->moe) fixed += 4ull * (cfg.n_expert + 1);
     // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
     if (cfg.n_rel_buckets) fixed += 4ull * cfg.n_layers * cfg.n_heads * (2 * kT5MaxDistance + 1);
     return per_token * rows + fixed;
@@ -252,6 +254,7 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
         moe_logits_ = dev(uint64_t(U) * cfg.n_expert, "moe_logits");
         moe_ids_ = dev(slots, "moe_ids");
         moe_w_ = dev(slots, "moe_weights");
+        moe_groups_ = dev(ops::moe_group_words(uint32_t(slots), cfg.n_expert), "moe_groups");
         moe_gate_ = dev(slots * cfg.expert_ffn_dim, "moe_gate");
         moe_up_ = dev(slots * cfg.expert_ffn_dim, "moe_up");
         moe_out_ = dev(slots * dim, "moe_out");
@@ -585,19 +588,37 @@ void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
     ops::moe_route(ctx_, s, m.route, logits, ids, w, n);
 
     // gate, up (n * K, fe) = W_e · xn[t] for slot t * K + j; out (n * K, dim) = W_down_e · act(gate, up)
+    // (+ each expert's bias row, gpt-oss)
     const BufferSlice gate = moe_gate_.slice(0, 4ull * slots * fe), up = moe_up_.slice(0, 4ull * slots * fe);
     const BufferSlice out = moe_out_.slice(0, 4ull * slots * dim);
-    // (+ each expert's bias row, gpt-oss)
     const BufferSlice bg = L[R::BGateExps].slice(), bu = L[R::BUpExps].slice(), bd = L[R::BDownExps].slice();
-    ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim, {},
-                    m.biases ? &bg : nullptr);
-    ops::moe_matvec(ctx_, s, m.up, L[R::WUpExps].slice(), E, xn, K, ids, up, slots, fe, dim, {},
-                    m.biases ? &bu : nullptr);
-    ops::MatvecInput act{};
-    act.kind = m.down.input;
-    act.up = up;
-    ops::moe_matvec(ctx_, s, m.down, L[R::WDownExps].slice(), E, gate, 1, ids, out, slots, dim, fe, act,
-                    m.biases ? &bd : nullptr);
+    if (m.grouped) {
+        // A chunk: the slots sorted per expert once, then each projection as matmul tiles per expert
+        // (every expert's rows read once per tile of its tokens), the GLU on its own between them.
+        const BufferSlice groups = moe_groups_.slice(0, 4ull * ops::moe_group_words(slots, E));
+        ops::moe_group(ctx_, s, ids, groups, slots, E);
+        ops::moe_matmul(ctx_, s, m.gate_mm, L[R::WGateExps].slice(), E, xn, K, groups, gate, n, slots, fe, dim,
+                        m.biases ? &bg : nullptr);
+        ops::moe_matmul(ctx_, s, m.up_mm, L[R::WUpExps].slice(), E, xn, K, groups, up, n, slots, fe, dim,
+                        m.biases ? &bu : nullptr);
+        switch (p.act) {
+            case FfnKind::GeGlu: ops::geglu(ctx_, s, gate, up, gate, slots * fe); break;
+            case FfnKind::SwiGluOai: ops::swiglu_oai(ctx_, s, gate, up, gate, slots * fe); break;
+            default: ops::swiglu(ctx_, s, gate, up, gate, slots * fe); break;
+        }
+        ops::moe_matmul(ctx_, s, m.down_mm, L[R::WDownExps].slice(), E, gate, 1, groups, out, n, slots, dim, fe,
+                        m.biases ? &bd : nullptr);
+    } else {  // decode: a matvec per slot reading its expert's rows, the GLU formed as down loads it
+        ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim, {},
+                        m.biases ? &bg : nullptr);
+        ops::moe_matvec(ctx_, s, m.up, L[R::WUpExps].slice(), E, xn, K, ids, up, slots, fe, dim, {},
+                        m.biases ? &bu : nullptr);
+        ops::MatvecInput act{};
+        act.kind = m.down.input;
+        act.up = up;
+        ops::moe_matvec(ctx_, s, m.down, L[R::WDownExps].slice(), E, gate, 1, ids, out, slots, dim, fe, act,
+                        m.biases ? &bd : nullptr);
+    }
     if (!m.shared) {
         ops::moe_combine(ctx_, s, out, w, x, n, K, dim);  // x += sum_j w_j · out_j
         return;

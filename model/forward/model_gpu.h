@@ -282,7 +282,7 @@ private:
     // mixture of experts (K = n_expert_used): router logits (U, n_expert), chosen ids and weights
     // (U, K), every slot's gate and up (U * K, expert_ffn) and output (U * K, dim), the shared expert's
     // gate logit (U)
-    Buffer moe_logits_, moe_ids_, moe_w_, moe_gate_, moe_up_, moe_out_, moe_shared_logit_;
+    Buffer moe_logits_, moe_ids_, moe_w_, moe_groups_, moe_gate_, moe_up_, moe_out_, moe_shared_logit_;
 
     Buffer logits_;   // (n_seq, n_vocab)
     Buffer all_logits_;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits

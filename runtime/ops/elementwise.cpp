@@ -60,6 +60,7 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::AddRows: return {"add_rows", {wg}};
         case SmallOp::Clamp: return {"clamp", {wg}};
         case SmallOp::Relu: return {"relu", {wg}};
+        case SmallOp::SwigluOai: return {"swiglu_oai", {wg}};
     }
     throw std::logic_error("small_op_desc: unknown op");
 }
@@ -141,6 +142,11 @@ void swiglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const Buffe
 void geglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
            uint32_t n) {
     binary_elementwise(ctx, s, SmallOp::Geglu, "geglu", gate, up, out, n);
+}
+
+void swiglu_oai(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
+                uint32_t n) {
+    binary_elementwise(ctx, s, SmallOp::SwigluOai, "swiglu_oai", gate, up, out, n);
 }
 
 void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out, uint32_t n) {

@@ -29,6 +29,9 @@ void swiglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const Buffe
 // out[i] = gelu(gate[i]) * up[i] with gelu as in gelu() below; out may alias gate. n elements.
 void geglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
            uint32_t n);
+// gpt-oss's clamped SwiGLU, ref::swiglu_oai below; out may alias gate. n elements.
+void swiglu_oai(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
+                uint32_t n);
 // out[i] = a[i] + b[i]; out may alias a (or b).
 void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out, uint32_t n);
 
@@ -60,14 +63,14 @@ namespace detail {
 
 enum class SmallOp {
     RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
-    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp, Relu,
+    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp, Relu, SwigluOai,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 18> kAllSmallOps = {
+inline constexpr std::array<SmallOp, 19> kAllSmallOps = {
     SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
     SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
     SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
-    SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu};
+    SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu,   SmallOp::SwigluOai};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 

@@ -214,8 +214,105 @@ void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const Buf
                {(dim + wg - 1) / wg, n, 1}, "moe_combine");
 }
 
+uint64_t moe_group_words(uint32_t slots, uint32_t n_expert) { return uint64_t(n_expert) + 1 + slots; }
+
+void moe_group(Context& ctx, CommandStream& s, const BufferSlice& ids, const BufferSlice& groups, uint32_t slots,
+               uint32_t n_expert) {
+    if (n_expert == 0 || n_expert > kRouteMaxExperts)
+        throw std::invalid_argument(fmt::format("moe_group: {} experts (1..{})", n_expert, kRouteMaxExperts));
+    if (slots == 0) return;
+    const DeviceCaps& c = ctx.caps();
+    detail::require_bytes(ids, uint64_t(slots) * 4, "moe_group", "ids");
+    detail::require_bytes(groups, moe_group_words(slots, n_expert) * 4, "moe_group", "groups");
+    check_fits(c, "moe_group", "the groups", moe_group_words(slots, n_expert) * 4);
+    const detail::Window iw = detail::window(c, ids, 0, slots, 4);
+    const detail::Window gw = detail::window(c, groups, 0, moe_group_words(slots, n_expert), 4);
+    const struct {
+        uint32_t slots, n_expert, ids_base, g_base;
+    } pc{slots, n_expert, iw.first, gw.first};
+    s.dispatch(ctx.pipeline({"moe_group", {small_wg(c)}}), {iw.slice, gw.slice}, pc, {1, 1, 1}, "moe_group");
+}
+
+PipelineDesc MoeMatmulPlan::pipeline() const {
+    PipelineDesc d = mm.pipeline();  // the same constants and subgroup size, the EXPERT_GROUPS shader
+    d.shader = (mm.kernel == MatmulPlan::Kernel::Broadcast ? "matmul_broadcast_id_" : "matmul_id_") +
+               std::string(type_traits(mm.wtype).lower);
+    return d;
+}
+
+MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens) {
+    MoeMatmulPlan p;
+    // Experts start at multiples of their byte size: aligned words only where an expert is whole words.
+    p.mm = plan_matmul(caps, wtype, tokens, n, k, (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0);
+    // matmul.comp's EXPERT_GROUPS form also keeps the tile's slots in shared memory.
+    MatmulPlan& m = p.mm;
+    if (m.kernel == MatmulPlan::Kernel::Tiled)
+        while (m.bk > 8 && (uint64_t(m.bk) * (m.bm + 1 + m.bn + 1) + m.bm) * 4 > caps.max_shared_memory) m.bk /= 2;
+    return p;
+}
+
+void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const BufferSlice& w, uint32_t n_expert,
+                const BufferSlice& x, uint32_t x_div, const BufferSlice& groups, const BufferSlice& y, uint32_t tokens,
+                uint32_t slots, uint32_t n, uint32_t k, const BufferSlice* bias) {
+    const MatmulPlan& mm = plan.mm;
+    const TypeTraits& tt = type_traits(mm.wtype);
+    if (n == 0 || k == 0 || n_expert == 0 || x_div == 0 || tokens == 0)
+        throw std::invalid_argument(fmt::format("moe_matmul: empty shape n={} k={} experts={} x_div={} tokens={}", n, k,
+                                                n_expert, x_div, tokens));
+    if (k % tt.block_elems != 0)
+        throw std::invalid_argument(fmt::format("moe_matmul: k={} is not a multiple of the {} block ({})", k, tt.name,
+                                                tt.block_elems));
+    if (slots == 0) return;
+    if (slots % x_div != 0) throw std::invalid_argument(fmt::format("moe_matmul: {} slots are not rows of {}", slots, x_div));
+    const DeviceCaps& c = ctx.caps();
+    const uint64_t rb = row_bytes(mm.wtype, k), expert_bytes = uint64_t(n) * rb;
+    const uint64_t x_bytes = uint64_t(slots / x_div) * k * 4, y_bytes = uint64_t(slots) * n * 4;
+    const uint64_t g_words = moe_group_words(slots, n_expert), b_bytes = uint64_t(n_expert) * n * 4;
+    detail::require_bytes(w, uint64_t(n_expert) * expert_bytes, "moe_matmul", "W");
+    detail::require_bytes(x, x_bytes, "moe_matmul", "X");
+    detail::require_bytes(y, y_bytes, "moe_matmul", "Y");
+    detail::require_bytes(groups, g_words * 4, "moe_matmul", "groups");
+    if (bias) detail::require_bytes(*bias, b_bytes, "moe_matmul", "expert biases");
+    if (mm.w_aligned && w.offset % 4 != 0)
+        throw std::invalid_argument("moe_matmul: the plan reads W as aligned words but W's slice is not 4-byte aligned");
+    check_fits(c, "moe_matmul", "X", x_bytes);
+    check_fits(c, "moe_matmul", "Y", y_bytes);
+    check_fits(c, "moe_matmul", "the groups", g_words * 4);
+    if (bias) check_fits(c, "moe_matmul", "expert biases", b_bytes);
+    const uint32_t bm = mm.tile_m(), bn = mm.tile_n();
+    const uint64_t gx = (n + bn - 1) / bn, gy = (tokens + bm - 1) / bm;
+    if (gx > c.max_workgroup_count[0] || gy > c.max_workgroup_count[1])
+        throw DeviceLimitError(fmt::format("moe_matmul: {} rows x {} tokens exceed the device's workgroup grid", n, tokens));
+    const uint64_t slack = binding_align(c) + 16;
+    uint64_t per_window = c.max_storage_buffer_range > slack ? (c.max_storage_buffer_range - slack) / expert_bytes : 0;
+    per_window = std::min<uint64_t>(per_window, c.max_workgroup_count[2]);
+    if (per_window == 0)
+        throw DeviceLimitError(fmt::format("moe_matmul: one expert ({} rows of {} elements, {} bytes) does not fit one "
+                                           "binding ({} bytes)", n, k, expert_bytes, c.max_storage_buffer_range));
+    const uint64_t align = binding_align(c);
+    const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, align, 16);
+    const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
+    const detail::ByteWindow gw = detail::byte_window(groups, 0, g_words * 4, align);
+    const detail::ByteWindow bw = bias ? detail::byte_window(*bias, 0, b_bytes, align) : yw;
+    const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
+    const Pipeline& p = ctx.pipeline(plan.pipeline());
+    struct {
+        uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, b_base, has_bias, x_vec4;
+        uint32_t g_base, n_expert, e_first, expert_bytes, x_div;
+    } pc{tokens, n, k, uint32_t(rb), 0, uint32_t(xw.inner / 4), uint32_t(yw.inner / 4), uint32_t(yw.inner / 4), n, 0,
+         uint32_t(bw.inner / 4), bias ? 1u : 0u, x_vec4, uint32_t(gw.inner / 4), n_expert, 0, uint32_t(expert_bytes), x_div};
+    for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
+        const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
+        const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align);
+        pc.w_base = uint32_t(ww.inner);
+        pc.e_first = uint32_t(e0);
+        const BufferSlice bindings[] = {ww.slice, xw.slice, yw.slice, yw.slice, bw.slice, gw.slice};
+        s.dispatch(p, bindings, &pc, sizeof(pc), {uint32_t(gx), uint32_t(gy), uint32_t(count)}, "matmul_id");
+    }
+}
+
 std::vector<PipelineDesc> moe_small_pipelines(const DeviceCaps& caps) {
-    return {{"moe_route", {small_wg(caps)}}, {"moe_combine", {small_wg(caps)}}};
+    return {{"moe_route", {small_wg(caps)}}, {"moe_group", {small_wg(caps)}}, {"moe_combine", {small_wg(caps)}}};
 }
 
 }  // namespace vkllm::ops

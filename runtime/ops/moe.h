@@ -73,13 +73,42 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
                 const BufferSlice& x, uint32_t x_div, const BufferSlice& ids, const BufferSlice& y, uint32_t slots,
                 uint32_t n, uint32_t k, const MatvecInput& input = {}, const BufferSlice* bias = nullptr);
 
+// Prefill (a chunk of tokens): the slots sorted per expert once per layer, then each expert's
+// projection as matmul tiles over its slots, so that each expert's rows are read once per tile of
+// its tokens instead of once per slot:
+//   G                    = moe_group(ids)                   (offsets per expert, the sorted slots)
+//   Y[s] (slots, n)      = moe_matmul(W[e], X[s / x_div]) for every slot s of every expert e
+//
+// groups (u32, moe_group_words(slots, n_expert) of them): offsets[n_expert + 1], then the slots of
+// expert 0 in slot order, then expert 1's, ...: a counting sort of ids (u32 [slots], each <
+// n_expert), stable, on the device.
+uint64_t moe_group_words(uint32_t slots, uint32_t n_expert);
+void moe_group(Context& ctx, CommandStream& s, const BufferSlice& ids, const BufferSlice& groups, uint32_t slots,
+               uint32_t n_expert);
+
+// How moe_matmul runs: the matmul kernel plan_matmul picks for this device (shared-memory tiles, or
+// subgroup broadcasts on CPU drivers), in its matmul_id_* / matmul_broadcast_id_* form.
+struct MoeMatmulPlan {
+    MatmulPlan mm;
+    PipelineDesc pipeline() const;
+};
+// tokens: the chunk's tokens (no expert gets more slots than that).
+MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens);
+
+// Y[s] (n floats) = W[e] · X[s / x_div] (+ bias[e]) for every slot s that groups (moe_group's, of
+// `slots` slots over n_expert experts) gives expert e. W, X, Y and bias as moe_matvec takes them;
+// every expert gets at most `tokens` slots. Stacks larger than one binding run per window of experts.
+void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const BufferSlice& w, uint32_t n_expert,
+                const BufferSlice& x, uint32_t x_div, const BufferSlice& groups, const BufferSlice& y, uint32_t tokens,
+                uint32_t slots, uint32_t n, uint32_t k, const BufferSlice* bias = nullptr);
+
 // X[t] += sum_j weights[t][j] * Y[t*K + j] (j in order), then + shared_gate ? sigmoid(G[t]) * S[t] :
 // S[t] where a shared expert's output S (f32 [n][dim]) is given. X f32 [n][dim] in place.
 void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const BufferSlice& weights,
                  const BufferSlice& x, uint32_t n, uint32_t k, uint32_t dim, const BufferSlice* shared = nullptr,
                  const BufferSlice* shared_gate = nullptr);
 
-// The router's and the combine's pipelines on this device (the warm-up's list).
+// The router's, the grouping's and the combine's pipelines on this device (the warm-up's list).
 std::vector<PipelineDesc> moe_small_pipelines(const DeviceCaps& caps);
 
 }  // namespace vkllm::ops
@@ -91,5 +120,7 @@ void moe_route(const float* logits, uint32_t n, const ops::MoeRouteParams& p, ui
 // x[t] += sum_j w[t][j] * y[t*k + j] (+ gate(g[t]) * shared[t]); shared and shared_gate may be null.
 void moe_combine(const float* y, const float* w, float* x, uint32_t n, uint32_t k, uint32_t dim,
                  const float* shared = nullptr, const float* shared_gate = nullptr);
+// groups (moe_group_words entries): offsets per expert, then the slots of each expert in slot order.
+void moe_group(const uint32_t* ids, uint32_t slots, uint32_t n_expert, uint32_t* groups);
 
 }  // namespace vkllm::ref

@@ -58,4 +58,14 @@ void moe_combine(const float* y, const float* w, float* x, uint32_t n, uint32_t 
     }
 }
 
+void moe_group(const uint32_t* ids, uint32_t slots, uint32_t n_expert, uint32_t* groups) {
+    uint32_t* offsets = groups;
+    uint32_t* order = groups + n_expert + 1;
+    std::fill(offsets, offsets + n_expert + 1, 0u);
+    for (uint32_t s = 0; s < slots; ++s) ++offsets[ids[s] + 1];
+    for (uint32_t e = 0; e < n_expert; ++e) offsets[e + 1] += offsets[e];
+    std::vector<uint32_t> at(offsets, offsets + n_expert);
+    for (uint32_t s = 0; s < slots; ++s) order[at[ids[s]]++] = s;
+}
+
 }  // namespace vkllm::ref

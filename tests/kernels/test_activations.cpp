@@ -18,7 +18,7 @@ using small_ops_testing::ShiftedBuffer;
 
 namespace {
 
-enum class Op { Gelu, Geglu, Scale, Softcap, Clamp, Relu };
+enum class Op { Gelu, Geglu, Scale, Softcap, Clamp, Relu, SwigluOai };
 const char* op_name(Op op) {
     switch (op) {
         case Op::Gelu: return "gelu";
@@ -27,6 +27,7 @@ const char* op_name(Op op) {
         case Op::Softcap: return "softcap";
         case Op::Clamp: return "clamp";
         case Op::Relu: return "relu";
+        case Op::SwigluOai: return "swiglu_oai";
     }
     return "?";
 }
@@ -86,6 +87,7 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Softcap: ref = a; ref::softcap(ref.data(), n, r.param); break;
         case Op::Clamp: ref = a; ref::clamp(ref.data(), n, r.param); break;
         case Op::Relu: ref::relu(a.data(), ref.data(), n); break;
+        case Op::SwigluOai: ref::swiglu_oai(a.data(), b.data(), ref.data(), n); break;
     }
 
     ShiftedBuffer da(ctx, size_t(n) * 4, r.shift, "a"), db(ctx, size_t(n) * 4, r.shift, "b"),
@@ -103,6 +105,7 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Softcap: ops::softcap(ctx, s, da.slice(), n, r.param); break;
         case Op::Clamp: ops::clamp(ctx, s, da.slice(), n, r.param); break;
         case Op::Relu: ops::relu(ctx, s, da.slice(), out.slice(), n); break;
+        case Op::SwigluOai: ops::swiglu_oai(ctx, s, da.slice(), db.slice(), out.slice(), n); break;
     }
     s.end();
     s.submit_and_wait();
@@ -152,6 +155,9 @@ TEST_CASE("gelu / geglu / scale / softcap: tiny and odd sizes, in place") {
             run_op(ctx, {.op = Op::Softcap, .n = n, .lo = -100.0f, .hi = 100.0f, .param = 30.0f});
             run_op(ctx, {.op = Op::Clamp, .n = n, .lo = -12.0f, .hi = 12.0f, .param = 8.0f});
             run_op(ctx, {.op = Op::Relu, .n = n, .alias = n % 2 ? Alias::First : Alias::None});
+            // gpt-oss's clamped SwiGLU: gates past its limit of 7 both ways
+            run_op(ctx, {.op = Op::SwigluOai, .n = n, .lo = -12.0f, .hi = 12.0f,
+                         .alias = n % 2 ? Alias::First : Alias::Second});
         }
     }
 }
@@ -195,6 +201,7 @@ TEST_CASE("gelu / geglu / softcap: large magnitudes stay finite and right") {
                 run_op(ctx, {.op = Op::Softcap, .n = 4099, .lo = -range, .hi = range, .param = cap, .extremes = true});
             run_op(ctx, {.op = Op::Scale, .n = 4099, .lo = -range, .hi = range, .param = 0.125f, .extremes = true});
             run_op(ctx, {.op = Op::Relu, .n = 4099, .lo = -range, .hi = range, .extremes = true});
+            run_op(ctx, {.op = Op::SwigluOai, .n = 4099, .lo = -range, .hi = range, .extremes = true});
         }
         // The transition of gelu (x in [-12, -8]: the exp clamp) and small softcap arguments, where
         // (1 - e) / (1 + e) would lose relative precision: every element against rtol, not only the NMSE.

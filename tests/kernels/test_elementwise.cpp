@@ -157,6 +157,7 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::add_rows(ctx, s, a.slice(), b.slice(), 4, 16);
         ops::clamp(ctx, s, a.slice(), 64, 8.0f);
         ops::relu(ctx, s, a.slice(), a.slice(), 64);
+        ops::swiglu_oai(ctx, s, a.slice(), b.slice(), a.slice(), 64);
         s.end();
         s.submit_and_wait();
         CHECK(ctx.pipeline_stats().created == created);

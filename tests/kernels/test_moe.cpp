@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -66,6 +67,67 @@ std::vector<uint32_t> random_ids(uint32_t slots, uint32_t E, uint32_t seed, uint
         while (E > 1 && e == skip);
     }
     return ids;
+}
+
+// Routed slots: each of `tokens` tokens picks k distinct experts of E (as moe_route does), expert
+// `skip` never; slot t * k + j is token t's j-th.
+std::vector<uint32_t> routed_ids(uint32_t tokens, uint32_t k, uint32_t E, uint32_t seed, uint32_t skip) {
+    std::mt19937 rng(seed);
+    std::vector<uint32_t> ids;
+    for (uint32_t t = 0; t < tokens; ++t) {
+        std::vector<uint32_t> mine;
+        while (mine.size() < k) {
+            const uint32_t e = rng() % E;
+            if ((e != skip || E <= k) && std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+        }
+        ids.insert(ids.end(), mine.begin(), mine.end());
+    }
+    return ids;
+}
+
+// moe_group then moe_matmul on the device: the groups equal ref::moe_group's, and Y[s] =
+// W[ids[s]] · X[s / x_div] (+ the expert's bias) against ref::linear slot by slot.
+void run_moe_matmul(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k, const std::vector<uint32_t>& ids,
+                    uint32_t tokens, uint32_t x_div, uint32_t seed, const std::string& spec, bool bias = false) {
+    const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
+    const ops::MoeMatmulPlan plan = ops::plan_moe_matmul(ctx.caps(), t, n, k, tokens);
+    const std::string what = fmt::format("{} E={} n={} k={} tokens={} slots={} x_div={}{} {} [{}]", type_traits(t).name,
+                                         E, n, k, tokens, slots, x_div, bias ? " +bias" : "", plan.pipeline().shader, spec);
+    CAPTURE(what);
+    const std::vector<uint8_t> w = test::linear::make_weights(t, E * n, k, seed);
+    const std::vector<float> x = test::random_floats(size_t(rows) * k, seed + 1);
+    const std::vector<float> b = test::random_floats(size_t(E) * n, seed + 3, -2.0f, 2.0f);
+    const uint64_t expert_bytes = uint64_t(n) * row_bytes(t, k);
+    std::vector<float> want(size_t(slots) * n);
+    for (uint32_t sl = 0; sl < slots; ++sl)
+        ref::linear(t, w.data() + ids[sl] * expert_bytes, x.data() + size_t(sl / x_div) * k, want.data() + size_t(sl) * n,
+                    1, n, k, nullptr, bias ? b.data() + size_t(ids[sl]) * n : nullptr);
+    std::vector<uint32_t> groups_want(ops::moe_group_words(slots, E));
+    ref::moe_group(ids.data(), slots, E, groups_want.data());
+
+    Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
+    ctx.upload(dw, w.data(), w.size());
+    ShiftedBuffer dx(ctx, x.size() * 4, 0, "x"), di(ctx, slots * 4, 4, "ids");
+    dx.upload(x.data(), x.size() * 4);
+    di.upload(ids.data(), slots * 4);
+    test::GuardedBuffer dy(ctx, want.size() * 4, "y"), db(ctx, b.size() * 4, "bias"),
+        dg(ctx, groups_want.size() * 4, "groups");
+    db.upload(b.data(), b.size() * 4);
+    const BufferSlice bias_slice = db.slice();
+    CommandStream s(ctx);
+    s.begin();
+    ops::moe_group(ctx, s, di.slice(), dg.slice(), slots, E);
+    ops::moe_matmul(ctx, s, plan, dw.slice(), E, dx.slice(), x_div, dg.slice(), dy.slice(), tokens, slots, n, k,
+                    bias ? &bias_slice : nullptr);
+    s.end();
+    s.submit_and_wait();
+    std::vector<uint32_t> groups(groups_want.size());
+    dg.download(groups.data(), groups.size() * 4);
+    CHECK(groups == groups_want);
+    test::validate_result(what, dy.download_floats(want.size()), want, test::linear::tolerance(k));
+    dy.check_guards();
+    dg.check_guards();
+    db.check_guards();
 }
 
 // Y[s] = W[ids[s]] · input(X[s / x_div]) on the device against ref::linear slot by slot.
@@ -266,6 +328,42 @@ TEST_CASE("moe_matvec: a stack larger than one binding runs in windows of whole 
     CHECK_THROWS_AS(ops::moe_matvec(ctx, s, plan, b.slice(), 2, b.slice(), 1, b.slice(), b.slice(), 1, 256, 256),
                     DeviceLimitError);
     s.end();
+}
+
+TEST_CASE("moe_matmul: a prefill chunk grouped per expert, every weight type, empty and crowded experts") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        uint32_t seed = 500;
+        for (TensorType t : test::linear::kTypes) {
+            // 6 experts of 40 rows, 13 tokens x top-2: gate / up read their token's row, down each
+            // slot's own; expert 5 gets no token.
+            const uint32_t k = test::linear::blocks_k(t, 3);
+            const std::vector<uint32_t> ids = routed_ids(13, 2, 6, seed, 5);
+            run_moe_matmul(ctx, t, 6, 40, k, ids, 13, 2, seed, spec);
+            run_moe_matmul(ctx, t, 6, 40, k, ids, 13, 1, seed + 1, spec, true);
+            seed += 10;
+        }
+        // More tokens than a tile for one expert (every token's first choice), k = n_expert, one expert.
+        std::vector<uint32_t> crowded = routed_ids(70, 2, 4, 61, 9);
+        for (size_t i = 0; i < crowded.size(); i += 2)
+            if (crowded[i] != 1 && crowded[i + 1] != 1) crowded[i] = 1;
+        run_moe_matmul(ctx, TensorType::Q4_0, 4, 48, 64, crowded, 70, 2, 62, spec);
+        run_moe_matmul(ctx, TensorType::F16, 3, 24, 64, routed_ids(9, 3, 3, 63, 9), 9, 3, 63, spec);
+        run_moe_matmul(ctx, TensorType::Q8_0, 1, 33, 64, routed_ids(20, 1, 1, 64, 9), 20, 1, 64, spec);
+    }
+    // Real sizes: Qwen3-30B-A3B (128 experts of 768 x 2048, Q4_K) for 64 tokens x top-8; gpt-oss-20b
+    // (32 of 2880 x 2880, MXFP4, biases) for 16 tokens x top-4.
+    Context& ctx = test::float_path_context();
+    run_moe_matmul(ctx, TensorType::Q4_K, 128, 768, 2048, routed_ids(64, 8, 128, 71, 0), 64, 8, 71, "real");
+    run_moe_matmul(ctx, TensorType::MXFP4, 32, 2880, 2880, routed_ids(16, 4, 32, 72, 0), 16, 1, 72, "real", true);
+}
+
+TEST_CASE("moe_matmul: a stack larger than one binding runs in windows of whole experts") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context_for("max-storage-range=64k");
+    run_moe_matmul(ctx, TensorType::Q8_0, 10, 96, 256, routed_ids(12, 3, 10, 81, 4), 12, 3, 81, "max-storage-range=64k");
 }
 
 TEST_CASE("moe_combine: weighted expert outputs and the gated shared expert") {
