@@ -253,8 +253,8 @@ void register_gen_model(CLI::App& app) {
                     "experts is written as Mixtral)");
     cmd->add_option("--experts-used", args->experts_used, "Experts each token runs")->capture_default_str();
     cmd->add_option("--expert-ffn", args->expert_ffn,
-                    "Each expert's feed-forward size (default --ffn; qwen2moe and qwen3moe only: the experts of a "
-                    "llama mixture and of olmoe are --ffn wide, as their files say)");
+                    "Each expert's feed-forward size (default --ffn; qwen2moe, qwen3moe and gpt-oss only: the "
+                    "experts of a llama mixture and of olmoe are --ffn wide, as their files say)");
     cmd->add_option("--shared-ffn", args->shared_ffn, "qwen2moe: the shared expert's feed-forward size (default --ffn)");
     cmd->add_flag("--biases", args->biases,
                   "Also write the optional biases (of q, k, v, the output and FFN projections and the norms) of "

@@ -25,7 +25,10 @@
 #     and the cases that open weakened devices of their own ('*on weakened devices*');
 #   - the embedding comparisons with llama.cpp and the C API's vkllm_embed (processes of their own
 #     that compile an encoder's pipelines for three files; stage 1 runs them, and the encoders'
-#     kernels and forward pass run here in test_attention_prefill and test_architectures).
+#     kernels and forward pass run here in test_attention_prefill and test_architectures), and the
+#     perplexity comparisons with llama.cpp over every fixture file (a vkllm process per file, 37
+#     of them: 275 s under the sanitizers; stage 1 runs them, and every architecture's forward pass
+#     runs here against the host reference in test_architectures).
 # scripts/test.sh runs its stages at other subgroup sizes and its sanitizer stage with this list of
 # cases too (there the cost is compiling again, or lavapipe time under the sanitizers), with their
 # own VKLLM_TEST_DEVICE_VARIANTS.
@@ -41,6 +44,7 @@ slow_driver_excluded_cases=(
   'matvec fused input: every weight type*' 'linear bias: matvec? every weight type*'
   'linear bias: matmul? every weight type*' 'forward: integer-dot*' '*on weakened devices*'
   'embed: vkllm embed equals llama-server*' 'capi: vkllm_embed*'
+  'architectures: vkllm perplexity matches llama-perplexity*'
   'moe_matvec: Qwen3-30B-A3B-sized*' 'moe_matvec: only the chosen experts* rows? every weight type'
   'moe_matvec: gpt-oss*' 'moe_matmul: a prefill chunk grouped*'
 )

@@ -164,7 +164,10 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     }
     f.act = A.ffn;
     f.fold_act = decode && gated(A.ffn) && !L[R::BUp].present();
-    const Kind down_in = !f.fold_act ? Kind::Plain : A.ffn == FfnKind::GeGlu ? Kind::GeGlu : Kind::SwiGlu;
+    const Kind down_in = !f.fold_act                     ? Kind::Plain
+                         : A.ffn == FfnKind::GeGlu     ? Kind::GeGlu
+                         : A.ffn == FfnKind::SwiGluOai ? Kind::SwiGluOai
+                                                       : Kind::SwiGlu;
     f.post_norm = a.post_norm;
     f.down = step(caps, L, R::WDown, R::BDown, n, db, down_in, !f.post_norm);
     f.norm_after = norm_after;

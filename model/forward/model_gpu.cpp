@@ -637,6 +637,8 @@ void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
         down_in.up = a.up;
     } else if (p.act == FfnKind::GeGlu) {
         ops::geglu(ctx_, s, a.gate, a.up, a.gate, n * fs);
+    } else if (p.act == FfnKind::SwiGluOai) {
+        ops::swiglu_oai(ctx_, s, a.gate, a.up, a.gate, n * fs);
     } else {
         ops::swiglu(ctx_, s, a.gate, a.up, a.gate, n * fs);
     }
@@ -680,8 +682,7 @@ void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
             case FfnKind::GeGlu: ops::geglu(ctx_, s, a.gate, a.up, a.gate, n * ffn); break;
             case FfnKind::Gelu: ops::gelu(ctx_, s, a.up, a.gate, n * ffn); break;
             case FfnKind::Relu: ops::relu(ctx_, s, a.up, a.gate, n * ffn); break;
-            case FfnKind::SwiGluOai:  // gpt-oss's experts only (record_moe forms it in their matvec)
-                throw std::logic_error("the clamped SwiGLU of a dense feed-forward has no device kernel");
+            case FfnKind::SwiGluOai: ops::swiglu_oai(ctx_, s, a.gate, a.up, a.gate, n * ffn); break;
         }
     }
     // x += post_norm(w_down · gate + b_down)

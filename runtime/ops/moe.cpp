@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace vkllm::ops {
 
@@ -246,8 +247,13 @@ MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t
     p.mm = plan_matmul(caps, wtype, tokens, n, k, (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0);
     // matmul.comp's EXPERT_GROUPS form also keeps the tile's slots in shared memory.
     MatmulPlan& m = p.mm;
-    if (m.kernel == MatmulPlan::Kernel::Tiled)
-        while (m.bk > 8 && (uint64_t(m.bk) * (m.bm + 1 + m.bn + 1) + m.bm) * 4 > caps.max_shared_memory) m.bk /= 2;
+    if (m.kernel == MatmulPlan::Kernel::Tiled) {
+        auto shared = [&] { return (uint64_t(m.bk) * (m.bm + 1 + m.bn + 1) + m.bm) * 4; };
+        while (m.bk > 8 && shared() > caps.max_shared_memory) m.bk /= 2;
+        if (shared() > caps.max_shared_memory)
+            throw DeviceLimitError(fmt::format("moe_matmul: needs {} bytes of shared memory, device has {}", shared(),
+                                               caps.max_shared_memory));
+    }
     return p;
 }
 
@@ -273,6 +279,10 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
     detail::require_bytes(y, y_bytes, "moe_matmul", "Y");
     detail::require_bytes(groups, g_words * 4, "moe_matmul", "groups");
     if (bias) detail::require_bytes(*bias, b_bytes, "moe_matmul", "expert biases");
+    for (const auto& [slice, what] : {std::pair{&x, "X"}, std::pair{&y, "Y"}, std::pair{&groups, "the groups"},
+                                      std::pair{bias, "the expert biases"}})
+        if (slice && slice->offset % 4 != 0)
+            throw std::invalid_argument(fmt::format("moe_matmul: {} must start on 4 bytes, starts at {}", what, slice->offset));
     if (mm.w_aligned && w.offset % 4 != 0)
         throw std::invalid_argument("moe_matmul: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     check_fits(c, "moe_matmul", "X", x_bytes);
