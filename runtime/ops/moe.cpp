@@ -53,6 +53,26 @@ void check_fits(const DeviceCaps& c, const char* op, const char* what, uint64_t 
                                            c.max_storage_buffer_range));
 }
 
+
+// Whole experts of expert_bytes that one W binding holds (at least one, else DeviceLimitError naming
+// the expert's shape): moe_matvec and moe_matmul dispatch once per such window.
+uint64_t experts_per_window(const DeviceCaps& c, const char* op, uint64_t expert_bytes, uint32_t n, uint32_t k) {
+    const uint64_t slack = binding_align(c) + 16;
+    const uint64_t per = c.max_storage_buffer_range > slack ? (c.max_storage_buffer_range - slack) / expert_bytes : 0;
+    if (per == 0)
+        throw DeviceLimitError(fmt::format("{}: one expert ({} rows of {} elements, {} bytes) does not fit one "
+                                           "binding ({} bytes)", op, n, k, expert_bytes, c.max_storage_buffer_range));
+    return per;
+}
+
+// The expert biases (f32 [n_expert][n]) where given: long enough, on 4 bytes, one binding.
+void check_expert_bias(const DeviceCaps& c, const char* op, const BufferSlice* bias, uint64_t bytes) {
+    if (!bias) return;
+    detail::require_bytes(*bias, bytes, op, "expert biases");
+    if (bias->offset % 4 != 0) throw std::invalid_argument(fmt::format("{}: the expert biases must start on 4 bytes", op));
+    check_fits(c, op, "expert biases", bytes);
+}
+
 }  // namespace
 
 void check_route(const MoeRouteParams& p) {
@@ -149,22 +169,14 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     const bool glu = MatvecInput::glu(input.kind);
     if (glu) detail::require_bytes(input.up, x_bytes, "moe_matvec", "GLU up rows");
     const uint64_t b_bytes = uint64_t(n_expert) * n * 4;
-    if (bias) {
-        detail::require_bytes(*bias, b_bytes, "moe_matvec", "expert biases");
-        if (bias->offset % 4 != 0) throw std::invalid_argument("moe_matvec: the expert biases must start on 4 bytes");
-        check_fits(c, "moe_matvec", "expert biases", b_bytes);
-    }
+    check_expert_bias(c, "moe_matvec", bias, b_bytes);
     if (plan.w_aligned && w.offset % 4 != 0)
         throw std::invalid_argument("moe_matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     check_fits(c, "moe_matvec", "X", x_bytes);
     check_fits(c, "moe_matvec", "Y", y_bytes);
     if (slots > c.max_workgroup_count[1] || (n + plan.rows - 1) / plan.rows > c.max_workgroup_count[0])
         throw DeviceLimitError(fmt::format("moe_matvec: {} slots of {} rows exceed the device's workgroup grid", slots, n));
-    const uint64_t slack = binding_align(c) + 16;
-    const uint64_t per_window = c.max_storage_buffer_range > slack ? (c.max_storage_buffer_range - slack) / expert_bytes : 0;
-    if (per_window == 0)
-        throw DeviceLimitError(fmt::format("moe_matvec: one expert ({} rows of {} elements, {} bytes) does not fit one "
-                                           "binding ({} bytes)", n, k, expert_bytes, c.max_storage_buffer_range));
+    const uint64_t per_window = experts_per_window(c, "moe_matvec", expert_bytes, n, k);
 
     const uint64_t align = binding_align(c), x_align = plan.uniform_x ? uniform_align(c) : align;
     const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, x_align, 16);
@@ -278,27 +290,22 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
     detail::require_bytes(x, x_bytes, "moe_matmul", "X");
     detail::require_bytes(y, y_bytes, "moe_matmul", "Y");
     detail::require_bytes(groups, g_words * 4, "moe_matmul", "groups");
-    if (bias) detail::require_bytes(*bias, b_bytes, "moe_matmul", "expert biases");
-    for (const auto& [slice, what] : {std::pair{&x, "X"}, std::pair{&y, "Y"}, std::pair{&groups, "the groups"},
-                                      std::pair{bias, "the expert biases"}})
-        if (slice && slice->offset % 4 != 0)
+    check_expert_bias(c, "moe_matmul", bias, b_bytes);
+    for (const auto& [slice, what] : {std::pair{&x, "X"}, std::pair{&y, "Y"}, std::pair{&groups, "the groups"}})
+        if (slice->offset % 4 != 0)
             throw std::invalid_argument(fmt::format("moe_matmul: {} must start on 4 bytes, starts at {}", what, slice->offset));
     if (mm.w_aligned && w.offset % 4 != 0)
         throw std::invalid_argument("moe_matmul: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     check_fits(c, "moe_matmul", "X", x_bytes);
     check_fits(c, "moe_matmul", "Y", y_bytes);
     check_fits(c, "moe_matmul", "the groups", g_words * 4);
-    if (bias) check_fits(c, "moe_matmul", "expert biases", b_bytes);
     const uint32_t bm = mm.tile_m(), bn = mm.tile_n();
     const uint64_t gx = (n + bn - 1) / bn, gy = (tokens + bm - 1) / bm;
     if (gx > c.max_workgroup_count[0] || gy > c.max_workgroup_count[1])
         throw DeviceLimitError(fmt::format("moe_matmul: {} rows x {} tokens exceed the device's workgroup grid", n, tokens));
-    const uint64_t slack = binding_align(c) + 16;
-    uint64_t per_window = c.max_storage_buffer_range > slack ? (c.max_storage_buffer_range - slack) / expert_bytes : 0;
-    per_window = std::min<uint64_t>(per_window, c.max_workgroup_count[2]);
-    if (per_window == 0)
-        throw DeviceLimitError(fmt::format("moe_matmul: one expert ({} rows of {} elements, {} bytes) does not fit one "
-                                           "binding ({} bytes)", n, k, expert_bytes, c.max_storage_buffer_range));
+    // workgroup z is an expert of the window
+    const uint64_t per_window =
+        std::min<uint64_t>(experts_per_window(c, "moe_matmul", expert_bytes, n, k), c.max_workgroup_count[2]);
     const uint64_t align = binding_align(c);
     const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, align, 16);
     const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
