@@ -2,14 +2,20 @@
 // attention_decode: one query token against the KV cache, split over the KV length (flash decoding).
 //
 // Inputs:  q[n_heads][D]                      f32, the query of the one token (n_tokens == 1)
-//          k, v[n_ctx][n_kv_heads][D]          f16, f32 or q8_0 (KV_*, see kv_read.glsl), a ring:
+//          k[n_ctx][n_kv_heads][D]             f16, f32 or q8_0 (KV_*, see kv_read.glsl), a ring:
 //                                              position j in row j % n_ctx
+//          v: DV elements per (row, kv head)   same type; V of row r, kv head g at 4-element group
+//                                              r * v_row4 + g * v_head4 + v_off4 of binding 2: a V
+//                                              cache [n_ctx][n_kv_heads][DV], or (MLA, absorbed: V is
+//                                              the last DV elements of each K row) the K cache itself
+//                                              bound again, v_off4 = (D - DV) / 4. DV <= D, from the
+//                                              host only where it differs (constant 3; 0 = D).
 //          positions[1]                        int32 p, read here so that a recorded command buffer
 //                                              follows the position. The query sees positions
 //                                              [lo, hi]: lo = max(0, p - window + 1), hi = p with a
 //                                              window; lo = 0, hi = min(p, n_ctx - 1) without.
-// Output:  direct (n_splits == 1):  dst = out[n_heads][D], the attention output
-//          split  (n_splits  > 1):  dst = scratch: o[n_splits][n_heads][D] unnormalized partial outputs,
+// Output:  direct (n_splits == 1):  dst = out[n_heads][DV], the attention output
+//          split  (n_splits  > 1):  dst = scratch: o[n_splits][n_heads][DV] unnormalized partial outputs,
 //                                   then ml[n_splits][n_heads][2] = (running max, sum of exp) per split;
 //                                   attention_merge.comp reduces them.
 // q, positions and dst start at the push constants q_first / pos_first / dst_first inside their
@@ -30,6 +36,7 @@
 // (serial over the tile, no reduction needed). Value phase: invocation (kp, d4) accumulates the 4
 // output columns d4 of all GW heads over the tile keys t = kp mod KP (one pass over V); the KP
 // partial accumulators are summed through shared memory at the end. No subgroup operations.
+// So WG >= DV / 4: the host takes 64, or the next power of two for V past 256 (MLA's 512: 128).
 // STORE (variants attention_decode_store_*, ops::attention_store: a decode step's RoPE, K/V store and
 //   attention in one dispatch instead of two): the new token's K (before RoPE, binding 5 from k_first)
 //   and V (binding 6 from v_first) rows [n_kv_heads][D] f32 go to cache row p % n_ctx (skipped when
@@ -40,6 +47,7 @@
 //   it is loaded (rope.comp's rotation; q itself is left as it is). rot_half = 0 means no RoPE.
 //   Frequency factors: binding 7, read only when has_ff != 0. Q8_0 needs D % 32 == 0 (whole blocks
 //   per head). The new key is taken after the others of its split (online softmax order only).
+//   V is a cache of its own as wide as K (DV == D; the host takes STORE for nothing else).
 
 #extension GL_GOOGLE_include_directive : require
 #ifdef STORE
@@ -49,13 +57,16 @@
 #include "kv_read.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 64;   // also the KV tile length; WG >= D / 4
-layout(constant_id = 1) const uint D = 128;   // head_dim, a multiple of 4, <= 4 * WG
+layout(constant_id = 0) const uint WG = 64;   // also the KV tile length; WG >= DV / 4
+layout(constant_id = 1) const uint D = 128;   // head_dim of q and K, a multiple of 4
 layout(constant_id = 2) const uint GW = 1;    // query heads per workgroup, <= GW_MAX
+layout(constant_id = 3) const uint DV_SPEC = 0;  // V's and the output's head_dim, a multiple of 4, <= D; 0: D
 
 #define GW_MAX 8
 const uint D4 = D / 4;
-const uint KP = WG / D4;  // key partitions of the value phase
+const uint DV = DV_SPEC == 0u ? D : DV_SPEC;
+const uint DV4 = DV / 4;
+const uint KP = WG / DV4;  // key partitions of the value phase
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q[]; };
 layout(std430, binding = 3) readonly buffer Pos { int positions[]; };
@@ -77,6 +88,9 @@ layout(push_constant) uniform Push {
     uint alibi_n_log2;  // 0: no ALiBi
     uint has_sinks;     // 1: head h's softmax has the extra logit sinks[sink_first + h] (split 0 holds it)
     uint sink_first;
+    uint v_row4;    // V's 4-element groups between consecutive cache rows of binding 2
+    uint v_head4;   // ... between consecutive kv heads of a row
+    uint v_off4;    // ... before a head's first V element (V inside K: (D - DV) / 4)
 #ifdef STORE
     uint k_first;   // float offset of the new K row (kv head 0) in binding 5
     uint v_first;   // likewise of the new V row in binding 6
@@ -125,7 +139,7 @@ uint tid, kvh, lo, lo_row;
 // One tile of n keys from logical index t0 (n <= WG), or with fresh the new key alone (n = 1) from
 // new_sh: scores, the online-softmax update, and the value accumulation.
 void process_tile(uint t0, uint n, bool fresh) {
-    const uint d4 = tid % D4, kp = tid / D4;
+    const uint d4 = tid % DV4, kp = tid / DV4;
     const uint row_stride4 = pc.n_kv_heads * D4;  // 4-element groups between consecutive cache rows
     const bool capped = pc.softcap > 0.0;
     const float inv_cap = capped ? 1.0 / pc.softcap : 0.0;
@@ -180,14 +194,14 @@ void process_tile(uint t0, uint n, bool fresh) {
             // the per-key work stays one address computation, as without a ring.
             const uint tr0 = ring_row(t0, lo, lo_row, pc.n_ctx);
             const uint n_direct = min(n, pc.n_ctx - tr0);
-            const uint col = kvh * D4 + d4;
+            const uint col = kvh * pc.v_head4 + pc.v_off4 + d4;
             uint t = kp;
             for (; t < n_direct; t += KP) {
-                const vec4 vv = load_v4((tr0 + t) * row_stride4 + col);
+                const vec4 vv = load_v4((tr0 + t) * pc.v_row4 + col);
                 for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
             }
             for (; t < n; t += KP) {
-                const vec4 vv = load_v4((t - n_direct) * row_stride4 + col);
+                const vec4 vv = load_v4((t - n_direct) * pc.v_row4 + col);
                 for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
             }
         }
@@ -332,24 +346,24 @@ void main() {
     for (uint g = 0; g < GW; ++g) {
         red_sh[tid] = acc[g];
         barrier();
-        if (tid < D4) {
+        if (tid < DV4) {
             vec4 o = red_sh[tid];
-            for (uint j = 1; j < KP; ++j) o += red_sh[j * D4 + tid];
+            for (uint j = 1; j < KP; ++j) o += red_sh[j * DV4 + tid];
             const uint h = h0 + g;
             if (direct) {
                 const float l = ml_sh[2 * g + 1];
                 o = l > 0.0 ? o / l : vec4(0.0);
-                const uint at = pc.dst_first + h * D + 4 * tid;
+                const uint at = pc.dst_first + h * DV + 4 * tid;
                 dst[at] = o.x; dst[at + 1] = o.y; dst[at + 2] = o.z; dst[at + 3] = o.w;
             } else {
-                const uint at = pc.dst_first + (split * pc.n_heads + h) * D + 4 * tid;
+                const uint at = pc.dst_first + (split * pc.n_heads + h) * DV + 4 * tid;
                 dst[at] = o.x; dst[at + 1] = o.y; dst[at + 2] = o.z; dst[at + 3] = o.w;
             }
         }
         barrier();
     }
     if (!direct && tid < GW) {
-        const uint at = pc.dst_first + pc.n_splits * pc.n_heads * D + (split * pc.n_heads + h0 + tid) * 2u;
+        const uint at = pc.dst_first + pc.n_splits * pc.n_heads * DV + (split * pc.n_heads + h0 + tid) * 2u;
         dst[at] = m_run;
         dst[at + 1] = l_run;
     }

@@ -3,6 +3,7 @@
 //
 // Input:   scratch: o[n_splits][n_heads][D] (unnormalized, each relative to its split's max), then
 //          ml[n_splits][n_heads][2] = (m_s, l_s); an empty split has m_s = NEG_BIG, l_s = 0.
+//          D is V's head dim (push constant v_dim), which MLA makes shorter than K's (512 against 576).
 // Output:  out[n_heads][D] f32
 // Math:    M = max_s m_s, w_s = exp(m_s - M), out = sum_s w_s o_s / sum_s w_s l_s
 //          (the log-sum-exp merge of flash decoding; an empty split gets weight 0 because l_s = 0
@@ -21,7 +22,7 @@ layout(std430, binding = 0) readonly buffer Scratch { float scratch[]; };
 layout(std430, binding = 1) writeonly buffer Out { float out_[]; };
 layout(push_constant) uniform Push {
     uint n_heads;
-    uint head_dim;
+    uint v_dim;     // elements per head of V and of the output
     uint n_splits;  // <= MAX_SPLITS
     uint out_first; // float offset of out[0] in the Out binding (a token's row at any offset)
 } pc;
@@ -30,7 +31,7 @@ shared float w_sh[MAX_SPLITS];
 
 void main() {
     const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x;
-    const uint D = pc.head_dim;
+    const uint D = pc.v_dim;
     const uint ml0 = pc.n_splits * pc.n_heads * D;
     float mx = NEG_BIG;
     for (uint s = 0; s < pc.n_splits; ++s) mx = max(mx, scratch[ml0 + (s * pc.n_heads + h) * 2u]);

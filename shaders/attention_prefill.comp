@@ -4,8 +4,15 @@
 // score matrix exists anywhere).
 //
 // Inputs:  q[n_tokens][n_heads][D]            f32
-//          k, v[n_ctx][n_kv_heads][D]          f16, f32 or q8_0 (KV_*, see kv_read.glsl), a ring:
+//          k[n_ctx][n_kv_heads][D]             f16, f32 or q8_0 (KV_*, see kv_read.glsl), a ring:
 //                                              position j in row j % n_ctx
+//          v: DV elements per (row, kv head)   same type; V of row r, kv head g at 4-element group
+//                                              r * v_row4 + g * v_head4 + v_off4 of binding 2: a V
+//                                              cache [n_ctx][n_kv_heads][DV], or with v_in_k (MLA,
+//                                              absorbed: V is the last DV elements of each K row) the
+//                                              K cache bound again, v_off4 = (D - DV) / 4; then the V
+//                                              tile is not loaded at all: the K tile holds it. DV <= D,
+//                                              from the host only where it differs (constant 5; 0 = D).
 //          positions[n_tokens]                 int32, read on the device: query t at position p sees
 //                                              positions [lo, hi]: lo = max(0, p - window + 1), hi = p
 //                                              with a window; lo = 0, hi = min(p, n_ctx - 1) without;
@@ -13,7 +20,7 @@
 //                                              for every query, so the call attends to all of itself;
 //                                              segmented (several inputs packed in one call): query t
 //                                              sees positions [segs[2t], segs[2t + 1]) instead
-// Output:  out[n_tokens][n_heads][D]          f32
+// Output:  out[n_tokens][n_heads][DV]         f32
 // q, positions and out start at the push constants q_first / pos_first / out_first inside their
 // bindings, so one sequence's rows of a multi-sequence batch can be bound at any offset.
 // Math (query token t at position i_t, head h, kv head h / G, s_j = scale * q_th . k_j for j in
@@ -34,7 +41,7 @@
 // r < M updates row r's running max and sum while the V tile replaces the K tile, then the value
 // phase accumulates (row, 4 columns) output slots from shared memory. Each invocation works on several
 // rows at once in both phases (S_ROWS, A_ROWS below) so that one shared K or V load feeds several
-// dot products.
+// dot products. The value phase needs WG >= DV / 4: the host takes 128, more for V past 512.
 // No subgroup operations; all sizes are specialization constants chosen by the host to fit shared
 // memory (ops/attention.cpp).
 
@@ -47,19 +54,22 @@ layout(constant_id = 1) const uint D = 128;  // head_dim, multiple of 4
 layout(constant_id = 2) const uint GW = 1;   // query heads per workgroup
 layout(constant_id = 3) const uint BT = 16;  // tokens per workgroup
 layout(constant_id = 4) const uint BK = 16;  // keys per tile
+layout(constant_id = 5) const uint DV_SPEC = 0;  // V's and the output's head_dim, a multiple of 4, <= D; 0: D
 
 #define MAX_ROWS 8
 const uint D4 = D / 4;
+const uint DV = DV_SPEC == 0u ? D : DV_SPEC;
+const uint DV4 = DV / 4;
 const uint M = BT * GW;
-const uint KS = D4 + 1;  // padded row stride of the K/V tile (spreads shared-memory banks)
+const uint KS = (D4 > DV4 ? D4 : DV4) + 1;  // padded row stride of the K/V tile (spreads shared-memory banks)
 // Score phase: invocation (key c = tid % BK, row group tid / BK) computes rows g, g + S_GROUPS, ...
 // of key c, so one K load serves S_ROWS rows. Needs WG % BK == 0.
 const uint S_GROUPS = WG / BK;
 const uint S_ROWS = (M + S_GROUPS - 1) / S_GROUPS;  // <= MAX_ROWS (host-checked)
-// Value phase: invocation (column group j = tid % D4, row group tid / D4) owns rows g, g + A_GROUPS,
-// ... of columns 4j..4j+3, so one V load serves A_ROWS rows. Needs WG >= D4; invocations past
-// A_GROUPS * D4 idle there.
-const uint A_GROUPS = WG / D4;
+// Value phase: invocation (column group j = tid % DV4, row group tid / DV4) owns rows g, g + A_GROUPS,
+// ... of columns 4j..4j+3, so one V load serves A_ROWS rows. Needs WG >= DV4; invocations past
+// A_GROUPS * DV4 idle there.
+const uint A_GROUPS = WG / DV4;
 const uint A_ROWS = (M + A_GROUPS - 1) / A_GROUPS;  // <= MAX_ROWS (host-checked)
 
 layout(std430, binding = 0) readonly buffer Q { vec4 q[]; };
@@ -88,6 +98,10 @@ layout(push_constant) uniform Push {
     uint segmented;     // 1: each query's key range comes from segs (not causal)
     uint has_sinks;     // 1: head h's softmax has the extra logit sinks[sink_first + h]
     uint sink_first;
+    uint v_row4;    // V's 4-element groups between consecutive cache rows of binding 2
+    uint v_head4;   // ... between consecutive kv heads of a row
+    uint v_off4;    // ... before a head's first V element (V inside K: (D - DV) / 4)
+    uint v_in_k;    // 1: V is inside the K rows (binding 2 is the K cache): read it from the K tile
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -140,8 +154,12 @@ void main() {
 
     vec4 acc[MAX_ROWS];
     for (uint k = 0; k < MAX_ROWS; ++k) acc[k] = vec4(0.0);
-    const uint a_col = tid % D4, a_group = tid / D4;
+    const uint a_col = tid % DV4, a_group = tid / DV4;
     const uint row_stride4 = pc.n_kv_heads * D4;
+    const bool v_in_k = pc.v_in_k != 0u;
+    // Where the value phase finds V's column groups in a tile row: the K tile's V part, or the V tile.
+    const uint v_at = v_in_k ? pc.v_off4 + a_col : a_col;
+    const uint v_col = kvh * pc.v_head4 + pc.v_off4;
 
     for (uint t0 = kv_begin; t0 < kv_end; t0 += BK) {
         const uint n = min(BK, kv_end - t0);
@@ -177,11 +195,14 @@ void main() {
             }
         }
         barrier();
-        for (uint i = tid; i < BK * D4; i += WG) {
-            const uint c = i / D4, j = i % D4;
-            uint row = r0 + c;
-            if (row >= pc.n_ctx) row %= pc.n_ctx;
-            kv_sh[c * KS + j] = c < n ? load_v4(row * row_stride4 + kvh * D4 + j) : vec4(0.0);
+        // The V tile replaces the K tile, unless V is part of K: then the K tile already holds it.
+        if (!v_in_k) {
+            for (uint i = tid; i < BK * DV4; i += WG) {
+                const uint c = i / DV4, j = i % DV4;
+                uint row = r0 + c;
+                if (row >= pc.n_ctx) row %= pc.n_ctx;
+                kv_sh[c * KS + j] = c < n ? load_v4(row * pc.v_row4 + v_col + j) : vec4(0.0);
+            }
         }
         for (uint r = tid; r < M; r += WG) {
             // Keys t0 + c outside [lo, lim) are masked: they get weight 0 and take no part in the max.
@@ -209,7 +230,7 @@ void main() {
                 if (r < M) acc[k] *= alpha_sh[r];
             }
             for (uint c = 0; c < n; ++c) {
-                const vec4 vv = kv_sh[c * KS + a_col];
+                const vec4 vv = kv_sh[c * KS + v_at];
                 for (uint k = 0; k < A_ROWS; ++k) {
                     const uint r = a_group + k * A_GROUPS;
                     if (r < M) acc[k] += p_sh[r * BK + c] * vv;
@@ -224,7 +245,7 @@ void main() {
             const uint r = a_group + k * A_GROUPS, t = tok0 + r / GW;
             if (r < M && t < pc.n_tokens) {
                 const float l = l_sh[r];
-                out_[pc.out_first + (t * pc.n_heads + h0 + r % GW) * D4 + a_col] = l > 0.0 ? acc[k] / l : vec4(0.0);
+                out_[pc.out_first + (t * pc.n_heads + h0 + r % GW) * DV4 + a_col] = l > 0.0 ? acc[k] / l : vec4(0.0);
             }
         }
     }

@@ -18,13 +18,14 @@ namespace vkllm::ops {
 namespace {
 
 // Must match the shaders' limits.
-constexpr uint32_t kDecodeWg = 64;        // attention_decode.comp: WG >= head_dim / 4
+constexpr uint32_t kDecodeWg = 64;        // attention_decode.comp: WG >= v_dim / 4 (wider for V past 256)
 constexpr uint32_t kDecodeMaxHeads = 8;   // attention_decode.comp: GW_MAX
-constexpr uint32_t kPrefillWg = 128;
+constexpr uint32_t kPrefillWg = 128;      // attention_prefill.comp: WG >= v_dim / 4 (wider for V past 512)
 constexpr uint32_t kPrefillMaxRows = 8;   // attention_prefill.comp: MAX_ROWS (rows per invocation)
 constexpr uint32_t kMergeWg = 64;
 constexpr uint32_t kMaxSplits = 128;      // attention_merge.comp holds up to 256
-constexpr uint32_t kMaxHeadDim = 256;
+constexpr uint32_t kMaxHeadDim = 576;     // DeepSeek's MLA: K heads of 64 RoPE + 512 latent dims
+constexpr uint32_t kStoreMaxHeadDim = 256;  // attention_store: the fused path as written and tested
 constexpr uint32_t kMaxPosBiasRange = 1u << 20;  // a table of n_heads x 2M+1 floats is already absurd
 
 // ALiBi's slopes as alibi_slope() in shaders/include/kv_read.glsl takes them.
@@ -47,9 +48,12 @@ struct DecodePush {
     uint32_t q_first, pos_first, dst_first;
     AlibiPush alibi;
     uint32_t has_sinks, sink_first;
+    // V's layout in its binding, in 4-element groups: row r, kv head g starts at r * v_row4 + g * v_head4
+    // + v_off4 (a V cache: n_kv_heads * v_dim / 4, v_dim / 4, 0; V in K: K's strides, (head_dim - v_dim) / 4).
+    uint32_t v_row4, v_head4, v_off4;
 };
 struct MergePush {
-    uint32_t n_heads, head_dim, n_splits, out_first;
+    uint32_t n_heads, v_dim, n_splits, out_first;
 };
 struct PrefillPush {
     uint32_t n_tokens, n_heads, n_kv_heads, n_ctx, group;
@@ -62,7 +66,18 @@ struct PrefillPush {
     uint32_t bias_range;
     uint32_t seg_first, segmented;
     uint32_t has_sinks, sink_first;
+    uint32_t v_row4, v_head4, v_off4;  // as DecodePush's
+    uint32_t v_in_k;  // 1: V is the tail of the K rows, so the K tile in shared memory already holds it
 };
+
+struct VLayout {
+    uint32_t row4, head4, off4;
+};
+VLayout v_layout(const AttentionParams& p) {
+    const uint32_t dv4 = p.v_dim() / 4;
+    if (p.v_in_k) return {p.n_kv_heads * (p.head_dim / 4), p.head_dim / 4, (p.head_dim - p.v_dim()) / 4};
+    return {p.n_kv_heads * dv4, dv4, 0};
+}
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
 
@@ -83,9 +98,17 @@ void check_params(const AttentionParams& p) {
     if (p.n_heads % p.n_kv_heads != 0) bad("n_heads must be a multiple of n_kv_heads");
     if (p.head_dim == 0 || p.head_dim % 4 != 0 || p.head_dim > kMaxHeadDim)
         bad(fmt::format("head_dim must be a multiple of 4 in 4..{}", kMaxHeadDim));
+    if (p.v_head_dim % 4 != 0 || p.v_head_dim > p.head_dim)
+        bad(fmt::format("v_head_dim {} must be a multiple of 4 and at most head_dim (0: head_dim)", p.v_head_dim));
     if ((uint64_t(p.n_kv_heads) * p.head_dim) % kv_row_multiple(p.kv_type) != 0)
         bad(fmt::format("a {} cache needs n_kv_heads * head_dim to be a multiple of {}", kv_type_name(p.kv_type),
                         kv_row_multiple(p.kv_type)));
+    if (!p.v_in_k && (uint64_t(p.n_kv_heads) * p.v_dim()) % kv_row_multiple(p.kv_type) != 0)
+        bad(fmt::format("a {} V cache needs n_kv_heads * v_head_dim ({}) to be a multiple of {}", kv_type_name(p.kv_type),
+                        p.v_dim(), kv_row_multiple(p.kv_type)));
+    if (p.v_in_k && p.kv_type == KvType::Q8_0 && (p.head_dim - p.v_dim()) % kKvQ8Block != 0)
+        bad(fmt::format("V inside a q8_0 K row must start on a block: head_dim - v_head_dim = {} is not a multiple of {}",
+                        p.head_dim - p.v_dim(), kKvQ8Block));
     // All of a chunk's rows are stored before attention runs: the ring must still hold the window of
     // the chunk's first query after the last one's row went in.
     if (p.window > 0 && uint64_t(p.n_ctx) < uint64_t(p.window) + p.n_tokens - 1)
@@ -98,23 +121,33 @@ void check_params(const AttentionParams& p) {
     if (p.segmented && (p.causal || p.window > 0)) bad("packed segments need bidirectional attention without a window");
 }
 
-// Split-K partials of a decode plan: o[n_splits][n_heads][head_dim], then (m, l) per split and head.
+// Split-K partials of a decode plan: o[n_splits][n_heads][v_dim], then (m, l) per split and head.
 uint64_t partials_bytes(const AttentionParams& p, uint32_t n_splits) {
-    return uint64_t(n_splits) * p.n_heads * (p.head_dim + 2) * sizeof(float);
+    return uint64_t(n_splits) * p.n_heads * (p.v_dim() + 2) * sizeof(float);
 }
 
 // The most keys one query can see: a window bounds the KV length.
 uint32_t max_kv_len(const AttentionParams& p) { return p.window > 0 ? std::min(p.window, p.n_ctx) : p.n_ctx; }
 
-// store: attention_decode.comp's STORE variants also hold the new K and V rows twice (raw_sh, new_sh).
-size_t decode_shared_bytes(uint32_t wg, uint32_t d, uint32_t gw, bool store) {
-    return size_t(gw) * (d / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16 + (store ? 16 * size_t(d) : 0);
+// attention_decode.comp's shared memory: q_sh (GW queries of K's width dk), p_sh, alpha_sh and ml_sh,
+// red_sh (WG vec4). store: the STORE variants also hold the new K and V rows twice (raw_sh, new_sh).
+size_t decode_shared_bytes(uint32_t wg, uint32_t dk, uint32_t gw, bool store) {
+    return size_t(gw) * (dk / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16 + (store ? 16 * size_t(dk) : 0);
 }
 
-size_t prefill_shared_bytes(uint32_t d, uint32_t m, uint32_t bk) {
-    const size_t d4 = d / 4;
-    return (m * d4 + bk * (d4 + 1)) * 16 + size_t(m) * bk * 4 + size_t(m) * 32;
+// attention_prefill.comp's shared memory: q_sh (M queries of K's width dk), the K/V tile (BK rows of
+// the wider of K and V plus one vec4 of padding: the V tile reuses the K tile's space), p_sh, and
+// eight words of per-row state.
+size_t prefill_shared_bytes(uint32_t dk, uint32_t dv, uint32_t m, uint32_t bk) {
+    const size_t dk4 = dk / 4, tile4 = std::max(dk, dv) / 4 + 1;
+    return (m * dk4 + bk * tile4) * 16 + size_t(m) * bk * 4 + size_t(m) * 32;
 }
+
+// Decode workgroup: its value phase gives each of V's 4-column groups an invocation, so WG >= v_dim / 4:
+// 64 up to v_dim 256, else the next power of two (MLA's 512: 128).
+uint32_t decode_wg(const AttentionParams& p) { return std::max(kDecodeWg, std::bit_ceil(p.v_dim() / 4)); }
+// Prefill workgroup: WG >= v_dim / 4 likewise (128 up to v_dim 512).
+uint32_t prefill_wg(const AttentionParams& p) { return std::max(kPrefillWg, std::bit_ceil(p.v_dim() / 4)); }
 
 // Workgroups that keep the device busy during decode. The caps do not say how many compute units
 // there are, so this goes by device class: enough for a large discrete GPU, few on a CPU where
@@ -132,8 +165,8 @@ BufferSlice bound(const BufferSlice& s, uint64_t bytes, const DeviceCaps& caps, 
     if (s.buffer == VK_NULL_HANDLE || s.size < bytes)
         throw std::invalid_argument(fmt::format("attention: {} holds {} bytes, needs {}", tensor, s.size, bytes));
     if (bytes > caps.max_storage_buffer_range) {
-        const uint64_t row = kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
         const bool cache = std::string_view(tensor).find("cache") != std::string_view::npos;
+        const uint64_t row = bytes / p.n_ctx;  // a cache's binding is n_ctx rows
         throw DeviceLimitError(fmt::format(
             "attention: {} needs a {}-byte binding, more than this device's maxStorageBufferRange ({} bytes){}", tensor,
             bytes, caps.max_storage_buffer_range,
@@ -155,14 +188,15 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
     AttentionPlan plan;
     if (p.n_tokens == 1 && p.pos_bias_range == 0 && !p.segmented) {
         plan.decode = true;
-        plan.wg = kDecodeWg;
-        plan.kv_tile = kDecodeWg;
+        plan.wg = decode_wg(p);
+        plan.kv_tile = plan.wg;
         // A split costs a merge dispatch, and on a CPU driver a dispatch has a fixed cost of tens of
         // microseconds (lavapipe: 50-90 us for attention_merge on a 2-core EPYC) while a 64-row split
         // of a small model is ~nothing: there a split holds at least 16384 values of each head's K
         // (256 rows at head_dim 64; 2048 rows at stories260K's 8: its decode loses 5 merges of 43
         // dispatches), so short contexts take one split and long ones still spread over the cores.
-        plan.min_chunk = caps.cpu_tuning ? std::max(4 * kDecodeWg, 16384 / p.head_dim) : kDecodeWg;
+        // (A wider workgroup, for V past 256, keeps the same 256-row floor: its rows are longer.)
+        plan.min_chunk = caps.cpu_tuning ? std::max(4 * kDecodeWg, 16384 / p.head_dim) : plan.wg;
         uint32_t gw = largest_divisor_at_most(group, kDecodeMaxHeads);
         while (gw > 1 && decode_shared_bytes(plan.wg, p.head_dim, gw, store) > caps.max_shared_memory)
             gw = largest_divisor_at_most(group, gw - 1);
@@ -172,27 +206,33 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
         const uint32_t max_splits = std::min(kMaxSplits, ceil_div(max_kv_len(p), plan.min_chunk));
         plan.n_splits = std::clamp(ceil_div(decode_target_workgroups(caps), wgs_per_split), 1u, max_splits);
     } else {
-        plan.wg = kPrefillWg;
-        const uint32_t d4 = p.head_dim / 4;
+        plan.wg = prefill_wg(p);
+        // The value phase spreads (row, 4 columns of V) over the workgroup: rows per invocation from V's width.
+        const uint32_t dv4 = p.v_dim() / 4;
         // Most query rows per workgroup first (each K/V tile is reused by all of them), then the
         // longest KV tile, within shared memory and the accumulator registers.
         for (uint32_t rows : {32u, 16u, 8u, 4u, 2u, 1u}) {
             const uint32_t gw = largest_divisor_at_most(group, rows);
             const uint32_t bt = std::min(rows / gw, p.n_tokens);
             const uint32_t m = gw * bt;
-            if (ceil_div(m, plan.wg / d4) > kPrefillMaxRows) continue;
+            if (ceil_div(m, plan.wg / dv4) > kPrefillMaxRows) continue;
             for (uint32_t bk : {32u, 16u, 8u, 4u}) {
                 if (ceil_div(m, plan.wg / bk) > kPrefillMaxRows) continue;
-                if (prefill_shared_bytes(p.head_dim, m, bk) > caps.max_shared_memory) continue;
+                const size_t bytes = prefill_shared_bytes(p.head_dim, p.v_dim(), m, bk);
+                if (bytes > caps.max_shared_memory) continue;
                 plan.heads_per_wg = gw;
                 plan.tokens_per_wg = bt;
                 plan.kv_tile = bk;
-                plan.shared_bytes = prefill_shared_bytes(p.head_dim, m, bk);
+                plan.shared_bytes = bytes;
                 break;
             }
             if (plan.kv_tile) break;
         }
     }
+    if (caps.max_workgroup_invocations != 0 &&
+        plan.wg > std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]))
+        throw DeviceLimitError(fmt::format("attention: v_dim {} needs workgroups of {} invocations, more than this device's {}",
+                                           p.v_dim(), plan.wg, std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0])));
     if (plan.heads_per_wg == 0 || plan.shared_bytes > caps.max_shared_memory)
         throw DeviceLimitError(fmt::format("attention: head_dim {} needs more than this device's {} bytes of shared memory",
                                            p.head_dim, caps.max_shared_memory));
@@ -221,6 +261,9 @@ std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const Attentio
         descs.push_back({fmt::format("attention_prefill_{}", kv_type_name(p.kv_type)),
                          {plan.wg, p.head_dim, plan.heads_per_wg, plan.tokens_per_wg, plan.kv_tile}});
     }
+    // DV (constant 3 of the decode kernel, 5 of prefill; 0 = D) only where V is narrower, so that the
+    // pipelines of every V-as-wide-as-K call stay exactly the ones they were.
+    if (p.v_dim() != p.head_dim) descs[0].spec.push_back(p.v_dim());
     return descs;
 }
 
@@ -232,21 +275,27 @@ struct Bindings {
     detail::ByteWindow q, out;
     detail::Window pos;
     detail::Window sinks;    // the sinks' window; the positions' when there are none (never read then)
-    uint64_t act_bytes = 0;  // of q and of out: n_tokens rows of n_heads * head_dim f32
+    uint64_t q_bytes = 0;    // n_tokens rows of n_heads * head_dim f32
+    uint64_t out_bytes = 0;  // n_tokens rows of n_heads * v_dim f32
 };
 
 Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
               const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& sinks) {
     Bindings b;
-    const uint64_t act_bytes = b.act_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
-    const uint64_t kv_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
-    b.k = bound(k, kv_bytes, caps, "the K cache", p);
-    b.v = bound(v, kv_bytes, caps, "the V cache", p);
+    b.q_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
+    b.out_bytes = uint64_t(p.n_tokens) * p.n_heads * p.v_dim() * sizeof(float);
+    const uint64_t k_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
+    b.k = bound(k, k_bytes, caps, "the K cache", p);
+    // V inside K: the K cache is bound to the V binding too (both read-only) and the push constants
+    // address V's columns inside its rows; the v slice is not looked at.
+    b.v = p.v_in_k ? b.k
+                   : bound(v, uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.v_dim()), caps,
+                           "the V cache", p);
     // q, out and positions may start at any element (one sequence's rows inside a batch): they are
     // bound through aligned windows and the kernels index from the offsets in the push constants.
     // q and out are read and written as vec4s, so their windows keep 16-byte granularity.
     const uint64_t vec_align = std::max<uint64_t>(caps.min_storage_buffer_offset_alignment, 16);
-    auto act = [&](const BufferSlice& s, const char* tensor) {
+    auto act = [&](const BufferSlice& s, uint64_t act_bytes, const char* tensor) {
         bound(s, act_bytes, caps, tensor, p);
         if (s.offset % 16 != 0)
             throw std::invalid_argument(fmt::format("attention: {} must start on 16 bytes, starts at {}", tensor, s.offset));
@@ -254,8 +303,8 @@ Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlic
         bound(w.slice, w.slice.size, caps, tensor, p);
         return w;
     };
-    b.q = act(q, "q");
-    b.out = act(out, "out");
+    b.q = act(q, b.q_bytes, "q");
+    b.out = act(out, b.out_bytes, "out");
     bound(positions, uint64_t(p.n_tokens) * sizeof(int32_t), caps, "positions", p);
     b.pos = detail::window(caps, positions, 0, p.n_tokens, 4);
     b.sinks = b.pos;
@@ -288,10 +337,11 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     // The partials of this plan's splits; attention_store's plan never has more splits than
     // attention()'s (its workgroups hold at most as many heads), so attention_scratch_bytes suffices.
     const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials_bytes(p, plan.n_splits), caps, "scratch", p);
+    const VLayout vl = v_layout(p);
     const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
                           group,     p.scale,      p.window,  p.softcap,     uint32_t(b.q.inner / 16),
                           b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u, alibi_push(p),
-                          p.sinks ? 1u : 0u, sk.first};
+                          p.sinks ? 1u : 0u, sk.first, vl.row4, vl.head4, vl.off4};
     std::vector<BufferSlice> bindings{b.q.slice, b.k, b.v, b.pos.slice, dst};
     bindings.insert(bindings.end(), store_bindings.begin(), store_bindings.end());
     bindings.push_back(sk.slice);
@@ -305,7 +355,7 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
         s.dispatch(ctx.pipeline(descs[0]), bindings, &push, sizeof(push), grid, "attention");
     }
     if (direct) return;
-    const MergePush mpush{p.n_heads, p.head_dim, plan.n_splits, uint32_t(b.out.inner / 4)};
+    const MergePush mpush{p.n_heads, p.v_dim(), plan.n_splits, uint32_t(b.out.inner / 4)};
     s.dispatch(ctx.pipeline(descs[1]), {dst, b.out.slice}, mpush, {p.n_heads, 1, 1}, "attention_merge");
 }
 
@@ -333,24 +383,26 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
         bound(extras.segments, uint64_t(p.n_tokens) * 8, caps, "segments", p);
         segs = detail::window(caps, extras.segments, 0, 2ull * p.n_tokens, 4);
     }
+    const VLayout vl = v_layout(p);
     const PrefillPush push{p.n_tokens,     p.n_heads,          p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
                            uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
                            alibi_push(p),  p.pos_bias_range,   segs.first,   p.segmented ? 1u : 0u,
-                           p.sinks ? 1u : 0u, b.sinks.first};
+                           p.sinks ? 1u : 0u, b.sinks.first, vl.row4, vl.head4, vl.off4, p.v_in_k ? 1u : 0u};
     s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias, segs.slice, b.sinks.slice}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
 }
 
 bool attention_store_supported(const AttentionParams& p) {
-    return p.n_tokens == 1 && p.pos_bias_range == 0 && !p.segmented && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
+    return p.n_tokens == 1 && p.pos_bias_range == 0 && !p.segmented && p.v_dim() == p.head_dim && !p.v_in_k &&
+           p.head_dim <= kStoreMaxHeadDim && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
 }
 
 std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p) {
     if (!attention_store_supported(p))
         throw std::invalid_argument(fmt::format(
-            "attention_store: needs one token (got {}), no position-bias table or segments, and, for a q8_0 cache, "
-            "head_dim a multiple of {} (got {})",
-            p.n_tokens, kKvQ8Block, p.head_dim));
+            "attention_store: needs one token (got {}), no position-bias table or segments, a V cache as wide as K "
+            "(v_head_dim {}, v_in_k {}), head_dim at most {} and, for a q8_0 cache, a multiple of {} (got {})",
+            p.n_tokens, p.v_head_dim, p.v_in_k, kStoreMaxHeadDim, kKvQ8Block, p.head_dim));
     const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p, true);
     std::vector<PipelineDesc> descs{
         {fmt::format("attention_decode_store_{}", kv_type_name(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}}};
@@ -382,7 +434,7 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
     }
     // One dispatch writes the caches and the output (or the split partials) while its other
     // workgroups read the rest: no written range may share a byte with another range.
-    const uint64_t act_bytes = b.act_bytes;
+    const uint64_t act_bytes = b.q_bytes;  // also out's: V is as wide as K here
     const bool split = plan.n_splits > 1;
     struct Range {
         BufferSlice slice;

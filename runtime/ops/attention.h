@@ -12,6 +12,14 @@
 // (op_types.h; n_kv_heads * head_dim a multiple of 32); arithmetic is f32. The KV range comes from `positions` on the device, so a recorded command buffer stays valid
 // as positions advance; cache rows outside it are never read.
 //
+// Multi-head latent attention (DeepSeek-V2/V3, absorbed form): MQA whose key head (576 = 64 RoPE
+// dims + 512 latent) is longer than its value head (512), and whose V is no tensor of its own but
+// the last 512 elements of each K row, so that the cache holds the latent once. `v_head_dim` gives
+// V (and the output) its own width and `v_in_k` reads it from the K cache; both kernels take the V
+// row stride, head stride and offset as push constants, so the same pipelines serve both layouts.
+// Hence also head_dim up to 576 (kMaxHeadDim): the plans widen the decode workgroup to hold V's
+// columns and shrink the prefill tiles to fit shared memory.
+//
 // Sliding-window attention (Mistral, Gemma 2/3, Phi-3 small): the cache is a ring of n_ctx rows,
 // position j living in row j % n_ctx (ops::kv_store writes it there), and a query sees only the last
 // `window` positions; a windowed decode reads about `window` keys however long the history.
@@ -32,7 +40,7 @@ struct AttentionParams {
     uint32_t n_tokens;    // queries in this call (1 = decode)
     uint32_t n_heads;     // query heads
     uint32_t n_kv_heads;  // n_heads % n_kv_heads == 0 (GQA/MQA)
-    uint32_t head_dim;    // any multiple of 4 up to 256
+    uint32_t head_dim;    // of q and K: any multiple of 4 up to 576
     uint32_t n_ctx;       // rows in the KV cache
     float scale;          // usually 1/sqrt(head_dim)
     KvType kv_type;       // K and V cache element type
@@ -57,6 +65,15 @@ struct AttentionParams {
     // Attention sinks (gpt-oss): head h's softmax has one more logit, AttentionExtras::sinks[h], that
     // takes its share of the weights and contributes no value.
     bool sinks = false;
+    // Elements per head of V and of the output; 0 = head_dim. A multiple of 4, at most head_dim
+    // (MLA: 512 against K's 576).
+    uint32_t v_head_dim = 0;
+    // V is no separate cache: each head's V is the last v_dim() elements of that head's K row
+    // (element offset head_dim - v_dim() in it; MLA's latent). attention() ignores its v slice
+    // (it may be empty). A q8_0 cache needs head_dim - v_dim() a multiple of 32 (whole blocks).
+    bool v_in_k = false;
+
+    uint32_t v_dim() const { return v_head_dim ? v_head_dim : head_dim; }
 };
 
 // The optional inputs of attention(): the position-bias table (pos_bias_range > 0) and the
@@ -68,8 +85,9 @@ struct AttentionExtras {
 };
 
 // q:   f32 [n_tokens][n_heads][head_dim]
-// k, v: one layer's cache, [n_ctx][n_kv_heads][head_dim] of kv_type (already holding this step's rows),
-//   position j in row j % n_ctx (a ring; for an ordinary cache, positions < n_ctx, the identity).
+// k, v: one layer's cache, k [n_ctx][n_kv_heads][head_dim] and v [n_ctx][n_kv_heads][v_dim()] of kv_type
+//   (already holding this step's rows; with v_in_k no v: V is read from k), position j in row j % n_ctx
+//   (a ring; for an ordinary cache, positions < n_ctx, the identity).
 // positions: int32 [n_tokens]: absolute position of each query token (read on the device). Query t
 //   at position p attends keys at positions lo(p)..p inclusive (causal), lo(p) = max(0, p - window + 1)
 //   with a window, else 0 (not causal: keys 0..positions[n_tokens - 1] for every query, no window); without a window positions must be < n_ctx (p is clamped to n_ctx - 1).
@@ -77,8 +95,8 @@ struct AttentionExtras {
 //   runs, and a smaller ring would already have overwritten keys that the chunk's first query needs.
 // Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, gains the ALiBi
 // bias with max_alibi_bias > 0 and the table's bias with pos_bias_range > 0, then softmax (with the
-// head's sink logit in its sum when p.sinks).
-// out: f32 [n_tokens][n_heads][head_dim]
+// head's sink logit in its sum when p.sinks), and the output is the softmax-weighted sum of the V rows.
+// out: f32 [n_tokens][n_heads][v_dim()]
 // scratch: at least attention_scratch_bytes(ctx, p) bytes (split-K partials); unused, and may be an
 //   empty slice, when that is 0.
 // q, positions and out may start at any offset inside their buffers (q and out on 16 bytes): the rows
@@ -110,8 +128,10 @@ struct NewKv {
 void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
                      const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
                      const BufferSlice& out, const BufferSlice& scratch, const BufferSlice& sinks = {});
-// Whether attention_store takes p: one token, no position-bias table, and for a q8_0 cache whole
-// blocks per head (head_dim a multiple of 32: each workgroup quantizes one head's row).
+// Whether attention_store takes p: one token, no position-bias table, V a cache of its own as wide as
+// K (v_dim() == head_dim, no v_in_k: the fused kernel builds one new row of each), head_dim <= 256
+// (the limit it was written and tested for), and for
+// a q8_0 cache whole blocks per head (head_dim a multiple of 32: each workgroup quantizes one head's row).
 bool attention_store_supported(const AttentionParams& p);
 std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const AttentionParams& p);
 
@@ -141,9 +161,10 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
 
 namespace vkllm::ref {
 
-// Plain reference: for each query, scores in double (soft-capped, ALiBi- and table-biased when asked), softmax
-// (the sink of each head one more logit when p.sinks),
-// weighted sum of V over the query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32),
+// Plain reference: for each query, scores in double over head_dim (soft-capped, ALiBi- and table-biased when
+// asked), softmax (the sink of each head one more logit when p.sinks),
+// weighted sum of V (v_dim() wide; with v_in_k the tail of each K row, v unused and may be null) over the
+// query's window; K/V read as the device stores them (f16 -> f32 via f16_to_f32),
 // from ring row j % n_ctx for position j. pos_bias and segments as attention() takes them.
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
                float* out, const float* pos_bias = nullptr, const int32_t* segments = nullptr,

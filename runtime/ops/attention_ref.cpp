@@ -36,7 +36,10 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
     if (p.pos_bias_range > 0 && !pos_bias) throw std::invalid_argument("ref::attention: pos_bias_range without a table");
     if (p.sinks && !sinks) throw std::invalid_argument("ref::attention: sinks without their logits");
     if (p.segmented && !segments) throw std::invalid_argument("ref::attention: segmented without segments");
-    const uint32_t D = p.head_dim, group = p.n_heads / p.n_kv_heads;
+    // D: the width of q and K (the scores); DV: of V and of the output. With v_in_k, V of a head is
+    // the last DV elements of its K row (DeepSeek's MLA in absorbed form) and v is not read.
+    const uint32_t D = p.head_dim, DV = p.v_dim(), group = p.n_heads / p.n_kv_heads;
+    if (DV > D || (!p.v_in_k && !v)) throw std::invalid_argument("ref::attention: bad V (v_head_dim > head_dim, or no v)");
     const std::vector<double> slopes =
         p.max_alibi_bias > 0 ? alibi_slopes(p.n_heads, p.max_alibi_bias) : std::vector<double>(p.n_heads, 0.0);
     // Query t sees positions [lo, end): the window's, or 0..p clamped to the cache without one.
@@ -58,27 +61,29 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
         range(t, lo, end);
         rows = std::max(rows, p.window > 0 ? p.n_ctx : end);
     }
-    const size_t n = size_t(rows) * p.n_kv_heads * D;
-    std::vector<float> kf(n), vf(n);
-    if (p.kv_type == ops::KvType::Q8_0) {
-        ref::kv_dequantize_q8_0(static_cast<const uint32_t*>(k), kf.data(), uint32_t(n));
-        ref::kv_dequantize_q8_0(static_cast<const uint32_t*>(v), vf.data(), uint32_t(n));
-    } else if (p.kv_type == ops::KvType::F16) {
-        for (size_t i = 0; i < n; ++i) {
-            kf[i] = f16_to_f32(static_cast<const uint16_t*>(k)[i]);
-            vf[i] = f16_to_f32(static_cast<const uint16_t*>(v)[i]);
-        }
-    } else {
-        std::copy_n(static_cast<const float*>(k), n, kf.begin());
-        std::copy_n(static_cast<const float*>(v), n, vf.begin());
-    }
+    auto widen = [&](const void* src, size_t n) {
+        std::vector<float> f(n);
+        if (p.kv_type == ops::KvType::Q8_0)
+            ref::kv_dequantize_q8_0(static_cast<const uint32_t*>(src), f.data(), uint32_t(n));
+        else if (p.kv_type == ops::KvType::F16)
+            for (size_t i = 0; i < n; ++i) f[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+        else
+            std::copy_n(static_cast<const float*>(src), n, f.begin());
+        return f;
+    };
+    const std::vector<float> kf = widen(k, size_t(rows) * p.n_kv_heads * D);
+    const std::vector<float> vf = p.v_in_k ? std::vector<float>() : widen(v, size_t(rows) * p.n_kv_heads * DV);
+    // Head g's V in cache row r: its own row of the V cache, or the tail of its K row.
+    auto v_row = [&](size_t r, size_t g) {
+        return p.v_in_k ? kf.data() + (r * p.n_kv_heads + g) * D + (D - DV) : vf.data() + (r * p.n_kv_heads + g) * DV;
+    };
 
-    std::vector<double> w, o(D);
+    std::vector<double> w, o(DV);
     for (uint32_t t = 0; t < p.n_tokens; ++t) {
         uint32_t lo = 0, end = 0;
         range(t, lo, end);
         if (end <= lo) {  // no keys (an empty segment): zeros, as the kernel writes
-            std::fill(out + size_t(t) * p.n_heads * D, out + size_t(t + 1) * p.n_heads * D, 0.0f);
+            std::fill(out + size_t(t) * p.n_heads * DV, out + size_t(t + 1) * p.n_heads * DV, 0.0f);
             continue;
         }
         w.assign(end - lo, 0.0);
@@ -106,11 +111,11 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
             for (double& x : w) sum += (x = std::exp(x - mx));
             std::fill(o.begin(), o.end(), 0.0);
             for (uint32_t j = lo; j < end; ++j) {
-                const float* vr = vf.data() + (row(j) + kv_head) * D;
-                for (uint32_t d = 0; d < D; ++d) o[d] += w[j - lo] * vr[d];
+                const float* vr = v_row(j % p.n_ctx, kv_head);
+                for (uint32_t d = 0; d < DV; ++d) o[d] += w[j - lo] * vr[d];
             }
-            float* oh = out + (size_t(t) * p.n_heads + h) * D;
-            for (uint32_t d = 0; d < D; ++d) oh[d] = float(o[d] / sum);
+            float* oh = out + (size_t(t) * p.n_heads + h) * DV;
+            for (uint32_t d = 0; d < DV; ++d) oh[d] = float(o[d] / sum);
         }
     }
 }

@@ -11,6 +11,9 @@
 //           A cache row (n_kv_heads * head_dim elements) is whole blocks, so group i4 is quad i4 % 8
 //           of block i4 / 8, whatever the head boundaries; one word of int8 and the block's scale.
 // Arithmetic after the load is f32.
+// V need not be a cache of its own: for MLA (absorbed form) V is the tail of each K row, and the
+// host binds the K cache at binding 2 too; the kernels then address V's groups inside K's rows
+// (their v_row4 / v_head4 / v_off4 push constants), which load_v4 reads as it reads any group.
 
 #include "half.glsl"
 

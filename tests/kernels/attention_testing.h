@@ -44,6 +44,22 @@ inline AttentionParams params(uint32_t n_tokens, uint32_t n_heads, uint32_t n_kv
     return {n_tokens, n_heads, n_kv_heads, head_dim, n_ctx, 1.0f / std::sqrt(float(head_dim)), t};
 }
 
+// V of its own width: v_head_dim, read from the K rows' tails with v_in_k.
+inline AttentionParams with_v(AttentionParams p, uint32_t v_head_dim, bool v_in_k) {
+    p.v_head_dim = v_head_dim;
+    p.v_in_k = v_in_k;
+    return p;
+}
+
+// DeepSeek-V2-Lite / V3 attention in MLA's absorbed form: n_heads query heads over one latent KV
+// head of 576 = 64 RoPE dims + 512 latent (kv_lora_rank), V the latent (the last 512 of each K row);
+// scores scaled by 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) = 1/sqrt(192), as the model does.
+inline AttentionParams mla(uint32_t n_tokens, uint32_t n_heads, uint32_t n_ctx, KvType t) {
+    AttentionParams p = with_v(params(n_tokens, n_heads, 1, 576, n_ctx, t), 512, true);
+    p.scale = 1.0f / std::sqrt(192.0f);
+    return p;
+}
+
 // (n_heads, n_kv_heads): 1:1, 2:1, 4:1, 8:1 (= MQA at 8 heads), MQA at 32 heads, and a group of 3.
 using Heads = std::pair<uint32_t, uint32_t>;
 inline const Heads kGqa[] = {{8, 8}, {8, 4}, {8, 2}, {8, 1}, {32, 1}, {6, 2}};
@@ -71,13 +87,15 @@ inline void record_worst(const std::string& cls, KvType t, const test::Compare& 
     ++w.checks;
 }
 
-// One layer's cache in device layout: rows [0, filled) random in [-1, 1] (rounded to f16 for F16,
-// quantized for Q8_0: the reference reads these very bytes), rows [filled, n_ctx) NaN.
-inline std::vector<uint8_t> make_cache(const AttentionParams& p, uint32_t filled, uint32_t seed) {
-    const size_t n = size_t(p.n_ctx) * p.n_kv_heads * p.head_dim;
-    const size_t valid = size_t(filled) * p.n_kv_heads * p.head_dim;
+// One layer's cache in device layout, `dim` elements per head (0: head_dim; a V cache: p.v_dim()):
+// rows [0, filled) random in [-1, 1] (rounded to f16 for F16, quantized for Q8_0: the reference reads
+// these very bytes), rows [filled, n_ctx) NaN.
+inline std::vector<uint8_t> make_cache(const AttentionParams& p, uint32_t filled, uint32_t seed, uint32_t dim = 0) {
+    if (dim == 0) dim = p.head_dim;
+    const size_t n = size_t(p.n_ctx) * p.n_kv_heads * dim;
+    const size_t valid = size_t(filled) * p.n_kv_heads * dim;
     const std::vector<float> x = test::random_floats(valid, seed);
-    const size_t row = size_t(p.n_kv_heads) * p.head_dim;
+    const size_t row = size_t(p.n_kv_heads) * dim;
     std::vector<uint8_t> bytes(p.n_ctx * ops::kv_row_bytes(p.kv_type, row));
     if (p.kv_type == KvType::Q8_0) {
         auto* w = reinterpret_cast<uint32_t*>(bytes.data());
@@ -102,7 +120,8 @@ struct Options {
 };
 
 // Records attention for `p` once, then for each positions set: re-uploads positions, poisons `out`,
-// submits, and compares with the reference. Returns the plan used.
+// submits, and compares with the reference. Returns the plan used. With p.v_in_k there is no V
+// cache: attention() gets an empty v slice (it must not look at it) and V comes from the K rows.
 inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::string& cls, AttentionParams p,
                                                   const std::vector<std::vector<int32_t>>& pos_sets,
                                                   const Options& o = {}) {
@@ -113,6 +132,8 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
     CAPTURE(p.n_heads);
     CAPTURE(p.n_kv_heads);
     CAPTURE(p.head_dim);
+    CAPTURE(p.v_head_dim);
+    CAPTURE(p.v_in_k);
     CAPTURE(p.n_ctx);
     CAPTURE(plan.n_splits);
     uint32_t filled = 0;
@@ -121,17 +142,22 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
         for (int32_t x : pos) filled = std::max<uint32_t>(filled, uint32_t(x) + 1);
     }
     REQUIRE(filled <= p.n_ctx);
-    const size_t act = size_t(p.n_tokens) * p.n_heads * p.head_dim;
-    const auto k = make_cache(p, filled, o.seed * 7 + 1), v = make_cache(p, filled, o.seed * 7 + 2);
+    const size_t act = size_t(p.n_tokens) * p.n_heads * p.head_dim;        // q
+    const size_t act_out = size_t(p.n_tokens) * p.n_heads * p.v_dim();     // out
+    const auto k = make_cache(p, filled, o.seed * 7 + 1);
+    const auto v = p.v_in_k ? std::vector<uint8_t>() : make_cache(p, filled, o.seed * 7 + 2, p.v_dim());
     const auto q = test::random_floats(act, o.seed * 7 + 3, -o.q_amp, o.q_amp);
 
     Buffer kb = ctx.create_buffer(k.size(), MemoryUsage::Device, "k_cache");
-    Buffer vb = ctx.create_buffer(v.size(), MemoryUsage::Device, "v_cache");
     ctx.upload(kb, k.data(), k.size());
-    ctx.upload(vb, v.data(), v.size());
-    test::GuardedBuffer qb(ctx, act * 4, "q"), ob(ctx, act * 4, "out"), pb(ctx, p.n_tokens * 4, "positions");
+    Buffer vb;
+    if (!p.v_in_k) {
+        vb = ctx.create_buffer(v.size(), MemoryUsage::Device, "v_cache");
+        ctx.upload(vb, v.data(), v.size());
+    }
+    test::GuardedBuffer qb(ctx, act * 4, "q"), ob(ctx, act_out * 4, "out"), pb(ctx, p.n_tokens * 4, "positions");
     const size_t scratch_bytes = ops::attention_scratch_bytes(ctx, p);
-    CHECK(scratch_bytes == (plan.decode && plan.n_splits > 1 ? size_t(plan.n_splits) * p.n_heads * (p.head_dim + 2) * 4 : 0));
+    CHECK(scratch_bytes == (plan.decode && plan.n_splits > 1 ? size_t(plan.n_splits) * p.n_heads * (p.v_dim() + 2) * 4 : 0));
     test::GuardedBuffer sb(ctx, std::max<size_t>(scratch_bytes, 4), "scratch");
     qb.upload(q.data(), act * 4);
     // A position-bias table (T5) when asked: random biases per head and distance.
@@ -148,17 +174,17 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
 
     CommandStream s(ctx);
     s.begin(o.timing);
-    ops::attention(ctx, s, p, qb.slice(), kb.slice(), vb.slice(), pb.slice(), ob.slice(), sb.slice(),
+    ops::attention(ctx, s, p, qb.slice(), kb.slice(), p.v_in_k ? BufferSlice{} : vb.slice(), pb.slice(), ob.slice(), sb.slice(),
                    {p.pos_bias_range ? tb.slice() : BufferSlice{}, {}, p.sinks ? kb_sinks.slice() : BufferSlice{}});
     s.end();
     CHECK(s.stats().dispatches == (plan.decode && plan.n_splits > 1 ? 2u : 1u));
 
-    const std::vector<float> poison(act, std::numeric_limits<float>::quiet_NaN());
-    std::vector<float> ref(act);
+    const std::vector<float> poison(act_out, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> ref(act_out);
     for (const auto& pos : pos_sets) {
         CAPTURE(pos.back());
         pb.upload(pos.data(), pos.size() * 4);
-        ob.upload(poison.data(), act * 4);
+        ob.upload(poison.data(), act_out * 4);
         s.submit_and_wait();
         if (o.timing) {
             double ns = 0;
@@ -167,9 +193,9 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
                                 kv_name(p.kv_type), p.n_heads, p.n_kv_heads, p.head_dim, p.n_tokens, pos.back() + 1,
                                 ns * 1e-6, ctx.caps().name, plan.n_splits));
         }
-        ref::attention(p, q.data(), k.data(), v.data(), pos.data(), ref.data(), p.pos_bias_range ? bias.data() : nullptr,
-                       nullptr, p.sinks ? sinks.data() : nullptr);
-        const auto c = test::validate_result("attention out", ob.download_floats(act), ref, o.tol);
+        ref::attention(p, q.data(), k.data(), p.v_in_k ? nullptr : v.data(), pos.data(), ref.data(),
+                       p.pos_bias_range ? bias.data() : nullptr, nullptr, p.sinks ? sinks.data() : nullptr);
+        const auto c = test::validate_result("attention out", ob.download_floats(act_out), ref, o.tol);
         record_worst(cls, p.kv_type, c);
     }
     ob.check_guards();
@@ -177,6 +203,15 @@ inline ops::detail::AttentionPlan check_attention(Context& ctx, const std::strin
     tb.check_guards();
     kb_sinks.check_guards();
     return plan;
+}
+
+// The plan in words, for the report of a real-size case.
+inline std::string describe(const ops::detail::AttentionPlan& plan) {
+    return plan.decode ? fmt::format("decode: wg {}, heads per wg {}, keys per pass {}, splits {}, min chunk {}, shared {} B",
+                                     plan.wg, plan.heads_per_wg, plan.kv_tile, plan.n_splits, plan.min_chunk,
+                                     plan.shared_bytes)
+                       : fmt::format("prefill: wg {}, heads per wg {}, tokens per wg {}, kv tile {}, shared {} B", plan.wg,
+                                     plan.heads_per_wg, plan.tokens_per_wg, plan.kv_tile, plan.shared_bytes);
 }
 
 // Prints the worst figures of the cases this process ran.

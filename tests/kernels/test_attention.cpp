@@ -1,7 +1,8 @@
 // Attention (decode split-K + merge; prefill in test_attention_prefill.cpp) against the
 // double-precision reference, over every device variant, every KV type, head_dim 4..256, GQA ratios
 // 1:1..8:1 and MQA, real LLaMA shapes, KV lengths from 1 to 4096; sliding windows, ring caches and
-// soft-capping for decode and prefill. Cache rows past the largest KV length a case uses hold NaN:
+// soft-capping for decode and prefill; DeepSeek's multi-head latent attention (K heads of 576, V the
+// last 512 of each K row) and other V widths. Cache rows past the largest KV length a case uses hold NaN:
 // a kernel that reads one poisons its output. One command buffer is recorded per shape and re-submitted with
 // new positions (the KV length lives on the device), so the tests also prove that a recording
 // follows the position.
@@ -66,6 +67,94 @@ TEST_CASE("attention decode: LLaMA 32/8/128 and TinyLlama 32/4/64 at KV length 2
             check_attention(ctx, "decode real", params(1, 32, 8, 128, 4096, t), {{2047}, {4095}, {2999}, {0}, {2}},
                             {.timing = spec.empty()});
             check_attention(ctx, "decode real", params(1, 32, 4, 64, 4096, t), {{2047}, {4095}, {1300}});
+        }
+    }
+}
+
+// --- V narrower than K, V inside K (DeepSeek's MLA, absorbed form) ---------------------------------
+
+TEST_CASE("attention MLA: the reference's V inside K is a V cache of the K rows' tails") {
+    // One key: the output is its V, the last 2 of K's 8 elements per head.
+    {
+        AttentionParams p = with_v(params(1, 2, 1, 8, 1, KvType::F32), 2, true);
+        const std::vector<float> q(16, 0.5f), k{1, 2, 3, 4, 5, 6, 7.5f, -8};
+        const std::vector<int32_t> pos{0};
+        std::vector<float> out(4, NAN);
+        ref::attention(p, q.data(), k.data(), nullptr, pos.data(), out.data());
+        CHECK(out == std::vector<float>{7.5f, -8, 7.5f, -8});
+    }
+    // Many keys and two kv heads: the same numbers as an explicit V cache holding those tails.
+    for (KvType t : ops::kAllKvTypes) {
+        CAPTURE(kv_name(t));
+        const AttentionParams p = with_v(params(5, 8, 2, 96, 40, t), 32, true);
+        const std::vector<int32_t> pos = consecutive(5, 30);
+        const auto k = make_cache(p, 35, 3);
+        const auto q = test::random_floats(size_t(5) * 8 * 96, 4, -2.0f, 2.0f);
+        std::vector<float> kf(size_t(35) * 2 * 96), vf(size_t(35) * 2 * 32);
+        if (t == KvType::Q8_0)
+            ref::kv_dequantize_q8_0(reinterpret_cast<const uint32_t*>(k.data()), kf.data(), uint32_t(kf.size()));
+        else if (t == KvType::F16)
+            for (size_t i = 0; i < kf.size(); ++i) kf[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(k.data())[i]);
+        else
+            std::memcpy(kf.data(), k.data(), kf.size() * 4);
+        for (size_t r = 0; r < 35 * 2; ++r) std::copy_n(kf.data() + r * 96 + 64, 32, vf.data() + r * 32);
+        AttentionParams sep = with_v(p, 32, false);
+        sep.kv_type = KvType::F32;  // the widened values, exactly
+        std::vector<float> want(size_t(5) * 8 * 32), got(want.size());
+        ref::attention(sep, q.data(), kf.data(), vf.data(), pos.data(), want.data());
+        ref::attention(p, q.data(), k.data(), nullptr, pos.data(), got.data());
+        CHECK(got == want);
+    }
+}
+
+TEST_CASE("attention MLA decode: 16 heads of 576 over one latent KV head, V its last 512 (DeepSeek-V2-Lite), every KV type, KV lengths 1, 7, 200") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            // n_ctx 200: one split on CPU drivers (the output written directly); 700: three.
+            check_attention(ctx, "mla decode", mla(1, 16, 200, t), {{0}, {6}, {199}}, {.seed = 41});
+            auto plan = check_attention(ctx, "mla decode", mla(1, 16, 700, t), {{0}, {6}, {199}, {699}}, {.seed = 42});
+            CHECK(plan.n_splits > 1);
+        }
+    }
+}
+
+TEST_CASE("attention MLA decode: DeepSeek-V2-Lite model sizes at KV length 2048 and DeepSeek-V3's 128 heads") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            auto plan = check_attention(ctx, "mla decode real", mla(1, 16, 2048, t), {{2047}, {1000}, {0}, {6}, {199}},
+                                        {.seed = 43, .timing = spec.empty()});
+            CHECK(plan.n_splits > 2);
+            MESSAGE(fmt::format("[{}] DeepSeek-V2-Lite {} KV length 2048 {}", spec, kv_name(t), describe(plan)));
+            plan = check_attention(ctx, "mla decode real", mla(1, 128, 300, t), {{0}, {6}, {299}}, {.seed = 44});
+            MESSAGE(fmt::format("[{}] DeepSeek-V3 {} KV length 300 {}", spec, kv_name(t), describe(plan)));
+        }
+    }
+}
+
+TEST_CASE("attention decode: V narrower than K: 100 / 36 inside K (GQA), 192 / 128 as a V cache of its own") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            // 9 column groups of V: 7 key partitions of the value phase, one invocation idle.
+            auto plan = check_attention(ctx, "narrow v decode", with_v(params(1, 8, 2, 100, 1100, t), 36, true),
+                                        {{0}, {6}, {63}, {64}, {199}, {1099}}, {.seed = 45});
+            CHECK(plan.n_splits > 1);
+            check_attention(ctx, "narrow v decode", with_v(params(1, 8, 2, 100, 50, t), 36, true), {{0}, {49}}, {.seed = 46});
+        }
+        for (KvType t : ops::kAllKvTypes) {
+            auto plan = check_attention(ctx, "narrow v decode", with_v(params(1, 4, 4, 192, 1100, t), 128, false),
+                                        {{0}, {6}, {199}, {1099}}, {.seed = 47});
+            CHECK(plan.n_splits > 1);
+            check_attention(ctx, "narrow v decode", with_v(params(1, 4, 4, 192, 50, t), 128, false), {{0}, {49}},
+                            {.seed = 48});
         }
     }
 }
@@ -472,9 +561,41 @@ TEST_CASE("attention: bad parameters, small buffers and the storage-range limit 
     auto run = [&](const AttentionParams& p) { ops::attention(ctx, s, p, x, x, x, x, x, x); };
     CHECK_THROWS_AS(run(params(1, 6, 4, 64, 16, KvType::F16)), std::invalid_argument);   // 6 % 4 != 0
     CHECK_THROWS_AS(run(params(1, 4, 4, 66, 16, KvType::F16)), std::invalid_argument);   // head_dim % 4
-    CHECK_THROWS_AS(run(params(1, 4, 4, 260, 16, KvType::F16)), std::invalid_argument);  // head_dim > 256
     CHECK_THROWS_AS(run(params(0, 4, 4, 64, 16, KvType::F16)), std::invalid_argument);
     CHECK_THROWS_AS(run(params(1, 4, 4, 64, 16384, KvType::F32)), std::invalid_argument);  // cache larger than k
+    // The V width and V inside K: each refused with its reason.
+    auto refused = [&](const AttentionParams& p, const char* why) {
+        CAPTURE(why);
+        std::string msg;
+        try {
+            run(p);
+        } catch (const std::invalid_argument& e) {
+            msg = e.what();
+        }
+        INFO(msg);
+        CHECK(msg.find(why) != std::string::npos);
+    };
+    refused(params(1, 4, 4, 580, 16, KvType::F16), "head_dim must be a multiple of 4 in 4..576");
+    refused(with_v(params(1, 4, 4, 64, 16, KvType::F16), 34, false), "v_head_dim 34 must be a multiple of 4");
+    refused(with_v(params(1, 4, 4, 64, 16, KvType::F16), 68, true), "v_head_dim 68 must be a multiple of 4 and at most head_dim");
+    refused(with_v(params(1, 4, 1, 64, 16, KvType::Q8_0), 48, true), "V inside a q8_0 K row must start on a block");
+    refused(with_v(params(1, 4, 1, 64, 16, KvType::Q8_0), 16, false), "a q8_0 V cache needs n_kv_heads * v_head_dim");
+    CHECK_NOTHROW(run(with_v(params(1, 4, 1, 64, 16, KvType::Q8_0), 32, true)));
+    CHECK_NOTHROW(run(params(1, 4, 4, 576, 16, KvType::F16)));
+    CHECK_NOTHROW(run(mla(1, 16, 16, KvType::Q8_0)));
+    CHECK_NOTHROW(run(mla(9, 16, 16, KvType::Q8_0)));
+    // V inside K ignores the v slice: an empty one is fine.
+    CHECK_NOTHROW(ops::attention(ctx, s, mla(1, 16, 16, KvType::F16), x, x, BufferSlice{}, x, x, x));
+    CHECK_THROWS_AS(ops::attention(ctx, s, with_v(params(1, 4, 4, 64, 16, KvType::F16), 32, false), x, x, BufferSlice{}, x, x, x),
+                    std::invalid_argument);
+    // The fused decode step keeps to V caches as wide as K.
+    CHECK(ops::attention_store_supported(params(1, 4, 4, 64, 16, KvType::F16)));
+    CHECK_FALSE(ops::attention_store_supported(mla(1, 16, 16, KvType::F16)));
+    CHECK_FALSE(ops::attention_store_supported(with_v(params(1, 4, 4, 64, 16, KvType::F16), 32, false)));
+    CHECK_FALSE(ops::attention_store_supported(with_v(params(1, 4, 4, 64, 16, KvType::F16), 64, true)));
+    CHECK(ops::attention_store_supported(with_v(params(1, 4, 4, 64, 16, KvType::F16), 64, false)));
+    CHECK_FALSE(ops::attention_store_supported(params(1, 4, 4, 512, 16, KvType::F16)));
+    CHECK_THROWS_AS(ops::attention_store_pipelines(ctx, mla(1, 16, 16, KvType::F16)), std::invalid_argument);
     s.end();
 
     // A 8 MiB cache binding on a device that allows 4 MiB.
@@ -502,15 +623,38 @@ TEST_CASE("attention: plans fit every device variant and all their pipelines bui
         CAPTURE(spec);
         Context& ctx = test::context_for(spec);
         std::vector<PipelineDesc> all;
-        for (uint32_t n : {1u, 2u, 7u, 512u})
+        auto add = [&](const AttentionParams& p) {
+            CAPTURE(p.n_tokens);
+            CAPTURE(p.n_heads);
+            CAPTURE(p.n_kv_heads);
+            CAPTURE(p.head_dim);
+            CAPTURE(p.v_head_dim);
+            const auto plan = ops::detail::attention_plan(ctx.caps(), p);
+            CHECK(plan.shared_bytes <= ctx.caps().max_shared_memory);
+            CHECK(plan.wg >= p.v_dim() / 4);
+            auto descs = ops::attention_pipelines(ctx, p);
+            all.insert(all.end(), descs.begin(), descs.end());
+        };
+        for (uint32_t n : {1u, 2u, 7u, 512u}) {
             for (uint32_t d : {4u, 64u, 128u, 256u})
                 for (auto [h, kvh] : {Heads{32, 32}, Heads{32, 8}, Heads{32, 1}}) {
                     const AttentionParams p = params(n, h, kvh, d, 8192, KvType::F16);
+                    add(p);
+                    // The plans of V as wide as K are the ones they were before V got its own width.
                     const auto plan = ops::detail::attention_plan(ctx.caps(), p);
-                    CHECK(plan.shared_bytes <= ctx.caps().max_shared_memory);
-                    auto descs = ops::attention_pipelines(ctx, p);
-                    all.insert(all.end(), descs.begin(), descs.end());
+                    CHECK(plan.wg == (plan.decode ? 64u : 128u));
+                    CHECK(ops::attention_pipelines(ctx, p)[0].spec.size() == (plan.decode ? 3u : 5u));
                 }
+            // DeepSeek-V2-Lite and V3 (MLA), the widest K and V alone, and V narrower than K.
+            for (KvType t : ops::kAllKvTypes) {
+                add(mla(n, 16, 8192, t));
+                add(mla(n, 128, 8192, t));
+            }
+            add(params(n, 8, 8, 576, 8192, KvType::F16));
+            add(params(n, 32, 1, 576, 8192, KvType::F16));
+            add(with_v(params(n, 8, 2, 100, 8192, KvType::F16), 36, true));
+            add(with_v(params(n, 4, 4, 192, 8192, KvType::F16), 128, false));
+        }
         ctx.prepare_pipelines(all);
     }
 }

@@ -1,6 +1,7 @@
 // Attention prefill (n_tokens > 1 against the cache and themselves, causal or bidirectional) against
 // the double-precision reference, over every device variant and KV type: head_dim 4..256, GQA ratios
-// 1:1..8:1 and MQA, real shapes, positions with gaps, encoders' bidirectional calls. Shared set-up: attention_testing.h.
+// 1:1..8:1 and MQA, real shapes, positions with gaps, encoders' bidirectional calls; DeepSeek's
+// multi-head latent attention (K heads of 576, V the last 512 of each K row) and other V widths. Shared set-up: attention_testing.h.
 #include "kernels/attention_testing.h"
 
 using namespace vkllm;
@@ -46,6 +47,54 @@ TEST_CASE("attention prefill: real shapes (512-token prompt, a chunk after 1000 
         for (KvType t : ops::kAllKvTypes) {
             check_attention(ctx, "prefill real", params(64, 32, 4, 64, 1100, t), {consecutive(64, 1000)});
             check_attention(ctx, "prefill real", params(2, 32, 8, 128, 2100, t), {consecutive(2, 2046), consecutive(2, 0)});
+        }
+    }
+}
+
+TEST_CASE("attention MLA prefill: 16 heads of 576 over one latent KV head, V its last 512 (DeepSeek-V2-Lite), every KV type, 7 and 33 tokens") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            check_attention(ctx, "mla prefill", mla(7, 16, 200, t), {consecutive(7, 0), consecutive(7, 100)}, {.seed = 51});
+            check_attention(ctx, "mla prefill", mla(33, 16, 200, t), {consecutive(33, 0), consecutive(33, 150)}, {.seed = 52});
+        }
+    }
+}
+
+TEST_CASE("attention MLA prefill: DeepSeek-V2-Lite model sizes (64 tokens at n_past 0 and after 1000 cached rows) and DeepSeek-V3's 128 heads") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : ops::kAllKvTypes) {
+            auto plan = check_attention(ctx, "mla prefill real", mla(64, 16, 1100, t),
+                                        {consecutive(64, 0), consecutive(64, 1000)}, {.seed = 53, .timing = spec.empty()});
+            MESSAGE(fmt::format("[{}] DeepSeek-V2-Lite {} 64 tokens {}", spec, kv_name(t), describe(plan)));
+            plan = check_attention(ctx, "mla prefill real", mla(16, 128, 100, t), {consecutive(16, 0), consecutive(16, 40)},
+                                   {.seed = 54});
+            MESSAGE(fmt::format("[{}] DeepSeek-V3 {} 16 tokens {}", spec, kv_name(t), describe(plan)));
+        }
+    }
+}
+
+TEST_CASE("attention prefill: V narrower than K: 100 / 36 inside K (GQA), 192 / 128 as a V cache of its own") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            check_attention(ctx, "narrow v prefill", with_v(params(7, 8, 2, 100, 200, t), 36, true),
+                            {consecutive(7, 0), consecutive(7, 100)}, {.seed = 55});
+            check_attention(ctx, "narrow v prefill", with_v(params(40, 8, 2, 100, 200, t), 36, true),
+                            {consecutive(40, 0), consecutive(40, 120)}, {.seed = 56});
+        }
+        for (KvType t : ops::kAllKvTypes) {
+            check_attention(ctx, "narrow v prefill", with_v(params(7, 4, 4, 192, 200, t), 128, false),
+                            {consecutive(7, 0), consecutive(7, 100)}, {.seed = 57});
+            check_attention(ctx, "narrow v prefill", with_v(params(40, 4, 4, 192, 200, t), 128, false),
+                            {consecutive(40, 0), consecutive(40, 120)}, {.seed = 58});
         }
     }
 }
