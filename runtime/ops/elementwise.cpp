@@ -61,6 +61,7 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::Clamp: return {"clamp", {wg}};
         case SmallOp::Relu: return {"relu", {wg}};
         case SmallOp::SwigluOai: return {"swiglu_oai", {wg}};
+        case SmallOp::CopyCols: return {"copy_cols", {wg}};
     }
     throw std::logic_error("small_op_desc: unknown op");
 }
@@ -176,6 +177,34 @@ void clamp(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, flo
     if (!(limit > 0.0f) || !std::isfinite(limit))
         throw std::invalid_argument(fmt::format("clamp: limit must be finite and positive, got {}", limit));
     unary_elementwise(ctx, s, SmallOp::Clamp, "clamp", x, x, n, limit);
+}
+
+void copy_cols(Context& ctx, CommandStream& s, const ColBlock& src, const ColBlock& dst, uint32_t rows, uint32_t width) {
+    if (rows == 0 || width == 0) return;
+    auto check = [&](const ColBlock& b, const char* what) {
+        if (b.col + uint64_t(width) > b.stride)
+            throw std::invalid_argument(fmt::format("copy_cols: {} columns {}..{} exceed its row of {}", what, b.col,
+                                                    b.col + width, b.stride));
+        if (b.buf.offset % 4 != 0) throw std::invalid_argument(fmt::format("copy_cols: {} must start on 4 bytes", what));
+        const uint64_t elems = uint64_t(rows - 1) * b.stride + b.col + width;
+        detail::require_bytes(b.buf, elems * 4, "copy_cols", what);
+        return elems;
+    };
+    const uint64_t src_elems = check(src, "src"), dst_elems = check(dst, "dst");
+    if (BufferSlice{src.buf.buffer, src.buf.offset, src_elems * 4}.overlaps({dst.buf.buffer, dst.buf.offset, dst_elems * 4}))
+        throw std::invalid_argument("copy_cols: src and dst overlap");
+    const DeviceCaps& caps = ctx.caps();
+    const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, SmallOp::CopyCols));
+    const uint32_t wg = p.local_size()[0];
+    // One window each: the blocks of latent attention are scratch-sized.
+    detail::items_per_window(caps, src_elems * 4, "copy_cols");
+    detail::items_per_window(caps, dst_elems * 4, "copy_cols");
+    const detail::Window sw = detail::window(caps, src.buf, 0, src_elems, 4);
+    const detail::Window dw = detail::window(caps, dst.buf, 0, dst_elems, 4);
+    struct { uint32_t rows, width, src_first, src_stride, dst_first, dst_stride; } pc{
+        rows, width, sw.first + src.col, src.stride, dw.first + dst.col, dst.stride};
+    const uint64_t n = uint64_t(rows) * width;
+    s.dispatch(p, {sw.slice, dw.slice}, pc, detail::grid(caps, (n + wg - 1) / wg, "copy_cols"), "copy_cols");
 }
 
 void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& b, uint32_t rows, uint32_t dim) {

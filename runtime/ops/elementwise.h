@@ -51,6 +51,15 @@ void clamp(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, flo
 // In place: x[r, c] += b[c] for r < rows, c < dim (a bias broadcast over rows). Any dim (b must fit
 // one binding). Throws std::invalid_argument for rows = 0 or dim = 0.
 void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& b, uint32_t rows, uint32_t dim);
+// A block of `width` columns of each of `rows` rows: dst[r * dst_stride + dst_col + c] = src[r * src_stride +
+// src_col + c] (strides and columns in floats; latent attention's row concatenations). src and dst must not
+// overlap, each block must fit its stride, and each slice's span must fit one binding (DeviceLimitError);
+// std::invalid_argument otherwise.
+struct ColBlock {
+    BufferSlice buf;
+    uint32_t stride = 0, col = 0;
+};
+void copy_cols(Context& ctx, CommandStream& s, const ColBlock& src, const ColBlock& dst, uint32_t rows, uint32_t width);
 
 // Pipelines the small ops (this header, norm.h, rope.h, kv_store.h, sampling_ops.h) use on this
 // device: start-up compiles exactly these, in parallel, with ctx.prepare_pipelines().
@@ -63,14 +72,14 @@ namespace detail {
 
 enum class SmallOp {
     RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
-    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp, Relu, SwigluOai,
+    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp, Relu, SwigluOai, CopyCols,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 19> kAllSmallOps = {
+inline constexpr std::array<SmallOp, 20> kAllSmallOps = {
     SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
     SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
     SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
-    SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu,   SmallOp::SwigluOai};
+    SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu,   SmallOp::SwigluOai, SmallOp::CopyCols};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 
@@ -91,5 +100,7 @@ void scale(float* x, uint32_t n, float factor);
 void softcap(float* x, uint32_t n, float cap);
 void clamp(float* x, uint32_t n, float limit);
 void add_rows(float* x, const float* b, uint32_t rows, uint32_t dim);
+void copy_cols(const float* src, uint32_t src_stride, uint32_t src_col, float* dst, uint32_t dst_stride, uint32_t dst_col,
+               uint32_t rows, uint32_t width);
 
 }  // namespace vkllm::ref

@@ -26,7 +26,9 @@ uint32_t small_wg(const DeviceCaps& c) {
 struct RoutePush {
     uint32_t E, K, l_base, ids_base, w_base, gating, norm;
     float scale;
+    uint32_t has_bias, b_base, n_group, group_used;
 };
+constexpr uint32_t kRouteMaxGroups = 64;  // moe_route.comp's MAX_GROUPS
 struct CombinePush {
     uint32_t dim, K, y_base, w_base, x_base, s_base, g_base, has_shared, has_gate;
 };
@@ -84,11 +86,29 @@ void check_route(const MoeRouteParams& p) {
     if (uint32_t(p.gating) > uint32_t(MoeGating::SoftmaxTopK))
         throw std::invalid_argument(fmt::format("moe_route: gating {}", uint32_t(p.gating)));
     if (!std::isfinite(p.scale)) throw std::invalid_argument("moe_route: the weight scale is not finite");
+    if (p.n_group == 0 || p.n_group > kRouteMaxGroups || p.n_expert % p.n_group != 0)
+        throw std::invalid_argument(fmt::format("moe_route: {} expert groups of {} experts (1..{}, dividing the experts)",
+                                                p.n_group, p.n_expert, kRouteMaxGroups));
+    if (p.n_group > 1) {
+        const uint32_t per = p.n_expert / p.n_group;
+        if (per < 2)
+            throw std::invalid_argument(fmt::format("moe_route: groups of {} expert: a group scores its two best", per));
+        if (p.group_used == 0 || p.group_used > p.n_group || uint64_t(p.group_used) * per < p.k)
+            throw std::invalid_argument(fmt::format(
+                "moe_route: {} of {} groups of {} experts leave fewer than the {} experts per token", p.group_used,
+                p.n_group, per, p.k));
+    }
 }
 
 void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const BufferSlice& logits,
-               const BufferSlice& ids, const BufferSlice& weights, uint32_t n) {
+               const BufferSlice& ids, const BufferSlice& weights, uint32_t n, const BufferSlice* bias) {
     check_route(p);
+    if (p.bias != (bias != nullptr))
+        throw std::invalid_argument(p.bias ? "moe_route: the selection bias is missing" : "moe_route: a bias the parameters do not ask for");
+    if (bias) {
+        detail::require_bytes(*bias, uint64_t(p.n_expert) * 4, "moe_route", "selection bias");
+        if (bias->offset % 4 != 0) throw std::invalid_argument("moe_route: the selection bias must start on 4 bytes");
+    }
     if (n == 0) return;
     const DeviceCaps& c = ctx.caps();
     if (n > c.max_workgroup_count[0])
@@ -100,8 +120,12 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
     const detail::Window lw = detail::window(c, logits, 0, uint64_t(n) * p.n_expert, 4);
     const detail::Window iw = detail::window(c, ids, 0, uint64_t(n) * p.k, 4);
     const detail::Window ww = detail::window(c, weights, 0, uint64_t(n) * p.k, 4);
-    const RoutePush pc{p.n_expert, p.k, lw.first, iw.first, ww.first, uint32_t(p.gating), p.norm ? 1u : 0u, p.scale};
-    s.dispatch(ctx.pipeline({"moe_route", {small_wg(c)}}), {lw.slice, iw.slice, ww.slice}, pc, {n, 1, 1}, "moe_route");
+    // Without a bias the kernel never reads binding 3: the logits stand in.
+    const detail::Window bw = bias ? detail::window(c, *bias, 0, p.n_expert, 4) : lw;
+    const RoutePush pc{p.n_expert, p.k, lw.first, iw.first, ww.first, uint32_t(p.gating), p.norm ? 1u : 0u, p.scale,
+                       bias ? 1u : 0u, bw.first, p.n_group, p.n_group > 1 ? p.group_used : 1u};
+    s.dispatch(ctx.pipeline({"moe_route", {small_wg(c)}}), {lw.slice, iw.slice, ww.slice, bw.slice}, pc, {n, 1, 1},
+               "moe_route");
 }
 
 PipelineDesc MoeMatvecPlan::pipeline() const {

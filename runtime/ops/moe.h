@@ -36,14 +36,23 @@ struct MoeRouteParams {
     MoeGating gating = MoeGating::Softmax;
     bool norm = false;      // divide the K weights by their sum (at least 2^-14)
     float scale = 1.0f;     // then multiply them by this
+    // DeepSeek-V3's selection bias (exp_probs_b): experts are chosen by probability + bias[e], an f32
+    // [E] vector passed to moe_route, while their weights stay the probabilities.
+    bool bias = false;
+    // Group-limited routing (DeepSeek-V2/V3): the E experts form n_group groups of E / n_group; each
+    // group scores the sum of its two best selection values, and only the experts of the group_used
+    // best groups may be chosen. n_group 1: no groups.
+    uint32_t n_group = 1, group_used = 1;
 };
-// Throws std::invalid_argument for sizes outside the ranges above or a non-finite scale.
+// Throws std::invalid_argument for sizes outside the ranges above, a non-finite scale, groups that
+// do not divide E, hold fewer than 2 experts, or leave fewer than K experts to choose from.
 void check_route(const MoeRouteParams& p);
 
 // ids (u32 [n][K]) and weights (f32 [n][K]) of the n tokens' logits (f32 [n][E]): experts ranked by
-// logit, best first, ties to the lower index (shaders/moe_route.comp has the math).
+// logit, best first, ties to the lower index; with a bias or groups, by probability (+ bias), within
+// the chosen groups (shaders/moe_route.comp has the math). bias: f32 [E], read when p.bias.
 void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const BufferSlice& logits,
-               const BufferSlice& ids, const BufferSlice& weights, uint32_t n);
+               const BufferSlice& ids, const BufferSlice& weights, uint32_t n, const BufferSlice* bias = nullptr);
 
 // How moe_matvec runs: matvec.comp's strided kernel (matvec_id_* variants) over one slot per
 // workgroup row, decided once from the caps and the shape like plan_matvec.
@@ -116,7 +125,9 @@ std::vector<PipelineDesc> moe_small_pipelines(const DeviceCaps& caps);
 namespace vkllm::ref {
 
 // The router from its definition (llama.cpp's build_moe_ffn), double arithmetic for the weights.
-void moe_route(const float* logits, uint32_t n, const ops::MoeRouteParams& p, uint32_t* ids, float* weights);
+// bias: f32 [E] where p.bias (else unread).
+void moe_route(const float* logits, uint32_t n, const ops::MoeRouteParams& p, uint32_t* ids, float* weights,
+               const float* bias = nullptr);
 // x[t] += sum_j w[t][j] * y[t*k + j] (+ gate(g[t]) * shared[t]); shared and shared_gate may be null.
 void moe_combine(const float* y, const float* w, float* x, uint32_t n, uint32_t k, uint32_t dim,
                  const float* shared = nullptr, const float* shared_gate = nullptr);

@@ -158,9 +158,50 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::clamp(ctx, s, a.slice(), 64, 8.0f);
         ops::relu(ctx, s, a.slice(), a.slice(), 64);
         ops::swiglu_oai(ctx, s, a.slice(), b.slice(), a.slice(), 64);
+        ops::copy_cols(ctx, s, {a.slice(), 16, 4}, {c.slice(), 8, 0}, 4, 8);
         s.end();
         s.submit_and_wait();
         CHECK(ctx.pipeline_stats().created == created);
         CHECK(s.stats().dispatches == ops::detail::kAllSmallOps.size());
+    }
+}
+
+TEST_CASE("copy_cols: column blocks between row strides (latent attention's concatenations), odd sizes, bad blocks") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        struct Case {
+            uint32_t rows, width, src_stride, src_col, dst_stride, dst_col;
+        };
+        // DeepSeek: a head's rope part of [nope 128 | rope 64] into [rope 64 | latent 512]; the latent
+        // behind it; a tiny odd block.
+        for (const Case& k : {Case{64 * 16, 64, 192, 128, 576, 0}, Case{64, 512, 576, 0, 576, 64}, Case{7, 3, 5, 1, 9, 6},
+                              Case{1, 1, 1, 0, 1, 0}}) {
+            CAPTURE(k.rows);
+            CAPTURE(k.width);
+            const std::vector<float> src = test::random_floats(size_t(k.rows) * k.src_stride, 31, -1.0f, 1.0f);
+            std::vector<float> want = test::random_floats(size_t(k.rows) * k.dst_stride, 32, -1.0f, 1.0f);
+            test::GuardedBuffer ds(ctx, src.size() * 4, "src"), dd(ctx, want.size() * 4, "dst");
+            ds.upload(src.data(), src.size() * 4);
+            dd.upload(want.data(), want.size() * 4);
+            ref::copy_cols(src.data(), k.src_stride, k.src_col, want.data(), k.dst_stride, k.dst_col, k.rows, k.width);
+            CommandStream s(ctx);
+            s.begin();
+            ops::copy_cols(ctx, s, {ds.slice(), k.src_stride, k.src_col}, {dd.slice(), k.dst_stride, k.dst_col}, k.rows,
+                           k.width);
+            s.end();
+            s.submit_and_wait();
+            CHECK(dd.download_floats(want.size()) == want);  // a copy is exact, and the other columns are kept
+            dd.check_guards();
+        }
+        test::GuardedBuffer a(ctx, 1024, "a"), b(ctx, 1024, "b");
+        CommandStream bad(ctx);
+        bad.begin();
+        CHECK_THROWS_AS(ops::copy_cols(ctx, bad, {a.slice(), 8, 4}, {b.slice(), 8, 0}, 2, 5), std::invalid_argument);
+        CHECK_THROWS_AS(ops::copy_cols(ctx, bad, {a.slice(), 8, 0}, {b.slice(), 8, 0}, 64, 8), std::invalid_argument);
+        CHECK_THROWS_AS(ops::copy_cols(ctx, bad, {a.slice(), 8, 0}, {a.slice(), 8, 4}, 2, 4), std::invalid_argument);
+        CHECK(bad.stats().dispatches == 0);
+        bad.end();
     }
 }

@@ -24,21 +24,24 @@ using small_ops_testing::ShiftedBuffer;
 namespace {
 
 // The router on the device against ref::moe_route: ids exactly, weights within float rounding.
+// bias: DeepSeek-V3's selection bias (p.bias), f32 [E].
 void run_route(Context& ctx, const std::vector<float>& logits, uint32_t n, const ops::MoeRouteParams& p, const char* what,
-               uint32_t shift = 0) {
+               uint32_t shift = 0, const std::vector<float>& bias = {}) {
     CAPTURE(what);
     CAPTURE(p.n_expert);
     CAPTURE(p.k);
     CAPTURE(n);
     std::vector<uint32_t> ref_ids(size_t(n) * p.k);
     std::vector<float> ref_w(size_t(n) * p.k);
-    ref::moe_route(logits.data(), n, p, ref_ids.data(), ref_w.data());
+    ref::moe_route(logits.data(), n, p, ref_ids.data(), ref_w.data(), p.bias ? bias.data() : nullptr);
     ShiftedBuffer dl(ctx, logits.size() * 4, shift, "logits"), di(ctx, ref_ids.size() * 4, shift, "ids"),
-        dw(ctx, ref_w.size() * 4, shift, "weights");
+        dw(ctx, ref_w.size() * 4, shift, "weights"), db(ctx, std::max<size_t>(bias.size(), 1) * 4, shift, "bias");
     dl.upload(logits.data(), logits.size() * 4);
+    if (p.bias) db.upload(bias.data(), bias.size() * 4);
+    const BufferSlice bias_slice = db.slice();
     CommandStream s(ctx);
     s.begin();
-    ops::moe_route(ctx, s, p, dl.slice(), di.slice(), dw.slice(), n);
+    ops::moe_route(ctx, s, p, dl.slice(), di.slice(), dw.slice(), n, p.bias ? &bias_slice : nullptr);
     s.end();
     s.submit_and_wait();
     std::vector<uint32_t> ids(ref_ids.size());
@@ -209,6 +212,50 @@ TEST_CASE("moe_route: experts and weights of the reference, every gating, ties a
     }
 }
 
+TEST_CASE("moe_route: DeepSeek's selection bias and group-limited top-k (V2 softmax 160/8 groups, V3 sigmoid 256/8)") {
+    test::ValidationGuard guard;
+    using G = ops::MoeGating;
+    // A bias of the size of the probabilities' differences, so that it changes the choice.
+    const std::vector<float> b256 = test::random_floats(256, 21, -0.05f, 0.05f);
+    const std::vector<float> b64 = test::random_floats(64, 22, -0.3f, 0.3f);
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        ops::MoeRouteParams v3{256, 8, G::Sigmoid, true, 2.5f};
+        v3.bias = true;
+        v3.n_group = 8, v3.group_used = 4;
+        run_route(ctx, router_logits(9, 256, 23), 9, v3, "DeepSeek-V3: 256 sigmoid, bias, 8 groups keep 4, top-8", 4, b256);
+        ops::MoeRouteParams v2{160, 6, G::Softmax, false, 16.0f};
+        v2.n_group = 8, v2.group_used = 3;
+        run_route(ctx, router_logits(5, 160, 24), 5, v2, "DeepSeek-V2: 160 softmax, 8 groups keep 3, top-6, scale 16");
+        ops::MoeRouteParams biased{64, 6, G::Sigmoid, true, 1.0f};
+        biased.bias = true;
+        run_route(ctx, router_logits(7, 64, 25), 7, biased, "bias alone: 64 sigmoid, top-6", 0, b64);
+        ops::MoeRouteParams one{64, 4, G::Softmax, true, 1.0f};
+        one.n_group = 16, one.group_used = 1;
+        run_route(ctx, router_logits(3, 64, 26), 3, one, "16 groups of 4, one kept, k = its size");
+    }
+    // The bias must change some choices for this test to mean anything: without it, the V3 case differs.
+    std::vector<uint32_t> with(9 * 8), without(9 * 8);
+    std::vector<float> w(9 * 8);
+    const std::vector<float> l = router_logits(9, 256, 23);
+    ops::MoeRouteParams p{256, 8, G::Sigmoid, true, 2.5f};
+    p.n_group = 8, p.group_used = 4;
+    ref::moe_route(l.data(), 9, p, without.data(), w.data());
+    p.bias = true;
+    ref::moe_route(l.data(), 9, p, with.data(), w.data(), b256.data());
+    CHECK(with != without);
+    // Groups must change some choices too: the plain top-8 of the V2 case differs.
+    const std::vector<float> l2 = router_logits(5, 160, 24);
+    std::vector<uint32_t> grouped(5 * 6), plain(5 * 6);
+    std::vector<float> w2(5 * 6);
+    ops::MoeRouteParams q{160, 6, G::Softmax, false, 16.0f};
+    ref::moe_route(l2.data(), 5, q, plain.data(), w2.data());
+    q.n_group = 8, q.group_used = 3;
+    ref::moe_route(l2.data(), 5, q, grouped.data(), w2.data());
+    CHECK(grouped != plain);
+}
+
 TEST_CASE("moe_route: NaN logits still give distinct valid experts; bad parameters are refused") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
@@ -244,6 +291,16 @@ TEST_CASE("moe_route: NaN logits still give distinct valid experts; bad paramete
     CHECK_THROWS_AS(ops::moe_route(ctx, bad, {16, 4, ops::MoeGating::Softmax, true, NAN}, dl.slice(), di.slice(),
                                    dw.slice(), 1), std::invalid_argument);
     CHECK_THROWS_AS(ops::moe_route(ctx, bad, {16, 4}, dl.slice(), di.slice(), dw.slice(), 100), std::invalid_argument);
+    ops::MoeRouteParams g{16, 4};
+    g.n_group = 3;  // does not divide 16
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, g, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
+    g.n_group = 16;  // groups of one expert
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, g, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
+    g.n_group = 8, g.group_used = 1;  // one group of 2 leaves fewer than 4 experts
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, g, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
+    ops::MoeRouteParams nb{16, 4};
+    nb.bias = true;  // no bias slice given
+    CHECK_THROWS_AS(ops::moe_route(ctx, bad, nb, dl.slice(), di.slice(), dw.slice(), 1), std::invalid_argument);
     CHECK(bad.stats().dispatches == 0);
     bad.end();
 }
@@ -312,6 +369,25 @@ TEST_CASE("moe_matvec: Qwen3-30B-A3B-sized experts, decode and a prefill chunk")
                    "real");
     run_moe_matvec(ctx, TensorType::Q4_0, 8, 512, 512, random_ids(48, 8, 24, 8), 1, ops::MatvecInput::Kind::SwiGlu, 24,
                    "real");
+}
+
+TEST_CASE("moe_matvec: DeepSeek's per-head latent projections (a head is an expert): wk_b 128 -> 512 and wv_b 512 -> 128 x 16 heads") {
+    // Latent attention absorbs wk_b into each head's query and applies wv_b after attention: slot
+    // t * H + h reads head h's matrix and its own input row, for a decode step and a prefill chunk.
+    test::ValidationGuard guard;
+    const uint32_t H = 16;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (uint32_t tokens : {1u, 5u}) {
+            std::vector<uint32_t> heads(tokens * H);
+            for (uint32_t i = 0; i < heads.size(); ++i) heads[i] = i % H;
+            for (TensorType t : {TensorType::F16, TensorType::Q8_0}) {
+                run_moe_matvec(ctx, t, H, 512, 128, heads, 1, ops::MatvecInput::Kind::Plain, 40 + tokens, spec, 0);
+                run_moe_matvec(ctx, t, H, 128, 512, heads, 1, ops::MatvecInput::Kind::Plain, 50 + tokens, spec, 0);
+            }
+        }
+    }
 }
 
 TEST_CASE("moe_matvec: a stack larger than one binding runs in windows of whole experts") {
