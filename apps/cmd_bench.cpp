@@ -143,7 +143,15 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     LoadedModel m = load_model(path, o.device, lo, true);
     j["load_ms"] = m.load_ms;
     // The type of layer 0's query projection (a fused attn_qkv where the file has one).
-    j["weight_type"] = std::string(type_traits(m.model->weight_layout().layers[0][Role::Wq].type).name);
+    // The first attention projection the file has (latent attention with q_lora has no wq).
+    const LayerPlaces& l0 = m.model->weight_layout().layers[0];
+    TensorType wt = TensorType::F32;
+    for (Role r : {Role::Wq, Role::Wqkv, Role::WqA, Role::WkvA})
+        if (l0[r].present()) {
+            wt = l0[r].type;
+            break;
+        }
+    j["weight_type"] = std::string(type_traits(wt).name);
     j["n_params_matrices"] = prefill_flops(m, 0) / 2;
     ModelGpu& g = *m.model;
     const uint32_t vocab = m.cfg.n_vocab;

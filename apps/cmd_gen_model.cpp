@@ -42,6 +42,10 @@ struct GenModelArgs {
     float clamp_kqv = 0;
     bool biases = false;
     uint32_t experts = 0, experts_used = 2, expert_ffn = 0, shared_ffn = 0;
+    uint32_t kv_lora = 0, q_lora = 0, rope_dim = 0, v_head_dim = 0;
+    uint32_t dense_layers = 0, shared_experts = 1, expert_groups = 1, groups_used = 1;
+    bool sigmoid_gating = false, expert_norm = false;
+    float expert_scale = 1.0f;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
@@ -163,6 +167,10 @@ void run_gen_model(const GenModelArgs& a) {
     s.n_expert_used = a.experts ? a.experts_used : 0;
     s.expert_ffn = a.expert_ffn;
     s.shared_ffn = a.shared_ffn;
+    s.kv_lora = a.kv_lora, s.q_lora = a.q_lora, s.rope_dim = a.rope_dim, s.v_head_dim = a.v_head_dim;
+    s.n_dense_lead = a.dense_layers, s.n_shared_experts = a.shared_experts;
+    s.expert_groups = a.expert_groups, s.groups_used = a.expert_groups > 1 ? a.groups_used : 1;
+    s.sigmoid_gating = a.sigmoid_gating, s.expert_norm = a.expert_norm, s.expert_scale = a.expert_scale;
     s.rope_freqs = a.rope_freqs;
     s.rope_scaling = a.rope_scaling;
     if (s.rope_scaling != "none") s.rope_factor = a.rope_factor;
@@ -256,6 +264,21 @@ void register_gen_model(CLI::App& app) {
                     "Each expert's feed-forward size (default --ffn; qwen2moe, qwen3moe and gpt-oss only: the "
                     "experts of a llama mixture and of olmoe are --ffn wide, as their files say)");
     cmd->add_option("--shared-ffn", args->shared_ffn, "qwen2moe: the shared expert's feed-forward size (default --ffn)");
+    // deepseek2
+    cmd->add_option("--kv-lora", args->kv_lora,
+                    "deepseek2: the latent's size, kv_lora_rank (default 128; DeepSeek 512). --head-dim is the "
+                    "per-head q/k size (key_length_mla: DeepSeek 192)");
+    cmd->add_option("--q-lora", args->q_lora, "deepseek2: q_lora_rank (default 0: one wq, as V2-Lite; V2/V3 1536)");
+    cmd->add_option("--rope-dim", args->rope_dim, "deepseek2: rotary dims of each head (default 32; DeepSeek 64)");
+    cmd->add_option("--v-head-dim", args->v_head_dim, "deepseek2: value dims per head (default head dim - rope dim; DeepSeek 128)");
+    cmd->add_option("--dense-layers", args->dense_layers, "deepseek2: leading layers with a dense FFN (--ffn wide)");
+    cmd->add_option("--shared-experts", args->shared_experts, "deepseek2: shared experts of --expert-ffn (default 1)");
+    cmd->add_option("--expert-groups", args->expert_groups, "deepseek2: groups of the experts for the routing (V2: 8)");
+    cmd->add_option("--groups-used", args->groups_used, "deepseek2: groups each token chooses from (V2: 3)");
+    cmd->add_flag("--sigmoid-gating", args->sigmoid_gating,
+                  "deepseek2: V3's sigmoid router with its selection bias (exp_probs_b); default V2's softmax");
+    cmd->add_option("--expert-scale", args->expert_scale, "deepseek2: expert_weights_scale (V2 16, V3 2.5)");
+    cmd->add_flag("--expert-norm", args->expert_norm, "deepseek2: renormalise the chosen experts' weights (V3)");
     cmd->add_flag("--biases", args->biases,
                   "Also write the optional biases (of q, k, v, the output and FFN projections and the norms) of "
                   "architectures that read them when present (mpt)");

@@ -519,6 +519,16 @@ TensorType llama_tensor_type(const ModelShape& s, std::string_view name, uint64_
     return ends_with(name, "_norm.weight") || ends_with(name, ".bias") ? TensorType::F32 : s.weight_type;
 }
 
+MlaDims mla_dims(const ModelShape& s) {
+    const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
+    MlaDims m;
+    m.rope = s.rope_dim ? s.rope_dim : 32;
+    m.kv_lora = s.kv_lora ? s.kv_lora : 128;
+    m.q_lora = s.q_lora;
+    m.v = s.v_head_dim ? s.v_head_dim : (head_dim > m.rope ? head_dim - m.rope : 4);
+    return m;
+}
+
 const ArchDesc& ModelShape::arch_desc() const {
     const ArchDesc* a = find_arch(arch, variant);
     if (!a) throw std::invalid_argument(fmt::format("unknown architecture '{}' (variant '{}'); supported: {}", arch, variant,
@@ -548,6 +558,21 @@ void validate_model_shape(const ModelShape& s) {
     const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
     if (head_dim % 4 != 0 || head_dim > 256)
         bad(fmt::format("head dim {} must be a multiple of 4 and at most 256", head_dim));
+    const bool mla = arch->mla;
+    if (mla) {
+        const MlaDims m = mla_dims(s);
+        if (m.rope % 2 != 0 || m.rope >= head_dim || (head_dim - m.rope) % 4 != 0)
+            bad(fmt::format("rope-dim {} must be even and leave a multiple of 4 of the head dim {}", m.rope, head_dim));
+        if (m.kv_lora % 4 != 0 || m.kv_lora + m.rope > 576 || m.v % 4 != 0 || m.v == 0)
+            bad(fmt::format("kv-lora {} (a multiple of 4, at most 576 - rope-dim) and v-head-dim {} (a multiple of 4)",
+                            m.kv_lora, m.v));
+        if (s.n_dense_lead > s.n_layers) bad(fmt::format("dense-layers {} of {} layers", s.n_dense_lead, s.n_layers));
+        if (s.n_shared_experts == 0) bad("shared-experts must be positive (DeepSeek has 1 or 2)");
+        if (s.expert_groups == 0 || (s.n_expert && s.n_expert % s.expert_groups != 0) || s.groups_used == 0 ||
+            s.groups_used > s.expert_groups)
+            bad(fmt::format("expert-groups {} must divide the experts, groups-used {} be 1..that", s.expert_groups,
+                            s.groups_used));
+    }
     if (s.rope_freqs && s.arch != "llama") bad("rope factors (rope_freqs) are written for the llama architecture only");
     if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
         bad(fmt::format("rope scaling '{}' must be none, linear or yarn", s.rope_scaling));
@@ -586,9 +611,20 @@ void validate_model_shape(const ModelShape& s) {
                         "token_embd.weight, blk.*.attn_q/k/v/output.weight, blk.*.ffn_gate/up.weight and "
                         "output.weight{}",
                         what, block, s.dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
-    if (s.q_dim() % block != 0)
+    if (mla) {
+        const MlaDims m = mla_dims(s);
+        const std::pair<uint64_t, const char*> rows[] = {
+            {uint64_t(s.n_heads) * m.v, "blk.*.attn_output.weight"}, {head_dim - m.rope, "blk.*.attn_k_b.weight"},
+            {m.kv_lora, "blk.*.attn_v_b.weight"}, {m.q_lora ? m.q_lora : block, "blk.*.attn_q_b.weight"},
+            {s.expert_ffn ? s.expert_ffn : s.ffn_dim, "blk.*.ffn_down_exps.weight"}};
+        for (const auto& [len, tensor] : rows)
+            if (len % block != 0)
+                bad(fmt::format("{} rows that are whole {}-element blocks, but {} is the row length of {}", what, block,
+                                len, tensor));
+    } else if (s.q_dim() % block != 0) {
         bad(fmt::format("{} rows that are whole {}-element blocks, but heads x head dim = {} is the row length of "
                         "blk.*.attn_output.weight", what, block, s.q_dim()));
+    }
     if (s.ffn_dim % block != 0)
         bad(fmt::format("{} rows that are whole {}-element blocks, but ffn = {} is the row length of "
                         "blk.*.ffn_down.weight{}",
@@ -690,20 +726,32 @@ GgufWriter make_random_model(const ModelShape& s) {
     w.set_u32(key("block_count"), s.n_layers);
     w.set_u32(key("feed_forward_length"), s.ffn_dim);
     w.set_u32(key("attention.head_count"), s.n_heads);
-    w.set_u32(key("attention.head_count_kv"), s.n_kv_heads);
-    if (s.head_dim) {
+    const bool mla = A.mla;
+    const MlaDims m = mla ? mla_dims(s) : MlaDims{};
+    w.set_u32(key("attention.head_count_kv"), mla ? 1 : s.n_kv_heads);
+    if (mla) {  // as llama.cpp's converter writes DeepSeek since 2025: one KV head of the latent and the rotary key
+        w.set_u32(key("attention.key_length"), m.kv_lora + m.rope);
+        w.set_u32(key("attention.value_length"), m.kv_lora);
+        w.set_u32(key("attention.key_length_mla"), head_dim);
+        w.set_u32(key("attention.value_length_mla"), m.v);
+        w.set_u32(key("attention.kv_lora_rank"), m.kv_lora);
+        if (m.q_lora) w.set_u32(key("attention.q_lora_rank"), m.q_lora);
+        w.set_u32(key("leading_dense_block_count"), s.n_dense_lead);
+    } else if (s.head_dim) {
         w.set_u32(key("attention.key_length"), head_dim);
         w.set_u32(key("attention.value_length"), head_dim);
     }
     w.set_f32(key(A.norm == NormKind::Rms ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"),
               s.rms_eps);
     if (A.positions == PositionKind::Rope) {
-        w.set_u32(key("rope.dimension_count"), head_dim);
+        w.set_u32(key("rope.dimension_count"), mla ? m.rope : head_dim);
         w.set_f32(key("rope.freq_base"), s.rope_base);
         if (s.rope_scaling != "none") {
             w.set_string(key("rope.scaling.type"), s.rope_scaling);
             w.set_f32(key("rope.scaling.factor"), s.rope_factor);
             w.set_u32(key("rope.scaling.original_context_length"), std::max(1u, uint32_t(s.n_ctx / s.rope_factor)));
+            // DeepSeek-V2's 0.1 x mscale_all_dim (0.707)
+            if (mla && s.rope_scaling == "yarn") w.set_f32(key("rope.scaling.yarn_log_multiplier"), 0.0707f);
         }
     }
     if (A.swa_period > 0) w.set_u32(key("attention.sliding_window"), s.window ? s.window : 32);
@@ -726,7 +774,17 @@ GgufWriter make_random_model(const ModelShape& s) {
         w.set_u32(key("expert_used_count"), s.n_expert_used);
         if (A.expert_ffn_per_used || A.expert_ffn_required)  // Mixtral's, OLMoE's have none
             w.set_u32(key("expert_feed_forward_length"), expert_ffn);
-        if (A.shared_expert) w.set_u32(key("expert_shared_feed_forward_length"), shared_ffn);
+        if (A.shared_expert && !A.shared_ungated) w.set_u32(key("expert_shared_feed_forward_length"), shared_ffn);
+        if (A.shared_ungated) {  // DeepSeek's router and shared experts
+            w.set_u32(key("expert_shared_count"), s.n_shared_experts);
+            w.set_f32(key("expert_weights_scale"), s.expert_scale);
+            w.set_bool(key("expert_weights_norm"), s.expert_norm);
+            w.set_u32(key("expert_gating_func"), s.sigmoid_gating ? 2 : 1);
+            if (s.expert_groups > 1) {
+                w.set_u32(key("expert_group_count"), s.expert_groups);
+                w.set_u32(key("expert_group_used_count"), s.groups_used);
+            }
+        }
     }
     if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
     w.set_u32(key("vocab_size"), s.n_vocab);
@@ -762,8 +820,18 @@ GgufWriter make_random_model(const ModelShape& s) {
     // A reranker (pooling rank) gets its architecture's head: cls, tanh, cls.output with one label (the
     // RoBERTa style), or for jina-bert-v2 cls to one label, tanh.
     const bool reranker = s.pooling == uint32_t(Pooling::Rank);
-    const SchemaDims dims{s.dim,     q_dim,      kv_dim,     s.ffn_dim, head_dim,  s.n_vocab, s.n_ctx,   head_dim,
-                          s.n_token_types, 1, s.n_heads, kT5Buckets, s.n_expert, expert_ffn, shared_ffn};
+    const uint32_t shared = A.shared_ungated ? expert_ffn * s.n_shared_experts : shared_ffn;
+    const SchemaDims dims{s.dim,      mla ? uint64_t(s.n_heads) * (m.kv_lora + m.rope) : q_dim,
+                          mla ? m.kv_lora + m.rope : kv_dim,
+                          s.ffn_dim,  mla ? m.kv_lora + m.rope : head_dim,
+                          s.n_vocab,  s.n_ctx,
+                          mla ? m.rope : head_dim,
+                          s.n_token_types, 1,
+                          s.n_heads,  kT5Buckets,
+                          s.n_expert, expert_ffn,
+                          shared,     m.q_lora,
+                          m.kv_lora,  mla ? head_dim : 0,
+                          m.v};
     const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
     auto write = [&](const TensorSpec& t, uint32_t layer) {
         bool wanted = t.required;
@@ -774,6 +842,10 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (is_classifier_role(t.role)) wanted = reranker;
         if (s.optional_biases && is_bias_role(t.role)) wanted = true;
         if (t.role == Role::AttnRelB) wanted = layer == 0;  // T5: the other layers share layer 0's
+        if (mla && t.role == Role::Wq) wanted = m.q_lora == 0;  // V2-Lite's wq, or the q_lora pair
+        if (mla && (t.role == Role::WqA || t.role == Role::QANorm || t.role == Role::WqB)) wanted = m.q_lora > 0;
+        if (t.role == Role::BExpProbs) wanted = s.sigmoid_gating;  // V3's selection bias
+        if (!in_layer(t, layer, s.n_dense_lead)) wanted = false;
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);
         std::vector<uint64_t> ne{dims.get(t.ne[0])};

@@ -140,11 +140,26 @@ struct ModelShape {
     // a shared expert of shared_ffn (0: ffn_dim) where the architecture has one. A llama with
     // n_expert > 0 is written as Mixtral is (its "moe" row); qwen2moe / qwen3moe need n_expert > 0.
     uint32_t n_expert = 0, n_expert_used = 0, expert_ffn = 0, shared_ffn = 0;
+    // deepseek2: latent attention with head_dim the per-head q/k dims (key_length_mla) of which rope_dim
+    // rotate (0: 32), values of v_head_dim per head (0: head_dim - rope_dim), a latent of kv_lora
+    // (0: 128) and q through a q_lora rank (0: wq directly, as V2-Lite). The first n_dense_lead layers
+    // dense (ffn_dim), n_shared experts of expert_ffn beside the routed ones, groups for the routing;
+    // sigmoid_gating writes V3's sigmoid router with its selection bias (exp_probs_b), else V2's softmax.
+    uint32_t kv_lora = 0, q_lora = 0, rope_dim = 0, v_head_dim = 0;
+    uint32_t n_dense_lead = 0, n_shared_experts = 1, expert_groups = 1, groups_used = 1;
+    bool sigmoid_gating = false, expert_norm = false;
+    float expert_scale = 1.0f;
     // The row of the architecture table this shape writes (variant, or experts on a llama).
     const ArchDesc& arch_desc() const;
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };
+
+// deepseek2's latent attention sizes of a shape, its defaults filled in.
+struct MlaDims {
+    uint32_t rope = 0, kv_lora = 0, q_lora = 0, v = 0;
+};
+MlaDims mla_dims(const ModelShape& s);
 
 // Throws std::invalid_argument naming the offending field: zero sizes, heads not dividing dim,
 // kv heads not dividing heads, odd head_dim, a row length (dim or ffn, naming the tensors that

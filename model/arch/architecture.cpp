@@ -83,6 +83,18 @@ ArchDesc gpt_oss() {
     return a;
 }
 
+ArchDesc deepseek2() {
+    ArchDesc a;
+    a.name = "deepseek2";  // DeepSeek-V2 / V2-Lite / V3 / R1: latent attention, leading dense layers, shared experts
+    a.mla = true;
+    a.moe = true;
+    a.shared_expert = true;
+    a.shared_ungated = true;
+    a.leading_dense = true;
+    a.expert_ffn_required = true;
+    return a;
+}
+
 ArchDesc phi3() {
     ArchDesc a;
     a.name = "phi3";
@@ -238,9 +250,9 @@ ArchDesc t5_v10() {
 }
 
 // A variant comes after its main row (find_arch(name) gives the first row of a name).
-const std::array<ArchDesc, 21>& archs() {
-    static const std::array<ArchDesc, 21> table = {
-        llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), olmoe(), gpt_oss(), phi3(), gemma2(),
+const std::array<ArchDesc, 22>& archs() {
+    static const std::array<ArchDesc, 22> table = {
+        llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), olmoe(), gpt_oss(), deepseek2(), phi3(), gemma2(),
         gemma3(), gpt2(),      bloom(),        mpt(),       bert(),     nomic_bert(), jina_bert_v2(), t5encoder(),
         t5encoder_v10(), t5(), t5_v10()};
     return table;

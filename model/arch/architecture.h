@@ -134,6 +134,21 @@ struct ArchDesc {
     // whatever `<arch>.expert_gating_func` says (llama.cpp fixes both for the architecture).
     bool moe_biases = false;
     bool moe_softmax_chosen = false;
+    // DeepSeek: the shared expert's output is added as it is (no ffn_gate_inp_shexp); it is
+    // `<arch>.expert_shared_count` experts wide. The first `<arch>.leading_dense_block_count` layers
+    // have a dense FFN (ffn_gate/up/down, feed_forward_length) instead of experts. Experts may be
+    // chosen by probability + blk.N.exp_probs_b.bias (V3) and within groups (expert_group_count,
+    // expert_group_used_count); the gating defaults to softmax.
+    bool shared_ungated = false;
+    bool leading_dense = false;
+
+    // Multi-head latent attention (DeepSeek-V2/V3): q = wq_b · rms_norm(wq_a · x) (or wq · x without
+    // attention.q_lora_rank), per head [nope | rope] of key_length_mla; the cache holds per token one
+    // row [rope(k_pe) | rms_norm(latent)] of rope_dim + kv_lora_rank (attention.key_length), read by
+    // attention as one KV head whose value is the latent (attention.value_length = kv_lora_rank).
+    // Absorbed form: each head's query is [rope(q_pe) | wk_b_h · q_nope], its output wv_b_h · att_h
+    // (value_length_mla per head) before wo.
+    bool mla = false;
 
     // Attention sinks (gpt-oss): attn_sinks.weight holds one logit per query head that joins its
     // softmax and contributes no value.

@@ -84,6 +84,9 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::
     if (A.moe && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
         return "experts stored one tensor each (ffn_gate.N, older Mixtral conversions) are not supported: vkllm reads "
                "the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that current llama.cpp converters write";
+    if (A.mla && layer_suffix(".attn_kv_b.weight"))
+        return "the joined attn_kv_b of older DeepSeek-V2 conversions is not supported: vkllm reads attn_k_b and "
+               "attn_v_b, which llama.cpp's converter writes since 2025 (convert the model again)";
     if (A.cls_single && name == "cls.output.weight")
         return "this architecture's reranker head is cls.weight and cls.bias alone (llama.cpp reads no cls.output)";
     return nullptr;
@@ -146,10 +149,27 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
         c.fail(Checker::key_what(key("expert_feed_forward_length")),
                fmt::format("missing, and feed_forward_length {} / {} experts per token is 0", cfg.ffn_dim,
                            cfg.n_expert_used));
-    if (cfg.arch->shared_expert)
+    if (cfg.arch->shared_ungated)  // DeepSeek: expert_shared_count experts of expert_ffn side by side
+        cfg.shared_ffn_dim = cfg.expert_ffn_dim * c.positive(key("expert_shared_count"));
+    else if (cfg.arch->shared_expert)
         cfg.shared_ffn_dim = f.has(key("expert_shared_feed_forward_length"))
                                  ? c.positive(key("expert_shared_feed_forward_length"))
                                  : cfg.ffn_dim;
+    cfg.n_expert_groups = f.find_u32(key("expert_group_count")).value_or(1);
+    cfg.n_group_used = f.find_u32(key("expert_group_used_count")).value_or(cfg.n_expert_groups);
+    if (cfg.n_expert_groups == 0) cfg.n_expert_groups = 1;
+    if (cfg.n_expert_groups > 1) {
+        const uint32_t per = cfg.n_expert % cfg.n_expert_groups == 0 ? cfg.n_expert / cfg.n_expert_groups : 0;
+        if (cfg.n_expert_groups > 64 || per < 2)
+            c.fail(Checker::key_what(key("expert_group_count")),
+                   fmt::format("{} groups of {} experts: expected at most 64 groups of 2 or more experts each",
+                               cfg.n_expert_groups, cfg.n_expert));
+        if (cfg.n_group_used == 0 || cfg.n_group_used > cfg.n_expert_groups ||
+            uint64_t(cfg.n_group_used) * per < cfg.n_expert_used)
+            c.fail(Checker::key_what(key("expert_group_used_count")),
+                   fmt::format("{} of {} groups of {} experts: must be 1..{} and hold the {} experts per token",
+                               cfg.n_group_used, cfg.n_expert_groups, per, cfg.n_expert_groups, cfg.n_expert_used));
+    }
     cfg.expert_norm = f.find_bool(key("expert_weights_norm")).value_or(cfg.arch->moe_norm_weights);
     cfg.expert_scale = f.find_f32(key("expert_weights_scale")).value_or(1.0f);
     if (!(cfg.expert_scale > 0) || !std::isfinite(cfg.expert_scale))
@@ -162,6 +182,37 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
                            "the chosen experts)", gating));
     cfg.expert_sigmoid = gating == 2 && !cfg.arch->moe_softmax_chosen;
     cfg.expert_softmax_chosen = gating == 3 || cfg.arch->moe_softmax_chosen;
+}
+
+// Latent attention's keys (DeepSeek-V2/V3 as llama.cpp's converter writes them since 2025: one KV head
+// of kv_lora_rank + rope dims, the *_mla lengths of the uncompressed heads).
+void read_mla(const Checker& c, const GgufFile& f, const std::string& a, ModelConfig& cfg) {
+    auto key = [&](const char* k) { return a + "." + k; };
+    if (!f.has(key("attention.key_length_mla")))
+        c.fail(Checker::key_what(key("attention.key_length_mla")),
+               "missing: older DeepSeek-V2 conversions (multi-head attention through attn_kv_b) are not supported; "
+               "convert the model again with a current llama.cpp");
+    cfg.kv_lora_rank = c.positive(key("attention.kv_lora_rank"));
+    cfg.q_lora_rank = f.find_u32(key("attention.q_lora_rank")).value_or(0);
+    cfg.mla_qk = c.positive(key("attention.key_length_mla"));
+    cfg.mla_v = c.positive(key("attention.value_length_mla"));
+    cfg.v_head_dim = f.find_u32(key("attention.value_length")).value_or(cfg.kv_lora_rank);
+    if (cfg.n_kv_heads != 1)
+        c.fail(Checker::key_what(key("attention.head_count_kv")),
+               fmt::format("latent attention has one KV head (the latent), got {}", cfg.n_kv_heads));
+    if (cfg.v_head_dim != cfg.kv_lora_rank)
+        c.fail(Checker::key_what(key("attention.value_length")),
+               fmt::format("{}: latent attention's values are the kv_lora_rank {} latent", cfg.v_head_dim, cfg.kv_lora_rank));
+    if (cfg.head_dim <= cfg.kv_lora_rank || cfg.head_dim > 576 || cfg.head_dim % 4 != 0 || cfg.kv_lora_rank % 4 != 0)
+        c.fail(Checker::key_what(key("attention.key_length")),
+               fmt::format("key length {} with kv_lora_rank {}: supported are kv_lora_rank a multiple of 4 plus rope "
+                           "dimensions, a multiple of 4, at most 576 in all (DeepSeek: 512 + 64)",
+                           cfg.head_dim, cfg.kv_lora_rank));
+    const uint32_t rope = cfg.head_dim - cfg.kv_lora_rank;
+    if (cfg.mla_qk <= rope || (cfg.mla_qk - rope) % 4 != 0 || cfg.mla_v % 4 != 0)
+        c.fail(Checker::key_what(key("attention.key_length_mla")),
+               fmt::format("key_length_mla {} and value_length_mla {}: expected the rope dimensions {} plus a multiple "
+                           "of 4, and a multiple of 4", cfg.mla_qk, cfg.mla_v, rope));
 }
 
 // The row of `a`'s family the file selects: a T5 stack without ffn_gate in its first layer is T5
@@ -219,12 +270,16 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                    fmt::format("{} heads do not divide embedding length {}", cfg.n_heads, cfg.dim));
         cfg.head_dim = cfg.dim / cfg.n_heads;
     }
-    if (auto v = f.find_u32(key("attention.value_length")); v && *v != cfg.head_dim)
-        c.fail(Checker::key_what(key("attention.value_length")),
-               fmt::format("value head size {} differs from key head size {}; not supported", *v, cfg.head_dim));
-    if (cfg.head_dim % 4 != 0 || cfg.head_dim > 256)
-        c.fail(Checker::key_what(key("attention.key_length")),
-               fmt::format("head size {} is not supported: it must be a multiple of 4, at most 256", cfg.head_dim));
+    if (A.mla) {
+        read_mla(c, f, a, cfg);
+    } else {
+        if (auto v = f.find_u32(key("attention.value_length")); v && *v != cfg.head_dim)
+            c.fail(Checker::key_what(key("attention.value_length")),
+                   fmt::format("value head size {} differs from key head size {}; not supported", *v, cfg.head_dim));
+        if (cfg.head_dim % 4 != 0 || cfg.head_dim > 256)
+            c.fail(Checker::key_what(key("attention.key_length")),
+                   fmt::format("head size {} is not supported: it must be a multiple of 4, at most 256", cfg.head_dim));
+    }
 
     const std::string eps_key = key(A.norm == NormKind::Rms ? "attention.layer_norm_rms_epsilon"
                                                             : "attention.layer_norm_epsilon");
@@ -234,6 +289,10 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
 
     if (A.positions == PositionKind::Rope) {
         cfg.rope_dim = f.find_u32(key("rope.dimension_count")).value_or(cfg.head_dim);
+        if (A.mla && cfg.rope_dim != cfg.head_dim - cfg.kv_lora_rank)
+            c.fail(Checker::key_what(key("rope.dimension_count")),
+                   fmt::format("rope dimension {}: latent attention's key_length {} must be kv_lora_rank {} + the rope "
+                               "dimension", cfg.rope_dim, cfg.head_dim, cfg.kv_lora_rank));
         if (cfg.rope_dim == 0 || cfg.rope_dim % 2 != 0 || cfg.rope_dim > cfg.head_dim)
             c.fail(Checker::key_what(key("rope.dimension_count")),
                    fmt::format("rope dimension {} must be even, positive and at most the head dim {}", cfg.rope_dim,
@@ -281,6 +340,12 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                    "required tensor is missing: T5's relative-position bias (later layers share layer 0's)");
     }
     if (A.moe) read_experts(c, f, a, cfg);
+    if (A.leading_dense) {
+        cfg.n_dense_lead = f.find_u32(key("leading_dense_block_count")).value_or(0);
+        if (cfg.n_dense_lead > cfg.n_layers)
+            c.fail(Checker::key_what(key("leading_dense_block_count")),
+                   fmt::format("{} dense layers of {}", cfg.n_dense_lead, cfg.n_layers));
+    }
     cfg.causal = f.find_bool(key("attention.causal")).value_or(A.causal);
     if (!cfg.causal && cfg.window > 0)
         c.fail(Checker::key_what(key("attention.causal")), "bidirectional attention with a sliding window is not supported");
@@ -316,7 +381,19 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     cfg.attn_scale = A.unscaled_scores ? 1.0f
                                        : 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
                                                                     ? cfg.dim / cfg.n_heads
-                                                                    : cfg.head_dim));
+                                                                    : A.mla ? cfg.mla_qk : cfg.head_dim));
+    if (A.mla && cfg.rope_scaling == "yarn") {
+        // DeepSeek's YaRN (llama.cpp's deepseek2 graph): scores scaled by mscale^2, mscale = attn_factor
+        // (1 + log_mul ln(1 / freq_scale)), and the rotation's own magnitude correction cancelled.
+        const std::string k = key("rope.scaling.yarn_log_multiplier");
+        const float log_mul = f.find_f32(k).value_or(0.0f);
+        if (!std::isfinite(log_mul) || log_mul < 0) c.fail(Checker::key_what(k), fmt::format("must be >= 0, got {}", log_mul));
+        const float ln = std::log(1.0f / cfg.rope.freq_scale);
+        const float mscale = cfg.rope.attn_factor * (1.0f + log_mul * ln);
+        cfg.attn_scale *= mscale * mscale;
+        cfg.rope.attn_factor = 1.0f / (1.0f + 0.1f * ln);
+        cfg.rope_local = cfg.rope;
+    }
 
     // The embedding defines the vocab size; the tokenizer and the vocab_size key must agree.
     const GgufTensorInfo& embd = f.tensor("token_embd.weight");
@@ -357,7 +434,32 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         if (t.role != Role::TokenEmbd) check(t, 0);  // checked above: it defines the vocab
     const std::vector<TensorSpec> layer = layer_schema(A);
     for (uint32_t l = 0; l < cfg.n_layers; ++l)
-        for (const TensorSpec& t : layer) check(t, l);
+        for (const TensorSpec& t : layer)
+            if (in_layer(t, l, cfg.n_dense_lead)) check(t, l);
+    if (A.mla) {
+        // The query's projections: wq alone without q_lora_rank (V2-Lite), else wq_a, its norm and wq_b.
+        const std::vector<Role> want = cfg.q_lora_rank ? std::vector<Role>{Role::WqA, Role::QANorm, Role::WqB}
+                                                       : std::vector<Role>{Role::Wq};
+        const Role other = cfg.q_lora_rank ? Role::Wq : Role::WqA;
+        for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+            for (Role r : want) {
+                const std::string n = layer_tensor_name(A, r, l);
+                if (!f.find_tensor(n))
+                    c.fail("tensor " + quote_name(n), fmt::format("required tensor is missing (attention.q_lora_rank is {})",
+                                                                   cfg.q_lora_rank));
+            }
+            const std::string n = layer_tensor_name(A, other, l);
+            if (f.find_tensor(n))
+                c.fail("tensor " + quote_name(n), fmt::format("does not belong to a file whose attention.q_lora_rank is {}",
+                                                               cfg.q_lora_rank));
+        }
+        cfg.expert_probs_bias = cfg.n_layers > cfg.n_dense_lead &&
+                                f.find_tensor(layer_tensor_name(A, Role::BExpProbs, cfg.n_dense_lead)) != nullptr;
+        for (uint32_t l = cfg.n_dense_lead; l < cfg.n_layers; ++l)
+            if ((f.find_tensor(layer_tensor_name(A, Role::BExpProbs, l)) != nullptr) != cfg.expert_probs_bias)
+                c.fail("tensor " + quote_name(layer_tensor_name(A, Role::BExpProbs, l)),
+                       "every mixture-of-experts layer or none must have the selection bias");
+    }
     const std::string_view prefix = layer.front().prefix;
     for (const GgufTensorInfo& t : f.tensors()) {
         if (auto l = layer_of(t.name, prefix); l && *l >= cfg.n_layers)
@@ -384,8 +486,10 @@ ModelConfig read_typed(const GgufFile& file, const ArchDesc* view) {
 }  // namespace
 
 SchemaDims schema_dims(const ModelConfig& c) {
-    return {c.dim, c.q_dim(), c.kv_dim(), c.ffn_dim, c.head_dim, c.n_vocab, c.n_ctx_train, c.rope_dim, c.n_token_types,
-            c.n_cls_out, c.n_heads, c.n_rel_buckets, c.n_expert, c.expert_ffn_dim, c.shared_ffn_dim};
+    return {c.dim,          c.q_dim(),        c.kv_dim(),     c.ffn_dim,       c.head_dim,     c.n_vocab,
+            c.n_ctx_train,  c.rope_dim,       c.n_token_types, c.n_cls_out,    c.n_heads,      c.n_rel_buckets,
+            c.n_expert,     c.expert_ffn_dim, c.shared_ffn_dim, c.q_lora_rank, c.kv_lora_rank, c.mla_qk,
+            c.mla_v};
 }
 
 namespace {

@@ -92,8 +92,21 @@ struct ModelConfig {
     bool expert_sigmoid = false;  // <arch>.expert_gating_func 2: sigmoid gating instead of softmax
     // <arch>.expert_gating_func 3, or ArchDesc::moe_softmax_chosen: softmax over the chosen logits
     bool expert_softmax_chosen = false;
+    uint32_t n_expert_groups = 1, n_group_used = 1;  // group-limited routing (<arch>.expert_group_count, _used_count)
+    bool expert_probs_bias = false;  // blk.N.exp_probs_b.bias in the file (DeepSeek-V3's selection bias)
+    uint32_t n_dense_lead = 0;       // ArchDesc::leading_dense: <arch>.leading_dense_block_count
+    // Multi-head latent attention (ArchDesc::mla): head_dim is the cached row, kv_lora_rank + rope_dim
+    // (attention.key_length), v_head_dim the latent (kv_lora_rank), n_kv_heads 1; q_lora_rank 0 means
+    // q = wq · x; mla_qk / mla_v the per-head q/k and v dims of the uncompressed heads (key_length_mla,
+    // value_length_mla).
+    uint32_t q_lora_rank = 0, kv_lora_rank = 0, mla_qk = 0, mla_v = 0;
+    uint32_t v_head_dim = 0;  // attention.value_length; head_dim but for latent attention
 
     uint32_t q_dim() const { return n_heads * head_dim; }
+    uint32_t v_dim() const { return v_head_dim ? v_head_dim : head_dim; }
+    // Latent attention's cache holds K rows only: V is their latent part.
+    bool v_in_k() const { return arch->mla; }
+    bool is_moe_layer(uint32_t layer) const { return arch->moe && layer >= n_dense_lead; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }
     bool is_local(uint32_t layer) const { return !local.empty() && local[layer]; }
     const RopeConfig& rope_for(uint32_t layer) const { return is_local(layer) ? rope_local : rope; }

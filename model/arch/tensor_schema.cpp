@@ -24,6 +24,13 @@ uint64_t SchemaDims::get(Dim d) const {
         case Dim::Experts: return experts;
         case Dim::FfnExp: return ffn_exp;
         case Dim::FfnShexp: return ffn_shexp;
+        case Dim::QLora: return q_lora;
+        case Dim::KvLora: return kv_lora;
+        case Dim::KvA: return kv_lora + rope_dim;
+        case Dim::MlaQ: return heads * mla_qk;
+        case Dim::MlaNope: return mla_qk - rope_dim;
+        case Dim::MlaV: return mla_v;
+        case Dim::MlaO: return heads * mla_v;
     }
     return 0;
 }
@@ -77,7 +84,19 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::AttnNorm, "attn_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::AttnNormB, "attn_norm.bias", D::Embd, ln, kNormBias));
     }
-    if (A.fused_qkv) {
+    if (A.mla) {
+        // Either wq (no q_lora_rank: V2-Lite) or wq_a, its norm and wq_b: ModelConfig requires the set
+        // the file's keys imply.
+        auto opt = [](TensorSpec t) { t.required = false; return t; };
+        add(opt(mat(R::Wq, "attn_q.weight", D::Embd, D::MlaQ)));
+        add(opt(mat(R::WqA, "attn_q_a.weight", D::Embd, D::QLora)));
+        add(vec(R::QANorm, "attn_q_a_norm.weight", D::QLora, false, kNormWeight));
+        add(opt(mat(R::WqB, "attn_q_b.weight", D::QLora, D::MlaQ)));
+        add(mat(R::WkvA, "attn_kv_a_mqa.weight", D::Embd, D::KvA));
+        add(vec(R::KvANorm, "attn_kv_a_norm.weight", D::KvLora, true, kNormWeight));
+        add({R::WkB, "attn_k_b.weight", {D::MlaNope, D::KvLora, D::Heads}, true, kMatrix});
+        add({R::WvB, "attn_v_b.weight", {D::KvLora, D::MlaV, D::Heads}, true, kMatrix});
+    } else if (A.fused_qkv) {
         add(mat(R::Wqkv, "attn_qkv.weight", D::Embd, D::Qkv));
         add(vec(R::Bqkv, "attn_qkv.bias", D::Qkv, qkv_b, kBias));
     } else {
@@ -93,7 +112,7 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::KNorm, "attn_k_norm.weight", A.qk_norm_full ? D::Kv : D::HeadDim, true, kNormWeight));
     }
     const bool t5 = A.t5 != T5Stack::None;
-    add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", D::Q, D::Embd));
+    add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", A.mla ? D::MlaO : D::Q, D::Embd));
     add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias || A.out_bias, kBias));
     if (A.attn_sinks) add(vec(R::Sinks, "attn_sinks.weight", D::Heads, true, kSinks));
     if (post) add(vec(R::PostAttnNorm, "post_attention_norm.weight", D::Embd, true, kNormWeight));
@@ -112,10 +131,25 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::FfnNorm, A.ffn_norm_name.data(), D::Embd, true, kNormWeight));
         add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
     }
+    // A mixture of experts with leading dense layers (DeepSeek) lists both FFN forms, each for its layers.
+    const size_t dense_from = s.size();
+    if (!A.moe || A.leading_dense) {
+        if (A.fused_gate_up) {
+            add(mat(R::WGateUp, "ffn_up.weight", D::Embd, D::Ffn2));  // rows of gate, then up
+        } else {
+            if (gated(A.ffn)) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
+            add(mat(R::WUp, "ffn_up.weight", D::Embd, D::Ffn));
+            add(vec(R::BUp, "ffn_up.bias", D::Ffn, A.all_bias, kBias));
+        }
+        add(mat(R::WDown, "ffn_down.weight", D::Ffn, D::Embd));
+        add(vec(R::BDown, "ffn_down.bias", D::Embd, A.all_bias, kBias));
+    }
+    const size_t moe_from = s.size();
     if (A.moe) {
         // The router and the shared expert's gate stay f32 in llama.cpp's files (its converter and
         // llama-quantize leave them); uploaded as f32 whatever a file stores.
         add({R::WRouter, "ffn_gate_inp.weight", {D::Embd, D::Experts}, true, kMatrix, true});
+        if (A.leading_dense) add(vec(R::BExpProbs, "exp_probs_b.bias", D::Experts, false, kBias));
         add({R::WGateExps, "ffn_gate_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
         add({R::WUpExps, "ffn_up_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
         add({R::WDownExps, "ffn_down_exps.weight", {D::FfnExp, D::Embd, D::Experts}, true, kMatrix});
@@ -126,21 +160,15 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
             add({R::BDownExps, "ffn_down_exps.bias", {D::Embd, D::Experts}, true, kBias, true});
         }
         if (A.shared_expert) {
-            add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
+            if (!A.shared_ungated) add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
             add(mat(R::WGateShexp, "ffn_gate_shexp.weight", D::Embd, D::FfnShexp));
             add(mat(R::WUpShexp, "ffn_up_shexp.weight", D::Embd, D::FfnShexp));
             add(mat(R::WDownShexp, "ffn_down_shexp.weight", D::FfnShexp, D::Embd));
         }
-    } else if (A.fused_gate_up) {
-        add(mat(R::WGateUp, "ffn_up.weight", D::Embd, D::Ffn2));  // rows of gate, then up
-    } else {
-        if (gated(A.ffn)) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
-        add(mat(R::WUp, "ffn_up.weight", D::Embd, D::Ffn));
-        add(vec(R::BUp, "ffn_up.bias", D::Ffn, A.all_bias, kBias));
     }
-    if (!A.moe) {
-        add(mat(R::WDown, "ffn_down.weight", D::Ffn, D::Embd));
-        add(vec(R::BDown, "ffn_down.bias", D::Embd, A.all_bias, kBias));
+    if (A.leading_dense) {
+        for (size_t i = dense_from; i < moe_from; ++i) s[i].layers = LayerSet::Dense;
+        for (size_t i = moe_from; i < s.size(); ++i) s[i].layers = LayerSet::Moe;
     }
     if (post) add(vec(R::PostFfnNorm, "post_ffw_norm.weight", D::Embd, true, kNormWeight));
     if (after) {
@@ -213,7 +241,7 @@ bool is_bias_role(Role r) {
     switch (r) {
         case Role::AttnNormB: case Role::Bq: case Role::Bk: case Role::Bv: case Role::Bqkv: case Role::Bo:
         case Role::FfnNormB: case Role::BUp: case Role::BDown: case Role::TokenEmbdNormB: case Role::OutputNormB:
-        case Role::BRouter: case Role::BGateExps: case Role::BUpExps: case Role::BDownExps:
+        case Role::BRouter: case Role::BGateExps: case Role::BUpExps: case Role::BDownExps: case Role::BExpProbs:
             return true;
         default:
             return false;
@@ -228,6 +256,15 @@ std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer) {
     for (const TensorSpec& s : layer_schema(A))
         if (s.role == role) return tensor_name(s, layer);
     return {};
+}
+
+bool in_layer(const TensorSpec& s, uint32_t layer, uint32_t n_dense_lead) {
+    switch (s.layers) {
+        case LayerSet::All: return true;
+        case LayerSet::Dense: return layer < n_dense_lead;
+        case LayerSet::Moe: return layer >= n_dense_lead;
+    }
+    return true;
 }
 
 std::string tensor_name(const TensorSpec& s, uint32_t layer) {

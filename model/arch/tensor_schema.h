@@ -44,6 +44,12 @@ enum class Role : uint8_t {
     AttnRelB,                      // (n_heads) x (buckets) T5's relative-position bias, read on the host
     CrossNorm,                     // (dim) before cross-attention (T5's decoder)
     WqCross, WkCross, WvCross, WoCross,  // (dim -> q), (dim -> kv) of the encoder output, (dim -> kv), (q -> dim)
+    // multi-head latent attention (ArchDesc::mla), instead of Wq (or with it: Wq is (dim -> H * qk_mla)
+    // in a file without q_lora_rank), Wk, Wv:
+    WqA, QANorm, WqB,              // (dim -> q_lora), (q_lora), (q_lora -> H * qk_mla)
+    WkvA, KvANorm,                 // (dim -> kv_lora + rope) the latent and the shared rotary key, (kv_lora)
+    WkB, WvB,                      // H x (nope -> kv_lora) absorbed into q, H x (kv_lora -> v_mla) after attention
+    BExpProbs,                     // (n_expert) DeepSeek-V3's expert selection bias, exp_probs_b
     LayerCount,
     // --- model level
     TokenEmbd = LayerCount, PositionEmbd, TokenTypes, TokenEmbdNorm, TokenEmbdNormB, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,
@@ -59,6 +65,7 @@ inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
 enum class Dim : uint8_t {
     One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut, Heads, RelBuckets,
     Experts, FfnExp, FfnShexp,
+    QLora, KvLora, KvA, MlaQ, MlaNope, MlaV, MlaO,  // latent attention: ranks, kv_lora + rope, H * qk_mla, qk_mla - rope, v_mla, H * v_mla
 };
 
 struct SchemaDims {
@@ -66,6 +73,8 @@ struct SchemaDims {
     uint64_t cls_out = 0;  // classification labels (rows of cls.output.weight)
     uint64_t heads = 0, rel_buckets = 0;  // query heads; T5's relative-position buckets
     uint64_t experts = 0, ffn_exp = 0, ffn_shexp = 0;  // mixture of experts: count, each one's FFN, the shared one's
+    // multi-head latent attention: q and kv ranks, per-head q/k dims (nope + rope) and v dims
+    uint64_t q_lora = 0, kv_lora = 0, mla_qk = 0, mla_v = 0;
     uint64_t get(Dim d) const;
 };
 
@@ -77,6 +86,10 @@ struct Init {
     bool positive = false;
 };
 
+// The layers a per-layer tensor belongs to: every one, or in a model with leading dense layers
+// (ArchDesc::leading_dense) only those (Dense) or only the mixture-of-experts ones (Moe).
+enum class LayerSet : uint8_t { All, Dense, Moe };
+
 struct TensorSpec {
     Role role;
     const char* name;       // GGUF name; per-layer names without the "blk.N." prefix
@@ -85,7 +98,10 @@ struct TensorSpec {
     Init init;
     bool f32 = false;       // uploaded as f32 whatever the file stores (norms, biases, rope factors)
     const char* prefix = "blk.";  // of per-layer names: "blk.", or T5's "enc.blk."
+    LayerSet layers = LayerSet::All;
 };
+// Whether layer `layer` of a model whose first n_dense_lead layers are dense holds `s`.
+bool in_layer(const TensorSpec& s, uint32_t layer, uint32_t n_dense_lead);
 
 // A tensor that holds several roles' rows back to back: the file may store it whole (attn_qkv:
 // Phi-3, GPT-2), or the uploader may place the parts contiguously when they share a type, so that a

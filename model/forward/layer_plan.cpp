@@ -2,6 +2,8 @@
 
 #include "model/forward/position_bias.h"
 
+#include <algorithm>
+
 namespace vkllm {
 
 uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch) {
@@ -20,6 +22,8 @@ ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t lay
     p.segmented = !cfg.causal;
     p.max_alibi_bias = cfg.max_alibi_bias;
     p.sinks = cfg.arch->attn_sinks;
+    p.v_head_dim = cfg.v_head_dim;
+    p.v_in_k = cfg.v_in_k();
     if (cfg.n_rel_buckets > 0) p.pos_bias_range = kT5MaxDistance;  // the table of t5_position_bias()
     // A window as long as the context never masks anything.
     if (cfg.is_local(layer) && cfg.window < kv.n_ctx) p.window = cfg.window;
@@ -95,10 +99,16 @@ ops::MoeRouteParams moe_route_params(const ModelConfig& cfg) {
                                          : ops::MoeGating::Softmax;
     r.norm = cfg.expert_norm;
     r.scale = cfg.expert_scale;
+    r.bias = cfg.expert_probs_bias;
+    r.n_group = cfg.n_expert_groups;
+    r.group_used = cfg.n_group_used;
     return r;
 }
 
-uint32_t dense_ffn_dim(const ModelConfig& cfg) { return cfg.arch->moe ? cfg.shared_ffn_dim : cfg.ffn_dim; }
+uint32_t dense_ffn_dim(const ModelConfig& cfg) {
+    if (!cfg.arch->moe) return cfg.ffn_dim;
+    return std::max(cfg.n_dense_lead > 0 ? cfg.ffn_dim : 0u, cfg.shared_ffn_dim);
+}
 
 LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& L, uint32_t layer,
                      const StepShape& shape, const KvGeometry& kv) {
@@ -117,7 +127,24 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     const Kind attn_in = a.fold_norm ? Kind::RmsNorm : Kind::Plain;
     const bool some_bias = L[R::Bq].present() || L[R::Bk].present() || L[R::Bv].present();
     a.fused_qkv = n == 1 && L[R::Wqkv].present() && (L[R::Bqkv].present() || !some_bias);
-    if (a.fused_qkv) {
+    a.mla = A.mla;
+    if (a.mla) {
+        // Norm(x) feeds both the query and the latent: its own dispatch, as a mixture of experts' does.
+        a.fold_norm = false;
+        a.q = step(caps, L, R::Wq, kNoRole, n, db);
+        a.q_a = step(caps, L, R::WqA, kNoRole, n, db);
+        a.q_b = step(caps, L, R::WqB, kNoRole, n, db);
+        a.kv_a = step(caps, L, R::WkvA, kNoRole, n, db);
+        const uint32_t heads = n * cfg.n_heads, nope = cfg.mla_qk - cfg.rope_dim;  // one slot per (token, head)
+        a.mla_grouped = !decode;
+        if (a.mla_grouped) {
+            a.k_b_mm = ops::plan_moe_matmul(caps, L[R::WkB].type, cfg.kv_lora_rank, nope, n);
+            a.v_b_mm = ops::plan_moe_matmul(caps, L[R::WvB].type, cfg.mla_v, cfg.kv_lora_rank, n);
+        } else {
+            a.k_b = ops::plan_moe_matvec(caps, L[R::WkB].type, cfg.kv_lora_rank, nope, heads);
+            a.v_b = ops::plan_moe_matvec(caps, L[R::WvB].type, cfg.mla_v, cfg.kv_lora_rank, heads);
+        }
+    } else if (a.fused_qkv) {
         a.qkv = step(caps, L, R::Wqkv, R::Bqkv, 1, db, attn_in);
     } else {
         a.q = step(caps, L, R::Wq, R::Bq, n, db, attn_in);
@@ -128,7 +155,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     a.qk_norm_full = A.qk_norm_full;
     a.rope = A.positions == PositionKind::Rope;
     a.attn = layer_attention_params(cfg, layer, db ? 1 : n, kv);
-    a.fused_store = decode && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
+    a.fused_store = decode && !a.mla && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
     a.post_norm = A.norm_placement == NormPlacement::PreAndPost;
     a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);
     a.norm_after = norm_after;
@@ -143,7 +170,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         x.o = step(caps, L, R::WoCross, kNoRole, n, db, Kind::Plain, true);
     }
 
-    if (A.moe) {
+    if (cfg.is_moe_layer(layer)) {
         plan_moe(caps, cfg, L, shape, p.ffn);
         return p;
     }
@@ -176,10 +203,15 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
 
 std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
     std::vector<PipelineDesc> out;
-    for (const LinearStep* s : {&attn.qkv, &attn.q, &attn.k, &attn.v, &attn.wo, &cross.q, &cross.o, &ffn.gate_up,
-                                &ffn.gate, &ffn.up, &ffn.down})
+    for (const LinearStep* s : {&attn.qkv, &attn.q, &attn.k, &attn.v, &attn.wo, &attn.q_a, &attn.q_b, &attn.kv_a,
+                                &cross.q, &cross.o, &ffn.gate_up, &ffn.gate, &ffn.up, &ffn.down})
         if (s->runs())
             for (PipelineDesc& d : s->kernel.pipelines()) out.push_back(std::move(d));
+    if (attn.mla) {
+        out.push_back(attn.mla_grouped ? attn.k_b_mm.pipeline() : attn.k_b.pipeline());
+        out.push_back(attn.mla_grouped ? attn.v_b_mm.pipeline() : attn.v_b.pipeline());
+        for (PipelineDesc& d : ops::moe_small_pipelines(ctx.caps())) out.push_back(std::move(d));
+    }
     if (ffn.moe.runs) {
         for (const LinearStep* s : {&ffn.moe.router, &ffn.moe.shared_gate})
             if (s->runs())

@@ -68,6 +68,21 @@ struct AttentionPlan {
     LinearStep wo;
     bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
     bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)
+
+    // Latent attention (ArchDesc::mla) in its absorbed form, from xn = norm(x), H heads:
+    //   q (n, H, qk)        = wq_b · rms_norm(wq_a · xn)   (q_lora_rank; else wq · xn: the `q` step)
+    //   kva (n, r + rope)   = wkv_a · xn: the latent c, then the rotary key
+    //   K row (n, rope + r) = [rope(k_pe) | rms_norm(c)], stored in the cache: the only cached tensor
+    //   Q (n, H, rope + r)  = [rope(q_pe_h) | wk_b_h · q_nope_h]  (a head is an expert of moe_matvec)
+    //   att (n, H, r)       = attention(Q, K rows, V = their latent part): one KV head
+    //   x                  += wo · [wv_b_h · att_h]_h
+    bool mla = false;
+    LinearStep q_a, q_b, kv_a;
+    ops::MoeMatvecPlan k_b, v_b;       // decode steps: a matvec per (token, head) slot
+    // Chunks: the slots grouped per head once (ops::moe_group), wk_b and wv_b as matmul tiles per head,
+    // each head's matrix read once per tile of tokens instead of once per token.
+    bool mla_grouped = false;
+    ops::MoeMatmulPlan k_b_mm, v_b_mm;
 };
 
 // A mixture-of-experts FFN (ArchDesc::moe), from xn = norm(x):
@@ -92,7 +107,7 @@ struct MoePlan {
 // The router of a mixture-of-experts model (cfg.n_expert > 0), as its keys configure it.
 ops::MoeRouteParams moe_route_params(const ModelConfig& cfg);
 // The dense FFN width a model's scratch holds: ffn_dim, or a mixture of experts' shared expert's (0
-// without one).
+// without one), or the wider of it and ffn_dim where leading layers are dense (DeepSeek).
 uint32_t dense_ffn_dim(const ModelConfig& cfg);
 
 // x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x) (+ b_up)) (+ b_down)); with norm_after,

@@ -13,7 +13,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace vkllm {
@@ -26,6 +28,12 @@ ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx,
                                                 ops::kv_type_name(kv_type), ops::kv_row_multiple(kv_type), cfg.kv_dim()));
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
         kv_rows_.push_back(kv_cache_rows(cfg, l, n_ctx, ubatch));
+        if (cfg.arch->mla) {  // the latent rows, kept as floats after the cache type's rounding
+            mla_cache_.emplace_back(size_t(kv_rows_[l]) * cfg.kv_dim());
+            k_cache_.emplace_back();
+            v_cache_.emplace_back();
+            continue;
+        }
         k_cache_.emplace_back(size_t(kv_rows_[l]) * kv_row_bytes_);
         v_cache_.emplace_back(k_cache_.back().size());
     }
@@ -110,7 +118,9 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
     ref::linear(router.source->type, bytes(router), xn, logits.data(), n, E, dim, nullptr, bias_row(b_router, 0, E));
     std::vector<uint32_t> ids(size_t(n) * K);   // (n, K) chosen experts, best first
     std::vector<float> w(size_t(n) * K);        // (n, K) their weights
-    ref::moe_route(logits.data(), n, moe_route_params(c), ids.data(), w.data());
+    const std::vector<float> probs_bias = c.expert_probs_bias ? read_place_f32(file_, L[R::BExpProbs]) : std::vector<float>();
+    ref::moe_route(logits.data(), n, moe_route_params(c), ids.data(), w.data(),
+                   probs_bias.empty() ? nullptr : probs_bias.data());
 
     const TensorPlace &G = L[R::WGateExps], &U = L[R::WUpExps], &D = L[R::WDownExps];
     const uint64_t gate_stride = uint64_t(fe) * row_bytes(G.source->type, dim);  // bytes of one expert
@@ -140,15 +150,158 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
             const TensorPlace& p = L[r];
             ref::linear(p.source->type, bytes(p), in, y, n, p.rows, p.row_elems);
         };
-        const std::vector<float> g = read_place_f32(file_, L[R::WShexpGate]);  // (dim) a vector in the file
-        ref::linear(TensorType::F32, g.data(), xn, glogit.data(), n, 1, dim);
+        const bool gated_shared = !c.arch->shared_ungated;  // Qwen2-MoE scales it by sigmoid(g · xn); DeepSeek does not
+        if (gated_shared) {
+            const std::vector<float> g = read_place_f32(file_, L[R::WShexpGate]);  // (dim) a vector in the file
+            ref::linear(TensorType::F32, g.data(), xn, glogit.data(), n, 1, dim);
+        }
         lin(R::WGateShexp, xn, sg.data());
         lin(R::WUpShexp, xn, su.data());
         act(sg.data(), su.data(), sg.data(), n * fs);
         lin(R::WDownShexp, sg.data(), sh.data());
-        ref::moe_combine(out.data(), w.data(), x, n, K, dim, sh.data(), glogit.data());
+        ref::moe_combine(out.data(), w.data(), x, n, K, dim, sh.data(), gated_shared ? glogit.data() : nullptr);
     }
     if (logits_out) *logits_out = std::move(logits);
+}
+
+namespace {
+
+// A row as the cache holds it: stored as kv_store stores it, read back as attention reads it.
+std::vector<float> as_cached(const float* row, uint32_t elems, ops::KvType t) {
+    std::vector<uint8_t> bytes(ops::kv_row_bytes(t, elems));
+    const int32_t at = 0;
+    ref::kv_store(row, bytes.data(), &at, 1, elems, 1, t);
+    std::vector<float> out(elems);
+    switch (t) {
+        case ops::KvType::F32: std::memcpy(out.data(), bytes.data(), elems * 4ull); break;
+        case ops::KvType::F16:
+            for (uint32_t i = 0; i < elems; ++i) {
+                uint16_t h;
+                std::memcpy(&h, bytes.data() + 2ull * i, 2);
+                out[i] = f16_to_f32(h);
+            }
+            break;
+        case ops::KvType::Q8_0: {
+            std::vector<uint32_t> words(bytes.size() / 4);
+            std::memcpy(words.data(), bytes.data(), bytes.size());
+            ref::kv_dequantize_q8_0(words.data(), out.data(), elems);
+            break;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+// DeepSeek's multi-head latent attention from its definition, in the uncompressed form it was
+// trained in (the device runs the absorbed one: ModelGpu::record_mla):
+//   q (n, H, qk)          = wq_b · rms_norm(wq_a · xn)  (or wq · xn), each head [nope | rope]
+//   [c | k_pe] (n, r + p) = wkv_a · xn;  cached row [rope(k_pe) | rms_norm(c)], rounded as the cache holds it
+//   k_h (qk)              = [k_b_h^T · c | rope(k_pe)] (the rotary key is shared by the heads)
+//   v_h (v_mla)           = v_b_h · c
+//   o_h                   = sum_j softmax_j(scale · q_h · k_h,j) v_h,j over the positions <= the query's
+//   x                    += wo · [o_0 | ... | o_H-1]
+void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* xn, float* x, uint32_t n,
+                             const int32_t* pos, LayerTensors* probe) {
+    using R = Role;
+    const ModelConfig& c = cfg_;
+    const uint32_t H = c.n_heads, qk = c.mla_qk, rope = c.rope_dim, nope = qk - rope, r = c.kv_lora_rank;
+    const uint32_t vm = c.mla_v, row = c.kv_dim();  // row = rope + r
+    auto lin = [&](Role role, const float* in, float* y, uint32_t rows) {
+        const TensorPlace& p = L[role];
+        ref::linear(p.source->type, file_.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first), in, y, rows,
+                    p.rows, p.row_elems);
+    };
+    std::vector<float> q(size_t(n) * H * qk);  // (n, H, qk)
+    if (c.q_lora_rank) {
+        std::vector<float> qa(size_t(n) * c.q_lora_rank);  // (n, q_lora)
+        lin(R::WqA, xn, qa.data(), n);
+        ref::rms_norm(qa.data(), read_place_f32(file_, L[R::QANorm]).data(), qa.data(), n, c.q_lora_rank, c.norm_eps);
+        lin(R::WqB, qa.data(), q.data(), n);
+    } else {
+        lin(R::Wq, xn, q.data(), n);
+    }
+    std::vector<float> kva(size_t(n) * (r + rope));  // (n, r + rope): latent, then the rotary key
+    lin(R::WkvA, xn, kva.data(), n);
+
+    const RopeConfig& rc = c.rope_for(layer);
+    const ops::RopeParams rp{H, rope, rope, rc.base, c.arch->rope_layout, rc.freq_scale, rc.ext_factor, rc.attn_factor,
+                             rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
+    std::vector<float> q_pe(size_t(n) * H * rope), k_row(size_t(n) * row);  // (n, H, rope), (n, rope + r)
+    for (uint32_t t = 0; t < n; ++t) {
+        for (uint32_t h = 0; h < H; ++h)
+            std::copy_n(&q[(size_t(t) * H + h) * qk + nope], rope, &q_pe[(size_t(t) * H + h) * rope]);
+        std::copy_n(&kva[size_t(t) * (r + rope) + r], rope, &k_row[size_t(t) * row]);
+        std::copy_n(&kva[size_t(t) * (r + rope)], r, &k_row[size_t(t) * row + rope]);
+    }
+    ref::rope(q_pe.data(), pos, n, rp, nullptr);
+    ops::RopeParams kp = rp;
+    kp.n_heads = 1, kp.head_dim = row;
+    const std::vector<float> kv_norm = read_place_f32(file_, L[R::KvANorm]);
+    for (uint32_t t = 0; t < n; ++t)
+        ref::rms_norm(&k_row[size_t(t) * row + rope], kv_norm.data(), &k_row[size_t(t) * row + rope], 1, r, c.norm_eps);
+    ref::rope(k_row.data(), pos, n, kp, nullptr);
+    std::vector<float>& cache = mla_cache_[layer];  // (rows, rope + r)
+    for (uint32_t t = 0; t < n; ++t) {
+        const std::vector<float> stored = as_cached(&k_row[size_t(t) * row], row, kv_type_);
+        std::copy(stored.begin(), stored.end(), cache.begin() + size_t(uint32_t(pos[t]) % kv_rows_[layer]) * row);
+    }
+
+    // The uncompressed keys and values of every cached position the chunk sees.
+    int32_t last = 0;
+    for (uint32_t t = 0; t < n; ++t) last = std::max(last, pos[t]);
+    const uint32_t seen = uint32_t(last) + 1;
+    const TensorPlace &KB = L[R::WkB], &VB = L[R::WvB];
+    const uint8_t* kb = file_.tensor_data(*KB.source).data();
+    const uint8_t* vb = file_.tensor_data(*VB.source).data();
+    const uint64_t kb_head = uint64_t(r) * row_bytes(KB.source->type, nope);  // k_b_h: r rows of nope
+    const uint64_t vb_head = uint64_t(vm) * row_bytes(VB.source->type, r);    // v_b_h: v_mla rows of r
+    std::vector<float> kb_h(size_t(r) * nope);                                // (r, nope)
+    std::vector<double> k_nope(size_t(seen) * H * nope), v(size_t(seen) * H * vm);
+    std::vector<float> vj(vm);
+    for (uint32_t h = 0; h < H; ++h) {
+        dequantize_row(KB.source->type, kb + h * kb_head, kb_h.data(), kb_h.size());
+        for (uint32_t j = 0; j < seen; ++j) {
+            const float* cj = &cache[size_t(j) * row + rope];
+            for (uint32_t i = 0; i < nope; ++i) {
+                double acc = 0;
+                for (uint32_t a = 0; a < r; ++a) acc += double(kb_h[size_t(a) * nope + i]) * cj[a];
+                k_nope[(size_t(j) * H + h) * nope + i] = acc;
+            }
+            ref::linear(VB.source->type, vb + h * vb_head, cj, vj.data(), 1, vm, r);
+            for (uint32_t i = 0; i < vm; ++i) v[(size_t(j) * H + h) * vm + i] = vj[i];
+        }
+    }
+    std::vector<float> o(size_t(n) * H * vm);  // (n, H * v_mla)
+    std::vector<double> sc(seen);
+    for (uint32_t t = 0; t < n; ++t)
+        for (uint32_t h = 0; h < H; ++h) {
+            const float* qh = &q[(size_t(t) * H + h) * qk];
+            const float* qr = &q_pe[(size_t(t) * H + h) * rope];
+            const uint32_t lim = uint32_t(pos[t]) + 1;
+            double mx = -INFINITY;
+            for (uint32_t j = 0; j < lim; ++j) {
+                double s = 0;
+                for (uint32_t i = 0; i < nope; ++i) s += double(qh[i]) * k_nope[(size_t(j) * H + h) * nope + i];
+                for (uint32_t i = 0; i < rope; ++i) s += double(qr[i]) * cache[size_t(j) * row + i];
+                sc[j] = s * c.attn_scale;
+                mx = std::max(mx, sc[j]);
+            }
+            double sum = 0;
+            for (uint32_t j = 0; j < lim; ++j) sum += sc[j] = std::exp(sc[j] - mx);
+            for (uint32_t i = 0; i < vm; ++i) {
+                double acc = 0;
+                for (uint32_t j = 0; j < lim; ++j) acc += sc[j] * v[(size_t(j) * H + h) * vm + i];
+                o[(size_t(t) * H + h) * vm + i] = float(acc / sum);
+            }
+        }
+    const TensorPlace& wo = L[R::Wo];
+    ref::linear(wo.source->type, file_.tensor_data(*wo.source).data(), o.data(), x, n, wo.rows, wo.row_elems, x);
+    if (probe) {
+        (*probe)["mla_q"] = q;
+        (*probe)["kv_row"] = k_row;
+        (*probe)["attn_out"] = o;
+    }
 }
 
 std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
@@ -227,6 +380,11 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         uint8_t* kc = k_cache_[l].data();  // (rows, kv_dim)
         uint8_t* vc = v_cache_[l].data();  // (rows, kv_dim)
 
+        LayerTensors mla_probe;
+        if (A.mla) {  // --- latent attention: x += wo · mla(norm(x)) (mla_attention)
+            norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
+            mla_attention(L, l, xn.data(), x.data(), n, pos.data(), probe ? &mla_probe : nullptr);
+        } else {
         // --- attention: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), rope(norm_k(wk · norm(x))), wv · norm(x)))
         //     (BERT: x = norm(x + wo · attention(wq · x, wk · x, wv · x)))
         if (norm_after) std::copy(x.begin(), x.end(), xn.begin());
@@ -275,6 +433,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             bias(L[R::Bo], x.data());
         }
         if (norm_after) norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), x.data(), n);
+        }
 
         // --- cross-attention (T5's decoder): x += wo_x · attention(wq_x · norm(x), K_x, V_x), every
         //     query over all n_enc encoder rows
@@ -288,11 +447,18 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             linear(L[R::WoCross], ax.data(), x.data(), x.data());
         }
 
-        if (A.moe) {
+        // The attention intermediates the probe compares (latent attention names its own).
+        auto attn_tensors = [&] {
+            if (A.mla) return mla_probe;
+            return LayerTensors{{"q_rope", q}, {"k_rope", k}, {"v", v}, {"attn_out", att}};
+        };
+        if (c.is_moe_layer(l)) {
             moe_ffn(L, x.data(), xn.data(), n, probe ? &moe_logits : nullptr);
-            if (probe)
-                probe(l, LayerTensors{{"q_rope", q}, {"k_rope", k}, {"v", v}, {"attn_out", att}, {"ffn_in", xn},
-                                      {"moe_logits", moe_logits}, {"x_out", x}});
+            if (probe) {
+                LayerTensors t = attn_tensors();
+                t.insert({{"ffn_in", xn}, {"moe_logits", moe_logits}, {"x_out", x}});
+                probe(l, t);
+            }
             continue;
         }
 
@@ -321,9 +487,11 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         }
         if (norm_after) norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), x.data(), n);
 
-        if (probe)
-            probe(l, LayerTensors{{"q_rope", q}, {"k_rope", k}, {"v", v}, {"attn_out", att}, {"ffn_in", xn},
-                                  {"ffn_up", up}, {"ffn_act", gate}, {"x_out", x}});
+        if (probe) {
+            LayerTensors t = attn_tensors();
+            t.insert({{"ffn_in", xn}, {"ffn_up", up}, {"ffn_act", gate}, {"x_out", x}});
+            probe(l, t);
+        }
     }
 
     n_past_ += n;

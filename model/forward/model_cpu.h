@@ -44,6 +44,10 @@ private:
     // A mixture-of-experts FFN block of n tokens (ArchDesc::moe): x (n, dim) in place, xn (n, dim)
     // receives norm(x); logits_out, when given, the router's logits (n, n_expert).
     void moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, std::vector<float>* logits_out);
+    // Latent attention (ArchDesc::mla) of n tokens at cache rows pos from xn = norm(x) (n, dim): x += wo · heads;
+    // probe, when given, receives its named intermediates.
+    void mla_attention(const LayerPlaces& L, uint32_t layer, const float* xn, float* x, uint32_t n, const int32_t* pos,
+                       LayerTensors* probe);
 
     const GgufFile& file_;
     ModelConfig cfg_;
@@ -55,6 +59,7 @@ private:
     WeightLayout layout_;  // where each role's tensor is in the file (the device's layout, read on the host)
     uint32_t n_past_ = 0;
     std::vector<std::vector<uint8_t>> cross_k_, cross_v_;  // per layer (n_enc, kv_dim) of kv_type
+    std::vector<std::vector<float>> mla_cache_;  // latent attention: per layer (n_ctx, kv_dim) as the cache holds them
     uint32_t n_enc_ = 0;
 };
 

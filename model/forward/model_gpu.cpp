@@ -32,8 +32,13 @@ uint64_t kv_row_bytes(const ModelConfig& cfg, ops::KvType t) { return ops::kv_ro
 ops::AttentionParams plain_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_ctx, ops::KvType t) {
     ops::AttentionParams p{n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, n_ctx, cfg.attn_scale, t};
     p.softcap = cfg.attn_softcap;
+    p.v_head_dim = cfg.v_head_dim;
+    p.v_in_k = cfg.v_in_k();
     return p;
 }
+
+// Caches per layer: K and V, or K alone where V is K's latent part (latent attention).
+uint64_t kv_caches(const ModelConfig& cfg) { return cfg.v_in_k() ? 1 : 2; }
 
 }  // namespace
 
@@ -65,11 +70,18 @@ uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
                              uint64_t(cfg.n_expert_used) * (2ull * cfg.expert_ffn_dim + cfg.dim) + 1);
     // encoder-decoder: cross-attention's q and output (q_dim), its position
     if (cfg.arch->cross_attention) per_token += 4ull * (2ull * cfg.q_dim()) + 4;
+    // latent attention: q_a, q (H x qk), the latent and rotary key, per head q_nope, wk_b · q_nope, wv_b · att, head ids
+    if (cfg.arch->mla) {
+        const uint64_t H = cfg.n_heads;
+        per_token += 4ull * (cfg.q_lora_rank + H * cfg.mla_qk + cfg.kv_dim() + H * (cfg.mla_qk - cfg.rope_dim) +
+                             H * cfg.kv_lora_rank + H * cfg.mla_v + 2 * H);  // + the head ids and their groups
+    }
     // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
     // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) +
                      4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) + q8_scratch_bytes(cfg, o);
     if (cfg.arch->moe) fixed += 4ull * (cfg.n_expert + 1);
+    if (cfg.arch->mla) fixed += 4ull * (cfg.n_heads + 1);  // the per-head groups' offsets
     // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
     if (cfg.n_rel_buckets) fixed += 4ull * cfg.n_layers * cfg.n_heads * (2 * kT5MaxDistance + 1);
     return per_token * rows + fixed;
@@ -94,7 +106,7 @@ uint64_t cross_row_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRan
 uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, LayerRange layers) {
     uint64_t rows = 0;
     for (uint32_t l = layers.first; l < layers.end(); ++l) rows += kv_cache_rows(cfg, l, n_ctx, o.ubatch);
-    return 2 * rows * kv_row_bytes(cfg, o.kv_type) * o.n_seq + cross_row_bytes(cfg, o, layers) * n_ctx;
+    return kv_caches(cfg) * rows * kv_row_bytes(cfg, o.kv_type) * o.n_seq + cross_row_bytes(cfg, o, layers) * n_ctx;
 }
 
 }  // namespace
@@ -107,6 +119,11 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         throw std::invalid_argument(fmt::format(
             "--kv-type {}: this model's K/V rows have {} values (n_kv_heads {} x head_dim {}), not a multiple of {}; "
             "use --kv-type f16", ops::kv_type_name(opts.kv_type), cfg.kv_dim(), cfg.n_kv_heads, cfg.head_dim,
+            ops::kv_row_multiple(opts.kv_type)));
+    if (cfg.v_in_k() && (cfg.head_dim - cfg.v_dim()) % ops::kv_row_multiple(opts.kv_type) != 0)
+        throw std::invalid_argument(fmt::format(
+            "--kv-type {}: this model's latent starts {} values into each cached row (its rotary part), not a "
+            "multiple of {}; use --kv-type f16", ops::kv_type_name(opts.kv_type), cfg.head_dim - cfg.v_dim(),
             ops::kv_row_multiple(opts.kv_type)));
     MemoryPlan p;
     p.n_seq = opts.n_seq;
@@ -134,10 +151,11 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     uint32_t n_full = 0;
     uint64_t ring_bytes = 0;
     for (uint32_t l = layers.first; l < layers.end(); ++l) {
-        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += 2ull * kv_row * (cfg.window + opts.ubatch - 1) * opts.n_seq;
+        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += kv_caches(cfg) * kv_row * (cfg.window + opts.ubatch - 1) * opts.n_seq;
         else ++n_full;
     }
-    const uint64_t per_token = 2ull * kv_row * std::max(n_full, 1u) * opts.n_seq + cross_row_bytes(cfg, opts, layers);
+    const uint64_t per_token =
+        kv_caches(cfg) * kv_row * std::max(n_full, 1u) * opts.n_seq + cross_row_bytes(cfg, opts, layers);
     // One layer's K (or V) cache is one binding: it must fit maxStorageBufferRange.
     uint64_t max_ctx_binding = caps.max_storage_buffer_range / kv_row;
     // Keep 10% of the heap for the driver, staging and other processes.
@@ -172,7 +190,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                                                max_ctx_binding));
     }
     p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
-    p.kv_cache_full = 2ull * kv_row * layers.count * p.n_ctx * opts.n_seq;
+    p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * p.n_ctx * opts.n_seq;
     p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
     p.scratch = scratch_bytes(cfg, opts) + p.all_logits + p.attention_scratch;
     return p;
@@ -236,7 +254,9 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
             LayerState& L = layers_[l];
             const std::string sfx = opts_.n_seq > 1 ? fmt::format("{}.{}", q, l) : fmt::format("{}", l);
             L.k_cache.push_back(ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "k_cache." + sfx));
-            L.v_cache.push_back(ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "v_cache." + sfx));
+            // Latent attention reads V from the K rows: no V cache.
+            L.v_cache.push_back(cfg.v_in_k() ? Buffer{}
+                                             : ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "v_cache." + sfx));
         }
     auto dev = [&](uint64_t floats, const char* name) { return ctx.create_buffer(floats * 4, MemoryUsage::Device, name); };
     x_ = dev(uint64_t(U) * dim, "x");
@@ -259,6 +279,21 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
         moe_up_ = dev(slots * cfg.expert_ffn_dim, "moe_up");
         moe_out_ = dev(slots * dim, "moe_out");
         moe_shared_logit_ = dev(U, "moe_shared_logit");
+    }
+    if (cfg.arch->mla) {
+        const uint64_t H = cfg.n_heads, slots = uint64_t(U) * H;
+        mla_qa_ = dev(std::max<uint64_t>(uint64_t(U) * cfg.q_lora_rank, 1), "mla_q_a");
+        mla_q_ = dev(slots * cfg.mla_qk, "mla_q");
+        mla_kva_ = dev(uint64_t(U) * cfg.kv_dim(), "mla_kv_a");
+        mla_qn_ = dev(slots * (cfg.mla_qk - cfg.rope_dim), "mla_q_nope");
+        mla_qabs_ = dev(slots * cfg.kv_lora_rank, "mla_q_absorbed");
+        mla_o_ = dev(slots * cfg.mla_v, "mla_o");
+        // Slot t * H + h of the per-head matvecs reads head h's matrix.
+        head_ids_ = ctx.create_buffer(slots * 4, MemoryUsage::Device, "mla_head_ids");
+        mla_groups_ = dev(ops::moe_group_words(uint32_t(slots), cfg.n_heads), "mla_head_groups");
+        std::vector<uint32_t> ids(slots);
+        for (uint64_t i = 0; i < slots; ++i) ids[i] = uint32_t(i % H);
+        ctx.upload(head_ids_, ids.data(), ids.size() * 4);
     }
     last_ = dev(dim, "last");
     qkv_ = dev(uint64_t(qd) + 2ull * kv, "qkv");
@@ -334,8 +369,9 @@ bool ModelGpu::int_dot_matvecs() const {
     const StepShape lone{1, false};
     for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
         const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, lone, kv_geometry());
-        for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.cross.q, &p.cross.o,
-                                    &p.ffn.gate_up, &p.ffn.gate, &p.ffn.up, &p.ffn.down})
+        for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.attn.q_a, &p.attn.q_b,
+                                    &p.attn.kv_a, &p.cross.q, &p.cross.o, &p.ffn.gate_up, &p.ffn.gate, &p.ffn.up,
+                                    &p.ffn.down})
             if (s->runs() && s->kernel.int_dot()) return true;
     }
     return cfg_.arch->lm_head && plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
@@ -424,7 +460,8 @@ void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batc
     const LayerPlan plan = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, {batch.n, batch.decode_batch()},
                                       kv_geometry());
     const Activations act = activations(plan);
-    record_attention(s, l, plan.attn, batch, act);
+    if (plan.attn.mla) record_mla(s, l, plan.attn, batch);
+    else record_attention(s, l, plan.attn, batch, act);
     if (plan.cross.runs) record_cross(s, l, plan.cross, batch.n);
     record_ffn(s, l, plan.ffn, batch.n, act);
 }
@@ -572,6 +609,83 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     if (p.norm_after) norm(s, x, L[R::AttnNorm], L[R::AttnNormB], x, n);  // x = norm(x + wo · att + bo)
 }
 
+void ModelGpu::record_mla(CommandStream& s, uint32_t l, const AttentionPlan& p, const BatchShape& batch) {
+    using R = Role;
+    const uint32_t n = batch.n;
+    const LayerWeights& L = layers_[l].w;
+    const ModelConfig& c = cfg_;
+    const uint32_t dim = c.dim, H = c.n_heads, qk = c.mla_qk, rope = c.rope_dim, nope = qk - rope, r = c.kv_lora_rank;
+    const uint32_t row = c.kv_dim(), vm = c.mla_v, slots = n * H;  // row = rope + r, a cache row and a query head
+    auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
+    const BufferSlice x = rows(x_, dim), xn = rows(xn_, dim);
+    const BufferSlice q = rows(mla_q_, uint64_t(H) * qk);     // (n, H, qk): per head [nope | rope]
+    const BufferSlice kva = rows(mla_kva_, row);              // (n, r + rope): latent, then the rotary key
+    const BufferSlice krow = rows(k_, row);                   // (n, rope + r): the cached row
+    const BufferSlice lat = rows(v_, r);                      // (n, r): the latent, normed
+    const BufferSlice qh = rows(q_, uint64_t(H) * row);       // (n, H, rope + r): the attention's queries
+    const BufferSlice att = rows(att_, uint64_t(H) * r);      // (n, H, r)
+    const BufferSlice qn = rows(mla_qn_, uint64_t(H) * nope); // (n * H, nope)
+    const BufferSlice qabs = rows(mla_qabs_, uint64_t(H) * r);// (n * H, r)
+    const BufferSlice o = rows(mla_o_, uint64_t(H) * vm);     // (n * H, v_mla) = (n, H * v_mla)
+    const BufferSlice heads = head_ids_.slice(0, 4ull * slots);
+    const BufferSlice pos = positions_.slice(0, 4ull * n), in_pos = rel_pos_.slice(0, 4ull * n);
+
+    norm(s, x, L[R::AttnNorm], L[R::AttnNormB], xn, n);
+    if (p.q_a.runs()) {  // q = wq_b · rms_norm(wq_a · xn)
+        const BufferSlice qa = rows(mla_qa_, c.q_lora_rank);
+        project(s, L, p.q_a, xn, qa);
+        ops::rms_norm(ctx_, s, qa, L[R::QANorm].slice(), qa, n, c.q_lora_rank, c.norm_eps);
+        project(s, L, p.q_b, qa, q);
+    } else {
+        project(s, L, p.q, xn, q);
+    }
+    project(s, L, p.kv_a, xn, kva);
+    // K rows [k_pe | rms_norm(c)], then RoPE over their first rope dims (one head of rope + r)
+    ops::copy_cols(ctx_, s, {kva, row, r}, {krow, row, 0}, n, rope);
+    ops::copy_cols(ctx_, s, {kva, row, 0}, {lat, r, 0}, n, r);
+    ops::rms_norm(ctx_, s, lat, L[R::KvANorm].slice(), lat, n, r, c.norm_eps);
+    ops::copy_cols(ctx_, s, {lat, r, 0}, {krow, row, rope}, n, r);
+    // Queries [q_pe | wk_b_h · q_nope_h] per (token, head) slot, then RoPE likewise
+    ops::copy_cols(ctx_, s, {q, qk, nope}, {qh, row, 0}, slots, rope);
+    ops::copy_cols(ctx_, s, {q, qk, 0}, {qn, nope, 0}, slots, nope);
+    // A chunk groups its slots per head once for both per-head projections (the same constant ids).
+    const BufferSlice groups = mla_groups_.slice(0, 4ull * ops::moe_group_words(slots, H));
+    if (p.mla_grouped) {
+        ops::moe_group(ctx_, s, heads, groups, slots, H);
+        ops::moe_matmul(ctx_, s, p.k_b_mm, L[R::WkB].slice(), H, qn, 1, groups, qabs, n, slots, r, nope);
+    } else {
+        ops::moe_matvec(ctx_, s, p.k_b, L[R::WkB].slice(), H, qn, 1, heads, qabs, slots, r, nope);
+    }
+    ops::copy_cols(ctx_, s, {qabs, r, 0}, {qh, row, rope}, slots, r);
+    const RopeConfig& rc = c.rope_for(l);
+    const ops::RopeParams rope_q{H, row, rope, rc.base, c.arch->rope_layout, rc.freq_scale, rc.ext_factor,
+                                 rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
+    ops::RopeParams rope_k = rope_q;
+    rope_k.n_heads = 1;
+    ops::rope(ctx_, s, qh, in_pos, n, rope_q);
+    ops::rope(ctx_, s, krow, in_pos, n, rope_k);
+
+    // Each sequence stores its K rows and attends over its own cache (one KV head, V = the latent).
+    const uint32_t seg_rows = p.attn.n_tokens;
+    const uint64_t scratch_region = plan_.attention_scratch / opts_.n_seq;
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+        const uint32_t seq = batch.seqs[i], r0 = uint32_t(i) * seg_rows;
+        auto seg = [&](const BufferSlice& b, uint64_t width) {
+            return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
+        };
+        const BufferSlice scratch = plan_.attention_scratch ? attn_scratch_.slice(scratch_region * i, scratch_region)
+                                                            : attn_scratch_.slice();
+        const BufferSlice kc = layers_[l].k_cache[seq].slice();
+        ops::kv_store(ctx_, s, seg(krow, row), kc, seg(pos, 1), seg_rows, row, p.attn.n_ctx, opts_.kv_type);
+        ops::attention(ctx_, s, p.attn, seg(qh, uint64_t(H) * row), kc, kc, seg(pos, 1), seg(att, uint64_t(H) * r),
+                       scratch);
+    }
+    // x += wo · [wv_b_h · att_h]_h
+    if (p.mla_grouped) ops::moe_matmul(ctx_, s, p.v_b_mm, L[R::WvB].slice(), H, att, 1, groups, o, n, slots, vm, r);
+    else ops::moe_matvec(ctx_, s, p.v_b, L[R::WvB].slice(), H, att, 1, heads, o, slots, vm, r);
+    project(s, L, p.wo, o, x);
+}
+
 void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32_t n, const Activations& a) {
     using R = Role;
     const LayerWeights& L = layers_[l].w;
@@ -585,7 +699,8 @@ void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
     const BufferSlice logits = moe_logits_.slice(0, 4ull * E * n);
     const BufferSlice ids = moe_ids_.slice(0, 4ull * slots), w = moe_w_.slice(0, 4ull * slots);
     project(s, L, m.router, xn, logits);
-    ops::moe_route(ctx_, s, m.route, logits, ids, w, n);
+    const BufferSlice probs_bias = L[R::BExpProbs].slice();
+    ops::moe_route(ctx_, s, m.route, logits, ids, w, n, m.route.bias ? &probs_bias : nullptr);
 
     // gate, up (n * K, fe) = W_e · xn[t] for slot t * K + j; out (n * K, dim) = W_down_e · act(gate, up)
     // (+ each expert's bias row, gpt-oss)
@@ -643,8 +758,8 @@ void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
         ops::swiglu(ctx_, s, a.gate, a.up, a.gate, n * fs);
     }
     project(s, L, p.down, a.gate, tmp, down_in);
-    project(s, L, m.shared_gate, xn, glogit);
-    ops::moe_combine(ctx_, s, out, w, x, n, K, dim, &tmp, &glogit);
+    if (m.shared_gate.runs()) project(s, L, m.shared_gate, xn, glogit);  // DeepSeek's shared expert has no gate
+    ops::moe_combine(ctx_, s, out, w, x, n, K, dim, &tmp, m.shared_gate.runs() ? &glogit : nullptr);
 }
 
 void ModelGpu::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, uint32_t n, const Activations& a) {
@@ -781,13 +896,19 @@ LayerTensors ModelGpu::read_layer_tensors(uint32_t layer, uint32_t n) const {
         ctx_.download(s, v.data(), v.size() * 4);
         t[name] = std::move(v);
     };
-    // RoPE fused into attention rotates q and k only inside that kernel.
-    if (!(p.attn.rope && p.attn.fused_store)) {
-        get("q_rope", a.q, cfg_.q_dim());
-        get("k_rope", a.k, cfg_.kv_dim());
+    if (p.attn.mla) {  // latent attention's own intermediates (ModelCpu::mla_attention names the same)
+        get("mla_q", mla_q_.slice(), uint64_t(cfg_.n_heads) * cfg_.mla_qk);
+        get("kv_row", k_.slice(), cfg_.kv_dim());
+        get("attn_out", mla_o_.slice(), uint64_t(cfg_.n_heads) * cfg_.mla_v);
+    } else {
+        // RoPE fused into attention rotates q and k only inside that kernel.
+        if (!(p.attn.rope && p.attn.fused_store)) {
+            get("q_rope", a.q, cfg_.q_dim());
+            get("k_rope", a.k, cfg_.kv_dim());
+        }
+        get("v", a.v, cfg_.kv_dim());
+        get("attn_out", att_.slice(), cfg_.q_dim());
     }
-    get("v", a.v, cfg_.kv_dim());
-    get("attn_out", att_.slice(), cfg_.q_dim());
     // Folded into a matvec, the norm's and the GLU's results exist only inside it; a norm after
     // the block leaves no normed input.
     if (!p.ffn.fold_norm && !p.ffn.norm_after) get("ffn_in", xn_.slice(), cfg_.dim);

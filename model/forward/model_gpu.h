@@ -209,6 +209,7 @@ private:
     void record_attention(CommandStream& s, uint32_t layer, const AttentionPlan& p, const BatchShape& b,
                           const Activations& a);
     void record_cross(CommandStream& s, uint32_t layer, const CrossPlan& p, uint32_t n);
+    void record_mla(CommandStream& s, uint32_t layer, const AttentionPlan& p, const BatchShape& b);
     void record_ffn(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
     void record_moe(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
     void record_head(CommandStream& s, const BatchShape& b);
@@ -283,6 +284,10 @@ private:
     // (U, K), every slot's gate and up (U * K, expert_ffn) and output (U * K, dim), the shared expert's
     // gate logit (U)
     Buffer moe_logits_, moe_ids_, moe_w_, moe_groups_, moe_gate_, moe_up_, moe_out_, moe_shared_logit_;
+    // latent attention (H heads, r = kv_lora_rank): q_a (U, q_lora), q (U, H, qk), kv_a (U, r + rope),
+    // per head q_nope (U * H, qk - rope), wk_b · q_nope (U * H, r), wv_b · att (U * H, v_mla); the head of
+    // each (token, head) slot (U * H) and those slots grouped per head (a chunk's). The K rows are built in k_ (U, rope + r), the latent normed in v_.
+    Buffer mla_qa_, mla_q_, mla_kva_, mla_qn_, mla_qabs_, mla_o_, head_ids_, mla_groups_;
 
     Buffer logits_;   // (n_seq, n_vocab)
     Buffer all_logits_;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits

@@ -61,7 +61,7 @@ TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 0.5% 
     for (const Row& r : all) archs.insert(r.arch);
     // Every architecture vkllm runs has its fixtures.
     for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2", "bloom", "mpt", "qwen2moe",
-                          "qwen3moe", "olmoe", "gpt-oss"})
+                          "qwen3moe", "olmoe", "gpt-oss", "deepseek2"})
         CHECK(archs.count(a) == 1);
     const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
     fs::create_directories(dir);

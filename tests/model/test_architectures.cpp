@@ -109,7 +109,7 @@ void check_encoder(const std::string& path, double nmse) {
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, phi3, gemma2, gemma3, gpt2, bloom, "
+    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, deepseek2, phi3, gemma2, gemma3, gpt2, bloom, "
                                    "mpt, bert, nomic-bert, jina-bert-v2, t5encoder, t5");
     for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
     CHECK(find_arch("mamba") == nullptr);
@@ -201,6 +201,131 @@ TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OL
     GgufWriter gw2 = make_random_model(go);
     gw2.remove("gpt-oss.expert_feed_forward_length");
     CHECK(config_error("arch-gpt-oss-no-expert-ffn", gw2).find("gpt-oss.expert_feed_forward_length") != std::string::npos);
+}
+
+namespace {
+
+// DeepSeek-V2's shape at a small size: 4 heads of 48 q/k dims (16 rotary), values of 32, a latent
+// of 64, q through a rank of 32, a leading dense layer, 8 experts of 32 (top-2) in 2 groups of which
+// 1 is used, one shared expert, scaled by 16, YaRN.
+ModelShape deepseek_shape(TensorType type) {
+    ModelShape s = small_shape("deepseek2", type);
+    s.n_layers = 3;
+    s.head_dim = 48;
+    s.rope_dim = 16;
+    s.v_head_dim = 32;
+    s.kv_lora = 64;
+    s.q_lora = 32;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.expert_ffn = 32;
+    s.n_dense_lead = 1;
+    s.expert_groups = 2;
+    s.groups_used = 1;
+    s.expert_scale = 16.0f;
+    s.rope_scaling = "yarn";
+    s.rope_factor = 4.0f;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("architectures: DeepSeek-V2/V3 (latent attention, leading dense layers, grouped and biased routing) match the host reference layer by layer") {
+    // The host reference runs latent attention uncompressed (per-head keys and values from the
+    // latent, as trained), the device in its absorbed form: both from the same cached latent.
+    for (TensorType type : {TensorType::F16, TensorType::Q8_0}) {
+        CAPTURE(type_traits(type).name);
+        check_arch(test::write_model(fmt::format("arch-deepseek2-{}", type_traits(type).name), deepseek_shape(type)),
+                   1e-5, 1e-5);
+    }
+    ModelShape v3 = deepseek_shape(TensorType::F16);  // sigmoid routing with exp_probs_b, renormalised, 2 shared
+    v3.sigmoid_gating = true;
+    v3.expert_norm = true;
+    v3.expert_scale = 2.5f;
+    v3.n_shared_experts = 2;
+    v3.rope_scaling = "none";
+    check_arch(test::write_model("arch-deepseek-v3-f16", v3), 1e-5, 1e-5);
+    ModelShape lite = deepseek_shape(TensorType::F16);  // V2-Lite: q = wq · x, no groups, every layer experts
+    lite.q_lora = 0;
+    lite.expert_groups = 1;
+    lite.groups_used = 1;
+    lite.n_dense_lead = 0;
+    check_arch(test::write_model("arch-deepseek-lite-f16", lite), 1e-5, 1e-5);
+}
+
+TEST_CASE("architectures: DeepSeek's KV cache holds the latent alone, and its files are checked") {
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    const ModelShape s = deepseek_shape(TensorType::F16);
+    test::LoadedModel m = test::open_model(test::write_model("arch-deepseek2-kv", s));
+    CHECK(m.cfg.head_dim == 80);  // kv_lora 64 + rope 16: one cached row per token and layer
+    CHECK(m.cfg.v_dim() == 64);
+    CHECK(m.cfg.n_kv_heads == 1);
+    CHECK(m.cfg.n_dense_lead == 1);
+    CHECK(!m.cfg.is_moe_layer(0));
+    CHECK(m.cfg.is_moe_layer(1));
+    ModelOptions opts;
+    opts.n_ctx = 128;
+    ModelGpu gpu(ctx, m.file, m.cfg, opts);
+    // 3 layers x 128 rows x 80 f16 values: the latent's size, no V cache and no per-head keys.
+    CHECK(gpu.memory_plan().kv_cache == 3ull * 128 * 80 * 2);
+    CHECK(gpu.memory_plan().kv_cache_full == gpu.memory_plan().kv_cache);
+
+    auto config_error = [&](const std::string& name, GgufWriter& gw) -> std::string {
+        const fs::path path = ::vkllm::test::binary_dir() / "test-tmp" / "models" / (name + ".gguf");
+        gw.write_file(path.string());
+        GgufFile file = GgufFile::open(path.string());
+        try {
+            ModelConfig::from_gguf(file);
+            return "loaded";
+        } catch (const std::exception& e) {
+            return e.what();
+        }
+    };
+    auto contains = [](const std::string& text, const char* part) {
+        INFO(text);
+        return text.find(part) != std::string::npos;
+    };
+    {  // older conversions: the joined attn_kv_b, no key_length_mla
+        GgufWriter w = make_random_model(s);
+        w.remove("deepseek2.attention.key_length_mla");
+        CHECK(contains(config_error("arch-deepseek-old", w), "deepseek2.attention.key_length_mla"));
+    }
+    {
+        GgufWriter w = make_random_model(s);
+        w.add_tensor("blk.0.attn_kv_b.weight", TensorType::F32, {64, 4 * 64}, [](std::span<uint8_t> b) {
+            std::fill(b.begin(), b.end(), 0);
+        });
+        CHECK(contains(config_error("arch-deepseek-kv-b", w), "attn_kv_b"));
+    }
+    {  // a q_lora_rank without its tensors names the missing one
+        ModelShape lite = s;
+        lite.q_lora = 0;
+        GgufWriter w = make_random_model(lite);
+        w.set_u32("deepseek2.attention.q_lora_rank", 32);
+        CHECK(contains(config_error("arch-deepseek-q-lora", w), "attn_q_a.weight"));
+    }
+    {  // groups that do not divide the experts
+        GgufWriter w = make_random_model(s);
+        w.set_u32("deepseek2.expert_group_count", 3);
+        CHECK(contains(config_error("arch-deepseek-groups", w), "deepseek2.expert_group_count"));
+    }
+    {  // more dense layers than layers
+        GgufWriter w = make_random_model(s);
+        w.set_u32("deepseek2.leading_dense_block_count", 9);
+        CHECK(contains(config_error("arch-deepseek-dense", w), "deepseek2.leading_dense_block_count"));
+    }
+    {  // a q8_0 cache needs whole blocks per row (80 here) and the latent to start on one (rope 16 of 64)
+        ModelOptions q8;
+        q8.n_ctx = 64;
+        q8.kv_type = ops::KvType::Q8_0;
+        CHECK_THROWS_AS(plan_memory(ctx.caps(), m.file, m.cfg, q8), std::invalid_argument);
+        ModelShape s48 = s;
+        s48.kv_lora = 48;
+        test::LoadedModel m48 = test::open_model(test::write_model("arch-deepseek2-kv48", s48));
+        CHECK_THROWS_WITH_AS(plan_memory(ctx.caps(), m48.file, m48.cfg, q8), doctest::Contains("latent"),
+                             std::invalid_argument);
+    }
 }
 
 TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the host reference layer by layer, F16 and Q4_K") {
@@ -405,7 +530,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
                                    "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, qwen2moe, "
-                                   "qwen3moe, olmoe, gpt-oss, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
+                                   "qwen3moe, olmoe, gpt-oss, deepseek2, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
                                    "jina-bert-v2, t5encoder, t5");
     // A Qwen2 file without its required q bias.
     GgufWriter q = make_random_model(small_shape("qwen2", TensorType::F32));

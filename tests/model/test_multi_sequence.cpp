@@ -38,6 +38,20 @@ ModelShape batch_shape(const std::string& arch, TensorType type) {
         s.n_expert = 8;
         s.n_expert_used = 4;
     }
+    if (arch == "deepseek2") {  // latent attention (one KV head of 96 + 32), a dense layer, 8 experts of 256 in groups
+        s.n_layers = 3;
+        s.head_dim = 96;
+        s.rope_dim = 32;
+        s.v_head_dim = 64;
+        s.kv_lora = 96;
+        s.q_lora = 64;
+        s.n_dense_lead = 1;
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+        s.expert_groups = 4;
+        s.groups_used = 2;
+        s.sigmoid_gating = true;
+    }
     s.name = "multi-seq-" + arch;
     return s;
 }
@@ -80,8 +94,10 @@ std::vector<std::vector<float>> alone(Context& ctx, const test::LoadedModel& m, 
 TEST_CASE("multi-sequence decode: every sequence's logits are bit-identical to the sequence alone") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss"}) {
-        for (TensorType type : {TensorType::F16, TensorType::Q4_K}) {
+    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss", "deepseek2"}) {
+        // deepseek2's 64-wide k_b rows take no 256-element K-quant: Q8_0 there.
+        const bool ds = std::string_view(arch) == "deepseek2";
+        for (TensorType type : {TensorType::F16, ds ? TensorType::Q8_0 : TensorType::Q4_K}) {
             CAPTURE(arch);
             CAPTURE(type_traits(type).name);
             const test::LoadedModel m = test::open_model(test::write_model(
