@@ -572,6 +572,10 @@ void validate_model_shape(const ModelShape& s) {
             s.groups_used > s.expert_groups)
             bad(fmt::format("expert-groups {} must divide the experts, groups-used {} be 1..that", s.expert_groups,
                             s.groups_used));
+        if (s.expert_groups > 1 && s.n_expert &&
+            (s.n_expert / s.expert_groups < 2 || s.groups_used * (s.n_expert / s.expert_groups) < s.n_expert_used))
+            bad(fmt::format("expert-groups {} of {} experts: each group needs 2 or more, and groups-used {} must hold "
+                            "the {} experts per token", s.expert_groups, s.n_expert, s.groups_used, s.n_expert_used));
     }
     if (s.rope_freqs && s.arch != "llama") bad("rope factors (rope_freqs) are written for the llama architecture only");
     if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "yarn")

@@ -84,6 +84,8 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::
     if (A.moe && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
         return "experts stored one tensor each (ffn_gate.N, older Mixtral conversions) are not supported: vkllm reads "
                "the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that current llama.cpp converters write";
+    if (A.mla && name == "rope_freqs.weight")
+        return "rope frequency factors are not applied to DeepSeek's latent attention (llama.cpp reads none for it)";
     if (A.mla && layer_suffix(".attn_kv_b.weight"))
         return "the joined attn_kv_b of older DeepSeek-V2 conversions is not supported: vkllm reads attn_k_b and "
                "attn_v_b, which llama.cpp's converter writes since 2025 (convert the model again)";
@@ -453,6 +455,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                 c.fail("tensor " + quote_name(n), fmt::format("does not belong to a file whose attention.q_lora_rank is {}",
                                                                cfg.q_lora_rank));
         }
+    }
+    if (A.moe && !layer_tensor_name(A, Role::BExpProbs, 0).empty()) {  // the schema has V3's selection bias
         cfg.expert_probs_bias = cfg.n_layers > cfg.n_dense_lead &&
                                 f.find_tensor(layer_tensor_name(A, Role::BExpProbs, cfg.n_dense_lead)) != nullptr;
         for (uint32_t l = cfg.n_dense_lead; l < cfg.n_layers; ++l)

@@ -123,7 +123,8 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     // from one matvec over the fused weights, where the biases are fused too (or absent).
     AttentionPlan& a = p.attn;
     const bool norm_after = A.norm_placement == NormPlacement::Post;
-    a.fold_norm = decode && A.norm == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before the block folds
+    const bool fold_norm = decode && A.norm == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before a block folds
+    a.fold_norm = fold_norm;
     const Kind attn_in = a.fold_norm ? Kind::RmsNorm : Kind::Plain;
     const bool some_bias = L[R::Bq].present() || L[R::Bk].present() || L[R::Bv].present();
     a.fused_qkv = n == 1 && L[R::Wqkv].present() && (L[R::Bqkv].present() || !some_bias);
@@ -179,7 +180,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     // (it reads gate and up and forms act(gate) * up as it loads them), unless an up bias must be
     // added between the two.
     FfnPlan& f = p.ffn;
-    f.fold_norm = a.fold_norm;
+    f.fold_norm = fold_norm;  // also where latent attention keeps its norm apart
     const Kind ffn_in = f.fold_norm ? Kind::RmsNorm : Kind::Plain;
     f.fused_gate_up = n == 1 && L[R::WGateUp].present();
     if (f.fused_gate_up) {

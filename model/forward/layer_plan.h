@@ -79,8 +79,8 @@ struct AttentionPlan {
     bool mla = false;
     LinearStep q_a, q_b, kv_a;
     ops::MoeMatvecPlan k_b, v_b;       // decode steps: a matvec per (token, head) slot
-    // Chunks: the slots grouped per head once (ops::moe_group), wk_b and wv_b as matmul tiles per head,
-    // each head's matrix read once per tile of tokens instead of once per token.
+    // Chunks: the slots grouped per head (ops::moe_group, one small dispatch per layer), wk_b and wv_b
+    // as matmul tiles per head, each head's matrix read once per tile of tokens instead of once per token.
     bool mla_grouped = false;
     ops::MoeMatmulPlan k_b_mm, v_b_mm;
 };

@@ -53,7 +53,9 @@ uint32_t scratch_rows(const ModelOptions& o) { return std::max(o.ubatch, o.n_seq
 // decode batch, or a chunk of at most 8 tokens), each as long as any projection's k.
 uint64_t q8_scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
     const uint32_t rows = std::max(std::min(o.ubatch, 8u), o.n_seq);
-    return rows * ops::q8_1_row_bytes(std::max({cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg)}));
+    // Latent attention's wq_b reads q_lora_rank values and its wo H x value_length_mla.
+    return rows * ops::q8_1_row_bytes(
+                      std::max({cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
 }
 
 // The scratch buffers ModelGpu allocates, but the attention partials (see attention_scratch).

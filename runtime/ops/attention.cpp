@@ -324,6 +324,8 @@ struct StorePush {
     uint32_t ff_first, has_ff;
     float freq_scale, ext_factor, mscale, corr_low, corr_high;
 };
+// Vulkan guarantees 128 bytes of push constants: the fused decode's block must stay within them.
+static_assert(sizeof(DecodePush) + sizeof(StorePush) <= 128, "attention_decode_store's push constants exceed 128 bytes");
 
 // The decode kernel (with STORE: its new-row bindings and push constants) and, for split KV, the merge.
 void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const detail::AttentionPlan& plan,

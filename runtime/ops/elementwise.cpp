@@ -197,8 +197,10 @@ void copy_cols(Context& ctx, CommandStream& s, const ColBlock& src, const ColBlo
     const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, SmallOp::CopyCols));
     const uint32_t wg = p.local_size()[0];
     // One window each: the blocks of latent attention are scratch-sized.
-    detail::items_per_window(caps, src_elems * 4, "copy_cols");
-    detail::items_per_window(caps, dst_elems * 4, "copy_cols");
+    for (uint64_t elems : {src_elems, dst_elems})
+        if (elems * 4 + caps.min_storage_buffer_offset_alignment > caps.max_storage_buffer_range)
+            throw DeviceLimitError(fmt::format("copy_cols: a block spanning {} bytes does not fit one binding ({} bytes)",
+                                               elems * 4, caps.max_storage_buffer_range));
     const detail::Window sw = detail::window(caps, src.buf, 0, src_elems, 4);
     const detail::Window dw = detail::window(caps, dst.buf, 0, dst_elems, 4);
     struct { uint32_t rows, width, src_first, src_stride, dst_first, dst_stride; } pc{
