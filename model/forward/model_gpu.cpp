@@ -519,6 +519,16 @@ void ModelGpu::set_encoder_output(std::span<const float> states, uint32_t n_rows
     n_past_[0] = 0;
 }
 
+BufferSlice ModelGpu::segment_rows(const BufferSlice& b, uint64_t width, size_t i, uint32_t rows) {
+    return BufferSlice{b.buffer, b.offset + 4ull * width * rows * i, 4ull * width * rows};
+}
+
+BufferSlice ModelGpu::attention_scratch_region(size_t i) const {
+    if (plan_.attention_scratch == 0) return attn_scratch_.slice();
+    const uint64_t region = plan_.attention_scratch / opts_.n_seq;
+    return attn_scratch_.slice(region * i, region);
+}
+
 void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPlan& p, const BatchShape& batch,
                                 const Activations& a) {
     using R = Role;
@@ -575,16 +585,11 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
     // att (n, q_dim): each sequence stores into and attends over its own cache: a chunk is one
     // segment of n rows, a decode batch one row per sequence (rows bound in place, at any offset).
     const uint32_t seg_rows = p.attn.n_tokens;
-    const uint64_t scratch_region = plan_.attention_scratch / opts_.n_seq;
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
-        const uint32_t seq = batch.seqs[i], r0 = uint32_t(i) * seg_rows;
-        auto seg = [&](const BufferSlice& b, uint64_t width) {
-            return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
-        };
+        const uint32_t seq = batch.seqs[i];
+        auto seg = [&](const BufferSlice& b, uint64_t width) { return segment_rows(b, width, i, seg_rows); };
         const BufferSlice sp = seg(pos, 1);
-        const BufferSlice scratch = plan_.attention_scratch
-                                        ? attn_scratch_.slice(scratch_region * i, scratch_region)
-                                        : attn_scratch_.slice();
+        const BufferSlice scratch = attention_scratch_region(i);
         const BufferSlice kc = layers_[l].k_cache[seq].slice(), vc = layers_[l].v_cache[seq].slice();
         if (p.fused_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
             const ops::NewKv new_kv{seg(a.k, kv), seg(a.v, kv), p.rope ? &rope_q : nullptr, p.rope ? ff : nullptr};
@@ -669,14 +674,10 @@ void ModelGpu::record_mla(CommandStream& s, uint32_t l, const AttentionPlan& p, 
 
     // Each sequence stores its K rows and attends over its own cache (one KV head, V = the latent).
     const uint32_t seg_rows = p.attn.n_tokens;
-    const uint64_t scratch_region = plan_.attention_scratch / opts_.n_seq;
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
-        const uint32_t seq = batch.seqs[i], r0 = uint32_t(i) * seg_rows;
-        auto seg = [&](const BufferSlice& b, uint64_t width) {
-            return BufferSlice{b.buffer, b.offset + 4ull * width * r0, 4ull * width * seg_rows};
-        };
-        const BufferSlice scratch = plan_.attention_scratch ? attn_scratch_.slice(scratch_region * i, scratch_region)
-                                                            : attn_scratch_.slice();
+        const uint32_t seq = batch.seqs[i];
+        auto seg = [&](const BufferSlice& b, uint64_t width) { return segment_rows(b, width, i, seg_rows); };
+        const BufferSlice scratch = attention_scratch_region(i);
         const BufferSlice kc = layers_[l].k_cache[seq].slice();
         ops::kv_store(ctx_, s, seg(krow, row), kc, seg(pos, 1), seg_rows, row, p.attn.n_ctx, opts_.kv_type);
         ops::attention(ctx_, s, p.attn, seg(qh, uint64_t(H) * row), kc, kc, seg(pos, 1), seg(att, uint64_t(H) * r),

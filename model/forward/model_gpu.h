@@ -210,6 +210,10 @@ private:
                           const Activations& a);
     void record_cross(CommandStream& s, uint32_t layer, const CrossPlan& p, uint32_t n);
     void record_mla(CommandStream& s, uint32_t layer, const AttentionPlan& p, const BatchShape& b);
+    // Entry i of a batch's attention loop: its `rows` rows of `width` floats in b, and its own region of
+    // the split-K scratch (the whole scratch when there are no partials).
+    static BufferSlice segment_rows(const BufferSlice& b, uint64_t width, size_t i, uint32_t rows);
+    BufferSlice attention_scratch_region(size_t i) const;
     void record_ffn(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
     void record_moe(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a);
     void record_head(CommandStream& s, const BatchShape& b);
