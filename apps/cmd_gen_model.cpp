@@ -42,6 +42,7 @@ struct GenModelArgs {
     float clamp_kqv = 0;
     bool biases = false;
     uint32_t experts = 0, experts_used = 2, expert_ffn = 0, shared_ffn = 0;
+    bool split_experts = false;
     uint32_t kv_lora = 0, q_lora = 0, rope_dim = 0, v_head_dim = 0;
     uint32_t dense_layers = 0, shared_experts = 1, expert_groups = 1, groups_used = 1;
     bool sigmoid_gating = false, expert_norm = false;
@@ -165,6 +166,7 @@ void run_gen_model(const GenModelArgs& a) {
     s.optional_biases = a.biases;
     s.n_expert = a.experts;
     s.n_expert_used = a.experts ? a.experts_used : 0;
+    s.split_experts = a.split_experts;
     s.expert_ffn = a.expert_ffn;
     s.shared_ffn = a.shared_ffn;
     s.kv_lora = a.kv_lora, s.q_lora = a.q_lora, s.rope_dim = a.rope_dim, s.v_head_dim = a.v_head_dim;
@@ -260,6 +262,9 @@ void register_gen_model(CLI::App& app) {
                     "Mixture of experts: experts per layer (required for qwen2moe and qwen3moe; a llama with "
                     "experts is written as Mixtral)");
     cmd->add_option("--experts-used", args->experts_used, "Experts each token runs")->capture_default_str();
+    cmd->add_flag("--split-experts", args->split_experts,
+                  "llama (Mixtral): each expert as its own tensor (ffn_gate.N, ffn_up.N, ffn_down.N), as the first "
+                  "Mixtral conversions wrote them; the same weights as the stacked file");
     cmd->add_option("--expert-ffn", args->expert_ffn,
                     "Each expert's feed-forward size (default --ffn; qwen2moe, qwen3moe and gpt-oss only: the "
                     "experts of a llama mixture and of olmoe are --ffn wide, as their files say)");

@@ -340,14 +340,17 @@ private:
     uint64_t state_;
 };
 
-GgufWriter::FillFn random_matrix(TensorType type, uint64_t row_len, uint64_t seed, std::string name) {
+// Rows from first_row on of the random matrix `name`: one expert of a stack written apart holds the
+// rows the stacked tensor would.
+GgufWriter::FillFn random_matrix(TensorType type, uint64_t row_len, uint64_t seed, std::string name,
+                                 uint64_t first_row = 0) {
     return [=](std::span<uint8_t> dst) {
         const float sigma = 1.0f / std::sqrt(float(row_len));
         const size_t rb = row_bytes(type, size_t(row_len));
         const size_t rows = dst.size() / rb;
         auto fill_rows = [&](size_t first, size_t last) {
             WeightRng rng(seed, name);
-            rng.skip(uint64_t(first) * row_len);
+            rng.skip((first_row + first) * row_len);
             std::vector<float> row(static_cast<size_t>(row_len));
             for (size_t r = first; r < last; ++r) {
                 for (float& v : row) v = sigma * rng.normal();
@@ -587,6 +590,7 @@ void validate_model_shape(const ModelShape& s) {
     if (s.pooling == uint32_t(Pooling::Rank) && arch->lm_head)
         bad(fmt::format("pooling rank (a reranker's classification head) is written for encoders only, not {}", s.arch));
     if (s.n_expert > 0 && !s.arch_desc().moe) bad(fmt::format("{} has no mixture-of-experts form", s.arch));
+    if (s.split_experts && s.n_expert == 0) bad("--split-experts needs --experts");
     if (s.arch_desc().moe) {
         if (s.n_expert == 0 || s.n_expert > 1024) bad(fmt::format("experts ({}) must be in 1..1024", s.n_expert));
         // Mixtral's and OLMoE's files carry no expert_feed_forward_length: their experts are --ffn wide.
@@ -597,6 +601,8 @@ void validate_model_shape(const ModelShape& s) {
         if (s.n_expert_used == 0 || s.n_expert_used > std::min(s.n_expert, 64u))
             bad(fmt::format("experts-used ({}) must be in 1..min(experts, 64)", s.n_expert_used));
         if (s.mix) bad("quantization mixes are not written for mixture-of-experts models yet: give one --type");
+        if (s.split_experts && !s.arch_desc().per_expert_tensors)
+            bad(fmt::format("experts one tensor each (--split-experts) are written for Mixtral (llama) only, not {}", s.arch));
         const uint64_t b = type_traits(s.weight_type).block_elems;
         for (uint32_t f : {s.expert_ffn, s.shared_ffn})
             if (f % b != 0)
@@ -855,6 +861,13 @@ GgufWriter make_random_model(const ModelShape& s) {
         std::vector<uint64_t> ne{dims.get(t.ne[0])};
         if (t.ne[1] != Dim::One || t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[1]));
         if (t.ne[2] != Dim::One) ne.push_back(dims.get(t.ne[2]));
+        if (s.split_experts && t.per_expert_name) {
+            const TensorType type = llama_tensor_type(s, name, ne[0]);
+            for (uint32_t e = 0; e < s.n_expert; ++e)
+                w.add_tensor(expert_tensor_name(t, layer, e), type, {ne[0], ne[1]},
+                             random_matrix(type, ne[0], s.seed, name, uint64_t(e) * ne[1]));
+            return;
+        }
         if (t.init.matrix)  // an f32 matrix (token_types, a router) stays f32, as llama.cpp's converter writes it
             matrix(name, ne, t.f32);
         else

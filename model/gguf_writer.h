@@ -140,6 +140,9 @@ struct ModelShape {
     // a shared expert of shared_ffn (0: ffn_dim) where the architecture has one. A llama with
     // n_expert > 0 is written as Mixtral is (its "moe" row); qwen2moe / qwen3moe need n_expert > 0.
     uint32_t n_expert = 0, n_expert_used = 0, expert_ffn = 0, shared_ffn = 0;
+    // Each expert of a stack as its own tensor (ffn_gate.N, ...), as Mixtral's first conversions
+    // wrote them; the bytes are the stacked file's, expert by expert (ArchDesc::per_expert_tensors).
+    bool split_experts = false;
     // deepseek2: latent attention with head_dim the per-head q/k dims (key_length_mla) of which rope_dim
     // rotate (0: 32), values of v_head_dim per head (0: head_dim - rope_dim), a latent of kv_lora
     // (0: 128) and q through a q_lora rank (0: wq directly, as V2-Lite). The first n_dense_lead layers

@@ -35,6 +35,7 @@ ArchDesc llama_moe() {
     a.variant = "moe";  // Mixtral: a llama file with llama.expert_count (arch_for_file picks this row)
     a.moe = true;
     a.moe_norm_weights = true;  // softmax over the chosen experts' probabilities, as llama.cpp
+    a.per_expert_tensors = true;
     return a;
 }
 

@@ -122,6 +122,10 @@ struct ArchDesc {
     // (Qwen2-MoE). The FFN kind (SwiGlu) is the experts'.
     bool moe = false;
     bool moe_norm_weights = false;
+    // The expert stacks may instead be one tensor per expert (ffn_gate.N, ffn_up.N, ffn_down.N), as
+    // Mixtral's first conversions wrote them (TensorSpec::per_expert_name); they are uploaded back to
+    // back as one stack.
+    bool per_expert_tensors = false;
     bool shared_expert = false;
     // A file without `<arch>.expert_feed_forward_length` has experts feed_forward_length /
     // expert_used_count wide (llama.cpp's Qwen-MoE rule: Qwen1.5-MoE conversions); else

@@ -81,9 +81,9 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::
     if (A.fused_gate_up && layer_suffix(".ffn_up.bias")) return "a bias of the fused gate|up projection is not supported";
     if (A.t5 != T5Stack::None && !gated(A.ffn) && layer_suffix(".ffn_gate.weight"))
         return "an ffn_gate in a T5 v1.0 stack (its first layer has none: ReLU, no gate); every layer must agree";
-    if (A.moe && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
-        return "experts stored one tensor each (ffn_gate.N, older Mixtral conversions) are not supported: vkllm reads "
-               "the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that current llama.cpp converters write";
+    if (A.moe && !A.per_expert_tensors && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
+        return "experts stored one tensor each (ffn_gate.N) are read for Mixtral (llama) files only: this architecture "
+               "needs the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that llama.cpp's converters write";
     if (A.mla && name == "rope_freqs.weight")
         return "rope frequency factors are not applied to DeepSeek's latent attention (llama.cpp reads none for it)";
     if (A.mla && layer_suffix(".attn_kv_b.weight"))
@@ -421,6 +421,27 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         std::vector<uint64_t> want{dims.get(t.ne[0])};
         if (t.ne[1] != Dim::One || t.ne[2] != Dim::One) want.push_back(dims.get(t.ne[1]));
         if (t.ne[2] != Dim::One) want.push_back(dims.get(t.ne[2]));
+        if (t.per_expert_name && !f.find_tensor(tensor_name(t, layer)) &&
+            f.find_tensor(expert_tensor_name(t, layer, 0))) {
+            // The stack stored one tensor per expert (older Mixtral files): every expert, one type.
+            const TensorType type = f.tensor(expert_tensor_name(t, layer, 0)).type;
+            for (uint32_t e = 0; e < cfg.n_expert; ++e) {
+                const std::string n = expert_tensor_name(t, layer, e);
+                c.expect_shape(n, {want[0], want[1]});
+                if (f.tensor(n).type != type)
+                    c.fail("tensor " + quote_name(n),
+                           fmt::format("is {} where expert 0 is {}: a layer's experts must share one type",
+                                       type_traits(f.tensor(n).type).name, type_traits(type).name));
+            }
+            const std::string extra = expert_tensor_name(t, layer, cfg.n_expert);
+            if (f.find_tensor(extra))
+                c.fail("tensor " + quote_name(extra),
+                       fmt::format("is past the {} experts of {}", cfg.n_expert, Checker::key_what(key("expert_count"))));
+            return;
+        }
+        if (t.per_expert_name && f.find_tensor(expert_tensor_name(t, layer, 0)))
+            c.fail("tensor " + quote_name(expert_tensor_name(t, layer, 0)),
+                   fmt::format("the file also holds the stacked {}: one form or the other", tensor_name(t, layer)));
         c.expect_shape(tensor_name(t, layer), want, t.required);
     };
     cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;

@@ -150,9 +150,15 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         // llama-quantize leave them); uploaded as f32 whatever a file stores.
         add({R::WRouter, "ffn_gate_inp.weight", {D::Embd, D::Experts}, true, kMatrix, true});
         if (A.leading_dense) add(vec(R::BExpProbs, "exp_probs_b.bias", D::Experts, false, kBias));
-        add({R::WGateExps, "ffn_gate_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
-        add({R::WUpExps, "ffn_up_exps.weight", {D::Embd, D::FfnExp, D::Experts}, true, kMatrix});
-        add({R::WDownExps, "ffn_down_exps.weight", {D::FfnExp, D::Embd, D::Experts}, true, kMatrix});
+        // Mixtral's first conversions stored each expert apart (ffn_gate.N); llama.cpp still loads them.
+        auto stack = [&](R r, const char* name, D in, D out, const char* per_expert) {
+            TensorSpec t{r, name, {in, out, D::Experts}, true, kMatrix};
+            if (A.per_expert_tensors) t.per_expert_name = per_expert;
+            add(t);
+        };
+        stack(R::WGateExps, "ffn_gate_exps.weight", D::Embd, D::FfnExp, "ffn_gate.{}.weight");
+        stack(R::WUpExps, "ffn_up_exps.weight", D::Embd, D::FfnExp, "ffn_up.{}.weight");
+        stack(R::WDownExps, "ffn_down_exps.weight", D::FfnExp, D::Embd, "ffn_down.{}.weight");
         if (A.moe_biases) {  // f32 in llama.cpp's files; one row per expert
             add(vec(R::BRouter, "ffn_gate_inp.bias", D::Experts, true, kBias));
             add({R::BGateExps, "ffn_gate_exps.bias", {D::FfnExp, D::Experts}, true, kBias, true});
@@ -250,6 +256,10 @@ bool is_bias_role(Role r) {
 
 bool is_head_role(Role r) {
     return r == Role::OutputNorm || r == Role::OutputNormB || r == Role::Output || is_classifier_role(r);
+}
+
+std::string expert_tensor_name(const TensorSpec& s, uint32_t layer, uint32_t e) {
+    return fmt::format("{}{}.{}", s.prefix, layer, fmt::format(fmt::runtime(s.per_expert_name), e));
 }
 
 std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer) {

@@ -99,6 +99,10 @@ struct TensorSpec {
     bool f32 = false;       // uploaded as f32 whatever the file stores (norms, biases, rope factors)
     const char* prefix = "blk.";  // of per-layer names: "blk.", or T5's "enc.blk."
     LayerSet layers = LayerSet::All;
+    // An expert stack that older files (Mixtral's first conversions) store as one tensor per expert
+    // instead: the name of expert e's ("ffn_gate.{}.weight", {} the expert), shape [ne0, ne1], all of
+    // one type. nullptr: only the stacked form exists.
+    const char* per_expert_name = nullptr;
 };
 // Whether layer `layer` of a model whose first n_dense_lead layers are dense holds `s`.
 bool in_layer(const TensorSpec& s, uint32_t layer, uint32_t n_dense_lead);
@@ -135,6 +139,9 @@ bool is_bias_role(Role r);
 // "blk.3.attn_q.weight" (the spec's prefix, the layer, its name) for per-layer roles, the name itself
 // for the others.
 std::string tensor_name(const TensorSpec& s, uint32_t layer);
+// "blk.3.ffn_gate.5.weight": expert e's tensor of an expert stack stored one tensor per expert
+// (s.per_expert_name must be set).
+std::string expert_tensor_name(const TensorSpec& s, uint32_t layer, uint32_t e);
 // The name of `role` in layer `layer` of the architecture; empty when its layers have no such role.
 std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer);
 

@@ -123,21 +123,19 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
                    probs_bias.empty() ? nullptr : probs_bias.data());
 
     const TensorPlace &G = L[R::WGateExps], &U = L[R::WUpExps], &D = L[R::WDownExps];
-    const uint64_t gate_stride = uint64_t(fe) * row_bytes(G.source->type, dim);  // bytes of one expert
-    const uint64_t up_stride = uint64_t(fe) * row_bytes(U.source->type, dim);
-    const uint64_t down_stride = uint64_t(dim) * row_bytes(D.source->type, fe);
+    auto expert = [&](const TensorPlace& stack, uint32_t e) { return expert_rows(file_, layout_, stack, E, e); };
     std::vector<float> gate(fe), up(fe);                // (expert_ffn) one expert's
     std::vector<float> out(size_t(n) * K * dim);        // (n * K, dim) every slot's output
     for (uint32_t t = 0; t < n; ++t)
         for (uint32_t j = 0; j < K; ++j) {
             const uint32_t e = ids[size_t(t) * K + j];
-            ref::linear(G.source->type, bytes(G) + e * gate_stride, xn + size_t(t) * dim, gate.data(), 1, fe, dim,
-                        nullptr, bias_row(b_gate, e, fe));
-            ref::linear(U.source->type, bytes(U) + e * up_stride, xn + size_t(t) * dim, up.data(), 1, fe, dim, nullptr,
+            ref::linear(G.type, expert(G, e), xn + size_t(t) * dim, gate.data(), 1, fe, dim, nullptr,
+                        bias_row(b_gate, e, fe));
+            ref::linear(U.type, expert(U, e), xn + size_t(t) * dim, up.data(), 1, fe, dim, nullptr,
                         bias_row(b_up, e, fe));
             act(gate.data(), up.data(), gate.data(), fe);
-            ref::linear(D.source->type, bytes(D) + e * down_stride, gate.data(), out.data() + (size_t(t) * K + j) * dim,
-                        1, dim, fe, nullptr, bias_row(b_down, e, dim));
+            ref::linear(D.type, expert(D, e), gate.data(), out.data() + (size_t(t) * K + j) * dim, 1, dim, fe, nullptr,
+                        bias_row(b_down, e, dim));
         }
 
     if (!c.arch->shared_expert) {

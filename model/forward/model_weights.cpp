@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <stdexcept>
 
 namespace vkllm {
 
@@ -46,6 +47,16 @@ std::vector<float> read_place_f32(const GgufFile& file, const TensorPlace& p) {
         dequantize_row(p.source->type, file.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first), v.data(),
                        v.size());
     return v;
+}
+
+const uint8_t* expert_rows(const GgufFile& file, const WeightLayout& layout, const TensorPlace& stack,
+                           uint32_t n_expert, uint32_t e) {
+    if (e >= n_expert || stack.rows % n_expert != 0)
+        throw std::logic_error(fmt::format("expert {} of a stack of {} rows in {} experts", e, stack.rows, n_expert));
+    if (stack.source)
+        return file.tensor_data(*stack.source).data() + row_bytes(stack.source->type, stack.first) +
+               uint64_t(stack.rows / n_expert) * row_bytes(stack.type, stack.row_elems) * e;
+    return file.tensor_data(*layout.buffers.at(stack.buffer).tensors.at(e)).data();
 }
 
 WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers) {
@@ -117,6 +128,18 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
         for (const TensorSpec& s : schema) {
             if (placed[size_t(s.role)]) continue;
             placed[size_t(s.role)] = true;
+            // An expert stack stored one tensor per expert: the experts back to back in one buffer.
+            if (s.per_expert_name && !file.find_tensor(tensor_name(s, l)) &&
+                file.find_tensor(expert_tensor_name(s, l, 0))) {
+                std::vector<const GgufTensorInfo*> experts;
+                for (uint32_t e = 0; e < cfg.n_expert; ++e) experts.push_back(&file.tensor(expert_tensor_name(s, l, e)));
+                const std::vector<TensorPlace> p = add_buffer(experts, s.f32);
+                TensorPlace whole = p[0];
+                whole.source = nullptr;  // no one file tensor holds it: expert_rows() finds each
+                whole.rows = uint32_t(whole.rows * cfg.n_expert);
+                L[s.role] = whole;
+                continue;
+            }
             // A group the file stores whole (attn_qkv, Phi-3's ffn_up): its parts are row ranges.
             if (const FusedGroup* g = fused_group(s.role)) {
                 L[s.role] = place(s, l);

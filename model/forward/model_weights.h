@@ -68,6 +68,11 @@ struct WeightLayout {
 // when the model has no such tensor.
 std::vector<float> read_place_f32(const GgufFile& file, const TensorPlace& p);
 
+// Expert e's rows (rows / n_expert of them) of the expert stack `stack` as the file holds them:
+// stacked in one tensor, or expert e's own tensor (TensorSpec::per_expert_name).
+const uint8_t* expert_rows(const GgufFile& file, const WeightLayout& layout, const TensorPlace& stack,
+                           uint32_t n_expert, uint32_t e);
+
 // Pure: reads tensor metadata only. n_ctx picks Phi-3's long or short rope factors.
 WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers = {});
 

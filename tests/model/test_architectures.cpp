@@ -203,6 +203,79 @@ TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OL
     CHECK(config_error("arch-gpt-oss-no-expert-ffn", gw2).find("gpt-oss.expert_feed_forward_length") != std::string::npos);
 }
 
+TEST_CASE("architectures: Mixtral files with one tensor per expert (ffn_gate.N) run as the stacked ones") {
+    // The first Mixtral conversions stored each expert apart; current llama.cpp refuses them
+    // (build 9749 and b4748: "missing tensor 'blk.0.ffn_down_exps.weight'"), so the oracle is the
+    // stacked file of the same weights: the device must give its logits bit for bit, and the host
+    // reference must read the split file as the device does.
+    ModelShape s = small_shape("llama", TensorType::Q4_K);
+    s.n_expert = 6;
+    s.n_expert_used = 2;
+    const std::string stacked = test::write_model("arch-moe-stacked", s);
+    s.split_experts = true;
+    const std::string split = test::write_model("arch-moe-split", s);
+    {
+        GgufFile f = GgufFile::open(split);
+        CHECK(f.find_tensor("blk.1.ffn_down_exps.weight") == nullptr);
+        CHECK(f.tensor("blk.1.ffn_down.5.weight").ne[0] == s.ffn_dim);
+    }
+    check_arch(split, 1e-5, 1e-5);
+
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    std::vector<std::vector<float>> logits;
+    for (const std::string& path : {stacked, split}) {
+        test::LoadedModel m = test::open_model(path);
+        ModelOptions opts;
+        opts.n_ctx = 64;
+        opts.ubatch = 8;
+        ModelGpu gpu(ctx, m.file, m.cfg, opts);
+        gpu.eval(prompt_tokens(20, m.cfg.n_vocab));
+        logits.push_back(gpu.logits());
+        const int32_t next = 5;
+        gpu.eval(std::span<const int32_t>(&next, 1));  // a decode step reads the experts' matvec path
+        const std::vector<float> step = gpu.logits();
+        logits.back().insert(logits.back().end(), step.begin(), step.end());
+    }
+    REQUIRE(logits[0].size() == logits[1].size());
+    CHECK(logits[0] == logits[1]);
+
+    // Every expert of each stack, of one type, none past expert_count, never beside the stack.
+    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-moe-split-bad.gguf";
+    auto refused = [&](const std::function<void(GgufWriter&)>& edit, const std::string& why) {
+        CAPTURE(why);
+        ModelShape b = small_shape("llama", TensorType::F32);
+        b.n_expert = 4;
+        b.n_expert_used = 2;
+        b.split_experts = true;
+        GgufWriter x = make_random_model(b);
+        edit(x);
+        x.write_file(p.string());
+        GgufFile fx = GgufFile::open(p.string());
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, why);
+    };
+    refused([](GgufWriter& x) { x.remove_tensor("blk.1.ffn_up.3.weight"); },
+            "tensor 'blk.1.ffn_up.3.weight': required tensor is missing (expected shape [64, 96])");
+    refused([](GgufWriter& x) {
+                x.remove_tensor("blk.0.ffn_down.2.weight");
+                x.add_tensor_data("blk.0.ffn_down.2.weight", TensorType::F16, {96, 64}, std::vector<uint8_t>(96 * 64 * 2));
+            },
+            "tensor 'blk.0.ffn_down.2.weight': is F16 where expert 0 is F32: a layer's experts must share one type");
+    refused([](GgufWriter& x) { x.add_tensor_data("blk.0.ffn_gate.4.weight", TensorType::F32, {64, 96},
+                                                  std::vector<uint8_t>(64 * 96 * 4)); },
+            "tensor 'blk.0.ffn_gate.4.weight': is past the 4 experts of key 'llama.expert_count'");
+    refused([](GgufWriter& x) { x.add_tensor_data("blk.1.ffn_gate_exps.weight", TensorType::F32, {64, 96, 4},
+                                                  std::vector<uint8_t>(64 * 96 * 4 * 4)); },
+            "tensor 'blk.1.ffn_gate.0.weight': the file also holds the stacked blk.1.ffn_gate_exps.weight");
+    ModelShape q = small_shape("qwen3moe", TensorType::F32);
+    q.n_expert = 4;
+    q.n_expert_used = 2;
+    q.split_experts = true;
+    CHECK_THROWS_WITH_AS(validate_model_shape(q),
+                         "experts one tensor each (--split-experts) are written for Mixtral (llama) only, not qwen3moe",
+                         std::invalid_argument);
+}
+
 namespace {
 
 // DeepSeek-V2's shape at a small size: 4 heads of 48 q/k dims (16 rotary), values of 32, a latent
@@ -586,9 +659,12 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
                 "tensor 'blk.1.ffn_gate_inp_shexp.weight': required tensor is missing");
     moe_refused("qwen3moe", [](GgufWriter& x) { x.remove_tensor("blk.0.ffn_up_exps.weight"); },
                 "tensor 'blk.0.ffn_up_exps.weight': required tensor is missing (expected shape [64, 96, 4])");
+    moe_refused("qwen3moe", [](GgufWriter& x) { x.add_tensor_data("blk.0.ffn_gate.0.weight", TensorType::F32, {64, 96},
+                                                                  std::vector<uint8_t>(64 * 96 * 4)); },
+                "tensor 'blk.0.ffn_gate.0.weight': experts stored one tensor each (ffn_gate.N) are read for Mixtral");
     moe_refused("llama", [](GgufWriter& x) { x.add_tensor_data("blk.0.ffn_gate.0.weight", TensorType::F32, {64, 96},
                                                                std::vector<uint8_t>(64 * 96 * 4)); },
-                "tensor 'blk.0.ffn_gate.0.weight': experts stored one tensor each");
+                "tensor 'blk.0.ffn_gate.0.weight': the file also holds the stacked blk.0.ffn_gate_exps.weight");
     // T5's encoder: layer 0 carries the relative-position bias the others share; layer 0's ffn_gate
     // says v1.1 (gated GELU) or, absent, v1.0 (ReLU), and every layer must agree; the bucket count
     // is required.
