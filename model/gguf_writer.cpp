@@ -475,6 +475,9 @@ TensorType mix_tensor_type(QuantMix mix, const ModelShape& s, std::string_view n
     // The layers whose attn_v / ffn_down get more bits in the _M mixes: the first and last eighth
     // and every third layer between (llama.cpp's use_more_bits).
     auto more_bits = [n](int layer) { return layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2; };
+    // llama.cpp's rule for Mixtral-8x7B's class: exactly 8 experts give attn_k and attn_v Q8_0 and
+    // most mixes' attn_output Q5_K ("trades just ~128MB").
+    const bool eight_experts = s.n_expert == 8;
     T t = base;
     if (name == "output.weight" || (s.tied_embeddings && name == "token_embd.weight")) {
         t = row_len % type_traits(base).block_elems != 0 ? T::Q8_0 : T::Q6_K;
@@ -494,7 +497,12 @@ TensorType mix_tensor_type(QuantMix mix, const ModelShape& s, std::string_view n
         }
         // llama.cpp's LLM_TYPE_70B: 80 layers with grouped-query attention.
         if (n == 80 && s.n_heads != s.n_kv_heads && (t == T::Q3_K || t == T::Q4_K)) t = T::Q5_K;
-    } else if (ends_with(name, ".ffn_down.weight")) {
+        if (eight_experts) t = T::Q8_0;
+    } else if (ends_with(name, ".attn_k.weight")) {
+        if (eight_experts) t = T::Q8_0;
+    } else if (name.find("ffn_down") != std::string_view::npos) {
+        // The dense ffn_down, and a mixture's ffn_down_exps and ffn_down_shexp alike (llama.cpp
+        // matches the substring and takes a mixture's layer from the name).
         switch (mix) {
         case M::Q2_K: t = T::Q3_K; break;
         case M::Q3_K_M: t = i < n / 16 ? T::Q5_K : T::Q4_K; break;
@@ -508,9 +516,14 @@ TensorType mix_tensor_type(QuantMix mix, const ModelShape& s, std::string_view n
         }
     } else if (ends_with(name, ".attn_output.weight")) {
         switch (mix) {
-        case M::Q2_K: t = T::Q3_K; break;
-        case M::Q3_K_M: t = T::Q4_K; break;
-        case M::Q3_K_L: t = T::Q5_K; break;
+        case M::Q2_K: t = eight_experts ? T::Q5_K : T::Q3_K; break;
+        case M::Q3_K_S:
+        case M::Q4_K_S:
+        case M::Q4_K_M:
+        case M::IQ4_NL:
+        case M::IQ4_XS: t = eight_experts ? T::Q5_K : base; break;
+        case M::Q3_K_M: t = eight_experts ? T::Q5_K : T::Q4_K; break;
+        case M::Q3_K_L: t = eight_experts ? base : T::Q5_K; break;
         default: break;
         }
     }
@@ -600,14 +613,16 @@ void validate_model_shape(const ModelShape& s) {
                             "expert_feed_forward_length", s.arch, s.ffn_dim, s.expert_ffn));
         if (s.n_expert_used == 0 || s.n_expert_used > std::min(s.n_expert, 64u))
             bad(fmt::format("experts-used ({}) must be in 1..min(experts, 64)", s.n_expert_used));
-        if (s.mix) bad("quantization mixes are not written for mixture-of-experts models yet: give one --type");
         if (s.split_experts && !s.arch_desc().per_expert_tensors)
             bad(fmt::format("experts one tensor each (--split-experts) are written for Mixtral (llama) only, not {}", s.arch));
-        const uint64_t b = type_traits(s.weight_type).block_elems;
+        // A mix's 256-element types fall back per tensor, its 32-element ones have no fallback.
+        const uint64_t b = s.mix ? 32 : type_traits(s.weight_type).block_elems;
         for (uint32_t f : {s.expert_ffn, s.shared_ffn})
             if (f % b != 0)
-                bad(fmt::format("{} weights need expert and shared-expert ffn sizes of whole {}-element blocks, not {}",
-                                type_traits(s.weight_type).name, b, f));
+                bad(fmt::format("{} need expert and shared-expert ffn sizes of whole {}-element blocks, not {}",
+                                s.mix ? fmt::format("the {} mix's weights", quant_mix_info(*s.mix).name)
+                                      : fmt::format("{} weights", type_traits(s.weight_type).name),
+                                b, f));
     }
     if (s.clamp_kqv != 0 && !arch->clamp_kqv) bad(fmt::format("{} has no clamp_kqv (mpt has)", s.arch));
     if (!(s.clamp_kqv >= 0) || !std::isfinite(s.clamp_kqv)) bad("clamp-kqv must be finite and >= 0");

@@ -480,3 +480,112 @@ TEST_CASE("gguf writer: mix names, file types and the rules at other layer count
     s.n_kv_heads = s.n_heads;
     CHECK(type(QuantMix::Q4_K_S, "blk.40.attn_v.weight") == "Q4_K");
 }
+
+TEST_CASE("gguf writer: llama.cpp mixes of mixtures of experts give each tensor llama-quantize's type") {
+    // What `llama-quantize in-f16.gguf out.gguf MIX` (build 9749) chose for gen-model's F16 files
+    // of the same shapes, 8 layers (more bits in layers 0, 3, 6, 7), every mix of kAllQuantMixes
+    // compared tensor by tensor when these rules were written; the cases below pin the MoE rules.
+    // llama.cpp's layer of an expert tensor comes from its name, ffn_down_exps and ffn_down_shexp
+    // follow ffn_down's rule, and exactly 8 experts (Mixtral 8x7B's class) give attn_k and attn_v
+    // Q8_0 and most mixes' attn_output Q5_K.
+    auto write = [](const std::string& tag, ModelShape s, QuantMix mix) {
+        s.mix = mix;
+        const auto path = (vkllm::test::scratch_dir() / fmt::format("moe_mix_{}.gguf", tag)).string();
+        write_random_model(path, s);
+        return GgufFile::open(path);
+    };
+    auto layers = [](const GgufFile& f, const std::string& suffix) {
+        std::string out;
+        for (int l = 0; l < 8; ++l) {
+            if (l) out += ' ';
+            out += type_name(f, fmt::format("blk.{}.{}", l, suffix));
+        }
+        return out;
+    };
+    ModelShape mixtral = mix_shape(256, 2);
+    mixtral.ffn_dim = 512;
+    mixtral.n_expert = 8;
+    mixtral.n_expert_used = 2;
+    {
+        GgufFile f = write("mixtral8_q4_k_m", mixtral, QuantMix::Q4_K_M);
+        CHECK(layers(f, "attn_k.weight") == "Q8_0 Q8_0 Q8_0 Q8_0 Q8_0 Q8_0 Q8_0 Q8_0");
+        CHECK(layers(f, "attn_v.weight") == "Q8_0 Q8_0 Q8_0 Q8_0 Q8_0 Q8_0 Q8_0 Q8_0");
+        CHECK(layers(f, "attn_output.weight") == "Q5_K Q5_K Q5_K Q5_K Q5_K Q5_K Q5_K Q5_K");
+        CHECK(layers(f, "attn_q.weight") == "Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K");
+        CHECK(layers(f, "ffn_down_exps.weight") == "Q6_K Q4_K Q4_K Q6_K Q4_K Q4_K Q6_K Q6_K");
+        CHECK(layers(f, "ffn_gate_exps.weight") == "Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K");
+        CHECK(layers(f, "ffn_up_exps.weight") == "Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K");
+        CHECK(layers(f, "ffn_gate_inp.weight") == "F32 F32 F32 F32 F32 F32 F32 F32");  // the router stays f32
+        CHECK(type_name(f, "output.weight") == "Q6_K");
+        CHECK_NOTHROW(ModelConfig::from_gguf(f));
+    }
+    CHECK(type_name(write("mixtral8_q3_k_l", mixtral, QuantMix::Q3_K_L), "blk.2.attn_output.weight") == "Q3_K");
+    CHECK(type_name(write("mixtral8_q2_k", mixtral, QuantMix::Q2_K), "blk.2.attn_output.weight") == "Q5_K");
+    {
+        // Split experts take the stack's type.
+        ModelShape split = mixtral;
+        split.split_experts = true;
+        GgufFile f = write("mixtral8_split_q4_k_m", split, QuantMix::Q4_K_M);
+        CHECK(type_name(f, "blk.3.ffn_down.7.weight") == "Q6_K");
+        CHECK(type_name(f, "blk.4.ffn_down.0.weight") == "Q4_K");
+        CHECK_NOTHROW(ModelConfig::from_gguf(f));
+    }
+    {
+        // 4 experts: the dense rules.
+        ModelShape m4 = mixtral;
+        m4.n_expert = 4;
+        GgufFile f = write("mixtral4_q4_k_m", m4, QuantMix::Q4_K_M);
+        CHECK(layers(f, "attn_k.weight") == "Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K");
+        CHECK(layers(f, "attn_v.weight") == "Q6_K Q4_K Q4_K Q6_K Q4_K Q4_K Q6_K Q6_K");
+        CHECK(layers(f, "attn_output.weight") == "Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K");
+    }
+    {
+        ModelShape q = mix_shape(256, 2);
+        q.arch = "qwen2moe";
+        q.ffn_dim = 512;
+        q.n_expert = 8;
+        q.n_expert_used = 4;
+        q.expert_ffn = 256;
+        q.shared_ffn = 256;
+        GgufFile f = write("qwen2moe_q4_k_m", q, QuantMix::Q4_K_M);
+        CHECK(layers(f, "ffn_down_shexp.weight") == "Q6_K Q4_K Q4_K Q6_K Q4_K Q4_K Q6_K Q6_K");
+        CHECK(layers(f, "ffn_up_shexp.weight") == "Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K Q4_K");
+        CHECK(type_name(f, "blk.5.ffn_gate_inp_shexp.weight") == "F32");
+        CHECK_NOTHROW(ModelConfig::from_gguf(f));
+    }
+    {
+        // DeepSeek (16 experts: no 8-expert rule): the leading dense layer's ffn_down by its layer,
+        // the latent attention's short rows falling back (attn_k_b rows of 64, attn_q_b of 96).
+        ModelShape d = mix_shape(256, 4);
+        d.arch = "deepseek2";
+        d.ffn_dim = 512;
+        d.head_dim = 96;
+        d.kv_lora = 128;
+        d.rope_dim = 32;
+        d.v_head_dim = 64;
+        d.q_lora = 96;
+        d.n_expert = 16;
+        d.n_expert_used = 4;
+        d.expert_ffn = 256;
+        d.n_dense_lead = 1;
+        GgufFile f = write("deepseek2_q4_k_m", d, QuantMix::Q4_K_M);
+        CHECK(type_name(f, "blk.0.ffn_down.weight") == "Q6_K");
+        CHECK(type_name(f, "blk.3.ffn_down_exps.weight") == "Q6_K");
+        CHECK(type_name(f, "blk.3.ffn_down_shexp.weight") == "Q6_K");
+        CHECK(type_name(f, "blk.4.ffn_down_exps.weight") == "Q4_K");
+        CHECK(type_name(f, "blk.4.attn_output.weight") == "Q4_K");
+        CHECK(type_name(f, "blk.4.attn_k_b.weight") == "Q5_0");
+        CHECK(type_name(f, "blk.4.attn_v_b.weight") == "Q5_0");
+        CHECK(type_name(f, "blk.4.attn_q_b.weight") == "Q5_0");
+        CHECK(type_name(f, "blk.4.attn_kv_a_mqa.weight") == "Q4_K");
+        CHECK_NOTHROW(ModelConfig::from_gguf(f));
+    }
+    // Expert widths a mix cannot hold (no 32-element fallback).
+    ModelShape bad = mixtral;
+    bad.arch = "qwen3moe";
+    bad.expert_ffn = 48;
+    bad.mix = QuantMix::Q4_K_M;
+    CHECK_THROWS_WITH_AS(validate_model_shape(bad),
+                         "the q4_k_m mix's weights need expert and shared-expert ffn sizes of whole 32-element blocks, not 48",
+                         std::invalid_argument);
+}
