@@ -45,7 +45,7 @@ struct GenModelArgs {
     bool split_experts = false;
     uint32_t kv_lora = 0, q_lora = 0, rope_dim = 0, v_head_dim = 0;
     uint32_t dense_layers = 0, shared_experts = 1, expert_groups = 1, groups_used = 1;
-    bool sigmoid_gating = false, expert_norm = false;
+    bool sigmoid_gating = false, expert_norm = false, kv_b = false;
     float expert_scale = 1.0f;
     uint64_t seed = 1;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
@@ -173,6 +173,7 @@ void run_gen_model(const GenModelArgs& a) {
     s.n_dense_lead = a.dense_layers, s.n_shared_experts = a.shared_experts;
     s.expert_groups = a.expert_groups, s.groups_used = a.expert_groups > 1 ? a.groups_used : 1;
     s.sigmoid_gating = a.sigmoid_gating, s.expert_norm = a.expert_norm, s.expert_scale = a.expert_scale;
+    s.mla_kv_b = a.kv_b;
     s.rope_freqs = a.rope_freqs;
     s.rope_scaling = a.rope_scaling;
     if (s.rope_scaling != "none") s.rope_factor = a.rope_factor;
@@ -280,6 +281,9 @@ void register_gen_model(CLI::App& app) {
     cmd->add_option("--shared-experts", args->shared_experts, "deepseek2: shared experts of --expert-ffn (default 1)");
     cmd->add_option("--expert-groups", args->expert_groups, "deepseek2: groups of the experts for the routing (V2: 8)");
     cmd->add_option("--groups-used", args->groups_used, "deepseek2: groups each token chooses from (V2: 3)");
+    cmd->add_flag("--kv-b", args->kv_b,
+                  "deepseek2: the layout of conversions before 2025 (one attn_kv_b per layer, no *_mla keys, the "
+                  "uncompressed heads' key_length / value_length), which llama.cpp runs without absorbing");
     cmd->add_flag("--sigmoid-gating", args->sigmoid_gating,
                   "deepseek2: V3's sigmoid router with its selection bias (exp_probs_b); default V2's softmax");
     cmd->add_option("--expert-scale", args->expert_scale, "deepseek2: expert_weights_scale (V2 16, V3 2.5)");

@@ -483,7 +483,8 @@ TensorType mix_tensor_type(QuantMix mix, const ModelShape& s, std::string_view n
         t = row_len % type_traits(base).block_elems != 0 ? T::Q8_0 : T::Q6_K;
     } else if (name == "token_embd.weight") {
         t = base;
-    } else if (ends_with(name, ".attn_v.weight")) {
+    } else if (ends_with(name, ".attn_v.weight") || ends_with(name, ".attn_kv_b.weight")) {
+        // An older DeepSeek file's attn_kv_b gets attn_v's rules (llama.cpp counts it as one).
         switch (mix) {
         case M::Q2_K: t = gqa >= 4 ? T::Q4_K : T::Q3_K; break;
         case M::Q3_K_M: t = i < 2 ? T::Q5_K : T::Q4_K; break;
@@ -604,6 +605,7 @@ void validate_model_shape(const ModelShape& s) {
         bad(fmt::format("pooling rank (a reranker's classification head) is written for encoders only, not {}", s.arch));
     if (s.n_expert > 0 && !s.arch_desc().moe) bad(fmt::format("{} has no mixture-of-experts form", s.arch));
     if (s.split_experts && s.n_expert == 0) bad("--split-experts needs --experts");
+    if (s.mla_kv_b && !arch->mla) bad(fmt::format("--kv-b (an older DeepSeek file's attn_kv_b) is for deepseek2, not {}", s.arch));
     if (s.arch_desc().moe) {
         if (s.n_expert == 0 || s.n_expert > 1024) bad(fmt::format("experts ({}) must be in 1..1024", s.n_expert));
         // Mixtral's and OLMoE's files carry no expert_feed_forward_length: their experts are --ffn wide.
@@ -753,12 +755,18 @@ GgufWriter make_random_model(const ModelShape& s) {
     w.set_u32(key("attention.head_count"), s.n_heads);
     const bool mla = A.mla;
     const MlaDims m = mla ? mla_dims(s) : MlaDims{};
-    w.set_u32(key("attention.head_count_kv"), mla ? 1 : s.n_kv_heads);
-    if (mla) {  // as llama.cpp's converter writes DeepSeek since 2025: one KV head of the latent and the rotary key
+    // Latent attention: one KV head (the latent); older files: one per query head, as they stated it.
+    w.set_u32(key("attention.head_count_kv"), mla ? (s.mla_kv_b ? s.n_heads : 1) : s.n_kv_heads);
+    if (mla && s.mla_kv_b) {  // as llama.cpp's converter wrote DeepSeek before 2025: the uncompressed heads
+        w.set_u32(key("attention.key_length"), head_dim);
+        w.set_u32(key("attention.value_length"), m.v);
+    } else if (mla) {  // as llama.cpp's converter writes DeepSeek since 2025: one KV head of the latent and the rotary key
         w.set_u32(key("attention.key_length"), m.kv_lora + m.rope);
         w.set_u32(key("attention.value_length"), m.kv_lora);
         w.set_u32(key("attention.key_length_mla"), head_dim);
         w.set_u32(key("attention.value_length_mla"), m.v);
+    }
+    if (mla) {
         w.set_u32(key("attention.kv_lora_rank"), m.kv_lora);
         if (m.q_lora) w.set_u32(key("attention.q_lora_rank"), m.q_lora);
         w.set_u32(key("leading_dense_block_count"), s.n_dense_lead);
@@ -870,6 +878,8 @@ GgufWriter make_random_model(const ModelShape& s) {
         if (mla && t.role == Role::Wq) wanted = m.q_lora == 0;  // V2-Lite's wq, or the q_lora pair
         if (mla && (t.role == Role::WqA || t.role == Role::QANorm || t.role == Role::WqB)) wanted = m.q_lora > 0;
         if (t.role == Role::BExpProbs) wanted = s.sigmoid_gating;  // V3's selection bias
+        if (mla && (t.role == Role::WkB || t.role == Role::WvB)) wanted = !s.mla_kv_b;
+        if (mla && t.role == Role::WkvB) wanted = s.mla_kv_b;  // older files' joined form
         if (!in_layer(t, layer, s.n_dense_lead)) wanted = false;
         if (!wanted) return;
         const std::string name = tensor_name(t, layer);

@@ -149,6 +149,9 @@ struct ModelShape {
     // dense (ffn_dim), n_shared experts of expert_ffn beside the routed ones, groups for the routing;
     // sigmoid_gating writes V3's sigmoid router with its selection bias (exp_probs_b), else V2's softmax.
     uint32_t kv_lora = 0, q_lora = 0, rope_dim = 0, v_head_dim = 0;
+    // deepseek2 as converted before 2025: no *_mla keys, key_length / value_length the uncompressed
+    // heads', a KV head per query head, and one attn_kv_b per layer instead of attn_k_b / attn_v_b.
+    bool mla_kv_b = false;
     uint32_t n_dense_lead = 0, n_shared_experts = 1, expert_groups = 1, groups_used = 1;
     bool sigmoid_gating = false, expert_norm = false;
     float expert_scale = 1.0f;

@@ -86,9 +86,6 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::
                "needs the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that llama.cpp's converters write";
     if (A.mla && name == "rope_freqs.weight")
         return "rope frequency factors are not applied to DeepSeek's latent attention (llama.cpp reads none for it)";
-    if (A.mla && layer_suffix(".attn_kv_b.weight"))
-        return "the joined attn_kv_b of older DeepSeek-V2 conversions is not supported: vkllm reads attn_k_b and "
-               "attn_v_b, which llama.cpp's converter writes since 2025 (convert the model again)";
     if (A.cls_single && name == "cls.output.weight")
         return "this architecture's reranker head is cls.weight and cls.bias alone (llama.cpp reads no cls.output)";
     return nullptr;
@@ -190,15 +187,30 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
 // of kv_lora_rank + rope dims, the *_mla lengths of the uncompressed heads).
 void read_mla(const Checker& c, const GgufFile& f, const std::string& a, ModelConfig& cfg) {
     auto key = [&](const char* k) { return a + "." + k; };
-    if (!f.has(key("attention.key_length_mla")))
-        c.fail(Checker::key_what(key("attention.key_length_mla")),
-               "missing: older DeepSeek-V2 conversions (multi-head attention through attn_kv_b) are not supported; "
-               "convert the model again with a current llama.cpp");
     cfg.kv_lora_rank = c.positive(key("attention.kv_lora_rank"));
     cfg.q_lora_rank = f.find_u32(key("attention.q_lora_rank")).value_or(0);
-    cfg.mla_qk = c.positive(key("attention.key_length_mla"));
-    cfg.mla_v = c.positive(key("attention.value_length_mla"));
-    cfg.v_head_dim = f.find_u32(key("attention.value_length")).value_or(cfg.kv_lora_rank);
+    if (!f.has(key("attention.key_length_mla"))) {
+        // An older conversion: the keys give the uncompressed heads (as llama.cpp reads them for its
+        // non-absorbed path, a KV head per query head), attn_kv_b their projections.
+        if (!f.find_tensor("blk.0.attn_kv_b.weight"))
+            c.fail(Checker::key_what(key("attention.key_length_mla")),
+                   "missing, and the file has no blk.0.attn_kv_b.weight of older conversions either");
+        cfg.mla_joined_kv_b = true;
+        cfg.mla_qk = cfg.head_dim;  // attention.key_length
+        cfg.mla_v = c.positive(key("attention.value_length"));
+        if (cfg.n_kv_heads != cfg.n_heads)
+            c.fail(Checker::key_what(key("attention.head_count_kv")),
+                   fmt::format("{} of {} heads: an attn_kv_b file has one KV head per query head", cfg.n_kv_heads,
+                               cfg.n_heads));
+        const uint32_t rope = c.positive(key("rope.dimension_count"));
+        cfg.head_dim = cfg.kv_lora_rank + rope;  // the cached row, as a current conversion states it
+        cfg.n_kv_heads = 1;
+        cfg.v_head_dim = cfg.kv_lora_rank;
+    } else {
+        cfg.mla_qk = c.positive(key("attention.key_length_mla"));
+        cfg.mla_v = c.positive(key("attention.value_length_mla"));
+        cfg.v_head_dim = f.find_u32(key("attention.value_length")).value_or(cfg.kv_lora_rank);
+    }
     if (cfg.n_kv_heads != 1)
         c.fail(Checker::key_what(key("attention.head_count_kv")),
                fmt::format("latent attention has one KV head (the latent), got {}", cfg.n_kv_heads));
@@ -464,6 +476,23 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         const std::vector<Role> want = cfg.q_lora_rank ? std::vector<Role>{Role::WqA, Role::QANorm, Role::WqB}
                                                        : std::vector<Role>{Role::Wq};
         const Role other = cfg.q_lora_rank ? Role::Wq : Role::WqA;
+        // The key / value projections: attn_k_b and attn_v_b, or older files' attn_kv_b.
+        const std::vector<Role> kv_want = cfg.mla_joined_kv_b ? std::vector<Role>{Role::WkvB}
+                                                              : std::vector<Role>{Role::WkB, Role::WvB};
+        const std::vector<Role> kv_other = cfg.mla_joined_kv_b ? std::vector<Role>{Role::WkB, Role::WvB}
+                                                               : std::vector<Role>{Role::WkvB};
+        const char* kv_why = cfg.mla_joined_kv_b ? "the file has no attention.key_length_mla: an older conversion's attn_kv_b"
+                                                 : "attention.key_length_mla is set: attn_k_b and attn_v_b";
+        for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+            for (Role r : kv_want) {
+                const std::string n = layer_tensor_name(A, r, l);
+                if (!f.find_tensor(n)) c.fail("tensor " + quote_name(n), fmt::format("required tensor is missing ({})", kv_why));
+            }
+            for (Role r : kv_other) {
+                const std::string n = layer_tensor_name(A, r, l);
+                if (f.find_tensor(n)) c.fail("tensor " + quote_name(n), fmt::format("does not belong to this file ({})", kv_why));
+            }
+        }
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
             for (Role r : want) {
                 const std::string n = layer_tensor_name(A, r, l);

@@ -100,6 +100,10 @@ struct ModelConfig {
     // q = wq · x; mla_qk / mla_v the per-head q/k and v dims of the uncompressed heads (key_length_mla,
     // value_length_mla).
     uint32_t q_lora_rank = 0, kv_lora_rank = 0, mla_qk = 0, mla_v = 0;
+    // An older conversion (before 2025): no *_mla keys, attention.key_length / value_length the
+    // uncompressed heads', and one attn_kv_b per layer holding each head's k_nope and v rows. It runs
+    // as the others do (the cache holds the latent): the loader derives attn_k_b and attn_v_b from it.
+    bool mla_joined_kv_b = false;
     uint32_t v_head_dim = 0;  // attention.value_length; head_dim but for latent attention
 
     uint32_t q_dim() const { return n_heads * head_dim; }

@@ -31,6 +31,7 @@ uint64_t SchemaDims::get(Dim d) const {
         case Dim::MlaNope: return mla_qk - rope_dim;
         case Dim::MlaV: return mla_v;
         case Dim::MlaO: return heads * mla_v;
+        case Dim::MlaKvB: return heads * (mla_qk - rope_dim + mla_v);
     }
     return 0;
 }
@@ -94,8 +95,10 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(opt(mat(R::WqB, "attn_q_b.weight", D::QLora, D::MlaQ)));
         add(mat(R::WkvA, "attn_kv_a_mqa.weight", D::Embd, D::KvA));
         add(vec(R::KvANorm, "attn_kv_a_norm.weight", D::KvLora, true, kNormWeight));
-        add({R::WkB, "attn_k_b.weight", {D::MlaNope, D::KvLora, D::Heads}, true, kMatrix});
-        add({R::WvB, "attn_v_b.weight", {D::KvLora, D::MlaV, D::Heads}, true, kMatrix});
+        // attn_k_b and attn_v_b, or in older files attn_kv_b: ModelConfig requires the file's form.
+        add({R::WkB, "attn_k_b.weight", {D::MlaNope, D::KvLora, D::Heads}, false, kMatrix});
+        add({R::WvB, "attn_v_b.weight", {D::KvLora, D::MlaV, D::Heads}, false, kMatrix});
+        add(opt(mat(R::WkvB, "attn_kv_b.weight", D::KvLora, D::MlaKvB)));
     } else if (A.fused_qkv) {
         add(mat(R::Wqkv, "attn_qkv.weight", D::Embd, D::Qkv));
         add(vec(R::Bqkv, "attn_qkv.bias", D::Qkv, qkv_b, kBias));

@@ -49,6 +49,8 @@ enum class Role : uint8_t {
     WqA, QANorm, WqB,              // (dim -> q_lora), (q_lora), (q_lora -> H * qk_mla)
     WkvA, KvANorm,                 // (dim -> kv_lora + rope) the latent and the shared rotary key, (kv_lora)
     WkB, WvB,                      // H x (nope -> kv_lora) absorbed into q, H x (kv_lora -> v_mla) after attention
+    WkvB,                          // (kv_lora -> H * (nope + v_mla)) older files' joined form of both: per head
+                                   // nope k rows then v_mla v rows (ModelConfig::mla_joined_kv_b; host only)
     BExpProbs,                     // (n_expert) DeepSeek-V3's expert selection bias, exp_probs_b
     LayerCount,
     // --- model level
@@ -66,6 +68,7 @@ enum class Dim : uint8_t {
     One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut, Heads, RelBuckets,
     Experts, FfnExp, FfnShexp,
     QLora, KvLora, KvA, MlaQ, MlaNope, MlaV, MlaO,  // latent attention: ranks, kv_lora + rope, H * qk_mla, qk_mla - rope, v_mla, H * v_mla
+    MlaKvB,                                         // H * (qk_mla - rope + v_mla)
 };
 
 struct SchemaDims {

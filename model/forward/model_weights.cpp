@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <stdexcept>
 
@@ -29,6 +30,49 @@ void split(const FusedGroup& g, const SchemaDims& dims, const TensorPlace& whole
         L[g.parts[i]] = p;
         first += size;
     }
+}
+
+// An older DeepSeek file's attn_kv_b (kv_lora -> H x [nope k rows | v rows]) as the device reads
+// latent attention: attn_v_b, each head's v rows (a row gather, the file's type), and attn_k_b, each
+// head's k rows transposed to [kv_lora][nope] (dequantized: F16, or F32 from an F32 file).
+void derive_kv_b(const ModelConfig& cfg, const GgufTensorInfo* kv_b, LayerPlaces& L,
+                 const std::function<std::vector<TensorPlace>(WeightLayout::Buffer)>& add) {
+    const uint32_t H = cfg.n_heads, r = cfg.kv_lora_rank, nope = cfg.mla_qk - cfg.rope_dim, vm = cfg.mla_v;
+    const uint64_t rb = row_bytes(kv_b->type, r);
+    TensorPlace v;
+    v.type = kv_b->type, v.row_elems = r, v.rows = H * vm;
+    WeightLayout::Buffer vb;
+    vb.label = kv_b->name + " (v rows)";
+    vb.tensors = {kv_b};
+    vb.bytes = v.bytes();
+    vb.derive = [=](const GgufFile& file, std::span<uint8_t> out) {
+        const uint8_t* src = file.tensor_data(*kv_b).data();
+        for (uint32_t h = 0; h < H; ++h)
+            std::memcpy(out.data() + uint64_t(h) * vm * rb, src + (uint64_t(h) * (nope + vm) + nope) * rb, vm * rb);
+    };
+    TensorPlace k;
+    k.type = kv_b->type == TensorType::F32 ? TensorType::F32 : TensorType::F16;
+    k.row_elems = nope, k.rows = H * r;
+    WeightLayout::Buffer kb;
+    kb.label = kv_b->name + " (k rows, transposed)";
+    kb.tensors = {kv_b};
+    kb.bytes = k.bytes();
+    const TensorType kt = k.type;
+    kb.derive = [=](const GgufFile& file, std::span<uint8_t> out) {
+        const uint8_t* src = file.tensor_data(*kv_b).data();
+        std::vector<float> rows(size_t(nope) * r), t(size_t(r) * nope);
+        for (uint32_t h = 0; h < H; ++h) {
+            dequantize_row(kv_b->type, src + uint64_t(h) * (nope + vm) * rb, rows.data(), rows.size());  // (nope, r)
+            for (uint32_t i = 0; i < nope; ++i)
+                for (uint32_t a = 0; a < r; ++a) t[size_t(a) * nope + i] = rows[size_t(i) * r + a];
+            quantize_row(kt, t.data(), out.data() + uint64_t(h) * r * row_bytes(kt, nope), t.size());
+        }
+    };
+    const TensorPlace vp = add(std::move(vb))[0], kp = add(std::move(kb))[0];
+    v.buffer = vp.buffer, v.offset = 0;
+    k.buffer = kp.buffer, k.offset = 0;
+    L[Role::WvB] = v;
+    L[Role::WkB] = k;
 }
 
 }  // namespace
@@ -86,6 +130,14 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
         out.buffers.push_back(std::move(b));
         return places;
     };
+    // A buffer derived on the host: one place covering it (the caller fills in type and shape).
+    auto add_derived = [&](WeightLayout::Buffer b) {
+        TensorPlace p;
+        p.buffer = uint32_t(out.buffers.size());
+        out.bytes += b.bytes;
+        out.buffers.push_back(std::move(b));
+        return std::vector<TensorPlace>{p};
+    };
     auto place = [&](const TensorSpec& s, uint32_t layer) {
         const GgufTensorInfo* t = file.find_tensor(tensor_name(s, layer));
         return t ? add_buffer({t}, s.f32)[0] : TensorPlace{};
@@ -140,6 +192,19 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
                 L[s.role] = whole;
                 continue;
             }
+            // An older DeepSeek file's attn_kv_b: read by the host reference only; the device reads
+            // the attn_k_b and attn_v_b derived from it.
+            if (s.role == Role::WkvB) {
+                if (const GgufTensorInfo* t = file.find_tensor(tensor_name(s, l))) {
+                    TensorPlace p;
+                    p.source = t, p.type = t->type, p.row_elems = uint32_t(t->ne[0]), p.rows = uint32_t(t->n_rows());
+                    p.buffer = TensorPlace::kHostOnly;
+                    L[s.role] = p;
+                    derive_kv_b(cfg, t, L, add_derived);
+                    placed[size_t(Role::WkB)] = placed[size_t(Role::WvB)] = true;
+                }
+                continue;
+            }
             // A group the file stores whole (attn_qkv, Phi-3's ffn_up): its parts are row ranges.
             if (const FusedGroup* g = fused_group(s.role)) {
                 L[s.role] = place(s, l);
@@ -192,6 +257,15 @@ ModelWeights ModelWeights::upload(Context& ctx, const GgufFile& file, const Weig
     // Norm weights and biases are small and their kernels read f32: they are converted on the host.
     for (const auto& b : layout.buffers) {
         Buffer buf = ctx.create_buffer(b.bytes, MemoryUsage::Device, b.label);
+        if (b.derive) {
+            std::vector<uint8_t> bytes(b.bytes);
+            b.derive(file, bytes);
+            ctx.upload(buf, bytes.data(), bytes.size(), 0);
+            for (const GgufTensorInfo* t : b.tensors) done += t->n_bytes;
+            if (progress) progress(done, total);
+            w.buffers.push_back(std::move(buf));
+            continue;
+        }
         uint64_t offset = 0;
         for (const GgufTensorInfo* t : b.tensors) {
             auto data = file.tensor_data(*t);
@@ -211,7 +285,7 @@ ModelWeights ModelWeights::upload(Context& ctx, const GgufFile& file, const Weig
     }
     auto view = [&](const TensorPlace& p) {
         DeviceTensor t;
-        if (!p.present()) return t;
+        if (!p.present() || p.buffer == TensorPlace::kHostOnly) return t;
         t.type = p.type;
         t.row_elems = p.row_elems;
         t.rows = p.rows;

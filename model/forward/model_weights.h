@@ -24,10 +24,13 @@ struct TensorPlace {
     TensorType type = TensorType::F32;       // on the device (f32 for norms and biases)
     uint32_t row_elems = 0;                  // ne[0]
     uint32_t rows = 0;                       // product of the other dims
-    uint32_t buffer = 0;                     // index into WeightLayout::buffers
+    uint32_t buffer = 0;                     // index into WeightLayout::buffers; kHostOnly: not uploaded
     uint64_t offset = 0;                     // bytes into that buffer
     bool present() const { return rows != 0; }
     uint64_t bytes() const { return uint64_t(rows) * row_bytes(type, row_elems); }
+    // A tensor the host reference reads but no kernel does (an older DeepSeek file's attn_kv_b, from
+    // which the uploader derives what the device reads).
+    static constexpr uint32_t kHostOnly = 0xffffffffu;
 };
 
 // The places of one layer's tensors, by role.
@@ -53,6 +56,9 @@ struct WeightLayout {
         std::vector<const GgufTensorInfo*> tensors;  // uploaded in this order
         bool as_f32 = false;                         // converted on the host (norms, biases)
         uint64_t bytes = 0;
+        // Set: the buffer's bytes are computed on the host from `tensors` (a rearranged or transposed
+        // form of them) instead of copied.
+        std::function<void(const GgufFile&, std::span<uint8_t>)> derive;
     };
     std::vector<Buffer> buffers;
     LayerRange range;                  // the layers placed (resolved)

@@ -324,6 +324,15 @@ TEST_CASE("architectures: DeepSeek-V2/V3 (latent attention, leading dense layers
     lite.groups_used = 1;
     lite.n_dense_lead = 0;
     check_arch(test::write_model("arch-deepseek-lite-f16", lite), 1e-5, 1e-5);
+    // Older conversions: one attn_kv_b per layer, which the host reference reads as it is (per-head
+    // k and v rows of the latent) and from which the loader derives the device's attn_k_b (transposed,
+    // F16) and attn_v_b (the v rows, the file's type).
+    for (TensorType type : {TensorType::F16, TensorType::Q8_0}) {
+        CAPTURE(type_traits(type).name);
+        ModelShape old = deepseek_shape(type);
+        old.mla_kv_b = true;
+        check_arch(test::write_model(fmt::format("arch-deepseek2-kv-b-{}", type_traits(type).name), old), 1e-5, 1e-5);
+    }
 }
 
 TEST_CASE("architectures: DeepSeek's KV cache holds the latent alone, and its files are checked") {
@@ -359,17 +368,48 @@ TEST_CASE("architectures: DeepSeek's KV cache holds the latent alone, and its fi
         INFO(text);
         return text.find(part) != std::string::npos;
     };
-    {  // older conversions: the joined attn_kv_b, no key_length_mla
+    {  // no key_length_mla and no attn_kv_b: neither layout
         GgufWriter w = make_random_model(s);
         w.remove("deepseek2.attention.key_length_mla");
-        CHECK(contains(config_error("arch-deepseek-old", w), "deepseek2.attention.key_length_mla"));
+        CHECK(contains(config_error("arch-deepseek-old", w),
+                       "key 'deepseek2.attention.key_length_mla': missing, and the file has no blk.0.attn_kv_b.weight"));
     }
-    {
+    {  // a current file with an attn_kv_b beside its attn_k_b / attn_v_b
         GgufWriter w = make_random_model(s);
         w.add_tensor("blk.0.attn_kv_b.weight", TensorType::F32, {64, 4 * 64}, [](std::span<uint8_t> b) {
             std::fill(b.begin(), b.end(), 0);
         });
-        CHECK(contains(config_error("arch-deepseek-kv-b", w), "attn_kv_b"));
+        CHECK(contains(config_error("arch-deepseek-kv-b", w),
+                       "tensor 'blk.0.attn_kv_b.weight': does not belong to this file (attention.key_length_mla is set"));
+    }
+    {  // the older layout: the same cache (the latent), attn_k_b / attn_v_b derived on the device only
+        ModelShape old = s;
+        old.mla_kv_b = true;
+        test::LoadedModel mo = test::open_model(test::write_model("arch-deepseek2-kv-b", old));
+        CHECK(mo.cfg.mla_joined_kv_b);
+        CHECK(mo.cfg.head_dim == 80);
+        CHECK(mo.cfg.n_kv_heads == 1);
+        CHECK(mo.cfg.mla_qk == 48);
+        CHECK(mo.cfg.mla_v == 32);
+        ModelGpu og(ctx, mo.file, mo.cfg, opts);
+        CHECK(og.memory_plan().kv_cache == gpu.memory_plan().kv_cache);
+        const LayerPlaces& L = og.weight_layout().layers[1];
+        CHECK(L[Role::WkvB].buffer == TensorPlace::kHostOnly);  // never uploaded
+        CHECK(L[Role::WkB].type == TensorType::F16);
+        CHECK(L[Role::WkB].row_elems == 32);  // nope = 48 - 16
+        CHECK(L[Role::WkB].rows == 4 * 64);   // heads x kv_lora
+        CHECK(L[Role::WvB].rows == 4 * 32);   // heads x v
+        GgufWriter w = make_random_model(old);
+        w.remove_tensor("blk.2.attn_kv_b.weight");
+        CHECK(contains(config_error("arch-deepseek-kv-b-missing", w),
+                       "tensor 'blk.2.attn_kv_b.weight': required tensor is missing (the file has no "
+                       "attention.key_length_mla: an older conversion's attn_kv_b)"));
+        GgufWriter w2 = make_random_model(old);
+        w2.set_u32("deepseek2.attention.head_count_kv", 1);
+        CHECK(contains(config_error("arch-deepseek-kv-b-heads", w2), "an attn_kv_b file has one KV head per query head"));
+        GgufWriter w3 = make_random_model(old);
+        w3.remove("deepseek2.attention.value_length");
+        CHECK(contains(config_error("arch-deepseek-kv-b-v", w3), "deepseek2.attention.value_length"));
     }
     {  // a q_lora_rank without its tensors names the missing one
         ModelShape lite = s;

@@ -579,6 +579,12 @@ TEST_CASE("gguf writer: llama.cpp mixes of mixtures of experts give each tensor 
         CHECK(type_name(f, "blk.4.attn_q_b.weight") == "Q5_0");
         CHECK(type_name(f, "blk.4.attn_kv_a_mqa.weight") == "Q4_K");
         CHECK_NOTHROW(ModelConfig::from_gguf(f));
+        // An older file's attn_kv_b takes attn_v's rules (rows of 128: Q5_K -> Q5_1, Q4_K -> Q5_0).
+        d.mla_kv_b = true;
+        GgufFile old = write("deepseek2_kv_b_q3_k_m", d, QuantMix::Q3_K_M);
+        CHECK(layers(old, "attn_kv_b.weight") == "Q5_1 Q5_1 Q5_0 Q5_0 Q5_0 Q5_0 Q5_0 Q5_0");
+        CHECK(old.find_tensor("blk.0.attn_k_b.weight") == nullptr);
+        CHECK_NOTHROW(ModelConfig::from_gguf(old));
     }
     // Expert widths a mix cannot hold (no 32-element fallback).
     ModelShape bad = mixtral;
