@@ -130,7 +130,17 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     MemoryPlan p;
     p.n_seq = opts.n_seq;
     p.available = caps.device_local_bytes;
-    p.weights = plan_weights(file, cfg, cfg.n_ctx_train, layers).bytes;  // rope factors: one size for any n_ctx
+    const WeightLayout layout = plan_weights(file, cfg, cfg.n_ctx_train, layers);  // rope factors: one size for any n_ctx
+    p.weights = layout.bytes;
+    // Expert stacks are bound a whole expert at a time (latent attention's per-head matrices too).
+    for (uint32_t l = layers.first; l < layers.end(); ++l)
+        for (const auto& [role, count] : {std::pair{Role::WGateExps, cfg.n_expert}, std::pair{Role::WUpExps, cfg.n_expert},
+                                         std::pair{Role::WDownExps, cfg.n_expert}, std::pair{Role::WkB, cfg.n_heads},
+                                         std::pair{Role::WvB, cfg.n_heads}}) {
+            const TensorPlace& t = layout.layers[l][role];
+            if (t.present() && count > 0)
+                ops::check_expert_binding(caps, layer_tensor_name(*cfg.arch, role, l), t.type, t.rows / count, t.row_elems);
+        }
     if (opts.all_logits) {
         // One ubatch of logits stays within one binding: linear() could split a larger output, but
         // a ubatch that large gains nothing over a smaller one, so name the largest that fits.

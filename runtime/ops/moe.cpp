@@ -63,7 +63,7 @@ uint64_t experts_per_window(const DeviceCaps& c, const char* op, uint64_t expert
     const uint64_t per = c.max_storage_buffer_range > slack ? (c.max_storage_buffer_range - slack) / expert_bytes : 0;
     if (per == 0)
         throw DeviceLimitError(fmt::format("{}: one expert ({} rows of {} elements, {} bytes) does not fit one "
-                                           "binding ({} bytes)", op, n, k, expert_bytes, c.max_storage_buffer_range));
+                                           "binding (maxStorageBufferRange {} bytes)", op, n, k, expert_bytes, c.max_storage_buffer_range));
     return per;
 }
 
@@ -76,6 +76,10 @@ void check_expert_bias(const DeviceCaps& c, const char* op, const BufferSlice* b
 }
 
 }  // namespace
+
+void check_expert_binding(const DeviceCaps& caps, const std::string& what, TensorType wtype, uint32_t n, uint32_t k) {
+    (void)experts_per_window(caps, what.c_str(), uint64_t(n) * row_bytes(wtype, k), n, k);
+}
 
 void check_route(const MoeRouteParams& p) {
     if (p.n_expert == 0 || p.n_expert > kRouteMaxExperts)

@@ -54,6 +54,11 @@ void check_route(const MoeRouteParams& p);
 void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const BufferSlice& logits,
                const BufferSlice& ids, const BufferSlice& weights, uint32_t n, const BufferSlice* bias = nullptr);
 
+// moe_matvec and moe_matmul bind whole experts: throws DeviceLimitError, naming `what` (the
+// tensor), when one expert of n rows of k elements of `wtype` does not fit one binding of this device.
+// The loader checks every expert stack with it, so the error comes at load, not at the first pass.
+void check_expert_binding(const DeviceCaps& caps, const std::string& what, TensorType wtype, uint32_t n, uint32_t k);
+
 // How moe_matvec runs: matvec.comp's strided kernel (matvec_id_* variants) over one slot per
 // workgroup row, decided once from the caps and the shape like plan_matvec.
 struct MoeMatvecPlan {

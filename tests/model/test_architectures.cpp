@@ -11,6 +11,7 @@
 #include "model/forward/model_cpu.h"
 #include "model/forward/model_gpu.h"
 #include "model/forward/position_bias.h"
+#include "runtime/vk_check.h"
 #include "model/gguf_writer.h"
 #include "model_test_util.h"
 
@@ -267,6 +268,24 @@ TEST_CASE("architectures: Mixtral files with one tensor per expert (ffn_gate.N) 
     refused([](GgufWriter& x) { x.add_tensor_data("blk.1.ffn_gate_exps.weight", TensorType::F32, {64, 96, 4},
                                                   std::vector<uint8_t>(64 * 96 * 4 * 4)); },
             "tensor 'blk.1.ffn_gate.0.weight': the file also holds the stacked blk.1.ffn_gate_exps.weight");
+    // One expert must fit one binding (the expert kernels bind whole experts): checked at load, naming
+    // the tensor, for either form. Here an expert's gate is 96 rows x 64 f32 = 24 KiB.
+    {
+        ModelShape b = small_shape("llama", TensorType::F32);
+        b.n_expert = 4;
+        b.n_expert_used = 2;
+        b.split_experts = true;
+        test::LoadedModel m = test::open_model(test::write_model("arch-moe-split-binding", b));
+        DeviceCaps caps = ctx.caps();
+        ModelOptions opts;
+        opts.n_ctx = 64;
+        caps.max_storage_buffer_range = 20000;
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(plan_memory(caps, m.file, m.cfg, opts), DeviceLimitError,
+                                       "blk.0.ffn_gate_exps.weight: one expert (96 rows of 64 elements, 24576 bytes) "
+                                       "does not fit one binding (maxStorageBufferRange 20000 bytes)");
+        caps.max_storage_buffer_range = 1u << 20;
+        CHECK_NOTHROW(plan_memory(caps, m.file, m.cfg, opts));
+    }
     ModelShape q = small_shape("qwen3moe", TensorType::F32);
     q.n_expert = 4;
     q.n_expert_used = 2;
