@@ -36,7 +36,7 @@ void split(const FusedGroup& g, const SchemaDims& dims, const TensorPlace& whole
 // latent attention: attn_v_b, each head's v rows (a row gather, the file's type), and attn_k_b, each
 // head's k rows transposed to [kv_lora][nope] (dequantized: F16, or F32 from an F32 file).
 void derive_kv_b(const ModelConfig& cfg, const GgufTensorInfo* kv_b, LayerPlaces& L,
-                 const std::function<std::vector<TensorPlace>(WeightLayout::Buffer)>& add) {
+                 const std::function<uint32_t(WeightLayout::Buffer)>& add) {
     const uint32_t H = cfg.n_heads, r = cfg.kv_lora_rank, nope = cfg.mla_qk - cfg.rope_dim, vm = cfg.mla_v;
     const uint64_t rb = row_bytes(kv_b->type, r);
     TensorPlace v;
@@ -68,9 +68,8 @@ void derive_kv_b(const ModelConfig& cfg, const GgufTensorInfo* kv_b, LayerPlaces
             quantize_row(kt, t.data(), out.data() + uint64_t(h) * r * row_bytes(kt, nope), t.size());
         }
     };
-    const TensorPlace vp = add(std::move(vb))[0], kp = add(std::move(kb))[0];
-    v.buffer = vp.buffer, v.offset = 0;
-    k.buffer = kp.buffer, k.offset = 0;
+    v.buffer = add(std::move(vb));
+    k.buffer = add(std::move(kb));
     L[Role::WvB] = v;
     L[Role::WkB] = k;
 }
@@ -130,13 +129,11 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
         out.buffers.push_back(std::move(b));
         return places;
     };
-    // A buffer derived on the host: one place covering it (the caller fills in type and shape).
+    // A buffer derived on the host (Buffer::derive): its index.
     auto add_derived = [&](WeightLayout::Buffer b) {
-        TensorPlace p;
-        p.buffer = uint32_t(out.buffers.size());
         out.bytes += b.bytes;
         out.buffers.push_back(std::move(b));
-        return std::vector<TensorPlace>{p};
+        return uint32_t(out.buffers.size() - 1);
     };
     auto place = [&](const TensorSpec& s, uint32_t layer) {
         const GgufTensorInfo* t = file.find_tensor(tensor_name(s, layer));
