@@ -785,6 +785,10 @@ GgufWriter make_random_model(const ModelShape& s) {
             w.set_u32(key("rope.scaling.original_context_length"), std::max(1u, uint32_t(s.n_ctx / s.rope_factor)));
             // DeepSeek-V2's 0.1 x mscale_all_dim (0.707)
             if (mla && s.rope_scaling == "yarn") w.set_f32(key("rope.scaling.yarn_log_multiplier"), 0.0707f);
+        } else if (mla && s.mla_kv_b) {
+            // Older converters always wrote it, and llama.cpp of that time (b4748) requires it; with
+            // no scaling it changes nothing (ln of a factor of 1).
+            w.set_f32(key("rope.scaling.yarn_log_multiplier"), 0.0707f);
         }
     }
     if (A.swa_period > 0) w.set_u32(key("attention.sliding_window"), s.window ? s.window : 32);
