@@ -471,7 +471,10 @@ TensorType mix_tensor_type(QuantMix mix, const ModelShape& s, std::string_view n
     if (!ends_with(name, ".weight") || ends_with(name, "_norm.weight")) return T::F32;
     const T base = quant_mix_info(mix).base;
     const int n = int(s.n_layers), i = layer_of(name);
-    const uint32_t gqa = s.n_kv_heads ? s.n_heads / s.n_kv_heads : 1;
+    // The KV heads the file states (llama-quantize reads them from it): an older DeepSeek file one per
+    // query head.
+    const uint32_t kv_heads = s.mla_kv_b ? s.n_heads : s.n_kv_heads;
+    const uint32_t gqa = kv_heads ? s.n_heads / kv_heads : 1;
     // The layers whose attn_v / ffn_down get more bits in the _M mixes: the first and last eighth
     // and every third layer between (llama.cpp's use_more_bits).
     auto more_bits = [n](int layer) { return layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2; };
@@ -497,7 +500,7 @@ TensorType mix_tensor_type(QuantMix mix, const ModelShape& s, std::string_view n
         default: break;
         }
         // llama.cpp's LLM_TYPE_70B: 80 layers with grouped-query attention.
-        if (n == 80 && s.n_heads != s.n_kv_heads && (t == T::Q3_K || t == T::Q4_K)) t = T::Q5_K;
+        if (n == 80 && s.n_heads != kv_heads && (t == T::Q3_K || t == T::Q4_K)) t = T::Q5_K;
         if (eight_experts) t = T::Q8_0;
     } else if (ends_with(name, ".attn_k.weight")) {
         if (eight_experts) t = T::Q8_0;
@@ -640,9 +643,13 @@ void validate_model_shape(const ModelShape& s) {
                         what, block, s.dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
     if (mla) {
         const MlaDims m = mla_dims(s);
+        // An older file's attn_kv_b holds rows of kv_lora; the k rows the loader transposes from it
+        // are F16, whatever their length.
         const std::pair<uint64_t, const char*> rows[] = {
-            {uint64_t(s.n_heads) * m.v, "blk.*.attn_output.weight"}, {head_dim - m.rope, "blk.*.attn_k_b.weight"},
-            {m.kv_lora, "blk.*.attn_v_b.weight"}, {m.q_lora ? m.q_lora : block, "blk.*.attn_q_b.weight"},
+            {uint64_t(s.n_heads) * m.v, "blk.*.attn_output.weight"},
+            {s.mla_kv_b ? block : head_dim - m.rope, "blk.*.attn_k_b.weight"},
+            {m.kv_lora, s.mla_kv_b ? "blk.*.attn_kv_b.weight" : "blk.*.attn_v_b.weight"},
+            {m.q_lora ? m.q_lora : block, "blk.*.attn_q_b.weight"},
             {s.expert_ffn ? s.expert_ffn : s.ffn_dim, "blk.*.ffn_down_exps.weight"}};
         for (const auto& [len, tensor] : rows)
             if (len % block != 0)

@@ -183,8 +183,9 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
     cfg.expert_softmax_chosen = gating == 3 || cfg.arch->moe_softmax_chosen;
 }
 
-// Latent attention's keys (DeepSeek-V2/V3 as llama.cpp's converter writes them since 2025: one KV head
-// of kv_lora_rank + rope dims, the *_mla lengths of the uncompressed heads).
+// Latent attention's keys: as llama.cpp's converter writes DeepSeek-V2/V3 since 2025 (one KV head of
+// kv_lora_rank + rope dims, the *_mla lengths of the uncompressed heads), or as it wrote them before
+// (key_length / value_length the uncompressed heads', a KV head per query head, attn_kv_b).
 void read_mla(const Checker& c, const GgufFile& f, const std::string& a, ModelConfig& cfg) {
     auto key = [&](const char* k) { return a + "." + k; };
     cfg.kv_lora_rank = c.positive(key("attention.kv_lora_rank"));
@@ -217,16 +218,18 @@ void read_mla(const Checker& c, const GgufFile& f, const std::string& a, ModelCo
     if (cfg.v_head_dim != cfg.kv_lora_rank)
         c.fail(Checker::key_what(key("attention.value_length")),
                fmt::format("{}: latent attention's values are the kv_lora_rank {} latent", cfg.v_head_dim, cfg.kv_lora_rank));
+    const bool old = cfg.mla_joined_kv_b;
     if (cfg.head_dim <= cfg.kv_lora_rank || cfg.head_dim > 576 || cfg.head_dim % 4 != 0 || cfg.kv_lora_rank % 4 != 0)
-        c.fail(Checker::key_what(key("attention.key_length")),
+        c.fail(Checker::key_what(key(old ? "attention.kv_lora_rank" : "attention.key_length")),
                fmt::format("key length {} with kv_lora_rank {}: supported are kv_lora_rank a multiple of 4 plus rope "
                            "dimensions, a multiple of 4, at most 576 in all (DeepSeek: 512 + 64)",
                            cfg.head_dim, cfg.kv_lora_rank));
     const uint32_t rope = cfg.head_dim - cfg.kv_lora_rank;
     if (cfg.mla_qk <= rope || (cfg.mla_qk - rope) % 4 != 0 || cfg.mla_v % 4 != 0)
-        c.fail(Checker::key_what(key("attention.key_length_mla")),
-               fmt::format("key_length_mla {} and value_length_mla {}: expected the rope dimensions {} plus a multiple "
-                           "of 4, and a multiple of 4", cfg.mla_qk, cfg.mla_v, rope));
+        c.fail(Checker::key_what(key(old ? "attention.key_length" : "attention.key_length_mla")),
+               fmt::format("{} {} and {} {}: expected the rope dimensions {} plus a multiple of 4, and a multiple of 4",
+                           old ? "key_length" : "key_length_mla", cfg.mla_qk, old ? "value_length" : "value_length_mla",
+                           cfg.mla_v, rope));
 }
 
 // The row of `a`'s family the file selects: a T5 stack without ffn_gate in its first layer is T5
@@ -433,8 +436,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         std::vector<uint64_t> want{dims.get(t.ne[0])};
         if (t.ne[1] != Dim::One || t.ne[2] != Dim::One) want.push_back(dims.get(t.ne[1]));
         if (t.ne[2] != Dim::One) want.push_back(dims.get(t.ne[2]));
-        if (t.per_expert_name && !f.find_tensor(tensor_name(t, layer)) &&
-            f.find_tensor(expert_tensor_name(t, layer, 0))) {
+        if (t.per_expert_name && cfg.experts_split) {
             // The stack stored one tensor per expert (older Mixtral files): every expert, one type.
             const TensorType type = f.tensor(expert_tensor_name(t, layer, 0)).type;
             for (uint32_t e = 0; e < cfg.n_expert; ++e) {
@@ -445,17 +447,17 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                            fmt::format("is {} where expert 0 is {}: a layer's experts must share one type",
                                        type_traits(f.tensor(n).type).name, type_traits(type).name));
             }
-            const std::string extra = expert_tensor_name(t, layer, cfg.n_expert);
-            if (f.find_tensor(extra))
-                c.fail("tensor " + quote_name(extra),
-                       fmt::format("is past the {} experts of {}", cfg.n_expert, Checker::key_what(key("expert_count"))));
             return;
         }
-        if (t.per_expert_name && f.find_tensor(expert_tensor_name(t, layer, 0)))
-            c.fail("tensor " + quote_name(expert_tensor_name(t, layer, 0)),
-                   fmt::format("the file also holds the stacked {}: one form or the other", tensor_name(t, layer)));
         c.expect_shape(tensor_name(t, layer), want, t.required);
     };
+    const std::vector<TensorSpec> layer = layer_schema(A);
+    const TensorSpec* split_probe = nullptr;  // the first expert stack that has a per-expert form
+    for (const TensorSpec& t : layer)
+        if (!split_probe && t.per_expert_name) split_probe = &t;
+    if (split_probe)
+        cfg.experts_split = !f.find_tensor(tensor_name(*split_probe, cfg.n_dense_lead)) &&
+                            f.find_tensor(expert_tensor_name(*split_probe, cfg.n_dense_lead, 0));
     cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;
     cfg.has_rope_freqs = A.positions == PositionKind::Rope && f.find_tensor("rope_freqs.weight") != nullptr;
     if (A.rope_factor_tensors) {
@@ -467,7 +469,6 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     }
     for (const TensorSpec& t : model_schema(A))
         if (t.role != Role::TokenEmbd) check(t, 0);  // checked above: it defines the vocab
-    const std::vector<TensorSpec> layer = layer_schema(A);
     for (uint32_t l = 0; l < cfg.n_layers; ++l)
         for (const TensorSpec& t : layer)
             if (in_layer(t, l, cfg.n_dense_lead)) check(t, l);
@@ -521,6 +522,24 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                    fmt::format("belongs to layer {} but {} is {}", *l,
                                A.t5 == T5Stack::Decoder ? "decoder_block_count" : "block_count", cfg.n_layers));
         if (const char* why = unsupported_tensor(A, prefix, t.name)) c.fail("tensor " + quote_name(t.name), why);
+        // Expert stacks: one form for the whole file, and no expert past expert_count.
+        for (const TensorSpec& s : layer) {
+            if (!s.per_expert_name) continue;
+            const auto l = layer_of(t.name, prefix);
+            if (!l || *l >= cfg.n_layers) break;
+            if (cfg.experts_split && t.name == tensor_name(s, uint32_t(*l)))
+                c.fail("tensor " + quote_name(t.name),
+                       fmt::format("stacked experts, but the file stores them one tensor per expert ({}): one form "
+                                   "for the whole file", expert_tensor_name(*split_probe, cfg.n_dense_lead, 0)));
+            const std::optional<uint32_t> e = expert_of(s, uint32_t(*l), t.name);
+            if (e && !cfg.experts_split)
+                c.fail("tensor " + quote_name(t.name),
+                       fmt::format("one tensor per expert, but the file stacks its experts ({}): one form for the "
+                                   "whole file", tensor_name(*split_probe, cfg.n_dense_lead)));
+            if (e && *e >= cfg.n_expert)
+                c.fail("tensor " + quote_name(t.name),
+                       fmt::format("is past the {} experts of {}", cfg.n_expert, Checker::key_what(key("expert_count"))));
+        }
     }
     return cfg;
 }

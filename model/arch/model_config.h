@@ -95,10 +95,13 @@ struct ModelConfig {
     uint32_t n_expert_groups = 1, n_group_used = 1;  // group-limited routing (<arch>.expert_group_count, _used_count)
     bool expert_probs_bias = false;  // blk.N.exp_probs_b.bias in the file (DeepSeek-V3's selection bias)
     uint32_t n_dense_lead = 0;       // ArchDesc::leading_dense: <arch>.leading_dense_block_count
+    // ArchDesc::per_expert_tensors: the file stores every expert stack one tensor per expert (Mixtral's
+    // first conversions), decided from the first layer for the whole file.
+    bool experts_split = false;
     // Multi-head latent attention (ArchDesc::mla): head_dim is the cached row, kv_lora_rank + rope_dim
     // (attention.key_length), v_head_dim the latent (kv_lora_rank), n_kv_heads 1; q_lora_rank 0 means
     // q = wq · x; mla_qk / mla_v the per-head q/k and v dims of the uncompressed heads (key_length_mla,
-    // value_length_mla).
+    // value_length_mla; in an older file, mla_joined_kv_b below, its key_length and value_length).
     uint32_t q_lora_rank = 0, kv_lora_rank = 0, mla_qk = 0, mla_v = 0;
     // An older conversion (before 2025): no *_mla keys, attention.key_length / value_length the
     // uncompressed heads', and one attn_kv_b per layer holding each head's k_nope and v rows. It runs

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 namespace vkllm {
 
 uint64_t SchemaDims::get(Dim d) const {
@@ -153,7 +155,8 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         // llama-quantize leave them); uploaded as f32 whatever a file stores.
         add({R::WRouter, "ffn_gate_inp.weight", {D::Embd, D::Experts}, true, kMatrix, true});
         if (A.leading_dense) add(vec(R::BExpProbs, "exp_probs_b.bias", D::Experts, false, kBias));
-        // Mixtral's first conversions stored each expert apart (ffn_gate.N); llama.cpp still loads them.
+        // Mixtral's first conversions stored each expert apart (ffn_gate.N); llama.cpp no longer reads
+        // them (build 9749 and b4748 ask for ffn_down_exps), vkllm stacks them as it uploads.
         auto stack = [&](R r, const char* name, D in, D out, const char* per_expert) {
             TensorSpec t{r, name, {in, out, D::Experts}, true, kMatrix};
             if (A.per_expert_tensors) t.per_expert_name = per_expert;
@@ -263,6 +266,20 @@ bool is_head_role(Role r) {
 
 std::string expert_tensor_name(const TensorSpec& s, uint32_t layer, uint32_t e) {
     return fmt::format("{}{}.{}", s.prefix, layer, fmt::format(fmt::runtime(s.per_expert_name), e));
+}
+
+std::optional<uint32_t> expert_of(const TensorSpec& s, uint32_t layer, std::string_view name) {
+    if (!s.per_expert_name) return std::nullopt;
+    const std::string_view pattern = s.per_expert_name;
+    const size_t hole = pattern.find("{}");
+    const std::string head = fmt::format("{}{}.{}", s.prefix, layer, pattern.substr(0, hole));
+    const std::string_view tail = pattern.substr(hole + 2);
+    if (name.size() <= head.size() + tail.size() || !name.starts_with(head) || !name.ends_with(tail)) return std::nullopt;
+    const std::string_view digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+    uint32_t e = 0;
+    const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), e);
+    if (ec != std::errc() || p != digits.data() + digits.size()) return std::nullopt;
+    return e;
 }
 
 std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer) {

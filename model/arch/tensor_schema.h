@@ -11,6 +11,7 @@
 #include "model/gguf.h"
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -145,6 +146,9 @@ std::string tensor_name(const TensorSpec& s, uint32_t layer);
 // "blk.3.ffn_gate.5.weight": expert e's tensor of an expert stack stored one tensor per expert
 // (s.per_expert_name must be set).
 std::string expert_tensor_name(const TensorSpec& s, uint32_t layer, uint32_t e);
+// e when `name` is expert e's tensor of s in layer `layer` ("blk.3.ffn_gate.5.weight" -> 5); nullopt
+// for any other name or a spec without a per-expert form.
+std::optional<uint32_t> expert_of(const TensorSpec& s, uint32_t layer, std::string_view name);
 // The name of `role` in layer `layer` of the architecture; empty when its layers have no such role.
 std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer);
 

@@ -250,9 +250,9 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
     for (uint32_t t = 0; t < n; ++t) last = std::max(last, pos[t]);
     const uint32_t seen = uint32_t(last) + 1;
     std::vector<double> k_nope(size_t(seen) * H * nope), v(size_t(seen) * H * vm);
-    const TensorPlace& KVB = L[R::WkvB];
-    if (KVB.present()) {
+    if (c.mla_joined_kv_b) {
         // An older file's attn_kv_b: head h's rows are its nope k rows, then its v_mla v rows.
+        const TensorPlace& KVB = L[R::WkvB];
         const uint64_t head = uint64_t(nope + vm) * row_bytes(KVB.type, r);
         const uint8_t* kvb = file_.tensor_data(*KVB.source).data();
         std::vector<float> kvj(nope + vm);  // (nope + v_mla)
@@ -262,25 +262,26 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
                 for (uint32_t i = 0; i < nope; ++i) k_nope[(size_t(j) * H + h) * nope + i] = kvj[i];
                 for (uint32_t i = 0; i < vm; ++i) v[(size_t(j) * H + h) * vm + i] = kvj[nope + i];
             }
-    }
-    const TensorPlace &KB = L[R::WkB], &VB = L[R::WvB];
-    const uint8_t* kb = KVB.present() ? nullptr : file_.tensor_data(*KB.source).data();
-    const uint8_t* vb = KVB.present() ? nullptr : file_.tensor_data(*VB.source).data();
-    const uint64_t kb_head = uint64_t(r) * row_bytes(KB.type, nope);  // k_b_h: r rows of nope
-    const uint64_t vb_head = uint64_t(vm) * row_bytes(VB.type, r);    // v_b_h: v_mla rows of r
-    std::vector<float> kb_h(size_t(r) * nope);                        // (r, nope)
-    std::vector<float> vj(vm);
-    for (uint32_t h = 0; h < H && !KVB.present(); ++h) {
-        dequantize_row(KB.type, kb + h * kb_head, kb_h.data(), kb_h.size());
-        for (uint32_t j = 0; j < seen; ++j) {
-            const float* cj = &cache[size_t(j) * row + rope];
-            for (uint32_t i = 0; i < nope; ++i) {
-                double acc = 0;
-                for (uint32_t a = 0; a < r; ++a) acc += double(kb_h[size_t(a) * nope + i]) * cj[a];
-                k_nope[(size_t(j) * H + h) * nope + i] = acc;
+    } else {
+        const TensorPlace &KB = L[R::WkB], &VB = L[R::WvB];
+        const uint8_t* kb = file_.tensor_data(*KB.source).data();
+        const uint8_t* vb = file_.tensor_data(*VB.source).data();
+        const uint64_t kb_head = uint64_t(r) * row_bytes(KB.type, nope);  // k_b_h: r rows of nope
+        const uint64_t vb_head = uint64_t(vm) * row_bytes(VB.type, r);    // v_b_h: v_mla rows of r
+        std::vector<float> kb_h(size_t(r) * nope);                        // (r, nope)
+        std::vector<float> vj(vm);
+        for (uint32_t h = 0; h < H; ++h) {
+            dequantize_row(KB.type, kb + h * kb_head, kb_h.data(), kb_h.size());
+            for (uint32_t j = 0; j < seen; ++j) {
+                const float* cj = &cache[size_t(j) * row + rope];
+                for (uint32_t i = 0; i < nope; ++i) {
+                    double acc = 0;
+                    for (uint32_t a = 0; a < r; ++a) acc += double(kb_h[size_t(a) * nope + i]) * cj[a];
+                    k_nope[(size_t(j) * H + h) * nope + i] = acc;
+                }
+                ref::linear(VB.type, vb + h * vb_head, cj, vj.data(), 1, vm, r);
+                for (uint32_t i = 0; i < vm; ++i) v[(size_t(j) * H + h) * vm + i] = vj[i];
             }
-            ref::linear(VB.type, vb + h * vb_head, cj, vj.data(), 1, vm, r);
-            for (uint32_t i = 0; i < vm; ++i) v[(size_t(j) * H + h) * vm + i] = vj[i];
         }
     }
     std::vector<float> o(size_t(n) * H * vm);  // (n, H * v_mla)

@@ -138,8 +138,8 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                                          std::pair{Role::WDownExps, cfg.n_expert}, std::pair{Role::WkB, cfg.n_heads},
                                          std::pair{Role::WvB, cfg.n_heads}}) {
             const TensorPlace& t = layout.layers[l][role];
-            if (t.present() && count > 0)
-                ops::check_expert_binding(caps, layer_tensor_name(*cfg.arch, role, l), t.type, t.rows / count, t.row_elems);
+            if (t.present() && count > 0)  // named by its buffer: the file's tensor, or what it was derived from
+                ops::check_expert_binding(caps, layout.buffers[t.buffer].label, t.type, t.rows / count, t.row_elems);
         }
     if (opts.all_logits) {
         // One ubatch of logits stays within one binding: linear() could split a larger output, but

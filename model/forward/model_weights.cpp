@@ -34,7 +34,8 @@ void split(const FusedGroup& g, const SchemaDims& dims, const TensorPlace& whole
 
 // An older DeepSeek file's attn_kv_b (kv_lora -> H x [nope k rows | v rows]) as the device reads
 // latent attention: attn_v_b, each head's v rows (a row gather, the file's type), and attn_k_b, each
-// head's k rows transposed to [kv_lora][nope] (dequantized: F16, or F32 from an F32 file).
+// head's k rows transposed to [kv_lora][nope] (dequantized: F16; F32 from an F32 or BF16 file, whose
+// range F16 may not hold).
 void derive_kv_b(const ModelConfig& cfg, const GgufTensorInfo* kv_b, LayerPlaces& L,
                  const std::function<uint32_t(WeightLayout::Buffer)>& add) {
     const uint32_t H = cfg.n_heads, r = cfg.kv_lora_rank, nope = cfg.mla_qk - cfg.rope_dim, vm = cfg.mla_v;
@@ -51,7 +52,7 @@ void derive_kv_b(const ModelConfig& cfg, const GgufTensorInfo* kv_b, LayerPlaces
             std::memcpy(out.data() + uint64_t(h) * vm * rb, src + (uint64_t(h) * (nope + vm) + nope) * rb, vm * rb);
     };
     TensorPlace k;
-    k.type = kv_b->type == TensorType::F32 ? TensorType::F32 : TensorType::F16;
+    k.type = kv_b->type == TensorType::F32 || kv_b->type == TensorType::BF16 ? TensorType::F32 : TensorType::F16;
     k.row_elems = nope, k.rows = H * r;
     WeightLayout::Buffer kb;
     kb.label = kv_b->name + " (k rows, transposed)";
@@ -178,11 +179,13 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
             if (placed[size_t(s.role)]) continue;
             placed[size_t(s.role)] = true;
             // An expert stack stored one tensor per expert: the experts back to back in one buffer.
-            if (s.per_expert_name && !file.find_tensor(tensor_name(s, l)) &&
-                file.find_tensor(expert_tensor_name(s, l, 0))) {
+            if (s.per_expert_name && cfg.experts_split) {
                 std::vector<const GgufTensorInfo*> experts;
                 for (uint32_t e = 0; e < cfg.n_expert; ++e) experts.push_back(&file.tensor(expert_tensor_name(s, l, e)));
                 const std::vector<TensorPlace> p = add_buffer(experts, s.f32);
+                out.buffers.back().label =  // "blk.3.ffn_gate.{0..7}.weight"
+                    fmt::format("{}{}.{}", s.prefix, l,
+                                fmt::format(fmt::runtime(s.per_expert_name), fmt::format("{{0..{}}}", cfg.n_expert - 1)));
                 TensorPlace whole = p[0];
                 whole.source = nullptr;  // no one file tensor holds it: expert_rows() finds each
                 whole.rows = uint32_t(whole.rows * cfg.n_expert);
@@ -192,13 +195,14 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
             // An older DeepSeek file's attn_kv_b: read by the host reference only; the device reads
             // the attn_k_b and attn_v_b derived from it.
             if (s.role == Role::WkvB) {
-                if (const GgufTensorInfo* t = file.find_tensor(tensor_name(s, l))) {
+                // The schema lists WkB and WvB before it: they were placed empty and are replaced here.
+                if (cfg.mla_joined_kv_b) {
+                    const GgufTensorInfo* t = &file.tensor(tensor_name(s, l));
                     TensorPlace p;
                     p.source = t, p.type = t->type, p.row_elems = uint32_t(t->ne[0]), p.rows = uint32_t(t->n_rows());
                     p.buffer = TensorPlace::kHostOnly;
                     L[s.role] = p;
                     derive_kv_b(cfg, t, L, add_derived);
-                    placed[size_t(Role::WkB)] = placed[size_t(Role::WvB)] = true;
                 }
                 continue;
             }

@@ -267,7 +267,11 @@ TEST_CASE("architectures: Mixtral files with one tensor per expert (ffn_gate.N) 
             "tensor 'blk.0.ffn_gate.4.weight': is past the 4 experts of key 'llama.expert_count'");
     refused([](GgufWriter& x) { x.add_tensor_data("blk.1.ffn_gate_exps.weight", TensorType::F32, {64, 96, 4},
                                                   std::vector<uint8_t>(64 * 96 * 4 * 4)); },
-            "tensor 'blk.1.ffn_gate.0.weight': the file also holds the stacked blk.1.ffn_gate_exps.weight");
+            "tensor 'blk.1.ffn_gate_exps.weight': stacked experts, but the file stores them one tensor per expert "
+            "(blk.0.ffn_gate.0.weight): one form for the whole file");
+    refused([](GgufWriter& x) { x.add_tensor_data("blk.1.ffn_up.9.weight", TensorType::F32, {64, 96},
+                                                  std::vector<uint8_t>(64 * 96 * 4)); },
+            "tensor 'blk.1.ffn_up.9.weight': is past the 4 experts of key 'llama.expert_count'");
     // One expert must fit one binding (the expert kernels bind whole experts): checked at load, naming
     // the tensor, for either form. Here an expert's gate is 96 rows x 64 f32 = 24 KiB.
     {
@@ -281,7 +285,7 @@ TEST_CASE("architectures: Mixtral files with one tensor per expert (ffn_gate.N) 
         opts.n_ctx = 64;
         caps.max_storage_buffer_range = 20000;
         VKLLM_CHECK_THROWS_WITH_SUBSTR(plan_memory(caps, m.file, m.cfg, opts), DeviceLimitError,
-                                       "blk.0.ffn_gate_exps.weight: one expert (96 rows of 64 elements, 24576 bytes) "
+                                       "blk.0.ffn_gate.{0..3}.weight: one expert (96 rows of 64 elements, 24576 bytes) "
                                        "does not fit one binding (maxStorageBufferRange 20000 bytes)");
         caps.max_storage_buffer_range = 1u << 20;
         CHECK_NOTHROW(plan_memory(caps, m.file, m.cfg, opts));
@@ -418,6 +422,11 @@ TEST_CASE("architectures: DeepSeek's KV cache holds the latent alone, and its fi
         CHECK(L[Role::WkB].row_elems == 32);  // nope = 48 - 16
         CHECK(L[Role::WkB].rows == 4 * 64);   // heads x kv_lora
         CHECK(L[Role::WvB].rows == 4 * 32);   // heads x v
+        // The per-head matrices must fit a binding too, named by what they were derived from.
+        DeviceCaps small = ctx.caps();
+        small.max_storage_buffer_range = 3000;  // a head's k rows: 64 x 32 f16 = 4 KiB
+        VKLLM_CHECK_THROWS_WITH_SUBSTR(plan_memory(small, mo.file, mo.cfg, opts), DeviceLimitError,
+                                       "blk.0.attn_kv_b.weight (k rows, transposed): one expert (64 rows of 32 elements");
         GgufWriter w = make_random_model(old);
         w.remove_tensor("blk.2.attn_kv_b.weight");
         CHECK(contains(config_error("arch-deepseek-kv-b-missing", w),
@@ -723,7 +732,8 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
                 "tensor 'blk.0.ffn_gate.0.weight': experts stored one tensor each (ffn_gate.N) are read for Mixtral");
     moe_refused("llama", [](GgufWriter& x) { x.add_tensor_data("blk.0.ffn_gate.0.weight", TensorType::F32, {64, 96},
                                                                std::vector<uint8_t>(64 * 96 * 4)); },
-                "tensor 'blk.0.ffn_gate.0.weight': the file also holds the stacked blk.0.ffn_gate_exps.weight");
+                "tensor 'blk.0.ffn_gate.0.weight': one tensor per expert, but the file stacks its experts "
+                "(blk.0.ffn_gate_exps.weight): one form for the whole file");
     // T5's encoder: layer 0 carries the relative-position bias the others share; layer 0's ffn_gate
     // says v1.1 (gated GELU) or, absent, v1.0 (ReLU), and every layer must agree; the bucket count
     // is required.
