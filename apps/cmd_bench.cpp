@@ -92,24 +92,50 @@ std::vector<int32_t> random_tokens(uint32_t n, uint32_t vocab, uint32_t seed) {
     return t;
 }
 
-// Bytes one decode step reads: every weight matrix once (the embedding only one row) plus the KV
-// cache up to the average position of the generated tokens.
+// The share of each file tensor a token uses: 1, but experts_used / experts for the tensors of an
+// expert stack (stacked, or one per expert), whose experts a token reads only the chosen ones of.
+std::map<const GgufTensorInfo*, double> active_share(const LoadedModel& m) {
+    const ModelConfig& c = m.cfg;
+    std::map<const GgufTensorInfo*, double> share;
+    if (c.n_expert == 0) return share;
+    const WeightLayout& layout = m.model->weight_layout();
+    for (const LayerPlaces& L : layout.layers)
+        for (Role r : {Role::WGateExps, Role::WUpExps, Role::WDownExps}) {
+            const TensorPlace& p = L[r];
+            if (!p.present()) continue;
+            const double k = double(c.n_expert_used) / double(c.n_expert);
+            if (p.source) share[p.source] = k;
+            else for (const GgufTensorInfo* t : layout.buffers[p.buffer].tensors) share[t] = k;
+        }
+    return share;
+}
+
+// Bytes one decode step reads: every weight matrix once (the embedding only one row, a mixture's
+// experts only the chosen ones) plus the KV cache up to the average position of the generated tokens.
 double decode_bytes(const LoadedModel& m, double avg_kv_len, ops::KvType kv) {
     const ModelConfig& c = m.cfg;
+    const auto share = active_share(m);
     double bytes = 0;
     for (auto& t : m.file->tensors()) {
+        const auto it = share.find(&t);
         if (t.name == "token_embd.weight" && !c.tied_embeddings) bytes += double(t.n_bytes) / double(c.n_vocab);
-        else bytes += double(t.n_bytes);
+        else bytes += double(t.n_bytes) * (it == share.end() ? 1.0 : it->second);
     }
     return bytes + 2.0 * c.n_layers * avg_kv_len * double(ops::kv_row_bytes(kv, c.kv_dim()));
 }
 
-// FLOPs per prompt token: 2 per weight of every matrix (not the embedding lookup) plus attention.
+// FLOPs per prompt token: 2 per weight of every matrix a token uses (not the embedding lookup; a
+// mixture's chosen experts) plus attention.
 double prefill_flops(const LoadedModel& m, double avg_kv_len) {
     const ModelConfig& c = m.cfg;
+    const auto share = active_share(m);
     double params = 0;
-    for (auto& t : m.file->tensors())
-        if (t.n_dims == 2 && (t.name != "token_embd.weight" || c.tied_embeddings)) params += double(t.n_elements);
+    for (auto& t : m.file->tensors()) {
+        const auto it = share.find(&t);
+        const bool matrix = t.n_dims == 2 || it != share.end();  // expert stacks have three dims
+        if (matrix && (t.name != "token_embd.weight" || c.tied_embeddings))
+            params += double(t.n_elements) * (it == share.end() ? 1.0 : it->second);
+    }
     return 2.0 * params + 4.0 * c.n_layers * avg_kv_len * c.n_heads * c.head_dim;
 }
 
@@ -152,7 +178,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
             break;
         }
     j["weight_type"] = std::string(type_traits(wt).name);
-    j["n_params_matrices"] = prefill_flops(m, 0) / 2;
+    j["n_params_matrices"] = prefill_flops(m, 0) / 2;  // a token's: a mixture's chosen experts only
     ModelGpu& g = *m.model;
     const uint32_t vocab = m.cfg.n_vocab;
 
