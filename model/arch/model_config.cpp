@@ -517,16 +517,16 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     }
     const std::string_view prefix = layer.front().prefix;
     for (const GgufTensorInfo& t : f.tensors()) {
-        if (auto l = layer_of(t.name, prefix); l && *l >= cfg.n_layers)
+        const std::optional<uint64_t> l = layer_of(t.name, prefix);
+        if (l && *l >= cfg.n_layers)
             c.fail("tensor " + quote_name(t.name),
                    fmt::format("belongs to layer {} but {} is {}", *l,
                                A.t5 == T5Stack::Decoder ? "decoder_block_count" : "block_count", cfg.n_layers));
         if (const char* why = unsupported_tensor(A, prefix, t.name)) c.fail("tensor " + quote_name(t.name), why);
+        if (!l || !split_probe) continue;
         // Expert stacks: one form for the whole file, and no expert past expert_count.
         for (const TensorSpec& s : layer) {
             if (!s.per_expert_name) continue;
-            const auto l = layer_of(t.name, prefix);
-            if (!l || *l >= cfg.n_layers) break;
             if (cfg.experts_split && t.name == tensor_name(s, uint32_t(*l)))
                 c.fail("tensor " + quote_name(t.name),
                        fmt::format("stacked experts, but the file stores them one tensor per expert ({}): one form "

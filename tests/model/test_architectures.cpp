@@ -107,6 +107,18 @@ void check_encoder(const std::string& path, double nmse) {
     }
 }
 
+// The file of `shape`, changed by `edit`, is refused by ModelConfig with a message holding `why`.
+void check_refused(const ModelShape& shape, const std::function<void(GgufWriter&)>& edit, const std::string& why) {
+    CAPTURE(why);
+    GgufWriter x = make_random_model(shape);
+    edit(x);
+    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-refused-edit.gguf";
+    fs::create_directories(p.parent_path());
+    x.write_file(p.string());
+    GgufFile fx = GgufFile::open(p.string());
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, why);
+}
+
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
@@ -242,18 +254,12 @@ TEST_CASE("architectures: Mixtral files with one tensor per expert (ffn_gate.N) 
     CHECK(logits[0] == logits[1]);
 
     // Every expert of each stack, of one type, none past expert_count, never beside the stack.
-    const fs::path p = ::vkllm::test::binary_dir() / "test-tmp" / "models" / "arch-moe-split-bad.gguf";
+    ModelShape small_split = small_shape("llama", TensorType::F32);
+    small_split.n_expert = 4;
+    small_split.n_expert_used = 2;
+    small_split.split_experts = true;
     auto refused = [&](const std::function<void(GgufWriter&)>& edit, const std::string& why) {
-        CAPTURE(why);
-        ModelShape b = small_shape("llama", TensorType::F32);
-        b.n_expert = 4;
-        b.n_expert_used = 2;
-        b.split_experts = true;
-        GgufWriter x = make_random_model(b);
-        edit(x);
-        x.write_file(p.string());
-        GgufFile fx = GgufFile::open(p.string());
-        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, why);
+        check_refused(small_split, edit, why);
     };
     refused([](GgufWriter& x) { x.remove_tensor("blk.1.ffn_up.3.weight"); },
             "tensor 'blk.1.ffn_up.3.weight': required tensor is missing (expected shape [64, 96])");
@@ -694,12 +700,10 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
                                    "key 'mpt.attention.max_alibi_bias': required for this architecture");
     // Variants whose extra tensors change the math are refused by name, never silently ignored.
     auto refused = [&](const std::string& arch, const std::string& extra, uint64_t ne0, uint64_t ne1, const char* why) {
-        CAPTURE(extra);
-        GgufWriter x = make_random_model(small_shape(arch, TensorType::F32));
-        x.add_tensor_data(extra, TensorType::F32, {ne0, ne1}, std::vector<uint8_t>(ne0 * ne1 * 4));
-        x.write_file(p.string());
-        GgufFile fx = GgufFile::open(p.string());
-        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, "tensor '" + extra + "': " + why);
+        check_refused(
+            small_shape(arch, TensorType::F32),
+            [&](GgufWriter& x) { x.add_tensor_data(extra, TensorType::F32, {ne0, ne1}, std::vector<uint8_t>(ne0 * ne1 * 4)); },
+            "tensor '" + extra + "': " + why);
     };
     refused("jina-bert-v2", "blk.0.attn_q_norm.weight", 64, 1, "a LayerNorm over all of q or k");
     refused("jina-bert-v2", "blk.1.attn_norm_2.weight", 64, 1, "a second attention norm");
@@ -711,11 +715,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
         ModelShape ms = small_shape(arch, TensorType::F32);
         ms.n_expert = 4;
         ms.n_expert_used = 2;
-        GgufWriter x = make_random_model(ms);
-        edit(x);
-        x.write_file(p.string());
-        GgufFile fx = GgufFile::open(p.string());
-        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, why);
+        check_refused(ms, edit, why);
     };
     moe_refused("qwen3moe", [](GgufWriter& x) { x.remove("qwen3moe.expert_count"); }, "qwen3moe.expert_count");
     moe_refused("qwen3moe", [](GgufWriter& x) { x.remove("qwen3moe.expert_used_count"); }, "qwen3moe.expert_used_count");
@@ -738,11 +738,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     // says v1.1 (gated GELU) or, absent, v1.0 (ReLU), and every layer must agree; the bucket count
     // is required.
     auto t5_refused = [&](const std::function<void(GgufWriter&)>& edit, const char* why) {
-        GgufWriter x = make_random_model(small_shape("t5encoder", TensorType::F32));
-        edit(x);
-        x.write_file(p.string());
-        GgufFile fx = GgufFile::open(p.string());
-        VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(fx), ModelConfigError, why);
+        check_refused(small_shape("t5encoder", TensorType::F32), edit, why);
     };
     t5_refused([](GgufWriter& x) { x.remove_tensor("enc.blk.0.attn_rel_b.weight"); },
                "tensor 'enc.blk.0.attn_rel_b.weight': required tensor is missing: T5's relative-position bias");
