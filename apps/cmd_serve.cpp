@@ -275,7 +275,7 @@ void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Eng
     if (!http.wait_streams(std::chrono::milliseconds(1500)))
         fmt::print(stderr, "vkllm serve: some streams did not end in time; closing them\n");
     // stop() joins the connection threads; one stuck on a slow client could hold it for a read
-    // timeout, and the promise is an exit within 5 s.
+    // timeout, and the promise is that every connection is closed within 4 s.
     std::atomic<bool> stopped{false};
     std::thread stopper([&] {
         http.stop();

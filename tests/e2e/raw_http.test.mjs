@@ -170,7 +170,7 @@ test('an API key: 401 without it, /health open', { skip }, async () => {
   }
 });
 
-test('SIGTERM with a stream open: the stream ends cleanly and the server exits 0 within 5 s', { skip }, async () => {
+test('SIGTERM with a stream open: the stream ends cleanly and the server stops gracefully and exits 0', { skip }, async () => {
   const server = await startServer(['--parallel', '2', '--ctx', '2048']);
   const body = JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2000, temperature: 1, ignore_eos: true, stream: true });
   const { hostname, port } = new URL(server.url);
@@ -180,12 +180,13 @@ test('SIGTERM with a stream open: the stream ends cleanly and the server exits 0
   sock.on('data', (d) => { got += d; });
   sock.write(post('/v1/chat/completions', body));
   assert.ok(await waitFor(() => got.includes('"content":"') && got.split('data: ').length > 4, 20000), 'no tokens streamed');
-  const { code, signal, ms, validationErrors } = await server.stop('SIGTERM');
+  const { code, signal, ms, validationErrors, graceful } = await server.stop('SIGTERM');
   assert.deepEqual(validationErrors, []);
   await closed;
   assert.equal(signal, null);
   assert.equal(code, 0, server.stderr);
-  assert.ok(ms < 5000, `exit took ${ms} ms`);
+  assert.ok(graceful, server.stderr);
+  assert.ok(ms < 30000, `exit took ${ms} ms`);
   // The stream's end: the shutdown error event and the chunked terminator, not a cut connection.
   assert.ok(got.includes('The server is shutting down.'), got.slice(-500));
   assert.ok(got.endsWith('0\r\n\r\n'), JSON.stringify(got.slice(-200)));
@@ -193,9 +194,10 @@ test('SIGTERM with a stream open: the stream ends cleanly and the server exits 0
 
 test('SIGINT on an idle server exits 0', { skip }, async () => {
   const server = await startServer(['--parallel', '1', '--ctx', '128']);
-  const { code, ms } = await server.stop('SIGINT');
+  const { code, ms, graceful } = await server.stop('SIGINT');
   assert.equal(code, 0, server.stderr);
-  assert.ok(ms < 5000);
+  assert.ok(graceful, server.stderr);
+  assert.ok(ms < 30000, `exit took ${ms} ms`);
 });
 
 test('a port in use and a bad key file are refused with exit 1 and a message', { skip }, async () => {

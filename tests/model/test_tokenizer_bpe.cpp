@@ -197,8 +197,9 @@ TEST_CASE("tokenizer: load time and speed on 1 MB of text, no quadratic cases") 
     MESSAGE("llama-bpe (128256 tokens, 280147 merges): load " << load_ms << " ms; 1 MiB of text: " << encode_ms
                                                                 << " ms, " << ids.size() << " tokens; slowest 256 KiB run: "
                                                                 << worst_ms << " ms");
-    // Generous bounds (sanitizer builds are several times slower); a quadratic step would take minutes.
-    CHECK(load_ms < 3000);
-    CHECK(encode_ms < 10000);
-    CHECK(worst_ms < 10000);
+    // Hang guards, not speed targets (those live in benchmarks): sanitizer builds are several times
+    // slower and CI shares its two cores with another test, while a quadratic step would take minutes.
+    CHECK(load_ms < 30000);
+    CHECK(encode_ms < 60000);
+    CHECK(worst_ms < 60000);
 }
