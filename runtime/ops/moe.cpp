@@ -163,11 +163,18 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
     p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
     while (p.rows > 1 && uint64_t(p.rows) * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
     p.subgroup = caps.subgroup_ops();
+    if (x_rows == 0) throw std::invalid_argument("moe_matvec: no rows of X");
     p.x_rows = x_rows;
-    // CPU drivers: X through uniform buffers where it fits, and Q8_0 / Q4_0 weights as 8-byte words,
-    // as plan_matvec (lavapipe loads a uniform buffer at one address once, a storage buffer lane by
-    // lane: about 3x the decode speed of a Mixtral-shaped expert matvec, docs/performance.md).
-    p.uniform_x = caps.cpu_tuning && uniform_x_fits(caps, x_rows, k);
+    p.x_rows_per_dispatch = x_rows;
+    // CPU drivers: X through uniform buffers, and Q8_0 / Q4_0 weights as 8-byte words, as plan_matvec
+    // (lavapipe loads a uniform buffer at one address once, a storage buffer lane by lane: about 3x
+    // the decode speed of a Mixtral-shaped expert matvec, docs/performance.md). Where all the rows do
+    // not fit one binding (Mixtral's down projection: 2 slots x 14336 floats), a dispatch takes as
+    // many as fit rather than every row falling back to storage loads.
+    if (caps.cpu_tuning && uniform_x_fits(caps, 1, k)) {
+        p.uniform_x = true;
+        while (!uniform_x_fits(caps, p.x_rows_per_dispatch, k)) p.x_rows_per_dispatch = (p.x_rows_per_dispatch + 1) / 2;
+    }
     p.wide_loads = p.subgroup && caps.cpu_tuning && caps.int64 && p.uniform_x &&
                    (wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0);
     return p;
@@ -207,24 +214,32 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     const uint64_t per_window = experts_per_window(c, "moe_matvec", expert_bytes, n, k);
 
     const uint64_t align = binding_align(c), x_align = plan.uniform_x ? uniform_align(c) : align;
-    const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, x_align, 16);
-    const detail::ByteWindow gw = glu ? detail::byte_window(input.up, 0, x_bytes, x_align, 16) : xw;
-    const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
-    const detail::ByteWindow iw = detail::byte_window(ids, 0, uint64_t(slots) * 4, align);
-    const detail::ByteWindow bw = bias ? detail::byte_window(*bias, 0, b_bytes, align) : yw;
-    const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0, g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
+    const detail::ByteWindow bias_w = bias ? detail::byte_window(*bias, 0, b_bytes, align) : detail::ByteWindow{};
     const Pipeline& p = ctx.pipeline(plan.pipeline());
-    for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
-        const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
-        // The 8-byte loads of the *_u64_* variants need W's window to end on an 8-byte word.
-        const detail::ByteWindow ww =
-            detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, plan.wide_loads ? 8 : 4);
-        const IdPush pc{n, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
-                        uint32_t(yw.inner / 4), n, 0, x_vec4, uint32_t(bw.inner / 4), bias ? 1u : 0u,
-                        uint32_t(gw.inner / 4), g_vec4, 0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count),
-                        uint32_t(expert_bytes), x_div};
-        s.dispatch(p, {ww.slice, xw.slice, yw.slice, yw.slice, bw.slice, gw.slice, iw.slice}, pc,
-                   {(n + plan.rows - 1) / plan.rows, slots, 1}, "matvec_id");
+    const uint64_t row_floats = uint64_t(k) * 4;
+    // Each group of X rows (with its slots, ids and Y rows) is a dispatch per window of experts.
+    for (uint32_t r0 = 0; r0 < plan.x_rows; r0 += plan.x_rows_per_dispatch) {
+        const uint32_t rows = std::min(plan.x_rows_per_dispatch, plan.x_rows - r0);
+        const uint64_t s0 = uint64_t(r0) * x_div, ns = uint64_t(rows) * x_div;
+        const detail::ByteWindow xw = detail::byte_window(x, r0 * row_floats, (r0 + rows) * row_floats, x_align, 16);
+        const detail::ByteWindow gw =
+            glu ? detail::byte_window(input.up, r0 * row_floats, (r0 + rows) * row_floats, x_align, 16) : xw;
+        const detail::ByteWindow yw = detail::byte_window(y, s0 * n * 4, (s0 + ns) * n * 4, align);
+        const detail::ByteWindow iw = detail::byte_window(ids, s0 * 4, (s0 + ns) * 4, align);
+        const detail::ByteWindow bw = bias ? bias_w : yw;  // unread without biases
+        const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0, g_vec4 = gw.inner % 16 == 0 && k % 4 == 0;
+        for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
+            const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
+            // The 8-byte loads of the *_u64_* variants need W's window to end on an 8-byte word.
+            const detail::ByteWindow ww =
+                detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, plan.wide_loads ? 8 : 4);
+            const IdPush pc{n, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
+                            uint32_t(yw.inner / 4), n, 0, x_vec4, uint32_t(bw.inner / 4), bias ? 1u : 0u,
+                            uint32_t(gw.inner / 4), g_vec4, 0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count),
+                            uint32_t(expert_bytes), x_div};
+            s.dispatch(p, {ww.slice, xw.slice, yw.slice, yw.slice, bw.slice, gw.slice, iw.slice}, pc,
+                       {(n + plan.rows - 1) / plan.rows, uint32_t(ns), 1}, "matvec_id");
+        }
     }
 }
 

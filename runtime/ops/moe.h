@@ -65,14 +65,18 @@ struct MoeMatvecPlan {
     TensorType wtype = TensorType::F32;
     uint32_t wg = 0, rows = 0;  // invocations and W rows per workgroup
     uint32_t x_rows = 0;        // rows of X (and of the GLU's up rows) a call reads: slots / x_div
+    // Rows of X one dispatch reads: all of them, or on CPU drivers as many as one uniform binding
+    // holds (a decode batch's down projection: slots x expert_ffn floats exceed 64 KiB).
+    uint32_t x_rows_per_dispatch = 0;
     bool w_aligned = false, subgroup = false;
     bool uniform_x = false;     // X (and G) bound as uniform buffers (CPU drivers, as MatvecPlan)
     bool wide_loads = false;    // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
     MatvecInput::Kind input = MatvecInput::Kind::Plain;  // Plain, SwiGlu, GeGlu or SwiGluOai
     PipelineDesc pipeline() const;
 };
-// x_rows: the rows of X the call will read (tokens for gate / up, slots for down); whether they fit
-// uniform bindings picks the load instructions only, never the math (batch invariance holds).
+// x_rows: the rows of X the call will read (tokens for gate / up, slots for down). On CPU drivers X
+// goes through uniform bindings whenever one row fits, in dispatches of as many rows as fit: that
+// picks the load instructions and the dispatch count only, never the math (batch invariance holds).
 MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t x_rows,
                               MatvecInput::Kind input = MatvecInput::Kind::Plain);
 

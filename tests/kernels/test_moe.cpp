@@ -136,9 +136,10 @@ void run_moe_matmul(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
 // Y[s] = W[ids[s]] · input(X[s / x_div]) on the device against ref::linear slot by slot.
 // x_shift: bytes X (and the up rows, twice as many) start past an aligned offset; 0 lets the kernel
 // read them as vec4s. bias: every expert has a bias row (gpt-oss), added to its slots' outputs.
-void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k, const std::vector<uint32_t>& ids,
-                    uint32_t x_div, ops::MatvecInput::Kind input, uint32_t seed, const std::string& spec,
-                    uint32_t x_shift = 4, bool bias = false) {
+// Returns Y as the device computed it.
+std::vector<float> run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k,
+                                  const std::vector<uint32_t>& ids, uint32_t x_div, ops::MatvecInput::Kind input,
+                                  uint32_t seed, const std::string& spec, uint32_t x_shift = 4, bool bias = false) {
     using Kind = ops::MatvecInput::Kind;
     const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
     const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, rows, input);
@@ -180,10 +181,12 @@ void run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
                     bias ? &bias_slice : nullptr);
     s.end();
     s.submit_and_wait();
-    test::validate_result(what, dy.download_floats(want.size()), want, test::linear::tolerance(k));
+    const std::vector<float> got = dy.download_floats(want.size());
+    test::validate_result(what, got, want, test::linear::tolerance(k));
     dy.check_guards();
     dx.check_guards();
     db.check_guards();
+    return got;
 }
 
 }  // namespace
@@ -387,6 +390,34 @@ TEST_CASE("moe_matvec: DeepSeek's per-head latent projections (a head is an expe
                 run_moe_matvec(ctx, t, H, 128, 512, heads, 1, ops::MatvecInput::Kind::Plain, 50 + tokens, spec, 0);
             }
         }
+    }
+}
+
+TEST_CASE("moe_matvec: rows of X past one uniform binding run in dispatches of the rows that fit, bit for bit as alone") {
+    // Mixtral's decode down projection reads 2 slots x 14336 floats (112 KiB); a CPU driver binds X
+    // as a uniform buffer of at most 64 KiB, so each dispatch takes the rows that fit. Rows of 6144
+    // floats (24 KiB): two per dispatch.
+    test::ValidationGuard guard;
+    using Kind = ops::MatvecInput::Kind;
+    const uint32_t k = 6144;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), TensorType::Q4_0, 24, k, 5, Kind::SwiGlu);
+        // Two rows fit 64 KiB; a device variant with a 16 KiB uniform range (or a GPU) reads X as
+        // storage, all rows in one dispatch.
+        const bool uniform = ctx.caps().cpu_tuning && ctx.caps().max_uniform_buffer_range >= 65536;
+        CHECK(plan.uniform_x == uniform);
+        CHECK(plan.x_rows_per_dispatch == (uniform ? 2u : 5u));
+        const std::vector<uint32_t> ids = {3, 0, 3, 1, 2};
+        for (auto [t, input] : {std::pair{TensorType::Q4_0, Kind::SwiGlu}, std::pair{TensorType::Q8_0, Kind::Plain}}) {
+            const std::vector<float> all = run_moe_matvec(ctx, t, 4, 24, k, ids, 1, input, 61, spec);
+            // The first slot alone (X's first row: the same seed) gives the same bits.
+            const std::vector<float> one = run_moe_matvec(ctx, t, 4, 24, k, {ids[0]}, 1, input, 61, spec);
+            CHECK(std::equal(one.begin(), one.end(), all.begin()));
+        }
+        // Three rows of X shared by two slots each (gate / up of a decode batch).
+        run_moe_matvec(ctx, TensorType::Q4_0, 4, 24, k, {0, 3, 1, 2, 2, 0}, 2, Kind::Plain, 62, spec);
     }
 }
 
