@@ -21,6 +21,10 @@
 #     a 141 MB MXFP4 stack) and its real-size case, and the grouped prefill matmul's sweep over every
 #     weight type (the window cases, the router and the combine still run, and the MoE
 #     architectures, gpt-oss's included, in test_architectures, which prefill grouped and decode per slot);
+#   - attention's GQA-ratio sweeps (GQA still runs in the store, sinks, ALiBi and narrower-V cases)
+#     and the K/V store's sliding-window rings (the window decode and prefill cases and the gemma and
+#     gpt-oss forward passes still run windows): on Mesa 25 with a cold shader cache these four
+#     cases took 313 of the 739 s the attention files' cases spent (2026-12-04);
 #   - the two weakened device variants (--caps ...), each of which compiles every pipeline again,
 #     and the cases that open weakened devices of their own ('*on weakened devices*');
 #   - the embedding comparisons with llama.cpp and the C API's vkllm_embed (processes of their own
@@ -47,6 +51,7 @@ slow_driver_excluded_cases=(
   'architectures: vkllm perplexity matches llama-perplexity*'
   'moe_matvec: Qwen3-30B-A3B-sized*' 'moe_matvec: only the chosen experts* rows? every weight type'
   'moe_matvec: gpt-oss*' 'moe_matmul: a prefill chunk grouped*'
+  'attention decode: GQA*' 'attention prefill: GQA*' 'attention window: GQA*' 'attention_store: sliding windows*'
 )
 VKLLM_TEST_CASE_EXCLUDE=$(IFS=,; echo "${slow_driver_excluded_cases[*]}")
 VKLLM_TEST_DEVICE_VARIANTS=real  # tests/support/test_context.h

@@ -6,7 +6,9 @@
 // wildcards), leaves test cases out of every run of the executables built with this main (not
 // test_template, which has its own; test_capi reads it too), also of the ones ctest starts with its fixed
 // command lines: scripts/slow_driver_tests.sh leaves out the real-model-size shapes, which take
-// hours under emulation and on Mesa 25 with a cold shader cache.
+// hours under emulation and on Mesa 25 with a cold shader cache. VKLLM_TEST_CASE_INCLUDE
+// (doctest's --test-case) keeps only the cases it names: scripts/arm64.sh runs the kernels' basic
+// cases under emulation.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -19,6 +21,8 @@ int main(int argc, char** argv) {
     doctest::Context runner(argc, argv);
     if (const char* exclude = std::getenv("VKLLM_TEST_CASE_EXCLUDE"); exclude && *exclude)
         runner.setOption("test-case-exclude", exclude);
+    if (const char* include = std::getenv("VKLLM_TEST_CASE_INCLUDE"); include && *include)
+        runner.setOption("test-case", include);
     int status = runner.run();
     const std::vector<std::string> errors = vkllm::test::release_contexts();
     for (const std::string& e : errors) std::fprintf(stderr, "Vulkan validation error at teardown: %s\n", e.c_str());
