@@ -138,7 +138,10 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::v
 
 std::string sentencepiece_piece(std::string_view text, TokenType type) {
     switch (type) {
-    case TokenType::Control: return {};
+    // Unused pieces have no text (llama.cpp's token_to_piece prints only special, user-defined,
+    // normal and byte pieces), nor have control pieces here (token_to_piece names them on request).
+    case TokenType::Control:
+    case TokenType::Unused: return {};
     case TokenType::Unknown: return std::string(kUnknownSurface);
     case TokenType::UserDefined: return std::string(text);
     case TokenType::Byte: {

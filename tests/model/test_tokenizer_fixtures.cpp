@@ -308,6 +308,12 @@ TEST_CASE("tokenizer: Unigram picks the segmentation of highest total score, nor
     // As llama.cpp's decoder: a 4-byte form past U+10FFFF passes whole, a stray continuation byte does not.
     CHECK(uni->normalize("\xf4\x90\x80\x80\x80") == "\xe2\x96\x81\xf4\x90\x80\x80\xef\xbf\xbd");
     CHECK(tok->decode(tok->encode("abc ab", true)) == "abc ab");
+    // An unused piece prints nothing, as llama.cpp's token_to_piece (only special, user-defined,
+    // normal and byte pieces have text); a user-defined piece prints its text.
+    CHECK(tok->decode_piece(10, 4).empty());
+    CHECK(tok->token_to_piece(10, true).empty());
+    CHECK(tok->decode(std::vector<int32_t>{4, 10, 5}) == "ab");
+    CHECK(tok->decode_piece(9, 4) == "<sep>");
     // remove_extra_whitespaces: runs collapse, ends drop, each word gets one "▁".
     const auto merged = make_tokenizer(vocab([](GgufWriter& w) { w.set_bool("tokenizer.ggml.remove_extra_whitespaces", true); }));
     CHECK(dynamic_cast<const UnigramTokenizer&>(*merged).normalize("  a   b ") ==
