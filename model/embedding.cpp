@@ -16,7 +16,6 @@ namespace {
 // The head's tensors by their schema names (model/arch/tensor_schema.h); absent ones are null.
 struct HeadTensors {
     const GgufTensorInfo *w = nullptr, *b = nullptr, *out_w = nullptr, *out_b = nullptr;
-    bool present() const { return (w && b) || out_w; }
 };
 
 HeadTensors head_tensors(const GgufFile& file, const ModelConfig& cfg) {
@@ -35,12 +34,11 @@ void refuse_decoder_reranker(const ModelConfig& cfg) {
 // The head, or std::invalid_argument naming what is missing.
 HeadTensors require_head(const GgufFile& file, const ModelConfig& cfg) {
     refuse_decoder_reranker(cfg);
-    const HeadTensors h = head_tensors(file, cfg);
-    if (!h.present())
+    if (!cfg.cls_head)
         throw std::invalid_argument(fmt::format("pooling 'rank' needs a reranker's classification head (cls.weight and "
                                                 "cls.bias, or cls.output.weight), which this {} model does not have",
                                                 cfg.arch->name));
-    return h;
+    return head_tensors(file, cfg);
 }
 
 }  // namespace

@@ -389,9 +389,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                 c.fail(fmt::format("tensor '{}'", t->name), fmt::format("expected shape [{}, n_labels], got {}", cfg.dim,
                                                                          t->shape_string()));
         }
-        // llama.cpp: cls + cls.bias (then cls.output when present), or cls.output alone.
-        const bool cls = find_model_tensor(f, A, Role::Cls) && find_model_tensor(f, A, Role::ClsB);
-        if (cfg.pooling == Pooling::Rank && !cls && cfg.n_cls_out == 0)
+        cfg.cls_head = (find_model_tensor(f, A, Role::Cls) && find_model_tensor(f, A, Role::ClsB)) || cfg.n_cls_out > 0;
+        if (cfg.pooling == Pooling::Rank && !cfg.cls_head)
             c.fail(Checker::key_what(key("pooling_type")),
                    "rank pooling needs a classification head: cls.weight and cls.bias, or cls.output.weight");
     }

@@ -79,6 +79,9 @@ struct ModelConfig {
     Pooling pooling = Pooling::None;  // <arch>.pooling_type
     uint32_t n_token_types = 0;       // rows of token_types.weight (encoders)
     uint32_t n_cls_out = 0;           // labels of a reranker's cls.output.weight; 0: no such tensor
+    // A reranker's classification head, as llama.cpp reads one: cls.weight with cls.bias (then
+    // cls.output when present), or cls.output alone. Decided here; model/embedding.cpp reads it.
+    bool cls_head = false;
     float max_alibi_bias = 0;  // ALiBi (PositionKind::Alibi): the slopes' max bias; 0 = no ALiBi
     uint32_t n_rel_buckets = 0;  // T5 (PositionKind::RelativeBias): relative-position buckets; 0 = none
     int32_t decoder_start_token = -1;  // encoder-decoder: the decoder's first token; -1 = BOS
