@@ -1,5 +1,11 @@
-// `vkllm devices`: every Vulkan device with the capabilities vkllm uses, as a table or JSON.
+// `vkllm devices`: every Vulkan device with the capabilities vkllm uses, as a table or JSON; with -m,
+// how that model's layers would be split over the devices (model/forward/device_split.h).
+#include "apps/app_options.h"
 #include "apps/commands.h"
+#include "model/arch/model_config.h"
+#include "model/forward/device_split.h"
+#include "model/gguf.h"
+#include "model/load.h"
 #include "runtime/device.h"
 #include "runtime/instance.h"
 #include "runtime/vk_check.h"
@@ -111,15 +117,110 @@ void print_table(const std::vector<PhysicalDeviceEntry>& devices, const Physical
     }
 }
 
+struct SplitOptions {
+    std::string model;
+    std::string devices;  // "": every device
+    std::string split = "layer";
+    uint32_t n_ctx = 0, parallel = 1;
+    ops::KvType kv_type = ops::KvType::F16;
+};
+
+// The devices --devices names (indices or name substrings, comma-separated), each once.
+std::vector<const PhysicalDeviceEntry*> chosen_devices(const std::vector<PhysicalDeviceEntry>& all, const std::string& list) {
+    std::vector<const PhysicalDeviceEntry*> out;
+    if (list.empty()) {
+        for (const PhysicalDeviceEntry& d : all) out.push_back(&d);
+        return out;
+    }
+    size_t pos = 0;
+    while (true) {
+        const size_t comma = list.find(',', pos);
+        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (item.empty()) throw std::invalid_argument(fmt::format("--devices '{}': an empty entry", list));
+        const PhysicalDeviceEntry* d = &select_device(all, DeviceSelector::parse(item));
+        if (std::find(out.begin(), out.end(), d) != out.end())
+            throw std::invalid_argument(fmt::format("--devices '{}': device {} is named twice", list, d->index));
+        out.push_back(d);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return out;
+}
+
+void print_split(const SplitOptions& o, const std::vector<PhysicalDeviceEntry>& all, bool json) {
+    const std::vector<double> ratios = parse_split(o.split);
+    const std::vector<const PhysicalDeviceEntry*> chosen = chosen_devices(all, o.devices);
+    check_model_path(o.model);
+    const GgufFile file = GgufFile::open(o.model);
+    const ModelConfig cfg = ModelConfig::from_gguf(file);
+    std::vector<SplitDevice> devices;
+    for (const PhysicalDeviceEntry* d : chosen) devices.push_back({d->index, d->caps});
+    ModelOptions mo;
+    mo.n_ctx = o.n_ctx;
+    mo.kv_type = o.kv_type;
+    mo.n_seq = o.parallel;
+    const SplitPlan plan = plan_split(devices, file, cfg, mo, ratios);
+    if (json) {
+        nlohmann::json parts = nlohmann::json::array();
+        for (const SplitPart& p : plan.parts)
+            parts.push_back({{"device", devices[p.device].index},
+                             {"name", devices[p.device].caps.name},
+                             {"layers", {p.layers.first, p.layers.end()}},
+                             {"embedding", p.layers.first == 0},
+                             {"output_head", p.layers.end() == cfg.n_layers},
+                             {"weights_bytes", p.memory.weights},
+                             {"kv_cache_bytes", p.memory.kv_cache},
+                             {"scratch_bytes", p.memory.scratch},
+                             {"device_local_bytes", p.memory.available}});
+        fmt::print("{}\n", nlohmann::json{{"model", o.model}, {"n_layers", cfg.n_layers}, {"n_ctx", plan.n_ctx},
+                                           {"by", plan.by_memory ? "memory" : "ratios"}, {"shares", plan.shares},
+                                           {"parts", parts}}.dump(2));
+        return;
+    }
+    std::string shares;
+    for (double s : plan.shares) shares += fmt::format("{}{}", shares.empty() ? "" : ",", plan.by_memory ? bytes_str(uint64_t(s)) : fmt::format("{:g}", s));
+    fmt::print("{}: {} layers over {} device(s), split by {} ({}), context {} x {} sequence(s), KV {}\n", o.model,
+               cfg.n_layers, chosen.size(), plan.by_memory ? "device-local memory" : "--split ratios", shares,
+               plan.n_ctx, o.parallel, ops::kv_type_name(o.kv_type));
+    fmt::print("| device | layers | holds | weights | KV cache | scratch | device-local |\n|---|---|---|---|---|---|---|\n");
+    for (const SplitPart& p : plan.parts) {
+        std::string holds = p.layers.first == 0 ? "embedding" : "";
+        if (p.layers.end() == cfg.n_layers) holds += holds.empty() ? "output head" : ", output head";
+        fmt::print("| {} {} | {} | {} | {} | {} | {} | {} |\n", devices[p.device].index, devices[p.device].caps.name,
+                   layer_span(p.layers), holds.empty() ? "-" : holds, bytes_str(p.memory.weights),
+                   bytes_str(p.memory.kv_cache), bytes_str(p.memory.scratch), bytes_str(p.memory.available));
+    }
+    fmt::print("(a plan only: run, chat, serve and bench run a model on one device)\n");
+}
+
 }  // namespace
 
 void register_devices(CLI::App& app) {
-    auto* cmd = app.add_subcommand("devices", "List Vulkan devices and the capabilities vkllm uses");
+    auto* cmd = app.add_subcommand("devices", "List Vulkan devices and the capabilities vkllm uses; with -m, how a model "
+                                              "would be split over them");
     auto json = std::make_shared<bool>(false);
+    auto so = std::make_shared<SplitOptions>();
     cmd->add_flag("--json", *json, "Print JSON instead of a table");
-    cmd->callback([json] {
+    cmd->add_option("-m,--model", so->model, "Show how this GGUF model's layers would be split over the devices");
+    cmd->add_option("--devices", so->devices, "With -m: the devices, by index or name substring, comma-separated "
+                                             "(default: every device)");
+    cmd->add_option("--split", so->split, "With -m: layer (by each device's device-local memory, the default) or "
+                                          "layer:R0,R1,... (layers in these ratios)");
+    cmd->add_option("--ctx", so->n_ctx, "With -m: KV cache rows per sequence (default: the model's, capped by memory)");
+    cmd->add_option("--parallel", so->parallel, "With -m: sequences with a KV cache each (a server's slots)")
+        ->check(CLI::Range(1u, 256u));
+    add_kv_type_option(cmd, so->kv_type);
+    cmd->callback([json, so, cmd] {
+        for (const char* opt : {"--devices", "--split", "--ctx", "--parallel", "--kv-type"})
+            if (cmd->count(opt) > 0 && so->model.empty())
+                throw std::invalid_argument(fmt::format("{} is for a split plan: give -m MODEL", opt));
         Instance instance;
         auto devices = enumerate_devices(instance);
+        if (!so->model.empty()) {
+            if (devices.empty()) throw DeviceLimitError("no Vulkan 1.1 device found (on Debian: apt-get install mesa-vulkan-drivers)");
+            print_split(*so, devices, *json);
+            return;
+        }
         const PhysicalDeviceEntry* chosen = devices.empty() ? nullptr : &select_device(devices, {});
         if (*json) {
             nlohmann::json out = nlohmann::json::array();

@@ -111,6 +111,45 @@ TEST_CASE("cli: vkllm devices lists the device, as a table and as JSON") {
     CHECK(j.out.find("\"max_storage_buffer_range\"") != std::string::npos);
 }
 
+TEST_CASE("cli: vkllm devices -m shows how a model's layers would be split; its flags are checked") {
+    const std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    Result r = run_vkllm("devices -m " + model + " --ctx 256");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("5 layers over 1 device(s), split by device-local memory") != std::string::npos);
+    CHECK(r.out.find("| 0-4 | embedding, output head |") != std::string::npos);
+    r = run_vkllm("devices -m " + model + " --json --parallel 2 --kv-type q8_0 --ctx 128");
+    CHECK(r.status == 0);
+    CHECK(r.out.find("\"n_ctx\": 128") != std::string::npos);
+    struct Bad {
+        std::string args, says;
+    };
+    for (const Bad& b : {Bad{"devices --ctx 64", "--ctx is for a split plan: give -m MODEL"},
+                         Bad{"devices --split layer:1,1", "--split is for a split plan"},
+                         Bad{"devices -m " + model + " --split layer:1,1", "2 ratios for 1 devices"},
+                         Bad{"devices -m " + model + " --split rows", "expected layer or layer:R0,R1"},
+                         Bad{"devices -m " + model + " --split layer:1,x", "'x' is not a non-negative ratio"},
+                         Bad{"devices -m " + model + " --devices 0,0", "named twice"},
+                         Bad{"devices -m " + model + " --devices 7", "7"},
+                         Bad{"devices -m /nonexistent.gguf", "/nonexistent.gguf"}}) {
+        CAPTURE(b.args);
+        r = run_vkllm(b.args);
+        CHECK(r.status != 0);
+        CHECK(r.err.find(b.says) != std::string::npos);
+    }
+    // Two devices at once where Mesa 25's lavapipe is unpacked beside the system's
+    // (scripts/mesa25.sh install): the layers in the ratios asked, the embedding on the first part.
+    const fs::path mesa25 = fs::path(VKLLM_SOURCE_DIR) / ".cache" / "mesa25";
+    if (!fs::exists(mesa25 / "lvp_icd.json") || !fs::exists("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")) return;
+    const std::string env = "VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json:" + (mesa25 / "lvp_icd.json").string() +
+                            " LD_LIBRARY_PATH=" + (mesa25 / "lib").string();
+    r = run_vkllm("devices -m " + model + " --split layer:3,2 --ctx 256", "split2", "/dev/null", env);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("5 layers over 2 device(s), split by --split ratios (3,2)") != std::string::npos);
+    CHECK(r.out.find("| 0-2 | embedding |") != std::string::npos);
+    CHECK(r.out.find("| 3-4 | output head |") != std::string::npos);
+}
+
 TEST_CASE("cli: a missing or too old Vulkan loader is a clear error where a device is needed; other commands run") {
     // The loader is dlopen()ed at run time (volk), so LD_LIBRARY_PATH can put a broken one first:
     // text files named like the loader (libvulkan.so is volk's second try) make dlopen() fail.

@@ -6,9 +6,11 @@
 #include "support/test_context.h"
 
 #include "model/arch/tensor_schema.h"
+#include "model/forward/device_split.h"
 #include "model/forward/layer_plan.h"
 #include "model/forward/model_gpu.h"
 #include "model/gguf_writer.h"
+#include "runtime/vk_check.h"
 
 #include <set>
 
@@ -193,4 +195,80 @@ TEST_CASE("layer range: weights and KV of two halves add up to the whole; bad ra
     CHECK(last.range.count == 3);
     CHECK_THROWS_WITH_AS(plan_weights(f.file, f.cfg, 128, {3, 2}), doctest::Contains("not a range"), std::invalid_argument);
     CHECK_THROWS_AS(plan_memory(caps, f.file, f.cfg, o, {4, 0}), std::invalid_argument);
+}
+
+TEST_CASE("device split: layer counts in proportion, --split's syntax, every part's fit and one context") {
+    using V = std::vector<uint32_t>;
+    CHECK(split_layer_counts(5, std::vector<double>{3, 1}) == V{4, 1});  // 3.75 / 1.25
+    CHECK(split_layer_counts(32, std::vector<double>{1, 1, 1}) == V{11, 11, 10});  // ties: the earlier device
+    CHECK(split_layer_counts(4, std::vector<double>{1, 0, 1}) == V{2, 0, 2});
+    CHECK(split_layer_counts(2, std::vector<double>{1, 20}) == V{0, 2});
+    CHECK(split_layer_counts(7, std::vector<double>{0.5}) == V{7});
+    CHECK_THROWS_WITH_AS(split_layer_counts(4, std::vector<double>{0, 0}), doctest::Contains("all 0"), std::invalid_argument);
+    CHECK_THROWS_AS(split_layer_counts(4, std::vector<double>{1, -1}), std::invalid_argument);
+    CHECK_THROWS_AS(split_layer_counts(4, std::vector<double>{}), std::invalid_argument);
+
+    CHECK(parse_split("layer").empty());
+    CHECK(parse_split("layer:3,1") == std::vector<double>{3, 1});
+    CHECK(parse_split("layer:0.25,0.75,0") == std::vector<double>{0.25, 0.75, 0});
+    for (const char* bad : {"row", "layer:", "layer:3,", "layer:a", "layer:-1,2", "layer:1,,2", "layer:inf", "tensor:1,1"})
+        CHECK_THROWS_AS(parse_split(bad), std::invalid_argument);
+
+    ModelShape s = shape_of("llama");
+    s.n_layers = 5;
+    const File f(s);
+    DeviceCaps small = test::context().caps(), big = small;
+    auto devs = [](std::vector<DeviceCaps> caps) {  // indices 0, 1, ...
+        std::vector<SplitDevice> d;
+        for (size_t i = 0; i < caps.size(); ++i) d.push_back({uint32_t(i), caps[i]});
+        return d;
+    };
+    ModelOptions o;
+    o.n_ctx = 128;
+    small.device_local_bytes = 1ull << 30;
+    big.device_local_bytes = 3ull << 30;
+    // By memory: 1.25 and 3.75 layers.
+    const std::vector<SplitDevice> two = devs({small, big});
+    SplitPlan p = plan_split(two, f.file, f.cfg, o);
+    CHECK(p.by_memory);
+    REQUIRE(p.parts.size() == 2);
+    CHECK((p.parts[0].layers.first == 0 && p.parts[0].layers.count == 1));
+    CHECK((p.parts[1].layers.first == 1 && p.parts[1].layers.count == 4));
+    const MemoryPlan whole = plan_memory(small, f.file, f.cfg, o);
+    CHECK(p.parts[0].memory.weights + p.parts[1].memory.weights == whole.weights);
+    CHECK(p.parts[0].memory.kv_cache + p.parts[1].memory.kv_cache == whole.kv_cache);
+    CHECK(p.n_ctx == 128);
+    // By ratios; a device given no layer has no part.
+    p = plan_split(devs({small, big, big}), f.file, f.cfg, o, std::vector<double>{1, 0, 1});
+    REQUIRE(p.parts.size() == 2);
+    CHECK(p.parts[0].device == 0);
+    CHECK(p.parts[1].device == 2);
+    CHECK(p.parts[1].layers.end() == 5);
+    CHECK_THROWS_WITH_AS(plan_split(two, f.file, f.cfg, o, std::vector<double>{1}), doctest::Contains("1 ratios for 2 devices"),
+                         std::invalid_argument);
+    // Without --ctx: the largest context every part holds, the same on each.
+    ModelOptions any = o;
+    any.n_ctx = 0;
+    DeviceCaps tight = small;
+    const MemoryPlan head = plan_memory(small, f.file, f.cfg, o, {0, 3});  // 128 rows
+    tight.device_local_bytes = (head.weights + head.scratch + head.kv_cache / 2) / 9 * 10 + 64;  // 64 rows (10% kept)
+    p = plan_split(devs({tight, big}), f.file, f.cfg, any, std::vector<double>{3, 2});
+    REQUIRE(p.parts.size() == 2);
+    CHECK(p.n_ctx >= 32);
+    CHECK(p.n_ctx <= 64);
+    CHECK(plan_memory(big, f.file, f.cfg, any, {3, 2}).n_ctx > 64);
+    CHECK(p.parts[0].memory.n_ctx == p.n_ctx);
+    CHECK(p.parts[1].memory.n_ctx == p.n_ctx);
+    // A part that cannot fit is named with its device, its layers and its sizes.
+    DeviceCaps tiny = small;
+    tiny.device_local_bytes = 64ull << 10;
+    CHECK_THROWS_WITH_AS(plan_split(devs({big, tiny}), f.file, f.cfg, o, std::vector<double>{1, 1}),
+                         doctest::Contains("device 1"), DeviceLimitError);
+    CHECK_THROWS_WITH_AS(plan_split(devs({big, tiny}), f.file, f.cfg, o, std::vector<double>{1, 1}),
+                         doctest::Contains("layers 3-4"), DeviceLimitError);
+    // Encoders are not split.
+    ModelShape e;
+    e.arch = "bert";
+    const File enc(e);
+    CHECK_THROWS_WITH_AS(plan_split(two, enc.file, enc.cfg, o), doctest::Contains("only decoder-only models"), ModelConfigError);
 }
