@@ -4,6 +4,7 @@
 // time per op type.
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "model/arch/tensor_schema.h"
 #include "model/grammar/json_schema.h"
 #include "runtime/probes.h"
 #include "serving/engine/generate.h"
@@ -100,8 +101,9 @@ std::map<const GgufTensorInfo*, double> active_share(const LoadedModel& m) {
     if (c.n_expert == 0) return share;
     const WeightLayout& layout = m.model->weight_layout();
     for (const LayerPlaces& L : layout.layers)
-        for (Role r : {Role::WGateExps, Role::WUpExps, Role::WDownExps}) {
-            const TensorPlace& p = L[r];
+        for (const TensorSpec& spec : layer_schema(*c.arch)) {
+            if (spec.ne[2] != Dim::Experts) continue;  // the expert stacks
+            const TensorPlace& p = L[spec.role];
             if (!p.present()) continue;
             const double k = double(c.n_expert_used) / double(c.n_expert);
             if (p.source) share[p.source] = k;

@@ -1,5 +1,6 @@
 #include "model/forward/model_gpu.h"
 
+#include "model/arch/tensor_schema.h"
 #include "model/forward/position_bias.h"
 
 #include "runtime/ops/attention.h"
@@ -132,15 +133,17 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     p.available = caps.device_local_bytes;
     const WeightLayout layout = plan_weights(file, cfg, cfg.n_ctx_train, layers);  // rope factors: one size for any n_ctx
     p.weights = layout.bytes;
-    // Expert stacks are bound a whole expert at a time (latent attention's per-head matrices too).
-    for (uint32_t l = layers.first; l < layers.end(); ++l)
-        for (const auto& [role, count] : {std::pair{Role::WGateExps, cfg.n_expert}, std::pair{Role::WUpExps, cfg.n_expert},
-                                         std::pair{Role::WDownExps, cfg.n_expert}, std::pair{Role::WkB, cfg.n_heads},
-                                         std::pair{Role::WvB, cfg.n_heads}}) {
-            const TensorPlace& t = layout.layers[l][role];
-            if (t.present() && count > 0)  // named by its buffer: the file's tensor, or what it was derived from
-                ops::check_expert_binding(caps, layout.buffers[t.buffer].label, t.type, t.rows / count, t.row_elems);
+    // Stacked tensors (the schema's ne2: expert stacks, latent attention's per-head matrices) are
+    // bound a whole slice at a time.
+    const SchemaDims dims = schema_dims(cfg);
+    for (const TensorSpec& spec : layer_schema(*cfg.arch)) {
+        const uint64_t count = spec.ne[2] == Dim::One ? 0 : dims.get(spec.ne[2]);
+        for (uint32_t l = layers.first; count > 0 && l < layers.end(); ++l) {
+            const TensorPlace& t = layout.layers[l][spec.role];
+            if (t.present())  // named by its buffer: the file's tensor, or what it was derived from
+                ops::check_expert_binding(caps, layout.buffers[t.buffer].label, t.type, uint32_t(t.rows / count), t.row_elems);
         }
+    }
     if (opts.all_logits) {
         // One ubatch of logits stays within one binding: linear() could split a larger output, but
         // a ubatch that large gains nothing over a smaller one, so name the largest that fits.
