@@ -44,9 +44,10 @@ struct IdPush {
 uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_storage_buffer_offset_alignment, 16); }
 // Uniform X windows meet both offset alignments, and fit the 64 KiB matvec_input.glsl declares.
 uint64_t uniform_align(const DeviceCaps& c) { return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment); }
-bool uniform_x_fits(const DeviceCaps& c, uint32_t rows, uint32_t k) {
-    const uint64_t limit = std::min<uint64_t>(c.max_uniform_buffer_range, 65536);
-    return uint64_t(rows) * k * 4 + uniform_align(c) + 16 <= limit;
+// The rows of k floats one uniform X binding holds (0: not even one).
+uint64_t uniform_x_rows(const DeviceCaps& c, uint32_t k) {
+    const uint64_t limit = std::min<uint64_t>(c.max_uniform_buffer_range, 65536), slack = uniform_align(c) + 16;
+    return limit > slack ? (limit - slack) / (uint64_t(k) * 4) : 0;
 }
 
 void check_fits(const DeviceCaps& c, const char* op, const char* what, uint64_t bytes) {
@@ -171,9 +172,9 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
     // the decode speed of a Mixtral-shaped expert matvec, docs/performance.md). Where all the rows do
     // not fit one binding (Mixtral's down projection: 2 slots x 14336 floats), a dispatch takes as
     // many as fit rather than every row falling back to storage loads.
-    if (caps.cpu_tuning && uniform_x_fits(caps, 1, k)) {
+    if (const uint64_t fit = uniform_x_rows(caps, k); caps.cpu_tuning && fit > 0) {
         p.uniform_x = true;
-        while (!uniform_x_fits(caps, p.x_rows_per_dispatch, k)) p.x_rows_per_dispatch = (p.x_rows_per_dispatch + 1) / 2;
+        p.x_rows_per_dispatch = uint32_t(std::min<uint64_t>(x_rows, fit));
     }
     p.wide_loads = p.subgroup && caps.cpu_tuning && caps.int64 && p.uniform_x &&
                    (wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0);
@@ -216,14 +217,14 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     const uint64_t align = binding_align(c), x_align = plan.uniform_x ? uniform_align(c) : align;
     const detail::ByteWindow bias_w = bias ? detail::byte_window(*bias, 0, b_bytes, align) : detail::ByteWindow{};
     const Pipeline& p = ctx.pipeline(plan.pipeline());
-    const uint64_t row_floats = uint64_t(k) * 4;
+    const uint64_t x_row_bytes = uint64_t(k) * 4;
     // Each group of X rows (with its slots, ids and Y rows) is a dispatch per window of experts.
     for (uint32_t r0 = 0; r0 < plan.x_rows; r0 += plan.x_rows_per_dispatch) {
         const uint32_t rows = std::min(plan.x_rows_per_dispatch, plan.x_rows - r0);
         const uint64_t s0 = uint64_t(r0) * x_div, ns = uint64_t(rows) * x_div;
-        const detail::ByteWindow xw = detail::byte_window(x, r0 * row_floats, (r0 + rows) * row_floats, x_align, 16);
+        const detail::ByteWindow xw = detail::byte_window(x, r0 * x_row_bytes, (r0 + rows) * x_row_bytes, x_align, 16);
         const detail::ByteWindow gw =
-            glu ? detail::byte_window(input.up, r0 * row_floats, (r0 + rows) * row_floats, x_align, 16) : xw;
+            glu ? detail::byte_window(input.up, r0 * x_row_bytes, (r0 + rows) * x_row_bytes, x_align, 16) : xw;
         const detail::ByteWindow yw = detail::byte_window(y, s0 * n * 4, (s0 + ns) * n * 4, align);
         const detail::ByteWindow iw = detail::byte_window(ids, s0 * 4, (s0 + ns) * 4, align);
         const detail::ByteWindow bw = bias ? bias_w : yw;  // unread without biases
