@@ -132,17 +132,12 @@ std::vector<const PhysicalDeviceEntry*> chosen_devices(const std::vector<Physica
         for (const PhysicalDeviceEntry& d : all) out.push_back(&d);
         return out;
     }
-    size_t pos = 0;
-    while (true) {
-        const size_t comma = list.find(',', pos);
-        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    for (const std::string& item : comma_items(list)) {
         if (item.empty()) throw std::invalid_argument(fmt::format("--devices '{}': an empty entry", list));
         const PhysicalDeviceEntry* d = &select_device(all, DeviceSelector::parse(item));
         if (std::find(out.begin(), out.end(), d) != out.end())
             throw std::invalid_argument(fmt::format("--devices '{}': device {} is named twice", list, d->index));
         out.push_back(d);
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
     }
     return out;
 }

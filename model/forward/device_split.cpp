@@ -106,20 +106,24 @@ std::vector<double> parse_split(const std::string& spec) {
                                                 "split over devices)", spec));
     std::vector<double> ratios;
     if (spec.size() == mode.size()) return ratios;
-    const std::string list = spec.substr(mode.size() + 1);
-    size_t pos = 0;
-    while (true) {
-        const size_t comma = list.find(',', pos);
-        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    for (const std::string& item : comma_items(spec.substr(mode.size() + 1))) {
         double v = 0;
         const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
         if (item.empty() || ec != std::errc() || end != item.data() + item.size() || !std::isfinite(v) || v < 0)
             throw std::invalid_argument(fmt::format("--split '{}': '{}' is not a non-negative ratio", spec, item));
         ratios.push_back(v);
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
     }
     return ratios;
+}
+
+std::vector<std::string> comma_items(const std::string& list) {
+    std::vector<std::string> items;
+    for (size_t pos = 0;;) {
+        const size_t comma = list.find(',', pos);
+        items.push_back(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+        if (comma == std::string::npos) return items;
+        pos = comma + 1;
+    }
 }
 
 }  // namespace vkllm

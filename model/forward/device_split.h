@@ -47,6 +47,9 @@ SplitPlan plan_split(std::span<const SplitDevice> devices, const GgufFile& file,
 // "3" or "0-2": a range's layers as the split plan prints them.
 std::string layer_span(const LayerRange& r);
 
+// The comma-separated items of --split's ratios and --devices, empty ones kept (for the caller to refuse).
+std::vector<std::string> comma_items(const std::string& list);
+
 // Parses --split's value: "layer" (by device memory) or "layer:R0,R1,..." (non-negative ratios).
 // Returns the ratios (empty for "layer"); std::invalid_argument naming the problem otherwise.
 std::vector<double> parse_split(const std::string& spec);
