@@ -14,9 +14,9 @@
 #   4. every test again built with ASan + UBSan (gcc, -Og: a third of -O2's build time), on every
 #      device variant, without the slow-driver list of cases: leaks, memory errors and UB fail it
 #   5. the libFuzzer targets (clang-14), VKLLM_FUZZ_SECONDS each (default 60): scripts/fuzz.sh
-#   6. aarch64: cross-build, then the kernel, runtime and C API tests (stage 3's selection less a few
-#      sweeps that stages 1-3 run) and the golden story under qemu-user on arm64 lavapipe:
-#      scripts/arm64.sh (it installs the cross toolchain and arm64 packages)
+#   6. aarch64: cross-build, then the kernels' basic cases, the runtime and C API tests and the
+#      golden story under qemu-user on arm64 lavapipe: scripts/arm64.sh (it installs the cross
+#      toolchain and arm64 packages)
 # Set VKLLM_TEST_BUILD to reuse a build directory (stages 4, 5 and 6 use it with -asan / -fuzz / -arm64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
