@@ -54,6 +54,8 @@ async function startReplica(args = [], { readyTimeoutMs = 60000, modelPath = mod
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  // 'close' comes after 'exit' once stdout and stderr are drained: the last lines are read by then.
+  const drained = new Promise((resolve) => child.on('close', resolve));
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`vkllm serve printed no address in time; stderr:\n${stderr}`)), readyTimeoutMs);
     child.stdout.on('data', (d) => {
@@ -82,6 +84,7 @@ async function startReplica(args = [], { readyTimeoutMs = 60000, modelPath = mod
       const t0 = Date.now();
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       const { code, signal: sig } = await exited;
+      await drained;
       // The server runs with --validate: any Vulkan validation error is a failure of the test.
       const validationErrors = stderr.match(/\[validation error\][^\n]*/g) ?? [];
       // graceful: the server ended every stream and joined every connection itself (its own 4 s
