@@ -7,16 +7,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <numeric>
 #include <stdexcept>
 
 namespace vkllm {
-
-namespace {
-
-std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
-
-}  // namespace
 
 std::string layer_span(const LayerRange& r) {
     return r.count == 1 ? fmt::format("{}", r.first) : fmt::format("{}-{}", r.first, r.end() - 1);
@@ -77,7 +70,7 @@ SplitPlan plan_split(std::span<const SplitDevice> devices, const GgufFile& file,
             } catch (const DeviceLimitError& e) {
                 const DeviceCaps& c = devices[d].caps;
                 misfits.push_back(fmt::format("device {} ({}, {} device-local), layers {}: {}", devices[d].index, c.name,
-                                              mib(c.device_local_bytes), layer_span(part.layers), e.what()));
+                                              format_mib(c.device_local_bytes), layer_span(part.layers), e.what()));
             }
             parts.push_back(part);
         }

@@ -23,9 +23,9 @@
 
 namespace vkllm {
 
-namespace {
+std::string format_mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
 
-std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
+namespace {
 
 uint64_t kv_row_bytes(const ModelConfig& cfg, ops::KvType t) { return ops::kv_row_bytes(t, cfg.kv_dim()); }
 
@@ -179,14 +179,14 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     if (fixed > budget)
         throw DeviceLimitError(fmt::format(
             "model does not fit on the device: weights {} + scratch {} = {}, but only {} of device memory is usable "
-            "(of {})", mib(p.weights), mib(p.scratch), mib(fixed), mib(budget), mib(p.available)));
+            "(of {})", format_mib(p.weights), format_mib(p.scratch), format_mib(fixed), format_mib(budget), format_mib(p.available)));
     uint64_t max_ctx_memory = budget - fixed > ring_bytes ? (budget - fixed - ring_bytes) / per_token : 0;
     const uint32_t train_ctx = cfg.n_ctx_train ? cfg.n_ctx_train : 2048;
     if (opts.n_ctx == 0) {
         p.n_ctx = uint32_t(std::min<uint64_t>({train_ctx, max_ctx_memory, max_ctx_binding}));
         if (p.n_ctx < 16)
             throw DeviceLimitError(fmt::format("model leaves room for only {} tokens of KV cache ({} per token); the "
-                                               "device has {}", p.n_ctx, mib(per_token), mib(p.available)));
+                                               "device has {}", p.n_ctx, format_mib(per_token), format_mib(p.available)));
     } else {
         p.n_ctx = opts.n_ctx;
         if (cfg.arch->positions == PositionKind::Learned && p.n_ctx > cfg.n_ctx_train)
@@ -195,9 +195,9 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         if (p.n_ctx > max_ctx_memory)
             throw DeviceLimitError(fmt::format(
                 "--ctx {} needs {} of KV cache{}, but after weights ({}) and scratch ({}) only {} is usable: at most "
-                "--ctx {}", p.n_ctx, mib(kv_cache_bytes(cfg, opts, p.n_ctx, layers)),
-                opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(), mib(p.weights),
-                mib(p.scratch), mib(budget - fixed), max_ctx_memory));
+                "--ctx {}", p.n_ctx, format_mib(kv_cache_bytes(cfg, opts, p.n_ctx, layers)),
+                opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(), format_mib(p.weights),
+                format_mib(p.scratch), format_mib(budget - fixed), max_ctx_memory));
         if (p.n_ctx > max_ctx_binding)
             throw DeviceLimitError(fmt::format("--ctx {}: one layer's KV cache would be {} bytes, more than this "
                                                "device's maxStorageBufferRange ({}); at most --ctx {}",

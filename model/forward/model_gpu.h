@@ -59,6 +59,9 @@ struct MemoryPlan {
     uint64_t total() const { return weights + kv_cache + scratch; }
 };
 
+// "12.3 MiB": sizes as plan_memory's errors (and the split plan's) name them.
+std::string format_mib(uint64_t bytes);
+
 // Resolves the default context and checks the fit; throws DeviceLimitError naming every size when
 // the model cannot fit, or when a requested --ctx cannot, or when one ubatch's logits (all_logits)
 // would exceed maxStorageBufferRange.
