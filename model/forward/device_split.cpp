@@ -41,9 +41,7 @@ std::vector<uint32_t> split_layer_counts(uint32_t n_layers, std::span<const doub
 SplitPlan plan_split(std::span<const SplitDevice> devices, const GgufFile& file, const ModelConfig& cfg,
                      const ModelOptions& opts, std::span<const double> ratios) {
     if (devices.empty()) throw std::invalid_argument("a split needs at least one device");
-    if (!cfg.arch->lm_head || !cfg.arch->encoder_arch.empty())
-        throw ModelConfigError(fmt::format("a {} model is not split over devices: only decoder-only models are",
-                                           cfg.arch->name));
+    check_splittable(cfg, 2);
     SplitPlan plan;
     if (ratios.empty()) {
         plan.by_memory = true;

@@ -2,8 +2,7 @@
 // How a model's layers would be split over several devices: contiguous layer ranges, the token
 // embedding with the first range and the output head with the last (LayerRange), each range's
 // weights and KV cache checked against its device's memory by plan_memory. `vkllm devices -m`
-// prints the plan; running a split model (activations handed from one device to the next once per
-// step) is not implemented yet, so run, chat, serve and bench take one device.
+// prints the plan; load_model runs it (ModelGpu's stages, one per part).
 #include "model/forward/model_gpu.h"
 
 #include <span>

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -218,18 +219,75 @@ struct ModelGpu::Recording {
     uint64_t last_used = 0;
 };
 
+void check_splittable(const ModelConfig& cfg, size_t n_devices) {
+    if (n_devices > 1 && (!cfg.arch->lm_head || !cfg.arch->encoder_arch.empty() || cfg.arch->cross_attention))
+        throw ModelConfigError(fmt::format("a {} model is not split over devices: only decoder-only models are",
+                                           cfg.arch->name));
+}
+
+// Upload progress over every stage's weights: stage i reports from the bytes of the stages before it.
+struct ModelGpu::StageTag {
+    uint64_t before = 0, total = 0;  // total 0: one device, progress reported as is
+};
+
+namespace {
+
+// The options every stage of a split gets: checked stages, and one context for all of them.
+ModelOptions stage_options(std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg,
+                           const ModelOptions& opts) {
+    if (stages.empty()) throw std::invalid_argument("a model needs at least one device");
+    uint32_t next = 0;
+    for (size_t i = 0; i < stages.size(); ++i) {
+        if (!stages[i].ctx) throw std::invalid_argument(fmt::format("stage {} has no device context", i));
+        const LayerRange r = stages[i].layers.resolved(cfg);
+        if (r.first != next || r.count == 0)
+            throw std::invalid_argument(fmt::format("stage {} holds layers from {} ({} of them), but the next layer to "
+                                                    "place is {}: stages hold contiguous, non-empty layer ranges",
+                                                    i, r.first, r.count, next));
+        next = r.end();
+    }
+    if (next != cfg.n_layers)
+        throw std::invalid_argument(fmt::format("the stages hold layers 0-{} of the model's {}", next - 1, cfg.n_layers));
+    check_splittable(cfg, stages.size());
+    if (stages.size() == 1 || opts.n_ctx != 0) return opts;
+    ModelOptions o = opts;
+    o.n_ctx = UINT32_MAX;
+    for (const ModelStage& st : stages)
+        o.n_ctx = std::min(o.n_ctx, plan_memory(st.ctx->caps(), file, cfg, opts, st.layers.resolved(cfg)).n_ctx);
+    return o;
+}
+
+UploadProgress stage_progress(const UploadProgress& progress, uint64_t before, uint64_t total) {
+    if (!progress || total == 0) return progress;
+    return [progress, before, total](uint64_t done, uint64_t) { progress(before + done, total); };
+}
+
+}  // namespace
+
 ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
                    const UploadProgress& progress)
-    : ctx_(ctx), file_(file), cfg_(cfg), opts_(opts) {
+    : ModelGpu(std::array{ModelStage{&ctx, {}}}, file, cfg, opts, progress) {}
+
+ModelGpu::ModelGpu(std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg,
+                   const ModelOptions& opts, const UploadProgress& progress)
+    : ModelGpu(StageTag{}, stages, file, cfg, stage_options(stages, file, cfg, opts), progress) {}
+
+ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg,
+                   const ModelOptions& opts, const UploadProgress& progress)
+    : ctx_(*stages.front().ctx), file_(file), cfg_(cfg), opts_(opts), range_(stages.front().layers.resolved(cfg)) {
     if (opts_.ubatch == 0) throw std::invalid_argument("ubatch must be > 0");
     if (opts_.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
     if (cfg.arch->cross_attention && opts_.n_seq != 1)
         throw std::invalid_argument("an encoder-decoder model runs one sequence (n_seq 1)");
+    Context& ctx = ctx_;
     n_past_.assign(opts_.n_seq, 0);
-    plan_ = plan_memory(ctx.caps(), file, cfg, opts_);
-    layout_ = plan_weights(file, cfg, plan_.n_ctx);
+    plan_ = plan_memory(ctx.caps(), file, cfg, opts_, range_);
+    layout_ = plan_weights(file, cfg, plan_.n_ctx, range_);
     // token_embd fits one binding: its rows are looked up on the device.
     gpu_embed_ = layout_.token_embd.bytes() <= ctx.caps().max_storage_buffer_range;
+    // A split reports its upload over every stage's weights.
+    if (stages.size() > 1 && tag.total == 0)
+        for (const ModelStage& st : stages) tag.total += plan_weights(file, cfg, plan_.n_ctx, st.layers.resolved(cfg)).bytes;
     // Compile while the weights upload: start-up is dominated by one or the other.
     std::exception_ptr compile_error;
     std::thread compiler([&] {
@@ -241,7 +299,7 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
         }
     });
     try {
-        w_ = ModelWeights::upload(ctx, file, layout_, progress);
+        w_ = ModelWeights::upload(ctx, file, layout_, stage_progress(progress, tag.before, tag.total));
     } catch (...) {
         compiler.join();
         throw;
@@ -251,8 +309,8 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
 
     const uint32_t U = scratch_rows(opts_), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = dense_ffn_dim(cfg);
     const uint64_t kv_row = kv_row_bytes(cfg, opts_.kv_type);
-    layers_.resize(cfg.n_layers);
-    for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+    layers_.resize(cfg.n_layers);  // indexed by layer; only this stage's are filled
+    for (uint32_t l = range_.first; l < range_.end(); ++l) {
         layers_[l].w = w_.layers[l];
         layers_[l].kv_rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch);
         if (cfg.n_rel_buckets == 0 || (l > 0 && !has_own_position_bias(file, cfg, l))) {
@@ -265,7 +323,7 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
         layers_[l].pos_bias = int32_t(pos_bias_.size() - 1);
     }
     for (uint32_t q = 0; q < opts_.n_seq; ++q)
-        for (uint32_t l = 0; l < cfg.n_layers; ++l) {
+        for (uint32_t l = range_.first; l < range_.end(); ++l) {
             LayerState& L = layers_[l];
             const std::string sfx = opts_.n_seq > 1 ? fmt::format("{}.{}", q, l) : fmt::format("{}", l);
             L.k_cache.push_back(ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "k_cache." + sfx));
@@ -314,10 +372,17 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
     qkv_ = dev(uint64_t(qd) + 2ull * kv, "qkv");
     gate_up_ = dev(std::max(2ull * ffn, 1ull), "gate_up");
     xq_ = ctx.create_buffer(q8_scratch_bytes(cfg, opts_), MemoryUsage::Device, "xq");
-    logits_ = ctx.create_buffer(uint64_t(opts_.n_seq) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");
-    // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
-    if (opts_.all_logits) all_logits_ = ctx.create_buffer(plan_.all_logits, MemoryUsage::Readback, "all_logits");
-    argmax_ = ctx.create_buffer(4ull * opts_.n_seq, MemoryUsage::Readback, "argmax");
+    const bool first = range_.first == 0, last = range_.end() == cfg.n_layers;
+    if (last) {
+        logits_ = ctx.create_buffer(uint64_t(opts_.n_seq) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");
+        // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
+        if (opts_.all_logits) all_logits_ = ctx.create_buffer(plan_.all_logits, MemoryUsage::Readback, "all_logits");
+        argmax_ = ctx.create_buffer(4ull * opts_.n_seq, MemoryUsage::Readback, "argmax");
+    }
+    // A split's hand-off: this stage's last stream copies the step's rows of x into send_, the host
+    // copies them into the next stage's recv_, whose first stream copies them into its x.
+    if (!last) send_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Readback, "x_send");
+    if (!first) recv_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "x_recv");
     positions_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
     rel_pos_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "input_positions");
     segs_ = ctx.create_buffer(uint64_t(U) * 8, MemoryUsage::Upload, "segments");
@@ -335,8 +400,10 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
         for (uint32_t i = 0; i < plan_.n_ctx; ++i) rows[i] = int32_t(i);
     }
     ids_ = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
-    if (!gpu_embed_) embed_in_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
+    if (!gpu_embed_ && first) embed_in_ = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
     attn_scratch_ = ctx.create_buffer(std::max<uint64_t>(plan_.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
+    if (stages.size() > 1)
+        next_.reset(new ModelGpu(StageTag{tag.before + layout_.bytes, tag.total}, stages.subspan(1), file, cfg, opts_, progress));
 }
 
 ModelGpu::~ModelGpu() = default;
@@ -358,10 +425,11 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
         if (m <= opts_.ubatch) shapes.push_back({m, false});  // a chunk is never longer than ubatch
         shapes.push_back({m, true});
     }
+    const bool head = cfg_.arch->lm_head && range_.end() == cfg_.n_layers;
     for (const StepShape& shape : shapes) {
-        for (uint32_t l = 0; l < cfg_.n_layers; ++l)
+        for (uint32_t l = range_.first; l < range_.end(); ++l)
             add(plan_layer(caps, cfg_, layout_.layers[l], l, shape, kv_geometry()).pipelines(ctx_));
-        if (cfg_.arch->lm_head) add(plan_head(caps, cfg_, layout_, shape, opts_.all_logits).out.pipelines());
+        if (head) add(plan_head(caps, cfg_, layout_, shape, opts_.all_logits).out.pipelines());
     }
     // An encoder-decoder's cross K/V projections run once per encoder output, in chunks of the
     // scratch's rows (a short prompt, or the last chunk: fewer; up to 8 rows take their own forms).
@@ -374,22 +442,24 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
                 add(kp.k.kernel.pipelines());
                 add(kp.v.kernel.pipelines());
             }
-    if (gpu_embed_) add(ops::get_rows_pipelines(ctx_, layout_.token_embd.type));
+    if (gpu_embed_ && range_.first == 0) add(ops::get_rows_pipelines(ctx_, layout_.token_embd.type));
     if (layout_.position_embd.present()) add(ops::get_rows_pipelines(ctx_, layout_.position_embd.type));
     add(ops::small_op_pipelines(ctx_, opts_.kv_type));
     return out;
 }
 
 bool ModelGpu::int_dot_matvecs() const {
+    if (next_ && next_->int_dot_matvecs()) return true;
     const StepShape lone{1, false};
-    for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
+    for (uint32_t l = range_.first; l < range_.end(); ++l) {
         const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, lone, kv_geometry());
         for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.attn.q_a, &p.attn.q_b,
                                     &p.attn.kv_a, &p.cross.q, &p.cross.o, &p.ffn.gate_up, &p.ffn.gate, &p.ffn.up,
                                     &p.ffn.down})
             if (s->runs() && s->kernel.int_dot()) return true;
     }
-    return cfg_.arch->lm_head && plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
+    return cfg_.arch->lm_head && range_.end() == cfg_.n_layers &&
+           plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
 }
 
 KvGeometry ModelGpu::kv_geometry() const { return {plan_.n_ctx, opts_.ubatch, opts_.kv_type}; }
@@ -894,9 +964,14 @@ ModelGpu::Recording& ModelGpu::recording(const BatchShape& b) {
         rec->streams.push_back(std::move(s));
         ++stats_.recordings;
     };
-    add([&](CommandStream& s) { record_embed(s, b.n); });
-    for (uint32_t l = 0; l < cfg_.n_layers; ++l) add([&](CommandStream& s) { record_layer(s, l, b); });
-    if (cfg_.arch->lm_head) add([&](CommandStream& s) { record_head(s, b); });
+    // Streams: the embedding (or a split's hand-off in), every layer of the stage, the head (or the
+    // hand-off out): submit() counts on the layers being streams 1..count.
+    const uint64_t rows = 4ull * cfg_.dim * b.n;
+    if (range_.first == 0) add([&](CommandStream& s) { record_embed(s, b.n); });
+    else add([&](CommandStream& s) { s.copy(recv_.slice(0, rows), x_.slice(0, rows)); });
+    for (uint32_t l = range_.first; l < range_.end(); ++l) add([&](CommandStream& s) { record_layer(s, l, b); });
+    if (next_) add([&](CommandStream& s) { s.copy(x_.slice(0, rows), send_.slice(0, rows)); });
+    else if (cfg_.arch->lm_head) add([&](CommandStream& s) { record_head(s, b); });
     return *recordings_.emplace(b, std::move(rec)).first->second;
 }
 
@@ -961,7 +1036,7 @@ void ModelGpu::check_tokens(std::span<const int32_t> tokens) const {
 void ModelGpu::submit(Recording& rec, const LayerProbe& probe, uint32_t n) {
     // The ids are in ids_; where the embedding table is too big to bind, its rows are dequantized
     // straight from the mapped file into the upload buffer instead.
-    if (!gpu_embed_) {
+    if (!gpu_embed_ && range_.first == 0) {
         const GgufTensorInfo& info = *layout_.token_embd.source;
         auto data = file_.tensor_data(info);
         const size_t rb = row_bytes(info.type, cfg_.dim);
@@ -980,10 +1055,27 @@ void ModelGpu::submit(Recording& rec, const LayerProbe& probe, uint32_t n) {
         for (size_t i = 0; i < rec.streams.size(); ++i) {
             rec.streams[i]->submit_and_wait();
             ++stats_.submits;
-            if (i >= 1 && i <= cfg_.n_layers) probe(uint32_t(i - 1), read_layer_tensors(uint32_t(i - 1), n));
+            if (i >= 1 && i <= range_.count) {
+                const uint32_t layer = range_.first + uint32_t(i - 1);
+                probe(layer, read_layer_tensors(layer, n));
+            }
         }
     }
     stats_.tokens += n;
+}
+
+void ModelGpu::run(const BatchShape& b, const LayerProbe& probe) {
+    submit(recording(b), probe, b.n);
+    if (!next_) return;
+    // The next stage reads the step's positions (and ids) as this one did, and its x from recv_.
+    ModelGpu& nx = *next_;
+    auto pass = [](const Buffer& from, const Buffer& to, size_t bytes) { std::memcpy(to.mapped(), from.mapped(), bytes); };
+    pass(positions_, nx.positions_, 4ull * b.n);
+    pass(rel_pos_, nx.rel_pos_, 4ull * b.n);
+    pass(segs_, nx.segs_, 8ull * b.n);
+    pass(ids_, nx.ids_, 4ull * b.n);
+    pass(send_, nx.recv_, 4ull * cfg_.dim * b.n);
+    nx.run(b, probe);
 }
 
 void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const LayerProbe& probe,
@@ -1012,17 +1104,18 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
             segs[2 * i] = 0;  // bidirectional: one input, all of the call
             segs[2 * i + 1] = int32_t(n_past_[seq] + n);
         }
-        submit(recording(BatchShape{n, {seq}}), probe, n);
+        run(BatchShape{n, {seq}}, probe);
         last_rows_ = 1;
         last_chunk_ = n;
         n_past_[seq] += n;
         if (sink) {
             const size_t floats = size_t(n) * cfg_.n_vocab;
-            if (all_logits_.mapped()) {
-                sink(uint32_t(done), {static_cast<const float*>(all_logits_.mapped()), floats});
+            const ModelGpu& head = tail();
+            if (head.all_logits_.mapped()) {
+                sink(uint32_t(done), {static_cast<const float*>(head.all_logits_.mapped()), floats});
             } else {
                 std::vector<float> rows(floats);
-                ctx_.download(all_logits_, rows.data(), floats * 4);
+                head.ctx_.download(head.all_logits_, rows.data(), floats * 4);
                 sink(uint32_t(done), rows);
             }
         }
@@ -1058,7 +1151,7 @@ void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
             ids[at] = in[i];
         }
     }
-    submit(recording(BatchShape{n, {0}}), {}, n);
+    run(BatchShape{n, {0}}, {});
     last_rows_ = 1;
     last_chunk_ = n;
     n_past_[0] = n;
@@ -1090,7 +1183,7 @@ bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
     // A ring of R rows holds position p until position p + R is stored. The next token (at n)
     // needs positions from n - window + 1 on, so the oldest of them must not have been overwritten.
     for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
-        const uint32_t rows = layers_[l].kv_rows;
+        const uint32_t rows = kv_cache_rows(cfg_, l, plan_.n_ctx, opts_.ubatch);
         if (rows >= plan_.n_ctx) continue;
         const uint32_t oldest = n + 1 > cfg_.window ? n + 1 - cfg_.window : 0;
         if (uint64_t(oldest) + rows < old) return false;
@@ -1130,7 +1223,7 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
         segs[2 * i + 1] = pos[i] + 1;
         ids[i] = t.token;
     }
-    submit(recording(shape), {}, shape.n);
+    run(shape, {});
     last_rows_ = shape.n;
     for (const SeqToken& t : batch) ++n_past_[t.seq];
 }
@@ -1139,7 +1232,8 @@ void ModelGpu::read_logits(uint32_t rows, float* dst) const {
     require_head("read_logits");
     if (rows == 0 || rows > last_rows_)
         throw std::out_of_range(fmt::format("read_logits: {} rows, the last evaluation made {}", rows, last_rows_));
-    ctx_.download(logits_.slice(0, 4ull * rows * cfg_.n_vocab), dst, 4ull * rows * cfg_.n_vocab);
+    const ModelGpu& head = tail();
+    head.ctx_.download(head.logits_.slice(0, 4ull * rows * cfg_.n_vocab), dst, 4ull * rows * cfg_.n_vocab);
 }
 
 std::string non_finite_message(float value, int64_t token, uint32_t position) {
@@ -1152,17 +1246,18 @@ std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
     require_head("argmax_rows");
     if (rows == 0 || rows > last_rows_)
         throw std::out_of_range(fmt::format("argmax_rows: {} rows, the last evaluation made {}", rows, last_rows_));
+    const ModelGpu& head = tail();
     std::vector<uint32_t> ids(rows);
-    std::memcpy(ids.data(), argmax_.mapped(), 4ull * rows);
+    std::memcpy(ids.data(), head.argmax_.mapped(), 4ull * rows);
     std::vector<int32_t> out(rows);
     for (uint32_t r = 0; r < rows; ++r) {
         // The device argmax skips NaN and answers 0 for an all-NaN row: the winning logit itself tells.
         float best = 0;
         if (ids[r] < cfg_.n_vocab) {
-            if (logits_.mapped())
-                std::memcpy(&best, static_cast<const uint8_t*>(logits_.mapped()) + 4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4);
+            if (head.logits_.mapped())
+                std::memcpy(&best, static_cast<const uint8_t*>(head.logits_.mapped()) + 4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4);
             else
-                ctx_.download(logits_.slice(4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4), &best, 4);
+                head.ctx_.download(head.logits_.slice(4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4), &best, 4);
         }
         out[r] = ids[r] < cfg_.n_vocab && std::isfinite(best) ? int32_t(ids[r]) : -1;
     }
@@ -1174,6 +1269,7 @@ void ModelGpu::set_profiling(bool on) {
     profiling_ = on;
     recordings_.clear();
     last_recording_ = nullptr;
+    if (next_) next_->set_profiling(on);
 }
 
 std::vector<DispatchTiming> ModelGpu::last_timings() const {
@@ -1183,21 +1279,41 @@ std::vector<DispatchTiming> ModelGpu::last_timings() const {
         auto t = s->timings();
         out.insert(out.end(), t.begin(), t.end());
     }
+    if (next_) {
+        auto t = next_->last_timings();
+        out.insert(out.end(), t.begin(), t.end());
+    }
+    return out;
+}
+
+ForwardStats ModelGpu::stats() const {
+    ForwardStats s = stats_;
+    for (const ModelGpu* st = next_.get(); st; st = st->next_.get()) {
+        s.recordings += st->stats_.recordings;
+        s.submits += st->stats_.submits;
+    }
+    return s;
+}
+
+std::vector<ModelGpu::StageInfo> ModelGpu::stages() const {
+    std::vector<StageInfo> out;
+    for (const ModelGpu* st = this; st; st = st->next_.get()) out.push_back({&st->ctx_.caps(), st->range_, &st->plan_});
     return out;
 }
 
 int32_t ModelGpu::argmax() const {
     require_head("argmax");
+    const ModelGpu& head = tail();
     uint32_t id = 0;
-    std::memcpy(&id, argmax_.mapped(), 4);
+    std::memcpy(&id, head.argmax_.mapped(), 4);
     // The device argmax skips NaN and answers 0 for an all-NaN row, so check the winning logit
     // itself: a 4-byte read where the logits are mapped; elsewhere a read costs a submit, so only
     // the all-NaN answer (0) is checked.
     float best = 0;
-    if (logits_.mapped())
-        std::memcpy(&best, static_cast<const uint8_t*>(logits_.mapped()) + 4ull * id, 4);
+    if (head.logits_.mapped())
+        std::memcpy(&best, static_cast<const uint8_t*>(head.logits_.mapped()) + 4ull * id, 4);
     else if (id == 0)
-        ctx_.download(logits_, &best, 4);
+        head.ctx_.download(head.logits_, &best, 4);
     if (id >= cfg_.n_vocab || !std::isfinite(best))
         throw NonFiniteError(non_finite_message(best, id, n_past_[0]));
     return int32_t(id);
@@ -1217,11 +1333,12 @@ void check_bidirectional(const ModelConfig& cfg, uint32_t n_past, size_t n_token
 std::vector<float> ModelGpu::hidden_states() const {
     std::vector<float> out(size_t(last_chunk_) * cfg_.dim);
     if (out.empty()) return out;
-    ctx_.download(x_.slice(0, out.size() * 4), out.data(), out.size() * 4);
-    if (!layout_.output_norm.present()) return out;
+    const ModelGpu& head = tail();
+    head.ctx_.download(head.x_.slice(0, out.size() * 4), out.data(), out.size() * 4);
+    if (!head.layout_.output_norm.present()) return out;
     // A decoder's states as its head reads them, and T5's encoder's: output_norm (with its bias for
     // LayerNorm models).
-    const std::vector<float> w = read_place_f32(file_, layout_.output_norm), b = read_place_f32(file_, layout_.output_norm_b);
+    const std::vector<float> w = read_place_f32(file_, head.layout_.output_norm), b = read_place_f32(file_, head.layout_.output_norm_b);
     if (cfg_.arch->norm == NormKind::Layer)
         ref::layer_norm(out.data(), w.data(), b.empty() ? nullptr : b.data(), out.data(), last_chunk_, cfg_.dim, cfg_.norm_eps);
     else
@@ -1232,7 +1349,8 @@ std::vector<float> ModelGpu::hidden_states() const {
 std::vector<float> ModelGpu::logits() const {
     require_head("logits");
     std::vector<float> out(cfg_.n_vocab);
-    ctx_.download(logits_, out.data(), out.size() * 4);
+    const ModelGpu& head = tail();
+    head.ctx_.download(head.logits_, out.data(), out.size() * 4);
     return out;
 }
 

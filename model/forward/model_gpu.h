@@ -105,18 +105,43 @@ struct SeqToken {
     int32_t token = 0;
 };
 
+// One device's part of a model split over several (model/forward/device_split.h plans them).
+struct ModelStage {
+    Context* ctx = nullptr;
+    LayerRange layers;  // contiguous; the first stage's starts at 0, the last's ends at the last layer
+};
+
+// A model split over devices is refused unless it is decoder-only with an LM head: ModelConfigError
+// naming the architecture. Nothing for one device.
+void check_splittable(const ModelConfig& cfg, size_t n_devices);
+
 class ModelGpu {
 public:
     const GgufFile& file() const { return file_; }
+    // Every layer on one device.
     ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
+             const UploadProgress& progress = {});
+    // A model split over devices: each stage holds its layers' weights and KV cache on its device,
+    // the first the embedding, the last the output head. A step runs the stages in turn, and
+    // between two of them the residual stream's rows of the step (n x dim floats) go from one
+    // device to the next through the host. Every stage gets the same context: opts.n_ctx, or the
+    // largest that every stage can hold. The interface below is the same as on one device.
+    ModelGpu(std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
              const UploadProgress& progress = {});
     ~ModelGpu();
     ModelGpu(const ModelGpu&) = delete;
     ModelGpu& operator=(const ModelGpu&) = delete;
 
     const ModelConfig& config() const { return cfg_; }
+    // The first stage's (all of the model's on one device); stages() has every stage's.
     const MemoryPlan& memory_plan() const { return plan_; }
     const WeightLayout& weight_layout() const { return layout_; }
+    struct StageInfo {
+        const DeviceCaps* caps = nullptr;
+        LayerRange layers;
+        const MemoryPlan* memory = nullptr;
+    };
+    std::vector<StageInfo> stages() const;  // one entry on one device
     uint32_t n_ctx() const { return plan_.n_ctx; }  // per sequence
     uint32_t n_seq() const { return opts_.n_seq; }
     uint32_t ubatch() const { return opts_.ubatch; }
@@ -177,7 +202,7 @@ public:
     // ModelOptions::all_logits (std::logic_error otherwise).
     void eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink);
 
-    const ForwardStats& stats() const { return stats_; }
+    ForwardStats stats() const;  // of every stage
     // Profiling: recordings are re-made with a timestamp around every dispatch; after eval() the
     // timings of the last chunk's streams are in last_timings(). Off by default (timestamps cost).
     void set_profiling(bool on);
@@ -189,6 +214,11 @@ public:
     bool int_dot_matvecs() const;
 
 private:
+    // One stage of a model (the first of `stages`); it constructs the rest as next_.
+    struct StageTag;
+    ModelGpu(StageTag, std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg,
+             const ModelOptions& opts, const UploadProgress& progress);
+    const ModelGpu& tail() const { return next_ ? next_->tail() : *this; }
     struct Recording;
     // What a recording computes: `seqs` = {s} is a chunk of n tokens of sequence s; more entries are
     // a decode step of one token per sequence (n == seqs.size()).
@@ -233,6 +263,9 @@ private:
                  const BufferSlice& y, const ops::MatvecInput& input = {}, SharedQ8* shared = nullptr);
     // input with xq_ as its Q8_1 scratch where `plan` takes the integer-dot kernel.
     ops::MatvecInput with_q8(const ops::LinearPlan& plan, ops::MatvecInput input, SharedQ8* shared);
+    // Records (or reuses) this stage's streams for `b`, submits them, then hands the residual stream
+    // and the step's positions to the next stage and runs it.
+    void run(const BatchShape& b, const LayerProbe& probe);
     void submit(Recording& rec, const LayerProbe& probe, uint32_t n);
     void check_tokens(std::span<const int32_t> tokens) const;
     void require_head(const char* what) const;  // std::logic_error for a model without an LM head
@@ -248,6 +281,8 @@ private:
     const GgufFile& file_;
     ModelConfig cfg_;
     ModelOptions opts_;
+    LayerRange range_;               // this stage's layers (all of them on one device)
+    std::unique_ptr<ModelGpu> next_;  // the next stage of a split model
     MemoryPlan plan_;
     WeightLayout layout_;  // where every weight goes (plan_weights), read by the plans
     ModelWeights w_;
@@ -304,6 +339,8 @@ private:
     Buffer segs_;     // (U, 2) int32, host-written: bidirectional models' key range per token
     Buffer ids_;      // (U) int32, host-written
     Buffer embed_in_; // (U, dim) host-written rows when the embedding is too large for one binding
+    Buffer send_;     // (U, dim) readback: a split's stage before the last hands its x rows over in it
+    Buffer recv_;     // (U, dim) host-written: a stage after the first takes its x rows from it
     Buffer attn_scratch_;  // (n_seq) x attention split-K partials: one region per decode row
 
     std::map<BatchShape, std::unique_ptr<Recording>> recordings_;

@@ -73,8 +73,11 @@ std::vector<std::string> release_contexts() {
     return take_validation_errors();
 }
 
-std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir) {
-    return std::make_unique<Context>(options(caps, std::move(cache_dir)));
+std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir,
+                                      const DeviceSelector& device) {
+    ContextOptions o = options(caps, std::move(cache_dir));
+    o.device = device;
+    return std::make_unique<Context>(o);
 }
 
 std::vector<std::string> take_validation_errors() {

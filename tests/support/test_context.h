@@ -24,7 +24,9 @@ Context& context();
 Context& float_path_context();
 // A cached validation-on context per capability-override spec ("" = the default context).
 Context& context_for(const std::string& caps_spec);
-std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir = {});
+// `device`: another device than the default (the multi-device tests).
+std::unique_ptr<Context> make_context(const CapsOverride& caps, std::optional<std::filesystem::path> cache_dir = {},
+                                      const DeviceSelector& device = {});
 
 // Validation errors seen since the last call (and clears them). Checked by ValidationGuard.
 std::vector<std::string> take_validation_errors();
