@@ -1,5 +1,7 @@
 #include "apps/app_options.h"
 
+#include "model/forward/device_split.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -53,6 +55,29 @@ void DeviceOptions::add_to(CLI::App* cmd) {
     cmd->add_flag("--validate", validate, "Enable the Khronos validation layer (prints its messages)");
     cmd->add_option("--cache-dir", cache_dir, "Pipeline cache directory (default: $XDG_CACHE_HOME/vkllm or ~/.cache/vkllm)");
     cmd->add_flag("--no-pipeline-cache", no_cache, "Neither read nor write the pipeline cache");
+}
+
+void DeviceOptions::add_split_to(CLI::App* cmd) {
+    cmd->add_option("--devices", devices, "Split the model's layers over these devices: indices or name substrings, "
+                                          "comma-separated (see `vkllm devices -m MODEL --devices ...`)");
+    cmd->add_option("--split", split, "How --devices share the layers: layer (by each device's device-local memory, "
+                                      "the default) or layer:R0,R1,... (in these ratios); alone: over every device");
+}
+
+std::vector<DeviceSelector> DeviceOptions::split_devices() const {
+    if (devices.empty() && split.empty()) return {};
+    if (!device.empty()) throw std::invalid_argument("--device picks one device, --devices and --split several: give one of them");
+    std::vector<DeviceSelector> out;
+    if (devices.empty()) {
+        Instance instance;
+        for (const PhysicalDeviceEntry& d : enumerate_devices(instance)) out.push_back(DeviceSelector{d.index, {}});
+        return out;
+    }
+    for (const std::string& item : comma_items(devices)) {
+        if (item.empty()) throw std::invalid_argument(fmt::format("--devices '{}': an empty entry", devices));
+        out.push_back(DeviceSelector::parse(item));
+    }
+    return out;
 }
 
 ContextOptions DeviceOptions::context_options() const {

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace vkllm::app {
 
@@ -28,9 +29,16 @@ struct DeviceOptions {
     bool validate = false;   // Khronos validation layer
     std::string cache_dir;   // pipeline cache directory
     bool no_cache = false;
+    // A model split over devices (the commands that run a decoder: run, chat, serve, perplexity, bench).
+    std::string devices;  // "0,1": indices or name substrings
+    std::string split;    // "layer" or "layer:R0,R1,..."; "": by memory when --devices names several
 
     void add_to(CLI::App* cmd);
+    void add_split_to(CLI::App* cmd);  // --devices and --split
     ContextOptions context_options() const;  // throws std::invalid_argument on a bad --caps/--device
+    // The devices a split names (empty: one device, context_options()'s); --split without --devices
+    // takes every device. std::invalid_argument for --device with --devices, or an empty entry.
+    std::vector<DeviceSelector> split_devices() const;
 };
 
 }  // namespace vkllm::app

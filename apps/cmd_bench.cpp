@@ -99,15 +99,15 @@ std::map<const GgufTensorInfo*, double> active_share(const LoadedModel& m) {
     const ModelConfig& c = m.cfg;
     std::map<const GgufTensorInfo*, double> share;
     if (c.n_expert == 0) return share;
-    const WeightLayout& layout = m.model->weight_layout();
-    for (const LayerPlaces& L : layout.layers)
+    for (const ModelGpu::StageInfo& st : m.model->stages())  // a split model's layers are in its stages' layouts
+    for (const LayerPlaces& L : st.weights->layers)
         for (const TensorSpec& spec : layer_schema(*c.arch)) {
             if (spec.ne[2] != Dim::Experts) continue;  // the expert stacks
             const TensorPlace& p = L[spec.role];
             if (!p.present()) continue;
             const double k = double(c.n_expert_used) / double(c.n_expert);
             if (p.source) share[p.source] = k;
-            else for (const GgufTensorInfo* t : layout.buffers[p.buffer].tensors) share[t] = k;
+            else for (const GgufTensorInfo* t : st.weights->buffers[p.buffer].tensors) share[t] = k;
         }
     return share;
 }
@@ -253,13 +253,29 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     j["prefill_flops_per_token"] = pflops;
     if (bw) j["decode_roofline_pct"] = 100.0 * tgs.mean * dbytes / (bw->value * 1e9);
     if (fma) j["prefill_fma_pct"] = 100.0 * pps.mean * pflops / (fma->value * 1e9);
-    const MemoryPlan& plan = g.memory_plan();
+    // A split model: the sums over its devices, and each device's part.
+    MemoryPlan plan;
+    for (const ModelGpu::StageInfo& st : g.stages()) {
+        plan.weights += st.memory->weights;
+        plan.kv_cache += st.memory->kv_cache;
+        plan.kv_cache_full += st.memory->kv_cache_full;
+        plan.scratch += st.memory->scratch;
+    }
     j["weights_bytes"] = plan.weights;
     j["kv_type"] = ops::kv_type_name(lo.kv_type);
     j["kv_cache_bytes"] = plan.kv_cache;
     j["kv_cache_full_bytes"] = plan.kv_cache_full;
     j["scratch_bytes"] = plan.scratch;
-    j["peak_device_bytes"] = m.ctx->allocator().stats().peak_device_used_bytes;
+    uint64_t peak = m.ctx->allocator().stats().peak_device_used_bytes;
+    for (const auto& c : m.split_ctx) peak += c->allocator().stats().peak_device_used_bytes;
+    j["peak_device_bytes"] = peak;
+    if (g.stages().size() > 1) {
+        nlohmann::json parts = nlohmann::json::array();
+        for (const ModelGpu::StageInfo& st : g.stages())
+            parts.push_back({{"name", st.caps->name}, {"layers", {st.layers.first, st.layers.end()}},
+                             {"weights_bytes", st.memory->weights}, {"kv_cache_bytes", st.memory->kv_cache}});
+        j["split"] = parts;
+    }
 
     if (o.profile) {
         g.set_profiling(true);
@@ -395,6 +411,7 @@ void register_bench(CLI::App& app) {
     cmd->add_option("--json-schema-file", o->json_schema_file,
                     "Also measure sampled decode (temperature 0.8, top-k 40) with and without this JSON schema's grammar");
     o->device.add_to(cmd);
+    o->device.add_split_to(cmd);
     cmd->callback([o] { bench(*o); });
 }
 

@@ -175,6 +175,7 @@ void register_bench_serve(CLI::App& app) {
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1u, 4096u));
     cmd->add_flag("--json", o->json, "Print the figures as JSON");
     o->device.add_to(cmd);
+    o->device.add_split_to(cmd);
     cmd->callback([o] { bench_serve(*o); });
 }
 

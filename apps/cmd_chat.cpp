@@ -310,6 +310,7 @@ void register_chat(CLI::App& app) {
     cmd->add_option("--tool-choice", o->tool_choice, "auto, none, required, or a tool's name (forces a call in the turn "
                     "after each message of yours)")->needs("--tools");
     o->device.add_to(cmd);
+    o->device.add_split_to(cmd);
     cmd->callback([o] { chat(*o); });
 }
 

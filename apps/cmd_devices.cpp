@@ -125,21 +125,20 @@ struct SplitOptions {
     ops::KvType kv_type = ops::KvType::F16;
 };
 
-// The devices --devices names (indices or name substrings, comma-separated), each once.
+// The devices --devices names (indices or name substrings, comma-separated), each once; every device
+// when it names none.
 std::vector<const PhysicalDeviceEntry*> chosen_devices(const std::vector<PhysicalDeviceEntry>& all, const std::string& list) {
-    std::vector<const PhysicalDeviceEntry*> out;
-    if (list.empty()) {
-        for (const PhysicalDeviceEntry& d : all) out.push_back(&d);
-        return out;
+    std::vector<DeviceSelector> sels;
+    if (!list.empty())
+        for (const std::string& item : comma_items(list)) {
+            if (item.empty()) throw std::invalid_argument(fmt::format("--devices '{}': an empty entry", list));
+            sels.push_back(DeviceSelector::parse(item));
+        }
+    try {
+        return select_devices(all, sels);
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("--devices '{}': {}", list, e.what()));
     }
-    for (const std::string& item : comma_items(list)) {
-        if (item.empty()) throw std::invalid_argument(fmt::format("--devices '{}': an empty entry", list));
-        const PhysicalDeviceEntry* d = &select_device(all, DeviceSelector::parse(item));
-        if (std::find(out.begin(), out.end(), d) != out.end())
-            throw std::invalid_argument(fmt::format("--devices '{}': device {} is named twice", list, d->index));
-        out.push_back(d);
-    }
-    return out;
 }
 
 void print_split(const SplitOptions& o, const std::vector<PhysicalDeviceEntry>& all, bool json) {
@@ -185,7 +184,7 @@ void print_split(const SplitOptions& o, const std::vector<PhysicalDeviceEntry>& 
                    layer_span(p.layers), holds.empty() ? "-" : holds, bytes_str(p.memory.weights),
                    bytes_str(p.memory.kv_cache), bytes_str(p.memory.scratch), bytes_str(p.memory.available));
     }
-    fmt::print("(a plan only: run, chat, serve and bench run a model on one device)\n");
+    fmt::print("(run, chat, serve, perplexity and bench split the model so with the same --devices and --split)\n");
 }
 
 }  // namespace

@@ -186,6 +186,7 @@ void register_perplexity(CLI::App& app) {
                     "read them from FILE");
     cmd->add_flag("--kl-divergence", a->kl, "Compare the model with the base saved in --kl-divergence-base");
     a->device.add_to(cmd);
+    a->device.add_split_to(cmd);
     cmd->callback([a] {
         const std::string path = resolve_model_path(a->model);
         if (a->kl)

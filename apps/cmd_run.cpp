@@ -170,6 +170,7 @@ void register_run(CLI::App& app) {
     gf->excludes(js, jf);
     js->excludes(jf);
     o->device.add_to(cmd);
+    o->device.add_split_to(cmd);
     cmd->callback([o] { run(*o); });
 }
 

@@ -328,6 +328,7 @@ void register_serve(CLI::App& app) {
         ->check(CLI::Range(2, 4096));
     cmd->add_flag("--quiet", o->quiet, "No line per request on stderr");
     o->device.add_to(cmd);
+    o->device.add_split_to(cmd);
     cmd->callback([o] { serve(*o); });
 }
 

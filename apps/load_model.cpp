@@ -1,5 +1,7 @@
 #include "apps/load_model.h"
 
+#include "model/forward/device_split.h"
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -32,10 +34,21 @@ std::string resolve_model_path(const std::string& arg) {
     return arg;
 }
 
+namespace {
+// "A" on one device, "A + B" over a split's devices.
+std::string device_names(const LoadedModel& m) {
+    std::string names = m.ctx->caps().name;
+    for (const auto& c : m.split_ctx) names += " + " + c->caps().name;
+    return names;
+}
+}  // namespace
+
 LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet,
                        ModelUse use) {
     LoadOptions lo;
     lo.context = dev.context_options();
+    lo.devices = dev.split_devices();
+    if (!dev.split.empty()) lo.split_ratios = parse_split(dev.split);
     lo.model = opts;
     lo.encoder_decoder = use == ModelUse::GenerateAny;
     lo.on_ready = [&](const LoadedModel& m) {
@@ -46,7 +59,7 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
         if (!quiet)
             fmt::print(stderr, "vkllm: {} ({}, {} layers, dim {}, {} heads / {} kv of {}, ffn {}, vocab {}) on {}\n", path,
                        m.cfg.arch->name, m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim,
-                       m.cfg.ffn_dim, m.cfg.n_vocab, m.ctx->caps().name);
+                       m.cfg.ffn_dim, m.cfg.n_vocab, device_names(m));
     };
     const bool tty = isatty(STDERR_FILENO);
     int last_pct = -1;
@@ -61,8 +74,18 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
     LoadedModel m = vkllm::load_model(path, lo);
     if (!quiet) {
         const MemoryPlan& p = m.model->memory_plan();
-        fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB\n",
-                   p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, p.scratch / 1048576.0);
+        const auto stages = m.model->stages();
+        if (lo.devices.size() > stages.size())
+            fmt::print(stderr, "vkllm: {} of the {} devices got no layer (--split {})\n", lo.devices.size() - stages.size(),
+                       lo.devices.size(), dev.split.empty() ? "layer: by device-local memory" : dev.split);
+        if (lo.devices.size() <= 1)
+            fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB\n",
+                       p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, p.scratch / 1048576.0);
+        else
+            for (const ModelGpu::StageInfo& st : stages)
+                fmt::print(stderr, "vkllm: layers {} on {}: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB (context {} tokens)\n",
+                           layer_span(st.layers), st.caps->name, st.memory->weights / 1048576.0,
+                           st.memory->kv_cache / 1048576.0, st.memory->scratch / 1048576.0, st.memory->n_ctx);
         if (p.kv_cache < p.kv_cache_full)
             fmt::print(stderr, "vkllm: sliding-window layers keep a ring of {} rows: KV {:.1f} MiB instead of {:.1f} MiB\n",
                        kv_cache_rows(m.cfg, 0, p.n_ctx, opts.ubatch), p.kv_cache / 1048576.0, p.kv_cache_full / 1048576.0);

@@ -1,8 +1,11 @@
 #include "model/load.h"
 
+#include "model/forward/device_split.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -36,13 +39,50 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
         m.encoder_cfg = ModelConfig::encoder_from_gguf(*m.file);
     }
     m.tokenizer = make_tokenizer(*m.file);
+    if (opts.devices.size() > 1) check_splittable(m.cfg, opts.devices.size());
+    if (!opts.split_ratios.empty() && opts.split_ratios.size() != opts.devices.size())
+        throw std::invalid_argument(fmt::format("--split gives {} ratios for {} devices", opts.split_ratios.size(),
+                                                std::max<size_t>(opts.devices.size(), 1)));
+    // Every device the split names, each once; one context per device that gets layers.
+    std::vector<std::unique_ptr<Context>> contexts;
+    std::vector<SplitDevice> split_devices;
     try {
-        m.ctx = std::make_unique<Context>(opts.context);
+        if (opts.devices.size() <= 1) {
+            ContextOptions co = opts.context;
+            if (!opts.devices.empty()) co.device = opts.devices.front();
+            m.ctx = std::make_unique<Context>(co);
+        } else {
+            Instance instance;
+            const std::vector<PhysicalDeviceEntry> all = enumerate_devices(instance);
+            for (const PhysicalDeviceEntry* d : select_devices(all, opts.devices)) {
+                ContextOptions co = opts.context;
+                co.device = DeviceSelector{d->index, {}};
+                contexts.push_back(std::make_unique<Context>(co));
+                split_devices.push_back({d->index, contexts.back()->caps()});
+            }
+        }
     } catch (const DeviceLimitError& e) {
         throw NoDeviceError(e.what());
     }
-    if (opts.on_ready) opts.on_ready(m);
-    m.model = std::make_unique<ModelGpu>(*m.ctx, *m.file, m.cfg, opts.model, opts.progress);
+    if (contexts.empty()) {
+        if (opts.on_ready) opts.on_ready(m);
+        m.model = std::make_unique<ModelGpu>(*m.ctx, *m.file, m.cfg, opts.model, opts.progress);
+    } else {
+        const SplitPlan plan = plan_split(split_devices, *m.file, m.cfg, opts.model, opts.split_ratios);
+        std::vector<ModelStage> stages;
+        for (const SplitPart& part : plan.parts) {
+            std::unique_ptr<Context>& c = contexts[part.device];
+            Context* ctx = c.get();
+            if (!m.ctx) m.ctx = std::move(c);
+            else m.split_ctx.push_back(std::move(c));
+            stages.push_back({ctx, part.layers});
+        }
+        contexts.clear();  // the devices that got no layer
+        if (opts.on_ready) opts.on_ready(m);
+        ModelOptions mo = opts.model;
+        mo.n_ctx = plan.n_ctx;
+        m.model = std::make_unique<ModelGpu>(stages, *m.file, m.cfg, mo, opts.progress);
+    }
     if (m.encoder_cfg.arch) {
         // The encoder attends over its whole input at once: one ubatch of the decoder's context.
         ModelOptions eo = opts.model;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace vkllm {
 
@@ -37,7 +38,9 @@ struct LoadedModel {
     std::unique_ptr<GgufFile> file;
     ModelConfig cfg;
     std::unique_ptr<Tokenizer> tokenizer;
-    std::unique_ptr<Context> ctx;
+    std::unique_ptr<Context> ctx;  // the device (a split model's first stage's)
+    // A model split over devices (LoadOptions::devices): the later stages' devices, in layer order.
+    std::vector<std::unique_ptr<Context>> split_ctx;
     std::unique_ptr<ModelGpu> model;
     // Encoder-decoder files (T5): `model` is the decoder, this the encoder (LoadOptions::encoder_decoder).
     ModelConfig encoder_cfg;
@@ -46,7 +49,12 @@ struct LoadedModel {
 };
 
 struct LoadOptions {
-    ContextOptions context;
+    ContextOptions context;  // every device's options; its `device` when `devices` is empty
+    // Two or more: the model's layers split over these devices (model/forward/device_split.h), by
+    // `split_ratios` (one per device) or, when those are empty, by each device's device-local
+    // memory. The split's context: model.n_ctx, or the largest every part holds.
+    std::vector<DeviceSelector> devices;
+    std::vector<double> split_ratios;
     ModelOptions model;
     UploadProgress progress;  // (bytes uploaded, total) during the upload; may throw to stop it
     // Called when the file, its config, its tokenizer and the device context are ready, before the
@@ -58,9 +66,10 @@ struct LoadOptions {
     bool encoder_decoder = false;
 };
 
-// Throws ModelFileError, GgufError (ModelConfigError: not a model vkllm runs), NoDeviceError,
-// DeviceLimitError (does not fit), or whatever `progress` and `on_ready` throw; nothing stays
-// allocated after a throw.
+// Throws ModelFileError, GgufError (ModelConfigError: not a model vkllm runs, or not one that is
+// split), NoDeviceError, DeviceLimitError (does not fit), std::invalid_argument (a device named
+// twice, ratios that do not match the devices), or whatever `progress` and `on_ready` throw;
+// nothing stays allocated after a throw.
 LoadedModel load_model(const std::string& path, const LoadOptions& opts);
 
 // An encoder-decoder's first half: runs the encoder over `input` (the whole tokenized prompt, one

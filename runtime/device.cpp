@@ -74,6 +74,23 @@ const PhysicalDeviceEntry& select_device(const std::vector<PhysicalDeviceEntry>&
     });
 }
 
+std::vector<const PhysicalDeviceEntry*> select_devices(const std::vector<PhysicalDeviceEntry>& devices,
+                                                       std::span<const DeviceSelector> sels) {
+    std::vector<const PhysicalDeviceEntry*> out;
+    if (sels.empty()) {
+        if (devices.empty()) select_device(devices, {});  // throws: none found
+        for (const PhysicalDeviceEntry& d : devices) out.push_back(&d);
+        return out;
+    }
+    for (const DeviceSelector& sel : sels) {
+        const PhysicalDeviceEntry* d = &select_device(devices, sel);
+        if (std::find(out.begin(), out.end(), d) != out.end())
+            throw std::invalid_argument(fmt::format("device {} ({}) is named twice", d->index, d->caps.name));
+        out.push_back(d);
+    }
+    return out;
+}
+
 Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const CapsOverride& override)
     : physical_(entry.handle), index_(entry.index), caps_(entry.caps) {
     override.apply(caps_);

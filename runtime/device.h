@@ -7,6 +7,7 @@
 #include "runtime/instance.h"
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct DeviceSelector {
 std::vector<PhysicalDeviceEntry> enumerate_devices(const Instance& instance);
 // Throws DeviceLimitError naming the selector and the devices that exist when nothing matches.
 const PhysicalDeviceEntry& select_device(const std::vector<PhysicalDeviceEntry>& devices, const DeviceSelector& sel);
+// Several devices (a model split over them): each selector's, in order; std::invalid_argument when two
+// selectors name the same device, DeviceLimitError (as select_device) when one names none. Empty
+// selectors: every device, in index order.
+std::vector<const PhysicalDeviceEntry*> select_devices(const std::vector<PhysicalDeviceEntry>& devices,
+                                                       std::span<const DeviceSelector> sels);
 
 class Device {
 public:

@@ -2,6 +2,7 @@
 #include "embed/c_api/api_guard.h"
 #include "embed/c_api/handles.h"
 #include "model/embedding.h"
+#include "model/forward/device_split.h"
 
 #include "runtime/device.h"
 #include "runtime/instance.h"
@@ -229,6 +230,16 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         LoadOptions lo;
         if (p.device_name) lo.context.device.name = p.device_name;
         else if (p.device_index >= 0) lo.context.device.index = uint32_t(p.device_index);
+        require(p.split == nullptr || p.devices != nullptr, "split is set but devices is NULL: name the devices to split over");
+        if (p.devices) {
+            require(p.device_name == nullptr && p.device_index == -1,
+                    "devices splits the model over several devices; device_index and device_name pick one: set only one of them");
+            for (const std::string& item : comma_items(p.devices)) {
+                require(!item.empty(), fmt::format("devices '{}': an empty entry", p.devices));
+                lo.devices.push_back(DeviceSelector::parse(item));
+            }
+            if (p.split) lo.split_ratios = parse_split(p.split);
+        }
         if (p.caps) lo.context.caps = CapsOverride::parse(p.caps);
         if (p.cache_dir && !*p.cache_dir) lo.context.pipeline_cache = false;
         else if (p.cache_dir) lo.context.cache_dir = std::filesystem::path(p.cache_dir);
@@ -359,7 +370,9 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         const vkllm_model& m = *capi::live_model(model);
         vkllm_model_info i{};
         copy_text(i.architecture, m.loaded.cfg.arch->name);
-        copy_text(i.device, m.loaded.ctx->caps().name);
+        std::string device = m.loaded.ctx->caps().name;
+        for (const auto& c : m.loaded.split_ctx) device += " + " + c->caps().name;
+        copy_text(i.device, device);
         // No template when the file's own failed to parse (the model still generates).
         const std::string tmpl = !m.chat_template                                    ? std::string()
                                  : m.chat_template->name() == "tokenizer.chat_template" ? std::string("model")
@@ -376,10 +389,11 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.max_sessions = m.engine ? m.max_sessions : 0;  // an embedding model has no sessions
         i.bos_token = m.loaded.tokenizer->bos_id();
         i.eos_token = m.loaded.tokenizer->eos_id();
-        const MemoryPlan& plan = m.loaded.model->memory_plan();
-        i.weights_bytes = plan.weights;
-        i.kv_cache_bytes = plan.kv_cache;
-        i.scratch_bytes = plan.scratch;
+        for (const ModelGpu::StageInfo& st : m.loaded.model->stages()) {
+            i.weights_bytes += st.memory->weights;
+            i.kv_cache_bytes += st.memory->kv_cache;
+            i.scratch_bytes += st.memory->scratch;
+        }
         i.embeddings = embeds(m.role);
         i.embedding_dim = i.embeddings ? m.loaded.cfg.dim : 0;
         i.max_embed_tokens = i.embeddings ? embed_limit(*m.loaded.model) : 0;

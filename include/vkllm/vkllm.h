@@ -192,6 +192,11 @@ typedef struct vkllm_model_params {
     const char* pooling;         /* NULL (default): the file's pooling type; "mean", "cls" or "last":
                                     vkllm_embed's pooling, which also makes a decoder whose file names
                                     none an embedding model (as llama-server --embeddings --pooling) */
+    const char* devices;         /* NULL (default): one device (device_index / device_name); else the
+                                    model's layers split over these devices, as `vkllm --devices`:
+                                    indices or name substrings, comma-separated ("0,1"); a decoder only */
+    const char* split;           /* NULL (default): with `devices`, layers by each device's memory;
+                                    else as `vkllm --split`: "layer" or "layer:3,1" (ratios) */
 } vkllm_model_params;
 
 VKLLM_API vkllm_model_params vkllm_model_default_params(void);
@@ -204,7 +209,7 @@ VKLLM_API void vkllm_model_free(vkllm_model* model);
 typedef struct vkllm_model_info {
     size_t struct_size;            /* set to sizeof(vkllm_model_info) before the call */
     char architecture[64];         /* "llama", "qwen2", "gemma3", ... */
-    char device[256];              /* the device it runs on */
+    char device[256];              /* the device it runs on ("A + B" for a model split over devices) */
     char chat_template[64];        /* the template's name: "model" for the file's own, else built-in or file
                                       name; "" when the file's own cannot be used (vkllm_chat then fails) */
     uint32_t n_vocab, n_layers, dim, n_heads, n_kv_heads, head_dim;
@@ -212,7 +217,7 @@ typedef struct vkllm_model_info {
     uint32_t n_ctx_train;          /* the context the model was trained with */
     uint32_t max_sessions;         /* 0 for an embedding model (it has no sessions) */
     int32_t bos_token, eos_token;  /* -1 when the vocabulary has none */
-    uint64_t weights_bytes, kv_cache_bytes, scratch_bytes;  /* device memory */
+    uint64_t weights_bytes, kv_cache_bytes, scratch_bytes;  /* device memory (a split's: of all its devices) */
     bool embeddings;               /* an embedding model or a reranker (an encoder such as BERT, or a
                                       decoder whose file or params name a pooling, as Qwen3-Embedding):
                                       vkllm_embed (or vkllm_rerank) works, sessions do not */

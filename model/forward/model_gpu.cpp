@@ -1297,7 +1297,7 @@ ForwardStats ModelGpu::stats() const {
 
 std::vector<ModelGpu::StageInfo> ModelGpu::stages() const {
     std::vector<StageInfo> out;
-    for (const ModelGpu* st = this; st; st = st->next_.get()) out.push_back({&st->ctx_.caps(), st->range_, &st->plan_});
+    for (const ModelGpu* st = this; st; st = st->next_.get()) out.push_back({&st->ctx_.caps(), st->range_, &st->plan_, &st->layout_});
     return out;
 }
 

@@ -140,6 +140,7 @@ public:
         const DeviceCaps* caps = nullptr;
         LayerRange layers;
         const MemoryPlan* memory = nullptr;
+        const WeightLayout* weights = nullptr;  // its layers' places (the others empty)
     };
     std::vector<StageInfo> stages() const;  // one entry on one device
     uint32_t n_ctx() const { return plan_.n_ctx; }  // per sequence

@@ -148,6 +148,35 @@ TEST_CASE("cli: vkllm devices -m shows how a model's layers would be split; its 
     CHECK(r.out.find("5 layers over 2 device(s), split by --split ratios (3,2)") != std::string::npos);
     CHECK(r.out.find("| 0-2 | embedding |") != std::string::npos);
     CHECK(r.out.find("| 3-4 | output head |") != std::string::npos);
+    // Running it: the same greedy text as on one device; --check passes layer by layer over both.
+    const std::string gen = "run -m " + model + " -p \"Once upon a time\" -n 48 --temp 0 --ctx 256 --no-echo";
+    const Result one = run_vkllm(gen + " --device 0", "split_one", "/dev/null", env);
+    const Result two = run_vkllm(gen + " --devices 0,1 --split layer:3,2", "split_two", "/dev/null", env);
+    INFO(two.err);
+    REQUIRE(one.status == 0);
+    REQUIRE(two.status == 0);
+    CHECK(!one.out.empty());
+    CHECK(two.out == one.out);
+    CHECK(two.err.find("vkllm: layers 0-2 on ") != std::string::npos);
+    CHECK(two.err.find("vkllm: layers 3-4 on ") != std::string::npos);
+    r = run_vkllm("run -m " + model + " -p \"Once upon a time\" -n 6 --check --ctx 256 --devices 1,0 --split layer:1,4",
+                  "split_check", "/dev/null", env);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.find("check: OK") != std::string::npos);
+    // A ratio of 0 leaves a device out, and says so.
+    r = run_vkllm("run -m " + model + " -p hi -n 2 --ctx 256 --devices 0,1 --split layer:1,0", "split_zero", "/dev/null", env);
+    CHECK(r.status == 0);
+    CHECK(r.err.find("1 of the 2 devices got no layer (--split layer:1,0)") != std::string::npos);
+    for (const Bad& b : {Bad{"run -m " + model + " -p hi -n 2 --devices 0,0", "device 0 ("},
+                         Bad{"run -m " + model + " -p hi -n 2 --device 0 --devices 0,1", "--device picks one device"},
+                         Bad{"run -m " + model + " -p hi -n 2 --devices 0,1 --split layer:1", "--split gives 1 ratios for 2 devices"},
+                         Bad{"run -m " + model + " -p hi -n 2 --devices 0,", "an empty entry"}}) {
+        CAPTURE(b.args);
+        r = run_vkllm(b.args, "split_bad", "/dev/null", env);
+        CHECK(r.status != 0);
+        CHECK(r.err.find(b.says) != std::string::npos);
+    }
 }
 
 TEST_CASE("cli: a missing or too old Vulkan loader is a clear error where a device is needed; other commands run") {

@@ -194,6 +194,31 @@ TEST_CASE("capi: the published story, byte for byte, and its statistics") {
     CHECK(st.generate_tokens_per_s > 0);
 }
 
+TEST_CASE("capi: a model split over two devices tells the published story byte for byte") {
+    uint32_t n = 0;
+    REQUIRE(vkllm_device_count(&n) == VKLLM_OK);
+    // ctest's capi.test_capi_two_devices lists two ICDs and sets VKLLM_TEST_TWO_DEVICES.
+    if (n < 2) {
+        if (std::getenv("VKLLM_TEST_TWO_DEVICES")) FAIL("VKLLM_TEST_TWO_DEVICES is set but there are " << n << " device(s)");
+        MESSAGE("one device: the split runs where a second ICD is listed (capi.test_capi_two_devices)");
+        return;
+    }
+    vkllm_model_params p = test_params();
+    p.devices = "1,0";
+    p.split = "layer:2,3";
+    Model model("stories260K.gguf", p);
+    vkllm_model_info info{};
+    info.struct_size = sizeof(info);
+    REQUIRE(vkllm_model_get_info(model.m, &info) == VKLLM_OK);
+    CHECK(contains(info.device, " + "));
+    CHECK(info.weights_bytes > 1000000);  // both parts' weights (1.1 MiB in all)
+    Session session(model.m);
+    const vkllm_sampling s = greedy(200);
+    Collected out;
+    REQUIRE(vkllm_generate(session.s, "", &s, collect, &out) == VKLLM_OK);
+    CHECK(out.text == read_file(model_path("stories260K.greedy200.txt")));
+}
+
 TEST_CASE("capi: a q8_0 KV cache generates (stories260K's greedy story starts as published)") {
     vkllm_model_params p = test_params();
     p.kv_type = VKLLM_KV_Q8_0;
@@ -245,6 +270,27 @@ TEST_CASE("capi: bad arguments name the problem") {
     p.device_name = "no device has this name";
     CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) != VKLLM_OK);
     CHECK(contains(vkllm_last_error(), "no device has this name"));
+    // A split over devices: named each once, not beside device_index / device_name, ratios for each.
+    struct BadSplit {
+        const char* devices;
+        const char* split;
+        int32_t index;
+        const char* says;
+    };
+    for (const BadSplit& b : {BadSplit{nullptr, "layer", -1, "split is set but devices is NULL"},
+                              BadSplit{"0,1", nullptr, 0, "set only one of them"},
+                              BadSplit{"0,0", nullptr, -1, "is named twice"},
+                              BadSplit{"0,", nullptr, -1, "an empty entry"},
+                              BadSplit{"0", "rows", -1, "expected layer or layer:R0,R1"},
+                              BadSplit{"0", "layer:1,1", -1, "2 ratios for 1 devices"}}) {
+        CAPTURE(b.says);
+        p = vkllm_model_default_params();
+        p.devices = b.devices;
+        p.split = b.split;
+        p.device_index = b.index;
+        CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+        CHECK(contains(vkllm_last_error(), b.says));
+    }
     p = vkllm_model_default_params();
     p.chat_template = "/nonexistent/template.jinja";
     CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == VKLLM_ERR_TEMPLATE);
