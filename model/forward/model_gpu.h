@@ -8,7 +8,8 @@
 // step: token positions and ids live in small host-visible buffers that the kernels read, so
 // generating a token costs two tiny host writes, one vkQueueSubmit of (n_layers + 2) command
 // buffers, a fence wait and a 4-byte read of the argmax. No descriptor updates, no allocations and
-// no re-recording per generated token (see stats()).
+// no re-recording per generated token (see stats()). A model split over devices (ModelStage) does the
+// same on each device in turn, one submission each.
 #pragma once
 
 #include "model/gguf.h"
@@ -290,8 +291,8 @@ private:
     bool gpu_embed_ = true;  // token_embd fits one binding: look rows up with get_rows on the device
 
     // --- per layer: everything a layer reads besides the activations. The seam along which a model
-    // could be split over devices: a range of these on each device, the residual stream x passed
-    // between them at the range boundary (plan_memory and plan_weights already take a LayerRange).
+    // is split over devices: each stage fills the entries of its range_, and the residual stream x
+    // passes between stages at the range boundary (send_ -> recv_).
     struct LayerState {
         LayerWeights w;        // views into w_'s buffers, by role
         uint32_t kv_rows = 0;  // kv_cache_rows(): n_ctx, or a ring for sliding-window layers

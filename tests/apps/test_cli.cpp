@@ -164,6 +164,20 @@ TEST_CASE("cli: vkllm devices -m shows how a model's layers would be split; its 
     INFO(r.err);
     CHECK(r.status == 0);
     CHECK(r.err.find("check: OK") != std::string::npos);
+    // What a split is for: a model that one device (here made 1.5 MB small) cannot hold runs over two,
+    // and one that two cannot hold is refused naming every part's sizes.
+    const std::string small = "run -m " + model + " -p \"Once upon a time\" -n 48 --temp 0 --ctx 256 --no-echo";
+    r = run_vkllm(small + " --device 0 --caps device-memory=1500k", "split_small_one", "/dev/null", env);
+    CHECK(r.status != 0);
+    CHECK(r.err.find("--ctx 256 needs") != std::string::npos);
+    r = run_vkllm(small + " --devices 0,1 --caps device-memory=1500k", "split_small_two", "/dev/null", env);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out == one.out);
+    r = run_vkllm(small + " --devices 0,1 --caps device-memory=700k", "split_too_small", "/dev/null", env);
+    CHECK(r.status != 0);
+    CHECK(r.err.find("the model does not fit this split of its 5 layers:") != std::string::npos);
+    CHECK(r.err.find("layers 3-4: model does not fit on the device: weights 0.5 MiB") != std::string::npos);
     // A ratio of 0 leaves a device out, and says so.
     r = run_vkllm("run -m " + model + " -p hi -n 2 --ctx 256 --devices 0,1 --split layer:1,0", "split_zero", "/dev/null", env);
     CHECK(r.status == 0);
