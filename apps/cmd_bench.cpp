@@ -320,12 +320,22 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
 std::string mib(double b) { return fmt::format("{:.1f}", b / 1048576.0); }
 
 void print_markdown(const nlohmann::json& out) {
-    const auto& dev = out["device"];
-    fmt::print("device: {} ({}), read bandwidth {:.2f} GB/s, f32 FMA {:.1f} GFLOP/s{} (measured probes)\n\n",
-               dev["name"].get<std::string>(), dev["driver"].get<std::string>(), dev.value("bandwidth_gb_s", 0.0),
-               dev.value("fma_gflop_s", 0.0),
-               dev.contains("int_dot_gop_s") ? fmt::format(", int8 packed dot {:.1f} GOP/s", dev["int_dot_gop_s"].get<double>())
-                                             : std::string());
+    if (!out.contains("device")) {
+        for (const auto& r : out["results"])
+            if (r.contains("split"))
+                for (const auto& part : r["split"])
+                    fmt::print("layers {}-{} on {}\n", part["layers"][0].get<uint32_t>(), part["layers"][1].get<uint32_t>() - 1,
+                               part["name"].get<std::string>());
+        fmt::print("\n");
+    } else {
+        const auto& dev = out["device"];
+        fmt::print("device: {} ({}), read bandwidth {:.2f} GB/s, f32 FMA {:.1f} GFLOP/s{} (measured probes)\n\n",
+                   dev["name"].get<std::string>(), dev["driver"].get<std::string>(), dev.value("bandwidth_gb_s", 0.0),
+                   dev.value("fma_gflop_s", 0.0),
+                   dev.contains("int_dot_gop_s")
+                       ? fmt::format(", int8 packed dot {:.1f} GOP/s", dev["int_dot_gop_s"].get<double>())
+                       : std::string());
+    }
     fmt::print("| model | type | pp t/s | tg t/s | tg % of BW roofline | pp % of FMA | load ms | TTFT cold cache ms | "
                "TTFT warm cache ms | peak device MiB (weights + KV + scratch) |\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -373,10 +383,15 @@ void bench(const BenchOptions& o) {
     for (auto& m : (o.models.empty() ? std::vector<std::string>{""} : o.models)) paths.push_back(resolve_model_path(m));
     nlohmann::json out;
     ProbeResult bw, fma;
-    {
+    // A split model runs on several devices at once: one device's bandwidth and FMA rate are no
+    // roofline for it, so there are no probes (each part's device is named in "split").
+    const bool split = o.device.split_devices().size() > 1;
+    const bool no_probes = o.no_probes || split;
+    if (split && !o.no_probes) fmt::print(stderr, "bench: a model split over devices has no roofline figures: no probes\n");
+    if (!split) {
         Context ctx(o.device.context_options());
         out["device"] = {{"name", ctx.caps().name}, {"driver", ctx.caps().driver_name + " " + ctx.caps().driver_info}};
-        if (!o.no_probes) {
+        if (!no_probes) {
             fmt::print(stderr, "bench: measuring device bandwidth and FMA rate...\n");
             bw = probe_bandwidth(ctx);
             fma = probe_fma(ctx);
@@ -388,7 +403,7 @@ void bench(const BenchOptions& o) {
     }
     for (auto& p : paths) {
         fmt::print(stderr, "bench: {} (pp {}, tg {}, {} reps)...\n", p, o.n_prompt, o.n_gen, o.reps);
-        out["results"].push_back(bench_model(p, o, o.no_probes ? nullptr : &bw, o.no_probes ? nullptr : &fma));
+        out["results"].push_back(bench_model(p, o, no_probes ? nullptr : &bw, no_probes ? nullptr : &fma));
     }
     if (o.json) fmt::print("{}\n", out.dump(2));
     else print_markdown(out);

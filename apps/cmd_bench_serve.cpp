@@ -137,7 +137,7 @@ void bench_serve(const ServeBenchOptions& o) {
     if (o.json) {
         nlohmann::json j;
         j["model"] = o.model;
-        j["device"] = m.ctx->caps().name;
+        j["device"] = device_names(m);
         j["parallel"] = o.parallel;
         for (auto& s : streams)
             j["streams"].push_back({{"streams", s.streams}, {"tokens", s.tokens}, {"wall_s", s.wall_s},
@@ -150,7 +150,7 @@ void bench_serve(const ServeBenchOptions& o) {
         return;
     }
     fmt::print("model {} on {}, {} slots, prompt {} + {} generated tokens per stream\n\n", o.model,
-               m.ctx->caps().name, o.parallel, o.n_prompt, o.n_gen);
+               device_names(m), o.parallel, o.n_prompt, o.n_gen);
     fmt::print("| streams | tokens | wall s | generated t/s | mean time to first token |\n|---|---|---|---|---|\n");
     for (auto& s : streams)
         fmt::print("| {} | {} | {:.2f} | {:.1f} | {:.0f} ms |\n", s.streams, s.tokens, s.wall_s, s.tps(), s.mean_ttft_ms);

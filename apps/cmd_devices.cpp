@@ -184,7 +184,7 @@ void print_split(const SplitOptions& o, const std::vector<PhysicalDeviceEntry>& 
                    layer_span(p.layers), holds.empty() ? "-" : holds, bytes_str(p.memory.weights),
                    bytes_str(p.memory.kv_cache), bytes_str(p.memory.scratch), bytes_str(p.memory.available));
     }
-    fmt::print("(run, chat, serve, perplexity and bench split the model so with the same --devices and --split)\n");
+    fmt::print("(run, chat, serve, perplexity, bench and bench-serve split the model so with the same --devices and --split)\n");
 }
 
 }  // namespace

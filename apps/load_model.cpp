@@ -34,15 +34,6 @@ std::string resolve_model_path(const std::string& arg) {
     return arg;
 }
 
-namespace {
-// "A" on one device, "A + B" over a split's devices.
-std::string device_names(const LoadedModel& m) {
-    std::string names = m.ctx->caps().name;
-    for (const auto& c : m.split_ctx) names += " + " + c->caps().name;
-    return names;
-}
-}  // namespace
-
 LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const ModelOptions& opts, bool quiet,
                        ModelUse use) {
     LoadOptions lo;
@@ -86,9 +77,14 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
                 fmt::print(stderr, "vkllm: layers {} on {}: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB (context {} tokens)\n",
                            layer_span(st.layers), st.caps->name, st.memory->weights / 1048576.0,
                            st.memory->kv_cache / 1048576.0, st.memory->scratch / 1048576.0, st.memory->n_ctx);
-        if (p.kv_cache < p.kv_cache_full)
+        uint64_t kv = 0, kv_full = 0;  // over every part of a split
+        for (const ModelGpu::StageInfo& st : stages) {
+            kv += st.memory->kv_cache;
+            kv_full += st.memory->kv_cache_full;
+        }
+        if (kv < kv_full)
             fmt::print(stderr, "vkllm: sliding-window layers keep a ring of {} rows: KV {:.1f} MiB instead of {:.1f} MiB\n",
-                       kv_cache_rows(m.cfg, 0, p.n_ctx, opts.ubatch), p.kv_cache / 1048576.0, p.kv_cache_full / 1048576.0);
+                       kv_cache_rows(m.cfg, 0, p.n_ctx, opts.ubatch), kv / 1048576.0, kv_full / 1048576.0);
     }
     return m;
 }

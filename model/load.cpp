@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cerrno>
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -40,9 +39,11 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     }
     m.tokenizer = make_tokenizer(*m.file);
     if (opts.devices.size() > 1) check_splittable(m.cfg, opts.devices.size());
+    if (!opts.split_ratios.empty() && opts.devices.empty())
+        throw std::invalid_argument("split ratios are given but no devices to split over");
     if (!opts.split_ratios.empty() && opts.split_ratios.size() != opts.devices.size())
         throw std::invalid_argument(fmt::format("--split gives {} ratios for {} devices", opts.split_ratios.size(),
-                                                std::max<size_t>(opts.devices.size(), 1)));
+                                                opts.devices.size()));
     // Every device the split names, each once; one context per device that gets layers.
     std::vector<std::unique_ptr<Context>> contexts;
     std::vector<SplitDevice> split_devices;
@@ -93,6 +94,12 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     }
     m.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return m;
+}
+
+std::string device_names(const LoadedModel& m) {
+    std::string names = m.ctx ? m.ctx->caps().name : std::string();
+    for (const auto& c : m.split_ctx) names += " + " + c->caps().name;
+    return names;
 }
 
 int32_t encode_for_decoder(LoadedModel& m, std::span<const int32_t> input) {

@@ -72,6 +72,9 @@ struct LoadOptions {
 // nothing stays allocated after a throw.
 LoadedModel load_model(const std::string& path, const LoadOptions& opts);
 
+// The device's name, or "A + B" for a model split over devices (in layer order).
+std::string device_names(const LoadedModel& m);
+
 // An encoder-decoder's first half: runs the encoder over `input` (the whole tokenized prompt, one
 // pass from position 0) and hands its output to the decoder's cross-attention. Returns the token
 // the decoder starts from (<arch>.decoder_start_token_id, else BOS). Throws ContextFullError when

@@ -370,9 +370,7 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         const vkllm_model& m = *capi::live_model(model);
         vkllm_model_info i{};
         copy_text(i.architecture, m.loaded.cfg.arch->name);
-        std::string device = m.loaded.ctx->caps().name;
-        for (const auto& c : m.loaded.split_ctx) device += " + " + c->caps().name;
-        copy_text(i.device, device);
+        copy_text(i.device, device_names(m.loaded));
         // No template when the file's own failed to parse (the model still generates).
         const std::string tmpl = !m.chat_template                                    ? std::string()
                                  : m.chat_template->name() == "tokenizer.chat_template" ? std::string("model")

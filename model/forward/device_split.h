@@ -25,7 +25,7 @@ struct SplitDevice {
 struct SplitPart {
     size_t device = 0;  // position in the devices given to plan_split
     LayerRange layers;
-    MemoryPlan memory;  // this range's weights and KV cache, the whole model's scratch
+    MemoryPlan memory;  // this range's weights, KV cache and scratch (the logits: the last range's)
 };
 
 struct SplitPlan {

@@ -60,8 +60,11 @@ uint64_t q8_scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
                       std::max({cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
 }
 
-// The scratch buffers ModelGpu allocates, but the attention partials (see attention_scratch).
-uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
+// The scratch buffers ModelGpu allocates for `layers`, but the attention partials (see
+// attention_scratch): the logits only with the last layer (the head), a split's hand-off buffers
+// at its inner boundaries.
+uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRange layers) {
+    const bool head = layers.end() == cfg.n_layers;
     const uint32_t rows = scratch_rows(o);
     // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
     const uint64_t ffn = dense_ffn_dim(cfg);
@@ -80,10 +83,12 @@ uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
         per_token += 4ull * (cfg.q_lora_rank + H * cfg.mla_qk + cfg.kv_dim() + H * (cfg.mla_qk - cfg.rope_dim) +
                              H * cfg.kv_lora_rank + H * cfg.mla_v + 2 * H);  // + the head ids and their groups
     }
+    // a split's x sent to the next device, received from the previous one (dim each)
+    per_token += 4ull * cfg.dim * ((head ? 0 : 1) + (layers.first > 0 ? 1 : 0));
     // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
     // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) +
-                     4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) + q8_scratch_bytes(cfg, o);
+                     (head ? 4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) : 0) + q8_scratch_bytes(cfg, o);
     if (cfg.arch->moe) fixed += 4ull * (cfg.n_expert + 1);
     if (cfg.arch->mla) fixed += 4ull * (cfg.n_heads + 1);  // the per-head groups' offsets
     // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
@@ -145,7 +150,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                 ops::check_expert_binding(caps, layout.buffers[t.buffer].label, t.type, uint32_t(t.rows / count), t.row_elems);
         }
     }
-    if (opts.all_logits) {
+    if (opts.all_logits && layers.end() == cfg.n_layers) {  // only the head's part of a split holds them
         // One ubatch of logits stays within one binding: linear() could split a larger output, but
         // a ubatch that large gains nothing over a smaller one, so name the largest that fits.
         const uint64_t row = 4ull * cfg.n_vocab;
@@ -158,7 +163,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     }
     // The fit is checked with the attention partials of the largest context this call can pick.
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
-    p.scratch = scratch_bytes(cfg, opts) + p.all_logits +
+    p.scratch = scratch_bytes(cfg, opts, layers) + p.all_logits +
                 opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
     // Full-context layers grow with n_ctx; a sliding-window layer's ring is fixed once n_ctx
     // passes window + ubatch - 1, so the fit is solved for the full layers with the rings at
@@ -208,7 +213,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
     p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * p.n_ctx * opts.n_seq;
     p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
-    p.scratch = scratch_bytes(cfg, opts) + p.all_logits + p.attention_scratch;
+    p.scratch = scratch_bytes(cfg, opts, layers) + p.all_logits + p.attention_scratch;
     return p;
 }
 
@@ -257,9 +262,14 @@ ModelOptions stage_options(std::span<const ModelStage> stages, const GgufFile& f
     return o;
 }
 
-UploadProgress stage_progress(const UploadProgress& progress, uint64_t before, uint64_t total) {
+// The upload counts the file's bytes; a split's progress runs over the stages' device bytes
+// (layout sizes: f32 norms, derived buffers), so each stage's fraction is scaled to its share.
+UploadProgress stage_progress(const UploadProgress& progress, uint64_t before, uint64_t stage_bytes, uint64_t total) {
     if (!progress || total == 0) return progress;
-    return [progress, before, total](uint64_t done, uint64_t) { progress(before + done, total); };
+    return [progress, before, stage_bytes, total](uint64_t done, uint64_t of) {
+        const uint64_t part = of == 0 || done >= of ? stage_bytes : uint64_t(double(stage_bytes) * double(done) / double(of));
+        progress(before + part, total);
+    };
 }
 
 }  // namespace
@@ -299,7 +309,7 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
         }
     });
     try {
-        w_ = ModelWeights::upload(ctx, file, layout_, stage_progress(progress, tag.before, tag.total));
+        w_ = ModelWeights::upload(ctx, file, layout_, stage_progress(progress, tag.before, layout_.bytes, tag.total));
     } catch (...) {
         compiler.join();
         throw;

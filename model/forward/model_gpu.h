@@ -66,8 +66,8 @@ std::string format_mib(uint64_t bytes);
 // Resolves the default context and checks the fit; throws DeviceLimitError naming every size when
 // the model cannot fit, or when a requested --ctx cannot, or when one ubatch's logits (all_logits)
 // would exceed maxStorageBufferRange.
-// `layers`: the range one device would hold (its weights and KV cache; the scratch as the whole
-// model's); the default, all of them.
+// `layers`: the range one device would hold (its weights, KV cache and scratch; the logits, and
+// their check, only with the last layer); the default, all of them.
 MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
                        LayerRange layers = {});
 
