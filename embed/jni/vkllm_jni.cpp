@@ -464,16 +464,18 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
                                                         jint max_sessions, jint kv_type, jint ubatch,
                                                         jstring chat_template, jstring cache_dir,
                                                         jboolean validation, jobject progress, jlong log_sink,
-                                                        jstring pooling) {
+                                                        jstring pooling, jstring devices, jstring split) {
     return guarded(env, jlong(0), [&]() -> jlong {
         std::string c_path;
-        OptionalCString c_device, c_caps, c_template, c_cache, c_pooling;
+        OptionalCString c_device, c_caps, c_template, c_cache, c_pooling, c_devices, c_split;
         if (!c_string_of(env, path, c_path, "path") ||
             !optional_c_string_of(env, device_name, c_device, "deviceName") ||
             !optional_c_string_of(env, caps, c_caps, "caps") ||
             !optional_c_string_of(env, chat_template, c_template, "chatTemplate") ||
             !optional_c_string_of(env, cache_dir, c_cache, "cacheDir") ||
-            !optional_c_string_of(env, pooling, c_pooling, "pooling"))
+            !optional_c_string_of(env, pooling, c_pooling, "pooling") ||
+            !optional_c_string_of(env, devices, c_devices, "devices") ||
+            !optional_c_string_of(env, split, c_split, "split"))
             return 0;
         // Java has no unsigned int: a negative count would wrap to billions in C; refuse it here
         // with the name Java knows it by.
@@ -491,6 +493,8 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
         p.device_index = device_index;
         p.device_name = c_device.c_str();
         p.caps = c_caps.c_str();
+        p.devices = c_devices.c_str();
+        p.split = c_split.c_str();
         p.n_ctx = uint32_t(n_ctx);
         p.max_sessions = uint32_t(max_sessions);
         p.kv_type = static_cast<vkllm_kv_type>(kv_type);

@@ -174,6 +174,23 @@ public final class JniTest {
         check(Model.libraryVersion().matches("\\d+\\.\\d+\\.\\d+"), "version " + Model.libraryVersion());
     }
 
+    // devices / split reach vkllm_model_params: a list of one device loads as that device, and a
+    // split the library refuses comes back as a VkllmException naming the problem. (The split
+    // itself over two devices: capi.test_capi_two_devices.)
+    @Test
+    static void devices_and_split() throws Exception {
+        try (Model model = Model.load(modelPath("stories260K.gguf"), params().devices("0")); Session s = model.newSession()) {
+            check(expectedStory().startsWith(s.generate("", greedy(20))), "the published story on devices \"0\"");
+        }
+        VkllmException twice = expectThrows(VkllmException.class,
+            () -> Model.load(modelPath("stories260K.gguf"), params().devices("0,0")), "a device named twice");
+        checkEquals(VkllmException.Status.INVALID_ARGUMENT, twice.status(), "status");
+        check(twice.getMessage().contains("named twice"), "the message says so: " + twice.getMessage());
+        VkllmException alone = expectThrows(VkllmException.class,
+            () -> Model.load(modelPath("stories260K.gguf"), params().split("layer:1,1")), "split without devices");
+        check(alone.getMessage().contains("devices is NULL"), "the message says so: " + alone.getMessage());
+    }
+
     @Test
     static void seeded_sampling_repeats() throws Exception {
         try (Model model = stories(); Session s = model.newSession()) {

@@ -23,6 +23,8 @@ public final class ModelParams {
     private String chatTemplate;
     private String cacheDir;
     private String pooling;
+    private String devices;
+    private String split;
     private boolean validation;
     private LoadProgress progress;
     private LogListener log;
@@ -107,6 +109,21 @@ public final class ModelParams {
         return this;
     }
 
+    /**
+     * null (default): one device (deviceIndex / deviceName); else the model's layers split over
+     * these devices, indices or name substrings, comma-separated ("0,1"), as vkllm --devices.
+     */
+    public ModelParams devices(String list) {
+        devices = list;
+        return this;
+    }
+
+    /** With devices: null (default) splits the layers by each device's memory; "layer:3,1" in these ratios. */
+    public ModelParams split(String spec) {
+        split = spec;
+        return this;
+    }
+
     /** The Khronos validation layer (slow; for debugging); default false. */
     public ModelParams validation(boolean on) {
         validation = on;
@@ -163,6 +180,14 @@ public final class ModelParams {
 
     public String pooling() {
         return pooling;
+    }
+
+    public String devices() {
+        return devices;
+    }
+
+    public String split() {
+        return split;
     }
 
     public boolean validation() {
