@@ -73,11 +73,7 @@ std::vector<DeviceSelector> DeviceOptions::split_devices() const {
         for (const PhysicalDeviceEntry& d : enumerate_devices(instance)) out.push_back(DeviceSelector{d.index, {}});
         return out;
     }
-    for (const std::string& item : comma_items(devices)) {
-        if (item.empty()) throw std::invalid_argument(fmt::format("--devices '{}': an empty entry", devices));
-        out.push_back(DeviceSelector::parse(item));
-    }
-    return out;
+    return parse_devices(devices, "--devices");
 }
 
 ContextOptions DeviceOptions::context_options() const {

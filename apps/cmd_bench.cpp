@@ -99,16 +99,17 @@ std::map<const GgufTensorInfo*, double> active_share(const LoadedModel& m) {
     const ModelConfig& c = m.cfg;
     std::map<const GgufTensorInfo*, double> share;
     if (c.n_expert == 0) return share;
-    for (const ModelGpu::StageInfo& st : m.model->stages())  // a split model's layers are in its stages' layouts
-    for (const LayerPlaces& L : st.weights->layers)
-        for (const TensorSpec& spec : layer_schema(*c.arch)) {
-            if (spec.ne[2] != Dim::Experts) continue;  // the expert stacks
-            const TensorPlace& p = L[spec.role];
-            if (!p.present()) continue;
-            const double k = double(c.n_expert_used) / double(c.n_expert);
-            if (p.source) share[p.source] = k;
-            else for (const GgufTensorInfo* t : st.weights->buffers[p.buffer].tensors) share[t] = k;
-        }
+    const double k = double(c.n_expert_used) / double(c.n_expert);
+    // A split model's layers are in its stages' layouts.
+    for (const ModelGpu::StageInfo& st : m.model->stages())
+        for (const LayerPlaces& L : st.weights->layers)
+            for (const TensorSpec& spec : layer_schema(*c.arch)) {
+                if (spec.ne[2] != Dim::Experts) continue;  // the expert stacks
+                const TensorPlace& p = L[spec.role];
+                if (!p.present()) continue;
+                if (p.source) share[p.source] = k;
+                else for (const GgufTensorInfo* t : st.weights->buffers[p.buffer].tensors) share[t] = k;
+            }
     return share;
 }
 

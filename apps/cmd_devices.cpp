@@ -128,12 +128,7 @@ struct SplitOptions {
 // The devices --devices names (indices or name substrings, comma-separated), each once; every device
 // when it names none.
 std::vector<const PhysicalDeviceEntry*> chosen_devices(const std::vector<PhysicalDeviceEntry>& all, const std::string& list) {
-    std::vector<DeviceSelector> sels;
-    if (!list.empty())
-        for (const std::string& item : comma_items(list)) {
-            if (item.empty()) throw std::invalid_argument(fmt::format("--devices '{}': an empty entry", list));
-            sels.push_back(DeviceSelector::parse(item));
-        }
+    const std::vector<DeviceSelector> sels = list.empty() ? std::vector<DeviceSelector>{} : parse_devices(list, "--devices");
     try {
         return select_devices(all, sels);
     } catch (const std::invalid_argument& e) {

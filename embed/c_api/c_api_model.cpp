@@ -234,10 +234,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         if (p.devices) {
             require(p.device_name == nullptr && p.device_index == -1,
                     "devices splits the model over several devices; device_index and device_name pick one: set only one of them");
-            for (const std::string& item : comma_items(p.devices)) {
-                require(!item.empty(), fmt::format("devices '{}': an empty entry", p.devices));
-                lo.devices.push_back(DeviceSelector::parse(item));
-            }
+            lo.devices = parse_devices(p.devices, "devices");
             if (p.split) lo.split_ratios = parse_split(p.split);
         }
         if (p.caps) lo.context.caps = CapsOverride::parse(p.caps);

@@ -107,6 +107,15 @@ std::vector<double> parse_split(const std::string& spec) {
     return ratios;
 }
 
+std::vector<DeviceSelector> parse_devices(const std::string& list, std::string_view option) {
+    std::vector<DeviceSelector> out;
+    for (const std::string& item : comma_items(list)) {
+        if (item.empty()) throw std::invalid_argument(fmt::format("{} '{}': an empty entry", option, list));
+        out.push_back(DeviceSelector::parse(item));
+    }
+    return out;
+}
+
 std::vector<std::string> comma_items(const std::string& list) {
     std::vector<std::string> items;
     for (size_t pos = 0;;) {

@@ -7,6 +7,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vkllm {
@@ -48,6 +49,10 @@ std::string layer_span(const LayerRange& r);
 
 // The comma-separated items of --split's ratios and --devices, empty ones kept (for the caller to refuse).
 std::vector<std::string> comma_items(const std::string& list);
+
+// The devices a list names (`--devices 0,1`, the C API's `devices`): indices or name substrings,
+// comma-separated; std::invalid_argument naming `option` for an empty entry.
+std::vector<DeviceSelector> parse_devices(const std::string& list, std::string_view option);
 
 // Parses --split's value: "layer" (by device memory) or "layer:R0,R1,..." (non-negative ratios).
 // Returns the ratios (empty for "layer"); std::invalid_argument naming the problem otherwise.

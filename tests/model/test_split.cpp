@@ -204,15 +204,8 @@ TEST_CASE("split: stages that do not cover the layers once, in order, and models
         CHECK_THROWS_WITH_AS(ModelGpu(bad.stages, m.file, m.cfg, opts), doctest::Contains(bad.says), std::invalid_argument);
     }
     // An encoder (no LM head) is not split; on one device it loads as always.
-    ModelShape enc;
+    ModelShape enc;  // the default shape: 2 layers of 64
     enc.arch = "bert";
-    enc.dim = 64;
-    enc.ffn_dim = 128;
-    enc.n_heads = 4;
-    enc.n_kv_heads = 4;
-    enc.n_layers = 2;
-    enc.n_vocab = 300;
-    enc.n_ctx = 64;
     const std::string enc_path = test::write_model("split_bert", enc);
     test::LoadedModel e = test::open_model(enc_path);
     const std::vector<ModelStage> two{{&a, {0, 1}}, {&a, {1, 1}}};
