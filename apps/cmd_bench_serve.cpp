@@ -1,7 +1,8 @@
 // `vkllm bench-serve`: what the serving engine gives several clients at once, without HTTP in the
 // way: generation throughput of one stream against N concurrent streams (continuous batching),
 // and the time to first token of a follow-up chat turn against the length of the conversation
-// before it (prefix reuse: it should grow with the new tokens only).
+// before it (prefix reuse: it should grow with the new tokens only), and the KV cache that slots
+// sharing one system prompt hold against one slot holding it (the paged cache stores it once).
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "serving/engine/engine.h"
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <random>
 
 namespace vkllm::app {
@@ -26,6 +29,7 @@ struct ServeBenchOptions {
     uint32_t n_gen = 64;
     uint32_t ctx = 1024;
     uint32_t ubatch = 64;
+    uint32_t shared_prefix = 1000;
     bool json = false;
     DeviceOptions device;
 };
@@ -112,13 +116,55 @@ TurnResult run_turn(serving::Engine& e, uint32_t history, uint32_t new_tokens, u
     return r;
 }
 
+struct SharedPrefixResult {
+    uint32_t prefix = 0, own = 0, slots = 0;
+    uint64_t one_slot_bytes = 0, all_slots_bytes = 0;
+    uint32_t one_slot_blocks = 0, all_slots_blocks = 0;
+    double first_ttft_ms = 0, others_mean_ttft_ms = 0;
+    uint64_t cached = 0;  // prompt tokens the other slots did not evaluate
+};
+
+// Every slot's request: the same `prefix` tokens (a system prompt), then `own` tokens of its own,
+// one token generated. The first goes alone; the others, sent together once it is done, share its
+// blocks. The engine is fresh (every slot empty), so the KV cache in use is theirs alone.
+SharedPrefixResult run_shared_prefix(ModelGpu& model, const Tokenizer& tok, const ServeBenchOptions& o, uint32_t n_vocab,
+                                     std::mt19937& rng) {
+    SharedPrefixResult r{o.shared_prefix, 8, o.parallel};
+    const std::vector<int32_t> prefix = random_tokens(o.shared_prefix, n_vocab, rng);
+    auto prompt = [&] {
+        std::vector<int32_t> p = prefix;
+        for (int32_t t : random_tokens(r.own, n_vocab, rng)) p.push_back(t);
+        return p;
+    };
+    serving::Engine e(model, tok, {.n_slots = o.parallel, .queue_limit = 1024});
+    {
+        auto t = e.submit(request(prompt(), 1));
+        r.first_ttft_ms = wait_done(*t).prompt_ms;
+    }
+    const serving::EngineMetrics one = e.metrics();
+    r.one_slot_blocks = one.kv_blocks_used;
+    r.one_slot_bytes = uint64_t(one.kv_blocks_used) * one.kv_block_bytes;
+    std::vector<std::unique_ptr<serving::Ticket>> tickets;
+    for (uint32_t i = 1; i < o.parallel; ++i) tickets.push_back(e.submit(request(prompt(), 1)));
+    for (auto& t : tickets) {
+        const serving::Event d = wait_done(*t);
+        r.others_mean_ttft_ms += d.prompt_ms / double(tickets.size());
+        r.cached += d.cached_tokens;
+    }
+    const serving::EngineMetrics all = e.metrics();
+    r.all_slots_blocks = all.kv_blocks_used;
+    r.all_slots_bytes = uint64_t(all.kv_blocks_used) * all.kv_block_bytes;
+    return r;
+}
+
 void bench_serve(const ServeBenchOptions& o) {
     ModelOptions mo;
     mo.n_ctx = o.ctx;
     mo.ubatch = o.ubatch;
     mo.n_seq = o.parallel;
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, o.json);
-    serving::Engine e(*m.model, *m.tokenizer, {.n_slots = o.parallel, .queue_limit = 1024});
+    auto engine = std::make_unique<serving::Engine>(*m.model, *m.tokenizer, serving::EngineOptions{.n_slots = o.parallel, .queue_limit = 1024});
+    serving::Engine& e = *engine;
     std::mt19937 rng(1234);
     const uint32_t n_vocab = m.cfg.n_vocab;
     if (o.n_prompt + o.n_gen > m.model->n_ctx())
@@ -132,6 +178,10 @@ void bench_serve(const ServeBenchOptions& o) {
     for (uint32_t history : {64u, 256u, 768u})
         for (uint32_t fresh : {16u, 128u})
             if (history + fresh + 1 <= m.model->n_ctx()) turns.push_back(run_turn(e, history, fresh, n_vocab, rng));
+    engine.reset();  // the shared-prefix run starts from empty slots
+    std::optional<SharedPrefixResult> shared;
+    if (o.shared_prefix > 0 && o.parallel > 1 && o.shared_prefix + 8 + 1 <= m.model->n_ctx())
+        shared = run_shared_prefix(*m.model, *m.tokenizer, o, n_vocab, rng);
 
     const double ratio = streams[0].tps() > 0 ? streams.back().tps() / streams[0].tps() : 0;
     if (o.json) {
@@ -146,6 +196,14 @@ void bench_serve(const ServeBenchOptions& o) {
         for (auto& t : turns)
             j["follow_up"].push_back({{"history", t.history}, {"new_tokens", t.new_tokens}, {"cached", t.cached},
                                       {"ttft_ms", t.ttft_follow_up_ms}, {"cold_ttft_ms", t.ttft_cold_ms}});
+        if (shared)
+            j["shared_prefix"] = {{"prefix_tokens", shared->prefix},        {"own_tokens", shared->own},
+                                  {"slots", shared->slots},                 {"one_slot_kv_bytes", shared->one_slot_bytes},
+                                  {"all_slots_kv_bytes", shared->all_slots_bytes}, {"one_slot_kv_blocks", shared->one_slot_blocks},
+                                  {"all_slots_kv_blocks", shared->all_slots_blocks},
+                                  {"kv_ratio", double(shared->all_slots_bytes) / double(std::max<uint64_t>(shared->one_slot_bytes, 1))},
+                                  {"first_ttft_ms", shared->first_ttft_ms},  {"others_mean_ttft_ms", shared->others_mean_ttft_ms},
+                                  {"cached_tokens", shared->cached}};
         fmt::print("{}\n", j.dump(2));
         return;
     }
@@ -159,6 +217,16 @@ void bench_serve(const ServeBenchOptions& o) {
     for (auto& t : turns)
         fmt::print("| {} | {} | {} | {:.0f} ms | {:.0f} ms |\n", t.history, t.new_tokens, t.cached, t.ttft_follow_up_ms,
                    t.ttft_cold_ms);
+    if (shared) {
+        const SharedPrefixResult& s = *shared;
+        fmt::print("\n{} slots, each prompt a shared {}-token prefix + {} tokens of its own:\n\n", s.slots, s.prefix, s.own);
+        fmt::print("| slots holding it | KV blocks | KV cache | time to first token |\n|---|---|---|---|\n");
+        fmt::print("| 1 | {} | {} | {:.0f} ms |\n", s.one_slot_blocks, format_mib(s.one_slot_bytes), s.first_ttft_ms);
+        fmt::print("| {} | {} | {} ({:.2f}x) | {:.0f} ms (mean of the other {}; {} prompt tokens shared) |\n", s.slots,
+                   s.all_slots_blocks, format_mib(s.all_slots_bytes),
+                   double(s.all_slots_bytes) / double(std::max<uint64_t>(s.one_slot_bytes, 1)), s.others_mean_ttft_ms,
+                   s.slots - 1, s.cached);
+    }
 }
 
 }  // namespace
@@ -173,6 +241,10 @@ void register_bench_serve(CLI::App& app) {
     cmd->add_option("--gen", o->n_gen, "Tokens generated per stream")->check(CLI::Range(1u, 1u << 20));
     cmd->add_option("--ctx", o->ctx, "Context per slot")->check(CLI::Range(16u, 1u << 20));
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1u, 4096u));
+    cmd->add_option("--shared-prefix", o->shared_prefix,
+                    "Tokens of the system prompt every slot shares in the KV-memory run (0: skip it; skipped where it "
+                    "does not fit --ctx)")
+        ->check(CLI::Range(0u, 1u << 20));
     cmd->add_flag("--json", o->json, "Print the figures as JSON");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);

@@ -20,6 +20,12 @@
 //                                   attention_merge.comp reduces them.
 // q, positions and dst start at the push constants q_first / pos_first / dst_first inside their
 // bindings, so a batch of sequences can bind one token's rows at any offset.
+// A batch: one dispatch serves n_tok queries of n_tok sequences (grid z = n_tok x head groups), query
+//          t at q row t, positions[t], dst row t (direct) or partial region t (split), its new K/V rows
+//          at row t (STORE) and its block table at table row t; every stride follows from the shape.
+// Paged (block_shift > 0): the caches are a pool of blocks, query t's logical ring row r at the
+//          physical row paged_row(r) of its table row (kv_read.glsl), table rows of
+//          ceil(n_ctx / B) entries from table_first in the table binding (6; STORE: 9).
 // Math (per query head h, kv head h / G, scores s_t = scale * q_h . k_t over t in the split's range,
 //          then s_t <- softcap * tanh(s_t / softcap) when softcap > 0, then with ALiBi
 //          s_t <- s_t - slope_h * |p - t|, alibi_slope in kv_read.glsl):
@@ -36,7 +42,7 @@
 // (serial over the tile, no reduction needed). Value phase: invocation (kp, d4) accumulates the 4
 // output columns d4 of all GW heads over the tile keys t = kp mod KP (one pass over V); the KP
 // partial accumulators are summed through shared memory at the end. No subgroup operations.
-// So WG >= DV / 4: the host takes 64, or the next power of two for V past 256 (MLA's 512: 128).
+// So WG >= DV / 4: the host takes 64 (16 on CPU drivers), or the next power of two for V past 256 (MLA's 512: 128).
 // STORE (variants attention_decode_store_*, ops::attention_store: a decode step's RoPE, K/V store and
 //   attention in one dispatch instead of two): the new token's K (before RoPE, binding 5 from k_first)
 //   and V (binding 6 from v_first) rows [n_kv_heads][D] f32 go to cache row p % n_ctx (skipped when
@@ -52,7 +58,10 @@
 #extension GL_GOOGLE_include_directive : require
 #ifdef STORE
 #define KV_CACHE_ACCESS
+#define KV_TABLE_BINDING 9
 #include "kv_write.glsl"
+#else
+#define KV_TABLE_BINDING 6
 #endif
 #include "kv_read.glsl"
 
@@ -77,7 +86,6 @@ layout(push_constant) uniform Push {
     uint n_ctx;
     uint n_splits;
     uint min_chunk;
-    uint group;  // n_heads / n_kv_heads
     float scale;
     uint window;    // 0: none
     float softcap;  // 0: off
@@ -91,6 +99,8 @@ layout(push_constant) uniform Push {
     uint v_row4;    // V's 4-element groups between consecutive cache rows of binding 2
     uint v_head4;   // ... between consecutive kv heads of a row
     uint v_off4;    // ... before a head's first V element (V inside K: (D - DV) / 4)
+    uint table_first;  // the first table row's offset in the table binding
+    uint block_shift;  // log2 of the rows per block; 0: not paged (no table)
 #ifdef STORE
     uint k_first;   // float offset of the new K row (kv head 0) in binding 5
     uint v_first;   // likewise of the new V row in binding 6
@@ -126,7 +136,7 @@ shared vec4 red_sh[WG];       // partial accumulators of the KP key partitions
 shared vec4 raw_sh[2 * D4];   // the new K row of this kv head (rotated), then its V row, in f32
 shared vec4 new_sh[2 * D4];   // the same as the cache holds them (rounded or quantized)
 
-float q_elem(uint h, uint e) { return q[pc.q_first + h * D4 + e / 4u][e % 4u]; }
+float q_elem(uint h, uint e);
 #endif
 
 // Per-invocation state of the online softmax, kept across tiles.
@@ -135,6 +145,11 @@ vec4 acc[GW_MAX];
 float slope[GW_MAX];  // ALiBi slope of each of the GW heads (0 without ALiBi)
 float qpos;           // the query's position, for ALiBi distances
 uint tid, kvh, lo, lo_row;
+uint q_base;    // vec4 offset of this query's q row
+uint table_at;  // offset of this query's table row (paged)
+#ifdef STORE
+float q_elem(uint h, uint e) { return q[q_base + h * D4 + e / 4u][e % 4u]; }
+#endif
 
 // One tile of n keys from logical index t0 (n <= WG), or with fresh the new key alone (n = 1) from
 // new_sh: scores, the online-softmax update, and the value accumulation.
@@ -153,7 +168,7 @@ void process_tile(uint t0, uint n, bool fresh) {
         } else
 #endif
         {
-            const uint base = ring_row(t0 + tid, lo, lo_row, pc.n_ctx) * row_stride4 + kvh * D4;
+            const uint base = paged_row(ring_row(t0 + tid, lo, lo_row, pc.n_ctx), table_at, pc.block_shift) * row_stride4 + kvh * D4;
             for (uint j = 0; j < D4; ++j) {
                 const vec4 kk = load_k4(base + j);
                 for (uint g = 0; g < GW; ++g) s[g] += dot(q_sh[g * D4 + j], kk);
@@ -191,17 +206,17 @@ void process_tile(uint t0, uint n, bool fresh) {
 #endif
         {
             // The tile's keys are ring rows tr0.. up to the ring's end, then 0..: two plain loops, so
-            // the per-key work stays one address computation, as without a ring.
+            // the per-key work stays one address computation (and the block lookup), as without a ring.
             const uint tr0 = ring_row(t0, lo, lo_row, pc.n_ctx);
             const uint n_direct = min(n, pc.n_ctx - tr0);
             const uint col = kvh * pc.v_head4 + pc.v_off4 + d4;
             uint t = kp;
             for (; t < n_direct; t += KP) {
-                const vec4 vv = load_v4((tr0 + t) * pc.v_row4 + col);
+                const vec4 vv = load_v4(paged_row(tr0 + t, table_at, pc.block_shift) * pc.v_row4 + col);
                 for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
             }
             for (; t < n; t += KP) {
-                const vec4 vv = load_v4((t - n_direct) * pc.v_row4 + col);
+                const vec4 vv = load_v4(paged_row(t - n_direct, table_at, pc.block_shift) * pc.v_row4 + col);
                 for (uint g = 0; g < GW; ++g) acc[g] += p_sh[g * WG + t] * vv;
             }
         }
@@ -213,9 +228,15 @@ void main() {
     tid = gl_LocalInvocationID.x;
     kvh = gl_WorkGroupID.x;
     const uint split = gl_WorkGroupID.y;
-    const uint h0 = kvh * pc.group + gl_WorkGroupID.z * GW;
+    const uint group = pc.n_heads / pc.n_kv_heads, n_hgroups = group / GW;
+    const uint tok = gl_WorkGroupID.z / n_hgroups, hgroup = gl_WorkGroupID.z % n_hgroups;
+    const uint h0 = kvh * group + hgroup * GW;
+    q_base = pc.q_first + tok * pc.n_heads * D4;
+    table_at = pc.table_first + tok * table_stride(pc.n_ctx, pc.block_shift);
+    // This query's output: its row of out, or its region of the split partials.
+    const uint dst_base = pc.dst_first + tok * (pc.n_splits == 1u ? pc.n_heads * DV : pc.n_splits * pc.n_heads * (DV + 2u));
 
-    const int pos_raw = positions[pc.pos_first];
+    const int pos_raw = positions[pc.pos_first + tok];
     const uint pos = uint(max(pos_raw, 0));
     qpos = float(pos);
     for (uint g = 0; g < GW_MAX; ++g) slope[g] = alibi_slope(h0 + g, pc.alibi_step, pc.alibi_n_log2);
@@ -225,6 +246,18 @@ void main() {
     const uint chunk = max((kv_len + pc.n_splits - 1u) / pc.n_splits, pc.min_chunk);
     const uint begin = lo + min(split * chunk, kv_len);
     const uint end = lo + min(split * chunk + chunk, kv_len);
+    // A split past the keys (short histories under a plan sized for n_ctx) has nothing to attend and,
+    // as split > 0, neither the sink nor the new row to write: its partial is the empty one at once,
+    // without the query loads and rotations. The whole workgroup leaves together, before any barrier.
+    if (begin >= end) {
+        for (uint i = tid; i < GW * DV; i += WG) dst[dst_base + (split * pc.n_heads + h0 + i / DV) * DV + i % DV] = 0.0;
+        if (tid < GW) {
+            const uint at = dst_base + pc.n_splits * pc.n_heads * DV + (split * pc.n_heads + h0 + tid) * 2u;
+            dst[at] = NEG_BIG;
+            dst[at + 1] = 0.0;
+        }
+        return;
+    }
     // An attention sink is one more key, of logit sinks[h] and value 0, in split 0: its running max
     // and sum start from it, and the merge weighs it like any key.
     if (pc.has_sinks != 0u && split == 0u && tid < GW) {
@@ -237,15 +270,17 @@ void main() {
     // rounded, into raw_sh: K in [0, D4), V in [D4, 2 D4). One loop, so that the rotation (cos, sin)
     // is compiled once: rows 0..GW-1 are the query heads, row GW the new K, row GW + 1 the new V.
     const uint kv_at = kvh * D;
+    const uint row_elems = pc.n_kv_heads * D;  // the new K and V rows of query tok start at row tok
+    const uint k_at = pc.k_first + tok * row_elems, v_at = pc.v_first + tok * row_elems;
     for (uint i = tid; i < (GW + 2u) * D; i += WG) {
         const uint g = i / D, e = i % D, ep = rope_partner(e);
         float x, xp;
         if (g < GW) {
             x = q_elem(h0 + g, e), xp = q_elem(h0 + g, ep);
         } else if (g == GW) {
-            x = k_new[pc.k_first + kv_at + e], xp = k_new[pc.k_first + kv_at + ep];
+            x = k_new[k_at + kv_at + e], xp = k_new[k_at + kv_at + ep];
         } else {
-            raw_sh[D4 + e / 4u][e % 4u] = v_new[pc.v_first + kv_at + e];
+            raw_sh[D4 + e / 4u][e % 4u] = v_new[v_at + kv_at + e];
             continue;
         }
         const float r = rope_rotate(x, xp, e, pos_raw);
@@ -258,7 +293,8 @@ void main() {
     // Rounded as the cache stores them into new_sh; workgroup (kvh, 0, 0) also writes them to the cache.
     const bool has_new = pos_raw >= 0;
     const uint new_row = pos % pc.n_ctx;
-    const bool writer = has_new && split == 0u && gl_WorkGroupID.z == 0u;
+    const uint new_phys = paged_row(new_row, table_at, pc.block_shift);
+    const bool writer = has_new && split == 0u && hgroup == 0u;
     for (uint i = tid; i < 2u * D4; i += WG) {
         const bool is_v = i >= D4;
         const uint u = is_v ? i - D4 : i;  // quad of the head's row
@@ -276,7 +312,7 @@ void main() {
         for (uint b = 0u; b < 4u; ++b) word |= (uint(q8_round(q8_finite(x[b]) * did.y)) & 0xffu) << (8u * b);
         x = did.x * q8_quad(word);  // load_k4 / load_v4's dequantization
         if (writer) {
-            const uint at = new_row * (pc.n_kv_heads * D / 32u * 9u) + (kv_at / 32u + u / 8u) * 9u;
+            const uint at = new_phys * (pc.n_kv_heads * D / 32u * 9u) + (kv_at / 32u + u / 8u) * 9u;
             if (is_v) {
                 if ((u & 7u) == 0u) v_cache[at] = floatBitsToUint(did.x);
                 v_cache[at + 1u + (u & 7u)] = word;
@@ -286,7 +322,7 @@ void main() {
             }
         }
 #else
-        const uint at = (new_row * pc.n_kv_heads + kvh) * D4 + u;
+        const uint at = (new_phys * pc.n_kv_heads + kvh) * D4 + u;
 #if defined(KV_F16)
         const uvec2 word = uvec2(f32_to_f16(floatBitsToUint(x.x)) | (f32_to_f16(floatBitsToUint(x.y)) << 16),
                                  f32_to_f16(floatBitsToUint(x.z)) | (f32_to_f16(floatBitsToUint(x.w)) << 16));
@@ -310,7 +346,7 @@ void main() {
     const uint new_key = lo + (new_row >= lo_row ? new_row - lo_row : new_row + pc.n_ctx - lo_row);
     const uint cut = has_new ? new_key : end;
 #else
-    for (uint i = tid; i < GW * D4; i += WG) q_sh[i] = q[pc.q_first + h0 * D4 + i] * pc.scale;
+    for (uint i = tid; i < GW * D4; i += WG) q_sh[i] = q[q_base + h0 * D4 + i] * pc.scale;
     barrier();
     const uint cut = end;
 #endif
@@ -353,17 +389,17 @@ void main() {
             if (direct) {
                 const float l = ml_sh[2 * g + 1];
                 o = l > 0.0 ? o / l : vec4(0.0);
-                const uint at = pc.dst_first + h * DV + 4 * tid;
+                const uint at = dst_base + h * DV + 4 * tid;
                 dst[at] = o.x; dst[at + 1] = o.y; dst[at + 2] = o.z; dst[at + 3] = o.w;
             } else {
-                const uint at = pc.dst_first + (split * pc.n_heads + h) * DV + 4 * tid;
+                const uint at = dst_base + (split * pc.n_heads + h) * DV + 4 * tid;
                 dst[at] = o.x; dst[at + 1] = o.y; dst[at + 2] = o.z; dst[at + 3] = o.w;
             }
         }
         barrier();
     }
     if (!direct && tid < GW) {
-        const uint at = pc.dst_first + pc.n_splits * pc.n_heads * DV + (split * pc.n_heads + h0 + tid) * 2u;
+        const uint at = dst_base + pc.n_splits * pc.n_heads * DV + (split * pc.n_heads + h0 + tid) * 2u;
         dst[at] = m_run;
         dst[at + 1] = l_run;
     }

@@ -8,6 +8,8 @@
 // Math:    M = max_s m_s, w_s = exp(m_s - M), out = sum_s w_s o_s / sum_s w_s l_s
 //          (the log-sum-exp merge of flash decoding; an empty split gets weight 0 because l_s = 0
 //          and o_s = 0, or w_s = 0 when another split has a real maximum).
+// A batch (attention_decode's): workgroup row y merges query y's partials, region y of the scratch
+// (each n_splits * n_heads * (D + 2) floats), into its out row y.
 // One workgroup per query head: every invocation computes M itself (n_splits reads of one
 // broadcast address), the weights go through shared memory, then invocation i produces the
 // columns i, i + WG, ... of the head.
@@ -30,9 +32,10 @@ layout(push_constant) uniform Push {
 shared float w_sh[MAX_SPLITS];
 
 void main() {
-    const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x;
+    const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, tok = gl_WorkGroupID.y;
     const uint D = pc.v_dim;
-    const uint ml0 = pc.n_splits * pc.n_heads * D;
+    const uint base = tok * pc.n_splits * pc.n_heads * (D + 2u);
+    const uint ml0 = base + pc.n_splits * pc.n_heads * D;
     float mx = NEG_BIG;
     for (uint s = 0; s < pc.n_splits; ++s) mx = max(mx, scratch[ml0 + (s * pc.n_heads + h) * 2u]);
     for (uint s = tid; s < pc.n_splits; s += WG) w_sh[s] = exp(scratch[ml0 + (s * pc.n_heads + h) * 2u] - mx);
@@ -42,7 +45,7 @@ void main() {
     const float inv_l = l > 0.0 ? 1.0 / l : 0.0;
     for (uint d = tid; d < D; d += WG) {
         float o = 0.0;
-        for (uint s = 0; s < pc.n_splits; ++s) o += w_sh[s] * scratch[(s * pc.n_heads + h) * D + d];
-        out_[pc.out_first + h * D + d] = o * inv_l;
+        for (uint s = 0; s < pc.n_splits; ++s) o += w_sh[s] * scratch[base + (s * pc.n_heads + h) * D + d];
+        out_[pc.out_first + (tok * pc.n_heads + h) * D + d] = o * inv_l;
     }
 }

@@ -23,6 +23,8 @@
 // Output:  out[n_tokens][n_heads][DV]         f32
 // q, positions and out start at the push constants q_first / pos_first / out_first inside their
 // bindings, so one sequence's rows of a multi-sequence batch can be bound at any offset.
+// Paged (block_shift > 0): the caches are a pool of blocks and the call's sequence's logical ring row r
+// lives at paged_row(r) of its table row (table_first in binding 8; kv_read.glsl).
 // Math (query token t at position i_t, head h, kv head h / G, s_j = scale * q_th . k_j for j in
 //          [lo_t, hi_t], then s_j <- softcap * tanh(s_j / softcap) when softcap > 0, then with ALiBi
 //          s_j <- s_j - slope_h * |i_t - j| (alibi_slope in kv_read.glsl; i_t is the query's own
@@ -46,6 +48,7 @@
 // memory (ops/attention.cpp).
 
 #extension GL_GOOGLE_include_directive : require
+#define KV_TABLE_BINDING 8
 #include "kv_read.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -102,6 +105,8 @@ layout(push_constant) uniform Push {
     uint v_head4;   // ... between consecutive kv heads of a row
     uint v_off4;    // ... before a head's first V element (V inside K: (D - DV) / 4)
     uint v_in_k;    // 1: V is inside the K rows (binding 2 is the K cache): read it from the K tile
+    uint table_first;  // paged: the sequence's table row in binding 8 (every query is of one sequence)
+    uint block_shift;  // log2 of the rows per block; 0: not paged
 } pc;
 
 shared vec4 q_sh[M * D4];
@@ -170,7 +175,7 @@ void main() {
             const uint c = i / D4, j = i % D4;
             uint row = r0 + c;
             if (row >= pc.n_ctx) row %= pc.n_ctx;
-            kv_sh[c * KS + j] = c < n ? load_k4(row * row_stride4 + kvh * D4 + j) : vec4(0.0);
+            kv_sh[c * KS + j] = c < n ? load_k4(paged_row(row, pc.table_first, pc.block_shift) * row_stride4 + kvh * D4 + j) : vec4(0.0);
         }
         barrier();
         {
@@ -201,7 +206,7 @@ void main() {
                 const uint c = i / DV4, j = i % DV4;
                 uint row = r0 + c;
                 if (row >= pc.n_ctx) row %= pc.n_ctx;
-                kv_sh[c * KS + j] = c < n ? load_v4(row * pc.v_row4 + v_col + j) : vec4(0.0);
+                kv_sh[c * KS + j] = c < n ? load_v4(paged_row(row, pc.table_first, pc.block_shift) * pc.v_row4 + v_col + j) : vec4(0.0);
             }
         }
         for (uint r = tid; r < M; r += WG) {

@@ -11,6 +11,10 @@
 //          else f32 words. Token t goes to cache row positions[t] % n_ctx (the cache is a ring; below
 //          n_ctx that is the position itself); a negative position, or a row in another window of
 //          a split dispatch, is skipped, so nothing is ever written out of bounds.
+//          Paged (block_shift > 0): the cache is a pool of blocks of 1 << block_shift rows, and token t's
+//          ring row r goes to physical row table[tr + (r >> shift)] << shift | r & (B - 1), tr its
+//          table row: table_first, plus t * ceil(n_ctx / B) with per_token (a decode batch, one
+//          sequence per token; else every token is of one sequence). The windows are of physical rows.
 // Math:    include/kv_write.glsl: F16 round-to-nearest-even with integer operations (bit-identical to
 //          vkllm::f32_to_f16); Q8_0 per block of 32, d = max|x| / 127, q = x / d rounded half away
 //          from zero, NaN -> 0 and +-inf -> +-FLT_MAX.
@@ -19,7 +23,9 @@
 // after the first). Two tokens with the same position race; callers don't do that.
 // Workgroup size: specialization constant 0.
 #extension GL_GOOGLE_include_directive : require
+#define KV_TABLE_BINDING 5
 #include "kv_write.glsl"
+#include "kv_table.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
@@ -41,6 +47,9 @@ layout(push_constant) uniform Push {
     uint n_pairs;    // 1: src -> cache; 2: also src2 -> cache2 (same shapes and window)
     uint src2_first;
     uint cache2_first;
+    uint table_first;
+    uint block_shift;  // 0: not paged
+    uint per_token;    // 1: token t's table is row t
 } pc;
 
 // The pair an invocation works on: its source word and its cache word (both buffers of the pair are
@@ -71,9 +80,10 @@ void main() {
     uint t = idx / units, j = idx % units;
     int pos = positions[pc.pos_first + t];
     if (pos < 0) return;
-    uint ring_row = uint(pos) % pc.n_ctx;
-    uint row = ring_row - pc.row_base;  // wraps to a huge value below the window
-    if (ring_row < pc.row_base || row >= pc.row_count) return;
+    const uint table_at = pc.table_first + (pc.per_token != 0u ? t * table_stride(pc.n_ctx, pc.block_shift) : 0u);
+    const uint phys = paged_row(uint(pos) % pc.n_ctx, table_at, pc.block_shift);
+    uint row = phys - pc.row_base;  // wraps to a huge value below the window
+    if (phys < pc.row_base || row >= pc.row_count) return;
 #ifdef Q8_0
     const uint s = t * (units * 32u) + 32u * j;
     float x[32];

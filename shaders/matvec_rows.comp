@@ -71,17 +71,19 @@ void main() {
 
     const uint units = pc.k / W_UNIT;
     for (uint u = 0; u < units; ++u) {
-        vec4 xs[NB][W_UNIT4];
-        for (uint b = 0; b < NB; ++b)
-            for (uint q = 0; q < W_UNIT4; ++q) xs[b][q] = x4(b, w_unit_col(u, q), sq[b]);
-        for (uint r = 0; r < R; ++r) {
-            vec4 wr[W_UNIT4];
-            float d = w_unit(row_byte[r], u, wr);
-            for (uint b = 0; b < NB; ++b) {
+        // The R rows' units first, then one X slice at a time against all of them: R + 1 units live
+        // at once instead of NB + 1 (NB = 8 slices spill a CPU driver's registers).
+        vec4 wr[R][W_UNIT4];
+        float d[R];
+        for (uint r = 0; r < R; ++r) d[r] = w_unit(row_byte[r], u, wr[r]);
+        for (uint b = 0; b < NB; ++b) {
+            vec4 xs[W_UNIT4];
+            for (uint q = 0; q < W_UNIT4; ++q) xs[q] = x4(b, w_unit_col(u, q), sq[b]);
+            for (uint r = 0; r < R; ++r) {
                 // fma into a vec4, one horizontal sum per unit (as matvec.comp)
                 vec4 s = vec4(0.0);
-                for (uint q = 0; q < W_UNIT4; ++q) s = fma(wr[q], xs[b][q], s);
-                acc[r * NB + b] += d * ((s.x + s.y) + (s.z + s.w));
+                for (uint q = 0; q < W_UNIT4; ++q) s = fma(wr[r][q], xs[q], s);
+                acc[r * NB + b] += d[r] * ((s.x + s.y) + (s.z + s.w));
             }
         }
     }

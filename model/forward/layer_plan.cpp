@@ -156,6 +156,11 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     a.qk_norm_full = A.qk_norm_full;
     a.rope = A.positions == PositionKind::Rope;
     a.attn = layer_attention_params(cfg, layer, db ? 1 : n, kv);
+    a.batched = db && a.attn.pos_bias_range == 0 && a.attn.causal && !a.attn.segmented;
+    if (a.batched) {
+        a.attn.n_tokens = n;
+        a.attn.batch = true;
+    }
     a.fused_store = decode && !a.mla && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
     a.post_norm = A.norm_placement == NormPlacement::PreAndPost;
     a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);

@@ -22,11 +22,21 @@ struct StepShape {
     // A lone token or a decode batch: the rows of a batch must compute what a lone token does (batch
     // invariance), so both take the decode forms.
     bool decode() const { return n == 1 || decode_batch; }
+    auto operator<=>(const StepShape&) const = default;
 };
 
 // KV rows layer `layer` keeps for a context of n_ctx: n_ctx, or for a sliding-window layer a ring of
 // window + ubatch - 1 rows (a chunk of ubatch queries needs the window before its first token).
 uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, uint32_t ubatch);
+
+// The KV cache is paged: each layer's K (and V) is one pool of blocks of kKvBlockRows rows shared by
+// every sequence, and a sequence's rows are found through its block table (ops::KvPages). The
+// kernels look a block up per key whatever its size, so small blocks cost only table entries, and
+// they bound what a sequence wastes at its end and what sharing a prefix copies on write (at most
+// one block per sequence): 8 rows keep 16 slots over a 1,000-token shared prompt near 1.1x of one.
+inline constexpr uint32_t kKvBlockRows = 8;
+// Blocks that hold `rows` rows of one sequence.
+inline constexpr uint32_t kv_blocks(uint32_t rows) { return (rows + kKvBlockRows - 1) / kKvBlockRows; }
 
 // The cache a model's attention reads: sizes it per layer.
 struct KvGeometry {
@@ -64,7 +74,11 @@ struct AttentionPlan {
     // RoPE of q and k, the K/V store and attention in one kernel (ops::attention_store): decode
     // steps where it takes the shape. Otherwise rope, kv_store_pair and attention.
     bool fused_store = false;
-    ops::AttentionParams attn;  // per sequence: n tokens of a chunk, 1 of a decode batch
+    // A decode batch's attention (and K/V store) in one dispatch for all its sequences, each through
+    // its block table (attn.batch): every causal decode batch without a position-bias table. Else one
+    // call per sequence.
+    bool batched = false;
+    ops::AttentionParams attn;  // per call: n tokens of a chunk; 1 per sequence, or a batch's n with batched
     LinearStep wo;
     bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
     bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)

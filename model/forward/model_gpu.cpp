@@ -112,10 +112,13 @@ uint64_t cross_row_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRan
     return cfg.arch->cross_attention ? 2ull * layers.count * kv_row_bytes(cfg, o.kv_type) + 4ull * cfg.dim + 4 : 0;
 }
 
+// Rows of a layer's pool: whole blocks of `rows` (kv_cache_rows) per sequence.
+uint64_t pool_rows(uint32_t rows, uint32_t n_seq) { return uint64_t(kv_blocks(rows)) * kKvBlockRows * n_seq; }
+
 uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, LayerRange layers) {
     uint64_t rows = 0;
-    for (uint32_t l = layers.first; l < layers.end(); ++l) rows += kv_cache_rows(cfg, l, n_ctx, o.ubatch);
-    return kv_caches(cfg) * rows * kv_row_bytes(cfg, o.kv_type) * o.n_seq + cross_row_bytes(cfg, o, layers) * n_ctx;
+    for (uint32_t l = layers.first; l < layers.end(); ++l) rows += pool_rows(kv_cache_rows(cfg, l, n_ctx, o.ubatch), o.n_seq);
+    return kv_caches(cfg) * rows * kv_row_bytes(cfg, o.kv_type) + cross_row_bytes(cfg, o, layers) * n_ctx;
 }
 
 }  // namespace
@@ -172,13 +175,13 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     uint32_t n_full = 0;
     uint64_t ring_bytes = 0;
     for (uint32_t l = layers.first; l < layers.end(); ++l) {
-        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += kv_caches(cfg) * kv_row * (cfg.window + opts.ubatch - 1) * opts.n_seq;
+        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += kv_caches(cfg) * kv_row * pool_rows(cfg.window + opts.ubatch - 1, opts.n_seq);
         else ++n_full;
     }
     const uint64_t per_token =
         kv_caches(cfg) * kv_row * std::max(n_full, 1u) * opts.n_seq + cross_row_bytes(cfg, opts, layers);
-    // One layer's K (or V) cache is one binding: it must fit maxStorageBufferRange.
-    uint64_t max_ctx_binding = caps.max_storage_buffer_range / kv_row;
+    // One layer's K (or V) pool is one binding: every sequence's whole blocks must fit maxStorageBufferRange.
+    const uint64_t max_ctx_binding = caps.max_storage_buffer_range / kv_row / opts.n_seq / kKvBlockRows * kKvBlockRows;
     // Keep 10% of the heap for the driver, staging and other processes.
     uint64_t budget = p.available / 10 * 9;
     uint64_t fixed = p.weights + p.scratch;
@@ -186,7 +189,8 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         throw DeviceLimitError(fmt::format(
             "model does not fit on the device: weights {} + scratch {} = {}, but only {} of device memory is usable "
             "(of {})", format_mib(p.weights), format_mib(p.scratch), format_mib(fixed), format_mib(budget), format_mib(p.available)));
-    uint64_t max_ctx_memory = budget - fixed > ring_bytes ? (budget - fixed - ring_bytes) / per_token : 0;
+    // Whole blocks: the pool rounds each sequence's rows up to them.
+    uint64_t max_ctx_memory = budget - fixed > ring_bytes ? (budget - fixed - ring_bytes) / per_token / kKvBlockRows * kKvBlockRows : 0;
     const uint32_t train_ctx = cfg.n_ctx_train ? cfg.n_ctx_train : 2048;
     if (opts.n_ctx == 0) {
         p.n_ctx = uint32_t(std::min<uint64_t>({train_ctx, max_ctx_memory, max_ctx_binding}));
@@ -198,20 +202,21 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         if (cfg.arch->positions == PositionKind::Learned && p.n_ctx > cfg.n_ctx_train)
             throw DeviceLimitError(fmt::format("--ctx {}: this {} model has learned positions for {} tokens only",
                                                p.n_ctx, cfg.arch->name, cfg.n_ctx_train));
-        if (p.n_ctx > max_ctx_memory)
+        if (uint64_t(kv_blocks(p.n_ctx)) * kKvBlockRows > max_ctx_memory)
             throw DeviceLimitError(fmt::format(
                 "--ctx {} needs {} of KV cache{}, but after weights ({}) and scratch ({}) only {} is usable: at most "
                 "--ctx {}", p.n_ctx, format_mib(kv_cache_bytes(cfg, opts, p.n_ctx, layers)),
                 opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(), format_mib(p.weights),
                 format_mib(p.scratch), format_mib(budget - fixed), max_ctx_memory));
-        if (p.n_ctx > max_ctx_binding)
-            throw DeviceLimitError(fmt::format("--ctx {}: one layer's KV cache would be {} bytes, more than this "
+        if (uint64_t(kv_blocks(p.n_ctx)) * kKvBlockRows > max_ctx_binding)
+            throw DeviceLimitError(fmt::format("--ctx {}: one layer's KV cache would be {} bytes{}, more than this "
                                                "device's maxStorageBufferRange ({}); at most --ctx {}",
-                                               p.n_ctx, kv_row * p.n_ctx, caps.max_storage_buffer_range,
-                                               max_ctx_binding));
+                                               p.n_ctx, kv_row * pool_rows(p.n_ctx, opts.n_seq),
+                                               opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(),
+                                               caps.max_storage_buffer_range, max_ctx_binding));
     }
     p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
-    p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * p.n_ctx * opts.n_seq;
+    p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * pool_rows(p.n_ctx, opts.n_seq);
     p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
     p.scratch = scratch_bytes(cfg, opts, layers) + p.all_logits + p.attention_scratch;
     return p;
@@ -332,15 +337,22 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
         ctx.upload(pos_bias_.back(), table.data(), table.size() * 4);
         layers_[l].pos_bias = int32_t(pos_bias_.size() - 1);
     }
-    for (uint32_t q = 0; q < opts_.n_seq; ++q)
-        for (uint32_t l = range_.first; l < range_.end(); ++l) {
-            LayerState& L = layers_[l];
-            const std::string sfx = opts_.n_seq > 1 ? fmt::format("{}.{}", q, l) : fmt::format("{}", l);
-            L.k_cache.push_back(ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "k_cache." + sfx));
-            // Latent attention reads V from the K rows: no V cache.
-            L.v_cache.push_back(cfg.v_in_k() ? Buffer{}
-                                             : ctx.create_buffer(kv_row * L.kv_rows, MemoryUsage::Device, "v_cache." + sfx));
-        }
+    for (uint32_t l = range_.first; l < range_.end(); ++l) {
+        LayerState& L = layers_[l];
+        L.pool_rows = uint32_t(pool_rows(L.kv_rows, opts_.n_seq));
+        L.k_cache = ctx.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("k_cache.{}", l));
+        // Latent attention reads V from the K rows: no V cache.
+        if (!cfg.v_in_k()) L.v_cache = ctx.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("v_cache.{}", l));
+    }
+    // Every stage's tables have the same shape (one context for all): the first stage fills them.
+    for (uint32_t l = 0; l < cfg.n_layers; ++l)
+        if (const uint32_t rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch); rows != plan_.n_ctx) ring_rows_ = rows;
+    kv_tables_ = ctx.create_buffer(4ull * opts_.n_seq * kv_blocks(plan_.n_ctx), MemoryUsage::Upload, "kv_tables");
+    if (ring_rows_) ring_tables_ = ctx.create_buffer(4ull * opts_.n_seq * kv_blocks(ring_rows_), MemoryUsage::Upload, "ring_tables");
+    pool_blocks_ = opts_.n_seq * kv_blocks(plan_.n_ctx);
+    seq_blocks_.assign(opts_.n_seq, {});
+    block_refs_.assign(pool_blocks_, 0);
+    for (uint32_t b = pool_blocks_; b-- > 0;) free_blocks_.push_back(b);  // handed out from block 0 up
     auto dev = [&](uint64_t floats, const char* name) { return ctx.create_buffer(floats * 4, MemoryUsage::Device, name); };
     x_ = dev(uint64_t(U) * dim, "x");
     xn_ = dev(uint64_t(U) * dim, "xn");
@@ -552,7 +564,7 @@ ModelGpu::Activations ModelGpu::activations(const LayerPlan& p) const {
 }
 
 void ModelGpu::record_layer(CommandStream& s, uint32_t l, const BatchShape& batch) {
-    const LayerPlan plan = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, {batch.n, batch.decode_batch()},
+    const LayerPlan plan = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, batch,
                                       kv_geometry());
     const Activations act = activations(plan);
     if (plan.attn.mla) record_mla(s, l, plan.attn, batch);
@@ -616,6 +628,14 @@ BufferSlice ModelGpu::segment_rows(const BufferSlice& b, uint64_t width, size_t 
     return BufferSlice{b.buffer, b.offset + 4ull * width * rows * i, 4ull * width * rows};
 }
 
+ops::KvPages ModelGpu::kv_pages(uint32_t l, uint32_t row, bool per_token) const {
+    const LayerState& L = layers_[l];
+    const bool ring = ring_rows_ != 0 && L.kv_rows == ring_rows_;
+    const Buffer& tables = ring ? ring_tables_ : kv_tables_;
+    const uint64_t stride = 4ull * kv_blocks(L.kv_rows);
+    return {tables.slice(stride * row, tables.size() - stride * row), kKvBlockRows, L.pool_rows, per_token};
+}
+
 BufferSlice ModelGpu::attention_scratch_region(size_t i) const {
     if (plan_.attention_scratch == 0) return attn_scratch_.slice();
     const uint64_t region = plan_.attention_scratch / opts_.n_seq;
@@ -675,26 +695,28 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
         rope_k.n_heads = c.n_kv_heads;
         ops::rope(ctx_, s, a.k, in_pos, n, rope_k, ff);
     }
-    // att (n, q_dim): each sequence stores into and attends over its own cache: a chunk is one
-    // segment of n rows, a decode batch one row per sequence (rows bound in place, at any offset).
-    const uint32_t seg_rows = p.attn.n_tokens;
-    for (size_t i = 0; i < batch.seqs.size(); ++i) {
-        const uint32_t seq = batch.seqs[i];
+    // att (n, q_dim): the K/V store and attention of a chunk (n rows of one sequence), of a whole decode
+    // batch at once (batched: one row per sequence, each through its table row), or of each sequence
+    // of a batch in turn (rows bound in place, at any offset).
+    const uint32_t seg_rows = p.batched ? n : p.attn.n_tokens;
+    const size_t calls = batch.decode_batch && !p.batched ? batch.n : 1;
+    const BufferSlice kc = layers_[l].k_cache.slice(), vc = layers_[l].v_cache.slice();
+    for (size_t i = 0; i < calls; ++i) {
         auto seg = [&](const BufferSlice& b, uint64_t width) { return segment_rows(b, width, i, seg_rows); };
         const BufferSlice sp = seg(pos, 1);
-        const BufferSlice scratch = attention_scratch_region(i);
-        const BufferSlice kc = layers_[l].k_cache[seq].slice(), vc = layers_[l].v_cache[seq].slice();
+        const BufferSlice scratch = p.batched ? attn_scratch_.slice() : attention_scratch_region(i);
+        const ops::KvPages pages = kv_pages(l, uint32_t(i), p.batched);
         if (p.fused_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
             const ops::NewKv new_kv{seg(a.k, kv), seg(a.v, kv), p.rope ? &rope_q : nullptr, p.rope ? ff : nullptr};
             ops::attention_store(ctx_, s, p.attn, seg(a.q, qd), new_kv, kc, vc, sp, seg(att, qd), scratch,
-                                 L[R::Sinks].slice());
+                                 {.sinks = L[R::Sinks].slice(), .pages = pages});
         } else {
             ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.attn.n_ctx,
-                               opts_.kv_type);
+                               opts_.kv_type, pages);
             const BufferSlice bias = layers_[l].pos_bias >= 0 ? pos_bias_[size_t(layers_[l].pos_bias)].slice() : BufferSlice{};
             const BufferSlice segs = p.attn.segmented ? seg(segs_.slice(), 2) : BufferSlice{};
             ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch,
-                           {bias, segs, L[R::Sinks].slice()});
+                           {bias, segs, L[R::Sinks].slice(), pages});
         }
     }
     // x += post_norm(wo · att + bo)
@@ -765,16 +787,18 @@ void ModelGpu::record_mla(CommandStream& s, uint32_t l, const AttentionPlan& p, 
     ops::rope(ctx_, s, qh, in_pos, n, rope_q);
     ops::rope(ctx_, s, krow, in_pos, n, rope_k);
 
-    // Each sequence stores its K rows and attends over its own cache (one KV head, V = the latent).
-    const uint32_t seg_rows = p.attn.n_tokens;
-    for (size_t i = 0; i < batch.seqs.size(); ++i) {
-        const uint32_t seq = batch.seqs[i];
+    // The K rows stored and attended over (one KV head, V = the latent): a chunk's, a whole decode
+    // batch's at once (batched), or each sequence's of a batch in turn.
+    const uint32_t seg_rows = p.batched ? n : p.attn.n_tokens;
+    const size_t calls = batch.decode_batch && !p.batched ? batch.n : 1;
+    const BufferSlice kc = layers_[l].k_cache.slice();
+    for (size_t i = 0; i < calls; ++i) {
         auto seg = [&](const BufferSlice& b, uint64_t width) { return segment_rows(b, width, i, seg_rows); };
-        const BufferSlice scratch = attention_scratch_region(i);
-        const BufferSlice kc = layers_[l].k_cache[seq].slice();
-        ops::kv_store(ctx_, s, seg(krow, row), kc, seg(pos, 1), seg_rows, row, p.attn.n_ctx, opts_.kv_type);
+        const BufferSlice scratch = p.batched ? attn_scratch_.slice() : attention_scratch_region(i);
+        const ops::KvPages pages = kv_pages(l, uint32_t(i), p.batched);
+        ops::kv_store(ctx_, s, seg(krow, row), kc, seg(pos, 1), seg_rows, row, p.attn.n_ctx, opts_.kv_type, pages);
         ops::attention(ctx_, s, p.attn, seg(qh, uint64_t(H) * row), kc, kc, seg(pos, 1), seg(att, uint64_t(H) * r),
-                       scratch);
+                       scratch, {.pages = pages});
     }
     // x += wo · [wv_b_h · att_h]_h
     if (p.mla_grouped) ops::moe_matmul(ctx_, s, p.v_b_mm, L[R::WvB].slice(), H, att, 1, groups, o, n, slots, vm, r);
@@ -925,8 +949,8 @@ void ModelGpu::record_head(CommandStream& s, const BatchShape& batch) {
     const uint32_t n = batch.n;
     const uint64_t row = uint64_t(cfg_.dim) * 4;
     const uint64_t vrow = uint64_t(cfg_.n_vocab) * 4;
-    const HeadPlan h = plan_head(ctx_.caps(), cfg_, layout_, {n, batch.decode_batch()}, opts_.all_logits);
-    if (batch.decode_batch()) {
+    const HeadPlan h = plan_head(ctx_.caps(), cfg_, layout_, {n, batch.decode_batch}, opts_.all_logits);
+    if (batch.decode_batch) {
         // Every row is a sequence's last token: n rows of logits, one argmax each.
         const BufferSlice rows = logits_.slice(0, vrow * n);
         record_logits(s, h, x_.slice(0, row * n), xn_.slice(0, row * n), rows);
@@ -1085,6 +1109,9 @@ void ModelGpu::run(const BatchShape& b, const LayerProbe& probe) {
     pass(segs_, nx.segs_, 8ull * b.n);
     pass(ids_, nx.ids_, 4ull * b.n);
     pass(send_, nx.recv_, 4ull * cfg_.dim * b.n);
+    const size_t table_rows = b.decode_batch ? b.n : 1;
+    pass(kv_tables_, nx.kv_tables_, 4ull * table_rows * kv_blocks(plan_.n_ctx));
+    if (ring_rows_) pass(ring_tables_, nx.ring_tables_, 4ull * table_rows * kv_blocks(ring_rows_));
     nx.run(b, probe);
 }
 
@@ -1114,7 +1141,9 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
             segs[2 * i] = 0;  // bidirectional: one input, all of the call
             segs[2 * i + 1] = int32_t(n_past_[seq] + n);
         }
-        run(BatchShape{n, {seq}}, probe);
+        hold_rows(seq, n_past_[seq] + n, n_past_[seq]);
+        write_tables(0, seq);
+        run(BatchShape{n, false}, probe);
         last_rows_ = 1;
         last_chunk_ = n;
         n_past_[seq] += n;
@@ -1161,7 +1190,9 @@ void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
             ids[at] = in[i];
         }
     }
-    run(BatchShape{n, {0}}, {});
+    hold_rows(0, n, 0);
+    write_tables(0, 0);
+    run(BatchShape{n, false}, {});
     last_rows_ = 1;
     last_chunk_ = n;
     n_past_[0] = n;
@@ -1184,6 +1215,91 @@ uint32_t ModelGpu::n_past(uint32_t seq) const {
 void ModelGpu::reset(uint32_t seq) {
     check_seq(seq, opts_.n_seq);
     n_past_[seq] = 0;
+    hold_rows(seq, 0);
+}
+
+uint32_t ModelGpu::take_block(uint32_t seq) {
+    if (free_blocks_.empty())
+        throw ContextFullError(fmt::format("the KV cache has no free block for sequence {} ({} blocks of {} rows, "
+                                           "all held by other sequences)", seq, pool_blocks_, kKvBlockRows));
+    const uint32_t b = free_blocks_.back();
+    free_blocks_.pop_back();
+    block_refs_[b] = 1;
+    return b;
+}
+
+void ModelGpu::release_block(uint32_t b) {
+    if (--block_refs_[b] == 0) free_blocks_.push_back(b);
+}
+
+void ModelGpu::hold_rows(uint32_t seq, uint32_t rows, uint32_t write_from) {
+    std::vector<uint32_t>& blocks = seq_blocks_[seq];
+    const uint32_t need = kv_blocks(std::min(rows, plan_.n_ctx));
+    while (blocks.size() > need) {
+        release_block(blocks.back());
+        blocks.pop_back();
+    }
+    for (size_t j = write_from / kKvBlockRows; j < blocks.size(); ++j)
+        if (block_refs_[blocks[j]] > 1) {  // shared: this sequence writes into a copy of its own
+            const uint32_t own = take_block(seq);
+            copy_block(blocks[j], own);
+            release_block(blocks[j]);
+            blocks[j] = own;
+        }
+    while (blocks.size() < need) blocks.push_back(take_block(seq));
+}
+
+void ModelGpu::copy_block(uint32_t from, uint32_t to) {
+    const uint64_t bytes = kKvBlockRows * kv_row_bytes(cfg_, opts_.kv_type);
+    CommandStream s(ctx_);
+    s.begin();
+    for (uint32_t l = range_.first; l < range_.end(); ++l) {
+        const LayerState& L = layers_[l];
+        if (L.kv_rows != plan_.n_ctx) continue;  // a ring's blocks are never shared
+        for (const Buffer* pool : {&L.k_cache, &L.v_cache})
+            if (pool->size() > 0) s.copy(pool->slice(from * bytes, bytes), pool->slice(to * bytes, bytes));
+    }
+    s.end();
+    s.submit_and_wait();
+    if (next_) next_->copy_block(from, to);
+}
+
+bool ModelGpu::share_prefix(uint32_t dst, uint32_t src, uint32_t n) {
+    check_seq(dst, opts_.n_seq);
+    check_seq(src, opts_.n_seq);
+    if (n > n_past_[src])
+        throw std::invalid_argument(fmt::format("share_prefix: {} tokens of sequence {}, which holds {}", n, src, n_past_[src]));
+    if (ring_rows_ != 0 || dst == src) return false;
+    reset(dst);
+    const std::vector<uint32_t>& from = seq_blocks_[src];
+    std::vector<uint32_t>& to = seq_blocks_[dst];
+    to.assign(from.begin(), from.begin() + kv_blocks(n));
+    for (uint32_t b : to) ++block_refs_[b];
+    n_past_[dst] = n;
+    return true;
+}
+
+ModelGpu::KvUsage ModelGpu::kv_usage() const {
+    KvUsage u;
+    u.blocks_total = pool_blocks_;
+    u.blocks_used = pool_blocks_ - uint32_t(free_blocks_.size());
+    u.block_rows = kKvBlockRows;
+    for (const ModelGpu* st = this; st; st = st->next_.get())
+        for (uint32_t l = st->range_.first; l < st->range_.end(); ++l)
+            if (st->layers_[l].kv_rows == plan_.n_ctx)
+                u.block_bytes += kv_caches(cfg_) * kKvBlockRows * kv_row_bytes(cfg_, opts_.kv_type);
+    return u;
+}
+
+void ModelGpu::write_tables(uint32_t row, uint32_t seq) {
+    const std::vector<uint32_t>& blocks = seq_blocks_[seq];
+    std::memcpy(static_cast<uint32_t*>(kv_tables_.mapped()) + size_t(row) * kv_blocks(plan_.n_ctx), blocks.data(),
+                blocks.size() * 4);
+    if (ring_rows_) {  // a ring's blocks are its sequence's, fixed
+        const uint32_t stride = kv_blocks(ring_rows_);
+        auto* t = static_cast<uint32_t*>(ring_tables_.mapped()) + size_t(row) * stride;
+        for (uint32_t j = 0; j < stride; ++j) t[j] = seq * stride + j;
+    }
 }
 
 bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
@@ -1199,6 +1315,7 @@ bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
         if (uint64_t(oldest) + rows < old) return false;
     }
     n_past_[seq] = n;
+    hold_rows(seq, n);
     return true;
 }
 
@@ -1213,7 +1330,7 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
         throw std::logic_error("decode: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     if (batch.size() > opts_.n_seq)
         throw std::invalid_argument(fmt::format("decode: {} tokens for {} sequences", batch.size(), opts_.n_seq));
-    BatchShape shape{uint32_t(batch.size()), {}};
+    const BatchShape shape{uint32_t(batch.size()), batch.size() > 1};
     std::vector<bool> seen(opts_.n_seq, false);
     auto* pos = static_cast<int32_t*>(positions_.mapped());
     auto* ids = static_cast<int32_t*>(ids_.mapped());
@@ -1225,7 +1342,8 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
         if (n_past_[t.seq] >= plan_.n_ctx)
             throw ContextFullError(fmt::format("sequence {} is full ({} tokens)", t.seq, plan_.n_ctx));
         check_tokens(std::span<const int32_t>(&t.token, 1));
-        shape.seqs.push_back(t.seq);
+        hold_rows(t.seq, n_past_[t.seq] + 1, n_past_[t.seq]);
+        write_tables(uint32_t(i), t.seq);
         pos[i] = int32_t(n_past_[t.seq]);
         static_cast<int32_t*>(rel_pos_.mapped())[i] = pos[i];
         auto* segs = static_cast<int32_t*>(segs_.mapped());

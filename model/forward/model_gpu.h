@@ -38,8 +38,8 @@ struct ModelOptions {
     // Also compute the logits of every token of a ubatch into an (ubatch, n_vocab) buffer, for
     // perplexity (eval_all_logits). Off by default: generation needs only the last token's.
     bool all_logits = false;
-    // Sequences with a KV cache each (a server's slots): n_ctx rows per sequence. decode() advances
-    // up to n_seq of them by one token in one forward pass.
+    // Sequences (a server's slots), each up to n_ctx rows; the KV pool holds n_seq x n_ctx rows (in
+    // blocks). decode() advances up to n_seq of them by one token in one forward pass.
     uint32_t n_seq = 1;
 };
 
@@ -149,22 +149,40 @@ public:
     uint32_t ubatch() const { return opts_.ubatch; }
     // The single-sequence interface (vkllm run, perplexity, bench) works on sequence 0.
     uint32_t n_past() const { return n_past_[0]; }
-    void reset() { n_past_[0] = 0; }  // forget the conversation; the KV rows are simply overwritten
+    void reset() { reset(0); }  // forget the conversation: its blocks go back to the pool
 
-    // --- several sequences (ModelOptions::n_seq), each with its own KV cache
+    // --- several sequences (ModelOptions::n_seq). The KV cache is paged: per layer one pool of blocks
+    // of kKvBlockRows rows, a sequence holding blocks as it grows (up to n_ctx rows) and letting them go
+    // when truncated or reset; sequences that share a prefix share its blocks (share_prefix).
     uint32_t n_past(uint32_t seq) const;
     void reset(uint32_t seq);
     // Keeps the first n tokens of sequence `seq` (n <= n_past(seq)) so that a prompt sharing them
     // evaluates only the rest. False, changing nothing, when a sliding-window layer's ring has already
     // overwritten keys that a token after n would need: the caller starts over with reset().
     bool truncate(uint32_t seq, uint32_t n);
+    // Sequence `dst` starts from the first n tokens of sequence `src` (n <= n_past(src); a system
+    // prompt every slot shares) without evaluating them: it forgets what it held and shares src's KV
+    // blocks holding them, n_past(dst) = n. Either sequence copies a shared block before it writes
+    // into it (copy on write), so both continue as if each had evaluated the tokens itself. False,
+    // changing nothing, for a model with sliding-window layers (their rings are per sequence).
+    bool share_prefix(uint32_t dst, uint32_t src, uint32_t n);
+    // The paged KV cache's use: blocks held by some sequence (a shared block once) of the pool of a
+    // full-context layer, and the bytes one block takes over all such layers of the model (every
+    // stage), K and V. Sliding-window rings are fixed per sequence and not counted.
+    struct KvUsage {
+        uint32_t blocks_used = 0, blocks_total = 0, block_rows = 0;
+        uint64_t block_bytes = 0;
+        uint64_t bytes_used() const { return uint64_t(blocks_used) * block_bytes; }
+    };
+    KvUsage kv_usage() const;
     // eval() for sequence `seq`: its tokens at positions n_past(seq).., in chunks of ubatch; the last
     // token's logits are row 0 afterwards.
     void eval(uint32_t seq, std::span<const int32_t> tokens);
     // One token for each of several distinct sequences (at most n_seq) in one forward pass and one
     // submission; logits row i belongs to batch[i]. Every row goes through the same kernels with
     // the same reduction order whatever the batch (linear layers as matvec in groups of <= 8 rows,
-    // attention per sequence), so a sequence's logits do not depend on what runs beside it.
+    // attention and the K/V store one dispatch for all rows, each through its sequence's block table
+    // with a lone token's plan), so a sequence's logits do not depend on what runs beside it.
     void decode(std::span<const SeqToken> batch);
     // Rows [0, rows) of the last logits: rows = 1 after eval(), the batch size after decode().
     void read_logits(uint32_t rows, float* dst) const;
@@ -222,14 +240,10 @@ private:
              const ModelOptions& opts, const UploadProgress& progress);
     const ModelGpu& tail() const { return next_ ? next_->tail() : *this; }
     struct Recording;
-    // What a recording computes: `seqs` = {s} is a chunk of n tokens of sequence s; more entries are
-    // a decode step of one token per sequence (n == seqs.size()).
-    struct BatchShape {
-        uint32_t n = 0;
-        std::vector<uint32_t> seqs;
-        bool decode_batch() const { return seqs.size() > 1; }
-        bool operator<(const BatchShape& o) const { return std::tie(n, seqs) < std::tie(o.n, o.seqs); }
-    };
+    // What a recording computes: a chunk of n tokens of one sequence, or a decode step of one token
+    // for each of n sequences. Which sequences is no part of it: every cache access goes through the
+    // block tables, written before each submission, so one recording serves any of them.
+    using BatchShape = StepShape;
     Recording& recording(const BatchShape& b);
     // The recorders follow the plans of layer_plan.h: a layer is its attention block, then its FFN
     // block; every decision they read was made by plan_layer / plan_head.
@@ -295,12 +309,38 @@ private:
     // passes between stages at the range boundary (send_ -> recv_).
     struct LayerState {
         LayerWeights w;        // views into w_'s buffers, by role
-        uint32_t kv_rows = 0;  // kv_cache_rows(): n_ctx, or a ring for sliding-window layers
-        // Per sequence: (kv_rows, n_kv_heads * head_dim) of the KV type, for K and for V.
-        std::vector<Buffer> k_cache, v_cache;
+        uint32_t kv_rows = 0;  // kv_cache_rows(): rows a sequence addresses, n_ctx or a sliding window's ring
+        // The pools every sequence's rows live in, (pool rows, n_kv_heads * head_dim) of the KV type,
+        // for K and for V (none with MLA); a sequence's rows found through its block table.
+        Buffer k_cache, v_cache;
+        uint32_t pool_rows = 0;
         int32_t pos_bias = -1;  // T5: the layer's position-bias table in pos_bias_
     };
     std::vector<LayerState> layers_;
+    // The block tables a step reads, host-written before each submission: row r (a decode batch's
+    // r-th sequence, or a chunk's one sequence at row 0) lists its blocks, kv_blocks(n_ctx) entries per
+    // row for full-context layers (kv_tables_) and kv_blocks(ring rows) for sliding-window rings
+    // (ring_tables_: sequence s owns blocks s * that.. of the ring pools, fixed).
+    Buffer kv_tables_, ring_tables_;
+    uint32_t ring_rows_ = 0;  // kv_rows of the sliding-window layers where they differ from n_ctx (0: none)
+    // Full-context layers' blocks, handed out as sequences grow (the first stage decides; the tables
+    // reach the other stages with the positions): per sequence its blocks in order, and the free ones.
+    std::vector<std::vector<uint32_t>> seq_blocks_;
+    std::vector<uint32_t> free_blocks_;
+    std::vector<uint32_t> block_refs_;  // sequences holding each block (shared prefixes: several)
+    uint32_t pool_blocks_ = 0;  // of a full-context layer's pool
+    // Gives sequence `seq` blocks for its first `rows` rows (ContextFullError when the pool is out of
+    // blocks) and lets go of those past them; rows from `write_from` on are about to be written, so a
+    // shared block among them is first copied into one of its own.
+    void hold_rows(uint32_t seq, uint32_t rows, uint32_t write_from = UINT32_MAX);
+    uint32_t take_block(uint32_t seq);
+    void release_block(uint32_t b);
+    // Copies block `from` into block `to` in every full-context layer's pools, on every stage.
+    void copy_block(uint32_t from, uint32_t to);
+    // Row `row` of the tables for sequence `seq`.
+    void write_tables(uint32_t row, uint32_t seq);
+    // Layer l's pool through table row `row` (with per_token, rows row.. one per token).
+    ops::KvPages kv_pages(uint32_t l, uint32_t row, bool per_token) const;
     std::vector<Buffer> pos_bias_;  // T5: layer 0's table (shared by layers without attn_rel_b), then any others
     // Encoder-decoder: per layer the encoder output's cross K and V, (n_ctx, kv_dim) of the KV type; the encoder
     // output itself (n_ctx, dim), host-written; the row positions 0..n_ctx-1 the K/V store writes;

@@ -41,7 +41,7 @@ AlibiPush alibi_push(const AttentionParams& p) {
 }
 
 struct DecodePush {
-    uint32_t n_heads, n_kv_heads, n_ctx, n_splits, min_chunk, group;
+    uint32_t n_heads, n_kv_heads, n_ctx, n_splits, min_chunk;
     float scale;
     uint32_t window;
     float softcap;
@@ -51,6 +51,7 @@ struct DecodePush {
     // V's layout in its binding, in 4-element groups: row r, kv head g starts at r * v_row4 + g * v_head4
     // + v_off4 (a V cache: n_kv_heads * v_dim / 4, v_dim / 4, 0; V in K: K's strides, (head_dim - v_dim) / 4).
     uint32_t v_row4, v_head4, v_off4;
+    uint32_t table_first, block_shift;  // paged: the first table row's offset; log2 of the block rows (0: not paged)
 };
 struct MergePush {
     uint32_t n_heads, v_dim, n_splits, out_first;
@@ -68,6 +69,7 @@ struct PrefillPush {
     uint32_t has_sinks, sink_first;
     uint32_t v_row4, v_head4, v_off4;  // as DecodePush's
     uint32_t v_in_k;  // 1: V is the tail of the K rows, so the K tile in shared memory already holds it
+    uint32_t table_first, block_shift;  // as DecodePush's
 };
 
 struct VLayout {
@@ -111,19 +113,42 @@ void check_params(const AttentionParams& p) {
                         p.head_dim - p.v_dim(), kKvQ8Block));
     // All of a chunk's rows are stored before attention runs: the ring must still hold the window of
     // the chunk's first query after the last one's row went in.
-    if (p.window > 0 && uint64_t(p.n_ctx) < uint64_t(p.window) + p.n_tokens - 1)
+    if (p.window > 0 && uint64_t(p.n_ctx) < uint64_t(p.window) + p.seq_tokens() - 1)
         bad(fmt::format("a sliding-window cache needs n_ctx >= window + n_tokens - 1 = {}",
-                        uint64_t(p.window) + p.n_tokens - 1));
+                        uint64_t(p.window) + p.seq_tokens() - 1));
     if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) bad("softcap must be finite and >= 0");
     if (!(p.max_alibi_bias >= 0.0f) || !std::isfinite(p.max_alibi_bias)) bad("max_alibi_bias must be finite and >= 0");
     if (!p.causal && p.window > 0) bad("a sliding window needs causal attention");
     if (p.pos_bias_range > kMaxPosBiasRange) bad(fmt::format("pos_bias_range must be at most {}", kMaxPosBiasRange));
     if (p.segmented && (p.causal || p.window > 0)) bad("packed segments need bidirectional attention without a window");
+    if (p.batch && (p.pos_bias_range > 0 || p.segmented || !p.causal))
+        bad("a batch of sequences is causal decode: no position-bias table or segments");
 }
 
-// Split-K partials of a decode plan: o[n_splits][n_heads][v_dim], then (m, l) per split and head.
+// A paged cache's table and pool, checked against the call; the table's window (the positions' when
+// not paged: never read then) and the block shift.
+struct PagesBinding {
+    detail::Window table;
+    uint32_t shift = 0;
+};
+PagesBinding bind_pages(const DeviceCaps& caps, const KvPages& pg, uint32_t n_ctx, uint32_t table_rows,
+                        const detail::Window& stand_in, const char* op) {
+    if (!pg.paged()) return {stand_in, 0};
+    if (pg.block_rows < 2 || !std::has_single_bit(pg.block_rows))
+        throw std::invalid_argument(fmt::format("{}: block_rows must be a power of two >= 2, got {}", op, pg.block_rows));
+    if (pg.pool_rows == 0 || pg.pool_rows % pg.block_rows != 0)
+        throw std::invalid_argument(fmt::format("{}: the pool's {} rows are not whole blocks of {}", op, pg.pool_rows, pg.block_rows));
+    const uint64_t entries = uint64_t(table_rows) * pg.table_stride(n_ctx);
+    detail::require_bytes(pg.table, entries * 4, op, "the block table");
+    if (pg.table.offset % 4 != 0)
+        throw std::invalid_argument(fmt::format("{}: the block table must start on 4 bytes, starts at {}", op, pg.table.offset));
+    return {detail::window(caps, pg.table, 0, entries, 4), uint32_t(std::countr_zero(pg.block_rows))};
+}
+
+// Split-K partials of a decode plan: o[n_splits][n_heads][v_dim], then (m, l) per split and head;
+// a batch's queries one such region each, back to back.
 uint64_t partials_bytes(const AttentionParams& p, uint32_t n_splits) {
-    return uint64_t(n_splits) * p.n_heads * (p.v_dim() + 2) * sizeof(float);
+    return uint64_t(p.batch ? p.n_tokens : 1) * n_splits * p.n_heads * (p.v_dim() + 2) * sizeof(float);
 }
 
 // The most keys one query can see: a window bounds the KV length.
@@ -144,8 +169,12 @@ size_t prefill_shared_bytes(uint32_t dk, uint32_t dv, uint32_t m, uint32_t bk) {
 }
 
 // Decode workgroup: its value phase gives each of V's 4-column groups an invocation, so WG >= v_dim / 4:
-// 64 up to v_dim 256, else the next power of two (MLA's 512: 128).
-uint32_t decode_wg(const AttentionParams& p) { return std::max(kDecodeWg, std::bit_ceil(p.v_dim() / 4)); }
+// 64 up to v_dim 256, else the next power of two (MLA's 512: 128). A CPU driver runs a workgroup as
+// chunks of SIMD width switched at every barrier, so there the smallest that holds V (at least 16):
+// a short decode pays those switches, not arithmetic (docs/kernels.md).
+uint32_t decode_wg(const DeviceCaps& caps, const AttentionParams& p) {
+    return std::max(caps.cpu_tuning ? 16u : kDecodeWg, std::bit_ceil(p.v_dim() / 4));
+}
 // Prefill workgroup: WG >= v_dim / 4 likewise (128 up to v_dim 512).
 uint32_t prefill_wg(const AttentionParams& p) { return std::max(kPrefillWg, std::bit_ceil(p.v_dim() / 4)); }
 
@@ -160,19 +189,21 @@ uint32_t decode_target_workgroups(const DeviceCaps& caps) {
     }
 }
 
+// cache_rows: the rows of a cache binding (n_ctx, or a paged pool's), for the message.
 BufferSlice bound(const BufferSlice& s, uint64_t bytes, const DeviceCaps& caps, const char* tensor,
-                  const AttentionParams& p) {
+                  const AttentionParams& p, uint64_t cache_rows = 0) {
     if (s.buffer == VK_NULL_HANDLE || s.size < bytes)
         throw std::invalid_argument(fmt::format("attention: {} holds {} bytes, needs {}", tensor, s.size, bytes));
     if (bytes > caps.max_storage_buffer_range) {
         const bool cache = std::string_view(tensor).find("cache") != std::string_view::npos;
-        const uint64_t row = bytes / p.n_ctx;  // a cache's binding is n_ctx rows
+        const uint64_t rows = cache_rows ? cache_rows : p.n_ctx;
+        const uint64_t row = bytes / rows;
         throw DeviceLimitError(fmt::format(
             "attention: {} needs a {}-byte binding, more than this device's maxStorageBufferRange ({} bytes){}", tensor,
             bytes, caps.max_storage_buffer_range,
-            cache ? fmt::format("; one layer's cache (n_ctx {} rows of {} bytes) must fit in one binding, so at most "
-                                "{} context rows work on this device",
-                                p.n_ctx, row, caps.max_storage_buffer_range / row)
+            cache ? fmt::format("; one layer's cache ({} rows of {} bytes) must fit in one binding, so at most "
+                                "{} rows work on this device",
+                                rows, row, caps.max_storage_buffer_range / row)
                   : std::string("; use fewer tokens per call")));
     }
     return {s.buffer, s.offset, bytes};
@@ -186,9 +217,11 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
     check_params(p);
     const uint32_t group = p.n_heads / p.n_kv_heads;
     AttentionPlan plan;
-    if (p.n_tokens == 1 && p.pos_bias_range == 0 && !p.segmented) {
+    if (p.seq_tokens() == 1 && p.pos_bias_range == 0 && !p.segmented) {
+        // A batch takes the plan of one of its queries, so that a sequence's reduction order (its
+        // splits) does not depend on the batch beside it.
         plan.decode = true;
-        plan.wg = decode_wg(p);
+        plan.wg = decode_wg(caps, p);
         plan.kv_tile = plan.wg;
         // A split costs a merge dispatch, and on a CPU driver a dispatch has a fixed cost of tens of
         // microseconds (lavapipe: 50-90 us for attention_merge on a 2-core EPYC) while a 64-row split
@@ -206,6 +239,7 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
         const uint32_t max_splits = std::min(kMaxSplits, ceil_div(max_kv_len(p), plan.min_chunk));
         plan.n_splits = std::clamp(ceil_div(decode_target_workgroups(caps), wgs_per_split), 1u, max_splits);
     } else {
+        if (p.batch) throw std::invalid_argument("attention: a batch of sequences is decode only");
         plan.wg = prefill_wg(p);
         // The value phase spreads (row, 4 columns of V) over the workgroup: rows per invocation from V's width.
         const uint32_t dv4 = p.v_dim() / 4;
@@ -275,22 +309,27 @@ struct Bindings {
     detail::ByteWindow q, out;
     detail::Window pos;
     detail::Window sinks;    // the sinks' window; the positions' when there are none (never read then)
+    detail::Window table;    // a paged cache's block table; the positions' when not paged
+    uint32_t block_shift = 0;
     uint64_t q_bytes = 0;    // n_tokens rows of n_heads * head_dim f32
     uint64_t out_bytes = 0;  // n_tokens rows of n_heads * v_dim f32
 };
 
 Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlice& q, const BufferSlice& k,
-              const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& sinks) {
+              const BufferSlice& v, const BufferSlice& positions, const BufferSlice& out, const BufferSlice& sinks,
+              const KvPages& pages) {
     Bindings b;
+    if (p.batch && !pages.paged()) throw std::invalid_argument("attention: a batch of sequences needs a paged cache");
     b.q_bytes = uint64_t(p.n_tokens) * p.n_heads * p.head_dim * sizeof(float);
     b.out_bytes = uint64_t(p.n_tokens) * p.n_heads * p.v_dim() * sizeof(float);
-    const uint64_t k_bytes = uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
-    b.k = bound(k, k_bytes, caps, "the K cache", p);
+    const uint64_t rows = pages.paged() ? pages.pool_rows : p.n_ctx;
+    const uint64_t k_bytes = rows * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.head_dim);
+    b.k = bound(k, k_bytes, caps, "the K cache", p, rows);
     // V inside K: the K cache is bound to the V binding too (both read-only) and the push constants
     // address V's columns inside its rows; the v slice is not looked at.
     b.v = p.v_in_k ? b.k
-                   : bound(v, uint64_t(p.n_ctx) * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.v_dim()), caps,
-                           "the V cache", p);
+                   : bound(v, rows * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.v_dim()), caps,
+                           "the V cache", p, rows);
     // q, out and positions may start at any element (one sequence's rows inside a batch): they are
     // bound through aligned windows and the kernels index from the offsets in the push constants.
     // q and out are read and written as vec4s, so their windows keep 16-byte granularity.
@@ -314,6 +353,9 @@ Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlic
             throw std::invalid_argument(fmt::format("attention: sinks must start on 4 bytes, start at {}", sinks.offset));
         b.sinks = detail::window(caps, sinks, 0, p.n_heads, 4);
     }
+    const PagesBinding pg = bind_pages(caps, pages, p.n_ctx, p.batch ? p.n_tokens : 1, b.pos, "attention");
+    b.table = pg.table;
+    b.block_shift = pg.shift;
     return b;
 }
 
@@ -334,19 +376,21 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     const detail::Window sk = b.sinks;
     const DeviceCaps& caps = ctx.caps();
     const uint32_t group = p.n_heads / p.n_kv_heads;
-    const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg};
+    const uint32_t queries = p.batch ? p.n_tokens : 1;
+    const std::array<uint32_t, 3> grid{p.n_kv_heads, plan.n_splits, group / plan.heads_per_wg * queries};
     const bool direct = plan.n_splits == 1;
     // The partials of this plan's splits; attention_store's plan never has more splits than
     // attention()'s (its workgroups hold at most as many heads), so attention_scratch_bytes suffices.
     const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials_bytes(p, plan.n_splits), caps, "scratch", p);
     const VLayout vl = v_layout(p);
-    const DecodePush push{p.n_heads, p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
-                          group,     p.scale,      p.window,  p.softcap,     uint32_t(b.q.inner / 16),
-                          b.pos.first, direct ? uint32_t(b.out.inner / 4) : 0u, alibi_push(p),
-                          p.sinks ? 1u : 0u, sk.first, vl.row4, vl.head4, vl.off4};
+    const DecodePush push{p.n_heads,  p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
+                          p.scale,    p.window,     p.softcap, uint32_t(b.q.inner / 16), b.pos.first,
+                          direct ? uint32_t(b.out.inner / 4) : 0u, alibi_push(p), p.sinks ? 1u : 0u, sk.first,
+                          vl.row4,    vl.head4,     vl.off4,   b.table.first, b.block_shift};
     std::vector<BufferSlice> bindings{b.q.slice, b.k, b.v, b.pos.slice, dst};
     bindings.insert(bindings.end(), store_bindings.begin(), store_bindings.end());
     bindings.push_back(sk.slice);
+    bindings.push_back(b.table.slice);
     if (store) {
         struct {
             DecodePush base;
@@ -358,7 +402,7 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     }
     if (direct) return;
     const MergePush mpush{p.n_heads, p.v_dim(), plan.n_splits, uint32_t(b.out.inner / 4)};
-    s.dispatch(ctx.pipeline(descs[1]), {dst, b.out.slice}, mpush, {p.n_heads, 1, 1}, "attention_merge");
+    s.dispatch(ctx.pipeline(descs[1]), {dst, b.out.slice}, mpush, {p.n_heads, queries, 1}, "attention_merge");
 }
 
 }  // namespace
@@ -369,7 +413,7 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     const DeviceCaps& caps = ctx.caps();
     const detail::AttentionPlan plan = detail::attention_plan(caps, p);
     const std::vector<PipelineDesc> descs = attention_pipelines(ctx, p);
-    const Bindings b = bind(caps, p, q, k, v, positions, out, extras.sinks);
+    const Bindings b = bind(caps, p, q, k, v, positions, out, extras.sinks, extras.pages);
     if (plan.decode) {
         decode(ctx, s, p, plan, descs, b, scratch, nullptr, {});
         return;
@@ -389,13 +433,15 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     const PrefillPush push{p.n_tokens,     p.n_heads,          p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
                            uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
                            alibi_push(p),  p.pos_bias_range,   segs.first,   p.segmented ? 1u : 0u,
-                           p.sinks ? 1u : 0u, b.sinks.first, vl.row4, vl.head4, vl.off4, p.v_in_k ? 1u : 0u};
-    s.dispatch(ctx.pipeline(descs[0]), {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias, segs.slice, b.sinks.slice}, push,
+                           p.sinks ? 1u : 0u, b.sinks.first, vl.row4, vl.head4, vl.off4, p.v_in_k ? 1u : 0u,
+                           b.table.first, b.block_shift};
+    s.dispatch(ctx.pipeline(descs[0]),
+               {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias, segs.slice, b.sinks.slice, b.table.slice}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
 }
 
 bool attention_store_supported(const AttentionParams& p) {
-    return p.n_tokens == 1 && p.pos_bias_range == 0 && !p.segmented && p.v_dim() == p.head_dim && !p.v_in_k &&
+    return p.seq_tokens() == 1 && p.pos_bias_range == 0 && !p.segmented && p.v_dim() == p.head_dim && !p.v_in_k &&
            p.head_dim <= kStoreMaxHeadDim && (p.kv_type != KvType::Q8_0 || p.head_dim % kKvQ8Block == 0);
 }
 
@@ -414,14 +460,18 @@ std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const At
 
 void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
                      const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
-                     const BufferSlice& out, const BufferSlice& scratch, const BufferSlice& sinks) {
+                     const BufferSlice& out, const BufferSlice& scratch, const AttentionExtras& extras) {
     const DeviceCaps& caps = ctx.caps();
     const std::vector<PipelineDesc> descs = attention_store_pipelines(ctx, p);
     const detail::AttentionPlan plan = detail::attention_plan(caps, p, true);
-    const Bindings b = bind(caps, p, q, k_cache, v_cache, positions, out, sinks);
+    if (extras.pos_bias.buffer != VK_NULL_HANDLE || extras.segments.buffer != VK_NULL_HANDLE)
+        throw std::invalid_argument("attention_store: no position-bias table or segments");
+    const BufferSlice& sinks = extras.sinks;
+    const Bindings b = bind(caps, p, q, k_cache, v_cache, positions, out, sinks, extras.pages);
     const uint32_t row = p.n_kv_heads * p.head_dim;
-    detail::require_bytes(kv.k, uint64_t(row) * 4, "attention_store", "k");
-    detail::require_bytes(kv.v, uint64_t(row) * 4, "attention_store", "v");
+    const uint64_t new_rows = uint64_t(row) * p.n_tokens;  // elements of the new K (and V) rows: one row per query
+    detail::require_bytes(kv.k, new_rows * 4, "attention_store", "k");
+    detail::require_bytes(kv.v, new_rows * 4, "attention_store", "v");
     StorePush sp{};
     if (kv.rope) {
         if (kv.rope->n_heads != p.n_heads || kv.rope->head_dim != p.head_dim)
@@ -438,6 +488,8 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
     // workgroups read the rest: no written range may share a byte with another range.
     const uint64_t act_bytes = b.q_bytes;  // also out's: V is as wide as K here
     const bool split = plan.n_splits > 1;
+    const KvPages& pg = extras.pages;
+    const uint64_t table_bytes = uint64_t(p.batch ? p.n_tokens : 1) * pg.table_stride(p.n_ctx) * 4;
     struct Range {
         BufferSlice slice;
         const char* name;
@@ -450,9 +502,10 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
                : BufferSlice{out.buffer, out.offset, act_bytes},
          split ? "scratch" : "out", true},
         {BufferSlice{q.buffer, q.offset, act_bytes}, "q", false},
-        {BufferSlice{kv.k.buffer, kv.k.offset, row * 4ull}, "the new K row", false},
-        {BufferSlice{kv.v.buffer, kv.v.offset, row * 4ull}, "the new V row", false},
-        {BufferSlice{positions.buffer, positions.offset, 4}, "positions", false},
+        {BufferSlice{kv.k.buffer, kv.k.offset, new_rows * 4}, "the new K row", false},
+        {BufferSlice{kv.v.buffer, kv.v.offset, new_rows * 4}, "the new V row", false},
+        {BufferSlice{positions.buffer, positions.offset, 4ull * p.n_tokens}, "positions", false},
+        {pg.paged() ? BufferSlice{pg.table.buffer, pg.table.offset, table_bytes} : BufferSlice{}, "the block table", false},
         {kv.freq_factors ? *kv.freq_factors : BufferSlice{}, "the frequency factors", false},
         {p.sinks ? BufferSlice{sinks.buffer, sinks.offset, p.n_heads * 4ull} : BufferSlice{}, "the sinks", false},
     };
@@ -460,7 +513,7 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
         for (const Range& o : ranges)
             if (w.written && &o != &w && o.slice.buffer != VK_NULL_HANDLE && w.slice.overlaps(o.slice))
                 throw std::invalid_argument(fmt::format("attention_store: {} overlaps {}", w.name, o.name));
-    const detail::Window kw = detail::window(caps, kv.k, 0, row, 4), vw = detail::window(caps, kv.v, 0, row, 4);
+    const detail::Window kw = detail::window(caps, kv.k, 0, new_rows, 4), vw = detail::window(caps, kv.v, 0, new_rows, 4);
     // Without frequency factors the shader never reads binding 7: positions stands in.
     const detail::Window fw = kv.freq_factors ? detail::window(caps, *kv.freq_factors, 0, sp.rot_half, 4) : b.pos;
     sp.k_first = kw.first, sp.v_first = vw.first, sp.ff_first = fw.first, sp.has_ff = kv.freq_factors ? 1u : 0u;

@@ -73,7 +73,14 @@ struct AttentionParams {
     // (it may be empty). A q8_0 cache needs head_dim - v_dim() a multiple of 32 (whole blocks).
     bool v_in_k = false;
 
+    // A decode batch (needs a paged cache): the n_tokens queries are of n_tokens sequences, one
+    // each, query t at its row of q, positions and out, with its own table row t and its own region
+    // of the scratch, all in one dispatch (and one merge). Decode only: no table or segments.
+    bool batch = false;
+
     uint32_t v_dim() const { return v_head_dim ? v_head_dim : head_dim; }
+    // Queries that share one sequence's keys: all of them, or one in a batch.
+    uint32_t seq_tokens() const { return batch ? 1 : n_tokens; }
 };
 
 // The optional inputs of attention(): the position-bias table (pos_bias_range > 0) and the
@@ -82,6 +89,10 @@ struct AttentionExtras {
     BufferSlice pos_bias;  // f32 [n_heads][2 * pos_bias_range + 1], at a storage-buffer-aligned offset
     BufferSlice segments;  // int32 [n_tokens][2], at any 4-byte offset
     BufferSlice sinks;     // f32 [n_heads], at any 4-byte offset (sinks)
+    // A paged cache: k and v are the pools (pages.pool_rows rows each; n_ctx stays the rows a
+    // sequence addresses, its ring), the call's sequence's table at row 0 of pages.table (a batch:
+    // query t's at row t). pages.per_token is not looked at (AttentionParams::batch says it).
+    KvPages pages;
 };
 
 // q:   f32 [n_tokens][n_heads][head_dim]
@@ -125,10 +136,13 @@ struct NewKv {
 // exactly those rounded values; q itself is left unrotated. Needs attention_store_supported(p); the
 // slices as attention() and kv_store_pair() take them (scratch: attention_scratch_bytes(ctx, p)),
 // and no written range (the caches, out or the scratch) may overlap another (std::invalid_argument).
+// A batch (p.batch, a paged cache) does this for n_tokens queries of as many sequences in one
+// dispatch: kv.k and kv.v then hold one new row per query. extras: the sinks and the pages (no
+// position-bias table or segments).
 void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, const BufferSlice& q, const NewKv& kv,
                      const BufferSlice& k_cache, const BufferSlice& v_cache, const BufferSlice& positions,
-                     const BufferSlice& out, const BufferSlice& scratch, const BufferSlice& sinks = {});
-// Whether attention_store takes p: one token, no position-bias table, V a cache of its own as wide as
+                     const BufferSlice& out, const BufferSlice& scratch, const AttentionExtras& extras = {});
+// Whether attention_store takes p: one token (or a batch of one per sequence), no position-bias table, V a cache of its own as wide as
 // K (v_dim() == head_dim, no v_in_k: the fused kernel builds one new row of each), head_dim <= 256
 // (the limit it was written and tested for), and for
 // a q8_0 cache whole blocks per head (head_dim a multiple of 32: each workgroup quantizes one head's row).

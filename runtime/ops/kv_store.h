@@ -17,14 +17,17 @@ namespace vkllm::ops {
 // stores at most n_ctx consecutive positions. row_elems must be a multiple of kv_row_multiple
 // (std::invalid_argument otherwise): 2 for F16, whose cache is written as 32-bit words so that no
 // 16-bit storage is needed, 32 for Q8_0.
+// pages: a paged cache (op_types.h): cache is the pool (pages.pool_rows rows), n_ctx the rows one
+// sequence addresses (its ring), and the row a token's position goes to is found through its table.
 void kv_store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferSlice& cache,
-              const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type);
+              const BufferSlice& positions, uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type,
+              const KvPages& pages = {});
 
 // kv_store of K and of V (same shapes and positions) in one dispatch per cache window: a decode step
 // of a small model is bound by dispatch count.
 void kv_store_pair(Context& ctx, CommandStream& s, const BufferSlice& k_src, const BufferSlice& k_cache,
                    const BufferSlice& v_src, const BufferSlice& v_cache, const BufferSlice& positions,
-                   uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type);
+                   uint32_t n_tokens, uint32_t row_elems, uint32_t n_ctx, KvType kv_type, const KvPages& pages = {});
 
 }  // namespace vkllm::ops
 

@@ -276,7 +276,11 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
         // stream better with a row's bytes spread over the lanes (the CPU's prefetch).
         p.kernel = MatvecPlan::Kernel::Rows;
         p.wg = std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
+        // Every X load serves the R rows of a lane, so tall matrices (the output head) take more rows
+        // per lane while they still make >= 32 workgroups; short ones keep 4, so that every core gets
+        // work. A row's sum is the same whatever R (batch invariance).
         p.rows = 4;
+        while (p.rows < 16 && n / (uint64_t(p.rows) * 2 * p.wg) >= 32) p.rows *= 2;
         // X (and G) through uniform buffers where they fit: Mesa 22.3's lavapipe loads a uniform
         // buffer at one address once instead of lane by lane. Only the load instructions differ,
         // so this choice may depend on m (test_matvec_fused checks the bits agree).

@@ -1,6 +1,8 @@
-// Small enums shared by several ops (RoPE layout, KV-cache element type), kept apart from the op
+// Small enums and types shared by several ops (RoPE layout, KV-cache element type, paged caches), kept apart from the op
 // headers so that attention and the model layer can name them without pulling in the small ops.
 #pragma once
+
+#include "runtime/memory.h"
 
 #include <cstdint>
 #include <optional>
@@ -48,5 +50,20 @@ inline std::optional<KvType> parse_kv_type(std::string_view s) {
         if (s == kv_type_name(t)) return t;
     return std::nullopt;
 }
+
+// A paged KV cache: one pool of blocks per layer shared by every sequence, each sequence's rows
+// found through its block table. Logical row r of a sequence (position j's ring row j % n_ctx) is
+// physical row table[r / block_rows] * block_rows + r % block_rows of the pool. An op given
+// default-constructed KvPages reads and writes one sequence's cache of n_ctx rows as before.
+struct KvPages {
+    BufferSlice table;        // uint32 block numbers, rows of table_stride() entries, 4-byte aligned
+    uint32_t block_rows = 0;  // rows per block, a power of two >= 2; 0: not paged
+    uint32_t pool_rows = 0;   // rows of the K and V bindings, a multiple of block_rows
+    // kv_store: token t's table is row t (a decode batch, one sequence per token); else every token
+    // uses row 0. attention takes this from AttentionParams::batch instead.
+    bool per_token = false;
+    bool paged() const { return block_rows != 0; }
+    uint32_t table_stride(uint32_t n_ctx) const { return paged() ? (n_ctx + block_rows - 1) / block_rows : 0; }
+};
 
 }  // namespace vkllm::ops

@@ -138,6 +138,7 @@ struct Engine::Impl {
             slots[i].index = i;
             model.reset(i);
         }
+        note_kv_usage();
         metrics.slots = opts.n_slots;
         worker = std::thread([this] { run(); });
     }
@@ -169,6 +170,13 @@ struct Engine::Impl {
     }
     // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not
     // finite), emits it, and finishes the request when it ends there.
+    void note_kv_usage() {
+        const ModelGpu::KvUsage u = model.kv_usage();
+        std::lock_guard lock(m);
+        metrics.kv_blocks_used = u.blocks_used;
+        metrics.kv_blocks_total = u.blocks_total;
+        metrics.kv_block_bytes = u.block_bytes;
+    }
     void after_logits(Slot& s, const float* logits, int32_t device_argmax);
     // The sampler's pick under the request's grammar; -1 when the request has finished instead (the
     // grammar allows no token: Stop where it may end, else Error; a grammar that fails to follow).
@@ -225,6 +233,7 @@ void Engine::Impl::run() {
             }
             prompt_step();
             decode_step();
+            note_kv_usage();
         } catch (const std::exception& e) {
             // A device or model failure (or running out of memory) ends the requests it touched;
             // their slots start over. The scheduler itself keeps running.
@@ -303,8 +312,22 @@ void Engine::Impl::admit(std::vector<std::shared_ptr<Ticket::State>>& waiting) {
 void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     const std::vector<int32_t>& prompt = r->req.prompt;
     // At least the last prompt token is evaluated: its logits give the first generated token.
-    size_t keep = std::min(common_prefix(s.history, prompt), prompt.size() - 1);
-    if (!model.truncate(s.index, uint32_t(keep))) {
+    const size_t limit = prompt.size() - 1;
+    size_t keep = std::min(common_prefix(s.history, prompt), limit);
+    // Another slot, serving or idle, may hold a longer prefix of the prompt (a system prompt every
+    // conversation starts with): this slot then shares its KV blocks instead of evaluating them.
+    const Slot* donor = nullptr;
+    size_t donor_keep = keep;
+    for (const Slot& o : slots)
+        if (&o != &s)
+            if (const size_t l = std::min(common_prefix(o.history, prompt), limit); l > donor_keep) {
+                donor = &o;
+                donor_keep = l;
+            }
+    if (donor && model.share_prefix(s.index, donor->index, uint32_t(donor_keep))) {
+        keep = donor_keep;
+        s.history.assign(prompt.begin(), prompt.begin() + long(keep));
+    } else if (!model.truncate(s.index, uint32_t(keep))) {
         keep = 0;
         model.reset(s.index);
     }

@@ -133,6 +133,10 @@ struct EngineMetrics {
     uint64_t steps_total = 0;          // decode passes
     double prompt_seconds_total = 0, decode_seconds_total = 0;
     uint64_t batch_size_sum = 0;       // sum over decode passes of their slot count
+    // The paged KV cache (ModelGpu::kv_usage): blocks held (a block shared by slots once), of the
+    // pool, and the bytes one block takes over all layers.
+    uint32_t kv_blocks_used = 0, kv_blocks_total = 0;
+    uint64_t kv_block_bytes = 0;
 };
 
 class Engine {

@@ -29,7 +29,8 @@ std::string prometheus_text(const std::optional<serving::EngineMetrics>& engine,
         family(out, "vkllm_requests_failed_total", "counter", "Requests that ended with an error.", m.requests_failed);
         family(out, "vkllm_prompt_tokens_total", "counter", "Prompt tokens of all requests.", m.prompt_tokens_total);
         family(out, "vkllm_prompt_tokens_cached_total", "counter",
-               "Prompt tokens reused from a slot's previous conversation instead of evaluated.", m.cached_tokens_total);
+               "Prompt tokens not evaluated: reused from the slot's previous conversation, or shared from another "
+               "slot's KV blocks.", m.cached_tokens_total);
         family(out, "vkllm_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens_total);
         family(out, "vkllm_decode_steps_total", "counter", "Batched decode passes.", m.steps_total);
         family(out, "vkllm_decode_batch_size_sum", "counter",
@@ -37,6 +38,11 @@ std::string prometheus_text(const std::optional<serving::EngineMetrics>& engine,
                m.batch_size_sum);
         family(out, "vkllm_prompt_seconds_total", "counter", "Time spent evaluating prompts.", m.prompt_seconds_total);
         family(out, "vkllm_decode_seconds_total", "counter", "Time spent in decode passes.", m.decode_seconds_total);
+        family(out, "vkllm_kv_blocks_used", "gauge",
+               "KV cache blocks held by some slot (a block shared by several slots counts once).", m.kv_blocks_used);
+        family(out, "vkllm_kv_blocks", "gauge", "KV cache blocks in the pool.", m.kv_blocks_total);
+        family(out, "vkllm_kv_block_bytes", "gauge", "Device bytes of one KV block over all layers (K and V).",
+               m.kv_block_bytes);
     }
     family(out, "vkllm_http_streams_open", "gauge", "Event streams (stream: true) being written now.", server.streams_open);
     out += "# HELP vkllm_http_requests_total HTTP requests answered, by status code.\n"

@@ -16,6 +16,7 @@
 // (their v_row4 / v_head4 / v_off4 push constants), which load_v4 reads as it reads any group.
 
 #include "half.glsl"
+#include "kv_table.glsl"
 
 // A kernel that also writes the cache (attention_decode's STORE variants) defines KV_CACHE_ACCESS empty.
 #ifndef KV_CACHE_ACCESS

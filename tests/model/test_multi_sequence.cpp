@@ -187,6 +187,85 @@ TEST_CASE("multi-sequence: truncation continues a sequence as if the kept prefix
     CHECK_THROWS_AS(g.decode(twice), std::invalid_argument);
 }
 
+TEST_CASE("multi-sequence: sequences sharing a prefix's KV blocks continue bit for bit as if each had read it") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    for (const char* arch : {"llama", "deepseek2"}) {
+        CAPTURE(arch);
+        const bool ds = std::string_view(arch) == "deepseek2";
+        const test::LoadedModel m = test::open_model(test::write_model(
+            fmt::format("multi-seq-share-{}", arch), batch_shape(arch, ds ? TensorType::Q8_0 : TensorType::F16)));
+        ModelOptions o;
+        o.n_ctx = 128;
+        o.ubatch = 6;  // chunk boundaries at multiples of 6, so that the references chunk alike
+        o.n_seq = 4;
+        ModelGpu g(ctx, m.file, m.cfg, o);
+        const uint32_t B = g.kv_usage().block_rows;
+        REQUIRE(B == 8);
+        CHECK(g.kv_usage().blocks_total == 4 * 16);
+        const std::vector<int32_t> P = tokens(37, 5, m.cfg.n_vocab);  // 4 whole blocks and 5 rows of a fifth
+        const std::vector<int32_t> A = tokens(7, 6, m.cfg.n_vocab), Bt = tokens(6, 7, m.cfg.n_vocab),
+                                   C = tokens(5, 8, m.cfg.n_vocab);
+        // Sequence 3 is the reference: each history read from scratch with the same chunks.
+        auto reference = [&](std::initializer_list<std::span<const int32_t>> parts, int32_t decoded = -1) {
+            g.reset(3);
+            for (auto part : parts) g.eval(3, part);
+            if (decoded >= 0) g.eval(3, std::span<const int32_t>(&decoded, 1));
+            return row(g, 1, 0);
+        };
+        auto used = [&] { return g.kv_usage().blocks_used; };
+        g.eval(0, P);
+        CHECK(used() == 5);
+        REQUIRE(g.share_prefix(1, 0, 37));
+        REQUIRE(g.share_prefix(2, 0, 30));  // inside block 3 (rows 24-31), at a chunk boundary
+        CHECK(g.n_past(1) == 37);
+        CHECK(g.n_past(2) == 30);
+        CHECK(used() == 5);  // three sequences, one copy of the prefix
+        // Sequence 1 decodes into the shared fifth block: it gets a copy first.
+        const SeqToken one{1, 42};
+        g.decode(std::span<const SeqToken>(&one, 1));
+        const std::vector<float> s1 = row(g, 1, 0);
+        CHECK(used() == 6);
+        // Sequence 2 reads the rest of P and B (rows 30-42): a copy of block 3, then two of its own.
+        std::vector<int32_t> rest(P.begin() + 30, P.end());
+        rest.insert(rest.end(), Bt.begin(), Bt.end());
+        g.eval(2, rest);
+        const std::vector<float> s2 = row(g, 1, 0);
+        CHECK(used() == 9);
+        // Sequence 0 goes on in its fifth block, held by it alone by now (no copy), then a new one.
+        g.eval(0, C);
+        const std::vector<float> s0 = row(g, 1, 0);
+        CHECK(used() == 10);
+        // And all three decode together over their blocks.
+        const SeqToken batch[] = {{2, 9}, {0, 7}, {1, 11}};
+        g.decode(batch);
+        const std::vector<float> b2 = row(g, 3, 0), b0 = row(g, 3, 1), b1 = row(g, 3, 2);
+        const int32_t t42 = 42;
+        CHECK(same_bits(s1, reference({P}, 42)));
+        CHECK(same_bits(b1, reference({P, std::span<const int32_t>(&t42, 1)}, 11)));
+        const std::span<const int32_t> P30(P.data(), 30);
+        CHECK(same_bits(s2, reference({P30, rest})));
+        CHECK(same_bits(b2, reference({P30, rest}, 9)));
+        CHECK(same_bits(s0, reference({P, C})));
+        CHECK(same_bits(b0, reference({P, C}, 7)));
+        for (uint32_t k = 0; k < 4; ++k) g.reset(k);
+        CHECK(used() == 0);
+        CHECK_THROWS_AS(g.share_prefix(1, 0, 1), std::invalid_argument);  // sequence 0 holds nothing now
+        CHECK_FALSE(g.share_prefix(0, 0, 0));
+    }
+    // Sliding-window rings are per sequence: a model with them shares nothing.
+    const test::LoadedModel m =
+        test::open_model(test::write_model("multi-seq-share-gemma3", batch_shape("gemma3", TensorType::F16)));
+    ModelOptions o;
+    o.n_ctx = 64;
+    o.ubatch = 8;
+    o.n_seq = 2;
+    ModelGpu g(ctx, m.file, m.cfg, o);
+    g.eval(0, tokens(20, 3, m.cfg.n_vocab));
+    CHECK_FALSE(g.share_prefix(1, 0, 20));
+    CHECK(g.n_past(1) == 0);
+}
+
 TEST_CASE("multi-sequence: a sliding-window ring refuses a truncation whose window it has overwritten") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
