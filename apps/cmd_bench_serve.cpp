@@ -125,27 +125,30 @@ struct SharedPrefixResult {
 };
 
 // Every slot's request: the same `prefix` tokens (a system prompt), then `own` tokens of its own,
-// one token generated. The first goes alone; the others, sent together once it is done, share its
-// blocks. The engine is fresh (every slot empty), so the KV cache in use is theirs alone.
+// one token generated; request i is pinned to slot i, so that every slot ends up holding one. The
+// first goes alone; the others, sent together once it is done, share its blocks. The engine is
+// fresh (every slot empty), so the KV cache in use is theirs alone.
 SharedPrefixResult run_shared_prefix(ModelGpu& model, const Tokenizer& tok, const ServeBenchOptions& o, uint32_t n_vocab,
                                      std::mt19937& rng) {
     SharedPrefixResult r{o.shared_prefix, 8, o.parallel};
     const std::vector<int32_t> prefix = random_tokens(o.shared_prefix, n_vocab, rng);
-    auto prompt = [&] {
+    auto pinned = [&](uint32_t slot) {
         std::vector<int32_t> p = prefix;
         for (int32_t t : random_tokens(r.own, n_vocab, rng)) p.push_back(t);
-        return p;
+        serving::CompletionRequest q = request(std::move(p), 1);
+        q.slot = int32_t(slot);
+        return q;
     };
     serving::Engine e(model, tok, {.n_slots = o.parallel, .queue_limit = 1024});
     {
-        auto t = e.submit(request(prompt(), 1));
+        auto t = e.submit(pinned(0));
         r.first_ttft_ms = wait_done(*t).prompt_ms;
     }
     const serving::EngineMetrics one = e.metrics();
     r.one_slot_blocks = one.kv_blocks_used;
     r.one_slot_bytes = uint64_t(one.kv_blocks_used) * one.kv_block_bytes;
     std::vector<std::unique_ptr<serving::Ticket>> tickets;
-    for (uint32_t i = 1; i < o.parallel; ++i) tickets.push_back(e.submit(request(prompt(), 1)));
+    for (uint32_t i = 1; i < o.parallel; ++i) tickets.push_back(e.submit(pinned(i)));
     for (auto& t : tickets) {
         const serving::Event d = wait_done(*t);
         r.others_mean_ttft_ms += d.prompt_ms / double(tickets.size());

@@ -564,6 +564,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
         metrics.prompt_seconds_total += done.prompt_ms / 1000.0;
         --metrics.slots_busy;  // before Done is pushed: a caller that saw Done sees the slot free
     }
+    note_kv_usage();  // likewise the KV cache the request left in its slot
     s.req->push(std::move(done));
     s.req.reset();
     s.phase = Slot::Phase::Idle;
