@@ -30,6 +30,7 @@ struct ServeBenchOptions {
     uint32_t ctx = 1024;
     uint32_t ubatch = 64;
     uint32_t shared_prefix = 1000;
+    uint32_t kv_budget = 0;
     bool json = false;
     DeviceOptions device;
 };
@@ -165,6 +166,7 @@ void bench_serve(const ServeBenchOptions& o) {
     mo.n_ctx = o.ctx;
     mo.ubatch = o.ubatch;
     mo.n_seq = o.parallel;
+    mo.kv_budget = o.kv_budget;
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, o.json);
     auto engine = std::make_unique<serving::Engine>(*m.model, *m.tokenizer, serving::EngineOptions{.n_slots = o.parallel, .queue_limit = 1024});
     serving::Engine& e = *engine;
@@ -244,6 +246,8 @@ void register_bench_serve(CLI::App& app) {
     cmd->add_option("--gen", o->n_gen, "Tokens generated per stream")->check(CLI::Range(1u, 1u << 20));
     cmd->add_option("--ctx", o->ctx, "Context per slot")->check(CLI::Range(16u, 1u << 20));
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1u, 4096u));
+    cmd->add_option("--kv-budget", o->kv_budget, "Tokens of KV cache for all slots together (default: --parallel x --ctx)")
+        ->check(CLI::Range(1u, 1u << 30));
     cmd->add_option("--shared-prefix", o->shared_prefix,
                     "Tokens of the system prompt every slot shares in the KV-memory run (0: skip it; skipped where it "
                     "does not fit --ctx)")

@@ -30,6 +30,7 @@ struct ServeOptions {
     std::string host = "127.0.0.1";
     int port = 8080;
     uint32_t parallel = 4;
+    uint32_t kv_budget = 0;
     uint32_t n_ctx = 0;
     uint32_t ubatch = 0;  // 0: 64, or an embedding model's (embedding_sizes)
     ops::KvType kv_type = ops::KvType::F16;
@@ -220,6 +221,7 @@ void serve(const ServeOptions& o) {
     }
     mo.kv_type = o.kv_type;
     mo.n_seq = embeds(role) ? 1 : o.parallel;
+    if (!embeds(role)) mo.kv_budget = o.kv_budget;
 
     server::HttpServer http(so);
     http.start();
@@ -300,11 +302,17 @@ void register_serve(CLI::App& app) {
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
     cmd->add_option("--host", o->host, "Address to listen on; 0.0.0.0 exposes the server to the network")->capture_default_str();
     cmd->add_option("--port", o->port, "TCP port (0: any free port, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
-    cmd->add_option("--parallel", o->parallel, "Slots: requests generated at once, each with its own KV cache")
+    cmd->add_option("--kv-budget", o->kv_budget,
+                    "Tokens of KV cache for all slots together (a pool of 8-token blocks shared by the slots; a shared "
+                    "prompt start is held once). Default: --parallel x --ctx. A request waits until the running ones "
+                    "leave room for its prompt + max_tokens; one that needs more than the whole budget is refused")
+        ->check(positive_number());
+    cmd->add_option("--parallel", o->parallel, "Slots: requests generated at once, sharing the KV cache (--kv-budget)")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    cmd->add_option("-c,--ctx", o->n_ctx, "Context per slot in tokens (prompt + output of one request); device memory "
-                                          "holds --parallel times this. Default: the model's, capped by device memory")
+    cmd->add_option("-c,--ctx", o->n_ctx, "Context per slot in tokens (prompt + output of one request); without "
+                                          "--kv-budget device memory holds --parallel times this. Default: the model's, "
+                                          "capped by device memory (and by --kv-budget)")
         ->check(positive_number());
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk (default 64; an encoder's: its context, "
                                            "as each input is evaluated at once; a decoder embedding model's: 512)")

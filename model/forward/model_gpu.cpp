@@ -114,10 +114,17 @@ uint64_t cross_row_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRan
 
 // Rows of a layer's pool: whole blocks of `rows` (kv_cache_rows) per sequence.
 uint64_t pool_rows(uint32_t rows, uint32_t n_seq) { return uint64_t(kv_blocks(rows)) * kKvBlockRows * n_seq; }
+// Rows of layer l's pool: a full-context layer's is the budget where there is one; a sliding-window
+// ring is every sequence's own.
+uint64_t layer_pool_rows(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, uint32_t l) {
+    const uint32_t rows = kv_cache_rows(cfg, l, n_ctx, o.ubatch);
+    if (rows == n_ctx && o.kv_budget) return uint64_t(kv_blocks(o.kv_budget)) * kKvBlockRows;
+    return pool_rows(rows, o.n_seq);
+}
 
 uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, LayerRange layers) {
     uint64_t rows = 0;
-    for (uint32_t l = layers.first; l < layers.end(); ++l) rows += pool_rows(kv_cache_rows(cfg, l, n_ctx, o.ubatch), o.n_seq);
+    for (uint32_t l = layers.first; l < layers.end(); ++l) rows += layer_pool_rows(cfg, o, n_ctx, l);
     return kv_caches(cfg) * rows * kv_row_bytes(cfg, o.kv_type) + cross_row_bytes(cfg, o, layers) * n_ctx;
 }
 
@@ -168,20 +175,30 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
     p.scratch = scratch_bytes(cfg, opts, layers) + p.all_logits +
                 opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
-    // Full-context layers grow with n_ctx; a sliding-window layer's ring is fixed once n_ctx
-    // passes window + ubatch - 1, so the fit is solved for the full layers with the rings at
-    // their largest.
+    // Full-context layers grow with n_ctx (unless a budget fixes their pools); a sliding-window
+    // layer's ring is fixed once n_ctx passes window + ubatch - 1, so the fit is solved for the full
+    // layers with the fixed KV (rings at their largest, budgeted pools) set aside.
     const uint64_t kv_row = kv_row_bytes(cfg, opts.kv_type);
     uint32_t n_full = 0;
-    uint64_t ring_bytes = 0;
+    uint64_t fixed_kv = 0;
     for (uint32_t l = layers.first; l < layers.end(); ++l) {
-        if (cfg.is_local(l) && cfg.window > 0) ring_bytes += kv_caches(cfg) * kv_row * pool_rows(cfg.window + opts.ubatch - 1, opts.n_seq);
+        if (cfg.is_local(l) && cfg.window > 0) fixed_kv += kv_caches(cfg) * kv_row * pool_rows(cfg.window + opts.ubatch - 1, opts.n_seq);
         else ++n_full;
     }
-    const uint64_t per_token =
-        kv_caches(cfg) * kv_row * std::max(n_full, 1u) * opts.n_seq + cross_row_bytes(cfg, opts, layers);
-    // One layer's K (or V) pool is one binding: every sequence's whole blocks must fit maxStorageBufferRange.
-    const uint64_t max_ctx_binding = caps.max_storage_buffer_range / kv_row / opts.n_seq / kKvBlockRows * kKvBlockRows;
+    // A budget fixes the full-context layers' pools whatever n_ctx; without one they grow with it.
+    const uint64_t budget_rows = uint64_t(kv_blocks(opts.kv_budget)) * kKvBlockRows;
+    if (opts.kv_budget && budget_rows * kv_row > caps.max_storage_buffer_range)
+        throw DeviceLimitError(fmt::format("--kv-budget {}: one layer's KV pool would be {} bytes, more than this device's "
+                                           "maxStorageBufferRange ({}); at most --kv-budget {}", opts.kv_budget,
+                                           budget_rows * kv_row, caps.max_storage_buffer_range,
+                                           caps.max_storage_buffer_range / kv_row / kKvBlockRows * kKvBlockRows));
+    if (opts.kv_budget) fixed_kv += kv_caches(cfg) * kv_row * n_full * budget_rows;
+    const uint64_t per_token = (opts.kv_budget ? 0 : kv_caches(cfg) * kv_row * std::max(n_full, 1u) * opts.n_seq) +
+                               cross_row_bytes(cfg, opts, layers);
+    // One layer's K (or V) pool is one binding: every sequence's whole blocks must fit maxStorageBufferRange
+    // (with a budget, checked above; a sequence then holds at most the budget).
+    const uint64_t max_ctx_binding = opts.kv_budget ? budget_rows
+                                                    : caps.max_storage_buffer_range / kv_row / opts.n_seq / kKvBlockRows * kKvBlockRows;
     // Keep 10% of the heap for the driver, staging and other processes.
     uint64_t budget = p.available / 10 * 9;
     uint64_t fixed = p.weights + p.scratch;
@@ -190,7 +207,13 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
             "model does not fit on the device: weights {} + scratch {} = {}, but only {} of device memory is usable "
             "(of {})", format_mib(p.weights), format_mib(p.scratch), format_mib(fixed), format_mib(budget), format_mib(p.available)));
     // Whole blocks: the pool rounds each sequence's rows up to them.
-    uint64_t max_ctx_memory = budget - fixed > ring_bytes ? (budget - fixed - ring_bytes) / per_token / kKvBlockRows * kKvBlockRows : 0;
+    if (opts.kv_budget && fixed + fixed_kv > budget)
+        throw DeviceLimitError(fmt::format(
+            "--kv-budget {} needs {} of KV cache, but after weights ({}) and scratch ({}) only {} is usable",
+            opts.kv_budget, format_mib(fixed_kv), format_mib(p.weights), format_mib(p.scratch), format_mib(budget - fixed)));
+    uint64_t max_ctx_memory = budget - fixed > fixed_kv
+                                  ? per_token ? (budget - fixed - fixed_kv) / per_token / kKvBlockRows * kKvBlockRows : UINT32_MAX
+                                  : 0;
     const uint32_t train_ctx = cfg.n_ctx_train ? cfg.n_ctx_train : 2048;
     if (opts.n_ctx == 0) {
         p.n_ctx = uint32_t(std::min<uint64_t>({train_ctx, max_ctx_memory, max_ctx_binding}));
@@ -208,6 +231,9 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                 "--ctx {}", p.n_ctx, format_mib(kv_cache_bytes(cfg, opts, p.n_ctx, layers)),
                 opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(), format_mib(p.weights),
                 format_mib(p.scratch), format_mib(budget - fixed), max_ctx_memory));
+        if (opts.kv_budget && p.n_ctx > budget_rows)
+            throw std::invalid_argument(fmt::format("--ctx {} is more than the whole KV budget (--kv-budget {}): a "
+                                                    "sequence holds at most the budget", p.n_ctx, opts.kv_budget));
         if (uint64_t(kv_blocks(p.n_ctx)) * kKvBlockRows > max_ctx_binding)
             throw DeviceLimitError(fmt::format("--ctx {}: one layer's KV cache would be {} bytes{}, more than this "
                                                "device's maxStorageBufferRange ({}); at most --ctx {}",
@@ -217,6 +243,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     }
     p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
     p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * pool_rows(p.n_ctx, opts.n_seq);
+    p.kv_budget = opts.kv_budget ? uint32_t(budget_rows) : uint32_t(pool_rows(p.n_ctx, opts.n_seq));
     p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
     p.scratch = scratch_bytes(cfg, opts, layers) + p.all_logits + p.attention_scratch;
     return p;
@@ -339,7 +366,7 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
     }
     for (uint32_t l = range_.first; l < range_.end(); ++l) {
         LayerState& L = layers_[l];
-        L.pool_rows = uint32_t(pool_rows(L.kv_rows, opts_.n_seq));
+        L.pool_rows = uint32_t(layer_pool_rows(cfg, opts_, plan_.n_ctx, l));
         L.k_cache = ctx.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("k_cache.{}", l));
         // Latent attention reads V from the K rows: no V cache.
         if (!cfg.v_in_k()) L.v_cache = ctx.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("v_cache.{}", l));
@@ -349,7 +376,7 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
         if (const uint32_t rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch); rows != plan_.n_ctx) ring_rows_ = rows;
     kv_tables_ = ctx.create_buffer(4ull * opts_.n_seq * kv_blocks(plan_.n_ctx), MemoryUsage::Upload, "kv_tables");
     if (ring_rows_) ring_tables_ = ctx.create_buffer(4ull * opts_.n_seq * kv_blocks(ring_rows_), MemoryUsage::Upload, "ring_tables");
-    pool_blocks_ = opts_.n_seq * kv_blocks(plan_.n_ctx);
+    pool_blocks_ = plan_.kv_budget / kKvBlockRows;
     seq_blocks_.assign(opts_.n_seq, {});
     block_refs_.assign(pool_blocks_, 0);
     for (uint32_t b = pool_blocks_; b-- > 0;) free_blocks_.push_back(b);  // handed out from block 0 up

@@ -38,9 +38,13 @@ struct ModelOptions {
     // Also compute the logits of every token of a ubatch into an (ubatch, n_vocab) buffer, for
     // perplexity (eval_all_logits). Off by default: generation needs only the last token's.
     bool all_logits = false;
-    // Sequences (a server's slots), each up to n_ctx rows; the KV pool holds n_seq x n_ctx rows (in
-    // blocks). decode() advances up to n_seq of them by one token in one forward pass.
+    // Sequences (a server's slots), each up to n_ctx rows. decode() advances up to n_seq of them by
+    // one token in one forward pass.
     uint32_t n_seq = 1;
+    // Rows (tokens) of each full-context layer's KV pool, shared by all sequences: the memory a server
+    // is given, whatever its slots and context. 0: n_seq x n_ctx (no sequence ever waits for a block).
+    // A sequence still holds at most n_ctx rows; n_ctx defaults to min(the model's, kv_budget).
+    uint32_t kv_budget = 0;
 };
 
 // Device memory a model needs, computed before anything is allocated.
@@ -57,6 +61,7 @@ struct MemoryPlan {
     uint64_t all_logits = 0;
     uint64_t available = 0;  // device-local heap bytes
     uint32_t n_seq = 1;      // kv_cache and kv_cache_full cover all sequences
+    uint32_t kv_budget = 0;  // rows of a full-context layer's pool (ModelOptions::kv_budget, or n_seq x n_ctx in blocks)
     uint64_t total() const { return weights + kv_cache + scratch; }
 };
 

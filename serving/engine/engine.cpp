@@ -95,6 +95,7 @@ struct Slot {
     int32_t prev = -1;        // the token before `pending`, for decode_piece
     uint32_t generated = 0;
     uint32_t decode_steps = 0;
+    uint32_t kv_reserved = 0;  // KV blocks the request may come to hold (kv_need), while it runs
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar while it holds, or null
     bool awaiting_trigger = false;  // a lazy grammar not holding yet
@@ -138,6 +139,9 @@ struct Engine::Impl {
             slots[i].index = i;
             model.reset(i);
         }
+        const ModelGpu::KvUsage kv = model.kv_usage();
+        kv_block_rows = kv.block_rows;
+        kv_blocks_total = kv.blocks_total;
         note_kv_usage();
         metrics.slots = opts.n_slots;
         worker = std::thread([this] { run(); });
@@ -145,6 +149,34 @@ struct Engine::Impl {
 
     void run();
     void admit(std::vector<std::shared_ptr<Ticket::State>>& waiting);
+    // KV blocks a request may come to hold: its prompt and max_tokens (the context when unbounded).
+    // A slot holds at most that many (a copy on write replaces a block), so requests whose needs
+    // add up to the pool never run out of blocks once idle slots' caches are let go (make_room).
+    uint32_t kv_need(const CompletionRequest& r) const {
+        const uint64_t n_ctx = model.n_ctx();
+        const uint64_t rows = std::min<uint64_t>(r.prompt.size() + (r.max_tokens < 0 ? n_ctx : uint64_t(r.max_tokens)), n_ctx);
+        return uint32_t((rows + kv_block_rows - 1) / kv_block_rows);
+    }
+    // The pool's shape, fixed at load: read by submit() on any thread.
+    uint32_t kv_block_rows = 1, kv_blocks_total = 0;
+    uint32_t kv_reserved() const {
+        uint32_t n = 0;
+        for (const Slot& s : slots) n += s.kv_reserved;
+        return n;
+    }
+    // Forgets idle slots' cached conversations, least recently used first, until `blocks` are free.
+    void make_room(uint32_t blocks) {
+        for (;;) {
+            const ModelGpu::KvUsage u = model.kv_usage();
+            if (u.blocks_total - u.blocks_used >= blocks) return;
+            Slot* lru = nullptr;
+            for (Slot& s : slots)
+                if (!s.req && !s.history.empty() && (!lru || s.last_used < lru->last_used)) lru = &s;
+            if (!lru) return;  // every block is held by running requests, within their reservations
+            lru->history.clear();
+            model.reset(lru->index);
+        }
+    }
     void start(Slot& s, std::shared_ptr<Ticket::State> r);
     void prompt_step();
     void decode_step();
@@ -213,9 +245,12 @@ void Engine::Impl::run() {
                     ++it;
                 }
             }
-            // Hand queued requests to free slots (the rest stay queued, in order).
+            // Hand queued requests to free slots (the rest stay queued, in order) while their KV
+            // needs fit the pool beside the running requests' (with the default pool they always do).
             const size_t free_slots = size_t(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.req; }));
-            while (!queue.empty() && waiting.size() < free_slots) {
+            uint64_t reserved = kv_reserved();
+            while (!queue.empty() && waiting.size() < free_slots && reserved + kv_need(queue.front()->req) <= kv_blocks_total) {
+                reserved += kv_need(queue.front()->req);
                 waiting.push_back(std::move(queue.front()));
                 queue.pop_front();
             }
@@ -340,6 +375,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.prev = keep > 0 ? prompt[keep - 1] : -1;
     s.generated = 0;
     s.decode_steps = 0;
+    s.kv_reserved = kv_need(s.req->req);
     s.sampler = std::make_unique<Sampler>(s.req->req.sampler);
     for (int32_t t : prompt) s.sampler->accept(t);
     s.constraint.reset();
@@ -364,6 +400,7 @@ void Engine::Impl::prompt_step() {
         const std::vector<int32_t>& prompt = s.req->req.prompt;
         const size_t chunk = std::min<size_t>(model.ubatch(), prompt.size() - s.prompt_done);
         const std::span<const int32_t> part(prompt.data() + s.prompt_done, chunk);
+        make_room(uint32_t((chunk + kv_block_rows - 1) / kv_block_rows) + 1);  // its rows, and a shared block copied
         model.eval(s.index, part);
         s.history.insert(s.history.end(), part.begin(), part.end());
         s.prompt_done += chunk;
@@ -396,6 +433,7 @@ void Engine::Impl::decode_step() {
         }
     if (batch.empty()) return;
     const Clock::time_point t0 = Clock::now();
+    make_room(2 * uint32_t(batch.size()));  // per row: a new block, or a shared one copied
     model.decode(batch);
     for (Slot* s : rows) {
         s->history.push_back(s->pending);
@@ -567,6 +605,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     note_kv_usage();  // likewise the KV cache the request left in its slot
     s.req->push(std::move(done));
     s.req.reset();
+    s.kv_reserved = 0;
     s.phase = Slot::Phase::Idle;
     s.pending = -1;
     s.sampler.reset();

@@ -184,6 +184,91 @@ TEST_CASE("engine: a follow-up prompt reuses its slot's cache and gives the same
     CHECK(b.text == c.text);
 }
 
+TEST_CASE("engine: slots share a prompt start another slot holds, and give the text they give alone") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    const Stories s(path);
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(4));
+    Engine e(g, *s.tok, {.n_slots = 4});
+    const std::string system = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun";
+    auto pinned = [&](const std::string& prompt, int32_t slot) {
+        CompletionRequest r = greedy(*s.tok, prompt, 12);
+        r.slot = slot;
+        return r;
+    };
+    Outcome first = collect(*e.submit(pinned(system + ".", 0)));
+    CHECK(first.done.cached_tokens == 0);
+    const std::vector<std::string> tails = {" with her dog.", " and the rain.", ". One day"};
+    std::vector<std::unique_ptr<Ticket>> tickets;
+    for (size_t i = 0; i < tails.size(); ++i) tickets.push_back(e.submit(pinned(system + tails[i], int32_t(i + 1))));
+    const size_t shared = s.tok->encode(system, true).size() - 1;  // the tails may merge with its last token
+    std::vector<Outcome> out;
+    for (auto& t : tickets) out.push_back(collect(*t));
+    // Four conversations, the system prompt held once: fewer blocks than four copies of it.
+    const EngineMetrics m = e.metrics();
+    e.shutdown();  // the device is the test's alone from here
+    for (size_t i = 0; i < tails.size(); ++i) {
+        CAPTURE(tails[i]);
+        CHECK(out[i].done.cached_tokens >= shared);
+        CHECK(out[i].text == run_alone(ctx, s, system + tails[i], 12));
+    }
+    const uint32_t prompt_blocks = uint32_t(shared / 8);
+    CHECK(m.kv_blocks_used > 0);
+    CHECK(m.kv_blocks_used + 3 * prompt_blocks <= 4 * (prompt_blocks + 4));
+    CHECK(m.kv_blocks_total == 4 * (256 / 8));
+    CHECK(m.kv_block_bytes > 0);
+}
+
+TEST_CASE("engine: a KV budget makes requests wait for room and lets idle slots' caches go") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    const Stories s(path);
+    ModelOptions o = options(3);
+    o.n_ctx = 64;
+    o.kv_budget = 96;  // 12 blocks of 8: two requests of 6 at a time
+    ModelGpu g(ctx, s.m.file, s.m.cfg, o);
+    CHECK(g.kv_usage().blocks_total == 12);
+    Engine e(g, *s.tok, {.n_slots = 3});
+    const std::vector<std::string> prompts = {"Once upon a time, there was a little girl", "The cat sat on the mat and",
+                                              "Tom and his friend went to the park"};
+    std::vector<std::unique_ptr<Ticket>> tickets;
+    std::vector<size_t> lengths;
+    for (const std::string& p : prompts) {
+        CompletionRequest r = greedy(*s.tok, p, int32_t(48 - s.tok->encode(p, true).size()));  // 48 rows: 6 blocks
+        r.ignore_eos = true;
+        r.slot = int32_t(tickets.size());  // the third in a slot of its own: the idle ones' caches must go
+        lengths.push_back(size_t(r.max_tokens));
+        tickets.push_back(e.submit(std::move(r)));
+    }
+    uint32_t most = 0;
+    std::vector<Outcome> out;
+    for (auto& t : tickets) {
+        out.push_back(collect(*t));
+        most = std::max(most, e.metrics().kv_blocks_used);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        CAPTURE(prompts[i]);
+        CHECK(out[i].done.finish == FinishReason::Length);
+        CHECK(out[i].done.completion_tokens == lengths[i]);
+    }
+    CHECK(most <= 12);
+    // The third waited for room: it started after one of the others ended.
+    CHECK(out[2].done.queue_ms >= std::min(out[0].done.prompt_ms, out[1].done.prompt_ms));
+    // Idle slots hold two conversations (12 blocks): a new request gets room by letting the oldest go.
+    CompletionRequest more = greedy(*s.tok, "A little bird sang in the tree", 20);
+    more.slot = 0;
+    Outcome last = collect(*e.submit(std::move(more)));
+    e.shutdown();
+    CHECK(last.done.finish != FinishReason::Error);
+    CHECK(last.text == run_alone(ctx, s, "A little bird sang in the tree", 20));
+    // A --ctx larger than the budget is refused when the model is loaded.
+    ModelOptions bad = o;
+    bad.n_ctx = 128;
+    CHECK_THROWS_AS(ModelGpu(ctx, s.m.file, s.m.cfg, bad), std::invalid_argument);
+}
+
 TEST_CASE("engine: cancellation, deadlines, stop strings, a full queue and bad requests") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
