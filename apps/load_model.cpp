@@ -69,9 +69,12 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
         if (lo.devices.size() > stages.size())
             fmt::print(stderr, "vkllm: {} of the {} devices got no layer (--split {})\n", lo.devices.size() - stages.size(),
                        lo.devices.size(), dev.split.empty() ? "layer: by device-local memory" : dev.split);
+        // Several sequences share one paged KV pool: say how many tokens it holds for all of them.
+        const std::string pool = p.n_seq > 1 ? fmt::format(" (a pool of {} tokens for {} sequences)", p.kv_budget, p.n_seq)
+                                             : std::string();
         if (lo.devices.size() <= 1)
-            fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB\n",
-                       p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, p.scratch / 1048576.0);
+            fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB{} + scratch {:.1f} MiB\n",
+                       p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, pool, p.scratch / 1048576.0);
         else
             for (const ModelGpu::StageInfo& st : stages)
                 fmt::print(stderr, "vkllm: layers {} on {}: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB (context {} tokens)\n",
