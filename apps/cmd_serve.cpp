@@ -304,8 +304,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--port", o->port, "TCP port (0: any free port, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
     cmd->add_option("--kv-budget", o->kv_budget,
                     "Tokens of KV cache for all slots together (a pool of 8-token blocks shared by the slots; a shared "
-                    "prompt start is held once). Default: --parallel x --ctx. A request waits until the running ones "
-                    "leave room for its prompt + max_tokens; one that needs more than the whole budget is refused")
+                    "prompt start is held once). Default: --parallel x --ctx; --ctx is at most this. A request waits "
+                    "until the running ones leave room for its prompt + max_tokens")
         ->check(positive_number());
     cmd->add_option("--parallel", o->parallel, "Slots: requests generated at once, sharing the KV cache (--kv-budget)")
         ->check(CLI::Range(1, 64))

@@ -75,7 +75,9 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
         if (lo.devices.size() <= 1)
             fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB{} + scratch {:.1f} MiB\n",
                        p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, pool, p.scratch / 1048576.0);
-        else
+        else if (p.n_seq > 1)
+            fmt::print(stderr, "vkllm: KV pool of {} tokens for {} sequences on every device\n", p.kv_budget, p.n_seq);
+        if (lo.devices.size() > 1)
             for (const ModelGpu::StageInfo& st : stages)
                 fmt::print(stderr, "vkllm: layers {} on {}: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB (context {} tokens)\n",
                            layer_span(st.layers), st.caps->name, st.memory->weights / 1048576.0,

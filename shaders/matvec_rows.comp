@@ -13,7 +13,8 @@
 //
 // One workgroup of WG invocations computes R * WG rows of W for all NB vectors: lane l owns rows
 // n0 + l + r * WG (r < R), n0 = workgroup * R * WG. Per weights.glsl unit (W_UNIT elements of every
-// row) a lane loads the NB X slices of the unit, then its R rows' units one at a time. Rows past n
+// row) a lane loads its R rows' units, then the NB X slices of the unit one at a time (NB slices held
+// at once spilled a CPU driver's registers), every (row, slice) sum in the same order. Rows past n
 // are clamped to the last (computed, never stored), so the loop has no divergent branch.
 // F32/F16/BF16 rows with k % W_UNIT != 0 finish with a scalar tail.
 // Specialization constants: 0 WG, 1 R rows per lane, 2 NB vectors, 3 W_ALIGNED (weights.glsl),

@@ -180,13 +180,23 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     // layers with the fixed KV (rings at their largest, budgeted pools) set aside.
     const uint64_t kv_row = kv_row_bytes(cfg, opts.kv_type);
     uint32_t n_full = 0;
-    uint64_t fixed_kv = 0;
-    for (uint32_t l = layers.first; l < layers.end(); ++l) {
-        if (cfg.is_local(l) && cfg.window > 0) fixed_kv += kv_caches(cfg) * kv_row * pool_rows(cfg.window + opts.ubatch - 1, opts.n_seq);
-        else ++n_full;
-    }
     // A budget fixes the full-context layers' pools whatever n_ctx; without one they grow with it.
     const uint64_t budget_rows = uint64_t(kv_blocks(opts.kv_budget)) * kKvBlockRows;
+    const uint64_t ring_rows = pool_rows(cfg.window + opts.ubatch - 1, opts.n_seq);
+    uint64_t fixed_kv = 0;
+    for (uint32_t l = layers.first; l < layers.end(); ++l) {
+        // A local layer whose window reaches n_ctx is a full-context one: with a budget it takes the
+        // budget's pool, so it is charged the larger of the two.
+        if (cfg.is_local(l) && cfg.window > 0)
+            fixed_kv += kv_caches(cfg) * kv_row * (opts.kv_budget ? std::max(ring_rows, budget_rows) : ring_rows);
+        else ++n_full;
+    }
+    // The rings of all sequences are one pool, one binding, too.
+    if (n_full < layers.count && ring_rows * kv_row > caps.max_storage_buffer_range)
+        throw DeviceLimitError(fmt::format(
+            "--parallel {}: the sliding-window layers' KV pool ({} rows of {} bytes for all sequences) would exceed this "
+            "device's maxStorageBufferRange ({}); use fewer sequences or a smaller --ubatch", opts.n_seq, ring_rows, kv_row,
+            caps.max_storage_buffer_range));
     if (opts.kv_budget && budget_rows * kv_row > caps.max_storage_buffer_range)
         throw DeviceLimitError(fmt::format("--kv-budget {}: one layer's KV pool would be {} bytes, more than this device's "
                                            "maxStorageBufferRange ({}); at most --kv-budget {}", opts.kv_budget,
@@ -1304,6 +1314,16 @@ bool ModelGpu::share_prefix(uint32_t dst, uint32_t src, uint32_t n) {
     for (uint32_t b : to) ++block_refs_[b];
     n_past_[dst] = n;
     return true;
+}
+
+uint32_t ModelGpu::kv_blocks_needed(uint32_t seq, uint32_t n) const {
+    check_seq(seq, opts_.n_seq);
+    const std::vector<uint32_t>& blocks = seq_blocks_[seq];
+    const uint32_t from = n_past_[seq], need = kv_blocks(std::min(from + n, plan_.n_ctx));
+    uint32_t k = need > blocks.size() ? need - uint32_t(blocks.size()) : 0;
+    for (size_t j = from / kKvBlockRows; j < std::min<size_t>(need, blocks.size()); ++j)
+        if (block_refs_[blocks[j]] > 1) ++k;
+    return k;
 }
 
 ModelGpu::KvUsage ModelGpu::kv_usage() const {

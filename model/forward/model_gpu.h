@@ -180,6 +180,9 @@ public:
         uint64_t bytes_used() const { return uint64_t(blocks_used) * block_bytes; }
     };
     KvUsage kv_usage() const;
+    // Free blocks sequence `seq` takes to add n tokens: new blocks, and copies of shared ones it would
+    // write into. A caller that makes this many free first never sees the pool run out.
+    uint32_t kv_blocks_needed(uint32_t seq, uint32_t n) const;
     // eval() for sequence `seq`: its tokens at positions n_past(seq).., in chunks of ubatch; the last
     // token's logits are row 0 afterwards.
     void eval(uint32_t seq, std::span<const int32_t> tokens);

@@ -239,7 +239,6 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
         const uint32_t max_splits = std::min(kMaxSplits, ceil_div(max_kv_len(p), plan.min_chunk));
         plan.n_splits = std::clamp(ceil_div(decode_target_workgroups(caps), wgs_per_split), 1u, max_splits);
     } else {
-        if (p.batch) throw std::invalid_argument("attention: a batch of sequences is decode only");
         plan.wg = prefill_wg(p);
         // The value phase spreads (row, 4 columns of V) over the workgroup: rows per invocation from V's width.
         const uint32_t dv4 = p.v_dim() / 4;

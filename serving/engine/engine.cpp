@@ -157,7 +157,7 @@ struct Engine::Impl {
         const uint64_t rows = std::min<uint64_t>(r.prompt.size() + (r.max_tokens < 0 ? n_ctx : uint64_t(r.max_tokens)), n_ctx);
         return uint32_t((rows + kv_block_rows - 1) / kv_block_rows);
     }
-    // The pool's shape, fixed at load: read by submit() on any thread.
+    // The pool's shape, fixed at load.
     uint32_t kv_block_rows = 1, kv_blocks_total = 0;
     uint32_t kv_reserved() const {
         uint32_t n = 0;
@@ -280,6 +280,7 @@ void Engine::Impl::run() {
                     s.history.clear();
                     model.reset(s.index);
                 }
+            note_kv_usage();
         }
     }
     // Shutdown: everything queued or running ends as cancelled.
@@ -400,7 +401,7 @@ void Engine::Impl::prompt_step() {
         const std::vector<int32_t>& prompt = s.req->req.prompt;
         const size_t chunk = std::min<size_t>(model.ubatch(), prompt.size() - s.prompt_done);
         const std::span<const int32_t> part(prompt.data() + s.prompt_done, chunk);
-        make_room(uint32_t((chunk + kv_block_rows - 1) / kv_block_rows) + 1);  // its rows, and a shared block copied
+        make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
         model.eval(s.index, part);
         s.history.insert(s.history.end(), part.begin(), part.end());
         s.prompt_done += chunk;
@@ -433,7 +434,9 @@ void Engine::Impl::decode_step() {
         }
     if (batch.empty()) return;
     const Clock::time_point t0 = Clock::now();
-    make_room(2 * uint32_t(batch.size()));  // per row: a new block, or a shared one copied
+    uint32_t blocks = 0;
+    for (const SeqToken& t : batch) blocks += model.kv_blocks_needed(t.seq, 1);
+    make_room(blocks);
     model.decode(batch);
     for (Slot* s : rows) {
         s->history.push_back(s->pending);

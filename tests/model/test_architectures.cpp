@@ -657,7 +657,7 @@ TEST_CASE("architectures: Gemma 3 keeps about a sixth of the naive KV cache at l
     opts.n_ctx = 32768;
     opts.ubatch = 512;
     MemoryPlan p = plan_memory(test::context().caps(), m.file, m.cfg, opts);
-    // 2 global layers keep 32768 rows; 10 local ones 512 + 511, in whole blocks of 16 rows: 1024.
+    // 2 global layers keep 32768 rows; 10 local ones 512 + 511, in whole blocks of 8 rows: 1024.
     const uint64_t row = 2ull * m.cfg.kv_dim() * 2;
     CHECK(p.kv_cache == row * (2 * 32768ull + 10 * 1024ull));
     CHECK(p.kv_cache_full == row * 12 * 32768ull);

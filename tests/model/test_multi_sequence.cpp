@@ -190,8 +190,11 @@ TEST_CASE("multi-sequence: truncation continues a sequence as if the kept prefix
 TEST_CASE("multi-sequence: sequences sharing a prefix's KV blocks continue bit for bit as if each had read it") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    for (const char* arch : {"llama", "deepseek2"}) {
+    // A q8_0 cache too: its blocks are copied and shared as they are stored.
+    for (auto [arch, kv] : {std::pair{"llama", ops::KvType::F16}, std::pair{"llama", ops::KvType::Q8_0},
+                            std::pair{"deepseek2", ops::KvType::F16}}) {
         CAPTURE(arch);
+        CAPTURE(ops::kv_type_name(kv));
         const bool ds = std::string_view(arch) == "deepseek2";
         const test::LoadedModel m = test::open_model(test::write_model(
             fmt::format("multi-seq-share-{}", arch), batch_shape(arch, ds ? TensorType::Q8_0 : TensorType::F16)));
@@ -199,6 +202,7 @@ TEST_CASE("multi-sequence: sequences sharing a prefix's KV blocks continue bit f
         o.n_ctx = 128;
         o.ubatch = 6;  // chunk boundaries at multiples of 6, so that the references chunk alike
         o.n_seq = 4;
+        o.kv_type = kv;
         ModelGpu g(ctx, m.file, m.cfg, o);
         const uint32_t B = g.kv_usage().block_rows;
         REQUIRE(B == 8);
