@@ -24,7 +24,7 @@
 //          t at q row t, positions[t], dst row t (direct) or partial region t (split), its new K/V rows
 //          at row t (STORE) and its block table at table row t; every stride follows from the shape.
 // Paged (block_shift > 0): the caches are a pool of blocks, query t's logical ring row r at the
-//          physical row paged_row(r) of its table row (kv_read.glsl), table rows of
+//          physical row paged_row(r) of its table row (kv_table.glsl), table rows of
 //          ceil(n_ctx / B) entries from table_first in the table binding (6; STORE: 9).
 // Math (per query head h, kv head h / G, scores s_t = scale * q_h . k_t over t in the split's range,
 //          then s_t <- softcap * tanh(s_t / softcap) when softcap > 0, then with ALiBi
