@@ -377,6 +377,8 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
     for (uint32_t l = range_.first; l < range_.end(); ++l) {
         LayerState& L = layers_[l];
         L.pool_rows = uint32_t(layer_pool_rows(cfg, opts_, plan_.n_ctx, l));
+        L.ring = L.kv_rows != plan_.n_ctx;
+        if (!L.ring) kv_block_bytes_ += kv_caches(cfg) * kKvBlockRows * kv_row;
         L.k_cache = ctx.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("k_cache.{}", l));
         // Latent attention reads V from the K rows: no V cache.
         if (!cfg.v_in_k()) L.v_cache = ctx.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("v_cache.{}", l));
@@ -463,6 +465,7 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
     attn_scratch_ = ctx.create_buffer(std::max<uint64_t>(plan_.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
     if (stages.size() > 1)
         next_.reset(new ModelGpu(StageTag{tag.before + layout_.bytes, tag.total}, stages.subspan(1), file, cfg, opts_, progress));
+    if (next_) kv_block_bytes_ += next_->kv_block_bytes_;
 }
 
 ModelGpu::~ModelGpu() = default;
@@ -667,8 +670,7 @@ BufferSlice ModelGpu::segment_rows(const BufferSlice& b, uint64_t width, size_t 
 
 ops::KvPages ModelGpu::kv_pages(uint32_t l, uint32_t row, bool per_token) const {
     const LayerState& L = layers_[l];
-    const bool ring = ring_rows_ != 0 && L.kv_rows == ring_rows_;
-    const Buffer& tables = ring ? ring_tables_ : kv_tables_;
+    const Buffer& tables = L.ring ? ring_tables_ : kv_tables_;
     const uint64_t stride = 4ull * kv_blocks(L.kv_rows);
     return {tables.slice(stride * row, tables.size() - stride * row), kKvBlockRows, L.pool_rows, per_token};
 }
@@ -1292,7 +1294,7 @@ void ModelGpu::copy_block(uint32_t from, uint32_t to) {
     s.begin();
     for (uint32_t l = range_.first; l < range_.end(); ++l) {
         const LayerState& L = layers_[l];
-        if (L.kv_rows != plan_.n_ctx) continue;  // a ring's blocks are never shared
+        if (L.ring) continue;  // a ring's blocks are never shared
         for (const Buffer* pool : {&L.k_cache, &L.v_cache})
             if (pool->size() > 0) s.copy(pool->slice(from * bytes, bytes), pool->slice(to * bytes, bytes));
     }
@@ -1331,10 +1333,7 @@ ModelGpu::KvUsage ModelGpu::kv_usage() const {
     u.blocks_total = pool_blocks_;
     u.blocks_used = pool_blocks_ - uint32_t(free_blocks_.size());
     u.block_rows = kKvBlockRows;
-    for (const ModelGpu* st = this; st; st = st->next_.get())
-        for (uint32_t l = st->range_.first; l < st->range_.end(); ++l)
-            if (st->layers_[l].kv_rows == plan_.n_ctx)
-                u.block_bytes += kv_caches(cfg_) * kKvBlockRows * kv_row_bytes(cfg_, opts_.kv_type);
+    u.block_bytes = kv_block_bytes_;
     return u;
 }
 

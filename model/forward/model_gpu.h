@@ -322,6 +322,7 @@ private:
         // for K and for V (none with MLA); a sequence's rows found through its block table.
         Buffer k_cache, v_cache;
         uint32_t pool_rows = 0;
+        bool ring = false;     // kv_rows differs from n_ctx: fixed blocks per sequence, never shared
         int32_t pos_bias = -1;  // T5: the layer's position-bias table in pos_bias_
     };
     std::vector<LayerState> layers_;
@@ -337,6 +338,7 @@ private:
     std::vector<uint32_t> free_blocks_;
     std::vector<uint32_t> block_refs_;  // sequences holding each block (shared prefixes: several)
     uint32_t pool_blocks_ = 0;  // of a full-context layer's pool
+    uint64_t kv_block_bytes_ = 0;  // one block over the full-context layers of this stage and the next ones, K and V
     // Gives sequence `seq` blocks for its first `rows` rows (ContextFullError when the pool is out of
     // blocks) and lets go of those past them; rows from `write_from` on are about to be written, so a
     // shared block among them is first copied into one of its own.

@@ -133,16 +133,9 @@ struct PagesBinding {
 };
 PagesBinding bind_pages(const DeviceCaps& caps, const KvPages& pg, uint32_t n_ctx, uint32_t table_rows,
                         const detail::Window& stand_in, const char* op) {
+    detail::check_pages(pg, n_ctx, table_rows, op);
     if (!pg.paged()) return {stand_in, 0};
-    if (pg.block_rows < 2 || !std::has_single_bit(pg.block_rows))
-        throw std::invalid_argument(fmt::format("{}: block_rows must be a power of two >= 2, got {}", op, pg.block_rows));
-    if (pg.pool_rows == 0 || pg.pool_rows % pg.block_rows != 0)
-        throw std::invalid_argument(fmt::format("{}: the pool's {} rows are not whole blocks of {}", op, pg.pool_rows, pg.block_rows));
-    const uint64_t entries = uint64_t(table_rows) * pg.table_stride(n_ctx);
-    detail::require_bytes(pg.table, entries * 4, op, "the block table");
-    if (pg.table.offset % 4 != 0)
-        throw std::invalid_argument(fmt::format("{}: the block table must start on 4 bytes, starts at {}", op, pg.table.offset));
-    return {detail::window(caps, pg.table, 0, entries, 4), uint32_t(std::countr_zero(pg.block_rows))};
+    return {detail::window(caps, pg.table, 0, uint64_t(table_rows) * pg.table_stride(n_ctx), 4), pg.block_shift()};
 }
 
 // Split-K partials of a decode plan: o[n_splits][n_heads][v_dim], then (m, l) per split and head;

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <stdexcept>
 
 namespace vkllm::ops {
@@ -30,16 +29,7 @@ void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferS
     // A paged cache's bindings are the pool; its table rows ceil(n_ctx / block_rows) entries each.
     const uint64_t cache_rows = pages.paged() ? pages.pool_rows : n_ctx;
     const uint64_t stride = pages.table_stride(n_ctx);
-    if (pages.paged()) {
-        if (pages.block_rows < 2 || !std::has_single_bit(pages.block_rows))
-            throw std::invalid_argument(fmt::format("kv_store: block_rows must be a power of two >= 2, got {}", pages.block_rows));
-        if (pages.pool_rows == 0 || pages.pool_rows % pages.block_rows != 0)
-            throw std::invalid_argument(
-                fmt::format("kv_store: the pool's {} rows are not whole blocks of {}", pages.pool_rows, pages.block_rows));
-        if (pages.table.offset % 4 != 0)
-            throw std::invalid_argument("kv_store: the block table must start on 4 bytes");
-        detail::require_bytes(pages.table, (pages.per_token ? n_tokens : 1) * stride * 4, "kv_store", "the block table");
-    }
+    detail::check_pages(pages, n_ctx, pages.per_token ? n_tokens : 1, "kv_store");
     detail::require_bytes(src, uint64_t(n_tokens) * row_elems * 4, "kv_store", "src");
     detail::require_bytes(cache, cache_rows * row_words * 4, "kv_store", "cache");
     if (src2) {
@@ -80,7 +70,7 @@ void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferS
                 uint32_t n_pairs, src2_first, cache2_first, table_first, block_shift, per_token;
             } pc{nt,       row_words, sw.first,     cw.first,  pw.first,  uint32_t(c0),
                  nc,       n_ctx,     pairs,        sw2.first, cw2.first, tw.first,
-                 pages.paged() ? uint32_t(std::countr_zero(pages.block_rows)) : 0u, pages.per_token ? 1u : 0u};
+                 pages.block_shift(), pages.per_token ? 1u : 0u};
             s.dispatch(p, {sw.slice, cw.slice, pw.slice, sw2.slice, cw2.slice, tw.slice}, pc,
                        detail::grid(caps, (kv_units + wg - 1) / wg, "kv_store"), "kv_store");
         }

@@ -4,6 +4,7 @@
 
 #include "runtime/memory.h"
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -64,6 +65,8 @@ struct KvPages {
     bool per_token = false;
     bool paged() const { return block_rows != 0; }
     uint32_t table_stride(uint32_t n_ctx) const { return paged() ? (n_ctx + block_rows - 1) / block_rows : 0; }
+    // log2(block_rows), the kernels' block_shift; 0 when not paged.
+    uint32_t block_shift() const { return paged() ? uint32_t(std::countr_zero(block_rows)) : 0u; }
 };
 
 }  // namespace vkllm::ops

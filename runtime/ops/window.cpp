@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 
 namespace vkllm::ops::detail {
@@ -52,6 +53,17 @@ std::array<uint32_t, 3> grid(const DeviceCaps& caps, uint64_t groups, const char
 void require_bytes(const BufferSlice& s, uint64_t bytes, const char* op, const char* tensor) {
     if (s.size < bytes)
         throw std::invalid_argument(fmt::format("{}: {} is {} bytes, the shape needs {}", op, tensor, s.size, bytes));
+}
+
+void check_pages(const KvPages& pg, uint32_t n_ctx, uint64_t table_rows, const char* op) {
+    if (!pg.paged()) return;
+    if (pg.block_rows < 2 || !std::has_single_bit(pg.block_rows))
+        throw std::invalid_argument(fmt::format("{}: block_rows must be a power of two >= 2, got {}", op, pg.block_rows));
+    if (pg.pool_rows == 0 || pg.pool_rows % pg.block_rows != 0)
+        throw std::invalid_argument(fmt::format("{}: the pool's {} rows are not whole blocks of {}", op, pg.pool_rows, pg.block_rows));
+    if (pg.table.offset % 4 != 0)
+        throw std::invalid_argument(fmt::format("{}: the block table must start on 4 bytes, starts at {}", op, pg.table.offset));
+    require_bytes(pg.table, table_rows * pg.table_stride(n_ctx) * 4, op, "the block table");
 }
 
 }  // namespace vkllm::ops::detail

@@ -5,6 +5,7 @@
 
 #include "runtime/caps.h"
 #include "runtime/memory.h"
+#include "runtime/ops/op_types.h"
 
 #include <array>
 #include <cstdint>
@@ -37,5 +38,9 @@ uint64_t items_per_window(const DeviceCaps& caps, uint64_t item_bytes, const cha
 std::array<uint32_t, 3> grid(const DeviceCaps& caps, uint64_t groups, const char* op);
 // Throws std::invalid_argument naming op and tensor when `s` holds fewer than `bytes` bytes.
 void require_bytes(const BufferSlice& s, uint64_t bytes, const char* op, const char* tensor);
+// Throws std::invalid_argument naming op when a paged cache's pages are unusable for a call of
+// `table_rows` table rows over sequences of n_ctx rows: a block size that is no power of two >= 2, a
+// pool that is not whole blocks, a table that is too short or not 4-byte aligned. Nothing when not paged.
+void check_pages(const KvPages& pages, uint32_t n_ctx, uint64_t table_rows, const char* op);
 
 }  // namespace vkllm::ops::detail

@@ -249,8 +249,10 @@ void Engine::Impl::run() {
             // needs fit the pool beside the running requests' (with the default pool they always do).
             const size_t free_slots = size_t(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.req; }));
             uint64_t reserved = kv_reserved();
-            while (!queue.empty() && waiting.size() < free_slots && reserved + kv_need(queue.front()->req) <= kv_blocks_total) {
-                reserved += kv_need(queue.front()->req);
+            while (!queue.empty() && waiting.size() < free_slots) {
+                const uint32_t need = kv_need(queue.front()->req);
+                if (reserved + need > kv_blocks_total) break;
+                reserved += need;
                 waiting.push_back(std::move(queue.front()));
                 queue.pop_front();
             }

@@ -72,13 +72,18 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
+ModelOptions seq_options(uint32_t n_ctx, uint32_t ubatch, uint32_t n_seq) {
+    ModelOptions o;
+    o.n_ctx = n_ctx;
+    o.ubatch = ubatch;
+    o.n_seq = n_seq;
+    return o;
+}
+
 // Sequence k alone: its prompt, then `steps` greedy tokens; the logits after each step.
 std::vector<std::vector<float>> alone(Context& ctx, const test::LoadedModel& m, const std::vector<int32_t>& prompt,
                                       uint32_t steps) {
-    ModelOptions o;
-    o.n_ctx = 128;
-    o.ubatch = 8;
-    ModelGpu g(ctx, m.file, m.cfg, o);
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 1));
     g.eval(prompt);
     std::vector<std::vector<float>> out{row(g, 1, 0)};
     for (uint32_t i = 0; i < steps; ++i) {
@@ -111,11 +116,7 @@ TEST_CASE("multi-sequence decode: every sequence's logits are bit-identical to t
                 if (k < 3 || k == n_seq - 1) ref.push_back(alone(ctx, m, prompts[k], steps));
                 else ref.push_back({});
             }
-            ModelOptions o;
-            o.n_ctx = 128;
-            o.ubatch = 8;
-            o.n_seq = n_seq;
-            ModelGpu g(ctx, m.file, m.cfg, o);
+            ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, n_seq));
             CHECK(g.memory_plan().kv_cache > 0);
             std::vector<int32_t> next(n_seq);
             for (uint32_t k = 0; k < n_seq; ++k) {
@@ -162,11 +163,7 @@ TEST_CASE("multi-sequence: truncation continues a sequence as if the kept prefix
     Context& ctx = test::context();
     const test::LoadedModel m =
         test::open_model(test::write_model("multi-seq-trunc-llama", batch_shape("llama", TensorType::F16)));
-    ModelOptions o;
-    o.n_ctx = 128;
-    o.ubatch = 8;
-    o.n_seq = 2;
-    ModelGpu g(ctx, m.file, m.cfg, o);
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 2));
     const std::vector<int32_t> first = tokens(40, 1, m.cfg.n_vocab);
     std::vector<int32_t> second(first.begin(), first.begin() + 21);
     for (int32_t t : tokens(9, 2, m.cfg.n_vocab)) second.push_back(t);
@@ -198,10 +195,8 @@ TEST_CASE("multi-sequence: sequences sharing a prefix's KV blocks continue bit f
         const bool ds = std::string_view(arch) == "deepseek2";
         const test::LoadedModel m = test::open_model(test::write_model(
             fmt::format("multi-seq-share-{}", arch), batch_shape(arch, ds ? TensorType::Q8_0 : TensorType::F16)));
-        ModelOptions o;
-        o.n_ctx = 128;
-        o.ubatch = 6;  // chunk boundaries at multiples of 6, so that the references chunk alike
-        o.n_seq = 4;
+        // Chunk boundaries at multiples of 6, so that the references chunk alike.
+        ModelOptions o = seq_options(128, 6, 4);
         o.kv_type = kv;
         ModelGpu g(ctx, m.file, m.cfg, o);
         const uint32_t B = g.kv_usage().block_rows;
@@ -260,11 +255,7 @@ TEST_CASE("multi-sequence: sequences sharing a prefix's KV blocks continue bit f
     // Sliding-window rings are per sequence: a model with them shares nothing.
     const test::LoadedModel m =
         test::open_model(test::write_model("multi-seq-share-gemma3", batch_shape("gemma3", TensorType::F16)));
-    ModelOptions o;
-    o.n_ctx = 64;
-    o.ubatch = 8;
-    o.n_seq = 2;
-    ModelGpu g(ctx, m.file, m.cfg, o);
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(64, 8, 2));
     g.eval(0, tokens(20, 3, m.cfg.n_vocab));
     CHECK_FALSE(g.share_prefix(1, 0, 20));
     CHECK(g.n_past(1) == 0);
@@ -275,11 +266,7 @@ TEST_CASE("multi-sequence: a sliding-window ring refuses a truncation whose wind
     Context& ctx = test::context();
     const test::LoadedModel m =
         test::open_model(test::write_model("multi-seq-trunc-gemma3", batch_shape("gemma3", TensorType::F16)));
-    ModelOptions o;
-    o.n_ctx = 128;
-    o.ubatch = 8;
-    o.n_seq = 2;
-    ModelGpu g(ctx, m.file, m.cfg, o);  // window 8: local rings of 8 + 8 - 1 = 15 rows
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 2));  // window 8: local rings of 8 + 8 - 1 = 15 rows
     g.eval(0, tokens(40, 3, m.cfg.n_vocab));
     CHECK_FALSE(g.truncate(0, 10));  // positions 3..9 were overwritten by 18..24 and later
     CHECK(g.n_past(0) == 40);
