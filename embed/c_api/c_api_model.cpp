@@ -288,6 +288,10 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         if (!embeds(role)) {
             lo.model.n_ctx = p.n_ctx;
             lo.model.ubatch = p.ubatch ? p.ubatch : 64;
+            lo.model.kv_budget = p.kv_budget;
+        } else if (p.kv_budget) {
+            throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT,
+                             "kv_budget sizes the KV cache of sessions; an embedding model has none: leave it 0");
         }
         lo.model.kv_type = p.kv_type == VKLLM_KV_F32    ? ops::KvType::F32
                            : p.kv_type == VKLLM_KV_Q8_0 ? ops::KvType::Q8_0
@@ -393,6 +397,7 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.embedding_dim = i.embeddings ? m.loaded.cfg.dim : 0;
         i.max_embed_tokens = i.embeddings ? embed_limit(*m.loaded.model) : 0;
         copy_text(i.pooling, pooling_name(m.pooling));
+        i.kv_budget = m.engine ? m.loaded.model->memory_plan().kv_budget : 0;
         capi::write_out(info, i, "vkllm_model_info");
         return VKLLM_OK;
     });

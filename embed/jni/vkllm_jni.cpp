@@ -388,7 +388,7 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
     refs.vkllm_exception_init = env->GetMethodID(refs.vkllm_exception, "<init>", "(Ljava/lang/String;I)V");
     refs.model_info_init = env->GetMethodID(refs.model_info, "<init>",
                                             "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;IIIIIIIIIIIJJJ"
-                                            "ZIILjava/lang/String;)V");
+                                            "ZIILjava/lang/String;I)V");
     refs.generation_stats_init = env->GetMethodID(refs.generation_stats, "<init>", "(IIIIDDDDI)V");
     refs.on_token = method_of(env, "dev/vkllm/TokenCallback", "onToken", "(Ljava/lang/String;)Z");
     refs.on_progress = method_of(env, "dev/vkllm/LoadProgress", "onProgress", "(F)Z");
@@ -464,7 +464,8 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
                                                         jint max_sessions, jint kv_type, jint ubatch,
                                                         jstring chat_template, jstring cache_dir,
                                                         jboolean validation, jobject progress, jlong log_sink,
-                                                        jstring pooling, jstring devices, jstring split) {
+                                                        jstring pooling, jstring devices, jstring split,
+                                                        jint kv_budget) {
     return guarded(env, jlong(0), [&]() -> jlong {
         std::string c_path;
         OptionalCString c_device, c_caps, c_template, c_cache, c_pooling, c_devices, c_split;
@@ -479,8 +480,9 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
             return 0;
         // Java has no unsigned int: a negative count would wrap to billions in C; refuse it here
         // with the name Java knows it by.
-        if (n_ctx < 0 || max_sessions < 0 || ubatch < 0) {
-            throw_java(env, "java/lang/IllegalArgumentException", "nCtx, maxSessions and ubatch must not be negative");
+        if (n_ctx < 0 || max_sessions < 0 || ubatch < 0 || kv_budget < 0) {
+            throw_java(env, "java/lang/IllegalArgumentException",
+                       "nCtx, maxSessions, ubatch and kvBudget must not be negative");
             return 0;
         }
         // The ordinal of ModelParams.KvType, whose order is vkllm_kv_type's (checked before the cast:
@@ -499,6 +501,7 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
         p.max_sessions = uint32_t(max_sessions);
         p.kv_type = static_cast<vkllm_kv_type>(kv_type);
         p.ubatch = uint32_t(ubatch);
+        p.kv_budget = uint32_t(kv_budget);
         p.chat_template = c_template.c_str();
         p.cache_dir = c_cache.c_str();
         p.validation = validation == JNI_TRUE;
@@ -575,7 +578,7 @@ JNIEXPORT jobject JNICALL Java_dev_vkllm_Native_modelInfo(JNIEnv* env, jclass, j
                               jint(info.bos_token), jint(info.eos_token), jlong(info.weights_bytes),
                               jlong(info.kv_cache_bytes), jlong(info.scratch_bytes),
                               info.embeddings ? JNI_TRUE : JNI_FALSE, jint(info.embedding_dim),
-                              jint(info.max_embed_tokens), pooling);
+                              jint(info.max_embed_tokens), pooling, jint(info.kv_budget));
     });
 }
 

@@ -197,6 +197,14 @@ typedef struct vkllm_model_params {
                                     indices or name substrings, comma-separated ("0,1"); a decoder only */
     const char* split;           /* NULL (default): with `devices`, layers by each device's memory;
                                     else as `vkllm --split`: "layer" or "layer:3,1" (ratios) */
+    uint32_t kv_budget;          /* tokens of KV cache that all sessions share (one paged pool, blocks
+                                    handed out as conversations grow); 0 (default): max_sessions x n_ctx.
+                                    Smaller lets many sessions stay open in little memory. A turn
+                                    reserves its prompt plus n_predict (n_ctx when -1) and
+                                    waits while the running turns' reservations fill the pool; idle
+                                    sessions' cached conversations are dropped, least recently used
+                                    first, to make room (their next turn evaluates them again).
+                                    n_ctx defaults to at most kv_budget, so every turn fits alone. */
 } vkllm_model_params;
 
 VKLLM_API vkllm_model_params vkllm_model_default_params(void);
@@ -226,6 +234,8 @@ typedef struct vkllm_model_info {
                                       reranker: query and document together) */
     char pooling[16];              /* "mean", "cls", "last", "none" (one vector per token: vkllm_embed
                                       refuses), "rank" (a reranker: vkllm_rerank) */
+    uint32_t kv_budget;            /* tokens the sessions' shared KV pool holds (kv_budget rounded up to
+                                      whole blocks, or max_sessions x n_ctx); 0 for an embedding model */
 } vkllm_model_info;
 
 VKLLM_API vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* info);

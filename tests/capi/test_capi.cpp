@@ -522,6 +522,55 @@ TEST_CASE("capi: one generation per session at a time; two sessions on two threa
         }
 }
 
+TEST_CASE("capi: kv_budget: sessions share one pool, and an idle conversation makes room for a turn") {
+    const char* prompts[3] = {"Once upon a time", "The little dog", "Lily saw a bird"};
+    std::string solo[3];
+    {
+        Model plain;  // one session, its own full-context cache
+        Session s(plain.m);
+        for (int i = 0; i < 3; ++i) {
+            Collected out;
+            const vkllm_sampling g = greedy(40);
+            REQUIRE(vkllm_session_reset(s.s) == VKLLM_OK);
+            REQUIRE(vkllm_generate(s.s, prompts[i], &g, collect, &out) == VKLLM_OK);
+            solo[i] = out.text;
+        }
+    }
+    vkllm_model_params p = test_params();
+    p.max_sessions = 3;
+    p.kv_budget = 104;  // 13 blocks of 8 rows: two of these conversations (6 blocks each), not three
+    Model model("stories260K.gguf", p);
+    const vkllm_model_info info = model_info(model.m);
+    CHECK(info.kv_budget == 104);
+    CHECK(info.n_ctx == 104);  // a session holds at most the pool
+    Session a(model.m), b(model.m), c(model.m);
+    vkllm_session* sessions[3] = {a.s, b.s, c.s};
+    for (int i = 0; i < 3; ++i) {
+        Collected out;
+        const vkllm_sampling g = greedy(40);
+        REQUIRE(vkllm_generate(sessions[i], prompts[i], &g, collect, &out) == VKLLM_OK);
+        CHECK(out.text == solo[i]);  // the pool and its block tables do not change a sequence's tokens
+    }
+    // c's turn took the blocks of a, the least recently used: a's next turn (7 blocks) evaluates it
+    // again (but the BOS, shared with another session's cache) and takes b's, while c's own
+    // conversation is still cached.
+    const vkllm_sampling g = greedy(4);
+    REQUIRE(vkllm_generate(a.s, " and", &g, nullptr, nullptr) == VKLLM_OK);
+    CHECK(stats_of(a.s).cached_tokens <= 1);
+    CHECK(stats_of(a.s).prompt_tokens > 40);
+    REQUIRE(vkllm_generate(c.s, " and", &g, nullptr, nullptr) == VKLLM_OK);
+    CHECK(stats_of(c.s).cached_tokens > 40);
+
+    // A context larger than the pool cannot be held by one session.
+    vkllm_model_params big = test_params();
+    big.kv_budget = 64;
+    big.n_ctx = 128;
+    vkllm_model* m = nullptr;
+    CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &big, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "KV budget"));
+    CHECK(m == nullptr);
+}
+
 TEST_CASE("capi: chat renders the template and the next turn reuses the conversation") {
     Model model;
     Session session(model.m);
@@ -825,9 +874,14 @@ TEST_CASE("capi: vkllm_embed on an embedding model: info, the vectors `vkllm emb
     if (bert.empty()) return;
     vkllm_model_params p = test_params();
     vkllm_model* m = nullptr;
+    p.kv_budget = 64;  // an embedding model keeps no conversations
+    CHECK(vkllm_model_load(bert.c_str(), &p, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "kv_budget"));
+    p.kv_budget = 0;
     REQUIRE(vkllm_model_load(bert.c_str(), &p, &m) == VKLLM_OK);
     const vkllm_model_info info = model_info(m);
     CHECK(info.embeddings);
+    CHECK(info.kv_budget == 0);
     CHECK(info.embedding_dim == 64);
     CHECK(info.max_embed_tokens == 48);  // the default ubatch of an embedding model is its context
     CHECK(std::string(info.pooling) == "mean");

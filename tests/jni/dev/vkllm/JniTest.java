@@ -191,6 +191,28 @@ public final class JniTest {
         check(alone.getMessage().contains("devices is NULL"), "the message says so: " + alone.getMessage());
     }
 
+    // kvBudget reaches vkllm_model_params: the sessions share a pool of that many tokens (which
+    // also caps nCtx), and still tell the published story. (Eviction: capi.test_capi.)
+    @Test
+    static void kv_budget() throws Exception {
+        try (Model model = Model.load(modelPath("stories260K.gguf"), params().maxSessions(2).kvBudget(64));
+             Session a = model.newSession(); Session b = model.newSession()) {
+            checkEquals(64, model.info().kvBudget(), "the pool's tokens");
+            checkEquals(64, model.info().nCtx(), "a session's context, capped by the pool");
+            check(expectedStory().startsWith(a.generate("", greedy(20))), "the published story in session a");
+            check(expectedStory().startsWith(b.generate("", greedy(20))), "the published story in session b");
+        }
+        try (Model model = stories()) {
+            checkEquals(model.info().nCtx(), model.info().kvBudget(), "one session's default pool: its context");
+        }
+        expectThrows(IllegalArgumentException.class,
+            () -> Model.load(modelPath("stories260K.gguf"), params().kvBudget(-1)), "a negative kvBudget");
+        VkllmException small = expectThrows(VkllmException.class,
+            () -> Model.load(modelPath("stories260K.gguf"), params().kvBudget(64).nCtx(128)), "nCtx beyond the pool");
+        checkEquals(VkllmException.Status.INVALID_ARGUMENT, small.status(), "status");
+        check(small.getMessage().contains("KV budget"), "the message says so: " + small.getMessage());
+    }
+
     @Test
     static void seeded_sampling_repeats() throws Exception {
         try (Model model = stories(); Session s = model.newSession()) {

@@ -23,12 +23,13 @@ public final class ModelInfo {
     private final int embeddingDim;
     private final int maxEmbedTokens;
     private final String pooling;
+    private final int kvBudget;
 
     // Made by the JNI library from vkllm_model_info.
     ModelInfo(String architecture, String device, String chatTemplate, int nVocab, int nLayers, int dim, int nHeads,
               int nKvHeads, int headDim, int nCtx, int nCtxTrain, int maxSessions, int bosToken, int eosToken,
               long weightsBytes, long kvCacheBytes, long scratchBytes, boolean embeddings, int embeddingDim,
-              int maxEmbedTokens, String pooling) {
+              int maxEmbedTokens, String pooling, int kvBudget) {
         this.architecture = architecture;
         this.device = device;
         this.chatTemplate = chatTemplate;
@@ -50,6 +51,7 @@ public final class ModelInfo {
         this.embeddingDim = embeddingDim;
         this.maxEmbedTokens = maxEmbedTokens;
         this.pooling = pooling;
+        this.kvBudget = kvBudget;
     }
 
     /** "llama", "qwen2", "gemma3", ... */
@@ -154,6 +156,11 @@ public final class ModelInfo {
      */
     public String pooling() {
         return pooling;
+    }
+
+    /** Tokens the sessions' shared KV pool holds (ModelParams.kvBudget in whole blocks, or maxSessions x nCtx); 0 for an embedding model. */
+    public int kvBudget() {
+        return kvBudget;
     }
 
     @Override

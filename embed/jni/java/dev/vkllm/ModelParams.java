@@ -25,6 +25,7 @@ public final class ModelParams {
     private String pooling;
     private String devices;
     private String split;
+    private int kvBudget;
     private boolean validation;
     private LoadProgress progress;
     private LogListener log;
@@ -124,6 +125,17 @@ public final class ModelParams {
         return this;
     }
 
+    /**
+     * Tokens of KV cache that all sessions share (one paged pool); 0 (default): maxSessions x nCtx.
+     * Smaller lets many sessions stay open in little memory: a turn waits while running turns'
+     * reservations fill the pool, and idle sessions' cached conversations are dropped (their next
+     * turn evaluates them again). nCtx defaults to at most it.
+     */
+    public ModelParams kvBudget(int tokens) {
+        kvBudget = tokens;
+        return this;
+    }
+
     /** The Khronos validation layer (slow; for debugging); default false. */
     public ModelParams validation(boolean on) {
         validation = on;
@@ -188,6 +200,10 @@ public final class ModelParams {
 
     public String split() {
         return split;
+    }
+
+    public int kvBudget() {
+        return kvBudget;
     }
 
     public boolean validation() {
