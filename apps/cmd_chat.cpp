@@ -177,7 +177,7 @@ void chat(const ChatOptions& o) {
         std::optional<chat::ReplyStream> reply;
         std::optional<chat::HarmonyStream> harmony_reply;  // gpt-oss: reasoning, content and calls at once
         if (harmony)
-            harmony_reply.emplace(plan.parse_as ? tools : json::array(), plan.parallel);
+            harmony_reply.emplace(plan.parse_as ? tools : json::array(), plan.parallel, plan.reply_prefix);
         else if (plan.parse_as)
             reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
         g_interrupted = false;

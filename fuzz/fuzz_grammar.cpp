@@ -155,6 +155,10 @@ void force(const std::string& parameters) {
         const auto fc = vkllm::chat::forced_call(vkllm::chat::tool_format(family), tools, "t", true);
         follow(fc.gbnf, parameters);
     }
+    // Qwen3-Coder's grammar lists each parameter (bare strings, JSON values compiled per parameter):
+    // it must be built or refused cleanly for any parameters, and take the text it is given or not.
+    const auto coder = vkllm::chat::forced_call(vkllm::chat::tool_format(vkllm::chat::ToolFamily::QwenCoder), tools, "", true);
+    follow(coder.gbnf, "<function=t>\n" + parameters);
     // tool_choice auto's lazy grammar of the same tools (none where the parameters are outside the subset).
     for (auto family : {vkllm::chat::ToolFamily::Hermes, vkllm::chat::ToolFamily::Generic}) {
         const auto lc = vkllm::chat::lazy_call(vkllm::chat::tool_format(family), tools, true);

@@ -443,7 +443,7 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         AnswerSplit split;
         if (chat::template_is_harmony(src)) {
             // Every gpt-oss answer is Harmony messages; without tools (or with "none") a call is content.
-            split.harmony.emplace(plan.parse_as ? tools : json::array(), plan.parallel);
+            split.harmony.emplace(plan.parse_as ? tools : json::array(), plan.parallel, plan.reply_prefix);
             split.harmony_inline = reasoning_format == "none";
             split.family = chat::ToolFamily::Harmony;
         } else {

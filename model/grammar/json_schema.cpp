@@ -100,6 +100,20 @@ public:
         return out;
     }
 
+    // Rules named tops[i].rule for the subschemas at tops[i].pointer, without a root rule.
+    std::string run(const std::vector<NamedSchema>& tops, const std::set<std::string>& taken) {
+        if (root_.is_object() && root_.contains("$id") && !root_["$id"].is_string())
+            throw SchemaError("'$id' must be a string", "$id", "");
+        taken_.insert(taken.begin(), taken.end());
+        for (const NamedSchema& t : tops) taken_.insert(t.rule);
+        std::string out;
+        // Each top is a reference into the document, so that a subschema two tops share is one rule.
+        for (const NamedSchema& t : tops) out += t.rule + " ::= " + compile(Json{{"$ref", t.pointer}}, "", 0) + "\n";
+        for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
+        out += kCommonRules;
+        return out;
+    }
+
 private:
     [[noreturn]] static void refuse(const std::string& keyword, const std::string& where, const std::string& why) {
         throw SchemaError(why, keyword, where);
@@ -1072,14 +1086,47 @@ std::string json_schema_to_gbnf(std::string_view schema_json) { return compile_s
 
 Grammar json_schema_grammar(std::string_view schema_json) { return compile_schema(schema_json).second; }
 
-std::string json_schema_rules(std::string_view schema_json, const std::string& rule) {
+namespace {
+
+void check_rule_name(const std::string& rule) {
     static const std::set<std::string, std::less<>> kCommon = {"root",    "space", "char", "char-cp", "string", "integer",
                                                                "number",  "boolean", "null", "value", "object", "array"};
     if (rule.empty() || kCommon.count(rule) || !std::all_of(rule.begin(), rule.end(), [](char c) {
             return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
         }) || !(rule[0] >= 'a' && rule[0] <= 'z'))
         throw std::invalid_argument(fmt::format("json_schema_rules: '{}' is not a usable rule name", rule));
+}
+
+}  // namespace
+
+std::string json_schema_rules(std::string_view schema_json, const std::string& rule) {
+    check_rule_name(rule);
     return compile_schema(schema_json, rule).first;
+}
+
+std::string json_schema_rules(std::string_view schema_json, const std::vector<NamedSchema>& tops,
+                              const std::set<std::string>& taken) {
+    if (tops.empty()) throw std::invalid_argument("json_schema_rules: no rules asked for");
+    std::set<std::string> seen;
+    for (const NamedSchema& t : tops) {
+        check_rule_name(t.rule);
+        if (!seen.insert(t.rule).second) throw std::invalid_argument(fmt::format("json_schema_rules: '{}' twice", t.rule));
+    }
+    Json schema;
+    try {
+        schema = Json::parse(schema_json);
+    } catch (const nlohmann::json::exception& e) {
+        throw SchemaError(fmt::format("not valid JSON: {}", e.what()));
+    }
+    std::string gbnf = Compiler(schema).run(tops, taken);
+    std::string root = "root ::= ";
+    for (size_t i = 0; i < tops.size(); ++i) root += (i ? " | " : "") + tops[i].rule;
+    try {
+        Grammar::parse(root + "\n" + gbnf);
+    } catch (const GrammarError& e) {
+        throw SchemaError(fmt::format("the schema cannot be followed as a grammar: {}", e.what()));
+    }
+    return gbnf;
 }
 
 std::string gbnf_literal(std::string_view text) { return lit(text); }

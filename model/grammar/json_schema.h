@@ -24,9 +24,11 @@
 
 #include "model/grammar/grammar.h"
 
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace vkllm::grammar {
 
@@ -55,6 +57,18 @@ std::string json_object_gbnf();
 // a letter, not "root", not a common JSON rule such as "value") and no root rule: for a grammar that
 // puts the JSON value inside other text (a tool call's markup). The compiler's own rules avoid `rule`.
 std::string json_schema_rules(std::string_view schema_json, const std::string& rule);
+
+// Several subschemas of one document as rules, no root rule: `rule` (named as above, each once)
+// for the subschema at JSON pointer `pointer` ("#/$defs/tool-0"). For a grammar that puts several
+// JSON values inside other text (each parameter of a call whose markup names them). A subschema
+// that two of them reach (a shared $ref) is one rule. `taken`: the names of the caller's own rules,
+// which the compiler's avoid.
+struct NamedSchema {
+    std::string rule;
+    std::string pointer;
+};
+std::string json_schema_rules(std::string_view schema_json, const std::vector<NamedSchema>& tops,
+                              const std::set<std::string>& taken = {});
 
 // `text` as a GBNF string literal (quotes, escapes).
 std::string gbnf_literal(std::string_view text);

@@ -740,7 +740,8 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
       model_(std::move(model)), created_(created), index_(index) {
     if (req.harmony) {
         // Without tools (or with tool_choice none) every call is malformed: its body is content.
-        harmony_.emplace(req.tool_plan.parse_as ? req.tools : json::array(), req.tool_plan.parallel);
+        harmony_.emplace(req.tool_plan.parse_as ? req.tools : json::array(), req.tool_plan.parallel,
+                         req.tool_plan.reply_prefix);
         harmony_inline_ = req.reasoning_format == "none";
         tool_family_ = chat::ToolFamily::Harmony;
     } else if (const chat::ToolFormat* f = req.tool_plan.parse_as) {

@@ -84,7 +84,10 @@ bool template_is_harmony(std::string_view template_source) {
 
 std::vector<std::string> harmony_markup() { return {kMarkers.begin(), kMarkers.end()}; }
 
-HarmonyStream::HarmonyStream(json tools, bool parallel) : tools_(std::move(tools)), parallel_(parallel) {}
+HarmonyStream::HarmonyStream(json tools, bool parallel, std::string_view prefix) : tools_(std::move(tools)), parallel_(parallel) {
+    // A header releases nothing: what the prefix would release is dropped with it.
+    if (!prefix.empty()) push(prefix);
+}
 
 void HarmonyStream::loose_text(std::string_view text, Piece& out) {
     if (loose_text_) {

@@ -50,7 +50,9 @@ class HarmonyStream {
 public:
     // `tools`: the request's tools (an array of OpenAI tools; a call to any other name is malformed)
     // or null (any name is taken). `parallel` false: only the first call is kept (parallel_tool_calls).
-    explicit HarmonyStream(nlohmann::ordered_json tools, bool parallel = true);
+    // `prefix`: text the prompt put at the start of the reply (a forced call's header), read as if
+    // the model had written it.
+    explicit HarmonyStream(nlohmann::ordered_json tools, bool parallel = true, std::string_view prefix = {});
 
     struct Piece {
         std::string reasoning, content;

@@ -43,11 +43,11 @@ struct Row {
 // Detection order matters: more specific markers first (Qwen3-Coder's and GLM's templates also
 // hold "<tool_call>", Mistral Small 3.2's also "[TOOL_CALLS]").
 constexpr Row kRows[] = {
-    {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::None, true}, {"<function=", "<parameter="}, "<tool_call>", false,
+    {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::NamedText, true}, {"<function=", "<parameter="}, "<tool_call>", false,
      {"<tool_call>", "</tool_call>"}},
     {{ToolFamily::FunctionaryV31, "functionary-v3.1", "Functionary medium v3.1", ForceKind::NamedPrefix, true},
      {"<function=", nullptr}, "<function=", false, {}},
-    {{ToolFamily::Glm45, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::None, true}, {"<arg_key>", nullptr}, "<tool_call>", false,
+    {{ToolFamily::Glm45, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::NamedText, true}, {"<arg_key>", nullptr}, "<tool_call>", false,
      {"<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}},
     {{ToolFamily::Hermes, "hermes", "Hermes 2 Pro / 3, Qwen2.5, Qwen3, QwQ", ForceKind::CallObject, true},
      {"<tool_call>", nullptr}, "<tool_call>", false, {"<tool_call>", "</tool_call>"}},
@@ -63,8 +63,8 @@ constexpr Row kRows[] = {
      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
     // Harmony replies are read by HarmonyStream (harmony.h), not by ReplyStream: this row names the
     // format; its markers are harmony_markup()'s.
-    {{ToolFamily::Harmony, "gpt-oss", "gpt-oss (Harmony)", ForceKind::None, true}, {"<|channel|>", nullptr}, nullptr, false, {}},
-    {{ToolFamily::KimiK2, "kimi-k2", "Kimi K2", ForceKind::None, true}, {"tool_calls_section", nullptr},
+    {{ToolFamily::Harmony, "gpt-oss", "gpt-oss (Harmony)", ForceKind::NamedPrefix, true}, {"<|channel|>", nullptr}, nullptr, false, {}},
+    {{ToolFamily::KimiK2, "kimi-k2", "Kimi K2", ForceKind::NamedPrefix, true}, {"tool_calls_section", nullptr},
      "<|tool_calls_section_begin|>", false,
      {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
       "<|tool_call_end|>"}},
@@ -73,11 +73,11 @@ constexpr Row kRows[] = {
     // Command R7B's template also has Command R+'s turn tokens, but its calls are another format.
     {{ToolFamily::Unsupported, "command-r7b", "Command R7B", ForceKind::None, false}, {"<|START_ACTION|>", nullptr}, nullptr,
      false, {}},
-    {{ToolFamily::CommandRPlus, "command-r-plus", "Command R / R+ (tool-use template)", ForceKind::None, true},
+    {{ToolFamily::CommandRPlus, "command-r-plus", "Command R / R+ (tool-use template)", ForceKind::CallObject, true},
      {"START_OF_TURN_TOKEN", "Action:"}, "Action:", false, {"Action:"}},
     // The call marker begins every part of the reply, a call or not: parts for the user are told
     // apart while the stream reads them (ReplyStream::Impl::find_heads).
-    {{ToolFamily::FunctionaryV32, "functionary-v3.2", "Functionary medium v3.2", ForceKind::None, true}, {">>>all", nullptr},
+    {{ToolFamily::FunctionaryV32, "functionary-v3.2", "Functionary medium v3.2", ForceKind::NamedText, true}, {">>>all", nullptr},
      ">>>", false, {">>>"}},
     {{ToolFamily::Llama3, "llama3", "Llama 3.1, 3.2, 3.3", ForceKind::CallObject, false}, {"<|start_header_id|>", "ipython"},
      "<|python_tag|>", true, {"<|python_tag|>"}},
@@ -641,10 +641,8 @@ json forced_parameters(const json& tool, size_t index) {
 // `wrapped`: the schema is forced_call()'s wrapper, whose "/$defs/tool-<k>" is the k-th chosen tool's
 // parameters; else it is the one chosen tool's parameters themselves (whose own $defs may have any
 // names).
-std::string call_rules(const json& schema, const std::vector<size_t>& tool_index, bool wrapped) {
-    try {
-        return grammar::json_schema_rules(schema.dump(), "tool-call");
-    } catch (const grammar::SchemaError& e) {
+[[noreturn]] void throw_tool_schema_error(const grammar::SchemaError& e, const std::vector<size_t>& tool_index, bool wrapped) {
+    {
         std::string param = "tools";
         std::string where = e.where();
         constexpr std::string_view kDef = "/$defs/tool-";
@@ -667,21 +665,31 @@ std::string call_rules(const json& schema, const std::vector<size_t>& tool_index
     }
 }
 
+std::string call_rules(const json& schema, const std::vector<size_t>& tool_index, bool wrapped) {
+    try {
+        return grammar::json_schema_rules(schema.dump(), "tool-call");
+    } catch (const grammar::SchemaError& e) {
+        throw_tool_schema_error(e, tool_index, wrapped);
+    }
+}
+
 // The schema of a CallObject family's calls (each chosen tool's {"name", arguments}, the
 // parameters under "#/$defs/tool-<k>"): a list where the format holds one, one call otherwise.
 json call_object_schema(ToolFamily family, const json& tools, const std::vector<size_t>& chosen, bool many) {
-    const char* args_key = family == ToolFamily::Llama3 ? "parameters" : "arguments";
+    const bool command_r = family == ToolFamily::CommandRPlus;
+    const char* name_key = command_r ? "tool_name" : "name";
+    const char* args_key = family == ToolFamily::Llama3 || command_r ? "parameters" : "arguments";
     json defs = json::object();
     json alternatives = json::array();
     for (size_t k = 0; k < chosen.size(); ++k) {
         const std::string def = fmt::format("tool-{}", k);
         defs[def] = rebase_refs(forced_parameters(tools[chosen[k]], chosen[k]), def);
-        json properties = {{"name", {{"const", function_name(tools[chosen[k]])}}}, {args_key, {{"$ref", "#/$defs/" + def}}}};
+        json properties = {{name_key, {{"const", function_name(tools[chosen[k]])}}}, {args_key, {{"$ref", "#/$defs/" + def}}}};
         // Mistral Nemo's template writes the call's id after its arguments (nine letters and digits).
         if (family == ToolFamily::MistralNemo) properties["id"] = {{"type", "string"}, {"pattern", "^[a-zA-Z0-9]{9}$"}};
         alternatives.push_back({{"type", "object"},
                                 {"properties", std::move(properties)},
-                                {"required", {"name", args_key}},
+                                {"required", {name_key, args_key}},
                                 {"additionalProperties", false}});
     }
     json call = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
@@ -691,6 +699,7 @@ json call_object_schema(ToolFamily family, const json& tools, const std::vector<
     case ToolFamily::Llama3: schema = call; break;
     case ToolFamily::MistralNemo:
     case ToolFamily::Granite:
+    case ToolFamily::CommandRPlus:
         schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
         if (!many) schema["maxItems"] = 1;
         break;
@@ -705,6 +714,162 @@ json call_object_schema(ToolFamily family, const json& tools, const std::vector<
     }
     schema["$defs"] = std::move(defs);
     return schema;
+}
+
+// JSON pointer text for one key (escaped as pointers are, and '%' too: the compiler reads pointers
+// as URI fragments).
+std::string pointer_token(std::string_view key) {
+    std::string out;
+    for (const char ch : key) {
+        if (ch == '~') out += "~0";
+        else if (ch == '/') out += "~1";
+        else if (ch == '%') out += "%25";
+        else out += ch;
+    }
+    return out;
+}
+
+// Text between markup that may not contain "</", the start of every closing tag: a string value as
+// Qwen3-Coder and GLM write it, bare.
+constexpr std::string_view kBareTextRule = "bare-text ::= ([^<] | \"<\" [^/])*\n";
+
+// A parameter whose value the markup writes bare (coder_value reads it as text): its schema says
+// "type": "string". Its grammar: any bare text, or the listed strings of an enum / const. Other
+// string constraints cannot be held on bare text: refused, naming the keyword.
+std::optional<std::string> bare_value(const json& ps, const std::string& param) {
+    if (!ps.is_object() || !ps.contains("type")) return std::nullopt;
+    const json& t = ps["type"];
+    if (t.is_array() && std::find(t.begin(), t.end(), json("string")) != t.end() && t.size() > 1)
+        throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, so a parameter whose type "
+                                    "is a string or something else cannot be told apart; forcing a call is not "
+                                    "supported for it.", param), param);
+    if (!(t.is_string() && t.get<std::string>() == "string") && !(t.is_array() && t.size() == 1 && t[0] == "string"))
+        return std::nullopt;
+    static const std::set<std::string, std::less<>> kAnnotations = {"type", "title", "description", "default", "examples",
+                                                                    "$comment", "readOnly", "writeOnly", "deprecated"};
+    std::vector<std::string> values;
+    for (const auto& [k, v] : ps.items()) {
+        if (kAnnotations.count(k)) continue;
+        if (k == "enum" || k == "const") {
+            const json list = k == "const" ? json::array({v}) : v;
+            if (!list.is_array() || list.empty())
+                throw ToolError(fmt::format("Invalid '{}': '{}' must be a non-empty list.", param, k), param);
+            for (const json& e : list) {
+                if (!e.is_string())
+                    throw ToolError(fmt::format("Invalid '{}': a string parameter's '{}' holds a value that is not a "
+                                                "string.", param, k), param);
+                values.push_back(grammar::gbnf_literal(e.get<std::string>()));
+            }
+            continue;
+        }
+        throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, where '{}' cannot be "
+                                    "enforced; forcing a call is not supported for it (keyword '{}').", param, k, k), param);
+    }
+    if (values.empty()) return std::string("bare-text");
+    std::string alts;
+    for (const std::string& v : values) alts += (alts.empty() ? "" : " | ") + v;
+    return "(" + alts + ")";
+}
+
+// Forcing in the families whose markup names the tool as text (Functionary v3.2's ">>>NAME\n",
+// Qwen3-Coder's "<function=NAME>", GLM's "<tool_call>NAME"): one branch per chosen tool. Functionary's
+// arguments are one JSON object; the others list each parameter in markup, in the order of
+// `properties` (the required ones always), string values bare.
+ForcedCall named_text_call(ToolFamily family, const json& tools, const std::vector<size_t>& chosen, bool many) {
+    json defs = json::object();
+    std::vector<grammar::NamedSchema> tops;
+    std::set<std::string> own = {"bare-text"};
+    std::string branches, rules;
+    bool bare_used = false;
+    for (size_t k = 0; k < chosen.size(); ++k) {
+        const size_t index = chosen[k];
+        const std::string def = fmt::format("tool-{}", k), call = fmt::format("call-{}", k);
+        const std::string param = fmt::format("tools[{}].function.parameters", index);
+        json p = rebase_refs(forced_parameters(tools[index], index), def);
+        const std::string& name = function_name(tools[index]);
+        branches += (k ? " | " : "") + call;
+        own.insert(call);
+        if (family == ToolFamily::FunctionaryV32) {
+            tops.push_back({def, "#/$defs/" + def});
+            rules += call + " ::= " + grammar::gbnf_literal(name + "\n") + " " + def + "\n";
+            defs[def] = std::move(p);
+            continue;
+        }
+        // The arguments are listed one by one: an object's keywords beyond its properties cannot be held.
+        static const std::set<std::string, std::less<>> kListed = {"type", "properties", "required", "additionalProperties",
+                                                                   "$defs", "definitions", "title", "description",
+                                                                   "$schema", "$comment", "examples", "default"};
+        for (const auto& [key, v] : p.items()) {
+            (void)v;
+            if (!kListed.count(key))
+                throw ToolError(fmt::format("Invalid '{}': this model lists arguments one by one in markup, where '{}' "
+                                            "cannot be enforced; forcing a call is not supported for it (keyword '{}').",
+                                            param, key, key), param);
+        }
+        const json props = p.contains("properties") ? p["properties"] : json::object();
+        if (!props.is_object()) throw ToolError(fmt::format("Invalid '{}.properties': must be an object.", param), param);
+        std::set<std::string> required;
+        if (p.contains("required")) {
+            if (!p["required"].is_array()) throw ToolError(fmt::format("Invalid '{}.required': must be a list.", param), param);
+            for (const json& r : p["required"]) {
+                if (!r.is_string() || !props.contains(r.get<std::string>()))
+                    throw ToolError(fmt::format("Invalid '{}.required': {} is not one of 'properties'.", param, r.dump()),
+                                    param);
+                required.insert(r.get<std::string>());
+            }
+        }
+        const bool coder = family == ToolFamily::QwenCoder;
+        std::string body = grammar::gbnf_literal(coder ? "<function=" + name + ">\n" : name + "\n");
+        size_t j = 0;
+        for (const auto& [key, ps] : props.items()) {
+            const std::string at = fmt::format("{}.properties.{}", param, key);
+            if (key.empty() || key.find_first_of("<>\n") != std::string::npos)
+                throw ToolError(fmt::format("Invalid '{}': this model writes a parameter's name in markup, which it may "
+                                            "not contain ('<', '>', a newline) or be empty.", at), param);
+            const std::string value = fmt::format("{}-arg-{}", def, j++);
+            own.insert(value);
+            if (const auto bare = bare_value(ps, at)) {
+                rules += value + " ::= " + *bare + "\n";
+                bare_used = bare_used || *bare == "bare-text";
+            } else {
+                tops.push_back({value, "#/$defs/" + def + "/properties/" + pointer_token(key)});
+            }
+            const std::string open = coder ? "<parameter=" + key + ">\n" : "<arg_key>" + key + "</arg_key>\n<arg_value>";
+            const std::string close = coder ? "\n</parameter>\n" : "</arg_value>\n";
+            const std::string item = grammar::gbnf_literal(open) + " " + value + " " + grammar::gbnf_literal(close);
+            body += " " + (required.count(key) ? item : "(" + item + ")?");
+        }
+        body += " " + grammar::gbnf_literal(coder ? "</function>\n</tool_call>" : "</tool_call>");
+        rules += call + " ::= " + body + "\n";
+        defs[def] = std::move(p);
+    }
+    ForcedCall fc;
+    std::string between;
+    switch (family) {
+    case ToolFamily::FunctionaryV32: between = ">>>"; break;  // the generation prompt ends with ">>>"
+    case ToolFamily::QwenCoder:
+        fc.prompt_prefix = "<tool_call>\n";
+        between = "\n<tool_call>\n";
+        break;
+    case ToolFamily::Glm45:
+        fc.prompt_prefix = "<tool_call>";
+        between = "\n<tool_call>";
+        break;
+    default: throw std::logic_error("named_text_call: not a NamedText family");
+    }
+    fc.gbnf = "root ::= named-call" + (many ? " (" + grammar::gbnf_literal(between) + " named-call)*" : std::string()) +
+              "\nnamed-call ::= " + branches + "\n" + rules;
+    own.insert("named-call");
+    if (bare_used) fc.gbnf += kBareTextRule;
+    if (!tops.empty()) {
+        json doc = {{"$defs", std::move(defs)}};
+        try {
+            fc.gbnf += grammar::json_schema_rules(doc.dump(), tops, own);
+        } catch (const grammar::SchemaError& e) {
+            throw_tool_schema_error(e, chosen, true);
+        }
+    }
+    return fc;
 }
 
 }  // namespace
@@ -1012,6 +1177,12 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
         std::string after;
         switch (format.family) {
         case ToolFamily::MistralV11: fc.prompt_prefix = "[TOOL_CALLS]" + name + "[ARGS]"; break;
+        // The closing markers are control tokens the grammar cannot write: generation ends after
+        // the arguments, and the parser takes a call left open at the end.
+        case ToolFamily::KimiK2:
+            fc.prompt_prefix = "<|tool_calls_section_begin|><|tool_call_begin|>functions." + name + ":0<|tool_call_argument_begin|>";
+            break;
+        case ToolFamily::Harmony: fc.prompt_prefix = "<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>"; break;
         case ToolFamily::DeepSeekV31:
             fc.prompt_prefix = std::string(kDsCallsBegin) + std::string(kDsCallBegin) + name + std::string(kDsSep);
             break;
@@ -1031,8 +1202,9 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
         return fc;
     }
 
-    // CallObject: one schema whose values are the calls, each tool's parameters under $defs.
     const bool many = parallel && format.parallel;
+    if (format.force == ForceKind::NamedText) return named_text_call(format.family, tools, chosen, many);
+    // CallObject: one schema whose values are the calls, each tool's parameters under $defs.
     json schema = call_object_schema(format.family, tools, chosen, many);
     std::string root;
     switch (format.family) {
@@ -1042,6 +1214,10 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
         if (many) root += " (\"\\n<tool_call>\\n\" tool-call \"\\n</tool_call>\")*";
         break;
     case ToolFamily::Granite: fc.prompt_prefix = "<|tool_call|>"; root = "root ::= tool-call"; break;
+    case ToolFamily::CommandRPlus:
+        fc.prompt_prefix = "Action:\n```json\n";
+        root = "root ::= tool-call \"\\n```\"";
+        break;
     case ToolFamily::MistralNemo: fc.prompt_prefix = "[TOOL_CALLS]"; [[fallthrough]];
     case ToolFamily::Llama3:
     case ToolFamily::Generic: root = "root ::= tool-call"; break;

@@ -42,14 +42,16 @@ enum class ToolFamily {
     CommandRPlus,   // Action:\n```json\n[{"tool_name", "parameters"}, ...]```
     Harmony,        // gpt-oss: a reply of messages whose headers say where each body goes; calls are
                     // messages to functions.NAME. Read by HarmonyStream (harmony.h), reasoning and all.
-    Unsupported,    // a native format this runtime cannot parse yet (gpt-oss's Harmony, Command R7B's actions)
+    Unsupported,    // a native format this runtime cannot parse yet (Command R7B's actions)
 };
 
 // How a client's required call is forced in a family.
 enum class ForceKind {
     None,          // cannot be forced
     CallObject,    // the call is JSON naming its tool: any tool set, one grammar
-    NamedPrefix,   // the tool's name is markup (control tokens): one tool only, named in the prefix
+    NamedText,     // text markup names the tool (and, but for Functionary v3.2, each parameter, string
+                   // values bare): any tool set, one grammar with a branch per tool
+    NamedPrefix,   // the tool's name sits between control tokens: one tool only, named in the prefix
 };
 
 struct ToolFormat {
@@ -147,7 +149,9 @@ ReplyStream::Rest parse_reply(const ToolFormat& format, const nlohmann::ordered_
 // A required call: `prompt_prefix` goes after the rendered prompt (the model continues inside the
 // call), and the generated text must be a sentence of `gbnf`. `only` names the tool of a named
 // tool_choice ("" for any). ToolError when the family cannot force this choice or a tool's
-// parameters are outside the schema subset (param names the field).
+// parameters are outside the schema subset (param names the field); in the families that write
+// string arguments bare (Qwen3-Coder, GLM), also for string constraints other than enum / const and
+// object keywords beyond properties / required.
 struct ForcedCall {
     std::string prompt_prefix;
     std::string gbnf;

@@ -868,6 +868,80 @@ TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on
     CHECK(contains(vkllm_last_error(), "stop"));
 }
 
+TEST_CASE("capi: forced calls in the formats that name the tool in text markup or between control tokens") {
+    // Each real template's format: the reply starts inside the call and the grammar writes the rest,
+    // so stories260K (which never calls a tool) still answers with valid calls, none of it content.
+    const std::string templates = std::string(VKLLM_MODELS_DIR) + "/../templates/templates/";
+    // With descriptions: Command R+'s template writes them into the prompt.
+    const char* tools = R"([{"type":"function","function":{"name":"get_weather","description":"The weather",)"
+                        R"("parameters":{"type":"object","properties":{)"
+                        R"("city":{"type":"string","enum":["Paris","Oslo"],"description":"A city"},)"
+                        R"("days":{"type":"integer","minimum":1,"maximum":7,"description":"Days ahead"}},)"
+                        R"("required":["city"],"additionalProperties":false}}},)"
+                        R"({"type":"function","function":{"name":"get_time","description":"The time",)"
+                        R"("parameters":{"type":"object","properties":{)"
+                        R"("timezone":{"type":"string","const":"UTC","description":"A time zone"}},)"
+                        R"("required":["timezone"],"additionalProperties":false}}}])";
+    struct Case {
+        const char* file;
+        const char* choice;  // the families that name the tool in control tokens force a named one
+    };
+    for (const Case& c : {Case{"Qwen3-Coder", "required"}, Case{"GLM-4.6", "required"},
+                          Case{"meetkai-functionary-medium-v3.2", "required"},
+                          Case{"CohereForAI-c4ai-command-r-plus-tool_use", "required"}, Case{"moonshotai-Kimi-K2", "get_time"},
+                          Case{"openai-gpt-oss-120b", "get_weather"}}) {
+        const std::string file = c.file;
+        CAPTURE(file);
+        const std::string path = templates + file + ".jinja";
+        if (!std::filesystem::exists(path)) {
+            MESSAGE("skipped: no " << path);
+            continue;
+        }
+        vkllm_model_params mp = test_params();
+        mp.chat_template = path.c_str();
+        Model model("stories260K.gguf", mp);
+        Session session(model.m);
+        vkllm_chat_json_params p = vkllm_chat_json_default_params();
+        p.messages = R"([{"role":"user","content":"What is the weather in Oslo?"}])";
+        p.tools = tools;
+        p.tool_choice = c.choice;
+        // One call: stories260K would go on writing calls as long as the grammar lets it.
+        p.parallel_tool_calls = false;
+        for (uint64_t seed : {1u, 2u, 3u}) {
+            CAPTURE(seed);
+            vkllm_sampling s = vkllm_sampling_default();
+            s.temperature = 1.0f;
+            s.seed = seed;
+            s.n_predict = 300;
+            Collected out;
+            const vkllm_status st = vkllm_chat_json(session.s, &p, &s, collect, &out);
+            const std::string error = st == VKLLM_OK ? "" : vkllm_last_error();
+            CAPTURE(error);
+            REQUIRE(st == VKLLM_OK);
+            CAPTURE(out.text);
+            CHECK(out.text.empty());
+            CHECK(stats_of(session.s).finish == VKLLM_FINISH_STOP);
+            const std::string text = session_text(vkllm_session_get_tool_calls, session.s);
+            INFO(text);
+            const auto calls = nlohmann::json::parse(text);
+            REQUIRE(calls.size() == 1);
+            for (const auto& call : calls) {
+                const std::string name = call["function"]["name"];
+                const auto args = nlohmann::json::parse(call["function"]["arguments"].get<std::string>());
+                if (std::string(c.choice) != "required") CHECK(name == c.choice);
+                if (name == "get_weather") {
+                    CHECK((args.at("city") == "Paris" || args.at("city") == "Oslo"));
+                    if (args.contains("days")) CHECK((args["days"].is_number_integer() && args["days"] >= 1 && args["days"] <= 7));
+                    CHECK(args.size() <= 2);
+                } else {
+                    CHECK(name == "get_time");
+                    CHECK(args == nlohmann::json{{"timezone", "UTC"}});
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("capi: vkllm_embed on an embedding model: info, the vectors `vkllm embed` prints, and its errors") {
     const std::string bert = gen_capi_model("capi-bert.gguf", "ggml-vocab-bert-bge.gguf",
                                             "--arch bert --dim 64 --layers 2 --heads 4 --ffn 128 --ctx 48 --type f16");

@@ -790,9 +790,28 @@ TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, 
     Seen inline_seen = run(parse_chat_request(chat_body({{"reasoning_format", "none"}}), 1), answer_reply, false);
     CHECK(inline_seen.reasoning.empty());
     CHECK(inline_seen.content == "Say hi.Hello!");
-    // A required call cannot be forced in this format yet: a 400 naming tool_choice.
+    // A required call: the prompt opens the call's message (its header names the tool), the grammar
+    // holds the arguments, and the reply is read from that prefix on.
+    ParsedRequest forced = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "required"}}), 1);
+    apply_tool_format(forced, tool_format(ToolFamily::Harmony), true);
+    CHECK(forced.tool_plan.forced);
+    CHECK(forced.tool_plan.reply_prefix == "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>");
+    REQUIRE(forced.engine.grammar);
+    for (bool stream : {false, true}) {
+        CAPTURE(stream);
+        Seen f = run(forced, "{\"city\": \"Lyon\"}", stream);
+        CHECK(f.reasoning.empty());
+        CHECK(f.content.empty());
+        REQUIRE(f.calls.size() == 1);
+        CHECK(f.calls[0]["function"]["name"] == "get_weather");
+        CHECK(json::parse(f.calls[0]["function"]["arguments"].get<std::string>()) == json{{"city", "Lyon"}});
+        CHECK(f.finish == "tool_calls");
+    }
+    // With two tools only a named choice can be forced (the name is in the header): a 400 naming tool_choice.
+    json two = weather_tools();
+    two.push_back(json{{"type", "function"}, {"function", {{"name", "get_time"}}}});
     CHECK(error_of([&] {
-              ParsedRequest q = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "required"}}), 1);
+              ParsedRequest q = parse_chat_request(chat_body({{"tools", two}, {"tool_choice", "required"}}), 1);
               apply_tool_format(q, tool_format(ToolFamily::Harmony), true);
           }).param() == "tool_choice");
 }

@@ -6,6 +6,7 @@
 // released piece may hold a marker or a part of one.
 #include "serving/template/harmony.h"
 
+#include "model/grammar/grammar.h"
 #include "serving/template/chat_template.h"
 
 #include <doctest/doctest.h>
@@ -352,4 +353,38 @@ TEST_CASE("harmony: a reply cut anywhere gives a prefix of its parts and never a
     check_reply(call + "<|ca", {"", "", {time_call()}});
     // Cut inside the arguments: no call; the JSON so far comes back as content, as any malformed call's.
     check_reply(call.substr(0, call.size() - 5), {"", "{\"timezone\": \"Europe/Pa", {}});
+}
+
+TEST_CASE("harmony: a forced call: the prompt opens the call's message, the grammar holds its arguments") {
+    using vkllm::grammar::Grammar;
+    using vkllm::grammar::Matcher;
+    const vkllm::chat::ToolFormat& format = vkllm::chat::tool_format(vkllm::chat::ToolFamily::Harmony);
+    // The tool is named in the header, between control tokens: a named choice only.
+    CHECK_THROWS_AS(vkllm::chat::forced_call(format, tools(), "", true), vkllm::chat::ToolError);
+    const vkllm::chat::ForcedCall fc = vkllm::chat::forced_call(format, tools(), "get_time", true);
+    CHECK(fc.prompt_prefix == "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>");
+    const Grammar g = Grammar::parse(fc.gbnf);
+    const std::string args = R"({"timezone": "Europe/Paris"})";
+    Matcher m(g);
+    REQUIRE(m.accept(args));
+    CHECK(m.can_end());
+    CHECK_FALSE(Matcher(g).accept(R"({"zone": "Europe/Paris"})"));
+    CHECK_FALSE(Matcher(g).accept(R"({"location": "Paris"})"));
+    // The stream reads the prefix as the reply's start: the arguments are the call, in any pieces;
+    // generation ends at "<|call|>" (an end-of-generation token) or right after the arguments.
+    for (const std::string& tail : {std::string(), std::string("<|call|>")}) {
+        const std::string text = args + tail;
+        for (size_t piece = 1; piece <= text.size(); ++piece) {
+            CAPTURE(piece);
+            HarmonyStream s(tools(), true, fc.prompt_prefix);
+            std::string released;
+            for (size_t i = 0; i < text.size(); i += piece) {
+                const HarmonyStream::Piece p = s.push(std::string_view(text).substr(i, piece));
+                released += p.reasoning + p.content;
+            }
+            HarmonyStream::Rest r = s.finish();
+            CHECK(released + r.reasoning + r.content == "");
+            check_calls(r.calls, {time_call()});
+        }
+    }
 }

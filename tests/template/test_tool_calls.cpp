@@ -310,6 +310,30 @@ std::optional<std::string> native_reply(ToolFamily f, const std::vector<WantCall
                 s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() +
                      ", \"arguments\": " + spaced(calls[i].arguments) + "}";
             return s + "]}";
+        case ToolFamily::CommandRPlus:
+            s = "Action:\n```json\n[";
+            for (size_t i = 0; i < calls.size(); ++i)
+                s += (i ? ", " : "") + std::string("{\"tool_name\": ") + Json(calls[i].name).dump() +
+                     ", \"parameters\": " + spaced(calls[i].arguments) + "}";
+            return s + "]\n```";
+        case ToolFamily::FunctionaryV32:  // the generation prompt ends with ">>>"
+            for (size_t i = 0; i < calls.size(); ++i) s += (i ? ">>>" : "") + calls[i].name + "\n" + calls[i].arguments.dump();
+            return s;
+        case ToolFamily::QwenCoder:
+        case ToolFamily::Glm45: {
+            const bool coder = f == ToolFamily::QwenCoder;
+            for (size_t i = 0; i < calls.size(); ++i) {
+                s += (i ? "\n" : "") + std::string(coder ? "<tool_call>\n<function=" + calls[i].name + ">\n"
+                                                         : "<tool_call>" + calls[i].name + "\n");
+                for (const auto& [k, v] : calls[i].arguments.items()) {
+                    const std::string bare = v.is_string() ? v.get<std::string>() : v.dump();
+                    s += coder ? "<parameter=" + k + ">\n" + bare + "\n</parameter>\n"
+                               : "<arg_key>" + k + "</arg_key>\n<arg_value>" + bare + "</arg_value>\n";
+                }
+                s += coder ? "</function>\n</tool_call>" : "</tool_call>";
+            }
+            return s;
+        }
         default: return std::nullopt;
     }
 }
@@ -379,15 +403,17 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
         ToolFamily::Glm45,          ToolFamily::CommandRPlus,   ToolFamily::Harmony};
     for (ToolFamily f : parsed) CHECK(tool_format(f).family == f);
     CHECK(tool_format(ToolFamily::Unsupported).family == ToolFamily::Unsupported);
-    // A call object names its tool in JSON; these families name it in control tokens; Qwen3-Coder's
-    // XML parameters, the formats not forced yet and unsupported formats cannot be forced.
-    for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite, ToolFamily::Generic})
+    // A call object names its tool in JSON; NamedText families in text markup; NamedPrefix ones
+    // between control tokens; unsupported formats cannot be forced.
+    for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite, ToolFamily::Generic,
+                         ToolFamily::CommandRPlus})
         CHECK(tool_format(f).force == ForceKind::CallObject);
-    for (ToolFamily f : {ToolFamily::MistralV11, ToolFamily::DeepSeekV31, ToolFamily::FunctionaryV31})
+    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV32, ToolFamily::Glm45})
+        CHECK(tool_format(f).force == ForceKind::NamedText);
+    for (ToolFamily f : {ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31, ToolFamily::FunctionaryV31,
+                         ToolFamily::KimiK2, ToolFamily::Harmony})
         CHECK(tool_format(f).force == ForceKind::NamedPrefix);
-    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV32, ToolFamily::KimiK2,
-                         ToolFamily::Glm45, ToolFamily::CommandRPlus, ToolFamily::Harmony, ToolFamily::Unsupported})
-        CHECK(tool_format(f).force == ForceKind::None);
+    CHECK(tool_format(ToolFamily::Unsupported).force == ForceKind::None);
     // Formats that hold several calls in one reply, as their templates render them.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::QwenCoder, ToolFamily::MistralNemo, ToolFamily::DeepSeekV31,
                          ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2, ToolFamily::Glm45,
@@ -473,7 +499,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
                                                   "<｜end▁of▁sentence｜>"};
 
     const auto files = template_files();
-    size_t round_trips = 0, lazy_checked = 0;
+    size_t round_trips = 0, lazy_checked = 0, forced_checked = 0;
     for (const auto& [name, family] : expected_families()) {
         // Harmony's round trips are test_harmony's: its replies are read by HarmonyStream.
         if (family == ToolFamily::Generic || family == ToolFamily::Unsupported || family == ToolFamily::Harmony) continue;
@@ -620,6 +646,34 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
             }
             check_reply(format, tools, *reply, text, want);
             ++round_trips;
+            // tool_choice required: the forced grammar takes the calls the model was trained to write
+            // after the forced prefix (in NamedPrefix families one call, of the tool named), but the
+            // closing control tokens it leaves to the end of generation.
+            if (format.force != ForceKind::None && text.empty() && (format.force != ForceKind::NamedPrefix || calls.size() == 1)) {
+                const std::string only = format.force == ForceKind::NamedPrefix ? calls[0].name : std::string();
+                vkllm::chat::ForcedCall fc;
+                REQUIRE_NOTHROW(fc = vkllm::chat::forced_call(format, tools, only, true));
+                CAPTURE(fc.prompt_prefix);
+                // The prefix leaves out the call id Mistral's template writes back (the parser takes both).
+                std::string written = *reply;
+                if (const size_t id = written.find("[CALL_ID]" + calls[0].id); id != std::string::npos)
+                    written.erase(id, std::string("[CALL_ID]").size() + calls[0].id.size());
+                const auto rest = after_prefix(written, fc.prompt_prefix);
+                REQUIRE_MESSAGE(rest.has_value(), "the reply does not begin with the forced prefix");
+                std::string body = *rest;
+                for (bool cut = true; cut;) {
+                    cut = false;
+                    while (!body.empty() && is_space(std::string_view(body).substr(body.size() - 1))) body.pop_back();
+                    for (std::string_view closer : {"<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_call_end|>",
+                                                    "<|tool_calls_section_end|>"})
+                        if (ends_with(body, closer)) {
+                            body.resize(body.size() - closer.size());
+                            cut = true;
+                        }
+                }
+                CHECK_MESSAGE(fit(Grammar::parse(fc.gbnf), body).has_value(), "the forced grammar refuses:\n" << body);
+                ++forced_checked;
+            }
             // tool_choice auto: the family's lazy grammar holds from the call marker on and must let
             // through the calls the model was trained to write.
             const vkllm::chat::LazyCall lazy = vkllm::chat::lazy_call(format, tools, true);
@@ -636,6 +690,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
     }
     CHECK(round_trips >= must.size());
     CHECK(lazy_checked >= 3);  // hermes (Qwen, Hermes), llama3, mistral-nemo; Granite's template renders no calls
+    CHECK(forced_checked >= 20);
 }
 
 TEST_CASE("tool calls: text before a Hermes call is content, and the markup never reaches it") {
@@ -1029,8 +1084,9 @@ TEST_CASE("tool calls: more shapes models write") {
 
 TEST_CASE("tool calls: a forced call's grammar accepts the calls the parser reads, and only those") {
     const Json tools = both_tools();
-    const std::vector<ToolFamily> call_object = {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite,
-                                                 ToolFamily::Generic};
+    const std::vector<ToolFamily> call_object = {ToolFamily::Hermes,       ToolFamily::Llama3,    ToolFamily::MistralNemo,
+                                                 ToolFamily::Granite,      ToolFamily::Generic,   ToolFamily::CommandRPlus,
+                                                 ToolFamily::FunctionaryV32, ToolFamily::QwenCoder, ToolFamily::Glm45};
     const WantCall no_location{"get_current_weather", Json::parse(R"({"unit": "celsius"})"), ""};
     const WantCall unknown{"get_stock_price", Json::parse(R"({"symbol": "ACME"})"), ""};
     for (ToolFamily family : call_object) {
@@ -1102,8 +1158,11 @@ TEST_CASE("tool calls: a forced call's grammar accepts the calls the parser read
 
 TEST_CASE("tool calls: a named-prefix family forces one named tool") {
     const Json tools = both_tools();
+    size_t checked = 0;
     for (const ToolFormat& row : vkllm::chat::tool_formats()) {
-        if (row.force != ForceKind::NamedPrefix || &tool_format(row.family) != &row) continue;
+        // tool_formats() holds copies of the rows: the family's own row is told by its name.
+        if (row.force != ForceKind::NamedPrefix || std::string_view(tool_format(row.family).name) != row.name) continue;
+        ++checked;
         const ToolFamily family = row.family;
         const ToolFormat& format = tool_format(family);
         INFO("family: " << std::string(format.name));
@@ -1129,26 +1188,65 @@ TEST_CASE("tool calls: a named-prefix family forces one named tool") {
             const auto rest = forced_rest(m, alphabet);
             REQUIRE_MESSAGE(rest.has_value(), "the grammar does not close the call deterministically");
             const std::string text = args + *rest;
+            if (family == ToolFamily::Harmony) continue;  // HarmonyStream reads it: test_harmony
+            // Kimi K2's call id is its markup's "functions.NAME:INDEX".
+            const WantCall want = weather_call(family == ToolFamily::KimiK2 ? "functions.get_current_weather:0" : "");
             const auto r = vkllm::chat::parse_reply(format, tools, fc.prompt_prefix + text);
             CHECK(r.content == "");
-            check_calls(r.calls, {weather_call()});
+            check_calls(r.calls, {want});
             const auto s = stream(format, tools, text, 1, fc.prompt_prefix);
             CHECK(s.released + s.rest.content == "");
-            check_calls(s.rest.calls, {weather_call()});
+            check_calls(s.rest.calls, {want});
         }
         // The arguments follow the tool's schema.
         CHECK_FALSE(Matcher(g).accept(R"({"unit": "celsius"})"));
         Matcher wrong_enum(g);
         CHECK_FALSE(wrong_enum.accept(R"({"location": "Paris", "unit": "kelvin"})"));
     }
+    CHECK(checked == 6);  // mistral-v11, deepseek-r1, deepseek-v3.1, functionary-v3.1, kimi-k2, gpt-oss
 }
 
 TEST_CASE("tool calls: forcing is refused where the format cannot do it, or the schema is outside the subset") {
     const Json tools = both_tools();
-    for (ToolFamily family : {ToolFamily::QwenCoder, ToolFamily::Harmony, ToolFamily::Unsupported}) {
+    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::Unsupported), tools, "", false), ToolError);
+    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::Unsupported), tools, "get_current_weather", false),
+                    ToolError);
+    // Qwen3-Coder and GLM write string arguments bare and list the arguments one by one: string
+    // constraints but enum / const, and object keywords beyond properties / required, cannot be held.
+    for (ToolFamily family : {ToolFamily::QwenCoder, ToolFamily::Glm45}) {
         INFO("family: " << std::string(tool_format(family).name));
-        CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), tools, "", false), ToolError);
-        CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), tools, "get_current_weather", false), ToolError);
+        for (const char* bad : {R"({"type": "string", "pattern": "^[A-Z]"})", R"({"type": "string", "maxLength": 3})",
+                                R"({"type": ["string", "null"]})"}) {
+            CAPTURE(bad);
+            Json t = both_tools();
+            t[1]["function"]["parameters"]["properties"]["timezone"] = Json::parse(bad);
+            try {
+                vkllm::chat::forced_call(tool_format(family), t, "", false);
+                FAIL_CHECK("a bare string constraint was accepted");
+            } catch (const ToolError& e) {
+                CAPTURE(e.what());
+                CHECK(starts_with(e.param(), "tools[1]"));
+                CHECK(std::string(e.what()).find("timezone") != std::string::npos);
+            }
+        }
+        Json t = both_tools();
+        t[0]["function"]["parameters"]["minProperties"] = 1;
+        try {
+            vkllm::chat::forced_call(tool_format(family), t, "", false);
+            FAIL_CHECK("minProperties was accepted");
+        } catch (const ToolError& e) {
+            CHECK(e.param() == "tools[0].function.parameters");
+            CHECK(std::string(e.what()).find("minProperties") != std::string::npos);
+        }
+        // A non-string parameter is JSON, held by the schema compiler (its errors name the tool).
+        t = both_tools();
+        t[1]["function"]["parameters"]["properties"]["timezone"] = Json::parse(R"({"type": "integer", "not": {}})");
+        try {
+            vkllm::chat::forced_call(tool_format(family), t, "", false);
+            FAIL_CHECK("'not' was accepted");
+        } catch (const ToolError& e) {
+            CHECK(starts_with(e.param(), "tools[1]"));
+        }
     }
     Json odd = both_tools();
     odd[1]["function"]["parameters"]["properties"]["timezone"] = Json::parse(R"({"not": {"type": "string"}})");
