@@ -8,12 +8,17 @@
 
 namespace vkllm::grammar {
 
-TokenPieces::TokenPieces(const Tokenizer& tok) : bytes_(tok.n_vocab()), eog_(tok.n_vocab(), 0) {
+TokenPieces::TokenPieces(const Tokenizer& tok, std::span<const int32_t> spoken)
+    : bytes_(tok.n_vocab()), eog_(tok.n_vocab(), 0) {
     for (size_t id = 0; id < tok.n_vocab(); ++id) {
         bytes_[id] = tok.token_to_piece(int32_t(id), false);
         eog_[id] = tok.is_eog(int32_t(id)) ? 1 : 0;
-        if (eog_[id]) bytes_[id].clear();
     }
+    for (const int32_t id : spoken)
+        if (id >= 0 && size_t(id) < bytes_.size() && bytes_[size_t(id)].empty()) bytes_[size_t(id)] = tok.token_to_piece(id, true);
+    // An end-of-generation token ends the text (where the grammar may end), even one spoken.
+    for (size_t id = 0; id < bytes_.size(); ++id)
+        if (eog_[id]) bytes_[id].clear();
     size_t total = 1;
     for (const std::string& b : bytes_) total += b.size();
     trie_.reserve(total);  // an upper bound on the nodes

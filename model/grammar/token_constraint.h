@@ -3,7 +3,10 @@
 // The grammar sees each token as the bytes it stands for (Tokenizer::token_to_piece without
 // special text); a token may end inside a UTF-8 character, the next one finishes it. Control
 // tokens and tokens with no bytes are never allowed (they would let generation run on without
-// progress), except the end-of-generation tokens, allowed exactly where the grammar may end.
+// progress), except the end-of-generation tokens, allowed exactly where the grammar may end, and
+// the control tokens a request speaks (a tool call's markers, such as Kimi K2's
+// <|tool_call_begin|>): those stand for their text, so a grammar that writes the marker may pick the
+// token the model was trained to write.
 //
 // Cost: the sampler asks `allowed` for tokens in descending logit order until it has the
 // candidates it needs (one for greedy, top_k otherwise), so most steps test a handful of tokens,
@@ -22,6 +25,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,7 +38,8 @@ namespace vkllm::grammar {
 // The vocabulary as grammars see it; built once per model and shared by every request.
 class TokenPieces {
 public:
-    explicit TokenPieces(const Tokenizer& tok);
+    // `spoken`: control tokens that stand for their text (ids; sorted or not).
+    explicit TokenPieces(const Tokenizer& tok, std::span<const int32_t> spoken = {});
     size_t size() const { return bytes_.size(); }
     const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
     bool is_eog(int32_t id) const { return eog_[size_t(id)] != 0; }

@@ -13,6 +13,7 @@
 #include <deque>
 #include <exception>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -117,7 +118,10 @@ struct Engine::Impl {
     const Tokenizer& tok;
     EngineOptions opts;
     std::vector<Slot> slots;
-    std::shared_ptr<const grammar::TokenPieces> pieces;  // built with the first grammar request
+    // The vocabulary as grammars see it, per set of control tokens the requests show (and so speak):
+    // built with the first grammar request of each. The server's sets come from the chat format,
+    // so there are few (none shown, and the tool markers').
+    std::map<std::vector<int32_t>, std::shared_ptr<const grammar::TokenPieces>> pieces;
 
     mutable std::mutex m;  // guards queue, stopping, metrics
     std::condition_variable wake;
@@ -182,8 +186,10 @@ struct Engine::Impl {
     void decode_step();
     // The request's grammar starts to hold.
     void hold_grammar(Slot& s) {
-        if (!pieces) pieces = std::make_shared<const grammar::TokenPieces>(tok);
-        s.constraint = std::make_unique<grammar::TokenConstraint>(s.req->req.grammar, pieces);  // submit() checked it starts
+        const std::vector<int32_t>& spoken = s.req->req.shown_control_tokens;
+        auto& p = pieces[spoken];
+        if (!p) p = std::make_shared<const grammar::TokenPieces>(tok, spoken);
+        s.constraint = std::make_unique<grammar::TokenConstraint>(s.req->req.grammar, p);  // submit() checked it starts
     }
     // A lazy grammar follows the text generated so far: it holds from a trigger on, or is dropped
     // when the text at the trigger does not follow it.

@@ -43,28 +43,28 @@ struct Row {
 // Detection order matters: more specific markers first (Qwen3-Coder's and GLM's templates also
 // hold "<tool_call>", Mistral Small 3.2's also "[TOOL_CALLS]").
 constexpr Row kRows[] = {
-    {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::NamedText, true}, {"<function=", "<parameter="}, "<tool_call>", false,
+    {{ToolFamily::QwenCoder, "qwen3-coder", "Qwen3-Coder", ForceKind::NamedMarkup, true}, {"<function=", "<parameter="}, "<tool_call>", false,
      {"<tool_call>", "</tool_call>"}},
-    {{ToolFamily::FunctionaryV31, "functionary-v3.1", "Functionary medium v3.1", ForceKind::NamedPrefix, true},
+    {{ToolFamily::FunctionaryV31, "functionary-v3.1", "Functionary medium v3.1", ForceKind::NamedMarkup, true},
      {"<function=", nullptr}, "<function=", false, {}},
-    {{ToolFamily::Glm45, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::NamedText, true}, {"<arg_key>", nullptr}, "<tool_call>", false,
+    {{ToolFamily::Glm45, "glm-4.5", "GLM-4.5 / 4.6", ForceKind::NamedMarkup, true}, {"<arg_key>", nullptr}, "<tool_call>", false,
      {"<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}},
     {{ToolFamily::Hermes, "hermes", "Hermes 2 Pro / 3, Qwen2.5, Qwen3, QwQ", ForceKind::CallObject, true},
      {"<tool_call>", nullptr}, "<tool_call>", false, {"<tool_call>", "</tool_call>"}},
-    {{ToolFamily::MistralV11, "mistral-v11", "Mistral Small 3.2, Magistral, Devstral", ForceKind::NamedPrefix, true},
+    {{ToolFamily::MistralV11, "mistral-v11", "Mistral Small 3.2, Magistral, Devstral", ForceKind::NamedMarkup, true},
      {"[TOOL_CALLS]", "[ARGS]"}, "[TOOL_CALLS]", false, {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}},
     {{ToolFamily::MistralNemo, "mistral-nemo", "Mistral Nemo, Mistral 7B v0.3", ForceKind::CallObject, true},
      {"[TOOL_CALLS]", nullptr}, "[TOOL_CALLS]", false, {"[TOOL_CALLS]"}},
-    {{ToolFamily::DeepSeekR1, "deepseek-r1", "DeepSeek R1 and its distills", ForceKind::NamedPrefix, true},
+    {{ToolFamily::DeepSeekR1, "deepseek-r1", "DeepSeek R1 and its distills", ForceKind::NamedMarkup, true},
      {"tool▁calls▁begin", "```json"}, "<｜tool▁calls▁begin｜>", false,
      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
-    {{ToolFamily::DeepSeekV31, "deepseek-v3.1", "DeepSeek V3 / V3.1", ForceKind::NamedPrefix, true},
+    {{ToolFamily::DeepSeekV31, "deepseek-v3.1", "DeepSeek V3 / V3.1", ForceKind::NamedMarkup, true},
      {"tool▁calls▁begin", nullptr}, "<｜tool▁calls▁begin｜>", false,
      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"}},
     // Harmony replies are read by HarmonyStream (harmony.h), not by ReplyStream: this row names the
     // format; its markers are harmony_markup()'s.
     {{ToolFamily::Harmony, "gpt-oss", "gpt-oss (Harmony)", ForceKind::NamedPrefix, true}, {"<|channel|>", nullptr}, nullptr, false, {}},
-    {{ToolFamily::KimiK2, "kimi-k2", "Kimi K2", ForceKind::NamedPrefix, true}, {"tool_calls_section", nullptr},
+    {{ToolFamily::KimiK2, "kimi-k2", "Kimi K2", ForceKind::NamedMarkup, true}, {"tool_calls_section", nullptr},
      "<|tool_calls_section_begin|>", false,
      {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
       "<|tool_call_end|>"}},
@@ -77,7 +77,7 @@ constexpr Row kRows[] = {
      {"START_OF_TURN_TOKEN", "Action:"}, "Action:", false, {"Action:"}},
     // The call marker begins every part of the reply, a call or not: parts for the user are told
     // apart while the stream reads them (ReplyStream::Impl::find_heads).
-    {{ToolFamily::FunctionaryV32, "functionary-v3.2", "Functionary medium v3.2", ForceKind::NamedText, true}, {">>>all", nullptr},
+    {{ToolFamily::FunctionaryV32, "functionary-v3.2", "Functionary medium v3.2", ForceKind::NamedMarkup, true}, {">>>all", nullptr},
      ">>>", false, {">>>"}},
     {{ToolFamily::Llama3, "llama3", "Llama 3.1, 3.2, 3.3", ForceKind::CallObject, false}, {"<|start_header_id|>", "ipython"},
      "<|python_tag|>", true, {"<|python_tag|>"}},
@@ -771,14 +771,56 @@ std::optional<std::string> bare_value(const json& ps, const std::string& param) 
     return "(" + alts + ")";
 }
 
-// Forcing in the families whose markup names the tool as text (Functionary v3.2's ">>>NAME\n",
-// Qwen3-Coder's "<function=NAME>", GLM's "<tool_call>NAME"): one branch per chosen tool. Functionary's
-// arguments are one JSON object; the others list each parameter in markup, in the order of
-// `properties` (the required ones always), string values bare.
-ForcedCall named_text_call(ToolFamily family, const json& tools, const std::vector<size_t>& chosen, bool many) {
+// The markup around the calls of a NamedMarkup family (named-call is one call from after its
+// opening marker on): [trigger opening] named-call ([between] named-call)* [close]? markup-ws.
+// `opening` and `between` are GBNF (with markup-ws where templates put whitespace).
+struct CallsMarkup {
+    std::string forced_prefix;  // a forced call's: the prompt ends with it (the trigger and the opening, as templates write them)
+    std::string trigger;        // where tool_choice auto's grammar starts ("": no lazy grammar)
+    std::string opening;        // after the trigger, before the first call
+    std::string between;        // between two calls
+    std::string close;          // optional, after the last call
+};
+CallsMarkup calls_markup(ToolFamily family) {
+    const auto lit = [](std::string_view t) { return grammar::gbnf_literal(t); };
+    const std::string ds_call = lit(kDsCallBegin), kimi_call = lit("<|tool_call_begin|>");
+    switch (family) {
+    case ToolFamily::QwenCoder:
+        return {"<tool_call>\n", "<tool_call>", "markup-ws", "markup-ws " + lit("<tool_call>") + " markup-ws", ""};
+    case ToolFamily::Glm45: return {"<tool_call>", "<tool_call>", "", "markup-ws " + lit("<tool_call>"), ""};
+    case ToolFamily::FunctionaryV31: return {"<function=", "<function=", "", "markup-ws " + lit("<function="), ""};
+    // The generation prompt ends with ">>>", and every part of a reply begins with a head: a call's
+    // head cannot be told from the others' by a trigger.
+    case ToolFamily::FunctionaryV32: return {"", "", "", lit(">>>"), ""};
+    // Markers that are control tokens in these models' vocabularies: a request with tools shows
+    // them, so its grammar may write them (TokenPieces). DeepSeek R1's template leaves the closing
+    // marker out after a single call.
+    case ToolFamily::MistralV11: return {"[TOOL_CALLS]", "[TOOL_CALLS]", "", "markup-ws " + lit("[TOOL_CALLS]"), ""};
+    case ToolFamily::DeepSeekV31:
+    case ToolFamily::DeepSeekR1:
+        return {std::string(kDsCallsBegin) + std::string(kDsCallBegin), std::string(kDsCallsBegin), "markup-ws " + ds_call,
+                "markup-ws " + ds_call, "markup-ws " + lit(kDsCallsEnd)};
+    case ToolFamily::KimiK2:
+        return {"<|tool_calls_section_begin|><|tool_call_begin|>", "<|tool_calls_section_begin|>", "markup-ws " + kimi_call,
+                "markup-ws " + kimi_call, "markup-ws " + lit("<|tool_calls_section_end|>")};
+    default: throw std::logic_error("calls_markup: not a NamedMarkup family");
+    }
+}
+
+
+// Rule named-call for the families whose markup names the tool as text (or between control tokens,
+// which a request may speak: TokenPieces), from the end of the opening marker on: one branch per
+// chosen tool. In most the arguments are one JSON object (Functionary v3.1's
+// "NAME>{...}</function>", v3.2's "NAME\n{...}", Mistral v11's "NAME[ARGS]{...}", DeepSeek's and
+// Kimi K2's between their markers); Qwen3-Coder ("<function=NAME>" then
+// "<parameter=KEY>" each) and GLM ("NAME\n" then "<arg_key>KEY</arg_key>" each) list each parameter
+// in markup, in the order of `properties` (the required ones always), string values bare. `own`:
+// the caller's rule names, which these avoid.
+std::string named_call_rules(ToolFamily family, const json& tools, const std::vector<size_t>& chosen,
+                             std::set<std::string> own) {
     json defs = json::object();
     std::vector<grammar::NamedSchema> tops;
-    std::set<std::string> own = {"bare-text"};
+    own.insert("bare-text");
     std::string branches, rules;
     bool bare_used = false;
     for (size_t k = 0; k < chosen.size(); ++k) {
@@ -789,9 +831,28 @@ ForcedCall named_text_call(ToolFamily family, const json& tools, const std::vect
         const std::string& name = function_name(tools[index]);
         branches += (k ? " | " : "") + call;
         own.insert(call);
-        if (family == ToolFamily::FunctionaryV32) {
+        if (family != ToolFamily::QwenCoder && family != ToolFamily::Glm45) {
+            // The arguments are one JSON object between markup that names the tool.
             tops.push_back({def, "#/$defs/" + def});
-            rules += call + " ::= " + grammar::gbnf_literal(name + "\n") + " " + def + "\n";
+            const auto lit = [](const std::string& t) { return grammar::gbnf_literal(t); };
+            std::string head, tail;
+            switch (family) {
+            case ToolFamily::FunctionaryV31: head = lit(name + ">"), tail = lit("</function>"); break;
+            case ToolFamily::FunctionaryV32: head = lit(name + "\n"); break;
+            // The call id is the client's to give; the model may write one it saw in the history.
+            case ToolFamily::MistralV11: head = lit(name) + " (\"[CALL_ID]\" [a-zA-Z0-9]{9})? \"[ARGS]\""; break;
+            case ToolFamily::DeepSeekV31: head = lit(name + std::string(kDsSep)), tail = lit(std::string(kDsCallEnd)); break;
+            case ToolFamily::DeepSeekR1:
+                head = lit("function" + std::string(kDsSep) + name + "\n```json\n");
+                tail = lit("\n```" + std::string(kDsCallEnd));
+                break;
+            case ToolFamily::KimiK2:
+                head = lit("functions." + name + ":") + " [0-9]{1,3} \"<|tool_call_argument_begin|>\"";
+                tail = lit("<|tool_call_end|>");
+                break;
+            default: throw std::logic_error("named_call_rules: a family without its call shape");
+            }
+            rules += call + " ::= " + head + " " + def + (tail.empty() ? "" : " " + tail) + "\n";
             defs[def] = std::move(p);
             continue;
         }
@@ -843,33 +904,27 @@ ForcedCall named_text_call(ToolFamily family, const json& tools, const std::vect
         rules += call + " ::= " + body + "\n";
         defs[def] = std::move(p);
     }
-    ForcedCall fc;
-    std::string between;
-    switch (family) {
-    case ToolFamily::FunctionaryV32: between = ">>>"; break;  // the generation prompt ends with ">>>"
-    case ToolFamily::QwenCoder:
-        fc.prompt_prefix = "<tool_call>\n";
-        between = "\n<tool_call>\n";
-        break;
-    case ToolFamily::Glm45:
-        fc.prompt_prefix = "<tool_call>";
-        between = "\n<tool_call>";
-        break;
-    default: throw std::logic_error("named_text_call: not a NamedText family");
-    }
-    fc.gbnf = "root ::= named-call" + (many ? " (" + grammar::gbnf_literal(between) + " named-call)*" : std::string()) +
-              "\nnamed-call ::= " + branches + "\n" + rules;
+    std::string gbnf = "named-call ::= " + branches + "\n" + rules;
     own.insert("named-call");
-    if (bare_used) fc.gbnf += kBareTextRule;
+    if (bare_used) gbnf += kBareTextRule;
     if (!tops.empty()) {
         json doc = {{"$defs", std::move(defs)}};
         try {
-            fc.gbnf += grammar::json_schema_rules(doc.dump(), tops, own);
+            gbnf += grammar::json_schema_rules(doc.dump(), tops, own);
         } catch (const grammar::SchemaError& e) {
             throw_tool_schema_error(e, chosen, true);
         }
     }
-    return fc;
+    return gbnf;
+}
+
+// The rules of a NamedMarkup family's calls after `start` (GBNF), one call unless `many`.
+std::string named_calls_gbnf(ToolFamily family, const json& tools, const std::vector<size_t>& chosen, bool many,
+                             const std::string& start) {
+    const CallsMarkup m = calls_markup(family);
+    return "root ::= " + (start.empty() ? std::string() : start + " ") + "named-call" +
+           (many ? " (" + m.between + " named-call)*" : std::string()) + (m.close.empty() ? "" : " (" + m.close + ")?") +
+           " markup-ws\nmarkup-ws ::= [ \\t\\n]{0,8}\n" + named_call_rules(family, tools, chosen, {"root", "markup-ws"});
 }
 
 }  // namespace
@@ -1169,41 +1224,25 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
     if (format.force == ForceKind::NamedPrefix) {
         if (chosen.size() != 1)
             throw ToolError(fmt::format("Invalid 'tool_choice': this model's tool-call format ({}) names the tool in "
-                                        "control tokens, which a grammar cannot choose between; name the function in "
-                                        "'tool_choice'.", format.name),
+                                        "the header of the call's message, which the prompt must hold; name the function "
+                                        "in 'tool_choice'.", format.name),
                             "tool_choice");
         const json& tool = tools[chosen[0]];
         const std::string& name = function_name(tool);
-        std::string after;
-        switch (format.family) {
-        case ToolFamily::MistralV11: fc.prompt_prefix = "[TOOL_CALLS]" + name + "[ARGS]"; break;
-        // The closing markers are control tokens the grammar cannot write: generation ends after
-        // the arguments, and the parser takes a call left open at the end.
-        case ToolFamily::KimiK2:
-            fc.prompt_prefix = "<|tool_calls_section_begin|><|tool_call_begin|>functions." + name + ":0<|tool_call_argument_begin|>";
-            break;
-        case ToolFamily::Harmony: fc.prompt_prefix = "<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>"; break;
-        case ToolFamily::DeepSeekV31:
-            fc.prompt_prefix = std::string(kDsCallsBegin) + std::string(kDsCallBegin) + name + std::string(kDsSep);
-            break;
-        case ToolFamily::DeepSeekR1:
-            fc.prompt_prefix = std::string(kDsCallsBegin) + std::string(kDsCallBegin) + "function" + std::string(kDsSep) + name +
-                               "\n```json\n";
-            after = "\n```";
-            break;
-        case ToolFamily::FunctionaryV31:
-            fc.prompt_prefix = "<function=" + name + ">";
-            after = "</function>";
-            break;
-        default: throw std::logic_error("forced_call: a NamedPrefix family without its prefix");
-        }
-        fc.gbnf = "root ::= tool-call" + (after.empty() ? std::string() : " " + grammar::gbnf_literal(after)) + "\n" +
-                  call_rules(forced_parameters(tool, chosen[0]), chosen, false);
+        // gpt-oss: the call is a message whose header names the tool (its body ends at <|call|>, an
+        // end of generation).
+        if (format.family != ToolFamily::Harmony) throw std::logic_error("forced_call: a NamedPrefix family without its prefix");
+        fc.prompt_prefix = "<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>";
+        fc.gbnf = "root ::= tool-call\n" + call_rules(forced_parameters(tool, chosen[0]), chosen, false);
         return fc;
     }
 
     const bool many = parallel && format.parallel;
-    if (format.force == ForceKind::NamedText) return named_text_call(format.family, tools, chosen, many);
+    if (format.force == ForceKind::NamedMarkup) {
+        fc.prompt_prefix = calls_markup(format.family).forced_prefix;
+        fc.gbnf = named_calls_gbnf(format.family, tools, chosen, many, "");
+        return fc;
+    }
     // CallObject: one schema whose values are the calls, each tool's parameters under $defs.
     json schema = call_object_schema(format.family, tools, chosen, many);
     std::string root;
@@ -1258,7 +1297,24 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
         lc.triggers = {{"{\"tool_calls\"", true}, {"{ \"tool_calls\"", true}};
         root = "root ::= tool-call markup-ws";
         break;
-    default: return lc;  // markup of control tokens between the parts, or values that are not JSON: parsed as written
+    case ToolFamily::QwenCoder:
+    case ToolFamily::Glm45:
+    case ToolFamily::FunctionaryV31:
+    case ToolFamily::MistralV11:
+    case ToolFamily::DeepSeekV31:
+    case ToolFamily::DeepSeekR1:
+    case ToolFamily::KimiK2: {
+        const CallsMarkup m = calls_markup(format.family);
+        lc.triggers = {{m.trigger, false}};
+        try {
+            lc.gbnf = named_calls_gbnf(format.family, tools, all, many,
+                                       grammar::gbnf_literal(m.trigger) + (m.opening.empty() ? "" : " " + m.opening));
+        } catch (const ToolError&) {
+            return LazyCall{};  // as below
+        }
+        return lc;
+    }
+    default: return lc;  // Functionary v3.2's heads, Command R+'s directly-answer, Harmony: parsed as written
     }
     try {
         lc.gbnf = root + "\nmarkup-ws ::= [ \\t\\n]{0,8}\n" +

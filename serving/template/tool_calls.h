@@ -49,9 +49,9 @@ enum class ToolFamily {
 enum class ForceKind {
     None,          // cannot be forced
     CallObject,    // the call is JSON naming its tool: any tool set, one grammar
-    NamedText,     // text markup names the tool (and, but for Functionary v3.2, each parameter, string
-                   // values bare): any tool set, one grammar with a branch per tool
-    NamedPrefix,   // the tool's name sits between control tokens: one tool only, named in the prefix
+    NamedMarkup,   // markup names the tool (text, or control tokens the request speaks; Qwen3-Coder's and
+                   // GLM's each parameter too, string values bare): any tool set, a branch per tool
+    NamedPrefix,   // the tool's name is in a header the prompt holds (gpt-oss): one tool only, named there
 };
 
 struct ToolFormat {
@@ -163,9 +163,9 @@ ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& t
 // from the family's call marker on (or from a reply that opens with '{"name"' / '{"tool_calls"' where the call is the whole
 // reply), so a call, once begun, follows its tool's parameters; text before it is free. Empty
 // (no gbnf) for families whose call markup cannot be followed token by token (control tokens inside
-// the call: Mistral v11, DeepSeek; values that are not JSON: Qwen3-Coder; names in the markup:
-// Functionary) and for tools whose parameters are outside the schema subset: those calls are parsed
-// as written.
+// the call: Mistral v11, DeepSeek, Kimi K2, gpt-oss; Functionary v3.2, whose every part opens with a
+// head; Command R+, whose template offers a "directly-answer" call) and for tools whose parameters
+// are outside the schema subset: those calls are parsed as written.
 struct LazyCall {
     std::string gbnf;
     std::vector<grammar::Trigger> triggers;

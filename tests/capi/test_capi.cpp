@@ -884,11 +884,12 @@ TEST_CASE("capi: forced calls in the formats that name the tool in text markup o
                         R"("required":["timezone"],"additionalProperties":false}}}])";
     struct Case {
         const char* file;
-        const char* choice;  // the families that name the tool in control tokens force a named one
+        const char* choice;  // gpt-oss names the tool in the header the prompt holds: a named one
     };
     for (const Case& c : {Case{"Qwen3-Coder", "required"}, Case{"GLM-4.6", "required"},
                           Case{"meetkai-functionary-medium-v3.2", "required"},
-                          Case{"CohereForAI-c4ai-command-r-plus-tool_use", "required"}, Case{"moonshotai-Kimi-K2", "get_time"},
+                          Case{"CohereForAI-c4ai-command-r-plus-tool_use", "required"}, Case{"moonshotai-Kimi-K2", "required"},
+                          Case{"Mistral-Small-3.2-24B-Instruct-2506", "required"}, Case{"deepseek-ai-DeepSeek-V3.1", "required"},
                           Case{"openai-gpt-oss-120b", "get_weather"}}) {
         const std::string file = c.file;
         CAPTURE(file);

@@ -149,6 +149,42 @@ TEST_CASE("token constraint: the allowed set equals following each token with a 
     CHECK_THROWS_AS(c.accept(spell(*tok, "a")[0]), grammar::GrammarError);
 }
 
+TEST_CASE("token constraint: a control token a request speaks stands for its text; the others stay out") {
+    const std::string path = test::model_path("ggml-vocab-llama-bpe.gguf");
+    if (path.empty()) return;
+    auto tok = make_tokenizer(GgufFile::open(path));  // a vocabulary without weights
+    const int32_t header = 128006, header_end = 128007, eot = 128009;  // <|start_header_id|>, <|end_header_id|>, <|eot_id|>
+    REQUIRE(tok->token_to_piece(header, true) == "<|start_header_id|>");
+    REQUIRE(tok->token_to_piece(header, false).empty());  // a control token: no text unless shown
+    auto g = std::make_shared<const grammar::Grammar>(
+        grammar::Grammar::parse(R"(root ::= "<|start_header_id|>" [a-z]+ "<|end_header_id|>")"));
+
+    const std::vector<int32_t> spoken = {header, eot};
+    auto speaking = std::make_shared<const grammar::TokenPieces>(*tok, spoken);
+    CHECK(speaking->bytes(header) == "<|start_header_id|>");
+    CHECK(speaking->bytes(header_end).empty());
+    CHECK(speaking->bytes(eot).empty());  // an end of generation stays one, spoken or not
+    CHECK(speaking->is_eog(eot));
+    grammar::TokenConstraint c(g, speaking);
+    CHECK(c.allowed(header));
+    CHECK_FALSE(c.allowed(header_end));
+    CHECK_FALSE(c.allowed(eot));
+    c.accept(header);
+    for (int32_t id : spell(*tok, "user")) c.accept(id);
+    // Not spoken: the closing marker can only be spelled in text pieces ("<|", "end", ...).
+    CHECK_FALSE(c.allowed(header_end));
+    size_t n_allowed = 0;
+    for (int32_t id = 0; id < int32_t(tok->n_vocab()); ++id) n_allowed += c.allowed(id) ? 1 : 0;
+    CHECK(n_allowed > 0);
+
+    // Without the request speaking it, the marker is text pieces only.
+    auto silent = std::make_shared<const grammar::TokenPieces>(*tok);
+    CHECK(silent->bytes(header).empty());
+    grammar::TokenConstraint quiet(g, silent);
+    CHECK_FALSE(quiet.allowed(header));
+    CHECK(quiet.allowed(spell(*tok, "<|")[0]));
+}
+
 TEST_CASE("generate: grammars steer stories260K, greedy and sampled") {
     const std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;

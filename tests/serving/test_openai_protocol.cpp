@@ -563,9 +563,16 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
     REQUIRE(r.engine.grammar);
     CHECK(r.engine.grammar != r.tool_plan.grammar);
     CHECK_FALSE(r.engine.grammar_start.lazy());
-    // Families whose calls a grammar cannot follow: parsed as written.
+    // Markers that are control tokens trigger the grammar too (the request shows them).
     r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::DeepSeekV31), true);
+    CHECK(r.tool_plan.parse_as != nullptr);
+    REQUIRE(r.engine.grammar);
+    REQUIRE(r.engine.grammar_start.triggers.size() == 1);
+    CHECK(r.engine.grammar_start.triggers[0].text == "<｜tool▁calls▁begin｜>");
+    // Families whose calls a grammar cannot tell from the rest of the answer: parsed as written.
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::FunctionaryV32), true);
     CHECK(r.tool_plan.parse_as != nullptr);
     CHECK_FALSE(r.engine.grammar);
     // none: not parsed at all.

@@ -316,6 +316,29 @@ std::optional<std::string> native_reply(ToolFamily f, const std::vector<WantCall
                 s += (i ? ", " : "") + std::string("{\"tool_name\": ") + Json(calls[i].name).dump() +
                      ", \"parameters\": " + spaced(calls[i].arguments) + "}";
             return s + "]\n```";
+        case ToolFamily::FunctionaryV31:
+            for (const auto& c : calls) s += "<function=" + c.name + ">" + spaced(c.arguments) + "</function>";
+            return s;
+        case ToolFamily::MistralV11:
+            for (const auto& c : calls)
+                s += "[TOOL_CALLS]" + c.name + (with_ids ? "[CALL_ID]" + c.id : std::string()) + "[ARGS]" + c.arguments.dump();
+            return s;
+        case ToolFamily::DeepSeekV31:
+        case ToolFamily::DeepSeekR1: {
+            const bool r1 = f == ToolFamily::DeepSeekR1;
+            s = "<｜tool▁calls▁begin｜>";
+            for (size_t i = 0; i < calls.size(); ++i)
+                s += (i ? "\n" : "") + std::string("<｜tool▁call▁begin｜>") + (r1 ? "function<｜tool▁sep｜>" : "") + calls[i].name +
+                     (r1 ? "\n```json\n" + calls[i].arguments.dump() + "\n```" : "<｜tool▁sep｜>" + calls[i].arguments.dump()) +
+                     "<｜tool▁call▁end｜>";
+            return s + "<｜tool▁calls▁end｜>";
+        }
+        case ToolFamily::KimiK2:
+            s = "<|tool_calls_section_begin|>";
+            for (size_t i = 0; i < calls.size(); ++i)
+                s += "<|tool_call_begin|>functions." + calls[i].name + ":" + std::to_string(i) + "<|tool_call_argument_begin|>" +
+                     spaced(calls[i].arguments) + "<|tool_call_end|>";
+            return s + "<|tool_calls_section_end|>";
         case ToolFamily::FunctionaryV32:  // the generation prompt ends with ">>>"
             for (size_t i = 0; i < calls.size(); ++i) s += (i ? ">>>" : "") + calls[i].name + "\n" + calls[i].arguments.dump();
             return s;
@@ -403,16 +426,15 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
         ToolFamily::Glm45,          ToolFamily::CommandRPlus,   ToolFamily::Harmony};
     for (ToolFamily f : parsed) CHECK(tool_format(f).family == f);
     CHECK(tool_format(ToolFamily::Unsupported).family == ToolFamily::Unsupported);
-    // A call object names its tool in JSON; NamedText families in text markup; NamedPrefix ones
-    // between control tokens; unsupported formats cannot be forced.
+    // A call object names its tool in JSON; NamedMarkup families in markup (text, or control tokens
+    // the request speaks); gpt-oss in the header the prompt holds; unsupported formats cannot be forced.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite, ToolFamily::Generic,
                          ToolFamily::CommandRPlus})
         CHECK(tool_format(f).force == ForceKind::CallObject);
-    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV32, ToolFamily::Glm45})
-        CHECK(tool_format(f).force == ForceKind::NamedText);
-    for (ToolFamily f : {ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31, ToolFamily::FunctionaryV31,
-                         ToolFamily::KimiK2, ToolFamily::Harmony})
-        CHECK(tool_format(f).force == ForceKind::NamedPrefix);
+    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV31, ToolFamily::FunctionaryV32, ToolFamily::Glm45,
+                         ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31, ToolFamily::KimiK2})
+        CHECK(tool_format(f).force == ForceKind::NamedMarkup);
+    CHECK(tool_format(ToolFamily::Harmony).force == ForceKind::NamedPrefix);
     CHECK(tool_format(ToolFamily::Unsupported).force == ForceKind::None);
     // Formats that hold several calls in one reply, as their templates render them.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::QwenCoder, ToolFamily::MistralNemo, ToolFamily::DeepSeekV31,
@@ -647,8 +669,8 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
             check_reply(format, tools, *reply, text, want);
             ++round_trips;
             // tool_choice required: the forced grammar takes the calls the model was trained to write
-            // after the forced prefix (in NamedPrefix families one call, of the tool named), but the
-            // closing control tokens it leaves to the end of generation.
+            // after the forced prefix (control-token markers as their text: a request with tools
+            // speaks them).
             if (format.force != ForceKind::None && text.empty() && (format.force != ForceKind::NamedPrefix || calls.size() == 1)) {
                 const std::string only = format.force == ForceKind::NamedPrefix ? calls[0].name : std::string();
                 vkllm::chat::ForcedCall fc;
@@ -661,16 +683,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
                 const auto rest = after_prefix(written, fc.prompt_prefix);
                 REQUIRE_MESSAGE(rest.has_value(), "the reply does not begin with the forced prefix");
                 std::string body = *rest;
-                for (bool cut = true; cut;) {
-                    cut = false;
-                    while (!body.empty() && is_space(std::string_view(body).substr(body.size() - 1))) body.pop_back();
-                    for (std::string_view closer : {"<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<|tool_call_end|>",
-                                                    "<|tool_calls_section_end|>"})
-                        if (ends_with(body, closer)) {
-                            body.resize(body.size() - closer.size());
-                            cut = true;
-                        }
-                }
+                while (!body.empty() && is_space(std::string_view(body).substr(body.size() - 1))) body.pop_back();
                 CHECK_MESSAGE(fit(Grammar::parse(fc.gbnf), body).has_value(), "the forced grammar refuses:\n" << body);
                 ++forced_checked;
             }
@@ -689,7 +702,9 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
         }
     }
     CHECK(round_trips >= must.size());
-    CHECK(lazy_checked >= 3);  // hermes (Qwen, Hermes), llama3, mistral-nemo; Granite's template renders no calls
+    // hermes (Qwen, Hermes), llama3, mistral-nemo, mistral-v11, deepseek, kimi-k2, qwen3-coder, glm-4.5,
+    // functionary-v3.1; Granite's template renders no calls.
+    CHECK(lazy_checked >= 20);
     CHECK(forced_checked >= 20);
 }
 
@@ -1086,7 +1101,9 @@ TEST_CASE("tool calls: a forced call's grammar accepts the calls the parser read
     const Json tools = both_tools();
     const std::vector<ToolFamily> call_object = {ToolFamily::Hermes,       ToolFamily::Llama3,    ToolFamily::MistralNemo,
                                                  ToolFamily::Granite,      ToolFamily::Generic,   ToolFamily::CommandRPlus,
-                                                 ToolFamily::FunctionaryV32, ToolFamily::QwenCoder, ToolFamily::Glm45};
+                                                 ToolFamily::FunctionaryV31, ToolFamily::FunctionaryV32, ToolFamily::QwenCoder,
+                                                 ToolFamily::Glm45,          ToolFamily::MistralV11, ToolFamily::DeepSeekV31,
+                                                 ToolFamily::DeepSeekR1,     ToolFamily::KimiK2};
     const WantCall no_location{"get_current_weather", Json::parse(R"({"unit": "celsius"})"), ""};
     const WantCall unknown{"get_stock_price", Json::parse(R"({"symbol": "ACME"})"), ""};
     for (ToolFamily family : call_object) {
@@ -1128,9 +1145,11 @@ TEST_CASE("tool calls: a forced call's grammar accepts the calls the parser read
                 const auto r = vkllm::chat::parse_reply(format, tools, fc.prompt_prefix + *text);
                 CHECK(r.content == "");
                 std::vector<WantCall> want = calls;
-                for (size_t i = 0; i < want.size(); ++i)
+                for (size_t i = 0; i < want.size(); ++i) {
                     if ((fc.prompt_prefix + *text).find("call0000" + std::to_string(i + 1)) != std::string::npos)
                         want[i].id = "call0000" + std::to_string(i + 1);
+                    if (family == ToolFamily::KimiK2) want[i].id = "functions." + want[i].name + ":" + std::to_string(i);
+                }
                 check_calls(r.calls, want);
                 const auto s = stream(format, tools, *text, 1, fc.prompt_prefix);
                 CHECK(s.released + s.rest.content == "");
@@ -1203,7 +1222,7 @@ TEST_CASE("tool calls: a named-prefix family forces one named tool") {
         Matcher wrong_enum(g);
         CHECK_FALSE(wrong_enum.accept(R"({"location": "Paris", "unit": "kelvin"})"));
     }
-    CHECK(checked == 6);  // mistral-v11, deepseek-r1, deepseek-v3.1, functionary-v3.1, kimi-k2, gpt-oss
+    CHECK(checked == 1);  // gpt-oss
 }
 
 TEST_CASE("tool calls: forcing is refused where the format cannot do it, or the schema is outside the subset") {
@@ -1471,9 +1490,38 @@ TEST_CASE("tool calls: with tool_choice auto, a call the model begins must follo
     CHECK_FALSE(follows(hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"\\ud800\"}}</tool_call>"));
     CHECK_FALSE(follows(hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"\\ude00\"}}</tool_call>"));
 
-    // Families whose call markup a grammar over text cannot follow are parsed as written.
-    for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
-                         ToolFamily::FunctionaryV31})
+    // Markup that names the tool and its parameters in text: the grammar starts at the marker.
+    const auto coder = vkllm::chat::lazy_call(tool_format(ToolFamily::QwenCoder), tools, true);
+    const std::string coder_time = "<tool_call>\n<function=get_time>\n<parameter=timezone>\nUTC\n</parameter>\n</function>\n</tool_call>";
+    CHECK(follows(coder, "I will check.\n" + coder_time));
+    CHECK(follows(coder, coder_time + "\n" + coder_time));
+    CHECK_FALSE(follows(coder, "<tool_call>\n<function=get_news>\n</function>\n</tool_call>"));
+    CHECK_FALSE(follows(coder, "<tool_call>\n<function=get_time>\n</function>\n</tool_call>"));  // timezone is required
+    CHECK_FALSE(follows(coder, coder_time + " and prose"));
+    const auto glm = vkllm::chat::lazy_call(tool_format(ToolFamily::Glm45), tools, true);
+    CHECK(follows(glm, "<tool_call>get_time\n<arg_key>timezone</arg_key>\n<arg_value>UTC</arg_value>\n</tool_call>"));
+    CHECK_FALSE(follows(glm, "<tool_call>get_time\n<arg_key>zone</arg_key>\n<arg_value>UTC</arg_value>\n</tool_call>"));
+    const auto fn31 = vkllm::chat::lazy_call(tool_format(ToolFamily::FunctionaryV31), tools, true);
+    CHECK(follows(fn31, "Checking. <function=get_time>" + std::string(R"({"timezone": "UTC"})") + "</function>"));
+    CHECK_FALSE(follows(fn31, "<function=get_time>" + std::string(R"({"timezone": 1})") + "</function>"));
+    // Markers that are control tokens (which a request with tools speaks) hold like text.
+    const auto kimi = vkllm::chat::lazy_call(tool_format(ToolFamily::KimiK2), tools, true);
+    const std::string kimi_time = "<|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>{\"timezone\": \"UTC\"}<|tool_call_end|>";
+    CHECK(follows(kimi, "Sure. <|tool_calls_section_begin|>" + kimi_time + "<|tool_calls_section_end|>"));
+    CHECK(follows(kimi, "<|tool_calls_section_begin|>" + kimi_time + kimi_time));
+    CHECK_FALSE(follows(kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_news:0<|tool_call_argument_begin|>{}"
+                              "<|tool_call_end|>"));
+    const auto v11 = vkllm::chat::lazy_call(tool_format(ToolFamily::MistralV11), tools, true);
+    CHECK(follows(v11, R"([TOOL_CALLS]get_time[ARGS]{"timezone": "UTC"}[TOOL_CALLS]get_time[CALL_ID]abc123XYZ[ARGS]{"timezone": "CET"})"));
+    CHECK_FALSE(follows(v11, R"([TOOL_CALLS]get_time[ARGS]{"timezone": 3})"));
+    const auto v31 = vkllm::chat::lazy_call(tool_format(ToolFamily::DeepSeekV31), tools, true);
+    CHECK(follows(v31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"timezone\": \"UTC\"}<｜tool▁call▁end｜>"
+                       "<｜tool▁calls▁end｜>"));
+    CHECK_FALSE(follows(v31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}<｜tool▁call▁end｜>"));
+    // Families whose calls a grammar cannot tell apart from the rest are parsed as written: every part
+    // of a Functionary v3.2 reply opens with a head; Command R+'s template offers a "directly-answer"
+    // call that no request has; Harmony's calls are messages among others.
+    for (ToolFamily f : {ToolFamily::FunctionaryV32, ToolFamily::CommandRPlus, ToolFamily::Harmony})
         CHECK(vkllm::chat::lazy_call(tool_format(f), tools, true).gbnf.empty());
     // Parameters outside the schema subset: no grammar ('auto' never promised one), where a
     // required call is refused.
