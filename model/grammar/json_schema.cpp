@@ -108,7 +108,9 @@ public:
         for (const NamedSchema& t : tops) taken_.insert(t.rule);
         std::string out;
         // Each top is a reference into the document, so that a subschema two tops share is one rule.
-        for (const NamedSchema& t : tops) out += t.rule + " ::= " + compile(Json{{"$ref", t.pointer}}, "", 0) + "\n";
+        // Errors name the subschema's own place ("/$defs/tool-0/properties/x").
+        for (const NamedSchema& t : tops)
+            out += t.rule + " ::= " + compile(Json{{"$ref", t.pointer}}, t.pointer.substr(t.pointer.starts_with("#") ? 1 : 0), 0) + "\n";
         for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
         out += kCommonRules;
         return out;

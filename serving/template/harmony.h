@@ -97,6 +97,9 @@ private:
     Route route_ = Route::Content;
     std::string call_name_;  // Route::Call: the tool named
     std::string call_body_;  // Route::Call: the body so far
+    // Route::Call: whether call_body_ ends inside a JSON string (after a backslash): a marker's text
+    // there is the arguments' own, not markup.
+    bool in_string_ = false, escaped_ = false;
     std::vector<ToolCall> calls_;
 };
 

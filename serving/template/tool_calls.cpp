@@ -236,23 +236,81 @@ private:
     std::vector<ToolCall> calls_;
 };
 
-// Qwen3-Coder writes parameter values bare: a string parameter as its text, anything else as JSON.
-json coder_value(const std::string& text, const json* params, const std::string& key) {
-    bool is_string = false;
+// A subschema of a tool's parameters with its local references followed ("#/$defs/x" inside
+// `params`); nullptr when a reference leads nowhere or the chain is longer than 16.
+const json* resolve_local(const json& params, const json* s) {
+    for (int hops = 0; s && s->is_object() && s->contains("$ref"); ++hops) {
+        const json& ref = (*s)["$ref"];
+        if (hops >= 16 || !ref.is_string() || !ref.get<std::string>().starts_with("#")) return nullptr;
+        try {
+            const json::json_pointer ptr(ref.get<std::string>().substr(1));
+            s = params.contains(ptr) ? &params.at(ptr) : nullptr;
+        } catch (const json::exception&) {
+            return nullptr;
+        }
+    }
+    return s;
+}
+
+// How Qwen3-Coder's and GLM's templates write a parameter's value between its tags: a string bare
+// (as its text), anything else as JSON (Qwen3-Coder's as Python's str() for booleans and null:
+// True, False, None). Decided once from the tool's schema, for the parser and the grammars alike.
+enum class ValueForm {
+    Bare,     // the schema says string: "type": "string" (or ["string"]), or no type and string const / enum values
+    Json,     // the schema says another type (or its enum / const values are not all strings)
+    Mixed,    // string or another type: JSON when the text is JSON, else the text
+    Unknown,  // no schema for it: JSON when the text is JSON, else the text
+};
+ValueForm value_form(const json* params, const std::string& key) {
     // Any JSON may stand where a schema is expected (true, "string" from a careless client).
-    if (params && params->is_object() && params->contains("properties") && (*params)["properties"].is_object() &&
-        (*params)["properties"].contains(key) && (*params)["properties"][key].is_object()) {
-        const json& p = (*params)["properties"][key];
-        const json t = p.contains("type") ? p["type"] : json(nullptr);
-        is_string = (t.is_string() && t.get<std::string>() == "string") ||
-                    (t.is_array() && std::find(t.begin(), t.end(), json("string")) != t.end() &&
-                     parse_json_bounded(text).is_discarded());
+    if (!params || !params->is_object() || !params->contains("properties") || !(*params)["properties"].is_object() ||
+        !(*params)["properties"].contains(key))
+        return ValueForm::Unknown;
+    const json* p = resolve_local(*params, &(*params)["properties"][key]);
+    if (!p || !p->is_object()) return ValueForm::Unknown;
+    if (p->contains("type")) {
+        const json& t = (*p)["type"];
+        if (t == "string" || t == json::array({"string"})) return ValueForm::Bare;
+        if (t.is_array() && std::find(t.begin(), t.end(), json("string")) != t.end()) return ValueForm::Mixed;
+        return ValueForm::Json;
     }
-    if (!is_string) {
-        json v = parse_json_bounded(text);
-        if (!v.is_discarded()) return v;
+    const json values = p->contains("const") ? json::array({(*p)["const"]}) : p->value("enum", json());
+    if (values.is_array() && !values.empty())
+        return std::all_of(values.begin(), values.end(), [](const json& v) { return v.is_string(); }) ? ValueForm::Bare
+                                                                                                     : ValueForm::Json;
+    return ValueForm::Unknown;
+}
+
+// JSON text, or Python's spelling of true, false and null (Qwen3-Coder's template writes them so).
+json json_or_python(std::string_view text) {
+    const std::string_view t = trim(text);
+    if (t == "True") return true;
+    if (t == "False") return false;
+    if (t == "None") return nullptr;
+    return parse_json_bounded(text);
+}
+
+// The value of parameter `key` at the start of `rest`, which runs to its closing tag `close` (Qwen3-Coder
+// also writes a newline on each side of the value: `newlines`). A bare value ends at the first
+// closing tag; a JSON value at the first one where the text before it is JSON (its strings may
+// hold the tag). `len`: the bytes through that closing tag. nullopt when there is none (or the
+// value the schema types is not JSON).
+std::optional<json> tagged_value(std::string_view rest, std::string_view close, bool newlines, const json* params,
+                                 const std::string& key, size_t& len) {
+    const ValueForm form = value_form(params, key);
+    for (size_t e = rest.find(close); e != std::string_view::npos; e = rest.find(close, e + 1)) {
+        std::string_view v = rest.substr(0, e);
+        if (newlines) {
+            if (v.starts_with("\n")) v.remove_prefix(1);
+            if (v.ends_with("\n")) v.remove_suffix(1);
+        }
+        len = e + close.size();
+        if (form == ValueForm::Bare) return json(std::string(v));
+        json j = json_or_python(v);
+        if (!j.is_discarded()) return j;
+        if (form != ValueForm::Json) return json(std::string(v));
     }
-    return text;
+    return std::nullopt;
 }
 
 // The calls at the start of `markup` (which begins at the family's call marker, or with the JSON
@@ -279,18 +337,17 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
             json args = json::object();
             for (c.skip_ws(); c.ok() && c.accept("<parameter=");) {
                 const std::string key = c.until(">");
-                std::string_view rest = c.rest();
-                const size_t e = rest.find("</parameter>");
-                if (!c.ok() || e == std::string_view::npos || key.empty()) {
+                const std::string_view rest = c.rest();
+                size_t len = 0;
+                // The template writes "\n" around each value: one on each side is markup.
+                std::optional<json> v = c.ok() && !key.empty() ? tagged_value(rest, "</parameter>", true, params, key, len)
+                                                               : std::nullopt;
+                if (!v) {
                     c.fail();
                     break;
                 }
-                std::string_view v = rest.substr(0, e);
-                // The template writes "\n" around each value: one on each side is markup.
-                if (v.starts_with("\n")) v.remove_prefix(1);
-                if (v.ends_with("\n")) v.remove_suffix(1);
-                args[key] = coder_value(std::string(v), params, key);
-                c.expect(rest.substr(0, e + std::string_view("</parameter>").size()));
+                args[key] = std::move(*v);
+                c.expect(rest.substr(0, len));
                 c.skip_ws();
             }
             c.expect_or_end("</function>");
@@ -417,15 +474,17 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
                 c.skip_ws();
                 c.expect("<arg_value>");
                 rest = c.rest();
-                const size_t e = rest.find("</arg_value>");
-                if (!c.ok() || e == std::string_view::npos || key.empty()) {
+                size_t len = 0;
+                // The template writes a value as it is between the tags, strings bare (as
+                // Qwen3-Coder's does).
+                std::optional<json> v = c.ok() && !key.empty() ? tagged_value(rest, "</arg_value>", false, params, key, len)
+                                                               : std::nullopt;
+                if (!v) {
                     c.fail();
                     break;
                 }
-                // The template writes a value as it is between the tags, strings bare (as
-                // Qwen3-Coder's does).
-                args[key] = coder_value(std::string(rest.substr(0, e)), params, key);
-                c.expect(rest.substr(0, e + std::string_view("</arg_value>").size()));
+                args[key] = std::move(*v);
+                c.expect(rest.substr(0, len));
                 c.skip_ws();
             }
             c.add_call(name, std::move(args));
@@ -656,7 +715,8 @@ json forced_parameters(const json& tool, size_t index) {
         if (in_def) {
             param = fmt::format("tools[{}].function.parameters", tool_index[k]);
             where = slash == std::string::npos ? "" : where.substr(slash);
-        } else if (!wrapped) {
+        } else if (!wrapped || tool_index.size() == 1) {
+            // Unplaced (a grammar the schema cannot be followed as): with one tool, it is that tool's.
             param = fmt::format("tools[{}].function.parameters", tool_index.at(0));
         }
         std::string msg = fmt::format("Invalid '{}': {}", param, e.what());
@@ -729,22 +789,31 @@ std::string pointer_token(std::string_view key) {
     return out;
 }
 
-// Text between markup that may not contain "</", the start of every closing tag: a string value as
-// Qwen3-Coder and GLM write it, bare.
-constexpr std::string_view kBareTextRule = "bare-text ::= ([^<] | \"<\" [^/])*\n";
+// Rules `name` for any text that does not contain `tag` (whose first character occurs in it only
+// there, as in "</parameter>"): a bare value runs to the first closing tag, so it may hold any
+// other text, "</div>" included. One rule per character of the tag matched so far.
+std::string text_without(const std::string& name, std::string_view tag) {
+    const auto cls = [](char ch) {
+        std::string out;
+        if (ch == ']' || ch == '\\' || ch == '^' || ch == '-') out += '\\';
+        return out + ch;
+    };
+    const std::string first = grammar::gbnf_literal(tag.substr(0, 1));
+    std::string out;
+    for (size_t i = 0; i < tag.size(); ++i) {
+        // i characters of the tag matched: another character starts over, its first starts a new
+        // match, and its next goes on (but not to the whole tag).
+        out += fmt::format("{}-{} ::= ([^{}{}] {}-0 | {} {}-1", name, i, cls(tag[0]), i ? cls(tag[i]) : "", name, first, name);
+        if (i > 0 && i + 1 < tag.size()) out += fmt::format(" | {} {}-{}", grammar::gbnf_literal(tag.substr(i, 1)), name, i + 1);
+        out += ")?\n";
+    }
+    return out;
+}
 
-// A parameter whose value the markup writes bare (coder_value reads it as text): its schema says
-// "type": "string". Its grammar: any bare text, or the listed strings of an enum / const. Other
-// string constraints cannot be held on bare text: refused, naming the keyword.
-std::optional<std::string> bare_value(const json& ps, const std::string& param) {
-    if (!ps.is_object() || !ps.contains("type")) return std::nullopt;
-    const json& t = ps["type"];
-    if (t.is_array() && std::find(t.begin(), t.end(), json("string")) != t.end() && t.size() > 1)
-        throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, so a parameter whose type "
-                                    "is a string or something else cannot be told apart; forcing a call is not "
-                                    "supported for it.", param), param);
-    if (!(t.is_string() && t.get<std::string>() == "string") && !(t.is_array() && t.size() == 1 && t[0] == "string"))
-        return std::nullopt;
+// The grammar of a bare value (value_form Bare; `ps` its schema, references followed): any text
+// without `tag`, or the listed strings of an enum / const. Other string constraints cannot be held
+// on bare text: refused, naming the keyword.
+std::string bare_value(const json& ps, const std::string& param, std::string_view tag) {
     static const std::set<std::string, std::less<>> kAnnotations = {"type", "title", "description", "default", "examples",
                                                                     "$comment", "readOnly", "writeOnly", "deprecated"};
     std::vector<std::string> values;
@@ -758,6 +827,9 @@ std::optional<std::string> bare_value(const json& ps, const std::string& param) 
                 if (!e.is_string())
                     throw ToolError(fmt::format("Invalid '{}': a string parameter's '{}' holds a value that is not a "
                                                 "string.", param, k), param);
+                if (e.get<std::string>().find(tag) != std::string::npos)
+                    throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, up to '{}', "
+                                                "which a value of '{}' holds.", param, tag, k), param);
                 values.push_back(grammar::gbnf_literal(e.get<std::string>()));
             }
             continue;
@@ -765,7 +837,7 @@ std::optional<std::string> bare_value(const json& ps, const std::string& param) 
         throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, where '{}' cannot be "
                                     "enforced; forcing a call is not supported for it (keyword '{}').", param, k, k), param);
     }
-    if (values.empty()) return std::string("bare-text");
+    if (values.empty()) return "bare-text-0";
     std::string alts;
     for (const std::string& v : values) alts += (alts.empty() ? "" : " | ") + v;
     return "(" + alts + ")";
@@ -820,7 +892,6 @@ std::string named_call_rules(ToolFamily family, const json& tools, const std::ve
                              std::set<std::string> own) {
     json defs = json::object();
     std::vector<grammar::NamedSchema> tops;
-    own.insert("bare-text");
     std::string branches, rules;
     bool bare_used = false;
     for (size_t k = 0; k < chosen.size(); ++k) {
@@ -838,7 +909,14 @@ std::string named_call_rules(ToolFamily family, const json& tools, const std::ve
             std::string head, tail;
             switch (family) {
             case ToolFamily::FunctionaryV31: head = lit(name + ">"), tail = lit("</function>"); break;
-            case ToolFamily::FunctionaryV32: head = lit(name + "\n"); break;
+            case ToolFamily::FunctionaryV32:
+                // ">>>all" heads the text for the user: a tool of that name could never be called.
+                if (name == "all")
+                    throw ToolError(fmt::format("Invalid 'tools[{}].function.name': this model's format (functionary-v3.2) "
+                                                "reserves 'all' for its answers to the user.", index),
+                                    fmt::format("tools[{}].function.name", index));
+                head = lit(name + "\n");
+                break;
             // The call id is the client's to give; the model may write one it saw in the history.
             case ToolFamily::MistralV11: head = lit(name) + " (\"[CALL_ID]\" [a-zA-Z0-9]{9})? \"[ARGS]\""; break;
             case ToolFamily::DeepSeekV31: head = lit(name + std::string(kDsSep)), tail = lit(std::string(kDsCallEnd)); break;
@@ -880,20 +958,41 @@ std::string named_call_rules(ToolFamily family, const json& tools, const std::ve
             }
         }
         const bool coder = family == ToolFamily::QwenCoder;
+        const std::string_view tag = coder ? "</parameter>" : "</arg_value>";
+        const json original = forced_parameters(tools[index], index);  // value_form follows its own references
         std::string body = grammar::gbnf_literal(coder ? "<function=" + name + ">\n" : name + "\n");
         size_t j = 0;
         for (const auto& [key, ps] : props.items()) {
             const std::string at = fmt::format("{}.properties.{}", param, key);
-            if (key.empty() || key.find_first_of("<>\n") != std::string::npos)
+            // The parser reads the name up to its closing markup, without the whitespace around it.
+            if (key.empty() || key.find_first_of("<>\n") != std::string::npos || trim(key) != key)
                 throw ToolError(fmt::format("Invalid '{}': this model writes a parameter's name in markup, which it may "
-                                            "not contain ('<', '>', a newline) or be empty.", at), param);
+                                            "not contain ('<', '>', a newline), begin or end with (whitespace) or be "
+                                            "empty.", at), param);
             const std::string value = fmt::format("{}-arg-{}", def, j++);
             own.insert(value);
-            if (const auto bare = bare_value(ps, at)) {
-                rules += value + " ::= " + *bare + "\n";
-                bare_used = bare_used || *bare == "bare-text";
-            } else {
+            switch (value_form(&original, key)) {
+            case ValueForm::Bare: {
+                const json* resolved = resolve_local(original, &original["properties"][key]);
+                rules += value + " ::= " + bare_value(resolved ? *resolved : json::object(), at, tag) + "\n";
+                bare_used = true;
+                break;
+            }
+            case ValueForm::Mixed:
+                throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, so a parameter whose "
+                                            "type is a string or something else cannot be told apart; forcing a call "
+                                            "is not supported for it.", at), param);
+            default: {
+                // Qwen3-Coder's template writes booleans and null as Python does (the parser takes both).
+                const json* resolved = resolve_local(original, &original["properties"][key]);
+                const json type = resolved && resolved->is_object() ? resolved->value("type", json()) : json();
+                if (coder && (type == "boolean" || type == "null") && !resolved->contains("enum") && !resolved->contains("const")) {
+                    rules += value + (type == "boolean" ? " ::= (\"True\" | \"False\" | \"true\" | \"false\")\n"
+                                                        : " ::= (\"None\" | \"null\")\n");
+                    break;
+                }
                 tops.push_back({value, "#/$defs/" + def + "/properties/" + pointer_token(key)});
+            }
             }
             const std::string open = coder ? "<parameter=" + key + ">\n" : "<arg_key>" + key + "</arg_key>\n<arg_value>";
             const std::string close = coder ? "\n</parameter>\n" : "</arg_value>\n";
@@ -906,7 +1005,11 @@ std::string named_call_rules(ToolFamily family, const json& tools, const std::ve
     }
     std::string gbnf = "named-call ::= " + branches + "\n" + rules;
     own.insert("named-call");
-    if (bare_used) gbnf += kBareTextRule;
+    if (bare_used) {
+        const std::string_view tag = family == ToolFamily::QwenCoder ? "</parameter>" : "</arg_value>";
+        gbnf += text_without("bare-text", tag);
+        for (size_t i = 0; i < tag.size(); ++i) own.insert(fmt::format("bare-text-{}", i));
+    }
     if (!tops.empty()) {
         json doc = {{"$defs", std::move(defs)}};
         try {

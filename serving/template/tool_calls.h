@@ -161,11 +161,12 @@ ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& t
 
 // tool_choice 'auto': a grammar for the calls the model may write, lazy (grammar::LazyStart): it holds
 // from the family's call marker on (or from a reply that opens with '{"name"' / '{"tool_calls"' where the call is the whole
-// reply), so a call, once begun, follows its tool's parameters; text before it is free. Empty
-// (no gbnf) for families whose call markup cannot be followed token by token (control tokens inside
-// the call: Mistral v11, DeepSeek, Kimi K2, gpt-oss; Functionary v3.2, whose every part opens with a
-// head; Command R+, whose template offers a "directly-answer" call) and for tools whose parameters
-// are outside the schema subset: those calls are parsed as written.
+// reply), so a call, once begun, follows its tool's parameters; text before it is free. Markers that
+// are control tokens (Mistral v11's, DeepSeek's, Kimi K2's) count as their text: the request shows
+// them. Empty (no gbnf) where a call cannot be told from the rest of the answer by a marker
+// (Functionary v3.2, whose every part opens with a head; Command R+, whose template offers a
+// "directly-answer" call; gpt-oss, whose calls are messages among others) and for tools whose
+// parameters are outside the schema subset: those calls are parsed as written.
 struct LazyCall {
     std::string gbnf;
     std::vector<grammar::Trigger> triggers;

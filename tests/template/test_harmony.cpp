@@ -388,3 +388,18 @@ TEST_CASE("harmony: a forced call: the prompt opens the call's message, the gram
         }
     }
 }
+
+TEST_CASE("harmony: a marker's text inside the arguments' strings is the arguments'") {
+    const Json tool_list = Json::parse(R"([{"type": "function", "function": {"name": "q"}}])");
+    for (const std::string& s : {std::string("a<|message|>b"), std::string("a<|end|>b"), std::string("a<|call|>\\\"<|start|>")}) {
+        CAPTURE(s);
+        const std::string args = "{\"q\":\"" + s + "\"}";
+        const std::string text = "<|channel|>commentary to=functions.q <|constrain|>json<|message|>" + args + "<|call|>";
+        for (size_t piece : {size_t(0), size_t(1), size_t(3)}) {
+            const Got got = run(text, tool_list, true, piece, true);
+            CHECK(got.content == "");
+            REQUIRE(got.calls.size() == 1);
+            CHECK(nlohmann::json::parse(got.calls[0].arguments) == nlohmann::json::parse(args));
+        }
+    }
+}

@@ -80,6 +80,24 @@ Json time_tool() {
 
 Json both_tools() { return Json::array({weather_tool(), time_tool()}); }
 
+// A tool whose arguments are not all plain strings: how each template writes booleans, numbers,
+// lists, untyped enums, referenced strings and markup inside strings must read back the same, and
+// forced and lazy grammars must take it.
+Json options_tool() {
+    return Json::parse(R"({"type": "function", "function": {"name": "set_options",
+        "description": "Set the page's options",
+        "parameters": {"type": "object", "properties": {
+            "verbose": {"type": "boolean", "description": "Say more"},
+            "count": {"type": "integer", "description": "How many"},
+            "mode": {"enum": ["fast", "slow"], "description": "The mode"},
+            "label": {"$ref": "#/$defs/label", "description": "A label"},
+            "html": {"type": "string", "description": "The page"},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags"},
+            "note": {"type": "string", "description": "An optional note"}},
+          "required": ["verbose", "count", "mode", "label", "html", "tags"],
+          "$defs": {"label": {"type": "string"}}}}})");
+}
+
 struct WantCall {
     std::string name;
     Json arguments;
@@ -91,6 +109,13 @@ WantCall weather_call(std::string id = {}) {
 }
 WantCall time_call(std::string id = {}) {
     return {"get_time", Json::parse(R"({"timezone": "Europe/Paris"})"), std::move(id)};
+}
+// "note" left out; markup in a bare string and in a list's string.
+WantCall options_call(std::string id = {}) {
+    return {"set_options",
+            Json::parse(R"({"verbose": true, "count": 3, "mode": "fast", "label": "123", "html": "<p>Hi</p>\n<br/>",)"
+                        R"( "tags": ["a</parameter>b", "c</arg_value>d"]})"),
+            std::move(id)};
 }
 
 // JSON as Python's json.dumps writes it (", " and ": "), the way templates and models write it;
@@ -180,18 +205,6 @@ void check_reply(const ToolFormat& f, const Json& tools, const std::string& text
 
 // --- the grammar side ----------------------------------------------------------------------------
 
-std::vector<uint32_t> code_points(std::string_view s) {
-    std::vector<uint32_t> out;
-    vkllm::utf8::decode_lenient(s, out);
-    return out;
-}
-
-std::string utf8(uint32_t cp) {
-    std::string s;
-    vkllm::utf8::append(s, cp);
-    return s;
-}
-
 bool is_space(std::string_view ch) { return ch == " " || ch == "\n" || ch == "\t" || ch == "\r"; }
 
 // `text` fed to a matcher of `g`, with only its whitespace outside JSON strings adjusted: a space or
@@ -255,25 +268,6 @@ std::optional<std::string> after_prefix(std::string_view text, std::string_view 
         }
     }
     return std::string(text.substr(i));
-}
-
-// From matcher `m`, the text the grammar forces on until the sentence may end: after a named
-// call's arguments only closing markup remains. Whitespace is taken only where nothing else may
-// come. nullopt where the grammar branches or runs on past 200 characters.
-std::optional<std::string> forced_rest(Matcher m, const std::vector<uint32_t>& alphabet) {
-    std::string out;
-    for (int step = 0; step < 200; ++step) {
-        if (m.can_end()) return out;
-        std::vector<uint32_t> next, next_space;
-        for (uint32_t cp : alphabet)
-            if (m.allows(cp)) (is_space(utf8(cp)) ? next_space : next).push_back(cp);
-        if (next.empty()) next = next_space;
-        if (next.size() != 1) return std::nullopt;
-        const std::string ch = utf8(next[0]);
-        if (!m.accept(ch)) return std::nullopt;
-        out += ch;
-    }
-    return std::nullopt;
 }
 
 // The reply each call-object family's model writes for `calls` (the shapes its template renders).
@@ -508,6 +502,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
     const Json d_tool_call = Json::parse(read_file(kRoot / "messages" / "d_tool_call.json"));
     Json tools = d_tool_call["tools"];
     tools.push_back(time_tool());
+    tools.push_back(options_tool());
     const std::string system = d_tool_call["messages"][0]["content"].get<std::string>();
     const std::string user = d_tool_call["messages"][1]["content"].get<std::string>();
     // The families whose templates must render a call this runtime reads back.
@@ -535,7 +530,8 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
         const std::vector<std::pair<std::string, std::vector<WantCall>>> turns = {
             {"", {weather_call("call00001")}},
             {"", {weather_call("call00001"), time_call("call00002")}},
-            {"Let me check.", {weather_call("call00001")}}};
+            {"Let me check.", {weather_call("call00001")}},
+            {"", {options_call("call00003")}}};
         for (const auto& [text, calls] : turns) {
             if (calls.size() > 1 && !format.parallel) continue;
             CAPTURE(calls.size());
@@ -1176,51 +1172,28 @@ TEST_CASE("tool calls: a forced call's grammar accepts the calls the parser read
 }
 
 TEST_CASE("tool calls: a named-prefix family forces one named tool") {
+    // gpt-oss names the tool in the header of the call's message, which the prompt holds: the
+    // grammar is the arguments' alone (HarmonyStream reads the call: test_harmony).
     const Json tools = both_tools();
     size_t checked = 0;
     for (const ToolFormat& row : vkllm::chat::tool_formats()) {
         // tool_formats() holds copies of the rows: the family's own row is told by its name.
         if (row.force != ForceKind::NamedPrefix || std::string_view(tool_format(row.family).name) != row.name) continue;
         ++checked;
-        const ToolFamily family = row.family;
-        const ToolFormat& format = tool_format(family);
+        const ToolFormat& format = tool_format(row.family);
         INFO("family: " << std::string(format.name));
-        // The name is markup the prompt must already hold: no grammar over a choice of names.
         CHECK_THROWS_AS(vkllm::chat::forced_call(format, tools, "", false), ToolError);
         vkllm::chat::ForcedCall fc;
         REQUIRE_NOTHROW(fc = vkllm::chat::forced_call(format, tools, "get_current_weather", false));
-        CAPTURE(fc.prompt_prefix);
-        CAPTURE(fc.gbnf);
         CHECK(fc.prompt_prefix.find("get_current_weather") != std::string::npos);
-        Grammar g;
-        REQUIRE_NOTHROW(g = Grammar::parse(fc.gbnf));
-
-        // The arguments, then whatever closing markup the grammar fixes.
-        std::vector<uint32_t> alphabet;
-        for (uint32_t cp = 0x20; cp < 0x7F; ++cp) alphabet.push_back(cp);
-        alphabet.push_back('\n');
-        for (uint32_t cp : code_points("｜▁")) alphabet.push_back(cp);
+        const Grammar g = Grammar::parse(fc.gbnf);
         for (const std::string& args : {spaced(weather_call().arguments), weather_call().arguments.dump()}) {
-            CAPTURE(args);
             Matcher m(g);
-            REQUIRE(m.accept(args));
-            const auto rest = forced_rest(m, alphabet);
-            REQUIRE_MESSAGE(rest.has_value(), "the grammar does not close the call deterministically");
-            const std::string text = args + *rest;
-            if (family == ToolFamily::Harmony) continue;  // HarmonyStream reads it: test_harmony
-            // Kimi K2's call id is its markup's "functions.NAME:INDEX".
-            const WantCall want = weather_call(family == ToolFamily::KimiK2 ? "functions.get_current_weather:0" : "");
-            const auto r = vkllm::chat::parse_reply(format, tools, fc.prompt_prefix + text);
-            CHECK(r.content == "");
-            check_calls(r.calls, {want});
-            const auto s = stream(format, tools, text, 1, fc.prompt_prefix);
-            CHECK(s.released + s.rest.content == "");
-            check_calls(s.rest.calls, {want});
+            CHECK(m.accept(args));
+            CHECK(m.can_end());
         }
-        // The arguments follow the tool's schema.
         CHECK_FALSE(Matcher(g).accept(R"({"unit": "celsius"})"));
-        Matcher wrong_enum(g);
-        CHECK_FALSE(wrong_enum.accept(R"({"location": "Paris", "unit": "kelvin"})"));
+        CHECK_FALSE(Matcher(g).accept(R"({"location": "Paris", "unit": "kelvin"})"));
     }
     CHECK(checked == 1);  // gpt-oss
 }
@@ -1691,4 +1664,70 @@ TEST_CASE("tool calls: a template that concatenates the arguments as text gets t
     const TemplateFile qwen = template_files().at("Qwen-Qwen2.5-7B-Instruct");
     const std::string q = ChatTemplate(qwen.source, "qwen").apply(in);
     CHECK(q.find("\"arguments\": {\"timezone\": \"Europe/Paris\"}") != std::string::npos);
+}
+
+TEST_CASE("tool calls: bare values run to their own closing tag; JSON values to the first that ends their JSON") {
+    const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "w", "parameters": {"type": "object",
+        "properties": {"html": {"type": "string"}, "k": {"type": "array", "items": {"type": "string"}},
+                       "s": {"type": ["string"]}, "n": {"type": "integer"}, "b": {"type": "boolean"}}}}}])");
+    for (ToolFamily family : {ToolFamily::QwenCoder, ToolFamily::Glm45}) {
+        const bool coder = family == ToolFamily::QwenCoder;
+        INFO("family: " << std::string(tool_format(family).name));
+        auto arg = [&](const std::string& key, const std::string& value) {
+            return coder ? "<parameter=" + key + ">\n" + value + "\n</parameter>\n"
+                         : "<arg_key>" + key + "</arg_key>\n<arg_value>" + value + "</arg_value>\n";
+        };
+        auto call = [&](const std::string& args) {
+            return coder ? "<tool_call>\n<function=w>\n" + args + "</function>\n</tool_call>" : "<tool_call>w\n" + args + "</tool_call>";
+        };
+        const std::string other_tag = coder ? "</arg_value>" : "</parameter>";
+        const std::string own_tag = coder ? "</parameter>" : "</arg_value>";
+        // Markup in a bare string, the other family's closing tag too; a list whose string holds
+        // this family's closing tag; "type": ["string"] is a string; Python's True.
+        const std::string reply = call(arg("html", "<b>x</b>" + other_tag) + arg("k", "[\"a" + own_tag + "b\"]") + arg("s", "123") +
+                                       arg("n", "7") + arg("b", coder ? "True" : "true"));
+        const auto r = vkllm::chat::parse_reply(tool_format(family), tools, reply);
+        REQUIRE(r.calls.size() == 1);
+        CHECK(r.content == "");
+        const Json want = {{"html", "<b>x</b>" + other_tag}, {"k", Json::array({"a" + own_tag + "b"})}, {"s", "123"}, {"n", 7}, {"b", true}};
+        CHECK(nlohmann::json::parse(r.calls[0].arguments) == nlohmann::json::parse(want.dump()));
+        // The forced and lazy grammars take the same reply, and no bare value holding the tag.
+        const auto fc = vkllm::chat::forced_call(tool_format(family), tools, "", false);
+        const auto rest = after_prefix(reply, fc.prompt_prefix);
+        REQUIRE(rest.has_value());
+        const Grammar fg = Grammar::parse(fc.gbnf);
+        CHECK(fit(fg, *rest).has_value());
+        const auto lazy = vkllm::chat::lazy_call(tool_format(family), tools, false);
+        const Grammar lg = Grammar::parse(lazy.gbnf);
+        Matcher lm(lg);
+        CHECK(lm.accept(reply));
+        CHECK(lm.can_end());
+        const std::string tagged = call(arg("html", "a" + own_tag + "b"));
+        REQUIRE(starts_with(tagged, fc.prompt_prefix));
+        CHECK_FALSE(Matcher(fg).accept(tagged.substr(fc.prompt_prefix.size())));
+        CHECK(Matcher(fg).accept(reply.substr(fc.prompt_prefix.size())));
+        // A value the schema types that is not JSON (or nests past what the parser reads): no call.
+        CHECK(vkllm::chat::parse_reply(tool_format(family), tools, call(arg("n", "seven"))).calls.empty());
+        CHECK(vkllm::chat::parse_reply(tool_format(family), tools, call(arg("k", std::string(70, '[') + std::string(70, ']'))))
+                  .calls.empty());
+        // Names the markup cannot hold as they are: refused when forcing.
+        Json spaced_name = tools;
+        spaced_name[0]["function"]["parameters"]["properties"][" html"] = Json{{"type", "string"}};
+        CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), spaced_name, "", false), ToolError);
+        Json tagged_enum = tools;
+        tagged_enum[0]["function"]["parameters"]["properties"]["e"] = Json{{"enum", Json::array({"x" + own_tag})}};
+        CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), tagged_enum, "", false), ToolError);
+    }
+    // A property named "$id" is a subschema the compiler refuses: the error names the tool.
+    Json id_prop = tools;
+    id_prop[0]["function"]["parameters"]["properties"]["$id"] = Json{{"type", "integer"}};
+    try {
+        vkllm::chat::forced_call(tool_format(ToolFamily::QwenCoder), id_prop, "", false);
+        FAIL_CHECK("a property named $id was accepted");
+    } catch (const ToolError& e) {
+        CHECK(starts_with(e.param(), "tools[0]"));
+    }
+    // Functionary v3.2 keeps "all" for its answers to the user: no tool of that name can be forced.
+    const Json all = Json::parse(R"([{"type": "function", "function": {"name": "all"}}])");
+    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::FunctionaryV32), all, "", false), ToolError);
 }
