@@ -399,13 +399,8 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
             return j;
         };
         require(p.messages != nullptr, "messages is NULL");
-        json messages = parse(p.messages, "messages");
-        require(messages.is_array() && !messages.empty(), "messages must be a non-empty JSON array");
-        for (size_t i = 0; i < messages.size(); ++i) {
-            require(messages[i].is_object() && messages[i].contains("role") && messages[i]["role"].is_string(),
-                    fmt::format("messages[{}] must be an object with a string 'role'", i));
-            chat::arguments_as_objects(messages[i]);
-        }
+        // As the server reads them (MessageError: an invalid argument naming the field).
+        json messages = chat::parse_messages(parse(p.messages, "messages"));
         json tools = p.tools ? parse(p.tools, "tools") : json(nullptr);
         if (!tools.is_null()) chat::check_tools(tools);  // ToolError: an invalid argument naming the field
         if (tools.is_array() && tools.empty()) tools = nullptr;

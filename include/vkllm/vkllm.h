@@ -375,8 +375,10 @@ VKLLM_API vkllm_status vkllm_session_get_stats(const vkllm_session* session, vkl
 
 typedef struct vkllm_chat_json_params {
     size_t struct_size;
-    /* OpenAI's messages array as JSON text (required): roles and contents, assistant turns with
-     * tool_calls (function.arguments as JSON text or an object), "tool" turns with tool_call_id. */
+    /* OpenAI's messages array as JSON text (required): roles and contents (a string, or text parts,
+     * joined by newlines), assistant turns with tool_calls (function.arguments as JSON text or an
+     * object), "tool" turns with tool_call_id; checked as `vkllm serve` checks them (an invalid
+     * argument naming the field: "messages[1].content[0].type"). */
     const char* messages;
     const char* tools;            /* OpenAI's tools array as JSON text; NULL (default): none */
     /* NULL or "auto" (default): the model may call a tool; "none": it may not (the answer is not

@@ -1,6 +1,7 @@
 #include "serving/server/openai_protocol.h"
 
 #include "model/grammar/json_schema.h"
+#include "serving/template/chat_prompt.h"
 
 #include <fmt/format.h>
 
@@ -283,63 +284,11 @@ json parse_body(const std::string& body) {
 // --- requests ---------------------------------------------------------------------------------
 
 json parse_messages(const json& messages) {
-    if (!messages.is_array()) wrong_type("messages", "an array", messages);
-    if (messages.empty()) throw invalid_field("messages", "Invalid 'messages': empty array. Expected an array with minimum length 1.");
-    json out = json::array();
-    for (size_t i = 0; i < messages.size(); ++i) {
-        const json& m = messages[i];
-        const std::string at = fmt::format("messages[{}]", i);
-        if (!m.is_object()) wrong_type(at, "an object", m);
-        const json* role = field(m, "role");
-        if (!role) throw invalid_field(at + ".role", fmt::format("Missing required parameter: '{}.role'.", at));
-        if (!role->is_string() || role->get<std::string>().empty()) wrong_type(at + ".role", "a non-empty string", *role);
-        json msg = m;
-        auto c = m.find("content");
-        bool has_tool_calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
-        if (c == m.end() || c->is_null()) {
-            // Only an assistant turn that calls tools may come without content.
-            if (!has_tool_calls && role->get<std::string>() != "assistant")
-                throw invalid_field(at + ".content", fmt::format("Missing required parameter: '{}.content'.", at));
-        } else if (c->is_array()) {
-            std::string text;
-            for (size_t j = 0; j < c->size(); ++j) {
-                const json& part = (*c)[j];
-                const std::string pat = fmt::format("{}.content[{}]", at, j);
-                if (!part.is_object()) wrong_type(pat, "an object", part);
-                const json* type = field(part, "type");
-                if (!type || !type->is_string())
-                    throw invalid_field(pat + ".type", fmt::format("Missing required parameter: '{}.type'.", pat));
-                if (type->get<std::string>() != "text")
-                    throw invalid_field(pat + ".type", fmt::format("Invalid value for '{}.type': '{}'. This server supports "
-                                                                   "only content parts of type 'text'.", pat,
-                                                                   type->get<std::string>()));
-                const json* t = field(part, "text");
-                if (!t) throw invalid_field(pat + ".text", fmt::format("Missing required parameter: '{}.text'.", pat));
-                if (!t->is_string()) wrong_type(pat + ".text", "a string", *t);
-                if (!text.empty()) text += "\n";
-                text += t->get<std::string>();
-            }
-            msg["content"] = text;
-        } else if (!c->is_string()) {
-            wrong_type(at + ".content", "a string or an array of content parts", *c);
-        }
-        if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-            if (!m["tool_calls"].is_array()) wrong_type(at + ".tool_calls", "an array", m["tool_calls"]);
-            for (size_t j = 0; j < m["tool_calls"].size(); ++j) {
-                const std::string cat = fmt::format("{}.tool_calls[{}]", at, j);
-                json& call = msg["tool_calls"][j];
-                if (!call.is_object()) wrong_type(cat, "an object", call);
-                const json* fn = field(call, "function");
-                if (!fn) throw invalid_field(cat + ".function", fmt::format("Missing required parameter: '{}.function'.", cat));
-                if (!fn->is_object()) wrong_type(cat + ".function", "an object", *fn);
-                const json* name = field(*fn, "name");
-                if (!name || !name->is_string()) wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
-            }
-            chat::arguments_as_objects(msg);
-        }
-        out.push_back(std::move(msg));
+    try {
+        return chat::parse_messages(messages);
+    } catch (const chat::MessageError& e) {
+        throw invalid_field(e.param(), e.what());
     }
-    return out;
 }
 
 namespace {

@@ -1,8 +1,104 @@
 #include "serving/template/chat_prompt.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace vkllm::chat {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+const char* type_name(const json& v) {
+    switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a decimal";
+    default: return "an unsupported value";
+    }
+}
+
+[[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
+    throw MessageError(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, type_name(v)),
+                       name);
+}
+
+// Absent or null: not given.
+const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+}  // namespace
+
+json parse_messages(const json& messages) {
+    if (!messages.is_array()) wrong_type("messages", "an array", messages);
+    if (messages.empty())
+        throw MessageError("Invalid 'messages': empty array. Expected an array with minimum length 1.", "messages");
+    json out = json::array();
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& m = messages[i];
+        const std::string at = fmt::format("messages[{}]", i);
+        if (!m.is_object()) wrong_type(at, "an object", m);
+        const json* role = field(m, "role");
+        if (!role) throw MessageError(fmt::format("Missing required parameter: '{}.role'.", at), at + ".role");
+        if (!role->is_string() || role->get<std::string>().empty()) wrong_type(at + ".role", "a non-empty string", *role);
+        json msg = m;
+        auto c = m.find("content");
+        const bool has_tool_calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
+        if (c == m.end() || c->is_null()) {
+            // Only an assistant turn (one that calls tools, or a prefill) may come without content.
+            if (!has_tool_calls && role->get<std::string>() != "assistant")
+                throw MessageError(fmt::format("Missing required parameter: '{}.content'.", at), at + ".content");
+        } else if (c->is_array()) {
+            std::string text;
+            for (size_t j = 0; j < c->size(); ++j) {
+                const json& part = (*c)[j];
+                const std::string pat = fmt::format("{}.content[{}]", at, j);
+                if (!part.is_object()) wrong_type(pat, "an object", part);
+                const json* type = field(part, "type");
+                if (!type || !type->is_string())
+                    throw MessageError(fmt::format("Missing required parameter: '{}.type'.", pat), pat + ".type");
+                if (type->get<std::string>() != "text")
+                    throw MessageError(fmt::format("Invalid value for '{}.type': '{}'. This server supports only content "
+                                                   "parts of type 'text'.", pat, type->get<std::string>()),
+                                       pat + ".type");
+                const json* t = field(part, "text");
+                if (!t) throw MessageError(fmt::format("Missing required parameter: '{}.text'.", pat), pat + ".text");
+                if (!t->is_string()) wrong_type(pat + ".text", "a string", *t);
+                if (!text.empty()) text += "\n";
+                text += t->get<std::string>();
+            }
+            msg["content"] = text;
+        } else if (!c->is_string()) {
+            wrong_type(at + ".content", "a string or an array of content parts", *c);
+        }
+        if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+            if (!m["tool_calls"].is_array()) wrong_type(at + ".tool_calls", "an array", m["tool_calls"]);
+            for (size_t j = 0; j < m["tool_calls"].size(); ++j) {
+                const std::string cat = fmt::format("{}.tool_calls[{}]", at, j);
+                const json& call = msg["tool_calls"][j];
+                if (!call.is_object()) wrong_type(cat, "an object", call);
+                const json* fn = field(call, "function");
+                if (!fn)
+                    throw MessageError(fmt::format("Missing required parameter: '{}.function'.", cat), cat + ".function");
+                if (!fn->is_object()) wrong_type(cat + ".function", "an object", *fn);
+                const json* name = field(*fn, "name");
+                if (!name || !name->is_string()) wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
+            }
+            arguments_as_objects(msg);
+        }
+        out.push_back(std::move(msg));
+    }
+    return out;
+}
 
 ChatInputs chat_inputs(const Tokenizer& tok, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                        const nlohmann::ordered_json& extra) {

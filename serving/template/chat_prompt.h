@@ -8,10 +8,28 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace vkllm::chat {
+
+class MessageError : public std::invalid_argument {
+public:
+    // param: the field at fault ("messages[2].content[0].type"), worded as OpenAI words its 400s.
+    MessageError(const std::string& what, std::string param) : std::invalid_argument(what), param_(std::move(param)) {}
+    const std::string& param() const { return param_; }
+
+private:
+    std::string param_;
+};
+
+// OpenAI's chat messages checked and made ready for a template, for every front end (the server's
+// request body, the C API's and Java's JSON): a non-empty array of objects with a string role;
+// content a string, or text parts joined by newlines (other part types refused), absent or null
+// only on an assistant turn; tool_calls with function names, their arguments (OpenAI's JSON text)
+// made objects as templates expect (arguments_as_objects). MessageError naming the field otherwise.
+nlohmann::ordered_json parse_messages(const nlohmann::ordered_json& messages);
 
 // The variables a template gets: the messages, tools and extra keyword arguments (null when
 // none), the vocabulary's BOS / EOS texts, and the generation prompt.

@@ -851,6 +851,27 @@ TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on
     p.messages = "[{";
     CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
     CHECK(contains(vkllm_last_error(), "messages"));
+    // Messages are read as the server reads them: text parts joined, other parts refused by name.
+    p.tools = nullptr;
+    p.tool_choice = nullptr;
+    p.messages = R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}])";
+    CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "messages[0].content[0].type"));
+    p.messages = R"([{"role":"user"}])";
+    CHECK(vkllm_chat_json(session.s, &p, &s, nullptr, nullptr) == VKLLM_ERR_INVALID_ARGUMENT);
+    CHECK(contains(vkllm_last_error(), "messages[0].content"));
+    {
+        // The same prompt as the joined text: the same greedy answer.
+        vkllm_sampling g = greedy(12);
+        Collected parts, joined;
+        p.messages = R"([{"role":"user","content":[{"type":"text","text":"Tell me"},{"type":"text","text":"a story."}]}])";
+        REQUIRE(vkllm_chat_json(session.s, &p, &g, collect, &parts) == VKLLM_OK);
+        p.messages = R"([{"role":"user","content":"Tell me\na story."}])";
+        REQUIRE(vkllm_chat_json(session.s, &p, &g, collect, &joined) == VKLLM_OK);
+        CHECK(parts.text == joined.text);
+        CHECK(!parts.text.empty());
+    }
+    p.tools = tools;
     p.messages = R"([{"role":"user","content":"x"}])";
     p.tools = R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","not":{}}}}])";
     p.tool_choice = "required";
