@@ -8,10 +8,9 @@
 #include "apps/load_model.h"
 #include "model/grammar/grammar.h"
 #include "serving/engine/engine.h"
+#include "serving/template/answer_stream.h"
 #include "serving/template/chat_prompt.h"
 #include "serving/template/chat_template.h"
-#include "serving/template/harmony.h"
-#include "serving/template/reasoning.h"
 #include "serving/template/tool_calls.h"
 
 #include <fmt/format.h>
@@ -174,12 +173,12 @@ void chat(const ChatOptions& o) {
             fmt::print(stderr, "{} (use /reset, or a larger --ctx)\n", e.what());
             return false;
         }
-        std::optional<chat::ReplyStream> reply;
-        std::optional<chat::HarmonyStream> harmony_reply;  // gpt-oss: reasoning, content and calls at once
-        if (harmony)
-            harmony_reply.emplace(plan.parse_as ? tools : json::array(), plan.parallel, plan.reply_prefix);
-        else if (plan.parse_as)
-            reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
+        // Calls split off; a Harmony answer's reasoning too (other templates' blocks are shown as written).
+        chat::AnswerFormat answer_format;
+        answer_format.harmony = harmony;
+        answer_format.plan = &plan;
+        answer_format.tools = tools;
+        chat::AnswerStream reply(answer_format);
         g_interrupted = false;
         std::string answer;
         bool thinking = false;
@@ -205,30 +204,15 @@ void chat(const ChatOptions& o) {
             }
             std::optional<serving::Event> e = t->next(50ms);
             if (!e) continue;
-            if (e->kind == serving::Event::Kind::Text && harmony_reply) {
-                const chat::HarmonyStream::Piece p = harmony_reply->push(e->text);
+            if (e->kind == serving::Event::Kind::Text) {
+                const chat::AnswerStream::Piece p = reply.push(e->text);
                 show(p.reasoning, p.content);
                 continue;
             }
-            if (e->kind == serving::Event::Kind::Text) {
-                const std::string text = reply ? reply->push(e->text) : e->text;
-                answer += text;
-                fmt::print("{}", text);
-                std::fflush(stdout);
-                continue;
-            }
-            if (harmony_reply) {
-                chat::HarmonyStream::Rest rest = harmony_reply->finish();
-                show(rest.reasoning, rest.content);
-                calls = std::move(rest.calls);
-                for (const chat::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
-            } else if (reply) {
-                chat::ReplyStream::Rest rest = reply->finish();
-                answer += rest.content;
-                fmt::print("{}", rest.content);
-                calls = std::move(rest.calls);
-                for (const chat::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
-            }
+            chat::AnswerStream::Rest rest = reply.finish();
+            show(rest.reasoning, rest.content);
+            calls = std::move(rest.calls);
+            for (const chat::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
             fmt::print("\n");
             std::fflush(stdout);  // the answer before the notes on stderr
             if (e->finish == serving::FinishReason::Cancelled) fmt::print(stderr, "(stopped)\n");

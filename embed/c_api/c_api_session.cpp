@@ -6,9 +6,8 @@
 #include "embed/c_api/api_guard.h"
 #include "embed/c_api/handles.h"
 
+#include "serving/template/answer_stream.h"
 #include "serving/template/chat_prompt.h"
-#include "serving/template/harmony.h"
-#include "serving/template/reasoning.h"
 #include "serving/template/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
@@ -111,55 +110,10 @@ vkllm_finish_reason finish_of(serving::FinishReason r) {
 // Runs `prompt` (the whole conversation) through the engine, streaming the generated text to
 // on_piece. The session's history becomes the prompt plus what was generated. The caller holds a
 // GeneratingScope on the session.
-// How vkllm_chat_json splits an answer: its reasoning block off (kept for
-// vkllm_session_get_reasoning), then tool calls (kept for vkllm_session_get_tool_calls); on_piece
-// gets the content.
-struct AnswerSplit {
-    std::optional<chat::ReasoningStream> reasoning;
-    std::optional<chat::ReplyStream> reply;
-    std::optional<chat::HarmonyStream> harmony;  // gpt-oss: instead of both
-    bool harmony_inline = false;                 // reasoning_format "none": the analysis stays in the content
-    chat::ToolFamily family = chat::ToolFamily::Generic;
-
-    std::string push(std::string_view text, std::string& thought) {
-        if (harmony) {
-            chat::HarmonyStream::Piece p = harmony->push(text);
-            if (harmony_inline) return p.reasoning + p.content;
-            thought += p.reasoning;
-            return std::move(p.content);
-        }
-        std::string content(text);
-        if (reasoning) {
-            chat::ReasoningStream::Piece p = reasoning->push(text);
-            thought += p.reasoning;
-            content = std::move(p.content);
-        }
-        return reply ? reply->push(content) : content;
-    }
-    // The held-back content, and the calls.
-    std::pair<std::string, std::vector<chat::ToolCall>> finish(std::string& thought) {
-        if (harmony) {
-            chat::HarmonyStream::Rest r = harmony->finish();
-            if (harmony_inline) return {r.reasoning + r.content, std::move(r.calls)};
-            thought += r.reasoning;
-            return {std::move(r.content), std::move(r.calls)};
-        }
-        std::string content;
-        if (reasoning) {
-            chat::ReasoningStream::Piece p = reasoning->finish();
-            thought += p.reasoning;
-            content = std::move(p.content);
-        }
-        if (!reply) return {content, {}};
-        content = reply->push(content);
-        chat::ReplyStream::Rest rest = reply->finish();
-        return {content + rest.content, std::move(rest.calls)};
-    }
-};
-
-// `split`: a vkllm_chat_json answer; the text passes through it.
+// `split`: a vkllm_chat_json answer, split into reasoning (kept for vkllm_session_get_reasoning),
+// content (on_piece) and tool calls (kept for vkllm_session_get_tool_calls).
 vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, serving::CompletionRequest req,
-                            vkllm_piece_fn on_piece, void* user_data, AnswerSplit* split = nullptr) {
+                            vkllm_piece_fn on_piece, void* user_data, chat::AnswerStream* split = nullptr) {
     vkllm_model& m = *s.model;
     {
         std::lock_guard lock(s.mutex);
@@ -196,7 +150,12 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
             // pieces arrive, and the conversation is what the caller saw.
             if (stopped()) continue;
             s.history.insert(s.history.end(), ev->tokens.begin(), ev->tokens.end());
-            const std::string text = split ? split->push(ev->text, thought) : ev->text;
+            std::string text = ev->text;
+            if (split) {
+                chat::AnswerStream::Piece piece = split->push(ev->text);
+                thought += piece.reasoning;
+                text = std::move(piece.content);
+            }
             if (on_piece && !text.empty() && on_piece(text.c_str(), text.size(), user_data) != 0) {
                 stopped_by_callback = true;
                 ticket->cancel();
@@ -204,10 +163,11 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
             continue;
         }
         if (split && !stopped() && (ev->finish == serving::FinishReason::Stop || ev->finish == serving::FinishReason::Length)) {
-            auto [content, calls] = split->finish(thought);
-            if (on_piece && !content.empty() && on_piece(content.c_str(), content.size(), user_data) != 0)
+            chat::AnswerStream::Rest rest = split->finish();
+            thought += rest.reasoning;
+            if (on_piece && !rest.content.empty() && on_piece(rest.content.c_str(), rest.content.size(), user_data) != 0)
                 stopped_by_callback = true;
-            const std::string calls_json = chat::tool_calls_json(calls, split->family, false).dump();
+            const std::string calls_json = chat::tool_calls_json(rest.calls, split->family(), false).dump();
             std::lock_guard lock(s.mutex);
             s.tool_calls = calls_json;
         }
@@ -435,21 +395,15 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         const std::string rendered = m.chat_template->apply(in);
         if (lazy && chat::template_thinks(src)) chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered));
         const std::string text = chat::forced_prompt(rendered, plan);
-        AnswerSplit split;
-        if (chat::template_is_harmony(src)) {
-            // Every gpt-oss answer is Harmony messages; without tools (or with "none") a call is content.
-            split.harmony.emplace(plan.parse_as ? tools : json::array(), plan.parallel, plan.reply_prefix);
-            split.harmony_inline = reasoning_format == "none";
-            split.family = chat::ToolFamily::Harmony;
-        } else {
-            // As the server's reasoning_format: a forced call is the whole answer, with no block.
-            if (chat::template_thinks(src) && reasoning_format != "none" && !plan.forced)
-                split.reasoning.emplace(chat::prompt_opens_reasoning(rendered));
-            if (plan.parse_as) {
-                split.reply.emplace(*plan.parse_as, tools, plan.reply_prefix, plan.parallel);
-                split.family = plan.parse_as->family;
-            }
-        }
+        chat::AnswerFormat format;
+        format.harmony = chat::template_is_harmony(src);
+        format.inline_reasoning = reasoning_format == "none";
+        // As the server's reasoning_format: a forced call is the whole answer, with no block.
+        format.split_reasoning = chat::template_thinks(src) && reasoning_format != "none" && !plan.forced;
+        format.inside = chat::prompt_opens_reasoning(rendered);
+        format.plan = &plan;
+        format.tools = tools;
+        chat::AnswerStream split(format);
         return run_generation(s, chat::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data, &split);
     });
 }

@@ -683,28 +683,31 @@ std::string new_response_id(Endpoint ep) {
 
 // --- responses --------------------------------------------------------------------------------
 
+namespace {
+
+chat::AnswerFormat answer_format(const ParsedRequest& req) {
+    chat::AnswerFormat f;
+    f.harmony = req.harmony;
+    f.inline_reasoning = req.reasoning_format == "none";
+    f.split_reasoning = req.split_reasoning;
+    f.inside = req.reply_in_reasoning;
+    f.plan = &req.tool_plan;
+    f.tools = req.tools;
+    return f;
+}
+
+}  // namespace
+
 ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created,
                                  uint32_t index)
     : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
-      model_(std::move(model)), created_(created), index_(index) {
-    if (req.harmony) {
-        // Without tools (or with tool_choice none) every call is malformed: its body is content.
-        harmony_.emplace(req.tool_plan.parse_as ? req.tools : json::array(), req.tool_plan.parallel,
-                         req.tool_plan.reply_prefix);
-        harmony_inline_ = req.reasoning_format == "none";
-        tool_family_ = chat::ToolFamily::Harmony;
-    } else if (const chat::ToolFormat* f = req.tool_plan.parse_as) {
-        reply_.emplace(*f, req.tools, req.tool_plan.reply_prefix, req.tool_plan.parallel);
-        tool_family_ = f->family;
-        // Where the tools' grammar holds the calls, a call once begun ends well formed: its
-        // arguments can go out as they are written. Not where the grammar skips a reasoning block
-        // that stays in the content (reasoning_format none): the parser would read a call the
-        // model only thought about.
-        const bool grammar_holds = req.tool_plan.grammar && req.engine.grammar == req.tool_plan.grammar;
-        const bool sees_what_grammar_sees = req.engine.grammar_start.skip_close.empty() || req.split_reasoning;
-        if (req.stream && grammar_holds && sees_what_grammar_sees) reply_->stream_arguments();
-    }
-    if (req.split_reasoning) reasoning_.emplace(req.reply_in_reasoning);
+      model_(std::move(model)), created_(created), index_(index), answer_(answer_format(req)) {
+    // Where the tools' grammar holds the calls, a call once begun ends well formed: its arguments
+    // can go out as they are written. Not where the grammar skips a reasoning block that stays in
+    // the content (reasoning_format none): the parser would read a call the model only thought about.
+    const bool grammar_holds = req.tool_plan.grammar && req.engine.grammar == req.tool_plan.grammar;
+    const bool sees_what_grammar_sees = req.engine.grammar_start.skip_close.empty() || req.split_reasoning;
+    if (!req.harmony && req.stream && grammar_holds && sees_what_grammar_sees) answer_.stream_arguments();
 }
 
 
@@ -771,32 +774,6 @@ std::string ResponseBuilder::stream_start() const {
     return sse_data(j);
 }
 
-chat::ReasoningStream::Piece ResponseBuilder::split(std::string_view text) {
-    chat::ReasoningStream::Piece p;
-    if (harmony_) {
-        chat::HarmonyStream::Piece h = harmony_->push(text);
-        if (harmony_inline_) return {{}, h.reasoning + h.content};
-        return {std::move(h.reasoning), std::move(h.content)};
-    }
-    if (reasoning_) p = reasoning_->push(text);
-    else p.content = text;
-    if (reply_) p.content = reply_->push(p.content);
-    return p;
-}
-
-chat::ReasoningStream::Piece ResponseBuilder::split_rest() {
-    chat::ReasoningStream::Piece p;
-    if (harmony_) {
-        chat::HarmonyStream::Rest h = harmony_->finish();
-        harmony_calls_ = std::move(h.calls);
-        if (harmony_inline_) return {{}, h.reasoning + h.content};
-        return {std::move(h.reasoning), std::move(h.content)};
-    }
-    if (reasoning_) p = reasoning_->finish();
-    if (reply_) p.content = reply_->push(p.content);
-    return p;
-}
-
 std::string ResponseBuilder::calls_chunk(const std::vector<chat::CallDelta>& deltas) const {
     if (deltas.empty()) return {};
     json c = chunk_base();
@@ -809,9 +786,9 @@ std::string ResponseBuilder::calls_chunk(const std::vector<chat::CallDelta>& del
 }
 
 std::string ResponseBuilder::stream_text(const serving::Event& ev) {
-    const chat::ReasoningStream::Piece piece = split(ev.text);
+    const chat::AnswerStream::Piece piece = answer_.push(ev.text);
     const std::string& text = piece.content;
-    const std::string calls = reply_ ? calls_chunk(reply_->take_deltas()) : std::string();
+    const std::string calls = calls_chunk(answer_.take_deltas());
     if (text.empty() && piece.reasoning.empty() && (!logprobs_ || ev.logprobs.empty())) return calls;
     json j = chunk_base();
     json choice = json::object();
@@ -844,23 +821,16 @@ std::string ResponseBuilder::stream_finish(const serving::Event& done) {
         if (include_usage_) c["usage"] = nullptr;
         out += sse_data(c);
     };
-    const chat::ReasoningStream::Piece held = split_rest();
-    if (!held.reasoning.empty()) delta_chunk(json{{"reasoning_content", held.reasoning}});
-    std::string content = held.content;
-    chat::ReplyStream::Rest rest;
-    if (reply_) {
-        // The content held back at the end, then the calls: whole (a call is sent once it is known
-        // to be well formed: a malformed one comes back as content instead), or where arguments
-        // stream, what completes them.
-        rest = reply_->finish();
-        content += rest.content;
-    }
-    if (harmony_) rest.calls = std::move(harmony_calls_);
-    if (!content.empty()) delta_chunk(json{{"content", content}});
-    if (reply_ && reply_->streams_arguments())
+    // The text held back at the end, then the calls: whole (a call is sent once it is known to be
+    // well formed: a malformed one comes back as content instead), or where arguments stream, what
+    // completes them.
+    const chat::AnswerStream::Rest rest = answer_.finish();
+    if (!rest.reasoning.empty()) delta_chunk(json{{"reasoning_content", rest.reasoning}});
+    if (!rest.content.empty()) delta_chunk(json{{"content", rest.content}});
+    if (answer_.streams_arguments())
         out += calls_chunk(rest.deltas);
     else if (!rest.calls.empty())
-        delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, tool_family_, true)}});
+        delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, answer_.family(), true)}});
     if (!rest.calls.empty()) finish = "tool_calls";
     json j = chunk_base();
     json choice = json::object();
@@ -894,7 +864,7 @@ std::string ResponseBuilder::stream_done(const serving::Event& done) { return st
 std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
 
 void ResponseBuilder::add(const serving::Event& ev) {
-    const chat::ReasoningStream::Piece piece = split(ev.text);
+    const chat::AnswerStream::Piece piece = answer_.push(ev.text);
     reasoning_text_ += piece.reasoning;
     text_ += piece.content;
     if (logprobs_) lps_.insert(lps_.end(), ev.logprobs.begin(), ev.logprobs.end());
@@ -911,19 +881,16 @@ json ResponseBuilder::response(const serving::Event& done) {
     choice["index"] = index_;
     const char* finish = openai_finish_reason(done.finish);
     if (endpoint_ == Endpoint::Chat) {
-        const chat::ReasoningStream::Piece held = split_rest();
-        chat::ReplyStream::Rest rest;
-        if (reply_) rest = reply_->finish();
-        if (harmony_) rest.calls = std::move(harmony_calls_);
-        const std::string content = text_ + held.content + rest.content;
+        const chat::AnswerStream::Rest rest = answer_.finish();
+        const std::string content = text_ + rest.content;
         json message = json{{"role", "assistant"}, {"content", content}};
-        const std::string reasoning = reasoning_text_ + held.reasoning;
+        const std::string reasoning = reasoning_text_ + rest.reasoning;
         if (!reasoning.empty()) message["reasoning_content"] = reasoning;
         message["refusal"] = nullptr;
         if (!rest.calls.empty()) {
             // OpenAI: a reply that is only calls has null content.
             if (content.empty()) message["content"] = nullptr;
-            message["tool_calls"] = chat::tool_calls_json(rest.calls, tool_family_, false);
+            message["tool_calls"] = chat::tool_calls_json(rest.calls, answer_.family(), false);
             finish = "tool_calls";
         }
         choice["message"] = std::move(message);

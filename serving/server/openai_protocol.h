@@ -5,8 +5,7 @@
 #pragma once
 
 #include "serving/engine/engine.h"
-#include "serving/template/harmony.h"
-#include "serving/template/reasoning.h"
+#include "serving/template/answer_stream.h"
 #include "serving/template/tool_calls.h"
 
 #include <nlohmann/json.hpp>
@@ -213,10 +212,6 @@ private:
     json usage(const serving::Event& done) const;
     // A chunk of tool-call deltas ("" for none).
     std::string calls_chunk(const std::vector<chat::CallDelta>& deltas) const;
-    // Generated text through the reasoning splitter, then the tool-call parser: what can be shown
-    // now, and at the end what they held back.
-    chat::ReasoningStream::Piece split(std::string_view text);
-    chat::ReasoningStream::Piece split_rest();
 
     Endpoint endpoint_;
     bool logprobs_, include_usage_;
@@ -224,13 +219,8 @@ private:
     int64_t created_;
     uint32_t index_;
     std::string text_;                           // whole responses: the content so far
-    std::optional<chat::ReplyStream> reply_;     // chat with tools: splits content from calls
-    std::optional<chat::ReasoningStream> reasoning_;  // splits reasoning from the rest
-    std::optional<chat::HarmonyStream> harmony_;  // a Harmony answer: instead of reasoning_ and reply_
-    bool harmony_inline_ = false;                 // reasoning_format "none": its analysis stays in the content
-    std::vector<chat::ToolCall> harmony_calls_;   // the calls HarmonyStream::finish() gave
+    chat::AnswerStream answer_;                  // generated text split into reasoning, content and calls
     std::string reasoning_text_;                 // whole responses: the reasoning so far
-    chat::ToolFamily tool_family_ = chat::ToolFamily::Generic;
     std::vector<serving::TokenLogprob> lps_;     // whole responses: every token's logprob
     size_t streamed_bytes_ = 0;                  // completions stream: text_offset of the next token
 };

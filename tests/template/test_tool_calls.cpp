@@ -6,6 +6,7 @@
 //
 // The oracle for the round trips is the model's own template: what it renders for an assistant
 // turn with tool calls is what the model was trained to write, so the parser must read it back.
+#include "serving/template/answer_stream.h"
 #include "serving/template/tool_calls.h"
 
 #include "model/grammar/grammar.h"
@@ -1730,4 +1731,51 @@ TEST_CASE("tool calls: bare values run to their own closing tag; JSON values to 
     // Functionary v3.2 keeps "all" for its answers to the user: no tool of that name can be forced.
     const Json all = Json::parse(R"([{"type": "function", "function": {"name": "all"}}])");
     CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::FunctionaryV32), all, "", false), ToolError);
+}
+
+TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pieces, for every front end") {
+    const Json tools = both_tools();
+    vkllm::chat::ToolPlan plan;
+    plan.parse_as = &tool_format(ToolFamily::Hermes);
+    vkllm::chat::AnswerFormat f;
+    f.split_reasoning = true;
+    f.plan = &plan;
+    f.tools = tools;
+    const std::string answer = "<think>Weather needs a tool.</think>\nLet me look.\n<tool_call>\n" +
+                               std::string(R"({"name": "get_time", "arguments": {"timezone": "Europe/Paris"}})") + "\n</tool_call>";
+    for (size_t piece : {answer.size(), size_t(1), size_t(5)}) {
+        CAPTURE(piece);
+        vkllm::chat::AnswerStream s(f);
+        std::string reasoning, content;
+        for (size_t i = 0; i < answer.size(); i += piece) {
+            const auto p = s.push(std::string_view(answer).substr(i, piece));
+            reasoning += p.reasoning;
+            content += p.content;
+        }
+        const auto rest = s.finish();
+        CHECK(reasoning + rest.reasoning == "Weather needs a tool.");
+        CHECK(content + rest.content == "Let me look.");
+        check_calls(rest.calls, {time_call()});
+        CHECK(s.family() == ToolFamily::Hermes);
+    }
+    // Without a plan that reads calls, and without splitting, the text passes through.
+    vkllm::chat::AnswerStream plain(vkllm::chat::AnswerFormat{});
+    CHECK(plain.push(answer).content == answer);
+    CHECK(plain.finish().calls.empty());
+    CHECK(plain.family() == ToolFamily::Generic);
+    // Harmony: analysis is reasoning, or stays in the content when asked (reasoning_format "none").
+    vkllm::chat::AnswerFormat h;
+    h.harmony = true;
+    const std::string harmony = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi.";
+    vkllm::chat::AnswerStream split(h);
+    auto p = split.push(harmony);
+    auto r = split.finish();
+    CHECK(p.reasoning + r.reasoning == "Think.");
+    CHECK(p.content + r.content == "Hi.");
+    h.inline_reasoning = true;
+    vkllm::chat::AnswerStream inline_stream(h);
+    p = inline_stream.push(harmony);
+    r = inline_stream.finish();
+    CHECK(p.reasoning + r.reasoning == "");
+    CHECK(p.content + r.content == "Think.Hi.");
 }
