@@ -8,10 +8,10 @@
 #include "apps/load_model.h"
 #include "model/grammar/grammar.h"
 #include "serving/engine/engine.h"
-#include "serving/template/answer_stream.h"
+#include "serving/answer/answer_stream.h"
 #include "serving/template/chat_prompt.h"
 #include "serving/template/chat_template.h"
-#include "serving/template/tool_calls.h"
+#include "serving/answer/tool_calls.h"
 
 #include <fmt/format.h>
 

@@ -17,8 +17,8 @@
 // Schema Test Suite, and tool-call replies.
 #include "model/grammar/grammar.h"
 #include "model/grammar/json_schema.h"
-#include "serving/template/harmony.h"
-#include "serving/template/tool_calls.h"
+#include "serving/answer/harmony.h"
+#include "serving/answer/tool_calls.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -6,9 +6,9 @@
 #include "embed/c_api/api_guard.h"
 #include "embed/c_api/handles.h"
 
-#include "serving/template/answer_stream.h"
+#include "serving/answer/answer_stream.h"
 #include "serving/template/chat_prompt.h"
-#include "serving/template/tool_calls.h"
+#include "serving/answer/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
 

@@ -5,8 +5,8 @@
 #pragma once
 
 #include "serving/engine/engine.h"
-#include "serving/template/answer_stream.h"
-#include "serving/template/tool_calls.h"
+#include "serving/answer/answer_stream.h"
+#include "serving/answer/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 

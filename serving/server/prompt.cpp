@@ -1,6 +1,6 @@
 #include "serving/server/prompt.h"
 
-#include "serving/template/reasoning.h"
+#include "serving/answer/reasoning.h"
 
 #include <fmt/format.h>
 

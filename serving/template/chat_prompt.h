@@ -4,7 +4,7 @@
 
 #include "model/tokenizer/tokenizer.h"
 #include "serving/template/chat_template.h"
-#include "serving/template/tool_calls.h"
+#include "serving/answer/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 

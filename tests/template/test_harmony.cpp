@@ -1,10 +1,10 @@
-// gpt-oss's Harmony replies (serving/template/harmony.h): replies rendered by gpt-oss's own template
+// gpt-oss's Harmony replies (serving/answer/harmony.h): replies rendered by gpt-oss's own template
 // read back into the thinking, content and call they were rendered from; hand-written replies in the
 // shapes the model writes (the recipient after the channel, "<|constrain|>json", preambles, several
 // calls) and the ones it should not (unknown tools, bad JSON, plain text, replies cut anywhere).
 // Every reply is read whole and in pieces of every size: the results must not differ, and no
 // released piece may hold a marker or a part of one.
-#include "serving/template/harmony.h"
+#include "serving/answer/harmony.h"
 
 #include "model/grammar/grammar.h"
 #include "serving/template/chat_template.h"

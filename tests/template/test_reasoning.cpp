@@ -1,6 +1,6 @@
 // The reasoning splitter: "<think> ... </think>" before an answer goes to reasoning_content, whole
 // and streamed in any pieces, with the tags never leaking into either side.
-#include "serving/template/reasoning.h"
+#include "serving/answer/reasoning.h"
 
 #include <doctest/doctest.h>
 

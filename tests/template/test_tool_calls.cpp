@@ -1,4 +1,4 @@
-// Tool calls (serving/template/tool_calls.h): the family each real chat template of
+// Tool calls (serving/answer/tool_calls.h): the family each real chat template of
 // ../shared/templates speaks; replies rendered by those templates themselves parsed back into the
 // calls they were rendered from, whole and streamed in any pieces; call markup never leaking into
 // streamed content; malformed calls coming back as content; forced calls whose grammar accepts the
@@ -6,8 +6,8 @@
 //
 // The oracle for the round trips is the model's own template: what it renders for an assistant
 // turn with tool calls is what the model was trained to write, so the parser must read it back.
-#include "serving/template/answer_stream.h"
-#include "serving/template/tool_calls.h"
+#include "serving/answer/answer_stream.h"
+#include "serving/answer/tool_calls.h"
 
 #include "model/grammar/grammar.h"
 #include "model/tokenizer/utf8.h"

@@ -1,4 +1,4 @@
-#include "serving/template/reasoning.h"
+#include "serving/answer/reasoning.h"
 
 #include <algorithm>
 

@@ -29,7 +29,7 @@
 // every decision waits until the text seen decides it, so any split gives the same result.
 #pragma once
 
-#include "serving/template/tool_calls.h"
+#include "serving/answer/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 

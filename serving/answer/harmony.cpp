@@ -1,6 +1,6 @@
-#include "serving/template/harmony.h"
+#include "serving/answer/harmony.h"
 
-#include "serving/template/reasoning.h"
+#include "serving/answer/reasoning.h"
 
 #include <algorithm>
 #include <array>

@@ -1,8 +1,8 @@
-#include "serving/template/tool_calls.h"
+#include "serving/answer/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
-#include "serving/template/harmony.h"
-#include "serving/template/reasoning.h"
+#include "serving/answer/harmony.h"
+#include "serving/answer/reasoning.h"
 
 #include <fmt/format.h>
 

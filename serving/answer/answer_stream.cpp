@@ -1,4 +1,4 @@
-#include "serving/template/answer_stream.h"
+#include "serving/answer/answer_stream.h"
 
 namespace vkllm::chat {
 

@@ -4,9 +4,9 @@
 // read the same answer the same way whole or streamed.
 #pragma once
 
-#include "serving/template/harmony.h"
-#include "serving/template/reasoning.h"
-#include "serving/template/tool_calls.h"
+#include "serving/answer/harmony.h"
+#include "serving/answer/reasoning.h"
+#include "serving/answer/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 
