@@ -721,10 +721,190 @@ private:
 
     // --- numbers ----------------------------------------------------------------------------------
 
+    // A bound of a number as an exact decimal: |value| = whole + 0.frac (frac's digits, no trailing
+    // zeros), from the bound's JSON text (its shortest round-trip form).
+    struct Decimal {
+        bool negative = false;
+        uint64_t whole = 0;
+        std::string frac;
+        bool zero() const { return whole == 0 && frac.empty(); }
+    };
+    static Decimal decimal(const Json& v, const char* k, const std::string& where) {
+        std::string t = v.dump();
+        Decimal d;
+        if (!t.empty() && t[0] == '-') {
+            d.negative = true;
+            t.erase(0, 1);
+        }
+        const size_t dot = t.find('.');
+        const std::string whole = t.substr(0, dot), frac = dot == std::string::npos ? "" : t.substr(dot + 1);
+        if (whole.empty() || whole.size() > 15 || frac.size() > 15 || whole.find_first_not_of("0123456789") != std::string::npos ||
+            frac.find_first_not_of("0123456789") != std::string::npos)
+            refuse(k, where, fmt::format("'{}' must be a plain decimal of at most 15 digits before and after the point "
+                                         "(not {})", k, v.dump()));
+        d.whole = std::stoull(whole);
+        d.frac = frac.substr(0, frac.find_last_not_of('0') + 1);
+        if (d.zero()) d.negative = false;
+        return d;
+    }
+    // Compares |a| with |b|.
+    static int compare_magnitude(const Decimal& a, const Decimal& b) {
+        if (a.whole != b.whole) return a.whole < b.whole ? -1 : 1;
+        return a.frac < b.frac ? -1 : a.frac > b.frac ? 1 : 0;  // no trailing zeros: string order is numeric order
+    }
+    static int compare(const Decimal& a, const Decimal& b) {
+        if (a.negative != b.negative) return a.negative ? -1 : 1;
+        const int m = compare_magnitude(a, b);
+        return a.negative ? -m : m;
+    }
+
+    // Nonempty fraction digit strings D (at most 16 digits) with 0.D in a range, as GBNF, and whether
+    // no fraction at all (0) is in it too.
+    struct Digits {
+        std::string expr;  // "": no nonempty string
+        bool empty_ok = false;
+    };
+    static Digits digit_then(char d, const Digits& rest, size_t left) {
+        // d followed by rest's strings (or nothing where rest takes nothing).
+        if (left == 0) return {};
+        const std::string head = lit(std::string(1, d));
+        if (rest.expr.empty()) return {rest.empty_ok ? head : std::string(), false};
+        return {head + " (" + rest.expr + ")" + (rest.empty_ok ? "?" : ""), false};
+    }
+    static std::string any_digits(size_t min, size_t max) { return fmt::format("[0-9]{{{},{}}}", min, max); }
+    // 0.D >= 0.G (> when strict); G's digits, no trailing zeros.
+    static Digits frac_ge(std::string_view g, bool strict, size_t left = 16) {
+        if (left == 0) return {"", !strict && g.empty()};
+        if (g.empty()) {
+            if (!strict) return {any_digits(1, left), true};
+            return {fmt::format("\"0\"{{0,{}}} [1-9] {}", left - 1, any_digits(0, left - 1)), false};
+        }
+        std::vector<std::string> alts;
+        if (g[0] < '9') alts.push_back(fmt::format("[{}-9] {}", char(g[0] + 1), any_digits(0, left - 1)));
+        const Digits same = digit_then(g[0], frac_ge(g.substr(1), strict, left - 1), left);
+        if (!same.expr.empty()) alts.push_back(same.expr);
+        return {join(alts, " | "), false};
+    }
+    // 0.D <= 0.H (< when strict).
+    static Digits frac_le(std::string_view h, bool strict, size_t left = 16) {
+        if (h.empty()) return {strict ? std::string() : fmt::format("\"0\"{{1,{}}}", left), !strict};
+        if (left == 0) return {"", true};
+        std::vector<std::string> alts;
+        if (h[0] > '0') alts.push_back(fmt::format("[0-{}] {}", char(h[0] - 1), any_digits(0, left - 1)));
+        const Digits same = digit_then(h[0], frac_le(h.substr(1), strict, left - 1), left);
+        if (!same.expr.empty()) alts.push_back(same.expr);
+        return {join(alts, " | "), true};
+    }
+    // 0.L <= 0.D <= 0.H (each bound strict or not), L <= H.
+    static Digits frac_between(std::string_view l, bool ls, std::string_view h, bool hs, size_t left = 16) {
+        if (h.empty()) {  // then l is empty too: only zero
+            const bool ok = !ls && !hs;
+            return {ok ? fmt::format("\"0\"{{1,{}}}", left) : std::string(), ok};
+        }
+        if (l.empty() && !ls) return frac_le(h, hs, left);
+        if (left == 0) return {};
+        const char lo = l.empty() ? '0' : l[0], hi = h[0];
+        const std::string_view lrest = l.empty() ? l : l.substr(1);
+        if (lo == hi) {
+            Digits rest = frac_between(lrest, ls, h.substr(1), hs, left - 1);
+            return {digit_then(lo, rest, left).expr, false};
+        }
+        std::vector<std::string> alts;
+        const Digits low = digit_then(lo, frac_ge(lrest, ls, left - 1), left);
+        if (!low.expr.empty()) alts.push_back(low.expr);
+        if (hi - lo > 1) alts.push_back(fmt::format("[{}-{}] {}", char(lo + 1), char(hi - 1), any_digits(0, left - 1)));
+        const Digits high = digit_then(hi, frac_le(h.substr(1), hs, left - 1), left);
+        if (!high.expr.empty()) alts.push_back(high.expr);
+        // No fraction is 0: within only where the lower bound is 0 and not strict.
+        return {join(alts, " | "), false};
+    }
+    // A number's fraction part ("." and its digits, or nothing) for `d`; nullopt when none fits.
+    static std::optional<std::string> fraction(const Digits& d) {
+        if (d.expr.empty()) return d.empty_ok ? std::optional<std::string>("") : std::nullopt;
+        const std::string f = "\".\" (" + d.expr + ")";
+        return d.empty_ok ? "(" + f + ")?" : f;
+    }
+
+    // Magnitudes A(.F) in [lo, hi] (either bound strict; no hi: unbounded), without exponents.
+    void magnitudes(const Decimal& lo, bool ls, const std::optional<Decimal>& hi, bool hs, const std::string& sign,
+                    std::vector<std::string>& alts) const {
+        constexpr uint64_t kMaxWhole = 9999999999999999;
+        auto add = [&](const std::string& whole, const Digits& frac) {
+            if (const auto f = fraction(frac)) alts.push_back(sign + whole + (f->empty() ? "" : " " + *f));
+        };
+        auto wholes = [&](uint64_t a, uint64_t b) {
+            if (a > b) return;
+            std::vector<std::string> w;
+            uint_range(a, b, w);
+            alts.push_back(sign + "(" + join(w, " | ") + ") (\".\" [0-9]{1,16})?");
+        };
+        const std::string lw = lit(std::to_string(lo.whole));
+        if (!hi) {
+            add(lw, frac_ge(lo.frac, ls));
+            if (lo.whole < kMaxWhole) wholes(lo.whole + 1, kMaxWhole);
+        } else if (lo.whole < hi->whole) {
+            add(lw, frac_ge(lo.frac, ls));
+            if (hi->whole > 0) wholes(lo.whole + 1, hi->whole - 1);
+            add(lit(std::to_string(hi->whole)), frac_le(hi->frac, hs));
+        } else if (lo.whole == hi->whole) {
+            add(lw, frac_between(lo.frac, ls, hi->frac, hs));
+        }
+    }
+
+    // Numbers within minimum / maximum / exclusiveMinimum / exclusiveMaximum, written without an
+    // exponent (any decimal the bounds allow; a subset of JSON's forms, every one valid).
     std::string number(const Json& s, const std::string& where) {
-        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-            if (s.contains(k)) refuse(k, where, fmt::format("'{}' is supported on integers only", k));
-        return "number";
+        std::optional<Decimal> lo, hi;
+        bool ls = false, hs = false;
+        struct Bound {
+            const char* key;
+            bool upper, strict;
+        };
+        for (const Bound& bound : {Bound{"minimum", false, false}, Bound{"exclusiveMinimum", false, true},
+                                   Bound{"maximum", true, false}, Bound{"exclusiveMaximum", true, true}}) {
+            const char* k = bound.key;
+            if (!s.contains(k)) continue;
+            if (!s[k].is_number()) refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
+            const Decimal d = decimal(s[k], k, where);
+            const bool upper = bound.upper, strict = bound.strict;
+            std::optional<Decimal>& b = upper ? hi : lo;
+            bool& bs = upper ? hs : ls;
+            const int c = b ? compare(d, *b) : 0;
+            // The tighter bound wins; at the same value the strict one.
+            if (!b || (upper ? c < 0 : c > 0) || (c == 0 && strict)) {
+                b = d;
+                bs = strict;
+            }
+        }
+        if (!lo && !hi) return "number";
+        if (lo && hi && (compare(*lo, *hi) > 0 || (compare(*lo, *hi) == 0 && (ls || hs))))
+            refuse(s.contains("minimum") ? "minimum" : "exclusiveMinimum", where, "no number lies within the bounds");
+        std::vector<std::string> alts;
+        const Decimal zero;
+        // x >= 0: magnitudes from max(lo, 0) (0 itself only where the bound allows it) to hi.
+        if (!hi || !hi->negative) {
+            const bool from_lo = lo && !lo->negative;
+            magnitudes(from_lo ? *lo : zero, from_lo && ls, hi, hs, "", alts);
+        }
+        // x < 0: "-" and magnitudes above max(-hi, 0) (strictly above 0: no "-0") up to -lo.
+        if (!lo || lo->negative) {
+            Decimal lo_mag = zero, hi_mag;
+            bool lo_strict = true;
+            if (hi && hi->negative) {
+                lo_mag = *hi;
+                lo_mag.negative = false;
+                lo_strict = hs;
+            }
+            std::optional<Decimal> top;
+            if (lo) {
+                hi_mag = *lo;
+                hi_mag.negative = false;
+                top = hi_mag;
+            }
+            magnitudes(lo_mag, lo_strict, top, ls, "\"-\" ", alts);
+        }
+        if (alts.empty()) refuse("minimum", where, "no number lies within the bounds");
+        return new_rule("number", join(alts, " | "));
     }
 
     // Decimal strings of the same length, lo <= hi: alternatives of digit classes.
