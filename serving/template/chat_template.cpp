@@ -3,6 +3,7 @@
 #include "serving/template/jinja/interpreter.h"
 #include "serving/template/jinja/parser.h"
 
+#include <atomic>
 #include <fstream>
 #include <iterator>
 #include <new>
@@ -11,6 +12,9 @@ namespace vkllm::chat {
 
 struct ChatTemplate::Parsed {
     jinja::Body body;
+    // Whether the template prints an assistant turn's null content as Python's "None": -1 not
+    // probed yet (probing twice at once is harmless: the answer is the same).
+    std::atomic<int> prints_null = -1;
 };
 
 namespace {
@@ -119,9 +123,25 @@ bool arguments_as_text(nlohmann::ordered_json& messages) {
     return changed;
 }
 
+// Whether an assistant turn that calls tools has no content (null or absent).
+bool has_null_content_call(const nlohmann::ordered_json& messages) {
+    if (!messages.is_array()) return false;
+    for (const auto& m : messages)
+        if (m.is_object() && m.value("role", "") == "assistant" && m.contains("tool_calls") &&
+            (!m.contains("content") || m["content"].is_null()))
+            return true;
+    return false;
+}
+
+size_t count_of(std::string_view text, std::string_view what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
 }  // namespace
 
-std::string ChatTemplate::apply(const ChatInputs& in) const {
+std::string ChatTemplate::render_calls(const ChatInputs& in) const {
     try {
         return render(in);
     } catch (const TemplateError&) {
@@ -135,6 +155,44 @@ std::string ChatTemplate::apply(const ChatInputs& in) const {
         }
         throw;
     }
+}
+
+bool ChatTemplate::prints_null_content() const {
+    int known = parsed_->prints_null.load();
+    if (known >= 0) return known == 1;
+    // One assistant turn that calls a tool, rendered with null content and with "": a template
+    // that prints "None" for the null (GLM-4.6 writes {{ content }}) shows it once more, and one
+    // that needs the null (DeepSeek R1's renders the calls only then) loses the call with "".
+    ChatInputs probe;
+    probe.add_generation_prompt = false;
+    probe.tools = nlohmann::ordered_json::parse(
+        R"([{"type":"function","function":{"name":"probe_tool","description":"d","parameters":{"type":"object",)"
+        R"("properties":{"a":{"type":"integer","description":"d"}}}}}])");
+    probe.messages = nlohmann::ordered_json::parse(
+        R"([{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call0prob","type":)"
+        R"("function","function":{"name":"probe_tool","arguments":{"a":1}}}]}])");
+    bool prints = false;
+    try {
+        const std::string with_null = render_calls(probe);
+        probe.messages[1]["content"] = "";
+        const std::string with_empty = render_calls(probe);
+        prints = count_of(with_null, "None") > count_of(with_empty, "None") && with_empty.find("probe_tool") != std::string::npos;
+    } catch (const TemplateError&) {
+        // A template that cannot render the probe (one that insists on a system turn, ...) keeps the null.
+    }
+    parsed_->prints_null.store(prints ? 1 : 0);
+    return prints;
+}
+
+std::string ChatTemplate::apply(const ChatInputs& in) const {
+    if (!has_null_content_call(in.messages) || !prints_null_content()) return render_calls(in);
+    // OpenAI's null content means no text: "" for a template that would print "None".
+    ChatInputs empty = in;
+    for (auto& m : empty.messages)
+        if (m.is_object() && m.value("role", "") == "assistant" && m.contains("tool_calls") &&
+            (!m.contains("content") || m["content"].is_null()))
+            m["content"] = "";
+    return render_calls(empty);
 }
 
 ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model,

@@ -48,12 +48,18 @@ public:
 
     // TemplateError on failure. Tool calls' arguments reach the template as given (objects, by
     // Hugging Face's convention); where it fails on them, it is rendered again with them as JSON text.
+    // An assistant turn's null content reaches it as "" where the template would print the null as
+    // "None" (prints_null_content()).
     std::string apply(const ChatInputs& in) const;
+    // Whether the template prints an assistant turn's null content as the text "None" (probed once,
+    // by rendering one tool-calling turn with null and with "" content).
+    bool prints_null_content() const;
     const std::string& name() const { return name_; }
     const std::string& source() const { return source_; }
 
 private:
     std::string render(const ChatInputs& in) const;
+    std::string render_calls(const ChatInputs& in) const;  // render(), again with arguments as text where that fails
 
     struct Parsed;
     std::string source_, name_;

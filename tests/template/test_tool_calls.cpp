@@ -1779,3 +1779,28 @@ TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pi
     CHECK(p.reasoning + r.reasoning == "");
     CHECK(p.content + r.content == "Think.Hi.");
 }
+
+TEST_CASE("tool calls: a follow-up turn's null content is no text, also for templates that would print None") {
+    if (!have_templates()) return;
+    const auto files = template_files();
+    const Json turn = Json::parse(R"([{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[)"
+                                  R"({"id":"call00001","type":"function","function":{"name":"get_time","arguments":{"timezone":"UTC"}}}]},)"
+                                  R"({"role":"tool","tool_call_id":"call00001","content":"12:00"}])");
+    std::map<std::string, bool> expected = {{"GLM-4.6", true}, {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", false},
+                                            {"Qwen-Qwen2.5-7B-Instruct", false}};
+    for (const auto& [name, prints] : expected) {
+        CAPTURE(name);
+        const TemplateFile& file = files.at(name);
+        ChatTemplate tmpl(file.source, name);
+        CHECK(tmpl.prints_null_content() == prints);
+        ChatInputs in;
+        in.messages = turn;
+        in.tools = both_tools();
+        in.bos_token = file.bos;
+        in.eos_token = file.eos;
+        in.now = "2024-07-26 00:00:00";
+        const std::string out = tmpl.apply(in);
+        CHECK(out.find("get_time") != std::string::npos);  // R1's template shows the call only for a null content
+        CHECK(out.find("None") == std::string::npos);
+    }
+}
