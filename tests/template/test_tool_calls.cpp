@@ -1787,7 +1787,7 @@ TEST_CASE("tool calls: a follow-up turn's null content is no text, also for temp
                                   R"({"id":"call00001","type":"function","function":{"name":"get_time","arguments":{"timezone":"UTC"}}}]},)"
                                   R"({"role":"tool","tool_call_id":"call00001","content":"12:00"}])");
     std::map<std::string, bool> expected = {{"GLM-4.6", true}, {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", false},
-                                            {"Qwen-Qwen2.5-7B-Instruct", false}};
+                                            {"Qwen-Qwen2.5-7B-Instruct", false}, {"CohereForAI-c4ai-command-r-plus-tool_use", true}};
     for (const auto& [name, prints] : expected) {
         CAPTURE(name);
         const TemplateFile& file = files.at(name);
@@ -1801,6 +1801,19 @@ TEST_CASE("tool calls: a follow-up turn's null content is no text, also for temp
         in.now = "2024-07-26 00:00:00";
         const std::string out = tmpl.apply(in);
         CHECK(out.find("get_time") != std::string::npos);  // R1's template shows the call only for a null content
-        CHECK(out.find("None") == std::string::npos);
+        if (prints) {
+            // As if the client had sent "": no "None" for the null.
+            ChatInputs empty = in;
+            empty.messages[1]["content"] = "";
+            CHECK(out == tmpl.apply(empty));
+        }
+    }
+    // GLM-4.6 writes the content as it is: no "None" anywhere.
+    {
+        const TemplateFile& file = files.at("GLM-4.6");
+        ChatTemplate tmpl(file.source, "GLM-4.6");
+        ChatInputs in;
+        in.messages = turn;
+        CHECK(tmpl.apply(in).find("None") == std::string::npos);
     }
 }
