@@ -161,6 +161,10 @@ void grammar_seeds(const fs::path& dir) {
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
         "<|tool_calls_section_end|>",
         "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+        // Bare values holding markup, a JSON value holding the closing tag, Python's True.
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\n<b>P</b></arg_value>\n</parameter>\n<parameter=n>\n"
+        "[\"a</parameter>b\"]\n</parameter>\n<parameter=ok>\nTrue\n</parameter>\n</function>\n</tool_call>",
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"a<|call|>b\"}<|call|>",
         "all\nChecking.>>>get_weather\n{\"city\": \"x\"}",
         "Action: ```json\n[{\"tool_name\": \"f\", \"parameters\": {}}]\n```",
         "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
@@ -172,6 +176,11 @@ void grammar_seeds(const fs::path& dir) {
         for (uint8_t family = 0; family < 64; ++family)
             write_bytes(dir / ("reply-" + std::to_string(i++)), std::string(1, char(2 | (family << 2))) + replies[k]);
     write_bytes(dir / ("params-" + std::to_string(i++)), std::string(1, '\3') + R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+    // Parameters that Qwen3-Coder writes bare and as JSON, references and bounds.
+    write_bytes(dir / ("params-" + std::to_string(i++)),
+                std::string(1, '\3') + R"({"type":"object","properties":{"s":{"type":"string"},"b":{"type":"boolean"},)"
+                                        R"("e":{"enum":["x","y"]},"r":{"$ref":"#/$defs/d"},"n":{"type":"number","minimum":0,)"
+                                        R"("maximum":1.5}},"$defs":{"d":{"type":"string"}},"required":["s"]})");
     const fs::path suite = "/usr/share/json-schema-test-suite/tests/draft7";
     std::error_code ec;
     if (!fs::is_directory(suite, ec)) return;
