@@ -729,6 +729,11 @@ private:
         std::string frac;
         bool zero() const { return whole == 0 && frac.empty(); }
     };
+    // Bounded numbers have at most this many digits in all: distinct decimals of 15 significant
+    // digits are distinct doubles, in the same order, so a client that parses the number into a
+    // double (Python, JavaScript) sees it within the bounds too, exclusive ones included.
+    static constexpr size_t kBoundDigits = 15;
+    static size_t digits_of(uint64_t whole) { return whole == 0 ? 0 : std::to_string(whole).size(); }
     static Decimal decimal(const Json& v, const char* k, const std::string& where) {
         std::string t = v.dump();
         Decimal d;
@@ -738,12 +743,13 @@ private:
         }
         const size_t dot = t.find('.');
         const std::string whole = t.substr(0, dot), frac = dot == std::string::npos ? "" : t.substr(dot + 1);
-        if (whole.empty() || whole.size() > 15 || frac.size() > 15 || whole.find_first_not_of("0123456789") != std::string::npos ||
+        if (whole.empty() || whole.size() > kBoundDigits || whole.find_first_not_of("0123456789") != std::string::npos ||
             frac.find_first_not_of("0123456789") != std::string::npos)
-            refuse(k, where, fmt::format("'{}' must be a plain decimal of at most 15 digits before and after the point "
-                                         "(not {})", k, v.dump()));
+            refuse(k, where, fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
         d.whole = std::stoull(whole);
         d.frac = frac.substr(0, frac.find_last_not_of('0') + 1);
+        if (digits_of(d.whole) + d.frac.size() > kBoundDigits)
+            refuse(k, where, fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
         if (d.zero()) d.negative = false;
         return d;
     }
@@ -758,8 +764,27 @@ private:
         return a.negative ? -m : m;
     }
 
-    // Nonempty fraction digit strings D (at most 16 digits) with 0.D in a range, as GBNF, and whether
-    // no fraction at all (0) is in it too.
+    // Shared rules, each made once per grammar: runs of min..max digits, of 1..max zeros, and
+    // nonempty runs of at most `max` digits that are not all zeros.
+    std::string digit_run(size_t min, size_t max) {
+        const std::string key = fmt::format("digits-{}-{}", min, max);
+        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
+        return shared_[key] = new_rule(key, fmt::format("[0-9]{{{},{}}}", min, max));
+    }
+    std::string zero_run(size_t max) {
+        const std::string key = fmt::format("zeros-{}", max);
+        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
+        return shared_[key] = new_rule(key, fmt::format("\"0\"{{1,{}}}", max));
+    }
+    std::string nonzero_run(size_t max) {
+        const std::string key = fmt::format("nonzero-{}", max);
+        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
+        const std::string body = max == 1 ? "[1-9]" : fmt::format("[1-9] {} | \"0\" {}", digit_run(0, max - 1), nonzero_run(max - 1));
+        return shared_[key] = new_rule(key, body);
+    }
+
+    // Nonempty fraction digit strings D of at most `left` digits with 0.D in a range, as GBNF, and
+    // whether no fraction at all (0) is in it too.
     struct Digits {
         std::string expr;  // "": no nonempty string
         bool empty_ok = false;
@@ -771,51 +796,44 @@ private:
         if (rest.expr.empty()) return {rest.empty_ok ? head : std::string(), false};
         return {head + " (" + rest.expr + ")" + (rest.empty_ok ? "?" : ""), false};
     }
-    static std::string any_digits(size_t min, size_t max) { return fmt::format("[0-9]{{{},{}}}", min, max); }
     // 0.D >= 0.G (> when strict); G's digits, no trailing zeros.
-    static Digits frac_ge(std::string_view g, bool strict, size_t left = 16) {
+    Digits frac_ge(std::string_view g, bool strict, size_t left) {
         if (left == 0) return {"", !strict && g.empty()};
-        if (g.empty()) {
-            if (!strict) return {any_digits(1, left), true};
-            return {fmt::format("\"0\"{{0,{}}} [1-9] {}", left - 1, any_digits(0, left - 1)), false};
-        }
+        if (g.empty()) return strict ? Digits{nonzero_run(left), false} : Digits{digit_run(1, left), true};
         std::vector<std::string> alts;
-        if (g[0] < '9') alts.push_back(fmt::format("[{}-9] {}", char(g[0] + 1), any_digits(0, left - 1)));
+        if (g[0] < '9') alts.push_back(fmt::format("[{}-9] {}", char(g[0] + 1), digit_run(0, left - 1)));
         const Digits same = digit_then(g[0], frac_ge(g.substr(1), strict, left - 1), left);
         if (!same.expr.empty()) alts.push_back(same.expr);
         return {join(alts, " | "), false};
     }
     // 0.D <= 0.H (< when strict).
-    static Digits frac_le(std::string_view h, bool strict, size_t left = 16) {
-        if (h.empty()) return {strict ? std::string() : fmt::format("\"0\"{{1,{}}}", left), !strict};
+    Digits frac_le(std::string_view h, bool strict, size_t left) {
+        if (h.empty()) return {strict || left == 0 ? std::string() : zero_run(left), !strict};
         if (left == 0) return {"", true};
         std::vector<std::string> alts;
-        if (h[0] > '0') alts.push_back(fmt::format("[0-{}] {}", char(h[0] - 1), any_digits(0, left - 1)));
+        if (h[0] > '0') alts.push_back(fmt::format("[0-{}] {}", char(h[0] - 1), digit_run(0, left - 1)));
         const Digits same = digit_then(h[0], frac_le(h.substr(1), strict, left - 1), left);
         if (!same.expr.empty()) alts.push_back(same.expr);
         return {join(alts, " | "), true};
     }
     // 0.L <= 0.D <= 0.H (each bound strict or not), L <= H.
-    static Digits frac_between(std::string_view l, bool ls, std::string_view h, bool hs, size_t left = 16) {
+    Digits frac_between(std::string_view l, bool ls, std::string_view h, bool hs, size_t left) {
         if (h.empty()) {  // then l is empty too: only zero
             const bool ok = !ls && !hs;
-            return {ok ? fmt::format("\"0\"{{1,{}}}", left) : std::string(), ok};
+            return {ok && left > 0 ? zero_run(left) : std::string(), ok};
         }
         if (l.empty() && !ls) return frac_le(h, hs, left);
         if (left == 0) return {};
         const char lo = l.empty() ? '0' : l[0], hi = h[0];
         const std::string_view lrest = l.empty() ? l : l.substr(1);
-        if (lo == hi) {
-            Digits rest = frac_between(lrest, ls, h.substr(1), hs, left - 1);
-            return {digit_then(lo, rest, left).expr, false};
-        }
+        if (lo == hi) return {digit_then(lo, frac_between(lrest, ls, h.substr(1), hs, left - 1), left).expr, false};
         std::vector<std::string> alts;
         const Digits low = digit_then(lo, frac_ge(lrest, ls, left - 1), left);
         if (!low.expr.empty()) alts.push_back(low.expr);
-        if (hi - lo > 1) alts.push_back(fmt::format("[{}-{}] {}", char(lo + 1), char(hi - 1), any_digits(0, left - 1)));
+        if (hi - lo > 1) alts.push_back(fmt::format("[{}-{}] {}", char(lo + 1), char(hi - 1), digit_run(0, left - 1)));
         const Digits high = digit_then(hi, frac_le(h.substr(1), hs, left - 1), left);
         if (!high.expr.empty()) alts.push_back(high.expr);
-        // No fraction is 0: within only where the lower bound is 0 and not strict.
+        // No fraction is 0: below a lower bound that is not 0 (or is 0, strictly).
         return {join(alts, " | "), false};
     }
     // A number's fraction part ("." and its digits, or nothing) for `d`; nullopt when none fits.
@@ -825,29 +843,42 @@ private:
         return d.empty_ok ? "(" + f + ")?" : f;
     }
 
-    // Magnitudes A(.F) in [lo, hi] (either bound strict; no hi: unbounded), without exponents.
+    // Magnitudes A(.F) in [lo, hi] (either bound strict; no hi: unbounded), without exponents, at
+    // most kBoundDigits digits in all.
     void magnitudes(const Decimal& lo, bool ls, const std::optional<Decimal>& hi, bool hs, const std::string& sign,
-                    std::vector<std::string>& alts) const {
-        constexpr uint64_t kMaxWhole = 9999999999999999;
-        auto add = [&](const std::string& whole, const Digits& frac) {
-            if (const auto f = fraction(frac)) alts.push_back(sign + whole + (f->empty() ? "" : " " + *f));
+                    std::vector<std::string>& alts) {
+        auto add = [&](uint64_t whole, const Digits& frac) {
+            if (const auto f = fraction(frac)) alts.push_back(sign + lit(std::to_string(whole)) + (f->empty() ? "" : " " + *f));
+        };
+        auto left = [](uint64_t whole) { return kBoundDigits - digits_of(whole); };
+        // Whole parts a..b with any fraction, per length (a longer whole leaves fewer fraction digits).
+        auto pow10 = [](size_t n) {
+            uint64_t p = 1;
+            while (n--) p *= 10;
+            return p;
         };
         auto wholes = [&](uint64_t a, uint64_t b) {
-            if (a > b) return;
-            std::vector<std::string> w;
-            uint_range(a, b, w);
-            alts.push_back(sign + "(" + join(w, " | ") + ") (\".\" [0-9]{1,16})?");
+            for (size_t len = std::max<size_t>(1, digits_of(a)); len <= std::max<size_t>(1, digits_of(b)) && len <= kBoundDigits; ++len) {
+                const uint64_t first = len == 1 ? 0 : pow10(len - 1), last = pow10(len) - 1;
+                const uint64_t lo_len = std::max(a, first), hi_len = std::min(b, last);
+                if (lo_len > hi_len) continue;
+                std::vector<std::string> w;
+                uint_range(lo_len, hi_len, w);
+                const size_t frac = kBoundDigits - len;
+                alts.push_back(sign + "(" + join(w, " | ") + ")" +
+                               (frac ? " (\".\" " + digit_run(1, frac) + ")?" : std::string()));
+            }
         };
-        const std::string lw = lit(std::to_string(lo.whole));
+        const uint64_t max_whole = pow10(kBoundDigits) - 1;
         if (!hi) {
-            add(lw, frac_ge(lo.frac, ls));
-            if (lo.whole < kMaxWhole) wholes(lo.whole + 1, kMaxWhole);
+            add(lo.whole, frac_ge(lo.frac, ls, left(lo.whole)));
+            if (lo.whole < max_whole) wholes(lo.whole + 1, max_whole);
         } else if (lo.whole < hi->whole) {
-            add(lw, frac_ge(lo.frac, ls));
+            add(lo.whole, frac_ge(lo.frac, ls, left(lo.whole)));
             if (hi->whole > 0) wholes(lo.whole + 1, hi->whole - 1);
-            add(lit(std::to_string(hi->whole)), frac_le(hi->frac, hs));
+            add(hi->whole, frac_le(hi->frac, hs, left(hi->whole)));
         } else if (lo.whole == hi->whole) {
-            add(lw, frac_between(lo.frac, ls, hi->frac, hs));
+            add(lo.whole, frac_between(lo.frac, ls, hi->frac, hs, left(lo.whole)));
         }
     }
 
@@ -877,6 +908,12 @@ private:
             }
         }
         if (!lo && !hi) return "number";
+        // Numbers with the same bounds share one rule.
+        auto text = [](const std::optional<Decimal>& d, bool strict) {
+            return d ? fmt::format("{}{}{}.{}", strict ? "x" : "", d->negative ? "-" : "", d->whole, d->frac) : std::string("none");
+        };
+        const std::string key = "number " + text(lo, ls) + " " + text(hi, hs);
+        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
         if (lo && hi && (compare(*lo, *hi) > 0 || (compare(*lo, *hi) == 0 && (ls || hs))))
             refuse(s.contains("minimum") ? "minimum" : "exclusiveMinimum", where, "no number lies within the bounds");
         std::vector<std::string> alts;
@@ -904,7 +941,7 @@ private:
             magnitudes(lo_mag, lo_strict, top, ls, "\"-\" ", alts);
         }
         if (alts.empty()) refuse("minimum", where, "no number lies within the bounds");
-        return new_rule("number", join(alts, " | "));
+        return shared_[key] = new_rule("number", join(alts, " | "));
     }
 
     // Decimal strings of the same length, lo <= hi: alternatives of digit classes.
@@ -1237,6 +1274,7 @@ private:
     std::map<std::string, int> next_suffix_;  // per base name: the next number to try
     std::map<std::string, size_t> index_;     // rule name -> place in rules_
     std::map<std::string, std::string> refs_;
+    std::map<std::string, std::string> shared_;  // digit_run / nonzero_run rules by what they match
 };
 
 }  // namespace

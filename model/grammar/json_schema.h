@@ -12,8 +12,8 @@
 //   schemas; local $ref (JSON pointers into the document: $defs, definitions, "#", recursion);
 //   minLength, maxLength; pattern (a regex subset: literals, escapes \d \w \s \D \W \S, classes,
 //   groups, alternation, * + ? {m,n}, ^ and $ at the ends); format date, time, date-time, uuid,
-//   email; minimum, maximum, exclusiveMinimum, exclusiveMaximum (on numbers: written without an
-//   exponent, bounds plain decimals of up to 15 digits each side of the point); the annotations
+//   email; minimum, maximum, exclusiveMinimum, exclusiveMaximum (on numbers: at most 15 digits in
+//   all, written without an exponent, bounds plain decimals of up to 15 digits); the annotations
 //   (title, description, default, examples, $comment, $schema, $id at the root, readOnly,
 //   writeOnly, deprecated) are ignored.
 // Whitespace: compact output is allowed and so is pretty-printing (a space after ':' and ',', a

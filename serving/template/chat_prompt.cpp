@@ -67,7 +67,7 @@ json parse_messages(const json& messages) {
                 if (!type || !type->is_string())
                     throw MessageError(fmt::format("Missing required parameter: '{}.type'.", pat), pat + ".type");
                 if (type->get<std::string>() != "text")
-                    throw MessageError(fmt::format("Invalid value for '{}.type': '{}'. This server supports only content "
+                    throw MessageError(fmt::format("Invalid value for '{}.type': '{}'. vkllm supports only content "
                                                    "parts of type 'text'.", pat, type->get<std::string>()),
                                        pat + ".type");
                 const json* t = field(part, "text");

@@ -301,7 +301,24 @@ TEST_CASE("json schema: number bounds, every decimal in a grid against the defin
         CHECK(!accepts_text(g, "007"));
         CHECK(!accepts_text(g, "1e0"));  // bounded numbers are written without an exponent
     }
+    // At most 15 digits in all: a client that parses into a double sees the bound held too.
+    const Grammar above_one = compile(R"({"type":"number","exclusiveMinimum":1})");
+    CHECK(accepts_text(above_one, "1.00000000000001"));
+    CHECK(!accepts_text(above_one, "1.0000000000000001"));  // 1.0 as a double
+    const Grammar positive = compile(R"({"type":"number","exclusiveMinimum":0})");
+    CHECK(accepts_text(positive, "0.000000000000001"));
+    CHECK(!accepts_text(positive, "0." + std::string(30, '0') + "1"));
+    const Grammar below_ten = compile(R"({"type":"number","exclusiveMaximum":10})");
+    CHECK(accepts_text(below_ten, "9.9999999999999"));
+    CHECK(!accepts_text(below_ten, "9.9999999999999999"));  // 10.0 as a double
+    // Digit runs, and numbers with the same bounds, are shared rules: many bounded numbers in one
+    // schema stay within the rule limit.
+    std::string many = R"({"type":"object","properties":{)";
+    for (int i = 0; i < 300; ++i) many += fmt::format("{}\"p{}\":{{\"type\":\"number\",\"minimum\":-90,\"maximum\":90.5}}", i ? "," : "", i);
+    many += "}}";
+    CHECK_NOTHROW(compile(many));
     // Bounds the grammar cannot hold exactly, or that leave nothing, are refused by keyword.
+    CHECK_THROWS_AS(compile(R"({"type":"number","minimum":1.0000000000000002})"), SchemaError);  // 17 digits
     CHECK_THROWS_AS(compile(R"({"type":"number","minimum":1e-20})"), SchemaError);
     CHECK_THROWS_AS(compile(R"({"type":"number","minimum":3,"maximum":2})"), SchemaError);
     CHECK_THROWS_AS(compile(R"({"type":"number","exclusiveMinimum":2,"maximum":2})"), SchemaError);

@@ -72,7 +72,8 @@ public final class Session implements AutoCloseable {
 
     /**
      * Answers a conversation given in OpenAI's JSON shapes, with tools: {@code messagesJson} is the
-     * messages array (assistant turns with tool_calls, "tool" turns with tool_call_id),
+     * messages array (contents as strings or text parts, which are joined by newlines; assistant
+     * turns with tool_calls, "tool" turns with tool_call_id; checked as vkllm serve checks them),
      * {@code toolsJson} the tools array (null: none), {@code toolChoice} null or "auto", "none",
      * "required" or a tool's name. The callback and the returned text are the answer's content
      * only: tool-call markup never reaches them; the calls it made are read with toolCalls(). Where
