@@ -35,7 +35,8 @@ class Tokenizer;
 
 namespace vkllm::grammar {
 
-// The vocabulary as grammars see it; built once per model and shared by every request.
+// The vocabulary as grammars see it; built once per model and set of spoken tokens, and shared by
+// every request with that set.
 class TokenPieces {
 public:
     // `spoken`: control tokens that stand for their text (ids; sorted or not).
