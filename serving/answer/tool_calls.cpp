@@ -313,6 +313,23 @@ std::optional<json> tagged_value(std::string_view rest, std::string_view close, 
     return std::nullopt;
 }
 
+// Argument `key`'s value at the cursor (tagged_value) into `args`, the cursor past its closing tag
+// and the whitespace after it; false, the cursor failed, when there is none.
+bool read_tagged_arg(Cursor& c, const std::string& key, std::string_view close, bool newlines, const json* params,
+                     json& args) {
+    const std::string_view rest = c.rest();
+    size_t len = 0;
+    std::optional<json> v = c.ok() && !key.empty() ? tagged_value(rest, close, newlines, params, key, len) : std::nullopt;
+    if (!v) {
+        c.fail();
+        return false;
+    }
+    args[key] = std::move(*v);
+    c.expect(rest.substr(0, len));
+    c.skip_ws();
+    return true;
+}
+
 // The calls at the start of `markup` (which begins at the family's call marker, or with the JSON
 // object of a call_is_reply format); nullopt when they are malformed. `tail`: text after them.
 std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_view markup, const json& tools,
@@ -337,18 +354,8 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
             json args = json::object();
             for (c.skip_ws(); c.ok() && c.accept("<parameter=");) {
                 const std::string key = c.until(">");
-                const std::string_view rest = c.rest();
-                size_t len = 0;
                 // The template writes "\n" around each value: one on each side is markup.
-                std::optional<json> v = c.ok() && !key.empty() ? tagged_value(rest, "</parameter>", true, params, key, len)
-                                                               : std::nullopt;
-                if (!v) {
-                    c.fail();
-                    break;
-                }
-                args[key] = std::move(*v);
-                c.expect(rest.substr(0, len));
-                c.skip_ws();
+                if (!read_tagged_arg(c, key, "</parameter>", true, params, args)) break;
             }
             c.expect_or_end("</function>");
             c.add_call(name, std::move(args));
@@ -462,7 +469,7 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
         do {
             c.expect("<tool_call>");
             // The name ends its line; a call without arguments may close right after it.
-            std::string_view rest = c.rest();
+            const std::string_view rest = c.rest();
             const size_t name_end = std::min(rest.find("<arg_key>"), rest.find("</tool_call>"));
             if (name_end == std::string_view::npos) c.fail();
             const std::string name(trim(rest.substr(0, name_end)));
@@ -473,19 +480,9 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
                 const std::string key = c.until("</arg_key>");
                 c.skip_ws();
                 c.expect("<arg_value>");
-                rest = c.rest();
-                size_t len = 0;
                 // The template writes a value as it is between the tags, strings bare (as
                 // Qwen3-Coder's does).
-                std::optional<json> v = c.ok() && !key.empty() ? tagged_value(rest, "</arg_value>", false, params, key, len)
-                                                               : std::nullopt;
-                if (!v) {
-                    c.fail();
-                    break;
-                }
-                args[key] = std::move(*v);
-                c.expect(rest.substr(0, len));
-                c.skip_ws();
+                if (!read_tagged_arg(c, key, "</arg_value>", false, params, args)) break;
             }
             c.add_call(name, std::move(args));
             c.expect_or_end("</tool_call>");

@@ -18,23 +18,11 @@ namespace {
 // field, worded as OpenAI words it ("Invalid type for 'temperature': expected a number, but got a
 // string instead.").
 
-const char* type_name(const json& v) {
-    switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a decimal";
-    default: return "an unsupported value";
-    }
-}
+using chat::json_type_name;
 
 [[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
     throw invalid_field(name, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected,
-                                          type_name(v)));
+                                          json_type_name(v)));
 }
 
 const json* field(const json& body, const char* name) {
@@ -277,7 +265,7 @@ json parse_body(const std::string& body) {
     if (j.is_discarded())
         throw ApiError(400, "We could not parse the JSON body of your request. (The body must be a JSON object; see "
                             "https://platform.openai.com/docs/api-reference.)");
-    if (!j.is_object()) throw ApiError(400, fmt::format("The JSON body must be an object, but got {}.", type_name(j)));
+    if (!j.is_object()) throw ApiError(400, fmt::format("The JSON body must be an object, but got {}.", json_type_name(j)));
     return j;
 }
 

@@ -6,11 +6,9 @@
 
 namespace vkllm::chat {
 
-namespace {
-
 using json = nlohmann::ordered_json;
 
-const char* type_name(const json& v) {
+const char* json_type_name(const json& v) {
     switch (v.type()) {
     case json::value_t::null: return "null";
     case json::value_t::boolean: return "a boolean";
@@ -24,8 +22,10 @@ const char* type_name(const json& v) {
     }
 }
 
+namespace {
+
 [[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
-    throw MessageError(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, type_name(v)),
+    throw MessageError(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, json_type_name(v)),
                        name);
 }
 

@@ -24,6 +24,9 @@ private:
     std::string param_;
 };
 
+// A JSON value's type as OpenAI's errors word it ("a string", "an integer", "a decimal", ...).
+const char* json_type_name(const nlohmann::ordered_json& v);
+
 // OpenAI's chat messages checked and made ready for a template, for every front end (the server's
 // request body, the C API's and Java's JSON): a non-empty array of objects with a string role;
 // content a string, or text parts joined by newlines (other part types refused), absent or null
