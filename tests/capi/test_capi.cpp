@@ -20,6 +20,7 @@
 #include <iterator>
 #include <mutex>
 #include <sstream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -455,22 +456,30 @@ TEST_CASE("capi: vkllm_cancel from another thread: no piece after it returned, t
     CHECK(stats_of(session.s).generated_tokens == 5);
 }
 
+namespace {
+
+// Each prompt's greedy text in one session of `m`, reset before each.
+std::vector<std::string> solo_texts(vkllm_model* m, std::span<const char* const> prompts, int32_t n) {
+    std::vector<std::string> out;
+    Session s(m);
+    for (const char* prompt : prompts) {
+        Collected c;
+        const vkllm_sampling g = greedy(n);
+        REQUIRE(vkllm_session_reset(s.s) == VKLLM_OK);
+        REQUIRE(vkllm_generate(s.s, prompt, &g, collect, &c) == VKLLM_OK);
+        out.push_back(c.text);
+    }
+    return out;
+}
+
+}  // namespace
+
 TEST_CASE("capi: one generation per session at a time; two sessions on two threads each give their solo text") {
     vkllm_model_params p = test_params();
     p.max_sessions = 2;
     Model model("stories260K.gguf", p);
     const char* prompts[2] = {"Once upon a time", "The little dog"};
-    std::string solo[2];
-    {
-        Session s(model.m);
-        for (int i = 0; i < 2; ++i) {
-            Collected out;
-            const vkllm_sampling g = greedy(60);
-            REQUIRE(vkllm_session_reset(s.s) == VKLLM_OK);
-            REQUIRE(vkllm_generate(s.s, prompts[i], &g, collect, &out) == VKLLM_OK);
-            solo[i] = out.text;
-        }
-    }
+    const std::vector<std::string> solo = solo_texts(model.m, prompts, 60);
     Session a(model.m), b(model.m);
     vkllm_session* sessions[2] = {a.s, b.s};
     std::string together[2];
@@ -524,17 +533,10 @@ TEST_CASE("capi: one generation per session at a time; two sessions on two threa
 
 TEST_CASE("capi: kv_budget: sessions share one pool, and an idle conversation makes room for a turn") {
     const char* prompts[3] = {"Once upon a time", "The little dog", "Lily saw a bird"};
-    std::string solo[3];
+    std::vector<std::string> solo;
     {
         Model plain;  // one session, its own full-context cache
-        Session s(plain.m);
-        for (int i = 0; i < 3; ++i) {
-            Collected out;
-            const vkllm_sampling g = greedy(40);
-            REQUIRE(vkllm_session_reset(s.s) == VKLLM_OK);
-            REQUIRE(vkllm_generate(s.s, prompts[i], &g, collect, &out) == VKLLM_OK);
-            solo[i] = out.text;
-        }
+        solo = solo_texts(plain.m, prompts, 40);
     }
     vkllm_model_params p = test_params();
     p.max_sessions = 3;

@@ -271,7 +271,49 @@ std::optional<std::string> after_prefix(std::string_view text, std::string_view 
     return std::string(text.substr(i));
 }
 
-// The reply each call-object family's model writes for `calls` (the shapes its template renders).
+// The reply each of these families' models writes for `calls`, in the shape its template renders
+// (or, for Granite, whose template renders no calls, the one its system prompt asks for).
+std::string shaped_reply(ToolFamily f, const std::vector<WantCall>& calls) {
+    std::string s;
+    switch (f) {
+    case ToolFamily::FunctionaryV32:  // after the prompt's ">>>"
+        for (size_t i = 0; i < calls.size(); ++i) s += (i ? ">>>" : "") + calls[i].name + "\n" + calls[i].arguments.dump();
+        return s;
+    case ToolFamily::Granite:
+        s = "<|tool_call|>[";
+        for (size_t i = 0; i < calls.size(); ++i)
+            s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() + ", \"arguments\": " +
+                 spaced(calls[i].arguments) + "}";
+        return s + "]";
+    case ToolFamily::KimiK2:
+        s = "<|tool_calls_section_begin|>";
+        for (size_t i = 0; i < calls.size(); ++i)
+            s += "<|tool_call_begin|>functions." + calls[i].name + ":" + std::to_string(i) + "<|tool_call_argument_begin|>" +
+                 spaced(calls[i].arguments) + "<|tool_call_end|>";
+        return s + "<|tool_calls_section_end|>";
+    case ToolFamily::Glm45:
+        for (size_t i = 0; i < calls.size(); ++i) {
+            s += (i ? "\n" : "") + std::string("<tool_call>") + calls[i].name + "\n";
+            for (const auto& [k, v] : calls[i].arguments.items())
+                s += "<arg_key>" + k + "</arg_key>\n<arg_value>" + (v.is_string() ? v.get<std::string>() : v.dump()) +
+                     "</arg_value>\n";
+            s += "</tool_call>";
+        }
+        return s;
+    case ToolFamily::CommandRPlus:
+        // As the model writes it after the template's closing instruction (its own history adds
+        // newlines and indentation; the round trip with the template reads those).
+        s = "Action: ```json\n[";
+        for (size_t i = 0; i < calls.size(); ++i)
+            s += (i ? ", " : "") + std::string("{\"tool_name\": ") + Json(calls[i].name).dump() + ", \"parameters\": " +
+                 spaced(calls[i].arguments) + "}";
+        return s + "]\n```";
+    default: return {};
+    }
+}
+
+// The reply each family's model writes for `calls` (the shapes its template renders; shaped_reply's
+// for the families it covers); nullopt for a family without one here.
 std::optional<std::string> native_reply(ToolFamily f, const std::vector<WantCall>& calls, bool with_ids) {
     std::string s;
     switch (f) {
@@ -293,24 +335,12 @@ std::optional<std::string> native_reply(ToolFamily f, const std::vector<WantCall
                 s += "}";
             }
             return s + "]";
-        case ToolFamily::Granite:
-            s = "<|tool_call|>[";
-            for (size_t i = 0; i < calls.size(); ++i)
-                s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() +
-                     ", \"arguments\": " + spaced(calls[i].arguments) + "}";
-            return s + "]";
         case ToolFamily::Generic:
             s = "{\"tool_calls\": [";
             for (size_t i = 0; i < calls.size(); ++i)
                 s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() +
                      ", \"arguments\": " + spaced(calls[i].arguments) + "}";
             return s + "]}";
-        case ToolFamily::CommandRPlus:
-            s = "Action:\n```json\n[";
-            for (size_t i = 0; i < calls.size(); ++i)
-                s += (i ? ", " : "") + std::string("{\"tool_name\": ") + Json(calls[i].name).dump() +
-                     ", \"parameters\": " + spaced(calls[i].arguments) + "}";
-            return s + "]\n```";
         case ToolFamily::FunctionaryV31:
             for (const auto& c : calls) s += "<function=" + c.name + ">" + spaced(c.arguments) + "</function>";
             return s;
@@ -328,30 +358,19 @@ std::optional<std::string> native_reply(ToolFamily f, const std::vector<WantCall
                      "<｜tool▁call▁end｜>";
             return s + "<｜tool▁calls▁end｜>";
         }
-        case ToolFamily::KimiK2:
-            s = "<|tool_calls_section_begin|>";
-            for (size_t i = 0; i < calls.size(); ++i)
-                s += "<|tool_call_begin|>functions." + calls[i].name + ":" + std::to_string(i) + "<|tool_call_argument_begin|>" +
-                     spaced(calls[i].arguments) + "<|tool_call_end|>";
-            return s + "<|tool_calls_section_end|>";
-        case ToolFamily::FunctionaryV32:  // the generation prompt ends with ">>>"
-            for (size_t i = 0; i < calls.size(); ++i) s += (i ? ">>>" : "") + calls[i].name + "\n" + calls[i].arguments.dump();
-            return s;
         case ToolFamily::QwenCoder:
-        case ToolFamily::Glm45: {
-            const bool coder = f == ToolFamily::QwenCoder;
             for (size_t i = 0; i < calls.size(); ++i) {
-                s += (i ? "\n" : "") + std::string(coder ? "<tool_call>\n<function=" + calls[i].name + ">\n"
-                                                         : "<tool_call>" + calls[i].name + "\n");
-                for (const auto& [k, v] : calls[i].arguments.items()) {
-                    const std::string bare = v.is_string() ? v.get<std::string>() : v.dump();
-                    s += coder ? "<parameter=" + k + ">\n" + bare + "\n</parameter>\n"
-                               : "<arg_key>" + k + "</arg_key>\n<arg_value>" + bare + "</arg_value>\n";
-                }
-                s += coder ? "</function>\n</tool_call>" : "</tool_call>";
+                s += (i ? "\n" : "") + std::string("<tool_call>\n<function=") + calls[i].name + ">\n";
+                for (const auto& [k, v] : calls[i].arguments.items())
+                    s += "<parameter=" + k + ">\n" + (v.is_string() ? v.get<std::string>() : v.dump()) + "\n</parameter>\n";
+                s += "</function>\n</tool_call>";
             }
             return s;
-        }
+        case ToolFamily::Granite:
+        case ToolFamily::CommandRPlus:
+        case ToolFamily::KimiK2:
+        case ToolFamily::FunctionaryV32:
+        case ToolFamily::Glm45: return shaped_reply(f, calls);
         default: return std::nullopt;
     }
 }
@@ -864,47 +883,6 @@ TEST_CASE("tool calls: family details the templates do not show") {
 }
 
 namespace {
-
-// The reply each of these families' models writes for `calls`, in the shape its template renders
-// (or, for Granite, whose template renders no calls, the one its system prompt asks for).
-std::string shaped_reply(ToolFamily f, const std::vector<WantCall>& calls) {
-    std::string s;
-    switch (f) {
-    case ToolFamily::FunctionaryV32:  // after the prompt's ">>>"
-        for (size_t i = 0; i < calls.size(); ++i) s += (i ? ">>>" : "") + calls[i].name + "\n" + calls[i].arguments.dump();
-        return s;
-    case ToolFamily::Granite:
-        s = "<|tool_call|>[";
-        for (size_t i = 0; i < calls.size(); ++i)
-            s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() + ", \"arguments\": " +
-                 spaced(calls[i].arguments) + "}";
-        return s + "]";
-    case ToolFamily::KimiK2:
-        s = "<|tool_calls_section_begin|>";
-        for (size_t i = 0; i < calls.size(); ++i)
-            s += "<|tool_call_begin|>functions." + calls[i].name + ":" + std::to_string(i) + "<|tool_call_argument_begin|>" +
-                 spaced(calls[i].arguments) + "<|tool_call_end|>";
-        return s + "<|tool_calls_section_end|>";
-    case ToolFamily::Glm45:
-        for (size_t i = 0; i < calls.size(); ++i) {
-            s += (i ? "\n" : "") + std::string("<tool_call>") + calls[i].name + "\n";
-            for (const auto& [k, v] : calls[i].arguments.items())
-                s += "<arg_key>" + k + "</arg_key>\n<arg_value>" + (v.is_string() ? v.get<std::string>() : v.dump()) +
-                     "</arg_value>\n";
-            s += "</tool_call>";
-        }
-        return s;
-    case ToolFamily::CommandRPlus:
-        // As the model writes it after the template's closing instruction (its own history adds
-        // newlines and indentation; the round trip with the template reads those).
-        s = "Action: ```json\n[";
-        for (size_t i = 0; i < calls.size(); ++i)
-            s += (i ? ", " : "") + std::string("{\"tool_name\": ") + Json(calls[i].name).dump() + ", \"parameters\": " +
-                 spaced(calls[i].arguments) + "}";
-        return s + "]\n```";
-    default: return {};
-    }
-}
 
 const std::vector<ToolFamily> kNewFamilies = {ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2,
                                               ToolFamily::Glm45, ToolFamily::CommandRPlus};
