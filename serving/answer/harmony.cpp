@@ -117,7 +117,7 @@ void HarmonyStream::open_body(std::string_view header) {
     state_ = State::Body;
     headerless_ = false;
     call_body_.clear();
-    in_string_ = escaped_ = false;
+    body_json_ = {};
     std::string_view role = "assistant", channel, recipient;
     const std::vector<std::string_view> words = header_words(header);
     size_t i = 0;
@@ -141,18 +141,20 @@ void HarmonyStream::open_body(std::string_view header) {
     }
 }
 
+void HarmonyStream::JsonStrings::step(char ch) {
+    if (!in_string) in_string = ch == '"';
+    else if (escaped) escaped = false;
+    else if (ch == '\\') escaped = true;
+    else if (ch == '"') in_string = false;
+}
+
 void HarmonyStream::body_text(std::string_view text, Piece& out) {
     switch (route_) {
     case Route::Reasoning: out.reasoning += text; break;
     case Route::Content: out.content += text; break;
     case Route::Call:
         call_body_ += text;
-        for (const char ch : text) {
-            if (!in_string_) in_string_ = ch == '"';
-            else if (escaped_) escaped_ = false;
-            else if (ch == '\\') escaped_ = true;
-            else if (ch == '"') in_string_ = false;
-        }
+        for (const char ch : text) body_json_.step(ch);
         break;
     case Route::Drop: break;
     }
@@ -240,26 +242,18 @@ void HarmonyStream::step(Piece& out) {
             size_t end;
             if (route_ == Route::Call) {
                 // The arguments' JSON: markers inside its strings are text.
-                bool in_string = in_string_, escaped = escaped_;
+                JsonStrings scan = body_json_;
                 end = pending_.size();
-                for (size_t i = 0; i < pending_.size(); ++i) {
-                    const char ch = pending_[i];
-                    if (in_string) {
-                        if (escaped) escaped = false;
-                        else if (ch == '\\') escaped = true;
-                        else if (ch == '"') in_string = false;
-                    } else if (ch == '"') {
-                        in_string = true;
-                    } else if (ch == '<') {
-                        if (const Marker here = find_marker(pending_, i); here.at == i) {
-                            m = here;
-                            end = i;
-                            break;
-                        }
-                        if (marker_tail(std::string_view(pending_).substr(i)) == pending_.size() - i) {
-                            end = i;  // may begin a marker: undecided
-                            break;
-                        }
+                for (size_t i = 0; i < pending_.size(); scan.step(pending_[i++])) {
+                    if (scan.in_string || pending_[i] != '<') continue;
+                    if (const Marker here = find_marker(pending_, i); here.at == i) {
+                        m = here;
+                        end = i;
+                        break;
+                    }
+                    if (marker_tail(std::string_view(pending_).substr(i)) == pending_.size() - i) {
+                        end = i;  // may begin a marker: undecided
+                        break;
                     }
                 }
             } else {

@@ -97,9 +97,14 @@ private:
     Route route_ = Route::Content;
     std::string call_name_;  // Route::Call: the tool named
     std::string call_body_;  // Route::Call: the body so far
-    // Route::Call: whether call_body_ ends inside a JSON string (after a backslash): a marker's text
-    // there is the arguments' own, not markup.
-    bool in_string_ = false, escaped_ = false;
+    // Where JSON text is, as far as its strings go: inside one, and just after a backslash there.
+    struct JsonStrings {
+        bool in_string = false, escaped = false;
+        void step(char ch);
+    };
+    // Route::Call: whether call_body_ ends inside a JSON string: a marker's text there is the
+    // arguments' own, not markup.
+    JsonStrings body_json_;
     std::vector<ToolCall> calls_;
 };
 
