@@ -925,6 +925,9 @@ std::string named_call_rules(ToolFamily family, const json& tools, const std::ve
                 head = lit("functions." + name + ":") + " [0-9]{1,3} \"<|tool_call_argument_begin|>\"";
                 tail = lit("<|tool_call_end|>");
                 break;
+            // gpt-oss: the rest of the call message's header after "to=functions." (rule harmony-head,
+            // the caller's); the body ends at <|call|>, an end of generation.
+            case ToolFamily::Harmony: head = lit(name) + " harmony-head"; break;
             default: throw std::logic_error("named_call_rules: a family without its call shape");
             }
             rules += call + " ::= " + head + " " + def + (tail.empty() ? "" : " " + tail) + "\n";
@@ -1414,7 +1417,35 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
         }
         return lc;
     }
-    default: return lc;  // Functionary v3.2's heads, Command R+'s directly-answer, Harmony: parsed as written
+    case ToolFamily::FunctionaryV32: {
+        // Every part of a reply opens with a head naming its recipient ("all" for the user; the
+        // first part's ">>>" is the prompt's): the heads that name a tool are the triggers.
+        for (const size_t i : all) {
+            const std::string& name = function_name(tools[i]);
+            lc.triggers.push_back({name + "\n", true});
+            lc.triggers.push_back({">>>" + name + "\n", false});
+        }
+        try {
+            lc.gbnf = named_calls_gbnf(format.family, tools, all, many, "(\">>>\")?");
+        } catch (const ToolError&) {
+            return LazyCall{};
+        }
+        return lc;
+    }
+    case ToolFamily::Harmony:
+        // A call is a message whose header names the tool, before its channel (as the template
+        // writes it) or after (as the model often does). One call ends the reply (<|call|>).
+        lc.triggers = {{"to=functions.", false}};
+        try {
+            lc.gbnf = "root ::= \"to=functions.\" named-call\n"
+                      "harmony-head ::= (\"<|channel|>\" (\"commentary\" | \"analysis\"))? "
+                      "(\" \" \"<|constrain|>\"? \"json\" | \"<|constrain|>json\")? \"<|message|>\"\n" +
+                      named_call_rules(format.family, tools, all, {"root", "harmony-head"});
+        } catch (const ToolError&) {
+            return LazyCall{};
+        }
+        return lc;
+    default: return lc;  // Command R+'s directly-answer: parsed as written
     }
     try {
         lc.gbnf = root + "\nmarkup-ws ::= [ \\t\\n]{0,8}\n" +

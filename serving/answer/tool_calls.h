@@ -162,11 +162,11 @@ ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& t
 // tool_choice 'auto': a grammar for the calls the model may write, lazy (grammar::LazyStart): it holds
 // from the family's call marker on (or from a reply that opens with '{"name"' / '{"tool_calls"' where the call is the whole
 // reply), so a call, once begun, follows its tool's parameters; text before it is free. Markers that
-// are control tokens (Mistral v11's, DeepSeek's, Kimi K2's) count as their text: the request shows
-// them. Empty (no gbnf) where a call cannot be told from the rest of the answer by a marker
-// (Functionary v3.2, whose every part opens with a head; Command R+, whose template offers a
-// "directly-answer" call; gpt-oss, whose calls are messages among others) and for tools whose
-// parameters are outside the schema subset: those calls are parsed as written.
+// are control tokens (Mistral v11's, DeepSeek's, Kimi K2's, gpt-oss's) count as their text: the
+// request shows them. Functionary v3.2 starts at a head that names a tool ("NAME\n" at the start,
+// ">>>NAME\n" after), gpt-oss at a header's "to=functions.". Empty (no gbnf) for Command R+, whose
+// template offers a "directly-answer" call that no request has, and for tools whose parameters are
+// outside the schema subset: those calls are parsed as written.
 struct LazyCall {
     std::string gbnf;
     std::vector<grammar::Trigger> triggers;

@@ -570,9 +570,18 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
     REQUIRE(r.engine.grammar);
     REQUIRE(r.engine.grammar_start.triggers.size() == 1);
     CHECK(r.engine.grammar_start.triggers[0].text == "<｜tool▁calls▁begin｜>");
-    // Families whose calls a grammar cannot tell from the rest of the answer: parsed as written.
+    // Functionary v3.2: the heads that name a tool, at the start (the prompt ends with ">>>") or after text.
     r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::FunctionaryV32), true);
+    CHECK(r.tool_plan.parse_as != nullptr);
+    REQUIRE(r.engine.grammar);
+    REQUIRE(r.engine.grammar_start.triggers.size() == 2);
+    CHECK(r.engine.grammar_start.triggers[0].text == "get_weather\n");
+    CHECK(r.engine.grammar_start.triggers[0].at_start);
+    CHECK(r.engine.grammar_start.triggers[1].text == ">>>get_weather\n");
+    // Command R+, whose template offers a "directly-answer" call no request has: parsed as written.
+    r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+    apply_tool_format(r, tool_format(ToolFamily::CommandRPlus), true);
     CHECK(r.tool_plan.parse_as != nullptr);
     CHECK_FALSE(r.engine.grammar);
     // none: not parsed at all.
@@ -771,7 +780,10 @@ TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, 
     };
     ParsedRequest with_tools = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(with_tools, tool_format(ToolFamily::Harmony), true);  // parsed, not refused
-    CHECK_FALSE(with_tools.engine.grammar);
+    // A lazy grammar holds a call from its recipient on.
+    CHECK(with_tools.engine.grammar);
+    REQUIRE(with_tools.engine.grammar_start.triggers.size() == 1);
+    CHECK(with_tools.engine.grammar_start.triggers[0].text == "to=functions.");
     for (bool stream : {false, true}) {
         CAPTURE(stream);
         Seen a = run(with_tools, call_reply, stream);

@@ -719,8 +719,8 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
     }
     CHECK(round_trips >= must.size());
     // hermes (Qwen, Hermes), llama3, mistral-nemo, mistral-v11, deepseek, kimi-k2, qwen3-coder, glm-4.5,
-    // functionary-v3.1; Granite's template renders no calls.
-    CHECK(lazy_checked >= 20);
+    // functionary-v3.1 and v3.2, gpt-oss (60 renders today); Granite's template renders no calls.
+    CHECK(lazy_checked >= 60);
     CHECK(forced_checked >= 20);
 }
 
@@ -1470,11 +1470,27 @@ TEST_CASE("tool calls: with tool_choice auto, a call the model begins must follo
     CHECK(follows(v31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"timezone\": \"UTC\"}<｜tool▁call▁end｜>"
                        "<｜tool▁calls▁end｜>"));
     CHECK_FALSE(follows(v31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}<｜tool▁call▁end｜>"));
-    // Families whose calls a grammar cannot tell apart from the rest are parsed as written: every part
-    // of a Functionary v3.2 reply opens with a head; Command R+'s template offers a "directly-answer"
-    // call that no request has; Harmony's calls are messages among others.
-    for (ToolFamily f : {ToolFamily::FunctionaryV32, ToolFamily::CommandRPlus, ToolFamily::Harmony})
-        CHECK(vkllm::chat::lazy_call(tool_format(f), tools, true).gbnf.empty());
+    // Functionary v3.2: every part opens with a head; those naming a tool start the grammar, at the
+    // reply's start (the prompt ends with ">>>") or after text for the user.
+    const auto fn32 = vkllm::chat::lazy_call(tool_format(ToolFamily::FunctionaryV32), tools, true);
+    CHECK(follows(fn32, "get_time\n{\"timezone\": \"UTC\"}"));
+    CHECK(follows(fn32, "all\nLet me look.>>>get_time\n{\"timezone\": \"UTC\"}>>>get_time\n{\"timezone\": \"CET\"}"));
+    CHECK_FALSE(follows(fn32, "get_time\n{\"timezone\": 3}"));
+    CHECK_FALSE(follows(fn32, "get_time\n{\"timezone\": \"UTC\"}>>>all\nDone."));  // the calls end the reply
+    CHECK_FALSE(follows(fn32, "all\nThe time is get_time\n"));                       // not a head
+    CHECK(vkllm::grammar::find_trigger("all\nHello", {fn32.triggers}) == std::string::npos);
+    const auto fn32_one = vkllm::chat::lazy_call(tool_format(ToolFamily::FunctionaryV32), tools, false);
+    CHECK_FALSE(follows(fn32_one, "get_time\n{\"timezone\": \"UTC\"}>>>get_time\n{\"timezone\": \"CET\"}"));
+    // gpt-oss: a message to functions.NAME, its recipient before or after the channel.
+    const auto harmony = vkllm::chat::lazy_call(tool_format(ToolFamily::Harmony), tools, true);
+    CHECK(follows(harmony, "<|channel|>analysis<|message|>Need the time.<|end|><|start|>assistant<|channel|>commentary "
+                           "to=functions.get_time <|constrain|>json<|message|>{\"timezone\": \"UTC\"}"));
+    CHECK(follows(harmony, " to=functions.get_time<|channel|>commentary json<|message|>{\"timezone\": \"UTC\"}"));
+    CHECK_FALSE(follows(harmony, "<|channel|>commentary to=functions.get_news <|constrain|>json<|message|>{}"));
+    CHECK_FALSE(follows(harmony, "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{\"timezone\": 1}"));
+    CHECK_FALSE(follows(harmony, "<|channel|>final<|message|>The time."));  // no call: free
+    // Command R+'s template offers a "directly-answer" call that no request has: parsed as written.
+    CHECK(vkllm::chat::lazy_call(tool_format(ToolFamily::CommandRPlus), tools, true).gbnf.empty());
     // Parameters outside the schema subset: no grammar ('auto' never promised one), where a
     // required call is refused.
     const Json odd = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}])");
