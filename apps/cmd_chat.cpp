@@ -149,8 +149,8 @@ void chat(const ChatOptions& o) {
                 req.grammar = plan.grammar;
                 if (!plan.forced) {  // 'auto': the calls follow their parameters from the call marker on
                     req.grammar_start.triggers = plan.triggers;
-                    if (chat::template_thinks(tmpl.source()))
-                        chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered));
+                    if (const chat::ReasoningTags* thinks = chat::reasoning_tags(tmpl.source()))
+                        chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered, *thinks), *thinks);
                 }
             }
         } catch (const std::exception& e) {  // a template error, a tool the format cannot force

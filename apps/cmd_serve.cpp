@@ -251,7 +251,7 @@ void serve(const ServeOptions& o) {
     sm.render_chat = [tmpl](const chat::ChatInputs& in) { return tmpl->apply(in); };
     sm.tool_format = &chat::detect_tool_format(tmpl->source());
     sm.template_renders_tools = chat::template_renders_tools(tmpl->source());
-    sm.template_thinks = chat::template_thinks(tmpl->source());
+    sm.reasoning = chat::reasoning_tags(tmpl->source());
     sm.harmony = chat::template_is_harmony(tmpl->source());
     sm.tool_control_tokens = chat::tool_control_tokens(*m.tokenizer, *sm.tool_format);
     sm.submit = [&engine](serving::CompletionRequest req) -> std::unique_ptr<server::Generation> {

@@ -393,14 +393,15 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         const GeneratingScope scope(s);
         chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
         const std::string rendered = m.chat_template->apply(in);
-        if (lazy && chat::template_thinks(src)) chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered));
+        const chat::ReasoningTags* thinks = chat::reasoning_tags(src);
+        if (lazy && thinks) chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered, *thinks), *thinks);
         const std::string text = chat::forced_prompt(rendered, plan);
         chat::AnswerFormat format;
         format.harmony = chat::template_is_harmony(src);
         format.inline_reasoning = reasoning_format == "none";
         // As the server's reasoning_format: a forced call is the whole answer, with no block.
-        format.split_reasoning = chat::template_thinks(src) && reasoning_format != "none" && !plan.forced;
-        format.inside = chat::prompt_opens_reasoning(rendered);
+        format.split_reasoning = reasoning_format != "none" && !plan.forced ? thinks : nullptr;
+        format.inside = thinks && chat::prompt_opens_reasoning(rendered, *thinks);
         format.plan = &plan;
         format.tools = tools;
         chat::AnswerStream split(format);

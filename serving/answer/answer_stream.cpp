@@ -11,7 +11,7 @@ AnswerStream::AnswerStream(const AnswerFormat& f) : inline_reasoning_(f.inline_r
         family_ = ToolFamily::Harmony;
         return;
     }
-    if (f.split_reasoning) reasoning_.emplace(f.inside);
+    if (f.split_reasoning) reasoning_.emplace(f.inside, *f.split_reasoning);
     if (calls) {
         reply_.emplace(*f.plan->parse_as, f.tools, f.plan->reply_prefix, f.plan->parallel);
         family_ = f.plan->parse_as->family;

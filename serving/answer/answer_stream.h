@@ -20,9 +20,10 @@ namespace vkllm::chat {
 struct AnswerFormat {
     bool harmony = false;          // the template speaks Harmony (template_is_harmony)
     bool inline_reasoning = false; // Harmony with reasoning_format "none": the analysis stays in the content
-    // A reasoning block is split off (the template thinks and the client wants it apart); `inside`:
-    // the prompt opened it (prompt_opens_reasoning).
-    bool split_reasoning = false, inside = false;
+    // The tags of a reasoning block split off (the template thinks and the client wants it apart;
+    // null: none is); `inside`: the prompt opened it (prompt_opens_reasoning).
+    const ReasoningTags* split_reasoning = nullptr;
+    bool inside = false;
     // The request's plan for tools (parse_as null: the answer is not read for calls) and its tools.
     const ToolPlan* plan = nullptr;
     nlohmann::ordered_json tools;

@@ -6,8 +6,9 @@ namespace vkllm::chat {
 
 namespace {
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr ReasoningTags kThink{"<think>", "</think>"};
+// Command R7B's (control tokens in its vocabulary, which a request with tools shows).
+constexpr ReasoningTags kCommandR7b{"<|START_THINKING|>", "<|END_THINKING|>"};
 
 }  // namespace
 
@@ -17,23 +18,30 @@ size_t partial_tag(std::string_view s, std::string_view tag) {
     return 0;
 }
 
-bool template_thinks(std::string_view src) { return src.find(kOpen) != std::string_view::npos; }
+const ReasoningTags& think_tags() { return kThink; }
 
-bool prompt_opens_reasoning(std::string_view prompt) {
+const ReasoningTags* reasoning_tags(std::string_view src) {
+    for (const ReasoningTags* t : {&kThink, &kCommandR7b})
+        if (src.find(t->open) != std::string_view::npos) return t;
+    return nullptr;
+}
+
+bool prompt_opens_reasoning(std::string_view prompt, const ReasoningTags& tags) {
     // Only the template's own opening at the very end counts: a "<think>" inside a message (a user
     // asking about the tag) leaves the answer outside any block.
     while (!prompt.empty() && (prompt.back() == ' ' || prompt.back() == '\n' || prompt.back() == '\t' || prompt.back() == '\r'))
         prompt.remove_suffix(1);
-    return prompt.ends_with(kOpen);
+    return prompt.ends_with(tags.open);
 }
 
-void skip_reasoning(grammar::LazyStart& start, bool inside) {
-    start.skip_open = kOpen;
-    start.skip_close = kClose;
+void skip_reasoning(grammar::LazyStart& start, bool inside, const ReasoningTags& tags) {
+    start.skip_open = tags.open;
+    start.skip_close = tags.close;
     start.skip_inside = inside;
 }
 
-ReasoningStream::ReasoningStream(bool inside) : state_(inside ? State::Inside : State::Start) {}
+ReasoningStream::ReasoningStream(bool inside, const ReasoningTags& tags)
+    : state_(inside ? State::Inside : State::Start), tags_(tags) {}
 
 ReasoningStream::Piece ReasoningStream::push(std::string_view text) {
     Piece out;
@@ -44,24 +52,24 @@ ReasoningStream::Piece ReasoningStream::push(std::string_view text) {
             const size_t first = pending_.find_first_not_of(" \n\t\r");
             if (first == std::string::npos) return out;  // only whitespace yet
             const std::string_view rest = std::string_view(pending_).substr(first);
-            if (rest.starts_with(kOpen)) {
-                pending_.erase(0, first + kOpen.size());
+            if (rest.starts_with(tags_.open)) {
+                pending_.erase(0, first + tags_.open.size());
                 state_ = State::Inside;
                 continue;
             }
-            if (kOpen.starts_with(rest)) return out;  // "<thi": undecided
+            if (tags_.open.starts_with(rest)) return out;  // "<thi": undecided
             state_ = State::Plain;
             continue;
         }
         case State::Inside: {
-            const size_t close = pending_.find(kClose);
+            const size_t close = pending_.find(tags_.close);
             if (close != std::string::npos) {
                 out.reasoning += pending_.substr(0, close);
-                pending_.erase(0, close + kClose.size());
+                pending_.erase(0, close + tags_.close.size());
                 state_ = State::After;
                 continue;
             }
-            const size_t keep = partial_tag(pending_, kClose);
+            const size_t keep = partial_tag(pending_, tags_.close);
             out.reasoning += pending_.substr(0, pending_.size() - keep);
             pending_.erase(0, pending_.size() - keep);
             return out;

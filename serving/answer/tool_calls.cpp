@@ -38,6 +38,8 @@ struct Row {
     // Every marker text of the format: where a vocabulary has one as a control token, the engine
     // shows it in the text for the parser (other control tokens stay hidden).
     std::array<const char*, 6> markup;
+    // Markers that frame text for the user (or reasoning left in it): dropped from the content.
+    std::array<const char*, 4> dropped = {};
 };
 
 // Detection order matters: more specific markers first (Qwen3-Coder's and GLM's templates also
@@ -70,9 +72,12 @@ constexpr Row kRows[] = {
       "<|tool_call_end|>"}},
     {{ToolFamily::Granite, "granite", "IBM Granite 3", ForceKind::CallObject, true}, {"<|tool_call|>", nullptr}, "<|tool_call|>",
      false, {"<|tool_call|>"}},
-    // Command R7B's template also has Command R+'s turn tokens, but its calls are another format.
-    {{ToolFamily::Unsupported, "command-r7b", "Command R7B", ForceKind::None, false}, {"<|START_ACTION|>", nullptr}, nullptr,
-     false, {}},
+    // Command R7B's template also has Command R+'s turn tokens, but its calls are another format. Its
+    // plan (<|START_THINKING|>) is a reasoning block (reasoning.h); the markers are control tokens.
+    {{ToolFamily::CommandR7B, "command-r7b", "Command R7B", ForceKind::CallObject, true}, {"<|START_ACTION|>", nullptr},
+     "<|START_ACTION|>", false,
+     {"<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_THINKING|>", "<|END_THINKING|>"},
+     {"<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_THINKING|>", "<|END_THINKING|>"}},
     {{ToolFamily::CommandRPlus, "command-r-plus", "Command R / R+ (tool-use template)", ForceKind::CallObject, true},
      {"START_OF_TURN_TOKEN", "Action:"}, "Action:", false, {"Action:"}},
     // The call marker begins every part of the reply, a call or not: parts for the user are told
@@ -200,6 +205,18 @@ public:
         }
         // Bare values (Qwen3-Coder's) are the model's bytes, which need not be valid UTF-8.
         calls_.push_back({std::move(id), std::move(name), args.dump(-1, ' ', false, json::error_handler_t::replace)});
+    }
+    // Cohere's list of actions: [{"tool_name", "parameters"?}, ...], not empty.
+    void add_actions(const json& list) {
+        if (!list.is_array() || list.empty()) ok_ = false;
+        for (size_t i = 0; ok_ && i < list.size(); ++i) {
+            const json& a = list[i];
+            if (!a.is_object() || !a.contains("tool_name") || !a["tool_name"].is_string()) {
+                ok_ = false;
+                break;
+            }
+            add_call(a["tool_name"].get<std::string>(), a.contains("parameters") ? a["parameters"] : json::object());
+        }
     }
     // {"name": ..., <args_key>: {...}} (Llama 3 also writes "arguments").
     // A tool without parameters may be called without arguments, except where the call is the whole
@@ -494,19 +511,18 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
         c.skip_ws();
         // The template fences the list; a model may leave the fence out.
         const bool fenced = c.accept("```json") || c.accept("```");
-        const json list = c.value();
-        if (!list.is_array() || list.empty()) c.fail();
-        for (size_t i = 0; c.ok() && i < list.size(); ++i) {
-            const json& a = list[i];
-            if (!a.is_object() || !a.contains("tool_name") || !a["tool_name"].is_string()) {
-                c.fail();
-                break;
-            }
-            c.add_call(a["tool_name"].get<std::string>(), a.contains("parameters") ? a["parameters"] : json::object());
-        }
+        c.add_actions(c.value());
         if (fenced) c.expect_or_end("```");
         break;
     }
+    case ToolFamily::CommandR7B:
+        // Its "tool_call_id" is the call's place in the conversation, which the template counts
+        // itself: not an id to give back.
+        c.expect("<|START_ACTION|>");
+        c.add_actions(c.value());
+        c.skip_ws();
+        c.expect_or_end("<|END_ACTION|>");
+        break;
     case ToolFamily::Generic: {
         const json obj = c.value();
         if (!obj.is_object() || obj.size() != 1 || !obj.contains("tool_calls") || !obj["tool_calls"].is_array() ||
@@ -515,8 +531,7 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
         for (size_t i = 0; c.ok() && i < obj["tool_calls"].size(); ++i) c.add_call_object(obj["tool_calls"][i], "arguments");
         break;
     }
-    case ToolFamily::Harmony:  // HarmonyStream's
-    case ToolFamily::Unsupported: c.fail(); break;
+    case ToolFamily::Harmony: c.fail(); break;  // HarmonyStream's
     }
     if (!c.ok()) return std::nullopt;
     c.skip_ws();
@@ -733,7 +748,7 @@ std::string call_rules(const json& schema, const std::vector<size_t>& tool_index
 // The schema of a CallObject family's calls (each chosen tool's {"name", arguments}, the
 // parameters under "#/$defs/tool-<k>"): a list where the format holds one, one call otherwise.
 json call_object_schema(ToolFamily family, const json& tools, const std::vector<size_t>& chosen, bool many) {
-    const bool command_r = family == ToolFamily::CommandRPlus;
+    const bool command_r = family == ToolFamily::CommandRPlus || family == ToolFamily::CommandR7B;
     const char* name_key = command_r ? "tool_name" : "name";
     const char* args_key = family == ToolFamily::Llama3 || command_r ? "parameters" : "arguments";
     json defs = json::object();
@@ -741,12 +756,18 @@ json call_object_schema(ToolFamily family, const json& tools, const std::vector<
     for (size_t k = 0; k < chosen.size(); ++k) {
         const std::string def = fmt::format("tool-{}", k);
         defs[def] = rebase_refs(forced_parameters(tools[chosen[k]], chosen[k]), def);
-        json properties = {{name_key, {{"const", function_name(tools[chosen[k]])}}}, {args_key, {{"$ref", "#/$defs/" + def}}}};
+        json properties = json::object();
+        // Command R7B's template numbers the calls of a conversation ("0", "1", ...) before each name.
+        if (family == ToolFamily::CommandR7B) properties["tool_call_id"] = {{"type", "string"}, {"pattern", "^[0-9]{1,4}$"}};
+        properties[name_key] = {{"const", function_name(tools[chosen[k]])}};
+        properties[args_key] = {{"$ref", "#/$defs/" + def}};
         // Mistral Nemo's template writes the call's id after its arguments (nine letters and digits).
         if (family == ToolFamily::MistralNemo) properties["id"] = {{"type", "string"}, {"pattern", "^[a-zA-Z0-9]{9}$"}};
+        json required = {name_key, args_key};
+        if (family == ToolFamily::CommandR7B) required.insert(required.begin(), "tool_call_id");
         alternatives.push_back({{"type", "object"},
                                 {"properties", std::move(properties)},
-                                {"required", {name_key, args_key}},
+                                {"required", std::move(required)},
                                 {"additionalProperties", false}});
     }
     json call = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
@@ -757,6 +778,7 @@ json call_object_schema(ToolFamily family, const json& tools, const std::vector<
     case ToolFamily::MistralNemo:
     case ToolFamily::Granite:
     case ToolFamily::CommandRPlus:
+    case ToolFamily::CommandR7B:
         schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
         if (!many) schema["maxItems"] = 1;
         break;
@@ -1251,6 +1273,35 @@ struct ReplyStream::Impl {
         return out;
     }
 
+    // `text` (content) less the row's dropped markers. A tail that may begin one is held back until
+    // the next text decides it, and released as it is at the `last`.
+    std::string dropped_tail;
+    std::string drop_markers(std::string text, bool last) {
+        if (!row->dropped[0]) return text;
+        dropped_tail += text;
+        const std::string_view s = dropped_tail;
+        std::string out;
+        size_t i = 0;
+        while (i < s.size()) {
+            const std::string_view rest = s.substr(i);
+            size_t skip = 0;
+            bool undecided = false;
+            for (const char* m : row->dropped) {
+                if (!m) continue;
+                if (rest.starts_with(m)) skip = std::string_view(m).size();
+                else if (!last && std::string_view(m).starts_with(rest)) undecided = true;
+            }
+            if (skip) {
+                i += skip;
+                continue;
+            }
+            if (undecided) break;
+            out += s[i++];
+        }
+        dropped_tail.erase(0, i);
+        return out;
+    }
+
     Rest finish() {
         Rest r;
         if (!started) {
@@ -1295,8 +1346,12 @@ ReplyStream::~ReplyStream() = default;
 ReplyStream::ReplyStream(ReplyStream&&) noexcept = default;
 ReplyStream& ReplyStream::operator=(ReplyStream&&) noexcept = default;
 
-std::string ReplyStream::push(std::string_view text) { return impl_->push(text); }
-ReplyStream::Rest ReplyStream::finish() { return impl_->finish(); }
+std::string ReplyStream::push(std::string_view text) { return impl_->drop_markers(impl_->push(text), false); }
+ReplyStream::Rest ReplyStream::finish() {
+    Rest r = impl_->finish();
+    r.content = impl_->drop_markers(std::move(r.content), true);
+    return r;
+}
 void ReplyStream::stream_arguments() { impl_->fragments = calls_are_objects(impl_->row->format.family); }
 bool ReplyStream::streams_arguments() const { return impl_->fragments; }
 std::vector<CallDelta> ReplyStream::take_deltas() { return impl_->take_deltas(); }
@@ -1318,10 +1373,6 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
         if (only.empty() || function_name(tools[i]) == only) chosen.push_back(i);
     if (chosen.empty())
         throw ToolError(fmt::format("Invalid 'tool_choice': no tool in 'tools' is named '{}'.", only), "tool_choice");
-    if (format.force == ForceKind::None)
-        throw ToolError(fmt::format("Invalid 'tool_choice': this model's tool-call format ({}) cannot be forced by this "
-                                    "server yet; use 'auto'.", format.name),
-                        "tool_choice");
 
     ForcedCall fc;
     if (format.force == ForceKind::NamedPrefix) {
@@ -1360,6 +1411,10 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
         fc.prompt_prefix = "Action:\n```json\n";
         root = "root ::= tool-call \"\\n```\"";
         break;
+    case ToolFamily::CommandR7B:
+        fc.prompt_prefix = "<|START_ACTION|>";
+        root = "root ::= [ \\t\\n]{0,8} tool-call [ \\t\\n]{0,8} \"<|END_ACTION|>\"";
+        break;
     case ToolFamily::MistralNemo: fc.prompt_prefix = "[TOOL_CALLS]"; [[fallthrough]];
     case ToolFamily::Llama3:
     case ToolFamily::Generic: root = "root ::= tool-call"; break;
@@ -1395,6 +1450,10 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
     case ToolFamily::Granite:
         lc.triggers = {{"<|tool_call|>", false}};
         root = "root ::= \"<|tool_call|>\" markup-ws tool-call markup-ws";
+        break;
+    case ToolFamily::CommandR7B:
+        lc.triggers = {{"<|START_ACTION|>", false}};
+        root = "root ::= \"<|START_ACTION|>\" markup-ws tool-call markup-ws \"<|END_ACTION|>\" markup-ws";
         break;
     case ToolFamily::Generic:
         lc.triggers = {{"{\"tool_calls\"", true}, {"{ \"tool_calls\"", true}};
@@ -1489,7 +1548,8 @@ ToolChoice parse_tool_choice(const std::string& text, std::string& name) {
 
 std::string forced_prompt(std::string rendered, const ToolPlan& plan) {
     if (!plan.forced) return rendered;
-    if (prompt_opens_reasoning(rendered)) rendered += "\n</think>\n\n";
+    // Templates open a "<think>" block in the prompt (QwQ, DeepSeek R1); Command R7B's none.
+    if (prompt_opens_reasoning(rendered, think_tags())) rendered += "\n</think>\n\n";
     return rendered + plan.reply_prefix;
 }
 
@@ -1504,10 +1564,6 @@ ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, co
         return plan;
     }
     if (choice == ToolChoice::None) return plan;
-    if (format.family == ToolFamily::Unsupported)
-        throw ToolError(fmt::format("Invalid 'tools': this model's chat template writes tool calls in the {} format ({}), "
-                                    "which this runtime cannot parse yet.", format.name, format.models),
-                        "tools");
     plan.parse_as = &format;
     plan.parallel = parallel;
     if (format.family == ToolFamily::Generic && !template_renders_tools) plan.system_text = tool_instructions(tools);

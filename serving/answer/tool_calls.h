@@ -40,14 +40,14 @@ enum class ToolFamily {
     KimiK2,         // <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}...
     Glm45,          // GLM-4.5/4.6: <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>...</tool_call>
     CommandRPlus,   // Action:\n```json\n[{"tool_name", "parameters"}, ...]```
+    CommandR7B,     // <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}, ...]<|END_ACTION|>; text for the
+                    // user between <|START_RESPONSE|> and <|END_RESPONSE|> (dropped from the content)
     Harmony,        // gpt-oss: a reply of messages whose headers say where each body goes; calls are
                     // messages to functions.NAME. Read by HarmonyStream (harmony.h), reasoning and all.
-    Unsupported,    // a native format this runtime cannot parse yet (Command R7B's actions)
 };
 
 // How a client's required call is forced in a family.
 enum class ForceKind {
-    None,          // cannot be forced
     CallObject,    // the call is JSON naming its tool: any tool set, one grammar
     NamedMarkup,   // markup names the tool (text, or control tokens the request speaks; Qwen3-Coder's and
                    // GLM's each parameter too, string values bare): any tool set, a branch per tool
@@ -193,8 +193,8 @@ struct ToolPlan {
     std::string system_text;               // for the system message (Generic tools the template cannot show)
     bool parallel = true;                  // several calls may be kept (parallel_tool_calls)
 };
-// `tools` checked (check_tools) and not empty, or null. ToolError (param names the field) for a family
-// that cannot be parsed, or a choice it cannot force.
+// `tools` checked (check_tools) and not empty, or null. ToolError (param names the field) for a choice
+// the family cannot force.
 ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, const nlohmann::ordered_json& tools,
                        ToolChoice choice, const std::string& name, bool parallel);
 // `n` random ASCII letters and digits: the random part of response and call ids.

@@ -319,11 +319,11 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     std::string rendered;
     req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, &rendered);
     // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
-    req.split_reasoning =
-        ep == Endpoint::Chat && m->template_thinks && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
-    req.reply_in_reasoning = req.split_reasoning && chat::prompt_opens_reasoning(rendered);
-    if (req.engine.grammar_start.lazy() && m->template_thinks)
-        chat::skip_reasoning(req.engine.grammar_start, chat::prompt_opens_reasoning(rendered));
+    const bool split = ep == Endpoint::Chat && m->reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
+    req.split_reasoning = split ? m->reasoning : nullptr;
+    req.reply_in_reasoning = split && chat::prompt_opens_reasoning(rendered, *m->reasoning);
+    if (req.engine.grammar_start.lazy() && m->reasoning)
+        chat::skip_reasoning(req.engine.grammar_start, chat::prompt_opens_reasoning(rendered, *m->reasoning), *m->reasoning);
 
     // One engine request per choice, seeds apart (greedy choices are equal).
     std::vector<std::unique_ptr<Generation>> gens;

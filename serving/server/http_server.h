@@ -11,6 +11,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "serving/engine/engine.h"
 #include "serving/server/metrics.h"
+#include "serving/answer/reasoning.h"
 #include "serving/server/prompt.h"
 
 #include <chrono>
@@ -41,7 +42,8 @@ struct ServedModel {
     // The tool-call family of the chat template, and whether the template renders `tools` itself.
     const chat::ToolFormat* tool_format = &chat::tool_format(chat::ToolFamily::Generic);
     bool template_renders_tools = false;
-    bool template_thinks = false;  // the template writes <think> blocks: replies may open with one
+    // The reasoning block the template writes (chat::reasoning_tags): replies may open with one; null: none.
+    const chat::ReasoningTags* reasoning = nullptr;
     bool harmony = false;          // the template speaks gpt-oss' Harmony (chat::template_is_harmony)
     std::vector<int32_t> tool_control_tokens;  // chat::tool_control_tokens of the vocabulary and format
     // Engine::submit: throws serving::QueueFullError, serving::EngineStoppedError or

@@ -83,9 +83,11 @@ struct ParsedRequest {
     chat::ToolPlan tool_plan;
     // reasoning_format: "auto" (default) and "deepseek" split a reasoning block off into
     // reasoning_content where the template writes them; "none" leaves it in the content. The server
-    // sets split_reasoning from it and the template, reply_in_reasoning from the rendered prompt.
+    // sets split_reasoning from it and the template (the tags of the block split off; null: none),
+    // reply_in_reasoning from the rendered prompt.
     std::string reasoning_format = "auto";
-    bool split_reasoning = false, reply_in_reasoning = false;
+    const chat::ReasoningTags* split_reasoning = nullptr;
+    bool reply_in_reasoning = false;
     // A chat answer in gpt-oss' Harmony format (the server sets it from the template): read by a
     // HarmonyStream, which splits reasoning, content and calls at once.
     bool harmony = false;

@@ -66,8 +66,7 @@ struct Model {
     vkllm_model* m = nullptr;
     explicit Model(const char* name = "stories260K.gguf", vkllm_model_params p = test_params()) {
         const vkllm_status st = vkllm_model_load(model_path(name).c_str(), &p, &m);
-        INFO(vkllm_last_error());
-        REQUIRE(st == VKLLM_OK);
+            REQUIRE(st == VKLLM_OK);
     }
     ~Model() {
         vkllm_model_free(m);
@@ -79,8 +78,7 @@ struct Session {
     vkllm_session* s = nullptr;
     explicit Session(vkllm_model* m) {
         const vkllm_status st = vkllm_session_new(m, nullptr, &s);
-        INFO(vkllm_last_error());
-        REQUIRE(st == VKLLM_OK);
+            REQUIRE(st == VKLLM_OK);
     }
     ~Session() { vkllm_session_free(s); }
 };
@@ -806,6 +804,40 @@ TEST_CASE("capi: vkllm_chat_json reads a gpt-oss (Harmony) answer: analysis as r
     CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Greet.");
     CHECK(session_text(vkllm_session_get_tool_calls, session.s) == "[]");
     std::filesystem::remove(tmpl);
+}
+
+TEST_CASE("capi: vkllm_chat_json reads a Command R7B answer: the plan as reasoning, actions as calls, no markers") {
+    // The stand-in for Command R7B's template (tests/fixtures/templates); its markers are plain text
+    // in this vocabulary, control tokens in Command R7B's, which vkllm_chat_json shows to the parser.
+    vkllm_model_params mp = test_params();
+    const std::string tmpl_path = std::string(VKLLM_FIXTURES_DIR) + "/templates/command-r7b-format.jinja";
+    mp.chat_template = tmpl_path.c_str();
+    Model model("stories260K.gguf", mp);
+    Session session(model.m);
+    vkllm_chat_json_params p = vkllm_chat_json_default_params();
+    p.messages = R"([{"role":"user","content":"Weather?"}])";
+    p.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+    vkllm_sampling s = vkllm_sampling_default();
+    s.temperature = 0;
+    s.n_predict = 400;  // the markers are spelled in small pieces in this vocabulary
+    s.grammar = R"(root ::= "<|START_THINKING|>Use the tool.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", )"
+                R"(\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}\n]<|END_ACTION|>")";
+    Collected out;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &out) == VKLLM_OK);
+    CHECK(out.text.empty());
+    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Use the tool.");
+    const auto calls = nlohmann::json::parse(session_text(vkllm_session_get_tool_calls, session.s));
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0]["function"]["name"] == "get_weather");
+    CHECK(calls[0]["function"]["arguments"] == R"({"city":"Oslo"})");
+
+    s.grammar = R"(root ::= "<|START_RESPONSE|>Hello!<|END_RESPONSE|>")";
+    Collected answer;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &answer) == VKLLM_OK);
+    CHECK(answer.text == "Hello!");
+    for (const std::string& piece : answer.pieces) CHECK(piece.find("<|") == std::string::npos);
+    CHECK(session_text(vkllm_session_get_reasoning, session.s).empty());
+    CHECK(session_text(vkllm_session_get_tool_calls, session.s) == "[]");
 }
 
 TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on_piece, and refuses bad input by name") {

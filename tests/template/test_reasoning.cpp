@@ -9,6 +9,9 @@
 
 using vkllm::chat::prompt_opens_reasoning;
 using vkllm::chat::ReasoningStream;
+using vkllm::chat::ReasoningTags;
+using vkllm::chat::reasoning_tags;
+using vkllm::chat::think_tags;
 using vkllm::chat::template_thinks;
 
 namespace {
@@ -18,16 +21,18 @@ struct Split {
 };
 
 // Pushes `text` in pieces of 1..max_piece bytes (a fixed seed), joining what comes out.
-Split run(std::string_view text, bool inside, size_t max_piece, uint32_t seed, bool tags_are_text) {
-    ReasoningStream s(inside);
+Split run(std::string_view text, bool inside, size_t max_piece, uint32_t seed, bool tags_are_text,
+          const ReasoningTags& tags) {
+    ReasoningStream s(inside, tags);
+    const std::string open(tags.open.substr(0, tags.open.size() - 1)), close(tags.close.substr(0, tags.close.size() - 1));
     Split out;
     std::mt19937 rng(seed);
     for (size_t i = 0; i < text.size();) {
         const size_t n = std::min(text.size() - i, size_t(1 + rng() % max_piece));
         ReasoningStream::Piece p = s.push(text.substr(i, n));
         // Nothing released may hold part of a tag (unless the tags are the answer's own text).
-        CHECK(p.reasoning.find("</think") == std::string::npos);
-        if (!tags_are_text) CHECK(p.content.find("<think") == std::string::npos);
+        CHECK(p.reasoning.find(close) == std::string::npos);
+        if (!tags_are_text) CHECK(p.content.find(open) == std::string::npos);
         out.reasoning += p.reasoning;
         out.content += p.content;
         i += n;
@@ -38,10 +43,12 @@ Split run(std::string_view text, bool inside, size_t max_piece, uint32_t seed, b
     return out;
 }
 
-void check_all_splits(std::string_view text, bool inside, const std::string& reasoning, const std::string& content) {
+void check_all_splits(std::string_view text, bool inside, const std::string& reasoning, const std::string& content,
+                      const ReasoningTags& tags = think_tags()) {
     for (size_t max_piece : {size_t(1), size_t(3), size_t(7), text.size() + 1}) {
         CAPTURE(max_piece);
-        const Split s = run(text, inside, max_piece, uint32_t(max_piece), content.find("<thi") != std::string::npos);
+        const Split s = run(text, inside, max_piece, uint32_t(max_piece),
+                            content.find(tags.open.substr(0, 4)) != std::string::npos, tags);
         CHECK(s.reasoning == reasoning);
         CHECK(s.content == content);
     }
@@ -66,13 +73,27 @@ TEST_CASE("reasoning: a prompt that opened the block makes the reply start insid
     check_all_splits("</think>", true, "", "");
 }
 
+TEST_CASE("reasoning: Command R7B's plan between its control tokens is the reasoning") {
+    const ReasoningTags* r7b = reasoning_tags("{{ '<|START_THINKING|>' }}{{ plan }}{{ '<|END_THINKING|>' }}");
+    REQUIRE(r7b != nullptr);
+    CHECK(r7b->open == "<|START_THINKING|>");
+    CHECK(r7b->close == "<|END_THINKING|>");
+    check_all_splits("<|START_THINKING|>I will call the tool.<|END_THINKING|><|START_ACTION|>[]<|END_ACTION|>", false,
+                     "I will call the tool.", "<|START_ACTION|>[]<|END_ACTION|>", *r7b);
+    check_all_splits("<|START_RESPONSE|>Hi<|END_RESPONSE|>", false, "", "<|START_RESPONSE|>Hi<|END_RESPONSE|>", *r7b);
+    // A "<think>" in such an answer is its text.
+    check_all_splits("<think>x</think>", false, "", "<think>x</think>", *r7b);
+}
+
 TEST_CASE("reasoning: which templates and prompts think") {
     CHECK(template_thinks("{% if x %}<think>{% endif %}"));
+    CHECK(reasoning_tags("{% if x %}<think>{% endif %}") == &think_tags());
     CHECK_FALSE(template_thinks("{{ messages }}"));
-    CHECK(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
-    CHECK_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
-    CHECK_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n"));
+    const ReasoningTags& think = think_tags();
+    CHECK(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n", think));
+    CHECK_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n", think));
+    CHECK_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n", think));
     // An earlier turn's closed block does not count, nor the tag inside a message.
-    CHECK_FALSE(prompt_opens_reasoning("<think>a</think>b<|im_start|>assistant\n"));
-    CHECK_FALSE(prompt_opens_reasoning("<|im_start|>user\nWhat does <think> do?<|im_end|>\n<|im_start|>assistant\n"));
+    CHECK_FALSE(prompt_opens_reasoning("<think>a</think>b<|im_start|>assistant\n", think));
+    CHECK_FALSE(prompt_opens_reasoning("<|im_start|>user\nWhat does <think> do?<|im_end|>\n<|im_start|>assistant\n", think));
 }

@@ -437,29 +437,23 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
         ToolFamily::Generic,        ToolFamily::Hermes,         ToolFamily::QwenCoder,  ToolFamily::Llama3,
         ToolFamily::MistralNemo,    ToolFamily::MistralV11,     ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31,
         ToolFamily::FunctionaryV31, ToolFamily::FunctionaryV32, ToolFamily::Granite,    ToolFamily::KimiK2,
-        ToolFamily::Glm45,          ToolFamily::CommandRPlus,   ToolFamily::Harmony};
+        ToolFamily::Glm45,          ToolFamily::CommandRPlus,   ToolFamily::CommandR7B, ToolFamily::Harmony};
     for (ToolFamily f : parsed) CHECK(tool_format(f).family == f);
-    CHECK(tool_format(ToolFamily::Unsupported).family == ToolFamily::Unsupported);
+    CHECK(vkllm::chat::tool_formats().size() == parsed.size());
     // A call object names its tool in JSON; NamedMarkup families in markup (text, or control tokens
-    // the request speaks); gpt-oss in the header the prompt holds; unsupported formats cannot be forced.
+    // the request speaks); gpt-oss in the header the prompt holds.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite, ToolFamily::Generic,
-                         ToolFamily::CommandRPlus})
+                         ToolFamily::CommandRPlus, ToolFamily::CommandR7B})
         CHECK(tool_format(f).force == ForceKind::CallObject);
     for (ToolFamily f : {ToolFamily::QwenCoder, ToolFamily::FunctionaryV31, ToolFamily::FunctionaryV32, ToolFamily::Glm45,
                          ToolFamily::MistralV11, ToolFamily::DeepSeekR1, ToolFamily::DeepSeekV31, ToolFamily::KimiK2})
         CHECK(tool_format(f).force == ForceKind::NamedMarkup);
     CHECK(tool_format(ToolFamily::Harmony).force == ForceKind::NamedPrefix);
-    CHECK(tool_format(ToolFamily::Unsupported).force == ForceKind::None);
     // Formats that hold several calls in one reply, as their templates render them.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::QwenCoder, ToolFamily::MistralNemo, ToolFamily::DeepSeekV31,
                          ToolFamily::FunctionaryV32, ToolFamily::Granite, ToolFamily::KimiK2, ToolFamily::Glm45,
-                         ToolFamily::CommandRPlus})
+                         ToolFamily::CommandRPlus, ToolFamily::CommandR7B})
         CHECK(tool_format(f).parallel);
-    // Only Command R7B, whose template is not here, is still refused.
-    std::vector<std::string> refused;
-    for (const ToolFormat& f : vkllm::chat::tool_formats())
-        if (f.family == ToolFamily::Unsupported) refused.push_back(f.name);
-    CHECK(refused == std::vector<std::string>{"command-r7b"});
 }
 
 TEST_CASE("tool calls: each real template is detected as the family its model speaks") {
@@ -539,7 +533,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
     size_t round_trips = 0, lazy_checked = 0, forced_checked = 0;
     for (const auto& [name, family] : expected_families()) {
         // Harmony's round trips are test_harmony's: its replies are read by HarmonyStream.
-        if (family == ToolFamily::Generic || family == ToolFamily::Unsupported || family == ToolFamily::Harmony) continue;
+        if (family == ToolFamily::Generic || family == ToolFamily::Harmony) continue;
         CAPTURE(name);
         const TemplateFile& file = files.at(name);
         const bool required = std::find(must.begin(), must.end(), name) != must.end();
@@ -687,7 +681,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
             // tool_choice required: the forced grammar takes the calls the model was trained to write
             // after the forced prefix (control-token markers as their text: a request with tools
             // speaks them).
-            if (format.force != ForceKind::None && text.empty() && (format.force != ForceKind::NamedPrefix || calls.size() == 1)) {
+            if (text.empty() && (format.force != ForceKind::NamedPrefix || calls.size() == 1)) {
                 const std::string only = format.force == ForceKind::NamedPrefix ? calls[0].name : std::string();
                 vkllm::chat::ForcedCall fc;
                 REQUIRE_NOTHROW(fc = vkllm::chat::forced_call(format, tools, only, true));
@@ -1179,9 +1173,7 @@ TEST_CASE("tool calls: a named-prefix family forces one named tool") {
 
 TEST_CASE("tool calls: forcing is refused where the format cannot do it, or the schema is outside the subset") {
     const Json tools = both_tools();
-    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::Unsupported), tools, "", false), ToolError);
-    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::Unsupported), tools, "get_current_weather", false),
-                    ToolError);
+    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::Hermes), tools, "no_such_tool", false), ToolError);
     // Qwen3-Coder and GLM write string arguments bare and list the arguments one by one: string
     // constraints but enum / const, and object keywords beyond properties / required, cannot be held.
     for (ToolFamily family : {ToolFamily::QwenCoder, ToolFamily::Glm45}) {
@@ -1732,7 +1724,7 @@ TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pi
     vkllm::chat::ToolPlan plan;
     plan.parse_as = &tool_format(ToolFamily::Hermes);
     vkllm::chat::AnswerFormat f;
-    f.split_reasoning = true;
+    f.split_reasoning = &vkllm::chat::think_tags();
     f.plan = &plan;
     f.tools = tools;
     const std::string answer = "<think>Weather needs a tool.</think>\nLet me look.\n<tool_call>\n" +
@@ -1810,4 +1802,113 @@ TEST_CASE("tool calls: a follow-up turn's null content is no text, also for temp
         in.messages = turn;
         CHECK(tmpl.apply(in).find("None") == std::string::npos);
     }
+}
+
+TEST_CASE("tool calls: Command R7B plans, acts and responds between its control tokens") {
+    // Its own template is not in ../shared/templates: a stand-in written from the format renders
+    // the turns as the model writes them (tests/fixtures/templates/command-r7b-format.jinja).
+    const std::string src = read_file(fs::path(VKLLM_FIXTURES_DIR) / "templates" / "command-r7b-format.jinja");
+    const ToolFormat& r7b = vkllm::chat::detect_tool_format(src);
+    REQUIRE(r7b.family == ToolFamily::CommandR7B);
+    const vkllm::chat::ReasoningTags* thinks = vkllm::chat::reasoning_tags(src);
+    REQUIRE(thinks != nullptr);
+    CHECK(thinks->open == "<|START_THINKING|>");
+    const Json tools = both_tools();
+
+    // The template's render of an assistant turn with a plan and two calls, after the generation
+    // prompt and up to the end of the turn: what the model was trained to write.
+    ChatTemplate tmpl(src, "command-r7b-format");
+    ChatInputs in;
+    in.tools = tools;
+    in.bos_token = "<BOS_TOKEN>";
+    in.messages = Json::array({{{"role", "user"}, {"content", "Weather and time in Paris?"}}});
+    in.add_generation_prompt = true;
+    const std::string prompt = tmpl.apply(in);
+    Json assistant = {{"role", "assistant"}, {"content", nullptr}, {"reasoning_content", "I will look both up."}};
+    assistant["tool_calls"] = Json::array();
+    for (const WantCall& c : {weather_call(), time_call()})
+        assistant["tool_calls"].push_back({{"id", "call_" + c.name}, {"type", "function"},
+                                           {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    in.messages.push_back(assistant);
+    in.add_generation_prompt = false;
+    std::string reply = tmpl.apply(in);
+    REQUIRE(starts_with(reply, prompt));
+    reply.erase(0, prompt.size());
+    REQUIRE(ends_with(reply, "<|END_OF_TURN_TOKEN|>"));
+    reply.resize(reply.size() - std::string_view("<|END_OF_TURN_TOKEN|>").size());
+    MESSAGE("rendered reply:\n" << reply);
+
+    // Read as every front end reads it: the plan is reasoning, the actions are the calls, nothing
+    // is content; in any pieces.
+    vkllm::chat::ToolPlan plan;
+    plan.parse_as = &r7b;
+    vkllm::chat::AnswerFormat f;
+    f.split_reasoning = thinks;
+    f.plan = &plan;
+    f.tools = tools;
+    auto read = [&](const std::string& text, size_t piece) {
+        vkllm::chat::AnswerStream s(f);
+        std::string reasoning, content;
+        for (size_t i = 0; i < text.size(); i += piece) {
+            const auto p = s.push(std::string_view(text).substr(i, piece));
+            CHECK(p.content.find("<|") == std::string::npos);
+            reasoning += p.reasoning;
+            content += p.content;
+        }
+        auto rest = s.finish();
+        rest.reasoning = reasoning + rest.reasoning;
+        rest.content = content + rest.content;
+        return rest;
+    };
+    for (size_t piece : {reply.size(), size_t(1), size_t(5)}) {
+        CAPTURE(piece);
+        const auto r = read(reply, piece);
+        CHECK(r.reasoning == "I will look both up.");
+        CHECK(r.content.empty());
+        check_calls(r.calls, {weather_call(), time_call()});
+        // A response: its markers are not content.
+        const auto answer = read("<|START_RESPONSE|>It is 21 C in Paris.<|END_RESPONSE|>", piece);
+        CHECK(answer.content == "It is 21 C in Paris.");
+        CHECK(answer.calls.empty());
+    }
+    // Without a plan, and the tool_call_id (the call's place in the conversation) is no id.
+    check_reply(r7b, tools, "<|START_ACTION|>[{\"tool_call_id\": \"3\", \"tool_name\": \"get_time\", \"parameters\": "
+                            "{\"timezone\": \"Europe/Paris\"}}]<|END_ACTION|>", "", {time_call()});
+    // Malformed actions come back as written; a response marker is dropped from the content all the same.
+    check_reply(r7b, tools, "<|START_RESPONSE|>Hi<|END_RESPONSE|><|START_ACTION|>[{\"tool_name\": \"nope\"}]<|END_ACTION|>",
+                "Hi<|START_ACTION|>[{\"tool_name\": \"nope\"}]<|END_ACTION|>", {});
+    check_reply(r7b, tools, "<|START_ACTION|>[]<|END_ACTION|>", "<|START_ACTION|>[]<|END_ACTION|>", {});
+    // A marker's beginning at the end is text.
+    check_reply(r7b, tools, "Hi <|START_RESP", "Hi <|START_RESP", {});
+    // reasoning_format none: the plan stays in the content, its markers do not.
+    vkllm::chat::AnswerFormat inline_plan = f;
+    inline_plan.split_reasoning = nullptr;
+    f = inline_plan;
+    const auto inlined = read("<|START_THINKING|>Easy.<|END_THINKING|><|START_RESPONSE|>Hi.<|END_RESPONSE|>", 3);
+    CHECK(inlined.reasoning.empty());
+    CHECK(inlined.content == "Easy.Hi.");
+
+    // tool_choice required: the prompt opens the action list, the grammar holds the rest as the
+    // template writes it and refuses arguments the tool does not take.
+    const vkllm::chat::ForcedCall fc = vkllm::chat::forced_call(r7b, tools, "", true);
+    CHECK(fc.prompt_prefix == "<|START_ACTION|>");
+    const size_t action = reply.find("<|START_ACTION|>");
+    REQUIRE(action != std::string::npos);
+    const Grammar forced = Grammar::parse(fc.gbnf);
+    const std::string actions = reply.substr(action + fc.prompt_prefix.size());
+    CHECK_MESSAGE(fit(forced, actions).has_value(), "the forced grammar refuses:\n" << actions);
+    CHECK_FALSE(fit(forced, R"([{"tool_call_id": "0", "tool_name": "get_time", "parameters": {"tz": "UTC"}}]<|END_ACTION|>)"));
+    CHECK_FALSE(fit(forced, R"([{"tool_call_id": "0", "tool_name": "get_news", "parameters": {}}]<|END_ACTION|>)"));
+    CHECK_FALSE(fit(forced, R"([]<|END_ACTION|>)"));
+    // tool_choice auto: free until <|START_ACTION|>, not inside the plan.
+    const vkllm::chat::LazyCall lazy = vkllm::chat::lazy_call(r7b, tools, true);
+    REQUIRE(!lazy.gbnf.empty());
+    vkllm::grammar::LazyStart start{lazy.triggers};
+    vkllm::chat::skip_reasoning(start, false, *thinks);
+    const size_t at = vkllm::grammar::find_trigger(reply, start);
+    CHECK(at == action);
+    const Grammar lg = Grammar::parse(lazy.gbnf);
+    CHECK(fit(lg, reply.substr(at)).has_value());
+    CHECK(vkllm::grammar::find_trigger("<|START_THINKING|>Maybe <|START_ACTION|>?", start) == std::string::npos);
+    CHECK(vkllm::grammar::find_trigger("<|START_RESPONSE|>Hi<|END_RESPONSE|>", start) == std::string::npos);
 }
