@@ -26,6 +26,8 @@ constexpr std::string_view kDsCallsEnd = "<｜tool▁calls▁end｜>";
 constexpr std::string_view kDsCallBegin = "<｜tool▁call▁begin｜>";
 constexpr std::string_view kDsCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kDsSep = "<｜tool▁sep｜>";
+// The action Command R+'s tool-use template offers besides the request's tools: no tool is needed.
+constexpr const char* kDirectlyAnswer = "directly-answer";
 
 struct Row {
     ToolFormat format;
@@ -206,17 +208,23 @@ public:
         // Bare values (Qwen3-Coder's) are the model's bytes, which need not be valid UTF-8.
         calls_.push_back({std::move(id), std::move(name), args.dump(-1, ' ', false, json::error_handler_t::replace)});
     }
-    // Cohere's list of actions: [{"tool_name", "parameters"?}, ...], not empty.
-    void add_actions(const json& list) {
-        if (!list.is_array() || list.empty()) ok_ = false;
+    // Cohere's list of actions: [{"tool_name", "parameters"?}, ...], with a call among them.
+    // Actions named `no_call` (unless the request offers such a tool) are the model saying that no
+    // tool is needed: not calls.
+    void add_actions(const json& list, const char* no_call = nullptr) {
+        if (!list.is_array()) ok_ = false;
+        const size_t before = calls_.size();
         for (size_t i = 0; ok_ && i < list.size(); ++i) {
             const json& a = list[i];
             if (!a.is_object() || !a.contains("tool_name") || !a["tool_name"].is_string()) {
                 ok_ = false;
                 break;
             }
-            add_call(a["tool_name"].get<std::string>(), a.contains("parameters") ? a["parameters"] : json::object());
+            const std::string name = a["tool_name"].get<std::string>();
+            if (no_call && name == no_call && !known(name)) continue;
+            add_call(name, a.contains("parameters") ? a["parameters"] : json::object());
         }
+        if (calls_.size() == before) ok_ = false;
     }
     // {"name": ..., <args_key>: {...}} (Llama 3 also writes "arguments").
     // A tool without parameters may be called without arguments, except where the call is the whole
@@ -511,7 +519,9 @@ std::optional<std::vector<ToolCall>> parse_calls(ToolFamily family, std::string_
         c.skip_ws();
         // The template fences the list; a model may leave the fence out.
         const bool fenced = c.accept("```json") || c.accept("```");
-        c.add_actions(c.value());
+        // An answer whose only action is "directly-answer" has no call: it is content, as written
+        // (the template's flow answers in a turn of its own, which the request did not ask for).
+        c.add_actions(c.value(), kDirectlyAnswer);
         if (fenced) c.expect_or_end("```");
         break;
     }
@@ -1455,6 +1465,11 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
         lc.triggers = {{"<|START_ACTION|>", false}};
         root = "root ::= \"<|START_ACTION|>\" markup-ws tool-call markup-ws \"<|END_ACTION|>\" markup-ws";
         break;
+    case ToolFamily::CommandRPlus:
+        // The template asks for "Action:" in every answer, fenced or not (as the parser reads it).
+        lc.triggers = {{"Action:", false}};
+        root = "root ::= \"Action:\" markup-ws (\"```\" \"json\"? markup-ws tool-call markup-ws \"```\" | tool-call) markup-ws";
+        break;
     case ToolFamily::Generic:
         lc.triggers = {{"{\"tool_calls\"", true}, {"{ \"tool_calls\"", true}};
         root = "root ::= tool-call markup-ws";
@@ -1504,11 +1519,22 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
             return LazyCall{};
         }
         return lc;
-    default: return lc;  // Command R+'s directly-answer: parsed as written
+    default: throw std::logic_error("lazy_call: a family without its trigger");
     }
     try {
-        lc.gbnf = root + "\nmarkup-ws ::= [ \\t\\n]{0,8}\n" +
-                  call_rules(call_object_schema(format.family, tools, all, many), all, true);
+        json schema = call_object_schema(format.family, tools, all, many);
+        // Command R+'s template offers a "directly-answer" action of its own, which the model writes
+        // when no tool is needed: the grammar lets it (the parser takes it for no call).
+        if (format.family == ToolFamily::CommandRPlus && !offers_tool(tools, kDirectlyAnswer)) {
+            json& items = schema["items"];
+            if (!items.contains("anyOf")) items = json{{"anyOf", json::array({items})}};
+            items["anyOf"].push_back({{"type", "object"},
+                                      {"properties", {{"tool_name", {{"const", kDirectlyAnswer}}},
+                                                      {"parameters", {{"type", "object"}, {"additionalProperties", false}}}}},
+                                      {"required", {"tool_name"}},
+                                      {"additionalProperties", false}});
+        }
+        lc.gbnf = root + "\nmarkup-ws ::= [ \\t\\n]{0,8}\n" + call_rules(schema, all, true);
     } catch (const ToolError&) {
         // Parameters outside the schema subset: 'auto' promised no grammar, so the calls are parsed
         // as the model writes them (a required call with these tools is refused instead).

@@ -164,9 +164,9 @@ ForcedCall forced_call(const ToolFormat& format, const nlohmann::ordered_json& t
 // reply), so a call, once begun, follows its tool's parameters; text before it is free. Markers that
 // are control tokens (Mistral v11's, DeepSeek's, Kimi K2's, gpt-oss's) count as their text: the
 // request shows them. Functionary v3.2 starts at a head that names a tool ("NAME\n" at the start,
-// ">>>NAME\n" after), gpt-oss at a header's "to=functions.". Empty (no gbnf) for Command R+, whose
-// template offers a "directly-answer" call that no request has, and for tools whose parameters are
-// outside the schema subset: those calls are parsed as written.
+// ">>>NAME\n" after), gpt-oss at a header's "to=functions.", Command R+ at "Action:" (its template's
+// own "directly-answer" action allowed). Empty (no gbnf) for tools whose parameters are outside the
+// schema subset: those calls are parsed as written.
 struct LazyCall {
     std::string gbnf;
     std::vector<grammar::Trigger> triggers;

@@ -579,11 +579,13 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
     CHECK(r.engine.grammar_start.triggers[0].text == "get_weather\n");
     CHECK(r.engine.grammar_start.triggers[0].at_start);
     CHECK(r.engine.grammar_start.triggers[1].text == ">>>get_weather\n");
-    // Command R+, whose template offers a "directly-answer" call no request has: parsed as written.
+    // Command R+: from "Action:" on.
     r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::CommandRPlus), true);
     CHECK(r.tool_plan.parse_as != nullptr);
-    CHECK_FALSE(r.engine.grammar);
+    REQUIRE(r.engine.grammar);
+    REQUIRE(r.engine.grammar_start.triggers.size() == 1);
+    CHECK(r.engine.grammar_start.triggers[0].text == "Action:");
     // none: not parsed at all.
     r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "none"}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);

@@ -713,8 +713,8 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
     }
     CHECK(round_trips >= must.size());
     // hermes (Qwen, Hermes), llama3, mistral-nemo, mistral-v11, deepseek, kimi-k2, qwen3-coder, glm-4.5,
-    // functionary-v3.1 and v3.2, gpt-oss (60 renders today); Granite's template renders no calls.
-    CHECK(lazy_checked >= 60);
+    // functionary-v3.1 and v3.2, gpt-oss, command-r-plus (64 renders today); Granite's template renders no calls.
+    CHECK(lazy_checked >= 64);
     CHECK(forced_checked >= 20);
 }
 
@@ -805,8 +805,8 @@ TEST_CASE("tool calls: malformed calls come back as content, exactly as written"
         {ToolFamily::Glm45, "<tool_call>get_current_weather\n<arg_key></arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"},
         {ToolFamily::Glm45, "<tool_call>get_current_weather\n<arg_key>location</arg_key>\n"},
         {ToolFamily::CommandRPlus, "Action:\n```json\n[{\"tool_name\": \"get_stock_price\", \"parameters\": {\"symbol\": \"ACME\"}}]```"},
-        // The template's instruction offers `directly-answer`, a tool no request has: the reply
-        // comes back as written.
+        // The template's instruction offers `directly-answer`, a tool no request has: a reply whose
+        // only action it is has no call, and comes back as written.
         {ToolFamily::CommandRPlus, "Action: ```json\n[{\"tool_name\": \"directly-answer\", \"parameters\": {}}]\n```"},
         {ToolFamily::CommandRPlus, "Action: ```json\n[{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris\"}}]\n```"},
         {ToolFamily::CommandRPlus, "Action: ```json\n[{\"tool_name\": \"get_current_weather\", \"parameters\": \"Paris\"}]\n```"},
@@ -1481,8 +1481,24 @@ TEST_CASE("tool calls: with tool_choice auto, a call the model begins must follo
     CHECK_FALSE(follows(harmony, "<|channel|>commentary to=functions.get_news <|constrain|>json<|message|>{}"));
     CHECK_FALSE(follows(harmony, "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{\"timezone\": 1}"));
     CHECK_FALSE(follows(harmony, "<|channel|>final<|message|>The time."));  // no call: free
-    // Command R+'s template offers a "directly-answer" call that no request has: parsed as written.
-    CHECK(vkllm::chat::lazy_call(tool_format(ToolFamily::CommandRPlus), tools, true).gbnf.empty());
+    // Command R+: from "Action:" on, fenced or not; the template's own "directly-answer" action is
+    // let through (the model says no tool is needed), and is no call.
+    const ToolFormat& command_r = tool_format(ToolFamily::CommandRPlus);
+    const auto cr = vkllm::chat::lazy_call(command_r, tools, true);
+    const std::string cr_time = R"({"tool_name": "get_time", "parameters": {"timezone": "UTC"}})";
+    const std::string cr_direct = R"({"tool_name": "directly-answer", "parameters": {}})";
+    CHECK(follows(cr, "Action:\n```json\n[\n    " + cr_time + "\n]```"));
+    CHECK(follows(cr, "Action: [" + cr_time + ", " + cr_direct + "]"));
+    CHECK(follows(cr, "Action:\n```json\n[" + cr_direct + "]\n```"));
+    CHECK_FALSE(follows(cr, R"(Action: [{"tool_name": "directly-answer", "parameters": {"text": "Hi"}}])"));
+    CHECK_FALSE(follows(cr, R"(Action: [{"tool_name": "get_time", "parameters": {"timezone": 1}}])"));
+    CHECK_FALSE(follows(cr, "Action:\n```json\n[" + cr_time + "]"));  // a fence opened is closed
+    CHECK_FALSE(follows(cr, "Action: []"));
+    check_reply(command_r, tools, "Action: [" + cr_direct + ", " + cr_time + "]", "",
+                {{"get_time", Json::parse(R"({"timezone": "UTC"})"), ""}});
+    // A request that offers a tool of that name calls it.
+    const Json with_direct = Json::parse(R"([{"type": "function", "function": {"name": "directly-answer"}}])");
+    check_reply(command_r, with_direct, "Action: [" + cr_direct + "]", "", {{"directly-answer", Json::object(), ""}});
     // Parameters outside the schema subset: no grammar ('auto' never promised one), where a
     // required call is refused.
     const Json odd = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}])");
