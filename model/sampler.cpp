@@ -65,21 +65,33 @@ int32_t Sampler::sample(std::span<float> logits, TokenFilter* filter) {
         std::partial_sort(idx.begin(), idx.begin() + long(want), idx.end(), by_logit);
         idx.resize(want);
     } else {
-        // First the best few tokens in order (usually enough: the model mostly likes what the
-        // grammar allows); failing that, every allowed token, then the best of those.
-        const size_t head = std::min(n, std::max<size_t>(64, 2 * want));
+        // The best tokens in order, asked in growing batches until enough are allowed (usually
+        // the first batch: the model mostly likes what the grammar allows, and a question costs
+        // the filter more than sorting). Once the filter has decided every token, the rest are
+        // asked in one pass and the best of those kept.
+        if (want == 1) {  // greedy: the best token is usually allowed
+            const auto best = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            if (filter->allowed(best)) return best;
+        }
         std::vector<int32_t> order(n);
         std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + long(head), order.end(), by_logit);
-        for (size_t i = 0; i < head && idx.size() < want; ++i)
-            if (filter->allowed(order[i])) idx.push_back(order[i]);
-        if (idx.size() < want && head < n) {
-            std::vector<int32_t> rest;
-            for (size_t i = head; i < n; ++i)
-                if (filter->allowed(order[i])) rest.push_back(order[i]);
-            const size_t more = std::min(rest.size(), want - idx.size());
-            std::partial_sort(rest.begin(), rest.begin() + long(more), rest.end(), by_logit);
-            idx.insert(idx.end(), rest.begin(), rest.begin() + long(more));
+        size_t done = 0, head = std::min(n, std::max<size_t>(64, 2 * want));
+        for (;;) {
+            std::partial_sort(order.begin() + long(done), order.begin() + long(head), order.end(), by_logit);
+            for (size_t i = done; i < head && idx.size() < want; ++i)
+                if (filter->allowed(order[i])) idx.push_back(order[i]);
+            done = head;
+            if (idx.size() >= want || done == n) break;
+            if (const std::span<const uint8_t> mask = filter->decided(); mask.size() == n) {
+                std::vector<int32_t> rest;
+                for (size_t i = done; i < n; ++i)
+                    if (mask[size_t(order[i])]) rest.push_back(order[i]);
+                const size_t more = std::min(rest.size(), want - idx.size());
+                std::partial_sort(rest.begin(), rest.begin() + long(more), rest.end(), by_logit);
+                idx.insert(idx.end(), rest.begin(), rest.begin() + long(more));
+                break;
+            }
+            head = std::min(n, head * 4);
         }
         if (idx.empty()) return -1;
         if (want == 1) return idx[0];

@@ -46,6 +46,10 @@ class TokenFilter {
 public:
     virtual ~TokenFilter() = default;
     virtual bool allowed(int32_t token) = 0;
+    // Every token's answer (1: allowed) once the filter has decided the whole vocabulary, else
+    // empty: the sampler then reads the remaining tokens off it in one pass rather than asking on
+    // in logit order.
+    virtual std::span<const uint8_t> decided() const { return {}; }
 };
 
 class Sampler {

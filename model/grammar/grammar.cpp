@@ -452,9 +452,9 @@ bool Matcher::Pos::operator<(const Pos& o) const {
 bool Matcher::Pos::operator==(const Pos& o) const { return rule == o.rule && alt == o.alt && elem == o.elem; }
 
 Matcher::Matcher(const Grammar& g) : g_(&g) {
-    for (uint32_t a = 0; a < g.rules[g.root].alternatives.size(); ++a) expand({{g.root, a, 0}}, stacks_);
-    std::sort(stacks_.begin(), stacks_.end());
-    stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+    for (uint32_t a = 0; a < g.rules[g.root].alternatives.size(); ++a) expand({{g.root, a, 0}}, here_.stacks_);
+    std::sort(here_.stacks_.begin(), here_.stacks_.end());
+    here_.stacks_.erase(std::unique(here_.stacks_.begin(), here_.stacks_.end()), here_.stacks_.end());
 }
 
 // Resolves rule references and finished rules until the top of every stack is a character set
@@ -511,13 +511,13 @@ bool Matcher::advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector
 }
 
 bool Matcher::allows(uint32_t cp) const {
-    for (const Stack& s : stacks_)
+    for (const Stack& s : here_.stacks_)
         if (!s.empty() && g_->rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches(cp)) return true;
     return false;
 }
 
 bool Matcher::can_end() const {
-    return partial_.empty() && std::any_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
+    return here_.partial_.empty() && std::any_of(here_.stacks_.begin(), here_.stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
 // The code points a partly received UTF-8 character could still become, and whether any is allowed.
@@ -572,34 +572,50 @@ bool Matcher::consume(std::string_view bytes, std::vector<Stack>& stacks, std::s
 }
 
 bool Matcher::accept(std::string_view bytes) {
-    std::vector<Stack> stacks = stacks_;
-    std::string partial = partial_;
+    std::vector<Stack> stacks = here_.stacks_;
+    std::string partial = here_.partial_;
     if (!consume(bytes, stacks, partial)) return false;
-    stacks_ = std::move(stacks);
-    partial_ = std::move(partial);
+    here_.stacks_ = std::move(stacks);
+    here_.partial_ = std::move(partial);
     return true;
 }
 
 bool Matcher::allows_bytes(std::string_view bytes) const {
-    std::vector<Stack> stacks = stacks_;
-    std::string partial = partial_;
+    std::vector<Stack> stacks = here_.stacks_;
+    std::string partial = here_.partial_;
     return consume(bytes, stacks, partial);
 }
 
-Matcher::State Matcher::state() const {
-    State st;
-    st.stacks_ = stacks_;
-    st.partial_ = partial_;
-    return st;
-}
+Matcher::State Matcher::state() const { return here_; }
 
 bool Matcher::step(State& st, uint8_t byte) const {
     const char c = char(byte);
     return consume(std::string_view(&c, 1), st.stacks_, st.partial_);
 }
 
+bool Matcher::may_step(const State& st, uint8_t byte) const {
+    // consume() for one byte, but reading the stacks in place of advancing a copy of them.
+    uint32_t cp = byte;
+    if (st.partial_.empty()) {
+        const size_t len = utf8_len(byte);
+        if (len == 0) return false;
+        if (len > 1) return partial_allowed(st.stacks_, std::string(1, char(byte)));
+    } else {
+        const std::string partial = st.partial_ + char(byte);  // at most 4 bytes: no allocation
+        if (!valid_utf8_prefix(partial)) return false;
+        const auto lead = uint8_t(partial[0]);
+        const size_t len = utf8_len(lead);
+        if (partial.size() < len) return partial_allowed(st.stacks_, partial);
+        cp = len == 2 ? lead & 0x1f : len == 3 ? lead & 0x0f : lead & 0x07;
+        for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(partial[i]) & 0x3f);
+    }
+    for (const Stack& s : st.stacks_)
+        if (!s.empty() && g_->rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches(cp)) return true;
+    return false;
+}
+
 bool Matcher::complete() const {
-    return partial_.empty() && std::all_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
+    return here_.partial_.empty() && std::all_of(here_.stacks_.begin(), here_.stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
 size_t find_trigger(std::string_view text, const LazyStart& start) {

@@ -92,6 +92,10 @@ public:
     State state() const;
     // Follows one byte from `st` (in place); false when the grammar refuses it (st is then unusable).
     bool step(State& st, uint8_t byte) const;
+    // Whether step(st, byte) would succeed, without copying or changing anything.
+    bool may_step(const State& st, uint8_t byte) const;
+    // The matcher's own state (the text so far), without a copy.
+    const State& current() const { return here_; }
     // The text so far is a whole sentence and nothing can follow it.
     bool complete() const;
 
@@ -118,8 +122,9 @@ private:
     bool consume(std::string_view bytes, std::vector<Stack>& stacks, std::string& partial) const;
 
     const Grammar* g_;
-    std::vector<Stack> stacks_;  // every way the text so far can continue; an empty stack: it can end
-    std::string partial_;        // the received bytes of an unfinished UTF-8 character
+    // here_.stacks_: every way the text so far can continue (an empty stack: it can end);
+    // here_.partial_: the received bytes of an unfinished UTF-8 character.
+    State here_;
 };
 
 // Where a lazy grammar starts to hold: the first place the generated text holds a trigger's

@@ -49,12 +49,22 @@ TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, std::sh
 bool TokenConstraint::allowed(int32_t token) {
     if (token < 0 || size_t(token) >= pieces_->size()) return false;
     if (pieces_->is_eog(token)) return matcher_.can_end();
-    if (!mask_ready_ && ++asked_ > kScanBudget) decide_all();
+    if (!mask_ready_) {
+        ++asked_;
+        if ((asked_ >= kMinAsked && allowed_ * kRare < asked_) || asked_ >= kMaxAsked) decide_all();
+    }
     if (mask_ready_) return mask_[size_t(token)] != 0;
+    const bool yes = fits(token);
+    allowed_ += yes ? 1 : 0;
+    return yes;
+}
+
+bool TokenConstraint::fits(int32_t token) {
     const std::string& b = pieces_->bytes(token);
     if (b.empty()) return false;
     if (!first_ready_) {
-        for (uint32_t c = 0; c < 256; ++c) first_[c] = matcher_.allows_bytes(std::string(1, char(c))) ? 1 : 0;
+        const Matcher::State& here = matcher_.current();
+        for (uint32_t c = 0; c < 256; ++c) first_[c] = matcher_.may_step(here, uint8_t(c)) ? 1 : 0;
         first_ready_ = true;
     }
     if (!first_[uint8_t(b[0])]) return false;
@@ -67,19 +77,22 @@ void TokenConstraint::accept(int32_t token) {
         throw GrammarError(fmt::format("token {} is not allowed by the grammar here", token));
     first_ready_ = false;
     mask_ready_ = false;
-    asked_ = 0;
+    asked_ = allowed_ = 0;
 }
 
 bool TokenConstraint::accept_text(std::string_view text) {
     if (!matcher_.accept(text)) return false;
     first_ready_ = false;
     mask_ready_ = false;
-    asked_ = 0;
+    asked_ = allowed_ = 0;
     return true;
 }
 
 void TokenConstraint::decide_all() {
     mask_.assign(pieces_->size(), 0);
+    const bool can_end = matcher_.can_end();
+    for (size_t t = 0; t < mask_.size(); ++t)
+        if (pieces_->is_eog(int32_t(t))) mask_[t] = can_end ? 1 : 0;
     const auto& trie = pieces_->trie();
     // Depth first with an explicit stack: (node, the state after its prefix).
     std::vector<std::pair<uint32_t, Matcher::State>> todo;
@@ -90,6 +103,7 @@ void TokenConstraint::decide_all() {
         if (node != 0)
             for (const int32_t t : trie[node].tokens) mask_[size_t(t)] = 1;
         for (const auto& [byte, child] : trie[node].children) {
+            if (!matcher_.may_step(st, byte)) continue;  // most bytes: refused without a copy
             Matcher::State next = st;
             if (matcher_.step(next, byte)) todo.emplace_back(child, std::move(next));
         }

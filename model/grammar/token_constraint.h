@@ -10,13 +10,14 @@
 //
 // Cost: the sampler asks `allowed` for tokens in descending logit order until it has the
 // candidates it needs (one for greedy, top_k otherwise), so most steps test a handful of tokens,
-// each from the current state. A table of which first bytes the state accepts (256 tests, once per
-// state) refuses most tokens with one lookup. When a state has been asked more than kScanBudget
-// times (the grammar allows few of the tokens the model likes, or the sampler wants every allowed
-// token), the whole vocabulary is decided at once by walking a trie of the tokens' bytes from
-// the state: a prefix the grammar refuses prunes every token below it, so this costs about as
-// many matcher steps as there are trie nodes the grammar lets through. Either way the answers are
-// the same.
+// each from the current state. A table of which first bytes the state accepts (read off the
+// state, once per state) refuses most tokens with one lookup. When the state refuses nearly every
+// token asked (kRare: fewer than one in kRare of at least kMinAsked; structural JSON between
+// values, where a few tokens fit), the whole vocabulary is decided at once by walking a trie of
+// the tokens' bytes from the state: a prefix the grammar refuses prunes every token below it, so
+// this costs about as many matcher steps as there are trie nodes the grammar lets through. Where
+// many tokens fit (inside a string), asking on is cheaper than that walk. Either way the answers
+// are the same.
 #pragma once
 
 #include "model/grammar/grammar.h"
@@ -60,12 +61,17 @@ private:
 
 class TokenConstraint final : public TokenFilter {
 public:
-    static constexpr uint32_t kScanBudget = 256;  // questions per state before deciding every token
+    // Every token is decided once a state has been asked at least kMinAsked times and has allowed
+    // fewer than one in kRare of them, or has been asked kMaxAsked times.
+    static constexpr uint32_t kMinAsked = 64, kRare = 32, kMaxAsked = 4096;
 
     // Throws GrammarError when the grammar cannot even start (too ambiguous).
     TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenPieces> pieces);
 
     bool allowed(int32_t token) override;
+    std::span<const uint8_t> decided() const override {
+        return mask_ready_ ? std::span<const uint8_t>(mask_) : std::span<const uint8_t>();
+    }
     // Follows a sampled token. Throws GrammarError when the grammar does not allow it.
     void accept(int32_t token);
     // Follows text that was generated before the grammar started to hold (a lazy grammar's
@@ -81,12 +87,13 @@ private:
     std::shared_ptr<const Grammar> grammar_;
     std::shared_ptr<const TokenPieces> pieces_;
     Matcher matcher_;
+    bool fits(int32_t token);  // the answer for a token with bytes, from the current state
     void decide_all();
 
     // Per first byte, whether the current state accepts it; computed when first needed per state.
     std::array<uint8_t, 256> first_{};
     bool first_ready_ = false;
-    uint32_t asked_ = 0;         // questions in the current state
+    uint32_t asked_ = 0, allowed_ = 0;  // questions in the current state, and answers yes
     std::vector<uint8_t> mask_;  // every token's answer in the current state, once decided
     bool mask_ready_ = false;
 };

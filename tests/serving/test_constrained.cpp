@@ -19,14 +19,20 @@ using namespace vkllm::serving;
 
 namespace {
 
-// Allows the tokens whose id is a multiple of `step` (and counts the questions).
+// Allows the tokens whose id is a multiple of `step` (and counts the questions). With
+// `decide_after`, it decides every token once asked that many times, as TokenConstraint does.
 struct EveryNth : TokenFilter {
     int32_t step = 3;
     size_t asked = 0;
+    size_t n = 0, decide_after = 0;
+    std::vector<uint8_t> mask;
     bool allowed(int32_t t) override {
         ++asked;
+        if (decide_after && asked >= decide_after && mask.empty())
+            for (size_t i = 0; i < n; ++i) mask.push_back(i % size_t(step) == 0 ? 1 : 0);
         return t % step == 0;
     }
+    std::span<const uint8_t> decided() const override { return mask; }
 };
 
 bool is_sentence(const grammar::Grammar& g, const std::string& text) {
@@ -80,16 +86,27 @@ TEST_CASE("sampler: a filter is the same as -inf for every refused token, for ev
                 p.min_p = st.min_p;
                 p.repeat_penalty = st.repeat_penalty;
                 p.seed = seed;
-                Sampler a(p), b(p);
-                for (int32_t t : {1, 3, 6, 9}) a.accept(t), b.accept(t);
-                EveryNth f;
-                std::vector<float> la = logits, lb = logits;
+                std::vector<float> lb = logits;
                 for (size_t i = 0; i < n; ++i)
                     if (i % 3 != 0) lb[i] = -std::numeric_limits<float>::infinity();
-                const int32_t ta = a.sample(la, &f), tb = b.sample(lb);
-                CHECK(ta == tb);
-                CHECK(ta % 3 == 0);
-                if (st.temperature == 0) CHECK(f.asked < n);  // greedy stops at the first allowed token
+                Sampler b(p);
+                for (int32_t t : {1, 3, 6, 9}) b.accept(t);
+                const int32_t tb = b.sample(lb);
+                // Asking in logit order throughout, or reading a decided mask after a few questions
+                // (the first batch, or within it).
+                for (const size_t decide_after : {size_t(0), size_t(1), size_t(64), size_t(100)}) {
+                    CAPTURE(decide_after);
+                    Sampler a(p);
+                    for (int32_t t : {1, 3, 6, 9}) a.accept(t);
+                    EveryNth f;
+                    f.n = n;
+                    f.decide_after = decide_after;
+                    std::vector<float> la = logits;
+                    const int32_t ta = a.sample(la, &f);
+                    CHECK(ta == tb);
+                    CHECK(ta % 3 == 0);
+                    if (st.temperature == 0) CHECK(f.asked < n);  // greedy stops at the first allowed token
+                }
             }
         }
     }
@@ -135,8 +152,16 @@ TEST_CASE("token constraint: the allowed set equals following each token with a 
             CAPTURE(text);
             CAPTURE(id);
             CHECK(c.allowed(id) == expected);
+            // Asked first in a state (no mask decided yet), the answer is the same.
+            grammar::TokenConstraint once(g, pieces);
+            CHECK(once.accept_text(text));
+            CHECK(once.allowed(id) == expected);
             n_allowed += expected;
         }
+        // Every token asked, few allowed: the constraint has decided them all, end included.
+        const std::span<const uint8_t> mask = c.decided();
+        REQUIRE(mask.size() == tok->n_vocab());
+        for (int32_t id = 0; id < int32_t(tok->n_vocab()); ++id) CHECK((mask[size_t(id)] != 0) == c.allowed(id));
         CHECK(n_allowed > 0);
         // The step's text as tokens, accepted one by one.
         for (int32_t id : spell(*tok, step)) c.accept(id);
