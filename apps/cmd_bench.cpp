@@ -216,7 +216,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
         if (!schema) throw std::invalid_argument(fmt::format("--json-schema-file {}: cannot open the file", o.json_schema_file));
         auto grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(*schema));
         std::vector<double> free_tps, schema_tps;
-        uint64_t schema_tokens = 0;
+        uint64_t schema_tokens = 0, free_tokens = 0;
+        double free_sample_ms = 0, schema_sample_ms = 0;  // host time choosing the tokens
         const int32_t bos = m.tokenizer->bos_id() >= 0 ? m.tokenizer->bos_id() : 1;
         for (int r = -1; r < o.reps; ++r) {
             for (const bool constrained : {false, true}) {
@@ -229,7 +230,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
                     serving::generate(g, *m.tokenizer, std::span<const int32_t>(&bos, 1), gp, [](std::string_view) {});
                 if (r < 0 || st.decode_steps == 0) continue;
                 (constrained ? schema_tps : free_tps).push_back(st.generate_tps());
-                if (constrained) schema_tokens += st.generated_tokens;
+                (constrained ? schema_tokens : free_tokens) += st.generated_tokens;
+                (constrained ? schema_sample_ms : free_sample_ms) += st.sample_ms;
             }
         }
         const Stat fs = stat(free_tps), ss = stat(schema_tps);
@@ -240,6 +242,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
         j["tg_schema_tps_stddev"] = ss.stddev;
         j["tg_schema_tokens_mean"] = o.reps ? double(schema_tokens) / o.reps : 0;
         if (fs.mean > 0) j["tg_schema_ratio"] = ss.mean / fs.mean;
+        j["tg_sampled_sample_ms_per_token"] = free_tokens ? free_sample_ms / double(free_tokens) : 0.0;
+        j["tg_schema_sample_ms_per_token"] = schema_tokens ? schema_sample_ms / double(schema_tokens) : 0.0;
     }
     Stat pps = stat(pp), tgs = stat(tg);
     j["pp_tokens"] = o.n_prompt;
@@ -355,12 +359,14 @@ void print_markdown(const nlohmann::json& out) {
     for (auto& r : out["results"]) {
         if (!r.contains("tg_schema_tps_mean")) continue;
         fmt::print("\nconstrained decode, {}: sampled {:.3f} ± {:.3f} t/s, with the JSON schema {} {:.3f} ± {:.3f} t/s "
-                   "({:.1f} tokens per answer): ratio {:.3f}\n",
+                   "({:.1f} tokens per answer): ratio {:.3f}; choosing a token on the host {:.3f} ms sampled, {:.3f} ms "
+                   "with the schema\n",
                    std::filesystem::path(r["model"].get<std::string>()).filename().string(),
                    r["tg_sampled_tps_mean"].get<double>(), r["tg_sampled_tps_stddev"].get<double>(),
                    r["json_schema_file"].get<std::string>(), r["tg_schema_tps_mean"].get<double>(),
                    r["tg_schema_tps_stddev"].get<double>(), r["tg_schema_tokens_mean"].get<double>(),
-                   r.value("tg_schema_ratio", 0.0));
+                   r.value("tg_schema_ratio", 0.0), r["tg_sampled_sample_ms_per_token"].get<double>(),
+                   r["tg_schema_sample_ms_per_token"].get<double>());
     }
     for (auto& r : out["results"]) {
         if (!r.contains("profile")) continue;

@@ -3,8 +3,8 @@
 
 usage: check_summary.py WORK OUT SECONDS QUICK
 WORK holds devices.json, nvidia-smi.csv, tests/results ("name exit-status" per line), bench/vk.N.json
-(`vkllm bench --json`), bench/peer.N.json (`llama-bench -o json`) and bench/ops.json
-(`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
+(`vkllm bench --json`), bench/peer.N.json (`llama-bench -o json`), bench/schema.json (`vkllm bench
+--json-schema-file`) and bench/ops.json (`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
 """
 import json
 import os
@@ -76,6 +76,15 @@ def main():
     s["device"] = device
     s["bench"] = bench
 
+    schema = load(os.path.join(work, "bench", "schema.json"))
+    if schema and schema.get("results"):
+        r = schema["results"][0]
+        s["constrained"] = {"model": os.path.basename(r.get("model", "?"))}
+        for k in ("tg_sampled_tps_mean", "tg_schema_tps_mean", "tg_schema_ratio", "tg_schema_tokens_mean",
+                  "tg_sampled_sample_ms_per_token", "tg_schema_sample_ms_per_token"):
+            if k in r:
+                s["constrained"][k] = r[k]
+
     ops = load(os.path.join(work, "bench", "ops.json"))
     if ops:
         s["bench_ops"] = {"shapes": ops.get("shapes"), "probes": ops.get("probes"), "failed": ops.get("failed"),
@@ -133,6 +142,14 @@ def main():
     peers = {r.get("peer_build") for r in bench if r.get("peer_build")}
     if peers:
         lines.append(f"llama.cpp: {', '.join(sorted(peers))}, Vulkan backend, shaders built without cooperative matrix")
+    c = s.get("constrained")
+    if c:
+        lines.append("")
+        lines.append(f"constrained decode, {c['model']} (temperature 0.8, top-k 40): sampled "
+                     f"{fmt(c.get('tg_sampled_tps_mean'))} t/s, with the JSON schema {fmt(c.get('tg_schema_tps_mean'))} t/s "
+                     f"({fmt(c.get('tg_schema_tokens_mean'))} tokens per answer): ratio {fmt(c.get('tg_schema_ratio'), '.2f')}; "
+                     f"choosing a token on the host {fmt(c.get('tg_sampled_sample_ms_per_token'), '.3f')} ms sampled, "
+                     f"{fmt(c.get('tg_schema_sample_ms_per_token'), '.3f')} ms with the schema")
     if ops:
         lines.append("")
         lines.append(f"bench-ops ({ops.get('failed', '?')} failed checks), probes {ops.get('probes')}")

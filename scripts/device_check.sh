@@ -11,7 +11,10 @@
 #   3. random-weight models written here by `vkllm gen-model` (TinyLlama-shaped Q4_0, a Q4_K_M with
 #      Llama-3-8B's layer shapes), then `vkllm bench` beside llama.cpp's `llama-bench -ngl 99` on
 #      the same files (stories260K too)
-#      and the largest once more with --profile (GPU time per op) at 512-token prefill chunks
+#      and the largest once more with --profile (GPU time per op) at 512-token prefill chunks;
+#      constrained decode: `vkllm bench --json-schema-file bench_schema.json` on a TinyLlama-shaped
+#      Q4_0 with Llama 3's 128k-token vocabulary (stories260K in --quick), tokens/s with and
+#      without the schema and the host's time choosing a token
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
 #   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
 #      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
@@ -94,6 +97,9 @@ if [ "$QUICK" = 0 ]; then
     run_limited "$(limit 120 250)" "$VKLLM" gen-model -o "$WORK/models/tinyllama-q4_0.gguf" --preset tinyllama --type q4_0 &&
     run_limited "$(limit 240 200)" "$VKLLM" gen-model -o "$WORK/models/llama3-8b-shape-q4_k_m.gguf" --preset llama3-8b \
       --layers "${VKLLM_CHECK_LLAMA3_LAYERS:-32}" --type q4_k_m
+    gunzip -c "$HERE/models/ggml-vocab-llama-bpe.gguf.gz" >"$WORK/models/vocab-llama3.gguf" &&
+    run_limited "$(limit 90 180)" "$VKLLM" gen-model -o "$WORK/models/tinyllama-llama3-vocab-q4_0.gguf" --preset tinyllama \
+      --vocab-from "$WORK/models/vocab-llama3.gguf" --type q4_0
   ) >"$WORK/gen-model.log" 2>&1 &
   gen_pid=$!
   models+=("$WORK/models/tinyllama-q4_0.gguf" "$WORK/models/llama3-8b-shape-q4_k_m.gguf")
@@ -145,6 +151,16 @@ for m in "${models[@]}"; do
   run_limited "$(limit 100 80)" "$PEER" -m "$m" -p "$pp" -n "$tg" -r "$reps" -ngl 99 -o json >"$WORK/bench/peer.$i.json" 2>>"$OUT/bench.log" ||
     log "llama-bench $name failed"
 done
+
+# Constrained decode: tokens/s with the JSON schema against without, and the host's share.
+if [ "$QUICK" = 1 ]; then cm="$HERE/models/stories260K.gguf" cn=16 cr=1; else cm="$WORK/models/tinyllama-llama3-vocab-q4_0.gguf" cn=64 cr=3; fi
+if [ -f "$cm" ]; then
+  log "bench --json-schema-file: $(basename "$cm" .gguf)"
+  run_limited "$(limit 60 90)" "$VKLLM" bench -m "$cm" -p 16 -n "$cn" -r "$cr" --no-probes --json-schema-file "$HERE/bench_schema.json" \
+    --json >"$WORK/bench/schema.json" 2>>"$OUT/bench.log" || log "vkllm bench --json-schema-file failed"
+else
+  log "constrained decode: $cm missing"
+fi
 
 # The largest model once more with the GPU time per op (timestamp queries) and 512-token prefill
 # chunks, llama-bench's batch: where the time goes, for tuning.

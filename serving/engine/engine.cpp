@@ -96,6 +96,7 @@ struct Slot {
     int32_t prev = -1;        // the token before `pending`, for decode_piece
     uint32_t generated = 0;
     uint32_t decode_steps = 0;
+    double sample_ms = 0;      // host time in the sampler and the grammar
     uint32_t kv_reserved = 0;  // KV blocks the request may come to hold (kv_need), while it runs
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar while it holds, or null
@@ -384,6 +385,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.prev = keep > 0 ? prompt[keep - 1] : -1;
     s.generated = 0;
     s.decode_steps = 0;
+    s.sample_ms = 0;
     s.kv_reserved = kv_need(s.req->req);
     s.sampler = std::make_unique<Sampler>(s.req->req.sampler);
     for (int32_t t : prompt) s.sampler->accept(t);
@@ -530,7 +532,9 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     }
     if (s.constraint) {
         try {
+            const Clock::time_point t0 = Clock::now();
             s.constraint->accept(next);
+            s.sample_ms += ms_between(t0, Clock::now());
         } catch (const grammar::GrammarError& e) {
             finish(s, FinishReason::Error, e.what(), std::current_exception());
             return;
@@ -559,7 +563,9 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
 int32_t Engine::Impl::sample(Slot& s, std::span<float> row) {
     int32_t next = -1;
     try {
+        const Clock::time_point t0 = Clock::now();
         next = s.sampler->sample(row, s.constraint.get());
+        s.sample_ms += ms_between(t0, Clock::now());
     } catch (const grammar::GrammarError& e) {
         finish(s, FinishReason::Error, e.what(), std::current_exception());
         return -1;
@@ -590,6 +596,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     done.cached_tokens = s.cached;
     done.completion_tokens = s.generated;
     done.decode_steps = s.decode_steps;
+    done.sample_ms = s.sample_ms;
     done.queue_ms = ms_between(s.req->submitted, s.started);
     const Clock::time_point first = s.generated > 0 ? s.first_token : now;
     done.prompt_ms = ms_between(s.started, first);

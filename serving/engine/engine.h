@@ -97,6 +97,8 @@ struct Event {
     uint32_t completion_tokens = 0;
     uint32_t decode_steps = 0;   // single-token forward passes this request took part in
     double queue_ms = 0, prompt_ms = 0, generate_ms = 0;  // waiting, prefill (to first token), the rest
+    // Host time choosing the tokens: the sampler (with the grammar's mask) and following the grammar.
+    double sample_ms = 0;
 };
 
 // The caller's end of one request. Dropping it cancels the request.

@@ -49,6 +49,7 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
         st.decode_steps = ev->decode_steps;
         st.prompt_ms = ev->prompt_ms;
         st.generate_ms = ev->generate_ms;
+        st.sample_ms = ev->sample_ms;
         st.stopped_at_eos = ev->finish == FinishReason::Stop;
         return st;
     }

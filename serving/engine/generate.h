@@ -27,6 +27,7 @@ struct GenerateStats {
     double prompt_ms = 0;    // from the start to the first generated token
     double generate_ms = 0;  // from the first generated token to the end
     uint32_t decode_steps = 0;  // single-token forward passes in generate_ms
+    double sample_ms = 0;       // of all that, host time choosing tokens (sampler and grammar)
     bool stopped_at_eos = false;  // at an end-of-generation token (Tokenizer::is_eog: eos, eot, eom, ...) or
                                   // where the grammar was complete
     double prompt_tps() const { return prompt_ms > 0 ? prompt_tokens * 1000.0 / prompt_ms : 0; }

@@ -238,6 +238,9 @@ TEST_CASE("generate: grammars steer stories260K, greedy and sampled") {
             CHECK(is_sentence(g, text));
             CHECK(st.stopped_at_eos);
             CHECK(st.decode_steps + 1 == st.generated_tokens);  // complete: no step spent on an end token
+            // The host's share of choosing the tokens is measured, and is part of the time.
+            CHECK(st.sample_ms > 0);
+            CHECK(st.sample_ms < st.prompt_ms + st.generate_ms);
             if (temperature == 0) break;
         }
     }
