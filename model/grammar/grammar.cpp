@@ -44,6 +44,15 @@ bool valid_utf8_prefix(std::string_view bytes) {
     return true;
 }
 
+// The code point of one whole, valid UTF-8 character.
+uint32_t code_point(std::string_view ch) {
+    const auto lead = uint8_t(ch[0]);
+    const size_t len = utf8_len(lead);
+    uint32_t cp = len == 1 ? lead : len == 2 ? lead & 0x1f : len == 3 ? lead & 0x0f : lead & 0x07;
+    for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(ch[i]) & 0x3f);
+    return cp;
+}
+
 }  // namespace
 
 bool Element::matches(uint32_t cp) const {
@@ -226,8 +235,7 @@ private:
         // UTF-8, checked
         const size_t len = utf8_len(c);
         if (len == 0 || pos_ + len > s_.size() || !valid_utf8_prefix(s_.substr(pos_, len))) fail("invalid UTF-8");
-        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-        for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(s_[pos_ + i]) & 0x3f);
+        const uint32_t cp = code_point(s_.substr(pos_, len));
         pos_ += len;
         return cp;
     }
@@ -510,8 +518,10 @@ bool Matcher::advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector
     return !next.empty();
 }
 
-bool Matcher::allows(uint32_t cp) const {
-    for (const Stack& s : here_.stacks_)
+bool Matcher::allows(uint32_t cp) const { return top_matches(here_.stacks_, cp); }
+
+bool Matcher::top_matches(const std::vector<Stack>& stacks, uint32_t cp) const {
+    for (const Stack& s : stacks)
         if (!s.empty() && g_->rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches(cp)) return true;
     return false;
 }
@@ -555,14 +565,11 @@ bool Matcher::consume(std::string_view bytes, std::vector<Stack>& stacks, std::s
         } else {
             partial.push_back(ch);
             if (!valid_utf8_prefix(partial)) return false;
-            const auto lead = uint8_t(partial[0]);
-            const size_t len = utf8_len(lead);
-            if (partial.size() < len) {
+            if (partial.size() < utf8_len(uint8_t(partial[0]))) {
                 if (!partial_allowed(stacks, partial)) return false;
                 continue;
             }
-            uint32_t cp = len == 2 ? lead & 0x1f : len == 3 ? lead & 0x0f : lead & 0x07;
-            for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(partial[i]) & 0x3f);
+            const uint32_t cp = code_point(partial);
             partial.clear();
             if (!advance(stacks, cp, next)) return false;
         }
@@ -595,23 +602,16 @@ bool Matcher::step(State& st, uint8_t byte) const {
 
 bool Matcher::may_step(const State& st, uint8_t byte) const {
     // consume() for one byte, but reading the stacks in place of advancing a copy of them.
-    uint32_t cp = byte;
     if (st.partial_.empty()) {
         const size_t len = utf8_len(byte);
         if (len == 0) return false;
         if (len > 1) return partial_allowed(st.stacks_, std::string(1, char(byte)));
-    } else {
-        const std::string partial = st.partial_ + char(byte);  // at most 4 bytes: no allocation
-        if (!valid_utf8_prefix(partial)) return false;
-        const auto lead = uint8_t(partial[0]);
-        const size_t len = utf8_len(lead);
-        if (partial.size() < len) return partial_allowed(st.stacks_, partial);
-        cp = len == 2 ? lead & 0x1f : len == 3 ? lead & 0x0f : lead & 0x07;
-        for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(partial[i]) & 0x3f);
+        return top_matches(st.stacks_, byte);
     }
-    for (const Stack& s : st.stacks_)
-        if (!s.empty() && g_->rules[s.back().rule].alternatives[s.back().alt][s.back().elem].matches(cp)) return true;
-    return false;
+    const std::string partial = st.partial_ + char(byte);  // at most 4 bytes: no allocation
+    if (!valid_utf8_prefix(partial)) return false;
+    if (partial.size() < utf8_len(uint8_t(partial[0]))) return partial_allowed(st.stacks_, partial);
+    return top_matches(st.stacks_, code_point(partial));
 }
 
 bool Matcher::complete() const {

@@ -118,6 +118,8 @@ private:
     void expand(Stack s, std::vector<Stack>& out) const;
     bool advance(const std::vector<Stack>& stacks, uint32_t cp, std::vector<Stack>& next) const;
     bool partial_allowed(const std::vector<Stack>& stacks, const std::string& partial) const;
+    // Whether the element on top of some stack matches `cp`.
+    bool top_matches(const std::vector<Stack>& stacks, uint32_t cp) const;
     // Follows `bytes` from (stacks, partial), updating both; false when the grammar refuses them.
     bool consume(std::string_view bytes, std::vector<Stack>& stacks, std::string& partial) const;
 

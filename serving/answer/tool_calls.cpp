@@ -1289,26 +1289,24 @@ struct ReplyStream::Impl {
     std::string drop_markers(std::string text, bool last) {
         if (!row->dropped[0]) return text;
         dropped_tail += text;
-        const std::string_view s = dropped_tail;
         std::string out;
-        size_t i = 0;
-        while (i < s.size()) {
-            const std::string_view rest = s.substr(i);
-            size_t skip = 0;
-            bool undecided = false;
+        for (;;) {
+            size_t at = std::string::npos, len = 0;  // the first marker
             for (const char* m : row->dropped) {
                 if (!m) continue;
-                if (rest.starts_with(m)) skip = std::string_view(m).size();
-                else if (!last && std::string_view(m).starts_with(rest)) undecided = true;
+                const size_t found = dropped_tail.find(m);
+                if (found < at) at = found, len = std::string_view(m).size();
             }
-            if (skip) {
-                i += skip;
-                continue;
-            }
-            if (undecided) break;
-            out += s[i++];
+            if (at == std::string::npos) break;
+            out += dropped_tail.substr(0, at);
+            dropped_tail.erase(0, at + len);
         }
-        dropped_tail.erase(0, i);
+        size_t keep = 0;
+        if (!last)
+            for (const char* m : row->dropped)
+                if (m) keep = std::max(keep, partial_tag(dropped_tail, m));
+        out += dropped_tail.substr(0, dropped_tail.size() - keep);
+        dropped_tail.erase(0, dropped_tail.size() - keep);
         return out;
     }
 
