@@ -766,78 +766,67 @@ TEST_CASE("capi: vkllm_chat_json splits the reasoning block off the content, as 
     std::filesystem::remove(tmpl);
 }
 
+namespace {
+
+// A chat template whose answers frame their parts with markers (gpt-oss' Harmony, Command R7B):
+// stories260K is steered by `call` to a plan "Use the tool." and a call of get_weather with
+// {"city": "Oslo"}, then by `answer` to "Hello!" with `answer_reasoning`. vkllm_chat_json splits
+// reasoning, content and calls, and no marker reaches on_piece. The markers are plain text in this
+// vocabulary; in the models' own they are control tokens, which vkllm_chat_json shows to the parser.
+void check_framed_answers(const std::string& template_path, const char* call, const char* answer,
+                          const std::string& answer_reasoning) {
+    vkllm_model_params mp = test_params();
+    mp.chat_template = template_path.c_str();
+    Model model("stories260K.gguf", mp);
+    Session session(model.m);
+    vkllm_chat_json_params p = vkllm_chat_json_default_params();
+    p.messages = R"([{"role":"user","content":"Weather?"}])";
+    p.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+    vkllm_sampling s = vkllm_sampling_default();
+    s.temperature = 0;
+    s.n_predict = 400;  // the markers are spelled in small pieces in this vocabulary
+    s.grammar = call;
+    Collected out;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &out) == VKLLM_OK);
+    CHECK(out.text.empty());
+    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Use the tool.");
+    const auto calls = nlohmann::json::parse(session_text(vkllm_session_get_tool_calls, session.s));
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0]["function"]["name"] == "get_weather");
+    CHECK(calls[0]["function"]["arguments"] == R"({"city":"Oslo"})");
+
+    s.grammar = answer;
+    Collected answered;
+    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &answered) == VKLLM_OK);
+    CHECK(answered.text == "Hello!");
+    for (const std::string& piece : answered.pieces) CHECK(piece.find("<|") == std::string::npos);
+    CHECK(session_text(vkllm_session_get_reasoning, session.s) == answer_reasoning);
+    CHECK(session_text(vkllm_session_get_tool_calls, session.s) == "[]");
+}
+
+}  // namespace
+
 TEST_CASE("capi: vkllm_chat_json reads a gpt-oss (Harmony) answer: analysis as reasoning, final as content, calls") {
-    // A template in Harmony's shape (its markers are plain text in this vocabulary; a gpt-oss one
-    // has them as control tokens, which vkllm_chat_json shows to the parser).
+    // A template in Harmony's shape.
     const std::filesystem::path tmpl = std::filesystem::temp_directory_path() / "vkllm_test_harmony.jinja";
     {
         std::ofstream f(tmpl);
         f << "{% for m in messages %}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final{% endif %}"
              "<|message|>{{ m.content }}<|end|>{% endfor %}<|start|>assistant";
     }
-    vkllm_model_params mp = test_params();
-    const std::string tmpl_path = tmpl.string();
-    mp.chat_template = tmpl_path.c_str();
-    Model model("stories260K.gguf", mp);
-    Session session(model.m);
-    vkllm_chat_json_params p = vkllm_chat_json_default_params();
-    p.messages = R"([{"role":"user","content":"Weather?"}])";
-    p.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
-    vkllm_sampling s = vkllm_sampling_default();
-    s.temperature = 0;
-    s.n_predict = 400;  // the markers are spelled in small pieces in this vocabulary
-    s.grammar = R"(root ::= "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}")";
-    Collected out;
-    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &out) == VKLLM_OK);
-    CHECK(out.text.empty());
-    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Use the tool.");
-    const auto calls = nlohmann::json::parse(session_text(vkllm_session_get_tool_calls, session.s));
-    REQUIRE(calls.size() == 1);
-    CHECK(calls[0]["function"]["name"] == "get_weather");
-    CHECK(calls[0]["function"]["arguments"] == R"({"city":"Oslo"})");
-
-    s.grammar = R"(root ::= "<|channel|>analysis<|message|>Greet.<|end|><|start|>assistant<|channel|>final<|message|>Hello!")";
-    Collected answer;
-    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &answer) == VKLLM_OK);
-    CHECK(answer.text == "Hello!");
-    for (const std::string& piece : answer.pieces) CHECK(piece.find("<|") == std::string::npos);
-    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Greet.");
-    CHECK(session_text(vkllm_session_get_tool_calls, session.s) == "[]");
+    check_framed_answers(tmpl.string(),
+                         R"(root ::= "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}")",
+                         R"(root ::= "<|channel|>analysis<|message|>Greet.<|end|><|start|>assistant<|channel|>final<|message|>Hello!")",
+                         "Greet.");
     std::filesystem::remove(tmpl);
 }
 
 TEST_CASE("capi: vkllm_chat_json reads a Command R7B answer: the plan as reasoning, actions as calls, no markers") {
-    // The stand-in for Command R7B's template (tests/fixtures/templates); its markers are plain text
-    // in this vocabulary, control tokens in Command R7B's, which vkllm_chat_json shows to the parser.
-    vkllm_model_params mp = test_params();
-    const std::string tmpl_path = std::string(VKLLM_FIXTURES_DIR) + "/templates/command-r7b-format.jinja";
-    mp.chat_template = tmpl_path.c_str();
-    Model model("stories260K.gguf", mp);
-    Session session(model.m);
-    vkllm_chat_json_params p = vkllm_chat_json_default_params();
-    p.messages = R"([{"role":"user","content":"Weather?"}])";
-    p.tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
-    vkllm_sampling s = vkllm_sampling_default();
-    s.temperature = 0;
-    s.n_predict = 400;  // the markers are spelled in small pieces in this vocabulary
-    s.grammar = R"(root ::= "<|START_THINKING|>Use the tool.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", )"
-                R"(\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}\n]<|END_ACTION|>")";
-    Collected out;
-    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &out) == VKLLM_OK);
-    CHECK(out.text.empty());
-    CHECK(session_text(vkllm_session_get_reasoning, session.s) == "Use the tool.");
-    const auto calls = nlohmann::json::parse(session_text(vkllm_session_get_tool_calls, session.s));
-    REQUIRE(calls.size() == 1);
-    CHECK(calls[0]["function"]["name"] == "get_weather");
-    CHECK(calls[0]["function"]["arguments"] == R"({"city":"Oslo"})");
-
-    s.grammar = R"(root ::= "<|START_RESPONSE|>Hello!<|END_RESPONSE|>")";
-    Collected answer;
-    REQUIRE(vkllm_chat_json(session.s, &p, &s, collect, &answer) == VKLLM_OK);
-    CHECK(answer.text == "Hello!");
-    for (const std::string& piece : answer.pieces) CHECK(piece.find("<|") == std::string::npos);
-    CHECK(session_text(vkllm_session_get_reasoning, session.s).empty());
-    CHECK(session_text(vkllm_session_get_tool_calls, session.s) == "[]");
+    // The stand-in for Command R7B's template (tests/fixtures/templates).
+    check_framed_answers(std::string(VKLLM_FIXTURES_DIR) + "/templates/command-r7b-format.jinja",
+                         R"(root ::= "<|START_THINKING|>Use the tool.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", )"
+                         R"(\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}\n]<|END_ACTION|>")",
+                         R"(root ::= "<|START_RESPONSE|>Hello!<|END_RESPONSE|>")", "");
 }
 
 TEST_CASE("capi: vkllm_chat_json forces tool calls, keeps their markup out of on_piece, and refuses bad input by name") {

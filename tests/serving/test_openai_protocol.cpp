@@ -563,29 +563,30 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
     REQUIRE(r.engine.grammar);
     CHECK(r.engine.grammar != r.tool_plan.grammar);
     CHECK_FALSE(r.engine.grammar_start.lazy());
-    // Markers that are control tokens trigger the grammar too (the request shows them).
-    r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
-    apply_tool_format(r, tool_format(ToolFamily::DeepSeekV31), true);
-    CHECK(r.tool_plan.parse_as != nullptr);
-    REQUIRE(r.engine.grammar);
-    REQUIRE(r.engine.grammar_start.triggers.size() == 1);
-    CHECK(r.engine.grammar_start.triggers[0].text == "<｜tool▁calls▁begin｜>");
-    // Functionary v3.2: the heads that name a tool, at the start (the prompt ends with ">>>") or after text.
-    r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
-    apply_tool_format(r, tool_format(ToolFamily::FunctionaryV32), true);
-    CHECK(r.tool_plan.parse_as != nullptr);
-    REQUIRE(r.engine.grammar);
-    REQUIRE(r.engine.grammar_start.triggers.size() == 2);
-    CHECK(r.engine.grammar_start.triggers[0].text == "get_weather\n");
-    CHECK(r.engine.grammar_start.triggers[0].at_start);
-    CHECK(r.engine.grammar_start.triggers[1].text == ">>>get_weather\n");
-    // Command R+: from "Action:" on.
-    r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
-    apply_tool_format(r, tool_format(ToolFamily::CommandRPlus), true);
-    CHECK(r.tool_plan.parse_as != nullptr);
-    REQUIRE(r.engine.grammar);
-    REQUIRE(r.engine.grammar_start.triggers.size() == 1);
-    CHECK(r.engine.grammar_start.triggers[0].text == "Action:");
+    // Other families' triggers.
+    struct Triggered {
+        ToolFamily family;
+        std::vector<vkllm::grammar::Trigger> triggers;
+    };
+    const Triggered others[] = {
+        // A marker that is a control token triggers the grammar too (the request shows it).
+        {ToolFamily::DeepSeekV31, {{"<｜tool▁calls▁begin｜>", false}}},
+        // The heads that name a tool, at the start (the prompt ends with ">>>") or after text.
+        {ToolFamily::FunctionaryV32, {{"get_weather\n", true}, {">>>get_weather\n", false}}},
+        {ToolFamily::CommandRPlus, {{"Action:", false}}},
+    };
+    for (const Triggered& t : others) {
+        CAPTURE(std::string(tool_format(t.family).name));
+        r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
+        apply_tool_format(r, tool_format(t.family), true);
+        CHECK(r.tool_plan.parse_as != nullptr);
+        REQUIRE(r.engine.grammar);
+        REQUIRE(r.engine.grammar_start.triggers.size() == t.triggers.size());
+        for (size_t i = 0; i < t.triggers.size(); ++i) {
+            CHECK(r.engine.grammar_start.triggers[i].text == t.triggers[i].text);
+            CHECK(r.engine.grammar_start.triggers[i].at_start == t.triggers[i].at_start);
+        }
+    }
     // none: not parsed at all.
     r = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "none"}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);

@@ -185,6 +185,24 @@ Streamed stream(const ToolFormat& f, const Json& tools, std::string_view text, s
     return out;
 }
 
+// `text` through an AnswerStream of `f` in pieces of `piece` bytes: the reasoning and content that
+// push() released and finish() gave, joined, and the calls. No content piece holds a control
+// token's "<|".
+vkllm::chat::AnswerStream::Rest read_answer(const vkllm::chat::AnswerFormat& f, std::string_view text, size_t piece) {
+    vkllm::chat::AnswerStream s(f);
+    std::string reasoning, content;
+    for (size_t i = 0; i < text.size(); i += piece) {
+        const auto p = s.push(text.substr(i, piece));
+        CHECK(p.content.find("<|") == std::string::npos);
+        reasoning += p.reasoning;
+        content += p.content;
+    }
+    auto rest = s.finish();
+    rest.reasoning = reasoning + rest.reasoning;
+    rest.content = content + rest.content;
+    return rest;
+}
+
 // The reply parsed whole, byte by byte and in random pieces: each must give `content` and `calls`.
 void check_reply(const ToolFormat& f, const Json& tools, const std::string& text, const std::string& content,
                  const std::vector<WantCall>& calls) {
@@ -271,6 +289,15 @@ std::optional<std::string> after_prefix(std::string_view text, std::string_view 
     return std::string(text.substr(i));
 }
 
+// A JSON list of {name_key: NAME, args_key: {...}} as models write it.
+std::string call_list(const std::vector<WantCall>& calls, const char* name_key, const char* args_key) {
+    std::string s = "[";
+    for (size_t i = 0; i < calls.size(); ++i)
+        s += (i ? ", {" : "{") + Json(name_key).dump() + ": " + Json(calls[i].name).dump() + ", " + Json(args_key).dump() +
+             ": " + spaced(calls[i].arguments) + "}";
+    return s + "]";
+}
+
 // The reply each of these families' models writes for `calls`, in the shape its template renders
 // (or, for Granite, whose template renders no calls, the one its system prompt asks for).
 std::string shaped_reply(ToolFamily f, const std::vector<WantCall>& calls) {
@@ -279,12 +306,7 @@ std::string shaped_reply(ToolFamily f, const std::vector<WantCall>& calls) {
     case ToolFamily::FunctionaryV32:  // after the prompt's ">>>"
         for (size_t i = 0; i < calls.size(); ++i) s += (i ? ">>>" : "") + calls[i].name + "\n" + calls[i].arguments.dump();
         return s;
-    case ToolFamily::Granite:
-        s = "<|tool_call|>[";
-        for (size_t i = 0; i < calls.size(); ++i)
-            s += (i ? ", " : "") + std::string("{\"name\": ") + Json(calls[i].name).dump() + ", \"arguments\": " +
-                 spaced(calls[i].arguments) + "}";
-        return s + "]";
+    case ToolFamily::Granite: return "<|tool_call|>" + call_list(calls, "name", "arguments");
     case ToolFamily::KimiK2:
         s = "<|tool_calls_section_begin|>";
         for (size_t i = 0; i < calls.size(); ++i)
@@ -303,11 +325,7 @@ std::string shaped_reply(ToolFamily f, const std::vector<WantCall>& calls) {
     case ToolFamily::CommandRPlus:
         // As the model writes it after the template's closing instruction (its own history adds
         // newlines and indentation; the round trip with the template reads those).
-        s = "Action: ```json\n[";
-        for (size_t i = 0; i < calls.size(); ++i)
-            s += (i ? ", " : "") + std::string("{\"tool_name\": ") + Json(calls[i].name).dump() + ", \"parameters\": " +
-                 spaced(calls[i].arguments) + "}";
-        return s + "]\n```";
+        return "Action: ```json\n" + call_list(calls, "tool_name", "parameters") + "\n```";
     default: return {};
     }
 }
@@ -1747,19 +1765,12 @@ TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pi
                                std::string(R"({"name": "get_time", "arguments": {"timezone": "Europe/Paris"}})") + "\n</tool_call>";
     for (size_t piece : {answer.size(), size_t(1), size_t(5)}) {
         CAPTURE(piece);
-        vkllm::chat::AnswerStream s(f);
-        std::string reasoning, content;
-        for (size_t i = 0; i < answer.size(); i += piece) {
-            const auto p = s.push(std::string_view(answer).substr(i, piece));
-            reasoning += p.reasoning;
-            content += p.content;
-        }
-        const auto rest = s.finish();
-        CHECK(reasoning + rest.reasoning == "Weather needs a tool.");
-        CHECK(content + rest.content == "Let me look.");
+        const auto rest = read_answer(f, answer, piece);
+        CHECK(rest.reasoning == "Weather needs a tool.");
+        CHECK(rest.content == "Let me look.");
         check_calls(rest.calls, {time_call()});
-        CHECK(s.family() == ToolFamily::Hermes);
     }
+    CHECK(vkllm::chat::AnswerStream(f).family() == ToolFamily::Hermes);
     // Without a plan that reads calls, and without splitting, the text passes through.
     vkllm::chat::AnswerStream plain(vkllm::chat::AnswerFormat{});
     CHECK(plain.push(answer).content == answer);
@@ -1862,20 +1873,7 @@ TEST_CASE("tool calls: Command R7B plans, acts and responds between its control 
     f.split_reasoning = thinks;
     f.plan = &plan;
     f.tools = tools;
-    auto read = [&](const std::string& text, size_t piece) {
-        vkllm::chat::AnswerStream s(f);
-        std::string reasoning, content;
-        for (size_t i = 0; i < text.size(); i += piece) {
-            const auto p = s.push(std::string_view(text).substr(i, piece));
-            CHECK(p.content.find("<|") == std::string::npos);
-            reasoning += p.reasoning;
-            content += p.content;
-        }
-        auto rest = s.finish();
-        rest.reasoning = reasoning + rest.reasoning;
-        rest.content = content + rest.content;
-        return rest;
-    };
+    auto read = [&](const std::string& text, size_t piece) { return read_answer(f, text, piece); };
     for (size_t piece : {reply.size(), size_t(1), size_t(5)}) {
         CAPTURE(piece);
         const auto r = read(reply, piece);
