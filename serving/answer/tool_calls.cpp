@@ -1438,88 +1438,77 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
     std::vector<size_t> all(tools.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     const bool many = parallel && format.parallel;
-    // Markup around the JSON is written by the model here: whitespace as its template may put it.
-    std::string root;
-    switch (format.family) {
-    case ToolFamily::Hermes:
-        lc.triggers = {{"<tool_call>", false}};
-        root = "root ::= tool-call-markup" + std::string(many ? " (markup-ws tool-call-markup)*" : "") +
-               " markup-ws\ntool-call-markup ::= \"<tool_call>\" markup-ws tool-call markup-ws \"</tool_call>\"";
-        break;
-    case ToolFamily::Llama3:
-        // Not any answer that opens with '{': one that asks for JSON is no call.
-        lc.triggers = {{"<|python_tag|>", false}, {"{\"name\"", true}, {"{ \"name\"", true}};
-        root = "root ::= (\"<|python_tag|>\" markup-ws)? tool-call markup-ws";
-        break;
-    case ToolFamily::MistralNemo:
-        lc.triggers = {{"[TOOL_CALLS]", false}};
-        root = "root ::= \"[TOOL_CALLS]\" markup-ws tool-call markup-ws";
-        break;
-    case ToolFamily::Granite:
-        lc.triggers = {{"<|tool_call|>", false}};
-        root = "root ::= \"<|tool_call|>\" markup-ws tool-call markup-ws";
-        break;
-    case ToolFamily::CommandR7B:
-        lc.triggers = {{"<|START_ACTION|>", false}};
-        root = "root ::= \"<|START_ACTION|>\" markup-ws tool-call markup-ws \"<|END_ACTION|>\" markup-ws";
-        break;
-    case ToolFamily::CommandRPlus:
-        // The template asks for "Action:" in every answer, fenced or not (as the parser reads it).
-        lc.triggers = {{"Action:", false}};
-        root = "root ::= \"Action:\" markup-ws (\"```\" \"json\"? markup-ws tool-call markup-ws \"```\" | tool-call) markup-ws";
-        break;
-    case ToolFamily::Generic:
-        lc.triggers = {{"{\"tool_calls\"", true}, {"{ \"tool_calls\"", true}};
-        root = "root ::= tool-call markup-ws";
-        break;
-    case ToolFamily::QwenCoder:
-    case ToolFamily::Glm45:
-    case ToolFamily::FunctionaryV31:
-    case ToolFamily::MistralV11:
-    case ToolFamily::DeepSeekV31:
-    case ToolFamily::DeepSeekR1:
-    case ToolFamily::KimiK2: {
-        const CallsMarkup m = calls_markup(format.family);
-        lc.triggers = {{m.trigger, false}};
-        try {
+    // One catch for every family: a tool whose parameters are outside the subset leaves no grammar.
+    try {
+        // Markup around the JSON is written by the model here: whitespace as its template may put it.
+        std::string root;
+        switch (format.family) {
+        case ToolFamily::Hermes:
+            lc.triggers = {{"<tool_call>", false}};
+            root = "root ::= tool-call-markup" + std::string(many ? " (markup-ws tool-call-markup)*" : "") +
+                   " markup-ws\ntool-call-markup ::= \"<tool_call>\" markup-ws tool-call markup-ws \"</tool_call>\"";
+            break;
+        case ToolFamily::Llama3:
+            // Not any answer that opens with '{': one that asks for JSON is no call.
+            lc.triggers = {{"<|python_tag|>", false}, {"{\"name\"", true}, {"{ \"name\"", true}};
+            root = "root ::= (\"<|python_tag|>\" markup-ws)? tool-call markup-ws";
+            break;
+        case ToolFamily::MistralNemo:
+            lc.triggers = {{"[TOOL_CALLS]", false}};
+            root = "root ::= \"[TOOL_CALLS]\" markup-ws tool-call markup-ws";
+            break;
+        case ToolFamily::Granite:
+            lc.triggers = {{"<|tool_call|>", false}};
+            root = "root ::= \"<|tool_call|>\" markup-ws tool-call markup-ws";
+            break;
+        case ToolFamily::CommandR7B:
+            lc.triggers = {{"<|START_ACTION|>", false}};
+            root = "root ::= \"<|START_ACTION|>\" markup-ws tool-call markup-ws \"<|END_ACTION|>\" markup-ws";
+            break;
+        case ToolFamily::CommandRPlus:
+            // The template asks for "Action:" in every answer, fenced or not (as the parser reads it).
+            lc.triggers = {{"Action:", false}};
+            root = "root ::= \"Action:\" markup-ws (\"```\" \"json\"? markup-ws tool-call markup-ws \"```\" | tool-call) markup-ws";
+            break;
+        case ToolFamily::Generic:
+            lc.triggers = {{"{\"tool_calls\"", true}, {"{ \"tool_calls\"", true}};
+            root = "root ::= tool-call markup-ws";
+            break;
+        case ToolFamily::QwenCoder:
+        case ToolFamily::Glm45:
+        case ToolFamily::FunctionaryV31:
+        case ToolFamily::MistralV11:
+        case ToolFamily::DeepSeekV31:
+        case ToolFamily::DeepSeekR1:
+        case ToolFamily::KimiK2: {
+            const CallsMarkup m = calls_markup(format.family);
+            lc.triggers = {{m.trigger, false}};
             lc.gbnf = named_calls_gbnf(format.family, tools, all, many,
                                        grammar::gbnf_literal(m.trigger) + (m.opening.empty() ? "" : " " + m.opening));
-        } catch (const ToolError&) {
-            return LazyCall{};  // as below
+            return lc;
         }
-        return lc;
-    }
-    case ToolFamily::FunctionaryV32: {
-        // Every part of a reply opens with a head naming its recipient ("all" for the user; the
-        // first part's ">>>" is the prompt's): the heads that name a tool are the triggers.
-        for (const size_t i : all) {
-            const std::string& name = function_name(tools[i]);
-            lc.triggers.push_back({name + "\n", true});
-            lc.triggers.push_back({">>>" + name + "\n", false});
-        }
-        try {
+        case ToolFamily::FunctionaryV32: {
+            // Every part of a reply opens with a head naming its recipient ("all" for the user; the
+            // first part's ">>>" is the prompt's): the heads that name a tool are the triggers.
+            for (const size_t i : all) {
+                const std::string& name = function_name(tools[i]);
+                lc.triggers.push_back({name + "\n", true});
+                lc.triggers.push_back({">>>" + name + "\n", false});
+            }
             lc.gbnf = named_calls_gbnf(format.family, tools, all, many, "(\">>>\")?");
-        } catch (const ToolError&) {
-            return LazyCall{};
+            return lc;
         }
-        return lc;
-    }
-    case ToolFamily::Harmony:
-        // A call is a message whose header names the tool, before its channel (as the template
-        // writes it) or after (as the model often does). One call ends the reply (<|call|>).
-        lc.triggers = {{"to=functions.", false}};
-        try {
+        case ToolFamily::Harmony:
+            // A call is a message whose header names the tool, before its channel (as the template
+            // writes it) or after (as the model often does). One call ends the reply (<|call|>).
+            lc.triggers = {{"to=functions.", false}};
             lc.gbnf = "root ::= \"to=functions.\" named-call\n"
                       "harmony-head ::= (\"<|channel|>\" (\"commentary\" | \"analysis\"))? "
                       "(\" \" \"<|constrain|>\"? \"json\" | \"<|constrain|>json\")? \"<|message|>\"\n" +
                       named_call_rules(format.family, tools, all, {"root", "harmony-head"});
-        } catch (const ToolError&) {
-            return LazyCall{};
+            return lc;
+        default: throw std::logic_error("lazy_call: a family without its trigger");
         }
-        return lc;
-    default: throw std::logic_error("lazy_call: a family without its trigger");
-    }
-    try {
         json schema = call_object_schema(format.family, tools, all, many);
         // Command R+'s template offers a "directly-answer" action of its own, which the model writes
         // when no tool is needed: the grammar lets it (the parser takes it for no call).
