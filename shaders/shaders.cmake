@@ -107,7 +107,7 @@ foreach(t q8_0 q4_0)
   vkllm_shader(matvec_id_u64_${t}_subgroup matvec.comp ${wdef} EXPERT_IDS USE_SUBGROUP X_UNIFORM W_LOAD64)
 endforeach()
 
-# Integer-dot matvec (devices whose 4x8-bit packed dot is accelerated, or --caps int-dot): X
+# Integer-dot matvec and matmul (devices whose 4x8-bit packed dot is accelerated, or --caps int-dot): X
 # quantized to Q8_1 by quantize_q8_1, weights multiplied as integers (include/weights_dot.glsl). The
 # block types with an integer form; the rest (F32, F16, BF16, Q2_K, Q3_K) keep the float matvec.
 set(VKLLM_DOT_WEIGHT_TYPES q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k iq4_xs mxfp4)
@@ -116,6 +116,7 @@ foreach(t IN LISTS VKLLM_DOT_WEIGHT_TYPES)
   string(TOUPPER "W_${t}" wdef)
   vkllm_shader(matvec_dot_${t}          matvec_dot.comp ${wdef})
   vkllm_shader(matvec_dot_${t}_subgroup matvec_dot.comp ${wdef} USE_SUBGROUP)
+  vkllm_shader(matmul_dot_${t}          matmul_dot.comp ${wdef})
 endforeach()
 
 # --- attention and KV cache ----------------------------------------------------------------------

@@ -51,10 +51,12 @@ namespace {
 // Rows of the activation scratch: a prompt chunk or one decode token per sequence.
 uint32_t scratch_rows(const ModelOptions& o) { return std::max(o.ubatch, o.n_seq); }
 
-// The integer-dot matvecs' Q8_1 input: a row per vector of the largest matvec (the sequences of a
-// decode batch, or a chunk of at most 8 tokens), each as long as any projection's k.
-uint64_t q8_scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
-    const uint32_t rows = std::max(std::min(o.ubatch, 8u), o.n_seq);
+// The integer-dot kernels' Q8_1 input, on devices that take them: a row per row of the activation
+// scratch (a prompt chunk's tokens for the matmul, the sequences of a decode batch), each as long as
+// any projection's k.
+uint64_t q8_scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const ModelOptions& o) {
+    if (!caps.int_dot_kernels) return 0;
+    const uint32_t rows = scratch_rows(o);
     // Latent attention's wq_b reads q_lora_rank values and its wo H x value_length_mla.
     return rows * ops::q8_1_row_bytes(
                       std::max({cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
@@ -63,7 +65,7 @@ uint64_t q8_scratch_bytes(const ModelConfig& cfg, const ModelOptions& o) {
 // The scratch buffers ModelGpu allocates for `layers`, but the attention partials (see
 // attention_scratch): the logits only with the last layer (the head), a split's hand-off buffers
 // at its inner boundaries.
-uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRange layers) {
+uint64_t scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const ModelOptions& o, LayerRange layers) {
     const bool head = layers.end() == cfg.n_layers;
     const uint32_t rows = scratch_rows(o);
     // x, xn, tmp, embed_in (dim); q, att (q_dim); k, v (kv_dim); gate, up (ffn); position and token id.
@@ -88,7 +90,7 @@ uint64_t scratch_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRange
     // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
     // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) +
-                     (head ? 4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) : 0) + q8_scratch_bytes(cfg, o);
+                     (head ? 4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) : 0) + q8_scratch_bytes(caps, cfg, o);
     if (cfg.arch->moe) fixed += 4ull * (cfg.n_expert + 1);
     if (cfg.arch->mla) fixed += 4ull * (cfg.n_heads + 1);  // the per-head groups' offsets
     // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
@@ -173,7 +175,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     }
     // The fit is checked with the attention partials of the largest context this call can pick.
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
-    p.scratch = scratch_bytes(cfg, opts, layers) + p.all_logits +
+    p.scratch = scratch_bytes(caps, cfg, opts, layers) + p.all_logits +
                 opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
     // Full-context layers grow with n_ctx (unless a budget fixes their pools); a sliding-window
     // layer's ring is fixed once n_ctx passes window + ubatch - 1, so the fit is solved for the full
@@ -255,7 +257,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * pool_rows(p.n_ctx, opts.n_seq);
     p.kv_budget = opts.kv_budget ? uint32_t(budget_rows) : uint32_t(pool_rows(p.n_ctx, opts.n_seq));
     p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
-    p.scratch = scratch_bytes(cfg, opts, layers) + p.all_logits + p.attention_scratch;
+    p.scratch = scratch_bytes(caps, cfg, opts, layers) + p.all_logits + p.attention_scratch;
     return p;
 }
 
@@ -432,7 +434,7 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
     last_ = dev(dim, "last");
     qkv_ = dev(uint64_t(qd) + 2ull * kv, "qkv");
     gate_up_ = dev(std::max(2ull * ffn, 1ull), "gate_up");
-    xq_ = ctx.create_buffer(q8_scratch_bytes(cfg, opts_), MemoryUsage::Device, "xq");
+    xq_ = ctx.create_buffer(std::max<uint64_t>(q8_scratch_bytes(ctx.caps(), cfg, opts_), 4), MemoryUsage::Device, "xq");
     const bool first = range_.first == 0, last = range_.end() == cfg.n_layers;
     if (last) {
         logits_ = ctx.create_buffer(uint64_t(opts_.n_seq) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");

@@ -373,7 +373,7 @@ private:
     Buffer last_;     // (dim)     last token's hidden state
     Buffer qkv_;      // (q_dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
     Buffer gate_up_;  // (2 ffn)           fused gate|up projection of one token (decode)
-    Buffer xq_;       // (max(n_seq, min(ubatch, 8)), q8_1_row_bytes(max k)): the integer-dot matvecs' X
+    Buffer xq_;       // (max(ubatch, n_seq), q8_1_row_bytes(max k)) where the integer-dot kernels run: their X
     // mixture of experts (K = n_expert_used): router logits (U, n_expert), chosen ids and weights
     // (U, K), every slot's gate and up (U * K, expert_ffn) and output (U * K, dim), the shared expert's
     // gate logit (U)

@@ -202,6 +202,50 @@ void matvec_dot(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Bu
                    "matvec");
     }
 }
+struct MatmulDotPush {
+    uint32_t m, n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base, has_bias;
+};
+
+// Tiles (X rows [m0, m1)) x (W rows [n0, n1)) as matmul's float path; X's window holds the Q8_1 rows
+// [m0, m1), quantized beforehand in as many dispatches as the bindings need.
+void matmul_dot(Context& ctx, CommandStream& s, const MatmulPlan& plan, const BufferSlice& w, const BufferSlice& x,
+                const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
+                const BufferSlice* bias, const MatvecInput& input) {
+    const DeviceCaps& c = ctx.caps();
+    const uint64_t qrb = q8_1_row_bytes(k), rb = row_bytes(plan.wtype, k), align = binding_align(c);
+    check_slice("matmul", "Q8_1 scratch (MatvecInput::q8)", input.q8, uint64_t(m) * qrb, 4);
+    const uint32_t bm = plan.bm, bn = plan.bn;
+    const uint32_t n_step = chunk_rows(n, std::min(rows_that_fit(c, rb, 0), uint64_t(c.max_workgroup_count[0]) * bn), bn);
+    const uint32_t m_step = chunk_rows(
+        m, std::min({rows_that_fit(c, uint64_t(k) * 4, 0), rows_that_fit(c, qrb, 0), rows_that_fit(c, uint64_t(n) * 4, 0),
+                     uint64_t(c.max_workgroup_count[1]) * bm}), bm);
+    if (n_step == 0 || m_step == 0)
+        throw DeviceLimitError(fmt::format("matmul: a row of W ({} bytes), X ({} f32) or Y ({} f32) does not fit one "
+                                           "binding ({} bytes)", rb, k, n, c.max_storage_buffer_range));
+    const Pipeline& p = ctx.pipeline(plan.pipeline());
+    for (uint32_t m0 = 0; m0 < m; m0 += m_step) {
+        const uint32_t mr = std::min(m_step, m - m0);
+        const BufferSlice q8{input.q8.buffer, input.q8.offset + m0 * qrb, mr * qrb};
+        if (!input.q8_ready)
+            record_quantize(ctx, s, BufferSlice{x.buffer, x.offset + uint64_t(m0) * k * 4, uint64_t(mr) * k * 4}, q8, mr,
+                            k, input);
+        const detail::ByteWindow qw = detail::byte_window(q8, 0, q8.size, align);
+        for (uint32_t n0 = 0; n0 < n; n0 += n_step) {
+            const uint32_t nr = std::min(n_step, n - n0);
+            const detail::ByteWindow ww = detail::byte_window(w, n0 * rb, (n0 + nr) * rb, align, 4);
+            const uint64_t yb = (uint64_t(m0) * n + n0) * 4, ye = (uint64_t(m0 + mr - 1) * n + n0 + nr) * 4;
+            const detail::ByteWindow yw = detail::byte_window(y, yb, ye, align);
+            const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
+            const detail::ByteWindow bw =
+                bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + nr) * 4, align) : yw;
+            const MatmulDotPush pc{mr, nr, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(qw.inner / 4),
+                                   uint32_t(qrb / 4), uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n,
+                                   residual ? 1u : 0u, uint32_t(bw.inner / 4), bias ? 1u : 0u};
+            s.dispatch(p, {ww.slice, qw.slice, rw.slice, yw.slice, bw.slice}, pc,
+                       {(nr + bn - 1) / bn, (mr + bm - 1) / bm, 1}, "matmul");
+        }
+    }
+}
 }  // namespace
 
 bool int_dot_type(TensorType t) {
@@ -313,6 +357,11 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
     return p;
 }
 
+std::vector<PipelineDesc> MatmulPlan::pipelines() const {
+    if (kernel == Kernel::Dot) return {quantize_desc(MatvecInput::Kind::Plain), pipeline()};
+    return {pipeline()};
+}
+
 uint32_t MatmulPlan::tile_m() const { return kernel == Kernel::Broadcast ? tokens_per_lane * lanes : bm; }
 uint32_t MatmulPlan::tile_n() const { return kernel == Kernel::Broadcast ? rows_per_lane * lanes : bn; }
 
@@ -322,15 +371,39 @@ PipelineDesc MatmulPlan::pipeline() const {
         d.subgroup_size = required_subgroup_size;
         return d;
     }
+    if (kernel == Kernel::Dot)
+        return {"matmul_dot_" + type_suffix(wtype), {(bm / tm) * (bn / tn), bm, bn, bk / 32, tm, tn, uint32_t(w_aligned)}};
     return {"matmul_" + type_suffix(wtype), {(bm / tm) * (bn / tn), bm, bn, bk, tm, tn}};
 }
 
 MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
-                       bool w_offset_aligned) {
+                       bool w_offset_aligned, bool allow_dot) {
     type_suffix(wtype);  // throws for unsupported types
     MatmulPlan p;
     p.wtype = wtype;
     const uint32_t sg = caps.subgroup_size;
+    if (allow_dot && caps.int_dot_kernels && int_dot_type(wtype)) {
+        // As the integer-dot matvec: X quantized once to 8 bits, weights as the integers they
+        // store, four multiply-adds per instruction; both tiles in shared memory are 8-bit, so a
+        // slice of 128 columns costs what 32 float columns do. The float kernel's tile shapes (64 x
+        // 64, 4 x 4 per invocation; 32 rows for short prompts; 32 x 32 where fewer than 256
+        // invocations are allowed), 4 blocks per k slice: a multiple of every type's unit.
+        p.kernel = MatmulPlan::Kernel::Dot;
+        p.w_aligned = weights_aligned(wtype, k, w_offset_aligned);
+        p.bm = p.bn = 64, p.tm = p.tn = 4, p.bk = 128;
+        if (caps.max_workgroup_invocations < 256)
+            p.bm = p.bn = 32;
+        else if (m <= 32)
+            p.bm = 32, p.tm = 2;
+        // wq_ + wf_ (vec3 as 16 bytes) and xq_ + xd_, per block of the slice.
+        auto shared_bytes = [&] { return uint64_t(p.bk / 32) * (48ull * p.bn + 40ull * p.bm); };
+        while (shared_bytes() > caps.max_shared_memory && p.bk > 32) p.bk /= 2;
+        // Q4_K / Q5_K units span 2 blocks, Q6_K units 4: the slice must hold whole units.
+        const uint32_t span = wtype == TensorType::Q6_K ? 4 : (wtype == TensorType::Q4_K || wtype == TensorType::Q5_K) ? 2 : 1;
+        if (p.bk / 32 >= span && shared_bytes() <= caps.max_shared_memory) return p;
+        p = MatmulPlan{};  // too little shared memory: the float kernel below
+        p.wtype = wtype;
+    }
     if (caps.cpu_tuning && caps.subgroup_basic && caps.subgroup_ballot && (sg == 4 || sg == 8 || sg == 16) &&
         sg <= caps.max_workgroup_invocations) {
         // CPU drivers: one subgroup per workgroup, no shared memory or barrier; each lane keeps R
@@ -450,12 +523,18 @@ void matmul(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice&
 
 void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
-            const BufferSlice* bias) {
+            const BufferSlice* bias, const MatvecInput& input) {
     const TensorType wtype = plan.wtype;
     check_args("matmul", wtype, w, x, y, m, n, k, residual, bias);
     if (plan.w_aligned && w.offset % 4 != 0)
         throw std::invalid_argument("matmul: the plan reads W as aligned words but W's slice is not 4-byte aligned");
+    if (input.kind != MatvecInput::Kind::Plain)
+        throw std::invalid_argument("matmul: a fused input op needs matvec rows");
     const DeviceCaps& c = ctx.caps();
+    if (plan.kernel == MatmulPlan::Kernel::Dot) {
+        matmul_dot(ctx, s, plan, w, x, y, m, n, k, residual, bias, input);
+        return;
+    }
     const bool broadcast = plan.kernel == MatmulPlan::Kernel::Broadcast;
     const uint32_t bm = plan.tile_m(), bn = plan.tile_n();
     const Pipeline& p = ctx.pipeline(plan.pipeline());
@@ -511,7 +590,7 @@ LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
         if (input != MatvecInput::Kind::Plain)
             throw std::invalid_argument("plan_linear: a fused input needs matvec rows (m <= 8 or batch invariant)");
         p.kernel = LinearPlan::Kernel::Matmul;
-        p.matmul = plan_matmul(caps, wtype, m, n, k, w_offset_aligned);
+        p.matmul = plan_matmul(caps, wtype, m, n, k, w_offset_aligned, allow_dot);
         return p;
     }
     p.kernel = LinearPlan::Kernel::Matvec;
@@ -522,7 +601,7 @@ LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
 }
 
 std::vector<PipelineDesc> LinearPlan::pipelines() const {
-    if (kernel == Kernel::Matmul) return {matmul.pipeline()};
+    if (kernel == Kernel::Matmul) return matmul.pipelines();
     std::vector<PipelineDesc> out = matvec.pipelines();
     if (m % group)
         for (PipelineDesc& d : tail.pipelines()) out.push_back(std::move(d));
@@ -533,7 +612,7 @@ void linear(Context& ctx, CommandStream& s, const LinearPlan& plan, const Buffer
             const BufferSlice& y, const BufferSlice* residual, const BufferSlice* bias, const MatvecInput& input) {
     const uint32_t m = plan.m, n = plan.n, k = plan.k;
     if (plan.kernel == LinearPlan::Kernel::Matmul) {
-        matmul(ctx, s, plan.matmul, w, x, y, m, n, k, residual, bias);
+        matmul(ctx, s, plan.matmul, w, x, y, m, n, k, residual, bias, input);
         return;
     }
     // Groups of rows, each one matvec pass over W: X, Y (and R, up) windows of the group's rows.

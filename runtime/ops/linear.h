@@ -47,7 +47,7 @@ struct MatvecInput {
     BufferSlice norm_weight{};  // RmsNorm: f32 [k], 4-byte aligned
     float eps = 0;              // RmsNorm
     BufferSlice up{};           // SwiGlu / GeGlu / SwiGluOai: f32 [m][k], 4-byte aligned
-    // The integer-dot kernel (MatvecPlan::Kernel::Dot) reads X as Q8_1 blocks from q8 (m rows of
+    // The integer-dot kernels (MatvecPlan / MatmulPlan::Kernel::Dot) read X as Q8_1 blocks from q8 (m rows of
     // q8_1_row_bytes(k), 4-byte aligned), quantized there (after the op above) by the same call,
     // or by an earlier one with the same X and op where q8_ready says so (Q, K and V share one).
     BufferSlice q8{};
@@ -71,7 +71,7 @@ void quantize_q8_1(Context& ctx, CommandStream& s, const BufferSlice& x, const B
 // Y[m, n] = X[m, k] · W[n, k]^T (+ bias[n] broadcast over rows, if bias) (+ R[m, n] if residual).
 // residual may be the same slice as y (in-place residual add). m <= 8 uses matvec, else matmul.
 // These three plan for the float kernels (they have no Q8_1 scratch for the integer-dot one; record a
-// plan_linear / plan_matvec plan to get it where the device takes it).
+// plan_linear / plan_matvec / plan_matmul plan to get it where the device takes it).
 void linear(Context& ctx, CommandStream& s, TensorType wtype, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual = nullptr,
             const BufferSlice* bias = nullptr);
@@ -128,6 +128,8 @@ struct MatmulPlan {
     enum class Kernel {
         Broadcast,  // matmul_broadcast.comp: one subgroup per workgroup, weights in registers (CPU drivers)
         Tiled,      // matmul.comp: shared-memory tiles
+        Dot,        // quantize_q8_1.comp, then matmul_dot.comp: shared-memory tiles of int8 levels and
+                    // integer dot products (caps.int_dot_kernels; X as Q8_1 in MatvecInput::q8)
     };
     Kernel kernel = Kernel::Tiled;
     TensorType wtype = TensorType::F32;
@@ -135,15 +137,18 @@ struct MatmulPlan {
     // of the pipeline (0: the driver's).
     uint32_t lanes = 0, rows_per_lane = 0, tokens_per_lane = 0, required_subgroup_size = 0;
     bool w_aligned = false;
-    // Tiled: a BM x BN tile of Y per workgroup, k in slices of BK, TM x TN per invocation.
+    // Tiled / Dot: a BM x BN tile of Y per workgroup, k in slices of BK columns (Dot: BK / 32 whole
+    // Q8_1 blocks), TM x TN per invocation.
     uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
 
     uint32_t tile_m() const;  // rows of X (tokens) per workgroup
     uint32_t tile_n() const;  // rows of W per workgroup
     PipelineDesc pipeline() const;
+    std::vector<PipelineDesc> pipelines() const;  // Dot: the activation quantizer's too
 };
+// allow_dot: the caller can give the Q8_1 scratch (MatvecInput::q8, m rows) the integer-dot kernel needs.
 MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
-                       bool w_offset_aligned = true);
+                       bool w_offset_aligned = true, bool allow_dot = false);
 
 // How one linear() call over m rows of X runs: one matvec (m <= 8), one matmul, or (batch
 // invariant) matvec over groups of at most 8 rows whatever m, so that every row is computed as a
@@ -157,12 +162,16 @@ struct LinearPlan {
     MatvecPlan matvec, tail;   // tail: the plan of the last group when m % group != 0
     MatmulPlan matmul;
     std::vector<PipelineDesc> pipelines() const;
-    bool int_dot() const { return kernel == Kernel::Matvec && matvec.kernel == MatvecPlan::Kernel::Dot; }
+    bool int_dot() const {
+        return kernel == Kernel::Matvec ? matvec.kernel == MatvecPlan::Kernel::Dot
+                                        : matmul.kernel == MatmulPlan::Kernel::Dot;
+    }
 };
 LinearPlan plan_linear(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                        bool w_offset_aligned = true, MatvecInput::Kind input = MatvecInput::Kind::Plain,
                        bool batch_invariant = false, bool allow_dot = true);
-// Records `plan` (from plan_linear for these shapes); input as matvec's, its `up` rows [m][k].
+// Records `plan` (from plan_linear for these shapes); input as matvec's, its `up` rows [m][k]; an
+// integer-dot plan (int_dot()) reads X quantized in input.q8 (m rows of q8_1_row_bytes(k)).
 void linear(Context& ctx, CommandStream& s, const LinearPlan& plan, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, const BufferSlice* residual = nullptr, const BufferSlice* bias = nullptr,
             const MatvecInput& input = {});
@@ -172,7 +181,7 @@ void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Buffer
             const MatvecInput& input);
 void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const BufferSlice& w, const BufferSlice& x,
             const BufferSlice& y, uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual,
-            const BufferSlice* bias);
+            const BufferSlice* bias, const MatvecInput& input = {});
 
 }  // namespace vkllm::ops
 

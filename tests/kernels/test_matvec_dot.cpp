@@ -1,11 +1,13 @@
-// The integer-dot matvec (quantize_q8_1.comp + matvec_dot.comp, MatvecPlan::Kernel::Dot), forced
+// The integer-dot matvec and matmul (quantize_q8_1.comp + matvec_dot.comp / matmul_dot.comp,
+// MatvecPlan / MatmulPlan::Kernel::Dot), forced
 // with `--caps int-dot` (lavapipe supports the packed dot without accelerating it, so it is never
 // its default). Two references, both from definitions: the same math (ref::quantize_q8_1 of the
 // input, then ref::linear over those values: the kernel's integer sums are exact, so only X's
 // rounding at ties may differ), and the float path (ref::linear of the raw input), which the Q8_1
 // activations may miss by their quantization error only. Every integer-dot type, tiny / odd / real
 // shapes, batches, fused RMSNorm and SwiGLU inputs, residual and bias, the CPU-tuned, GPU-tuned and
-// tree-reduction variants, and batch invariance.
+// tree-reduction variants, and batch invariance; for the matmul (prompt chunks), rows and columns
+// that are no multiple of the tile, k slices that end inside a slice, and bindings split in rows.
 #include "support/test_context.h"
 #include "kernels/linear_testing.h"
 
@@ -61,13 +63,15 @@ struct DotCase {
     Kind kind = Kind::Plain;
     bool residual = false, bias = false;
     bool w_offset2 = false;  // W's slice starts 2 bytes into its buffer (no aligned-word reads)
+    bool matmul = false;     // a prompt chunk's plan (matmul_dot) instead of batch-invariant matvec rows
 };
 
 // Runs one case on ctx through plan_linear (the path the model records) and checks Y against both
 // references. Returns Y's bits.
 std::vector<float> run_case(Context& ctx, const std::string& spec, const DotCase& c, uint32_t seed) {
-    const auto plan = ops::plan_linear(ctx.caps(), c.t, c.m, c.n, c.k, !c.w_offset2, c.kind, true);
+    const auto plan = ops::plan_linear(ctx.caps(), c.t, c.m, c.n, c.k, !c.w_offset2, c.kind, !c.matmul);
     REQUIRE_MESSAGE(plan.int_dot(), "the integer-dot kernel was not chosen under --caps " << spec);
+    REQUIRE((plan.kernel == ops::LinearPlan::Kernel::Matmul) == c.matmul);
     const uint64_t w_off = c.w_offset2 ? 2 : 0;
     const float eps = 1e-5f;
     const std::vector<uint8_t> w = make_weights(c.t, c.n, c.k, seed);
@@ -142,8 +146,8 @@ std::vector<float> run_case(Context& ctx, const std::string& spec, const DotCase
     dy.download(got.data(), got.size() * 4);
     dy.check_guards();
     q8.check_guards();
-    const std::string what = fmt::format("dot {} m={} n={} k={} in={} [{}]", type_traits(c.t).name, c.m, c.n, c.k,
-                                         int(c.kind), spec);
+    const std::string what = fmt::format("{} dot {} m={} n={} k={} in={} [{}]", c.matmul ? "matmul" : "matvec",
+                                         type_traits(c.t).name, c.m, c.n, c.k, int(c.kind), spec);
     // The same math: exact integer sums, f32 across blocks. The device's reciprocal may differ from
     // the host's by an ulp or two, moving a value at a rounding tie one level (d * |w|, ~1e-2 here):
     // the element bound allows that, the NMSE bound (a wrong block gives ~1e-3 and more) does not.
@@ -204,9 +208,33 @@ TEST_CASE("matvec dot: the plan takes the integer-dot kernel exactly where it sh
             CHECK(d[0].shader == "quantize_q8_1");
             CHECK(d[1].shader.rfind("matvec_dot_", 0) == 0);
         }
+        // Prompt chunks: the integer-dot matmul, its quantizer listed with it.
+        const auto mm = ops::plan_linear(forced.caps(), t, 16, 64, k);
+        CHECK(mm.kernel == ops::LinearPlan::Kernel::Matmul);
+        CHECK(mm.int_dot() == ops::int_dot_type(t));
+        if (mm.int_dot()) {
+            const auto d = mm.pipelines();
+            REQUIRE(d.size() == 2);
+            CHECK(d[0].shader == "quantize_q8_1");
+            CHECK(d[1].shader == "matmul_dot_" + std::string(type_traits(t).lower));
+        }
         // Without a scratch for the quantized X (the convenience functions), the float kernels.
         CHECK_FALSE(ops::plan_linear(forced.caps(), t, 1, 64, k, true, Kind::Plain, false, false).int_dot());
-        CHECK_FALSE(ops::plan_linear(forced.caps(), t, 16, 64, k).int_dot());  // matmul for prefill
+        CHECK_FALSE(ops::plan_linear(forced.caps(), t, 16, 64, k, true, Kind::Plain, false, false).int_dot());
+        CHECK_FALSE(ops::plan_matmul(forced.caps(), t, 16, 64, k).kernel == ops::MatmulPlan::Kernel::Dot);
+        // Too little shared memory for a tile holding whole units: the float matmul.
+        DeviceCaps small = forced.caps();
+        small.max_shared_memory = 1024;
+        CHECK(ops::plan_matmul(small, t, 16, 64, k, true, true).kernel != ops::MatmulPlan::Kernel::Dot);
+        small.max_shared_memory = 6 * 1024;  // 32 x 32 tiles: slices of 4 blocks need 11 KiB, of 1 block 2.8
+        small.max_workgroup_invocations = 128;
+        const auto cramped = ops::plan_matmul(small, t, 16, 64, k, true, true);
+        if (t == TensorType::Q6_K) {
+            CHECK(cramped.kernel != ops::MatmulPlan::Kernel::Dot);  // its units span 4 blocks
+        } else if (ops::int_dot_type(t)) {
+            CHECK(cramped.kernel == ops::MatmulPlan::Kernel::Dot);
+            CHECK(cramped.bk == 64);
+        }
         DeviceCaps off = forced.caps();
         CapsOverride::parse("no-int-dot").apply(off);
         CHECK_FALSE(ops::plan_linear(off, t, 1, 64, k).int_dot());
@@ -370,6 +398,57 @@ TEST_CASE("matvec dot: batches of 2..8: each row is what the vector gives alone"
             ctx.download(dy, one.data(), one.size() * 4);
             CHECK(std::memcmp(one.data(), all.data(), one.size() * 4) == 0);
         }
+    }
+}
+
+TEST_CASE("matmul dot: every integer-dot type, prompt chunks (odd rows and columns, k slices ending early, residual and bias), every variant") {
+    uint32_t seed = 1000;
+    for (const std::string& spec : dot_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (TensorType t : dot_types()) {
+            CAPTURE(type_traits(t).name);
+            DotCase c{t, 9, 1, blocks_k(t, 1)};
+            c.matmul = true;
+            run_case(ctx, spec, c, ++seed);
+            c = {t, 33, 37, blocks_k(t, 3), Kind::Plain, true, true};  // 3 blocks (or 3 super-blocks)
+            c.matmul = true;
+            run_case(ctx, spec, c, ++seed);
+            c = {t, 70, 67, blocks_k(t, 5)};  // two row tiles, two column tiles, 5 blocks: a slice and a bit
+            c.matmul = true;
+            run_case(ctx, spec, c, ++seed);
+            c = {t, 17, 21, blocks_k(t, 2), Kind::Plain, false, false, true};  // W not word-aligned
+            c.matmul = true;
+            run_case(ctx, spec, c, ++seed);
+        }
+    }
+}
+
+TEST_CASE("matmul dot: real model shapes (Llama-3-8B rows, gpt-oss experts' k) and a bias") {
+    Context& ctx = test::context_for(gpu_spec());
+    const DotCase cases[] = {
+        {TensorType::Q4_K, 64, 96, 4096},
+        {TensorType::Q6_K, 40, 64, 14336, Kind::Plain, true},
+        {TensorType::Q4_0, 128, 128, 2048},
+        {TensorType::MXFP4, 24, 72, 2880, Kind::Plain, false, true},
+        {TensorType::Q8_0, 48, 100, 896, Kind::Plain, false, true},  // Qwen2-0.5B's dim, biased
+    };
+    uint32_t seed = 1100;
+    for (DotCase c : cases) {
+        c.matmul = true;
+        run_case(ctx, gpu_spec(), c, ++seed);
+    }
+}
+
+TEST_CASE("matmul dot: X, Y and W larger than one binding are split in rows") {
+    // A 64 KiB binding limit: X's 300 rows of 1024 floats and W's rows split over dispatches, each
+    // quantizing and multiplying its own rows.
+    Context& ctx = test::context_for("int-dot,max-storage-range=64K");
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q6_K}) {
+        CAPTURE(type_traits(t).name);
+        DotCase c{t, 300, 150, 1024, Kind::Plain, true, true};
+        c.matmul = true;
+        run_case(ctx, "int-dot,max-storage-range=64K", c, 1200);
     }
 }
 

@@ -341,10 +341,10 @@ TEST_CASE("sampler: presence and frequency penalties subtract by the token's cou
     CHECK_THROWS_WITH_AS(p.validate(), doctest::Contains("frequency_penalty"), std::invalid_argument);
 }
 
-TEST_CASE("forward: integer-dot matvecs (--caps int-dot) on a Q4_K_M mix stay within X's quantization") {
-    // Chunks of at most 8 tokens and decode steps run matvecs: with int-dot forced, every Q4_K,
-    // Q5_0, Q6_K, ... projection quantizes its input to Q8_1 (once for Q, K and V, once for gate and
-    // up) and multiplies integers. The host reference keeps f32 activations, so the tolerance is the
+TEST_CASE("forward: integer-dot matvecs and matmuls (--caps int-dot) on a Q4_K_M mix stay within X's quantization") {
+    // Chunks of at most 8 tokens and decode steps run matvecs, longer chunks matmuls: with int-dot
+    // forced, every Q4_K, Q5_0, Q6_K, ... projection quantizes its input to Q8_1 (once for Q, K and
+    // V, once for gate and up) and multiplies integers. The host reference keeps f32 activations, so the tolerance is the
     // activation quantization's compounded over 4 layers of random weights (measured: 1e-3 at
     // worst, in ffn_act), far above the float path's 1e-9 and far below what a wrong block, scale
     // or offset gives (~1).
@@ -367,15 +367,17 @@ TEST_CASE("forward: integer-dot matvecs (--caps int-dot) on a Q4_K_M mix stay wi
     std::vector<int32_t> prompt(19);  // chunks of 8, 8 and 3
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 131 + 7) % shape.n_vocab);
     compare_with_reference(path, opts, prompt, 3, 5e-3, 5e-3, ctx.get());
+    opts.ubatch = 16;  // chunks of 16 (matmul_dot) and 3
+    compare_with_reference(path, opts, prompt, 3, 5e-3, 5e-3, ctx.get());
 
-    // The warm-up lists the quantizer and every integer-dot variant: prompts in chunks of 8 and 3
+    // The warm-up lists the quantizer and every integer-dot variant: prompts in chunks of 16 and 3
     // and decode batches of 1 to 3 compile nothing after the load (a fresh context).
     auto fresh = test::make_context(CapsOverride::parse("int-dot"));
     test::LoadedModel m = test::open_model(path);
     opts.n_seq = 3;
     ModelGpu gpu(*fresh, m.file, m.cfg, opts);
     const uint32_t after_load = fresh->pipeline_stats().created;
-    for (uint32_t q = 0; q < 3; ++q) gpu.eval(q, std::span<const int32_t>(prompt.data(), 11));
+    for (uint32_t q = 0; q < 3; ++q) gpu.eval(q, std::span<const int32_t>(prompt.data(), 19));
     const int32_t tok = gpu.argmax();
     gpu.decode(std::vector<SeqToken>{{0, tok}});
     gpu.decode(std::vector<SeqToken>{{0, tok}, {1, tok}, {2, tok}});

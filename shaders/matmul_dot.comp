@@ -1,0 +1,146 @@
+#version 450
+// matmul_dot: the prefill-time linear layer on integer dot products, Y = X · W^T (+ B) (+ R), for many
+// rows of X already quantized to Q8_1 blocks (quantize_q8_1.comp). Chosen where the device's 4x8-bit
+// packed dot is accelerated (or `--caps int-dot`), as matvec_dot is for decode: the weights are
+// multiplied as the integers they store, four per instruction, and both shared-memory tiles hold 8-bit
+// values, a quarter of the float matmul's bytes per element.
+//
+// Inputs:  W   rows of k elements of a block type weights_dot.glsl multiplies (GGUF layouts), the
+//              rows of this dispatch starting at byte pc.w_base, pc.row_bytes apart
+//          XQ  pc.m rows of pc.xq_row_words words from word pc.x_base: k / 4 words of int8 quants
+//              (column c in byte c % 4 of word c / 4), then per block of 32 four floats (d, s, ss, 0)
+//          R   f32, same layout as Y (read only when pc.has_res != 0; may alias Y)
+//          B   f32 [n] bias of this dispatch's columns from float pc.b_base (when pc.has_bias != 0)
+// Output:  Y   f32 [m][y_stride] from float pc.y_base (R: pc.r_base); columns 0 .. pc.n.
+// Math:    Y[i][j] = sum over blocks b of W[j] block b · (d_ib q_ib) (+ B[j]) (+ R[i][j]): each block's
+//          integer sum exact (w_dot_scale applies the block's factors), f32 across blocks.
+// One workgroup computes a BM x BN tile of Y, stepping over k in slices of SB blocks of 32 columns
+// (SB a multiple of every type's unit span: 4). Per slice, W's units are decoded once into shared
+// memory as packed int8 levels with their factors (w_dot_unit_decode), X's quants and (d, s) are
+// copied beside them, and each invocation accumulates a TM x TN micro-tile, its rows and columns
+// strided by BM/TM and BN/TN so that neighbouring invocations read neighbouring shared words. Rows
+// past m or n and blocks past k / 32 are zeros, so any m, n and k (a multiple of the type's block)
+// works. The bias and the residual are added in the epilogue.
+// Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 SB, 4 TM, 5 TN, 6 W_ALIGNED.
+// Shared memory: SB * (32 BN + 16 BN + 32 BM + 8 BM) bytes (wf_'s vec3 counted as 16): 21 KiB at 64 x 64, SB 4.
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint SB = 4;
+layout(constant_id = 4) const uint TM = 4;
+layout(constant_id = 5) const uint TN = 4;
+const uint TX = BN / TN;  // invocations along n
+const uint TY = BM / TM;  // invocations along m
+
+#define W_BINDING 0
+#define W_ALIGNED_ID 6
+#include "weights.glsl"
+#include "weights_dot.glsl"
+
+layout(std430, binding = 1) readonly buffer XQ { uint xq_words[]; };
+layout(std430, binding = 2) readonly buffer R { float res[]; };
+layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 4) readonly buffer B { float bias[]; };
+
+layout(push_constant) uniform Push {
+    uint m;             // rows of X / Y in this dispatch
+    uint n;             // rows of W (columns of Y) in this dispatch
+    uint k;
+    uint row_bytes;
+    uint w_base;        // byte offset of W row 0 in the W window
+    uint x_base;        // word offset of XQ row 0 in the XQ window
+    uint xq_row_words;  // words per XQ row: k / 4 + k / 8
+    uint y_base;        // float offset of Y[0][0] in the Y window
+    uint r_base;        // float offset of R[0][0] in the R window
+    uint y_stride;      // floats between two rows of Y / R
+    uint has_res;
+    uint b_base;        // float offset of B[0] (this dispatch's first column) in the B window
+    uint has_bias;
+} pc;
+
+const uint UPS = SB / W_DOT_BLOCKS;  // weight units per row and slice
+
+shared uint wq_[SB * 8u * BN];  // wq_[(b * 8 + t) * BN + j]: word t of W row n0 + j, block b of the slice
+shared vec3 wf_[SB * BN];       // wf_[b * BN + j]: that block's factors (a_lo, a_hi, b)
+shared uint xq_[SB * 8u * BM];  // xq_[(b * 8 + t) * BM + i]: word t of X row m0 + i, block b
+shared vec2 xd_[SB * BM];       // xd_[b * BM + i]: that block's (d, s)
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint tx = tid % TX, ty = tid / TX;
+    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    const uint blocks = pc.k / 32u;
+
+    float acc[TM * TN];
+    for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
+
+    for (uint s0 = 0; s0 < blocks; s0 += SB) {
+        // W: a unit per step, consecutive invocations on consecutive units of a row.
+        for (uint e = tid; e < BN * UPS; e += WG) {
+            const uint j = e / UPS, uu = e % UPS, gn = n0 + j;
+            const uint u = s0 / W_DOT_BLOCKS + uu;
+            uint w[8u * W_DOT_BLOCKS];
+            vec3 f[W_DOT_BLOCKS];
+            const bool live = gn < pc.n && u * W_DOT_BLOCKS < blocks;
+            if (live) w_dot_unit_decode(pc.w_base + gn * pc.row_bytes, u, w, f);
+            for (uint i = 0; i < W_DOT_BLOCKS; ++i) {
+                const uint b = w_dot_unit_block(u, i) - s0;
+                for (uint t = 0; t < 8u; ++t) wq_[(b * 8u + t) * BN + j] = live ? w[8u * i + t] : 0u;
+                wf_[b * BN + j] = live ? f[i] : vec3(0.0);
+            }
+        }
+        // X: consecutive invocations read consecutive words of a row.
+        for (uint e = tid; e < BM * SB * 8u; e += WG) {
+            const uint i = e / (SB * 8u), c = e % (SB * 8u), gm = m0 + i, blk = s0 + c / 8u;
+            xq_[c * BM + i] = gm < pc.m && blk < blocks ? xq_words[pc.x_base + gm * pc.xq_row_words + 8u * s0 + c] : 0u;
+        }
+        for (uint e = tid; e < BM * SB; e += WG) {
+            const uint i = e / SB, b = e % SB, gm = m0 + i, blk = s0 + b;
+            vec2 d = vec2(0.0);
+            if (gm < pc.m && blk < blocks) {
+                const uint dw = pc.x_base + gm * pc.xq_row_words + pc.k / 4u + 4u * blk;
+                d = vec2(uintBitsToFloat(xq_words[dw]), uintBitsToFloat(xq_words[dw + 1u]));
+            }
+            xd_[b * BM + i] = d;
+        }
+        barrier();
+        for (uint b = 0; b < SB; ++b) {
+            uint xw[TM * 8u];
+            vec2 xd[TM];
+            for (uint i = 0; i < TM; ++i) {
+                for (uint t = 0; t < 8u; ++t) xw[i * 8u + t] = xq_[(b * 8u + t) * BM + ty + i * TY];
+                xd[i] = xd_[b * BM + ty + i * TY];
+            }
+            for (uint j = 0; j < TN; ++j) {
+                uint ww[8];
+                for (uint t = 0; t < 8u; ++t) ww[t] = wq_[(b * 8u + t) * BN + tx + j * TX];
+                const vec3 f = wf_[b * BN + tx + j * TX];
+                for (uint i = 0; i < TM; ++i) {
+                    int lo = 0, hi = 0;
+                    for (uint t = 0; t < 4u; ++t) {
+                        lo += dot_s8x4(ww[t], xw[i * 8u + t]);
+                        hi += dot_s8x4(ww[4u + t], xw[i * 8u + 4u + t]);
+                    }
+                    acc[i * TN + j] += w_dot_scale(lo, hi, f, xd[i]);
+                }
+            }
+        }
+        barrier();
+    }
+
+    for (uint i = 0; i < TM; ++i) {
+        const uint gm = m0 + ty + i * TY;
+        if (gm >= pc.m) continue;
+        for (uint j = 0; j < TN; ++j) {
+            const uint gn = n0 + tx + j * TX;
+            if (gn >= pc.n) continue;
+            float v = acc[i * TN + j];
+            if (pc.has_bias != 0u) v += bias[pc.b_base + gn];
+            if (pc.has_res != 0u) v += res[pc.r_base + gm * pc.y_stride + gn];
+            y[pc.y_base + gm * pc.y_stride + gn] = v;
+        }
+    }
+}
