@@ -226,7 +226,8 @@ void register_gen_model(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("gen-model", "Write a GGUF model with random weights");
     cmd->add_option("--arch", args->arch, "Architecture: " + supported_arch_list())->capture_default_str();
     cmd->add_option("--variant", args->variant, "A variant of the architecture: v1.0 for t5 and t5encoder (T5 v1.0's "
-                                                "ReLU feed-forward without ffn_gate; default: v1.1's gated GELU)");
+                                                "ReLU feed-forward without ffn_gate; default: v1.1's gated GELU); "
+                                                "qk-post-norm, split-gate or qk-post-norm,split-gate for jina-bert-v2");
     cmd->add_option("-o,--output", args->output, "Output .gguf path")->required();
     cmd->add_option("--preset", args->preset, "Base shape: tinyllama, stories15m, llama2-7b-layer or llama3-8b")
         ->check(CLI::IsMember({"tinyllama", "stories15m", "llama2-7b-layer", "llama3-8b"}));

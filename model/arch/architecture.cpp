@@ -210,6 +210,23 @@ ArchDesc jina_bert_v2() {
     return a;
 }
 
+// jina-embeddings-v2-base-code (jinaai/jina-bert-v2-qk-post-norm): q and k LayerNorm'd whole after
+// their projections, and a second norm after attention over the layer's input added again.
+ArchDesc jina_bert_v2_qk(ArchDesc a, std::string_view variant) {
+    a.variant = variant;
+    a.qk_norm = true;
+    a.qk_norm_full = true;
+    a.attn_norm_2 = true;
+    return a;
+}
+
+// Files of llama.cpp's converters before the fused GEGLU: ffn_gate (gelu'd) and ffn_up apart.
+ArchDesc jina_bert_v2_split(ArchDesc a, std::string_view variant) {
+    a.variant = variant;
+    a.fused_gate_up = false;
+    return a;
+}
+
 ArchDesc t5encoder() {
     ArchDesc a;
     a.name = "t5encoder";  // T5's encoder alone (text-to-image pipelines: T5 v1.1 XXL in Flux, SD3)
@@ -251,10 +268,12 @@ ArchDesc t5_v10() {
 }
 
 // A variant comes after its main row (find_arch(name) gives the first row of a name).
-const std::array<ArchDesc, 22>& archs() {
-    static const std::array<ArchDesc, 22> table = {
+const std::array<ArchDesc, 25>& archs() {
+    static const std::array<ArchDesc, 25> table = {
         llama(), llama_moe(),  qwen2(),        qwen3(),     qwen2moe(), qwen3moe(), olmoe(), gpt_oss(), deepseek2(), phi3(), gemma2(),
-        gemma3(), gpt2(),      bloom(),        mpt(),       bert(),     nomic_bert(), jina_bert_v2(), t5encoder(),
+        gemma3(), gpt2(),      bloom(),        mpt(),       bert(),     nomic_bert(), jina_bert_v2(),
+        jina_bert_v2_qk(jina_bert_v2(), "qk-post-norm"), jina_bert_v2_split(jina_bert_v2(), "split-gate"),
+        jina_bert_v2_split(jina_bert_v2_qk(jina_bert_v2(), ""), "qk-post-norm,split-gate"), t5encoder(),
         t5encoder_v10(), t5(), t5_v10()};
     return table;
 }

@@ -68,9 +68,15 @@ struct ArchDesc {
     bool qkv_bias = false;   // attn_q/k/v (or attn_qkv) .bias
     bool out_bias = false;   // attn_output.bias (gpt-oss)
     bool all_bias = false;   // every projection and every norm has a bias (GPT-2)
-    bool qk_norm = false;    // attn_q_norm / attn_k_norm: RMSNorm of each head of q and k before RoPE
-    bool qk_norm_full = false;  // with qk_norm: the RMSNorm spans all of q (q_dim) and of k (kv_dim) (OLMoE)
+    // attn_q_norm / attn_k_norm: RMSNorm of each head of q and k before RoPE; in a LayerNorm
+    // architecture a LayerNorm with its bias (attn_q_norm.bias: jina-bert-v2 qk-post-norm).
+    bool qk_norm = false;
+    bool qk_norm_full = false;  // with qk_norm: the norm spans all of q (q_dim) and of k (kv_dim) (OLMoE, jina)
     NormPlacement norm_placement = NormPlacement::Pre;
+    // NormPlacement::Post: after attn_output_norm the layer's input is added once more and
+    // attn_norm_2 normalizes the sum, x = norm_2(norm(x + attention) + x) (jina-bert-v2 qk-post-norm,
+    // jina-embeddings-v2-base-code, as llama.cpp computes it).
+    bool attn_norm_2 = false;
     bool embed_scale = false;  // token embeddings are multiplied by sqrt(dim)
     // MPT: every bias, the norms' included, is read when present (its no_bias files have none).
     bool optional_biases = false;

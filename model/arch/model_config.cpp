@@ -70,8 +70,11 @@ std::optional<uint64_t> layer_of(std::string_view name, std::string_view prefix)
 const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::string_view name) {
     auto layer_suffix = [&](std::string_view s) { return layer_of(name, prefix) && name.ends_with(s); };
     if (!A.qk_norm && (layer_suffix(".attn_q_norm.weight") || layer_suffix(".attn_k_norm.weight")))
-        return "a LayerNorm over all of q or k (MPT qk_ln, jina-bert-v2 qk-post-norm) is not supported";
-    if (layer_suffix(".attn_norm_2.weight")) return "a second attention norm (jina-bert-v2 variants) is not supported";
+        return "a LayerNorm over all of q or k (MPT qk_ln) is not supported (jina-bert-v2 reads them as its "
+               "qk-post-norm variant, whose first layer has them)";
+    if (!A.attn_norm_2 && layer_suffix(".attn_norm_2.weight"))
+        return "a second attention norm is read only in jina-bert-v2's qk-post-norm variant (with attn_q_norm and "
+               "attn_k_norm in every layer)";
     if (layer_suffix(".ffn_act.scales")) return "AWQ activation scales are not supported";
     if (A.positions != PositionKind::Learned && name == "position_embd.weight")
         return "learned positions are not supported for this architecture (MPT without ALiBi)";
@@ -235,10 +238,22 @@ void read_mla(const Checker& c, const GgufFile& f, const std::string& a, ModelCo
 // The row of `a`'s family the file selects: a T5 stack without ffn_gate in its first layer is T5
 // v1.0 (a ReLU feed-forward), else v1.1 / flan-T5 (gated GELU), as llama.cpp tells them apart.
 // A llama file with llama.expert_count > 0 is a mixture of experts (Mixtral), as llama.cpp reads it.
+// A jina-bert-v2 file whose first layer has attn_q_norm is the qk-post-norm variant (llama.cpp reads
+// its q/k norms and attn_norm_2 when present; that model has all three), one with ffn_gate the
+// split-gate form of older conversions, or both.
 const ArchDesc& arch_for_file(const ArchDesc& a, const GgufFile& f) {
     if (!a.moe) {
         const ArchDesc* moe = find_arch(a.name, "moe");
         if (moe && f.find_u32(std::string(a.name) + ".expert_count").value_or(0) > 0) return *moe;
+    }
+    if (a.variant.empty() && find_arch(a.name, "qk-post-norm")) {
+        const ArchDesc& qk = *find_arch(a.name, "qk-post-norm");
+        const bool q_norm = f.find_tensor(layer_tensor_name(qk, Role::QNorm, 0)) != nullptr;
+        const ArchDesc* split = find_arch(a.name, "split-gate");
+        const bool gate = split && f.find_tensor(layer_tensor_name(*split, Role::WGate, 0)) != nullptr;
+        const ArchDesc* v = find_arch(a.name, q_norm ? (gate ? "qk-post-norm,split-gate" : "qk-post-norm")
+                                                     : (gate ? "split-gate" : ""));
+        return v ? *v : a;
     }
     if (a.t5 == T5Stack::None || f.find_tensor(layer_tensor_name(a, Role::WGate, 0))) return a;
     const ArchDesc* v10 = find_arch(a.name, "v1.0");

@@ -113,8 +113,11 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::Bv, "attn_v.bias", D::Kv, qkv_b, kBias));
     }
     if (A.qk_norm) {
-        add(vec(R::QNorm, "attn_q_norm.weight", A.qk_norm_full ? D::Q : D::HeadDim, true, kNormWeight));
-        add(vec(R::KNorm, "attn_k_norm.weight", A.qk_norm_full ? D::Kv : D::HeadDim, true, kNormWeight));
+        const D qd = A.qk_norm_full ? D::Q : D::HeadDim, kd = A.qk_norm_full ? D::Kv : D::HeadDim;
+        add(vec(R::QNorm, "attn_q_norm.weight", qd, true, kNormWeight));
+        if (A.norm == NormKind::Layer) add(vec(R::QNormB, "attn_q_norm.bias", qd, ln, kNormBias));
+        add(vec(R::KNorm, "attn_k_norm.weight", kd, true, kNormWeight));
+        if (A.norm == NormKind::Layer) add(vec(R::KNormB, "attn_k_norm.bias", kd, ln, kNormBias));
     }
     const bool t5 = A.t5 != T5Stack::None;
     add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", A.mla ? D::MlaO : D::Q, D::Embd));
@@ -124,6 +127,10 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     if (after) {
         add(vec(R::AttnNorm, "attn_output_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::AttnNormB, "attn_output_norm.bias", D::Embd, ln, kNormBias));
+        if (A.attn_norm_2) {
+            add(vec(R::AttnNorm2, "attn_norm_2.weight", D::Embd, true, kNormWeight));
+            add(vec(R::AttnNorm2B, "attn_norm_2.bias", D::Embd, ln, kNormBias));
+        }
     }
     if (A.cross_attention) {
         add(vec(R::CrossNorm, "cross_attn_norm.weight", D::Embd, true, kNormWeight));

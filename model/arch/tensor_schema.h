@@ -25,9 +25,11 @@ enum class Role : uint8_t {
     AttnNorm, AttnNormB,           // (dim) before attention, or after its residual add (NormPlacement::Post)
     Wq, Wk, Wv, Wqkv,              // (dim -> q), (dim -> kv), (dim -> kv), (dim -> q + 2 kv)
     Bq, Bk, Bv, Bqkv,              // (q), (kv), (kv), (q + 2 kv)
-    QNorm, KNorm,                  // (head_dim) per-head RMSNorm of q and k
+    QNorm, KNorm,                  // (head_dim) per-head RMSNorm of q and k, or (q), (kv) over all of them
+    QNormB, KNormB,                // their biases (a LayerNorm architecture's)
     Wo, Bo,                        // (q -> dim), (dim)
     PostAttnNorm,                  // (dim) on the attention output before the residual add
+    AttnNorm2, AttnNorm2B,         // (dim) ArchDesc::attn_norm_2
     FfnNorm, FfnNormB,             // (dim) before the FFN, or after its residual add (NormPlacement::Post)
     WGate, WUp, WGateUp,           // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
     BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)

@@ -154,6 +154,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     }
     a.qk_norm = A.qk_norm;
     a.qk_norm_full = A.qk_norm_full;
+    a.qk_layer_norm = A.qk_norm && A.norm == NormKind::Layer;
     a.rope = A.positions == PositionKind::Rope;
     a.attn = layer_attention_params(cfg, layer, db ? 1 : n, kv);
     a.batched = db && a.attn.pos_bias_range == 0 && a.attn.causal && !a.attn.segmented;
@@ -165,6 +166,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     a.post_norm = A.norm_placement == NormPlacement::PreAndPost;
     a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);
     a.norm_after = norm_after;
+    a.norm_2 = A.attn_norm_2;
 
     // --- cross-attention (encoder-decoder): its q from the normed stream, its K/V already cached.
     if (A.cross_attention) {

@@ -70,6 +70,7 @@ struct AttentionPlan {
     LinearStep q, k, v;      // otherwise
     bool qk_norm = false;    // per-head RMSNorm of q and k (Qwen3, Gemma 3)
     bool qk_norm_full = false;  // the RMSNorm spans all of q and of k (OLMoE)
+    bool qk_layer_norm = false;  // with qk_norm: a LayerNorm with bias over all of q and of k (jina-bert-v2)
     bool rope = false;       // rotary positions (learned ones are added at the embedding)
     // RoPE of q and k, the K/V store and attention in one kernel (ops::attention_store): decode
     // steps where it takes the shape. Otherwise rope, kv_store_pair and attention.
@@ -82,6 +83,7 @@ struct AttentionPlan {
     LinearStep wo;
     bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
     bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)
+    bool norm_2 = false;     // then x = norm_2(x + the layer's input) (ArchDesc::attn_norm_2)
 
     // Latent attention (ArchDesc::mla) in its absorbed form, from xn = norm(x), H heads:
     //   q (n, H, qk)        = wq_b · rms_norm(wq_a · xn)   (q_lora_rank; else wq · xn: the `q` step)

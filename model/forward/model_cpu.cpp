@@ -412,7 +412,12 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             ref::clamp(k.data(), n * kv, c.clamp_kqv);
             ref::clamp(v.data(), n * kv, c.clamp_kqv);
         }
-        if (A.qk_norm && A.qk_norm_full) {  // OLMoE: over all of q, all of k
+        if (A.qk_norm && A.norm == NormKind::Layer) {  // jina-bert-v2 qk-post-norm: LayerNorm of all of q, all of k
+            auto opt = [&](const TensorPlace& b) { return b.present() ? vec(b) : std::vector<float>(); };
+            const std::vector<float> qb = opt(L[R::QNormB]), kb = opt(L[R::KNormB]);
+            ref::layer_norm(q.data(), vec(L[R::QNorm]).data(), qb.empty() ? nullptr : qb.data(), q.data(), n, qd, c.norm_eps);
+            ref::layer_norm(k.data(), vec(L[R::KNorm]).data(), kb.empty() ? nullptr : kb.data(), k.data(), n, kv, c.norm_eps);
+        } else if (A.qk_norm && A.qk_norm_full) {  // OLMoE: over all of q, all of k
             ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n, qd, c.norm_eps);
             ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n, kv, c.norm_eps);
         } else if (A.qk_norm) {
@@ -445,6 +450,10 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             bias(L[R::Bo], x.data());
         }
         if (norm_after) norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), x.data(), n);
+        if (A.attn_norm_2) {  // x = norm_2(x + the layer's input), which xn still holds
+            ref::add(x.data(), xn.data(), x.data(), n * dim);
+            norm(L[R::AttnNorm2], L[R::AttnNorm2B], x.data(), x.data(), n);
+        }
         }
 
         // --- cross-attention (T5's decoder): x += wo_x · attention(wq_x · norm(x), K_x, V_x), every

@@ -718,7 +718,13 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
             ops::clamp(ctx_, s, a.v, n * kv, c.clamp_kqv);
         }
     }
-    if (p.qk_norm && p.qk_norm_full) {  // all of q and all of k RMS-normalized (OLMoE)
+    if (p.qk_layer_norm) {  // all of q and all of k LayerNorm'd (jina-bert-v2 qk-post-norm)
+        const BufferSlice qb = L[R::QNormB].slice(), kb = L[R::KNormB].slice();
+        ops::layer_norm(ctx_, s, a.q, L[R::QNorm].slice(), L[R::QNormB].present() ? &qb : nullptr, a.q, n, c.q_dim(),
+                        c.norm_eps);
+        ops::layer_norm(ctx_, s, a.k, L[R::KNorm].slice(), L[R::KNormB].present() ? &kb : nullptr, a.k, n, c.kv_dim(),
+                        c.norm_eps);
+    } else if (p.qk_norm && p.qk_norm_full) {  // all of q and all of k RMS-normalized (OLMoE)
         ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n, c.q_dim(), c.norm_eps);
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n, c.kv_dim(), c.norm_eps);
     } else if (p.qk_norm) {  // every head of q and k is RMS-normalized on its own
@@ -761,6 +767,7 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
         }
     }
     // x += post_norm(wo · att + bo)
+    if (p.norm_2) s.copy(x, xn);  // the layer's input, added again after the norm
     if (p.post_norm) {
         const BufferSlice tmp = tmp_.slice(0, 4ull * dim * n);
         project(s, L, p.wo, att, tmp);
@@ -770,6 +777,10 @@ void ModelGpu::record_attention(CommandStream& s, uint32_t l, const AttentionPla
         project(s, L, p.wo, att, x);
     }
     if (p.norm_after) norm(s, x, L[R::AttnNorm], L[R::AttnNormB], x, n);  // x = norm(x + wo · att + bo)
+    if (p.norm_2) {  // x = norm_2(x + the layer's input)
+        ops::add(ctx_, s, x, xn, x, n * dim);
+        norm(s, x, L[R::AttnNorm2], L[R::AttnNorm2B], x, n);
+    }
 }
 
 void ModelGpu::record_mla(CommandStream& s, uint32_t l, const AttentionPlan& p, const BatchShape& batch) {

@@ -481,6 +481,19 @@ TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the h
     check_encoder(test::write_model("arch-nomic-bert-f16", small_shape("nomic-bert", TensorType::F16)), 1e-5);
     check_encoder(test::write_model("arch-jina-bert-v2-f16", small_shape("jina-bert-v2", TensorType::F16)), 1e-5);
     check_encoder(test::write_model("arch-jina-bert-v2-q4_k", small_shape("jina-bert-v2", TensorType::Q4_K)), 1e-5);
+    // jina-embeddings-v2-base-code: q and k LayerNorm'd whole, attn_norm_2 over the input added again;
+    // older conversions with ffn_gate apart from ffn_up; both. The file's tensors pick the variant.
+    for (const char* variant : {"qk-post-norm", "split-gate", "qk-post-norm,split-gate"})
+        for (TensorType t : {TensorType::F16, TensorType::Q4_K}) {
+            CAPTURE(variant);
+            ModelShape v = small_shape("jina-bert-v2", t);
+            v.variant = variant;
+            const std::string path =
+                test::write_model(fmt::format("arch-jina-bert-v2-{}-{}", variant, type_traits(t).lower), v);
+            test::LoadedModel m = test::open_model(path);
+            CHECK(m.cfg.arch->variant == variant);
+            check_encoder(path, 1e-5);
+        }
     // Some converters write no token_types.weight (llama.cpp reads it when present): no row is added.
     GgufWriter w = make_random_model(small_shape("bert", TensorType::F16));
     w.remove_tensor("token_types.weight");
@@ -705,9 +718,11 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
             [&](GgufWriter& x) { x.add_tensor_data(extra, TensorType::F32, {ne0, ne1}, std::vector<uint8_t>(ne0 * ne1 * 4)); },
             "tensor '" + extra + "': " + why);
     };
-    refused("jina-bert-v2", "blk.0.attn_q_norm.weight", 64, 1, "a LayerNorm over all of q or k");
-    refused("jina-bert-v2", "blk.1.attn_norm_2.weight", 64, 1, "a second attention norm");
-    refused("jina-bert-v2", "blk.0.ffn_gate.weight", 64, 96, "a separate ffn_gate is not supported");
+    refused("jina-bert-v2", "blk.1.attn_q_norm.weight", 64, 1, "a LayerNorm over all of q or k");  // not in layer 0
+    refused("phi3", "blk.0.ffn_gate.weight", 64, 96, "a separate ffn_gate is not supported");
+    refused("mpt", "blk.0.attn_k_norm.weight", 64, 1, "a LayerNorm over all of q or k");
+    refused("jina-bert-v2", "blk.1.attn_norm_2.weight", 64, 1, "a second attention norm is read only in");
+    refused("jina-bert-v2", "blk.1.ffn_gate.weight", 64, 96, "a separate ffn_gate is not supported");  // not in layer 0
     refused("mpt", "position_embd.weight", 64, 256, "learned positions are not supported");
     refused("mpt", "blk.0.ffn_act.scales", 96, 1, "AWQ activation scales");
     // Mixtures of experts: the keys the router needs, and layouts vkllm does not read.
