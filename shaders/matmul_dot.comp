@@ -18,11 +18,12 @@
 // (SB a multiple of every type's unit span: 4). Per slice, W's units are decoded once into shared
 // memory as packed int8 levels with their factors (w_dot_unit_decode), X's quants and (d, s) are
 // copied beside them, and each invocation accumulates a TM x TN micro-tile, its rows and columns
-// strided by BM/TM and BN/TN so that neighbouring invocations read neighbouring shared words. Rows
-// past m or n and blocks past k / 32 are zeros, so any m, n and k (a multiple of the type's block)
-// works. The bias and the residual are added in the epilogue.
+// strided by BM/TM and BN/TN. A row's slice is 2 SB uvec4s plus one of padding, so that the 16-byte
+// reads of neighbouring rows fall in distinct banks, and every block is read as two uvec4s instead
+// of eight words. Rows past m or n and blocks past k / 32 are zeros, so any m, n and k (a multiple
+// of the type's block) works. The bias and the residual are added in the epilogue.
 // Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 SB, 4 TM, 5 TN, 6 W_ALIGNED.
-// Shared memory: SB * (32 BN + 16 BN + 32 BM + 8 BM) bytes (wf_'s vec3 counted as 16): 21 KiB at 64 x 64, SB 4.
+// Shared memory: (32 SB + 16) (BN + BM) + 16 (SB + 1) BN + 8 SB BM bytes: 25 KiB at 64 x 64, SB 4.
 #extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
@@ -62,11 +63,13 @@ layout(push_constant) uniform Push {
 } pc;
 
 const uint UPS = SB / W_DOT_BLOCKS;  // weight units per row and slice
+const uint QS = 2u * SB + 1u;        // uvec4s per row and slice, one of them padding
+const uint FS = SB + 1u;             // factor vec4s per row and slice, one of them padding
 
-shared uint wq_[SB * 8u * BN];  // wq_[(b * 8 + t) * BN + j]: word t of W row n0 + j, block b of the slice
-shared vec3 wf_[SB * BN];       // wf_[b * BN + j]: that block's factors (a_lo, a_hi, b)
-shared uint xq_[SB * 8u * BM];  // xq_[(b * 8 + t) * BM + i]: word t of X row m0 + i, block b
-shared vec2 xd_[SB * BM];       // xd_[b * BM + i]: that block's (d, s)
+shared uvec4 wq_[BN * QS];  // wq_[j * QS + 2b + h]: words 4h .. 4h + 3 of W row n0 + j, block b of the slice
+shared vec4 wf_[BN * FS];   // wf_[j * FS + b]: that block's factors (a_lo, a_hi, b, 0)
+shared uvec4 xq_[BM * QS];  // xq_[i * QS + 2b + h]: words 4h .. 4h + 3 of X row m0 + i, block b
+shared vec2 xd_[BM * SB];   // xd_[i * SB + b]: that block's (d, s)
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
@@ -88,14 +91,21 @@ void main() {
             if (live) w_dot_unit_decode(pc.w_base + gn * pc.row_bytes, u, w, f);
             for (uint i = 0; i < W_DOT_BLOCKS; ++i) {
                 const uint b = w_dot_unit_block(u, i) - s0;
-                for (uint t = 0; t < 8u; ++t) wq_[(b * 8u + t) * BN + j] = live ? w[8u * i + t] : 0u;
-                wf_[b * BN + j] = live ? f[i] : vec3(0.0);
+                wq_[j * QS + 2u * b] = live ? uvec4(w[8u * i], w[8u * i + 1u], w[8u * i + 2u], w[8u * i + 3u]) : uvec4(0u);
+                wq_[j * QS + 2u * b + 1u] =
+                    live ? uvec4(w[8u * i + 4u], w[8u * i + 5u], w[8u * i + 6u], w[8u * i + 7u]) : uvec4(0u);
+                wf_[j * FS + b] = live ? vec4(f[i], 0.0) : vec4(0.0);
             }
         }
         // X: consecutive invocations read consecutive words of a row.
-        for (uint e = tid; e < BM * SB * 8u; e += WG) {
-            const uint i = e / (SB * 8u), c = e % (SB * 8u), gm = m0 + i, blk = s0 + c / 8u;
-            xq_[c * BM + i] = gm < pc.m && blk < blocks ? xq_words[pc.x_base + gm * pc.xq_row_words + 8u * s0 + c] : 0u;
+        for (uint e = tid; e < BM * SB * 2u; e += WG) {
+            const uint i = e / (SB * 2u), c = e % (SB * 2u), gm = m0 + i, blk = s0 + c / 2u;
+            uvec4 v = uvec4(0u);
+            if (gm < pc.m && blk < blocks) {
+                const uint o = pc.x_base + gm * pc.xq_row_words + 8u * s0 + 4u * c;
+                v = uvec4(xq_words[o], xq_words[o + 1u], xq_words[o + 2u], xq_words[o + 3u]);
+            }
+            xq_[i * QS + c] = v;
         }
         for (uint e = tid; e < BM * SB; e += WG) {
             const uint i = e / SB, b = e % SB, gm = m0 + i, blk = s0 + b;
@@ -104,33 +114,32 @@ void main() {
                 const uint dw = pc.x_base + gm * pc.xq_row_words + pc.k / 4u + 4u * blk;
                 d = vec2(uintBitsToFloat(xq_words[dw]), uintBitsToFloat(xq_words[dw + 1u]));
             }
-            xd_[b * BM + i] = d;
+            xd_[i * SB + b] = d;
         }
         barrier();
         for (uint b = 0; b < SB; ++b) {
-            uint xw[TM * 8u];
+            uvec4 xw[2u * TM];
             vec2 xd[TM];
             for (uint i = 0; i < TM; ++i) {
-                for (uint t = 0; t < 8u; ++t) xw[i * 8u + t] = xq_[(b * 8u + t) * BM + ty + i * TY];
-                xd[i] = xd_[b * BM + ty + i * TY];
+                const uint r = ty + i * TY;
+                xw[2u * i] = xq_[r * QS + 2u * b];
+                xw[2u * i + 1u] = xq_[r * QS + 2u * b + 1u];
+                xd[i] = xd_[r * SB + b];
             }
             for (uint j = 0; j < TN; ++j) {
-                uint ww[8];
-                for (uint t = 0; t < 8u; ++t) ww[t] = wq_[(b * 8u + t) * BN + tx + j * TX];
-                const vec3 f = wf_[b * BN + tx + j * TX];
+                const uint r = tx + j * TX;
+                const uvec4 lo4 = wq_[r * QS + 2u * b], hi4 = wq_[r * QS + 2u * b + 1u];
+                const vec3 f = wf_[r * FS + b].xyz;
                 for (uint i = 0; i < TM; ++i) {
-                    int lo = 0, hi = 0;
-                    for (uint t = 0; t < 4u; ++t) {
-                        lo += dot_s8x4(ww[t], xw[i * 8u + t]);
-                        hi += dot_s8x4(ww[4u + t], xw[i * 8u + 4u + t]);
-                    }
+                    const uvec4 a = xw[2u * i], c = xw[2u * i + 1u];
+                    const int lo = dot_s8x4(lo4.x, a.x) + dot_s8x4(lo4.y, a.y) + dot_s8x4(lo4.z, a.z) + dot_s8x4(lo4.w, a.w);
+                    const int hi = dot_s8x4(hi4.x, c.x) + dot_s8x4(hi4.y, c.y) + dot_s8x4(hi4.z, c.z) + dot_s8x4(hi4.w, c.w);
                     acc[i * TN + j] += w_dot_scale(lo, hi, f, xd[i]);
                 }
             }
         }
         barrier();
     }
-
     for (uint i = 0; i < TM; ++i) {
         const uint gm = m0 + ty + i * TY;
         if (gm >= pc.m) continue;

@@ -395,8 +395,12 @@ MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
             p.bm = p.bn = 32;
         else if (m <= 32)
             p.bm = 32, p.tm = 2;
-        // wq_ + wf_ (vec3 as 16 bytes) and xq_ + xd_, per block of the slice.
-        auto shared_bytes = [&] { return uint64_t(p.bk / 32) * (48ull * p.bn + 40ull * p.bm); };
+        // matmul_dot.comp's wq_ and xq_ (2 uvec4s per block and one of padding per row), wf_ (a vec4
+        // per block and one of padding), xd_ (a vec2 per block).
+        auto shared_bytes = [&] {
+            const uint64_t sb = p.bk / 32;
+            return (32 * sb + 16) * (p.bn + p.bm) + 16 * (sb + 1) * p.bn + 8 * sb * p.bm;
+        };
         while (shared_bytes() > caps.max_shared_memory && p.bk > 32) p.bk /= 2;
         // Q4_K / Q5_K units span 2 blocks, Q6_K units 4: the slice must hold whole units.
         const uint32_t span = wtype == TensorType::Q6_K ? 4 : (wtype == TensorType::Q4_K || wtype == TensorType::Q5_K) ? 2 : 1;
