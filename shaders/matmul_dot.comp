@@ -22,6 +22,11 @@
 // reads of neighbouring rows fall in distinct banks, and every block is read as two uvec4s instead
 // of eight words. Rows past m or n and blocks past k / 32 are zeros, so any m, n and k (a multiple
 // of the type's block) works. The bias and the residual are added in the epilogue.
+// EXPERT_GROUPS (matmul_dot_id_*: a mixture of experts' prefill, ops::moe_matmul), as matmul.comp's:
+// W a stack of experts pc.expert_bytes apart (the window holds experts e_first ..), workgroup z serves
+// expert e_first + z over the slots moe_group sorted to it (G: offsets[n_expert + 1] from uint
+// pc.g_base, then the sorted slots); its i-th slot s reads XQ row s / pc.x_div and writes Y row s
+// (+ B[e] where the experts have biases). A tile past the expert's count returns at once. No residual.
 // Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 SB, 4 TM, 5 TN, 6 W_ALIGNED.
 // Shared memory: (32 SB + 16) (BN + BM) + 16 (SB + 1) BN + 8 SB BM bytes: 25 KiB at 64 x 64, SB 4.
 #extension GL_GOOGLE_include_directive : require
@@ -60,7 +65,19 @@ layout(push_constant) uniform Push {
     uint has_res;
     uint b_base;        // float offset of B[0] (this dispatch's first column) in the B window
     uint has_bias;
+#ifdef EXPERT_GROUPS
+    uint g_base;        // uint offset of offsets[0] in the G window
+    uint n_expert;      // offsets has n_expert + 1 entries; the sorted slots follow
+    uint e_first;       // the experts the W window holds (workgroup z: expert e_first + z)
+    uint expert_bytes;  // bytes of one expert's rows
+    uint x_div;         // slots per X row (gate / up: experts per token; down: 1)
+#endif
 } pc;
+
+#ifdef EXPERT_GROUPS
+layout(std430, binding = 5) readonly buffer G { uint grp[]; };
+shared uint slot_sh[BM];  // the slot of tile row i
+#endif
 
 const uint UPS = SB / W_DOT_BLOCKS;  // weight units per row and slice
 const uint QS = 2u * SB + 1u;        // uvec4s per row and slice, one of them padding
@@ -76,6 +93,21 @@ void main() {
     const uint tx = tid % TX, ty = tid / TX;
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
     const uint blocks = pc.k / 32u;
+#ifdef EXPERT_GROUPS
+    const uint e = pc.e_first + gl_WorkGroupID.z;
+    const uint first = grp[pc.g_base + e], m = grp[pc.g_base + e + 1u] - first;
+    if (m0 >= m) return;  // uniform: the expert has fewer slots
+    const uint w_base = pc.w_base + gl_WorkGroupID.z * pc.expert_bytes, b_row = e * pc.n;
+    for (uint i = tid; i < BM; i += WG)
+        slot_sh[i] = m0 + i < m ? grp[pc.g_base + pc.n_expert + 1u + first + m0 + i] : 0u;
+    barrier();
+#define X_ROW(gm) (slot_sh[(gm) - m0] / pc.x_div)
+#define Y_ROW(gm) slot_sh[(gm) - m0]
+#else
+    const uint m = pc.m, w_base = pc.w_base, b_row = 0u;
+#define X_ROW(gm) (gm)
+#define Y_ROW(gm) (gm)
+#endif
 
     float acc[TM * TN];
     for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
@@ -88,7 +120,7 @@ void main() {
             uint w[8u * W_DOT_BLOCKS];
             vec3 f[W_DOT_BLOCKS];
             const bool live = gn < pc.n && u * W_DOT_BLOCKS < blocks;
-            if (live) w_dot_unit_decode(pc.w_base + gn * pc.row_bytes, u, w, f);
+            if (live) w_dot_unit_decode(w_base + gn * pc.row_bytes, u, w, f);
             for (uint i = 0; i < W_DOT_BLOCKS; ++i) {
                 const uint b = w_dot_unit_block(u, i) - s0;
                 wq_[j * QS + 2u * b] = live ? uvec4(w[8u * i], w[8u * i + 1u], w[8u * i + 2u], w[8u * i + 3u]) : uvec4(0u);
@@ -101,8 +133,8 @@ void main() {
         for (uint e = tid; e < BM * SB * 2u; e += WG) {
             const uint i = e / (SB * 2u), c = e % (SB * 2u), gm = m0 + i, blk = s0 + c / 2u;
             uvec4 v = uvec4(0u);
-            if (gm < pc.m && blk < blocks) {
-                const uint o = pc.x_base + gm * pc.xq_row_words + 8u * s0 + 4u * c;
+            if (gm < m && blk < blocks) {
+                const uint o = pc.x_base + X_ROW(gm) * pc.xq_row_words + 8u * s0 + 4u * c;
                 v = uvec4(xq_words[o], xq_words[o + 1u], xq_words[o + 2u], xq_words[o + 3u]);
             }
             xq_[i * QS + c] = v;
@@ -110,8 +142,8 @@ void main() {
         for (uint e = tid; e < BM * SB; e += WG) {
             const uint i = e / SB, b = e % SB, gm = m0 + i, blk = s0 + b;
             vec2 d = vec2(0.0);
-            if (gm < pc.m && blk < blocks) {
-                const uint dw = pc.x_base + gm * pc.xq_row_words + pc.k / 4u + 4u * blk;
+            if (gm < m && blk < blocks) {
+                const uint dw = pc.x_base + X_ROW(gm) * pc.xq_row_words + pc.k / 4u + 4u * blk;
                 d = vec2(uintBitsToFloat(xq_words[dw]), uintBitsToFloat(xq_words[dw + 1u]));
             }
             xd_[i * SB + b] = d;
@@ -142,14 +174,14 @@ void main() {
     }
     for (uint i = 0; i < TM; ++i) {
         const uint gm = m0 + ty + i * TY;
-        if (gm >= pc.m) continue;
+        if (gm >= m) continue;
         for (uint j = 0; j < TN; ++j) {
             const uint gn = n0 + tx + j * TX;
             if (gn >= pc.n) continue;
             float v = acc[i * TN + j];
-            if (pc.has_bias != 0u) v += bias[pc.b_base + gn];
+            if (pc.has_bias != 0u) v += bias[pc.b_base + b_row + gn];
             if (pc.has_res != 0u) v += res[pc.r_base + gm * pc.y_stride + gn];
-            y[pc.y_base + gm * pc.y_stride + gn] = v;
+            y[pc.y_base + Y_ROW(gm) * pc.y_stride + gn] = v;
         }
     }
 }

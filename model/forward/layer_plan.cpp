@@ -70,9 +70,10 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
     // batch invariant) read each slot's expert rows in a matvec.
     m.grouped = !shape.decode();
     if (m.grouped) {
-        m.gate_mm = ops::plan_moe_matmul(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n);
-        m.up_mm = ops::plan_moe_matmul(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n);
-        m.down_mm = ops::plan_moe_matmul(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, n);
+        // (integer dot products where the device takes them: ModelGpu gives the Q8_1 scratch)
+        m.gate_mm = ops::plan_moe_matmul(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n, true);
+        m.up_mm = ops::plan_moe_matmul(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n, true);
+        m.down_mm = ops::plan_moe_matmul(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, n, true);
     } else {
         m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n);
         m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n);
@@ -225,7 +226,8 @@ std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
             if (s->runs())
                 for (PipelineDesc& d : s->kernel.pipelines()) out.push_back(std::move(d));
         if (ffn.moe.grouped)
-            for (const ops::MoeMatmulPlan* m : {&ffn.moe.gate_mm, &ffn.moe.up_mm, &ffn.moe.down_mm}) out.push_back(m->pipeline());
+            for (const ops::MoeMatmulPlan* m : {&ffn.moe.gate_mm, &ffn.moe.up_mm, &ffn.moe.down_mm})
+                for (PipelineDesc& d : m->pipelines()) out.push_back(std::move(d));
         else
             for (const ops::MoeMatvecPlan* m : {&ffn.moe.gate, &ffn.moe.up, &ffn.moe.down}) out.push_back(m->pipeline());
         for (PipelineDesc& d : ops::moe_small_pipelines(ctx.caps())) out.push_back(std::move(d));

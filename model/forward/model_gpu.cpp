@@ -58,8 +58,12 @@ uint64_t q8_scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const 
     if (!caps.int_dot_kernels) return 0;
     const uint32_t rows = scratch_rows(o);
     // Latent attention's wq_b reads q_lora_rank values and its wo H x value_length_mla.
-    return rows * ops::q8_1_row_bytes(
-                      std::max({cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
+    const uint64_t dense = rows * ops::q8_1_row_bytes(std::max(
+                                      {cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
+    // A mixture of experts' prefill: the down projections read one GLU row per slot.
+    const uint64_t experts =
+        cfg.arch->moe ? uint64_t(o.ubatch) * cfg.n_expert_used * ops::q8_1_row_bytes(cfg.expert_ffn_dim) : 0;
+    return std::max(dense, experts);
 }
 
 // The scratch buffers ModelGpu allocates for `layers`, but the attention partials (see
@@ -884,17 +888,22 @@ void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
         // (every expert's rows read once per tile of its tokens), the GLU on its own between them.
         const BufferSlice groups = moe_groups_.slice(0, 4ull * ops::moe_group_words(slots, E));
         ops::moe_group(ctx_, s, ids, groups, slots, E);
+        // The integer-dot forms read X as Q8_1: xn's rows quantized once for gate and up.
+        ops::MatvecInput xq_n, xq_act;
+        if (m.gate_mm.int_dot() || m.up_mm.int_dot()) xq_n.q8 = xq_.slice(0, uint64_t(n) * ops::q8_1_row_bytes(dim));
+        if (m.down_mm.int_dot()) xq_act.q8 = xq_.slice(0, uint64_t(slots) * ops::q8_1_row_bytes(fe));
         ops::moe_matmul(ctx_, s, m.gate_mm, L[R::WGateExps].slice(), E, xn, K, groups, gate, n, slots, fe, dim,
-                        m.biases ? &bg : nullptr);
+                        m.biases ? &bg : nullptr, m.gate_mm.int_dot() ? xq_n : ops::MatvecInput{});
+        xq_n.q8_ready = m.gate_mm.int_dot();
         ops::moe_matmul(ctx_, s, m.up_mm, L[R::WUpExps].slice(), E, xn, K, groups, up, n, slots, fe, dim,
-                        m.biases ? &bu : nullptr);
+                        m.biases ? &bu : nullptr, m.up_mm.int_dot() ? xq_n : ops::MatvecInput{});
         switch (p.act) {
             case FfnKind::GeGlu: ops::geglu(ctx_, s, gate, up, gate, slots * fe); break;
             case FfnKind::SwiGluOai: ops::swiglu_oai(ctx_, s, gate, up, gate, slots * fe); break;
             default: ops::swiglu(ctx_, s, gate, up, gate, slots * fe); break;
         }
         ops::moe_matmul(ctx_, s, m.down_mm, L[R::WDownExps].slice(), E, gate, 1, groups, out, n, slots, dim, fe,
-                        m.biases ? &bd : nullptr);
+                        m.biases ? &bd : nullptr, m.down_mm.int_dot() ? xq_act : ops::MatvecInput{});
     } else {  // decode: a matvec per slot reading its expert's rows, the GLU formed as down loads it
         ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim, {},
                         m.biases ? &bg : nullptr);

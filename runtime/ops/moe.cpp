@@ -292,15 +292,34 @@ void moe_group(Context& ctx, CommandStream& s, const BufferSlice& ids, const Buf
 
 PipelineDesc MoeMatmulPlan::pipeline() const {
     PipelineDesc d = mm.pipeline();  // the same constants and subgroup size, the EXPERT_GROUPS shader
-    d.shader = (mm.kernel == MatmulPlan::Kernel::Broadcast ? "matmul_broadcast_id_" : "matmul_id_") +
+    d.shader = (mm.kernel == MatmulPlan::Kernel::Broadcast ? "matmul_broadcast_id_"
+                : mm.kernel == MatmulPlan::Kernel::Dot     ? "matmul_dot_id_"
+                                                           : "matmul_id_") +
                std::string(type_traits(mm.wtype).lower);
     return d;
 }
 
-MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens) {
+std::vector<PipelineDesc> MoeMatmulPlan::pipelines() const {
+    std::vector<PipelineDesc> out = mm.pipelines();
+    out.back() = pipeline();
+    return out;
+}
+
+MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens,
+                              bool allow_dot) {
     MoeMatmulPlan p;
     // Experts start at multiples of their byte size: aligned words only where an expert is whole words.
-    p.mm = plan_matmul(caps, wtype, tokens, n, k, (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0);
+    const bool aligned = (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0;
+    p.mm = plan_matmul(caps, wtype, tokens, n, k, aligned, allow_dot);
+    // matmul_dot.comp's EXPERT_GROUPS form keeps the tile's slots in shared memory beside its tiles,
+    // which plan_matmul sized to fit alone: the float kernels where those words do not fit too.
+    if (p.mm.kernel == MatmulPlan::Kernel::Dot) {
+        const MatmulPlan& d = p.mm;
+        const uint64_t sb = d.bk / 32;
+        const uint64_t bytes = (32 * sb + 16) * (d.bn + d.bm) + 16 * (sb + 1) * d.bn + 8 * sb * d.bm + 4ull * d.bm;
+        if (bytes <= caps.max_shared_memory) return p;
+        p.mm = plan_matmul(caps, wtype, tokens, n, k, aligned, false);
+    }
     // matmul.comp's EXPERT_GROUPS form also keeps the tile's slots in shared memory.
     MatmulPlan& m = p.mm;
     if (m.kernel == MatmulPlan::Kernel::Tiled) {
@@ -315,7 +334,7 @@ MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t
 
 void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const BufferSlice& w, uint32_t n_expert,
                 const BufferSlice& x, uint32_t x_div, const BufferSlice& groups, const BufferSlice& y, uint32_t tokens,
-                uint32_t slots, uint32_t n, uint32_t k, const BufferSlice* bias) {
+                uint32_t slots, uint32_t n, uint32_t k, const BufferSlice* bias, const MatvecInput& q8) {
     const MatmulPlan& mm = plan.mm;
     const TypeTraits& tt = type_traits(mm.wtype);
     if (n == 0 || k == 0 || n_expert == 0 || x_div == 0 || tokens == 0)
@@ -357,6 +376,32 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
     const detail::ByteWindow bw = bias ? detail::byte_window(*bias, 0, b_bytes, align) : yw;
     const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
     const Pipeline& p = ctx.pipeline(plan.pipeline());
+    if (plan.int_dot()) {
+        // X's rows as Q8_1 blocks (quantize_q8_1), then matmul_dot_id over them.
+        if (q8.kind != MatvecInput::Kind::Plain)
+            throw std::invalid_argument("moe_matmul: the integer-dot form takes X as it is (no fused input op)");
+        const uint32_t rows = slots / x_div;
+        const uint64_t q_bytes = uint64_t(rows) * q8_1_row_bytes(k);
+        detail::require_bytes(q8.q8, q_bytes, "moe_matmul", "Q8_1 scratch (q8)");
+        check_fits(c, "moe_matmul", "X as Q8_1", q_bytes);
+        if (!q8.q8_ready) quantize_q8_1(ctx, s, x, q8.q8, rows, k);
+        const detail::ByteWindow qw = detail::byte_window(q8.q8, 0, q_bytes, align);
+        struct {
+            uint32_t m, n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base, has_bias;
+            uint32_t g_base, n_expert, e_first, expert_bytes, x_div;
+        } dc{tokens, n, k, uint32_t(rb), 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4), uint32_t(yw.inner / 4),
+             uint32_t(yw.inner / 4), n, 0, uint32_t(bw.inner / 4), bias ? 1u : 0u, uint32_t(gw.inner / 4), n_expert, 0,
+             uint32_t(expert_bytes), x_div};
+        for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
+            const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
+            const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
+            dc.w_base = uint32_t(ww.inner);
+            dc.e_first = uint32_t(e0);
+            const BufferSlice bindings[] = {ww.slice, qw.slice, yw.slice, yw.slice, bw.slice, gw.slice};
+            s.dispatch(p, bindings, &dc, sizeof(dc), {uint32_t(gx), uint32_t(gy), uint32_t(count)}, "matmul_id");
+        }
+        return;
+    }
     struct {
         uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, b_base, has_bias, x_vec4;
         uint32_t g_base, n_expert, e_first, expert_bytes, x_div;

@@ -104,21 +104,28 @@ uint64_t moe_group_words(uint32_t slots, uint32_t n_expert);
 void moe_group(Context& ctx, CommandStream& s, const BufferSlice& ids, const BufferSlice& groups, uint32_t slots,
                uint32_t n_expert);
 
-// How moe_matmul runs: the matmul kernel plan_matmul picks for this device (shared-memory tiles, or
-// subgroup broadcasts on CPU drivers), in its matmul_id_* / matmul_broadcast_id_* form.
+// How moe_matmul runs: the matmul kernel plan_matmul picks for this device (shared-memory tiles,
+// subgroup broadcasts on CPU drivers, or integer dot products where the device takes them), in its
+// matmul_id_* / matmul_broadcast_id_* / matmul_dot_id_* form.
 struct MoeMatmulPlan {
     MatmulPlan mm;
     PipelineDesc pipeline() const;
+    std::vector<PipelineDesc> pipelines() const;  // the integer-dot form's activation quantizer too
+    bool int_dot() const { return mm.kernel == MatmulPlan::Kernel::Dot; }
 };
-// tokens: the chunk's tokens (no expert gets more slots than that).
-MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens);
+// tokens: the chunk's tokens (no expert gets more slots than that). allow_dot: the caller can give
+// the Q8_1 scratch of X's rows (moe_matmul's q8) that the integer-dot form needs.
+MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens,
+                              bool allow_dot = false);
 
 // Y[s] (n floats) = W[e] · X[s / x_div] (+ bias[e]) for every slot s that groups (moe_group's, of
 // `slots` slots over n_expert experts) gives expert e. W, X, Y and bias as moe_matvec takes them;
 // every expert gets at most `tokens` slots. Stacks larger than one binding run per window of experts.
+// An integer-dot plan reads X's rows quantized in q8.q8 (slots / x_div rows of q8_1_row_bytes(k)),
+// quantized there by this call unless q8.q8_ready (gate and up share one); q8.kind must be Plain.
 void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const BufferSlice& w, uint32_t n_expert,
                 const BufferSlice& x, uint32_t x_div, const BufferSlice& groups, const BufferSlice& y, uint32_t tokens,
-                uint32_t slots, uint32_t n, uint32_t k, const BufferSlice* bias = nullptr);
+                uint32_t slots, uint32_t n, uint32_t k, const BufferSlice* bias = nullptr, const MatvecInput& q8 = {});
 
 // X[t] += sum_j weights[t][j] * Y[t*K + j] (j in order), then + shared_gate ? sigmoid(G[t]) * S[t] :
 // S[t] where a shared expert's output S (f32 [n][dim]) is given. X f32 [n][dim] in place.

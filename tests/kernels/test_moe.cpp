@@ -89,11 +89,15 @@ std::vector<uint32_t> routed_ids(uint32_t tokens, uint32_t k, uint32_t E, uint32
 }
 
 // moe_group then moe_matmul on the device: the groups equal ref::moe_group's, and Y[s] =
-// W[ids[s]] · X[s / x_div] (+ the expert's bias) against ref::linear slot by slot.
+// W[ids[s]] · X[s / x_div] (+ the expert's bias) against ref::linear slot by slot. int_dot: the
+// integer-dot form (the context must take it), against ref::linear of X quantized to Q8_1 (its
+// integer sums are exact).
 void run_moe_matmul(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k, const std::vector<uint32_t>& ids,
-                    uint32_t tokens, uint32_t x_div, uint32_t seed, const std::string& spec, bool bias = false) {
+                    uint32_t tokens, uint32_t x_div, uint32_t seed, const std::string& spec, bool bias = false,
+                    bool int_dot = false) {
     const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
-    const ops::MoeMatmulPlan plan = ops::plan_moe_matmul(ctx.caps(), t, n, k, tokens);
+    const ops::MoeMatmulPlan plan = ops::plan_moe_matmul(ctx.caps(), t, n, k, tokens, int_dot);
+    REQUIRE(plan.int_dot() == int_dot);
     const std::string what = fmt::format("{} E={} n={} k={} tokens={} slots={} x_div={}{} {} [{}]", type_traits(t).name,
                                          E, n, k, tokens, slots, x_div, bias ? " +bias" : "", plan.pipeline().shader, spec);
     CAPTURE(what);
@@ -101,9 +105,12 @@ void run_moe_matmul(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
     const std::vector<float> x = test::random_floats(size_t(rows) * k, seed + 1);
     const std::vector<float> b = test::random_floats(size_t(E) * n, seed + 3, -2.0f, 2.0f);
     const uint64_t expert_bytes = uint64_t(n) * row_bytes(t, k);
+    std::vector<float> xr = x;  // X as the kernel multiplies it
+    if (int_dot)
+        for (uint32_t r = 0; r < rows; ++r) ref::quantize_q8_1(x.data() + size_t(r) * k, xr.data() + size_t(r) * k, k);
     std::vector<float> want(size_t(slots) * n);
     for (uint32_t sl = 0; sl < slots; ++sl)
-        ref::linear(t, w.data() + ids[sl] * expert_bytes, x.data() + size_t(sl / x_div) * k, want.data() + size_t(sl) * n,
+        ref::linear(t, w.data() + ids[sl] * expert_bytes, xr.data() + size_t(sl / x_div) * k, want.data() + size_t(sl) * n,
                     1, n, k, nullptr, bias ? b.data() + size_t(ids[sl]) * n : nullptr);
     std::vector<uint32_t> groups_want(ops::moe_group_words(slots, E));
     ref::moe_group(ids.data(), slots, E, groups_want.data());
@@ -117,20 +124,27 @@ void run_moe_matmul(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
         dg(ctx, groups_want.size() * 4, "groups");
     db.upload(b.data(), b.size() * 4);
     const BufferSlice bias_slice = db.slice();
+    test::GuardedBuffer dq(ctx, std::max<uint64_t>(uint64_t(rows) * ops::q8_1_row_bytes(k), 4), "xq");
+    ops::MatvecInput q8;
+    if (int_dot) q8.q8 = dq.slice();
     CommandStream s(ctx);
     s.begin();
     ops::moe_group(ctx, s, di.slice(), dg.slice(), slots, E);
     ops::moe_matmul(ctx, s, plan, dw.slice(), E, dx.slice(), x_div, dg.slice(), dy.slice(), tokens, slots, n, k,
-                    bias ? &bias_slice : nullptr);
+                    bias ? &bias_slice : nullptr, q8);
     s.end();
     s.submit_and_wait();
     std::vector<uint32_t> groups(groups_want.size());
     dg.download(groups.data(), groups.size() * 4);
     CHECK(groups == groups_want);
-    test::validate_result(what, dy.download_floats(want.size()), want, test::linear::tolerance(k));
+    // The integer-dot form: exact integer sums; the device's reciprocal may move a value at a rounding
+    // tie one level, which the element bound allows and a wrong block's error (~1e-3 NMSE) does not.
+    test::validate_result(what, dy.download_floats(want.size()), want,
+                          int_dot ? test::Tolerance{1e-8, 5e-2, 1e-2} : test::linear::tolerance(k));
     dy.check_guards();
     dg.check_guards();
     db.check_guards();
+    dq.check_guards();
 }
 
 // Y[s] = W[ids[s]] · input(X[s / x_div]) on the device against ref::linear slot by slot.
@@ -465,6 +479,37 @@ TEST_CASE("moe_matmul: a prefill chunk grouped per expert, every weight type, em
     Context& ctx = test::float_path_context();
     run_moe_matmul(ctx, TensorType::Q4_K, 128, 768, 2048, routed_ids(64, 8, 128, 71, 0), 64, 8, 71, "real");
     run_moe_matmul(ctx, TensorType::MXFP4, 32, 2880, 2880, routed_ids(16, 4, 32, 72, 0), 16, 1, 72, "real", true);
+}
+
+TEST_CASE("moe_matmul: the integer-dot form (--caps int-dot), every integer-dot type, empty and crowded experts, real sizes") {
+    test::ValidationGuard guard;
+    for (const std::string spec : {"int-dot", "int-dot,gpu-tuning"}) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        REQUIRE(ctx.caps().int_dot_kernels);
+        uint32_t seed = 900;
+        for (TensorType t : test::linear::kTypes) {
+            if (!ops::int_dot_type(t)) {
+                CHECK_FALSE(ops::plan_moe_matmul(ctx.caps(), t, 40, test::linear::blocks_k(t, 3), 13, true).int_dot());
+                continue;
+            }
+            const uint32_t k = test::linear::blocks_k(t, 3);
+            const std::vector<uint32_t> ids = routed_ids(13, 2, 6, seed, 5);
+            run_moe_matmul(ctx, t, 6, 40, k, ids, 13, 2, seed, spec, false, true);
+            run_moe_matmul(ctx, t, 6, 40, k, ids, 13, 1, seed + 1, spec, true, true);
+            seed += 10;
+        }
+        std::vector<uint32_t> crowded = routed_ids(70, 2, 4, 61, 9);
+        for (size_t i = 0; i < crowded.size(); i += 2)
+            if (crowded[i] != 1 && crowded[i + 1] != 1) crowded[i] = 1;
+        run_moe_matmul(ctx, TensorType::Q4_0, 4, 48, 64, crowded, 70, 2, 62, spec, false, true);
+        run_moe_matmul(ctx, TensorType::Q8_0, 1, 33, 64, routed_ids(20, 1, 1, 64, 9), 20, 1, 64, spec, false, true);
+    }
+    Context& ctx = test::context_for("int-dot,gpu-tuning");
+    run_moe_matmul(ctx, TensorType::Q4_K, 128, 768, 2048, routed_ids(64, 8, 128, 71, 0), 64, 8, 71, "real", false, true);
+    run_moe_matmul(ctx, TensorType::MXFP4, 32, 2880, 2880, routed_ids(16, 4, 32, 72, 0), 16, 1, 72, "real", true, true);
+    Context& small = test::context_for("int-dot,max-storage-range=64k");
+    run_moe_matmul(small, TensorType::Q8_0, 10, 96, 256, routed_ids(12, 3, 10, 81, 4), 12, 3, 81, "windows", false, true);
 }
 
 TEST_CASE("moe_matmul: a stack larger than one binding runs in windows of whole experts") {

@@ -6,6 +6,8 @@
 #include "model_test_util.h"
 
 #include "model/forward/forward_check.h"
+#include "model/forward/layer_plan.h"
+#include "model/forward/model_weights.h"
 #include "model/gguf_writer.h"
 #include "model/forward/model_cpu.h"
 #include "model/forward/model_gpu.h"
@@ -383,4 +385,36 @@ TEST_CASE("forward: integer-dot matvecs and matmuls (--caps int-dot) on a Q4_K_M
     gpu.decode(std::vector<SeqToken>{{0, tok}, {1, tok}, {2, tok}});
     gpu.decode(std::vector<SeqToken>{{1, tok}, {2, tok}});
     CHECK(fresh->pipeline_stats().created == after_load);
+}
+
+TEST_CASE("forward: a mixture of experts' prefill on integer dot products (--caps int-dot) stays within X's quantization") {
+    // Chunks of 16 tokens group their slots per expert and run matmul_dot_id (gate and up share one
+    // quantized X, down quantizes each slot's GLU row); decode steps run the float expert matvecs.
+    ModelShape shape;
+    shape.arch = "qwen3moe";
+    shape.dim = 256;
+    shape.n_layers = 2;
+    shape.n_heads = 4;
+    shape.n_kv_heads = 2;
+    shape.ffn_dim = 256;
+    shape.n_expert = 8;
+    shape.n_expert_used = 2;
+    shape.expert_ffn = 96;
+    shape.n_vocab = 512;
+    shape.n_ctx = 128;
+    shape.weight_type = TensorType::Q4_0;
+    shape.seed = 23;
+    const std::string path = test::write_model("int_dot_qwen3moe_q4_0", shape);
+    auto ctx = test::make_context(CapsOverride::parse("int-dot"));
+    ModelOptions opts;
+    opts.ubatch = 16;
+    std::vector<int32_t> prompt(37);  // chunks of 16, 16 and 5
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 97 + 3) % shape.n_vocab);
+    test::LoadedModel m = test::open_model(path);
+    const LayerPlan p = plan_layer(ctx->caps(), m.cfg, plan_weights(m.file, m.cfg, 128).layers[0], 0,
+                                   StepShape{16, false}, {128, 16, opts.kv_type});
+    REQUIRE(p.ffn.moe.grouped);
+    CHECK(p.ffn.moe.gate_mm.int_dot());
+    CHECK(p.ffn.moe.down_mm.int_dot());
+    compare_with_reference(path, opts, prompt, 2, 5e-3, 5e-3, ctx.get());
 }
