@@ -110,7 +110,7 @@ def main():
     ops_alt = load(os.path.join(work, "bench", "ops_alt.json"))
     if alt_caps:
         s["alt"] = {"caps": alt_caps, "bench": alt_rows,
-                    "bench_ops": [{k: r.get(k) for k in ("op", "shape", "type", "status", "best_us", "gbs", "bw_pct")
+                    "bench_ops": [{k: r.get(k) for k in ("op", "shape", "type", "status", "best_us", "gbs", "bw_pct", "gflops")
                                    if k in r} for r in (ops_alt or {}).get("results", [])]}
 
     with open(os.path.join(out, "summary.json"), "w") as f:
@@ -161,7 +161,7 @@ def main():
                          f"{fmt(r.get('gflops'))} | {fmt(r.get('fma_pct'), '.0f')} |")
     if alt_caps:
         lines.append("")
-        lines.append(f"the other matvec path: --caps {alt_caps}")
+        lines.append(f"the other linear path (matvec and matmul): --caps {alt_caps}")
         if alt_rows:
             lines.append(f"| model | pp t/s | pp t/s {alt_caps} | tg t/s | tg t/s {alt_caps} |")
             lines.append("|---|---|---|---|---|")
@@ -169,11 +169,12 @@ def main():
             lines.append(f"| {r['model']} | {fmt(r['pp_tps'])} | {fmt(r['alt_pp_tps'])} | {fmt(r['tg_tps'])} | "
                          f"{fmt(r['alt_tg_tps'])} |")
         if ops_alt:
-            lines.append(f"| op | shape | type ({alt_caps}) | status | best us | GB/s | % BW |")
-            lines.append("|---|---|---|---|---|---|---|")
+            lines.append(f"| op | shape | type ({alt_caps}) | status | best us | GB/s | % BW | GFLOP/s |")
+            lines.append("|---|---|---|---|---|---|---|---|")
             for r in ops_alt.get("results", []):
                 lines.append(f"| {r.get('op')} | {r.get('shape')} | {r.get('type')} | {r.get('status')} | "
-                             f"{fmt(r.get('best_us'))} | {fmt(r.get('gbs'))} | {fmt(r.get('bw_pct'), '.0f')} |")
+                             f"{fmt(r.get('best_us'))} | {fmt(r.get('gbs'))} | {fmt(r.get('bw_pct'), '.0f')} | "
+                             f"{fmt(r.get('gflops'))} |")
     with open(os.path.join(out, "summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

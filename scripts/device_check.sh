@@ -8,9 +8,9 @@
 #   1. the device as vkllm sees it (`vkllm devices --json`)
 #   2. the kernel, runtime, model and serving tests on this device, Khronos validation on (every
 #      test file its own process, in parallel); the C API's golden story
-#   3. random-weight models written here by `vkllm gen-model` (TinyLlama-shaped Q4_0, a Q4_K_M with
-#      Llama-3-8B's layer shapes), then `vkllm bench` beside llama.cpp's `llama-bench -ngl 99` on
-#      the same files (stories260K too)
+#   3. random-weight models written here by `vkllm gen-model` (TinyLlama-shaped Q4_0, two layers of
+#      Mixtral 8x7B in Q4_0 (a mixture of experts), a Q4_K_M with Llama-3-8B's layer shapes), then
+#      `vkllm bench` beside llama.cpp's `llama-bench -ngl 99` on the same files (stories260K too)
 #      and the largest once more with --profile (GPU time per op) at 512-token prefill chunks;
 #      constrained decode: `vkllm bench --json-schema-file bench_schema.json` on a TinyLlama-shaped
 #      Q4_0 with Llama 3's 128k-token vocabulary (stories260K in --quick), tokens/s with and
@@ -18,7 +18,7 @@
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
 #   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
 #      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
-#      extension: `vkllm bench` on the quantized models and `bench-ops --ops matvec` again
+#      extension: `vkllm bench` on the quantized models and `bench-ops --ops matvec,matmul` again
 # Writes DIR/summary.json and DIR/summary.txt, plus check.log, devices.json, tests_failed.log,
 # bench.log and profile.txt (at most 8 files: what the device tool brings back).
 set -uo pipefail
@@ -92,17 +92,20 @@ run_limited "$(limit 60 300)" "$VKLLM" devices --json >"$WORK/devices.json" 2>"$
 # --- 3a. models, written while the tests run (gen-model is CPU work) ---
 models=("$HERE/models/stories260K.gguf")
 if [ "$QUICK" = 0 ]; then
-  log "gen-model: tinyllama q4_0, llama3-8b-shaped q4_k_m (${VKLLM_CHECK_LLAMA3_LAYERS:-32} layers)"
+  log "gen-model: tinyllama q4_0, mixtral-layers q4_0, llama3-8b-shaped q4_k_m (${VKLLM_CHECK_LLAMA3_LAYERS:-32} layers)"
   (
     run_limited "$(limit 120 250)" "$VKLLM" gen-model -o "$WORK/models/tinyllama-q4_0.gguf" --preset tinyllama --type q4_0 &&
     run_limited "$(limit 240 200)" "$VKLLM" gen-model -o "$WORK/models/llama3-8b-shape-q4_k_m.gguf" --preset llama3-8b \
       --layers "${VKLLM_CHECK_LLAMA3_LAYERS:-32}" --type q4_k_m
+    run_limited "$(limit 90 190)" "$VKLLM" gen-model -o "$WORK/models/mixtral-layers-q4_0.gguf" --arch llama --dim 4096 \
+      --heads 32 --kv-heads 8 --layers 2 --ffn 14336 --experts 8 --experts-used 2 --vocab 32000 --ctx 4096 --type q4_0
     gunzip -c "$HERE/models/ggml-vocab-llama-bpe.gguf.gz" >"$WORK/models/vocab-llama3.gguf" &&
     run_limited "$(limit 90 180)" "$VKLLM" gen-model -o "$WORK/models/tinyllama-llama3-vocab-q4_0.gguf" --preset tinyllama \
       --vocab-from "$WORK/models/vocab-llama3.gguf" --type q4_0
   ) >"$WORK/gen-model.log" 2>&1 &
   gen_pid=$!
-  models+=("$WORK/models/tinyllama-q4_0.gguf" "$WORK/models/llama3-8b-shape-q4_k_m.gguf")
+  # the largest last: the profile step reads it
+  models+=("$WORK/models/tinyllama-q4_0.gguf" "$WORK/models/mixtral-layers-q4_0.gguf" "$WORK/models/llama3-8b-shape-q4_k_m.gguf")
 fi
 
 # --- 2. tests ---
@@ -189,8 +192,8 @@ if [ -n "$alt" ]; then
     run_limited "$(limit 60 60)" "$VKLLM" bench -m "$m" -p "$pp" -n "$tg" -r "$reps" --no-probes --caps "$alt" --json \
       >"$WORK/bench/alt.$i.json" 2>>"$OUT/bench.log" || log "vkllm bench --caps $alt failed"
   done
-  log "bench-ops --ops matvec --caps $alt"
-  run_limited "$(limit 40 10)" "$VKLLM" bench-ops --shapes "$shapes" --ops matvec --types q4_0,q8_0,q4_k,q6_k \
+  log "bench-ops --ops matvec,matmul --caps $alt"
+  run_limited "$(limit 40 10)" "$VKLLM" bench-ops --shapes "$shapes" --ops matvec,matmul --types q4_0,q8_0,q4_k,q6_k \
     --caps "$alt" --json >"$WORK/bench/ops_alt.json" 2>>"$OUT/bench.log" || log "bench-ops --caps $alt failed"
 fi
 
