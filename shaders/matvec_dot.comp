@@ -19,6 +19,11 @@
 // One workgroup computes NR consecutive rows for all NB vectors; invocation i takes the units
 // (weights_dot.glsl: one or two X blocks) i, i + WG, ...; the partial sums are reduced over the
 // workgroup as in matvec.comp (subgroupAdd + a shared slot per subgroup, or a shared tree).
+// EXPERT_IDS (matvec_dot_id_*: a mixture of experts' decode, ops::moe_matvec), NB = 1: W is a stack
+// of experts pc.expert_bytes apart and workgroup row y computes slot s = gl_WorkGroupID.y:
+// Y[s] = W[ids[pc.ids_base + s]] · XQ row s / pc.x_div (+ B[ids[s]] where the experts have biases:
+// B holds n floats per expert). The W window holds experts [pc.e_first, pc.e_first + pc.e_count)
+// only; a workgroup whose expert lies outside it returns at once, uniformly.
 // Specialization constants: 0 WG (power of two), 1 NR, 2 NB, 3 W_ALIGNED (weights.glsl), 4 NORM.
 #extension GL_GOOGLE_include_directive : require
 #ifdef USE_SUBGROUP
@@ -56,7 +61,18 @@ layout(push_constant) uniform Push {
     uint b_base;        // float offset of B[0] (this dispatch's first row) in the B window
     uint has_bias;
     float eps;          // NORM
+#ifdef EXPERT_IDS
+    uint ids_base;      // uint offset of slot 0's expert id in the Ids window
+    uint e_first;       // the experts the W window holds
+    uint e_count;
+    uint expert_bytes;  // bytes of one expert's rows
+    uint x_div;         // slots per X row (gate / up: experts per token; down: 1)
+#endif
 } pc;
+
+#ifdef EXPERT_IDS
+layout(std430, binding = 5) readonly buffer Ids { uint ids[]; };
+#endif
 
 const uint NV = NR * NB + (NORM != 0u ? NB : 0u);
 shared float red_[NV * WG];
@@ -65,6 +81,16 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint row0 = gl_WorkGroupID.x * NR;
     const uint rows = min(NR, pc.n - row0);  // uniform over the workgroup
+#ifdef EXPERT_IDS
+    const uint slot = gl_WorkGroupID.y;
+    const uint expert = ids[pc.ids_base + slot];
+    if (expert < pc.e_first || expert - pc.e_first >= pc.e_count) return;  // another window's
+    const uint w_base = pc.w_base + (expert - pc.e_first) * pc.expert_bytes;
+    const uint x_base = pc.x_base + (slot / pc.x_div) * pc.xq_row_words;
+    const uint y_base = pc.y_base + slot * pc.y_stride, b_base = pc.b_base + expert * pc.n;
+#else
+    const uint w_base = pc.w_base, x_base = pc.x_base, y_base = pc.y_base, b_base = pc.b_base;
+#endif
 
     float acc[NR * NB];  // acc[r * NB + b]
     for (uint i = 0; i < NR * NB; ++i) acc[i] = 0.0;
@@ -77,7 +103,7 @@ void main() {
             // X's blocks of this unit for vector b, then every row against them.
             uint xq[8u * W_DOT_BLOCKS];
             vec2 xd[W_DOT_BLOCKS];
-            const uint xrow = pc.x_base + b * pc.xq_row_words;
+            const uint xrow = x_base + b * pc.xq_row_words;
             for (uint i = 0; i < W_DOT_BLOCKS; ++i) {
                 const uint j = w_dot_unit_block(u, i), q0 = xrow + 8u * j;
                 for (uint t = 0; t < 8u; ++t) xq[8u * i + t] = xq_words[q0 + t];
@@ -87,7 +113,7 @@ void main() {
             }
             for (uint r = 0; r < NR; ++r) {
                 if (r >= rows) break;
-                acc[r * NB + b] += w_dot_unit(pc.w_base + (row0 + r) * pc.row_bytes, u, xq, xd);
+                acc[r * NB + b] += w_dot_unit(w_base + (row0 + r) * pc.row_bytes, u, xq, xd);
             }
         }
     }
@@ -124,8 +150,8 @@ void main() {
             for (uint p = 0; p < parts; ++p) ss += red_[(NR * NB + b) * WG + p];
             sum *= inversesqrt(ss / float(pc.k) + pc.eps);
         }
-        if (pc.has_bias != 0u) sum += bias[pc.b_base + row0 + r];
+        if (pc.has_bias != 0u) sum += bias[b_base + row0 + r];
         if (pc.has_res != 0u) sum += res[pc.r_base + b * pc.y_stride + row0 + r];
-        y[pc.y_base + b * pc.y_stride + row0 + r] = sum;
+        y[y_base + b * pc.y_stride + row0 + r] = sum;
     }
 }

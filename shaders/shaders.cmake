@@ -118,6 +118,8 @@ foreach(t IN LISTS VKLLM_DOT_WEIGHT_TYPES)
   vkllm_shader(matvec_dot_${t}_subgroup matvec_dot.comp ${wdef} USE_SUBGROUP)
   vkllm_shader(matmul_dot_${t}          matmul_dot.comp ${wdef})
   vkllm_shader(matmul_dot_id_${t}       matmul_dot.comp ${wdef} EXPERT_GROUPS)
+  vkllm_shader(matvec_dot_id_${t}_subgroup matvec_dot.comp ${wdef} EXPERT_IDS USE_SUBGROUP)
+  vkllm_shader(matvec_dot_id_${t}       matvec_dot.comp ${wdef} EXPERT_IDS)
 endforeach()
 
 # --- attention and KV cache ----------------------------------------------------------------------

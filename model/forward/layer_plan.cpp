@@ -75,9 +75,9 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
         m.up_mm = ops::plan_moe_matmul(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n, true);
         m.down_mm = ops::plan_moe_matmul(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, n, true);
     } else {
-        m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n);
-        m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n);
-        m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, slots, act);
+        m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n, Kind::Plain, true);
+        m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n, Kind::Plain, true);
+        m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, slots, act, true);
     }
     f.act = cfg.arch->ffn;
     m.shared = cfg.arch->shared_expert;
@@ -229,7 +229,8 @@ std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
             for (const ops::MoeMatmulPlan* m : {&ffn.moe.gate_mm, &ffn.moe.up_mm, &ffn.moe.down_mm})
                 for (PipelineDesc& d : m->pipelines()) out.push_back(std::move(d));
         else
-            for (const ops::MoeMatvecPlan* m : {&ffn.moe.gate, &ffn.moe.up, &ffn.moe.down}) out.push_back(m->pipeline());
+            for (const ops::MoeMatvecPlan* m : {&ffn.moe.gate, &ffn.moe.up, &ffn.moe.down})
+                for (PipelineDesc& d : m->pipelines()) out.push_back(std::move(d));
         for (PipelineDesc& d : ops::moe_small_pipelines(ctx.caps())) out.push_back(std::move(d));
     }
     for (PipelineDesc& d : attn.fused_store ? ops::attention_store_pipelines(ctx, attn.attn)

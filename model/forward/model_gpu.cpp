@@ -60,9 +60,9 @@ uint64_t q8_scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const 
     // Latent attention's wq_b reads q_lora_rank values and its wo H x value_length_mla.
     const uint64_t dense = rows * ops::q8_1_row_bytes(std::max(
                                       {cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
-    // A mixture of experts' prefill: the down projections read one GLU row per slot.
+    // A mixture of experts: the down projections read one GLU row per slot (token x expert).
     const uint64_t experts =
-        cfg.arch->moe ? uint64_t(o.ubatch) * cfg.n_expert_used * ops::q8_1_row_bytes(cfg.expert_ffn_dim) : 0;
+        cfg.arch->moe ? uint64_t(rows) * cfg.n_expert_used * ops::q8_1_row_bytes(cfg.expert_ffn_dim) : 0;
     return std::max(dense, experts);
 }
 
@@ -905,13 +905,18 @@ void ModelGpu::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, uint32
         ops::moe_matmul(ctx_, s, m.down_mm, L[R::WDownExps].slice(), E, gate, 1, groups, out, n, slots, dim, fe,
                         m.biases ? &bd : nullptr, m.down_mm.int_dot() ? xq_act : ops::MatvecInput{});
     } else {  // decode: a matvec per slot reading its expert's rows, the GLU formed as down loads it
-        ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim, {},
-                        m.biases ? &bg : nullptr);
-        ops::moe_matvec(ctx_, s, m.up, L[R::WUpExps].slice(), E, xn, K, ids, up, slots, fe, dim, {},
-                        m.biases ? &bu : nullptr);
+        // (the integer-dot forms: xn quantized once for gate and up, the GLU as down's X is quantized)
+        ops::MatvecInput xq_n;
+        if (m.gate.int_dot() || m.up.int_dot()) xq_n.q8 = xq_.slice(0, uint64_t(n) * ops::q8_1_row_bytes(dim));
+        ops::moe_matvec(ctx_, s, m.gate, L[R::WGateExps].slice(), E, xn, K, ids, gate, slots, fe, dim,
+                        m.gate.int_dot() ? xq_n : ops::MatvecInput{}, m.biases ? &bg : nullptr);
+        xq_n.q8_ready = m.gate.int_dot();
+        ops::moe_matvec(ctx_, s, m.up, L[R::WUpExps].slice(), E, xn, K, ids, up, slots, fe, dim,
+                        m.up.int_dot() ? xq_n : ops::MatvecInput{}, m.biases ? &bu : nullptr);
         ops::MatvecInput act{};
         act.kind = m.down.input;
         act.up = up;
+        if (m.down.int_dot()) act.q8 = xq_.slice(0, uint64_t(slots) * ops::q8_1_row_bytes(fe));
         ops::moe_matvec(ctx_, s, m.down, L[R::WDownExps].slice(), E, gate, 1, ids, out, slots, dim, fe, act,
                         m.biases ? &bd : nullptr);
     }

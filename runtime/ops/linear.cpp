@@ -260,6 +260,7 @@ bool int_dot_type(TensorType t) {
 }
 
 PipelineDesc MatvecPlan::quantize_pipeline() const { return quantize_desc(input); }
+PipelineDesc quantize_q8_1_pipeline(MatvecInput::Kind input) { return quantize_desc(input); }
 
 std::vector<PipelineDesc> MatvecPlan::pipelines() const {
     if (kernel == Kernel::Dot) return {quantize_pipeline(), pipeline()};

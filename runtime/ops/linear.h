@@ -67,6 +67,8 @@ bool int_dot_type(TensorType wtype);
 // the matvec scales its sums), so that every block is quantized in parallel.
 void quantize_q8_1(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& xq, uint32_t m, uint32_t k,
                    const MatvecInput& input = {});
+// The pipeline quantize_q8_1 records for `input`'s fused op (the warm-up's entry for it).
+PipelineDesc quantize_q8_1_pipeline(MatvecInput::Kind input);
 
 // Y[m, n] = X[m, k] · W[n, k]^T (+ bias[n] broadcast over rows, if bias) (+ R[m, n] if residual).
 // residual may be the same slice as y (in-place residual add). m <= 8 uses matvec, else matmul.

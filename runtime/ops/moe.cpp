@@ -136,12 +136,18 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
 PipelineDesc MoeMatvecPlan::pipeline() const {
     const uint32_t act = MatvecInput::act_id(input);
     const std::string type(type_traits(wtype).lower);
+    if (dot) return {"matvec_dot_id_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0}};
     const std::string loads = wide_loads ? "u64_" : uniform_x ? "u_" : "";
     return {"matvec_id_" + loads + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0, act}};
 }
 
+std::vector<PipelineDesc> MoeMatvecPlan::pipelines() const {
+    if (!dot) return {pipeline()};
+    return {quantize_q8_1_pipeline(input), pipeline()};
+}
+
 MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t x_rows,
-                              MatvecInput::Kind input) {
+                              MatvecInput::Kind input, bool allow_dot) {
     if (!is_supported_type(uint32_t(wtype)))
         throw std::invalid_argument(fmt::format("moe_matvec: unsupported weight type {}", uint32_t(wtype)));
     if (input == MatvecInput::Kind::RmsNorm)
@@ -167,6 +173,17 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
     if (x_rows == 0) throw std::invalid_argument("moe_matvec: no rows of X");
     p.x_rows = x_rows;
     p.x_rows_per_dispatch = x_rows;
+    if (allow_dot && caps.int_dot_kernels && int_dot_type(wtype)) {
+        // As plan_matvec's integer-dot kernel: X quantized once per row (the GLU applied first), the
+        // weights multiplied as the integers they store; two rows per workgroup as the float form.
+        p.dot = true;
+        p.wg = caps.cpu_tuning ? std::clamp<uint32_t>(caps.subgroup_size, 8, 64)
+                               : std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
+        p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
+        p.rows = 2;
+        while (p.rows > 1 && uint64_t(p.rows) * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
+        return p;
+    }
     // CPU drivers: X through uniform buffers, and Q8_0 / Q4_0 weights as 8-byte words, as plan_matvec
     // (lavapipe loads a uniform buffer at one address once, a storage buffer lane by lane: about 3x
     // the decode speed of a Mixtral-shaped expert matvec, docs/performance.md). Where all the rows do
@@ -213,6 +230,35 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     if (slots > c.max_workgroup_count[1] || (n + plan.rows - 1) / plan.rows > c.max_workgroup_count[0])
         throw DeviceLimitError(fmt::format("moe_matvec: {} slots of {} rows exceed the device's workgroup grid", slots, n));
     const uint64_t per_window = experts_per_window(c, "moe_matvec", expert_bytes, n, k);
+    if (plan.dot) {
+        // X's rows (the GLU applied) as Q8_1 blocks, then matvec_dot_id over every slot at once.
+        const uint64_t align = binding_align(c), q_bytes = uint64_t(plan.x_rows) * q8_1_row_bytes(k);
+        detail::require_bytes(input.q8, q_bytes, "moe_matvec", "Q8_1 scratch (MatvecInput::q8)");
+        check_fits(c, "moe_matvec", "X as Q8_1", q_bytes);
+        if (!input.q8_ready) quantize_q8_1(ctx, s, x, input.q8, plan.x_rows, k, input);
+        const detail::ByteWindow qw = detail::byte_window(input.q8, 0, q_bytes, align);
+        const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
+        const detail::ByteWindow iw = detail::byte_window(ids, 0, uint64_t(slots) * 4, align);
+        const detail::ByteWindow bw = bias ? detail::byte_window(*bias, 0, b_bytes, align) : yw;
+        const Pipeline& p = ctx.pipeline(plan.pipeline());
+        struct {
+            uint32_t n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base, has_bias;
+            float eps;
+            uint32_t ids_base, e_first, e_count, expert_bytes, x_div;
+        } pc{n, k, uint32_t(rb), 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4), uint32_t(yw.inner / 4),
+             uint32_t(yw.inner / 4), n, 0, uint32_t(bw.inner / 4), bias ? 1u : 0u, 0.0f, uint32_t(iw.inner / 4), 0, 0,
+             uint32_t(expert_bytes), x_div};
+        for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
+            const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
+            const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
+            pc.w_base = uint32_t(ww.inner);
+            pc.e_first = uint32_t(e0);
+            pc.e_count = uint32_t(count);
+            const BufferSlice bindings[] = {ww.slice, qw.slice, yw.slice, yw.slice, bw.slice, iw.slice};
+            s.dispatch(p, bindings, &pc, sizeof(pc), {(n + plan.rows - 1) / plan.rows, slots, 1}, "matvec_id");
+        }
+        return;
+    }
 
     const uint64_t align = binding_align(c), x_align = plan.uniform_x ? uniform_align(c) : align;
     const detail::ByteWindow bias_w = bias ? detail::byte_window(*bias, 0, b_bytes, align) : detail::ByteWindow{};

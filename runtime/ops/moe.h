@@ -60,8 +60,10 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
 void check_expert_binding(const DeviceCaps& caps, const std::string& what, TensorType wtype, uint32_t n, uint32_t k);
 
 // How moe_matvec runs: matvec.comp's strided kernel (matvec_id_* variants) over one slot per
-// workgroup row, decided once from the caps and the shape like plan_matvec.
+// workgroup row, decided once from the caps and the shape like plan_matvec; or, where the device
+// takes the integer-dot kernels, quantize_q8_1 (the GLU applied) and matvec_dot_id_*.
 struct MoeMatvecPlan {
+    bool dot = false;           // the integer-dot form: X's rows quantized to Q8_1 in MatvecInput::q8
     TensorType wtype = TensorType::F32;
     uint32_t wg = 0, rows = 0;  // invocations and W rows per workgroup
     uint32_t x_rows = 0;        // rows of X (and of the GLU's up rows) a call reads: slots / x_div
@@ -73,12 +75,15 @@ struct MoeMatvecPlan {
     bool wide_loads = false;    // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
     MatvecInput::Kind input = MatvecInput::Kind::Plain;  // Plain, SwiGlu, GeGlu or SwiGluOai
     PipelineDesc pipeline() const;
+    std::vector<PipelineDesc> pipelines() const;  // with the integer-dot form's activation quantizer
+    bool int_dot() const { return dot; }
 };
 // x_rows: the rows of X the call will read (tokens for gate / up, slots for down). On CPU drivers X
 // goes through uniform bindings whenever one row fits, in dispatches of as many rows as fit: that
 // picks the load instructions and the dispatch count only, never the math (batch invariance holds).
+// allow_dot: the caller can give the Q8_1 scratch (MatvecInput::q8, x_rows rows) the integer-dot form needs.
 MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t x_rows,
-                              MatvecInput::Kind input = MatvecInput::Kind::Plain);
+                              MatvecInput::Kind input = MatvecInput::Kind::Plain, bool allow_dot = false);
 
 // Y[s] (n floats, rows of `y`) = W[ids[s]] · input(X[s / x_div]) for s < slots (slots / x_div must be
 // the plan's x_rows). W: n_expert experts

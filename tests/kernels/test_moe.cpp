@@ -153,10 +153,12 @@ void run_moe_matmul(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
 // Returns Y as the device computed it.
 std::vector<float> run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t k,
                                   const std::vector<uint32_t>& ids, uint32_t x_div, ops::MatvecInput::Kind input,
-                                  uint32_t seed, const std::string& spec, uint32_t x_shift = 4, bool bias = false) {
+                                  uint32_t seed, const std::string& spec, uint32_t x_shift = 4, bool bias = false,
+                                  bool int_dot = false) {
     using Kind = ops::MatvecInput::Kind;
     const uint32_t slots = uint32_t(ids.size()), rows = slots / x_div;
-    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, rows, input);
+    const ops::MoeMatvecPlan plan = ops::plan_moe_matvec(ctx.caps(), t, n, k, rows, input, int_dot);
+    REQUIRE(plan.int_dot() == int_dot);
     const std::string what = fmt::format("{} E={} n={} k={} slots={} x_div={}{} x+{} {} [{}]", type_traits(t).name, E, n,
                                          k, slots, x_div, input == Kind::Plain ? "" : input == Kind::SwiGluOai ? " +swiglu_oai" : " +swiglu",
                                          x_shift, plan.pipeline().shader, spec);
@@ -170,6 +172,8 @@ std::vector<float> run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32
     std::vector<float> xin = x;
     if (input == Kind::SwiGlu) ref::swiglu(x.data(), up.data(), xin.data(), uint32_t(x.size()));
     if (input == Kind::SwiGluOai) ref::swiglu_oai(x.data(), up.data(), xin.data(), uint32_t(x.size()));
+    if (int_dot)  // the integer-dot form multiplies the GLU's output quantized to Q8_1
+        for (uint32_t r = 0; r < rows; ++r) ref::quantize_q8_1(xin.data() + size_t(r) * k, xin.data() + size_t(r) * k, k);
     const uint64_t expert_bytes = uint64_t(n) * row_bytes(t, k);
     std::vector<float> want(size_t(slots) * n);
     for (uint32_t sl = 0; sl < slots; ++sl)
@@ -189,6 +193,8 @@ std::vector<float> run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32
     ops::MatvecInput in{};
     in.kind = input;
     if (input != ops::MatvecInput::Kind::Plain) in.up = du.slice();
+    test::GuardedBuffer dq(ctx, std::max<uint64_t>(uint64_t(rows) * ops::q8_1_row_bytes(k), 4), "xq");
+    if (int_dot) in.q8 = dq.slice();
     CommandStream s(ctx);
     s.begin();
     ops::moe_matvec(ctx, s, plan, dw.slice(), E, dx.slice(), x_div, di.slice(), dy.slice(), slots, n, k, in,
@@ -196,7 +202,9 @@ std::vector<float> run_moe_matvec(Context& ctx, TensorType t, uint32_t E, uint32
     s.end();
     s.submit_and_wait();
     const std::vector<float> got = dy.download_floats(want.size());
-    test::validate_result(what, got, want, test::linear::tolerance(k));
+    // The integer-dot form: exact integer sums (a value at a rounding tie may move one level).
+    test::validate_result(what, got, want, int_dot ? test::Tolerance{1e-8, 5e-2, 1e-2} : test::linear::tolerance(k));
+    dq.check_guards();
     dy.check_guards();
     dx.check_guards();
     db.check_guards();
@@ -350,6 +358,34 @@ TEST_CASE("moe_matvec: only the chosen experts' rows, every weight type") {
         run_moe_matvec(ctx, TensorType::Q4_0, 4, 64, 96, std::vector<uint32_t>(12, 2), 3, ops::MatvecInput::Kind::Plain, 7, spec);
         run_moe_matvec(ctx, TensorType::Q8_0, 3, 16, 64, {0, 1, 2, 2, 1, 0}, 3, ops::MatvecInput::Kind::Plain, 8, spec);
     }
+}
+
+TEST_CASE("moe_matvec: the integer-dot form (--caps int-dot), every integer-dot type, GLU inputs, biases, windows") {
+    test::ValidationGuard guard;
+    using Kind = ops::MatvecInput::Kind;
+    for (const std::string spec : {"int-dot", "int-dot,gpu-tuning", "int-dot,gpu-tuning,no-subgroup-ops"}) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        REQUIRE(ctx.caps().int_dot_kernels);
+        uint32_t seed = 600;
+        for (TensorType t : test::linear::kTypes) {
+            const uint32_t k = test::linear::blocks_k(t, 3);
+            if (!ops::int_dot_type(t)) {
+                CHECK_FALSE(ops::plan_moe_matvec(ctx.caps(), t, 40, k, 3, Kind::Plain, true).int_dot());
+                continue;
+            }
+            run_moe_matvec(ctx, t, 6, 40, k, random_ids(6, 6, seed, 5), 2, Kind::Plain, seed, spec, 4, false, true);
+            run_moe_matvec(ctx, t, 5, 33, k, random_ids(8, 5, seed + 1, 1), 1, Kind::SwiGlu, seed + 1, spec, 4, true, true);
+            seed += 10;
+        }
+        run_moe_matvec(ctx, TensorType::MXFP4, 8, 40, 96, random_ids(12, 8, 42, 3), 1, Kind::SwiGluOai, 42, spec, 4, true, true);
+        run_moe_matvec(ctx, TensorType::Q4_0, 4, 64, 96, std::vector<uint32_t>(12, 2), 3, Kind::Plain, 7, spec, 4, false, true);
+    }
+    Context& ctx = test::context_for("int-dot,gpu-tuning");
+    run_moe_matvec(ctx, TensorType::Q4_K, 128, 768, 2048, random_ids(8, 128, 21, 0), 8, Kind::Plain, 21, "real", 4, false, true);
+    run_moe_matvec(ctx, TensorType::Q6_K, 128, 2048, 768, random_ids(8, 128, 22, 0), 1, Kind::SwiGlu, 22, "real", 4, false, true);
+    Context& small = test::context_for("int-dot,max-storage-range=64k");
+    run_moe_matvec(small, TensorType::Q8_0, 10, 96, 256, random_ids(9, 10, 81, 4), 3, Kind::Plain, 81, "windows", 4, false, true);
 }
 
 TEST_CASE("moe_matvec: gpt-oss's expert biases and clamped SwiGLU, MXFP4 and F16, at its real expert size") {

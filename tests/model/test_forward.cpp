@@ -387,9 +387,10 @@ TEST_CASE("forward: integer-dot matvecs and matmuls (--caps int-dot) on a Q4_K_M
     CHECK(fresh->pipeline_stats().created == after_load);
 }
 
-TEST_CASE("forward: a mixture of experts' prefill on integer dot products (--caps int-dot) stays within X's quantization") {
+TEST_CASE("forward: a mixture of experts on integer dot products (--caps int-dot) stays within X's quantization") {
     // Chunks of 16 tokens group their slots per expert and run matmul_dot_id (gate and up share one
-    // quantized X, down quantizes each slot's GLU row); decode steps run the float expert matvecs.
+    // quantized X, down quantizes each slot's GLU row); decode steps run matvec_dot_id per slot
+    // (down's GLU applied as its X is quantized).
     ModelShape shape;
     shape.arch = "qwen3moe";
     shape.dim = 256;
@@ -416,5 +417,10 @@ TEST_CASE("forward: a mixture of experts' prefill on integer dot products (--cap
     REQUIRE(p.ffn.moe.grouped);
     CHECK(p.ffn.moe.gate_mm.int_dot());
     CHECK(p.ffn.moe.down_mm.int_dot());
+    const LayerPlan d = plan_layer(ctx->caps(), m.cfg, plan_weights(m.file, m.cfg, 128).layers[0], 0, StepShape{1, false},
+                                   {128, 16, opts.kv_type});
+    REQUIRE_FALSE(d.ffn.moe.grouped);
+    CHECK(d.ffn.moe.up.int_dot());
+    CHECK(d.ffn.moe.down.int_dot());
     compare_with_reference(path, opts, prompt, 2, 5e-3, 5e-3, ctx.get());
 }
