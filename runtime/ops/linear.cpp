@@ -358,6 +358,13 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
     return p;
 }
 
+uint64_t matmul_dot_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk) {
+    // wq_ and xq_: 2 uvec4s per block and one of padding per row; wf_: a vec4 per block and one of
+    // padding; xd_: a vec2 per block.
+    const uint64_t sb = bk / 32;
+    return (32 * sb + 16) * (uint64_t(bn) + bm) + 16 * (sb + 1) * bn + 8 * sb * bm;
+}
+
 std::vector<PipelineDesc> MatmulPlan::pipelines() const {
     if (kernel == Kernel::Dot) return {quantize_desc(MatvecInput::Kind::Plain), pipeline()};
     return {pipeline()};
@@ -396,14 +403,10 @@ MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
             p.bm = p.bn = 32;
         else if (m <= 32)
             p.bm = 32, p.tm = 2;
-        // matmul_dot.comp's wq_ and xq_ (2 uvec4s per block and one of padding per row), wf_ (a vec4
-        // per block and one of padding), xd_ (a vec2 per block).
-        auto shared_bytes = [&] {
-            const uint64_t sb = p.bk / 32;
-            return (32 * sb + 16) * (p.bn + p.bm) + 16 * (sb + 1) * p.bn + 8 * sb * p.bm;
-        };
+        auto shared_bytes = [&] { return matmul_dot_shared_bytes(p.bm, p.bn, p.bk); };
         while (shared_bytes() > caps.max_shared_memory && p.bk > 32) p.bk /= 2;
-        // Q4_K / Q5_K units span 2 blocks, Q6_K units 4: the slice must hold whole units.
+        // A slice holds whole units of weights_dot.glsl: Q4_K / Q5_K's span 2 blocks (a 64-column
+        // chunk), Q6_K's 4 (two groups of a 128-column half).
         const uint32_t span = wtype == TensorType::Q6_K ? 4 : (wtype == TensorType::Q4_K || wtype == TensorType::Q5_K) ? 2 : 1;
         if (p.bk / 32 >= span && shared_bytes() <= caps.max_shared_memory) return p;
         p = MatmulPlan{};  // too little shared memory: the float kernel below

@@ -148,6 +148,9 @@ struct MatmulPlan {
     PipelineDesc pipeline() const;
     std::vector<PipelineDesc> pipelines() const;  // Dot: the activation quantizer's too
 };
+// Bytes of shared memory matmul_dot.comp declares for a bm x bn tile and k slices of bk columns (its
+// EXPERT_GROUPS form adds 4 bm for the tile's slots).
+uint64_t matmul_dot_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk);
 // allow_dot: the caller can give the Q8_1 scratch (MatvecInput::q8, m rows) the integer-dot kernel needs.
 MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                        bool w_offset_aligned = true, bool allow_dot = false);

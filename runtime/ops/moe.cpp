@@ -361,9 +361,7 @@ MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t
     // which plan_matmul sized to fit alone: the float kernels where those words do not fit too.
     if (p.mm.kernel == MatmulPlan::Kernel::Dot) {
         const MatmulPlan& d = p.mm;
-        const uint64_t sb = d.bk / 32;
-        const uint64_t bytes = (32 * sb + 16) * (d.bn + d.bm) + 16 * (sb + 1) * d.bn + 8 * sb * d.bm + 4ull * d.bm;
-        if (bytes <= caps.max_shared_memory) return p;
+        if (matmul_dot_shared_bytes(d.bm, d.bn, d.bk) + 4ull * d.bm <= caps.max_shared_memory) return p;
         p.mm = plan_matmul(caps, wtype, tokens, n, k, aligned, false);
     }
     // matmul.comp's EXPERT_GROUPS form also keeps the tile's slots in shared memory.
