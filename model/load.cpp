@@ -90,6 +90,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
         eo.n_ctx = eo.ubatch = m.model->n_ctx();
         eo.all_logits = false;
         eo.n_seq = 1;
+        // One copy of the token embedding both halves read (T5 ties them), the decoder's.
+        if (m.model->token_embedding().present()) eo.shared_token_embd = &m.model->token_embedding();
         m.encoder = std::make_unique<ModelGpu>(*m.ctx, *m.file, m.encoder_cfg, eo);
     }
     m.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

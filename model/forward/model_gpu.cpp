@@ -153,7 +153,8 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     MemoryPlan p;
     p.n_seq = opts.n_seq;
     p.available = caps.device_local_bytes;
-    const WeightLayout layout = plan_weights(file, cfg, cfg.n_ctx_train, layers);  // rope factors: one size for any n_ctx
+    // rope factors: one size for any n_ctx
+    const WeightLayout layout = plan_weights(file, cfg, cfg.n_ctx_train, layers, opts.shared_token_embd != nullptr);
     p.weights = layout.bytes;
     // Stacked tensors (the schema's ne2: expert stacks, latent attention's per-head matrices) are
     // bound a whole slice at a time.
@@ -340,7 +341,13 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
     Context& ctx = ctx_;
     n_past_.assign(opts_.n_seq, 0);
     plan_ = plan_memory(ctx.caps(), file, cfg, opts_, range_);
-    layout_ = plan_weights(file, cfg, plan_.n_ctx, range_);
+    layout_ = plan_weights(file, cfg, plan_.n_ctx, range_, opts_.shared_token_embd != nullptr);
+    if (const DeviceTensor* e = opts_.shared_token_embd) {
+        const TensorPlace& own = layout_.token_embd;
+        if (stages.size() > 1 || !e->present() || e->type != own.type || e->row_elems != own.row_elems || e->rows != own.rows)
+            throw std::invalid_argument(fmt::format("a shared token embedding must be this file's token_embd ({} rows of {}) "
+                                                    "on a single device", own.rows, own.row_elems));
+    }
     // token_embd fits one binding: its rows are looked up on the device.
     gpu_embed_ = layout_.token_embd.bytes() <= ctx.caps().max_storage_buffer_range;
     // A split reports its upload over every stage's weights.
@@ -358,6 +365,7 @@ ModelGpu::ModelGpu(StageTag tag, std::span<const ModelStage> stages, const GgufF
     });
     try {
         w_ = ModelWeights::upload(ctx, file, layout_, stage_progress(progress, tag.before, layout_.bytes, tag.total));
+        if (opts_.shared_token_embd) w_.token_embd = *opts_.shared_token_embd;
     } catch (...) {
         compiler.join();
         throw;

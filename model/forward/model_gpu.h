@@ -45,6 +45,9 @@ struct ModelOptions {
     // is given, whatever its slots and context. 0: n_seq x n_ctx (no sequence ever waits for a block).
     // A sequence still holds at most n_ctx rows; n_ctx defaults to min(the model's, kv_budget).
     uint32_t kv_budget = 0;
+    // A token embedding already on this model's device (T5's decoder's, for its encoder), read
+    // instead of uploading the file's again; it must outlive this model. Null: the model's own.
+    const DeviceTensor* shared_token_embd = nullptr;
 };
 
 // Device memory a model needs, computed before anything is allocated.
@@ -139,6 +142,9 @@ public:
     ModelGpu& operator=(const ModelGpu&) = delete;
 
     const ModelConfig& config() const { return cfg_; }
+    // The token embedding on the device (absent where this stage does not hold it): what
+    // ModelOptions::shared_token_embd lets another model of the same file read.
+    const DeviceTensor& token_embedding() const { return w_.token_embd; }
     // The first stage's (all of the model's on one device); stages() has every stage's.
     const MemoryPlan& memory_plan() const { return plan_; }
     const WeightLayout& weight_layout() const { return layout_; }

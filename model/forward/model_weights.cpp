@@ -103,7 +103,8 @@ const uint8_t* expert_rows(const GgufFile& file, const WeightLayout& layout, con
     return file.tensor_data(*layout.buffers.at(stack.buffer).tensors.at(e)).data();
 }
 
-WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers) {
+WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers,
+                          bool shared_token_embd) {
     WeightLayout out;
     out.tied = cfg.tied_embeddings;
     out.range = layers.resolved(cfg);
@@ -145,7 +146,17 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
     for (const TensorSpec& s : model_schema(*cfg.arch)) global.emplace(s.role, s);
     auto global_place = [&](Role r) { return global.count(r) ? place(global.at(r), 0) : TensorPlace{}; };
     // A tied head reads token_embd: it goes with the head too.
-    if (embed || (head && out.tied)) out.token_embd = global_place(Role::TokenEmbd);
+    if (head && out.tied && shared_token_embd)
+        throw std::invalid_argument("plan_weights: a tied output head reads its own token embedding (not a shared one)");
+    if (shared_token_embd && embed) {
+        if (const GgufTensorInfo* t = file.find_tensor(tensor_name(global.at(Role::TokenEmbd), 0))) {
+            TensorPlace& p = out.token_embd;
+            p.source = t, p.type = t->type, p.row_elems = uint32_t(t->ne[0]), p.rows = uint32_t(t->n_rows());
+            p.buffer = TensorPlace::kHostOnly;
+        }
+    } else if (embed || (head && out.tied)) {
+        out.token_embd = global_place(Role::TokenEmbd);
+    }
     if (embed) {
         out.position_embd = global_place(Role::PositionEmbd);
         out.token_types = global_place(Role::TokenTypes);

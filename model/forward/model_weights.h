@@ -80,7 +80,11 @@ const uint8_t* expert_rows(const GgufFile& file, const WeightLayout& layout, con
                            uint32_t n_expert, uint32_t e);
 
 // Pure: reads tensor metadata only. n_ctx picks Phi-3's long or short rope factors.
-WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers = {});
+// shared_token_embd: the token embedding is read from another model's upload on the same device
+// (T5's encoder from its decoder, ModelOptions::shared_token_embd): placed host-only (its source
+// kept, for row lookups on the host where it is too big to bind), not uploaded, not counted.
+WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, LayerRange layers = {},
+                          bool shared_token_embd = false);
 
 // A tensor on the device: a view into a buffer owned by ModelWeights.
 struct DeviceTensor {

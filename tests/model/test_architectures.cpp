@@ -825,6 +825,33 @@ TEST_CASE("architectures: T5's decoder (causal bias table, cross-attention over 
     }
 }
 
+TEST_CASE("architectures: T5's encoder reads its decoder's token embedding: one upload, the same states") {
+    test::ValidationGuard guard;
+    Context& ctx = test::float_path_context();
+    const std::string path = test::write_model("arch-t5-shared-embd", small_shape("t5", TensorType::F16));
+    test::LoadedModel m = test::open_model(path);
+    const ModelConfig enc_cfg = ModelConfig::encoder_from_gguf(m.file);
+    ModelOptions opts;
+    opts.n_ctx = opts.ubatch = 64;
+    ModelGpu dec(ctx, m.file, m.cfg, opts);
+    ModelGpu own(ctx, m.file, enc_cfg, opts);
+    ModelOptions so = opts;
+    so.shared_token_embd = &dec.token_embedding();
+    ModelGpu shared(ctx, m.file, enc_cfg, so);
+    REQUIRE(dec.token_embedding().present());
+    CHECK(shared.token_embedding().view.buffer == dec.token_embedding().view.buffer);
+    CHECK(shared.memory_plan().weights + dec.token_embedding().view.size == own.memory_plan().weights);
+    const std::vector<int32_t> tokens = prompt_tokens(20, m.cfg.n_vocab);
+    own.eval(tokens);
+    shared.eval(tokens);
+    CHECK(own.hidden_states() == shared.hidden_states());
+    // Not this file's embedding: refused by name.
+    DeviceTensor wrong = dec.token_embedding();
+    wrong.rows -= 1;
+    so.shared_token_embd = &wrong;
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelGpu(ctx, m.file, enc_cfg, so), std::invalid_argument, "shared token embedding");
+}
+
 TEST_CASE("architectures: T5's relative-position buckets as the T5 paper's code defines them") {
     // 32 buckets both ways: 16 per direction, distances 0..7 exact, then 8 buckets for 8..127 on a
     // log scale (bucket 8 + floor(8 log(r / 8) / log(16))), the last from 128 on; keys after the
