@@ -452,7 +452,7 @@ TEST_CASE("matmul dot: X, Y and W larger than one binding are split in rows") {
     }
 }
 
-TEST_CASE("matvec dot: NaN or Inf in X gives non-finite outputs, as the float path does") {
+TEST_CASE("matvec dot: NaN or Inf in X gives non-finite outputs, as the float path does (and the matmul's)") {
     // max() and the int8 conversion would drop a NaN: the quantizer marks the block's scale NaN, so
     // that the forward pass's non-finite check still fires (a NaN must never turn into text).
     Context& ctx = test::context_for(gpu_spec());
@@ -486,6 +486,29 @@ TEST_CASE("matvec dot: NaN or Inf in X gives non-finite outputs, as the float pa
             std::vector<float> y(n);
             ctx.download(dy, y.data(), n * 4);
             for (float v : y) CHECK_FALSE(std::isfinite(v));
+            if (kind == Kind::Plain) {  // a prompt chunk's matmul: the bad row's outputs, and only its
+                const uint32_t m = 12;
+                std::vector<float> xs = test::random_floats(size_t(m) * k, 8);
+                xs[size_t(5) * k + 40] = bad;
+                Buffer dxs = ctx.create_buffer(xs.size() * 4, MemoryUsage::Device, "xs");
+                ctx.upload(dxs, xs.data(), xs.size() * 4);
+                Buffer q8s = ctx.create_buffer(m * ops::q8_1_row_bytes(k), MemoryUsage::Device, "xqs");
+                Buffer dys = ctx.create_buffer(size_t(m) * n * 4, MemoryUsage::Device, "ys");
+                const auto mm = ops::plan_linear(ctx.caps(), t, m, n, k);
+                REQUIRE(mm.int_dot());
+                REQUIRE(mm.kernel == ops::LinearPlan::Kernel::Matmul);
+                ops::MatvecInput ins;
+                ins.q8 = q8s.slice();
+                CommandStream s2(ctx);
+                s2.begin();
+                ops::linear(ctx, s2, mm, dw.slice(), dxs.slice(), dys.slice(), nullptr, nullptr, ins);
+                s2.end();
+                s2.submit_and_wait();
+                std::vector<float> ys(size_t(m) * n);
+                ctx.download(dys, ys.data(), ys.size() * 4);
+                for (uint32_t i = 0; i < m; ++i)
+                    for (uint32_t j = 0; j < n; ++j) CHECK(std::isfinite(ys[size_t(i) * n + j]) == (i != 5));
+            }
             // The reference marks the block the same way.
             std::vector<float> xq(k);
             ref::quantize_q8_1(x.data(), xq.data(), k);
