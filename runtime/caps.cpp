@@ -45,19 +45,34 @@ uint64_t parse_size(const std::string& key, const std::string& v) {
     return n;
 }
 
-#ifdef VK_KHR_cooperative_matrix
-std::string component_name(VkComponentTypeKHR t) {
+// VK_KHR_cooperative_matrix's query, declared here from the Vulkan specification: Debian 12's
+// headers (1.3.239) predate the extension, and without these the shapes a tensor-core kernel must
+// pick from would never be read on the GPUs that report them. The layout and values are the
+// extension's ABI (VkCooperativeMatrixPropertiesKHR, VkComponentTypeKHR, VkScopeKHR).
+constexpr VkStructureType kCoopMatrixPropertiesSType = static_cast<VkStructureType>(1000506001);
+constexpr uint32_t kCoopScopeSubgroup = 3;
+struct CoopMatrixProperties {
+    VkStructureType sType = kCoopMatrixPropertiesSType;
+    void* pNext = nullptr;
+    uint32_t MSize = 0, NSize = 0, KSize = 0;
+    uint32_t AType = 0, BType = 0, CType = 0, ResultType = 0;  // VkComponentTypeKHR
+    VkBool32 saturatingAccumulation = VK_FALSE;
+    uint32_t scope = 0;  // VkScopeKHR
+};
+static_assert(sizeof(CoopMatrixProperties) == (sizeof(void*) == 8 ? 56 : 44), "the extension's struct layout");
+using GetCoopMatrixProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopMatrixProperties*);
+
+std::string component_name(uint32_t t) {
     switch (t) {
-    case VK_COMPONENT_TYPE_FLOAT16_KHR: return "f16";
-    case VK_COMPONENT_TYPE_FLOAT32_KHR: return "f32";
-    case VK_COMPONENT_TYPE_SINT8_KHR: return "s8";
-    case VK_COMPONENT_TYPE_UINT8_KHR: return "u8";
-    case VK_COMPONENT_TYPE_SINT32_KHR: return "s32";
-    case VK_COMPONENT_TYPE_UINT32_KHR: return "u32";
-    default: return "other";
+    case 0: return "f16";
+    case 1: return "f32";
+    case 3: return "s8";
+    case 5: return "s32";
+    case 7: return "u8";
+    case 9: return "u32";
+    default: return fmt::format("type{}", t);
     }
 }
-#endif
 
 }  // namespace
 
@@ -204,24 +219,20 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
         if ((q.queueFlags & VK_QUEUE_COMPUTE_BIT) && q.timestampValidBits > 0 && lim.timestampPeriod > 0)
             c.timestamps = true;
 
-#ifdef VK_KHR_cooperative_matrix
     if (c.cooperative_matrix) {
-        auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+        auto get = reinterpret_cast<GetCoopMatrixProperties>(
             vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
         uint32_t n = 0;
         if (get && get(pd, &n, nullptr) == VK_SUCCESS && n > 0) {
-            std::vector<VkCooperativeMatrixPropertiesKHR> shapes(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+            std::vector<CoopMatrixProperties> shapes(n);
             if (get(pd, &n, shapes.data()) == VK_SUCCESS)
-                for (auto& s : shapes)
-                    if (s.scope == VK_SCOPE_SUBGROUP_KHR)
+                for (uint32_t i = 0; i < n; ++i)
+                    if (const CoopMatrixProperties& s = shapes[i]; s.scope == kCoopScopeSubgroup)
                         c.coop_shapes.push_back({s.MSize, s.NSize, s.KSize, component_name(s.AType),
                                                  component_name(s.BType), component_name(s.CType),
                                                  component_name(s.ResultType)});
         }
     }
-#else
-    (void)instance;
-#endif
     return c;
 }
 
