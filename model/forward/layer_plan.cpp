@@ -70,10 +70,14 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
     // batch invariant) read each slot's expert rows in a matvec.
     m.grouped = !shape.decode();
     if (m.grouped) {
-        // (integer dot products where the device takes them: ModelGpu gives the Q8_1 scratch)
-        m.gate_mm = ops::plan_moe_matmul(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n, true);
-        m.up_mm = ops::plan_moe_matmul(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n, true);
-        m.down_mm = ops::plan_moe_matmul(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, n, true);
+        // Tiles sized by the slots an expert gets on average (gpt-oss: 8 of a 64-token chunk's 256
+        // slots; Qwen3-30B-A3B: 4): the router's choice is on the device, the mean is what the
+        // plan can know. (Integer dot products where the device takes them: ModelGpu gives the Q8_1
+        // scratch.)
+        const uint32_t rows = std::min(n, (slots + cfg.n_expert - 1) / cfg.n_expert);
+        m.gate_mm = ops::plan_moe_matmul(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, rows, true);
+        m.up_mm = ops::plan_moe_matmul(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, rows, true);
+        m.down_mm = ops::plan_moe_matmul(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, rows, true);
     } else {
         m.gate = ops::plan_moe_matvec(caps, L[R::WGateExps].type, cfg.expert_ffn_dim, cfg.dim, n, Kind::Plain, true);
         m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n, Kind::Plain, true);

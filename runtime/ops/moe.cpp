@@ -351,18 +351,18 @@ std::vector<PipelineDesc> MoeMatmulPlan::pipelines() const {
     return out;
 }
 
-MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens,
+MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t rows,
                               bool allow_dot) {
     MoeMatmulPlan p;
     // Experts start at multiples of their byte size: aligned words only where an expert is whole words.
     const bool aligned = (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0;
-    p.mm = plan_matmul(caps, wtype, tokens, n, k, aligned, allow_dot);
+    p.mm = plan_matmul(caps, wtype, rows, n, k, aligned, allow_dot);
     // matmul_dot.comp's EXPERT_GROUPS form keeps the tile's slots in shared memory beside its tiles,
     // which plan_matmul sized to fit alone: the float kernels where those words do not fit too.
     if (p.mm.kernel == MatmulPlan::Kernel::Dot) {
         const MatmulPlan& d = p.mm;
         if (matmul_dot_shared_bytes(d.bm, d.bn, d.bk) + 4ull * d.bm <= caps.max_shared_memory) return p;
-        p.mm = plan_matmul(caps, wtype, tokens, n, k, aligned, false);
+        p.mm = plan_matmul(caps, wtype, rows, n, k, aligned, false);
     }
     // matmul.comp's EXPERT_GROUPS form also keeps the tile's slots in shared memory.
     MatmulPlan& m = p.mm;

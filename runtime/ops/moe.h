@@ -118,9 +118,11 @@ struct MoeMatmulPlan {
     std::vector<PipelineDesc> pipelines() const;  // the integer-dot form's activation quantizer too
     bool int_dot() const { return mm.kernel == MatmulPlan::Kernel::Dot; }
 };
-// tokens: the chunk's tokens (no expert gets more slots than that). allow_dot: the caller can give
+// rows: the slots an expert is expected to get (a chunk's slots over its experts, at most its
+// tokens), which sizes the tiles: a tile's rows beyond its expert's slots are computed for nothing,
+// while moe_matmul's grid covers any expert's count whatever the tile. allow_dot: the caller can give
 // the Q8_1 scratch of X's rows (moe_matmul's q8) that the integer-dot form needs.
-MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t tokens,
+MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t rows,
                               bool allow_dot = false);
 
 // Y[s] (n floats) = W[e] · X[s / x_div] (+ bias[e]) for every slot s that groups (moe_group's, of

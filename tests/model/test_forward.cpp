@@ -422,5 +422,12 @@ TEST_CASE("forward: a mixture of experts on integer dot products (--caps int-dot
     REQUIRE_FALSE(d.ffn.moe.grouped);
     CHECK(d.ffn.moe.up.int_dot());
     CHECK(d.ffn.moe.down.int_dot());
+    // Tiles follow the slots an expert gets on average, not the chunk: 64 tokens x 2 of 8 experts
+    // are 16 per expert, a 32-row tile, where the chunk's dense projections take 64 rows.
+    const LayerPlan c64 = plan_layer(ctx->caps(), m.cfg, plan_weights(m.file, m.cfg, 128).layers[0], 0,
+                                     StepShape{64, false}, {128, 64, opts.kv_type});
+    CHECK(c64.attn.wo.kernel.matmul.tile_m() == 64);
+    CHECK(c64.ffn.moe.gate_mm.mm.tile_m() == 32);
+    CHECK(c64.ffn.moe.down_mm.mm.tile_m() == 32);
     compare_with_reference(path, opts, prompt, 2, 5e-3, 5e-3, ctx.get());
 }
