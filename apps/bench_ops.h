@@ -57,6 +57,7 @@ struct Row {
     bool timed_check = false;  // one run longer than the row budget: the checked run is the timing
     uint64_t bytes = 0;       // weights + activations read + outputs written
     double flops = 0;         // 0: not a compute op (no GFLOP/s shown)
+    bool int_dot = false;     // the integer-dot kernel ran: its arithmetic peak is the int8 packed dot's
 
     double gbs() const { return best_ns > 0 ? double(bytes) / best_ns : 0; }
     double gflops() const { return best_ns > 0 ? flops / best_ns : 0; }

@@ -329,6 +329,7 @@ void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t 
     if (as_matmul != (plan.kernel == ops::LinearPlan::Kernel::Matmul))
         throw std::logic_error(fmt::format("bench-ops: m={} plans a {}", m, as_matmul ? "matvec" : "matmul"));
     const bool dot = plan.int_dot();
+    row.int_dot = dot;
     if (dot) row.type += " int-dot";
     Buffer qb;
     ops::MatvecInput input;

@@ -142,7 +142,15 @@ double prefill_flops(const LoadedModel& m, double avg_kv_len) {
     return 2.0 * params + 4.0 * c.n_layers * avg_kv_len * c.n_heads * c.head_dim;
 }
 
-nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const ProbeResult* bw, const ProbeResult* fma) {
+// The probes a run measured (null where it measured none): bandwidth for decode; for prefill f32
+// FMA, or the packed 8-bit dot where the model's chunk projections take the integer-dot matmul.
+struct Rooflines {
+    const ProbeResult* bw = nullptr;
+    const ProbeResult* fma = nullptr;
+    const ProbeResult* int_dot = nullptr;
+};
+
+nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const Rooflines& roof) {
     nlohmann::json j;
     j["model"] = path;
     ModelOptions lo;
@@ -256,8 +264,14 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     double pflops = prefill_flops(m, o.n_prompt / 2.0);
     j["decode_bytes_per_token"] = dbytes;
     j["prefill_flops_per_token"] = pflops;
-    if (bw) j["decode_roofline_pct"] = 100.0 * tgs.mean * dbytes / (bw->value * 1e9);
-    if (fma) j["prefill_fma_pct"] = 100.0 * pps.mean * pflops / (fma->value * 1e9);
+    if (roof.bw) j["decode_roofline_pct"] = 100.0 * tgs.mean * dbytes / (roof.bw->value * 1e9);
+    // The chunk's plans say which arithmetic its projections run on; a model whose types mix both
+    // (F16 beside Q4_K) is counted against the faster one's rate, an upper bound.
+    const bool dot = g.int_dot_matmuls();
+    if (const ProbeResult* rate = dot ? roof.int_dot : roof.fma) {
+        j["prefill_roofline"] = dot ? "int8 dot" : "f32 FMA";
+        j["prefill_roofline_pct"] = 100.0 * pps.mean * pflops / (rate->value * 1e9);
+    }
     // A split model: the sums over its devices, and each device's part.
     MemoryPlan plan;
     for (const ModelGpu::StageInfo& st : g.stages()) {
@@ -341,7 +355,7 @@ void print_markdown(const nlohmann::json& out) {
                        ? fmt::format(", int8 packed dot {:.1f} GOP/s", dev["int_dot_gop_s"].get<double>())
                        : std::string());
     }
-    fmt::print("| model | type | pp t/s | tg t/s | tg % of BW roofline | pp % of FMA | load ms | TTFT cold cache ms | "
+    fmt::print("| model | type | pp t/s | tg t/s | tg % of BW roofline | pp % of FMA or int8 dot | load ms | TTFT cold cache ms | "
                "TTFT warm cache ms | peak device MiB (weights + KV + scratch) |\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
     for (auto& r : out["results"]) {
@@ -350,7 +364,9 @@ void print_markdown(const nlohmann::json& out) {
                    r["pp_tps_mean"].get<double>(), r["pp_tps_stddev"].get<double>(), r["tg_tps_mean"].get<double>(),
                    r["tg_tps_stddev"].get<double>(),
                    r.contains("decode_roofline_pct") ? fmt::format("{:.0f}%", r["decode_roofline_pct"].get<double>()) : "-",
-                   r.contains("prefill_fma_pct") ? fmt::format("{:.0f}%", r["prefill_fma_pct"].get<double>()) : "-",
+                   r.contains("prefill_roofline_pct")
+                       ? fmt::format("{:.0f}% {}", r["prefill_roofline_pct"].get<double>(), r["prefill_roofline"].get<std::string>())
+                       : "-",
                    r["load_ms"].get<double>(), r["ttft_cold_pipeline_cache_ms"].get<double>(),
                    r["ttft_warm_pipeline_cache_ms"].get<double>(), mib(r["peak_device_bytes"].get<double>()),
                    mib(r["weights_bytes"].get<double>()), mib(r["kv_cache_bytes"].get<double>()),
@@ -389,7 +405,7 @@ void bench(const BenchOptions& o) {
     std::vector<std::string> paths;
     for (auto& m : (o.models.empty() ? std::vector<std::string>{""} : o.models)) paths.push_back(resolve_model_path(m));
     nlohmann::json out;
-    ProbeResult bw, fma;
+    ProbeResult bw, fma, int_dot;
     // A split model runs on several devices at once: one device's bandwidth and FMA rate are no
     // roofline for it, so there are no probes (each part's device is named in "split").
     const bool split = o.device.split_devices().size() > 1;
@@ -404,13 +420,18 @@ void bench(const BenchOptions& o) {
             fma = probe_fma(ctx);
             out["device"]["bandwidth_gb_s"] = bw.value;
             out["device"]["fma_gflop_s"] = fma.value;
-            // The integer-dot matvecs' arithmetic ceiling (prefill's matmul is f32: its % is of FMA).
-            if (ctx.caps().int_dot_product) out["device"]["int_dot_gop_s"] = probe_int_dot(ctx).value;
+            // The integer-dot kernels' arithmetic ceiling.
+            if (ctx.caps().int_dot_product) {
+                int_dot = probe_int_dot(ctx);
+                out["device"]["int_dot_gop_s"] = int_dot.value;
+            }
         }
     }
     for (auto& p : paths) {
         fmt::print(stderr, "bench: {} (pp {}, tg {}, {} reps)...\n", p, o.n_prompt, o.n_gen, o.reps);
-        out["results"].push_back(bench_model(p, o, no_probes ? nullptr : &bw, no_probes ? nullptr : &fma));
+        Rooflines roof;
+        if (!no_probes) roof = {&bw, &fma, int_dot.value > 0 ? &int_dot : nullptr};
+        out["results"].push_back(bench_model(p, o, roof));
     }
     if (o.json) fmt::print("{}\n", out.dump(2));
     else print_markdown(out);

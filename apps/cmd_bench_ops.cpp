@@ -73,6 +73,8 @@ const char* status_name(Status s) {
 }
 
 double pct(double value, double of) { return of > 0 ? 100.0 * value / of : 0; }
+// A row's arithmetic peak: f32 FMA, or the int8 packed dot for the integer-dot kernels.
+double peak(const Row& r, const Probes& pr) { return r.int_dot ? pr.int_dot.value : pr.fma.value; }
 
 nlohmann::json row_json(const Row& r, const Probes& pr) {
     nlohmann::json j = {
@@ -96,7 +98,8 @@ nlohmann::json row_json(const Row& r, const Probes& pr) {
     j["bw_pct"] = pct(r.gbs(), pr.bandwidth.value);
     if (r.flops > 0) {
         j["gflops"] = r.gflops();
-        j["fma_pct"] = pct(r.gflops(), pr.fma.value);
+        j["peak_pct"] = pct(r.gflops(), peak(r, pr));
+        j["peak"] = r.int_dot ? "int8 dot" : "f32 FMA";
     }
     return j;
 }
@@ -125,7 +128,7 @@ void print_markdown(const std::vector<Row>& rows, const bench_ops::Config& cfg, 
                                      : "host time around each submission (the device has no timestamps)");
 
     std::vector<std::vector<std::string>> cells = {
-        {"op", "shape", "type", "best µs", "mean µs", "reps", "GB/s", "%BW", "GFLOP/s", "%FMA", "check NMSE"}};
+        {"op", "shape", "type", "best µs", "mean µs", "reps", "GB/s", "%BW", "GFLOP/s", "%peak", "check NMSE"}};
     bool any_subset = false, any_host = false, any_check_timed = false;
     for (const Row& r : rows) {
         std::vector<std::string> c = {r.op, r.shape, r.type};
@@ -139,7 +142,7 @@ void print_markdown(const std::vector<Row>& rows, const bench_ops::Config& cfg, 
             c.push_back(fmt::format("{:.3g}", r.gbs()));
             c.push_back(fmt::format("{:.3g}", pct(r.gbs(), pr.bandwidth.value)));
             c.push_back(r.flops > 0 ? fmt::format("{:.3g}", r.gflops()) : "—");
-            c.push_back(r.flops > 0 ? fmt::format("{:.3g}", pct(r.gflops(), pr.fma.value)) : "—");
+            c.push_back(r.flops > 0 ? fmt::format("{:.3g}", pct(r.gflops(), peak(r, pr))) : "—");
             c.push_back(fmt::format("{:.2g}{}", r.nmse, r.subset ? " †" : ""));
             any_subset = any_subset || r.subset;
         } else {
@@ -171,7 +174,8 @@ void print_markdown(const std::vector<Row>& rows, const bench_ops::Config& cfg, 
     fmt::print("{}\n", rule);
     for (size_t i = 1; i < cells.size(); ++i) print_row(cells[i]);
 
-    fmt::print("\n%BW and %FMA: of the measured probes above. GFLOP/s: 2mnk for linear, 4 * heads * head_dim per "
+    fmt::print("\n%BW and %peak: of the measured probes above (%peak: of f32 FMA, or of the int8 packed dot for the "
+               "int-dot rows). GFLOP/s: 2mnk for linear, 4 * heads * head_dim per "
                "attended key, a rough per-element count for the small ops (— for pure data movement).\n");
     if (any_subset)
         fmt::print("†: the reference was computed for a sample of the outputs (every 17th row, plus the last) to keep "

@@ -54,7 +54,7 @@ def main():
             r = vk["results"][0]
             row["model"] = os.path.basename(r.get("model", "?"))
             for k in ("weight_type", "pp_tokens", "tg_tokens", "pp_tps_mean", "pp_tps_stddev", "tg_tps_mean",
-                      "tg_tps_stddev", "decode_roofline_pct", "prefill_fma_pct", "load_ms",
+                      "tg_tps_stddev", "decode_roofline_pct", "prefill_roofline_pct", "prefill_roofline", "load_ms",
                       "ttft_cold_pipeline_cache_ms", "ttft_warm_pipeline_cache_ms", "weights_bytes",
                       "decode_bytes_per_token"):
                 if k in r:
@@ -89,7 +89,7 @@ def main():
     if ops:
         s["bench_ops"] = {"shapes": ops.get("shapes"), "probes": ops.get("probes"), "failed": ops.get("failed"),
                           "results": [{k: r.get(k) for k in ("op", "shape", "type", "status", "best_us", "gbs",
-                                                              "bw_pct", "gflops", "fma_pct", "note") if k in r}
+                                                              "bw_pct", "gflops", "peak_pct", "peak", "note") if k in r}
                                       for r in ops.get("results", [])]}
 
     # The other matvec path (device_check.sh step 5): bench rows alt.N.json beside vk.N.json.
@@ -131,13 +131,13 @@ def main():
                          for t in s["failed"]))
     lines.append("")
     lines.append("| model | type | vkllm pp t/s | llama.cpp pp t/s | pp ratio | vkllm tg t/s | llama.cpp tg t/s | tg ratio "
-                 "| tg % BW roofline | pp % FMA | TTFT cold / warm ms |")
+                 "| tg % BW roofline | pp % FMA or int8 dot | TTFT cold / warm ms |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in bench:
         lines.append(f"| {r.get('model', '?')} | {r.get('weight_type', '-')} | {fmt(r.get('pp_tps_mean'))} | "
                      f"{fmt(r.get('peer_pp_tps'))} | {fmt(r.get('pp_ratio'), '.2f')} | {fmt(r.get('tg_tps_mean'))} | "
                      f"{fmt(r.get('peer_tg_tps'))} | {fmt(r.get('tg_ratio'), '.2f')} | "
-                     f"{fmt(r.get('decode_roofline_pct'), '.0f')} | {fmt(r.get('prefill_fma_pct'), '.0f')} | "
+                     f"{fmt(r.get('decode_roofline_pct'), '.0f')} | {fmt(r.get('prefill_roofline_pct'), '.0f')} {r.get('prefill_roofline', '')} | "
                      f"{fmt(r.get('ttft_cold_pipeline_cache_ms'), '.0f')} / {fmt(r.get('ttft_warm_pipeline_cache_ms'), '.0f')} |")
     peers = {r.get("peer_build") for r in bench if r.get("peer_build")}
     if peers:
@@ -153,12 +153,12 @@ def main():
     if ops:
         lines.append("")
         lines.append(f"bench-ops ({ops.get('failed', '?')} failed checks), probes {ops.get('probes')}")
-        lines.append("| op | shape | type | status | best us | GB/s | % BW | GFLOP/s | % FMA |")
+        lines.append("| op | shape | type | status | best us | GB/s | % BW | GFLOP/s | % peak (f32 FMA or int8 dot) |")
         lines.append("|---|---|---|---|---|---|---|---|---|")
         for r in ops.get("results", []):
             lines.append(f"| {r.get('op')} | {r.get('shape')} | {r.get('type')} | {r.get('status')} | "
                          f"{fmt(r.get('best_us'))} | {fmt(r.get('gbs'))} | {fmt(r.get('bw_pct'), '.0f')} | "
-                         f"{fmt(r.get('gflops'))} | {fmt(r.get('fma_pct'), '.0f')} |")
+                         f"{fmt(r.get('gflops'))} | {fmt(r.get('peak_pct'), '.0f')} |")
     if alt_caps:
         lines.append("")
         lines.append(f"the other linear path (matvec and matmul): --caps {alt_caps}")

@@ -524,19 +524,31 @@ std::vector<PipelineDesc> ModelGpu::pipelines() const {
     return out;
 }
 
-bool ModelGpu::int_dot_matvecs() const {
-    if (next_ && next_->int_dot_matvecs()) return true;
-    const StepShape lone{1, false};
+bool ModelGpu::int_dot_layers(const StepShape& shape) const {
+    if (next_ && next_->int_dot_layers(shape)) return true;
     for (uint32_t l = range_.first; l < range_.end(); ++l) {
-        const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, lone, kv_geometry());
+        const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, shape, kv_geometry());
         for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.attn.q_a, &p.attn.q_b,
                                     &p.attn.kv_a, &p.cross.q, &p.cross.o, &p.ffn.gate_up, &p.ffn.gate, &p.ffn.up,
                                     &p.ffn.down})
             if (s->runs() && s->kernel.int_dot()) return true;
+        const MoePlan& m = p.ffn.moe;
+        if (m.runs && (m.grouped ? m.gate_mm.int_dot() || m.up_mm.int_dot() || m.down_mm.int_dot()
+                                 : m.gate.int_dot() || m.up.int_dot() || m.down.int_dot()))
+            return true;
     }
-    return cfg_.arch->lm_head && range_.end() == cfg_.n_layers &&
-           plan_head(ctx_.caps(), cfg_, layout_, lone, opts_.all_logits).out.int_dot();
+    return false;
 }
+
+bool ModelGpu::int_dot_matvecs() const {
+    const StepShape lone{1, false};
+    if (int_dot_layers(lone)) return true;
+    const ModelGpu& last = tail();
+    return last.cfg_.arch->lm_head &&
+           plan_head(last.ctx_.caps(), last.cfg_, last.layout_, lone, last.opts_.all_logits).out.int_dot();
+}
+
+bool ModelGpu::int_dot_matmuls() const { return opts_.ubatch > 1 && int_dot_layers({opts_.ubatch, false}); }
 
 KvGeometry ModelGpu::kv_geometry() const { return {plan_.n_ctx, opts_.ubatch, opts_.kv_type}; }
 

@@ -246,8 +246,14 @@ public:
     // Whether a lone token's projections take the integer-dot matvec (their input quantized to 8
     // bits): the device then differs from the f32 host reference by that quantization (--check).
     bool int_dot_matvecs() const;
+    // Whether a full chunk's (ubatch tokens') projections take the integer-dot matmul: its
+    // arithmetic roofline is then the packed dot's rate, not f32 FMA's (vkllm bench).
+    bool int_dot_matmuls() const;
 
 private:
+    // Whether a layer projection of this stage or a later one takes an integer-dot kernel at `shape`
+    // (the plans' own choice: plan_layer's steps and expert plans).
+    bool int_dot_layers(const StepShape& shape) const;
     // One stage of a model (the first of `stages`); it constructs the rest as next_.
     struct StageTag;
     ModelGpu(StageTag, std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg,

@@ -71,7 +71,7 @@ TEST_CASE("bench-ops: Markdown by default; --ops and --types filter; host timing
     REQUIRE(r.status == 0);
     CHECK(r.out.find("| op ") != std::string::npos);
     CHECK(r.out.find("GB/s") != std::string::npos);
-    CHECK(r.out.find("%FMA") != std::string::npos);
+    CHECK(r.out.find("%peak") != std::string::npos);
     CHECK(r.out.find("| matvec ") != std::string::npos);
     CHECK(r.out.find("| attention_decode ") != std::string::npos);
     CHECK(r.out.find("| add ") != std::string::npos);
@@ -106,5 +106,59 @@ TEST_CASE("bench-ops: bad flag values exit non-zero with a message") {
         CHECK(r.status < 128);  // an error exit, not a signal
         CHECK(r.err.find(c.expect) != std::string::npos);
         CHECK(r.out.empty());
+    }
+}
+
+// Which arithmetic peak a rate is measured against follows the kernel the plan chose: f32 FMA for
+// the float kernels, the int8 packed dot for the integer-dot ones (forced here: lavapipe has the
+// extension without accelerating it, so its default is the float path).
+TEST_CASE("bench-ops and bench: rates against the f32 FMA or the int8 packed dot peak, as the plan chose") {
+    if (!vkllm::test::context().caps().int_dot_product) {
+        MESSAGE("skipped: the device has no integer dot product");
+        return;
+    }
+    for (const bool dot : {false, true}) {
+        CAPTURE(dot);
+        BenchResult r = run_bench_ops(std::string("--shapes small -r 1 --json --ops matvec,matmul --types q8_0 --caps ") +
+                                      (dot ? "int-dot" : "no-int-dot"));
+        INFO(r.err);
+        REQUIRE(r.status == 0);
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        const double fma = j["probes"]["fma_gflops"].get<double>();
+        // (--caps no-int-dot hides the extension, and with it the probe)
+        REQUIRE(j["probes"].contains("int_dot_gops") == dot);
+        const double int_dot = dot ? j["probes"]["int_dot_gops"].get<double>() : 0.0;
+        REQUIRE(j["results"].size() >= 2);
+        for (const auto& row : j["results"]) {
+            CAPTURE(row.dump());
+            CHECK(row["peak"] == (dot ? "int8 dot" : "f32 FMA"));
+            const double gflops = row["gflops"].get<double>();
+            CHECK(row["peak_pct"].get<double>() == doctest::Approx(100.0 * gflops / (dot ? int_dot : fma)));
+        }
+    }
+
+    // vkllm bench: a Q8_0 model's prompt chunks (--ubatch 16: matmuls) on either path.
+    const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "bench-roofline";
+    fs::create_directories(dir);
+    const std::string model = (dir / "q8.gguf").string();
+    vkllm::test::CliResult g = vkllm::test::run_vkllm(
+        "gen-model -o " + model + " --dim 128 --layers 2 --heads 4 --ffn 256 --vocab 512 --type q8_0", "bench_ops");
+    INFO(g.err);
+    REQUIRE(g.status == 0);
+    for (const bool dot : {false, true}) {
+        CAPTURE(dot);
+        vkllm::test::CliResult r = vkllm::test::run_vkllm(
+            "bench -m " + model + " -p 32 -n 2 -r 1 --ubatch 16 --json --caps " + (dot ? "int-dot" : "no-int-dot"),
+            "bench_ops");
+        INFO(r.err);
+        REQUIRE(r.status == 0);
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        const nlohmann::json& row = j["results"][0];
+        CAPTURE(row.dump());
+        CHECK(row["prefill_roofline"] == (dot ? "int8 dot" : "f32 FMA"));
+        const double rate = dot ? j["device"]["int_dot_gop_s"].get<double>() : j["device"]["fma_gflop_s"].get<double>();
+        CHECK(row["prefill_roofline_pct"].get<double>() ==
+              doctest::Approx(100.0 * row["pp_tps_mean"].get<double>() * row["prefill_flops_per_token"].get<double>() /
+                              (rate * 1e9)));
     }
 }
