@@ -27,6 +27,7 @@ PKGS=(
   libfuzzer-14-dev         # libFuzzer
   libcpp-httplib-dev       # the HTTP server of `vkllm serve`
   libedit-dev              # line editing for interactive commands
+  curl                     # scripts/glslang15.sh: Debian 13's glslang source from deb.debian.org
   patchelf                 # scripts/device_bundle.sh: RUNPATH $ORIGIN on the bundled executables and libraries
   openjdk-17-jdk-headless  # the Java binding (embed/jni): javac for vkllm.jar, jni.h, and the JVM its tests run on
   nginx                    # test-only: the load balancer of deploy/nginx, run in front of two replicas (tests/e2e/nginx.test.mjs)

@@ -5,6 +5,9 @@
 #      with the Khronos validation layer on
 #   1b. scripts/device_bundle.sh packs that build for a GPU machine and build-device/device_check.sh
 #      --quick runs (a few tests and the stories260K bench pair on lavapipe): the GPU check's dry run
+#   1c. scripts/glslang15.sh check: glslang 15 (Debian 13's, built from source into .cache/) compiles a
+#      cooperative-matrix smoke shader and every vkllm shader (validated by spirv-val): the toolchain a
+#      tensor-core kernel needs, kept ready
 #   2. the runtime and kernel tests again at lavapipe subgroup sizes 4 and 16 (default 8), with
 #      the selection of scripts/slow_driver_tests.sh (no real-size sweeps); at size 4 on the real
 #      device and the GPU-tuned variant (both use subgroup arithmetic), at 16 on the real device
@@ -41,6 +44,11 @@ echo "=== device bundle, and the GPU check's dry run on lavapipe ==="
 VKLLM_BUNDLE_BUILD="$BUILD" scripts/device_bundle.sh
 OUT="$BUILD/device-check" build-device/device_check.sh --quick >/dev/null
 echo "device check dry run: $(head -3 "$BUILD/device-check/summary.txt" | tail -1), $(( $(date +%s) - stage )) s"
+
+stage=$(date +%s)
+echo "=== glslang 15: the cooperative-matrix toolchain ==="
+VKLLM_GLSLANG15_BUILD="$BUILD-glslang15" scripts/glslang15.sh check
+echo "glslang 15 stage: $(( $(date +%s) - stage )) s"
 
 stage=$(date +%s)
 # Compiling every pipeline again at each width is what these stages cost (16-lane code compiles

@@ -144,3 +144,5 @@ add_custom_command(
   DEPENDS shader_embed ${VKLLM_SHADER_SPV}
   COMMENT "Embedding SPIR-V table"
   VERBATIM)
+# Every variant compiled and validated, nothing else built (scripts/glslang15.sh check).
+add_custom_target(vkllm_shaders DEPENDS ${VKLLM_SHADER_SPV})
