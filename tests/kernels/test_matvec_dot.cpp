@@ -456,56 +456,47 @@ TEST_CASE("matvec dot: NaN or Inf in X gives non-finite outputs, as the float pa
     // max() and the int8 conversion would drop a NaN: the quantizer marks the block's scale NaN, so
     // that the forward pass's non-finite check still fires (a NaN must never turn into text).
     Context& ctx = test::context_for(gpu_spec());
+    const TensorType t = TensorType::Q4_0;
+    const uint32_t n = 16, k = 128;
+    const std::vector<uint8_t> w = make_weights(t, n, k, 5);
+    Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
+    ctx.upload(dw, w.data(), w.size());
+    // Y (m rows of n) of `plan` over X's m rows, input's Q8_1 scratch made here.
+    auto run = [&](const ops::LinearPlan& plan, const std::vector<float>& x, uint32_t m, ops::MatvecInput input) {
+        REQUIRE(plan.int_dot());
+        Buffer dx = ctx.create_buffer(x.size() * 4, MemoryUsage::Device, "x");
+        ctx.upload(dx, x.data(), x.size() * 4);
+        Buffer q8 = ctx.create_buffer(m * ops::q8_1_row_bytes(k), MemoryUsage::Device, "xq");
+        Buffer dy = ctx.create_buffer(size_t(m) * n * 4, MemoryUsage::Device, "y");
+        input.q8 = q8.slice();
+        CommandStream s(ctx);
+        s.begin();
+        ops::linear(ctx, s, plan, dw.slice(), dx.slice(), dy.slice(), nullptr, nullptr, input);
+        s.end();
+        s.submit_and_wait();
+        std::vector<float> y(size_t(m) * n);
+        ctx.download(dy, y.data(), y.size() * 4);
+        return y;
+    };
     for (Kind kind : {Kind::Plain, Kind::SwiGlu}) {
         for (float bad : {std::nanf(""), INFINITY}) {
             CAPTURE(int(kind));
             CAPTURE(bad);
-            const TensorType t = TensorType::Q4_0;
-            const uint32_t n = 16, k = 128;
-            const std::vector<uint8_t> w = make_weights(t, n, k, 5);
             std::vector<float> x = test::random_floats(k, 6), up = test::random_floats(k, 7);
             x[40] = bad;
-            Buffer dw = ctx.create_buffer(w.size(), MemoryUsage::Device, "w");
-            ctx.upload(dw, w.data(), w.size());
-            Buffer dx = ctx.create_buffer(k * 4, MemoryUsage::Device, "x");
-            ctx.upload(dx, x.data(), k * 4);
             Buffer dup = ctx.create_buffer(k * 4, MemoryUsage::Device, "up");
             ctx.upload(dup, up.data(), k * 4);
-            Buffer q8 = ctx.create_buffer(ops::q8_1_row_bytes(k), MemoryUsage::Device, "xq");
-            Buffer dy = ctx.create_buffer(n * 4, MemoryUsage::Device, "y");
             ops::MatvecInput in{kind, {}, 0};
             if (kind == Kind::SwiGlu) in.up = dup.slice();
-            in.q8 = q8.slice();
-            const auto plan = ops::plan_linear(ctx.caps(), t, 1, n, k, true, kind, true);
-            REQUIRE(plan.int_dot());
-            CommandStream s(ctx);
-            s.begin();
-            ops::linear(ctx, s, plan, dw.slice(), dx.slice(), dy.slice(), nullptr, nullptr, in);
-            s.end();
-            s.submit_and_wait();
-            std::vector<float> y(n);
-            ctx.download(dy, y.data(), n * 4);
+            const std::vector<float> y = run(ops::plan_linear(ctx.caps(), t, 1, n, k, true, kind, true), x, 1, in);
             for (float v : y) CHECK_FALSE(std::isfinite(v));
             if (kind == Kind::Plain) {  // a prompt chunk's matmul: the bad row's outputs, and only its
                 const uint32_t m = 12;
                 std::vector<float> xs = test::random_floats(size_t(m) * k, 8);
                 xs[size_t(5) * k + 40] = bad;
-                Buffer dxs = ctx.create_buffer(xs.size() * 4, MemoryUsage::Device, "xs");
-                ctx.upload(dxs, xs.data(), xs.size() * 4);
-                Buffer q8s = ctx.create_buffer(m * ops::q8_1_row_bytes(k), MemoryUsage::Device, "xqs");
-                Buffer dys = ctx.create_buffer(size_t(m) * n * 4, MemoryUsage::Device, "ys");
                 const auto mm = ops::plan_linear(ctx.caps(), t, m, n, k);
-                REQUIRE(mm.int_dot());
                 REQUIRE(mm.kernel == ops::LinearPlan::Kernel::Matmul);
-                ops::MatvecInput ins;
-                ins.q8 = q8s.slice();
-                CommandStream s2(ctx);
-                s2.begin();
-                ops::linear(ctx, s2, mm, dw.slice(), dxs.slice(), dys.slice(), nullptr, nullptr, ins);
-                s2.end();
-                s2.submit_and_wait();
-                std::vector<float> ys(size_t(m) * n);
-                ctx.download(dys, ys.data(), ys.size() * 4);
+                const std::vector<float> ys = run(mm, xs, m, ops::MatvecInput{});
                 for (uint32_t i = 0; i < m; ++i)
                     for (uint32_t j = 0; j < n; ++j) CHECK(std::isfinite(ys[size_t(i) * n + j]) == (i != 5));
             }
