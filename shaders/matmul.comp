@@ -15,12 +15,14 @@
 // shared-memory words. Out-of-range rows, columns and the k tail (F32/F16 with k % 8 != 0) are
 // loaded as zeros, so any m, n, k works. The bias and the residual are added in the epilogue.
 // EXPERT_GROUPS (the matmul_id_* variants: a mixture of experts' prefill, ops::moe_matmul): W is a
-// stack of experts pc.expert_bytes apart (the window holds experts e_first ..), and workgroup z
-// serves expert e = e_first + z over the slots moe_group sorted to it: G holds offsets[n_expert + 1]
+// stack of experts pc.expert_bytes apart (the window holds experts e_first ..), and workgroup x
+// serves expert e = e_first + x over the slots moe_group sorted to it: G holds offsets[n_expert + 1]
 // from uint pc.g_base, then the sorted slots; the expert's i-th slot s reads X row s / pc.x_div and
 // writes Y row s (+ B[e] where the experts have biases: B holds n floats per expert). Workgroup y
 // is a tile of the expert's slots; a tile past its count returns at once, uniformly, so experts with
-// fewer tokens (or none) cost nothing but that. No residual.
+// fewer tokens (or none) cost nothing but that. Workgroup z is the tile of W's rows, outermost
+// because lavapipe hands each thread one contiguous range of workgroup indices: so each thread gets
+// the same rows of every expert, whatever the routing (matvec.comp's slots likewise). No residual.
 // Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 BK (multiple of 8), 4 TM, 5 TN.
 // Shared memory: BK*(BM+1) + BK*(BN+1) floats (the +1 breaks bank conflicts of the transposed stores).
 #extension GL_GOOGLE_include_directive : require
@@ -62,7 +64,7 @@ layout(push_constant) uniform Push {
 #ifdef EXPERT_GROUPS
     uint g_base;        // uint offset of offsets[0] in the G window
     uint n_expert;      // offsets has n_expert + 1 entries; the sorted slots follow
-    uint e_first;       // the experts the W window holds (workgroup z: expert e_first + z)
+    uint e_first;       // the experts the W window holds (workgroup x: expert e_first + x)
     uint expert_bytes;  // bytes of one expert's rows
     uint x_div;         // slots per X row (gate / up: experts per token; down: 1)
 #endif
@@ -79,12 +81,17 @@ shared float ws[BK * WS];  // ws[c * WS + j] = W[n0 + j][k0 + c]
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
-    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 #ifdef EXPERT_GROUPS
-    const uint e = pc.e_first + gl_WorkGroupID.z;
+    const uint n_tile = gl_WorkGroupID.z, e_off = gl_WorkGroupID.x;  // (expert, token tile, row tile)
+#else
+    const uint n_tile = gl_WorkGroupID.x;
+#endif
+    const uint m0 = gl_WorkGroupID.y * BM, n0 = n_tile * BN;
+#ifdef EXPERT_GROUPS
+    const uint e = pc.e_first + e_off;
     const uint first = grp[pc.g_base + e], m = grp[pc.g_base + e + 1u] - first;
     if (m0 >= m) return;  // uniform: the expert has fewer slots
-    const uint w_base = pc.w_base + gl_WorkGroupID.z * pc.expert_bytes, b_row = e * pc.n;
+    const uint w_base = pc.w_base + e_off * pc.expert_bytes, b_row = e * pc.n;
     for (uint i = tid; i < BM; i += WG)
         slot_sh[i] = m0 + i < m ? grp[pc.g_base + pc.n_expert + 1u + first + m0 + i] : 0u;
     barrier();

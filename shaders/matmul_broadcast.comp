@@ -20,7 +20,7 @@
 // FMAs. Rows and tokens past the end are clamped to the last one (loaded but never stored), so
 // the loop has no divergent branch. F32/F16/BF16 rows with k % W_UNIT != 0 finish with a scalar tail.
 // EXPERT_GROUPS (the matmul_broadcast_id_* variants): a mixture of experts' prefill, as matmul.comp's
-// EXPERT_GROUPS: workgroup z serves expert e_first + z over its sorted slots; y tiles them.
+// EXPERT_GROUPS: workgroup x serves expert e_first + x over its sorted slots, y tiles them, z tiles W.
 // Specialization constants: 0 S (workgroup size = subgroup size, <= 16), 1 R, 2 TT, 3 W_ALIGNED.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -57,7 +57,7 @@ layout(push_constant) uniform Push {
 #ifdef EXPERT_GROUPS
     uint g_base;        // uint offset of offsets[0] in the G window
     uint n_expert;      // offsets has n_expert + 1 entries; the sorted slots follow
-    uint e_first;       // the experts the W window holds (workgroup z: expert e_first + z)
+    uint e_first;       // the experts the W window holds (workgroup x: expert e_first + x)
     uint expert_bytes;  // bytes of one expert's rows
     uint x_div;         // slots per X row
 #endif
@@ -92,12 +92,17 @@ float acc[R * TT * S];
 
 void main() {
     const uint lane = gl_SubgroupInvocationID;
-    const uint n0 = gl_WorkGroupID.x * (R * S), m0 = gl_WorkGroupID.y * (TT * S);
 #ifdef EXPERT_GROUPS
-    const uint e = pc.e_first + gl_WorkGroupID.z;
+    const uint n_tile = gl_WorkGroupID.z, e_off = gl_WorkGroupID.x;  // (expert, token tile, row tile)
+#else
+    const uint n_tile = gl_WorkGroupID.x;
+#endif
+    const uint n0 = n_tile * (R * S), m0 = gl_WorkGroupID.y * (TT * S);
+#ifdef EXPERT_GROUPS
+    const uint e = pc.e_first + e_off;
     const uint first = grp[pc.g_base + e], m = grp[pc.g_base + e + 1u] - first;
     if (m0 >= m) return;  // uniform: the expert has fewer slots
-    const uint w_base = pc.w_base + gl_WorkGroupID.z * pc.expert_bytes, b_row = e * pc.n;
+    const uint w_base = pc.w_base + e_off * pc.expert_bytes, b_row = e * pc.n;
     const uint order = pc.g_base + pc.n_expert + 1u + first;  // the expert's slots: grp[order + i]
 #else
     const uint m = pc.m, w_base = pc.w_base, b_row = 0u;

@@ -23,8 +23,8 @@
 // of eight words. Rows past m or n and blocks past k / 32 are zeros, so any m, n and k (a multiple
 // of the type's block) works. The bias and the residual are added in the epilogue.
 // EXPERT_GROUPS (matmul_dot_id_*: a mixture of experts' prefill, ops::moe_matmul), as matmul.comp's:
-// W a stack of experts pc.expert_bytes apart (the window holds experts e_first ..), workgroup z serves
-// expert e_first + z over the slots moe_group sorted to it (G: offsets[n_expert + 1] from uint
+// W a stack of experts pc.expert_bytes apart (the window holds experts e_first ..), workgroup x serves
+// expert e_first + x (y: a tile of its slots, z: a tile of W's rows, as matmul.comp) over the slots moe_group sorted to it (G: offsets[n_expert + 1] from uint
 // pc.g_base, then the sorted slots); its i-th slot s reads XQ row s / pc.x_div and writes Y row s
 // (+ B[e] where the experts have biases). A tile past the expert's count returns at once. No residual.
 // Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 SB, 4 TM, 5 TN, 6 W_ALIGNED.
@@ -68,7 +68,7 @@ layout(push_constant) uniform Push {
 #ifdef EXPERT_GROUPS
     uint g_base;        // uint offset of offsets[0] in the G window
     uint n_expert;      // offsets has n_expert + 1 entries; the sorted slots follow
-    uint e_first;       // the experts the W window holds (workgroup z: expert e_first + z)
+    uint e_first;       // the experts the W window holds (workgroup x: expert e_first + x)
     uint expert_bytes;  // bytes of one expert's rows
     uint x_div;         // slots per X row (gate / up: experts per token; down: 1)
 #endif
@@ -91,13 +91,18 @@ shared vec2 xd_[BM * SB];   // xd_[i * SB + b]: that block's (d, s)
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
-    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+#ifdef EXPERT_GROUPS
+    const uint n_tile = gl_WorkGroupID.z, e_off = gl_WorkGroupID.x;  // (expert, token tile, row tile)
+#else
+    const uint n_tile = gl_WorkGroupID.x;
+#endif
+    const uint m0 = gl_WorkGroupID.y * BM, n0 = n_tile * BN;
     const uint blocks = pc.k / 32u;
 #ifdef EXPERT_GROUPS
-    const uint e = pc.e_first + gl_WorkGroupID.z;
+    const uint e = pc.e_first + e_off;
     const uint first = grp[pc.g_base + e], m = grp[pc.g_base + e + 1u] - first;
     if (m0 >= m) return;  // uniform: the expert has fewer slots
-    const uint w_base = pc.w_base + gl_WorkGroupID.z * pc.expert_bytes, b_row = e * pc.n;
+    const uint w_base = pc.w_base + e_off * pc.expert_bytes, b_row = e * pc.n;
     for (uint i = tid; i < BM; i += WG)
         slot_sh[i] = m0 + i < m ? grp[pc.g_base + pc.n_expert + 1u + first + m0 + i] : 0u;
     barrier();

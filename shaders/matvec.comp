@@ -27,11 +27,14 @@
 // Specialization constants: 0 WG (power of two), 1 NR rows per workgroup, 2 NB vectors, 3 W_ALIGNED
 // (weights.glsl: all weight reads 4-byte aligned), 4 NORM, 5 ACT.
 // EXPERT_IDS (the matvec_id_* variants: mixture-of-experts layers, llama.cpp's mul_mat_id): W is a
-// stack of experts, each pc.expert_bytes long, and workgroup row y computes slot s = gl_WorkGroupID.y:
+// stack of experts, each pc.expert_bytes long, and workgroup (s, y) computes rows y * NR .. of slot s:
 // Y[s] = W[ids[pc.ids_base + s]] · X[s / pc.x_div] (ACT: G row s / pc.x_div too) (+ B[ids[s]] where the
 // experts have biases: B holds n floats per expert), NB = 1. The W window
 // holds experts [pc.e_first, pc.e_first + pc.e_count) only (a stack larger than one binding is
 // dispatched once per window); a workgroup whose expert lies outside it returns at once, uniformly.
+// Slots vary fastest in the grid because lavapipe hands each of its threads one contiguous range of
+// workgroup indices: with slots in y, a window holding one of two slots' experts put all its work in
+// one thread's half (Mixtral decode on 2 threads 2.9 -> 3.7 t/s, docs/performance.md).
 #extension GL_GOOGLE_include_directive : require
 #ifdef W_LOAD64
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -98,10 +101,14 @@ shared float red_[NV * WG];
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
+#ifdef EXPERT_IDS
+    const uint row0 = gl_WorkGroupID.y * NR;  // slots in x: see the header
+#else
     const uint row0 = gl_WorkGroupID.x * NR;
+#endif
     const uint rows = min(NR, pc.n - row0);  // uniform over the workgroup
 #ifdef EXPERT_IDS
-    const uint slot = gl_WorkGroupID.y;
+    const uint slot = gl_WorkGroupID.x;
     const uint expert = ids[pc.ids_base + slot];
     if (expert < pc.e_first || expert - pc.e_first >= pc.e_count) return;  // another window's
     const uint w_base = pc.w_base + (expert - pc.e_first) * pc.expert_bytes;

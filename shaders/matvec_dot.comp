@@ -20,7 +20,8 @@
 // (weights_dot.glsl: one or two X blocks) i, i + WG, ...; the partial sums are reduced over the
 // workgroup as in matvec.comp (subgroupAdd + a shared slot per subgroup, or a shared tree).
 // EXPERT_IDS (matvec_dot_id_*: a mixture of experts' decode, ops::moe_matvec), NB = 1: W is a stack
-// of experts pc.expert_bytes apart and workgroup row y computes slot s = gl_WorkGroupID.y:
+// of experts pc.expert_bytes apart and workgroup (s, y) computes rows y * NR .. of slot s (slots in x
+// for CPU drivers' contiguous thread ranges, as matvec.comp's):
 // Y[s] = W[ids[pc.ids_base + s]] · XQ row s / pc.x_div (+ B[ids[s]] where the experts have biases:
 // B holds n floats per expert). The W window holds experts [pc.e_first, pc.e_first + pc.e_count)
 // only; a workgroup whose expert lies outside it returns at once, uniformly.
@@ -79,10 +80,14 @@ shared float red_[NV * WG];
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
+#ifdef EXPERT_IDS
+    const uint row0 = gl_WorkGroupID.y * NR;  // slots in x, as matvec.comp's
+#else
     const uint row0 = gl_WorkGroupID.x * NR;
+#endif
     const uint rows = min(NR, pc.n - row0);  // uniform over the workgroup
 #ifdef EXPERT_IDS
-    const uint slot = gl_WorkGroupID.y;
+    const uint slot = gl_WorkGroupID.x;
     const uint expert = ids[pc.ids_base + slot];
     if (expert < pc.e_first || expert - pc.e_first >= pc.e_count) return;  // another window's
     const uint w_base = pc.w_base + (expert - pc.e_first) * pc.expert_bytes;

@@ -227,7 +227,7 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
         throw std::invalid_argument("moe_matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     check_fits(c, "moe_matvec", "X", x_bytes);
     check_fits(c, "moe_matvec", "Y", y_bytes);
-    if (slots > c.max_workgroup_count[1] || (n + plan.rows - 1) / plan.rows > c.max_workgroup_count[0])
+    if (slots > c.max_workgroup_count[0] || (n + plan.rows - 1) / plan.rows > c.max_workgroup_count[1])
         throw DeviceLimitError(fmt::format("moe_matvec: {} slots of {} rows exceed the device's workgroup grid", slots, n));
     const uint64_t per_window = experts_per_window(c, "moe_matvec", expert_bytes, n, k);
     if (plan.dot) {
@@ -255,7 +255,7 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
             pc.e_first = uint32_t(e0);
             pc.e_count = uint32_t(count);
             const BufferSlice bindings[] = {ww.slice, qw.slice, yw.slice, yw.slice, bw.slice, iw.slice};
-            s.dispatch(p, bindings, &pc, sizeof(pc), {(n + plan.rows - 1) / plan.rows, slots, 1}, "matvec_id");
+            s.dispatch(p, bindings, &pc, sizeof(pc), {slots, (n + plan.rows - 1) / plan.rows, 1}, "matvec_id");
         }
         return;
     }
@@ -285,7 +285,7 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
                             uint32_t(gw.inner / 4), g_vec4, 0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count),
                             uint32_t(expert_bytes), x_div};
             s.dispatch(p, {ww.slice, xw.slice, yw.slice, yw.slice, bw.slice, gw.slice, iw.slice}, pc,
-                       {(n + plan.rows - 1) / plan.rows, uint32_t(ns), 1}, "matvec_id");
+                       {uint32_t(ns), (n + plan.rows - 1) / plan.rows, 1}, "matvec_id");
         }
     }
 }
@@ -408,11 +408,11 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
     check_fits(c, "moe_matmul", "the groups", g_words * 4);
     const uint32_t bm = mm.tile_m(), bn = mm.tile_n();
     const uint64_t gx = (n + bn - 1) / bn, gy = (tokens + bm - 1) / bm;
-    if (gx > c.max_workgroup_count[0] || gy > c.max_workgroup_count[1])
+    if (gx > c.max_workgroup_count[2] || gy > c.max_workgroup_count[1])
         throw DeviceLimitError(fmt::format("moe_matmul: {} rows x {} tokens exceed the device's workgroup grid", n, tokens));
-    // workgroup z is an expert of the window
+    // Workgroups (expert of the window, token tile, row tile): the row tiles outermost (matmul.comp).
     const uint64_t per_window =
-        std::min<uint64_t>(experts_per_window(c, "moe_matmul", expert_bytes, n, k), c.max_workgroup_count[2]);
+        std::min<uint64_t>(experts_per_window(c, "moe_matmul", expert_bytes, n, k), c.max_workgroup_count[0]);
     const uint64_t align = binding_align(c);
     const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, align, 16);
     const detail::ByteWindow yw = detail::byte_window(y, 0, y_bytes, align);
@@ -442,7 +442,7 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
             dc.w_base = uint32_t(ww.inner);
             dc.e_first = uint32_t(e0);
             const BufferSlice bindings[] = {ww.slice, qw.slice, yw.slice, yw.slice, bw.slice, gw.slice};
-            s.dispatch(p, bindings, &dc, sizeof(dc), {uint32_t(gx), uint32_t(gy), uint32_t(count)}, "matmul_id");
+            s.dispatch(p, bindings, &dc, sizeof(dc), {uint32_t(count), uint32_t(gy), uint32_t(gx)}, "matmul_id");
         }
         return;
     }
@@ -457,7 +457,7 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
         pc.w_base = uint32_t(ww.inner);
         pc.e_first = uint32_t(e0);
         const BufferSlice bindings[] = {ww.slice, xw.slice, yw.slice, yw.slice, bw.slice, gw.slice};
-        s.dispatch(p, bindings, &pc, sizeof(pc), {uint32_t(gx), uint32_t(gy), uint32_t(count)}, "matmul_id");
+        s.dispatch(p, bindings, &pc, sizeof(pc), {uint32_t(count), uint32_t(gy), uint32_t(gx)}, "matmul_id");
     }
 }
 
