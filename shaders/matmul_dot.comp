@@ -24,7 +24,8 @@
 // of the type's block) works. The bias and the residual are added in the epilogue.
 // EXPERT_GROUPS (matmul_dot_id_*: a mixture of experts' prefill, ops::moe_matmul), as matmul.comp's:
 // W a stack of experts pc.expert_bytes apart (the window holds experts e_first ..), workgroup x serves
-// expert e_first + x (y: a tile of its slots, z: a tile of W's rows, as matmul.comp) over the slots moe_group sorted to it (G: offsets[n_expert + 1] from uint
+// expert e_first + x (y: a tile of its slots, z: a tile of W's rows, outermost as in matmul.comp)
+// over the slots moe_group sorted to it (G: offsets[n_expert + 1] from uint
 // pc.g_base, then the sorted slots); its i-th slot s reads XQ row s / pc.x_div and writes Y row s
 // (+ B[e] where the experts have biases). A tile past the expert's count returns at once. No residual.
 // Specialization constants: 0 WG = (BM/TM)*(BN/TN), 1 BM, 2 BN, 3 SB, 4 TM, 5 TN, 6 W_ALIGNED.
