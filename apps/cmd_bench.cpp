@@ -269,7 +269,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     // (F16 beside Q4_K) is counted against the faster one's rate, an upper bound.
     const bool dot = g.int_dot_matmuls();
     if (const ProbeResult* rate = dot ? roof.int_dot : roof.fma) {
-        j["prefill_roofline"] = dot ? "int8 dot" : "f32 FMA";
+        j["prefill_roofline"] = arithmetic_peak_name(dot);
         j["prefill_roofline_pct"] = 100.0 * pps.mean * pflops / (rate->value * 1e9);
     }
     // A split model: the sums over its devices, and each device's part.

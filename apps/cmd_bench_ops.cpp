@@ -99,7 +99,7 @@ nlohmann::json row_json(const Row& r, const Probes& pr) {
     if (r.flops > 0) {
         j["gflops"] = r.gflops();
         j["peak_pct"] = pct(r.gflops(), peak(r, pr));
-        j["peak"] = r.int_dot ? "int8 dot" : "f32 FMA";
+        j["peak"] = arithmetic_peak_name(r.int_dot);
     }
     return j;
 }

@@ -21,5 +21,8 @@ ProbeResult probe_fma(Context& ctx, uint32_t iters = 4096, int reps = 5);
 ProbeResult probe_int_dot(Context& ctx, uint32_t iters = 4096, int reps = 5);
 // What probe_int_dot's invocation 0 computes, on the host (for tests).
 uint32_t probe_int_dot_expected(uint32_t iters);
+// The name benchmarks give the arithmetic peak a kernel is measured against: probe_int_dot's for the
+// integer-dot kernels, probe_fma's for the others (the JSON's "peak" / "prefill_roofline").
+inline const char* arithmetic_peak_name(bool int_dot) { return int_dot ? "int8 dot" : "f32 FMA"; }
 
 }  // namespace vkllm
