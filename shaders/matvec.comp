@@ -34,7 +34,7 @@
 // dispatched once per window); a workgroup whose expert lies outside it returns at once, uniformly.
 // Slots vary fastest in the grid because lavapipe hands each of its threads one contiguous range of
 // workgroup indices: with slots in y, a window holding one of two slots' experts put all its work in
-// one thread's half (Mixtral decode on 2 threads 2.9 -> 3.7 t/s, docs/performance.md).
+// one thread's half (measured in docs/performance.md, "Lavapipe's thread ranges").
 #extension GL_GOOGLE_include_directive : require
 #ifdef W_LOAD64
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
