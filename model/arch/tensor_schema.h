@@ -63,6 +63,7 @@ enum class Role : uint8_t {
     // the host, never uploaded): cls (dim -> dim) + bias, tanh, then cls.output (dim -> labels) + bias;
     // with ArchDesc::cls_single, cls (dim -> 1) + bias, tanh, alone.
     Cls, ClsB, ClsOut, ClsOutB,
+    None,  // no tensor: a plan step that does not run, or has no bias (kNoRole)
 };
 inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
 

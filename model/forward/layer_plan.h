@@ -49,7 +49,7 @@ struct KvGeometry {
 ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
                                             const KvGeometry& kv);
 
-inline constexpr Role kNoRole = Role::LayerCount;
+inline constexpr Role kNoRole = Role::None;
 
 // One projection: y (+)= W · input(x) (+ bias).
 struct LinearStep {

@@ -144,7 +144,7 @@ TEST_CASE("forward: decoding does no per-token recording, allocation or descript
 }
 
 TEST_CASE("forward: start-up compiles every pipeline prompts, decode steps and decode batches record") {
-    // ModelGpu::pipelines() is the start-up warm-up list; a pipeline it misses is compiled at first
+    // ForwardStage::pipelines() is the start-up warm-up list; a pipeline it misses is compiled at first
     // use, in the middle of a reply. A fresh context, so that no other test's pipelines count.
     std::string path = test::model_path("stories260K.gguf");
     if (path.empty()) return;
