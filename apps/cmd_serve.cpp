@@ -4,6 +4,7 @@
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "model/embedding.h"
+#include "serving/answer/harmony.h"
 #include "serving/engine/engine.h"
 #include "serving/server/http_server.h"
 #include "serving/template/chat_template.h"

@@ -104,4 +104,111 @@ void utf16_to_utf8(const uint16_t* utf16, size_t n, std::string& out) {
     }
 }
 
+jstring new_string(JNIEnv* env, const char* utf8, size_t len, std::vector<jchar>& scratch) {
+    scratch.clear();
+    utf8_to_utf16(utf8, len, scratch);
+    static const jchar none = 0;
+    return env->NewString(scratch.empty() ? &none : scratch.data(), jsize(scratch.size()));
+}
+
+jstring new_string(JNIEnv* env, const std::string& utf8) {
+    std::vector<jchar> scratch;
+    return new_string(env, utf8.data(), utf8.size(), scratch);
+}
+
+bool utf8_of(JNIEnv* env, jstring s, std::string& out) {
+    out.clear();
+    const jsize n = env->GetStringLength(s);
+    std::vector<jchar> units(size_t(n) + 1);
+    env->GetStringRegion(s, 0, n, units.data());
+    if (env->ExceptionCheck()) return false;
+    utf16_to_utf8(units.data(), size_t(n), out);
+    return true;
+}
+
+bool c_string_of(JNIEnv* env, jstring s, std::string& out, const char* what) {
+    if (!s) {
+        throw_java(env, "java/lang/NullPointerException", what);
+        return false;
+    }
+    if (!utf8_of(env, s, out)) return false;
+    if (out.find('\0') != std::string::npos) {
+        const std::string msg = std::string(what) + " contains a NUL character (U+0000)";
+        throw_java(env, "java/lang/IllegalArgumentException", msg.c_str());
+        return false;
+    }
+    return true;
+}
+
+bool optional_c_string_of(JNIEnv* env, jstring s, OptionalCString& out, const char* what) {
+    out.present = s != nullptr;
+    return !s || c_string_of(env, s, out.value, what);
+}
+
+bool c_strings_of(JNIEnv* env, jobjectArray array, std::vector<std::string>& out, const char* what) {
+    out.clear();
+    if (!array) return true;
+    const jsize n = env->GetArrayLength(array);
+    out.resize(size_t(n));
+    for (jsize i = 0; i < n; ++i) {
+        auto s = static_cast<jstring>(env->GetObjectArrayElement(array, i));
+        if (env->ExceptionCheck()) return false;
+        const bool ok = c_string_of(env, s, out[size_t(i)], what);
+        env->DeleteLocalRef(s);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+bool utf8_strings_of(JNIEnv* env, jobjectArray array, std::vector<std::string>& out, const char* what) {
+    out.clear();
+    if (!array) {
+        throw_java(env, "java/lang/NullPointerException", what);
+        return false;
+    }
+    const jsize n = env->GetArrayLength(array);
+    out.resize(size_t(n));
+    for (jsize i = 0; i < n; ++i) {
+        auto s = static_cast<jstring>(env->GetObjectArrayElement(array, i));
+        if (env->ExceptionCheck()) return false;
+        if (!s) {
+            const std::string msg = std::string(what) + "[" + std::to_string(i) + "] is null";
+            throw_java(env, "java/lang/NullPointerException", msg.c_str());
+            return false;
+        }
+        const bool ok = utf8_of(env, s, out[size_t(i)]);
+        env->DeleteLocalRef(s);
+        if (!ok) return false;
+    }
+    return true;
+}
+
 }  // namespace vkllm::jni
+
+using namespace vkllm::jni;
+
+extern "C" {
+
+// ---- the text conversions, for the tests -----------------------------------------------------
+
+JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_decodeUtf8(JNIEnv* env, jclass, jbyteArray utf8) {
+    return guarded(env, jstring(nullptr), [&]() -> jstring {
+        const jsize n = env->GetArrayLength(utf8);
+        std::string bytes(size_t(n), '\0');
+        env->GetByteArrayRegion(utf8, 0, n, reinterpret_cast<jbyte*>(bytes.data()));
+        if (env->ExceptionCheck()) return nullptr;
+        return new_string(env, bytes);
+    });
+}
+
+JNIEXPORT jbyteArray JNICALL Java_dev_vkllm_Native_encodeUtf8(JNIEnv* env, jclass, jstring text) {
+    return guarded(env, jbyteArray(nullptr), [&]() -> jbyteArray {
+        std::string bytes;
+        if (!utf8_of(env, text, bytes)) return nullptr;
+        jbyteArray out = env->NewByteArray(jsize(bytes.size()));
+        if (out) env->SetByteArrayRegion(out, 0, jsize(bytes.size()), reinterpret_cast<const jbyte*>(bytes.data()));
+        return out;
+    });
+}
+
+}  // extern "C"

@@ -1,5 +1,8 @@
 #include "serving/server/http_server.h"
 
+#include "serving/server/openai_embeddings.h"
+#include "serving/server/openai_responses.h"
+
 #include <fmt/format.h>
 #include <httplib.h>
 

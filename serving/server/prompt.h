@@ -4,7 +4,7 @@
 #pragma once
 
 #include "model/tokenizer/tokenizer.h"
-#include "serving/server/openai_protocol.h"
+#include "serving/server/openai_requests.h"
 #include "serving/template/chat_prompt.h"
 #include "serving/template/chat_template.h"
 

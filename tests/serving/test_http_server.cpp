@@ -637,3 +637,44 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
     for (auto& t : ts) t.join();
     CHECK(c.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json")->status == 200);
 }
+
+TEST_CASE("metrics: Prometheus text with HELP and TYPE for every family") {
+    serving::EngineMetrics m;
+    m.slots = 4;
+    m.slots_busy = 1;
+    m.requests_total = 10;
+    m.generated_tokens_total = 1234;
+    m.prompt_seconds_total = 0.5;
+    ServerCounters c;
+    c.ready = true;
+    c.http_by_status = {{200, 9}, {400, 2}};
+    c.streams_open = 1;
+    std::string t = prometheus_text(m, c);
+    CHECK(t.find("# TYPE vkllm_slots_busy gauge\nvkllm_slots_busy 1\n") != std::string::npos);
+    CHECK(t.find("# TYPE vkllm_generated_tokens_total counter\nvkllm_generated_tokens_total 1234\n") != std::string::npos);
+    CHECK(t.find("vkllm_prompt_seconds_total 0.5\n") != std::string::npos);
+    CHECK(t.find("vkllm_http_requests_total{status=\"400\"} 2\n") != std::string::npos);
+    CHECK(t.find("vkllm_ready 1\n") != std::string::npos);
+    // While loading: the server's families only.
+    std::string loading = prometheus_text(std::nullopt, ServerCounters{});
+    CHECK(loading.find("vkllm_ready 0\n") != std::string::npos);
+    CHECK(loading.find("vkllm_slots") == std::string::npos);
+    // Every sample line belongs to a family declared just before it.
+    for (size_t pos = 0; pos < t.size();) {
+        size_t end = t.find('\n', pos);
+        std::string line = t.substr(pos, end - pos);
+        if (line.rfind("# TYPE ", 0) == 0) {
+            std::string name = line.substr(7, line.find(' ', 7) - 7);
+            CHECK(t.find("# HELP " + name + " ") != std::string::npos);
+        }
+        pos = end + 1;
+    }
+}
+
+TEST_CASE("auth: the key comparison (written to take the same time for every mismatch position)") {
+    CHECK(constant_time_equal("secret", "secret"));
+    CHECK_FALSE(constant_time_equal("secret", "secreT"));
+    CHECK_FALSE(constant_time_equal("secret", "secret2"));
+    CHECK_FALSE(constant_time_equal("", "x"));
+    CHECK(constant_time_equal("", ""));
+}

@@ -12,7 +12,7 @@ public final class GenerateParams {
 
     private static final String[] NO_STOP = new String[0];
 
-    // vkllm_sampling's fields: the native side reads them by name (vkllm_jni.cpp, kSamplingFields),
+    // vkllm_sampling's fields: the native side reads them by name (jni_support.h, kSamplingFields),
     // so a renamed field must be renamed there too.
     private float temperature;
     private int topK;

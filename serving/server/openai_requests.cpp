@@ -1,4 +1,4 @@
-#include "serving/server/openai_protocol.h"
+#include "serving/server/openai_requests.h"
 
 #include "model/grammar/json_schema.h"
 #include "serving/template/chat_prompt.h"
@@ -7,18 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 namespace vkllm::server {
 
-namespace {
-
-// --- field readers: absent or null means "not given"; a wrong type or range is a 400 naming the
-// field, worded as OpenAI words it ("Invalid type for 'temperature': expected a number, but got a
-// string instead.").
-
 using chat::json_type_name;
+
+namespace detail {
 
 [[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
     throw invalid_field(name, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected,
@@ -77,7 +72,17 @@ std::optional<std::string> get_string(const json& body, const char* name) {
     return v->get<std::string>();
 }
 
-// The fields both endpoints share: sampling, penalties, stopping, streaming.
+}  // namespace detail
+
+using detail::field;
+using detail::get_bool;
+using detail::get_integer;
+using detail::get_number;
+using detail::get_string;
+using detail::wrong_type;
+
+namespace {
+
 // The structure the output must have: response_format (json_object, json_schema), or llama-server's
 // grammar / json_schema fields. At most one; a schema or grammar that cannot be enforced exactly is
 // a 400 naming the keyword or the line and column, never free text with a 200.
@@ -143,6 +148,7 @@ void parse_structure(const json& body, ParsedRequest& r) {
     }
 }
 
+// The fields both endpoints share: sampling, penalties, stopping, streaming.
 void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     serving::CompletionRequest& e = r.engine;
     r.model = get_string(body, "model").value_or("");
@@ -230,7 +236,7 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
 
 }  // namespace
 
-// --- errors and serialization ---------------------------------------------------------------------
+// --- errors ---------------------------------------------------------------------------------------
 
 ApiError::ApiError(int status, const std::string& message, std::string type, std::string param, std::string code)
     : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)), code_(std::move(code)) {}
@@ -238,19 +244,6 @@ ApiError::ApiError(int status, const std::string& message, std::string type, std
 ApiError invalid_field(const std::string& param, const std::string& message) {
     return ApiError(400, message, "invalid_request_error", param);
 }
-
-json error_json(const ApiError& e) {
-    json err = json::object();
-    err["message"] = e.what();
-    err["type"] = e.type();
-    err["param"] = e.param().empty() ? json(nullptr) : json(e.param());
-    err["code"] = e.code().empty() ? json(nullptr) : json(e.code());
-    return json{{"error", err}};
-}
-
-std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::string sse_data(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 json parse_body(const std::string& body) {
     // Nesting is bounded while parsing: copying or rendering a value nested 100,000 deep would
@@ -399,34 +392,6 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
     return r;
 }
 
-TokenizeRequest parse_tokenize_request(const json& body) {
-    TokenizeRequest r;
-    auto c = body.find("content");
-    if (c == body.end()) throw invalid_field("content", "Missing required parameter: 'content'.");
-    if (!c->is_string()) wrong_type("content", "a string", *c);
-    r.content = c->get<std::string>();
-    r.add_special = get_bool(body, "add_special").value_or(false);
-    r.parse_special = get_bool(body, "parse_special").value_or(true);
-    return r;
-}
-
-std::vector<int32_t> parse_detokenize_request(const json& body, size_t n_vocab) {
-    auto t = body.find("tokens");
-    if (t == body.end()) throw invalid_field("tokens", "Missing required parameter: 'tokens'.");
-    if (!t->is_array()) wrong_type("tokens", "an array of integers", *t);
-    std::vector<int32_t> ids;
-    for (size_t i = 0; i < t->size(); ++i) {
-        const json& x = (*t)[i];
-        if (!x.is_number_integer()) wrong_type(fmt::format("tokens[{}]", i), "an integer", x);
-        bool ok = x.is_number_unsigned() ? x.get<uint64_t>() < n_vocab : x.get<int64_t>() >= 0 && uint64_t(x.get<int64_t>()) < n_vocab;
-        if (!ok)
-            throw invalid_field(fmt::format("tokens[{}]", i), fmt::format("Invalid 'tokens[{}]': {} is not a token id "
-                                                                          "(the vocabulary has {} tokens).", i, x.dump(), n_vocab));
-        ids.push_back(int32_t(x.get<int64_t>()));
-    }
-    return ids;
-}
-
 TemplateRequest parse_apply_template_request(const json& body) {
     TemplateRequest r;
     auto m = body.find("messages");
@@ -471,182 +436,6 @@ void check_logit_bias(const ParsedRequest& req, size_t n_vocab) {
                                                           "tokens).", token, n_vocab));
 }
 
-serving::Event combined_usage(const std::vector<serving::Event>& done) {
-    serving::Event sum = done.at(0);
-    for (size_t i = 1; i < done.size(); ++i) sum.completion_tokens += done[i].completion_tokens;
-    return sum;
-}
-
-json merge_choices(std::vector<json> responses, const std::vector<serving::Event>& done) {
-    json out = std::move(responses.at(0));
-    for (size_t i = 1; i < responses.size(); ++i) out["choices"].push_back(std::move(responses[i]["choices"][0]));
-    const serving::Event sum = combined_usage(done);
-    out["usage"]["completion_tokens"] = sum.completion_tokens;
-    out["usage"]["total_tokens"] = sum.prompt_tokens + sum.completion_tokens;
-    return out;
-}
-
-EmbeddingsRequest parse_embeddings_request(const json& body, size_t n_vocab, uint32_t width) {
-    EmbeddingsRequest r;
-    r.model = get_string(body, "model").value_or("");
-    const auto in = body.find("input");
-    if (in == body.end()) throw invalid_field("input", "Missing required parameter: 'input'.");
-    constexpr size_t kMaxInputs = 2048;
-    auto token_list = [&](const json& a, const std::string& where) {
-        if (a.empty()) throw invalid_field("input", fmt::format("Invalid '{}': an input cannot be empty.", where));
-        std::vector<int32_t> ids;
-        for (size_t i = 0; i < a.size(); ++i) {
-            const json& x = a[i];
-            const std::string at = fmt::format("{}[{}]", where, i);
-            if (!x.is_number_integer()) wrong_type(at, "an integer", x);
-            const bool ok = x.is_number_unsigned() ? x.get<uint64_t>() < n_vocab
-                                                   : x.get<int64_t>() >= 0 && uint64_t(x.get<int64_t>()) < n_vocab;
-            if (!ok)
-                throw invalid_field("input", fmt::format("Invalid '{}': {} is not a token id (the vocabulary has {} tokens).",
-                                                         at, x.dump(), n_vocab));
-            ids.push_back(int32_t(x.get<int64_t>()));
-        }
-        return ids;
-    };
-    if (in->is_string()) {
-        r.texts.push_back(in->get<std::string>());
-    } else if (in->is_array() && !in->empty() && (*in)[0].is_number()) {
-        r.token_ids.push_back(token_list(*in, "input"));
-    } else if (in->is_array() && !in->empty()) {
-        if (in->size() > kMaxInputs)
-            throw invalid_field("input", fmt::format("Invalid 'input': {} inputs; at most {} per request.", in->size(), kMaxInputs));
-        const bool strings = (*in)[0].is_string();
-        for (size_t i = 0; i < in->size(); ++i) {
-            const json& x = (*in)[i];
-            const std::string at = fmt::format("input[{}]", i);
-            if (strings) {
-                if (!x.is_string()) wrong_type(at, "a string (every input of the array alike)", x);
-                r.texts.push_back(x.get<std::string>());
-            } else {
-                if (!x.is_array()) wrong_type(at, "a string or an array of token ids", x);
-                r.token_ids.push_back(token_list(x, at));
-            }
-        }
-    } else {
-        if (in->is_array()) throw invalid_field("input", "Invalid 'input': an input cannot be empty.");
-        wrong_type("input", "a string, an array of strings or an array of token ids", *in);
-    }
-    for (size_t i = 0; i < r.texts.size(); ++i)
-        if (r.texts[i].empty())
-            throw invalid_field("input", r.texts.size() == 1 ? std::string("Invalid 'input': an input cannot be empty.")
-                                                             : fmt::format("Invalid 'input[{}]': an input cannot be empty.", i));
-    const std::string format = get_string(body, "encoding_format").value_or("float");
-    if (format != "float" && format != "base64")
-        throw invalid_field("encoding_format", fmt::format("Invalid 'encoding_format': '{}'; expected 'float' or 'base64'.", format));
-    r.base64 = format == "base64";
-    if (auto d = body.find("dimensions"); d != body.end() && !d->is_null()) {
-        if (!d->is_number_integer()) wrong_type("dimensions", "an integer", *d);
-        if (d->get<int64_t>() != int64_t(width))
-            throw invalid_field("dimensions", fmt::format("Invalid 'dimensions': {}. This model's embeddings have {} "
-                                                          "dimensions and cannot be shortened.", d->dump(), width));
-    }
-    return r;
-}
-
-std::string base64_floats(const std::vector<float>& v) {
-    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string bytes(v.size() * 4, '\0');
-    for (size_t i = 0; i < v.size(); ++i) {
-        uint32_t u;
-        std::memcpy(&u, &v[i], 4);
-        for (int b = 0; b < 4; ++b) bytes[4 * i + b] = char((u >> (8 * b)) & 0xff);  // little-endian
-    }
-    std::string out;
-    out.reserve((bytes.size() + 2) / 3 * 4);
-    for (size_t i = 0; i < bytes.size(); i += 3) {
-        const size_t n = std::min<size_t>(3, bytes.size() - i);
-        uint32_t w = 0;
-        for (size_t b = 0; b < 3; ++b) w = (w << 8) | (b < n ? static_cast<unsigned char>(bytes[i + b]) : 0u);
-        for (size_t c = 0; c < 4; ++c) out += c <= n ? kAlphabet[(w >> (18 - 6 * c)) & 63] : '=';
-    }
-    return out;
-}
-
-json embeddings_response(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,
-                         uint64_t prompt_tokens) {
-    json data = json::array();
-    for (size_t i = 0; i < vectors.size(); ++i) {
-        json e = {{"object", "embedding"}, {"index", i}};
-        if (base64) e["embedding"] = base64_floats(vectors[i]);
-        else e["embedding"] = vectors[i];
-        data.push_back(std::move(e));
-    }
-    return {{"object", "list"}, {"data", std::move(data)}, {"model", model},
-            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
-}
-
-RerankRequest parse_rerank_request(const json& body) {
-    RerankRequest r;
-    r.model = get_string(body, "model").value_or("");
-    const std::optional<std::string> query = get_string(body, "query");
-    if (!query) throw invalid_field("query", "Missing required parameter: 'query'.");
-    if (query->empty()) throw invalid_field("query", "Invalid 'query': it cannot be empty.");
-    r.query = *query;
-    const char* name = field(body, "documents") ? "documents" : "texts";
-    const json* docs = field(body, name);
-    if (!docs) throw invalid_field("documents", "Missing required parameter: 'documents'.");
-    if (!docs->is_array()) wrong_type(name, "an array of strings", *docs);
-    constexpr size_t kMaxDocuments = 2048;
-    if (docs->empty()) throw invalid_field(name, fmt::format("Invalid '{}': give at least one document.", name));
-    if (docs->size() > kMaxDocuments)
-        throw invalid_field(name, fmt::format("Invalid '{}': {} documents; at most {} per request.", name, docs->size(),
-                                              kMaxDocuments));
-    for (size_t i = 0; i < docs->size(); ++i) {
-        const json& d = (*docs)[i];
-        const std::string at = fmt::format("{}[{}]", name, i);
-        const json* text = d.is_object() ? field(d, "text") : &d;
-        if (!text || !text->is_string()) wrong_type(at, "a string or an object with a string 'text'", d);
-        if (text->get_ref<const std::string&>().empty())
-            throw invalid_field(at, fmt::format("Invalid '{}': a document cannot be empty.", at));
-        r.documents.push_back(text->get<std::string>());
-    }
-    if (const json* n = field(body, "top_n")) {
-        if (!n->is_number_integer()) wrong_type("top_n", "an integer", *n);
-        // Parsed JSON holds non-negative integers as unsigned (above INT64_MAX too).
-        if (n->is_number_unsigned() ? n->get<uint64_t>() == 0 : n->get<int64_t>() < 1)
-            throw invalid_field("top_n", fmt::format("Invalid 'top_n': {}; expected a positive integer.", n->dump()));
-        r.top_n = size_t(std::min<uint64_t>(n->get<uint64_t>(), r.documents.size()));
-    }
-    if (const json* b = field(body, "return_documents")) {
-        if (!b->is_boolean()) wrong_type("return_documents", "a boolean", *b);
-        r.return_documents = b->get<bool>();
-    }
-    return r;
-}
-
-json rerank_response(const RerankRequest& req, const std::vector<float>& scores, const std::string& model,
-                     uint64_t prompt_tokens) {
-    std::vector<size_t> order(scores.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
-    if (req.top_n) order.resize(std::min(order.size(), req.top_n));
-    json results = json::array();
-    for (size_t i : order) {
-        json r = {{"index", i}, {"relevance_score", scores[i]}};
-        if (req.return_documents) r["document"] = {{"text", req.documents.at(i)}};
-        results.push_back(std::move(r));
-    }
-    return {{"object", "list"}, {"results", std::move(results)}, {"model", model},
-            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
-}
-
-ApiError rerank_length_error(size_t index, size_t tokens, uint32_t limit) {
-    return ApiError(400, fmt::format("The query and document {} are {} tokens together; this model takes at most {} "
-                                     "tokens per pair. Please shorten them.", index, tokens, limit),
-                    "invalid_request_error", "documents", "context_length_exceeded");
-}
-
-ApiError embedding_length_error(size_t index, size_t tokens, uint32_t limit) {
-    return ApiError(400, fmt::format("Input {} has {} tokens; this model takes at most {} tokens per input. Please "
-                                     "shorten the input.", index, tokens, limit),
-                    "invalid_request_error", "input", "context_length_exceeded");
-}
-
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {
     if (ep == Endpoint::Chat)
         return ApiError(400, fmt::format("This model's maximum context length is {} tokens. However, your messages resulted in "
@@ -655,242 +444,6 @@ ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx)
     return ApiError(400, fmt::format("This model's maximum context length is {} tokens, however you requested {} tokens in "
                                      "your prompt. Please reduce your prompt.", n_ctx, prompt_tokens),
                     "invalid_request_error", "prompt", "context_length_exceeded");
-}
-
-const char* openai_finish_reason(serving::FinishReason r) {
-    switch (r) {
-    case serving::FinishReason::Length:
-    case serving::FinishReason::Timeout: return "length";
-    default: return "stop";
-    }
-}
-
-std::string new_response_id(Endpoint ep) {
-    return (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + chat::random_id_chars(24);
-}
-
-// --- responses --------------------------------------------------------------------------------
-
-namespace {
-
-chat::AnswerFormat answer_format(const ParsedRequest& req) {
-    chat::AnswerFormat f;
-    f.harmony = req.harmony;
-    f.inline_reasoning = req.reasoning_format == "none";
-    f.split_reasoning = req.split_reasoning;
-    f.inside = req.reply_in_reasoning;
-    f.plan = &req.tool_plan;
-    f.tools = req.tools;
-    return f;
-}
-
-}  // namespace
-
-ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created,
-                                 uint32_t index)
-    : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
-      model_(std::move(model)), created_(created), index_(index), answer_(answer_format(req)) {
-    // Where the tools' grammar holds the calls, a call once begun ends well formed: its arguments
-    // can go out as they are written. Not where the grammar skips a reasoning block that stays in
-    // the content (reasoning_format none): the parser would read a call the model only thought about.
-    const bool grammar_holds = req.tool_plan.grammar && req.engine.grammar == req.tool_plan.grammar;
-    const bool sees_what_grammar_sees = req.engine.grammar_start.skip_close.empty() || req.split_reasoning;
-    if (!req.harmony && req.stream && grammar_holds && sees_what_grammar_sees) answer_.stream_arguments();
-}
-
-
-json ResponseBuilder::chunk_base() const {
-    json j = json::object();
-    j["id"] = id_;
-    j["object"] = endpoint_ == Endpoint::Chat ? "chat.completion.chunk" : "text_completion";
-    j["created"] = created_;
-    j["model"] = model_;
-    j["system_fingerprint"] = "vkllm";
-    return j;
-}
-
-json ResponseBuilder::usage(const serving::Event& done) const {
-    return json{{"prompt_tokens", done.prompt_tokens},
-                {"completion_tokens", done.completion_tokens},
-                {"total_tokens", done.prompt_tokens + done.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
-}
-
-namespace {
-
-json token_bytes(const std::string& s) {
-    json b = json::array();
-    for (unsigned char c : s) b.push_back(int(c));
-    return b;
-}
-
-}  // namespace
-
-json ResponseBuilder::chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const {
-    json content = json::array();
-    for (const serving::TokenLogprob& lp : lps) {
-        json top = json::array();
-        for (const auto& [text, logprob] : lp.top)
-            top.push_back(json{{"token", text}, {"logprob", logprob}, {"bytes", token_bytes(text)}});
-        content.push_back(json{{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", token_bytes(lp.text)}, {"top_logprobs", top}});
-    }
-    return json{{"content", content}, {"refusal", nullptr}};
-}
-
-json ResponseBuilder::completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const {
-    json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-    for (const serving::TokenLogprob& lp : lps) {
-        tokens.push_back(lp.text);
-        token_logprobs.push_back(lp.logprob);
-        json alts = json::object();
-        for (const auto& [text, logprob] : lp.top) alts[text] = logprob;
-        top.push_back(alts);
-        offsets.push_back(text_offset);
-        text_offset += lp.text.size();
-    }
-    return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
-}
-
-std::string ResponseBuilder::stream_start() const {
-    if (endpoint_ != Endpoint::Chat) return {};
-    json j = chunk_base();
-    j["choices"] = json::array({json{{"index", index_},
-                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                     {"logprobs", nullptr},
-                                     {"finish_reason", nullptr}}});
-    if (include_usage_) j["usage"] = nullptr;
-    return sse_data(j);
-}
-
-std::string ResponseBuilder::calls_chunk(const std::vector<chat::CallDelta>& deltas) const {
-    if (deltas.empty()) return {};
-    json c = chunk_base();
-    c["choices"] = json::array({json{{"index", index_},
-                                     {"delta", {{"tool_calls", chat::tool_call_deltas_json(deltas)}}},
-                                     {"logprobs", nullptr},
-                                     {"finish_reason", nullptr}}});
-    if (include_usage_) c["usage"] = nullptr;
-    return sse_data(c);
-}
-
-std::string ResponseBuilder::stream_text(const serving::Event& ev) {
-    const chat::AnswerStream::Piece piece = answer_.push(ev.text);
-    const std::string& text = piece.content;
-    const std::string calls = calls_chunk(answer_.take_deltas());
-    if (text.empty() && piece.reasoning.empty() && (!logprobs_ || ev.logprobs.empty())) return calls;
-    json j = chunk_base();
-    json choice = json::object();
-    choice["index"] = index_;
-    json lp = nullptr;
-    if (endpoint_ == Endpoint::Chat) {
-        choice["delta"] = json::object();
-        if (!piece.reasoning.empty()) choice["delta"]["reasoning_content"] = piece.reasoning;
-        if (!text.empty() || piece.reasoning.empty()) choice["delta"]["content"] = text;
-        if (logprobs_) lp = chat_logprobs(ev.logprobs);
-        choice["logprobs"] = lp;
-    } else {
-        choice["text"] = text;
-        if (logprobs_) lp = completion_logprobs(ev.logprobs, streamed_bytes_);
-        for (const auto& t : ev.logprobs) streamed_bytes_ += t.text.size();
-        choice["logprobs"] = lp;
-    }
-    choice["finish_reason"] = nullptr;
-    j["choices"] = json::array({choice});
-    if (include_usage_) j["usage"] = nullptr;
-    return sse_data(j) + calls;
-}
-
-std::string ResponseBuilder::stream_finish(const serving::Event& done) {
-    std::string out;
-    const char* finish = openai_finish_reason(done.finish);
-    auto delta_chunk = [&](json delta) {
-        json c = chunk_base();
-        c["choices"] = json::array({json{{"index", index_}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-        if (include_usage_) c["usage"] = nullptr;
-        out += sse_data(c);
-    };
-    // The text held back at the end, then the calls: whole (a call is sent once it is known to be
-    // well formed: a malformed one comes back as content instead), or where arguments stream, what
-    // completes them.
-    const chat::AnswerStream::Rest rest = answer_.finish();
-    if (!rest.reasoning.empty()) delta_chunk(json{{"reasoning_content", rest.reasoning}});
-    if (!rest.content.empty()) delta_chunk(json{{"content", rest.content}});
-    if (answer_.streams_arguments())
-        out += calls_chunk(rest.deltas);
-    else if (!rest.calls.empty())
-        delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, answer_.family(), true)}});
-    if (!rest.calls.empty()) finish = "tool_calls";
-    json j = chunk_base();
-    json choice = json::object();
-    choice["index"] = index_;
-    if (endpoint_ == Endpoint::Chat)
-        choice["delta"] = json::object();
-    else
-        choice["text"] = "";
-    choice["logprobs"] = nullptr;
-    choice["finish_reason"] = finish;
-    j["choices"] = json::array({choice});
-    if (include_usage_) j["usage"] = nullptr;
-    out += sse_data(j);
-    return out;
-}
-
-std::string ResponseBuilder::stream_end(const serving::Event& usage_of) const {
-    std::string out;
-    if (include_usage_) {
-        json u = chunk_base();
-        u["choices"] = json::array();
-        u["usage"] = usage(usage_of);
-        out += sse_data(u);
-    }
-    return out + kSseDone;
-}
-
-std::string ResponseBuilder::stream_done(const serving::Event& done) { return stream_finish(done) + stream_end(done); }
-
-
-std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
-
-void ResponseBuilder::add(const serving::Event& ev) {
-    const chat::AnswerStream::Piece piece = answer_.push(ev.text);
-    reasoning_text_ += piece.reasoning;
-    text_ += piece.content;
-    if (logprobs_) lps_.insert(lps_.end(), ev.logprobs.begin(), ev.logprobs.end());
-}
-
-json ResponseBuilder::response(const serving::Event& done) {
-    json j = json::object();
-    j["id"] = id_;
-    j["object"] = endpoint_ == Endpoint::Chat ? "chat.completion" : "text_completion";
-    j["created"] = created_;
-    j["model"] = model_;
-    j["system_fingerprint"] = "vkllm";
-    json choice = json::object();
-    choice["index"] = index_;
-    const char* finish = openai_finish_reason(done.finish);
-    if (endpoint_ == Endpoint::Chat) {
-        const chat::AnswerStream::Rest rest = answer_.finish();
-        const std::string content = text_ + rest.content;
-        json message = json{{"role", "assistant"}, {"content", content}};
-        const std::string reasoning = reasoning_text_ + rest.reasoning;
-        if (!reasoning.empty()) message["reasoning_content"] = reasoning;
-        message["refusal"] = nullptr;
-        if (!rest.calls.empty()) {
-            // OpenAI: a reply that is only calls has null content.
-            if (content.empty()) message["content"] = nullptr;
-            message["tool_calls"] = chat::tool_calls_json(rest.calls, answer_.family(), false);
-            finish = "tool_calls";
-        }
-        choice["message"] = std::move(message);
-        choice["logprobs"] = logprobs_ ? chat_logprobs(lps_) : json(nullptr);
-    } else {
-        choice["text"] = text_;
-        choice["logprobs"] = logprobs_ ? completion_logprobs(lps_, 0) : json(nullptr);
-    }
-    choice["finish_reason"] = finish;
-    j["choices"] = json::array({choice});
-    j["usage"] = usage(done);
-    return j;
 }
 
 }  // namespace vkllm::server

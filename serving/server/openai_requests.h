@@ -1,0 +1,140 @@
+// The OpenAI API's request bodies as data: /v1/chat/completions and /v1/completions (and the
+// apply-template extra, which reads a chat's messages and tools) parsed and checked into engine
+// requests, and the errors a client sees when they are wrong. No HTTP and no model here, so all of
+// it is unit-tested on plain JSON (tests/serving/test_openai_requests.cpp). Responses are in
+// openai_responses.h, the embeddings, rerank and tokenize bodies in openai_embeddings.h.
+#pragma once
+
+#include "serving/engine/engine.h"
+#include "serving/answer/reasoning.h"
+#include "serving/answer/tool_calls.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vkllm::server {
+
+using json = nlohmann::ordered_json;
+
+// An error the client sees: the HTTP status and OpenAI's {"error": {"message", "type", "param",
+// "code"}} (param and code are null when empty).
+class ApiError : public std::runtime_error {
+public:
+    ApiError(int status, const std::string& message, std::string type = "invalid_request_error",
+             std::string param = {}, std::string code = {});
+    int status() const { return status_; }
+    const std::string& type() const { return type_; }
+    const std::string& param() const { return param_; }
+    const std::string& code() const { return code_; }
+
+private:
+    int status_;
+    std::string type_, param_, code_;
+};
+
+// 400 invalid_request_error naming the field.
+ApiError invalid_field(const std::string& param, const std::string& message);
+
+// A request body as a JSON object; 400 for malformed JSON or another top-level value.
+json parse_body(const std::string& body);
+
+enum class Endpoint { Chat, Completion };
+
+using chat::ToolChoice;
+
+// Everything a completion request asks for, checked. The prompt is still text (or, for
+// /v1/completions, token ids): the server renders and tokenizes it with the model's vocabulary.
+// Choices per request (`n`): each is a request of its own to the engine.
+inline constexpr int64_t kMaxChoices = 8;
+
+struct ParsedRequest {
+    Endpoint endpoint = Endpoint::Chat;
+    uint32_t n = 1;  // choices; choice i samples with seed + i (greedy choices are equal)
+    std::string model;  // as the client named it ("" when absent); echoed in the response
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+
+    // Chat: the messages (content flattened to strings), tools (null when none) and
+    // chat_template_kwargs (null or an object).
+    json messages, tools, template_kwargs;
+    // Completions: the prompt as text, or as token ids when the client sent ids.
+    std::string prompt_text;
+    std::vector<int32_t> prompt_tokens;
+    bool prompt_is_tokens = false;
+
+    // Chat with tools: the choice, the function a Named choice names, parallel_tool_calls.
+    ToolChoice tool_choice = ToolChoice::Auto;
+    std::string tool_name;
+    bool parallel_tool_calls = true;
+    // Set by apply_tool_format: the family replies are parsed in (null: plain content), and for a
+    // forced call the text the prompt ends with inside the reply and the call's grammar.
+    chat::ToolPlan tool_plan;
+    // reasoning_format: "auto" (default) and "deepseek" split a reasoning block off into
+    // reasoning_content where the template writes them; "none" leaves it in the content. The server
+    // sets split_reasoning from it and the template (the tags of the block split off; null: none),
+    // reply_in_reasoning from the rendered prompt.
+    std::string reasoning_format = "auto";
+    const chat::ReasoningTags* split_reasoning = nullptr;
+    bool reply_in_reasoning = false;
+    // A chat answer in gpt-oss' Harmony format (the server sets it from the template): read by a
+    // HarmonyStream, which splits reasoning, content and calls at once.
+    bool harmony = false;
+
+    // Chat: top_logprobs alternatives with logprobs=true; completions: the integer logprobs.
+    bool logprobs = false;
+    uint32_t top_logprobs = 0;
+
+    // Sampling and stopping, everything but CompletionRequest::prompt. max_tokens is -1 when
+    // the client gave none (completions: OpenAI's default of 16 is already applied).
+    serving::CompletionRequest engine;
+};
+
+// Throw ApiError (400, naming the field) for wrong types, out-of-range values, n != 1 and the like.
+// Unknown fields are ignored. `seed` is the one used when the request gives none.
+ParsedRequest parse_chat_request(const json& body, uint64_t seed);
+ParsedRequest parse_completion_request(const json& body, uint64_t seed);
+
+// Tools for the model's template: with tools and a choice other than 'none', replies are parsed in
+// `format`'s family (a 400 naming 'tools' when this server cannot parse it); a required or named
+// choice forces the call (a prompt prefix and a grammar; a 400 when the family cannot force it, or with
+// response_format / grammar / stop); the Generic family gets the tools described in a system message
+// when the template does not render them itself.
+void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool template_renders_tools);
+
+// OpenAI-style messages checked and normalized for a chat template: content given as an array of
+// text parts becomes one string; other part types (images, audio) are refused; an assistant's
+// tool_calls are checked, and their function.arguments (a JSON string in OpenAI's API) become the
+// object templates expect, as Hugging Face's convention has it (a string that is not JSON stays).
+json parse_messages(const json& messages);
+
+struct TemplateRequest {
+    json messages, tools, template_kwargs;
+};
+TemplateRequest parse_apply_template_request(const json& body);
+
+// 400 naming logit_bias when a biased token id is not in the vocabulary.
+void check_logit_bias(const ParsedRequest& req, size_t n_vocab);
+
+// The 400 OpenAI gives for a prompt that does not fit the context (code context_length_exceeded).
+ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx);
+
+namespace detail {
+
+// Field readers, shared by the request parsers of every endpoint: absent or null means "not given";
+// a wrong type or range is a 400 naming the field, worded as OpenAI words it ("Invalid type for
+// 'temperature': expected a number, but got a string instead.").
+[[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v);
+const json* field(const json& body, const char* name);
+std::optional<double> get_number(const json& body, const char* name, double lo, double hi);
+std::optional<int64_t> get_integer(const json& body, const char* name, int64_t lo, int64_t hi);
+std::optional<bool> get_bool(const json& body, const char* name);
+std::optional<std::string> get_string(const json& body, const char* name);
+
+}  // namespace detail
+
+}  // namespace vkllm::server
