@@ -126,7 +126,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
 
     // --- attention. Decoding one token is bound by dispatch count on small models: Q, K and V come
     // from one matvec over the fused weights, where the biases are fused too (or absent).
-    AttentionPlan& a = p.attn;
+    AttentionBlockPlan& a = p.attn;
     const bool norm_after = A.norm_placement == NormPlacement::Post;
     const bool fold_norm = decode && A.norm == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before a block folds
     a.fold_norm = fold_norm;
@@ -161,11 +161,11 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     a.qk_norm_full = A.qk_norm_full;
     a.qk_layer_norm = A.qk_norm && A.norm == NormKind::Layer;
     a.rope = A.positions == PositionKind::Rope;
-    a.attn = layer_attention_params(cfg, layer, db ? 1 : n, kv);
-    a.batched = db && a.attn.pos_bias_range == 0 && a.attn.causal && !a.attn.segmented;
+    a.params = layer_attention_params(cfg, layer, db ? 1 : n, kv);
+    a.batched = db && a.params.pos_bias_range == 0 && a.params.causal && !a.params.segmented;
     if (a.batched) {
-        a.attn.n_tokens = n;
-        a.attn.batch = true;
+        a.params.n_tokens = n;
+        a.params.batch = true;
     }
     a.fused_store = decode && !a.mla && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
     a.post_norm = A.norm_placement == NormPlacement::PreAndPost;
@@ -179,7 +179,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         x.runs = true;
         x.fold_norm = a.fold_norm;
         x.q = step(caps, L, R::WqCross, kNoRole, n, db, x.fold_norm ? Kind::RmsNorm : Kind::Plain);
-        x.attn = cross_attention_params(cfg, db ? 1 : n, kv.n_ctx, kv.type);
+        x.params = cross_attention_params(cfg, db ? 1 : n, kv.n_ctx, kv.type);
         x.o = step(caps, L, R::WoCross, kNoRole, n, db, Kind::Plain, true);
     }
 
@@ -237,11 +237,11 @@ std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
                 for (PipelineDesc& d : m->pipelines()) out.push_back(std::move(d));
         for (PipelineDesc& d : ops::moe_small_pipelines(ctx.caps())) out.push_back(std::move(d));
     }
-    for (PipelineDesc& d : attn.fused_store ? ops::attention_store_pipelines(ctx, attn.attn)
-                                            : ops::attention_pipelines(ctx, attn.attn))
+    for (PipelineDesc& d : attn.fused_store ? ops::attention_store_pipelines(ctx, attn.params)
+                                            : ops::attention_pipelines(ctx, attn.params))
         out.push_back(std::move(d));
     if (cross.runs)
-        for (PipelineDesc& d : ops::attention_pipelines(ctx, cross.attn)) out.push_back(std::move(d));
+        for (PipelineDesc& d : ops::attention_pipelines(ctx, cross.params)) out.push_back(std::move(d));
     return out;
 }
 

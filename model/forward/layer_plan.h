@@ -63,7 +63,7 @@ struct LinearStep {
 
 // x += post_norm(wo · attention(rope(qk_norm(q)), rope(qk_norm(k)), v)), q|k|v = W · norm(x) (+ b);
 // with norm_after (BERT) instead: q|k|v = W · x (+ b), x = norm(x + wo · attention(q, k, v) + bo)
-struct AttentionPlan {
+struct AttentionBlockPlan {
     bool fold_norm = false;  // the RMSNorm rides in the q/k/v matvecs (decode steps)
     bool fused_qkv = false;  // one matvec over wqkv into one (q + 2 kv) vector (a lone token)
     LinearStep qkv;          // fused_qkv
@@ -76,10 +76,10 @@ struct AttentionPlan {
     // steps where it takes the shape. Otherwise rope, kv_store_pair and attention.
     bool fused_store = false;
     // A decode batch's attention (and K/V store) in one dispatch for all its sequences, each through
-    // its block table (attn.batch): every causal decode batch without a position-bias table. Else one
+    // its block table (params.batch): every causal decode batch without a position-bias table. Else one
     // call per sequence.
     bool batched = false;
-    ops::AttentionParams attn;  // per call: n tokens of a chunk; 1 per sequence, or a batch's n with batched
+    ops::AttentionParams params;  // per call: n tokens of a chunk; 1 per sequence, or a batch's n with batched
     LinearStep wo;
     bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
     bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)
@@ -149,7 +149,7 @@ struct CrossPlan {
     bool runs = false;
     bool fold_norm = false;  // the RMSNorm rides in the q matvec (decode steps)
     LinearStep q, o;
-    ops::AttentionParams attn;
+    ops::AttentionParams params;
 };
 
 // The cross-attention cache of an encoder-decoder model holding up to n_rows encoder rows of the
@@ -164,7 +164,7 @@ CrossKvPlan plan_cross_kv(const DeviceCaps& caps, const LayerPlaces& places, uin
 
 struct LayerPlan {
     StepShape shape;
-    AttentionPlan attn;
+    AttentionBlockPlan attn;
     CrossPlan cross;
     FfnPlan ffn;
     // The pipelines recording this plan uses (the warm-up list).

@@ -266,7 +266,7 @@ uint32_t ModelGpu::kv_blocks_needed(uint32_t seq, uint32_t n) const {
     return pool_.blocks_needed(seq, n_past_[seq], n);
 }
 
-ModelGpu::KvUsage ModelGpu::kv_usage() const {
+KvUsage ModelGpu::kv_usage() const {
     KvUsage u;
     u.blocks_total = pool_.blocks_total();
     u.blocks_used = pool_.blocks_used();

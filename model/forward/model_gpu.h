@@ -20,6 +20,7 @@
 #include "model/forward/layer_plan.h"
 #include "model/forward/memory_plan.h"
 #include "model/forward/model_weights.h"
+#include "model/forward/sequence_model.h"
 #include "runtime/context.h"
 
 #include <functional>
@@ -32,25 +33,10 @@
 
 namespace vkllm {
 
-// The last logits hold NaN or Inf (NaN/Inf weights, or an overflow): raised instead of decoding garbage.
-class NonFiniteError : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
 // A bidirectional model (ModelConfig::causal false) attends over one whole input: it must start at
 // position 0 (std::logic_error) and fit one ubatch (ContextFullError, naming both sizes). Nothing
 // for causal models.
 void check_bidirectional(const ModelConfig& cfg, uint32_t n_past, size_t n_tokens, uint32_t ubatch);
-
-// Its message: the logit `value` of `token` (token < 0: not known) for the token at `position`
-// (the n_past of the evaluation) is NaN or Inf.
-std::string non_finite_message(float value, int64_t token, uint32_t position);
-
-// One token of one sequence, for a multi-sequence decode step.
-struct SeqToken {
-    uint32_t seq = 0;
-    int32_t token = 0;
-};
 
 // One device's part of a model split over several (model/forward/device_split.h plans them).
 struct ModelStage {
@@ -62,7 +48,7 @@ struct ModelStage {
 // naming the architecture. Nothing for one device.
 void check_splittable(const ModelConfig& cfg, size_t n_devices);
 
-class ModelGpu {
+class ModelGpu final : public SequenceModel {
 public:
     const GgufFile& file() const { return file_; }
     // Every layer on one device.
@@ -75,11 +61,11 @@ public:
     // largest that every stage can hold. The interface below is the same as on one device.
     ModelGpu(std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
              const UploadProgress& progress = {});
-    ~ModelGpu();
+    ~ModelGpu() override;
     ModelGpu(const ModelGpu&) = delete;
     ModelGpu& operator=(const ModelGpu&) = delete;
 
-    const ModelConfig& config() const { return cfg_; }
+    const ModelConfig& config() const override { return cfg_; }
     // The token embedding on the device (absent where this stage does not hold it): what
     // ModelOptions::shared_token_embd lets another model of the same file read.
     const DeviceTensor& token_embedding() const { return stages_.front()->weights().token_embd; }
@@ -93,9 +79,9 @@ public:
         const WeightLayout* weights = nullptr;  // its layers' places (the others empty)
     };
     std::vector<StageInfo> stages() const;  // one entry on one device
-    uint32_t n_ctx() const { return memory_plan().n_ctx; }  // per sequence
-    uint32_t n_seq() const { return opts_.n_seq; }
-    uint32_t ubatch() const { return opts_.ubatch; }
+    uint32_t n_ctx() const override { return memory_plan().n_ctx; }  // per sequence
+    uint32_t n_seq() const override { return opts_.n_seq; }
+    uint32_t ubatch() const override { return opts_.ubatch; }
     // The single-sequence interface (vkllm run, perplexity, bench) works on sequence 0.
     uint32_t n_past() const { return n_past_[0]; }
     void reset() { reset(0); }  // forget the conversation: its blocks go back to the pool
@@ -103,44 +89,37 @@ public:
     // --- several sequences (ModelOptions::n_seq). The KV cache is paged: per layer one pool of blocks
     // of kKvBlockRows rows, a sequence holding blocks as it grows (up to n_ctx rows) and letting them go
     // when truncated or reset; sequences that share a prefix share its blocks (share_prefix).
-    uint32_t n_past(uint32_t seq) const;
-    void reset(uint32_t seq);
+    uint32_t n_past(uint32_t seq) const override;
+    void reset(uint32_t seq) override;
     // Keeps the first n tokens of sequence `seq` (n <= n_past(seq)) so that a prompt sharing them
     // evaluates only the rest. False, changing nothing, when a sliding-window layer's ring has already
     // overwritten keys that a token after n would need: the caller starts over with reset().
-    bool truncate(uint32_t seq, uint32_t n);
+    bool truncate(uint32_t seq, uint32_t n) override;
     // Sequence `dst` starts from the first n tokens of sequence `src` (n <= n_past(src); a system
     // prompt every slot shares) without evaluating them: it forgets what it held and shares src's KV
     // blocks holding them, n_past(dst) = n. Either sequence copies a shared block before it writes
     // into it (copy on write), so both continue as if each had evaluated the tokens itself. False,
     // changing nothing, for a model with sliding-window layers (their rings are per sequence).
-    bool share_prefix(uint32_t dst, uint32_t src, uint32_t n);
-    // The paged KV cache's use: blocks held by some sequence (a shared block once) of the pool of a
-    // full-context layer, and the bytes one block takes over all such layers of the model (every
-    // stage), K and V. Sliding-window rings are fixed per sequence and not counted.
-    struct KvUsage {
-        uint32_t blocks_used = 0, blocks_total = 0, block_rows = 0;
-        uint64_t block_bytes = 0;
-        uint64_t bytes_used() const { return uint64_t(blocks_used) * block_bytes; }
-    };
-    KvUsage kv_usage() const;
+    bool share_prefix(uint32_t dst, uint32_t src, uint32_t n) override;
+    // The paged KV cache's use, over every stage.
+    KvUsage kv_usage() const override;
     // Free blocks sequence `seq` takes to add n tokens: new blocks, and copies of shared ones it would
     // write into. A caller that makes this many free first never sees the pool run out.
-    uint32_t kv_blocks_needed(uint32_t seq, uint32_t n) const;
+    uint32_t kv_blocks_needed(uint32_t seq, uint32_t n) const override;
     // eval() for sequence `seq`: its tokens at positions n_past(seq).., in chunks of ubatch; the last
     // token's logits are row 0 afterwards.
-    void eval(uint32_t seq, std::span<const int32_t> tokens);
+    void eval(uint32_t seq, std::span<const int32_t> tokens) override;
     // One token for each of several distinct sequences (at most n_seq) in one forward pass and one
     // submission; logits row i belongs to batch[i]. Every row goes through the same kernels with
     // the same reduction order whatever the batch (linear layers as matvec in groups of <= 8 rows,
     // attention and the K/V store one dispatch for all rows, each through its sequence's block table
     // with a lone token's plan), so a sequence's logits do not depend on what runs beside it.
-    void decode(std::span<const SeqToken> batch);
+    void decode(std::span<const SeqToken> batch) override;
     // Rows [0, rows) of the last logits: rows = 1 after eval(), the batch size after decode().
-    void read_logits(uint32_t rows, float* dst) const;
+    void read_logits(uint32_t rows, float* dst) const override;
     // The argmax of each of those rows (computed on the device), or -1 for a row whose best logit is
     // NaN or Inf (the caller ends that sequence alone; argmax() throws instead).
-    std::vector<int32_t> argmax_rows(uint32_t rows) const;
+    std::vector<int32_t> argmax_rows(uint32_t rows) const override;
 
     // Evaluates tokens at positions n_past().., in chunks of at most ubatch; afterwards the logits
     // of the last token (and their argmax) are on the device. Throws ContextFullError when the

@@ -9,7 +9,7 @@
 
 namespace vkllm {
 
-void StageRecorder::record_attention(CommandStream& s, uint32_t l, const AttentionPlan& p, const StepShape& batch,
+void StageRecorder::record_attention(CommandStream& s, uint32_t l, const AttentionBlockPlan& p, const StepShape& batch,
                                 const Activations& a) const {
     using R = Role;
     const uint32_t n = batch.n;
@@ -71,7 +71,7 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
     // att (n, q_dim): the K/V store and attention of a chunk (n rows of one sequence), of a whole decode
     // batch at once (batched: one row per sequence, each through its table row), or of each sequence
     // of a batch in turn (rows bound in place, at any offset).
-    const uint32_t seg_rows = p.batched ? n : p.attn.n_tokens;
+    const uint32_t seg_rows = p.batched ? n : p.params.n_tokens;
     const size_t calls = batch.decode_batch && !p.batched ? batch.n : 1;
     const BufferSlice kc = st_.layer(l).k_cache.slice(), vc = st_.layer(l).v_cache.slice();
     for (size_t i = 0; i < calls; ++i) {
@@ -81,14 +81,14 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
         const ops::KvPages pages = kv_pages(l, uint32_t(i), p.batched);
         if (p.fused_store) {  // rope(q), rope(k), the K/V store and attention: one kernel
             const ops::NewKv new_kv{seg(a.k, kv), seg(a.v, kv), p.rope ? &rope_q : nullptr, p.rope ? ff : nullptr};
-            ops::attention_store(ctx_, s, p.attn, seg(a.q, qd), new_kv, kc, vc, sp, seg(att, qd), scratch,
+            ops::attention_store(ctx_, s, p.params, seg(a.q, qd), new_kv, kc, vc, sp, seg(att, qd), scratch,
                                  {.sinks = L[R::Sinks].slice(), .pages = pages});
         } else {
-            ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.attn.n_ctx,
+            ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.params.n_ctx,
                                opts_.kv_type, pages);
             const BufferSlice bias = st_.layer(l).pos_bias >= 0 ? st_.position_bias(size_t(st_.layer(l).pos_bias)).slice() : BufferSlice{};
-            const BufferSlice segs = p.attn.segmented ? seg(b_.segs.slice(), 2) : BufferSlice{};
-            ops::attention(ctx_, s, p.attn, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch,
+            const BufferSlice segs = p.params.segmented ? seg(b_.segs.slice(), 2) : BufferSlice{};
+            ops::attention(ctx_, s, p.params, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch,
                            {bias, segs, L[R::Sinks].slice(), pages});
         }
     }
@@ -109,7 +109,7 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
     }
 }
 
-void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionPlan& p, const StepShape& batch) const {
+void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBlockPlan& p, const StepShape& batch) const {
     using R = Role;
     const uint32_t n = batch.n;
     const LayerWeights& L = st_.layer(l).w;
@@ -167,15 +167,15 @@ void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionPlan
 
     // The K rows stored and attended over (one KV head, V = the latent): a chunk's, a whole decode
     // batch's at once (batched), or each sequence's of a batch in turn.
-    const uint32_t seg_rows = p.batched ? n : p.attn.n_tokens;
+    const uint32_t seg_rows = p.batched ? n : p.params.n_tokens;
     const size_t calls = batch.decode_batch && !p.batched ? batch.n : 1;
     const BufferSlice kc = st_.layer(l).k_cache.slice();
     for (size_t i = 0; i < calls; ++i) {
         auto seg = [&](const BufferSlice& b, uint64_t width) { return segment_rows(b, width, i, seg_rows); };
         const BufferSlice scratch = p.batched ? b_.attn_scratch.slice() : attention_scratch_region(i);
         const ops::KvPages pages = kv_pages(l, uint32_t(i), p.batched);
-        ops::kv_store(ctx_, s, seg(krow, row), kc, seg(pos, 1), seg_rows, row, p.attn.n_ctx, opts_.kv_type, pages);
-        ops::attention(ctx_, s, p.attn, seg(qh, uint64_t(H) * row), kc, kc, seg(pos, 1), seg(att, uint64_t(H) * r),
+        ops::kv_store(ctx_, s, seg(krow, row), kc, seg(pos, 1), seg_rows, row, p.params.n_ctx, opts_.kv_type, pages);
+        ops::attention(ctx_, s, p.params, seg(qh, uint64_t(H) * row), kc, kc, seg(pos, 1), seg(att, uint64_t(H) * r),
                        scratch, {.pages = pages});
     }
     // x += wo · [wv_b_h · att_h]_h
@@ -196,7 +196,7 @@ void StageRecorder::record_cross(CommandStream& s, uint32_t l, const CrossPlan& 
     const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::CrossNorm]) : ops::MatvecInput{};
     if (!p.fold_norm) norm(s, x, L[R::CrossNorm], {}, xn, n);
     project(s, L, p.q, p.fold_norm ? x : xn, q, in);
-    ops::attention(ctx_, s, p.attn, q, b_.cross_k[l].slice(), b_.cross_v[l].slice(), b_.cross_pos.slice(0, 4ull * n), att,
+    ops::attention(ctx_, s, p.params, q, b_.cross_k[l].slice(), b_.cross_v[l].slice(), b_.cross_pos.slice(0, 4ull * n), att,
                    b_.attn_scratch.slice());
     project(s, L, p.o, att, x);
 }

@@ -37,9 +37,9 @@ public:
     Activations activations(const LayerPlan& p) const;
 
 private:
-    void record_attention(CommandStream& s, uint32_t layer, const AttentionPlan& p, const StepShape& b,
+    void record_attention(CommandStream& s, uint32_t layer, const AttentionBlockPlan& p, const StepShape& b,
                           const Activations& a) const;
-    void record_mla(CommandStream& s, uint32_t layer, const AttentionPlan& p, const StepShape& b) const;
+    void record_mla(CommandStream& s, uint32_t layer, const AttentionBlockPlan& p, const StepShape& b) const;
     void record_cross(CommandStream& s, uint32_t layer, const CrossPlan& p, uint32_t n) const;
     void record_ffn(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a) const;
     void record_moe(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a) const;

@@ -115,7 +115,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 }  // namespace
 
 struct Engine::Impl {
-    ModelGpu& model;
+    SequenceModel& model;
     const Tokenizer& tok;
     EngineOptions opts;
     std::vector<Slot> slots;
@@ -134,7 +134,7 @@ struct Engine::Impl {
     std::thread worker;
     std::once_flag joined;
 
-    Impl(ModelGpu& mdl, const Tokenizer& t, const EngineOptions& o) : model(mdl), tok(t), opts(o) {
+    Impl(SequenceModel& mdl, const Tokenizer& t, const EngineOptions& o) : model(mdl), tok(t), opts(o) {
         if (opts.n_slots == 0) throw std::invalid_argument("the engine needs at least one slot (--parallel >= 1)");
         if (opts.n_slots > model.n_seq())
             throw std::invalid_argument(fmt::format("{} slots, but the model was loaded with {} sequences",
@@ -144,7 +144,7 @@ struct Engine::Impl {
             slots[i].index = i;
             model.reset(i);
         }
-        const ModelGpu::KvUsage kv = model.kv_usage();
+        const KvUsage kv = model.kv_usage();
         kv_block_rows = kv.block_rows;
         kv_blocks_total = kv.blocks_total;
         note_kv_usage();
@@ -172,7 +172,7 @@ struct Engine::Impl {
     // Forgets idle slots' cached conversations, least recently used first, until `blocks` are free.
     void make_room(uint32_t blocks) {
         for (;;) {
-            const ModelGpu::KvUsage u = model.kv_usage();
+            const KvUsage u = model.kv_usage();
             if (u.blocks_total - u.blocks_used >= blocks) return;
             Slot* lru = nullptr;
             for (Slot& s : slots)
@@ -210,7 +210,7 @@ struct Engine::Impl {
     // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not
     // finite), emits it, and finishes the request when it ends there.
     void note_kv_usage() {
-        const ModelGpu::KvUsage u = model.kv_usage();
+        const KvUsage u = model.kv_usage();
         std::lock_guard lock(m);
         metrics.kv_blocks_used = u.blocks_used;
         metrics.kv_blocks_total = u.blocks_total;
@@ -637,7 +637,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
 // --- the public face ----------------------------------------------------------------------------
 
 namespace {
-ModelGpu& generating_model(ModelGpu& m) {
+SequenceModel& generating_model(SequenceModel& m) {
     if (!m.config().arch->lm_head)
         throw std::invalid_argument(fmt::format("a {} model has no language-model head: the engine cannot generate with it",
                                                 m.config().arch->name));
@@ -645,7 +645,7 @@ ModelGpu& generating_model(ModelGpu& m) {
 }
 }  // namespace
 
-Engine::Engine(ModelGpu& model, const Tokenizer& tok, const EngineOptions& opts)
+Engine::Engine(SequenceModel& model, const Tokenizer& tok, const EngineOptions& opts)
     : impl_(std::make_unique<Impl>(generating_model(model), tok, opts)) {}
 
 Engine::~Engine() { shutdown(); }

@@ -1,5 +1,5 @@
-// The serving engine: N slots (independent conversations, each with its own KV region of one
-// ModelGpu), a queue of requests, and one scheduler thread that runs continuous batching:
+// The serving engine: N slots (independent conversations, each a sequence of one SequenceModel,
+// model/forward/sequence_model.h: ModelGpu), a queue of requests, and one scheduler thread that runs continuous batching:
 //
 //   every step  1. (optional) one prefill chunk of up to ubatch prompt tokens for one slot,
 //                  round-robin among slots still reading their prompt, as its own pass;
@@ -16,7 +16,7 @@
 // from any thread. Events are produced by the scheduler thread.
 #pragma once
 
-#include "model/forward/model_gpu.h"
+#include "model/forward/sequence_model.h"
 #include "model/grammar/grammar.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
@@ -135,7 +135,7 @@ struct EngineMetrics {
     uint64_t steps_total = 0;          // decode passes
     double prompt_seconds_total = 0, decode_seconds_total = 0;
     uint64_t batch_size_sum = 0;       // sum over decode passes of their slot count
-    // The paged KV cache (ModelGpu::kv_usage): blocks held (a block shared by slots once), of the
+    // The paged KV cache (SequenceModel::kv_usage): blocks held (a block shared by slots once), of the
     // pool, and the bytes one block takes over all layers.
     uint32_t kv_blocks_used = 0, kv_blocks_total = 0;
     uint64_t kv_block_bytes = 0;
@@ -145,7 +145,7 @@ class Engine {
 public:
     // `model` must have been built with ModelOptions::n_seq >= opts.n_slots; the engine owns the
     // scheduling of all its sequences from here on (nobody else may call eval on it).
-    Engine(ModelGpu& model, const Tokenizer& tok, const EngineOptions& opts);
+    Engine(SequenceModel& model, const Tokenizer& tok, const EngineOptions& opts);
     ~Engine();  // shutdown()
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;

@@ -22,7 +22,7 @@ using vkllm::test::run_vkllm;
 namespace {
 
 fs::path fixture(const std::string& name) {
-    return fs::path(__FILE__).parent_path().parent_path() / "fixtures/architectures" / name;
+    return vkllm::test::fixtures_dir() / "architectures" / name;
 }
 
 struct Row {
@@ -73,7 +73,7 @@ TEST_CASE("architectures: vkllm perplexity matches llama-perplexity within 0.5% 
                                          model.string()), "arch_gen");
         REQUIRE(gen.status == 0);
         auto ppl = run_vkllm(fmt::format("perplexity -m {} -f {} -c 128 --chunks 4", model.string(),
-                                         (fs::path(__FILE__).parent_path().parent_path() / "fixtures/perplexity/stories.txt").string()), "arch_ppl");
+                                         (vkllm::test::fixtures_dir() / "perplexity/stories.txt").string()), "arch_ppl");
         INFO(ppl.err);
         REQUIRE(ppl.status == 0);
         const double got = final_ppl(ppl.out), rel = std::fabs(got - r.ppl) / r.ppl;
@@ -95,7 +95,7 @@ TEST_CASE("architectures: vkllm run on T5 gives llama-completion's greedy text t
     REQUIRE(fx["cases"].size() == 4);
     const fs::path dir = fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "architectures";
     fs::create_directories(dir);
-    const fs::path vocab = fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer/ggml-vocab-unigram.gguf";
+    const fs::path vocab = vkllm::test::fixtures_dir() / "tokenizer/ggml-vocab-unigram.gguf";
     bool eos_seen = false;
     for (const auto& c : fx["cases"]) {
         const std::string name = c["name"];

@@ -332,7 +332,7 @@ namespace {
 
 // tests/fixtures/perplexity, beside this source file (CMake compiles it by its absolute path).
 fs::path ppl_fixture(const std::string& name) {
-    return fs::path(__FILE__).parent_path().parent_path() / "fixtures/perplexity" / name;
+    return vkllm::test::fixtures_dir() / "perplexity" / name;
 }
 
 // The number after `key` in `text`, or NaN.

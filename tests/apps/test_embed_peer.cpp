@@ -20,11 +20,11 @@ using vkllm::test::run_vkllm;
 
 namespace {
 
-const fs::path kFixtures = fs::path(__FILE__).parent_path().parent_path() / "fixtures/embeddings";
-const fs::path kModels = fs::path(__FILE__).parent_path().parent_path().parent_path().parent_path() / "shared/models";
+const fs::path kFixtures = vkllm::test::fixtures_dir() / "embeddings";
+const fs::path kModels = vkllm::test::models_dir();
 const fs::path kVocab = kModels / "ggml-vocab-bert-bge.gguf";
 // Vocabs committed beside the tokenizer fixtures (the Unigram one, XLM-RoBERTa's layout) come first.
-const fs::path kLocalVocabs = fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer";
+const fs::path kLocalVocabs = vkllm::test::fixtures_dir() / "tokenizer";
 
 double cosine(const std::vector<double>& a, const std::vector<double>& b) {
     double ab = 0, aa = 0, bb = 0;

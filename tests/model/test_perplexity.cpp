@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The fixtures sit beside this source file (CMake compiles it by its absolute path).
-fs::path fixture(const std::string& name) { return fs::path(__FILE__).parent_path().parent_path() / "fixtures/perplexity" / name; }
+fs::path fixture(const std::string& name) { return test::fixtures_dir() / "perplexity" / name; }
 
 fs::path scratch(const std::string& name) {
     fs::path dir = ::vkllm::test::binary_dir() / "test-tmp" / "perplexity";

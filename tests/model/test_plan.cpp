@@ -136,8 +136,8 @@ TEST_CASE("plan: folds and fusions per architecture and batch shape") {
             CHECK(p.ffn.down.residual == !post);
             // A decode batch's attention is one call for all its sequences, each through its block table.
             CHECK(p.attn.batched == shape.decode_batch);
-            CHECK(p.attn.attn.batch == shape.decode_batch);
-            CHECK(p.attn.attn.n_tokens == shape.n);
+            CHECK(p.attn.params.batch == shape.decode_batch);
+            CHECK(p.attn.params.n_tokens == shape.n);
             // Prompt chunks of more than 8 rows use matmul; decode batches stay on matvec.
             const bool matmul = shape.n > 8 && !shape.decode_batch;
             CHECK((p.attn.wo.kernel.kernel == ops::LinearPlan::Kernel::Matmul) == matmul);

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The fixtures sit beside this source file (CMake compiles it by its absolute path).
-fs::path fixture(const std::string& name) { return fs::path(__FILE__).parent_path().parent_path() / "fixtures/tokenizer" / name; }
+fs::path fixture(const std::string& name) { return test::fixtures_dir() / "tokenizer" / name; }
 
 const char* const kVocabs[] = {"llama-spm", "llama-bpe", "qwen2", "gpt-2", "deepseek-llm", "falcon", "phi-3", "bert-bge"};
 // Vocabs committed beside the fixtures (make_unigram_vocab.py): ../shared has no Unigram vocab.

@@ -176,6 +176,7 @@ std::filesystem::path env_or(const char* name, const char* fallback) {
 
 std::filesystem::path models_dir() { return env_or("VKLLM_TEST_MODELS_DIR", VKLLM_MODELS_DIR); }
 std::filesystem::path binary_dir() { return env_or("VKLLM_TEST_SCRATCH_DIR", VKLLM_BINARY_DIR); }
+std::filesystem::path fixtures_dir() { return env_or("VKLLM_TEST_FIXTURES_DIR", VKLLM_SOURCE_DIR "/tests/fixtures"); }
 
 std::string model_path(const std::string& file) {
     std::filesystem::path p = ::vkllm::test::models_dir() / file;

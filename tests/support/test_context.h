@@ -95,6 +95,10 @@ private:
 // device bundle (scripts/device_bundle.sh).
 std::filesystem::path models_dir();
 std::filesystem::path binary_dir();
+// The checked-in fixtures (tests/fixtures of the source tree; VKLLM_TEST_FIXTURES_DIR replaces it).
+// From the source directory compiled in, not from __FILE__, which a build may make relative
+// (ccache's base_dir, -ffile-prefix-map).
+std::filesystem::path fixtures_dir();
 
 // Path of a file in models_dir(), or empty (with a doctest MESSAGE) when absent.
 std::string model_path(const std::string& file);

@@ -1,0 +1,72 @@
+// What the serving engine needs of a model: sequences that grow, shrink, share a prefix and decode
+// side by side in one step, and the logits of the last step. ModelGpu is the implementation (one
+// device or several); the engine (serving/engine) holds only this interface, so that its scheduling
+// depends on nothing else of the forward pass.
+#pragma once
+
+#include "model/arch/model_config.h"
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace vkllm {
+
+// The last logits hold NaN or Inf (NaN/Inf weights, or an overflow): raised instead of decoding garbage.
+class NonFiniteError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+// Its message: the logit `value` of `token` (token < 0: not known) for the token at `position`
+// (the n_past of the evaluation) is NaN or Inf.
+std::string non_finite_message(float value, int64_t token, uint32_t position);
+
+// One token of one sequence, for a multi-sequence decode step.
+struct SeqToken {
+    uint32_t seq = 0;
+    int32_t token = 0;
+};
+
+// The paged KV cache's use: blocks held by some sequence (a shared block once) of the pool of a
+// full-context layer, and the bytes one block takes over all such layers of the model, K and V.
+// Sliding-window rings are fixed per sequence and not counted.
+struct KvUsage {
+    uint32_t blocks_used = 0, blocks_total = 0, block_rows = 0;
+    uint64_t block_bytes = 0;
+    uint64_t bytes_used() const { return uint64_t(blocks_used) * block_bytes; }
+};
+
+class SequenceModel {
+public:
+    virtual ~SequenceModel() = default;
+
+    virtual const ModelConfig& config() const = 0;
+    virtual uint32_t n_ctx() const = 0;   // rows per sequence
+    virtual uint32_t n_seq() const = 0;   // sequences (a server's slots)
+    virtual uint32_t ubatch() const = 0;  // prompt tokens per forward chunk
+
+    virtual uint32_t n_past(uint32_t seq) const = 0;
+    virtual void reset(uint32_t seq) = 0;  // the sequence's blocks go back to the pool
+    // Keeps the first n tokens of `seq`; false, changing nothing, where that cannot be done exactly
+    // (a sliding-window ring already overwrote what the next token needs).
+    virtual bool truncate(uint32_t seq, uint32_t n) = 0;
+    // `dst` starts from the first n tokens of `src` without evaluating them (copy on write); false,
+    // changing nothing, where the model cannot share (sliding-window rings).
+    virtual bool share_prefix(uint32_t dst, uint32_t src, uint32_t n) = 0;
+    virtual KvUsage kv_usage() const = 0;
+    // Free blocks `seq` takes to add n tokens (new blocks and copies of shared ones written into).
+    virtual uint32_t kv_blocks_needed(uint32_t seq, uint32_t n) const = 0;
+
+    // `seq`'s tokens at positions n_past(seq)..; the last token's logits are row 0 afterwards.
+    virtual void eval(uint32_t seq, std::span<const int32_t> tokens) = 0;
+    // One token for each of several distinct sequences in one step; logits row i is batch[i]'s.
+    virtual void decode(std::span<const SeqToken> batch) = 0;
+    // Rows [0, rows) of the last logits.
+    virtual void read_logits(uint32_t rows, float* dst) const = 0;
+    // The argmax of each of those rows, -1 where the best logit is NaN or Inf.
+    virtual std::vector<int32_t> argmax_rows(uint32_t rows) const = 0;
+};
+
+}  // namespace vkllm
