@@ -20,6 +20,7 @@
 #include "model/arch/architecture.h"
 #include "model/arch/model_config.h"
 #include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
 
 namespace vkllm::app {
 

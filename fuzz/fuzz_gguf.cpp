@@ -12,6 +12,8 @@
 // hostile contents reach the config checks and the tokenizer far more often than flipped bytes.
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
+#include "model/testgen/random_vocab.h"
 #include "model/arch/model_config.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/tensor_types.h"

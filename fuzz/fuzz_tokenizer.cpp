@@ -16,6 +16,7 @@
 // from the source tree); when one is absent a generated vocab stands in, so the target always runs.
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/tokenizer/utf8.h"
 

@@ -10,6 +10,7 @@
 //                     JSON Schema Test Suite, draft 7 (first byte 1).
 // Usage: fuzz_make_seeds <out> <shared models dir>
 #include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
 #include "serving/template/chat_template.h"
 
 #include <cstdio>

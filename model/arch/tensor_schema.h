@@ -1,7 +1,7 @@
 // Every tensor a model reads, as data. The config checker (model_config.cpp), the weight layout
 // and upload (model/forward/model_weights.cpp), the host reference (model_cpu.cpp), the device pass
-// (through the roles of LayerWeights) and gen-model (gguf_writer.cpp) all walk these lists, so
-// adding a tensor is one line in tensor_schema.cpp.
+// (through the roles of LayerWeights) and gen-model (model/testgen/random_model.cpp) all walk these
+// lists, so adding a tensor is one line in tensor_schema.cpp.
 //
 // Names are the GGUF ones (llama.cpp's conventions); a layer's tensors are "blk.N.<name>". Shapes
 // are ggml dims (ne0 = the row length first), in terms of the model's hyperparameters.

@@ -1,13 +1,15 @@
 #include "model/grammar/json_schema.h"
 
 #include "model/grammar/grammar.h"
+#include "model/grammar/json_schema_numbers.h"
+#include "model/grammar/json_schema_pattern.h"
+#include "model/grammar/json_schema_rules.h"
 #include "model/tokenizer/utf8.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -23,7 +25,12 @@ SchemaError::SchemaError(const std::string& what, std::string keyword, std::stri
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using detail::join;
+using detail::Json;
+using detail::json_char;
+using detail::lit;
+using detail::refuse;
+using detail::SchemaRules;
 
 // Rules every compiled schema may use. `space` is the whitespace allowed between tokens (none,
 // one space, or a newline and indentation); `char` one character of a JSON string as written (a
@@ -43,38 +50,8 @@ array ::= "[" space (value (space "," space value)* space)? "]"
 
 constexpr size_t kMaxSchemaDepth = 64;  // nested subschemas (a $ref is a rule: recursion does not nest)
 
-// A GBNF string literal of raw text.
-std::string lit(std::string_view s) {
-    std::string out = "\"";
-    for (const char ch : s) {
-        const auto c = uint8_t(ch);
-        if (c == '"' || c == '\\') out += '\\', out += ch;
-        else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02X}", c);
-        else out += ch;
-    }
-    return out + "\"";
-}
-
 // The JSON text of a string value, as a GBNF literal (quotes and escapes included).
 std::string json_string_lit(const std::string& s) { return lit(Json(s).dump()); }
-
-// One character as JSON writes it inside a string.
-std::string json_char(uint32_t cp) {
-    switch (cp) {
-        case '"': return lit("\\\"");
-        case '\\': return lit("\\\\");
-        case '\n': return lit("\\n");
-        case '\r': return lit("\\r");
-        case '\t': return lit("\\t");
-        case '\b': return lit("\\b");
-        case '\f': return lit("\\f");
-        default: break;
-    }
-    if (cp < 0x20) return lit(fmt::format("\\u{:04x}", cp));
-    std::string u8;
-    utf8::append(u8, cp);
-    return lit(u8);
-}
 
 // JSON equality as JSON Schema means it: object members in any order (ordered_json compares them
 // in order), numbers by value.
@@ -92,10 +69,10 @@ public:
     std::string run(const std::string& top) {
         if (root_.is_object() && root_.contains("$id") && !root_["$id"].is_string())
             throw SchemaError("'$id' must be a string", "$id", "");
-        taken_.insert(top);
+        rules_.take(top);
         const std::string body = compile(root_, "", 0);
         std::string out = top + " ::= " + body + "\n";
-        for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
+        out += rules_.text();
         out += kCommonRules;
         return out;
     }
@@ -104,45 +81,19 @@ public:
     std::string run(const std::vector<NamedSchema>& tops, const std::set<std::string>& taken) {
         if (root_.is_object() && root_.contains("$id") && !root_["$id"].is_string())
             throw SchemaError("'$id' must be a string", "$id", "");
-        taken_.insert(taken.begin(), taken.end());
-        for (const NamedSchema& t : tops) taken_.insert(t.rule);
+        for (const std::string& t : taken) rules_.take(t);
+        for (const NamedSchema& t : tops) rules_.take(t.rule);
         std::string out;
         // Each top is a reference into the document, so that a subschema two tops share is one rule.
         // Errors name the subschema's own place ("/$defs/tool-0/properties/x").
         for (const NamedSchema& t : tops)
             out += t.rule + " ::= " + compile(Json{{"$ref", t.pointer}}, t.pointer.substr(t.pointer.starts_with("#") ? 1 : 0), 0) + "\n";
-        for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
+        out += rules_.text();
         out += kCommonRules;
         return out;
     }
 
 private:
-    [[noreturn]] static void refuse(const std::string& keyword, const std::string& where, const std::string& why) {
-        throw SchemaError(why, keyword, where);
-    }
-
-    std::string new_rule(const std::string& hint, std::string body) {
-        std::string base;
-        for (const char c : hint)
-            if (std::isalnum(uint8_t(c))) base += char(std::tolower(uint8_t(c)));
-            else if (!base.empty() && base.back() != '-') base += '-';
-        while (!base.empty() && base.back() == '-') base.pop_back();
-        if (base.empty() || std::isdigit(uint8_t(base[0]))) base = "s" + base;
-        if (base.size() > 40) base.resize(40);
-        if (rules_.size() >= kMaxRules)
-            refuse("", "", fmt::format("the schema needs more than {} grammar rules", kMaxRules));
-        std::string name = base;
-        for (int& next = next_suffix_[base]; taken_.count(name) || reserved(name);) name = fmt::format("{}-{}", base, next++);
-        taken_.insert(name);
-        index_[name] = rules_.size();
-        rules_.emplace_back(name, std::move(body));
-        return name;
-    }
-    static bool reserved(const std::string& n) {
-        return n == "root" || n == "space" || n == "char" || n == "char-cp" || n == "string" || n == "integer" || n == "number" ||
-               n == "boolean" || n == "null" || n == "value" || n == "object" || n == "array";
-    }
-
     // The GBNF expression of a schema (wrapped in parentheses when it has alternatives).
     std::string compile(const Json& s, const std::string& where, size_t depth) {
         if (depth > kMaxSchemaDepth) refuse("", where, fmt::format("subschemas nested deeper than {}", kMaxSchemaDepth));
@@ -183,8 +134,8 @@ private:
             if (t == "object") e = object(s, where, depth);
             else if (t == "array") e = array(s, where, depth);
             else if (t == "string") e = string(s, where);
-            else if (t == "integer") e = integer(s, where);
-            else if (t == "number") e = number(s, where);
+            else if (t == "integer") e = detail::integer_range_gbnf(s, where, rules_);
+            else if (t == "number") e = detail::number_range_gbnf(s, where, rules_);
             else if (t == "boolean") e = "boolean";
             else if (t == "null") e = "null";
             else refuse("type", where, fmt::format("unknown type '{}'", t));
@@ -201,12 +152,6 @@ private:
             "format",        "minimum",    "maximum",  "exclusiveMinimum",     "exclusiveMaximum", "$id",
             "uniqueItems"};
         return kw.count(k) || kAnnotations.count(k);
-    }
-
-    static std::string join(const std::vector<std::string>& v, std::string_view sep) {
-        std::string out;
-        for (size_t i = 0; i < v.size(); ++i) out += (i ? std::string(sep) : "") + v[i];
-        return out;
     }
 
     // Keywords that constrain a value beside `exclude` (annotations and the given ones aside).
@@ -280,12 +225,11 @@ private:
         if (auto it = refs_.find(ptr); it != refs_.end()) return it->second;
         const Json& target = resolve(ptr, where);
         // The rule exists before its body is compiled, so that the target may refer to itself.
-        const std::string name = new_rule("ref-" + ptr.substr(ptr.rfind('/') == std::string::npos ? 1 : ptr.rfind('/') + 1), "");
+        const std::string name = rules_.add("ref-" + ptr.substr(ptr.rfind('/') == std::string::npos ? 1 : ptr.rfind('/') + 1), "");
         refs_[ptr] = name;
-        const size_t index = rules_.size() - 1;
         // depth + 1: a chain of distinct references nests like subschemas (cycles end at the cache).
         std::string body = compile(target, ptr.substr(1), depth + 1);
-        rules_[index].second = std::move(body);
+        rules_.body(name) = std::move(body);
         return name;
     }
 
@@ -511,7 +455,7 @@ private:
         }
         auto hex = [](uint32_t cp) { return cp <= 0xffff ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); };
         std::vector<std::string> names_of(trie.size());
-        for (size_t i = 0; i < trie.size(); ++i) names_of[i] = new_rule("key-other", "");
+        for (size_t i = 0; i < trie.size(); ++i) names_of[i] = rules_.add("key-other", "");
         for (size_t i = 0; i < trie.size(); ++i) {
             std::vector<std::string> alts;
             if (!trie[i].end) alts.push_back("\"\\\"\"");
@@ -524,12 +468,10 @@ private:
                 if (!trie[i].next.count(char32_t(e))) escapes += e == '"' ? "\\\"" : e == '\\' ? "\\\\" : "/";
             alts.push_back("([^\"\\\\\\x00-\\x1F" + excluded + "] | \"\\\\\" ([" + escapes +
                            "] | \"u00\" [01] [0-9a-fA-F])) char* \"\\\"\"");
-            rule_body(names_of[i]) = join(alts, " | ");
+            rules_.body(names_of[i]) = join(alts, " | ");
         }
         return "\"\\\"\" " + names_of[0];
     }
-
-    std::string& rule_body(const std::string& name) { return rules_.at(index_.at(name)).second; }
 
     std::string object(const Json& s, const std::string& where, size_t depth) {
         const Json empty = Json::object();
@@ -581,7 +523,7 @@ private:
         } else if (!s["additionalProperties"].is_boolean()) {
             refuse("additionalProperties", where, "'additionalProperties' must be a boolean or a schema");
         }
-        if (!extra.empty()) extra = new_rule("kv-extra", extra);
+        if (!extra.empty()) extra = rules_.add("kv-extra", extra);
         // first(i): properties i.. with nothing written before; after(i): with a comma before each.
         const std::string sep = " space \",\" space ";
         const size_t n = list.size();
@@ -589,7 +531,7 @@ private:
         after[n] = extra.empty() ? "" : "(" + sep + extra + ")*";
         first[n] = extra.empty() ? "" : "(" + extra + after[n] + ")?";
         for (size_t i = n; i-- > 0;) {
-            const std::string kv = new_rule("kv", list[i].kv);
+            const std::string kv = rules_.add("kv", list[i].kv);
             const std::string rest_after = after[i + 1].empty() ? "" : " " + after[i + 1];
             std::string a = "\",\" space " + kv + rest_after;
             a = "space " + a;
@@ -604,11 +546,11 @@ private:
                            (first[i + 1].empty() ? "?" : "");
             }
             // Keep the expressions small: each level is a rule of its own.
-            after[i] = new_rule("after", after[i]);
-            first[i] = new_rule("props", first[i]);
+            after[i] = rules_.add("after", after[i]);
+            first[i] = rules_.add("props", first[i]);
         }
         // When nothing at all is written the braces hold only whitespace.
-        return new_rule("object", "\"{\" space " + (first[0].empty() ? "" : first[0] + " space ") + "\"}\"");
+        return rules_.add("object", "\"{\" space " + (first[0].empty() ? "" : first[0] + " space ") + "\"}\"");
     }
 
     static uint32_t count_of(const Json& s, const char* key, const std::string& where, uint32_t dflt) {
@@ -663,7 +605,7 @@ private:
         const uint32_t k = uint32_t(prefix.size());
         if (!rest.empty() && hi > k) {
             const uint32_t rmin = lo > k ? lo - k : 0;
-            const std::string r = new_rule("item", rest);
+            const std::string r = rules_.add("item", rest);
             const std::string max = hi == UINT32_MAX ? "" : std::to_string(hi - k);
             if (k > 0) {
                 tail = "(" + sep + r + "){" + std::to_string(rmin) + "," + max + "}";
@@ -676,11 +618,11 @@ private:
         }
         std::string body = tail;
         for (uint32_t i = std::min(k, hi); i-- > 0;) {
-            const std::string head = (i > 0 ? sep : "") + new_rule("item", prefix[i]);
+            const std::string head = (i > 0 ? sep : "") + rules_.add("item", prefix[i]);
             const std::string seq = head + (body.empty() ? "" : " " + body);
             body = i < lo ? "(" + seq + ")" : "(" + seq + ")?";
         }
-        return new_rule("array", "\"[\" space " + (body.empty() ? "" : body + " space ") + "\"]\"");
+        return rules_.add("array", "\"[\" space " + (body.empty() ? "" : body + " space ") + "\"]\"");
     }
 
     std::string string(const Json& s, const std::string& where) {
@@ -691,7 +633,7 @@ private:
             if (lengths) refuse("pattern", where, "'pattern' with 'minLength' or 'maxLength' is not supported");
             if (s.contains("format")) refuse("pattern", where, "'pattern' with 'format' is not supported");
             if (!s["pattern"].is_string()) refuse("pattern", where, "'pattern' must be a string");
-            return new_rule("pattern", "\"\\\"\" " + regex(s["pattern"].get<std::string>(), where) + " \"\\\"\"");
+            return rules_.add("pattern", "\"\\\"\" " + detail::pattern_gbnf(s["pattern"].get<std::string>(), where) + " \"\\\"\"");
         }
         if (s.contains("format")) {
             if (lengths) refuse("format", where, "'format' with 'minLength' or 'maxLength' is not supported");
@@ -701,7 +643,7 @@ private:
         if (!lengths) return "string";
         if (lo > hi) refuse("minLength", where, fmt::format("minLength {} is above maxLength {}", lo, hi));
         // char-cp: no surrogate escapes, so that every character counted is one code point.
-        return new_rule("string", fmt::format("\"\\\"\" char-cp{{{},{}}} \"\\\"\"", lo, hi == UINT32_MAX ? "" : std::to_string(hi)));
+        return rules_.add("string", fmt::format("\"\\\"\" char-cp{{{},{}}} \"\\\"\"", lo, hi == UINT32_MAX ? "" : std::to_string(hi)));
     }
 
     std::string format(const std::string& f, const std::string& where) {
@@ -716,565 +658,12 @@ private:
         if (f == "date-time") body = "(" + kFormats.at("date") + ") [tT] (" + kFormats.at("time") + ")";
         else if (auto it = kFormats.find(f); it != kFormats.end()) body = it->second;
         else refuse("format", where, fmt::format("format '{}' is not supported (date, time, date-time, uuid, email)", f));
-        return new_rule("format-" + f, "\"\\\"\" (" + body + ") \"\\\"\"");
+        return rules_.add("format-" + f, "\"\\\"\" (" + body + ") \"\\\"\"");
     }
-
-    // --- numbers ----------------------------------------------------------------------------------
-
-    // A bound of a number as an exact decimal: |value| = whole + 0.frac (frac's digits, no trailing
-    // zeros), from the bound's JSON text (its shortest round-trip form).
-    struct Decimal {
-        bool negative = false;
-        uint64_t whole = 0;
-        std::string frac;
-        bool zero() const { return whole == 0 && frac.empty(); }
-    };
-    // Bounded numbers have at most this many digits in all: distinct decimals of 15 significant
-    // digits are distinct doubles, in the same order, so a client that parses the number into a
-    // double (Python, JavaScript) sees it within the bounds too, exclusive ones included.
-    static constexpr size_t kBoundDigits = 15;
-    static size_t digits_of(uint64_t whole) { return whole == 0 ? 0 : std::to_string(whole).size(); }
-    static Decimal decimal(const Json& v, const char* k, const std::string& where) {
-        std::string t = v.dump();
-        Decimal d;
-        if (!t.empty() && t[0] == '-') {
-            d.negative = true;
-            t.erase(0, 1);
-        }
-        const size_t dot = t.find('.');
-        const std::string whole = t.substr(0, dot), frac = dot == std::string::npos ? "" : t.substr(dot + 1);
-        if (whole.empty() || whole.size() > kBoundDigits || whole.find_first_not_of("0123456789") != std::string::npos ||
-            frac.find_first_not_of("0123456789") != std::string::npos)
-            refuse(k, where, fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
-        d.whole = std::stoull(whole);
-        d.frac = frac.substr(0, frac.find_last_not_of('0') + 1);
-        if (digits_of(d.whole) + d.frac.size() > kBoundDigits)
-            refuse(k, where, fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
-        if (d.zero()) d.negative = false;
-        return d;
-    }
-    // Compares |a| with |b|.
-    static int compare_magnitude(const Decimal& a, const Decimal& b) {
-        if (a.whole != b.whole) return a.whole < b.whole ? -1 : 1;
-        return a.frac < b.frac ? -1 : a.frac > b.frac ? 1 : 0;  // no trailing zeros: string order is numeric order
-    }
-    static int compare(const Decimal& a, const Decimal& b) {
-        if (a.negative != b.negative) return a.negative ? -1 : 1;
-        const int m = compare_magnitude(a, b);
-        return a.negative ? -m : m;
-    }
-
-    // Shared rules, each made once per grammar: runs of min..max digits, of 1..max zeros, and
-    // nonempty runs of at most `max` digits that are not all zeros.
-    std::string digit_run(size_t min, size_t max) {
-        const std::string key = fmt::format("digits-{}-{}", min, max);
-        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
-        return shared_[key] = new_rule(key, fmt::format("[0-9]{{{},{}}}", min, max));
-    }
-    std::string zero_run(size_t max) {
-        const std::string key = fmt::format("zeros-{}", max);
-        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
-        return shared_[key] = new_rule(key, fmt::format("\"0\"{{1,{}}}", max));
-    }
-    std::string nonzero_run(size_t max) {
-        const std::string key = fmt::format("nonzero-{}", max);
-        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
-        const std::string body = max == 1 ? "[1-9]" : fmt::format("[1-9] {} | \"0\" {}", digit_run(0, max - 1), nonzero_run(max - 1));
-        return shared_[key] = new_rule(key, body);
-    }
-
-    // Nonempty fraction digit strings D of at most `left` digits with 0.D in a range, as GBNF, and
-    // whether no fraction at all (0) is in it too.
-    struct Digits {
-        std::string expr;  // "": no nonempty string
-        bool empty_ok = false;
-    };
-    static Digits digit_then(char d, const Digits& rest, size_t left) {
-        // d followed by rest's strings (or nothing where rest takes nothing).
-        if (left == 0) return {};
-        const std::string head = lit(std::string(1, d));
-        if (rest.expr.empty()) return {rest.empty_ok ? head : std::string(), false};
-        return {head + " (" + rest.expr + ")" + (rest.empty_ok ? "?" : ""), false};
-    }
-    // 0.D >= 0.G (> when strict); G's digits, no trailing zeros.
-    Digits frac_ge(std::string_view g, bool strict, size_t left) {
-        if (left == 0) return {"", !strict && g.empty()};
-        if (g.empty()) return strict ? Digits{nonzero_run(left), false} : Digits{digit_run(1, left), true};
-        std::vector<std::string> alts;
-        if (g[0] < '9') alts.push_back(fmt::format("[{}-9] {}", char(g[0] + 1), digit_run(0, left - 1)));
-        const Digits same = digit_then(g[0], frac_ge(g.substr(1), strict, left - 1), left);
-        if (!same.expr.empty()) alts.push_back(same.expr);
-        return {join(alts, " | "), false};
-    }
-    // 0.D <= 0.H (< when strict).
-    Digits frac_le(std::string_view h, bool strict, size_t left) {
-        if (h.empty()) return {strict || left == 0 ? std::string() : zero_run(left), !strict};
-        if (left == 0) return {"", true};
-        std::vector<std::string> alts;
-        if (h[0] > '0') alts.push_back(fmt::format("[0-{}] {}", char(h[0] - 1), digit_run(0, left - 1)));
-        const Digits same = digit_then(h[0], frac_le(h.substr(1), strict, left - 1), left);
-        if (!same.expr.empty()) alts.push_back(same.expr);
-        return {join(alts, " | "), true};
-    }
-    // 0.L <= 0.D <= 0.H (each bound strict or not), L <= H.
-    Digits frac_between(std::string_view l, bool ls, std::string_view h, bool hs, size_t left) {
-        if (h.empty()) {  // then l is empty too: only zero
-            const bool ok = !ls && !hs;
-            return {ok && left > 0 ? zero_run(left) : std::string(), ok};
-        }
-        if (l.empty() && !ls) return frac_le(h, hs, left);
-        if (left == 0) return {};
-        const char lo = l.empty() ? '0' : l[0], hi = h[0];
-        const std::string_view lrest = l.empty() ? l : l.substr(1);
-        if (lo == hi) return {digit_then(lo, frac_between(lrest, ls, h.substr(1), hs, left - 1), left).expr, false};
-        std::vector<std::string> alts;
-        const Digits low = digit_then(lo, frac_ge(lrest, ls, left - 1), left);
-        if (!low.expr.empty()) alts.push_back(low.expr);
-        if (hi - lo > 1) alts.push_back(fmt::format("[{}-{}] {}", char(lo + 1), char(hi - 1), digit_run(0, left - 1)));
-        const Digits high = digit_then(hi, frac_le(h.substr(1), hs, left - 1), left);
-        if (!high.expr.empty()) alts.push_back(high.expr);
-        // No fraction is 0: below a lower bound that is not 0 (or is 0, strictly).
-        return {join(alts, " | "), false};
-    }
-    // A number's fraction part ("." and its digits, or nothing) for `d`; nullopt when none fits.
-    static std::optional<std::string> fraction(const Digits& d) {
-        if (d.expr.empty()) return d.empty_ok ? std::optional<std::string>("") : std::nullopt;
-        const std::string f = "\".\" (" + d.expr + ")";
-        return d.empty_ok ? "(" + f + ")?" : f;
-    }
-
-    // Magnitudes A(.F) in [lo, hi] (either bound strict; no hi: unbounded), without exponents, at
-    // most kBoundDigits digits in all.
-    void magnitudes(const Decimal& lo, bool ls, const std::optional<Decimal>& hi, bool hs, const std::string& sign,
-                    std::vector<std::string>& alts) {
-        auto add = [&](uint64_t whole, const Digits& frac) {
-            if (const auto f = fraction(frac)) alts.push_back(sign + lit(std::to_string(whole)) + (f->empty() ? "" : " " + *f));
-        };
-        auto left = [](uint64_t whole) { return kBoundDigits - digits_of(whole); };
-        // Whole parts a..b with any fraction, per length (a longer whole leaves fewer fraction digits).
-        auto pow10 = [](size_t n) {
-            uint64_t p = 1;
-            while (n--) p *= 10;
-            return p;
-        };
-        auto wholes = [&](uint64_t a, uint64_t b) {
-            for (size_t len = std::max<size_t>(1, digits_of(a)); len <= std::max<size_t>(1, digits_of(b)) && len <= kBoundDigits; ++len) {
-                const uint64_t first = len == 1 ? 0 : pow10(len - 1), last = pow10(len) - 1;
-                const uint64_t lo_len = std::max(a, first), hi_len = std::min(b, last);
-                if (lo_len > hi_len) continue;
-                std::vector<std::string> w;
-                uint_range(lo_len, hi_len, w);
-                const size_t frac = kBoundDigits - len;
-                alts.push_back(sign + "(" + join(w, " | ") + ")" +
-                               (frac ? " (\".\" " + digit_run(1, frac) + ")?" : std::string()));
-            }
-        };
-        const uint64_t max_whole = pow10(kBoundDigits) - 1;
-        if (!hi) {
-            add(lo.whole, frac_ge(lo.frac, ls, left(lo.whole)));
-            if (lo.whole < max_whole) wholes(lo.whole + 1, max_whole);
-        } else if (lo.whole < hi->whole) {
-            add(lo.whole, frac_ge(lo.frac, ls, left(lo.whole)));
-            if (hi->whole > 0) wholes(lo.whole + 1, hi->whole - 1);
-            add(hi->whole, frac_le(hi->frac, hs, left(hi->whole)));
-        } else if (lo.whole == hi->whole) {
-            add(lo.whole, frac_between(lo.frac, ls, hi->frac, hs, left(lo.whole)));
-        }
-    }
-
-    // Numbers within minimum / maximum / exclusiveMinimum / exclusiveMaximum, written without an
-    // exponent (any decimal the bounds allow; a subset of JSON's forms, every one valid).
-    std::string number(const Json& s, const std::string& where) {
-        std::optional<Decimal> lo, hi;
-        bool ls = false, hs = false;
-        struct Bound {
-            const char* key;
-            bool upper, strict;
-        };
-        for (const Bound& bound : {Bound{"minimum", false, false}, Bound{"exclusiveMinimum", false, true},
-                                   Bound{"maximum", true, false}, Bound{"exclusiveMaximum", true, true}}) {
-            const char* k = bound.key;
-            if (!s.contains(k)) continue;
-            if (!s[k].is_number()) refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
-            const Decimal d = decimal(s[k], k, where);
-            const bool upper = bound.upper, strict = bound.strict;
-            std::optional<Decimal>& b = upper ? hi : lo;
-            bool& bs = upper ? hs : ls;
-            const int c = b ? compare(d, *b) : 0;
-            // The tighter bound wins; at the same value the strict one.
-            if (!b || (upper ? c < 0 : c > 0) || (c == 0 && strict)) {
-                b = d;
-                bs = strict;
-            }
-        }
-        if (!lo && !hi) return "number";
-        // Numbers with the same bounds share one rule.
-        auto text = [](const std::optional<Decimal>& d, bool strict) {
-            return d ? fmt::format("{}{}{}.{}", strict ? "x" : "", d->negative ? "-" : "", d->whole, d->frac) : std::string("none");
-        };
-        const std::string key = "number " + text(lo, ls) + " " + text(hi, hs);
-        if (auto it = shared_.find(key); it != shared_.end()) return it->second;
-        if (lo && hi && (compare(*lo, *hi) > 0 || (compare(*lo, *hi) == 0 && (ls || hs))))
-            refuse(s.contains("minimum") ? "minimum" : "exclusiveMinimum", where, "no number lies within the bounds");
-        std::vector<std::string> alts;
-        const Decimal zero;
-        // x >= 0: magnitudes from max(lo, 0) (0 itself only where the bound allows it) to hi.
-        if (!hi || !hi->negative) {
-            const bool from_lo = lo && !lo->negative;
-            magnitudes(from_lo ? *lo : zero, from_lo && ls, hi, hs, "", alts);
-        }
-        // x < 0: "-" and magnitudes above max(-hi, 0) (strictly above 0: no "-0") up to -lo.
-        if (!lo || lo->negative) {
-            Decimal lo_mag = zero, hi_mag;
-            bool lo_strict = true;
-            if (hi && hi->negative) {
-                lo_mag = *hi;
-                lo_mag.negative = false;
-                lo_strict = hs;
-            }
-            std::optional<Decimal> top;
-            if (lo) {
-                hi_mag = *lo;
-                hi_mag.negative = false;
-                top = hi_mag;
-            }
-            magnitudes(lo_mag, lo_strict, top, ls, "\"-\" ", alts);
-        }
-        if (alts.empty()) refuse("minimum", where, "no number lies within the bounds");
-        return shared_[key] = new_rule("number", join(alts, " | "));
-    }
-
-    // Decimal strings of the same length, lo <= hi: alternatives of digit classes.
-    static void digit_range(const std::string& lo, const std::string& hi, const std::string& prefix,
-                            std::vector<std::string>& out) {
-        if (lo.empty()) {
-            out.push_back(prefix.empty() ? "\"\"" : prefix);
-            return;
-        }
-        const std::string tail_lo = lo.substr(1), tail_hi = hi.substr(1);
-        auto cls = [](char a, char b) { return a == b ? lit(std::string(1, a)) : fmt::format("[{}-{}]", a, b); };
-        auto cat = [](const std::string& a, const std::string& b) { return a.empty() ? b : a + " " + b; };
-        const bool lo_zeros = tail_lo.find_first_not_of('0') == std::string::npos;
-        const bool hi_nines = tail_hi.find_first_not_of('9') == std::string::npos;
-        if (lo[0] == hi[0]) {
-            digit_range(tail_lo, tail_hi, cat(prefix, cls(lo[0], lo[0])), out);
-            return;
-        }
-        const std::string any(tail_lo.size(), '9'), zeros(tail_lo.size(), '0');
-        char first = lo[0], last = hi[0];
-        if (!lo_zeros) {
-            digit_range(tail_lo, any, cat(prefix, cls(lo[0], lo[0])), out);
-            ++first;
-        }
-        if (!hi_nines) --last;
-        if (first <= last) {
-            std::string p = cat(prefix, cls(first, last));
-            if (!tail_lo.empty()) p = cat(p, fmt::format("[0-9]{{{}}}", tail_lo.size()));
-            out.push_back(p);
-        }
-        if (!hi_nines) digit_range(zeros, tail_hi, cat(prefix, cls(hi[0], hi[0])), out);
-    }
-
-    // Non-negative integers in [lo, hi], without leading zeros.
-    static void uint_range(uint64_t lo, uint64_t hi, std::vector<std::string>& out) {
-        for (size_t len = std::to_string(lo).size(); len <= std::to_string(hi).size(); ++len) {
-            const uint64_t p = uint64_t(std::pow(10.0, double(len - 1)));
-            const uint64_t a = std::max(lo, len == 1 ? 0 : p), b = std::min(hi, p * 10 - 1);
-            if (a <= b) digit_range(std::to_string(a), std::to_string(b), "", out);
-        }
-    }
-
-    std::string integer(const Json& s, const std::string& where) {
-        constexpr int64_t kMax = 9999999999999999;  // 16 digits, as the integer rule
-        int64_t lo = -kMax, hi = kMax;
-        bool bounded = false;
-        auto bound = [&](const char* k, bool upper, bool exclusive) {
-            if (!s.contains(k)) return;
-            const Json& v = s[k];
-            if (!v.is_number()) refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
-            int64_t b;
-            if (v.is_number_integer()) {  // exact: doubles lose integers above 2^53
-                if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMax) : std::llabs(v.get<int64_t>()) > kMax)
-                    refuse(k, where, fmt::format("'{}' is beyond 16 digits", k));
-                b = v.get<int64_t>();
-                if (exclusive) b += upper ? -1 : 1;
-            } else {
-                const double x = v.get<double>();
-                if (!(std::fabs(x) <= 1e15)) refuse(k, where, fmt::format("'{}' is beyond 15 digits (as a non-integer)", k));
-                b = upper ? int64_t(std::floor(x)) : int64_t(std::ceil(x));
-                if (exclusive && double(b) == x) b += upper ? -1 : 1;
-            }
-            if (upper) hi = std::min(hi, b);
-            else lo = std::max(lo, b);
-            bounded = true;
-        };
-        bound("minimum", false, false);
-        bound("exclusiveMinimum", false, true);
-        bound("maximum", true, false);
-        bound("exclusiveMaximum", true, true);
-        if (!bounded) return "integer";
-        if (lo > hi) refuse("minimum", where, "no integer lies within the bounds");
-        std::vector<std::string> alts;
-        if (lo < 0) {
-            std::vector<std::string> neg;
-            uint_range(uint64_t(hi < 0 ? -hi : 1), uint64_t(-lo), neg);
-            for (const std::string& a : neg) alts.push_back("\"-\" " + a);
-        }
-        if (hi >= 0) uint_range(uint64_t(std::max<int64_t>(lo, 0)), uint64_t(hi), alts);
-        return new_rule("integer", join(alts, " | "));
-    }
-
-    // --- pattern: a regex subset to GBNF over the JSON text of the string's characters --------------
-
-    std::string regex(const std::string& re, const std::string& where) {
-        size_t pos = 0;
-        const bool start = !re.empty() && re[0] == '^';
-        if (start) ++pos;
-        std::string end_re = re;
-        bool end = false;
-        if (re.size() > pos && re.back() == '$' && (re.size() < 2 || re[re.size() - 2] != '\\')) {
-            end = true;
-            end_re.pop_back();
-        }
-        RegexParser p{end_re, pos, where, *this, 0};
-        std::string body = p.alternatives();
-        if (p.pos != end_re.size()) refuse("pattern", where, fmt::format("unexpected '{}' in the pattern", end_re[p.pos]));
-        // JSON Schema patterns are not anchored: text may come before and after a match.
-        return (start ? "" : "char* ") + std::string("(") + body + ")" + (end ? "" : " char*");
-    }
-
-    struct RegexParser {
-        const std::string& re;
-        size_t pos;
-        const std::string& where;
-        Compiler& c;
-        size_t depth;
-
-        [[noreturn]] void bad(const std::string& why) const { refuse("pattern", where, "pattern: " + why); }
-        bool more() const { return pos < re.size(); }
-
-        std::string alternatives() {
-            std::vector<std::string> alts{sequence()};
-            while (more() && re[pos] == '|') {
-                ++pos;
-                alts.push_back(sequence());
-            }
-            return join(alts, " | ");
-        }
-
-        std::string sequence() {
-            std::vector<std::string> items;
-            while (more() && re[pos] != '|' && re[pos] != ')') {
-                std::string atom = this->atom();
-                if (more() && (re[pos] == '*' || re[pos] == '+' || re[pos] == '?')) {
-                    atom = "(" + atom + ")" + re[pos];
-                    ++pos;
-                } else if (more() && re[pos] == '{') {
-                    const size_t close = re.find('}', pos);
-                    if (close == std::string::npos) bad("unterminated '{'");
-                    const std::string q = re.substr(pos + 1, close - pos - 1);
-                    const size_t comma = q.find(',');
-                    auto num = [&](const std::string& t) -> std::string {
-                        if (t.empty()) return "";
-                        if (t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos) bad("bad repetition '{" + q + "}'");
-                        if (std::stoul(t) > kMaxRepeat) bad(fmt::format("repetition above {}", kMaxRepeat));
-                        return t;
-                    };
-                    const std::string a = num(q.substr(0, comma));
-                    if (a.empty()) bad("bad repetition '{" + q + "}'");
-                    const std::string b = comma == std::string::npos ? a : num(q.substr(comma + 1));
-                    atom = "(" + atom + "){" + a + (comma == std::string::npos ? "" : "," + b) + "}";
-                    pos = close + 1;
-                }
-                if (more() && re[pos] == '?') ++pos;  // lazy: the same language
-                if (more() && (re[pos] == '*' || re[pos] == '+' || re[pos] == '{')) bad("a repetition of a repetition");
-                items.push_back(atom);
-            }
-            return items.empty() ? "\"\"" : join(items, " ");
-        }
-
-        // A set of code points as GBNF over JSON text: the plain characters in one class, and quote,
-        // backslash and control characters as their escapes.
-        static std::string set_expr(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negated) {
-            std::sort(ranges.begin(), ranges.end());
-            std::vector<std::pair<uint32_t, uint32_t>> merged;
-            for (auto r : ranges) {
-                if (!merged.empty() && r.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, r.second);
-                else merged.push_back(r);
-            }
-            if (negated) {  // the complement over every code point
-                std::vector<std::pair<uint32_t, uint32_t>> comp;
-                uint32_t next = 0;
-                for (auto [a, b] : merged) {
-                    if (a > next) comp.push_back({next, a - 1});
-                    next = b + 1;
-                }
-                if (next <= 0x10ffff) comp.push_back({next, 0x10ffff});
-                merged = comp;
-            }
-            std::vector<std::string> alts;
-            std::string cls;
-            auto hex = [](uint32_t cp) { return cp <= 0xffff ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); };
-            for (auto [a, b] : merged) {
-                // Characters JSON must escape: each as its escape.
-                for (uint32_t special : {uint32_t('"'), uint32_t('\\')})
-                    if (a <= special && special <= b) alts.push_back(json_char(special));
-                for (uint32_t cp = a; cp <= std::min<uint32_t>(b, 0x1f); ++cp) alts.push_back(json_char(cp));
-                // The plain rest: [a, b] minus controls, quote and backslash.
-                std::vector<std::pair<uint32_t, uint32_t>> plain{{std::max<uint32_t>(a, 0x20), b}};
-                if (plain[0].first > plain[0].second) continue;
-                for (uint32_t special : {uint32_t('"'), uint32_t('\\')}) {
-                    std::vector<std::pair<uint32_t, uint32_t>> split;
-                    for (auto [x, y] : plain) {
-                        if (special < x || special > y) split.push_back({x, y});
-                        else {
-                            if (special > x) split.push_back({x, special - 1});
-                            if (special < y) split.push_back({special + 1, y});
-                        }
-                    }
-                    plain = split;
-                }
-                for (auto [x, y] : plain) cls += x == y ? hex(x) : hex(x) + "-" + hex(y);
-            }
-            if (!cls.empty()) alts.push_back("[" + cls + "]");
-            if (alts.empty()) return "[^\\x00-\\U0010FFFF]";  // nothing
-            return alts.size() == 1 ? alts[0] : "(" + join(alts, " | ") + ")";
-        }
-
-        // ECMA-262's \s: WhiteSpace (tab, VT, FF, space, NBSP, BOM, Unicode Zs) and LineTerminator.
-        static constexpr std::array<std::pair<uint32_t, uint32_t>, 10> kEcmaSpace = {{
-            {0x09, 0x0d}, {0x20, 0x20}, {0xa0, 0xa0}, {0x1680, 0x1680}, {0x2000, 0x200a}, {0x2028, 0x2029},
-            {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000}, {0xfeff, 0xfeff}}};
-        static void class_escape(char e, std::vector<std::pair<uint32_t, uint32_t>>& r, bool& negate_set) {
-            negate_set = false;
-            switch (e) {
-                case 'd': r.push_back({'0', '9'}); return;
-                case 'w': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); return;
-                case 's': r.insert(r.end(), kEcmaSpace.begin(), kEcmaSpace.end()); return;
-                case 'D': r.push_back({'0', '9'}); negate_set = true; return;
-                case 'W': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); negate_set = true; return;
-                case 'S': r.insert(r.end(), kEcmaSpace.begin(), kEcmaSpace.end()); negate_set = true; return;
-                default: break;
-            }
-        }
-
-        uint32_t escaped_char(char e) {
-            switch (e) {
-                case 'n': return '\n';
-                case 'r': return '\r';
-                case 't': return '\t';
-                case 'f': return '\f';
-                case 'v': return '\v';
-                case '0': return 0;
-                default: break;
-            }
-            if (std::isalnum(uint8_t(e))) bad(fmt::format("escape '\\{}' is not supported", e));
-            return uint8_t(e);
-        }
-
-        uint32_t utf8_char() {
-            const auto c = uint8_t(re[pos]);
-            const size_t len = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-            if (pos + len > re.size()) bad("invalid UTF-8");
-            uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-            for (size_t i = 1; i < len; ++i) cp = (cp << 6) | (uint8_t(re[pos + i]) & 0x3f);
-            pos += len;
-            return cp;
-        }
-
-        std::string atom() {
-            const char ch = re[pos];
-            if (ch == '(') {
-                if (++depth > 64) bad("groups nested deeper than 64");
-                ++pos;
-                if (re.compare(pos, 2, "?:") == 0) pos += 2;
-                else if (more() && re[pos] == '?') bad("lookaround and other '(?' groups are not supported");
-                std::string inner = alternatives();
-                if (!more() || re[pos] != ')') bad("unbalanced '('");
-                ++pos;
-                --depth;
-                return "(" + inner + ")";
-            }
-            if (ch == '[') return char_class();
-            if (ch == '.') {
-                ++pos;
-                // ECMA-262: any character but the line terminators.
-                return set_expr({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}, true);
-            }
-            if (ch == '\\') {
-                if (pos + 1 >= re.size()) bad("a trailing '\\'");
-                const char e = re[pos + 1];
-                pos += 2;
-                std::vector<std::pair<uint32_t, uint32_t>> r;
-                bool neg = false;
-                class_escape(e, r, neg);
-                if (!r.empty()) return set_expr(r, neg);
-                if (e == 'b' || e == 'B') bad("word boundaries are not supported");
-                if (std::isdigit(uint8_t(e)) && e != '0') bad("back-references are not supported");
-                return json_char(escaped_char(e));
-            }
-            if (ch == '^' || ch == '$') bad(fmt::format("'{}' is supported only at the ends of the pattern", ch));
-            if (ch == '*' || ch == '+' || ch == '?' || ch == '{') bad(fmt::format("'{}' with nothing to repeat", ch));
-            return json_char(utf8_char());
-        }
-
-        std::string char_class() {
-            ++pos;  // '['
-            bool negated = false;
-            if (more() && re[pos] == '^') negated = true, ++pos;
-            std::vector<std::pair<uint32_t, uint32_t>> r;
-            // ECMA-262: [] matches nothing, [^] any character.
-            if (more() && re[pos] == ']') {
-                if (!negated) bad("an empty class '[]' matches nothing");
-                ++pos;
-                return set_expr({}, true);
-            }
-            while (more() && re[pos] != ']') {
-                uint32_t lo;
-                if (re[pos] == '\\') {
-                    if (pos + 1 >= re.size()) bad("a trailing '\\'");
-                    const char e = re[pos + 1];
-                    std::vector<std::pair<uint32_t, uint32_t>> sub;
-                    bool neg = false;
-                    class_escape(e, sub, neg);
-                    if (!sub.empty()) {
-                        if (neg) bad(fmt::format("'\\{}' inside a class is not supported", e));
-                        r.insert(r.end(), sub.begin(), sub.end());
-                        pos += 2;
-                        continue;
-                    }
-                    pos += 2;
-                    lo = e == 'b' ? '\b' : escaped_char(e);
-                } else {
-                    lo = utf8_char();
-                }
-                uint32_t hi = lo;
-                if (pos + 1 < re.size() && re[pos] == '-' && re[pos + 1] != ']') {
-                    ++pos;
-                    if (re[pos] == '\\') {
-                        if (pos + 1 >= re.size()) bad("a trailing '\\'");
-                        hi = escaped_char(re[pos + 1]);
-                        pos += 2;
-                    } else {
-                        hi = utf8_char();
-                    }
-                    if (hi < lo) bad("a backwards range in a class");
-                }
-                r.push_back({lo, hi});
-            }
-            if (!more()) bad("unterminated '['");
-            ++pos;  // ']'
-            return set_expr(r, negated);
-        }
-    };
 
     const Json& root_;
-    std::vector<std::pair<std::string, std::string>> rules_;
-    std::set<std::string> taken_;
-    std::map<std::string, int> next_suffix_;  // per base name: the next number to try
-    std::map<std::string, size_t> index_;     // rule name -> place in rules_
+    SchemaRules rules_;
     std::map<std::string, std::string> refs_;
-    std::map<std::string, std::string> shared_;  // digit_run / nonzero_run rules by what they match
 };
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include "model/arch/model_config.h"
 #include "model/gguf.h"
-#include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
 #include "support/test_context.h"
 
 #include <doctest/doctest.h>

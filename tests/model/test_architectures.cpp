@@ -13,6 +13,7 @@
 #include "model/forward/position_bias.h"
 #include "runtime/vk_check.h"
 #include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
 #include "model_test_util.h"
 
 #include <fmt/format.h>

@@ -8,7 +8,7 @@
 #include "model/forward/forward_check.h"
 #include "model/forward/layer_plan.h"
 #include "model/forward/model_weights.h"
-#include "model/gguf_writer.h"
+#include "model/testgen/model_shape.h"
 #include "model/forward/model_cpu.h"
 #include "model/forward/model_gpu.h"
 #include "model/sampler.h"

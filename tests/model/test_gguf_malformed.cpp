@@ -8,6 +8,8 @@
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
+#include "model/testgen/random_vocab.h"
 #include "model/arch/model_config.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"

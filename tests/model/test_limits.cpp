@@ -5,6 +5,7 @@
 #include "support/test_context.h"
 
 #include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
 #include "model/forward/model_gpu.h"
 #include "runtime/vk_check.h"
 

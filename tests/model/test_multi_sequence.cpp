@@ -5,7 +5,7 @@
 #include "support/test_context.h"
 
 #include "model/forward/model_gpu.h"
-#include "model/gguf_writer.h"
+#include "model/testgen/model_shape.h"
 #include "model_test_util.h"
 
 #include <fmt/format.h>

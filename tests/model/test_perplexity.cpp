@@ -3,7 +3,7 @@
 // against the host reference forward pass, through llama.cpp's own base file, and on bad input.
 #include "support/test_context.h"
 
-#include "model/gguf_writer.h"
+#include "model/testgen/random_model.h"
 #include "model/forward/model_cpu.h"
 #include "model/perplexity.h"
 #include "runtime/vk_check.h"

@@ -8,7 +8,7 @@
 
 #include "model/forward/device_split.h"
 #include "model/forward/model_gpu.h"
-#include "model/gguf_writer.h"
+#include "model/testgen/model_shape.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 #include "runtime/vk_check.h"

@@ -6,6 +6,7 @@
 
 #include "model/gguf_writer.h"
 #include "model/model_test_util.h"
+#include "model/testgen/random_model.h"
 #include "serving/engine/generate.h"
 
 #include <cmath>
