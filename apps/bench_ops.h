@@ -5,7 +5,7 @@
 #include "runtime/context.h"
 #include "runtime/ops/op_types.h"
 #include "runtime/probes.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <cstdint>
 #include <functional>

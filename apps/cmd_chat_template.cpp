@@ -4,7 +4,7 @@
 // metadata and vocabulary are read (no device is opened).
 #include "apps/commands.h"
 #include "apps/load_model.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 #include "serving/template/chat_template.h"
 

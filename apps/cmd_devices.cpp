@@ -4,7 +4,7 @@
 #include "apps/commands.h"
 #include "model/arch/model_config.h"
 #include "model/forward/device_split.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/load.h"
 #include "runtime/device.h"
 #include "runtime/instance.h"

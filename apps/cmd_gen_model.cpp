@@ -19,7 +19,7 @@
 #include "apps/commands.h"
 #include "model/arch/architecture.h"
 #include "model/arch/model_config.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 
 namespace vkllm::app {

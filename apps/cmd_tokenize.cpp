@@ -2,7 +2,7 @@
 // the vocabulary: vocab-only GGUF files (no tensors) work, and no device is opened.
 #include "apps/commands.h"
 #include "apps/load_model.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 
 #include <fmt/format.h>

@@ -10,13 +10,13 @@
 // valid random model (keys set to hostile values and types, keys and tensors removed or reshaped,
 // vocab entries rewritten), written with the project's writer: structurally valid files with
 // hostile contents reach the config checks and the tokenizer far more often than flipped bytes.
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "model/testgen/random_vocab.h"
 #include "model/arch/model_config.h"
 #include "model/tokenizer/tokenizer.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <algorithm>
 #include <array>

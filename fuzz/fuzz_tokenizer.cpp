@@ -14,8 +14,8 @@
 //              throw std::out_of_range for exactly those, never read outside the vocab.
 // The vocab files are taken from $VKLLM_MODELS_DIR or the build's ../shared/models (the Unigram one
 // from the source tree); when one is absent a generated vocab stands in, so the target always runs.
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/tokenizer/utf8.h"

@@ -9,7 +9,7 @@
 //   <out>/grammar/    inputs for fuzz_grammar: GBNF grammars (first byte 0) and the schemas of the
 //                     JSON Schema Test Suite, draft 7 (first byte 1).
 // Usage: fuzz_make_seeds <out> <shared models dir>
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "serving/template/chat_template.h"
 

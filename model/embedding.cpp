@@ -1,7 +1,7 @@
 #include "model/embedding.h"
 
 #include "runtime/ops/linear.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <fmt/format.h>
 

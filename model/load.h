@@ -5,7 +5,7 @@
 
 #include "model/arch/model_config.h"
 #include "model/forward/model_gpu.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/context.h"
 #include "runtime/vk_check.h"

@@ -76,7 +76,7 @@ vkllm_shader(swiglu_oai        glu.comp ACT_SWIGLU_OAI)
 # One variant per weight type: matmul (shared-memory tiles; subgroup broadcasts for CPU drivers),
 # matvec (shared-memory and subgroup reduction; lanes owning rows for CPU drivers) and get_rows.
 # The matvec_u_* / matvec_rows_u_* variants read X as a uniform buffer (CPU drivers).
-# The type list is runtime/tensor_types.h's kAllTensorTypes; ops name pipelines "<op>_<type>".
+# The type list is runtime/quant/tensor_types.h's kAllTensorTypes; ops name pipelines "<op>_<type>".
 set(VKLLM_WEIGHT_TYPES f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4_k q5_k q6_k iq4_xs mxfp4)
 foreach(t IN LISTS VKLLM_WEIGHT_TYPES)
   string(TOUPPER "W_${t}" wdef)

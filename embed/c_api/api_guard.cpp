@@ -2,7 +2,7 @@
 
 #include "model/arch/model_config.h"
 #include "model/forward/model_gpu.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "runtime/vk_check.h"
 #include "serving/engine/engine.h"
 #include "serving/template/chat_template.h"

@@ -11,7 +11,7 @@
 
 #include "model/arch/architecture.h"
 #include "model/arch/tensor_schema.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 namespace vkllm {
 

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "model/arch/architecture.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 #include <array>
 #include <optional>

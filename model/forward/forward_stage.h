@@ -16,7 +16,7 @@
 #include "model/forward/layer_plan.h"
 #include "model/forward/memory_plan.h"
 #include "model/forward/model_weights.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "runtime/command_stream.h"
 #include "runtime/context.h"
 

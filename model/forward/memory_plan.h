@@ -3,7 +3,7 @@
 // allocates exactly what this plan counts; the device split (device_split.h) asks it per range.
 #pragma once
 
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/arch/model_config.h"
 #include "model/forward/model_weights.h"
 #include "runtime/caps.h"

@@ -9,7 +9,7 @@
 #include "model/arch/model_config.h"
 #include "model/forward/model_gpu.h"
 #include "model/forward/model_weights.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 #include <span>
 #include <vector>

@@ -13,7 +13,7 @@
 // stage, a fence wait and a 4-byte read of the argmax (see stats()).
 #pragma once
 
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/arch/model_config.h"
 #include "model/forward/forward_stage.h"
 #include "model/forward/kv_block_pool.h"

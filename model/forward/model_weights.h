@@ -7,7 +7,7 @@
 
 #include "model/arch/model_config.h"
 #include "model/arch/tensor_schema.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "runtime/context.h"
 
 #include <array>

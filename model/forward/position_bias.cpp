@@ -1,7 +1,7 @@
 #include "model/forward/position_bias.h"
 
 #include "model/arch/tensor_schema.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/arch/model_config.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 namespace vkllm {
 

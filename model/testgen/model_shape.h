@@ -7,7 +7,7 @@
 #include <string>
 
 #include "model/testgen/quant_mix.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 namespace vkllm {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 namespace vkllm {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/model_shape.h"
 
 namespace vkllm {

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/tokenizer/special_tokens.h"
 
 namespace vkllm {

@@ -1,7 +1,7 @@
 #include "runtime/ops/attention.h"
 
 #include "runtime/ops/kv_store.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <algorithm>
 #include <cmath>

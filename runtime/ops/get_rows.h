@@ -4,7 +4,7 @@
 #pragma once
 
 #include "runtime/context.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <cstdint>
 #include <vector>

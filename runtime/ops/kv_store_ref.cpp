@@ -1,6 +1,6 @@
 #include "runtime/ops/kv_store.h"
 
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <algorithm>
 #include <bit>

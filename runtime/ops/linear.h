@@ -1,5 +1,5 @@
 // The weight-streaming linear layers of the decoder: Y = X · W^T (+ bias) (+ R) with W in any GGUF weight
-// type vkllm reads (runtime/tensor_types.h), as matvec (decode, m <= 8: one pass over W
+// type vkllm reads (runtime/quant/tensor_types.h), as matvec (decode, m <= 8: one pass over W
 // shared by all rows of X) and as matmul (prefill: shared-memory tiles on GPUs, register tiles fed by
 // subgroup broadcasts on CPU drivers).
 //
@@ -20,7 +20,7 @@
 #include "runtime/ops/window.h"
 
 #include "runtime/context.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <cstdint>
 #include <vector>

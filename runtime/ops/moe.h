@@ -16,7 +16,7 @@
 #include "runtime/ops/linear.h"
 
 #include "runtime/context.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <cstdint>
 #include <vector>

@@ -4,7 +4,7 @@
 // GPU against these.
 #include "runtime/quant/block_formats.h"
 
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <cstring>
 

@@ -29,7 +29,7 @@
 // none is undefined whatever the input.
 #include "runtime/quant/block_formats.h"
 
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,7 @@
 // nibble, every Q3_K / Q5 high bit).
 #pragma once
 
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <cstddef>
 #include <cstdint>

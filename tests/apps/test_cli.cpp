@@ -1,6 +1,6 @@
 // End-to-end tests of the `vkllm` executable: the published story byte for byte, and a clear
 // message with a non-zero exit for every kind of bad input.
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "apps/run_vkllm.h"
 #include "support/test_context.h"

@@ -8,7 +8,7 @@
 
 #include "runtime/ops/attention.h"
 #include "runtime/ops/kv_store.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 #include "runtime/vk_check.h"
 
 #include <fmt/format.h>

@@ -5,7 +5,7 @@
 #include "support/test_context.h"
 
 #include "runtime/ops/kv_store.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <cstring>
 #include <string>

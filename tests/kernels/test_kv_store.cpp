@@ -4,7 +4,7 @@
 
 #include "runtime/ops/kv_store.h"
 #include "runtime/ops/rope.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <fmt/format.h>
 

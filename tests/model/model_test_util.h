@@ -3,7 +3,7 @@
 #pragma once
 
 #include "model/arch/model_config.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/testgen/random_model.h"
 #include "support/test_context.h"
 

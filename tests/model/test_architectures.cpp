@@ -6,13 +6,13 @@
 
 #include "model/arch/architecture.h"
 #include "model/embedding.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 #include "model/forward/forward_check.h"
 #include "model/forward/model_cpu.h"
 #include "model/forward/model_gpu.h"
 #include "model/forward/position_bias.h"
 #include "runtime/vk_check.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "model_test_util.h"
 

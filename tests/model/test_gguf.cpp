@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/arch/model_config.h"
 #include "model_test_util.h"
 

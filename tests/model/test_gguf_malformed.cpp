@@ -6,8 +6,8 @@
 #include <functional>
 #include <random>
 
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "model/testgen/random_vocab.h"
 #include "model/arch/model_config.h"

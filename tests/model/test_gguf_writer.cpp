@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "model/testgen/random_vocab.h"
 #include "model/arch/model_config.h"

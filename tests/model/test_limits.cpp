@@ -4,7 +4,7 @@
 // them: tests/serving/test_generate.cpp).
 #include "support/test_context.h"
 
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "model/forward/model_gpu.h"
 #include "runtime/vk_check.h"

@@ -9,7 +9,7 @@
 #include "model/forward/device_split.h"
 #include "model/forward/layer_plan.h"
 #include "model/forward/model_gpu.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "runtime/vk_check.h"
 

@@ -4,7 +4,7 @@
 #include <random>
 #include <sstream>
 
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/tokenizer/pre_tokenizer.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"

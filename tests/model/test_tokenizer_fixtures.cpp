@@ -7,8 +7,8 @@
 #include <functional>
 #include <sstream>
 
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/tokenizer/unigram.h"
 #include "model/tokenizer/wordpiece.h"

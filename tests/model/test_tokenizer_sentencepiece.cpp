@@ -3,7 +3,7 @@
 // UTF-8).
 #include <random>
 
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model_test_util.h"
 

@@ -3,7 +3,7 @@
 // determinism, edge cases (constant blocks, outliers, values near the f16 range, NaN/Inf), and
 // hand-built blocks that check the dequantizers against the documented layouts byte by byte.
 #include "runtime/quant/block_formats.h"
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include <doctest/doctest.h>
 

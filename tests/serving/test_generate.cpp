@@ -4,7 +4,7 @@
 // every sampler, with nothing decoded.
 #include "support/test_context.h"
 
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 #include "model/model_test_util.h"
 #include "model/testgen/random_model.h"
 #include "serving/engine/generate.h"

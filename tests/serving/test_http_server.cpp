@@ -1,7 +1,7 @@
 // The HTTP server with a scripted stand-in for the engine (no model, no device): routes, auth,
 // limits, streaming, a client that hangs up mid-stream, and shutdown. The real engine behind the
 // same server is tested end to end by tests/e2e/ with the OpenAI Node client.
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "serving/server/http_server.h"
 #include "support/test_context.h"
 

@@ -1,7 +1,7 @@
 // From a request to prompt ids with a real vocabulary (stories260K: SentencePiece, BOS "<s>") and
 // a stand-in chat template: control-token texts become control tokens, BOS is never doubled, the
 // context limit is OpenAI's 400.
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "serving/server/prompt.h"
 #include "support/test_context.h"
 

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "model/gguf.h"
-#include "runtime/tensor_types.h"
+#include "model/gguf/gguf.h"
+#include "runtime/quant/tensor_types.h"
 
 namespace vkllm {
 

@@ -1,4 +1,4 @@
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 #include "runtime/quant/block_formats.h"
 

@@ -1,4 +1,4 @@
-#include "model/gguf_writer.h"
+#include "model/gguf/gguf_writer.h"
 
 #include <algorithm>
 #include <bit>

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/tensor_types.h"
+#include "runtime/quant/tensor_types.h"
 
 namespace vkllm {
 

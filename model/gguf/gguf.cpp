@@ -1,4 +1,4 @@
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
