@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 std::optional<std::string> read_whole_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -90,4 +90,4 @@ ContextOptions DeviceOptions::context_options() const {
     return o;
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

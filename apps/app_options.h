@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 // Option checks whose messages name the requirement: CLI11's NonNegativeNumber / PositiveNumber
 // print their range as [0, 1.797...e308] and call "abc" out of range.
@@ -41,4 +41,4 @@ struct DeviceOptions {
     std::vector<DeviceSelector> split_devices() const;
 };
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

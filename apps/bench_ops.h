@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::app::bench_ops {
+namespace vkllm::apps::bench_ops {
 
 // The model dimensions the kernels are benchmarked at.
 struct ModelShapes {
@@ -111,4 +111,4 @@ private:
     std::vector<Row> rows_;
 };
 
-}  // namespace vkllm::app::bench_ops
+}  // namespace vkllm::apps::bench_ops

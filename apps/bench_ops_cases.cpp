@@ -23,7 +23,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace vkllm::app::bench_ops {
+namespace vkllm::apps::bench_ops {
 
 namespace {
 
@@ -692,4 +692,4 @@ void Bench::attention_case(Row row, uint32_t n_tokens, uint32_t kv_len, ops::KvT
     });
 }
 
-}  // namespace vkllm::app::bench_ops
+}  // namespace vkllm::apps::bench_ops

@@ -21,7 +21,7 @@
 
 #include <unistd.h>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -229,13 +229,13 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
         const int32_t bos = m.tokenizer->bos_id() >= 0 ? m.tokenizer->bos_id() : 1;
         for (int r = -1; r < o.reps; ++r) {
             for (const bool constrained : {false, true}) {
-                serving::GenerateParams gp;
+                engine::GenerateParams gp;
                 gp.n_predict = int32_t(o.n_gen);
                 gp.sampler.seed = uint64_t(r + 2);
                 if (constrained) gp.grammar = grammar;
                 g.reset();
-                const serving::GenerateStats st =
-                    serving::generate(g, *m.tokenizer, std::span<const int32_t>(&bos, 1), gp, [](std::string_view) {});
+                const engine::GenerateStats st =
+                    engine::generate(g, *m.tokenizer, std::span<const int32_t>(&bos, 1), gp, [](std::string_view) {});
                 if (r < 0 || st.decode_steps == 0) continue;
                 (constrained ? schema_tps : free_tps).push_back(st.generate_tps());
                 (constrained ? schema_tokens : free_tokens) += st.generated_tokens;
@@ -458,4 +458,4 @@ void register_bench(CLI::App& app) {
     cmd->callback([o] { bench(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

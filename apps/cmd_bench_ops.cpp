@@ -12,7 +12,7 @@
 #include <memory>
 #include <stdexcept>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -272,4 +272,4 @@ void register_bench_ops(CLI::App& app) {
     cmd->callback([o] { bench_ops_main(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

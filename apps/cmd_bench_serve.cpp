@@ -15,7 +15,7 @@
 #include <optional>
 #include <random>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -42,8 +42,8 @@ std::vector<int32_t> random_tokens(uint32_t n, uint32_t n_vocab, std::mt19937& r
     return t;
 }
 
-serving::CompletionRequest request(std::vector<int32_t> prompt, uint32_t n_gen) {
-    serving::CompletionRequest r;
+engine::CompletionRequest request(std::vector<int32_t> prompt, uint32_t n_gen) {
+    engine::CompletionRequest r;
     r.prompt = std::move(prompt);
     r.max_tokens = int32_t(n_gen);
     r.sampler.temperature = 0;
@@ -51,11 +51,11 @@ serving::CompletionRequest request(std::vector<int32_t> prompt, uint32_t n_gen) 
     return r;
 }
 
-serving::Event wait_done(serving::Ticket& t) {
+engine::Event wait_done(engine::Ticket& t) {
     for (;;) {
-        std::optional<serving::Event> e = t.next(1000ms);
-        if (e && e->kind == serving::Event::Kind::Done) {
-            if (e->finish == serving::FinishReason::Error) throw std::runtime_error("request failed: " + e->error);
+        std::optional<engine::Event> e = t.next(1000ms);
+        if (e && e->kind == engine::Event::Kind::Done) {
+            if (e->finish == engine::FinishReason::Error) throw std::runtime_error("request failed: " + e->error);
             return *e;
         }
     }
@@ -70,14 +70,14 @@ struct StreamsResult {
 };
 
 // `n` requests submitted at once; tokens generated per second of wall time, prefill included.
-StreamsResult run_streams(serving::Engine& e, uint32_t n, const ServeBenchOptions& o, uint32_t n_vocab, std::mt19937& rng) {
-    std::vector<std::unique_ptr<serving::Ticket>> tickets;
+StreamsResult run_streams(engine::Engine& e, uint32_t n, const ServeBenchOptions& o, uint32_t n_vocab, std::mt19937& rng) {
+    std::vector<std::unique_ptr<engine::Ticket>> tickets;
     const auto t0 = clock_type::now();
     for (uint32_t i = 0; i < n; ++i) tickets.push_back(e.submit(request(random_tokens(o.n_prompt, n_vocab, rng), o.n_gen)));
     StreamsResult r;
     r.streams = n;
     for (auto& t : tickets) {
-        serving::Event d = wait_done(*t);
+        engine::Event d = wait_done(*t);
         r.tokens += d.completion_tokens;
         r.mean_ttft_ms += (d.queue_ms + d.prompt_ms) / n;
     }
@@ -93,7 +93,7 @@ struct TurnResult {
 
 // A conversation of `history` tokens, then a turn that adds `new_tokens`: the follow-up's time
 // to first token on the slot that holds the conversation, and the same prompt on a cold slot.
-TurnResult run_turn(serving::Engine& e, uint32_t history, uint32_t new_tokens, uint32_t n_vocab, std::mt19937& rng) {
+TurnResult run_turn(engine::Engine& e, uint32_t history, uint32_t new_tokens, uint32_t n_vocab, std::mt19937& rng) {
     TurnResult r{history, new_tokens};
     std::vector<int32_t> convo = random_tokens(history, n_vocab, rng);
     {
@@ -105,7 +105,7 @@ TurnResult run_turn(serving::Engine& e, uint32_t history, uint32_t new_tokens, u
     follow.insert(follow.end(), more.begin(), more.end());
     {
         auto t = e.submit(request(follow, 1));
-        serving::Event d = wait_done(*t);
+        engine::Event d = wait_done(*t);
         r.ttft_follow_up_ms = d.prompt_ms;
         r.cached = d.cached_tokens;
     }
@@ -136,26 +136,26 @@ SharedPrefixResult run_shared_prefix(ModelGpu& model, const Tokenizer& tok, cons
     auto pinned = [&](uint32_t slot) {
         std::vector<int32_t> p = prefix;
         for (int32_t t : random_tokens(r.own, n_vocab, rng)) p.push_back(t);
-        serving::CompletionRequest q = request(std::move(p), 1);
+        engine::CompletionRequest q = request(std::move(p), 1);
         q.slot = int32_t(slot);
         return q;
     };
-    serving::Engine e(model, tok, {.n_slots = o.parallel, .queue_limit = 1024});
+    engine::Engine e(model, tok, {.n_slots = o.parallel, .queue_limit = 1024});
     {
         auto t = e.submit(pinned(0));
         r.first_ttft_ms = wait_done(*t).prompt_ms;
     }
-    const serving::EngineMetrics one = e.metrics();
+    const engine::EngineMetrics one = e.metrics();
     r.one_slot_blocks = one.kv_blocks_used;
     r.one_slot_bytes = uint64_t(one.kv_blocks_used) * one.kv_block_bytes;
-    std::vector<std::unique_ptr<serving::Ticket>> tickets;
+    std::vector<std::unique_ptr<engine::Ticket>> tickets;
     for (uint32_t i = 1; i < o.parallel; ++i) tickets.push_back(e.submit(pinned(i)));
     for (auto& t : tickets) {
-        const serving::Event d = wait_done(*t);
+        const engine::Event d = wait_done(*t);
         r.others_mean_ttft_ms += d.prompt_ms / double(tickets.size());
         r.cached += d.cached_tokens;
     }
-    const serving::EngineMetrics all = e.metrics();
+    const engine::EngineMetrics all = e.metrics();
     r.all_slots_blocks = all.kv_blocks_used;
     r.all_slots_bytes = uint64_t(all.kv_blocks_used) * all.kv_block_bytes;
     return r;
@@ -168,8 +168,8 @@ void bench_serve(const ServeBenchOptions& o) {
     mo.n_seq = o.parallel;
     mo.kv_budget = o.kv_budget;
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, o.json);
-    auto engine = std::make_unique<serving::Engine>(*m.model, *m.tokenizer, serving::EngineOptions{.n_slots = o.parallel, .queue_limit = 1024});
-    serving::Engine& e = *engine;
+    auto engine = std::make_unique<engine::Engine>(*m.model, *m.tokenizer, engine::EngineOptions{.n_slots = o.parallel, .queue_limit = 1024});
+    engine::Engine& e = *engine;
     std::mt19937 rng(1234);
     const uint32_t n_vocab = m.cfg.n_vocab;
     if (o.n_prompt + o.n_gen > m.model->n_ctx())
@@ -258,4 +258,4 @@ void register_bench_serve(CLI::App& app) {
     cmd->callback([o] { bench_serve(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

@@ -9,8 +9,8 @@
 #include "model/grammar/grammar.h"
 #include "serving/engine/engine.h"
 #include "serving/answer/answer_stream.h"
-#include "serving/template/chat_prompt.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_prompt.h"
+#include "serving/chat_template/chat_template.h"
 #include "serving/answer/tool_calls.h"
 
 #include <fmt/format.h>
@@ -24,7 +24,7 @@
 #include <cstdio>
 #include <iostream>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -81,9 +81,9 @@ void chat(const ChatOptions& o) {
     mo.n_ctx = o.n_ctx;
     mo.n_seq = 1;
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, false);
-    chat::ChatTemplate tmpl = chat_template_for(m, o.chat_template);
+    chat_template::ChatTemplate tmpl = chat_template_for(m, o.chat_template);
     const Tokenizer& tok = *m.tokenizer;
-    serving::Engine engine(*m.model, tok, {.n_slots = 1});
+    engine::Engine engine(*m.model, tok, {.n_slots = 1});
 
     const bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     // Ctrl-C sets a flag instead of ending the process; no SA_RESTART, so a blocked read returns.
@@ -100,24 +100,24 @@ void chat(const ChatOptions& o) {
 
     using json = nlohmann::ordered_json;
     json tools = nullptr;
-    chat::ToolChoice choice = chat::ToolChoice::Auto;
+    answer::ToolChoice choice = answer::ToolChoice::Auto;
     std::string choice_name;
-    const chat::ToolFormat& format = chat::detect_tool_format(tmpl.source());
+    const answer::ToolFormat& format = answer::detect_tool_format(tmpl.source());
     if (!o.tools_file.empty()) {
         const std::optional<std::string> text = read_whole_file(o.tools_file);
         if (!text) throw std::invalid_argument(fmt::format("--tools {}: cannot read the file", o.tools_file));
         tools = json::parse(*text, nullptr, false);
         if (tools.is_discarded()) throw std::invalid_argument(fmt::format("--tools {}: not valid JSON", o.tools_file));
         try {
-            chat::check_tools(tools);
-        } catch (const chat::ToolError& e) {
+            answer::check_tools(tools);
+        } catch (const answer::ToolError& e) {
             throw std::invalid_argument(fmt::format("--tools {}: {}", o.tools_file, e.what()));
         }
         try {
-            choice = chat::parse_tool_choice(o.tool_choice, choice_name);
+            choice = answer::parse_tool_choice(o.tool_choice, choice_name);
             // Checked now: a format that cannot be parsed or forced is an error before the first turn.
-            (void)chat::plan_tool_use(format, chat::template_renders_tools(tmpl.source()), tools, choice, choice_name, false);
-        } catch (const chat::ToolError& e) {
+            (void)answer::plan_tool_use(format, answer::template_renders_tools(tmpl.source()), tools, choice, choice_name, false);
+        } catch (const answer::ToolError& e) {
             throw std::invalid_argument(fmt::format("--tool-choice {}: {}", o.tool_choice, e.what()));
         }
         fmt::print(stderr, "vkllm chat: {} tools, calls in the '{}' format; after a call, type its result.\n", tools.size(),
@@ -132,33 +132,33 @@ void chat(const ChatOptions& o) {
     reset();
     // One assistant turn: generated, streamed and added to the conversation. The calls it made
     // (none without tools); false when it could not run.
-    auto answer_turn = [&](chat::ToolChoice turn_choice, std::vector<chat::ToolCall>& calls) -> bool {
+    auto answer_turn = [&](answer::ToolChoice turn_choice, std::vector<answer::ToolCall>& calls) -> bool {
         calls.clear();
         json turn_messages = messages;
-        chat::ToolPlan plan;
-        serving::CompletionRequest req;
+        answer::ToolPlan plan;
+        engine::CompletionRequest req;
         try {
             // One call per turn: the user answers each before the model goes on.
-            plan = chat::plan_tool_use(format, chat::template_renders_tools(tmpl.source()), tools, turn_choice, choice_name,
+            plan = answer::plan_tool_use(format, answer::template_renders_tools(tmpl.source()), tools, turn_choice, choice_name,
                                        false);
-            chat::add_system_text(turn_messages, plan.system_text);
-            chat::ChatInputs in = chat::chat_inputs(tok, turn_messages, tools, nullptr);
+            answer::add_system_text(turn_messages, plan.system_text);
+            chat_template::ChatInputs in = chat_template::chat_inputs(tok, turn_messages, tools, nullptr);
             const std::string rendered = tmpl.apply(in);
-            req.prompt = chat::encode_prompt(tok, chat::forced_prompt(rendered, plan));
+            req.prompt = chat_template::encode_prompt(tok, answer::forced_prompt(rendered, plan));
             if (plan.grammar) {
                 req.grammar = plan.grammar;
                 if (!plan.forced) {  // 'auto': the calls follow their parameters from the call marker on
                     req.grammar_start.triggers = plan.triggers;
-                    if (const chat::ReasoningTags* thinks = chat::reasoning_tags(tmpl.source()))
-                        chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered, *thinks), *thinks);
+                    if (const answer::ReasoningTags* thinks = answer::reasoning_tags(tmpl.source()))
+                        answer::skip_reasoning(req.grammar_start, answer::prompt_opens_reasoning(rendered, *thinks), *thinks);
                 }
             }
         } catch (const std::exception& e) {  // a template error, a tool the format cannot force
             fmt::print(stderr, "error: {}\n", e.what());
             return false;
         }
-        const bool harmony = chat::template_is_harmony(tmpl.source());
-        if (plan.parse_as || harmony) req.shown_control_tokens = chat::tool_control_tokens(tok, format);
+        const bool harmony = answer::template_is_harmony(tmpl.source());
+        if (plan.parse_as || harmony) req.shown_control_tokens = chat_template::tool_control_tokens(tok, format);
         req.max_tokens = o.n_predict;
         req.sampler.temperature = o.temperature;
         req.sampler.top_k = o.top_k;
@@ -166,7 +166,7 @@ void chat(const ChatOptions& o) {
         req.sampler.min_p = o.min_p;
         req.sampler.repeat_penalty = o.repeat_penalty;
         req.sampler.seed = o.seed_set ? o.seed : uint64_t(std::random_device{}());
-        std::unique_ptr<serving::Ticket> t;
+        std::unique_ptr<engine::Ticket> t;
         try {
             t = engine.submit(std::move(req));
         } catch (const std::invalid_argument& e) {
@@ -174,11 +174,11 @@ void chat(const ChatOptions& o) {
             return false;
         }
         // Calls split off; a Harmony answer's reasoning too (other templates' blocks are shown as written).
-        chat::AnswerFormat answer_format;
+        answer::AnswerFormat answer_format;
         answer_format.harmony = harmony;
         answer_format.plan = &plan;
         answer_format.tools = tools;
-        chat::AnswerStream reply(answer_format);
+        answer::AnswerStream reply(answer_format);
         g_interrupted = false;
         std::string answer;
         bool thinking = false;
@@ -202,22 +202,22 @@ void chat(const ChatOptions& o) {
                 t->cancel();
                 g_interrupted = false;
             }
-            std::optional<serving::Event> e = t->next(50ms);
+            std::optional<engine::Event> e = t->next(50ms);
             if (!e) continue;
-            if (e->kind == serving::Event::Kind::Text) {
-                const chat::AnswerStream::Piece p = reply.push(e->text);
+            if (e->kind == engine::Event::Kind::Text) {
+                const answer::AnswerStream::Piece p = reply.push(e->text);
                 show(p.reasoning, p.content);
                 continue;
             }
-            chat::AnswerStream::Rest rest = reply.finish();
+            answer::AnswerStream::Rest rest = reply.finish();
             show(rest.reasoning, rest.content);
             calls = std::move(rest.calls);
-            for (const chat::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
+            for (const answer::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
             fmt::print("\n");
             std::fflush(stdout);  // the answer before the notes on stderr
-            if (e->finish == serving::FinishReason::Cancelled) fmt::print(stderr, "(stopped)\n");
-            if (e->finish == serving::FinishReason::Error) fmt::print(stderr, "error: {}\n", e->error);
-            if (e->finish == serving::FinishReason::Length && o.n_predict < 0)
+            if (e->finish == engine::FinishReason::Cancelled) fmt::print(stderr, "(stopped)\n");
+            if (e->finish == engine::FinishReason::Error) fmt::print(stderr, "error: {}\n", e->error);
+            if (e->finish == engine::FinishReason::Length && o.n_predict < 0)
                 fmt::print(stderr, "(the context is full: /reset to start over)\n");
             if (o.show_stats)
                 fmt::print(stderr, "[{} prompt tokens, {} reused from the cache, {:.0f} ms to first token; {} tokens in "
@@ -227,8 +227,8 @@ void chat(const ChatOptions& o) {
         }
         json msg = {{"role", "assistant"}, {"content", answer}};
         if (!calls.empty()) {
-            msg["tool_calls"] = chat::tool_calls_json(calls, format.family, false);
-            chat::arguments_as_objects(msg);
+            msg["tool_calls"] = answer::tool_calls_json(calls, format.family, false);
+            answer::arguments_as_objects(msg);
         }
         messages.push_back(std::move(msg));
         return true;
@@ -244,7 +244,7 @@ void chat(const ChatOptions& o) {
         }
         if (line.empty()) continue;
         messages.push_back({{"role", "user"}, {"content", line}});
-        std::vector<chat::ToolCall> calls;
+        std::vector<answer::ToolCall> calls;
         if (!answer_turn(choice, calls)) {
             messages.erase(messages.end() - 1);
             continue;
@@ -263,7 +263,7 @@ void chat(const ChatOptions& o) {
                 }
                 messages.push_back({{"role", "tool"}, {"tool_call_id", sent[i]["id"]}, {"name", calls[i].name}, {"content", result}});
             }
-            if (!ended && !answer_turn(chat::ToolChoice::Auto, calls)) break;
+            if (!ended && !answer_turn(answer::ToolChoice::Auto, calls)) break;
         }
         if (ended) break;
     }
@@ -298,4 +298,4 @@ void register_chat(CLI::App& app) {
     cmd->callback([o] { chat(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

@@ -6,14 +6,14 @@
 #include "apps/load_model.h"
 #include "model/gguf/gguf.h"
 #include "model/tokenizer/tokenizer.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <stdexcept>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -26,7 +26,7 @@ struct ChatTemplateOptions {
 
 // MSGS.json: an OpenAI-style messages array, or an object with "messages", an optional "tools"
 // list, and any further template variables (enable_thinking, ...).
-void read_messages(const std::string& path, chat::ChatInputs& in) {
+void read_messages(const std::string& path, chat_template::ChatInputs& in) {
     const std::optional<std::string> text = read_whole_file(path);
     if (!text) throw std::invalid_argument(fmt::format("cannot read the messages file '{}'", path));
     nlohmann::ordered_json j;
@@ -58,7 +58,7 @@ void read_messages(const std::string& path, chat::ChatInputs& in) {
 void chat_template(const ChatTemplateOptions& o) {
     if (o.model.empty() && o.tmpl.empty())
         throw std::invalid_argument("no template: give -m M.gguf (its tokenizer.chat_template) or --template NAME|FILE");
-    chat::ChatInputs in;
+    chat_template::ChatInputs in;
     read_messages(o.messages, in);
     in.add_generation_prompt = o.add_generation_prompt;
     in.now = o.now;
@@ -81,7 +81,7 @@ void chat_template(const ChatTemplateOptions& o) {
     if (o.bos_opt->count()) in.bos_token = o.bos;
     if (o.eos_opt->count()) in.eos_token = o.eos;
 
-    const chat::ChatTemplate t = chat::resolve_chat_template(o.tmpl, from_model, arch);
+    const chat_template::ChatTemplate t = chat_template::resolve_chat_template(o.tmpl, from_model, arch);
     const std::string out = t.apply(in);
     std::fwrite(out.data(), 1, out.size(), stdout);
 }
@@ -105,4 +105,4 @@ void register_chat_template(CLI::App& app) {
     cmd->callback([o] { chat_template(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

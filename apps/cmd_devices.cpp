@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -226,4 +226,4 @@ void register_devices(CLI::App& app) {
     });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

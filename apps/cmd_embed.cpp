@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <sstream>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -181,4 +181,4 @@ void register_embed(CLI::App& app) {
     cmd->callback([a] { run_embed(*a); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

@@ -22,7 +22,7 @@
 #include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -302,4 +302,4 @@ void register_gen_model(CLI::App& app) {
     });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -196,4 +196,4 @@ void register_perplexity(CLI::App& app) {
     });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

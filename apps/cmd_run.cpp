@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <random>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -67,7 +67,7 @@ void run(const RunOptions& o) {
     lo.n_ctx = o.n_ctx;
     lo.ubatch = o.ubatch;
     lo.kv_type = o.kv_type;
-    serving::GenerateParams gp;
+    engine::GenerateParams gp;
     gp.n_predict = o.n_predict;
     gp.sampler = o.sampler;
     gp.sampler.seed = o.seed >= 0 ? uint64_t(o.seed) : std::random_device{}();
@@ -127,7 +127,7 @@ void run(const RunOptions& o) {
         std::fputs(o.prompt.c_str(), stdout);
         std::fflush(stdout);
     };
-    serving::GenerateStats st = serving::generate(*m.model, *m.tokenizer, prompt, gp, [&](std::string_view piece) {
+    engine::GenerateStats st = engine::generate(*m.model, *m.tokenizer, prompt, gp, [&](std::string_view piece) {
         echo();
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
@@ -174,4 +174,4 @@ void register_run(CLI::App& app) {
     cmd->callback([o] { run(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

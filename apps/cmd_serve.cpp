@@ -7,7 +7,7 @@
 #include "serving/answer/harmony.h"
 #include "serving/engine/engine.h"
 #include "serving/server/http_server.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <fmt/format.h>
 
@@ -22,7 +22,7 @@
 #include <mutex>
 #include <thread>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -49,12 +49,12 @@ struct ServeOptions {
 // The engine's Ticket as the server's Generation.
 class TicketGeneration final : public server::Generation {
 public:
-    explicit TicketGeneration(std::unique_ptr<serving::Ticket> t) : t_(std::move(t)) {}
-    std::optional<serving::Event> next(std::chrono::milliseconds wait) override { return t_->next(wait); }
+    explicit TicketGeneration(std::unique_ptr<engine::Ticket> t) : t_(std::move(t)) {}
+    std::optional<engine::Event> next(std::chrono::milliseconds wait) override { return t_->next(wait); }
     void cancel() override { t_->cancel(); }
 
 private:
-    std::unique_ptr<serving::Ticket> t_;
+    std::unique_ptr<engine::Ticket> t_;
 };
 
 // SIGINT and SIGTERM are blocked in every thread (they must be, before any thread starts) and taken
@@ -114,7 +114,7 @@ std::string read_api_key_file(const std::string& path) {
     return key;
 }
 
-void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Engine* engine);
+void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, engine::Engine* engine);
 
 // --pooling: the pooling /v1/embeddings uses (unset: the file's), checked before the model loads.
 std::optional<Pooling> served_pooling(const ServeOptions& o, const std::string& path, const ModelConfig& cfg,
@@ -236,26 +236,26 @@ void serve(const ServeOptions& o) {
         wait_and_stop(http, signals, nullptr);
         return;
     }
-    auto tmpl = std::make_shared<chat::ChatTemplate>(chat_template_for(m, o.chat_template));
+    auto tmpl = std::make_shared<chat_template::ChatTemplate>(chat_template_for(m, o.chat_template));
 
-    serving::EngineOptions eo;
+    engine::EngineOptions eo;
     eo.n_slots = o.parallel;
     eo.queue_limit = o.queue;
     eo.default_timeout = std::chrono::milliseconds(int64_t(o.timeout_s * 1000));
-    serving::Engine engine(*m.model, *m.tokenizer, eo);
+    engine::Engine engine(*m.model, *m.tokenizer, eo);
 
     server::ServedModel sm;
     sm.id = std::filesystem::path(path).filename().string();
     sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = engine.n_ctx_per_slot();
-    sm.render_chat = [tmpl](const chat::ChatInputs& in) { return tmpl->apply(in); };
-    sm.tool_format = &chat::detect_tool_format(tmpl->source());
-    sm.template_renders_tools = chat::template_renders_tools(tmpl->source());
-    sm.reasoning = chat::reasoning_tags(tmpl->source());
-    sm.harmony = chat::template_is_harmony(tmpl->source());
-    sm.tool_control_tokens = chat::tool_control_tokens(*m.tokenizer, *sm.tool_format);
-    sm.submit = [&engine](serving::CompletionRequest req) -> std::unique_ptr<server::Generation> {
+    sm.render_chat = [tmpl](const chat_template::ChatInputs& in) { return tmpl->apply(in); };
+    sm.tool_format = &answer::detect_tool_format(tmpl->source());
+    sm.template_renders_tools = answer::template_renders_tools(tmpl->source());
+    sm.reasoning = answer::reasoning_tags(tmpl->source());
+    sm.harmony = answer::template_is_harmony(tmpl->source());
+    sm.tool_control_tokens = chat_template::tool_control_tokens(*m.tokenizer, *sm.tool_format);
+    sm.submit = [&engine](engine::CompletionRequest req) -> std::unique_ptr<server::Generation> {
         return std::make_unique<TicketGeneration>(engine.submit(std::move(req)));
     };
     sm.metrics = [&engine] { return engine.metrics(); };
@@ -263,13 +263,13 @@ void serve(const ServeOptions& o) {
     loaded = true;
     fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', tool calls '{}', {} slots of {} tokens)\n",
                http.url(), std::filesystem::path(path).filename().string(), tmpl->name(),
-               chat::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot());
+               answer::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot());
     std::fflush(stdout);
 
     wait_and_stop(http, signals, &engine);
 }
 
-void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, serving::Engine* engine) {
+void wait_and_stop(server::HttpServer& http, SignalWaiter& signals, engine::Engine* engine) {
     int sig = signals.wait();
     auto t0 = std::chrono::steady_clock::now();
     fmt::print(stderr, "vkllm serve: {}: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -341,4 +341,4 @@ void register_serve(CLI::App& app) {
     cmd->callback([o] { serve(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

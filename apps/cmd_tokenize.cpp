@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace {
 
@@ -65,4 +65,4 @@ void register_tokenize(CLI::App& app) {
     cmd->callback([o] { tokenize(*o); });
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 void register_devices(CLI::App& app);
 void register_gen_model(CLI::App& app);
@@ -19,4 +19,4 @@ void register_serve(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_embed(CLI::App& app);
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

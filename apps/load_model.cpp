@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 namespace fs = std::filesystem;
 
@@ -94,9 +94,9 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
     return m;
 }
 
-chat::ChatTemplate chat_template_for(const LoadedModel& m, const std::string& option) {
+chat_template::ChatTemplate chat_template_for(const LoadedModel& m, const std::string& option) {
     const std::string from_model(m.file->find_string("tokenizer.chat_template").value_or(""));
-    return chat::resolve_chat_template(option, from_model, std::string(m.cfg.arch->name));
+    return chat_template::resolve_chat_template(option, from_model, std::string(m.cfg.arch->name));
 }
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

@@ -4,12 +4,12 @@
 
 #include "apps/app_options.h"
 #include "model/load.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <memory>
 #include <string>
 
-namespace vkllm::app {
+namespace vkllm::apps {
 
 // The model used when -m is not given: ../shared/models/stories260K.gguf, looked for relative to
 // the working directory and to the executable. Empty when absent.
@@ -28,6 +28,6 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
 
 // The chat template of a loaded model: --chat-template `option` (a built-in name or a file) when
 // given, else the file's tokenizer.chat_template, else a built-in for its architecture.
-chat::ChatTemplate chat_template_for(const LoadedModel& m, const std::string& option);
+chat_template::ChatTemplate chat_template_for(const LoadedModel& m, const std::string& option);
 
-}  // namespace vkllm::app
+}  // namespace vkllm::apps

@@ -11,18 +11,18 @@ int main(int argc, char** argv) {
     CLI::App app{"vkllm: LLaMA-family inference on any Vulkan device"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "vkllm 0.1.0");
-    vkllm::app::register_devices(app);
-    vkllm::app::register_gen_model(app);
-    vkllm::app::register_run(app);
-    vkllm::app::register_bench(app);
-    vkllm::app::register_bench_ops(app);
-    vkllm::app::register_perplexity(app);
-    vkllm::app::register_tokenize(app);
-    vkllm::app::register_bench_serve(app);
-    vkllm::app::register_chat_template(app);
-    vkllm::app::register_serve(app);
-    vkllm::app::register_chat(app);
-    vkllm::app::register_embed(app);
+    vkllm::apps::register_devices(app);
+    vkllm::apps::register_gen_model(app);
+    vkllm::apps::register_run(app);
+    vkllm::apps::register_bench(app);
+    vkllm::apps::register_bench_ops(app);
+    vkllm::apps::register_perplexity(app);
+    vkllm::apps::register_tokenize(app);
+    vkllm::apps::register_bench_serve(app);
+    vkllm::apps::register_chat_template(app);
+    vkllm::apps::register_serve(app);
+    vkllm::apps::register_chat(app);
+    vkllm::apps::register_embed(app);
     // CLI11 would only say "a subcommand is required" for a mistyped one: name it instead.
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;

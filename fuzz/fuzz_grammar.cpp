@@ -27,7 +27,7 @@
 #include <vector>
 
 using namespace vkllm::grammar;
-using vkllm::chat::ReplyStream;
+using vkllm::answer::ReplyStream;
 using Json = nlohmann::ordered_json;
 
 namespace {
@@ -52,9 +52,9 @@ const Json& fuzz_tools() {
 }
 
 void parse_reply(uint8_t selector, const std::string& text) {
-    const auto formats = vkllm::chat::tool_formats();
-    const vkllm::chat::ToolFormat& format = vkllm::chat::tool_format(formats[(selector >> 2) % formats.size()].family);
-    const ReplyStream::Rest whole = vkllm::chat::parse_reply(format, fuzz_tools(), text);
+    const auto formats = vkllm::answer::tool_formats();
+    const vkllm::answer::ToolFormat& format = vkllm::answer::tool_format(formats[(selector >> 2) % formats.size()].family);
+    const ReplyStream::Rest whole = vkllm::answer::parse_reply(format, fuzz_tools(), text);
     const size_t piece = 1 + (selector >> 5);
     ReplyStream s(format, fuzz_tools());
     std::string content;
@@ -76,7 +76,7 @@ void parse_reply(uint8_t selector, const std::string& text) {
     f.stream_arguments();
     std::vector<std::string> names, args;
     bool ok = true;
-    auto take = [&](const std::vector<vkllm::chat::CallDelta>& ds) {
+    auto take = [&](const std::vector<vkllm::answer::CallDelta>& ds) {
         for (const auto& d : ds) {
             if (d.index == names.size() && !d.name.empty()) {
                 names.push_back(d.name);
@@ -117,7 +117,7 @@ void parse_reply(uint8_t selector, const std::string& text) {
 // and never lets a marker through.
 void parse_harmony(uint8_t selector, const std::string& text) {
     auto run = [&](size_t piece) {
-        vkllm::chat::HarmonyStream h(fuzz_tools(), (selector & 0x10) != 0);
+        vkllm::answer::HarmonyStream h(fuzz_tools(), (selector & 0x10) != 0);
         std::string reasoning, content;
         for (size_t i = 0; i < text.size(); i += piece) {
             const auto p = h.push(std::string_view(text).substr(i, piece));
@@ -143,25 +143,25 @@ void parse_harmony(uint8_t selector, const std::string& text) {
 }
 
 void force(const std::string& parameters) {
-    const Json p = vkllm::chat::parse_json_bounded(parameters);
+    const Json p = vkllm::answer::parse_json_bounded(parameters);
     if (p.is_discarded()) return;
     Json tools = Json::array({Json{{"type", "function"}, {"function", {{"name", "t"}, {"parameters", p}}}}});
     try {
-        vkllm::chat::check_tools(tools);
-    } catch (const vkllm::chat::ToolError&) {
+        vkllm::answer::check_tools(tools);
+    } catch (const vkllm::answer::ToolError&) {
         return;
     }
-    for (auto family : {vkllm::chat::ToolFamily::Hermes, vkllm::chat::ToolFamily::DeepSeekR1}) {
-        const auto fc = vkllm::chat::forced_call(vkllm::chat::tool_format(family), tools, "t", true);
+    for (auto family : {vkllm::answer::ToolFamily::Hermes, vkllm::answer::ToolFamily::DeepSeekR1}) {
+        const auto fc = vkllm::answer::forced_call(vkllm::answer::tool_format(family), tools, "t", true);
         follow(fc.gbnf, parameters);
     }
     // Qwen3-Coder's grammar lists each parameter (bare strings, JSON values compiled per parameter):
     // it must be built or refused cleanly for any parameters, and take the text it is given or not.
-    const auto coder = vkllm::chat::forced_call(vkllm::chat::tool_format(vkllm::chat::ToolFamily::QwenCoder), tools, "", true);
+    const auto coder = vkllm::answer::forced_call(vkllm::answer::tool_format(vkllm::answer::ToolFamily::QwenCoder), tools, "", true);
     follow(coder.gbnf, "<function=t>\n" + parameters);
     // tool_choice auto's lazy grammar of the same tools (none where the parameters are outside the subset).
-    for (auto family : {vkllm::chat::ToolFamily::Hermes, vkllm::chat::ToolFamily::Generic}) {
-        const auto lc = vkllm::chat::lazy_call(vkllm::chat::tool_format(family), tools, true);
+    for (auto family : {vkllm::answer::ToolFamily::Hermes, vkllm::answer::ToolFamily::Generic}) {
+        const auto lc = vkllm::answer::lazy_call(vkllm::answer::tool_format(family), tools, true);
         if (!lc.gbnf.empty()) follow(lc.gbnf, "<tool_call>" + parameters);
     }
 }
@@ -183,7 +183,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
     } catch (const GrammarError&) {
     } catch (const SchemaError&) {
-    } catch (const vkllm::chat::ToolError&) {
+    } catch (const vkllm::answer::ToolError&) {
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_grammar: unexpected exception: %s\n", e.what());
         std::abort();

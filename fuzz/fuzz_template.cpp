@@ -2,17 +2,17 @@
 //
 // The input is the template. It is parsed and rendered with a small conversation (system, user,
 // assistant with a tool call, tool result) and a tools list, under tight RenderLimits; the only
-// acceptable failure is vkllm::chat::TemplateError (syntax errors, undefined values, limits),
+// acceptable failure is vkllm::chat_template::TemplateError (syntax errors, undefined values, limits),
 // whose message must name the template. Anything else -- another exception, a crash, a hang past
 // -timeout, a leak or a sanitizer report -- is a finding. Seeds: the real templates of
 // ../shared/templates and the built-ins (fuzz_make_seeds); fuzz/jinja.dict gives the keywords.
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-using namespace vkllm::chat;
+using namespace vkllm::chat_template;
 
 namespace {
 

@@ -11,7 +11,7 @@
 // Usage: fuzz_make_seeds <out> <shared models dir>
 #include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -128,8 +128,8 @@ void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
 
 // The real chat templates next to the models (../shared/templates/templates) and the built-ins.
 void template_seeds(const fs::path& dir, const fs::path& models) {
-    for (const std::string& name : vkllm::chat::builtin_template_names())
-        write_bytes(dir / ("builtin-" + name + ".jinja"), vkllm::chat::builtin_template_source(name));
+    for (const std::string& name : vkllm::chat_template::builtin_template_names())
+        write_bytes(dir / ("builtin-" + name + ".jinja"), vkllm::chat_template::builtin_template_source(name));
     const fs::path shared = models.parent_path() / "templates" / "templates";
     std::error_code ec;
     if (!fs::is_directory(shared, ec)) return;

@@ -5,11 +5,11 @@
 #include "model/gguf/gguf.h"
 #include "runtime/vk_check.h"
 #include "serving/engine/engine.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <new>
 
-namespace vkllm::capi {
+namespace vkllm::c_api {
 
 namespace {
 thread_local std::string last_error_message;
@@ -34,7 +34,7 @@ vkllm_status status_of_current_exception() {
         } catch (const ContextFullError& e) {
             set_last_error(e.what());
             return VKLLM_ERR_CONTEXT_FULL;
-        } catch (const chat::TemplateError& e) {
+        } catch (const chat_template::TemplateError& e) {
             set_last_error(e.what());
             return VKLLM_ERR_TEMPLATE;
         } catch (const DeviceLimitError& e) {  // at load, the fit is told apart (vkllm_model_load)
@@ -45,7 +45,7 @@ vkllm_status status_of_current_exception() {
             const VkResult r = e.result();
             return r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY ? VKLLM_ERR_OUT_OF_MEMORY
                                                                                            : VKLLM_ERR_DEVICE;
-        } catch (const serving::QueueFullError& e) {
+        } catch (const engine::QueueFullError& e) {
             set_last_error(e.what());
             return VKLLM_ERR_BUSY;
         } catch (const std::invalid_argument& e) {
@@ -66,4 +66,4 @@ vkllm_status status_of_current_exception() {
     }
 }
 
-}  // namespace vkllm::capi
+}  // namespace vkllm::c_api

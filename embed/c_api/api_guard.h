@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace vkllm::capi {
+namespace vkllm::c_api {
 
 // A failure whose status is known where it is raised (bad arguments, invalid handles, ...).
 class ApiFailure : public std::runtime_error {
@@ -76,4 +76,4 @@ inline void require(bool ok, const std::string& message) {
 // vkllm_detokenize, vkllm_apply_chat_template and vkllm_session_get_tool_calls.
 vkllm_status write_string(const std::string& text, char* buf, size_t capacity, size_t* len);
 
-}  // namespace vkllm::capi
+}  // namespace vkllm::c_api

@@ -7,7 +7,7 @@
 #include "runtime/device.h"
 #include "runtime/instance.h"
 #include "runtime/vk_check.h"
-#include "serving/template/chat_prompt.h"
+#include "serving/chat_template/chat_prompt.h"
 
 #include <fmt/format.h>
 
@@ -17,9 +17,9 @@
 #include <filesystem>
 
 using namespace vkllm;
-using vkllm::capi::ApiFailure;
-using vkllm::capi::guarded;
-using vkllm::capi::require;
+using vkllm::c_api::ApiFailure;
+using vkllm::c_api::guarded;
+using vkllm::c_api::require;
 
 namespace {
 
@@ -58,7 +58,7 @@ nlohmann::ordered_json messages_json(const vkllm_chat_message* messages, size_t 
 // vkllm_embed and vkllm_embed_batch: every text checked, then all evaluated as embed_batch packs them.
 vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const size_t* lens, size_t n, int32_t normalize,
                          float* out, size_t capacity, size_t* n_out) {
-    vkllm_model& m = *capi::live_model(model);
+    vkllm_model& m = *c_api::live_model(model);
     require(n_out != nullptr, "n_out is NULL");
     require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
     const Pooling pooling = m.pooling;
@@ -85,7 +85,7 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
     }
     if (capacity < n * dim) {
         *n_out = n * dim;
-        capi::set_last_error(n == 1 ? fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity)
+        c_api::set_last_error(n == 1 ? fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity)
                                     : fmt::format("{} embeddings of {} values; the buffer holds {}", n, dim, capacity));
         return VKLLM_ERR_BUFFER_TOO_SMALL;
     }
@@ -104,14 +104,14 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
 
 }  // namespace
 
-namespace vkllm::capi {
+namespace vkllm::c_api {
 
 // Writes `text` NUL-terminated into buf/capacity and its length into *len (the rules of
 // vkllm_detokenize and vkllm_apply_chat_template).
 vkllm_status write_string(const std::string& text, char* buf, size_t capacity, size_t* len) {
     *len = text.size();
     if (capacity < text.size() + 1) {
-        capi::set_last_error(fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", text.size() + 1, capacity));
+        c_api::set_last_error(fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", text.size() + 1, capacity));
         return VKLLM_ERR_BUFFER_TOO_SMALL;
     }
     std::memcpy(buf, text.data(), text.size());
@@ -121,13 +121,13 @@ vkllm_status write_string(const std::string& text, char* buf, size_t capacity, s
 
 // Shared with c_api_session.cpp: the rendered prompt of a conversation.
 std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt) {
-    if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
-    chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages_json(messages, n), nullptr, nullptr);
+    if (!m.chat_template) throw chat_template::TemplateError(m.chat_template_error);
+    chat_template::ChatInputs in = chat_template::chat_inputs(*m.loaded.tokenizer, messages_json(messages, n), nullptr, nullptr);
     in.add_generation_prompt = add_generation_prompt;
     return m.chat_template->apply(in);
 }
 
-}  // namespace vkllm::capi
+}  // namespace vkllm::c_api
 
 extern "C" {
 
@@ -151,7 +151,7 @@ const char* vkllm_status_name(vkllm_status status) {
 }
 
 const char* vkllm_last_error(void) {
-    return capi::last_error();
+    return c_api::last_error();
 }
 
 const char* vkllm_version(void) {
@@ -192,7 +192,7 @@ vkllm_status vkllm_device_get_info(uint32_t index, vkllm_device_info* info) {
         d.subgroup_size = c.subgroup_size;
         d.fp16 = c.fp16;
         d.int8 = c.int8;
-        capi::write_out(info, d, "vkllm_device_info");
+        c_api::write_out(info, d, "vkllm_device_info");
         return VKLLM_OK;
     });
 }
@@ -214,7 +214,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         require(out != nullptr, "out is NULL");
         *out = nullptr;
         require(path != nullptr, "path is NULL");
-        const vkllm_model_params p = capi::read_params(params, vkllm_model_default_params(), "vkllm_model_params");
+        const vkllm_model_params p = c_api::read_params(params, vkllm_model_default_params(), "vkllm_model_params");
         require(p.device_index >= -1, fmt::format("device_index {} must be -1 (any) or a device index", p.device_index));
         require(p.max_sessions >= 1 && p.max_sessions <= 64, fmt::format("max_sessions {} must be 1..64", p.max_sessions));
         // A C caller may store any int in the enum field; loading one outside the enumerators as the
@@ -307,11 +307,11 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         lo.on_ready = [&](const LoadedModel& lm) {
             for (const std::string& w : lm.tokenizer->warnings()) log(VKLLM_LOG_WARNING, w);
             try {
-                m->chat_template = std::make_unique<chat::ChatTemplate>(chat::resolve_chat_template(
+                m->chat_template = std::make_unique<chat_template::ChatTemplate>(chat_template::resolve_chat_template(
                     p.chat_template ? p.chat_template : "",
                     std::string(lm.file->find_string("tokenizer.chat_template").value_or("")),
                     std::string(lm.cfg.arch->name)));
-            } catch (const chat::TemplateError& e) {
+            } catch (const chat_template::TemplateError& e) {
                 // A template the caller named must work; the file's own only matters to vkllm_chat,
                 // so a model whose template this interpreter cannot parse still loads and generates.
                 if (p.chat_template) throw;
@@ -333,14 +333,14 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         m->role = role;
         m->pooling = pooling.value_or(m->loaded.cfg.pooling);
         if (!embeds(role)) {
-            serving::EngineOptions eo;
+            engine::EngineOptions eo;
             eo.n_slots = p.max_sessions;
             eo.queue_limit = p.max_sessions;
             eo.default_timeout = std::chrono::hours(24 * 365);  // an embedding app decides when to stop (vkllm_cancel)
-            m->engine = std::make_unique<serving::Engine>(*m->loaded.model, *m->loaded.tokenizer, eo);
+            m->engine = std::make_unique<engine::Engine>(*m->loaded.model, *m->loaded.tokenizer, eo);
         }
         m->max_sessions = p.max_sessions;
-        capi::register_model(m.get());
+        c_api::register_model(m.get());
         *out = m.release();
         return VKLLM_OK;
     });
@@ -348,19 +348,19 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
 
 void vkllm_model_free(vkllm_model* model) {
     (void)guarded([&] {
-        if (!model || !capi::is_live_model(model)) return VKLLM_OK;
+        if (!model || !c_api::is_live_model(model)) return VKLLM_OK;
         std::vector<vkllm_session*> open;
         {
             std::lock_guard lock(model->sessions_mutex);
             for (vkllm_session* s : model->sessions)
-                if (capi::session_generating(*s))
+                if (c_api::session_generating(*s))
                     throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_model_free: a session of the model is generating; the "
                                                      "model was not freed (cancel it and free it after it returned)");
             open.swap(model->sessions);
         }
-        capi::unregister_model(model);
+        c_api::unregister_model(model);
         for (vkllm_session* s : open)
-            if (capi::unregister_session(s)) delete s;
+            if (c_api::unregister_session(s)) delete s;
         delete model;
         return VKLLM_OK;
     });
@@ -368,7 +368,7 @@ void vkllm_model_free(vkllm_model* model) {
 
 vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* info) {
     return guarded([&] {
-        const vkllm_model& m = *capi::live_model(model);
+        const vkllm_model& m = *c_api::live_model(model);
         vkllm_model_info i{};
         copy_text(i.architecture, m.loaded.cfg.arch->name);
         copy_text(i.device, device_names(m.loaded));
@@ -398,7 +398,7 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.max_embed_tokens = i.embeddings ? embed_limit(*m.loaded.model) : 0;
         copy_text(i.pooling, pooling_name(m.pooling));
         i.kv_budget = m.engine ? m.loaded.model->memory_plan().kv_budget : 0;
-        capi::write_out(info, i, "vkllm_model_info");
+        c_api::write_out(info, i, "vkllm_model_info");
         return VKLLM_OK;
     });
 }
@@ -408,14 +408,14 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
 vkllm_status vkllm_tokenize(const vkllm_model* model, const char* text, size_t len, bool add_special,
                             bool parse_special, int32_t* tokens, size_t capacity, size_t* n_tokens) {
     return guarded([&] {
-        const vkllm_model& m = *capi::live_model(model);
+        const vkllm_model& m = *c_api::live_model(model);
         require(text != nullptr || len == 0, "text is NULL");
         require(n_tokens != nullptr, "n_tokens is NULL");
         require(tokens != nullptr || capacity == 0, "tokens is NULL but capacity is " + std::to_string(capacity));
         const std::vector<int32_t> ids = m.loaded.tokenizer->encode(std::string_view(text ? text : "", len), add_special, parse_special);
         *n_tokens = ids.size();
         if (capacity < ids.size()) {
-            capi::set_last_error(fmt::format("the text has {} tokens; the buffer holds {}", ids.size(), capacity));
+            c_api::set_last_error(fmt::format("the text has {} tokens; the buffer holds {}", ids.size(), capacity));
             return VKLLM_ERR_BUFFER_TOO_SMALL;
         }
         std::copy(ids.begin(), ids.end(), tokens);
@@ -426,14 +426,14 @@ vkllm_status vkllm_tokenize(const vkllm_model* model, const char* text, size_t l
 vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t* tokens, size_t n, char* buf, size_t capacity,
                               size_t* len) {
     return guarded([&] {
-        const vkllm_model& m = *capi::live_model(model);
+        const vkllm_model& m = *c_api::live_model(model);
         require(tokens != nullptr || n == 0, "tokens is NULL but n is " + std::to_string(n));
         require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
         require(len != nullptr, "len is NULL");
         for (size_t i = 0; i < n; ++i)
             require(tokens[i] >= 0 && size_t(tokens[i]) < m.loaded.tokenizer->n_vocab(),
                     fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i], m.loaded.tokenizer->n_vocab()));
-        return capi::write_string(m.loaded.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
+        return c_api::write_string(m.loaded.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
     });
 }
 
@@ -458,7 +458,7 @@ vkllm_status vkllm_embed_batch(vkllm_model* model, const char* const* texts, con
 vkllm_status vkllm_rerank(vkllm_model* model, const char* query, size_t query_len, const char* const* documents,
                           const size_t* lens, size_t n, float* scores) {
     return guarded([&] {
-        vkllm_model& m = *capi::live_model(model);
+        vkllm_model& m = *c_api::live_model(model);
         require(query != nullptr || query_len == 0, "query is NULL");
         require(n == 0 || (documents != nullptr && lens != nullptr && scores != nullptr), "documents, lens or scores is NULL");
         require(m.role == ModelRole::Rerank,
@@ -487,10 +487,10 @@ vkllm_status vkllm_rerank(vkllm_model* model, const char* query, size_t query_le
 vkllm_status vkllm_apply_chat_template(const vkllm_model* model, const vkllm_chat_message* messages, size_t n_messages,
                                        bool add_generation_prompt, char* buf, size_t capacity, size_t* len) {
     return guarded([&] {
-        const vkllm_model& m = *capi::live_model(model);
+        const vkllm_model& m = *c_api::live_model(model);
         require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
         require(len != nullptr, "len is NULL");
-        return capi::write_string(capi::render_chat(m, messages, n_messages, add_generation_prompt), buf, capacity, len);
+        return c_api::write_string(c_api::render_chat(m, messages, n_messages, add_generation_prompt), buf, capacity, len);
     });
 }
 

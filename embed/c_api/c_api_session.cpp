@@ -7,7 +7,7 @@
 #include "embed/c_api/handles.h"
 
 #include "serving/answer/answer_stream.h"
-#include "serving/template/chat_prompt.h"
+#include "serving/chat_template/chat_prompt.h"
 #include "serving/answer/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
@@ -20,11 +20,11 @@
 #include <random>
 
 using namespace vkllm;
-using vkllm::capi::ApiFailure;
-using vkllm::capi::guarded;
-using vkllm::capi::require;
+using vkllm::c_api::ApiFailure;
+using vkllm::c_api::guarded;
+using vkllm::c_api::require;
 
-namespace vkllm::capi {
+namespace vkllm::c_api {
 std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt);
 }
 
@@ -55,7 +55,7 @@ private:
 // the ticket, it unpublishes it (under the lock vkllm_cancel takes) before the ticket is destroyed.
 class TicketBinding {
 public:
-    TicketBinding(vkllm_session& s, serving::Ticket& t) : s_(s) {
+    TicketBinding(vkllm_session& s, engine::Ticket& t) : s_(s) {
         std::lock_guard lock(s_.mutex);
         s_.ticket = &t;
         if (s_.cancel_requested) t.cancel();  // vkllm_cancel came before the ticket existed
@@ -71,10 +71,10 @@ private:
     vkllm_session& s_;
 };
 
-serving::CompletionRequest request_from(const vkllm_sampling& p) {
+engine::CompletionRequest request_from(const vkllm_sampling& p) {
     require(p.n_predict >= -1, fmt::format("n_predict {} must be -1 (no limit) or >= 0", p.n_predict));
     require(p.stop != nullptr || p.n_stop == 0, "stop is NULL but n_stop is " + std::to_string(p.n_stop));
-    serving::CompletionRequest req;
+    engine::CompletionRequest req;
     req.max_tokens = p.n_predict;
     req.sampler.temperature = p.temperature;
     req.sampler.top_k = p.top_k;
@@ -98,11 +98,11 @@ serving::CompletionRequest request_from(const vkllm_sampling& p) {
     return req;
 }
 
-vkllm_finish_reason finish_of(serving::FinishReason r) {
+vkllm_finish_reason finish_of(engine::FinishReason r) {
     switch (r) {
-    case serving::FinishReason::Stop: return VKLLM_FINISH_STOP;
-    case serving::FinishReason::Length: return VKLLM_FINISH_LENGTH;
-    case serving::FinishReason::Cancelled: return VKLLM_FINISH_CANCELLED;
+    case engine::FinishReason::Stop: return VKLLM_FINISH_STOP;
+    case engine::FinishReason::Length: return VKLLM_FINISH_LENGTH;
+    case engine::FinishReason::Cancelled: return VKLLM_FINISH_CANCELLED;
     default: return VKLLM_FINISH_ERROR;
     }
 }
@@ -112,8 +112,8 @@ vkllm_finish_reason finish_of(serving::FinishReason r) {
 // GeneratingScope on the session.
 // `split`: a vkllm_chat_json answer, split into reasoning (kept for vkllm_session_get_reasoning),
 // content (on_piece) and tool calls (kept for vkllm_session_get_tool_calls).
-vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, serving::CompletionRequest req,
-                            vkllm_piece_fn on_piece, void* user_data, chat::AnswerStream* split = nullptr) {
+vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engine::CompletionRequest req,
+                            vkllm_piece_fn on_piece, void* user_data, answer::AnswerStream* split = nullptr) {
     vkllm_model& m = *s.model;
     {
         std::lock_guard lock(s.mutex);
@@ -132,7 +132,7 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
                                      prompt.size(), n_ctx));
     req.prompt = prompt;
     req.slot = int32_t(s.slot);
-    const std::unique_ptr<serving::Ticket> ticket = m.engine->submit(std::move(req));
+    const std::unique_ptr<engine::Ticket> ticket = m.engine->submit(std::move(req));
     const TicketBinding binding(s, *ticket);
     s.history = std::move(prompt);
     bool stopped_by_callback = false;
@@ -142,9 +142,9 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
         return s.cancel_requested;
     };
     for (;;) {
-        std::optional<serving::Event> ev = ticket->next(std::chrono::milliseconds(200));
+        std::optional<engine::Event> ev = ticket->next(std::chrono::milliseconds(200));
         if (!ev) continue;
-        if (ev->kind == serving::Event::Kind::Text) {
+        if (ev->kind == engine::Event::Kind::Text) {
             // The engine runs ahead of a slow callback. Once stopped, what it queued meanwhile is
             // neither passed on nor kept in the conversation: after vkllm_cancel returns, no more
             // pieces arrive, and the conversation is what the caller saw.
@@ -152,7 +152,7 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
             s.history.insert(s.history.end(), ev->tokens.begin(), ev->tokens.end());
             std::string text = ev->text;
             if (split) {
-                chat::AnswerStream::Piece piece = split->push(ev->text);
+                answer::AnswerStream::Piece piece = split->push(ev->text);
                 thought += piece.reasoning;
                 text = std::move(piece.content);
             }
@@ -162,12 +162,12 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
             }
             continue;
         }
-        if (split && !stopped() && (ev->finish == serving::FinishReason::Stop || ev->finish == serving::FinishReason::Length)) {
-            chat::AnswerStream::Rest rest = split->finish();
+        if (split && !stopped() && (ev->finish == engine::FinishReason::Stop || ev->finish == engine::FinishReason::Length)) {
+            answer::AnswerStream::Rest rest = split->finish();
             thought += rest.reasoning;
             if (on_piece && !rest.content.empty() && on_piece(rest.content.c_str(), rest.content.size(), user_data) != 0)
                 stopped_by_callback = true;
-            const std::string calls_json = chat::tool_calls_json(rest.calls, split->family(), false).dump();
+            const std::string calls_json = answer::tool_calls_json(rest.calls, split->family(), false).dump();
             std::lock_guard lock(s.mutex);
             s.tool_calls = calls_json;
         }
@@ -193,15 +193,15 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
             s.stats = st;
         }
         switch (ev->finish) {
-        case serving::FinishReason::Stop:
-        case serving::FinishReason::Length:
+        case engine::FinishReason::Stop:
+        case engine::FinishReason::Length:
             if (stopped_by_callback) {
-                capi::set_last_error("stopped by on_piece");
+                c_api::set_last_error("stopped by on_piece");
                 return VKLLM_CANCELLED;
             }
             return VKLLM_OK;
-        case serving::FinishReason::Cancelled:
-            capi::set_last_error(stopped_by_callback ? "stopped by on_piece" : "cancelled by vkllm_cancel");
+        case engine::FinishReason::Cancelled:
+            c_api::set_last_error(stopped_by_callback ? "stopped by on_piece" : "cancelled by vkllm_cancel");
             return VKLLM_CANCELLED;
         default:
             throw ApiFailure(VKLLM_ERR_INTERNAL, ev->error.empty() ? "the generation failed" : ev->error);
@@ -213,7 +213,7 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, servi
 vkllm_status write_session_text(const vkllm_session* session, std::string vkllm_session::*text, char* buf, size_t capacity,
                                 size_t* len) {
     return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
+        vkllm_session& s = *c_api::live_session(session);
         require(len != nullptr, "len is NULL");
         require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
         std::string copy;
@@ -221,7 +221,7 @@ vkllm_status write_session_text(const vkllm_session* session, std::string vkllm_
             std::lock_guard lock(s.mutex);
             copy = s.*text;
         }
-        return capi::write_string(copy, buf, capacity, len);
+        return c_api::write_string(copy, buf, capacity, len);
     });
 }
 
@@ -256,12 +256,12 @@ vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* p
     return guarded([&] {
         require(out != nullptr, "out is NULL");
         *out = nullptr;
-        vkllm_model& m = *capi::live_model(model);
+        vkllm_model& m = *c_api::live_model(model);
         require(m.engine != nullptr, fmt::format("a {} model is an embedding model: it has no sessions (use vkllm_embed)",
                                                  m.loaded.cfg.arch->name));
         auto s = std::make_unique<vkllm_session>();
         s->model = &m;
-        s->params = capi::read_params(params, vkllm_session_default_params(), "vkllm_session_params");
+        s->params = c_api::read_params(params, vkllm_session_default_params(), "vkllm_session_params");
         s->stats.struct_size = sizeof(s->stats);
         std::lock_guard lock(m.sessions_mutex);
         if (m.sessions.size() >= m.max_sessions)
@@ -273,7 +273,7 @@ vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* p
         for (const vkllm_session* o : m.sessions) taken[o->slot] = true;
         s->slot = uint32_t(std::find(taken.begin(), taken.end(), false) - taken.begin());
         m.sessions.reserve(m.max_sessions);  // push_back below cannot throw after the registration
-        capi::register_session(s.get());
+        c_api::register_session(s.get());
         m.sessions.push_back(s.get());
         *out = s.release();
         return VKLLM_OK;
@@ -282,11 +282,11 @@ vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* p
 
 void vkllm_session_free(vkllm_session* session) {
     (void)guarded([&] {
-        if (!session || !capi::is_live_session(session)) return VKLLM_OK;
-        if (capi::session_generating(*session))
+        if (!session || !c_api::is_live_session(session)) return VKLLM_OK;
+        if (c_api::session_generating(*session))
             throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_session_free: the session is generating; it was not freed (cancel "
                                              "it and free it after vkllm_generate returned)");
-        capi::unregister_session(session);
+        c_api::unregister_session(session);
         {
             std::lock_guard lock(session->model->sessions_mutex);
             auto& v = session->model->sessions;
@@ -299,7 +299,7 @@ void vkllm_session_free(vkllm_session* session) {
 
 vkllm_status vkllm_session_reset(vkllm_session* session) {
     return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
+        vkllm_session& s = *c_api::live_session(session);
         GeneratingScope scope(s);  // BUSY while a generation runs
         s.history.clear();
         return VKLLM_OK;
@@ -309,7 +309,7 @@ vkllm_status vkllm_session_reset(vkllm_session* session) {
 vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vkllm_sampling* sampling,
                             vkllm_piece_fn on_piece, void* user_data) {
     return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
+        vkllm_session& s = *c_api::live_session(session);
         require(prompt != nullptr, "prompt is NULL (\"\" means BOS only)");
         const GeneratingScope scope(s);  // before reading the history another call may be writing
         const Tokenizer& tok = *s.model->loaded.tokenizer;
@@ -321,7 +321,7 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
             const std::vector<int32_t> more = tok.encode(prompt, false, s.params.parse_special);
             tokens.insert(tokens.end(), more.begin(), more.end());
         }
-        return run_generation(s, std::move(tokens), request_from(capi::read_params(sampling, vkllm_sampling_default(),
+        return run_generation(s, std::move(tokens), request_from(c_api::read_params(sampling, vkllm_sampling_default(),
                                                                                    "vkllm_sampling")),
                               on_piece, user_data);
     });
@@ -330,12 +330,12 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
 vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_message* messages, size_t n_messages,
                         const vkllm_sampling* sampling, vkllm_piece_fn on_piece, void* user_data) {
     return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
+        vkllm_session& s = *c_api::live_session(session);
         require(n_messages > 0, "no messages");
         const GeneratingScope scope(s);
-        const std::string text = capi::render_chat(*s.model, messages, n_messages, true);
-        return run_generation(s, chat::encode_prompt(*s.model->loaded.tokenizer, text),
-                              request_from(capi::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")), on_piece,
+        const std::string text = c_api::render_chat(*s.model, messages, n_messages, true);
+        return run_generation(s, chat_template::encode_prompt(*s.model->loaded.tokenizer, text),
+                              request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")), on_piece,
                               user_data);
     });
 }
@@ -351,35 +351,35 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
                              vkllm_piece_fn on_piece, void* user_data) {
     return guarded([&] {
         using json = nlohmann::ordered_json;
-        vkllm_session& s = *capi::live_session(session);
-        const vkllm_chat_json_params p = capi::read_params(params, vkllm_chat_json_default_params(), "vkllm_chat_json_params");
+        vkllm_session& s = *c_api::live_session(session);
+        const vkllm_chat_json_params p = c_api::read_params(params, vkllm_chat_json_default_params(), "vkllm_chat_json_params");
         auto parse = [](const char* text, const char* what) {
-            json j = chat::parse_json_bounded(text);
+            json j = answer::parse_json_bounded(text);
             require(!j.is_discarded(), fmt::format("{} is not valid JSON (or nests deeper than 64 levels)", what));
             return j;
         };
         require(p.messages != nullptr, "messages is NULL");
         // As the server reads them (MessageError: an invalid argument naming the field).
-        json messages = chat::parse_messages(parse(p.messages, "messages"));
+        json messages = chat_template::parse_messages(parse(p.messages, "messages"));
         json tools = p.tools ? parse(p.tools, "tools") : json(nullptr);
-        if (!tools.is_null()) chat::check_tools(tools);  // ToolError: an invalid argument naming the field
+        if (!tools.is_null()) answer::check_tools(tools);  // ToolError: an invalid argument naming the field
         if (tools.is_array() && tools.empty()) tools = nullptr;
         const json kwargs = p.template_kwargs ? parse(p.template_kwargs, "template_kwargs") : json(nullptr);
         require(kwargs.is_null() || kwargs.is_object(), "template_kwargs must be a JSON object");
         std::string name;
-        const chat::ToolChoice choice = p.tool_choice ? chat::parse_tool_choice(p.tool_choice, name) : chat::ToolChoice::Auto;
+        const answer::ToolChoice choice = p.tool_choice ? answer::parse_tool_choice(p.tool_choice, name) : answer::ToolChoice::Auto;
         const std::string reasoning_format = p.reasoning_format ? p.reasoning_format : "auto";
         require(reasoning_format == "auto" || reasoning_format == "deepseek" || reasoning_format == "none",
                 fmt::format("reasoning_format '{}' is not one of auto, deepseek, none", reasoning_format));
 
         vkllm_model& m = *s.model;
-        if (!m.chat_template) throw chat::TemplateError(m.chat_template_error);
+        if (!m.chat_template) throw chat_template::TemplateError(m.chat_template_error);
         const std::string& src = m.chat_template->source();
-        const chat::ToolPlan plan = chat::plan_tool_use(chat::detect_tool_format(src), chat::template_renders_tools(src),
+        const answer::ToolPlan plan = answer::plan_tool_use(answer::detect_tool_format(src), answer::template_renders_tools(src),
                                                         tools, choice, name, p.parallel_tool_calls);
-        chat::add_system_text(messages, plan.system_text);
+        answer::add_system_text(messages, plan.system_text);
 
-        serving::CompletionRequest req = request_from(capi::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
+        engine::CompletionRequest req = request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
         if (plan.forced) {
             require(!req.grammar, "a required tool call cannot be combined with a grammar or json_schema");
             require(req.stop.empty(), "a required tool call cannot be combined with stop strings");
@@ -387,25 +387,25 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         const bool lazy = !plan.forced && plan.grammar && !req.grammar;  // a grammar given holds the whole reply
         if (plan.forced || lazy) req.grammar = plan.grammar;
         if (lazy) req.grammar_start.triggers = plan.triggers;
-        if (plan.parse_as || chat::template_is_harmony(src))
-            req.shown_control_tokens = chat::tool_control_tokens(*m.loaded.tokenizer, chat::detect_tool_format(src));
+        if (plan.parse_as || answer::template_is_harmony(src))
+            req.shown_control_tokens = chat_template::tool_control_tokens(*m.loaded.tokenizer, answer::detect_tool_format(src));
 
         const GeneratingScope scope(s);
-        chat::ChatInputs in = chat::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
+        chat_template::ChatInputs in = chat_template::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
         const std::string rendered = m.chat_template->apply(in);
-        const chat::ReasoningTags* thinks = chat::reasoning_tags(src);
-        if (lazy && thinks) chat::skip_reasoning(req.grammar_start, chat::prompt_opens_reasoning(rendered, *thinks), *thinks);
-        const std::string text = chat::forced_prompt(rendered, plan);
-        chat::AnswerFormat format;
-        format.harmony = chat::template_is_harmony(src);
+        const answer::ReasoningTags* thinks = answer::reasoning_tags(src);
+        if (lazy && thinks) answer::skip_reasoning(req.grammar_start, answer::prompt_opens_reasoning(rendered, *thinks), *thinks);
+        const std::string text = answer::forced_prompt(rendered, plan);
+        answer::AnswerFormat format;
+        format.harmony = answer::template_is_harmony(src);
         format.inline_reasoning = reasoning_format == "none";
         // As the server's reasoning_format: a forced call is the whole answer, with no block.
         format.split_reasoning = reasoning_format != "none" && !plan.forced ? thinks : nullptr;
-        format.inside = thinks && chat::prompt_opens_reasoning(rendered, *thinks);
+        format.inside = thinks && answer::prompt_opens_reasoning(rendered, *thinks);
         format.plan = &plan;
         format.tools = tools;
-        chat::AnswerStream split(format);
-        return run_generation(s, chat::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data, &split);
+        answer::AnswerStream split(format);
+        return run_generation(s, chat_template::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data, &split);
     });
 }
 
@@ -419,7 +419,7 @@ vkllm_status vkllm_session_get_reasoning(const vkllm_session* session, char* buf
 
 vkllm_status vkllm_cancel(vkllm_session* session) {
     return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
+        vkllm_session& s = *c_api::live_session(session);
         std::lock_guard lock(s.mutex);
         if (!s.generating) return VKLLM_OK;
         s.cancel_requested = true;
@@ -430,13 +430,13 @@ vkllm_status vkllm_cancel(vkllm_session* session) {
 
 vkllm_status vkllm_session_get_stats(const vkllm_session* session, vkllm_generation_stats* stats) {
     return guarded([&] {
-        vkllm_session& s = *capi::live_session(session);
+        vkllm_session& s = *c_api::live_session(session);
         vkllm_generation_stats copy;
         {
             std::lock_guard lock(s.mutex);
             copy = s.stats;
         }
-        capi::write_out(stats, copy, "vkllm_generation_stats");
+        c_api::write_out(stats, copy, "vkllm_generation_stats");
         return VKLLM_OK;
     });
 }

@@ -4,7 +4,7 @@
 
 #include <unordered_set>
 
-namespace vkllm::capi {
+namespace vkllm::c_api {
 
 namespace {
 
@@ -73,4 +73,4 @@ bool session_generating(vkllm_session& s) {
     return s.generating;
 }
 
-}  // namespace vkllm::capi
+}  // namespace vkllm::c_api

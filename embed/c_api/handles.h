@@ -7,7 +7,7 @@
 #include "model/embedding.h"
 #include "model/load.h"
 #include "serving/engine/engine.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <atomic>
 #include <memory>
@@ -17,10 +17,10 @@
 
 struct vkllm_model {
     // Members in construction order; destroyed in reverse (the engine's thread first).
-    std::unique_ptr<vkllm::chat::ChatTemplate> chat_template;  // null when the file's own failed to parse
+    std::unique_ptr<vkllm::chat_template::ChatTemplate> chat_template;  // null when the file's own failed to parse
     std::string chat_template_error;                           // then: why, for vkllm_chat
     vkllm::LoadedModel loaded;                       // file, config, tokenizer, device, model (model/load.h)
-    std::unique_ptr<vkllm::serving::Engine> engine;  // one slot per session; runs every generation (null for an embedding model)
+    std::unique_ptr<vkllm::engine::Engine> engine;  // one slot per session; runs every generation (null for an embedding model)
     vkllm::ModelRole role = vkllm::ModelRole::Generate;  // what it was loaded for (model_role)
     vkllm::Pooling pooling = vkllm::Pooling::None;       // in effect: params.pooling, else the file's
     std::mutex embed_mutex;                              // vkllm_embed and vkllm_rerank: one evaluation at a time
@@ -42,10 +42,10 @@ struct vkllm_session {
     vkllm_generation_stats stats{};  // of the last finished generation
     std::string tool_calls = "[]";   // of the last vkllm_chat_json answer (OpenAI's JSON array)
     std::string reasoning;           // of the last vkllm_chat_json answer: its reasoning block
-    vkllm::serving::Ticket* ticket = nullptr;  // the running request, owned by the generating call
+    vkllm::engine::Ticket* ticket = nullptr;  // the running request, owned by the generating call
 };
 
-namespace vkllm::capi {
+namespace vkllm::c_api {
 
 // The registry. Lookups throw ApiFailure(VKLLM_ERR_INVALID_HANDLE) for NULL or unknown handles.
 void register_model(vkllm_model* m);
@@ -60,4 +60,4 @@ bool is_live_session(const vkllm_session* s);
 // Whether a generation runs on the session now (the free functions refuse then).
 bool session_generating(vkllm_session& s);
 
-}  // namespace vkllm::capi
+}  // namespace vkllm::c_api

@@ -1,6 +1,6 @@
 #include "serving/answer/answer_stream.h"
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 AnswerStream::AnswerStream(const AnswerFormat& f) : inline_reasoning_(f.inline_reasoning) {
     const bool calls = f.plan && f.plan->parse_as;
@@ -67,4 +67,4 @@ void AnswerStream::stream_arguments() {
 bool AnswerStream::streams_arguments() const { return reply_ && reply_->streams_arguments(); }
 std::vector<CallDelta> AnswerStream::take_deltas() { return reply_ ? reply_->take_deltas() : std::vector<CallDelta>{}; }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

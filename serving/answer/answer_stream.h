@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 struct AnswerFormat {
     bool harmony = false;          // the template speaks Harmony (template_is_harmony)
@@ -62,4 +62,4 @@ private:
     ToolFamily family_ = ToolFamily::Generic;
 };
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

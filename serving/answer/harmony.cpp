@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <array>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 using json = nlohmann::ordered_json;
 
@@ -315,4 +315,4 @@ HarmonyStream::Rest HarmonyStream::finish() {
     return r;
 }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

@@ -37,7 +37,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 // Whether a chat template speaks Harmony: its source writes the channel marker.
 bool template_is_harmony(std::string_view template_source);
@@ -108,4 +108,4 @@ private:
     std::vector<ToolCall> calls_;
 };
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 namespace {
 
@@ -101,4 +101,4 @@ ReasoningStream::Piece ReasoningStream::finish() {
     return out;
 }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 // The longest end of `s` that is a proper start of `tag`: text a stream holds back until the next
 // piece decides whether it begins the tag.
@@ -54,4 +54,4 @@ private:
     std::string pending_;
 };
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

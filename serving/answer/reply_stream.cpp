@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <optional>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 namespace detail {
 
@@ -330,4 +330,4 @@ ReplyStream::Rest parse_reply(const ToolFormat& format, const json& tools, std::
     return r;
 }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

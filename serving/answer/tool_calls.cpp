@@ -12,7 +12,7 @@
 #include <random>
 #include <set>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 using json = nlohmann::ordered_json;
 
@@ -299,4 +299,4 @@ void add_system_text(json& messages, const std::string& text) {
         messages.insert(messages.begin(), json{{"role", "system"}, {"content", text}});
 }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

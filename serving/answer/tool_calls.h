@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::chat {
+namespace vkllm::answer {
 
 enum class ToolFamily {
     Generic,        // no native format: the reply is {"tool_calls": [{"name", "arguments"}]}
@@ -227,4 +227,4 @@ std::string forced_prompt(std::string rendered, const ToolPlan& plan);
 // Appends `text` to the first message when it is a system message, else inserts one.
 void add_system_text(nlohmann::ordered_json& messages, const std::string& text);
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::answer

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -207,4 +207,4 @@ bool read_tagged_arg(Cursor& c, const std::string& key, std::string_view close, 
     return true;
 }
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

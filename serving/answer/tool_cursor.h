@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 using json = nlohmann::ordered_json;
 
@@ -107,4 +107,4 @@ std::optional<json> tagged_value(std::string_view rest, std::string_view close, 
 bool read_tagged_arg(Cursor& c, const std::string& key, std::string_view close, bool newlines, const json* params,
                      json& args);
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

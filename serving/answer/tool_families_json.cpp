@@ -6,7 +6,7 @@
 #include "serving/answer/tool_family.h"
 #include "serving/answer/tool_grammar.h"
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 namespace {
 
@@ -309,4 +309,4 @@ constinit const FamilyRow kGenericRow{
     .lazy = lazy_generic,
 };
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

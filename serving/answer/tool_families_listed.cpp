@@ -5,7 +5,7 @@
 #include "serving/answer/tool_family.h"
 #include "serving/answer/tool_grammar.h"
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 namespace {
 
@@ -105,4 +105,4 @@ constinit const FamilyRow kGlm45Row{
     .named = &kGlm45Calls,
 };
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

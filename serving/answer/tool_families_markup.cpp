@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 namespace {
 
@@ -397,4 +397,4 @@ constinit const FamilyRow kHarmonyRow{
     .markup_of = harmony_markup,
 };
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 using json = nlohmann::ordered_json;
 
@@ -95,4 +95,4 @@ extern const FamilyRow kQwenCoderRow, kGlm45Row;
 extern const FamilyRow kFunctionaryV31Row, kFunctionaryV32Row, kMistralV11Row, kDeepSeekR1Row, kDeepSeekV31Row,
     kKimiK2Row, kHarmonyRow;
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <charconv>
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 namespace {
 
@@ -320,4 +320,4 @@ LazyCall lazy_named(const FamilyRow& row, const json& tools, const std::vector<s
     return lc;
 }
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace vkllm::chat::detail {
+namespace vkllm::answer::detail {
 
 const std::string& function_name(const json& tool);
 
@@ -111,4 +111,4 @@ std::string named_calls_gbnf(const NamedCalls& calls, const json& tools, const s
 ForcedCall forced_named(const FamilyRow& row, const json& tools, const std::vector<size_t>& chosen, bool many);
 LazyCall lazy_named(const FamilyRow& row, const json& tools, const std::vector<size_t>& all, bool many);
 
-}  // namespace vkllm::chat::detail
+}  // namespace vkllm::answer::detail

@@ -18,7 +18,7 @@
 #include <numeric>
 #include <thread>
 
-namespace vkllm::serving {
+namespace vkllm::engine {
 
 using Clock = std::chrono::steady_clock;
 
@@ -707,4 +707,4 @@ void Engine::shutdown() {
     std::call_once(impl_->joined, [&] { impl_->worker.join(); });
 }
 
-}  // namespace vkllm::serving
+}  // namespace vkllm::engine

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-namespace vkllm::serving {
+namespace vkllm::engine {
 
 struct EngineOptions {
     uint32_t n_slots = 4;        // concurrent conversations (--parallel)
@@ -166,4 +166,4 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace vkllm::serving
+}  // namespace vkllm::engine

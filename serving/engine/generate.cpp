@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace vkllm::serving {
+namespace vkllm::engine {
 
 GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
                        const std::function<void(std::string_view)>& on_piece) {
@@ -55,4 +55,4 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
     }
 }
 
-}  // namespace vkllm::serving
+}  // namespace vkllm::engine

@@ -13,7 +13,7 @@
 #include <span>
 #include <string_view>
 
-namespace vkllm::serving {
+namespace vkllm::engine {
 
 struct GenerateParams {
     int32_t n_predict = 128;  // tokens to generate (stops earlier at an end-of-generation token or BOS)
@@ -42,4 +42,4 @@ struct GenerateStats {
 GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const int32_t> prompt, const GenerateParams& p,
                        const std::function<void(std::string_view)>& on_piece);
 
-}  // namespace vkllm::serving
+}  // namespace vkllm::engine

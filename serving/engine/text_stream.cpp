@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace vkllm::serving {
+namespace vkllm::engine {
 
 namespace {
 
@@ -101,4 +101,4 @@ std::string TextStream::flush() {
     return out;
 }
 
-}  // namespace vkllm::serving
+}  // namespace vkllm::engine

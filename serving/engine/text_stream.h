@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::serving {
+namespace vkllm::engine {
 
 class TextStream {
 public:
@@ -32,4 +32,4 @@ size_t incomplete_utf8_tail(std::string_view s);
 // `s` with every invalid UTF-8 sequence replaced by U+FFFD (JSON needs valid UTF-8).
 std::string sanitize_utf8(std::string_view s);
 
-}  // namespace vkllm::serving
+}  // namespace vkllm::engine

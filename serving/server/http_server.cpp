@@ -71,7 +71,7 @@ const std::map<std::string, std::string>& known_routes() {
 struct StreamState {
     std::vector<std::unique_ptr<Generation>> gens;  // one per choice
     std::vector<ResponseBuilder> rbs;
-    std::vector<std::optional<serving::Event>> done;  // each choice's Done event, once it came
+    std::vector<std::optional<engine::Event>> done;  // each choice's Done event, once it came
     bool started = false, finished = false;
     std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
 };
@@ -324,9 +324,9 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
     const bool split = ep == Endpoint::Chat && m->reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
     req.split_reasoning = split ? m->reasoning : nullptr;
-    req.reply_in_reasoning = split && chat::prompt_opens_reasoning(rendered, *m->reasoning);
+    req.reply_in_reasoning = split && answer::prompt_opens_reasoning(rendered, *m->reasoning);
     if (req.engine.grammar_start.lazy() && m->reasoning)
-        chat::skip_reasoning(req.engine.grammar_start, chat::prompt_opens_reasoning(rendered, *m->reasoning), *m->reasoning);
+        answer::skip_reasoning(req.engine.grammar_start, answer::prompt_opens_reasoning(rendered, *m->reasoning), *m->reasoning);
 
     // One engine request per choice, seeds apart (greedy choices are equal).
     std::vector<std::unique_ptr<Generation>> gens;
@@ -334,14 +334,14 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     const std::string id = new_response_id(ep);
     const int64_t created = unix_now();
     for (uint32_t i = 0; i < req.n; ++i) {
-        serving::CompletionRequest one = req.engine;
+        engine::CompletionRequest one = req.engine;
         one.sampler.seed += i;
         try {
             gens.push_back(m->submit(std::move(one)));
-        } catch (const serving::QueueFullError& e) {
+        } catch (const engine::QueueFullError& e) {
             throw ApiError(503, fmt::format("The server is busy: every slot is taken and the queue is full ({}). Please retry.",
                                             e.what()), "server_error", "", "queue_full");
-        } catch (const serving::EngineStoppedError&) {
+        } catch (const engine::EngineStoppedError&) {
             throw shutting_down();
         } catch (const std::invalid_argument& e) {
             throw ApiError(400, e.what());
@@ -353,17 +353,17 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
         return;
     }
     std::vector<json> responses;
-    std::vector<serving::Event> dones;
+    std::vector<engine::Event> dones;
     for (size_t i = 0; i < gens.size(); ++i) {
         for (;;) {
-            std::optional<serving::Event> ev = gens[i]->next(opts.poll);
+            std::optional<engine::Event> ev = gens[i]->next(opts.poll);
             if (!ev) continue;
-            if (ev->kind == serving::Event::Kind::Text) {
+            if (ev->kind == engine::Event::Kind::Text) {
                 rbs[i].add(*ev);
                 continue;
             }
-            if (ev->finish == serving::FinishReason::Cancelled) throw shutting_down();
-            if (ev->finish == serving::FinishReason::Error)
+            if (ev->finish == engine::FinishReason::Cancelled) throw shutting_down();
+            if (ev->finish == engine::FinishReason::Error)
                 throw ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error");
             responses.push_back(rbs[i].response(*ev));
             dones.push_back(std::move(*ev));
@@ -423,16 +423,16 @@ bool HttpServer::Impl::stream_step(StreamState& st, size_t, DataSink& sink) {
     bool any = false;
     for (size_t i = 0; i < st.gens.size(); ++i) {
         if (st.done[i]) continue;
-        std::optional<serving::Event> ev = st.gens[i]->next(wait);
+        std::optional<engine::Event> ev = st.gens[i]->next(wait);
         if (!ev) continue;
         any = true;
-        if (ev->kind == serving::Event::Kind::Text) {
+        if (ev->kind == engine::Event::Kind::Text) {
             if (!write(st.rbs[i].stream_text(*ev))) return false;
             continue;
         }
         std::string tail;
-        if (ev->finish == serving::FinishReason::Cancelled || ev->finish == serving::FinishReason::Error) {
-            tail = ev->finish == serving::FinishReason::Cancelled
+        if (ev->finish == engine::FinishReason::Cancelled || ev->finish == engine::FinishReason::Error) {
+            tail = ev->finish == engine::FinishReason::Cancelled
                        ? ResponseBuilder::stream_error(shutting_down())
                        : ResponseBuilder::stream_error(ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error"));
             st.finished = true;
@@ -443,7 +443,7 @@ bool HttpServer::Impl::stream_step(StreamState& st, size_t, DataSink& sink) {
         tail = st.rbs[i].stream_finish(*ev);
         st.done[i] = std::move(*ev);
         if (std::all_of(st.done.begin(), st.done.end(), [](const auto& d) { return d.has_value(); })) {
-            std::vector<serving::Event> all;
+            std::vector<engine::Event> all;
             for (auto& d : st.done) all.push_back(*d);
             tail += st.rbs[0].stream_end(combined_usage(all));
             st.finished = true;
@@ -476,7 +476,7 @@ void HttpServer::Impl::routes() {
                 std::lock_guard lk(mu);
                 m = model;
             }
-            std::optional<serving::EngineMetrics> em;
+            std::optional<engine::EngineMetrics> em;
             if (m && m->metrics) em = m->metrics();
             ServerCounters c;
             {
@@ -532,11 +532,11 @@ void HttpServer::Impl::routes() {
         // What a chat request with these tools renders (tool_choice auto): a template that cannot
         // show them gets them in the system message. A format this server cannot parse still renders.
         try {
-            chat::add_system_text(t.messages, chat::plan_tool_use(*m->tool_format, m->template_renders_tools, t.tools,
-                                                                  chat::ToolChoice::Auto, {}, true).system_text);
-        } catch (const chat::ToolError&) {
+            answer::add_system_text(t.messages, answer::plan_tool_use(*m->tool_format, m->template_renders_tools, t.tools,
+                                                                  answer::ToolChoice::Auto, {}, true).system_text);
+        } catch (const answer::ToolError&) {
         }
-        std::string prompt = render_chat(m->render_chat, chat::chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
+        std::string prompt = render_chat(m->render_chat, chat_template::chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
         send_json(res, json{{"prompt", prompt}});
     });
 }

@@ -28,7 +28,7 @@ namespace vkllm::server {
 class Generation {
 public:
     virtual ~Generation() = default;
-    virtual std::optional<serving::Event> next(std::chrono::milliseconds wait) = 0;
+    virtual std::optional<engine::Event> next(std::chrono::milliseconds wait) = 0;
     virtual void cancel() = 0;
 };
 
@@ -40,16 +40,16 @@ struct ServedModel {
     uint32_t n_ctx = 0;     // context of one slot: a prompt must be shorter
     ChatRenderer render_chat;
     // The tool-call family of the chat template, and whether the template renders `tools` itself.
-    const chat::ToolFormat* tool_format = &chat::tool_format(chat::ToolFamily::Generic);
+    const answer::ToolFormat* tool_format = &answer::tool_format(answer::ToolFamily::Generic);
     bool template_renders_tools = false;
-    // The reasoning block the template writes (chat::reasoning_tags): replies may open with one; null: none.
-    const chat::ReasoningTags* reasoning = nullptr;
-    bool harmony = false;          // the template speaks gpt-oss' Harmony (chat::template_is_harmony)
-    std::vector<int32_t> tool_control_tokens;  // chat::tool_control_tokens of the vocabulary and format
-    // Engine::submit: throws serving::QueueFullError, serving::EngineStoppedError or
+    // The reasoning block the template writes (answer::reasoning_tags): replies may open with one; null: none.
+    const answer::ReasoningTags* reasoning = nullptr;
+    bool harmony = false;          // the template speaks gpt-oss' Harmony (answer::template_is_harmony)
+    std::vector<int32_t> tool_control_tokens;  // chat_template::tool_control_tokens of the vocabulary and format
+    // Engine::submit: throws engine::QueueFullError, engine::EngineStoppedError or
     // std::invalid_argument as it does.
-    std::function<std::unique_ptr<Generation>(serving::CompletionRequest)> submit;
-    std::function<serving::EngineMetrics()> metrics;
+    std::function<std::unique_ptr<Generation>(engine::CompletionRequest)> submit;
+    std::function<engine::EngineMetrics()> metrics;
     // An embedding model (an encoder: no LM head) sets these instead of submit: each input's token
     // ids ([CLS] ... [SEP] included) -> its pooled, normalised vector, in order (the server passes
     // up to kEmbedGroup inputs per call, which the model packs into as few forward passes as its

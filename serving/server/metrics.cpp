@@ -14,12 +14,12 @@ void family(std::string& out, const char* name, const char* type, const char* he
 
 }  // namespace
 
-std::string prometheus_text(const std::optional<serving::EngineMetrics>& engine, const ServerCounters& server) {
+std::string prometheus_text(const std::optional<engine::EngineMetrics>& engine, const ServerCounters& server) {
     std::string out;
     family(out, "vkllm_ready", "gauge", "1 when the model is loaded and requests are served, 0 while loading.",
            server.ready ? 1 : 0);
     if (engine) {
-        const serving::EngineMetrics& m = *engine;
+        const engine::EngineMetrics& m = *engine;
         family(out, "vkllm_slots", "gauge", "Slots (concurrent conversations, --parallel).", m.slots);
         family(out, "vkllm_slots_busy", "gauge", "Slots serving a request now.", m.slots_busy);
         family(out, "vkllm_requests_queued", "gauge", "Requests waiting for a free slot.", m.queued);

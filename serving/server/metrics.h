@@ -19,6 +19,6 @@ struct ServerCounters {
 
 // Every metric with its # HELP and # TYPE lines; the engine's only once it exists (nullopt while
 // the model loads).
-std::string prometheus_text(const std::optional<serving::EngineMetrics>& engine, const ServerCounters& server);
+std::string prometheus_text(const std::optional<engine::EngineMetrics>& engine, const ServerCounters& server);
 
 }  // namespace vkllm::server

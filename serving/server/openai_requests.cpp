@@ -1,7 +1,7 @@
 #include "serving/server/openai_requests.h"
 
 #include "model/grammar/json_schema.h"
-#include "serving/template/chat_prompt.h"
+#include "serving/chat_template/chat_prompt.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 
 namespace vkllm::server {
 
-using chat::json_type_name;
+using chat_template::json_type_name;
 
 namespace detail {
 
@@ -150,7 +150,7 @@ void parse_structure(const json& body, ParsedRequest& r) {
 
 // The fields both endpoints share: sampling, penalties, stopping, streaming.
 void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
-    serving::CompletionRequest& e = r.engine;
+    engine::CompletionRequest& e = r.engine;
     r.model = get_string(body, "model").value_or("");
     get_string(body, "user");  // checked for its type, otherwise unused
 
@@ -266,8 +266,8 @@ json parse_body(const std::string& body) {
 
 json parse_messages(const json& messages) {
     try {
-        return chat::parse_messages(messages);
-    } catch (const chat::MessageError& e) {
+        return chat_template::parse_messages(messages);
+    } catch (const chat_template::MessageError& e) {
         throw invalid_field(e.param(), e.what());
     }
 }
@@ -279,8 +279,8 @@ json parse_tools(const json& body) {
     if (!tools) return nullptr;
     if (!tools->is_array()) wrong_type("tools", "an array", *tools);
     try {
-        chat::check_tools(*tools);
-    } catch (const chat::ToolError& e) {
+        answer::check_tools(*tools);
+    } catch (const answer::ToolError& e) {
         throw invalid_field(e.param(), e.what());
     }
     return tools->empty() ? json(nullptr) : *tools;  // [] is no tools, as templates read `tools is defined`
@@ -402,13 +402,13 @@ TemplateRequest parse_apply_template_request(const json& body) {
     return r;
 }
 
-void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool template_renders_tools) {
+void apply_tool_format(ParsedRequest& req, const answer::ToolFormat& format, bool template_renders_tools) {
     if (req.endpoint != Endpoint::Chat) return;
-    chat::ToolPlan plan;
+    answer::ToolPlan plan;
     try {
-        plan = chat::plan_tool_use(format, template_renders_tools, req.tools, req.tool_choice, req.tool_name,
+        plan = answer::plan_tool_use(format, template_renders_tools, req.tools, req.tool_choice, req.tool_name,
                                    req.parallel_tool_calls);
-    } catch (const chat::ToolError& e) {
+    } catch (const answer::ToolError& e) {
         throw invalid_field(e.param(), e.what());
     }
     if (plan.forced) {
@@ -425,7 +425,7 @@ void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool 
         req.engine.grammar = plan.grammar;
         req.engine.grammar_start.triggers = plan.triggers;
     }
-    chat::add_system_text(req.messages, plan.system_text);
+    answer::add_system_text(req.messages, plan.system_text);
     req.tool_plan = std::move(plan);
 }
 

@@ -45,7 +45,7 @@ json parse_body(const std::string& body);
 
 enum class Endpoint { Chat, Completion };
 
-using chat::ToolChoice;
+using answer::ToolChoice;
 
 // Everything a completion request asks for, checked. The prompt is still text (or, for
 // /v1/completions, token ids): the server renders and tokenizes it with the model's vocabulary.
@@ -73,13 +73,13 @@ struct ParsedRequest {
     bool parallel_tool_calls = true;
     // Set by apply_tool_format: the family replies are parsed in (null: plain content), and for a
     // forced call the text the prompt ends with inside the reply and the call's grammar.
-    chat::ToolPlan tool_plan;
+    answer::ToolPlan tool_plan;
     // reasoning_format: "auto" (default) and "deepseek" split a reasoning block off into
     // reasoning_content where the template writes them; "none" leaves it in the content. The server
     // sets split_reasoning from it and the template (the tags of the block split off; null: none),
     // reply_in_reasoning from the rendered prompt.
     std::string reasoning_format = "auto";
-    const chat::ReasoningTags* split_reasoning = nullptr;
+    const answer::ReasoningTags* split_reasoning = nullptr;
     bool reply_in_reasoning = false;
     // A chat answer in gpt-oss' Harmony format (the server sets it from the template): read by a
     // HarmonyStream, which splits reasoning, content and calls at once.
@@ -91,7 +91,7 @@ struct ParsedRequest {
 
     // Sampling and stopping, everything but CompletionRequest::prompt. max_tokens is -1 when
     // the client gave none (completions: OpenAI's default of 16 is already applied).
-    serving::CompletionRequest engine;
+    engine::CompletionRequest engine;
 };
 
 // Throw ApiError (400, naming the field) for wrong types, out-of-range values, n != 1 and the like.
@@ -104,7 +104,7 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed);
 // choice forces the call (a prompt prefix and a grammar; a 400 when the family cannot force it, or with
 // response_format / grammar / stop); the Generic family gets the tools described in a system message
 // when the template does not render them itself.
-void apply_tool_format(ParsedRequest& req, const chat::ToolFormat& format, bool template_renders_tools);
+void apply_tool_format(ParsedRequest& req, const answer::ToolFormat& format, bool template_renders_tools);
 
 // OpenAI-style messages checked and normalized for a chat template: content given as an array of
 // text parts becomes one string; other part types (images, audio) are refused; an assistant's

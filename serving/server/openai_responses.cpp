@@ -17,10 +17,10 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 
 std::string sse_data(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
-const char* openai_finish_reason(serving::FinishReason r) {
+const char* openai_finish_reason(engine::FinishReason r) {
     switch (r) {
-    case serving::FinishReason::Length:
-    case serving::FinishReason::Timeout: return "length";
+    case engine::FinishReason::Length:
+    case engine::FinishReason::Timeout: return "length";
     default: return "stop";
     }
 }
@@ -29,8 +29,8 @@ const char* openai_finish_reason(serving::FinishReason r) {
 
 namespace {
 
-chat::AnswerFormat answer_format(const ParsedRequest& req) {
-    chat::AnswerFormat f;
+answer::AnswerFormat answer_format(const ParsedRequest& req) {
+    answer::AnswerFormat f;
     f.harmony = req.harmony;
     f.inline_reasoning = req.reasoning_format == "none";
     f.split_reasoning = req.split_reasoning;
@@ -65,7 +65,7 @@ json ResponseBuilder::chunk_base() const {
     return j;
 }
 
-json ResponseBuilder::usage(const serving::Event& done) const {
+json ResponseBuilder::usage(const engine::Event& done) const {
     return json{{"prompt_tokens", done.prompt_tokens},
                 {"completion_tokens", done.completion_tokens},
                 {"total_tokens", done.prompt_tokens + done.completion_tokens},
@@ -82,9 +82,9 @@ json token_bytes(const std::string& s) {
 
 }  // namespace
 
-json ResponseBuilder::chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const {
+json ResponseBuilder::chat_logprobs(const std::vector<engine::TokenLogprob>& lps) const {
     json content = json::array();
-    for (const serving::TokenLogprob& lp : lps) {
+    for (const engine::TokenLogprob& lp : lps) {
         json top = json::array();
         for (const auto& [text, logprob] : lp.top)
             top.push_back(json{{"token", text}, {"logprob", logprob}, {"bytes", token_bytes(text)}});
@@ -93,9 +93,9 @@ json ResponseBuilder::chat_logprobs(const std::vector<serving::TokenLogprob>& lp
     return json{{"content", content}, {"refusal", nullptr}};
 }
 
-json ResponseBuilder::completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const {
+json ResponseBuilder::completion_logprobs(const std::vector<engine::TokenLogprob>& lps, size_t text_offset) const {
     json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-    for (const serving::TokenLogprob& lp : lps) {
+    for (const engine::TokenLogprob& lp : lps) {
         tokens.push_back(lp.text);
         token_logprobs.push_back(lp.logprob);
         json alts = json::object();
@@ -118,19 +118,19 @@ std::string ResponseBuilder::stream_start() const {
     return sse_data(j);
 }
 
-std::string ResponseBuilder::calls_chunk(const std::vector<chat::CallDelta>& deltas) const {
+std::string ResponseBuilder::calls_chunk(const std::vector<answer::CallDelta>& deltas) const {
     if (deltas.empty()) return {};
     json c = chunk_base();
     c["choices"] = json::array({json{{"index", index_},
-                                     {"delta", {{"tool_calls", chat::tool_call_deltas_json(deltas)}}},
+                                     {"delta", {{"tool_calls", answer::tool_call_deltas_json(deltas)}}},
                                      {"logprobs", nullptr},
                                      {"finish_reason", nullptr}}});
     if (include_usage_) c["usage"] = nullptr;
     return sse_data(c);
 }
 
-std::string ResponseBuilder::stream_text(const serving::Event& ev) {
-    const chat::AnswerStream::Piece piece = answer_.push(ev.text);
+std::string ResponseBuilder::stream_text(const engine::Event& ev) {
+    const answer::AnswerStream::Piece piece = answer_.push(ev.text);
     const std::string& text = piece.content;
     const std::string calls = calls_chunk(answer_.take_deltas());
     if (text.empty() && piece.reasoning.empty() && (!logprobs_ || ev.logprobs.empty())) return calls;
@@ -156,7 +156,7 @@ std::string ResponseBuilder::stream_text(const serving::Event& ev) {
     return sse_data(j) + calls;
 }
 
-std::string ResponseBuilder::stream_finish(const serving::Event& done) {
+std::string ResponseBuilder::stream_finish(const engine::Event& done) {
     std::string out;
     const char* finish = openai_finish_reason(done.finish);
     auto delta_chunk = [&](json delta) {
@@ -168,13 +168,13 @@ std::string ResponseBuilder::stream_finish(const serving::Event& done) {
     // The text held back at the end, then the calls: whole (a call is sent once it is known to be
     // well formed: a malformed one comes back as content instead), or where arguments stream, what
     // completes them.
-    const chat::AnswerStream::Rest rest = answer_.finish();
+    const answer::AnswerStream::Rest rest = answer_.finish();
     if (!rest.reasoning.empty()) delta_chunk(json{{"reasoning_content", rest.reasoning}});
     if (!rest.content.empty()) delta_chunk(json{{"content", rest.content}});
     if (answer_.streams_arguments())
         out += calls_chunk(rest.deltas);
     else if (!rest.calls.empty())
-        delta_chunk(json{{"tool_calls", chat::tool_calls_json(rest.calls, answer_.family(), true)}});
+        delta_chunk(json{{"tool_calls", answer::tool_calls_json(rest.calls, answer_.family(), true)}});
     if (!rest.calls.empty()) finish = "tool_calls";
     json j = chunk_base();
     json choice = json::object();
@@ -191,7 +191,7 @@ std::string ResponseBuilder::stream_finish(const serving::Event& done) {
     return out;
 }
 
-std::string ResponseBuilder::stream_end(const serving::Event& usage_of) const {
+std::string ResponseBuilder::stream_end(const engine::Event& usage_of) const {
     std::string out;
     if (include_usage_) {
         json u = chunk_base();
@@ -202,19 +202,19 @@ std::string ResponseBuilder::stream_end(const serving::Event& usage_of) const {
     return out + kSseDone;
 }
 
-std::string ResponseBuilder::stream_done(const serving::Event& done) { return stream_finish(done) + stream_end(done); }
+std::string ResponseBuilder::stream_done(const engine::Event& done) { return stream_finish(done) + stream_end(done); }
 
 
 std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
 
-void ResponseBuilder::add(const serving::Event& ev) {
-    const chat::AnswerStream::Piece piece = answer_.push(ev.text);
+void ResponseBuilder::add(const engine::Event& ev) {
+    const answer::AnswerStream::Piece piece = answer_.push(ev.text);
     reasoning_text_ += piece.reasoning;
     text_ += piece.content;
     if (logprobs_) lps_.insert(lps_.end(), ev.logprobs.begin(), ev.logprobs.end());
 }
 
-json ResponseBuilder::response(const serving::Event& done) {
+json ResponseBuilder::response(const engine::Event& done) {
     json j = json::object();
     j["id"] = id_;
     j["object"] = endpoint_ == Endpoint::Chat ? "chat.completion" : "text_completion";
@@ -225,7 +225,7 @@ json ResponseBuilder::response(const serving::Event& done) {
     choice["index"] = index_;
     const char* finish = openai_finish_reason(done.finish);
     if (endpoint_ == Endpoint::Chat) {
-        const chat::AnswerStream::Rest rest = answer_.finish();
+        const answer::AnswerStream::Rest rest = answer_.finish();
         const std::string content = text_ + rest.content;
         json message = json{{"role", "assistant"}, {"content", content}};
         const std::string reasoning = reasoning_text_ + rest.reasoning;
@@ -234,7 +234,7 @@ json ResponseBuilder::response(const serving::Event& done) {
         if (!rest.calls.empty()) {
             // OpenAI: a reply that is only calls has null content.
             if (content.empty()) message["content"] = nullptr;
-            message["tool_calls"] = chat::tool_calls_json(rest.calls, answer_.family(), false);
+            message["tool_calls"] = answer::tool_calls_json(rest.calls, answer_.family(), false);
             finish = "tool_calls";
         }
         choice["message"] = std::move(message);
@@ -249,23 +249,23 @@ json ResponseBuilder::response(const serving::Event& done) {
     return j;
 }
 
-serving::Event combined_usage(const std::vector<serving::Event>& done) {
-    serving::Event sum = done.at(0);
+engine::Event combined_usage(const std::vector<engine::Event>& done) {
+    engine::Event sum = done.at(0);
     for (size_t i = 1; i < done.size(); ++i) sum.completion_tokens += done[i].completion_tokens;
     return sum;
 }
 
-json merge_choices(std::vector<json> responses, const std::vector<serving::Event>& done) {
+json merge_choices(std::vector<json> responses, const std::vector<engine::Event>& done) {
     json out = std::move(responses.at(0));
     for (size_t i = 1; i < responses.size(); ++i) out["choices"].push_back(std::move(responses[i]["choices"][0]));
-    const serving::Event sum = combined_usage(done);
+    const engine::Event sum = combined_usage(done);
     out["usage"]["completion_tokens"] = sum.completion_tokens;
     out["usage"]["total_tokens"] = sum.prompt_tokens + sum.completion_tokens;
     return out;
 }
 
 std::string new_response_id(Endpoint ep) {
-    return (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + chat::random_id_chars(24);
+    return (ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + answer::random_id_chars(24);
 }
 
 }  // namespace vkllm::server

@@ -24,7 +24,7 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
 // "stop" / "length" for the reasons a response reports; Timeout reads as "length" (the output was
 // cut by a server limit, as llama-server reports its generation time limit).
-const char* openai_finish_reason(serving::FinishReason r);
+const char* openai_finish_reason(engine::FinishReason r);
 
 // Builds the response of one request, streamed or whole: the same text and logprobs either way.
 class ResponseBuilder {
@@ -38,27 +38,27 @@ public:
     // role), for each Text event, and for the Done event (the chunk with finish_reason, the usage
     // chunk when asked, then [DONE]).
     std::string stream_start() const;
-    std::string stream_text(const serving::Event& ev);
-    std::string stream_done(const serving::Event& done);
+    std::string stream_text(const engine::Event& ev);
+    std::string stream_done(const engine::Event& done);
     // stream_done in two: the choice's last chunks (held-back content, tool calls, finish_reason),
     // then, once per stream, the usage chunk when asked and [DONE] (usage_of: combined_usage of
     // every choice).
-    std::string stream_finish(const serving::Event& done);
-    std::string stream_end(const serving::Event& usage_of) const;
+    std::string stream_finish(const engine::Event& done);
+    std::string stream_end(const engine::Event& usage_of) const;
     // A stream that cannot finish (server error, shutdown): one event with the error object.
     static std::string stream_error(const ApiError& e);
 
     // Whole responses: add every Text event, then the body for the Done event.
-    void add(const serving::Event& ev);
-    json response(const serving::Event& done);
+    void add(const engine::Event& ev);
+    json response(const engine::Event& done);
 
 private:
     json chunk_base() const;
-    json chat_logprobs(const std::vector<serving::TokenLogprob>& lps) const;
-    json completion_logprobs(const std::vector<serving::TokenLogprob>& lps, size_t text_offset) const;
-    json usage(const serving::Event& done) const;
+    json chat_logprobs(const std::vector<engine::TokenLogprob>& lps) const;
+    json completion_logprobs(const std::vector<engine::TokenLogprob>& lps, size_t text_offset) const;
+    json usage(const engine::Event& done) const;
     // A chunk of tool-call deltas ("" for none).
-    std::string calls_chunk(const std::vector<chat::CallDelta>& deltas) const;
+    std::string calls_chunk(const std::vector<answer::CallDelta>& deltas) const;
 
     Endpoint endpoint_;
     bool logprobs_, include_usage_;
@@ -66,16 +66,16 @@ private:
     int64_t created_;
     uint32_t index_;
     std::string text_;                           // whole responses: the content so far
-    chat::AnswerStream answer_;                  // generated text split into reasoning, content and calls
+    answer::AnswerStream answer_;                  // generated text split into reasoning, content and calls
     std::string reasoning_text_;                 // whole responses: the reasoning so far
-    std::vector<serving::TokenLogprob> lps_;     // whole responses: every token's logprob
+    std::vector<engine::TokenLogprob> lps_;     // whole responses: every token's logprob
     size_t streamed_bytes_ = 0;                  // completions stream: text_offset of the next token
 };
 
 // Several choices as one: the first's prompt counts once, completion tokens add up.
-serving::Event combined_usage(const std::vector<serving::Event>& done);
+engine::Event combined_usage(const std::vector<engine::Event>& done);
 // The whole responses of the choices as one response: every choice, the combined usage.
-json merge_choices(std::vector<json> responses, const std::vector<serving::Event>& done);
+json merge_choices(std::vector<json> responses, const std::vector<engine::Event>& done);
 
 // "chatcmpl-" or "cmpl-" and 24 random letters and digits.
 std::string new_response_id(Endpoint ep);

@@ -6,11 +6,11 @@
 
 namespace vkllm::server {
 
-std::string render_chat(const ChatRenderer& render, const chat::ChatInputs& in) {
+std::string render_chat(const ChatRenderer& render, const chat_template::ChatInputs& in) {
     if (!render) throw ApiError(500, "no chat template is configured", "server_error");
     try {
         return render(in);
-    } catch (const chat::TemplateError& e) {
+    } catch (const chat_template::TemplateError& e) {
         throw ApiError(400, fmt::format("The chat template could not render these messages: {}", e.what()),
                        "invalid_request_error", "messages");
     }
@@ -20,9 +20,9 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
                                    uint32_t n_ctx, std::string* rendered) {
     std::vector<int32_t> ids;
     if (req.endpoint == Endpoint::Chat) {
-        const std::string text = chat::forced_prompt(
-            render_chat(render, chat::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)), req.tool_plan);
-        ids = chat::encode_prompt(tok, text);
+        const std::string text = answer::forced_prompt(
+            render_chat(render, chat_template::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)), req.tool_plan);
+        ids = chat_template::encode_prompt(tok, text);
         if (rendered) *rendered = text;
     } else if (req.prompt_is_tokens) {
         for (int32_t id : req.prompt_tokens)
@@ -31,7 +31,7 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
                                                           id, tok.n_vocab()));
         ids = req.prompt_tokens;
     } else {
-        ids = chat::encode_prompt(tok, req.prompt_text);
+        ids = chat_template::encode_prompt(tok, req.prompt_text);
     }
     if (ids.empty()) throw invalid_field(req.endpoint == Endpoint::Chat ? "messages" : "prompt", "The prompt encodes to no tokens.");
     if (ids.size() >= n_ctx) throw context_length_error(req.endpoint, ids.size(), n_ctx);

@@ -5,8 +5,8 @@
 
 #include "model/tokenizer/tokenizer.h"
 #include "serving/server/openai_requests.h"
-#include "serving/template/chat_prompt.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_prompt.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <functional>
 #include <string>
@@ -14,11 +14,11 @@
 
 namespace vkllm::server {
 
-using ChatRenderer = std::function<std::string(const chat::ChatInputs&)>;
+using ChatRenderer = std::function<std::string(const chat_template::ChatInputs&)>;
 
-// Renders with `render`; a chat::TemplateError (a template's raise_exception, usually about the
+// Renders with `render`; a chat_template::TemplateError (a template's raise_exception, usually about the
 // conversation's shape) is the client's 400, any other exception propagates.
-std::string render_chat(const ChatRenderer& render, const chat::ChatInputs& in);
+std::string render_chat(const ChatRenderer& render, const chat_template::ChatInputs& in);
 
 // The prompt of a request: rendered and encoded for chat, encoded (or the client's ids, checked
 // against the vocabulary) for completions. 400 when it does not fit `n_ctx` with room for one token.

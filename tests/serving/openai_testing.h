@@ -34,17 +34,17 @@ inline ApiError chat_error(json extra) {
     return error_of([&] { parse_chat_request(chat_body(std::move(extra)), 1); });
 }
 
-inline serving::Event text_event(std::string text, std::vector<serving::TokenLogprob> lps = {}) {
-    serving::Event ev;
-    ev.kind = serving::Event::Kind::Text;
+inline engine::Event text_event(std::string text, std::vector<engine::TokenLogprob> lps = {}) {
+    engine::Event ev;
+    ev.kind = engine::Event::Kind::Text;
     ev.text = std::move(text);
     ev.logprobs = std::move(lps);
     return ev;
 }
 
-inline serving::Event done_event(serving::FinishReason r, uint32_t prompt, uint32_t completion, uint32_t cached = 0) {
-    serving::Event ev;
-    ev.kind = serving::Event::Kind::Done;
+inline engine::Event done_event(engine::FinishReason r, uint32_t prompt, uint32_t completion, uint32_t cached = 0) {
+    engine::Event ev;
+    ev.kind = engine::Event::Kind::Done;
     ev.finish = r;
     ev.prompt_tokens = prompt;
     ev.completion_tokens = completion;

@@ -1,7 +1,7 @@
 // Constrained generation: the sampler's token filter against the definition (every refused token's
 // logit at -inf, the same seed), TokenConstraint's allowed set against following each token with a
 // fresh matcher, and grammars steering stories260K (a model that never writes JSON by itself)
-// through serving::generate: every text is a sentence of its grammar, ends where the grammar is
+// through engine::generate: every text is a sentence of its grammar, ends where the grammar is
 // complete, and stops at -n where it can never end.
 #include "support/test_context.h"
 
@@ -15,7 +15,7 @@
 #include <random>
 
 using namespace vkllm;
-using namespace vkllm::serving;
+using namespace vkllm::engine;
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 using namespace vkllm;
-using namespace vkllm::serving;
+using namespace vkllm::engine;
 using namespace std::chrono_literals;
 
 namespace {

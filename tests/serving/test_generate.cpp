@@ -1,4 +1,4 @@
-// serving::generate (what `vkllm run` runs: one request through a one-slot Engine) on the real
+// engine::generate (what `vkllm run` runs: one request through a one-slot Engine) on the real
 // stories260K model and on random models: the published greedy story, seeded sampling, the context
 // check made before anything runs, and NaN weights ending the generation with NonFiniteError for
 // every sampler, with nothing decoded.
@@ -14,7 +14,7 @@
 #include <fstream>
 
 using namespace vkllm;
-using namespace vkllm::serving;
+using namespace vkllm::engine;
 
 TEST_CASE("generate: stories260K greedy generation reproduces the published story") {
     std::string path = test::model_path("stories260K.gguf");

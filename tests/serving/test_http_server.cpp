@@ -40,29 +40,29 @@ const Tokenizer* stories_tokenizer() {
 struct FakeEngine {
     std::vector<std::string> pieces = {"Hello", ",", " world"};
     std::chrono::milliseconds gap{0};
-    serving::FinishReason finish = serving::FinishReason::Stop;
+    engine::FinishReason finish = engine::FinishReason::Stop;
     bool queue_full = false;
     std::atomic<bool> stopped{false};  // Engine::shutdown(): every request ends Cancelled
     std::atomic<int> submits{0}, cancels{0}, live{0};
     std::mutex mu;
-    std::vector<serving::CompletionRequest> requests;
+    std::vector<engine::CompletionRequest> requests;
 };
 
 class FakeGeneration : public Generation {
 public:
-    FakeGeneration(FakeEngine& e, serving::CompletionRequest req) : e_(e), req_(std::move(req)) {
+    FakeGeneration(FakeEngine& e, engine::CompletionRequest req) : e_(e), req_(std::move(req)) {
         ++e_.live;
         next_at_ = std::chrono::steady_clock::now() + e_.gap;
     }
     ~FakeGeneration() override { --e_.live; }
 
-    std::optional<serving::Event> next(std::chrono::milliseconds wait) override {
+    std::optional<engine::Event> next(std::chrono::milliseconds wait) override {
         if (done_) {
             std::this_thread::sleep_for(wait);
             return std::nullopt;
         }
-        serving::Event ev;
-        if (cancelled_ || e_.stopped) return finish(serving::FinishReason::Cancelled);
+        engine::Event ev;
+        if (cancelled_ || e_.stopped) return finish(engine::FinishReason::Cancelled);
         if (i_ == e_.pieces.size()) return finish(e_.finish);
         auto now = std::chrono::steady_clock::now();
         if (now < next_at_) {
@@ -70,7 +70,7 @@ public:
             if (std::chrono::steady_clock::now() < next_at_) return std::nullopt;
         }
         next_at_ += e_.gap;
-        ev.kind = serving::Event::Kind::Text;
+        ev.kind = engine::Event::Kind::Text;
         ev.text = e_.pieces[i_++];
         return ev;
     }
@@ -79,26 +79,26 @@ public:
     }
 
 private:
-    serving::Event finish(serving::FinishReason r) {
+    engine::Event finish(engine::FinishReason r) {
         done_ = true;
-        serving::Event ev;
-        ev.kind = serving::Event::Kind::Done;
+        engine::Event ev;
+        ev.kind = engine::Event::Kind::Done;
         ev.finish = r;
         ev.prompt_tokens = uint32_t(req_.prompt.size());
         ev.completion_tokens = uint32_t(i_);
-        ev.error = r == serving::FinishReason::Error ? "device lost" : "";
+        ev.error = r == engine::FinishReason::Error ? "device lost" : "";
         return ev;
     }
 
     FakeEngine& e_;
-    serving::CompletionRequest req_;
+    engine::CompletionRequest req_;
     size_t i_ = 0;
     std::chrono::steady_clock::time_point next_at_;
     std::atomic<bool> cancelled_{false};
     bool done_ = false;
 };
 
-std::string render(const chat::ChatInputs& in) {
+std::string render(const chat_template::ChatInputs& in) {
     std::string s = in.bos_token;
     for (const auto& m : in.messages) s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
     return s + "assistant:";
@@ -111,8 +111,8 @@ ServedModel fake_model(const Tokenizer& tok, FakeEngine& e) {
     m.tokenizer = &tok;
     m.n_ctx = 64;
     m.render_chat = render;
-    m.submit = [&e](serving::CompletionRequest req) -> std::unique_ptr<Generation> {
-        if (e.queue_full) throw serving::QueueFullError("64 requests wait");
+    m.submit = [&e](engine::CompletionRequest req) -> std::unique_ptr<Generation> {
+        if (e.queue_full) throw engine::QueueFullError("64 requests wait");
         if (req.sampler.top_k == 12345) throw std::invalid_argument("top_k = 12345 is silly");
         ++e.submits;
         {
@@ -122,7 +122,7 @@ ServedModel fake_model(const Tokenizer& tok, FakeEngine& e) {
         return std::make_unique<FakeGeneration>(e, std::move(req));
     };
     m.metrics = [&e] {
-        serving::EngineMetrics mt;
+        engine::EngineMetrics mt;
         mt.slots = 4;
         mt.slots_busy = uint32_t(e.live.load());
         return mt;
@@ -282,7 +282,7 @@ TEST_CASE("http: a chat completion, whole") {
     CHECK(j["usage"]["completion_tokens"] == 3);
     std::lock_guard lk(f.engine.mu);
     REQUIRE(f.engine.requests.size() == 1);
-    const serving::CompletionRequest& req = f.engine.requests[0];
+    const engine::CompletionRequest& req = f.engine.requests[0];
     CHECK(req.prompt == prompt);
     CHECK(req.max_tokens == 5);
     CHECK(req.sampler.greedy());
@@ -394,7 +394,7 @@ TEST_CASE("http: a full queue is 503 with Retry-After") {
 TEST_CASE("http: generation errors are 500 server_error") {
     if (!stories_tokenizer()) return;
     Fixture f;
-    f.engine.finish = serving::FinishReason::Error;
+    f.engine.finish = engine::FinishReason::Error;
     auto r = f.client().Post("/v1/chat/completions", kChat, "application/json");
     CHECK(r->status == 500);
     json e = body_json(r)["error"];
@@ -639,7 +639,7 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
 }
 
 TEST_CASE("metrics: Prometheus text with HELP and TYPE for every family") {
-    serving::EngineMetrics m;
+    engine::EngineMetrics m;
     m.slots = 4;
     m.slots_busy = 1;
     m.requests_total = 10;

@@ -255,7 +255,7 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
     for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "f"}}}}}) {
         ApiError e = error_of([&] {
             ParsedRequest q = parse_chat_request(chat_body({{"tool_choice", choice}}), 1);
-            apply_tool_format(q, vkllm::chat::tool_format(vkllm::chat::ToolFamily::Hermes), true);
+            apply_tool_format(q, vkllm::answer::tool_format(vkllm::answer::ToolFamily::Hermes), true);
         });
         CHECK(e.param() == "tool_choice");
     }
@@ -264,8 +264,8 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
 }
 
 TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a prefix and a grammar") {
-    using vkllm::chat::ToolFamily;
-    using vkllm::chat::tool_format;
+    using vkllm::answer::ToolFamily;
+    using vkllm::answer::tool_format;
     CHECK(chat_error({{"tools", json::array({json{{"type", "function"}, {"function", {{"name", "a b"}}}}})}}).param() ==
           "tools[0].function.name");
     CHECK(chat_error({{"tools", weather_tools()}, {"tool_choice", {{"type", "function"}}}}).param() == "tool_choice.function.name");
@@ -327,7 +327,7 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
     REQUIRE(m.accept(R"({"name": "get_weather", "arguments": {"city": "Paris"}})" "\n</tool_call>"));
     CHECK(m.can_end());
 
-    auto tool_error = [](json extra, const vkllm::chat::ToolFormat& f) {
+    auto tool_error = [](json extra, const vkllm::answer::ToolFormat& f) {
         return error_of([&] {
             ParsedRequest q = parse_chat_request(chat_body(extra), 1);
             apply_tool_format(q, f, true);

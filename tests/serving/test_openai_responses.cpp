@@ -31,21 +31,21 @@ TEST_CASE("protocol: a whole chat.completion") {
     ResponseBuilder rb(req, "chatcmpl-abc", "m", 1700000000);
     rb.add(text_event("Hello"));
     rb.add(text_event(", world"));
-    json r = rb.response(done_event(serving::FinishReason::Length, 12, 3, 4));
+    json r = rb.response(done_event(engine::FinishReason::Length, 12, 3, 4));
     CHECK(r.dump() ==
           R"({"id":"chatcmpl-abc","object":"chat.completion","created":1700000000,"model":"m","system_fingerprint":"vkllm",)"
           R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hello, world","refusal":null},"logprobs":null,)"
           R"("finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,)"
           R"("prompt_tokens_details":{"cached_tokens":4}}})");
-    CHECK(std::string(openai_finish_reason(serving::FinishReason::Stop)) == "stop");
-    CHECK(std::string(openai_finish_reason(serving::FinishReason::Timeout)) == "length");
+    CHECK(std::string(openai_finish_reason(engine::FinishReason::Stop)) == "stop");
+    CHECK(std::string(openai_finish_reason(engine::FinishReason::Timeout)) == "length");
 }
 
 TEST_CASE("protocol: a chat stream: role chunk, content chunks, finish chunk, usage chunk, [DONE]") {
     ParsedRequest req = parse_chat_request(chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}), 1);
     ResponseBuilder rb(req, "chatcmpl-x", "m", 5);
     std::string s = rb.stream_start() + rb.stream_text(text_event("Hi")) + rb.stream_text(text_event("")) +
-                    rb.stream_text(text_event(" there")) + rb.stream_done(done_event(serving::FinishReason::Stop, 7, 2));
+                    rb.stream_text(text_event(" there")) + rb.stream_done(done_event(engine::FinishReason::Stop, 7, 2));
     bool done = false;
     std::vector<json> ev = sse_objects(s, &done);
     CHECK(done);
@@ -71,7 +71,7 @@ TEST_CASE("protocol: a chat stream: role chunk, content chunks, finish chunk, us
     // Without include_usage: no usage key at all, no usage chunk.
     ParsedRequest plain = parse_chat_request(chat_body({{"stream", true}}), 1);
     ResponseBuilder rb2(plain, "chatcmpl-y", "m", 5);
-    ev = sse_objects(rb2.stream_start() + rb2.stream_done(done_event(serving::FinishReason::Length, 1, 0)), &done);
+    ev = sse_objects(rb2.stream_start() + rb2.stream_done(done_event(engine::FinishReason::Length, 1, 0)), &done);
     CHECK(done);
     REQUIRE(ev.size() == 2);
     CHECK_FALSE(ev[0].contains("usage"));
@@ -83,7 +83,7 @@ TEST_CASE("protocol: text_completion, whole and streamed") {
     ResponseBuilder rb(req, "cmpl-1", "m", 9);
     rb.add(text_event(" a"));
     rb.add(text_event(" b"));
-    json r = rb.response(done_event(serving::FinishReason::Stop, 2, 2));
+    json r = rb.response(done_event(engine::FinishReason::Stop, 2, 2));
     CHECK(r.dump() ==
           R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"m","system_fingerprint":"vkllm",)"
           R"("choices":[{"index":0,"text":" a b","logprobs":null,"finish_reason":"stop"}],)"
@@ -93,7 +93,7 @@ TEST_CASE("protocol: text_completion, whole and streamed") {
     ResponseBuilder srb(sreq, "cmpl-2", "m", 9);
     CHECK(srb.stream_start().empty());
     bool done = false;
-    std::vector<json> ev = sse_objects(srb.stream_text(text_event(" a")) + srb.stream_done(done_event(serving::FinishReason::Length, 2, 1)), &done);
+    std::vector<json> ev = sse_objects(srb.stream_text(text_event(" a")) + srb.stream_done(done_event(engine::FinishReason::Length, 2, 1)), &done);
     CHECK(done);
     REQUIRE(ev.size() == 2);
     CHECK(ev[0]["object"] == "text_completion");
@@ -102,13 +102,13 @@ TEST_CASE("protocol: text_completion, whole and streamed") {
 }
 
 TEST_CASE("protocol: logprobs in chat and completions shapes, and token bytes that are not UTF-8") {
-    serving::TokenLogprob a{5, "Hi", -0.5f, {{"Hi", -0.5f}, {"Ho", -1.5f}}};
-    serving::TokenLogprob b{6, "\xE2\x82", -0.25f, {}};  // the first two bytes of a 3-byte character
+    engine::TokenLogprob a{5, "Hi", -0.5f, {{"Hi", -0.5f}, {"Ho", -1.5f}}};
+    engine::TokenLogprob b{6, "\xE2\x82", -0.25f, {}};  // the first two bytes of a 3-byte character
     ParsedRequest req = parse_chat_request(chat_body({{"logprobs", true}, {"top_logprobs", 2}}), 1);
     ResponseBuilder rb(req, "chatcmpl-l", "m", 1);
     rb.add(text_event("Hi", {a}));
     rb.add(text_event("", {b}));
-    json r = json::parse(dump_json(rb.response(done_event(serving::FinishReason::Stop, 1, 2))));
+    json r = json::parse(dump_json(rb.response(done_event(engine::FinishReason::Stop, 1, 2))));
     json content = r["choices"][0]["logprobs"]["content"];
     REQUIRE(content.size() == 2);
     CHECK(content[0] == json{{"token", "Hi"}, {"logprob", -0.5}, {"bytes", {72, 105}},
@@ -129,8 +129,8 @@ TEST_CASE("protocol: logprobs in chat and completions shapes, and token bytes th
     ParsedRequest creq = parse_completion_request(json{{"prompt", "x"}, {"logprobs", 2}}, 1);
     ResponseBuilder crb(creq, "cmpl-l", "m", 1);
     crb.add(text_event("Hi", {a}));
-    crb.add(text_event(" you", {serving::TokenLogprob{7, " you", -2.0f, {{" you", -2.0f}}}}));
-    json lp = crb.response(done_event(serving::FinishReason::Stop, 1, 2))["choices"][0]["logprobs"];
+    crb.add(text_event(" you", {engine::TokenLogprob{7, " you", -2.0f, {{" you", -2.0f}}}}));
+    json lp = crb.response(done_event(engine::FinishReason::Stop, 1, 2))["choices"][0]["logprobs"];
     CHECK(lp["tokens"] == json{"Hi", " you"});
     CHECK(lp["token_logprobs"] == json{-0.5, -2.0});
     CHECK(lp["top_logprobs"][0] == json{{"Hi", -0.5}, {"Ho", -1.5}});
@@ -146,15 +146,15 @@ TEST_CASE("protocol: response ids") {
 }
 
 TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
-    using vkllm::chat::ToolFamily;
-    using vkllm::chat::tool_format;
+    using vkllm::answer::ToolFamily;
+    using vkllm::answer::tool_format;
     const std::string reply = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
     ParsedRequest r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
 
     ResponseBuilder whole(r, "chatcmpl-t", "m", 1);
     for (char c : reply) whole.add(text_event(std::string(1, c)));
-    json w = whole.response(done_event(serving::FinishReason::Stop, 3, 20));
+    json w = whole.response(done_event(engine::FinishReason::Stop, 3, 20));
     const json& msg = w["choices"][0]["message"];
     CHECK(msg["content"] == "Checking.");
     REQUIRE(msg["tool_calls"].size() == 1);
@@ -173,7 +173,7 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
         json calls = json::array();  // per index: the deltas added up
         size_t deltas = 0;
     };
-    auto stream = [&](ParsedRequest q, const std::string& text, serving::FinishReason why) {
+    auto stream = [&](ParsedRequest q, const std::string& text, engine::FinishReason why) {
         q.stream = true;
         ResponseBuilder rb(q, "chatcmpl-t", "m", 1);
         std::string sse = rb.stream_start();
@@ -204,7 +204,7 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
         }
         return out;
     };
-    Streamed st = stream(r, reply, serving::FinishReason::Stop);
+    Streamed st = stream(r, reply, engine::FinishReason::Stop);
     CHECK(st.content == "Checking.");  // no markup, not even its first '<'
     REQUIRE(st.calls.size() == 1);
     CHECK(st.calls[0]["name"] == "get_weather");
@@ -215,12 +215,12 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
 
     // Two calls, each with its index.
     const std::string two = reply + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
-    st = stream(r, two, serving::FinishReason::Stop);
+    st = stream(r, two, engine::FinishReason::Stop);
     REQUIRE(st.calls.size() == 2);
     CHECK(st.calls[1]["arguments"] == R"({"city":"Oslo"})");
 
     // Cut inside a call (max_tokens): what was sent stays sent, the finish reason says why.
-    st = stream(r, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par", serving::FinishReason::Length);
+    st = stream(r, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par", engine::FinishReason::Length);
     CHECK(st.content.empty());
     REQUIRE(st.calls.size() == 1);
     CHECK(st.calls[0]["arguments"] == R"({"city":"Par)");
@@ -229,9 +229,9 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     // A grammar that skips a reasoning block the parser sees (reasoning_format none on a template
     // that thinks): calls are sent whole, since the parser may read one the model only thought about.
     ParsedRequest inline_think = r;
-    vkllm::chat::skip_reasoning(inline_think.engine.grammar_start, false, vkllm::chat::think_tags());
+    vkllm::answer::skip_reasoning(inline_think.engine.grammar_start, false, vkllm::answer::think_tags());
     inline_think.split_reasoning = nullptr;
-    st = stream(inline_think, reply, serving::FinishReason::Stop);
+    st = stream(inline_think, reply, engine::FinishReason::Stop);
     REQUIRE(st.calls.size() == 1);
     CHECK(st.deltas == 1);
 
@@ -239,7 +239,7 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     ParsedRequest ds = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(ds, tool_format(ToolFamily::DeepSeekV31), true);
     st = stream(ds, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
-                serving::FinishReason::Stop);
+                engine::FinishReason::Stop);
     CHECK(st.content.empty());
     REQUIRE(st.calls.size() == 1);
     CHECK(st.deltas == 1);
@@ -249,15 +249,15 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     // A malformed call is content, with finish_reason stop.
     ResponseBuilder bad(r, "chatcmpl-t", "m", 1);
     bad.add(text_event("<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>"));
-    json b = bad.response(done_event(serving::FinishReason::Stop, 3, 20));
+    json b = bad.response(done_event(engine::FinishReason::Stop, 3, 20));
     CHECK(b["choices"][0]["message"]["content"] == "<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>");
     CHECK_FALSE(b["choices"][0]["message"].contains("tool_calls"));
     CHECK(b["choices"][0]["finish_reason"] == "stop");
 }
 
 TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, final as content, calls") {
-    using vkllm::chat::ToolFamily;
-    using vkllm::chat::tool_format;
+    using vkllm::answer::ToolFamily;
+    using vkllm::answer::tool_format;
     const std::string call_reply =
         "<|channel|>analysis<|message|>Weather needs a tool.<|end|><|start|>assistant<|channel|>commentary "
         "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}";
@@ -274,7 +274,7 @@ TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, 
         Seen seen;
         if (!stream) {
             for (char c : reply) rb.add(text_event(std::string(1, c)));
-            const json w = rb.response(done_event(serving::FinishReason::Stop, 3, 20));
+            const json w = rb.response(done_event(engine::FinishReason::Stop, 3, 20));
             const json& m = w["choices"][0]["message"];
             seen.reasoning = m.value("reasoning_content", "");
             seen.content = m["content"].is_null() ? "" : m["content"].get<std::string>();
@@ -284,7 +284,7 @@ TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, 
         }
         std::string sse = rb.stream_start();
         for (char c : reply) sse += rb.stream_text(text_event(std::string(1, c)));
-        sse += rb.stream_done(done_event(serving::FinishReason::Stop, 3, 20));
+        sse += rb.stream_done(done_event(engine::FinishReason::Stop, 3, 20));
         for (const json& ev : sse_objects(sse)) {
             const json& ch = ev["choices"][0];
             if (ch["delta"].contains("reasoning_content")) seen.reasoning += ch["delta"]["reasoning_content"].get<std::string>();
@@ -354,11 +354,11 @@ TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, 
 
 TEST_CASE("protocol: reasoning_content, whole and streamed, and reasoning_format none") {
     ParsedRequest r = parse_chat_request(chat_body(), 1);
-    r.split_reasoning = &vkllm::chat::think_tags();
+    r.split_reasoning = &vkllm::answer::think_tags();
     const std::string reply = "<think>Cats like fish.</think>\n\nA cat.";
     ResponseBuilder whole(r, "chatcmpl-r", "m", 1);
     for (char c : reply) whole.add(text_event(std::string(1, c)));
-    json msg = whole.response(done_event(serving::FinishReason::Stop, 3, 20))["choices"][0]["message"];
+    json msg = whole.response(done_event(engine::FinishReason::Stop, 3, 20))["choices"][0]["message"];
     CHECK(msg["reasoning_content"] == "Cats like fish.");
     CHECK(msg["content"] == "A cat.");
 
@@ -366,7 +366,7 @@ TEST_CASE("protocol: reasoning_content, whole and streamed, and reasoning_format
     ResponseBuilder streamed(r, "chatcmpl-r", "m", 1);
     std::string sse = streamed.stream_start();
     for (char c : reply) sse += streamed.stream_text(text_event(std::string(1, c)));
-    sse += streamed.stream_done(done_event(serving::FinishReason::Stop, 3, 20));
+    sse += streamed.stream_done(done_event(engine::FinishReason::Stop, 3, 20));
     std::string reasoning, content;
     for (const json& ev : sse_objects(sse)) {
         const json& d = ev["choices"][0]["delta"];
@@ -382,7 +382,7 @@ TEST_CASE("protocol: reasoning_content, whole and streamed, and reasoning_format
     ParsedRequest plain = parse_chat_request(chat_body(), 1);
     ResponseBuilder inline_rb(plain, "chatcmpl-r", "m", 1);
     inline_rb.add(text_event(reply));
-    msg = inline_rb.response(done_event(serving::FinishReason::Stop, 3, 20))["choices"][0]["message"];
+    msg = inline_rb.response(done_event(engine::FinishReason::Stop, 3, 20))["choices"][0]["message"];
     CHECK(msg["content"] == reply);
     CHECK_FALSE(msg.contains("reasoning_content"));
 }
@@ -392,7 +392,7 @@ TEST_CASE("protocol: n choices: each builder writes its index, usage adds the co
     CHECK(r.n == 2);
     ResponseBuilder a(r, "chatcmpl-n", "m", 1, 0), b(r, "chatcmpl-n", "m", 1, 1);
     std::string sse = a.stream_start() + b.stream_start() + a.stream_text(text_event("x")) + b.stream_text(text_event("y"));
-    const serving::Event da = done_event(serving::FinishReason::Stop, 5, 2), db = done_event(serving::FinishReason::Length, 5, 3);
+    const engine::Event da = done_event(engine::FinishReason::Stop, 5, 2), db = done_event(engine::FinishReason::Length, 5, 3);
     sse += a.stream_finish(da) + b.stream_finish(db) + a.stream_end(combined_usage({da, db}));
     bool done = false;
     std::vector<json> ev = sse_objects(sse, &done);

@@ -31,7 +31,7 @@ const Vocab* stories() {
 }
 
 // A template in the spirit of Llama 2's: BOS text first, one line per message.
-std::string render(const chat::ChatInputs& in) {
+std::string render(const chat_template::ChatInputs& in) {
     std::string s = in.bos_token;
     for (const auto& m : in.messages) s += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
     if (in.add_generation_prompt) s += "assistant:";
@@ -49,22 +49,22 @@ TEST_CASE("prompt: BOS once, whether or not the text starts with it") {
     if (!v) return;
     const Tokenizer& tok = *v->tok;
     REQUIRE(tok.bos_id() == 1);
-    std::vector<int32_t> plain = chat::encode_prompt(tok, "Once upon a time");
+    std::vector<int32_t> plain = chat_template::encode_prompt(tok, "Once upon a time");
     CHECK(plain == tok.encode("Once upon a time", true, false));  // what `vkllm run` evaluates
     CHECK(plain.front() == 1);
-    std::vector<int32_t> with_bos = chat::encode_prompt(tok, "<s>Once upon a time");
+    std::vector<int32_t> with_bos = chat_template::encode_prompt(tok, "<s>Once upon a time");
     CHECK(with_bos.front() == 1);
     CHECK(with_bos.size() >= 2);
     CHECK(with_bos[1] != 1);
-    CHECK(chat::encode_prompt(tok, "") == std::vector<int32_t>{1});
+    CHECK(chat_template::encode_prompt(tok, "") == std::vector<int32_t>{1});
 }
 
 TEST_CASE("prompt: a chat is rendered with the vocabulary's BOS/EOS texts and tokenized with control tokens") {
     const Vocab* v = stories();
     if (!v) return;
     const Tokenizer& tok = *v->tok;
-    chat::ChatInputs seen;
-    auto spy = [&](const chat::ChatInputs& in) {
+    chat_template::ChatInputs seen;
+    auto spy = [&](const chat_template::ChatInputs& in) {
         seen = in;
         return render(in);
     };
@@ -86,8 +86,8 @@ TEST_CASE("prompt: a chat is rendered with the vocabulary's BOS/EOS texts and to
 TEST_CASE("prompt: template errors are 400s, other failures are not hidden") {
     const Vocab* v = stories();
     if (!v) return;
-    auto raising = [](const chat::ChatInputs&) -> std::string {
-        throw chat::TemplateError("template 'x', line 1: Conversation roles must alternate user/assistant");
+    auto raising = [](const chat_template::ChatInputs&) -> std::string {
+        throw chat_template::TemplateError("template 'x', line 1: Conversation roles must alternate user/assistant");
     };
     try {
         prompt_tokens(*v->tok, raising, chat_request("Hi"), 512);
@@ -97,7 +97,7 @@ TEST_CASE("prompt: template errors are 400s, other failures are not hidden") {
         CHECK(e.param() == "messages");
         CHECK(std::string(e.what()).find("roles must alternate") != std::string::npos);
     }
-    auto broken = [](const chat::ChatInputs&) -> std::string { throw std::runtime_error("disk on fire"); };
+    auto broken = [](const chat_template::ChatInputs&) -> std::string { throw std::runtime_error("disk on fire"); };
     CHECK_THROWS_WITH_AS(prompt_tokens(*v->tok, broken, chat_request("Hi"), 512), "disk on fire", std::runtime_error);
 }
 
@@ -122,7 +122,7 @@ TEST_CASE("prompt: completions prompts, token ids, and the context limit") {
     // A prompt must leave room for one generated token.
     std::string long_text;
     for (int i = 0; i < 40; ++i) long_text += "Once upon a time ";
-    size_t n = chat::encode_prompt(tok, long_text).size();
+    size_t n = chat_template::encode_prompt(tok, long_text).size();
     req = parse_completion_request(json{{"prompt", long_text}}, 1);
     CHECK(prompt_tokens(tok, {}, req, uint32_t(n + 1)).size() == n);
     try {

@@ -7,7 +7,7 @@
 #include "serving/answer/harmony.h"
 
 #include "model/grammar/grammar.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <doctest/doctest.h>
 
@@ -20,10 +20,10 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-using vkllm::chat::ChatInputs;
-using vkllm::chat::ChatTemplate;
-using vkllm::chat::HarmonyStream;
-using vkllm::chat::ToolCall;
+using vkllm::chat_template::ChatInputs;
+using vkllm::chat_template::ChatTemplate;
+using vkllm::answer::HarmonyStream;
+using vkllm::answer::ToolCall;
 using Json = nlohmann::ordered_json;
 
 namespace {
@@ -162,19 +162,19 @@ Json call_message(const WantCall& c) {
 }  // namespace
 
 TEST_CASE("harmony: which templates speak it, and its markup") {
-    CHECK(vkllm::chat::template_is_harmony("{{- '<|start|>assistant<|channel|>final<|message|>' }}"));
-    CHECK_FALSE(vkllm::chat::template_is_harmony("{{ '<|im_start|>assistant\\n' }}"));
-    const std::vector<std::string> markup = vkllm::chat::harmony_markup();
+    CHECK(vkllm::answer::template_is_harmony("{{- '<|start|>assistant<|channel|>final<|message|>' }}"));
+    CHECK_FALSE(vkllm::answer::template_is_harmony("{{ '<|im_start|>assistant\\n' }}"));
+    const std::vector<std::string> markup = vkllm::answer::harmony_markup();
     for (const char* m : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|call|>", "<|return|>"})
         CHECK_MESSAGE(std::find(markup.begin(), markup.end(), m) != markup.end(), m);
     CHECK(markup.size() == 7);
     if (!have_template()) return;
-    CHECK(vkllm::chat::template_is_harmony(read_file(kTemplate)));
+    CHECK(vkllm::answer::template_is_harmony(read_file(kTemplate)));
     // No other template of the conformance set speaks it.
     for (const auto& e : fs::directory_iterator(kRoot / "templates")) {
         if (e.path() == kTemplate) continue;
         CAPTURE(e.path().string());
-        CHECK_FALSE(vkllm::chat::template_is_harmony(read_file(e.path())));
+        CHECK_FALSE(vkllm::answer::template_is_harmony(read_file(e.path())));
     }
 }
 
@@ -358,10 +358,10 @@ TEST_CASE("harmony: a reply cut anywhere gives a prefix of its parts and never a
 TEST_CASE("harmony: a forced call: the prompt opens the call's message, the grammar holds its arguments") {
     using vkllm::grammar::Grammar;
     using vkllm::grammar::Matcher;
-    const vkllm::chat::ToolFormat& format = vkllm::chat::tool_format(vkllm::chat::ToolFamily::Harmony);
+    const vkllm::answer::ToolFormat& format = vkllm::answer::tool_format(vkllm::answer::ToolFamily::Harmony);
     // The tool is named in the header, between control tokens: a named choice only.
-    CHECK_THROWS_AS(vkllm::chat::forced_call(format, tools(), "", true), vkllm::chat::ToolError);
-    const vkllm::chat::ForcedCall fc = vkllm::chat::forced_call(format, tools(), "get_time", true);
+    CHECK_THROWS_AS(vkllm::answer::forced_call(format, tools(), "", true), vkllm::answer::ToolError);
+    const vkllm::answer::ForcedCall fc = vkllm::answer::forced_call(format, tools(), "get_time", true);
     CHECK(fc.prompt_prefix == "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>");
     const Grammar g = Grammar::parse(fc.gbnf);
     const std::string args = R"({"timezone": "Europe/Paris"})";

@@ -2,7 +2,7 @@
 // interpreter and compared with what Python's jinja2 rendered for it with Hugging Face's settings
 // (tests/fixtures/jinja/make_fixtures.py writes the file; the expectations are jinja2's). A case
 // jinja2 fails must fail here too, as a TemplateError naming the template and the line.
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <doctest/doctest.h>
 
@@ -11,9 +11,9 @@
 #include <iterator>
 
 namespace fs = std::filesystem;
-using vkllm::chat::ChatInputs;
-using vkllm::chat::ChatTemplate;
-using vkllm::chat::TemplateError;
+using vkllm::chat_template::ChatInputs;
+using vkllm::chat_template::ChatTemplate;
+using vkllm::chat_template::TemplateError;
 
 TEST_CASE("jinja features: every fixture renders as Python's jinja2 rendered it") {
     const fs::path file = fs::path(VKLLM_FIXTURES_DIR) / "jinja" / "cases.json";

@@ -7,12 +7,12 @@
 #include <random>
 #include <string>
 
-using vkllm::chat::prompt_opens_reasoning;
-using vkllm::chat::ReasoningStream;
-using vkllm::chat::ReasoningTags;
-using vkllm::chat::reasoning_tags;
-using vkllm::chat::think_tags;
-using vkllm::chat::template_thinks;
+using vkllm::answer::prompt_opens_reasoning;
+using vkllm::answer::ReasoningStream;
+using vkllm::answer::ReasoningTags;
+using vkllm::answer::reasoning_tags;
+using vkllm::answer::think_tags;
+using vkllm::answer::template_thinks;
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The 198 conformance cases of ../shared/templates (real model chat templates x conversations x
 // with/without the generation prompt): each must render byte for byte what Python's jinja2 3.1.2
 // renders with Hugging Face's settings (see ../shared/templates/README.md).
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <doctest/doctest.h>
 
@@ -12,8 +12,8 @@
 #include <map>
 
 namespace fs = std::filesystem;
-using vkllm::chat::ChatInputs;
-using vkllm::chat::ChatTemplate;
+using vkllm::chat_template::ChatInputs;
+using vkllm::chat_template::ChatTemplate;
 
 namespace {
 

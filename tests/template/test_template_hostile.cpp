@@ -3,17 +3,17 @@
 // crash, hang or stack overflow. Time is bounded by the step limit each case must hit (named in the
 // message), not measured here: a wall-clock bound fails on a slow or shared machine (21 s under
 // ASan in CI for the 10^7 steps of the default limit) and proves nothing the step count does not.
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <doctest/doctest.h>
 
 #include <string>
 #include <pthread.h>
 
-using vkllm::chat::ChatInputs;
-using vkllm::chat::ChatTemplate;
-using vkllm::chat::RenderLimits;
-using vkllm::chat::TemplateError;
+using vkllm::chat_template::ChatInputs;
+using vkllm::chat_template::ChatTemplate;
+using vkllm::chat_template::RenderLimits;
+using vkllm::chat_template::TemplateError;
 
 namespace {
 

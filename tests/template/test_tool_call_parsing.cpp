@@ -160,7 +160,7 @@ TEST_CASE("tool calls: family details the templates do not show") {
     const std::string prose = R"({"name": "get_time"} is what the tool is called.)";
     check_reply(tool_format(ToolFamily::Llama3), tools, prose, prose, {});
     // Nothing at all is an empty reply.
-    for (const ToolFormat& f : vkllm::chat::tool_formats()) check_reply(f, tools, "", "", {});
+    for (const ToolFormat& f : vkllm::answer::tool_formats()) check_reply(f, tools, "", "", {});
 }
 
 TEST_CASE("tool calls: each call is its own tool and arguments, in every family") {
@@ -237,9 +237,9 @@ TEST_CASE("tool calls: details of the Functionary v3.2, Granite, Kimi K2, GLM-4.
                 {time_call()});
 
     // Kimi K2: the id is the call's, given back in the tool's result ("## Return of <id>").
-    const auto kimi = vkllm::chat::parse_reply(tool_format(ToolFamily::KimiK2), tools,
+    const auto kimi = vkllm::answer::parse_reply(tool_format(ToolFamily::KimiK2), tools,
                                                shaped_reply(ToolFamily::KimiK2, {weather_call(), time_call()}));
-    const Json out = vkllm::chat::tool_calls_json(kimi.calls, ToolFamily::KimiK2, false);
+    const Json out = vkllm::answer::tool_calls_json(kimi.calls, ToolFamily::KimiK2, false);
     REQUIRE(out.size() == 2);
     CHECK(out[1]["id"] == "functions.get_time:1");
     // Between calls and around the section, layout whitespace is not content.
@@ -310,22 +310,22 @@ TEST_CASE("tool calls: more shapes models write") {
 
 TEST_CASE("tool calls: JSON nested past 64 levels is refused, never built") {
     const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-    CHECK(vkllm::chat::parse_json_bounded(deep).is_discarded());
-    CHECK(vkllm::chat::parse_json_bounded(std::string(64, '[') + std::string(64, ']')).is_array());
+    CHECK(vkllm::answer::parse_json_bounded(deep).is_discarded());
+    CHECK(vkllm::answer::parse_json_bounded(std::string(64, '[') + std::string(64, ']')).is_array());
     // Follow-up arguments that deep stay the client's text.
     Json msg = {{"role", "assistant"}, {"tool_calls", Json::array({Json{{"function", {{"name", "f"}, {"arguments", deep}}}}})}};
-    vkllm::chat::arguments_as_objects(msg);
+    vkllm::answer::arguments_as_objects(msg);
     CHECK(msg["tool_calls"][0]["function"]["arguments"].is_string());
     // A model that writes them: content, not a call.
     const std::string reply = "<tool_call>{\"name\": \"f\", \"arguments\": " + std::string(200, '[') + std::string(200, ']') + "}</tool_call>";
-    const ReplyStream::Rest r = vkllm::chat::parse_reply(tool_format(ToolFamily::Hermes), one_tool(Json::object()), reply);
+    const ReplyStream::Rest r = vkllm::answer::parse_reply(tool_format(ToolFamily::Hermes), one_tool(Json::object()), reply);
     CHECK(r.calls.empty());
     CHECK(r.content == reply);
 }
 
 TEST_CASE("tool calls: Qwen3-Coder values with property schemas that are not objects") {
     const Json tools = one_tool(Json{{"type", "object"}, {"properties", {{"q", true}, {"r", "string"}}}});
-    const ReplyStream::Rest r = vkllm::chat::parse_reply(
+    const ReplyStream::Rest r = vkllm::answer::parse_reply(
         tool_format(ToolFamily::QwenCoder), tools,
         "<tool_call>\n<function=f>\n<parameter=q>\n5\n</parameter>\n<parameter=r>\nx\n</parameter>\n</function>\n</tool_call>");
     REQUIRE(r.calls.size() == 1);
@@ -356,7 +356,7 @@ TEST_CASE("tool calls: text between calls is content and both calls count; paral
 TEST_CASE("tool calls: a bare Qwen3-Coder value that is not UTF-8 (fuzz_grammar finding)") {
     const std::string reply = "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar\xbe\x10is\n</parameter>\n</function>\n</tool_call>";
     const Json tools = Json::array({Json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}});
-    const ReplyStream::Rest r = vkllm::chat::parse_reply(tool_format(ToolFamily::QwenCoder), tools, reply);
+    const ReplyStream::Rest r = vkllm::answer::parse_reply(tool_format(ToolFamily::QwenCoder), tools, reply);
     REQUIRE(r.calls.size() == 1);
     CHECK(Json::parse(r.calls[0].arguments)["city"] == "Par\xef\xbf\xbd\x10is");  // U+FFFD for the stray byte
 }
@@ -381,18 +381,18 @@ TEST_CASE("tool calls: bare values run to their own closing tag; JSON values to 
         // this family's closing tag; "type": ["string"] is a string; Python's True.
         const std::string reply = call(arg("html", "<b>x</b>" + other_tag) + arg("k", "[\"a" + own_tag + "b\"]") + arg("s", "123") +
                                        arg("n", "7") + arg("b", coder ? "True" : "true"));
-        const auto r = vkllm::chat::parse_reply(tool_format(family), tools, reply);
+        const auto r = vkllm::answer::parse_reply(tool_format(family), tools, reply);
         REQUIRE(r.calls.size() == 1);
         CHECK(r.content == "");
         const Json want = {{"html", "<b>x</b>" + other_tag}, {"k", Json::array({"a" + own_tag + "b"})}, {"s", "123"}, {"n", 7}, {"b", true}};
         CHECK(nlohmann::json::parse(r.calls[0].arguments) == nlohmann::json::parse(want.dump()));
         // The forced and lazy grammars take the same reply, and no bare value holding the tag.
-        const auto fc = vkllm::chat::forced_call(tool_format(family), tools, "", false);
+        const auto fc = vkllm::answer::forced_call(tool_format(family), tools, "", false);
         const auto rest = after_prefix(reply, fc.prompt_prefix);
         REQUIRE(rest.has_value());
         const Grammar fg = Grammar::parse(fc.gbnf);
         CHECK(fit(fg, *rest).has_value());
-        const auto lazy = vkllm::chat::lazy_call(tool_format(family), tools, false);
+        const auto lazy = vkllm::answer::lazy_call(tool_format(family), tools, false);
         const Grammar lg = Grammar::parse(lazy.gbnf);
         Matcher lm(lg);
         CHECK(lm.accept(reply));
@@ -402,27 +402,27 @@ TEST_CASE("tool calls: bare values run to their own closing tag; JSON values to 
         CHECK_FALSE(Matcher(fg).accept(tagged.substr(fc.prompt_prefix.size())));
         CHECK(Matcher(fg).accept(reply.substr(fc.prompt_prefix.size())));
         // A value the schema types that is not JSON (or nests past what the parser reads): no call.
-        CHECK(vkllm::chat::parse_reply(tool_format(family), tools, call(arg("n", "seven"))).calls.empty());
-        CHECK(vkllm::chat::parse_reply(tool_format(family), tools, call(arg("k", std::string(70, '[') + std::string(70, ']'))))
+        CHECK(vkllm::answer::parse_reply(tool_format(family), tools, call(arg("n", "seven"))).calls.empty());
+        CHECK(vkllm::answer::parse_reply(tool_format(family), tools, call(arg("k", std::string(70, '[') + std::string(70, ']'))))
                   .calls.empty());
         // Names the markup cannot hold as they are: refused when forcing.
         Json spaced_name = tools;
         spaced_name[0]["function"]["parameters"]["properties"][" html"] = Json{{"type", "string"}};
-        CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), spaced_name, "", false), ToolError);
+        CHECK_THROWS_AS(vkllm::answer::forced_call(tool_format(family), spaced_name, "", false), ToolError);
         Json tagged_enum = tools;
         tagged_enum[0]["function"]["parameters"]["properties"]["e"] = Json{{"enum", Json::array({"x" + own_tag})}};
-        CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(family), tagged_enum, "", false), ToolError);
+        CHECK_THROWS_AS(vkllm::answer::forced_call(tool_format(family), tagged_enum, "", false), ToolError);
     }
     // A property named "$id" is a subschema the compiler refuses: the error names the tool.
     Json id_prop = tools;
     id_prop[0]["function"]["parameters"]["properties"]["$id"] = Json{{"type", "integer"}};
     try {
-        vkllm::chat::forced_call(tool_format(ToolFamily::QwenCoder), id_prop, "", false);
+        vkllm::answer::forced_call(tool_format(ToolFamily::QwenCoder), id_prop, "", false);
         FAIL_CHECK("a property named $id was accepted");
     } catch (const ToolError& e) {
         CHECK(starts_with(e.param(), "tools[0]"));
     }
     // Functionary v3.2 keeps "all" for its answers to the user: no tool of that name can be forced.
     const Json all = Json::parse(R"([{"type": "function", "function": {"name": "all"}}])");
-    CHECK_THROWS_AS(vkllm::chat::forced_call(tool_format(ToolFamily::FunctionaryV32), all, "", false), ToolError);
+    CHECK_THROWS_AS(vkllm::answer::forced_call(tool_format(ToolFamily::FunctionaryV32), all, "", false), ToolError);
 }

@@ -25,7 +25,7 @@ TEST_CASE("tool calls: prose that cannot open a call is released as it comes") {
     // No character here can begin any family's markup, so nothing needs holding back: a client
     // streaming the reply sees it as it is generated.
     const std::string prose = "Sunny and 22 degrees in Paris today";
-    for (const ToolFormat& f : vkllm::chat::tool_formats()) {
+    for (const ToolFormat& f : vkllm::answer::tool_formats()) {
         INFO("family: " << std::string(f.name));
         ReplyStream s(f, tools);
         std::string released;
@@ -67,7 +67,7 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
             REQUIRE(s.streams_arguments());
             std::vector<std::string> names, args;
             size_t deltas = 0;
-            auto take = [&](const std::vector<vkllm::chat::CallDelta>& ds) {
+            auto take = [&](const std::vector<vkllm::answer::CallDelta>& ds) {
                 for (const auto& d : ds) {
                     ++deltas;
                     if (d.index == names.size()) {
@@ -101,7 +101,7 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
         }
     }
     // The arguments are the model's JSON less the whitespace between tokens (strings untouched).
-    const auto r = vkllm::chat::parse_reply(tool_format(ToolFamily::Hermes), tools,
+    const auto r = vkllm::answer::parse_reply(tool_format(ToolFamily::Hermes), tools,
                                             "<tool_call>{\"name\": \"get_time\", \"arguments\": { \"timezone\" : \"A B\\u00e9\" }}</tool_call>");
     REQUIRE(r.calls.size() == 1);
     CHECK(r.calls[0].arguments == R"({"timezone":"A B\u00e9"})");
@@ -142,7 +142,7 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
         }
         const auto rest = after.finish();
         for (const auto& d : rest.deltas) begun += d.name.empty() ? 0 : 1;
-        const auto whole = vkllm::chat::parse_reply(tool_format(family), tools, text);
+        const auto whole = vkllm::answer::parse_reply(tool_format(family), tools, text);
         CHECK(begun == whole.calls.size());
         CHECK(content + rest.content == whole.content);
     }
@@ -173,10 +173,10 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
 
 TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pieces, for every front end") {
     const Json tools = both_tools();
-    vkllm::chat::ToolPlan plan;
+    vkllm::answer::ToolPlan plan;
     plan.parse_as = &tool_format(ToolFamily::Hermes);
-    vkllm::chat::AnswerFormat f;
-    f.split_reasoning = &vkllm::chat::think_tags();
+    vkllm::answer::AnswerFormat f;
+    f.split_reasoning = &vkllm::answer::think_tags();
     f.plan = &plan;
     f.tools = tools;
     const std::string answer = "<think>Weather needs a tool.</think>\nLet me look.\n<tool_call>\n" +
@@ -188,23 +188,23 @@ TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pi
         CHECK(rest.content == "Let me look.");
         check_calls(rest.calls, {time_call()});
     }
-    CHECK(vkllm::chat::AnswerStream(f).family() == ToolFamily::Hermes);
+    CHECK(vkllm::answer::AnswerStream(f).family() == ToolFamily::Hermes);
     // Without a plan that reads calls, and without splitting, the text passes through.
-    vkllm::chat::AnswerStream plain(vkllm::chat::AnswerFormat{});
+    vkllm::answer::AnswerStream plain(vkllm::answer::AnswerFormat{});
     CHECK(plain.push(answer).content == answer);
     CHECK(plain.finish().calls.empty());
     CHECK(plain.family() == ToolFamily::Generic);
     // Harmony: analysis is reasoning, or stays in the content when asked (reasoning_format "none").
-    vkllm::chat::AnswerFormat h;
+    vkllm::answer::AnswerFormat h;
     h.harmony = true;
     const std::string harmony = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi.";
-    vkllm::chat::AnswerStream split(h);
+    vkllm::answer::AnswerStream split(h);
     auto p = split.push(harmony);
     auto r = split.finish();
     CHECK(p.reasoning + r.reasoning == "Think.");
     CHECK(p.content + r.content == "Hi.");
     h.inline_reasoning = true;
-    vkllm::chat::AnswerStream inline_stream(h);
+    vkllm::answer::AnswerStream inline_stream(h);
     p = inline_stream.push(harmony);
     r = inline_stream.finish();
     CHECK(p.reasoning + r.reasoning == "");

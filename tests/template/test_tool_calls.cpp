@@ -52,7 +52,7 @@ const std::map<std::string, ToolFamily>& expected_families() {
 TEST_CASE("tool calls: every family has its row, with the force kind the header documents") {
     // Several rows may share a family (the unsupported formats each have one, for detection);
     // tool_format() gives the family's own row.
-    for (const ToolFormat& f : vkllm::chat::tool_formats()) {
+    for (const ToolFormat& f : vkllm::answer::tool_formats()) {
         INFO("row: " << std::string(f.name));
         CHECK(tool_format(f.family).family == f.family);
         CHECK(std::string(f.name).size() > 0);
@@ -63,7 +63,7 @@ TEST_CASE("tool calls: every family has its row, with the force kind the header 
         ToolFamily::FunctionaryV31, ToolFamily::FunctionaryV32, ToolFamily::Granite,    ToolFamily::KimiK2,
         ToolFamily::Glm45,          ToolFamily::CommandRPlus,   ToolFamily::CommandR7B, ToolFamily::Harmony};
     for (ToolFamily f : parsed) CHECK(tool_format(f).family == f);
-    CHECK(vkllm::chat::tool_formats().size() == parsed.size());
+    CHECK(vkllm::answer::tool_formats().size() == parsed.size());
     // A call object names its tool in JSON; NamedMarkup families in markup (text, or control tokens
     // the request speaks); gpt-oss in the header the prompt holds.
     for (ToolFamily f : {ToolFamily::Hermes, ToolFamily::Llama3, ToolFamily::MistralNemo, ToolFamily::Granite, ToolFamily::Generic,
@@ -87,13 +87,13 @@ TEST_CASE("tool calls: each real template is detected as the family its model sp
         CAPTURE(name);
         REQUIRE_MESSAGE(fs::exists(kRoot / "templates" / (name + ".jinja")), "template missing");
         const std::string source = read_file(kRoot / "templates" / (name + ".jinja"));
-        const ToolFormat& got = vkllm::chat::detect_tool_format(source);
+        const ToolFormat& got = vkllm::answer::detect_tool_format(source);
         INFO("detected " << std::string(got.name) << ", expected " << std::string(tool_format(family).name));
         CHECK(got.family == family);
     }
     for (const auto& [name, file] : files)
         if (!expected_families().count(name))
-            MESSAGE(name << ": detected as " << std::string(vkllm::chat::detect_tool_format(file.source).name) << " (not checked)");
+            MESSAGE(name << ": detected as " << std::string(vkllm::answer::detect_tool_format(file.source).name) << " (not checked)");
 }
 
 TEST_CASE("tool calls: template_renders_tools agrees with what the template renders") {
@@ -131,7 +131,7 @@ TEST_CASE("tool calls: template_renders_tools agrees with what the template rend
             MESSAGE(name << ": cannot render (" << error << "), not checked");
             continue;
         }
-        CHECK(vkllm::chat::template_renders_tools(file.source) == *differs);
+        CHECK(vkllm::answer::template_renders_tools(file.source) == *differs);
     }
 }
 
@@ -307,8 +307,8 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
             // speaks them).
             if (text.empty() && (format.force != ForceKind::NamedPrefix || calls.size() == 1)) {
                 const std::string only = format.force == ForceKind::NamedPrefix ? calls[0].name : std::string();
-                vkllm::chat::ForcedCall fc;
-                REQUIRE_NOTHROW(fc = vkllm::chat::forced_call(format, tools, only, true));
+                vkllm::answer::ForcedCall fc;
+                REQUIRE_NOTHROW(fc = vkllm::answer::forced_call(format, tools, only, true));
                 CAPTURE(fc.prompt_prefix);
                 // The prefix leaves out the call id Mistral's template writes back (the parser takes both).
                 std::string written = *reply;
@@ -323,7 +323,7 @@ TEST_CASE("tool calls: calls rendered by each model's own template parse back, w
             }
             // tool_choice auto: the family's lazy grammar holds from the call marker on and must let
             // through the calls the model was trained to write.
-            const vkllm::chat::LazyCall lazy = vkllm::chat::lazy_call(format, tools, true);
+            const vkllm::answer::LazyCall lazy = vkllm::answer::lazy_call(format, tools, true);
             if (!lazy.gbnf.empty()) {
                 const size_t at = vkllm::grammar::find_trigger(*reply, {lazy.triggers});
                 REQUIRE(at != std::string::npos);
@@ -403,9 +403,9 @@ TEST_CASE("tool calls: Command R7B plans, acts and responds between its control 
     // Its own template is not in ../shared/templates: a stand-in written from the format renders
     // the turns as the model writes them (tests/fixtures/templates/command-r7b-format.jinja).
     const std::string src = read_file(fs::path(VKLLM_FIXTURES_DIR) / "templates" / "command-r7b-format.jinja");
-    const ToolFormat& r7b = vkllm::chat::detect_tool_format(src);
+    const ToolFormat& r7b = vkllm::answer::detect_tool_format(src);
     REQUIRE(r7b.family == ToolFamily::CommandR7B);
-    const vkllm::chat::ReasoningTags* thinks = vkllm::chat::reasoning_tags(src);
+    const vkllm::answer::ReasoningTags* thinks = vkllm::answer::reasoning_tags(src);
     REQUIRE(thinks != nullptr);
     CHECK(thinks->open == "<|START_THINKING|>");
     const Json tools = both_tools();
@@ -435,9 +435,9 @@ TEST_CASE("tool calls: Command R7B plans, acts and responds between its control 
 
     // Read as every front end reads it: the plan is reasoning, the actions are the calls, nothing
     // is content; in any pieces.
-    vkllm::chat::ToolPlan plan;
+    vkllm::answer::ToolPlan plan;
     plan.parse_as = &r7b;
-    vkllm::chat::AnswerFormat f;
+    vkllm::answer::AnswerFormat f;
     f.split_reasoning = thinks;
     f.plan = &plan;
     f.tools = tools;
@@ -463,7 +463,7 @@ TEST_CASE("tool calls: Command R7B plans, acts and responds between its control 
     // A marker's beginning at the end is text.
     check_reply(r7b, tools, "Hi <|START_RESP", "Hi <|START_RESP", {});
     // reasoning_format none: the plan stays in the content, its markers do not.
-    vkllm::chat::AnswerFormat inline_plan = f;
+    vkllm::answer::AnswerFormat inline_plan = f;
     inline_plan.split_reasoning = nullptr;
     f = inline_plan;
     const auto inlined = read("<|START_THINKING|>Easy.<|END_THINKING|><|START_RESPONSE|>Hi.<|END_RESPONSE|>", 3);
@@ -472,7 +472,7 @@ TEST_CASE("tool calls: Command R7B plans, acts and responds between its control 
 
     // tool_choice required: the prompt opens the action list, the grammar holds the rest as the
     // template writes it and refuses arguments the tool does not take.
-    const vkllm::chat::ForcedCall fc = vkllm::chat::forced_call(r7b, tools, "", true);
+    const vkllm::answer::ForcedCall fc = vkllm::answer::forced_call(r7b, tools, "", true);
     CHECK(fc.prompt_prefix == "<|START_ACTION|>");
     const size_t action = reply.find("<|START_ACTION|>");
     REQUIRE(action != std::string::npos);
@@ -483,10 +483,10 @@ TEST_CASE("tool calls: Command R7B plans, acts and responds between its control 
     CHECK_FALSE(fit(forced, R"([{"tool_call_id": "0", "tool_name": "get_news", "parameters": {}}]<|END_ACTION|>)"));
     CHECK_FALSE(fit(forced, R"([]<|END_ACTION|>)"));
     // tool_choice auto: free until <|START_ACTION|>, not inside the plan.
-    const vkllm::chat::LazyCall lazy = vkllm::chat::lazy_call(r7b, tools, true);
+    const vkllm::answer::LazyCall lazy = vkllm::answer::lazy_call(r7b, tools, true);
     REQUIRE(!lazy.gbnf.empty());
     vkllm::grammar::LazyStart start{lazy.triggers};
-    vkllm::chat::skip_reasoning(start, false, *thinks);
+    vkllm::answer::skip_reasoning(start, false, *thinks);
     const size_t at = vkllm::grammar::find_trigger(reply, start);
     CHECK(at == action);
     const Grammar lg = Grammar::parse(lazy.gbnf);

@@ -9,7 +9,7 @@
 
 #include "model/grammar/grammar.h"
 #include "model/tokenizer/utf8.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <doctest/doctest.h>
 
@@ -27,15 +27,15 @@
 namespace vkllm::tool_call_testing {
 
 namespace fs = std::filesystem;
-using vkllm::chat::ChatInputs;
-using vkllm::chat::ChatTemplate;
-using vkllm::chat::ForceKind;
-using vkllm::chat::ReplyStream;
-using vkllm::chat::ToolCall;
-using vkllm::chat::ToolError;
-using vkllm::chat::ToolFamily;
-using vkllm::chat::ToolFormat;
-using vkllm::chat::tool_format;
+using vkllm::chat_template::ChatInputs;
+using vkllm::chat_template::ChatTemplate;
+using vkllm::answer::ForceKind;
+using vkllm::answer::ReplyStream;
+using vkllm::answer::ToolCall;
+using vkllm::answer::ToolError;
+using vkllm::answer::ToolFamily;
+using vkllm::answer::ToolFormat;
+using vkllm::answer::tool_format;
 using vkllm::grammar::Grammar;
 using vkllm::grammar::Matcher;
 using Json = nlohmann::ordered_json;
@@ -186,8 +186,8 @@ inline Streamed stream(const ToolFormat& f, const Json& tools, std::string_view 
 // `text` through an AnswerStream of `f` in pieces of `piece` bytes: the reasoning and content that
 // push() released and finish() gave, joined, and the calls. No content piece holds a control
 // token's "<|".
-inline vkllm::chat::AnswerStream::Rest read_answer(const vkllm::chat::AnswerFormat& f, std::string_view text, size_t piece) {
-    vkllm::chat::AnswerStream s(f);
+inline vkllm::answer::AnswerStream::Rest read_answer(const vkllm::answer::AnswerFormat& f, std::string_view text, size_t piece) {
+    vkllm::answer::AnswerStream s(f);
     std::string reasoning, content;
     for (size_t i = 0; i < text.size(); i += piece) {
         const auto p = s.push(text.substr(i, piece));
@@ -208,7 +208,7 @@ inline void check_reply(const ToolFormat& f, const Json& tools, const std::strin
     CAPTURE(text);
     {
         INFO("parse_reply");
-        const auto r = vkllm::chat::parse_reply(f, tools, text);
+        const auto r = vkllm::answer::parse_reply(f, tools, text);
         CHECK(r.content == content);
         check_calls(r.calls, calls);
     }

@@ -1,10 +1,10 @@
-#include "serving/template/jinja/stack.h"
+#include "serving/chat_template/jinja/stack.h"
 
-#include "serving/template/jinja/value.h"
+#include "serving/chat_template/jinja/value.h"
 
 #include <pthread.h>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -31,4 +31,4 @@ void StackBudget::check(const char* what) const {
                     std::to_string(budget_ >> 10) + " KiB available)");
 }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

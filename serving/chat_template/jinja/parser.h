@@ -3,11 +3,11 @@
 // than the limits is a syntax error rather than a stack overflow.
 #pragma once
 
-#include "serving/template/jinja/ast.h"
+#include "serving/chat_template/jinja/ast.h"
 
 #include <string>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 struct ParseLimits {
     uint32_t max_block_depth = 200;  // nested {% if %}/{% for %}/{% macro %}...
@@ -17,4 +17,4 @@ struct ParseLimits {
 // Throws jinja::Error with the line on a syntax error.
 Body parse_template(const std::string& source, const ParseLimits& limits = {});
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

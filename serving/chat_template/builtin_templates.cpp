@@ -2,11 +2,11 @@
 // its model family's published prompt format; they are written for this project. Message
 // content may be a string or a list of parts ({"type": "text", "text": ...}); only text parts
 // are kept. Tool calls are not rendered by these: models with tools carry their own templates.
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
 #include <utility>
 
-namespace vkllm::chat {
+namespace vkllm::chat_template {
 
 namespace {
 
@@ -151,4 +151,4 @@ std::string builtin_template_source(const std::string& name) {
     throw TemplateError("no built-in chat template named '" + name + "' (built-ins: " + list + ")");
 }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::chat_template

@@ -4,13 +4,13 @@
 // template that works in jinja2 must work here).
 #pragma once
 
-#include "serving/template/jinja/value.h"
+#include "serving/chat_template/jinja/value.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 struct Expr;
 struct Stmt;
@@ -88,4 +88,4 @@ struct Stmt {
     std::vector<MacroParam> params;    // Macro, CallBlock
 };
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

@@ -1,11 +1,11 @@
-#include "serving/template/jinja/interpreter.h"
+#include "serving/chat_template/jinja/interpreter.h"
 
-#include "serving/template/jinja/pystr.h"
+#include "serving/chat_template/jinja/pystr.h"
 
 #include <cmath>
 #include <limits>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -791,4 +791,4 @@ bool has_arg(const Args& a, size_t pos, const char* name) {
     return false;
 }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

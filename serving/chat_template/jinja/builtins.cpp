@@ -1,11 +1,11 @@
 // The global functions a template can call: jinja2's range, dict, namespace and joiner, and
 // Hugging Face's raise_exception and strftime_now.
-#include "serving/template/jinja/interpreter.h"
+#include "serving/chat_template/jinja/interpreter.h"
 
 #include <chrono>
 #include <ctime>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -114,4 +114,4 @@ void add_builtins(Scope& globals) {
     globals.vars["joiner"] = Value::callable("joiner", g_joiner);
 }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

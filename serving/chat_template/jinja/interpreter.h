@@ -5,9 +5,9 @@
 // is capped. Nothing touches files, the environment or the network.
 #pragma once
 
-#include "serving/template/jinja/ast.h"
-#include "serving/template/jinja/stack.h"
-#include "serving/template/jinja/value.h"
+#include "serving/chat_template/jinja/ast.h"
+#include "serving/chat_template/jinja/stack.h"
+#include "serving/chat_template/jinja/value.h"
 
 #include <ctime>
 #include <memory>
@@ -15,7 +15,7 @@
 #include <string>
 #include <unordered_map>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 struct RenderConfig {
     size_t max_output_bytes = 4u << 20;
@@ -112,4 +112,4 @@ void add_builtins(Scope& globals);  // range, namespace, dict, raise_exception, 
 Value arg(const Args& a, size_t pos, const char* name, Value def = Value());
 bool has_arg(const Args& a, size_t pos, const char* name);
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 enum class Tok {
     Data,        // literal text
@@ -36,4 +36,4 @@ struct Token {
 // Throws jinja::Error (with the line) for an unterminated tag, comment, string or raw block.
 std::vector<Token> tokenize(const std::string& source);
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

@@ -1,6 +1,6 @@
-#include "serving/template/jinja/value.h"
+#include "serving/chat_template/jinja/value.h"
 
-#include "serving/template/jinja/pystr.h"
+#include "serving/chat_template/jinja/pystr.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <limits>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -576,4 +576,4 @@ std::string to_json(const Value& v, const JsonStyle& style) {
     return out;
 }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

@@ -1,14 +1,14 @@
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 
-#include "serving/template/jinja/interpreter.h"
-#include "serving/template/jinja/parser.h"
+#include "serving/chat_template/jinja/interpreter.h"
+#include "serving/chat_template/jinja/parser.h"
 
 #include <atomic>
 #include <fstream>
 #include <iterator>
 #include <new>
 
-namespace vkllm::chat {
+namespace vkllm::chat_template {
 
 struct ChatTemplate::Parsed {
     jinja::Body body;
@@ -223,4 +223,4 @@ ChatTemplate resolve_chat_template(const std::string& option, const std::string&
     return ChatTemplate(builtin_template_source(guess), guess);
 }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::chat_template

@@ -1,13 +1,13 @@
-#include "serving/template/jinja/parser.h"
+#include "serving/chat_template/jinja/parser.h"
 
-#include "serving/template/jinja/lexer.h"
-#include "serving/template/jinja/stack.h"
+#include "serving/chat_template/jinja/lexer.h"
+#include "serving/chat_template/jinja/stack.h"
 
 #include <algorithm>
 #include <initializer_list>
 #include <utility>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -748,4 +748,4 @@ Body parse_template(const std::string& source, const ParseLimits& limits) {
     return p.parse_all();
 }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

@@ -1,13 +1,13 @@
-#include "serving/template/jinja/lexer.h"
+#include "serving/chat_template/jinja/lexer.h"
 
-#include "serving/template/jinja/pystr.h"
-#include "serving/template/jinja/value.h"
+#include "serving/chat_template/jinja/pystr.h"
+#include "serving/chat_template/jinja/value.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -366,4 +366,4 @@ private:
 
 std::vector<Token> tokenize(const std::string& source) { return Lexer(normalize_newlines(source)).run(); }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

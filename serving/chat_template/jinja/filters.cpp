@@ -1,7 +1,7 @@
 // jinja2's built-in filters and tests, as the Python originals behave (argument names and
 // defaults included), with Hugging Face's `tojson` (json.dumps, non-ASCII kept).
-#include "serving/template/jinja/interpreter.h"
-#include "serving/template/jinja/pystr.h"
+#include "serving/chat_template/jinja/interpreter.h"
+#include "serving/chat_template/jinja/pystr.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -614,4 +614,4 @@ TestFn find_test(const std::string& name) {
     return it == tests.end() ? nullptr : it->second;
 }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

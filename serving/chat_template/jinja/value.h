@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 // Every parse or render failure. `line` is 0 until the innermost template node that sees the
 // error fills it in; ChatTemplate turns it into a TemplateError naming the template and line.
@@ -153,4 +153,4 @@ std::string html_escape(const std::string& s);  // markupsafe.escape: & < > " '
 void set_max_text_bytes(size_t n);
 size_t max_text_bytes();
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

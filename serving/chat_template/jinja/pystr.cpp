@@ -1,10 +1,10 @@
-#include "serving/template/jinja/pystr.h"
+#include "serving/chat_template/jinja/pystr.h"
 
 #include <clocale>
 #include <cwctype>
 #include <locale.h>
 
-namespace vkllm::chat::jinja::pystr {
+namespace vkllm::chat_template::jinja::pystr {
 
 namespace {
 
@@ -307,4 +307,4 @@ int64_t count(std::string_view s, std::string_view sub) {
     return n;
 }
 
-}  // namespace vkllm::chat::jinja::pystr
+}  // namespace vkllm::chat_template::jinja::pystr

@@ -1,5 +1,5 @@
 // Chat templates: a model's `tokenizer.chat_template` (Jinja) rendered by vkllm's own sandboxed
-// Jinja interpreter (serving/template/jinja/), with Hugging Face's conventions (trim_blocks,
+// Jinja interpreter (serving/chat_template/jinja/), with Hugging Face's conventions (trim_blocks,
 // lstrip_blocks, loop controls, raise_exception, strftime_now, tojson), plus built-in templates by
 // name for files that carry none.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace vkllm::chat {
+namespace vkllm::chat_template {
 
 // Any failure to parse or render: the message names the template and the line ("template
 // 'chatml', line 3: unknown filter 'foo'"), or the template's own raise_exception message.
@@ -80,4 +80,4 @@ std::string builtin_template_source(const std::string& name);
 ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model,
                                    const std::string& arch_name);
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::chat_template

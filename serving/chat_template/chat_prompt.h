@@ -3,7 +3,7 @@
 #pragma once
 
 #include "model/tokenizer/tokenizer.h"
-#include "serving/template/chat_template.h"
+#include "serving/chat_template/chat_template.h"
 #include "serving/answer/tool_calls.h"
 
 #include <nlohmann/json.hpp>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace vkllm::chat {
+namespace vkllm::chat_template {
 
 class MessageError : public std::invalid_argument {
 public:
@@ -46,6 +46,6 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text
 
 // The control tokens of the vocabulary that are markers of the tool-call format (sorted ids):
 // generated text shows them so the parser can read the calls.
-std::vector<int32_t> tool_control_tokens(const Tokenizer& tok, const ToolFormat& format);
+std::vector<int32_t> tool_control_tokens(const Tokenizer& tok, const answer::ToolFormat& format);
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::chat_template

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 class StackBudget {
 public:
@@ -20,4 +20,4 @@ private:
     size_t budget_;
 };
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vkllm::chat::jinja::pystr {
+namespace vkllm::chat_template::jinja::pystr {
 
 // The code points of `s` (an invalid byte becomes its own value 0xDC80+byte, as Python's
 // surrogateescape would, so that encode(decode(s)) == s).
@@ -41,4 +41,4 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
 int64_t find(std::string_view s, std::string_view sub, bool reverse = false);
 int64_t count(std::string_view s, std::string_view sub);
 
-}  // namespace vkllm::chat::jinja::pystr
+}  // namespace vkllm::chat_template::jinja::pystr

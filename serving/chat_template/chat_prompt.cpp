@@ -1,10 +1,10 @@
-#include "serving/template/chat_prompt.h"
+#include "serving/chat_template/chat_prompt.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-namespace vkllm::chat {
+namespace vkllm::chat_template {
 
 using json = nlohmann::ordered_json;
 
@@ -93,7 +93,7 @@ json parse_messages(const json& messages) {
                 const json* name = field(*fn, "name");
                 if (!name || !name->is_string()) wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
             }
-            arguments_as_objects(msg);
+            answer::arguments_as_objects(msg);
         }
         out.push_back(std::move(msg));
     }
@@ -122,7 +122,7 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text
     return ids;
 }
 
-std::vector<int32_t> tool_control_tokens(const Tokenizer& tok, const ToolFormat& format) {
+std::vector<int32_t> tool_control_tokens(const Tokenizer& tok, const answer::ToolFormat& format) {
     std::vector<int32_t> ids;
     for (const std::string& text : tool_markup(format)) {
         const int32_t id = tok.find_token(text);
@@ -132,4 +132,4 @@ std::vector<int32_t> tool_control_tokens(const Tokenizer& tok, const ToolFormat&
     return ids;
 }
 
-}  // namespace vkllm::chat
+}  // namespace vkllm::chat_template

@@ -1,15 +1,15 @@
 // Methods of str, dict and list that templates call (`s.split()`, `d.items()`, `l.append(x)`),
 // Python's printf-style `str % args` and `str.format`. Only the mutating list.append exists
 // among the mutators (the sandbox of Hugging Face refuses the others, and so do we).
-#include "serving/template/jinja/interpreter.h"
-#include "serving/template/jinja/pystr.h"
+#include "serving/chat_template/jinja/interpreter.h"
+#include "serving/chat_template/jinja/pystr.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <unordered_set>
 
-namespace vkllm::chat::jinja {
+namespace vkllm::chat_template::jinja {
 
 namespace {
 
@@ -549,4 +549,4 @@ Value py_mod_format(Interpreter& in, const std::string& fmt, const Value& args, 
     return markup ? Value::markup(std::move(out)) : Value(std::move(out));
 }
 
-}  // namespace vkllm::chat::jinja
+}  // namespace vkllm::chat_template::jinja
