@@ -35,7 +35,7 @@ constexpr uint32_t kStride = 17;
 
 // f32 results: the kernels differ from the double references only by f32 rounding.
 constexpr double kNmseF32 = 1e-6;
-// Attention with an f16 cache: the project's budget for f16 KV (see tests/kernels/test_attention.cpp).
+// Attention with an f16 cache: the project's budget for f16 KV (see tests/runtime/ops/test_attention.cpp).
 constexpr double kNmseAttentionF16 = 5e-4;
 
 using clock_type = std::chrono::steady_clock;

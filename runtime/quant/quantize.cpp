@@ -15,7 +15,7 @@
 // A candidate is only accepted if no element ends up more than one step (of that candidate's
 // grid) away from its value: clipping at the ends stays within half a step beyond the rounding.
 // Rounding the sub-block scales to codes then moves each level by at most its index times half a
-// code step (a whole step where a signed code clamps); tests/runtime/test_quantize.cpp checks
+// code step (a whole step where a signed code clamps); tests/runtime/quant/test_quantize.cpp checks
 // every element against that bound, computed from the stored fields.
 //
 // Re-quantizing decoded data gives the same values (not always the same bytes): besides the

@@ -15,7 +15,7 @@ namespace {
 
 // name, lower-case name, block elements, block bytes, relative RMS error bound of the quantizer.
 // The bound is the quantizer's measured RMS error on N(0,1) rows, divided by the rows' RMS, plus
-// about 25% margin, rounded up (tests/runtime/test_quantize.cpp measures it over rows of 256 to
+// about 25% margin, rounded up (tests/runtime/quant/test_quantize.cpp measures it over rows of 256 to
 // 16384 elements and checks every row against it). Measured: F16 2.08e-4, BF16 1.66e-3,
 // Q8_0 5.36e-3, Q4_0 0.0860, Q4_1 0.0707, Q5_0 0.0403, Q5_1 0.0339, IQ4_NL 0.0743, Q2_K 0.274,
 // Q3_K 0.144, Q4_K 0.0719, Q5_K 0.0358, Q6_K 0.0170, IQ4_XS 0.0750, MXFP4 0.1136.

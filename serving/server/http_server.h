@@ -5,7 +5,7 @@
 // the API key in constant time, caps body size, header count and socket timeouts, streams tokens as
 // server-sent events and cancels a request within one engine step when its client goes away. It
 // knows the engine only through ServedModel's callbacks, so its tests run without a model or a
-// device (tests/serving/test_http_server.cpp).
+// device (tests/serving/server/test_http_server.cpp).
 #pragma once
 
 #include "model/tokenizer/tokenizer.h"

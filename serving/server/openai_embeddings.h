@@ -1,7 +1,7 @@
 // The bodies of the endpoints that read text without generating it, as data: /v1/embeddings and
 // /v1/rerank (embedding and reranking models), and /tokenize and /detokenize, parsed and checked,
 // and their responses and errors in the shapes clients expect. No HTTP and no model here, so all of
-// it is unit-tested on plain JSON (tests/serving/test_openai_embeddings.cpp).
+// it is unit-tested on plain JSON (tests/serving/server/test_openai_embeddings.cpp).
 #pragma once
 
 #include "serving/server/openai_requests.h"

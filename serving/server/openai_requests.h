@@ -1,7 +1,7 @@
 // The OpenAI API's request bodies as data: /v1/chat/completions and /v1/completions (and the
 // apply-template extra, which reads a chat's messages and tools) parsed and checked into engine
 // requests, and the errors a client sees when they are wrong. No HTTP and no model here, so all of
-// it is unit-tested on plain JSON (tests/serving/test_openai_requests.cpp). Responses are in
+// it is unit-tested on plain JSON (tests/serving/server/test_openai_requests.cpp). Responses are in
 // openai_responses.h, the embeddings, rerank and tokenize bodies in openai_embeddings.h.
 #pragma once
 

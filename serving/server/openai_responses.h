@@ -1,6 +1,6 @@
 // The OpenAI API's response bodies as data: whole chat.completion and text_completion responses,
 // their streamed chunks as server-sent events, and errors, in OpenAI's exact shapes. No HTTP and no
-// model here, so all of it is unit-tested on plain JSON (tests/serving/test_openai_responses.cpp).
+// model here, so all of it is unit-tested on plain JSON (tests/serving/server/test_openai_responses.cpp).
 #pragma once
 
 #include "serving/server/openai_requests.h"

@@ -3,7 +3,7 @@
 // `vkllm perplexity` must land within 0.5% (F16) or 1% (quantized) of what llama-perplexity computed for the
 // same files (committed numbers;
 // make_fixtures.sh in that folder regenerates them).
-#include "apps/run_vkllm.h"
+#include "support/run_vkllm.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 // End-to-end tests of `vkllm bench-ops`: every op is checked against its reference and timed at the
 // small shape set, as JSON and as Markdown, with and without timestamps; bad flag values exit
 // non-zero with a message naming the flag.
-#include "apps/run_vkllm.h"
+#include "support/run_vkllm.h"
 #include "support/test_context.h"
 
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
 // `vkllm chat` driven through a pipe: answers stream, a follow-up turn reuses the conversation's
 // cache (only its new tokens are evaluated), /reset starts over, and bad options fail clearly.
-#include "run_vkllm.h"
+#include "support/run_vkllm.h"
 
-#include "model/model_test_util.h"
+#include "support/model_test_util.h"
 
 #include <fstream>
 

@@ -1,7 +1,7 @@
 // End-to-end tests of `vkllm chat-template`: the conformance cases of ../shared/templates through
 // the command (stdout must be exactly the expected bytes), the model's own template with its
 // BOS / EOS, built-ins, and clear messages with exit 1 for bad input.
-#include "apps/run_vkllm.h"
+#include "support/run_vkllm.h"
 #include "support/test_context.h"
 
 #include <nlohmann/json.hpp>

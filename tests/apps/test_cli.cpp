@@ -2,7 +2,7 @@
 // message with a non-zero exit for every kind of bad input.
 #include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
-#include "apps/run_vkllm.h"
+#include "support/run_vkllm.h"
 #include "support/test_context.h"
 
 #include <sys/wait.h>

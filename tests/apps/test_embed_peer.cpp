@@ -4,7 +4,7 @@
 // must give every input the vectors llama-server --embeddings returned for the same file, within the
 // cosine similarity the case lists, with the same token count (make_fixtures.py there regenerates
 // them). Also the command's errors.
-#include "apps/run_vkllm.h"
+#include "support/run_vkllm.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
 // End-to-end tests of `vkllm tokenize`: ids and pieces of vocab-only files as llama-tokenize prints
 // them (the expected ids are llama-tokenize's), and a clear message with exit 1 for bad input.
-#include "apps/run_vkllm.h"
+#include "support/run_vkllm.h"
 #include "model/gguf/gguf_writer.h"
 #include "support/test_context.h"
 

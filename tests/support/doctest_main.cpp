@@ -3,12 +3,12 @@
 // memory block nobody destroyed -- fails the run (see test::release_contexts()).
 //
 // VKLLM_TEST_CASE_EXCLUDE, in doctest's --test-case-exclude syntax (comma-separated names with *
-// wildcards), leaves test cases out of every run of the executables built with this main (not
-// test_template, which has its own; test_capi reads it too), also of the ones ctest starts with its fixed
+// wildcards), leaves test cases out of every run of the executables built with this main (test_capi
+// reads it too), also of the ones ctest starts with its fixed
 // command lines: scripts/slow_driver_tests.sh leaves out the real-model-size shapes, which take
 // hours under emulation and on Mesa 25 with a cold shader cache. VKLLM_TEST_CASE_INCLUDE
-// (doctest's --test-case) keeps only the cases it names: scripts/arm64.sh runs the kernels' basic
-// cases under emulation.
+// (doctest's --test-case) keeps only the cases it names: scripts/arm64.sh runs the kernels' (runtime.ops)
+// basic cases under emulation.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 

@@ -1,0 +1,281 @@
+// Several sequences in one ModelGpu (the server's slots): each sequence's logits after a batched
+// decode step are bit-identical to what the same sequence gives alone (batch invariance), whatever
+// the batch's size, order and company; truncation (prefix reuse) continues a sequence as if the
+// kept prefix had been its whole history; sliding-window rings refuse a truncation they cannot serve.
+#include "support/test_context.h"
+
+#include "model/forward/model_gpu.h"
+#include "model/testgen/model_shape.h"
+#include "support/model_test_util.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace vkllm;
+
+namespace {
+
+ModelShape batch_shape(const std::string& arch, TensorType type) {
+    ModelShape s;
+    s.arch = arch;
+    s.dim = 256;
+    s.ffn_dim = 256;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.n_layers = arch == "gemma3" ? 6 : 2;
+    s.n_vocab = 300;
+    s.n_ctx = 256;
+    s.weight_type = type;
+    if (arch == "gemma3") s.window = 8;
+    if (arch == "qwen2moe") {  // 8 experts of 256, top-2, beside a gated shared expert
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+    }
+    if (arch == "gpt-oss") {  // sinks, a window of 8 on layer 0, 8 experts of 256 with biases, top-4
+        s.window = 8;
+        s.n_expert = 8;
+        s.n_expert_used = 4;
+    }
+    if (arch == "deepseek2") {  // latent attention (one KV head of 96 + 32), a dense layer, 8 experts of 256 in groups
+        s.n_layers = 3;
+        s.head_dim = 96;
+        s.rope_dim = 32;
+        s.v_head_dim = 64;
+        s.kv_lora = 96;
+        s.q_lora = 64;
+        s.n_dense_lead = 1;
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+        s.expert_groups = 4;
+        s.groups_used = 2;
+        s.sigmoid_gating = true;
+    }
+    s.name = "multi-seq-" + arch;
+    return s;
+}
+
+std::vector<int32_t> tokens(uint32_t n, uint32_t seed, uint32_t n_vocab) {
+    std::vector<int32_t> t(n);
+    for (uint32_t i = 0; i < n; ++i) t[i] = int32_t(1 + (i * 37 + seed * 101 + 11) % (n_vocab - 1));
+    return t;
+}
+
+std::vector<float> row(const ModelGpu& m, uint32_t rows, uint32_t r) {
+    std::vector<float> all(size_t(rows) * m.config().n_vocab);
+    m.read_logits(rows, all.data());
+    return std::vector<float>(all.begin() + long(r) * m.config().n_vocab, all.begin() + long(r + 1) * m.config().n_vocab);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+ModelOptions seq_options(uint32_t n_ctx, uint32_t ubatch, uint32_t n_seq) {
+    ModelOptions o;
+    o.n_ctx = n_ctx;
+    o.ubatch = ubatch;
+    o.n_seq = n_seq;
+    return o;
+}
+
+// Sequence k alone: its prompt, then `steps` greedy tokens; the logits after each step.
+std::vector<std::vector<float>> alone(Context& ctx, const test::LoadedModel& m, const std::vector<int32_t>& prompt,
+                                      uint32_t steps) {
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 1));
+    g.eval(prompt);
+    std::vector<std::vector<float>> out{row(g, 1, 0)};
+    for (uint32_t i = 0; i < steps; ++i) {
+        const int32_t next = g.argmax();
+        g.eval(std::span<const int32_t>(&next, 1));
+        out.push_back(row(g, 1, 0));
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("multi-sequence decode: every sequence's logits are bit-identical to the sequence alone") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss", "deepseek2"}) {
+        // deepseek2's 64-wide k_b rows take no 256-element K-quant: Q8_0 there.
+        const bool ds = std::string_view(arch) == "deepseek2";
+        for (TensorType type : {TensorType::F16, ds ? TensorType::Q8_0 : TensorType::Q4_K}) {
+            CAPTURE(arch);
+            CAPTURE(type_traits(type).name);
+            const test::LoadedModel m = test::open_model(test::write_model(
+                fmt::format("multi-seq-{}-{}", arch, type_traits(type).name), batch_shape(arch, type)));
+            // 10 sequences: decode batches of up to 10 rows run as matvec groups of 8 + 2.
+            const uint32_t n_seq = 10, steps = 5;
+            std::vector<std::vector<int32_t>> prompts;
+            std::vector<std::vector<std::vector<float>>> ref;
+            for (uint32_t k = 0; k < n_seq; ++k) {
+                prompts.push_back(tokens(5 + 3 * k, k, m.cfg.n_vocab));  // 5..32 tokens: 1..4 chunks of 8
+                if (k < 3 || k == n_seq - 1) ref.push_back(alone(ctx, m, prompts[k], steps));
+                else ref.push_back({});
+            }
+            ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, n_seq));
+            CHECK(g.memory_plan().kv_cache > 0);
+            std::vector<int32_t> next(n_seq);
+            for (uint32_t k = 0; k < n_seq; ++k) {
+                g.eval(k, prompts[k]);
+                std::vector<float> l = row(g, 1, 0);
+                if (!ref[k].empty()) CHECK(same_bits(l, ref[k][0]));
+                next[k] = g.argmax_rows(1)[0];
+            }
+            // Step i decodes a different company each time: all sequences in reverse order, then
+            // subsets, then sequence 1 alone.
+            for (uint32_t i = 0; i < steps; ++i) {
+                std::vector<SeqToken> batch;
+                for (uint32_t k = n_seq; k-- > 0;)
+                    if (i == 0 || i == 3 || (i == 1 && k % 2 == 1) || (i == 2 && k < 4) || (i == 4 && k == 1) ||
+                        k == 1)
+                        batch.push_back({k, next[k]});
+                // Sequences left out of a step catch up alone, so every sequence makes `steps` steps.
+                g.decode(batch);
+                const uint32_t rows = uint32_t(batch.size());
+                const std::vector<int32_t> am = g.argmax_rows(rows);
+                for (uint32_t r = 0; r < rows; ++r) {
+                    const uint32_t k = batch[r].seq;
+                    CAPTURE(i);
+                    CAPTURE(k);
+                    CAPTURE(rows);
+                    if (!ref[k].empty()) CHECK(same_bits(row(g, rows, r), ref[k][i + 1]));
+                    next[k] = am[r];
+                }
+                for (uint32_t k = 0; k < n_seq; ++k) {
+                    if (std::any_of(batch.begin(), batch.end(), [&](const SeqToken& t) { return t.seq == k; })) continue;
+                    const SeqToken one{k, next[k]};
+                    g.decode(std::span<const SeqToken>(&one, 1));
+                    if (!ref[k].empty()) CHECK(same_bits(row(g, 1, 0), ref[k][i + 1]));
+                    next[k] = g.argmax_rows(1)[0];
+                }
+            }
+            for (uint32_t k = 0; k < n_seq; ++k) CHECK(g.n_past(k) == prompts[k].size() + steps);
+        }
+    }
+}
+
+TEST_CASE("multi-sequence: truncation continues a sequence as if the kept prefix were its whole history") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    const test::LoadedModel m =
+        test::open_model(test::write_model("multi-seq-trunc-llama", batch_shape("llama", TensorType::F16)));
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 2));
+    const std::vector<int32_t> first = tokens(40, 1, m.cfg.n_vocab);
+    std::vector<int32_t> second(first.begin(), first.begin() + 21);
+    for (int32_t t : tokens(9, 2, m.cfg.n_vocab)) second.push_back(t);
+    // Sequence 0 reads `first`, keeps its 21 shared tokens and reads the rest of `second`;
+    // sequence 1 reads `second` from scratch.
+    g.eval(0, first);
+    REQUIRE(g.truncate(0, 21));
+    CHECK(g.n_past(0) == 21);
+    g.eval(0, std::span<const int32_t>(second).subspan(21));
+    const std::vector<float> reused = row(g, 1, 0);
+    g.eval(1, second);
+    const std::vector<float> fresh = row(g, 1, 0);
+    // Chunk boundaries differ (21 + 9 against 8 + 8 + 8 + 6), so rounding may too: not bit-equal.
+    test::validate_result("logits after truncation", reused, fresh, {1e-10, 1e-4, 1e-3});
+    CHECK_THROWS_AS(g.truncate(0, 31), std::invalid_argument);
+    CHECK_THROWS_AS(g.eval(2, second), std::out_of_range);
+    const SeqToken twice[] = {{0, 1}, {0, 2}};
+    CHECK_THROWS_AS(g.decode(twice), std::invalid_argument);
+}
+
+TEST_CASE("multi-sequence: sequences sharing a prefix's KV blocks continue bit for bit as if each had read it") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    // A q8_0 cache too: its blocks are copied and shared as they are stored.
+    for (auto [arch, kv] : {std::pair{"llama", ops::KvType::F16}, std::pair{"llama", ops::KvType::Q8_0},
+                            std::pair{"deepseek2", ops::KvType::F16}}) {
+        CAPTURE(arch);
+        CAPTURE(ops::kv_type_name(kv));
+        const bool ds = std::string_view(arch) == "deepseek2";
+        const test::LoadedModel m = test::open_model(test::write_model(
+            fmt::format("multi-seq-share-{}", arch), batch_shape(arch, ds ? TensorType::Q8_0 : TensorType::F16)));
+        // Chunk boundaries at multiples of 6, so that the references chunk alike.
+        ModelOptions o = seq_options(128, 6, 4);
+        o.kv_type = kv;
+        ModelGpu g(ctx, m.file, m.cfg, o);
+        const uint32_t B = g.kv_usage().block_rows;
+        REQUIRE(B == 8);
+        CHECK(g.kv_usage().blocks_total == 4 * 16);
+        const std::vector<int32_t> P = tokens(37, 5, m.cfg.n_vocab);  // 4 whole blocks and 5 rows of a fifth
+        const std::vector<int32_t> A = tokens(7, 6, m.cfg.n_vocab), Bt = tokens(6, 7, m.cfg.n_vocab),
+                                   C = tokens(5, 8, m.cfg.n_vocab);
+        // Sequence 3 is the reference: each history read from scratch with the same chunks.
+        auto reference = [&](std::initializer_list<std::span<const int32_t>> parts, int32_t decoded = -1) {
+            g.reset(3);
+            for (auto part : parts) g.eval(3, part);
+            if (decoded >= 0) g.eval(3, std::span<const int32_t>(&decoded, 1));
+            return row(g, 1, 0);
+        };
+        auto used = [&] { return g.kv_usage().blocks_used; };
+        g.eval(0, P);
+        CHECK(used() == 5);
+        REQUIRE(g.share_prefix(1, 0, 37));
+        REQUIRE(g.share_prefix(2, 0, 30));  // inside block 3 (rows 24-31), at a chunk boundary
+        CHECK(g.n_past(1) == 37);
+        CHECK(g.n_past(2) == 30);
+        CHECK(used() == 5);  // three sequences, one copy of the prefix
+        // Sequence 1 decodes into the shared fifth block: it gets a copy first.
+        const SeqToken one{1, 42};
+        g.decode(std::span<const SeqToken>(&one, 1));
+        const std::vector<float> s1 = row(g, 1, 0);
+        CHECK(used() == 6);
+        // Sequence 2 reads the rest of P and B (rows 30-42): a copy of block 3, then two of its own.
+        std::vector<int32_t> rest(P.begin() + 30, P.end());
+        rest.insert(rest.end(), Bt.begin(), Bt.end());
+        g.eval(2, rest);
+        const std::vector<float> s2 = row(g, 1, 0);
+        CHECK(used() == 9);
+        // Sequence 0 goes on in its fifth block, held by it alone by now (no copy), then a new one.
+        g.eval(0, C);
+        const std::vector<float> s0 = row(g, 1, 0);
+        CHECK(used() == 10);
+        // And all three decode together over their blocks.
+        const SeqToken batch[] = {{2, 9}, {0, 7}, {1, 11}};
+        g.decode(batch);
+        const std::vector<float> b2 = row(g, 3, 0), b0 = row(g, 3, 1), b1 = row(g, 3, 2);
+        const int32_t t42 = 42;
+        CHECK(same_bits(s1, reference({P}, 42)));
+        CHECK(same_bits(b1, reference({P, std::span<const int32_t>(&t42, 1)}, 11)));
+        const std::span<const int32_t> P30(P.data(), 30);
+        CHECK(same_bits(s2, reference({P30, rest})));
+        CHECK(same_bits(b2, reference({P30, rest}, 9)));
+        CHECK(same_bits(s0, reference({P, C})));
+        CHECK(same_bits(b0, reference({P, C}, 7)));
+        for (uint32_t k = 0; k < 4; ++k) g.reset(k);
+        CHECK(used() == 0);
+        CHECK_THROWS_AS(g.share_prefix(1, 0, 1), std::invalid_argument);  // sequence 0 holds nothing now
+        CHECK_FALSE(g.share_prefix(0, 0, 0));
+    }
+    // Sliding-window rings are per sequence: a model with them shares nothing.
+    const test::LoadedModel m =
+        test::open_model(test::write_model("multi-seq-share-gemma3", batch_shape("gemma3", TensorType::F16)));
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(64, 8, 2));
+    g.eval(0, tokens(20, 3, m.cfg.n_vocab));
+    CHECK_FALSE(g.share_prefix(1, 0, 20));
+    CHECK(g.n_past(1) == 0);
+}
+
+TEST_CASE("multi-sequence: a sliding-window ring refuses a truncation whose window it has overwritten") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    const test::LoadedModel m =
+        test::open_model(test::write_model("multi-seq-trunc-gemma3", batch_shape("gemma3", TensorType::F16)));
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 2));  // window 8: local rings of 8 + 8 - 1 = 15 rows
+    g.eval(0, tokens(40, 3, m.cfg.n_vocab));
+    CHECK_FALSE(g.truncate(0, 10));  // positions 3..9 were overwritten by 18..24 and later
+    CHECK(g.n_past(0) == 40);
+    CHECK(g.truncate(0, 35));  // positions 28..34 still in the ring (40 - 15 = 25 <= 28)
+    g.eval(0, tokens(5, 4, m.cfg.n_vocab));
+    const std::vector<float> reused = row(g, 1, 0);
+    std::vector<int32_t> whole = tokens(40, 3, m.cfg.n_vocab);
+    whole.resize(35);
+    for (int32_t t : tokens(5, 4, m.cfg.n_vocab)) whole.push_back(t);
+    g.eval(1, whole);
+    test::validate_result("windowed logits after truncation", reused, row(g, 1, 0), {1e-10, 1e-4, 1e-3});
+}
