@@ -8,7 +8,7 @@ namespace vkllm {
 const ShaderInfo& find_shader(std::string_view name) {
     for (const ShaderInfo& s : shader_table())
         if (name == s.name) return s;
-    throw std::out_of_range("no shader variant named '" + std::string(name) + "' (see shaders/CMakeLists.txt)");
+    throw std::out_of_range("no shader variant named '" + std::string(name) + "' (see shaders/shaders.cmake)");
 }
 
 uint64_t shader_table_hash() {

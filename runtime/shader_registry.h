@@ -1,5 +1,5 @@
 // The embedded shader table, generated at build time by tools/shader_embed.cpp from the variants
-// declared in shaders/CMakeLists.txt.
+// declared in shaders/shaders.cmake.
 #pragma once
 
 #include <cstdint>
