@@ -29,7 +29,7 @@ struct CheckReport {
 // The NMSE thresholds `vkllm run --check` uses: the float path agrees with the host reference to
 // summation order; the integer-dot matvecs (ModelGpu::int_dot_matvecs) quantize each projection's
 // input to 8 bits per element, which random 4-layer models show at up to 1e-3 (tests/model/
-// test_forward.cpp), far below a wrong kernel's ~1.
+// forward/test_forward.cpp), far below a wrong kernel's ~1.
 inline constexpr double kCheckNmse = 1e-4, kCheckNmseIntDot = 1e-2;
 
 // Evaluates `tokens` on both (each at its own n_past, which should be equal) and compares every
