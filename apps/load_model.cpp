@@ -43,7 +43,7 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
     lo.model = opts;
     lo.encoder_decoder = use == ModelUse::GenerateAny;
     lo.on_ready = [&](const LoadedModel& m) {
-        if (use != ModelUse::Any && !m.cfg.arch->lm_head)
+        if (use != ModelUse::Any && !m.cfg.arch->stack.lm_head)
             throw std::invalid_argument(fmt::format(
                 "{}: a {} model is an embedding model (an encoder without a language-model head): it generates no "
                 "text; use `vkllm embed`, or `vkllm serve` for /v1/embeddings", path, m.cfg.arch->name));

@@ -25,7 +25,7 @@ HeadTensors head_tensors(const GgufFile& file, const ModelConfig& cfg) {
 }
 
 void refuse_decoder_reranker(const ModelConfig& cfg) {
-    if (cfg.arch->lm_head)
+    if (cfg.arch->stack.lm_head)
         throw std::invalid_argument(fmt::format("pooling 'rank' on a decoder ({}; Qwen3-Reranker-style rerankers) is not "
                                                 "supported: vkllm's rerankers are encoders with a classification head",
                                                 cfg.arch->name));
@@ -136,7 +136,7 @@ namespace {
 Pooling check_embedding(const ModelGpu& model, size_t n_tokens, const EmbedOptions& opts) {
     if (n_tokens == 0) throw std::invalid_argument("embed: the input has no tokens");
     const ModelConfig& cfg = model.config();
-    if (cfg.arch->lm_head && cfg.pooling == Pooling::None && !opts.pooling)
+    if (cfg.arch->stack.lm_head && cfg.pooling == Pooling::None && !opts.pooling)
         throw std::invalid_argument(fmt::format("this {} model is a decoder without a pooling type ({}.pooling_type): "
                                                 "give one (--pooling last for most embedding decoders)",
                                                 cfg.arch->name, cfg.arch->name));
@@ -171,7 +171,7 @@ Embedding make_embedding(const ModelGpu& model, std::span<const float> rows, uin
 
 ModelRole model_role(const ModelConfig& cfg, bool embeddings) {
     if (cfg.pooling == Pooling::Rank) return ModelRole::Rerank;
-    return !cfg.arch->lm_head || embeddings || cfg.pooling != Pooling::None ? ModelRole::Embed : ModelRole::Generate;
+    return !cfg.arch->stack.lm_head || embeddings || cfg.pooling != Pooling::None ? ModelRole::Embed : ModelRole::Generate;
 }
 
 EmbedSizes embedding_sizes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch) {

@@ -29,7 +29,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     LoadedModel m;
     m.file = std::make_unique<GgufFile>(GgufFile::open(path));
     m.cfg = ModelConfig::from_gguf(*m.file);
-    if (!m.cfg.arch->encoder_arch.empty()) {
+    if (!m.cfg.arch->stack.encoder_arch.empty()) {
         if (!opts.encoder_decoder)
             throw ModelConfigError(fmt::format("{}: a {} model is an encoder-decoder: `vkllm run` generates with it; "
                                                "chat, serve, bench, perplexity, embed and the C API take decoder-only "

@@ -2,7 +2,6 @@
 
 #include "model/arch/tensor_schema.h"
 
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -55,45 +54,6 @@ private:
     const GgufFile& f_;
 };
 
-// "blk.12.attn_q.weight" -> 12 for prefix "blk." (T5: "enc.blk.", "dec.blk.")
-std::optional<uint64_t> layer_of(std::string_view name, std::string_view prefix) {
-    if (!name.starts_with(prefix)) return std::nullopt;
-    name.remove_prefix(prefix.size());
-    uint64_t n = 0;
-    auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
-    if (ec != std::errc() || p == name.data() || p == name.data() + name.size() || *p != '.') return std::nullopt;
-    return n;
-}
-
-// Optional tensors llama.cpp reads for some variants of these architectures, which change the
-// math and which vkllm does not implement: refused by name rather than silently ignored.
-const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::string_view name) {
-    auto layer_suffix = [&](std::string_view s) { return layer_of(name, prefix) && name.ends_with(s); };
-    if (!A.qk_norm && (layer_suffix(".attn_q_norm.weight") || layer_suffix(".attn_k_norm.weight")))
-        return "a LayerNorm over all of q or k (MPT qk_ln) is not supported (jina-bert-v2 reads them as its "
-               "qk-post-norm variant, whose first layer has them)";
-    if (!A.attn_norm_2 && layer_suffix(".attn_norm_2.weight"))
-        return "a second attention norm is read only in jina-bert-v2's qk-post-norm variant (with attn_q_norm and "
-               "attn_k_norm in every layer)";
-    if (layer_suffix(".ffn_act.scales")) return "AWQ activation scales are not supported";
-    if (A.positions != PositionKind::Learned && name == "position_embd.weight")
-        return "learned positions are not supported for this architecture (MPT without ALiBi)";
-    if (A.fused_gate_up && layer_suffix(".ffn_gate.weight"))
-        return "a separate ffn_gate is not supported for this architecture: vkllm reads ffn_up holding gate and up, "
-               "as current llama.cpp converters write it (convert the model again)";
-    if (A.fused_gate_up && layer_suffix(".ffn_up.bias")) return "a bias of the fused gate|up projection is not supported";
-    if (A.t5 != T5Stack::None && !gated(A.ffn) && layer_suffix(".ffn_gate.weight"))
-        return "an ffn_gate in a T5 v1.0 stack (its first layer has none: ReLU, no gate); every layer must agree";
-    if (A.moe && !A.per_expert_tensors && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
-        return "experts stored one tensor each (ffn_gate.N) are read for Mixtral (llama) files only: this architecture "
-               "needs the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that llama.cpp's converters write";
-    if (A.mla && name == "rope_freqs.weight")
-        return "rope frequency factors are not applied to DeepSeek's latent attention (llama.cpp reads none for it)";
-    if (A.cls_single && name == "cls.output.weight")
-        return "this architecture's reranker head is cls.weight and cls.bias alone (llama.cpp reads no cls.output)";
-    return nullptr;
-}
-
 float positive_float(const Checker& c, const GgufFile& f, const std::string& key, float fallback) {
     const float v = f.find_f32(key).value_or(fallback);
     if (!(v > 0) || !std::isfinite(v)) c.fail(Checker::key_what(key), fmt::format("must be positive, got {}", v));
@@ -125,7 +85,7 @@ void read_rope(const Checker& c, const GgufFile& f, const std::string& a, ModelC
             c.fail(Checker::key_what(a + ".rope.scaling.original_context_length"), "yarn needs the original context");
     }
     cfg.rope_local = cfg.rope;
-    if (cfg.arch->local_rope_base) {
+    if (cfg.arch->attn.local_rope_base) {
         // Gemma 3: local layers rotate with their own base and no scaling.
         cfg.rope_local = RopeConfig{};
         cfg.rope_local.base = positive_float(c, f, a + ".rope.freq_base_swa", 10000.0f);
@@ -143,17 +103,17 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
     if (cfg.n_expert_used > std::min(cfg.n_expert, 64u))
         c.fail(Checker::key_what(key("expert_used_count")),
                fmt::format("{} experts per token of {}: at most min(expert_count, 64)", cfg.n_expert_used, cfg.n_expert));
-    if (f.has(key("expert_feed_forward_length")) || cfg.arch->expert_ffn_required)
+    if (f.has(key("expert_feed_forward_length")) || cfg.arch->experts.width == ExpertWidth::Required)
         cfg.expert_ffn_dim = c.positive(key("expert_feed_forward_length"));
     else
-        cfg.expert_ffn_dim = cfg.arch->expert_ffn_per_used ? cfg.ffn_dim / cfg.n_expert_used : cfg.ffn_dim;
+        cfg.expert_ffn_dim = cfg.arch->experts.width == ExpertWidth::FfnPerUsed ? cfg.ffn_dim / cfg.n_expert_used : cfg.ffn_dim;
     if (cfg.expert_ffn_dim == 0)
         c.fail(Checker::key_what(key("expert_feed_forward_length")),
                fmt::format("missing, and feed_forward_length {} / {} experts per token is 0", cfg.ffn_dim,
                            cfg.n_expert_used));
-    if (cfg.arch->shared_ungated)  // DeepSeek: expert_shared_count experts of expert_ffn side by side
+    if (cfg.arch->experts.shared == SharedExpert::Ungated)  // DeepSeek: expert_shared_count experts of expert_ffn side by side
         cfg.shared_ffn_dim = cfg.expert_ffn_dim * c.positive(key("expert_shared_count"));
-    else if (cfg.arch->shared_expert)
+    else if (cfg.arch->experts.shared == SharedExpert::Gated)
         cfg.shared_ffn_dim = f.has(key("expert_shared_feed_forward_length"))
                                  ? c.positive(key("expert_shared_feed_forward_length"))
                                  : cfg.ffn_dim;
@@ -172,7 +132,7 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
                    fmt::format("{} of {} groups of {} experts: must be 1..{} and hold the {} experts per token",
                                cfg.n_group_used, cfg.n_expert_groups, per, cfg.n_expert_groups, cfg.n_expert_used));
     }
-    cfg.expert_norm = f.find_bool(key("expert_weights_norm")).value_or(cfg.arch->moe_norm_weights);
+    cfg.expert_norm = f.find_bool(key("expert_weights_norm")).value_or(cfg.arch->experts.gating == ExpertGating::SoftmaxNormed);
     cfg.expert_scale = f.find_f32(key("expert_weights_scale")).value_or(1.0f);
     if (!(cfg.expert_scale > 0) || !std::isfinite(cfg.expert_scale))
         c.fail(Checker::key_what(key("expert_weights_scale")), fmt::format("must be positive, got {}", cfg.expert_scale));
@@ -182,8 +142,9 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
         c.fail(Checker::key_what(key("expert_gating_func")),
                fmt::format("gating function {} is not supported; supported: 1 (softmax), 2 (sigmoid), 3 (softmax of "
                            "the chosen experts)", gating));
-    cfg.expert_sigmoid = gating == 2 && !cfg.arch->moe_softmax_chosen;
-    cfg.expert_softmax_chosen = gating == 3 || cfg.arch->moe_softmax_chosen;
+    const bool fixed = cfg.arch->experts.gating == ExpertGating::SoftmaxOfChosen;  // whatever the file says
+    cfg.expert_sigmoid = gating == 2 && !fixed;
+    cfg.expert_softmax_chosen = gating == 3 || fixed;
 }
 
 // Latent attention's keys: as llama.cpp's converter writes DeepSeek-V2/V3 since 2025 (one KV head of
@@ -242,7 +203,7 @@ void read_mla(const Checker& c, const GgufFile& f, const std::string& a, ModelCo
 // its q/k norms and attn_norm_2 when present; that model has all three), one with ffn_gate the
 // split-gate form of older conversions, or both.
 const ArchDesc& arch_for_file(const ArchDesc& a, const GgufFile& f) {
-    if (!a.moe) {
+    if (!a.moe()) {
         const ArchDesc* moe = find_arch(a.name, "moe");
         if (moe && f.find_u32(std::string(a.name) + ".expert_count").value_or(0) > 0) return *moe;
     }
@@ -255,7 +216,7 @@ const ArchDesc& arch_for_file(const ArchDesc& a, const GgufFile& f) {
                                                      : (gate ? "split-gate" : ""));
         return v ? *v : a;
     }
-    if (a.t5 == T5Stack::None || f.find_tensor(layer_tensor_name(a, Role::WGate, 0))) return a;
+    if (a.stack.t5 == T5Stack::None || f.find_tensor(layer_tensor_name(a, Role::WGate, 0))) return a;
     const ArchDesc* v10 = find_arch(a.name, "v1.0");
     return v10 ? *v10 : a;
 }
@@ -276,9 +237,9 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     auto key = [&](const char* k) { return a + "." + k; };
 
     cfg.dim = c.positive(key("embedding_length"));
-    cfg.n_layers = A.t5 == T5Stack::Decoder && f.has(key("decoder_block_count")) ? c.positive(key("decoder_block_count"))
+    cfg.n_layers = A.stack.t5 == T5Stack::Decoder && f.has(key("decoder_block_count")) ? c.positive(key("decoder_block_count"))
                                                                                  : c.positive(key("block_count"));
-    if (A.cross_attention) {
+    if (A.attn.cross_attention) {
         if (const GgufValue* v = f.find(key("decoder_start_token_id"))) {
             const auto x = v->as_i64();
             const bool none = x && (*x == -1 || *x == int64_t(std::numeric_limits<uint32_t>::max()));  // BOS then
@@ -302,7 +263,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                    fmt::format("{} heads do not divide embedding length {}", cfg.n_heads, cfg.dim));
         cfg.head_dim = cfg.dim / cfg.n_heads;
     }
-    if (A.mla) {
+    if (A.attn.mla) {
         read_mla(c, f, a, cfg);
     } else {
         if (auto v = f.find_u32(key("attention.value_length")); v && *v != cfg.head_dim)
@@ -313,15 +274,15 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                    fmt::format("head size {} is not supported: it must be a multiple of 4, at most 256", cfg.head_dim));
     }
 
-    const std::string eps_key = key(A.norm == NormKind::Rms ? "attention.layer_norm_rms_epsilon"
+    const std::string eps_key = key(A.norm.kind == NormKind::Rms ? "attention.layer_norm_rms_epsilon"
                                                             : "attention.layer_norm_epsilon");
     cfg.norm_eps = f.get_f32(eps_key);
     if (!(cfg.norm_eps > 0) || !std::isfinite(cfg.norm_eps))
         c.fail(Checker::key_what(eps_key), fmt::format("must be positive, got {}", cfg.norm_eps));
 
-    if (A.positions == PositionKind::Rope) {
+    if (A.attn.positions == PositionKind::Rope) {
         cfg.rope_dim = f.find_u32(key("rope.dimension_count")).value_or(cfg.head_dim);
-        if (A.mla && cfg.rope_dim != cfg.head_dim - cfg.kv_lora_rank)
+        if (A.attn.mla && cfg.rope_dim != cfg.head_dim - cfg.kv_lora_rank)
             c.fail(Checker::key_what(key("rope.dimension_count")),
                    fmt::format("rope dimension {}: latent attention's key_length {} must be kv_lora_rank {} + the rope "
                                "dimension", cfg.rope_dim, cfg.head_dim, cfg.kv_lora_rank));
@@ -332,34 +293,34 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         read_rope(c, f, a, cfg);
     }
 
-    if (A.swa_period > 0) {
+    if (A.attn.swa_period > 0) {
         const std::string wk = key("attention.sliding_window");
-        if (A.default_window == 0 && !f.has(wk)) c.fail(Checker::key_what(wk), "required for this architecture");
-        cfg.window = f.find_u32(wk).value_or(A.default_window);
+        if (A.attn.default_window == 0 && !f.has(wk)) c.fail(Checker::key_what(wk), "required for this architecture");
+        cfg.window = f.find_u32(wk).value_or(A.attn.default_window);
         cfg.local.resize(cfg.n_layers);
         for (uint32_t l = 0; l < cfg.n_layers; ++l)
-            cfg.local[l] = cfg.window > 0 && l % A.swa_period < A.swa_period - 1;
+            cfg.local[l] = cfg.window > 0 && l % A.attn.swa_period < A.attn.swa_period - 1;
     }
-    cfg.attn_softcap = f.find_f32(key("attn_logit_softcapping")).value_or(A.default_attn_softcap);
-    cfg.final_softcap = f.find_f32(key("final_logit_softcapping")).value_or(A.default_final_softcap);
+    cfg.attn_softcap = f.find_f32(key("attn_logit_softcapping")).value_or(A.attn.default_softcap);
+    cfg.final_softcap = f.find_f32(key("final_logit_softcapping")).value_or(A.stack.default_final_softcap);
     for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"}) {
         const float v = k[0] == 'a' ? cfg.attn_softcap : cfg.final_softcap;
         if (v < 0 || !std::isfinite(v)) c.fail(Checker::key_what(key(k)), fmt::format("must be >= 0, got {}", v));
     }
-    if (A.positions == PositionKind::Alibi) {
+    if (A.attn.positions == PositionKind::Alibi) {
         // llama.cpp fixes BLOOM's and jina-bert-v2's max bias and reads no key for them; MPT's is required.
         const std::string k = key("attention.max_alibi_bias");
-        if (!f.has(k) && A.default_max_alibi_bias == 0) c.fail(Checker::key_what(k), "required for this architecture");
-        cfg.max_alibi_bias = A.default_max_alibi_bias > 0 ? A.default_max_alibi_bias : f.get_f32(k);
+        if (!f.has(k) && A.attn.default_max_alibi_bias == 0) c.fail(Checker::key_what(k), "required for this architecture");
+        cfg.max_alibi_bias = A.attn.default_max_alibi_bias > 0 ? A.attn.default_max_alibi_bias : f.get_f32(k);
         if (!(cfg.max_alibi_bias > 0) || !std::isfinite(cfg.max_alibi_bias))
             c.fail(Checker::key_what(k), fmt::format("must be positive, got {}", cfg.max_alibi_bias));
     }
-    if (A.clamp_kqv) {
+    if (A.attn.clamp_kqv) {
         cfg.clamp_kqv = f.find_f32(key("attention.clamp_kqv")).value_or(0.0f);
         if (!(cfg.clamp_kqv >= 0) || !std::isfinite(cfg.clamp_kqv))
             c.fail(Checker::key_what(key("attention.clamp_kqv")), fmt::format("must be >= 0, got {}", cfg.clamp_kqv));
     }
-    if (A.positions == PositionKind::RelativeBias) {
+    if (A.attn.positions == PositionKind::RelativeBias) {
         // llama.cpp's bucketing (model/forward/position_bias.h) needs at least one exact bucket per
         // direction; T5 uses 32.
         const std::string k = key("attention.relative_buckets_count");
@@ -371,14 +332,14 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
             c.fail("tensor " + quote_name(rel0),
                    "required tensor is missing: T5's relative-position bias (later layers share layer 0's)");
     }
-    if (A.moe) read_experts(c, f, a, cfg);
-    if (A.leading_dense) {
+    if (A.moe()) read_experts(c, f, a, cfg);
+    if (A.experts.layers == ExpertLayers::AfterDense) {
         cfg.n_dense_lead = f.find_u32(key("leading_dense_block_count")).value_or(0);
         if (cfg.n_dense_lead > cfg.n_layers)
             c.fail(Checker::key_what(key("leading_dense_block_count")),
                    fmt::format("{} dense layers of {}", cfg.n_dense_lead, cfg.n_layers));
     }
-    cfg.causal = f.find_bool(key("attention.causal")).value_or(A.causal);
+    cfg.causal = f.find_bool(key("attention.causal")).value_or(A.stack.causal);
     if (!cfg.causal && cfg.window > 0)
         c.fail(Checker::key_what(key("attention.causal")), "bidirectional attention with a sliding window is not supported");
     if (const GgufValue* v = f.find(key("pooling_type"))) {
@@ -389,7 +350,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                                x ? std::to_string(*x) : v->describe_type()));
         cfg.pooling = Pooling(*x);
     }
-    if (A.token_types) {
+    if (A.stack.token_types) {
         if (const GgufTensorInfo* t = f.find_tensor("token_types.weight")) {
             cfg.n_token_types = uint32_t(t->ne[1]);
             if (t->n_dims != 2 || cfg.n_token_types == 0)
@@ -397,7 +358,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                                                                    t->shape_string()));
         }
     }
-    if (!A.lm_head) {
+    if (!A.stack.lm_head) {
         if (const GgufTensorInfo* t = find_model_tensor(f, A, Role::ClsOut)) {
             cfg.n_cls_out = uint32_t(t->ne[1]);
             if (t->n_dims != 2 || cfg.n_cls_out == 0)
@@ -409,11 +370,11 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
             c.fail(Checker::key_what(key("pooling_type")),
                    "rank pooling needs a classification head: cls.weight and cls.bias, or cls.output.weight");
     }
-    cfg.attn_scale = A.unscaled_scores ? 1.0f
-                                       : 1.0f / std::sqrt(float(A.dim_scale_layers && cfg.n_layers == A.dim_scale_layers
-                                                                    ? cfg.dim / cfg.n_heads
-                                                                    : A.mla ? cfg.mla_qk : cfg.head_dim));
-    if (A.mla && cfg.rope_scaling == "yarn") {
+    cfg.attn_scale = A.attn.unscaled_scores ? 1.0f
+                                            : 1.0f / std::sqrt(float(A.attn.dim_scale_layers && cfg.n_layers == A.attn.dim_scale_layers
+                                                                         ? cfg.dim / cfg.n_heads
+                                                                         : A.attn.mla ? cfg.mla_qk : cfg.head_dim));
+    if (A.attn.mla && cfg.rope_scaling == "yarn") {
         // DeepSeek's YaRN (llama.cpp's deepseek2 graph): scores scaled by mscale^2, mscale = attn_factor
         // (1 + log_mul ln(1 / freq_scale)), and the rotation's own magnitude correction cancelled.
         const std::string k = key("rope.scaling.yarn_log_multiplier");
@@ -473,8 +434,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         cfg.experts_split = !f.find_tensor(tensor_name(*split_probe, cfg.n_dense_lead)) &&
                             f.find_tensor(expert_tensor_name(*split_probe, cfg.n_dense_lead, 0));
     cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;
-    cfg.has_rope_freqs = A.positions == PositionKind::Rope && f.find_tensor("rope_freqs.weight") != nullptr;
-    if (A.rope_factor_tensors) {
+    cfg.has_rope_freqs = A.attn.positions == PositionKind::Rope && f.find_tensor("rope_freqs.weight") != nullptr;
+    if (A.attn.rope_factor_tensors) {
         const bool lng = f.find_tensor("rope_factors_long.weight"), shrt = f.find_tensor("rope_factors_short.weight");
         if (lng != shrt)
             c.fail(lng ? "tensor 'rope_factors_short.weight'" : "tensor 'rope_factors_long.weight'",
@@ -486,7 +447,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     for (uint32_t l = 0; l < cfg.n_layers; ++l)
         for (const TensorSpec& t : layer)
             if (in_layer(t, l, cfg.n_dense_lead)) check(t, l);
-    if (A.mla) {
+    if (A.attn.mla) {
         // The query's projections: wq alone without q_lora_rank (V2-Lite), else wq_a, its norm and wq_b.
         const std::vector<Role> want = cfg.q_lora_rank ? std::vector<Role>{Role::WqA, Role::QANorm, Role::WqB}
                                                        : std::vector<Role>{Role::Wq};
@@ -521,7 +482,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                                                                cfg.q_lora_rank));
         }
     }
-    if (A.moe && !layer_tensor_name(A, Role::BExpProbs, 0).empty()) {  // the schema has V3's selection bias
+    if (A.moe() && !layer_tensor_name(A, Role::BExpProbs, 0).empty()) {  // the schema has V3's selection bias
         cfg.expert_probs_bias = cfg.n_layers > cfg.n_dense_lead &&
                                 f.find_tensor(layer_tensor_name(A, Role::BExpProbs, cfg.n_dense_lead)) != nullptr;
         for (uint32_t l = cfg.n_dense_lead; l < cfg.n_layers; ++l)
@@ -535,7 +496,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         if (l && *l >= cfg.n_layers)
             c.fail("tensor " + quote_name(t.name),
                    fmt::format("belongs to layer {} but {} is {}", *l,
-                               A.t5 == T5Stack::Decoder ? "decoder_block_count" : "block_count", cfg.n_layers));
+                               A.stack.t5 == T5Stack::Decoder ? "decoder_block_count" : "block_count", cfg.n_layers));
         if (const char* why = unsupported_tensor(A, prefix, t.name)) c.fail("tensor " + quote_name(t.name), why);
         if (!l || !split_probe) continue;
         // Expert stacks: one form for the whole file, and no expert past expert_count.
@@ -601,9 +562,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) { return read_typed(fil
 
 ModelConfig ModelConfig::encoder_from_gguf(const GgufFile& file) {
     const ModelConfig decoder = from_gguf(file);
-    if (decoder.arch->encoder_arch.empty())
+    if (decoder.arch->stack.encoder_arch.empty())
         throw ModelConfigError(fmt::format("{}: a {} model has no encoder", file.name(), decoder.arch->name));
-    return read_typed(file, find_arch(decoder.arch->encoder_arch));
+    return read_typed(file, find_arch(decoder.arch->stack.encoder_arch));
 }
 
 }  // namespace vkllm

@@ -65,7 +65,7 @@ struct ModelConfig {
     float norm_eps = 1e-5f;    // RMSNorm or LayerNorm epsilon, as the architecture's norm
     uint32_t rope_dim = 0;     // rotated dims per head; defaults to head_dim
     RopeConfig rope;           // global (full-attention) layers
-    RopeConfig rope_local;     // sliding-window layers (the same as rope unless local_rope_base)
+    RopeConfig rope_local;     // sliding-window layers (the same as rope unless AttentionDesc::local_rope_base)
     std::string rope_scaling = "none";  // none, linear, yarn; "llama3" files are "none" + rope_freqs
     // Frequency factors present in the file; which one a context uses is rope_factors_for().
     bool has_rope_freqs = false, has_rope_long_short = false;
@@ -86,22 +86,22 @@ struct ModelConfig {
     uint32_t n_rel_buckets = 0;  // T5 (PositionKind::RelativeBias): relative-position buckets; 0 = none
     int32_t decoder_start_token = -1;  // encoder-decoder: the decoder's first token; -1 = BOS
     float clamp_kqv = 0;       // q, k, v clamped to [-clamp_kqv, clamp_kqv] after their biases; 0 = off
-    // Mixture of experts (ArchDesc::moe): n_expert experts of expert_ffn_dim, n_expert_used per token.
+    // Mixture of experts (ArchDesc::moe()): n_expert experts of expert_ffn_dim, n_expert_used per token.
     uint32_t n_expert = 0, n_expert_used = 0;
     uint32_t expert_ffn_dim = 0;  // <arch>.expert_feed_forward_length, default feed_forward_length
     uint32_t shared_ffn_dim = 0;  // the shared expert's (<arch>.expert_shared_feed_forward_length)
     bool expert_norm = false;     // the chosen weights renormalised to sum 1 (<arch>.expert_weights_norm)
     float expert_scale = 1.0f;    // then scaled (<arch>.expert_weights_scale)
     bool expert_sigmoid = false;  // <arch>.expert_gating_func 2: sigmoid gating instead of softmax
-    // <arch>.expert_gating_func 3, or ArchDesc::moe_softmax_chosen: softmax over the chosen logits
+    // <arch>.expert_gating_func 3, or ExpertGating::SoftmaxOfChosen: softmax over the chosen logits
     bool expert_softmax_chosen = false;
     uint32_t n_expert_groups = 1, n_group_used = 1;  // group-limited routing (<arch>.expert_group_count, _used_count)
     bool expert_probs_bias = false;  // blk.N.exp_probs_b.bias in the file (DeepSeek-V3's selection bias)
-    uint32_t n_dense_lead = 0;       // ArchDesc::leading_dense: <arch>.leading_dense_block_count
-    // ArchDesc::per_expert_tensors: the file stores every expert stack one tensor per expert (Mixtral's
+    uint32_t n_dense_lead = 0;       // ExpertLayers::AfterDense: <arch>.leading_dense_block_count
+    // ExpertDesc::per_expert_tensors: the file stores every expert stack one tensor per expert (Mixtral's
     // first conversions), decided from the first layer for the whole file.
     bool experts_split = false;
-    // Multi-head latent attention (ArchDesc::mla): head_dim is the cached row, kv_lora_rank + rope_dim
+    // Multi-head latent attention (AttentionDesc::mla): head_dim is the cached row, kv_lora_rank + rope_dim
     // (attention.key_length), v_head_dim the latent (kv_lora_rank), n_kv_heads 1; q_lora_rank 0 means
     // q = wq · x; mla_qk / mla_v the per-head q/k and v dims of the uncompressed heads (key_length_mla,
     // value_length_mla; in an older file, mla_joined_kv_b below, its key_length and value_length).
@@ -115,8 +115,8 @@ struct ModelConfig {
     uint32_t q_dim() const { return n_heads * head_dim; }
     uint32_t v_dim() const { return v_head_dim ? v_head_dim : head_dim; }
     // Latent attention's cache holds K rows only: V is their latent part.
-    bool v_in_k() const { return arch->mla; }
-    bool is_moe_layer(uint32_t layer) const { return arch->moe && layer >= n_dense_lead; }
+    bool v_in_k() const { return arch->attn.mla; }
+    bool is_moe_layer(uint32_t layer) const { return arch->moe() && layer >= n_dense_lead; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }
     bool is_local(uint32_t layer) const { return !local.empty() && local[layer]; }
     const RopeConfig& rope_for(uint32_t layer) const { return is_local(layer) ? rope_local : rope; }
@@ -127,7 +127,7 @@ struct ModelConfig {
     // tensor, and (for shapes) the expected and actual ggml dims. An unknown architecture gets
     // the list of supported ones.
     static ModelConfig from_gguf(const GgufFile& file);
-    // The encoder of an encoder-decoder file (ArchDesc::encoder_arch: T5's t5encoder, its keys under
+    // The encoder of an encoder-decoder file (StackDesc::encoder_arch: T5's t5encoder, its keys under
     // the file's prefix); ModelConfigError for a file without one.
     static ModelConfig encoder_from_gguf(const GgufFile& file);
 };

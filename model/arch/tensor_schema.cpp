@@ -72,10 +72,11 @@ const FusedGroup* fused_group_of_part(Role part) {
 std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     using D = Dim;
     using R = Role;
-    const bool ln = A.norm == NormKind::Layer && !A.optional_biases;  // LayerNorm: every norm has a bias
-    const bool qkv_b = A.qkv_bias || A.all_bias;   // biases of q, k, v: required, else read when present
-    const bool post = A.norm_placement == NormPlacement::PreAndPost;
-    const bool after = A.norm_placement == NormPlacement::Post;  // BERT: the norms follow the residual adds
+    const bool ln = A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional;  // LayerNorm: every norm has a bias
+    // biases of q, k, v: required, else read when present
+    const bool qkv_b = A.biases == Biases::Qkv || A.biases == Biases::QkvOut || A.biases == Biases::All;
+    const bool post = A.norm.placement == NormPlacement::PreAndPost;
+    const bool after = A.norm.placement == NormPlacement::Post;  // BERT: the norms follow the residual adds
     std::vector<TensorSpec> s;
     auto add = [&](TensorSpec t) { s.push_back(t); };
     auto vec = [](R r, const char* name, D d, bool required, Init init) {
@@ -87,7 +88,7 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(vec(R::AttnNorm, "attn_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::AttnNormB, "attn_norm.bias", D::Embd, ln, kNormBias));
     }
-    if (A.mla) {
+    if (A.attn.mla) {
         // Either wq (no q_lora_rank: V2-Lite) or wq_a, its norm and wq_b: ModelConfig requires the set
         // the file's keys imply.
         auto opt = [](TensorSpec t) { t.required = false; return t; };
@@ -101,7 +102,7 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add({R::WkB, "attn_k_b.weight", {D::MlaNope, D::KvLora, D::Heads}, false, kMatrix});
         add({R::WvB, "attn_v_b.weight", {D::KvLora, D::MlaV, D::Heads}, false, kMatrix});
         add(opt(mat(R::WkvB, "attn_kv_b.weight", D::KvLora, D::MlaKvB)));
-    } else if (A.fused_qkv) {
+    } else if (A.attn.fused_qkv) {
         add(mat(R::Wqkv, "attn_qkv.weight", D::Embd, D::Qkv));
         add(vec(R::Bqkv, "attn_qkv.bias", D::Qkv, qkv_b, kBias));
     } else {
@@ -112,27 +113,28 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(mat(R::Wv, "attn_v.weight", D::Embd, D::Kv));
         add(vec(R::Bv, "attn_v.bias", D::Kv, qkv_b, kBias));
     }
-    if (A.qk_norm) {
-        const D qd = A.qk_norm_full ? D::Q : D::HeadDim, kd = A.qk_norm_full ? D::Kv : D::HeadDim;
+    if (A.attn.qk_norm != QkNorm::None) {
+        const bool whole = A.attn.qk_norm != QkNorm::PerHead, layer_norm = A.attn.qk_norm == QkNorm::WholeLayerNorm;
+        const D qd = whole ? D::Q : D::HeadDim, kd = whole ? D::Kv : D::HeadDim;
         add(vec(R::QNorm, "attn_q_norm.weight", qd, true, kNormWeight));
-        if (A.norm == NormKind::Layer) add(vec(R::QNormB, "attn_q_norm.bias", qd, ln, kNormBias));
+        if (layer_norm) add(vec(R::QNormB, "attn_q_norm.bias", qd, ln, kNormBias));
         add(vec(R::KNorm, "attn_k_norm.weight", kd, true, kNormWeight));
-        if (A.norm == NormKind::Layer) add(vec(R::KNormB, "attn_k_norm.bias", kd, ln, kNormBias));
+        if (layer_norm) add(vec(R::KNormB, "attn_k_norm.bias", kd, ln, kNormBias));
     }
-    const bool t5 = A.t5 != T5Stack::None;
-    add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", A.mla ? D::MlaO : D::Q, D::Embd));
-    add(vec(R::Bo, "attn_output.bias", D::Embd, A.all_bias || A.out_bias, kBias));
-    if (A.attn_sinks) add(vec(R::Sinks, "attn_sinks.weight", D::Heads, true, kSinks));
+    const bool t5 = A.stack.t5 != T5Stack::None;
+    add(mat(R::Wo, t5 ? "attn_o.weight" : "attn_output.weight", A.attn.mla ? D::MlaO : D::Q, D::Embd));
+    add(vec(R::Bo, "attn_output.bias", D::Embd, A.biases == Biases::All || A.biases == Biases::QkvOut, kBias));
+    if (A.attn.sinks) add(vec(R::Sinks, "attn_sinks.weight", D::Heads, true, kSinks));
     if (post) add(vec(R::PostAttnNorm, "post_attention_norm.weight", D::Embd, true, kNormWeight));
     if (after) {
         add(vec(R::AttnNorm, "attn_output_norm.weight", D::Embd, true, kNormWeight));
         add(vec(R::AttnNormB, "attn_output_norm.bias", D::Embd, ln, kNormBias));
-        if (A.attn_norm_2) {
+        if (A.norm.attn_norm_2) {
             add(vec(R::AttnNorm2, "attn_norm_2.weight", D::Embd, true, kNormWeight));
             add(vec(R::AttnNorm2B, "attn_norm_2.bias", D::Embd, ln, kNormBias));
         }
     }
-    if (A.cross_attention) {
+    if (A.attn.cross_attention) {
         add(vec(R::CrossNorm, "cross_attn_norm.weight", D::Embd, true, kNormWeight));
         add(mat(R::WqCross, "cross_attn_q.weight", D::Embd, D::Q));
         add(mat(R::WkCross, "cross_attn_k.weight", D::Embd, D::Kv));
@@ -140,52 +142,52 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         add(mat(R::WoCross, "cross_attn_o.weight", D::Q, D::Embd));
     }
     if (!after) {
-        add(vec(R::FfnNorm, A.ffn_norm_name.data(), D::Embd, true, kNormWeight));
+        add(vec(R::FfnNorm, A.norm.ffn_norm_name.data(), D::Embd, true, kNormWeight));
         add(vec(R::FfnNormB, "ffn_norm.bias", D::Embd, ln, kNormBias));
     }
     // A mixture of experts with leading dense layers (DeepSeek) lists both FFN forms, each for its layers.
     const size_t dense_from = s.size();
-    if (!A.moe || A.leading_dense) {
-        if (A.fused_gate_up) {
+    if (A.experts.layers != ExpertLayers::All) {
+        if (A.ffn.fused_gate_up) {
             add(mat(R::WGateUp, "ffn_up.weight", D::Embd, D::Ffn2));  // rows of gate, then up
         } else {
-            if (gated(A.ffn)) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
+            if (gated(A.ffn.kind)) add(mat(R::WGate, "ffn_gate.weight", D::Embd, D::Ffn));
             add(mat(R::WUp, "ffn_up.weight", D::Embd, D::Ffn));
-            add(vec(R::BUp, "ffn_up.bias", D::Ffn, A.all_bias, kBias));
+            add(vec(R::BUp, "ffn_up.bias", D::Ffn, A.biases == Biases::All, kBias));
         }
         add(mat(R::WDown, "ffn_down.weight", D::Ffn, D::Embd));
-        add(vec(R::BDown, "ffn_down.bias", D::Embd, A.all_bias, kBias));
+        add(vec(R::BDown, "ffn_down.bias", D::Embd, A.biases == Biases::All, kBias));
     }
     const size_t moe_from = s.size();
-    if (A.moe) {
+    if (A.moe()) {
         // The router and the shared expert's gate stay f32 in llama.cpp's files (its converter and
         // llama-quantize leave them); uploaded as f32 whatever a file stores.
         add({R::WRouter, "ffn_gate_inp.weight", {D::Embd, D::Experts}, true, kMatrix, true});
-        if (A.leading_dense) add(vec(R::BExpProbs, "exp_probs_b.bias", D::Experts, false, kBias));
+        if (A.experts.layers == ExpertLayers::AfterDense) add(vec(R::BExpProbs, "exp_probs_b.bias", D::Experts, false, kBias));
         // Mixtral's first conversions stored each expert apart (ffn_gate.N); llama.cpp no longer reads
         // them (build 9749 and b4748 ask for ffn_down_exps), vkllm stacks them as it uploads.
         auto stack = [&](R r, const char* name, D in, D out, const char* per_expert) {
             TensorSpec t{r, name, {in, out, D::Experts}, true, kMatrix};
-            if (A.per_expert_tensors) t.per_expert_name = per_expert;
+            if (A.experts.per_expert_tensors) t.per_expert_name = per_expert;
             add(t);
         };
         stack(R::WGateExps, "ffn_gate_exps.weight", D::Embd, D::FfnExp, "ffn_gate.{}.weight");
         stack(R::WUpExps, "ffn_up_exps.weight", D::Embd, D::FfnExp, "ffn_up.{}.weight");
         stack(R::WDownExps, "ffn_down_exps.weight", D::FfnExp, D::Embd, "ffn_down.{}.weight");
-        if (A.moe_biases) {  // f32 in llama.cpp's files; one row per expert
+        if (A.experts.biases) {  // f32 in llama.cpp's files; one row per expert
             add(vec(R::BRouter, "ffn_gate_inp.bias", D::Experts, true, kBias));
             add({R::BGateExps, "ffn_gate_exps.bias", {D::FfnExp, D::Experts}, true, kBias, true});
             add({R::BUpExps, "ffn_up_exps.bias", {D::FfnExp, D::Experts}, true, kBias, true});
             add({R::BDownExps, "ffn_down_exps.bias", {D::Embd, D::Experts}, true, kBias, true});
         }
-        if (A.shared_expert) {
-            if (!A.shared_ungated) add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
+        if (A.experts.shared != SharedExpert::None) {
+            if (A.experts.shared == SharedExpert::Gated) add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
             add(mat(R::WGateShexp, "ffn_gate_shexp.weight", D::Embd, D::FfnShexp));
             add(mat(R::WUpShexp, "ffn_up_shexp.weight", D::Embd, D::FfnShexp));
             add(mat(R::WDownShexp, "ffn_down_shexp.weight", D::FfnShexp, D::Embd));
         }
     }
-    if (A.leading_dense) {
+    if (A.experts.layers == ExpertLayers::AfterDense) {
         for (size_t i = dense_from; i < moe_from; ++i) s[i].layers = LayerSet::Dense;
         for (size_t i = moe_from; i < s.size(); ++i) s[i].layers = LayerSet::Moe;
     }
@@ -196,10 +198,10 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     }
     // T5: the bias table of layer 0, which the others share unless they have their own (checked by
     // ModelConfig). f32 as llama.cpp's converter writes it.
-    if (A.positions == PositionKind::RelativeBias)
+    if (A.attn.positions == PositionKind::RelativeBias)
         add({R::AttnRelB, "attn_rel_b.weight", {D::Heads, D::RelBuckets}, false, kMatrix, true});
     if (t5)
-        for (TensorSpec& t : s) t.prefix = A.t5 == T5Stack::Encoder ? "enc.blk." : "dec.blk.";
+        for (TensorSpec& t : s) t.prefix = A.stack.t5 == T5Stack::Encoder ? "enc.blk." : "dec.blk.";
     return s;
 }
 
@@ -208,41 +210,41 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
     using R = Role;
     std::vector<TensorSpec> s;
     s.push_back({R::TokenEmbd, "token_embd.weight", {D::Embd, D::Vocab}, true, kMatrix});
-    if (A.positions == PositionKind::Learned)
+    if (A.attn.positions == PositionKind::Learned)
         s.push_back({R::PositionEmbd, "position_embd.weight", {D::Embd, D::CtxTrain}, true, kMatrix});
-    if (A.token_types)  // small: uploaded as f32 and added as a bias row; some converters leave it out
+    if (A.stack.token_types)  // small: uploaded as f32 and added as a bias row; some converters leave it out
         s.push_back({R::TokenTypes, "token_types.weight", {D::Embd, D::TokenTypes}, false, kMatrix, true});
-    if (A.embed_norm) {
+    if (A.norm.embed_norm) {
         s.push_back({R::TokenEmbdNorm, "token_embd_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
-        s.push_back({R::TokenEmbdNormB, "token_embd_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer && !A.optional_biases,
-                     kNormBias, true});
+        s.push_back({R::TokenEmbdNormB, "token_embd_norm.bias", {D::Embd, D::One},
+                     A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional, kNormBias, true});
     }
-    if (A.positions == PositionKind::Rope) {
+    if (A.attn.positions == PositionKind::Rope) {
         // Frequency factors: Llama 3.x's precomputed "llama3" scaling; Phi-3's LongRoPE pair.
         s.push_back({R::RopeFreqs, "rope_freqs.weight", {D::RopeHalf, D::One}, false, {false, 2.0f, 1.0f, true}, true});
-        if (A.rope_factor_tensors) {
+        if (A.attn.rope_factor_tensors) {
             s.push_back({R::RopeFactorsLong, "rope_factors_long.weight", {D::RopeHalf, D::One}, false,
                          {false, 4.0f, 2.0f, true}, true});
             s.push_back({R::RopeFactorsShort, "rope_factors_short.weight", {D::RopeHalf, D::One}, false,
                          {false, 1.0f, 0.1f, true}, true});
         }
     }
-    if (A.encoder_output_norm)  // applied to the hidden states (T5's encoder)
-        s.push_back({R::OutputNorm, A.t5 == T5Stack::Encoder ? "enc.output_norm.weight" : "output_norm.weight",
+    if (A.stack.encoder_output_norm)  // applied to the hidden states (T5's encoder)
+        s.push_back({R::OutputNorm, A.stack.t5 == T5Stack::Encoder ? "enc.output_norm.weight" : "output_norm.weight",
                      {D::Embd, D::One}, true, kNormWeight, true});
-    if (!A.lm_head) {  // an encoder's output is its hidden states; a reranker's, its head's scores
-        const D hidden = A.cls_single ? D::One : D::Embd;
+    if (!A.stack.lm_head) {  // an encoder's output is its hidden states; a reranker's, its head's scores
+        const D hidden = A.stack.cls_single ? D::One : D::Embd;
         s.push_back({R::Cls, "cls.weight", {D::Embd, hidden}, false, kMatrix});
         s.push_back({R::ClsB, "cls.bias", {hidden, D::One}, false, kBias, true});
-        if (A.cls_single) return s;
+        if (A.stack.cls_single) return s;
         s.push_back({R::ClsOut, "cls.output.weight", {D::Embd, D::ClsOut}, false, kMatrix});
         s.push_back({R::ClsOutB, "cls.output.bias", {D::ClsOut, D::One}, false, kBias, true});
         return s;
     }
-    s.push_back({R::OutputNorm, A.t5 == T5Stack::Decoder ? "dec.output_norm.weight" : "output_norm.weight", {D::Embd, D::One},
+    s.push_back({R::OutputNorm, A.stack.t5 == T5Stack::Decoder ? "dec.output_norm.weight" : "output_norm.weight", {D::Embd, D::One},
                  true, kNormWeight, true});
-    s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One}, A.norm == NormKind::Layer && !A.optional_biases,
-                 kNormBias, true});
+    s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One},
+                 A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional, kNormBias, true});
     // Absent: the embeddings are tied and the logits read token_embd.
     s.push_back({R::Output, "output.weight", {D::Embd, D::Vocab}, false, kMatrix});
     return s;
@@ -287,6 +289,42 @@ std::optional<uint32_t> expert_of(const TensorSpec& s, uint32_t layer, std::stri
     const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), e);
     if (ec != std::errc() || p != digits.data() + digits.size()) return std::nullopt;
     return e;
+}
+
+std::optional<uint64_t> layer_of(std::string_view name, std::string_view prefix) {
+    if (!name.starts_with(prefix)) return std::nullopt;
+    name.remove_prefix(prefix.size());
+    uint64_t n = 0;
+    auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
+    if (ec != std::errc() || p == name.data() || p == name.data() + name.size() || *p != '.') return std::nullopt;
+    return n;
+}
+
+const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::string_view name) {
+    auto layer_suffix = [&](std::string_view s) { return layer_of(name, prefix) && name.ends_with(s); };
+    if (A.attn.qk_norm == QkNorm::None && (layer_suffix(".attn_q_norm.weight") || layer_suffix(".attn_k_norm.weight")))
+        return "a LayerNorm over all of q or k (MPT qk_ln) is not supported (jina-bert-v2 reads them as its "
+               "qk-post-norm variant, whose first layer has them)";
+    if (!A.norm.attn_norm_2 && layer_suffix(".attn_norm_2.weight"))
+        return "a second attention norm is read only in jina-bert-v2's qk-post-norm variant (with attn_q_norm and "
+               "attn_k_norm in every layer)";
+    if (layer_suffix(".ffn_act.scales")) return "AWQ activation scales are not supported";
+    if (A.attn.positions != PositionKind::Learned && name == "position_embd.weight")
+        return "learned positions are not supported for this architecture (MPT without ALiBi)";
+    if (A.ffn.fused_gate_up && layer_suffix(".ffn_gate.weight"))
+        return "a separate ffn_gate is not supported for this architecture: vkllm reads ffn_up holding gate and up, "
+               "as current llama.cpp converters write it (convert the model again)";
+    if (A.ffn.fused_gate_up && layer_suffix(".ffn_up.bias")) return "a bias of the fused gate|up projection is not supported";
+    if (A.stack.t5 != T5Stack::None && !gated(A.ffn.kind) && layer_suffix(".ffn_gate.weight"))
+        return "an ffn_gate in a T5 v1.0 stack (its first layer has none: ReLU, no gate); every layer must agree";
+    if (A.moe() && !A.experts.per_expert_tensors && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
+        return "experts stored one tensor each (ffn_gate.N) are read for Mixtral (llama) files only: this architecture "
+               "needs the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that llama.cpp's converters write";
+    if (A.attn.mla && name == "rope_freqs.weight")
+        return "rope frequency factors are not applied to DeepSeek's latent attention (llama.cpp reads none for it)";
+    if (A.stack.cls_single && name == "cls.output.weight")
+        return "this architecture's reranker head is cls.weight and cls.bias alone (llama.cpp reads no cls.output)";
+    return nullptr;
 }
 
 std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer) {

@@ -1,7 +1,8 @@
 // Every tensor a model reads, as data. The config checker (model_config.cpp), the weight layout
 // and upload (model/forward/model_weights.cpp), the host reference (model_cpu.cpp), the device pass
 // (through the roles of LayerWeights) and gen-model (model/testgen/random_model.cpp) all walk these
-// lists, so adding a tensor is one line in tensor_schema.cpp.
+// lists, so adding a tensor is one line in tensor_schema.cpp. The tensors some files hold that vkllm
+// refuses by name are here too (unsupported_tensor), for the checker.
 //
 // Names are the GGUF ones (llama.cpp's conventions); a layer's tensors are "blk.N.<name>". Shapes
 // are ggml dims (ne0 = the row length first), in terms of the model's hyperparameters.
@@ -29,25 +30,25 @@ enum class Role : uint8_t {
     QNormB, KNormB,                // their biases (a LayerNorm architecture's)
     Wo, Bo,                        // (q -> dim), (dim)
     PostAttnNorm,                  // (dim) on the attention output before the residual add
-    AttnNorm2, AttnNorm2B,         // (dim) ArchDesc::attn_norm_2
+    AttnNorm2, AttnNorm2B,         // (dim) NormDesc::attn_norm_2
     FfnNorm, FfnNormB,             // (dim) before the FFN, or after its residual add (NormPlacement::Post)
     WGate, WUp, WGateUp,           // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
     BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)
     PostFfnNorm,                   // (dim)
-    // mixture of experts (ArchDesc::moe), instead of the dense FFN's WGate, WUp, WDown:
+    // mixture of experts (ArchDesc::moe()), instead of the dense FFN's WGate, WUp, WDown:
     WRouter,                       // (dim -> n_expert) router logits, ffn_gate_inp
     WGateExps, WUpExps,            // n_expert x (dim -> expert_ffn), stacked along ne2
     WDownExps,                     // n_expert x (expert_ffn -> dim)
-    WGateShexp, WUpShexp,          // (dim -> shared_ffn) the shared expert (ArchDesc::shared_expert)
+    WGateShexp, WUpShexp,          // (dim -> shared_ffn) the shared expert (ExpertDesc::shared)
     WDownShexp,                    // (shared_ffn -> dim)
     WShexpGate,                    // (dim -> 1) its gate logit, ffn_gate_inp_shexp (a vector in the file)
-    BRouter,                       // (n_expert) router bias (ArchDesc::moe_biases)
+    BRouter,                       // (n_expert) router bias (ExpertDesc::biases)
     BGateExps, BUpExps, BDownExps, // n_expert x (expert_ffn), x (expert_ffn), x (dim) expert biases
-    Sinks,                         // (n_heads) attention sink logits (ArchDesc::attn_sinks)
+    Sinks,                         // (n_heads) attention sink logits (AttentionDesc::sinks)
     AttnRelB,                      // (n_heads) x (buckets) T5's relative-position bias, read on the host
     CrossNorm,                     // (dim) before cross-attention (T5's decoder)
     WqCross, WkCross, WvCross, WoCross,  // (dim -> q), (dim -> kv) of the encoder output, (dim -> kv), (q -> dim)
-    // multi-head latent attention (ArchDesc::mla), instead of Wq (or with it: Wq is (dim -> H * qk_mla)
+    // multi-head latent attention (AttentionDesc::mla), instead of Wq (or with it: Wq is (dim -> H * qk_mla)
     // in a file without q_lora_rank), Wk, Wv:
     WqA, QANorm, WqB,              // (dim -> q_lora), (q_lora), (q_lora -> H * qk_mla)
     WkvA, KvANorm,                 // (dim -> kv_lora + rope) the latent and the shared rotary key, (kv_lora)
@@ -61,7 +62,7 @@ enum class Role : uint8_t {
     Output,
     // A reranker's classification head on the first token's state (encoders, pooling rank; read on
     // the host, never uploaded): cls (dim -> dim) + bias, tanh, then cls.output (dim -> labels) + bias;
-    // with ArchDesc::cls_single, cls (dim -> 1) + bias, tanh, alone.
+    // with StackDesc::cls_single, cls (dim -> 1) + bias, tanh, alone.
     Cls, ClsB, ClsOut, ClsOutB,
     None,  // no tensor: a plan step that does not run, or has no bias (kNoRole)
 };
@@ -94,7 +95,7 @@ struct Init {
 };
 
 // The layers a per-layer tensor belongs to: every one, or in a model with leading dense layers
-// (ArchDesc::leading_dense) only those (Dense) or only the mixture-of-experts ones (Moe).
+// (ExpertLayers::AfterDense) only those (Dense) or only the mixture-of-experts ones (Moe).
 enum class LayerSet : uint8_t { All, Dense, Moe };
 
 struct TensorSpec {
@@ -154,5 +155,12 @@ std::string expert_tensor_name(const TensorSpec& s, uint32_t layer, uint32_t e);
 std::optional<uint32_t> expert_of(const TensorSpec& s, uint32_t layer, std::string_view name);
 // The name of `role` in layer `layer` of the architecture; empty when its layers have no such role.
 std::string layer_tensor_name(const ArchDesc& A, Role role, uint32_t layer);
+// "blk.12.attn_q.weight" -> 12 for prefix "blk." (T5: "enc.blk.", "dec.blk."); nullopt for a tensor of
+// no layer.
+std::optional<uint64_t> layer_of(std::string_view name, std::string_view prefix);
+// Optional tensors llama.cpp reads for some variants of these architectures, which change the
+// math and which vkllm does not implement: refused by name rather than silently ignored. The reason,
+// or nullptr; `prefix` is the architecture's layer prefix (TensorSpec::prefix).
+const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::string_view name);
 
 }  // namespace vkllm

@@ -26,7 +26,7 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     // max(.., 1): a mixture of experts without a shared expert has no dense FFN.
     b.gate = dev(std::max(uint64_t(U) * ffn, uint64_t(1)), "gate");
     b.up = dev(std::max(uint64_t(U) * ffn, uint64_t(1)), "up");
-    if (cfg.arch->moe) {
+    if (cfg.arch->moe()) {
         const uint64_t slots = uint64_t(U) * cfg.n_expert_used;
         b.moe_logits = dev(uint64_t(U) * cfg.n_expert, "moe_logits");
         b.moe_ids = dev(slots, "moe_ids");
@@ -37,7 +37,7 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
         b.moe_out = dev(slots * dim, "moe_out");
         b.moe_shared_logit = dev(U, "moe_shared_logit");
     }
-    if (cfg.arch->mla) {
+    if (cfg.arch->attn.mla) {
         const uint64_t H = cfg.n_heads, slots = uint64_t(U) * H;
         b.mla_qa = dev(std::max<uint64_t>(uint64_t(U) * cfg.q_lora_rank, 1), "mla_q_a");
         b.mla_q = dev(slots * cfg.mla_qk, "mla_q");
@@ -70,7 +70,7 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     b.positions = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
     b.rel_pos = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "input_positions");
     b.segs = ctx.create_buffer(uint64_t(U) * 8, MemoryUsage::Upload, "segments");
-    if (cfg.arch->cross_attention) {
+    if (cfg.arch->attn.cross_attention) {
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
             b.cross_k.push_back(ctx.create_buffer(kv_row * plan.n_ctx, MemoryUsage::Device, fmt::format("cross_k.{}", l)));
             b.cross_v.push_back(ctx.create_buffer(kv_row * plan.n_ctx, MemoryUsage::Device, fmt::format("cross_v.{}", l)));

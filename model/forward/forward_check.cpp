@@ -51,7 +51,7 @@ CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t>
         }
     }
     // An encoder's output is its hidden states (compared against logits_nmse as well).
-    const bool head = gpu.config().arch->lm_head;
+    const bool head = gpu.config().arch->stack.lm_head;
     std::vector<float> g = head ? gpu.logits() : gpu.hidden_states();
     TensorDiff d = diff_tensors(g, cpu_logits);
     r.logits_nmse = d.nmse;

@@ -116,7 +116,7 @@ std::vector<PipelineDesc> ForwardStage::pipelines() const {
     // scratch's rows (a short prompt, or the last chunk: fewer; up to 8 rows take their own forms).
     std::vector<uint32_t> cross_rows{scratch_rows(opts_)};
     for (uint32_t rows = 1; rows <= std::min(8u, scratch_rows(opts_)); ++rows) cross_rows.push_back(rows);
-    if (cfg_.arch->cross_attention)
+    if (cfg_.arch->attn.cross_attention)
         for (uint32_t rows : cross_rows)
             for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
                 const CrossKvPlan kp = plan_cross_kv(caps, layout_.layers[l], rows);
@@ -178,7 +178,7 @@ Recording& ForwardStage::recording(const StepShape& b) {
     else add([&](CommandStream& s) { s.copy(buf_.recv.slice(0, rows), buf_.x.slice(0, rows)); });
     for (uint32_t l = range_.first; l < range_.end(); ++l) add([&](CommandStream& s) { recorder.record_layer(s, l, b); });
     if (!last()) add([&](CommandStream& s) { s.copy(buf_.x.slice(0, rows), buf_.send.slice(0, rows)); });
-    else if (cfg_.arch->lm_head) add([&](CommandStream& s) { recorder.record_head(s, b); });
+    else if (cfg_.arch->stack.lm_head) add([&](CommandStream& s) { recorder.record_head(s, b); });
     return *recordings_.emplace(b, std::move(rec)).first->second;
 }
 

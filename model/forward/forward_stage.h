@@ -76,7 +76,7 @@ public:
     bool first() const { return range_.first == 0; }
     bool last() const { return range_.end() == cfg_.n_layers; }
     // Holds the model's LM head (the last stage of a model that has one).
-    bool head() const { return last() && cfg_.arch->lm_head; }
+    bool head() const { return last() && cfg_.arch->stack.lm_head; }
     KvGeometry kv_geometry() const { return {plan_.n_ctx, opts_.ubatch, opts_.kv_type}; }
     // The pipelines this stage's plans record; compiled in parallel at construction.
     std::vector<PipelineDesc> pipelines() const;

@@ -21,7 +21,7 @@ ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t lay
     // share one call (ModelGpu::eval_packed); one input is one range.
     p.segmented = !cfg.causal;
     p.max_alibi_bias = cfg.max_alibi_bias;
-    p.sinks = cfg.arch->attn_sinks;
+    p.sinks = cfg.arch->attn.sinks;
     p.v_head_dim = cfg.v_head_dim;
     p.v_in_k = cfg.v_in_k();
     if (cfg.n_rel_buckets > 0) p.pos_bias_range = kT5MaxDistance;  // the table of t5_position_bias()
@@ -55,13 +55,13 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
     using R = Role;
     const uint32_t n = shape.n;
     const bool db = shape.decode_batch;
-    const Kind act = cfg.arch->ffn == FfnKind::GeGlu ? Kind::GeGlu
-                     : cfg.arch->ffn == FfnKind::SwiGluOai ? Kind::SwiGluOai
-                                                           : Kind::SwiGlu;
+    const Kind act = cfg.arch->ffn.kind == FfnKind::GeGlu       ? Kind::GeGlu
+                     : cfg.arch->ffn.kind == FfnKind::SwiGluOai ? Kind::SwiGluOai
+                                                                : Kind::SwiGlu;
     MoePlan& m = f.moe;
     m.runs = true;
     m.router = step(caps, L, R::WRouter, R::BRouter, n, db);
-    m.biases = cfg.arch->moe_biases;
+    m.biases = cfg.arch->experts.biases;
     m.route = moe_route_params(cfg);
     // gate and up read each token's row for its K slots; down reads each slot's own row.
     const uint32_t slots = n * cfg.n_expert_used;
@@ -83,8 +83,8 @@ void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces&
         m.up = ops::plan_moe_matvec(caps, L[R::WUpExps].type, cfg.expert_ffn_dim, cfg.dim, n, Kind::Plain, true);
         m.down = ops::plan_moe_matvec(caps, L[R::WDownExps].type, cfg.dim, cfg.expert_ffn_dim, slots, act, true);
     }
-    f.act = cfg.arch->ffn;
-    m.shared = cfg.arch->shared_expert;
+    f.act = cfg.arch->ffn.kind;
+    m.shared = cfg.arch->experts.shared != SharedExpert::None;
     if (!m.shared) return;
     f.gate = step(caps, L, R::WGateShexp, kNoRole, n, db);
     f.up = step(caps, L, R::WUpShexp, kNoRole, n, db);
@@ -111,7 +111,7 @@ ops::MoeRouteParams moe_route_params(const ModelConfig& cfg) {
 }
 
 uint32_t dense_ffn_dim(const ModelConfig& cfg) {
-    if (!cfg.arch->moe) return cfg.ffn_dim;
+    if (!cfg.arch->moe()) return cfg.ffn_dim;
     return std::max(cfg.n_dense_lead > 0 ? cfg.ffn_dim : 0u, cfg.shared_ffn_dim);
 }
 
@@ -127,13 +127,13 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     // --- attention. Decoding one token is bound by dispatch count on small models: Q, K and V come
     // from one matvec over the fused weights, where the biases are fused too (or absent).
     AttentionBlockPlan& a = p.attn;
-    const bool norm_after = A.norm_placement == NormPlacement::Post;
-    const bool fold_norm = decode && A.norm == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before a block folds
+    const bool norm_after = A.norm.placement == NormPlacement::Post;
+    const bool fold_norm = decode && A.norm.kind == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before a block folds
     a.fold_norm = fold_norm;
     const Kind attn_in = a.fold_norm ? Kind::RmsNorm : Kind::Plain;
     const bool some_bias = L[R::Bq].present() || L[R::Bk].present() || L[R::Bv].present();
     a.fused_qkv = n == 1 && L[R::Wqkv].present() && (L[R::Bqkv].present() || !some_bias);
-    a.mla = A.mla;
+    a.mla = A.attn.mla;
     if (a.mla) {
         // Norm(x) feeds both the query and the latent: its own dispatch, as a mixture of experts' does.
         a.fold_norm = false;
@@ -157,10 +157,8 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         a.k = step(caps, L, R::Wk, R::Bk, n, db, attn_in);
         a.v = step(caps, L, R::Wv, R::Bv, n, db, attn_in);
     }
-    a.qk_norm = A.qk_norm;
-    a.qk_norm_full = A.qk_norm_full;
-    a.qk_layer_norm = A.qk_norm && A.norm == NormKind::Layer;
-    a.rope = A.positions == PositionKind::Rope;
+    a.qk_norm = A.attn.qk_norm;
+    a.rope = A.attn.positions == PositionKind::Rope;
     a.params = layer_attention_params(cfg, layer, db ? 1 : n, kv);
     a.batched = db && a.params.pos_bias_range == 0 && a.params.causal && !a.params.segmented;
     if (a.batched) {
@@ -168,13 +166,13 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         a.params.batch = true;
     }
     a.fused_store = decode && !a.mla && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
-    a.post_norm = A.norm_placement == NormPlacement::PreAndPost;
+    a.post_norm = A.norm.placement == NormPlacement::PreAndPost;
     a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);
     a.norm_after = norm_after;
-    a.norm_2 = A.attn_norm_2;
+    a.norm_2 = A.norm.attn_norm_2;
 
     // --- cross-attention (encoder-decoder): its q from the normed stream, its K/V already cached.
-    if (A.cross_attention) {
+    if (A.attn.cross_attention) {
         CrossPlan& x = p.cross;
         x.runs = true;
         x.fold_norm = a.fold_norm;
@@ -199,15 +197,15 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         f.gate_up = step(caps, L, R::WGateUp, kNoRole, 1, db, ffn_in);
         f.up_bias_apart = L[R::BUp].present();
     } else {
-        if (gated(A.ffn)) f.gate = step(caps, L, R::WGate, kNoRole, n, db, ffn_in);
+        if (gated(A.ffn.kind)) f.gate = step(caps, L, R::WGate, kNoRole, n, db, ffn_in);
         f.up = step(caps, L, R::WUp, R::BUp, n, db, ffn_in);
     }
-    f.act = A.ffn;
-    f.fold_act = decode && gated(A.ffn) && !L[R::BUp].present();
-    const Kind down_in = !f.fold_act                     ? Kind::Plain
-                         : A.ffn == FfnKind::GeGlu     ? Kind::GeGlu
-                         : A.ffn == FfnKind::SwiGluOai ? Kind::SwiGluOai
-                                                       : Kind::SwiGlu;
+    f.act = A.ffn.kind;
+    f.fold_act = decode && gated(A.ffn.kind) && !L[R::BUp].present();
+    const Kind down_in = !f.fold_act                        ? Kind::Plain
+                         : A.ffn.kind == FfnKind::GeGlu     ? Kind::GeGlu
+                         : A.ffn.kind == FfnKind::SwiGluOai ? Kind::SwiGluOai
+                                                            : Kind::SwiGlu;
     f.post_norm = a.post_norm;
     f.down = step(caps, L, R::WDown, R::BDown, n, db, down_in, !f.post_norm);
     f.norm_after = norm_after;
@@ -265,7 +263,7 @@ HeadPlan plan_head(const DeviceCaps& caps, const ModelConfig& cfg, const WeightL
         h.rows = shape.n;
         decode = shape.n == 1;
     }
-    h.fold_norm = decode && cfg.arch->norm == NormKind::Rms;
+    h.fold_norm = decode && cfg.arch->norm.kind == NormKind::Rms;
     const TensorPlace& w = layout.output_tensor();
     h.out = ops::plan_linear(caps, w.type, h.rows, cfg.n_vocab, cfg.dim, w.offset % 4 == 0,
                              h.fold_norm ? Kind::RmsNorm : Kind::Plain, decode);

@@ -68,9 +68,7 @@ struct AttentionBlockPlan {
     bool fused_qkv = false;  // one matvec over wqkv into one (q + 2 kv) vector (a lone token)
     LinearStep qkv;          // fused_qkv
     LinearStep q, k, v;      // otherwise
-    bool qk_norm = false;    // per-head RMSNorm of q and k (Qwen3, Gemma 3)
-    bool qk_norm_full = false;  // the RMSNorm spans all of q and of k (OLMoE)
-    bool qk_layer_norm = false;  // with qk_norm: a LayerNorm with bias over all of q and of k (jina-bert-v2)
+    QkNorm qk_norm = QkNorm::None;  // the norm of q and k (AttentionDesc::qk_norm)
     bool rope = false;       // rotary positions (learned ones are added at the embedding)
     // RoPE of q and k, the K/V store and attention in one kernel (ops::attention_store): decode
     // steps where it takes the shape. Otherwise rope, kv_store_pair and attention.
@@ -83,9 +81,9 @@ struct AttentionBlockPlan {
     LinearStep wo;
     bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
     bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)
-    bool norm_2 = false;     // then x = norm_2(x + the layer's input) (ArchDesc::attn_norm_2)
+    bool norm_2 = false;     // then x = norm_2(x + the layer's input) (NormDesc::attn_norm_2)
 
-    // Latent attention (ArchDesc::mla) in its absorbed form, from xn = norm(x), H heads:
+    // Latent attention (AttentionDesc::mla) in its absorbed form, from xn = norm(x), H heads:
     //   q (n, H, qk)        = wq_b · rms_norm(wq_a · xn)   (q_lora_rank; else wq · xn: the `q` step)
     //   kva (n, r + rope)   = wkv_a · xn: the latent c, then the rotary key
     //   K row (n, rope + r) = [rope(k_pe) | rms_norm(c)], stored in the cache: the only cached tensor
@@ -101,10 +99,10 @@ struct AttentionBlockPlan {
     ops::MoeMatmulPlan k_b_mm, v_b_mm;
 };
 
-// A mixture-of-experts FFN (ArchDesc::moe), from xn = norm(x):
+// A mixture-of-experts FFN (ArchDesc::moe()), from xn = norm(x):
 //   ids, w (n, K)  = moe_route(router · xn)
 //   x             += sum_j w_j · down_e(act(gate_e · xn, up_e · xn))  (+ sigmoid(g · xn) · shared(xn))
-// The shared expert (ArchDesc::shared_expert) is a dense FFN: FfnPlan's gate, up and down steps over
+// The shared expert (ExpertDesc::shared) is a dense FFN: FfnPlan's gate, up and down steps over
 // the *_shexp roles, writing its own output for the combine instead of the residual.
 struct MoePlan {
     bool runs = false;
@@ -174,7 +172,7 @@ struct LayerPlan {
 LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& places, uint32_t layer,
                      const StepShape& shape, const KvGeometry& kv);
 
-// The logits of `rows` hidden states (models with an LM head: ArchDesc::lm_head): output · norm(x) (+ soft-cap). Decode forms fold the RMSNorm
+// The logits of `rows` hidden states (models with an LM head: StackDesc::lm_head): output · norm(x) (+ soft-cap). Decode forms fold the RMSNorm
 // into the matvec and keep rows batch invariant.
 struct HeadPlan {
     uint32_t rows = 1;

@@ -34,7 +34,7 @@ uint64_t q8_scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const 
                                       {cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
     // A mixture of experts: the down projections read one GLU row per slot (token x expert).
     const uint64_t experts =
-        cfg.arch->moe ? uint64_t(rows) * cfg.n_expert_used * ops::q8_1_row_bytes(cfg.expert_ffn_dim) : 0;
+        cfg.arch->moe() ? uint64_t(rows) * cfg.n_expert_used * ops::q8_1_row_bytes(cfg.expert_ffn_dim) : 0;
     return std::max(dense, experts);
 }
 
@@ -61,13 +61,13 @@ uint64_t scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const Mod
     per_token += 12;  // the input-relative position and the key range (segments)
     // mixture of experts: router logits, ids and weights, each slot's gate, up and output, shared gate logit
     // (and the prefill's slots sorted per expert: one more word per slot, n_expert + 1 offsets below)
-    if (cfg.arch->moe)
+    if (cfg.arch->moe())
         per_token += 4ull * (cfg.n_expert + 3ull * cfg.n_expert_used +
                              uint64_t(cfg.n_expert_used) * (2ull * cfg.expert_ffn_dim + cfg.dim) + 1);
     // encoder-decoder: cross-attention's q and output (q_dim), its position
-    if (cfg.arch->cross_attention) per_token += 4ull * (2ull * cfg.q_dim()) + 4;
+    if (cfg.arch->attn.cross_attention) per_token += 4ull * (2ull * cfg.q_dim()) + 4;
     // latent attention: q_a, q (H x qk), the latent and rotary key, per head q_nope, wk_b · q_nope, wv_b · att, head ids
-    if (cfg.arch->mla) {
+    if (cfg.arch->attn.mla) {
         const uint64_t H = cfg.n_heads;
         per_token += 4ull * (cfg.q_lora_rank + H * cfg.mla_qk + cfg.kv_dim() + H * (cfg.mla_qk - cfg.rope_dim) +
                              H * cfg.kv_lora_rank + H * cfg.mla_v + 2 * H);  // + the head ids and their groups
@@ -78,8 +78,8 @@ uint64_t scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const Mod
     // sequence; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) +
                      (head ? 4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) : 0) + q8_scratch_bytes(caps, cfg, o);
-    if (cfg.arch->moe) fixed += 4ull * (cfg.n_expert + 1);
-    if (cfg.arch->mla) fixed += 4ull * (cfg.n_heads + 1);  // the per-head groups' offsets
+    if (cfg.arch->moe()) fixed += 4ull * (cfg.n_expert + 1);
+    if (cfg.arch->attn.mla) fixed += 4ull * (cfg.n_heads + 1);  // the per-head groups' offsets
     // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
     if (cfg.n_rel_buckets) fixed += 4ull * cfg.n_layers * cfg.n_heads * (2 * kT5MaxDistance + 1);
     return per_token * rows + fixed;
@@ -98,7 +98,7 @@ uint64_t attention_scratch_per_seq(const DeviceCaps& caps, const ModelConfig& cf
 // Bytes per context row of an encoder-decoder's cross-attention K and V (all layers), and of the
 // encoder output and its row index it keeps to project them.
 uint64_t cross_row_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRange layers) {
-    return cfg.arch->cross_attention ? 2ull * layers.count * kv_row_bytes(cfg, o.kv_type) + 4ull * cfg.dim + 4 : 0;
+    return cfg.arch->attn.cross_attention ? 2ull * layers.count * kv_row_bytes(cfg, o.kv_type) + 4ull * cfg.dim + 4 : 0;
 }
 
 // Rows of a layer's pool: whole blocks of `rows` (kv_cache_rows) per sequence.
@@ -222,7 +222,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                                                "device has {}", p.n_ctx, format_mib(per_token), format_mib(p.available)));
     } else {
         p.n_ctx = opts.n_ctx;
-        if (cfg.arch->positions == PositionKind::Learned && p.n_ctx > cfg.n_ctx_train)
+        if (cfg.arch->attn.positions == PositionKind::Learned && p.n_ctx > cfg.n_ctx_train)
             throw DeviceLimitError(fmt::format("--ctx {}: this {} model has learned positions for {} tokens only",
                                                p.n_ctx, cfg.arch->name, cfg.n_ctx_train));
         if (uint64_t(kv_blocks(p.n_ctx)) * kKvBlockRows > max_ctx_memory)

@@ -28,7 +28,7 @@ ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx,
                                                 ops::kv_type_name(kv_type), ops::kv_row_multiple(kv_type), cfg.kv_dim()));
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
         kv_rows_.push_back(kv_cache_rows(cfg, l, n_ctx, ubatch));
-        if (cfg.arch->mla) {  // the latent rows, kept as floats after the cache type's rounding
+        if (cfg.arch->attn.mla) {  // the latent rows, kept as floats after the cache type's rounding
             mla_cache_.emplace_back(size_t(kv_rows_[l]) * cfg.kv_dim());
             k_cache_.emplace_back();
             v_cache_.emplace_back();
@@ -40,7 +40,7 @@ ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx,
 }
 
 void ModelCpu::set_encoder_output(std::span<const float> states, uint32_t n_rows) {
-    if (!cfg_.arch->cross_attention) throw std::logic_error("ModelCpu::set_encoder_output: no cross-attention");
+    if (!cfg_.arch->attn.cross_attention) throw std::logic_error("ModelCpu::set_encoder_output: no cross-attention");
     if (n_rows == 0 || n_rows > n_ctx_ || states.size() != size_t(n_rows) * cfg_.dim)
         throw std::invalid_argument(fmt::format("ModelCpu::set_encoder_output: {} rows", n_rows));
     const uint32_t kv = cfg_.kv_dim();
@@ -65,7 +65,7 @@ void ModelCpu::set_encoder_output(std::span<const float> states, uint32_t n_rows
 std::vector<float> ModelCpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
     if (tokens.empty() || tokens.size() > n_ctx_ - n_past_)
         throw ContextFullError(fmt::format("ModelCpu: {} tokens do not fit", tokens.size()));
-    if (cfg_.arch->cross_attention && n_enc_ == 0)
+    if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("ModelCpu::eval: an encoder-decoder model needs the encoder's output first");
     check_bidirectional(cfg_, n_past_, tokens.size(), ubatch_);
     // In ubatch chunks as on the device: a sliding-window ring holds window + ubatch - 1 rows.
@@ -98,12 +98,12 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
     const uint32_t dim = c.dim, E = c.n_expert, K = c.n_expert_used, fe = c.expert_ffn_dim;
     auto bytes = [&](const TensorPlace& p) { return file_.tensor_data(*p.source).data(); };
     auto act = [&](const float* gate, const float* up, float* out, uint32_t count) {
-        if (c.arch->ffn == FfnKind::GeGlu) ref::geglu(gate, up, out, count);
-        else if (c.arch->ffn == FfnKind::SwiGluOai) ref::swiglu_oai(gate, up, out, count);
+        if (c.arch->ffn.kind == FfnKind::GeGlu) ref::geglu(gate, up, out, count);
+        else if (c.arch->ffn.kind == FfnKind::SwiGluOai) ref::swiglu_oai(gate, up, out, count);
         else ref::swiglu(gate, up, out, count);
     };
     // gpt-oss: the router and every expert projection have biases, one row per expert
-    const bool biased = c.arch->moe_biases;
+    const bool biased = c.arch->experts.biases;
     const std::vector<float> b_router = biased ? read_place_f32(file_, L[R::BRouter]) : std::vector<float>();
     const std::vector<float> b_gate = biased ? read_place_f32(file_, L[R::BGateExps]) : std::vector<float>();
     const std::vector<float> b_up = biased ? read_place_f32(file_, L[R::BUpExps]) : std::vector<float>();
@@ -138,7 +138,7 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
                         bias_row(b_down, e, dim));
         }
 
-    if (!c.arch->shared_expert) {
+    if (c.arch->experts.shared == SharedExpert::None) {
         ref::moe_combine(out.data(), w.data(), x, n, K, dim);
     } else {
         const uint32_t fs = c.shared_ffn_dim;
@@ -148,7 +148,7 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
             const TensorPlace& p = L[r];
             ref::linear(p.source->type, bytes(p), in, y, n, p.rows, p.row_elems);
         };
-        const bool gated_shared = !c.arch->shared_ungated;  // Qwen2-MoE scales it by sigmoid(g · xn); DeepSeek does not
+        const bool gated_shared = c.arch->experts.shared == SharedExpert::Gated;  // Qwen2-MoE scales it by sigmoid(g · xn); DeepSeek does not
         if (gated_shared) {
             const std::vector<float> g = read_place_f32(file_, L[R::WShexpGate]);  // (dim) a vector in the file
             ref::linear(TensorType::F32, g.data(), xn, glogit.data(), n, 1, dim);
@@ -223,7 +223,7 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
     lin(R::WkvA, xn, kva.data(), n);
 
     const RopeConfig& rc = c.rope_for(layer);
-    const ops::RopeParams rp{H, rope, rope, rc.base, c.arch->rope_layout, rc.freq_scale, rc.ext_factor, rc.attn_factor,
+    const ops::RopeParams rp{H, rope, rope, rc.base, c.arch->attn.rope_layout, rc.freq_scale, rc.ext_factor, rc.attn_factor,
                              rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
     std::vector<float> q_pe(size_t(n) * H * rope), k_row(size_t(n) * row);  // (n, H, rope), (n, rope + r)
     for (uint32_t t = 0; t < n; ++t) {
@@ -339,15 +339,15 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     };
     auto norm = [&](const TensorPlace& w, const TensorPlace& b, const float* x, float* y, uint32_t rows) {
         const std::vector<float> wv = vec(w);
-        if (A.norm == NormKind::Layer) {
+        if (A.norm.kind == NormKind::Layer) {
             const std::vector<float> bv = b.present() ? vec(b) : std::vector<float>();
             ref::layer_norm(x, wv.data(), bv.empty() ? nullptr : bv.data(), y, rows, dim, c.norm_eps);
         } else {
             ref::rms_norm(x, wv.data(), y, rows, dim, c.norm_eps);
         }
     };
-    const bool post_norms = A.norm_placement == NormPlacement::PreAndPost;
-    const bool norm_after = A.norm_placement == NormPlacement::Post;  // BERT
+    const bool post_norms = A.norm.placement == NormPlacement::PreAndPost;
+    const bool norm_after = A.norm.placement == NormPlacement::Post;  // BERT
     const WeightLayout& W = layout_;
 
     // pos: each token's cache row; in_pos: its position in its input (RoPE, learned positions);
@@ -375,9 +375,9 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
 
     // --- embeddings: token rows (* sqrt(dim) for Gemma) (+ learned position rows for GPT-2)
     ref::get_rows(W.token_embd.type, data(W.token_embd), c.n_vocab, dim, tokens.data(), n, x.data());
-    if (A.embed_scale)
+    if (A.norm.embed_scale)
         for (float& e : x) e = float(double(e) * std::sqrt(double(dim)));
-    if (A.positions == PositionKind::Learned) {
+    if (A.attn.positions == PositionKind::Learned) {
         ref::get_rows(W.position_embd.type, data(W.position_embd), c.n_ctx_train, dim, in_pos.data(), n, tmp.data());
         ref::add(x.data(), tmp.data(), x.data(), n * dim);
     }
@@ -393,7 +393,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         uint8_t* vc = v_cache_[l].data();  // (rows, kv_dim)
 
         LayerTensors mla_probe;
-        if (A.mla) {  // --- latent attention: x += wo · mla(norm(x)) (mla_attention)
+        if (A.attn.mla) {  // --- latent attention: x += wo · mla(norm(x)) (mla_attention)
             norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
             mla_attention(L, l, xn.data(), x.data(), n, pos.data(), probe ? &mla_probe : nullptr);
         } else {
@@ -412,21 +412,21 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             ref::clamp(k.data(), n * kv, c.clamp_kqv);
             ref::clamp(v.data(), n * kv, c.clamp_kqv);
         }
-        if (A.qk_norm && A.norm == NormKind::Layer) {  // jina-bert-v2 qk-post-norm: LayerNorm of all of q, all of k
+        if (A.attn.qk_norm == QkNorm::WholeLayerNorm) {  // jina-bert-v2 qk-post-norm: LayerNorm of all of q, all of k
             auto opt = [&](const TensorPlace& b) { return b.present() ? vec(b) : std::vector<float>(); };
             const std::vector<float> qb = opt(L[R::QNormB]), kb = opt(L[R::KNormB]);
             ref::layer_norm(q.data(), vec(L[R::QNorm]).data(), qb.empty() ? nullptr : qb.data(), q.data(), n, qd, c.norm_eps);
             ref::layer_norm(k.data(), vec(L[R::KNorm]).data(), kb.empty() ? nullptr : kb.data(), k.data(), n, kv, c.norm_eps);
-        } else if (A.qk_norm && A.qk_norm_full) {  // OLMoE: over all of q, all of k
+        } else if (A.attn.qk_norm == QkNorm::Whole) {  // OLMoE: over all of q, all of k
             ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n, qd, c.norm_eps);
             ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n, kv, c.norm_eps);
-        } else if (A.qk_norm) {
+        } else if (A.attn.qk_norm == QkNorm::PerHead) {
             ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n * c.n_heads, c.head_dim, c.norm_eps);
             ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps);
         }
-        if (A.positions == PositionKind::Rope) {
+        if (A.attn.positions == PositionKind::Rope) {
             const RopeConfig& r = c.rope_for(l);
-            ops::RopeParams rp{c.n_heads, c.head_dim, c.rope_dim, r.base, A.rope_layout, r.freq_scale, r.ext_factor,
+            ops::RopeParams rp{c.n_heads, c.head_dim, c.rope_dim, r.base, A.attn.rope_layout, r.freq_scale, r.ext_factor,
                                r.attn_factor, r.beta_fast, r.beta_slow, r.n_ctx_orig};
             const float* ff = rope_factors.empty() ? nullptr : rope_factors.data();
             ref::rope(q.data(), in_pos.data(), n, rp, ff);
@@ -437,7 +437,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
         const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
         const std::vector<float> pos_bias = ap.pos_bias_range ? t5_position_bias(file_, c, l) : std::vector<float>();
-        const std::vector<float> sinks = A.attn_sinks ? vec(L[R::Sinks]) : std::vector<float>();  // (n_heads) gpt-oss
+        const std::vector<float> sinks = A.attn.sinks ? vec(L[R::Sinks]) : std::vector<float>();  // (n_heads) gpt-oss
         ref::attention(ap, q.data(), kc, vc, pos.data(), att.data(), pos_bias.empty() ? nullptr : pos_bias.data(),
                        segs.data(), sinks.empty() ? nullptr : sinks.data());
         if (post_norms) {
@@ -450,7 +450,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             bias(L[R::Bo], x.data());
         }
         if (norm_after) norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), x.data(), n);
-        if (A.attn_norm_2) {  // x = norm_2(x + the layer's input), which xn still holds
+        if (A.norm.attn_norm_2) {  // x = norm_2(x + the layer's input), which xn still holds
             ref::add(x.data(), xn.data(), x.data(), n * dim);
             norm(L[R::AttnNorm2], L[R::AttnNorm2B], x.data(), x.data(), n);
         }
@@ -458,7 +458,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
 
         // --- cross-attention (T5's decoder): x += wo_x · attention(wq_x · norm(x), K_x, V_x), every
         //     query over all n_enc encoder rows
-        if (A.cross_attention) {
+        if (A.attn.cross_attention) {
             std::vector<float> qx(size_t(n) * qd), ax(size_t(n) * qd);  // (n, q_dim) each
             norm(L[R::CrossNorm], {}, x.data(), xn.data(), n);
             linear(L[R::WqCross], xn.data(), qx.data());
@@ -470,7 +470,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
 
         // The attention intermediates the probe compares (latent attention names its own).
         auto attn_tensors = [&] {
-            if (A.mla) return mla_probe;
+            if (A.attn.mla) return mla_probe;
             return LayerTensors{{"q_rope", q}, {"k_rope", k}, {"v", v}, {"attn_out", att}};
         };
         if (c.is_moe_layer(l)) {
@@ -487,10 +487,10 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
         //     (BERT: x = norm(x + w_down · gelu(w_up · x)))
         if (norm_after) std::copy(x.begin(), x.end(), xn.begin());
         else norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), xn.data(), n);
-        if (gated(A.ffn)) linear(L[R::WGate], xn.data(), gate.data());
+        if (gated(A.ffn.kind)) linear(L[R::WGate], xn.data(), gate.data());
         linear(L[R::WUp], xn.data(), up.data());
         bias(L[R::BUp], up.data());
-        switch (A.ffn) {
+        switch (A.ffn.kind) {
             case FfnKind::SwiGlu: ref::swiglu(gate.data(), up.data(), gate.data(), n * ffn); break;
             case FfnKind::GeGlu: ref::geglu(gate.data(), up.data(), gate.data(), n * ffn); break;
             case FfnKind::Gelu: ref::gelu(up.data(), gate.data(), n * ffn); break;
@@ -516,7 +516,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     }
 
     n_past_ += n;
-    if (!A.lm_head) {  // an encoder's output: (n, dim) hidden states, through output_norm for T5's
+    if (!A.stack.lm_head) {  // an encoder's output: (n, dim) hidden states, through output_norm for T5's
         if (W.output_norm.present()) norm(W.output_norm, W.output_norm_b, x.data(), x.data(), n);
         return x;
     }

@@ -41,10 +41,10 @@ private:
     // `lengths`: the packed inputs' token counts (bidirectional models), empty for one chunk of one sequence.
     std::vector<float> eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
                                   std::span<const uint32_t> lengths = {});
-    // A mixture-of-experts FFN block of n tokens (ArchDesc::moe): x (n, dim) in place, xn (n, dim)
+    // A mixture-of-experts FFN block of n tokens (ArchDesc::moe()): x (n, dim) in place, xn (n, dim)
     // receives norm(x); logits_out, when given, the router's logits (n, n_expert).
     void moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, std::vector<float>* logits_out);
-    // Latent attention (ArchDesc::mla) of n tokens at cache rows pos from xn = norm(x) (n, dim): x += wo · heads;
+    // Latent attention (AttentionDesc::mla) of n tokens at cache rows pos from xn = norm(x) (n, dim): x += wo · heads;
     // probe, when given, receives its named intermediates.
     void mla_attention(const LayerPlaces& L, uint32_t layer, const float* xn, float* x, uint32_t n, const int32_t* pos,
                        LayerTensors* probe);

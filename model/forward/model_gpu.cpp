@@ -13,7 +13,7 @@
 namespace vkllm {
 
 void check_splittable(const ModelConfig& cfg, size_t n_devices) {
-    if (n_devices > 1 && (!cfg.arch->lm_head || !cfg.arch->encoder_arch.empty() || cfg.arch->cross_attention))
+    if (n_devices > 1 && (!cfg.arch->stack.lm_head || !cfg.arch->stack.encoder_arch.empty() || cfg.arch->attn.cross_attention))
         throw ModelConfigError(fmt::format("a {} model is not split over devices: only decoder-only models are",
                                            cfg.arch->name));
 }
@@ -51,7 +51,7 @@ std::vector<std::unique_ptr<ForwardStage>> make_stages(std::span<const ModelStag
                                                        const UploadProgress& progress) {
     if (opts.ubatch == 0) throw std::invalid_argument("ubatch must be > 0");
     if (opts.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
-    if (cfg.arch->cross_attention && opts.n_seq != 1)
+    if (cfg.arch->attn.cross_attention && opts.n_seq != 1)
         throw std::invalid_argument("an encoder-decoder model runs one sequence (n_seq 1)");
     // A split reports its upload over every stage's weights (every stage has opts.n_ctx, the one
     // context stage_options chose).
@@ -87,7 +87,7 @@ ModelGpu::ModelGpu(std::span<const ModelStage> stages, const GgufFile& file, con
 ModelGpu::~ModelGpu() = default;
 
 void ModelGpu::set_encoder_output(std::span<const float> states, uint32_t n_rows) {
-    if (!cfg_.arch->cross_attention)
+    if (!cfg_.arch->attn.cross_attention)
         throw std::logic_error(fmt::format("set_encoder_output: a {} model has no cross-attention", cfg_.arch->name));
     if (n_rows == 0 || n_rows > n_ctx())
         throw ContextFullError(fmt::format("{} encoder rows: the cross-attention holds 1..{} (the context)", n_rows,
@@ -113,7 +113,7 @@ void ModelGpu::set_encoder_output(std::span<const float> states, uint32_t n_rows
 void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(0, tokens, probe, {}); }
 
 void ModelGpu::require_head(const char* what) const {
-    if (!cfg_.arch->lm_head)
+    if (!cfg_.arch->stack.lm_head)
         throw std::logic_error(fmt::format("{}: a {} model has no LM head (read hidden_states())", what, cfg_.arch->name));
 }
 
@@ -161,7 +161,7 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
                                                  tokens.size(), n_ctx(), n_past_[seq]));
     check_tokens(tokens);
     check_bidirectional(cfg_, n_past_[seq], tokens.size(), opts_.ubatch);
-    if (cfg_.arch->cross_attention && n_enc_ == 0)
+    if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("eval: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     for (size_t done = 0; done < tokens.size();) {
         const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
@@ -310,7 +310,7 @@ void ModelGpu::eval(uint32_t seq, std::span<const int32_t> tokens) {
 
 void ModelGpu::decode(std::span<const SeqToken> batch) {
     if (batch.empty()) throw std::invalid_argument("decode: empty batch");
-    if (cfg_.arch->cross_attention && n_enc_ == 0)
+    if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("decode: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     if (batch.size() > opts_.n_seq)
         throw std::invalid_argument(fmt::format("decode: {} tokens for {} sequences", batch.size(), opts_.n_seq));
@@ -444,7 +444,7 @@ std::vector<float> ModelGpu::hidden_states() const {
     // A decoder's states as its head reads them, and T5's encoder's: output_norm (with its bias for
     // LayerNorm models).
     const std::vector<float> w = read_place_f32(file_, head.weight_layout().output_norm), b = read_place_f32(file_, head.weight_layout().output_norm_b);
-    if (cfg_.arch->norm == NormKind::Layer)
+    if (cfg_.arch->norm.kind == NormKind::Layer)
         ref::layer_norm(out.data(), w.data(), b.empty() ? nullptr : b.data(), out.data(), last_chunk_, cfg_.dim, cfg_.norm_eps);
     else
         ref::rms_norm(out.data(), w.data(), out.data(), last_chunk_, cfg_.dim, cfg_.norm_eps);
@@ -464,7 +464,7 @@ bool ModelGpu::int_dot_matvecs() const {
     for (const auto& st : stages_)
         if (st->int_dot_layers(lone)) return true;
     const ForwardStage& last = head_stage();
-    return cfg_.arch->lm_head &&
+    return cfg_.arch->stack.lm_head &&
            plan_head(last.context().caps(), cfg_, last.weight_layout(), lone, opts_.all_logits).out.int_dot();
 }
 

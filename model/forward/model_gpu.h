@@ -139,7 +139,7 @@ public:
     // holds their rows in order. Replaces whatever the model held (no reset() needed).
     void eval_packed(std::span<const std::span<const int32_t>> inputs);
 
-    // --- encoder-decoder models (ArchDesc::cross_attention: T5's decoder)
+    // --- encoder-decoder models (AttentionDesc::cross_attention: T5's decoder)
     // The encoder's output for the next generation: `states` (n_rows, dim), n_rows at most n_ctx().
     // Projects it into every layer's cross-attention K and V (one submission) and forgets the
     // decoder's tokens (reset()). eval() and decode() need it first (std::logic_error otherwise).

@@ -44,21 +44,21 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
             ops::clamp(ctx_, s, a.v, n * kv, c.clamp_kqv);
         }
     }
-    if (p.qk_layer_norm) {  // all of q and all of k LayerNorm'd (jina-bert-v2 qk-post-norm)
+    if (p.qk_norm == QkNorm::WholeLayerNorm) {  // all of q and all of k LayerNorm'd (jina-bert-v2 qk-post-norm)
         const BufferSlice qb = L[R::QNormB].slice(), kb = L[R::KNormB].slice();
         ops::layer_norm(ctx_, s, a.q, L[R::QNorm].slice(), L[R::QNormB].present() ? &qb : nullptr, a.q, n, c.q_dim(),
                         c.norm_eps);
         ops::layer_norm(ctx_, s, a.k, L[R::KNorm].slice(), L[R::KNormB].present() ? &kb : nullptr, a.k, n, c.kv_dim(),
                         c.norm_eps);
-    } else if (p.qk_norm && p.qk_norm_full) {  // all of q and all of k RMS-normalized (OLMoE)
+    } else if (p.qk_norm == QkNorm::Whole) {  // all of q and all of k RMS-normalized (OLMoE)
         ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n, c.q_dim(), c.norm_eps);
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n, c.kv_dim(), c.norm_eps);
-    } else if (p.qk_norm) {  // every head of q and k is RMS-normalized on its own
+    } else if (p.qk_norm == QkNorm::PerHead) {  // every head of q and k is RMS-normalized on its own
         ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n * c.n_heads, c.head_dim, c.norm_eps);
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
     }
     const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{c.n_heads, c.head_dim, c.rope_dim, rc.base, c.arch->rope_layout, rc.freq_scale,
+    const ops::RopeParams rope_q{c.n_heads, c.head_dim, c.rope_dim, rc.base, c.arch->attn.rope_layout, rc.freq_scale,
                                  rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
     const BufferSlice factors = w_.rope_factors.slice();
     const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
@@ -158,7 +158,7 @@ void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBloc
     }
     ops::copy_cols(ctx_, s, {qabs, r, 0}, {qh, row, rope}, slots, r);
     const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{H, row, rope, rc.base, c.arch->rope_layout, rc.freq_scale, rc.ext_factor,
+    const ops::RopeParams rope_q{H, row, rope, rc.base, c.arch->attn.rope_layout, rc.freq_scale, rc.ext_factor,
                                  rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
     ops::RopeParams rope_k = rope_q;
     rope_k.n_heads = 1;

@@ -18,8 +18,8 @@ void StageRecorder::record_embed(CommandStream& s, uint32_t n) const {
                       n, x);
     else
         s.copy(b_.embed_in.slice(0, row * n), x);
-    if (cfg_.arch->embed_scale) ops::scale(ctx_, s, x, n * cfg_.dim, std::sqrt(float(cfg_.dim)));
-    if (cfg_.arch->positions == PositionKind::Learned) {
+    if (cfg_.arch->norm.embed_scale) ops::scale(ctx_, s, x, n * cfg_.dim, std::sqrt(float(cfg_.dim)));
+    if (cfg_.arch->attn.positions == PositionKind::Learned) {
         // x += position_embd[pos]: the positions buffer doubles as the row ids.
         const BufferSlice rows = b_.tmp.slice(0, row * n);
         ops::get_rows(ctx_, s, w_.position_embd.type, w_.position_embd.slice(), w_.position_embd.rows, cfg_.dim,

@@ -15,7 +15,7 @@ ops::MatvecInput StageRecorder::rms_input(const DeviceTensor& w) const {
 
 void StageRecorder::norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
                     const BufferSlice& y, uint32_t rows) const {
-    if (cfg_.arch->norm == NormKind::Layer) {
+    if (cfg_.arch->norm.kind == NormKind::Layer) {
         const BufferSlice bias = b.slice();
         ops::layer_norm(ctx_, s, x, w.slice(), b.present() ? &bias : nullptr, y, rows, cfg_.dim, cfg_.norm_eps);
     } else {

@@ -22,11 +22,34 @@ MlaDims mla_dims(const ModelShape& s) {
     return m;
 }
 
+ModelShape test_shape(const ArchDesc& a) {
+    const TestShape& t = a.test;
+    ModelShape s;
+    s.arch = a.name;
+    s.variant = a.variant;
+    s.n_kv_heads = t.n_kv_heads;
+    s.n_layers = t.n_layers;
+    s.head_dim = t.head_dim;
+    s.window = t.window;
+    s.clamp_kqv = t.clamp_kqv;
+    s.optional_biases = t.optional_biases;
+    s.n_expert = t.n_expert;
+    s.n_expert_used = t.n_expert_used;
+    s.expert_ffn = t.expert_ffn;
+    s.shared_ffn = t.shared_ffn;
+    s.rope_dim = t.rope_dim;
+    s.kv_lora = t.kv_lora;
+    s.q_lora = t.q_lora;
+    s.v_head_dim = t.v_head_dim;
+    s.n_dense_lead = t.n_dense_lead;
+    return s;
+}
+
 const ArchDesc& ModelShape::arch_desc() const {
     const ArchDesc* a = find_arch(arch, variant);
     if (!a) throw std::invalid_argument(fmt::format("unknown architecture '{}' (variant '{}'); supported: {}", arch, variant,
                                                     supported_arch_list()));
-    if (n_expert > 0 && variant.empty() && !a->moe)
+    if (n_expert > 0 && variant.empty() && !a->moe())
         if (const ArchDesc* moe = find_arch(arch, "moe")) return *moe;
     return *a;
 }
@@ -51,7 +74,7 @@ void validate_model_shape(const ModelShape& s) {
     const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
     if (head_dim % 4 != 0 || head_dim > 256)
         bad(fmt::format("head dim {} must be a multiple of 4 and at most 256", head_dim));
-    const bool mla = arch->mla;
+    const bool mla = arch->attn.mla;
     if (mla) {
         const MlaDims m = mla_dims(s);
         if (m.rope % 2 != 0 || m.rope >= head_dim || (head_dim - m.rope) % 4 != 0)
@@ -75,23 +98,23 @@ void validate_model_shape(const ModelShape& s) {
         bad(fmt::format("rope scaling '{}' must be none, linear or yarn", s.rope_scaling));
     if (s.rope_scaling != "none" && !(s.rope_factor >= 1.0f && s.rope_factor <= 1024.0f))
         bad(fmt::format("rope factor {} must be in [1, 1024]", s.rope_factor));
-    if (s.rope_scaling != "none" && arch->positions != PositionKind::Rope)
+    if (s.rope_scaling != "none" && arch->attn.positions != PositionKind::Rope)
         bad(fmt::format("{} has no RoPE to scale", s.arch));
-    if (s.pooling == uint32_t(Pooling::Rank) && arch->lm_head)
+    if (s.pooling == uint32_t(Pooling::Rank) && arch->stack.lm_head)
         bad(fmt::format("pooling rank (a reranker's classification head) is written for encoders only, not {}", s.arch));
-    if (s.n_expert > 0 && !s.arch_desc().moe) bad(fmt::format("{} has no mixture-of-experts form", s.arch));
+    if (s.n_expert > 0 && !s.arch_desc().moe()) bad(fmt::format("{} has no mixture-of-experts form", s.arch));
     if (s.split_experts && s.n_expert == 0) bad("--split-experts needs --experts");
-    if (s.mla_kv_b && !arch->mla) bad(fmt::format("--kv-b (an older DeepSeek file's attn_kv_b) is for deepseek2, not {}", s.arch));
-    if (s.arch_desc().moe) {
+    if (s.mla_kv_b && !arch->attn.mla) bad(fmt::format("--kv-b (an older DeepSeek file's attn_kv_b) is for deepseek2, not {}", s.arch));
+    if (s.arch_desc().moe()) {
         if (s.n_expert == 0 || s.n_expert > 1024) bad(fmt::format("experts ({}) must be in 1..1024", s.n_expert));
         // Mixtral's and OLMoE's files carry no expert_feed_forward_length: their experts are --ffn wide.
-        if (!s.arch_desc().expert_ffn_per_used && !s.arch_desc().expert_ffn_required && s.expert_ffn &&
+        if (s.arch_desc().experts.width == ExpertWidth::Ffn && s.expert_ffn &&
             s.expert_ffn != s.ffn_dim)
             bad(fmt::format("a {} mixture of experts has experts of the model's ffn ({}), not {}: its files carry no "
                             "expert_feed_forward_length", s.arch, s.ffn_dim, s.expert_ffn));
         if (s.n_expert_used == 0 || s.n_expert_used > std::min(s.n_expert, 64u))
             bad(fmt::format("experts-used ({}) must be in 1..min(experts, 64)", s.n_expert_used));
-        if (s.split_experts && !s.arch_desc().per_expert_tensors)
+        if (s.split_experts && !s.arch_desc().experts.per_expert_tensors)
             bad(fmt::format("experts one tensor each (--split-experts) are written for Mixtral (llama) only, not {}", s.arch));
         // A mix's 256-element types fall back per tensor, its 32-element ones have no fallback.
         const uint64_t b = s.mix ? 32 : type_traits(s.weight_type).block_elems;
@@ -102,7 +125,7 @@ void validate_model_shape(const ModelShape& s) {
                                       : fmt::format("{} weights", type_traits(s.weight_type).name),
                                 b, f));
     }
-    if (s.clamp_kqv != 0 && !arch->clamp_kqv) bad(fmt::format("{} has no clamp_kqv (mpt has)", s.arch));
+    if (s.clamp_kqv != 0 && !arch->attn.clamp_kqv) bad(fmt::format("{} has no clamp_kqv (mpt has)", s.arch));
     if (!(s.clamp_kqv >= 0) || !std::isfinite(s.clamp_kqv)) bad("clamp-kqv must be finite and >= 0");
     // Rows are dim long (token_embd, attn_*, ffn_gate, ffn_up, output) or ffn long (ffn_down). A
     // mix's 256-element types fall back per tensor, but its 32-element ones have no fallback.

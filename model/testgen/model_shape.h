@@ -47,7 +47,7 @@ struct ModelShape {
     // n_expert > 0 is written as Mixtral is (its "moe" row); qwen2moe / qwen3moe need n_expert > 0.
     uint32_t n_expert = 0, n_expert_used = 0, expert_ffn = 0, shared_ffn = 0;
     // Each expert of a stack as its own tensor (ffn_gate.N, ...), as Mixtral's first conversions
-    // wrote them; the bytes are the stacked file's, expert by expert (ArchDesc::per_expert_tensors).
+    // wrote them; the bytes are the stacked file's, expert by expert (ExpertDesc::per_expert_tensors).
     bool split_experts = false;
     // deepseek2: latent attention with head_dim the per-head q/k dims (key_length_mla) of which rope_dim
     // rotate (0: 32), values of v_head_dim per head (0: head_dim - rope_dim), a latent of kv_lora
@@ -66,6 +66,11 @@ struct ModelShape {
     uint32_t q_dim() const { return n_heads * (head_dim ? head_dim : dim / n_heads); }
     std::string name = "vkllm-random";
 };
+
+// The small shape a row of the architecture table gives its tests (ArchDesc::test) over ModelShape's
+// defaults: the row's name and variant, its KV heads, layers, head size, window, clamp, biases,
+// experts and latent attention's sizes.
+ModelShape test_shape(const ArchDesc& a);
 
 // deepseek2's latent attention sizes of a shape, its defaults filled in.
 struct MlaDims {

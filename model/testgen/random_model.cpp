@@ -96,7 +96,7 @@ constexpr uint32_t kT5Buckets = 32;  // T5's relative_attention_num_buckets
 // The SentencePiece vocab (tokenizer.ggml.*) of random decoders.
 void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab) {
     RandomVocab vocab = make_random_vocab(n_vocab);
-    if (A.rope_factor_tensors) {
+    if (A.attn.rope_factor_tensors) {
         // llama.cpp's loader looks Phi-3's chat tokens up by text: the last pieces become them.
         const char* chat[] = {"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"};
         for (size_t i = 0; i < std::size(chat); ++i) {
@@ -135,7 +135,7 @@ GgufWriter make_random_model(const ModelShape& s) {
     w.set_u32(key("block_count"), s.n_layers);
     w.set_u32(key("feed_forward_length"), s.ffn_dim);
     w.set_u32(key("attention.head_count"), s.n_heads);
-    const bool mla = A.mla;
+    const bool mla = A.attn.mla;
     const MlaDims m = mla ? mla_dims(s) : MlaDims{};
     // Latent attention: one KV head (the latent); older files: one per query head, as they stated it.
     w.set_u32(key("attention.head_count_kv"), mla ? (s.mla_kv_b ? s.n_heads : 1) : s.n_kv_heads);
@@ -156,9 +156,9 @@ GgufWriter make_random_model(const ModelShape& s) {
         w.set_u32(key("attention.key_length"), head_dim);
         w.set_u32(key("attention.value_length"), head_dim);
     }
-    w.set_f32(key(A.norm == NormKind::Rms ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"),
+    w.set_f32(key(A.norm.kind == NormKind::Rms ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"),
               s.rms_eps);
-    if (A.positions == PositionKind::Rope) {
+    if (A.attn.positions == PositionKind::Rope) {
         w.set_u32(key("rope.dimension_count"), mla ? m.rope : head_dim);
         w.set_f32(key("rope.freq_base"), s.rope_base);
         if (s.rope_scaling != "none") {
@@ -173,28 +173,29 @@ GgufWriter make_random_model(const ModelShape& s) {
             w.set_f32(key("rope.scaling.yarn_log_multiplier"), 0.0707f);
         }
     }
-    if (A.swa_period > 0) w.set_u32(key("attention.sliding_window"), s.window ? s.window : 32);
+    if (A.attn.swa_period > 0) w.set_u32(key("attention.sliding_window"), s.window ? s.window : 32);
     // ALiBi: MPT files carry the max bias (8 in every released model); llama.cpp hard-codes BLOOM's
     // and jina-bert-v2's, so their files do not.
-    if (A.positions == PositionKind::Alibi && A.default_max_alibi_bias == 0) w.set_f32(key("attention.max_alibi_bias"), 8.0f);
+    if (A.attn.positions == PositionKind::Alibi && A.attn.default_max_alibi_bias == 0)
+        w.set_f32(key("attention.max_alibi_bias"), 8.0f);
     if (s.clamp_kqv > 0) w.set_f32(key("attention.clamp_kqv"), s.clamp_kqv);
-    if (A.positions == PositionKind::RelativeBias) w.set_u32(key("attention.relative_buckets_count"), kT5Buckets);
-    if (A.cross_attention) {  // the encoder has as many layers as the decoder; generation starts at <pad> (0)
+    if (A.attn.positions == PositionKind::RelativeBias) w.set_u32(key("attention.relative_buckets_count"), kT5Buckets);
+    if (A.attn.cross_attention) {  // the encoder has as many layers as the decoder; generation starts at <pad> (0)
         w.set_u32(key("decoder_block_count"), s.n_layers);
         w.set_u32(key("decoder_start_token_id"), 0);
     }
-    if (A.default_attn_softcap > 0) {
-        w.set_f32(key("attn_logit_softcapping"), A.default_attn_softcap);
-        w.set_f32(key("final_logit_softcapping"), A.default_final_softcap);
+    if (A.attn.default_softcap > 0) {
+        w.set_f32(key("attn_logit_softcapping"), A.attn.default_softcap);
+        w.set_f32(key("final_logit_softcapping"), A.stack.default_final_softcap);
     }
     const uint32_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn_dim, shared_ffn = s.shared_ffn ? s.shared_ffn : s.ffn_dim;
-    if (A.moe) {
+    if (A.moe()) {
         w.set_u32(key("expert_count"), s.n_expert);
         w.set_u32(key("expert_used_count"), s.n_expert_used);
-        if (A.expert_ffn_per_used || A.expert_ffn_required)  // Mixtral's, OLMoE's have none
+        if (A.experts.width != ExpertWidth::Ffn)  // Mixtral's, OLMoE's have none
             w.set_u32(key("expert_feed_forward_length"), expert_ffn);
-        if (A.shared_expert && !A.shared_ungated) w.set_u32(key("expert_shared_feed_forward_length"), shared_ffn);
-        if (A.shared_ungated) {  // DeepSeek's router and shared experts
+        if (A.experts.shared == SharedExpert::Gated) w.set_u32(key("expert_shared_feed_forward_length"), shared_ffn);
+        if (A.experts.shared == SharedExpert::Ungated) {  // DeepSeek's router and shared experts
             w.set_u32(key("expert_shared_count"), s.n_shared_experts);
             w.set_f32(key("expert_weights_scale"), s.expert_scale);
             w.set_bool(key("expert_weights_norm"), s.expert_norm);
@@ -205,12 +206,12 @@ GgufWriter make_random_model(const ModelShape& s) {
             }
         }
     }
-    if (A.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
+    if (A.attn.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
     w.set_u32(key("vocab_size"), s.n_vocab);
-    if (!A.causal) w.set_bool(key("attention.causal"), false);  // llama.cpp's default is causal
-    if (!A.lm_head || s.pooling) w.set_u32(key("pooling_type"), s.pooling.value_or(1));
+    if (!A.stack.causal) w.set_bool(key("attention.causal"), false);  // llama.cpp's default is causal
+    if (!A.stack.lm_head || s.pooling) w.set_u32(key("pooling_type"), s.pooling.value_or(1));
 
-    if (A.token_types) {  // BERT-family encoders: WordPiece
+    if (A.stack.token_types) {  // BERT-family encoders: WordPiece
         const RandomVocab vocab = make_random_wordpiece_vocab(s.n_vocab);
         w.set_string("tokenizer.ggml.model", "bert");
         w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
@@ -239,7 +240,7 @@ GgufWriter make_random_model(const ModelShape& s) {
     // A reranker (pooling rank) gets its architecture's head: cls, tanh, cls.output with one label (the
     // RoBERTa style), or for jina-bert-v2 cls to one label, tanh.
     const bool reranker = s.pooling == uint32_t(Pooling::Rank);
-    const uint32_t shared = A.shared_ungated ? expert_ffn * s.n_shared_experts : shared_ffn;
+    const uint32_t shared = A.experts.shared == SharedExpert::Ungated ? expert_ffn * s.n_shared_experts : shared_ffn;
     const SchemaDims dims{s.dim,      mla ? uint64_t(s.n_heads) * (m.kv_lora + m.rope) : q_dim,
                           mla ? m.kv_lora + m.rope : kv_dim,
                           s.ffn_dim,  mla ? m.kv_lora + m.rope : head_dim,
@@ -251,7 +252,7 @@ GgufWriter make_random_model(const ModelShape& s) {
                           shared,     m.q_lora,
                           m.kv_lora,  mla ? head_dim : 0,
                           m.v};
-    const bool tied = s.tied_embeddings || A.embed_scale;  // Gemma ties its embeddings
+    const bool tied = s.tied_embeddings || A.norm.embed_scale;  // Gemma ties its embeddings
     auto write = [&](const TensorSpec& t, uint32_t layer) {
         bool wanted = t.required;
         if (t.role == Role::RopeFreqs) wanted = s.rope_freqs;
@@ -287,8 +288,8 @@ GgufWriter make_random_model(const ModelShape& s) {
     const std::vector<TensorSpec> globals = model_schema(A), layer = layer_schema(A);
     for (const TensorSpec& t : globals)
         if (!is_head_role(t.role)) write(t, 0);
-    if (!A.encoder_arch.empty()) {  // an encoder-decoder file: the encoder's layers and output norm first
-        const ArchDesc& E = *find_arch(A.encoder_arch, A.variant);
+    if (!A.stack.encoder_arch.empty()) {  // an encoder-decoder file: the encoder's layers and output norm first
+        const ArchDesc& E = *find_arch(A.stack.encoder_arch, A.variant);
         for (uint32_t l = 0; l < s.n_layers; ++l)
             for (const TensorSpec& t : layer_schema(E)) write(t, l);
         for (const TensorSpec& t : model_schema(E))

@@ -638,7 +638,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
 
 namespace {
 SequenceModel& generating_model(SequenceModel& m) {
-    if (!m.config().arch->lm_head)
+    if (!m.config().arch->stack.lm_head)
         throw std::invalid_argument(fmt::format("a {} model has no language-model head: the engine cannot generate with it",
                                                 m.config().arch->name));
     return m;

@@ -41,6 +41,18 @@ inline LoadedModel open_model(const std::string& path) {
     return {std::move(f), c};
 }
 
+// The rows of the architecture table that are dense causal decoders: an LM head, no mixture of experts,
+// no latent attention, no encoder (main rows; the variants differ in their tensors). The cases that go
+// over every decoder architecture's layers take these; the others have cases of their own.
+inline std::vector<const ArchDesc*> dense_decoder_archs() {
+    std::vector<const ArchDesc*> out;
+    for (const ArchDesc& a : all_archs())
+        if (a.variant.empty() && a.stack.lm_head && a.stack.causal && a.stack.encoder_arch.empty() && !a.moe() &&
+            !a.attn.mla)
+            out.push_back(&a);
+    return out;
+}
+
 // Writes a random-weight model of `shape` under the build tree and returns its path.
 inline std::string write_model(const std::string& name, const ModelShape& shape) {
     std::filesystem::path dir = ::vkllm::test::binary_dir() / "test-tmp" / "models";

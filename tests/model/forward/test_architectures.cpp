@@ -27,29 +27,30 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A small model of `arch` that exercises its features: 4 query heads over 2 KV heads, and for
-// the architectures that have them a head size that is not dim / heads and a window of 8.
-ModelShape small_shape(const std::string& arch, TensorType type) {
-    ModelShape s;
-    s.arch = arch;
+// A small model of row `a` that exercises its features, its row's test shape (ArchDesc::test): 4 query
+// heads over 2 KV heads, and for the architectures that have them a head size that is not dim / heads
+// (q_dim = 2 dim), a window of 8, experts. K-quant rows are whole 256-element blocks: dim 256 and
+// heads as much wider, experts one block wide, a shared expert two (still wider than the experts).
+ModelShape small_shape(const ArchDesc& a, TensorType type) {
+    ModelShape s = test_shape(a);
     const bool k_quant = type_traits(type).block_elems == 256;
     s.dim = k_quant ? 256 : 64;
     s.ffn_dim = k_quant ? 256 : 96;
     s.n_heads = 4;
-    s.n_kv_heads = (arch == "phi3" || arch == "gpt2" || arch == "bloom" || arch == "mpt") ? 4 : 2;
-    if (arch == "mpt") {
-        s.clamp_kqv = 0.5f;         // clips a good part of q, k and v
-        s.optional_biases = true;   // which are clamped after their biases
-    }
-    s.n_layers = arch == "gemma3" ? 6 : 2;  // Gemma 3: five local layers, then a global one
     s.n_vocab = 300;
     s.n_ctx = 256;
     s.weight_type = type;
-    if (arch == "qwen3" || arch == "gemma2") s.head_dim = k_quant ? 128 : 32;  // q_dim = 2 dim
-    if (arch == "gemma2" || arch == "gemma3") s.window = 8;
-    s.name = "arch-test-" + arch;
+    if (k_quant) {
+        s.head_dim *= 4;
+        if (s.expert_ffn) s.expert_ffn = 256;
+        if (s.shared_ffn) s.shared_ffn = 512;
+    }
+    s.name = "arch-test-" + s.arch;
     return s;
 }
+
+// The main row of `arch`'s.
+ModelShape small_shape(const std::string& arch, TensorType type) { return small_shape(*find_arch(arch), type); }
 
 std::vector<int32_t> prompt_tokens(uint32_t n, uint32_t n_vocab) {
     std::vector<int32_t> t(n);
@@ -81,8 +82,6 @@ void check_arch(const std::string& path, double tensor_nmse, double logits_nmse)
         next = d.gpu_argmax;
     }
 }
-
-const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2", "bloom", "mpt"};
 
 // An encoder attends over each whole input at once: inputs of 30, 1 and 17 tokens, each from
 // position 0, every layer's tensors and the hidden states of every token compared.
@@ -125,21 +124,37 @@ void check_refused(const ModelShape& shape, const std::function<void(GgufWriter&
 TEST_CASE("architectures: the table lists every architecture the issue names") {
     CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, deepseek2, phi3, gemma2, gemma3, gpt2, bloom, "
                                    "mpt, bert, nomic-bert, jina-bert-v2, t5encoder, t5");
-    for (const char* a : kArchs) CHECK(find_arch(a) != nullptr);
+    // Every row of the table itself: found by its name and variant, after its main row, and the file
+    // its test shape (ArchDesc::test) writes is read back as that very row, so a new row cannot come
+    // without a shape the tests can write.
+    std::string main_rows;
+    for (const ArchDesc& a : all_archs()) {
+        CAPTURE(a.name);
+        CAPTURE(a.variant);
+        CHECK(find_arch(a.name, a.variant) == &a);
+        REQUIRE(find_arch(a.name) != nullptr);
+        CHECK(find_arch(a.name) <= &a);
+        if (a.variant.empty()) main_rows += (main_rows.empty() ? "" : ", ") + std::string(a.name);
+        const GgufFile f = GgufFile::from_memory(make_random_model(test_shape(a)).write_memory(), "row.gguf");
+        CHECK(ModelConfig::from_gguf(f).arch == &a);
+    }
+    CHECK(main_rows == supported_arch_list());
     CHECK(find_arch("mamba") == nullptr);
 }
 
 TEST_CASE("architectures: device matches the host reference layer by layer, F16") {
-    for (const std::string arch : kArchs) {
+    for (const ArchDesc* a : test::dense_decoder_archs()) {
+        const std::string arch(a->name);
         CAPTURE(arch);
-        check_arch(test::write_model("arch-" + arch + "-f16", small_shape(arch, TensorType::F16)), 1e-5, 1e-5);
+        check_arch(test::write_model("arch-" + arch + "-f16", small_shape(*a, TensorType::F16)), 1e-5, 1e-5);
     }
 }
 
 TEST_CASE("architectures: device matches the host reference layer by layer, Q4_K") {
-    for (const std::string arch : kArchs) {
+    for (const ArchDesc* a : test::dense_decoder_archs()) {
+        const std::string arch(a->name);
         CAPTURE(arch);
-        check_arch(test::write_model("arch-" + arch + "-q4_k", small_shape(arch, TensorType::Q4_K)), 1e-5, 1e-5);
+        check_arch(test::write_model("arch-" + arch + "-q4_k", small_shape(*a, TensorType::Q4_K)), 1e-5, 1e-5);
     }
 }
 
@@ -148,20 +163,17 @@ TEST_CASE("architectures: mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OL
     // experts narrower than the model; Qwen2-MoE's gated shared expert wider than its experts;
     // OLMoE's RMSNorm over all of q and k (2 KV heads: k narrower than q); gpt-oss's sinks, biases,
     // clamped SwiGLU and a window of 8 on layer 0, in F16, Q4_K and MXFP4.
+    // Every row with experts (their sizes in its test shape) but DeepSeek's, whose latent attention has
+    // its case below; MXFP4 is gpt-oss's experts' type (the clamped SwiGLU's).
     for (TensorType type : {TensorType::F16, TensorType::Q4_K, TensorType::MXFP4}) {
-        const bool k_quant = type == TensorType::Q4_K;
-        for (const std::string arch : {"llama", "qwen2moe", "qwen3moe", "olmoe", "gpt-oss"}) {
-            if (type == TensorType::MXFP4 && arch != "gpt-oss") continue;
+        for (const ArchDesc& a : all_archs()) {
+            if (!a.moe() || a.attn.mla) continue;
+            if (type == TensorType::MXFP4 && a.ffn.kind != FfnKind::SwiGluOai) continue;
+            const std::string arch(a.name);
             CAPTURE(arch);
             CAPTURE(type_traits(type).name);
-            ModelShape s = small_shape(arch, type);
-            s.n_expert = 6;
-            s.n_expert_used = arch == "qwen2moe" || arch == "olmoe" || arch == "gpt-oss" ? 4 : 2;
-            if (arch == "gpt-oss") s.window = 8;
-            s.expert_ffn = arch == "qwen3moe" ? (k_quant ? 256 : 32) : 0;
-            s.shared_ffn = arch == "qwen2moe" ? (k_quant ? 512 : 160) : 0;
-            if (arch == "qwen3moe") s.head_dim = k_quant ? 128 : 32;
-            check_arch(test::write_model(fmt::format("arch-moe-{}-{}", arch, type_traits(type).name), s), 1e-5, 1e-5);
+            check_arch(test::write_model(fmt::format("arch-moe-{}-{}", arch, type_traits(type).name), small_shape(a, type)),
+                       1e-5, 1e-5);
         }
     }
     // Without expert_feed_forward_length a Qwen-MoE's experts are feed_forward_length /
@@ -312,17 +324,7 @@ namespace {
 // of 64, q through a rank of 32, a leading dense layer, 8 experts of 32 (top-2) in 2 groups of which
 // 1 is used, one shared expert, scaled by 16, YaRN.
 ModelShape deepseek_shape(TensorType type) {
-    ModelShape s = small_shape("deepseek2", type);
-    s.n_layers = 3;
-    s.head_dim = 48;
-    s.rope_dim = 16;
-    s.v_head_dim = 32;
-    s.kv_lora = 64;
-    s.q_lora = 32;
-    s.n_expert = 8;
-    s.n_expert_used = 2;
-    s.expert_ffn = 32;
-    s.n_dense_lead = 1;
+    ModelShape s = small_shape("deepseek2", type);  // the row's sizes; the routing's below
     s.expert_groups = 2;
     s.groups_used = 1;
     s.expert_scale = 16.0f;
@@ -507,9 +509,11 @@ TEST_CASE("architectures: BERT, nomic-bert and jina-bert-v2 encoders match the h
 TEST_CASE("architectures: packed inputs give each input's own hidden states (learned positions, RoPE, ALiBi, T5 buckets)") {
     test::ValidationGuard guard;
     Context& ctx = test::float_path_context();
-    for (const std::string arch : {"bert", "nomic-bert", "jina-bert-v2", "t5encoder"}) {
+    for (const ArchDesc& encoder : all_archs()) {  // the encoders (their main rows)
+        if (encoder.stack.lm_head || !encoder.variant.empty()) continue;
+        const std::string arch(encoder.name);
         CAPTURE(arch);
-        test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-f16", small_shape(arch, TensorType::F16)));
+        test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-f16", small_shape(encoder, TensorType::F16)));
         ModelOptions opts;
         opts.n_ctx = 64;
         opts.ubatch = 32;
@@ -559,7 +563,7 @@ TEST_CASE("architectures: T5's encoder matches the host reference layer by layer
         CHECK(f.find_tensor("enc.blk.0.ffn_gate.weight") == nullptr);
         const ModelConfig cfg = ModelConfig::from_gguf(f);
         CHECK(cfg.arch->variant == "v1.0");
-        CHECK(cfg.arch->ffn == FfnKind::Relu);
+        CHECK(cfg.arch->ffn.kind == FfnKind::Relu);
     }
     check_encoder(v10_path, 1e-5);
     // A layer with its own attn_rel_b (llama.cpp reads one where present).
@@ -630,9 +634,11 @@ TEST_CASE("architectures: Llama 3 rope factors, linear and YaRN scaling match th
 TEST_CASE("architectures: a sliding-window ring gives the same logits as a full cache") {
     // The host reference with ubatch 4 keeps window + 3 = 11 rows per local layer; with ubatch 64
     // the cache holds every row and the window is only a mask. 40 tokens in chunks of 4.
-    for (const std::string arch : {"gemma2", "gemma3"}) {
+    for (const ArchDesc* a : test::dense_decoder_archs()) {  // the ones with sliding windows
+        if (a->attn.swa_period == 0) continue;
+        const std::string arch(a->name);
         CAPTURE(arch);
-        test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-ring", small_shape(arch, TensorType::F32)));
+        test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-ring", small_shape(*a, TensorType::F32)));
         REQUIRE(m.cfg.window == 8);
         CHECK(kv_cache_rows(m.cfg, 0, 64, 4) == 11);
         CHECK(kv_cache_rows(m.cfg, 0, 64, 64) == 71);  // never wraps below 64 positions; a mask only
@@ -731,6 +737,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
         ModelShape ms = small_shape(arch, TensorType::F32);
         ms.n_expert = 4;
         ms.n_expert_used = 2;
+        ms.expert_ffn = 0;  // experts as wide as the model's ffn, as the shapes below say
         check_refused(ms, edit, why);
     };
     moe_refused("qwen3moe", [](GgufWriter& x) { x.remove("qwen3moe.expert_count"); }, "qwen3moe.expert_count");
@@ -877,9 +884,11 @@ TEST_CASE("architectures: T5's relative-position buckets as the T5 paper's code 
 }
 
 TEST_CASE("architectures: a reranker's classification head (cls, tanh, cls.output; jina-bert-v2's cls alone) from its definition") {
-    for (const std::string arch : {"bert", "jina-bert-v2"}) {
+    for (const ArchDesc& a : all_archs()) {  // the BERT-style encoders (main rows), both head forms
+        if (a.stack.lm_head || !a.stack.token_types || !a.variant.empty()) continue;
+        const std::string arch(a.name);
         CAPTURE(arch);
-        ModelShape s = small_shape(arch, TensorType::F16);
+        ModelShape s = small_shape(a, TensorType::F16);
         s.pooling = uint32_t(Pooling::Rank);
         test::LoadedModel m = test::open_model(test::write_model("arch-" + arch + "-rank", s));
         REQUIRE(m.cfg.pooling == Pooling::Rank);
@@ -902,7 +911,7 @@ TEST_CASE("architectures: a reranker's classification head (cls, tanh, cls.outpu
         };
         std::vector<double> y = dense("cls.weight", "cls.bias", std::vector<double>(x.begin(), x.end()));
         for (double& v : y) v = std::tanh(v);
-        if (arch == "bert") y = dense("cls.output.weight", "cls.output.bias", y);
+        if (!a.stack.cls_single) y = dense("cls.output.weight", "cls.output.bias", y);
         const std::vector<float> got = classify(m.file, m.cfg, x);
         REQUIRE(got.size() == 1);
         REQUIRE(y.size() == 1);

@@ -3,6 +3,7 @@
 // the layer plans' folds and fusions per architecture and batch shape, and the layer range that
 // plan_memory and plan_weights take. The recordings that follow the plans are tested end to end in
 // test_forward.cpp (and against llama.cpp in test_architectures.cpp).
+#include "support/model_test_util.h"
 #include "support/test_context.h"
 
 #include "model/arch/tensor_schema.h"
@@ -28,32 +29,34 @@ struct File {
     ModelConfig cfg;
 };
 
-ModelShape shape_of(const std::string& arch) {
-    ModelShape s;
-    s.arch = arch;
-    s.n_kv_heads = 2;
-    if (arch == "gpt2" || arch == "phi3") s.n_kv_heads = 4;
-    return s;
-}
-
-const char* const kArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2"};
+// The row's test shape (ArchDesc::test).
+ModelShape shape_of(const std::string& arch) { return test_shape(*find_arch(arch)); }
 
 }  // namespace
 
 TEST_CASE("schema: gen-model writes exactly the schema's required tensors (and the optional ones it asks for)") {
-    for (const char* arch : kArchs) {
-        CAPTURE(arch);
-        const File f(shape_of(arch));
+    for (const ArchDesc& row : all_archs()) {
+        CAPTURE(row.name);
+        CAPTURE(row.variant);
+        const File f(test_shape(row));
         std::set<std::string> required, known;
-        for (const TensorSpec& t : model_schema(*f.cfg.arch)) {
-            known.insert(tensor_name(t, 0));
-            if (t.required) required.insert(tensor_name(t, 0));
-        }
-        for (uint32_t l = 0; l < f.cfg.n_layers; ++l)
-            for (const TensorSpec& t : layer_schema(*f.cfg.arch)) {
-                CHECK(known.insert(tensor_name(t, l)).second);  // no name twice
-                if (t.required) required.insert(tensor_name(t, l));
+        // An encoder-decoder's file holds its encoder too (StackDesc::encoder_arch), whose layers have
+        // names of their own.
+        std::vector<const ArchDesc*> stacks = {f.cfg.arch};
+        if (!f.cfg.arch->stack.encoder_arch.empty())
+            stacks.push_back(find_arch(f.cfg.arch->stack.encoder_arch, f.cfg.arch->variant));
+        for (const ArchDesc* a : stacks) {
+            for (const TensorSpec& t : model_schema(*a)) {
+                known.insert(tensor_name(t, 0));
+                if (t.required) required.insert(tensor_name(t, 0));
             }
+            for (uint32_t l = 0; l < f.cfg.n_layers; ++l)
+                for (const TensorSpec& t : layer_schema(*a)) {
+                    CHECK(known.insert(tensor_name(t, l)).second);  // no name twice
+                    // required in the layers it is for (DeepSeek: dense FFN first, then experts)
+                    if (t.required && in_layer(t, l, f.cfg.n_dense_lead)) required.insert(tensor_name(t, l));
+                }
+        }
         for (const GgufTensorInfo& t : f.file.tensors()) {
             CAPTURE(t.name);
             CHECK(known.count(t.name) == 1);
@@ -117,12 +120,12 @@ TEST_CASE("layout: parts of one type are placed back to back as one fused tensor
 TEST_CASE("plan: folds and fusions per architecture and batch shape") {
     const DeviceCaps& caps = test::context().caps();
     const KvGeometry kv{256, 64, ops::KvType::F16};
-    for (const char* arch : kArchs) {
-        CAPTURE(arch);
-        const File f(shape_of(arch));
+    for (const ArchDesc* arch : test::dense_decoder_archs()) {
+        CAPTURE(arch->name);
+        const File f(test_shape(*arch));
         const WeightLayout w = plan_weights(f.file, f.cfg, 256);
-        const bool rms = f.cfg.arch->norm == NormKind::Rms, gelu = !gated(f.cfg.arch->ffn);
-        const bool post = f.cfg.arch->norm_placement == NormPlacement::PreAndPost;
+        const bool rms = f.cfg.arch->norm.kind == NormKind::Rms, gelu = !gated(f.cfg.arch->ffn.kind);
+        const bool post = f.cfg.arch->norm.placement == NormPlacement::PreAndPost;
         for (const StepShape shape : {StepShape{1, false}, StepShape{3, true}, StepShape{3, false}, StepShape{64, false}}) {
             CAPTURE(shape.n);
             CAPTURE(shape.decode_batch);
