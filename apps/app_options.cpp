@@ -28,7 +28,8 @@ CLI::Validator number_check(bool allow_zero) {
             const double v = std::strtod(in.c_str(), &end);
             if (in.empty() || end != in.c_str() + in.size() || !std::isfinite(v))
                 return fmt::format("'{}' is not a number", in);
-            if (v < 0 || (!allow_zero && v == 0)) return fmt::format("must be {} 0, got {}", allow_zero ? ">=" : ">", in);
+            if (v < 0 || (!allow_zero && v == 0))
+                return fmt::format("must be {} 0, got {}", allow_zero ? ">=" : ">", in);
             return {};
         },
         allow_zero ? "NUMBER >= 0" : "NUMBER > 0");
@@ -53,20 +54,24 @@ void DeviceOptions::add_to(CLI::App* cmd) {
     cmd->add_option("--device", device, "Device index or name substring (see `vkllm devices`)");
     cmd->add_option("--caps", caps, "Make the device behave as if weaker: " + CapsOverride::help());
     cmd->add_flag("--validate", validate, "Enable the Khronos validation layer (prints its messages)");
-    cmd->add_option("--cache-dir", cache_dir, "Pipeline cache directory (default: $XDG_CACHE_HOME/vkllm or ~/.cache/vkllm)");
+    cmd->add_option("--cache-dir", cache_dir,
+                    "Pipeline cache directory (default: $XDG_CACHE_HOME/vkllm or ~/.cache/vkllm)");
     cmd->add_flag("--no-pipeline-cache", no_cache, "Neither read nor write the pipeline cache");
 }
 
 void DeviceOptions::add_split_to(CLI::App* cmd) {
-    cmd->add_option("--devices", devices, "Split the model's layers over these devices: indices or name substrings, "
-                                          "comma-separated (see `vkllm devices -m MODEL --devices ...`)");
-    cmd->add_option("--split", split, "How --devices share the layers: layer (by each device's device-local memory, "
-                                      "the default) or layer:R0,R1,... (in these ratios); alone: over every device");
+    cmd->add_option("--devices", devices,
+                    "Split the model's layers over these devices: indices or name substrings, "
+                    "comma-separated (see `vkllm devices -m MODEL --devices ...`)");
+    cmd->add_option("--split", split,
+                    "How --devices share the layers: layer (by each device's device-local memory, "
+                    "the default) or layer:R0,R1,... (in these ratios); alone: over every device");
 }
 
 std::vector<DeviceSelector> DeviceOptions::split_devices() const {
     if (devices.empty() && split.empty()) return {};
-    if (!device.empty()) throw std::invalid_argument("--device picks one device, --devices and --split several: give one of them");
+    if (!device.empty())
+        throw std::invalid_argument("--device picks one device, --devices and --split several: give one of them");
     std::vector<DeviceSelector> out;
     if (devices.empty()) {
         Instance instance;

@@ -15,7 +15,7 @@ namespace vkllm::apps {
 // Option checks whose messages name the requirement: CLI11's NonNegativeNumber / PositiveNumber
 // print their range as [0, 1.797...e308] and call "abc" out of range.
 CLI::Validator non_negative_number();  // "--seed: must be >= 0, got -2"
-CLI::Validator positive_number();      // "--ctx: 'abc' is not a number"
+CLI::Validator positive_number();  // "--ctx: 'abc' is not a number"
 
 // The whole of a file's bytes; nullopt when it cannot be opened (the caller names what it is).
 std::optional<std::string> read_whole_file(const std::string& path);
@@ -24,14 +24,14 @@ std::optional<std::string> read_whole_file(const std::string& path);
 void add_kv_type_option(CLI::App* cmd, ops::KvType& kv);
 
 struct DeviceOptions {
-    std::string device;      // index or name substring
-    std::string caps;        // CapsOverride spec
-    bool validate = false;   // Khronos validation layer
-    std::string cache_dir;   // pipeline cache directory
+    std::string device;  // index or name substring
+    std::string caps;  // CapsOverride spec
+    bool validate = false;  // Khronos validation layer
+    std::string cache_dir;  // pipeline cache directory
     bool no_cache = false;
     // A model split over devices (the commands that run a decoder: run, chat, serve, perplexity, bench).
     std::string devices;  // "0,1": indices or name substrings
-    std::string split;    // "layer" or "layer:R0,R1,..."; "": by memory when --devices names several
+    std::string split;  // "layer" or "layer:R0,R1,..."; "": by memory when --devices names several
 
     void add_to(CLI::App* cmd);
     void add_split_to(CLI::App* cmd);  // --devices and --split

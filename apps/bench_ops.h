@@ -34,9 +34,9 @@ std::string type_name(TensorType t);
 
 struct Config {
     ModelShapes shapes;
-    std::vector<TensorType> types;      // weight types (matvec, matmul, get_rows)
+    std::vector<TensorType> types;  // weight types (matvec, matmul, get_rows)
     std::vector<ops::KvType> kv_types;  // KV cache types (kv_store, attention): f16/f32 of --types, else f16
-    std::vector<std::string> ops;       // in op_names() order
+    std::vector<std::string> ops;  // in op_names() order
     int reps = 5;
     uint32_t prompt = 512, ctx = 2048;
     double row_budget_s = 2.0;  // timed repetitions stop early once a row has used this much time
@@ -47,17 +47,17 @@ enum class Status { Ok, Failed, Skipped };
 struct Row {
     std::string op, shape, type;
     Status status = Status::Ok;
-    std::string note;         // why a row failed or was skipped
+    std::string note;  // why a row failed or was skipped
     double nmse = 0, nmse_limit = 0;
     std::string checked = "all";  // which outputs the reference covered
-    bool subset = false;          // the reference covered only part of the outputs
+    bool subset = false;  // the reference covered only part of the outputs
     int reps = 0;
     double best_ns = 0, mean_ns = 0;
     bool host_timer = false;  // no timestamps: host time around the submission
     bool timed_check = false;  // one run longer than the row budget: the checked run is the timing
-    uint64_t bytes = 0;       // weights + activations read + outputs written
-    double flops = 0;         // 0: not a compute op (no GFLOP/s shown)
-    bool int_dot = false;     // the integer-dot kernel ran: its arithmetic peak is the int8 packed dot's
+    uint64_t bytes = 0;  // weights + activations read + outputs written
+    double flops = 0;  // 0: not a compute op (no GFLOP/s shown)
+    bool int_dot = false;  // the integer-dot kernel ran: its arithmetic peak is the int8 packed dot's
 
     double gbs() const { return best_ns > 0 ? double(bytes) / best_ns : 0; }
     double gflops() const { return best_ns > 0 ? flops / best_ns : 0; }
@@ -76,7 +76,8 @@ CheckResult compare(const float* gpu, const float* ref, size_t n);
 class Bench {
 public:
     using Progress = std::function<void(const Row&, size_t index)>;
-    Bench(Context& ctx, Config cfg, Progress progress) : ctx_(ctx), cfg_(std::move(cfg)), progress_(std::move(progress)) {}
+    Bench(Context& ctx, Config cfg, Progress progress)
+        : ctx_(ctx), cfg_(std::move(cfg)), progress_(std::move(progress)) {}
 
     // Runs every selected op at every shape and type; a failing check marks its row, never throws.
     void run();

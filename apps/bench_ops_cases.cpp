@@ -140,10 +140,12 @@ const char* kv_name(ops::KvType t) { return ops::kv_type_name(t); }
 // A whole cache of one KV type as floats: f16 widened, q8_0 dequantized.
 std::vector<float> kv_floats(ops::KvType t, const uint8_t* bytes, size_t n) {
     std::vector<float> f(n);
-    if (t == ops::KvType::Q8_0) ref::kv_dequantize_q8_0(reinterpret_cast<const uint32_t*>(bytes), f.data(), uint32_t(n));
+    if (t == ops::KvType::Q8_0)
+        ref::kv_dequantize_q8_0(reinterpret_cast<const uint32_t*>(bytes), f.data(), uint32_t(n));
     else if (t == ops::KvType::F16)
         for (size_t i = 0; i < n; ++i) f[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(bytes)[i]);
-    else std::memcpy(f.data(), bytes, n * 4);
+    else
+        std::memcpy(f.data(), bytes, n * 4);
     return f;
 }
 
@@ -187,9 +189,9 @@ const ModelShapes& find_shapes(std::string_view name) {
 }
 
 const std::vector<std::string>& op_names() {
-    static const std::vector<std::string> names = {"matvec",  "matmul",           "get_rows",          "rms_norm",
-                                                   "rope",    "kv_store",         "attention_decode",  "attention_prefill",
-                                                   "swiglu",  "add",              "argmax",            "softmax"};
+    static const std::vector<std::string> names = {"matvec", "matmul",   "get_rows",         "rms_norm",
+                                                   "rope",   "kv_store", "attention_decode", "attention_prefill",
+                                                   "swiglu", "add",      "argmax",           "softmax"};
     return names;
 }
 
@@ -216,12 +218,18 @@ CheckResult compare(const float* gpu, const float* ref, size_t n) {
 void Bench::run() {
     using Fn = void (Bench::*)();
     static const std::pair<const char*, Fn> table[] = {
-        {"matvec", &Bench::matvec},       {"matmul", &Bench::matmul},
-        {"get_rows", &Bench::get_rows},   {"rms_norm", &Bench::rms_norm},
-        {"rope", &Bench::rope},           {"kv_store", &Bench::kv_store},
-        {"attention_decode", &Bench::attention_decode}, {"attention_prefill", &Bench::attention_prefill},
-        {"swiglu", &Bench::swiglu},       {"add", &Bench::add},
-        {"argmax", &Bench::argmax},       {"softmax", &Bench::softmax},
+        {"matvec", &Bench::matvec},
+        {"matmul", &Bench::matmul},
+        {"get_rows", &Bench::get_rows},
+        {"rms_norm", &Bench::rms_norm},
+        {"rope", &Bench::rope},
+        {"kv_store", &Bench::kv_store},
+        {"attention_decode", &Bench::attention_decode},
+        {"attention_prefill", &Bench::attention_prefill},
+        {"swiglu", &Bench::swiglu},
+        {"add", &Bench::add},
+        {"argmax", &Bench::argmax},
+        {"softmax", &Bench::softmax},
     };
     for (const auto& [name, fn] : table)
         if (std::find(cfg_.ops.begin(), cfg_.ops.end(), name) != cfg_.ops.end()) (this->*fn)();
@@ -362,7 +370,8 @@ void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t 
         std::vector<float> xs(size_t(sm) * k), ref(size_t(sm) * sn), got(ref.size());
         for (uint32_t i = 0; i < sm; ++i) std::copy_n(x.data() + size_t(rows_m[i]) * k, k, xs.data() + size_t(i) * k);
         if (dot)  // the same math: X as its Q8_1 blocks
-            for (uint32_t i = 0; i < sm; ++i) ref::quantize_q8_1(xs.data() + size_t(i) * k, xs.data() + size_t(i) * k, k);
+            for (uint32_t i = 0; i < sm; ++i)
+                ref::quantize_q8_1(xs.data() + size_t(i) * k, xs.data() + size_t(i) * k, k);
         ref::linear(t, ws.data(), xs.data(), ref.data(), sm, sn, k);
         for (uint32_t i = 0; i < sm; ++i)
             for (uint32_t j = 0; j < sn; ++j) got[size_t(i) * sn + j] = y[size_t(rows_m[i]) * n + rows_n[j]];
@@ -442,7 +451,8 @@ void Bench::rope() {
     for (uint32_t tokens : token_counts(cfg_.prompt)) {
         // Decode rotates the newest position of a full context, prefill a prompt from position 0.
         const uint32_t first = tokens == 1 ? cfg_.ctx - 1 : 0;
-        const std::string at = tokens == 1 ? fmt::format("{}", first) : fmt::format("{}..{}", first, first + tokens - 1);
+        const std::string at =
+            tokens == 1 ? fmt::format("{}", first) : fmt::format("{}..{}", first, first + tokens - 1);
         Row row{"rope", fmt::format("q t={} {}x{} pos={}", tokens, m.n_heads, m.head_dim, at), "f32"};
         guarded(row, [&] {
             const size_t n = size_t(tokens) * m.n_heads * m.head_dim;
@@ -611,9 +621,10 @@ void Bench::attention_decode() {
 void Bench::attention_prefill() {
     for (ops::KvType kt : cfg_.kv_types) {
         const ModelShapes& m = cfg_.shapes;
-        Row row{"attention_prefill",
-                fmt::format("t={} {}/{} heads hd={} kv={}", cfg_.prompt, m.n_heads, m.n_kv_heads, m.head_dim, cfg_.prompt),
-                kv_name(kt)};
+        Row row{
+            "attention_prefill",
+            fmt::format("t={} {}/{} heads hd={} kv={}", cfg_.prompt, m.n_heads, m.n_kv_heads, m.head_dim, cfg_.prompt),
+            kv_name(kt)};
         guarded(row, [&] { attention_case(row, cfg_.prompt, cfg_.prompt, kt); });
     }
 }
@@ -624,8 +635,8 @@ void Bench::attention_prefill() {
 void Bench::attention_case(Row row, uint32_t n_tokens, uint32_t kv_len, ops::KvType kv_type) {
     const ModelShapes& m = cfg_.shapes;
     const uint32_t n_ctx = std::max(cfg_.ctx, kv_len);
-    const ops::AttentionParams p{n_tokens, m.n_heads, m.n_kv_heads, m.head_dim, n_ctx,
-                                 1.0f / std::sqrt(float(m.head_dim)), kv_type};
+    const ops::AttentionParams p{
+        n_tokens, m.n_heads, m.n_kv_heads, m.head_dim, n_ctx, 1.0f / std::sqrt(float(m.head_dim)), kv_type};
     const uint64_t seed = seed_of(row);
     const size_t row_elems = m.kv_dim(), valid = size_t(kv_len) * row_elems, total = size_t(n_ctx) * row_elems;
     auto make_cache = [&](uint64_t s) {

@@ -60,7 +60,7 @@ Stat stat(const std::vector<double>& v) {
 // Op type of a pipeline key such as "matvec_q4_0_subgroup:64:2:1".
 std::string op_type(const std::string& pipeline) {
     static const char* kinds[] = {"matvec", "matmul", "attention_merge", "attention", "rms_norm", "rope", "kv_store",
-                                  "swiglu", "add", "argmax", "get_rows", "softmax", "topk"};
+                                  "swiglu", "add",    "argmax",          "get_rows",  "softmax",  "topk"};
     for (const char* k : kinds)
         if (pipeline.rfind(k, 0) == 0) return k;
     return pipeline.substr(0, pipeline.find(':'));
@@ -107,8 +107,10 @@ std::map<const GgufTensorInfo*, double> active_share(const LoadedModel& m) {
                 if (spec.ne[2] != Dim::Experts) continue;  // the expert stacks
                 const TensorPlace& p = L[spec.role];
                 if (!p.present()) continue;
-                if (p.source) share[p.source] = k;
-                else for (const GgufTensorInfo* t : st.weights->buffers[p.buffer].tensors) share[t] = k;
+                if (p.source)
+                    share[p.source] = k;
+                else
+                    for (const GgufTensorInfo* t : st.weights->buffers[p.buffer].tensors) share[t] = k;
             }
     return share;
 }
@@ -121,8 +123,10 @@ double decode_bytes(const LoadedModel& m, double avg_kv_len, ops::KvType kv) {
     double bytes = 0;
     for (auto& t : m.file->tensors()) {
         const auto it = share.find(&t);
-        if (t.name == "token_embd.weight" && !c.tied_embeddings) bytes += double(t.n_bytes) / double(c.n_vocab);
-        else bytes += double(t.n_bytes) * (it == share.end() ? 1.0 : it->second);
+        if (t.name == "token_embd.weight" && !c.tied_embeddings)
+            bytes += double(t.n_bytes) / double(c.n_vocab);
+        else
+            bytes += double(t.n_bytes) * (it == share.end() ? 1.0 : it->second);
     }
     return bytes + 2.0 * c.n_layers * avg_kv_len * double(ops::kv_row_bytes(kv, c.kv_dim()));
 }
@@ -221,7 +225,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     // without the schema's grammar, after a 1-token prompt; tokens/s over the decode steps.
     if (!o.json_schema_file.empty() && o.n_gen > 0) {
         const std::optional<std::string> schema = read_whole_file(o.json_schema_file);
-        if (!schema) throw std::invalid_argument(fmt::format("--json-schema-file {}: cannot open the file", o.json_schema_file));
+        if (!schema)
+            throw std::invalid_argument(fmt::format("--json-schema-file {}: cannot open the file", o.json_schema_file));
         auto grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(*schema));
         std::vector<double> free_tps, schema_tps;
         uint64_t schema_tokens = 0, free_tokens = 0;
@@ -291,8 +296,10 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     if (g.stages().size() > 1) {
         nlohmann::json parts = nlohmann::json::array();
         for (const ModelGpu::StageInfo& st : g.stages())
-            parts.push_back({{"name", st.caps->name}, {"layers", {st.layers.first, st.layers.end()}},
-                             {"weights_bytes", st.memory->weights}, {"kv_cache_bytes", st.memory->kv_cache}});
+            parts.push_back({{"name", st.caps->name},
+                             {"layers", {st.layers.first, st.layers.end()}},
+                             {"weights_bytes", st.memory->weights},
+                             {"kv_cache_bytes", st.memory->kv_cache}});
         j["split"] = parts;
     }
 
@@ -317,7 +324,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
             ph["gpu_ms"] = gpu_ms;
             ph["host_ms_per_token"] = std::max(0.0, host_ms - gpu_ms) / tokens_count;
             for (auto& r : rows) {
-                nlohmann::json e = {{"op", r.op}, {"calls", r.calls}, {"ms", r.ms}, {"share_pct", 100.0 * r.ms / gpu_ms}};
+                nlohmann::json e = {
+                    {"op", r.op}, {"calls", r.calls}, {"ms", r.ms}, {"share_pct", 100.0 * r.ms / gpu_ms}};
                 // Decode: matvec streams every weight once. Prefill: matmul does 2 FLOP per weight
                 // of the layer matrices per token (the head is a matvec of the last token only).
                 if (r.op == "matvec" && tokens.size() == 1) e["gb_per_s"] = dbytes / (r.ms * 1e-3) * 1e-9;
@@ -343,8 +351,8 @@ void print_markdown(const nlohmann::json& out) {
         for (const auto& r : out["results"])
             if (r.contains("split"))
                 for (const auto& part : r["split"])
-                    fmt::print("layers {}-{} on {}\n", part["layers"][0].get<uint32_t>(), part["layers"][1].get<uint32_t>() - 1,
-                               part["name"].get<std::string>());
+                    fmt::print("layers {}-{} on {}\n", part["layers"][0].get<uint32_t>(),
+                               part["layers"][1].get<uint32_t>() - 1, part["name"].get<std::string>());
         fmt::print("\n");
     } else {
         const auto& dev = out["device"];
@@ -355,34 +363,39 @@ void print_markdown(const nlohmann::json& out) {
                        ? fmt::format(", int8 packed dot {:.1f} GOP/s", dev["int_dot_gop_s"].get<double>())
                        : std::string());
     }
-    fmt::print("| model | type | pp t/s | tg t/s | tg % of BW roofline | pp % of FMA or int8 dot | load ms | TTFT cold cache ms | "
-               "TTFT warm cache ms | peak device MiB (weights + KV + scratch) |\n");
+    fmt::print(
+        "| model | type | pp t/s | tg t/s | tg % of BW roofline | pp % of FMA or int8 dot | load ms | TTFT cold cache "
+        "ms | "
+        "TTFT warm cache ms | peak device MiB (weights + KV + scratch) |\n");
     fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
     for (auto& r : out["results"]) {
-        fmt::print("| {} | {} | {:.1f} ± {:.1f} | {:.1f} ± {:.1f} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {} ({} + {} + {}) |\n",
-                   std::filesystem::path(r["model"].get<std::string>()).filename().string(), r["weight_type"].get<std::string>(),
-                   r["pp_tps_mean"].get<double>(), r["pp_tps_stddev"].get<double>(), r["tg_tps_mean"].get<double>(),
-                   r["tg_tps_stddev"].get<double>(),
-                   r.contains("decode_roofline_pct") ? fmt::format("{:.0f}%", r["decode_roofline_pct"].get<double>()) : "-",
-                   r.contains("prefill_roofline_pct")
-                       ? fmt::format("{:.0f}% {}", r["prefill_roofline_pct"].get<double>(), r["prefill_roofline"].get<std::string>())
-                       : "-",
-                   r["load_ms"].get<double>(), r["ttft_cold_pipeline_cache_ms"].get<double>(),
-                   r["ttft_warm_pipeline_cache_ms"].get<double>(), mib(r["peak_device_bytes"].get<double>()),
-                   mib(r["weights_bytes"].get<double>()), mib(r["kv_cache_bytes"].get<double>()),
-                   mib(r["scratch_bytes"].get<double>()));
+        fmt::print(
+            "| {} | {} | {:.1f} ± {:.1f} | {:.1f} ± {:.1f} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {} ({} + {} + {}) "
+            "|\n",
+            std::filesystem::path(r["model"].get<std::string>()).filename().string(),
+            r["weight_type"].get<std::string>(), r["pp_tps_mean"].get<double>(), r["pp_tps_stddev"].get<double>(),
+            r["tg_tps_mean"].get<double>(), r["tg_tps_stddev"].get<double>(),
+            r.contains("decode_roofline_pct") ? fmt::format("{:.0f}%", r["decode_roofline_pct"].get<double>()) : "-",
+            r.contains("prefill_roofline_pct") ? fmt::format("{:.0f}% {}", r["prefill_roofline_pct"].get<double>(),
+                                                             r["prefill_roofline"].get<std::string>())
+                                               : "-",
+            r["load_ms"].get<double>(), r["ttft_cold_pipeline_cache_ms"].get<double>(),
+            r["ttft_warm_pipeline_cache_ms"].get<double>(), mib(r["peak_device_bytes"].get<double>()),
+            mib(r["weights_bytes"].get<double>()), mib(r["kv_cache_bytes"].get<double>()),
+            mib(r["scratch_bytes"].get<double>()));
     }
     for (auto& r : out["results"]) {
         if (!r.contains("tg_schema_tps_mean")) continue;
-        fmt::print("\nconstrained decode, {}: sampled {:.3f} ± {:.3f} t/s, with the JSON schema {} {:.3f} ± {:.3f} t/s "
-                   "({:.1f} tokens per answer): ratio {:.3f}; choosing a token on the host {:.3f} ms sampled, {:.3f} ms "
-                   "with the schema\n",
-                   std::filesystem::path(r["model"].get<std::string>()).filename().string(),
-                   r["tg_sampled_tps_mean"].get<double>(), r["tg_sampled_tps_stddev"].get<double>(),
-                   r["json_schema_file"].get<std::string>(), r["tg_schema_tps_mean"].get<double>(),
-                   r["tg_schema_tps_stddev"].get<double>(), r["tg_schema_tokens_mean"].get<double>(),
-                   r.value("tg_schema_ratio", 0.0), r["tg_sampled_sample_ms_per_token"].get<double>(),
-                   r["tg_schema_sample_ms_per_token"].get<double>());
+        fmt::print(
+            "\nconstrained decode, {}: sampled {:.3f} ± {:.3f} t/s, with the JSON schema {} {:.3f} ± {:.3f} t/s "
+            "({:.1f} tokens per answer): ratio {:.3f}; choosing a token on the host {:.3f} ms sampled, {:.3f} ms "
+            "with the schema\n",
+            std::filesystem::path(r["model"].get<std::string>()).filename().string(),
+            r["tg_sampled_tps_mean"].get<double>(), r["tg_sampled_tps_stddev"].get<double>(),
+            r["json_schema_file"].get<std::string>(), r["tg_schema_tps_mean"].get<double>(),
+            r["tg_schema_tps_stddev"].get<double>(), r["tg_schema_tokens_mean"].get<double>(),
+            r.value("tg_schema_ratio", 0.0), r["tg_sampled_sample_ms_per_token"].get<double>(),
+            r["tg_schema_sample_ms_per_token"].get<double>());
     }
     for (auto& r : out["results"]) {
         if (!r.contains("profile")) continue;
@@ -392,8 +405,8 @@ void print_markdown(const nlohmann::json& out) {
                        ph["gpu_ms"].get<double>(), ph["wall_ms"].get<double>(), ph["host_ms_per_token"].get<double>());
             fmt::print("| op | calls | GPU ms | share | GB/s | GFLOP/s |\n|---|---|---|---|---|---|\n");
             for (auto& e : ph["ops"])
-                fmt::print("| {} | {} | {:.3f} | {:.1f}% | {} | {} |\n", e["op"].get<std::string>(), e["calls"].get<int>(),
-                           e["ms"].get<double>(), e["share_pct"].get<double>(),
+                fmt::print("| {} | {} | {:.3f} | {:.1f}% | {} | {} |\n", e["op"].get<std::string>(),
+                           e["calls"].get<int>(), e["ms"].get<double>(), e["share_pct"].get<double>(),
                            e.contains("gb_per_s") ? fmt::format("{:.2f}", e["gb_per_s"].get<double>()) : "",
                            e.contains("gflop_per_s") ? fmt::format("{:.2f}", e["gflop_per_s"].get<double>()) : "");
         }
@@ -410,7 +423,8 @@ void bench(const BenchOptions& o) {
     // roofline for it, so there are no probes (each part's device is named in "split").
     const bool split = o.device.split_devices().size() > 1;
     const bool no_probes = o.no_probes || split;
-    if (split && !o.no_probes) fmt::print(stderr, "bench: a model split over devices has no roofline figures: no probes\n");
+    if (split && !o.no_probes)
+        fmt::print(stderr, "bench: a model split over devices has no roofline figures: no probes\n");
     if (!split) {
         Context ctx(o.device.context_options());
         out["device"] = {{"name", ctx.caps().name}, {"driver", ctx.caps().driver_name + " " + ctx.caps().driver_info}};
@@ -433,8 +447,10 @@ void bench(const BenchOptions& o) {
         if (!no_probes) roof = {&bw, &fma, int_dot.value > 0 ? &int_dot : nullptr};
         out["results"].push_back(bench_model(p, o, roof));
     }
-    if (o.json) fmt::print("{}\n", out.dump(2));
-    else print_markdown(out);
+    if (o.json)
+        fmt::print("{}\n", out.dump(2));
+    else
+        print_markdown(out);
 }
 
 }  // namespace
@@ -443,16 +459,25 @@ void register_bench(CLI::App& app) {
     auto o = std::make_shared<BenchOptions>();
     auto* cmd = app.add_subcommand("bench", "Measure prompt and generation speed, start-up time and memory");
     cmd->add_option("-m,--model", o->models, "GGUF model(s); repeat -m to compare (default: stories260K)");
-    cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for pp")->check(CLI::Range(0, 65536))->capture_default_str();
-    cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens for tg")->check(CLI::Range(0, 65536))->capture_default_str();
-    cmd->add_option("-r,--reps", o->reps, "Repetitions after one warm-up")->check(CLI::Range(1, 1000))->capture_default_str();
-    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens for pp")
+        ->check(CLI::Range(0, 65536))
+        ->capture_default_str();
+    cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens for tg")
+        ->check(CLI::Range(0, 65536))
+        ->capture_default_str();
+    cmd->add_option("-r,--reps", o->reps, "Repetitions after one warm-up")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
     add_kv_type_option(cmd, o->kv_type);
     cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
     cmd->add_flag("--profile", o->profile, "GPU time per op type for one decode step and one prefill chunk");
     cmd->add_flag("--no-probes", o->no_probes, "Skip the bandwidth / FMA probes (no roofline figures)");
-    cmd->add_option("--json-schema-file", o->json_schema_file,
-                    "Also measure sampled decode (temperature 0.8, top-k 40) with and without this JSON schema's grammar");
+    cmd->add_option(
+        "--json-schema-file", o->json_schema_file,
+        "Also measure sampled decode (temperature 0.8, top-k 40) with and without this JSON schema's grammar");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     cmd->callback([o] { bench(*o); });

@@ -82,8 +82,12 @@ nlohmann::json row_json(const Row& r, const Probes& pr) {
         {"shape", r.shape},
         {"type", r.type},
         {"status", status_name(r.status)},
-        {"check", {{"passed", r.status == Status::Ok}, {"nmse", r.nmse}, {"limit", r.nmse_limit},
-                   {"checked", r.checked}, {"subset", r.subset}}},
+        {"check",
+         {{"passed", r.status == Status::Ok},
+          {"nmse", r.nmse},
+          {"limit", r.nmse_limit},
+          {"checked", r.checked},
+          {"subset", r.subset}}},
         {"bytes", r.bytes},
         {"flops", r.flops},
     };
@@ -122,10 +126,11 @@ void print_markdown(const std::vector<Row>& rows, const bench_ops::Config& cfg, 
     fmt::print("Device: {} ({} {}). Measured probes: read bandwidth {:.1f} GB/s, f32 FMA {:.1f} GFLOP/s{}.\n",
                ctx.caps().name, ctx.caps().driver_name, ctx.caps().driver_info, pr.bandwidth.value, pr.fma.value,
                int_dot_text(pr));
-    fmt::print("Each row was checked against its C++ reference first, then timed: best and mean of the timed runs, {}; "
-               "GB/s and GFLOP/s from the best time.\n\n",
-               ctx.caps().timestamps ? "GPU timestamps summed over the op's dispatches"
-                                     : "host time around each submission (the device has no timestamps)");
+    fmt::print(
+        "Each row was checked against its C++ reference first, then timed: best and mean of the timed runs, {}; "
+        "GB/s and GFLOP/s from the best time.\n\n",
+        ctx.caps().timestamps ? "GPU timestamps summed over the op's dispatches"
+                              : "host time around each submission (the device has no timestamps)");
 
     std::vector<std::vector<std::string>> cells = {
         {"op", "shape", "type", "best µs", "mean µs", "reps", "GB/s", "%BW", "GFLOP/s", "%peak", "check NMSE"}};
@@ -174,12 +179,14 @@ void print_markdown(const std::vector<Row>& rows, const bench_ops::Config& cfg, 
     fmt::print("{}\n", rule);
     for (size_t i = 1; i < cells.size(); ++i) print_row(cells[i]);
 
-    fmt::print("\n%BW and %peak: of the measured probes above (%peak: of f32 FMA, or of the int8 packed dot for the "
-               "int-dot rows). GFLOP/s: 2mnk for linear, 4 * heads * head_dim per "
-               "attended key, a rough per-element count for the small ops (— for pure data movement).\n");
+    fmt::print(
+        "\n%BW and %peak: of the measured probes above (%peak: of f32 FMA, or of the int8 packed dot for the "
+        "int-dot rows). GFLOP/s: 2mnk for linear, 4 * heads * head_dim per "
+        "attended key, a rough per-element count for the small ops (— for pure data movement).\n");
     if (any_subset)
-        fmt::print("†: the reference was computed for a sample of the outputs (every 17th row, plus the last) to keep "
-                   "the host side quick; `--json` names the sample per row.\n");
+        fmt::print(
+            "†: the reference was computed for a sample of the outputs (every 17th row, plus the last) to keep "
+            "the host side quick; `--json` names the sample per row.\n");
     if (any_host) fmt::print("h: host time around the submission (no timestamps on this device).\n");
     if (any_check_timed)
         fmt::print("c: one run took longer than the {:.0f} s row budget, so the checked run is the only timed one.\n",
@@ -193,8 +200,8 @@ void bench_ops_main(const BenchOpsOptions& o) {
     fmt::print(stderr, "bench-ops: probing read bandwidth and FMA rate...\n");
     Probes pr{probe_bandwidth(ctx), probe_fma(ctx), {}};
     if (ctx.caps().int_dot_product) pr.int_dot = probe_int_dot(ctx);
-    fmt::print(stderr, "bench-ops: measured {:.1f} GB/s read, {:.1f} GFLOP/s f32 FMA{}\n", pr.bandwidth.value, pr.fma.value,
-               int_dot_text(pr));
+    fmt::print(stderr, "bench-ops: measured {:.1f} GB/s read, {:.1f} GFLOP/s f32 FMA{}\n", pr.bandwidth.value,
+               pr.fma.value, int_dot_text(pr));
 
     bench_ops::Bench bench(ctx, cfg, [](const Row& r, size_t i) {
         if (r.status == Status::Ok)
@@ -208,18 +215,20 @@ void bench_ops_main(const BenchOpsOptions& o) {
 
     if (o.json) {
         nlohmann::json out;
-        out["device"] = {{"name", ctx.caps().name}, {"driver", ctx.caps().driver_name + " " + ctx.caps().driver_info},
+        out["device"] = {{"name", ctx.caps().name},
+                         {"driver", ctx.caps().driver_name + " " + ctx.caps().driver_info},
                          {"timestamps", ctx.caps().timestamps}};
         const auto& s = cfg.shapes;
-        out["shapes"] = {{"name", s.name}, {"dim", s.dim}, {"n_heads", s.n_heads}, {"n_kv_heads", s.n_kv_heads},
-                         {"head_dim", s.head_dim}, {"ffn", s.ffn}, {"vocab", s.vocab}, {"prompt", cfg.prompt},
+        out["shapes"] = {{"name", s.name},         {"dim", s.dim}, {"n_heads", s.n_heads}, {"n_kv_heads", s.n_kv_heads},
+                         {"head_dim", s.head_dim}, {"ffn", s.ffn}, {"vocab", s.vocab},     {"prompt", cfg.prompt},
                          {"ctx", cfg.ctx}};
         out["probes"] = {{"bandwidth_gbs", pr.bandwidth.value}, {"fma_gflops", pr.fma.value}};
         if (pr.int_dot.value > 0) out["probes"]["int_dot_gops"] = pr.int_dot.value;
         out["reps"] = cfg.reps;
         out["results"] = nlohmann::json::array();
         for (const Row& r : rows) out["results"].push_back(row_json(r, pr));
-        out["failed"] = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == Status::Failed; });
+        out["failed"] =
+            std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == Status::Failed; });
         fmt::print("{}\n", out.dump(2));
     } else {
         print_markdown(rows, cfg, ctx, pr);
@@ -233,23 +242,27 @@ void bench_ops_main(const BenchOpsOptions& o) {
             failed += fmt::format("\n  FAILED {} {} {}: {}", r.op, r.shape, r.type, r.note);
             ++n_failed;
         }
-    if (n_failed) throw std::runtime_error(fmt::format("{} of {} benchmark rows failed:{}", n_failed, rows.size(), failed));
+    if (n_failed)
+        throw std::runtime_error(fmt::format("{} of {} benchmark rows failed:{}", n_failed, rows.size(), failed));
 }
 
 }  // namespace
 
 void register_bench_ops(CLI::App& app) {
-    auto* cmd = app.add_subcommand("bench-ops", "Check each kernel against its C++ reference, then time it at LLaMA shapes");
+    auto* cmd =
+        app.add_subcommand("bench-ops", "Check each kernel against its C++ reference, then time it at LLaMA shapes");
     auto o = std::make_shared<BenchOpsOptions>();
     std::vector<std::string> shape_names;
     for (const auto& s : bench_ops::shape_sets()) shape_names.push_back(s.name);
-    cmd->add_option("--shapes", o->shapes, "Shape set: tinyllama, llama2-7b, llama3-8b, or small (a quick set for tests)")
+    cmd->add_option("--shapes", o->shapes,
+                    "Shape set: tinyllama, llama2-7b, llama3-8b, or small (a quick set for tests)")
         ->check(CLI::IsMember(shape_names))
         ->capture_default_str();
     std::vector<std::string> type_names;
     for (TensorType t : kAllTensorTypes) type_names.emplace_back(type_traits(t).lower);
-    cmd->add_option("--types", o->types, "Weight types, comma-separated, or all (" + fmt::format("{}", fmt::join(type_names, ", ")) +
-                                         "); f16/f32/q8_0 among them also select the KV cache types (default f16)")
+    cmd->add_option("--types", o->types,
+                    "Weight types, comma-separated, or all (" + fmt::format("{}", fmt::join(type_names, ", ")) +
+                        "); f16/f32/q8_0 among them also select the KV cache types (default f16)")
         ->delimiter(',')
         ->transform([type_names](std::string v) {
             if (v != "all" && std::find(type_names.begin(), type_names.end(), v) == type_names.end())
@@ -257,13 +270,16 @@ void register_bench_ops(CLI::App& app) {
             return v;
         })
         ->capture_default_str();
-    cmd->add_option("--ops", o->ops, "Ops to run, comma-separated (default all): " + fmt::format("{}", fmt::join(bench_ops::op_names(), ", ")))
+    cmd->add_option(
+           "--ops", o->ops,
+           "Ops to run, comma-separated (default all): " + fmt::format("{}", fmt::join(bench_ops::op_names(), ", ")))
         ->delimiter(',')
         ->check(CLI::IsMember(bench_ops::op_names()));
     cmd->add_option("-r,--reps", o->reps, "Timed repetitions per row (fewer when a row runs past ~2 s)")
         ->check(CLI::Range(1, 100000))
         ->capture_default_str();
-    o->prompt_opt = cmd->add_option("--prompt", o->prompt, "Prompt tokens for the matmul and prefill shapes (default 512; 64 for small)")
+    o->prompt_opt = cmd->add_option("--prompt", o->prompt,
+                                    "Prompt tokens for the matmul and prefill shapes (default 512; 64 for small)")
                         ->check(CLI::Range(1, 65536));
     o->ctx_opt = cmd->add_option("--ctx", o->ctx, "KV length for decode attention (default 2048; 256 for small)")
                      ->check(CLI::Range(1, 1 << 20));

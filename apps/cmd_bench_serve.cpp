@@ -70,10 +70,12 @@ struct StreamsResult {
 };
 
 // `n` requests submitted at once; tokens generated per second of wall time, prefill included.
-StreamsResult run_streams(engine::Engine& e, uint32_t n, const ServeBenchOptions& o, uint32_t n_vocab, std::mt19937& rng) {
+StreamsResult run_streams(engine::Engine& e, uint32_t n, const ServeBenchOptions& o, uint32_t n_vocab,
+                          std::mt19937& rng) {
     std::vector<std::unique_ptr<engine::Ticket>> tickets;
     const auto t0 = clock_type::now();
-    for (uint32_t i = 0; i < n; ++i) tickets.push_back(e.submit(request(random_tokens(o.n_prompt, n_vocab, rng), o.n_gen)));
+    for (uint32_t i = 0; i < n; ++i)
+        tickets.push_back(e.submit(request(random_tokens(o.n_prompt, n_vocab, rng), o.n_gen)));
     StreamsResult r;
     r.streams = n;
     for (auto& t : tickets) {
@@ -129,8 +131,8 @@ struct SharedPrefixResult {
 // one token generated; request i is pinned to slot i, so that every slot ends up holding one. The
 // first goes alone; the others, sent together once it is done, share its blocks. The engine is
 // fresh (every slot empty), so the KV cache in use is theirs alone.
-SharedPrefixResult run_shared_prefix(ModelGpu& model, const Tokenizer& tok, const ServeBenchOptions& o, uint32_t n_vocab,
-                                     std::mt19937& rng) {
+SharedPrefixResult run_shared_prefix(ModelGpu& model, const Tokenizer& tok, const ServeBenchOptions& o,
+                                     uint32_t n_vocab, std::mt19937& rng) {
     SharedPrefixResult r{o.shared_prefix, 8, o.parallel};
     const std::vector<int32_t> prefix = random_tokens(o.shared_prefix, n_vocab, rng);
     auto pinned = [&](uint32_t slot) {
@@ -168,7 +170,8 @@ void bench_serve(const ServeBenchOptions& o) {
     mo.n_seq = o.parallel;
     mo.kv_budget = o.kv_budget;
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, o.json);
-    auto engine = std::make_unique<engine::Engine>(*m.model, *m.tokenizer, engine::EngineOptions{.n_slots = o.parallel, .queue_limit = 1024});
+    auto engine = std::make_unique<engine::Engine>(*m.model, *m.tokenizer,
+                                                   engine::EngineOptions{.n_slots = o.parallel, .queue_limit = 1024});
     engine::Engine& e = *engine;
     std::mt19937 rng(1234);
     const uint32_t n_vocab = m.cfg.n_vocab;
@@ -195,36 +198,51 @@ void bench_serve(const ServeBenchOptions& o) {
         j["device"] = device_names(m);
         j["parallel"] = o.parallel;
         for (auto& s : streams)
-            j["streams"].push_back({{"streams", s.streams}, {"tokens", s.tokens}, {"wall_s", s.wall_s},
-                                    {"tokens_per_s", s.tps()}, {"mean_ttft_ms", s.mean_ttft_ms}});
+            j["streams"].push_back({{"streams", s.streams},
+                                    {"tokens", s.tokens},
+                                    {"wall_s", s.wall_s},
+                                    {"tokens_per_s", s.tps()},
+                                    {"mean_ttft_ms", s.mean_ttft_ms}});
         j["aggregate_over_single"] = ratio;
         for (auto& t : turns)
-            j["follow_up"].push_back({{"history", t.history}, {"new_tokens", t.new_tokens}, {"cached", t.cached},
-                                      {"ttft_ms", t.ttft_follow_up_ms}, {"cold_ttft_ms", t.ttft_cold_ms}});
+            j["follow_up"].push_back({{"history", t.history},
+                                      {"new_tokens", t.new_tokens},
+                                      {"cached", t.cached},
+                                      {"ttft_ms", t.ttft_follow_up_ms},
+                                      {"cold_ttft_ms", t.ttft_cold_ms}});
         if (shared)
-            j["shared_prefix"] = {{"prefix_tokens", shared->prefix},        {"own_tokens", shared->own},
-                                  {"slots", shared->slots},                 {"one_slot_kv_bytes", shared->one_slot_bytes},
-                                  {"all_slots_kv_bytes", shared->all_slots_bytes}, {"one_slot_kv_blocks", shared->one_slot_blocks},
-                                  {"all_slots_kv_blocks", shared->all_slots_blocks},
-                                  {"kv_ratio", double(shared->all_slots_bytes) / double(std::max<uint64_t>(shared->one_slot_bytes, 1))},
-                                  {"first_ttft_ms", shared->first_ttft_ms},  {"others_mean_ttft_ms", shared->others_mean_ttft_ms},
-                                  {"cached_tokens", shared->cached}};
+            j["shared_prefix"] = {
+                {"prefix_tokens", shared->prefix},
+                {"own_tokens", shared->own},
+                {"slots", shared->slots},
+                {"one_slot_kv_bytes", shared->one_slot_bytes},
+                {"all_slots_kv_bytes", shared->all_slots_bytes},
+                {"one_slot_kv_blocks", shared->one_slot_blocks},
+                {"all_slots_kv_blocks", shared->all_slots_blocks},
+                {"kv_ratio", double(shared->all_slots_bytes) / double(std::max<uint64_t>(shared->one_slot_bytes, 1))},
+                {"first_ttft_ms", shared->first_ttft_ms},
+                {"others_mean_ttft_ms", shared->others_mean_ttft_ms},
+                {"cached_tokens", shared->cached}};
         fmt::print("{}\n", j.dump(2));
         return;
     }
-    fmt::print("model {} on {}, {} slots, prompt {} + {} generated tokens per stream\n\n", o.model,
-               device_names(m), o.parallel, o.n_prompt, o.n_gen);
+    fmt::print("model {} on {}, {} slots, prompt {} + {} generated tokens per stream\n\n", o.model, device_names(m),
+               o.parallel, o.n_prompt, o.n_gen);
     fmt::print("| streams | tokens | wall s | generated t/s | mean time to first token |\n|---|---|---|---|---|\n");
     for (auto& s : streams)
-        fmt::print("| {} | {} | {:.2f} | {:.1f} | {:.0f} ms |\n", s.streams, s.tokens, s.wall_s, s.tps(), s.mean_ttft_ms);
+        fmt::print("| {} | {} | {:.2f} | {:.1f} | {:.0f} ms |\n", s.streams, s.tokens, s.wall_s, s.tps(),
+                   s.mean_ttft_ms);
     fmt::print("\naggregate throughput, {} streams / 1 stream: {:.2f}x\n\n", o.parallel, ratio);
-    fmt::print("| conversation tokens | new tokens | reused | follow-up TTFT | same prompt, cold slot |\n|---|---|---|---|---|\n");
+    fmt::print(
+        "| conversation tokens | new tokens | reused | follow-up TTFT | same prompt, cold slot "
+        "|\n|---|---|---|---|---|\n");
     for (auto& t : turns)
         fmt::print("| {} | {} | {} | {:.0f} ms | {:.0f} ms |\n", t.history, t.new_tokens, t.cached, t.ttft_follow_up_ms,
                    t.ttft_cold_ms);
     if (shared) {
         const SharedPrefixResult& s = *shared;
-        fmt::print("\n{} slots, each prompt a shared {}-token prefix + {} tokens of its own:\n\n", s.slots, s.prefix, s.own);
+        fmt::print("\n{} slots, each prompt a shared {}-token prefix + {} tokens of its own:\n\n", s.slots, s.prefix,
+                   s.own);
         fmt::print("| slots holding it | KV blocks | KV cache | time to first token |\n|---|---|---|---|\n");
         fmt::print("| 1 | {} | {} | {:.0f} ms |\n", s.one_slot_blocks, format_mib(s.one_slot_bytes), s.first_ttft_ms);
         fmt::print("| {} | {} | {} ({:.2f}x) | {:.0f} ms (mean of the other {}; {} prompt tokens shared) |\n", s.slots,
@@ -246,7 +264,8 @@ void register_bench_serve(CLI::App& app) {
     cmd->add_option("--gen", o->n_gen, "Tokens generated per stream")->check(CLI::Range(1u, 1u << 20));
     cmd->add_option("--ctx", o->ctx, "Context per slot")->check(CLI::Range(16u, 1u << 20));
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1u, 4096u));
-    cmd->add_option("--kv-budget", o->kv_budget, "Tokens of KV cache for all slots together (default: --parallel x --ctx)")
+    cmd->add_option("--kv-budget", o->kv_budget,
+                    "Tokens of KV cache for all slots together (default: --parallel x --ctx)")
         ->check(CLI::Range(1u, 1u << 30));
     cmd->add_option("--shared-prefix", o->shared_prefix,
                     "Tokens of the system prompt every slot shares in the KV-memory run (0: skip it; skipped where it "

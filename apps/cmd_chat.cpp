@@ -44,7 +44,7 @@ struct ChatOptions {
     uint64_t seed = 0;
     bool seed_set = false;
     bool show_stats = false;
-    std::string tools_file;            // OpenAI's tools array (JSON)
+    std::string tools_file;  // OpenAI's tools array (JSON)
     std::string tool_choice = "auto";  // auto | none | required | a tool's name
     DeviceOptions device;
 };
@@ -95,8 +95,10 @@ void chat(const ChatOptions& o) {
         rl_initialize();
         using_history();
     }
-    fmt::print(stderr, "vkllm chat: template '{}', context {} tokens. /reset starts over, /exit (or Ctrl-D) quits, "
-               "Ctrl-C stops an answer.\n", tmpl.name(), m.model->n_ctx());
+    fmt::print(stderr,
+               "vkllm chat: template '{}', context {} tokens. /reset starts over, /exit (or Ctrl-D) quits, "
+               "Ctrl-C stops an answer.\n",
+               tmpl.name(), m.model->n_ctx());
 
     using json = nlohmann::ordered_json;
     json tools = nullptr;
@@ -116,12 +118,13 @@ void chat(const ChatOptions& o) {
         try {
             choice = answer::parse_tool_choice(o.tool_choice, choice_name);
             // Checked now: a format that cannot be parsed or forced is an error before the first turn.
-            (void)answer::plan_tool_use(format, answer::template_renders_tools(tmpl.source()), tools, choice, choice_name, false);
+            (void)answer::plan_tool_use(format, answer::template_renders_tools(tmpl.source()), tools, choice,
+                                        choice_name, false);
         } catch (const answer::ToolError& e) {
             throw std::invalid_argument(fmt::format("--tool-choice {}: {}", o.tool_choice, e.what()));
         }
-        fmt::print(stderr, "vkllm chat: {} tools, calls in the '{}' format; after a call, type its result.\n", tools.size(),
-                   format.name);
+        fmt::print(stderr, "vkllm chat: {} tools, calls in the '{}' format; after a call, type its result.\n",
+                   tools.size(), format.name);
     }
 
     json messages = json::array();
@@ -139,8 +142,8 @@ void chat(const ChatOptions& o) {
         engine::CompletionRequest req;
         try {
             // One call per turn: the user answers each before the model goes on.
-            plan = answer::plan_tool_use(format, answer::template_renders_tools(tmpl.source()), tools, turn_choice, choice_name,
-                                       false);
+            plan = answer::plan_tool_use(format, answer::template_renders_tools(tmpl.source()), tools, turn_choice,
+                                         choice_name, false);
             answer::add_system_text(turn_messages, plan.system_text);
             chat_template::ChatInputs in = chat_template::chat_inputs(tok, turn_messages, tools, nullptr);
             const std::string rendered = tmpl.apply(in);
@@ -150,7 +153,8 @@ void chat(const ChatOptions& o) {
                 if (!plan.forced) {  // 'auto': the calls follow their parameters from the call marker on
                     req.grammar_start.triggers = plan.triggers;
                     if (const answer::ReasoningTags* thinks = answer::reasoning_tags(tmpl.source()))
-                        answer::skip_reasoning(req.grammar_start, answer::prompt_opens_reasoning(rendered, *thinks), *thinks);
+                        answer::skip_reasoning(req.grammar_start, answer::prompt_opens_reasoning(rendered, *thinks),
+                                               *thinks);
                 }
             }
         } catch (const std::exception& e) {  // a template error, a tool the format cannot force
@@ -212,7 +216,8 @@ void chat(const ChatOptions& o) {
             answer::AnswerStream::Rest rest = reply.finish();
             show(rest.reasoning, rest.content);
             calls = std::move(rest.calls);
-            for (const answer::ToolCall& c : calls) fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
+            for (const answer::ToolCall& c : calls)
+                fmt::print("{}[tool call] {}({})", answer.empty() ? "" : "\n", c.name, c.arguments);
             fmt::print("\n");
             std::fflush(stdout);  // the answer before the notes on stderr
             if (e->finish == engine::FinishReason::Cancelled) fmt::print(stderr, "(stopped)\n");
@@ -220,9 +225,10 @@ void chat(const ChatOptions& o) {
             if (e->finish == engine::FinishReason::Length && o.n_predict < 0)
                 fmt::print(stderr, "(the context is full: /reset to start over)\n");
             if (o.show_stats)
-                fmt::print(stderr, "[{} prompt tokens, {} reused from the cache, {:.0f} ms to first token; {} tokens in "
-                           "{:.0f} ms]\n", e->prompt_tokens, e->cached_tokens, e->prompt_ms, e->completion_tokens,
-                           e->generate_ms);
+                fmt::print(stderr,
+                           "[{} prompt tokens, {} reused from the cache, {:.0f} ms to first token; {} tokens in "
+                           "{:.0f} ms]\n",
+                           e->prompt_tokens, e->cached_tokens, e->prompt_ms, e->completion_tokens, e->generate_ms);
             break;
         }
         json msg = {{"role", "assistant"}, {"content", answer}};
@@ -261,7 +267,8 @@ void chat(const ChatOptions& o) {
                     ended = true;
                     break;
                 }
-                messages.push_back({{"role", "tool"}, {"tool_call_id", sent[i]["id"]}, {"name", calls[i].name}, {"content", result}});
+                messages.push_back(
+                    {{"role", "tool"}, {"tool_call_id", sent[i]["id"]}, {"name", calls[i].name}, {"content", result}});
             }
             if (!ended && !answer_turn(answer::ToolChoice::Auto, calls)) break;
         }
@@ -287,12 +294,18 @@ void register_chat(CLI::App& app) {
     cmd->add_option("--top-p", o->top_p, "Top-p");
     cmd->add_option("--min-p", o->min_p, "Min-p");
     cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1: off)");
-    cmd->add_option("--seed", o->seed, "Sampling seed (default: random)")->each([o](const std::string&) { o->seed_set = true; });
+    cmd->add_option("--seed", o->seed, "Sampling seed (default: random)")->each([o](const std::string&) {
+        o->seed_set = true;
+    });
     cmd->add_flag("--stats", o->show_stats, "Print prompt/cache/timing figures after each answer");
-    cmd->add_option("--tools", o->tools_file, "JSON file with OpenAI's tools array: the model may call them; you type "
-                    "each call's result")->check(CLI::ExistingFile);
-    cmd->add_option("--tool-choice", o->tool_choice, "auto, none, required, or a tool's name (forces a call in the turn "
-                    "after each message of yours)")->needs("--tools");
+    cmd->add_option("--tools", o->tools_file,
+                    "JSON file with OpenAI's tools array: the model may call them; you type "
+                    "each call's result")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--tool-choice", o->tool_choice,
+                    "auto, none, required, or a tool's name (forces a call in the turn "
+                    "after each message of yours)")
+        ->needs("--tools");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     cmd->callback([o] { chat(*o); });

@@ -57,7 +57,8 @@ void read_messages(const std::string& path, chat_template::ChatInputs& in) {
 
 void chat_template(const ChatTemplateOptions& o) {
     if (o.model.empty() && o.tmpl.empty())
-        throw std::invalid_argument("no template: give -m M.gguf (its tokenizer.chat_template) or --template NAME|FILE");
+        throw std::invalid_argument(
+            "no template: give -m M.gguf (its tokenizer.chat_template) or --template NAME|FILE");
     chat_template::ChatInputs in;
     read_messages(o.messages, in);
     in.add_generation_prompt = o.add_generation_prompt;
@@ -75,7 +76,8 @@ void chat_template(const ChatTemplateOptions& o) {
             if (tok->eos_id() >= 0) in.eos_token = std::string(tok->token_text(tok->eos_id()));
         }
         if (o.tmpl.empty() && from_model.empty())
-            fmt::print(stderr, "vkllm: warning: '{}' has no tokenizer.chat_template; using a built-in template for '{}'\n",
+            fmt::print(stderr,
+                       "vkllm: warning: '{}' has no tokenizer.chat_template; using a built-in template for '{}'\n",
                        o.model, arch.empty() ? "unknown" : arch);
     }
     if (o.bos_opt->count()) in.bos_token = o.bos;
@@ -91,12 +93,14 @@ void chat_template(const ChatTemplateOptions& o) {
 void register_chat_template(CLI::App& app) {
     auto o = std::make_shared<ChatTemplateOptions>();
     auto* cmd = app.add_subcommand("chat-template", "Render a chat template over a messages file (prints the prompt)");
-    cmd->add_option("-m,--model", o->model, "GGUF file: its tokenizer.chat_template, BOS and EOS (vocab-only files work)");
+    cmd->add_option("-m,--model", o->model,
+                    "GGUF file: its tokenizer.chat_template, BOS and EOS (vocab-only files work)");
     cmd->add_option("--template,--chat-template", o->tmpl,
                     "A built-in template name (chatml, llama2, llama3, mistral, phi3, gemma, zephyr, deepseek, "
                     "deepseek3, vicuna) or a Jinja file; overrides the model's");
-    cmd->add_option("--messages", o->messages,
-                    "JSON file: a messages array, or an object with \"messages\", optional \"tools\" and other variables")
+    cmd->add_option(
+           "--messages", o->messages,
+           "JSON file: a messages array, or an object with \"messages\", optional \"tools\" and other variables")
         ->required();
     cmd->add_flag("--add-generation-prompt", o->add_generation_prompt, "End with the assistant turn's opening");
     o->bos_opt = cmd->add_option("--bos", o->bos, "The bos_token text (default: the model's BOS token, else empty)");

@@ -33,7 +33,12 @@ nlohmann::json to_json(const PhysicalDeviceEntry& d) {
     const DeviceCaps& c = d.caps;
     nlohmann::json coop = nlohmann::json::array();
     for (auto& s : c.coop_shapes)
-        coop.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"a", s.a_type}, {"b", s.b_type}, {"c", s.c_type},
+        coop.push_back({{"m", s.m},
+                        {"n", s.n},
+                        {"k", s.k},
+                        {"a", s.a_type},
+                        {"b", s.b_type},
+                        {"c", s.c_type},
                         {"result", s.result_type}});
     return {
         {"index", d.index},
@@ -50,8 +55,11 @@ nlohmann::json to_json(const PhysicalDeviceEntry& d) {
         {"subgroup_size", c.subgroup_size},
         {"subgroup_size_range", {c.min_subgroup_size, c.max_subgroup_size}},
         {"subgroup_size_control", c.subgroup_size_control},
-        {"subgroup_ops", {{"basic", c.subgroup_basic}, {"arithmetic", c.subgroup_arithmetic},
-                          {"shuffle", c.subgroup_shuffle}, {"ballot", c.subgroup_ballot}}},
+        {"subgroup_ops",
+         {{"basic", c.subgroup_basic},
+          {"arithmetic", c.subgroup_arithmetic},
+          {"shuffle", c.subgroup_shuffle},
+          {"ballot", c.subgroup_ballot}}},
         {"fp16", c.fp16},
         {"soft_half", c.soft_half},
         {"int8", c.int8},
@@ -87,20 +95,22 @@ void print_table(const std::vector<PhysicalDeviceEntry>& devices, const Physical
         std::vector<std::pair<std::string, std::string>> rows = {
             {"vendor / type", fmt::format("{} / {}", c.vendor, c.type_name())},
             {"driver", fmt::format("{} {} (version 0x{:x})", c.driver_name, c.driver_info, c.driver_version)},
-            {"Vulkan API", c.device_api_version == c.api_version
-                               ? version_str(c.api_version)
-                               : fmt::format("{} (vkllm uses {})", version_str(c.device_api_version),
-                                             version_str(c.api_version))},
+            {"Vulkan API",
+             c.device_api_version == c.api_version
+                 ? version_str(c.api_version)
+                 : fmt::format("{} (vkllm uses {})", version_str(c.device_api_version), version_str(c.api_version))},
             {"subgroup size", fmt::format("{} (range {}..{}, size control {})", c.subgroup_size, c.min_subgroup_size,
                                           c.max_subgroup_size, yn(c.subgroup_size_control))},
             {"subgroup ops", fmt::format("basic {}, arithmetic {}, shuffle {}, ballot {}", yn(c.subgroup_basic),
                                          yn(c.subgroup_arithmetic), yn(c.subgroup_shuffle), yn(c.subgroup_ballot))},
-            {"fp16 / int8 / int64 math", fmt::format("{} / {} / {}{}", yn(c.fp16), yn(c.int8), yn(c.int64),
-                                             c.soft_half ? " (f16 data converted without unpackHalf2x16)" : "")},
+            {"fp16 / int8 / int64 math",
+             fmt::format("{} / {} / {}{}", yn(c.fp16), yn(c.int8), yn(c.int64),
+                         c.soft_half ? " (f16 data converted without unpackHalf2x16)" : "")},
             {"16/8-bit storage", fmt::format("{} / {}", yn(c.storage16), yn(c.storage8))},
-            {"integer dot product", !c.int_dot_product ? std::string("no")
-                                    : fmt::format("yes (4x8-bit packed {}accelerated; int-dot kernels {})",
-                                                  c.int_dot_accelerated ? "" : "not ", c.int_dot_kernels ? "on" : "off")},
+            {"integer dot product",
+             !c.int_dot_product ? std::string("no")
+                                : fmt::format("yes (4x8-bit packed {}accelerated; int-dot kernels {})",
+                                              c.int_dot_accelerated ? "" : "not ", c.int_dot_kernels ? "on" : "off")},
             {"cooperative matrix", c.cooperative_matrix ? fmt::format("yes ({} shapes)", c.coop_shapes.size()) : "no"},
             {"shared memory", bytes_str(c.max_shared_memory)},
             {"workgroup", fmt::format("{} invocations, size {}x{}x{}", c.max_workgroup_invocations,
@@ -109,8 +119,10 @@ void print_table(const std::vector<PhysicalDeviceEntry>& devices, const Physical
             {"storage offset align", fmt::format("{} B", c.min_storage_buffer_offset_alignment)},
             {"maxUniformBufferRange", fmt::format("{}, offset align {} B", bytes_str(c.max_uniform_buffer_range),
                                                   c.min_uniform_buffer_offset_alignment)},
-            {"max allocation / buffer", fmt::format("{} / {}", bytes_str(c.max_memory_allocation_size), bytes_str(c.max_buffer_size))},
-            {"device-local memory", fmt::format("{}{}", bytes_str(c.device_local_bytes), c.uma ? " (unified with host)" : "")},
+            {"max allocation / buffer",
+             fmt::format("{} / {}", bytes_str(c.max_memory_allocation_size), bytes_str(c.max_buffer_size))},
+            {"device-local memory",
+             fmt::format("{}{}", bytes_str(c.device_local_bytes), c.uma ? " (unified with host)" : "")},
             {"timestamps", c.timestamps ? fmt::format("yes ({} ns/tick)", c.timestamp_period_ns) : "no"},
         };
         for (auto& [k, v] : rows) fmt::print("  {:<24} {}\n", k, v);
@@ -127,8 +139,10 @@ struct SplitOptions {
 
 // The devices --devices names (indices or name substrings, comma-separated), each once; every device
 // when it names none.
-std::vector<const PhysicalDeviceEntry*> chosen_devices(const std::vector<PhysicalDeviceEntry>& all, const std::string& list) {
-    const std::vector<DeviceSelector> sels = list.empty() ? std::vector<DeviceSelector>{} : parse_devices(list, "--devices");
+std::vector<const PhysicalDeviceEntry*> chosen_devices(const std::vector<PhysicalDeviceEntry>& all,
+                                                       const std::string& list) {
+    const std::vector<DeviceSelector> sels =
+        list.empty() ? std::vector<DeviceSelector>{} : parse_devices(list, "--devices");
     try {
         return select_devices(all, sels);
     } catch (const std::invalid_argument& e) {
@@ -161,17 +175,24 @@ void print_split(const SplitOptions& o, const std::vector<PhysicalDeviceEntry>& 
                              {"kv_cache_bytes", p.memory.kv_cache},
                              {"scratch_bytes", p.memory.scratch},
                              {"device_local_bytes", p.memory.available}});
-        fmt::print("{}\n", nlohmann::json{{"model", o.model}, {"n_layers", cfg.n_layers}, {"n_ctx", plan.n_ctx},
-                                           {"by", plan.by_memory ? "memory" : "ratios"}, {"shares", plan.shares},
-                                           {"parts", parts}}.dump(2));
+        fmt::print("{}\n", nlohmann::json{{"model", o.model},
+                                          {"n_layers", cfg.n_layers},
+                                          {"n_ctx", plan.n_ctx},
+                                          {"by", plan.by_memory ? "memory" : "ratios"},
+                                          {"shares", plan.shares},
+                                          {"parts", parts}}
+                               .dump(2));
         return;
     }
     std::string shares;
-    for (double s : plan.shares) shares += fmt::format("{}{}", shares.empty() ? "" : ",", plan.by_memory ? bytes_str(uint64_t(s)) : fmt::format("{:g}", s));
+    for (double s : plan.shares)
+        shares += fmt::format("{}{}", shares.empty() ? "" : ",",
+                              plan.by_memory ? bytes_str(uint64_t(s)) : fmt::format("{:g}", s));
     fmt::print("{}: {} layers over {} device(s), split by {} ({}), context {} x {} sequence(s), KV {}\n", o.model,
                cfg.n_layers, chosen.size(), plan.by_memory ? "device-local memory" : "--split ratios", shares,
                plan.n_ctx, o.parallel, ops::kv_type_name(o.kv_type));
-    fmt::print("| device | layers | holds | weights | KV cache | scratch | device-local |\n|---|---|---|---|---|---|---|\n");
+    fmt::print(
+        "| device | layers | holds | weights | KV cache | scratch | device-local |\n|---|---|---|---|---|---|---|\n");
     for (const SplitPart& p : plan.parts) {
         std::string holds = p.layers.first == 0 ? "embedding" : "";
         if (p.layers.end() == cfg.n_layers) holds += holds.empty() ? "output head" : ", output head";
@@ -179,22 +200,27 @@ void print_split(const SplitOptions& o, const std::vector<PhysicalDeviceEntry>& 
                    layer_span(p.layers), holds.empty() ? "-" : holds, bytes_str(p.memory.weights),
                    bytes_str(p.memory.kv_cache), bytes_str(p.memory.scratch), bytes_str(p.memory.available));
     }
-    fmt::print("(run, chat, serve, perplexity, bench and bench-serve split the model so with the same --devices and --split)\n");
+    fmt::print(
+        "(run, chat, serve, perplexity, bench and bench-serve split the model so with the same --devices and "
+        "--split)\n");
 }
 
 }  // namespace
 
 void register_devices(CLI::App& app) {
-    auto* cmd = app.add_subcommand("devices", "List Vulkan devices and the capabilities vkllm uses; with -m, how a model "
-                                              "would be split over them");
+    auto* cmd = app.add_subcommand("devices",
+                                   "List Vulkan devices and the capabilities vkllm uses; with -m, how a model "
+                                   "would be split over them");
     auto json = std::make_shared<bool>(false);
     auto so = std::make_shared<SplitOptions>();
     cmd->add_flag("--json", *json, "Print JSON instead of a table");
     cmd->add_option("-m,--model", so->model, "Show how this GGUF model's layers would be split over the devices");
-    cmd->add_option("--devices", so->devices, "With -m: the devices, by index or name substring, comma-separated "
-                                             "(default: every device)");
-    cmd->add_option("--split", so->split, "With -m: layer (by each device's device-local memory, the default) or "
-                                          "layer:R0,R1,... (layers in these ratios)");
+    cmd->add_option("--devices", so->devices,
+                    "With -m: the devices, by index or name substring, comma-separated "
+                    "(default: every device)");
+    cmd->add_option("--split", so->split,
+                    "With -m: layer (by each device's device-local memory, the default) or "
+                    "layer:R0,R1,... (layers in these ratios)");
     cmd->add_option("--ctx", so->n_ctx, "With -m: KV cache rows per sequence (default: the model's, capped by memory)");
     cmd->add_option("--parallel", so->parallel, "With -m: sequences with a KV cache each (a server's slots)")
         ->check(CLI::Range(1u, 256u));
@@ -206,7 +232,8 @@ void register_devices(CLI::App& app) {
         Instance instance;
         auto devices = enumerate_devices(instance);
         if (!so->model.empty()) {
-            if (devices.empty()) throw DeviceLimitError("no Vulkan 1.1 device found (on Debian: apt-get install mesa-vulkan-drivers)");
+            if (devices.empty())
+                throw DeviceLimitError("no Vulkan 1.1 device found (on Debian: apt-get install mesa-vulkan-drivers)");
             print_split(*so, devices, *json);
             return;
         }
@@ -221,7 +248,8 @@ void register_devices(CLI::App& app) {
             fmt::print("{}\n", out.dump(2));
             return;
         }
-        if (devices.empty()) throw DeviceLimitError("no Vulkan 1.1 device found (on Debian: apt-get install mesa-vulkan-drivers)");
+        if (devices.empty())
+            throw DeviceLimitError("no Vulkan 1.1 device found (on Debian: apt-get install mesa-vulkan-drivers)");
         print_table(devices, chosen);
     });
 }

@@ -31,7 +31,8 @@ struct EmbedArgs {
 };
 
 std::vector<std::string> inputs(const EmbedArgs& a) {
-    if (a.prompt_opt->count() && a.file_opt->count()) throw std::invalid_argument("give the text either with -p or with -f, not both");
+    if (a.prompt_opt->count() && a.file_opt->count())
+        throw std::invalid_argument("give the text either with -p or with -f, not both");
     if (!a.prompt_opt->count() && !a.file_opt->count()) throw std::invalid_argument("no text: give -p TEXT or -f FILE");
     std::string text = a.prompt;
     if (a.file_opt->count()) {
@@ -67,21 +68,24 @@ std::string run_rerank(const EmbedArgs& a, LoadedModel& m, const std::vector<std
                            {"results", results},
                            {"model", m.file->find_string("general.name").value_or("")},
                            {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}})
-               .dump() + "\n";
+               .dump() +
+           "\n";
 }
 
 void run_embed(const EmbedArgs& a) {
     const std::vector<std::string> texts = inputs(a);
     const bool reranking = a.rerank_opt->count() > 0;
     if (reranking && a.rerank.empty()) throw std::invalid_argument("--rerank: the query is empty");
-    if (reranking && !a.pooling.empty()) throw std::invalid_argument("--rerank scores with the model's rank pooling: no --pooling");
+    if (reranking && !a.pooling.empty())
+        throw std::invalid_argument("--rerank scores with the model's rank pooling: no --pooling");
     EmbedOptions eo;
     eo.normalize = a.normalize;
     if (!a.pooling.empty()) {
         eo.pooling = parse_pooling(a.pooling);
         if (!eo.pooling || *eo.pooling == Pooling::Rank)
-            throw std::invalid_argument(fmt::format("--pooling '{}': expected none, mean, cls or last{}", a.pooling,
-                                                    eo.pooling ? " (reranking is --rerank QUERY with a reranker)" : ""));
+            throw std::invalid_argument(
+                fmt::format("--pooling '{}': expected none, mean, cls or last{}", a.pooling,
+                            eo.pooling ? " (reranking is --rerank QUERY with a reranker)" : ""));
     }
     if (a.normalize < -1) normalize_embedding({}, a.normalize);  // the error, before the model loads
     const std::string path = resolve_model_path(a.model);
@@ -97,8 +101,9 @@ void run_embed(const EmbedArgs& a) {
         }
     }
     if (!reranking && model_role(cfg) == ModelRole::Rerank)
-        throw std::invalid_argument("this model is a reranker (pooling rank): its head scores a query and a document "
-                                    "together; give --rerank QUERY to score each input as a document");
+        throw std::invalid_argument(
+            "this model is a reranker (pooling rank): its head scores a query and a document "
+            "together; give --rerank QUERY to score each input as a document");
     ModelOptions mo;
     const EmbedSizes sizes = embedding_sizes(cfg, a.n_ctx, a.ubatch);
     mo.n_ctx = sizes.n_ctx;
@@ -123,7 +128,8 @@ void run_embed(const EmbedArgs& a) {
                 data.push_back({{"object", "embedding"}, {"index", data.size()}, {"embedding", e.vectors[j]}});
                 continue;
             }
-            for (size_t d = 0; d < e.vectors[j].size(); ++d) out += fmt::format("{}{:.6g}", d ? " " : "", e.vectors[j][d]);
+            for (size_t d = 0; d < e.vectors[j].size(); ++d)
+                out += fmt::format("{}{:.6g}", d ? " " : "", e.vectors[j][d]);
             out += '\n';
         }
     }
@@ -137,10 +143,12 @@ void run_embed(const EmbedArgs& a) {
             total += t.ns * 1e-6;
         }
         std::vector<std::pair<std::string, std::pair<double, int>>> rows(by.begin(), by.end());
-        std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+        std::sort(rows.begin(), rows.end(),
+                  [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
         fmt::print(stderr, "profile of the last forward pass: GPU {:.2f} ms\n", total);
         for (const auto& [name, v] : rows)
-            fmt::print(stderr, "  {:>9.3f} ms {:>5.1f}%  {:>4} x  {}\n", v.first, 100 * v.first / total, v.second, name);
+            fmt::print(stderr, "  {:>9.3f} ms {:>5.1f}%  {:>4} x  {}\n", v.first, 100 * v.first / total, v.second,
+                       name);
     }
     if (a.json && !reranking) {
         const nlohmann::json doc = {{"object", "list"},
@@ -150,17 +158,18 @@ void run_embed(const EmbedArgs& a) {
         out = doc.dump() + "\n";
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
-    fmt::print(stderr, "{}: {} input{}, {} tokens, pooling {}, normalize {}: {:.1f} ms ({:.1f} inputs/s, {:.0f} tokens/s)\n",
-               reranking ? "rerank" : "embed", texts.size(), texts.size() == 1 ? "" : "s", n_tokens,
-               pooling_name(pooling), reranking ? "none" : std::to_string(a.normalize), ms,
-               texts.size() * 1000.0 / ms, n_tokens * 1000.0 / ms);
+    fmt::print(
+        stderr, "{}: {} input{}, {} tokens, pooling {}, normalize {}: {:.1f} ms ({:.1f} inputs/s, {:.0f} tokens/s)\n",
+        reranking ? "rerank" : "embed", texts.size(), texts.size() == 1 ? "" : "s", n_tokens, pooling_name(pooling),
+        reranking ? "none" : std::to_string(a.normalize), ms, texts.size() * 1000.0 / ms, n_tokens * 1000.0 / ms);
 }
 
 }  // namespace
 
 void register_embed(CLI::App& app) {
     auto a = std::make_shared<EmbedArgs>();
-    auto* cmd = app.add_subcommand("embed", "Embeddings of texts with an encoder (bert) or a decoder embedding model, as llama-embedding");
+    auto* cmd = app.add_subcommand(
+        "embed", "Embeddings of texts with an encoder (bert) or a decoder embedding model, as llama-embedding");
     cmd->add_option("-m,--model", a->model, "GGUF embedding model")->required();
     a->prompt_opt = cmd->add_option("-p,--prompt", a->prompt, "Text to embed");
     a->file_opt = cmd->add_option("-f,--file", a->file, "File whose text to embed");
@@ -169,12 +178,14 @@ void register_embed(CLI::App& app) {
     a->rerank_opt = cmd->add_option("--rerank", a->rerank,
                                     "A reranker scores each input (with --batch-lines each line) as a document against "
                                     "this query: 'index score' lines, or /v1/rerank's JSON with --json");
-    cmd->add_option("--normalize", a->normalize,
-                    "-1 none, 0 max-abs (int16 range), 1 taxicab, 2 Euclidean, p > 2 p-norm (llama.cpp's --embd-normalize)")
+    cmd->add_option(
+           "--normalize", a->normalize,
+           "-1 none, 0 max-abs (int16 range), 1 taxicab, 2 Euclidean, p > 2 p-norm (llama.cpp's --embd-normalize)")
         ->capture_default_str();
     cmd->add_flag("--profile", a->profile, "GPU time per kernel of the last input (timestamp queries) on stderr");
     cmd->add_flag("--json", a->json, "OpenAI-shaped JSON: {data: [{index, embedding}], usage}");
-    cmd->add_option("--ctx", a->n_ctx, "Longest input in tokens (default: the model's context, at most 8192; a decoder's at most 2048)");
+    cmd->add_option("--ctx", a->n_ctx,
+                    "Longest input in tokens (default: the model's context, at most 8192; a decoder's at most 2048)");
     cmd->add_option("--ubatch", a->ubatch,
                     "Tokens evaluated at once (default: an encoder's --ctx, as an input must fit; a decoder's 512)");
     a->device.add_to(cmd);

@@ -60,8 +60,7 @@ ModelShape preset_shape(const std::string& name) {
         s.dim = 2048, s.n_layers = 22, s.n_heads = 32, s.n_kv_heads = 4, s.ffn_dim = 5632, s.n_vocab = 32000,
         s.n_ctx = 2048;
     } else if (name == "stories15m") {  // karpathy tinyllamas stories15M
-        s.dim = 288, s.n_layers = 6, s.n_heads = 6, s.n_kv_heads = 6, s.ffn_dim = 768, s.n_vocab = 32000,
-        s.n_ctx = 256;
+        s.dim = 288, s.n_layers = 6, s.n_heads = 6, s.n_kv_heads = 6, s.ffn_dim = 768, s.n_vocab = 32000, s.n_ctx = 256;
     } else if (name == "llama2-7b-layer") {  // one layer of Llama-2 7B: the shapes that matter for kernels
         s.dim = 4096, s.n_layers = 1, s.n_heads = 32, s.n_kv_heads = 32, s.ffn_dim = 11008, s.n_vocab = 32000,
         s.n_ctx = 4096;
@@ -97,9 +96,10 @@ void apply_type(const std::string& name, bool pure, ModelShape& s) {
             if (!parse_quant_mix(type_traits(t).lower))
                 singles += (singles.empty() ? "" : ", ") + std::string(type_traits(t).lower);
         for (QuantMix m : kAllQuantMixes) mixes += (mixes.empty() ? "" : ", ") + std::string(quant_mix_info(m).name);
-        throw std::invalid_argument(fmt::format("unknown --type '{}'; single types: {}; llama.cpp mixes: {} (with "
-                                                "--pure, q2_k, q6_k, iq4_nl and iq4_xs are single types)",
-                                                name, singles, mixes));
+        throw std::invalid_argument(
+            fmt::format("unknown --type '{}'; single types: {}; llama.cpp mixes: {} (with "
+                        "--pure, q2_k, q6_k, iq4_nl and iq4_xs are single types)",
+                        name, singles, mixes));
     }
 }
 
@@ -128,8 +128,7 @@ void run_gen_model(const GenModelArgs& a) {
         for (const CLI::Option* o : {a.dim_opt, a.layers_opt, a.heads_opt, a.ffn_opt, a.vocab_opt})
             if (o->count() == 0 && !(o == a.vocab_opt && !a.vocab_from.empty()))
                 missing += (missing.empty() ? "" : ", ") + o->get_name();
-        if (!missing.empty())
-            throw std::invalid_argument("without --preset, these options are required: " + missing);
+        if (!missing.empty()) throw std::invalid_argument("without --preset, these options are required: " + missing);
         s.n_ctx = 2048;
         s.name = "vkllm-random";
     }
@@ -147,7 +146,8 @@ void run_gen_model(const GenModelArgs& a) {
         vocab_file.emplace(GgufFile::open(a.vocab_from));
         const GgufValue* tokens = vocab_file->find("tokenizer.ggml.tokens");
         if (!tokens || tokens->type != GgufType::ARRAY || tokens->array_type != GgufType::STRING)
-            vocab_file->fail("key 'tokenizer.ggml.tokens'", "--vocab-from needs a file with a vocabulary (an array of strings)");
+            vocab_file->fail("key 'tokenizer.ggml.tokens'",
+                             "--vocab-from needs a file with a vocabulary (an array of strings)");
         s.n_vocab = uint32_t(tokens->array_size);
         // Encoders: as many token types as the vocab names (XLM-RoBERTa has 1, BERT 2).
         if (auto types = vocab_file->find_u32("tokenizer.ggml.token_type_count"); types && *types > 0)
@@ -160,7 +160,8 @@ void run_gen_model(const GenModelArgs& a) {
     s.variant = a.variant;
     if (!a.pooling.empty()) {
         const auto pooling = parse_pooling(a.pooling);
-        if (!pooling) throw std::invalid_argument("--pooling: expected none, mean, cls, last or rank, got '" + a.pooling + "'");
+        if (!pooling)
+            throw std::invalid_argument("--pooling: expected none, mean, cls, last or rank, got '" + a.pooling + "'");
         s.pooling = uint32_t(*pooling);
     }
     s.clamp_kqv = a.clamp_kqv;
@@ -191,14 +192,14 @@ void run_gen_model(const GenModelArgs& a) {
     }
     uint64_t total = 0;
     for (const GgufTensorInfo& t : w.tensors()) total += t.n_bytes;
-    const std::string weights =
-        s.mix ? fmt::format("llama.cpp {} mix ({})", quant_mix_info(*s.mix).name, type_summary(w))
-              : std::string(type_traits(s.weight_type).name);
+    const std::string weights = s.mix
+                                    ? fmt::format("llama.cpp {} mix ({})", quant_mix_info(*s.mix).name, type_summary(w))
+                                    : std::string(type_traits(s.weight_type).name);
     fmt::print(stderr,
                "gen-model: {}: {} dim {}, {} layers, {}/{} heads, ffn {}, vocab {}, ctx {}, {} weights, "
                "seed {}: {} tensors, {:.1f} MiB of data\n",
-               a.output, s.arch, s.dim, s.n_layers, s.n_heads, s.n_kv_heads, s.ffn_dim, s.n_vocab, s.n_ctx, weights, s.seed,
-               w.tensors().size(), double(total) / (1 << 20));
+               a.output, s.arch, s.dim, s.n_layers, s.n_heads, s.n_kv_heads, s.ffn_dim, s.n_vocab, s.n_ctx, weights,
+               s.seed, w.tensors().size(), double(total) / (1 << 20));
 
     const bool tty = isatty(fileno(stderr));
     const auto start = std::chrono::steady_clock::now();
@@ -226,9 +227,10 @@ void register_gen_model(CLI::App& app) {
     auto args = std::make_shared<GenModelArgs>();
     CLI::App* cmd = app.add_subcommand("gen-model", "Write a GGUF model with random weights");
     cmd->add_option("--arch", args->arch, "Architecture: " + supported_arch_list())->capture_default_str();
-    cmd->add_option("--variant", args->variant, "A variant of the architecture: v1.0 for t5 and t5encoder (T5 v1.0's "
-                                                "ReLU feed-forward without ffn_gate; default: v1.1's gated GELU); "
-                                                "qk-post-norm, split-gate or qk-post-norm,split-gate for jina-bert-v2");
+    cmd->add_option("--variant", args->variant,
+                    "A variant of the architecture: v1.0 for t5 and t5encoder (T5 v1.0's "
+                    "ReLU feed-forward without ffn_gate; default: v1.1's gated GELU); "
+                    "qk-post-norm, split-gate or qk-post-norm,split-gate for jina-bert-v2");
     cmd->add_option("-o,--output", args->output, "Output .gguf path")->required();
     cmd->add_option("--preset", args->preset, "Base shape: tinyllama, stories15m, llama2-7b-layer or llama3-8b")
         ->check(CLI::IsMember({"tinyllama", "stories15m", "llama2-7b-layer", "llama3-8b"}));
@@ -239,15 +241,18 @@ void register_gen_model(CLI::App& app) {
     args->ffn_opt = cmd->add_option("--ffn", args->ffn, "Feed-forward hidden size");
     args->vocab_opt = cmd->add_option("--vocab", args->vocab, "Vocab size (>= 259)");
     cmd->add_option("--vocab-from", args->vocab_from,
-                    "Take the vocabulary (every tokenizer.* key) from this GGUF file, e.g. ../shared/models/ggml-vocab-llama-bpe.gguf");
+                    "Take the vocabulary (every tokenizer.* key) from this GGUF file, e.g. "
+                    "../shared/models/ggml-vocab-llama-bpe.gguf");
     args->ctx_opt = cmd->add_option("--ctx", args->ctx, "Training context length (default 2048)");
     args->head_dim_opt = cmd->add_option("--head-dim", args->head_dim,
                                          "Head size, when heads x head size differs from dim (default dim / heads)");
-    args->window_opt = cmd->add_option("--window", args->window,
-                                       "Sliding window of gemma2 / gemma3 local layers (default 32)");
+    args->window_opt =
+        cmd->add_option("--window", args->window, "Sliding window of gemma2 / gemma3 local layers (default 32)");
     cmd->add_flag("--rope-freqs", args->rope_freqs, "llama: add Llama 3.x-style rope frequency factors");
-    cmd->add_option("--rope-scaling", args->rope_scaling, "RoPE scaling: none, linear or yarn (original context = ctx / factor)")
-        ->check(CLI::IsMember({"none", "linear", "yarn"}))->capture_default_str();
+    cmd->add_option("--rope-scaling", args->rope_scaling,
+                    "RoPE scaling: none, linear or yarn (original context = ctx / factor)")
+        ->check(CLI::IsMember({"none", "linear", "yarn"}))
+        ->capture_default_str();
     cmd->add_option("--rope-factor", args->rope_factor, "Factor of --rope-scaling")->capture_default_str();
     cmd->add_option("--type", args->type,
                     "Weights: one type for every matrix (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, "
@@ -271,14 +276,16 @@ void register_gen_model(CLI::App& app) {
     cmd->add_option("--expert-ffn", args->expert_ffn,
                     "Each expert's feed-forward size (default --ffn; qwen2moe, qwen3moe and gpt-oss only: the "
                     "experts of a llama mixture and of olmoe are --ffn wide, as their files say)");
-    cmd->add_option("--shared-ffn", args->shared_ffn, "qwen2moe: the shared expert's feed-forward size (default --ffn)");
+    cmd->add_option("--shared-ffn", args->shared_ffn,
+                    "qwen2moe: the shared expert's feed-forward size (default --ffn)");
     // deepseek2
     cmd->add_option("--kv-lora", args->kv_lora,
                     "deepseek2: the latent's size, kv_lora_rank (default 128; DeepSeek 512). --head-dim is the "
                     "per-head q/k size (key_length_mla: DeepSeek 192)");
     cmd->add_option("--q-lora", args->q_lora, "deepseek2: q_lora_rank (default 0: one wq, as V2-Lite; V2/V3 1536)");
     cmd->add_option("--rope-dim", args->rope_dim, "deepseek2: rotary dims of each head (default 32; DeepSeek 64)");
-    cmd->add_option("--v-head-dim", args->v_head_dim, "deepseek2: value dims per head (default head dim - rope dim; DeepSeek 128)");
+    cmd->add_option("--v-head-dim", args->v_head_dim,
+                    "deepseek2: value dims per head (default head dim - rope dim; DeepSeek 128)");
     cmd->add_option("--dense-layers", args->dense_layers, "deepseek2: leading layers with a dense FFN (--ffn wide)");
     cmd->add_option("--shared-experts", args->shared_experts, "deepseek2: shared experts of --expert-ffn (default 1)");
     cmd->add_option("--expert-groups", args->expert_groups, "deepseek2: groups of the experts for the routing (V2: 8)");

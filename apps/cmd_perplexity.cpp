@@ -21,7 +21,7 @@ struct PerplexityArgs {
     uint32_t ubatch = 0;  // 0: min(-c, 512), fewer for vocabularies too large for one binding
     ops::KvType kv_type = ops::KvType::F16;
     bool kl = false;
-    CLI::Option *ctx_opt = nullptr;
+    CLI::Option* ctx_opt = nullptr;
     DeviceOptions device;
 };
 
@@ -73,16 +73,17 @@ void run_perplexity(const PerplexityArgs& a, const std::string& path) {
     po.bos_id = chunk_bos(*info.tok);
     const std::vector<int32_t> tokens = perplexity_tokens(*info.tok, text);
     const KlBaseHeader h = kl_base_header(info.cfg.n_vocab, tokens.size(), po);  // checks the length first
-    fmt::print(stderr, "perplexity: {} tokens{}, {} chunks of {} (of {} that fit), scoring the last {} tokens of "
-                       "each, as llama-perplexity does\n", tokens.size(), po.bos_id >= 0 ? " (BOS first)" : "",
-               h.n_chunks, h.n_ctx, tokens.size() / h.n_ctx, h.rows_per_chunk());
+    fmt::print(stderr,
+               "perplexity: {} tokens{}, {} chunks of {} (of {} that fit), scoring the last {} tokens of "
+               "each, as llama-perplexity does\n",
+               tokens.size(), po.bos_id >= 0 ? " (BOS first)" : "", h.n_chunks, h.n_ctx, tokens.size() / h.n_ctx,
+               h.rows_per_chunk());
     std::unique_ptr<KlBaseWriter> writer;
     if (!a.base_file.empty())
-        writer = std::make_unique<KlBaseWriter>(a.base_file, h,
-                                                std::span(tokens).first(size_t(h.n_chunks) * h.n_ctx));
+        writer = std::make_unique<KlBaseWriter>(a.base_file, h, std::span(tokens).first(size_t(h.n_chunks) * h.n_ctx));
     LoadedModel m = load(a, path, a.n_ctx, info.cfg.n_vocab);
-    PerplexityResult r = compute_perplexity(device_evaluator(*m.model), tokens, po,
-                                            [](const ChunkProgress& p) { print_progress(p, false); }, writer.get());
+    PerplexityResult r = compute_perplexity(
+        device_evaluator(*m.model), tokens, po, [](const ChunkProgress& p) { print_progress(p, false); }, writer.get());
     const uint64_t evaluated = uint64_t(r.n_chunks) * r.n_ctx;
     fmt::print(stderr, "perplexity: {} chunks of {} tokens in {:.2f} s ({:.1f} tokens/s), {} tokens scored\n",
                r.n_chunks, r.n_ctx, r.seconds, r.seconds > 0 ? double(evaluated) / r.seconds : 0.0, r.nll.count);
@@ -103,18 +104,22 @@ float percentile(const std::vector<float>& sorted, double fraction) {
 
 void run_kl_divergence(const PerplexityArgs& a, const std::string& path) {
     if (a.base_file.empty())
-        throw std::invalid_argument("--kl-divergence needs --kl-divergence-base FILE: the log-probabilities a "
-                                    "perplexity run of the base model saved");
+        throw std::invalid_argument(
+            "--kl-divergence needs --kl-divergence-base FILE: the log-probabilities a "
+            "perplexity run of the base model saved");
     KlBaseReader base(a.base_file);
     const KlBaseHeader& h = base.header();
     if (a.ctx_opt->count() && a.n_ctx != h.n_ctx)
-        throw KlBaseError(fmt::format("-c {} does not match the context of the KL-divergence base '{}' ({} tokens per "
-                                      "chunk); omit -c or pass -c {}", a.n_ctx, a.base_file, h.n_ctx, h.n_ctx));
+        throw KlBaseError(
+            fmt::format("-c {} does not match the context of the KL-divergence base '{}' ({} tokens per "
+                        "chunk); omit -c or pass -c {}",
+                        a.n_ctx, a.base_file, h.n_ctx, h.n_ctx));
     ModelInfo info = model_info(path);
     if (info.cfg.n_vocab != h.n_vocab)
-        throw KlBaseError(fmt::format("KL-divergence base '{}' was computed with a vocab of {} tokens, but {} has {}: "
-                                      "the two models must share their vocabulary", a.base_file, h.n_vocab, path,
-                                      info.cfg.n_vocab));
+        throw KlBaseError(
+            fmt::format("KL-divergence base '{}' was computed with a vocab of {} tokens, but {} has {}: "
+                        "the two models must share their vocabulary",
+                        a.base_file, h.n_vocab, path, info.cfg.n_vocab));
     if (!a.text_file.empty()) {
         // Optional: the base stores its tokens; a text given too must be the one they came from.
         const std::vector<int32_t> tokens = perplexity_tokens(*info.tok, read_perplexity_text(a.text_file));
@@ -124,11 +129,11 @@ void run_kl_divergence(const PerplexityArgs& a, const std::string& path) {
             throw KlBaseError(
                 diff.second == tokens.end()
                     ? fmt::format("'{}' tokenizes to {} tokens, fewer than the {} stored in the KL-divergence base "
-                                  "'{}': it is not the text the base was computed on", a.text_file, tokens.size(),
-                                  stored.size(), a.base_file)
+                                  "'{}': it is not the text the base was computed on",
+                                  a.text_file, tokens.size(), stored.size(), a.base_file)
                     : fmt::format("'{}' is not the text the KL-divergence base '{}' was computed on: token {} is {} "
-                                  "here and {} in the base", a.text_file, a.base_file, diff.first - stored.begin(),
-                                  *diff.second, *diff.first));
+                                  "here and {} in the base",
+                                  a.text_file, a.base_file, diff.first - stored.begin(), *diff.second, *diff.first));
     }
     fmt::print(stderr, "kl-divergence: {} chunks of {} tokens from {}\n",
                a.n_chunks > 0 ? std::min<uint32_t>(h.n_chunks, uint32_t(a.n_chunks)) : h.n_chunks, h.n_ctx,
@@ -139,7 +144,9 @@ void run_kl_divergence(const PerplexityArgs& a, const std::string& path) {
     fmt::print(stderr, "kl-divergence: {} chunks of {} tokens in {:.2f} s, {} positions compared\n", r.n_chunks,
                r.n_ctx, r.seconds, r.count());
 
-    auto pm = [](std::pair<double, double> v, double scale = 1) { return std::pair{v.first * scale, v.second * scale}; };
+    auto pm = [](std::pair<double, double> v, double scale = 1) {
+        return std::pair{v.first * scale, v.second * scale};
+    };
     const double ppl = r.nll.ppl(), ppl_base = r.nll_base.ppl();
     const auto ratio = r.log_ppl_ratio();
     const auto kld = r.kld();

@@ -42,7 +42,7 @@ std::string read_text_file(const std::string& path, const char* option) {
 // The grammar the options ask for, or null; errors name the option (and the line and column, or
 // the schema keyword).
 std::shared_ptr<const grammar::Grammar> output_grammar(const RunOptions& o) {
-    const char* option = !o.grammar.empty()          ? "--grammar"
+    const char* option = !o.grammar.empty()            ? "--grammar"
                          : !o.grammar_file.empty()     ? "--grammar-file"
                          : !o.json_schema.empty()      ? "--json-schema"
                          : !o.json_schema_file.empty() ? "--json-schema-file"
@@ -51,8 +51,10 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const RunOptions& o) {
     try {
         if (!o.grammar.empty()) return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(o.grammar));
         if (!o.grammar_file.empty())
-            return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(read_text_file(o.grammar_file, option)));
-        if (!o.json_schema.empty()) return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(o.json_schema));
+            return std::make_shared<const grammar::Grammar>(
+                grammar::Grammar::parse(read_text_file(o.grammar_file, option)));
+        if (!o.json_schema.empty())
+            return std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(o.json_schema));
         return std::make_shared<const grammar::Grammar>(
             grammar::json_schema_grammar(read_text_file(o.json_schema_file, option)));
     } catch (const grammar::SchemaError& e) {
@@ -95,8 +97,9 @@ void run(const RunOptions& o) {
         const bool int_dot = m.model->int_dot_matvecs();
         const double limit = int_dot ? kCheckNmseIntDot : kCheckNmse;
         if (int_dot)
-            fmt::print(stderr, "check: this device takes the integer-dot matvecs (activations quantized to 8 bits): "
-                               "threshold {:g}; --caps no-int-dot checks the float path at {:g}\n",
+            fmt::print(stderr,
+                       "check: this device takes the integer-dot matvecs (activations quantized to 8 bits): "
+                       "threshold {:g}; --caps no-int-dot checks the float path at {:g}\n",
                        limit, kCheckNmse);
         for (int32_t step = 0; step <= o.n_predict; ++step) {
             CheckReport r = check_forward(*m.model, cpu, tokens, limit, limit);
@@ -133,8 +136,9 @@ void run(const RunOptions& o) {
         std::fflush(stdout);
     });
     echo();
-    fmt::print(stderr, "\n\nload: {:.0f} ms | prompt: {} tokens, {:.1f} tokens/s | generation: {} tokens, {:.1f} tokens/s{}"
-                       " | seed {}\n",
+    fmt::print(stderr,
+               "\n\nload: {:.0f} ms | prompt: {} tokens, {:.1f} tokens/s | generation: {} tokens, {:.1f} tokens/s{}"
+               " | seed {}\n",
                m.load_ms, st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps(),
                st.stopped_at_eos ? " (stopped at EOS)" : "", gp.sampler.seed);
 }
@@ -146,22 +150,40 @@ void register_run(CLI::App& app) {
     auto* cmd = app.add_subcommand("run", "Generate text from a prompt (streams to stdout)");
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
     cmd->add_option("-p,--prompt", o->prompt, "Prompt text; \"\" means BOS only");
-    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->check(non_negative_number())->capture_default_str();
-    cmd->add_option("--temp", o->sampler.temperature, "Temperature; 0 = greedy")->check(non_negative_number())->capture_default_str();
-    cmd->add_option("--top-k", o->sampler.top_k, "Top-k (0 = off)")->check(non_negative_number())->capture_default_str();
-    cmd->add_option("--top-p", o->sampler.top_p, "Top-p nucleus (1 = off)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+    cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")
+        ->check(non_negative_number())
+        ->capture_default_str();
+    cmd->add_option("--temp", o->sampler.temperature, "Temperature; 0 = greedy")
+        ->check(non_negative_number())
+        ->capture_default_str();
+    cmd->add_option("--top-k", o->sampler.top_k, "Top-k (0 = off)")
+        ->check(non_negative_number())
+        ->capture_default_str();
+    cmd->add_option("--top-p", o->sampler.top_p, "Top-p nucleus (1 = off)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
     cmd->add_option("--min-p", o->sampler.min_p, "Min-p (0 = off)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-    cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "Repetition penalty (1 = off)")->check(positive_number())->capture_default_str();
-    cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "Tokens the penalty looks back over")->check(non_negative_number())->capture_default_str();
-    cmd->add_option("--seed", o->seed, "Random seed (default: random; printed at the end)")->check(non_negative_number());
-    cmd->add_option("-c,--ctx", o->n_ctx, "Context length (default: the model's, capped by device memory)")->check(positive_number());
-    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "Repetition penalty (1 = off)")
+        ->check(positive_number())
+        ->capture_default_str();
+    cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "Tokens the penalty looks back over")
+        ->check(non_negative_number())
+        ->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Random seed (default: random; printed at the end)")
+        ->check(non_negative_number());
+    cmd->add_option("-c,--ctx", o->n_ctx, "Context length (default: the model's, capped by device memory)")
+        ->check(positive_number());
+    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
     add_kv_type_option(cmd, o->kv_type);
-    cmd->add_flag("--check", o->check, "Run the host reference beside the device (greedy) and report the first divergence");
+    cmd->add_flag("--check", o->check,
+                  "Run the host reference beside the device (greedy) and report the first divergence");
     cmd->add_flag("--no-echo", o->no_echo, "Do not print the prompt before the generated text");
     cmd->add_flag("--parse-special", o->parse_special,
                   "Turn the text of control tokens in the prompt (<|eot_id|>, <|im_start|>, ...) into those tokens");
-    auto* g = cmd->add_option("--grammar", o->grammar, "The output must be a sentence of this GBNF grammar (llama.cpp's syntax)");
+    auto* g = cmd->add_option("--grammar", o->grammar,
+                              "The output must be a sentence of this GBNF grammar (llama.cpp's syntax)");
     auto* gf = cmd->add_option("--grammar-file", o->grammar_file, "As --grammar, from a file");
     auto* js = cmd->add_option("--json-schema", o->json_schema,
                                "The output must be JSON valid against this schema (see docs/structured-output.md)");

@@ -42,7 +42,7 @@ struct ServeOptions {
     uint32_t http_threads = 0;
     bool quiet = false;
     bool embeddings = false;  // a decoder whose file names no pooling type as an embedding model
-    std::string pooling;      // "": the file's
+    std::string pooling;  // "": the file's
     DeviceOptions device;
 };
 
@@ -121,20 +121,22 @@ std::optional<Pooling> served_pooling(const ServeOptions& o, const std::string& 
                                       ModelRole role) {
     if (o.pooling.empty()) {
         if (role == ModelRole::Embed && cfg.pooling == Pooling::None)
-            throw std::invalid_argument(fmt::format("{}: pooling type 'none' gives no one vector per input, which "
-                                                    "/v1/embeddings returns: give --pooling mean, cls or last",
-                                                    path));
+            throw std::invalid_argument(
+                fmt::format("{}: pooling type 'none' gives no one vector per input, which "
+                            "/v1/embeddings returns: give --pooling mean, cls or last",
+                            path));
         return std::nullopt;
     }
     const std::optional<Pooling> p = parse_pooling(o.pooling);
     if (!p || *p == Pooling::None || *p == Pooling::Rank)
-        throw std::invalid_argument(fmt::format("--pooling '{}': expected mean, cls or last (/v1/embeddings returns one "
-                                                "vector per input; a reranker's rank pooling comes from its file)",
-                                                o.pooling));
+        throw std::invalid_argument(
+            fmt::format("--pooling '{}': expected mean, cls or last (/v1/embeddings returns one "
+                        "vector per input; a reranker's rank pooling comes from its file)",
+                        o.pooling));
     if (role != ModelRole::Embed)
-        throw std::invalid_argument(fmt::format("--pooling is for embedding models; {} is {}", path,
-                                                role == ModelRole::Rerank ? "a reranker (pooling rank)"
-                                                                          : "a decoder served for text (add --embeddings)"));
+        throw std::invalid_argument(fmt::format(
+            "--pooling is for embedding models; {} is {}", path,
+            role == ModelRole::Rerank ? "a reranker (pooling rank)" : "a decoder served for text (add --embeddings)"));
     return p;
 }
 
@@ -147,7 +149,8 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
     auto mu = std::make_shared<std::mutex>();
     server::ServedModel sm;
     sm.id = std::filesystem::path(path).filename().string();
-    sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    sm.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = m.model->n_ctx();
     sm.embedding_dim = m.cfg.dim;
@@ -169,19 +172,22 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
         sm.embed = [model, mu, pooling](const std::vector<std::vector<int32_t>>& inputs) {
             std::lock_guard lk(*mu);
             std::vector<std::vector<float>> out;
-            for (Embedding& e : embed_batch(*model, inputs, {.pooling = pooling})) out.push_back(std::move(e.vectors.at(0)));
+            for (Embedding& e : embed_batch(*model, inputs, {.pooling = pooling}))
+                out.push_back(std::move(e.vectors.at(0)));
             return out;
         };
     }
     http.set_model(std::move(sm));
     loaded = true;
     if (reranker)
-        fmt::print("vkllm serve: ready: {}/v1 (reranker {}: /v1/rerank, query and document of up to {} tokens together)\n",
-                   http.url(), std::filesystem::path(path).filename().string(), embed_limit(*m.model));
+        fmt::print(
+            "vkllm serve: ready: {}/v1 (reranker {}: /v1/rerank, query and document of up to {} tokens together)\n",
+            http.url(), std::filesystem::path(path).filename().string(), embed_limit(*m.model));
     else
-        fmt::print("vkllm serve: ready: {}/v1 (embedding model {}, {} dimensions, pooling {}, inputs of up to {} tokens)\n",
-                   http.url(), std::filesystem::path(path).filename().string(), m.cfg.dim,
-                   pooling_name(pooling.value_or(m.cfg.pooling)), embed_limit(*m.model));
+        fmt::print(
+            "vkllm serve: ready: {}/v1 (embedding model {}, {} dimensions, pooling {}, inputs of up to {} tokens)\n",
+            http.url(), std::filesystem::path(path).filename().string(), m.cfg.dim,
+            pooling_name(pooling.value_or(m.cfg.pooling)), embed_limit(*m.model));
     std::fflush(stdout);
 }
 
@@ -246,7 +252,8 @@ void serve(const ServeOptions& o) {
 
     server::ServedModel sm;
     sm.id = std::filesystem::path(path).filename().string();
-    sm.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    sm.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = engine.n_ctx_per_slot();
     sm.render_chat = [tmpl](const chat_template::ChatInputs& in) { return tmpl->apply(in); };
@@ -301,8 +308,11 @@ void register_serve(CLI::App& app) {
     auto o = std::make_shared<ServeOptions>();
     auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models)");
     cmd->add_option("-m,--model", o->model, "GGUF model file (default: ../shared/models/stories260K.gguf)");
-    cmd->add_option("--host", o->host, "Address to listen on; 0.0.0.0 exposes the server to the network")->capture_default_str();
-    cmd->add_option("--port", o->port, "TCP port (0: any free port, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
+    cmd->add_option("--host", o->host, "Address to listen on; 0.0.0.0 exposes the server to the network")
+        ->capture_default_str();
+    cmd->add_option("--port", o->port, "TCP port (0: any free port, printed)")
+        ->check(CLI::Range(0, 65535))
+        ->capture_default_str();
     cmd->add_option("--kv-budget", o->kv_budget,
                     "Tokens of KV cache for all slots together (a pool of 8-token blocks shared by the slots; a shared "
                     "prompt start is held once). Default: --parallel x --ctx; --ctx is at most this. A request waits "
@@ -311,19 +321,22 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--parallel", o->parallel, "Slots: requests generated at once, sharing the KV cache (--kv-budget)")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    cmd->add_option("-c,--ctx", o->n_ctx, "Context per slot in tokens (prompt + output of one request); without "
-                                          "--kv-budget device memory holds --parallel times this. Default: the model's, "
-                                          "capped by device memory (and by --kv-budget)")
+    cmd->add_option("-c,--ctx", o->n_ctx,
+                    "Context per slot in tokens (prompt + output of one request); without "
+                    "--kv-budget device memory holds --parallel times this. Default: the model's, "
+                    "capped by device memory (and by --kv-budget)")
         ->check(positive_number());
-    cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk (default 64; an encoder's: its context, "
-                                           "as each input is evaluated at once; a decoder embedding model's: 512)")
+    cmd->add_option("--ubatch", o->ubatch,
+                    "Prompt tokens per forward chunk (default 64; an encoder's: its context, "
+                    "as each input is evaluated at once; a decoder embedding model's: 512)")
         ->check(CLI::Range(1, 8192));
     cmd->add_flag("--embeddings", o->embeddings,
                   "Serve a decoder as an embedding model (/v1/embeddings) although its file names no pooling type "
                   "(give --pooling); encoders and decoders with one (Qwen3-Embedding) are served so anyway");
     cmd->add_option("--pooling", o->pooling, "mean, cls or last: the embedding model's pooling (default: its file's)");
     add_kv_type_option(cmd, o->kv_type);
-    auto* key = cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file)");
+    auto* key = cmd->add_option("--api-key", o->api_key,
+                                "Require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file)");
     cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")->excludes(key);
     cmd->add_option("--chat-template", o->chat_template,
                     "Built-in template name (chatml, llama2, llama3, ...) or a Jinja file; default: the model's own");
@@ -333,7 +346,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--queue", o->queue, "Requests that may wait for a slot; beyond: 503 with Retry-After")
         ->check(CLI::Range(0, 100000))
         ->capture_default_str();
-    cmd->add_option("--http-threads", o->http_threads, "Connections served at once (default: parallel + queue + 8, at most 512)")
+    cmd->add_option("--http-threads", o->http_threads,
+                    "Connections served at once (default: parallel + queue + 8, at most 512)")
         ->check(CLI::Range(2, 4096));
     cmd->add_flag("--quiet", o->quiet, "No line per request on stderr");
     o->device.add_to(cmd);

@@ -27,7 +27,8 @@ std::string resolve_model_path(const std::string& arg) {
     if (arg.empty()) {
         std::string d = default_model_path();
         if (d.empty())
-            throw std::invalid_argument("no model given (-m) and the default ../shared/models/stories260K.gguf was not found");
+            throw std::invalid_argument(
+                "no model given (-m) and the default ../shared/models/stories260K.gguf was not found");
         return d;
     }
     check_model_path(arg);
@@ -46,11 +47,12 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
         if (use != ModelUse::Any && !m.cfg.arch->stack.lm_head)
             throw std::invalid_argument(fmt::format(
                 "{}: a {} model is an embedding model (an encoder without a language-model head): it generates no "
-                "text; use `vkllm embed`, or `vkllm serve` for /v1/embeddings", path, m.cfg.arch->name));
+                "text; use `vkllm embed`, or `vkllm serve` for /v1/embeddings",
+                path, m.cfg.arch->name));
         if (!quiet)
-            fmt::print(stderr, "vkllm: {} ({}, {} layers, dim {}, {} heads / {} kv of {}, ffn {}, vocab {}) on {}\n", path,
-                       m.cfg.arch->name, m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim,
-                       m.cfg.ffn_dim, m.cfg.n_vocab, device_names(m));
+            fmt::print(stderr, "vkllm: {} ({}, {} layers, dim {}, {} heads / {} kv of {}, ffn {}, vocab {}) on {}\n",
+                       path, m.cfg.arch->name, m.cfg.n_layers, m.cfg.dim, m.cfg.n_heads, m.cfg.n_kv_heads,
+                       m.cfg.head_dim, m.cfg.ffn_dim, m.cfg.n_vocab, device_names(m));
     };
     const bool tty = isatty(STDERR_FILENO);
     int last_pct = -1;
@@ -67,19 +69,24 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
         const MemoryPlan& p = m.model->memory_plan();
         const auto stages = m.model->stages();
         if (lo.devices.size() > stages.size())
-            fmt::print(stderr, "vkllm: {} of the {} devices got no layer (--split {})\n", lo.devices.size() - stages.size(),
-                       lo.devices.size(), dev.split.empty() ? "layer: by device-local memory" : dev.split);
+            fmt::print(stderr, "vkllm: {} of the {} devices got no layer (--split {})\n",
+                       lo.devices.size() - stages.size(), lo.devices.size(),
+                       dev.split.empty() ? "layer: by device-local memory" : dev.split);
         // Several sequences share one paged KV pool: say how many tokens it holds for all of them.
-        const std::string pool = p.n_seq > 1 ? fmt::format(" (a pool of {} tokens for {} sequences)", p.kv_budget, p.n_seq)
-                                             : std::string();
+        const std::string pool =
+            p.n_seq > 1 ? fmt::format(" (a pool of {} tokens for {} sequences)", p.kv_budget, p.n_seq) : std::string();
         if (lo.devices.size() <= 1)
-            fmt::print(stderr, "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB{} + scratch {:.1f} MiB\n",
-                       p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, pool, p.scratch / 1048576.0);
+            fmt::print(
+                stderr,
+                "vkllm: context {} tokens; device memory: weights {:.1f} MiB + KV {:.1f} MiB{} + scratch {:.1f} MiB\n",
+                p.n_ctx, p.weights / 1048576.0, p.kv_cache / 1048576.0, pool, p.scratch / 1048576.0);
         else if (p.n_seq > 1)
             fmt::print(stderr, "vkllm: KV pool of {} tokens for {} sequences on every device\n", p.kv_budget, p.n_seq);
         if (lo.devices.size() > 1)
             for (const ModelGpu::StageInfo& st : stages)
-                fmt::print(stderr, "vkllm: layers {} on {}: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB (context {} tokens)\n",
+                fmt::print(stderr,
+                           "vkllm: layers {} on {}: weights {:.1f} MiB + KV {:.1f} MiB + scratch {:.1f} MiB (context "
+                           "{} tokens)\n",
                            layer_span(st.layers), st.caps->name, st.memory->weights / 1048576.0,
                            st.memory->kv_cache / 1048576.0, st.memory->scratch / 1048576.0, st.memory->n_ctx);
         uint64_t kv = 0, kv_full = 0;  // over every part of a split
@@ -88,7 +95,8 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
             kv_full += st.memory->kv_cache_full;
         }
         if (kv < kv_full)
-            fmt::print(stderr, "vkllm: sliding-window layers keep a ring of {} rows: KV {:.1f} MiB instead of {:.1f} MiB\n",
+            fmt::print(stderr,
+                       "vkllm: sliding-window layers keep a ring of {} rows: KV {:.1f} MiB instead of {:.1f} MiB\n",
                        kv_cache_rows(m.cfg, 0, p.n_ctx, opts.ubatch), kv / 1048576.0, kv_full / 1048576.0);
     }
     return m;

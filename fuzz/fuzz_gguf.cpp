@@ -57,16 +57,13 @@ void exercise_metadata(const GgufFile& f) {
         // The typed getters throw GgufError on a type mismatch; on a match they must stay in bounds.
         try {
             require(f.get_f32_array(kv.key).size() == v.array_size, "f32 array size");
-        } catch (const GgufError&) {
-        }
+        } catch (const GgufError&) {}
         try {
             require(f.get_i32_array(kv.key).size() == v.array_size, "i32 array size");
-        } catch (const GgufError&) {
-        }
+        } catch (const GgufError&) {}
         try {
             require(f.get_string_array(kv.key).size() == v.array_size, "string array size");
-        } catch (const GgufError&) {
-        }
+        } catch (const GgufError&) {}
     }
 }
 
@@ -131,13 +128,28 @@ private:
     size_t pos_ = 0;
 };
 
-constexpr const char* kKeys[] = {
-    "general.architecture", "general.alignment", "llama.context_length", "llama.embedding_length",
-    "llama.block_count", "llama.feed_forward_length", "llama.rope.dimension_count", "llama.attention.head_count",
-    "llama.attention.head_count_kv", "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base",
-    "llama.vocab_size", "llama.attention.key_length", "llama.attention.value_length", "tokenizer.ggml.model",
-    "tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
-    "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token"};
+constexpr const char* kKeys[] = {"general.architecture",
+                                 "general.alignment",
+                                 "llama.context_length",
+                                 "llama.embedding_length",
+                                 "llama.block_count",
+                                 "llama.feed_forward_length",
+                                 "llama.rope.dimension_count",
+                                 "llama.attention.head_count",
+                                 "llama.attention.head_count_kv",
+                                 "llama.attention.layer_norm_rms_epsilon",
+                                 "llama.rope.freq_base",
+                                 "llama.vocab_size",
+                                 "llama.attention.key_length",
+                                 "llama.attention.value_length",
+                                 "tokenizer.ggml.model",
+                                 "tokenizer.ggml.tokens",
+                                 "tokenizer.ggml.scores",
+                                 "tokenizer.ggml.token_type",
+                                 "tokenizer.ggml.bos_token_id",
+                                 "tokenizer.ggml.eos_token_id",
+                                 "tokenizer.ggml.unknown_token_id",
+                                 "tokenizer.ggml.add_bos_token"};
 
 // A valid random model with the edits the input describes, written to bytes (empty when the
 // writer refuses an edit that no file could hold).
@@ -150,7 +162,8 @@ std::vector<uint8_t> edited_model(Input& in) {
     s.ffn_dim = 64;
     s.n_vocab = 262;
     s.n_ctx = 64;
-    s.weight_type = std::array{TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}[in.take<uint8_t>() % 4];
+    s.weight_type =
+        std::array{TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}[in.take<uint8_t>() % 4];
     GgufWriter w = make_random_model(s);
     RandomVocab v = make_random_vocab(s.n_vocab);
     bool vocab_edited = false;
@@ -158,48 +171,48 @@ std::vector<uint8_t> edited_model(Input& in) {
         const uint8_t code = in.take<uint8_t>();
         const std::string key = kKeys[in.take<uint8_t>() % std::size(kKeys)];
         switch (code % 10) {
-        case 0: w.set_u32(key, in.take<uint32_t>()); break;
-        case 1: w.set_i32(key, in.take<int32_t>()); break;
-        case 2: w.set_f32(key, in.take<float>()); break;
-        case 3: w.set_string(key, in.bytes(in.take<uint8_t>() % 16)); break;
-        case 4: w.remove(key); break;
-        case 5: {  // one vocab entry: text, type and score
-            if (v.tokens.empty() || v.scores.size() < v.tokens.size() || v.types.size() < v.tokens.size()) break;
-            const size_t i = in.take<uint16_t>() % v.tokens.size();
-            v.tokens[i] = in.bytes(in.take<uint8_t>() % 12);
-            v.types[i] = int32_t(in.take<int8_t>());
-            v.scores[i] = in.take<float>();
-            vocab_edited = true;
-            break;
-        }
-        case 6: {  // vocab arrays of different lengths
-            const size_t n = in.take<uint16_t>() % 300;
-            v.tokens.resize(n, "x");
-            v.scores.resize(n + in.take<uint8_t>() % 2, 0.0f);
-            v.types.resize(n + in.take<uint8_t>() % 2, 1);
-            vocab_edited = true;
-            break;
-        }
-        case 7: {
-            if (w.tensors().empty()) break;
-            w.remove_tensor(w.tensors()[in.take<uint8_t>() % w.tensors().size()].name);
-            break;
-        }
-        case 8: {  // a tensor of another type and shape, under an existing or a stray name
-            std::string name = w.tensors().empty() || in.take<uint8_t>() % 4 == 0
-                                   ? "blk." + std::to_string(in.take<uint8_t>() % 4) + ".attn_norm.weight"
-                                   : w.tensors()[in.take<uint8_t>() % w.tensors().size()].name;
-            const TensorType t = std::array{TensorType::F32, TensorType::F16, TensorType::Q8_0,
-                                            TensorType::Q4_0}[in.take<uint8_t>() % 4];
-            const uint64_t ne0 = 1 + in.take<uint8_t>() % 96, ne1 = 1 + in.take<uint8_t>() % 300;
-            w.remove_tensor(name);
-            try {
-                w.add_tensor(name, t, {ne0, ne1}, {});
-            } catch (const GgufError&) {  // a shape no file can hold (row not whole blocks)
+            case 0: w.set_u32(key, in.take<uint32_t>()); break;
+            case 1: w.set_i32(key, in.take<int32_t>()); break;
+            case 2: w.set_f32(key, in.take<float>()); break;
+            case 3: w.set_string(key, in.bytes(in.take<uint8_t>() % 16)); break;
+            case 4: w.remove(key); break;
+            case 5: {  // one vocab entry: text, type and score
+                if (v.tokens.empty() || v.scores.size() < v.tokens.size() || v.types.size() < v.tokens.size()) break;
+                const size_t i = in.take<uint16_t>() % v.tokens.size();
+                v.tokens[i] = in.bytes(in.take<uint8_t>() % 12);
+                v.types[i] = int32_t(in.take<int8_t>());
+                v.scores[i] = in.take<float>();
+                vocab_edited = true;
+                break;
             }
-            break;
-        }
-        default: w.set_bool(key, in.take<uint8_t>() & 1); break;
+            case 6: {  // vocab arrays of different lengths
+                const size_t n = in.take<uint16_t>() % 300;
+                v.tokens.resize(n, "x");
+                v.scores.resize(n + in.take<uint8_t>() % 2, 0.0f);
+                v.types.resize(n + in.take<uint8_t>() % 2, 1);
+                vocab_edited = true;
+                break;
+            }
+            case 7: {
+                if (w.tensors().empty()) break;
+                w.remove_tensor(w.tensors()[in.take<uint8_t>() % w.tensors().size()].name);
+                break;
+            }
+            case 8: {  // a tensor of another type and shape, under an existing or a stray name
+                std::string name = w.tensors().empty() || in.take<uint8_t>() % 4 == 0
+                                       ? "blk." + std::to_string(in.take<uint8_t>() % 4) + ".attn_norm.weight"
+                                       : w.tensors()[in.take<uint8_t>() % w.tensors().size()].name;
+                const TensorType t = std::array{TensorType::F32, TensorType::F16, TensorType::Q8_0,
+                                                TensorType::Q4_0}[in.take<uint8_t>() % 4];
+                const uint64_t ne0 = 1 + in.take<uint8_t>() % 96, ne1 = 1 + in.take<uint8_t>() % 300;
+                w.remove_tensor(name);
+                try {
+                    w.add_tensor(name, t, {ne0, ne1}, {});
+                } catch (const GgufError&) {  // a shape no file can hold (row not whole blocks)
+                }
+                break;
+            }
+            default: w.set_bool(key, in.take<uint8_t>() & 1); break;
         }
     }
     if (vocab_edited) {
@@ -236,8 +249,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         ModelConfig cfg = ModelConfig::from_gguf(*file);
         require(cfg.dim % cfg.n_heads == 0 && cfg.n_heads % cfg.n_kv_heads == 0, "validated head counts");
-    } catch (const ModelConfigError&) {
-    }
+    } catch (const ModelConfigError&) {}
     std::unique_ptr<Tokenizer> tok;
     try {
         tok = make_tokenizer(*file);

@@ -53,7 +53,8 @@ const Json& fuzz_tools() {
 
 void parse_reply(uint8_t selector, const std::string& text) {
     const auto formats = vkllm::answer::tool_formats();
-    const vkllm::answer::ToolFormat& format = vkllm::answer::tool_format(formats[(selector >> 2) % formats.size()].family);
+    const vkllm::answer::ToolFormat& format =
+        vkllm::answer::tool_format(formats[(selector >> 2) % formats.size()].family);
     const ReplyStream::Rest whole = vkllm::answer::parse_reply(format, fuzz_tools(), text);
     const size_t piece = 1 + (selector >> 5);
     ReplyStream s(format, fuzz_tools());
@@ -65,8 +66,8 @@ void parse_reply(uint8_t selector, const std::string& text) {
     for (size_t i = 0; same && i < rest.calls.size(); ++i)
         same = rest.calls[i].name == whole.calls[i].name && rest.calls[i].arguments == whole.calls[i].arguments;
     if (!same) {
-        std::fprintf(stderr, "fuzz_grammar: the streamed reply (pieces of %zu) differs from the whole one (%s)\n", piece,
-                     format.name);
+        std::fprintf(stderr, "fuzz_grammar: the streamed reply (pieces of %zu) differs from the whole one (%s)\n",
+                     piece, format.name);
         std::abort();
     }
 
@@ -101,14 +102,15 @@ void parse_reply(uint8_t selector, const std::string& text) {
         if (f.streams_arguments()) ok = ok && names.size() == frest.calls.size();
         for (size_t i = 0; ok && i < frest.calls.size(); ++i) {
             ok = frest.calls[i].name == whole.calls[i].name && frest.calls[i].arguments == whole.calls[i].arguments;
-            if (f.streams_arguments()) ok = ok && names[i] == frest.calls[i].name && args[i] == frest.calls[i].arguments;
+            if (f.streams_arguments())
+                ok = ok && names[i] == frest.calls[i].name && args[i] == frest.calls[i].arguments;
         }
     } else {
         ok = ok && whole.content.starts_with(fcontent) && (names.empty() ? fcontent == whole.content : true);
     }
     if (!ok) {
-        std::fprintf(stderr, "fuzz_grammar: streamed call deltas (pieces of %zu) disagree with the whole reply (%s)\n", piece,
-                     format.name);
+        std::fprintf(stderr, "fuzz_grammar: streamed call deltas (pieces of %zu) disagree with the whole reply (%s)\n",
+                     piece, format.name);
         std::abort();
     }
 }
@@ -137,7 +139,8 @@ void parse_harmony(uint8_t selector, const std::string& text) {
     for (size_t i = 0; same && i < whole.calls.size(); ++i)
         same = whole.calls[i].name == streamed.calls[i].name && whole.calls[i].arguments == streamed.calls[i].arguments;
     if (!same) {
-        std::fprintf(stderr, "fuzz_grammar: a streamed Harmony answer (pieces of %zu) differs from the whole one\n", piece);
+        std::fprintf(stderr, "fuzz_grammar: a streamed Harmony answer (pieces of %zu) differs from the whole one\n",
+                     piece);
         std::abort();
     }
 }
@@ -157,7 +160,8 @@ void force(const std::string& parameters) {
     }
     // Qwen3-Coder's grammar lists each parameter (bare strings, JSON values compiled per parameter):
     // it must be built or refused cleanly for any parameters, and take the text it is given or not.
-    const auto coder = vkllm::answer::forced_call(vkllm::answer::tool_format(vkllm::answer::ToolFamily::QwenCoder), tools, "", true);
+    const auto coder =
+        vkllm::answer::forced_call(vkllm::answer::tool_format(vkllm::answer::ToolFamily::QwenCoder), tools, "", true);
     follow(coder.gbnf, "<function=t>\n" + parameters);
     // tool_choice auto's lazy grammar of the same tools (none where the parameters are outside the subset).
     for (auto family : {vkllm::answer::ToolFamily::Hermes, vkllm::answer::ToolFamily::Generic}) {

@@ -79,11 +79,12 @@ Vocab load_vocab(const char* file_name, uint32_t fallback_vocab, const char* dir
     if (std::filesystem::is_regular_file(path)) {
         v.file = std::make_unique<GgufFile>(GgufFile::open(path.string()));
     } else if (fallback_vocab == 0) {
-        std::fprintf(stderr, "fuzz_tokenizer: %s not found; using a small byte-level BPE vocab instead\n", path.c_str());
+        std::fprintf(stderr, "fuzz_tokenizer: %s not found; using a small byte-level BPE vocab instead\n",
+                     path.c_str());
         v.file = std::make_unique<GgufFile>(GgufFile::from_memory(small_bpe_vocab(), file_name));
     } else {
-        std::fprintf(stderr, "fuzz_tokenizer: %s not found; using a random %u-token vocab instead\n",
-                     path.c_str(), fallback_vocab);
+        std::fprintf(stderr, "fuzz_tokenizer: %s not found; using a random %u-token vocab instead\n", path.c_str(),
+                     fallback_vocab);
         ModelShape s;
         s.dim = 32;
         s.n_layers = 1;
@@ -137,7 +138,8 @@ void fuzz_encode(const Tokenizer& tok, std::string_view text, bool parse_special
     if (!spm || text.find("\xe2\x96\x81") == std::string_view::npos) {
         const std::string back = tok.decode(with_bos);
         if (back != (spm ? std::string(text) : lenient(text))) {
-            std::fprintf(stderr, "fuzz_tokenizer: decode(encode(%zu bytes)) gave %zu bytes\n", text.size(), back.size());
+            std::fprintf(stderr, "fuzz_tokenizer: decode(encode(%zu bytes)) gave %zu bytes\n", text.size(),
+                         back.size());
             require(false, "decode(encode(text)) == text");
         }
     }

@@ -49,7 +49,8 @@ void gguf_seeds(const fs::path& dir, const fs::path& models) {
     const std::pair<const char*, TensorType> types[] = {
         {"f32", TensorType::F32}, {"f16", TensorType::F16}, {"q8_0", TensorType::Q8_0}, {"q4_0", TensorType::Q4_0}};
     uint64_t seed = 1;
-    for (auto [name, type] : types) write_random_model((dir / (std::string("tiny-") + name + ".gguf")).string(), tiny(type, seed++));
+    for (auto [name, type] : types)
+        write_random_model((dir / (std::string("tiny-") + name + ".gguf")).string(), tiny(type, seed++));
 
     ModelShape tied = tiny(TensorType::Q8_0, 9);
     tied.tied_embeddings = true;
@@ -91,9 +92,18 @@ void gguf_seeds(const fs::path& dir, const fs::path& models) {
 }
 
 void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
-    std::vector<std::string> texts = {"", " ", "Hello world", " Hello  World!", "Once upon a time, there was a cat.",
-                                      "\n\t\r", "\xff\xfe\x80", "\xe2\x96\x81", "<s></s><unk><0x41>", "日本語 ü 🦙",
-                                      "I'M 12345678 'll\u00a0\u3000 x", "\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80"};
+    std::vector<std::string> texts = {"",
+                                      " ",
+                                      "Hello world",
+                                      " Hello  World!",
+                                      "Once upon a time, there was a cat.",
+                                      "\n\t\r",
+                                      "\xff\xfe\x80",
+                                      "\xe2\x96\x81",
+                                      "<s></s><unk><0x41>",
+                                      "日本語 ü 🦙",
+                                      "I'M 12345678 'll\u00a0\u3000 x",
+                                      "\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80"};
     const std::vector<std::string> chats = {"<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
                                             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
                                             "the<|endoftext|>thing <|endoftext|>"};
@@ -113,11 +123,15 @@ void tokenizer_seeds(const fs::path& dir, const fs::path& models) {
         for (char which : {'\0', '\1', '\2', '\3', '\20', '\21'})  // the six vocabs
             write_bytes(dir / ("text-" + std::to_string(i++)), std::string(1, which) + t);
     for (const std::string& t : chats)
-        for (char which : {'\10', '\11', '\12', '\13'}) write_bytes(dir / ("chat-" + std::to_string(i++)), std::string(1, which) + t);
+        for (char which : {'\10', '\11', '\12', '\13'})
+            write_bytes(dir / ("chat-" + std::to_string(i++)), std::string(1, which) + t);
     // Id sequences: in range, BOS-led, negative, past the end.
-    const std::vector<std::vector<int32_t>> id_seqs = {
-        {1, 15043, 3186}, {1, 2, 0, 3, 258, 259}, {-1, 0}, {511, 512, 31999, 32000}, {0x7fffffff, int32_t(0x80000000)},
-        {128000, 128006, 9906, 128009, 128255, 128256}};
+    const std::vector<std::vector<int32_t>> id_seqs = {{1, 15043, 3186},
+                                                       {1, 2, 0, 3, 258, 259},
+                                                       {-1, 0},
+                                                       {511, 512, 31999, 32000},
+                                                       {0x7fffffff, int32_t(0x80000000)},
+                                                       {128000, 128006, 9906, 128009, 128255, 128256}};
     for (const auto& ids : id_seqs)
         for (char which : {'\4', '\5', '\6', '\7'}) {
             std::string b(1, which);
@@ -155,7 +169,8 @@ void grammar_seeds(const fs::path& dir) {
         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
         "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}, \"id\": \"abcdefghi\"}]",
         "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"x\"}",
-        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"x\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": "
+        "\"x\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
         "<function=f>{}</function>",
         "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}]}",
         "<|tool_call|>[{\"name\": \"f\", \"arguments\": {}}]",
@@ -176,12 +191,14 @@ void grammar_seeds(const fs::path& dir) {
     for (size_t k = 0; k < std::size(replies); ++k)
         for (uint8_t family = 0; family < 64; ++family)
             write_bytes(dir / ("reply-" + std::to_string(i++)), std::string(1, char(2 | (family << 2))) + replies[k]);
-    write_bytes(dir / ("params-" + std::to_string(i++)), std::string(1, '\3') + R"({"type":"object","properties":{"a":{"type":"integer"}}})");
+    write_bytes(dir / ("params-" + std::to_string(i++)),
+                std::string(1, '\3') + R"({"type":"object","properties":{"a":{"type":"integer"}}})");
     // Parameters that Qwen3-Coder writes bare and as JSON, references and bounds.
     write_bytes(dir / ("params-" + std::to_string(i++)),
-                std::string(1, '\3') + R"({"type":"object","properties":{"s":{"type":"string"},"b":{"type":"boolean"},)"
-                                        R"("e":{"enum":["x","y"]},"r":{"$ref":"#/$defs/d"},"n":{"type":"number","minimum":0,)"
-                                        R"("maximum":1.5}},"$defs":{"d":{"type":"string"}},"required":["s"]})");
+                std::string(1, '\3') +
+                    R"({"type":"object","properties":{"s":{"type":"string"},"b":{"type":"boolean"},)"
+                    R"("e":{"enum":["x","y"]},"r":{"$ref":"#/$defs/d"},"n":{"type":"number","minimum":0,)"
+                    R"("maximum":1.5}},"$defs":{"d":{"type":"string"}},"required":["s"]})");
     const fs::path suite = "/usr/share/json-schema-test-suite/tests/draft7";
     std::error_code ec;
     if (!fs::is_directory(suite, ec)) return;
@@ -191,7 +208,8 @@ void grammar_seeds(const fs::path& dir) {
         const auto groups = nlohmann::json::parse(in, nullptr, false);
         if (!groups.is_array()) continue;
         for (const auto& g : groups)
-            if (g.contains("schema")) write_bytes(dir / ("schema-" + std::to_string(i++)), std::string(1, '\1') + g["schema"].dump());
+            if (g.contains("schema"))
+                write_bytes(dir / ("schema-" + std::to_string(i++)), std::string(1, '\1') + g["schema"].dump());
     }
 }
 

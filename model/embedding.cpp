@@ -26,18 +26,20 @@ HeadTensors head_tensors(const GgufFile& file, const ModelConfig& cfg) {
 
 void refuse_decoder_reranker(const ModelConfig& cfg) {
     if (cfg.arch->stack.lm_head)
-        throw std::invalid_argument(fmt::format("pooling 'rank' on a decoder ({}; Qwen3-Reranker-style rerankers) is not "
-                                                "supported: vkllm's rerankers are encoders with a classification head",
-                                                cfg.arch->name));
+        throw std::invalid_argument(
+            fmt::format("pooling 'rank' on a decoder ({}; Qwen3-Reranker-style rerankers) is not "
+                        "supported: vkllm's rerankers are encoders with a classification head",
+                        cfg.arch->name));
 }
 
 // The head, or std::invalid_argument naming what is missing.
 HeadTensors require_head(const GgufFile& file, const ModelConfig& cfg) {
     refuse_decoder_reranker(cfg);
     if (!cfg.cls_head)
-        throw std::invalid_argument(fmt::format("pooling 'rank' needs a reranker's classification head (cls.weight and "
-                                                "cls.bias, or cls.output.weight), which this {} model does not have",
-                                                cfg.arch->name));
+        throw std::invalid_argument(
+            fmt::format("pooling 'rank' needs a reranker's classification head (cls.weight and "
+                        "cls.bias, or cls.output.weight), which this {} model does not have",
+                        cfg.arch->name));
     return head_tensors(file, cfg);
 }
 
@@ -46,7 +48,8 @@ HeadTensors require_head(const GgufFile& file, const ModelConfig& cfg) {
 std::vector<float> classify(const GgufFile& file, const ModelConfig& cfg, std::span<const float> state) {
     const HeadTensors h = require_head(file, cfg);
     if (state.size() != cfg.dim)
-        throw std::invalid_argument(fmt::format("classify: a state of {} values for a model of dim {}", state.size(), cfg.dim));
+        throw std::invalid_argument(
+            fmt::format("classify: a state of {} values for a model of dim {}", state.size(), cfg.dim));
     // y = W x + b for a tensor of ggml shape [k, n] (rows of k)
     auto project = [&](const GgufTensorInfo& w, const GgufTensorInfo* b, const std::vector<float>& x) {
         const uint32_t n = uint32_t(w.ne[1]), k = uint32_t(w.ne[0]);
@@ -56,7 +59,8 @@ std::vector<float> classify(const GgufFile& file, const ModelConfig& cfg, std::s
             dequantize_row(b->type, file.tensor_data(*b).data(), bias.data(), n);
         }
         std::vector<float> y(n);
-        ref::linear(w.type, file.tensor_data(w).data(), x.data(), y.data(), 1, n, k, nullptr, b ? bias.data() : nullptr);
+        ref::linear(w.type, file.tensor_data(w).data(), x.data(), y.data(), 1, n, k, nullptr,
+                    b ? bias.data() : nullptr);
         return y;
     };
     std::vector<float> x(state.begin(), state.end());
@@ -84,10 +88,13 @@ std::vector<int32_t> rerank_tokens(const GgufFile& file, const Tokenizer& tok, s
 }
 
 std::vector<std::vector<float>> pool_hidden(std::span<const float> hidden, uint32_t n, uint32_t dim, Pooling pooling) {
-    if (pooling == Pooling::Rank) throw std::invalid_argument("pool_hidden: rank pooling needs the classification head (classify)");
+    if (pooling == Pooling::Rank)
+        throw std::invalid_argument("pool_hidden: rank pooling needs the classification head (classify)");
     if (n == 0 || hidden.size() != size_t(n) * dim)
         throw std::invalid_argument(fmt::format("pool_hidden: {} values for {} tokens of {}", hidden.size(), n, dim));
-    auto row = [&](uint32_t i) { return std::vector<float>(hidden.begin() + size_t(i) * dim, hidden.begin() + size_t(i + 1) * dim); };
+    auto row = [&](uint32_t i) {
+        return std::vector<float>(hidden.begin() + size_t(i) * dim, hidden.begin() + size_t(i + 1) * dim);
+    };
     switch (pooling) {
         case Pooling::None: {
             std::vector<std::vector<float>> out;
@@ -123,8 +130,10 @@ void normalize_embedding(std::span<float> v, int norm) {
         for (float x : v) sum += std::pow(std::fabs(double(x)), norm);
         sum = std::pow(sum, 1.0 / norm);
     } else {
-        throw std::invalid_argument(fmt::format("normalization {}: expected -1 (none), 0 (max-abs, int16), 1 "
-                                                "(taxicab), 2 (Euclidean) or a p-norm p > 2", norm));
+        throw std::invalid_argument(
+            fmt::format("normalization {}: expected -1 (none), 0 (max-abs, int16), 1 "
+                        "(taxicab), 2 (Euclidean) or a p-norm p > 2",
+                        norm));
     }
     const double scale = sum > 0 ? 1.0 / sum : 0.0;
     for (float& x : v) x = float(x * scale);
@@ -137,18 +146,18 @@ Pooling check_embedding(const ModelGpu& model, size_t n_tokens, const EmbedOptio
     if (n_tokens == 0) throw std::invalid_argument("embed: the input has no tokens");
     const ModelConfig& cfg = model.config();
     if (cfg.arch->stack.lm_head && cfg.pooling == Pooling::None && !opts.pooling)
-        throw std::invalid_argument(fmt::format("this {} model is a decoder without a pooling type ({}.pooling_type): "
-                                                "give one (--pooling last for most embedding decoders)",
-                                                cfg.arch->name, cfg.arch->name));
+        throw std::invalid_argument(
+            fmt::format("this {} model is a decoder without a pooling type ({}.pooling_type): "
+                        "give one (--pooling last for most embedding decoders)",
+                        cfg.arch->name, cfg.arch->name));
     const Pooling pooling = opts.pooling.value_or(cfg.pooling);
     if (pooling == Pooling::Rank) require_head(model.file(), cfg);  // refused before the device runs
     if (opts.normalize < -1) normalize_embedding({}, opts.normalize);
     const uint32_t limit = embed_limit(model);
     if (n_tokens > limit)
-        throw ContextFullError(fmt::format("the input has {} tokens, more than the {} this model takes at once ({})",
-                                           n_tokens, limit,
-                                           limit == model.n_ctx() ? "its context"
-                                                                  : "its ubatch; load it with a larger ubatch"));
+        throw ContextFullError(
+            fmt::format("the input has {} tokens, more than the {} this model takes at once ({})", n_tokens, limit,
+                        limit == model.n_ctx() ? "its context" : "its ubatch; load it with a larger ubatch"));
     return pooling;
 }
 
@@ -171,7 +180,8 @@ Embedding make_embedding(const ModelGpu& model, std::span<const float> rows, uin
 
 ModelRole model_role(const ModelConfig& cfg, bool embeddings) {
     if (cfg.pooling == Pooling::Rank) return ModelRole::Rerank;
-    return !cfg.arch->stack.lm_head || embeddings || cfg.pooling != Pooling::None ? ModelRole::Embed : ModelRole::Generate;
+    return !cfg.arch->stack.lm_head || embeddings || cfg.pooling != Pooling::None ? ModelRole::Embed
+                                                                                  : ModelRole::Generate;
 }
 
 EmbedSizes embedding_sizes(const ModelConfig& cfg, uint32_t n_ctx, uint32_t ubatch) {
@@ -210,7 +220,8 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
     return make_embedding(model, hidden, uint32_t(tokens.size()), pooling, opts);
 }
 
-std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<int32_t>> inputs, const EmbedOptions& opts) {
+std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<int32_t>> inputs,
+                                   const EmbedOptions& opts) {
     Pooling pooling = Pooling::None;
     for (const auto& in : inputs) pooling = check_embedding(model, in.size(), opts);
     std::vector<Embedding> out;
@@ -249,9 +260,10 @@ Embedding embed_text(ModelGpu& model, const Tokenizer& tok, std::string_view tex
 
 void require_reranker(const ModelConfig& cfg) {
     if (cfg.pooling != Pooling::Rank)
-        throw std::invalid_argument(fmt::format("this {} model is not a reranker: its pooling is '{}', reranking needs "
-                                                "'rank' (a classification head)",
-                                                cfg.arch->name, pooling_name(cfg.pooling)));
+        throw std::invalid_argument(
+            fmt::format("this {} model is not a reranker: its pooling is '{}', reranking needs "
+                        "'rank' (a classification head)",
+                        cfg.arch->name, pooling_name(cfg.pooling)));
     refuse_decoder_reranker(cfg);
 }
 

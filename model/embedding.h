@@ -64,7 +64,7 @@ std::vector<int32_t> rerank_tokens(const GgufFile& file, const Tokenizer& tok, s
 void require_reranker(const ModelConfig& cfg);
 
 struct RerankScore {
-    float score = 0;        // the head's first output, unnormalised (llama.cpp's relevance_score)
+    float score = 0;  // the head's first output, unnormalised (llama.cpp's relevance_score)
     uint32_t n_tokens = 0;  // of the joined input
 };
 // Scores each document against `query` with a reranker (a model whose pooling_type is rank), in
@@ -82,14 +82,14 @@ void normalize_embedding(std::span<float> v, int norm);
 
 struct EmbedOptions {
     std::optional<Pooling> pooling;  // unset: the model's (ModelConfig::pooling)
-    int normalize = 2;               // as normalize_embedding
+    int normalize = 2;  // as normalize_embedding
 };
 
 struct Embedding {
     // One, or one per token with Pooling::None; with Pooling::Rank the classification scores,
     // never normalised (they are logits, not directions).
     std::vector<std::vector<float>> vectors;
-    uint32_t n_tokens = 0;                    // [CLS] and [SEP] included
+    uint32_t n_tokens = 0;  // [CLS] and [SEP] included
 };
 
 // Tokenizes `text` with the model's special tokens ([CLS] ... [SEP]), evaluates it as one input from
@@ -102,6 +102,7 @@ Embedding embed_tokens(ModelGpu& model, std::span<const int32_t> tokens, const E
 // Many inputs at once, results in input order, each as embed_tokens gives it. Encoders evaluate as
 // many inputs per forward pass as one ubatch holds (ModelGpu::eval_packed: each attends to its own
 // tokens only), in input order; decoders one by one. Every input is checked before anything runs.
-std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<int32_t>> inputs, const EmbedOptions& opts);
+std::vector<Embedding> embed_batch(ModelGpu& model, std::span<const std::vector<int32_t>> inputs,
+                                   const EmbedOptions& opts);
 
 }  // namespace vkllm

@@ -27,9 +27,8 @@ uint64_t file_bytes(const KlBaseHeader& h) {
     uint64_t tokens = 0, rows = 0, total = 0;
     if (__builtin_mul_overflow(uint64_t(h.n_chunks), uint64_t(h.n_ctx), &tokens) ||
         __builtin_mul_overflow(uint64_t(h.n_chunks), uint64_t(h.rows_per_chunk()), &rows) ||
-        __builtin_mul_overflow(rows, 2ull * kl_row_words(h.n_vocab), &rows) ||
-        tokens > (UINT64_MAX >> 2) || __builtin_add_overflow(kHeaderBytes + 0, rows, &total) ||
-        __builtin_add_overflow(total, tokens * 4, &total))
+        __builtin_mul_overflow(rows, 2ull * kl_row_words(h.n_vocab), &rows) || tokens > (UINT64_MAX >> 2) ||
+        __builtin_add_overflow(kHeaderBytes + 0, rows, &total) || __builtin_add_overflow(total, tokens * 4, &total))
         return UINT64_MAX;
     return total;
 }
@@ -104,14 +103,14 @@ KlBaseWriter::~KlBaseWriter() {
 
 void KlBaseWriter::check_stream(const char* what) {
     if (!out_)
-        throw KlBaseError(fmt::format("writing the {} of the KL-divergence base '{}' failed (disk full?)", what,
-                                      tmp_path_));
+        throw KlBaseError(
+            fmt::format("writing the {} of the KL-divergence base '{}' failed (disk full?)", what, tmp_path_));
 }
 
 void KlBaseWriter::add_row(std::span<const float> logits) {
     if (logits.size() != header_.n_vocab)
-        throw std::invalid_argument(fmt::format("KL base: a row of {} logits for a vocab of {}", logits.size(),
-                                                header_.n_vocab));
+        throw std::invalid_argument(
+            fmt::format("KL base: a row of {} logits for a vocab of {}", logits.size(), header_.n_vocab));
     if (rows_written_ == uint64_t(header_.n_chunks) * header_.rows_per_chunk())
         throw std::logic_error("KL base: more rows than the header announces");
     encode_log_probs(logits, row_.data());
@@ -137,8 +136,10 @@ void KlBaseWriter::finish() {
 KlBaseReader::KlBaseReader(const std::string& path) : path_(path) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec))
-        throw KlBaseError(fmt::format("KL-divergence base '{}' does not exist (write it first with "
-                                      "--kl-divergence-base without --kl-divergence)", path));
+        throw KlBaseError(
+            fmt::format("KL-divergence base '{}' does not exist (write it first with "
+                        "--kl-divergence-base without --kl-divergence)",
+                        path));
     if (!std::filesystem::is_regular_file(path, ec))
         throw KlBaseError(fmt::format("KL-divergence base '{}' is not a regular file", path));
     const uint64_t size = std::filesystem::file_size(path, ec);
@@ -149,18 +150,19 @@ KlBaseReader::KlBaseReader(const std::string& path) : path_(path) {
     in_.read(magic, sizeof(magic));
     in_.read(reinterpret_cast<char*>(h), sizeof(h));
     if (!in_ || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
-        throw KlBaseError(fmt::format("'{}' is not a KL-divergence base file (it does not start with \"_logits_\")",
-                                      path));
+        throw KlBaseError(
+            fmt::format("'{}' is not a KL-divergence base file (it does not start with \"_logits_\")", path));
     if (h[0] < 4 || h[1] <= 0 || h[2] <= 0)
         throw KlBaseError(fmt::format("KL-divergence base '{}' has a bad header: n_ctx {}, n_vocab {}, {} chunks", path,
                                       h[0], h[1], h[2]));
     header_ = {uint32_t(h[0]), uint32_t(h[1]), uint32_t(h[2])};
     const uint64_t expected = file_bytes(header_);
     if (size != expected)
-        throw KlBaseError(fmt::format("KL-divergence base '{}' is {} bytes, but its header ({} chunks of {} tokens, "
-                                      "vocab {}) implies {}: the file is truncated or was not written by a "
-                                      "perplexity run", path, size, header_.n_chunks, header_.n_ctx, header_.n_vocab,
-                                      expected));
+        throw KlBaseError(
+            fmt::format("KL-divergence base '{}' is {} bytes, but its header ({} chunks of {} tokens, "
+                        "vocab {}) implies {}: the file is truncated or was not written by a "
+                        "perplexity run",
+                        path, size, header_.n_chunks, header_.n_ctx, header_.n_vocab, expected));
     tokens_.resize(uint64_t(header_.n_chunks) * header_.n_ctx);
     in_.read(reinterpret_cast<char*>(tokens_.data()), std::streamsize(tokens_.size() * 4));
     if (!in_) throw KlBaseError(fmt::format("reading the tokens of the KL-divergence base '{}' failed", path));
@@ -179,7 +181,8 @@ std::vector<uint16_t> KlBaseReader::read_chunk(uint32_t chunk) {
     in_.clear();
     in_.seekg(std::streamoff(rows_offset_ + 2 * words * chunk));
     in_.read(reinterpret_cast<char*>(rows.data()), std::streamsize(words * 2));
-    if (!in_) throw KlBaseError(fmt::format("reading chunk {} of the KL-divergence base '{}' failed", chunk + 1, path_));
+    if (!in_)
+        throw KlBaseError(fmt::format("reading chunk {} of the KL-divergence base '{}' failed", chunk + 1, path_));
     return rows;
 }
 

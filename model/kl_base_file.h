@@ -68,7 +68,7 @@ public:
 
     const KlBaseHeader& header() const { return header_; }
     void add_row(std::span<const float> logits);  // the next scored position, in file order
-    void finish();                                // throws when rows are missing or a write failed
+    void finish();  // throws when rows are missing or a write failed
 
 private:
     void check_stream(const char* what);

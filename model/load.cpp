@@ -18,7 +18,8 @@ void check_model_path(const std::string& path) {
     if (!fs::exists(path, ec)) throw ModelFileError(fmt::format("model file '{}' does not exist", path));
     if (fs::is_directory(path, ec))
         throw ModelFileError(fmt::format("model path '{}' is a directory, not a GGUF file", path));
-    if (!fs::is_regular_file(path, ec)) throw ModelFileError(fmt::format("model path '{}' is not a regular file", path));
+    if (!fs::is_regular_file(path, ec))
+        throw ModelFileError(fmt::format("model path '{}' is not a regular file", path));
     if (!std::ifstream(path, std::ios::binary))
         throw ModelFileError(fmt::format("model file '{}' cannot be opened: {}", path, std::strerror(errno)));
 }
@@ -31,10 +32,11 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     m.cfg = ModelConfig::from_gguf(*m.file);
     if (!m.cfg.arch->stack.encoder_arch.empty()) {
         if (!opts.encoder_decoder)
-            throw ModelConfigError(fmt::format("{}: a {} model is an encoder-decoder: `vkllm run` generates with it; "
-                                               "chat, serve, bench, perplexity, embed and the C API take decoder-only "
-                                               "models (and t5encoder files for embeddings)",
-                                               path, m.cfg.arch->name));
+            throw ModelConfigError(
+                fmt::format("{}: a {} model is an encoder-decoder: `vkllm run` generates with it; "
+                            "chat, serve, bench, perplexity, embed and the C API take decoder-only "
+                            "models (and t5encoder files for embeddings)",
+                            path, m.cfg.arch->name));
         m.encoder_cfg = ModelConfig::encoder_from_gguf(*m.file);
     }
     m.tokenizer = make_tokenizer(*m.file);
@@ -42,8 +44,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     if (!opts.split_ratios.empty() && opts.devices.empty())
         throw std::invalid_argument("split ratios are given but no devices to split over");
     if (!opts.split_ratios.empty() && opts.split_ratios.size() != opts.devices.size())
-        throw std::invalid_argument(fmt::format("--split gives {} ratios for {} devices", opts.split_ratios.size(),
-                                                opts.devices.size()));
+        throw std::invalid_argument(
+            fmt::format("--split gives {} ratios for {} devices", opts.split_ratios.size(), opts.devices.size()));
     // Every device the split names, each once; one context per device that gets layers.
     std::vector<std::unique_ptr<Context>> contexts;
     std::vector<SplitDevice> split_devices;
@@ -74,8 +76,10 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
         for (const SplitPart& part : plan.parts) {
             std::unique_ptr<Context>& c = contexts[part.device];
             Context* ctx = c.get();
-            if (!m.ctx) m.ctx = std::move(c);
-            else m.split_ctx.push_back(std::move(c));
+            if (!m.ctx)
+                m.ctx = std::move(c);
+            else
+                m.split_ctx.push_back(std::move(c));
             stages.push_back({ctx, part.layers});
         }
         contexts.clear();  // the devices that got no layer
@@ -110,10 +114,12 @@ int32_t encode_for_decoder(LoadedModel& m, std::span<const int32_t> input) {
     int32_t start = m.cfg.decoder_start_token;
     if (start < 0) start = m.tokenizer->bos_id();
     if (start < 0)
-        throw std::invalid_argument(fmt::format("{}: the file names no {}.decoder_start_token_id and the vocab has no BOS",
-                                                m.file->name(), m.cfg.arch->name));
+        throw std::invalid_argument(
+            fmt::format("{}: the file names no {}.decoder_start_token_id and the vocab has no BOS", m.file->name(),
+                        m.cfg.arch->name));
     if (uint32_t(start) >= m.cfg.n_vocab)
-        throw std::invalid_argument(fmt::format("{}: decoder start token {} is outside the vocab", m.file->name(), start));
+        throw std::invalid_argument(
+            fmt::format("{}: decoder start token {} is outside the vocab", m.file->name(), start));
     if (input.size() > m.encoder->n_ctx())
         throw ContextFullError(fmt::format("the input has {} tokens; the encoder reads at most {} (the context: -c)",
                                            input.size(), m.encoder->n_ctx()));

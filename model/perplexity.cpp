@@ -36,21 +36,24 @@ void eval_scored_rows(const ChunkEvaluator& model, std::span<const int32_t> inpu
         for (uint32_t r = 0; r < n; ++r) {
             const uint32_t j = row0 + r;
             if (j < first || j > n_ctx - 2) continue;
-            if (j != next) throw std::logic_error(fmt::format("perplexity: logits of row {} came before row {}", j, next));
+            if (j != next)
+                throw std::logic_error(fmt::format("perplexity: logits of row {} came before row {}", j, next));
             score(j, rows.subspan(size_t(r) * nv, nv));
             ++next;
         }
     });
     if (next != n_ctx - 1)
-        throw std::logic_error(fmt::format("perplexity: the model returned the logits of rows {}..{} of {}", first,
-                                           next, n_ctx - 2));
+        throw std::logic_error(
+            fmt::format("perplexity: the model returned the logits of rows {}..{} of {}", first, next, n_ctx - 2));
 }
 
 // NaN or Inf weights (or an overflow) would turn the estimate into NaN: name the place instead.
 double checked(double nll, uint32_t chunk, uint32_t j) {
     if (!std::isfinite(nll))
-        throw NonFiniteError(fmt::format("the model produced non-finite logits in chunk {} at position {}: its weights "
-                                         "hold NaN or Inf values, or the computation overflowed", chunk + 1, j));
+        throw NonFiniteError(
+            fmt::format("the model produced non-finite logits in chunk {} at position {}: its weights "
+                        "hold NaN or Inf values, or the computation overflowed",
+                        chunk + 1, j));
     return nll;
 }
 
@@ -110,13 +113,15 @@ double token_nll(std::span<const float> logits, int32_t token) {
 
 KlBaseHeader kl_base_header(uint32_t n_vocab, size_t n_tokens, const PerplexityOptions& opts) {
     if (opts.n_ctx < 4)
-        throw PerplexityError(fmt::format("-c {}: perplexity needs chunks of at least 4 tokens (the second half of "
-                                          "each chunk is scored)", opts.n_ctx));
+        throw PerplexityError(
+            fmt::format("-c {}: perplexity needs chunks of at least 4 tokens (the second half of "
+                        "each chunk is scored)",
+                        opts.n_ctx));
     if (n_tokens < 2ull * opts.n_ctx)
         throw PerplexityError(fmt::format(
             "the text tokenizes to only {} tokens, but perplexity with -c {} needs at least 2 x {} = {} tokens (two "
-            "chunks, as llama-perplexity requires): use a longer text or a smaller -c", n_tokens, opts.n_ctx,
-            opts.n_ctx, 2ull * opts.n_ctx));
+            "chunks, as llama-perplexity requires): use a longer text or a smaller -c",
+            n_tokens, opts.n_ctx, opts.n_ctx, 2ull * opts.n_ctx));
     return {opts.n_ctx, n_vocab, chunks_to_run(uint32_t(n_tokens / opts.n_ctx), opts.n_chunks)};
 }
 
@@ -134,10 +139,11 @@ PerplexityResult compute_perplexity(const ChunkEvaluator& model, std::span<const
     for (uint32_t c = 0; c < h.n_chunks; ++c) {
         const auto t0 = Clock::now();
         std::span<const int32_t> text = tokens.subspan(size_t(c) * h.n_ctx, h.n_ctx);
-        eval_scored_rows(model, chunk_input(tokens, h.n_ctx, c, opts.bos_id), [&](uint32_t j, std::span<const float> l) {
-            res.nll.add(checked(token_nll(l, text[j + 1]), c, j));
-            if (base) base->add_row(l);
-        });
+        eval_scored_rows(model, chunk_input(tokens, h.n_ctx, c, opts.bos_id),
+                         [&](uint32_t j, std::span<const float> l) {
+                             res.nll.add(checked(token_nll(l, text[j + 1]), c, j));
+                             if (base) base->add_row(l);
+                         });
         if (on_chunk) on_chunk({c + 1, h.n_chunks, res.nll.ppl(), 0, 0, seconds_since(t0)});
     }
     if (base) base->finish();
@@ -180,9 +186,10 @@ KlResult compute_kl_divergence(const ChunkEvaluator& model, KlBaseReader& base, 
                                const ChunkCallback& on_chunk) {
     const KlBaseHeader& h = base.header();
     if (h.n_vocab != model.n_vocab)
-        throw KlBaseError(fmt::format("KL-divergence base '{}' was computed with a vocab of {} tokens, but this model's "
-                                      "has {}: the two models must share their vocabulary", base.path(), h.n_vocab,
-                                      model.n_vocab));
+        throw KlBaseError(
+            fmt::format("KL-divergence base '{}' was computed with a vocab of {} tokens, but this model's "
+                        "has {}: the two models must share their vocabulary",
+                        base.path(), h.n_vocab, model.n_vocab));
     KlResult res;
     res.n_ctx = h.n_ctx;
     res.n_chunks = chunks_to_run(h.n_chunks, n_chunks);

@@ -51,9 +51,9 @@ struct ChunkEvaluator {
 ChunkEvaluator device_evaluator(ModelGpu& model);
 
 struct PerplexityOptions {
-    uint32_t n_ctx = 512;   // tokens per chunk
+    uint32_t n_ctx = 512;  // tokens per chunk
     int32_t n_chunks = -1;  // <= 0: every whole chunk of the text
-    int32_t bos_id = -1;    // put in place of each chunk's first token; -1: keep it (vocab adds no BOS)
+    int32_t bos_id = -1;  // put in place of each chunk's first token; -1: keep it (vocab adds no BOS)
 };
 // BOS id to put at the start of every chunk, or -1 when the vocab does not add BOS.
 inline int32_t chunk_bos(const Tokenizer& tok) { return tok.add_bos() ? tok.bos_id() : -1; }
@@ -76,9 +76,9 @@ double token_nll(std::span<const float> logits, int32_t token);
 
 struct ChunkProgress {
     uint32_t chunk = 0, n_chunks = 0;  // 1-based index of the chunk just scored
-    double ppl = 0;                    // running estimate after it
-    double kld = 0, same_top = 0;      // KL runs: running mean KL divergence and top-1 agreement
-    double seconds = 0;                // evaluation of this chunk
+    double ppl = 0;  // running estimate after it
+    double kld = 0, same_top = 0;  // KL runs: running mean KL divergence and top-1 agreement
+    double seconds = 0;  // evaluation of this chunk
 };
 using ChunkCallback = std::function<void(const ChunkProgress&)>;
 
@@ -101,12 +101,12 @@ KlBaseHeader kl_base_header(uint32_t n_vocab, size_t n_tokens, const PerplexityO
 
 struct KlResult {
     uint32_t n_ctx = 0, n_chunks = 0;
-    NllStats nll, nll_base;        // this model's and the base's (from the stored log-probs)
-    double sum_nll_nll_base = 0;   // for the covariance of the two log-PPLs
+    NllStats nll, nll_base;  // this model's and the base's (from the stored log-probs)
+    double sum_nll_nll_base = 0;  // for the covariance of the two log-PPLs
     double sum_kld = 0, sum_kld2 = 0;
     double sum_p_diff = 0, sum_p_diff2 = 0, sum_p_diff4 = 0;
-    uint64_t same_top = 0;         // positions where both models' most likely token agree
-    std::vector<float> kld_values; // per scored position, in order
+    uint64_t same_top = 0;  // positions where both models' most likely token agree
+    std::vector<float> kld_values;  // per scored position, in order
     double seconds = 0;
 
     uint64_t count() const { return nll.count; }
@@ -115,7 +115,7 @@ struct KlResult {
     std::pair<double, double> kld() const { return mean_and_uncertainty(sum_kld, sum_kld2, count()); }
     std::pair<double, double> same_top_p() const;  // fraction and its binomial standard error
     std::pair<double, double> log_ppl_ratio() const;  // ln(PPL / PPL(base)), with the covariance
-    std::pair<double, double> rms_p_diff() const;     // RMS of p(token) - p_base(token)
+    std::pair<double, double> rms_p_diff() const;  // RMS of p(token) - p_base(token)
 };
 
 // Runs `model` over the tokens stored in `base` (its first n_chunks chunks when n_chunks > 0) and

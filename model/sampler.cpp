@@ -18,7 +18,8 @@ void SamplerParams::validate() const {
     if (!std::isfinite(min_p) || min_p < 0 || min_p >= 1) bad("--min-p", min_p, "[0, 1)");
     if (!std::isfinite(repeat_penalty) || repeat_penalty <= 0) bad("--repeat-penalty", repeat_penalty, "> 0");
     if (repeat_last_n < 0) bad("--repeat-last-n", repeat_last_n, ">= 0");
-    if (!std::isfinite(presence_penalty) || std::fabs(presence_penalty) > 2) bad("presence_penalty", presence_penalty, "[-2, 2]");
+    if (!std::isfinite(presence_penalty) || std::fabs(presence_penalty) > 2)
+        bad("presence_penalty", presence_penalty, "[-2, 2]");
     if (!std::isfinite(frequency_penalty) || std::fabs(frequency_penalty) > 2)
         bad("frequency_penalty", frequency_penalty, "[-2, 2]");
     for (const auto& [token, bias] : logit_bias) {
@@ -48,7 +49,8 @@ int32_t Sampler::sample(std::span<float> logits, TokenFilter* filter) {
         std::sort(seen.begin(), seen.end());
         seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
         for (int32_t t : seen)
-            if (t >= 0 && size_t(t) < n) logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
+            if (t >= 0 && size_t(t) < n)
+                logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
     }
     for (const auto& [t, count] : generated_)
         if (t >= 0 && size_t(t) < n) logits[t] -= p_.presence_penalty + p_.frequency_penalty * float(count);
@@ -113,7 +115,10 @@ int32_t Sampler::sample(std::span<float> logits, TokenFilter* filter) {
         double cum = 0;
         for (size_t i = 0; i < keep; ++i) {
             cum += prob[i];
-            if (cum >= p_.top_p) { keep = i + 1; break; }
+            if (cum >= p_.top_p) {
+                keep = i + 1;
+                break;
+            }
         }
     }
     double mass = std::accumulate(prob.begin(), prob.begin() + long(keep), 0.0);

@@ -13,12 +13,12 @@
 namespace vkllm {
 
 struct SamplerParams {
-    float temperature = 0.8f;     // 0 = greedy
-    int32_t top_k = 40;           // <= 0: off
-    float top_p = 0.95f;          // 1: off
-    float min_p = 0.05f;          // 0: off
+    float temperature = 0.8f;  // 0 = greedy
+    int32_t top_k = 40;  // <= 0: off
+    float top_p = 0.95f;  // 1: off
+    float min_p = 0.05f;  // 0: off
     float repeat_penalty = 1.0f;  // 1: off (the default, so that --temp 0 is plain argmax)
-    int32_t repeat_last_n = 64;   // tokens the penalties look back over
+    int32_t repeat_last_n = 64;  // tokens the penalties look back over
     // OpenAI's penalties (-2..2; 0: off): a token generated so far (the prompt does not count)
     // loses presence_penalty once and frequency_penalty per occurrence.
     float presence_penalty = 0.0f;

@@ -15,15 +15,15 @@ namespace {
 
 std::string vendor_name(uint32_t id) {
     switch (id) {
-    case 0x10de: return "NVIDIA";
-    case 0x1002: return "AMD";
-    case 0x8086: return "Intel";
-    case 0x13b5: return "ARM";
-    case 0x5143: return "Qualcomm";
-    case 0x106b: return "Apple";
-    case 0x1010: return "ImgTec";
-    case 0x10005: return "Mesa";
-    default: return fmt::format("0x{:04x}", id);
+        case 0x10de: return "NVIDIA";
+        case 0x1002: return "AMD";
+        case 0x8086: return "Intel";
+        case 0x13b5: return "ARM";
+        case 0x5143: return "Qualcomm";
+        case 0x106b: return "Apple";
+        case 0x1010: return "ImgTec";
+        case 0x10005: return "Mesa";
+        default: return fmt::format("0x{:04x}", id);
     }
 }
 
@@ -37,10 +37,14 @@ uint64_t parse_size(const std::string& key, const std::string& v) {
     }
     if (pos == 0 || v[0] == '-') throw std::invalid_argument(fmt::format("--caps {}: '{}' is not a number", key, v));
     std::string suffix = v.substr(pos);
-    if (suffix == "k" || suffix == "K") n <<= 10;
-    else if (suffix == "m" || suffix == "M") n <<= 20;
-    else if (suffix == "g" || suffix == "G") n <<= 30;
-    else if (!suffix.empty()) throw std::invalid_argument(fmt::format("--caps {}: bad suffix '{}'", key, suffix));
+    if (suffix == "k" || suffix == "K")
+        n <<= 10;
+    else if (suffix == "m" || suffix == "M")
+        n <<= 20;
+    else if (suffix == "g" || suffix == "G")
+        n <<= 30;
+    else if (!suffix.empty())
+        throw std::invalid_argument(fmt::format("--caps {}: bad suffix '{}'", key, suffix));
     if (n == 0) throw std::invalid_argument(fmt::format("--caps {}: must be > 0", key));
     return n;
 }
@@ -64,13 +68,13 @@ using GetCoopMatrixProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*
 
 std::string component_name(uint32_t t) {
     switch (t) {
-    case 0: return "f16";
-    case 1: return "f32";
-    case 3: return "s8";
-    case 5: return "s32";
-    case 7: return "u8";
-    case 9: return "u32";
-    default: return fmt::format("type{}", t);
+        case 0: return "f16";
+        case 1: return "f32";
+        case 3: return "s8";
+        case 5: return "s32";
+        case 7: return "u8";
+        case 9: return "u32";
+        default: return fmt::format("type{}", t);
     }
 }
 
@@ -88,11 +92,11 @@ bool device_has_extension(VkPhysicalDevice pd, const char* name) {
 
 std::string DeviceCaps::type_name() const {
     switch (type) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-    default: return "other";
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+        default: return "other";
     }
 }
 
@@ -116,17 +120,30 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
     VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-    VkPhysicalDeviceSubgroupSizeControlProperties sgsc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+    VkPhysicalDeviceSubgroupSizeControlProperties sgsc{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
     VkPhysicalDeviceMaintenance4Properties m4{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
     props.pNext = &sg;
     sg.pNext = &m3;
     void** tail = &m3.pNext;
-    if (has_driver_props) { *tail = &drv; tail = &drv.pNext; }
-    if (has_sgsc) { *tail = &sgsc; tail = &sgsc.pNext; }
-    if (has_maint4) { *tail = &m4; tail = &m4.pNext; }
+    if (has_driver_props) {
+        *tail = &drv;
+        tail = &drv.pNext;
+    }
+    if (has_sgsc) {
+        *tail = &sgsc;
+        tail = &sgsc.pNext;
+    }
+    if (has_maint4) {
+        *tail = &m4;
+        tail = &m4.pNext;
+    }
     VkPhysicalDeviceShaderIntegerDotProductProperties dotp{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
-    if (has_dot) { *tail = &dotp; tail = &dotp.pNext; }
+    if (has_dot) {
+        *tail = &dotp;
+        tail = &dotp.pNext;
+    }
     vkGetPhysicalDeviceProperties2(pd, &props);
     const VkPhysicalDeviceLimits& lim = props.properties.limits;
 
@@ -172,13 +189,26 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
     VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
     VkPhysicalDeviceSubgroupSizeControlFeatures sgscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
     feats.pNext = &s16;
     tail = &s16.pNext;
-    if (has_8bit) { *tail = &s8; tail = &s8.pNext; }
-    if (has_f16i8) { *tail = &f16i8; tail = &f16i8.pNext; }
-    if (has_sgsc) { *tail = &sgscf; tail = &sgscf.pNext; }
-    if (has_dot) { *tail = &dot; tail = &dot.pNext; }
+    if (has_8bit) {
+        *tail = &s8;
+        tail = &s8.pNext;
+    }
+    if (has_f16i8) {
+        *tail = &f16i8;
+        tail = &f16i8.pNext;
+    }
+    if (has_sgsc) {
+        *tail = &sgscf;
+        tail = &sgscf.pNext;
+    }
+    if (has_dot) {
+        *tail = &dot;
+        tail = &dot.pNext;
+    }
     vkGetPhysicalDeviceFeatures2(pd, &feats);
     c.storage16 = s16.storageBuffer16BitAccess;
     c.storage8 = has_8bit && s8.storageBuffer8BitAccess;
@@ -206,9 +236,11 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     bool all_local_visible = true;
     for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
         auto f = mem.memoryTypes[t].propertyFlags;
-        if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)) all_local_visible = false;
+        if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+            all_local_visible = false;
     }
-    c.uma = all_local_visible || c.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || c.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    c.uma =
+        all_local_visible || c.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || c.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
 
     // --- queue with compute and timestamps ---
     uint32_t nq = 0;
@@ -240,8 +272,10 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
 
 std::string CapsOverride::help() {
     return "comma-separated: no-fp16, no-int8, no-int64, no-storage16, no-storage8, no-subgroup-ops, "
-           "no-subgroup-size-control, no-int-dot, int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, shared-mem=BYTES, "
-           "max-storage-range=BYTES, max-uniform-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in k, m or g)";
+           "no-subgroup-size-control, no-int-dot, int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, "
+           "shared-mem=BYTES, "
+           "max-storage-range=BYTES, max-uniform-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in "
+           "k, m or g)";
 }
 
 CapsOverride CapsOverride::parse(const std::string& spec) {
@@ -255,33 +289,52 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
         auto eq = item.find('=');
         std::string key = item.substr(0, eq), val = eq == std::string::npos ? "" : item.substr(eq + 1);
         bool flag = eq == std::string::npos;
-        if (flag && key == "no-fp16") o.no_fp16 = true;
-        else if (flag && key == "no-int8") o.no_int8 = true;
-        else if (flag && key == "no-int64") o.no_int64 = true;
-        else if (flag && key == "no-storage16") o.no_storage16 = true;
-        else if (flag && key == "no-storage8") o.no_storage8 = true;
-        else if (flag && key == "no-subgroup-ops") o.no_subgroup_ops = true;
-        else if (flag && key == "no-subgroup-size-control") o.no_subgroup_size_control = true;
-        else if (flag && key == "no-int-dot") o.no_int_dot = true;
-        else if (flag && key == "int-dot") o.int_dot = true;
-        else if (flag && key == "no-coopmat") o.no_coopmat = true;
-        else if (flag && key == "no-timestamps") o.no_timestamps = true;
-        else if (flag && key == "gpu-tuning") o.gpu_tuning = true;
-        else if (flag && key == "soft-half") o.soft_half = true;
-        else if (!flag && key == "shared-mem") o.shared_mem = uint32_t(std::min<uint64_t>(parse_size(key, val), UINT32_MAX));
-        else if (!flag && key == "max-storage-range") o.max_storage_range = parse_size(key, val);
-        else if (!flag && key == "max-uniform-range") o.max_uniform_range = parse_size(key, val);
-        else if (!flag && key == "max-alloc") o.max_allocation = parse_size(key, val);
-        else if (!flag && key == "device-memory") o.device_memory = parse_size(key, val);
-        else throw std::invalid_argument(fmt::format("--caps: unknown entry '{}'; accepted: {}", item, help()));
+        if (flag && key == "no-fp16")
+            o.no_fp16 = true;
+        else if (flag && key == "no-int8")
+            o.no_int8 = true;
+        else if (flag && key == "no-int64")
+            o.no_int64 = true;
+        else if (flag && key == "no-storage16")
+            o.no_storage16 = true;
+        else if (flag && key == "no-storage8")
+            o.no_storage8 = true;
+        else if (flag && key == "no-subgroup-ops")
+            o.no_subgroup_ops = true;
+        else if (flag && key == "no-subgroup-size-control")
+            o.no_subgroup_size_control = true;
+        else if (flag && key == "no-int-dot")
+            o.no_int_dot = true;
+        else if (flag && key == "int-dot")
+            o.int_dot = true;
+        else if (flag && key == "no-coopmat")
+            o.no_coopmat = true;
+        else if (flag && key == "no-timestamps")
+            o.no_timestamps = true;
+        else if (flag && key == "gpu-tuning")
+            o.gpu_tuning = true;
+        else if (flag && key == "soft-half")
+            o.soft_half = true;
+        else if (!flag && key == "shared-mem")
+            o.shared_mem = uint32_t(std::min<uint64_t>(parse_size(key, val), UINT32_MAX));
+        else if (!flag && key == "max-storage-range")
+            o.max_storage_range = parse_size(key, val);
+        else if (!flag && key == "max-uniform-range")
+            o.max_uniform_range = parse_size(key, val);
+        else if (!flag && key == "max-alloc")
+            o.max_allocation = parse_size(key, val);
+        else if (!flag && key == "device-memory")
+            o.device_memory = parse_size(key, val);
+        else
+            throw std::invalid_argument(fmt::format("--caps: unknown entry '{}'; accepted: {}", item, help()));
     }
     return o;
 }
 
 bool CapsOverride::empty() const {
-    return !(no_fp16 || no_int8 || no_int64 || no_storage16 || no_storage8 || no_subgroup_ops || no_subgroup_size_control ||
-             no_int_dot || int_dot || no_coopmat || no_timestamps || gpu_tuning || soft_half || shared_mem || max_storage_range || max_uniform_range ||
-             max_allocation || device_memory);
+    return !(no_fp16 || no_int8 || no_int64 || no_storage16 || no_storage8 || no_subgroup_ops ||
+             no_subgroup_size_control || no_int_dot || int_dot || no_coopmat || no_timestamps || gpu_tuning ||
+             soft_half || shared_mem || max_storage_range || max_uniform_range || max_allocation || device_memory);
 }
 
 void CapsOverride::apply(DeviceCaps& c) const {
@@ -298,7 +351,10 @@ void CapsOverride::apply(DeviceCaps& c) const {
     // int-dot changes a choice, not a capability: the variants need the extension all the same.
     if (int_dot && !no_int_dot) c.int_dot_kernels = c.int_dot_product;
     if (no_int_dot) c.int_dot_product = c.int_dot_accelerated = c.int_dot_kernels = false;
-    if (no_coopmat) { c.cooperative_matrix = false; c.coop_shapes.clear(); }
+    if (no_coopmat) {
+        c.cooperative_matrix = false;
+        c.coop_shapes.clear();
+    }
     if (no_timestamps) c.timestamps = false;
     if (gpu_tuning) c.cpu_tuning = false;
     if (soft_half) c.soft_half = true;

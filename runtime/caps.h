@@ -24,7 +24,7 @@ struct DeviceCaps {
     std::string vendor;  // "NVIDIA", "AMD", "Intel", "ARM", "Qualcomm", "Apple", "Mesa", ...
     std::string driver_name, driver_info;
     uint32_t driver_version = 0;
-    uint32_t api_version = 0;         // min(device, instance): the version vkllm uses
+    uint32_t api_version = 0;  // min(device, instance): the version vkllm uses
     uint32_t device_api_version = 0;  // what the driver supports (VkPhysicalDeviceProperties::apiVersion)
     VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
     std::array<uint8_t, VK_UUID_SIZE> pipeline_cache_uuid{};
@@ -36,12 +36,12 @@ struct DeviceCaps {
     bool subgroup_basic = false, subgroup_arithmetic = false, subgroup_shuffle = false, subgroup_ballot = false;
 
     // arithmetic and storage
-    bool fp16 = false;        // shaderFloat16
-    bool int8 = false;        // shaderInt8
-    bool int64 = false;       // shaderInt64: the CPU-driver matvecs' 8-byte weight loads (weights.glsl)
-    bool storage16 = false;   // storageBuffer16BitAccess
-    bool storage8 = false;    // storageBuffer8BitAccess
-    bool int_dot_product = false;      // VK_KHR_shader_integer_dot_product (shaderIntegerDotProduct)
+    bool fp16 = false;  // shaderFloat16
+    bool int8 = false;  // shaderInt8
+    bool int64 = false;  // shaderInt64: the CPU-driver matvecs' 8-byte weight loads (weights.glsl)
+    bool storage16 = false;  // storageBuffer16BitAccess
+    bool storage8 = false;  // storageBuffer8BitAccess
+    bool int_dot_product = false;  // VK_KHR_shader_integer_dot_product (shaderIntegerDotProduct)
     bool int_dot_accelerated = false;  // its signed 4x8-bit packed dot is accelerated (a native instruction)
     // The quantized linear layers take the integer-dot variants (X quantized to Q8_1 blocks, packed
     // 4x8-bit dot products): where the packed dot is accelerated, or forced with `--caps int-dot`.
@@ -90,12 +90,12 @@ struct CapsOverride {
     bool no_fp16 = false, no_int8 = false, no_int64 = false, no_storage16 = false, no_storage8 = false;
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
     bool no_coopmat = false, no_timestamps = false, gpu_tuning = false, soft_half = false;
-    bool int_dot = false;              // the integer-dot variants wherever the extension exists (accelerated or not)
-    uint32_t shared_mem = 0;           // 0: keep
-    uint64_t max_storage_range = 0;    // 0: keep
-    uint64_t max_uniform_range = 0;    // 0: keep
-    uint64_t max_allocation = 0;       // 0: keep
-    uint64_t device_memory = 0;        // device-local heap bytes; 0: keep (a small GPU on a big one)
+    bool int_dot = false;  // the integer-dot variants wherever the extension exists (accelerated or not)
+    uint32_t shared_mem = 0;  // 0: keep
+    uint64_t max_storage_range = 0;  // 0: keep
+    uint64_t max_uniform_range = 0;  // 0: keep
+    uint64_t max_allocation = 0;  // 0: keep
+    uint64_t device_memory = 0;  // device-local heap bytes; 0: keep (a small GPU on a big one)
 
     static CapsOverride parse(const std::string& spec);
     static std::string help();  // one line per accepted entry

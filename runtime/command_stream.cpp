@@ -116,7 +116,8 @@ void CommandStream::dispatch(const Pipeline& p, std::span<const BufferSlice> bin
     const ShaderInfo& info = p.info();
     const DeviceCaps& caps = ctx_.caps();
     if (bindings.size() != info.binding_count)
-        throw std::logic_error(fmt::format("{}: {} bindings given, shader has {}", p.name(), bindings.size(), info.binding_count));
+        throw std::logic_error(
+            fmt::format("{}: {} bindings given, shader has {}", p.name(), bindings.size(), info.binding_count));
     if (push_bytes != info.push_constant_bytes)
         throw std::logic_error(fmt::format("{}: {} push-constant bytes given, shader declares {}", p.name(), push_bytes,
                                            info.push_constant_bytes));
@@ -130,14 +131,15 @@ void CommandStream::dispatch(const Pipeline& p, std::span<const BufferSlice> bin
         const BufferSlice& s = bindings[b];
         const bool uniform = descriptor_type(info, b) == VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER;
         const uint64_t range = uniform ? caps.max_uniform_buffer_range : caps.max_storage_buffer_range;
-        const uint64_t align = uniform ? caps.min_uniform_buffer_offset_alignment : caps.min_storage_buffer_offset_alignment;
+        const uint64_t align =
+            uniform ? caps.min_uniform_buffer_offset_alignment : caps.min_storage_buffer_offset_alignment;
         if (s.size > range)
-            throw DeviceLimitError(fmt::format(
-                "{}: binding {} is {} bytes, more than this device's {} ({} bytes); the op must split it", p.name(), b,
-                s.size, uniform ? "maxUniformBufferRange" : "maxStorageBufferRange", range));
+            throw DeviceLimitError(
+                fmt::format("{}: binding {} is {} bytes, more than this device's {} ({} bytes); the op must split it",
+                            p.name(), b, s.size, uniform ? "maxUniformBufferRange" : "maxStorageBufferRange", range));
         if (s.offset % align != 0)
-            throw DeviceLimitError(fmt::format("{}: binding {} offset {} is not a multiple of {}", p.name(), b, s.offset,
-                                               align));
+            throw DeviceLimitError(
+                fmt::format("{}: binding {} offset {} is not a multiple of {}", p.name(), b, s.offset, align));
         infos[b] = {s.buffer, s.offset, s.size};
     }
     // Barrier decision first, against everything since the last barrier, then record this
@@ -146,7 +148,10 @@ void CommandStream::dispatch(const Pipeline& p, std::span<const BufferSlice> bin
     for (size_t b = 0; b < bindings.size() && !need; ++b) {
         bool write = info.written_mask & (1u << b);
         for (const Access& a : pending_)
-            if ((write || a.write) && a.range.overlaps(bindings[b])) { need = true; break; }
+            if ((write || a.write) && a.range.overlaps(bindings[b])) {
+                need = true;
+                break;
+            }
     }
     if (need) barrier();
     for (size_t b = 0; b < bindings.size(); ++b) pending_.push_back({bindings[b], bool(info.written_mask & (1u << b))});
@@ -164,13 +169,15 @@ void CommandStream::dispatch(const Pipeline& p, std::span<const BufferSlice> bin
     ++stats_.descriptor_sets;
 
     bool timed = timing_ && labels_.size() < kMaxTimedDispatches;
-    if (timed) vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_.get(), uint32_t(2 * labels_.size()));
+    if (timed)
+        vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_.get(), uint32_t(2 * labels_.size()));
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.get());
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout(), 0, 1, &set, 0, nullptr);
     if (push_bytes) vkCmdPushConstants(cmd_, p.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
     vkCmdDispatch(cmd_, groups[0], groups[1], groups[2]);
     if (timed) {
-        vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_.get(), uint32_t(2 * labels_.size() + 1));
+        vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_.get(),
+                            uint32_t(2 * labels_.size() + 1));
         labels_.emplace_back(std::string(label), p.name());
     }
     ++stats_.dispatches;

@@ -20,7 +20,7 @@ class Context;
 class Pipeline;
 
 struct DispatchTiming {
-    std::string label;     // the caller's op label ("matvec", "attention", ...)
+    std::string label;  // the caller's op label ("matvec", "attention", ...)
     std::string pipeline;  // pipeline key
     double ns = 0;
 };
@@ -64,7 +64,10 @@ public:
     const StreamStats& stats() const { return stats_; }
 
 private:
-    struct Access { BufferSlice range; bool write; };
+    struct Access {
+        BufferSlice range;
+        bool write;
+    };
     void track(const BufferSlice& range, bool write);
     VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
 

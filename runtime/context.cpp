@@ -15,7 +15,7 @@ namespace {
 // Host copies go through one staging buffer of this size, or of the device's largest allocation
 // where that is smaller (a 64 KiB cap must refuse the weight it cannot hold, not the staging).
 constexpr VkDeviceSize kStagingBytes = 64ull << 20;
-}
+}  // namespace
 
 Context::Context(const ContextOptions& opts) : opts_(opts) {
     instance_ = std::make_unique<Instance>(opts.instance);
@@ -87,7 +87,8 @@ void Context::wait_fence() {
     VkFence f = fence_.get();
     VkResult r = vkWaitForFences(device_->get(), 1, &f, VK_TRUE, opts_.fence_timeout_ns);
     if (r == VK_TIMEOUT)
-        throw VulkanError(r, fmt::format("vkWaitForFences (GPU work did not finish in {} s)", opts_.fence_timeout_ns / 1e9));
+        throw VulkanError(
+            r, fmt::format("vkWaitForFences (GPU work did not finish in {} s)", opts_.fence_timeout_ns / 1e9));
     VK_CHECK(r);
     VK_CHECK(vkResetFences(device_->get(), 1, &f));
 }
@@ -159,7 +160,8 @@ void Context::download(const Buffer& src, void* dst, size_t bytes, size_t src_of
 }
 
 void Context::download(const BufferSlice& src, void* dst, size_t bytes) {
-    if (bytes > src.size) throw std::out_of_range(fmt::format("download of {} bytes from a slice of {}", bytes, src.size));
+    if (bytes > src.size)
+        throw std::out_of_range(fmt::format("download of {} bytes from a slice of {}", bytes, src.size));
     const size_t chunk = ensure_staging();
     for (size_t done = 0; done < bytes;) {
         size_t n = std::min<size_t>(bytes - done, chunk);

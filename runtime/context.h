@@ -23,8 +23,8 @@ struct ContextOptions {
     InstanceOptions instance;
     DeviceSelector device;
     CapsOverride caps;
-    bool pipeline_cache = true;                        // persist VkPipelineCache to disk
-    std::optional<std::filesystem::path> cache_dir;    // default: PipelineCache::default_dir()
+    bool pipeline_cache = true;  // persist VkPipelineCache to disk
+    std::optional<std::filesystem::path> cache_dir;  // default: PipelineCache::default_dir()
     uint64_t fence_timeout_ns = 600ull * 1000000000ull;  // a hung GPU becomes an error, not a hang
 };
 

@@ -13,11 +13,11 @@ namespace {
 
 int type_rank(VkPhysicalDeviceType t) {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
-    default: return 4;
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+        default: return 4;
     }
 }
 
@@ -28,7 +28,8 @@ std::string lower(std::string s) {
 
 std::string device_list(const std::vector<PhysicalDeviceEntry>& devices) {
     std::string out;
-    for (auto& d : devices) out += fmt::format("{}{}: {} ({})", out.empty() ? "" : ", ", d.index, d.caps.name, d.caps.type_name());
+    for (auto& d : devices)
+        out += fmt::format("{}{}: {} ({})", out.empty() ? "" : ", ", d.index, d.caps.name, d.caps.type_name());
     return out.empty() ? "none" : out;
 }
 
@@ -62,12 +63,14 @@ const PhysicalDeviceEntry& select_device(const std::vector<PhysicalDeviceEntry>&
     if (sel.index) {
         for (auto& d : devices)
             if (d.index == *sel.index) return d;
-        throw DeviceLimitError(fmt::format("device index {} does not exist; devices: {}", *sel.index, device_list(devices)));
+        throw DeviceLimitError(
+            fmt::format("device index {} does not exist; devices: {}", *sel.index, device_list(devices)));
     }
     if (!sel.name.empty()) {
         for (auto& d : devices)
             if (lower(d.caps.name).find(lower(sel.name)) != std::string::npos) return d;
-        throw DeviceLimitError(fmt::format("no device name contains '{}'; devices: {}", sel.name, device_list(devices)));
+        throw DeviceLimitError(
+            fmt::format("no device name contains '{}'; devices: {}", sel.name, device_list(devices)));
     }
     return *std::min_element(devices.begin(), devices.end(), [](const auto& a, const auto& b) {
         return std::pair(type_rank(a.caps.type), a.index) < std::pair(type_rank(b.caps.type), b.index);
@@ -126,28 +129,33 @@ Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const
     VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
     VkPhysicalDeviceShaderFloat16Int8Features f16i8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
     VkPhysicalDeviceSubgroupSizeControlFeatures sgsc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
     feats.pNext = &s16;
     void** tail = &s16.pNext;
     s16.storageBuffer16BitAccess = caps_.storage16;
     feats.features.shaderInt64 = caps_.int64;  // the CPU-driver matvecs' 8-byte weight loads
     if ((caps_.storage8) && want_ext(VK_KHR_8BIT_STORAGE_EXTENSION_NAME, v12)) {
         s8.storageBuffer8BitAccess = VK_TRUE;
-        *tail = &s8; tail = &s8.pNext;
+        *tail = &s8;
+        tail = &s8.pNext;
     }
     if ((caps_.fp16 || caps_.int8) && want_ext(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME, v12)) {
         f16i8.shaderFloat16 = caps_.fp16;
         f16i8.shaderInt8 = caps_.int8;
-        *tail = &f16i8; tail = &f16i8.pNext;
+        *tail = &f16i8;
+        tail = &f16i8.pNext;
     }
     if (caps_.subgroup_size_control && want_ext(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME, v13)) {
         sgsc.subgroupSizeControl = VK_TRUE;
         sgsc.computeFullSubgroups = VK_TRUE;
-        *tail = &sgsc; tail = &sgsc.pNext;
+        *tail = &sgsc;
+        tail = &sgsc.pNext;
     }
     if (caps_.int_dot_product && want_ext(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME, v13)) {
         dot.shaderIntegerDotProduct = VK_TRUE;
-        *tail = &dot; tail = &dot.pNext;
+        *tail = &dot;
+        tail = &dot.pNext;
     }
     // VK_KHR_cooperative_matrix is reported by caps but not enabled: no kernel uses it yet.
     creation_feedback_ = want_ext(VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME, v13);

@@ -19,7 +19,10 @@ public:
     Unique& operator=(const Unique&) = delete;
     Unique(Unique&& o) noexcept { swap(o); }
     Unique& operator=(Unique&& o) noexcept {
-        if (this != &o) { reset(); swap(o); }
+        if (this != &o) {
+            reset();
+            swap(o);
+        }
         return *this;
     }
     ~Unique() { reset(); }

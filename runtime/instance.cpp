@@ -57,9 +57,10 @@ void load_loader() {
     std::lock_guard lock(g_volk_mutex);
     if (g_loader_loaded) return;
     if (volkInitialize() != VK_SUCCESS)
-        throw std::runtime_error(fmt::format("the Vulkan loader (libvulkan.so.1) could not be loaded{}: install a "
-                                             "Vulkan driver/loader, e.g. Debian's libvulkan1",
-                                             loader_open_error()));
+        throw std::runtime_error(
+            fmt::format("the Vulkan loader (libvulkan.so.1) could not be loaded{}: install a "
+                        "Vulkan driver/loader, e.g. Debian's libvulkan1",
+                        loader_open_error()));
     g_loader_loaded = true;
 }
 
@@ -111,12 +112,14 @@ Instance::Instance(const InstanceOptions& opts) : sink_(opts.sink) {
     // 1.0 when the loader predates vkEnumerateInstanceVersion; 0 when the library is no loader at all.
     uint32_t loader_version = volkGetInstanceVersion();
     if (loader_version == 0)
-        throw std::runtime_error("the library loaded as the Vulkan loader (libvulkan.so.1) has no vkCreateInstance: "
-                                 "install a Vulkan driver/loader, e.g. Debian's libvulkan1");
+        throw std::runtime_error(
+            "the library loaded as the Vulkan loader (libvulkan.so.1) has no vkCreateInstance: "
+            "install a Vulkan driver/loader, e.g. Debian's libvulkan1");
     if (loader_version < kMinLoaderVersion)
-        throw DeviceLimitError(fmt::format("the Vulkan loader (libvulkan.so.1) supports Vulkan {}; vkllm needs {} or "
-                                           "newer: update the loader, e.g. Debian's libvulkan1",
-                                           version_string(loader_version), version_string(kMinLoaderVersion)));
+        throw DeviceLimitError(
+            fmt::format("the Vulkan loader (libvulkan.so.1) supports Vulkan {}; vkllm needs {} or "
+                        "newer: update the loader, e.g. Debian's libvulkan1",
+                        version_string(loader_version), version_string(kMinLoaderVersion)));
     api_version_ = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader_version;
 
     std::vector<const char*> layers, exts;
@@ -140,7 +143,8 @@ Instance::Instance(const InstanceOptions& opts) : sink_(opts.sink) {
     app.apiVersion = api_version_;
 
     VkDebugUtilsMessengerCreateInfoEXT dbg{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-    dbg.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    dbg.messageSeverity =
+        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     dbg.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
     dbg.pfnUserCallback = debug_callback;

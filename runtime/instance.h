@@ -15,9 +15,9 @@ enum class MessageSeverity { Verbose, Info, Warning, Error };
 using MessageSink = std::function<void(MessageSeverity, std::string_view)>;
 
 struct InstanceOptions {
-    bool validation = false;          // enable VK_LAYER_KHRONOS_validation
+    bool validation = false;  // enable VK_LAYER_KHRONOS_validation
     bool require_validation = false;  // throw if the layer is missing (tests) instead of running without
-    MessageSink sink;                 // receives validation messages (warnings and errors)
+    MessageSink sink;  // receives validation messages (warnings and errors)
 };
 
 class Instance {

@@ -43,7 +43,8 @@ void Buffer::swap(Buffer& o) noexcept {
 BufferSlice Buffer::slice(VkDeviceSize offset, VkDeviceSize size) const {
     if (size == 0) size = offset <= size_ ? size_ - offset : 0;
     if (offset > size_ || size > size_ - offset || size == 0)
-        throw std::out_of_range(fmt::format("slice [{}, +{}) outside buffer '{}' of {} bytes", offset, size, name_, size_));
+        throw std::out_of_range(
+            fmt::format("slice [{}, +{}) outside buffer '{}' of {} bytes", offset, size, name_, size_));
     return BufferSlice{buffer_, offset_ + offset, size};
 }
 
@@ -54,7 +55,8 @@ Allocator::Allocator(const Device& device, VkDeviceSize block_size) : device_(de
     block_size_ = std::min<VkDeviceSize>({block_size, c.max_memory_allocation_size, c.max_buffer_size});
     // 256 bytes covers every storage- and uniform-offset alignment seen in practice and keeps
     // tensors on cache lines.
-    alignment_ = std::max<VkDeviceSize>({c.min_storage_buffer_offset_alignment, c.min_uniform_buffer_offset_alignment, 256});
+    alignment_ =
+        std::max<VkDeviceSize>({c.min_storage_buffer_offset_alignment, c.min_uniform_buffer_offset_alignment, 256});
 }
 
 Allocator::~Allocator() {
@@ -72,10 +74,10 @@ uint32_t Allocator::memory_type(uint32_t type_bits, MemoryUsage usage, bool* hos
                    C = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, K = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
     std::vector<VkMemoryPropertyFlags> wanted;
     switch (usage) {
-    case MemoryUsage::Device: wanted = {L, 0}; break;
-    case MemoryUsage::DeviceHostVisible: wanted = {L | V | C, L, 0}; break;
-    case MemoryUsage::Upload: wanted = {V | C}; break;
-    case MemoryUsage::Readback: wanted = {V | C | K, V | C}; break;
+        case MemoryUsage::Device: wanted = {L, 0}; break;
+        case MemoryUsage::DeviceHostVisible: wanted = {L | V | C, L, 0}; break;
+        case MemoryUsage::Upload: wanted = {V | C}; break;
+        case MemoryUsage::Readback: wanted = {V | C | K, V | C}; break;
     }
     for (auto flags : wanted)
         for (uint32_t t = 0; t < mp.memoryTypeCount; ++t)
@@ -133,7 +135,8 @@ Buffer Allocator::allocate(VkDeviceSize size, MemoryUsage usage, std::string nam
     VkDeviceSize reserved = align_up(size, alignment_);
     if (size > c.max_buffer_size || size > c.max_memory_allocation_size)
         throw DeviceLimitError(fmt::format("buffer '{}' needs {} but this device allows at most {} per allocation",
-                                           name, mib(size), mib(std::min(c.max_buffer_size, c.max_memory_allocation_size))));
+                                           name, mib(size),
+                                           mib(std::min(c.max_buffer_size, c.max_memory_allocation_size))));
 
     size_t block_index = SIZE_MAX;
     VkDeviceSize offset = 0;
@@ -142,7 +145,11 @@ Buffer Allocator::allocate(VkDeviceSize size, MemoryUsage usage, std::string nam
             Block* b = blocks_[i].get();
             if (!b || b->dedicated || b->usage != usage) continue;
             for (auto& [off, len] : b->free)
-                if (len >= reserved) { block_index = i; offset = off; break; }
+                if (len >= reserved) {
+                    block_index = i;
+                    offset = off;
+                    break;
+                }
         }
         if (block_index == SIZE_MAX) block_index = create_block(block_size_, usage, false, name);
     } else {

@@ -18,10 +18,10 @@ namespace vkllm {
 class Device;
 
 enum class MemoryUsage {
-    Device,             // device-local; the host reaches it only through staging
+    Device,  // device-local; the host reaches it only through staging
     DeviceHostVisible,  // device-local and mapped where the device has such memory (UMA, ReBAR), else Device
-    Upload,             // host-visible, coherent: staging for uploads, small per-step inputs
-    Readback,           // host-visible, coherent, cached where possible: results read by the host
+    Upload,  // host-visible, coherent: staging for uploads, small per-step inputs
+    Readback,  // host-visible, coherent, cached where possible: results read by the host
 };
 
 // A range of a VkBuffer as a shader binding sees it.
@@ -43,7 +43,10 @@ public:
     Buffer& operator=(const Buffer&) = delete;
     Buffer(Buffer&& o) noexcept { swap(o); }
     Buffer& operator=(Buffer&& o) noexcept {
-        if (this != &o) { reset(); swap(o); }
+        if (this != &o) {
+            reset();
+            swap(o);
+        }
         return *this;
     }
     ~Buffer() { reset(); }
@@ -71,8 +74,8 @@ private:
 
 struct AllocatorStats {
     size_t blocks = 0;
-    uint64_t reserved_bytes = 0;     // VkDeviceMemory allocated
-    uint64_t used_bytes = 0;         // handed out in Buffers (aligned)
+    uint64_t reserved_bytes = 0;  // VkDeviceMemory allocated
+    uint64_t used_bytes = 0;  // handed out in Buffers (aligned)
     uint64_t peak_used_bytes = 0;
     uint64_t device_used_bytes = 0;  // used by Device/DeviceHostVisible buffers
     uint64_t peak_device_used_bytes = 0;

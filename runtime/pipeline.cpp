@@ -30,17 +30,17 @@ Pipeline::Pipeline(const Device& device, VkPipelineCache cache, const PipelineDe
     uint32_t invocations = local_size_[0] * local_size_[1] * local_size_[2];
     if (invocations > caps.max_workgroup_invocations || local_size_[0] > caps.max_workgroup_size[0])
         throw DeviceLimitError(fmt::format("pipeline {}: workgroup {}x{}x{} exceeds the device limit of {} invocations",
-                                           name_, local_size_[0], local_size_[1], local_size_[2], caps.max_workgroup_invocations));
+                                           name_, local_size_[0], local_size_[1], local_size_[2],
+                                           caps.max_workgroup_invocations));
     if (info_->push_constant_bytes > caps.max_push_constants)
         throw DeviceLimitError(fmt::format("pipeline {}: {} bytes of push constants, device allows {}", name_,
                                            info_->push_constant_bytes, caps.max_push_constants));
 
     std::vector<VkDescriptorSetLayoutBinding> bindings(info_->binding_count);
     for (uint32_t b = 0; b < info_->binding_count; ++b)
-        bindings[b] = {b,
-                       info_->uniform_mask & (1u << b) ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
-                                                       : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                       1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+        bindings[b] = {
+            b, info_->uniform_mask & (1u << b) ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     VkDescriptorSetLayoutCreateInfo dsl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
     dsl.bindingCount = uint32_t(bindings.size());
     dsl.pBindings = bindings.data();
@@ -130,7 +130,10 @@ struct CacheHeader {
 
 uint64_t fnv1a(const uint8_t* p, size_t n) {
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) { h ^= p[i]; h *= 1099511628211ull; }
+    for (size_t i = 0; i < n; ++i) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
     return h;
 }
 
@@ -202,9 +205,11 @@ PipelineCache::~PipelineCache() { save(); }
 std::string PipelineCache::save() {
     if (!file_ || !dirty_ || !cache_) return {};
     size_t n = 0;
-    if (vkGetPipelineCacheData(device_.get(), cache_.get(), &n, nullptr) != VK_SUCCESS) return "vkGetPipelineCacheData failed";
+    if (vkGetPipelineCacheData(device_.get(), cache_.get(), &n, nullptr) != VK_SUCCESS)
+        return "vkGetPipelineCacheData failed";
     std::vector<uint8_t> data(n);
-    if (n && vkGetPipelineCacheData(device_.get(), cache_.get(), &n, data.data()) < 0) return "vkGetPipelineCacheData failed";
+    if (n && vkGetPipelineCacheData(device_.get(), cache_.get(), &n, data.data()) < 0)
+        return "vkGetPipelineCacheData failed";
     data.resize(n);
     CacheHeader h = expected_header(device_);
     h.data_size = data.size();

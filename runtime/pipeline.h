@@ -20,7 +20,7 @@ class Device;
 constexpr uint32_t kSoftHalfSpecId = 100;
 
 struct PipelineDesc {
-    std::string shader;          // variant name in the shader table
+    std::string shader;  // variant name in the shader table
     std::vector<uint32_t> spec;  // spec[i] = value (raw bits) of specialization constant id i
     uint32_t subgroup_size = 0;  // require this subgroup size (needs subgroup size control); 0 = driver's choice
     std::string key() const;
@@ -35,7 +35,7 @@ public:
     VkPipelineLayout layout() const { return layout_.get(); }
     VkDescriptorSetLayout set_layout() const { return set_layout_.get(); }
     const std::array<uint32_t, 3>& local_size() const { return local_size_; }
-    bool cache_hit() const { return cache_hit_; }           // per VK_EXT_pipeline_creation_feedback
+    bool cache_hit() const { return cache_hit_; }  // per VK_EXT_pipeline_creation_feedback
     bool feedback_valid() const { return feedback_valid_; }
     double create_ms() const { return create_ms_; }
 

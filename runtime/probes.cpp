@@ -43,7 +43,9 @@ ProbeResult probe_bandwidth(Context& ctx, size_t bytes, int reps) {
     for (uint32_t groups : {4096u, 512u, 64u, 16u}) {
         groups = std::min<uint32_t>(groups, std::max<uint32_t>(1, n_vec4 / wg));
         Buffer dst = ctx.create_buffer(groups * 4ull, MemoryUsage::Device, "probe_dst");
-        struct { uint32_t n_vec4, stride; } pc{n_vec4, groups * wg};
+        struct {
+            uint32_t n_vec4, stride;
+        } pc{n_vec4, groups * wg};
         CommandStream s(ctx);
         s.begin(true);
         s.dispatch(p, {src.slice(), dst.slice()}, pc, {groups, 1, 1}, "bandwidth");
@@ -71,7 +73,9 @@ ProbeResult arithmetic_probe(Context& ctx, const char* shader, const char* label
     const uint32_t wg = 256, groups = 256;
     Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, shader);
     const Pipeline& p = ctx.pipeline({shader, {wg}});
-    struct { uint32_t iters, seed; } pc{iters, seed_bits};
+    struct {
+        uint32_t iters, seed;
+    } pc{iters, seed_bits};
     CommandStream s(ctx);
     s.begin(true);
     s.dispatch(p, {dst.slice()}, pc, {groups, 1, 1}, label);

@@ -7,9 +7,9 @@
 namespace vkllm {
 
 struct ProbeResult {
-    double value = 0;       // GB/s (bandwidth), GFLOP/s (fma) or GOP/s (int_dot): best of the repetitions
-    double seconds = 0;     // GPU time of the best repetition
-    double check = 0;       // the kernel's result, for tests (sum of the buffer for bandwidth)
+    double value = 0;  // GB/s (bandwidth), GFLOP/s (fma) or GOP/s (int_dot): best of the repetitions
+    double seconds = 0;  // GPU time of the best repetition
+    double check = 0;  // the kernel's result, for tests (sum of the buffer for bandwidth)
 };
 
 // Streams `bytes` (rounded down to 16, at most one binding) `reps` times; timed with timestamps

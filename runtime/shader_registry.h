@@ -12,13 +12,13 @@ struct ShaderInfo {
     const char* name;
     const uint32_t* code;
     uint32_t code_words;
-    uint32_t local_size[3];          // default workgroup size
-    int32_t local_size_spec_id[3];   // specialization id of each workgroup dimension, -1 if fixed
+    uint32_t local_size[3];  // default workgroup size
+    int32_t local_size_spec_id[3];  // specialization id of each workgroup dimension, -1 if fixed
     uint32_t push_constant_bytes;
-    uint32_t binding_count;          // buffers at set 0, bindings 0..n-1
-    uint32_t written_mask;           // bit b set: binding b is written (not readonly)
-    uint32_t uniform_mask;           // bit b set: binding b is a uniform buffer, else a storage buffer
-    uint64_t hash;                   // FNV-1a of the SPIR-V
+    uint32_t binding_count;  // buffers at set 0, bindings 0..n-1
+    uint32_t written_mask;  // bit b set: binding b is written (not readonly)
+    uint32_t uniform_mask;  // bit b set: binding b is a uniform buffer, else a storage buffer
+    uint64_t hash;  // FNV-1a of the SPIR-V
 };
 
 std::span<const ShaderInfo> shader_table();

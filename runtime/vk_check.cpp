@@ -4,7 +4,8 @@ namespace vkllm {
 
 const char* vk_result_name(VkResult r) {
     switch (r) {
-#define VKLLM_CASE(x) case x: return #x;
+#define VKLLM_CASE(x) \
+    case x: return #x;
         VKLLM_CASE(VK_SUCCESS)
         VKLLM_CASE(VK_NOT_READY)
         VKLLM_CASE(VK_TIMEOUT)
@@ -30,12 +31,13 @@ const char* vk_result_name(VkResult r) {
         VKLLM_CASE(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
         VKLLM_CASE(VK_PIPELINE_COMPILE_REQUIRED)
 #undef VKLLM_CASE
-    default: return "VK_RESULT_UNKNOWN";
+        default: return "VK_RESULT_UNKNOWN";
     }
 }
 
 VulkanError::VulkanError(VkResult result, std::string call)
     : std::runtime_error(std::string(vk_result_name(result)) + " from " + call),
-      result_(result), call_(std::move(call)) {}
+      result_(result),
+      call_(std::move(call)) {}
 
 }  // namespace vkllm

@@ -25,14 +25,34 @@
 namespace {
 
 enum : uint32_t {
-    OpExecutionMode = 16, OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeArray = 28,
-    OpTypeRuntimeArray = 29, OpTypeStruct = 30, OpTypePointer = 32, OpConstant = 43,
-    OpConstantComposite = 44, OpSpecConstant = 50, OpSpecConstantComposite = 51, OpVariable = 59,
-    OpDecorate = 71, OpMemberDecorate = 72, OpExecutionModeId = 331,
+    OpExecutionMode = 16,
+    OpTypeInt = 21,
+    OpTypeFloat = 22,
+    OpTypeVector = 23,
+    OpTypeArray = 28,
+    OpTypeRuntimeArray = 29,
+    OpTypeStruct = 30,
+    OpTypePointer = 32,
+    OpConstant = 43,
+    OpConstantComposite = 44,
+    OpSpecConstant = 50,
+    OpSpecConstantComposite = 51,
+    OpVariable = 59,
+    OpDecorate = 71,
+    OpMemberDecorate = 72,
+    OpExecutionModeId = 331,
 };
 enum : uint32_t {
-    DecSpecId = 1, DecBlock = 2, DecBufferBlock = 3, DecArrayStride = 6, DecBuiltIn = 11,
-    DecNonWritable = 24, DecNonReadable = 25, DecBinding = 33, DecDescriptorSet = 34, DecOffset = 35,
+    DecSpecId = 1,
+    DecBlock = 2,
+    DecBufferBlock = 3,
+    DecArrayStride = 6,
+    DecBuiltIn = 11,
+    DecNonWritable = 24,
+    DecNonReadable = 25,
+    DecBinding = 33,
+    DecDescriptorSet = 34,
+    DecOffset = 35,
 };
 enum : uint32_t { ScUniform = 2, ScPushConstant = 9, ScStorageBuffer = 12 };
 constexpr uint32_t kBuiltInWorkgroupSize = 25;
@@ -59,13 +79,18 @@ std::vector<uint32_t> read_words(const std::string& path) {
 }
 
 Reflection reflect(const std::vector<uint32_t>& w, const std::string& name) {
-    struct Type { uint32_t op = 0; std::vector<uint32_t> args; };
+    struct Type {
+        uint32_t op = 0;
+        std::vector<uint32_t> args;
+    };
     std::map<uint32_t, Type> types;
-    std::map<uint32_t, uint32_t> constants;                         // id -> literal value
-    std::map<uint32_t, std::vector<uint32_t>> composites;          // id -> constituent ids
+    std::map<uint32_t, uint32_t> constants;  // id -> literal value
+    std::map<uint32_t, std::vector<uint32_t>> composites;  // id -> constituent ids
     std::map<uint32_t, std::map<uint32_t, uint32_t>> decorations;  // id -> decoration -> value
     std::map<uint32_t, std::map<uint32_t, std::map<uint32_t, uint32_t>>> member_decorations;
-    struct Var { uint32_t type, storage; };
+    struct Var {
+        uint32_t type, storage;
+    };
     std::map<uint32_t, Var> vars;
     Reflection r;
 
@@ -75,31 +100,30 @@ Reflection reflect(const std::vector<uint32_t>& w, const std::string& name) {
         const uint32_t* a = &w[i + 1];
         uint32_t n = count - 1;
         switch (op) {
-        case OpExecutionMode:
-            if (a[1] == kExecModeLocalSize) { r.local_size[0] = a[2]; r.local_size[1] = a[3]; r.local_size[2] = a[4]; }
-            break;
-        case OpExecutionModeId:
-            throw std::runtime_error(name + ": LocalSizeId is not supported, use local_size_x_id");
-        case OpTypeInt: case OpTypeFloat: case OpTypeVector: case OpTypeArray:
-        case OpTypeRuntimeArray: case OpTypeStruct: case OpTypePointer:
-            types[a[0]] = Type{op, std::vector<uint32_t>(a + 1, a + n)};
-            break;
-        case OpConstant: case OpSpecConstant:
-            constants[a[1]] = a[2];
-            break;
-        case OpConstantComposite: case OpSpecConstantComposite:
-            composites[a[1]] = std::vector<uint32_t>(a + 2, a + n);
-            break;
-        case OpVariable:
-            vars[a[1]] = Var{a[0], a[2]};
-            break;
-        case OpDecorate:
-            decorations[a[0]][a[1]] = n > 2 ? a[2] : 1;
-            break;
-        case OpMemberDecorate:
-            member_decorations[a[0]][a[1]][a[2]] = n > 3 ? a[3] : 1;
-            break;
-        default: break;
+            case OpExecutionMode:
+                if (a[1] == kExecModeLocalSize) {
+                    r.local_size[0] = a[2];
+                    r.local_size[1] = a[3];
+                    r.local_size[2] = a[4];
+                }
+                break;
+            case OpExecutionModeId:
+                throw std::runtime_error(name + ": LocalSizeId is not supported, use local_size_x_id");
+            case OpTypeInt:
+            case OpTypeFloat:
+            case OpTypeVector:
+            case OpTypeArray:
+            case OpTypeRuntimeArray:
+            case OpTypeStruct:
+            case OpTypePointer: types[a[0]] = Type{op, std::vector<uint32_t>(a + 1, a + n)}; break;
+            case OpConstant:
+            case OpSpecConstant: constants[a[1]] = a[2]; break;
+            case OpConstantComposite:
+            case OpSpecConstantComposite: composites[a[1]] = std::vector<uint32_t>(a + 2, a + n); break;
+            case OpVariable: vars[a[1]] = Var{a[0], a[2]}; break;
+            case OpDecorate: decorations[a[0]][a[1]] = n > 2 ? a[2] : 1; break;
+            case OpMemberDecorate: member_decorations[a[0]][a[1]][a[2]] = n > 3 ? a[3] : 1; break;
+            default: break;
         }
         i += count;
     }
@@ -122,16 +146,17 @@ Reflection reflect(const std::vector<uint32_t>& w, const std::string& name) {
     std::function<uint32_t(uint32_t)> size_of = [&](uint32_t tid) -> uint32_t {
         const Type& t = types.at(tid);
         switch (t.op) {
-        case OpTypeInt: case OpTypeFloat: return t.args[0] / 8;
-        case OpTypeVector: return size_of(t.args[0]) * t.args[1];
-        case OpTypeArray: return constants.at(t.args[1]) * decorations[tid][DecArrayStride];
-        case OpTypeStruct: {
-            uint32_t end = 0;
-            for (uint32_t m = 0; m < t.args.size(); ++m)
-                end = std::max(end, member_decorations[tid][m][DecOffset] + size_of(t.args[m]));
-            return end;
-        }
-        default: throw std::runtime_error(name + ": unsupported type in push-constant block");
+            case OpTypeInt:
+            case OpTypeFloat: return t.args[0] / 8;
+            case OpTypeVector: return size_of(t.args[0]) * t.args[1];
+            case OpTypeArray: return constants.at(t.args[1]) * decorations[tid][DecArrayStride];
+            case OpTypeStruct: {
+                uint32_t end = 0;
+                for (uint32_t m = 0; m < t.args.size(); ++m)
+                    end = std::max(end, member_decorations[tid][m][DecOffset] + size_of(t.args[m]));
+                return end;
+            }
+            default: throw std::runtime_error(name + ": unsupported type in push-constant block");
         }
     };
 
@@ -143,8 +168,8 @@ Reflection reflect(const std::vector<uint32_t>& w, const std::string& name) {
             r.push_constant_bytes = size_of(pointee);
             continue;
         }
-        bool is_storage = v.storage == ScStorageBuffer ||
-                          (v.storage == ScUniform && decorations[pointee].count(DecBufferBlock));
+        bool is_storage =
+            v.storage == ScStorageBuffer || (v.storage == ScUniform && decorations[pointee].count(DecBufferBlock));
         bool is_uniform = v.storage == ScUniform && decorations[pointee].count(DecBlock);
         if (!is_storage && !is_uniform) {
             if (decorations[id].count(DecBinding))
@@ -177,14 +202,20 @@ Reflection reflect(const std::vector<uint32_t>& w, const std::string& name) {
 uint64_t fnv1a(const std::vector<uint32_t>& w) {
     uint64_t h = 1469598103934665603ull;
     for (uint32_t x : w)
-        for (int b = 0; b < 4; ++b) { h ^= (x >> (8 * b)) & 0xffu; h *= 1099511628211ull; }
+        for (int b = 0; b < 4; ++b) {
+            h ^= (x >> (8 * b)) & 0xffu;
+            h *= 1099511628211ull;
+        }
     return h;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) { std::cerr << "usage: shader_embed OUT.cpp NAME=FILE.spv...\n"; return 2; }
+    if (argc < 2) {
+        std::cerr << "usage: shader_embed OUT.cpp NAME=FILE.spv...\n";
+        return 2;
+    }
     try {
         std::ostringstream out, table;
         out << "// Generated by tools/shader_embed.cpp. Do not edit, do not commit.\n"
@@ -202,14 +233,15 @@ int main(int argc, char** argv) {
             out << "};\n";
             char hash[32];
             std::snprintf(hash, sizeof hash, "0x%016llxull", (unsigned long long)fnv1a(words));
-            table << "    {\"" << name << "\", k_" << name << ", " << words.size() << ", {" << r.local_size[0]
-                  << ", " << r.local_size[1] << ", " << r.local_size[2] << "}, {" << r.local_size_spec_id[0]
-                  << ", " << r.local_size_spec_id[1] << ", " << r.local_size_spec_id[2] << "}, "
-                  << r.push_constant_bytes << ", " << r.binding_count << ", 0x" << std::hex << r.written_mask
-                  << "u, 0x" << r.uniform_mask << std::dec << "u, " << hash << "},\n";
+            table << "    {\"" << name << "\", k_" << name << ", " << words.size() << ", {" << r.local_size[0] << ", "
+                  << r.local_size[1] << ", " << r.local_size[2] << "}, {" << r.local_size_spec_id[0] << ", "
+                  << r.local_size_spec_id[1] << ", " << r.local_size_spec_id[2] << "}, " << r.push_constant_bytes
+                  << ", " << r.binding_count << ", 0x" << std::hex << r.written_mask << "u, 0x" << r.uniform_mask
+                  << std::dec << "u, " << hash << "},\n";
             ++count;
         }
-        out << "const ShaderInfo k_table[] = {\n" << table.str() << "};\n}  // namespace\n\n"
+        out << "const ShaderInfo k_table[] = {\n"
+            << table.str() << "};\n}  // namespace\n\n"
             << "std::span<const ShaderInfo> shader_table() { return {k_table, " << count << "}; }\n"
             << "}  // namespace vkllm\n";
         std::string text = out.str();

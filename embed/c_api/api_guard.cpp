@@ -44,7 +44,7 @@ vkllm_status status_of_current_exception() {
             set_last_error(e.what());
             const VkResult r = e.result();
             return r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY ? VKLLM_ERR_OUT_OF_MEMORY
-                                                                                           : VKLLM_ERR_DEVICE;
+                                                                                          : VKLLM_ERR_DEVICE;
         } catch (const engine::QueueFullError& e) {
             set_last_error(e.what());
             return VKLLM_ERR_BUSY;

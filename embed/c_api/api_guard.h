@@ -60,9 +60,9 @@ void write_out(T* out, const T& value, const char* what) {
     if (!out) throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, std::string(what) + " is NULL");
     const size_t n = out->struct_size;
     if (n < sizeof(size_t) || n > sizeof(T))
-        throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT,
-                         std::string(what) + "->struct_size is " + std::to_string(n) + "; set it to sizeof(" + what +
-                             ") (" + std::to_string(sizeof(T)) + " bytes in this library)");
+        throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, std::string(what) + "->struct_size is " + std::to_string(n) +
+                                                         "; set it to sizeof(" + what + ") (" +
+                                                         std::to_string(sizeof(T)) + " bytes in this library)");
     T copy = value;
     copy.struct_size = n;
     std::memcpy(static_cast<void*>(out), &copy, n);

@@ -35,14 +35,13 @@ void copy_text(char (&dst)[N], std::string_view src) {
 
 vkllm_device_type device_type(VkPhysicalDeviceType t) {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return VKLLM_DEVICE_INTEGRATED_GPU;
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return VKLLM_DEVICE_DISCRETE_GPU;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return VKLLM_DEVICE_VIRTUAL_GPU;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return VKLLM_DEVICE_CPU;
-    default: return VKLLM_DEVICE_OTHER;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return VKLLM_DEVICE_INTEGRATED_GPU;
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return VKLLM_DEVICE_DISCRETE_GPU;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return VKLLM_DEVICE_VIRTUAL_GPU;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return VKLLM_DEVICE_CPU;
+        default: return VKLLM_DEVICE_OTHER;
     }
 }
-
 
 nlohmann::ordered_json messages_json(const vkllm_chat_message* messages, size_t n) {
     require(messages || n == 0, "messages is NULL but n_messages is " + std::to_string(n));
@@ -62,14 +61,16 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
     require(n_out != nullptr, "n_out is NULL");
     require(out != nullptr || capacity == 0, "out is NULL but capacity is " + std::to_string(capacity));
     const Pooling pooling = m.pooling;
-    require(m.role == ModelRole::Embed,
-            m.role == ModelRole::Rerank
-                ? std::string("this model is a reranker (pooling rank): it scores a query and a document together "
-                              "(vkllm_rerank)")
-                : fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (an encoder such as "
-                              "bert, or a decoder whose file or params name a pooling)",
-                              m.loaded.cfg.arch->name));
-    require(normalize >= -1, fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));
+    require(
+        m.role == ModelRole::Embed,
+        m.role == ModelRole::Rerank
+            ? std::string("this model is a reranker (pooling rank): it scores a query and a document together "
+                          "(vkllm_rerank)")
+            : fmt::format("a {} model makes no embeddings: vkllm_embed needs an embedding model (an encoder such as "
+                          "bert, or a decoder whose file or params name a pooling)",
+                          m.loaded.cfg.arch->name));
+    require(normalize >= -1,
+            fmt::format("normalize {} must be -1 (none), 0 (max-abs), 1, 2 or a p-norm p > 2", normalize));
     require(pooling != Pooling::None, "the model's pooling 'none' gives no one vector per text (set params.pooling)");
     const size_t dim = m.loaded.cfg.dim;
     // Every text checked first (an error names it), then the size: outputs are written only on
@@ -80,13 +81,15 @@ vkllm_status embed_texts(vkllm_model* model, const char* const* texts, const siz
         require(lens[i] > 0, what + " is empty");
         inputs.push_back(m.loaded.tokenizer->encode(std::string_view(texts[i], lens[i]), true));
         if (inputs.back().size() > embed_limit(*m.loaded.model))
-            throw ApiFailure(VKLLM_ERR_CONTEXT_FULL, fmt::format("{} has {} tokens, more than the {} this model takes at once",
-                                                                 what, inputs.back().size(), embed_limit(*m.loaded.model)));
+            throw ApiFailure(VKLLM_ERR_CONTEXT_FULL,
+                             fmt::format("{} has {} tokens, more than the {} this model takes at once", what,
+                                         inputs.back().size(), embed_limit(*m.loaded.model)));
     }
     if (capacity < n * dim) {
         *n_out = n * dim;
-        c_api::set_last_error(n == 1 ? fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity)
-                                    : fmt::format("{} embeddings of {} values; the buffer holds {}", n, dim, capacity));
+        c_api::set_last_error(n == 1
+                                  ? fmt::format("an embedding has {} values; the buffer holds {}", dim, capacity)
+                                  : fmt::format("{} embeddings of {} values; the buffer holds {}", n, dim, capacity));
         return VKLLM_ERR_BUFFER_TOO_SMALL;
     }
     EmbedOptions eo;
@@ -111,7 +114,8 @@ namespace vkllm::c_api {
 vkllm_status write_string(const std::string& text, char* buf, size_t capacity, size_t* len) {
     *len = text.size();
     if (capacity < text.size() + 1) {
-        c_api::set_last_error(fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", text.size() + 1, capacity));
+        c_api::set_last_error(
+            fmt::format("the text needs {} bytes with its NUL; the buffer holds {}", text.size() + 1, capacity));
         return VKLLM_ERR_BUFFER_TOO_SMALL;
     }
     std::memcpy(buf, text.data(), text.size());
@@ -120,9 +124,11 @@ vkllm_status write_string(const std::string& text, char* buf, size_t capacity, s
 }
 
 // Shared with c_api_session.cpp: the rendered prompt of a conversation.
-std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n, bool add_generation_prompt) {
+std::string render_chat(const vkllm_model& m, const vkllm_chat_message* messages, size_t n,
+                        bool add_generation_prompt) {
     if (!m.chat_template) throw chat_template::TemplateError(m.chat_template_error);
-    chat_template::ChatInputs in = chat_template::chat_inputs(*m.loaded.tokenizer, messages_json(messages, n), nullptr, nullptr);
+    chat_template::ChatInputs in =
+        chat_template::chat_inputs(*m.loaded.tokenizer, messages_json(messages, n), nullptr, nullptr);
     in.add_generation_prompt = add_generation_prompt;
     return m.chat_template->apply(in);
 }
@@ -133,26 +139,24 @@ extern "C" {
 
 const char* vkllm_status_name(vkllm_status status) {
     switch (status) {
-    case VKLLM_OK: return "VKLLM_OK";
-    case VKLLM_CANCELLED: return "VKLLM_CANCELLED";
-    case VKLLM_ERR_INVALID_ARGUMENT: return "VKLLM_ERR_INVALID_ARGUMENT";
-    case VKLLM_ERR_INVALID_HANDLE: return "VKLLM_ERR_INVALID_HANDLE";
-    case VKLLM_ERR_FILE: return "VKLLM_ERR_FILE";
-    case VKLLM_ERR_MODEL: return "VKLLM_ERR_MODEL";
-    case VKLLM_ERR_DEVICE: return "VKLLM_ERR_DEVICE";
-    case VKLLM_ERR_OUT_OF_MEMORY: return "VKLLM_ERR_OUT_OF_MEMORY";
-    case VKLLM_ERR_CONTEXT_FULL: return "VKLLM_ERR_CONTEXT_FULL";
-    case VKLLM_ERR_BUSY: return "VKLLM_ERR_BUSY";
-    case VKLLM_ERR_TEMPLATE: return "VKLLM_ERR_TEMPLATE";
-    case VKLLM_ERR_BUFFER_TOO_SMALL: return "VKLLM_ERR_BUFFER_TOO_SMALL";
-    case VKLLM_ERR_INTERNAL: return "VKLLM_ERR_INTERNAL";
+        case VKLLM_OK: return "VKLLM_OK";
+        case VKLLM_CANCELLED: return "VKLLM_CANCELLED";
+        case VKLLM_ERR_INVALID_ARGUMENT: return "VKLLM_ERR_INVALID_ARGUMENT";
+        case VKLLM_ERR_INVALID_HANDLE: return "VKLLM_ERR_INVALID_HANDLE";
+        case VKLLM_ERR_FILE: return "VKLLM_ERR_FILE";
+        case VKLLM_ERR_MODEL: return "VKLLM_ERR_MODEL";
+        case VKLLM_ERR_DEVICE: return "VKLLM_ERR_DEVICE";
+        case VKLLM_ERR_OUT_OF_MEMORY: return "VKLLM_ERR_OUT_OF_MEMORY";
+        case VKLLM_ERR_CONTEXT_FULL: return "VKLLM_ERR_CONTEXT_FULL";
+        case VKLLM_ERR_BUSY: return "VKLLM_ERR_BUSY";
+        case VKLLM_ERR_TEMPLATE: return "VKLLM_ERR_TEMPLATE";
+        case VKLLM_ERR_BUFFER_TOO_SMALL: return "VKLLM_ERR_BUFFER_TOO_SMALL";
+        case VKLLM_ERR_INTERNAL: return "VKLLM_ERR_INTERNAL";
     }
     return "unknown status";
 }
 
-const char* vkllm_last_error(void) {
-    return c_api::last_error();
-}
+const char* vkllm_last_error(void) { return c_api::last_error(); }
 
 const char* vkllm_version(void) {
 #define VKLLM_STR2(x) #x
@@ -176,7 +180,8 @@ vkllm_status vkllm_device_get_info(uint32_t index, vkllm_device_info* info) {
         require(info != nullptr, "info is NULL");
         Instance instance;
         const std::vector<PhysicalDeviceEntry> devices = enumerate_devices(instance);
-        require(index < devices.size(), fmt::format("device index {} does not exist; there are {} devices", index, devices.size()));
+        require(index < devices.size(),
+                fmt::format("device index {} does not exist; there are {} devices", index, devices.size()));
         const DeviceCaps& c = devices[index].caps;
         vkllm_device_info d{};
         d.index = index;
@@ -215,31 +220,40 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         *out = nullptr;
         require(path != nullptr, "path is NULL");
         const vkllm_model_params p = c_api::read_params(params, vkllm_model_default_params(), "vkllm_model_params");
-        require(p.device_index >= -1, fmt::format("device_index {} must be -1 (any) or a device index", p.device_index));
-        require(p.max_sessions >= 1 && p.max_sessions <= 64, fmt::format("max_sessions {} must be 1..64", p.max_sessions));
+        require(p.device_index >= -1,
+                fmt::format("device_index {} must be -1 (any) or a device index", p.device_index));
+        require(p.max_sessions >= 1 && p.max_sessions <= 64,
+                fmt::format("max_sessions {} must be 1..64", p.max_sessions));
         // A C caller may store any int in the enum field; loading one outside the enumerators as the
         // enum is undefined in C++ (UBSan reports it), so its bits are read as an integer first.
         static_assert(sizeof(vkllm_kv_type) == sizeof(int32_t));
         int32_t kv_raw = 0;
         std::memcpy(&kv_raw, &p.kv_type, sizeof kv_raw);
-        require(kv_raw >= VKLLM_KV_F16 && kv_raw <= VKLLM_KV_Q8_0, fmt::format("kv_type {} is not a vkllm_kv_type", kv_raw));
+        require(kv_raw >= VKLLM_KV_F16 && kv_raw <= VKLLM_KV_Q8_0,
+                fmt::format("kv_type {} is not a vkllm_kv_type", kv_raw));
         require(p.ubatch <= 8192, fmt::format("ubatch {} must be 0 (default) or 1..8192", p.ubatch));
         auto log = [fn = p.log, user = p.log_user_data](vkllm_log_level level, const std::string& msg) {
             if (fn) fn(level, msg.c_str(), user);
         };
         LoadOptions lo;
-        if (p.device_name) lo.context.device.name = p.device_name;
-        else if (p.device_index >= 0) lo.context.device.index = uint32_t(p.device_index);
-        require(p.split == nullptr || p.devices != nullptr, "split is set but devices is NULL: name the devices to split over");
+        if (p.device_name)
+            lo.context.device.name = p.device_name;
+        else if (p.device_index >= 0)
+            lo.context.device.index = uint32_t(p.device_index);
+        require(p.split == nullptr || p.devices != nullptr,
+                "split is set but devices is NULL: name the devices to split over");
         if (p.devices) {
             require(p.device_name == nullptr && p.device_index == -1,
-                    "devices splits the model over several devices; device_index and device_name pick one: set only one of them");
+                    "devices splits the model over several devices; device_index and device_name pick one: set only "
+                    "one of them");
             lo.devices = parse_devices(p.devices, "devices");
             if (p.split) lo.split_ratios = parse_split(p.split);
         }
         if (p.caps) lo.context.caps = CapsOverride::parse(p.caps);
-        if (p.cache_dir && !*p.cache_dir) lo.context.pipeline_cache = false;
-        else if (p.cache_dir) lo.context.cache_dir = std::filesystem::path(p.cache_dir);
+        if (p.cache_dir && !*p.cache_dir)
+            lo.context.pipeline_cache = false;
+        else if (p.cache_dir)
+            lo.context.cache_dir = std::filesystem::path(p.cache_dir);
         lo.context.instance.validation = p.validation;
         lo.context.instance.sink = [log](MessageSeverity s, std::string_view msg) noexcept {
             // Called from inside the driver (C frames): nothing may propagate out of it.
@@ -248,8 +262,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
                     : s == MessageSeverity::Warning ? VKLLM_LOG_WARNING
                                                     : VKLLM_LOG_INFO,
                     std::string(msg));
-            } catch (...) {
-            }
+            } catch (...) {}
         };
         std::optional<Pooling> pooling;
         if (p.pooling) {
@@ -263,9 +276,10 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
                 const ModelConfig cfg = ModelConfig::from_gguf(GgufFile::open(path));
                 const ModelRole r = model_role(cfg, pooling.has_value());
                 if (pooling && r != ModelRole::Embed)
-                    throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT,
-                                     fmt::format("pooling '{}' is for embedding models; this one is a reranker (pooling rank)",
-                                                 p.pooling));
+                    throw ApiFailure(
+                        VKLLM_ERR_INVALID_ARGUMENT,
+                        fmt::format("pooling '{}' is for embedding models; this one is a reranker (pooling rank)",
+                                    p.pooling));
                 if (r == ModelRole::Rerank) {
                     try {
                         require_reranker(cfg);  // a decoder's rank pooling: refused before the upload
@@ -354,8 +368,9 @@ void vkllm_model_free(vkllm_model* model) {
             std::lock_guard lock(model->sessions_mutex);
             for (vkllm_session* s : model->sessions)
                 if (c_api::session_generating(*s))
-                    throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_model_free: a session of the model is generating; the "
-                                                     "model was not freed (cancel it and free it after it returned)");
+                    throw ApiFailure(VKLLM_ERR_BUSY,
+                                     "vkllm_model_free: a session of the model is generating; the "
+                                     "model was not freed (cancel it and free it after it returned)");
             open.swap(model->sessions);
         }
         c_api::unregister_model(model);
@@ -373,9 +388,10 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         copy_text(i.architecture, m.loaded.cfg.arch->name);
         copy_text(i.device, device_names(m.loaded));
         // No template when the file's own failed to parse (the model still generates).
-        const std::string tmpl = !m.chat_template                                    ? std::string()
-                                 : m.chat_template->name() == "tokenizer.chat_template" ? std::string("model")
-                                                                                        : std::string(m.chat_template->name());
+        const std::string tmpl = !m.chat_template ? std::string()
+                                 : m.chat_template->name() == "tokenizer.chat_template"
+                                     ? std::string("model")
+                                     : std::string(m.chat_template->name());
         copy_text(i.chat_template, tmpl);
         i.n_vocab = m.loaded.cfg.n_vocab;
         i.n_layers = m.loaded.cfg.n_layers;
@@ -412,7 +428,8 @@ vkllm_status vkllm_tokenize(const vkllm_model* model, const char* text, size_t l
         require(text != nullptr || len == 0, "text is NULL");
         require(n_tokens != nullptr, "n_tokens is NULL");
         require(tokens != nullptr || capacity == 0, "tokens is NULL but capacity is " + std::to_string(capacity));
-        const std::vector<int32_t> ids = m.loaded.tokenizer->encode(std::string_view(text ? text : "", len), add_special, parse_special);
+        const std::vector<int32_t> ids =
+            m.loaded.tokenizer->encode(std::string_view(text ? text : "", len), add_special, parse_special);
         *n_tokens = ids.size();
         if (capacity < ids.size()) {
             c_api::set_last_error(fmt::format("the text has {} tokens; the buffer holds {}", ids.size(), capacity));
@@ -432,7 +449,8 @@ vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t* tokens, s
         require(len != nullptr, "len is NULL");
         for (size_t i = 0; i < n; ++i)
             require(tokens[i] >= 0 && size_t(tokens[i]) < m.loaded.tokenizer->n_vocab(),
-                    fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i], m.loaded.tokenizer->n_vocab()));
+                    fmt::format("tokens[{}] = {} is not in the vocabulary ({} tokens)", i, tokens[i],
+                                m.loaded.tokenizer->n_vocab()));
         return c_api::write_string(m.loaded.tokenizer->decode(std::span<const int32_t>(tokens, n)), buf, capacity, len);
     });
 }
@@ -450,7 +468,8 @@ vkllm_status vkllm_embed_batch(vkllm_model* model, const char* const* texts, con
                                int32_t normalize, float* out, size_t capacity, size_t* n_out) {
     return guarded([&] {
         require(n == 0 || (texts != nullptr && lens != nullptr), "texts or lens is NULL");
-        for (size_t i = 0; i < n; ++i) require(texts[i] != nullptr || lens[i] == 0, fmt::format("texts[{}] is NULL", i));
+        for (size_t i = 0; i < n; ++i)
+            require(texts[i] != nullptr || lens[i] == 0, fmt::format("texts[{}] is NULL", i));
         return embed_texts(model, texts, lens, n, normalize, out, capacity, n_out);
     });
 }
@@ -460,7 +479,8 @@ vkllm_status vkllm_rerank(vkllm_model* model, const char* query, size_t query_le
     return guarded([&] {
         vkllm_model& m = *c_api::live_model(model);
         require(query != nullptr || query_len == 0, "query is NULL");
-        require(n == 0 || (documents != nullptr && lens != nullptr && scores != nullptr), "documents, lens or scores is NULL");
+        require(n == 0 || (documents != nullptr && lens != nullptr && scores != nullptr),
+                "documents, lens or scores is NULL");
         require(m.role == ModelRole::Rerank,
                 fmt::format("this {} model is not a reranker (pooling '{}'): vkllm_rerank needs pooling 'rank'",
                             m.loaded.cfg.arch->name, pooling_name(m.pooling)));
@@ -472,10 +492,11 @@ vkllm_status vkllm_rerank(vkllm_model* model, const char* query, size_t query_le
             pairs.push_back(rerank_tokens(*m.loaded.file, *m.loaded.tokenizer, std::string_view(query, query_len),
                                           std::string_view(documents[i], lens[i])));
             if (pairs.back().size() > embed_limit(*m.loaded.model))
-                throw ApiFailure(VKLLM_ERR_CONTEXT_FULL,
-                                 fmt::format("the query and documents[{}] have {} tokens together, more than the {} this "
-                                             "model takes at once",
-                                             i, pairs.back().size(), embed_limit(*m.loaded.model)));
+                throw ApiFailure(
+                    VKLLM_ERR_CONTEXT_FULL,
+                    fmt::format("the query and documents[{}] have {} tokens together, more than the {} this "
+                                "model takes at once",
+                                i, pairs.back().size(), embed_limit(*m.loaded.model)));
         }
         std::lock_guard lock(m.embed_mutex);
         const std::vector<RerankScore> r = score_pairs(*m.loaded.model, pairs);
@@ -490,7 +511,8 @@ vkllm_status vkllm_apply_chat_template(const vkllm_model* model, const vkllm_cha
         const vkllm_model& m = *c_api::live_model(model);
         require(buf != nullptr || capacity == 0, "buf is NULL but capacity is " + std::to_string(capacity));
         require(len != nullptr, "len is NULL");
-        return c_api::write_string(c_api::render_chat(m, messages, n_messages, add_generation_prompt), buf, capacity, len);
+        return c_api::write_string(c_api::render_chat(m, messages, n_messages, add_generation_prompt), buf, capacity,
+                                   len);
     });
 }
 

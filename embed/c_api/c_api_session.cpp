@@ -36,7 +36,8 @@ public:
     explicit GeneratingScope(vkllm_session& s) : s_(s) {
         std::lock_guard lock(s_.mutex);
         if (s_.generating)
-            throw ApiFailure(VKLLM_ERR_BUSY, "the session is already generating (one generation at a time per session)");
+            throw ApiFailure(VKLLM_ERR_BUSY,
+                             "the session is already generating (one generation at a time per session)");
         s_.generating = true;
         s_.cancel_requested = false;
     }
@@ -94,16 +95,17 @@ engine::CompletionRequest request_from(const vkllm_sampling& p) {
     require(!(p.grammar && p.json_schema), "give at most one of grammar and json_schema");
     // GrammarError and SchemaError are invalid arguments: their messages name the place.
     if (p.grammar) req.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(p.grammar));
-    if (p.json_schema) req.grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(p.json_schema));
+    if (p.json_schema)
+        req.grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(p.json_schema));
     return req;
 }
 
 vkllm_finish_reason finish_of(engine::FinishReason r) {
     switch (r) {
-    case engine::FinishReason::Stop: return VKLLM_FINISH_STOP;
-    case engine::FinishReason::Length: return VKLLM_FINISH_LENGTH;
-    case engine::FinishReason::Cancelled: return VKLLM_FINISH_CANCELLED;
-    default: return VKLLM_FINISH_ERROR;
+        case engine::FinishReason::Stop: return VKLLM_FINISH_STOP;
+        case engine::FinishReason::Length: return VKLLM_FINISH_LENGTH;
+        case engine::FinishReason::Cancelled: return VKLLM_FINISH_CANCELLED;
+        default: return VKLLM_FINISH_ERROR;
     }
 }
 
@@ -122,7 +124,8 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engin
     }
     std::string thought;
     if (prompt.empty())
-        throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, "the prompt encodes to no tokens and the vocabulary has no BOS token");
+        throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT,
+                         "the prompt encodes to no tokens and the vocabulary has no BOS token");
     const uint32_t n_ctx = m.engine->n_ctx_per_slot();
     if (prompt.size() + 1 > n_ctx)
         throw ApiFailure(VKLLM_ERR_CONTEXT_FULL,
@@ -162,10 +165,12 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engin
             }
             continue;
         }
-        if (split && !stopped() && (ev->finish == engine::FinishReason::Stop || ev->finish == engine::FinishReason::Length)) {
+        if (split && !stopped() &&
+            (ev->finish == engine::FinishReason::Stop || ev->finish == engine::FinishReason::Length)) {
             answer::AnswerStream::Rest rest = split->finish();
             thought += rest.reasoning;
-            if (on_piece && !rest.content.empty() && on_piece(rest.content.c_str(), rest.content.size(), user_data) != 0)
+            if (on_piece && !rest.content.empty() &&
+                on_piece(rest.content.c_str(), rest.content.size(), user_data) != 0)
                 stopped_by_callback = true;
             const std::string calls_json = answer::tool_calls_json(rest.calls, split->family(), false).dump();
             std::lock_guard lock(s.mutex);
@@ -185,33 +190,33 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engin
         st.generate_ms = ev->generate_ms;
         const uint32_t evaluated = ev->prompt_tokens - std::min(ev->prompt_tokens, ev->cached_tokens);
         st.prompt_tokens_per_s = ev->prompt_ms > 0 ? evaluated * 1000.0 / ev->prompt_ms : 0;
-        st.generate_tokens_per_s =
-            ev->generate_ms > 0 && ev->completion_tokens > 1 ? (ev->completion_tokens - 1) * 1000.0 / ev->generate_ms : 0;
+        st.generate_tokens_per_s = ev->generate_ms > 0 && ev->completion_tokens > 1
+                                       ? (ev->completion_tokens - 1) * 1000.0 / ev->generate_ms
+                                       : 0;
         st.finish = finish_of(ev->finish);
         {
             std::lock_guard lock(s.mutex);  // vkllm_session_get_stats may run on another thread
             s.stats = st;
         }
         switch (ev->finish) {
-        case engine::FinishReason::Stop:
-        case engine::FinishReason::Length:
-            if (stopped_by_callback) {
-                c_api::set_last_error("stopped by on_piece");
+            case engine::FinishReason::Stop:
+            case engine::FinishReason::Length:
+                if (stopped_by_callback) {
+                    c_api::set_last_error("stopped by on_piece");
+                    return VKLLM_CANCELLED;
+                }
+                return VKLLM_OK;
+            case engine::FinishReason::Cancelled:
+                c_api::set_last_error(stopped_by_callback ? "stopped by on_piece" : "cancelled by vkllm_cancel");
                 return VKLLM_CANCELLED;
-            }
-            return VKLLM_OK;
-        case engine::FinishReason::Cancelled:
-            c_api::set_last_error(stopped_by_callback ? "stopped by on_piece" : "cancelled by vkllm_cancel");
-            return VKLLM_CANCELLED;
-        default:
-            throw ApiFailure(VKLLM_ERR_INTERNAL, ev->error.empty() ? "the generation failed" : ev->error);
+            default: throw ApiFailure(VKLLM_ERR_INTERNAL, ev->error.empty() ? "the generation failed" : ev->error);
         }
     }
 }
 
 // A text the session keeps of its last answer (guarded by its mutex), by vkllm_detokenize's buffer rules.
-vkllm_status write_session_text(const vkllm_session* session, std::string vkllm_session::*text, char* buf, size_t capacity,
-                                size_t* len) {
+vkllm_status write_session_text(const vkllm_session* session, std::string vkllm_session::*text, char* buf,
+                                size_t capacity, size_t* len) {
     return guarded([&] {
         vkllm_session& s = *c_api::live_session(session);
         require(len != nullptr, "len is NULL");
@@ -257,17 +262,19 @@ vkllm_status vkllm_session_new(vkllm_model* model, const vkllm_session_params* p
         require(out != nullptr, "out is NULL");
         *out = nullptr;
         vkllm_model& m = *c_api::live_model(model);
-        require(m.engine != nullptr, fmt::format("a {} model is an embedding model: it has no sessions (use vkllm_embed)",
-                                                 m.loaded.cfg.arch->name));
+        require(m.engine != nullptr,
+                fmt::format("a {} model is an embedding model: it has no sessions (use vkllm_embed)",
+                            m.loaded.cfg.arch->name));
         auto s = std::make_unique<vkllm_session>();
         s->model = &m;
         s->params = c_api::read_params(params, vkllm_session_default_params(), "vkllm_session_params");
         s->stats.struct_size = sizeof(s->stats);
         std::lock_guard lock(m.sessions_mutex);
         if (m.sessions.size() >= m.max_sessions)
-            throw ApiFailure(VKLLM_ERR_BUSY, fmt::format("the model already has {} open sessions, its max_sessions; free "
-                                                         "one, or load the model with a larger max_sessions",
-                                                         m.sessions.size()));
+            throw ApiFailure(VKLLM_ERR_BUSY,
+                             fmt::format("the model already has {} open sessions, its max_sessions; free "
+                                         "one, or load the model with a larger max_sessions",
+                                         m.sessions.size()));
         // The lowest slot no open session owns.
         std::vector<bool> taken(m.max_sessions, false);
         for (const vkllm_session* o : m.sessions) taken[o->slot] = true;
@@ -284,8 +291,9 @@ void vkllm_session_free(vkllm_session* session) {
     (void)guarded([&] {
         if (!session || !c_api::is_live_session(session)) return VKLLM_OK;
         if (c_api::session_generating(*session))
-            throw ApiFailure(VKLLM_ERR_BUSY, "vkllm_session_free: the session is generating; it was not freed (cancel "
-                                             "it and free it after vkllm_generate returned)");
+            throw ApiFailure(VKLLM_ERR_BUSY,
+                             "vkllm_session_free: the session is generating; it was not freed (cancel "
+                             "it and free it after vkllm_generate returned)");
         c_api::unregister_session(session);
         {
             std::lock_guard lock(session->model->sessions_mutex);
@@ -321,8 +329,8 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
             const std::vector<int32_t> more = tok.encode(prompt, false, s.params.parse_special);
             tokens.insert(tokens.end(), more.begin(), more.end());
         }
-        return run_generation(s, std::move(tokens), request_from(c_api::read_params(sampling, vkllm_sampling_default(),
-                                                                                   "vkllm_sampling")),
+        return run_generation(s, std::move(tokens),
+                              request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")),
                               on_piece, user_data);
     });
 }
@@ -335,8 +343,8 @@ vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_message* messag
         const GeneratingScope scope(s);
         const std::string text = c_api::render_chat(*s.model, messages, n_messages, true);
         return run_generation(s, chat_template::encode_prompt(*s.model->loaded.tokenizer, text),
-                              request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")), on_piece,
-                              user_data);
+                              request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")),
+                              on_piece, user_data);
     });
 }
 
@@ -347,12 +355,13 @@ vkllm_chat_json_params vkllm_chat_json_default_params(void) {
     return p;
 }
 
-vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_params* params, const vkllm_sampling* sampling,
-                             vkllm_piece_fn on_piece, void* user_data) {
+vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_params* params,
+                             const vkllm_sampling* sampling, vkllm_piece_fn on_piece, void* user_data) {
     return guarded([&] {
         using json = nlohmann::ordered_json;
         vkllm_session& s = *c_api::live_session(session);
-        const vkllm_chat_json_params p = c_api::read_params(params, vkllm_chat_json_default_params(), "vkllm_chat_json_params");
+        const vkllm_chat_json_params p =
+            c_api::read_params(params, vkllm_chat_json_default_params(), "vkllm_chat_json_params");
         auto parse = [](const char* text, const char* what) {
             json j = answer::parse_json_bounded(text);
             require(!j.is_discarded(), fmt::format("{} is not valid JSON (or nests deeper than 64 levels)", what));
@@ -367,7 +376,8 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         const json kwargs = p.template_kwargs ? parse(p.template_kwargs, "template_kwargs") : json(nullptr);
         require(kwargs.is_null() || kwargs.is_object(), "template_kwargs must be a JSON object");
         std::string name;
-        const answer::ToolChoice choice = p.tool_choice ? answer::parse_tool_choice(p.tool_choice, name) : answer::ToolChoice::Auto;
+        const answer::ToolChoice choice =
+            p.tool_choice ? answer::parse_tool_choice(p.tool_choice, name) : answer::ToolChoice::Auto;
         const std::string reasoning_format = p.reasoning_format ? p.reasoning_format : "auto";
         require(reasoning_format == "auto" || reasoning_format == "deepseek" || reasoning_format == "none",
                 fmt::format("reasoning_format '{}' is not one of auto, deepseek, none", reasoning_format));
@@ -375,11 +385,13 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         vkllm_model& m = *s.model;
         if (!m.chat_template) throw chat_template::TemplateError(m.chat_template_error);
         const std::string& src = m.chat_template->source();
-        const answer::ToolPlan plan = answer::plan_tool_use(answer::detect_tool_format(src), answer::template_renders_tools(src),
-                                                        tools, choice, name, p.parallel_tool_calls);
+        const answer::ToolPlan plan =
+            answer::plan_tool_use(answer::detect_tool_format(src), answer::template_renders_tools(src), tools, choice,
+                                  name, p.parallel_tool_calls);
         answer::add_system_text(messages, plan.system_text);
 
-        engine::CompletionRequest req = request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
+        engine::CompletionRequest req =
+            request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
         if (plan.forced) {
             require(!req.grammar, "a required tool call cannot be combined with a grammar or json_schema");
             require(req.stop.empty(), "a required tool call cannot be combined with stop strings");
@@ -388,13 +400,15 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         if (plan.forced || lazy) req.grammar = plan.grammar;
         if (lazy) req.grammar_start.triggers = plan.triggers;
         if (plan.parse_as || answer::template_is_harmony(src))
-            req.shown_control_tokens = chat_template::tool_control_tokens(*m.loaded.tokenizer, answer::detect_tool_format(src));
+            req.shown_control_tokens =
+                chat_template::tool_control_tokens(*m.loaded.tokenizer, answer::detect_tool_format(src));
 
         const GeneratingScope scope(s);
         chat_template::ChatInputs in = chat_template::chat_inputs(*m.loaded.tokenizer, messages, tools, kwargs);
         const std::string rendered = m.chat_template->apply(in);
         const answer::ReasoningTags* thinks = answer::reasoning_tags(src);
-        if (lazy && thinks) answer::skip_reasoning(req.grammar_start, answer::prompt_opens_reasoning(rendered, *thinks), *thinks);
+        if (lazy && thinks)
+            answer::skip_reasoning(req.grammar_start, answer::prompt_opens_reasoning(rendered, *thinks), *thinks);
         const std::string text = answer::forced_prompt(rendered, plan);
         answer::AnswerFormat format;
         format.harmony = answer::template_is_harmony(src);
@@ -405,7 +419,8 @@ vkllm_status vkllm_chat_json(vkllm_session* session, const vkllm_chat_json_param
         format.plan = &plan;
         format.tools = tools;
         answer::AnswerStream split(format);
-        return run_generation(s, chat_template::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece, user_data, &split);
+        return run_generation(s, chat_template::encode_prompt(*m.loaded.tokenizer, text), std::move(req), on_piece,
+                              user_data, &split);
     });
 }
 

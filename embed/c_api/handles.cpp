@@ -45,7 +45,8 @@ vkllm_model* live_model(const vkllm_model* m) {
     if (!m) throw ApiFailure(VKLLM_ERR_INVALID_HANDLE, "the model handle is NULL");
     std::lock_guard lock(registry().mutex);
     if (!registry().models.count(m))
-        throw ApiFailure(VKLLM_ERR_INVALID_HANDLE, "the model handle is not a live model (freed, or not from vkllm_model_load)");
+        throw ApiFailure(VKLLM_ERR_INVALID_HANDLE,
+                         "the model handle is not a live model (freed, or not from vkllm_model_load)");
     return const_cast<vkllm_model*>(m);
 }
 
@@ -53,8 +54,9 @@ vkllm_session* live_session(const vkllm_session* s) {
     if (!s) throw ApiFailure(VKLLM_ERR_INVALID_HANDLE, "the session handle is NULL");
     std::lock_guard lock(registry().mutex);
     if (!registry().sessions.count(s))
-        throw ApiFailure(VKLLM_ERR_INVALID_HANDLE,
-                         "the session handle is not a live session (freed, freed with its model, or not from vkllm_session_new)");
+        throw ApiFailure(
+            VKLLM_ERR_INVALID_HANDLE,
+            "the session handle is not a live session (freed, freed with its model, or not from vkllm_session_new)");
     return const_cast<vkllm_session*>(s);
 }
 

@@ -18,12 +18,13 @@
 struct vkllm_model {
     // Members in construction order; destroyed in reverse (the engine's thread first).
     std::unique_ptr<vkllm::chat_template::ChatTemplate> chat_template;  // null when the file's own failed to parse
-    std::string chat_template_error;                           // then: why, for vkllm_chat
-    vkllm::LoadedModel loaded;                       // file, config, tokenizer, device, model (model/load.h)
-    std::unique_ptr<vkllm::engine::Engine> engine;  // one slot per session; runs every generation (null for an embedding model)
+    std::string chat_template_error;  // then: why, for vkllm_chat
+    vkllm::LoadedModel loaded;  // file, config, tokenizer, device, model (model/load.h)
+    std::unique_ptr<vkllm::engine::Engine>
+        engine;  // one slot per session; runs every generation (null for an embedding model)
     vkllm::ModelRole role = vkllm::ModelRole::Generate;  // what it was loaded for (model_role)
-    vkllm::Pooling pooling = vkllm::Pooling::None;       // in effect: params.pooling, else the file's
-    std::mutex embed_mutex;                              // vkllm_embed and vkllm_rerank: one evaluation at a time
+    vkllm::Pooling pooling = vkllm::Pooling::None;  // in effect: params.pooling, else the file's
+    std::mutex embed_mutex;  // vkllm_embed and vkllm_rerank: one evaluation at a time
     uint32_t max_sessions = 1;
     std::mutex sessions_mutex;
     std::vector<vkllm_session*> sessions;  // open sessions, freed with the model
@@ -40,8 +41,8 @@ struct vkllm_session {
     bool generating = false;
     bool cancel_requested = false;  // vkllm_cancel during this generation
     vkllm_generation_stats stats{};  // of the last finished generation
-    std::string tool_calls = "[]";   // of the last vkllm_chat_json answer (OpenAI's JSON array)
-    std::string reasoning;           // of the last vkllm_chat_json answer: its reasoning block
+    std::string tool_calls = "[]";  // of the last vkllm_chat_json answer (OpenAI's JSON array)
+    std::string reasoning;  // of the last vkllm_chat_json answer: its reasoning block
     vkllm::engine::Ticket* ticket = nullptr;  // the running request, owned by the generating call
 };
 

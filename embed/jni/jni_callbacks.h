@@ -19,7 +19,7 @@ namespace vkllm::jni {
 struct PieceSink {
     JNIEnv* env = nullptr;
     jobject callback = nullptr;  // null: the text is only collected
-    std::string text;            // everything generated, returned by generate()
+    std::string text;  // everything generated, returned by generate()
     std::vector<jchar> scratch;
     jthrowable error = nullptr;  // thrown by the callback, or an OutOfMemoryError of ours
     bool out_of_memory = false;

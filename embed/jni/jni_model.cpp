@@ -22,10 +22,9 @@ extern "C" {
 JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jstring path, jint device_index,
                                                         jstring device_name, jstring caps, jint n_ctx,
                                                         jint max_sessions, jint kv_type, jint ubatch,
-                                                        jstring chat_template, jstring cache_dir,
-                                                        jboolean validation, jobject progress, jlong log_sink,
-                                                        jstring pooling, jstring devices, jstring split,
-                                                        jint kv_budget) {
+                                                        jstring chat_template, jstring cache_dir, jboolean validation,
+                                                        jobject progress, jlong log_sink, jstring pooling,
+                                                        jstring devices, jstring split, jint kv_budget) {
     return guarded(env, jlong(0), [&]() -> jlong {
         std::string c_path;
         OptionalCString c_device, c_caps, c_template, c_cache, c_pooling, c_devices, c_split;
@@ -167,8 +166,8 @@ JNIEXPORT jintArray JNICALL Java_dev_vkllm_Native_tokenize(JNIEnv* env, jclass, 
     });
 }
 
-JNIEXPORT jobjectArray JNICALL Java_dev_vkllm_Native_embedBatch(JNIEnv* env, jclass, jlong model,
-                                                                 jobjectArray texts, jint normalize) {
+JNIEXPORT jobjectArray JNICALL Java_dev_vkllm_Native_embedBatch(JNIEnv* env, jclass, jlong model, jobjectArray texts,
+                                                                jint normalize) {
     return guarded(env, jobjectArray(nullptr), [&]() -> jobjectArray {
         std::vector<std::string> c_texts;
         if (!utf8_strings_of(env, texts, c_texts, "texts")) return nullptr;
@@ -176,8 +175,8 @@ JNIEXPORT jobjectArray JNICALL Java_dev_vkllm_Native_embedBatch(JNIEnv* env, jcl
         const size_t n = c_texts.size();
         size_t count = 0;
         // The size first (answered before anything runs), then the vectors, all in one call.
-        vkllm_status st = vkllm_embed_batch(model_of(model), list.ptrs.data(), list.lens.data(), n, normalize,
-                                            nullptr, 0, &count);
+        vkllm_status st =
+            vkllm_embed_batch(model_of(model), list.ptrs.data(), list.lens.data(), n, normalize, nullptr, 0, &count);
         std::vector<float> v(count);
         if (st == VKLLM_ERR_BUFFER_TOO_SMALL)
             st = vkllm_embed_batch(model_of(model), list.ptrs.data(), list.lens.data(), n, normalize, v.data(),
@@ -206,7 +205,7 @@ JNIEXPORT jobjectArray JNICALL Java_dev_vkllm_Native_embedBatch(JNIEnv* env, jcl
 }
 
 JNIEXPORT jfloatArray JNICALL Java_dev_vkllm_Native_rerank(JNIEnv* env, jclass, jlong model, jstring query,
-                                                            jobjectArray documents) {
+                                                           jobjectArray documents) {
     return guarded(env, jfloatArray(nullptr), [&]() -> jfloatArray {
         std::string c_query;
         std::vector<std::string> c_documents;
@@ -214,8 +213,7 @@ JNIEXPORT jfloatArray JNICALL Java_dev_vkllm_Native_rerank(JNIEnv* env, jclass, 
             throw_java(env, "java/lang/NullPointerException", "query");
             return nullptr;
         }
-        if (!utf8_of(env, query, c_query) || !utf8_strings_of(env, documents, c_documents, "documents"))
-            return nullptr;
+        if (!utf8_of(env, query, c_query) || !utf8_strings_of(env, documents, c_documents, "documents")) return nullptr;
         const TextList list(c_documents);
         const size_t n = c_documents.size();
         std::vector<float> scores(n);
@@ -245,8 +243,8 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_detokenize(JNIEnv* env, jclass, 
     });
 }
 
-JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_applyChatTemplate(JNIEnv* env, jclass, jlong model,
-                                                                  jobjectArray roles, jobjectArray contents,
+JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_applyChatTemplate(JNIEnv* env, jclass, jlong model, jobjectArray roles,
+                                                                  jobjectArray contents,
                                                                   jboolean add_generation_prompt) {
     return guarded(env, jstring(nullptr), [&]() -> jstring {
         std::vector<std::string> r, c;

@@ -37,10 +37,26 @@ bool read_sampling(JNIEnv* env, jobject params, vkllm_sampling& smp, SamplingHol
         const SamplingField& f = kSamplingFields[i];
         const jfieldID id = refs.sampling_fields[i];
         switch (f.kind) {
-            case 'F': { const float v = env->GetFloatField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
-            case 'I': { const int32_t v = env->GetIntField(params, id); std::memcpy(base + f.offset, &v, sizeof v); break; }
-            case 'J': { const uint64_t v = uint64_t(env->GetLongField(params, id)); std::memcpy(base + f.offset, &v, sizeof v); break; }
-            case 'Z': { const bool v = env->GetBooleanField(params, id) == JNI_TRUE; std::memcpy(base + f.offset, &v, sizeof v); break; }
+            case 'F': {
+                const float v = env->GetFloatField(params, id);
+                std::memcpy(base + f.offset, &v, sizeof v);
+                break;
+            }
+            case 'I': {
+                const int32_t v = env->GetIntField(params, id);
+                std::memcpy(base + f.offset, &v, sizeof v);
+                break;
+            }
+            case 'J': {
+                const uint64_t v = uint64_t(env->GetLongField(params, id));
+                std::memcpy(base + f.offset, &v, sizeof v);
+                break;
+            }
+            case 'Z': {
+                const bool v = env->GetBooleanField(params, id) == JNI_TRUE;
+                std::memcpy(base + f.offset, &v, sizeof v);
+                break;
+            }
         }
     }
     smp.stop = h.stop_ptrs.empty() ? nullptr : h.stop_ptrs.data();
@@ -127,8 +143,8 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
         std::string c_prompt;
         std::vector<std::string> r, c;
         if (prompt && !c_string_of(env, prompt, c_prompt, "prompt")) return nullptr;
-        if (!prompt && (!c_strings_of(env, roles, r, "a message role") ||
-                        !c_strings_of(env, contents, c, "a message content")))
+        if (!prompt &&
+            (!c_strings_of(env, roles, r, "a message role") || !c_strings_of(env, contents, c, "a message content")))
             return nullptr;
         std::vector<vkllm_chat_message> messages(r.size());
         for (size_t i = 0; i < r.size(); ++i) messages[i] = {r[i].c_str(), c[i].c_str()};
@@ -163,8 +179,9 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_chatJson(JNIEnv* env, jclass, jl
         vkllm_sampling smp;
         SamplingHolder holder;
         if (!read_sampling(env, params, smp, holder)) return nullptr;
-        return run_generation(env, callback,
-                              [&](PieceSink* sink) { return vkllm_chat_json(session_of(session), &p, &smp, on_piece, sink); });
+        return run_generation(env, callback, [&](PieceSink* sink) {
+            return vkllm_chat_json(session_of(session), &p, &smp, on_piece, sink);
+        });
     });
 }
 

@@ -68,7 +68,8 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
     refs.generation_stats_init = env->GetMethodID(refs.generation_stats, "<init>", "(IIIIDDDDI)V");
     refs.on_token = method_of(env, "dev/vkllm/TokenCallback", "onToken", "(Ljava/lang/String;)Z");
     refs.on_progress = method_of(env, "dev/vkllm/LoadProgress", "onProgress", "(F)Z");
-    refs.on_log = method_of(env, "dev/vkllm/LogListener", "onLog", "(Ldev/vkllm/LogListener$Level;Ljava/lang/String;)V");
+    refs.on_log =
+        method_of(env, "dev/vkllm/LogListener", "onLog", "(Ldev/vkllm/LogListener$Level;Ljava/lang/String;)V");
     if (!refs.vkllm_exception_init || !refs.model_info_init || !refs.generation_stats_init || !refs.on_token ||
         !refs.on_progress || !refs.on_log)
         return JNI_ERR;
@@ -112,18 +113,38 @@ JNIEXPORT void JNICALL Java_dev_vkllm_Native_samplingDefaults(JNIEnv* env, jclas
         const SamplingField& f = kSamplingFields[i];
         const jfieldID id = refs.sampling_fields[i];
         switch (f.kind) {
-            case 'F': { float v; std::memcpy(&v, base + f.offset, sizeof v); env->SetFloatField(params, id, v); break; }
-            case 'I': { int32_t v; std::memcpy(&v, base + f.offset, sizeof v); env->SetIntField(params, id, v); break; }
-            case 'J': { uint64_t v; std::memcpy(&v, base + f.offset, sizeof v); env->SetLongField(params, id, jlong(v)); break; }
-            case 'Z': { bool v; std::memcpy(&v, base + f.offset, sizeof v); env->SetBooleanField(params, id, v ? JNI_TRUE : JNI_FALSE); break; }
+            case 'F': {
+                float v;
+                std::memcpy(&v, base + f.offset, sizeof v);
+                env->SetFloatField(params, id, v);
+                break;
+            }
+            case 'I': {
+                int32_t v;
+                std::memcpy(&v, base + f.offset, sizeof v);
+                env->SetIntField(params, id, v);
+                break;
+            }
+            case 'J': {
+                uint64_t v;
+                std::memcpy(&v, base + f.offset, sizeof v);
+                env->SetLongField(params, id, jlong(v));
+                break;
+            }
+            case 'Z': {
+                bool v;
+                std::memcpy(&v, base + f.offset, sizeof v);
+                env->SetBooleanField(params, id, v ? JNI_TRUE : JNI_FALSE);
+                break;
+            }
         }
     }
 }
 
 JNIEXPORT jintArray JNICALL Java_dev_vkllm_Native_modelDefaultInts(JNIEnv* env, jclass) {
     const vkllm_model_params d = vkllm_model_default_params();
-    const jint v[] = {d.device_index, jint(d.n_ctx), jint(d.max_sessions), jint(d.kv_type), jint(d.ubatch),
-                      d.validation ? 1 : 0};
+    const jint v[] = {d.device_index,  jint(d.n_ctx),  jint(d.max_sessions),
+                      jint(d.kv_type), jint(d.ubatch), d.validation ? 1 : 0};
     jintArray a = env->NewIntArray(6);
     if (a) env->SetIntArrayRegion(a, 0, 6, v);
     return a;

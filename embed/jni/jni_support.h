@@ -31,7 +31,7 @@ struct JavaRefs {
     jmethodID on_log = nullptr;
     jobject log_levels[3] = {};  // LogListener.Level.INFO, WARNING, ERROR
     jfieldID sampling_fields[11] = {};  // GenerateParams' fields, as kSamplingFields lists them
-    jfieldID sampling_stop = nullptr;   // GenerateParams.stop (String[])
+    jfieldID sampling_stop = nullptr;  // GenerateParams.stop (String[])
     jfieldID sampling_grammar = nullptr, sampling_json_schema = nullptr;  // String, null when unset
 };
 extern JavaRefs refs;
@@ -83,16 +83,10 @@ T guarded(JNIEnv* env, T on_failure, F&& body) {
     return on_failure;
 }
 
-inline vkllm_model* model_of(jlong h) {
-    return reinterpret_cast<vkllm_model*>(static_cast<intptr_t>(h));
-}
+inline vkllm_model* model_of(jlong h) { return reinterpret_cast<vkllm_model*>(static_cast<intptr_t>(h)); }
 
-inline vkllm_session* session_of(jlong h) {
-    return reinterpret_cast<vkllm_session*>(static_cast<intptr_t>(h));
-}
+inline vkllm_session* session_of(jlong h) { return reinterpret_cast<vkllm_session*>(static_cast<intptr_t>(h)); }
 
-inline jlong handle_of(const void* p) {
-    return static_cast<jlong>(reinterpret_cast<intptr_t>(p));
-}
+inline jlong handle_of(const void* p) { return static_cast<jlong>(reinterpret_cast<intptr_t>(p)); }
 
 }  // namespace vkllm::jni

@@ -86,18 +86,18 @@ typedef struct vkllm_session vkllm_session;
 
 typedef enum vkllm_status {
     VKLLM_OK = 0,
-    VKLLM_CANCELLED = 1,              /* stopped by vkllm_cancel, by on_piece, or by a progress callback */
-    VKLLM_ERR_INVALID_ARGUMENT = 2,   /* a NULL pointer where one is needed, a value out of range, a wrong struct_size */
-    VKLLM_ERR_INVALID_HANDLE = 3,     /* a handle that is not live: freed, or never returned by vkllm */
-    VKLLM_ERR_FILE = 4,               /* a file that does not exist or cannot be read */
-    VKLLM_ERR_MODEL = 5,              /* a malformed GGUF file, an unsupported architecture or tensor type */
-    VKLLM_ERR_DEVICE = 6,             /* no Vulkan loader or device, a device that lacks what vkllm needs, a Vulkan error */
-    VKLLM_ERR_OUT_OF_MEMORY = 7,      /* the model, context or sessions do not fit the device */
-    VKLLM_ERR_CONTEXT_FULL = 8,       /* the prompt (with the conversation so far) does not fit the session's context */
-    VKLLM_ERR_BUSY = 9,               /* the session is generating on another thread, or all sessions are in use */
-    VKLLM_ERR_TEMPLATE = 10,          /* the chat template failed to render the messages */
-    VKLLM_ERR_BUFFER_TOO_SMALL = 11,  /* the output buffer is too small; the needed size was written */
-    VKLLM_ERR_INTERNAL = 12           /* anything else; the message says what */
+    VKLLM_CANCELLED = 1, /* stopped by vkllm_cancel, by on_piece, or by a progress callback */
+    VKLLM_ERR_INVALID_ARGUMENT = 2, /* a NULL pointer where one is needed, a value out of range, a wrong struct_size */
+    VKLLM_ERR_INVALID_HANDLE = 3, /* a handle that is not live: freed, or never returned by vkllm */
+    VKLLM_ERR_FILE = 4, /* a file that does not exist or cannot be read */
+    VKLLM_ERR_MODEL = 5, /* a malformed GGUF file, an unsupported architecture or tensor type */
+    VKLLM_ERR_DEVICE = 6, /* no Vulkan loader or device, a device that lacks what vkllm needs, a Vulkan error */
+    VKLLM_ERR_OUT_OF_MEMORY = 7, /* the model, context or sessions do not fit the device */
+    VKLLM_ERR_CONTEXT_FULL = 8, /* the prompt (with the conversation so far) does not fit the session's context */
+    VKLLM_ERR_BUSY = 9, /* the session is generating on another thread, or all sessions are in use */
+    VKLLM_ERR_TEMPLATE = 10, /* the chat template failed to render the messages */
+    VKLLM_ERR_BUFFER_TOO_SMALL = 11, /* the output buffer is too small; the needed size was written */
+    VKLLM_ERR_INTERNAL = 12 /* anything else; the message says what */
 } vkllm_status;
 
 /* "VKLLM_OK", "VKLLM_ERR_FILE", ...; "unknown status" for other values. Never NULL. */
@@ -124,16 +124,16 @@ typedef enum vkllm_device_type {
 } vkllm_device_type;
 
 typedef struct vkllm_device_info {
-    size_t struct_size;            /* set to sizeof(vkllm_device_info) before the call */
-    uint32_t index;                /* what vkllm_model_params.device_index takes */
+    size_t struct_size; /* set to sizeof(vkllm_device_info) before the call */
+    uint32_t index; /* what vkllm_model_params.device_index takes */
     char name[256];
-    char driver[256];              /* driver name and version */
+    char driver[256]; /* driver name and version */
     vkllm_device_type type;
     uint32_t vendor_id, device_id;
     uint32_t api_version_major, api_version_minor, api_version_patch;
-    uint64_t device_local_memory;  /* bytes of the largest device-local heap */
+    uint64_t device_local_memory; /* bytes of the largest device-local heap */
     uint32_t subgroup_size;
-    bool fp16, int8;               /* shader arithmetic in 16-bit floats / 8-bit integers */
+    bool fp16, int8; /* shader arithmetic in 16-bit floats / 8-bit integers */
 } vkllm_device_info;
 
 /* The Vulkan devices present, in the order `vkllm devices` lists them. */
@@ -146,17 +146,13 @@ VKLLM_API vkllm_status vkllm_device_get_info(uint32_t index, vkllm_device_info* 
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum vkllm_kv_type {
-    VKLLM_KV_F16 = 0,  /* default */
+    VKLLM_KV_F16 = 0, /* default */
     VKLLM_KV_F32 = 1,
-    VKLLM_KV_Q8_0 = 2  /* blocks of 32 int8 values and an f32 scale: 0.56x the memory of f16; needs
+    VKLLM_KV_Q8_0 = 2 /* blocks of 32 int8 values and an f32 scale: 0.56x the memory of f16; needs
                           n_kv_heads * head_dim to be a multiple of 32 (VKLLM_ERR_INVALID_ARGUMENT) */
 } vkllm_kv_type;
 
-typedef enum vkllm_log_level {
-    VKLLM_LOG_INFO = 0,
-    VKLLM_LOG_WARNING = 1,
-    VKLLM_LOG_ERROR = 2
-} vkllm_log_level;
+typedef enum vkllm_log_level { VKLLM_LOG_INFO = 0, VKLLM_LOG_WARNING = 1, VKLLM_LOG_ERROR = 2 } vkllm_log_level;
 
 /* Loading progress, `fraction` from 0 to 1 (weights uploaded). Return non-zero to stop loading:
  * vkllm_model_load then returns VKLLM_CANCELLED. Runs on the loading thread. */
@@ -167,37 +163,37 @@ typedef void (*vkllm_log_fn)(vkllm_log_level level, const char* message, void* u
 
 typedef struct vkllm_model_params {
     size_t struct_size;
-    int32_t device_index;        /* -1 (default): the first device vkllm can use */
-    const char* device_name;     /* NULL (default), or a substring of a device's name: overrides device_index */
-    const char* caps;            /* NULL (default), or capability overrides as `vkllm --caps` takes them,
+    int32_t device_index; /* -1 (default): the first device vkllm can use */
+    const char* device_name; /* NULL (default), or a substring of a device's name: overrides device_index */
+    const char* caps; /* NULL (default), or capability overrides as `vkllm --caps` takes them,
                                     e.g. "no-fp16,no-subgroup-ops" (to run as a weaker device would) */
-    uint32_t n_ctx;              /* tokens of context per session; 0 (default): the model's, capped by memory
+    uint32_t n_ctx; /* tokens of context per session; 0 (default): the model's, capped by memory
                                     (an embedding model's: at most 8192, a causal one's at most 2048) */
-    uint32_t max_sessions;       /* sessions open at once, each with its own KV cache; 1..64, default 1 */
-    vkllm_kv_type kv_type;       /* KV cache element type; default VKLLM_KV_F16 */
-    uint32_t ubatch;             /* prompt tokens per forward pass; 0 (default): 64; an encoder's: its
+    uint32_t max_sessions; /* sessions open at once, each with its own KV cache; 1..64, default 1 */
+    vkllm_kv_type kv_type; /* KV cache element type; default VKLLM_KV_F16 */
+    uint32_t ubatch; /* prompt tokens per forward pass; 0 (default): 64; an encoder's: its
                                     context (an input is evaluated at once); a decoder embedding
                                     model's: 512 (at most its context); at most 8192 */
-    const char* chat_template;   /* NULL (default): the model's own (a model whose template cannot
+    const char* chat_template; /* NULL (default): the model's own (a model whose template cannot
                                     be parsed still loads: vkllm_chat then fails, the log says why),
                                     else a built-in name ("chatml", "llama3", ...) or a file holding
                                     a Jinja template, which must parse */
-    const char* cache_dir;       /* pipeline cache folder; NULL (default): the user's cache folder;
+    const char* cache_dir; /* pipeline cache folder; NULL (default): the user's cache folder;
                                     "" : no cache on disk */
-    bool validation;             /* Khronos validation layer (slow; for debugging); default false */
-    vkllm_progress_fn progress;  /* NULL (default): none */
+    bool validation; /* Khronos validation layer (slow; for debugging); default false */
+    vkllm_progress_fn progress; /* NULL (default): none */
     void* progress_user_data;
-    vkllm_log_fn log;            /* NULL (default): messages are dropped */
+    vkllm_log_fn log; /* NULL (default): messages are dropped */
     void* log_user_data;
-    const char* pooling;         /* NULL (default): the file's pooling type; "mean", "cls" or "last":
+    const char* pooling; /* NULL (default): the file's pooling type; "mean", "cls" or "last":
                                     vkllm_embed's pooling, which also makes a decoder whose file names
                                     none an embedding model (as llama-server --embeddings --pooling) */
-    const char* devices;         /* NULL (default): one device (device_index / device_name); else the
+    const char* devices; /* NULL (default): one device (device_index / device_name); else the
                                     model's layers split over these devices, as `vkllm --devices`:
                                     indices or name substrings, comma-separated ("0,1"); a decoder only */
-    const char* split;           /* NULL (default): with `devices`, layers by each device's memory;
+    const char* split; /* NULL (default): with `devices`, layers by each device's memory;
                                     else as `vkllm --split`: "layer" or "layer:3,1" (ratios) */
-    uint32_t kv_budget;          /* tokens of KV cache that all sessions share (one paged pool, blocks
+    uint32_t kv_budget; /* tokens of KV cache that all sessions share (one paged pool, blocks
                                     handed out as conversations grow); 0 (default): max_sessions x n_ctx.
                                     Smaller lets many sessions stay open in little memory. A turn
                                     reserves its prompt plus n_predict (n_ctx when -1) and
@@ -215,26 +211,26 @@ VKLLM_API vkllm_status vkllm_model_load(const char* path, const vkllm_model_para
 VKLLM_API void vkllm_model_free(vkllm_model* model);
 
 typedef struct vkllm_model_info {
-    size_t struct_size;            /* set to sizeof(vkllm_model_info) before the call */
-    char architecture[64];         /* "llama", "qwen2", "gemma3", ... */
-    char device[256];              /* the device it runs on ("A + B" for a model split over devices) */
-    char chat_template[64];        /* the template's name: "model" for the file's own, else built-in or file
+    size_t struct_size; /* set to sizeof(vkllm_model_info) before the call */
+    char architecture[64]; /* "llama", "qwen2", "gemma3", ... */
+    char device[256]; /* the device it runs on ("A + B" for a model split over devices) */
+    char chat_template[64]; /* the template's name: "model" for the file's own, else built-in or file
                                       name; "" when the file's own cannot be used (vkllm_chat then fails) */
     uint32_t n_vocab, n_layers, dim, n_heads, n_kv_heads, head_dim;
-    uint32_t n_ctx;                /* tokens of context per session */
-    uint32_t n_ctx_train;          /* the context the model was trained with */
-    uint32_t max_sessions;         /* 0 for an embedding model (it has no sessions) */
-    int32_t bos_token, eos_token;  /* -1 when the vocabulary has none */
-    uint64_t weights_bytes, kv_cache_bytes, scratch_bytes;  /* device memory (a split's: of all its devices) */
-    bool embeddings;               /* an embedding model or a reranker (an encoder such as BERT, or a
+    uint32_t n_ctx; /* tokens of context per session */
+    uint32_t n_ctx_train; /* the context the model was trained with */
+    uint32_t max_sessions; /* 0 for an embedding model (it has no sessions) */
+    int32_t bos_token, eos_token; /* -1 when the vocabulary has none */
+    uint64_t weights_bytes, kv_cache_bytes, scratch_bytes; /* device memory (a split's: of all its devices) */
+    bool embeddings; /* an embedding model or a reranker (an encoder such as BERT, or a
                                       decoder whose file or params name a pooling, as Qwen3-Embedding):
                                       vkllm_embed (or vkllm_rerank) works, sessions do not */
-    uint32_t embedding_dim;        /* values per embedding (0 for other models) */
-    uint32_t max_embed_tokens;     /* the longest input vkllm_embed takes, [CLS] and [SEP] included (a
+    uint32_t embedding_dim; /* values per embedding (0 for other models) */
+    uint32_t max_embed_tokens; /* the longest input vkllm_embed takes, [CLS] and [SEP] included (a
                                       reranker: query and document together) */
-    char pooling[16];              /* "mean", "cls", "last", "none" (one vector per token: vkllm_embed
+    char pooling[16]; /* "mean", "cls", "last", "none" (one vector per token: vkllm_embed
                                       refuses), "rank" (a reranker: vkllm_rerank) */
-    uint32_t kv_budget;            /* tokens the sessions' shared KV pool holds (kv_budget rounded up to
+    uint32_t kv_budget; /* tokens the sessions' shared KV pool holds (kv_budget rounded up to
                                       whole blocks, or max_sessions x n_ctx); 0 for an embedding model */
 } vkllm_model_info;
 
@@ -258,8 +254,8 @@ VKLLM_API vkllm_status vkllm_detokenize(const vkllm_model* model, const int32_t*
                                         size_t capacity, size_t* len);
 
 typedef struct vkllm_chat_message {
-    const char* role;     /* "system", "user", "assistant", ... */
-    const char* content;  /* UTF-8 text */
+    const char* role; /* "system", "user", "assistant", ... */
+    const char* content; /* UTF-8 text */
 } vkllm_chat_message;
 
 /* The prompt text the model's chat template (or vkllm_model_params.chat_template) makes of
@@ -275,7 +271,7 @@ VKLLM_API vkllm_status vkllm_apply_chat_template(const vkllm_model* model, const
 
 typedef struct vkllm_session_params {
     size_t struct_size;
-    bool parse_special;  /* vkllm_generate: control-token texts in the prompt become control tokens; default false */
+    bool parse_special; /* vkllm_generate: control-token texts in the prompt become control tokens; default false */
 } vkllm_session_params;
 
 VKLLM_API vkllm_session_params vkllm_session_default_params(void);
@@ -284,19 +280,19 @@ VKLLM_API vkllm_session_params vkllm_session_default_params(void);
 
 typedef struct vkllm_sampling {
     size_t struct_size;
-    float temperature;         /* 0: greedy (argmax); default 0.8 */
-    int32_t top_k;             /* <= 0: off; default 40 */
-    float top_p;               /* 1: off; default 0.95 */
-    float min_p;               /* 0: off; default 0.05 */
-    float repeat_penalty;      /* 1: off (default) */
-    int32_t repeat_last_n;     /* tokens the repeat penalty looks back over; default 64 */
-    float presence_penalty;    /* -2..2, 0: off (default); over generated tokens */
-    float frequency_penalty;   /* -2..2, 0: off (default); over generated tokens */
-    int32_t n_predict;         /* tokens to generate; default 128; -1: until an end token or a full context */
-    uint64_t seed;             /* default VKLLM_SEED_RANDOM: a new seed each call */
-    const char* const* stop;   /* stop strings (not part of the text); NULL (default) */
+    float temperature; /* 0: greedy (argmax); default 0.8 */
+    int32_t top_k; /* <= 0: off; default 40 */
+    float top_p; /* 1: off; default 0.95 */
+    float min_p; /* 0: off; default 0.05 */
+    float repeat_penalty; /* 1: off (default) */
+    int32_t repeat_last_n; /* tokens the repeat penalty looks back over; default 64 */
+    float presence_penalty; /* -2..2, 0: off (default); over generated tokens */
+    float frequency_penalty; /* -2..2, 0: off (default); over generated tokens */
+    int32_t n_predict; /* tokens to generate; default 128; -1: until an end token or a full context */
+    uint64_t seed; /* default VKLLM_SEED_RANDOM: a new seed each call */
+    const char* const* stop; /* stop strings (not part of the text); NULL (default) */
     size_t n_stop;
-    bool ignore_eos;           /* go on past end-of-generation tokens; default false */
+    bool ignore_eos; /* go on past end-of-generation tokens; default false */
     /* The structure of the output, at most one of the two (NULL: free text, the default): a GBNF
      * grammar (llama.cpp's syntax), or a JSON Schema (docs/structured-output.md has the subset).
      * One that cannot be enforced exactly is VKLLM_ERR_INVALID_ARGUMENT naming the line and column
@@ -344,24 +340,24 @@ VKLLM_API vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_messa
 VKLLM_API vkllm_status vkllm_cancel(vkllm_session* session);
 
 typedef enum vkllm_finish_reason {
-    VKLLM_FINISH_NONE = 0,       /* no generation finished yet */
-    VKLLM_FINISH_STOP = 1,       /* an end-of-generation token or a stop string */
-    VKLLM_FINISH_LENGTH = 2,     /* n_predict tokens, or the context is full */
+    VKLLM_FINISH_NONE = 0, /* no generation finished yet */
+    VKLLM_FINISH_STOP = 1, /* an end-of-generation token or a stop string */
+    VKLLM_FINISH_LENGTH = 2, /* n_predict tokens, or the context is full */
     VKLLM_FINISH_CANCELLED = 3,
     VKLLM_FINISH_ERROR = 4
 } vkllm_finish_reason;
 
 typedef struct vkllm_generation_stats {
-    size_t struct_size;          /* set to sizeof(vkllm_generation_stats) before the call */
-    uint32_t prompt_tokens;      /* tokens of the prompt, the conversation before it included */
-    uint32_t cached_tokens;      /* of which reused from the session's cache */
-    uint32_t generated_tokens;   /* by the engine; after a stop by on_piece or vkllm_cancel it may
+    size_t struct_size; /* set to sizeof(vkllm_generation_stats) before the call */
+    uint32_t prompt_tokens; /* tokens of the prompt, the conversation before it included */
+    uint32_t cached_tokens; /* of which reused from the session's cache */
+    uint32_t generated_tokens; /* by the engine; after a stop by on_piece or vkllm_cancel it may
                                     exceed what reached the caller (the engine runs ahead of the
                                     callback), and only what reached the caller joins the conversation */
-    uint32_t n_past;             /* tokens in the session's conversation now */
-    double prompt_ms;            /* evaluating the new prompt tokens, to the first generated token */
-    double generate_ms;          /* the rest */
-    double prompt_tokens_per_s;  /* (prompt_tokens - cached_tokens) / prompt time */
+    uint32_t n_past; /* tokens in the session's conversation now */
+    double prompt_ms; /* evaluating the new prompt tokens, to the first generated token */
+    double generate_ms; /* the rest */
+    double prompt_tokens_per_s; /* (prompt_tokens - cached_tokens) / prompt time */
     double generate_tokens_per_s;
     vkllm_finish_reason finish;
 } vkllm_generation_stats;
@@ -380,14 +376,14 @@ typedef struct vkllm_chat_json_params {
      * object), "tool" turns with tool_call_id; checked as `vkllm serve` checks them (an invalid
      * argument naming the field: "messages[1].content[0].type"). */
     const char* messages;
-    const char* tools;            /* OpenAI's tools array as JSON text; NULL (default): none */
+    const char* tools; /* OpenAI's tools array as JSON text; NULL (default): none */
     /* NULL or "auto" (default): the model may call a tool; "none": it may not (the answer is not
      * parsed for calls); "required": it must call one; any other text: it must call the tool of
      * that name. A required call starts at once and its arguments follow the tool's parameter
      * schema (docs/structured-output.md has the subset). */
     const char* tool_choice;
-    bool parallel_tool_calls;     /* several calls in one answer where the model's format allows; default true */
-    const char* template_kwargs;  /* a JSON object of extra template variables ({"enable_thinking": false}); NULL */
+    bool parallel_tool_calls; /* several calls in one answer where the model's format allows; default true */
+    const char* template_kwargs; /* a JSON object of extra template variables ({"enable_thinking": false}); NULL */
     /* NULL, "auto" or "deepseek" (default): where the template writes reasoning blocks (<think>), the
      * answer's block is split off: on_piece gets the content only and vkllm_session_get_reasoning
      * the block. "none": the block stays in the content. */

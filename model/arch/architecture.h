@@ -20,15 +20,15 @@
 namespace vkllm {
 
 enum class NormKind {
-    Rms,    // x / sqrt(mean(x^2) + eps) * w
+    Rms,  // x / sqrt(mean(x^2) + eps) * w
     Layer,  // (x - mean) / sqrt(var + eps) * w + b
 };
 
 enum class FfnKind {
     SwiGlu,  // down(silu(gate(x)) * up(x))
-    GeGlu,   // down(gelu(gate(x)) * up(x))          (Gemma)
-    Gelu,    // down(gelu(up(x))), no gate            (GPT-2)
-    Relu,    // down(relu(up(x))), no gate            (T5 v1.0)
+    GeGlu,  // down(gelu(gate(x)) * up(x))          (Gemma)
+    Gelu,  // down(gelu(up(x))), no gate            (GPT-2)
+    Relu,  // down(relu(up(x))), no gate            (T5 v1.0)
     // down(g * sigmoid(1.702 g) * (u + 1)), g = min(gate(x), 7), u = clamp(up(x), -7, 7)  (gpt-oss's
     // experts; llama.cpp's swiglu_oai with the constants it hard-codes)
     SwiGluOai,
@@ -38,23 +38,23 @@ constexpr bool gated(FfnKind k) { return k == FfnKind::SwiGlu || k == FfnKind::G
 
 // Where a block's norms sit around its residual add.
 enum class NormPlacement {
-    Pre,         // x += block(norm(x))                     (LLaMA and most decoders)
+    Pre,  // x += block(norm(x))                     (LLaMA and most decoders)
     PreAndPost,  // x += post_norm(block(norm(x)))          (Gemma 2/3: post_attention_norm, post_ffw_norm)
-    Post,        // x = norm(x + block(x))                  (BERT: attn_output_norm, layer_output_norm)
+    Post,  // x = norm(x + block(x))                  (BERT: attn_output_norm, layer_output_norm)
 };
 
 enum class PositionKind {
-    Rope,     // rotary, applied to q and k per layer
+    Rope,  // rotary, applied to q and k per layer
     Learned,  // position_embd rows added to the token embeddings (GPT-2)
-    Alibi,    // no position input: attention scores gain -slope_h * |i - j| (BLOOM, MPT, jina-bert-v2)
+    Alibi,  // no position input: attention scores gain -slope_h * |i - j| (BLOOM, MPT, jina-bert-v2)
     RelativeBias,  // attention scores gain a learned bias per head and bucket of j - i (T5: attn_rel_b)
 };
 
 // attn_q_norm / attn_k_norm: a norm of q and of k after their projections, before RoPE.
 enum class QkNorm {
     None,
-    PerHead,         // an RMSNorm of each head of q and k (Qwen3, Gemma 3)
-    Whole,           // an RMSNorm spanning all of q (q_dim) and all of k (kv_dim) (OLMoE)
+    PerHead,  // an RMSNorm of each head of q and k (Qwen3, Gemma 3)
+    Whole,  // an RMSNorm spanning all of q (q_dim) and all of k (kv_dim) (OLMoE)
     // a LayerNorm with its bias (attn_q_norm.bias) spanning all of q and all of k (jina-bert-v2
     // qk-post-norm)
     WholeLayerNorm,
@@ -65,9 +65,9 @@ enum class QkNorm {
 // bias is required, but under AllOptional.
 enum class Biases {
     NoneRequired,
-    Qkv,          // attn_q/k/v (or attn_qkv) .bias (Qwen2)
-    QkvOut,       // those and attn_output.bias (gpt-oss)
-    All,          // every projection and every norm has a bias (GPT-2)
+    Qkv,  // attn_q/k/v (or attn_qkv) .bias (Qwen2)
+    QkvOut,  // those and attn_output.bias (gpt-oss)
+    All,  // every projection and every norm has a bias (GPT-2)
     // MPT: every bias, the norms' included, is read when present (its no_bias files have none).
     AllOptional,
 };
@@ -81,7 +81,7 @@ enum class T5Stack { None, Encoder, Decoder };
 // token, weighted by their gating probabilities. The FFN kind (FfnDesc::kind) is the experts'.
 enum class ExpertLayers {
     None,  // every layer's FFN is dense
-    All,   // Mixtral, Qwen2/3-MoE, OLMoE, gpt-oss
+    All,  // Mixtral, Qwen2/3-MoE, OLMoE, gpt-oss
     // DeepSeek: the first `<arch>.leading_dense_block_count` layers have a dense FFN (ffn_gate/up/down,
     // feed_forward_length) instead of experts. Experts may be chosen by probability +
     // blk.N.exp_probs_b.bias (V3) and within groups (expert_group_count, expert_group_used_count).
@@ -92,7 +92,7 @@ enum class ExpertLayers {
 // (`<arch>.expert_gating_func`: 1 softmax, 2 sigmoid, 3 softmax of the chosen logits;
 // `<arch>.expert_weights_norm` overrides the renormalisation).
 enum class ExpertGating {
-    Softmax,        // a softmax over all experts, the chosen weights as they are (Qwen2-MoE, OLMoE, DeepSeek)
+    Softmax,  // a softmax over all experts, the chosen weights as they are (Qwen2-MoE, OLMoE, DeepSeek)
     SoftmaxNormed,  // the chosen experts' softmax probabilities renormalised over them (Mixtral, Qwen3-MoE, as llama.cpp)
     // gpt-oss: a softmax over the chosen logits only, whatever `<arch>.expert_gating_func` says
     // (llama.cpp fixes it for the architecture)
@@ -101,16 +101,16 @@ enum class ExpertGating {
 
 // The experts' width when the file has no `<arch>.expert_feed_forward_length`.
 enum class ExpertWidth {
-    Ffn,         // feed_forward_length (Mixtral, OLMoE, whose files never carry the key)
+    Ffn,  // feed_forward_length (Mixtral, OLMoE, whose files never carry the key)
     // feed_forward_length / expert_used_count (llama.cpp's Qwen-MoE rule: Qwen1.5-MoE conversions)
     FfnPerUsed,
-    Required,    // the key is required (gpt-oss, DeepSeek, as llama.cpp reads it)
+    Required,  // the key is required (gpt-oss, DeepSeek, as llama.cpp reads it)
 };
 
 // A dense FFN (ffn_*_shexp) that runs beside the chosen experts.
 enum class SharedExpert {
     None,
-    Gated,    // its output scaled by sigmoid(ffn_gate_inp_shexp · x) (Qwen2-MoE)
+    Gated,  // its output scaled by sigmoid(ffn_gate_inp_shexp · x) (Qwen2-MoE)
     // DeepSeek: its output added as it is (no ffn_gate_inp_shexp); it is `<arch>.expert_shared_count`
     // experts wide.
     Ungated,
@@ -125,7 +125,7 @@ struct NormDesc {
     bool attn_norm_2 = false;
     // The GGUF name of the norm before the FFN (gpt-oss calls it post_attention_norm).
     std::string_view ffn_norm_name = "ffn_norm.weight";
-    bool embed_norm = false;   // token_embd_norm normalizes the token embeddings (BERT, BLOOM)
+    bool embed_norm = false;  // token_embd_norm normalizes the token embeddings (BERT, BLOOM)
     bool embed_scale = false;  // token embeddings are multiplied by sqrt(dim)
 };
 
@@ -221,9 +221,9 @@ struct StackDesc {
 struct TestShape {
     uint32_t n_kv_heads = 2;  // of 4 query heads (GQA); 4 for the architectures whose models have none
     uint32_t n_layers = 2;
-    uint32_t head_dim = 0;    // at dim 64 (a K-quant test scales it with dim); 0: dim / heads
-    uint32_t window = 0;      // the sliding window; 0: gen-model's 32
-    float clamp_kqv = 0;      // `<arch>.attention.clamp_kqv` (AttentionDesc::clamp_kqv)
+    uint32_t head_dim = 0;  // at dim 64 (a K-quant test scales it with dim); 0: dim / heads
+    uint32_t window = 0;  // the sliding window; 0: gen-model's 32
+    float clamp_kqv = 0;  // `<arch>.attention.clamp_kqv` (AttentionDesc::clamp_kqv)
     bool optional_biases = false;  // also write the biases the architecture reads when present
     // A mixture of experts: experts, chosen per token, their width and the shared expert's (0: ffn).
     uint32_t n_expert = 0, n_expert_used = 0, expert_ffn = 0, shared_ffn = 0;

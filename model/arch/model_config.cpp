@@ -33,7 +33,9 @@ public:
     void expect_shape(std::string_view name, std::vector<uint64_t> want, bool required = true) const {
         const GgufTensorInfo* t = f_.find_tensor(name);
         if (!t) {
-            if (required) fail("tensor " + quote_name(name), fmt::format("required tensor is missing (expected shape {})", shape(want)));
+            if (required)
+                fail("tensor " + quote_name(name),
+                     fmt::format("required tensor is missing (expected shape {})", shape(want)));
             return;
         }
         uint64_t w[kGgufMaxDims] = {1, 1, 1, 1};
@@ -69,7 +71,8 @@ void read_rope(const Checker& c, const GgufFile& f, const std::string& a, ModelC
     if (type != "none" && type != "linear" && type != "yarn")
         c.fail(Checker::key_what(a + ".rope.scaling.type"),
                fmt::format("rope scaling {} is not supported; supported: none, linear, yarn (llama3 files carry "
-                           "rope_freqs.weight)", quote_name(type)));
+                           "rope_freqs.weight)",
+                           quote_name(type)));
     cfg.rope_scaling = type;
     if (type != "none" && factor && *factor != 0.0f) {
         if (!(*factor > 0) || !std::isfinite(*factor))
@@ -99,19 +102,23 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
     cfg.n_expert = c.positive(key("expert_count"));
     cfg.n_expert_used = c.positive(key("expert_used_count"));
     if (cfg.n_expert > 1024)
-        c.fail(Checker::key_what(key("expert_count")), fmt::format("{} experts: at most 1024 are supported", cfg.n_expert));
+        c.fail(Checker::key_what(key("expert_count")),
+               fmt::format("{} experts: at most 1024 are supported", cfg.n_expert));
     if (cfg.n_expert_used > std::min(cfg.n_expert, 64u))
-        c.fail(Checker::key_what(key("expert_used_count")),
-               fmt::format("{} experts per token of {}: at most min(expert_count, 64)", cfg.n_expert_used, cfg.n_expert));
+        c.fail(
+            Checker::key_what(key("expert_used_count")),
+            fmt::format("{} experts per token of {}: at most min(expert_count, 64)", cfg.n_expert_used, cfg.n_expert));
     if (f.has(key("expert_feed_forward_length")) || cfg.arch->experts.width == ExpertWidth::Required)
         cfg.expert_ffn_dim = c.positive(key("expert_feed_forward_length"));
     else
-        cfg.expert_ffn_dim = cfg.arch->experts.width == ExpertWidth::FfnPerUsed ? cfg.ffn_dim / cfg.n_expert_used : cfg.ffn_dim;
+        cfg.expert_ffn_dim =
+            cfg.arch->experts.width == ExpertWidth::FfnPerUsed ? cfg.ffn_dim / cfg.n_expert_used : cfg.ffn_dim;
     if (cfg.expert_ffn_dim == 0)
         c.fail(Checker::key_what(key("expert_feed_forward_length")),
                fmt::format("missing, and feed_forward_length {} / {} experts per token is 0", cfg.ffn_dim,
                            cfg.n_expert_used));
-    if (cfg.arch->experts.shared == SharedExpert::Ungated)  // DeepSeek: expert_shared_count experts of expert_ffn side by side
+    if (cfg.arch->experts.shared ==
+        SharedExpert::Ungated)  // DeepSeek: expert_shared_count experts of expert_ffn side by side
         cfg.shared_ffn_dim = cfg.expert_ffn_dim * c.positive(key("expert_shared_count"));
     else if (cfg.arch->experts.shared == SharedExpert::Gated)
         cfg.shared_ffn_dim = f.has(key("expert_shared_feed_forward_length"))
@@ -132,16 +139,19 @@ void read_experts(const Checker& c, const GgufFile& f, const std::string& a, Mod
                    fmt::format("{} of {} groups of {} experts: must be 1..{} and hold the {} experts per token",
                                cfg.n_group_used, cfg.n_expert_groups, per, cfg.n_expert_groups, cfg.n_expert_used));
     }
-    cfg.expert_norm = f.find_bool(key("expert_weights_norm")).value_or(cfg.arch->experts.gating == ExpertGating::SoftmaxNormed);
+    cfg.expert_norm =
+        f.find_bool(key("expert_weights_norm")).value_or(cfg.arch->experts.gating == ExpertGating::SoftmaxNormed);
     cfg.expert_scale = f.find_f32(key("expert_weights_scale")).value_or(1.0f);
     if (!(cfg.expert_scale > 0) || !std::isfinite(cfg.expert_scale))
-        c.fail(Checker::key_what(key("expert_weights_scale")), fmt::format("must be positive, got {}", cfg.expert_scale));
+        c.fail(Checker::key_what(key("expert_weights_scale")),
+               fmt::format("must be positive, got {}", cfg.expert_scale));
     // llama.cpp's enum: 1 softmax, 2 sigmoid, 3 softmax of the chosen logits (0: none given, softmax).
     const uint32_t gating = f.find_u32(key("expert_gating_func")).value_or(1);
     if (gating > 3)
         c.fail(Checker::key_what(key("expert_gating_func")),
                fmt::format("gating function {} is not supported; supported: 1 (softmax), 2 (sigmoid), 3 (softmax of "
-                           "the chosen experts)", gating));
+                           "the chosen experts)",
+                           gating));
     const bool fixed = cfg.arch->experts.gating == ExpertGating::SoftmaxOfChosen;  // whatever the file says
     cfg.expert_sigmoid = gating == 2 && !fixed;
     cfg.expert_softmax_chosen = gating == 3 || fixed;
@@ -181,7 +191,8 @@ void read_mla(const Checker& c, const GgufFile& f, const std::string& a, ModelCo
                fmt::format("latent attention has one KV head (the latent), got {}", cfg.n_kv_heads));
     if (cfg.v_head_dim != cfg.kv_lora_rank)
         c.fail(Checker::key_what(key("attention.value_length")),
-               fmt::format("{}: latent attention's values are the kv_lora_rank {} latent", cfg.v_head_dim, cfg.kv_lora_rank));
+               fmt::format("{}: latent attention's values are the kv_lora_rank {} latent", cfg.v_head_dim,
+                           cfg.kv_lora_rank));
     const bool old = cfg.mla_joined_kv_b;
     if (cfg.head_dim <= cfg.kv_lora_rank || cfg.head_dim > 576 || cfg.head_dim % 4 != 0 || cfg.kv_lora_rank % 4 != 0)
         c.fail(Checker::key_what(key(old ? "attention.kv_lora_rank" : "attention.key_length")),
@@ -212,8 +223,8 @@ const ArchDesc& arch_for_file(const ArchDesc& a, const GgufFile& f) {
         const bool q_norm = f.find_tensor(layer_tensor_name(qk, Role::QNorm, 0)) != nullptr;
         const ArchDesc* split = find_arch(a.name, "split-gate");
         const bool gate = split && f.find_tensor(layer_tensor_name(*split, Role::WGate, 0)) != nullptr;
-        const ArchDesc* v = find_arch(a.name, q_norm ? (gate ? "qk-post-norm,split-gate" : "qk-post-norm")
-                                                     : (gate ? "split-gate" : ""));
+        const ArchDesc* v = find_arch(
+            a.name, q_norm ? (gate ? "qk-post-norm,split-gate" : "qk-post-norm") : (gate ? "split-gate" : ""));
         return v ? *v : a;
     }
     if (a.stack.t5 == T5Stack::None || f.find_tensor(layer_tensor_name(a, Role::WGate, 0))) return a;
@@ -237,8 +248,9 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     auto key = [&](const char* k) { return a + "." + k; };
 
     cfg.dim = c.positive(key("embedding_length"));
-    cfg.n_layers = A.stack.t5 == T5Stack::Decoder && f.has(key("decoder_block_count")) ? c.positive(key("decoder_block_count"))
-                                                                                 : c.positive(key("block_count"));
+    cfg.n_layers = A.stack.t5 == T5Stack::Decoder && f.has(key("decoder_block_count"))
+                       ? c.positive(key("decoder_block_count"))
+                       : c.positive(key("block_count"));
     if (A.attn.cross_attention) {
         if (const GgufValue* v = f.find(key("decoder_start_token_id"))) {
             const auto x = v->as_i64();
@@ -274,8 +286,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                    fmt::format("head size {} is not supported: it must be a multiple of 4, at most 256", cfg.head_dim));
     }
 
-    const std::string eps_key = key(A.norm.kind == NormKind::Rms ? "attention.layer_norm_rms_epsilon"
-                                                            : "attention.layer_norm_epsilon");
+    const std::string eps_key =
+        key(A.norm.kind == NormKind::Rms ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon");
     cfg.norm_eps = f.get_f32(eps_key);
     if (!(cfg.norm_eps > 0) || !std::isfinite(cfg.norm_eps))
         c.fail(Checker::key_what(eps_key), fmt::format("must be positive, got {}", cfg.norm_eps));
@@ -285,7 +297,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         if (A.attn.mla && cfg.rope_dim != cfg.head_dim - cfg.kv_lora_rank)
             c.fail(Checker::key_what(key("rope.dimension_count")),
                    fmt::format("rope dimension {}: latent attention's key_length {} must be kv_lora_rank {} + the rope "
-                               "dimension", cfg.rope_dim, cfg.head_dim, cfg.kv_lora_rank));
+                               "dimension",
+                               cfg.rope_dim, cfg.head_dim, cfg.kv_lora_rank));
         if (cfg.rope_dim == 0 || cfg.rope_dim % 2 != 0 || cfg.rope_dim > cfg.head_dim)
             c.fail(Checker::key_what(key("rope.dimension_count")),
                    fmt::format("rope dimension {} must be even, positive and at most the head dim {}", cfg.rope_dim,
@@ -310,7 +323,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     if (A.attn.positions == PositionKind::Alibi) {
         // llama.cpp fixes BLOOM's and jina-bert-v2's max bias and reads no key for them; MPT's is required.
         const std::string k = key("attention.max_alibi_bias");
-        if (!f.has(k) && A.attn.default_max_alibi_bias == 0) c.fail(Checker::key_what(k), "required for this architecture");
+        if (!f.has(k) && A.attn.default_max_alibi_bias == 0)
+            c.fail(Checker::key_what(k), "required for this architecture");
         cfg.max_alibi_bias = A.attn.default_max_alibi_bias > 0 ? A.attn.default_max_alibi_bias : f.get_f32(k);
         if (!(cfg.max_alibi_bias > 0) || !std::isfinite(cfg.max_alibi_bias))
             c.fail(Checker::key_what(k), fmt::format("must be positive, got {}", cfg.max_alibi_bias));
@@ -326,7 +340,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         const std::string k = key("attention.relative_buckets_count");
         cfg.n_rel_buckets = c.positive(k);
         if (cfg.n_rel_buckets < 4 || cfg.n_rel_buckets > 1024 || cfg.n_rel_buckets % 2 != 0)
-            c.fail(Checker::key_what(k), fmt::format("{} buckets: expected an even count in 4..1024 (T5: 32)", cfg.n_rel_buckets));
+            c.fail(Checker::key_what(k),
+                   fmt::format("{} buckets: expected an even count in 4..1024 (T5: 32)", cfg.n_rel_buckets));
         const std::string rel0 = layer_tensor_name(A, Role::AttnRelB, 0);
         if (!f.find_tensor(rel0))
             c.fail("tensor " + quote_name(rel0),
@@ -341,7 +356,8 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
     }
     cfg.causal = f.find_bool(key("attention.causal")).value_or(A.stack.causal);
     if (!cfg.causal && cfg.window > 0)
-        c.fail(Checker::key_what(key("attention.causal")), "bidirectional attention with a sliding window is not supported");
+        c.fail(Checker::key_what(key("attention.causal")),
+               "bidirectional attention with a sliding window is not supported");
     if (const GgufValue* v = f.find(key("pooling_type"))) {
         const auto x = v->as_i64();
         if (!x || *x < 0 || *x > int64_t(Pooling::Rank))
@@ -354,32 +370,35 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
         if (const GgufTensorInfo* t = f.find_tensor("token_types.weight")) {
             cfg.n_token_types = uint32_t(t->ne[1]);
             if (t->n_dims != 2 || cfg.n_token_types == 0)
-                c.fail("tensor 'token_types.weight'", fmt::format("expected shape [{}, n_types], got {}", cfg.dim,
-                                                                   t->shape_string()));
+                c.fail("tensor 'token_types.weight'",
+                       fmt::format("expected shape [{}, n_types], got {}", cfg.dim, t->shape_string()));
         }
     }
     if (!A.stack.lm_head) {
         if (const GgufTensorInfo* t = find_model_tensor(f, A, Role::ClsOut)) {
             cfg.n_cls_out = uint32_t(t->ne[1]);
             if (t->n_dims != 2 || cfg.n_cls_out == 0)
-                c.fail(fmt::format("tensor '{}'", t->name), fmt::format("expected shape [{}, n_labels], got {}", cfg.dim,
-                                                                         t->shape_string()));
+                c.fail(fmt::format("tensor '{}'", t->name),
+                       fmt::format("expected shape [{}, n_labels], got {}", cfg.dim, t->shape_string()));
         }
         cfg.cls_head = (find_model_tensor(f, A, Role::Cls) && find_model_tensor(f, A, Role::ClsB)) || cfg.n_cls_out > 0;
         if (cfg.pooling == Pooling::Rank && !cfg.cls_head)
             c.fail(Checker::key_what(key("pooling_type")),
                    "rank pooling needs a classification head: cls.weight and cls.bias, or cls.output.weight");
     }
-    cfg.attn_scale = A.attn.unscaled_scores ? 1.0f
-                                            : 1.0f / std::sqrt(float(A.attn.dim_scale_layers && cfg.n_layers == A.attn.dim_scale_layers
-                                                                         ? cfg.dim / cfg.n_heads
-                                                                         : A.attn.mla ? cfg.mla_qk : cfg.head_dim));
+    cfg.attn_scale = A.attn.unscaled_scores
+                         ? 1.0f
+                         : 1.0f / std::sqrt(float(A.attn.dim_scale_layers && cfg.n_layers == A.attn.dim_scale_layers
+                                                      ? cfg.dim / cfg.n_heads
+                                                  : A.attn.mla ? cfg.mla_qk
+                                                               : cfg.head_dim));
     if (A.attn.mla && cfg.rope_scaling == "yarn") {
         // DeepSeek's YaRN (llama.cpp's deepseek2 graph): scores scaled by mscale^2, mscale = attn_factor
         // (1 + log_mul ln(1 / freq_scale)), and the rotation's own magnitude correction cancelled.
         const std::string k = key("rope.scaling.yarn_log_multiplier");
         const float log_mul = f.find_f32(k).value_or(0.0f);
-        if (!std::isfinite(log_mul) || log_mul < 0) c.fail(Checker::key_what(k), fmt::format("must be >= 0, got {}", log_mul));
+        if (!std::isfinite(log_mul) || log_mul < 0)
+            c.fail(Checker::key_what(k), fmt::format("must be >= 0, got {}", log_mul));
         const float ln = std::log(1.0f / cfg.rope.freq_scale);
         const float mscale = cfg.rope.attn_factor * (1.0f + log_mul * ln);
         cfg.attn_scale *= mscale * mscale;
@@ -449,37 +468,40 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
             if (in_layer(t, l, cfg.n_dense_lead)) check(t, l);
     if (A.attn.mla) {
         // The query's projections: wq alone without q_lora_rank (V2-Lite), else wq_a, its norm and wq_b.
-        const std::vector<Role> want = cfg.q_lora_rank ? std::vector<Role>{Role::WqA, Role::QANorm, Role::WqB}
-                                                       : std::vector<Role>{Role::Wq};
+        const std::vector<Role> want =
+            cfg.q_lora_rank ? std::vector<Role>{Role::WqA, Role::QANorm, Role::WqB} : std::vector<Role>{Role::Wq};
         const Role other = cfg.q_lora_rank ? Role::Wq : Role::WqA;
         // The key / value projections: attn_k_b and attn_v_b, or older files' attn_kv_b.
-        const std::vector<Role> kv_want = cfg.mla_joined_kv_b ? std::vector<Role>{Role::WkvB}
-                                                              : std::vector<Role>{Role::WkB, Role::WvB};
-        const std::vector<Role> kv_other = cfg.mla_joined_kv_b ? std::vector<Role>{Role::WkB, Role::WvB}
-                                                               : std::vector<Role>{Role::WkvB};
-        const char* kv_why = cfg.mla_joined_kv_b ? "the file has no attention.key_length_mla: an older conversion's attn_kv_b"
-                                                 : "attention.key_length_mla is set: attn_k_b and attn_v_b";
+        const std::vector<Role> kv_want =
+            cfg.mla_joined_kv_b ? std::vector<Role>{Role::WkvB} : std::vector<Role>{Role::WkB, Role::WvB};
+        const std::vector<Role> kv_other =
+            cfg.mla_joined_kv_b ? std::vector<Role>{Role::WkB, Role::WvB} : std::vector<Role>{Role::WkvB};
+        const char* kv_why = cfg.mla_joined_kv_b
+                                 ? "the file has no attention.key_length_mla: an older conversion's attn_kv_b"
+                                 : "attention.key_length_mla is set: attn_k_b and attn_v_b";
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
             for (Role r : kv_want) {
                 const std::string n = layer_tensor_name(A, r, l);
-                if (!f.find_tensor(n)) c.fail("tensor " + quote_name(n), fmt::format("required tensor is missing ({})", kv_why));
+                if (!f.find_tensor(n))
+                    c.fail("tensor " + quote_name(n), fmt::format("required tensor is missing ({})", kv_why));
             }
             for (Role r : kv_other) {
                 const std::string n = layer_tensor_name(A, r, l);
-                if (f.find_tensor(n)) c.fail("tensor " + quote_name(n), fmt::format("does not belong to this file ({})", kv_why));
+                if (f.find_tensor(n))
+                    c.fail("tensor " + quote_name(n), fmt::format("does not belong to this file ({})", kv_why));
             }
         }
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
             for (Role r : want) {
                 const std::string n = layer_tensor_name(A, r, l);
                 if (!f.find_tensor(n))
-                    c.fail("tensor " + quote_name(n), fmt::format("required tensor is missing (attention.q_lora_rank is {})",
-                                                                   cfg.q_lora_rank));
+                    c.fail("tensor " + quote_name(n),
+                           fmt::format("required tensor is missing (attention.q_lora_rank is {})", cfg.q_lora_rank));
             }
             const std::string n = layer_tensor_name(A, other, l);
             if (f.find_tensor(n))
-                c.fail("tensor " + quote_name(n), fmt::format("does not belong to a file whose attention.q_lora_rank is {}",
-                                                               cfg.q_lora_rank));
+                c.fail("tensor " + quote_name(n),
+                       fmt::format("does not belong to a file whose attention.q_lora_rank is {}", cfg.q_lora_rank));
         }
     }
     if (A.moe() && !layer_tensor_name(A, Role::BExpProbs, 0).empty()) {  // the schema has V3's selection bias
@@ -505,15 +527,17 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
             if (cfg.experts_split && t.name == tensor_name(s, uint32_t(*l)))
                 c.fail("tensor " + quote_name(t.name),
                        fmt::format("stacked experts, but the file stores them one tensor per expert ({}): one form "
-                                   "for the whole file", expert_tensor_name(*split_probe, cfg.n_dense_lead, 0)));
+                                   "for the whole file",
+                                   expert_tensor_name(*split_probe, cfg.n_dense_lead, 0)));
             const std::optional<uint32_t> e = expert_of(s, uint32_t(*l), t.name);
             if (e && !cfg.experts_split)
                 c.fail("tensor " + quote_name(t.name),
                        fmt::format("one tensor per expert, but the file stacks its experts ({}): one form for the "
-                                   "whole file", tensor_name(*split_probe, cfg.n_dense_lead)));
+                                   "whole file",
+                                   tensor_name(*split_probe, cfg.n_dense_lead)));
             if (e && *e >= cfg.n_expert)
-                c.fail("tensor " + quote_name(t.name),
-                       fmt::format("is past the {} experts of {}", cfg.n_expert, Checker::key_what(key("expert_count"))));
+                c.fail("tensor " + quote_name(t.name), fmt::format("is past the {} experts of {}", cfg.n_expert,
+                                                                   Checker::key_what(key("expert_count"))));
         }
     }
     return cfg;
@@ -534,10 +558,10 @@ ModelConfig read_typed(const GgufFile& file, const ArchDesc* view) {
 }  // namespace
 
 SchemaDims schema_dims(const ModelConfig& c) {
-    return {c.dim,          c.q_dim(),        c.kv_dim(),     c.ffn_dim,       c.head_dim,     c.n_vocab,
-            c.n_ctx_train,  c.rope_dim,       c.n_token_types, c.n_cls_out,    c.n_heads,      c.n_rel_buckets,
-            c.n_expert,     c.expert_ffn_dim, c.shared_ffn_dim, c.q_lora_rank, c.kv_lora_rank, c.mla_qk,
-            c.mla_v};
+    return {c.dim,         c.q_dim(),       c.kv_dim(), c.ffn_dim,        c.head_dim,
+            c.n_vocab,     c.n_ctx_train,   c.rope_dim, c.n_token_types,  c.n_cls_out,
+            c.n_heads,     c.n_rel_buckets, c.n_expert, c.expert_ffn_dim, c.shared_ffn_dim,
+            c.q_lora_rank, c.kv_lora_rank,  c.mla_qk,   c.mla_v};
 }
 
 namespace {

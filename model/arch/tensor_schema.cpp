@@ -72,7 +72,8 @@ const FusedGroup* fused_group_of_part(Role part) {
 std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     using D = Dim;
     using R = Role;
-    const bool ln = A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional;  // LayerNorm: every norm has a bias
+    const bool ln =
+        A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional;  // LayerNorm: every norm has a bias
     // biases of q, k, v: required, else read when present
     const bool qkv_b = A.biases == Biases::Qkv || A.biases == Biases::QkvOut || A.biases == Biases::All;
     const bool post = A.norm.placement == NormPlacement::PreAndPost;
@@ -91,7 +92,10 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
     if (A.attn.mla) {
         // Either wq (no q_lora_rank: V2-Lite) or wq_a, its norm and wq_b: ModelConfig requires the set
         // the file's keys imply.
-        auto opt = [](TensorSpec t) { t.required = false; return t; };
+        auto opt = [](TensorSpec t) {
+            t.required = false;
+            return t;
+        };
         add(opt(mat(R::Wq, "attn_q.weight", D::Embd, D::MlaQ)));
         add(opt(mat(R::WqA, "attn_q_a.weight", D::Embd, D::QLora)));
         add(vec(R::QANorm, "attn_q_a_norm.weight", D::QLora, false, kNormWeight));
@@ -163,7 +167,8 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
         // The router and the shared expert's gate stay f32 in llama.cpp's files (its converter and
         // llama-quantize leave them); uploaded as f32 whatever a file stores.
         add({R::WRouter, "ffn_gate_inp.weight", {D::Embd, D::Experts}, true, kMatrix, true});
-        if (A.experts.layers == ExpertLayers::AfterDense) add(vec(R::BExpProbs, "exp_probs_b.bias", D::Experts, false, kBias));
+        if (A.experts.layers == ExpertLayers::AfterDense)
+            add(vec(R::BExpProbs, "exp_probs_b.bias", D::Experts, false, kBias));
         // Mixtral's first conversions stored each expert apart (ffn_gate.N); llama.cpp no longer reads
         // them (build 9749 and b4748 ask for ffn_down_exps), vkllm stacks them as it uploads.
         auto stack = [&](R r, const char* name, D in, D out, const char* per_expert) {
@@ -181,7 +186,8 @@ std::vector<TensorSpec> layer_schema(const ArchDesc& A) {
             add({R::BDownExps, "ffn_down_exps.bias", {D::Embd, D::Experts}, true, kBias, true});
         }
         if (A.experts.shared != SharedExpert::None) {
-            if (A.experts.shared == SharedExpert::Gated) add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
+            if (A.experts.shared == SharedExpert::Gated)
+                add({R::WShexpGate, "ffn_gate_inp_shexp.weight", {D::Embd}, true, kMatrix, true});
             add(mat(R::WGateShexp, "ffn_gate_shexp.weight", D::Embd, D::FfnShexp));
             add(mat(R::WUpShexp, "ffn_up_shexp.weight", D::Embd, D::FfnShexp));
             add(mat(R::WDownShexp, "ffn_down_shexp.weight", D::FfnShexp, D::Embd));
@@ -216,22 +222,38 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
         s.push_back({R::TokenTypes, "token_types.weight", {D::Embd, D::TokenTypes}, false, kMatrix, true});
     if (A.norm.embed_norm) {
         s.push_back({R::TokenEmbdNorm, "token_embd_norm.weight", {D::Embd, D::One}, true, kNormWeight, true});
-        s.push_back({R::TokenEmbdNormB, "token_embd_norm.bias", {D::Embd, D::One},
-                     A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional, kNormBias, true});
+        s.push_back({R::TokenEmbdNormB,
+                     "token_embd_norm.bias",
+                     {D::Embd, D::One},
+                     A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional,
+                     kNormBias,
+                     true});
     }
     if (A.attn.positions == PositionKind::Rope) {
         // Frequency factors: Llama 3.x's precomputed "llama3" scaling; Phi-3's LongRoPE pair.
         s.push_back({R::RopeFreqs, "rope_freqs.weight", {D::RopeHalf, D::One}, false, {false, 2.0f, 1.0f, true}, true});
         if (A.attn.rope_factor_tensors) {
-            s.push_back({R::RopeFactorsLong, "rope_factors_long.weight", {D::RopeHalf, D::One}, false,
-                         {false, 4.0f, 2.0f, true}, true});
-            s.push_back({R::RopeFactorsShort, "rope_factors_short.weight", {D::RopeHalf, D::One}, false,
-                         {false, 1.0f, 0.1f, true}, true});
+            s.push_back({R::RopeFactorsLong,
+                         "rope_factors_long.weight",
+                         {D::RopeHalf, D::One},
+                         false,
+                         {false, 4.0f, 2.0f, true},
+                         true});
+            s.push_back({R::RopeFactorsShort,
+                         "rope_factors_short.weight",
+                         {D::RopeHalf, D::One},
+                         false,
+                         {false, 1.0f, 0.1f, true},
+                         true});
         }
     }
     if (A.stack.encoder_output_norm)  // applied to the hidden states (T5's encoder)
-        s.push_back({R::OutputNorm, A.stack.t5 == T5Stack::Encoder ? "enc.output_norm.weight" : "output_norm.weight",
-                     {D::Embd, D::One}, true, kNormWeight, true});
+        s.push_back({R::OutputNorm,
+                     A.stack.t5 == T5Stack::Encoder ? "enc.output_norm.weight" : "output_norm.weight",
+                     {D::Embd, D::One},
+                     true,
+                     kNormWeight,
+                     true});
     if (!A.stack.lm_head) {  // an encoder's output is its hidden states; a reranker's, its head's scores
         const D hidden = A.stack.cls_single ? D::One : D::Embd;
         s.push_back({R::Cls, "cls.weight", {D::Embd, hidden}, false, kMatrix});
@@ -241,10 +263,18 @@ std::vector<TensorSpec> model_schema(const ArchDesc& A) {
         s.push_back({R::ClsOutB, "cls.output.bias", {D::ClsOut, D::One}, false, kBias, true});
         return s;
     }
-    s.push_back({R::OutputNorm, A.stack.t5 == T5Stack::Decoder ? "dec.output_norm.weight" : "output_norm.weight", {D::Embd, D::One},
-                 true, kNormWeight, true});
-    s.push_back({R::OutputNormB, "output_norm.bias", {D::Embd, D::One},
-                 A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional, kNormBias, true});
+    s.push_back({R::OutputNorm,
+                 A.stack.t5 == T5Stack::Decoder ? "dec.output_norm.weight" : "output_norm.weight",
+                 {D::Embd, D::One},
+                 true,
+                 kNormWeight,
+                 true});
+    s.push_back({R::OutputNormB,
+                 "output_norm.bias",
+                 {D::Embd, D::One},
+                 A.norm.kind == NormKind::Layer && A.biases != Biases::AllOptional,
+                 kNormBias,
+                 true});
     // Absent: the embeddings are tied and the logits read token_embd.
     s.push_back({R::Output, "output.weight", {D::Embd, D::Vocab}, false, kMatrix});
     return s;
@@ -260,12 +290,23 @@ bool is_classifier_role(Role r) { return r == Role::Cls || r == Role::ClsB || r 
 
 bool is_bias_role(Role r) {
     switch (r) {
-        case Role::AttnNormB: case Role::Bq: case Role::Bk: case Role::Bv: case Role::Bqkv: case Role::Bo:
-        case Role::FfnNormB: case Role::BUp: case Role::BDown: case Role::TokenEmbdNormB: case Role::OutputNormB:
-        case Role::BRouter: case Role::BGateExps: case Role::BUpExps: case Role::BDownExps: case Role::BExpProbs:
-            return true;
-        default:
-            return false;
+        case Role::AttnNormB:
+        case Role::Bq:
+        case Role::Bk:
+        case Role::Bv:
+        case Role::Bqkv:
+        case Role::Bo:
+        case Role::FfnNormB:
+        case Role::BUp:
+        case Role::BDown:
+        case Role::TokenEmbdNormB:
+        case Role::OutputNormB:
+        case Role::BRouter:
+        case Role::BGateExps:
+        case Role::BUpExps:
+        case Role::BDownExps:
+        case Role::BExpProbs: return true;
+        default: return false;
     }
 }
 
@@ -283,7 +324,8 @@ std::optional<uint32_t> expert_of(const TensorSpec& s, uint32_t layer, std::stri
     const size_t hole = pattern.find("{}");
     const std::string head = fmt::format("{}{}.{}", s.prefix, layer, pattern.substr(0, hole));
     const std::string_view tail = pattern.substr(hole + 2);
-    if (name.size() <= head.size() + tail.size() || !name.starts_with(head) || !name.ends_with(tail)) return std::nullopt;
+    if (name.size() <= head.size() + tail.size() || !name.starts_with(head) || !name.ends_with(tail))
+        return std::nullopt;
     const std::string_view digits = name.substr(head.size(), name.size() - head.size() - tail.size());
     uint32_t e = 0;
     const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), e);
@@ -314,10 +356,12 @@ const char* unsupported_tensor(const ArchDesc& A, std::string_view prefix, std::
     if (A.ffn.fused_gate_up && layer_suffix(".ffn_gate.weight"))
         return "a separate ffn_gate is not supported for this architecture: vkllm reads ffn_up holding gate and up, "
                "as current llama.cpp converters write it (convert the model again)";
-    if (A.ffn.fused_gate_up && layer_suffix(".ffn_up.bias")) return "a bias of the fused gate|up projection is not supported";
+    if (A.ffn.fused_gate_up && layer_suffix(".ffn_up.bias"))
+        return "a bias of the fused gate|up projection is not supported";
     if (A.stack.t5 != T5Stack::None && !gated(A.ffn.kind) && layer_suffix(".ffn_gate.weight"))
         return "an ffn_gate in a T5 v1.0 stack (its first layer has none: ReLU, no gate); every layer must agree";
-    if (A.moe() && !A.experts.per_expert_tensors && (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
+    if (A.moe() && !A.experts.per_expert_tensors &&
+        (layer_suffix(".ffn_gate.0.weight") || layer_suffix(".ffn_up.0.weight") || layer_suffix(".ffn_down.0.weight")))
         return "experts stored one tensor each (ffn_gate.N) are read for Mixtral (llama) files only: this architecture "
                "needs the stacked ffn_gate_exps / ffn_up_exps / ffn_down_exps that llama.cpp's converters write";
     if (A.attn.mla && name == "rope_freqs.weight")

@@ -23,57 +23,118 @@ namespace vkllm {
 // What a tensor is for. A layer's roles index LayerWeights; the model-level roles name the rest.
 enum class Role : uint8_t {
     // --- per layer
-    AttnNorm, AttnNormB,           // (dim) before attention, or after its residual add (NormPlacement::Post)
-    Wq, Wk, Wv, Wqkv,              // (dim -> q), (dim -> kv), (dim -> kv), (dim -> q + 2 kv)
-    Bq, Bk, Bv, Bqkv,              // (q), (kv), (kv), (q + 2 kv)
-    QNorm, KNorm,                  // (head_dim) per-head RMSNorm of q and k, or (q), (kv) over all of them
-    QNormB, KNormB,                // their biases (a LayerNorm architecture's)
-    Wo, Bo,                        // (q -> dim), (dim)
-    PostAttnNorm,                  // (dim) on the attention output before the residual add
-    AttnNorm2, AttnNorm2B,         // (dim) NormDesc::attn_norm_2
-    FfnNorm, FfnNormB,             // (dim) before the FFN, or after its residual add (NormPlacement::Post)
-    WGate, WUp, WGateUp,           // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
-    BUp, WDown, BDown,             // (ffn), (ffn -> dim), (dim)
-    PostFfnNorm,                   // (dim)
+    AttnNorm,
+    AttnNormB,  // (dim) before attention, or after its residual add (NormPlacement::Post)
+    Wq,
+    Wk,
+    Wv,
+    Wqkv,  // (dim -> q), (dim -> kv), (dim -> kv), (dim -> q + 2 kv)
+    Bq,
+    Bk,
+    Bv,
+    Bqkv,  // (q), (kv), (kv), (q + 2 kv)
+    QNorm,
+    KNorm,  // (head_dim) per-head RMSNorm of q and k, or (q), (kv) over all of them
+    QNormB,
+    KNormB,  // their biases (a LayerNorm architecture's)
+    Wo,
+    Bo,  // (q -> dim), (dim)
+    PostAttnNorm,  // (dim) on the attention output before the residual add
+    AttnNorm2,
+    AttnNorm2B,  // (dim) NormDesc::attn_norm_2
+    FfnNorm,
+    FfnNormB,  // (dim) before the FFN, or after its residual add (NormPlacement::Post)
+    WGate,
+    WUp,
+    WGateUp,  // (dim -> ffn), (dim -> ffn), (dim -> 2 ffn)
+    BUp,
+    WDown,
+    BDown,  // (ffn), (ffn -> dim), (dim)
+    PostFfnNorm,  // (dim)
     // mixture of experts (ArchDesc::moe()), instead of the dense FFN's WGate, WUp, WDown:
-    WRouter,                       // (dim -> n_expert) router logits, ffn_gate_inp
-    WGateExps, WUpExps,            // n_expert x (dim -> expert_ffn), stacked along ne2
-    WDownExps,                     // n_expert x (expert_ffn -> dim)
-    WGateShexp, WUpShexp,          // (dim -> shared_ffn) the shared expert (ExpertDesc::shared)
-    WDownShexp,                    // (shared_ffn -> dim)
-    WShexpGate,                    // (dim -> 1) its gate logit, ffn_gate_inp_shexp (a vector in the file)
-    BRouter,                       // (n_expert) router bias (ExpertDesc::biases)
-    BGateExps, BUpExps, BDownExps, // n_expert x (expert_ffn), x (expert_ffn), x (dim) expert biases
-    Sinks,                         // (n_heads) attention sink logits (AttentionDesc::sinks)
-    AttnRelB,                      // (n_heads) x (buckets) T5's relative-position bias, read on the host
-    CrossNorm,                     // (dim) before cross-attention (T5's decoder)
-    WqCross, WkCross, WvCross, WoCross,  // (dim -> q), (dim -> kv) of the encoder output, (dim -> kv), (q -> dim)
+    WRouter,  // (dim -> n_expert) router logits, ffn_gate_inp
+    WGateExps,
+    WUpExps,  // n_expert x (dim -> expert_ffn), stacked along ne2
+    WDownExps,  // n_expert x (expert_ffn -> dim)
+    WGateShexp,
+    WUpShexp,  // (dim -> shared_ffn) the shared expert (ExpertDesc::shared)
+    WDownShexp,  // (shared_ffn -> dim)
+    WShexpGate,  // (dim -> 1) its gate logit, ffn_gate_inp_shexp (a vector in the file)
+    BRouter,  // (n_expert) router bias (ExpertDesc::biases)
+    BGateExps,
+    BUpExps,
+    BDownExps,  // n_expert x (expert_ffn), x (expert_ffn), x (dim) expert biases
+    Sinks,  // (n_heads) attention sink logits (AttentionDesc::sinks)
+    AttnRelB,  // (n_heads) x (buckets) T5's relative-position bias, read on the host
+    CrossNorm,  // (dim) before cross-attention (T5's decoder)
+    WqCross,
+    WkCross,
+    WvCross,
+    WoCross,  // (dim -> q), (dim -> kv) of the encoder output, (dim -> kv), (q -> dim)
     // multi-head latent attention (AttentionDesc::mla), instead of Wq (or with it: Wq is (dim -> H * qk_mla)
     // in a file without q_lora_rank), Wk, Wv:
-    WqA, QANorm, WqB,              // (dim -> q_lora), (q_lora), (q_lora -> H * qk_mla)
-    WkvA, KvANorm,                 // (dim -> kv_lora + rope) the latent and the shared rotary key, (kv_lora)
-    WkB, WvB,                      // H x (nope -> kv_lora) absorbed into q, H x (kv_lora -> v_mla) after attention
-    WkvB,                          // (kv_lora -> H * (nope + v_mla)) older files' joined form of both: per head
-                                   // nope k rows then v_mla v rows (ModelConfig::mla_joined_kv_b; host only)
-    BExpProbs,                     // (n_expert) DeepSeek-V3's expert selection bias, exp_probs_b
+    WqA,
+    QANorm,
+    WqB,  // (dim -> q_lora), (q_lora), (q_lora -> H * qk_mla)
+    WkvA,
+    KvANorm,  // (dim -> kv_lora + rope) the latent and the shared rotary key, (kv_lora)
+    WkB,
+    WvB,  // H x (nope -> kv_lora) absorbed into q, H x (kv_lora -> v_mla) after attention
+    WkvB,  // (kv_lora -> H * (nope + v_mla)) older files' joined form of both: per head
+    // nope k rows then v_mla v rows (ModelConfig::mla_joined_kv_b; host only)
+    BExpProbs,  // (n_expert) DeepSeek-V3's expert selection bias, exp_probs_b
     LayerCount,
     // --- model level
-    TokenEmbd = LayerCount, PositionEmbd, TokenTypes, TokenEmbdNorm, TokenEmbdNormB, RopeFreqs, RopeFactorsLong, RopeFactorsShort, OutputNorm, OutputNormB,
+    TokenEmbd = LayerCount,
+    PositionEmbd,
+    TokenTypes,
+    TokenEmbdNorm,
+    TokenEmbdNormB,
+    RopeFreqs,
+    RopeFactorsLong,
+    RopeFactorsShort,
+    OutputNorm,
+    OutputNormB,
     Output,
     // A reranker's classification head on the first token's state (encoders, pooling rank; read on
     // the host, never uploaded): cls (dim -> dim) + bias, tanh, then cls.output (dim -> labels) + bias;
     // with StackDesc::cls_single, cls (dim -> 1) + bias, tanh, alone.
-    Cls, ClsB, ClsOut, ClsOutB,
+    Cls,
+    ClsB,
+    ClsOut,
+    ClsOutB,
     None,  // no tensor: a plan step that does not run, or has no bias (kNoRole)
 };
 inline constexpr size_t kLayerRoles = size_t(Role::LayerCount);
 
 // A dimension of a shape, resolved by SchemaDims::get().
 enum class Dim : uint8_t {
-    One, Embd, Q, Kv, Qkv, Ffn, Ffn2, HeadDim, Vocab, CtxTrain, RopeHalf, TokenTypes, ClsOut, Heads, RelBuckets,
-    Experts, FfnExp, FfnShexp,
-    QLora, KvLora, KvA, MlaQ, MlaNope, MlaV, MlaO,  // latent attention: ranks, kv_lora + rope, H * qk_mla, qk_mla - rope, v_mla, H * v_mla
-    MlaKvB,                                         // H * (qk_mla - rope + v_mla)
+    One,
+    Embd,
+    Q,
+    Kv,
+    Qkv,
+    Ffn,
+    Ffn2,
+    HeadDim,
+    Vocab,
+    CtxTrain,
+    RopeHalf,
+    TokenTypes,
+    ClsOut,
+    Heads,
+    RelBuckets,
+    Experts,
+    FfnExp,
+    FfnShexp,
+    QLora,
+    KvLora,
+    KvA,
+    MlaQ,
+    MlaNope,
+    MlaV,
+    MlaO,  // latent attention: ranks, kv_lora + rope, H * qk_mla, qk_mla - rope, v_mla, H * v_mla
+    MlaKvB,  // H * (qk_mla - rope + v_mla)
 };
 
 struct SchemaDims {
@@ -100,11 +161,11 @@ enum class LayerSet : uint8_t { All, Dense, Moe };
 
 struct TensorSpec {
     Role role;
-    const char* name;       // GGUF name; per-layer names without the "blk.N." prefix
+    const char* name;  // GGUF name; per-layer names without the "blk.N." prefix
     std::array<Dim, 3> ne;  // ggml dims; Dim::One for vectors (and ne2 of everything but expert stacks)
-    bool required;          // absent: a clear error when required, else the model runs without it
+    bool required;  // absent: a clear error when required, else the model runs without it
     Init init;
-    bool f32 = false;       // uploaded as f32 whatever the file stores (norms, biases, rope factors)
+    bool f32 = false;  // uploaded as f32 whatever the file stores (norms, biases, rope factors)
     const char* prefix = "blk.";  // of per-layer names: "blk.", or T5's "enc.blk."
     LayerSet layers = LayerSet::All;
     // An expert stack that older files (Mixtral's first conversions) store as one tensor per expert

@@ -19,7 +19,8 @@ std::vector<uint32_t> split_layer_counts(uint32_t n_layers, std::span<const doub
     if (shares.empty()) throw std::invalid_argument("a split needs at least one device");
     double total = 0;
     for (double s : shares) {
-        if (!std::isfinite(s) || s < 0) throw std::invalid_argument(fmt::format("split ratio {} is not a non-negative number", s));
+        if (!std::isfinite(s) || s < 0)
+            throw std::invalid_argument(fmt::format("split ratio {} is not a non-negative number", s));
         total += s;
     }
     if (total <= 0) throw std::invalid_argument("split ratios are all 0: no device would hold a layer");
@@ -33,7 +34,8 @@ std::vector<uint32_t> split_layer_counts(uint32_t n_layers, std::span<const doub
         remainders.push_back({exact - counts[i], i});
     }
     // Largest fractional parts first; among equal ones the earlier device.
-    std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::stable_sort(remainders.begin(), remainders.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
     for (size_t j = 0; given < n_layers; ++j, ++given) ++counts[remainders[j % remainders.size()].second];
     return counts;
 }
@@ -48,7 +50,8 @@ SplitPlan plan_split(std::span<const SplitDevice> devices, const GgufFile& file,
         for (const SplitDevice& d : devices) plan.shares.push_back(double(d.caps.device_local_bytes));
     } else {
         if (ratios.size() != devices.size())
-            throw std::invalid_argument(fmt::format("--split gives {} ratios for {} devices", ratios.size(), devices.size()));
+            throw std::invalid_argument(
+                fmt::format("--split gives {} ratios for {} devices", ratios.size(), devices.size()));
         plan.shares.assign(ratios.begin(), ratios.end());
     }
     const std::vector<uint32_t> counts = split_layer_counts(cfg.n_layers, plan.shares);
@@ -67,8 +70,9 @@ SplitPlan plan_split(std::span<const SplitDevice> devices, const GgufFile& file,
                 part.memory = plan_memory(devices[d].caps, file, cfg, o, part.layers);
             } catch (const DeviceLimitError& e) {
                 const DeviceCaps& c = devices[d].caps;
-                misfits.push_back(fmt::format("device {} ({}, {} device-local), layers {}: {}", devices[d].index, c.name,
-                                              format_mib(c.device_local_bytes), layer_span(part.layers), e.what()));
+                misfits.push_back(fmt::format("device {} ({}, {} device-local), layers {}: {}", devices[d].index,
+                                              c.name, format_mib(c.device_local_bytes), layer_span(part.layers),
+                                              e.what()));
             }
             parts.push_back(part);
         }
@@ -93,8 +97,10 @@ SplitPlan plan_split(std::span<const SplitDevice> devices, const GgufFile& file,
 std::vector<double> parse_split(const std::string& spec) {
     const std::string mode = spec.substr(0, spec.find(':'));
     if (mode != "layer")
-        throw std::invalid_argument(fmt::format("--split '{}': expected layer or layer:R0,R1,... (only whole layers are "
-                                                "split over devices)", spec));
+        throw std::invalid_argument(
+            fmt::format("--split '{}': expected layer or layer:R0,R1,... (only whole layers are "
+                        "split over devices)",
+                        spec));
     std::vector<double> ratios;
     if (spec.size() == mode.size()) return ratios;
     for (const std::string& item : comma_items(spec.substr(mode.size() + 1))) {

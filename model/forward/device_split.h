@@ -30,10 +30,10 @@ struct SplitPart {
 };
 
 struct SplitPlan {
-    std::vector<double> shares;   // what the layers were split by (the ratios, or device memory)
-    bool by_memory = false;       // shares are each device's device-local memory
-    uint32_t n_ctx = 0;           // the same context on every part
-    std::vector<SplitPart> parts; // in layer order; devices given no layer have no part
+    std::vector<double> shares;  // what the layers were split by (the ratios, or device memory)
+    bool by_memory = false;  // shares are each device's device-local memory
+    uint32_t n_ctx = 0;  // the same context on every part
+    std::vector<SplitPart> parts;  // in layer order; devices given no layer have no part
 };
 
 // Splits cfg's layers over `devices` by `ratios` (one per device), or by each device's

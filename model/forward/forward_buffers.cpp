@@ -14,8 +14,11 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     const uint32_t U = scratch_rows(opts), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = dense_ffn_dim(cfg);
     const uint64_t kv_row = kv_row_bytes(cfg, opts.kv_type);
     b.kv_tables = ctx.create_buffer(4ull * opts.n_seq * kv_blocks(plan.n_ctx), MemoryUsage::Upload, "kv_tables");
-    if (ring_rows) b.ring_tables = ctx.create_buffer(4ull * opts.n_seq * kv_blocks(ring_rows), MemoryUsage::Upload, "ring_tables");
-    auto dev = [&](uint64_t floats, const char* name) { return ctx.create_buffer(floats * 4, MemoryUsage::Device, name); };
+    if (ring_rows)
+        b.ring_tables = ctx.create_buffer(4ull * opts.n_seq * kv_blocks(ring_rows), MemoryUsage::Upload, "ring_tables");
+    auto dev = [&](uint64_t floats, const char* name) {
+        return ctx.create_buffer(floats * 4, MemoryUsage::Device, name);
+    };
     b.x = dev(uint64_t(U) * dim, "x");
     b.xn = dev(uint64_t(U) * dim, "xn");
     b.tmp = dev(uint64_t(U) * dim, "tmp");
@@ -72,8 +75,10 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     b.segs = ctx.create_buffer(uint64_t(U) * 8, MemoryUsage::Upload, "segments");
     if (cfg.arch->attn.cross_attention) {
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {
-            b.cross_k.push_back(ctx.create_buffer(kv_row * plan.n_ctx, MemoryUsage::Device, fmt::format("cross_k.{}", l)));
-            b.cross_v.push_back(ctx.create_buffer(kv_row * plan.n_ctx, MemoryUsage::Device, fmt::format("cross_v.{}", l)));
+            b.cross_k.push_back(
+                ctx.create_buffer(kv_row * plan.n_ctx, MemoryUsage::Device, fmt::format("cross_k.{}", l)));
+            b.cross_v.push_back(
+                ctx.create_buffer(kv_row * plan.n_ctx, MemoryUsage::Device, fmt::format("cross_v.{}", l)));
         }
         b.enc = ctx.create_buffer(uint64_t(plan.n_ctx) * dim * 4, MemoryUsage::Upload, "encoder_output");
         b.enc_rows = ctx.create_buffer(uint64_t(plan.n_ctx) * 4, MemoryUsage::Upload, "encoder_rows");
@@ -85,7 +90,8 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     }
     b.ids = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
     if (!gpu_embed && first) b.embed_in = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
-    b.attn_scratch = ctx.create_buffer(std::max<uint64_t>(plan.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
+    b.attn_scratch =
+        ctx.create_buffer(std::max<uint64_t>(plan.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
     return b;
 }
 

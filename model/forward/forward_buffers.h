@@ -17,19 +17,19 @@ namespace vkllm {
 
 // U = max(ubatch, n_seq) rows: a prompt chunk, or one token per sequence of a decode step.
 struct ForwardBuffers {
-    Buffer x;        // (U, dim)  residual stream
-    Buffer xn;       // (U, dim)  normed input of attention / FFN
-    Buffer tmp;      // (U, dim)  block output before its post-norm; learned position rows
-    Buffer q;        // (U, q_dim = n_heads * head_dim)
-    Buffer k;        // (U, kv_dim)
-    Buffer v;        // (U, kv_dim)
-    Buffer att;      // (U, q_dim)  attention output
-    Buffer gate;     // (U, ffn)   ffn: dense_ffn_dim (a mixture of experts' shared expert's)
-    Buffer up;       // (U, ffn)
-    Buffer last;     // (dim)     last token's hidden state
-    Buffer qkv;      // (q_dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
+    Buffer x;  // (U, dim)  residual stream
+    Buffer xn;  // (U, dim)  normed input of attention / FFN
+    Buffer tmp;  // (U, dim)  block output before its post-norm; learned position rows
+    Buffer q;  // (U, q_dim = n_heads * head_dim)
+    Buffer k;  // (U, kv_dim)
+    Buffer v;  // (U, kv_dim)
+    Buffer att;  // (U, q_dim)  attention output
+    Buffer gate;  // (U, ffn)   ffn: dense_ffn_dim (a mixture of experts' shared expert's)
+    Buffer up;  // (U, ffn)
+    Buffer last;  // (dim)     last token's hidden state
+    Buffer qkv;  // (q_dim + 2 kv_dim)  fused Q|K|V projection of one token (decode)
     Buffer gate_up;  // (2 ffn)           fused gate|up projection of one token (decode)
-    Buffer xq;       // (U, q8_1_row_bytes(max k)) where the integer-dot kernels run: their X
+    Buffer xq;  // (U, q8_1_row_bytes(max k)) where the integer-dot kernels run: their X
     // mixture of experts (K = n_expert_used): router logits (U, n_expert), chosen ids and weights
     // (U, K), the slots grouped per expert, every slot's gate and up (U * K, expert_ffn) and output
     // (U * K, dim), the shared expert's gate logit (U)
@@ -40,16 +40,16 @@ struct ForwardBuffers {
     // in k (U, rope + r), the latent normed in v.
     Buffer mla_qa, mla_q, mla_kva, mla_qn, mla_qabs, mla_o, head_ids, mla_groups;
 
-    Buffer logits;      // (n_seq, n_vocab), with the head
+    Buffer logits;  // (n_seq, n_vocab), with the head
     Buffer all_logits;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits
-    Buffer argmax;      // (n_seq) uint32
-    Buffer positions;   // (U) int32, host-written: each token's cache row (its position in its sequence, or in a pack)
-    Buffer rel_pos;     // (U) int32, host-written: each token's position in its input (RoPE, learned positions)
-    Buffer segs;        // (U, 2) int32, host-written: bidirectional models' key range per token
-    Buffer ids;         // (U) int32, host-written
-    Buffer embed_in;    // (U, dim) host-written rows when the embedding is too large for one binding
-    Buffer send;        // (U, dim) readback: a split's stage before the last hands its x rows over in it
-    Buffer recv;        // (U, dim) host-written: a stage after the first takes its x rows from it
+    Buffer argmax;  // (n_seq) uint32
+    Buffer positions;  // (U) int32, host-written: each token's cache row (its position in its sequence, or in a pack)
+    Buffer rel_pos;  // (U) int32, host-written: each token's position in its input (RoPE, learned positions)
+    Buffer segs;  // (U, 2) int32, host-written: bidirectional models' key range per token
+    Buffer ids;  // (U) int32, host-written
+    Buffer embed_in;  // (U, dim) host-written rows when the embedding is too large for one binding
+    Buffer send;  // (U, dim) readback: a split's stage before the last hands its x rows over in it
+    Buffer recv;  // (U, dim) host-written: a stage after the first takes its x rows from it
     Buffer attn_scratch;  // (n_seq) x attention split-K partials: one region per decode row
 
     // The block tables a step reads, host-written before each submission: row r (a decode batch's
@@ -68,8 +68,8 @@ struct ForwardBuffers {
     // Everything above for the layers `range` of a model planned as `plan` (its context and
     // attention partials); `ring_rows` sizes the ring tables (0: none), `gpu_embed` says whether the
     // embedding is looked up on the device (else the first stage gets embed_in).
-    static ForwardBuffers allocate(Context& ctx, const ModelConfig& cfg, const ModelOptions& opts, const MemoryPlan& plan,
-                                   LayerRange range, uint32_t ring_rows, bool gpu_embed);
+    static ForwardBuffers allocate(Context& ctx, const ModelConfig& cfg, const ModelOptions& opts,
+                                   const MemoryPlan& plan, LayerRange range, uint32_t ring_rows, bool gpu_embed);
 };
 
 }  // namespace vkllm

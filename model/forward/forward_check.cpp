@@ -12,7 +12,10 @@ TensorDiff diff_tensors(std::span<const float> gpu, std::span<const float> ref) 
     TensorDiff d;
     double err = 0, norm = 0;
     for (size_t i = 0; i < std::min(gpu.size(), ref.size()); ++i) {
-        if (!std::isfinite(gpu[i])) { ++d.non_finite; continue; }
+        if (!std::isfinite(gpu[i])) {
+            ++d.non_finite;
+            continue;
+        }
         double e = double(gpu[i]) - ref[i];
         err += e * e;
         norm += double(ref[i]) * ref[i];
@@ -35,7 +38,8 @@ CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t>
     for (auto& [layer, tensors] : gpu_layers) {
         for (auto& [name, g] : tensors) {
             const std::vector<float>& c = cpu_layers.at(layer).at(name);
-            std::span<const float> ref(c.data() + (c.size() - std::min(c.size(), g.size())), std::min(c.size(), g.size()));
+            std::span<const float> ref(c.data() + (c.size() - std::min(c.size(), g.size())),
+                                       std::min(c.size(), g.size()));
             TensorDiff d = diff_tensors(g, ref);
             if (d.nmse > r.worst_tensor_nmse || r.worst_tensor.empty()) {
                 r.worst_tensor_nmse = d.nmse;
@@ -43,10 +47,9 @@ CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t>
             }
             if (r.ok && !(d.nmse <= tensor_nmse)) {
                 r.ok = false;
-                r.first_divergence = fmt::format("layer {} tensor {}: nmse {:.3g}, max |diff| {:.3g}{} (threshold {:.1g})",
-                                                 layer, name, d.nmse, d.max_abs,
-                                                 d.non_finite ? fmt::format(", {} non-finite", d.non_finite) : "",
-                                                 tensor_nmse);
+                r.first_divergence = fmt::format(
+                    "layer {} tensor {}: nmse {:.3g}, max |diff| {:.3g}{} (threshold {:.1g})", layer, name, d.nmse,
+                    d.max_abs, d.non_finite ? fmt::format(", {} non-finite", d.non_finite) : "", tensor_nmse);
             }
         }
     }
@@ -59,8 +62,8 @@ CheckReport check_forward(ModelGpu& gpu, ModelCpu& cpu, std::span<const int32_t>
     r.cpu_argmax = int32_t(std::max_element(cpu_logits.begin(), cpu_logits.end()) - cpu_logits.begin());
     if (r.ok && !(d.nmse <= logits_nmse)) {
         r.ok = false;
-        r.first_divergence = fmt::format("{}: nmse {:.3g} (threshold {:.1g})", head ? "logits" : "hidden states",
-                                         d.nmse, logits_nmse);
+        r.first_divergence =
+            fmt::format("{}: nmse {:.3g} (threshold {:.1g})", head ? "logits" : "hidden states", d.nmse, logits_nmse);
     }
     return r;
 }

@@ -11,7 +11,7 @@
 namespace vkllm {
 
 struct TensorDiff {
-    double nmse = 0;     // sum (gpu - ref)^2 / sum ref^2
+    double nmse = 0;  // sum (gpu - ref)^2 / sum ref^2
     double max_abs = 0;
     size_t non_finite = 0;
 };

@@ -21,7 +21,8 @@ namespace {
 UploadProgress stage_progress(const UploadProgress& progress, uint64_t before, uint64_t stage_bytes, uint64_t total) {
     if (!progress || total == 0) return progress;
     return [progress, before, stage_bytes, total](uint64_t done, uint64_t of) {
-        const uint64_t part = of == 0 || done >= of ? stage_bytes : uint64_t(double(stage_bytes) * double(done) / double(of));
+        const uint64_t part =
+            of == 0 || done >= of ? stage_bytes : uint64_t(double(stage_bytes) * double(done) / double(of));
         progress(before + part, total);
     };
 }
@@ -35,9 +36,12 @@ ForwardStage::ForwardStage(Context& ctx, const GgufFile& file, const ModelConfig
     layout_ = plan_weights(file, cfg, plan_.n_ctx, range_, opts_.shared_token_embd != nullptr);
     if (const DeviceTensor* e = opts_.shared_token_embd) {
         const TensorPlace& own = layout_.token_embd;
-        if (!where.alone || !e->present() || e->type != own.type || e->row_elems != own.row_elems || e->rows != own.rows)
-            throw std::invalid_argument(fmt::format("a shared token embedding must be this file's token_embd ({} rows of {}) "
-                                                    "on a single device", own.rows, own.row_elems));
+        if (!where.alone || !e->present() || e->type != own.type || e->row_elems != own.row_elems ||
+            e->rows != own.rows)
+            throw std::invalid_argument(
+                fmt::format("a shared token embedding must be this file's token_embd ({} rows of {}) "
+                            "on a single device",
+                            own.rows, own.row_elems));
     }
     // token_embd fits one binding: its rows are looked up on the device.
     gpu_embed_ = layout_.token_embd.bytes() <= ctx_.caps().max_storage_buffer_range;
@@ -52,7 +56,8 @@ ForwardStage::ForwardStage(Context& ctx, const GgufFile& file, const ModelConfig
         }
     });
     try {
-        w_ = ModelWeights::upload(ctx_, file, layout_, stage_progress(progress, where.before, layout_.bytes, where.total));
+        w_ = ModelWeights::upload(ctx_, file, layout_,
+                                  stage_progress(progress, where.before, layout_.bytes, where.total));
         if (opts_.shared_token_embd) w_.token_embd = *opts_.shared_token_embd;
     } catch (...) {
         compiler.join();
@@ -82,11 +87,13 @@ ForwardStage::ForwardStage(Context& ctx, const GgufFile& file, const ModelConfig
         if (!L.ring) kv_block_bytes_ += kv_caches(cfg) * kKvBlockRows * kv_row;
         L.k_cache = ctx_.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("k_cache.{}", l));
         // Latent attention reads V from the K rows: no V cache.
-        if (!cfg.v_in_k()) L.v_cache = ctx_.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("v_cache.{}", l));
+        if (!cfg.v_in_k())
+            L.v_cache = ctx_.create_buffer(kv_row * L.pool_rows, MemoryUsage::Device, fmt::format("v_cache.{}", l));
     }
     // Every stage's tables have the same shape (one context for all): the first stage fills them.
     for (uint32_t l = 0; l < cfg.n_layers; ++l)
-        if (const uint32_t rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch); rows != plan_.n_ctx) ring_rows_ = rows;
+        if (const uint32_t rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch); rows != plan_.n_ctx)
+            ring_rows_ = rows;
     buf_ = ForwardBuffers::allocate(ctx_, cfg, opts_, plan_, range_, ring_rows_, gpu_embed_);
 }
 
@@ -132,9 +139,9 @@ std::vector<PipelineDesc> ForwardStage::pipelines() const {
 bool ForwardStage::int_dot_layers(const StepShape& shape) const {
     for (uint32_t l = range_.first; l < range_.end(); ++l) {
         const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[l], l, shape, kv_geometry());
-        for (const LinearStep* s : {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.attn.q_a, &p.attn.q_b,
-                                    &p.attn.kv_a, &p.cross.q, &p.cross.o, &p.ffn.gate_up, &p.ffn.gate, &p.ffn.up,
-                                    &p.ffn.down})
+        for (const LinearStep* s :
+             {&p.attn.qkv, &p.attn.q, &p.attn.k, &p.attn.v, &p.attn.wo, &p.attn.q_a, &p.attn.q_b, &p.attn.kv_a,
+              &p.cross.q, &p.cross.o, &p.ffn.gate_up, &p.ffn.gate, &p.ffn.up, &p.ffn.down})
             if (s->runs() && s->kernel.int_dot()) return true;
         const MoePlan& m = p.ffn.moe;
         if (m.runs && (m.grouped ? m.gate_mm.int_dot() || m.up_mm.int_dot() || m.down_mm.int_dot()
@@ -174,11 +181,16 @@ Recording& ForwardStage::recording(const StepShape& b) {
     // hand-off out): submit() counts on the layers being streams 1..count.
     const uint64_t rows = 4ull * cfg_.dim * b.n;
     const StageRecorder recorder(*this);
-    if (first()) add([&](CommandStream& s) { recorder.record_embed(s, b.n); });
-    else add([&](CommandStream& s) { s.copy(buf_.recv.slice(0, rows), buf_.x.slice(0, rows)); });
-    for (uint32_t l = range_.first; l < range_.end(); ++l) add([&](CommandStream& s) { recorder.record_layer(s, l, b); });
-    if (!last()) add([&](CommandStream& s) { s.copy(buf_.x.slice(0, rows), buf_.send.slice(0, rows)); });
-    else if (cfg_.arch->stack.lm_head) add([&](CommandStream& s) { recorder.record_head(s, b); });
+    if (first())
+        add([&](CommandStream& s) { recorder.record_embed(s, b.n); });
+    else
+        add([&](CommandStream& s) { s.copy(buf_.recv.slice(0, rows), buf_.x.slice(0, rows)); });
+    for (uint32_t l = range_.first; l < range_.end(); ++l)
+        add([&](CommandStream& s) { recorder.record_layer(s, l, b); });
+    if (!last())
+        add([&](CommandStream& s) { s.copy(buf_.x.slice(0, rows), buf_.send.slice(0, rows)); });
+    else if (cfg_.arch->stack.lm_head)
+        add([&](CommandStream& s) { recorder.record_head(s, b); });
     return *recordings_.emplace(b, std::move(rec)).first->second;
 }
 

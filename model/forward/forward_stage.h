@@ -29,9 +29,9 @@
 namespace vkllm {
 
 struct ForwardStats {
-    uint64_t recordings = 0;   // command streams recorded (per chunk size, not per token)
-    uint64_t submits = 0;      // vkQueueSubmit calls
-    uint64_t tokens = 0;       // tokens evaluated
+    uint64_t recordings = 0;  // command streams recorded (per chunk size, not per token)
+    uint64_t submits = 0;  // vkQueueSubmit calls
+    uint64_t tokens = 0;  // tokens evaluated
 };
 
 // Intermediate tensors of one layer, for --check and the tests: name -> values (n_tokens rows).
@@ -40,13 +40,13 @@ using LayerProbe = std::function<void(uint32_t layer, const LayerTensors&)>;
 
 // Everything a layer reads besides the activations.
 struct LayerState {
-    LayerWeights w;        // views into the stage's weight buffers, by role
+    LayerWeights w;  // views into the stage's weight buffers, by role
     uint32_t kv_rows = 0;  // kv_cache_rows(): rows a sequence addresses, n_ctx or a sliding window's ring
     // The pools every sequence's rows live in, (pool rows, n_kv_heads * head_dim) of the KV type,
     // for K and for V (none with MLA); a sequence's rows found through its block table.
     Buffer k_cache, v_cache;
     uint32_t pool_rows = 0;
-    bool ring = false;      // kv_rows differs from n_ctx: fixed blocks per sequence, never shared
+    bool ring = false;  // kv_rows differs from n_ctx: fixed blocks per sequence, never shared
     int32_t pos_bias = -1;  // T5: the layer's position-bias table in ForwardStage::pos_bias
 };
 
@@ -124,7 +124,7 @@ private:
     ModelWeights w_;
     bool gpu_embed_ = true;  // token_embd fits one binding: look rows up with get_rows on the device
     std::vector<LayerState> layers_;  // indexed by layer; only this stage's are filled
-    std::vector<Buffer> pos_bias_;    // T5: layer 0's table (shared by layers without attn_rel_b), then any others
+    std::vector<Buffer> pos_bias_;  // T5: layer 0's table (shared by layers without attn_rel_b), then any others
     uint32_t ring_rows_ = 0;  // kv_rows of the sliding-window layers where they differ from n_ctx (0: none)
     uint64_t kv_block_bytes_ = 0;
     ForwardBuffers buf_;

@@ -14,8 +14,10 @@ KvBlockPool::KvBlockPool(uint32_t blocks, uint32_t block_rows, uint32_t n_seq, u
 
 uint32_t KvBlockPool::take(uint32_t seq) {
     if (free_.empty())
-        throw ContextFullError(fmt::format("the KV cache has no free block for sequence {} ({} blocks of {} rows, "
-                                           "all held by other sequences)", seq, blocks_total(), block_rows_));
+        throw ContextFullError(
+            fmt::format("the KV cache has no free block for sequence {} ({} blocks of {} rows, "
+                        "all held by other sequences)",
+                        seq, blocks_total(), block_rows_));
     const uint32_t b = free_.back();
     free_.pop_back();
     refs_[b] = 1;

@@ -53,8 +53,8 @@ private:
 
     uint32_t block_rows_ = 0, max_rows_ = 0;
     std::vector<std::vector<uint32_t>> seq_blocks_;  // per sequence, its blocks in order
-    std::vector<uint32_t> free_;                     // taken from the back
-    std::vector<uint32_t> refs_;                     // per block, the sequences holding it
+    std::vector<uint32_t> free_;  // taken from the back
+    std::vector<uint32_t> refs_;  // per block, the sequences holding it
 };
 
 }  // namespace vkllm

@@ -13,8 +13,9 @@ uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, u
 
 ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
                                             const KvGeometry& kv) {
-    ops::AttentionParams p{n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                           kv_cache_rows(cfg, layer, kv.n_ctx, kv.ubatch), cfg.attn_scale, kv.type};
+    ops::AttentionParams p{
+        n_tokens,       cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, kv_cache_rows(cfg, layer, kv.n_ctx, kv.ubatch),
+        cfg.attn_scale, kv.type};
     p.softcap = cfg.attn_softcap;
     p.causal = cfg.causal;
     // Bidirectional models read each query's key range from a buffer, so that several inputs can
@@ -51,7 +52,8 @@ LinearStep step(const DeviceCaps& caps, const LayerPlaces& L, Role w, Role bias,
 // A mixture of experts reads norm(x) twice (the router and the experts), so the norm is its own
 // dispatch; every expert projection reads only the chosen experts' rows (ops::moe_matvec), and the
 // GLU rides in the down projection's loads at every shape.
-void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& L, const StepShape& shape, FfnPlan& f) {
+void plan_moe(const DeviceCaps& caps, const ModelConfig& cfg, const LayerPlaces& L, const StepShape& shape,
+              FfnPlan& f) {
     using R = Role;
     const uint32_t n = shape.n;
     const bool db = shape.decode_batch;
@@ -128,7 +130,8 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     // from one matvec over the fused weights, where the biases are fused too (or absent).
     AttentionBlockPlan& a = p.attn;
     const bool norm_after = A.norm.placement == NormPlacement::Post;
-    const bool fold_norm = decode && A.norm.kind == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before a block folds
+    const bool fold_norm =
+        decode && A.norm.kind == NormKind::Rms && !norm_after;  // only RMSNorm (no bias) before a block folds
     a.fold_norm = fold_norm;
     const Kind attn_in = a.fold_norm ? Kind::RmsNorm : Kind::Plain;
     const bool some_bias = L[R::Bq].present() || L[R::Bk].present() || L[R::Bv].present();
@@ -243,7 +246,8 @@ std::vector<PipelineDesc> LayerPlan::pipelines(const Context& ctx) const {
     return out;
 }
 
-ops::AttentionParams cross_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_rows, ops::KvType type) {
+ops::AttentionParams cross_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_rows,
+                                            ops::KvType type) {
     ops::AttentionParams p{n_tokens, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, n_rows, cfg.attn_scale, type};
     p.causal = false;
     return p;

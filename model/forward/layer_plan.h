@@ -40,7 +40,7 @@ inline constexpr uint32_t kv_blocks(uint32_t rows) { return (rows + kKvBlockRows
 
 // The cache a model's attention reads: sizes it per layer.
 struct KvGeometry {
-    uint32_t n_ctx = 0;   // rows per sequence of full-attention layers
+    uint32_t n_ctx = 0;  // rows per sequence of full-attention layers
     uint32_t ubatch = 0;  // sizes the sliding-window rings (kv_cache_rows)
     ops::KvType type = ops::KvType::F16;
 };
@@ -53,7 +53,7 @@ inline constexpr Role kNoRole = Role::None;
 
 // One projection: y (+)= W · input(x) (+ bias).
 struct LinearStep {
-    Role w = kNoRole;     // kNoRole: the step does not run
+    Role w = kNoRole;  // kNoRole: the step does not run
     Role bias = kNoRole;  // kNoRole: no bias in the epilogue
     bool residual = false;  // y += ... (the residual stream), else y = ...
     ops::MatvecInput::Kind input = ops::MatvecInput::Kind::Plain;
@@ -66,10 +66,10 @@ struct LinearStep {
 struct AttentionBlockPlan {
     bool fold_norm = false;  // the RMSNorm rides in the q/k/v matvecs (decode steps)
     bool fused_qkv = false;  // one matvec over wqkv into one (q + 2 kv) vector (a lone token)
-    LinearStep qkv;          // fused_qkv
-    LinearStep q, k, v;      // otherwise
+    LinearStep qkv;  // fused_qkv
+    LinearStep q, k, v;  // otherwise
     QkNorm qk_norm = QkNorm::None;  // the norm of q and k (AttentionDesc::qk_norm)
-    bool rope = false;       // rotary positions (learned ones are added at the embedding)
+    bool rope = false;  // rotary positions (learned ones are added at the embedding)
     // RoPE of q and k, the K/V store and attention in one kernel (ops::attention_store): decode
     // steps where it takes the shape. Otherwise rope, kv_store_pair and attention.
     bool fused_store = false;
@@ -80,8 +80,8 @@ struct AttentionBlockPlan {
     ops::AttentionParams params;  // per call: n tokens of a chunk; 1 per sequence, or a batch's n with batched
     LinearStep wo;
     bool post_norm = false;  // wo's output is normalized before the residual add (Gemma)
-    bool norm_after = false; // the block's norm follows the residual add (NormPlacement::Post)
-    bool norm_2 = false;     // then x = norm_2(x + the layer's input) (NormDesc::attn_norm_2)
+    bool norm_after = false;  // the block's norm follows the residual add (NormPlacement::Post)
+    bool norm_2 = false;  // then x = norm_2(x + the layer's input) (NormDesc::attn_norm_2)
 
     // Latent attention (AttentionDesc::mla) in its absorbed form, from xn = norm(x), H heads:
     //   q (n, H, qk)        = wq_b · rms_norm(wq_a · xn)   (q_lora_rank; else wq · xn: the `q` step)
@@ -92,7 +92,7 @@ struct AttentionBlockPlan {
     //   x                  += wo · [wv_b_h · att_h]_h
     bool mla = false;
     LinearStep q_a, q_b, kv_a;
-    ops::MoeMatvecPlan k_b, v_b;       // decode steps: a matvec per (token, head) slot
+    ops::MoeMatvecPlan k_b, v_b;  // decode steps: a matvec per (token, head) slot
     // Chunks: the slots grouped per head (ops::moe_group, one small dispatch per layer), wk_b and wv_b
     // as matmul tiles per head, each head's matrix read once per tile of tokens instead of once per token.
     bool mla_grouped = false;
@@ -106,7 +106,7 @@ struct AttentionBlockPlan {
 // the *_shexp roles, writing its own output for the combine instead of the residual.
 struct MoePlan {
     bool runs = false;
-    LinearStep router;         // (dim -> n_expert) logits (+ bias, gpt-oss)
+    LinearStep router;  // (dim -> n_expert) logits (+ bias, gpt-oss)
     ops::MoeRouteParams route;
     // Decode steps: a matvec per slot; down's input act(gate, up), formed as it loads them.
     ops::MoeMatvecPlan gate, up, down;
@@ -114,9 +114,9 @@ struct MoePlan {
     // GLU an element-wise op between up and down.
     bool grouped = false;
     ops::MoeMatmulPlan gate_mm, up_mm, down_mm;
-    bool biases = false;       // each expert's bias rows follow gate, up and down (gpt-oss)
+    bool biases = false;  // each expert's bias rows follow gate, up and down (gpt-oss)
     bool shared = false;
-    LinearStep shared_gate;    // (dim -> 1) the shared expert's gate logit
+    LinearStep shared_gate;  // (dim -> 1) the shared expert's gate logit
 };
 // The router of a mixture-of-experts model (cfg.n_expert > 0), as its keys configure it.
 ops::MoeRouteParams moe_route_params(const ModelConfig& cfg);
@@ -127,17 +127,17 @@ uint32_t dense_ffn_dim(const ModelConfig& cfg);
 // x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x) (+ b_up)) (+ b_down)); with norm_after,
 // x = norm(x + w_down · act(...(x)...) (+ b_down))
 struct FfnPlan {
-    bool fold_norm = false;      // the RMSNorm rides in the gate/up matvecs (decode steps)
+    bool fold_norm = false;  // the RMSNorm rides in the gate/up matvecs (decode steps)
     bool fused_gate_up = false;  // one matvec over w_gate_up into one (2 ffn) vector (a lone token)
-    LinearStep gate_up;          // fused_gate_up
-    LinearStep gate, up;         // otherwise; no gate for a plain GELU FFN
+    LinearStep gate_up;  // fused_gate_up
+    LinearStep gate, up;  // otherwise; no gate for a plain GELU FFN
     bool up_bias_apart = false;  // fused gate_up and an up bias: the bias is added on its own
     FfnKind act = FfnKind::SwiGlu;
-    bool fold_act = false;       // the GLU rides in the down projection's matvec (decode steps)
+    bool fold_act = false;  // the GLU rides in the down projection's matvec (decode steps)
     LinearStep down;
     bool post_norm = false;
     bool norm_after = false;
-    MoePlan moe;                 // runs: a mixture of experts (the steps above: its shared expert)
+    MoePlan moe;  // runs: a mixture of experts (the steps above: its shared expert)
 };
 
 // An encoder-decoder's cross-attention (T5's decoder), between self-attention and the FFN:
@@ -153,7 +153,8 @@ struct CrossPlan {
 // The cross-attention cache of an encoder-decoder model holding up to n_rows encoder rows of the
 // KV type (llama.cpp rounds cross K/V to f16 for its flash attention, as vkllm's default cache does),
 // bidirectional, scores as the model scales them.
-ops::AttentionParams cross_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_rows, ops::KvType type);
+ops::AttentionParams cross_attention_params(const ModelConfig& cfg, uint32_t n_tokens, uint32_t n_rows,
+                                            ops::KvType type);
 // The projections of `rows` encoder output rows into a layer's cross K and V.
 struct CrossKvPlan {
     LinearStep k, v;

@@ -30,8 +30,8 @@ uint64_t q8_scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const 
     if (!caps.int_dot_kernels) return 0;
     const uint32_t rows = scratch_rows(o);
     // Latent attention's wq_b reads q_lora_rank values and its wo H x value_length_mla.
-    const uint64_t dense = rows * ops::q8_1_row_bytes(std::max(
-                                      {cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg), cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
+    const uint64_t dense = rows * ops::q8_1_row_bytes(std::max({cfg.dim, cfg.q_dim(), dense_ffn_dim(cfg),
+                                                                cfg.q_lora_rank, cfg.n_heads * cfg.mla_v}));
     // A mixture of experts: the down projections read one GLU row per slot (token x expert).
     const uint64_t experts =
         cfg.arch->moe() ? uint64_t(rows) * cfg.n_expert_used * ops::q8_1_row_bytes(cfg.expert_ffn_dim) : 0;
@@ -104,7 +104,6 @@ uint64_t cross_row_bytes(const ModelConfig& cfg, const ModelOptions& o, LayerRan
 // Rows of a layer's pool: whole blocks of `rows` (kv_cache_rows) per sequence.
 uint64_t pool_rows(uint32_t rows, uint32_t n_seq) { return uint64_t(kv_blocks(rows)) * kKvBlockRows * n_seq; }
 
-
 uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, LayerRange layers) {
     uint64_t rows = 0;
     for (uint32_t l = layers.first; l < layers.end(); ++l) rows += layer_pool_rows(cfg, o, n_ctx, l);
@@ -126,13 +125,14 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     if (cfg.kv_dim() % ops::kv_row_multiple(opts.kv_type) != 0)
         throw std::invalid_argument(fmt::format(
             "--kv-type {}: this model's K/V rows have {} values (n_kv_heads {} x head_dim {}), not a multiple of {}; "
-            "use --kv-type f16", ops::kv_type_name(opts.kv_type), cfg.kv_dim(), cfg.n_kv_heads, cfg.head_dim,
+            "use --kv-type f16",
+            ops::kv_type_name(opts.kv_type), cfg.kv_dim(), cfg.n_kv_heads, cfg.head_dim,
             ops::kv_row_multiple(opts.kv_type)));
     if (cfg.v_in_k() && (cfg.head_dim - cfg.v_dim()) % ops::kv_row_multiple(opts.kv_type) != 0)
         throw std::invalid_argument(fmt::format(
             "--kv-type {}: this model's latent starts {} values into each cached row (its rotary part), not a "
-            "multiple of {}; use --kv-type f16", ops::kv_type_name(opts.kv_type), cfg.head_dim - cfg.v_dim(),
-            ops::kv_row_multiple(opts.kv_type)));
+            "multiple of {}; use --kv-type f16",
+            ops::kv_type_name(opts.kv_type), cfg.head_dim - cfg.v_dim(), ops::kv_row_multiple(opts.kv_type)));
     MemoryPlan p;
     p.n_seq = opts.n_seq;
     p.available = caps.device_local_bytes;
@@ -147,7 +147,8 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         for (uint32_t l = layers.first; count > 0 && l < layers.end(); ++l) {
             const TensorPlace& t = layout.layers[l][spec.role];
             if (t.present())  // named by its buffer: the file's tensor, or what it was derived from
-                ops::check_expert_binding(caps, layout.buffers[t.buffer].label, t.type, uint32_t(t.rows / count), t.row_elems);
+                ops::check_expert_binding(caps, layout.buffers[t.buffer].label, t.type, uint32_t(t.rows / count),
+                                          t.row_elems);
         }
     }
     if (opts.all_logits && layers.end() == cfg.n_layers) {  // only the head's part of a split holds them
@@ -158,8 +159,9 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         if (p.all_logits > caps.max_storage_buffer_range)
             throw DeviceLimitError(fmt::format(
                 "--ubatch {}: the logits of every token of a ubatch ({} x {} vocab) take {} bytes, more than this "
-                "device's maxStorageBufferRange ({}); at most --ubatch {}", opts.ubatch, opts.ubatch, cfg.n_vocab,
-                p.all_logits, caps.max_storage_buffer_range, caps.max_storage_buffer_range / row));
+                "device's maxStorageBufferRange ({}); at most --ubatch {}",
+                opts.ubatch, opts.ubatch, cfg.n_vocab, p.all_logits, caps.max_storage_buffer_range,
+                caps.max_storage_buffer_range / row));
     }
     // The fit is checked with the attention partials of the largest context this call can pick.
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
@@ -179,47 +181,57 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         // budget's pool, so it is charged the larger of the two.
         if (cfg.is_local(l) && cfg.window > 0)
             fixed_kv += kv_caches(cfg) * kv_row * (opts.kv_budget ? std::max(ring_rows, budget_rows) : ring_rows);
-        else ++n_full;
+        else
+            ++n_full;
     }
     // The rings of all sequences are one pool, one binding, too.
     if (n_full < layers.count && ring_rows * kv_row > caps.max_storage_buffer_range)
-        throw DeviceLimitError(fmt::format(
-            "--parallel {}: the sliding-window layers' KV pool ({} rows of {} bytes for all sequences) would exceed this "
-            "device's maxStorageBufferRange ({}); use fewer sequences or a smaller --ubatch", opts.n_seq, ring_rows, kv_row,
-            caps.max_storage_buffer_range));
+        throw DeviceLimitError(
+            fmt::format("--parallel {}: the sliding-window layers' KV pool ({} rows of {} bytes for all sequences) "
+                        "would exceed this "
+                        "device's maxStorageBufferRange ({}); use fewer sequences or a smaller --ubatch",
+                        opts.n_seq, ring_rows, kv_row, caps.max_storage_buffer_range));
     if (opts.kv_budget && budget_rows * kv_row > caps.max_storage_buffer_range)
-        throw DeviceLimitError(fmt::format("--kv-budget {}: one layer's KV pool would be {} bytes, more than this device's "
-                                           "maxStorageBufferRange ({}); at most --kv-budget {}", opts.kv_budget,
-                                           budget_rows * kv_row, caps.max_storage_buffer_range,
-                                           caps.max_storage_buffer_range / kv_row / kKvBlockRows * kKvBlockRows));
+        throw DeviceLimitError(
+            fmt::format("--kv-budget {}: one layer's KV pool would be {} bytes, more than this device's "
+                        "maxStorageBufferRange ({}); at most --kv-budget {}",
+                        opts.kv_budget, budget_rows * kv_row, caps.max_storage_buffer_range,
+                        caps.max_storage_buffer_range / kv_row / kKvBlockRows * kKvBlockRows));
     if (opts.kv_budget) fixed_kv += kv_caches(cfg) * kv_row * n_full * budget_rows;
     const uint64_t per_token = (opts.kv_budget ? 0 : kv_caches(cfg) * kv_row * std::max(n_full, 1u) * opts.n_seq) +
                                cross_row_bytes(cfg, opts, layers);
     // One layer's K (or V) pool is one binding: every sequence's whole blocks must fit maxStorageBufferRange
     // (with a budget, checked above; a sequence then holds at most the budget).
-    const uint64_t max_ctx_binding = opts.kv_budget ? budget_rows
-                                                    : caps.max_storage_buffer_range / kv_row / opts.n_seq / kKvBlockRows * kKvBlockRows;
+    const uint64_t max_ctx_binding =
+        opts.kv_budget ? budget_rows
+                       : caps.max_storage_buffer_range / kv_row / opts.n_seq / kKvBlockRows * kKvBlockRows;
     // Keep 10% of the heap for the driver, staging and other processes.
     uint64_t budget = p.available / 10 * 9;
     uint64_t fixed = p.weights + p.scratch;
     if (fixed > budget)
         throw DeviceLimitError(fmt::format(
             "model does not fit on the device: weights {} + scratch {} = {}, but only {} of device memory is usable "
-            "(of {})", format_mib(p.weights), format_mib(p.scratch), format_mib(fixed), format_mib(budget), format_mib(p.available)));
+            "(of {})",
+            format_mib(p.weights), format_mib(p.scratch), format_mib(fixed), format_mib(budget),
+            format_mib(p.available)));
     // Whole blocks: the pool rounds each sequence's rows up to them.
     if (opts.kv_budget && fixed + fixed_kv > budget)
         throw DeviceLimitError(fmt::format(
             "--kv-budget {} needs {} of KV cache, but after weights ({}) and scratch ({}) only {} is usable",
-            opts.kv_budget, format_mib(fixed_kv), format_mib(p.weights), format_mib(p.scratch), format_mib(budget - fixed)));
-    uint64_t max_ctx_memory = budget - fixed > fixed_kv
-                                  ? per_token ? (budget - fixed - fixed_kv) / per_token / kKvBlockRows * kKvBlockRows : UINT32_MAX
-                                  : 0;
+            opts.kv_budget, format_mib(fixed_kv), format_mib(p.weights), format_mib(p.scratch),
+            format_mib(budget - fixed)));
+    uint64_t max_ctx_memory =
+        budget - fixed > fixed_kv
+            ? per_token ? (budget - fixed - fixed_kv) / per_token / kKvBlockRows * kKvBlockRows : UINT32_MAX
+            : 0;
     const uint32_t train_ctx = cfg.n_ctx_train ? cfg.n_ctx_train : 2048;
     if (opts.n_ctx == 0) {
         p.n_ctx = uint32_t(std::min<uint64_t>({train_ctx, max_ctx_memory, max_ctx_binding}));
         if (p.n_ctx < 16)
-            throw DeviceLimitError(fmt::format("model leaves room for only {} tokens of KV cache ({} per token); the "
-                                               "device has {}", p.n_ctx, format_mib(per_token), format_mib(p.available)));
+            throw DeviceLimitError(
+                fmt::format("model leaves room for only {} tokens of KV cache ({} per token); the "
+                            "device has {}",
+                            p.n_ctx, format_mib(per_token), format_mib(p.available)));
     } else {
         p.n_ctx = opts.n_ctx;
         if (cfg.arch->attn.positions == PositionKind::Learned && p.n_ctx > cfg.n_ctx_train)
@@ -228,18 +240,22 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
         if (uint64_t(kv_blocks(p.n_ctx)) * kKvBlockRows > max_ctx_memory)
             throw DeviceLimitError(fmt::format(
                 "--ctx {} needs {} of KV cache{}, but after weights ({}) and scratch ({}) only {} is usable: at most "
-                "--ctx {}", p.n_ctx, format_mib(kv_cache_bytes(cfg, opts, p.n_ctx, layers)),
+                "--ctx {}",
+                p.n_ctx, format_mib(kv_cache_bytes(cfg, opts, p.n_ctx, layers)),
                 opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(), format_mib(p.weights),
                 format_mib(p.scratch), format_mib(budget - fixed), max_ctx_memory));
         if (opts.kv_budget && p.n_ctx > budget_rows)
-            throw std::invalid_argument(fmt::format("--ctx {} is more than the whole KV budget (--kv-budget {}): a "
-                                                    "sequence holds at most the budget", p.n_ctx, opts.kv_budget));
+            throw std::invalid_argument(
+                fmt::format("--ctx {} is more than the whole KV budget (--kv-budget {}): a "
+                            "sequence holds at most the budget",
+                            p.n_ctx, opts.kv_budget));
         if (uint64_t(kv_blocks(p.n_ctx)) * kKvBlockRows > max_ctx_binding)
-            throw DeviceLimitError(fmt::format("--ctx {}: one layer's KV cache would be {} bytes{}, more than this "
-                                               "device's maxStorageBufferRange ({}); at most --ctx {}",
-                                               p.n_ctx, kv_row * pool_rows(p.n_ctx, opts.n_seq),
-                                               opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(),
-                                               caps.max_storage_buffer_range, max_ctx_binding));
+            throw DeviceLimitError(
+                fmt::format("--ctx {}: one layer's KV cache would be {} bytes{}, more than this "
+                            "device's maxStorageBufferRange ({}); at most --ctx {}",
+                            p.n_ctx, kv_row * pool_rows(p.n_ctx, opts.n_seq),
+                            opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(),
+                            caps.max_storage_buffer_range, max_ctx_binding));
     }
     p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
     p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * pool_rows(p.n_ctx, opts.n_seq);

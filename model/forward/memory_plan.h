@@ -15,8 +15,8 @@
 namespace vkllm {
 
 struct ModelOptions {
-    uint32_t n_ctx = 0;     // KV cache rows; 0 = the model's context, capped by device memory
-    uint32_t ubatch = 64;   // prompt tokens per forward chunk (scratch is sized by this)
+    uint32_t n_ctx = 0;  // KV cache rows; 0 = the model's context, capped by device memory
+    uint32_t ubatch = 64;  // prompt tokens per forward chunk (scratch is sized by this)
     ops::KvType kv_type = ops::KvType::F16;
     // Also compute the logits of every token of a ubatch into an (ubatch, n_vocab) buffer, for
     // perplexity (eval_all_logits). Off by default: generation needs only the last token's.
@@ -46,8 +46,9 @@ struct MemoryPlan {
     // discrete GPUs, exact on unified-memory devices (phones, CPU drivers).
     uint64_t all_logits = 0;
     uint64_t available = 0;  // device-local heap bytes
-    uint32_t n_seq = 1;      // kv_cache and kv_cache_full cover all sequences
-    uint32_t kv_budget = 0;  // rows of a full-context layer's pool (ModelOptions::kv_budget, or n_seq x n_ctx in blocks)
+    uint32_t n_seq = 1;  // kv_cache and kv_cache_full cover all sequences
+    uint32_t kv_budget =
+        0;  // rows of a full-context layer's pool (ModelOptions::kv_budget, or n_seq x n_ctx in blocks)
     uint64_t total() const { return weights + kv_cache + scratch; }
 };
 

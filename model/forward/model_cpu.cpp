@@ -21,11 +21,17 @@
 namespace vkllm {
 
 ModelCpu::ModelCpu(const GgufFile& file, const ModelConfig& cfg, uint32_t n_ctx, ops::KvType kv_type, uint32_t ubatch)
-    : file_(file), cfg_(cfg), n_ctx_(n_ctx), ubatch_(ubatch), kv_type_(kv_type),
-      kv_row_bytes_(ops::kv_row_bytes(kv_type, cfg.kv_dim())), layout_(plan_weights(file, cfg, n_ctx)) {
+    : file_(file),
+      cfg_(cfg),
+      n_ctx_(n_ctx),
+      ubatch_(ubatch),
+      kv_type_(kv_type),
+      kv_row_bytes_(ops::kv_row_bytes(kv_type, cfg.kv_dim())),
+      layout_(plan_weights(file, cfg, n_ctx)) {
     if (cfg.kv_dim() % ops::kv_row_multiple(kv_type) != 0)
-        throw std::invalid_argument(fmt::format("ModelCpu: a {} cache needs K/V rows of a multiple of {} values, not {}",
-                                                ops::kv_type_name(kv_type), ops::kv_row_multiple(kv_type), cfg.kv_dim()));
+        throw std::invalid_argument(
+            fmt::format("ModelCpu: a {} cache needs K/V rows of a multiple of {} values, not {}",
+                        ops::kv_type_name(kv_type), ops::kv_row_multiple(kv_type), cfg.kv_dim()));
     for (uint32_t l = 0; l < cfg.n_layers; ++l) {
         kv_rows_.push_back(kv_cache_rows(cfg, l, n_ctx, ubatch));
         if (cfg.arch->attn.mla) {  // the latent rows, kept as floats after the cache type's rounding
@@ -55,7 +61,8 @@ void ModelCpu::set_encoder_output(std::span<const float> states, uint32_t n_rows
             const TensorPlace& w = L[role];
             ref::linear(w.source->type, file_.tensor_data(*w.source).data() + row_bytes(w.source->type, w.first),
                         states.data(), y.data(), n_rows, w.rows, w.row_elems);
-            ref::kv_store(y.data(), out->data(), rows.data(), n_rows, kv, n_rows, kv_type_);  // rounded as the cache stores
+            ref::kv_store(y.data(), out->data(), rows.data(), n_rows, kv, n_rows,
+                          kv_type_);  // rounded as the cache stores
         }
     }
     n_enc_ = n_rows;
@@ -98,9 +105,12 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
     const uint32_t dim = c.dim, E = c.n_expert, K = c.n_expert_used, fe = c.expert_ffn_dim;
     auto bytes = [&](const TensorPlace& p) { return file_.tensor_data(*p.source).data(); };
     auto act = [&](const float* gate, const float* up, float* out, uint32_t count) {
-        if (c.arch->ffn.kind == FfnKind::GeGlu) ref::geglu(gate, up, out, count);
-        else if (c.arch->ffn.kind == FfnKind::SwiGluOai) ref::swiglu_oai(gate, up, out, count);
-        else ref::swiglu(gate, up, out, count);
+        if (c.arch->ffn.kind == FfnKind::GeGlu)
+            ref::geglu(gate, up, out, count);
+        else if (c.arch->ffn.kind == FfnKind::SwiGluOai)
+            ref::swiglu_oai(gate, up, out, count);
+        else
+            ref::swiglu(gate, up, out, count);
     };
     // gpt-oss: the router and every expert projection have biases, one row per expert
     const bool biased = c.arch->experts.biases;
@@ -113,19 +123,20 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
     };
     ref::rms_norm(x, read_place_f32(file_, L[R::FfnNorm]).data(), xn, n, dim, c.norm_eps);
 
-    std::vector<float> logits(size_t(n) * E);   // (n, n_expert)
+    std::vector<float> logits(size_t(n) * E);  // (n, n_expert)
     const TensorPlace& router = L[R::WRouter];
     ref::linear(router.source->type, bytes(router), xn, logits.data(), n, E, dim, nullptr, bias_row(b_router, 0, E));
-    std::vector<uint32_t> ids(size_t(n) * K);   // (n, K) chosen experts, best first
-    std::vector<float> w(size_t(n) * K);        // (n, K) their weights
-    const std::vector<float> probs_bias = c.expert_probs_bias ? read_place_f32(file_, L[R::BExpProbs]) : std::vector<float>();
+    std::vector<uint32_t> ids(size_t(n) * K);  // (n, K) chosen experts, best first
+    std::vector<float> w(size_t(n) * K);  // (n, K) their weights
+    const std::vector<float> probs_bias =
+        c.expert_probs_bias ? read_place_f32(file_, L[R::BExpProbs]) : std::vector<float>();
     ref::moe_route(logits.data(), n, moe_route_params(c), ids.data(), w.data(),
                    probs_bias.empty() ? nullptr : probs_bias.data());
 
     const TensorPlace &G = L[R::WGateExps], &U = L[R::WUpExps], &D = L[R::WDownExps];
     auto expert = [&](const TensorPlace& stack, uint32_t e) { return expert_rows(file_, layout_, stack, E, e); };
-    std::vector<float> gate(fe), up(fe);                // (expert_ffn) one expert's
-    std::vector<float> out(size_t(n) * K * dim);        // (n * K, dim) every slot's output
+    std::vector<float> gate(fe), up(fe);  // (expert_ffn) one expert's
+    std::vector<float> out(size_t(n) * K * dim);  // (n * K, dim) every slot's output
     for (uint32_t t = 0; t < n; ++t)
         for (uint32_t j = 0; j < K; ++j) {
             const uint32_t e = ids[size_t(t) * K + j];
@@ -143,12 +154,13 @@ void ModelCpu::moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, st
     } else {
         const uint32_t fs = c.shared_ffn_dim;
         std::vector<float> sg(size_t(n) * fs), su(size_t(n) * fs);  // (n, shared_ffn)
-        std::vector<float> sh(size_t(n) * dim), glogit(n);          // (n, dim), (n)
+        std::vector<float> sh(size_t(n) * dim), glogit(n);  // (n, dim), (n)
         auto lin = [&](Role r, const float* in, float* y) {
             const TensorPlace& p = L[r];
             ref::linear(p.source->type, bytes(p), in, y, n, p.rows, p.row_elems);
         };
-        const bool gated_shared = c.arch->experts.shared == SharedExpert::Gated;  // Qwen2-MoE scales it by sigmoid(g · xn); DeepSeek does not
+        const bool gated_shared =
+            c.arch->experts.shared == SharedExpert::Gated;  // Qwen2-MoE scales it by sigmoid(g · xn); DeepSeek does not
         if (gated_shared) {
             const std::vector<float> g = read_place_f32(file_, L[R::WShexpGate]);  // (dim) a vector in the file
             ref::linear(TensorType::F32, g.data(), xn, glogit.data(), n, 1, dim);
@@ -207,8 +219,8 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
     const uint32_t vm = c.mla_v, row = c.kv_dim();  // row = rope + r
     auto lin = [&](Role role, const float* in, float* y, uint32_t rows) {
         const TensorPlace& p = L[role];
-        ref::linear(p.source->type, file_.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first), in, y, rows,
-                    p.rows, p.row_elems);
+        ref::linear(p.source->type, file_.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first), in, y,
+                    rows, p.rows, p.row_elems);
     };
     std::vector<float> q(size_t(n) * H * qk);  // (n, H, qk)
     if (c.q_lora_rank) {
@@ -223,8 +235,17 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
     lin(R::WkvA, xn, kva.data(), n);
 
     const RopeConfig& rc = c.rope_for(layer);
-    const ops::RopeParams rp{H, rope, rope, rc.base, c.arch->attn.rope_layout, rc.freq_scale, rc.ext_factor, rc.attn_factor,
-                             rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
+    const ops::RopeParams rp{H,
+                             rope,
+                             rope,
+                             rc.base,
+                             c.arch->attn.rope_layout,
+                             rc.freq_scale,
+                             rc.ext_factor,
+                             rc.attn_factor,
+                             rc.beta_fast,
+                             rc.beta_slow,
+                             rc.n_ctx_orig};
     std::vector<float> q_pe(size_t(n) * H * rope), k_row(size_t(n) * row);  // (n, H, rope), (n, rope + r)
     for (uint32_t t = 0; t < n; ++t) {
         for (uint32_t h = 0; h < H; ++h)
@@ -267,8 +288,8 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
         const uint8_t* kb = file_.tensor_data(*KB.source).data();
         const uint8_t* vb = file_.tensor_data(*VB.source).data();
         const uint64_t kb_head = uint64_t(r) * row_bytes(KB.type, nope);  // k_b_h: r rows of nope
-        const uint64_t vb_head = uint64_t(vm) * row_bytes(VB.type, r);    // v_b_h: v_mla rows of r
-        std::vector<float> kb_h(size_t(r) * nope);                        // (r, nope)
+        const uint64_t vb_head = uint64_t(vm) * row_bytes(VB.type, r);  // v_b_h: v_mla rows of r
+        std::vector<float> kb_h(size_t(r) * nope);  // (r, nope)
         std::vector<float> vj(vm);
         for (uint32_t h = 0; h < H; ++h) {
             dequantize_row(KB.type, kb + h * kb_head, kb_h.data(), kb_h.size());
@@ -362,16 +383,16 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             segs[2 * (at + i) + 1] = int32_t(at + lengths[s]);
         }
 
-    std::vector<float> x(size_t(n) * dim);       // (n, dim)        residual stream
-    std::vector<float> xn(size_t(n) * dim);      // (n, dim)        normed
-    std::vector<float> tmp(size_t(n) * dim);     // (n, dim)        block output before its post-norm
-    std::vector<float> q(size_t(n) * qd);        // (n, n_heads * head_dim)
-    std::vector<float> k(size_t(n) * kv);        // (n, kv_dim)
-    std::vector<float> v(size_t(n) * kv);        // (n, kv_dim)
-    std::vector<float> att(size_t(n) * qd);      // (n, n_heads * head_dim)
-    std::vector<float> gate(size_t(n) * ffn);    // (n, ffn)
-    std::vector<float> up(size_t(n) * ffn);      // (n, ffn)
-    std::vector<float> moe_logits;               // (n, n_expert) a mixture of experts' router logits, for the probe
+    std::vector<float> x(size_t(n) * dim);  // (n, dim)        residual stream
+    std::vector<float> xn(size_t(n) * dim);  // (n, dim)        normed
+    std::vector<float> tmp(size_t(n) * dim);  // (n, dim)        block output before its post-norm
+    std::vector<float> q(size_t(n) * qd);  // (n, n_heads * head_dim)
+    std::vector<float> k(size_t(n) * kv);  // (n, kv_dim)
+    std::vector<float> v(size_t(n) * kv);  // (n, kv_dim)
+    std::vector<float> att(size_t(n) * qd);  // (n, n_heads * head_dim)
+    std::vector<float> gate(size_t(n) * ffn);  // (n, ffn)
+    std::vector<float> up(size_t(n) * ffn);  // (n, ffn)
+    std::vector<float> moe_logits;  // (n, n_expert) a mixture of experts' router logits, for the probe
 
     // --- embeddings: token rows (* sqrt(dim) for Gemma) (+ learned position rows for GPT-2)
     ref::get_rows(W.token_embd.type, data(W.token_embd), c.n_vocab, dim, tokens.data(), n, x.data());
@@ -397,63 +418,71 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
             mla_attention(L, l, xn.data(), x.data(), n, pos.data(), probe ? &mla_probe : nullptr);
         } else {
-        // --- attention: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), rope(norm_k(wk · norm(x))), wv · norm(x)))
-        //     (BERT: x = norm(x + wo · attention(wq · x, wk · x, wv · x)))
-        if (norm_after) std::copy(x.begin(), x.end(), xn.begin());
-        else norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
-        linear(L[R::Wq], xn.data(), q.data());
-        linear(L[R::Wk], xn.data(), k.data());
-        linear(L[R::Wv], xn.data(), v.data());
-        bias(L[R::Bq], q.data());
-        bias(L[R::Bk], k.data());
-        bias(L[R::Bv], v.data());
-        if (c.clamp_kqv > 0) {  // MPT
-            ref::clamp(q.data(), n * qd, c.clamp_kqv);
-            ref::clamp(k.data(), n * kv, c.clamp_kqv);
-            ref::clamp(v.data(), n * kv, c.clamp_kqv);
-        }
-        if (A.attn.qk_norm == QkNorm::WholeLayerNorm) {  // jina-bert-v2 qk-post-norm: LayerNorm of all of q, all of k
-            auto opt = [&](const TensorPlace& b) { return b.present() ? vec(b) : std::vector<float>(); };
-            const std::vector<float> qb = opt(L[R::QNormB]), kb = opt(L[R::KNormB]);
-            ref::layer_norm(q.data(), vec(L[R::QNorm]).data(), qb.empty() ? nullptr : qb.data(), q.data(), n, qd, c.norm_eps);
-            ref::layer_norm(k.data(), vec(L[R::KNorm]).data(), kb.empty() ? nullptr : kb.data(), k.data(), n, kv, c.norm_eps);
-        } else if (A.attn.qk_norm == QkNorm::Whole) {  // OLMoE: over all of q, all of k
-            ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n, qd, c.norm_eps);
-            ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n, kv, c.norm_eps);
-        } else if (A.attn.qk_norm == QkNorm::PerHead) {
-            ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n * c.n_heads, c.head_dim, c.norm_eps);
-            ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps);
-        }
-        if (A.attn.positions == PositionKind::Rope) {
-            const RopeConfig& r = c.rope_for(l);
-            ops::RopeParams rp{c.n_heads, c.head_dim, c.rope_dim, r.base, A.attn.rope_layout, r.freq_scale, r.ext_factor,
-                               r.attn_factor, r.beta_fast, r.beta_slow, r.n_ctx_orig};
-            const float* ff = rope_factors.empty() ? nullptr : rope_factors.data();
-            ref::rope(q.data(), in_pos.data(), n, rp, ff);
-            rp.n_heads = c.n_kv_heads;
-            ref::rope(k.data(), in_pos.data(), n, rp, ff);
-        }
-        ref::kv_store(k.data(), kc, pos.data(), n, kv, kv_rows_[l], kv_type_);
-        ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
-        const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
-        const std::vector<float> pos_bias = ap.pos_bias_range ? t5_position_bias(file_, c, l) : std::vector<float>();
-        const std::vector<float> sinks = A.attn.sinks ? vec(L[R::Sinks]) : std::vector<float>();  // (n_heads) gpt-oss
-        ref::attention(ap, q.data(), kc, vc, pos.data(), att.data(), pos_bias.empty() ? nullptr : pos_bias.data(),
-                       segs.data(), sinks.empty() ? nullptr : sinks.data());
-        if (post_norms) {
-            linear(L[R::Wo], att.data(), tmp.data());
-            bias(L[R::Bo], tmp.data());
-            ref::rms_norm(tmp.data(), vec(L[R::PostAttnNorm]).data(), tmp.data(), n, dim, c.norm_eps);
-            ref::add(x.data(), tmp.data(), x.data(), n * dim);
-        } else {
-            linear(L[R::Wo], att.data(), x.data(), x.data());
-            bias(L[R::Bo], x.data());
-        }
-        if (norm_after) norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), x.data(), n);
-        if (A.norm.attn_norm_2) {  // x = norm_2(x + the layer's input), which xn still holds
-            ref::add(x.data(), xn.data(), x.data(), n * dim);
-            norm(L[R::AttnNorm2], L[R::AttnNorm2B], x.data(), x.data(), n);
-        }
+            // --- attention: x += post_norm(wo · attention(rope(norm_q(wq · norm(x))), rope(norm_k(wk · norm(x))), wv · norm(x)))
+            //     (BERT: x = norm(x + wo · attention(wq · x, wk · x, wv · x)))
+            if (norm_after)
+                std::copy(x.begin(), x.end(), xn.begin());
+            else
+                norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), xn.data(), n);
+            linear(L[R::Wq], xn.data(), q.data());
+            linear(L[R::Wk], xn.data(), k.data());
+            linear(L[R::Wv], xn.data(), v.data());
+            bias(L[R::Bq], q.data());
+            bias(L[R::Bk], k.data());
+            bias(L[R::Bv], v.data());
+            if (c.clamp_kqv > 0) {  // MPT
+                ref::clamp(q.data(), n * qd, c.clamp_kqv);
+                ref::clamp(k.data(), n * kv, c.clamp_kqv);
+                ref::clamp(v.data(), n * kv, c.clamp_kqv);
+            }
+            if (A.attn.qk_norm ==
+                QkNorm::WholeLayerNorm) {  // jina-bert-v2 qk-post-norm: LayerNorm of all of q, all of k
+                auto opt = [&](const TensorPlace& b) { return b.present() ? vec(b) : std::vector<float>(); };
+                const std::vector<float> qb = opt(L[R::QNormB]), kb = opt(L[R::KNormB]);
+                ref::layer_norm(q.data(), vec(L[R::QNorm]).data(), qb.empty() ? nullptr : qb.data(), q.data(), n, qd,
+                                c.norm_eps);
+                ref::layer_norm(k.data(), vec(L[R::KNorm]).data(), kb.empty() ? nullptr : kb.data(), k.data(), n, kv,
+                                c.norm_eps);
+            } else if (A.attn.qk_norm == QkNorm::Whole) {  // OLMoE: over all of q, all of k
+                ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n, qd, c.norm_eps);
+                ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n, kv, c.norm_eps);
+            } else if (A.attn.qk_norm == QkNorm::PerHead) {
+                ref::rms_norm(q.data(), vec(L[R::QNorm]).data(), q.data(), n * c.n_heads, c.head_dim, c.norm_eps);
+                ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps);
+            }
+            if (A.attn.positions == PositionKind::Rope) {
+                const RopeConfig& r = c.rope_for(l);
+                ops::RopeParams rp{c.n_heads,          c.head_dim,   c.rope_dim,   r.base,
+                                   A.attn.rope_layout, r.freq_scale, r.ext_factor, r.attn_factor,
+                                   r.beta_fast,        r.beta_slow,  r.n_ctx_orig};
+                const float* ff = rope_factors.empty() ? nullptr : rope_factors.data();
+                ref::rope(q.data(), in_pos.data(), n, rp, ff);
+                rp.n_heads = c.n_kv_heads;
+                ref::rope(k.data(), in_pos.data(), n, rp, ff);
+            }
+            ref::kv_store(k.data(), kc, pos.data(), n, kv, kv_rows_[l], kv_type_);
+            ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
+            const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
+            const std::vector<float> pos_bias =
+                ap.pos_bias_range ? t5_position_bias(file_, c, l) : std::vector<float>();
+            const std::vector<float> sinks =
+                A.attn.sinks ? vec(L[R::Sinks]) : std::vector<float>();  // (n_heads) gpt-oss
+            ref::attention(ap, q.data(), kc, vc, pos.data(), att.data(), pos_bias.empty() ? nullptr : pos_bias.data(),
+                           segs.data(), sinks.empty() ? nullptr : sinks.data());
+            if (post_norms) {
+                linear(L[R::Wo], att.data(), tmp.data());
+                bias(L[R::Bo], tmp.data());
+                ref::rms_norm(tmp.data(), vec(L[R::PostAttnNorm]).data(), tmp.data(), n, dim, c.norm_eps);
+                ref::add(x.data(), tmp.data(), x.data(), n * dim);
+            } else {
+                linear(L[R::Wo], att.data(), x.data(), x.data());
+                bias(L[R::Bo], x.data());
+            }
+            if (norm_after) norm(L[R::AttnNorm], L[R::AttnNormB], x.data(), x.data(), n);
+            if (A.norm.attn_norm_2) {  // x = norm_2(x + the layer's input), which xn still holds
+                ref::add(x.data(), xn.data(), x.data(), n * dim);
+                norm(L[R::AttnNorm2], L[R::AttnNorm2B], x.data(), x.data(), n);
+            }
         }
 
         // --- cross-attention (T5's decoder): x += wo_x · attention(wq_x · norm(x), K_x, V_x), every
@@ -485,8 +514,10 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
 
         // --- feed-forward: x += post_norm(w_down · act(w_gate · norm(x), w_up · norm(x)))
         //     (BERT: x = norm(x + w_down · gelu(w_up · x)))
-        if (norm_after) std::copy(x.begin(), x.end(), xn.begin());
-        else norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), xn.data(), n);
+        if (norm_after)
+            std::copy(x.begin(), x.end(), xn.begin());
+        else
+            norm(L[R::FfnNorm], L[R::FfnNormB], x.data(), xn.data(), n);
         if (gated(A.ffn.kind)) linear(L[R::WGate], xn.data(), gate.data());
         linear(L[R::WUp], xn.data(), up.data());
         bias(L[R::BUp], up.data());
@@ -525,7 +556,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     std::vector<float> last(x.end() - dim, x.end());  // (dim)
     norm(W.output_norm, W.output_norm_b, last.data(), last.data(), 1);
     const TensorPlace& out = W.output_tensor();
-    std::vector<float> logits(c.n_vocab);             // (n_vocab)
+    std::vector<float> logits(c.n_vocab);  // (n_vocab)
     ref::linear(out.source->type, data(out), last.data(), logits.data(), 1, c.n_vocab, dim);
     if (c.final_softcap > 0) ref::softcap(logits.data(), c.n_vocab, c.final_softcap);
     return logits;

@@ -54,7 +54,7 @@ private:
     uint32_t n_ctx_, ubatch_;
     ops::KvType kv_type_;
     size_t kv_row_bytes_;
-    std::vector<uint32_t> kv_rows_;                        // per layer, as kv_cache_rows()
+    std::vector<uint32_t> kv_rows_;  // per layer, as kv_cache_rows()
     std::vector<std::vector<uint8_t>> k_cache_, v_cache_;  // per layer (rows, kv_dim) of kv_type
     WeightLayout layout_;  // where each role's tensor is in the file (the device's layout, read on the host)
     uint32_t n_past_ = 0;

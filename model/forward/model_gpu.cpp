@@ -13,9 +13,10 @@
 namespace vkllm {
 
 void check_splittable(const ModelConfig& cfg, size_t n_devices) {
-    if (n_devices > 1 && (!cfg.arch->stack.lm_head || !cfg.arch->stack.encoder_arch.empty() || cfg.arch->attn.cross_attention))
-        throw ModelConfigError(fmt::format("a {} model is not split over devices: only decoder-only models are",
-                                           cfg.arch->name));
+    if (n_devices > 1 &&
+        (!cfg.arch->stack.lm_head || !cfg.arch->stack.encoder_arch.empty() || cfg.arch->attn.cross_attention))
+        throw ModelConfigError(
+            fmt::format("a {} model is not split over devices: only decoder-only models are", cfg.arch->name));
 }
 
 namespace {
@@ -29,13 +30,15 @@ ModelOptions stage_options(std::span<const ModelStage> stages, const GgufFile& f
         if (!stages[i].ctx) throw std::invalid_argument(fmt::format("stage {} has no device context", i));
         const LayerRange r = stages[i].layers.resolved(cfg);
         if (r.first != next || r.count == 0)
-            throw std::invalid_argument(fmt::format("stage {} holds layers from {} ({} of them), but the next layer to "
-                                                    "place is {}: stages hold contiguous, non-empty layer ranges",
-                                                    i, r.first, r.count, next));
+            throw std::invalid_argument(
+                fmt::format("stage {} holds layers from {} ({} of them), but the next layer to "
+                            "place is {}: stages hold contiguous, non-empty layer ranges",
+                            i, r.first, r.count, next));
         next = r.end();
     }
     if (next != cfg.n_layers)
-        throw std::invalid_argument(fmt::format("the stages hold layers 0-{} of the model's {}", next - 1, cfg.n_layers));
+        throw std::invalid_argument(
+            fmt::format("the stages hold layers 0-{} of the model's {}", next - 1, cfg.n_layers));
     check_splittable(cfg, stages.size());
     if (stages.size() == 1 || opts.n_ctx != 0) return opts;
     ModelOptions o = opts;
@@ -57,7 +60,8 @@ std::vector<std::unique_ptr<ForwardStage>> make_stages(std::span<const ModelStag
     // context stage_options chose).
     StagePlace where{.alone = stages.size() == 1};
     if (!where.alone)
-        for (const ModelStage& st : stages) where.total += plan_weights(file, cfg, opts.n_ctx, st.layers.resolved(cfg)).bytes;
+        for (const ModelStage& st : stages)
+            where.total += plan_weights(file, cfg, opts.n_ctx, st.layers.resolved(cfg)).bytes;
     std::vector<std::unique_ptr<ForwardStage>> out;
     for (const ModelStage& st : stages) {
         out.push_back(std::make_unique<ForwardStage>(*st.ctx, file, cfg, opts, st.layers, where, progress));
@@ -79,7 +83,9 @@ ModelGpu::ModelGpu(Context& ctx, const GgufFile& file, const ModelConfig& cfg, c
 
 ModelGpu::ModelGpu(std::span<const ModelStage> stages, const GgufFile& file, const ModelConfig& cfg,
                    const ModelOptions& opts, const UploadProgress& progress)
-    : file_(file), cfg_(cfg), opts_(stage_options(stages, file, cfg, opts)),
+    : file_(file),
+      cfg_(cfg),
+      opts_(stage_options(stages, file, cfg, opts)),
       stages_(make_stages(stages, file, cfg_, opts_, progress)),
       pool_(stages_.front()->memory_plan().kv_budget / kKvBlockRows, kKvBlockRows, opts_.n_seq, n_ctx()),
       n_past_(opts_.n_seq, 0) {}
@@ -90,11 +96,11 @@ void ModelGpu::set_encoder_output(std::span<const float> states, uint32_t n_rows
     if (!cfg_.arch->attn.cross_attention)
         throw std::logic_error(fmt::format("set_encoder_output: a {} model has no cross-attention", cfg_.arch->name));
     if (n_rows == 0 || n_rows > n_ctx())
-        throw ContextFullError(fmt::format("{} encoder rows: the cross-attention holds 1..{} (the context)", n_rows,
-                                           n_ctx()));
+        throw ContextFullError(
+            fmt::format("{} encoder rows: the cross-attention holds 1..{} (the context)", n_rows, n_ctx()));
     if (states.size() != size_t(n_rows) * cfg_.dim)
-        throw std::invalid_argument(fmt::format("set_encoder_output: {} floats for {} rows of {}", states.size(), n_rows,
-                                                cfg_.dim));
+        throw std::invalid_argument(
+            fmt::format("set_encoder_output: {} floats for {} rows of {}", states.size(), n_rows, cfg_.dim));
     std::memcpy(step_inputs().enc.mapped(), states.data(), states.size() * 4);
     const uint32_t chunk = scratch_rows(opts_);
     ForwardStage& st = *stages_.front();  // an encoder-decoder is never split
@@ -114,7 +120,8 @@ void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { 
 
 void ModelGpu::require_head(const char* what) const {
     if (!cfg_.arch->stack.lm_head)
-        throw std::logic_error(fmt::format("{}: a {} model has no LM head (read hidden_states())", what, cfg_.arch->name));
+        throw std::logic_error(
+            fmt::format("{}: a {} model has no LM head (read hidden_states())", what, cfg_.arch->name));
 }
 
 void ModelGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink& sink) {
@@ -137,7 +144,9 @@ void ModelGpu::run(const StepShape& b, const LayerProbe& probe) {
         if (i + 1 == stages_.size()) break;
         // The next stage reads the step's positions (and ids) as this one did, and its x from recv.
         const ForwardBuffers &from = st.buffers(), &to = stages_[i + 1]->buffers();
-        auto pass = [](const Buffer& src, const Buffer& dst, size_t bytes) { std::memcpy(dst.mapped(), src.mapped(), bytes); };
+        auto pass = [](const Buffer& src, const Buffer& dst, size_t bytes) {
+            std::memcpy(dst.mapped(), src.mapped(), bytes);
+        };
         pass(from.positions, to.positions, 4ull * b.n);
         pass(from.rel_pos, to.rel_pos, 4ull * b.n);
         pass(from.segs, to.segs, 8ull * b.n);
@@ -145,7 +154,8 @@ void ModelGpu::run(const StepShape& b, const LayerProbe& probe) {
         pass(from.send, to.recv, 4ull * cfg_.dim * b.n);
         const size_t table_rows = b.decode_batch ? b.n : 1;
         pass(from.kv_tables, to.kv_tables, 4ull * table_rows * kv_blocks(n_ctx()));
-        if (const uint32_t ring = st.ring_rows()) pass(from.ring_tables, to.ring_tables, 4ull * table_rows * kv_blocks(ring));
+        if (const uint32_t ring = st.ring_rows())
+            pass(from.ring_tables, to.ring_tables, 4ull * table_rows * kv_blocks(ring));
     }
 }
 
@@ -206,8 +216,8 @@ void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
     }
     if (inputs.empty()) throw std::invalid_argument("eval_packed: no inputs");
     if (total > opts_.ubatch || total > n_ctx())
-        throw std::invalid_argument(fmt::format("eval_packed: {} tokens do not fit one ubatch of {}", total,
-                                                std::min(opts_.ubatch, n_ctx())));
+        throw std::invalid_argument(
+            fmt::format("eval_packed: {} tokens do not fit one ubatch of {}", total, std::min(opts_.ubatch, n_ctx())));
     const uint32_t n = uint32_t(total);
     auto* pos = static_cast<int32_t*>(step_inputs().positions.mapped());
     auto* rel = static_cast<int32_t*>(step_inputs().rel_pos.mapped());
@@ -218,7 +228,7 @@ void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
         const uint32_t begin = at, end = at + uint32_t(in.size());
         for (uint32_t i = 0; i < in.size(); ++i, ++at) {
             pos[at] = int32_t(at);  // cache row: the pack's
-            rel[at] = int32_t(i);   // RoPE / learned position: the input's own
+            rel[at] = int32_t(i);  // RoPE / learned position: the input's own
             segs[2 * at] = int32_t(begin);
             segs[2 * at + 1] = int32_t(end);
             ids[at] = in[i];
@@ -253,7 +263,8 @@ bool ModelGpu::share_prefix(uint32_t dst, uint32_t src, uint32_t n) {
     check_seq(dst, opts_.n_seq);
     check_seq(src, opts_.n_seq);
     if (n > n_past_[src])
-        throw std::invalid_argument(fmt::format("share_prefix: {} tokens of sequence {}, which holds {}", n, src, n_past_[src]));
+        throw std::invalid_argument(
+            fmt::format("share_prefix: {} tokens of sequence {}, which holds {}", n, src, n_past_[src]));
     if (stages_.front()->ring_rows() != 0 || dst == src) return false;
     reset(dst);
     pool_.share_prefix(dst, src, n);
@@ -277,8 +288,8 @@ KvUsage ModelGpu::kv_usage() const {
 
 void ModelGpu::write_tables(uint32_t row, uint32_t seq) {
     const std::span<const uint32_t> blocks = pool_.blocks(seq);
-    std::memcpy(static_cast<uint32_t*>(step_inputs().kv_tables.mapped()) + size_t(row) * kv_blocks(n_ctx()), blocks.data(),
-                blocks.size() * 4);
+    std::memcpy(static_cast<uint32_t*>(step_inputs().kv_tables.mapped()) + size_t(row) * kv_blocks(n_ctx()),
+                blocks.data(), blocks.size() * 4);
     if (const uint32_t ring = stages_.front()->ring_rows()) {  // a ring's blocks are its sequence's, fixed
         const uint32_t stride = kv_blocks(ring);
         auto* t = static_cast<uint32_t*>(step_inputs().ring_tables.mapped()) + size_t(row) * stride;
@@ -311,7 +322,8 @@ void ModelGpu::eval(uint32_t seq, std::span<const int32_t> tokens) {
 void ModelGpu::decode(std::span<const SeqToken> batch) {
     if (batch.empty()) throw std::invalid_argument("decode: empty batch");
     if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
-        throw std::logic_error("decode: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
+        throw std::logic_error(
+            "decode: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     if (batch.size() > opts_.n_seq)
         throw std::invalid_argument(fmt::format("decode: {} tokens for {} sequences", batch.size(), opts_.n_seq));
     const StepShape shape{uint32_t(batch.size()), batch.size() > 1};
@@ -345,13 +357,16 @@ void ModelGpu::read_logits(uint32_t rows, float* dst) const {
     if (rows == 0 || rows > last_rows_)
         throw std::out_of_range(fmt::format("read_logits: {} rows, the last evaluation made {}", rows, last_rows_));
     const ForwardStage& head = head_stage();
-    head.context().download(head.buffers().logits.slice(0, 4ull * rows * cfg_.n_vocab), dst, 4ull * rows * cfg_.n_vocab);
+    head.context().download(head.buffers().logits.slice(0, 4ull * rows * cfg_.n_vocab), dst,
+                            4ull * rows * cfg_.n_vocab);
 }
 
 std::string non_finite_message(float value, int64_t token, uint32_t position) {
     const std::string which = token >= 0 ? fmt::format(" ({} for token {})", value, token) : std::string();
-    return fmt::format("the model produced non-finite logits{} at position {}: its weights hold NaN or Inf values, or "
-                       "the computation overflowed", which, position);
+    return fmt::format(
+        "the model produced non-finite logits{} at position {}: its weights hold NaN or Inf values, or "
+        "the computation overflowed",
+        which, position);
 }
 
 std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
@@ -367,9 +382,13 @@ std::vector<int32_t> ModelGpu::argmax_rows(uint32_t rows) const {
         float best = 0;
         if (ids[r] < cfg_.n_vocab) {
             if (head.buffers().logits.mapped())
-                std::memcpy(&best, static_cast<const uint8_t*>(head.buffers().logits.mapped()) + 4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4);
+                std::memcpy(&best,
+                            static_cast<const uint8_t*>(head.buffers().logits.mapped()) +
+                                4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]),
+                            4);
             else
-                head.context().download(head.buffers().logits.slice(4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4), &best, 4);
+                head.context().download(head.buffers().logits.slice(4ull * (uint64_t(r) * cfg_.n_vocab + ids[r]), 4),
+                                        &best, 4);
         }
         out[r] = ids[r] < cfg_.n_vocab && std::isfinite(best) ? int32_t(ids[r]) : -1;
     }
@@ -419,8 +438,7 @@ int32_t ModelGpu::argmax() const {
         std::memcpy(&best, static_cast<const uint8_t*>(head.buffers().logits.mapped()) + 4ull * id, 4);
     else if (id == 0)
         head.context().download(head.buffers().logits, &best, 4);
-    if (id >= cfg_.n_vocab || !std::isfinite(best))
-        throw NonFiniteError(non_finite_message(best, id, n_past_[0]));
+    if (id >= cfg_.n_vocab || !std::isfinite(best)) throw NonFiniteError(non_finite_message(best, id, n_past_[0]));
     return int32_t(id);
 }
 
@@ -429,10 +447,11 @@ void check_bidirectional(const ModelConfig& cfg, uint32_t n_past, size_t n_token
     if (n_past != 0)
         throw std::logic_error("a bidirectional model attends over one whole input: reset() before each input");
     if (n_tokens > ubatch)
-        throw ContextFullError(fmt::format("{} tokens: a bidirectional model attends over its whole input in one "
-                                           "ubatch, and the ubatch holds {} (load it with a larger ubatch, up to the "
-                                           "context)",
-                                           n_tokens, ubatch));
+        throw ContextFullError(
+            fmt::format("{} tokens: a bidirectional model attends over its whole input in one "
+                        "ubatch, and the ubatch holds {} (load it with a larger ubatch, up to the "
+                        "context)",
+                        n_tokens, ubatch));
 }
 
 std::vector<float> ModelGpu::hidden_states() const {
@@ -443,9 +462,11 @@ std::vector<float> ModelGpu::hidden_states() const {
     if (!head.weight_layout().output_norm.present()) return out;
     // A decoder's states as its head reads them, and T5's encoder's: output_norm (with its bias for
     // LayerNorm models).
-    const std::vector<float> w = read_place_f32(file_, head.weight_layout().output_norm), b = read_place_f32(file_, head.weight_layout().output_norm_b);
+    const std::vector<float> w = read_place_f32(file_, head.weight_layout().output_norm),
+                             b = read_place_f32(file_, head.weight_layout().output_norm_b);
     if (cfg_.arch->norm.kind == NormKind::Layer)
-        ref::layer_norm(out.data(), w.data(), b.empty() ? nullptr : b.data(), out.data(), last_chunk_, cfg_.dim, cfg_.norm_eps);
+        ref::layer_norm(out.data(), w.data(), b.empty() ? nullptr : b.data(), out.data(), last_chunk_, cfg_.dim,
+                        cfg_.norm_eps);
     else
         ref::rms_norm(out.data(), w.data(), out.data(), last_chunk_, cfg_.dim, cfg_.norm_eps);
     return out;

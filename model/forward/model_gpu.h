@@ -126,8 +126,8 @@ public:
     // tokens do not fit in the remaining context. With a probe, every layer is submitted on its
     // own and its intermediate tensors are downloaded (slow; for checking only).
     void eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
-    int32_t argmax() const;            // of the last logits; reads 4 bytes; NonFiniteError (see .cpp)
-    std::vector<float> logits() const; // reads back the last logits (n_vocab floats); logic_error without an LM head
+    int32_t argmax() const;  // of the last logits; reads 4 bytes; NonFiniteError (see .cpp)
+    std::vector<float> logits() const;  // reads back the last logits (n_vocab floats); logic_error without an LM head
     // The hidden states of every token of the last chunk eval() ran, (n, dim): an encoder's last
     // layer output, or a decoder's after its output norm (what its LM head reads, computed on the
     // host from the downloaded rows). Pooling makes embeddings of them (model/embedding.h).
@@ -190,9 +190,9 @@ private:
     // with the positions.
     KvBlockPool pool_;
     std::vector<uint32_t> n_past_;  // per sequence
-    uint32_t n_enc_ = 0;            // encoder rows of an encoder-decoder's cross-attention
-    uint32_t last_rows_ = 1;        // logits rows of the last evaluation
-    uint32_t last_chunk_ = 0;       // tokens of the last chunk eval() ran
+    uint32_t n_enc_ = 0;  // encoder rows of an encoder-decoder's cross-attention
+    uint32_t last_rows_ = 1;  // logits rows of the last evaluation
+    uint32_t last_chunk_ = 0;  // tokens of the last chunk eval() ran
 };
 
 }  // namespace vkllm

@@ -88,8 +88,8 @@ LayerRange LayerRange::resolved(const ModelConfig& cfg) const {
 std::vector<float> read_place_f32(const GgufFile& file, const TensorPlace& p) {
     std::vector<float> v(p.present() ? size_t(p.rows) * p.row_elems : 0);
     if (!v.empty())
-        dequantize_row(p.source->type, file.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first), v.data(),
-                       v.size());
+        dequantize_row(p.source->type, file.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first),
+                       v.data(), v.size());
     return v;
 }
 
@@ -147,7 +147,8 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
     auto global_place = [&](Role r) { return global.count(r) ? place(global.at(r), 0) : TensorPlace{}; };
     // A tied head reads token_embd: it goes with the head too.
     if (head && out.tied && shared_token_embd)
-        throw std::invalid_argument("plan_weights: a tied output head reads its own token embedding (not a shared one)");
+        throw std::invalid_argument(
+            "plan_weights: a tied output head reads its own token embedding (not a shared one)");
     if (shared_token_embd && embed) {
         if (const GgufTensorInfo* t = file.find_tensor(tensor_name(global.at(Role::TokenEmbd), 0))) {
             TensorPlace& p = out.token_embd;
@@ -192,11 +193,13 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
             // An expert stack stored one tensor per expert: the experts back to back in one buffer.
             if (s.per_expert_name && cfg.experts_split) {
                 std::vector<const GgufTensorInfo*> experts;
-                for (uint32_t e = 0; e < cfg.n_expert; ++e) experts.push_back(&file.tensor(expert_tensor_name(s, l, e)));
+                for (uint32_t e = 0; e < cfg.n_expert; ++e)
+                    experts.push_back(&file.tensor(expert_tensor_name(s, l, e)));
                 const std::vector<TensorPlace> p = add_buffer(experts, s.f32);
                 out.buffers.back().label =  // "blk.3.ffn_gate.{0..7}.weight"
-                    fmt::format("{}{}.{}", s.prefix, l,
-                                fmt::format(fmt::runtime(s.per_expert_name), fmt::format("{{0..{}}}", cfg.n_expert - 1)));
+                    fmt::format(
+                        "{}{}.{}", s.prefix, l,
+                        fmt::format(fmt::runtime(s.per_expert_name), fmt::format("{{0..{}}}", cfg.n_expert - 1)));
                 TensorPlace whole = p[0];
                 whole.source = nullptr;  // no one file tensor holds it: expert_rows() finds each
                 whole.rows = uint32_t(whole.rows * cfg.n_expert);
@@ -249,8 +252,10 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
                 L[g->parts[i]] = p[i];
                 placed[size_t(g->parts[i])] = true;
                 if (i == 0) continue;
-                if (s.f32) whole.row_elems += p[i].row_elems;
-                else whole.rows += p[i].rows;
+                if (s.f32)
+                    whole.row_elems += p[i].row_elems;
+                else
+                    whole.rows += p[i].rows;
             }
             L[g->whole] = whole;
         }

@@ -20,12 +20,12 @@ namespace vkllm {
 // the model has no such tensor. A part of a fused group is a row range of the group's tensor.
 struct TensorPlace {
     const GgufTensorInfo* source = nullptr;  // the file's tensor holding it (a whole attn_qkv for Wq)
-    uint64_t first = 0;                      // first element of it in `source`
-    TensorType type = TensorType::F32;       // on the device (f32 for norms and biases)
-    uint32_t row_elems = 0;                  // ne[0]
-    uint32_t rows = 0;                       // product of the other dims
-    uint32_t buffer = 0;                     // index into WeightLayout::buffers; kHostOnly: not uploaded
-    uint64_t offset = 0;                     // bytes into that buffer
+    uint64_t first = 0;  // first element of it in `source`
+    TensorType type = TensorType::F32;  // on the device (f32 for norms and biases)
+    uint32_t row_elems = 0;  // ne[0]
+    uint32_t rows = 0;  // product of the other dims
+    uint32_t buffer = 0;  // index into WeightLayout::buffers; kHostOnly: not uploaded
+    uint64_t offset = 0;  // bytes into that buffer
     bool present() const { return rows != 0; }
     uint64_t bytes() const { return uint64_t(rows) * row_bytes(type, row_elems); }
     // A tensor the host reference reads but no kernel does (an older DeepSeek file's attn_kv_b, from
@@ -54,15 +54,15 @@ struct WeightLayout {
     struct Buffer {
         std::string label;
         std::vector<const GgufTensorInfo*> tensors;  // uploaded in this order
-        bool as_f32 = false;                         // converted on the host (norms, biases)
+        bool as_f32 = false;  // converted on the host (norms, biases)
         uint64_t bytes = 0;
         // Set: the buffer's bytes are computed on the host from `tensors` (a rearranged or transposed
         // form of them) instead of copied.
         std::function<void(const GgufFile&, std::span<uint8_t>)> derive;
     };
     std::vector<Buffer> buffers;
-    LayerRange range;                  // the layers placed (resolved)
-    std::vector<LayerPlaces> layers;   // indexed by layer; those outside `range` are empty
+    LayerRange range;  // the layers placed (resolved)
+    std::vector<LayerPlaces> layers;  // indexed by layer; those outside `range` are empty
     TensorPlace token_embd, position_embd, output_norm, output_norm_b, output, rope_factors;
     TensorPlace token_types, embd_norm, embd_norm_b;  // encoders (f32)
     uint64_t bytes = 0;  // device bytes of all weights
@@ -90,7 +90,7 @@ WeightLayout plan_weights(const GgufFile& file, const ModelConfig& cfg, uint32_t
 struct DeviceTensor {
     TensorType type = TensorType::F32;
     uint32_t row_elems = 0;  // ne[0]
-    uint32_t rows = 0;       // product of the other dims
+    uint32_t rows = 0;  // product of the other dims
     BufferSlice view;
     BufferSlice slice() const { return view; }
     bool present() const { return rows != 0; }
@@ -105,17 +105,17 @@ struct LayerWeights {
 using UploadProgress = std::function<void(uint64_t, uint64_t)>;
 
 struct ModelWeights {
-    DeviceTensor token_embd;     // (n_vocab, dim): rows are tokens
+    DeviceTensor token_embd;  // (n_vocab, dim): rows are tokens
     DeviceTensor position_embd;  // (n_ctx_train, dim) learned positions (GPT-2)
     DeviceTensor output_norm, output_norm_b;  // (dim)
-    DeviceTensor output;         // (n_vocab, dim); the same tensor as token_embd when tied
-    DeviceTensor rope_factors;   // (rope_dim / 2) f32: the frequency factors this context uses
-    DeviceTensor token_types;    // (n_token_types, dim) f32 (encoders; row 0 is added to every token)
+    DeviceTensor output;  // (n_vocab, dim); the same tensor as token_embd when tied
+    DeviceTensor rope_factors;  // (rope_dim / 2) f32: the frequency factors this context uses
+    DeviceTensor token_types;  // (n_token_types, dim) f32 (encoders; row 0 is added to every token)
     DeviceTensor embd_norm, embd_norm_b;  // (dim) LayerNorm of the embeddings (encoders)
     bool tied = false;
     std::vector<LayerWeights> layers;
-    uint64_t bytes = 0;          // device bytes of all weights
-    std::vector<Buffer> buffers; // owns the memory every view above points into
+    uint64_t bytes = 0;  // device bytes of all weights
+    std::vector<Buffer> buffers;  // owns the memory every view above points into
 
     static ModelWeights upload(Context& ctx, const GgufFile& file, const WeightLayout& layout,
                                const UploadProgress& progress = {});

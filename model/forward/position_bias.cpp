@@ -23,7 +23,8 @@ uint32_t t5_relative_bucket(int32_t d, uint32_t n_buckets, bool bidirectional) {
     if (r < max_exact) return uint32_t(bucket + r);
     // llama.cpp: floorf(max_exact + logf(r / max_exact) * (buckets - max_exact) / log(max_distance / max_exact))
     const float log_ratio = std::log(float(double(r) / double(max_exact)));
-    const double scaled = double(log_ratio * float(buckets - max_exact)) / std::log(double(kT5MaxDistance) / double(max_exact));
+    const double scaled =
+        double(log_ratio * float(buckets - max_exact)) / std::log(double(kT5MaxDistance) / double(max_exact));
     const int64_t large = int64_t(std::floor(float(double(max_exact) + scaled)));
     return uint32_t(bucket + std::min<int64_t>(large, buckets - 1));
 }

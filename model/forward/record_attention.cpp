@@ -10,17 +10,17 @@
 namespace vkllm {
 
 void StageRecorder::record_attention(CommandStream& s, uint32_t l, const AttentionBlockPlan& p, const StepShape& batch,
-                                const Activations& a) const {
+                                     const Activations& a) const {
     using R = Role;
     const uint32_t n = batch.n;
     const LayerWeights& L = st_.layer(l).w;
     const ModelConfig& c = cfg_;
     const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim();
-    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);  // (n, dim) residual stream
     const BufferSlice xn = b_.xn.slice(0, 4ull * dim * n);  // (n, dim) normed
-    const BufferSlice att = b_.att.slice(0, 4ull * qd * n); // (n, q_dim) attention output
-    const BufferSlice pos = b_.positions.slice(0, 4ull * n);     // cache rows
-    const BufferSlice in_pos = b_.rel_pos.slice(0, 4ull * n);   // positions in each input (RoPE)
+    const BufferSlice att = b_.att.slice(0, 4ull * qd * n);  // (n, q_dim) attention output
+    const BufferSlice pos = b_.positions.slice(0, 4ull * n);  // cache rows
+    const BufferSlice in_pos = b_.rel_pos.slice(0, 4ull * n);  // positions in each input (RoPE)
 
     // q (n, q_dim), k (n, kv_dim), v (n, kv_dim) = W · norm(x) (+ b); a decode step's matvec reads x
     // and normalizes it itself
@@ -58,8 +58,9 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
     }
     const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{c.n_heads, c.head_dim, c.rope_dim, rc.base, c.arch->attn.rope_layout, rc.freq_scale,
-                                 rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
+    const ops::RopeParams rope_q{c.n_heads,     c.head_dim,    c.rope_dim,     rc.base,      c.arch->attn.rope_layout,
+                                 rc.freq_scale, rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow,
+                                 rc.n_ctx_orig};
     const BufferSlice factors = w_.rope_factors.slice();
     const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
     if (p.rope && !p.fused_store) {  // q, k rotated in place
@@ -86,7 +87,8 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
         } else {
             ops::kv_store_pair(ctx_, s, seg(a.k, kv), kc, seg(a.v, kv), vc, sp, seg_rows, kv, p.params.n_ctx,
                                opts_.kv_type, pages);
-            const BufferSlice bias = st_.layer(l).pos_bias >= 0 ? st_.position_bias(size_t(st_.layer(l).pos_bias)).slice() : BufferSlice{};
+            const BufferSlice bias =
+                st_.layer(l).pos_bias >= 0 ? st_.position_bias(size_t(st_.layer(l).pos_bias)).slice() : BufferSlice{};
             const BufferSlice segs = p.params.segmented ? seg(b_.segs.slice(), 2) : BufferSlice{};
             ops::attention(ctx_, s, p.params, seg(a.q, qd), kc, vc, sp, seg(att, qd), scratch,
                            {bias, segs, L[R::Sinks].slice(), pages});
@@ -109,7 +111,8 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
     }
 }
 
-void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBlockPlan& p, const StepShape& batch) const {
+void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBlockPlan& p,
+                               const StepShape& batch) const {
     using R = Role;
     const uint32_t n = batch.n;
     const LayerWeights& L = st_.layer(l).w;
@@ -118,15 +121,15 @@ void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBloc
     const uint32_t row = c.kv_dim(), vm = c.mla_v, slots = n * H;  // row = rope + r, a cache row and a query head
     auto rows = [&](const Buffer& b, uint64_t width) { return b.slice(0, 4ull * width * n); };
     const BufferSlice x = rows(b_.x, dim), xn = rows(b_.xn, dim);
-    const BufferSlice q = rows(b_.mla_q, uint64_t(H) * qk);     // (n, H, qk): per head [nope | rope]
-    const BufferSlice kva = rows(b_.mla_kva, row);              // (n, r + rope): latent, then the rotary key
-    const BufferSlice krow = rows(b_.k, row);                   // (n, rope + r): the cached row
-    const BufferSlice lat = rows(b_.v, r);                      // (n, r): the latent, normed
-    const BufferSlice qh = rows(b_.q, uint64_t(H) * row);       // (n, H, rope + r): the attention's queries
-    const BufferSlice att = rows(b_.att, uint64_t(H) * r);      // (n, H, r)
-    const BufferSlice qn = rows(b_.mla_qn, uint64_t(H) * nope); // (n * H, nope)
-    const BufferSlice qabs = rows(b_.mla_qabs, uint64_t(H) * r);// (n * H, r)
-    const BufferSlice o = rows(b_.mla_o, uint64_t(H) * vm);     // (n * H, v_mla) = (n, H * v_mla)
+    const BufferSlice q = rows(b_.mla_q, uint64_t(H) * qk);  // (n, H, qk): per head [nope | rope]
+    const BufferSlice kva = rows(b_.mla_kva, row);  // (n, r + rope): latent, then the rotary key
+    const BufferSlice krow = rows(b_.k, row);  // (n, rope + r): the cached row
+    const BufferSlice lat = rows(b_.v, r);  // (n, r): the latent, normed
+    const BufferSlice qh = rows(b_.q, uint64_t(H) * row);  // (n, H, rope + r): the attention's queries
+    const BufferSlice att = rows(b_.att, uint64_t(H) * r);  // (n, H, r)
+    const BufferSlice qn = rows(b_.mla_qn, uint64_t(H) * nope);  // (n * H, nope)
+    const BufferSlice qabs = rows(b_.mla_qabs, uint64_t(H) * r);  // (n * H, r)
+    const BufferSlice o = rows(b_.mla_o, uint64_t(H) * vm);  // (n * H, v_mla) = (n, H * v_mla)
     const BufferSlice heads = b_.head_ids.slice(0, 4ull * slots);
     const BufferSlice pos = b_.positions.slice(0, 4ull * n), in_pos = b_.rel_pos.slice(0, 4ull * n);
 
@@ -158,8 +161,17 @@ void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBloc
     }
     ops::copy_cols(ctx_, s, {qabs, r, 0}, {qh, row, rope}, slots, r);
     const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{H, row, rope, rc.base, c.arch->attn.rope_layout, rc.freq_scale, rc.ext_factor,
-                                 rc.attn_factor, rc.beta_fast, rc.beta_slow, rc.n_ctx_orig};
+    const ops::RopeParams rope_q{H,
+                                 row,
+                                 rope,
+                                 rc.base,
+                                 c.arch->attn.rope_layout,
+                                 rc.freq_scale,
+                                 rc.ext_factor,
+                                 rc.attn_factor,
+                                 rc.beta_fast,
+                                 rc.beta_slow,
+                                 rc.n_ctx_orig};
     ops::RopeParams rope_k = rope_q;
     rope_k.n_heads = 1;
     ops::rope(ctx_, s, qh, in_pos, n, rope_q);
@@ -179,8 +191,10 @@ void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBloc
                        scratch, {.pages = pages});
     }
     // x += wo · [wv_b_h · att_h]_h
-    if (p.mla_grouped) ops::moe_matmul(ctx_, s, p.v_b_mm, L[R::WvB].slice(), H, att, 1, groups, o, n, slots, vm, r);
-    else ops::moe_matvec(ctx_, s, p.v_b, L[R::WvB].slice(), H, att, 1, heads, o, slots, vm, r);
+    if (p.mla_grouped)
+        ops::moe_matmul(ctx_, s, p.v_b_mm, L[R::WvB].slice(), H, att, 1, groups, o, n, slots, vm, r);
+    else
+        ops::moe_matvec(ctx_, s, p.v_b, L[R::WvB].slice(), H, att, 1, heads, o, slots, vm, r);
     project(s, L, p.wo, o, x);
 }
 
@@ -188,16 +202,16 @@ void StageRecorder::record_cross(CommandStream& s, uint32_t l, const CrossPlan& 
     using R = Role;
     const LayerWeights& L = st_.layer(l).w;
     const uint32_t dim = cfg_.dim, qd = cfg_.q_dim();
-    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);  // (n, dim) residual stream
     const BufferSlice xn = b_.xn.slice(0, 4ull * dim * n);  // (n, dim) normed
-    const BufferSlice q = b_.cross_q.slice(0, 4ull * qd * n);     // (n, q_dim)
-    const BufferSlice att = b_.cross_att.slice(0, 4ull * qd * n); // (n, q_dim)
+    const BufferSlice q = b_.cross_q.slice(0, 4ull * qd * n);  // (n, q_dim)
+    const BufferSlice att = b_.cross_att.slice(0, 4ull * qd * n);  // (n, q_dim)
     // q = wq_x · norm(x); att = attention over the encoder rows; x += wo_x · att
     const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::CrossNorm]) : ops::MatvecInput{};
     if (!p.fold_norm) norm(s, x, L[R::CrossNorm], {}, xn, n);
     project(s, L, p.q, p.fold_norm ? x : xn, q, in);
-    ops::attention(ctx_, s, p.params, q, b_.cross_k[l].slice(), b_.cross_v[l].slice(), b_.cross_pos.slice(0, 4ull * n), att,
-                   b_.attn_scratch.slice());
+    ops::attention(ctx_, s, p.params, q, b_.cross_k[l].slice(), b_.cross_v[l].slice(), b_.cross_pos.slice(0, 4ull * n),
+                   att, b_.attn_scratch.slice());
     project(s, L, p.o, att, x);
 }
 
@@ -209,8 +223,8 @@ void StageRecorder::record_cross_kv(CommandStream& s, uint32_t r0, uint32_t m) c
         const CrossKvPlan kp = plan_cross_kv(ctx_.caps(), st_.weight_layout().layers[l], m);
         project(s, st_.layer(l).w, kp.k, src, k);
         project(s, st_.layer(l).w, kp.v, src, v);
-        ops::kv_store_pair(ctx_, s, k, b_.cross_k[l].slice(), v, b_.cross_v[l].slice(), b_.enc_rows.slice(4ull * r0, 4ull * m),
-                           m, kv, n_ctx, opts_.kv_type);
+        ops::kv_store_pair(ctx_, s, k, b_.cross_k[l].slice(), v, b_.cross_v[l].slice(),
+                           b_.enc_rows.slice(4ull * r0, 4ull * m), m, kv, n_ctx, opts_.kv_type);
     }
 }
 

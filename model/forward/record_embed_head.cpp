@@ -14,8 +14,8 @@ void StageRecorder::record_embed(CommandStream& s, uint32_t n) const {
     const uint64_t row = uint64_t(cfg_.dim) * 4;
     const BufferSlice x = b_.x.slice(0, row * n);
     if (st_.gpu_embed())
-        ops::get_rows(ctx_, s, w_.token_embd.type, w_.token_embd.slice(), cfg_.n_vocab, cfg_.dim, b_.ids.slice(0, 4ull * n),
-                      n, x);
+        ops::get_rows(ctx_, s, w_.token_embd.type, w_.token_embd.slice(), cfg_.n_vocab, cfg_.dim,
+                      b_.ids.slice(0, 4ull * n), n, x);
     else
         s.copy(b_.embed_in.slice(0, row * n), x);
     if (cfg_.arch->norm.embed_scale) ops::scale(ctx_, s, x, n * cfg_.dim, std::sqrt(float(cfg_.dim)));
@@ -35,7 +35,7 @@ void StageRecorder::record_embed(CommandStream& s, uint32_t n) const {
 }
 
 void StageRecorder::record_logits(CommandStream& s, const HeadPlan& h, const BufferSlice& x, const BufferSlice& normed,
-                             const BufferSlice& logits) const {
+                                  const BufferSlice& logits) const {
     const DeviceTensor& out = w_.output_tensor();
     if (h.fold_norm) {  // logits = output · rms_norm(x), the norm in the matvec
         ops::linear(ctx_, s, h.out, out.slice(), x, logits, nullptr, nullptr,

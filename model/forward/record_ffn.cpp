@@ -14,7 +14,7 @@ void StageRecorder::record_ffn(CommandStream& s, uint32_t l, const FfnPlan& p, u
     }
     const LayerWeights& L = st_.layer(l).w;
     const uint32_t dim = cfg_.dim, ffn = cfg_.ffn_dim;
-    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);  // (n, dim) residual stream
     const BufferSlice xn = b_.xn.slice(0, 4ull * dim * n);  // (n, dim) normed
 
     // gate (n, ffn), up (n, ffn) = W · norm(x) (+ b_up)
@@ -61,7 +61,7 @@ void StageRecorder::record_moe(CommandStream& s, uint32_t l, const FfnPlan& p, u
     const LayerWeights& L = st_.layer(l).w;
     const MoePlan& m = p.moe;
     const uint32_t dim = cfg_.dim, E = cfg_.n_expert, K = cfg_.n_expert_used, fe = cfg_.expert_ffn_dim, slots = n * K;
-    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);    // (n, dim) residual stream
+    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);  // (n, dim) residual stream
     const BufferSlice xn = b_.xn.slice(0, 4ull * dim * n);  // (n, dim) normed
     norm(s, x, L[R::FfnNorm], L[R::FfnNormB], xn, n);
 

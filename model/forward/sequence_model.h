@@ -43,8 +43,8 @@ public:
     virtual ~SequenceModel() = default;
 
     virtual const ModelConfig& config() const = 0;
-    virtual uint32_t n_ctx() const = 0;   // rows per sequence
-    virtual uint32_t n_seq() const = 0;   // sequences (a server's slots)
+    virtual uint32_t n_ctx() const = 0;  // rows per sequence
+    virtual uint32_t n_seq() const = 0;  // sequences (a server's slots)
     virtual uint32_t ubatch() const = 0;  // prompt tokens per forward chunk
 
     virtual uint32_t n_past(uint32_t seq) const = 0;

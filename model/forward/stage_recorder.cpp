@@ -6,7 +6,11 @@
 namespace vkllm {
 
 StageRecorder::StageRecorder(const ForwardStage& stage)
-    : st_(stage), ctx_(stage.context()), cfg_(stage.config()), opts_(stage.options()), w_(stage.weights()),
+    : st_(stage),
+      ctx_(stage.context()),
+      cfg_(stage.config()),
+      opts_(stage.options()),
+      w_(stage.weights()),
       b_(stage.buffers()) {}
 
 ops::MatvecInput StageRecorder::rms_input(const DeviceTensor& w) const {
@@ -14,7 +18,7 @@ ops::MatvecInput StageRecorder::rms_input(const DeviceTensor& w) const {
 }
 
 void StageRecorder::norm(CommandStream& s, const BufferSlice& x, const DeviceTensor& w, const DeviceTensor& b,
-                    const BufferSlice& y, uint32_t rows) const {
+                         const BufferSlice& y, uint32_t rows) const {
     if (cfg_.arch->norm.kind == NormKind::Layer) {
         const BufferSlice bias = b.slice();
         ops::layer_norm(ctx_, s, x, w.slice(), b.present() ? &bias : nullptr, y, rows, cfg_.dim, cfg_.norm_eps);
@@ -34,7 +38,7 @@ ops::MatvecInput StageRecorder::with_q8(const ops::LinearPlan& plan, ops::Matvec
 }
 
 void StageRecorder::project(CommandStream& s, const LayerWeights& L, const LinearStep& st, const BufferSlice& x,
-                       const BufferSlice& y, const ops::MatvecInput& input, SharedQ8* shared) const {
+                            const BufferSlice& y, const ops::MatvecInput& input, SharedQ8* shared) const {
     const BufferSlice bias = st.bias != kNoRole ? L[st.bias].slice() : BufferSlice{};
     ops::linear(ctx_, s, st.kernel, L[st.w].slice(), x, y, st.residual ? &y : nullptr,
                 st.bias != kNoRole ? &bias : nullptr, with_q8(st.kernel, input, shared));
@@ -61,11 +65,12 @@ StageRecorder::Activations StageRecorder::activations(const LayerPlan& p) const 
 }
 
 void StageRecorder::record_layer(CommandStream& s, uint32_t l, const StepShape& batch) const {
-    const LayerPlan plan = plan_layer(ctx_.caps(), cfg_, st_.weight_layout().layers[l], l, batch,
-                                      st_.kv_geometry());
+    const LayerPlan plan = plan_layer(ctx_.caps(), cfg_, st_.weight_layout().layers[l], l, batch, st_.kv_geometry());
     const Activations act = activations(plan);
-    if (plan.attn.mla) record_mla(s, l, plan.attn, batch);
-    else record_attention(s, l, plan.attn, batch, act);
+    if (plan.attn.mla)
+        record_mla(s, l, plan.attn, batch);
+    else
+        record_attention(s, l, plan.attn, batch, act);
     if (plan.cross.runs) record_cross(s, l, plan.cross, batch.n);
     record_ffn(s, l, plan.ffn, batch.n, act);
 }

@@ -37,19 +37,19 @@ size_t reserve_hint(uint64_t count) { return size_t(std::min(count, kMaxReserve)
 
 size_t scalar_size(GgufType t) {
     switch (t) {
-    case GgufType::UINT8:
-    case GgufType::INT8:
-    case GgufType::BOOL: return 1;
-    case GgufType::UINT16:
-    case GgufType::INT16: return 2;
-    case GgufType::UINT32:
-    case GgufType::INT32:
-    case GgufType::FLOAT32: return 4;
-    case GgufType::UINT64:
-    case GgufType::INT64:
-    case GgufType::FLOAT64: return 8;
-    case GgufType::STRING:
-    case GgufType::ARRAY: return 0;
+        case GgufType::UINT8:
+        case GgufType::INT8:
+        case GgufType::BOOL: return 1;
+        case GgufType::UINT16:
+        case GgufType::INT16: return 2;
+        case GgufType::UINT32:
+        case GgufType::INT32:
+        case GgufType::FLOAT32: return 4;
+        case GgufType::UINT64:
+        case GgufType::INT64:
+        case GgufType::FLOAT64: return 8;
+        case GgufType::STRING:
+        case GgufType::ARRAY: return 0;
     }
     return 0;
 }
@@ -58,15 +58,15 @@ bool valid_type(uint32_t t) { return t <= uint32_t(GgufType::FLOAT64); }
 
 bool is_integer_type(GgufType t) {
     switch (t) {
-    case GgufType::UINT8:
-    case GgufType::INT8:
-    case GgufType::UINT16:
-    case GgufType::INT16:
-    case GgufType::UINT32:
-    case GgufType::INT32:
-    case GgufType::UINT64:
-    case GgufType::INT64: return true;
-    default: return false;
+        case GgufType::UINT8:
+        case GgufType::INT8:
+        case GgufType::UINT16:
+        case GgufType::INT16:
+        case GgufType::UINT32:
+        case GgufType::INT32:
+        case GgufType::UINT64:
+        case GgufType::INT64: return true;
+        default: return false;
     }
 }
 
@@ -81,15 +81,15 @@ T load(const uint8_t* p) {
 bool load_integer(GgufType t, const uint8_t* p, int64_t& s, uint64_t& u, bool& is_signed) {
     is_signed = false;
     switch (t) {
-    case GgufType::UINT8: u = load<uint8_t>(p); return true;
-    case GgufType::UINT16: u = load<uint16_t>(p); return true;
-    case GgufType::UINT32: u = load<uint32_t>(p); return true;
-    case GgufType::UINT64: u = load<uint64_t>(p); return true;
-    case GgufType::INT8: s = load<int8_t>(p); break;
-    case GgufType::INT16: s = load<int16_t>(p); break;
-    case GgufType::INT32: s = load<int32_t>(p); break;
-    case GgufType::INT64: s = load<int64_t>(p); break;
-    default: return false;
+        case GgufType::UINT8: u = load<uint8_t>(p); return true;
+        case GgufType::UINT16: u = load<uint16_t>(p); return true;
+        case GgufType::UINT32: u = load<uint32_t>(p); return true;
+        case GgufType::UINT64: u = load<uint64_t>(p); return true;
+        case GgufType::INT8: s = load<int8_t>(p); break;
+        case GgufType::INT16: s = load<int16_t>(p); break;
+        case GgufType::INT32: s = load<int32_t>(p); break;
+        case GgufType::INT64: s = load<int64_t>(p); break;
+        default: return false;
     }
     is_signed = true;
     return true;
@@ -112,8 +112,8 @@ public:
 
     std::span<const uint8_t> take(uint64_t n, std::string_view what, std::string_view field) {
         if (n > remaining())
-            file_.fail(what, fmt::format("truncated: {} needs {} bytes at offset {}, file is {} bytes", field,
-                                         n, pos_, bytes_.size()));
+            file_.fail(what, fmt::format("truncated: {} needs {} bytes at offset {}, file is {} bytes", field, n, pos_,
+                                         bytes_.size()));
         auto s = bytes_.subspan(size_t(pos_), size_t(n));
         pos_ += n;
         return s;
@@ -125,8 +125,8 @@ public:
     std::string_view string(std::string_view what, std::string_view field) {
         uint64_t len = read<uint64_t>(what, field);
         if (len > remaining())
-            file_.fail(what, fmt::format("{}: string length {} at offset {} extends past end of file ({} bytes)",
-                                         field, len, pos_ - 8, bytes_.size()));
+            file_.fail(what, fmt::format("{}: string length {} at offset {} extends past end of file ({} bytes)", field,
+                                         len, pos_ - 8, bytes_.size()));
         auto s = take(len, what, field);
         return {reinterpret_cast<const char*>(s.data()), s.size()};
     }
@@ -168,8 +168,8 @@ void read_value(Reader& r, GgufValue& v, GgufType type, const std::string& what,
     // type + length fields.
     const uint64_t min_elem = es ? es : (v.array_type == GgufType::STRING ? 8 : 12);
     if (count > r.remaining() / min_elem)
-        file.fail(what, fmt::format("array of {} {} elements at offset {} extends past end of file ({} bytes)",
-                                    count, gguf_type_name(v.array_type), start, file_size));
+        file.fail(what, fmt::format("array of {} {} elements at offset {} extends past end of file ({} bytes)", count,
+                                    gguf_type_name(v.array_type), start, file_size));
     if (es) {
         v.raw = r.take(count * es, what, "array data");
         return;
@@ -192,9 +192,8 @@ void read_value(Reader& r, GgufValue& v, GgufType type, const std::string& what,
 }  // namespace
 
 std::string_view gguf_type_name(GgufType t) {
-    static constexpr std::string_view names[] = {"UINT8", "INT8",   "UINT16", "INT16", "UINT32",
-                                                 "INT32", "FLOAT32", "BOOL",   "STRING", "ARRAY",
-                                                 "UINT64", "INT64", "FLOAT64"};
+    static constexpr std::string_view names[] = {"UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
+                                                 "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
     return uint32_t(t) < std::size(names) ? names[uint32_t(t)] : std::string_view("UNKNOWN");
 }
 
@@ -336,9 +335,8 @@ void GgufFile::parse() {
     version_ = r.read<uint32_t>("header", "version");
     if (version_ != 2 && version_ != 3) {
         std::string hint = version_ == 1 ? " (version 1 used 32-bit counts and is obsolete)"
-                           : (version_ == 0x02000000u || version_ == 0x03000000u)
-                               ? " (a big-endian file?)"
-                               : "";
+                           : (version_ == 0x02000000u || version_ == 0x03000000u) ? " (a big-endian file?)"
+                                                                                  : "";
         fail("header", fmt::format("unsupported GGUF version {}{}; supported: 2, 3", version_, hint));
     }
     const uint64_t n_tensors = r.read<uint64_t>("header", "tensor count");
@@ -442,8 +440,8 @@ void GgufFile::parse() {
         const GgufTensorInfo& b = *by_offset[i];
         if (a.offset + a.n_bytes > b.offset)
             fail("tensor " + quote_name(b.name),
-                 fmt::format("data [offset {}, {} bytes) overlaps tensor {} [offset {}, {} bytes)", b.offset,
-                             b.n_bytes, quote_name(a.name), a.offset, a.n_bytes));
+                 fmt::format("data [offset {}, {} bytes) overlaps tensor {} [offset {}, {} bytes)", b.offset, b.n_bytes,
+                             quote_name(a.name), a.offset, a.n_bytes));
     }
 }
 
@@ -468,23 +466,29 @@ T checked_integer(const GgufFile& f, std::string_view key, const GgufValue& v, s
     if constexpr (std::is_signed_v<T>) {
         auto x = v.as_i64();
         if (!x || *x < std::numeric_limits<T>::min() || *x > std::numeric_limits<T>::max())
-            f.fail("key " + quote_name(key), fmt::format("value {} does not fit in {}",
-                                                         x ? fmt::format("{}", *x) : "(>= 2^63)", expected));
+            f.fail("key " + quote_name(key),
+                   fmt::format("value {} does not fit in {}", x ? fmt::format("{}", *x) : "(>= 2^63)", expected));
         return T(*x);
     } else {
         auto x = v.as_u64();
         if (!x || *x > std::numeric_limits<T>::max())
             f.fail("key " + quote_name(key),
-                   fmt::format("value {} does not fit in {}", x ? fmt::format("{}", *x) : fmt::format("{}", *v.as_i64()),
-                               expected));
+                   fmt::format("value {} does not fit in {}",
+                               x ? fmt::format("{}", *x) : fmt::format("{}", *v.as_i64()), expected));
         return T(*x);
     }
 }
 }  // namespace
 
-uint32_t GgufFile::get_u32(std::string_view key) const { return checked_integer<uint32_t>(*this, key, require(key), "UINT32"); }
-uint64_t GgufFile::get_u64(std::string_view key) const { return checked_integer<uint64_t>(*this, key, require(key), "UINT64"); }
-int32_t GgufFile::get_i32(std::string_view key) const { return checked_integer<int32_t>(*this, key, require(key), "INT32"); }
+uint32_t GgufFile::get_u32(std::string_view key) const {
+    return checked_integer<uint32_t>(*this, key, require(key), "UINT32");
+}
+uint64_t GgufFile::get_u64(std::string_view key) const {
+    return checked_integer<uint64_t>(*this, key, require(key), "UINT64");
+}
+int32_t GgufFile::get_i32(std::string_view key) const {
+    return checked_integer<int32_t>(*this, key, require(key), "INT32");
+}
 
 float GgufFile::get_f32(std::string_view key) const {
     const GgufValue& v = require(key);

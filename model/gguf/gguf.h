@@ -26,8 +26,19 @@ public:
 
 // Metadata value types, numbered as in the GGUF spec.
 enum class GgufType : uint32_t {
-    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-    STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+    UINT8 = 0,
+    INT8 = 1,
+    UINT16 = 2,
+    INT16 = 3,
+    UINT32 = 4,
+    INT32 = 5,
+    FLOAT32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    UINT64 = 10,
+    INT64 = 11,
+    FLOAT64 = 12,
 };
 std::string_view gguf_type_name(GgufType t);  // "UINT32", ...; "UNKNOWN" outside the spec
 
@@ -36,14 +47,14 @@ inline constexpr size_t kGgufMaxDims = 4;
 
 struct GgufValue {
     GgufType type{};
-    GgufType array_type{};              // element type, when type == ARRAY
-    uint64_t array_size = 0;            // element count, when type == ARRAY
-    std::span<const uint8_t> raw;       // little-endian payload: a scalar, string bytes, or packed
-                                        // numeric array elements (for arrays of strings / arrays:
-                                        // the whole encoded element sequence)
+    GgufType array_type{};  // element type, when type == ARRAY
+    uint64_t array_size = 0;  // element count, when type == ARRAY
+    std::span<const uint8_t> raw;  // little-endian payload: a scalar, string bytes, or packed
+        // numeric array elements (for arrays of strings / arrays:
+        // the whole encoded element sequence)
     std::vector<std::string_view> strings;  // elements of an array of strings
 
-    bool is_integer() const;            // any of the 8 integer types (scalar)
+    bool is_integer() const;  // any of the 8 integer types (scalar)
     // Value conversions; nullopt when the type does not match or the value does not fit.
     std::optional<uint64_t> as_u64() const;
     std::optional<int64_t> as_i64() const;
@@ -64,7 +75,7 @@ struct GgufTensorInfo {
     uint32_t n_dims = 0;
     uint64_t ne[kGgufMaxDims] = {1, 1, 1, 1};  // ggml order: ne[0] is the row length; unused dims 1
     uint64_t n_elements = 0;
-    uint64_t offset = 0;   // relative to the data section
+    uint64_t offset = 0;  // relative to the data section
     uint64_t n_bytes = 0;
 
     uint64_t n_rows() const { return n_elements / ne[0]; }

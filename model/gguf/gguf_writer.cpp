@@ -82,11 +82,11 @@ void GgufWriter::set(std::string_view key, GgufType type, std::vector<uint8_t> p
     kv_.push_back({std::string(key), type, std::move(payload)});
 }
 
-#define VKLLM_SCALAR_SETTER(fn, T, gtype)              \
-    void GgufWriter::fn(std::string_view key, T v) {   \
-        std::vector<uint8_t> p;                        \
-        put<T>(p, v);                                  \
-        set(key, GgufType::gtype, std::move(p));       \
+#define VKLLM_SCALAR_SETTER(fn, T, gtype)            \
+    void GgufWriter::fn(std::string_view key, T v) { \
+        std::vector<uint8_t> p;                      \
+        put<T>(p, v);                                \
+        set(key, GgufType::gtype, std::move(p));     \
     }
 VKLLM_SCALAR_SETTER(set_u8, uint8_t, UINT8)
 VKLLM_SCALAR_SETTER(set_u32, uint32_t, UINT32)

@@ -11,7 +11,8 @@ namespace vkllm::grammar {
 GrammarError::GrammarError(const std::string& what, uint32_t line, uint32_t column)
     : std::invalid_argument(line ? fmt::format("grammar: line {}, column {}: {}", line, column, what)
                                  : "grammar: " + what),
-      line_(line), column_(column) {}
+      line_(line),
+      column_(column) {}
 
 namespace {
 
@@ -106,8 +107,10 @@ private:
     [[noreturn]] void fail_at(size_t at, const std::string& what) const {
         uint32_t line = 1, col = 1;
         for (size_t i = 0; i < at && i < s_.size(); ++i) {
-            if (s_[i] == '\n') ++line, col = 1;
-            else if ((uint8_t(s_[i]) & 0xc0) != 0x80) ++col;
+            if (s_[i] == '\n')
+                ++line, col = 1;
+            else if ((uint8_t(s_[i]) & 0xc0) != 0x80)
+                ++col;
         }
         throw GrammarError(what, line, col);
     }
@@ -137,8 +140,9 @@ private:
     std::string parse_name() {
         const size_t start = pos_;
         while (!at_end() && word_char(s_[pos_])) ++pos_;
-        if (pos_ == start) fail(at_end() ? "expected a rule name, got the end of the text"
-                                          : fmt::format("expected a rule name, got '{}'", s_[pos_]));
+        if (pos_ == start)
+            fail(at_end() ? "expected a rule name, got the end of the text"
+                          : fmt::format("expected a rule name, got '{}'", s_[pos_]));
         return std::string(s_.substr(start, pos_ - start));
     }
 
@@ -159,7 +163,8 @@ private:
     }
     uint32_t new_rule(const std::string& base) {
         std::string name;
-        do name = fmt::format("{}_{}", base, ++generated_); while (index_.count(name));
+        do name = fmt::format("{}_{}", base, ++generated_);
+        while (index_.count(name));
         const uint32_t i = rule_index(name, pos_);
         defined_[i] = true;
         return i;
@@ -212,8 +217,10 @@ private:
                 for (int i = 0; i < digits; ++i) {
                     if (at_end()) fail("unexpected end of the text in an escape");
                     const char h = s_[pos_];
-                    const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                                                           : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                    const int d = h >= '0' && h <= '9'   ? h - '0'
+                                  : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                  : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                         : -1;
                     if (d < 0) fail(fmt::format("'{}' is not a hex digit", h));
                     v = v * 16 + uint32_t(d);
                     ++pos_;
@@ -225,7 +232,12 @@ private:
                 case 'n': return '\n';
                 case 'r': return '\r';
                 case 't': return '\t';
-                case '\\': case '"': case '[': case ']': case '-': case '^': return uint32_t(e);
+                case '\\':
+                case '"':
+                case '[':
+                case ']':
+                case '-':
+                case '^': return uint32_t(e);
                 case 'x': return hex(2);
                 case 'u': return hex(4);
                 case 'U': return hex(8);
@@ -312,8 +324,10 @@ private:
                 seq.resize(elem_start);
                 uint32_t min = 0, max = UINT32_MAX;  // UINT32_MAX: unbounded
                 ++pos_;
-                if (r == '+') min = 1;
-                else if (r == '?') max = 1;
+                if (r == '+')
+                    min = 1;
+                else if (r == '?')
+                    max = 1;
                 else if (r == '{') {
                     skip_space(nested);
                     min = parse_int();
@@ -327,7 +341,8 @@ private:
                     }
                     if (peek() != '}') fail("expected '}'");
                     ++pos_;
-                    if (max < min) fail(fmt::format("repetition {{{},{}}}: the maximum is below the minimum", min, max));
+                    if (max < min)
+                        fail(fmt::format("repetition {{{},{}}}: the maximum is below the minimum", min, max));
                 }
                 add_repetition(seq, last, min, max);
                 skip_space(nested);
@@ -388,8 +403,14 @@ private:
                 for (const Sequence& alt : g_.rules[r].alternatives) {
                     bool all = true;
                     for (const Element& e : alt)
-                        if (e.kind == Element::Kind::Chars || !nullable[e.rule]) { all = false; break; }
-                    if (all) { nullable[r] = true, changed = true; break; }
+                        if (e.kind == Element::Kind::Chars || !nullable[e.rule]) {
+                            all = false;
+                            break;
+                        }
+                    if (all) {
+                        nullable[r] = true, changed = true;
+                        break;
+                    }
                 }
             }
         }
@@ -454,9 +475,7 @@ private:
 
 Grammar Grammar::parse(std::string_view gbnf) { return Parser(gbnf).run(); }
 
-bool Matcher::Pos::operator<(const Pos& o) const {
-    return std::tie(rule, alt, elem) < std::tie(o.rule, o.alt, o.elem);
-}
+bool Matcher::Pos::operator<(const Pos& o) const { return std::tie(rule, alt, elem) < std::tie(o.rule, o.alt, o.elem); }
 bool Matcher::Pos::operator==(const Pos& o) const { return rule == o.rule && alt == o.alt && elem == o.elem; }
 
 Matcher::Matcher(const Grammar& g) : g_(&g) {
@@ -486,15 +505,17 @@ void Matcher::expand(Stack s, std::vector<Stack>& out) const {
         }
         // The caller continues after the reference; nothing is kept when the reference was its last
         // element (so that right recursion, x*, does not grow the stack).
-        if (p.elem + 1 >= seq.size()) s.pop_back();
-        else ++s.back().elem;
+        if (p.elem + 1 >= seq.size())
+            s.pop_back();
+        else
+            ++s.back().elem;
         if (s.size() >= kMaxDepth)
             throw GrammarError(fmt::format("the grammar nests more than {} rules at once", kMaxDepth));
         const auto n_alts = uint32_t(g_->rules[e.rule].alternatives.size());
         for (uint32_t a = 0; a < n_alts; ++a) {
             if (out.size() > kMaxStacks)
-                throw GrammarError(fmt::format("the grammar is too ambiguous to follow (more than {} parse stacks)",
-                                               kMaxStacks));
+                throw GrammarError(
+                    fmt::format("the grammar is too ambiguous to follow (more than {} parse stacks)", kMaxStacks));
             Stack t = a + 1 < n_alts ? s : std::move(s);
             t.push_back({e.rule, a, 0});
             expand(std::move(t), out);
@@ -527,7 +548,8 @@ bool Matcher::top_matches(const std::vector<Stack>& stacks, uint32_t cp) const {
 }
 
 bool Matcher::can_end() const {
-    return here_.partial_.empty() && std::any_of(here_.stacks_.begin(), here_.stacks_.end(), [](const Stack& s) { return s.empty(); });
+    return here_.partial_.empty() &&
+           std::any_of(here_.stacks_.begin(), here_.stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
 // The code points a partly received UTF-8 character could still become, and whether any is allowed.
@@ -615,7 +637,8 @@ bool Matcher::may_step(const State& st, uint8_t byte) const {
 }
 
 bool Matcher::complete() const {
-    return here_.partial_.empty() && std::all_of(here_.stacks_.begin(), here_.stacks_.end(), [](const Stack& s) { return s.empty(); });
+    return here_.partial_.empty() &&
+           std::all_of(here_.stacks_.begin(), here_.stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
 size_t find_trigger(std::string_view text, const LazyStart& start) {

@@ -48,8 +48,8 @@ struct Element {
     enum class Kind { Chars, Rule };
     Kind kind = Kind::Chars;
     std::vector<std::pair<uint32_t, uint32_t>> ranges;  // Chars: inclusive ranges
-    bool negated = false;                               // Chars: every code point but those
-    uint32_t rule = 0;                                  // Rule: index into Grammar::rules
+    bool negated = false;  // Chars: every code point but those
+    uint32_t rule = 0;  // Rule: index into Grammar::rules
     bool matches(uint32_t cp) const;
     // Whether some code point in [lo, hi] matches (for a partly received UTF-8 character).
     bool matches_any(uint32_t lo, uint32_t hi) const;
@@ -58,7 +58,7 @@ using Sequence = std::vector<Element>;
 
 struct Rule {
     std::string name;  // "root", a grammar's own names, or "name_N" for groups and repetitions (no clash:
-                       // '_' is not a name character of GBNF)
+        // '_' is not a name character of GBNF)
     std::vector<Sequence> alternatives;
 };
 

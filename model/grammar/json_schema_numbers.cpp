@@ -39,11 +39,13 @@ Decimal decimal(const Json& v, const char* k, const std::string& where) {
     const std::string whole = t.substr(0, dot), frac = dot == std::string::npos ? "" : t.substr(dot + 1);
     if (whole.empty() || whole.size() > kBoundDigits || whole.find_first_not_of("0123456789") != std::string::npos ||
         frac.find_first_not_of("0123456789") != std::string::npos)
-        refuse(k, where, fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
+        refuse(k, where,
+               fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
     d.whole = std::stoull(whole);
     d.frac = frac.substr(0, frac.find_last_not_of('0') + 1);
     if (digits_of(d.whole) + d.frac.size() > kBoundDigits)
-        refuse(k, where, fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
+        refuse(k, where,
+               fmt::format("'{}' must be a plain decimal of at most {} digits (not {})", k, kBoundDigits, v.dump()));
     if (d.zero()) d.negative = false;
     return d;
 }
@@ -137,7 +139,8 @@ public:
                                    Bound{"maximum", true, false}, Bound{"exclusiveMaximum", true, true}}) {
             const char* k = bound.key;
             if (!s.contains(k)) continue;
-            if (!s[k].is_number()) refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
+            if (!s[k].is_number())
+                refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
             const Decimal d = decimal(s[k], k, where);
             const bool upper = bound.upper, strict = bound.strict;
             std::optional<Decimal>& b = upper ? hi : lo;
@@ -152,7 +155,8 @@ public:
         if (!lo && !hi) return "number";
         // Numbers with the same bounds share one rule.
         auto text = [](const std::optional<Decimal>& d, bool strict) {
-            return d ? fmt::format("{}{}{}.{}", strict ? "x" : "", d->negative ? "-" : "", d->whole, d->frac) : std::string("none");
+            return d ? fmt::format("{}{}{}.{}", strict ? "x" : "", d->negative ? "-" : "", d->whole, d->frac)
+                     : std::string("none");
         };
         const std::string key = "number " + text(lo, ls) + " " + text(hi, hs);
         if (const std::string* made = rules_.shared(key)) return *made;
@@ -202,7 +206,8 @@ private:
     std::string nonzero_run(size_t max) {
         const std::string key = fmt::format("nonzero-{}", max);
         if (const std::string* made = rules_.shared(key)) return *made;
-        const std::string body = max == 1 ? "[1-9]" : fmt::format("[1-9] {} | \"0\" {}", digit_run(0, max - 1), nonzero_run(max - 1));
+        const std::string body =
+            max == 1 ? "[1-9]" : fmt::format("[1-9] {} | \"0\" {}", digit_run(0, max - 1), nonzero_run(max - 1));
         return rules_.share(key, rules_.add(key, body));
     }
 
@@ -252,7 +257,8 @@ private:
     void magnitudes(const Decimal& lo, bool ls, const std::optional<Decimal>& hi, bool hs, const std::string& sign,
                     std::vector<std::string>& alts) {
         auto add = [&](uint64_t whole, const Digits& frac) {
-            if (const auto f = fraction(frac)) alts.push_back(sign + lit(std::to_string(whole)) + (f->empty() ? "" : " " + *f));
+            if (const auto f = fraction(frac))
+                alts.push_back(sign + lit(std::to_string(whole)) + (f->empty() ? "" : " " + *f));
         };
         auto left = [](uint64_t whole) { return kBoundDigits - digits_of(whole); };
         // Whole parts a..b with any fraction, per length (a longer whole leaves fewer fraction digits).
@@ -262,7 +268,8 @@ private:
             return p;
         };
         auto wholes = [&](uint64_t a, uint64_t b) {
-            for (size_t len = std::max<size_t>(1, digits_of(a)); len <= std::max<size_t>(1, digits_of(b)) && len <= kBoundDigits; ++len) {
+            for (size_t len = std::max<size_t>(1, digits_of(a));
+                 len <= std::max<size_t>(1, digits_of(b)) && len <= kBoundDigits; ++len) {
                 const uint64_t first = len == 1 ? 0 : pow10(len - 1), last = pow10(len) - 1;
                 const uint64_t lo_len = std::max(a, first), hi_len = std::min(b, last);
                 if (lo_len > hi_len) continue;
@@ -302,7 +309,8 @@ std::string integer_range_gbnf(const Json& s, const std::string& where, SchemaRu
     auto bound = [&](const char* k, bool upper, bool exclusive) {
         if (!s.contains(k)) return;
         const Json& v = s[k];
-        if (!v.is_number()) refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
+        if (!v.is_number())
+            refuse(k, where, fmt::format("'{}' must be a number (draft 4's boolean form is not supported)", k));
         int64_t b;
         if (v.is_number_integer()) {  // exact: doubles lose integers above 2^53
             if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMax) : std::llabs(v.get<int64_t>()) > kMax)
@@ -311,12 +319,15 @@ std::string integer_range_gbnf(const Json& s, const std::string& where, SchemaRu
             if (exclusive) b += upper ? -1 : 1;
         } else {
             const double x = v.get<double>();
-            if (!(std::fabs(x) <= 1e15)) refuse(k, where, fmt::format("'{}' is beyond 15 digits (as a non-integer)", k));
+            if (!(std::fabs(x) <= 1e15))
+                refuse(k, where, fmt::format("'{}' is beyond 15 digits (as a non-integer)", k));
             b = upper ? int64_t(std::floor(x)) : int64_t(std::ceil(x));
             if (exclusive && double(b) == x) b += upper ? -1 : 1;
         }
-        if (upper) hi = std::min(hi, b);
-        else lo = std::max(lo, b);
+        if (upper)
+            hi = std::min(hi, b);
+        else
+            lo = std::max(lo, b);
         bounded = true;
     };
     bound("minimum", false, false);

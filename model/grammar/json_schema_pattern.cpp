@@ -50,7 +50,8 @@ struct RegexParser {
                 const size_t comma = q.find(',');
                 auto num = [&](const std::string& t) -> std::string {
                     if (t.empty()) return "";
-                    if (t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos) bad("bad repetition '{" + q + "}'");
+                    if (t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos)
+                        bad("bad repetition '{" + q + "}'");
                     if (std::stoul(t) > kMaxRepeat) bad(fmt::format("repetition above {}", kMaxRepeat));
                     return t;
                 };
@@ -73,8 +74,10 @@ struct RegexParser {
         std::sort(ranges.begin(), ranges.end());
         std::vector<std::pair<uint32_t, uint32_t>> merged;
         for (auto r : ranges) {
-            if (!merged.empty() && r.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, r.second);
-            else merged.push_back(r);
+            if (!merged.empty() && r.first <= merged.back().second + 1)
+                merged.back().second = std::max(merged.back().second, r.second);
+            else
+                merged.push_back(r);
         }
         if (negated) {  // the complement over every code point
             std::vector<std::pair<uint32_t, uint32_t>> comp;
@@ -88,7 +91,9 @@ struct RegexParser {
         }
         std::vector<std::string> alts;
         std::string cls;
-        auto hex = [](uint32_t cp) { return cp <= 0xffff ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); };
+        auto hex = [](uint32_t cp) {
+            return cp <= 0xffff ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp);
+        };
         for (auto [a, b] : merged) {
             // Characters JSON must escape: each as its escape.
             for (uint32_t special : {uint32_t('"'), uint32_t('\\')})
@@ -100,7 +105,8 @@ struct RegexParser {
             for (uint32_t special : {uint32_t('"'), uint32_t('\\')}) {
                 std::vector<std::pair<uint32_t, uint32_t>> split;
                 for (auto [x, y] : plain) {
-                    if (special < x || special > y) split.push_back({x, y});
+                    if (special < x || special > y)
+                        split.push_back({x, y});
                     else {
                         if (special > x) split.push_back({x, special - 1});
                         if (special < y) split.push_back({special + 1, y});
@@ -119,18 +125,34 @@ struct RegexParser {
     }
 
     // ECMA-262's \s: WhiteSpace (tab, VT, FF, space, NBSP, BOM, Unicode Zs) and LineTerminator.
-    static constexpr std::array<std::pair<uint32_t, uint32_t>, 10> kEcmaSpace = {{
-        {0x09, 0x0d}, {0x20, 0x20}, {0xa0, 0xa0}, {0x1680, 0x1680}, {0x2000, 0x200a}, {0x2028, 0x2029},
-        {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000}, {0xfeff, 0xfeff}}};
+    static constexpr std::array<std::pair<uint32_t, uint32_t>, 10> kEcmaSpace = {{{0x09, 0x0d},
+                                                                                  {0x20, 0x20},
+                                                                                  {0xa0, 0xa0},
+                                                                                  {0x1680, 0x1680},
+                                                                                  {0x2000, 0x200a},
+                                                                                  {0x2028, 0x2029},
+                                                                                  {0x202f, 0x202f},
+                                                                                  {0x205f, 0x205f},
+                                                                                  {0x3000, 0x3000},
+                                                                                  {0xfeff, 0xfeff}}};
     static void class_escape(char e, std::vector<std::pair<uint32_t, uint32_t>>& r, bool& negate_set) {
         negate_set = false;
         switch (e) {
             case 'd': r.push_back({'0', '9'}); return;
             case 'w': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); return;
             case 's': r.insert(r.end(), kEcmaSpace.begin(), kEcmaSpace.end()); return;
-            case 'D': r.push_back({'0', '9'}); negate_set = true; return;
-            case 'W': r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}); negate_set = true; return;
-            case 'S': r.insert(r.end(), kEcmaSpace.begin(), kEcmaSpace.end()); negate_set = true; return;
+            case 'D':
+                r.push_back({'0', '9'});
+                negate_set = true;
+                return;
+            case 'W':
+                r.insert(r.end(), {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}});
+                negate_set = true;
+                return;
+            case 'S':
+                r.insert(r.end(), kEcmaSpace.begin(), kEcmaSpace.end());
+                negate_set = true;
+                return;
             default: break;
         }
     }
@@ -164,8 +186,10 @@ struct RegexParser {
         if (ch == '(') {
             if (++depth > 64) bad("groups nested deeper than 64");
             ++pos;
-            if (re.compare(pos, 2, "?:") == 0) pos += 2;
-            else if (more() && re[pos] == '?') bad("lookaround and other '(?' groups are not supported");
+            if (re.compare(pos, 2, "?:") == 0)
+                pos += 2;
+            else if (more() && re[pos] == '?')
+                bad("lookaround and other '(?' groups are not supported");
             std::string inner = alternatives();
             if (!more() || re[pos] != ')') bad("unbalanced '('");
             ++pos;

@@ -55,7 +55,7 @@ private:
     std::vector<std::pair<std::string, std::string>> rules_;
     std::set<std::string> taken_;
     std::map<std::string, int> next_suffix_;  // per base name: the next number to try
-    std::map<std::string, size_t> index_;     // rule name -> place in rules_
+    std::map<std::string, size_t> index_;  // rule name -> place in rules_
     std::map<std::string, std::string> shared_;  // shared rules by what they match
 };
 

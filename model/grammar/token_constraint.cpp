@@ -15,7 +15,8 @@ TokenPieces::TokenPieces(const Tokenizer& tok, std::span<const int32_t> spoken)
         eog_[id] = tok.is_eog(int32_t(id)) ? 1 : 0;
     }
     for (const int32_t id : spoken)
-        if (id >= 0 && size_t(id) < bytes_.size() && bytes_[size_t(id)].empty()) bytes_[size_t(id)] = tok.token_to_piece(id, true);
+        if (id >= 0 && size_t(id) < bytes_.size() && bytes_[size_t(id)].empty())
+            bytes_[size_t(id)] = tok.token_to_piece(id, true);
     // An end-of-generation token ends the text (where the grammar may end), even one spoken.
     for (size_t id = 0; id < bytes_.size(); ++id)
         if (eog_[id]) bytes_[id].clear();

@@ -49,7 +49,7 @@ public:
     // The byte trie of every token that has bytes; node 0 is the root (the empty prefix).
     struct Node {
         std::vector<std::pair<uint8_t, uint32_t>> children;  // byte -> node, ascending
-        std::vector<int32_t> tokens;                          // tokens whose bytes end here
+        std::vector<int32_t> tokens;  // tokens whose bytes end here
     };
     const std::vector<Node>& trie() const { return trie_; }
 

@@ -47,8 +47,9 @@ ModelShape test_shape(const ArchDesc& a) {
 
 const ArchDesc& ModelShape::arch_desc() const {
     const ArchDesc* a = find_arch(arch, variant);
-    if (!a) throw std::invalid_argument(fmt::format("unknown architecture '{}' (variant '{}'); supported: {}", arch, variant,
-                                                    supported_arch_list()));
+    if (!a)
+        throw std::invalid_argument(fmt::format("unknown architecture '{}' (variant '{}'); supported: {}", arch,
+                                                variant, supported_arch_list()));
     if (n_expert > 0 && variant.empty() && !a->moe())
         if (const ArchDesc* moe = find_arch(arch, "moe")) return *moe;
     return *a;
@@ -68,7 +69,8 @@ void validate_model_shape(const ModelShape& s) {
     positive(s.n_kv_heads, "kv-heads");
     positive(s.ffn_dim, "ffn");
     positive(s.n_ctx, "ctx");
-    if (s.head_dim == 0 && s.dim % s.n_heads != 0) bad(fmt::format("heads ({}) must divide dim ({})", s.n_heads, s.dim));
+    if (s.head_dim == 0 && s.dim % s.n_heads != 0)
+        bad(fmt::format("heads ({}) must divide dim ({})", s.n_heads, s.dim));
     if (s.n_heads % s.n_kv_heads != 0)
         bad(fmt::format("kv-heads ({}) must divide heads ({})", s.n_kv_heads, s.n_heads));
     const uint32_t head_dim = s.head_dim ? s.head_dim : s.dim / s.n_heads;
@@ -90,8 +92,10 @@ void validate_model_shape(const ModelShape& s) {
                             s.groups_used));
         if (s.expert_groups > 1 && s.n_expert &&
             (s.n_expert / s.expert_groups < 2 || s.groups_used * (s.n_expert / s.expert_groups) < s.n_expert_used))
-            bad(fmt::format("expert-groups {} of {} experts: each group needs 2 or more, and groups-used {} must hold "
-                            "the {} experts per token", s.expert_groups, s.n_expert, s.groups_used, s.n_expert_used));
+            bad(
+                fmt::format("expert-groups {} of {} experts: each group needs 2 or more, and groups-used {} must hold "
+                            "the {} experts per token",
+                            s.expert_groups, s.n_expert, s.groups_used, s.n_expert_used));
     }
     if (s.rope_freqs && s.arch != "llama") bad("rope factors (rope_freqs) are written for the llama architecture only");
     if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
@@ -101,21 +105,25 @@ void validate_model_shape(const ModelShape& s) {
     if (s.rope_scaling != "none" && arch->attn.positions != PositionKind::Rope)
         bad(fmt::format("{} has no RoPE to scale", s.arch));
     if (s.pooling == uint32_t(Pooling::Rank) && arch->stack.lm_head)
-        bad(fmt::format("pooling rank (a reranker's classification head) is written for encoders only, not {}", s.arch));
+        bad(fmt::format("pooling rank (a reranker's classification head) is written for encoders only, not {}",
+                        s.arch));
     if (s.n_expert > 0 && !s.arch_desc().moe()) bad(fmt::format("{} has no mixture-of-experts form", s.arch));
     if (s.split_experts && s.n_expert == 0) bad("--split-experts needs --experts");
-    if (s.mla_kv_b && !arch->attn.mla) bad(fmt::format("--kv-b (an older DeepSeek file's attn_kv_b) is for deepseek2, not {}", s.arch));
+    if (s.mla_kv_b && !arch->attn.mla)
+        bad(fmt::format("--kv-b (an older DeepSeek file's attn_kv_b) is for deepseek2, not {}", s.arch));
     if (s.arch_desc().moe()) {
         if (s.n_expert == 0 || s.n_expert > 1024) bad(fmt::format("experts ({}) must be in 1..1024", s.n_expert));
         // Mixtral's and OLMoE's files carry no expert_feed_forward_length: their experts are --ffn wide.
-        if (s.arch_desc().experts.width == ExpertWidth::Ffn && s.expert_ffn &&
-            s.expert_ffn != s.ffn_dim)
-            bad(fmt::format("a {} mixture of experts has experts of the model's ffn ({}), not {}: its files carry no "
-                            "expert_feed_forward_length", s.arch, s.ffn_dim, s.expert_ffn));
+        if (s.arch_desc().experts.width == ExpertWidth::Ffn && s.expert_ffn && s.expert_ffn != s.ffn_dim)
+            bad(
+                fmt::format("a {} mixture of experts has experts of the model's ffn ({}), not {}: its files carry no "
+                            "expert_feed_forward_length",
+                            s.arch, s.ffn_dim, s.expert_ffn));
         if (s.n_expert_used == 0 || s.n_expert_used > std::min(s.n_expert, 64u))
             bad(fmt::format("experts-used ({}) must be in 1..min(experts, 64)", s.n_expert_used));
         if (s.split_experts && !s.arch_desc().experts.per_expert_tensors)
-            bad(fmt::format("experts one tensor each (--split-experts) are written for Mixtral (llama) only, not {}", s.arch));
+            bad(fmt::format("experts one tensor each (--split-experts) are written for Mixtral (llama) only, not {}",
+                            s.arch));
         // A mix's 256-element types fall back per tensor, its 32-element ones have no fallback.
         const uint64_t b = s.mix ? 32 : type_traits(s.weight_type).block_elems;
         for (uint32_t f : {s.expert_ffn, s.shared_ffn})
@@ -133,10 +141,11 @@ void validate_model_shape(const ModelShape& s) {
                                    : fmt::format("{} weights need", type_traits(s.weight_type).name);
     const uint64_t block = s.mix ? 32 : type_traits(s.weight_type).block_elems;
     if (s.dim % block != 0)
-        bad(fmt::format("{} rows that are whole {}-element blocks, but dim = {} is the row length of "
-                        "token_embd.weight, blk.*.attn_q/k/v/output.weight, blk.*.ffn_gate/up.weight and "
-                        "output.weight{}",
-                        what, block, s.dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
+        bad(fmt::format(
+            "{} rows that are whole {}-element blocks, but dim = {} is the row length of "
+            "token_embd.weight, blk.*.attn_q/k/v/output.weight, blk.*.ffn_gate/up.weight and "
+            "output.weight{}",
+            what, block, s.dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
     if (mla) {
         const MlaDims m = mla_dims(s);
         // An older file's attn_kv_b holds rows of kv_lora; the k rows the loader transposes from it
@@ -152,13 +161,16 @@ void validate_model_shape(const ModelShape& s) {
                 bad(fmt::format("{} rows that are whole {}-element blocks, but {} is the row length of {}", what, block,
                                 len, tensor));
     } else if (s.q_dim() % block != 0) {
-        bad(fmt::format("{} rows that are whole {}-element blocks, but heads x head dim = {} is the row length of "
-                        "blk.*.attn_output.weight", what, block, s.q_dim()));
+        bad(
+            fmt::format("{} rows that are whole {}-element blocks, but heads x head dim = {} is the row length of "
+                        "blk.*.attn_output.weight",
+                        what, block, s.q_dim()));
     }
     if (s.ffn_dim % block != 0)
-        bad(fmt::format("{} rows that are whole {}-element blocks, but ffn = {} is the row length of "
-                        "blk.*.ffn_down.weight{}",
-                        what, block, s.ffn_dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
+        bad(fmt::format(
+            "{} rows that are whole {}-element blocks, but ffn = {} is the row length of "
+            "blk.*.ffn_down.weight{}",
+            what, block, s.ffn_dim, block == 256 ? "; a llama.cpp mix such as q4_k_m falls back per tensor" : ""));
     if (s.n_vocab < 259)
         bad(fmt::format("vocab ({}) must be at least 259 (3 special tokens + 256 byte tokens)", s.n_vocab));
     if (s.n_vocab > (1u << 24)) bad(fmt::format("vocab ({}) must be at most {}", s.n_vocab, 1u << 24));

@@ -15,7 +15,7 @@ struct ArchDesc;
 
 struct ModelShape {
     std::string arch = "llama";  // general.architecture: any of supported_arch_list()
-    std::string variant;         // a variant row of it (ArchDesc::variant: t5 / t5encoder "v1.0"); "": the main one
+    std::string variant;  // a variant row of it (ArchDesc::variant: t5 / t5encoder "v1.0"); "": the main one
     uint32_t dim = 64;
     uint32_t n_layers = 2;
     uint32_t n_heads = 4;
@@ -23,25 +23,25 @@ struct ModelShape {
     uint32_t ffn_dim = 128;
     uint32_t n_vocab = 512;
     uint32_t n_ctx = 256;
-    uint32_t head_dim = 0;   // 0: dim / n_heads; else written as attention.key_length (Gemma, Qwen3 shapes)
-    uint32_t window = 0;     // sliding window of the architectures that have one; 0: the architecture's default (32)
-    bool rope_freqs = false; // llama: a rope_freqs.weight of frequency factors (Llama 3.x scaling)
+    uint32_t head_dim = 0;  // 0: dim / n_heads; else written as attention.key_length (Gemma, Qwen3 shapes)
+    uint32_t window = 0;  // sliding window of the architectures that have one; 0: the architecture's default (32)
+    bool rope_freqs = false;  // llama: a rope_freqs.weight of frequency factors (Llama 3.x scaling)
     // RoPE scaling written as <arch>.rope.scaling.*: "none", "linear" or "yarn" with this factor;
     // the original context is n_ctx / factor.
     std::string rope_scaling = "none";
     float rope_factor = 1.0f;
     TensorType weight_type = TensorType::F32;  // 2D matrices incl. token_embd; norms are always F32
-    std::optional<QuantMix> mix;               // set: each matrix gets its type from the mix instead
+    std::optional<QuantMix> mix;  // set: each matrix gets its type from the mix instead
     uint64_t seed = 1;
-    float rms_eps = 1e-5f;   // the norm epsilon (LayerNorm's for gpt2)
+    float rms_eps = 1e-5f;  // the norm epsilon (LayerNorm's for gpt2)
     float rope_base = 10000.0f;
     bool tied_embeddings = false;  // true: no output.weight (always for gemma2 / gemma3, as the real ones)
     // <arch>.pooling_type (ModelConfig's Pooling values): encoders always have one (unset: 1, mean);
     // a decoder gets the key only when set (an embedding decoder such as Qwen3-Embedding: 3, last).
     std::optional<uint32_t> pooling;
-    float clamp_kqv = 0;     // mpt: <arch>.attention.clamp_kqv (0: not written)
+    float clamp_kqv = 0;  // mpt: <arch>.attention.clamp_kqv (0: not written)
     bool optional_biases = false;  // also write the biases the architecture reads only when present
-    uint32_t n_token_types = 2;       // rows of token_types.weight (encoders): BERT 2, XLM-RoBERTa 1
+    uint32_t n_token_types = 2;  // rows of token_types.weight (encoders): BERT 2, XLM-RoBERTa 1
     // Mixture of experts: n_expert experts of expert_ffn (0: ffn_dim) per layer, n_expert_used per token,
     // a shared expert of shared_ffn (0: ffn_dim) where the architecture has one. A llama with
     // n_expert > 0 is written as Mixtral is (its "moe" row); qwen2moe / qwen3moe need n_expert > 0.

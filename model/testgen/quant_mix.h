@@ -23,8 +23,8 @@ inline constexpr QuantMix kAllQuantMixes[] = {
 
 struct QuantMixInfo {
     std::string_view name;  // as gen-model's --type spells it: "q4_k_m"
-    uint32_t file_type;     // llama.cpp's LLAMA_FTYPE_MOSTLY_* value, written as general.file_type
-    TensorType base;        // the type of the matrices no rule changes
+    uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_MOSTLY_* value, written as general.file_type
+    TensorType base;  // the type of the matrices no rule changes
 };
 const QuantMixInfo& quant_mix_info(QuantMix m);
 // "q4_k_m" or "Q4_K_M" -> QuantMix::Q4_K_M; nullopt for any other name.

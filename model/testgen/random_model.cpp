@@ -39,8 +39,8 @@ public:
     void skip(uint64_t values) { state_ += values * 0x9e3779b97f4a7c15ull; }
     float normal() {
         uint64_t x = splitmix64(state_);
-        uint32_t sum = uint32_t(x & 0xffff) + uint32_t((x >> 16) & 0xffff) + uint32_t((x >> 32) & 0xffff) +
-                       uint32_t(x >> 48);
+        uint32_t sum =
+            uint32_t(x & 0xffff) + uint32_t((x >> 16) & 0xffff) + uint32_t((x >> 32) & 0xffff) + uint32_t(x >> 48);
         constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(12 / 4) / 65536: unit variance
         return (float(sum) - 131070.0f) * kScale;
     }
@@ -142,7 +142,8 @@ GgufWriter make_random_model(const ModelShape& s) {
     if (mla && s.mla_kv_b) {  // as llama.cpp's converter wrote DeepSeek before 2025: the uncompressed heads
         w.set_u32(key("attention.key_length"), head_dim);
         w.set_u32(key("attention.value_length"), m.v);
-    } else if (mla) {  // as llama.cpp's converter writes DeepSeek since 2025: one KV head of the latent and the rotary key
+    } else if (
+        mla) {  // as llama.cpp's converter writes DeepSeek since 2025: one KV head of the latent and the rotary key
         w.set_u32(key("attention.key_length"), m.kv_lora + m.rope);
         w.set_u32(key("attention.value_length"), m.kv_lora);
         w.set_u32(key("attention.key_length_mla"), head_dim);
@@ -188,7 +189,8 @@ GgufWriter make_random_model(const ModelShape& s) {
         w.set_f32(key("attn_logit_softcapping"), A.attn.default_softcap);
         w.set_f32(key("final_logit_softcapping"), A.stack.default_final_softcap);
     }
-    const uint32_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn_dim, shared_ffn = s.shared_ffn ? s.shared_ffn : s.ffn_dim;
+    const uint32_t expert_ffn = s.expert_ffn ? s.expert_ffn : s.ffn_dim,
+                   shared_ffn = s.shared_ffn ? s.shared_ffn : s.ffn_dim;
     if (A.moe()) {
         w.set_u32(key("expert_count"), s.n_expert);
         w.set_u32(key("expert_used_count"), s.n_expert_used);
@@ -206,7 +208,8 @@ GgufWriter make_random_model(const ModelShape& s) {
             }
         }
     }
-    if (A.attn.rope_factor_tensors && s.rope_scaling == "none") w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
+    if (A.attn.rope_factor_tensors && s.rope_scaling == "none")
+        w.set_u32(key("rope.scaling.original_context_length"), s.n_ctx);
     w.set_u32(key("vocab_size"), s.n_vocab);
     if (!A.stack.causal) w.set_bool(key("attention.causal"), false);  // llama.cpp's default is causal
     if (!A.stack.lm_head || s.pooling) w.set_u32(key("pooling_type"), s.pooling.value_or(1));
@@ -232,7 +235,8 @@ GgufWriter make_random_model(const ModelShape& s) {
         w.add_tensor(name, t, ne, random_matrix(t, ne[0], s.seed, name));
     };
     // ne: one dimension, or two for a row per expert (gpt-oss's expert biases)
-    auto vector = [&](const std::string& name, std::vector<uint64_t> ne, float mean, float sigma, bool positive = false) {
+    auto vector = [&](const std::string& name, std::vector<uint64_t> ne, float mean, float sigma,
+                      bool positive = false) {
         w.add_tensor(name, TensorType::F32, ne, random_vector(s.seed, name, mean, sigma, positive));
     };
     // Every tensor of the architecture's schema that a file of this shape holds: the required ones,
@@ -241,16 +245,24 @@ GgufWriter make_random_model(const ModelShape& s) {
     // RoBERTa style), or for jina-bert-v2 cls to one label, tanh.
     const bool reranker = s.pooling == uint32_t(Pooling::Rank);
     const uint32_t shared = A.experts.shared == SharedExpert::Ungated ? expert_ffn * s.n_shared_experts : shared_ffn;
-    const SchemaDims dims{s.dim,      mla ? uint64_t(s.n_heads) * (m.kv_lora + m.rope) : q_dim,
+    const SchemaDims dims{s.dim,
+                          mla ? uint64_t(s.n_heads) * (m.kv_lora + m.rope) : q_dim,
                           mla ? m.kv_lora + m.rope : kv_dim,
-                          s.ffn_dim,  mla ? m.kv_lora + m.rope : head_dim,
-                          s.n_vocab,  s.n_ctx,
+                          s.ffn_dim,
+                          mla ? m.kv_lora + m.rope : head_dim,
+                          s.n_vocab,
+                          s.n_ctx,
                           mla ? m.rope : head_dim,
-                          s.n_token_types, 1,
-                          s.n_heads,  kT5Buckets,
-                          s.n_expert, expert_ffn,
-                          shared,     m.q_lora,
-                          m.kv_lora,  mla ? head_dim : 0,
+                          s.n_token_types,
+                          1,
+                          s.n_heads,
+                          kT5Buckets,
+                          s.n_expert,
+                          expert_ffn,
+                          shared,
+                          m.q_lora,
+                          m.kv_lora,
+                          mla ? head_dim : 0,
                           m.v};
     const bool tied = s.tied_embeddings || A.norm.embed_scale;  // Gemma ties its embeddings
     auto write = [&](const TensorSpec& t, uint32_t layer) {

@@ -11,7 +11,6 @@ namespace vkllm {
 
 // Declares the metadata and tensors of a random model; tests adjust the result before writing.
 GgufWriter make_random_model(const ModelShape& shape);
-void write_random_model(const std::string& path, const ModelShape& shape,
-                        const GgufWriter::ProgressFn& progress = {});
+void write_random_model(const std::string& path, const ModelShape& shape, const GgufWriter::ProgressFn& progress = {});
 
 }  // namespace vkllm

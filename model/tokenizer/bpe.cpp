@@ -61,21 +61,25 @@ struct BpeTokenizer::Choice {
     std::string warning;
 };
 
-BpeTokenizer::BpeTokenizer(const GgufFile& f) : BpeTokenizer(f, [&] {
-    Choice c{&default_pre_tokenizer(), {}};
-    auto pre = f.find_string("tokenizer.ggml.pre");
-    if (!pre) {
-        c.warning = fmt::format("{}: key 'tokenizer.ggml.pre' is missing; using the default pre-tokenizer "
-                                "(tokens may differ from the ones the model was trained on)", f.name());
-    } else if (const PreTokenizerSpec* s = find_pre_tokenizer(*pre)) {
-        c.spec = s;
-    } else {
-        c.warning = fmt::format("{}: pre-tokenizer {} (key 'tokenizer.ggml.pre') is not known; using the default "
-                                "pre-tokenizer (tokens may differ from the ones the model was trained on)",
-                                f.name(), quote_name(*pre));
-    }
-    return c;
-}()) {}
+BpeTokenizer::BpeTokenizer(const GgufFile& f)
+    : BpeTokenizer(f, [&] {
+          Choice c{&default_pre_tokenizer(), {}};
+          auto pre = f.find_string("tokenizer.ggml.pre");
+          if (!pre) {
+              c.warning = fmt::format(
+                  "{}: key 'tokenizer.ggml.pre' is missing; using the default pre-tokenizer "
+                  "(tokens may differ from the ones the model was trained on)",
+                  f.name());
+          } else if (const PreTokenizerSpec* s = find_pre_tokenizer(*pre)) {
+              c.spec = s;
+          } else {
+              c.warning = fmt::format(
+                  "{}: pre-tokenizer {} (key 'tokenizer.ggml.pre') is not known; using the default "
+                  "pre-tokenizer (tokens may differ from the ones the model was trained on)",
+                  f.name(), quote_name(*pre));
+          }
+          return c;
+      }()) {}
 
 BpeTokenizer::BpeTokenizer(const GgufFile& f, const Choice& choice)
     : Tokenizer(f, "gpt2", Defaults{11, 11, -1, choice.spec->add_bos}),
@@ -98,7 +102,8 @@ BpeTokenizer::BpeTokenizer(const GgufFile& f, const Choice& choice)
         byte_sym_[b] = intern(std::string_view(&c, 1));
     }
 
-    if (!f.has("tokenizer.ggml.merges")) f.fail("key 'tokenizer.ggml.merges'", "required key is missing for a gpt2 (BPE) vocab");
+    if (!f.has("tokenizer.ggml.merges"))
+        f.fail("key 'tokenizer.ggml.merges'", "required key is missing for a gpt2 (BPE) vocab");
     const auto& merges = f.get_string_array("tokenizer.ggml.merges");
     merges_.reserve(merges.size());
     std::string left, right, both;
@@ -193,10 +198,10 @@ void BpeTokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) co
 std::string BpeTokenizer::piece(int32_t id) const {
     const std::string& text = tokens_[size_t(id)];
     switch (types_[size_t(id)]) {
-    case TokenType::Control:
-    case TokenType::Unknown: return {};
-    case TokenType::UserDefined: return text;
-    default: break;
+        case TokenType::Control:
+        case TokenType::Unknown: return {};
+        case TokenType::UserDefined: return text;
+        default: break;
     }
     std::string raw;
     if (to_raw(text, raw)) return raw;
@@ -206,7 +211,9 @@ std::string BpeTokenizer::piece(int32_t id) const {
     for (size_t i = 0; i < text.size();) {
         const size_t len = utf8::char_len(text, i);
         const auto c0 = static_cast<unsigned char>(text[i]);
-        uint32_t cp = c0 < 0x80 ? c0 : len == 2 ? (c0 & 0x1fu) << 6 | (static_cast<unsigned char>(text[i + 1]) & 0x3fu) : 0xffff;
+        uint32_t cp = c0 < 0x80  ? c0
+                      : len == 2 ? (c0 & 0x1fu) << 6 | (static_cast<unsigned char>(text[i + 1]) & 0x3fu)
+                                 : 0xffff;
         if (cp < m.to_byte.size() && m.to_byte[cp] >= 0)
             raw += char(m.to_byte[cp]);
         else

@@ -37,12 +37,12 @@ private:
         int32_t rank, result;
     };
     std::unique_ptr<PreTokenizer> pre_;
-    std::string raw_arena_;                                   // the bytes of every entry, back to back
-    std::unordered_map<std::string_view, int32_t> raw_ids_;   // bytes -> id; views into raw_arena_
+    std::string raw_arena_;  // the bytes of every entry, back to back
+    std::unordered_map<std::string_view, int32_t> raw_ids_;  // bytes -> id; views into raw_arena_
     std::unordered_map<std::string, int32_t> synthetic_ids_;  // bytes of merge parts that are no entry
-    std::vector<std::string> synthetic_;                      // id - n_vocab -> bytes
-    std::unordered_map<uint64_t, Merge> merges_;              // (left id << 32 | right id) -> merge
-    int32_t byte_sym_[256];                                   // id of each single byte
+    std::vector<std::string> synthetic_;  // id - n_vocab -> bytes
+    std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
+    int32_t byte_sym_[256];  // id of each single byte
 };
 
 }  // namespace vkllm

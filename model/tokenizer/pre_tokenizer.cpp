@@ -47,12 +47,16 @@ constexpr std::string_view kDeepseekPunct =
 const std::vector<PreTokenizerSpec>& table() {
     static const std::vector<PreTokenizerSpec> specs = {
         {"default", {}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
-        {"llama-bpe", {"llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"}, {kLlama3},
-         /*ignore_merges=*/true, /*add_bos=*/true},
+        {"llama-bpe",
+         {"llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
+         {kLlama3},
+         /*ignore_merges=*/true,
+         /*add_bos=*/true},
         {"dbrx", {"smaug-bpe"}, {kLlama3}},
         {"qwen2", {"deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan", "kormo"}, {kQwen2}},
-        {"gpt-2", {"mpt", "olmo", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "exaone4",
-                   "jais", "trillion", "granite-docling", "mellum"},
+        {"gpt-2",
+         {"mpt", "olmo", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "exaone4", "jais",
+          "trillion", "granite-docling", "mellum"},
          {kGpt2}},
         {"starcoder", {"refact", "smollm", "command-r", "codeshell", "exaone", "minerva-7b"}, {R"(\p{N})", kGpt2}},
         {"falcon", {}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}},
@@ -74,8 +78,10 @@ std::string translate(std::string_view re) {
         if (c == '\\' && i + 1 < re.size()) {
             const char e = re[++i];
             if (e == 's') {
-                if (in_class) out += ws;
-                else out += fmt::format("[{}]", ws);
+                if (in_class)
+                    out += ws;
+                else
+                    out += fmt::format("[{}]", ws);
             } else if (e == 'S') {
                 if (in_class) throw std::runtime_error(fmt::format("pre-tokenizer regex {}: \\S inside [...]", re));
                 out += fmt::format("[^{}]", ws);
@@ -126,9 +132,9 @@ PreTokenizer::PreTokenizer(const PreTokenizerSpec& spec) : spec_(spec) {
         PCRE2_SIZE err_off = 0;
         auto c = std::make_unique<Compiled>();
         // DOLLAR_ENDONLY: "$" is the end of the piece, as in C++'s std::regex, never before a final \n.
-        c->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY | PCRE2_NO_UTF_CHECK, &err, &err_off,
-                                nullptr);
+        c->code =
+            pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY | PCRE2_NO_UTF_CHECK, &err, &err_off, nullptr);
         if (!c->code) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);

@@ -19,11 +19,11 @@
 namespace vkllm {
 
 struct PreTokenizerSpec {
-    std::string_view name;              // the canonical `tokenizer.ggml.pre` value
+    std::string_view name;  // the canonical `tokenizer.ggml.pre` value
     std::vector<std::string_view> aliases;  // other values llama.cpp maps to the same split
     std::vector<std::string_view> regexes;
     bool ignore_merges = false;  // a word that is a vocab entry as a whole is taken as is (Llama 3)
-    bool add_bos = false;        // default of tokenizer.ggml.add_bos_token
+    bool add_bos = false;  // default of tokenizer.ggml.add_bos_token
 };
 
 // The spec for a `tokenizer.ggml.pre` value, or nullptr when it is not known.

@@ -67,14 +67,14 @@ void SpecialTokens::partition(std::string_view text, bool parse_special, std::ve
         for (; i < hits.size() && hits[i].first == e; ++i) {
             const size_t pos = hits[i].second;
             if (pos < resume) continue;
-            if (std::any_of(state.begin() + long(pos), state.begin() + long(pos + len), [](uint8_t s) { return s != 0; }))
+            if (std::any_of(state.begin() + long(pos), state.begin() + long(pos + len),
+                            [](uint8_t s) { return s != 0; }))
                 continue;
             std::memset(state.data() + pos, 1, len);
             starts.push_back({uint32_t(pos), int32_t(e)});
             size_t end = pos + len;
             if (entry.rstrip)
-                while (end < n && state[end] == 0 &&
-                       (text[end] == ' ' || (text[end] >= '\t' && text[end] <= '\r')))
+                while (end < n && state[end] == 0 && (text[end] == ' ' || (text[end] >= '\t' && text[end] <= '\r')))
                     state[end++] = 2;
             resume = end;
         }

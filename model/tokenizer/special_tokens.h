@@ -14,11 +14,11 @@ public:
     struct Entry {
         int32_t id;
         std::string_view text;  // must outlive this object
-        bool control;           // matched only with parse_special (control and unknown-type tokens)
-        bool rstrip;            // ASCII whitespace right after it is dropped
+        bool control;  // matched only with parse_special (control and unknown-type tokens)
+        bool rstrip;  // ASCII whitespace right after it is dropped
     };
     struct Fragment {
-        int32_t token;          // >= 0: this special token; -1: plain text [begin, end)
+        int32_t token;  // >= 0: this special token; -1: plain text [begin, end)
         uint32_t begin, end;
     };
 
@@ -31,11 +31,11 @@ public:
     void partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const;
 
 private:
-    std::vector<Entry> entries_;                    // by precedence
-    size_t n_always_ = 0;                           // entries that are not control
-    int32_t root_[256];                             // first byte -> trie node, -1 if none
-    std::unordered_map<uint64_t, int32_t> edges_;   // (node << 8 | byte) -> child node
-    std::vector<int32_t> terminal_;                 // node -> entry index, -1 if none
+    std::vector<Entry> entries_;  // by precedence
+    size_t n_always_ = 0;  // entries that are not control
+    int32_t root_[256];  // first byte -> trie node, -1 if none
+    std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> child node
+    std::vector<int32_t> terminal_;  // node -> entry index, -1 if none
 };
 
 }  // namespace vkllm

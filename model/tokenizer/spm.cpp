@@ -44,11 +44,11 @@ int32_t SpmTokenizer::mergeable_id(std::string_view piece) const {
     int32_t id = find_token(piece);
     if (id < 0) return -1;
     switch (types_[size_t(id)]) {
-    case TokenType::Undefined:
-    case TokenType::Normal:
-    case TokenType::UserDefined:
-    case TokenType::Unused: return id;
-    default: return -1;
+        case TokenType::Undefined:
+        case TokenType::Normal:
+        case TokenType::UserDefined:
+        case TokenType::Unused: return id;
+        default: return -1;
     }
 }
 
@@ -138,18 +138,18 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::v
 
 std::string sentencepiece_piece(std::string_view text, TokenType type) {
     switch (type) {
-    // Unused pieces have no text (llama.cpp's token_to_piece prints only special, user-defined,
-    // normal and byte pieces), nor have control pieces here (token_to_piece names them on request).
-    case TokenType::Control:
-    case TokenType::Unused: return {};
-    case TokenType::Unknown: return std::string(kUnknownSurface);
-    case TokenType::UserDefined: return std::string(text);
-    case TokenType::Byte: {
-        int b = byte_token_value(text);
-        if (b >= 0) return std::string(1, char(b));
-        return std::string(text);
-    }
-    default: break;
+        // Unused pieces have no text (llama.cpp's token_to_piece prints only special, user-defined,
+        // normal and byte pieces), nor have control pieces here (token_to_piece names them on request).
+        case TokenType::Control:
+        case TokenType::Unused: return {};
+        case TokenType::Unknown: return std::string(kUnknownSurface);
+        case TokenType::UserDefined: return std::string(text);
+        case TokenType::Byte: {
+            int b = byte_token_value(text);
+            if (b >= 0) return std::string(1, char(b));
+            return std::string(text);
+        }
+        default: break;
     }
     std::string out;
     out.reserve(text.size());
@@ -164,6 +164,8 @@ std::string sentencepiece_piece(std::string_view text, TokenType type) {
     return out;
 }
 
-std::string SpmTokenizer::piece(int32_t id) const { return sentencepiece_piece(tokens_[size_t(id)], types_[size_t(id)]); }
+std::string SpmTokenizer::piece(int32_t id) const {
+    return sentencepiece_piece(tokens_[size_t(id)], types_[size_t(id)]);
+}
 
 }  // namespace vkllm

@@ -20,20 +20,49 @@ namespace {
 // Texts llama.cpp (llama-vocab.cpp) takes for end-of-turn / end-of-message tokens when the file
 // names none, in the order tried here.
 constexpr std::string_view kEotTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
-    "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "<end_of_utterance>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<end_of_utterance>",
 };
 // Texts of tokens that end generation besides eos / eot / eom (llama.cpp's list).
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~[",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "[e~[",
 };
 // Fill-in-the-middle pad / repo / file-separator tokens, which llama.cpp also stops at.
 constexpr std::string_view kFimEogTexts[] = {
-    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-    "<REPO>", "<reponame>", "<|file_sep|>",
+    "<|fim_pad|>",   "<fim-pad>",  "<fim_pad>", "<PAD>",      "[PAD]",        "<|fim_repo|>",
+    "<|repo_name|>", "<fim-repo>", "<REPO>",    "<reponame>", "<|file_sep|>",
 };
 
 }  // namespace
@@ -94,8 +123,10 @@ Tokenizer::Tokenizer(const GgufFile& f, std::string_view model, Defaults default
         if (x && *x >= 0 && *x < int64_t(n))
             sep = int32_t(*x);
         else if (!x || (*x != -1 && *x != int64_t(std::numeric_limits<uint32_t>::max())))
-            warnings_.push_back(fmt::format("tokenizer.ggml.seperator_token_id {} is not a token id of the vocab of {} "
-                                            "tokens: ignored", x ? std::to_string(*x) : v->describe_type(), n));
+            warnings_.push_back(
+                fmt::format("tokenizer.ggml.seperator_token_id {} is not a token id of the vocab of {} "
+                            "tokens: ignored",
+                            x ? std::to_string(*x) : v->describe_type(), n));
     }
     pair_bos_ = add_bos_ ? bos_id_ : -1;
     pair_eos_ = add_eos_ ? (eos_id_ >= 0 ? eos_id_ : sep) : -1;
@@ -117,8 +148,8 @@ Tokenizer::Tokenizer(const GgufFile& f, std::string_view model, Defaults default
     if (eom_id_ < 0 && (eom_id_ = find_token("<|eom_id|>")) >= 0) control_[size_t(eom_id_)] = true;
     for (std::string_view t : kFimEogTexts)
         if (int32_t id = find_token(t); id >= 0) eog.push_back(id);
-    for (std::string_view key : {"tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
-                                 "tokenizer.ggml.fim_sep_token_id"})
+    for (std::string_view key :
+         {"tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"})
         if (int32_t id = special(key, -1); id >= 0) eog.push_back(id);
     for (std::string_view t : kEogTexts) {
         if (int32_t id = find_token(t); id >= 0) {

@@ -25,7 +25,13 @@ namespace vkllm {
 
 // Values of tokenizer.ggml.token_type (SentencePiece piece types).
 enum class TokenType : int32_t {
-    Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+    Undefined = 0,
+    Normal = 1,
+    Unknown = 2,
+    Control = 3,
+    UserDefined = 4,
+    Unused = 5,
+    Byte = 6,
 };
 
 class Tokenizer {
@@ -64,8 +70,8 @@ public:
     int32_t eot_id() const { return eot_id_; }  // end of turn: tokenizer.ggml.eot_token_id or "<|eot_id|>"-like text
     int32_t eom_id() const { return eom_id_; }  // end of message ("<|eom_id|>")
     int32_t unk_id() const { return unk_id_; }
-    bool add_bos() const { return add_bos_; }   // tokenizer.ggml.add_bos_token, default per tokenizer model
-    bool add_eos() const { return add_eos_; }   // tokenizer.ggml.add_eos_token, default per tokenizer model
+    bool add_bos() const { return add_bos_; }  // tokenizer.ggml.add_bos_token, default per tokenizer model
+    bool add_eos() const { return add_eos_; }  // tokenizer.ggml.add_eos_token, default per tokenizer model
     // End of generation: eos, eot, eom and the other end tokens llama.cpp recognises by text.
     bool is_eog(int32_t id) const;
     const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
@@ -104,7 +110,7 @@ protected:
     bool add_bos_ = true, add_eos_ = false;
     int32_t pair_bos_ = -1, pair_eos_ = -1, pair_sep_ = -1;  // encode_pair's special tokens; -1: none
     std::vector<int32_t> eog_ids_;  // sorted
-    std::vector<bool> control_;     // control or unknown type, or a control-looking end token
+    std::vector<bool> control_;  // control or unknown type, or a control-looking end token
     SpecialTokens specials_;
     std::vector<std::string> warnings_;
 };

@@ -13,13 +13,15 @@ namespace vkllm {
 
 namespace {
 
-constexpr std::string_view kSpace = "\xe2\x96\x81";        // U+2581, SentencePiece's escaped space
+constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's escaped space
 constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD for an invalid byte
 // How far below the lowest-scoring normal piece an unknown character scores (SentencePiece's
 // kUnkPenalty, as llama.cpp).
 constexpr double kUnknownPenalty = 10.0;
 
-uint32_t load_le32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t load_le32(const uint8_t* p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 
 // Darts-clone's 32-bit unit: offset to the children in bits 10..30 (shifted left by 8 when bit 9
 // is set), has-leaf in bit 8, the label in bits 0..7 (bit 31 set marks a leaf's value unit, so it
@@ -46,8 +48,8 @@ PrecompiledCharsMap::PrecompiledCharsMap(std::span<const uint8_t> blob) {
     if (trie_bytes % 4 != 0)
         throw std::invalid_argument(fmt::format("trie size {} is not a multiple of 4 bytes", trie_bytes));
     if (4 + trie_bytes >= blob.size())
-        throw std::invalid_argument(
-            fmt::format("trie of {} bytes leaves no replacement strings in a blob of {} bytes", trie_bytes, blob.size()));
+        throw std::invalid_argument(fmt::format("trie of {} bytes leaves no replacement strings in a blob of {} bytes",
+                                                trie_bytes, blob.size()));
     if (blob.back() != 0) throw std::invalid_argument("the replacement strings do not end with a NUL byte");
     units_.resize(size_t(trie_bytes / 4));
     for (size_t i = 0; i < units_.size(); ++i) units_[i] = load_le32(blob.data() + 4 + 4 * i);
@@ -122,7 +124,8 @@ UnigramTokenizer::UnigramTokenizer(const GgufFile& f)
         }
         values_[size_t(node)] = int32_t(id);  // a later duplicate wins, as in llama.cpp
     }
-    if (!any_normal) f.fail("key 'tokenizer.ggml.token_type'", "a Unigram vocab needs normal pieces; this one has none");
+    if (!any_normal)
+        f.fail("key 'tokenizer.ggml.token_type'", "a Unigram vocab needs normal pieces; this one has none");
     unknown_score_ = double(min_score) - kUnknownPenalty;
 }
 
@@ -210,6 +213,8 @@ void UnigramTokenizer::encode_text(std::string_view text, bool /*after_special*/
     std::reverse(out.begin() + std::ptrdiff_t(first), out.end());
 }
 
-std::string UnigramTokenizer::piece(int32_t id) const { return sentencepiece_piece(tokens_[size_t(id)], types_[size_t(id)]); }
+std::string UnigramTokenizer::piece(int32_t id) const {
+    return sentencepiece_piece(tokens_[size_t(id)], types_[size_t(id)]);
+}
 
 }  // namespace vkllm

@@ -54,14 +54,27 @@ void decode_lenient(std::string_view s, std::vector<uint32_t>& out) {
     const auto* b = reinterpret_cast<const unsigned char*>(s.data());
     for (size_t i = 0; i < s.size();) {
         switch (lenient_len(s, i)) {
-        case 1: out.push_back(b[i]); i += 1; break;
-        case 2: out.push_back((b[i] & 0x1fu) << 6 | (b[i + 1] & 0x3fu)); i += 2; break;
-        case 3: out.push_back((b[i] & 0x0fu) << 12 | (b[i + 1] & 0x3fu) << 6 | (b[i + 2] & 0x3fu)); i += 3; break;
-        case 4:
-            out.push_back((b[i] & 0x07u) << 18 | (b[i + 1] & 0x3fu) << 12 | (b[i + 2] & 0x3fu) << 6 | (b[i + 3] & 0x3fu));
-            i += 4;
-            break;
-        default: out.push_back(kReplacement); i += 1; break;
+            case 1:
+                out.push_back(b[i]);
+                i += 1;
+                break;
+            case 2:
+                out.push_back((b[i] & 0x1fu) << 6 | (b[i + 1] & 0x3fu));
+                i += 2;
+                break;
+            case 3:
+                out.push_back((b[i] & 0x0fu) << 12 | (b[i + 1] & 0x3fu) << 6 | (b[i + 2] & 0x3fu));
+                i += 3;
+                break;
+            case 4:
+                out.push_back((b[i] & 0x07u) << 18 | (b[i + 1] & 0x3fu) << 12 | (b[i + 2] & 0x3fu) << 6 |
+                              (b[i + 3] & 0x3fu));
+                i += 4;
+                break;
+            default:
+                out.push_back(kReplacement);
+                i += 1;
+                break;
         }
     }
 }

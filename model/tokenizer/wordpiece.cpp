@@ -42,9 +42,7 @@ bool is_control(utf8proc_category_t c) {
 
 bool is_mark(utf8proc_category_t c) { return c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME; }
 
-bool is_punctuation(utf8proc_category_t c) {
-    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
-}
+bool is_punctuation(utf8proc_category_t c) { return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO; }
 
 bool is_symbol(utf8proc_category_t c) { return c >= UTF8PROC_CATEGORY_SM && c <= UTF8PROC_CATEGORY_SO; }
 
@@ -83,7 +81,8 @@ WordPieceTokenizer::WordPieceTokenizer(const GgufFile& f)
         if (!v) return current;
         const auto x = v->as_i64();
         if (!x || *x < 0 || *x >= int64_t(tokens_.size()))
-            f.fail("key " + quote_name(key), fmt::format("is not a token id of the vocab of {} tokens", tokens_.size()));
+            f.fail("key " + quote_name(key),
+                   fmt::format("is not a token id of the vocab of {} tokens", tokens_.size()));
         return int32_t(*x);
     };
     // llama.cpp's WordPiece vocab has an EOS only when the file names one (read by the base class).
@@ -98,10 +97,13 @@ WordPieceTokenizer::WordPieceTokenizer(const GgufFile& f)
     // A pair: [CLS] a [SEP] b, and EOS (or [SEP]) after each only where add_eos_token says.
     pair_bos_ = add_bos_ ? bos_id_ : -1;
     pair_sep_ = add_eos_ ? sep_id_ : -1;
-    pair_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(false) ? (has_eos && file_eos >= 0 ? file_eos : sep_id_) : -1;
+    pair_eos_ = f.find_bool("tokenizer.ggml.add_eos_token").value_or(false)
+                    ? (has_eos && file_eos >= 0 ? file_eos : sep_id_)
+                    : -1;
     if (unk_id_ < 0)
-        f.fail("key 'tokenizer.ggml.unknown_token_id'", "a WordPiece vocab needs an unknown token ([UNK]) for words it "
-                                                        "cannot cover");
+        f.fail("key 'tokenizer.ggml.unknown_token_id'",
+               "a WordPiece vocab needs an unknown token ([UNK]) for words it "
+               "cannot cover");
     for (const std::string& t : tokens_) max_piece_bytes_ = std::max(max_piece_bytes_, t.size());
 }
 

@@ -18,19 +18,19 @@ namespace vkllm::ops {
 namespace {
 
 // Must match the shaders' limits.
-constexpr uint32_t kDecodeWg = 64;        // attention_decode.comp: WG >= v_dim / 4 (wider for V past 256)
-constexpr uint32_t kDecodeMaxHeads = 8;   // attention_decode.comp: GW_MAX
-constexpr uint32_t kPrefillWg = 128;      // attention_prefill.comp: WG >= v_dim / 4 (wider for V past 512)
-constexpr uint32_t kPrefillMaxRows = 8;   // attention_prefill.comp: MAX_ROWS (rows per invocation)
+constexpr uint32_t kDecodeWg = 64;  // attention_decode.comp: WG >= v_dim / 4 (wider for V past 256)
+constexpr uint32_t kDecodeMaxHeads = 8;  // attention_decode.comp: GW_MAX
+constexpr uint32_t kPrefillWg = 128;  // attention_prefill.comp: WG >= v_dim / 4 (wider for V past 512)
+constexpr uint32_t kPrefillMaxRows = 8;  // attention_prefill.comp: MAX_ROWS (rows per invocation)
 constexpr uint32_t kMergeWg = 64;
-constexpr uint32_t kMaxSplits = 128;      // attention_merge.comp holds up to 256
-constexpr uint32_t kMaxHeadDim = 576;     // DeepSeek's MLA: K heads of 64 RoPE + 512 latent dims
+constexpr uint32_t kMaxSplits = 128;  // attention_merge.comp holds up to 256
+constexpr uint32_t kMaxHeadDim = 576;  // DeepSeek's MLA: K heads of 64 RoPE + 512 latent dims
 constexpr uint32_t kStoreMaxHeadDim = 256;  // attention_store: the fused path as written and tested
 constexpr uint32_t kMaxPosBiasRange = 1u << 20;  // a table of n_heads x 2M+1 floats is already absurd
 
 // ALiBi's slopes as alibi_slope() in shaders/include/kv_read.glsl takes them.
 struct AlibiPush {
-    float step = 0;       // max_bias / n_log2
+    float step = 0;  // max_bias / n_log2
     uint32_t n_log2 = 0;  // the largest power of two <= n_heads; 0: no ALiBi
 };
 
@@ -106,11 +106,12 @@ void check_params(const AttentionParams& p) {
         bad(fmt::format("a {} cache needs n_kv_heads * head_dim to be a multiple of {}", kv_type_name(p.kv_type),
                         kv_row_multiple(p.kv_type)));
     if (!p.v_in_k && (uint64_t(p.n_kv_heads) * p.v_dim()) % kv_row_multiple(p.kv_type) != 0)
-        bad(fmt::format("a {} V cache needs n_kv_heads * v_head_dim ({}) to be a multiple of {}", kv_type_name(p.kv_type),
-                        p.v_dim(), kv_row_multiple(p.kv_type)));
+        bad(fmt::format("a {} V cache needs n_kv_heads * v_head_dim ({}) to be a multiple of {}",
+                        kv_type_name(p.kv_type), p.v_dim(), kv_row_multiple(p.kv_type)));
     if (p.v_in_k && p.kv_type == KvType::Q8_0 && (p.head_dim - p.v_dim()) % kKvQ8Block != 0)
-        bad(fmt::format("V inside a q8_0 K row must start on a block: head_dim - v_head_dim = {} is not a multiple of {}",
-                        p.head_dim - p.v_dim(), kKvQ8Block));
+        bad(fmt::format(
+            "V inside a q8_0 K row must start on a block: head_dim - v_head_dim = {} is not a multiple of {}",
+            p.head_dim - p.v_dim(), kKvQ8Block));
     // All of a chunk's rows are stored before attention runs: the ring must still hold the window of
     // the chunk's first query after the last one's row went in.
     if (p.window > 0 && uint64_t(p.n_ctx) < uint64_t(p.window) + p.seq_tokens() - 1)
@@ -150,7 +151,8 @@ uint32_t max_kv_len(const AttentionParams& p) { return p.window > 0 ? std::min(p
 // attention_decode.comp's shared memory: q_sh (GW queries of K's width dk), p_sh, alpha_sh and ml_sh,
 // red_sh (WG vec4). store: the STORE variants also hold the new K and V rows twice (raw_sh, new_sh).
 size_t decode_shared_bytes(uint32_t wg, uint32_t dk, uint32_t gw, bool store) {
-    return size_t(gw) * (dk / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16 + (store ? 16 * size_t(dk) : 0);
+    return size_t(gw) * (dk / 4) * 16 + size_t(gw) * wg * 4 + size_t(gw) * 12 + size_t(wg) * 16 +
+           (store ? 16 * size_t(dk) : 0);
 }
 
 // attention_prefill.comp's shared memory: q_sh (M queries of K's width dk), the K/V tile (BK rows of
@@ -176,9 +178,9 @@ uint32_t prefill_wg(const AttentionParams& p) { return std::max(kPrefillWg, std:
 // each workgroup is a thread's job and more splits only add merge work.
 uint32_t decode_target_workgroups(const DeviceCaps& caps) {
     switch (caps.type) {
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 16;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 64;
-    default: return 256;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return 16;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 64;
+        default: return 256;
     }
 }
 
@@ -257,11 +259,13 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
     }
     if (caps.max_workgroup_invocations != 0 &&
         plan.wg > std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0]))
-        throw DeviceLimitError(fmt::format("attention: v_dim {} needs workgroups of {} invocations, more than this device's {}",
-                                           p.v_dim(), plan.wg, std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0])));
+        throw DeviceLimitError(
+            fmt::format("attention: v_dim {} needs workgroups of {} invocations, more than this device's {}", p.v_dim(),
+                        plan.wg, std::min(caps.max_workgroup_invocations, caps.max_workgroup_size[0])));
     if (plan.heads_per_wg == 0 || plan.shared_bytes > caps.max_shared_memory)
-        throw DeviceLimitError(fmt::format("attention: head_dim {} needs more than this device's {} bytes of shared memory",
-                                           p.head_dim, caps.max_shared_memory));
+        throw DeviceLimitError(
+            fmt::format("attention: head_dim {} needs more than this device's {} bytes of shared memory", p.head_dim,
+                        caps.max_shared_memory));
     return plan;
 }
 
@@ -281,7 +285,8 @@ std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const Attentio
     const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p);
     std::vector<PipelineDesc> descs;
     if (plan.decode) {
-        descs.push_back({fmt::format("attention_decode_{}", kv_type_name(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}});
+        descs.push_back(
+            {fmt::format("attention_decode_{}", kv_type_name(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}});
         if (plan.n_splits > 1) descs.push_back({"attention_merge", {kMergeWg}});
     } else {
         descs.push_back({fmt::format("attention_prefill_{}", kv_type_name(p.kv_type)),
@@ -300,10 +305,10 @@ struct Bindings {
     BufferSlice k, v;
     detail::ByteWindow q, out;
     detail::Window pos;
-    detail::Window sinks;    // the sinks' window; the positions' when there are none (never read then)
-    detail::Window table;    // a paged cache's block table; the positions' when not paged
+    detail::Window sinks;  // the sinks' window; the positions' when there are none (never read then)
+    detail::Window table;  // a paged cache's block table; the positions' when not paged
     uint32_t block_shift = 0;
-    uint64_t q_bytes = 0;    // n_tokens rows of n_heads * head_dim f32
+    uint64_t q_bytes = 0;  // n_tokens rows of n_heads * head_dim f32
     uint64_t out_bytes = 0;  // n_tokens rows of n_heads * v_dim f32
 };
 
@@ -320,8 +325,8 @@ Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlic
     // V inside K: the K cache is bound to the V binding too (both read-only) and the push constants
     // address V's columns inside its rows; the v slice is not looked at.
     b.v = p.v_in_k ? b.k
-                   : bound(v, rows * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.v_dim()), caps,
-                           "the V cache", p, rows);
+                   : bound(v, rows * kv_row_bytes(p.kv_type, uint64_t(p.n_kv_heads) * p.v_dim()), caps, "the V cache",
+                           p, rows);
     // q, out and positions may start at any element (one sequence's rows inside a batch): they are
     // bound through aligned windows and the kernels index from the offsets in the push constants.
     // q and out are read and written as vec4s, so their windows keep 16-byte granularity.
@@ -329,7 +334,8 @@ Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlic
     auto act = [&](const BufferSlice& s, uint64_t act_bytes, const char* tensor) {
         bound(s, act_bytes, caps, tensor, p);
         if (s.offset % 16 != 0)
-            throw std::invalid_argument(fmt::format("attention: {} must start on 16 bytes, starts at {}", tensor, s.offset));
+            throw std::invalid_argument(
+                fmt::format("attention: {} must start on 16 bytes, starts at {}", tensor, s.offset));
         detail::ByteWindow w = detail::byte_window(s, 0, act_bytes, vec_align, 16);
         bound(w.slice, w.slice.size, caps, tensor, p);
         return w;
@@ -342,7 +348,8 @@ Bindings bind(const DeviceCaps& caps, const AttentionParams& p, const BufferSlic
     if (p.sinks) {
         bound(sinks, uint64_t(p.n_heads) * sizeof(float), caps, "sinks", p);
         if (sinks.offset % 4 != 0)
-            throw std::invalid_argument(fmt::format("attention: sinks must start on 4 bytes, start at {}", sinks.offset));
+            throw std::invalid_argument(
+                fmt::format("attention: sinks must start on 4 bytes, start at {}", sinks.offset));
         b.sinks = detail::window(caps, sinks, 0, p.n_heads, 4);
     }
     const PagesBinding pg = bind_pages(caps, pages, p.n_ctx, p.batch ? p.n_tokens : 1, b.pos, "attention");
@@ -359,7 +366,8 @@ struct StorePush {
     float freq_scale, ext_factor, mscale, corr_low, corr_high;
 };
 // Vulkan guarantees 128 bytes of push constants: the fused decode's block must stay within them.
-static_assert(sizeof(DecodePush) + sizeof(StorePush) <= 128, "attention_decode_store's push constants exceed 128 bytes");
+static_assert(sizeof(DecodePush) + sizeof(StorePush) <= 128,
+              "attention_decode_store's push constants exceed 128 bytes");
 
 // The decode kernel (with STORE: its new-row bindings and push constants) and, for split KV, the merge.
 void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const detail::AttentionPlan& plan,
@@ -375,10 +383,25 @@ void decode(Context& ctx, CommandStream& s, const AttentionParams& p, const deta
     // attention()'s (its workgroups hold at most as many heads), so attention_scratch_bytes suffices.
     const BufferSlice dst = direct ? b.out.slice : bound(scratch, partials_bytes(p, plan.n_splits), caps, "scratch", p);
     const VLayout vl = v_layout(p);
-    const DecodePush push{p.n_heads,  p.n_kv_heads, p.n_ctx,   plan.n_splits, plan.min_chunk,
-                          p.scale,    p.window,     p.softcap, uint32_t(b.q.inner / 16), b.pos.first,
-                          direct ? uint32_t(b.out.inner / 4) : 0u, alibi_push(p), p.sinks ? 1u : 0u, sk.first,
-                          vl.row4,    vl.head4,     vl.off4,   b.table.first, b.block_shift};
+    const DecodePush push{p.n_heads,
+                          p.n_kv_heads,
+                          p.n_ctx,
+                          plan.n_splits,
+                          plan.min_chunk,
+                          p.scale,
+                          p.window,
+                          p.softcap,
+                          uint32_t(b.q.inner / 16),
+                          b.pos.first,
+                          direct ? uint32_t(b.out.inner / 4) : 0u,
+                          alibi_push(p),
+                          p.sinks ? 1u : 0u,
+                          sk.first,
+                          vl.row4,
+                          vl.head4,
+                          vl.off4,
+                          b.table.first,
+                          b.block_shift};
     std::vector<BufferSlice> bindings{b.q.slice, b.k, b.v, b.pos.slice, dst};
     bindings.insert(bindings.end(), store_bindings.begin(), store_bindings.end());
     bindings.push_back(sk.slice);
@@ -412,21 +435,40 @@ void attention(Context& ctx, CommandStream& s, const AttentionParams& p, const B
     }
     const uint32_t group = p.n_heads / p.n_kv_heads;
     // Without a table or segments the kernel never reads bindings 5 and 6; the positions stand in.
-    const BufferSlice bias = p.pos_bias_range > 0
-                                 ? bound(extras.pos_bias, uint64_t(p.n_heads) * (2ull * p.pos_bias_range + 1) * 4, caps,
-                                         "pos_bias", p)
-                                 : b.pos.slice;
+    const BufferSlice bias =
+        p.pos_bias_range > 0
+            ? bound(extras.pos_bias, uint64_t(p.n_heads) * (2ull * p.pos_bias_range + 1) * 4, caps, "pos_bias", p)
+            : b.pos.slice;
     detail::Window segs{b.pos.slice, 0};
     if (p.segmented) {
         bound(extras.segments, uint64_t(p.n_tokens) * 8, caps, "segments", p);
         segs = detail::window(caps, extras.segments, 0, 2ull * p.n_tokens, 4);
     }
     const VLayout vl = v_layout(p);
-    const PrefillPush push{p.n_tokens,     p.n_heads,          p.n_kv_heads, p.n_ctx, group, p.scale, p.window, p.softcap,
-                           uint32_t(b.q.inner / 16), b.pos.first, uint32_t(b.out.inner / 16), p.causal ? 1u : 0u,
-                           alibi_push(p),  p.pos_bias_range,   segs.first,   p.segmented ? 1u : 0u,
-                           p.sinks ? 1u : 0u, b.sinks.first, vl.row4, vl.head4, vl.off4, p.v_in_k ? 1u : 0u,
-                           b.table.first, b.block_shift};
+    const PrefillPush push{p.n_tokens,
+                           p.n_heads,
+                           p.n_kv_heads,
+                           p.n_ctx,
+                           group,
+                           p.scale,
+                           p.window,
+                           p.softcap,
+                           uint32_t(b.q.inner / 16),
+                           b.pos.first,
+                           uint32_t(b.out.inner / 16),
+                           p.causal ? 1u : 0u,
+                           alibi_push(p),
+                           p.pos_bias_range,
+                           segs.first,
+                           p.segmented ? 1u : 0u,
+                           p.sinks ? 1u : 0u,
+                           b.sinks.first,
+                           vl.row4,
+                           vl.head4,
+                           vl.off4,
+                           p.v_in_k ? 1u : 0u,
+                           b.table.first,
+                           b.block_shift};
     s.dispatch(ctx.pipeline(descs[0]),
                {b.q.slice, b.k, b.v, b.pos.slice, b.out.slice, bias, segs.slice, b.sinks.slice, b.table.slice}, push,
                {ceil_div(p.n_tokens, plan.tokens_per_wg), p.n_kv_heads, group / plan.heads_per_wg}, "attention");
@@ -467,12 +509,14 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
     StorePush sp{};
     if (kv.rope) {
         if (kv.rope->n_heads != p.n_heads || kv.rope->head_dim != p.head_dim)
-            throw std::invalid_argument(fmt::format("attention_store: RoPE of {} heads of {} for attention over {} heads of {}",
-                                                    kv.rope->n_heads, kv.rope->head_dim, p.n_heads, p.head_dim));
+            throw std::invalid_argument(
+                fmt::format("attention_store: RoPE of {} heads of {} for attention over {} heads of {}",
+                            kv.rope->n_heads, kv.rope->head_dim, p.n_heads, p.head_dim));
         const detail::RopeShaderParams r = detail::rope_shader_params(*kv.rope);
         sp.rot_half = r.rot_half, sp.layout_id = r.layout_id, sp.log2_step = r.log2_step, sp.freq_scale = r.freq_scale;
         sp.ext_factor = r.ext_factor, sp.mscale = r.mscale, sp.corr_low = r.corr_low, sp.corr_high = r.corr_high;
-        if (kv.freq_factors) detail::require_bytes(*kv.freq_factors, uint64_t(r.rot_half) * 4, "attention_store", "freq_factors");
+        if (kv.freq_factors)
+            detail::require_bytes(*kv.freq_factors, uint64_t(r.rot_half) * 4, "attention_store", "freq_factors");
     } else if (kv.freq_factors) {
         throw std::invalid_argument("attention_store: frequency factors without RoPE");
     }
@@ -497,7 +541,8 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
         {BufferSlice{kv.k.buffer, kv.k.offset, new_rows * 4}, "the new K row", false},
         {BufferSlice{kv.v.buffer, kv.v.offset, new_rows * 4}, "the new V row", false},
         {BufferSlice{positions.buffer, positions.offset, 4ull * p.n_tokens}, "positions", false},
-        {pg.paged() ? BufferSlice{pg.table.buffer, pg.table.offset, table_bytes} : BufferSlice{}, "the block table", false},
+        {pg.paged() ? BufferSlice{pg.table.buffer, pg.table.offset, table_bytes} : BufferSlice{}, "the block table",
+         false},
         {kv.freq_factors ? *kv.freq_factors : BufferSlice{}, "the frequency factors", false},
         {p.sinks ? BufferSlice{sinks.buffer, sinks.offset, p.n_heads * 4ull} : BufferSlice{}, "the sinks", false},
     };
@@ -505,7 +550,8 @@ void attention_store(Context& ctx, CommandStream& s, const AttentionParams& p, c
         for (const Range& o : ranges)
             if (w.written && &o != &w && o.slice.buffer != VK_NULL_HANDLE && w.slice.overlaps(o.slice))
                 throw std::invalid_argument(fmt::format("attention_store: {} overlaps {}", w.name, o.name));
-    const detail::Window kw = detail::window(caps, kv.k, 0, new_rows, 4), vw = detail::window(caps, kv.v, 0, new_rows, 4);
+    const detail::Window kw = detail::window(caps, kv.k, 0, new_rows, 4),
+                         vw = detail::window(caps, kv.v, 0, new_rows, 4);
     // Without frequency factors the shader never reads binding 7: positions stands in.
     const detail::Window fw = kv.freq_factors ? detail::window(caps, *kv.freq_factors, 0, sp.rot_half, 4) : b.pos;
     sp.k_first = kw.first, sp.v_first = vw.first, sp.ff_first = fw.first, sp.has_ff = kv.freq_factors ? 1u : 0u;

@@ -37,15 +37,15 @@
 namespace vkllm::ops {
 
 struct AttentionParams {
-    uint32_t n_tokens;    // queries in this call (1 = decode)
-    uint32_t n_heads;     // query heads
+    uint32_t n_tokens;  // queries in this call (1 = decode)
+    uint32_t n_heads;  // query heads
     uint32_t n_kv_heads;  // n_heads % n_kv_heads == 0 (GQA/MQA)
-    uint32_t head_dim;    // of q and K: any multiple of 4 up to 576
-    uint32_t n_ctx;       // rows in the KV cache
-    float scale;          // usually 1/sqrt(head_dim)
-    KvType kv_type;       // K and V cache element type
+    uint32_t head_dim;  // of q and K: any multiple of 4 up to 576
+    uint32_t n_ctx;  // rows in the KV cache
+    float scale;  // usually 1/sqrt(head_dim)
+    KvType kv_type;  // K and V cache element type
     uint32_t window = 0;  // sliding window in positions (the query's own included); 0 = none
-    float softcap = 0.0f; // attention-logit soft cap; 0 = off
+    float softcap = 0.0f;  // attention-logit soft cap; 0 = off
     // false: bidirectional (encoders): every query sees the positions up to the call's last one,
     // so a whole input evaluated in one call attends to all of itself. One query: the same either way.
     bool causal = true;
@@ -88,7 +88,7 @@ struct AttentionParams {
 struct AttentionExtras {
     BufferSlice pos_bias;  // f32 [n_heads][2 * pos_bias_range + 1], at a storage-buffer-aligned offset
     BufferSlice segments;  // int32 [n_tokens][2], at any 4-byte offset
-    BufferSlice sinks;     // f32 [n_heads], at any 4-byte offset (sinks)
+    BufferSlice sinks;  // f32 [n_heads], at any 4-byte offset (sinks)
     // A paged cache: k and v are the pools (pages.pool_rows rows each; n_ctx stays the rows a
     // sequence addresses, its ring), the call's sequence's table at row 0 of pages.table (a batch:
     // query t's at row t). pages.per_token is not looked at (AttentionParams::batch says it).
@@ -124,7 +124,7 @@ struct RopeParams;
 
 // A decode step's new K and V rows, for attention_store.
 struct NewKv {
-    BufferSlice k, v;                  // f32 [n_kv_heads * head_dim] each: the token's K (before RoPE) and V
+    BufferSlice k, v;  // f32 [n_kv_heads * head_dim] each: the token's K (before RoPE) and V
     const RopeParams* rope = nullptr;  // null: no RoPE; else rope->n_heads == n_heads, rope->head_dim == head_dim
     const BufferSlice* freq_factors = nullptr;  // RoPE frequency factors f32 [rot_dim / 2], or null
 };
@@ -159,13 +159,13 @@ namespace detail {
 // How attention() runs a given call on a device: exposed for tests and for reporting.
 struct AttentionPlan {
     bool decode = false;
-    uint32_t wg = 0;        // invocations per workgroup
+    uint32_t wg = 0;  // invocations per workgroup
     uint32_t heads_per_wg = 0;  // query heads sharing one kv head handled together (GW)
-    uint32_t tokens_per_wg = 0; // prefill: query tokens per workgroup (BT)
-    uint32_t kv_tile = 0;       // prefill: keys per shared-memory tile (BK); decode: keys per pass (= wg)
-    uint32_t n_splits = 1;      // decode: split-K workgroups per (kv head, head group)
-    uint32_t min_chunk = 0;     // decode: smallest split length in keys
-    size_t shared_bytes = 0;    // shared memory of the main kernel
+    uint32_t tokens_per_wg = 0;  // prefill: query tokens per workgroup (BT)
+    uint32_t kv_tile = 0;  // prefill: keys per shared-memory tile (BK); decode: keys per pass (= wg)
+    uint32_t n_splits = 1;  // decode: split-K workgroups per (kv head, head group)
+    uint32_t min_chunk = 0;  // decode: smallest split length in keys
+    size_t shared_bytes = 0;  // shared memory of the main kernel
 };
 // store: the plan of attention_store (the decode kernel with its new-row buffers in shared memory).
 AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, bool store = false);

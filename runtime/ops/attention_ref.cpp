@@ -33,13 +33,15 @@ std::vector<double> alibi_slopes(uint32_t n_heads, double max_bias) {
 
 void attention(const ops::AttentionParams& p, const float* q, const void* k, const void* v, const int32_t* positions,
                float* out, const float* pos_bias, const int32_t* segments, const float* sinks) {
-    if (p.pos_bias_range > 0 && !pos_bias) throw std::invalid_argument("ref::attention: pos_bias_range without a table");
+    if (p.pos_bias_range > 0 && !pos_bias)
+        throw std::invalid_argument("ref::attention: pos_bias_range without a table");
     if (p.sinks && !sinks) throw std::invalid_argument("ref::attention: sinks without their logits");
     if (p.segmented && !segments) throw std::invalid_argument("ref::attention: segmented without segments");
     // D: the width of q and K (the scores); DV: of V and of the output. With v_in_k, V of a head is
     // the last DV elements of its K row (DeepSeek's MLA in absorbed form) and v is not read.
     const uint32_t D = p.head_dim, DV = p.v_dim(), group = p.n_heads / p.n_kv_heads;
-    if (DV > D || (!p.v_in_k && !v)) throw std::invalid_argument("ref::attention: bad V (v_head_dim > head_dim, or no v)");
+    if (DV > D || (!p.v_in_k && !v))
+        throw std::invalid_argument("ref::attention: bad V (v_head_dim > head_dim, or no v)");
     const std::vector<double> slopes =
         p.max_alibi_bias > 0 ? alibi_slopes(p.n_heads, p.max_alibi_bias) : std::vector<double>(p.n_heads, 0.0);
     // Query t sees positions [lo, end): the window's, or 0..p clamped to the cache without one.

@@ -109,7 +109,9 @@ void binary_elementwise(Context& ctx, CommandStream& s, SmallOp op, const char* 
         const detail::Window aw = detail::window(caps, a, e0, ne, 4);
         const detail::Window bw = detail::window(caps, b, e0, ne, 4);
         const detail::Window ow = detail::window(caps, out, e0, ne, 4);
-        struct { uint32_t n, a_first, b_first, o_first; } pc{ne, aw.first, bw.first, ow.first};
+        struct {
+            uint32_t n, a_first, b_first, o_first;
+        } pc{ne, aw.first, bw.first, ow.first};
         s.dispatch(p, {aw.slice, bw.slice, ow.slice}, pc, detail::grid(caps, (ne + wg - 1) / wg, name), name);
     }
 }
@@ -128,7 +130,10 @@ void unary_elementwise(Context& ctx, CommandStream& s, SmallOp op, const char* n
         const uint32_t ne = uint32_t(std::min<uint64_t>(per, n - e0));
         const detail::Window xw = detail::window(caps, x, e0, ne, 4);
         const detail::Window yw = detail::window(caps, y, e0, ne, 4);
-        struct { uint32_t n, x_first, y_first; float param; } pc{ne, xw.first, yw.first, param};
+        struct {
+            uint32_t n, x_first, y_first;
+            float param;
+        } pc{ne, xw.first, yw.first, param};
         s.dispatch(p, {xw.slice, yw.slice}, pc, detail::grid(caps, (ne + wg - 1) / wg, name), name);
     }
 }
@@ -150,7 +155,8 @@ void swiglu_oai(Context& ctx, CommandStream& s, const BufferSlice& gate, const B
     binary_elementwise(ctx, s, SmallOp::SwigluOai, "swiglu_oai", gate, up, out, n);
 }
 
-void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out, uint32_t n) {
+void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out,
+         uint32_t n) {
     binary_elementwise(ctx, s, SmallOp::Add, "add", a, b, out, n);
 }
 
@@ -179,19 +185,22 @@ void clamp(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, flo
     unary_elementwise(ctx, s, SmallOp::Clamp, "clamp", x, x, n, limit);
 }
 
-void copy_cols(Context& ctx, CommandStream& s, const ColBlock& src, const ColBlock& dst, uint32_t rows, uint32_t width) {
+void copy_cols(Context& ctx, CommandStream& s, const ColBlock& src, const ColBlock& dst, uint32_t rows,
+               uint32_t width) {
     if (rows == 0 || width == 0) return;
     auto check = [&](const ColBlock& b, const char* what) {
         if (b.col + uint64_t(width) > b.stride)
-            throw std::invalid_argument(fmt::format("copy_cols: {} columns {}..{} exceed its row of {}", what, b.col,
-                                                    b.col + width, b.stride));
-        if (b.buf.offset % 4 != 0) throw std::invalid_argument(fmt::format("copy_cols: {} must start on 4 bytes", what));
+            throw std::invalid_argument(
+                fmt::format("copy_cols: {} columns {}..{} exceed its row of {}", what, b.col, b.col + width, b.stride));
+        if (b.buf.offset % 4 != 0)
+            throw std::invalid_argument(fmt::format("copy_cols: {} must start on 4 bytes", what));
         const uint64_t elems = uint64_t(rows - 1) * b.stride + b.col + width;
         detail::require_bytes(b.buf, elems * 4, "copy_cols", what);
         return elems;
     };
     const uint64_t src_elems = check(src, "src"), dst_elems = check(dst, "dst");
-    if (BufferSlice{src.buf.buffer, src.buf.offset, src_elems * 4}.overlaps({dst.buf.buffer, dst.buf.offset, dst_elems * 4}))
+    if (BufferSlice{src.buf.buffer, src.buf.offset, src_elems * 4}.overlaps(
+            {dst.buf.buffer, dst.buf.offset, dst_elems * 4}))
         throw std::invalid_argument("copy_cols: src and dst overlap");
     const DeviceCaps& caps = ctx.caps();
     const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, SmallOp::CopyCols));
@@ -199,12 +208,14 @@ void copy_cols(Context& ctx, CommandStream& s, const ColBlock& src, const ColBlo
     // One window each: the blocks of latent attention are scratch-sized.
     for (uint64_t elems : {src_elems, dst_elems})
         if (elems * 4 + caps.min_storage_buffer_offset_alignment > caps.max_storage_buffer_range)
-            throw DeviceLimitError(fmt::format("copy_cols: a block spanning {} bytes does not fit one binding ({} bytes)",
-                                               elems * 4, caps.max_storage_buffer_range));
+            throw DeviceLimitError(
+                fmt::format("copy_cols: a block spanning {} bytes does not fit one binding ({} bytes)", elems * 4,
+                            caps.max_storage_buffer_range));
     const detail::Window sw = detail::window(caps, src.buf, 0, src_elems, 4);
     const detail::Window dw = detail::window(caps, dst.buf, 0, dst_elems, 4);
-    struct { uint32_t rows, width, src_first, src_stride, dst_first, dst_stride; } pc{
-        rows, width, sw.first + src.col, src.stride, dw.first + dst.col, dst.stride};
+    struct {
+        uint32_t rows, width, src_first, src_stride, dst_first, dst_stride;
+    } pc{rows, width, sw.first + src.col, src.stride, dw.first + dst.col, dst.stride};
     const uint64_t n = uint64_t(rows) * width;
     s.dispatch(p, {sw.slice, dw.slice}, pc, detail::grid(caps, (n + wg - 1) / wg, "copy_cols"), "copy_cols");
 }
@@ -226,7 +237,9 @@ void add_rows(Context& ctx, CommandStream& s, const BufferSlice& x, const Buffer
     for (uint64_t e0 = 0; e0 < n; e0 += per) {
         const uint32_t ne = uint32_t(std::min<uint64_t>(per, n - e0));
         const detail::Window xw = detail::window(caps, x, e0, ne, 4);
-        struct { uint32_t n, dim, col0, x_first, b_first; } pc{ne, dim, uint32_t(e0 % dim), xw.first, bw.first};
+        struct {
+            uint32_t n, dim, col0, x_first, b_first;
+        } pc{ne, dim, uint32_t(e0 % dim), xw.first, bw.first};
         s.dispatch(p, {xw.slice, bw.slice}, pc, detail::grid(caps, (ne + wg - 1) / wg, "add_rows"), "add_rows");
     }
 }

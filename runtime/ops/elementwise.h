@@ -33,7 +33,8 @@ void geglu(Context& ctx, CommandStream& s, const BufferSlice& gate, const Buffer
 void swiglu_oai(Context& ctx, CommandStream& s, const BufferSlice& gate, const BufferSlice& up, const BufferSlice& out,
                 uint32_t n);
 // out[i] = a[i] + b[i]; out may alias a (or b).
-void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out, uint32_t n);
+void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice& b, const BufferSlice& out,
+         uint32_t n);
 
 // y[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), x = x[i] (GELU, tanh approximation);
 // y may alias x. Finite and correct for every finite x (no tanh/exp overflow).
@@ -71,14 +72,32 @@ std::vector<PipelineDesc> small_op_pipelines(const Context& ctx, KvType kv_type)
 namespace detail {
 
 enum class SmallOp {
-    RmsNorm, Swiglu, Add, Rope, KvStoreF16, KvStoreF32, KvStoreQ8_0, Argmax, Softmax, Topk,
-    LayerNorm, Geglu, Gelu, Scale, Softcap, AddRows, Clamp, Relu, SwigluOai, CopyCols,
+    RmsNorm,
+    Swiglu,
+    Add,
+    Rope,
+    KvStoreF16,
+    KvStoreF32,
+    KvStoreQ8_0,
+    Argmax,
+    Softmax,
+    Topk,
+    LayerNorm,
+    Geglu,
+    Gelu,
+    Scale,
+    Softcap,
+    AddRows,
+    Clamp,
+    Relu,
+    SwigluOai,
+    CopyCols,
 };
 // Every SmallOp, for small_op_pipelines and tests.
 inline constexpr std::array<SmallOp, 20> kAllSmallOps = {
-    SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,    SmallOp::KvStoreF16,
-    SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax, SmallOp::Topk,
-    SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,   SmallOp::Softcap,
+    SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,      SmallOp::KvStoreF16,
+    SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax,   SmallOp::Topk,
+    SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,     SmallOp::Softcap,
     SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu,   SmallOp::SwigluOai, SmallOp::CopyCols};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
@@ -100,7 +119,7 @@ void scale(float* x, uint32_t n, float factor);
 void softcap(float* x, uint32_t n, float cap);
 void clamp(float* x, uint32_t n, float limit);
 void add_rows(float* x, const float* b, uint32_t rows, uint32_t dim);
-void copy_cols(const float* src, uint32_t src_stride, uint32_t src_col, float* dst, uint32_t dst_stride, uint32_t dst_col,
-               uint32_t rows, uint32_t width);
+void copy_cols(const float* src, uint32_t src_stride, uint32_t src_col, float* dst, uint32_t dst_stride,
+               uint32_t dst_col, uint32_t rows, uint32_t width);
 
 }  // namespace vkllm::ref

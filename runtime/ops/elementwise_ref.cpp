@@ -63,10 +63,11 @@ void add_rows(float* x, const float* b, uint32_t rows, uint32_t dim) {
         for (uint32_t c = 0; c < dim; ++c) x[size_t(r) * dim + c] += b[c];
 }
 
-void copy_cols(const float* src, uint32_t src_stride, uint32_t src_col, float* dst, uint32_t dst_stride, uint32_t dst_col,
-               uint32_t rows, uint32_t width) {
+void copy_cols(const float* src, uint32_t src_stride, uint32_t src_col, float* dst, uint32_t dst_stride,
+               uint32_t dst_col, uint32_t rows, uint32_t width) {
     for (uint32_t r = 0; r < rows; ++r)
-        for (uint32_t c = 0; c < width; ++c) dst[size_t(r) * dst_stride + dst_col + c] = src[size_t(r) * src_stride + src_col + c];
+        for (uint32_t c = 0; c < width; ++c)
+            dst[size_t(r) * dst_stride + dst_col + c] = src[size_t(r) * src_stride + src_col + c];
 }
 
 }  // namespace vkllm::ref

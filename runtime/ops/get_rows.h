@@ -18,8 +18,8 @@ namespace vkllm::ops {
 // the host. Alignment as for linear(): the table starts 4-byte aligned for F32, 2-byte otherwise,
 // and its buffer extends to the slice end rounded up to 4 bytes; ids / out 4-byte aligned.
 // n_ids == 0 records nothing.
-void get_rows(Context& ctx, CommandStream& s, TensorType type, const BufferSlice& table, uint32_t n_rows,
-              uint32_t dim, const BufferSlice& ids, uint32_t n_ids, const BufferSlice& out);
+void get_rows(Context& ctx, CommandStream& s, TensorType type, const BufferSlice& table, uint32_t n_rows, uint32_t dim,
+              const BufferSlice& ids, uint32_t n_ids, const BufferSlice& out);
 
 // The pipelines get_rows() uses for this type on this device (for ctx.prepare_pipelines()).
 std::vector<PipelineDesc> get_rows_pipelines(const Context& ctx, TensorType type);

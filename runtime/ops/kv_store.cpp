@@ -20,8 +20,9 @@ void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferS
     // The f16 cache is written in 32-bit words holding two values; with an odd row length two tokens'
     // rows would share a word and race. A q8_0 row is whole blocks.
     if (row_elems % kv_row_multiple(kv_type) != 0)
-        throw std::invalid_argument(fmt::format("kv_store: a {} cache needs a row length that is a multiple of {}, got {}",
-                                                kv_type_name(kv_type), kv_row_multiple(kv_type), row_elems));
+        throw std::invalid_argument(
+            fmt::format("kv_store: a {} cache needs a row length that is a multiple of {}, got {}",
+                        kv_type_name(kv_type), kv_row_multiple(kv_type), row_elems));
     const DeviceCaps& caps = ctx.caps();
     const uint32_t row_words = uint32_t(kv_row_bytes(kv_type, row_elems) / 4);
     // One invocation per word, or per q8_0 block.
@@ -56,7 +57,7 @@ void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferS
         const detail::Window pw = detail::window(caps, positions, t0, nt, 4);
         const uint64_t kv_units = uint64_t(pairs) * nt * row_units;
         // Without a table the shader never reads binding 5: the positions stand in.
-        const detail::Window tw = !pages.paged()     ? pw
+        const detail::Window tw = !pages.paged()    ? pw
                                   : pages.per_token ? detail::window(caps, pages.table, t0 * stride, nt * stride, 4)
                                                     : detail::window(caps, pages.table, 0, stride, 4);
         for (uint64_t c0 = 0; c0 < cache_rows; c0 += rows_per) {
@@ -68,9 +69,8 @@ void store(Context& ctx, CommandStream& s, const BufferSlice& src, const BufferS
             struct {
                 uint32_t n_tokens, row_words, src_first, cache_first, pos_first, row_base, row_count, n_ctx;
                 uint32_t n_pairs, src2_first, cache2_first, table_first, block_shift, per_token;
-            } pc{nt,       row_words, sw.first,     cw.first,  pw.first,  uint32_t(c0),
-                 nc,       n_ctx,     pairs,        sw2.first, cw2.first, tw.first,
-                 pages.block_shift(), pages.per_token ? 1u : 0u};
+            } pc{nt,    row_words, sw.first,  cw.first,  pw.first, uint32_t(c0),        nc,
+                 n_ctx, pairs,     sw2.first, cw2.first, tw.first, pages.block_shift(), pages.per_token ? 1u : 0u};
             s.dispatch(p, {sw.slice, cw.slice, pw.slice, sw2.slice, cw2.slice, tw.slice}, pc,
                        detail::grid(caps, (kv_units + wg - 1) / wg, "kv_store"), "kv_store");
         }

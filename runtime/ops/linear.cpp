@@ -46,7 +46,8 @@ bool wide_weight_loads(const DeviceCaps& c, TensorType wtype, bool uniform_x) {
 void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_t bytes, uint64_t offset_align) {
     if (s.buffer == VK_NULL_HANDLE) throw std::invalid_argument(fmt::format("{}: {} has no buffer", op, what));
     if (s.size < bytes)
-        throw std::invalid_argument(fmt::format("{}: {} slice is {} bytes, the shape needs {}", op, what, s.size, bytes));
+        throw std::invalid_argument(
+            fmt::format("{}: {} slice is {} bytes, the shape needs {}", op, what, s.size, bytes));
     if (s.offset % offset_align != 0)
         throw std::invalid_argument(
             fmt::format("{}: {} offset {} is not a multiple of {} bytes", op, what, s.offset, offset_align));
@@ -55,10 +56,12 @@ void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_
 void check_args(const char* op, TensorType wtype, const BufferSlice& w, const BufferSlice& x, const BufferSlice& y,
                 uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual, const BufferSlice* bias) {
     type_suffix(wtype);  // throws for unsupported types
-    if (m == 0 || n == 0 || k == 0) throw std::invalid_argument(fmt::format("{}: empty shape m={} n={} k={}", op, m, n, k));
+    if (m == 0 || n == 0 || k == 0)
+        throw std::invalid_argument(fmt::format("{}: empty shape m={} n={} k={}", op, m, n, k));
     const TypeTraits& tt = type_traits(wtype);
     if (k % tt.block_elems != 0)
-        throw std::invalid_argument(fmt::format("{}: k={} is not a multiple of the {} block ({})", op, k, tt.name, tt.block_elems));
+        throw std::invalid_argument(
+            fmt::format("{}: k={} is not a multiple of the {} block ({})", op, k, tt.name, tt.block_elems));
     check_slice(op, "W", w, uint64_t(n) * row_bytes(wtype, k), wtype == TensorType::F32 ? 4 : 2);
     check_slice(op, "X", x, uint64_t(m) * k * 4, 4);
     check_slice(op, "Y", y, uint64_t(m) * n * 4, 4);
@@ -86,8 +89,10 @@ uint32_t matvec_row_step(const DeviceCaps& c, uint64_t rb, uint32_t m, uint32_t 
                                    uint64_t(c.max_workgroup_count[0]) * nr});
     const uint32_t step = chunk_rows(n, cap, 64);
     if (step == 0)
-        throw DeviceLimitError(fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
-                                           "({} bytes)", rb, m, n, c.max_storage_buffer_range));
+        throw DeviceLimitError(
+            fmt::format("matvec: a row of W ({} bytes) or Y ({} x {} f32) does not fit one binding "
+                        "({} bytes)",
+                        rb, m, n, c.max_storage_buffer_range));
     return step;
 }
 
@@ -132,9 +137,7 @@ uint32_t MatvecPlan::rows_per_workgroup() const { return kernel == Kernel::Rows 
 namespace {
 // Specialization constants 4 NORM and 5 ACT of matvec.comp and quantize_q8_1.comp.
 uint32_t norm_constant(MatvecInput::Kind k) { return k == MatvecInput::Kind::RmsNorm; }
-uint32_t act_constant(MatvecInput::Kind k) {
-    return MatvecInput::act_id(k);
-}
+uint32_t act_constant(MatvecInput::Kind k) { return MatvecInput::act_id(k); }
 PipelineDesc quantize_desc(MatvecInput::Kind input) {
     return {"quantize_q8_1", {kQuantizeWg, 0, 0, 0, norm_constant(input), act_constant(input)}};
 }
@@ -163,16 +166,23 @@ void record_quantize(Context& ctx, CommandStream& s, const BufferSlice& x, const
     using K = MatvecInput::Kind;
     const DeviceCaps& c = ctx.caps();
     const uint64_t align = binding_align(c), x_bytes = uint64_t(m) * k * 4, q_bytes = uint64_t(m) * q8_1_row_bytes(k);
-    if (x_bytes + window_slack(c) > c.max_storage_buffer_range || q_bytes + window_slack(c) > c.max_storage_buffer_range)
+    if (x_bytes + window_slack(c) > c.max_storage_buffer_range ||
+        q_bytes + window_slack(c) > c.max_storage_buffer_range)
         throw DeviceLimitError(fmt::format("quantize_q8_1: X ({} x {} f32) does not fit one binding ({} bytes)", m, k,
                                            c.max_storage_buffer_range));
     const detail::ByteWindow xw = detail::byte_window(x, 0, x_bytes, align, 16);
-    const detail::ByteWindow gw = input.kind == K::RmsNorm ? detail::byte_window(input.norm_weight, 0, uint64_t(k) * 4, align, 16)
+    const detail::ByteWindow gw = input.kind == K::RmsNorm
+                                      ? detail::byte_window(input.norm_weight, 0, uint64_t(k) * 4, align, 16)
                                   : input.kind == K::Plain ? xw
                                                            : detail::byte_window(input.up, 0, x_bytes, align, 16);
     const detail::ByteWindow qw = detail::byte_window(xq, 0, q_bytes, align);
-    const QuantizePush pc{k, uint32_t(xw.inner / 4), xw.inner % 16 == 0 && k % 4 == 0, uint32_t(gw.inner / 4),
-                          gw.inner % 16 == 0 && k % 4 == 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4)};
+    const QuantizePush pc{k,
+                          uint32_t(xw.inner / 4),
+                          xw.inner % 16 == 0 && k % 4 == 0,
+                          uint32_t(gw.inner / 4),
+                          gw.inner % 16 == 0 && k % 4 == 0,
+                          uint32_t(qw.inner / 4),
+                          uint32_t(q8_1_row_bytes(k) / 4)};
     const uint32_t blocks = k / 32;
     if (m > c.max_workgroup_count[1])
         throw DeviceLimitError(fmt::format("quantize_q8_1: {} rows of X exceed the device's {} workgroups in y", m,
@@ -195,9 +205,19 @@ void matvec_dot(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Bu
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
         const RowChunk ch = row_chunk(w, y, residual, bias, n0, rows, rb, m, n, align, 4);
-        const DotPush pc{rows, k, uint32_t(rb), uint32_t(ch.w.inner), uint32_t(qw.inner / 4),
-                         uint32_t(q8_1_row_bytes(k) / 4), uint32_t(ch.y.inner / 4), uint32_t(ch.r.inner / 4), n,
-                         residual ? 1u : 0u, uint32_t(ch.b.inner / 4), bias ? 1u : 0u, input.eps};
+        const DotPush pc{rows,
+                         k,
+                         uint32_t(rb),
+                         uint32_t(ch.w.inner),
+                         uint32_t(qw.inner / 4),
+                         uint32_t(q8_1_row_bytes(k) / 4),
+                         uint32_t(ch.y.inner / 4),
+                         uint32_t(ch.r.inner / 4),
+                         n,
+                         residual ? 1u : 0u,
+                         uint32_t(ch.b.inner / 4),
+                         bias ? 1u : 0u,
+                         input.eps};
         s.dispatch(p, {ch.w.slice, qw.slice, ch.r.slice, ch.y.slice, ch.b.slice}, pc, {(rows + nr - 1) / nr, 1, 1},
                    "matvec");
     }
@@ -215,20 +235,25 @@ void matmul_dot(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Bu
     const uint64_t qrb = q8_1_row_bytes(k), rb = row_bytes(plan.wtype, k), align = binding_align(c);
     check_slice("matmul", "Q8_1 scratch (MatvecInput::q8)", input.q8, uint64_t(m) * qrb, 4);
     const uint32_t bm = plan.bm, bn = plan.bn;
-    const uint32_t n_step = chunk_rows(n, std::min(rows_that_fit(c, rb, 0), uint64_t(c.max_workgroup_count[0]) * bn), bn);
-    const uint32_t m_step = chunk_rows(
-        m, std::min({rows_that_fit(c, uint64_t(k) * 4, 0), rows_that_fit(c, qrb, 0), rows_that_fit(c, uint64_t(n) * 4, 0),
-                     uint64_t(c.max_workgroup_count[1]) * bm}), bm);
+    const uint32_t n_step =
+        chunk_rows(n, std::min(rows_that_fit(c, rb, 0), uint64_t(c.max_workgroup_count[0]) * bn), bn);
+    const uint32_t m_step =
+        chunk_rows(m,
+                   std::min({rows_that_fit(c, uint64_t(k) * 4, 0), rows_that_fit(c, qrb, 0),
+                             rows_that_fit(c, uint64_t(n) * 4, 0), uint64_t(c.max_workgroup_count[1]) * bm}),
+                   bm);
     if (n_step == 0 || m_step == 0)
-        throw DeviceLimitError(fmt::format("matmul: a row of W ({} bytes), X ({} f32) or Y ({} f32) does not fit one "
-                                           "binding ({} bytes)", rb, k, n, c.max_storage_buffer_range));
+        throw DeviceLimitError(
+            fmt::format("matmul: a row of W ({} bytes), X ({} f32) or Y ({} f32) does not fit one "
+                        "binding ({} bytes)",
+                        rb, k, n, c.max_storage_buffer_range));
     const Pipeline& p = ctx.pipeline(plan.pipeline());
     for (uint32_t m0 = 0; m0 < m; m0 += m_step) {
         const uint32_t mr = std::min(m_step, m - m0);
         const BufferSlice q8{input.q8.buffer, input.q8.offset + m0 * qrb, mr * qrb};
         if (!input.q8_ready)
-            record_quantize(ctx, s, BufferSlice{x.buffer, x.offset + uint64_t(m0) * k * 4, uint64_t(mr) * k * 4}, q8, mr,
-                            k, input);
+            record_quantize(ctx, s, BufferSlice{x.buffer, x.offset + uint64_t(m0) * k * 4, uint64_t(mr) * k * 4}, q8,
+                            mr, k, input);
         const detail::ByteWindow qw = detail::byte_window(q8, 0, q8.size, align);
         for (uint32_t n0 = 0; n0 < n; n0 += n_step) {
             const uint32_t nr = std::min(n_step, n - n0);
@@ -238,9 +263,19 @@ void matmul_dot(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Bu
             const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
             const detail::ByteWindow bw =
                 bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + nr) * 4, align) : yw;
-            const MatmulDotPush pc{mr, nr, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(qw.inner / 4),
-                                   uint32_t(qrb / 4), uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n,
-                                   residual ? 1u : 0u, uint32_t(bw.inner / 4), bias ? 1u : 0u};
+            const MatmulDotPush pc{mr,
+                                   nr,
+                                   k,
+                                   uint32_t(rb),
+                                   uint32_t(ww.inner),
+                                   uint32_t(qw.inner / 4),
+                                   uint32_t(qrb / 4),
+                                   uint32_t(yw.inner / 4),
+                                   uint32_t(rw.inner / 4),
+                                   n,
+                                   residual ? 1u : 0u,
+                                   uint32_t(bw.inner / 4),
+                                   bias ? 1u : 0u};
             s.dispatch(p, {ww.slice, qw.slice, rw.slice, yw.slice, bw.slice}, pc,
                        {(nr + bn - 1) / bn, (mr + bm - 1) / bm, 1}, "matmul");
         }
@@ -250,12 +285,18 @@ void matmul_dot(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Bu
 
 bool int_dot_type(TensorType t) {
     switch (t) {
-        case TensorType::Q8_0: case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0:
-        case TensorType::Q5_1: case TensorType::IQ4_NL: case TensorType::Q4_K: case TensorType::Q5_K:
-        case TensorType::Q6_K: case TensorType::IQ4_XS: case TensorType::MXFP4:
-            return true;
-        default:
-            return false;
+        case TensorType::Q8_0:
+        case TensorType::Q4_0:
+        case TensorType::Q4_1:
+        case TensorType::Q5_0:
+        case TensorType::Q5_1:
+        case TensorType::IQ4_NL:
+        case TensorType::Q4_K:
+        case TensorType::Q5_K:
+        case TensorType::Q6_K:
+        case TensorType::IQ4_XS:
+        case TensorType::MXFP4: return true;
+        default: return false;
     }
 }
 
@@ -375,12 +416,14 @@ uint32_t MatmulPlan::tile_n() const { return kernel == Kernel::Broadcast ? rows_
 
 PipelineDesc MatmulPlan::pipeline() const {
     if (kernel == Kernel::Broadcast) {
-        PipelineDesc d{"matmul_broadcast_" + type_suffix(wtype), {lanes, rows_per_lane, tokens_per_lane, uint32_t(w_aligned)}};
+        PipelineDesc d{"matmul_broadcast_" + type_suffix(wtype),
+                       {lanes, rows_per_lane, tokens_per_lane, uint32_t(w_aligned)}};
         d.subgroup_size = required_subgroup_size;
         return d;
     }
     if (kernel == Kernel::Dot)
-        return {"matmul_dot_" + type_suffix(wtype), {(bm / tm) * (bn / tn), bm, bn, bk / 32, tm, tn, uint32_t(w_aligned)}};
+        return {"matmul_dot_" + type_suffix(wtype),
+                {(bm / tm) * (bn / tn), bm, bn, bk / 32, tm, tn, uint32_t(w_aligned)}};
     return {"matmul_" + type_suffix(wtype), {(bm / tm) * (bn / tn), bm, bn, bk, tm, tn}};
 }
 
@@ -407,7 +450,9 @@ MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
         while (shared_bytes() > caps.max_shared_memory && p.bk > 32) p.bk /= 2;
         // A slice holds whole units of weights_dot.glsl: Q4_K / Q5_K's span 2 blocks (a 64-column
         // chunk), Q6_K's 4 (two groups of a 128-column half).
-        const uint32_t span = wtype == TensorType::Q6_K ? 4 : (wtype == TensorType::Q4_K || wtype == TensorType::Q5_K) ? 2 : 1;
+        const uint32_t span = wtype == TensorType::Q6_K                                  ? 4
+                              : (wtype == TensorType::Q4_K || wtype == TensorType::Q5_K) ? 2
+                                                                                         : 1;
         if (p.bk / 32 >= span && shared_bytes() <= caps.max_shared_memory) return p;
         p = MatmulPlan{};  // too little shared memory: the float kernel below
         p.wtype = wtype;
@@ -440,7 +485,10 @@ MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
     // The deepest k slice whose two shared tiles fit: deeper slices mean fewer barriers.
     p.bk = 8;
     for (uint32_t cand : {32u, 16u})
-        if (uint64_t(cand) * (p.bm + 1 + p.bn + 1) * 4 <= caps.max_shared_memory) { p.bk = cand; break; }
+        if (uint64_t(cand) * (p.bm + 1 + p.bn + 1) * 4 <= caps.max_shared_memory) {
+            p.bk = cand;
+            break;
+        }
     if (uint64_t(p.bk) * (p.bm + 1 + p.bn + 1) * 4 > caps.max_shared_memory)
         throw DeviceLimitError(fmt::format("matmul: needs {} bytes of shared memory, device has {}",
                                            p.bk * (p.bm + 1 + p.bn + 1) * 4, caps.max_shared_memory));
@@ -504,9 +552,21 @@ void matvec(Context& ctx, CommandStream& s, const MatvecPlan& plan, const Buffer
     for (uint32_t n0 = 0; n0 < n; n0 += step) {
         const uint32_t rows = std::min(step, n - n0);
         const RowChunk ch = row_chunk(w, y, residual, bias, n0, rows, rb, m, n, align, w_round);
-        LinearPush pc{rows, k, uint32_t(rb), uint32_t(ch.w.inner), uint32_t(xw.inner / 4), uint32_t(ch.y.inner / 4),
-                      uint32_t(ch.r.inner / 4), n, residual ? 1u : 0u, x_vec4, uint32_t(ch.b.inner / 4),
-                      bias ? 1u : 0u, uint32_t(gw.inner / 4), g_vec4, input.eps};
+        LinearPush pc{rows,
+                      k,
+                      uint32_t(rb),
+                      uint32_t(ch.w.inner),
+                      uint32_t(xw.inner / 4),
+                      uint32_t(ch.y.inner / 4),
+                      uint32_t(ch.r.inner / 4),
+                      n,
+                      residual ? 1u : 0u,
+                      x_vec4,
+                      uint32_t(ch.b.inner / 4),
+                      bias ? 1u : 0u,
+                      uint32_t(gw.inner / 4),
+                      g_vec4,
+                      input.eps};
         s.dispatch(p, {ch.w.slice, xw.slice, ch.r.slice, ch.y.slice, ch.b.slice, gw.slice}, pc,
                    {(rows + nr - 1) / nr, 1, 1}, "matvec");
     }
@@ -549,13 +609,18 @@ void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Buffer
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
 
     // Dispatches tile (X rows [m0, m1)) x (W rows [n0, n1)); Y's window spans Y[m0][n0] .. Y[m1-1][n1).
-    const uint32_t n_step = chunk_rows(n, std::min(rows_that_fit(c, rb, 0), uint64_t(c.max_workgroup_count[0]) * bn), bn);
-    const uint32_t m_step = chunk_rows(
-        m, std::min({rows_that_fit(c, uint64_t(k) * 4, 0), rows_that_fit(c, uint64_t(n) * 4, 0),
-                     uint64_t(c.max_workgroup_count[1]) * bm}), bm);
+    const uint32_t n_step =
+        chunk_rows(n, std::min(rows_that_fit(c, rb, 0), uint64_t(c.max_workgroup_count[0]) * bn), bn);
+    const uint32_t m_step =
+        chunk_rows(m,
+                   std::min({rows_that_fit(c, uint64_t(k) * 4, 0), rows_that_fit(c, uint64_t(n) * 4, 0),
+                             uint64_t(c.max_workgroup_count[1]) * bm}),
+                   bm);
     if (n_step == 0 || m_step == 0)
-        throw DeviceLimitError(fmt::format("matmul: a row of W ({} bytes), X ({} f32) or Y ({} f32) does not fit one "
-                                           "binding ({} bytes)", rb, k, n, c.max_storage_buffer_range));
+        throw DeviceLimitError(
+            fmt::format("matmul: a row of W ({} bytes), X ({} f32) or Y ({} f32) does not fit one "
+                        "binding ({} bytes)",
+                        rb, k, n, c.max_storage_buffer_range));
 
     for (uint32_t m0 = 0; m0 < m; m0 += m_step) {
         const uint32_t mr = std::min(m_step, m - m0);
@@ -570,9 +635,19 @@ void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Buffer
             const detail::ByteWindow rw = residual ? detail::byte_window(*residual, yb, ye, align) : yw;
             const detail::ByteWindow bw =
                 bias ? detail::byte_window(*bias, uint64_t(n0) * 4, uint64_t(n0 + nr) * 4, align) : yw;
-            MatmulPush pc{mr, nr, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4),
-                          uint32_t(yw.inner / 4), uint32_t(rw.inner / 4), n, residual ? 1u : 0u,
-                          uint32_t(bw.inner / 4), bias ? 1u : 0u, x_vec4};
+            MatmulPush pc{mr,
+                          nr,
+                          k,
+                          uint32_t(rb),
+                          uint32_t(ww.inner),
+                          uint32_t(xw.inner / 4),
+                          uint32_t(yw.inner / 4),
+                          uint32_t(rw.inner / 4),
+                          n,
+                          residual ? 1u : 0u,
+                          uint32_t(bw.inner / 4),
+                          bias ? 1u : 0u,
+                          x_vec4};
             s.dispatch(p, {ww.slice, xw.slice, rw.slice, yw.slice, bw.slice}, pc,
                        {(nr + bn - 1) / bn, (mr + bm - 1) / bm, 1}, "matmul");
         }

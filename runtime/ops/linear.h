@@ -32,10 +32,10 @@ namespace vkllm::ops {
 // element is loaded once per workgroup anyway).
 struct MatvecInput {
     enum class Kind {
-        Plain,    // X as given
+        Plain,  // X as given
         RmsNorm,  // rms_norm(X, norm_weight, eps) (ops::rms_norm's math, row by row)
-        SwiGlu,   // X holds the gate rows [m][k]; input = silu(X) * up (ops::swiglu)
-        GeGlu,    // as SwiGlu with tanh-GELU (ops::geglu)
+        SwiGlu,  // X holds the gate rows [m][k]; input = silu(X) * up (ops::swiglu)
+        GeGlu,  // as SwiGlu with tanh-GELU (ops::geglu)
         SwiGluOai,  // gpt-oss's clamped form: g * sigmoid(1.702 g) * (u + 1), g = min(X, 7), u = clamp(up, -7, 7)
     };
     // The kinds that read the up rows; act_id: the ACT specialization constant of each (0: none).
@@ -45,8 +45,8 @@ struct MatvecInput {
     }
     Kind kind = Kind::Plain;
     BufferSlice norm_weight{};  // RmsNorm: f32 [k], 4-byte aligned
-    float eps = 0;              // RmsNorm
-    BufferSlice up{};           // SwiGlu / GeGlu / SwiGluOai: f32 [m][k], 4-byte aligned
+    float eps = 0;  // RmsNorm
+    BufferSlice up{};  // SwiGlu / GeGlu / SwiGluOai: f32 [m][k], 4-byte aligned
     // The integer-dot kernels (MatvecPlan / MatmulPlan::Kernel::Dot) read X as Q8_1 blocks from q8 (m rows of
     // q8_1_row_bytes(k), 4-byte aligned), quantized there (after the op above) by the same call,
     // or by an earlier one with the same X and op where q8_ready says so (Q, K and V share one).
@@ -97,19 +97,19 @@ uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k)
 // shape; matvec() records it and LinearPlan::pipelines() (the start-up warm-up) lists its pipeline.
 struct MatvecPlan {
     enum class Kernel {
-        Rows,     // matvec_rows.comp: each lane owns `rows` whole rows (CPU drivers, rows <= 1 KiB)
+        Rows,  // matvec_rows.comp: each lane owns `rows` whole rows (CPU drivers, rows <= 1 KiB)
         Strided,  // matvec.comp: a row's units strided over the workgroup, `rows` rows per workgroup
-        Dot,      // quantize_q8_1.comp (with the input op), then matvec_dot.comp: integer dot
-                  // products, units strided over the workgroup as Strided (caps.int_dot_kernels)
+        Dot,  // quantize_q8_1.comp (with the input op), then matvec_dot.comp: integer dot
+        // products, units strided over the workgroup as Strided (caps.int_dot_kernels)
     };
     Kernel kernel = Kernel::Strided;
     TensorType wtype = TensorType::F32;
-    uint32_t wg = 0;          // invocations per workgroup
-    uint32_t rows = 0;        // Rows: rows per lane; Strided: rows per workgroup
-    uint32_t batch = 1;       // x vectors (m)
-    bool w_aligned = false;   // every weight read 4-byte aligned (weights.glsl W_ALIGNED)
-    bool subgroup = false;    // Strided: subgroup reduction (else a shared-memory tree)
-    bool uniform_x = false;   // X (and G) bound as uniform buffers (CPU drivers)
+    uint32_t wg = 0;  // invocations per workgroup
+    uint32_t rows = 0;  // Rows: rows per lane; Strided: rows per workgroup
+    uint32_t batch = 1;  // x vectors (m)
+    bool w_aligned = false;  // every weight read 4-byte aligned (weights.glsl W_ALIGNED)
+    bool subgroup = false;  // Strided: subgroup reduction (else a shared-memory tree)
+    bool uniform_x = false;  // X (and G) bound as uniform buffers (CPU drivers)
     bool wide_loads = false;  // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
     MatvecInput::Kind input = MatvecInput::Kind::Plain;
 
@@ -129,9 +129,9 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
 struct MatmulPlan {
     enum class Kernel {
         Broadcast,  // matmul_broadcast.comp: one subgroup per workgroup, weights in registers (CPU drivers)
-        Tiled,      // matmul.comp: shared-memory tiles
-        Dot,        // quantize_q8_1.comp, then matmul_dot.comp: shared-memory tiles of int8 levels and
-                    // integer dot products (caps.int_dot_kernels; X as Q8_1 in MatvecInput::q8)
+        Tiled,  // matmul.comp: shared-memory tiles
+        Dot,  // quantize_q8_1.comp, then matmul_dot.comp: shared-memory tiles of int8 levels and
+        // integer dot products (caps.int_dot_kernels; X as Q8_1 in MatvecInput::q8)
     };
     Kernel kernel = Kernel::Tiled;
     TensorType wtype = TensorType::F32;
@@ -163,8 +163,8 @@ struct LinearPlan {
     enum class Kernel { Matvec, Matmul };
     Kernel kernel = Kernel::Matvec;
     uint32_t m = 0, n = 0, k = 0;
-    uint32_t group = 0;        // Matvec: rows per dispatch group (the last may be shorter: `tail`)
-    MatvecPlan matvec, tail;   // tail: the plan of the last group when m % group != 0
+    uint32_t group = 0;  // Matvec: rows per dispatch group (the last may be shorter: `tail`)
+    MatvecPlan matvec, tail;  // tail: the plan of the last group when m % group != 0
     MatmulPlan matmul;
     std::vector<PipelineDesc> pipelines() const;
     bool int_dot() const {

@@ -43,7 +43,9 @@ struct IdPush {
 // matvec reads X as vec4s: its windows start on 16 bytes as well as the device's alignment.
 uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_storage_buffer_offset_alignment, 16); }
 // Uniform X windows meet both offset alignments, and fit the 64 KiB matvec_input.glsl declares.
-uint64_t uniform_align(const DeviceCaps& c) { return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment); }
+uint64_t uniform_align(const DeviceCaps& c) {
+    return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment);
+}
 // The rows of k floats one uniform X binding holds (0: not even one).
 uint64_t uniform_x_rows(const DeviceCaps& c, uint32_t k) {
     const uint64_t limit = std::min<uint64_t>(c.max_uniform_buffer_range, 65536), slack = uniform_align(c) + 16;
@@ -56,15 +58,16 @@ void check_fits(const DeviceCaps& c, const char* op, const char* what, uint64_t 
                                            c.max_storage_buffer_range));
 }
 
-
 // Whole experts of expert_bytes that one W binding holds (at least one, else DeviceLimitError naming
 // the expert's shape): moe_matvec and moe_matmul dispatch once per such window.
 uint64_t experts_per_window(const DeviceCaps& c, const char* op, uint64_t expert_bytes, uint32_t n, uint32_t k) {
     const uint64_t slack = binding_align(c) + 16;
     const uint64_t per = c.max_storage_buffer_range > slack ? (c.max_storage_buffer_range - slack) / expert_bytes : 0;
     if (per == 0)
-        throw DeviceLimitError(fmt::format("{}: one expert ({} rows of {} elements, {} bytes) does not fit one "
-                                           "binding (maxStorageBufferRange {} bytes)", op, n, k, expert_bytes, c.max_storage_buffer_range));
+        throw DeviceLimitError(
+            fmt::format("{}: one expert ({} rows of {} elements, {} bytes) does not fit one "
+                        "binding (maxStorageBufferRange {} bytes)",
+                        op, n, k, expert_bytes, c.max_storage_buffer_range));
     return per;
 }
 
@@ -72,7 +75,8 @@ uint64_t experts_per_window(const DeviceCaps& c, const char* op, uint64_t expert
 void check_expert_bias(const DeviceCaps& c, const char* op, const BufferSlice* bias, uint64_t bytes) {
     if (!bias) return;
     detail::require_bytes(*bias, bytes, op, "expert biases");
-    if (bias->offset % 4 != 0) throw std::invalid_argument(fmt::format("{}: the expert biases must start on 4 bytes", op));
+    if (bias->offset % 4 != 0)
+        throw std::invalid_argument(fmt::format("{}: the expert biases must start on 4 bytes", op));
     check_fits(c, op, "expert biases", bytes);
 }
 
@@ -92,16 +96,18 @@ void check_route(const MoeRouteParams& p) {
         throw std::invalid_argument(fmt::format("moe_route: gating {}", uint32_t(p.gating)));
     if (!std::isfinite(p.scale)) throw std::invalid_argument("moe_route: the weight scale is not finite");
     if (p.n_group == 0 || p.n_group > kRouteMaxGroups || p.n_expert % p.n_group != 0)
-        throw std::invalid_argument(fmt::format("moe_route: {} expert groups of {} experts (1..{}, dividing the experts)",
-                                                p.n_group, p.n_expert, kRouteMaxGroups));
+        throw std::invalid_argument(
+            fmt::format("moe_route: {} expert groups of {} experts (1..{}, dividing the experts)", p.n_group,
+                        p.n_expert, kRouteMaxGroups));
     if (p.n_group > 1) {
         const uint32_t per = p.n_expert / p.n_group;
         if (per < 2)
-            throw std::invalid_argument(fmt::format("moe_route: groups of {} expert: a group scores its two best", per));
+            throw std::invalid_argument(
+                fmt::format("moe_route: groups of {} expert: a group scores its two best", per));
         if (p.group_used == 0 || p.group_used > p.n_group || uint64_t(p.group_used) * per < p.k)
-            throw std::invalid_argument(fmt::format(
-                "moe_route: {} of {} groups of {} experts leave fewer than the {} experts per token", p.group_used,
-                p.n_group, per, p.k));
+            throw std::invalid_argument(
+                fmt::format("moe_route: {} of {} groups of {} experts leave fewer than the {} experts per token",
+                            p.group_used, p.n_group, per, p.k));
     }
 }
 
@@ -109,7 +115,8 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
                const BufferSlice& ids, const BufferSlice& weights, uint32_t n, const BufferSlice* bias) {
     check_route(p);
     if (p.bias != (bias != nullptr))
-        throw std::invalid_argument(p.bias ? "moe_route: the selection bias is missing" : "moe_route: a bias the parameters do not ask for");
+        throw std::invalid_argument(p.bias ? "moe_route: the selection bias is missing"
+                                           : "moe_route: a bias the parameters do not ask for");
     if (bias) {
         detail::require_bytes(*bias, uint64_t(p.n_expert) * 4, "moe_route", "selection bias");
         if (bias->offset % 4 != 0) throw std::invalid_argument("moe_route: the selection bias must start on 4 bytes");
@@ -117,7 +124,8 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
     if (n == 0) return;
     const DeviceCaps& c = ctx.caps();
     if (n > c.max_workgroup_count[0])
-        throw DeviceLimitError(fmt::format("moe_route: {} tokens exceed the device's {} workgroups", n, c.max_workgroup_count[0]));
+        throw DeviceLimitError(
+            fmt::format("moe_route: {} tokens exceed the device's {} workgroups", n, c.max_workgroup_count[0]));
     detail::require_bytes(logits, uint64_t(n) * p.n_expert * 4, "moe_route", "logits");
     detail::require_bytes(ids, uint64_t(n) * p.k * 4, "moe_route", "ids");
     detail::require_bytes(weights, uint64_t(n) * p.k * 4, "moe_route", "weights");
@@ -127,8 +135,9 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
     const detail::Window ww = detail::window(c, weights, 0, uint64_t(n) * p.k, 4);
     // Without a bias the kernel never reads binding 3: the logits stand in.
     const detail::Window bw = bias ? detail::window(c, *bias, 0, p.n_expert, 4) : lw;
-    const RoutePush pc{p.n_expert, p.k, lw.first, iw.first, ww.first, uint32_t(p.gating), p.norm ? 1u : 0u, p.scale,
-                       bias ? 1u : 0u, bw.first, p.n_group, p.n_group > 1 ? p.group_used : 1u};
+    const RoutePush pc{
+        p.n_expert,       p.k,     lw.first,       iw.first, ww.first,  uint32_t(p.gating),
+        p.norm ? 1u : 0u, p.scale, bias ? 1u : 0u, bw.first, p.n_group, p.n_group > 1 ? p.group_used : 1u};
     s.dispatch(ctx.pipeline({"moe_route", {small_wg(c)}}), {lw.slice, iw.slice, ww.slice, bw.slice}, pc, {n, 1, 1},
                "moe_route");
 }
@@ -156,7 +165,8 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
     p.wtype = wtype;
     p.input = input;
     const TypeTraits& tt = type_traits(wtype);
-    p.w_aligned = k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 && (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
+    p.w_aligned =
+        k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 && (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
     // matvec's strided kernel as plan_matvec shapes it for one vector: a small workgroup (about one
     // SIMD chunk) owning many rows on CPU drivers, 64+ invocations and two rows on GPUs. An expert's
     // rows are few (768 in Qwen3-30B-A3B), so GPUs keep two rows per workgroup.
@@ -203,15 +213,18 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
                 uint32_t n, uint32_t k, const MatvecInput& input, const BufferSlice* bias) {
     const TypeTraits& tt = type_traits(plan.wtype);
     if (n == 0 || k == 0 || n_expert == 0 || x_div == 0)
-        throw std::invalid_argument(fmt::format("moe_matvec: empty shape n={} k={} experts={} x_div={}", n, k, n_expert, x_div));
+        throw std::invalid_argument(
+            fmt::format("moe_matvec: empty shape n={} k={} experts={} x_div={}", n, k, n_expert, x_div));
     if (k % tt.block_elems != 0)
-        throw std::invalid_argument(fmt::format("moe_matvec: k={} is not a multiple of the {} block ({})", k, tt.name,
-                                                tt.block_elems));
+        throw std::invalid_argument(
+            fmt::format("moe_matvec: k={} is not a multiple of the {} block ({})", k, tt.name, tt.block_elems));
     if (slots == 0) return;
-    if (slots % x_div != 0) throw std::invalid_argument(fmt::format("moe_matvec: {} slots are not rows of {}", slots, x_div));
+    if (slots % x_div != 0)
+        throw std::invalid_argument(fmt::format("moe_matvec: {} slots are not rows of {}", slots, x_div));
     if (input.kind != plan.input) throw std::invalid_argument("moe_matvec: the input kind differs from the plan's");
     if (slots / x_div != plan.x_rows)
-        throw std::invalid_argument(fmt::format("moe_matvec: {} rows of X, the plan's are {}", slots / x_div, plan.x_rows));
+        throw std::invalid_argument(
+            fmt::format("moe_matvec: {} rows of X, the plan's are {}", slots / x_div, plan.x_rows));
     const DeviceCaps& c = ctx.caps();
     const uint64_t rb = row_bytes(plan.wtype, k), expert_bytes = uint64_t(n) * rb;
     const uint64_t x_bytes = uint64_t(slots / x_div) * k * 4, y_bytes = uint64_t(slots) * n * 4;
@@ -224,11 +237,13 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
     const uint64_t b_bytes = uint64_t(n_expert) * n * 4;
     check_expert_bias(c, "moe_matvec", bias, b_bytes);
     if (plan.w_aligned && w.offset % 4 != 0)
-        throw std::invalid_argument("moe_matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
+        throw std::invalid_argument(
+            "moe_matvec: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     check_fits(c, "moe_matvec", "X", x_bytes);
     check_fits(c, "moe_matvec", "Y", y_bytes);
     if (slots > c.max_workgroup_count[0] || (n + plan.rows - 1) / plan.rows > c.max_workgroup_count[1])
-        throw DeviceLimitError(fmt::format("moe_matvec: {} slots of {} rows exceed the device's workgroup grid", slots, n));
+        throw DeviceLimitError(
+            fmt::format("moe_matvec: {} slots of {} rows exceed the device's workgroup grid", slots, n));
     const uint64_t per_window = experts_per_window(c, "moe_matvec", expert_bytes, n, k);
     if (plan.dot) {
         // X's rows (the GLU applied) as Q8_1 blocks, then matvec_dot_id over every slot at once.
@@ -245,12 +260,28 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
             uint32_t n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base, has_bias;
             float eps;
             uint32_t ids_base, e_first, e_count, expert_bytes, x_div;
-        } pc{n, k, uint32_t(rb), 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4), uint32_t(yw.inner / 4),
-             uint32_t(yw.inner / 4), n, 0, uint32_t(bw.inner / 4), bias ? 1u : 0u, 0.0f, uint32_t(iw.inner / 4), 0, 0,
-             uint32_t(expert_bytes), x_div};
+        } pc{n,
+             k,
+             uint32_t(rb),
+             0,
+             uint32_t(qw.inner / 4),
+             uint32_t(q8_1_row_bytes(k) / 4),
+             uint32_t(yw.inner / 4),
+             uint32_t(yw.inner / 4),
+             n,
+             0,
+             uint32_t(bw.inner / 4),
+             bias ? 1u : 0u,
+             0.0f,
+             uint32_t(iw.inner / 4),
+             0,
+             0,
+             uint32_t(expert_bytes),
+             x_div};
         for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
             const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
-            const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
+            const detail::ByteWindow ww =
+                detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
             pc.w_base = uint32_t(ww.inner);
             pc.e_first = uint32_t(e0);
             pc.e_count = uint32_t(count);
@@ -280,10 +311,26 @@ void moe_matvec(Context& ctx, CommandStream& s, const MoeMatvecPlan& plan, const
             // The 8-byte loads of the *_u64_* variants need W's window to end on an 8-byte word.
             const detail::ByteWindow ww =
                 detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, plan.wide_loads ? 8 : 4);
-            const IdPush pc{n, k, uint32_t(rb), uint32_t(ww.inner), uint32_t(xw.inner / 4), uint32_t(yw.inner / 4),
-                            uint32_t(yw.inner / 4), n, 0, x_vec4, uint32_t(bw.inner / 4), bias ? 1u : 0u,
-                            uint32_t(gw.inner / 4), g_vec4, 0.0f, uint32_t(iw.inner / 4), uint32_t(e0), uint32_t(count),
-                            uint32_t(expert_bytes), x_div};
+            const IdPush pc{n,
+                            k,
+                            uint32_t(rb),
+                            uint32_t(ww.inner),
+                            uint32_t(xw.inner / 4),
+                            uint32_t(yw.inner / 4),
+                            uint32_t(yw.inner / 4),
+                            n,
+                            0,
+                            x_vec4,
+                            uint32_t(bw.inner / 4),
+                            bias ? 1u : 0u,
+                            uint32_t(gw.inner / 4),
+                            g_vec4,
+                            0.0f,
+                            uint32_t(iw.inner / 4),
+                            uint32_t(e0),
+                            uint32_t(count),
+                            uint32_t(expert_bytes),
+                            x_div};
             s.dispatch(p, {ww.slice, xw.slice, yw.slice, yw.slice, bw.slice, gw.slice, iw.slice}, pc,
                        {uint32_t(ns), (n + plan.rows - 1) / plan.rows, 1}, "matvec_id");
         }
@@ -305,14 +352,15 @@ void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const Buf
     check_fits(c, "moe_combine", "Y", y_elems * 4);
     const uint32_t wg = small_wg(c);
     if (n > c.max_workgroup_count[1])
-        throw DeviceLimitError(fmt::format("moe_combine: {} tokens exceed the device's {} workgroups in y", n,
-                                           c.max_workgroup_count[1]));
+        throw DeviceLimitError(
+            fmt::format("moe_combine: {} tokens exceed the device's {} workgroups in y", n, c.max_workgroup_count[1]));
     const detail::Window yw = detail::window(c, y, 0, y_elems, 4);
     const detail::Window ww = detail::window(c, weights, 0, uint64_t(n) * k, 4);
     const detail::Window xw = detail::window(c, x, 0, x_elems, 4);
     const detail::Window sw = shared ? detail::window(c, *shared, 0, x_elems, 4) : xw;
     const detail::Window gw = shared_gate ? detail::window(c, *shared_gate, 0, n, 4) : xw;
-    const CombinePush pc{dim, k, yw.first, ww.first, xw.first, sw.first, gw.first, shared ? 1u : 0u, shared_gate ? 1u : 0u};
+    const CombinePush pc{
+        dim, k, yw.first, ww.first, xw.first, sw.first, gw.first, shared ? 1u : 0u, shared_gate ? 1u : 0u};
     s.dispatch(ctx.pipeline({"moe_combine", {wg}}), {yw.slice, ww.slice, xw.slice, sw.slice, gw.slice}, pc,
                {(dim + wg - 1) / wg, n, 1}, "moe_combine");
 }
@@ -330,9 +378,7 @@ void moe_group(Context& ctx, CommandStream& s, const BufferSlice& ids, const Buf
     check_fits(c, "moe_group", "the groups", moe_group_words(slots, n_expert) * 4);
     const detail::Window iw = detail::window(c, ids, 0, slots, 4);
     const detail::Window gw = detail::window(c, groups, 0, moe_group_words(slots, n_expert), 4);
-    const struct {
-        uint32_t slots, n_expert, ids_base, g_base;
-    } pc{slots, n_expert, iw.first, gw.first};
+    const struct { uint32_t slots, n_expert, ids_base, g_base; } pc{slots, n_expert, iw.first, gw.first};
     s.dispatch(ctx.pipeline({"moe_group", {small_wg(c)}}), {iw.slice, gw.slice}, pc, {1, 1, 1}, "moe_group");
 }
 
@@ -385,10 +431,11 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
         throw std::invalid_argument(fmt::format("moe_matmul: empty shape n={} k={} experts={} x_div={} tokens={}", n, k,
                                                 n_expert, x_div, tokens));
     if (k % tt.block_elems != 0)
-        throw std::invalid_argument(fmt::format("moe_matmul: k={} is not a multiple of the {} block ({})", k, tt.name,
-                                                tt.block_elems));
+        throw std::invalid_argument(
+            fmt::format("moe_matmul: k={} is not a multiple of the {} block ({})", k, tt.name, tt.block_elems));
     if (slots == 0) return;
-    if (slots % x_div != 0) throw std::invalid_argument(fmt::format("moe_matmul: {} slots are not rows of {}", slots, x_div));
+    if (slots % x_div != 0)
+        throw std::invalid_argument(fmt::format("moe_matmul: {} slots are not rows of {}", slots, x_div));
     const DeviceCaps& c = ctx.caps();
     const uint64_t rb = row_bytes(mm.wtype, k), expert_bytes = uint64_t(n) * rb;
     const uint64_t x_bytes = uint64_t(slots / x_div) * k * 4, y_bytes = uint64_t(slots) * n * 4;
@@ -400,16 +447,19 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
     check_expert_bias(c, "moe_matmul", bias, b_bytes);
     for (const auto& [slice, what] : {std::pair{&x, "X"}, std::pair{&y, "Y"}, std::pair{&groups, "the groups"}})
         if (slice->offset % 4 != 0)
-            throw std::invalid_argument(fmt::format("moe_matmul: {} must start on 4 bytes, starts at {}", what, slice->offset));
+            throw std::invalid_argument(
+                fmt::format("moe_matmul: {} must start on 4 bytes, starts at {}", what, slice->offset));
     if (mm.w_aligned && w.offset % 4 != 0)
-        throw std::invalid_argument("moe_matmul: the plan reads W as aligned words but W's slice is not 4-byte aligned");
+        throw std::invalid_argument(
+            "moe_matmul: the plan reads W as aligned words but W's slice is not 4-byte aligned");
     check_fits(c, "moe_matmul", "X", x_bytes);
     check_fits(c, "moe_matmul", "Y", y_bytes);
     check_fits(c, "moe_matmul", "the groups", g_words * 4);
     const uint32_t bm = mm.tile_m(), bn = mm.tile_n();
     const uint64_t gx = (n + bn - 1) / bn, gy = (tokens + bm - 1) / bm;
     if (gx > c.max_workgroup_count[2] || gy > c.max_workgroup_count[1])
-        throw DeviceLimitError(fmt::format("moe_matmul: {} rows x {} tokens exceed the device's workgroup grid", n, tokens));
+        throw DeviceLimitError(
+            fmt::format("moe_matmul: {} rows x {} tokens exceed the device's workgroup grid", n, tokens));
     // Workgroups (expert of the window, token tile, row tile): the row tiles outermost (matmul.comp).
     const uint64_t per_window =
         std::min<uint64_t>(experts_per_window(c, "moe_matmul", expert_bytes, n, k), c.max_workgroup_count[0]);
@@ -431,14 +481,31 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
         if (!q8.q8_ready) quantize_q8_1(ctx, s, x, q8.q8, rows, k);
         const detail::ByteWindow qw = detail::byte_window(q8.q8, 0, q_bytes, align);
         struct {
-            uint32_t m, n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base, has_bias;
+            uint32_t m, n, k, row_bytes, w_base, x_base, xq_row_words, y_base, r_base, y_stride, has_res, b_base,
+                has_bias;
             uint32_t g_base, n_expert, e_first, expert_bytes, x_div;
-        } dc{tokens, n, k, uint32_t(rb), 0, uint32_t(qw.inner / 4), uint32_t(q8_1_row_bytes(k) / 4), uint32_t(yw.inner / 4),
-             uint32_t(yw.inner / 4), n, 0, uint32_t(bw.inner / 4), bias ? 1u : 0u, uint32_t(gw.inner / 4), n_expert, 0,
-             uint32_t(expert_bytes), x_div};
+        } dc{tokens,
+             n,
+             k,
+             uint32_t(rb),
+             0,
+             uint32_t(qw.inner / 4),
+             uint32_t(q8_1_row_bytes(k) / 4),
+             uint32_t(yw.inner / 4),
+             uint32_t(yw.inner / 4),
+             n,
+             0,
+             uint32_t(bw.inner / 4),
+             bias ? 1u : 0u,
+             uint32_t(gw.inner / 4),
+             n_expert,
+             0,
+             uint32_t(expert_bytes),
+             x_div};
         for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
             const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
-            const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
+            const detail::ByteWindow ww =
+                detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align, 4);
             dc.w_base = uint32_t(ww.inner);
             dc.e_first = uint32_t(e0);
             const BufferSlice bindings[] = {ww.slice, qw.slice, yw.slice, yw.slice, bw.slice, gw.slice};
@@ -449,8 +516,24 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
     struct {
         uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, b_base, has_bias, x_vec4;
         uint32_t g_base, n_expert, e_first, expert_bytes, x_div;
-    } pc{tokens, n, k, uint32_t(rb), 0, uint32_t(xw.inner / 4), uint32_t(yw.inner / 4), uint32_t(yw.inner / 4), n, 0,
-         uint32_t(bw.inner / 4), bias ? 1u : 0u, x_vec4, uint32_t(gw.inner / 4), n_expert, 0, uint32_t(expert_bytes), x_div};
+    } pc{tokens,
+         n,
+         k,
+         uint32_t(rb),
+         0,
+         uint32_t(xw.inner / 4),
+         uint32_t(yw.inner / 4),
+         uint32_t(yw.inner / 4),
+         n,
+         0,
+         uint32_t(bw.inner / 4),
+         bias ? 1u : 0u,
+         x_vec4,
+         uint32_t(gw.inner / 4),
+         n_expert,
+         0,
+         uint32_t(expert_bytes),
+         x_div};
     for (uint64_t e0 = 0; e0 < n_expert; e0 += per_window) {
         const uint64_t count = std::min<uint64_t>(per_window, n_expert - e0);
         const detail::ByteWindow ww = detail::byte_window(w, e0 * expert_bytes, (e0 + count) * expert_bytes, align);

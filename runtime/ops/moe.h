@@ -25,17 +25,17 @@ namespace vkllm::ops {
 
 // How router logits become expert weights (llama.cpp's expert_gating_func and its gpt-oss form).
 enum class MoeGating : uint32_t {
-    Softmax = 0,      // softmax over all experts, then the chosen ones' probabilities
-    Sigmoid = 1,      // sigmoid of each chosen logit (DeepSeek-V3)
+    Softmax = 0,  // softmax over all experts, then the chosen ones' probabilities
+    Sigmoid = 1,  // sigmoid of each chosen logit (DeepSeek-V3)
     SoftmaxTopK = 2,  // softmax over the chosen logits only (gpt-oss)
 };
 
 struct MoeRouteParams {
     uint32_t n_expert = 0;  // E, 1..1024
-    uint32_t k = 0;         // experts per token, 1..min(E, 64)
+    uint32_t k = 0;  // experts per token, 1..min(E, 64)
     MoeGating gating = MoeGating::Softmax;
-    bool norm = false;      // divide the K weights by their sum (at least 2^-14)
-    float scale = 1.0f;     // then multiply them by this
+    bool norm = false;  // divide the K weights by their sum (at least 2^-14)
+    float scale = 1.0f;  // then multiply them by this
     // DeepSeek-V3's selection bias (exp_probs_b): experts are chosen by probability + bias[e], an f32
     // [E] vector passed to moe_route, while their weights stay the probabilities.
     bool bias = false;
@@ -63,16 +63,16 @@ void check_expert_binding(const DeviceCaps& caps, const std::string& what, Tenso
 // workgroup row, decided once from the caps and the shape like plan_matvec; or, where the device
 // takes the integer-dot kernels, quantize_q8_1 (the GLU applied) and matvec_dot_id_*.
 struct MoeMatvecPlan {
-    bool dot = false;           // the integer-dot form: X's rows quantized to Q8_1 in MatvecInput::q8
+    bool dot = false;  // the integer-dot form: X's rows quantized to Q8_1 in MatvecInput::q8
     TensorType wtype = TensorType::F32;
     uint32_t wg = 0, rows = 0;  // invocations and W rows per workgroup
-    uint32_t x_rows = 0;        // rows of X (and of the GLU's up rows) a call reads: slots / x_div
+    uint32_t x_rows = 0;  // rows of X (and of the GLU's up rows) a call reads: slots / x_div
     // Rows of X one dispatch reads: all of them, or on CPU drivers as many as one uniform binding
     // holds (a decode batch's down projection: slots x expert_ffn floats exceed 64 KiB).
     uint32_t x_rows_per_dispatch = 0;
     bool w_aligned = false, subgroup = false;
-    bool uniform_x = false;     // X (and G) bound as uniform buffers (CPU drivers, as MatvecPlan)
-    bool wide_loads = false;    // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
+    bool uniform_x = false;  // X (and G) bound as uniform buffers (CPU drivers, as MatvecPlan)
+    bool wide_loads = false;  // W read as 8-byte words (CPU drivers with shaderInt64, Q8_0 / Q4_0)
     MatvecInput::Kind input = MatvecInput::Kind::Plain;  // Plain, SwiGlu, GeGlu or SwiGluOai
     PipelineDesc pipeline() const;
     std::vector<PipelineDesc> pipelines() const;  // with the integer-dot form's activation quantizer
@@ -136,8 +136,8 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
 
 // X[t] += sum_j weights[t][j] * Y[t*K + j] (j in order), then + shared_gate ? sigmoid(G[t]) * S[t] :
 // S[t] where a shared expert's output S (f32 [n][dim]) is given. X f32 [n][dim] in place.
-void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const BufferSlice& weights,
-                 const BufferSlice& x, uint32_t n, uint32_t k, uint32_t dim, const BufferSlice* shared = nullptr,
+void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const BufferSlice& weights, const BufferSlice& x,
+                 uint32_t n, uint32_t k, uint32_t dim, const BufferSlice* shared = nullptr,
                  const BufferSlice* shared_gate = nullptr);
 
 // The router's, the grouping's and the combine's pipelines on this device (the warm-up's list).

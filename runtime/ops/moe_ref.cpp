@@ -40,9 +40,10 @@ void moe_route(const float* logits, uint32_t n, const ops::MoeRouteParams& p, ui
                 std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<>());
                 score[g] = {v[0] + v[1], g};
             }
-            std::partial_sort(score.begin(), score.begin() + p.group_used, score.end(), [](const auto& a, const auto& b) {
-                return a.first != b.first ? a.first > b.first : a.second < b.second;
-            });
+            std::partial_sort(score.begin(), score.begin() + p.group_used, score.end(),
+                              [](const auto& a, const auto& b) {
+                                  return a.first != b.first ? a.first > b.first : a.second < b.second;
+                              });
             std::vector<bool> kept(p.n_group, false);
             for (uint32_t i = 0; i < p.group_used; ++i) kept[score[i].second] = true;
             for (uint32_t e = 0; e < E; ++e) allowed[e] = kept[e / per];

@@ -25,7 +25,10 @@ void rms_norm(Context& ctx, CommandStream& s, const BufferSlice& x, const Buffer
         const uint32_t nr = uint32_t(std::min<uint64_t>(per, rows - r0));
         const detail::Window xw = detail::window(caps, x, r0 * dim, uint64_t(nr) * dim, 4);
         const detail::Window yw = detail::window(caps, y, r0 * dim, uint64_t(nr) * dim, 4);
-        struct { uint32_t rows, dim, x_first, w_first, y_first; float eps; } pc{nr, dim, xw.first, ww.first, yw.first, eps};
+        struct {
+            uint32_t rows, dim, x_first, w_first, y_first;
+            float eps;
+        } pc{nr, dim, xw.first, ww.first, yw.first, eps};
         s.dispatch(p, {xw.slice, ww.slice, yw.slice}, pc, detail::grid(caps, nr, "rms_norm"), "rms_norm");
     }
 }

@@ -13,7 +13,7 @@ namespace vkllm::ops {
 
 // How RoPE pairs the elements of a head.
 enum class RopeLayout {
-    Adjacent,   // GGUF llama: pairs (2i, 2i + 1)
+    Adjacent,  // GGUF llama: pairs (2i, 2i + 1)
     HalfSplit,  // NeoX: pairs (i, i + rot_dim / 2)
 };
 
@@ -57,9 +57,9 @@ inline std::optional<KvType> parse_kv_type(std::string_view s) {
 // physical row table[r / block_rows] * block_rows + r % block_rows of the pool. An op given
 // default-constructed KvPages reads and writes one sequence's cache of n_ctx rows as before.
 struct KvPages {
-    BufferSlice table;        // uint32 block numbers, rows of table_stride() entries, 4-byte aligned
+    BufferSlice table;  // uint32 block numbers, rows of table_stride() entries, 4-byte aligned
     uint32_t block_rows = 0;  // rows per block, a power of two >= 2; 0: not paged
-    uint32_t pool_rows = 0;   // rows of the K and V bindings, a multiple of block_rows
+    uint32_t pool_rows = 0;  // rows of the K and V bindings, a multiple of block_rows
     // kv_store: token t's table is row t (a decode batch, one sequence per token); else every token
     // uses row 0. attention takes this from AttentionParams::batch instead.
     bool per_token = false;

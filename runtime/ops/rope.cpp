@@ -15,8 +15,10 @@ namespace {
 
 void check_params(const RopeParams& p) {
     if (p.n_heads == 0 || p.rot_dim == 0 || p.rot_dim % 2 != 0 || p.rot_dim > p.head_dim)
-        throw std::invalid_argument(fmt::format("rope: n_heads {}, head_dim {}, rot_dim {}: rot_dim must be even, "
-                                                "> 0 and <= head_dim", p.n_heads, p.head_dim, p.rot_dim));
+        throw std::invalid_argument(
+            fmt::format("rope: n_heads {}, head_dim {}, rot_dim {}: rot_dim must be even, "
+                        "> 0 and <= head_dim",
+                        p.n_heads, p.head_dim, p.rot_dim));
     if (!(p.base > 0.0f) || !std::isfinite(p.base))
         throw std::invalid_argument(fmt::format("rope: base {} must be positive", p.base));
     if (!(p.freq_scale > 0.0f) || !std::isfinite(p.freq_scale))
@@ -30,7 +32,8 @@ void check_params(const RopeParams& p) {
                                  !(p.beta_slow > 0.0f) || !std::isfinite(p.beta_fast) || !std::isfinite(p.beta_slow)))
         throw std::invalid_argument(fmt::format(
             "rope: YaRN (ext_factor {}) needs n_ctx_orig > 0 (got {}), base > 1 (got {}) and positive finite "
-            "beta_fast, beta_slow (got {}, {})", p.ext_factor, p.n_ctx_orig, p.base, p.beta_fast, p.beta_slow));
+            "beta_fast, beta_slow (got {}, {})",
+            p.ext_factor, p.n_ctx_orig, p.base, p.beta_fast, p.beta_slow));
 }
 
 }  // namespace
@@ -54,8 +57,10 @@ RopeShaderParams rope_shader_params(const RopeParams& rp) {
     const RopeCorrDims corr = yarn ? rope_corr_dims(rp) : RopeCorrDims{};
     const float mscale =
         yarn ? float(double(rp.attn_factor) * (1.0 + 0.1 * std::log(1.0 / double(rp.freq_scale)))) : rp.attn_factor;
-    return {rp.rot_dim / 2, rp.layout == RopeLayout::Adjacent ? 0u : 1u, log2_step, rp.freq_scale, rp.ext_factor,
-            mscale, corr.low, corr.high};
+    return {rp.rot_dim / 2, rp.layout == RopeLayout::Adjacent ? 0u : 1u,
+            log2_step,      rp.freq_scale,
+            rp.ext_factor,  mscale,
+            corr.low,       corr.high};
 }
 }  // namespace detail
 
@@ -72,10 +77,10 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
     const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, detail::SmallOp::Rope));
     const uint32_t wg = p.local_size()[0];
     // Without factors the shader never reads binding 2, but a binding must be there: positions stands in.
-    const detail::Window fw = freq_factors ? detail::window(caps, *freq_factors, 0, rot_half, 4)
-                                           : detail::window(caps, positions, 0, 1, 4);
-    const uint64_t per = std::min(detail::items_per_window(caps, token_elems * 4, "rope"),
-                                  detail::items_per_window(caps, 4, "rope"));
+    const detail::Window fw =
+        freq_factors ? detail::window(caps, *freq_factors, 0, rot_half, 4) : detail::window(caps, positions, 0, 1, 4);
+    const uint64_t per =
+        std::min(detail::items_per_window(caps, token_elems * 4, "rope"), detail::items_per_window(caps, 4, "rope"));
     for (uint64_t t0 = 0; t0 < n_tokens; t0 += per) {
         const uint32_t nt = uint32_t(std::min<uint64_t>(per, n_tokens - t0));
         const detail::Window xw = detail::window(caps, x, t0 * token_elems, nt * token_elems, 4);
@@ -86,8 +91,9 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
             float log2_step;
             uint32_t ff_first, has_ff;
             float freq_scale, ext_factor, mscale, corr_low, corr_high;
-        } pc{uint32_t(pairs), rp.n_heads, rp.head_dim, rot_half, sp.layout_id, xw.first, pw.first, sp.log2_step,
-             fw.first, freq_factors ? 1u : 0u, sp.freq_scale, sp.ext_factor, sp.mscale, sp.corr_low, sp.corr_high};
+        } pc{uint32_t(pairs), rp.n_heads,    rp.head_dim,  rot_half,    sp.layout_id,
+             xw.first,        pw.first,      sp.log2_step, fw.first,    freq_factors ? 1u : 0u,
+             sp.freq_scale,   sp.ext_factor, sp.mscale,    sp.corr_low, sp.corr_high};
         s.dispatch(p, {xw.slice, pw.slice, fw.slice}, pc, detail::grid(caps, (pairs + wg - 1) / wg, "rope"), "rope");
     }
 }

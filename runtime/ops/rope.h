@@ -24,13 +24,13 @@ namespace vkllm::ops {
 // These are GGML's definitions, so a GGUF's rope.scaling.* keys map onto the fields one to one.
 struct RopeParams {
     uint32_t n_heads, head_dim, rot_dim;  // rot_dim even, 0 < rot_dim <= head_dim
-    float base;                           // > 0
+    float base;  // > 0
     RopeLayout layout;
-    float freq_scale = 1.0f;   // > 0: 1 / (linear or YaRN scaling factor)
-    float ext_factor = 0.0f;   // YaRN extrapolation mix; 0 = off
+    float freq_scale = 1.0f;  // > 0: 1 / (linear or YaRN scaling factor)
+    float ext_factor = 0.0f;  // YaRN extrapolation mix; 0 = off
     float attn_factor = 1.0f;  // magnitude scale of the rotated pair
     float beta_fast = 32.0f, beta_slow = 1.0f;  // YaRN correction range, in rotations
-    uint32_t n_ctx_orig = 0;   // training context the YaRN ramp is computed for; > 0 when ext_factor != 0
+    uint32_t n_ctx_orig = 0;  // training context the YaRN ramp is computed for; > 0 when ext_factor != 0
 };
 
 // YaRN's ramp bounds (low, high) above, in pair indices; computed on the host in double.

@@ -20,13 +20,15 @@ void argmax(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSl
     detail::require_bytes(x, rows * row_bytes, "argmax", "x");
     detail::require_bytes(out, uint64_t(rows) * 4, "argmax", "out");
     const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, SmallOp::Argmax));
-    const uint64_t per = std::min(detail::items_per_window(caps, row_bytes, "argmax"),
-                                  detail::items_per_window(caps, 4, "argmax"));
+    const uint64_t per =
+        std::min(detail::items_per_window(caps, row_bytes, "argmax"), detail::items_per_window(caps, 4, "argmax"));
     for (uint64_t r0 = 0; r0 < rows; r0 += per) {
         const uint32_t nr = uint32_t(std::min<uint64_t>(per, rows - r0));
         const detail::Window xw = detail::window(caps, x, r0 * n, uint64_t(nr) * n, 4);
         const detail::Window ow = detail::window(caps, out, r0, nr, 4);
-        struct { uint32_t rows, n, x_first, out_first; } pc{nr, n, xw.first, ow.first};
+        struct {
+            uint32_t rows, n, x_first, out_first;
+        } pc{nr, n, xw.first, ow.first};
         s.dispatch(p, {xw.slice, ow.slice}, pc, detail::grid(caps, nr, "argmax"), "argmax");
     }
 }
@@ -48,7 +50,10 @@ void softmax(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferS
         const uint32_t nr = uint32_t(std::min<uint64_t>(per, rows - r0));
         const detail::Window xw = detail::window(caps, x, r0 * n, uint64_t(nr) * n, 4);
         const detail::Window yw = detail::window(caps, y, r0 * n, uint64_t(nr) * n, 4);
-        struct { uint32_t rows, n, x_first, y_first; float inv_temp; } pc{nr, n, xw.first, yw.first, inv_temp};
+        struct {
+            uint32_t rows, n, x_first, y_first;
+            float inv_temp;
+        } pc{nr, n, xw.first, yw.first, inv_temp};
         s.dispatch(p, {xw.slice, yw.slice}, pc, detail::grid(caps, nr, "softmax"), "softmax");
     }
 }
@@ -66,7 +71,9 @@ void topk(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, uint
     const detail::Window xw = detail::window(caps, x, 0, n, 4);
     const detail::Window iw = detail::window(caps, ids, 0, k, 4);
     const detail::Window vw = detail::window(caps, vals, 0, k, 4);
-    struct { uint32_t n, k, x_first, ids_first, vals_first; } pc{n, k, xw.first, iw.first, vw.first};
+    struct {
+        uint32_t n, k, x_first, ids_first, vals_first;
+    } pc{n, k, xw.first, iw.first, vw.first};
     s.dispatch(p, {xw.slice, iw.slice, vw.slice}, pc, {1, 1, 1}, "topk");
 }
 

@@ -20,7 +20,8 @@ ByteWindow byte_window(const BufferSlice& s, uint64_t begin, uint64_t end, uint6
 Window window(const DeviceCaps& caps, const BufferSlice& s, uint64_t first, uint64_t count, uint32_t elem_bytes) {
     const uint64_t align = std::max<uint64_t>(caps.min_storage_buffer_offset_alignment, 1);
     if ((first + count) * elem_bytes > s.size)
-        throw std::logic_error(fmt::format("window [{}, +{}) x {} B past a binding of {} B", first, count, elem_bytes, s.size));
+        throw std::logic_error(
+            fmt::format("window [{}, +{}) x {} B past a binding of {} B", first, count, elem_bytes, s.size));
     // Aligning down keeps the window inside the VkBuffer (it only grows towards offset 0), so a slice
     // at any element-aligned offset can be bound; the extra leading bytes are never written.
     const uint64_t start = s.offset + first * elem_bytes;
@@ -36,8 +37,9 @@ uint64_t items_per_window(const DeviceCaps& caps, uint64_t item_bytes, const cha
     const uint64_t range = caps.max_storage_buffer_range;
     const uint64_t n = range > align ? (range - align) / item_bytes : 0;
     if (n == 0)
-        throw DeviceLimitError(fmt::format("{}: one row of {} bytes does not fit the device's maxStorageBufferRange ({} bytes)",
-                                           op, item_bytes, range));
+        throw DeviceLimitError(
+            fmt::format("{}: one row of {} bytes does not fit the device's maxStorageBufferRange ({} bytes)", op,
+                        item_bytes, range));
     return n;
 }
 
@@ -58,11 +60,14 @@ void require_bytes(const BufferSlice& s, uint64_t bytes, const char* op, const c
 void check_pages(const KvPages& pg, uint32_t n_ctx, uint64_t table_rows, const char* op) {
     if (!pg.paged()) return;
     if (pg.block_rows < 2 || !std::has_single_bit(pg.block_rows))
-        throw std::invalid_argument(fmt::format("{}: block_rows must be a power of two >= 2, got {}", op, pg.block_rows));
+        throw std::invalid_argument(
+            fmt::format("{}: block_rows must be a power of two >= 2, got {}", op, pg.block_rows));
     if (pg.pool_rows == 0 || pg.pool_rows % pg.block_rows != 0)
-        throw std::invalid_argument(fmt::format("{}: the pool's {} rows are not whole blocks of {}", op, pg.pool_rows, pg.block_rows));
+        throw std::invalid_argument(
+            fmt::format("{}: the pool's {} rows are not whole blocks of {}", op, pg.pool_rows, pg.block_rows));
     if (pg.table.offset % 4 != 0)
-        throw std::invalid_argument(fmt::format("{}: the block table must start on 4 bytes, starts at {}", op, pg.table.offset));
+        throw std::invalid_argument(
+            fmt::format("{}: the block table must start on 4 bytes, starts at {}", op, pg.table.offset));
     require_bytes(pg.table, table_rows * pg.table_stride(n_ctx) * 4, op, "the block table");
 }
 

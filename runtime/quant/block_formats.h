@@ -59,8 +59,7 @@
 namespace vkllm::quant {
 
 // The 16 non-uniform levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl).
-inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                          1,    13,   25,  38,  53,  69,  89,  113};
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // The 16 MXFP4 levels: FP4 E2M1 values times 2 (ggml's kvalues_mxfp4), so that they are integers.
 inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -69,17 +68,39 @@ inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 inline float mxfp4_scale(uint8_t e) { return e >= 2 ? std::ldexp(1.0f, int(e) - 128) : (e ? 0x1p-127f : 0x1p-128f); }
 
 // Byte offsets of the fields above, shared by the dequantizers and quantizers.
-namespace q4_1 { inline constexpr size_t kD = 0, kM = 2, kQs = 4, kBytes = 20; }
-namespace q5_0 { inline constexpr size_t kD = 0, kQh = 2, kQs = 6, kBytes = 22; }
-namespace q5_1 { inline constexpr size_t kD = 0, kM = 2, kQh = 4, kQs = 8, kBytes = 24; }
-namespace iq4_nl { inline constexpr size_t kD = 0, kQs = 2, kBytes = 18; }
-namespace mxfp4 { inline constexpr size_t kE = 0, kQs = 1, kBytes = 17; }
-namespace q2_k { inline constexpr size_t kScales = 0, kQs = 16, kD = 80, kDmin = 82, kBytes = 84; }
-namespace q3_k { inline constexpr size_t kHmask = 0, kQs = 32, kScales = 96, kD = 108, kBytes = 110; }
-namespace q4_k { inline constexpr size_t kD = 0, kDmin = 2, kScales = 4, kQs = 16, kBytes = 144; }
-namespace q5_k { inline constexpr size_t kD = 0, kDmin = 2, kScales = 4, kQh = 16, kQs = 48, kBytes = 176; }
-namespace q6_k { inline constexpr size_t kQl = 0, kQh = 128, kScales = 192, kD = 208, kBytes = 210; }
-namespace iq4_xs { inline constexpr size_t kD = 0, kScalesH = 2, kScalesL = 4, kQs = 8, kBytes = 136; }
+namespace q4_1 {
+inline constexpr size_t kD = 0, kM = 2, kQs = 4, kBytes = 20;
+}
+namespace q5_0 {
+inline constexpr size_t kD = 0, kQh = 2, kQs = 6, kBytes = 22;
+}
+namespace q5_1 {
+inline constexpr size_t kD = 0, kM = 2, kQh = 4, kQs = 8, kBytes = 24;
+}
+namespace iq4_nl {
+inline constexpr size_t kD = 0, kQs = 2, kBytes = 18;
+}
+namespace mxfp4 {
+inline constexpr size_t kE = 0, kQs = 1, kBytes = 17;
+}
+namespace q2_k {
+inline constexpr size_t kScales = 0, kQs = 16, kD = 80, kDmin = 82, kBytes = 84;
+}
+namespace q3_k {
+inline constexpr size_t kHmask = 0, kQs = 32, kScales = 96, kD = 108, kBytes = 110;
+}
+namespace q4_k {
+inline constexpr size_t kD = 0, kDmin = 2, kScales = 4, kQs = 16, kBytes = 144;
+}
+namespace q5_k {
+inline constexpr size_t kD = 0, kDmin = 2, kScales = 4, kQh = 16, kQs = 48, kBytes = 176;
+}
+namespace q6_k {
+inline constexpr size_t kQl = 0, kQh = 128, kScales = 192, kD = 208, kBytes = 210;
+}
+namespace iq4_xs {
+inline constexpr size_t kD = 0, kScalesH = 2, kScalesL = 4, kQs = 8, kBytes = 136;
+}
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block s (0..7) from the 12 packed bytes.
 inline void scale_min_k4(const uint8_t* scales, int s, uint8_t& sc, uint8_t& mn) {

@@ -312,7 +312,8 @@ float fit_iq4(const float* x, int n) {
         const float a = sxv / svv;  // svv >= 1: every level is non-zero
         if (a == 0) continue;
         const float t1 = xlo / a, t2 = xhi / a;
-        if (std::min(t1, t2) < float(kIq4Values[0] - kIq4MaxGap) || std::max(t1, t2) > float(kIq4Values[15] + kIq4MaxGap))
+        if (std::min(t1, t2) < float(kIq4Values[0] - kIq4MaxGap) ||
+            std::max(t1, t2) > float(kIq4Values[15] + kIq4MaxGap))
             continue;
         const float err = iq4_round(x, n, a);
         if (better(err, a, best_err, best, tol)) {
@@ -359,8 +360,8 @@ void affine_block32(const float* x, int nmax, uint8_t* d_at, uint8_t* m_at, uint
 // K-quant affine super-block: per sub-block fits, then the scales and mins as codes (0..code_max)
 // against the f16 d and dmin, then the values (0..nmax) against the stored codes.
 template <int kSubs>
-void affine_super_block(const float* x, int nmax, int code_max, uint8_t* d_at, uint8_t* dmin_at,
-                        uint8_t* sc, uint8_t* mn, uint8_t* q) {
+void affine_super_block(const float* x, int nmax, int code_max, uint8_t* d_at, uint8_t* dmin_at, uint8_t* sc,
+                        uint8_t* mn, uint8_t* q) {
     constexpr int len = 256 / kSubs;
     AffineFit fits[kSubs];
     float max_scale = 0, max_min = 0;
@@ -456,8 +457,8 @@ float choose_signed_codes(const float* x, int subs, int len, const float* scales
 // and returns its error.
 template <class Round>
 void choose_signed_codes_both(const float* x, int subs, int len, const float* scales, int top, int code_neg,
-                              std::initializer_list<int> levels, bool try_flip, uint8_t* d_at, int8_t* codes,
-                              int8_t* q, Round round) {
+                              std::initializer_list<int> levels, bool try_flip, uint8_t* d_at, int8_t* codes, int8_t* q,
+                              Round round) {
     const float d = put_half(d_at, scales[top] / float(-code_neg));
     const float e1 = choose_signed_codes(x, subs, len, scales, d, code_neg, levels, codes,
                                          [&](int s, float a, bool store) { return round(s, a, store ? q : nullptr); });
@@ -476,8 +477,7 @@ void choose_signed_codes_both(const float* x, int subs, int len, const float* sc
 }
 
 // Symmetric super-block with 16 sub-blocks of 16 (Q3_K, Q6_K): values in -nneg..npos.
-void symmetric_super_block(const float* x, int nneg, int npos, int code_neg, uint8_t* d_at, int8_t* sc,
-                           int8_t* q) {
+void symmetric_super_block(const float* x, int nneg, int npos, int code_neg, uint8_t* d_at, int8_t* sc, int8_t* q) {
     float scales[16];
     int top = 0;
     for (int s = 0; s < 16; ++s) {
@@ -487,10 +487,10 @@ void symmetric_super_block(const float* x, int nneg, int npos, int code_neg, uin
     // The largest sub-block fits mirrored equally well when none of its values sits at -nneg.
     bool mirrors = npos >= nneg - 1;
     const float inv_top = scales[top] != 0 ? 1.0f / scales[top] : 0.0f;
-    for (int e = 16 * top; e < 16 * top + 16; ++e) mirrors = mirrors && round_clamp(x[e] * inv_top, -nneg, npos) != -nneg;
+    for (int e = 16 * top; e < 16 * top + 16; ++e)
+        mirrors = mirrors && round_clamp(x[e] * inv_top, -nneg, npos) != -nneg;
     choose_signed_codes_both(x, 16, 16, scales, top, code_neg, {-nneg, -nneg + 1, -nneg + 2, npos, npos - 1, npos - 2},
-                             mirrors, d_at, sc, q,
-                             [&](int s, float a, int8_t* qs) {
+                             mirrors, d_at, sc, q, [&](int s, float a, int8_t* qs) {
                                  return symmetric_round(x + 16 * s, 16, nneg, npos, a, qs ? qs + 16 * s : nullptr);
                              });
 }
@@ -544,7 +544,14 @@ void quantize_mxfp4(const float* src, uint8_t* dst, size_t n) {
     // Nearest magnitude of 0 1 2 3 4 6 8 12 (in units of d), by the midpoints between them.
     auto index = [](float x, float d) {
         const float a = std::fabs(x) / d;  // not times 1 / d: 1 / 2^-128 overflows
-        const int m = a < 0.5f ? 0 : a < 1.5f ? 1 : a < 2.5f ? 2 : a < 3.5f ? 3 : a < 5.0f ? 4 : a < 7.0f ? 5 : a < 10.0f ? 6 : 7;
+        const int m = a < 0.5f    ? 0
+                      : a < 1.5f  ? 1
+                      : a < 2.5f  ? 2
+                      : a < 3.5f  ? 3
+                      : a < 5.0f  ? 4
+                      : a < 7.0f  ? 5
+                      : a < 10.0f ? 6
+                                  : 7;
         return m != 0 && x < 0 ? m + 8 : m;
     };
     for_blocks(src, dst, n, 32, mxfp4::kBytes, [&](const float* x, uint8_t* b) {

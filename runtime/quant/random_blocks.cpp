@@ -19,19 +19,19 @@ struct ScaleFields {
 
 ScaleFields scale_fields(TensorType t) {
     switch (t) {
-    case TensorType::Q8_0: return {{0, 0}, 1, 127.0f};
-    case TensorType::Q4_0: return {{0, 0}, 1, 8.0f};
-    case TensorType::Q4_1: return {{q4_1::kD, q4_1::kM}, 2, 15.0f};
-    case TensorType::Q5_0: return {{q5_0::kD, 0}, 1, 16.0f};
-    case TensorType::Q5_1: return {{q5_1::kD, q5_1::kM}, 2, 31.0f};
-    case TensorType::IQ4_NL: return {{iq4_nl::kD, 0}, 1, 127.0f};
-    case TensorType::Q2_K: return {{q2_k::kD, q2_k::kDmin}, 2, 15.0f * 3.0f};
-    case TensorType::Q3_K: return {{q3_k::kD, 0}, 1, 32.0f * 4.0f};
-    case TensorType::Q4_K: return {{q4_k::kD, q4_k::kDmin}, 2, 63.0f * 15.0f};
-    case TensorType::Q5_K: return {{q5_k::kD, q5_k::kDmin}, 2, 63.0f * 31.0f};
-    case TensorType::Q6_K: return {{q6_k::kD, 0}, 1, 128.0f * 32.0f};
-    case TensorType::IQ4_XS: return {{iq4_xs::kD, 0}, 1, 32.0f * 127.0f};
-    default: return {{0, 0}, 0, 1.0f};
+        case TensorType::Q8_0: return {{0, 0}, 1, 127.0f};
+        case TensorType::Q4_0: return {{0, 0}, 1, 8.0f};
+        case TensorType::Q4_1: return {{q4_1::kD, q4_1::kM}, 2, 15.0f};
+        case TensorType::Q5_0: return {{q5_0::kD, 0}, 1, 16.0f};
+        case TensorType::Q5_1: return {{q5_1::kD, q5_1::kM}, 2, 31.0f};
+        case TensorType::IQ4_NL: return {{iq4_nl::kD, 0}, 1, 127.0f};
+        case TensorType::Q2_K: return {{q2_k::kD, q2_k::kDmin}, 2, 15.0f * 3.0f};
+        case TensorType::Q3_K: return {{q3_k::kD, 0}, 1, 32.0f * 4.0f};
+        case TensorType::Q4_K: return {{q4_k::kD, q4_k::kDmin}, 2, 63.0f * 15.0f};
+        case TensorType::Q5_K: return {{q5_k::kD, q5_k::kDmin}, 2, 63.0f * 31.0f};
+        case TensorType::Q6_K: return {{q6_k::kD, 0}, 1, 128.0f * 32.0f};
+        case TensorType::IQ4_XS: return {{iq4_xs::kD, 0}, 1, 32.0f * 127.0f};
+        default: return {{0, 0}, 0, 1.0f};
     }
 }
 

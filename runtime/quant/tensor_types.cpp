@@ -38,22 +38,22 @@ constexpr TypeTraits kMXFP4{"MXFP4", "mxfp4", 32, quant::mxfp4::kBytes, 0.14};
 
 const TypeTraits* traits_or_null(uint32_t id) {
     switch (TensorType(id)) {
-    case TensorType::F32: return &kF32;
-    case TensorType::F16: return &kF16;
-    case TensorType::BF16: return &kBF16;
-    case TensorType::Q8_0: return &kQ8_0;
-    case TensorType::Q4_0: return &kQ4_0;
-    case TensorType::Q4_1: return &kQ4_1;
-    case TensorType::Q5_0: return &kQ5_0;
-    case TensorType::Q5_1: return &kQ5_1;
-    case TensorType::IQ4_NL: return &kIQ4_NL;
-    case TensorType::Q2_K: return &kQ2_K;
-    case TensorType::Q3_K: return &kQ3_K;
-    case TensorType::Q4_K: return &kQ4_K;
-    case TensorType::Q5_K: return &kQ5_K;
-    case TensorType::Q6_K: return &kQ6_K;
-    case TensorType::IQ4_XS: return &kIQ4_XS;
-    case TensorType::MXFP4: return &kMXFP4;
+        case TensorType::F32: return &kF32;
+        case TensorType::F16: return &kF16;
+        case TensorType::BF16: return &kBF16;
+        case TensorType::Q8_0: return &kQ8_0;
+        case TensorType::Q4_0: return &kQ4_0;
+        case TensorType::Q4_1: return &kQ4_1;
+        case TensorType::Q5_0: return &kQ5_0;
+        case TensorType::Q5_1: return &kQ5_1;
+        case TensorType::IQ4_NL: return &kIQ4_NL;
+        case TensorType::Q2_K: return &kQ2_K;
+        case TensorType::Q3_K: return &kQ3_K;
+        case TensorType::Q4_K: return &kQ4_K;
+        case TensorType::Q5_K: return &kQ5_K;
+        case TensorType::Q6_K: return &kQ6_K;
+        case TensorType::IQ4_XS: return &kIQ4_XS;
+        case TensorType::MXFP4: return &kMXFP4;
     }
     return nullptr;
 }
@@ -68,12 +68,46 @@ const TypeTraits& type_traits(TensorType t) {
 bool is_supported_type(uint32_t id) { return traits_or_null(id) != nullptr; }
 
 std::string_view ggml_type_name(uint32_t id) {
-    static constexpr std::string_view names[] = {
-        "F32", "F16", "Q4_0", "Q4_1", "Q4_2(removed)", "Q4_3(removed)", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
-        "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
-        "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16",
-        "Q4_0_4_4(removed)", "Q4_0_4_8(removed)", "Q4_0_8_8(removed)", "TQ1_0", "TQ2_0", "IQ4_NL_4_4(removed)",
-        "IQ4_NL_4_8(removed)", "IQ4_NL_8_8(removed)", "MXFP4"};
+    static constexpr std::string_view names[] = {"F32",
+                                                 "F16",
+                                                 "Q4_0",
+                                                 "Q4_1",
+                                                 "Q4_2(removed)",
+                                                 "Q4_3(removed)",
+                                                 "Q5_0",
+                                                 "Q5_1",
+                                                 "Q8_0",
+                                                 "Q8_1",
+                                                 "Q2_K",
+                                                 "Q3_K",
+                                                 "Q4_K",
+                                                 "Q5_K",
+                                                 "Q6_K",
+                                                 "Q8_K",
+                                                 "IQ2_XXS",
+                                                 "IQ2_XS",
+                                                 "IQ3_XXS",
+                                                 "IQ1_S",
+                                                 "IQ4_NL",
+                                                 "IQ3_S",
+                                                 "IQ2_S",
+                                                 "IQ4_XS",
+                                                 "I8",
+                                                 "I16",
+                                                 "I32",
+                                                 "I64",
+                                                 "F64",
+                                                 "IQ1_M",
+                                                 "BF16",
+                                                 "Q4_0_4_4(removed)",
+                                                 "Q4_0_4_8(removed)",
+                                                 "Q4_0_8_8(removed)",
+                                                 "TQ1_0",
+                                                 "TQ2_0",
+                                                 "IQ4_NL_4_4(removed)",
+                                                 "IQ4_NL_4_8(removed)",
+                                                 "IQ4_NL_8_8(removed)",
+                                                 "MXFP4"};
     return id < std::size(names) ? names[id] : std::string_view("unknown");
 }
 
@@ -97,8 +131,7 @@ size_t row_bytes(TensorType t, size_t n) {
     const TypeTraits& tt = type_traits(t);
     if (n % tt.block_elems != 0)
         throw std::invalid_argument(std::string(tt.name) + " row of " + std::to_string(n) +
-                                    " elements is not a multiple of the block size " +
-                                    std::to_string(tt.block_elems));
+                                    " elements is not a multiple of the block size " + std::to_string(tt.block_elems));
     return n / tt.block_elems * tt.block_bytes;
 }
 
@@ -111,7 +144,7 @@ uint16_t f32_to_f16(float f) {
     if (exp == 0xff) return uint16_t(sign | 0x7c00u | (mant ? 0x200u : 0u));  // inf / NaN
     int e = int(exp) - 127 + 15;
     if (e >= 31) return uint16_t(sign | 0x7c00u);  // overflow -> inf
-    if (e <= 0) {                                  // subnormal or zero
+    if (e <= 0) {  // subnormal or zero
         if (e < -10) return uint16_t(sign);
         mant |= 0x800000u;
         uint32_t shift = uint32_t(14 - e);
@@ -151,7 +184,10 @@ float f16_to_f32(uint16_t h) {
             x = sign;
         } else {  // subnormal: normalise
             int e = -1;
-            do { mant <<= 1; ++e; } while (!(mant & 0x400u));
+            do {
+                mant <<= 1;
+                ++e;
+            } while (!(mant & 0x400u));
             x = sign | (uint32_t(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
         }
     } else if (exp == 31) {
@@ -176,60 +212,62 @@ void quantize_row(TensorType t, const float* src, void* dst, size_t n) {
     row_bytes(t, n);  // validates n
     auto* out = static_cast<uint8_t*>(dst);
     switch (t) {
-    case TensorType::F32: std::memcpy(dst, src, n * 4); return;
-    case TensorType::F16:
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h = f32_to_f16(src[i]);
-            std::memcpy(out + 2 * i, &h, 2);
-        }
-        return;
-    case TensorType::BF16:
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h = f32_to_bf16(src[i]);
-            std::memcpy(out + 2 * i, &h, 2);
-        }
-        return;
-    case TensorType::Q4_1: quant::quantize_q4_1(src, out, n); return;
-    case TensorType::Q5_0: quant::quantize_q5_0(src, out, n); return;
-    case TensorType::Q5_1: quant::quantize_q5_1(src, out, n); return;
-    case TensorType::IQ4_NL: quant::quantize_iq4_nl(src, out, n); return;
-    case TensorType::Q2_K: quant::quantize_q2_k(src, out, n); return;
-    case TensorType::Q3_K: quant::quantize_q3_k(src, out, n); return;
-    case TensorType::Q4_K: quant::quantize_q4_k(src, out, n); return;
-    case TensorType::Q5_K: quant::quantize_q5_k(src, out, n); return;
-    case TensorType::Q6_K: quant::quantize_q6_k(src, out, n); return;
-    case TensorType::IQ4_XS: quant::quantize_iq4_xs(src, out, n); return;
-    case TensorType::MXFP4: quant::quantize_mxfp4(src, out, n); return;
-    case TensorType::Q8_0:
-        for (size_t b = 0; b < n / kQuantBlock; ++b, out += kQ8_0.block_bytes) {
-            float x[kQuantBlock];
-            finite_block(src + b * kQuantBlock, x, 65504.0f * 127.0f);
-            float amax = 0;
-            for (size_t j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
-            float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-            uint16_t dh = f32_to_f16(d);
-            std::memcpy(out, &dh, 2);
-            for (size_t j = 0; j < kQuantBlock; ++j)
-                out[2 + j] = uint8_t(int8_t(std::lround(x[j] * id)));
-        }
-        return;
-    case TensorType::Q4_0:
-        for (size_t b = 0; b < n / kQuantBlock; ++b, out += kQ4_0.block_bytes) {
-            float x[kQuantBlock];
-            finite_block(src + b * kQuantBlock, x, 65504.0f * 8.0f);
-            // Same rule as ggml: the element of largest magnitude maps to -8 exactly.
-            float amax = 0, max = 0;
-            for (size_t j = 0; j < kQuantBlock; ++j)
-                if (std::fabs(x[j]) > amax) { amax = std::fabs(x[j]); max = x[j]; }
-            float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
-            uint16_t dh = f32_to_f16(d);
-            std::memcpy(out, &dh, 2);
-            for (size_t j = 0; j < kQuantBlock / 2; ++j) {
-                auto q = [&](float v) { return uint8_t(std::min(15.0f, std::floor(v * id + 8.5f))); };
-                out[2 + j] = uint8_t(q(x[j]) | (q(x[j + 16]) << 4));
+        case TensorType::F32: std::memcpy(dst, src, n * 4); return;
+        case TensorType::F16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h = f32_to_f16(src[i]);
+                std::memcpy(out + 2 * i, &h, 2);
             }
-        }
-        return;
+            return;
+        case TensorType::BF16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h = f32_to_bf16(src[i]);
+                std::memcpy(out + 2 * i, &h, 2);
+            }
+            return;
+        case TensorType::Q4_1: quant::quantize_q4_1(src, out, n); return;
+        case TensorType::Q5_0: quant::quantize_q5_0(src, out, n); return;
+        case TensorType::Q5_1: quant::quantize_q5_1(src, out, n); return;
+        case TensorType::IQ4_NL: quant::quantize_iq4_nl(src, out, n); return;
+        case TensorType::Q2_K: quant::quantize_q2_k(src, out, n); return;
+        case TensorType::Q3_K: quant::quantize_q3_k(src, out, n); return;
+        case TensorType::Q4_K: quant::quantize_q4_k(src, out, n); return;
+        case TensorType::Q5_K: quant::quantize_q5_k(src, out, n); return;
+        case TensorType::Q6_K: quant::quantize_q6_k(src, out, n); return;
+        case TensorType::IQ4_XS: quant::quantize_iq4_xs(src, out, n); return;
+        case TensorType::MXFP4: quant::quantize_mxfp4(src, out, n); return;
+        case TensorType::Q8_0:
+            for (size_t b = 0; b < n / kQuantBlock; ++b, out += kQ8_0.block_bytes) {
+                float x[kQuantBlock];
+                finite_block(src + b * kQuantBlock, x, 65504.0f * 127.0f);
+                float amax = 0;
+                for (size_t j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
+                float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+                uint16_t dh = f32_to_f16(d);
+                std::memcpy(out, &dh, 2);
+                for (size_t j = 0; j < kQuantBlock; ++j) out[2 + j] = uint8_t(int8_t(std::lround(x[j] * id)));
+            }
+            return;
+        case TensorType::Q4_0:
+            for (size_t b = 0; b < n / kQuantBlock; ++b, out += kQ4_0.block_bytes) {
+                float x[kQuantBlock];
+                finite_block(src + b * kQuantBlock, x, 65504.0f * 8.0f);
+                // Same rule as ggml: the element of largest magnitude maps to -8 exactly.
+                float amax = 0, max = 0;
+                for (size_t j = 0; j < kQuantBlock; ++j)
+                    if (std::fabs(x[j]) > amax) {
+                        amax = std::fabs(x[j]);
+                        max = x[j];
+                    }
+                float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+                uint16_t dh = f32_to_f16(d);
+                std::memcpy(out, &dh, 2);
+                for (size_t j = 0; j < kQuantBlock / 2; ++j) {
+                    auto q = [&](float v) { return uint8_t(std::min(15.0f, std::floor(v * id + 8.5f))); };
+                    out[2 + j] = uint8_t(q(x[j]) | (q(x[j + 16]) << 4));
+                }
+            }
+            return;
     }
 }
 
@@ -237,51 +275,51 @@ void dequantize_row(TensorType t, const void* src, float* dst, size_t n) {
     row_bytes(t, n);
     auto* in = static_cast<const uint8_t*>(src);
     switch (t) {
-    case TensorType::F32: std::memcpy(dst, src, n * 4); return;
-    case TensorType::F16:
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h;
-            std::memcpy(&h, in + 2 * i, 2);
-            dst[i] = f16_to_f32(h);
-        }
-        return;
-    case TensorType::BF16:
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h;
-            std::memcpy(&h, in + 2 * i, 2);
-            dst[i] = bf16_to_f32(h);
-        }
-        return;
-    case TensorType::Q4_1: quant::dequantize_q4_1(in, dst, n); return;
-    case TensorType::Q5_0: quant::dequantize_q5_0(in, dst, n); return;
-    case TensorType::Q5_1: quant::dequantize_q5_1(in, dst, n); return;
-    case TensorType::IQ4_NL: quant::dequantize_iq4_nl(in, dst, n); return;
-    case TensorType::Q2_K: quant::dequantize_q2_k(in, dst, n); return;
-    case TensorType::Q3_K: quant::dequantize_q3_k(in, dst, n); return;
-    case TensorType::Q4_K: quant::dequantize_q4_k(in, dst, n); return;
-    case TensorType::Q5_K: quant::dequantize_q5_k(in, dst, n); return;
-    case TensorType::Q6_K: quant::dequantize_q6_k(in, dst, n); return;
-    case TensorType::IQ4_XS: quant::dequantize_iq4_xs(in, dst, n); return;
-    case TensorType::MXFP4: quant::dequantize_mxfp4(in, dst, n); return;
-    case TensorType::Q8_0:
-        for (size_t b = 0; b < n / kQuantBlock; ++b, in += kQ8_0.block_bytes) {
-            uint16_t dh;
-            std::memcpy(&dh, in, 2);
-            float d = f16_to_f32(dh);
-            for (size_t j = 0; j < kQuantBlock; ++j) dst[b * kQuantBlock + j] = float(int8_t(in[2 + j])) * d;
-        }
-        return;
-    case TensorType::Q4_0:
-        for (size_t b = 0; b < n / kQuantBlock; ++b, in += kQ4_0.block_bytes) {
-            uint16_t dh;
-            std::memcpy(&dh, in, 2);
-            float d = f16_to_f32(dh);
-            for (size_t j = 0; j < kQuantBlock / 2; ++j) {
-                dst[b * kQuantBlock + j] = float(int(in[2 + j] & 0xf) - 8) * d;
-                dst[b * kQuantBlock + j + 16] = float(int(in[2 + j] >> 4) - 8) * d;
+        case TensorType::F32: std::memcpy(dst, src, n * 4); return;
+        case TensorType::F16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h;
+                std::memcpy(&h, in + 2 * i, 2);
+                dst[i] = f16_to_f32(h);
             }
-        }
-        return;
+            return;
+        case TensorType::BF16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h;
+                std::memcpy(&h, in + 2 * i, 2);
+                dst[i] = bf16_to_f32(h);
+            }
+            return;
+        case TensorType::Q4_1: quant::dequantize_q4_1(in, dst, n); return;
+        case TensorType::Q5_0: quant::dequantize_q5_0(in, dst, n); return;
+        case TensorType::Q5_1: quant::dequantize_q5_1(in, dst, n); return;
+        case TensorType::IQ4_NL: quant::dequantize_iq4_nl(in, dst, n); return;
+        case TensorType::Q2_K: quant::dequantize_q2_k(in, dst, n); return;
+        case TensorType::Q3_K: quant::dequantize_q3_k(in, dst, n); return;
+        case TensorType::Q4_K: quant::dequantize_q4_k(in, dst, n); return;
+        case TensorType::Q5_K: quant::dequantize_q5_k(in, dst, n); return;
+        case TensorType::Q6_K: quant::dequantize_q6_k(in, dst, n); return;
+        case TensorType::IQ4_XS: quant::dequantize_iq4_xs(in, dst, n); return;
+        case TensorType::MXFP4: quant::dequantize_mxfp4(in, dst, n); return;
+        case TensorType::Q8_0:
+            for (size_t b = 0; b < n / kQuantBlock; ++b, in += kQ8_0.block_bytes) {
+                uint16_t dh;
+                std::memcpy(&dh, in, 2);
+                float d = f16_to_f32(dh);
+                for (size_t j = 0; j < kQuantBlock; ++j) dst[b * kQuantBlock + j] = float(int8_t(in[2 + j])) * d;
+            }
+            return;
+        case TensorType::Q4_0:
+            for (size_t b = 0; b < n / kQuantBlock; ++b, in += kQ4_0.block_bytes) {
+                uint16_t dh;
+                std::memcpy(&dh, in, 2);
+                float d = f16_to_f32(dh);
+                for (size_t j = 0; j < kQuantBlock / 2; ++j) {
+                    dst[b * kQuantBlock + j] = float(int(in[2 + j] & 0xf) - 8) * d;
+                    dst[b * kQuantBlock + j + 16] = float(int(in[2 + j] >> 4) - 8) * d;
+                }
+            }
+            return;
     }
 }
 

@@ -40,8 +40,10 @@ AnswerStream::Rest AnswerStream::finish() {
     Rest out;
     if (harmony_) {
         HarmonyStream::Rest h = harmony_->finish();
-        if (inline_reasoning_) out.content = h.reasoning + h.content;
-        else out.reasoning = std::move(h.reasoning), out.content = std::move(h.content);
+        if (inline_reasoning_)
+            out.content = h.reasoning + h.content;
+        else
+            out.reasoning = std::move(h.reasoning), out.content = std::move(h.content);
         out.calls = std::move(h.calls);
         return out;
     }

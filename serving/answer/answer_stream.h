@@ -18,8 +18,8 @@
 namespace vkllm::answer {
 
 struct AnswerFormat {
-    bool harmony = false;          // the template speaks Harmony (template_is_harmony)
-    bool inline_reasoning = false; // Harmony with reasoning_format "none": the analysis stays in the content
+    bool harmony = false;  // the template speaks Harmony (template_is_harmony)
+    bool inline_reasoning = false;  // Harmony with reasoning_format "none": the analysis stays in the content
     // The tags of a reasoning block split off (the template thinks and the client wants it apart;
     // null: none is); `inside`: the prompt opened it (prompt_opens_reasoning).
     const ReasoningTags* split_reasoning = nullptr;

@@ -84,7 +84,8 @@ bool template_is_harmony(std::string_view template_source) {
 
 std::vector<std::string> harmony_markup() { return {kMarkers.begin(), kMarkers.end()}; }
 
-HarmonyStream::HarmonyStream(json tools, bool parallel, std::string_view prefix) : tools_(std::move(tools)), parallel_(parallel) {
+HarmonyStream::HarmonyStream(json tools, bool parallel, std::string_view prefix)
+    : tools_(std::move(tools)), parallel_(parallel) {
     // A header releases nothing: what the prefix would release is dropped with it.
     if (!prefix.empty()) push(prefix);
 }
@@ -123,8 +124,10 @@ void HarmonyStream::open_body(std::string_view header) {
     size_t i = 0;
     if (head_role_ && !words.empty() && !is_marker(words[0])) role = words[i++];
     for (; i < words.size(); ++i) {
-        if (words[i] == kChannel && i + 1 < words.size() && !is_marker(words[i + 1])) channel = words[++i];
-        else if (words[i].starts_with("to=")) recipient = words[i].substr(3);
+        if (words[i] == kChannel && i + 1 < words.size() && !is_marker(words[i + 1]))
+            channel = words[++i];
+        else if (words[i].starts_with("to="))
+            recipient = words[i].substr(3);
         // Anything else is the content type ("json", "<|constrain|>json"): arguments are JSON whatever it says.
     }
     if (role != "assistant") {
@@ -142,21 +145,25 @@ void HarmonyStream::open_body(std::string_view header) {
 }
 
 void HarmonyStream::JsonStrings::step(char ch) {
-    if (!in_string) in_string = ch == '"';
-    else if (escaped) escaped = false;
-    else if (ch == '\\') escaped = true;
-    else if (ch == '"') in_string = false;
+    if (!in_string)
+        in_string = ch == '"';
+    else if (escaped)
+        escaped = false;
+    else if (ch == '\\')
+        escaped = true;
+    else if (ch == '"')
+        in_string = false;
 }
 
 void HarmonyStream::body_text(std::string_view text, Piece& out) {
     switch (route_) {
-    case Route::Reasoning: out.reasoning += text; break;
-    case Route::Content: out.content += text; break;
-    case Route::Call:
-        call_body_ += text;
-        for (const char ch : text) body_json_.step(ch);
-        break;
-    case Route::Drop: break;
+        case Route::Reasoning: out.reasoning += text; break;
+        case Route::Content: out.content += text; break;
+        case Route::Call:
+            call_body_ += text;
+            for (const char ch : text) body_json_.step(ch);
+            break;
+        case Route::Drop: break;
     }
 }
 
@@ -176,108 +183,108 @@ void HarmonyStream::close_body(std::string& content) {
 void HarmonyStream::step(Piece& out) {
     for (;;) {
         switch (state_) {
-        case State::Start: {
-            if (pending_.starts_with(kRecipientFirst)) {
-                open_head(false);
-                continue;
-            }
-            if (kRecipientFirst.starts_with(pending_)) return;  // " t": undecided (or nothing yet)
-            state_ = State::Loose;
-            continue;
-        }
-        case State::Loose: {
-            const Marker m = find_marker(pending_);
-            const size_t end = m.at != std::string::npos ? m.at : pending_.size() - marker_tail(pending_);
-            loose_text(std::string_view(pending_).substr(0, end), out);
-            pending_.erase(0, end);
-            if (m.at == std::string::npos) return;
-            if (m.text == kChannel || m.text == kConstrain) {
-                // A header without its "<|start|>": the marker is the header's first word.
-                open_head(false);
-                continue;
-            }
-            pending_.erase(0, m.text.size());
-            held_ws_.clear();
-            loose_text_ = false;
-            if (m.text == kStart) {
-                open_head(true);
-            } else if (m.text == kMessage) {
-                head_role_ = false;
-                open_body({});
-            }
-            // An end marker outside a message ends nothing: dropped.
-            continue;
-        }
-        case State::Head: {
-            // The header stays in pending_ until its end is known: it is judged whole.
-            size_t from = 0;
-            Marker m;
-            for (;;) {
-                m = find_marker(pending_, from);
-                if (m.at == std::string::npos || m.at > kMaxHeader) break;
-                if (m.text != kChannel && m.text != kConstrain) break;
-                from = m.at + m.text.size();
-            }
-            if (m.at == std::string::npos && pending_.size() - marker_tail(pending_) <= kMaxHeader) return;
-            if (m.at == std::string::npos || m.at > kMaxHeader) {
-                // No header after all: its text is content, its markers dropped.
-                state_ = State::Body;
-                route_ = Route::Content;
-                headerless_ = true;
-                continue;
-            }
-            if (m.text == kMessage) {
-                const std::string header = pending_.substr(0, m.at);
-                pending_.erase(0, m.at + m.text.size());
-                open_body(header);
-                continue;
-            }
-            // "<|start|>" or an end marker before the body: a header with no message, dropped.
-            pending_.erase(0, m.at);
-            state_ = State::Loose;
-            continue;
-        }
-        case State::Body: {
-            Marker m;
-            size_t end;
-            if (route_ == Route::Call) {
-                // The arguments' JSON: markers inside its strings are text.
-                JsonStrings scan = body_json_;
-                end = pending_.size();
-                for (size_t i = 0; i < pending_.size(); scan.step(pending_[i++])) {
-                    if (scan.in_string || pending_[i] != '<') continue;
-                    if (const Marker here = find_marker(pending_, i); here.at == i) {
-                        m = here;
-                        end = i;
-                        break;
-                    }
-                    if (marker_tail(std::string_view(pending_).substr(i)) == pending_.size() - i) {
-                        end = i;  // may begin a marker: undecided
-                        break;
-                    }
+            case State::Start: {
+                if (pending_.starts_with(kRecipientFirst)) {
+                    open_head(false);
+                    continue;
                 }
-            } else {
-                m = find_marker(pending_);
-                end = m.at != std::string::npos ? m.at : pending_.size() - marker_tail(pending_);
+                if (kRecipientFirst.starts_with(pending_)) return;  // " t": undecided (or nothing yet)
+                state_ = State::Loose;
+                continue;
             }
-            body_text(std::string_view(pending_).substr(0, end), out);
-            pending_.erase(0, end);
-            if (m.at == std::string::npos) return;
-            if (m.text == kMessage || (headerless_ && (m.text == kChannel || m.text == kConstrain))) {
+            case State::Loose: {
+                const Marker m = find_marker(pending_);
+                const size_t end = m.at != std::string::npos ? m.at : pending_.size() - marker_tail(pending_);
+                loose_text(std::string_view(pending_).substr(0, end), out);
+                pending_.erase(0, end);
+                if (m.at == std::string::npos) return;
+                if (m.text == kChannel || m.text == kConstrain) {
+                    // A header without its "<|start|>": the marker is the header's first word.
+                    open_head(false);
+                    continue;
+                }
                 pending_.erase(0, m.text.size());
+                held_ws_.clear();
+                loose_text_ = false;
+                if (m.text == kStart) {
+                    open_head(true);
+                } else if (m.text == kMessage) {
+                    head_role_ = false;
+                    open_body({});
+                }
+                // An end marker outside a message ends nothing: dropped.
                 continue;
             }
-            close_body(out.content);
-            // A channel marker inside a body: the model began the next message without ending this
-            // one; the marker opens its header.
-            if (m.text == kChannel || m.text == kConstrain) {
-                open_head(false);
+            case State::Head: {
+                // The header stays in pending_ until its end is known: it is judged whole.
+                size_t from = 0;
+                Marker m;
+                for (;;) {
+                    m = find_marker(pending_, from);
+                    if (m.at == std::string::npos || m.at > kMaxHeader) break;
+                    if (m.text != kChannel && m.text != kConstrain) break;
+                    from = m.at + m.text.size();
+                }
+                if (m.at == std::string::npos && pending_.size() - marker_tail(pending_) <= kMaxHeader) return;
+                if (m.at == std::string::npos || m.at > kMaxHeader) {
+                    // No header after all: its text is content, its markers dropped.
+                    state_ = State::Body;
+                    route_ = Route::Content;
+                    headerless_ = true;
+                    continue;
+                }
+                if (m.text == kMessage) {
+                    const std::string header = pending_.substr(0, m.at);
+                    pending_.erase(0, m.at + m.text.size());
+                    open_body(header);
+                    continue;
+                }
+                // "<|start|>" or an end marker before the body: a header with no message, dropped.
+                pending_.erase(0, m.at);
+                state_ = State::Loose;
                 continue;
             }
-            pending_.erase(0, m.text.size());
-            if (m.text == kStart) open_head(true);
-            continue;
-        }
+            case State::Body: {
+                Marker m;
+                size_t end;
+                if (route_ == Route::Call) {
+                    // The arguments' JSON: markers inside its strings are text.
+                    JsonStrings scan = body_json_;
+                    end = pending_.size();
+                    for (size_t i = 0; i < pending_.size(); scan.step(pending_[i++])) {
+                        if (scan.in_string || pending_[i] != '<') continue;
+                        if (const Marker here = find_marker(pending_, i); here.at == i) {
+                            m = here;
+                            end = i;
+                            break;
+                        }
+                        if (marker_tail(std::string_view(pending_).substr(i)) == pending_.size() - i) {
+                            end = i;  // may begin a marker: undecided
+                            break;
+                        }
+                    }
+                } else {
+                    m = find_marker(pending_);
+                    end = m.at != std::string::npos ? m.at : pending_.size() - marker_tail(pending_);
+                }
+                body_text(std::string_view(pending_).substr(0, end), out);
+                pending_.erase(0, end);
+                if (m.at == std::string::npos) return;
+                if (m.text == kMessage || (headerless_ && (m.text == kChannel || m.text == kConstrain))) {
+                    pending_.erase(0, m.text.size());
+                    continue;
+                }
+                close_body(out.content);
+                // A channel marker inside a body: the model began the next message without ending this
+                // one; the marker opens its header.
+                if (m.text == kChannel || m.text == kConstrain) {
+                    open_head(false);
+                    continue;
+                }
+                pending_.erase(0, m.text.size());
+                if (m.text == kStart) open_head(true);
+                continue;
+            }
         }
     }
 }
@@ -295,13 +302,13 @@ HarmonyStream::Rest HarmonyStream::finish() {
     // "<" is more likely the text's own.
     if ((state_ == State::Loose || state_ == State::Body) && pending_.starts_with("<|")) pending_.clear();
     switch (state_) {
-    case State::Start:
-    case State::Loose: loose_text(pending_, out); break;
-    case State::Head: break;  // a header with no body says nothing
-    case State::Body:
-        body_text(pending_, out);
-        close_body(out.content);
-        break;
+        case State::Start:
+        case State::Loose: loose_text(pending_, out); break;
+        case State::Head: break;  // a header with no body says nothing
+        case State::Body:
+            body_text(pending_, out);
+            close_body(out.content);
+            break;
     }
     pending_.clear();
     held_ws_.clear();

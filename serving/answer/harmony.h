@@ -74,8 +74,8 @@ private:
     enum class State {
         Start,  // the reply's first bytes: the rest of a header, or plain text
         Loose,  // outside any message: text here is content
-        Head,   // inside a header, up to "<|message|>"
-        Body,   // inside a message's body
+        Head,  // inside a header, up to "<|message|>"
+        Body,  // inside a message's body
     };
     enum class Route { Reasoning, Content, Call, Drop };
 
@@ -89,10 +89,10 @@ private:
     nlohmann::ordered_json tools_;
     bool parallel_;
     State state_ = State::Start;
-    std::string pending_;    // text not yet decided
-    std::string held_ws_;    // Loose: whitespace not yet released (dropped if only whitespace is between messages)
+    std::string pending_;  // text not yet decided
+    std::string held_ws_;  // Loose: whitespace not yet released (dropped if only whitespace is between messages)
     bool loose_text_ = false;  // Loose: this stretch has had text other than whitespace
-    bool head_role_ = false;   // Head: the header begins with the author's role ("<|start|>" came before it)
+    bool head_role_ = false;  // Head: the header begins with the author's role ("<|start|>" came before it)
     bool headerless_ = false;  // Body: an overlong header taken as text, its markers dropped
     Route route_ = Route::Content;
     std::string call_name_;  // Route::Call: the tool named

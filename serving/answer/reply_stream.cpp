@@ -50,9 +50,12 @@ std::string compact_json_text(std::string_view s) {
     bool in_string = false, escaped = false;
     for (const char c : s) {
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
         } else if (is_ws(c)) {
             continue;
         } else if (c == '"') {
@@ -123,7 +126,8 @@ std::vector<ScannedCall> scan_calls(const ObjectScan& scan, std::string_view s) 
         }
         if (s[p] != '{') break;
         const size_t end = json_end(s, p);
-        call.arguments = compact_json_text(s.substr(p, end == std::string_view::npos ? std::string_view::npos : end - p));
+        call.arguments =
+            compact_json_text(s.substr(p, end == std::string_view::npos ? std::string_view::npos : end - p));
         call.complete = end != std::string_view::npos;
         out.push_back(std::move(call));
         if (end == std::string_view::npos) break;
@@ -164,9 +168,9 @@ struct ReplyStream::Impl {
     const FamilyRow* row;
     json tools;
     bool parallel;
-    Pending pending;       // not released, no call found yet
-    std::string held_ws;   // whitespace between the content and a call: dropped when the call is good
-    std::string markup;    // from the call marker on
+    Pending pending;  // not released, no call found yet
+    std::string held_ws;  // whitespace between the content and a call: dropped when the call is good
+    std::string markup;  // from the call marker on
     bool started = false;
     // stream_arguments(): calls go out as deltas while they are written; per call streamed, its
     // arguments sent so far and its id.
@@ -205,7 +209,8 @@ struct ReplyStream::Impl {
         for (size_t i = 0; i < r.calls.size(); ++i) {
             const ToolCall& c = r.calls[i];
             if (i >= sent.size()) {
-                r.deltas.push_back({i, c.id.empty() ? new_tool_call_id(row->format.family) : c.id, c.name, c.arguments});
+                r.deltas.push_back(
+                    {i, c.id.empty() ? new_tool_call_id(row->format.family) : c.id, c.name, c.arguments});
             } else if (c.arguments.size() > sent[i].size() && c.arguments.starts_with(sent[i])) {
                 r.deltas.push_back({i, {}, {}, c.arguments.substr(sent[i].size())});
             }
@@ -231,7 +236,8 @@ struct ReplyStream::Impl {
             pend.clear();
             return before;
         }
-        if (row->call_is_reply && !pending.seen_text && trim(pend).empty()) return {};  // a call may still open the reply
+        if (row->call_is_reply && !pending.seen_text && trim(pend).empty())
+            return {};  // a call may still open the reply
         if (!trim(pend).empty()) pending.seen_text = true;
         size_t keep = row->call_marker ? partial_tag(pend, row->call_marker) : 0;
         if (hold != std::string::npos) keep = std::max(keep, pend.size() - hold);
@@ -292,7 +298,8 @@ struct ReplyStream::Impl {
             if (row->scan) {
                 const std::vector<ScannedCall> scanned = scan_calls(*row->scan, markup);
                 for (size_t i = 0; i < r.calls.size() && i < scanned.size(); ++i)
-                    if (scanned[i].complete && scanned[i].name == r.calls[i].name) r.calls[i].arguments = scanned[i].arguments;
+                    if (scanned[i].complete && scanned[i].name == r.calls[i].name)
+                        r.calls[i].arguments = scanned[i].arguments;
             }
         } else {
             r.content = held_ws + markup;

@@ -24,9 +24,9 @@ namespace {
 // hold "<tool_call>", Mistral Small 3.2's also "[TOOL_CALLS]"). Generic, which needs no marker,
 // comes last.
 constexpr const FamilyRow* kRows[] = {
-    &kQwenCoderRow,     &kFunctionaryV31Row, &kGlm45Row,       &kHermesRow,     &kMistralV11Row, &kMistralNemoRow,
-    &kDeepSeekR1Row,    &kDeepSeekV31Row,    &kHarmonyRow,     &kKimiK2Row,     &kGraniteRow,    &kCommandR7BRow,
-    &kCommandRPlusRow,  &kFunctionaryV32Row, &kLlama3Row,      &kGenericRow,
+    &kQwenCoderRow,    &kFunctionaryV31Row, &kGlm45Row,   &kHermesRow,  &kMistralV11Row, &kMistralNemoRow,
+    &kDeepSeekR1Row,   &kDeepSeekV31Row,    &kHarmonyRow, &kKimiK2Row,  &kGraniteRow,    &kCommandR7BRow,
+    &kCommandRPlusRow, &kFunctionaryV32Row, &kLlama3Row,  &kGenericRow,
 };
 
 }  // namespace
@@ -80,7 +80,6 @@ std::vector<std::string> tool_markup(const ToolFormat& format) {
     return out;
 }
 
-
 bool offers_tool(const json& tools, std::string_view name) {
     if (!tools.is_array()) return true;
     return std::any_of(tools.begin(), tools.end(), [&](const json& t) {
@@ -89,7 +88,8 @@ bool offers_tool(const json& tools, std::string_view name) {
     });
 }
 
-ToolError::ToolError(const std::string& what, std::string param) : std::invalid_argument(what), param_(std::move(param)) {}
+ToolError::ToolError(const std::string& what, std::string param)
+    : std::invalid_argument(what), param_(std::move(param)) {}
 
 void check_tools(const json& tools) {
     if (!tools.is_array()) throw ToolError("Invalid 'tools': expected an array.", "tools");
@@ -111,8 +111,10 @@ void check_tools(const json& tools) {
             return std::isalnum(uint8_t(c)) || c == '_' || c == '-' || c == '.';
         });
         if (!good)
-            throw ToolError(fmt::format("Invalid '{}.function.name': '{}' must be 1 to 64 letters, digits, '_', '-' or '.'.",
-                                        at, name), at + ".function.name");
+            throw ToolError(
+                fmt::format("Invalid '{}.function.name': '{}' must be 1 to 64 letters, digits, '_', '-' or '.'.", at,
+                            name),
+                at + ".function.name");
         if (!names.insert(name).second)
             throw ToolError(fmt::format("Invalid '{}.function.name': another tool is also named '{}'.", at, name),
                             at + ".function.name");
@@ -122,11 +124,11 @@ void check_tools(const json& tools) {
     }
 }
 
-
 // --- forcing a call ------------------------------------------------------------------------------
 
 ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::string& only, bool parallel) {
-    if (!tools.is_array() || tools.empty()) throw ToolError("Invalid 'tool_choice': the request has no tools to call.", "tool_choice");
+    if (!tools.is_array() || tools.empty())
+        throw ToolError("Invalid 'tool_choice': the request has no tools to call.", "tool_choice");
     std::vector<size_t> chosen;
     for (size_t i = 0; i < tools.size(); ++i)
         if (only.empty() || detail::function_name(tools[i]) == only) chosen.push_back(i);
@@ -135,7 +137,8 @@ ForcedCall forced_call(const ToolFormat& format, const json& tools, const std::s
     if (format.force == ForceKind::NamedPrefix && chosen.size() != 1)
         throw ToolError(fmt::format("Invalid 'tool_choice': this model's tool-call format ({}) names the tool in "
                                     "the header of the call's message, which the prompt must hold; name the function "
-                                    "in 'tool_choice'.", format.name),
+                                    "in 'tool_choice'.",
+                                    format.name),
                         "tool_choice");
     const FamilyRow& row = detail::row_of(format);
     return row.forced(row, tools, chosen, parallel && format.parallel);
@@ -157,7 +160,8 @@ LazyCall lazy_call(const ToolFormat& format, const json& tools, bool parallel) {
 
 std::string tool_instructions(const json& tools) {
     // Short: every token of it is paid in every request's prompt.
-    std::string out = "To call tools, reply only with {\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}. Tools:\n";
+    std::string out =
+        "To call tools, reply only with {\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}. Tools:\n";
     for (const json& t : tools) out += t["function"].dump() + "\n";
     return out;
 }
@@ -176,7 +180,8 @@ json parse_json_bounded(std::string_view text) {
 
 ToolChoice parse_tool_choice(const std::string& text, std::string& name) {
     name.clear();
-    if (text.empty()) throw ToolError("Invalid 'tool_choice': empty; expected auto, none, required or a tool's name.", "tool_choice");
+    if (text.empty())
+        throw ToolError("Invalid 'tool_choice': empty; expected auto, none, required or a tool's name.", "tool_choice");
     if (text == "auto") return ToolChoice::Auto;
     if (text == "none") return ToolChoice::None;
     if (text == "required") return ToolChoice::Required;
@@ -198,7 +203,9 @@ ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, co
         throw ToolError("Invalid 'tool_choice.function.name': empty.", "tool_choice.function.name");
     const bool forced = choice == ToolChoice::Required || choice == ToolChoice::Named;
     if (tools.is_null() || (tools.is_array() && tools.empty())) {
-        if (forced) throw ToolError("Invalid 'tool_choice': a tool must be called, but the request has no 'tools'.", "tool_choice");
+        if (forced)
+            throw ToolError("Invalid 'tool_choice': a tool must be called, but the request has no 'tools'.",
+                            "tool_choice");
         return plan;
     }
     if (choice == ToolChoice::None) return plan;
@@ -218,7 +225,8 @@ ToolPlan plan_tool_use(const ToolFormat& format, bool template_renders_tools, co
         try {
             plan.grammar = followable(fc.gbnf);
         } catch (const grammar::GrammarError& e) {
-            throw ToolError(fmt::format("Invalid 'tools': the parameters cannot be followed as a grammar: {}", e.what()), "tools");
+            throw ToolError(
+                fmt::format("Invalid 'tools': the parameters cannot be followed as a grammar: {}", e.what()), "tools");
         }
     } else if (LazyCall lc = lazy_call(format, tools, parallel); !lc.gbnf.empty()) {
         try {
@@ -239,7 +247,6 @@ std::string random_id_chars(size_t n) {
     for (size_t k = 0; k < n; ++k) out += kAlphabet[pick(rng)];
     return out;
 }
-
 
 std::string new_tool_call_id(ToolFamily family) {
     return detail::row_of(tool_format(family)).short_ids ? random_id_chars(9) : "call_" + random_id_chars(24);

@@ -26,40 +26,40 @@
 namespace vkllm::answer {
 
 enum class ToolFamily {
-    Generic,        // no native format: the reply is {"tool_calls": [{"name", "arguments"}]}
-    Hermes,         // Hermes 2/3, Qwen2.5, Qwen3, QwQ: <tool_call>{"name", "arguments"}</tool_call>
-    QwenCoder,      // Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...
-    Llama3,         // Llama 3.1-3.3: {"name", "parameters"} as the whole reply, or after <|python_tag|>
-    MistralNemo,    // [TOOL_CALLS][{"name", "arguments", "id"}]
-    MistralV11,     // Mistral Small 3.2: [TOOL_CALLS]NAME[ARGS]{...}
-    DeepSeekR1,     // <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json {...} ```
-    DeepSeekV31,    // <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}
-    FunctionaryV31, // <function=NAME>{...}</function>
-    FunctionaryV32, // >>>all\nTEXT for the user, >>>NAME\n{...} for a call (the prompt ends with ">>>")
-    Granite,        // IBM Granite 3: <|tool_call|>[{"name", "arguments"}, ...]
-    KimiK2,         // <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}...
-    Glm45,          // GLM-4.5/4.6: <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>...</tool_call>
-    CommandRPlus,   // Action:\n```json\n[{"tool_name", "parameters"}, ...]```
-    CommandR7B,     // <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}, ...]<|END_ACTION|>; text for the
-                    // user between <|START_RESPONSE|> and <|END_RESPONSE|> (dropped from the content)
-    Harmony,        // gpt-oss: a reply of messages whose headers say where each body goes; calls are
-                    // messages to functions.NAME. Read by HarmonyStream (harmony.h), reasoning and all.
+    Generic,  // no native format: the reply is {"tool_calls": [{"name", "arguments"}]}
+    Hermes,  // Hermes 2/3, Qwen2.5, Qwen3, QwQ: <tool_call>{"name", "arguments"}</tool_call>
+    QwenCoder,  // Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...
+    Llama3,  // Llama 3.1-3.3: {"name", "parameters"} as the whole reply, or after <|python_tag|>
+    MistralNemo,  // [TOOL_CALLS][{"name", "arguments", "id"}]
+    MistralV11,  // Mistral Small 3.2: [TOOL_CALLS]NAME[ARGS]{...}
+    DeepSeekR1,  // <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json {...} ```
+    DeepSeekV31,  // <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}
+    FunctionaryV31,  // <function=NAME>{...}</function>
+    FunctionaryV32,  // >>>all\nTEXT for the user, >>>NAME\n{...} for a call (the prompt ends with ">>>")
+    Granite,  // IBM Granite 3: <|tool_call|>[{"name", "arguments"}, ...]
+    KimiK2,  // <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}...
+    Glm45,  // GLM-4.5/4.6: <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>...</tool_call>
+    CommandRPlus,  // Action:\n```json\n[{"tool_name", "parameters"}, ...]```
+    CommandR7B,  // <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}, ...]<|END_ACTION|>; text for the
+    // user between <|START_RESPONSE|> and <|END_RESPONSE|> (dropped from the content)
+    Harmony,  // gpt-oss: a reply of messages whose headers say where each body goes; calls are
+    // messages to functions.NAME. Read by HarmonyStream (harmony.h), reasoning and all.
 };
 
 // How a client's required call is forced in a family.
 enum class ForceKind {
-    CallObject,    // the call is JSON naming its tool: any tool set, one grammar
-    NamedMarkup,   // markup names the tool (text, or control tokens the request speaks; Qwen3-Coder's and
-                   // GLM's each parameter too, string values bare): any tool set, a branch per tool
-    NamedPrefix,   // the tool's name is in a header the prompt holds (gpt-oss): one tool only, named there
+    CallObject,  // the call is JSON naming its tool: any tool set, one grammar
+    NamedMarkup,  // markup names the tool (text, or control tokens the request speaks; Qwen3-Coder's and
+    // GLM's each parameter too, string values bare): any tool set, a branch per tool
+    NamedPrefix,  // the tool's name is in a header the prompt holds (gpt-oss): one tool only, named there
 };
 
 struct ToolFormat {
     ToolFamily family;
-    const char* name;            // "hermes", in logs, errors and docs
-    const char* models;          // who writes it
+    const char* name;  // "hermes", in logs, errors and docs
+    const char* models;  // who writes it
     ForceKind force;
-    bool parallel;               // the format can hold several calls in one reply
+    bool parallel;  // the format can hold several calls in one reply
 };
 
 // The table, in detection order.
@@ -93,7 +93,7 @@ void check_tools(const nlohmann::ordered_json& tools);
 bool offers_tool(const nlohmann::ordered_json& tools, std::string_view name);
 
 struct ToolCall {
-    std::string id;         // the model's own id where the format has one (Mistral's; Kimi K2's "functions.NAME:IDX"), else ""
+    std::string id;  // the model's own id where the format has one (Mistral's; Kimi K2's "functions.NAME:IDX"), else ""
     std::string name;
     std::string arguments;  // compact JSON text of an object
 };
@@ -102,7 +102,7 @@ struct ToolCall {
 // its id and name, later ones only the next fragment of its arguments.
 struct CallDelta {
     size_t index = 0;
-    std::string id, name;   // the first delta of a call only ("" after)
+    std::string id, name;  // the first delta of a call only ("" after)
     std::string arguments;  // the next fragment of the arguments' JSON text
 };
 
@@ -184,14 +184,14 @@ enum class ToolChoice { Auto, None, Required, Named };
 // What a chat request with tools needs, decided once for every front end (server, C API, CLI).
 struct ToolPlan {
     const ToolFormat* parse_as = nullptr;  // replies are parsed in this family; null: plain content
-    bool forced = false;                   // a call is required: the reply is the call
-    std::string reply_prefix;              // forced: the prompt ends with it, the reply starts with it
+    bool forced = false;  // a call is required: the reply is the call
+    std::string reply_prefix;  // forced: the prompt ends with it, the reply starts with it
     // forced: the grammar of the rest of the reply; auto: of the calls, from a trigger on (lazy_call);
     // null: none.
     std::shared_ptr<const grammar::Grammar> grammar;
     std::vector<grammar::Trigger> triggers;  // auto: where `grammar` starts to hold; empty when forced
-    std::string system_text;               // for the system message (Generic tools the template cannot show)
-    bool parallel = true;                  // several calls may be kept (parallel_tool_calls)
+    std::string system_text;  // for the system message (Generic tools the template cannot show)
+    bool parallel = true;  // several calls may be kept (parallel_tool_calls)
 };
 // `tools` checked (check_tools) and not empty, or null. ToolError (param names the field) for a choice
 // the family cannot force.

@@ -19,8 +19,10 @@ size_t json_end(std::string_view s, size_t pos) {
     for (size_t i = pos; i < s.size(); ++i) {
         const char c = s[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '{' || c == '[') {
@@ -157,7 +159,7 @@ ValueForm value_form(const json* params, const std::string& key) {
     const json values = p->contains("const") ? json::array({(*p)["const"]}) : p->value("enum", json());
     if (values.is_array() && !values.empty())
         return std::all_of(values.begin(), values.end(), [](const json& v) { return v.is_string(); }) ? ValueForm::Bare
-                                                                                                     : ValueForm::Json;
+                                                                                                      : ValueForm::Json;
     return ValueForm::Unknown;
 }
 
@@ -196,7 +198,8 @@ bool read_tagged_arg(Cursor& c, const std::string& key, std::string_view close, 
                      json& args) {
     const std::string_view rest = c.rest();
     size_t len = 0;
-    std::optional<json> v = c.ok() && !key.empty() ? tagged_value(rest, close, newlines, params, key, len) : std::nullopt;
+    std::optional<json> v =
+        c.ok() && !key.empty() ? tagged_value(rest, close, newlines, params, key, len) : std::nullopt;
     if (!v) {
         c.fail();
         return false;

@@ -65,7 +65,8 @@ public:
     // {"name": ..., <args_key>: {...}} (Llama 3 also writes "arguments").
     // A tool without parameters may be called without arguments, except where the call is the whole
     // reply and the key is what tells a call from an answer that happens to be JSON (Llama 3).
-    void add_call_object(const json& obj, const char* args_key, const char* alt_key = nullptr, bool args_optional = true);
+    void add_call_object(const json& obj, const char* args_key, const char* alt_key = nullptr,
+                         bool args_optional = true);
     const json* tool_parameters(const std::string& name) const;
     std::vector<ToolCall> take_calls() { return std::move(calls_); }
 
@@ -87,9 +88,9 @@ const json* resolve_local(const json& params, const json* s);
 // (as its text), anything else as JSON (Qwen3-Coder's as Python's str() for booleans and null:
 // True, False, None). Decided once from the tool's schema, for the parser and the grammars alike.
 enum class ValueForm {
-    Bare,     // the schema says string: "type": "string" (or ["string"]), or no type and string const / enum values
-    Json,     // the schema says another type (or its enum / const values are not all strings)
-    Mixed,    // string or another type: JSON when the text is JSON, else the text
+    Bare,  // the schema says string: "type": "string" (or ["string"]), or no type and string const / enum values
+    Json,  // the schema says another type (or its enum / const values are not all strings)
+    Mixed,  // string or another type: JSON when the text is JSON, else the text
     Unknown,  // no schema for it: JSON when the text is JSON, else the text
 };
 ValueForm value_form(const json* params, const std::string& key);

@@ -14,7 +14,8 @@ namespace {
 constexpr const char* kDirectlyAnswer = "directly-answer";
 
 // A forced call: `prefix` in the prompt, then `root` over rule tool-call, a sentence of `schema`.
-ForcedCall forced_object(std::string prefix, const std::string& root, const json& schema, const std::vector<size_t>& chosen) {
+ForcedCall forced_object(std::string prefix, const std::string& root, const json& schema,
+                         const std::vector<size_t>& chosen) {
     return {std::move(prefix), root + "\n" + call_rules(schema, chosen, true)};
 }
 
@@ -55,8 +56,9 @@ ForcedCall forced_hermes(const FamilyRow&, const json& tools, const std::vector<
 }
 
 LazyCall lazy_hermes(const FamilyRow&, const json& tools, const std::vector<size_t>& all, bool many) {
-    const std::string root = "root ::= tool-call-markup" + std::string(many ? " (markup-ws tool-call-markup)*" : "") +
-                             " markup-ws\ntool-call-markup ::= \"<tool_call>\" markup-ws tool-call markup-ws \"</tool_call>\"";
+    const std::string root =
+        "root ::= tool-call-markup" + std::string(many ? " (markup-ws tool-call-markup)*" : "") +
+        " markup-ws\ntool-call-markup ::= \"<tool_call>\" markup-ws tool-call markup-ws \"</tool_call>\"";
     return lazy_object({{"<tool_call>", false}}, root, call_object_schema(kHermesShape, tools, all, many), all);
 }
 
@@ -93,8 +95,8 @@ constexpr ObjectScan kMistralNemoScan{{"[TOOL_CALLS]", "["}, false, "\"arguments
 void parse_mistral_nemo(Cursor& c) { parse_marked_list(c, "[TOOL_CALLS]"); }
 
 ForcedCall forced_mistral_nemo(const FamilyRow&, const json& tools, const std::vector<size_t>& chosen, bool many) {
-    return forced_object("[TOOL_CALLS]", "root ::= tool-call", call_object_schema(kMistralNemoShape, tools, chosen, many),
-                         chosen);
+    return forced_object("[TOOL_CALLS]", "root ::= tool-call",
+                         call_object_schema(kMistralNemoShape, tools, chosen, many), chosen);
 }
 
 LazyCall lazy_mistral_nemo(const FamilyRow&, const json& tools, const std::vector<size_t>& all, bool many) {
@@ -147,14 +149,16 @@ LazyCall lazy_command_r_plus(const FamilyRow&, const json& tools, const std::vec
         json& items = schema["items"];
         if (!items.contains("anyOf")) items = json{{"anyOf", json::array({items})}};
         items["anyOf"].push_back({{"type", "object"},
-                                  {"properties", {{"tool_name", {{"const", kDirectlyAnswer}}},
-                                                  {"parameters", {{"type", "object"}, {"additionalProperties", false}}}}},
+                                  {"properties",
+                                   {{"tool_name", {{"const", kDirectlyAnswer}}},
+                                    {"parameters", {{"type", "object"}, {"additionalProperties", false}}}}},
                                   {"required", {"tool_name"}},
                                   {"additionalProperties", false}});
     }
     // The template asks for "Action:" in every answer, fenced or not (as the parser reads it).
     return lazy_object({{"Action:", false}},
-                       "root ::= \"Action:\" markup-ws (\"```\" \"json\"? markup-ws tool-call markup-ws \"```\" | tool-call) markup-ws",
+                       "root ::= \"Action:\" markup-ws (\"```\" \"json\"? markup-ws tool-call markup-ws \"```\" | "
+                       "tool-call) markup-ws",
                        schema, all);
 }
 
@@ -192,7 +196,8 @@ void parse_generic(Cursor& c) {
     if (!obj.is_object() || obj.size() != 1 || !obj.contains("tool_calls") || !obj["tool_calls"].is_array() ||
         obj["tool_calls"].empty())
         c.fail();
-    for (size_t i = 0; c.ok() && i < obj["tool_calls"].size(); ++i) c.add_call_object(obj["tool_calls"][i], "arguments");
+    for (size_t i = 0; c.ok() && i < obj["tool_calls"].size(); ++i)
+        c.add_call_object(obj["tool_calls"][i], "arguments");
 }
 
 ForcedCall forced_generic(const FamilyRow&, const json& tools, const std::vector<size_t>& chosen, bool many) {
@@ -282,7 +287,8 @@ constinit const FamilyRow kCommandR7BRow{
 };
 
 constinit const FamilyRow kCommandRPlusRow{
-    .format = {ToolFamily::CommandRPlus, "command-r-plus", "Command R / R+ (tool-use template)", ForceKind::CallObject, true},
+    .format = {ToolFamily::CommandRPlus, "command-r-plus", "Command R / R+ (tool-use template)", ForceKind::CallObject,
+               true},
     .template_markers = {"START_OF_TURN_TOKEN", "Action:"},
     .call_marker = "Action:",
     .call_is_reply = false,

@@ -32,11 +32,12 @@ void parse_qwen_coder(Cursor& c) {
 }
 
 CallsMarkup qwen_coder_markup() {
-    return {"<tool_call>\n", "<tool_call>", "markup-ws", "markup-ws " + grammar::gbnf_literal("<tool_call>") + " markup-ws", ""};
+    return {"<tool_call>\n", "<tool_call>", "markup-ws",
+            "markup-ws " + grammar::gbnf_literal("<tool_call>") + " markup-ws", ""};
 }
 
-constexpr ListedArgs kQwenCoderArgs{"<function=", ">\n", "<parameter=", ">\n", "\n</parameter>\n", "</parameter>",
-                                    "</function>\n</tool_call>", true};
+constexpr ListedArgs kQwenCoderArgs{
+    "<function=", ">\n", "<parameter=", ">\n", "\n</parameter>\n", "</parameter>", "</function>\n</tool_call>", true};
 constexpr NamedCalls kQwenCoderCalls{qwen_coder_markup, nullptr, &kQwenCoderArgs};
 
 // --- GLM-4.5 / 4.6: <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>...</tool_call>
@@ -66,10 +67,12 @@ void parse_glm45(Cursor& c) {
     } while (c.ok() && c.next_is("<tool_call>"));
 }
 
-CallsMarkup glm45_markup() { return {"<tool_call>", "<tool_call>", "", "markup-ws " + grammar::gbnf_literal("<tool_call>"), ""}; }
+CallsMarkup glm45_markup() {
+    return {"<tool_call>", "<tool_call>", "", "markup-ws " + grammar::gbnf_literal("<tool_call>"), ""};
+}
 
-constexpr ListedArgs kGlm45Args{"", "\n", "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n", "</arg_value>",
-                                "</tool_call>", false};
+constexpr ListedArgs kGlm45Args{
+    "", "\n", "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n", "</arg_value>", "</tool_call>", false};
 constexpr NamedCalls kGlm45Calls{glm45_markup, nullptr, &kGlm45Args};
 
 }  // namespace

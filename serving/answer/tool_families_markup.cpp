@@ -36,7 +36,9 @@ void parse_functionary_v31(Cursor& c) {
     } while (c.ok() && c.next_is("<function="));
 }
 
-CallsMarkup functionary_v31_markup() { return {"<function=", "<function=", "", "markup-ws " + gbnf_literal("<function="), ""}; }
+CallsMarkup functionary_v31_markup() {
+    return {"<function=", "<function=", "", "markup-ws " + gbnf_literal("<function="), ""};
+}
 
 CallFrame functionary_v31_frame(const std::string& name, size_t) {
     return {gbnf_literal(name + ">"), gbnf_literal("</function>")};
@@ -112,7 +114,8 @@ CallFrame functionary_v32_frame(const std::string& name, size_t index) {
     // ">>>all" heads the text for the user: a tool of that name could never be called.
     if (name == "all")
         throw ToolError(fmt::format("Invalid 'tools[{}].function.name': this model's format (functionary-v3.2) "
-                                    "reserves 'all' for its answers to the user.", index),
+                                    "reserves 'all' for its answers to the user.",
+                                    index),
                         fmt::format("tools[{}].function.name", index));
     return {gbnf_literal(name + "\n"), ""};
 }
@@ -203,7 +206,8 @@ CallsMarkup deepseek_markup() {
 }
 
 CallFrame deepseek_r1_frame(const std::string& name, size_t) {
-    return {gbnf_literal("function" + std::string(kDsSep) + name + "\n```json\n"), gbnf_literal("\n```" + std::string(kDsCallEnd))};
+    return {gbnf_literal("function" + std::string(kDsSep) + name + "\n```json\n"),
+            gbnf_literal("\n```" + std::string(kDsCallEnd))};
 }
 CallFrame deepseek_v31_frame(const std::string& name, size_t) {
     return {gbnf_literal(name + std::string(kDsSep)), gbnf_literal(std::string(kDsCallEnd))};
@@ -274,10 +278,11 @@ LazyCall lazy_harmony(const FamilyRow&, const json& tools, const std::vector<siz
     // writes it) or after (as the model often does). One call ends the reply (<|call|>).
     LazyCall lc;
     lc.triggers = {{"to=functions.", false}};
-    lc.gbnf = "root ::= \"to=functions.\" named-call\n"
-              "harmony-head ::= (\"<|channel|>\" (\"commentary\" | \"analysis\"))? "
-              "(\" \" \"<|constrain|>\"? \"json\" | \"<|constrain|>json\")? \"<|message|>\"\n" +
-              named_call_rules(kHarmonyCalls, tools, all, {"root", "harmony-head"});
+    lc.gbnf =
+        "root ::= \"to=functions.\" named-call\n"
+        "harmony-head ::= (\"<|channel|>\" (\"commentary\" | \"analysis\"))? "
+        "(\" \" \"<|constrain|>\"? \"json\" | \"<|constrain|>json\")? \"<|message|>\"\n" +
+        named_call_rules(kHarmonyCalls, tools, all, {"root", "harmony-head"});
     return lc;
 }
 
@@ -317,7 +322,8 @@ constinit const FamilyRow kFunctionaryV32Row{
 };
 
 constinit const FamilyRow kMistralV11Row{
-    .format = {ToolFamily::MistralV11, "mistral-v11", "Mistral Small 3.2, Magistral, Devstral", ForceKind::NamedMarkup, true},
+    .format = {ToolFamily::MistralV11, "mistral-v11", "Mistral Small 3.2, Magistral, Devstral", ForceKind::NamedMarkup,
+               true},
     .template_markers = {"[TOOL_CALLS]", "[ARGS]"},
     .call_marker = "[TOOL_CALLS]",
     .call_is_reply = false,
@@ -337,7 +343,8 @@ constinit const FamilyRow kDeepSeekR1Row{
     .template_markers = {"tool▁calls▁begin", "```json"},
     .call_marker = "<｜tool▁calls▁begin｜>",
     .call_is_reply = false,
-    .markup = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"},
+    .markup = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+               "<｜tool▁sep｜>"},
     .dropped = {},
     .parse = parse_deepseek_r1,
     .find_call = find_marker,
@@ -352,7 +359,8 @@ constinit const FamilyRow kDeepSeekV31Row{
     .template_markers = {"tool▁calls▁begin", nullptr},
     .call_marker = "<｜tool▁calls▁begin｜>",
     .call_is_reply = false,
-    .markup = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"},
+    .markup = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+               "<｜tool▁sep｜>"},
     .dropped = {},
     .parse = parse_deepseek_v31,
     .find_call = find_marker,

@@ -35,18 +35,19 @@ struct Pending {
 // while they are written (ReplyStream::stream_arguments). The markup around the objects, matched
 // token by token with whitespace allowed between tokens (a list ends at its first empty token).
 struct ObjectScan {
-    std::array<std::string_view, 4> open;     // before the first call object
-    bool open_optional;                       // the first call may also be the whole reply (Llama 3)
-    std::string_view args_key;                // the arguments' key, quoted, second after "name"
+    std::array<std::string_view, 4> open;  // before the first call object
+    bool open_optional;  // the first call may also be the whole reply (Llama 3)
+    std::string_view args_key;  // the arguments' key, quoted, second after "name"
     std::array<std::string_view, 3> between;  // after a call's arguments, to the next call object
-    bool id_after_args;                       // a call's "id" may follow its arguments (Mistral Nemo)
+    bool id_after_args;  // a call's "id" may follow its arguments (Mistral Nemo)
 };
 
 using ParseCalls = void (*)(Cursor& c);
 // Where a call begins in `p.text` (npos: none); `hold`: where text begins that may still become a
 // call's start (npos: none).
 using FindCall = size_t (*)(const FamilyRow& row, Pending& p, const json& tools, size_t& hold);
-using ForceCalls = ForcedCall (*)(const FamilyRow& row, const json& tools, const std::vector<size_t>& chosen, bool many);
+using ForceCalls = ForcedCall (*)(const FamilyRow& row, const json& tools, const std::vector<size_t>& chosen,
+                                  bool many);
 using LazyCalls = LazyCall (*)(const FamilyRow& row, const json& tools, const std::vector<size_t>& all, bool many);
 
 struct NamedCalls;  // tool_grammar.h
@@ -90,7 +91,8 @@ const FamilyRow& row_of(const ToolFormat& f);
 size_t find_marker(const FamilyRow& row, Pending& p, const json& tools, size_t& hold);
 
 // The rows (tool_families_json.cpp, tool_families_listed.cpp, tool_families_markup.cpp).
-extern const FamilyRow kHermesRow, kLlama3Row, kMistralNemoRow, kGraniteRow, kCommandRPlusRow, kCommandR7BRow, kGenericRow;
+extern const FamilyRow kHermesRow, kLlama3Row, kMistralNemoRow, kGraniteRow, kCommandRPlusRow, kCommandR7BRow,
+    kGenericRow;
 extern const FamilyRow kQwenCoderRow, kGlm45Row;
 extern const FamilyRow kFunctionaryV31Row, kFunctionaryV32Row, kMistralV11Row, kDeepSeekR1Row, kDeepSeekV31Row,
     kKimiK2Row, kHarmonyRow;

@@ -11,15 +11,17 @@ namespace vkllm::answer::detail {
 
 namespace {
 
-[[noreturn]] void throw_tool_schema_error(const grammar::SchemaError& e, const std::vector<size_t>& tool_index, bool wrapped) {
+[[noreturn]] void throw_tool_schema_error(const grammar::SchemaError& e, const std::vector<size_t>& tool_index,
+                                          bool wrapped) {
     {
         std::string param = "tools";
         std::string where = e.where();
         constexpr std::string_view kDef = "/$defs/tool-";
         size_t k = 0;
         const size_t slash = where.find('/', kDef.size());
-        const std::string_view digits = std::string_view(where).substr(
-            std::min(where.size(), kDef.size()), slash == std::string::npos ? std::string_view::npos : slash - kDef.size());
+        const std::string_view digits =
+            std::string_view(where).substr(std::min(where.size(), kDef.size()),
+                                           slash == std::string::npos ? std::string_view::npos : slash - kDef.size());
         const bool in_def = wrapped && where.starts_with(kDef) &&
                             std::from_chars(digits.data(), digits.data() + digits.size(), k).ec == std::errc() &&
                             k < tool_index.size();
@@ -31,7 +33,8 @@ namespace {
             param = fmt::format("tools[{}].function.parameters", tool_index.at(0));
         }
         std::string msg = fmt::format("Invalid '{}': {}", param, e.what());
-        if (!e.keyword().empty()) msg += fmt::format(" (keyword '{}'{})", e.keyword(), where.empty() ? "" : " at " + where);
+        if (!e.keyword().empty())
+            msg += fmt::format(" (keyword '{}'{})", e.keyword(), where.empty() ? "" : " at " + where);
         throw ToolError(msg, param);
     }
 }
@@ -41,10 +44,14 @@ namespace {
 std::string pointer_token(std::string_view key) {
     std::string out;
     for (const char ch : key) {
-        if (ch == '~') out += "~0";
-        else if (ch == '/') out += "~1";
-        else if (ch == '%') out += "%25";
-        else out += ch;
+        if (ch == '~')
+            out += "~0";
+        else if (ch == '/')
+            out += "~1";
+        else if (ch == '%')
+            out += "%25";
+        else
+            out += ch;
     }
     return out;
 }
@@ -63,8 +70,10 @@ std::string text_without(const std::string& name, std::string_view tag) {
     for (size_t i = 0; i < tag.size(); ++i) {
         // i characters of the tag matched: another character starts over, its first starts a new
         // match, and its next goes on (but not to the whole tag).
-        out += fmt::format("{}-{} ::= ([^{}{}] {}-0 | {} {}-1", name, i, cls(tag[0]), i ? cls(tag[i]) : "", name, first, name);
-        if (i > 0 && i + 1 < tag.size()) out += fmt::format(" | {} {}-{}", grammar::gbnf_literal(tag.substr(i, 1)), name, i + 1);
+        out += fmt::format("{}-{} ::= ([^{}{}] {}-0 | {} {}-1", name, i, cls(tag[0]), i ? cls(tag[i]) : "", name, first,
+                           name);
+        if (i > 0 && i + 1 < tag.size())
+            out += fmt::format(" | {} {}-{}", grammar::gbnf_literal(tag.substr(i, 1)), name, i + 1);
         out += ")?\n";
     }
     return out;
@@ -74,8 +83,8 @@ std::string text_without(const std::string& name, std::string_view tag) {
 // without `tag`, or the listed strings of an enum / const. Other string constraints cannot be held
 // on bare text: refused, naming the keyword.
 std::string bare_value(const json& ps, const std::string& param, std::string_view tag) {
-    static const std::set<std::string, std::less<>> kAnnotations = {"type", "title", "description", "default", "examples",
-                                                                    "$comment", "readOnly", "writeOnly", "deprecated"};
+    static const std::set<std::string, std::less<>> kAnnotations = {
+        "type", "title", "description", "default", "examples", "$comment", "readOnly", "writeOnly", "deprecated"};
     std::vector<std::string> values;
     for (const auto& [k, v] : ps.items()) {
         if (kAnnotations.count(k)) continue;
@@ -86,16 +95,22 @@ std::string bare_value(const json& ps, const std::string& param, std::string_vie
             for (const json& e : list) {
                 if (!e.is_string())
                     throw ToolError(fmt::format("Invalid '{}': a string parameter's '{}' holds a value that is not a "
-                                                "string.", param, k), param);
+                                                "string.",
+                                                param, k),
+                                    param);
                 if (e.get<std::string>().find(tag) != std::string::npos)
                     throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, up to '{}', "
-                                                "which a value of '{}' holds.", param, tag, k), param);
+                                                "which a value of '{}' holds.",
+                                                param, tag, k),
+                                    param);
                 values.push_back(grammar::gbnf_literal(e.get<std::string>()));
             }
             continue;
         }
         throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, where '{}' cannot be "
-                                    "enforced; forcing a call is not supported for it (keyword '{}').", param, k, k), param);
+                                    "enforced; forcing a call is not supported for it (keyword '{}').",
+                                    param, k, k),
+                        param);
     }
     if (values.empty()) return "bare-text-0";
     std::string alts;
@@ -134,7 +149,9 @@ json forced_parameters(const json& tool, size_t index) {
     } else if (p["type"] != "object") {
         const std::string param = fmt::format("tools[{}].function.parameters", index);
         throw ToolError(fmt::format("Invalid '{}': a tool's arguments are an object, so its parameters must have "
-                                    "\"type\": \"object\".", param), param);
+                                    "\"type\": \"object\".",
+                                    param),
+                        param);
     }
     return p;
 }
@@ -170,18 +187,20 @@ json call_object_schema(const CallObjectShape& shape, const json& tools, const s
     json call = alternatives.size() == 1 ? alternatives[0] : json{{"anyOf", alternatives}};
     json schema;
     switch (shape.list) {
-    case CallList::One: schema = call; break;
-    case CallList::Array:
-        schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
-        if (!many) schema["maxItems"] = 1;
-        break;
-    case CallList::ToolCalls: {
-        json list = {{"type", "array"}, {"items", call}, {"minItems", 1}};
-        if (!many) list["maxItems"] = 1;
-        schema = {{"type", "object"}, {"properties", {{"tool_calls", list}}}, {"required", {"tool_calls"}},
-                  {"additionalProperties", false}};
-        break;
-    }
+        case CallList::One: schema = call; break;
+        case CallList::Array:
+            schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+            if (!many) schema["maxItems"] = 1;
+            break;
+        case CallList::ToolCalls: {
+            json list = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+            if (!many) list["maxItems"] = 1;
+            schema = {{"type", "object"},
+                      {"properties", {{"tool_calls", list}}},
+                      {"required", {"tool_calls"}},
+                      {"additionalProperties", false}};
+            break;
+        }
     }
     schema["$defs"] = std::move(defs);
     return schema;
@@ -210,25 +229,30 @@ std::string named_call_rules(const NamedCalls& calls, const json& tools, const s
             continue;
         }
         // The arguments are listed one by one: an object's keywords beyond its properties cannot be held.
-        static const std::set<std::string, std::less<>> kListed = {"type", "properties", "required", "additionalProperties",
-                                                                   "$defs", "definitions", "title", "description",
-                                                                   "$schema", "$comment", "examples", "default"};
+        static const std::set<std::string, std::less<>> kListed = {
+            "type",    "properties",  "required", "additionalProperties",
+            "$defs",   "definitions", "title",    "description",
+            "$schema", "$comment",    "examples", "default"};
         for (const auto& [key, v] : p.items()) {
             (void)v;
             if (!kListed.count(key))
-                throw ToolError(fmt::format("Invalid '{}': this model lists arguments one by one in markup, where '{}' "
-                                            "cannot be enforced; forcing a call is not supported for it (keyword '{}').",
-                                            param, key, key), param);
+                throw ToolError(
+                    fmt::format("Invalid '{}': this model lists arguments one by one in markup, where '{}' "
+                                "cannot be enforced; forcing a call is not supported for it (keyword '{}').",
+                                param, key, key),
+                    param);
         }
         const json props = p.contains("properties") ? p["properties"] : json::object();
-        if (!props.is_object()) throw ToolError(fmt::format("Invalid '{}.properties': must be an object.", param), param);
+        if (!props.is_object())
+            throw ToolError(fmt::format("Invalid '{}.properties': must be an object.", param), param);
         std::set<std::string> required;
         if (p.contains("required")) {
-            if (!p["required"].is_array()) throw ToolError(fmt::format("Invalid '{}.required': must be a list.", param), param);
+            if (!p["required"].is_array())
+                throw ToolError(fmt::format("Invalid '{}.required': must be a list.", param), param);
             for (const json& r : p["required"]) {
                 if (!r.is_string() || !props.contains(r.get<std::string>()))
-                    throw ToolError(fmt::format("Invalid '{}.required': {} is not one of 'properties'.", param, r.dump()),
-                                    param);
+                    throw ToolError(
+                        fmt::format("Invalid '{}.required': {} is not one of 'properties'.", param, r.dump()), param);
                 required.insert(r.get<std::string>());
             }
         }
@@ -241,33 +265,40 @@ std::string named_call_rules(const NamedCalls& calls, const json& tools, const s
             const std::string at = fmt::format("{}.properties.{}", param, key);
             // The parser reads the name up to its closing markup, without the whitespace around it.
             if (key.empty() || key.find_first_of("<>\n") != std::string::npos || trim(key) != key)
-                throw ToolError(fmt::format("Invalid '{}': this model writes a parameter's name in markup, which it may "
-                                            "not contain ('<', '>', a newline), begin or end with (whitespace) or be "
-                                            "empty.", at), param);
+                throw ToolError(
+                    fmt::format("Invalid '{}': this model writes a parameter's name in markup, which it may "
+                                "not contain ('<', '>', a newline), begin or end with (whitespace) or be "
+                                "empty.",
+                                at),
+                    param);
             const std::string value = fmt::format("{}-arg-{}", def, j++);
             own.insert(value);
             switch (value_form(&original, key)) {
-            case ValueForm::Bare: {
-                const json* resolved = resolve_local(original, &original["properties"][key]);
-                rules += value + " ::= " + bare_value(resolved ? *resolved : json::object(), at, tag) + "\n";
-                bare_used = true;
-                break;
-            }
-            case ValueForm::Mixed:
-                throw ToolError(fmt::format("Invalid '{}': this model writes string arguments bare, so a parameter whose "
-                                            "type is a string or something else cannot be told apart; forcing a call "
-                                            "is not supported for it.", at), param);
-            default: {
-                // Qwen3-Coder's template writes booleans and null as Python does (the parser takes both).
-                const json* resolved = resolve_local(original, &original["properties"][key]);
-                const json type = resolved && resolved->is_object() ? resolved->value("type", json()) : json();
-                if (listed.python_literals && (type == "boolean" || type == "null") && !resolved->contains("enum") && !resolved->contains("const")) {
-                    rules += value + (type == "boolean" ? " ::= (\"True\" | \"False\" | \"true\" | \"false\")\n"
-                                                        : " ::= (\"None\" | \"null\")\n");
+                case ValueForm::Bare: {
+                    const json* resolved = resolve_local(original, &original["properties"][key]);
+                    rules += value + " ::= " + bare_value(resolved ? *resolved : json::object(), at, tag) + "\n";
+                    bare_used = true;
                     break;
                 }
-                tops.push_back({value, "#/$defs/" + def + "/properties/" + pointer_token(key)});
-            }
+                case ValueForm::Mixed:
+                    throw ToolError(
+                        fmt::format("Invalid '{}': this model writes string arguments bare, so a parameter whose "
+                                    "type is a string or something else cannot be told apart; forcing a call "
+                                    "is not supported for it.",
+                                    at),
+                        param);
+                default: {
+                    // Qwen3-Coder's template writes booleans and null as Python does (the parser takes both).
+                    const json* resolved = resolve_local(original, &original["properties"][key]);
+                    const json type = resolved && resolved->is_object() ? resolved->value("type", json()) : json();
+                    if (listed.python_literals && (type == "boolean" || type == "null") &&
+                        !resolved->contains("enum") && !resolved->contains("const")) {
+                        rules += value + (type == "boolean" ? " ::= (\"True\" | \"False\" | \"true\" | \"false\")\n"
+                                                            : " ::= (\"None\" | \"null\")\n");
+                        break;
+                    }
+                    tops.push_back({value, "#/$defs/" + def + "/properties/" + pointer_token(key)});
+                }
             }
             const std::string open = listed.arg_open + key + listed.value_open;
             const std::string close = listed.value_close;
@@ -300,8 +331,9 @@ std::string named_calls_gbnf(const NamedCalls& calls, const json& tools, const s
                              const std::string& start) {
     const CallsMarkup m = calls.markup();
     return "root ::= " + (start.empty() ? std::string() : start + " ") + "named-call" +
-           (many ? " (" + m.between + " named-call)*" : std::string()) + (m.close.empty() ? "" : " (" + m.close + ")?") +
-           " markup-ws\nmarkup-ws ::= [ \\t\\n]{0,8}\n" + named_call_rules(calls, tools, chosen, {"root", "markup-ws"});
+           (many ? " (" + m.between + " named-call)*" : std::string()) +
+           (m.close.empty() ? "" : " (" + m.close + ")?") + " markup-ws\nmarkup-ws ::= [ \\t\\n]{0,8}\n" +
+           named_call_rules(calls, tools, chosen, {"root", "markup-ws"});
 }
 
 ForcedCall forced_named(const FamilyRow& row, const json& tools, const std::vector<size_t>& chosen, bool many) {

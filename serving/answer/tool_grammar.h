@@ -37,8 +37,8 @@ std::string call_rules(const json& schema, const std::vector<size_t>& tool_index
 
 // How a CallObject family holds its calls.
 enum class CallList {
-    One,        // the call object itself
-    Array,      // a JSON list of calls (one unless `many`)
+    One,  // the call object itself
+    Array,  // a JSON list of calls (one unless `many`)
     ToolCalls,  // {"tool_calls": [calls]} (the generic format)
 };
 struct CallObjectShape {
@@ -60,11 +60,12 @@ json call_object_schema(const CallObjectShape& shape, const json& tools, const s
 // opening marker on): [trigger opening] named-call ([between] named-call)* [close]? markup-ws.
 // `opening` and `between` are GBNF (with markup-ws where templates put whitespace).
 struct CallsMarkup {
-    std::string forced_prefix;  // a forced call's: the prompt ends with it (the trigger and the opening, as templates write them)
-    std::string trigger;        // where tool_choice auto's grammar starts ("": no lazy grammar)
-    std::string opening;        // after the trigger, before the first call
-    std::string between;        // between two calls
-    std::string close;          // optional, after the last call
+    std::string
+        forced_prefix;  // a forced call's: the prompt ends with it (the trigger and the opening, as templates write them)
+    std::string trigger;  // where tool_choice auto's grammar starts ("": no lazy grammar)
+    std::string opening;  // after the trigger, before the first call
+    std::string between;  // between two calls
+    std::string close;  // optional, after the last call
 };
 
 // A call whose arguments are one JSON object: the GBNF before it (from the end of the opening
@@ -76,14 +77,14 @@ struct CallFrame {
 // A call that lists each argument in markup (Qwen3-Coder's "<parameter=KEY>", GLM's
 // "<arg_key>KEY</arg_key>"), string values bare: the texts around the name and each argument.
 struct ListedArgs {
-    const char* call_open;    // before the tool's name
-    const char* name_close;   // after it
-    const char* arg_open;     // before an argument's name
-    const char* value_open;   // between its name and its value
+    const char* call_open;  // before the tool's name
+    const char* name_close;  // after it
+    const char* arg_open;  // before an argument's name
+    const char* value_open;  // between its name and its value
     const char* value_close;  // after its value
-    const char* tag;          // where a bare value ends (value_close without its whitespace)
-    const char* call_close;   // after the last argument
-    bool python_literals;     // booleans and null also as Python writes them (True, False, None)
+    const char* tag;  // where a bare value ends (value_close without its whitespace)
+    const char* call_close;  // after the last argument
+    bool python_literals;  // booleans and null also as Python writes them (True, False, None)
 };
 
 // One family's calls named in markup: the markup around them, and either the frame around a call's

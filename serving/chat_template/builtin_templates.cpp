@@ -91,7 +91,8 @@ const Builtin kBuiltins[] = {
      "{{- bos_token -}}"
      "{%- for m in turns -%}"
      "{%- set role = 'model' if m.role == 'assistant' else m.role -%}"
-     "{{ '<start_of_turn>' ~ role ~ '\\n' ~ (ns.system if loop.first else '') ~ text(m.content) | trim ~ '<end_of_turn>\\n' }}"
+     "{{ '<start_of_turn>' ~ role ~ '\\n' ~ (ns.system if loop.first else '') ~ text(m.content) | trim ~ "
+     "'<end_of_turn>\\n' }}"
      "{%- endfor -%}"
      "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"},
 
@@ -118,11 +119,17 @@ const Builtin kBuiltins[] = {
      "{{- bos_token -}}"
      "{%- for m in messages if m.role == 'system' -%}{{ text(m.content) }}{%- endfor -%}"
      "{%- for m in messages -%}"
-     "{%- if m.role == 'user' -%}{{ '<\xef\xbd\x9c" "User\xef\xbd\x9c" ">' ~ text(m.content) }}"
-     "{%- elif m.role == 'assistant' -%}{{ '<\xef\xbd\x9c" "Assistant\xef\xbd\x9c" ">' ~ text(m.content) ~ eos_token }}"
+     "{%- if m.role == 'user' -%}{{ '<\xef\xbd\x9c"
+     "User\xef\xbd\x9c"
+     ">' ~ text(m.content) }}"
+     "{%- elif m.role == 'assistant' -%}{{ '<\xef\xbd\x9c"
+     "Assistant\xef\xbd\x9c"
+     ">' ~ text(m.content) ~ eos_token }}"
      "{%- endif -%}"
      "{%- endfor -%}"
-     "{%- if add_generation_prompt -%}{{ '<\xef\xbd\x9c" "Assistant\xef\xbd\x9c" ">' }}{%- endif -%}"},
+     "{%- if add_generation_prompt -%}{{ '<\xef\xbd\x9c"
+     "Assistant\xef\xbd\x9c"
+     ">' }}{%- endif -%}"},
 
     // Vicuna v1.1: "USER: ...\nASSISTANT: ...</s>\n", a system prompt first.
     {"vicuna",

@@ -10,23 +10,24 @@ using json = nlohmann::ordered_json;
 
 const char* json_type_name(const json& v) {
     switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a decimal";
-    default: return "an unsupported value";
+        case json::value_t::null: return "null";
+        case json::value_t::boolean: return "a boolean";
+        case json::value_t::string: return "a string";
+        case json::value_t::array: return "an array";
+        case json::value_t::object: return "an object";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned: return "an integer";
+        case json::value_t::number_float: return "a decimal";
+        default: return "an unsupported value";
     }
 }
 
 namespace {
 
 [[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
-    throw MessageError(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, json_type_name(v)),
-                       name);
+    throw MessageError(
+        fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, json_type_name(v)),
+        name);
 }
 
 // Absent or null: not given.
@@ -49,7 +50,8 @@ json parse_messages(const json& messages) {
         if (!m.is_object()) wrong_type(at, "an object", m);
         const json* role = field(m, "role");
         if (!role) throw MessageError(fmt::format("Missing required parameter: '{}.role'.", at), at + ".role");
-        if (!role->is_string() || role->get<std::string>().empty()) wrong_type(at + ".role", "a non-empty string", *role);
+        if (!role->is_string() || role->get<std::string>().empty())
+            wrong_type(at + ".role", "a non-empty string", *role);
         json msg = m;
         auto c = m.find("content");
         const bool has_tool_calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
@@ -68,7 +70,8 @@ json parse_messages(const json& messages) {
                     throw MessageError(fmt::format("Missing required parameter: '{}.type'.", pat), pat + ".type");
                 if (type->get<std::string>() != "text")
                     throw MessageError(fmt::format("Invalid value for '{}.type': '{}'. vkllm supports only content "
-                                                   "parts of type 'text'.", pat, type->get<std::string>()),
+                                                   "parts of type 'text'.",
+                                                   pat, type->get<std::string>()),
                                        pat + ".type");
                 const json* t = field(part, "text");
                 if (!t) throw MessageError(fmt::format("Missing required parameter: '{}.text'.", pat), pat + ".text");
@@ -88,10 +91,12 @@ json parse_messages(const json& messages) {
                 if (!call.is_object()) wrong_type(cat, "an object", call);
                 const json* fn = field(call, "function");
                 if (!fn)
-                    throw MessageError(fmt::format("Missing required parameter: '{}.function'.", cat), cat + ".function");
+                    throw MessageError(fmt::format("Missing required parameter: '{}.function'.", cat),
+                                       cat + ".function");
                 if (!fn->is_object()) wrong_type(cat + ".function", "an object", *fn);
                 const json* name = field(*fn, "name");
-                if (!name || !name->is_string()) wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
+                if (!name || !name->is_string())
+                    wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
             }
             answer::arguments_as_objects(msg);
         }
@@ -100,8 +105,8 @@ json parse_messages(const json& messages) {
     return out;
 }
 
-ChatInputs chat_inputs(const Tokenizer& tok, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                       const nlohmann::ordered_json& extra) {
+ChatInputs chat_inputs(const Tokenizer& tok, const nlohmann::ordered_json& messages,
+                       const nlohmann::ordered_json& tools, const nlohmann::ordered_json& extra) {
     ChatInputs in;
     in.messages = messages;
     in.tools = tools;

@@ -36,8 +36,8 @@ nlohmann::ordered_json parse_messages(const nlohmann::ordered_json& messages);
 
 // The variables a template gets: the messages, tools and extra keyword arguments (null when
 // none), the vocabulary's BOS / EOS texts, and the generation prompt.
-ChatInputs chat_inputs(const Tokenizer& tok, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                       const nlohmann::ordered_json& extra);
+ChatInputs chat_inputs(const Tokenizer& tok, const nlohmann::ordered_json& messages,
+                       const nlohmann::ordered_json& tools, const nlohmann::ordered_json& extra);
 
 // Token ids of a prompt text: control-token texts become control tokens (a rendered chat prompt is
 // full of them), BOS / EOS as the vocabulary asks, and one BOS only when the text already starts

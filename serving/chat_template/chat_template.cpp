@@ -115,7 +115,8 @@ bool arguments_as_text(nlohmann::ordered_json& messages) {
             if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
             auto& fn = call["function"];
             if (fn.contains("arguments") && !fn["arguments"].is_string()) {
-                fn["arguments"] = fn["arguments"].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+                fn["arguments"] =
+                    fn["arguments"].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
                 changed = true;
             }
         }
@@ -151,8 +152,7 @@ std::string ChatTemplate::render_calls(const ChatInputs& in) const {
         if (!arguments_as_text(text.messages)) throw;
         try {
             return render(text);
-        } catch (const TemplateError&) {
-        }
+        } catch (const TemplateError&) {}
         throw;
     }
 }
@@ -217,9 +217,12 @@ ChatTemplate resolve_chat_template(const std::string& option, const std::string&
     }
     if (!from_model.empty()) return ChatTemplate(from_model, "tokenizer.chat_template");
     std::string guess = "chatml";
-    if (arch_name == "llama") guess = "llama2";
-    else if (arch_name == "gemma" || arch_name == "gemma2" || arch_name == "gemma3") guess = "gemma";
-    else if (arch_name == "phi3") guess = "phi3";
+    if (arch_name == "llama")
+        guess = "llama2";
+    else if (arch_name == "gemma" || arch_name == "gemma2" || arch_name == "gemma3")
+        guess = "gemma";
+    else if (arch_name == "phi3")
+        guess = "phi3";
     return ChatTemplate(builtin_template_source(guess), guess);
 }
 

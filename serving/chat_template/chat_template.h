@@ -34,8 +34,8 @@ struct ChatInputs {
 // Bounds for untrusted templates: exceeding one is a TemplateError, never a hang or a crash.
 struct RenderLimits {
     size_t max_output_bytes = 4u << 20;  // the output, and any one string or list built on the way
-    uint64_t max_steps = 10'000'000;   // loop iterations + macro calls + expression nodes + output writes
-    uint32_t max_depth = 200;          // macro recursion, and nesting of blocks in the source
+    uint64_t max_steps = 10'000'000;  // loop iterations + macro calls + expression nodes + output writes
+    uint32_t max_depth = 200;  // macro recursion, and nesting of blocks in the source
 };
 
 class ChatTemplate {

@@ -30,11 +30,11 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 const char* finish_reason_name(FinishReason r) {
     switch (r) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Timeout: return "timeout";
-    case FinishReason::Error: return "error";
+        case FinishReason::Stop: return "stop";
+        case FinishReason::Length: return "length";
+        case FinishReason::Cancelled: return "cancelled";
+        case FinishReason::Timeout: return "timeout";
+        case FinishReason::Error: return "error";
     }
     return "error";
 }
@@ -50,7 +50,7 @@ struct Ticket::State {
     std::condition_variable cv;
     std::deque<Event> events;
     bool finished = false;  // Done was pushed
-    bool delivered = false; // Done was handed to the caller
+    bool delivered = false;  // Done was handed to the caller
 
     void push(Event e) {
         {
@@ -90,18 +90,18 @@ struct Slot {
     // The request being served, or null.
     std::shared_ptr<Ticket::State> req;
     enum class Phase { Idle, Prompt, Generate } phase = Phase::Idle;
-    size_t prompt_done = 0;   // prompt tokens in the cache
-    uint32_t cached = 0;      // of which reused from the previous request
-    int32_t pending = -1;     // sampled, emitted, not yet evaluated
-    int32_t prev = -1;        // the token before `pending`, for decode_piece
+    size_t prompt_done = 0;  // prompt tokens in the cache
+    uint32_t cached = 0;  // of which reused from the previous request
+    int32_t pending = -1;  // sampled, emitted, not yet evaluated
+    int32_t prev = -1;  // the token before `pending`, for decode_piece
     uint32_t generated = 0;
     uint32_t decode_steps = 0;
-    double sample_ms = 0;      // host time in the sampler and the grammar
+    double sample_ms = 0;  // host time in the sampler and the grammar
     uint32_t kv_reserved = 0;  // KV blocks the request may come to hold (kv_need), while it runs
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar while it holds, or null
     bool awaiting_trigger = false;  // a lazy grammar not holding yet
-    std::string free_text;          // the text generated while awaiting_trigger
+    std::string free_text;  // the text generated while awaiting_trigger
     std::unique_ptr<TextStream> text;
     Clock::time_point started, first_token;
 };
@@ -137,8 +137,8 @@ struct Engine::Impl {
     Impl(SequenceModel& mdl, const Tokenizer& t, const EngineOptions& o) : model(mdl), tok(t), opts(o) {
         if (opts.n_slots == 0) throw std::invalid_argument("the engine needs at least one slot (--parallel >= 1)");
         if (opts.n_slots > model.n_seq())
-            throw std::invalid_argument(fmt::format("{} slots, but the model was loaded with {} sequences",
-                                                    opts.n_slots, model.n_seq()));
+            throw std::invalid_argument(
+                fmt::format("{} slots, but the model was loaded with {} sequences", opts.n_slots, model.n_seq()));
         slots.resize(opts.n_slots);
         for (uint32_t i = 0; i < opts.n_slots; ++i) {
             slots[i].index = i;
@@ -159,7 +159,8 @@ struct Engine::Impl {
     // add up to the pool never run out of blocks once idle slots' caches are let go (make_room).
     uint32_t kv_need(const CompletionRequest& r) const {
         const uint64_t n_ctx = model.n_ctx();
-        const uint64_t rows = std::min<uint64_t>(r.prompt.size() + (r.max_tokens < 0 ? n_ctx : uint64_t(r.max_tokens)), n_ctx);
+        const uint64_t rows =
+            std::min<uint64_t>(r.prompt.size() + (r.max_tokens < 0 ? n_ctx : uint64_t(r.max_tokens)), n_ctx);
         return uint32_t((rows + kv_block_rows - 1) / kv_block_rows);
     }
     // The pool's shape, fixed at load.
@@ -226,7 +227,8 @@ struct Engine::Impl {
     void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {},
                        std::exception_ptr ex = nullptr);
     static bool needs_logits(const Slot& s) {
-        return !s.sampler->params().greedy() || s.sampler->params().adjusts_logits() || s.req->req.logprobs || s.constraint;
+        return !s.sampler->params().greedy() || s.sampler->params().adjusts_logits() || s.req->req.logprobs ||
+               s.constraint;
     }
     bool busy() const {
         return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.req != nullptr; });
@@ -254,7 +256,8 @@ void Engine::Impl::run() {
             }
             // Hand queued requests to free slots (the rest stay queued, in order) while their KV
             // needs fit the pool beside the running requests' (with the default pool they always do).
-            const size_t free_slots = size_t(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.req; }));
+            const size_t free_slots =
+                size_t(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.req; }));
             uint64_t reserved = kv_reserved();
             while (!queue.empty() && waiting.size() < free_slots) {
                 const uint32_t need = kv_need(queue.front()->req);
@@ -272,8 +275,10 @@ void Engine::Impl::run() {
             const Clock::time_point now = Clock::now();
             for (Slot& s : slots) {
                 if (!s.req) continue;
-                if (s.req->cancelled) finish(s, FinishReason::Cancelled);
-                else if (now >= s.req->deadline) finish(s, FinishReason::Timeout);
+                if (s.req->cancelled)
+                    finish(s, FinishReason::Cancelled);
+                else if (now >= s.req->deadline)
+                    finish(s, FinishReason::Timeout);
             }
             prompt_step();
             decode_step();
@@ -492,7 +497,8 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     }
     if (logits) {
         std::vector<float> row(logits, logits + n_vocab);
-        if (auto bad = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); }); bad != row.end()) {
+        if (auto bad = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); });
+            bad != row.end()) {
             const std::string msg = non_finite_message(*bad, bad - row.begin(), position);
             finish(s, FinishReason::Error, msg, std::make_exception_ptr(NonFiniteError(msg)));
             return;
@@ -512,8 +518,9 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
             std::vector<int32_t> idx(n_vocab);
             std::iota(idx.begin(), idx.end(), 0);
             const size_t k = std::min<size_t>(rq.top_logprobs, n_vocab);
-            std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(),
-                              [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+            std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(), [&](int32_t a, int32_t b) {
+                return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+            });
             for (size_t j = 0; j < k; ++j)
                 lp.top.emplace_back(tok.token_to_piece(idx[j], false), float(double(logits[idx[j]]) - lse));
             ev.logprobs.push_back(std::move(lp));
@@ -543,7 +550,8 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     s.sampler->accept(next, /*generated=*/true);
     ++s.generated;
     std::string piece = tok.decode_piece(next, s.prev);
-    if (piece.empty() && std::binary_search(s.req->req.shown_control_tokens.begin(), s.req->req.shown_control_tokens.end(), next))
+    if (piece.empty() &&
+        std::binary_search(s.req->req.shown_control_tokens.begin(), s.req->req.shown_control_tokens.end(), next))
         piece = tok.token_to_piece(next, true);
     if (s.awaiting_trigger) watch_trigger(s, piece);
     ev.text = s.text->push(piece);
@@ -639,8 +647,8 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
 namespace {
 SequenceModel& generating_model(SequenceModel& m) {
     if (!m.config().arch->stack.lm_head)
-        throw std::invalid_argument(fmt::format("a {} model has no language-model head: the engine cannot generate with it",
-                                                m.config().arch->name));
+        throw std::invalid_argument(fmt::format(
+            "a {} model has no language-model head: the engine cannot generate with it", m.config().arch->name));
     return m;
 }
 }  // namespace
@@ -655,21 +663,26 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
     if (req.prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
     const uint32_t n_ctx = im.model.n_ctx();
     if (req.prompt.size() >= n_ctx)
-        throw std::invalid_argument(fmt::format("the prompt has {} tokens, but a slot's context holds {} (prompt and "
-                                                "at least one generated token must fit)", req.prompt.size(), n_ctx));
+        throw std::invalid_argument(
+            fmt::format("the prompt has {} tokens, but a slot's context holds {} (prompt and "
+                        "at least one generated token must fit)",
+                        req.prompt.size(), n_ctx));
     for (int32_t t : req.prompt)
         if (t < 0 || uint32_t(t) >= im.model.config().n_vocab)
-            throw std::invalid_argument(fmt::format("token id {} outside the vocabulary (0..{})", t,
-                                                    im.model.config().n_vocab - 1));
+            throw std::invalid_argument(
+                fmt::format("token id {} outside the vocabulary (0..{})", t, im.model.config().n_vocab - 1));
     if (req.max_tokens < -1) throw std::invalid_argument(fmt::format("max_tokens {} must be >= 0", req.max_tokens));
     if (req.slot < -1 || req.slot >= int32_t(im.opts.n_slots))
-        throw std::invalid_argument(fmt::format("slot {} does not exist (the engine has {})", req.slot, im.opts.n_slots));
-    if (req.top_logprobs > 20) throw std::invalid_argument(fmt::format("top_logprobs {} must be in 0..20", req.top_logprobs));
+        throw std::invalid_argument(
+            fmt::format("slot {} does not exist (the engine has {})", req.slot, im.opts.n_slots));
+    if (req.top_logprobs > 20)
+        throw std::invalid_argument(fmt::format("top_logprobs {} must be in 0..20", req.top_logprobs));
     req.sampler.validate();
     if (req.grammar) {
         grammar::Matcher{*req.grammar};  // throws GrammarError when it cannot even start
         if (!req.stop.empty() && !req.grammar_start.lazy())
-            throw std::invalid_argument("stop strings cannot be combined with a grammar (they could cut the structured text)");
+            throw std::invalid_argument(
+                "stop strings cannot be combined with a grammar (they could cut the structured text)");
     }
     auto st = std::make_shared<Ticket::State>();
     st->submitted = Clock::now();

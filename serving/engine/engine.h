@@ -33,16 +33,16 @@
 namespace vkllm::engine {
 
 struct EngineOptions {
-    uint32_t n_slots = 4;        // concurrent conversations (--parallel)
-    uint32_t queue_limit = 64;   // requests waiting for a slot; beyond it submit() throws QueueFullError
+    uint32_t n_slots = 4;  // concurrent conversations (--parallel)
+    uint32_t queue_limit = 64;  // requests waiting for a slot; beyond it submit() throws QueueFullError
     std::chrono::milliseconds default_timeout{600000};  // per request, when the request gives none
 };
 
 struct CompletionRequest {
-    std::vector<int32_t> prompt;       // token ids, BOS included when wanted; must not be empty
-    int32_t max_tokens = -1;           // -1: until an end-of-generation token or the slot's context is full
-    SamplerParams sampler;             // temperature 0 = greedy; seed; top_k/top_p/min_p; the penalties
-    std::vector<std::string> stop;     // stop strings (not included in the text)
+    std::vector<int32_t> prompt;  // token ids, BOS included when wanted; must not be empty
+    int32_t max_tokens = -1;  // -1: until an end-of-generation token or the slot's context is full
+    SamplerParams sampler;  // temperature 0 = greedy; seed; top_k/top_p/min_p; the penalties
+    std::vector<std::string> stop;  // stop strings (not included in the text)
     bool ignore_eos = false;
     // The generated text must be a sentence of this grammar (GBNF, a compiled JSON schema): the
     // sampler picks only tokens it allows, and generation ends when the grammar is complete (Stop),
@@ -56,7 +56,7 @@ struct CompletionRequest {
     // Control tokens whose text the Text events carry (sorted ids; others print nothing): tool-call
     // markers such as Mistral's [TOOL_CALLS] are control tokens, and the server parses them.
     std::vector<int32_t> shown_control_tokens;
-    uint32_t top_logprobs = 0;         // with logprobs: alternatives per token (0..20)
+    uint32_t top_logprobs = 0;  // with logprobs: alternatives per token (0..20)
     bool logprobs = false;
     std::chrono::milliseconds timeout{0};  // 0: EngineOptions::default_timeout
     // -1: the engine picks the free slot whose cache shares the longest prefix with the prompt.
@@ -71,7 +71,7 @@ const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled
 
 struct TokenLogprob {
     int32_t token = -1;
-    std::string text;      // the token's bytes (may be part of a UTF-8 character)
+    std::string text;  // the token's bytes (may be part of a UTF-8 character)
     float logprob = 0.0f;  // log softmax of the raw logits (before penalties and temperature)
     std::vector<std::pair<std::string, float>> top;  // top_logprobs alternatives, best first
 };
@@ -88,14 +88,14 @@ struct Event {
     std::vector<int32_t> tokens;
     // Kind::Done (always the last event of a request):
     FinishReason finish = FinishReason::Stop;
-    std::string error;           // FinishReason::Error: what went wrong
+    std::string error;  // FinishReason::Error: what went wrong
     // FinishReason::Error: the failure itself (NonFiniteError for NaN or Inf logits, a device error,
     // ...) for callers that rethrow it; null for a refused request (busy slot).
     std::exception_ptr exception;
     uint32_t prompt_tokens = 0;  // tokens of the prompt
     uint32_t cached_tokens = 0;  // of which reused from the slot's previous conversation
     uint32_t completion_tokens = 0;
-    uint32_t decode_steps = 0;   // single-token forward passes this request took part in
+    uint32_t decode_steps = 0;  // single-token forward passes this request took part in
     double queue_ms = 0, prompt_ms = 0, generate_ms = 0;  // waiting, prefill (to first token), the rest
     // Host time choosing the tokens: the sampler (with the grammar's mask) and following the grammar.
     double sample_ms = 0;
@@ -132,9 +132,9 @@ struct EngineMetrics {
     uint32_t slots = 0, slots_busy = 0, queued = 0;
     uint64_t requests_total = 0, requests_cancelled = 0, requests_failed = 0;
     uint64_t prompt_tokens_total = 0, cached_tokens_total = 0, generated_tokens_total = 0;
-    uint64_t steps_total = 0;          // decode passes
+    uint64_t steps_total = 0;  // decode passes
     double prompt_seconds_total = 0, decode_seconds_total = 0;
-    uint64_t batch_size_sum = 0;       // sum over decode passes of their slot count
+    uint64_t batch_size_sum = 0;  // sum over decode passes of their slot count
     // The paged KV cache (SequenceModel::kv_usage): blocks held (a block shared by slots once), of the
     // pool, and the bytes one block takes over all layers.
     uint32_t kv_blocks_used = 0, kv_blocks_total = 0;

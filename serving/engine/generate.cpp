@@ -12,13 +12,15 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
     if (p.n_predict < 0) throw std::invalid_argument(fmt::format("-n {}: must be >= 0", p.n_predict));
     // Refused before anything runs: a reply cut short by the context is not what was asked for.
     if (prompt.size() >= model.n_ctx())
-        throw ContextFullError(fmt::format("the prompt has {} tokens but the context holds {} (and the first generated "
-                                           "token needs one more); raise --ctx or shorten the prompt",
-                                           prompt.size(), model.n_ctx()));
+        throw ContextFullError(
+            fmt::format("the prompt has {} tokens but the context holds {} (and the first generated "
+                        "token needs one more); raise --ctx or shorten the prompt",
+                        prompt.size(), model.n_ctx()));
     if (prompt.size() + uint64_t(p.n_predict) > model.n_ctx())
-        throw ContextFullError(fmt::format("prompt ({} tokens) + -n {} = {} tokens exceeds the context of {} tokens; "
-                                           "lower -n or raise --ctx", prompt.size(), p.n_predict,
-                                           prompt.size() + uint64_t(p.n_predict), model.n_ctx()));
+        throw ContextFullError(
+            fmt::format("prompt ({} tokens) + -n {} = {} tokens exceeds the context of {} tokens; "
+                        "lower -n or raise --ctx",
+                        prompt.size(), p.n_predict, prompt.size() + uint64_t(p.n_predict), model.n_ctx()));
     EngineOptions eo;
     eo.n_slots = 1;
     eo.queue_limit = 1;

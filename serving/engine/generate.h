@@ -19,17 +19,17 @@ struct GenerateParams {
     int32_t n_predict = 128;  // tokens to generate (stops earlier at an end-of-generation token or BOS)
     SamplerParams sampler;
     std::shared_ptr<const grammar::Grammar> grammar;  // constrains the text (null: free text)
-    grammar::LazyStart grammar_start;                 // with triggers: where the grammar starts to hold
+    grammar::LazyStart grammar_start;  // with triggers: where the grammar starts to hold
 };
 
 struct GenerateStats {
     uint32_t prompt_tokens = 0, generated_tokens = 0;
-    double prompt_ms = 0;    // from the start to the first generated token
+    double prompt_ms = 0;  // from the start to the first generated token
     double generate_ms = 0;  // from the first generated token to the end
     uint32_t decode_steps = 0;  // single-token forward passes in generate_ms
-    double sample_ms = 0;       // of all that, host time choosing tokens (sampler and grammar)
+    double sample_ms = 0;  // of all that, host time choosing tokens (sampler and grammar)
     bool stopped_at_eos = false;  // at an end-of-generation token (Tokenizer::is_eog: eos, eot, eom, ...) or
-                                  // where the grammar was complete
+        // where the grammar was complete
     double prompt_tps() const { return prompt_ms > 0 ? prompt_tokens * 1000.0 / prompt_ms : 0; }
     double generate_tps() const { return generate_ms > 0 ? decode_steps * 1000.0 / generate_ms : 0; }
 };

@@ -49,7 +49,8 @@ void send_json(Response& res, const json& j, int status = 200) {
 }
 
 int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
 }
 
 ApiError shutting_down() { return ApiError(503, "The server is shutting down.", "server_error"); }
@@ -57,12 +58,23 @@ ApiError shutting_down() { return ApiError(503, "The server is shutting down.", 
 // The routes and the methods they answer, for 405 instead of 404 on a known path.
 const std::map<std::string, std::string>& known_routes() {
     static const std::map<std::string, std::string> routes = {
-        {"/v1/chat/completions", "POST"}, {"/chat/completions", "POST"}, {"/v1/completions", "POST"},
-        {"/completions", "POST"},         {"/v1/models", "GET"},         {"/models", "GET"},
-        {"/health", "GET"},               {"/metrics", "GET"},           {"/tokenize", "POST"},
-        {"/detokenize", "POST"},          {"/apply-template", "POST"},   {"/v1/embeddings", "POST"},
-        {"/embeddings", "POST"},          {"/v1/rerank", "POST"},        {"/rerank", "POST"},
-        {"/v1/reranking", "POST"},        {"/reranking", "POST"},
+        {"/v1/chat/completions", "POST"},
+        {"/chat/completions", "POST"},
+        {"/v1/completions", "POST"},
+        {"/completions", "POST"},
+        {"/v1/models", "GET"},
+        {"/models", "GET"},
+        {"/health", "GET"},
+        {"/metrics", "GET"},
+        {"/tokenize", "POST"},
+        {"/detokenize", "POST"},
+        {"/apply-template", "POST"},
+        {"/v1/embeddings", "POST"},
+        {"/embeddings", "POST"},
+        {"/v1/rerank", "POST"},
+        {"/rerank", "POST"},
+        {"/v1/reranking", "POST"},
+        {"/reranking", "POST"},
     };
     return routes;
 }
@@ -151,12 +163,14 @@ struct HttpServer::Impl {
             guarded(res, [&] { fn(req, res, body); });
         });
         // A POST without a body never reaches the content-reader route.
-        svr.Post(path, [this, fn](const Request& req, Response& res) { guarded(res, [&] { fn(req, res, req.body); }); });
+        svr.Post(path,
+                 [this, fn](const Request& req, Response& res) { guarded(res, [&] { fn(req, res, req.body); }); });
     }
 
     ApiError body_too_large() const {
-        return ApiError(413, fmt::format("The request body is larger than this server's limit of {} bytes.", opts.max_body_bytes),
-                        "invalid_request_error", "", "request_too_large");
+        return ApiError(
+            413, fmt::format("The request body is larger than this server's limit of {} bytes.", opts.max_body_bytes),
+            "invalid_request_error", "", "request_too_large");
     }
 
     void routes();
@@ -170,8 +184,10 @@ struct HttpServer::Impl {
         EmbeddingTicket(std::atomic<uint32_t>& n, uint32_t limit) : n_(n) {
             if (++n_ > limit) {
                 --n_;
-                throw ApiError(503, fmt::format("The server is busy: {} embedding and rerank requests are running or "
-                                                "waiting.", limit),
+                throw ApiError(503,
+                               fmt::format("The server is busy: {} embedding and rerank requests are running or "
+                                           "waiting.",
+                                           limit),
                                "server_error");
             }
         }
@@ -203,42 +219,46 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "bearer ";
     bool bearer = auth.size() >= kBearer.size() &&
-                  std::equal(kBearer.begin(), kBearer.end(), auth.begin(), [](char a, char b) { return a == char(std::tolower(static_cast<unsigned char>(b))); });
+                  std::equal(kBearer.begin(), kBearer.end(), auth.begin(),
+                             [](char a, char b) { return a == char(std::tolower(static_cast<unsigned char>(b))); });
     if (bearer) {
         std::string_view key = std::string_view(auth).substr(kBearer.size());
         while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
         if (constant_time_equal(key, opts.api_key)) return HandlerResponse::Unhandled;
     }
     res.set_header("WWW-Authenticate", "Bearer");
-    send_error(res, ApiError(401,
-                             auth.empty() ? "You didn't provide an API key. You need to provide your API key in an "
-                                            "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-                                          : "Incorrect API key provided.",
-                             "invalid_request_error", "", "invalid_api_key"));
+    send_error(res,
+               ApiError(401,
+                        auth.empty() ? "You didn't provide an API key. You need to provide your API key in an "
+                                       "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+                                     : "Incorrect API key provided.",
+                        "invalid_request_error", "", "invalid_api_key"));
     return HandlerResponse::Handled;
 }
 
 HandlerResponse HttpServer::Impl::on_error(const Request& req, Response& res) {
     if (!res.body.empty()) return HandlerResponse::Unhandled;  // our own error, already in OpenAI's shape
     switch (res.status) {
-    case 404: {
-        auto it = known_routes().find(req.path);
-        if (it != known_routes().end()) {
-            res.set_header("Allow", it->second);
-            send_error(res, ApiError(405, fmt::format("Method {} is not allowed for {}; use {}.", req.method, req.path, it->second),
-                                     "invalid_request_error"));
-        } else {
-            send_error(res, ApiError(404, fmt::format("Invalid URL ({} {})", req.method, req.path), "invalid_request_error",
-                                     "", "unknown_url"));
+        case 404: {
+            auto it = known_routes().find(req.path);
+            if (it != known_routes().end()) {
+                res.set_header("Allow", it->second);
+                send_error(res, ApiError(405,
+                                         fmt::format("Method {} is not allowed for {}; use {}.", req.method, req.path,
+                                                     it->second),
+                                         "invalid_request_error"));
+            } else {
+                send_error(res, ApiError(404, fmt::format("Invalid URL ({} {})", req.method, req.path),
+                                         "invalid_request_error", "", "unknown_url"));
+            }
+            break;
         }
-        break;
-    }
-    case 413: send_error(res, body_too_large()); break;
-    case 414: send_error(res, ApiError(414, "The request URI is too long.")); break;
-    case 500: send_error(res, ApiError(500, "Internal server error.", "server_error")); break;
-    default:
-        send_error(res, ApiError(res.status, fmt::format("The request could not be served (HTTP {}).", res.status),
-                                 res.status >= 500 ? "server_error" : "invalid_request_error"));
+        case 413: send_error(res, body_too_large()); break;
+        case 414: send_error(res, ApiError(414, "The request URI is too long.")); break;
+        case 500: send_error(res, ApiError(500, "Internal server error.", "server_error")); break;
+        default:
+            send_error(res, ApiError(res.status, fmt::format("The request could not be served (HTTP {}).", res.status),
+                                     res.status >= 500 ? "server_error" : "invalid_request_error"));
     }
     return HandlerResponse::Handled;
 }
@@ -247,13 +267,17 @@ void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
     if (draining) throw shutting_down();
     std::shared_ptr<const ServedModel> m = ready_model();
     if (m->rerank)
-        throw ApiError(400, fmt::format("The model '{}' is a reranker (pooling rank): it answers /v1/rerank only.", m->id),
+        throw ApiError(400,
+                       fmt::format("The model '{}' is a reranker (pooling rank): it answers /v1/rerank only.", m->id),
                        "invalid_request_error", "model", "model_not_supported");
     if (!m->embed)
-        throw ApiError(400, fmt::format("The model '{}' does not make embeddings: vkllm serves /v1/embeddings from "
-                                        "embedding models (encoders such as bert; decoders whose file names a pooling type, or served "
-                                        "with --embeddings --pooling P).", m->id),
-                       "invalid_request_error", "model", "model_not_supported");
+        throw ApiError(
+            400,
+            fmt::format("The model '{}' does not make embeddings: vkllm serves /v1/embeddings from "
+                        "embedding models (encoders such as bert; decoders whose file names a pooling type, or served "
+                        "with --embeddings --pooling P).",
+                        m->id),
+            "invalid_request_error", "model", "model_not_supported");
     EmbeddingsRequest req = parse_embeddings_request(parse_body(body), m->tokenizer->n_vocab(), m->embedding_dim);
     std::vector<std::vector<int32_t>> inputs = std::move(req.token_ids);
     for (const std::string& t : req.texts) inputs.push_back(m->tokenizer->encode(t, true));
@@ -267,8 +291,9 @@ void HttpServer::Impl::embeddings(Response& res, const std::string& body) {
     std::vector<std::vector<float>> vectors;
     for (size_t first = 0; first < inputs.size(); first += kEmbedGroup) {
         if (draining) throw shutting_down();
-        const std::vector<std::vector<int32_t>> group(inputs.begin() + std::ptrdiff_t(first),
-                                                      inputs.begin() + std::ptrdiff_t(std::min(inputs.size(), first + kEmbedGroup)));
+        const std::vector<std::vector<int32_t>> group(
+            inputs.begin() + std::ptrdiff_t(first),
+            inputs.begin() + std::ptrdiff_t(std::min(inputs.size(), first + kEmbedGroup)));
         for (std::vector<float>& v : m->embed(group)) vectors.push_back(std::move(v));
     }
     send_json(res, embeddings_response(vectors, req.base64, req.model.empty() ? m->id : req.model, tokens));
@@ -278,8 +303,10 @@ void HttpServer::Impl::rerank(Response& res, const std::string& body) {
     if (draining) throw shutting_down();
     std::shared_ptr<const ServedModel> m = ready_model();
     if (!m->rerank)
-        throw ApiError(400, fmt::format("The model '{}' is not a reranker (pooling rank, a classification head): it "
-                                        "answers {} only.", m->id, m->embed ? "/v1/embeddings" : "chat and completions"),
+        throw ApiError(400,
+                       fmt::format("The model '{}' is not a reranker (pooling rank, a classification head): it "
+                                   "answers {} only.",
+                                   m->id, m->embed ? "/v1/embeddings" : "chat and completions"),
                        "invalid_request_error", "model", "model_not_supported");
     RerankRequest req = parse_rerank_request(parse_body(body));
     std::vector<std::vector<int32_t>> inputs;
@@ -296,8 +323,9 @@ void HttpServer::Impl::rerank(Response& res, const std::string& body) {
     std::vector<float> scores;
     for (size_t first = 0; first < inputs.size(); first += kEmbedGroup) {
         if (draining) throw shutting_down();
-        const std::vector<std::vector<int32_t>> group(inputs.begin() + std::ptrdiff_t(first),
-                                                      inputs.begin() + std::ptrdiff_t(std::min(inputs.size(), first + kEmbedGroup)));
+        const std::vector<std::vector<int32_t>> group(
+            inputs.begin() + std::ptrdiff_t(first),
+            inputs.begin() + std::ptrdiff_t(std::min(inputs.size(), first + kEmbedGroup)));
         for (float x : m->rerank(group)) scores.push_back(x);
     }
     send_json(res, rerank_response(req, scores, req.model.empty() ? m->id : req.model, tokens));
@@ -307,10 +335,11 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     if (draining) throw shutting_down();
     std::shared_ptr<const ServedModel> m = ready_model();
     if (!m->submit)
-        throw ApiError(400, fmt::format("The model '{}' is {} (it has no language-model head): it answers {} only.",
-                                        m->id, m->rerank ? "a reranker" : "an embedding model",
-                                        m->rerank ? "/v1/rerank" : "/v1/embeddings"),
-                       "invalid_request_error", "model", "model_not_supported");
+        throw ApiError(
+            400,
+            fmt::format("The model '{}' is {} (it has no language-model head): it answers {} only.", m->id,
+                        m->rerank ? "a reranker" : "an embedding model", m->rerank ? "/v1/rerank" : "/v1/embeddings"),
+            "invalid_request_error", "model", "model_not_supported");
     json j = parse_body(body);
     thread_local std::mt19937_64 seeds{std::random_device{}()};
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
@@ -322,11 +351,13 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     std::string rendered;
     req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, &rendered);
     // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
-    const bool split = ep == Endpoint::Chat && m->reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
+    const bool split =
+        ep == Endpoint::Chat && m->reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
     req.split_reasoning = split ? m->reasoning : nullptr;
     req.reply_in_reasoning = split && answer::prompt_opens_reasoning(rendered, *m->reasoning);
     if (req.engine.grammar_start.lazy() && m->reasoning)
-        answer::skip_reasoning(req.engine.grammar_start, answer::prompt_opens_reasoning(rendered, *m->reasoning), *m->reasoning);
+        answer::skip_reasoning(req.engine.grammar_start, answer::prompt_opens_reasoning(rendered, *m->reasoning),
+                               *m->reasoning);
 
     // One engine request per choice, seeds apart (greedy choices are equal).
     std::vector<std::unique_ptr<Generation>> gens;
@@ -339,8 +370,11 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
         try {
             gens.push_back(m->submit(std::move(one)));
         } catch (const engine::QueueFullError& e) {
-            throw ApiError(503, fmt::format("The server is busy: every slot is taken and the queue is full ({}). Please retry.",
-                                            e.what()), "server_error", "", "queue_full");
+            throw ApiError(
+                503,
+                fmt::format("The server is busy: every slot is taken and the queue is full ({}). Please retry.",
+                            e.what()),
+                "server_error", "", "queue_full");
         } catch (const engine::EngineStoppedError&) {
             throw shutting_down();
         } catch (const std::invalid_argument& e) {
@@ -373,7 +407,8 @@ void HttpServer::Impl::completion(Endpoint ep, Response& res, const std::string&
     send_json(res, responses.size() == 1 ? std::move(responses[0]) : merge_choices(std::move(responses), dones));
 }
 
-void HttpServer::Impl::stream(Response& res, std::vector<std::unique_ptr<Generation>> gens, std::vector<ResponseBuilder> rbs) {
+void HttpServer::Impl::stream(Response& res, std::vector<std::unique_ptr<Generation>> gens,
+                              std::vector<ResponseBuilder> rbs) {
     auto st = std::make_shared<StreamState>();
     st->gens = std::move(gens);
     st->rbs = std::move(rbs);
@@ -434,7 +469,8 @@ bool HttpServer::Impl::stream_step(StreamState& st, size_t, DataSink& sink) {
         if (ev->finish == engine::FinishReason::Cancelled || ev->finish == engine::FinishReason::Error) {
             tail = ev->finish == engine::FinishReason::Cancelled
                        ? ResponseBuilder::stream_error(shutting_down())
-                       : ResponseBuilder::stream_error(ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error"));
+                       : ResponseBuilder::stream_error(
+                             ApiError(500, fmt::format("Generation failed: {}", ev->error), "server_error"));
             st.finished = true;
             bool ok = write(tail);
             sink.done();
@@ -501,19 +537,22 @@ void HttpServer::Impl::routes() {
         guarded(res, [&] {
             auto m = ready_model();
             if (req.matches[1] != m->id)
-                throw ApiError(404, fmt::format("The model '{}' does not exist", req.matches[1].str()), "invalid_request_error",
-                               "model", "model_not_found");
+                throw ApiError(404, fmt::format("The model '{}' does not exist", req.matches[1].str()),
+                               "invalid_request_error", "model", "model_not_found");
             send_json(res, json{{"id", m->id}, {"object", "model"}, {"created", m->created}, {"owned_by", "vkllm"}});
         });
     });
     for (const char* path : {"/v1/chat/completions", "/chat/completions"})
-        post(path, [this](const Request&, Response& res, const std::string& body) { completion(Endpoint::Chat, res, body); });
+        post(path,
+             [this](const Request&, Response& res, const std::string& body) { completion(Endpoint::Chat, res, body); });
     for (const char* path : {"/v1/embeddings", "/embeddings"})
         post(path, [this](const Request&, Response& res, const std::string& body) { embeddings(res, body); });
     for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
         post(path, [this](const Request&, Response& res, const std::string& body) { rerank(res, body); });
     for (const char* path : {"/v1/completions", "/completions"})
-        post(path, [this](const Request&, Response& res, const std::string& body) { completion(Endpoint::Completion, res, body); });
+        post(path, [this](const Request&, Response& res, const std::string& body) {
+            completion(Endpoint::Completion, res, body);
+        });
     post("/tokenize", [this](const Request&, Response& res, const std::string& body) {
         auto m = ready_model();
         TokenizeRequest t = parse_tokenize_request(parse_body(body));
@@ -527,16 +566,18 @@ void HttpServer::Impl::routes() {
     post("/apply-template", [this](const Request&, Response& res, const std::string& body) {
         auto m = ready_model();
         if (!m->render_chat)
-            throw ApiError(400, fmt::format("The model '{}' is an embedding or rerank model: it has no chat template.", m->id));
+            throw ApiError(
+                400, fmt::format("The model '{}' is an embedding or rerank model: it has no chat template.", m->id));
         TemplateRequest t = parse_apply_template_request(parse_body(body));
         // What a chat request with these tools renders (tool_choice auto): a template that cannot
         // show them gets them in the system message. A format this server cannot parse still renders.
         try {
-            answer::add_system_text(t.messages, answer::plan_tool_use(*m->tool_format, m->template_renders_tools, t.tools,
-                                                                  answer::ToolChoice::Auto, {}, true).system_text);
-        } catch (const answer::ToolError&) {
-        }
-        std::string prompt = render_chat(m->render_chat, chat_template::chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
+            answer::add_system_text(t.messages, answer::plan_tool_use(*m->tool_format, m->template_renders_tools,
+                                                                      t.tools, answer::ToolChoice::Auto, {}, true)
+                                                    .system_text);
+        } catch (const answer::ToolError&) {}
+        std::string prompt = render_chat(
+            m->render_chat, chat_template::chat_inputs(*m->tokenizer, t.messages, t.tools, t.template_kwargs));
         send_json(res, json{{"prompt", prompt}});
     });
 }
@@ -568,8 +609,7 @@ HttpServer::HttpServer(ServerOptions opts) : impl_(std::make_unique<Impl>(std::m
             std::rethrow_exception(ep);
         } catch (const std::exception& e) {
             what = e.what();
-        } catch (...) {
-        }
+        } catch (...) {}
         send_error(res, ApiError(500, what, "server_error"));
     });
     s.svr.set_logger([&s](const Request& req, const Response& res) {
@@ -596,8 +636,8 @@ int HttpServer::start() {
         ok = s.svr.bind_to_port(s.opts.host, s.opts.port);
     }
     if (!ok)
-        throw std::runtime_error(fmt::format("cannot listen on {}:{} (address in use, or not an address of this machine?)",
-                                             s.opts.host, s.opts.port));
+        throw std::runtime_error(fmt::format(
+            "cannot listen on {}:{} (address in use, or not an address of this machine?)", s.opts.host, s.opts.port));
     s.thread = std::thread([&s] {
         s.svr.listen_after_bind();
         s.listening_done = true;

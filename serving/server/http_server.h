@@ -34,17 +34,17 @@ public:
 
 // The loaded model as the server uses it; apps/cmd_serve.cpp fills it from the Engine.
 struct ServedModel {
-    std::string id;         // "model" in responses (unless the request names one) and in /v1/models
-    int64_t created = 0;    // Unix seconds, for /v1/models
+    std::string id;  // "model" in responses (unless the request names one) and in /v1/models
+    int64_t created = 0;  // Unix seconds, for /v1/models
     const Tokenizer* tokenizer = nullptr;
-    uint32_t n_ctx = 0;     // context of one slot: a prompt must be shorter
+    uint32_t n_ctx = 0;  // context of one slot: a prompt must be shorter
     ChatRenderer render_chat;
     // The tool-call family of the chat template, and whether the template renders `tools` itself.
     const answer::ToolFormat* tool_format = &answer::tool_format(answer::ToolFamily::Generic);
     bool template_renders_tools = false;
     // The reasoning block the template writes (answer::reasoning_tags): replies may open with one; null: none.
     const answer::ReasoningTags* reasoning = nullptr;
-    bool harmony = false;          // the template speaks gpt-oss' Harmony (answer::template_is_harmony)
+    bool harmony = false;  // the template speaks gpt-oss' Harmony (answer::template_is_harmony)
     std::vector<int32_t> tool_control_tokens;  // chat_template::tool_control_tokens of the vocabulary and format
     // Engine::submit: throws engine::QueueFullError, engine::EngineStoppedError or
     // std::invalid_argument as it does.
@@ -70,17 +70,17 @@ inline constexpr size_t kEmbedGroup = 64;
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
-    int port = 8080;                 // 0: any free port (start() returns it)
-    std::string api_key;             // empty: no key needed
+    int port = 8080;  // 0: any free port (start() returns it)
+    std::string api_key;  // empty: no key needed
     size_t max_body_bytes = 8u << 20;
-    size_t max_headers = 64;         // header lines per request (each at most 8 KiB: cpp-httplib's limit)
-    std::chrono::seconds read_timeout{10};    // a client that sends nothing for this long is dropped
-    std::chrono::seconds write_timeout{10};   // a client that reads nothing for this long is dropped
+    size_t max_headers = 64;  // header lines per request (each at most 8 KiB: cpp-httplib's limit)
+    std::chrono::seconds read_timeout{10};  // a client that sends nothing for this long is dropped
+    std::chrono::seconds write_timeout{10};  // a client that reads nothing for this long is dropped
     std::chrono::seconds keep_alive_timeout{2};
-    uint32_t threads = 16;           // connections served at once (each open stream holds one)
-    std::chrono::milliseconds poll{100};          // how often a waiting request checks for shutdown
-    std::chrono::milliseconds ping_interval{2000}; // an SSE comment after this much silence finds dead clients
-    bool log_requests = true;        // one line per request on stderr
+    uint32_t threads = 16;  // connections served at once (each open stream holds one)
+    std::chrono::milliseconds poll{100};  // how often a waiting request checks for shutdown
+    std::chrono::milliseconds ping_interval{2000};  // an SSE comment after this much silence finds dead clients
+    bool log_requests = true;  // one line per request on stderr
 };
 
 class HttpServer {

@@ -30,12 +30,14 @@ std::string prometheus_text(const std::optional<engine::EngineMetrics>& engine, 
         family(out, "vkllm_prompt_tokens_total", "counter", "Prompt tokens of all requests.", m.prompt_tokens_total);
         family(out, "vkllm_prompt_tokens_cached_total", "counter",
                "Prompt tokens not evaluated: reused from the slot's previous conversation, or shared from another "
-               "slot's KV blocks.", m.cached_tokens_total);
+               "slot's KV blocks.",
+               m.cached_tokens_total);
         family(out, "vkllm_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens_total);
         family(out, "vkllm_decode_steps_total", "counter", "Batched decode passes.", m.steps_total);
-        family(out, "vkllm_decode_batch_size_sum", "counter",
-               "Sum over decode passes of the slots each decoded (divide by vkllm_decode_steps_total for the mean batch).",
-               m.batch_size_sum);
+        family(
+            out, "vkllm_decode_batch_size_sum", "counter",
+            "Sum over decode passes of the slots each decoded (divide by vkllm_decode_steps_total for the mean batch).",
+            m.batch_size_sum);
         family(out, "vkllm_prompt_seconds_total", "counter", "Time spent evaluating prompts.", m.prompt_seconds_total);
         family(out, "vkllm_decode_seconds_total", "counter", "Time spent in decode passes.", m.decode_seconds_total);
         family(out, "vkllm_kv_blocks_used", "gauge",
@@ -44,9 +46,11 @@ std::string prometheus_text(const std::optional<engine::EngineMetrics>& engine, 
         family(out, "vkllm_kv_block_bytes", "gauge", "Device bytes of one KV block over all layers (K and V).",
                m.kv_block_bytes);
     }
-    family(out, "vkllm_http_streams_open", "gauge", "Event streams (stream: true) being written now.", server.streams_open);
-    out += "# HELP vkllm_http_requests_total HTTP requests answered, by status code.\n"
-           "# TYPE vkllm_http_requests_total counter\n";
+    family(out, "vkllm_http_streams_open", "gauge", "Event streams (stream: true) being written now.",
+           server.streams_open);
+    out +=
+        "# HELP vkllm_http_requests_total HTTP requests answered, by status code.\n"
+        "# TYPE vkllm_http_requests_total counter\n";
     for (const auto& [status, n] : server.http_by_status)
         out += fmt::format("vkllm_http_requests_total{{status=\"{}\"}} {}\n", status, n);
     return out;

@@ -12,9 +12,9 @@
 namespace vkllm::server {
 
 struct ServerCounters {
-    bool ready = false;                     // the model is loaded
-    std::map<int, uint64_t> http_by_status; // status -> count
-    uint32_t streams_open = 0;              // event streams being written now
+    bool ready = false;  // the model is loaded
+    std::map<int, uint64_t> http_by_status;  // status -> count
+    uint32_t streams_open = 0;  // event streams being written now
 };
 
 // Every metric with its # HELP and # TYPE lines; the engine's only once it exists (nullopt while

@@ -31,10 +31,12 @@ std::vector<int32_t> parse_detokenize_request(const json& body, size_t n_vocab) 
     for (size_t i = 0; i < t->size(); ++i) {
         const json& x = (*t)[i];
         if (!x.is_number_integer()) wrong_type(fmt::format("tokens[{}]", i), "an integer", x);
-        bool ok = x.is_number_unsigned() ? x.get<uint64_t>() < n_vocab : x.get<int64_t>() >= 0 && uint64_t(x.get<int64_t>()) < n_vocab;
+        bool ok = x.is_number_unsigned() ? x.get<uint64_t>() < n_vocab
+                                         : x.get<int64_t>() >= 0 && uint64_t(x.get<int64_t>()) < n_vocab;
         if (!ok)
             throw invalid_field(fmt::format("tokens[{}]", i), fmt::format("Invalid 'tokens[{}]': {} is not a token id "
-                                                                          "(the vocabulary has {} tokens).", i, x.dump(), n_vocab));
+                                                                          "(the vocabulary has {} tokens).",
+                                                                          i, x.dump(), n_vocab));
         ids.push_back(int32_t(x.get<int64_t>()));
     }
     return ids;
@@ -56,8 +58,9 @@ EmbeddingsRequest parse_embeddings_request(const json& body, size_t n_vocab, uin
             const bool ok = x.is_number_unsigned() ? x.get<uint64_t>() < n_vocab
                                                    : x.get<int64_t>() >= 0 && uint64_t(x.get<int64_t>()) < n_vocab;
             if (!ok)
-                throw invalid_field("input", fmt::format("Invalid '{}': {} is not a token id (the vocabulary has {} tokens).",
-                                                         at, x.dump(), n_vocab));
+                throw invalid_field(
+                    "input", fmt::format("Invalid '{}': {} is not a token id (the vocabulary has {} tokens).", at,
+                                         x.dump(), n_vocab));
             ids.push_back(int32_t(x.get<int64_t>()));
         }
         return ids;
@@ -68,7 +71,8 @@ EmbeddingsRequest parse_embeddings_request(const json& body, size_t n_vocab, uin
         r.token_ids.push_back(token_list(*in, "input"));
     } else if (in->is_array() && !in->empty()) {
         if (in->size() > kMaxInputs)
-            throw invalid_field("input", fmt::format("Invalid 'input': {} inputs; at most {} per request.", in->size(), kMaxInputs));
+            throw invalid_field(
+                "input", fmt::format("Invalid 'input': {} inputs; at most {} per request.", in->size(), kMaxInputs));
         const bool strings = (*in)[0].is_string();
         for (size_t i = 0; i < in->size(); ++i) {
             const json& x = (*in)[i];
@@ -87,17 +91,20 @@ EmbeddingsRequest parse_embeddings_request(const json& body, size_t n_vocab, uin
     }
     for (size_t i = 0; i < r.texts.size(); ++i)
         if (r.texts[i].empty())
-            throw invalid_field("input", r.texts.size() == 1 ? std::string("Invalid 'input': an input cannot be empty.")
-                                                             : fmt::format("Invalid 'input[{}]': an input cannot be empty.", i));
+            throw invalid_field("input", r.texts.size() == 1
+                                             ? std::string("Invalid 'input': an input cannot be empty.")
+                                             : fmt::format("Invalid 'input[{}]': an input cannot be empty.", i));
     const std::string format = get_string(body, "encoding_format").value_or("float");
     if (format != "float" && format != "base64")
-        throw invalid_field("encoding_format", fmt::format("Invalid 'encoding_format': '{}'; expected 'float' or 'base64'.", format));
+        throw invalid_field("encoding_format",
+                            fmt::format("Invalid 'encoding_format': '{}'; expected 'float' or 'base64'.", format));
     r.base64 = format == "base64";
     if (auto d = body.find("dimensions"); d != body.end() && !d->is_null()) {
         if (!d->is_number_integer()) wrong_type("dimensions", "an integer", *d);
         if (d->get<int64_t>() != int64_t(width))
             throw invalid_field("dimensions", fmt::format("Invalid 'dimensions': {}. This model's embeddings have {} "
-                                                          "dimensions and cannot be shortened.", d->dump(), width));
+                                                          "dimensions and cannot be shortened.",
+                                                          d->dump(), width));
     }
     return r;
 }
@@ -126,17 +133,23 @@ json embeddings_response(const std::vector<std::vector<float>>& vectors, bool ba
     json data = json::array();
     for (size_t i = 0; i < vectors.size(); ++i) {
         json e = {{"object", "embedding"}, {"index", i}};
-        if (base64) e["embedding"] = base64_floats(vectors[i]);
-        else e["embedding"] = vectors[i];
+        if (base64)
+            e["embedding"] = base64_floats(vectors[i]);
+        else
+            e["embedding"] = vectors[i];
         data.push_back(std::move(e));
     }
-    return {{"object", "list"}, {"data", std::move(data)}, {"model", model},
+    return {{"object", "list"},
+            {"data", std::move(data)},
+            {"model", model},
             {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
 ApiError embedding_length_error(size_t index, size_t tokens, uint32_t limit) {
-    return ApiError(400, fmt::format("Input {} has {} tokens; this model takes at most {} tokens per input. Please "
-                                     "shorten the input.", index, tokens, limit),
+    return ApiError(400,
+                    fmt::format("Input {} has {} tokens; this model takes at most {} tokens per input. Please "
+                                "shorten the input.",
+                                index, tokens, limit),
                     "invalid_request_error", "input", "context_length_exceeded");
 }
 
@@ -191,13 +204,17 @@ json rerank_response(const RerankRequest& req, const std::vector<float>& scores,
         if (req.return_documents) r["document"] = {{"text", req.documents.at(i)}};
         results.push_back(std::move(r));
     }
-    return {{"object", "list"}, {"results", std::move(results)}, {"model", model},
+    return {{"object", "list"},
+            {"results", std::move(results)},
+            {"model", model},
             {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
 ApiError rerank_length_error(size_t index, size_t tokens, uint32_t limit) {
-    return ApiError(400, fmt::format("The query and document {} are {} tokens together; this model takes at most {} "
-                                     "tokens per pair. Please shorten them.", index, tokens, limit),
+    return ApiError(400,
+                    fmt::format("The query and document {} are {} tokens together; this model takes at most {} "
+                                "tokens per pair. Please shorten them.",
+                                index, tokens, limit),
                     "invalid_request_error", "documents", "context_length_exceeded");
 }
 

@@ -15,7 +15,7 @@ namespace vkllm::server {
 
 struct TokenizeRequest {
     std::string content;
-    bool add_special = false;   // BOS / EOS as the vocabulary asks
+    bool add_special = false;  // BOS / EOS as the vocabulary asks
     bool parse_special = true;  // control-token texts become those tokens
 };
 TokenizeRequest parse_tokenize_request(const json& body);
@@ -27,7 +27,7 @@ std::vector<int32_t> parse_detokenize_request(const json& body, size_t n_vocab);
 // "base64" (little-endian f32 bytes, what the official clients ask for by default); `dimensions`
 // only equal to the model's width: it cannot truncate, so any other value is a 400 naming it.
 struct EmbeddingsRequest {
-    std::vector<std::string> texts;               // string inputs, or
+    std::vector<std::string> texts;  // string inputs, or
     std::vector<std::vector<int32_t>> token_ids;  // token-id inputs (checked against the vocabulary)
     bool base64 = false;
     std::string model;

@@ -32,8 +32,8 @@ std::optional<double> get_number(const json& body, const char* name, double lo, 
     if (!v->is_number()) wrong_type(name, "a number", *v);
     double x = v->get<double>();
     if (!std::isfinite(x) || x < lo || x > hi)
-        throw invalid_field(name, fmt::format("Invalid '{}': expected a value between {} and {}, but got {} instead.", name,
-                                              lo, hi, v->dump()));
+        throw invalid_field(name, fmt::format("Invalid '{}': expected a value between {} and {}, but got {} instead.",
+                                              name, lo, hi, v->dump()));
     return x;
 }
 
@@ -46,15 +46,16 @@ std::optional<int64_t> get_integer(const json& body, const char* name, int64_t l
             x = std::numeric_limits<int64_t>::max();
         else
             x = v->get<int64_t>();
-    } else if (v->is_number_float() && std::isfinite(v->get<double>()) && std::trunc(v->get<double>()) == v->get<double>() &&
-               std::fabs(v->get<double>()) < 9e18) {
+    } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+               std::trunc(v->get<double>()) == v->get<double>() && std::fabs(v->get<double>()) < 9e18) {
         x = int64_t(v->get<double>());  // 5.0 from a client that only has doubles
     } else {
         wrong_type(name, "an integer", *v);
     }
     if (x < lo || x > hi)
-        throw invalid_field(name, fmt::format("Invalid '{}': expected an integer between {} and {}, but got {} instead.",
-                                              name, lo, hi, v->dump()));
+        throw invalid_field(
+            name, fmt::format("Invalid '{}': expected an integer between {} and {}, but got {} instead.", name, lo, hi,
+                              v->dump()));
     return x;
 }
 
@@ -93,7 +94,8 @@ void parse_structure(const json& body, ParsedRequest& r) {
     if (given.empty()) return;
     if (given.size() > 1)
         throw invalid_field(given[1], fmt::format("Invalid '{}': give at most one of 'response_format', 'grammar' and "
-                                                  "'json_schema', got '{}' and '{}'.", given[1], given[0], given[1]));
+                                                  "'json_schema', got '{}' and '{}'.",
+                                                  given[1], given[0], given[1]));
     const std::string& key = given[0];
     const json& v = *field(body, key.c_str());
     std::string gbnf;  // grammar and json_object; a schema sets r.engine.grammar itself
@@ -115,7 +117,8 @@ void parse_structure(const json& body, ParsedRequest& r) {
     } else {
         if (!v.is_object()) wrong_type("response_format", "an object", v);
         const json* type = field(v, "type");
-        if (!type || !type->is_string()) throw invalid_field("response_format.type", "Missing required parameter: 'response_format.type'.");
+        if (!type || !type->is_string())
+            throw invalid_field("response_format.type", "Missing required parameter: 'response_format.type'.");
         const std::string t = type->get<std::string>();
         if (t == "text") return;
         if (t == "json_object") {
@@ -133,15 +136,19 @@ void parse_structure(const json& body, ParsedRequest& r) {
             } else if (const json* schema = field(v, "schema")) {  // the shape some clients send
                 compile_schema(*schema, "response_format.schema");
             } else {
-                throw invalid_field("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.");
+                throw invalid_field("response_format.json_schema",
+                                    "Missing required parameter: 'response_format.json_schema'.");
             }
         } else {
-            throw invalid_field("response_format.type", fmt::format("Invalid 'response_format.type': '{}'. Supported: 'text', "
-                                                                    "'json_object', 'json_schema'.", t));
+            throw invalid_field("response_format.type",
+                                fmt::format("Invalid 'response_format.type': '{}'. Supported: 'text', "
+                                            "'json_object', 'json_schema'.",
+                                            t));
         }
     }
     try {
-        if (!r.engine.grammar) r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        if (!r.engine.grammar)
+            r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
         grammar::Matcher check(*r.engine.grammar);  // a grammar too ambiguous to even start
     } catch (const grammar::GrammarError& e) {
         throw invalid_field(param, fmt::format("Invalid '{}': {}", param, e.what()));
@@ -159,7 +166,8 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     r.stream = get_bool(body, "stream").value_or(false);
     if (const json* so = field(body, "stream_options")) {
         if (!r.stream)
-            throw invalid_field("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
+            throw invalid_field("stream_options",
+                                "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
         if (!so->is_object()) wrong_type("stream_options", "an object", *so);
         if (const json* iu = field(*so, "include_usage")) {
             if (!iu->is_boolean()) wrong_type("stream_options.include_usage", "a boolean", *iu);
@@ -176,19 +184,24 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     SamplerParams& s = e.sampler;
     if (auto v = get_number(body, "temperature", 0, 2)) s.temperature = float(*v);
     if (auto v = get_number(body, "top_p", 0, 1)) {
-        if (*v == 0) throw invalid_field("top_p", "Invalid 'top_p': expected a value above 0 and at most 1, but got 0 instead.");
+        if (*v == 0)
+            throw invalid_field("top_p", "Invalid 'top_p': expected a value above 0 and at most 1, but got 0 instead.");
         s.top_p = float(*v);
     }
     if (auto v = get_integer(body, "top_k", 0, std::numeric_limits<int32_t>::max())) s.top_k = int32_t(*v);
     if (auto v = get_number(body, "min_p", 0, 1)) {
-        if (*v >= 1) throw invalid_field("min_p", "Invalid 'min_p': expected a value from 0 to below 1, but got 1 instead.");
+        if (*v >= 1)
+            throw invalid_field("min_p", "Invalid 'min_p': expected a value from 0 to below 1, but got 1 instead.");
         s.min_p = float(*v);
     }
     if (auto v = get_number(body, "repeat_penalty", 0, 100)) {
-        if (*v <= 0) throw invalid_field("repeat_penalty", "Invalid 'repeat_penalty': expected a value above 0, but got 0 instead.");
+        if (*v <= 0)
+            throw invalid_field("repeat_penalty",
+                                "Invalid 'repeat_penalty': expected a value above 0, but got 0 instead.");
         s.repeat_penalty = float(*v);
     }
-    if (auto v = get_integer(body, "repeat_last_n", 0, std::numeric_limits<int32_t>::max())) s.repeat_last_n = int32_t(*v);
+    if (auto v = get_integer(body, "repeat_last_n", 0, std::numeric_limits<int32_t>::max()))
+        s.repeat_last_n = int32_t(*v);
     s.seed = seed;
     if (auto v = get_integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
         s.seed = uint64_t(*v);
@@ -203,8 +216,10 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
             if (!digits)
                 throw invalid_field("logit_bias", fmt::format("Invalid 'logit_bias': '{}' is not a token id.", key));
             if (!bias.is_number() || !std::isfinite(bias.get<double>()) || std::fabs(bias.get<double>()) > 100)
-                throw invalid_field("logit_bias", fmt::format("Invalid 'logit_bias[{}]': expected a number from -100 to 100, "
-                                                              "got {}.", key, bias.dump()));
+                throw invalid_field("logit_bias",
+                                    fmt::format("Invalid 'logit_bias[{}]': expected a number from -100 to 100, "
+                                                "got {}.",
+                                                key, bias.dump()));
             s.logit_bias.emplace_back(int32_t(std::stol(key)), float(bias.get<double>()));
         }
     }
@@ -220,8 +235,9 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
         };
         if (stop->is_array()) {
             if (stop->size() > 4)
-                throw invalid_field("stop", fmt::format("Invalid 'stop': expected at most 4 stop sequences, but got {}.",
-                                                        stop->size()));
+                throw invalid_field(
+                    "stop",
+                    fmt::format("Invalid 'stop': expected at most 4 stop sequences, but got {}.", stop->size()));
             for (const json& x : *stop) add(x);
         } else {
             add(*stop);
@@ -230,8 +246,9 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
     parse_structure(body, r);
     // A stop string could cut the structured text short: refused rather than half-honoured.
     if (e.grammar && !e.stop.empty())
-        throw invalid_field("stop", "Invalid 'stop': stop sequences cannot be combined with 'response_format', 'grammar' "
-                                    "or 'json_schema' (they could cut the structured output).");
+        throw invalid_field("stop",
+                            "Invalid 'stop': stop sequences cannot be combined with 'response_format', 'grammar' "
+                            "or 'json_schema' (they could cut the structured output).");
 }
 
 }  // namespace
@@ -239,7 +256,11 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
 // --- errors ---------------------------------------------------------------------------------------
 
 ApiError::ApiError(int status, const std::string& message, std::string type, std::string param, std::string code)
-    : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)), code_(std::move(code)) {}
+    : std::runtime_error(message),
+      status_(status),
+      type_(std::move(type)),
+      param_(std::move(param)),
+      code_(std::move(code)) {}
 
 ApiError invalid_field(const std::string& param, const std::string& message) {
     return ApiError(400, message, "invalid_request_error", param);
@@ -256,9 +277,11 @@ json parse_body(const std::string& body) {
     };
     json j = json::parse(body, depth_guard, false);
     if (j.is_discarded())
-        throw ApiError(400, "We could not parse the JSON body of your request. (The body must be a JSON object; see "
-                            "https://platform.openai.com/docs/api-reference.)");
-    if (!j.is_object()) throw ApiError(400, fmt::format("The JSON body must be an object, but got {}.", json_type_name(j)));
+        throw ApiError(400,
+                       "We could not parse the JSON body of your request. (The body must be a JSON object; see "
+                       "https://platform.openai.com/docs/api-reference.)");
+    if (!j.is_object())
+        throw ApiError(400, fmt::format("The JSON body must be an object, but got {}.", json_type_name(j)));
     return j;
 }
 
@@ -306,11 +329,14 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
     if (const json* tc = field(body, "tool_choice")) {
         if (tc->is_string()) {
             const std::string c = tc->get<std::string>();
-            if (c == "required") r.tool_choice = ToolChoice::Required;
-            else if (c == "none") r.tool_choice = ToolChoice::None;
+            if (c == "required")
+                r.tool_choice = ToolChoice::Required;
+            else if (c == "none")
+                r.tool_choice = ToolChoice::None;
             else if (c != "auto")
                 throw invalid_field("tool_choice", fmt::format("Invalid 'tool_choice': '{}'. Expected 'none', 'auto', "
-                                                               "'required' or a function.", c));
+                                                               "'required' or a function.",
+                                                               c));
         } else if (tc->is_object()) {
             const json* type = field(*tc, "type");
             if (!type || *type != "function")
@@ -318,7 +344,9 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
             const json* fn = field(*tc, "function");
             if (fn && !fn->is_object()) wrong_type("tool_choice.function", "an object", *fn);
             const json* name = fn ? field(*fn, "name") : nullptr;
-            if (!name) throw invalid_field("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.");
+            if (!name)
+                throw invalid_field("tool_choice.function.name",
+                                    "Missing required parameter: 'tool_choice.function.name'.");
             if (!name->is_string()) wrong_type("tool_choice.function.name", "a string", *name);
             r.tool_choice = ToolChoice::Named;
             r.tool_name = name->get<std::string>();
@@ -329,16 +357,19 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
     r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
     if (auto rf = get_string(body, "reasoning_format")) {
         if (*rf != "auto" && *rf != "none" && *rf != "deepseek")
-            throw invalid_field("reasoning_format", fmt::format("Invalid 'reasoning_format': '{}'. Expected 'auto', 'deepseek' "
-                                                                "or 'none'.", *rf));
+            throw invalid_field("reasoning_format",
+                                fmt::format("Invalid 'reasoning_format': '{}'. Expected 'auto', 'deepseek' "
+                                            "or 'none'.",
+                                            *rf));
         r.reasoning_format = *rf;
     }
     parse_common(body, seed, r);
     r.logprobs = get_bool(body, "logprobs").value_or(false);
     if (auto tl = get_integer(body, "top_logprobs", 0, 20)) {
         if (!r.logprobs && *tl > 0)
-            throw invalid_field("top_logprobs", "Invalid 'top_logprobs': 'logprobs' must be set to true when "
-                                                "'top_logprobs' is used.");
+            throw invalid_field("top_logprobs",
+                                "Invalid 'top_logprobs': 'logprobs' must be set to true when "
+                                "'top_logprobs' is used.");
         r.top_logprobs = uint32_t(*tl);
     }
     r.engine.logprobs = r.logprobs;
@@ -357,21 +388,27 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
         // One prompt per request: a list of one string, or one list of token ids.
         if (p->size() == 1 && (*p)[0].is_string()) {
             r.prompt_text = (*p)[0].get<std::string>();
-        } else if (!p->empty() && std::all_of(p->begin(), p->end(), [](const json& x) { return x.is_number_integer(); })) {
+        } else if (!p->empty() &&
+                   std::all_of(p->begin(), p->end(), [](const json& x) { return x.is_number_integer(); })) {
             r.prompt_is_tokens = true;
             for (const json& x : *p) {
                 int64_t id = x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
-                                 ? -1 : x.get<int64_t>();
+                                 ? -1
+                                 : x.get<int64_t>();
                 if (id < 0 || id > std::numeric_limits<int32_t>::max())
-                    throw invalid_field("prompt", fmt::format("Invalid 'prompt': token id {} is out of range.", x.dump()));
+                    throw invalid_field("prompt",
+                                        fmt::format("Invalid 'prompt': token id {} is out of range.", x.dump()));
                 r.prompt_tokens.push_back(int32_t(x.get<int64_t>()));
             }
         } else if (p->empty()) {
-            throw invalid_field("prompt", "Invalid 'prompt': empty array. Expected a string or an array with one string.");
+            throw invalid_field("prompt",
+                                "Invalid 'prompt': empty array. Expected a string or an array with one string.");
         } else {
-            throw invalid_field("prompt", fmt::format("Invalid 'prompt': this server takes one prompt per request (a string, "
-                                                      "an array of one string, or an array of token ids), but got an array "
-                                                      "of {} elements.", p->size()));
+            throw invalid_field("prompt",
+                                fmt::format("Invalid 'prompt': this server takes one prompt per request (a string, "
+                                            "an array of one string, or an array of token ids), but got an array "
+                                            "of {} elements.",
+                                            p->size()));
         }
     } else {
         wrong_type("prompt", "a string or an array", *p);
@@ -407,17 +444,19 @@ void apply_tool_format(ParsedRequest& req, const answer::ToolFormat& format, boo
     answer::ToolPlan plan;
     try {
         plan = answer::plan_tool_use(format, template_renders_tools, req.tools, req.tool_choice, req.tool_name,
-                                   req.parallel_tool_calls);
+                                     req.parallel_tool_calls);
     } catch (const answer::ToolError& e) {
         throw invalid_field(e.param(), e.what());
     }
     if (plan.forced) {
         if (req.engine.grammar)
-            throw invalid_field("tool_choice", "Invalid 'tool_choice': a required tool call cannot be combined with "
-                                               "'response_format', 'grammar' or 'json_schema'.");
+            throw invalid_field("tool_choice",
+                                "Invalid 'tool_choice': a required tool call cannot be combined with "
+                                "'response_format', 'grammar' or 'json_schema'.");
         if (!req.engine.stop.empty())
-            throw invalid_field("stop", "Invalid 'stop': stop strings cannot be combined with a required tool call (the "
-                                        "call's grammar decides where it ends).");
+            throw invalid_field("stop",
+                                "Invalid 'stop': stop strings cannot be combined with a required tool call (the "
+                                "call's grammar decides where it ends).");
         req.engine.grammar = plan.grammar;
     } else if (plan.grammar && !req.engine.grammar) {
         // 'auto': the calls follow their parameters from the call marker on. A grammar the request
@@ -432,17 +471,24 @@ void apply_tool_format(ParsedRequest& req, const answer::ToolFormat& format, boo
 void check_logit_bias(const ParsedRequest& req, size_t n_vocab) {
     for (const auto& [token, bias] : req.engine.sampler.logit_bias)
         if (size_t(token) >= n_vocab)
-            throw invalid_field("logit_bias", fmt::format("Invalid 'logit_bias': token id {} is not in the vocabulary ({} "
-                                                          "tokens).", token, n_vocab));
+            throw invalid_field("logit_bias",
+                                fmt::format("Invalid 'logit_bias': token id {} is not in the vocabulary ({} "
+                                            "tokens).",
+                                            token, n_vocab));
 }
 
 ApiError context_length_error(Endpoint ep, size_t prompt_tokens, uint32_t n_ctx) {
     if (ep == Endpoint::Chat)
-        return ApiError(400, fmt::format("This model's maximum context length is {} tokens. However, your messages resulted in "
-                                         "{} tokens. Please reduce the length of the messages.", n_ctx, prompt_tokens),
-                        "invalid_request_error", "messages", "context_length_exceeded");
-    return ApiError(400, fmt::format("This model's maximum context length is {} tokens, however you requested {} tokens in "
-                                     "your prompt. Please reduce your prompt.", n_ctx, prompt_tokens),
+        return ApiError(
+            400,
+            fmt::format("This model's maximum context length is {} tokens. However, your messages resulted in "
+                        "{} tokens. Please reduce the length of the messages.",
+                        n_ctx, prompt_tokens),
+            "invalid_request_error", "messages", "context_length_exceeded");
+    return ApiError(400,
+                    fmt::format("This model's maximum context length is {} tokens, however you requested {} tokens in "
+                                "your prompt. Please reduce your prompt.",
+                                n_ctx, prompt_tokens),
                     "invalid_request_error", "prompt", "context_length_exceeded");
 }
 

@@ -25,8 +25,8 @@ using json = nlohmann::ordered_json;
 // "code"}} (param and code are null when empty).
 class ApiError : public std::runtime_error {
 public:
-    ApiError(int status, const std::string& message, std::string type = "invalid_request_error",
-             std::string param = {}, std::string code = {});
+    ApiError(int status, const std::string& message, std::string type = "invalid_request_error", std::string param = {},
+             std::string code = {});
     int status() const { return status_; }
     const std::string& type() const { return type_; }
     const std::string& param() const { return param_; }

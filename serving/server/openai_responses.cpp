@@ -19,9 +19,9 @@ std::string sse_data(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 const char* openai_finish_reason(engine::FinishReason r) {
     switch (r) {
-    case engine::FinishReason::Length:
-    case engine::FinishReason::Timeout: return "length";
-    default: return "stop";
+        case engine::FinishReason::Length:
+        case engine::FinishReason::Timeout: return "length";
+        default: return "stop";
     }
 }
 
@@ -44,8 +44,14 @@ answer::AnswerFormat answer_format(const ParsedRequest& req) {
 
 ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created,
                                  uint32_t index)
-    : endpoint_(req.endpoint), logprobs_(req.logprobs), include_usage_(req.stream && req.include_usage), id_(std::move(id)),
-      model_(std::move(model)), created_(created), index_(index), answer_(answer_format(req)) {
+    : endpoint_(req.endpoint),
+      logprobs_(req.logprobs),
+      include_usage_(req.stream && req.include_usage),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created),
+      index_(index),
+      answer_(answer_format(req)) {
     // Where the tools' grammar holds the calls, a call once begun ends well formed: its arguments
     // can go out as they are written. Not where the grammar skips a reasoning block that stays in
     // the content (reasoning_format none): the parser would read a call the model only thought about.
@@ -53,7 +59,6 @@ ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::
     const bool sees_what_grammar_sees = req.engine.grammar_start.skip_close.empty() || req.split_reasoning;
     if (!req.harmony && req.stream && grammar_holds && sees_what_grammar_sees) answer_.stream_arguments();
 }
-
 
 json ResponseBuilder::chunk_base() const {
     json j = json::object();
@@ -88,7 +93,8 @@ json ResponseBuilder::chat_logprobs(const std::vector<engine::TokenLogprob>& lps
         json top = json::array();
         for (const auto& [text, logprob] : lp.top)
             top.push_back(json{{"token", text}, {"logprob", logprob}, {"bytes", token_bytes(text)}});
-        content.push_back(json{{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", token_bytes(lp.text)}, {"top_logprobs", top}});
+        content.push_back(
+            json{{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", token_bytes(lp.text)}, {"top_logprobs", top}});
     }
     return json{{"content", content}, {"refusal", nullptr}};
 }
@@ -104,7 +110,8 @@ json ResponseBuilder::completion_logprobs(const std::vector<engine::TokenLogprob
         offsets.push_back(text_offset);
         text_offset += lp.text.size();
     }
-    return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+    return json{
+        {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
 std::string ResponseBuilder::stream_start() const {
@@ -161,7 +168,8 @@ std::string ResponseBuilder::stream_finish(const engine::Event& done) {
     const char* finish = openai_finish_reason(done.finish);
     auto delta_chunk = [&](json delta) {
         json c = chunk_base();
-        c["choices"] = json::array({json{{"index", index_}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+        c["choices"] = json::array(
+            {json{{"index", index_}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
         if (include_usage_) c["usage"] = nullptr;
         out += sse_data(c);
     };
@@ -203,7 +211,6 @@ std::string ResponseBuilder::stream_end(const engine::Event& usage_of) const {
 }
 
 std::string ResponseBuilder::stream_done(const engine::Event& done) { return stream_finish(done) + stream_end(done); }
-
 
 std::string ResponseBuilder::stream_error(const ApiError& e) { return sse_data(error_json(e)); }
 

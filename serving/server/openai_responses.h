@@ -65,11 +65,11 @@ private:
     std::string id_, model_;
     int64_t created_;
     uint32_t index_;
-    std::string text_;                           // whole responses: the content so far
-    answer::AnswerStream answer_;                  // generated text split into reasoning, content and calls
-    std::string reasoning_text_;                 // whole responses: the reasoning so far
-    std::vector<engine::TokenLogprob> lps_;     // whole responses: every token's logprob
-    size_t streamed_bytes_ = 0;                  // completions stream: text_offset of the next token
+    std::string text_;  // whole responses: the content so far
+    answer::AnswerStream answer_;  // generated text split into reasoning, content and calls
+    std::string reasoning_text_;  // whole responses: the reasoning so far
+    std::vector<engine::TokenLogprob> lps_;  // whole responses: every token's logprob
+    size_t streamed_bytes_ = 0;  // completions stream: text_offset of the next token
 };
 
 // Several choices as one: the first's prompt counts once, completion tokens add up.

@@ -21,19 +21,22 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
     std::vector<int32_t> ids;
     if (req.endpoint == Endpoint::Chat) {
         const std::string text = answer::forced_prompt(
-            render_chat(render, chat_template::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)), req.tool_plan);
+            render_chat(render, chat_template::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)),
+            req.tool_plan);
         ids = chat_template::encode_prompt(tok, text);
         if (rendered) *rendered = text;
     } else if (req.prompt_is_tokens) {
         for (int32_t id : req.prompt_tokens)
             if (size_t(id) >= tok.n_vocab())
-                throw invalid_field("prompt", fmt::format("Invalid 'prompt': token id {} is not in the vocabulary ({} tokens).",
-                                                          id, tok.n_vocab()));
+                throw invalid_field(
+                    "prompt", fmt::format("Invalid 'prompt': token id {} is not in the vocabulary ({} tokens).", id,
+                                          tok.n_vocab()));
         ids = req.prompt_tokens;
     } else {
         ids = chat_template::encode_prompt(tok, req.prompt_text);
     }
-    if (ids.empty()) throw invalid_field(req.endpoint == Endpoint::Chat ? "messages" : "prompt", "The prompt encodes to no tokens.");
+    if (ids.empty())
+        throw invalid_field(req.endpoint == Endpoint::Chat ? "messages" : "prompt", "The prompt encodes to no tokens.");
     if (ids.size() >= n_ctx) throw context_length_error(req.endpoint, ids.size(), n_ctx);
     return ids;
 }

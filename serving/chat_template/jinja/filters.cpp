@@ -33,7 +33,8 @@ Value lookup_path(Interpreter& in, Value v, const std::string& path) {
     while (true) {
         const size_t dot = path.find('.', pos);
         const std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
-        const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+        const bool digits =
+            !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
         v = in.getitem(v, digits ? Value(int64_t(std::atoll(part.c_str()))) : Value(part));
         if (dot == std::string::npos) return v;
         pos = dot + 1;
@@ -96,7 +97,9 @@ Value f_tojson(Interpreter&, const Value& v, Args& a) {
 }
 
 // String results keep the input's markup flag, as str methods on markupsafe.Markup do.
-Value like(const Value& input, std::string s) { return input.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s)); }
+Value like(const Value& input, std::string s) {
+    return input.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+}
 
 Value f_string(Interpreter&, const Value& v, Args&) { return v.is_string() ? v : Value(v.to_str()); }
 Value f_safe(Interpreter&, const Value& v, Args&) { return Value::markup(v.to_str()); }
@@ -391,7 +394,8 @@ Value f_round(Interpreter&, const Value& v, Args& a) {
 
 Value f_indent(Interpreter& in, const Value& v, Args& a) {
     const Value w = arg(a, 0, "width", Value(int64_t(4)));
-    const std::string unit = w.is_string() ? w.str() : std::string(size_t(std::clamp<int64_t>(int_arg(w, "width"), 0, 1 << 16)), ' ');
+    const std::string unit =
+        w.is_string() ? w.str() : std::string(size_t(std::clamp<int64_t>(int_arg(w, "width"), 0, 1 << 16)), ' ');
     const bool first = arg(a, 1, "first", Value(false)).truthy();
     const bool blank = arg(a, 2, "blank", Value(false)).truthy();
     std::vector<std::string> lines = pystr::splitlines(v.to_str() + "\n");
@@ -453,8 +457,7 @@ Value f_sum(Interpreter& in, const Value& v, Args& a) {
         if (!x.is_number() || !total.is_number()) throw Error("sum: unsupported operand types");
         if (total.is_float() || x.is_float())
             total = Value(total.as_float() + x.as_float());
-        else
-        {
+        else {
             int64_t r;
             if (__builtin_add_overflow(total.as_int(), x.as_int(), &r)) throw Error("integer overflow in sum");
             total = Value(r);
@@ -581,17 +584,28 @@ bool t_test(Interpreter&, const Value& v, Args&) { return v.is_string() && find_
 
 FilterFn find_filter(const std::string& name) {
     static const std::unordered_map<std::string, FilterFn> filters = {
-        {"abs", f_abs},         {"attr", f_attr},           {"batch", f_batch},       {"capitalize", f_capitalize},
-        {"center", f_center},   {"count", f_length},        {"d", f_default},         {"default", f_default},
-        {"dictsort", f_dictsort}, {"e", f_escape},          {"escape", f_escape},     {"first", f_first},
-        {"float", f_float},     {"forceescape", f_forceescape},  {"format", f_format},     {"indent", f_indent},
-        {"int", f_int},         {"items", f_items},         {"join", f_join},         {"last", f_last},
-        {"length", f_length},   {"list", f_list},           {"lower", f_lower},       {"map", f_map},
-        {"max", f_max},         {"min", f_min},             {"reject", f_reject},     {"rejectattr", f_rejectattr},
-        {"replace", f_replace}, {"reverse", f_reverse},     {"round", f_round},       {"safe", f_safe},
-        {"select", f_select},   {"selectattr", f_selectattr}, {"sort", f_sort},       {"string", f_string},
-        {"sum", f_sum},         {"title", f_title},         {"tojson", f_tojson},     {"trim", f_trim},
-        {"truncate", f_truncate}, {"unique", f_unique},     {"upper", f_upper},       {"wordcount", f_wordcount},
+        {"abs", f_abs},           {"attr", f_attr},
+        {"batch", f_batch},       {"capitalize", f_capitalize},
+        {"center", f_center},     {"count", f_length},
+        {"d", f_default},         {"default", f_default},
+        {"dictsort", f_dictsort}, {"e", f_escape},
+        {"escape", f_escape},     {"first", f_first},
+        {"float", f_float},       {"forceescape", f_forceescape},
+        {"format", f_format},     {"indent", f_indent},
+        {"int", f_int},           {"items", f_items},
+        {"join", f_join},         {"last", f_last},
+        {"length", f_length},     {"list", f_list},
+        {"lower", f_lower},       {"map", f_map},
+        {"max", f_max},           {"min", f_min},
+        {"reject", f_reject},     {"rejectattr", f_rejectattr},
+        {"replace", f_replace},   {"reverse", f_reverse},
+        {"round", f_round},       {"safe", f_safe},
+        {"select", f_select},     {"selectattr", f_selectattr},
+        {"sort", f_sort},         {"string", f_string},
+        {"sum", f_sum},           {"title", f_title},
+        {"tojson", f_tojson},     {"trim", f_trim},
+        {"truncate", f_truncate}, {"unique", f_unique},
+        {"upper", f_upper},       {"wordcount", f_wordcount},
     };
     auto it = filters.find(name);
     return it == filters.end() ? nullptr : it->second;
@@ -599,16 +613,45 @@ FilterFn find_filter(const std::string& name) {
 
 TestFn find_test(const std::string& name) {
     static const std::unordered_map<std::string, TestFn> tests = {
-        {"boolean", t_boolean}, {"callable", t_callable}, {"defined", t_defined},   {"divisibleby", t_divisibleby},
-        {"eq", t_eq},           {"equalto", t_eq},        {"==", t_eq},             {"escaped", t_escaped},
-        {"even", t_even},       {"false", t_false},       {"filter", t_filter},     {"float", t_float},
-        {"ge", t_ge},           {">=", t_ge},             {"gt", t_gt},             {"greaterthan", t_gt},
-        {">", t_gt},            {"in", t_in},             {"integer", t_integer},   {"iterable", t_iterable},
-        {"le", t_le},           {"<=", t_le},             {"lower", t_lower},       {"lt", t_lt},
-        {"lessthan", t_lt},     {"<", t_lt},              {"mapping", t_mapping},   {"ne", t_ne},
-        {"!=", t_ne},           {"none", t_none},         {"number", t_number},     {"odd", t_odd},
-        {"sameas", t_sameas},   {"sequence", t_sequence}, {"string", t_string},     {"test", t_test},
-        {"true", t_true},       {"undefined", t_undefined}, {"upper", t_upper},
+        {"boolean", t_boolean},
+        {"callable", t_callable},
+        {"defined", t_defined},
+        {"divisibleby", t_divisibleby},
+        {"eq", t_eq},
+        {"equalto", t_eq},
+        {"==", t_eq},
+        {"escaped", t_escaped},
+        {"even", t_even},
+        {"false", t_false},
+        {"filter", t_filter},
+        {"float", t_float},
+        {"ge", t_ge},
+        {">=", t_ge},
+        {"gt", t_gt},
+        {"greaterthan", t_gt},
+        {">", t_gt},
+        {"in", t_in},
+        {"integer", t_integer},
+        {"iterable", t_iterable},
+        {"le", t_le},
+        {"<=", t_le},
+        {"lower", t_lower},
+        {"lt", t_lt},
+        {"lessthan", t_lt},
+        {"<", t_lt},
+        {"mapping", t_mapping},
+        {"ne", t_ne},
+        {"!=", t_ne},
+        {"none", t_none},
+        {"number", t_number},
+        {"odd", t_odd},
+        {"sameas", t_sameas},
+        {"sequence", t_sequence},
+        {"string", t_string},
+        {"test", t_test},
+        {"true", t_true},
+        {"undefined", t_undefined},
+        {"upper", t_upper},
     };
     auto it = tests.find(name);
     return it == tests.end() ? nullptr : it->second;

@@ -608,7 +608,8 @@ Value Interpreter::binary_op(const std::string& op, const Value& a, const Value&
         if (!seq || !(count->is_int() || count->is_bool())) return unsupported();
         const int64_t n = std::max<int64_t>(0, count->as_int());
         if (seq->is_string()) {
-            if (n > 0 && seq->str().size() > 0) check_size(uint64_t(n) > SIZE_MAX / seq->str().size() ? SIZE_MAX : size_t(n) * seq->str().size());
+            if (n > 0 && seq->str().size() > 0)
+                check_size(uint64_t(n) > SIZE_MAX / seq->str().size() ? SIZE_MAX : size_t(n) * seq->str().size());
             std::string out;
             for (int64_t i = 0; i < n; ++i) out += seq->str();
             step(out.size() / 64);
@@ -714,7 +715,8 @@ Value Interpreter::eval_node(const Expr& e, const std::shared_ptr<Scope>& scope)
         case ExprKind::Slice: {
             Value obj = eval(*e.args[0], scope);
             Value parts[3];
-            for (int i = 0; i < 3; ++i) parts[i] = e.args[size_t(i) + 1] ? eval(*e.args[size_t(i) + 1], scope) : Value::none();
+            for (int i = 0; i < 3; ++i)
+                parts[i] = e.args[size_t(i) + 1] ? eval(*e.args[size_t(i) + 1], scope) : Value::none();
             return slice(obj, parts[0], parts[1], parts[2]);
         }
         case ExprKind::Call: return eval_call(e, scope, nullptr);
@@ -753,10 +755,14 @@ Value Interpreter::eval_node(const Expr& e, const std::shared_ptr<Scope>& scope)
                 Value right = eval(*e.args[i + 1], scope);
                 const std::string& op = e.ops[i];
                 bool r;
-                if (op == "==") r = equals(left, right);
-                else if (op == "!=") r = !equals(left, right);
-                else if (op == "in") r = contains(right, left);
-                else if (op == "not in") r = !contains(right, left);
+                if (op == "==")
+                    r = equals(left, right);
+                else if (op == "!=")
+                    r = !equals(left, right);
+                else if (op == "in")
+                    r = contains(right, left);
+                else if (op == "not in")
+                    r = !contains(right, left);
                 else {
                     if (left.is_undefined()) fail_undefined(left);
                     if (right.is_undefined()) fail_undefined(right);

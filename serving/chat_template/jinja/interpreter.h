@@ -36,8 +36,8 @@ struct LoopObj {
     std::shared_ptr<const std::vector<Value>> items;
     size_t index0 = 0;
     uint32_t depth0 = 0;
-    Value recurse;        // `loop(children)` in a recursive loop; undefined otherwise
-    Value last_changed;   // loop.changed(...)
+    Value recurse;  // `loop(children)` in a recursive loop; undefined otherwise
+    Value last_changed;  // loop.changed(...)
     bool changed_seen = false;
 };
 
@@ -52,7 +52,7 @@ public:
     const RenderConfig& config() const { return config_; }
     void step(uint64_t n = 1);
     void check_size(size_t bytes) const;  // Error when a string would pass the output limit
-    void check_items(uint64_t n) const;   // Error when a list would pass max_output_bytes / 4 items
+    void check_items(uint64_t n) const;  // Error when a list would pass max_output_bytes / 4 items
     Value call(const Value& callee, Args& args);
     Value getattr(const Value& obj, const std::string& name);
     Value getitem(const Value& obj, const Value& key);

@@ -72,7 +72,8 @@ public:
                 break;
             }
             const char kind = src_[tag + 1];  // '{', '%' or '#'
-            const char sign = tag + 2 < src_.size() && (src_[tag + 2] == '-' || src_[tag + 2] == '+') ? src_[tag + 2] : 0;
+            const char sign =
+                tag + 2 < src_.size() && (src_[tag + 2] == '-' || src_[tag + 2] == '+') ? src_[tag + 2] : 0;
             size_t text_end = tag;
             if (sign == '-') {
                 text_end = rstrip_end(src_, pos_, tag);
@@ -202,12 +203,14 @@ private:
             p = skip_space(src_, pos_);
             advance_to(p);
             if (p >= src_.size())
-                throw Error(std::string("unexpected end of template: missing '") + (variable ? "}}" : "%}") + "'", line_);
+                throw Error(std::string("unexpected end of template: missing '") + (variable ? "}}" : "%}") + "'",
+                            line_);
             if (depth == 0) {
                 const char* close = variable ? "}}" : "%}";
                 char sign = 0;
                 size_t q = p;
-                if ((src_[p] == '-' || (src_[p] == '+' && !variable)) && src_.compare(p + 1, 2, close) == 0) sign = src_[p], ++q;
+                if ((src_[p] == '-' || (src_[p] == '+' && !variable)) && src_.compare(p + 1, 2, close) == 0)
+                    sign = src_[p], ++q;
                 if (src_.compare(q, 2, close) == 0) {
                     tokens_.push_back(Token{variable ? Tok::VarEnd : Tok::BlockEnd, "", line_});
                     advance_to(q);
@@ -226,7 +229,7 @@ private:
                 lex_string(p);
             } else {
                 static const char* ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "(",
-                                            ")", "[", "]", "{", "}", ",", ".", ":", "|", "=", "<", ">", ";"};
+                                            ")",  "[",  "]",  "{",  "}",  ",",  ".", ":", "|", "=", "<", ">", ";"};
                 const char* hit = nullptr;
                 for (const char* op : ops)
                     if (src_.compare(p, std::strlen(op), op) == 0) {
@@ -248,7 +251,8 @@ private:
 
     void lex_number(size_t p) {
         auto digits = [&](size_t q) {  // digits with single '_' separators
-            while (q < src_.size() && (is_digit(src_[q]) || (src_[q] == '_' && q + 1 < src_.size() && is_digit(src_[q + 1]))))
+            while (q < src_.size() &&
+                   (is_digit(src_[q]) || (src_[q] == '_' && q + 1 < src_.size() && is_digit(src_[q + 1]))))
                 ++q;
             return q;
         };
@@ -299,7 +303,10 @@ private:
             int64_t v = 0;
             for (int k = 0; k < n; ++k) {
                 const char c = src_[at + size_t(k)];
-                int d = is_digit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+                int d = is_digit(c)              ? c - '0'
+                        : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                        : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                                 : -1;
                 if (d < 0) return -1;
                 v = v * 16 + d;
             }
@@ -334,7 +341,8 @@ private:
                 case 'U': {
                     const int n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
                     const int64_t v = hex(i, n);
-                    if (v < 0 || v > 0x10FFFF) throw Error(std::string("invalid \\") + e + " escape in string literal", line_);
+                    if (v < 0 || v > 0x10FFFF)
+                        throw Error(std::string("invalid \\") + e + " escape in string literal", line_);
                     pystr::append_utf8(out, uint32_t(v));
                     i += size_t(n);
                     break;

@@ -12,11 +12,11 @@
 namespace vkllm::chat_template::jinja {
 
 enum class Tok {
-    Data,        // literal text
-    VarBegin,    // {{
-    VarEnd,      // }}
+    Data,  // literal text
+    VarBegin,  // {{
+    VarEnd,  // }}
     BlockBegin,  // {%
-    BlockEnd,    // %}
+    BlockEnd,  // %}
     Name,
     String,  // text: the decoded value
     Int,

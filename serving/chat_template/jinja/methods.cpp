@@ -61,8 +61,10 @@ bool affix(const std::string& s, const Value& which, const Args& a, bool prefix)
 // spec of [[fill]align][sign][0][width][.precision][type].
 std::string format_field(Interpreter& in, const Value& v, const std::string& spec, char conversion) {
     std::string text;
-    if (conversion == 'r') text = v.repr();
-    else if (conversion == 's') text = v.to_str();
+    if (conversion == 'r')
+        text = v.repr();
+    else if (conversion == 's')
+        text = v.to_str();
     if (spec.empty()) return conversion ? text : v.to_str();
     size_t i = 0;
     uint32_t fill = ' ';
@@ -80,16 +82,21 @@ std::string format_field(Interpreter& in, const Value& v, const std::string& spe
     char sign = 0;
     if (i < sc.size() && (sc[i] == '+' || sc[i] == '-' || sc[i] == ' ')) sign = char(sc[i++]);
     if (i < sc.size() && sc[i] == '0') {
-        if (!align) { fill = '0'; align = '='; }
+        if (!align) {
+            fill = '0';
+            align = '=';
+        }
         ++i;
     }
     int64_t width = 0;
-    while (i < sc.size() && sc[i] >= '0' && sc[i] <= '9') width = std::min<int64_t>(width * 10 + (sc[i++] - '0'), 1 << 20);
+    while (i < sc.size() && sc[i] >= '0' && sc[i] <= '9')
+        width = std::min<int64_t>(width * 10 + (sc[i++] - '0'), 1 << 20);
     int64_t precision = -1;
     if (i < sc.size() && sc[i] == '.') {
         precision = 0;
         ++i;
-        while (i < sc.size() && sc[i] >= '0' && sc[i] <= '9') precision = std::min<int64_t>(precision * 10 + (sc[i++] - '0'), 300);
+        while (i < sc.size() && sc[i] >= '0' && sc[i] <= '9')
+            precision = std::min<int64_t>(precision * 10 + (sc[i++] - '0'), 300);
     }
     char type = i < sc.size() ? char(sc[i++]) : 0;
     if (i != sc.size()) throw Error("invalid format specifier '" + spec + "'");
@@ -99,8 +106,10 @@ std::string format_field(Interpreter& in, const Value& v, const std::string& spe
             const char* sg = sign == '+' ? "+" : sign == ' ' ? " " : "";
             if (type == 'd' || (!type && v.is_int())) {
                 if (!v.is_int()) throw Error("unknown format code 'd' for object of type 'float'");
-                std::snprintf(buf, sizeof buf, v.as_int() >= 0 ? "%s%lld" : "%s%lld", v.as_int() >= 0 ? sg : "", (long long)v.as_int());
-            } else if (type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == '%' || type == 'g' || type == 'G') {
+                std::snprintf(buf, sizeof buf, v.as_int() >= 0 ? "%s%lld" : "%s%lld", v.as_int() >= 0 ? sg : "",
+                              (long long)v.as_int());
+            } else if (type == 'f' || type == 'F' || type == 'e' || type == 'E' || type == '%' || type == 'g' ||
+                       type == 'G') {
                 double x = v.as_float();
                 const int p = int(precision < 0 ? 6 : precision);
                 if (type == '%') x *= 100;
@@ -115,11 +124,17 @@ std::string format_field(Interpreter& in, const Value& v, const std::string& spe
                 if (type == 'b') {
                     std::string b;
                     unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
-                    do { b.insert(b.begin(), char('0' + (u & 1))); u >>= 1; } while (u);
+                    do {
+                        b.insert(b.begin(), char('0' + (u & 1)));
+                        u >>= 1;
+                    } while (u);
                     std::snprintf(buf, sizeof buf, "%s%s", x < 0 ? "-" : sg, b.c_str());
                 } else {
-                    std::snprintf(buf, sizeof buf, type == 'x' ? "%s%llx" : type == 'X' ? "%s%llX" : "%s%llo", x < 0 ? "-" : sg,
-                                  x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x);
+                    std::snprintf(buf, sizeof buf,
+                                  type == 'x'   ? "%s%llx"
+                                  : type == 'X' ? "%s%llX"
+                                                : "%s%llo",
+                                  x < 0 ? "-" : sg, x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x);
                 }
             } else {
                 std::string r = v.to_str();
@@ -132,7 +147,9 @@ std::string format_field(Interpreter& in, const Value& v, const std::string& spe
             text = buf;
             if (!align) align = '>';
         } else {
-            if (type && type != 's') throw Error(std::string("unknown format code '") + type + "' for object of type '" + v.type_name() + "'");
+            if (type && type != 's')
+                throw Error(std::string("unknown format code '") + type + "' for object of type '" + v.type_name() +
+                            "'");
             text = v.to_str();
         }
     }
@@ -165,8 +182,10 @@ Value str_format(Interpreter& in, const std::string& fmt, const Args& a) {
     for (size_t i = 0; i < fmt.size(); ++i) {
         const char c = fmt[i];
         if (c == '}') {
-            if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-            else throw Error("single '}' encountered in format string");
+            if (i + 1 < fmt.size() && fmt[i + 1] == '}')
+                ++i;
+            else
+                throw Error("single '}' encountered in format string");
             out += '}';
             continue;
         }
@@ -198,7 +217,8 @@ Value str_format(Interpreter& in, const std::string& fmt, const Args& a) {
         const std::string head = field.substr(0, end);
         Value v;
         if (head.empty()) {
-            if (auto_index >= a.pos.size()) throw Error("Replacement index " + std::to_string(auto_index) + " out of range");
+            if (auto_index >= a.pos.size())
+                throw Error("Replacement index " + std::to_string(auto_index) + " out of range");
             v = a.pos[auto_index++];
         } else if (std::all_of(head.begin(), head.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
             const size_t k = size_t(std::atoll(head.c_str()));
@@ -216,7 +236,8 @@ Value str_format(Interpreter& in, const std::string& fmt, const Args& a) {
         while (end != std::string::npos && end < field.size()) {
             if (field[end] == '.') {
                 const size_t next = field.find_first_of(".[", end + 1);
-                v = in.getattr(v, field.substr(end + 1, next == std::string::npos ? std::string::npos : next - end - 1));
+                v = in.getattr(v,
+                               field.substr(end + 1, next == std::string::npos ? std::string::npos : next - end - 1));
                 end = next;
             } else {
                 const size_t rb = field.find(']', end);
@@ -245,15 +266,22 @@ Value s_upper(Interpreter&, const Value& s, Args&) { return Value(pystr::upper(s
 Value s_lower(Interpreter&, const Value& s, Args&) { return Value(pystr::lower(s.str())); }
 Value s_title(Interpreter&, const Value& s, Args&) { return Value(pystr::title(s.str())); }
 Value s_capitalize(Interpreter&, const Value& s, Args&) { return Value(pystr::capitalize(s.str())); }
-Value s_strip(Interpreter&, const Value& s, Args& a) { return Value(pystr::strip(s.str(), opt_str(arg(a, 0, "chars", Value::none())), true, true)); }
-Value s_lstrip(Interpreter&, const Value& s, Args& a) { return Value(pystr::strip(s.str(), opt_str(arg(a, 0, "chars", Value::none())), true, false)); }
-Value s_rstrip(Interpreter&, const Value& s, Args& a) { return Value(pystr::strip(s.str(), opt_str(arg(a, 0, "chars", Value::none())), false, true)); }
+Value s_strip(Interpreter&, const Value& s, Args& a) {
+    return Value(pystr::strip(s.str(), opt_str(arg(a, 0, "chars", Value::none())), true, true));
+}
+Value s_lstrip(Interpreter&, const Value& s, Args& a) {
+    return Value(pystr::strip(s.str(), opt_str(arg(a, 0, "chars", Value::none())), true, false));
+}
+Value s_rstrip(Interpreter&, const Value& s, Args& a) {
+    return Value(pystr::strip(s.str(), opt_str(arg(a, 0, "chars", Value::none())), false, true));
+}
 
 Value split_impl(Interpreter& in, const Value& s, Args& a, bool right) {
     const std::optional<std::string> sep = opt_str(arg(a, 0, "sep", Value::none()));
     if (sep && sep->empty()) throw Error("empty separator");
     const int64_t maxsplit = opt_int(arg(a, 1, "maxsplit", Value::none()), -1);
-    std::vector<std::string> parts = right ? pystr::rsplit(s.str(), sep, maxsplit) : pystr::split(s.str(), sep, maxsplit);
+    std::vector<std::string> parts =
+        right ? pystr::rsplit(s.str(), sep, maxsplit) : pystr::split(s.str(), sep, maxsplit);
     in.step(parts.size() / 16);
     return str_list(parts);
 }
@@ -262,7 +290,9 @@ Value s_rsplit(Interpreter& in, const Value& s, Args& a) { return split_impl(in,
 Value s_splitlines(Interpreter&, const Value& s, Args& a) {
     return str_list(pystr::splitlines(s.str(), arg(a, 0, "keepends", Value(false)).truthy()));
 }
-Value s_startswith(Interpreter&, const Value& s, Args& a) { return Value(affix(s.str(), arg(a, 0, "prefix"), a, true)); }
+Value s_startswith(Interpreter&, const Value& s, Args& a) {
+    return Value(affix(s.str(), arg(a, 0, "prefix"), a, true));
+}
 Value s_endswith(Interpreter&, const Value& s, Args& a) { return Value(affix(s.str(), arg(a, 0, "suffix"), a, false)); }
 Value s_replace(Interpreter& in, const Value& s, Args& a) {
     const std::optional<std::string> old = opt_str(arg(a, 0, "old")), repl = opt_str(arg(a, 1, "new"));
@@ -317,8 +347,12 @@ Value s_is(Interpreter&, const Value& s, Args&) {
         if (!Pred(c)) return Value(false);
     return Value(true);
 }
-Value s_islower(Interpreter&, const Value& s, Args&) { return Value(pystr::lower(s.str()) == s.str() && pystr::upper(s.str()) != s.str()); }
-Value s_isupper(Interpreter&, const Value& s, Args&) { return Value(pystr::upper(s.str()) == s.str() && pystr::lower(s.str()) != s.str()); }
+Value s_islower(Interpreter&, const Value& s, Args&) {
+    return Value(pystr::lower(s.str()) == s.str() && pystr::upper(s.str()) != s.str());
+}
+Value s_isupper(Interpreter&, const Value& s, Args&) {
+    return Value(pystr::upper(s.str()) == s.str() && pystr::lower(s.str()) != s.str());
+}
 Value s_removeprefix(Interpreter&, const Value& s, Args& a) {
     const std::string p = arg(a, 0, "prefix").to_str();
     return Value(s.str().compare(0, p.size(), p) == 0 ? s.str().substr(p.size()) : s.str());
@@ -326,7 +360,9 @@ Value s_removeprefix(Interpreter&, const Value& s, Args& a) {
 Value s_removesuffix(Interpreter&, const Value& s, Args& a) {
     const std::string p = arg(a, 0, "suffix").to_str();
     const std::string& t = s.str();
-    return Value(!p.empty() && t.size() >= p.size() && t.compare(t.size() - p.size(), p.size(), p) == 0 ? t.substr(0, t.size() - p.size()) : t);
+    return Value(!p.empty() && t.size() >= p.size() && t.compare(t.size() - p.size(), p.size(), p) == 0
+                     ? t.substr(0, t.size() - p.size())
+                     : t);
 }
 
 // --- dict and list ----------------------------------------------------------------------------
@@ -384,26 +420,46 @@ using Method = Value (*)(Interpreter&, const Value&, Args&);
 
 std::optional<Value> find_method(const Value& obj, const std::string& name) {
     static const std::unordered_map<std::string, Method> str_methods = {
-        {"upper", s_upper},       {"lower", s_lower},           {"title", s_title},
-        {"capitalize", s_capitalize}, {"strip", s_strip},       {"lstrip", s_lstrip},
-        {"rstrip", s_rstrip},     {"split", s_split},           {"rsplit", s_rsplit},
-        {"splitlines", s_splitlines}, {"startswith", s_startswith}, {"endswith", s_endswith},
-        {"replace", s_replace},   {"find", s_find},             {"rfind", s_rfind},
-        {"index", s_index},       {"count", s_count},           {"join", s_join},
-        {"format", s_format},     {"isdigit", s_is<pystr::is_digit>}, {"isalpha", s_is<pystr::is_alpha>},
-        {"isalnum", s_is<pystr::is_alnum>}, {"isspace", s_is<pystr::is_space>}, {"islower", s_islower},
-        {"isupper", s_isupper},   {"removeprefix", s_removeprefix}, {"removesuffix", s_removesuffix},
+        {"upper", s_upper},
+        {"lower", s_lower},
+        {"title", s_title},
+        {"capitalize", s_capitalize},
+        {"strip", s_strip},
+        {"lstrip", s_lstrip},
+        {"rstrip", s_rstrip},
+        {"split", s_split},
+        {"rsplit", s_rsplit},
+        {"splitlines", s_splitlines},
+        {"startswith", s_startswith},
+        {"endswith", s_endswith},
+        {"replace", s_replace},
+        {"find", s_find},
+        {"rfind", s_rfind},
+        {"index", s_index},
+        {"count", s_count},
+        {"join", s_join},
+        {"format", s_format},
+        {"isdigit", s_is<pystr::is_digit>},
+        {"isalpha", s_is<pystr::is_alpha>},
+        {"isalnum", s_is<pystr::is_alnum>},
+        {"isspace", s_is<pystr::is_space>},
+        {"islower", s_islower},
+        {"isupper", s_isupper},
+        {"removeprefix", s_removeprefix},
+        {"removesuffix", s_removesuffix},
     };
     static const std::unordered_map<std::string, Method> dict_methods = {
         {"items", d_items}, {"keys", d_keys}, {"values", d_values}, {"get", d_get}, {"copy", d_copy},
     };
     static const std::unordered_map<std::string, Method> list_methods = {
-        {"append", l_append}, {"index", l_index}, {"count", l_count},
+        {"append", l_append},
+        {"index", l_index},
+        {"count", l_count},
     };
     // Markup's str methods return Markup (and markupsafe escapes their string arguments; the
     // methods templates use on safe strings take none that matter).
-    static const std::unordered_set<std::string> keeps_markup = {"upper", "lower", "title", "capitalize", "strip",
-                                                                 "lstrip", "rstrip", "replace"};
+    static const std::unordered_set<std::string> keeps_markup = {"upper", "lower",  "title",  "capitalize",
+                                                                 "strip", "lstrip", "rstrip", "replace"};
     if (obj.is_markup() && keeps_markup.count(name)) {
         const Method m = str_methods.at(name);
         return Value::callable(name, [obj, m](Interpreter& in, Args& a) {
@@ -412,9 +468,10 @@ std::optional<Value> find_method(const Value& obj, const std::string& name) {
         });
     }
     const std::unordered_map<std::string, Method>* table = obj.is_string() ? &str_methods
-                                                          : obj.is_dict()   ? &dict_methods
-                                                          : (obj.is_list() && !obj.is_tuple() && !obj.is_generator()) ? &list_methods
-                                                                            : nullptr;
+                                                           : obj.is_dict() ? &dict_methods
+                                                           : (obj.is_list() && !obj.is_tuple() && !obj.is_generator())
+                                                               ? &list_methods
+                                                               : nullptr;
     if (obj.is_tuple()) {
         if (name == "index") return bind(obj, name, l_index);
         if (name == "count") return bind(obj, name, l_count);
@@ -502,9 +559,12 @@ Value py_mod_format(Interpreter& in, const std::string& fmt, const Value& args, 
             case 'd':
             case 'i':
             case 'u': {
-                if (!v.is_number()) throw Error("%" + std::string(1, type) + " format: a real number is required, not " + v.type_name());
+                if (!v.is_number())
+                    throw Error("%" + std::string(1, type) + " format: a real number is required, not " +
+                                v.type_name());
                 const double f = v.as_float();
-                if (v.is_float() && (!std::isfinite(f) || std::fabs(f) > 9e18)) throw Error("cannot convert float to integer");
+                if (v.is_float() && (!std::isfinite(f) || std::fabs(f) > 9e18))
+                    throw Error("cannot convert float to integer");
                 const long long x = v.is_float() ? (long long)f : (long long)v.as_int();
                 std::snprintf(buf, sizeof buf, (spec + "lld").c_str(), x);
                 text = buf;
@@ -515,7 +575,8 @@ Value py_mod_format(Interpreter& in, const std::string& fmt, const Value& args, 
             case 'o': {
                 if (!v.is_int() && !v.is_bool()) throw Error("%x format: an integer is required, not " + v.type_name());
                 const long long x = v.as_int();
-                std::snprintf(buf, sizeof buf, (spec + "ll" + type).c_str(), x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x);
+                std::snprintf(buf, sizeof buf, (spec + "ll" + type).c_str(),
+                              x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x);
                 text = x < 0 ? "-" + std::string(buf) : std::string(buf);
                 break;
             }

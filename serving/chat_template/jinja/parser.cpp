@@ -313,7 +313,8 @@ private:
             if (is_op(")")) break;
             MacroParam p;
             p.name = expect_name();
-            if (skip_op("=")) p.default_value = parse_expression(true);
+            if (skip_op("="))
+                p.default_value = parse_expression(true);
             else if (!params.empty() && params.back().default_value)
                 fail("a parameter without a default follows one with a default");
             params.push_back(std::move(p));
@@ -442,9 +443,8 @@ private:
         std::vector<ExprPtr> operands;
         while (true) {
             std::string op;
-            if (cur().type == Tok::Op &&
-                (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == ">" ||
-                 cur().text == "<=" || cur().text == ">=")) {
+            if (cur().type == Tok::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                                          cur().text == ">" || cur().text == "<=" || cur().text == ">=")) {
                 op = cur().text;
                 next();
             } else if (is_name("in")) {
@@ -533,9 +533,12 @@ private:
         const int line = t.line;
         if (t.type == Tok::Name) {
             auto e = node(ExprKind::Const, line);
-            if (t.text == "true" || t.text == "True") e->value = Value(true);
-            else if (t.text == "false" || t.text == "False") e->value = Value(false);
-            else if (t.text == "none" || t.text == "None") e->value = Value::none();
+            if (t.text == "true" || t.text == "True")
+                e->value = Value(true);
+            else if (t.text == "false" || t.text == "False")
+                e->value = Value(false);
+            else if (t.text == "none" || t.text == "None")
+                e->value = Value::none();
             else {
                 e->kind = ExprKind::Name;
                 e->name = t.text;

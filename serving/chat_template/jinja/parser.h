@@ -11,7 +11,7 @@ namespace vkllm::chat_template::jinja {
 
 struct ParseLimits {
     uint32_t max_block_depth = 200;  // nested {% if %}/{% for %}/{% macro %}...
-    uint32_t max_expr_depth = 256;   // height of one expression's tree
+    uint32_t max_expr_depth = 256;  // height of one expression's tree
 };
 
 // Throws jinja::Error with the line on a syntax error.

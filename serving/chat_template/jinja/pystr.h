@@ -28,7 +28,7 @@ bool is_alnum(uint32_t cp);
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
 std::string capitalize(std::string_view s);  // str.capitalize
-std::string title(std::string_view s);       // str.title
+std::string title(std::string_view s);  // str.title
 
 // strip/lstrip/rstrip: `chars` absent: whitespace.
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);

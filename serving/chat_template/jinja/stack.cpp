@@ -27,8 +27,8 @@ StackBudget::StackBudget() : base_(stack_address()), budget_(size_t(256) << 10) 
 void StackBudget::check(const char* what) const {
     const uintptr_t here = stack_address();
     if (base_ > here && base_ - here > budget_)
-        throw Error(std::string(what) + " nested too deeply for this thread's stack (" +
-                    std::to_string(budget_ >> 10) + " KiB available)");
+        throw Error(std::string(what) + " nested too deeply for this thread's stack (" + std::to_string(budget_ >> 10) +
+                    " KiB available)");
 }
 
 }  // namespace vkllm::chat_template::jinja

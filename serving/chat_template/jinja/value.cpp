@@ -19,7 +19,8 @@ constexpr int kMaxValueDepth = 128;
 thread_local size_t t_max_text = size_t(64) << 20;
 
 void check_depth(int depth) {
-    if (depth > kMaxValueDepth) throw Error("a value nested more than 128 levels deep (a list or dict that contains itself?)");
+    if (depth > kMaxValueDepth)
+        throw Error("a value nested more than 128 levels deep (a list or dict that contains itself?)");
 }
 
 void check_text(const std::string& out) {
@@ -543,9 +544,18 @@ std::string quote_string(const std::string& s) {
             out += char(cp);
             continue;
         }
-        if (cp == '\n') { out += "\\n"; continue; }
-        if (cp == '\r') { out += "\\r"; continue; }
-        if (cp == '\t') { out += "\\t"; continue; }
+        if (cp == '\n') {
+            out += "\\n";
+            continue;
+        }
+        if (cp == '\r') {
+            out += "\\r";
+            continue;
+        }
+        if (cp == '\t') {
+            out += "\\t";
+            continue;
+        }
         // Python escapes what it does not consider printable: controls, separators other than
         // the space, format characters, and (here) the escaped invalid bytes.
         const bool unprintable = cp < 0x20 || (cp >= 0x7F && cp <= 0xA0) || cp == 0xAD ||

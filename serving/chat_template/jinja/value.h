@@ -89,15 +89,15 @@ public:
     const std::shared_ptr<const std::string>& str_ptr() const { return s_; }
     ListObj& list_obj() const;
     std::vector<Value>& items() const;  // List only
-    DictObj& dict_obj() const;          // Dict or Namespace
+    DictObj& dict_obj() const;  // Dict or Namespace
     CallableObj& callable_obj() const;
     LoopObj& loop_obj() const;
     const std::string& undefined_hint() const;
 
-    bool truthy() const;                     // Python truthiness
-    std::string to_str() const;              // Python str()
-    std::string repr() const;                // Python repr()
-    std::string type_name() const;           // Python's type name, for messages ("dict", "NoneType")
+    bool truthy() const;  // Python truthiness
+    std::string to_str() const;  // Python str()
+    std::string repr() const;  // Python repr()
+    std::string type_name() const;  // Python's type name, for messages ("dict", "NoneType")
     bool same_object(const Value& o) const;  // Python `is`
 
 private:
@@ -106,12 +106,12 @@ private:
     int64_t i_ = 0;
     double f_ = 0;
     std::shared_ptr<const std::string> s_;  // String; Undefined: the hint
-    std::shared_ptr<void> obj_;             // List, Dict, Namespace, Callable, Loop
+    std::shared_ptr<void> obj_;  // List, Dict, Namespace, Callable, Loop
 };
 
 struct ListObj {
     std::vector<Value> items;
-    bool tuple = false;      // prints as (a, b)
+    bool tuple = false;  // prints as (a, b)
     bool generator = false;  // what jinja2's map/select/... return: always true, no len(), not JSON
 };
 
@@ -132,10 +132,10 @@ struct CallableObj {
 };
 
 // Python semantics shared by the interpreter, the filters and the methods.
-bool equals(const Value& a, const Value& b);              // ==
-int compare(const Value& a, const Value& b);              // <, >: -1/0/1; Error for unorderable types
-std::string format_float(double f);                       // Python repr(float)
-std::string quote_string(const std::string& s);            // Python repr(str)
+bool equals(const Value& a, const Value& b);  // ==
+int compare(const Value& a, const Value& b);  // <, >: -1/0/1; Error for unorderable types
+std::string format_float(double f);  // Python repr(float)
+std::string quote_string(const std::string& s);  // Python repr(str)
 // json.dumps(v, ensure_ascii, indent, separators, sort_keys); indent < 0: none, else the string
 // `indent_str` is the unit (Python allows an int or a str).
 struct JsonStyle {
