@@ -23,6 +23,7 @@ PKGS=(
   json-schema-test-suite   # test-only oracle: the official JSON Schema Test Suite for the schema compiler
   python3-jsonschema       # test-only oracle: an independent validator for what the schema grammars generate
   clang-14                 # the libFuzzer targets (scripts/fuzz.sh, a stage of scripts/test.sh)
+  clang-format             # the C++ style (.clang-format), applied by scripts/format.sh and checked by scripts/test.sh
   libclang-rt-14-dev       # clang's ASan/UBSan runtimes
   libfuzzer-14-dev         # libFuzzer
   libcpp-httplib-dev       # the HTTP server of `vkllm serve`

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, exactly as CI runs it (.ci/run calls this after installing dependencies).
+#   0. scripts/format.sh --check: the product's C++ is formatted as .clang-format says (clang-format 14)
 #   1. release build with warnings as errors; the whole suite (end-to-end tests of the vkllm binary
 #      and of `vkllm serve` included) on the system's lavapipe, Mesa 22.3 (Vulkan 1.3), every test
 #      with the Khronos validation layer on
@@ -30,6 +31,10 @@ JOBS=$(nproc)
 start=$(date +%s)
 # Stage 3 needs the unpacked Mesa 25; say so now rather than after the first stages.
 scripts/mesa25.sh env >/dev/null
+
+# Style is a tool's job: the product's C++ as .clang-format says (seconds; fails before the build).
+echo "=== clang-format ==="
+scripts/format.sh --check
 
 cmake -S . -B "$BUILD" -G Ninja -DVKLLM_WERROR=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j"$JOBS"
