@@ -62,8 +62,8 @@ void StageRecorder::record_head(CommandStream& s, const StepShape& batch) const 
     const BufferSlice logits = b_.logits.slice(0, vrow);
     if (opts_.all_logits) {
         // Every token's logits (perplexity); a decode step's as a decode batch's. xn is free once the
-        // last layer has run. The last row is copied to b_.logits so that logits() and argmax() see the
-        // same values as the rows.
+        // last layer has run. The last row is copied to the logits buffer so that logits() and
+        // argmax() see the same values as the rows.
         record_logits(s, h, b_.x.slice(0, row * n), b_.xn.slice(0, row * n), b_.all_logits.slice(0, vrow * n));
         s.copy(b_.all_logits.slice(vrow * (n - 1), vrow), logits);
     } else {
