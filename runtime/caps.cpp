@@ -113,6 +113,7 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     bool has_sgsc = v13 || device_has_extension(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     bool has_dot = v13 || device_has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
     bool has_maint4 = v13 || device_has_extension(pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
+    bool has_vmm = v12 || device_has_extension(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
     c.cooperative_matrix = device_has_extension(pd, "VK_KHR_cooperative_matrix");
 
     // --- properties ---
@@ -191,8 +192,13 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     VkPhysicalDeviceSubgroupSizeControlFeatures sgscf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
     feats.pNext = &s16;
     tail = &s16.pNext;
+    if (has_vmm) {
+        *tail = &vmm;
+        tail = &vmm.pNext;
+    }
     if (has_8bit) {
         *tail = &s8;
         tail = &s8.pNext;
@@ -215,6 +221,9 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
     c.fp16 = has_f16i8 && f16i8.shaderFloat16;
     c.int8 = has_f16i8 && f16i8.shaderInt8;
     c.int64 = feats.features.shaderInt64;
+    // Both: enabling the memory model without its device scope would make every other shader that
+    // uses Device scope (atomics, buffer barriers) invalid.
+    c.vulkan_memory_model = has_vmm && vmm.vulkanMemoryModel && vmm.vulkanMemoryModelDeviceScope;
     c.int_dot_product = has_dot && dot.shaderIntegerDotProduct;
     c.int_dot_accelerated = c.int_dot_product && dotp.integerDotProduct4x8BitPackedSignedAccelerated;
     c.int_dot_kernels = c.int_dot_accelerated;
@@ -265,14 +274,30 @@ DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instanc
                                                  component_name(s.ResultType)});
         }
     }
+    // CPU drivers emulate the matrix units lane by lane: slower than their own kernels.
+    c.coopmat_kernels = !c.cpu_tuning && coopmat_usable(c);
     return c;
+}
+
+const CoopMatShape* coopmat_f16_shape(const DeviceCaps& caps) {
+    const CoopMatShape* best = nullptr;
+    for (const CoopMatShape& s : caps.coop_shapes)
+        if (s.a_type == "f16" && s.b_type == "f16" && s.c_type == "f32" && s.result_type == "f32" &&
+            (!best || uint64_t(s.m) * s.n * s.k > uint64_t(best->m) * best->n * best->k))
+            best = &s;
+    return best;
+}
+
+bool coopmat_usable(const DeviceCaps& caps) {
+    return caps.cooperative_matrix && caps.fp16 && caps.vulkan_memory_model && caps.subgroup_size_control &&
+           caps.subgroup_basic && coopmat_f16_shape(caps) != nullptr;
 }
 
 // --- capability override -------------------------------------------------------------------------
 
 std::string CapsOverride::help() {
     return "comma-separated: no-fp16, no-int8, no-int64, no-storage16, no-storage8, no-subgroup-ops, "
-           "no-subgroup-size-control, no-int-dot, int-dot, no-coopmat, no-timestamps, gpu-tuning, soft-half, "
+           "no-subgroup-size-control, no-int-dot, int-dot, no-coopmat, coopmat, no-timestamps, gpu-tuning, soft-half, "
            "shared-mem=BYTES, "
            "max-storage-range=BYTES, max-uniform-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in "
            "k, m or g)";
@@ -309,6 +334,8 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
             o.int_dot = true;
         else if (flag && key == "no-coopmat")
             o.no_coopmat = true;
+        else if (flag && key == "coopmat")
+            o.coopmat = true;
         else if (flag && key == "no-timestamps")
             o.no_timestamps = true;
         else if (flag && key == "gpu-tuning")
@@ -333,8 +360,9 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
 
 bool CapsOverride::empty() const {
     return !(no_fp16 || no_int8 || no_int64 || no_storage16 || no_storage8 || no_subgroup_ops ||
-             no_subgroup_size_control || no_int_dot || int_dot || no_coopmat || no_timestamps || gpu_tuning ||
-             soft_half || shared_mem || max_storage_range || max_uniform_range || max_allocation || device_memory);
+             no_subgroup_size_control || no_int_dot || int_dot || no_coopmat || coopmat || no_timestamps ||
+             gpu_tuning || soft_half || shared_mem || max_storage_range || max_uniform_range || max_allocation ||
+             device_memory);
 }
 
 void CapsOverride::apply(DeviceCaps& c) const {
@@ -357,6 +385,9 @@ void CapsOverride::apply(DeviceCaps& c) const {
     }
     if (no_timestamps) c.timestamps = false;
     if (gpu_tuning) c.cpu_tuning = false;
+    // A choice like int-dot, decided after the entries that take away what the kernel needs.
+    if (coopmat && !no_coopmat) c.coopmat_kernels = true;
+    c.coopmat_kernels = c.coopmat_kernels && coopmat_usable(c);
     if (soft_half) c.soft_half = true;
     // Limits only ever shrink: an override cannot promise more than the hardware has.
     if (shared_mem) c.max_shared_memory = std::min(c.max_shared_memory, shared_mem);

@@ -47,7 +47,13 @@ struct DeviceCaps {
     // 4x8-bit dot products): where the packed dot is accelerated, or forced with `--caps int-dot`.
     bool int_dot_kernels = false;
     bool cooperative_matrix = false;
-    std::vector<CoopMatShape> coop_shapes;
+    std::vector<CoopMatShape> coop_shapes;  // subgroup scope only
+    // vulkanMemoryModel (GL_KHR_cooperative_matrix shaders declare it) and its device scope
+    bool vulkan_memory_model = false;
+    // The prompt chunks' matmuls take the cooperative-matrix kernel (matmul_coopmat.comp): on GPUs
+    // where coopmat_usable() holds, or forced with `--caps coopmat` (CPU drivers emulate the matrix
+    // units: correct, slow). `--caps no-coopmat` keeps the other kernels.
+    bool coopmat_kernels = false;
 
     // compute limits
     uint32_t max_shared_memory = 0;
@@ -91,6 +97,7 @@ struct CapsOverride {
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
     bool no_coopmat = false, no_timestamps = false, gpu_tuning = false, soft_half = false;
     bool int_dot = false;  // the integer-dot variants wherever the extension exists (accelerated or not)
+    bool coopmat = false;  // the cooperative-matrix kernels wherever coopmat_usable() holds (CPU drivers too)
     uint32_t shared_mem = 0;  // 0: keep
     uint64_t max_storage_range = 0;  // 0: keep
     uint64_t max_uniform_range = 0;  // 0: keep
@@ -102,6 +109,14 @@ struct CapsOverride {
     bool empty() const;
     void apply(DeviceCaps& caps) const;
 };
+
+// The device's f16 x f16 -> f32 subgroup shape the cooperative-matrix matmul uses: the one with
+// the most multiply-adds per instruction (16x16x16 over 16x8x16 on GPUs; lavapipe has 8x8x8 only),
+// nullptr if it reports none.
+const CoopMatShape* coopmat_f16_shape(const DeviceCaps& caps);
+// What matmul_coopmat.comp needs: that shape, shaderFloat16, the Vulkan memory model its module
+// declares, and a subgroup size it can require (its subgroups split the tile by gl_SubgroupID).
+bool coopmat_usable(const DeviceCaps& caps);
 
 DeviceCaps query_caps(VkInstance instance, VkPhysicalDevice pd, uint32_t instance_api_version);
 

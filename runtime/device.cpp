@@ -11,6 +11,16 @@ namespace vkllm {
 
 namespace {
 
+// VkPhysicalDeviceCooperativeMatrixFeaturesKHR, declared from the Vulkan specification as caps.cpp
+// declares the properties query: Debian 12's headers (1.3.239) predate the extension.
+constexpr const char* kCoopMatrixExtension = "VK_KHR_cooperative_matrix";
+struct CoopMatrixFeatures {
+    VkStructureType sType = static_cast<VkStructureType>(1000506000);
+    void* pNext = nullptr;
+    VkBool32 cooperativeMatrix = VK_FALSE;
+    VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+
 int type_rank(VkPhysicalDeviceType t) {
     switch (t) {
         case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
@@ -157,7 +167,21 @@ Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const
         *tail = &dot;
         tail = &dot.pNext;
     }
-    // VK_KHR_cooperative_matrix is reported by caps but not enabled: no kernel uses it yet.
+    // The cooperative-matrix matmul's module declares the capability and the Vulkan memory model.
+    VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+    CoopMatrixFeatures coop;
+    if (caps_.coopmat_kernels && want_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME, v12) &&
+        want_ext(kCoopMatrixExtension, false)) {
+        vmm.vulkanMemoryModel = VK_TRUE;
+        vmm.vulkanMemoryModelDeviceScope = VK_TRUE;  // the other shaders' atomics and buffer barriers
+        *tail = &vmm;
+        tail = &vmm.pNext;
+        coop.cooperativeMatrix = VK_TRUE;
+        *tail = &coop;
+        tail = &coop.pNext;
+    } else {
+        caps_.coopmat_kernels = false;
+    }
     creation_feedback_ = want_ext(VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME, v13);
     if (!v12) want_ext(VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME, false);
 

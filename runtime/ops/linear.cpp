@@ -1,5 +1,7 @@
 #include "runtime/ops/linear.h"
 
+#include "runtime/ops/matmul_coopmat.h"
+
 #include "runtime/vk_check.h"
 
 #include <fmt/format.h>
@@ -124,13 +126,13 @@ struct MatmulPush {
     uint32_t m, n, k, row_bytes, w_base, x_base, y_base, r_base, y_stride, has_res, b_base, has_bias, x_vec4;
 };
 
-// Word-aligned weights (weights.glsl W_ALIGNED: 1) when every row and field starts on 4 bytes.
+}  // namespace
+
 bool weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned) {
     const TypeTraits& tt = type_traits(wtype);
     return w_offset_aligned && k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 &&
            (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
 }
-}  // namespace
 
 uint32_t MatvecPlan::rows_per_workgroup() const { return kernel == Kernel::Rows ? rows * wg : rows; }
 
@@ -421,6 +423,10 @@ PipelineDesc MatmulPlan::pipeline() const {
         d.subgroup_size = required_subgroup_size;
         return d;
     }
+    if (kernel == Kernel::Coopmat)
+        return {"matmul_coopmat_" + type_suffix(wtype),
+                {sgm * sgn * sg, bm, bn, bk, sgm, sgn, cm, cn, ck, sg, uint32_t(w_aligned)},
+                sg};
     if (kernel == Kernel::Dot)
         return {"matmul_dot_" + type_suffix(wtype),
                 {(bm / tm) * (bn / tn), bm, bn, bk / 32, tm, tn, uint32_t(w_aligned)}};
@@ -430,6 +436,9 @@ PipelineDesc MatmulPlan::pipeline() const {
 MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
                        bool w_offset_aligned, bool allow_dot) {
     type_suffix(wtype);  // throws for unsupported types
+    // The matrix units first: f16 products at many times the rate of any other kernel here.
+    if (auto coop = plan_matmul_coopmat(caps, wtype, m, weights_aligned(wtype, k, w_offset_aligned), false))
+        return *coop;
     MatmulPlan p;
     p.wtype = wtype;
     const uint32_t sg = caps.subgroup_size;
@@ -604,6 +613,7 @@ void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Buffer
         return;
     }
     const bool broadcast = plan.kernel == MatmulPlan::Kernel::Broadcast;
+    const bool vec4_x = broadcast || plan.kernel == MatmulPlan::Kernel::Coopmat;
     const uint32_t bm = plan.tile_m(), bn = plan.tile_n();
     const Pipeline& p = ctx.pipeline(plan.pipeline());
     const uint64_t rb = row_bytes(wtype, k), align = binding_align(c);
@@ -625,7 +635,7 @@ void matmul(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Buffer
     for (uint32_t m0 = 0; m0 < m; m0 += m_step) {
         const uint32_t mr = std::min(m_step, m - m0);
         const detail::ByteWindow xw =
-            detail::byte_window(x, uint64_t(m0) * k * 4, uint64_t(m0 + mr) * k * 4, align, broadcast ? 16 : 4);
+            detail::byte_window(x, uint64_t(m0) * k * 4, uint64_t(m0 + mr) * k * 4, align, vec4_x ? 16 : 4);
         const uint32_t x_vec4 = xw.inner % 16 == 0 && k % 4 == 0;
         for (uint32_t n0 = 0; n0 < n; n0 += n_step) {
             const uint32_t nr = std::min(n_step, n - n0);

@@ -58,6 +58,10 @@ struct MatvecInput {
 // four floats per block of 32 (d, s = d * sum(q), ss, 0; quantize_q8_1.comp).
 inline uint64_t q8_1_row_bytes(uint32_t k) { return uint64_t(k) + uint64_t(k) / 32 * 16; }
 
+// Word-aligned weights (weights.glsl W_ALIGNED: 1): the slice starts on 4 bytes and so does every
+// row and field of the type.
+bool weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned);
+
 // Whether the weight type has an integer-dot matvec (shaders/include/weights_dot.glsl).
 bool int_dot_type(TensorType wtype);
 
@@ -132,6 +136,8 @@ struct MatmulPlan {
         Tiled,  // matmul.comp: shared-memory tiles
         Dot,  // quantize_q8_1.comp, then matmul_dot.comp: shared-memory tiles of int8 levels and
         // integer dot products (caps.int_dot_kernels; X as Q8_1 in MatvecInput::q8)
+        Coopmat,  // matmul_coopmat.comp: f16 tiles multiplied by the device's matrix units, f32
+        // accumulators (caps.coopmat_kernels; planned by plan_matmul_coopmat, matmul_coopmat.h)
     };
     Kernel kernel = Kernel::Tiled;
     TensorType wtype = TensorType::F32;
@@ -142,6 +148,9 @@ struct MatmulPlan {
     // Tiled / Dot: a BM x BN tile of Y per workgroup, k in slices of BK columns (Dot: BK / 32 whole
     // Q8_1 blocks), TM x TN per invocation.
     uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
+    // Coopmat: sgm x sgn subgroups of sg invocations per workgroup, each a (bm / sgm) x (bn / sgn)
+    // block of cm x cn accumulators; cm x cn x ck is the device's f16 shape.
+    uint32_t sgm = 0, sgn = 0, cm = 0, cn = 0, ck = 0, sg = 0;
 
     uint32_t tile_m() const;  // rows of X (tokens) per workgroup
     uint32_t tile_n() const;  // rows of W per workgroup
@@ -197,6 +206,11 @@ namespace vkllm::ref {
 // bias [n] or nullptr; residual [m][n] or nullptr, may alias y.
 void linear(TensorType wtype, const void* w, const float* x, float* y, uint32_t m, uint32_t n, uint32_t k,
             const float* residual = nullptr, const float* bias = nullptr);
+
+// The cooperative-matrix matmul's math (matmul_coopmat.comp): X and W's decoded values rounded to
+// IEEE half (round to nearest even, as f32_to_f16) before the products, then as ref::linear.
+void linear_f16(TensorType wtype, const void* w, const float* x, float* y, uint32_t m, uint32_t n, uint32_t k,
+                const float* residual = nullptr, const float* bias = nullptr);
 
 // X as the integer-dot matvec sees it: each block of 32 quantized to Q8_1 from its definition
 // (ggml's quantize_row_q8_1: d = max |x| / 127, q = round(x / d) half away from zero; a block

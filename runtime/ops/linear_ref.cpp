@@ -24,6 +24,27 @@ void linear(TensorType wtype, const void* w, const float* x, float* y, uint32_t 
     }
 }
 
+void linear_f16(TensorType wtype, const void* w, const float* x, float* y, uint32_t m, uint32_t n, uint32_t k,
+                const float* residual, const float* bias) {
+    std::vector<float> xh(size_t(m) * k);
+    for (size_t i = 0; i < xh.size(); ++i) xh[i] = f16_to_f32(f32_to_f16(x[i]));
+    const size_t rb = row_bytes(wtype, k);
+    const auto* bytes = static_cast<const uint8_t*>(w);
+    std::vector<float> row(k);
+    for (uint32_t j = 0; j < n; ++j) {
+        dequantize_row(wtype, bytes + j * rb, row.data(), k);
+        for (float& v : row) v = f16_to_f32(f32_to_f16(v));
+        for (uint32_t i = 0; i < m; ++i) {
+            const float* xi = xh.data() + size_t(i) * k;
+            double sum = 0;
+            for (uint32_t c = 0; c < k; ++c) sum += double(row[c]) * double(xi[c]);
+            if (bias) sum += bias[j];
+            if (residual) sum += residual[size_t(i) * n + j];
+            y[size_t(i) * n + j] = float(sum);
+        }
+    }
+}
+
 void quantize_q8_1(const float* x, float* xq, uint32_t k, int8_t* q, float* d) {
     for (uint32_t b = 0; b < k / 32; ++b) {
         const float* v = x + 32 * b;

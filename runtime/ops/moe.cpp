@@ -1,5 +1,7 @@
 #include "runtime/ops/moe.h"
 
+#include "runtime/ops/matmul_coopmat.h"
+
 #include "runtime/ops/window.h"
 #include "runtime/vk_check.h"
 
@@ -386,6 +388,7 @@ PipelineDesc MoeMatmulPlan::pipeline() const {
     PipelineDesc d = mm.pipeline();  // the same constants and subgroup size, the EXPERT_GROUPS shader
     d.shader = (mm.kernel == MatmulPlan::Kernel::Broadcast ? "matmul_broadcast_id_"
                 : mm.kernel == MatmulPlan::Kernel::Dot     ? "matmul_dot_id_"
+                : mm.kernel == MatmulPlan::Kernel::Coopmat ? "matmul_coopmat_id_"
                                                            : "matmul_id_") +
                std::string(type_traits(mm.wtype).lower);
     return d;
@@ -402,13 +405,21 @@ MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t
     MoeMatmulPlan p;
     // Experts start at multiples of their byte size: aligned words only where an expert is whole words.
     const bool aligned = (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0;
-    p.mm = plan_matmul(caps, wtype, rows, n, k, aligned, allow_dot);
+    // The cooperative-matrix form with the tile's slots beside its slices; where they do not fit,
+    // the other kernels (plan_matmul would size the tile without them).
+    if (auto coop = plan_matmul_coopmat(caps, wtype, rows, weights_aligned(wtype, k, aligned), true)) {
+        p.mm = *coop;
+        return p;
+    }
+    DeviceCaps no_coop = caps;
+    no_coop.coopmat_kernels = false;
+    p.mm = plan_matmul(no_coop, wtype, rows, n, k, aligned, allow_dot);
     // matmul_dot.comp's EXPERT_GROUPS form keeps the tile's slots in shared memory beside its tiles,
     // which plan_matmul sized to fit alone: the float kernels where those words do not fit too.
     if (p.mm.kernel == MatmulPlan::Kernel::Dot) {
         const MatmulPlan& d = p.mm;
         if (matmul_dot_shared_bytes(d.bm, d.bn, d.bk) + 4ull * d.bm <= caps.max_shared_memory) return p;
-        p.mm = plan_matmul(caps, wtype, rows, n, k, aligned, false);
+        p.mm = plan_matmul(no_coop, wtype, rows, n, k, aligned, false);
     }
     // matmul.comp's EXPERT_GROUPS form also keeps the tile's slots in shared memory.
     MatmulPlan& m = p.mm;

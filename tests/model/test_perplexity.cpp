@@ -374,3 +374,23 @@ TEST_CASE("perplexity: llama.cpp's uncertainty formula") {
     CHECK(token_nll(logits, 0) == doctest::Approx(lse));
     CHECK(token_nll(logits, 2) == doctest::Approx(lse - 2));
 }
+
+TEST_CASE("perplexity: stories260K on the cooperative-matrix matmuls (--caps coopmat) matches llama-perplexity within 0.5%") {
+    // Every prompt chunk's projections on the matrix units (X and the weights rounded to half).
+    std::string path = test::model_path("stories260K.gguf");
+    if (path.empty()) return;
+    Context* ctx = test::coopmat_context();
+    if (!ctx) return;
+    test::ValidationGuard guard;
+    Model m = open_model(path);
+    const std::vector<int32_t> tokens = fixture_tokens(*m.tok);
+    for (const auto& [n_ctx, chunks, ppl] : {std::tuple{128u, 2, 4.2989}, std::tuple{256u, 4, 3.6813}}) {
+        CAPTURE(n_ctx);
+        ModelGpu gpu(*ctx, m.file, m.cfg, ppl_options(n_ctx, n_ctx));
+        PerplexityOptions po{n_ctx, chunks, chunk_bos(*m.tok)};
+        const PerplexityResult r = compute_perplexity(device_evaluator(gpu), tokens, po, {});
+        check_close(r.nll.ppl(), ppl, 0.005, "PPL");
+        MESSAGE("--caps coopmat -c " << n_ctx << " --chunks " << chunks << ": vkllm " << r.nll.ppl()
+                                     << ", llama-perplexity " << ppl);
+    }
+}

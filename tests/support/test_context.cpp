@@ -56,6 +56,16 @@ Context& float_path_context() {
     return c.caps().int_dot_kernels ? context_for("no-int-dot") : c;
 }
 
+Context* coopmat_context() {
+    Context& c = context_for("coopmat");
+    if (c.caps().coopmat_kernels) return &c;
+    const char* required = std::getenv("VKLLM_TEST_REQUIRE_COOPMAT");
+    if (required && std::string(required) == "1")
+        FAIL("VKLLM_TEST_REQUIRE_COOPMAT=1 but '" << c.caps().name << "' cannot run the cooperative-matrix kernels");
+    MESSAGE("skipped: '" << c.caps().name << "' has no usable VK_KHR_cooperative_matrix (scripts/mesa26.sh runs these)");
+    return nullptr;
+}
+
 Context& context_for(const std::string& caps_spec) {
     if (caps_spec.empty()) return context();
     std::lock_guard lock(g_contexts_mutex);

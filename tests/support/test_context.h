@@ -113,4 +113,10 @@ std::string model_path(const std::string& file);
 // Use with context_for().
 const std::vector<std::string>& device_variants();
 
+// The context with the cooperative-matrix kernels forced (`--caps coopmat`), or nullptr with a
+// doctest MESSAGE where the device cannot run them (Mesa 22.3 and 25 lavapipe: no
+// VK_KHR_cooperative_matrix). VKLLM_TEST_REQUIRE_COOPMAT=1 (scripts/test.sh's Mesa 26 stage) turns
+// that absence into a failure, so the stage that exists to run these cases cannot skip them.
+Context* coopmat_context();
+
 }  // namespace vkllm::test

@@ -431,3 +431,56 @@ TEST_CASE("forward: a mixture of experts on integer dot products (--caps int-dot
     CHECK(c64.ffn.moe.down_mm.mm.tile_m() == 32);
     compare_with_reference(path, opts, prompt, 2, 5e-3, 5e-3, ctx.get());
 }
+
+TEST_CASE("forward: cooperative-matrix matmuls (--caps coopmat) on a Q4_K_M mix and on experts stay within half precision") {
+    // Chunks of 16 tokens run every projection, and the experts grouped per expert, on the matrix
+    // units: X and the weights rounded to half, f32 sums. Decode steps keep the matvecs. The host
+    // reference keeps f32: the tolerance is half precision's rounding compounded over the layers
+    // (about 2^-11 per operand), as the integer-dot test bounds X's quantization, far below a
+    // wrong tile or slice (~1).
+    Context* ctx = test::coopmat_context();
+    if (!ctx) return;
+    ModelShape shape;
+    shape.dim = 512;
+    shape.n_layers = 4;
+    shape.n_heads = 8;
+    shape.n_kv_heads = 2;
+    shape.ffn_dim = 1376;
+    shape.n_vocab = 1024;
+    shape.n_ctx = 256;
+    shape.mix = QuantMix::Q4_K_M;
+    shape.seed = 11;
+    const std::string dense = test::write_model("coopmat_q4_k_m", shape);
+    test::LoadedModel dm = test::open_model(dense);
+    const LayerPlan dp = plan_layer(ctx->caps(), dm.cfg, plan_weights(dm.file, dm.cfg, 256).layers[0], 0,
+                                    StepShape{16, false}, {256, 16, ops::KvType::F16});
+    CHECK(dp.attn.wo.kernel.matmul.kernel == ops::MatmulPlan::Kernel::Coopmat);
+    ModelOptions opts;
+    opts.ubatch = 16;
+    std::vector<int32_t> prompt(37);  // chunks of 16, 16 and 5
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 131 + 7) % shape.n_vocab);
+    compare_with_reference(dense, opts, prompt, 3, 1e-4, 1e-4, ctx);
+
+    shape.arch = "qwen3moe";
+    shape.dim = 256;
+    shape.n_layers = 2;
+    shape.n_heads = 4;
+    shape.ffn_dim = 256;
+    shape.n_expert = 8;
+    shape.n_expert_used = 2;
+    shape.expert_ffn = 96;
+    shape.n_vocab = 512;
+    shape.n_ctx = 128;
+    shape.mix.reset();
+    shape.weight_type = TensorType::Q4_0;
+    shape.seed = 23;
+    const std::string moe = test::write_model("coopmat_qwen3moe_q4_0", shape);
+    test::LoadedModel mm = test::open_model(moe);
+    const LayerPlan mp = plan_layer(ctx->caps(), mm.cfg, plan_weights(mm.file, mm.cfg, 128).layers[0], 0,
+                                    StepShape{16, false}, {128, 16, ops::KvType::F16});
+    REQUIRE(mp.ffn.moe.grouped);
+    CHECK(mp.ffn.moe.gate_mm.mm.kernel == ops::MatmulPlan::Kernel::Coopmat);
+    CHECK(mp.ffn.moe.down_mm.mm.kernel == ops::MatmulPlan::Kernel::Coopmat);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 97 + 3) % shape.n_vocab);
+    compare_with_reference(moe, opts, prompt, 2, 1e-4, 1e-4, ctx);
+}

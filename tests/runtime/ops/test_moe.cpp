@@ -109,9 +109,11 @@ void run_moe_matmul(Context& ctx, TensorType t, uint32_t E, uint32_t n, uint32_t
     if (int_dot)
         for (uint32_t r = 0; r < rows; ++r) ref::quantize_q8_1(x.data() + size_t(r) * k, xr.data() + size_t(r) * k, k);
     std::vector<float> want(size_t(slots) * n);
+    // The cooperative-matrix form multiplies X and W rounded to half (ref::linear_f16).
+    const auto reference = plan.mm.kernel == ops::MatmulPlan::Kernel::Coopmat ? ref::linear_f16 : ref::linear;
     for (uint32_t sl = 0; sl < slots; ++sl)
-        ref::linear(t, w.data() + ids[sl] * expert_bytes, xr.data() + size_t(sl / x_div) * k, want.data() + size_t(sl) * n,
-                    1, n, k, nullptr, bias ? b.data() + size_t(ids[sl]) * n : nullptr);
+        reference(t, w.data() + ids[sl] * expert_bytes, xr.data() + size_t(sl / x_div) * k, want.data() + size_t(sl) * n,
+                  1, n, k, nullptr, bias ? b.data() + size_t(ids[sl]) * n : nullptr);
     std::vector<uint32_t> groups_want(ops::moe_group_words(slots, E));
     ref::moe_group(ids.data(), slots, E, groups_want.data());
 
@@ -546,6 +548,29 @@ TEST_CASE("moe_matmul: the integer-dot form (--caps int-dot), every integer-dot 
     run_moe_matmul(ctx, TensorType::MXFP4, 32, 2880, 2880, routed_ids(16, 4, 32, 72, 0), 16, 1, 72, "real", true, true);
     Context& small = test::context_for("int-dot,max-storage-range=64k");
     run_moe_matmul(small, TensorType::Q8_0, 10, 96, 256, routed_ids(12, 3, 10, 81, 4), 12, 3, 81, "windows", false, true);
+}
+
+TEST_CASE("moe_matmul: the cooperative-matrix form (--caps coopmat), every weight type, empty and crowded experts, real sizes") {
+    test::ValidationGuard guard;
+    Context* ctx = test::coopmat_context();
+    if (!ctx) return;
+    uint32_t seed = 1300;
+    for (TensorType t : test::linear::kTypes) {
+        CAPTURE(type_traits(t).name);
+        REQUIRE(ops::plan_moe_matmul(ctx->caps(), t, 40, test::linear::blocks_k(t, 3), 13).mm.kernel ==
+                ops::MatmulPlan::Kernel::Coopmat);
+        const uint32_t k = test::linear::blocks_k(t, 3);
+        const std::vector<uint32_t> ids = routed_ids(13, 2, 6, seed, 5);
+        run_moe_matmul(*ctx, t, 6, 40, k, ids, 13, 2, seed, "coopmat");
+        run_moe_matmul(*ctx, t, 6, 40, k, ids, 13, 1, seed + 1, "coopmat", true);
+        seed += 10;
+    }
+    std::vector<uint32_t> crowded = routed_ids(70, 2, 4, 61, 9);
+    for (size_t i = 0; i < crowded.size(); i += 2)
+        if (crowded[i] != 1 && crowded[i + 1] != 1) crowded[i] = 1;
+    run_moe_matmul(*ctx, TensorType::Q4_0, 4, 48, 64, crowded, 70, 2, 62, "coopmat");
+    run_moe_matmul(*ctx, TensorType::Q4_K, 128, 768, 2048, routed_ids(64, 8, 128, 71, 0), 64, 8, 71, "coopmat real");
+    run_moe_matmul(*ctx, TensorType::MXFP4, 32, 2880, 2880, routed_ids(16, 4, 32, 72, 0), 16, 1, 72, "coopmat real", true);
 }
 
 TEST_CASE("moe_matmul: a stack larger than one binding runs in windows of whole experts") {
