@@ -1,6 +1,7 @@
 #include "apps/app_options.h"
 
 #include "model/forward/device_split.h"
+#include "runtime/ops/kernel_table.h"
 
 #include <fmt/format.h>
 
@@ -85,6 +86,14 @@ ContextOptions DeviceOptions::context_options() const {
     ContextOptions o;
     if (!device.empty()) o.device = DeviceSelector::parse(device);
     o.caps = CapsOverride::parse(caps);
+    // Names checked now, before a model loads; whether the device runs the row, once it is open.
+    for (const std::string& k : o.caps.kernels)
+        if (!ops::find_kernel_row(k)) {
+            std::string names;
+            for (const ops::KernelRow& r : ops::kernel_table())
+                names += fmt::format("{}{}", names.empty() ? "" : ", ", r.name);
+            throw std::invalid_argument(fmt::format("--caps kernel={}: no such kernel (the rows: {})", k, names));
+        }
     o.instance.validation = validate;
     if (validate)
         o.instance.sink = [](MessageSeverity s, std::string_view msg) {

@@ -300,7 +300,8 @@ std::string CapsOverride::help() {
            "no-subgroup-size-control, no-int-dot, int-dot, no-coopmat, coopmat, no-timestamps, gpu-tuning, soft-half, "
            "shared-mem=BYTES, "
            "max-storage-range=BYTES, max-uniform-range=BYTES, max-alloc=BYTES, device-memory=BYTES (BYTES may end in "
-           "k, m or g)";
+           "k, m or g), kernel=NAME (repeatable, one per problem: take that row of the linear-kernel table wherever it "
+           "serves the shape; docs/kernels.md lists the rows)";
 }
 
 CapsOverride CapsOverride::parse(const std::string& spec) {
@@ -352,6 +353,8 @@ CapsOverride CapsOverride::parse(const std::string& spec) {
             o.max_allocation = parse_size(key, val);
         else if (!flag && key == "device-memory")
             o.device_memory = parse_size(key, val);
+        else if (!flag && key == "kernel" && !val.empty())
+            o.kernels.push_back(val);
         else
             throw std::invalid_argument(fmt::format("--caps: unknown entry '{}'; accepted: {}", item, help()));
     }
@@ -362,7 +365,7 @@ bool CapsOverride::empty() const {
     return !(no_fp16 || no_int8 || no_int64 || no_storage16 || no_storage8 || no_subgroup_ops ||
              no_subgroup_size_control || no_int_dot || int_dot || no_coopmat || coopmat || no_timestamps ||
              gpu_tuning || soft_half || shared_mem || max_storage_range || max_uniform_range || max_allocation ||
-             device_memory);
+             device_memory || !kernels.empty());
 }
 
 void CapsOverride::apply(DeviceCaps& c) const {
@@ -395,6 +398,8 @@ void CapsOverride::apply(DeviceCaps& c) const {
     if (max_uniform_range) c.max_uniform_buffer_range = std::min(c.max_uniform_buffer_range, max_uniform_range);
     if (max_allocation) c.max_memory_allocation_size = std::min(c.max_memory_allocation_size, max_allocation);
     if (device_memory) c.device_local_bytes = std::min(c.device_local_bytes, device_memory);
+    // kernel= changes a choice too; the planners check the names and the device (ops::pick_kernel).
+    for (const std::string& k : kernels) c.forced_kernels.push_back(k);
 }
 
 }  // namespace vkllm

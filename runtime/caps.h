@@ -86,12 +86,17 @@ struct DeviceCaps {
     bool timestamps = false;
     float timestamp_period_ns = 0;
 
+    // Rows of the linear-kernel table (runtime/ops/kernel_table.h) the planners take wherever they
+    // serve the shape, by name (`--caps kernel=NAME`); empty: the table's own order decides.
+    std::vector<std::string> forced_kernels;
+
     std::string type_name() const;
     bool subgroup_ops() const { return subgroup_basic && subgroup_arithmetic; }
 };
 
 // Parsed from "no-fp16,no-subgroup-ops,shared-mem=16384,max-storage-range=33554432,...".
-// Each entry can only weaken the device. Unknown entries throw std::invalid_argument naming them.
+// Each entry can only weaken the device, but for int-dot, gpu-tuning and kernel=NAME, which change
+// choices. Unknown entries throw std::invalid_argument naming them.
 struct CapsOverride {
     bool no_fp16 = false, no_int8 = false, no_int64 = false, no_storage16 = false, no_storage8 = false;
     bool no_subgroup_ops = false, no_subgroup_size_control = false, no_int_dot = false;
@@ -103,6 +108,7 @@ struct CapsOverride {
     uint64_t max_uniform_range = 0;  // 0: keep
     uint64_t max_allocation = 0;  // 0: keep
     uint64_t device_memory = 0;  // device-local heap bytes; 0: keep (a small GPU on a big one)
+    std::vector<std::string> kernels;  // kernel=NAME entries: DeviceCaps::forced_kernels
 
     static CapsOverride parse(const std::string& spec);
     static std::string help();  // one line per accepted entry

@@ -170,7 +170,9 @@ Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const
     // The cooperative-matrix matmul's module declares the capability and the Vulkan memory model.
     VkPhysicalDeviceVulkanMemoryModelFeatures vmm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
     CoopMatrixFeatures coop;
-    if (caps_.coopmat_kernels && want_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME, v12) &&
+    // Enabled wherever the kernel can run, chosen or not, so that `--caps kernel=matmul-coopmat`
+    // forces it as `--caps coopmat` does.
+    if (coopmat_usable(caps_) && want_ext(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME, v12) &&
         want_ext(kCoopMatrixExtension, false)) {
         vmm.vulkanMemoryModel = VK_TRUE;
         vmm.vulkanMemoryModelDeviceScope = VK_TRUE;  // the other shaders' atomics and buffer barriers
@@ -180,7 +182,8 @@ Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const
         *tail = &coop;
         tail = &coop.pNext;
     } else {
-        caps_.coopmat_kernels = false;
+        caps_.cooperative_matrix = caps_.coopmat_kernels = false;
+        caps_.coop_shapes.clear();
     }
     creation_feedback_ = want_ext(VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME, v13);
     if (!v12) want_ext(VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME, false);

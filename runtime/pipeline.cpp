@@ -9,8 +9,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 namespace vkllm {
+
+PipelineDesc::PipelineDesc(ShaderId variant_id, std::vector<uint32_t> constants, uint32_t required_subgroup)
+    : id(variant_id), shader(shader_name(variant_id)), spec(std::move(constants)), subgroup_size(required_subgroup) {}
+
+PipelineDesc::PipelineDesc(std::string_view name, std::vector<uint32_t> constants, uint32_t required_subgroup)
+    : PipelineDesc(find_shader_id(name), std::move(constants), required_subgroup) {}
 
 std::string PipelineDesc::key() const {
     std::string k = shader;
@@ -20,7 +27,7 @@ std::string PipelineDesc::key() const {
 }
 
 Pipeline::Pipeline(const Device& device, VkPipelineCache cache, const PipelineDesc& desc)
-    : info_(&find_shader(desc.shader)), name_(desc.key()) {
+    : info_(&shader_info(desc.id)), name_(desc.key()) {
     VkDevice dev = device.get();
     const DeviceCaps& caps = device.caps();
     for (int d = 0; d < 3; ++d) {

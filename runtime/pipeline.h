@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vkllm {
@@ -20,7 +21,13 @@ class Device;
 constexpr uint32_t kSoftHalfSpecId = 100;
 
 struct PipelineDesc {
-    std::string shader;  // variant name in the shader table
+    PipelineDesc() = default;
+    PipelineDesc(ShaderId id, std::vector<uint32_t> spec = {}, uint32_t subgroup_size = 0);
+    // A variant named at run time (tests, tools): looked up here, std::out_of_range when absent.
+    PipelineDesc(std::string_view name, std::vector<uint32_t> spec = {}, uint32_t subgroup_size = 0);
+
+    ShaderId id{};
+    std::string shader;  // the variant's name (shader_name(id)): logs, the key, warm-up listings, errors
     std::vector<uint32_t> spec;  // spec[i] = value (raw bits) of specialization constant id i
     uint32_t subgroup_size = 0;  // require this subgroup size (needs subgroup size control); 0 = driver's choice
     std::string key() const;

@@ -35,7 +35,8 @@ ProbeResult probe_bandwidth(Context& ctx, size_t bytes, int reps) {
     for (size_t i = 0; i < host.size(); ++i) host[i] = float(i % 7) * 0.25f;
     Buffer src = ctx.create_buffer(bytes, MemoryUsage::Device, "probe_src");
     ctx.upload(src, host.data(), bytes);
-    const Pipeline& p = ctx.pipeline({ctx.caps().subgroup_ops() ? "probe_bandwidth_sg" : "probe_bandwidth", {wg}});
+    const Pipeline& p =
+        ctx.pipeline({ctx.caps().subgroup_ops() ? ShaderId::probe_bandwidth_sg : ShaderId::probe_bandwidth, {wg}});
     // The grid that streams fastest differs by device (a GPU wants thousands of workgroups, a CPU
     // driver a few long-running ones): try several and keep the best, which is what a kernel can
     // reach.
@@ -68,10 +69,10 @@ namespace {
 // The arithmetic probes (probe_fma.comp, probe_int_dot.comp): 256 x 256 invocations of `iters`
 // iterations of 64 operations each, the push constants {iters, seed bits}; value in G ops / s, and
 // invocation 0's result word in `first`.
-ProbeResult arithmetic_probe(Context& ctx, const char* shader, const char* label, uint32_t iters, uint32_t seed_bits,
+ProbeResult arithmetic_probe(Context& ctx, ShaderId shader, const char* label, uint32_t iters, uint32_t seed_bits,
                              int reps, uint32_t& first) {
     const uint32_t wg = 256, groups = 256;
-    Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, shader);
+    Buffer dst = ctx.create_buffer(uint64_t(wg) * groups * 4, MemoryUsage::Device, std::string(shader_name(shader)));
     const Pipeline& p = ctx.pipeline({shader, {wg}});
     struct {
         uint32_t iters, seed;
@@ -91,7 +92,8 @@ ProbeResult arithmetic_probe(Context& ctx, const char* shader, const char* label
 
 ProbeResult probe_fma(Context& ctx, uint32_t iters, int reps) {
     uint32_t first = 0;
-    ProbeResult r = arithmetic_probe(ctx, "probe_fma", "fma", iters, std::bit_cast<uint32_t>(1.0f), reps, first);
+    ProbeResult r =
+        arithmetic_probe(ctx, ShaderId::probe_fma, "fma", iters, std::bit_cast<uint32_t>(1.0f), reps, first);
     r.check = std::bit_cast<float>(first);
     return r;
 }
@@ -118,7 +120,7 @@ ProbeResult probe_int_dot(Context& ctx, uint32_t iters, int reps) {
     if (!ctx.caps().int_dot_product)
         throw DeviceLimitError("probe_int_dot: the device has no VK_KHR_shader_integer_dot_product");
     uint32_t first = 0;
-    ProbeResult r = arithmetic_probe(ctx, "probe_int_dot", "int_dot", iters, kIntDotSeed, reps, first);
+    ProbeResult r = arithmetic_probe(ctx, ShaderId::probe_int_dot, "int_dot", iters, kIntDotSeed, reps, first);
     r.check = first;
     return r;
 }

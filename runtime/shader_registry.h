@@ -2,6 +2,8 @@
 // declared in shaders/shaders.cmake.
 #pragma once
 
+#include "runtime/shader_id.h"
+
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -22,8 +24,12 @@ struct ShaderInfo {
 };
 
 std::span<const ShaderInfo> shader_table();
-// Throws std::out_of_range naming the variant when it is not in the table.
+// The variant's entry (the table holds every ShaderId, in their order).
+const ShaderInfo& shader_info(ShaderId id);
+// A name given at run time (tests, tools): throws std::out_of_range naming the variant when it is
+// not in the table.
 const ShaderInfo& find_shader(std::string_view name);
+ShaderId find_shader_id(std::string_view name);
 // One hash over every embedded module: part of the pipeline-cache key.
 uint64_t shader_table_hash();
 

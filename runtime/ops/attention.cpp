@@ -28,6 +28,11 @@ constexpr uint32_t kMaxHeadDim = 576;  // DeepSeek's MLA: K heads of 64 RoPE + 5
 constexpr uint32_t kStoreMaxHeadDim = 256;  // attention_store: the fused path as written and tested
 constexpr uint32_t kMaxPosBiasRange = 1u << 20;  // a table of n_heads x 2M+1 floats is already absurd
 
+// The KV element type's member of an attention family (shaders.cmake declares each for every KvType).
+ShaderId kv_variant(ShaderFamily f, KvType t) {
+    return variant(f, t == KvType::F16 ? TensorType::F16 : t == KvType::F32 ? TensorType::F32 : TensorType::Q8_0);
+}
+
 // ALiBi's slopes as alibi_slope() in shaders/include/kv_read.glsl takes them.
 struct AlibiPush {
     float step = 0;  // max_bias / n_log2
@@ -286,10 +291,10 @@ std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const Attentio
     std::vector<PipelineDesc> descs;
     if (plan.decode) {
         descs.push_back(
-            {fmt::format("attention_decode_{}", kv_type_name(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}});
-        if (plan.n_splits > 1) descs.push_back({"attention_merge", {kMergeWg}});
+            {kv_variant(ShaderFamily::attention_decode, p.kv_type), {plan.wg, p.head_dim, plan.heads_per_wg}});
+        if (plan.n_splits > 1) descs.push_back({ShaderId::attention_merge, {kMergeWg}});
     } else {
-        descs.push_back({fmt::format("attention_prefill_{}", kv_type_name(p.kv_type)),
+        descs.push_back({kv_variant(ShaderFamily::attention_prefill, p.kv_type),
                          {plan.wg, p.head_dim, plan.heads_per_wg, plan.tokens_per_wg, plan.kv_tile}});
     }
     // DV (constant 3 of the decode kernel, 5 of prefill; 0 = D) only where V is narrower, so that the
@@ -487,8 +492,8 @@ std::vector<PipelineDesc> attention_store_pipelines(const Context& ctx, const At
             p.n_tokens, p.v_head_dim, p.v_in_k, kStoreMaxHeadDim, kKvQ8Block, p.head_dim));
     const detail::AttentionPlan plan = detail::attention_plan(ctx.caps(), p, true);
     std::vector<PipelineDesc> descs{
-        {fmt::format("attention_decode_store_{}", kv_type_name(p.kv_type)), {plan.wg, p.head_dim, plan.heads_per_wg}}};
-    if (plan.n_splits > 1) descs.push_back({"attention_merge", {kMergeWg}});
+        {kv_variant(ShaderFamily::attention_decode_store, p.kv_type), {plan.wg, p.head_dim, plan.heads_per_wg}}};
+    if (plan.n_splits > 1) descs.push_back({ShaderId::attention_merge, {kMergeWg}});
     return descs;
 }
 

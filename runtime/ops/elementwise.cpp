@@ -42,26 +42,27 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
     const uint32_t wg = workgroup_size(caps);
     const bool sg = caps.subgroup_ops();
     switch (op) {
-        case SmallOp::RmsNorm: return {sg ? "rms_norm_sg" : "rms_norm", {row_reduce_size(caps, wg)}};
-        case SmallOp::Swiglu: return {"swiglu", {wg}};
-        case SmallOp::Add: return {"add", {wg}};
-        case SmallOp::Rope: return {"rope", {wg}};
-        case SmallOp::KvStoreF16: return {"kv_store_f16", {wg}};
-        case SmallOp::KvStoreF32: return {"kv_store_f32", {wg}};
-        case SmallOp::KvStoreQ8_0: return {"kv_store_q8_0", {wg}};
-        case SmallOp::Argmax: return {sg ? "argmax_sg" : "argmax", {wg}};
-        case SmallOp::Softmax: return {sg ? "softmax_sg" : "softmax", {wg}};
-        case SmallOp::Topk: return {"topk", {wg}};
-        case SmallOp::LayerNorm: return {sg ? "layer_norm_sg" : "layer_norm", {row_reduce_size(caps, wg)}};
-        case SmallOp::Geglu: return {"geglu", {wg}};
-        case SmallOp::Gelu: return {"gelu", {wg}};
-        case SmallOp::Scale: return {"scale", {wg}};
-        case SmallOp::Softcap: return {"softcap", {wg}};
-        case SmallOp::AddRows: return {"add_rows", {wg}};
-        case SmallOp::Clamp: return {"clamp", {wg}};
-        case SmallOp::Relu: return {"relu", {wg}};
-        case SmallOp::SwigluOai: return {"swiglu_oai", {wg}};
-        case SmallOp::CopyCols: return {"copy_cols", {wg}};
+        case SmallOp::RmsNorm: return {sg ? ShaderId::rms_norm_sg : ShaderId::rms_norm, {row_reduce_size(caps, wg)}};
+        case SmallOp::Swiglu: return {ShaderId::swiglu, {wg}};
+        case SmallOp::Add: return {ShaderId::add, {wg}};
+        case SmallOp::Rope: return {ShaderId::rope, {wg}};
+        case SmallOp::KvStoreF16: return {ShaderId::kv_store_f16, {wg}};
+        case SmallOp::KvStoreF32: return {ShaderId::kv_store_f32, {wg}};
+        case SmallOp::KvStoreQ8_0: return {ShaderId::kv_store_q8_0, {wg}};
+        case SmallOp::Argmax: return {sg ? ShaderId::argmax_sg : ShaderId::argmax, {wg}};
+        case SmallOp::Softmax: return {sg ? ShaderId::softmax_sg : ShaderId::softmax, {wg}};
+        case SmallOp::Topk: return {ShaderId::topk, {wg}};
+        case SmallOp::LayerNorm:
+            return {sg ? ShaderId::layer_norm_sg : ShaderId::layer_norm, {row_reduce_size(caps, wg)}};
+        case SmallOp::Geglu: return {ShaderId::geglu, {wg}};
+        case SmallOp::Gelu: return {ShaderId::gelu, {wg}};
+        case SmallOp::Scale: return {ShaderId::scale, {wg}};
+        case SmallOp::Softcap: return {ShaderId::softcap, {wg}};
+        case SmallOp::AddRows: return {ShaderId::add_rows, {wg}};
+        case SmallOp::Clamp: return {ShaderId::clamp, {wg}};
+        case SmallOp::Relu: return {ShaderId::relu, {wg}};
+        case SmallOp::SwigluOai: return {ShaderId::swiglu_oai, {wg}};
+        case SmallOp::CopyCols: return {ShaderId::copy_cols, {wg}};
     }
     throw std::logic_error("small_op_desc: unknown op");
 }

@@ -14,7 +14,7 @@ namespace vkllm::ops {
 namespace {
 
 // One variant per weight type (shaders/shaders.cmake); type_traits throws for unknown types.
-PipelineDesc get_rows_desc(TensorType type) { return {"get_rows_" + std::string(type_traits(type).lower), {64}}; }
+PipelineDesc get_rows_desc(TensorType type) { return {variant(ShaderFamily::get_rows, type), {64}}; }
 
 struct GetRowsPush {
     uint32_t n_rows, dim, row_bytes, w_base, ids_base, out_base;

@@ -1,7 +1,6 @@
 #include "runtime/ops/linear.h"
 
-#include "runtime/ops/matmul_coopmat.h"
-
+#include "runtime/ops/kernel_table.h"
 #include "runtime/vk_check.h"
 
 #include <fmt/format.h>
@@ -14,11 +13,10 @@ namespace vkllm::ops {
 
 namespace {
 
-// Pipelines are named "<op>_<type>" (shaders/shaders.cmake declares one per type).
-std::string type_suffix(TensorType t) {
+// Throws for a weight type vkllm does not read.
+void check_type(TensorType t) {
     if (!is_supported_type(uint32_t(t)))
         throw std::invalid_argument(fmt::format("linear: unsupported weight type {}", uint32_t(t)));
-    return std::string(type_traits(t).lower);
 }
 
 // 16: matvec reads X as vec4s, so its window must start on a vec4.
@@ -31,18 +29,6 @@ uint64_t window_slack(const DeviceCaps& c) { return binding_align(c) + 16; }
 // (their windows need both offset alignments).
 uint64_t uniform_x_align(const DeviceCaps& c) {
     return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment);
-}
-// Whether X (m x k f32) and G fit uniform bindings: the shader declares 64 KiB, the device may allow less.
-bool uniform_x_fits(const DeviceCaps& c, uint32_t m, uint32_t k) {
-    const uint64_t limit = std::min<uint64_t>(c.max_uniform_buffer_range, 65536);
-    return uint64_t(m) * k * 4 + uniform_x_align(c) + 16 <= limit;
-}
-
-// The *_u64_* variants (Q8_0 and Q4_0, with uniform X, CPU drivers) read each block as 5 / 3
-// 8-byte words instead of 9 / 5 4-byte ones (weights.glsl, W_LOAD64): lavapipe turns every load
-// into per-lane scalar loads, whatever their width (docs/kernels.md has the measurements).
-bool wide_weight_loads(const DeviceCaps& c, TensorType wtype, bool uniform_x) {
-    return c.cpu_tuning && c.int64 && uniform_x && (wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0);
 }
 
 void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_t bytes, uint64_t offset_align) {
@@ -57,7 +43,7 @@ void check_slice(const char* op, const char* what, const BufferSlice& s, uint64_
 
 void check_args(const char* op, TensorType wtype, const BufferSlice& w, const BufferSlice& x, const BufferSlice& y,
                 uint32_t m, uint32_t n, uint32_t k, const BufferSlice* residual, const BufferSlice* bias) {
-    type_suffix(wtype);  // throws for unsupported types
+    check_type(wtype);  // throws for unsupported types
     if (m == 0 || n == 0 || k == 0)
         throw std::invalid_argument(fmt::format("{}: empty shape m={} n={} k={}", op, m, n, k));
     const TypeTraits& tt = type_traits(wtype);
@@ -128,12 +114,6 @@ struct MatmulPush {
 
 }  // namespace
 
-bool weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned) {
-    const TypeTraits& tt = type_traits(wtype);
-    return w_offset_aligned && k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 &&
-           (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
-}
-
 uint32_t MatvecPlan::rows_per_workgroup() const { return kernel == Kernel::Rows ? rows * wg : rows; }
 
 namespace {
@@ -141,7 +121,7 @@ namespace {
 uint32_t norm_constant(MatvecInput::Kind k) { return k == MatvecInput::Kind::RmsNorm; }
 uint32_t act_constant(MatvecInput::Kind k) { return MatvecInput::act_id(k); }
 PipelineDesc quantize_desc(MatvecInput::Kind input) {
-    return {"quantize_q8_1", {kQuantizeWg, 0, 0, 0, norm_constant(input), act_constant(input)}};
+    return {ShaderId::quantize_q8_1, {kQuantizeWg, 0, 0, 0, norm_constant(input), act_constant(input)}};
 }
 
 struct QuantizePush {
@@ -285,22 +265,7 @@ void matmul_dot(Context& ctx, CommandStream& s, const MatmulPlan& plan, const Bu
 }
 }  // namespace
 
-bool int_dot_type(TensorType t) {
-    switch (t) {
-        case TensorType::Q8_0:
-        case TensorType::Q4_0:
-        case TensorType::Q4_1:
-        case TensorType::Q5_0:
-        case TensorType::Q5_1:
-        case TensorType::IQ4_NL:
-        case TensorType::Q4_K:
-        case TensorType::Q5_K:
-        case TensorType::Q6_K:
-        case TensorType::IQ4_XS:
-        case TensorType::MXFP4: return true;
-        default: return false;
-    }
-}
+bool int_dot_type(TensorType t) { return has_variant(ShaderFamily::matvec_dot, t); }
 
 PipelineDesc MatvecPlan::quantize_pipeline() const { return quantize_desc(input); }
 PipelineDesc quantize_q8_1_pipeline(MatvecInput::Kind input) { return quantize_desc(input); }
@@ -312,92 +277,20 @@ std::vector<PipelineDesc> MatvecPlan::pipelines() const {
 
 PipelineDesc MatvecPlan::pipeline() const {
     const uint32_t norm = norm_constant(input), act = act_constant(input);
-    const std::string type = type_suffix(wtype);
-    if (kernel == Kernel::Dot)
-        return {"matvec_dot_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, batch, uint32_t(w_aligned), norm}};
-    std::string name;
-    if (kernel == Kernel::Rows)
-        name = (wide_loads ? "matvec_rows_u64_" : uniform_x ? "matvec_rows_u_" : "matvec_rows_") + type;
-    else if (wide_loads)
-        name = "matvec_u64_" + type + "_subgroup";
-    else
-        name = (uniform_x ? "matvec_u_" : "matvec_") + type + (subgroup ? "_subgroup" : "");
-    return {name, {wg, rows, batch, uint32_t(w_aligned), norm, act}};
+    if (kernel == Kernel::Dot) return {variant(family, wtype), {wg, rows, batch, uint32_t(w_aligned), norm}};
+    return {variant(family, wtype), {wg, rows, batch, uint32_t(w_aligned), norm, act}};
 }
 
 MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                        bool w_offset_aligned, MatvecInput::Kind input, bool allow_dot) {
     if (m < 1 || m > 8) throw std::invalid_argument(fmt::format("matvec: m={} (1..8)", m));
-    type_suffix(wtype);  // throws for unsupported types
+    check_type(wtype);  // throws for unsupported types
     MatvecPlan p;
     p.wtype = wtype;
     p.batch = m;
     p.input = input;
-    p.w_aligned = weights_aligned(wtype, k, w_offset_aligned);
-    const uint32_t norm = input == MatvecInput::Kind::RmsNorm;
-    // CPU drivers (lavapipe) run a workgroup as SIMD chunks of subgroup_size lanes and every
-    // barrier as a switch between chunks. The kernel family depends on k and the type only, never
-    // on m or n: a row's sum is computed the same way in a decode batch as for a lone token (batch
-    // invariance). Measurements behind each choice: docs/kernels.md.
-    if (allow_dot && caps.int_dot_kernels && int_dot_type(wtype)) {
-        // X quantized once to 8 bits per element, weights multiplied as the integers they store,
-        // four per instruction: the float kernels convert and multiply every weight one by one
-        // and read X as 4 bytes per element, which bounds quantized decode on GPUs well below
-        // their bandwidth (docs/gpu.md). Workgroups of the float kernel's size on GPUs; on a CPU
-        // driver (only ever forced, `--caps int-dot`, for tests) one subgroup-sized workgroup.
-        p.kernel = MatvecPlan::Kernel::Dot;
-        p.subgroup = caps.subgroup_ops();
-        p.wg = caps.cpu_tuning ? std::clamp<uint32_t>(caps.subgroup_size, 8, 64)
-                               : std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-        // Four rows per workgroup for a lone vector: each X block loaded serves four rows, and
-        // there are still >= 256 workgroups for a 1024-row projection (measured on an H200 against
-        // 1, 2 and 8 rows and 32 to 256 invocations: docs/gpu.md).
-        p.rows = m == 1 ? 4 : m <= 4 ? 2 : 1;
-        p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
-        // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
-        while (p.rows > 1 && uint64_t(p.rows + norm) * m * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
-        return p;
-    }
-    if (caps.cpu_tuning && row_bytes(wtype, k) <= 1024) {
-        // Rows of at most 1 KiB: matvec_rows, one SIMD chunk per workgroup, each lane owning R whole
-        // rows, so that nothing is reduced across lanes (no shared memory, no barrier). Longer rows
-        // stream better with a row's bytes spread over the lanes (the CPU's prefetch).
-        p.kernel = MatvecPlan::Kernel::Rows;
-        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 4, std::max<uint32_t>(caps.max_workgroup_invocations, 4));
-        // Every X load serves the R rows of a lane, so tall matrices (the output head) take more rows
-        // per lane while they still make >= 32 workgroups; short ones keep 4, so that every core gets
-        // work. A row's sum is the same whatever R (batch invariance).
-        p.rows = 4;
-        while (p.rows < 16 && n / (uint64_t(p.rows) * 2 * p.wg) >= 32) p.rows *= 2;
-        // X (and G) through uniform buffers where they fit: Mesa 22.3's lavapipe loads a uniform
-        // buffer at one address once instead of lane by lane. Only the load instructions differ,
-        // so this choice may depend on m (test_matvec_fused checks the bits agree).
-        p.uniform_x = uniform_x_fits(caps, m, k);
-        p.wide_loads = wide_weight_loads(caps, wtype, p.uniform_x);
-        return p;
-    }
-    p.kernel = MatvecPlan::Kernel::Strided;
-    if (caps.cpu_tuning) {
-        // CPU drivers, long rows: one small workgroup (about one SIMD chunk) per NR rows, so that
-        // each X load serves NR rows and few barriers switch chunks; tall matrices (output head,
-        // FFN) take NR = 32 and still make >= 64 workgroups, short ones NR = 8, so that every core
-        // gets work. NR does not depend on the batch (a row's sum is the same whatever NR).
-        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
-        p.rows = n >= 2048 ? 32 : 8;
-    } else {
-        // 64 invocations stream a row in 64 unit-sized steps (16 bytes, a Q8_0 / Q4_0 block); a wider
-        // subgroup gets one full subgroup. Two rows per workgroup halve the reduction overhead; more
-        // starve small matrices of workgroups (measured on an H100: docs/gpu.md); with many vectors,
-        // registers matter more.
-        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-        p.rows = m <= 4 ? 2 : 1;
-    }
-    p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
-    // The reduction keeps (NR + NORM) * NB * WG floats in shared memory.
-    while (p.rows > 1 && uint64_t(p.rows + norm) * m * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
-    p.subgroup = caps.subgroup_ops();
-    p.uniform_x = caps.cpu_tuning && uniform_x_fits(caps, m, k);
-    p.wide_loads = p.subgroup && wide_weight_loads(caps, wtype, p.uniform_x);
+    const LinearShape shape{wtype, m, n, k, w_offset_aligned, input, allow_dot};
+    pick_kernel(caps, LinearProblem::DenseMatvec, shape).matvec(caps, shape, p);
     return p;
 }
 
@@ -417,90 +310,25 @@ uint32_t MatmulPlan::tile_m() const { return kernel == Kernel::Broadcast ? token
 uint32_t MatmulPlan::tile_n() const { return kernel == Kernel::Broadcast ? rows_per_lane * lanes : bn; }
 
 PipelineDesc MatmulPlan::pipeline() const {
-    if (kernel == Kernel::Broadcast) {
-        PipelineDesc d{"matmul_broadcast_" + type_suffix(wtype),
-                       {lanes, rows_per_lane, tokens_per_lane, uint32_t(w_aligned)}};
-        d.subgroup_size = required_subgroup_size;
-        return d;
+    const ShaderId shader = variant(family, wtype);
+    switch (kernel) {
+        case Kernel::Broadcast:
+            return {shader, {lanes, rows_per_lane, tokens_per_lane, uint32_t(w_aligned)}, required_subgroup_size};
+        case Kernel::Dot: return {shader, {(bm / tm) * (bn / tn), bm, bn, bk / 32, tm, tn, uint32_t(w_aligned)}};
+        case Kernel::Coopmat:
+            return {shader, {sgm * sgn * sg, bm, bn, bk, sgm, sgn, cm, cn, ck, sg, uint32_t(w_aligned)}, sg};
+        case Kernel::Tiled: break;
     }
-    if (kernel == Kernel::Coopmat)
-        return {"matmul_coopmat_" + type_suffix(wtype),
-                {sgm * sgn * sg, bm, bn, bk, sgm, sgn, cm, cn, ck, sg, uint32_t(w_aligned)},
-                sg};
-    if (kernel == Kernel::Dot)
-        return {"matmul_dot_" + type_suffix(wtype),
-                {(bm / tm) * (bn / tn), bm, bn, bk / 32, tm, tn, uint32_t(w_aligned)}};
-    return {"matmul_" + type_suffix(wtype), {(bm / tm) * (bn / tn), bm, bn, bk, tm, tn}};
+    return {shader, {(bm / tm) * (bn / tn), bm, bn, bk, tm, tn}};
 }
 
-MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t /*n*/, uint32_t k,
+MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uint32_t n, uint32_t k,
                        bool w_offset_aligned, bool allow_dot) {
-    type_suffix(wtype);  // throws for unsupported types
-    // The matrix units first: f16 products at many times the rate of any other kernel here.
-    if (auto coop = plan_matmul_coopmat(caps, wtype, m, weights_aligned(wtype, k, w_offset_aligned), false))
-        return *coop;
+    check_type(wtype);  // throws for unsupported types
     MatmulPlan p;
     p.wtype = wtype;
-    const uint32_t sg = caps.subgroup_size;
-    if (allow_dot && caps.int_dot_kernels && int_dot_type(wtype)) {
-        // As the integer-dot matvec: X quantized once to 8 bits, weights as the integers they
-        // store, four multiply-adds per instruction; both tiles in shared memory are 8-bit, so a
-        // slice of 128 columns costs what 32 float columns do. The float kernel's tile shapes (64 x
-        // 64, 4 x 4 per invocation; 32 rows for short prompts; 32 x 32 where fewer than 256
-        // invocations are allowed), 4 blocks per k slice: a multiple of every type's unit.
-        p.kernel = MatmulPlan::Kernel::Dot;
-        p.w_aligned = weights_aligned(wtype, k, w_offset_aligned);
-        p.bm = p.bn = 64, p.tm = p.tn = 4, p.bk = 128;
-        if (caps.max_workgroup_invocations < 256)
-            p.bm = p.bn = 32;
-        else if (m <= 32)
-            p.bm = 32, p.tm = 2;
-        auto shared_bytes = [&] { return matmul_dot_shared_bytes(p.bm, p.bn, p.bk); };
-        while (shared_bytes() > caps.max_shared_memory && p.bk > 32) p.bk /= 2;
-        // A slice holds whole units of weights_dot.glsl: Q4_K / Q5_K's span 2 blocks (a 64-column
-        // chunk), Q6_K's 4 (two groups of a 128-column half).
-        const uint32_t span = wtype == TensorType::Q6_K                                  ? 4
-                              : (wtype == TensorType::Q4_K || wtype == TensorType::Q5_K) ? 2
-                                                                                         : 1;
-        if (p.bk / 32 >= span && shared_bytes() <= caps.max_shared_memory) return p;
-        p = MatmulPlan{};  // too little shared memory: the float kernel below
-        p.wtype = wtype;
-    }
-    if (caps.cpu_tuning && caps.subgroup_basic && caps.subgroup_ballot && (sg == 4 || sg == 8 || sg == 16) &&
-        sg <= caps.max_workgroup_invocations) {
-        // CPU drivers: one subgroup per workgroup, no shared memory or barrier; each lane keeps R
-        // weight rows in registers and X reaches all lanes by broadcasts. Larger register tiles
-        // spill or stop NIR from unrolling the loops (per-lane memory); 16 lanes take 2 rows: the
-        // same 32 accumulators per lane.
-        p.kernel = MatmulPlan::Kernel::Broadcast;
-        p.lanes = sg;
-        p.rows_per_lane = sg >= 16 ? 2 : 4;
-        p.tokens_per_lane = 1;
-        p.w_aligned = weights_aligned(wtype, k, w_offset_aligned);
-        // The kernel broadcasts from lanes 0 .. S-1 of one full subgroup: required where the device
-        // can require it (SPIR-V 1.3 shaders already see the reported size; this also rules out a
-        // split or partly populated subgroup).
-        if (caps.subgroup_size_control && caps.min_subgroup_size <= sg && sg <= caps.max_subgroup_size)
-            p.required_subgroup_size = sg;
-        return p;
-    }
-    p.kernel = MatmulPlan::Kernel::Tiled;
-    p.bm = p.bn = 64, p.tm = p.tn = 4;
-    if (caps.max_workgroup_invocations < 256) {
-        p.bm = p.bn = 32;  // 64 invocations: every Vulkan device allows 128
-    } else if (m <= 32) {
-        p.bm = 32, p.tm = 2;  // short prompts: less of the tile wasted on rows that do not exist
-    }
-    // The deepest k slice whose two shared tiles fit: deeper slices mean fewer barriers.
-    p.bk = 8;
-    for (uint32_t cand : {32u, 16u})
-        if (uint64_t(cand) * (p.bm + 1 + p.bn + 1) * 4 <= caps.max_shared_memory) {
-            p.bk = cand;
-            break;
-        }
-    if (uint64_t(p.bk) * (p.bm + 1 + p.bn + 1) * 4 > caps.max_shared_memory)
-        throw DeviceLimitError(fmt::format("matmul: needs {} bytes of shared memory, device has {}",
-                                           p.bk * (p.bm + 1 + p.bn + 1) * 4, caps.max_shared_memory));
+    const LinearShape shape{wtype, m, n, k, w_offset_aligned, MatvecInput::Kind::Plain, allow_dot};
+    pick_kernel(caps, LinearProblem::DenseMatmul, shape).matmul(caps, shape, p);
     return p;
 }
 

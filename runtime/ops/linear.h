@@ -21,6 +21,7 @@
 
 #include "runtime/context.h"
 #include "runtime/quant/tensor_types.h"
+#include "runtime/shader_id.h"
 
 #include <cstdint>
 #include <vector>
@@ -58,11 +59,8 @@ struct MatvecInput {
 // four floats per block of 32 (d, s = d * sum(q), ss, 0; quantize_q8_1.comp).
 inline uint64_t q8_1_row_bytes(uint32_t k) { return uint64_t(k) + uint64_t(k) / 32 * 16; }
 
-// Word-aligned weights (weights.glsl W_ALIGNED: 1): the slice starts on 4 bytes and so does every
-// row and field of the type.
-bool weights_aligned(TensorType wtype, uint32_t k, bool w_offset_aligned);
-
-// Whether the weight type has an integer-dot matvec (shaders/include/weights_dot.glsl).
+// Whether the weight type has an integer-dot matvec (shaders/include/weights_dot.glsl; the variants
+// shaders/shaders.cmake declares).
 bool int_dot_type(TensorType wtype);
 
 // xq (m rows of q8_1_row_bytes(k)) = Q8_1 blocks of the matvec input of x (f32 [m][k], k a multiple
@@ -98,7 +96,8 @@ std::vector<PipelineDesc> linear_pipelines(const Context& ctx, TensorType wtype,
 uint64_t linear_bytes_read(TensorType wtype, uint32_t m, uint32_t n, uint32_t k);
 
 // How a matvec call runs, decided once by plan_matvec() from the device's capabilities and the
-// shape; matvec() records it and LinearPlan::pipelines() (the start-up warm-up) lists its pipeline.
+// shape (the first row of runtime/ops/kernel_table.h that fits); matvec() records it and
+// LinearPlan::pipelines() (the start-up warm-up) lists its pipeline.
 struct MatvecPlan {
     enum class Kernel {
         Rows,  // matvec_rows.comp: each lane owns `rows` whole rows (CPU drivers, rows <= 1 KiB)
@@ -108,6 +107,7 @@ struct MatvecPlan {
     };
     Kernel kernel = Kernel::Strided;
     TensorType wtype = TensorType::F32;
+    ShaderFamily family{};  // the variant's family (its member of type wtype is the shader)
     uint32_t wg = 0;  // invocations per workgroup
     uint32_t rows = 0;  // Rows: rows per lane; Strided: rows per workgroup
     uint32_t batch = 1;  // x vectors (m)
@@ -137,10 +137,11 @@ struct MatmulPlan {
         Dot,  // quantize_q8_1.comp, then matmul_dot.comp: shared-memory tiles of int8 levels and
         // integer dot products (caps.int_dot_kernels; X as Q8_1 in MatvecInput::q8)
         Coopmat,  // matmul_coopmat.comp: f16 tiles multiplied by the device's matrix units, f32
-        // accumulators (caps.coopmat_kernels; planned by plan_matmul_coopmat, matmul_coopmat.h)
+        // accumulators (caps.coopmat_kernels; tiles from plan_matmul_coopmat, matmul_coopmat.h)
     };
     Kernel kernel = Kernel::Tiled;
     TensorType wtype = TensorType::F32;
+    ShaderFamily family{};  // the variant's family (the expert form's for moe_matmul)
     // Broadcast: subgroup lanes, weight rows per lane, tokens per lane; the subgroup size required
     // of the pipeline (0: the driver's).
     uint32_t lanes = 0, rows_per_lane = 0, tokens_per_lane = 0, required_subgroup_size = 0;

@@ -11,7 +11,6 @@ uint64_t matmul_coopmat_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk, uint
 
 std::optional<MatmulPlan> plan_matmul_coopmat(const DeviceCaps& caps, TensorType wtype, uint32_t m, bool w_aligned,
                                               bool experts) {
-    if (!caps.coopmat_kernels) return std::nullopt;
     const CoopMatShape* shape = coopmat_f16_shape(caps);
     if (!shape) return std::nullopt;
     const uint32_t sg = caps.subgroup_size;

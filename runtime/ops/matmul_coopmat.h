@@ -15,8 +15,9 @@ namespace vkllm::ops {
 uint64_t matmul_coopmat_shared_bytes(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t subgroups, uint32_t cm,
                                      uint32_t cn, bool experts);
 
-// The cooperative-matrix plan for this shape, or nothing where the device does not take it
-// (caps.coopmat_kernels off, or no tile whose subgroups and shared memory fit). `experts`: the
+// The cooperative-matrix plan for this shape (its kernel table rows, kernel_table.cpp, take it where
+// caps.coopmat_kernels or `--caps kernel=` says), or nothing where the device has no f16 shape or no
+// tile whose subgroups and shared memory fit. `experts`: the
 // EXPERT_GROUPS form (its tile slots take shared memory too). w_aligned: W read as aligned words
 // (weights.glsl W_ALIGNED), as plan_matmul decided for the slice.
 std::optional<MatmulPlan> plan_matmul_coopmat(const DeviceCaps& caps, TensorType wtype, uint32_t m, bool w_aligned,

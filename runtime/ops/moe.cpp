@@ -1,7 +1,6 @@
 #include "runtime/ops/moe.h"
 
-#include "runtime/ops/matmul_coopmat.h"
-
+#include "runtime/ops/kernel_table.h"
 #include "runtime/ops/window.h"
 #include "runtime/vk_check.h"
 
@@ -47,11 +46,6 @@ uint64_t binding_align(const DeviceCaps& c) { return std::max<uint64_t>(c.min_st
 // Uniform X windows meet both offset alignments, and fit the 64 KiB matvec_input.glsl declares.
 uint64_t uniform_align(const DeviceCaps& c) {
     return std::max<uint64_t>(binding_align(c), c.min_uniform_buffer_offset_alignment);
-}
-// The rows of k floats one uniform X binding holds (0: not even one).
-uint64_t uniform_x_rows(const DeviceCaps& c, uint32_t k) {
-    const uint64_t limit = std::min<uint64_t>(c.max_uniform_buffer_range, 65536), slack = uniform_align(c) + 16;
-    return limit > slack ? (limit - slack) / (uint64_t(k) * 4) : 0;
 }
 
 void check_fits(const DeviceCaps& c, const char* op, const char* what, uint64_t bytes) {
@@ -140,16 +134,14 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
     const RoutePush pc{
         p.n_expert,       p.k,     lw.first,       iw.first, ww.first,  uint32_t(p.gating),
         p.norm ? 1u : 0u, p.scale, bias ? 1u : 0u, bw.first, p.n_group, p.n_group > 1 ? p.group_used : 1u};
-    s.dispatch(ctx.pipeline({"moe_route", {small_wg(c)}}), {lw.slice, iw.slice, ww.slice, bw.slice}, pc, {n, 1, 1},
-               "moe_route");
+    s.dispatch(ctx.pipeline({ShaderId::moe_route, {small_wg(c)}}), {lw.slice, iw.slice, ww.slice, bw.slice}, pc,
+               {n, 1, 1}, "moe_route");
 }
 
 PipelineDesc MoeMatvecPlan::pipeline() const {
     const uint32_t act = MatvecInput::act_id(input);
-    const std::string type(type_traits(wtype).lower);
-    if (dot) return {"matvec_dot_id_" + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0}};
-    const std::string loads = wide_loads ? "u64_" : uniform_x ? "u_" : "";
-    return {"matvec_id_" + loads + type + (subgroup ? "_subgroup" : ""), {wg, rows, 1, uint32_t(w_aligned), 0, act}};
+    if (dot) return {variant(family, wtype), {wg, rows, 1, uint32_t(w_aligned), 0}};
+    return {variant(family, wtype), {wg, rows, 1, uint32_t(w_aligned), 0, act}};
 }
 
 std::vector<PipelineDesc> MoeMatvecPlan::pipelines() const {
@@ -163,50 +155,18 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
         throw std::invalid_argument(fmt::format("moe_matvec: unsupported weight type {}", uint32_t(wtype)));
     if (input == MatvecInput::Kind::RmsNorm)
         throw std::invalid_argument("moe_matvec: the RMSNorm input is not fused (the router needs the normed x too)");
+    if (x_rows == 0) throw std::invalid_argument("moe_matvec: no rows of X");
     MoeMatvecPlan p;
     p.wtype = wtype;
     p.input = input;
     const TypeTraits& tt = type_traits(wtype);
     p.w_aligned =
         k % tt.block_elems == 0 && row_bytes(wtype, k) % 4 == 0 && (tt.block_elems == 1 || tt.block_bytes % 4 == 0);
-    // matvec's strided kernel as plan_matvec shapes it for one vector: a small workgroup (about one
-    // SIMD chunk) owning many rows on CPU drivers, 64+ invocations and two rows on GPUs. An expert's
-    // rows are few (768 in Qwen3-30B-A3B), so GPUs keep two rows per workgroup.
-    if (caps.cpu_tuning) {
-        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
-        p.rows = n >= 2048 ? 32 : 8;
-    } else {
-        p.wg = std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-        p.rows = 2;
-    }
-    p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
-    while (p.rows > 1 && uint64_t(p.rows) * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
     p.subgroup = caps.subgroup_ops();
-    if (x_rows == 0) throw std::invalid_argument("moe_matvec: no rows of X");
     p.x_rows = x_rows;
     p.x_rows_per_dispatch = x_rows;
-    if (allow_dot && caps.int_dot_kernels && int_dot_type(wtype)) {
-        // As plan_matvec's integer-dot kernel: X quantized once per row (the GLU applied first), the
-        // weights multiplied as the integers they store; two rows per workgroup as the float form.
-        p.dot = true;
-        p.wg = caps.cpu_tuning ? std::clamp<uint32_t>(caps.subgroup_size, 8, 64)
-                               : std::clamp<uint32_t>(caps.subgroup_size, 64, 256);
-        p.wg = std::min(p.wg, std::max<uint32_t>(caps.max_workgroup_invocations, 1));
-        p.rows = 2;
-        while (p.rows > 1 && uint64_t(p.rows) * p.wg * 4 > caps.max_shared_memory) p.rows /= 2;
-        return p;
-    }
-    // CPU drivers: X through uniform buffers, and Q8_0 / Q4_0 weights as 8-byte words, as plan_matvec
-    // (lavapipe loads a uniform buffer at one address once, a storage buffer lane by lane: about 3x
-    // the decode speed of a Mixtral-shaped expert matvec, docs/performance.md). Where all the rows do
-    // not fit one binding (Mixtral's down projection: 2 slots x 14336 floats), a dispatch takes as
-    // many as fit rather than every row falling back to storage loads.
-    if (const uint64_t fit = uniform_x_rows(caps, k); caps.cpu_tuning && fit > 0) {
-        p.uniform_x = true;
-        p.x_rows_per_dispatch = uint32_t(std::min<uint64_t>(x_rows, fit));
-    }
-    p.wide_loads = p.subgroup && caps.cpu_tuning && caps.int64 && p.uniform_x &&
-                   (wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0);
+    const LinearShape shape{wtype, x_rows, n, k, true, input, allow_dot};
+    pick_kernel(caps, LinearProblem::ExpertMatvec, shape).moe_matvec(caps, shape, p);
     return p;
 }
 
@@ -363,7 +323,7 @@ void moe_combine(Context& ctx, CommandStream& s, const BufferSlice& y, const Buf
     const detail::Window gw = shared_gate ? detail::window(c, *shared_gate, 0, n, 4) : xw;
     const CombinePush pc{
         dim, k, yw.first, ww.first, xw.first, sw.first, gw.first, shared ? 1u : 0u, shared_gate ? 1u : 0u};
-    s.dispatch(ctx.pipeline({"moe_combine", {wg}}), {yw.slice, ww.slice, xw.slice, sw.slice, gw.slice}, pc,
+    s.dispatch(ctx.pipeline({ShaderId::moe_combine, {wg}}), {yw.slice, ww.slice, xw.slice, sw.slice, gw.slice}, pc,
                {(dim + wg - 1) / wg, n, 1}, "moe_combine");
 }
 
@@ -381,55 +341,23 @@ void moe_group(Context& ctx, CommandStream& s, const BufferSlice& ids, const Buf
     const detail::Window iw = detail::window(c, ids, 0, slots, 4);
     const detail::Window gw = detail::window(c, groups, 0, moe_group_words(slots, n_expert), 4);
     const struct { uint32_t slots, n_expert, ids_base, g_base; } pc{slots, n_expert, iw.first, gw.first};
-    s.dispatch(ctx.pipeline({"moe_group", {small_wg(c)}}), {iw.slice, gw.slice}, pc, {1, 1, 1}, "moe_group");
+    s.dispatch(ctx.pipeline({ShaderId::moe_group, {small_wg(c)}}), {iw.slice, gw.slice}, pc, {1, 1, 1}, "moe_group");
 }
 
-PipelineDesc MoeMatmulPlan::pipeline() const {
-    PipelineDesc d = mm.pipeline();  // the same constants and subgroup size, the EXPERT_GROUPS shader
-    d.shader = (mm.kernel == MatmulPlan::Kernel::Broadcast ? "matmul_broadcast_id_"
-                : mm.kernel == MatmulPlan::Kernel::Dot     ? "matmul_dot_id_"
-                : mm.kernel == MatmulPlan::Kernel::Coopmat ? "matmul_coopmat_id_"
-                                                           : "matmul_id_") +
-               std::string(type_traits(mm.wtype).lower);
-    return d;
-}
+PipelineDesc MoeMatmulPlan::pipeline() const { return mm.pipeline(); }
 
-std::vector<PipelineDesc> MoeMatmulPlan::pipelines() const {
-    std::vector<PipelineDesc> out = mm.pipelines();
-    out.back() = pipeline();
-    return out;
-}
+std::vector<PipelineDesc> MoeMatmulPlan::pipelines() const { return mm.pipelines(); }
 
 MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t n, uint32_t k, uint32_t rows,
                               bool allow_dot) {
+    if (!is_supported_type(uint32_t(wtype)))
+        throw std::invalid_argument(fmt::format("linear: unsupported weight type {}", uint32_t(wtype)));
     MoeMatmulPlan p;
+    p.mm.wtype = wtype;
     // Experts start at multiples of their byte size: aligned words only where an expert is whole words.
     const bool aligned = (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0;
-    // The cooperative-matrix form with the tile's slots beside its slices; where they do not fit,
-    // the other kernels (plan_matmul would size the tile without them).
-    if (auto coop = plan_matmul_coopmat(caps, wtype, rows, weights_aligned(wtype, k, aligned), true)) {
-        p.mm = *coop;
-        return p;
-    }
-    DeviceCaps no_coop = caps;
-    no_coop.coopmat_kernels = false;
-    p.mm = plan_matmul(no_coop, wtype, rows, n, k, aligned, allow_dot);
-    // matmul_dot.comp's EXPERT_GROUPS form keeps the tile's slots in shared memory beside its tiles,
-    // which plan_matmul sized to fit alone: the float kernels where those words do not fit too.
-    if (p.mm.kernel == MatmulPlan::Kernel::Dot) {
-        const MatmulPlan& d = p.mm;
-        if (matmul_dot_shared_bytes(d.bm, d.bn, d.bk) + 4ull * d.bm <= caps.max_shared_memory) return p;
-        p.mm = plan_matmul(no_coop, wtype, rows, n, k, aligned, false);
-    }
-    // matmul.comp's EXPERT_GROUPS form also keeps the tile's slots in shared memory.
-    MatmulPlan& m = p.mm;
-    if (m.kernel == MatmulPlan::Kernel::Tiled) {
-        auto shared = [&] { return (uint64_t(m.bk) * (m.bm + 1 + m.bn + 1) + m.bm) * 4; };
-        while (m.bk > 8 && shared() > caps.max_shared_memory) m.bk /= 2;
-        if (shared() > caps.max_shared_memory)
-            throw DeviceLimitError(fmt::format("moe_matmul: needs {} bytes of shared memory, device has {}", shared(),
-                                               caps.max_shared_memory));
-    }
+    const LinearShape shape{wtype, rows, n, k, aligned, MatvecInput::Kind::Plain, allow_dot};
+    pick_kernel(caps, LinearProblem::ExpertMatmul, shape).matmul(caps, shape, p.mm);
     return p;
 }
 
@@ -556,7 +484,9 @@ void moe_matmul(Context& ctx, CommandStream& s, const MoeMatmulPlan& plan, const
 }
 
 std::vector<PipelineDesc> moe_small_pipelines(const DeviceCaps& caps) {
-    return {{"moe_route", {small_wg(caps)}}, {"moe_group", {small_wg(caps)}}, {"moe_combine", {small_wg(caps)}}};
+    return {{ShaderId::moe_route, {small_wg(caps)}},
+            {ShaderId::moe_group, {small_wg(caps)}},
+            {ShaderId::moe_combine, {small_wg(caps)}}};
 }
 
 }  // namespace vkllm::ops

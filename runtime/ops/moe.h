@@ -60,11 +60,13 @@ void moe_route(Context& ctx, CommandStream& s, const MoeRouteParams& p, const Bu
 void check_expert_binding(const DeviceCaps& caps, const std::string& what, TensorType wtype, uint32_t n, uint32_t k);
 
 // How moe_matvec runs: matvec.comp's strided kernel (matvec_id_* variants) over one slot per
-// workgroup row, decided once from the caps and the shape like plan_matvec; or, where the device
-// takes the integer-dot kernels, quantize_q8_1 (the GLU applied) and matvec_dot_id_*.
+// workgroup row, decided once from the caps and the shape like plan_matvec (the expert-matvec rows of
+// runtime/ops/kernel_table.h); or, where the device takes the integer-dot kernels, quantize_q8_1 (the
+// GLU applied) and matvec_dot_id_*.
 struct MoeMatvecPlan {
     bool dot = false;  // the integer-dot form: X's rows quantized to Q8_1 in MatvecInput::q8
     TensorType wtype = TensorType::F32;
+    ShaderFamily family{};  // the variant's family
     uint32_t wg = 0, rows = 0;  // invocations and W rows per workgroup
     uint32_t x_rows = 0;  // rows of X (and of the GLU's up rows) a call reads: slots / x_div
     // Rows of X one dispatch reads: all of them, or on CPU drivers as many as one uniform binding
@@ -109,9 +111,9 @@ uint64_t moe_group_words(uint32_t slots, uint32_t n_expert);
 void moe_group(Context& ctx, CommandStream& s, const BufferSlice& ids, const BufferSlice& groups, uint32_t slots,
                uint32_t n_expert);
 
-// How moe_matmul runs: the matmul kernel plan_matmul picks for this device (shared-memory tiles,
-// subgroup broadcasts on CPU drivers, or integer dot products where the device takes them), in its
-// matmul_id_* / matmul_broadcast_id_* / matmul_dot_id_* form.
+// How moe_matmul runs: the matmul kernel the expert-matmul rows of runtime/ops/kernel_table.h pick
+// for this device (shared-memory tiles, subgroup broadcasts on CPU drivers, or integer dot products
+// where the device takes them), in its matmul_id_* / matmul_broadcast_id_* / matmul_dot_id_* form.
 struct MoeMatmulPlan {
     MatmulPlan mm;
     PipelineDesc pipeline() const;
