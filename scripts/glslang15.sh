@@ -4,7 +4,7 @@
 # GL_KHR_cooperative_matrix, and Debian 12's spirv-val does not know the capability either, so such a
 # module can only be checked by the driver and the validation layer of a GPU that has it.
 #   scripts/glslang15.sh install   downloads the upstream tarball of trixie's glslang_15.1.0+1.4.309.0
-#                                  from deb.debian.org (sha256 pinned as trixie's Sources lists it),
+#                                  from the Debian archive (sha256 pinned as trixie's Sources lists it),
 #                                  builds glslangValidator without its optimizer (no SPIRV-Tools: about
 #                                  a minute on 2 cores), and checks it: tests/toolchain/coopmat_smoke.comp
 #                                  must compile; idempotent

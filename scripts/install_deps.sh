@@ -28,7 +28,7 @@ PKGS=(
   libfuzzer-14-dev         # libFuzzer
   libcpp-httplib-dev       # the HTTP server of `vkllm serve`
   libedit-dev              # line editing for interactive commands
-  curl                     # scripts/glslang15.sh: Debian 13's glslang source from deb.debian.org
+  curl                     # scripts/glslang15.sh: Debian 13's glslang source from the Debian archive
   patchelf                 # scripts/device_bundle.sh: RUNPATH $ORIGIN on the bundled executables and libraries
   openjdk-17-jdk-headless  # the Java binding (embed/jni): javac for vkllm.jar, jni.h, and the JVM its tests run on
   nginx                    # test-only: the load balancer of deploy/nginx, run in front of two replicas (tests/e2e/nginx.test.mjs)
@@ -44,4 +44,10 @@ npm ci --prefix "$(dirname "$0")/../tests/e2e" --no-audit --no-fund --loglevel=e
 # Mesa 25 lavapipe (Vulkan 1.4) from bookworm-backports, unpacked into .cache/mesa25 beside the
 # system's Mesa 22.3, which stays the default: scripts/test.sh runs the suite on both.
 "$(dirname "$0")/mesa25.sh" install >/dev/null
+# Mesa 26 lavapipe (VK_KHR_cooperative_matrix) from Debian sid, unpacked outside the checkout: the
+# tensor-core kernels' tests run on it (scripts/test.sh).
+"$(dirname "$0")/mesa26.sh" install >/dev/null
+# glslang 15 (about a minute to build into .cache/glslang15): the cooperative-matrix shaders need it
+# and Debian 12's glslang 12 does not know the extension; CMake finds it there.
+"$(dirname "$0")/glslang15.sh" install >/dev/null
 echo "install_deps: ok"

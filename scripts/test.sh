@@ -9,6 +9,10 @@
 #   1c. scripts/glslang15.sh check: glslang 15 (Debian 13's, built from source into .cache/) compiles a
 #      cooperative-matrix smoke shader and every vkllm shader (validated by spirv-val): the toolchain a
 #      tensor-core kernel needs, kept ready
+#   1d. the cooperative-matrix (tensor core) kernel and model tests on Mesa 26 lavapipe, which
+#      implements VK_KHR_cooperative_matrix (8x8x8, emulated), from Debian sid's packages
+#      (scripts/mesa26.sh install: scripts/install_deps.sh runs it), with VKLLM_TEST_REQUIRE_COOPMAT=1
+#      so that a device without it fails rather than skips them
 #   2. the runtime and kernel tests again at lavapipe subgroup sizes 4 and 16 (default 8), with
 #      the selection of scripts/slow_driver_tests.sh (no real-size sweeps); at size 4 on the real
 #      device and the GPU-tuned variant (both use subgroup arithmetic), at 16 on the real device
@@ -29,8 +33,9 @@ unset VKLLM_TEST_CASE_EXCLUDE VKLLM_TEST_DEVICE_VARIANTS
 BUILD=${VKLLM_TEST_BUILD:-build-test}
 JOBS=$(nproc)
 start=$(date +%s)
-# Stage 3 needs the unpacked Mesa 25; say so now rather than after the first stages.
+# Stages 1d and 3 need the unpacked Mesa 26 and 25; say so now rather than after the first stages.
 scripts/mesa25.sh env >/dev/null
+scripts/mesa26.sh env >/dev/null
 
 # Style is a tool's job: the product's C++ as .clang-format says (seconds; fails before the build).
 echo "=== clang-format ==="
@@ -54,6 +59,14 @@ stage=$(date +%s)
 echo "=== glslang 15: the cooperative-matrix toolchain ==="
 VKLLM_GLSLANG15_BUILD="$BUILD-glslang15" scripts/glslang15.sh check
 echo "glslang 15 stage: $(( $(date +%s) - stage )) s"
+
+stage=$(date +%s)
+echo "=== cooperative-matrix kernels on Mesa 26 lavapipe ==="
+# The test executables themselves, not ctest: scripts/mesa26.sh starts them on sid's glibc.
+(export VKLLM_TEST_REQUIRE_COOPMAT=1 &&
+  scripts/mesa26.sh run "$BUILD/tests/test_runtime" -tc='*coopmat*,kernel table*' &&
+  scripts/mesa26.sh run "$BUILD/tests/test_model" -tc='*coopmat*')
+echo "Mesa 26 stage ($(scripts/mesa26.sh version)): $(( $(date +%s) - stage )) s"
 
 stage=$(date +%s)
 # Compiling every pipeline again at each width is what these stages cost (16-lane code compiles
