@@ -71,6 +71,7 @@ nlohmann::json to_json(const PhysicalDeviceEntry& d) {
         {"integer_dot_kernels", c.int_dot_kernels},
         {"cooperative_matrix", c.cooperative_matrix},
         {"cooperative_matrix_shapes", coop},
+        {"coopmat_kernels", c.coopmat_kernels},
         {"max_shared_memory", c.max_shared_memory},
         {"max_workgroup_size", c.max_workgroup_size},
         {"max_workgroup_invocations", c.max_workgroup_invocations},
@@ -111,7 +112,16 @@ void print_table(const std::vector<PhysicalDeviceEntry>& devices, const Physical
              !c.int_dot_product ? std::string("no")
                                 : fmt::format("yes (4x8-bit packed {}accelerated; int-dot kernels {})",
                                               c.int_dot_accelerated ? "" : "not ", c.int_dot_kernels ? "on" : "off")},
-            {"cooperative matrix", c.cooperative_matrix ? fmt::format("yes ({} shapes)", c.coop_shapes.size()) : "no"},
+            {"cooperative matrix",
+             c.cooperative_matrix
+                 ? fmt::format("yes ({} shapes{}; coopmat kernels {})", c.coop_shapes.size(),
+                               coopmat_f16_shape(c) ? fmt::format(", f16 {}x{}x{}", coopmat_f16_shape(c)->m,
+                                                                  coopmat_f16_shape(c)->n, coopmat_f16_shape(c)->k)
+                                                    : "",
+                               c.coopmat_kernels   ? "on"
+                               : coopmat_usable(c) ? "off"
+                                                   : "unusable")
+                 : "no"},
             {"shared memory", bytes_str(c.max_shared_memory)},
             {"workgroup", fmt::format("{} invocations, size {}x{}x{}", c.max_workgroup_invocations,
                                       c.max_workgroup_size[0], c.max_workgroup_size[1], c.max_workgroup_size[2])},

@@ -107,6 +107,13 @@ std::vector<const PhysicalDeviceEntry*> select_devices(const std::vector<Physica
 Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const CapsOverride& override)
     : physical_(entry.handle), index_(entry.index), caps_(entry.caps) {
     override.apply(caps_);
+    // A validation layer built before VK_KHR_cooperative_matrix (Vulkan 1.3.255; Debian 12's is
+    // 1.3.239) knows neither its structures nor its SPIR-V capability, and would report every use as
+    // an error: with such a layer the device runs without the extension.
+    if (instance.validation() && instance.validation_layer_version() < VK_MAKE_API_VERSION(0, 1, 3, 255)) {
+        caps_.cooperative_matrix = caps_.coopmat_kernels = false;
+        caps_.coop_shapes.clear();
+    }
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
     uint32_t nq = 0;
@@ -199,7 +206,6 @@ Device::Device(const Instance& instance, const PhysicalDeviceEntry& entry, const
     ci.pQueueCreateInfos = &qci;
     ci.enabledExtensionCount = uint32_t(exts.size());
     ci.ppEnabledExtensionNames = exts.data();
-    (void)instance;
     VK_CHECK(vkCreateDevice(physical_, &ci, nullptr, &device_));
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 }

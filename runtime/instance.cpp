@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -71,14 +72,15 @@ void load_instance_functions(VkInstance instance) {
     g_instance_functions_loaded = true;
 }
 
-bool has_layer(const char* name) {
+// The layer's specVersion, 0 where it is not installed.
+uint32_t layer_version(const char* name) {
     uint32_t n = 0;
     VK_CHECK(vkEnumerateInstanceLayerProperties(&n, nullptr));
     std::vector<VkLayerProperties> layers(n);
     VK_CHECK(vkEnumerateInstanceLayerProperties(&n, layers.data()));
     for (auto& l : layers)
-        if (std::strcmp(l.layerName, name) == 0) return true;
-    return false;
+        if (std::strcmp(l.layerName, name) == 0) return std::max<uint32_t>(l.specVersion, 1);
+    return 0;
 }
 
 bool has_instance_extension(const char* name) {
@@ -123,7 +125,8 @@ Instance::Instance(const InstanceOptions& opts) : sink_(opts.sink) {
     api_version_ = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader_version;
 
     std::vector<const char*> layers, exts;
-    validation_ = opts.validation && has_layer(kValidationLayer);
+    validation_layer_version_ = opts.validation ? layer_version(kValidationLayer) : 0;
+    validation_ = validation_layer_version_ != 0;
     if (opts.validation && !validation_ && opts.require_validation)
         throw std::runtime_error(std::string(kValidationLayer) +
                                  " was requested but is not installed (Debian: vulkan-validationlayers)");

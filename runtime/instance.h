@@ -31,12 +31,16 @@ public:
     VkInstance get() const { return instance_; }
     uint32_t api_version() const { return api_version_; }
     std::vector<VkPhysicalDevice> physical_devices() const;
+    bool validation() const { return validation_; }
+    // The enabled validation layer's specVersion (the Vulkan headers it was built with); 0 without it.
+    uint32_t validation_layer_version() const { return validation_layer_version_; }
 
 private:
     VkInstance instance_ = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
     uint32_t api_version_ = VK_API_VERSION_1_1;
     bool validation_ = false;
+    uint32_t validation_layer_version_ = 0;
     MessageSink sink_;
 };
 

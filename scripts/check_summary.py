@@ -113,6 +113,36 @@ def main():
                     "bench_ops": [{k: r.get(k) for k in ("op", "shape", "type", "status", "best_us", "gbs", "bw_pct", "gflops")
                                    if k in r} for r in (ops_alt or {}).get("results", [])]}
 
+    sid_rows = []
+    n = 1
+    while os.path.exists(os.path.join(work, "bench", f"vkub.{n}.json")) or os.path.exists(
+            os.path.join(work, "bench", f"sid.{n}.json")):
+        vk = load(os.path.join(work, "bench", f"vkub.{n}.json"))
+        peer = load(os.path.join(work, "bench", f"sid.{n}.json"))
+        row = {}
+        if vk and vk.get("results"):
+            r = vk["results"][0]
+            row["model"] = os.path.basename(r.get("model", "?"))
+            row["pp_tps"], row["tg_tps"] = r.get("pp_tps_mean"), r.get("tg_tps_mean")
+        if isinstance(peer, list):
+            for p in (x for x in peer if isinstance(x, dict)):
+                fa = 1 if p.get("flash_attn") in (1, True, "1", "on", "true") else 0
+                row["ubatch"] = p.get("n_ubatch")
+                row[f"peer_{'pp' if p.get('n_gen', 0) == 0 else 'tg'}_fa{fa}"] = p.get("avg_ts")
+                row.setdefault("model", os.path.basename(p.get("model_filename", "?")))
+        for ours, kind in (("pp_tps", "pp"), ("tg_tps", "tg")):
+            best = max((v for v in (row.get(f"peer_{kind}_fa0"), row.get(f"peer_{kind}_fa1")) if v), default=None)
+            if row.get(ours) and best:
+                row[f"{kind}_ratio"] = row[ours] / best
+        sid_rows.append(row)
+        n += 1
+    if sid_rows:
+        s["llama_sid"] = {"packages": open(os.path.join(work, "bench", "sid.version")).read().strip()
+                          if os.path.exists(os.path.join(work, "bench", "sid.version")) else None,
+                          "matrix_cores": open(os.path.join(work, "bench", "sid.matrix")).read().strip()
+                          if os.path.exists(os.path.join(work, "bench", "sid.matrix")) else None,
+                          "rows": sid_rows}
+
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(s, f, indent=1)
 
@@ -142,6 +172,19 @@ def main():
     peers = {r.get("peer_build") for r in bench if r.get("peer_build")}
     if peers:
         lines.append(f"llama.cpp: {', '.join(sorted(peers))}, Vulkan backend, shaders built without cooperative matrix")
+    sid = s.get("llama_sid")
+    if sid:
+        lines.append("")
+        lines.append(f"llama.cpp at its best: {(sid['packages'] or '?').replace(chr(10), ', ')}, "
+                     f"{sid['matrix_cores'] or 'matrix cores: not named in its log'}; both at the same prefill chunk")
+        lines.append("| model | ubatch | vkllm pp t/s | llama.cpp pp -fa 0 | -fa 1 | pp ratio (best) | vkllm tg t/s | "
+                     "llama.cpp tg -fa 0 | -fa 1 | tg ratio (best) |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|")
+        for r in sid["rows"]:
+            lines.append(f"| {r.get('model', '?')} | {r.get('ubatch', '-')} | {fmt(r.get('pp_tps'))} | "
+                         f"{fmt(r.get('peer_pp_fa0'))} | {fmt(r.get('peer_pp_fa1'))} | {fmt(r.get('pp_ratio'), '.2f')} | "
+                         f"{fmt(r.get('tg_tps'))} | {fmt(r.get('peer_tg_fa0'))} | {fmt(r.get('peer_tg_fa1'))} | "
+                         f"{fmt(r.get('tg_ratio'), '.2f')} |")
     c = s.get("constrained")
     if c:
         lines.append("")

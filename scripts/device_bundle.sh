@@ -3,7 +3,7 @@
 # Vulkan driver but none of vkllm's Debian libraries and no network (the device tool's machines).
 #   scripts/device_bundle.sh            then, there:   OUT=DIR build-device/device_check.sh
 # Contents (the device tool takes 64 MiB for the whole uploaded tree, checkout included, about 7 MiB
-# of it: the script fails above 48 MiB). payload.tar.gz (gzip: 61 MiB of executables and libraries in about 25;
+# of it: the script fails above 48 MiB). payload.tar.xz (xz: 117 MiB of executables and libraries in about 20;
 # device_check.sh unpacks it into a temporary folder) holds
 #   bin/      vkllm, the test executables and capi_smoke, stripped, RUNPATH $ORIGIN/../lib
 #   lib/      their shared libraries that are not glibc or libstdc++ (fmt, pcre2, libedit, ...),
@@ -11,6 +11,10 @@
 #   layers/   the Khronos validation layer and its manifest
 #   peer/     llama.cpp b4748's llama-bench with its libraries (../shared/peer/b4748), the speed peer
 # and beside it
+#   llama-sid.tar.xz  llama.cpp at its best: Debian sid's llama-bench, whose Vulkan shaders sid's glslc
+#             (shaderc 2026) compiled with both cooperative-matrix extensions, with its ggml backends
+#             and sid's libraries down to glibc (it needs glibc 2.43), started through sid's dynamic
+#             loader as scripts/mesa26.sh starts programs (xz: about 72 MiB in 13)
 #   gl/       Debian 12's glvnd packages (.deb), which NVIDIA's driver needs where the image lacks them
 #   models/   stories260K with its published greedy text, the small shared test models, Llama 3's
 #             vocabulary (gzipped) for the constrained-decode model
@@ -79,8 +83,33 @@ if [ -d "$SHARED/peer/b4748" ]; then
 else
   echo "device_bundle: warning: $SHARED/peer/b4748 not found: the check will run without llama-bench" >&2
 fi
-tar -czf "$DEST/payload.tar.gz" -C "$STAGE" .
+XZ_OPT=-T0 tar -cJf "$DEST/payload.tar.xz" -C "$STAGE" .
 rm -rf "$STAGE"
+
+# llama.cpp with its matrix cores (Debian 12's glslc, which built b4748's shaders, knows neither
+# cooperative-matrix extension): sid's packages, the executable, every library it and its Vulkan and
+# CPU backends resolve under sid's loader, and the loader itself.
+llama_sid() {
+  local root sid stage lib f
+  root=$(mktemp -d "${TMPDIR:-/tmp}/llama-sid.XXXXXX")
+  scripts/mesa26.sh install >/dev/null && scripts/mesa26.sh unpack "$root" llama.cpp-tools libggml0-backend-vulkan || return 1
+  sid=$root/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine)
+  stage=$DEST/llama-sid
+  mkdir -p "$stage/lib" "$stage/backends"
+  cp "$root/usr/bin/llama-bench" "$stage/"
+  # ggml's CPU backend in the variants of the CPUs GPU machines have, and the generic one.
+  cp "$sid/ggml/backends0/libggml-vulkan.so" "$stage/backends/"
+  for f in x64 haswell skylakex icelake sapphirerapids zen4; do cp "$sid/ggml/backends0/libggml-cpu-$f.so" "$stage/backends/"; done
+  for f in "$stage/llama-bench" "$stage"/backends/*.so; do
+    "$sid/ld-linux-x86-64.so.2" --library-path "$sid:$sid/llama" --list "$f" |
+      awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do cp -nL "$lib" "$stage/lib/"; done
+  done
+  cp -L "$sid/ld-linux-x86-64.so.2" "$stage/lib/"
+  scripts/mesa26.sh versions llama.cpp-tools libggml0-backend-vulkan >"$stage/VERSION"
+  XZ_OPT=-T0 tar -cJf "$DEST/llama-sid.tar.xz" -C "$stage" .
+  rm -rf "$stage" "$root"
+}
+llama_sid || echo "device_bundle: warning: Debian sid's llama.cpp not bundled: the check will compare with b4748 only" >&2
 
 # The vocabularies (ggml-vocab-*.gguf, 24 MiB) stay behind: the tokenizer tests, CPU-only, skip
 # their cases without them; but bge's (0.6 MiB), from which the embedding tests write their models.

@@ -2,8 +2,8 @@
 # The one-command GPU check, run from the bundle that scripts/device_bundle.sh makes:
 #   OUT=DIR build-device/device_check.sh           a GPU machine: the whole check, ~3 minutes on an H100
 #   OUT=DIR build-device/device_check.sh --quick   the dry run (lavapipe, CI): a few tests, stories260K only
-# It needs nothing from the machine but bash, coreutils, gzip, a Vulkan driver, dpkg-deb (only where
-# the system lacks glvnd) and python3 (for the summary). Steps, each bounded by its own time limit
+# It needs nothing from the machine but bash, coreutils, xz (or python3), a Vulkan driver, dpkg-deb (only
+# where the system lacks glvnd) and python3 (for the summary). Steps, each bounded by its own time limit
 # cut to what is left of the whole check's, so that the summary is written in time:
 #   1. the device as vkllm sees it (`vkllm devices --json`)
 #   2. the kernel, runtime, model and serving tests on this device, Khronos validation on (every
@@ -15,6 +15,9 @@
 #      constrained decode: `vkllm bench --json-schema-file bench_schema.json` on a TinyLlama-shaped
 #      Q4_0 with Llama 3's 128k-token vocabulary (stories260K in --quick), tokens/s with and
 #      without the schema and the host's time choosing a token
+#   3c. llama.cpp at its best: Debian sid's llama-bench (shaders with both cooperative-matrix
+#      extensions; llama-sid.tar.xz) on the quantized models at -ub 512, -fa 0 and 1, beside `vkllm
+#      bench --ubatch 512`; the matrix cores its log names go into the summary
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
 #   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
 #      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
@@ -54,7 +57,12 @@ log() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/check.log" >&2; }
 
 # --- environment: our libraries first; the validation layer from the bundle ---
 mkdir -p "$WORK/bundle" "$WORK/cache" "$WORK/models" "$WORK/scratch" "$WORK/tests" "$WORK/bench"
-tar -xzf "$HERE/payload.tar.gz" -C "$WORK/bundle"
+# xz archives; python3's lzma where the image has no xz.
+unpack() {  # archive folder
+  if command -v xz >/dev/null; then tar -xJf "$1" -C "$2"
+  else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; fi
+}
+unpack "$HERE/payload.tar.xz" "$WORK/bundle"
 B=$WORK/bundle
 export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export VK_LAYER_PATH="$B/layers"
@@ -80,6 +88,21 @@ for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
 done
 VKLLM="$B/bin/vkllm"
 PEER="$B/peer/llama-bench"
+# Debian sid's llama-bench runs on sid's glibc through sid's loader, with the driver's folders but
+# not the bundle's Debian 12 libraries on its path; ggml finds its backends in the current folder.
+SID=""
+if [ -f "$HERE/llama-sid.tar.xz" ]; then
+  mkdir -p "$WORK/llama-sid" && unpack "$HERE/llama-sid.tar.xz" "$WORK/llama-sid" && SID=$WORK/llama-sid
+fi
+peer_sid() {  # seconds llama-bench-arguments...
+  local s=$1 path=$SID/lib d
+  shift
+  for d in ${LD_LIBRARY_PATH//:/ }; do [ "$d" = "$B/lib" ] || path="$path:$d"; done
+  # A CPU device (lavapipe, the dry run) only where asked: ggml skips CPU devices unless told.
+  (cd "$SID/backends" && timeout -k 5 "$s" env -u LD_LIBRARY_PATH -u VK_LAYER_PATH \
+    ${PEER_SID_DEVICES:+GGML_VK_VISIBLE_DEVICES=$PEER_SID_DEVICES} \
+    "$SID/lib/ld-linux-x86-64.so.2" --library-path "$path" "$SID/llama-bench" "$@")
+}
 JOBS=$(nproc)
 
 # --- 1. the device ---
@@ -154,6 +177,27 @@ for m in "${models[@]}"; do
   run_limited "$(limit 100 80)" "$PEER" -m "$m" -p "$pp" -n "$tg" -r "$reps" -ngl 99 -o json >"$WORK/bench/peer.$i.json" 2>>"$OUT/bench.log" ||
     log "llama-bench $name failed"
 done
+
+# --- 3c. llama.cpp at its best, beside vkllm at the same 512-token prefill chunks ---
+if [ -n "$SID" ]; then
+  if [ "$QUICK" = 1 ]; then sid_models=("$HERE/models/stories260K.gguf") ub=32 PEER_SID_DEVICES=0; else sid_models=("${models[@]:1}") ub=512 PEER_SID_DEVICES=""; fi
+  cp "$SID/VERSION" "$WORK/bench/sid.version"
+  i=0
+  for m in "${sid_models[@]}"; do
+    i=$((i + 1))
+    [ -f "$m" ] || continue
+    name=$(basename "$m" .gguf)
+    log "llama-bench (Debian sid) -ub $ub -fa 0,1: $name; vkllm bench --ubatch $ub"
+    peer_sid "$(limit 120 80)" -m "$m" -p "$pp" -n "$tg" -r "$reps" -ngl 99 -ub "$ub" -fa 0,1 -o json \
+      >"$WORK/bench/sid.$i.json" 2>"$WORK/bench/sid.$i.log" || log "llama-bench (sid) $name failed: $(tail -2 "$WORK/bench/sid.$i.log")"
+    grep -m1 -o 'matrix cores: [A-Za-z0-9_]*' "$WORK/bench/sid.$i.log" >"$WORK/bench/sid.matrix" 2>/dev/null
+    cat "$WORK/bench/sid.$i.log" >>"$OUT/bench.log"
+    run_limited "$(limit 100 80)" "$VKLLM" bench -m "$m" -p "$pp" -n "$tg" -r "$reps" --ubatch "$ub" --no-probes --json \
+      >"$WORK/bench/vkub.$i.json" 2>>"$OUT/bench.log" || log "vkllm bench --ubatch $ub $name failed"
+  done
+else
+  log "no llama-sid.tar.xz: llama.cpp with matrix cores not compared"
+fi
 
 # Constrained decode: tokens/s with the JSON schema against without, and the host's share.
 if [ "$QUICK" = 1 ]; then cm="$HERE/models/stories260K.gguf" cn=16 cr=1; else cm="$WORK/models/tinyllama-llama3-vocab-q4_0.gguf" cn=64 cr=3; fi

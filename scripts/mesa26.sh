@@ -9,6 +9,9 @@
 #   scripts/mesa26.sh env         prints the environment that selects it, as shell assignments
 #   scripts/mesa26.sh run PROG..  runs the program PROG (an ELF executable, not a script) on it
 #   scripts/mesa26.sh version     prints the unpacked Mesa version
+#   scripts/mesa26.sh unpack DIR PKG...  unpacks other sid packages with everything they depend on
+#                                 into DIR (the device bundle's llama.cpp: scripts/device_bundle.sh)
+#   scripts/mesa26.sh versions PKG...    prints each package's sid version (what unpack takes)
 #
 # Why binaries and a private glibc. The archive this machine reaches serves sid's binary packages
 # but not the source of mesa 26 (its pool answers 404 for mesa_26.*.orig.tar.xz), so lavapipe is not
@@ -88,7 +91,7 @@ install() {
     fi
     command -v apt-get >/dev/null || { echo "mesa26: needs apt-get (Debian)" >&2; exit 1; }
     rm -rf "$MESA26_DIR"
-    mkdir -p "$MESA26_DIR/debs" "$MESA26_DIR/root"
+    mkdir -p "$MESA26_DIR/root"
     setup_apt
     local version
     version=$(apt_private apt-cache policy mesa-vulkan-drivers | awk '/Candidate:/ {print $2}')
@@ -97,15 +100,8 @@ install() {
         echo "mesa26: sid offers mesa-vulkan-drivers '${version:-none}', need >= $MESA26_MIN_VERSION" >&2
         exit 1
     fi
-    # The whole dependency closure, glibc included: every library sid's lavapipe was linked against.
-    local closure
-    closure=$(apt_private apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-        --no-replaces --no-enhances "${MESA26_PACKAGES[@]}" | grep -v '^ ' | grep -v '^<' | sort -u)
-    echo "mesa26: downloading mesa-vulkan-drivers $version and $(($(wc -w <<<"$closure") - 1)) packages it needs from sid"
-    # shellcheck disable=SC2086
-    (cd "$MESA26_DIR/debs" && apt_private apt-get download -qq $closure)
-    for deb in "$MESA26_DIR"/debs/*.deb; do dpkg -x "$deb" "$MESA26_DIR/root"; done
-    rm -rf "$MESA26_DIR/debs" "$MESA26_APT/cache"
+    echo "mesa26: downloading mesa-vulkan-drivers $version and what it needs from sid"
+    unpack_closure "$MESA26_DIR/root" "${MESA26_PACKAGES[@]}"
     [ -f "$MESA26_LIB/libvulkan_lvp.so" ] || { echo "mesa26: no libvulkan_lvp.so in the unpacked packages" >&2; exit 1; }
     loader >/dev/null
     # The packages' JSON files name their libraries without a path, which would find the system's.
@@ -123,6 +119,22 @@ install() {
     local probe
     probe=$(run_prog /bin/true 2>&1) || { echo "mesa26: sid's loader cannot run a program: $probe" >&2; exit 1; }
     echo "mesa26: Mesa $version lavapipe (Vulkan $api) unpacked in $MESA26_DIR"
+}
+
+# Downloads the packages and their whole dependency closure (glibc included: every library they
+# were linked against) from sid, and unpacks them into $1.
+unpack_closure() {
+    local dest=$1 debs closure
+    shift
+    closure=$(apt_private apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+        --no-replaces --no-enhances "$@" | grep -v '^ ' | grep -v '^<' | sort -u)
+    [ -n "$closure" ] || { echo "mesa26: sid has none of: $*" >&2; exit 1; }
+    debs=$(mktemp -d "${TMPDIR:-/tmp}/mesa26-debs.XXXXXX")
+    # shellcheck disable=SC2086
+    (cd "$debs" && apt_private apt-get download -qq $closure) || { rm -rf "$debs"; echo "mesa26: download failed" >&2; exit 1; }
+    mkdir -p "$dest"
+    for deb in "$debs"/*.deb; do dpkg -x "$deb" "$dest"; done
+    rm -rf "$debs" "$MESA26_APT/cache/archives"/*.deb
 }
 
 env_lines() {
@@ -149,5 +161,19 @@ case "${1:-}" in
     env) check_installed; env_lines ;;
     run) shift; check_installed; [ $# -gt 0 ] || { echo "usage: scripts/mesa26.sh run PROG [ARGS...]" >&2; exit 2; }; run_prog "$@" ;;
     version) check_installed; cat "$MESA26_DIR/version" ;;
-    *) echo "usage: scripts/mesa26.sh install [--refresh] | env | run PROG [ARGS...] | version" >&2; exit 2 ;;
+    versions)
+        shift
+        check_installed
+        for p in "$@"; do echo "$p $(apt_private apt-cache policy "$p" | awk '/Candidate:/ {print $2}')"; done
+        ;;
+    unpack)
+        shift
+        [ $# -ge 2 ] || { echo "usage: scripts/mesa26.sh unpack DIR PKG..." >&2; exit 2; }
+        check_installed
+        dest=$1
+        shift
+        apt_private apt-get update -qq || { echo "mesa26: cannot read sid's package index" >&2; exit 1; }
+        unpack_closure "$dest" "$@"
+        ;;
+    *) echo "usage: scripts/mesa26.sh install [--refresh] | env | run PROG [ARGS...] | version | unpack DIR PKG... | versions PKG..." >&2; exit 2 ;;
 esac
