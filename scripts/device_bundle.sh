@@ -14,7 +14,9 @@
 #   llama-sid.tar.xz  llama.cpp at its best: Debian sid's llama-bench, whose Vulkan shaders sid's glslc
 #             (shaderc 2026) compiled with both cooperative-matrix extensions, with its ggml backends
 #             and sid's libraries down to glibc (it needs glibc 2.43), started through sid's dynamic
-#             loader as scripts/mesa26.sh starts programs (xz: about 72 MiB in 13)
+#             loader as scripts/mesa26.sh starts programs, and sid's validation layer, which knows
+#             VK_KHR_cooperative_matrix: the check runs the cooperative-matrix tests on that runtime
+#             (xz: about 107 MiB in 21)
 #   gl/       Debian 12's glvnd packages (.deb), which NVIDIA's driver needs where the image lacks them
 #   models/   stories260K with its published greedy text, the small shared test models, Llama 3's
 #             vocabulary (gzipped) for the constrained-decode model
@@ -92,15 +94,21 @@ rm -rf "$STAGE"
 llama_sid() {
   local root sid stage lib f
   root=$(mktemp -d "${TMPDIR:-/tmp}/llama-sid.XXXXXX")
-  scripts/mesa26.sh install >/dev/null && scripts/mesa26.sh unpack "$root" llama.cpp-tools libggml0-backend-vulkan || return 1
+  scripts/mesa26.sh install >/dev/null &&
+    scripts/mesa26.sh unpack "$root" llama.cpp-tools libggml0-backend-vulkan vulkan-validationlayers || return 1
   sid=$root/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine)
   stage=$DEST/llama-sid
-  mkdir -p "$stage/lib" "$stage/backends"
+  mkdir -p "$stage/lib" "$stage/backends" "$stage/layers"
   cp "$root/usr/bin/llama-bench" "$stage/"
+  # sid's validation layer knows VK_KHR_cooperative_matrix (Debian 12's does not): the check runs
+  # the cooperative-matrix tests on sid's runtime with it.
+  cp "$sid/libVkLayer_khronos_validation.so" "$stage/layers/"
+  sed 's|"library_path": *"[^"]*"|"library_path": "./libVkLayer_khronos_validation.so"|' \
+    "$root/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json" >"$stage/layers/VkLayer_khronos_validation.json"
   # ggml's CPU backend in the variants of the CPUs GPU machines have, and the generic one.
   cp "$sid/ggml/backends0/libggml-vulkan.so" "$stage/backends/"
   for f in x64 haswell skylakex icelake sapphirerapids zen4; do cp "$sid/ggml/backends0/libggml-cpu-$f.so" "$stage/backends/"; done
-  for f in "$stage/llama-bench" "$stage"/backends/*.so; do
+  for f in "$stage/llama-bench" "$stage"/backends/*.so "$stage"/layers/*.so; do
     "$sid/ld-linux-x86-64.so.2" --library-path "$sid:$sid/llama" --list "$f" |
       awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do cp -nL "$lib" "$stage/lib/"; done
   done
