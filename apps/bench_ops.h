@@ -40,6 +40,9 @@ struct Config {
     int reps = 5;
     uint32_t prompt = 512, ctx = 2048;
     double row_budget_s = 2.0;  // timed repetitions stop early once a row has used this much time
+    // matvec / matmul: every row of the linear-kernel table the device runs and that serves the shape
+    // (each forced in turn), instead of the one the planner picks.
+    bool all_kernels = false;
 };
 
 enum class Status { Ok, Failed, Skipped };
@@ -97,7 +100,12 @@ private:
     void argmax();
     void softmax();
 
-    void linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t k, bool as_matmul);
+    // The linear kernel at this shape, the planner's choice or (kernel) that row of the table forced.
+    void linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t k, bool as_matmul,
+                     std::string_view kernel = {});
+    // linear_case for the planner's choice, or (--kernels all) for every table row of the problem
+    // that runs on the device and serves the shape.
+    void linear_rows(const Row& row, TensorType t, uint32_t m, uint32_t n, uint32_t k, bool as_matmul);
     void attention_case(Row row, uint32_t n_tokens, uint32_t kv_len, ops::KvType kv_type);
     // Submits `s` once, checks the result with `check`, then (if it passed) times warm-up + reps
     // submissions; appends the row. `check` runs after the first submission only.

@@ -8,6 +8,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/get_rows.h"
 #include "runtime/ops/kv_store.h"
+#include "runtime/ops/kernel_table.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/rope.h"
 #include "runtime/ops/sampling_ops.h"
@@ -311,7 +312,7 @@ void Bench::matvec() {
     for (const LinearShape& sh : linear_shapes(cfg_.shapes, true))
         for (TensorType t : cfg_.types) {
             Row row{"matvec", fmt::format("{} n={} k={}", sh.name, sh.n, sh.k), type_name(t)};
-            guarded(row, [&] { linear_case(row, t, 1, sh.n, sh.k, false); });
+            linear_rows(row, t, 1, sh.n, sh.k, false);
         }
 }
 
@@ -320,11 +321,27 @@ void Bench::matmul() {
     for (const LinearShape& sh : linear_shapes(cfg_.shapes, false))
         for (TensorType t : cfg_.types) {
             Row row{"matmul", fmt::format("{} m={} n={} k={}", sh.name, cfg_.prompt, sh.n, sh.k), type_name(t)};
-            guarded(row, [&] { linear_case(row, t, cfg_.prompt, sh.n, sh.k, true); });
+            linear_rows(row, t, cfg_.prompt, sh.n, sh.k, true);
         }
 }
 
-void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t k, bool as_matmul) {
+void Bench::linear_rows(const Row& row, TensorType t, uint32_t m, uint32_t n, uint32_t k, bool as_matmul) {
+    if (!cfg_.all_kernels) {
+        guarded(row, [&] { linear_case(row, t, m, n, k, as_matmul); });
+        return;
+    }
+    const ops::LinearProblem problem = as_matmul ? ops::LinearProblem::DenseMatmul : ops::LinearProblem::DenseMatvec;
+    const ops::LinearShape shape{t, m, n, k, true, ops::MatvecInput::Kind::Plain, true};
+    for (const ops::KernelRow& kr : ops::kernel_table()) {
+        if (kr.problem != problem || !kr.runs_on(ctx_.caps()) || !kr.serves(ctx_.caps(), shape)) continue;
+        Row r = row;
+        r.type += fmt::format(" [{}]", kr.name);
+        guarded(r, [&] { linear_case(r, t, m, n, k, as_matmul, kr.name); });
+    }
+}
+
+void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t k, bool as_matmul,
+                        std::string_view kernel) {
     const uint64_t seed = seed_of(row);
     const size_t rb = row_bytes(t, k);
     const std::vector<uint8_t> w = random_weights(t, n, k, seed);
@@ -333,12 +350,18 @@ void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t 
     Buffer yb = device_buffer(ctx_, size_t(m) * n * 4, "bench_y");
     // The kernel a model records for this shape on this device: the integer-dot matvec (its
     // activation quantization timed with it) where the device takes it.
-    const ops::LinearPlan plan = ops::plan_linear(ctx_.caps(), t, m, n, k);
+    // Planning is a pure function of the caps: a forced row is planned from a copy that names it.
+    DeviceCaps caps = ctx_.caps();
+    if (!kernel.empty()) caps.forced_kernels = {std::string(kernel)};
+    const ops::LinearPlan plan = ops::plan_linear(caps, t, m, n, k);
     if (as_matmul != (plan.kernel == ops::LinearPlan::Kernel::Matmul))
         throw std::logic_error(fmt::format("bench-ops: m={} plans a {}", m, as_matmul ? "matvec" : "matmul"));
     const bool dot = plan.int_dot();
+    const bool coopmat =
+        plan.kernel == ops::LinearPlan::Kernel::Matmul && plan.matmul.kernel == ops::MatmulPlan::Kernel::Coopmat;
     row.int_dot = dot;
     if (dot) row.type += " int-dot";
+    if (coopmat) row.type += " coopmat";
     Buffer qb;
     ops::MatvecInput input;
     if (dot) {
@@ -372,7 +395,8 @@ void Bench::linear_case(Row row, TensorType t, uint32_t m, uint32_t n, uint32_t 
         if (dot)  // the same math: X as its Q8_1 blocks
             for (uint32_t i = 0; i < sm; ++i)
                 ref::quantize_q8_1(xs.data() + size_t(i) * k, xs.data() + size_t(i) * k, k);
-        ref::linear(t, ws.data(), xs.data(), ref.data(), sm, sn, k);
+        // The matrix units multiply X and W rounded to half: their reference rounds them too.
+        (coopmat ? ref::linear_f16 : ref::linear)(t, ws.data(), xs.data(), ref.data(), sm, sn, k, nullptr, nullptr);
         for (uint32_t i = 0; i < sm; ++i)
             for (uint32_t j = 0; j < sn; ++j) got[size_t(i) * sn + j] = y[size_t(rows_m[i]) * n + rows_n[j]];
         return compare_all(got, ref);

@@ -26,6 +26,7 @@ struct BenchOpsOptions {
     int reps = 5;
     uint32_t prompt = 512, ctx = 2048;
     bool json = false;
+    std::string kernels = "default";
     DeviceOptions device;
     CLI::Option* prompt_opt = nullptr;
     CLI::Option* ctx_opt = nullptr;
@@ -58,6 +59,7 @@ bench_ops::Config make_config(const BenchOpsOptions& o) {
     for (const std::string& op : bench_ops::op_names())
         if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op) != o.ops.end()) c.ops.push_back(op);
     c.reps = o.reps;
+    c.all_kernels = o.kernels == "all";
     c.prompt = o.prompt_opt->count() ? o.prompt : c.shapes.default_prompt;
     c.ctx = o.ctx_opt->count() ? o.ctx : c.shapes.default_ctx;
     return c;
@@ -283,6 +285,11 @@ void register_bench_ops(CLI::App& app) {
                         ->check(CLI::Range(1, 65536));
     o->ctx_opt = cmd->add_option("--ctx", o->ctx, "KV length for decode attention (default 2048; 256 for small)")
                      ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--kernels", o->kernels,
+                    "matvec and matmul: default (the kernel the planner picks here) or all (every row of the "
+                    "linear-kernel table the device runs and that serves the shape, each forced in turn)")
+        ->check(CLI::IsMember({"default", "all"}))
+        ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON instead of a Markdown table");
     o->device.add_to(cmd);
     cmd->callback([o] { bench_ops_main(*o); });

@@ -23,7 +23,8 @@
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
 #   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
 #      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
-#      extension: `vkllm bench` on the quantized models and `bench-ops --ops matvec,matmul` again
+#      extension: `vkllm bench` on the quantized models, and `bench-ops --ops matvec,matmul --kernels
+#      all`: every row of the linear-kernel table the device runs (cooperative matrix, integer dot, float)
 # Writes DIR/summary.json and DIR/summary.txt, plus check.log, devices.json, tests_failed.log,
 # bench.log and profile.txt (at most 8 files: what the device tool brings back).
 set -uo pipefail
@@ -257,7 +258,7 @@ if [ -n "$alt" ]; then
   done
   log "bench-ops --ops matvec,matmul --caps $alt"
   run_limited "$(limit 40 10)" "$VKLLM" bench-ops --shapes "$shapes" --ops matvec,matmul --types q4_0,q8_0,q4_k,q6_k \
-    --caps "$alt" --json >"$WORK/bench/ops_alt.json" 2>>"$OUT/bench.log" || log "bench-ops --caps $alt failed"
+    --caps "$alt" --kernels all --json >"$WORK/bench/ops_alt.json" 2>>"$OUT/bench.log" || log "bench-ops --caps $alt failed"
 fi
 
 # --- summary ---

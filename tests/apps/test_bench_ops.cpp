@@ -4,6 +4,8 @@
 #include "support/run_vkllm.h"
 #include "support/test_context.h"
 
+#include "runtime/ops/kernel_table.h"
+
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
@@ -161,4 +163,32 @@ TEST_CASE("bench-ops and bench: rates against the f32 FMA or the int8 packed dot
               doctest::Approx(100.0 * row["pp_tps_mean"].get<double>() * row["prefill_flops_per_token"].get<double>() /
                               (rate * 1e9)));
     }
+}
+
+TEST_CASE("bench-ops: --kernels all checks and times every linear-kernel row the device runs") {
+    BenchResult r = run_bench_ops("--shapes small -r 1 --json --ops matvec,matmul --types q4_0,f16 --kernels all");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j["failed"] == 0);
+    std::set<std::string> seen;
+    for (const auto& row : j["results"]) {
+        CAPTURE(row.dump());
+        CHECK(row["status"] == "ok");
+        const std::string type = row["type"].get<std::string>();
+        const auto open = type.find('['), close = type.find(']');
+        REQUIRE(open != std::string::npos);
+        seen.insert(type.substr(open + 1, close - open - 1));
+    }
+    // Every dense row this device can run serves Q4_0 at these shapes (the integer-dot ones where
+    // the device has the extension, accelerated or not).
+    const vkllm::DeviceCaps& caps = vkllm::test::context().caps();
+    for (const vkllm::ops::KernelRow& row : vkllm::ops::kernel_table()) {
+        if (row.problem != vkllm::ops::LinearProblem::DenseMatvec && row.problem != vkllm::ops::LinearProblem::DenseMatmul)
+            continue;
+        CAPTURE(row.name);
+        CHECK(seen.count(std::string(row.name)) == (row.runs_on(caps) ? 1u : 0u));
+    }
+    CHECK(seen.size() >= 4);
+    CHECK(run_bench_ops("--shapes small --kernels some").status != 0);
 }
