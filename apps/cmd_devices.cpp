@@ -72,6 +72,7 @@ nlohmann::json to_json(const PhysicalDeviceEntry& d) {
         {"cooperative_matrix", c.cooperative_matrix},
         {"cooperative_matrix_shapes", coop},
         {"coopmat_kernels", c.coopmat_kernels},
+        {"coopmat_usable", coopmat_usable(c)},
         {"max_shared_memory", c.max_shared_memory},
         {"max_workgroup_size", c.max_workgroup_size},
         {"max_workgroup_invocations", c.max_workgroup_invocations},

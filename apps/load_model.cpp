@@ -44,6 +44,13 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
     lo.model = opts;
     lo.encoder_decoder = use == ModelUse::GenerateAny;
     lo.on_ready = [&](const LoadedModel& m) {
+        // A request the device cannot honour is said, not silently dropped.
+        if (lo.context.caps.coopmat && !lo.context.caps.no_coopmat && m.ctx && !m.ctx->caps().coopmat_kernels)
+            fmt::print(stderr,
+                       "vkllm: warning: --caps coopmat: {} cannot run the cooperative-matrix kernels (they need "
+                       "VK_KHR_cooperative_matrix with an f16 shape, shaderFloat16, the Vulkan memory model and "
+                       "subgroup size control, and a validation layer that knows the extension); using the others\n",
+                       m.ctx->caps().name);
         if (use != ModelUse::Any && !m.cfg.arch->stack.lm_head)
             throw std::invalid_argument(fmt::format(
                 "{}: a {} model is an embedding model (an encoder without a language-model head): it generates no "

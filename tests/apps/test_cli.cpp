@@ -72,6 +72,23 @@ TEST_CASE("cli: vkllm run --check on the integer-dot matvecs uses their threshol
     CHECK((f.err.find("integer-dot matvecs") != std::string::npos) == vkllm::test::context().caps().int_dot_kernels);
 }
 
+TEST_CASE("cli: --caps coopmat on a device without cooperative matrices says so and runs the other kernels") {
+    const std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    Result r = run_vkllm("run -m " + model + " -p \"Once upon a time\" -n 4 --temp 0 --caps coopmat --no-pipeline-cache");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out.rfind("Once upon a time", 0) == 0);
+    // The default device as the CLI sees it (no validation layer, no harness override).
+    Result d = run_vkllm("devices --json");
+    REQUIRE(d.status == 0);
+    const nlohmann::json devices = nlohmann::json::parse(d.out);
+    bool usable = false;
+    for (const auto& dev : devices)
+        if (dev.value("default", false)) usable = dev.at("coopmat_usable").get<bool>();
+    CHECK((r.err.find("warning: --caps coopmat") != std::string::npos) == !usable);
+}
+
 TEST_CASE("cli: vkllm run --json-schema-file and --grammar shape the output; bad ones fail before loading") {
     std::string model = vkllm::test::model_path("stories260K.gguf");
     if (model.empty()) return;
