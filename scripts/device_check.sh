@@ -166,7 +166,7 @@ done <"$WORK/tests/results"
 # vkllm turns it off under that layer and these cases skip there; on sid's runtime (its glibc,
 # loader and validation layer, from llama-sid.tar.xz) they run, and must (VKLLM_TEST_REQUIRE_COOPMAT).
 if [ -n "$SID" ] && grep -q '"cooperative_matrix": true' "$WORK/devices.json" 2>/dev/null; then
-  for t in "test_runtime *coopmat*,kernel?table*" "test_model *coopmat*"; do
+  for t in "test_runtime *coopmat*,kernel?table*,attention?prefill?on?the?matrix*" "test_model *coopmat*"; do
     set -- $t
     log "cooperative-matrix tests on sid's runtime: $1 -tc='$2'"
     path=$SID/lib:$B/lib

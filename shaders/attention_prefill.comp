@@ -75,75 +75,17 @@ const uint S_ROWS = (M + S_GROUPS - 1) / S_GROUPS;  // <= MAX_ROWS (host-checked
 const uint A_GROUPS = WG / DV4;
 const uint A_ROWS = (M + A_GROUPS - 1) / A_GROUPS;  // <= MAX_ROWS (host-checked)
 
-layout(std430, binding = 0) readonly buffer Q { vec4 q[]; };
-layout(std430, binding = 3) readonly buffer Pos { int positions[]; };
-layout(std430, binding = 4) writeonly buffer Out { vec4 out_[]; };
-layout(std430, binding = 5) readonly buffer PosBias { float pos_bias[]; };  // [n_heads][2R + 1]; unread when R = 0
-layout(std430, binding = 6) readonly buffer Segs { int segs[]; };  // [n_tokens][2]; unread unless segmented
-layout(std430, binding = 7) readonly buffer Sinks { float sinks[]; };  // [n_heads]; unread unless has_sinks
-layout(push_constant) uniform Push {
-    uint n_tokens;
-    uint n_heads;
-    uint n_kv_heads;
-    uint n_ctx;
-    uint group;  // n_heads / n_kv_heads
-    float scale;
-    uint window;    // 0: none
-    float softcap;  // 0: off
-    uint q_first;   // vec4 offset of q[0] in the Q binding
-    uint pos_first; // offset of positions[0] in the Pos binding
-    uint out_first; // vec4 offset of out[0] in the Out binding
-    uint causal;    // 0: every row sees up to the last token's position (no window then)
-    float alibi_step; // ALiBi: max_bias / alibi_n_log2 (alibi_slope in kv_read.glsl)
-    uint alibi_n_log2;  // 0: no ALiBi
-    uint bias_range;    // R of the position-bias table; 0: none
-    uint seg_first;     // offset of segs[0] in the Segs binding
-    uint segmented;     // 1: each query's key range comes from segs (not causal)
-    uint has_sinks;     // 1: head h's softmax has the extra logit sinks[sink_first + h]
-    uint sink_first;
-    uint v_row4;    // V's 4-element groups between consecutive cache rows of binding 2
-    uint v_head4;   // ... between consecutive kv heads of a row
-    uint v_off4;    // ... before a head's first V element (V inside K: (D - DV) / 4)
-    uint v_in_k;    // 1: V is inside the K rows (binding 2 is the K cache): read it from the K tile
-    uint table_first;  // paged: the sequence's table row in binding 8 (every query is of one sequence)
-    uint block_shift;  // log2 of the rows per block; 0: not paged
-} pc;
+#include "attention_prefill_rows.glsl"
 
 shared vec4 q_sh[M * D4];
 shared vec4 kv_sh[BK * KS];
-shared float p_sh[M * BK];
-shared float m_sh[M], l_sh[M], alpha_sh[M];
-shared uint lo_sh[M], lim_sh[M];  // row r sees positions [lo_sh[r], lim_sh[r])
-shared float slope_sh[M], qpos_sh[M];  // ALiBi: row r's head slope (0 without) and query position
-shared int bias_sh[M];  // row r's entry of distance 0 in pos_bias
 
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tok0 = gl_WorkGroupID.x * BT, kvh = gl_WorkGroupID.y;
     const uint h0 = kvh * pc.group + gl_WorkGroupID.z * GW;
 
-    // Row r is token tok0 + r / GW, head h0 + r % GW; rows past n_tokens see no keys.
-    for (uint r = tid; r < M; r += WG) {
-        const uint t = tok0 + r / GW;
-        slope_sh[r] = alibi_slope(h0 + r % GW, pc.alibi_step, pc.alibi_n_log2);
-        qpos_sh[r] = t < pc.n_tokens ? float(max(positions[pc.pos_first + t], 0)) : 0.0;
-        bias_sh[r] = int((h0 + r % GW) * (2u * pc.bias_range + 1u) + pc.bias_range);
-        if (t < pc.n_tokens && pc.segmented != 0u) {
-            lo_sh[r] = uint(max(segs[pc.seg_first + 2u * t], 0));
-            lim_sh[r] = min(uint(max(segs[pc.seg_first + 2u * t + 1u], 0)), pc.n_ctx);
-        } else if (t < pc.n_tokens) {
-            const uint pos = uint(max(positions[pc.pos_first + (pc.causal != 0u ? t : pc.n_tokens - 1u)], 0));
-            lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
-            lim_sh[r] = pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx);
-        } else {
-            lo_sh[r] = 0xffffffffu;
-            lim_sh[r] = 0u;
-        }
-        // An attention sink is a key of logit sinks[h] and value 0: the running max and sum start from it.
-        const bool sink = pc.has_sinks != 0u;
-        m_sh[r] = sink ? sinks[pc.sink_first + h0 + r % GW] : NEG_BIG;
-        l_sh[r] = sink ? 1.0 : 0.0;
-    }
+    init_rows(tid, tok0, h0);
     for (uint i = tid; i < M * D4; i += WG) {
         const uint r = i / D4, j = i % D4, t = tok0 + r / GW;
         q_sh[i] = t < pc.n_tokens ? q[pc.q_first + (t * pc.n_heads + h0 + r % GW) * D4 + j] * pc.scale : vec4(0.0);
@@ -154,8 +96,6 @@ void main() {
         kv_begin = min(kv_begin, lo_sh[r]);
         kv_end = max(kv_end, lim_sh[r]);
     }
-    const bool capped = pc.softcap > 0.0;
-    const float inv_cap = capped ? 1.0 / pc.softcap : 0.0;
 
     vec4 acc[MAX_ROWS];
     for (uint k = 0; k < MAX_ROWS; ++k) acc[k] = vec4(0.0);
@@ -189,14 +129,9 @@ void main() {
                     if (r < M) s[k] += dot(q_sh[r * D4 + j], kk);
                 }
             }
-            const int range = int(pc.bias_range);
             for (uint k = 0; k < S_ROWS; ++k) {
                 const uint r = g + k * S_GROUPS;
-                if (r < M) {
-                    const float bias = range > 0 ? pos_bias[bias_sh[r] + clamp(int(t0 + c) - int(qpos_sh[r]), -range, range)] : 0.0;
-                    p_sh[r * BK + c] = (capped ? softcap_score(s[k], pc.softcap, inv_cap) : s[k]) -
-                                       slope_sh[r] * abs(qpos_sh[r] - float(t0 + c)) + bias;
-                }
+                if (r < M) p_sh[r * BK + c] = shaped_score(r, t0 + c, s[k]);
             }
         }
         barrier();
@@ -209,25 +144,7 @@ void main() {
                 kv_sh[c * KS + j] = c < n ? load_v4(paged_row(row, pc.table_first, pc.block_shift) * pc.v_row4 + v_col + j) : vec4(0.0);
             }
         }
-        for (uint r = tid; r < M; r += WG) {
-            // Keys t0 + c outside [lo, lim) are masked: they get weight 0 and take no part in the max.
-            const uint lo = lo_sh[r], lim = lim_sh[r];
-            const uint c_lo = lo > t0 ? min(lo - t0, n) : 0u;
-            const uint c_hi = lim > t0 ? min(lim - t0, n) : 0u;
-            const float m_old = m_sh[r];
-            float mx = m_old;
-            for (uint c = c_lo; c < c_hi; ++c) mx = max(mx, p_sh[r * BK + c]);
-            float sum = 0.0;
-            for (uint c = 0; c < n; ++c) {
-                const float p = c >= c_lo && c < c_hi ? exp(p_sh[r * BK + c] - mx) : 0.0;
-                p_sh[r * BK + c] = p;
-                sum += p;
-            }
-            const float a = exp(m_old - mx);
-            alpha_sh[r] = a;
-            l_sh[r] = l_sh[r] * a + sum;
-            m_sh[r] = mx;
-        }
+        for (uint r = tid; r < M; r += WG) online_softmax_row(r, t0, n);
         barrier();
         if (a_group < A_GROUPS) {
             for (uint k = 0; k < A_ROWS; ++k) {

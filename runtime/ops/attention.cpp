@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <bit>
 #include <cmath>
 #include <stdexcept>
@@ -178,6 +179,47 @@ uint32_t decode_wg(const DeviceCaps& caps, const AttentionParams& p) {
 // Prefill workgroup: WG >= v_dim / 4 likewise (128 up to v_dim 512).
 uint32_t prefill_wg(const AttentionParams& p) { return std::max(kPrefillWg, std::bit_ceil(p.v_dim() / 4)); }
 
+// attention_prefill_coopmat.comp's shared memory: Q, the K/V tile and the weights as f16 rows padded
+// by 8 halves, the output accumulator as f32 rows padded by 4, and the scalar kernel's p_sh and row state.
+size_t prefill_coopmat_shared_bytes(uint32_t dk, uint32_t dv, uint32_t m, uint32_t bk) {
+    return 2 * (size_t(m) * (dk + 8) + size_t(bk) * (std::max(dk, dv) + 8) + size_t(m) * (bk + 8)) +
+           4 * size_t(m) * (dv + 4) + size_t(m) * bk * 4 + size_t(m) * 32;
+}
+
+// The cooperative-matrix prefill plan, where the device takes the matrix units and the head sizes
+// split into its shape: the most query rows per workgroup (a multiple of the shape's rows; rows past
+// the call's tokens are masked), then the longest KV tile, within shared memory.
+bool plan_prefill_coopmat(const DeviceCaps& caps, const AttentionParams& p, detail::AttentionPlan& plan) {
+    const CoopMatShape* shape = coopmat_f16_shape(caps);
+    if (!caps.coopmat_kernels || !shape) return false;
+    const uint32_t cm = shape->m, cn = shape->n, ck = shape->k, sg = caps.subgroup_size;
+    if (p.head_dim % ck != 0 || p.head_dim % 8 != 0 || p.v_dim() % cn != 0 || p.v_dim() % 8 != 0) return false;
+    const uint32_t wg = prefill_wg(p);
+    if (wg % sg != 0 || sg < caps.min_subgroup_size || sg > caps.max_subgroup_size) return false;
+    const uint32_t group = p.n_heads / p.n_kv_heads;
+    for (uint32_t rows : {64u, 32u, 16u, 8u}) {
+        // Tokens per workgroup: as many as fit the rows, in steps that keep M a multiple of cm
+        // (3 heads per group with cm 8 take 8 tokens: 24 rows).
+        const uint32_t gw = largest_divisor_at_most(group, rows), step = cm / std::gcd(gw, cm);
+        const uint32_t bt = std::max(rows / gw / step, 1u) * step, m = gw * bt;
+        if (m > std::max(rows, cm * gw)) continue;
+        for (uint32_t bk : {64u, 32u, 16u, 8u}) {
+            if (bk % cn != 0 || bk % ck != 0 || bk % 8 != 0) continue;
+            const size_t bytes = prefill_coopmat_shared_bytes(p.head_dim, p.v_dim(), m, bk);
+            if (bytes > caps.max_shared_memory) continue;
+            plan.wg = wg;
+            plan.heads_per_wg = gw;
+            plan.tokens_per_wg = bt;
+            plan.kv_tile = bk;
+            plan.shared_bytes = bytes;
+            plan.coopmat = true;
+            plan.cm = cm, plan.cn = cn, plan.ck = ck, plan.sg = sg;
+            return true;
+        }
+    }
+    return false;
+}
+
 // Workgroups that keep the device busy during decode. The caps do not say how many compute units
 // there are, so this goes by device class: enough for a large discrete GPU, few on a CPU where
 // each workgroup is a thread's job and more splits only add merge work.
@@ -238,7 +280,7 @@ AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, b
         const uint32_t wgs_per_split = p.n_kv_heads * (group / gw);
         const uint32_t max_splits = std::min(kMaxSplits, ceil_div(max_kv_len(p), plan.min_chunk));
         plan.n_splits = std::clamp(ceil_div(decode_target_workgroups(caps), wgs_per_split), 1u, max_splits);
-    } else {
+    } else if (!plan_prefill_coopmat(caps, p, plan)) {
         plan.wg = prefill_wg(p);
         // The value phase spreads (row, 4 columns of V) over the workgroup: rows per invocation from V's width.
         const uint32_t dv4 = p.v_dim() / 4;
@@ -294,8 +336,17 @@ std::vector<PipelineDesc> attention_pipelines(const Context& ctx, const Attentio
             {kv_variant(ShaderFamily::attention_decode, p.kv_type), {plan.wg, p.head_dim, plan.heads_per_wg}});
         if (plan.n_splits > 1) descs.push_back({ShaderId::attention_merge, {kMergeWg}});
     } else {
-        descs.push_back({kv_variant(ShaderFamily::attention_prefill, p.kv_type),
-                         {plan.wg, p.head_dim, plan.heads_per_wg, plan.tokens_per_wg, plan.kv_tile}});
+        descs.push_back(
+            {kv_variant(plan.coopmat ? ShaderFamily::attention_prefill_coopmat : ShaderFamily::attention_prefill,
+                        p.kv_type),
+             {plan.wg, p.head_dim, plan.heads_per_wg, plan.tokens_per_wg, plan.kv_tile}});
+        if (plan.coopmat) {
+            // DV always (constant 5, 0 = D), then the shape and the subgroup size it requires.
+            descs[0].spec.insert(descs[0].spec.end(),
+                                 {p.v_dim() != p.head_dim ? p.v_dim() : 0u, plan.cm, plan.cn, plan.ck, plan.sg});
+            descs[0].subgroup_size = plan.sg;
+            return descs;
+        }
     }
     // DV (constant 3 of the decode kernel, 5 of prefill; 0 = D) only where V is narrower, so that the
     // pipelines of every V-as-wide-as-K call stay exactly the ones they were.

@@ -166,6 +166,10 @@ struct AttentionPlan {
     uint32_t n_splits = 1;  // decode: split-K workgroups per (kv head, head group)
     uint32_t min_chunk = 0;  // decode: smallest split length in keys
     size_t shared_bytes = 0;  // shared memory of the main kernel
+    // prefill: attention_prefill_coopmat.comp, its products on the matrix units in the device's f16
+    // shape cm x cn x ck, subgroups of sg required (caps.coopmat_kernels, where the sizes allow)
+    bool coopmat = false;
+    uint32_t cm = 0, cn = 0, ck = 0, sg = 0;
 };
 // store: the plan of attention_store (the decode kernel with its new-row buffers in shared memory).
 AttentionPlan attention_plan(const DeviceCaps& caps, const AttentionParams& p, bool store = false);

@@ -293,4 +293,48 @@ TEST_CASE("attention prefill: a bidirectional call differs from a causal one but
     }
 }
 
+TEST_CASE("attention prefill on the matrix units (--caps coopmat): head sizes, GQA, every KV type, windows, soft cap, ALiBi, sinks, tables, bidirectional, V narrower than K, real shapes") {
+    // Q, K, V and the softmax weights rounded to half, f32 sums: the bound is half precision's
+    // rounding compounded over a row (measured below 1e-6 NMSE), far below what a wrong block,
+    // mask or rescale gives (~1e-1).
+    test::ValidationGuard guard;
+    Context* ctx = test::coopmat_context();
+    if (!ctx) return;
+    const Options half{.tol = {2e-6, 2e-3, 2e-2}};
+    auto run = [&](const char* cls, const AttentionParams& p, const std::vector<std::vector<int32_t>>& pos, Options o) {
+        CAPTURE(cls);
+        o.tol = half.tol;
+        CHECK(check_attention(*ctx, cls, p, pos, o).coopmat);
+    };
+    for (KvType t : ops::kAllKvTypes) {
+        CAPTURE(std::string(kv_name(t)));
+        for (uint32_t d : {64u, 80u, 128u, 256u})
+            run("coopmat head_dim", params(37, 4, 2, d, 300, t), {consecutive(37, 0), consecutive(37, 200)}, {.seed = d});
+        for (auto [h, kvh] : kGqa)
+            run("coopmat gqa", params(33, h, kvh, 64, 300, t), {consecutive(33, 41)}, {.seed = h * 10 + kvh});
+        AttentionParams win = params(40, 8, 2, 64, 200, t);
+        win.window = 7;
+        run("coopmat window", win, {consecutive(40, 100)}, {.seed = 11});
+        AttentionParams cap = params(33, 8, 4, 128, 300, t);
+        cap.softcap = 50.0f;
+        run("coopmat softcap", cap, {consecutive(33, 0)}, {.q_amp = 8.0f, .seed = 12});
+        AttentionParams alibi = bidir(params(33, 8, 2, 64, 300, t));
+        alibi.max_alibi_bias = 8.0f;
+        run("coopmat alibi bidirectional", alibi, {consecutive(33, 0)}, {.seed = 13});
+        AttentionParams sinks = params(33, 8, 2, 64, 300, t);
+        sinks.sinks = true;
+        run("coopmat sinks", sinks, {consecutive(33, 10)}, {.seed = 14});
+        AttentionParams table = bidir(params(33, 8, 2, 64, 300, t));
+        table.pos_bias_range = 4;
+        run("coopmat table", table, {consecutive(33, 0)}, {.seed = 15});
+        AttentionParams narrow = params(17, 8, 2, 192, 300, t);
+        narrow.v_head_dim = 128;
+        run("coopmat v narrower", narrow, {consecutive(17, 5)}, {.seed = 16});
+    }
+    run("coopmat peaked", params(40, 8, 2, 128, 300, KvType::F16), {consecutive(40, 200)},
+        {.q_amp = 12.0f, .scale = 0.25f, .seed = 17});
+    run("coopmat real", params(512, 32, 8, 128, 600, KvType::F16), {consecutive(512, 0)}, {.seed = 18});
+    run("coopmat real", params(64, 32, 4, 64, 1100, KvType::Q8_0), {consecutive(64, 1000)}, {.seed = 19});
+}
+
 TEST_CASE("attention prefill: worst error per case class (report)") { report_worst(); }
