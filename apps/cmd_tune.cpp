@@ -40,12 +40,11 @@ ModelShapes model_shapes(const GgufFile& f) {
     const bool has_output = f.find_tensor("output.weight") != nullptr;
     for (const GgufTensorInfo& t : f.tensors()) {
         const std::string& name = t.name;
-        const bool layer = name.starts_with("blk.") && name.ends_with(".weight") &&
-                           name.find("norm") == std::string::npos;
+        const bool layer =
+            name.starts_with("blk.") && name.ends_with(".weight") && name.find("norm") == std::string::npos;
         const bool head = name == "output.weight" || (!has_output && name == "token_embd.weight");
         if (layer && t.n_dims == 3 && name.find("_exps.") != std::string::npos) ++s.expert_stacks;
-        if ((layer || head) && t.n_dims == 2)
-            s.dense.insert({uint32_t(t.type), uint32_t(t.ne[1]), uint32_t(t.ne[0])});
+        if ((layer || head) && t.n_dims == 2) s.dense.insert({uint32_t(t.type), uint32_t(t.ne[1]), uint32_t(t.ne[0])});
     }
     return s;
 }
@@ -125,8 +124,9 @@ void tune(const TuneCmdOptions& o) {
 
 void register_tune(CLI::App& app) {
     auto o = std::make_shared<TuneCmdOptions>();
-    auto* cmd = app.add_subcommand("tune", "Measure kernel configurations for a model's shapes on this device and "
-                                           "store the fastest beside the pipeline cache");
+    auto* cmd = app.add_subcommand("tune",
+                                   "Measure kernel configurations for a model's shapes on this device and "
+                                   "store the fastest beside the pipeline cache");
     cmd->add_option("-m,--model", o->model, "GGUF model whose linear shapes to tune (default: stories260K)");
     cmd->add_flag("--json", o->json, "Print JSON instead of a Markdown table");
     cmd->add_option("--ubatch", o->ubatch, "Prompt tokens per forward chunk the prefill shapes are tuned for")

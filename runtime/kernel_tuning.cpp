@@ -19,9 +19,9 @@ namespace {
 
 // The fields of TunedConfig by name, in the order the file and describe() list them.
 constexpr std::pair<const char*, uint32_t TunedConfig::*> kFields[] = {
-    {"wg", &TunedConfig::wg}, {"rows", &TunedConfig::rows}, {"bm", &TunedConfig::bm},   {"bn", &TunedConfig::bn},
-    {"bk", &TunedConfig::bk}, {"tm", &TunedConfig::tm},     {"tn", &TunedConfig::tn},   {"sgm", &TunedConfig::sgm},
-    {"sgn", &TunedConfig::sgn},
+    {"wg", &TunedConfig::wg}, {"rows", &TunedConfig::rows}, {"bm", &TunedConfig::bm},
+    {"bn", &TunedConfig::bn}, {"bk", &TunedConfig::bk},     {"tm", &TunedConfig::tm},
+    {"tn", &TunedConfig::tn}, {"sgm", &TunedConfig::sgm},   {"sgn", &TunedConfig::sgn},
 };
 
 std::string uuid_hex(const DeviceCaps& caps) {
@@ -42,8 +42,8 @@ std::string describe(const TunedConfig& c) {
 std::string tuning_bucket(uint32_t m) { return m == 1 ? "1" : m <= 8 ? "2-8" : std::to_string(m); }
 
 KernelTuning::Header KernelTuning::header_for(const DeviceCaps& caps) {
-    return {VKLLM_VERSION_STRING, caps.name,          caps.vendor_id,     caps.device_id,
-            caps.driver_version,  uuid_hex(caps),     shader_table_hash()};
+    return {VKLLM_VERSION_STRING, caps.name,      caps.vendor_id,     caps.device_id,
+            caps.driver_version,  uuid_hex(caps), shader_table_hash()};
 }
 
 const TunedConfig* KernelTuning::find(std::string_view row, uint32_t wtype, uint32_t n, uint32_t k, uint32_t m) const {
@@ -62,8 +62,8 @@ std::string KernelTuning::to_json() const {
     j["shader_hash"] = fmt::format("{:016x}", header.shader_hash);
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const auto& [key, c] : entries) {
-        nlohmann::ordered_json e = {{"row", key.row}, {"wtype", key.wtype}, {"n", key.n}, {"k", key.k},
-                                    {"m", key.bucket}};
+        nlohmann::ordered_json e = {
+            {"row", key.row}, {"wtype", key.wtype}, {"n", key.n}, {"k", key.k}, {"m", key.bucket}};
         for (const auto& [name, field] : kFields)
             if (c.*field) e[name] = c.*field;
         list.push_back(std::move(e));
@@ -138,8 +138,8 @@ TuningLoad load_kernel_tuning(const DeviceCaps& caps, const std::filesystem::pat
         got.pipeline_cache_uuid != want.pipeline_cache_uuid)
         return ignored(fmt::format("foreign (measured on {}, this is {})", got.device, want.device));
     if (got.driver_version != want.driver_version)
-        return ignored(fmt::format("stale (driver version {:#x}, this driver is {:#x})", got.driver_version,
-                                   want.driver_version));
+        return ignored(
+            fmt::format("stale (driver version {:#x}, this driver is {:#x})", got.driver_version, want.driver_version));
     if (got.vkllm_version != want.vkllm_version)
         return ignored(fmt::format("stale (vkllm {}, this is {})", got.vkllm_version, want.vkllm_version));
     if (got.shader_hash != want.shader_hash) return ignored("stale (measured with other shaders)");

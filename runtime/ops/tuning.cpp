@@ -119,8 +119,8 @@ std::vector<TunedConfig> matvec_candidates(const DeviceCaps& caps, const MatvecP
             if (r != plan.rows) out.push_back({.rows = r});
         return out;
     }
-    const std::vector<uint32_t> wgs = caps.cpu_tuning ? std::vector<uint32_t>{8, 16, 32, 64}
-                                                       : std::vector<uint32_t>{64, 128, 256};
+    const std::vector<uint32_t> wgs =
+        caps.cpu_tuning ? std::vector<uint32_t>{8, 16, 32, 64} : std::vector<uint32_t>{64, 128, 256};
     for (uint32_t wg : m == 1 ? wgs : std::vector<uint32_t>{0})
         for (uint32_t r : {1u, 2u, 4u}) {
             if (wg && wg < caps.subgroup_size) continue;
@@ -143,12 +143,13 @@ std::vector<TunedConfig> matmul_candidates(const DeviceCaps&, const MatmulPlan& 
         return out;
     }
     // tm x tn per invocation grows with the tile, so that every tile takes 16 x 16 invocations.
-    const std::vector<uint32_t> bks = plan.kernel == MK::Dot ? std::vector<uint32_t>{64, 128}
-                                                             : std::vector<uint32_t>{16, 32};
+    const std::vector<uint32_t> bks =
+        plan.kernel == MK::Dot ? std::vector<uint32_t>{64, 128} : std::vector<uint32_t>{16, 32};
     for (uint32_t bm : {32u, 64u, 128u})
         for (uint32_t bn : {32u, 64u, 128u})
             for (uint32_t bk : bks) {
-                const TunedConfig c{.bm = bm, .bn = bn, .bk = bk, .tm = std::max(2u, bm / 16), .tn = std::max(2u, bn / 16)};
+                const TunedConfig c{
+                    .bm = bm, .bn = bn, .bk = bk, .tm = std::max(2u, bm / 16), .tn = std::max(2u, bn / 16)};
                 if (c.bm != plan.bm || c.bn != plan.bn || c.bk != plan.bk || c.tm != plan.tm || c.tn != plan.tn)
                     out.push_back(c);
             }
@@ -193,7 +194,8 @@ TuneResult tune_shape(Context& ctx, const TuneShape& shape, KernelTuning& table,
         const auto [got, ms] = run(ctx, p, shape, o, opts.reps);
         ++r.tried;
         if (const double e = nmse(got, want); !(e <= opts.nmse_limit)) {
-            r.notes.push_back(fmt::format("{} discarded: nmse {:.3g} against the row's own configuration", describe(c), e));
+            r.notes.push_back(
+                fmt::format("{} discarded: nmse {:.3g} against the row's own configuration", describe(c), e));
             continue;
         }
         if (ms < r.best_ms) r.best_ms = ms, best = c, r.best = config_of(p, shape.m);
