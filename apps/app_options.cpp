@@ -69,6 +69,12 @@ void DeviceOptions::add_split_to(CLI::App* cmd) {
                     "the default) or layer:R0,R1,... (in these ratios); alone: over every device");
 }
 
+void DeviceOptions::add_tune_to(CLI::App* cmd) {
+    reads_tuning = true;
+    cmd->add_flag("--no-tune", no_tune,
+                  "Ignore the kernel configurations `vkllm tune` measured on this device (docs/tuning.md)");
+}
+
 std::vector<DeviceSelector> DeviceOptions::split_devices() const {
     if (devices.empty() && split.empty()) return {};
     if (!device.empty())
@@ -101,6 +107,8 @@ ContextOptions DeviceOptions::context_options() const {
         };
     o.pipeline_cache = !no_cache;
     if (!cache_dir.empty()) o.cache_dir = cache_dir;
+    o.kernel_tuning = reads_tuning && !no_tune;
+    o.warn = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
     return o;
 }
 

@@ -32,9 +32,13 @@ struct DeviceOptions {
     // A model split over devices (the commands that run a decoder: run, chat, serve, perplexity, bench).
     std::string devices;  // "0,1": indices or name substrings
     std::string split;  // "layer" or "layer:R0,R1,..."; "": by memory when --devices names several
+    // The commands that run a model (run, chat, serve, bench) read `vkllm tune`'s file beside the
+    // pipeline cache unless --no-tune (docs/tuning.md).
+    bool reads_tuning = false, no_tune = false;
 
     void add_to(CLI::App* cmd);
     void add_split_to(CLI::App* cmd);  // --devices and --split
+    void add_tune_to(CLI::App* cmd);  // --no-tune; the command reads the tuning file
     ContextOptions context_options() const;  // throws std::invalid_argument on a bad --caps/--device
     // The devices a split names (empty: one device, context_options()'s); --split without --devices
     // takes every device. std::invalid_argument for --device with --devices, or an empty entry.

@@ -6,6 +6,7 @@
 #include "apps/load_model.h"
 #include "model/arch/tensor_schema.h"
 #include "model/grammar/json_schema.h"
+#include "runtime/kernel_tuning.h"
 #include "runtime/probes.h"
 #include "serving/engine/generate.h"
 
@@ -183,6 +184,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
 
     LoadedModel m = load_model(path, o.device, lo, true);
     j["load_ms"] = m.load_ms;
+    // The kernel tuning file the planners read (`vkllm tune`), or "none".
+    j["tuning"] = m.ctx->caps().tuning ? m.ctx->caps().tuning->file.string() : "none";
     // The type of layer 0's query projection (a fused attn_qkv where the file has one).
     // The first attention projection the file has (latent attention with q_lora has no wq).
     const LayerPlaces& l0 = m.model->weight_layout().layers[0];
@@ -480,6 +483,7 @@ void register_bench(CLI::App& app) {
         "Also measure sampled decode (temperature 0.8, top-k 40) with and without this JSON schema's grammar");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
+    o->device.add_tune_to(cmd);
     cmd->callback([o] { bench(*o); });
 }
 

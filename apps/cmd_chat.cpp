@@ -308,6 +308,7 @@ void register_chat(CLI::App& app) {
         ->needs("--tools");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
+    o->device.add_tune_to(cmd);
     cmd->callback([o] { chat(*o); });
 }
 

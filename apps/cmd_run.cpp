@@ -193,6 +193,7 @@ void register_run(CLI::App& app) {
     js->excludes(jf);
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
+    o->device.add_tune_to(cmd);
     cmd->callback([o] { run(*o); });
 }
 

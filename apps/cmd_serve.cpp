@@ -352,6 +352,7 @@ void register_serve(CLI::App& app) {
     cmd->add_flag("--quiet", o->quiet, "No line per request on stderr");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
+    o->device.add_tune_to(cmd);
     cmd->callback([o] { serve(*o); });
 }
 

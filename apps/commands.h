@@ -18,5 +18,6 @@ void register_chat_template(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_embed(CLI::App& app);
+void register_tune(CLI::App& app);
 
 }  // namespace vkllm::apps

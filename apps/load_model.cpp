@@ -1,6 +1,7 @@
 #include "apps/load_model.h"
 
 #include "model/forward/device_split.h"
+#include "runtime/kernel_tuning.h"
 
 #include <fmt/format.h>
 
@@ -73,6 +74,9 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
     };
     LoadedModel m = vkllm::load_model(path, lo);
     if (!quiet) {
+        if (const auto& t = m.ctx->caps().tuning)
+            fmt::print(stderr, "vkllm: kernel tuning from {} ({} entries; --no-tune ignores it)\n", t->file.string(),
+                       t->entries.size());
         const MemoryPlan& p = m.model->memory_plan();
         const auto stages = m.model->stages();
         if (lo.devices.size() > stages.size())

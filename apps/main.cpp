@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     vkllm::apps::register_serve(app);
     vkllm::apps::register_chat(app);
     vkllm::apps::register_embed(app);
+    vkllm::apps::register_tune(app);
     // CLI11 would only say "a subcommand is required" for a mistyped one: name it instead.
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;

@@ -7,10 +7,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace vkllm {
+
+class KernelTuning;  // runtime/kernel_tuning.h
 
 struct CoopMatShape {
     uint32_t m, n, k;
@@ -89,6 +92,9 @@ struct DeviceCaps {
     // Rows of the linear-kernel table (runtime/ops/kernel_table.h) the planners take wherever they
     // serve the shape, by name (`--caps kernel=NAME`); empty: the table's own order decides.
     std::vector<std::string> forced_kernels;
+    // The configurations `vkllm tune` measured on this device (runtime/kernel_tuning.h), which the
+    // planners apply where they still fit (ops::configure, kernel_table.h); null: the rows' own.
+    std::shared_ptr<const KernelTuning> tuning;
 
     std::string type_name() const;
     bool subgroup_ops() const { return subgroup_basic && subgroup_arithmetic; }

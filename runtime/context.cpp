@@ -1,5 +1,6 @@
 #include "runtime/context.h"
 
+#include "runtime/kernel_tuning.h"
 #include "runtime/vk_check.h"
 
 #include <fmt/format.h>
@@ -28,10 +29,22 @@ Context::Context(const ContextOptions& opts) : opts_(opts) {
         if (dir) file = *dir / PipelineCache::file_name(*device_);
     }
     cache_ = std::make_unique<PipelineCache>(*device_, file);
+    if (opts.kernel_tuning)
+        if (const auto path = kernel_tuning_path()) {
+            TuningLoad t = load_kernel_tuning(device_->caps(), *path);
+            if (!t.warning.empty() && opts.warn) opts.warn(t.warning);
+            device_->set_tuning(std::move(t.tuning));
+        }
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VkFence raw;
     VK_CHECK(vkCreateFence(device_->get(), &fci, nullptr, &raw));
     fence_ = Unique<VkFence>(device_->get(), raw, vkDestroyFence);
+}
+
+std::optional<std::filesystem::path> Context::kernel_tuning_path() const {
+    const auto dir = opts_.cache_dir ? opts_.cache_dir : PipelineCache::default_dir();
+    if (!dir) return std::nullopt;
+    return *dir / kernel_tuning_file_name(device_->caps());
 }
 
 Context::~Context() {

@@ -10,6 +10,7 @@
 #include "runtime/pipeline.h"
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,12 @@ struct ContextOptions {
     CapsOverride caps;
     bool pipeline_cache = true;  // persist VkPipelineCache to disk
     std::optional<std::filesystem::path> cache_dir;  // default: PipelineCache::default_dir()
+    // Read the kernel configurations `vkllm tune` measured (runtime/kernel_tuning.h) from the cache
+    // directory into caps().tuning. Off by default: the commands that run a model turn it on, so
+    // that tests and library users plan with the table's own rows unless they ask.
+    bool kernel_tuning = false;
+    // Where the one line saying why a tuning file was ignored goes (stale, foreign, corrupt); null: dropped.
+    std::function<void(const std::string&)> warn;
     uint64_t fence_timeout_ns = 600ull * 1000000000ull;  // a hung GPU becomes an error, not a hang
 };
 
@@ -46,6 +53,9 @@ public:
     const DeviceCaps& caps() const { return device_->caps(); }
     Allocator& allocator() { return *allocator_; }
     PipelineCache& pipeline_cache() { return *cache_; }
+    // Where this device's kernel tuning file lives (beside the pipeline cache, whether or not that
+    // is persisted); nullopt when there is no cache directory.
+    std::optional<std::filesystem::path> kernel_tuning_path() const;
     const PipelineStats& pipeline_stats() const { return pipeline_stats_; }
 
     // The pipeline for `desc`, created on first use. Thread-safe.

@@ -48,6 +48,8 @@ public:
     uint32_t queue_family() const { return queue_family_; }
     uint32_t timestamp_valid_bits() const { return timestamp_bits_; }
     const DeviceCaps& caps() const { return caps_; }
+    // The tuned kernel configurations the planners read; set by Context before anything is planned.
+    void set_tuning(std::shared_ptr<const KernelTuning> tuning) { caps_.tuning = std::move(tuning); }
     const VkPhysicalDeviceMemoryProperties& memory_properties() const { return memory_; }
     uint32_t index() const { return index_; }
     bool creation_feedback() const { return creation_feedback_; }  // VK_EXT_pipeline_creation_feedback

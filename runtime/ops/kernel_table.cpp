@@ -2,11 +2,13 @@
 
 #include "runtime/ops/matmul_coopmat.h"
 
+#include "runtime/kernel_tuning.h"
 #include "runtime/vk_check.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 namespace vkllm::ops {
@@ -161,16 +163,17 @@ void matmul_dot(const DeviceCaps& caps, const LinearShape& s, MatmulPlan& p) {
         p.bm = 32, p.tm = 2;
     while (matmul_dot_shared_bytes(p.bm, p.bn, p.bk) > caps.max_shared_memory && p.bk > 32) p.bk /= 2;
 }
+// A slice holds whole units of weights_dot.glsl: Q4_K / Q5_K's span 2 blocks (a 64-column chunk),
+// Q6_K's 4 (two groups of a 128-column half).
+uint32_t dot_span(TensorType wtype) {
+    return wtype == TensorType::Q6_K ? 4 : (wtype == TensorType::Q4_K || wtype == TensorType::Q5_K) ? 2 : 1;
+}
 bool matmul_dot_serves(const DeviceCaps& caps, const LinearShape& s) {
     if (!s.allow_dot || !has_variant(ShaderFamily::matmul_dot, s.wtype)) return false;
     MatmulPlan p;
     matmul_dot(caps, s, p);
-    // A slice holds whole units of weights_dot.glsl: Q4_K / Q5_K's span 2 blocks (a 64-column
-    // chunk), Q6_K's 4 (two groups of a 128-column half). Too little shared memory: a float kernel.
-    const uint32_t span = s.wtype == TensorType::Q6_K                                    ? 4
-                          : (s.wtype == TensorType::Q4_K || s.wtype == TensorType::Q5_K) ? 2
-                                                                                         : 1;
-    return p.bk / 32 >= span && matmul_dot_shared_bytes(p.bm, p.bn, p.bk) <= caps.max_shared_memory;
+    // Too little shared memory for whole units: a float kernel.
+    return p.bk / 32 >= dot_span(s.wtype) && matmul_dot_shared_bytes(p.bm, p.bn, p.bk) <= caps.max_shared_memory;
 }
 
 // The kernel broadcasts from lanes 0 .. S-1 of one full subgroup of 4, 8 or 16 lanes.
@@ -344,6 +347,51 @@ constexpr KernelRow kRows[] = {
     {"moe-matmul-tiled", P::ExpertMatmul, always, always_serves, always_preferred, nullptr, moe_matmul_tiled},
 };
 
+// --- tuned configurations (runtime/kernel_tuning.h, measured by `vkllm tune`) ------------------------
+
+bool pow2(uint32_t v) { return v && (v & (v - 1)) == 0; }
+uint32_t wg_limit(const DeviceCaps& c) { return std::min(c.max_workgroup_invocations, c.max_workgroup_size[0]); }
+
+// Matvec rows (dense and experts): wg from the decode entry (m = 1) whatever m, so that every row of a
+// decode batch sums as a lone token's does (the strided kernels' reduction order follows wg, and
+// decode batches must stay batch invariant); rows, which never change a row's sum, from the call's
+// own bucket, halved while the reduction (`shared_per_row` bytes per row) does not fit, as the rows'
+// own configure does. matvec-rows keeps its workgroup of one SIMD chunk: only rows per lane tune.
+void tune_matvec(const DeviceCaps& caps, const KernelRow& row, const LinearShape& s, bool tunes_wg, uint32_t& wg,
+                 uint32_t& rows, const std::function<uint64_t(uint32_t wg)>& shared_per_row) {
+    const KernelTuning& t = *caps.tuning;
+    const uint32_t type = uint32_t(s.wtype);
+    if (const TunedConfig* d = t.find(row.name, type, s.n, s.k, 1); tunes_wg && d && d->wg)
+        if (pow2(d->wg) && d->wg >= caps.subgroup_size && d->wg <= wg_limit(caps) &&
+            shared_per_row(d->wg) <= caps.max_shared_memory)
+            wg = d->wg;
+    if (const TunedConfig* e = t.find(row.name, type, s.n, s.k, s.m); e && e->rows && pow2(e->rows) && e->rows <= 32) {
+        uint32_t r = e->rows;
+        while (r > 1 && r * shared_per_row(wg) > caps.max_shared_memory) r /= 2;
+        rows = r;
+    }
+}
+
+// Whether a tiled, integer-dot or cooperative-matrix matmul plan with tuned tiles is one its kernel
+// runs on this device (its tile rules, invocations and shared memory).
+bool matmul_fits(const DeviceCaps& caps, const LinearShape& s, const MatmulPlan& p, bool experts) {
+    using K = MatmulPlan::Kernel;
+    if (!pow2(p.bm) || !pow2(p.bn) || p.bk == 0) return false;
+    if (p.kernel == K::Coopmat) {
+        if (!p.sgm || !p.sgn || (p.bm / p.sgm) % p.cm || (p.bn / p.sgn) % p.cn || p.bk % 8 || p.bk % p.ck) return false;
+        const uint64_t wg = uint64_t(p.sgm) * p.sgn * p.sg;
+        return wg <= wg_limit(caps) && matmul_coopmat_shared_bytes(p.bm, p.bn, p.bk, p.sgm * p.sgn, p.cm, p.cn,
+                                                                   experts) <= caps.max_shared_memory;
+    }
+    if (!p.tm || !p.tn || p.bm % p.tm || p.bn % p.tn || uint64_t(p.bm / p.tm) * (p.bn / p.tn) > wg_limit(caps))
+        return false;
+    const uint64_t slots = experts ? 4ull * p.bm : 0;
+    if (p.kernel == K::Dot)
+        return p.bk % 32 == 0 && p.bk / 32 >= dot_span(s.wtype) &&
+               matmul_dot_shared_bytes(p.bm, p.bn, p.bk) + slots <= caps.max_shared_memory;
+    return p.bk % 8 == 0 && uint64_t(p.bk) * (p.bm + 1 + p.bn + 1) * 4 + slots <= caps.max_shared_memory;
+}
+
 // The forced row of this problem, or null (throws as pick_kernel says).
 const KernelRow* forced_row(const DeviceCaps& caps, LinearProblem problem) {
     const KernelRow* found = nullptr;
@@ -392,6 +440,42 @@ const KernelRow& pick_kernel(const DeviceCaps& caps, LinearProblem problem, cons
     for (const KernelRow& r : kRows)
         if (r.problem == problem && r.serves(caps, shape) && r.preferred(caps, shape)) return r;
     throw std::logic_error(fmt::format("kernel table: no row serves the {} problem", problem_name(problem)));
+}
+
+void configure(const DeviceCaps& caps, const KernelRow& row, const LinearShape& shape, MatvecPlan& plan) {
+    row.matvec(caps, shape, plan);
+    if (!caps.tuning) return;
+    const uint32_t norm = shape.input == Kind::RmsNorm;
+    const bool rows_kernel = plan.kernel == MatvecPlan::Kernel::Rows;
+    tune_matvec(caps, row, shape, !rows_kernel, plan.wg, plan.rows, [&](uint32_t wg) -> uint64_t {
+        // The reduction keeps (NR + NORM) * NB * WG floats in shared memory (matvec_rows none).
+        return rows_kernel ? 0 : uint64_t(1 + norm) * shape.m * wg * 4;
+    });
+}
+
+void configure(const DeviceCaps& caps, const KernelRow& row, const LinearShape& shape, MatmulPlan& plan) {
+    row.matmul(caps, shape, plan);
+    if (!caps.tuning || plan.kernel == MatmulPlan::Kernel::Broadcast) return;
+    const TunedConfig* t = caps.tuning->find(row.name, uint32_t(shape.wtype), shape.n, shape.k, shape.m);
+    if (!t) return;
+    MatmulPlan tuned = plan;
+    for (auto [from, to] : {std::pair{t->bm, &tuned.bm}, {t->bn, &tuned.bn}, {t->bk, &tuned.bk}})
+        if (from) *to = from;
+    if (plan.kernel == MatmulPlan::Kernel::Coopmat) {
+        if (t->sgm) tuned.sgm = t->sgm;
+        if (t->sgn) tuned.sgn = t->sgn;
+    } else {
+        if (t->tm) tuned.tm = t->tm;
+        if (t->tn) tuned.tn = t->tn;
+    }
+    if (matmul_fits(caps, shape, tuned, row.problem == P::ExpertMatmul)) plan = tuned;
+}
+
+void configure(const DeviceCaps& caps, const KernelRow& row, const LinearShape& shape, MoeMatvecPlan& plan) {
+    row.moe_matvec(caps, shape, plan);
+    if (!caps.tuning) return;
+    // One slot per workgroup row: RR * WG floats of reduction.
+    tune_matvec(caps, row, shape, true, plan.wg, plan.rows, [](uint32_t wg) -> uint64_t { return uint64_t(wg) * 4; });
 }
 
 void check_forced_kernels(const DeviceCaps& caps) {

@@ -64,6 +64,14 @@ const KernelRow* find_kernel_row(std::string_view name);
 // and DeviceLimitError for a forced row the device cannot run (check_forced_kernels says the same
 // up front).
 const KernelRow& pick_kernel(const DeviceCaps& caps, LinearProblem problem, const LinearShape& shape);
+// The row's configuration of the plan for this shape (its configure function), then the numbers
+// caps.tuning holds for the row and the shape's class (runtime/kernel_tuning.h) where they still fit
+// the device and the kernel's tile rules, else the row's own. The planners call these and nothing
+// else applies tuned numbers, so recording, warm-up and benchmarks see the same plan.
+void configure(const DeviceCaps& caps, const KernelRow& row, const LinearShape& shape, MatvecPlan& plan);
+void configure(const DeviceCaps& caps, const KernelRow& row, const LinearShape& shape, MatmulPlan& plan);
+void configure(const DeviceCaps& caps, const KernelRow& row, const LinearShape& shape, MoeMatvecPlan& plan);
+
 // Checks caps.forced_kernels as pick_kernel does, once (at start-up, before any planning).
 void check_forced_kernels(const DeviceCaps& caps);
 

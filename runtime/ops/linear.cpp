@@ -290,7 +290,7 @@ MatvecPlan plan_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
     p.batch = m;
     p.input = input;
     const LinearShape shape{wtype, m, n, k, w_offset_aligned, input, allow_dot};
-    pick_kernel(caps, LinearProblem::DenseMatvec, shape).matvec(caps, shape, p);
+    configure(caps, pick_kernel(caps, LinearProblem::DenseMatvec, shape), shape, p);
     return p;
 }
 
@@ -328,7 +328,7 @@ MatmulPlan plan_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t m, uin
     MatmulPlan p;
     p.wtype = wtype;
     const LinearShape shape{wtype, m, n, k, w_offset_aligned, MatvecInput::Kind::Plain, allow_dot};
-    pick_kernel(caps, LinearProblem::DenseMatmul, shape).matmul(caps, shape, p);
+    configure(caps, pick_kernel(caps, LinearProblem::DenseMatmul, shape), shape, p);
     return p;
 }
 

@@ -166,7 +166,7 @@ MoeMatvecPlan plan_moe_matvec(const DeviceCaps& caps, TensorType wtype, uint32_t
     p.x_rows = x_rows;
     p.x_rows_per_dispatch = x_rows;
     const LinearShape shape{wtype, x_rows, n, k, true, input, allow_dot};
-    pick_kernel(caps, LinearProblem::ExpertMatvec, shape).moe_matvec(caps, shape, p);
+    configure(caps, pick_kernel(caps, LinearProblem::ExpertMatvec, shape), shape, p);
     return p;
 }
 
@@ -357,7 +357,7 @@ MoeMatmulPlan plan_moe_matmul(const DeviceCaps& caps, TensorType wtype, uint32_t
     // Experts start at multiples of their byte size: aligned words only where an expert is whole words.
     const bool aligned = (uint64_t(n) * row_bytes(wtype, k)) % 4 == 0;
     const LinearShape shape{wtype, rows, n, k, aligned, MatvecInput::Kind::Plain, allow_dot};
-    pick_kernel(caps, LinearProblem::ExpertMatmul, shape).matmul(caps, shape, p.mm);
+    configure(caps, pick_kernel(caps, LinearProblem::ExpertMatmul, shape), shape, p.mm);
     return p;
 }
 
