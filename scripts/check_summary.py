@@ -143,6 +143,12 @@ def main():
                           if os.path.exists(os.path.join(work, "bench", "sid.matrix")) else None,
                           "rows": sid_rows}
 
+    tune = load(os.path.join(work, "bench", "tune.json"))
+    if isinstance(tune, dict):
+        shapes = tune.get("shapes") or []
+        s["tune"] = {"seconds": tune.get("seconds"), "entries": tune.get("entries"), "file": tune.get("file"),
+                     "shapes": len(shapes), "improved": sum(1 for x in shapes if x.get("improved")),
+                     "skipped": len(tune.get("skipped") or []), "results": shapes}
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(s, f, indent=1)
 
@@ -172,6 +178,15 @@ def main():
     peers = {r.get("peer_build") for r in bench if r.get("peer_build")}
     if peers:
         lines.append(f"llama.cpp: {', '.join(sorted(peers))}, Vulkan backend, shaders built without cooperative matrix")
+    t = s.get("tune")
+    if t:
+        lines.append("")
+        lines.append(f"vkllm tune: {t['shapes']} shapes in {fmt(t.get('seconds'), '.1f')} s, {t['improved']} improved, "
+                     f"{t['skipped']} skipped, {t.get('entries')} entries written (the benches read them)")
+        for r in t["results"]:
+            if r.get("improved"):
+                lines.append(f"  {r.get('type')} m={r.get('m')} n={r.get('n')} k={r.get('k')} [{r.get('row')}]: "
+                             f"{fmt(r.get('default_ms'), '.4f')} -> {fmt(r.get('best_ms'), '.4f')} ms ({r.get('config')})")
     sid = s.get("llama_sid")
     if sid:
         lines.append("")

@@ -10,7 +10,8 @@
 #      test file its own process, in parallel); the C API's golden story
 #   2b. where the device reports cooperative matrices: their kernel and model tests again on sid's
 #      runtime (llama-sid.tar.xz: glibc, loader and a validation layer that knows the extension)
-#   3. random-weight models written here by `vkllm gen-model` (TinyLlama-shaped Q4_0, two layers of
+#   3. `vkllm tune` on the largest model (its shapes at 512-token prompt chunks), then random-weight
+#      models written here by `vkllm gen-model` (TinyLlama-shaped Q4_0, two layers of
 #      Mixtral 8x7B in Q4_0 (a mixture of experts), a Q4_K_M with Llama-3-8B's layer shapes), then
 #      `vkllm bench` beside llama.cpp's `llama-bench -ngl 99` on the same files (stories260K too)
 #      and the largest once more with --profile (GPU time per op) at 512-token prefill chunks;
@@ -184,6 +185,14 @@ log "tests: $(awk '$2==0' "$WORK/tests/results" | wc -l) passed, $(awk '$2!=0' "
 # --- 3b. vkllm bench beside llama-bench on the same files ---
 if [ "$QUICK" = 1 ]; then pp=32 tg=16 reps=1; else pp=512 tg=128 reps=3; fi
 if [ -n "${gen_pid:-}" ]; then wait "$gen_pid" || log "gen-model failed: $(tail -3 "$WORK/gen-model.log")"; fi
+# The device's own tuning first (the same cache folder as every bench below, which reads it): the
+# largest model's shapes at the 512-token prefill chunks step 3c compares (32 in --quick).
+if [ -f "${models[-1]}" ]; then
+  if [ "$QUICK" = 1 ]; then tune_ub=32; else tune_ub=512; fi
+  log "tune --ubatch $tune_ub: $(basename "${models[-1]}" .gguf)"
+  run_limited "$(limit 90 150)" "$VKLLM" tune -m "${models[-1]}" --ubatch "$tune_ub" -r 3 --json >"$WORK/bench/tune.json" \
+    2>>"$OUT/bench.log" || log "vkllm tune failed"
+fi
 : >"$OUT/bench.log"
 i=0
 for m in "${models[@]}"; do
