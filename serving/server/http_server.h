@@ -2,8 +2,10 @@
 // and /v1/models, plus /health, /metrics, /tokenize, /detokenize and /apply-template, on cpp-httplib.
 //
 // It listens before the model is loaded (/health answers 503 "loading" until set_model()), checks
-// the API key in constant time, caps body size, header count and socket timeouts, streams tokens as
-// server-sent events and cancels a request within one engine step when its client goes away. It
+// the API key in constant time, caps header count and socket timeouts, and stops cleanly. The routes
+// of each API live in their own files on a ServerCore (server_core.h: bodies under the size cap,
+// errors in the API's shape, streams that cancel a request within one engine step when its client
+// goes away). It
 // knows the engine only through ServedModel's callbacks, so its tests run without a model or a
 // device (tests/serving/server/test_http_server.cpp).
 #pragma once

@@ -1,0 +1,178 @@
+// OpenAI's routes: /v1/chat/completions, /v1/completions, /v1/models, /v1/embeddings and
+// /v1/rerank (each also without the /v1 prefix, as llama-server answers them).
+#include "serving/server/openai_embeddings.h"
+#include "serving/server/openai_responses.h"
+#include "serving/server/server_core.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+
+namespace vkllm::server {
+
+namespace {
+
+using Request = ServerCore::Request;
+using Response = ServerCore::Response;
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// OpenAI's server-sent events: one ResponseBuilder per choice.
+class OpenAiStream final : public StreamEncoder {
+public:
+    explicit OpenAiStream(std::vector<ResponseBuilder> rbs) : rbs_(std::move(rbs)) {}
+    const char* content_type() const override { return "text/event-stream"; }
+    std::string start() override {
+        std::string s;
+        for (const ResponseBuilder& rb : rbs_) s += rb.stream_start();
+        return s;
+    }
+    std::string text(size_t i, const engine::Event& ev) override { return rbs_[i].stream_text(ev); }
+    std::string finish(size_t i, const engine::Event& done) override { return rbs_[i].stream_finish(done); }
+    std::string end(const std::vector<engine::Event>& dones) override {
+        return rbs_[0].stream_end(combined_usage(dones));
+    }
+    std::string error(const ApiError& e) override { return ResponseBuilder::stream_error(e); }
+
+private:
+    std::vector<ResponseBuilder> rbs_;
+};
+
+void completion(ServerCore& core, Endpoint ep, Response& res, const std::string& body) {
+    core.check_not_draining();
+    std::shared_ptr<const ServedModel> m = core.ready_model();
+    ServerCore::require_generator(*m);
+    json j = parse_body(body);
+    thread_local std::mt19937_64 seeds{std::random_device{}()};
+    ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
+    check_logit_bias(req, m->tokenizer->n_vocab());
+    apply_tool_format(req, *m->tool_format, m->template_renders_tools);
+    req.harmony = ep == Endpoint::Chat && m->harmony;
+    // Harmony's markers are the structure of every answer, not only of calls: always shown to its parser.
+    if (req.tool_plan.parse_as || req.harmony) req.engine.shown_control_tokens = m->tool_control_tokens;
+    std::string rendered;
+    req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, &rendered);
+    // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
+    const bool split =
+        ep == Endpoint::Chat && m->reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
+    req.split_reasoning = split ? m->reasoning : nullptr;
+    req.reply_in_reasoning = split && answer::prompt_opens_reasoning(rendered, *m->reasoning);
+    if (req.engine.grammar_start.lazy() && m->reasoning)
+        answer::skip_reasoning(req.engine.grammar_start, answer::prompt_opens_reasoning(rendered, *m->reasoning),
+                               *m->reasoning);
+
+    // One engine request per choice, seeds apart (greedy choices are equal).
+    std::vector<std::unique_ptr<Generation>> gens;
+    std::vector<ResponseBuilder> rbs;
+    const std::string id = new_response_id(ep);
+    const int64_t created = unix_now();
+    for (uint32_t i = 0; i < req.n; ++i) {
+        engine::CompletionRequest one = req.engine;
+        one.sampler.seed += i;
+        gens.push_back(ServerCore::submit(*m, std::move(one)));
+        rbs.emplace_back(req, id, req.model.empty() ? m->id : req.model, created, i);
+    }
+    if (req.stream) {
+        core.stream(res, std::move(gens), std::make_unique<OpenAiStream>(std::move(rbs)));
+        return;
+    }
+    std::vector<json> responses;
+    std::vector<engine::Event> dones;
+    for (size_t i = 0; i < gens.size(); ++i) {
+        dones.push_back(core.collect(*gens[i], [&](const engine::Event& ev) { rbs[i].add(ev); }));
+        responses.push_back(rbs[i].response(dones.back()));
+    }
+    ServerCore::send_json(res,
+                          responses.size() == 1 ? std::move(responses[0]) : merge_choices(std::move(responses), dones));
+}
+
+void embeddings(ServerCore& core, Response& res, const std::string& body) {
+    core.check_not_draining();
+    std::shared_ptr<const ServedModel> m = core.ready_model();
+    if (m->rerank)
+        throw ApiError(400,
+                       fmt::format("The model '{}' is a reranker (pooling rank): it answers /v1/rerank only.", m->id),
+                       "invalid_request_error", "model", "model_not_supported");
+    if (!m->embed)
+        throw ApiError(
+            400,
+            fmt::format("The model '{}' does not make embeddings: vkllm serves /v1/embeddings from "
+                        "embedding models (encoders such as bert; decoders whose file names a pooling type, or served "
+                        "with --embeddings --pooling P).",
+                        m->id),
+            "invalid_request_error", "model", "model_not_supported");
+    EmbeddingsRequest req = parse_embeddings_request(parse_body(body), m->tokenizer->n_vocab(), m->embedding_dim);
+    std::vector<std::vector<int32_t>> inputs = std::move(req.token_ids);
+    for (const std::string& t : req.texts) inputs.push_back(m->tokenizer->encode(t, true));
+    uint64_t tokens = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].size() > m->embed_limit) throw embedding_length_error(i, inputs[i].size(), m->embed_limit);
+        tokens += inputs[i].size();
+    }
+    const std::vector<std::vector<float>> vectors = core.embed(*m, inputs);
+    ServerCore::send_json(res, embeddings_response(vectors, req.base64, req.model.empty() ? m->id : req.model, tokens));
+}
+
+void rerank(ServerCore& core, Response& res, const std::string& body) {
+    core.check_not_draining();
+    std::shared_ptr<const ServedModel> m = core.ready_model();
+    if (!m->rerank)
+        throw ApiError(400,
+                       fmt::format("The model '{}' is not a reranker (pooling rank, a classification head): it "
+                                   "answers {} only.",
+                                   m->id, m->embed ? "/v1/embeddings" : "chat and completions"),
+                       "invalid_request_error", "model", "model_not_supported");
+    RerankRequest req = parse_rerank_request(parse_body(body));
+    std::vector<std::vector<int32_t>> inputs;
+    uint64_t tokens = 0;
+    for (size_t i = 0; i < req.documents.size(); ++i) {
+        inputs.push_back(m->rerank_tokens(req.query, req.documents[i]));
+        if (inputs[i].empty())
+            throw ApiError(400, fmt::format("The query and document {} give no tokens.", i), "invalid_request_error",
+                           fmt::format("documents[{}]", i));
+        if (inputs[i].size() > m->embed_limit) throw rerank_length_error(i, inputs[i].size(), m->embed_limit);
+        tokens += inputs[i].size();
+    }
+    const std::vector<float> scores = core.rerank(*m, inputs);
+    ServerCore::send_json(res, rerank_response(req, scores, req.model.empty() ? m->id : req.model, tokens));
+}
+
+json model_card(const ServedModel& m) {
+    return json{{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "vkllm"}};
+}
+
+}  // namespace
+
+void add_openai_routes(ServerCore& core) {
+    auto models = [&core](const Request&, Response& res) {
+        ServerCore::send_json(res, json{{"object", "list"}, {"data", json::array({model_card(*core.ready_model())})}});
+    };
+    core.get("/v1/models", models);
+    core.get("/models", models);
+    core.get_pattern(R"(/v1/models/(.+))", [&core](const Request& req, Response& res) {
+        auto m = core.ready_model();
+        if (req.matches[1] != m->id)
+            throw ApiError(404, fmt::format("The model '{}' does not exist", req.matches[1].str()),
+                           "invalid_request_error", "model", "model_not_found");
+        ServerCore::send_json(res, model_card(*m));
+    });
+    for (const char* path : {"/v1/chat/completions", "/chat/completions"})
+        core.post(path, [&core](const Request&, Response& res, const std::string& body) {
+            completion(core, Endpoint::Chat, res, body);
+        });
+    for (const char* path : {"/v1/completions", "/completions"})
+        core.post(path, [&core](const Request&, Response& res, const std::string& body) {
+            completion(core, Endpoint::Completion, res, body);
+        });
+    for (const char* path : {"/v1/embeddings", "/embeddings"})
+        core.post(path,
+                  [&core](const Request&, Response& res, const std::string& body) { embeddings(core, res, body); });
+    for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"})
+        core.post(path, [&core](const Request&, Response& res, const std::string& body) { rerank(core, res, body); });
+}
+
+}  // namespace vkllm::server
