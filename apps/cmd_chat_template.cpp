@@ -64,11 +64,10 @@ void chat_template(const ChatTemplateOptions& o) {
     in.add_generation_prompt = o.add_generation_prompt;
     in.now = o.now;
 
-    std::string from_model, arch;
+    std::string from_model;
     if (!o.model.empty()) {
         const GgufFile file = GgufFile::open(resolve_model_path(o.model));
         if (auto t = file.find_string("tokenizer.chat_template")) from_model = std::string(*t);
-        if (auto a = file.find_string("general.architecture")) arch = std::string(*a);
         // BOS / EOS default to the vocabulary's own token texts.
         if (file.has("tokenizer.ggml.model") && (!o.bos_opt->count() || !o.eos_opt->count())) {
             const std::unique_ptr<Tokenizer> tok = make_tokenizer(file);
@@ -77,13 +76,12 @@ void chat_template(const ChatTemplateOptions& o) {
         }
         if (o.tmpl.empty() && from_model.empty())
             fmt::print(stderr,
-                       "vkllm: warning: '{}' has no tokenizer.chat_template; using a built-in template for '{}'\n",
-                       o.model, arch.empty() ? "unknown" : arch);
+                       "vkllm: warning: '{}' has no tokenizer.chat_template; using the built-in chatml\n", o.model);
     }
     if (o.bos_opt->count()) in.bos_token = o.bos;
     if (o.eos_opt->count()) in.eos_token = o.eos;
 
-    const chat_template::ChatTemplate t = chat_template::resolve_chat_template(o.tmpl, from_model, arch);
+    const chat_template::ChatTemplate t = chat_template::resolve_chat_template(o.tmpl, from_model);
     const std::string out = t.apply(in);
     std::fwrite(out.data(), 1, out.size(), stdout);
 }

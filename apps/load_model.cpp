@@ -115,7 +115,7 @@ LoadedModel load_model(const std::string& path, const DeviceOptions& dev, const 
 
 chat_template::ChatTemplate chat_template_for(const LoadedModel& m, const std::string& option) {
     const std::string from_model(m.file->find_string("tokenizer.chat_template").value_or(""));
-    return chat_template::resolve_chat_template(option, from_model, std::string(m.cfg.arch->name));
+    return chat_template::resolve_chat_template(option, from_model);
 }
 
 }  // namespace vkllm::apps

@@ -323,8 +323,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             try {
                 m->chat_template = std::make_unique<chat_template::ChatTemplate>(chat_template::resolve_chat_template(
                     p.chat_template ? p.chat_template : "",
-                    std::string(lm.file->find_string("tokenizer.chat_template").value_or("")),
-                    std::string(lm.cfg.arch->name)));
+                    std::string(lm.file->find_string("tokenizer.chat_template").value_or(""))));
             } catch (const chat_template::TemplateError& e) {
                 // A template the caller named must work; the file's own only matters to vkllm_chat,
                 // so a model whose template this interpreter cannot parse still loads and generates.

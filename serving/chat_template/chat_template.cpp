@@ -200,8 +200,7 @@ std::string ChatTemplate::apply(const ChatInputs& in) const {
     return render_calls(empty);
 }
 
-ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model,
-                                   const std::string& arch_name) {
+ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model) {
     if (!option.empty()) {
         for (const std::string& n : builtin_template_names())
             if (n == option) return ChatTemplate(builtin_template_source(n), n);
@@ -216,14 +215,10 @@ ChatTemplate resolve_chat_template(const std::string& option, const std::string&
         return ChatTemplate(std::move(text), option);
     }
     if (!from_model.empty()) return ChatTemplate(from_model, "tokenizer.chat_template");
-    std::string guess = "chatml";
-    if (arch_name == "llama")
-        guess = "llama2";
-    else if (arch_name == "gemma" || arch_name == "gemma2" || arch_name == "gemma3")
-        guess = "gemma";
-    else if (arch_name == "phi3")
-        guess = "phi3";
-    return ChatTemplate(builtin_template_source(guess), guess);
+    // As llama.cpp and most GGUF tools do: a file without a template gets ChatML (a guess from the
+    // architecture would pick Llama 2's format for every llama-architecture file, most of which are
+    // not Llama 2 chat models).
+    return ChatTemplate(builtin_template_source("chatml"), "chatml");
 }
 
 }  // namespace vkllm::chat_template

@@ -74,10 +74,8 @@ std::vector<std::string> builtin_template_names();
 std::string builtin_template_source(const std::string& name);
 
 // Picks the template: `option` (a built-in name or a file path, from --chat-template) when given,
-// else the model's own `tokenizer.chat_template` (`from_model`, empty when absent), else a
-// built-in guessed from the architecture name (llama -> llama2 style, qwen2/qwen3 -> chatml,
-// gemma2/gemma3 -> gemma, phi3 -> phi3, otherwise chatml). TemplateError for an unreadable file.
-ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model,
-                                   const std::string& arch_name);
+// else the model's own `tokenizer.chat_template` (`from_model`, empty when absent), else ChatML.
+// TemplateError for an unreadable file.
+ChatTemplate resolve_chat_template(const std::string& option, const std::string& from_model);
 
 }  // namespace vkllm::chat_template

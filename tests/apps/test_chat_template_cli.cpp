@@ -82,11 +82,11 @@ TEST_CASE("cli: vkllm chat-template takes the model's template, BOS and EOS from
                   "chat_template");
     CHECK(r.status == 0);
     CHECK(r.out == "<|user|>\nHi<|endoftext|>\n<|assistant|>\nHello<|endoftext|>\n<|assistant|>\n");
-    // A file without a template gets the built-in for its architecture, with a warning.
+    // A file without a template gets ChatML (as llama.cpp does), with a warning.
     const std::string spm = vkllm::test::model_path("ggml-vocab-llama-spm.gguf");
     r = run_vkllm("chat-template -m " + spm + " --messages " + msgs.string(), "chat_template");
     CHECK(r.status == 0);
-    CHECK(r.out == "<s>[INST] Hi [/INST] Hello </s>");
+    CHECK(r.out == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n");
     CHECK(r.err.find("no tokenizer.chat_template") != std::string::npos);
 }
 

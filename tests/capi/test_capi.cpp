@@ -436,12 +436,14 @@ TEST_CASE("capi: chat renders the template and the next turn reuses the conversa
     std::string rendered(len + 1, '\0');
     REQUIRE(vkllm_apply_chat_template(model.m, msgs.data(), msgs.size(), true, rendered.data(), rendered.size(), &len) == VKLLM_OK);
     rendered.resize(len);
-    // stories260K carries no template: a llama model gets the built-in Llama 2 one.
-    CHECK(rendered == "<s>[INST] <<SYS>>\nYou tell stories.\n<</SYS>>\n\nTell me about a cat. [/INST]");
+    // stories260K carries no template: it gets ChatML, as in llama.cpp.
+    CHECK(rendered ==
+          "<|im_start|>system\nYou tell stories.<|im_end|>\n<|im_start|>user\nTell me about a cat.<|im_end|>\n"
+          "<|im_start|>assistant\n");
     vkllm_model_info info{};
     info.struct_size = sizeof(info);
     REQUIRE(vkllm_model_get_info(model.m, &info) == VKLLM_OK);
-    CHECK(std::string(info.chat_template) == "llama2");
+    CHECK(std::string(info.chat_template) == "chatml");
     CHECK(std::string(info.architecture) == "llama");
 
     const vkllm_sampling g = greedy(12);
