@@ -43,6 +43,8 @@ struct ServeOptions {
     bool quiet = false;
     bool embeddings = false;  // a decoder whose file names no pooling type as an embedding model
     std::string pooling;  // "": the file's
+    std::string cors_origins = "*";
+    bool no_cors_credentials = false;
     DeviceOptions device;
 };
 
@@ -211,6 +213,8 @@ void serve(const ServeOptions& o) {
     // Capped: a --queue of thousands should not mean thousands of idle threads.
     so.threads = o.http_threads ? o.http_threads : std::min(o.parallel + o.queue + 8, 512u);
     so.log_requests = !o.quiet;
+    so.cors.origins = server::parse_cors_origins(o.cors_origins);
+    so.cors.credentials = !o.no_cors_credentials;
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
     const std::string path = resolve_model_path(o.model);
@@ -350,6 +354,21 @@ void register_serve(CLI::App& app) {
                     "Connections served at once (default: parallel + queue + 8, at most 512)")
         ->check(CLI::Range(2, 4096));
     cmd->add_flag("--quiet", o->quiet, "No line per request on stderr");
+    cmd->add_option("--cors-origins", o->cors_origins,
+                    "Web pages that may call the server from a browser: * (any, the default, as llama-server), "
+                    "localhost (pages on this machine), none, or a comma-separated list of origins "
+                    "(https://app.example.com)")
+        ->check([](const std::string& v) {
+            try {
+                server::parse_cors_origins(v);
+                return std::string();
+            } catch (const std::invalid_argument& e) {
+                return std::string(e.what());
+            }
+        })
+        ->capture_default_str();
+    cmd->add_flag("--no-cors-credentials", o->no_cors_credentials,
+                  "Do not allow cross-origin requests with credentials (then --cors-origins * answers a literal *)");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

@@ -291,7 +291,12 @@ void arguments_as_objects(json& message) {
         if (!fn.contains("arguments") || fn["arguments"].is_null()) {
             fn["arguments"] = json::object();
         } else if (fn["arguments"].is_string()) {
-            json parsed = parse_json_bounded(fn["arguments"].get<std::string>());
+            const std::string& text = fn["arguments"].get_ref<const std::string&>();
+            if (text.find_first_not_of(" \t\r\n") == std::string::npos) {  // "" : a call without arguments
+                fn["arguments"] = json::object();
+                continue;
+            }
+            json parsed = parse_json_bounded(text);
             if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
         }
     }

@@ -97,6 +97,27 @@ json parse_messages(const json& messages) {
                 const json* name = field(*fn, "name");
                 if (!name || !name->is_string())
                     wrong_type(cat + ".function.name", "a string", name ? *name : json(nullptr));
+                // The arguments go into the prompt as the call the model made: text that is not
+                // a JSON object would teach it a broken call, so it is refused, not rendered.
+                const json* args = field(*fn, "arguments");
+                const std::string aat = cat + ".function.arguments";
+                if (args && args->is_string()) {
+                    const std::string& text = args->get_ref<const std::string&>();
+                    const bool blank = text.find_first_not_of(" \t\r\n") == std::string::npos;
+                    const json parsed = blank ? json::object() : answer::parse_json_bounded(text);
+                    if (parsed.is_discarded())
+                        throw MessageError(fmt::format("Invalid '{}': the arguments of a tool call must be a JSON "
+                                                       "object, but '{}' is not valid JSON.",
+                                                       aat, text.size() > 80 ? text.substr(0, 80) + "..." : text),
+                                           aat);
+                    if (!parsed.is_object())
+                        throw MessageError(fmt::format("Invalid '{}': the arguments of a tool call must be a JSON "
+                                                       "object, but got {}.",
+                                                       aat, parsed.type_name()),
+                                           aat);
+                } else if (args && !args->is_object()) {
+                    wrong_type(aat, "a JSON object or a string holding one", *args);
+                }
             }
             answer::arguments_as_objects(msg);
         }

@@ -71,6 +71,29 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
             core.style_of(req.path));
         return HandlerResponse::Handled;
     }
+    // Every response to an allowed origin carries the allow headers, errors and streams included.
+    const std::string origin = req.get_header_value("Origin");
+    const bool preflight = req.method == "OPTIONS";
+    for (auto& [k, v] :
+         cors_headers(opts().cors, origin, preflight, req.get_header_value("Access-Control-Request-Headers")))
+        res.set_header(k, v);
+    // A preflight comes without the API key (browsers never send it there) and is answered here,
+    // for every path: what the actual request gets is decided when it comes.
+    if (preflight) {
+        if (!origin.empty() && !cors_allows(opts().cors, origin)) {
+            ServerCore::send_error(
+                res,
+                ApiError(403, fmt::format("Cross-origin requests from {} are not allowed by this server "
+                                          "(--cors-origins).",
+                                          origin)),
+                core.style_of(req.path));
+            return HandlerResponse::Handled;
+        }
+        auto it = core.known_routes().find(req.path);
+        res.set_header("Allow", it != core.known_routes().end() ? it->second + ", OPTIONS" : opts().cors.methods);
+        res.status = 204;
+        return HandlerResponse::Handled;
+    }
     if (opts().api_key.empty() || req.path == "/health") return HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "bearer ";

@@ -12,6 +12,7 @@
 
 #include "model/tokenizer/tokenizer.h"
 #include "serving/engine/engine.h"
+#include "serving/server/cors.h"
 #include "serving/server/metrics.h"
 #include "serving/answer/reasoning.h"
 #include "serving/server/prompt.h"
@@ -83,6 +84,7 @@ struct ServerOptions {
     std::chrono::milliseconds poll{100};  // how often a waiting request checks for shutdown
     std::chrono::milliseconds ping_interval{2000};  // an SSE comment after this much silence finds dead clients
     bool log_requests = true;  // one line per request on stderr
+    CorsPolicy cors;  // which web pages may call the server (cors.h)
 };
 
 class HttpServer {

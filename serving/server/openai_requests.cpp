@@ -377,45 +377,76 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
     return r;
 }
 
+namespace {
+
+// A token id as the client wrote it: in range, or a 400 naming `param`.
+int32_t token_id(const json& x, const std::string& param) {
+    const int64_t id = x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
+                           ? -1
+                           : x.get<int64_t>();
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        throw invalid_field(param, fmt::format("Invalid '{}': token id {} is out of range.", param, x.dump()));
+    return int32_t(id);
+}
+
+bool all_integers(const json& a) {
+    return std::all_of(a.begin(), a.end(), [](const json& x) { return x.is_number_integer(); });
+}
+
+}  // namespace
+
+std::vector<PromptInput> parse_prompts(const json& p) {
+    auto tokens_of = [](const json& a, const std::string& param) {
+        PromptInput in;
+        in.is_tokens = true;
+        for (const json& x : a) in.tokens.push_back(token_id(x, param));
+        return in;
+    };
+    std::vector<PromptInput> out;
+    if (p.is_string()) {
+        out.push_back(PromptInput{p.get<std::string>(), {}, false});
+    } else if (p.is_array() && !p.empty() && all_integers(p)) {
+        out.push_back(tokens_of(p, "prompt"));  // one prompt as token ids
+    } else if (p.is_array() && !p.empty()) {
+        // A batch: strings, or arrays of token ids, one choice (or n) each.
+        if (p.size() > kMaxPrompts)
+            throw invalid_field("prompt", fmt::format("Invalid 'prompt': {} prompts in one request; this server takes "
+                                                      "at most {}.",
+                                                      p.size(), kMaxPrompts));
+        for (size_t i = 0; i < p.size(); ++i) {
+            const json& x = p[i];
+            const std::string param = fmt::format("prompt[{}]", i);
+            if (x.is_string())
+                out.push_back(PromptInput{x.get<std::string>(), {}, false});
+            else if (x.is_array() && !x.empty() && all_integers(x))
+                out.push_back(tokens_of(x, param));
+            else
+                throw invalid_field(param, fmt::format("Invalid '{}': expected a string or a non-empty array of token "
+                                                       "ids, but got {}.",
+                                                       param, x.is_array() ? "an array of other values" : x.type_name()));
+        }
+    } else if (p.is_array()) {
+        throw invalid_field("prompt", "Invalid 'prompt': empty array. Expected a string, an array of token ids, or an "
+                                      "array of prompts.");
+    } else {
+        wrong_type("prompt", "a string or an array", p);
+    }
+    return out;
+}
+
 ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
     ParsedRequest r;
     r.endpoint = Endpoint::Completion;
     auto p = body.find("prompt");
     if (p == body.end() || p->is_null()) throw invalid_field("prompt", "Missing required parameter: 'prompt'.");
-    if (p->is_string()) {
-        r.prompt_text = p->get<std::string>();
-    } else if (p->is_array()) {
-        // One prompt per request: a list of one string, or one list of token ids.
-        if (p->size() == 1 && (*p)[0].is_string()) {
-            r.prompt_text = (*p)[0].get<std::string>();
-        } else if (!p->empty() &&
-                   std::all_of(p->begin(), p->end(), [](const json& x) { return x.is_number_integer(); })) {
-            r.prompt_is_tokens = true;
-            for (const json& x : *p) {
-                int64_t id = x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
-                                 ? -1
-                                 : x.get<int64_t>();
-                if (id < 0 || id > std::numeric_limits<int32_t>::max())
-                    throw invalid_field("prompt",
-                                        fmt::format("Invalid 'prompt': token id {} is out of range.", x.dump()));
-                r.prompt_tokens.push_back(int32_t(x.get<int64_t>()));
-            }
-        } else if (p->empty()) {
-            throw invalid_field("prompt",
-                                "Invalid 'prompt': empty array. Expected a string or an array with one string.");
-        } else {
-            throw invalid_field("prompt",
-                                fmt::format("Invalid 'prompt': this server takes one prompt per request (a string, "
-                                            "an array of one string, or an array of token ids), but got an array "
-                                            "of {} elements.",
-                                            p->size()));
-        }
-    } else {
-        wrong_type("prompt", "a string or an array", *p);
-    }
+    r.prompts = parse_prompts(*p);
     parse_common(body, seed, r);
     // The legacy completions API stops after 16 tokens unless told otherwise.
     if (r.engine.max_tokens < 0) r.engine.max_tokens = 16;
+    if (r.prompts.size() * r.n > kMaxPrompts)
+        throw invalid_field("n", fmt::format("Invalid 'n': {} prompts with n = {} make {} choices; this server makes at "
+                                             "most {} per request.",
+                                             r.prompts.size(), r.n, r.prompts.size() * r.n, kMaxPrompts));
     if (auto lp = get_integer(body, "logprobs", 0, 20)) {
         r.logprobs = true;
         r.top_logprobs = uint32_t(*lp);

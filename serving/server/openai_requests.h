@@ -51,6 +51,15 @@ using answer::ToolChoice;
 // /v1/completions, token ids): the server renders and tokenizes it with the model's vocabulary.
 // Choices per request (`n`): each is a request of its own to the engine.
 inline constexpr int64_t kMaxChoices = 8;
+// Prompts of one /v1/completions request, and their choices in all (each an engine request).
+inline constexpr size_t kMaxPrompts = 64;
+
+// One prompt of a completions request: text, or token ids as the client sent them.
+struct PromptInput {
+    std::string text;
+    std::vector<int32_t> tokens;
+    bool is_tokens = false;
+};
 
 struct ParsedRequest {
     Endpoint endpoint = Endpoint::Chat;
@@ -62,10 +71,8 @@ struct ParsedRequest {
     // Chat: the messages (content flattened to strings), tools (null when none) and
     // chat_template_kwargs (null or an object).
     json messages, tools, template_kwargs;
-    // Completions: the prompt as text, or as token ids when the client sent ids.
-    std::string prompt_text;
-    std::vector<int32_t> prompt_tokens;
-    bool prompt_is_tokens = false;
+    // Completions: the prompts (a batch answers with n choices per prompt, prompt by prompt).
+    std::vector<PromptInput> prompts;
 
     // Chat with tools: the choice, the function a Named choice names, parallel_tool_calls.
     ToolChoice tool_choice = ToolChoice::Auto;
@@ -98,6 +105,9 @@ struct ParsedRequest {
 // Unknown fields are ignored. `seed` is the one used when the request gives none.
 ParsedRequest parse_chat_request(const json& body, uint64_t seed);
 ParsedRequest parse_completion_request(const json& body, uint64_t seed);
+// The `prompt` of a completions request: a string, token ids, or a batch of either (at most
+// kMaxPrompts); 400s name the prompt ("prompt[2]").
+std::vector<PromptInput> parse_prompts(const json& prompt);
 
 // Tools for the model's template: with tools and a choice other than 'none', replies are parsed in
 // `format`'s family (a 400 naming 'tools' when this server cannot parse it); a required or named

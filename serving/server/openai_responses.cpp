@@ -256,16 +256,20 @@ json ResponseBuilder::response(const engine::Event& done) {
     return j;
 }
 
-engine::Event combined_usage(const std::vector<engine::Event>& done) {
+engine::Event combined_usage(const std::vector<engine::Event>& done, uint32_t n) {
     engine::Event sum = done.at(0);
-    for (size_t i = 1; i < done.size(); ++i) sum.completion_tokens += done[i].completion_tokens;
+    for (size_t i = 1; i < done.size(); ++i) {
+        sum.completion_tokens += done[i].completion_tokens;
+        if (i % std::max<uint32_t>(n, 1) == 0) sum.prompt_tokens += done[i].prompt_tokens;
+    }
     return sum;
 }
 
-json merge_choices(std::vector<json> responses, const std::vector<engine::Event>& done) {
+json merge_choices(std::vector<json> responses, const std::vector<engine::Event>& done, uint32_t n) {
     json out = std::move(responses.at(0));
     for (size_t i = 1; i < responses.size(); ++i) out["choices"].push_back(std::move(responses[i]["choices"][0]));
-    const engine::Event sum = combined_usage(done);
+    const engine::Event sum = combined_usage(done, n);
+    out["usage"]["prompt_tokens"] = sum.prompt_tokens;
     out["usage"]["completion_tokens"] = sum.completion_tokens;
     out["usage"]["total_tokens"] = sum.prompt_tokens + sum.completion_tokens;
     return out;

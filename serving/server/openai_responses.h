@@ -72,10 +72,11 @@ private:
     size_t streamed_bytes_ = 0;  // completions stream: text_offset of the next token
 };
 
-// Several choices as one: the first's prompt counts once, completion tokens add up.
-engine::Event combined_usage(const std::vector<engine::Event>& done);
+// Several choices as one, `n` choices per prompt (a batch of prompts has n for each, prompt by
+// prompt): each prompt counts once, completion tokens add up.
+engine::Event combined_usage(const std::vector<engine::Event>& done, uint32_t n);
 // The whole responses of the choices as one response: every choice, the combined usage.
-json merge_choices(std::vector<json> responses, const std::vector<engine::Event>& done);
+json merge_choices(std::vector<json> responses, const std::vector<engine::Event>& done, uint32_t n);
 
 // "chatcmpl-" or "cmpl-" and 24 random letters and digits.
 std::string new_response_id(Endpoint ep);

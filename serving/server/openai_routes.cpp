@@ -24,7 +24,7 @@ int64_t unix_now() {
 // OpenAI's server-sent events: one ResponseBuilder per choice.
 class OpenAiStream final : public StreamEncoder {
 public:
-    explicit OpenAiStream(std::vector<ResponseBuilder> rbs) : rbs_(std::move(rbs)) {}
+    OpenAiStream(std::vector<ResponseBuilder> rbs, uint32_t n) : rbs_(std::move(rbs)), n_(n) {}
     const char* content_type() const override { return "text/event-stream"; }
     std::string start() override {
         std::string s;
@@ -34,12 +34,13 @@ public:
     std::string text(size_t i, const engine::Event& ev) override { return rbs_[i].stream_text(ev); }
     std::string finish(size_t i, const engine::Event& done) override { return rbs_[i].stream_finish(done); }
     std::string end(const std::vector<engine::Event>& dones) override {
-        return rbs_[0].stream_end(combined_usage(dones));
+        return rbs_[0].stream_end(combined_usage(dones, n_));
     }
     std::string error(const ApiError& e) override { return ResponseBuilder::stream_error(e); }
 
 private:
     std::vector<ResponseBuilder> rbs_;
+    uint32_t n_;  // choices per prompt
 };
 
 void completion(ServerCore& core, Endpoint ep, Response& res, const std::string& body) {
@@ -55,7 +56,11 @@ void completion(ServerCore& core, Endpoint ep, Response& res, const std::string&
     // Harmony's markers are the structure of every answer, not only of calls: always shown to its parser.
     if (req.tool_plan.parse_as || req.harmony) req.engine.shown_control_tokens = m->tool_control_tokens;
     std::string rendered;
-    req.engine.prompt = prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, &rendered);
+    // Completions may bring a batch of prompts: every one is checked before any is submitted.
+    std::vector<std::vector<int32_t>> prompts;
+    const size_t n_prompts = ep == Endpoint::Chat ? 1 : req.prompts.size();
+    for (size_t p = 0; p < n_prompts; ++p)
+        prompts.push_back(prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, p == 0 ? &rendered : nullptr, p));
     // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
     const bool split =
         ep == Endpoint::Chat && m->reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
@@ -65,19 +70,22 @@ void completion(ServerCore& core, Endpoint ep, Response& res, const std::string&
         answer::skip_reasoning(req.engine.grammar_start, answer::prompt_opens_reasoning(rendered, *m->reasoning),
                                *m->reasoning);
 
-    // One engine request per choice, seeds apart (greedy choices are equal).
+    // One engine request per choice, seeds apart (greedy choices are equal); choice p * n + i is
+    // prompt p's i-th, as OpenAI numbers a batch's choices.
     std::vector<std::unique_ptr<Generation>> gens;
     std::vector<ResponseBuilder> rbs;
     const std::string id = new_response_id(ep);
     const int64_t created = unix_now();
-    for (uint32_t i = 0; i < req.n; ++i) {
-        engine::CompletionRequest one = req.engine;
-        one.sampler.seed += i;
-        gens.push_back(ServerCore::submit(*m, std::move(one)));
-        rbs.emplace_back(req, id, req.model.empty() ? m->id : req.model, created, i);
-    }
+    for (size_t p = 0; p < prompts.size(); ++p)
+        for (uint32_t i = 0; i < req.n; ++i) {
+            engine::CompletionRequest one = req.engine;
+            one.prompt = prompts[p];
+            one.sampler.seed += i;
+            gens.push_back(ServerCore::submit(*m, std::move(one)));
+            rbs.emplace_back(req, id, req.model.empty() ? m->id : req.model, created, uint32_t(p * req.n + i));
+        }
     if (req.stream) {
-        core.stream(res, std::move(gens), std::make_unique<OpenAiStream>(std::move(rbs)));
+        core.stream(res, std::move(gens), std::make_unique<OpenAiStream>(std::move(rbs), req.n));
         return;
     }
     std::vector<json> responses;
@@ -87,7 +95,7 @@ void completion(ServerCore& core, Endpoint ep, Response& res, const std::string&
         responses.push_back(rbs[i].response(dones.back()));
     }
     ServerCore::send_json(res,
-                          responses.size() == 1 ? std::move(responses[0]) : merge_choices(std::move(responses), dones));
+                          responses.size() == 1 ? std::move(responses[0]) : merge_choices(std::move(responses), dones, req.n));
 }
 
 void embeddings(ServerCore& core, Response& res, const std::string& body) {

@@ -16,28 +16,35 @@ std::string render_chat(const ChatRenderer& render, const chat_template::ChatInp
     }
 }
 
+std::vector<int32_t> completion_prompt_tokens(const Tokenizer& tok, const PromptInput& p, const std::string& param) {
+    if (!p.is_tokens) return chat_template::encode_prompt(tok, p.text);
+    for (int32_t id : p.tokens)
+        if (size_t(id) >= tok.n_vocab())
+            throw invalid_field(param, fmt::format("Invalid '{}': token id {} is not in the vocabulary ({} tokens).",
+                                                   param, id, tok.n_vocab()));
+    return p.tokens;
+}
+
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req,
-                                   uint32_t n_ctx, std::string* rendered) {
+                                   uint32_t n_ctx, std::string* rendered, size_t index) {
     std::vector<int32_t> ids;
+    std::string param = "messages";
     if (req.endpoint == Endpoint::Chat) {
         const std::string text = answer::forced_prompt(
             render_chat(render, chat_template::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)),
             req.tool_plan);
         ids = chat_template::encode_prompt(tok, text);
         if (rendered) *rendered = text;
-    } else if (req.prompt_is_tokens) {
-        for (int32_t id : req.prompt_tokens)
-            if (size_t(id) >= tok.n_vocab())
-                throw invalid_field(
-                    "prompt", fmt::format("Invalid 'prompt': token id {} is not in the vocabulary ({} tokens).", id,
-                                          tok.n_vocab()));
-        ids = req.prompt_tokens;
     } else {
-        ids = chat_template::encode_prompt(tok, req.prompt_text);
+        param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", index) : "prompt";
+        ids = completion_prompt_tokens(tok, req.prompts.at(index), param);
     }
-    if (ids.empty())
-        throw invalid_field(req.endpoint == Endpoint::Chat ? "messages" : "prompt", "The prompt encodes to no tokens.");
-    if (ids.size() >= n_ctx) throw context_length_error(req.endpoint, ids.size(), n_ctx);
+    if (ids.empty()) throw invalid_field(param, "The prompt encodes to no tokens.");
+    if (ids.size() >= n_ctx) {
+        ApiError e = context_length_error(req.endpoint, ids.size(), n_ctx);
+        if (req.prompts.size() > 1) throw ApiError(e.status(), fmt::format("{}: {}", param, e.what()), e.type(), param, e.code());
+        throw e;
+    }
     return ids;
 }
 

@@ -21,9 +21,13 @@ using ChatRenderer = std::function<std::string(const chat_template::ChatInputs&)
 std::string render_chat(const ChatRenderer& render, const chat_template::ChatInputs& in);
 
 // The prompt of a request: rendered and encoded for chat, encoded (or the client's ids, checked
-// against the vocabulary) for completions. 400 when it does not fit `n_ctx` with room for one token.
-// `rendered`, when given, receives the chat prompt's text (what the reply continues).
+// against the vocabulary) for completions (req.prompts[index]). 400 when it does not fit `n_ctx`
+// with room for one token. `rendered`, when given, receives the chat prompt's text (what the reply
+// continues).
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req,
-                                   uint32_t n_ctx, std::string* rendered = nullptr);
+                                   uint32_t n_ctx, std::string* rendered = nullptr, size_t index = 0);
+// A completions prompt's token ids: the client's (checked against the vocabulary; `param` names it
+// in errors) or its text encoded.
+std::vector<int32_t> completion_prompt_tokens(const Tokenizer& tok, const PromptInput& p, const std::string& param);
 
 }  // namespace vkllm::server

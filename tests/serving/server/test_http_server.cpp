@@ -323,6 +323,54 @@ TEST_CASE("http: a chat stream and a completions stream") {
     CHECK(f.engine.requests.back().prompt == stories_tokenizer()->encode("Once upon a time", true, true));
 }
 
+TEST_CASE("http: a batch of prompts answers n choices per prompt, whole and streamed") {
+    if (!stories_tokenizer()) return;
+    Fixture f;
+    auto cli = f.client();
+    auto r = cli.Post("/v1/completions", R"({"prompt":["Once upon a time",[1,2]],"n":2})", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    json j = json::parse(r->body);
+    REQUIRE(j["choices"].size() == 4);
+    for (int i = 0; i < 4; ++i) {
+        CHECK(j["choices"][i]["index"] == i);
+        CHECK(j["choices"][i]["text"] == "Hello, world");
+    }
+    const size_t once = stories_tokenizer()->encode("Once upon a time", true, true).size();
+    CHECK(j["usage"]["prompt_tokens"] == once + 2);  // each prompt once, not once per choice
+    CHECK(j["usage"]["completion_tokens"] == 12);
+    {
+        std::lock_guard lk(f.engine.mu);
+        REQUIRE(f.engine.requests.size() == 4);
+        CHECK(f.engine.requests[2].prompt == std::vector<int32_t>{1, 2});
+        CHECK(f.engine.requests[3].prompt == std::vector<int32_t>{1, 2});
+        CHECK(f.engine.requests[3].sampler.seed == f.engine.requests[2].sampler.seed + 1);
+    }
+
+    r = cli.Post("/v1/completions", R"({"prompt":["a","b","c"],"stream":true,"stream_options":{"include_usage":true}})",
+                 "application/json");
+    REQUIRE(r);
+    bool done = false;
+    std::map<int, std::string> text;
+    json usage;
+    for (const json& e : sse_objects(r->body, &done)) {
+        if (!e["usage"].is_null()) usage = e["usage"];
+        for (const json& c : e["choices"]) text[c["index"].get<int>()] += c["text"].get<std::string>();
+    }
+    CHECK(done);
+    REQUIRE(text.size() == 3);
+    for (int i = 0; i < 3; ++i) CHECK(text[i] == "Hello, world");
+    CHECK(usage["completion_tokens"] == 9);
+
+    // One prompt too long: nothing is submitted.
+    const int before = f.engine.submits;
+    r = cli.Post("/v1/completions", R"({"prompt":["a",")" + std::string(400, 'x') + R"("]})", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(json::parse(r->body)["error"]["param"] == "prompt[1]");
+    CHECK(f.engine.submits == before);
+}
+
 TEST_CASE("http: bad requests get OpenAI errors and the server keeps serving") {
     if (!stories_tokenizer()) return;
     Fixture f;
@@ -338,7 +386,7 @@ TEST_CASE("http: bad requests get OpenAI errors and the server keeps serving") {
         {"/v1/chat/completions", R"({"messages":"Hi"})", 400, "messages"},
         {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"temperature":"hot"})", 400, "temperature"},
         {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"n":9})", 400, "n"},
-        {"/v1/completions", R"({"prompt":["a","b"]})", 400, "prompt"},
+        {"/v1/completions", R"({"prompt":["a",[1,99999]]})", 400, "prompt[1]"},
         {"/v1/completions", R"({"prompt":[1,99999]})", 400, "prompt"},
         {"/tokenize", R"({"content":5})", 400, "content"},
         {"/detokenize", R"({"tokens":[100000]})", 400, "tokens[0]"},
@@ -464,6 +512,84 @@ TEST_CASE("http: the API key, in constant time, and /health open without it") {
     CHECK(cli.Post("/v1/chat/completions", ok, kChat, "application/json")->status == 200);
     CHECK(cli.Get("/v1/models", ok)->status == 200);
     CHECK(f.engine.submits == 1);
+}
+
+TEST_CASE("http: CORS: preflights without the key, allow headers on every response, streams and errors included") {
+    if (!stories_tokenizer()) return;
+    ServerOptions o = test_options();
+    o.api_key = "sk-test-123";
+    Fixture f(o);
+    auto cli = f.client();
+    const std::string origin = "http://localhost:5173";
+    // The preflight a browser sends before a keyed JSON POST: no key, answered 204 with what the POST may carry.
+    auto r = cli.Options("/v1/chat/completions", httplib::Headers{{"Origin", origin},
+                                                                  {"Access-Control-Request-Method", "POST"},
+                                                                  {"Access-Control-Request-Headers", "authorization,content-type"}});
+    REQUIRE(r);
+    CHECK(r->status == 204);
+    CHECK(r->get_header_value("Access-Control-Allow-Origin") == origin);
+    CHECK(r->get_header_value("Access-Control-Allow-Credentials") == "true");
+    CHECK(r->get_header_value("Access-Control-Allow-Headers") == "authorization,content-type");
+    CHECK(r->get_header_value("Access-Control-Allow-Methods").find("POST") != std::string::npos);
+    CHECK(r->get_header_value("Allow") == "POST, OPTIONS");
+    CHECK(f.engine.submits == 0);
+
+    const httplib::Headers keyed = {{"Origin", origin}, {"Authorization", "Bearer sk-test-123"}};
+    r = cli.Post("/v1/chat/completions", keyed, kChat, "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(r->get_header_value("Access-Control-Allow-Origin") == origin);
+    CHECK(r->get_header_value_count("Access-Control-Allow-Origin") == 1);
+    CHECK(r->get_header_value("Vary") == "Origin");
+    // The key is still required for the request itself, and its 401 carries the headers (a page can read it).
+    r = cli.Post("/v1/chat/completions", httplib::Headers{{"Origin", origin}}, kChat, "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 401);
+    CHECK(r->get_header_value("Access-Control-Allow-Origin") == origin);
+    // A stream, a 400 and a 404.
+    r = cli.Post("/v1/chat/completions", keyed, R"({"messages":[{"role":"user","content":"Hi"}],"stream":true})",
+                 "application/json");
+    REQUIRE(r);
+    CHECK(r->get_header_value("Content-Type") == "text/event-stream");
+    CHECK(r->get_header_value("Access-Control-Allow-Origin") == origin);
+    r = cli.Post("/v1/chat/completions", keyed, "{bad", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(r->get_header_value("Access-Control-Allow-Origin") == origin);
+    r = cli.Get("/nowhere", keyed);
+    REQUIRE(r);
+    CHECK(r->status == 404);
+    CHECK(r->get_header_value("Access-Control-Allow-Origin") == origin);
+    // Without an Origin (curl, SDKs): no CORS headers.
+    r = cli.Get("/health");
+    REQUIRE(r);
+    CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));
+}
+
+TEST_CASE("http: CORS: --cors-origins refuses other pages") {
+    if (!stories_tokenizer()) return;
+    ServerOptions o = test_options();
+    o.cors.origins = {"https://app.example"};
+    Fixture f(o);
+    auto cli = f.client();
+    auto r = cli.Options("/v1/chat/completions",
+                         httplib::Headers{{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+    REQUIRE(r);
+    CHECK(r->status == 403);
+    CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));
+    CHECK(body_json(r)["error"]["message"].get<std::string>().find("https://evil.example") != std::string::npos);
+    r = cli.Post("/v1/chat/completions", httplib::Headers{{"Origin", "https://evil.example"}}, kChat, "application/json");
+    REQUIRE(r);
+    CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));  // the browser withholds the answer from the page
+    r = cli.Options("/v1/models", httplib::Headers{{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "GET"}});
+    REQUIRE(r);
+    CHECK(r->status == 204);
+    CHECK(r->get_header_value("Access-Control-Allow-Origin") == "https://app.example");
+    // A preflight without an Origin is a plain OPTIONS: the methods of the path.
+    r = cli.Options("/v1/models");
+    REQUIRE(r);
+    CHECK(r->status == 204);
+    CHECK(r->get_header_value("Allow") == "GET, OPTIONS");
 }
 
 TEST_CASE("http: a client that hangs up mid-stream cancels its request") {

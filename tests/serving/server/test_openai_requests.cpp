@@ -148,29 +148,69 @@ TEST_CASE("protocol: content parts are flattened, tool-calling assistant turns m
     CHECK(out[3]["tool_call_id"] == "1");
 }
 
+TEST_CASE("protocol: a tool call in the history whose arguments are not a JSON object is a 400 naming it") {
+    auto with_args = [](json args) {
+        json call = {{"id", "1"}, {"type", "function"}, {"function", {{"name", "f"}}}};
+        if (!args.is_discarded()) call["function"]["arguments"] = std::move(args);
+        return json::array({json{{"role", "user"}, {"content", "Q"}},
+                            json{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}}});
+    };
+    const std::string param = "messages[1].tool_calls[0].function.arguments";
+    for (json bad : {json("{"), json("{\"a\": }"), json("not json"), json("[1, 2]"), json("5"), json(5),
+                     json::array({1})}) {
+        CAPTURE(bad.dump());
+        ApiError e = error_of([&] { parse_messages(with_args(bad)); });
+        CHECK(e.status() == 400);
+        CHECK(e.param() == param);
+        CHECK(std::string(e.what()).find(param) != std::string::npos);
+    }
+    // Accepted: a JSON object as a string or as an object, none, null, and "" (a call without arguments).
+    for (json good : {json(R"({"a": 1})"), json{{"a", 1}}, json(nullptr), json(""), json::object(),
+                      json(json::value_t::discarded)}) {
+        CAPTURE(good.dump());
+        json out = parse_messages(with_args(good));
+        CHECK(out[1]["tool_calls"][0]["function"]["arguments"].is_object());
+    }
+}
+
 TEST_CASE("protocol: completions requests") {
     ParsedRequest r = parse_completion_request(json{{"prompt", "Once upon a time"}}, 3);
     CHECK(r.endpoint == Endpoint::Completion);
-    CHECK(r.prompt_text == "Once upon a time");
-    CHECK_FALSE(r.prompt_is_tokens);
+    REQUIRE(r.prompts.size() == 1);
+    CHECK(r.prompts[0].text == "Once upon a time");
+    CHECK_FALSE(r.prompts[0].is_tokens);
     CHECK(r.engine.max_tokens == 16);  // OpenAI's default for the legacy endpoint
     CHECK_FALSE(r.logprobs);
 
     r = parse_completion_request(json{{"prompt", json::array({"x"})}, {"max_tokens", 100}, {"logprobs", 2}}, 3);
-    CHECK(r.prompt_text == "x");
+    REQUIRE(r.prompts.size() == 1);
+    CHECK(r.prompts[0].text == "x");
     CHECK(r.engine.max_tokens == 100);
     CHECK(r.logprobs);
     CHECK(r.engine.logprobs);
     CHECK(r.engine.top_logprobs == 2);
 
     r = parse_completion_request(json{{"prompt", json::array({1, 2, 3})}}, 3);
-    CHECK(r.prompt_is_tokens);
-    CHECK(r.prompt_tokens == std::vector<int32_t>{1, 2, 3});
+    REQUIRE(r.prompts.size() == 1);
+    CHECK(r.prompts[0].is_tokens);
+    CHECK(r.prompts[0].tokens == std::vector<int32_t>{1, 2, 3});
+
+    // A batch: strings and token arrays, one entry each.
+    r = parse_completion_request(json{{"prompt", json::array({"a", json::array({4, 5}), "c"})}, {"n", 2}}, 3);
+    REQUIRE(r.prompts.size() == 3);
+    CHECK(r.prompts[0].text == "a");
+    CHECK(r.prompts[1].is_tokens);
+    CHECK(r.prompts[1].tokens == std::vector<int32_t>{4, 5});
+    CHECK(r.prompts[2].text == "c");
+    CHECK(r.n == 2);
 
     auto err = [](json body) { return error_of([&] { parse_completion_request(body, 1); }); };
     CHECK(err(json{{"max_tokens", 5}}).param() == "prompt");
-    CHECK(err(json{{"prompt", json::array({"a", "b"})}}).param() == "prompt");
-    CHECK(std::string(err(json{{"prompt", json::array({"a", "b"})}}).what()).find("one prompt per request") != std::string::npos);
+    CHECK(err(json{{"prompt", json::array({"a", 5})}}).param() == "prompt[1]");
+    CHECK(err(json{{"prompt", json::array({"a", json::array()})}}).param() == "prompt[1]");
+    CHECK(err(json{{"prompt", json::array({json::array({1, -1})})}}).param() == "prompt[0]");
+    CHECK(err(json{{"prompt", json(std::vector<std::string>(kMaxPrompts + 1, "x"))}}).param() == "prompt");
+    CHECK(err(json{{"prompt", json(std::vector<std::string>(kMaxPrompts / 2 + 1, "x"))}, {"n", 2}}).param() == "n");
     CHECK(err(json{{"prompt", json::array()}}).param() == "prompt");
     CHECK(err(json{{"prompt", 5}}).param() == "prompt");
     CHECK(err(json{{"prompt", json::array({1, -2})}}).param() == "prompt");

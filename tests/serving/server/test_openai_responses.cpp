@@ -393,7 +393,7 @@ TEST_CASE("protocol: n choices: each builder writes its index, usage adds the co
     ResponseBuilder a(r, "chatcmpl-n", "m", 1, 0), b(r, "chatcmpl-n", "m", 1, 1);
     std::string sse = a.stream_start() + b.stream_start() + a.stream_text(text_event("x")) + b.stream_text(text_event("y"));
     const engine::Event da = done_event(engine::FinishReason::Stop, 5, 2), db = done_event(engine::FinishReason::Length, 5, 3);
-    sse += a.stream_finish(da) + b.stream_finish(db) + a.stream_end(combined_usage({da, db}));
+    sse += a.stream_finish(da) + b.stream_finish(db) + a.stream_end(combined_usage({da, db}, 2));
     bool done = false;
     std::vector<json> ev = sse_objects(sse, &done);
     CHECK(done);
@@ -418,9 +418,36 @@ TEST_CASE("protocol: n choices: each builder writes its index, usage adds the co
     ResponseBuilder wa(r, "chatcmpl-n", "m", 1, 0), wb(r, "chatcmpl-n", "m", 1, 1);
     wa.add(text_event("x"));
     wb.add(text_event("y"));
-    json merged = merge_choices({wa.response(da), wb.response(db)}, {da, db});
+    json merged = merge_choices({wa.response(da), wb.response(db)}, {da, db}, 2);
     REQUIRE(merged["choices"].size() == 2);
     CHECK(merged["choices"][1]["index"] == 1);
     CHECK(merged["choices"][1]["message"]["content"] == "y");
+    CHECK(merged["usage"]["prompt_tokens"] == 5);
     CHECK(merged["usage"]["completion_tokens"] == 5);
+}
+
+TEST_CASE("protocol: a batch of prompts: each prompt's tokens count once, whatever n") {
+    // Two prompts (5 and 7 tokens), n = 2: choices 0, 1 are the first prompt's, 2, 3 the second's.
+    const std::vector<engine::Event> d = {done_event(engine::FinishReason::Stop, 5, 1), done_event(engine::FinishReason::Stop, 5, 2),
+                                          done_event(engine::FinishReason::Stop, 7, 3), done_event(engine::FinishReason::Stop, 7, 4)};
+    engine::Event sum = combined_usage(d, 2);
+    CHECK(sum.prompt_tokens == 12);
+    CHECK(sum.completion_tokens == 10);
+    sum = combined_usage({d[0], d[2]}, 1);
+    CHECK(sum.prompt_tokens == 12);
+    CHECK(sum.completion_tokens == 4);
+    ParsedRequest r = parse_completion_request(json{{"prompt", json::array({"a", "b"})}}, 1);
+    std::vector<json> whole;
+    for (uint32_t i = 0; i < 2; ++i) {
+        ResponseBuilder rb(r, "cmpl-b", "m", 1, i);
+        rb.add(text_event(i == 0 ? "A" : "B"));
+        whole.push_back(rb.response(d[2 * i]));
+    }
+    json merged = merge_choices(whole, {d[0], d[2]}, 1);
+    REQUIRE(merged["choices"].size() == 2);
+    CHECK(merged["choices"][0]["text"] == "A");
+    CHECK(merged["choices"][1]["text"] == "B");
+    CHECK(merged["choices"][1]["index"] == 1);
+    CHECK(merged["usage"]["prompt_tokens"] == 12);
+    CHECK(merged["usage"]["total_tokens"] == 16);
 }
