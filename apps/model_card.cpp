@@ -80,11 +80,11 @@ std::string file_digest(const GgufFile& f, const std::string& name, uint64_t siz
 
 std::string file_type_name(uint32_t ft) {
     static const std::map<uint32_t, const char*> names = {
-        {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},     {7, "Q8_0"},   {8, "Q5_0"},
-        {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"},  {13, "Q3_K_L"}, {14, "Q4_K_S"},
-        {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},    {19, "IQ2_XXS"}, {20, "IQ2_XS"},
-        {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"}, {24, "IQ1_S"},  {25, "IQ4_NL"}, {26, "IQ3_S"},
-        {27, "IQ3_M"},  {28, "IQ2_S"},  {29, "IQ2_M"},  {30, "IQ4_XS"},  {31, "IQ1_M"},  {32, "BF16"},
+        {0, "F32"},     {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},    {7, "Q8_0"},     {8, "Q5_0"},
+        {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"},  {12, "Q3_K_M"}, {13, "Q3_K_L"},  {14, "Q4_K_S"},
+        {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"},  {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},
+        {21, "Q2_K_S"}, {22, "IQ3_XS"}, {23, "IQ3_XXS"}, {24, "IQ1_S"},  {25, "IQ4_NL"},  {26, "IQ3_S"},
+        {27, "IQ3_M"},  {28, "IQ2_S"},  {29, "IQ2_M"},   {30, "IQ4_XS"}, {31, "IQ1_M"},   {32, "BF16"},
         {36, "TQ1_0"},  {37, "TQ2_0"},  {38, "MXFP4"},
     };
     auto it = names.find(ft);
@@ -97,7 +97,7 @@ server::ModelCard model_card(const LoadedModel& m, const std::string& path, cons
     std::error_code ec;
     c.file_bytes = std::filesystem::file_size(path, ec);
     if (ec) c.file_bytes = f.bytes().size();
-    if (struct stat st {}; ::stat(path.c_str(), &st) == 0)
+    if (struct stat st{}; ::stat(path.c_str(), &st) == 0)
         c.modified_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     // Read leniently: a key of an unexpected type leaves its field empty rather than failing the server.
     auto text = [&f](std::string_view key) {

@@ -49,7 +49,8 @@ bool names_model(std::string_view name, std::string_view id) {
 }
 
 ApiError model_not_found(const std::string& name) {
-    return ApiError(404, fmt::format("model '{}' not found", name), "invalid_request_error", "model", "model_not_found");
+    return ApiError(404, fmt::format("model '{}' not found", name), "invalid_request_error", "model",
+                    "model_not_found");
 }
 
 void check_model_name(const std::string& name, const ServedModel& m) {

@@ -19,8 +19,7 @@ constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 // --- field readers: 400s naming the field as the client wrote it ("options.top_k") -----------------
 
 [[noreturn]] void wrong(const std::string& name, const char* expected, const json& v) {
-    throw invalid_field(name,
-                        fmt::format("Invalid '{}': expected {}, but got {}.", name, expected, json_type_name(v)));
+    throw invalid_field(name, fmt::format("Invalid '{}': expected {}, but got {}.", name, expected, json_type_name(v)));
 }
 
 [[noreturn]] void out_of_range(const std::string& name, const std::string& range, const json& v) {
@@ -82,11 +81,11 @@ template <int kNeutralTimes100>
 void neutral_only(Request&, const json& v, const std::string& name) {
     const double neutral = kNeutralTimes100 / 100.0;
     if (v.is_boolean() ? v.get<bool>() != bool(kNeutralTimes100) : v.get<double>() != neutral)
-        throw invalid_field(name, fmt::format("Invalid '{}': vkllm's sampler has no such step; only {} (off) is "
-                                              "accepted, but got {}.",
-                                              name, v.is_boolean() ? (neutral != 0 ? "true" : "false")
-                                                                   : fmt::format("{}", neutral),
-                                              v.dump()));
+        throw invalid_field(
+            name, fmt::format("Invalid '{}': vkllm's sampler has no such step; only {} (off) is "
+                              "accepted, but got {}.",
+                              name, v.is_boolean() ? (neutral != 0 ? "true" : "false") : fmt::format("{}", neutral),
+                              v.dump()));
 }
 
 const OptionRule kOptions[] = {
@@ -112,7 +111,8 @@ const OptionRule kOptions[] = {
     {"seed", Kind::Int,
      [](Request& r, const json& v, const std::string& n) {
          // Ollama's -1 (any negative) is "random": the server's seed stays.
-         const int64_t s = read_int(v, n, std::numeric_limits<int64_t>::min() / 2, std::numeric_limits<int64_t>::max() / 2);
+         const int64_t s =
+             read_int(v, n, std::numeric_limits<int64_t>::min() / 2, std::numeric_limits<int64_t>::max() / 2);
          if (s >= 0) r.parsed.engine.sampler.seed = uint64_t(s);
      }},
     {"num_predict", Kind::Int,
@@ -185,7 +185,9 @@ const OptionRule kOptions[] = {
 
 void check_kind(const OptionRule& rule, const json& v, const std::string& name) {
     switch (rule.kind) {
-        case Kind::Int: read_int(v, name, std::numeric_limits<int64_t>::min() / 2, std::numeric_limits<int64_t>::max() / 2); break;
+        case Kind::Int:
+            read_int(v, name, std::numeric_limits<int64_t>::min() / 2, std::numeric_limits<int64_t>::max() / 2);
+            break;
         case Kind::Number:
             if (!v.is_number()) wrong(name, "a number", v);
             break;
@@ -206,9 +208,10 @@ void parse_format(const json& body, ParsedRequest& r) {
             const std::string s = f->get<std::string>();
             if (s.empty()) return;
             if (s != "json")
-                throw invalid_field("format",
-                                    fmt::format("Invalid 'format': '{}'. Expected \"json\" or a JSON schema object.", s));
-            r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_object_gbnf()));
+                throw invalid_field(
+                    "format", fmt::format("Invalid 'format': '{}'. Expected \"json\" or a JSON schema object.", s));
+            r.engine.grammar =
+                std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammar::json_object_gbnf()));
         } else if (f->is_object()) {
             r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(f->dump()));
         } else {
@@ -266,8 +269,9 @@ void parse_common(const json& body, uint64_t seed, Request& r) {
     r.parsed.model = r.model;
     // The engine cannot hold a grammar and stop strings at once: a stop could cut the structured text.
     if (r.parsed.engine.grammar && !r.parsed.engine.stop.empty())
-        throw invalid_field("options.stop", "Invalid 'options.stop': stop sequences cannot be combined with "
-                                            "'format' (they could cut the structured output).");
+        throw invalid_field("options.stop",
+                            "Invalid 'options.stop': stop sequences cannot be combined with "
+                            "'format' (they could cut the structured output).");
 }
 
 [[noreturn]] void no_images(const std::string& where) {
@@ -366,12 +370,14 @@ Request parse_generate(const json& body, uint64_t seed) {
     const std::string prompt = given(body, "prompt") ? read_string(body["prompt"], "prompt") : "";
     const std::string system = given(body, "system") ? read_string(body["system"], "system") : "";
     if (given(body, "template") && !read_string(body["template"], "template").empty())
-        throw invalid_field("template", "Invalid 'template': vkllm renders the model's own chat template (Jinja) and "
-                                        "cannot take Ollama's Go templates; leave 'template' out, or send 'raw': true "
-                                        "with the prompt already formatted.");
+        throw invalid_field("template",
+                            "Invalid 'template': vkllm renders the model's own chat template (Jinja) and "
+                            "cannot take Ollama's Go templates; leave 'template' out, or send 'raw': true "
+                            "with the prompt already formatted.");
     if (given(body, "suffix") && !read_string(body["suffix"], "suffix").empty())
-        throw invalid_field("suffix", "Invalid 'suffix': fill-in-the-middle is not available on /api/generate yet; "
-                                      "leave 'suffix' out.");
+        throw invalid_field("suffix",
+                            "Invalid 'suffix': fill-in-the-middle is not available on /api/generate yet; "
+                            "leave 'suffix' out.");
     if (const json* img = given(body, "images")) {
         if (!img->is_array()) wrong("images", "an array of base64 strings", *img);
         if (!img->empty()) no_images("images");
@@ -448,7 +454,8 @@ EmbedRequest parse_embed(const json& body) {
         if (in->is_string()) {
             if (!in->get<std::string>().empty()) e.inputs.push_back(in->get<std::string>());
         } else if (in->is_array()) {
-            for (size_t i = 0; i < in->size(); ++i) e.inputs.push_back(read_string((*in)[i], fmt::format("input[{}]", i)));
+            for (size_t i = 0; i < in->size(); ++i)
+                e.inputs.push_back(read_string((*in)[i], fmt::format("input[{}]", i)));
         } else {
             wrong("input", "a string or an array of strings", *in);
         }

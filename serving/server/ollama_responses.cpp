@@ -75,7 +75,8 @@ json logprobs_json(const std::vector<engine::TokenLogprob>& lps) {
         json top = json::array();
         for (const auto& [text, logprob] : lp.top)
             top.push_back(json{{"token", text}, {"logprob", logprob}, {"bytes", bytes(text)}});
-        out.push_back(json{{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", top}});
+        out.push_back(
+            json{{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", top}});
     }
     return out;
 }

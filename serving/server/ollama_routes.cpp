@@ -90,7 +90,8 @@ void generate(ServerCore& core, ollama::Route route, Response& res, const std::s
     core.check_not_draining();
     const json j = read_body(body);
     thread_local std::mt19937_64 seeds{std::random_device{}()};
-    ollama::Request r = route == ollama::Route::Chat ? ollama::parse_chat(j, seeds()) : ollama::parse_generate(j, seeds());
+    ollama::Request r =
+        route == ollama::Route::Chat ? ollama::parse_chat(j, seeds()) : ollama::parse_generate(j, seeds());
     std::shared_ptr<const ServedModel> m = named_model(core, r.model);
     if (!m->submit)
         throw ApiError(400, fmt::format("\"{}\" does not support {}", r.model,
@@ -131,9 +132,10 @@ std::vector<int32_t> embedding_input(const ServedModel& m, const std::string& te
     std::vector<int32_t> ids = m.tokenizer->encode(text, true);
     if (ids.size() <= m.embed_limit) return ids;
     if (!truncate)
-        throw ApiError(400, fmt::format("the input length exceeds the context length (input {}: {} tokens, the "
-                                        "model takes {})",
-                                        index, ids.size(), m.embed_limit),
+        throw ApiError(400,
+                       fmt::format("the input length exceeds the context length (input {}: {} tokens, the "
+                                   "model takes {})",
+                                   index, ids.size(), m.embed_limit),
                        "invalid_request_error", fmt::format("input[{}]", index));
     const std::vector<int32_t> plain = m.tokenizer->encode(text, false);
     size_t front = 0;  // the special tokens encode(.., true) put before the text
@@ -162,7 +164,8 @@ void embed(ServerCore& core, Response& res, const std::string& body, bool legacy
         inputs.push_back(embedding_input(*m, r.inputs[i], legacy || r.truncate, i));
         tokens += inputs.back().size();
     }
-    const std::vector<std::vector<float>> vectors = inputs.empty() ? std::vector<std::vector<float>>{} : core.embed(*m, inputs);
+    const std::vector<std::vector<float>> vectors =
+        inputs.empty() ? std::vector<std::vector<float>>{} : core.embed(*m, inputs);
     if (legacy) {
         ServerCore::send_json(res, ollama::embeddings_response(vectors.empty() ? std::vector<float>{} : vectors[0]));
         return;
@@ -195,19 +198,22 @@ void add_ollama_routes(ServerCore& core) {
         },
         kStyle);
     core.post(
-        "/api/embed", [&core](const Request&, Response& res, const std::string& body) { embed(core, res, body, false); },
-        kStyle);
+        "/api/embed",
+        [&core](const Request&, Response& res, const std::string& body) { embed(core, res, body, false); }, kStyle);
     core.post(
         "/api/embeddings",
         [&core](const Request&, Response& res, const std::string& body) { embed(core, res, body, true); }, kStyle);
     core.get(
-        "/api/tags", [&core](const Request&, Response& res) { ServerCore::send_json(res, ollama::tags_json(*core.ready_model())); },
+        "/api/tags",
+        [&core](const Request&, Response& res) { ServerCore::send_json(res, ollama::tags_json(*core.ready_model())); },
         kStyle);
     core.get(
-        "/api/ps", [&core](const Request&, Response& res) { ServerCore::send_json(res, ollama::ps_json(*core.ready_model())); },
+        "/api/ps",
+        [&core](const Request&, Response& res) { ServerCore::send_json(res, ollama::ps_json(*core.ready_model())); },
         kStyle);
-    core.get("/api/version", [](const Request&, Response& res) { ServerCore::send_json(res, ollama::version_json()); },
-             kStyle);
+    core.get(
+        "/api/version", [](const Request&, Response& res) { ServerCore::send_json(res, ollama::version_json()); },
+        kStyle);
     core.post(
         "/api/show",
         [&core](const Request&, Response& res, const std::string& body) {
@@ -215,7 +221,8 @@ void add_ollama_routes(ServerCore& core) {
             // `model`, or the older `name`.
             std::string name;
             for (const char* key : {"model", "name"})
-                if (auto it = j.find(key); name.empty() && it != j.end() && it->is_string()) name = it->get<std::string>();
+                if (auto it = j.find(key); name.empty() && it != j.end() && it->is_string())
+                    name = it->get<std::string>();
             if (name.empty()) throw ollama::model_required();
             ServerCore::send_json(res, ollama::show_json(*named_model(core, name)));
         },

@@ -48,9 +48,18 @@ TEST_CASE("ollama: a minimal chat streams by default and keeps the server's samp
 }
 
 TEST_CASE("ollama: options map onto the sampler") {
-    json opts = {{"temperature", 0},   {"top_k", 7},        {"top_p", 0.5},          {"min_p", 0.1},
-                 {"seed", 1234},       {"num_predict", 20}, {"stop", {"\n", "user:"}}, {"repeat_penalty", 1.2},
-                 {"repeat_last_n", 33}, {"presence_penalty", 1.5}, {"frequency_penalty", -0.5}, {"num_ctx", 256}};
+    json opts = {{"temperature", 0},
+                 {"top_k", 7},
+                 {"top_p", 0.5},
+                 {"min_p", 0.1},
+                 {"seed", 1234},
+                 {"num_predict", 20},
+                 {"stop", {"\n", "user:"}},
+                 {"repeat_penalty", 1.2},
+                 {"repeat_last_n", 33},
+                 {"presence_penalty", 1.5},
+                 {"frequency_penalty", -0.5},
+                 {"num_ctx", 256}};
     Request r = parse_chat(chat({{"options", opts}}), 1);
     const SamplerParams& s = r.parsed.engine.sampler;
     CHECK(s.temperature == 0.0f);
@@ -68,8 +77,13 @@ TEST_CASE("ollama: options map onto the sampler") {
 
     // Ollama's special values: -1 seed is random (the server's stays), num_predict -1/-2 no limit,
     // repeat_last_n -1 the whole context, top_p 0 off, a single stop string.
-    Request sp = parse_chat(chat({{"options", {{"seed", -1}, {"num_predict", -2}, {"repeat_last_n", -1},
-                                               {"top_p", 0}, {"stop", "END"}, {"top_k", 5.0}}}}),
+    Request sp = parse_chat(chat({{"options",
+                                   {{"seed", -1},
+                                    {"num_predict", -2},
+                                    {"repeat_last_n", -1},
+                                    {"top_p", 0},
+                                    {"stop", "END"},
+                                    {"top_k", 5.0}}}}),
                             77);
     CHECK(sp.parsed.engine.sampler.seed == 77);
     CHECK(sp.parsed.engine.max_tokens == -1);
@@ -80,10 +94,10 @@ TEST_CASE("ollama: options map onto the sampler") {
 }
 
 TEST_CASE("ollama: runtime options are accepted and ignored, output-changing ones refused by name") {
-    json runtime = {{"num_gpu", 99}, {"num_thread", 8}, {"use_mmap", true}, {"use_mlock", false}, {"num_batch", 512},
-                    {"main_gpu", 0}, {"low_vram", false}, {"numa", false}, {"num_keep", 5}, {"f16_kv", true},
-                    {"mirostat", 0}, {"mirostat_tau", 5.0}, {"mirostat_eta", 0.1}, {"tfs_z", 1}, {"typical_p", 1.0},
-                    {"penalize_newline", true}};
+    json runtime = {{"num_gpu", 99},       {"num_thread", 8}, {"use_mmap", true},  {"use_mlock", false},
+                    {"num_batch", 512},    {"main_gpu", 0},   {"low_vram", false}, {"numa", false},
+                    {"num_keep", 5},       {"f16_kv", true},  {"mirostat", 0},     {"mirostat_tau", 5.0},
+                    {"mirostat_eta", 0.1}, {"tfs_z", 1},      {"typical_p", 1.0},  {"penalize_newline", true}};
     Request r = parse_chat(chat({{"options", runtime}}), 1);
     CHECK(r.parsed.engine.sampler.temperature == SamplerParams{}.temperature);
 
@@ -145,8 +159,9 @@ TEST_CASE("ollama: format json and JSON schemas become grammars") {
     CHECK_FALSE(parse_chat(chat({{"format", ""}}), 1).parsed.engine.grammar);
     CHECK(chat_error({{"format", "xml"}}).param() == "format");
     CHECK(chat_error({{"format", 5}}).param() == "format");
-    CHECK(chat_error({{"format", {{"type", "object"}, {"patternProperties", {{"^a", {{"type", "string"}}}}}}}}).param() ==
-          "format");
+    CHECK(
+        chat_error({{"format", {{"type", "object"}, {"patternProperties", {{"^a", {{"type", "string"}}}}}}}}).param() ==
+        "format");
     // A stop string could cut the structure short.
     CHECK(chat_error({{"format", "json"}, {"options", {{"stop", {"}"}}}}}).param() == "options.stop");
 }
@@ -157,7 +172,8 @@ TEST_CASE("ollama: chat messages in Ollama's shape") {
          json{{"role", "assistant"},
               {"content", ""},
               {"thinking", "I should call it."},
-              {"tool_calls", json::array({json{{"function", {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}}}}}}})}},
+              {"tool_calls",
+               json::array({json{{"function", {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}}}}}}})}},
          json{{"role", "tool"}, {"content", "sunny"}, {"tool_name", "get_weather"}}});
     Request r = parse_chat(chat({{"messages", messages}}), 1);
     const json& m = r.parsed.messages;
@@ -182,8 +198,8 @@ TEST_CASE("ollama: chat messages in Ollama's shape") {
 }
 
 TEST_CASE("ollama: chat tools are checked like OpenAI's") {
-    json tools = json::array({json{{"type", "function"},
-                                   {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
+    json tools = json::array(
+        {json{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
     Request r = parse_chat(chat({{"tools", tools}}), 1);
     CHECK(r.parsed.tools == tools);
     CHECK(r.parsed.tool_choice == ToolChoice::Auto);
@@ -268,7 +284,8 @@ TEST_CASE("ollama: embed and embeddings bodies") {
     EmbedRequest one = parse_embed(json{{"model", "e"}, {"input", "hello"}});
     CHECK(one.inputs == std::vector<std::string>{"hello"});
     CHECK(one.truncate);
-    EmbedRequest many = parse_embed(json{{"model", "e"}, {"input", {"a", "b"}}, {"truncate", false}, {"dimensions", 128}});
+    EmbedRequest many =
+        parse_embed(json{{"model", "e"}, {"input", {"a", "b"}}, {"truncate", false}, {"dimensions", 128}});
     CHECK(many.inputs.size() == 2);
     CHECK_FALSE(many.truncate);
     CHECK(many.dimensions == 128);
@@ -279,8 +296,9 @@ TEST_CASE("ollama: embed and embeddings bodies") {
     CHECK(error_of([] { parse_embed(json{{"model", "e"}, {"input", {1, 2}}}); }).param() == "input[0]");
     CHECK(error_of([] { parse_embed(json{{"model", "e"}, {"input", 5}}); }).param() == "input");
     CHECK(error_of([] { parse_embed(json{{"input", "x"}}); }).status() == 400);
-    CHECK(error_of([] { parse_embed(json{{"model", "e"}, {"input", "x"}, {"options", {{"bogus", 1}}}}); }).param() ==
-          "options.bogus");
+    CHECK(error_of([] {
+              parse_embed(json{{"model", "e"}, {"input", "x"}, {"options", {{"bogus", 1}}}});
+          }).param() == "options.bogus");
 
     EmbedRequest old = parse_embeddings(json{{"model", "e"}, {"prompt", "hi"}});
     CHECK(old.inputs == std::vector<std::string>{"hi"});

@@ -51,8 +51,8 @@ TEST_CASE("ollama: created_at is RFC 3339 in UTC with nanoseconds") {
     using namespace std::chrono;
     const system_clock::time_point t{duration_cast<system_clock::duration>(nanoseconds(1700000000123456789LL))};
     CHECK(timestamp(t) == "2023-11-14T22:13:20.123456789Z");
-    CHECK(std::regex_match(timestamp(system_clock::now()),
-                           std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{9}Z)")));
+    CHECK(
+        std::regex_match(timestamp(system_clock::now()), std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{9}Z)")));
 }
 
 TEST_CASE("ollama: a streamed chat and the whole one carry the same text and statistics") {
@@ -154,13 +154,14 @@ TEST_CASE("ollama: reasoning goes to thinking, whole and streamed") {
 }
 
 TEST_CASE("ollama: tool calls with arguments as objects") {
-    using vkllm::answer::ToolFamily;
     using vkllm::answer::tool_format;
-    json tools = json::array({json{{"type", "function"},
-                                   {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
+    using vkllm::answer::ToolFamily;
+    json tools = json::array(
+        {json{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
     Request req = chat_request({{"tools", tools}});
     apply_tool_format(req.parsed, tool_format(ToolFamily::Hermes), true);
-    const std::string reply = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    const std::string reply =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
 
     Responder whole(req, {1}, std::chrono::steady_clock::now());
     for (char c : reply) whole.add(text_event(std::string(1, c)));
