@@ -3,6 +3,7 @@
 // SIGTERM, which end open streams cleanly and exit 0 within a few seconds.
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "apps/model_card.h"
 #include "model/embedding.h"
 #include "serving/answer/harmony.h"
 #include "serving/engine/engine.h"
@@ -155,6 +156,7 @@ void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::strin
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = m.model->n_ctx();
+    sm.card = model_card(m, path, "");
     sm.embedding_dim = m.cfg.dim;
     sm.embed_limit = embed_limit(*m.model);
     ModelGpu* model = m.model.get();
@@ -260,6 +262,7 @@ void serve(const ServeOptions& o) {
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = engine.n_ctx_per_slot();
+    sm.card = model_card(m, path, std::string(tmpl->source()));
     sm.render_chat = [tmpl](const chat_template::ChatInputs& in) { return tmpl->apply(in); };
     sm.tool_format = &answer::detect_tool_format(tmpl->source());
     sm.template_renders_tools = answer::template_renders_tools(tmpl->source());

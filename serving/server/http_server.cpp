@@ -212,6 +212,7 @@ HttpServer::HttpServer(ServerOptions opts) : impl_(std::make_unique<Impl>(std::m
     s.server_routes();
     add_openai_routes(s.core);
     add_native_routes(s.core);
+    add_ollama_routes(s.core);
 }
 
 HttpServer::~HttpServer() { stop(); }

@@ -17,6 +17,8 @@
 #include "serving/answer/reasoning.h"
 #include "serving/server/prompt.h"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -35,9 +37,27 @@ public:
     virtual void cancel() = 0;
 };
 
+// The model file as Ollama's /api/tags, /api/show and /api/ps describe it; apps/model_card.cpp
+// fills it from the GGUF.
+struct ModelCard {
+    uint64_t file_bytes = 0;
+    int64_t modified_ns = 0;  // the file's modification time, Unix nanoseconds
+    std::string digest;  // 64 hex digits that identify the file (its name, size, time and header)
+    std::string architecture;  // general.architecture ("llama", "qwen3", "bert")
+    uint64_t parameters = 0;  // the weights' values, all tensors together
+    std::string file_type;  // "Q4_K_M", "F16": general.file_type, else the most common tensor type
+    std::string license;  // general.license, when the file names one
+    uint32_t trained_ctx = 0;  // <arch>.context_length
+    // The file's metadata, key by key (arrays longer than 16 values emptied, as Ollama's show does
+    // unless verbose; the chat template and general.name left out), plus general.parameter_count.
+    nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+    std::string chat_template;  // the template's source as the server renders it
+};
+
 // The loaded model as the server uses it; apps/cmd_serve.cpp fills it from the Engine.
 struct ServedModel {
     std::string id;  // "model" in responses (unless the request names one) and in /v1/models
+    ModelCard card;
     int64_t created = 0;  // Unix seconds, for /v1/models
     const Tokenizer* tokenizer = nullptr;
     uint32_t n_ctx = 0;  // context of one slot: a prompt must be shorter

@@ -27,8 +27,6 @@ const char* openai_finish_reason(engine::FinishReason r) {
 
 // --- responses --------------------------------------------------------------------------------
 
-namespace {
-
 answer::AnswerFormat answer_format(const ParsedRequest& req) {
     answer::AnswerFormat f;
     f.harmony = req.harmony;
@@ -39,8 +37,6 @@ answer::AnswerFormat answer_format(const ParsedRequest& req) {
     f.tools = req.tools;
     return f;
 }
-
-}  // namespace
 
 ResponseBuilder::ResponseBuilder(const ParsedRequest& req, std::string id, std::string model, int64_t created,
                                  uint32_t index)

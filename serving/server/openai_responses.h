@@ -26,6 +26,10 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 // cut by a server limit, as llama-server reports its generation time limit).
 const char* openai_finish_reason(engine::FinishReason r);
 
+// How a request's answer is read: reasoning split off, tool calls parsed, Harmony (every API's
+// responses read the generated text through an AnswerStream made with it).
+answer::AnswerFormat answer_format(const ParsedRequest& req);
+
 // Builds the response of one request, streamed or whole: the same text and logprobs either way.
 class ResponseBuilder {
 public:

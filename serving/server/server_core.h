@@ -132,5 +132,6 @@ private:
 // The routes of each API, registered on the core (one file each).
 void add_openai_routes(ServerCore& core);  // /v1/chat/completions, /v1/completions, /v1/models, embeddings, rerank
 void add_native_routes(ServerCore& core);  // /health, /tokenize, /detokenize, /apply-template
+void add_ollama_routes(ServerCore& core);  // /api/chat, /api/generate, /api/embed, /api/tags, /api/show, ...
 
 }  // namespace vkllm::server
