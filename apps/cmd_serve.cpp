@@ -8,6 +8,7 @@
 #include "serving/answer/harmony.h"
 #include "serving/engine/engine.h"
 #include "serving/server/http_server.h"
+#include "serving/server/request_plan.h"
 #include "serving/chat_template/chat_template.h"
 
 #include <fmt/format.h>
@@ -44,6 +45,8 @@ struct ServeOptions {
     bool quiet = false;
     bool embeddings = false;  // a decoder whose file names no pooling type as an embedding model
     std::string pooling;  // "": the file's
+    std::string reasoning = "auto";
+    std::string template_kwargs;  // JSON object text
     std::string cors_origins = "*";
     bool no_cors_credentials = false;
     DeviceOptions device;
@@ -269,6 +272,15 @@ void serve(const ServeOptions& o) {
     sm.reasoning = answer::reasoning_tags(tmpl->source());
     sm.harmony = answer::template_is_harmony(tmpl->source());
     sm.tool_control_tokens = chat_template::tool_control_tokens(*m.tokenizer, *sm.tool_format);
+    sm.reasoning_switch = chat_template::reasoning_switch(tmpl->source(), sm.reasoning != nullptr, sm.harmony);
+    sm.reasoning_default = chat_template::parse_reasoning(o.reasoning);
+    if (!o.template_kwargs.empty()) sm.template_kwargs = nlohmann::ordered_json::parse(o.template_kwargs);
+    try {
+        server::check_reasoning_default(sm);
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(
+            fmt::format("--reasoning {} with chat template '{}': {}", o.reasoning, tmpl->name(), e.what()));
+    }
     sm.submit = [&engine](engine::CompletionRequest req) -> std::unique_ptr<server::Generation> {
         return std::make_unique<TicketGeneration>(engine.submit(std::move(req)));
     };
@@ -357,6 +369,19 @@ void register_serve(CLI::App& app) {
                     "Connections served at once (default: parallel + queue + 8, at most 512)")
         ->check(CLI::Range(2, 4096));
     cmd->add_flag("--quiet", o->quiet, "No line per request on stderr");
+    cmd->add_option("--reasoning", o->reasoning,
+                    "Reasoning of every chat request that does not say (reasoning_effort, Ollama's think): on, off, "
+                    "or auto (the template's default); set through the template's switch (enable_thinking, thinking, "
+                    "reasoning_effort), refused at start where it has none")
+        ->check(CLI::IsMember({"on", "off", "auto"}))
+        ->capture_default_str();
+    cmd->add_option("--chat-template-kwargs", o->template_kwargs,
+                    "Template variables for every chat request, as a JSON object ('{\"enable_thinking\": false}'); "
+                    "a request's chat_template_kwargs take precedence")
+        ->check([](const std::string& v) {
+            const auto j = nlohmann::ordered_json::parse(v, nullptr, false);
+            return j.is_object() ? std::string() : std::string("--chat-template-kwargs: not a JSON object");
+        });
     cmd->add_option("--cors-origins", o->cors_origins,
                     "Web pages that may call the server from a browser: * (any, the default, as llama-server), "
                     "localhost (pages on this machine), none, or a comma-separated list of origins "

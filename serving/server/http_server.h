@@ -68,6 +68,11 @@ struct ServedModel {
     // The reasoning block the template writes (answer::reasoning_tags): replies may open with one; null: none.
     const answer::ReasoningTags* reasoning = nullptr;
     bool harmony = false;  // the template speaks gpt-oss' Harmony (answer::template_is_harmony)
+    // What the template offers to turn reasoning on and off, the server's default (--reasoning) and
+    // template variables every chat request gets under its own (--chat-template-kwargs).
+    chat_template::ReasoningSwitch reasoning_switch;
+    chat_template::Reasoning reasoning_default = chat_template::Reasoning::Auto;
+    nlohmann::ordered_json template_kwargs;
     std::vector<int32_t> tool_control_tokens;  // chat_template::tool_control_tokens of the vocabulary and format
     // Engine::submit: throws engine::QueueFullError, engine::EngineStoppedError or
     // std::invalid_argument as it does.

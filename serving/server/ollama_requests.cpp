@@ -396,7 +396,7 @@ Request parse_generate(const json& body, uint64_t seed) {
     }
     if (r.raw) {
         r.parsed.endpoint = Endpoint::Completion;
-        r.parsed.prompt_text = prompt;
+        r.parsed.prompts = {PromptInput{prompt, {}, false}};
         return r;
     }
     // A templated generate is a chat of one turn (and a system message): the reply is what the model
@@ -422,11 +422,11 @@ void apply_think(Request& r, bool thinks, bool harmony) {
                                                  "send \"think\": \"low\" for the least of it.",
                                                  r.model));
     if (r.think == Think::Default) return;
-    if (!p.template_kwargs.is_object()) p.template_kwargs = json::object();
-    // enable_thinking is the switch of the templates that have one (Qwen3, ...); the others ignore it.
-    p.template_kwargs["enable_thinking"] = r.think == Think::On;
+    // The template's switch (enable_thinking, thinking, gpt-oss' reasoning_effort) is set where the
+    // server prepares every chat request (request_plan.h).
+    p.reasoning = r.think == Think::On ? chat_template::Reasoning::On : chat_template::Reasoning::Off;
+    if (!r.think_level.empty()) p.reasoning_effort = r.think_level;
     if (r.think == Think::Off) p.reasoning_format = "none";  // what the model writes anyway stays in the content
-    if (harmony && !r.think_level.empty()) p.template_kwargs["reasoning_effort"] = r.think_level;
 }
 
 uint32_t context_limit(const Request& r, uint32_t server_ctx) {

@@ -33,7 +33,7 @@ struct Request {
     std::vector<int32_t> context;  // generate: a previous response's `context`, continued
     uint32_t num_ctx = 0;  // options.num_ctx; 0: the server's context
     // The engine request and what shapes the answer: endpoint Chat for /api/chat and a templated
-    // generate (messages), Completion for a raw generate (prompt_text).
+    // generate (messages), Completion for a raw generate (prompts).
     ParsedRequest parsed;
 };
 

@@ -5,6 +5,7 @@
 #include "serving/server/ollama_models.h"
 #include "serving/server/ollama_requests.h"
 #include "serving/server/ollama_responses.h"
+#include "serving/server/request_plan.h"
 #include "serving/server/server_core.h"
 
 #include <fmt/format.h>
@@ -53,13 +54,8 @@ std::shared_ptr<const ServedModel> named_model(ServerCore& core, const std::stri
 // `limit` tokens with room for one more.
 std::vector<int32_t> prepare(ollama::Request& r, const ServedModel& m, uint32_t limit) {
     ParsedRequest& req = r.parsed;
-    const bool chat = req.endpoint == Endpoint::Chat;
-    ollama::apply_think(r, m.reasoning != nullptr || m.harmony, m.harmony);
-    apply_tool_format(req, *m.tool_format, m.template_renders_tools);
-    req.harmony = chat && m.harmony;
-    if (req.tool_plan.parse_as || req.harmony) req.engine.shown_control_tokens = m.tool_control_tokens;
-    std::string rendered;
-    std::vector<int32_t> ids = prompt_tokens(*m.tokenizer, m.render_chat, req, limit, &rendered);
+    ollama::apply_think(r, m.reasoning_switch.thinks, m.harmony);
+    std::vector<int32_t> ids = std::move(prepare_generation(req, m, limit, "think").at(0));
     if (!r.context.empty()) {
         // A generate that continues an earlier one: its context (which began with BOS) goes first.
         for (int32_t id : r.context)
@@ -71,12 +67,6 @@ std::vector<int32_t> prepare(ollama::Request& r, const ServedModel& m, uint32_t 
         ids.insert(ids.begin(), r.context.begin(), r.context.end());
         if (ids.size() >= limit) throw context_length_error(Endpoint::Completion, ids.size(), limit);
     }
-    const bool split = chat && m.reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
-    req.split_reasoning = split ? m.reasoning : nullptr;
-    req.reply_in_reasoning = split && answer::prompt_opens_reasoning(rendered, *m.reasoning);
-    if (req.engine.grammar_start.lazy() && m.reasoning)
-        answer::skip_reasoning(req.engine.grammar_start, answer::prompt_opens_reasoning(rendered, *m.reasoning),
-                               *m.reasoning);
     // options.num_ctx smaller than the server's: the reply stops where that context would be full.
     if (limit < m.n_ctx) {
         const int32_t room = int32_t(limit - ids.size());

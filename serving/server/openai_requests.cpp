@@ -355,6 +355,14 @@ ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
         }
     }
     r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
+    if (auto re = get_string(body, "reasoning_effort")) {
+        if (*re != "none" && *re != "minimal" && *re != "low" && *re != "medium" && *re != "high")
+            throw invalid_field("reasoning_effort",
+                                fmt::format("Invalid 'reasoning_effort': '{}'. Expected 'none', 'minimal', 'low', "
+                                            "'medium' or 'high'.",
+                                            *re));
+        r.reasoning_effort = *re;
+    }
     if (auto rf = get_string(body, "reasoning_format")) {
         if (*rf != "auto" && *rf != "none" && *rf != "deepseek")
             throw invalid_field("reasoning_format",
@@ -421,13 +429,15 @@ std::vector<PromptInput> parse_prompts(const json& p) {
             else if (x.is_array() && !x.empty() && all_integers(x))
                 out.push_back(tokens_of(x, param));
             else
-                throw invalid_field(param, fmt::format("Invalid '{}': expected a string or a non-empty array of token "
-                                                       "ids, but got {}.",
-                                                       param, x.is_array() ? "an array of other values" : x.type_name()));
+                throw invalid_field(param,
+                                    fmt::format("Invalid '{}': expected a string or a non-empty array of token "
+                                                "ids, but got {}.",
+                                                param, x.is_array() ? "an array of other values" : x.type_name()));
         }
     } else if (p.is_array()) {
-        throw invalid_field("prompt", "Invalid 'prompt': empty array. Expected a string, an array of token ids, or an "
-                                      "array of prompts.");
+        throw invalid_field("prompt",
+                            "Invalid 'prompt': empty array. Expected a string, an array of token ids, or an "
+                            "array of prompts.");
     } else {
         wrong_type("prompt", "a string or an array", p);
     }
@@ -444,9 +454,10 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
     // The legacy completions API stops after 16 tokens unless told otherwise.
     if (r.engine.max_tokens < 0) r.engine.max_tokens = 16;
     if (r.prompts.size() * r.n > kMaxPrompts)
-        throw invalid_field("n", fmt::format("Invalid 'n': {} prompts with n = {} make {} choices; this server makes at "
-                                             "most {} per request.",
-                                             r.prompts.size(), r.n, r.prompts.size() * r.n, kMaxPrompts));
+        throw invalid_field("n",
+                            fmt::format("Invalid 'n': {} prompts with n = {} make {} choices; this server makes at "
+                                        "most {} per request.",
+                                        r.prompts.size(), r.n, r.prompts.size() * r.n, kMaxPrompts));
     if (auto lp = get_integer(body, "logprobs", 0, 20)) {
         r.logprobs = true;
         r.top_logprobs = uint32_t(*lp);

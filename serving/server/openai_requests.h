@@ -8,6 +8,7 @@
 #include "serving/engine/engine.h"
 #include "serving/answer/reasoning.h"
 #include "serving/answer/tool_calls.h"
+#include "serving/chat_template/reasoning_switch.h"
 
 #include <nlohmann/json.hpp>
 
@@ -86,6 +87,10 @@ struct ParsedRequest {
     // sets split_reasoning from it and the template (the tags of the block split off; null: none),
     // reply_in_reasoning from the rendered prompt.
     std::string reasoning_format = "auto";
+    // Chat: reasoning turned on or off (Ollama's `think`; Auto: the server's --reasoning) and
+    // OpenAI's `reasoning_effort` ("" when absent), mapped onto the template's variables.
+    chat_template::Reasoning reasoning = chat_template::Reasoning::Auto;
+    std::string reasoning_effort;
     const answer::ReasoningTags* split_reasoning = nullptr;
     bool reply_in_reasoning = false;
     // A chat answer in gpt-oss' Harmony format (the server sets it from the template): read by a

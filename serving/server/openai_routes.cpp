@@ -2,6 +2,7 @@
 // /v1/rerank (each also without the /v1 prefix, as llama-server answers them).
 #include "serving/server/openai_embeddings.h"
 #include "serving/server/openai_responses.h"
+#include "serving/server/request_plan.h"
 #include "serving/server/server_core.h"
 
 #include <fmt/format.h>
@@ -51,24 +52,7 @@ void completion(ServerCore& core, Endpoint ep, Response& res, const std::string&
     thread_local std::mt19937_64 seeds{std::random_device{}()};
     ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
     check_logit_bias(req, m->tokenizer->n_vocab());
-    apply_tool_format(req, *m->tool_format, m->template_renders_tools);
-    req.harmony = ep == Endpoint::Chat && m->harmony;
-    // Harmony's markers are the structure of every answer, not only of calls: always shown to its parser.
-    if (req.tool_plan.parse_as || req.harmony) req.engine.shown_control_tokens = m->tool_control_tokens;
-    std::string rendered;
-    // Completions may bring a batch of prompts: every one is checked before any is submitted.
-    std::vector<std::vector<int32_t>> prompts;
-    const size_t n_prompts = ep == Endpoint::Chat ? 1 : req.prompts.size();
-    for (size_t p = 0; p < n_prompts; ++p)
-        prompts.push_back(prompt_tokens(*m->tokenizer, m->render_chat, req, m->n_ctx, p == 0 ? &rendered : nullptr, p));
-    // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
-    const bool split =
-        ep == Endpoint::Chat && m->reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;
-    req.split_reasoning = split ? m->reasoning : nullptr;
-    req.reply_in_reasoning = split && answer::prompt_opens_reasoning(rendered, *m->reasoning);
-    if (req.engine.grammar_start.lazy() && m->reasoning)
-        answer::skip_reasoning(req.engine.grammar_start, answer::prompt_opens_reasoning(rendered, *m->reasoning),
-                               *m->reasoning);
+    const std::vector<std::vector<int32_t>> prompts = prepare_generation(req, *m, m->n_ctx);
 
     // One engine request per choice, seeds apart (greedy choices are equal); choice p * n + i is
     // prompt p's i-th, as OpenAI numbers a batch's choices.
@@ -94,8 +78,8 @@ void completion(ServerCore& core, Endpoint ep, Response& res, const std::string&
         dones.push_back(core.collect(*gens[i], [&](const engine::Event& ev) { rbs[i].add(ev); }));
         responses.push_back(rbs[i].response(dones.back()));
     }
-    ServerCore::send_json(res,
-                          responses.size() == 1 ? std::move(responses[0]) : merge_choices(std::move(responses), dones, req.n));
+    ServerCore::send_json(
+        res, responses.size() == 1 ? std::move(responses[0]) : merge_choices(std::move(responses), dones, req.n));
 }
 
 void embeddings(ServerCore& core, Response& res, const std::string& body) {

@@ -42,7 +42,8 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
     if (ids.empty()) throw invalid_field(param, "The prompt encodes to no tokens.");
     if (ids.size() >= n_ctx) {
         ApiError e = context_length_error(req.endpoint, ids.size(), n_ctx);
-        if (req.prompts.size() > 1) throw ApiError(e.status(), fmt::format("{}: {}", param, e.what()), e.type(), param, e.code());
+        if (req.prompts.size() > 1)
+            throw ApiError(e.status(), fmt::format("{}: {}", param, e.what()), e.type(), param, e.code());
         throw e;
     }
     return ids;

@@ -264,9 +264,10 @@ TEST_CASE("http: a chat completion, whole") {
     if (!stories_tokenizer()) return;
     Fixture f;
     auto cli = f.client();
-    auto r = cli.Post("/v1/chat/completions",
-                      R"({"model":"x","messages":[{"role":"user","content":"Hi"}],"temperature":0,"max_tokens":5,"stop":"END"})",
-                      "application/json");
+    auto r = cli.Post(
+        "/v1/chat/completions",
+        R"({"model":"x","messages":[{"role":"user","content":"Hi"}],"temperature":0,"max_tokens":5,"stop":"END"})",
+        "application/json");
     REQUIRE(r);
     CHECK(r->status == 200);
     CHECK(r->get_header_value("Content-Type") == "application/json; charset=utf-8");
@@ -293,9 +294,10 @@ TEST_CASE("http: a chat stream and a completions stream") {
     if (!stories_tokenizer()) return;
     Fixture f;
     auto cli = f.client();
-    auto r = cli.Post("/v1/chat/completions",
-                      R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}})",
-                      "application/json");
+    auto r = cli.Post(
+        "/v1/chat/completions",
+        R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}})",
+        "application/json");
     REQUIRE(r);
     CHECK(r->status == 200);
     CHECK(r->get_header_value("Content-Type") == "text/event-stream");
@@ -371,6 +373,49 @@ TEST_CASE("http: a batch of prompts answers n choices per prompt, whole and stre
     CHECK(f.engine.submits == before);
 }
 
+TEST_CASE("http: reasoning_effort and --reasoning reach the template's switch; the request's own variables win") {
+    if (!stories_tokenizer()) return;
+    FakeEngine engine;
+    HttpServer server(test_options());
+    const int port = server.start();
+    auto seen = std::make_shared<json>();
+    ServedModel m = fake_model(*stories_tokenizer(), engine);
+    m.render_chat = [seen](const chat_template::ChatInputs& in) {
+        *seen = in.extra;
+        return render(in);
+    };
+    m.reasoning_switch.thinks = m.reasoning_switch.enable_thinking = true;  // as Qwen3's template
+    m.reasoning_default = chat_template::Reasoning::Off;  // --reasoning off
+    m.template_kwargs = json{{"custom", 1}, {"enable_thinking", true}};  // --chat-template-kwargs
+    server.set_model(m);
+    httplib::Client cli("127.0.0.1", port);
+    auto post = [&](const std::string& extra) {
+        return cli.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}])" + extra + "}",
+                        "application/json");
+    };
+    REQUIRE(post("")->status == 200);
+    CHECK(*seen == json{{"custom", 1}, {"enable_thinking", true}});  // the server's kwargs come before --reasoning
+    REQUIRE(post(R"(,"reasoning_effort":"none")")->status == 200);
+    CHECK((*seen)["enable_thinking"] == false);
+    REQUIRE(post(R"(,"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":false})")->status == 200);
+    CHECK((*seen)["enable_thinking"] == false);
+    CHECK((*seen)["custom"] == 1);
+    auto r = post(R"(,"reasoning_effort":"huge")");
+    CHECK(r->status == 400);
+    CHECK(json::parse(r->body)["error"]["param"] == "reasoning_effort");
+
+    // A model that never reasons cannot be asked to.
+    m.reasoning_switch = {};
+    m.reasoning_default = chat_template::Reasoning::Auto;
+    m.template_kwargs = nullptr;
+    server.set_model(m);
+    r = post(R"(,"reasoning_effort":"high")");
+    CHECK(r->status == 400);
+    CHECK(json::parse(r->body)["error"]["param"] == "reasoning_effort");
+    CHECK(post(R"(,"reasoning_effort":"none")")->status == 200);
+    server.stop();
+}
+
 TEST_CASE("http: bad requests get OpenAI errors and the server keeps serving") {
     if (!stories_tokenizer()) return;
     Fixture f;
@@ -384,7 +429,8 @@ TEST_CASE("http: bad requests get OpenAI errors and the server keeps serving") {
         {"/v1/chat/completions", "{bad json", 400, ""},
         {"/v1/chat/completions", "", 400, ""},
         {"/v1/chat/completions", R"({"messages":"Hi"})", 400, "messages"},
-        {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"temperature":"hot"})", 400, "temperature"},
+        {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"temperature":"hot"})", 400,
+         "temperature"},
         {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"n":9})", 400, "n"},
         {"/v1/completions", R"({"prompt":["a",[1,99999]]})", 400, "prompt[1]"},
         {"/v1/completions", R"({"prompt":[1,99999]})", 400, "prompt"},
@@ -451,7 +497,8 @@ TEST_CASE("http: generation errors are 500 server_error") {
     r = f.client().Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"stream":true})",
                         "application/json");
     CHECK(r->status == 200);
-    CHECK(r->body.find(R"(data: {"error":{"message":"Generation failed: device lost","type":"server_error")") != std::string::npos);
+    CHECK(r->body.find(R"(data: {"error":{"message":"Generation failed: device lost","type":"server_error")") !=
+          std::string::npos);
 }
 
 TEST_CASE("http: bodies over the limit are 413, with a length or chunked") {
@@ -465,13 +512,14 @@ TEST_CASE("http: bodies over the limit are 413, with a length or chunked") {
     CHECK(body_json(r)["error"]["code"] == "request_too_large");
 
     RawConn c(f.port);
-    std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n";
     c.send(req);
     std::string chunk(16 * 1024, 'a');
     char size_line[32];
     std::snprintf(size_line, sizeof size_line, "%zx\r\n", chunk.size());
-    for (int i = 0; i < 8 && c.send(std::string(size_line) + chunk + "\r\n"); ++i) {
-    }
+    for (int i = 0; i < 8 && c.send(std::string(size_line) + chunk + "\r\n"); ++i) {}
     std::string resp = c.read_until("request_too_large", 5000ms);
     CHECK(resp.rfind("HTTP/1.1 413", 0) == 0);
     CHECK(f.client().Get("/health")->status == 200);
@@ -522,9 +570,10 @@ TEST_CASE("http: CORS: preflights without the key, allow headers on every respon
     auto cli = f.client();
     const std::string origin = "http://localhost:5173";
     // The preflight a browser sends before a keyed JSON POST: no key, answered 204 with what the POST may carry.
-    auto r = cli.Options("/v1/chat/completions", httplib::Headers{{"Origin", origin},
-                                                                  {"Access-Control-Request-Method", "POST"},
-                                                                  {"Access-Control-Request-Headers", "authorization,content-type"}});
+    auto r = cli.Options("/v1/chat/completions",
+                         httplib::Headers{{"Origin", origin},
+                                          {"Access-Control-Request-Method", "POST"},
+                                          {"Access-Control-Request-Headers", "authorization,content-type"}});
     REQUIRE(r);
     CHECK(r->status == 204);
     CHECK(r->get_header_value("Access-Control-Allow-Origin") == origin);
@@ -572,16 +621,18 @@ TEST_CASE("http: CORS: --cors-origins refuses other pages") {
     o.cors.origins = {"https://app.example"};
     Fixture f(o);
     auto cli = f.client();
-    auto r = cli.Options("/v1/chat/completions",
-                         httplib::Headers{{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+    auto r = cli.Options("/v1/chat/completions", httplib::Headers{{"Origin", "https://evil.example"},
+                                                                  {"Access-Control-Request-Method", "POST"}});
     REQUIRE(r);
     CHECK(r->status == 403);
     CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));
     CHECK(body_json(r)["error"]["message"].get<std::string>().find("https://evil.example") != std::string::npos);
-    r = cli.Post("/v1/chat/completions", httplib::Headers{{"Origin", "https://evil.example"}}, kChat, "application/json");
+    r = cli.Post("/v1/chat/completions", httplib::Headers{{"Origin", "https://evil.example"}}, kChat,
+                 "application/json");
     REQUIRE(r);
     CHECK_FALSE(r->has_header("Access-Control-Allow-Origin"));  // the browser withholds the answer from the page
-    r = cli.Options("/v1/models", httplib::Headers{{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "GET"}});
+    r = cli.Options("/v1/models",
+                    httplib::Headers{{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "GET"}});
     REQUIRE(r);
     CHECK(r->status == 204);
     CHECK(r->get_header_value("Access-Control-Allow-Origin") == "https://app.example");
@@ -660,9 +711,12 @@ TEST_CASE("http: /metrics, /v1/models, /tokenize, /detokenize, /apply-template")
     }));
 
     json models = body_json(cli.Get("/v1/models"));
-    CHECK(models == json{{"object", "list"},
-                         {"data", json::array({json{{"id", "stories260K.gguf"}, {"object", "model"}, {"created", 1700000000},
-                                                    {"owned_by", "vkllm"}}})}});
+    CHECK(
+        models ==
+        json{{"object", "list"},
+             {"data",
+              json::array({json{
+                  {"id", "stories260K.gguf"}, {"object", "model"}, {"created", 1700000000}, {"owned_by", "vkllm"}}})}});
     CHECK(body_json(cli.Get("/v1/models/stories260K.gguf"))["id"] == "stories260K.gguf");
 
     const Tokenizer& tok = *stories_tokenizer();
@@ -672,7 +726,8 @@ TEST_CASE("http: /metrics, /v1/models, /tokenize, /detokenize, /apply-template")
     CHECK(t["tokens"][0] == 1);
     json d = body_json(cli.Post("/detokenize", json{{"tokens", t["tokens"]}}.dump(), "application/json"));
     CHECK(d["content"] == "Once upon a time");
-    json p = body_json(cli.Post("/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})", "application/json"));
+    json p =
+        body_json(cli.Post("/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})", "application/json"));
     CHECK(p["prompt"] == "<s>user: Hi\nassistant:");
 }
 
@@ -702,7 +757,9 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
     m.n_ctx = 16;
     m.embed_limit = 16;
     // A pair is one token per character of each; the score is the document's length.
-    m.rerank_tokens = [](std::string_view q, std::string_view d) { return std::vector<int32_t>(q.size() + d.size(), 5); };
+    m.rerank_tokens = [](std::string_view q, std::string_view d) {
+        return std::vector<int32_t>(q.size() + d.size(), 5);
+    };
     m.rerank = [&](const std::vector<std::vector<int32_t>>& pairs) {
         ++calls;
         ++waiting;
@@ -777,7 +834,8 @@ TEST_CASE("metrics: Prometheus text with HELP and TYPE for every family") {
     c.streams_open = 1;
     std::string t = prometheus_text(m, c);
     CHECK(t.find("# TYPE vkllm_slots_busy gauge\nvkllm_slots_busy 1\n") != std::string::npos);
-    CHECK(t.find("# TYPE vkllm_generated_tokens_total counter\nvkllm_generated_tokens_total 1234\n") != std::string::npos);
+    CHECK(t.find("# TYPE vkllm_generated_tokens_total counter\nvkllm_generated_tokens_total 1234\n") !=
+          std::string::npos);
     CHECK(t.find("vkllm_prompt_seconds_total 0.5\n") != std::string::npos);
     CHECK(t.find("vkllm_http_requests_total{status=\"400\"} 2\n") != std::string::npos);
     CHECK(t.find("vkllm_ready 1\n") != std::string::npos);

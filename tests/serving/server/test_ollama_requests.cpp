@@ -214,15 +214,16 @@ TEST_CASE("ollama: think switches the reasoning split and the template") {
     apply_think(d, true, false);
     CHECK(d.parsed.reasoning_format == "auto");
     CHECK(d.parsed.template_kwargs.is_null());
+    CHECK(d.parsed.reasoning == chat_template::Reasoning::Auto);
 
     Request on = parse_chat(chat({{"think", true}}), 1);
     CHECK(on.think == Think::On);
     apply_think(on, true, false);
-    CHECK(on.parsed.template_kwargs["enable_thinking"] == true);
+    CHECK(on.parsed.reasoning == chat_template::Reasoning::On);  // the template's switch is set by prepare_generation
 
     Request off = parse_chat(chat({{"think", false}}), 1);
     apply_think(off, true, false);
-    CHECK(off.parsed.template_kwargs["enable_thinking"] == false);
+    CHECK(off.parsed.reasoning == chat_template::Reasoning::Off);
     CHECK(off.parsed.reasoning_format == "none");
     apply_think(off = parse_chat(chat({{"think", false}}), 1), false, false);  // off on a model that does not think
     CHECK(off.parsed.reasoning_format == "none");
@@ -230,7 +231,8 @@ TEST_CASE("ollama: think switches the reasoning split and the template") {
     Request level = parse_chat(chat({{"think", "low"}}), 1);
     CHECK(level.think_level == "low");
     apply_think(level, true, true);
-    CHECK(level.parsed.template_kwargs["reasoning_effort"] == "low");
+    CHECK(level.parsed.reasoning == chat_template::Reasoning::On);
+    CHECK(level.parsed.reasoning_effort == "low");
 
     Request cannot = parse_chat(chat({{"think", true}}), 1);
     ApiError e = error_of([&] { apply_think(cannot, false, false); });
@@ -254,7 +256,8 @@ TEST_CASE("ollama: generate renders a one-turn chat, raw sends the prompt as it 
     Request raw = parse_generate(generate({{"raw", true}}), 1);
     CHECK(raw.raw);
     CHECK(raw.parsed.endpoint == Endpoint::Completion);
-    CHECK(raw.parsed.prompt_text == "Once upon a time");
+    REQUIRE(raw.parsed.prompts.size() == 1);
+    CHECK(raw.parsed.prompts[0].text == "Once upon a time");
     apply_think(raw, true, false);
     CHECK(raw.parsed.reasoning_format == "none");
 
