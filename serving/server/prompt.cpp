@@ -1,5 +1,7 @@
 #include "serving/server/prompt.h"
 
+#include "serving/server/fim_prompt.h"
+
 #include "serving/answer/reasoning.h"
 
 #include <fmt/format.h>
@@ -25,6 +27,21 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
             req.tool_plan);
         ids = chat_template::encode_prompt(tok, text);
         if (rendered) *rendered = text;
+    } else if (req.suffix) {
+        // Fill in the middle: the prompt is the code before the insertion point, as llama-server's
+        // /infill lays it out (fim_prompt.h).
+        if (const std::string missing = fim_missing(tok); !missing.empty())
+            throw invalid_field("suffix", "Invalid 'suffix': this model has no fill-in-the-middle tokens (" +
+                                              missing.substr(0, missing.size() - 1) + ").");
+        FimInput in;
+        in.prefix = req.prompt_is_tokens ? req.prompt_tokens : tok.encode(req.prompt_text, false, false);
+        in.suffix = tok.encode(*req.suffix, false, false);
+        for (int32_t id : in.prefix)
+            if (size_t(id) >= tok.n_vocab())
+                throw invalid_field("prompt", fmt::format("Invalid 'prompt': token id {} is not in the vocabulary ({} "
+                                                          "tokens).",
+                                                          id, tok.n_vocab()));
+        ids = fim_prompt(tok, in, fim_budget(n_ctx, req.engine.max_tokens));
     } else if (req.prompt_is_tokens) {
         for (int32_t id : req.prompt_tokens)
             if (size_t(id) >= tok.n_vocab())

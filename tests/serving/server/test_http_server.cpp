@@ -264,9 +264,10 @@ TEST_CASE("http: a chat completion, whole") {
     if (!stories_tokenizer()) return;
     Fixture f;
     auto cli = f.client();
-    auto r = cli.Post("/v1/chat/completions",
-                      R"({"model":"x","messages":[{"role":"user","content":"Hi"}],"temperature":0,"max_tokens":5,"stop":"END"})",
-                      "application/json");
+    auto r = cli.Post(
+        "/v1/chat/completions",
+        R"({"model":"x","messages":[{"role":"user","content":"Hi"}],"temperature":0,"max_tokens":5,"stop":"END"})",
+        "application/json");
     REQUIRE(r);
     CHECK(r->status == 200);
     CHECK(r->get_header_value("Content-Type") == "application/json; charset=utf-8");
@@ -293,9 +294,10 @@ TEST_CASE("http: a chat stream and a completions stream") {
     if (!stories_tokenizer()) return;
     Fixture f;
     auto cli = f.client();
-    auto r = cli.Post("/v1/chat/completions",
-                      R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}})",
-                      "application/json");
+    auto r = cli.Post(
+        "/v1/chat/completions",
+        R"({"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}})",
+        "application/json");
     REQUIRE(r);
     CHECK(r->status == 200);
     CHECK(r->get_header_value("Content-Type") == "text/event-stream");
@@ -336,7 +338,8 @@ TEST_CASE("http: bad requests get OpenAI errors and the server keeps serving") {
         {"/v1/chat/completions", "{bad json", 400, ""},
         {"/v1/chat/completions", "", 400, ""},
         {"/v1/chat/completions", R"({"messages":"Hi"})", 400, "messages"},
-        {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"temperature":"hot"})", 400, "temperature"},
+        {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"temperature":"hot"})", 400,
+         "temperature"},
         {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"n":9})", 400, "n"},
         {"/v1/completions", R"({"prompt":["a","b"]})", 400, "prompt"},
         {"/v1/completions", R"({"prompt":[1,99999]})", 400, "prompt"},
@@ -403,7 +406,8 @@ TEST_CASE("http: generation errors are 500 server_error") {
     r = f.client().Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"stream":true})",
                         "application/json");
     CHECK(r->status == 200);
-    CHECK(r->body.find(R"(data: {"error":{"message":"Generation failed: device lost","type":"server_error")") != std::string::npos);
+    CHECK(r->body.find(R"(data: {"error":{"message":"Generation failed: device lost","type":"server_error")") !=
+          std::string::npos);
 }
 
 TEST_CASE("http: bodies over the limit are 413, with a length or chunked") {
@@ -417,13 +421,14 @@ TEST_CASE("http: bodies over the limit are 413, with a length or chunked") {
     CHECK(body_json(r)["error"]["code"] == "request_too_large");
 
     RawConn c(f.port);
-    std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n";
     c.send(req);
     std::string chunk(16 * 1024, 'a');
     char size_line[32];
     std::snprintf(size_line, sizeof size_line, "%zx\r\n", chunk.size());
-    for (int i = 0; i < 8 && c.send(std::string(size_line) + chunk + "\r\n"); ++i) {
-    }
+    for (int i = 0; i < 8 && c.send(std::string(size_line) + chunk + "\r\n"); ++i) {}
     std::string resp = c.read_until("request_too_large", 5000ms);
     CHECK(resp.rfind("HTTP/1.1 413", 0) == 0);
     CHECK(f.client().Get("/health")->status == 200);
@@ -534,9 +539,12 @@ TEST_CASE("http: /metrics, /v1/models, /tokenize, /detokenize, /apply-template")
     }));
 
     json models = body_json(cli.Get("/v1/models"));
-    CHECK(models == json{{"object", "list"},
-                         {"data", json::array({json{{"id", "stories260K.gguf"}, {"object", "model"}, {"created", 1700000000},
-                                                    {"owned_by", "vkllm"}}})}});
+    CHECK(
+        models ==
+        json{{"object", "list"},
+             {"data",
+              json::array({json{
+                  {"id", "stories260K.gguf"}, {"object", "model"}, {"created", 1700000000}, {"owned_by", "vkllm"}}})}});
     CHECK(body_json(cli.Get("/v1/models/stories260K.gguf"))["id"] == "stories260K.gguf");
 
     const Tokenizer& tok = *stories_tokenizer();
@@ -545,8 +553,9 @@ TEST_CASE("http: /metrics, /v1/models, /tokenize, /detokenize, /apply-template")
     t = body_json(cli.Post("/tokenize", R"({"content":"Once upon a time","add_special":true})", "application/json"));
     CHECK(t["tokens"][0] == 1);
     json d = body_json(cli.Post("/detokenize", json{{"tokens", t["tokens"]}}.dump(), "application/json"));
-    CHECK(d["content"] == "Once upon a time");
-    json p = body_json(cli.Post("/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})", "application/json"));
+    CHECK(d["content"] == "<s> Once upon a time");  // llama-server's pieces: BOS as its text, the leading space kept
+    json p =
+        body_json(cli.Post("/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})", "application/json"));
     CHECK(p["prompt"] == "<s>user: Hi\nassistant:");
 }
 
@@ -576,7 +585,9 @@ TEST_CASE("http: a reranker answers /v1/rerank (one pair per call, too-long pair
     m.n_ctx = 16;
     m.embed_limit = 16;
     // A pair is one token per character of each; the score is the document's length.
-    m.rerank_tokens = [](std::string_view q, std::string_view d) { return std::vector<int32_t>(q.size() + d.size(), 5); };
+    m.rerank_tokens = [](std::string_view q, std::string_view d) {
+        return std::vector<int32_t>(q.size() + d.size(), 5);
+    };
     m.rerank = [&](const std::vector<std::vector<int32_t>>& pairs) {
         ++calls;
         ++waiting;
@@ -651,7 +662,8 @@ TEST_CASE("metrics: Prometheus text with HELP and TYPE for every family") {
     c.streams_open = 1;
     std::string t = prometheus_text(m, c);
     CHECK(t.find("# TYPE vkllm_slots_busy gauge\nvkllm_slots_busy 1\n") != std::string::npos);
-    CHECK(t.find("# TYPE vkllm_generated_tokens_total counter\nvkllm_generated_tokens_total 1234\n") != std::string::npos);
+    CHECK(t.find("# TYPE vkllm_generated_tokens_total counter\nvkllm_generated_tokens_total 1234\n") !=
+          std::string::npos);
     CHECK(t.find("vkllm_prompt_seconds_total 0.5\n") != std::string::npos);
     CHECK(t.find("vkllm_http_requests_total{status=\"400\"} 2\n") != std::string::npos);
     CHECK(t.find("vkllm_ready 1\n") != std::string::npos);
