@@ -32,7 +32,7 @@ struct GenModelArgs {
     std::string type;
     std::string arch = "llama";
     std::string variant;
-    bool pure = false, rope_freqs = false;
+    bool pure = false, rope_freqs = false, fim = false;
     std::string rope_scaling = "none";
     float rope_factor = 4.0f;
     int64_t head_dim = 0, window = 0;
@@ -177,6 +177,7 @@ void run_gen_model(const GenModelArgs& a) {
     s.sigmoid_gating = a.sigmoid_gating, s.expert_norm = a.expert_norm, s.expert_scale = a.expert_scale;
     s.mla_kv_b = a.kv_b;
     s.rope_freqs = a.rope_freqs;
+    s.fim_tokens = a.fim;
     s.rope_scaling = a.rope_scaling;
     if (s.rope_scaling != "none") s.rope_factor = a.rope_factor;
     if (s.arch != "llama") s.name += "-" + s.arch;
@@ -249,6 +250,9 @@ void register_gen_model(CLI::App& app) {
     args->window_opt =
         cmd->add_option("--window", args->window, "Sliding window of gemma2 / gemma3 local layers (default 32)");
     cmd->add_flag("--rope-freqs", args->rope_freqs, "llama: add Llama 3.x-style rope frequency factors");
+    cmd->add_flag("--fim", args->fim,
+                  "SentencePiece vocabs: fill-in-the-middle tokens as Qwen2.5-Coder's (<|fim_prefix|>, ..., "
+                  "<|repo_name|>, <|file_sep|>), for /infill");
     cmd->add_option("--rope-scaling", args->rope_scaling,
                     "RoPE scaling: none, linear or yarn (original context = ctx / factor)")
         ->check(CLI::IsMember({"none", "linear", "yarn"}))

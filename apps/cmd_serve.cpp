@@ -39,6 +39,8 @@ struct ServeOptions {
     ops::KvType kv_type = ops::KvType::F16;
     std::string api_key, api_key_file;
     std::string chat_template;
+    std::string alias;  // the model's id in responses; "": the file's name
+    bool jinja = false;  // llama-server's --jinja: accepted, vkllm always renders templates with Jinja
     double timeout_s = 600;
     uint32_t queue = 64;
     uint32_t http_threads = 0;
@@ -149,12 +151,13 @@ std::optional<Pooling> served_pooling(const ServeOptions& o, const std::string& 
 // An embedding model (an encoder, or a decoder with a pooling type or --embeddings): /v1/embeddings,
 // or /v1/rerank for a reranker (pooling rank); one request's inputs after another's (one device,
 // one model).
-void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::string& path, ModelRole role,
-                      std::optional<Pooling> pooling, std::atomic<bool>& loaded) {
+void serve_embeddings(server::HttpServer& http, LoadedModel& m, const std::string& path, const std::string& id,
+                      ModelRole role, std::optional<Pooling> pooling, std::atomic<bool>& loaded) {
     const bool reranker = role == ModelRole::Rerank;
     auto mu = std::make_shared<std::mutex>();
     server::ServedModel sm;
-    sm.id = std::filesystem::path(path).filename().string();
+    sm.id = id;
+    sm.model_path = path;
     sm.created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     sm.tokenizer = m.tokenizer.get();
@@ -244,10 +247,11 @@ void serve(const ServeOptions& o) {
     fmt::print("vkllm serve: listening on {} (loading {})\n", http.url(), path);
     std::fflush(stdout);
 
+    const std::string model_id = o.alias.empty() ? std::filesystem::path(path).filename().string() : o.alias;
     LoadedModel m = load_model(path, o.device, mo, false, ModelUse::Any);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
     if (embeds(role)) {
-        serve_embeddings(http, m, path, role, pooling, loaded);
+        serve_embeddings(http, m, path, model_id, role, pooling, loaded);
         wait_and_stop(http, signals, nullptr);
         return;
     }
@@ -260,12 +264,15 @@ void serve(const ServeOptions& o) {
     engine::Engine engine(*m.model, *m.tokenizer, eo);
 
     server::ServedModel sm;
-    sm.id = std::filesystem::path(path).filename().string();
+    sm.id = model_id;
     sm.created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     sm.tokenizer = m.tokenizer.get();
     sm.n_ctx = engine.n_ctx_per_slot();
     sm.card = model_card(m, path, std::string(tmpl->source()));
+    sm.n_slots = o.parallel;
+    sm.model_path = path;
+    sm.chat_template = tmpl->source();
     sm.render_chat = [tmpl](const chat_template::ChatInputs& in) { return tmpl->apply(in); };
     sm.tool_format = &answer::detect_tool_format(tmpl->source());
     sm.template_renders_tools = answer::template_renders_tools(tmpl->source());
@@ -337,10 +344,11 @@ void register_serve(CLI::App& app) {
                     "prompt start is held once). Default: --parallel x --ctx; --ctx is at most this. A request waits "
                     "until the running ones leave room for its prompt + max_tokens")
         ->check(positive_number());
-    cmd->add_option("--parallel", o->parallel, "Slots: requests generated at once, sharing the KV cache (--kv-budget)")
+    cmd->add_option("--parallel", o->parallel,
+                    "Slots: requests generated at once, sharing the KV cache (--kv-budget); -np as llama-server")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    cmd->add_option("-c,--ctx", o->n_ctx,
+    cmd->add_option("-c,--ctx,--ctx-size", o->n_ctx,
                     "Context per slot in tokens (prompt + output of one request); without "
                     "--kv-budget device memory holds --parallel times this. Default: the model's, "
                     "capped by device memory (and by --kv-budget)")
@@ -359,6 +367,9 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")->excludes(key);
     cmd->add_option("--chat-template", o->chat_template,
                     "Built-in template name (chatml, llama2, llama3, ...) or a Jinja file; default: the model's own");
+    cmd->add_option("--alias", o->alias, "The model's name in responses and /v1/models (default: the file's name)");
+    cmd->add_flag("--jinja", o->jinja,
+                  "Accepted for llama-server's scripts: vkllm always renders templates with Jinja");
     cmd->add_option("--timeout", o->timeout_s, "Longest time one request may take, queue included (seconds)")
         ->check(CLI::Range(0.001, 1e7))
         ->capture_default_str();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -37,6 +38,11 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    // llama-server's -np: CLI11 names one-dash options with one letter, so the spelling scripts pass
+    // becomes serve's --parallel before parsing.
+    if (argc > 1 && std::strcmp(argv[1], "serve") == 0)
+        for (int i = 2; i < argc; ++i)
+            if (std::strcmp(argv[i], "-np") == 0) argv[i] = const_cast<char*>("--parallel");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -25,6 +25,9 @@ struct ModelShape {
     uint32_t n_ctx = 256;
     uint32_t head_dim = 0;  // 0: dim / n_heads; else written as attention.key_length (Gemma, Qwen3 shapes)
     uint32_t window = 0;  // sliding window of the architectures that have one; 0: the architecture's default (32)
+    // SentencePiece vocabs: the last six pieces become Qwen2.5-Coder's fill-in-the-middle control tokens;
+    // prefix, suffix and middle named by tokenizer.ggml.fim_*_token_id, the others found by text.
+    bool fim_tokens = false;
     bool rope_freqs = false;  // llama: a rope_freqs.weight of frequency factors (Llama 3.x scaling)
     // RoPE scaling written as <arch>.rope.scaling.*: "none", "linear" or "yarn" with this factor;
     // the original context is n_ctx / factor.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <future>
 #include <iterator>
+#include <span>
 #include <thread>
 
 namespace vkllm {
@@ -94,17 +95,29 @@ GgufWriter::FillFn random_vector(uint64_t seed, std::string name, float mean = 1
 constexpr uint32_t kT5Buckets = 32;  // T5's relative_attention_num_buckets
 
 // The SentencePiece vocab (tokenizer.ggml.*) of random decoders.
-void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab) {
+void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab, bool fim_tokens) {
     RandomVocab vocab = make_random_vocab(n_vocab);
-    if (A.attn.rope_factor_tensors) {
-        // llama.cpp's loader looks Phi-3's chat tokens up by text: the last pieces become them.
-        const char* chat[] = {"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"};
-        for (size_t i = 0; i < std::size(chat); ++i) {
-            const size_t id = vocab.tokens.size() - std::size(chat) + i;
-            vocab.tokens[id] = chat[i];
+    // The last pieces become control tokens with these texts.
+    auto control_tail = [&](std::span<const char* const> texts, size_t from_end) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+            const size_t id = vocab.tokens.size() - from_end - texts.size() + i;
+            vocab.tokens[id] = texts[i];
             vocab.types[id] = 3;  // control
             vocab.scores[id] = 0;
         }
+    };
+    // llama.cpp's loader looks Phi-3's chat tokens up by text.
+    static constexpr const char* kChat[] = {"<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"};
+    static constexpr const char* kFim[] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                           "<|fim_pad|>",    "<|repo_name|>",  "<|file_sep|>"};
+    if (A.attn.rope_factor_tensors) control_tail(kChat, 0);
+    const size_t fim_from_end = A.attn.rope_factor_tensors ? std::size(kChat) : 0;
+    if (fim_tokens) {
+        control_tail(kFim, fim_from_end);
+        const auto first = uint32_t(vocab.tokens.size() - fim_from_end - std::size(kFim));
+        w.set_u32("tokenizer.ggml.fim_pre_token_id", first);
+        w.set_u32("tokenizer.ggml.fim_suf_token_id", first + 1);
+        w.set_u32("tokenizer.ggml.fim_mid_token_id", first + 2);
     }
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
@@ -226,7 +239,7 @@ GgufWriter make_random_model(const ModelShape& s) {
         w.set_u32("tokenizer.ggml.seperator_token_id", 3);
         w.set_u32("tokenizer.ggml.mask_token_id", 4);
     } else {
-        write_spm_vocab(w, A, s.n_vocab);
+        write_spm_vocab(w, A, s.n_vocab, s.fim_tokens);
     }
 
     // ne: ggml dims, trailing ones dropped (a stack of experts has three).

@@ -65,6 +65,49 @@ constexpr std::string_view kFimEogTexts[] = {
     "<|repo_name|>", "<fim-repo>", "<REPO>",    "<reponame>", "<|file_sep|>",
 };
 
+// The fill-in-the-middle tokens: the GGUF key (and the older key some converters wrote), then the
+// texts llama.cpp (llama-vocab.cpp) looks for when the file names none, in the order tried here.
+struct FimSpec {
+    int32_t FimTokens::*member;
+    std::string_view key, old_key;
+    std::vector<std::string_view> texts;
+};
+const std::vector<FimSpec>& fim_specs() {
+    static const std::vector<FimSpec> specs = {
+        {&FimTokens::pre,
+         "tokenizer.ggml.fim_pre_token_id",
+         "tokenizer.ggml.prefix_token_id",
+         {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+          "<\xef\xbd\x9c"
+          "fim\xe2\x96\x81"
+          "begin\xef\xbd\x9c>",
+          "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", "[PREFIX]"}},
+        {&FimTokens::suf,
+         "tokenizer.ggml.fim_suf_token_id",
+         "tokenizer.ggml.suffix_token_id",
+         {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+          "<\xef\xbd\x9c"
+          "fim\xe2\x96\x81"
+          "hole\xef\xbd\x9c>",
+          "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", "[SUFFIX]"}},
+        {&FimTokens::mid,
+         "tokenizer.ggml.fim_mid_token_id",
+         "tokenizer.ggml.middle_token_id",
+         {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+          "<\xef\xbd\x9c"
+          "fim\xe2\x96\x81"
+          "end\xef\xbd\x9c>",
+          "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", "[MIDDLE]"}},
+        {&FimTokens::pad, "tokenizer.ggml.fim_pad_token_id", "", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}},
+        {&FimTokens::rep,
+         "tokenizer.ggml.fim_rep_token_id",
+         "",
+         {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+        {&FimTokens::sep, "tokenizer.ggml.fim_sep_token_id", "", {"<|file_sep|>"}},
+    };
+    return specs;
+}
+
 }  // namespace
 
 // --- Tokenizer ---------------------------------------------------------------------------------
@@ -134,6 +177,16 @@ Tokenizer::Tokenizer(const GgufFile& f, std::string_view model, Defaults default
 
     control_.assign(n, false);
     for (size_t i = 0; i < n; ++i) control_[i] = types_[i] == TokenType::Control || types_[i] == TokenType::Unknown;
+
+    // A FIM token found by its text is a control token whatever the file says (as llama.cpp), so
+    // "<PRE>" in a user's code stays text and the token prints nothing.
+    for (const FimSpec& spec : fim_specs()) {
+        int32_t id = special(spec.key, -1);
+        if (id < 0 && !spec.old_key.empty()) id = special(spec.old_key, -1);
+        for (size_t i = 0; id < 0 && i < spec.texts.size(); ++i)
+            if ((id = find_token(spec.texts[i])) >= 0) control_[size_t(id)] = true;
+        fim_.*spec.member = id;
+    }
 
     // End of generation. llama.cpp finds end tokens by their text and treats them as control
     // tokens even when the file types them otherwise (so "<|im_end|>" is not matched in text

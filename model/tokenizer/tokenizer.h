@@ -23,6 +23,16 @@
 
 namespace vkllm {
 
+// Fill-in-the-middle tokens (-1: none): prefix, suffix, middle, pad, repository name and file
+// separator, from tokenizer.ggml.fim_*_token_id or, as llama.cpp does, found by their text
+// (Qwen2.5-Coder's "<|fim_prefix|>", CodeLlama's "▁<PRE>", StarCoder's "<fim_prefix>",
+// DeepSeek-Coder's "<｜fim▁begin｜>", ...).
+struct FimTokens {
+    int32_t pre = -1, suf = -1, mid = -1, pad = -1, rep = -1, sep = -1;
+    // Infill needs the three that frame the hole.
+    bool usable() const { return pre >= 0 && suf >= 0 && mid >= 0; }
+};
+
 // Values of tokenizer.ggml.token_type (SentencePiece piece types).
 enum class TokenType : int32_t {
     Undefined = 0,
@@ -72,6 +82,7 @@ public:
     int32_t unk_id() const { return unk_id_; }
     bool add_bos() const { return add_bos_; }  // tokenizer.ggml.add_bos_token, default per tokenizer model
     bool add_eos() const { return add_eos_; }  // tokenizer.ggml.add_eos_token, default per tokenizer model
+    const FimTokens& fim() const { return fim_; }
     // End of generation: eos, eot, eom and the other end tokens llama.cpp recognises by text.
     bool is_eog(int32_t id) const;
     const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
@@ -108,6 +119,7 @@ protected:
     std::unordered_map<std::string_view, int32_t> token_ids_;  // views into tokens_ (never resized)
     int32_t bos_id_ = 1, eos_id_ = 2, unk_id_ = 0, eot_id_ = -1, eom_id_ = -1;
     bool add_bos_ = true, add_eos_ = false;
+    FimTokens fim_;
     int32_t pair_bos_ = -1, pair_eos_ = -1, pair_sep_ = -1;  // encode_pair's special tokens; -1: none
     std::vector<int32_t> eog_ids_;  // sorted
     std::vector<bool> control_;  // control or unknown type, or a control-looking end token

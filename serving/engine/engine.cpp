@@ -149,6 +149,7 @@ struct Engine::Impl {
         kv_blocks_total = kv.blocks_total;
         note_kv_usage();
         metrics.slots = opts.n_slots;
+        metrics.busy.assign(opts.n_slots, false);
         worker = std::thread([this] { run(); });
     }
 
@@ -403,6 +404,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.last_used = ++use_clock;
     std::lock_guard lock(m);
     ++metrics.slots_busy;
+    metrics.busy[s.index] = true;
 }
 
 void Engine::Impl::prompt_step() {
@@ -521,8 +523,10 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
             std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(), [&](int32_t a, int32_t b) {
                 return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
             });
-            for (size_t j = 0; j < k; ++j)
+            for (size_t j = 0; j < k; ++j) {
                 lp.top.emplace_back(tok.token_to_piece(idx[j], false), float(double(logits[idx[j]]) - lse));
+                lp.top_ids.push_back(idx[j]);
+            }
             ev.logprobs.push_back(std::move(lp));
         } else {
             next = sample(s, row);
@@ -600,6 +604,8 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     done.finish = why;
     done.error = error;
     done.exception = std::move(ex);
+    done.slot = int32_t(s.index);
+    if (why == FinishReason::Stop && s.text && s.text->stopped()) done.stop_word = s.text->matched();
     done.prompt_tokens = uint32_t(s.req->req.prompt.size());
     done.cached_tokens = s.cached;
     done.completion_tokens = s.generated;
@@ -627,6 +633,7 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
         metrics.generated_tokens_total += s.generated;
         metrics.prompt_seconds_total += done.prompt_ms / 1000.0;
         --metrics.slots_busy;  // before Done is pushed: a caller that saw Done sees the slot free
+        metrics.busy[s.index] = false;
     }
     note_kv_usage();  // likewise the KV cache the request left in its slot
     s.req->push(std::move(done));

@@ -74,6 +74,7 @@ struct TokenLogprob {
     std::string text;  // the token's bytes (may be part of a UTF-8 character)
     float logprob = 0.0f;  // log softmax of the raw logits (before penalties and temperature)
     std::vector<std::pair<std::string, float>> top;  // top_logprobs alternatives, best first
+    std::vector<int32_t> top_ids;  // their token ids, in the same order
 };
 
 struct Event {
@@ -89,6 +90,8 @@ struct Event {
     // Kind::Done (always the last event of a request):
     FinishReason finish = FinishReason::Stop;
     std::string error;  // FinishReason::Error: what went wrong
+    std::string stop_word;  // FinishReason::Stop at a stop string: that string ("" at an end token or grammar's end)
+    int32_t slot = -1;  // the slot that ran the request (-1: it never got one)
     // FinishReason::Error: the failure itself (NonFiniteError for NaN or Inf logits, a device error,
     // ...) for callers that rethrow it; null for a refused request (busy slot).
     std::exception_ptr exception;
@@ -130,6 +133,7 @@ public:
 
 struct EngineMetrics {
     uint32_t slots = 0, slots_busy = 0, queued = 0;
+    std::vector<bool> busy;  // per slot: running a request (reading its prompt or generating)
     uint64_t requests_total = 0, requests_cancelled = 0, requests_failed = 0;
     uint64_t prompt_tokens_total = 0, cached_tokens_total = 0, generated_tokens_total = 0;
     uint64_t steps_total = 0;  // decode passes

@@ -72,7 +72,11 @@ std::string TextStream::push(std::string_view piece) {
     pending_ += piece;
     // The earliest stop string wins; the text before it is released, the rest dropped.
     size_t cut = std::string::npos;
-    for (const std::string& s : stop_) cut = std::min(cut, pending_.find(s));
+    for (const std::string& s : stop_)
+        if (const size_t at = pending_.find(s); at < cut) {
+            cut = at;
+            matched_ = s;
+        }
     if (cut != std::string::npos) {
         stopped_ = true;
         std::string out = sanitize_utf8(std::string_view(pending_).substr(0, cut));

@@ -20,9 +20,12 @@ public:
     // replaced by U+FFFD.
     std::string flush();
     bool stopped() const { return stopped_; }
+    // The stop string that was found (the earliest in the text; "" before).
+    const std::string& matched() const { return matched_; }
 
 private:
     std::vector<std::string> stop_;
+    std::string matched_;
     std::string pending_;
     bool stopped_ = false;
 };

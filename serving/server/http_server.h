@@ -61,6 +61,9 @@ struct ServedModel {
     int64_t created = 0;  // Unix seconds, for /v1/models
     const Tokenizer* tokenizer = nullptr;
     uint32_t n_ctx = 0;  // context of one slot: a prompt must be shorter
+    uint32_t n_slots = 1;  // requests generated at once (/props, /slots, id_slot)
+    std::string model_path;  // the GGUF file (/props)
+    std::string chat_template;  // the template's Jinja source (/props)
     ChatRenderer render_chat;
     // The tool-call family of the chat template, and whether the template renders `tools` itself.
     const answer::ToolFormat* tool_format = &answer::tool_format(answer::ToolFamily::Generic);

@@ -1,28 +1,149 @@
-// llama-server's native routes: /tokenize, /detokenize and /apply-template, in its request and
-// response shapes.
+// llama-server's native routes in its request and response shapes: /completion and /infill
+// (whole or streamed), /tokenize (with_pieces), /detokenize, /apply-template, /props and /slots.
+#include "serving/server/native_responses.h"
 #include "serving/server/openai_embeddings.h"
 #include "serving/server/openai_responses.h"
 #include "serving/server/server_core.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <random>
+
 namespace vkllm::server {
 
 namespace {
+
 using Request = ServerCore::Request;
 using Response = ServerCore::Response;
+
+// llama-server's stream: one `data: {...}` event per piece of text, the last one the whole result
+// with stop true; no [DONE].
+class NativeStream final : public StreamEncoder {
+public:
+    NativeStream(std::shared_ptr<const NativeRequest> req, std::vector<NativeResult> results)
+        : req_(std::move(req)), results_(std::move(results)) {}
+    const char* content_type() const override { return "text/event-stream"; }
+    std::string start() override { return {}; }
+    std::string text(size_t i, const engine::Event& ev) override { return results_[i].stream_text(ev); }
+    std::string finish(size_t i, const engine::Event& done) override { return results_[i].stream_final(done); }
+    std::string end(const std::vector<engine::Event>&) override { return {}; }
+    std::string error(const ApiError& e) override { return sse_data(error_body(e, ErrorStyle::OpenAI)); }
+
+private:
+    std::shared_ptr<const NativeRequest> req_;  // the results read it
+    std::vector<NativeResult> results_;
+};
+
+// The 400 llama-server gives for a prompt that does not fit a slot (with room for one token).
+void check_fits(size_t prompt_tokens, uint32_t n_ctx) {
+    if (prompt_tokens >= n_ctx)
+        throw ApiError(400,
+                       fmt::format("request ({} tokens) exceeds the available context size ({} tokens), try "
+                                   "increasing it",
+                                   prompt_tokens, n_ctx),
+                       "exceed_context_size_error", "prompt", "context_length_exceeded");
+}
+
+// POST /completion and /infill: one engine request per prompt.
+void generate(ServerCore& core, Response& res, const std::string& body, bool infill) {
+    core.check_not_draining();
+    std::shared_ptr<const ServedModel> m = core.ready_model();
+    ServerCore::require_generator(*m);
+    const Tokenizer& tok = *m->tokenizer;
+    thread_local std::mt19937_64 seeds{std::random_device{}()};
+    const json j = parse_body(body);
+    auto req = std::make_shared<NativeRequest>(infill ? parse_infill_request(j, seeds(), m->n_slots)
+                                                      : parse_native_completion(j, seeds(), m->n_slots));
+    resolve_logit_bias(tok, *req);
+    std::vector<std::vector<int32_t>> prompts;
+    if (infill) {
+        prompts.push_back(infill_prompt(tok, *req, m->n_ctx));
+    } else {
+        for (size_t i = 0; i < req->prompts.size(); ++i) {
+            const std::string param = req->prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+            prompts.push_back(prompt_ids(tok, req->prompts[i], true, true, param));
+            if (prompts.back().empty())
+                throw invalid_field(param, fmt::format("Invalid '{}': the prompt has no tokens.", param));
+        }
+    }
+    std::vector<std::unique_ptr<Generation>> gens;
+    std::vector<NativeResult> results;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        check_fits(prompts[i].size(), m->n_ctx);
+        engine::CompletionRequest one = req->engine;
+        one.prompt = prompts[i];
+        gens.push_back(ServerCore::submit(*m, std::move(one)));
+        results.emplace_back(*req, tok, m->id, i, std::move(prompts[i]));
+    }
+    if (req->stream) {
+        core.stream(res, std::move(gens), std::make_unique<NativeStream>(req, std::move(results)));
+        return;
+    }
+    json out = json::array();
+    for (size_t i = 0; i < gens.size(); ++i) {
+        const engine::Event done = core.collect(*gens[i], [&](const engine::Event& ev) { results[i].add(ev); });
+        out.push_back(results[i].final_json(done));
+    }
+    ServerCore::send_json(res, out.size() == 1 ? out[0] : out);
+}
+
+[[noreturn]] void not_supported(const std::string& message) { throw ApiError(501, message, "not_supported_error"); }
+
 }  // namespace
 
 void add_native_routes(ServerCore& core) {
+    core.post("/completion",
+              [&core](const Request&, Response& res, const std::string& body) { generate(core, res, body, false); });
+    core.post("/infill",
+              [&core](const Request&, Response& res, const std::string& body) { generate(core, res, body, true); });
     core.post("/tokenize", [&core](const Request&, Response& res, const std::string& body) {
         auto m = core.ready_model();
-        TokenizeRequest t = parse_tokenize_request(parse_body(body));
-        ServerCore::send_json(res, json{{"tokens", m->tokenizer->encode(t.content, t.add_special, t.parse_special)}});
+        const json j = parse_body(body);
+        TokenizeRequest t = parse_tokenize_request(j);
+        const std::vector<int32_t> ids = m->tokenizer->encode(t.content, t.add_special, t.parse_special);
+        ServerCore::send_json(
+            res, json{{"tokens", parse_with_pieces(j) ? tokens_with_pieces(*m->tokenizer, ids) : json(ids)}});
+    });
+    core.get("/props", [&core](const Request&, Response& res) {
+        auto m = core.ready_model();
+        const Tokenizer& tok = *m->tokenizer;
+        PropsInfo p;
+        p.model_alias = m->id;
+        p.model_path = m->model_path;
+        p.chat_template = m->chat_template;
+        p.bos_token = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
+        p.eos_token = tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id(), true) : "";
+        p.n_ctx = m->n_ctx;
+        p.total_slots = m->n_slots;
+        ServerCore::send_json(res, props_json(p));
+    });
+    // llama-server changes settings here only when started with --props; vkllm never does.
+    core.post("/props", [](const Request&, Response&, const std::string&) {
+        not_supported("This server does not support changing global properties.");
+    });
+    core.get("/slots", [&core](const Request& req, Response& res) {
+        auto m = core.ready_model();
+        std::vector<bool> busy(m->n_slots, false);
+        if (m->metrics)
+            if (const engine::EngineMetrics em = m->metrics(); em.busy.size() == busy.size()) busy = em.busy;
+        if (req.has_param("fail_on_no_slot") && std::all_of(busy.begin(), busy.end(), [](bool b) { return b; }))
+            throw ApiError(503, "no slot available", "unavailable_error");
+        ServerCore::send_json(res, slots_json(busy, m->n_ctx));
+    });
+    // Saving, restoring and erasing a slot's cache: not in vkllm (the engine keeps each slot's
+    // prefix by itself), answered as llama-server answers without --slot-save-path.
+    core.http().Post(R"(/slots/([^/]*))", [](const Request&, Response& res) {
+        ServerCore::send_error(res, ApiError(501, "This server does not support slots action (save, restore, erase).",
+                                             "not_supported_error"));
     });
     core.post("/detokenize", [&core](const Request&, Response& res, const std::string& body) {
         auto m = core.ready_model();
         std::vector<int32_t> ids = parse_detokenize_request(parse_body(body), m->tokenizer->n_vocab());
-        ServerCore::send_json(res, json{{"content", m->tokenizer->decode(ids)}});
+        // As llama-server: each token's piece, control tokens as their text, no space dropped.
+        std::string text;
+        for (int32_t id : ids) text += m->tokenizer->token_to_piece(id, true);
+        ServerCore::send_json(res, json{{"content", text}});
     });
     core.post("/apply-template", [&core](const Request&, Response& res, const std::string& body) {
         auto m = core.ready_model();

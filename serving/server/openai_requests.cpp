@@ -82,12 +82,9 @@ using detail::get_number;
 using detail::get_string;
 using detail::wrong_type;
 
-namespace {
+namespace detail {
 
-// The structure the output must have: response_format (json_object, json_schema), or llama-server's
-// grammar / json_schema fields. At most one; a schema or grammar that cannot be enforced exactly is
-// a 400 naming the keyword or the line and column, never free text with a 200.
-void parse_structure(const json& body, ParsedRequest& r) {
+void parse_structure(const json& body, engine::CompletionRequest& e) {
     std::vector<std::string> given;
     for (const char* k : {"response_format", "grammar", "json_schema"})
         if (field(body, k)) given.push_back(k);
@@ -98,14 +95,14 @@ void parse_structure(const json& body, ParsedRequest& r) {
                                                   given[1], given[0], given[1]));
     const std::string& key = given[0];
     const json& v = *field(body, key.c_str());
-    std::string gbnf;  // grammar and json_object; a schema sets r.engine.grammar itself
+    std::string gbnf;  // grammar and json_object; a schema sets e.grammar itself
     std::string param = key;
     auto compile_schema = [&](const json& schema, const std::string& where) {
         if (!schema.is_object() && !schema.is_boolean()) wrong_type(where, "an object", schema);
         try {
-            r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema.dump()));
-        } catch (const grammar::SchemaError& e) {
-            throw invalid_field(where, fmt::format("Invalid '{}': {}", where, e.what()));
+            e.grammar = std::make_shared<const grammar::Grammar>(grammar::json_schema_grammar(schema.dump()));
+        } catch (const grammar::SchemaError& err) {
+            throw invalid_field(where, fmt::format("Invalid '{}': {}", where, err.what()));
         }
         param = where;
     };
@@ -147,13 +144,16 @@ void parse_structure(const json& body, ParsedRequest& r) {
         }
     }
     try {
-        if (!r.engine.grammar)
-            r.engine.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
-        grammar::Matcher check(*r.engine.grammar);  // a grammar too ambiguous to even start
-    } catch (const grammar::GrammarError& e) {
-        throw invalid_field(param, fmt::format("Invalid '{}': {}", param, e.what()));
+        if (!e.grammar) e.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(gbnf));
+        grammar::Matcher check(*e.grammar);  // a grammar too ambiguous to even start
+    } catch (const grammar::GrammarError& err) {
+        throw invalid_field(param, fmt::format("Invalid '{}': {}", param, err.what()));
     }
 }
+
+}  // namespace detail
+
+namespace {
 
 // The fields both endpoints share: sampling, penalties, stopping, streaming.
 void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
@@ -243,7 +243,7 @@ void parse_common(const json& body, uint64_t seed, ParsedRequest& r) {
             add(*stop);
         }
     }
-    parse_structure(body, r);
+    detail::parse_structure(body, r.engine);
     // A stop string could cut the structured text short: refused rather than half-honoured.
     if (e.grammar && !e.stop.empty())
         throw invalid_field("stop",
@@ -462,6 +462,7 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
         r.logprobs = true;
         r.top_logprobs = uint32_t(*lp);
     }
+    r.suffix = get_string(body, "suffix");
     if (get_bool(body, "echo").value_or(false))
         throw invalid_field("echo", "Invalid 'echo': echoing the prompt is not supported by this server.");
     if (auto bo = get_integer(body, "best_of", 1, 1000); bo && *bo != 1)

@@ -74,6 +74,8 @@ struct ParsedRequest {
     json messages, tools, template_kwargs;
     // Completions: the prompts (a batch answers with n choices per prompt, prompt by prompt).
     std::vector<PromptInput> prompts;
+    // Completions: the text after the insertion point (fill-in-the-middle with the model's FIM tokens).
+    std::optional<std::string> suffix;
 
     // Chat with tools: the choice, the function a Named choice names, parallel_tool_calls.
     ToolChoice tool_choice = ToolChoice::Auto;
@@ -149,6 +151,10 @@ std::optional<double> get_number(const json& body, const char* name, double lo, 
 std::optional<int64_t> get_integer(const json& body, const char* name, int64_t lo, int64_t hi);
 std::optional<bool> get_bool(const json& body, const char* name);
 std::optional<std::string> get_string(const json& body, const char* name);
+// The structure the output must have: response_format (json_object, json_schema), or llama-server's
+// grammar / json_schema fields, compiled into e.grammar. At most one; a schema or grammar that cannot
+// be enforced exactly is a 400 naming the keyword or the line and column, never free text with a 200.
+void parse_structure(const json& body, engine::CompletionRequest& e);
 
 }  // namespace detail
 

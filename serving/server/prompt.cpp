@@ -1,5 +1,7 @@
 #include "serving/server/prompt.h"
 
+#include "serving/server/fim_prompt.h"
+
 #include "serving/answer/reasoning.h"
 
 #include <fmt/format.h>
@@ -35,6 +37,18 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
             req.tool_plan);
         ids = chat_template::encode_prompt(tok, text);
         if (rendered) *rendered = text;
+    } else if (req.suffix) {
+        // Fill in the middle: the prompt is the code before the insertion point, as llama-server's
+        // /infill lays it out (fim_prompt.h).
+        if (const std::string missing = fim_missing(tok); !missing.empty())
+            throw invalid_field("suffix", "Invalid 'suffix': this model has no fill-in-the-middle tokens (" +
+                                              missing.substr(0, missing.size() - 1) + ").");
+        const PromptInput& p = req.prompts.at(index);
+        param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", index) : "prompt";
+        FimInput in;
+        in.prefix = p.is_tokens ? completion_prompt_tokens(tok, p, param) : tok.encode(p.text, false, false);
+        in.suffix = tok.encode(*req.suffix, false, false);
+        ids = fim_prompt(tok, in, fim_budget(n_ctx, req.engine.max_tokens));
     } else {
         param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", index) : "prompt";
         ids = completion_prompt_tokens(tok, req.prompts.at(index), param);

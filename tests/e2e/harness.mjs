@@ -41,8 +41,44 @@ export function haveModel() {
 // took). With VKLLM_E2E_VIA_NGINX=1 (the e2e.*_nginx tests) it is a cluster instead: two replicas
 // behind nginx (startCluster), which the tests see as one server.
 export async function startServer(args = [], opts = {}) {
+  if (process.env.VKLLM_E2E_PEER) return startPeer(args, opts);
   if (process.env.VKLLM_E2E_VIA_NGINX === '1') return startCluster(args, opts);
   return startReplica(args, opts);
+}
+
+// VKLLM_E2E_PEER=/path/to/llama-server: the tests that encode llama-server's behaviour run against
+// it instead of vkllm (with the same arguments: use only flags both take), which proves each check
+// is llama-server's. CPU only (-dev none), two threads. Never needed by the project's own runs.
+export const peer = process.env.VKLLM_E2E_PEER ?? '';
+
+async function startPeer(args = [], { readyTimeoutMs = 60000, modelPath = model } = {}) {
+  const [port] = await freePorts(1);
+  const child = spawn(peer, ['-m', modelPath, '--host', '127.0.0.1', '--port', String(port), '-dev', 'none', '-t', '2',
+    ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + readyTimeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/health`)).status === 200) break;
+    } catch { /* not accepting yet */ }
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the peer never became ready:\n${stderr}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    child,
+    exited,
+    get stderr() { return stderr; },
+    async stop(signal = 'SIGTERM') {
+      const t0 = Date.now();
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const { code, signal: sig } = await exited;
+      return { code, signal: sig, ms: Date.now() - t0, validationErrors: [], graceful: true };
+    },
+  };
 }
 
 async function startReplica(args = [], { readyTimeoutMs = 60000, modelPath = model } = {}) {

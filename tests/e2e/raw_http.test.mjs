@@ -119,7 +119,7 @@ test('raw HTTP against vkllm serve', { skip }, async (t) => {
       assert.equal(tok.status, 200);
       assert.ok(tok.json.tokens.length > 2);
       const detok = await postJson(url, '/detokenize', { tokens: tok.json.tokens });
-      assert.equal(detok.json.content, 'Once upon a time');
+      assert.equal(detok.json.content, ' Once upon a time');  // llama-server's pieces: the leading space kept
       const tmpl = await postJson(url, '/apply-template', { messages: [{ role: 'user', content: 'Hi' }] });
       assert.equal(tmpl.status, 200);
       assert.ok(tmpl.json.prompt.includes('Hi'));
