@@ -213,7 +213,7 @@ void chat(const ChatOptions& o) {
                 show(p.reasoning, p.content);
                 continue;
             }
-            answer::AnswerStream::Rest rest = reply.finish();
+            answer::AnswerStream::Rest rest = reply.finish(engine::cut_short(e->finish));
             show(rest.reasoning, rest.content);
             calls = std::move(rest.calls);
             for (const answer::ToolCall& c : calls)

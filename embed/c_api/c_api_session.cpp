@@ -167,7 +167,7 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engin
         }
         if (split && !stopped() &&
             (ev->finish == engine::FinishReason::Stop || ev->finish == engine::FinishReason::Length)) {
-            answer::AnswerStream::Rest rest = split->finish();
+            answer::AnswerStream::Rest rest = split->finish(engine::cut_short(ev->finish));
             thought += rest.reasoning;
             if (on_piece && !rest.content.empty() &&
                 on_piece(rest.content.c_str(), rest.content.size(), user_data) != 0)

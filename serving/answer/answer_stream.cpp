@@ -36,7 +36,7 @@ AnswerStream::Piece AnswerStream::push(std::string_view text) {
     return p;
 }
 
-AnswerStream::Rest AnswerStream::finish() {
+AnswerStream::Rest AnswerStream::finish(bool cut) {
     Rest out;
     if (harmony_) {
         HarmonyStream::Rest h = harmony_->finish();
@@ -55,7 +55,7 @@ AnswerStream::Rest AnswerStream::finish() {
     if (reply_) {
         // The content held back at the end, then the calls (a malformed call comes back as content).
         out.content = reply_->push(out.content);
-        ReplyStream::Rest rest = reply_->finish();
+        ReplyStream::Rest rest = reply_->finish(cut);
         out.content += rest.content;
         out.calls = std::move(rest.calls);
         out.deltas = std::move(rest.deltas);

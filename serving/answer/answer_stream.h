@@ -43,8 +43,8 @@ public:
         std::vector<ToolCall> calls;
         std::vector<CallDelta> deltas;  // with stream_arguments(): what completes the calls
     };
-    // The held-back text and the calls.
-    Rest finish();
+    // The held-back text and the calls; `cut`: the generation was cut short (ReplyStream::finish).
+    Rest finish(bool cut = false);
 
     // The calls' argument fragments as they are written (ReplyStream::stream_arguments); a no-op
     // outside the JSON-object families.

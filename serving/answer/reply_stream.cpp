@@ -274,7 +274,30 @@ struct ReplyStream::Impl {
         return out;
     }
 
-    Rest finish() {
+    // A reply cut inside a call (max_tokens): the calls written whole before it, the unfinished one
+    // dropped. Where each call has its marker (Hermes' <tool_call>, ...), the markup before the
+    // last marker that parses; in the JSON-object families, the complete objects scanned.
+    std::optional<std::vector<ToolCall>> calls_before_cut() const {
+        if (row->call_marker) {
+            const std::string_view m = markup, marker = row->call_marker;
+            for (size_t at = m.rfind(marker); at != std::string_view::npos && at > 0; at = m.rfind(marker, at - 1)) {
+                std::string rest;
+                auto calls = parse_calls(*row, m.substr(0, at), tools, rest);
+                if (calls && !calls->empty() && rest.empty()) return calls;
+            }
+        }
+        if (row->scan) {
+            std::vector<ToolCall> out;
+            for (const ScannedCall& c : scan_calls(*row->scan, markup)) {
+                if (!c.complete || !offers_tool(tools, c.name)) break;
+                out.push_back(ToolCall{{}, c.name, c.arguments});
+            }
+            if (!out.empty()) return out;
+        }
+        return std::nullopt;
+    }
+
+    Rest finish(bool cut) {
         Rest r;
         if (!started) {
             r.content = std::move(pending.text);
@@ -282,17 +305,32 @@ struct ReplyStream::Impl {
             return r;
         }
         std::string tail;
-        if (auto calls = parse_calls(*row, markup, tools, tail); calls && !calls->empty()) {
+        std::optional<std::vector<ToolCall>> whole = parse_calls(*row, markup, tools, tail);
+        if (cut && !(whole && !whole->empty())) {
+            if (auto before = calls_before_cut()) {
+                r.calls = std::move(*before);
+                if (!parallel) r.calls.resize(1);
+                if (fragments) complete_deltas(r);
+                markup.clear();
+                started = false;
+                return r;
+            }
+        }
+        if (auto& calls = whole; calls && !calls->empty()) {
             r.calls = std::move(*calls);
             // Text after the calls is content, and may hold more calls ("Also:" between two): it is
             // read the same way. The whitespace that led to the calls is not content.
             Impl more(row, tools, true, true, false);
             r.content = more.push(tail);
-            Rest later = more.finish();
+            Rest later = more.finish(cut);
             r.content += later.content;
             for (ToolCall& c : later.calls) r.calls.push_back(std::move(c));
             // parallel_tool_calls false: the first call only.
             if (!parallel) r.calls.resize(1);
+            // Cut where the next call's marker began: that start is not content.
+            if (cut && row->call_marker && !r.content.empty() &&
+                partial_tag(r.content, row->call_marker) == r.content.size())
+                r.content.clear();
             // The arguments as written (compacted) where calls are JSON objects: what streamed
             // fragments add up to, so that whole and streamed replies agree.
             if (row->scan) {
@@ -320,8 +358,8 @@ ReplyStream::ReplyStream(ReplyStream&&) noexcept = default;
 ReplyStream& ReplyStream::operator=(ReplyStream&&) noexcept = default;
 
 std::string ReplyStream::push(std::string_view text) { return impl_->drop_markers(impl_->push(text), false); }
-ReplyStream::Rest ReplyStream::finish() {
-    Rest r = impl_->finish();
+ReplyStream::Rest ReplyStream::finish(bool cut) {
+    Rest r = impl_->finish(cut);
     r.content = impl_->drop_markers(std::move(r.content), true);
     return r;
 }
@@ -332,7 +370,7 @@ std::vector<CallDelta> ReplyStream::take_deltas() { return impl_->take_deltas();
 ReplyStream::Rest parse_reply(const ToolFormat& format, const json& tools, std::string_view text) {
     ReplyStream s(format, tools);
     std::string content = s.push(text);
-    ReplyStream::Rest r = s.finish();
+    ReplyStream::Rest r = s.finish(false);
     r.content = content + r.content;
     return r;
 }

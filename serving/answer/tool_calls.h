@@ -125,7 +125,9 @@ public:
         std::vector<ToolCall> calls;
         std::vector<CallDelta> deltas;  // with stream_arguments(): what completes the calls after take_deltas()
     };
-    Rest finish();
+    // `cut`: the generation was cut short (max_tokens): a call left unfinished is dropped and the
+    // calls before it kept, rather than the whole markup coming back as content.
+    Rest finish(bool cut = false);
 
     // Calls go out while they are written: take_deltas() after each push() gives the calls begun
     // (id and name once the name is written) and their argument fragments since; finish()'s deltas

@@ -68,6 +68,8 @@ struct CompletionRequest {
 
 enum class FinishReason { Stop, Length, Cancelled, Timeout, Error };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "timeout", "error"
+// The output was cut by a limit (max_tokens, the time limit) rather than ended by the model.
+inline bool cut_short(FinishReason r) { return r == FinishReason::Length || r == FinishReason::Timeout; }
 
 struct TokenLogprob {
     int32_t token = -1;

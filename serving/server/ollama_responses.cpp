@@ -138,7 +138,7 @@ std::string Responder::stream_text(const engine::Event& ev) {
 
 std::string Responder::stream_done(const engine::Event& done) {
     context_.insert(context_.end(), done.tokens.begin(), done.tokens.end());
-    const answer::AnswerStream::Rest rest = answer_.finish();
+    const answer::AnswerStream::Rest rest = answer_.finish(engine::cut_short(done.finish));
     std::string out;
     // What the answer held back (a possible call marker that was not one, a reasoning tag's start)
     // and the calls, in an object of their own as Ollama sends a call once it is parsed.
@@ -159,7 +159,7 @@ void Responder::add(const engine::Event& ev) {
 
 json Responder::response(const engine::Event& done) {
     context_.insert(context_.end(), done.tokens.begin(), done.tokens.end());
-    const answer::AnswerStream::Rest rest = answer_.finish();
+    const answer::AnswerStream::Rest rest = answer_.finish(engine::cut_short(done.finish));
     json j = piece(content_ + rest.content, thinking_ + rest.reasoning, rest.calls, {});
     finish_object(j, done);
     if (logprobs_) j["logprobs"] = logprobs_json(lps_);

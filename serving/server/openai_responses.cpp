@@ -172,14 +172,15 @@ std::string ResponseBuilder::stream_finish(const engine::Event& done) {
     // The text held back at the end, then the calls: whole (a call is sent once it is known to be
     // well formed: a malformed one comes back as content instead), or where arguments stream, what
     // completes them.
-    const answer::AnswerStream::Rest rest = answer_.finish();
+    const answer::AnswerStream::Rest rest = answer_.finish(engine::cut_short(done.finish));
     if (!rest.reasoning.empty()) delta_chunk(json{{"reasoning_content", rest.reasoning}});
     if (!rest.content.empty()) delta_chunk(json{{"content", rest.content}});
     if (answer_.streams_arguments())
         out += calls_chunk(rest.deltas);
     else if (!rest.calls.empty())
         delta_chunk(json{{"tool_calls", answer::tool_calls_json(rest.calls, answer_.family(), true)}});
-    if (!rest.calls.empty()) finish = "tool_calls";
+    // Calls cut short by max_tokens still end "length": the client learns the answer is incomplete.
+    if (!rest.calls.empty() && !engine::cut_short(done.finish)) finish = "tool_calls";
     json j = chunk_base();
     json choice = json::object();
     choice["index"] = index_;
@@ -228,7 +229,7 @@ json ResponseBuilder::response(const engine::Event& done) {
     choice["index"] = index_;
     const char* finish = openai_finish_reason(done.finish);
     if (endpoint_ == Endpoint::Chat) {
-        const answer::AnswerStream::Rest rest = answer_.finish();
+        const answer::AnswerStream::Rest rest = answer_.finish(engine::cut_short(done.finish));
         const std::string content = text_ + rest.content;
         json message = json{{"role", "assistant"}, {"content", content}};
         const std::string reasoning = reasoning_text_ + rest.reasoning;
@@ -238,7 +239,7 @@ json ResponseBuilder::response(const engine::Event& done) {
             // OpenAI: a reply that is only calls has null content.
             if (content.empty()) message["content"] = nullptr;
             message["tool_calls"] = answer::tool_calls_json(rest.calls, answer_.family(), false);
-            finish = "tool_calls";
+            if (!engine::cut_short(done.finish)) finish = "tool_calls";
         }
         choice["message"] = std::move(message);
         choice["logprobs"] = logprobs_ ? chat_logprobs(lps_) : json(nullptr);

@@ -7,7 +7,8 @@ using namespace vkllm::tool_call_testing;
 TEST_CASE("tool calls: a stream moved mid-reply goes on where it was") {
     const Json tools = both_tools();
     const std::string text =
-        "Checking.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"Europe/Paris\"}}\n</tool_call>";
+        "Checking.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"timezone\": "
+        "\"Europe/Paris\"}}\n</tool_call>";
     ReplyStream a(tool_format(ToolFamily::Hermes), tools);
     std::string released = a.push(text.substr(0, 20));
     ReplyStream b(std::move(a));
@@ -45,12 +46,25 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
         size_t calls;
     };
     const std::vector<Case> cases = {
-        {ToolFamily::Hermes, "", "Let me look.\n<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris, \\\"FR\\\"\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\":\"get_time\",\"arguments\":{\"timezone\":\"Europe/Paris ☀\"}}\n</tool_call>", 2},
-        {ToolFamily::Hermes, "<tool_call>\n", "{\"name\": \"get_time\", \"arguments\": {\n  \"timezone\": \"UTC\"\n}}\n</tool_call>", 1},
-        {ToolFamily::Generic, "", "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}}, {\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Oslo {x}\"}}]}", 2},
+        {ToolFamily::Hermes, "",
+         "Let me look.\n<tool_call>\n{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris, "
+         "\\\"FR\\\"\", \"unit\": "
+         "\"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\":\"get_time\",\"arguments\":{\"timezone\":\"Europe/Paris "
+         "☀\"}}\n</tool_call>",
+         2},
+        {ToolFamily::Hermes, "<tool_call>\n",
+         "{\"name\": \"get_time\", \"arguments\": {\n  \"timezone\": \"UTC\"\n}}\n</tool_call>", 1},
+        {ToolFamily::Generic, "",
+         "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}}, {\"name\": "
+         "\"get_current_weather\", \"arguments\": {\"location\": \"Oslo {x}\"}}]}",
+         2},
         {ToolFamily::Llama3, "", "<|python_tag|>{\"name\": \"get_time\", \"parameters\": {\"timezone\": \"UTC\"}}", 1},
-        {ToolFamily::MistralNemo, "", "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}, \"id\": \"abc123XYZ\"}]", 1},
-        {ToolFamily::Granite, "<|tool_call|>", "[{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": {}}]", 2},
+        {ToolFamily::MistralNemo, "",
+         "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}, \"id\": \"abc123XYZ\"}]", 1},
+        {ToolFamily::Granite, "<|tool_call|>",
+         "[{\"name\": \"get_time\", \"arguments\": {\"timezone\": \"UTC\"}}, {\"name\": \"get_time\", \"arguments\": "
+         "{}}]",
+         2},
     };
     for (const Case& c : cases) {
         const ToolFormat& format = tool_format(c.family);
@@ -101,8 +115,9 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
         }
     }
     // The arguments are the model's JSON less the whitespace between tokens (strings untouched).
-    const auto r = vkllm::answer::parse_reply(tool_format(ToolFamily::Hermes), tools,
-                                            "<tool_call>{\"name\": \"get_time\", \"arguments\": { \"timezone\" : \"A B\\u00e9\" }}</tool_call>");
+    const auto r = vkllm::answer::parse_reply(
+        tool_format(ToolFamily::Hermes), tools,
+        "<tool_call>{\"name\": \"get_time\", \"arguments\": { \"timezone\" : \"A B\\u00e9\" }}</tool_call>");
     REQUIRE(r.calls.size() == 1);
     CHECK(r.calls[0].arguments == R"({"timezone":"A B\u00e9"})");
 
@@ -128,8 +143,12 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
     // fuzz_grammar finding: the scan went on past the list and streamed a call the parser does not
     // read).
     for (const auto& [family, text] : std::vector<std::pair<ToolFamily, std::string>>{
-             {ToolFamily::Granite, "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}] Sure. {\"name\": \"get_time\", \"arguments\": {\"a\": 1}}"},
-             {ToolFamily::Hermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call> then {\"name\": \"get_time\", \"arguments\": {}}"},
+             {ToolFamily::Granite,
+              "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}] Sure. {\"name\": \"get_time\", "
+              "\"arguments\": {\"a\": 1}}"},
+             {ToolFamily::Hermes,
+              "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call> then {\"name\": \"get_time\", "
+              "\"arguments\": {}}"},
              {ToolFamily::Generic, "{\"x\": {\"name\": \"get_time\", \"arguments\": {}}}"}}) {
         CAPTURE(text);
         ReplyStream after(tool_format(family), tools);
@@ -150,7 +169,8 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
     // A call written whole that the parser still refuses (nested deeper than it takes) is content,
     // as in a whole reply; only a call cut short is not.
     {
-        const Json any = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+        const Json any =
+            Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
         std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": ";
         for (int i = 0; i < 70; ++i) deep += "[";
         for (int i = 0; i < 70; ++i) deep += "]";
@@ -171,6 +191,71 @@ TEST_CASE("tool calls: streamed argument fragments add up to the whole reply's a
     CHECK(unknown.take_deltas().empty());
 }
 
+TEST_CASE("tool calls: a reply cut inside a call (max_tokens) keeps the calls written whole, whole and streamed") {
+    const Json tools = both_tools();
+    const std::string time_args = R"({"timezone": "Europe/Paris"})";
+    const std::string hermes_call =
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": " + time_args + "}\n</tool_call>\n";
+    const std::string coder_call =
+        "<tool_call>\n<function=get_time>\n<parameter=timezone>\nEurope/Paris\n</parameter>\n"
+        "</function>\n</tool_call>\n";
+    const std::string json_call = "{\"name\": \"get_time\", \"arguments\": " + time_args + "}";
+    struct Case {
+        ToolFamily family;
+        std::string text;  // two calls written whole, then a third cut short
+        bool malformed = true;  // read as malformed markup when the model itself ended there
+    };
+    const std::vector<Case> cases = {
+        {ToolFamily::Hermes, hermes_call + hermes_call + "<tool_call>\n{\"name\": \"get_time\", \"argum"},
+        {ToolFamily::Hermes, hermes_call + hermes_call + "<tool_", false},  // a marker's start: text after the calls
+        {ToolFamily::QwenCoder, coder_call + coder_call + "<tool_call>\n<function=get_time>\n<parameter=time"},
+        {ToolFamily::MistralNemo, "[TOOL_CALLS][" + json_call + ", " + json_call + ", {\"name\": \"get_ti"},
+        {ToolFamily::Generic,
+         "{\"tool_calls\": [" + json_call + ", " + json_call + ", {\"name\": \"get_time\", \"arguments\": {\"time"},
+    };
+    for (const Case& c : cases) {
+        const ToolFormat& format = tool_format(c.family);
+        CAPTURE(std::string(format.name));
+        CAPTURE(c.text);
+        // Not cut (the model stopped there): malformed markup is content, as before.
+        ReplyStream ended(format, tools);
+        std::string content = ended.push(c.text);
+        auto rest = ended.finish(false);
+        if (c.malformed) {
+            CHECK(rest.calls.empty());
+            CHECK(content + rest.content == c.text);
+        }
+        // Cut: the two whole calls, no markup in the content.
+        ReplyStream cut(format, tools);
+        content = cut.push(c.text);
+        rest = cut.finish(true);
+        CHECK(content + rest.content == "");
+        check_calls(rest.calls, {time_call(), time_call()});
+        // Streamed with argument fragments: the same calls, whatever went out before the cut.
+        ReplyStream streamed(format, tools);
+        streamed.stream_arguments();
+        content.clear();
+        for (char ch : c.text) {
+            content += streamed.push(std::string(1, ch));
+            streamed.take_deltas();
+        }
+        rest = streamed.finish(true);
+        CHECK(content + rest.content == "");
+        check_calls(rest.calls, {time_call(), time_call()});
+    }
+    // parallel_tool_calls false: the first.
+    ReplyStream one(tool_format(ToolFamily::Hermes), tools, "", false);
+    one.push(cases[0].text);
+    CHECK(one.finish(true).calls.size() == 1);
+    // Cut inside the first call: nothing to keep, the markup stays out of the content only where it streamed.
+    ReplyStream first(tool_format(ToolFamily::Hermes), tools);
+    const std::string early = "<tool_call>\n{\"name\": \"get_ti";
+    const std::string c0 = first.push(early);
+    const auto r0 = first.finish(true);
+    CHECK(r0.calls.empty());
+    CHECK(c0 + r0.content == early);
+}
+
 TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pieces, for every front end") {
     const Json tools = both_tools();
     vkllm::answer::ToolPlan plan;
@@ -180,7 +265,8 @@ TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pi
     f.plan = &plan;
     f.tools = tools;
     const std::string answer = "<think>Weather needs a tool.</think>\nLet me look.\n<tool_call>\n" +
-                               std::string(R"({"name": "get_time", "arguments": {"timezone": "Europe/Paris"}})") + "\n</tool_call>";
+                               std::string(R"({"name": "get_time", "arguments": {"timezone": "Europe/Paris"}})") +
+                               "\n</tool_call>";
     for (size_t piece : {answer.size(), size_t(1), size_t(5)}) {
         CAPTURE(piece);
         const auto rest = read_answer(f, answer, piece);
@@ -197,7 +283,8 @@ TEST_CASE("answer stream: reasoning, content and calls, the same whole and in pi
     // Harmony: analysis is reasoning, or stays in the content when asked (reasoning_format "none").
     vkllm::answer::AnswerFormat h;
     h.harmony = true;
-    const std::string harmony = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi.";
+    const std::string harmony =
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi.";
     vkllm::answer::AnswerStream split(h);
     auto p = split.push(harmony);
     auto r = split.finish();

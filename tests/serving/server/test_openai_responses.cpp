@@ -14,7 +14,8 @@ using namespace vkllm::server::openai_testing;
 
 TEST_CASE("protocol: errors in OpenAI's shape") {
     json e = error_json(ApiError(400, "bad", "invalid_request_error", "temperature"));
-    CHECK(e.dump() == R"({"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}})");
+    CHECK(e.dump() ==
+          R"({"error":{"message":"bad","type":"invalid_request_error","param":"temperature","code":null}})");
     ApiError ctx = context_length_error(Endpoint::Chat, 600, 512);
     CHECK(ctx.status() == 400);
     CHECK(ctx.code() == "context_length_exceeded");
@@ -32,17 +33,19 @@ TEST_CASE("protocol: a whole chat.completion") {
     rb.add(text_event("Hello"));
     rb.add(text_event(", world"));
     json r = rb.response(done_event(engine::FinishReason::Length, 12, 3, 4));
-    CHECK(r.dump() ==
-          R"({"id":"chatcmpl-abc","object":"chat.completion","created":1700000000,"model":"m","system_fingerprint":"vkllm",)"
-          R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hello, world","refusal":null},"logprobs":null,)"
-          R"("finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,)"
-          R"("prompt_tokens_details":{"cached_tokens":4}}})");
+    CHECK(
+        r.dump() ==
+        R"({"id":"chatcmpl-abc","object":"chat.completion","created":1700000000,"model":"m","system_fingerprint":"vkllm",)"
+        R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hello, world","refusal":null},"logprobs":null,)"
+        R"("finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,)"
+        R"("prompt_tokens_details":{"cached_tokens":4}}})");
     CHECK(std::string(openai_finish_reason(engine::FinishReason::Stop)) == "stop");
     CHECK(std::string(openai_finish_reason(engine::FinishReason::Timeout)) == "length");
 }
 
 TEST_CASE("protocol: a chat stream: role chunk, content chunks, finish chunk, usage chunk, [DONE]") {
-    ParsedRequest req = parse_chat_request(chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}), 1);
+    ParsedRequest req =
+        parse_chat_request(chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}), 1);
     ResponseBuilder rb(req, "chatcmpl-x", "m", 5);
     std::string s = rb.stream_start() + rb.stream_text(text_event("Hi")) + rb.stream_text(text_event("")) +
                     rb.stream_text(text_event(" there")) + rb.stream_done(done_event(engine::FinishReason::Stop, 7, 2));
@@ -65,7 +68,9 @@ TEST_CASE("protocol: a chat stream: role chunk, content chunks, finish chunk, us
     CHECK(ev[3]["choices"][0]["delta"] == json::object());
     CHECK(ev[3]["choices"][0]["finish_reason"] == "stop");
     CHECK(ev[4]["choices"] == json::array());
-    CHECK(ev[4]["usage"] == json{{"prompt_tokens", 7}, {"completion_tokens", 2}, {"total_tokens", 9},
+    CHECK(ev[4]["usage"] == json{{"prompt_tokens", 7},
+                                 {"completion_tokens", 2},
+                                 {"total_tokens", 9},
                                  {"prompt_tokens_details", {{"cached_tokens", 0}}}});
 
     // Without include_usage: no usage key at all, no usage chunk.
@@ -84,16 +89,18 @@ TEST_CASE("protocol: text_completion, whole and streamed") {
     rb.add(text_event(" a"));
     rb.add(text_event(" b"));
     json r = rb.response(done_event(engine::FinishReason::Stop, 2, 2));
-    CHECK(r.dump() ==
-          R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"m","system_fingerprint":"vkllm",)"
-          R"("choices":[{"index":0,"text":" a b","logprobs":null,"finish_reason":"stop"}],)"
-          R"("usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":0}}})");
+    CHECK(
+        r.dump() ==
+        R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"m","system_fingerprint":"vkllm",)"
+        R"("choices":[{"index":0,"text":" a b","logprobs":null,"finish_reason":"stop"}],)"
+        R"("usage":{"prompt_tokens":2,"completion_tokens":2,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":0}}})");
 
     ParsedRequest sreq = parse_completion_request(json{{"prompt", "x"}, {"stream", true}}, 1);
     ResponseBuilder srb(sreq, "cmpl-2", "m", 9);
     CHECK(srb.stream_start().empty());
     bool done = false;
-    std::vector<json> ev = sse_objects(srb.stream_text(text_event(" a")) + srb.stream_done(done_event(engine::FinishReason::Length, 2, 1)), &done);
+    std::vector<json> ev = sse_objects(
+        srb.stream_text(text_event(" a")) + srb.stream_done(done_event(engine::FinishReason::Length, 2, 1)), &done);
     CHECK(done);
     REQUIRE(ev.size() == 2);
     CHECK(ev[0]["object"] == "text_completion");
@@ -111,9 +118,12 @@ TEST_CASE("protocol: logprobs in chat and completions shapes, and token bytes th
     json r = json::parse(dump_json(rb.response(done_event(engine::FinishReason::Stop, 1, 2))));
     json content = r["choices"][0]["logprobs"]["content"];
     REQUIRE(content.size() == 2);
-    CHECK(content[0] == json{{"token", "Hi"}, {"logprob", -0.5}, {"bytes", {72, 105}},
-                             {"top_logprobs", json::array({json{{"token", "Hi"}, {"logprob", -0.5}, {"bytes", {72, 105}}},
-                                                           json{{"token", "Ho"}, {"logprob", -1.5}, {"bytes", {72, 111}}}})}});
+    CHECK(content[0] ==
+          json{{"token", "Hi"},
+               {"logprob", -0.5},
+               {"bytes", {72, 105}},
+               {"top_logprobs", json::array({json{{"token", "Hi"}, {"logprob", -0.5}, {"bytes", {72, 105}}},
+                                             json{{"token", "Ho"}, {"logprob", -1.5}, {"bytes", {72, 111}}}})}});
     CHECK(content[1]["bytes"] == json{0xE2, 0x82});
     CHECK(content[1]["token"] == "\xEF\xBF\xBD");  // replaced: the JSON stays valid; bytes tell the truth
     CHECK(r["choices"][0]["logprobs"]["refusal"].is_null());
@@ -146,9 +156,10 @@ TEST_CASE("protocol: response ids") {
 }
 
 TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
-    using vkllm::answer::ToolFamily;
     using vkllm::answer::tool_format;
-    const std::string reply = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    using vkllm::answer::ToolFamily;
+    const std::string reply =
+        "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
     ParsedRequest r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(r, tool_format(ToolFamily::Hermes), true);
 
@@ -197,8 +208,8 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
                         CHECK_FALSE(c.contains("id"));
                         CHECK_FALSE(c["function"].contains("name"));
                     }
-                    out.calls[i]["arguments"] = out.calls[i]["arguments"].get<std::string>() +
-                                                c["function"]["arguments"].get<std::string>();
+                    out.calls[i]["arguments"] =
+                        out.calls[i]["arguments"].get<std::string>() + c["function"]["arguments"].get<std::string>();
                 }
             if (!ch["finish_reason"].is_null()) out.finish = ch["finish_reason"].get<std::string>();
         }
@@ -214,16 +225,43 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     CHECK(st.finish == "tool_calls");
 
     // Two calls, each with its index.
-    const std::string two = reply + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    const std::string two =
+        reply + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
     st = stream(r, two, engine::FinishReason::Stop);
     REQUIRE(st.calls.size() == 2);
     CHECK(st.calls[1]["arguments"] == R"({"city":"Oslo"})");
 
     // Cut inside a call (max_tokens): what was sent stays sent, the finish reason says why.
-    st = stream(r, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par", engine::FinishReason::Length);
+    st = stream(r, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",
+                engine::FinishReason::Length);
     CHECK(st.content.empty());
     REQUIRE(st.calls.size() == 1);
     CHECK(st.calls[0]["arguments"] == R"({"city":"Par)");
+    CHECK(st.finish == "length");
+
+    // Parallel calls cut by max_tokens inside the third: whole, the two complete calls and no markup;
+    // streamed, the same two (the third's beginning went out as it was written); "length" both ways.
+    const std::string cut3 = two + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci";
+    ResponseBuilder cut_whole(r, "chatcmpl-t", "m", 1);
+    for (char c : cut3) cut_whole.add(text_event(std::string(1, c)));
+    json cw = cut_whole.response(done_event(engine::FinishReason::Length, 3, 20));
+    const json& cmsg = cw["choices"][0]["message"];
+    CHECK(cmsg["content"] == "Checking.");
+    REQUIRE(cmsg["tool_calls"].size() == 2);
+    CHECK(cmsg["tool_calls"][1]["function"]["arguments"] == R"({"city":"Oslo"})");
+    CHECK(cw["choices"][0]["finish_reason"] == "length");
+    st = stream(r, cut3, engine::FinishReason::Length);
+    CHECK(st.content == "Checking.");
+    REQUIRE(st.calls.size() == 3);
+    for (size_t i = 0; i < 2; ++i) CHECK(st.calls[i]["arguments"] == cmsg["tool_calls"][i]["function"]["arguments"]);
+    CHECK(st.finish == "length");
+    // Without argument streaming (no grammar holds the calls) a call is sent once whole: both agree exactly.
+    ParsedRequest unheld = r;
+    vkllm::answer::skip_reasoning(unheld.engine.grammar_start, false, vkllm::answer::think_tags());
+    unheld.split_reasoning = nullptr;
+    st = stream(unheld, cut3, engine::FinishReason::Length);
+    CHECK(st.content == "Checking.");
+    REQUIRE(st.calls.size() == 2);
     CHECK(st.finish == "length");
 
     // A grammar that skips a reasoning block the parser sees (reasoning_format none on a template
@@ -238,7 +276,9 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     // No grammar holding the calls: sent whole, once known to be well formed.
     ParsedRequest ds = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
     apply_tool_format(ds, tool_format(ToolFamily::DeepSeekV31), true);
-    st = stream(ds, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    st = stream(ds,
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": "
+                "\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
                 engine::FinishReason::Stop);
     CHECK(st.content.empty());
     REQUIRE(st.calls.size() == 1);
@@ -250,14 +290,15 @@ TEST_CASE("protocol: tool calls in whole and streamed chat responses") {
     ResponseBuilder bad(r, "chatcmpl-t", "m", 1);
     bad.add(text_event("<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>"));
     json b = bad.response(done_event(engine::FinishReason::Stop, 3, 20));
-    CHECK(b["choices"][0]["message"]["content"] == "<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>");
+    CHECK(b["choices"][0]["message"]["content"] ==
+          "<tool_call>{\"name\": \"get_weather\", \"arguments\": [1]}</tool_call>");
     CHECK_FALSE(b["choices"][0]["message"].contains("tool_calls"));
     CHECK(b["choices"][0]["finish_reason"] == "stop");
 }
 
 TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, final as content, calls") {
-    using vkllm::answer::ToolFamily;
     using vkllm::answer::tool_format;
+    using vkllm::answer::ToolFamily;
     const std::string call_reply =
         "<|channel|>analysis<|message|>Weather needs a tool.<|end|><|start|>assistant<|channel|>commentary "
         "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}";
@@ -287,7 +328,8 @@ TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, 
         sse += rb.stream_done(done_event(engine::FinishReason::Stop, 3, 20));
         for (const json& ev : sse_objects(sse)) {
             const json& ch = ev["choices"][0];
-            if (ch["delta"].contains("reasoning_content")) seen.reasoning += ch["delta"]["reasoning_content"].get<std::string>();
+            if (ch["delta"].contains("reasoning_content"))
+                seen.reasoning += ch["delta"]["reasoning_content"].get<std::string>();
             if (ch["delta"].contains("content")) seen.content += ch["delta"]["content"].get<std::string>();
             if (ch["delta"].contains("tool_calls"))
                 for (const json& c : ch["delta"]["tool_calls"]) seen.calls.push_back(c);
@@ -331,7 +373,8 @@ TEST_CASE("protocol: a gpt-oss (Harmony) answer: analysis as reasoning_content, 
     ParsedRequest forced = parse_chat_request(chat_body({{"tools", weather_tools()}, {"tool_choice", "required"}}), 1);
     apply_tool_format(forced, tool_format(ToolFamily::Harmony), true);
     CHECK(forced.tool_plan.forced);
-    CHECK(forced.tool_plan.reply_prefix == "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>");
+    CHECK(forced.tool_plan.reply_prefix ==
+          "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>");
     REQUIRE(forced.engine.grammar);
     for (bool stream : {false, true}) {
         CAPTURE(stream);
@@ -388,11 +431,14 @@ TEST_CASE("protocol: reasoning_content, whole and streamed, and reasoning_format
 }
 
 TEST_CASE("protocol: n choices: each builder writes its index, usage adds the completions up") {
-    ParsedRequest r = parse_chat_request(chat_body({{"n", 2}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}), 1);
+    ParsedRequest r =
+        parse_chat_request(chat_body({{"n", 2}, {"stream", true}, {"stream_options", {{"include_usage", true}}}}), 1);
     CHECK(r.n == 2);
     ResponseBuilder a(r, "chatcmpl-n", "m", 1, 0), b(r, "chatcmpl-n", "m", 1, 1);
-    std::string sse = a.stream_start() + b.stream_start() + a.stream_text(text_event("x")) + b.stream_text(text_event("y"));
-    const engine::Event da = done_event(engine::FinishReason::Stop, 5, 2), db = done_event(engine::FinishReason::Length, 5, 3);
+    std::string sse =
+        a.stream_start() + b.stream_start() + a.stream_text(text_event("x")) + b.stream_text(text_event("y"));
+    const engine::Event da = done_event(engine::FinishReason::Stop, 5, 2),
+                        db = done_event(engine::FinishReason::Length, 5, 3);
     sse += a.stream_finish(da) + b.stream_finish(db) + a.stream_end(combined_usage({da, db}, 2));
     bool done = false;
     std::vector<json> ev = sse_objects(sse, &done);
@@ -428,8 +474,9 @@ TEST_CASE("protocol: n choices: each builder writes its index, usage adds the co
 
 TEST_CASE("protocol: a batch of prompts: each prompt's tokens count once, whatever n") {
     // Two prompts (5 and 7 tokens), n = 2: choices 0, 1 are the first prompt's, 2, 3 the second's.
-    const std::vector<engine::Event> d = {done_event(engine::FinishReason::Stop, 5, 1), done_event(engine::FinishReason::Stop, 5, 2),
-                                          done_event(engine::FinishReason::Stop, 7, 3), done_event(engine::FinishReason::Stop, 7, 4)};
+    const std::vector<engine::Event> d = {
+        done_event(engine::FinishReason::Stop, 5, 1), done_event(engine::FinishReason::Stop, 5, 2),
+        done_event(engine::FinishReason::Stop, 7, 3), done_event(engine::FinishReason::Stop, 7, 4)};
     engine::Event sum = combined_usage(d, 2);
     CHECK(sum.prompt_tokens == 12);
     CHECK(sum.completion_tokens == 10);
