@@ -374,10 +374,7 @@ Request parse_generate(const json& body, uint64_t seed) {
                             "Invalid 'template': vkllm renders the model's own chat template (Jinja) and "
                             "cannot take Ollama's Go templates; leave 'template' out, or send 'raw': true "
                             "with the prompt already formatted.");
-    if (given(body, "suffix") && !read_string(body["suffix"], "suffix").empty())
-        throw invalid_field("suffix",
-                            "Invalid 'suffix': fill-in-the-middle is not available on /api/generate yet; "
-                            "leave 'suffix' out.");
+    const std::string suffix = given(body, "suffix") ? read_string(body["suffix"], "suffix") : "";
     if (const json* img = given(body, "images")) {
         if (!img->is_array()) wrong("images", "an array of base64 strings", *img);
         if (!img->empty()) no_images("images");
@@ -392,6 +389,16 @@ Request parse_generate(const json& body, uint64_t seed) {
         throw invalid_field("raw", "raw mode does not support template, system, or context");
     if (prompt.empty()) {
         r.load_only = true;
+        return r;
+    }
+    if (!suffix.empty()) {
+        // Fill in the middle: the prompt is the code before the cursor, laid out with the
+        // vocabulary's FIM tokens as /infill does (a model without them: a 400 naming suffix).
+        if (!system.empty() || !r.context.empty())
+            throw invalid_field("suffix", "Invalid 'suffix': fill-in-the-middle does not take 'system' or 'context'.");
+        r.parsed.endpoint = Endpoint::Completion;
+        r.parsed.prompts = {PromptInput{prompt, {}, false}};
+        r.parsed.suffix = suffix;
         return r;
     }
     if (r.raw) {

@@ -39,7 +39,8 @@ struct Request {
 
 // 400 naming the field for a wrong type or value, an option that would change the output and
 // cannot be honoured, images (no model here has vision), a generate `template` (Ollama's Go
-// templates; vkllm renders the model's Jinja template) or `suffix`. `seed`: the sampler's seed
+// templates; vkllm renders the model's Jinja template), a `suffix` with system or context (a
+// suffix alone fills in the middle with the vocabulary's FIM tokens). `seed`: the sampler's seed
 // when the request gives none (or a negative one, Ollama's "random").
 Request parse_chat(const json& body, uint64_t seed);
 Request parse_generate(const json& body, uint64_t seed);

@@ -433,6 +433,21 @@ describe('llama-server /infill (a random model with FIM tokens)', { skip }, () =
     });
   }
 
+  test('OpenAI suffix and Ollama suffix fill in the middle with the same prompt', { skip: vkllmOnly }, async () => {
+    const prompt = 'int main() {\n    int n = ';
+    const suffix = '\n}\n';
+    const oa = await post(srv.url, '/v1/completions', { prompt, suffix, max_tokens: 4, temperature: 0 });
+    assert.equal(oa.status, 200, JSON.stringify(oa.body));
+    const plain = await post(srv.url, '/v1/completions', { prompt, max_tokens: 1, temperature: 0 });
+    // The FIM markers and the suffix are in the prompt.
+    assert.ok(oa.body.usage.prompt_tokens > plain.body.usage.prompt_tokens + 2);
+    const ol = await post(srv.url, '/api/generate', { model: 'fim.gguf', prompt, suffix, stream: false,
+      options: { num_predict: 4, temperature: 0 } });
+    assert.equal(ol.status, 200, JSON.stringify(ol.body));
+    assert.equal(ol.body.prompt_eval_count, oa.body.usage.prompt_tokens);
+    assert.equal(ol.body.response, oa.body.choices[0].text);
+  });
+
   test('input_prefix and input_suffix are required', { skip: vkllmOnly }, async () => {
     for (const missing of ['input_prefix', 'input_suffix']) {
       const body = { ...base };

@@ -191,6 +191,8 @@ test('errors in Ollama\'s shape: unknown model, images, think, pull, no model', 
   await rejects(ollama.generate({ model: MODEL, prompt: 'x', images: ['aGVsbG8='] }), 400, /images/);
   await rejects(ollama.chat({ model: MODEL, messages: story, think: true }), 400, /^"stories260K.gguf" does not support thinking$/);
   await rejects(ollama.generate({ model: MODEL, prompt: 'x', raw: true, system: 'y' }), 400, /raw mode does not support/);
+  // stories260K's vocabulary has no fill-in-the-middle tokens.
+  await rejects(ollama.generate({ model: MODEL, prompt: 'def f():', suffix: '    return x' }), 400, /suffix.*fill-in-the-middle/);
   await rejects(ollama.pull({ model: MODEL }), 501, /serves one model file/);
   await rejects(ollama.delete({ model: MODEL }), 501, /serves one model file/);
   await rejects(ollama.chat({ model: '', messages: story }), 400, /^model is required$/);

@@ -275,7 +275,13 @@ TEST_CASE("ollama: generate's refusals") {
     CHECK(gen_error({{"raw", true}, {"context", {1}}}).status() == 400);
     CHECK(gen_error({{"template", "{{ .Prompt }}"}}).param() == "template");
     CHECK_NOTHROW(parse_generate(generate({{"template", ""}}), 1));
-    CHECK(gen_error({{"suffix", "return x"}}).param() == "suffix");
+    CHECK(gen_error({{"suffix", "return x"}, {"system", "s"}}).param() == "suffix");
+    // A suffix makes the generate fill in the middle: the prompt before the cursor, the suffix after.
+    Request fim = parse_generate(generate({{"suffix", "    return x"}}), 1);
+    CHECK(fim.parsed.endpoint == Endpoint::Completion);
+    REQUIRE(fim.parsed.suffix.has_value());
+    CHECK(*fim.parsed.suffix == "    return x");
+    REQUIRE(fim.parsed.prompts.size() == 1);
     CHECK(gen_error({{"images", {"aGVsbG8="}}}).param() == "images");
     CHECK(gen_error({{"context", {-1}}}).param() == "context[0]");
     CHECK(gen_error({{"context", "abc"}}).param() == "context");
