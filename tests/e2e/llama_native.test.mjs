@@ -458,6 +458,38 @@ describe('llama-server /infill (a random model with FIM tokens)', { skip }, () =
   });
 });
 
+describe('CORS, as llama.cpp\'s test_security checks it (a server with an API key)', { skip }, () => {
+  let srv;
+  before(async () => { srv = await startServer(['--api-key', 'llama.cpp']); });
+  after(async () => { await srv?.stop(); });
+
+  for (const origin of ['localhost', 'web.mydomain.fr', 'origin.com']) {
+    test(`a preflight from ${origin} needs no key and is allowed`, async () => {
+      const r = await fetch(`${srv.url}/v1/chat/completions`, {
+        method: 'OPTIONS',
+        headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'Authorization' },
+      });
+      assert.ok(r.status === 200 || r.status === 204, String(r.status));  // llama-server: 200, vkllm: 204
+      assert.equal(r.headers.get('access-control-allow-origin'), origin);
+      assert.equal(r.headers.get('access-control-allow-credentials'), 'true');
+      assert.match(r.headers.get('access-control-allow-methods'), /POST/);
+      assert.match(r.headers.get('access-control-allow-headers'), /^\*$|Authorization/i);
+    });
+  }
+
+  test('the request itself needs the key, and its answer carries the origin', async () => {
+    const body = JSON.stringify({ prompt: 'Once', n_predict: 2 });
+    let r = await fetch(`${srv.url}/completion`, { method: 'POST', headers: { Origin: 'origin.com' }, body });
+    assert.equal(r.status, 401);
+    r = await fetch(`${srv.url}/completion`, {
+      method: 'POST', headers: { Origin: 'origin.com', Authorization: 'Bearer llama.cpp' }, body,
+    });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('access-control-allow-origin'), 'origin.com');
+    await r.json();
+  });
+});
+
 describe('llama-server flags', { skip }, () => {
   test('an unknown flag is refused by name', async () => {
     const bin = peer || exe;
