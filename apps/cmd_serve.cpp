@@ -299,6 +299,7 @@ void serve(const ServeOptions& o) {
     fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', tool calls '{}', {} slots of {} tokens)\n",
                http.url(), std::filesystem::path(path).filename().string(), tmpl->name(),
                answer::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot());
+    if (!o.no_webui) fmt::print("vkllm serve: chat page: {}/\n", http.url());
     std::fflush(stdout);
 
     wait_and_stop(http, signals, &engine);

@@ -57,7 +57,7 @@ after(async () => {
 // A page on `url` that records what must not happen: console errors, uncaught exceptions, CSP
 // violations, failed requests, and requests to any other origin. `allow(text)` excuses console
 // errors a test expects (Chromium logs every 401 response as one).
-async function openPage(url, { scheme = 'light', allow = () => false } = {}) {
+async function openPage(url, { scheme = 'light', allow = () => false, init } = {}) {
   const page = await browser.newPage();
   const problems = [];
   const requests = [];
@@ -82,6 +82,7 @@ async function openPage(url, { scheme = 'light', allow = () => false } = {}) {
       window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
     });
   });
+  if (init) await page.evaluateOnNewDocument(init);
   await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
   const response = await page.goto(url, { waitUntil: 'load' });
   await ready(page);
@@ -374,6 +375,19 @@ test('Markdown renders code blocks; raw HTML, scripts, javascript: links and rem
   assert.equal(await page.evaluate(() => window.pwned), undefined);
   await new Promise((r) => setTimeout(r, 200));
   assert.ok(requests.every((u) => u.startsWith(server.url)), requests.join('\n'));
+  await check();
+  await page.close();
+});
+
+test('where the browser refuses IndexedDB the page still chats, and says its conversations last as long as the tab', { skip }, async () => {
+  const { page, check } = await openPage(server.url, {
+    init: () => { indexedDB.open = () => { throw new DOMException('refused', 'SecurityError'); }; },
+  });
+  assert.match(await text(page, '#status'), /conversations last as long as the tab/);
+  await send(page, 'Once upon a time');
+  await answered(page);
+  assert.ok((await shown(page, '.message.assistant .content')).length > 0);
+  assert.equal(await count(page, '#conversations li'), 1);
   await check();
   await page.close();
 });

@@ -264,12 +264,13 @@ async function start() {
   current = latest ?? newConversation();
   renderMessages();
   await refreshList();
+  const kept = await conversations.kept();
   try {
     const models = await api.models();
     modelId = models[0]?.id ?? '';
     ui.model.textContent = modelId || '(no model)';
     document.title = modelId ? `${modelId} · vkllm` : 'vkllm';
-    showStatus('');
+    showStatus(kept ? '' : 'This browser refuses the page its storage (IndexedDB): conversations last as long as the tab.');
   } catch (e) {
     ui.model.textContent = '(unknown model)';
     showStatus(`The server could not be asked for its model: ${e.message}`);

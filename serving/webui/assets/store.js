@@ -16,10 +16,22 @@ function openDb() {
   });
 }
 
-// Runs `fn` on the store in one transaction; resolves with its request's result once committed.
-async function withStore(mode, fn) {
-  dbPromise ??= openDb();
-  const db = await dbPromise;
+// The database, or null where the browser refuses it (storage disabled, some private windows):
+// then conversations live in this tab only.
+async function database() {
+  try {
+    return await (dbPromise ??= openDb());
+  } catch {
+    return null;
+  }
+}
+const memory = new Map();
+
+// Runs `fn` on the store in one transaction and resolves with its request's result once committed;
+// `fallback()` instead where there is no database.
+async function run(mode, fn, fallback) {
+  const db = await database();
+  if (!db) return fallback();
   return new Promise((resolve, reject) => {
     const tx = db.transaction(STORE, mode);
     const req = fn(tx.objectStore(STORE));
@@ -32,12 +44,14 @@ async function withStore(mode, fn) {
 // A conversation: { id, title, created, updated, messages: [{ role, content, reasoning?, note? }] }.
 export const conversations = {
   async list() {
-    const all = await withStore('readonly', (s) => s.getAll());
+    const all = await run('readonly', (s) => s.getAll(), () => [...memory.values()].map((c) => structuredClone(c)));
     return all.sort((a, b) => b.updated - a.updated);
   },
-  get: (id) => withStore('readonly', (s) => s.get(id)),
-  put: (c) => withStore('readwrite', (s) => s.put(c)),
-  remove: (id) => withStore('readwrite', (s) => s.delete(id)),
+  get: (id) => run('readonly', (s) => s.get(id), () => structuredClone(memory.get(id))),
+  put: (c) => run('readwrite', (s) => s.put(c), () => memory.set(c.id, structuredClone(c))),
+  remove: (id) => run('readwrite', (s) => s.delete(id), () => memory.delete(id)),
+  // False where conversations are not kept past this tab.
+  kept: async () => (await database()) !== null,
 };
 
 export function newConversation() {
