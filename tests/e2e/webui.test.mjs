@@ -216,6 +216,23 @@ test('a message gets an answer with the settings sent; Regenerate; a reload find
   await page.close();
 });
 
+test('a request the server refuses shows its message under the answer', { skip }, async () => {
+  // Chromium logs the 400 response itself as a console error: expected here.
+  const { page, check } = await openPage(server.url, { allow: (t) => /status of 400/.test(t) });
+  await page.click('#new-chat');
+  await setSettings(page, { system: 'Once upon a time there was a cat. '.repeat(300) });
+  try {
+    await send(page, 'Hi');
+    await answered(page);
+    assert.match(await text(page, '.message.assistant .note'), /^Error 400: .*context/);
+    assert.ok(await page.$eval('.message.assistant .note', (e) => e.classList.contains('error')));
+  } finally {
+    await setSettings(page, { system: '' });
+  }
+  await check();
+  await page.close();
+});
+
 test('an answer streams; Stop ends it mid-stream, the server cancels it, and the partial answer is kept', { skip }, async () => {
   // A random model on a 32000-token vocabulary: greedy, it runs to max_tokens rather than ending.
   const model = path.join(tmp, 'random.gguf');
@@ -249,6 +266,19 @@ test('an answer streams; Stop ends it mid-stream, the server cancels it, and the
     await ready(page);
     assert.equal(await text(page, '.message.assistant .note'), 'Stopped.');
     assert.equal(await text(page, '.message.assistant .content'), partial);
+
+    // A reload mid-stream: the server cancels, and the page finds what had come, marked as cut.
+    await send(page, 'Again');
+    await page.waitForFunction(() => document.querySelector('.message.assistant:last-child .content').textContent.length > 0,
+      { timeout: 30000 });
+    await new Promise((r) => setTimeout(r, 2500));  // the page stores a streaming answer every 2 s
+    await page.reload({ waitUntil: 'load' });
+    await ready(page);
+    assert.equal(await count(page, '.message'), 4);
+    assert.match(await text(page, '.message.assistant:last-child .note'), /^Interrupted/);
+    assert.ok((await text(page, '.message.assistant:last-child .content')).length > 0);
+    assert.ok(await waitFor(async () => (await metric(slow.url, 'vkllm_requests_cancelled_total')) === 2, 10000),
+      'the server did not cancel the request of the page that went away');
     await check();
     await page.close();
   } finally {
@@ -328,7 +358,7 @@ test('reasoning_content is shown folded above the answer; a stream error is show
     return r.respond({
       status: 200,
       contentType: 'text/event-stream',
-      body: chunk({ content: 'Half' }) + `data: ${JSON.stringify({ error: { message: 'The model failed.', type: 'server_error', code: 500 } })}\n\n`,
+      body: chunk({ content: 'Half' }) + `data: ${JSON.stringify({ error: { message: 'The model failed.', type: 'server_error', param: null, code: null } })}\n\n`,
     });
   });
   await page.click('#new-chat');
@@ -342,7 +372,7 @@ test('reasoning_content is shown folded above the answer; a stream error is show
   await send(page, 'Again');
   await answered(page);
   assert.equal(await shown(page, '.message.assistant:last-child .content'), 'Half');
-  assert.equal(await text(page, '.message.assistant:last-child .note'), 'Error 500: The model failed.');
+  assert.equal(await text(page, '.message.assistant:last-child .note'), 'Error: The model failed.');
   await check();
   await page.close();
 });

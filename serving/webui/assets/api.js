@@ -61,8 +61,8 @@ export class Api {
     for await (const event of sseData(res.body)) {
       if (event === '[DONE]') return;
       const chunk = JSON.parse(event);
-      // An error after the stream began comes as an event of its own.
-      if (chunk.error) throw new ApiError(chunk.error.code ?? 500, chunk.error.message ?? 'The stream failed.');
+      // An error after the stream began comes as an event of its own, without an HTTP status.
+      if (chunk.error) throw new ApiError(0, chunk.error.message ?? 'The stream failed.');
       yield chunk;
     }
   }

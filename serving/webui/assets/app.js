@@ -183,10 +183,23 @@ function setRunning(r) {
   document.body.classList.toggle('running', Boolean(r));
 }
 
-async function save() {
-  current.updated = Date.now();
-  await conversations.put(current);
+// Stores the open conversation (`snapshot`: a copy of it to store instead, mid-stream).
+async function save(snapshot = current) {
+  current.updated = snapshot.updated = Date.now();
+  try {
+    await conversations.put(snapshot);
+  } catch (e) {
+    showStatus(`The conversation could not be stored in this browser: ${e.message}`);
+  }
   await refreshList();
+}
+
+// A copy of the conversation whose last answer says it was cut by the page going away: what a
+// reload finds if it comes while the answer streams (the server cancels the request then).
+function interrupted() {
+  const copy = structuredClone(current);
+  copy.messages.at(-1).note = 'Interrupted: the page was closed or reloaded while the answer streamed.';
+  return copy;
 }
 
 // Streams the answer to the conversation so far into a new assistant message.
@@ -201,10 +214,15 @@ async function answer() {
   renderMessages();
   const el = ui.messages.lastElementChild;
   let frame = 0;
+  let saved = Date.now();
   const redraw = () => {
     frame = 0;
     updateMessage(el, reply, true);
     ui.messages.scrollTop = ui.messages.scrollHeight;
+    if (Date.now() - saved > 2000) {
+      saved = Date.now();
+      save(interrupted());
+    }
   };
   try {
     const body = { messages, ...sampling(settings) };
@@ -221,11 +239,13 @@ async function answer() {
     if (controller.signal.aborted) {
       reply.note = 'Stopped.';
     } else {
-      reply.note = e instanceof ApiError ? `Error ${e.status}: ${e.message}` : `Error: ${e.message}`;
+      reply.note = e instanceof ApiError && e.status ? `Error ${e.status}: ${e.message}` : `Error: ${e.message}`;
       reply.error = true;
     }
   }
   if (frame) cancelAnimationFrame(frame);
+  // The page going away ends the stream too: what was stored last ("Interrupted") stays.
+  if (leaving) return;
   if (!reply.reasoning) delete reply.reasoning;
   setRunning(null);
   renderMessages();
@@ -233,6 +253,9 @@ async function answer() {
 }
 
 ui.stop.addEventListener('click', () => running?.controller.abort());
+let leaving = false;
+window.addEventListener('pagehide', () => { leaving = true; });
+window.addEventListener('pageshow', () => { leaving = false; });
 
 async function regenerate() {
   if (running) return;
