@@ -313,10 +313,11 @@ test('a server with --api-key: the page loads without it, asks for it on 401, ke
     await ready(page);
     assert.equal(await text(page, '#model-name'), 'stories260K.gguf');
     assert.equal(await page.evaluate(() => localStorage.getItem('vkllm.apiKey')), 'sekrit-key');
+    await setSettings(page, { max_tokens: '48' });
     await send(page, 'Once upon a time');
     await answered(page);
     assert.ok((await text(page, '.message.assistant .content')).length > 0);
-    assert.equal(await page.$eval('.message.assistant .note', (e) => e.hidden), true);
+    assert.equal(await page.$eval('.message.assistant .note', (e) => e.classList.contains('error')), false);
     // Remembered: a reload asks nothing.
     await page.reload({ waitUntil: 'load' });
     await ready(page);
