@@ -45,6 +45,7 @@ struct ServeOptions {
     uint32_t queue = 64;
     uint32_t http_threads = 0;
     bool quiet = false;
+    bool no_webui = false;
     bool embeddings = false;  // a decoder whose file names no pooling type as an embedding model
     std::string pooling;  // "": the file's
     std::string reasoning = "auto";
@@ -223,6 +224,7 @@ void serve(const ServeOptions& o) {
     so.log_requests = !o.quiet;
     so.cors.origins = server::parse_cors_origins(o.cors_origins);
     so.cors.credentials = !o.no_cors_credentials;
+    so.webui = !o.no_webui;
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
     const std::string path = resolve_model_path(o.model);
@@ -297,6 +299,7 @@ void serve(const ServeOptions& o) {
     fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', tool calls '{}', {} slots of {} tokens)\n",
                http.url(), std::filesystem::path(path).filename().string(), tmpl->name(),
                answer::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot());
+    if (!o.no_webui) fmt::print("vkllm serve: chat page: {}/\n", http.url());
     std::fflush(stdout);
 
     wait_and_stop(http, signals, &engine);
@@ -408,6 +411,7 @@ void register_serve(CLI::App& app) {
         ->capture_default_str();
     cmd->add_flag("--no-cors-credentials", o->no_cors_credentials,
                   "Do not allow cross-origin requests with credentials (then --cors-origins * answers a literal *)");
+    cmd->add_flag("--no-webui", o->no_webui, "Serve no chat page at / (the API only)");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

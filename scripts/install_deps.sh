@@ -27,11 +27,14 @@ PKGS=(
   libclang-rt-14-dev       # clang's ASan/UBSan runtimes
   libfuzzer-14-dev         # libFuzzer
   libcpp-httplib-dev       # the HTTP server of `vkllm serve`
+  libjs-marked             # the chat page's Markdown renderer, built into the binary (serving/webui)
+  node-dompurify           # the chat page's HTML sanitizer for what marked renders, built in too
   libedit-dev              # line editing for interactive commands
   curl                     # scripts/glslang15.sh: Debian 13's glslang source from the Debian archive
   patchelf                 # scripts/device_bundle.sh: RUNPATH $ORIGIN on the bundled executables and libraries
   openjdk-17-jdk-headless  # the Java binding (embed/jni): javac for vkllm.jar, jni.h, and the JVM its tests run on
   nginx                    # test-only: the load balancer of deploy/nginx, run in front of two replicas (tests/e2e/nginx.test.mjs)
+  chromium                 # test-only: the headless browser that drives the chat page (tests/e2e/webui.test.mjs)
 )
 # Node runs the end-to-end tests of `vkllm serve` with the official OpenAI client (tests/e2e). A
 # machine that already has node and npm (e.g. from NodeSource) keeps them: Debian's nodejs would

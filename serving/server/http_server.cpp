@@ -94,7 +94,7 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
         res.status = 204;
         return HandlerResponse::Handled;
     }
-    if (opts().api_key.empty() || req.path == "/health") return HandlerResponse::Unhandled;
+    if (opts().api_key.empty() || req.path == "/health" || core.is_public(req.path)) return HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "bearer ";
     bool bearer = auth.size() >= kBearer.size() &&
@@ -213,6 +213,7 @@ HttpServer::HttpServer(ServerOptions opts) : impl_(std::make_unique<Impl>(std::m
     add_openai_routes(s.core);
     add_native_routes(s.core);
     add_ollama_routes(s.core);
+    add_webui_routes(s.core);
 }
 
 HttpServer::~HttpServer() { stop(); }

@@ -113,6 +113,7 @@ struct ServerOptions {
     std::chrono::milliseconds ping_interval{2000};  // an SSE comment after this much silence finds dead clients
     bool log_requests = true;  // one line per request on stderr
     CorsPolicy cors;  // which web pages may call the server (cors.h)
+    bool webui = true;  // the chat page at GET / (serving/server/webui_routes.cpp); `serve --no-webui` turns it off
 };
 
 class HttpServer {

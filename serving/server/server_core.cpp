@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 
 namespace vkllm::server {
 
@@ -92,7 +93,14 @@ void ServerCore::post(const std::string& path, BodyHandler fn, ErrorStyle style)
 
 void ServerCore::get(const std::string& path, Handler fn, ErrorStyle style) {
     remember(path, "GET", style);
-    get_pattern(path, std::move(fn), style);
+    // cpp-httplib matches GET routes as regular expressions: the path's own dots ("/assets/app.js")
+    // must match only themselves.
+    std::string pattern;
+    for (char c : path) {
+        if (std::string_view(".[]{}()\\*+?^$|").find(c) != std::string_view::npos) pattern += '\\';
+        pattern += c;
+    }
+    get_pattern(pattern, std::move(fn), style);
 }
 
 void ServerCore::get_pattern(const std::string& pattern, Handler fn, ErrorStyle style) {

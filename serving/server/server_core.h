@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ public:
     void get(const std::string& path, Handler fn, ErrorStyle style = ErrorStyle::OpenAI);
     // A GET route whose path is a regular expression (req.matches); not listed for 405.
     void get_pattern(const std::string& pattern, Handler fn, ErrorStyle style = ErrorStyle::OpenAI);
+    // Paths answered without the API key (the chat page's files, which hold no secret).
+    void make_public(const std::string& path) { public_.insert(path); }
+    bool is_public(const std::string& path) const { return public_.count(path) > 0; }
     // The methods each registered path answers ("GET", "POST", "GET, POST").
     const std::map<std::string, std::string>& known_routes() const { return methods_; }
     // The error style of the route at `path` (OpenAI for an unknown one).
@@ -121,6 +125,7 @@ private:
     httplib::Server svr_;
     std::map<std::string, std::string> methods_;
     std::map<std::string, ErrorStyle> styles_;
+    std::set<std::string> public_;
     mutable std::mutex mu_;
     std::shared_ptr<const ServedModel> model_;  // null while loading
     uint32_t streams_ = 0;
@@ -133,5 +138,6 @@ private:
 void add_openai_routes(ServerCore& core);  // /v1/chat/completions, /v1/completions, /v1/models, embeddings, rerank
 void add_native_routes(ServerCore& core);  // /health, /tokenize, /detokenize, /apply-template
 void add_ollama_routes(ServerCore& core);  // /api/chat, /api/generate, /api/embed, /api/tags, /api/show, ...
+void add_webui_routes(ServerCore& core);  // the chat page: GET / and /assets/* (unless ServerOptions::webui is off)
 
 }  // namespace vkllm::server
