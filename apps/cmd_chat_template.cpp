@@ -75,8 +75,8 @@ void chat_template(const ChatTemplateOptions& o) {
             if (tok->eos_id() >= 0) in.eos_token = std::string(tok->token_text(tok->eos_id()));
         }
         if (o.tmpl.empty() && from_model.empty())
-            fmt::print(stderr,
-                       "vkllm: warning: '{}' has no tokenizer.chat_template; using the built-in chatml\n", o.model);
+            fmt::print(stderr, "vkllm: warning: '{}' has no tokenizer.chat_template; using the built-in chatml\n",
+                       o.model);
     }
     if (o.bos_opt->count()) in.bos_token = o.bos;
     if (o.eos_opt->count()) in.eos_token = o.eos;

@@ -94,7 +94,7 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
         res.status = 204;
         return HandlerResponse::Handled;
     }
-    if (opts().api_key.empty() || req.path == "/health" || core.is_public(req.path)) return HandlerResponse::Unhandled;
+    if (opts().api_key.empty() || core.is_public(req.path)) return HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "bearer ";
     bool bearer = auth.size() >= kBearer.size() &&
@@ -154,6 +154,7 @@ HandlerResponse HttpServer::Impl::on_error(const Request& req, Response& res) {
 
 // The server's own routes: its health and its metrics.
 void HttpServer::Impl::server_routes() {
+    core.make_public("/health");  // load balancers and orchestrators probe it without the key
     core.get("/health", [this](const Request&, Response& res) {
         if (core.model()) {
             ServerCore::send_json(res, json{{"status", "ok"}});
