@@ -56,6 +56,23 @@ test('a greedy completion equals `vkllm run` for the same prompt', { skip }, asy
   assert.equal(r.choices[0].finish_reason, 'length');
 });
 
+test('a batch of prompts: one choice per prompt, each what the prompt alone gives, whole and streamed', { skip }, async () => {
+  const prompts = ['Once upon a time', 'Lily and Ben', 'The cat'];
+  const alone = [];
+  for (const prompt of prompts) {
+    alone.push((await client.completions.create({ model: 'x', prompt, max_tokens: 12, temperature: 0 })).choices[0].text);
+  }
+  const r = await client.completions.create({ model: 'x', prompt: prompts, max_tokens: 12, temperature: 0 });
+  assert.equal(r.choices.length, 3);
+  for (const c of r.choices) assert.equal(c.text, alone[c.index]);
+  const single = await client.completions.create({ model: 'x', prompt: prompts[0], max_tokens: 12, temperature: 0 });
+  assert.ok(r.usage.prompt_tokens > single.usage.prompt_tokens);
+  const texts = ['', '', ''];
+  const stream = await client.completions.create({ model: 'x', prompt: prompts, max_tokens: 12, temperature: 0, stream: true });
+  for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.text;
+  assert.deepEqual(texts, alone);
+});
+
 test('the empty prompt gives the published greedy story', { skip }, async () => {
   const expected = readFileSync(path.join(modelsDir, 'stories260K.greedy200.txt'), 'utf8');
   const r = await client.completions.create({ model: 'x', prompt: '', max_tokens: 200, temperature: 0 });
