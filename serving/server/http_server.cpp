@@ -62,13 +62,22 @@ struct HttpServer::Impl {
 };
 
 HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res) {
+    // A request answered here leaves its body unread: the connection cannot carry another request
+    // (the body's bytes would be read as one), so it is closed.
+    const bool has_body = req.has_header("Transfer-Encoding") ||
+                          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+    auto handled = [&] {
+        if (has_body) res.set_header("Connection", "close");
+        return HandlerResponse::Handled;
+    };
+    const ErrorStyle style = core.style_of(req.path);
     if (req.headers.size() > opts().max_headers) {
         res.set_header("Connection", "close");
         ServerCore::send_error(
             res,
             ApiError(431, fmt::format("The request has {} header lines; this server takes at most {}.",
                                       req.headers.size(), opts().max_headers)),
-            core.style_of(req.path));
+            style);
         return HandlerResponse::Handled;
     }
     // Every response to an allowed origin carries the allow headers, errors and streams included.
@@ -77,6 +86,25 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
     for (auto& [k, v] :
          cors_headers(opts().cors, origin, preflight, req.get_header_value("Access-Control-Request-Headers")))
         res.set_header(k, v);
+    // A body only where a route reads it, under the cap: cpp-httplib would read any other whole,
+    // before routing and without a limit, whoever sent it.
+    if (has_body && !core.reads_body(req.method, req.path)) {
+        auto it = core.known_routes().find(req.path);
+        if (it != core.known_routes().end()) {
+            res.set_header("Allow", it->second);
+            ServerCore::send_error(
+                res,
+                ApiError(405, fmt::format("Method {} is not allowed for {}; use {}.", req.method, req.path, it->second),
+                         "invalid_request_error"),
+                style);
+        } else {
+            ServerCore::send_error(res,
+                                   ApiError(404, fmt::format("Invalid URL ({} {})", req.method, req.path),
+                                            "invalid_request_error", "", "unknown_url"),
+                                   style);
+        }
+        return handled();
+    }
     // A preflight comes without the API key (browsers never send it there) and is answered here,
     // for every path: what the actual request gets is decided when it comes.
     if (preflight) {
@@ -86,15 +114,17 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
                 ApiError(403, fmt::format("Cross-origin requests from {} are not allowed by this server "
                                           "(--cors-origins).",
                                           origin)),
-                core.style_of(req.path));
-            return HandlerResponse::Handled;
+                style);
+            return handled();
         }
         auto it = core.known_routes().find(req.path);
         res.set_header("Allow", it != core.known_routes().end() ? it->second + ", OPTIONS" : opts().cors.methods);
         res.status = 204;
-        return HandlerResponse::Handled;
+        return handled();
     }
-    if (opts().api_key.empty() || core.is_public(req.path)) return HandlerResponse::Unhandled;
+    // Public paths (the health check, the chat page's files) are read, never written.
+    const bool reads = req.method == "GET" || req.method == "HEAD";
+    if (opts().api_key.empty() || (reads && core.is_public(req.path))) return HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "bearer ";
     bool bearer = auth.size() >= kBearer.size() &&
@@ -113,8 +143,8 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
                                 "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
                               : "Incorrect API key provided.",
                  "invalid_request_error", "", "invalid_api_key"),
-        core.style_of(req.path));
-    return HandlerResponse::Handled;
+        style);
+    return handled();
 }
 
 HandlerResponse HttpServer::Impl::on_error(const Request& req, Response& res) {

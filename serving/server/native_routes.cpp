@@ -133,9 +133,8 @@ void add_native_routes(ServerCore& core) {
     });
     // Saving, restoring and erasing a slot's cache: not in vkllm (the engine keeps each slot's
     // prefix by itself), answered as llama-server answers without --slot-save-path.
-    core.http().Post(R"(/slots/([^/]*))", [](const Request&, Response& res) {
-        ServerCore::send_error(res, ApiError(501, "This server does not support slots action (save, restore, erase).",
-                                             "not_supported_error"));
+    core.post_pattern(R"(/slots/([^/]*))", [](const Request&, Response&, const std::string&) {
+        throw ApiError(501, "This server does not support slots action (save, restore, erase).", "not_supported_error");
     });
     core.post("/detokenize", [&core](const Request&, Response& res, const std::string& body) {
         auto m = core.ready_model();

@@ -223,9 +223,9 @@ void add_ollama_routes(ServerCore& core) {
         core.post(
             path, [&core, what](const Request&, Response&, const std::string&) { throw one_model_only(core, what); },
             kStyle);
-    core.http().Delete("/api/delete", [&core](const Request&, Response& res) {
-        ServerCore::send_error(res, one_model_only(core, "delete"), kStyle);
-    });
+    core.del(
+        "/api/delete", [&core](const Request&, Response&, const std::string&) { throw one_model_only(core, "delete"); },
+        kStyle);
 }
 
 }  // namespace vkllm::server

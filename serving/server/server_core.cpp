@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <regex>
 #include <string_view>
 
 namespace vkllm::server {
@@ -62,11 +63,26 @@ ErrorStyle ServerCore::style_of(const std::string& path) const {
     return it == styles_.end() ? ErrorStyle::OpenAI : it->second;
 }
 
-void ServerCore::post(const std::string& path, BodyHandler fn, ErrorStyle style) {
-    remember(path, "POST", style);
+namespace {
+
+// cpp-httplib matches routes as regular expressions: a path's own dots ("/assets/app.js") must
+// match only themselves.
+std::string literal_pattern(const std::string& path) {
+    std::string pattern;
+    for (char c : path) {
+        if (std::string_view(".[]{}()\\*+?^$|").find(c) != std::string_view::npos) pattern += '\\';
+        pattern += c;
+    }
+    return pattern;
+}
+
+}  // namespace
+
+void ServerCore::body_route(const std::string& method, const std::string& pattern, BodyHandler fn, ErrorStyle style) {
+    body_routes_.emplace_back(method, std::regex(pattern));
     // The body is read here, so that a chunked body is capped like one with a Content-Length
     // (cpp-httplib checks only the latter against payload_max_length).
-    svr_.Post(path, [this, fn, style](const Request& req, Response& res, const httplib::ContentReader& reader) {
+    auto with_body = [this, fn, style](const Request& req, Response& res, const httplib::ContentReader& reader) {
         std::string body;
         bool too_large = false;
         bool ok = reader([&](const char* data, size_t n) {
@@ -84,23 +100,43 @@ void ServerCore::post(const std::string& path, BodyHandler fn, ErrorStyle style)
             return;
         }
         guarded(res, style, [&] { fn(req, res, body); });
-    });
-    // A POST without a body never reaches the content-reader route.
-    svr_.Post(path, [this, fn, style](const Request& req, Response& res) {
+    };
+    // A request without a body never reaches the content-reader route.
+    auto without_body = [this, fn, style](const Request& req, Response& res) {
         guarded(res, style, [&] { fn(req, res, req.body); });
-    });
+    };
+    if (method == "POST") {
+        svr_.Post(pattern, with_body);
+        svr_.Post(pattern, without_body);
+    } else {
+        svr_.Delete(pattern, with_body);
+        svr_.Delete(pattern, without_body);
+    }
+}
+
+bool ServerCore::reads_body(const std::string& method, const std::string& path) const {
+    for (const auto& [m, re] : body_routes_)
+        if (m == method && std::regex_match(path, re)) return true;
+    return false;
+}
+
+void ServerCore::post(const std::string& path, BodyHandler fn, ErrorStyle style) {
+    remember(path, "POST", style);
+    body_route("POST", literal_pattern(path), std::move(fn), style);
+}
+
+void ServerCore::post_pattern(const std::string& pattern, BodyHandler fn, ErrorStyle style) {
+    body_route("POST", pattern, std::move(fn), style);
+}
+
+void ServerCore::del(const std::string& path, BodyHandler fn, ErrorStyle style) {
+    remember(path, "DELETE", style);
+    body_route("DELETE", literal_pattern(path), std::move(fn), style);
 }
 
 void ServerCore::get(const std::string& path, Handler fn, ErrorStyle style) {
     remember(path, "GET", style);
-    // cpp-httplib matches GET routes as regular expressions: the path's own dots ("/assets/app.js")
-    // must match only themselves.
-    std::string pattern;
-    for (char c : path) {
-        if (std::string_view(".[]{}()\\*+?^$|").find(c) != std::string_view::npos) pattern += '\\';
-        pattern += c;
-    }
-    get_pattern(pattern, std::move(fn), style);
+    get_pattern(literal_pattern(path), std::move(fn), style);
 }
 
 void ServerCore::get_pattern(const std::string& pattern, Handler fn, ErrorStyle style) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,6 +61,12 @@ public:
     // become error bodies of `style` (ApiError as itself, anything else a 500). The path and
     // method are remembered so that another method on it is a 405 naming the right one.
     void post(const std::string& path, BodyHandler fn, ErrorStyle style = ErrorStyle::OpenAI);
+    // A POST route whose path is a regular expression, and a DELETE route (Ollama's, with a body).
+    void post_pattern(const std::string& pattern, BodyHandler fn, ErrorStyle style = ErrorStyle::OpenAI);
+    void del(const std::string& path, BodyHandler fn, ErrorStyle style = ErrorStyle::OpenAI);
+    // Whether a route reads a body for this method and path: any other request with a body is
+    // refused before a byte of it is read (cpp-httplib would read it whole, without the cap).
+    bool reads_body(const std::string& method, const std::string& path) const;
     void get(const std::string& path, Handler fn, ErrorStyle style = ErrorStyle::OpenAI);
     // A GET route whose path is a regular expression (req.matches); not listed for 405.
     void get_pattern(const std::string& pattern, Handler fn, ErrorStyle style = ErrorStyle::OpenAI);
@@ -116,6 +123,7 @@ private:
     template <class Fn>
     void guarded(Response& res, ErrorStyle style, Fn&& fn);
     void remember(const std::string& path, const char* method, ErrorStyle style);
+    void body_route(const std::string& method, const std::string& pattern, BodyHandler fn, ErrorStyle style);
     struct StreamState;
     bool stream_step(StreamState& st, httplib::DataSink& sink);
     void stream_opened();
@@ -126,6 +134,7 @@ private:
     std::map<std::string, std::string> methods_;
     std::map<std::string, ErrorStyle> styles_;
     std::set<std::string> public_;
+    std::vector<std::pair<std::string, std::regex>> body_routes_;  // method, path pattern
     mutable std::mutex mu_;
     std::shared_ptr<const ServedModel> model_;  // null while loading
     uint32_t streams_ = 0;

@@ -643,6 +643,52 @@ TEST_CASE("http: CORS: --cors-origins refuses other pages") {
     CHECK(r->get_header_value("Allow") == "GET, OPTIONS");
 }
 
+TEST_CASE("http: a body is read only by a route that reads it: others are refused before a byte, key or not") {
+    ServerOptions o = test_options();
+    o.api_key = "sk-test-123";
+    HttpServer server(o);  // no model needed: the refusals come first
+    const int port = server.start();
+    // A chunked body that never ends, without the key, to a public path, a GET route and an unknown
+    // one: answered at once (a server reading the body first would wait for its end).
+    for (const std::string path : {"/", "/health", "/v1/models", "/nowhere"}) {
+        CAPTURE(path);
+        RawConn c(port);
+        REQUIRE(c.send("POST " + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n" +
+                       std::string(0x10000, 'a') + "\r\n"));
+        const std::string got = c.read_until("\r\n\r\n", 3000ms);
+        CHECK((got.starts_with("HTTP/1.1 405") || got.starts_with("HTTP/1.1 404")));
+        CHECK(got.find("Connection: close") != std::string::npos);
+    }
+    {
+        RawConn c(port);
+        REQUIRE(c.send("PUT /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\nabc"));
+        const std::string got = c.read_until("\r\n\r\n", 3000ms);
+        CHECK(got.starts_with("HTTP/1.1 405"));
+        CHECK(got.find("Allow: POST") != std::string::npos);
+    }
+    // A 401 leaves the body unread: the connection is closed rather than reused.
+    {
+        RawConn c(port);
+        REQUIRE(c.send(post_request("/v1/chat/completions", kChat)));
+        const std::string got = c.read_until("\r\n\r\n", 3000ms);
+        CHECK(got.starts_with("HTTP/1.1 401"));
+        CHECK(got.find("Connection: close") != std::string::npos);
+    }
+    // Bodies on routes that take them still work (a DELETE included): the key is checked, then the body read.
+    httplib::Client cli("127.0.0.1", port);
+    const httplib::Headers key = {{"Authorization", "Bearer sk-test-123"}};
+    auto r = cli.Delete("/api/delete", key, R"({"model":"x"})", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 501);  // the route ran: this server deletes no model
+    r = cli.Post("/slots/0?action=save", key, "{}", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 501);
+    r = cli.Get("/health");
+    REQUIRE(r);
+    CHECK(r->status == 503);  // loading, and public
+    server.stop();
+}
+
 TEST_CASE("http: a client that hangs up mid-stream cancels its request") {
     if (!stories_tokenizer()) return;
     Fixture f;
