@@ -107,12 +107,13 @@ void parse_logit_bias(const json& body, NativeRequest& r) {
     auto add = [&](const json& key, const json& bias, const std::string& where) {
         float b = 0;
         if (bias.is_boolean() && !bias.get<bool>())
-            b = -1e30f;  // false: never this token
-        else if (bias.is_number() && std::isfinite(bias.get<double>()))
+            b = -100.0f;  // false: never this token (the sampler bans at -100)
+        else if (bias.is_number() && std::isfinite(bias.get<double>()) && std::fabs(bias.get<double>()) <= 100)
             b = float(bias.get<double>());
         else
-            throw invalid_field("logit_bias",
-                                fmt::format("Invalid '{}': a bias is a number or false, got {}.", where, bias.dump()));
+            throw invalid_field("logit_bias", fmt::format("Invalid '{}': a bias is a number from -100 to 100 (-100 "
+                                                          "bans the token) or false, got {}.",
+                                                          where, bias.dump()));
         if (key.is_number_integer()) {
             const int64_t id = key.get<int64_t>();
             if (id < 0 || id > kInt32Max)

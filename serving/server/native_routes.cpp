@@ -67,10 +67,25 @@ void generate(ServerCore& core, Response& res, const std::string& body, bool inf
                 throw invalid_field(param, fmt::format("Invalid '{}': the prompt has no tokens.", param));
         }
     }
+    // Every prompt is checked before any runs.
+    for (const std::vector<int32_t>& p : prompts) check_fits(p.size(), m->n_ctx);
+    if (req->id_slot >= 0) {
+        if (prompts.size() > 1)
+            throw invalid_field("id_slot",
+                                "Invalid 'id_slot': one slot runs one prompt; send a batch of prompts "
+                                "without it.");
+        // A slot another request holds: the client may retry (llama-server waits for it instead).
+        if (m->metrics)
+            if (const engine::EngineMetrics em = m->metrics();
+                size_t(req->id_slot) < em.busy.size() && em.busy[size_t(req->id_slot)])
+                throw ApiError(
+                    503,
+                    fmt::format("Slot {} is busy with another request; retry, or leave out 'id_slot'.", req->id_slot),
+                    "unavailable_error", "id_slot");
+    }
     std::vector<std::unique_ptr<Generation>> gens;
     std::vector<NativeResult> results;
     for (size_t i = 0; i < prompts.size(); ++i) {
-        check_fits(prompts[i].size(), m->n_ctx);
         engine::CompletionRequest one = req->engine;
         one.prompt = prompts[i];
         gens.push_back(ServerCore::submit(*m, std::move(one)));

@@ -32,17 +32,22 @@ const json* given(const json& obj, const char* key) {
 }
 
 int64_t read_int(const json& v, const std::string& name, int64_t lo, int64_t hi) {
-    double x = 0;
-    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kI32Max) * 4))
-        x = double(v.get<int64_t>());
-    else if (v.is_number_float() && std::isfinite(v.get<double>()) && std::trunc(v.get<double>()) == v.get<double>())
-        x = v.get<double>();  // 5.0 from a client that only has doubles
+    // In integers, not doubles: a 64-bit seed keeps every digit.
+    int64_t x = 0;
+    if (v.is_number_unsigned())
+        x = v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                              : int64_t(v.get<uint64_t>());
+    else if (v.is_number_integer())
+        x = v.get<int64_t>();
+    else if (v.is_number_float() && std::isfinite(v.get<double>()) && std::trunc(v.get<double>()) == v.get<double>() &&
+             std::fabs(v.get<double>()) < 9e18)
+        x = int64_t(v.get<double>());  // 5.0 from a client that only has doubles
     else if (v.is_number())
         out_of_range(name, fmt::format("an integer from {} to {}", lo, hi), v);
     else
         wrong(name, "an integer", v);
-    if (x < double(lo) || x > double(hi)) out_of_range(name, fmt::format("an integer from {} to {}", lo, hi), v);
-    return int64_t(x);
+    if (x < lo || x > hi) out_of_range(name, fmt::format("an integer from {} to {}", lo, hi), v);
+    return x;
 }
 
 double read_number(const json& v, const std::string& name, double lo, double hi) {
@@ -111,8 +116,11 @@ const OptionRule kOptions[] = {
     {"seed", Kind::Int,
      [](Request& r, const json& v, const std::string& n) {
          // Ollama's -1 (any negative) is "random": the server's seed stays.
-         const int64_t s =
-             read_int(v, n, std::numeric_limits<int64_t>::min() / 2, std::numeric_limits<int64_t>::max() / 2);
+         if (v.is_number_unsigned()) {  // any 64-bit seed
+             r.parsed.engine.sampler.seed = v.get<uint64_t>();
+             return;
+         }
+         const int64_t s = read_int(v, n, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
          if (s >= 0) r.parsed.engine.sampler.seed = uint64_t(s);
      }},
     {"num_predict", Kind::Int,
@@ -185,8 +193,9 @@ const OptionRule kOptions[] = {
 
 void check_kind(const OptionRule& rule, const json& v, const std::string& name) {
     switch (rule.kind) {
-        case Kind::Int:
-            read_int(v, name, std::numeric_limits<int64_t>::min() / 2, std::numeric_limits<int64_t>::max() / 2);
+        case Kind::Int:  // the type only: each option's own rule checks its range
+            if (!v.is_number_unsigned())
+                read_int(v, name, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
             break;
         case Kind::Number:
             if (!v.is_number()) wrong(name, "a number", v);
@@ -418,7 +427,11 @@ Request parse_generate(const json& body, uint64_t seed) {
 
 void apply_think(Request& r, bool thinks, bool harmony) {
     ParsedRequest& p = r.parsed;
-    if (p.endpoint != Endpoint::Chat) {  // raw: the text as the model writes it
+    if (p.endpoint != Endpoint::Chat) {  // raw or suffix: the text as the model writes it
+        if (r.think != Think::Default)
+            throw invalid_field("think",
+                                "Invalid 'think': a raw or fill-in-the-middle generate renders no chat "
+                                "template, so reasoning cannot be turned on or off; leave 'think' out.");
         p.reasoning_format = "none";
         return;
     }

@@ -32,7 +32,9 @@ public:
     std::string finish(size_t, const engine::Event& done) override { return r_.stream_done(done); }
     std::string end(const std::vector<engine::Event>&) override { return {}; }
     std::string error(const ApiError& e) override { return ollama::ndjson(ollama::error_json(e.what())); }
-    std::string ping() const override { return {}; }  // NDJSON has no comment line
+    // NDJSON has no comment line, but whitespace before the next object is allowed by every JSON
+    // reader: a space finds a client gone while its request waits.
+    std::string ping() const override { return " "; }
 
 private:
     ollama::Responder r_;

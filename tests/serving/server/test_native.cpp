@@ -215,6 +215,8 @@ TEST_CASE("native: sampler fields, defaults, and what vkllm cannot honour") {
     CHECK(param({{"response_fields", "content"}}) == "response_fields");
     CHECK(param({{"logit_bias", {{1}}}}) == "logit_bias");
     CHECK(param({{"logit_bias", {{1, "x"}}}}) == "logit_bias");
+    CHECK(param({{"logit_bias", {{1, 101}}}}) == "logit_bias");
+    CHECK(param({{"logit_bias", {{"7", -1e9}}}}) == "logit_bias");
     CHECK(parse_native_completion(json{{"prompt", "x"}, {"json_schema", {{"type", "boolean"}}}}, 1, 2).engine.grammar);
 }
 
@@ -225,7 +227,9 @@ TEST_CASE("native: logit_bias as pairs or an object, by id or by text") {
     CHECK(r.engine.sampler.logit_bias[0] == std::pair<int32_t, float>{5, -100.0f});
     REQUIRE(r.text_bias.size() == 1);
     CHECK(r.text_bias[0].first == "Hi");
-    CHECK(r.text_bias[0].second < -1e20f);
+    CHECK(r.text_bias[0].second == -100.0f);  // false bans the token, within the sampler's range
+    for (const auto& [text, bias] : r.text_bias) r.engine.sampler.logit_bias.emplace_back(1, bias);
+    CHECK_NOTHROW(r.engine.sampler.validate());
     NativeRequest o = parse_native_completion(json{{"prompt", "x"}, {"logit_bias", {{"7", 2.5}, {"Hi", -1}}}}, 1, 2);
     CHECK(o.engine.sampler.logit_bias == std::vector<std::pair<int32_t, float>>{{7, 2.5f}});
     CHECK(o.text_bias.size() == 1);

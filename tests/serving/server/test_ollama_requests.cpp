@@ -91,6 +91,12 @@ TEST_CASE("ollama: options map onto the sampler") {
     CHECK(sp.parsed.engine.sampler.top_p == 1.0f);
     CHECK(sp.parsed.engine.stop == std::vector<std::string>{"END"});
     CHECK(sp.parsed.engine.sampler.top_k == 5);
+    // Seeds of every size keep every digit (nlohmann reads large ones as unsigned).
+    for (uint64_t seed : {uint64_t(12345678901), uint64_t(9007199254740993), std::numeric_limits<uint64_t>::max()})
+        CHECK(parse_chat(chat({{"options", {{"seed", seed}}}}), 1).parsed.engine.sampler.seed == seed);
+    CHECK(error_of([] {
+              parse_chat(chat({{"options", {{"num_predict", uint64_t(1) << 40}}}}), 1);
+          }).param() == "options.num_predict");
 }
 
 TEST_CASE("ollama: runtime options are accepted and ignored, output-changing ones refused by name") {
@@ -260,6 +266,11 @@ TEST_CASE("ollama: generate renders a one-turn chat, raw sends the prompt as it 
     CHECK(raw.parsed.prompts[0].text == "Once upon a time");
     apply_think(raw, true, false);
     CHECK(raw.parsed.reasoning_format == "none");
+    // think asks the template for something a raw or fill-in-the-middle generate does not render.
+    for (json extra : {json{{"raw", true}, {"think", true}}, json{{"suffix", "x"}, {"think", false}}}) {
+        Request t = parse_generate(generate(extra), 1);
+        CHECK(error_of([&] { apply_think(t, true, false); }).param() == "think");
+    }
 
     Request ctx = parse_generate(generate({{"context", {1, 2, 3}}}), 1);
     CHECK(ctx.context == std::vector<int32_t>{1, 2, 3});

@@ -28,7 +28,8 @@ TEST_CASE("protocol: tokenize, detokenize and apply-template bodies") {
     CHECK(error_of([] { parse_detokenize_request(json{{"tokens", {"a"}}}, 10); }).param() == "tokens[0]");
     CHECK(error_of([] { parse_detokenize_request(json{{"tokens", "1 2"}}, 10); }).param() == "tokens");
 
-    TemplateRequest a = parse_apply_template_request(chat_body({{"chat_template_kwargs", {{"enable_thinking", true}}}}));
+    TemplateRequest a =
+        parse_apply_template_request(chat_body({{"chat_template_kwargs", {{"enable_thinking", true}}}}));
     CHECK(a.messages.size() == 1);
     CHECK(a.template_kwargs["enable_thinking"] == true);
     CHECK(error_of([] { parse_apply_template_request(json::object()); }).param() == "messages");
@@ -56,10 +57,12 @@ TEST_CASE("protocol: embeddings requests: every input form, encodings, dimension
     CHECK(err({{"input", json::array()}}).param() == "input");
     CHECK(std::string(err({{"input", {"a", ""}}}).what()).find("input[1]") != std::string::npos);
     CHECK(err({{"input", {"a", 3}}}).param() == "input[1]");
-    CHECK(std::string(err({{"input", {1, 1000}}}).what()).find("1000 is not a token id (the vocabulary has 1000 tokens)") != std::string::npos);
+    CHECK(std::string(err({{"input", {1, 1000}}}).what())
+              .find("1000 is not a token id (the vocabulary has 1000 tokens)") != std::string::npos);
     CHECK(std::string(err({{"input", {{1}, json::array()}}}).what()).find("input[1]") != std::string::npos);
     CHECK(err({{"input", 5}}).param() == "input");
-    CHECK(std::string(err({{"input", std::vector<std::string>(2049, "x")}}).what()).find("at most 2048") != std::string::npos);
+    CHECK(std::string(err({{"input", std::vector<std::string>(2049, "x")}}).what()).find("at most 2048") !=
+          std::string::npos);
     CHECK(err({{"input", "x"}, {"encoding_format", "int8"}}).param() == "encoding_format");
     e = err({{"input", "x"}, {"dimensions", 256}});
     CHECK(e.param() == "dimensions");
@@ -68,8 +71,8 @@ TEST_CASE("protocol: embeddings requests: every input form, encodings, dimension
 }
 
 TEST_CASE("protocol: embeddings responses, float and base64 (little-endian f32, RFC 4648)") {
-    CHECK(base64_floats({1.0f}) == "AACAPw==");              // 00 00 80 3f
-    CHECK(base64_floats({1.0f, -2.0f}) == "AACAPwAAAMA=");   // + 00 00 00 c0
+    CHECK(base64_floats({1.0f}) == "AACAPw==");  // 00 00 80 3f
+    CHECK(base64_floats({1.0f, -2.0f}) == "AACAPwAAAMA=");  // + 00 00 00 c0
     CHECK(base64_floats({0.0f, 0.0f, 0.0f}) == "AAAAAAAAAAAAAAAA");
     CHECK(base64_floats({}).empty());
     const json f = embeddings_response({{0.5f, -1.0f}, {2.0f, 0.0f}}, false, "bge", 7);
@@ -91,8 +94,8 @@ TEST_CASE("protocol: rerank requests (Jina / llama-server shape) and their 400s"
     CHECK_FALSE(r.return_documents);
     CHECK(r.model == "m");
     // llama-server's `texts`, Jina's {"text": ...} objects, top_n past the count, return_documents
-    r = parse_rerank_request({{"query", "q"}, {"texts", json::array({"a", {{"text", "b"}}})}, {"top_n", 5},
-                              {"return_documents", true}});
+    r = parse_rerank_request(
+        {{"query", "q"}, {"texts", json::array({"a", {{"text", "b"}}})}, {"top_n", 5}, {"return_documents", true}});
     CHECK(r.documents == std::vector<std::string>{"a", "b"});
     CHECK(r.top_n == 2);
     CHECK(r.return_documents);

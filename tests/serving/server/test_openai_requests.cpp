@@ -28,11 +28,21 @@ TEST_CASE("protocol: a minimal chat request takes the defaults") {
 }
 
 TEST_CASE("protocol: every sampling field is read") {
-    json extra = {{"temperature", 0},         {"top_p", 0.5},     {"top_k", 7},
-                  {"min_p", 0.1},             {"seed", 1234},     {"presence_penalty", 1.5},
-                  {"frequency_penalty", -0.5}, {"repeat_penalty", 1.1}, {"max_tokens", 10},
-                  {"stop", json::array({"a", "b"})}, {"user", "u1"}, {"n", 1},
-                  {"logprobs", true},         {"top_logprobs", 3}, {"stream", true},
+    json extra = {{"temperature", 0},
+                  {"top_p", 0.5},
+                  {"top_k", 7},
+                  {"min_p", 0.1},
+                  {"seed", 1234},
+                  {"presence_penalty", 1.5},
+                  {"frequency_penalty", -0.5},
+                  {"repeat_penalty", 1.1},
+                  {"max_tokens", 10},
+                  {"stop", json::array({"a", "b"})},
+                  {"user", "u1"},
+                  {"n", 1},
+                  {"logprobs", true},
+                  {"top_logprobs", 3},
+                  {"stream", true},
                   {"stream_options", {{"include_usage", true}}},
                   {"tools", json::array({json{{"type", "function"}, {"function", {{"name", "f"}}}}})},
                   {"chat_template_kwargs", {{"enable_thinking", false}}},
@@ -57,7 +67,8 @@ TEST_CASE("protocol: every sampling field is read") {
     CHECK(r.template_kwargs["enable_thinking"] == false);
 
     // max_completion_tokens is the newer name and wins; a single stop string; null is "not given".
-    r = parse_chat_request(chat_body({{"max_tokens", 5}, {"max_completion_tokens", 9}, {"stop", "END"}, {"temperature", nullptr}}), 1);
+    r = parse_chat_request(
+        chat_body({{"max_tokens", 5}, {"max_completion_tokens", 9}, {"stop", "END"}, {"temperature", nullptr}}), 1);
     CHECK(r.engine.max_tokens == 9);
     CHECK(r.engine.stop == std::vector<std::string>{"END"});
     CHECK(r.engine.sampler.temperature == SamplerParams{}.temperature);
@@ -111,11 +122,14 @@ TEST_CASE("protocol: wrong types and out-of-range values are 400s naming the fie
         {{{"messages", json::array({json{{"role", 1}, {"content", "Hi"}}})}}, "messages[0].role", "non-empty string"},
         {{{"messages", json::array({json{{"role", "user"}}})}}, "messages[0].content", "Missing required parameter"},
         {{{"messages", json::array({json{{"role", "user"}, {"content", 5}}})}}, "messages[0].content", "content parts"},
-        {{{"messages", json::array({json{{"role", "user"},
-                                         {"content", json::array({json{{"type", "image_url"}, {"image_url", "x"}}})}}})}},
-         "messages[0].content[0].type", "only content parts of type 'text'"},
+        {{{"messages",
+           json::array(
+               {json{{"role", "user"}, {"content", json::array({json{{"type", "image_url"}, {"image_url", "x"}}})}}})}},
+         "messages[0].content[0].type",
+         "only content parts of type 'text'"},
         {{{"messages", json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "text"}}})}}})}},
-         "messages[0].content[0].text", "Missing required parameter"},
+         "messages[0].content[0].text",
+         "Missing required parameter"},
     };
     for (const Case& c : cases) {
         CAPTURE(c.extra.dump());
@@ -131,13 +145,16 @@ TEST_CASE("protocol: wrong types and out-of-range values are 400s naming the fie
 }
 
 TEST_CASE("protocol: content parts are flattened, tool-calling assistant turns may lack content") {
-    json msgs = json::array({json{{"role", "system"}, {"content", json::array({json{{"type", "text"}, {"text", "A"}},
-                                                                               json{{"type", "text"}, {"text", "B"}}})}},
-                             json{{"role", "user"}, {"content", "Q"}},
-                             json{{"role", "assistant"}, {"content", nullptr},
-                                  {"tool_calls", json::array({json{{"id", "1"}, {"type", "function"},
-                                                                   {"function", {{"name", "f"}, {"arguments", R"({"a":"b"})"}}}}})}},
-                             json{{"role", "tool"}, {"tool_call_id", "1"}, {"content", "42"}}});
+    json msgs = json::array(
+        {json{{"role", "system"},
+              {"content", json::array({json{{"type", "text"}, {"text", "A"}}, json{{"type", "text"}, {"text", "B"}}})}},
+         json{{"role", "user"}, {"content", "Q"}},
+         json{{"role", "assistant"},
+              {"content", nullptr},
+              {"tool_calls",
+               json::array({json{
+                   {"id", "1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", R"({"a":"b"})"}}}}})}},
+         json{{"role", "tool"}, {"tool_call_id", "1"}, {"content", "42"}}});
     json out = parse_messages(msgs);
     CHECK(out[0]["content"] == "A\nB");
     CHECK(out[1]["content"] == "Q");
@@ -156,8 +173,8 @@ TEST_CASE("protocol: a tool call in the history whose arguments are not a JSON o
                             json{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}}});
     };
     const std::string param = "messages[1].tool_calls[0].function.arguments";
-    for (json bad : {json("{"), json("{\"a\": }"), json("not json"), json("[1, 2]"), json("5"), json(5),
-                     json::array({1})}) {
+    for (json bad :
+         {json("{"), json("{\"a\": }"), json("not json"), json("[1, 2]"), json("5"), json(5), json::array({1})}) {
         CAPTURE(bad.dump());
         ApiError e = error_of([&] { parse_messages(with_args(bad)); });
         CHECK(e.status() == 400);
@@ -233,8 +250,9 @@ TEST_CASE("protocol: bodies that are not a JSON object are 400s") {
 
 TEST_CASE("protocol: JSON nested 100,000 deep is a 400, not a stack overflow") {
     // Copying or rendering such a value recursively would overflow the stack and kill the server.
-    const std::string deep = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"x\": " +
-                             std::string(100000, '[') + std::string(100000, ']') + "}]}";
+    const std::string deep =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"x\": " + std::string(100000, '[') +
+        std::string(100000, ']') + "}]}";
     ApiError e = error_of([&] { parse_body(deep); });
     CHECK(e.status() == 400);
     CHECK(std::string(e.what()).find("nested") != std::string::npos);
@@ -243,7 +261,9 @@ TEST_CASE("protocol: JSON nested 100,000 deep is a 400, not a stack overflow") {
     CHECK(parse_body(ok).contains("x"));
 }
 
-TEST_CASE("protocol: response_format, grammar and json_schema become the request's grammar; what cannot be enforced is a 400") {
+TEST_CASE(
+    "protocol: response_format, grammar and json_schema become the request's grammar; what cannot be enforced is a "
+    "400") {
     auto accepts = [](const ParsedRequest& r, const std::string& text) {
         REQUIRE(r.engine.grammar);
         grammar::Matcher m(*r.engine.grammar);
@@ -261,8 +281,9 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
                          {"properties", {{"name", {{"type", "string"}}}, {"n", {{"type", "integer"}, {"minimum", 1}}}}},
                          {"required", {"name", "n"}},
                          {"additionalProperties", false}};
-    for (const json& rf : {json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", schema}}}},
-                           json{{"type", "json_schema"}, {"schema", schema}}}) {
+    for (const json& rf :
+         {json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", schema}}}},
+          json{{"type", "json_schema"}, {"schema", schema}}}) {
         CAPTURE(rf.dump());
         ParsedRequest r = parse_chat_request(chat_body({{"response_format", rf}}), 1);
         CHECK(accepts(r, R"({"name": "x", "n": 3})"));
@@ -274,8 +295,12 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
     CHECK(!accepts(g, "maybe"));
 
     // Refusals name the field and, for schemas, the keyword; for GBNF, the line and column.
-    ApiError e = chat_error({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema",
-                              {{"type", "object"}, {"properties", {{"a", {{"not", {{"type", "null"}}}}}}}}}}}}}});
+    ApiError e =
+        chat_error({{"response_format",
+                     {{"type", "json_schema"},
+                      {"json_schema",
+                       {{"name", "x"},
+                        {"schema", {{"type", "object"}, {"properties", {{"a", {{"not", {{"type", "null"}}}}}}}}}}}}}});
     CHECK(e.status() == 400);
     CHECK(e.param() == "response_format.json_schema.schema");
     CHECK(std::string(e.what()).find("'not'") != std::string::npos);
@@ -287,7 +312,8 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
     CHECK(std::string(e.what()).find("left-recursive") != std::string::npos);
     CHECK(chat_error({{"response_format", {{"type", "xml"}}}}).param() == "response_format.type");
     CHECK(chat_error({{"response_format", {{"type", "json_schema"}}}}).param() == "response_format.json_schema");
-    CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"grammar", "root ::= \"a\""}}).param() == "grammar");
+    CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"grammar", "root ::= \"a\""}}).param() ==
+          "grammar");
     CHECK(chat_error({{"json_schema", "not a schema"}}).param() == "json_schema");
     // A stop string could cut the structure: refused.
     CHECK(chat_error({{"response_format", {{"type", "json_object"}}}, {"stop", "}"}}).param() == "stop");
@@ -304,11 +330,12 @@ TEST_CASE("protocol: response_format, grammar and json_schema become the request
 }
 
 TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a prefix and a grammar") {
-    using vkllm::answer::ToolFamily;
     using vkllm::answer::tool_format;
+    using vkllm::answer::ToolFamily;
     CHECK(chat_error({{"tools", json::array({json{{"type", "function"}, {"function", {{"name", "a b"}}}}})}}).param() ==
           "tools[0].function.name");
-    CHECK(chat_error({{"tools", weather_tools()}, {"tool_choice", {{"type", "function"}}}}).param() == "tool_choice.function.name");
+    CHECK(chat_error({{"tools", weather_tools()}, {"tool_choice", {{"type", "function"}}}}).param() ==
+          "tool_choice.function.name");
 
     // auto: replies are parsed, nothing is forced; a lazy grammar holds calls from their marker on.
     ParsedRequest r = parse_chat_request(chat_body({{"tools", weather_tools()}}), 1);
@@ -364,7 +391,8 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
     CHECK(r.tool_plan.reply_prefix == "<tool_call>\n");
     REQUIRE(r.engine.grammar);
     vkllm::grammar::Matcher m(*r.engine.grammar);
-    REQUIRE(m.accept(R"({"name": "get_weather", "arguments": {"city": "Paris"}})" "\n</tool_call>"));
+    REQUIRE(m.accept(R"({"name": "get_weather", "arguments": {"city": "Paris"}})"
+                     "\n</tool_call>"));
     CHECK(m.can_end());
 
     auto tool_error = [](json extra, const vkllm::answer::ToolFormat& f) {
@@ -374,11 +402,14 @@ TEST_CASE("protocol: tools and tool_choice are checked, and forced calls get a p
         });
     };
     const json named = {{"type", "function"}, {"function", {{"name", "nope"}}}};
-    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", named}}, tool_format(ToolFamily::Hermes)).param() == "tool_choice");
-    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", "required"}, {"stop", "x"}}, tool_format(ToolFamily::Hermes))
-              .param() == "stop");
-    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}},
+    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", named}}, tool_format(ToolFamily::Hermes)).param() ==
+          "tool_choice");
+    CHECK(tool_error({{"tools", weather_tools()}, {"tool_choice", "required"}, {"stop", "x"}},
                      tool_format(ToolFamily::Hermes))
+              .param() == "stop");
+    CHECK(tool_error(
+              {{"tools", weather_tools()}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}},
+              tool_format(ToolFamily::Hermes))
               .param() == "tool_choice");
     // Parameters outside the schema subset: the 400 names the tool.
     json bad = weather_tools();

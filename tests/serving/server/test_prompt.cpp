@@ -68,10 +68,11 @@ TEST_CASE("prompt: a chat is rendered with the vocabulary's BOS/EOS texts and to
         seen = in;
         return render(in);
     };
-    ParsedRequest req = parse_chat_request(json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
-                                                {"chat_template_kwargs", {{"enable_thinking", false}}},
-                                                {"tools", json::array({json{{"type", "function"}, {"function", {{"name", "f"}}}}})}},
-                                           1);
+    ParsedRequest req =
+        parse_chat_request(json{{"messages", json::array({json{{"role", "user"}, {"content", "Hi"}}})},
+                                {"chat_template_kwargs", {{"enable_thinking", false}}},
+                                {"tools", json::array({json{{"type", "function"}, {"function", {{"name", "f"}}}}})}},
+                           1);
     std::vector<int32_t> ids = prompt_tokens(tok, spy, req, 512);
     CHECK(seen.bos_token == "<s>");
     CHECK(seen.eos_token == "</s>");
