@@ -153,6 +153,8 @@ void parse_native_common(const json& body, uint64_t seed, uint32_t n_slots, Nati
         if (auto v = get_number(body, f.name, f.lo, f.hi)) s.*f.member = float(*v);
     if (auto v = get_number(body, "top_p", 0, 1)) s.top_p = *v == 0 ? 1.0f : float(*v);  // 0 is "off" too
     if (s.min_p >= 1) throw invalid_field("min_p", "Invalid 'min_p': expected a value from 0 to below 1.");
+    if (s.repeat_penalty <= 0)
+        throw invalid_field("repeat_penalty", "Invalid 'repeat_penalty': expected a value above 0 (1 is off), got 0.");
     if (auto v = get_integer(body, "top_k", std::numeric_limits<int32_t>::min(), kInt32Max))
         s.top_k = int32_t(std::max<int64_t>(*v, 0));
     if (auto v = get_integer(body, "repeat_last_n", -1, kInt32Max))

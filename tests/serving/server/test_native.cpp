@@ -216,6 +216,19 @@ TEST_CASE("native: sampler fields, defaults, and what vkllm cannot honour") {
     CHECK(param({{"logit_bias", {{1}}}}) == "logit_bias");
     CHECK(param({{"logit_bias", {{1, "x"}}}}) == "logit_bias");
     CHECK(param({{"logit_bias", {{1, 101}}}}) == "logit_bias");
+    CHECK(param({{"repeat_penalty", 0}}) == "repeat_penalty");
+    // Whatever the parser accepts, the engine's sampler accepts too (no 400 naming a CLI flag later).
+    for (const char* f : {"temperature", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty", "top_p"})
+        for (double v : {0.0, 0.5, 0.999, 2.0, 100.0}) {
+            CAPTURE(f);
+            CAPTURE(v);
+            try {
+                NativeRequest r = parse_native_completion(json{{"prompt", "x"}, {f, v}}, 1, 2);
+                CHECK_NOTHROW(r.engine.sampler.validate());
+            } catch (const ApiError& e) {
+                CHECK(e.param() == f);
+            }
+        }
     CHECK(param({{"logit_bias", {{"7", -1e9}}}}) == "logit_bias");
     CHECK(parse_native_completion(json{{"prompt", "x"}, {"json_schema", {{"type", "boolean"}}}}, 1, 2).engine.grammar);
 }

@@ -325,3 +325,17 @@ TEST_CASE("ollama: embed and embeddings bodies") {
     CHECK(parse_embeddings(json{{"model", "e"}, {"prompt", ""}}).inputs.empty());
     CHECK(error_of([] { parse_embeddings(json{{"model", "e"}, {"prompt", 1}}); }).param() == "prompt");
 }
+
+TEST_CASE("ollama: whatever the options accept, the engine's sampler accepts too") {
+    for (const char* f : {"temperature", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty"})
+        for (double v : {-1.0, 0.0, 0.5, 0.999, 1.0, 2.0, 100.0}) {
+            CAPTURE(f);
+            CAPTURE(v);
+            try {
+                Request r = parse_chat(chat({{"options", {{f, v}}}}), 1);
+                CHECK_NOTHROW(r.parsed.engine.sampler.validate());
+            } catch (const ApiError& e) {
+                CHECK(e.param() == std::string("options.") + f);
+            }
+        }
+}

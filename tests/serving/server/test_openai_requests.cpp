@@ -438,3 +438,19 @@ TEST_CASE("protocol: logit_bias is read, checked, and checked against the vocabu
     CHECK(chat_error({{"logit_bias", {{"3", "a"}}}}).param() == "logit_bias");
     CHECK(chat_error({{"logit_bias", json::array()}}).param() == "logit_bias");
 }
+
+TEST_CASE("protocol: whatever the sampling fields accept, the engine's sampler accepts too") {
+    // Three APIs read sampling fields (OpenAI's here, llama-server's and Ollama's in their files):
+    // a value one of them lets through must not fail later in the engine with a 400 naming a CLI flag.
+    for (const char* f : {"temperature", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty"})
+        for (double v : {-1.0, 0.0, 0.5, 0.999, 1.0, 2.0, 100.0}) {
+            CAPTURE(f);
+            CAPTURE(v);
+            try {
+                ParsedRequest r = parse_chat_request(chat_body({{f, v}}), 1);
+                CHECK_NOTHROW(r.engine.sampler.validate());
+            } catch (const ApiError& e) {
+                CHECK(e.param() == f);
+            }
+        }
+}
