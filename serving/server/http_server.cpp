@@ -51,6 +51,8 @@ struct HttpServer::Impl {
     void server_routes();
     HandlerResponse pre_routing(const Request& req, Response& res);
     HandlerResponse on_error(const Request& req, Response& res);
+    // 405 with Allow for a known path asked with another method, else 404.
+    void send_no_route(const Request& req, Response& res, ErrorStyle style) const;
     ServerCounters counters() const {
         ServerCounters c;
         c.ready = core.model() != nullptr;
@@ -60,6 +62,23 @@ struct HttpServer::Impl {
         return c;
     }
 };
+
+void HttpServer::Impl::send_no_route(const Request& req, Response& res, ErrorStyle style) const {
+    auto it = core.known_routes().find(req.path);
+    if (it != core.known_routes().end()) {
+        res.set_header("Allow", it->second);
+        ServerCore::send_error(
+            res,
+            ApiError(405, fmt::format("Method {} is not allowed for {}; use {}.", req.method, req.path, it->second),
+                     "invalid_request_error"),
+            style);
+    } else {
+        ServerCore::send_error(res,
+                               ApiError(404, fmt::format("Invalid URL ({} {})", req.method, req.path),
+                                        "invalid_request_error", "", "unknown_url"),
+                               style);
+    }
+}
 
 HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res) {
     // A request answered here leaves its body unread: the connection cannot carry another request
@@ -89,20 +108,7 @@ HandlerResponse HttpServer::Impl::pre_routing(const Request& req, Response& res)
     // A body only where a route reads it, under the cap: cpp-httplib would read any other whole,
     // before routing and without a limit, whoever sent it.
     if (has_body && !core.reads_body(req.method, req.path)) {
-        auto it = core.known_routes().find(req.path);
-        if (it != core.known_routes().end()) {
-            res.set_header("Allow", it->second);
-            ServerCore::send_error(
-                res,
-                ApiError(405, fmt::format("Method {} is not allowed for {}; use {}.", req.method, req.path, it->second),
-                         "invalid_request_error"),
-                style);
-        } else {
-            ServerCore::send_error(res,
-                                   ApiError(404, fmt::format("Invalid URL ({} {})", req.method, req.path),
-                                            "invalid_request_error", "", "unknown_url"),
-                                   style);
-        }
+        send_no_route(req, res, style);
         return handled();
     }
     // A preflight comes without the API key (browsers never send it there) and is answered here,
@@ -151,24 +157,7 @@ HandlerResponse HttpServer::Impl::on_error(const Request& req, Response& res) {
     if (!res.body.empty()) return HandlerResponse::Unhandled;  // our own error, already in the API's shape
     const ErrorStyle style = core.style_of(req.path);
     switch (res.status) {
-        case 404: {
-            auto it = core.known_routes().find(req.path);
-            if (it != core.known_routes().end()) {
-                res.set_header("Allow", it->second);
-                ServerCore::send_error(
-                    res,
-                    ApiError(405,
-                             fmt::format("Method {} is not allowed for {}; use {}.", req.method, req.path, it->second),
-                             "invalid_request_error"),
-                    style);
-            } else {
-                ServerCore::send_error(res,
-                                       ApiError(404, fmt::format("Invalid URL ({} {})", req.method, req.path),
-                                                "invalid_request_error", "", "unknown_url"),
-                                       style);
-            }
-            break;
-        }
+        case 404: send_no_route(req, res, style); break;
         case 413: ServerCore::send_error(res, core.body_too_large(), style); break;
         case 414: ServerCore::send_error(res, ApiError(414, "The request URI is too long."), style); break;
         case 500: ServerCore::send_error(res, ApiError(500, "Internal server error.", "server_error"), style); break;
