@@ -16,8 +16,9 @@
 //          positions[n_tokens]                 int32, read on the device: query t at position p sees
 //                                              positions [lo, hi]: lo = max(0, p - window + 1), hi = p
 //                                              with a window; lo = 0, hi = min(p, n_ctx - 1) without;
-//                                              not causal (encoders): p is the last query's position
-//                                              for every query, so the call attends to all of itself;
+//                                              not causal (encoders, image chunks): hi is the last
+//                                              query's position for every query, so the call attends
+//                                              to all of itself (lo from the query's own p);
 //                                              segmented (several inputs packed in one call): query t
 //                                              sees positions [segs[2t], segs[2t + 1]) instead
 // Output:  out[n_tokens][n_heads][DV]         f32

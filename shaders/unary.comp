@@ -8,6 +8,7 @@
 //          OP_SOFTCAP: y[i] = param * tanh(x[i] / param)                        (Gemma 2 logit soft-capping)
 //          OP_CLAMP:   y[i] = min(max(x[i], -param), param)                     (MPT's clamp_kqv)
 //          OP_RELU:    y[i] = max(x[i], 0)                                      (T5 v1.0's feed-forward)
+//          OP_GELU_QUICK: y[i] = x / (1 + exp(-1.702 x))                        (CLIP's quick GELU)
 //          gelu and tanh come from include/activations.glsl: finite and correct for any finite x.
 // One invocation computes one element. The 2-D grid is flattened:
 // i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * WG + local index; i >= n exits.
@@ -42,8 +43,10 @@ void main() {
     v = min(max(v, -pc.param), pc.param);
 #elif defined(OP_RELU)
     v = max(v, 0.0);
+#elif defined(OP_GELU_QUICK)
+    v = act_gelu_quick(v);
 #else
-#error "unary.comp: define OP_GELU, OP_SCALE, OP_SOFTCAP, OP_CLAMP or OP_RELU"
+#error "unary.comp: define OP_GELU, OP_SCALE, OP_SOFTCAP, OP_CLAMP, OP_RELU or OP_GELU_QUICK"
 #endif
     y[pc.y_first + i] = v;
 }

@@ -9,7 +9,7 @@
 namespace vkllm {
 
 ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, const ModelOptions& opts,
-                                        const MemoryPlan& plan, LayerRange range, uint32_t ring_rows, bool gpu_embed) {
+                                        const MemoryPlan& plan, LayerRange range, uint32_t ring_rows) {
     ForwardBuffers b;
     const uint32_t U = scratch_rows(opts), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = dense_ffn_dim(cfg);
     const uint64_t kv_row = kv_row_bytes(cfg, opts.kv_type);
@@ -89,7 +89,9 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
         for (uint32_t i = 0; i < plan.n_ctx; ++i) rows[i] = int32_t(i);
     }
     b.ids = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "ids");
-    if (!gpu_embed && first) b.embed_in = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
+    // Rows the host writes: embeddings given as such (an image's), or looked up from a table too
+    // large to bind.
+    if (first) b.embed_in = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "embed_in");
     b.attn_scratch =
         ctx.create_buffer(std::max<uint64_t>(plan.attention_scratch, 16), MemoryUsage::Device, "attn_scratch");
     return b;

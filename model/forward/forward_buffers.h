@@ -47,7 +47,7 @@ struct ForwardBuffers {
     Buffer rel_pos;  // (U) int32, host-written: each token's position in its input (RoPE, learned positions)
     Buffer segs;  // (U, 2) int32, host-written: bidirectional models' key range per token
     Buffer ids;  // (U) int32, host-written
-    Buffer embed_in;  // (U, dim) host-written rows when the embedding is too large for one binding
+    Buffer embed_in;  // (U, dim) host-written rows: embeddings given as such, or of a table too large to bind
     Buffer send;  // (U, dim) readback: a split's stage before the last hands its x rows over in it
     Buffer recv;  // (U, dim) host-written: a stage after the first takes its x rows from it
     Buffer attn_scratch;  // (n_seq) x attention split-K partials: one region per decode row
@@ -66,10 +66,9 @@ struct ForwardBuffers {
     Buffer enc, enc_rows, cross_pos, cross_q, cross_att;
 
     // Everything above for the layers `range` of a model planned as `plan` (its context and
-    // attention partials); `ring_rows` sizes the ring tables (0: none), `gpu_embed` says whether the
-    // embedding is looked up on the device (else the first stage gets embed_in).
+    // attention partials); `ring_rows` sizes the ring tables (0: none).
     static ForwardBuffers allocate(Context& ctx, const ModelConfig& cfg, const ModelOptions& opts,
-                                   const MemoryPlan& plan, LayerRange range, uint32_t ring_rows, bool gpu_embed);
+                                   const MemoryPlan& plan, LayerRange range, uint32_t ring_rows);
 };
 
 }  // namespace vkllm

@@ -94,7 +94,7 @@ ForwardStage::ForwardStage(Context& ctx, const GgufFile& file, const ModelConfig
     for (uint32_t l = 0; l < cfg.n_layers; ++l)
         if (const uint32_t rows = kv_cache_rows(cfg, l, plan_.n_ctx, opts_.ubatch); rows != plan_.n_ctx)
             ring_rows_ = rows;
-    buf_ = ForwardBuffers::allocate(ctx_, cfg, opts_, plan_, range_, ring_rows_, gpu_embed_);
+    buf_ = ForwardBuffers::allocate(ctx_, cfg, opts_, plan_, range_, ring_rows_);
 }
 
 std::vector<PipelineDesc> ForwardStage::pipelines() const {
@@ -182,7 +182,7 @@ Recording& ForwardStage::recording(const StepShape& b) {
     const uint64_t rows = 4ull * cfg_.dim * b.n;
     const StageRecorder recorder(*this);
     if (first())
-        add([&](CommandStream& s) { recorder.record_embed(s, b.n); });
+        add([&](CommandStream& s) { recorder.record_embed(s, b); });
     else
         add([&](CommandStream& s) { s.copy(buf_.recv.slice(0, rows), buf_.x.slice(0, rows)); });
     for (uint32_t l = range_.first; l < range_.end(); ++l)
@@ -230,10 +230,11 @@ LayerTensors ForwardStage::read_layer_tensors(uint32_t layer, uint32_t n) const 
     return t;
 }
 
-void ForwardStage::submit(Recording& rec, const LayerProbe& probe, uint32_t n) {
+void ForwardStage::submit(Recording& rec, const LayerProbe& probe, const StepShape& b) {
+    const uint32_t n = b.n;
     // The ids are in the ids buffer; where the embedding table is too big to bind, its rows are dequantized
-    // straight from the mapped file into the upload buffer instead.
-    if (!gpu_embed_ && first()) {
+    // straight from the mapped file into the upload buffer instead (rows_in: the host wrote them there).
+    if (!gpu_embed_ && first() && !b.rows_in) {
         const GgufTensorInfo& info = *layout_.token_embd.source;
         auto data = file_.tensor_data(info);
         const size_t rb = row_bytes(info.type, cfg_.dim);

@@ -86,9 +86,10 @@ public:
 
     // The streams of step shape `b`, recorded on first use; the least recently used are dropped.
     Recording& recording(const StepShape& b);
-    // Submits a recording for n tokens (ids already in buffers().ids). With a probe, every layer is
-    // submitted on its own and its intermediate tensors are downloaded.
-    void submit(Recording& rec, const LayerProbe& probe, uint32_t n);
+    // Submits the recording of step shape b (ids already in buffers().ids, or with b.rows_in the rows in
+    // buffers().embed_in). With a probe, every layer is submitted on its own and its intermediate
+    // tensors are downloaded.
+    void submit(Recording& rec, const LayerProbe& probe, const StepShape& b);
     // Copies KV block `from` into block `to` in every full-context layer's pools.
     void copy_block(uint32_t from, uint32_t to);
     void set_profiling(bool on);

@@ -12,14 +12,15 @@ uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, u
 }
 
 ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
-                                            const KvGeometry& kv) {
+                                            const KvGeometry& kv, bool bidirectional) {
     ops::AttentionParams p{
         n_tokens,       cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, kv_cache_rows(cfg, layer, kv.n_ctx, kv.ubatch),
         cfg.attn_scale, kv.type};
     p.softcap = cfg.attn_softcap;
-    p.causal = cfg.causal;
+    p.causal = cfg.causal && !bidirectional;
     // Bidirectional models read each query's key range from a buffer, so that several inputs can
-    // share one call (ModelGpu::eval_packed); one input is one range.
+    // share one call (ModelGpu::eval_packed); one input is one range. A causal model's bidirectional
+    // chunk sees all of its context (and keeps its windows).
     p.segmented = !cfg.causal;
     p.max_alibi_bias = cfg.max_alibi_bias;
     p.sinks = cfg.arch->attn.sinks;
@@ -162,7 +163,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     }
     a.qk_norm = A.attn.qk_norm;
     a.rope = A.attn.positions == PositionKind::Rope;
-    a.params = layer_attention_params(cfg, layer, db ? 1 : n, kv);
+    a.params = layer_attention_params(cfg, layer, db ? 1 : n, kv, shape.bidirectional);
     a.batched = db && a.params.pos_bias_range == 0 && a.params.causal && !a.params.segmented;
     if (a.batched) {
         a.params.n_tokens = n;

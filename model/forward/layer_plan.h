@@ -19,6 +19,12 @@ namespace vkllm {
 struct StepShape {
     uint32_t n = 1;
     bool decode_batch = false;
+    // The chunk's input is rows of embeddings the host wrote (an image's encoder output, in the text
+    // model's width), not token ids: the embedding step copies them in, unscaled.
+    bool rows_in = false;
+    // The chunk's tokens also see the ones after them in the chunk (Gemma 3's image tokens, as
+    // llama.cpp's mtmd decodes them): not causal, each from its own window where the layer has one.
+    bool bidirectional = false;
     // A lone token or a decode batch: the rows of a batch must compute what a lone token does (batch
     // invariance), so both take the decode forms.
     bool decode() const { return n == 1 || decode_batch; }
@@ -45,9 +51,10 @@ struct KvGeometry {
     ops::KvType type = ops::KvType::F16;
 };
 
-// Attention of `layer` over its cache for n_tokens queries per sequence.
+// Attention of `layer` over its cache for n_tokens queries per sequence; `bidirectional`: a causal
+// model's chunk whose tokens see each other (StepShape::bidirectional).
 ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
-                                            const KvGeometry& kv);
+                                            const KvGeometry& kv, bool bidirectional = false);
 
 inline constexpr Role kNoRole = Role::None;
 

@@ -82,6 +82,21 @@ std::vector<float> ModelCpu::eval(std::span<const int32_t> tokens, const LayerPr
     return logits;
 }
 
+std::vector<float> ModelCpu::eval_embeddings(std::span<const float> rows, bool bidirectional, const LayerProbe& probe) {
+    if (rows.empty() || rows.size() % cfg_.dim != 0)
+        throw std::invalid_argument(fmt::format("ModelCpu: {} floats are not rows of {}", rows.size(), cfg_.dim));
+    const size_t n = rows.size() / cfg_.dim;
+    if (n > n_ctx_ - n_past_) throw ContextFullError(fmt::format("ModelCpu: {} rows do not fit", n));
+    if (bidirectional && n > ubatch_)
+        throw ContextFullError(fmt::format("ModelCpu: {} bidirectional rows exceed a ubatch of {}", n, ubatch_));
+    std::vector<float> logits;
+    for (size_t done = 0; done < n; done += ubatch_) {
+        const size_t m = std::min<size_t>(ubatch_, n - done);
+        logits = eval_chunk({}, probe, {}, rows.subspan(done * cfg_.dim, m * cfg_.dim), bidirectional);
+    }
+    return logits;
+}
+
 std::vector<float> ModelCpu::eval_packed(std::span<const std::span<const int32_t>> inputs, const LayerProbe& probe) {
     if (cfg_.causal) throw std::logic_error("ModelCpu::eval_packed: packing needs a bidirectional model");
     std::vector<int32_t> all;
@@ -338,10 +353,12 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
 }
 
 std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
-                                        std::span<const uint32_t> lengths) {
+                                        std::span<const uint32_t> lengths, std::span<const float> rows,
+                                        bool bidirectional) {
     const ModelConfig& c = cfg_;
     const ArchDesc& A = *c.arch;
-    const uint32_t n = uint32_t(tokens.size()), dim = c.dim, qd = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
+    const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim;
+    const uint32_t n = uint32_t(rows.empty() ? tokens.size() : rows.size() / dim);
     // A role's bytes in the file: a fused tensor (attn_qkv) holds several roles' rows.
     auto data = [&](const TensorPlace& p) {
         return file_.tensor_data(*p.source).data() + row_bytes(p.source->type, p.first);
@@ -394,10 +411,15 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     std::vector<float> up(size_t(n) * ffn);  // (n, ffn)
     std::vector<float> moe_logits;  // (n, n_expert) a mixture of experts' router logits, for the probe
 
-    // --- embeddings: token rows (* sqrt(dim) for Gemma) (+ learned position rows for GPT-2)
-    ref::get_rows(W.token_embd.type, data(W.token_embd), c.n_vocab, dim, tokens.data(), n, x.data());
-    if (A.norm.embed_scale)
-        for (float& e : x) e = float(double(e) * std::sqrt(double(dim)));
+    // --- embeddings: token rows (* sqrt(dim) for Gemma), or the rows given (an image's, unscaled)
+    //     (+ learned position rows for GPT-2)
+    if (!rows.empty()) {
+        std::copy(rows.begin(), rows.end(), x.begin());
+    } else {
+        ref::get_rows(W.token_embd.type, data(W.token_embd), c.n_vocab, dim, tokens.data(), n, x.data());
+        if (A.norm.embed_scale)
+            for (float& e : x) e = float(double(e) * std::sqrt(double(dim)));
+    }
     if (A.attn.positions == PositionKind::Learned) {
         ref::get_rows(W.position_embd.type, data(W.position_embd), c.n_ctx_train, dim, in_pos.data(), n, tmp.data());
         ref::add(x.data(), tmp.data(), x.data(), n * dim);
@@ -462,7 +484,8 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
             }
             ref::kv_store(k.data(), kc, pos.data(), n, kv, kv_rows_[l], kv_type_);
             ref::kv_store(v.data(), vc, pos.data(), n, kv, kv_rows_[l], kv_type_);
-            const ops::AttentionParams ap = layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_});
+            const ops::AttentionParams ap =
+                layer_attention_params(c, l, n, {n_ctx_, ubatch_, kv_type_}, bidirectional && n > 1);
             const std::vector<float> pos_bias =
                 ap.pos_bias_range ? t5_position_bias(file_, c, l) : std::vector<float>();
             const std::vector<float> sinks =

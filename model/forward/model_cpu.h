@@ -28,6 +28,8 @@ public:
     // layer's output of every token of the last chunk (n, dim). The probe sees the same named
     // tensors as ModelGpu's, per chunk.
     std::vector<float> eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
+    // As ModelGpu::eval_embeddings: rows (n, dim) in place of tokens' embeddings; returns as eval().
+    std::vector<float> eval_embeddings(std::span<const float> rows, bool bidirectional, const LayerProbe& probe = {});
     // As ModelGpu::eval_packed: several inputs of a bidirectional model in one pass; returns their
     // last-layer rows in order (n_total, dim).
     std::vector<float> eval_packed(std::span<const std::span<const int32_t>> inputs, const LayerProbe& probe = {});
@@ -39,8 +41,11 @@ public:
 
 private:
     // `lengths`: the packed inputs' token counts (bidirectional models), empty for one chunk of one sequence.
+    // `rows`: embeddings in place of the tokens' (eval_embeddings), their tokens seeing each other
+    // with `bidirectional`.
     std::vector<float> eval_chunk(std::span<const int32_t> tokens, const LayerProbe& probe,
-                                  std::span<const uint32_t> lengths = {});
+                                  std::span<const uint32_t> lengths = {}, std::span<const float> rows = {},
+                                  bool bidirectional = false);
     // A mixture-of-experts FFN block of n tokens (ArchDesc::moe()): x (n, dim) in place, xn (n, dim)
     // receives norm(x); logits_out, when given, the router's logits (n, n_expert).
     void moe_ffn(const LayerPlaces& L, float* x, float* xn, uint32_t n, std::vector<float>* logits_out);

@@ -116,7 +116,9 @@ void ModelGpu::set_encoder_output(std::span<const float> states, uint32_t n_rows
     n_past_[0] = 0;
 }
 
-void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) { eval_impl(0, tokens, probe, {}); }
+void ModelGpu::eval(std::span<const int32_t> tokens, const LayerProbe& probe) {
+    eval_impl(0, {.tokens = tokens}, probe, {});
+}
 
 void ModelGpu::require_head(const char* what) const {
     if (!cfg_.arch->stack.lm_head)
@@ -128,7 +130,7 @@ void ModelGpu::eval_all_logits(std::span<const int32_t> tokens, const LogitsSink
     require_head("eval_all_logits");
     if (!opts_.all_logits)
         throw std::logic_error("eval_all_logits: the model was loaded without ModelOptions::all_logits");
-    eval_impl(0, tokens, {}, sink);
+    eval_impl(0, {.tokens = tokens}, {}, sink);
 }
 
 void ModelGpu::check_tokens(std::span<const int32_t> tokens) const {
@@ -140,7 +142,7 @@ void ModelGpu::check_tokens(std::span<const int32_t> tokens) const {
 void ModelGpu::run(const StepShape& b, const LayerProbe& probe) {
     for (size_t i = 0; i < stages_.size(); ++i) {
         ForwardStage& st = *stages_[i];
-        st.submit(st.recording(b), probe, b.n);
+        st.submit(st.recording(b), probe, b);
         if (i + 1 == stages_.size()) break;
         // The next stage reads the step's positions (and ids) as this one did, and its x from recv.
         const ForwardBuffers &from = st.buffers(), &to = stages_[i + 1]->buffers();
@@ -159,35 +161,50 @@ void ModelGpu::run(const StepShape& b, const LayerProbe& probe) {
     }
 }
 
-void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const LayerProbe& probe,
-                         const LogitsSink& sink) {
-    if (tokens.empty()) throw std::invalid_argument("eval: no tokens");
-    if (tokens.size() > n_ctx() - n_past_[seq])
+void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& probe, const LogitsSink& sink) {
+    const std::span<const int32_t> tokens = in.tokens;
+    const bool rows_in = !in.rows.empty();
+    if (rows_in && !tokens.empty()) throw std::logic_error("eval: tokens and embedding rows in one call");
+    if (rows_in && in.rows.size() % cfg_.dim != 0)
+        throw std::invalid_argument(
+            fmt::format("eval_embeddings: {} floats are not whole rows of {}", in.rows.size(), cfg_.dim));
+    const size_t total = rows_in ? in.rows.size() / cfg_.dim : tokens.size();
+    if (total == 0) throw std::invalid_argument(rows_in ? "eval_embeddings: no rows" : "eval: no tokens");
+    if (total > n_ctx() - n_past_[seq])
         throw ContextFullError(opts_.n_seq > 1
                                    ? fmt::format("{} tokens do not fit sequence {}: it holds {} tokens and {} are used",
-                                                 tokens.size(), seq, n_ctx(), n_past_[seq])
+                                                 total, seq, n_ctx(), n_past_[seq])
                                    : fmt::format("{} tokens do not fit: the context holds {} tokens and {} are used "
                                                  "(raise --ctx, or start a new conversation)",
-                                                 tokens.size(), n_ctx(), n_past_[seq]));
+                                                 total, n_ctx(), n_past_[seq]));
+    // Tokens that see each other are one attention call: one chunk.
+    if (in.bidirectional && total > opts_.ubatch)
+        throw ContextFullError(
+            fmt::format("{} embeddings that attend to each other (an image) do not fit one "
+                        "batch of {} tokens (raise --ubatch)",
+                        total, opts_.ubatch));
     check_tokens(tokens);
-    check_bidirectional(cfg_, n_past_[seq], tokens.size(), opts_.ubatch);
+    check_bidirectional(cfg_, n_past_[seq], total, opts_.ubatch);
     if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("eval: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
-    for (size_t done = 0; done < tokens.size();) {
-        const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, tokens.size() - done));
+    for (size_t done = 0; done < total;) {
+        const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, total - done));
         auto* pos = static_cast<int32_t*>(step_inputs().positions.mapped());
         auto* rel = static_cast<int32_t*>(step_inputs().rel_pos.mapped());
         auto* segs = static_cast<int32_t*>(step_inputs().segs.mapped());
         auto* ids = static_cast<int32_t*>(step_inputs().ids.mapped());
         for (uint32_t i = 0; i < n; ++i) {
             pos[i] = rel[i] = int32_t(n_past_[seq] + i);
-            ids[i] = tokens[done + i];
+            ids[i] = rows_in ? 0 : tokens[done + i];
             segs[2 * i] = 0;  // bidirectional: one input, all of the call
             segs[2 * i + 1] = int32_t(n_past_[seq] + n);
         }
+        if (rows_in)
+            std::memcpy(step_inputs().embed_in.mapped(), in.rows.data() + done * cfg_.dim, size_t(n) * cfg_.dim * 4);
         hold_rows(seq, n_past_[seq] + n, n_past_[seq]);
         write_tables(0, seq);
-        run(StepShape{n, false}, probe);
+        // One token sees the same keys either way: it takes the ordinary chunk's recording.
+        run(StepShape{.n = n, .rows_in = rows_in, .bidirectional = in.bidirectional && n > 1}, probe);
         last_rows_ = 1;
         last_chunk_ = n;
         n_past_[seq] += n;
@@ -204,6 +221,12 @@ void ModelGpu::eval_impl(uint32_t seq, std::span<const int32_t> tokens, const La
         }
         done += n;
     }
+}
+
+void ModelGpu::eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional) {
+    check_seq(seq, opts_.n_seq);
+    if (rows.empty()) throw std::invalid_argument("eval_embeddings: no rows");
+    eval_impl(seq, {.rows = rows, .bidirectional = bidirectional}, {}, {});
 }
 
 void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
@@ -316,7 +339,7 @@ bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
 
 void ModelGpu::eval(uint32_t seq, std::span<const int32_t> tokens) {
     check_seq(seq, opts_.n_seq);
-    eval_impl(seq, tokens, {}, {});
+    eval_impl(seq, {.tokens = tokens}, {}, {});
 }
 
 void ModelGpu::decode(std::span<const SeqToken> batch) {

@@ -109,6 +109,9 @@ public:
     // eval() for sequence `seq`: its tokens at positions n_past(seq).., in chunks of ubatch; the last
     // token's logits are row 0 afterwards.
     void eval(uint32_t seq, std::span<const int32_t> tokens) override;
+    // Embedding rows (n, dim) of sequence `seq` at positions n_past(seq)..: what eval() would do with n
+    // tokens whose looked-up (and scaled) embeddings were these rows (SequenceModel's).
+    void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional) override;
     // One token for each of several distinct sequences (at most n_seq) in one forward pass and one
     // submission; logits row i belongs to batch[i]. Every row goes through the same kernels with
     // the same reduction order whatever the batch (linear layers as matvec in groups of <= 8 rows,
@@ -175,7 +178,13 @@ private:
     void run(const StepShape& b, const LayerProbe& probe);
     void check_tokens(std::span<const int32_t> tokens) const;
     void require_head(const char* what) const;  // std::logic_error for a model without an LM head
-    void eval_impl(uint32_t seq, std::span<const int32_t> tokens, const LayerProbe& probe, const LogitsSink& sink);
+    // What one evaluation takes in: token ids, or embedding rows (n, dim).
+    struct StepInput {
+        std::span<const int32_t> tokens;
+        std::span<const float> rows;
+        bool bidirectional = false;  // the rows see each other (StepShape::bidirectional)
+    };
+    void eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& probe, const LogitsSink& sink);
     // Gives sequence `seq` KV blocks for its first `rows` rows; rows from `write_from` on are about
     // to be written (a shared block among them is copied first, on every stage).
     void hold_rows(uint32_t seq, uint32_t rows, uint32_t write_from = UINT32_MAX);

@@ -10,15 +10,17 @@
 
 namespace vkllm {
 
-void StageRecorder::record_embed(CommandStream& s, uint32_t n) const {
+void StageRecorder::record_embed(CommandStream& s, const StepShape& b) const {
+    const uint32_t n = b.n;
     const uint64_t row = uint64_t(cfg_.dim) * 4;
     const BufferSlice x = b_.x.slice(0, row * n);
-    if (st_.gpu_embed())
+    if (st_.gpu_embed() && !b.rows_in)
         ops::get_rows(ctx_, s, w_.token_embd.type, w_.token_embd.slice(), cfg_.n_vocab, cfg_.dim,
                       b_.ids.slice(0, 4ull * n), n, x);
     else
         s.copy(b_.embed_in.slice(0, row * n), x);
-    if (cfg_.arch->norm.embed_scale) ops::scale(ctx_, s, x, n * cfg_.dim, std::sqrt(float(cfg_.dim)));
+    // Rows given as embeddings (an image's) are not scaled, as llama.cpp scales only looked-up ones.
+    if (cfg_.arch->norm.embed_scale && !b.rows_in) ops::scale(ctx_, s, x, n * cfg_.dim, std::sqrt(float(cfg_.dim)));
     if (cfg_.arch->attn.positions == PositionKind::Learned) {
         // x += position_embd[pos]: the positions buffer doubles as the row ids.
         const BufferSlice rows = b_.tmp.slice(0, row * n);

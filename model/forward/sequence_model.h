@@ -7,6 +7,7 @@
 #include "model/arch/model_config.h"
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,21 @@ public:
 // Its message: the logit `value` of `token` (token < 0: not known) for the token at `position`
 // (the n_past of the evaluation) is NaN or Inf.
 std::string non_finite_message(float value, int64_t token, uint32_t position);
+
+// An image's embedding rows in a prompt of token ids: the prompt's tokens [first, first + n_rows)
+// stand for them as placeholder ids (negative, from the image's content: image_token_id), so that
+// comparing prompts compares images by content (prefix reuse) and an image is never taken for text.
+struct PromptEmbeddings {
+    uint32_t first = 0;
+    uint32_t n_rows = 0;
+    std::shared_ptr<const std::vector<float>> rows;  // (n_rows, dim)
+    bool bidirectional = false;  // the rows see each other (SequenceModel::eval_embeddings)
+};
+// The placeholder id of row `i` of an image whose content hashes to `hash`: negative, so never a
+// vocabulary token.
+inline int32_t image_token_id(uint64_t hash, uint32_t i) {
+    return -1 - int32_t(uint32_t(hash ^ (hash >> 32) ^ (uint64_t(i) * 0x9E3779B97F4A7C15ull)) & 0x7ffffffe);
+}
 
 // One token of one sequence, for a multi-sequence decode step.
 struct SeqToken {
@@ -61,6 +77,10 @@ public:
 
     // `seq`'s tokens at positions n_past(seq)..; the last token's logits are row 0 afterwards.
     virtual void eval(uint32_t seq, std::span<const int32_t> tokens) = 0;
+    // Rows of embeddings (n, dim) in place of n tokens' at positions n_past(seq)..: an image's encoder
+    // output in the model's width, unscaled. `bidirectional`: they also see each other (Gemma 3's
+    // images), so all of them are one chunk (ContextFullError beyond ubatch). Logits as eval's.
+    virtual void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional) = 0;
     // One token for each of several distinct sequences in one step; logits row i is batch[i]'s.
     virtual void decode(std::span<const SeqToken> batch) = 0;
     // Rows [0, rows) of the last logits.

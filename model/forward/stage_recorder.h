@@ -18,8 +18,9 @@ public:
     explicit StageRecorder(const ForwardStage& stage);
 
     // x (n, dim) = the token (and position) embeddings of the ids, scaled and normed as the
-    // architecture says; or, where the table is too large to bind, the rows the host wrote.
-    void record_embed(CommandStream& s, uint32_t n) const;
+    // architecture says; or, where the table is too large to bind, the rows the host wrote; or with
+    // b.rows_in the embeddings the host wrote (unscaled).
+    void record_embed(CommandStream& s, const StepShape& b) const;
     // A layer: its attention block, then its FFN block.
     void record_layer(CommandStream& s, uint32_t layer, const StepShape& b) const;
     // logits and their argmax: a decode batch's rows, or a chunk's last token (every token's with

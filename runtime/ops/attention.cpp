@@ -125,7 +125,6 @@ void check_params(const AttentionParams& p) {
                         uint64_t(p.window) + p.seq_tokens() - 1));
     if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) bad("softcap must be finite and >= 0");
     if (!(p.max_alibi_bias >= 0.0f) || !std::isfinite(p.max_alibi_bias)) bad("max_alibi_bias must be finite and >= 0");
-    if (!p.causal && p.window > 0) bad("a sliding window needs causal attention");
     if (p.pos_bias_range > kMaxPosBiasRange) bad(fmt::format("pos_bias_range must be at most {}", kMaxPosBiasRange));
     if (p.segmented && (p.causal || p.window > 0)) bad("packed segments need bidirectional attention without a window");
     if (p.batch && (p.pos_bias_range > 0 || p.segmented || !p.causal))

@@ -46,8 +46,10 @@ struct AttentionParams {
     KvType kv_type;  // K and V cache element type
     uint32_t window = 0;  // sliding window in positions (the query's own included); 0 = none
     float softcap = 0.0f;  // attention-logit soft cap; 0 = off
-    // false: bidirectional (encoders): every query sees the positions up to the call's last one,
-    // so a whole input evaluated in one call attends to all of itself. One query: the same either way.
+    // false: bidirectional (encoders, and a causal model's image chunk): every query sees the positions
+    // up to the call's last one, so a whole input evaluated in one call attends to all of itself; with
+    // a window, from the start of its own position's window (llama.cpp's mask). One query: the same
+    // either way.
     bool causal = true;
     // ALiBi (BLOOM, MPT, jina-bert-v2): the score of the key at position j for the query at position
     // i gains -slope_h * |i - j|, the slopes of query head h from max_alibi_bias as llama.cpp (and the
@@ -101,7 +103,8 @@ struct AttentionExtras {
 //   (a ring; for an ordinary cache, positions < n_ctx, the identity).
 // positions: int32 [n_tokens]: absolute position of each query token (read on the device). Query t
 //   at position p attends keys at positions lo(p)..p inclusive (causal), lo(p) = max(0, p - window + 1)
-//   with a window, else 0 (not causal: keys 0..positions[n_tokens - 1] for every query, no window); without a window positions must be < n_ctx (p is clamped to n_ctx - 1).
+//   with a window, else 0 (not causal: up to positions[n_tokens - 1] for every query, from lo(p) of its own p;
+//   Gemma 3's image tokens in a causal model); without a window positions must be < n_ctx (p is clamped to n_ctx - 1).
 //   A window needs n_ctx >= window + n_tokens - 1: every row of the chunk is stored before attention
 //   runs, and a smaller ring would already have overwritten keys that the chunk's first query needs.
 // Each score s = scale * q . k becomes softcap * tanh(s / softcap) when softcap > 0, gains the ALiBi

@@ -51,9 +51,11 @@ void attention(const ops::AttentionParams& p, const float* q, const void* k, con
             end = std::min(uint32_t(std::max(segments[2 * t + 1], 0)), p.n_ctx);
             return;
         }
-        const uint32_t pos = uint32_t(std::max(positions[p.causal ? t : p.n_tokens - 1], 0));
-        lo = p.window > 0 && pos >= p.window ? pos - p.window + 1 : 0;
-        end = p.window > 0 ? pos + 1 : std::min(pos + 1, p.n_ctx);
+        // Not causal: up to the call's last position; the window still ends at the query's own.
+        const uint32_t own = uint32_t(std::max(positions[t], 0));
+        const uint32_t last = p.causal ? own : uint32_t(std::max(positions[p.n_tokens - 1], 0));
+        lo = p.window > 0 && own >= p.window ? own - p.window + 1 : 0;
+        end = p.window > 0 ? last + 1 : std::min(last + 1, p.n_ctx);
     };
     // The cache rows any query can see, as the device reads them (f16 widening is exact): the whole
     // ring with a window, else the rows below the longest KV length.

@@ -63,6 +63,7 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::Relu: return {ShaderId::relu, {wg}};
         case SmallOp::SwigluOai: return {ShaderId::swiglu_oai, {wg}};
         case SmallOp::CopyCols: return {ShaderId::copy_cols, {wg}};
+        case SmallOp::GeluQuick: return {ShaderId::gelu_quick, {wg}};
     }
     throw std::logic_error("small_op_desc: unknown op");
 }
@@ -167,6 +168,10 @@ void gelu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
 
 void relu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n) {
     unary_elementwise(ctx, s, SmallOp::Relu, "relu", x, y, n, 0.0f);
+}
+
+void gelu_quick(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n) {
+    unary_elementwise(ctx, s, SmallOp::GeluQuick, "gelu_quick", x, y, n, 0.0f);
 }
 
 void scale(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float factor) {

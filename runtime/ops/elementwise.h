@@ -41,6 +41,9 @@ void add(Context& ctx, CommandStream& s, const BufferSlice& a, const BufferSlice
 void gelu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n);
 // y[i] = max(x[i], 0); y may alias x.
 void relu(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n);
+// y[i] = x * sigmoid(1.702 x), x = x[i] (CLIP's quick GELU, the ViT of LLaVA's mmproj files); y may
+// alias x. Finite and correct for every finite x.
+void gelu_quick(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlice& y, uint32_t n);
 // In place: x[i] *= factor.
 void scale(Context& ctx, CommandStream& s, const BufferSlice& x, uint32_t n, float factor);
 // In place: x[i] = cap * tanh(x[i] / cap) (logit soft-capping); finite for every finite x.
@@ -92,13 +95,15 @@ enum class SmallOp {
     Relu,
     SwigluOai,
     CopyCols,
+    GeluQuick,
 };
 // Every SmallOp, for small_op_pipelines and tests.
-inline constexpr std::array<SmallOp, 20> kAllSmallOps = {
+inline constexpr std::array<SmallOp, 21> kAllSmallOps = {
     SmallOp::RmsNorm,    SmallOp::Swiglu,      SmallOp::Add,    SmallOp::Rope,      SmallOp::KvStoreF16,
     SmallOp::KvStoreF32, SmallOp::KvStoreQ8_0, SmallOp::Argmax, SmallOp::Softmax,   SmallOp::Topk,
     SmallOp::LayerNorm,  SmallOp::Geglu,       SmallOp::Gelu,   SmallOp::Scale,     SmallOp::Softcap,
-    SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu,   SmallOp::SwigluOai, SmallOp::CopyCols};
+    SmallOp::AddRows,    SmallOp::Clamp,       SmallOp::Relu,   SmallOp::SwigluOai, SmallOp::CopyCols,
+    SmallOp::GeluQuick};
 // The one place that picks a small op's variant and workgroup size from the caps.
 PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op);
 
@@ -115,6 +120,7 @@ void swiglu_oai(const float* gate, const float* up, float* out, uint32_t n);
 void add(const float* a, const float* b, float* out, uint32_t n);
 void gelu(const float* x, float* y, uint32_t n);
 void relu(const float* x, float* y, uint32_t n);
+void gelu_quick(const float* x, float* y, uint32_t n);
 void scale(float* x, uint32_t n, float factor);
 void softcap(float* x, uint32_t n, float cap);
 void clamp(float* x, uint32_t n, float limit);

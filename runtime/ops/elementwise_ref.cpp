@@ -42,6 +42,10 @@ void gelu(const float* x, float* y, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) y[i] = float(gelu_d(x[i]));
 }
 
+void gelu_quick(const float* x, float* y, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) y[i] = float(double(x[i]) / (1.0 + std::exp(-1.702 * double(x[i]))));
+}
+
 void relu(const float* x, float* y, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }

@@ -7,6 +7,9 @@
 // limit; g very positive: exp(-g) = 0 and the quotient is g.
 float act_silu(float g) { return g / (1.0 + exp(-g)); }
 
+// CLIP's quick GELU, x * sigmoid(1.702 x), as silu: the same limits for very large |x|.
+float act_gelu_quick(float x) { return x / (1.0 + exp(-1.702 * x)); }
+
 // gpt-oss's SwiGLU (llama.cpp's swiglu_oai, alpha 1.702, limit 7): x = min(g, 7), y = clamp(u, -7, 7),
 // x / (1 + exp(-1.702 x)) * (y + 1). x very negative: exp = inf and the quotient is -0, the limit.
 float act_swiglu_oai(float g, float u) {

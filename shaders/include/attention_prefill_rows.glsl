@@ -20,7 +20,7 @@ layout(push_constant) uniform Push {
     uint q_first;   // vec4 offset of q[0] in the Q binding
     uint pos_first; // offset of positions[0] in the Pos binding
     uint out_first; // vec4 offset of out[0] in the Out binding
-    uint causal;    // 0: every row sees up to the last token's position (no window then)
+    uint causal;    // 0: every row sees up to the last token's position (a window from its own)
     float alibi_step; // ALiBi: max_bias / alibi_n_log2 (alibi_slope in kv_read.glsl)
     uint alibi_n_log2;  // 0: no ALiBi
     uint bias_range;    // R of the position-bias table; 0: none
@@ -54,9 +54,11 @@ void init_rows(uint tid, uint tok0, uint h0) {
             lo_sh[r] = uint(max(segs[pc.seg_first + 2u * t], 0));
             lim_sh[r] = min(uint(max(segs[pc.seg_first + 2u * t + 1u], 0)), pc.n_ctx);
         } else if (t < pc.n_tokens) {
-            const uint pos = uint(max(positions[pc.pos_first + (pc.causal != 0u ? t : pc.n_tokens - 1u)], 0));
-            lo_sh[r] = pc.window > 0u && pos >= pc.window ? pos - pc.window + 1u : 0u;
-            lim_sh[r] = pc.window > 0u ? pos + 1u : min(pos + 1u, pc.n_ctx);
+            // Not causal: up to the call's last position; a window still starts from the row's own.
+            const uint own = uint(max(positions[pc.pos_first + t], 0));
+            const uint last = pc.causal != 0u ? own : uint(max(positions[pc.pos_first + pc.n_tokens - 1u], 0));
+            lo_sh[r] = pc.window > 0u && own >= pc.window ? own - pc.window + 1u : 0u;
+            lim_sh[r] = pc.window > 0u ? last + 1u : min(last + 1u, pc.n_ctx);
         } else {
             lo_sh[r] = 0xffffffffu;
             lim_sh[r] = 0u;

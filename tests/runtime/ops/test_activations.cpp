@@ -1,4 +1,4 @@
-// gelu, geglu, scale, softcap, clamp, relu and add_rows against their double references.
+// gelu, quick gelu, geglu, scale, softcap, clamp, relu and add_rows against their double references.
 #include "support/test_context.h"
 
 #include "support/small_ops_testing.h"
@@ -18,7 +18,7 @@ using small_ops_testing::ShiftedBuffer;
 
 namespace {
 
-enum class Op { Gelu, Geglu, Scale, Softcap, Clamp, Relu, SwigluOai };
+enum class Op { Gelu, Geglu, Scale, Softcap, Clamp, Relu, SwigluOai, GeluQuick };
 const char* op_name(Op op) {
     switch (op) {
         case Op::Gelu: return "gelu";
@@ -28,6 +28,7 @@ const char* op_name(Op op) {
         case Op::Clamp: return "clamp";
         case Op::Relu: return "relu";
         case Op::SwigluOai: return "swiglu_oai";
+        case Op::GeluQuick: return "gelu_quick";
     }
     return "?";
 }
@@ -88,6 +89,7 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Clamp: ref = a; ref::clamp(ref.data(), n, r.param); break;
         case Op::Relu: ref::relu(a.data(), ref.data(), n); break;
         case Op::SwigluOai: ref::swiglu_oai(a.data(), b.data(), ref.data(), n); break;
+        case Op::GeluQuick: ref::gelu_quick(a.data(), ref.data(), n); break;
     }
 
     ShiftedBuffer da(ctx, size_t(n) * 4, r.shift, "a"), db(ctx, size_t(n) * 4, r.shift, "b"),
@@ -106,6 +108,7 @@ test::Compare run_op(Context& ctx, const Run& r) {
         case Op::Clamp: ops::clamp(ctx, s, da.slice(), n, r.param); break;
         case Op::Relu: ops::relu(ctx, s, da.slice(), out.slice(), n); break;
         case Op::SwigluOai: ops::swiglu_oai(ctx, s, da.slice(), db.slice(), out.slice(), n); break;
+        case Op::GeluQuick: ops::gelu_quick(ctx, s, da.slice(), out.slice(), n); break;
     }
     s.end();
     s.submit_and_wait();
@@ -155,6 +158,7 @@ TEST_CASE("gelu / geglu / scale / softcap: tiny and odd sizes, in place") {
             run_op(ctx, {.op = Op::Softcap, .n = n, .lo = -100.0f, .hi = 100.0f, .param = 30.0f});
             run_op(ctx, {.op = Op::Clamp, .n = n, .lo = -12.0f, .hi = 12.0f, .param = 8.0f});
             run_op(ctx, {.op = Op::Relu, .n = n, .alias = n % 2 ? Alias::First : Alias::None});
+            run_op(ctx, {.op = Op::GeluQuick, .n = n, .alias = n % 2 ? Alias::First : Alias::None});
             // gpt-oss's clamped SwiGLU: gates past its limit of 7 both ways
             run_op(ctx, {.op = Op::SwigluOai, .n = n, .lo = -12.0f, .hi = 12.0f,
                          .alias = n % 2 ? Alias::First : Alias::Second});
@@ -178,6 +182,8 @@ TEST_CASE("gelu / geglu / scale / softcap: model sizes, several rows") {
             }
         // T5 v1.0's feed-forward widths (t5-small 2048, t5-base 3072, t5-large 4096) over a prompt chunk.
         for (uint32_t width : {2048u, 3072u, 4096u}) run_op(ctx, {.op = Op::Relu, .n = width * 64, .alias = Alias::First});
+        // CLIP ViT-L/14's feed-forward (4096) over LLaVA-1.5's 577 positions.
+        worst = std::max(worst, run_op(ctx, {.op = Op::GeluQuick, .n = 4096 * 577, .alias = Alias::First}).nmse);
         for (uint32_t dim : {768u, 2048u, 2304u, 3072u, 4096u}) {
             run_op(ctx, {.op = Op::Scale, .n = dim * 64, .param = std::sqrt(float(dim))});
             worst = std::max(worst, run_op(ctx, {.op = Op::Softcap, .n = dim * 8, .lo = -200.0f, .hi = 200.0f,
@@ -201,6 +207,7 @@ TEST_CASE("gelu / geglu / softcap: large magnitudes stay finite and right") {
                 run_op(ctx, {.op = Op::Softcap, .n = 4099, .lo = -range, .hi = range, .param = cap, .extremes = true});
             run_op(ctx, {.op = Op::Scale, .n = 4099, .lo = -range, .hi = range, .param = 0.125f, .extremes = true});
             run_op(ctx, {.op = Op::Relu, .n = 4099, .lo = -range, .hi = range, .extremes = true});
+            run_op(ctx, {.op = Op::GeluQuick, .n = 4099, .lo = -range, .hi = range, .extremes = true});
             run_op(ctx, {.op = Op::SwigluOai, .n = 4099, .lo = -range, .hi = range, .extremes = true});
         }
         // The transition of gelu (x in [-12, -8]: the exp clamp) and small softcap arguments, where

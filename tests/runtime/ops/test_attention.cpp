@@ -219,8 +219,9 @@ double alibi_slope(const AttentionParams& p, uint32_t h) {
 }
 
 // The attention output from the definition: history rows hk/hv for positions first.. (row =
-// n_kv_heads * head_dim floats each), query t sees positions window_lo(pos[t]) .. pos[t], key j's
-// score biased by -slope_h * (pos[t] - j) under ALiBi.
+// n_kv_heads * head_dim floats each), query t sees positions window_lo(pos[t]) .. pos[t] (not causal:
+// .. the last query's position, as llama.cpp masks a causal model's image chunk), key j's score biased
+// by -slope_h * |pos[t] - j| under ALiBi.
 std::vector<float> expected_attention(const AttentionParams& p, const std::vector<float>& q,
                                       const std::vector<float>& hk, const std::vector<float>& hv, uint32_t first,
                                       const std::vector<int32_t>& pos) {
@@ -229,7 +230,7 @@ std::vector<float> expected_attention(const AttentionParams& p, const std::vecto
     for (uint32_t t = 0; t < p.n_tokens; ++t)
         for (uint32_t h = 0; h < p.n_heads; ++h) {
             const float* qh = q.data() + (size_t(t) * p.n_heads + h) * D;
-            const uint32_t lo = window_lo(p, pos[t]), hi = uint32_t(pos[t]);
+            const uint32_t lo = window_lo(p, pos[t]), hi = uint32_t(p.causal ? pos[t] : pos.back());
             std::vector<double> s;
             for (uint32_t j = lo; j <= hi; ++j) {
                 const float* kr = hk.data() + size_t(j - first) * row + (h / group) * D;
@@ -237,7 +238,7 @@ std::vector<float> expected_attention(const AttentionParams& p, const std::vecto
                 for (uint32_t d = 0; d < D; ++d) dot += double(qh[d]) * kr[d];
                 dot *= p.scale;
                 s.push_back((p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot) -
-                            alibi_slope(p, h) * (double(pos[t]) - double(j)));
+                            alibi_slope(p, h) * std::fabs(double(pos[t]) - double(j)));
             }
             const double mx = *std::max_element(s.begin(), s.end());
             double sum = 0;
@@ -401,6 +402,22 @@ TEST_CASE("attention window prefill: windows 1, 7, 64 and >= context, rings of w
         // Positions with gaps: tiles in which some rows see no key at all.
         check_window(ctx, "window prefill", windowed(params(20, 8, 2, 64, 100, KvType::F32), 7),
                      {with_gaps(20, 0), with_gaps(20, 777)});
+    }
+}
+
+TEST_CASE("attention window prefill, not causal (Gemma 3's image chunk): up to the chunk's last key, from each query's own window") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        for (KvType t : {KvType::F16, KvType::F32}) {
+            AttentionParams p = windowed(params(16, 8, 2, 64, 22, t), 7);
+            p.causal = false;
+            check_window(ctx, "window bidirectional", p, {consecutive(16, 0), consecutive(16, 3), consecutive(16, 5000)});
+            AttentionParams wide = windowed(params(33, 8, 2, 128, 96, t), 64);
+            wide.causal = false;
+            check_window(ctx, "window bidirectional", wide, {consecutive(33, 10), consecutive(33, 5000)}, {.seed = 4});
+        }
     }
 }
 

@@ -157,6 +157,7 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::add_rows(ctx, s, a.slice(), b.slice(), 4, 16);
         ops::clamp(ctx, s, a.slice(), 64, 8.0f);
         ops::relu(ctx, s, a.slice(), a.slice(), 64);
+        ops::gelu_quick(ctx, s, a.slice(), a.slice(), 64);
         ops::swiglu_oai(ctx, s, a.slice(), b.slice(), a.slice(), 64);
         ops::copy_cols(ctx, s, {a.slice(), 16, 4}, {c.slice(), 8, 0}, 4, 8);
         s.end();
