@@ -36,7 +36,11 @@ struct PromptEmbeddings {
 // The placeholder id of row `i` of an image whose content hashes to `hash`: negative, so never a
 // vocabulary token.
 inline int32_t image_token_id(uint64_t hash, uint32_t i) {
-    return -1 - int32_t(uint32_t(hash ^ (hash >> 32) ^ (uint64_t(i) * 0x9E3779B97F4A7C15ull)) & 0x7ffffffe);
+    uint64_t z = hash + (uint64_t(i) + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64's finalizer: every bit mixes
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return -1 - int32_t(z % 0x7fffffffull);
 }
 
 // One token of one sequence, for a multi-sequence decode step.

@@ -106,6 +106,21 @@ struct Slot {
     Clock::time_point started, first_token;
 };
 
+// The image of `req` whose placeholder tokens cover prompt position `pos`, or null.
+const PromptEmbeddings* image_at(const CompletionRequest& req, size_t pos) {
+    for (const PromptEmbeddings& im : req.images)
+        if (pos >= im.first && pos < size_t(im.first) + im.n_rows) return &im;
+    return nullptr;
+}
+
+// A prefix of `keep` prompt tokens to reuse, moved back to the start of an image it would cut: an
+// image's rows are evaluated together (a bidirectional image's see each other).
+size_t whole_images(const CompletionRequest& req, size_t keep) {
+    if (keep == 0) return 0;
+    const PromptEmbeddings* im = image_at(req, keep);
+    return im && im->first < keep ? im->first : keep;
+}
+
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
     size_t n = 0;
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
@@ -364,14 +379,15 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     const std::vector<int32_t>& prompt = r->req.prompt;
     // At least the last prompt token is evaluated: its logits give the first generated token.
     const size_t limit = prompt.size() - 1;
-    size_t keep = std::min(common_prefix(s.history, prompt), limit);
+    size_t keep = whole_images(r->req, std::min(common_prefix(s.history, prompt), limit));
     // Another slot, serving or idle, may hold a longer prefix of the prompt (a system prompt every
     // conversation starts with): this slot then shares its KV blocks instead of evaluating them.
     const Slot* donor = nullptr;
     size_t donor_keep = keep;
     for (const Slot& o : slots)
         if (&o != &s)
-            if (const size_t l = std::min(common_prefix(o.history, prompt), limit); l > donor_keep) {
+            if (const size_t l = whole_images(r->req, std::min(common_prefix(o.history, prompt), limit));
+                l > donor_keep) {
                 donor = &o;
                 donor_keep = l;
             }
@@ -388,13 +404,14 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.prompt_done = keep;
     s.cached = uint32_t(keep);
     s.pending = -1;
-    s.prev = keep > 0 ? prompt[keep - 1] : -1;
+    s.prev = keep > 0 && prompt[keep - 1] >= 0 ? prompt[keep - 1] : -1;
     s.generated = 0;
     s.decode_steps = 0;
     s.sample_ms = 0;
     s.kv_reserved = kv_need(s.req->req);
     s.sampler = std::make_unique<Sampler>(s.req->req.sampler);
-    for (int32_t t : prompt) s.sampler->accept(t);
+    for (int32_t t : prompt)
+        if (t >= 0) s.sampler->accept(t);  // an image's placeholders are no text to penalize
     s.constraint.reset();
     s.free_text.clear();
     s.awaiting_trigger = s.req->req.grammar && s.req->req.grammar_start.lazy();
@@ -415,16 +432,30 @@ void Engine::Impl::prompt_step() {
         Slot& s = slots[(prompt_turn + i) % n];
         if (!s.req || s.phase != Slot::Phase::Prompt) continue;
         prompt_turn = (s.index + 1) % n;
-        const std::vector<int32_t>& prompt = s.req->req.prompt;
-        const size_t chunk = std::min<size_t>(model.ubatch(), prompt.size() - s.prompt_done);
-        const std::span<const int32_t> part(prompt.data() + s.prompt_done, chunk);
-        make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
-        model.eval(s.index, part);
-        s.history.insert(s.history.end(), part.begin(), part.end());
+        const CompletionRequest& req = s.req->req;
+        const std::vector<int32_t>& prompt = req.prompt;
+        // Text up to the next image, or an image's rows: all of them when they see each other.
+        size_t chunk = std::min<size_t>(model.ubatch(), prompt.size() - s.prompt_done);
+        const PromptEmbeddings* image = image_at(req, s.prompt_done);
+        if (image) {
+            const size_t done = s.prompt_done - image->first;
+            chunk = image->bidirectional ? image->n_rows : std::min<size_t>(chunk, image->n_rows - done);
+            make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
+            const uint32_t dim = model.config().dim;
+            model.eval_embeddings(s.index, std::span<const float>(*image->rows).subspan(done * dim, chunk * dim),
+                                  image->bidirectional);
+        } else {
+            for (const PromptEmbeddings& im : req.images)
+                if (im.first > s.prompt_done) chunk = std::min<size_t>(chunk, im.first - s.prompt_done);
+            make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
+            model.eval(s.index, std::span<const int32_t>(prompt.data() + s.prompt_done, chunk));
+        }
+        s.history.insert(s.history.end(), prompt.begin() + long(s.prompt_done),
+                         prompt.begin() + long(s.prompt_done + chunk));
         s.prompt_done += chunk;
         if (s.prompt_done == prompt.size()) {
             s.phase = Slot::Phase::Generate;
-            s.prev = prompt.back();
+            s.prev = prompt.back() >= 0 ? prompt.back() : -1;
             if (s.req->req.max_tokens == 0) {  // the prompt only (e.g. to warm the cache)
                 finish(s, FinishReason::Length);
                 return;
@@ -658,6 +689,28 @@ SequenceModel& generating_model(SequenceModel& m) {
             "a {} model has no language-model head: the engine cannot generate with it", m.config().arch->name));
     return m;
 }
+
+// A request's images: in order, apart, inside the prompt, each over placeholder tokens with whole
+// rows of the model's width; a bidirectional one within a chunk.
+void check_images(const CompletionRequest& req, const SequenceModel& model) {
+    size_t end = 0;
+    for (const PromptEmbeddings& im : req.images) {
+        if (im.n_rows == 0 || !im.rows || im.rows->size() != size_t(im.n_rows) * model.config().dim)
+            throw std::invalid_argument(
+                fmt::format("an image's embeddings are not {} rows of {}", im.n_rows, model.config().dim));
+        if (im.first < end || size_t(im.first) + im.n_rows > req.prompt.size())
+            throw std::invalid_argument("images overlap or lie outside the prompt");
+        for (size_t i = im.first; i < size_t(im.first) + im.n_rows; ++i)
+            if (req.prompt[i] >= 0) throw std::invalid_argument("an image's tokens must be its placeholders");
+        if (im.bidirectional && im.n_rows > model.ubatch())
+            throw std::invalid_argument(
+                fmt::format("an image of {} tokens does not fit one batch of {} tokens "
+                            "(raise --ubatch)",
+                            im.n_rows, model.ubatch()));
+        end = size_t(im.first) + im.n_rows;
+    }
+}
+
 }  // namespace
 
 Engine::Engine(SequenceModel& model, const Tokenizer& tok, const EngineOptions& opts)
@@ -674,10 +727,13 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
             fmt::format("the prompt has {} tokens, but a slot's context holds {} (prompt and "
                         "at least one generated token must fit)",
                         req.prompt.size(), n_ctx));
-    for (int32_t t : req.prompt)
-        if (t < 0 || uint32_t(t) >= im.model.config().n_vocab)
+    check_images(req, im.model);
+    for (size_t i = 0; i < req.prompt.size(); ++i) {
+        const int32_t t = req.prompt[i];
+        if ((t < 0 && !image_at(req, i)) || (t >= 0 && uint32_t(t) >= im.model.config().n_vocab))
             throw std::invalid_argument(
                 fmt::format("token id {} outside the vocabulary (0..{})", t, im.model.config().n_vocab - 1));
+    }
     if (req.max_tokens < -1) throw std::invalid_argument(fmt::format("max_tokens {} must be >= 0", req.max_tokens));
     if (req.slot < -1 || req.slot >= int32_t(im.opts.n_slots))
         throw std::invalid_argument(

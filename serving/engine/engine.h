@@ -40,6 +40,9 @@ struct EngineOptions {
 
 struct CompletionRequest {
     std::vector<int32_t> prompt;  // token ids, BOS included when wanted; must not be empty
+    // Images in the prompt, in order, each over its placeholder tokens (PromptEmbeddings): their rows
+    // are evaluated in place of those tokens' embeddings, a bidirectional image in one chunk.
+    std::vector<PromptEmbeddings> images;
     int32_t max_tokens = -1;  // -1: until an end-of-generation token or the slot's context is full
     SamplerParams sampler;  // temperature 0 = greedy; seed; top_k/top_p/min_p; the penalties
     std::vector<std::string> stop;  // stop strings (not included in the text)

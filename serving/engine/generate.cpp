@@ -27,6 +27,7 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
     Engine engine(model, tok, eo);
     CompletionRequest req;
     req.prompt.assign(prompt.begin(), prompt.end());
+    req.images = p.images;
     req.max_tokens = p.n_predict;
     req.sampler = p.sampler;
     req.grammar = p.grammar;

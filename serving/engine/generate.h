@@ -20,6 +20,7 @@ struct GenerateParams {
     SamplerParams sampler;
     std::shared_ptr<const grammar::Grammar> grammar;  // constrains the text (null: free text)
     grammar::LazyStart grammar_start;  // with triggers: where the grammar starts to hold
+    std::vector<PromptEmbeddings> images;  // the prompt's images over their placeholder tokens
 };
 
 struct GenerateStats {

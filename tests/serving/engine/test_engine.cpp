@@ -9,6 +9,7 @@
 #include "serving/engine/engine.h"
 #include "serving/engine/generate.h"
 #include "serving/engine/text_stream.h"
+#include "runtime/ops/get_rows.h"
 
 #include <thread>
 
@@ -407,4 +408,60 @@ TEST_CASE("engine: logprobs are log-softmax values of the raw logits, best alter
         }
     }
     CHECK(n == 5);
+}
+
+namespace {
+
+// A request whose tokens [first, first + n) are replaced by an "image" whose rows are exactly those
+// tokens' embeddings (stories260K does not scale them): the engine must give the text of the tokens.
+CompletionRequest with_image(const Stories& s, CompletionRequest r, uint32_t first, uint32_t n, uint64_t hash,
+                             bool bidirectional) {
+    const GgufTensorInfo& t = s.m.file.tensor("token_embd.weight");
+    auto rows = std::make_shared<std::vector<float>>(size_t(n) * s.m.cfg.dim);
+    ref::get_rows(t.type, s.m.file.tensor_data(t).data(), s.m.cfg.n_vocab, s.m.cfg.dim, r.prompt.data() + first, n,
+                  rows->data());
+    for (uint32_t i = 0; i < n; ++i) r.prompt[first + i] = image_token_id(hash, i);
+    r.images.push_back({first, n, rows, bidirectional});
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("engine: an image's rows in the prompt; the prefix cache keys them by content and never cuts one") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    const Stories s(path);
+    const std::string text = "Once upon a time, there was a little girl named Lily. She loved to play";
+    const CompletionRequest plain = greedy(*s.tok, text, 16);
+    REQUIRE(plain.prompt.size() > 12);
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
+    Engine e(g, *s.tok, {.n_slots = 1});
+    const Outcome want = collect(*e.submit(CompletionRequest(plain)));
+    // Rows equal to the tokens' embeddings: the same text, causal or not for the last token's logits
+    // only when causal (bidirectional rows see later rows, so only the causal case must match).
+    const Outcome img = collect(*e.submit(with_image(s, plain, 3, 7, 42, false)));
+    CHECK(img.text == want.text);
+    CHECK(img.done.prompt_tokens == plain.prompt.size());
+    // The same image again: its rows are reused (cached through its end); another image (another
+    // hash) is not, and a prefix ending inside the image is moved back to its start.
+    const Outcome again = collect(*e.submit(with_image(s, plain, 3, 7, 42, false)));
+    CHECK(again.text == want.text);
+    CHECK(again.done.cached_tokens >= 10);
+    const Outcome other = collect(*e.submit(with_image(s, plain, 3, 7, 43, false)));
+    CHECK(other.done.cached_tokens == 3);
+    CHECK(other.text == want.text);
+    // Bidirectional rows run (in one chunk) and differ from the causal text's prompt state.
+    const Outcome bidir = collect(*e.submit(with_image(s, plain, 3, 7, 44, true)));
+    CHECK(bidir.done.finish == FinishReason::Length);
+    // Bad images are refused at submit.
+    CompletionRequest bad = with_image(s, plain, 3, 7, 45, false);
+    bad.prompt[5] = 1;  // a text token inside the image
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(e.submit(std::move(bad)), std::invalid_argument, "placeholders");
+    CompletionRequest loose = plain;
+    loose.prompt[2] = image_token_id(7, 0);  // a placeholder with no image
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(e.submit(std::move(loose)), std::invalid_argument, "outside the vocabulary");
+    CompletionRequest big = with_image(s, plain, 0, 12, 46, true);
+    big.images[0].n_rows = 13;
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(e.submit(std::move(big)), std::invalid_argument, "not 13 rows");
 }
