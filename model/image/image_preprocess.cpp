@@ -36,9 +36,9 @@ constexpr KindRow kKinds[] = {
     {PreprocessKind::PadSquare, "pad_square", ResizeFilter::Bicubic, PadStyle::Ceil, kLlavaGrey, ResizeFilter::Bicubic,
      PadStyle::None},
     {PreprocessKind::Idefics3, "idefics3", ResizeFilter::Bilinear, PadStyle::None, kBlack, ResizeFilter::Bicubic,
-     PadStyle::None},
-    {PreprocessKind::SmartResize, "smart_resize", ResizeFilter::Bicubic, PadStyle::Ceil, kBlack, ResizeFilter::Bicubic,
-     PadStyle::None},
+     PadStyle::Ceil},
+    {PreprocessKind::SmartResize, "smart_resize", ResizeFilter::Bilinear, PadStyle::Ceil, kBlack,
+     ResizeFilter::Bilinear, PadStyle::None},
 };
 
 const KindRow& row_of(PreprocessKind k) {
