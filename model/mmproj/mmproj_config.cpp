@@ -122,6 +122,12 @@ std::string supported_projectors_list() {
     return s;
 }
 
+const ProjectorDesc* find_projector(std::string_view name) {
+    for (const auto& d : kProjectors)
+        if (d.name == name) return &d;
+    return nullptr;
+}
+
 std::string vit_tensor_name(uint32_t layer, std::string_view suffix) {
     return fmt::format("v.blk.{}.{}", layer, suffix);
 }
@@ -181,8 +187,7 @@ VisionConfig VisionConfig::from_gguf(const GgufFile& f) {
                                                               quote_name(name))
                                                 : std::string("missing or false: the file has no vision encoder"));
     }
-    for (const auto& d : kProjectors)
-        if (d.name == name) cfg.desc = &d;
+    cfg.desc = find_projector(name);
     if (!cfg.desc)
         f.fail("clip.projector_type", fmt::format("projector type '{}' is not supported (supported: {})",
                                                   quote_name(name), supported_projectors_list()));

@@ -86,6 +86,7 @@ struct ProjectorDesc {
 std::span<const ProjectorDesc> projector_table();
 const ProjectorDesc& projector_desc(ProjectorType t);
 std::string supported_projectors_list();  // "gemma3, idefics3, mlp"
+const ProjectorDesc* find_projector(std::string_view name);  // by clip.projector_type; nullptr if unsupported
 
 // A tensor of the file as the config expects it (names and ggml dims), in file order for writers.
 struct VisionTensor {
