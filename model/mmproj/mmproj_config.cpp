@@ -99,10 +99,10 @@ uint32_t llava_layers_used(const GgufFile& f, uint32_t n_layer) {
 void check_tensor(const GgufFile& f, const GgufTensorInfo& t, const VisionTensor& want) {
     bool same = true;
     for (size_t i = 0; same && i < kGgufMaxDims; ++i) same = t.ne[i] == (i < want.ne.size() ? want.ne[i] : 1);
-    if (!same) f.fail(quote_name(t.name), fmt::format("shape {}, expected {}", t.shape_string(), dims_string(want.ne)));
+    if (!same) f.fail(want.name, fmt::format("shape {}, expected {}", t.shape_string(), dims_string(want.ne)));
     if (want.matrix) return;  // any type the reader knows: ref::linear and the device decode them
     if (t.type != TensorType::F32 && t.type != TensorType::F16)
-        f.fail(quote_name(t.name),
+        f.fail(want.name,
                fmt::format("type {} where F32 (or F16) is expected", ggml_type_name(static_cast<uint32_t>(t.type))));
 }
 
@@ -174,7 +174,9 @@ std::vector<VisionTensor> vision_tensors(const VisionConfig& cfg, bool include_o
     return out;
 }
 
-VisionConfig VisionConfig::from_gguf(const GgufFile& f) {
+namespace {
+
+VisionConfig read_config(const GgufFile& f) {
     VisionConfig cfg;
     cfg.file = f.name();
 
@@ -182,14 +184,14 @@ VisionConfig VisionConfig::from_gguf(const GgufFile& f) {
     const std::string_view name = projector_name(f);
     if (!has_vision.value_or(false)) {
         const bool audio = f.find_bool("clip.has_audio_encoder").value_or(false);
-        f.fail("clip.has_vision_encoder", audio ? fmt::format("the file holds an audio encoder only (projector '{}'); "
+        f.fail("clip.has_vision_encoder", audio ? fmt::format("the file holds an audio encoder only (projector {}); "
                                                               "vkllm reads vision encoders",
                                                               quote_name(name))
                                                 : std::string("missing or false: the file has no vision encoder"));
     }
     cfg.desc = find_projector(name);
     if (!cfg.desc)
-        f.fail("clip.projector_type", fmt::format("projector type '{}' is not supported (supported: {})",
+        f.fail("clip.projector_type", fmt::format("projector type {} is not supported (supported: {})",
                                                   quote_name(name), supported_projectors_list()));
     const ProjectorDesc& d = *cfg.desc;
     cfg.type = d.type;
@@ -263,6 +265,19 @@ VisionConfig VisionConfig::from_gguf(const GgufFile& f) {
         check_tensor(f, *t, want);
     }
     return cfg;
+}
+
+}  // namespace
+
+VisionConfig VisionConfig::from_gguf(const GgufFile& f) {
+    // The reader's errors (a missing key, a wrong type) are the file's errors as an mmproj too.
+    try {
+        return read_config(f);
+    } catch (const MmprojError&) {
+        throw;
+    } catch (const GgufError& e) {
+        throw MmprojError(e.what());
+    }
 }
 
 void check_text_dim(const VisionConfig& cfg, uint32_t n_embd) {
