@@ -129,8 +129,9 @@ std::string mmproj_path(const GenModelArgs& a) {
     return (out.parent_path() / (out.stem().string() + "-mmproj" + out.extension().string())).string();
 }
 
-// The random vision encoder of --mmproj, its projector as wide as the text model just written.
-void write_mmproj(const GenModelArgs& a, const ModelShape& text) {
+// The shape of --mmproj's random vision encoder, its projector as wide as the text model; checked
+// before the text model is written.
+MmprojShape mmproj_shape(const GenModelArgs& a, const ModelShape& text) {
     const ProjectorDesc* desc = find_projector(a.mmproj);
     if (!desc)
         throw std::invalid_argument(fmt::format("--mmproj: unknown projector type '{}' (supported: {})", a.mmproj,
@@ -141,13 +142,16 @@ void write_mmproj(const GenModelArgs& a, const ModelShape& text) {
     m.image_size = a.image_size;
     m.patch_size = a.patch_size;
     m.seed = text.seed;
-    m = resolve_mmproj_shape(m);
+    return resolve_mmproj_shape(m);
+}
+
+void write_mmproj(const GenModelArgs& a, const MmprojShape& m) {
     const std::string path = mmproj_path(a);
     write_random_mmproj(path, m);
     fmt::print(stderr,
                "gen-model: wrote {} ({} projector, ViT dim {}, {} layers, {} x {} px tiles of {} px patches, "
                "rows of {}; {} bytes)\n",
-               path, desc->name, m.dim, m.layers, m.image_size, m.image_size, m.patch_size, m.text_dim,
+               path, projector_desc(m.type).name, m.dim, m.layers, m.image_size, m.image_size, m.patch_size, m.text_dim,
                std::filesystem::file_size(path));
 }
 
@@ -218,6 +222,8 @@ void run_gen_model(const GenModelArgs& a) {
     apply_type(a.type, a.pure, s);
     s.seed = a.seed;
     validate_model_shape(s);
+    std::optional<MmprojShape> mmproj;
+    if (!a.mmproj.empty()) mmproj = mmproj_shape(a, s);
 
     GgufWriter w = make_random_model(s);
     if (vocab_file) {
@@ -254,7 +260,7 @@ void run_gen_model(const GenModelArgs& a) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     fmt::print(stderr, "{}gen-model: wrote {} ({} bytes) in {:.1f} s\n", tty ? "\n" : "", a.output,
                std::filesystem::file_size(a.output), secs);
-    if (!a.mmproj.empty()) write_mmproj(a, s);
+    if (mmproj) write_mmproj(a, *mmproj);
 }
 
 }  // namespace
