@@ -20,6 +20,7 @@
 #include "model/arch/architecture.h"
 #include "model/arch/model_config.h"
 #include "model/gguf/gguf_writer.h"
+#include "model/testgen/random_mmproj.h"
 #include "model/testgen/random_model.h"
 
 namespace vkllm::apps {
@@ -49,6 +50,8 @@ struct GenModelArgs {
     bool sigmoid_gating = false, expert_norm = false, kv_b = false;
     float expert_scale = 1.0f;
     uint64_t seed = 1;
+    std::string mmproj, mmproj_output;
+    uint32_t image_size = 0, patch_size = 0;
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
 };
@@ -119,7 +122,42 @@ void apply(const CLI::Option* opt, int64_t value, uint32_t& field) {
     field = uint32_t(value);
 }
 
+// --mmproj-output, or the text model's path with "-mmproj" before its extension.
+std::string mmproj_path(const GenModelArgs& a) {
+    if (!a.mmproj_output.empty()) return a.mmproj_output;
+    const std::filesystem::path out(a.output);
+    return (out.parent_path() / (out.stem().string() + "-mmproj" + out.extension().string())).string();
+}
+
+// The shape of --mmproj's random vision encoder, its projector as wide as the text model; checked
+// before the text model is written.
+MmprojShape mmproj_shape(const GenModelArgs& a, const ModelShape& text) {
+    const ProjectorDesc* desc = find_projector(a.mmproj);
+    if (!desc)
+        throw std::invalid_argument(fmt::format("--mmproj: unknown projector type '{}' (supported: {})", a.mmproj,
+                                                supported_projectors_list()));
+    MmprojShape m;
+    m.type = desc->type;
+    m.text_dim = text.dim;
+    m.image_size = a.image_size;
+    m.patch_size = a.patch_size;
+    m.seed = text.seed;
+    return resolve_mmproj_shape(m);
+}
+
+void write_mmproj(const GenModelArgs& a, const MmprojShape& m) {
+    const std::string path = mmproj_path(a);
+    write_random_mmproj(path, m);
+    fmt::print(stderr,
+               "gen-model: wrote {} ({} projector, ViT dim {}, {} layers, {} x {} px tiles of {} px patches, "
+               "rows of {}; {} bytes)\n",
+               path, projector_desc(m.type).name, m.dim, m.layers, m.image_size, m.image_size, m.patch_size, m.text_dim,
+               std::filesystem::file_size(path));
+}
+
 void run_gen_model(const GenModelArgs& a) {
+    if (a.mmproj.empty() && (a.image_size || a.patch_size || !a.mmproj_output.empty()))
+        throw std::invalid_argument("--image-size, --patch-size and --mmproj-output need --mmproj");
     ModelShape s;
     if (!a.preset.empty()) {
         s = preset_shape(a.preset);
@@ -184,6 +222,8 @@ void run_gen_model(const GenModelArgs& a) {
     apply_type(a.type, a.pure, s);
     s.seed = a.seed;
     validate_model_shape(s);
+    std::optional<MmprojShape> mmproj;
+    if (!a.mmproj.empty()) mmproj = mmproj_shape(a, s);
 
     GgufWriter w = make_random_model(s);
     if (vocab_file) {
@@ -220,6 +260,7 @@ void run_gen_model(const GenModelArgs& a) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     fmt::print(stderr, "{}gen-model: wrote {} ({} bytes) in {:.1f} s\n", tty ? "\n" : "", a.output,
                std::filesystem::file_size(a.output), secs);
+    if (mmproj) write_mmproj(a, *mmproj);
 }
 
 }  // namespace
@@ -304,6 +345,17 @@ void register_gen_model(CLI::App& app) {
     cmd->add_flag("--biases", args->biases,
                   "Also write the optional biases (of q, k, v, the output and FFN projections and the norms) of "
                   "architectures that read them when present (mpt)");
+    cmd->add_option("--mmproj", args->mmproj,
+                    "Also write a llama.cpp mmproj file (a vision encoder and projector with random weights) of "
+                    "this projector type (" +
+                        supported_projectors_list() +
+                        ") whose embeddings are the text model's width, beside the model (--mmproj-output); "
+                        "the same --seed. Small: ViT dim 64, 2 layers, 4 heads, ffn 128, F16 matrices");
+    cmd->add_option("--mmproj-output", args->mmproj_output,
+                    "Path of the --mmproj file (default: the output's name with -mmproj before .gguf)");
+    cmd->add_option("--image-size", args->image_size,
+                    "--mmproj: tile size in pixels (default gemma3 64, idefics3 32, mlp 56)");
+    cmd->add_option("--patch-size", args->patch_size, "--mmproj: patch size in pixels (default 8; mlp 14)");
     cmd->callback([args] {
         try {
             run_gen_model(*args);

@@ -1,0 +1,143 @@
+// llama.cpp's multimodal projector files ("mmproj", read by its libmtmd): the vision encoder's
+// hyperparameters and tensors, as data.
+//
+// An mmproj file is a GGUF holding a vision transformer (keys clip.vision.*, tensors v.*) and a
+// projector (tensors mm.*) that turns the encoder's output into rows of the text model's width. What
+// differs between projector types (clip.projector_type) is one row of a table (ProjectorDesc); the
+// config reads the file once, checks every key and tensor against that row, and everything else (the
+// host reference model/vision/vision_cpu.h, the device encoder, the prompt layout image_prompt.h,
+// the random files of model/testgen/random_mmproj.h) reads the resulting VisionConfig.
+//
+// Supported: "gemma3" (Gemma 3: SigLIP, average pooling, RMS soft-embedding norm, input projection),
+// "idefics3" (SmolVLM: SigLIP, pixel shuffle, one linear), "mlp" (LLaVA-1.5: CLIP with a class
+// embedding and pre-LN, the features of llama.cpp's feature layer, linear-GELU-linear). Any other
+// type llama.cpp knows, and audio-only files, are refused by name.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/gguf/gguf.h"
+#include "model/image/image_preprocess.h"
+
+namespace vkllm {
+
+// Every error about an mmproj file: "<file>: <key or tensor>: <reason>".
+class MmprojError : public GgufError {
+public:
+    using GgufError::GgufError;
+};
+
+enum class ProjectorType : uint8_t {
+    Gemma3,  // "gemma3"
+    Idefics3,  // "idefics3"
+    Mlp,  // "mlp" (LLaVA-1.5)
+};
+
+// The activation of the ViT's feed-forward, as llama.cpp chooses it: clip.use_gelu -> tanh GELU,
+// clip.use_silu -> SiLU, neither -> quick GELU (x * sigmoid(1.702 x)); both -> an error.
+enum class VisionActivation : uint8_t { Gelu, Silu, GeluQuick };
+
+// How the encoder's patch rows become fewer, wider or projected rows before the projector's matrices.
+enum class TokenMerge : uint8_t {
+    None,  // one output row per patch (LLaVA)
+    AvgPool,  // merge x merge average pooling over the patch grid (Gemma 3)
+    PixelShuffle,  // merge x merge neighbouring patches concatenated into one row (Idefics3)
+};
+
+// Whether a tensor must be in the file, is used when it is, or is not part of the type.
+enum class Presence : uint8_t { Absent, Optional, Required };
+
+// The widths a projector tensor's dims are given in.
+enum class ProjDim : uint8_t {
+    None,  // (a vector's missing second dim)
+    Vision,  // the ViT width (clip.vision.embedding_length)
+    Merged,  // the ViT width times merge^2 (a pixel-shuffled row)
+    Text,  // the text model's width: the embeddings' row length
+};
+
+struct ProjTensorDesc {
+    std::string_view name;
+    ProjDim ne0, ne1;  // ggml dims: ne0 the row length
+    bool matrix;  // a weight matrix (F16 / F32 / quantized); otherwise an f32 vector
+};
+
+// One row per projector type: everything that differs between them.
+struct ProjectorDesc {
+    ProjectorType type;
+    std::string_view name;  // clip.projector_type
+    PreprocessKind preprocess;
+    // What real files of the type declare (clip.use_gelu / use_silu); the loader reads the keys.
+    VisionActivation file_activation;
+    bool class_embedding;  // v.class_embd is part of the encoder's input (required)
+    Presence patch_bias, pre_ln, post_ln;  // v.patch_embd.bias, v.pre_ln.*, v.post_ln.*
+    TokenMerge merge;
+    uint32_t default_merge;  // when clip.vision.projector.scale_factor is absent; 0: the key is required
+    // The layer count run: true for LLaVA's rule (clip.vision.feature_layer, else all but the last layer).
+    bool feature_layer;
+    bool fixed_size;  // every tile is image_size x image_size (learned absolute positions, no resizing of them)
+    std::span<const ProjTensorDesc> projector;  // mm.* tensors, all required
+};
+
+std::span<const ProjectorDesc> projector_table();
+const ProjectorDesc& projector_desc(ProjectorType t);
+std::string supported_projectors_list();  // "gemma3, idefics3, mlp"
+const ProjectorDesc* find_projector(std::string_view name);  // by clip.projector_type; nullptr if unsupported
+
+// A tensor of the file as the config expects it (names and ggml dims), in file order for writers.
+struct VisionTensor {
+    std::string name;
+    std::vector<uint64_t> ne;
+    bool matrix = false;  // F16 / F32 / quantized weights; otherwise f32
+    bool required = true;
+};
+
+struct VisionConfig {
+    std::string file;  // the file's name, for messages
+    ProjectorType type = ProjectorType::Gemma3;
+    const ProjectorDesc* desc = nullptr;
+
+    uint32_t image_size = 0, patch_size = 0;
+    uint32_t n_embd = 0, n_ff = 0, n_layer = 0, n_head = 0, head_dim = 0;
+    float eps = 1e-6f;  // every LayerNorm of the ViT, and Gemma 3's soft-embedding RMSNorm
+    uint32_t projection_dim = 0;  // clip.vision.projection_dim (informative)
+    std::array<float, 3> image_mean{}, image_std{};
+    VisionActivation activation = VisionActivation::GeluQuick;
+    uint32_t n_layer_used = 0;  // layers run (LLaVA: the feature layer); the others are in the file, unused
+    uint32_t merge = 1;  // TokenMerge factor per side (1 for None)
+    uint32_t preproc_image_size = 0;  // clip.vision.preproc_image_size (Idefics3), 0 when absent
+    uint32_t text_dim = 0;  // the projector's output width (checked against the text model: check_text_dim)
+    bool has_patch_bias = false, has_pre_ln = false, has_post_ln = false, has_class_embedding = false;
+
+    uint32_t patches_per_side() const { return image_size / patch_size; }
+    uint32_t n_patches() const { return patches_per_side() * patches_per_side(); }
+    // Rows of the transformer (patches, plus the class embedding's row).
+    uint32_t n_positions() const { return n_patches() + (has_class_embedding ? 1 : 0); }
+
+    // Reads and validates an mmproj file; MmprojError naming the file and key or tensor otherwise.
+    static VisionConfig from_gguf(const GgufFile& file);
+};
+
+// The tensors the encoder reads (the ones present among the optional ones, or all of them with
+// include_optional), with their expected dims. The loader checks the file against this list; the
+// random writer writes it.
+std::vector<VisionTensor> vision_tensors(const VisionConfig& cfg, bool include_optional = false);
+
+// The ViT's per-layer tensor name: "v.blk.<layer>.<suffix>" (suffix e.g. "attn_q.weight").
+std::string vit_tensor_name(uint32_t layer, std::string_view suffix);
+
+// MmprojError unless the projector's rows are n_embd wide (the text model's embedding_length).
+void check_text_dim(const VisionConfig& cfg, uint32_t n_embd);
+
+// How model/image must prepare an image for this encoder.
+PreprocessSpec preprocess_spec(const VisionConfig& cfg);
+
+// Embedding rows one tile of nx x ny pixels yields. std::invalid_argument for a tile the encoder does
+// not take (a fixed-size type's tile not image_size square, sides not multiples of the patch).
+uint32_t tile_tokens(const VisionConfig& cfg, uint32_t nx, uint32_t ny);
+
+}  // namespace vkllm

@@ -1,0 +1,208 @@
+#include "model/vision/vision_cpu.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <stdexcept>
+
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/linear.h"
+#include "runtime/ops/norm.h"
+
+namespace vkllm {
+
+namespace {
+
+// A tensor's values as f32 (F32 or F16 vectors and embeddings; VisionConfig checked their types).
+std::vector<float> read_f32(const GgufFile& f, const std::string& name) {
+    const GgufTensorInfo& t = f.tensor(name);
+    const std::span<const uint8_t> bytes = f.tensor_data(t);
+    std::vector<float> out(t.n_elements);
+    for (uint64_t r = 0; r < t.n_rows(); ++r)
+        dequantize_row(t.type, bytes.data() + r * row_bytes(t.type, t.ne[0]), out.data() + r * t.ne[0], t.ne[0]);
+    return out;
+}
+
+// y[m][n] = x[m][k] W^T (+ bias), W the file's matrix `name` as n rows of k: k its row length, or
+// (the patch kernel) the product of all dims but the last.
+void linear(const GgufFile& f, const std::string& name, const float* x, float* y, uint32_t m,
+            const float* bias = nullptr, uint32_t k = 0) {
+    const GgufTensorInfo& t = f.tensor(name);
+    if (k == 0) k = uint32_t(t.ne[0]);
+    ref::linear(t.type, f.tensor_data(t).data(), x, y, m, uint32_t(t.n_elements / k), k, nullptr, bias);
+}
+
+double activation(VisionActivation a, double x) {
+    switch (a) {
+        case VisionActivation::Gelu:
+            return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+        case VisionActivation::Silu: return x / (1.0 + std::exp(-x));
+        case VisionActivation::GeluQuick: return x / (1.0 + std::exp(-1.702 * x));
+    }
+    return x;
+}
+
+void check_tile(const VisionConfig& cfg, const ImageTile& tile) {
+    tile_tokens(cfg, tile.nx, tile.ny);  // throws for a size the encoder does not take
+    if (tile.chw.size() != size_t(3) * tile.nx * tile.ny)
+        throw std::invalid_argument(fmt::format("vision: a {} x {} tile holds {} values, 3 planes need {}", tile.nx,
+                                                tile.ny, tile.chw.size(), size_t(3) * tile.nx * tile.ny));
+}
+
+// Bidirectional multi-head attention over all rows; q, k, v, out [rows][width].
+void attention(const float* q, const float* k, const float* v, float* out, uint32_t rows, uint32_t heads,
+               uint32_t head_dim) {
+    const uint32_t width = heads * head_dim;
+    const double scale = 1.0 / std::sqrt(double(head_dim));
+    std::vector<double> s(rows);
+    for (uint32_t h = 0; h < heads; ++h) {
+        for (uint32_t i = 0; i < rows; ++i) {
+            const float* qi = q + size_t(i) * width + h * head_dim;
+            double mx = -INFINITY;
+            for (uint32_t j = 0; j < rows; ++j) {
+                const float* kj = k + size_t(j) * width + h * head_dim;
+                double dot = 0;
+                for (uint32_t d = 0; d < head_dim; ++d) dot += double(qi[d]) * kj[d];
+                s[j] = dot * scale;
+                mx = std::max(mx, s[j]);
+            }
+            double sum = 0;
+            for (uint32_t j = 0; j < rows; ++j) sum += (s[j] = std::exp(s[j] - mx));
+            float* oi = out + size_t(i) * width + h * head_dim;
+            for (uint32_t d = 0; d < head_dim; ++d) {
+                double acc = 0;
+                for (uint32_t j = 0; j < rows; ++j) acc += s[j] * v[size_t(j) * width + h * head_dim + d];
+                oi[d] = float(acc / sum);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, const ImageTile& tile,
+                                  ClassRow class_row) {
+    check_tile(cfg, tile);
+    const uint32_t e = cfg.n_embd, p = cfg.patch_size;
+    const uint32_t gx = tile.nx / p, gy = tile.ny / p, n_patches = gx * gy;
+    const uint32_t rows = n_patches + (cfg.has_class_embedding ? 1 : 0);
+    const uint32_t first_patch = cfg.has_class_embedding && class_row == ClassRow::First ? 1 : 0;
+
+    // Patch embedding: the unfolded patches times the kernel as a (3 p^2 -> e) matrix.
+    const uint32_t k = 3 * p * p;
+    std::vector<float> unfolded(size_t(n_patches) * k);
+    for (uint32_t py = 0; py < gy; ++py)
+        for (uint32_t px = 0; px < gx; ++px) {
+            float* u = unfolded.data() + (size_t(py) * gx + px) * k;
+            for (uint32_t c = 0; c < 3; ++c)
+                for (uint32_t y = 0; y < p; ++y)
+                    for (uint32_t x = 0; x < p; ++x)
+                        *u++ = tile.chw[(size_t(c) * tile.ny + py * p + y) * tile.nx + px * p + x];
+        }
+    std::vector<float> xs(size_t(rows) * e);
+    std::vector<float> patch_bias;
+    if (cfg.has_patch_bias) patch_bias = read_f32(f, "v.patch_embd.bias");
+    linear(f, "v.patch_embd.weight", unfolded.data(), xs.data() + size_t(first_patch) * e, n_patches,
+           cfg.has_patch_bias ? patch_bias.data() : nullptr, k);
+    if (cfg.has_class_embedding) {
+        const std::vector<float> cls = read_f32(f, "v.class_embd");
+        const uint32_t row = class_row == ClassRow::First ? 0 : n_patches;
+        std::memcpy(xs.data() + size_t(row) * e, cls.data(), e * sizeof(float));
+    }
+    const std::vector<float> pos = read_f32(f, "v.position_embd.weight");
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] += pos[i];
+    if (cfg.has_pre_ln) {
+        const std::vector<float> w = read_f32(f, "v.pre_ln.weight"), b = read_f32(f, "v.pre_ln.bias");
+        ref::layer_norm(xs.data(), w.data(), b.data(), xs.data(), rows, e, cfg.eps);
+    }
+
+    std::vector<float> h(xs.size()), q(xs.size()), kk(xs.size()), v(xs.size()), att(xs.size());
+    std::vector<float> up(size_t(rows) * cfg.n_ff);
+    for (uint32_t l = 0; l < cfg.n_layer_used; ++l) {
+        auto name = [&](const char* s) { return vit_tensor_name(l, s); };
+        auto vec = [&](const char* s) { return read_f32(f, name(s)); };
+        ref::layer_norm(xs.data(), vec("ln1.weight").data(), vec("ln1.bias").data(), h.data(), rows, e, cfg.eps);
+        linear(f, name("attn_q.weight"), h.data(), q.data(), rows, vec("attn_q.bias").data());
+        linear(f, name("attn_k.weight"), h.data(), kk.data(), rows, vec("attn_k.bias").data());
+        linear(f, name("attn_v.weight"), h.data(), v.data(), rows, vec("attn_v.bias").data());
+        attention(q.data(), kk.data(), v.data(), att.data(), rows, cfg.n_head, cfg.head_dim);
+        linear(f, name("attn_out.weight"), att.data(), h.data(), rows, vec("attn_out.bias").data());
+        for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
+        ref::layer_norm(xs.data(), vec("ln2.weight").data(), vec("ln2.bias").data(), h.data(), rows, e, cfg.eps);
+        linear(f, name("ffn_up.weight"), h.data(), up.data(), rows, vec("ffn_up.bias").data());
+        for (float& u : up) u = float(activation(cfg.activation, u));
+        linear(f, name("ffn_down.weight"), up.data(), h.data(), rows, vec("ffn_down.bias").data());
+        for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
+    }
+    if (cfg.has_post_ln) {
+        const std::vector<float> w = read_f32(f, "v.post_ln.weight"), b = read_f32(f, "v.post_ln.bias");
+        ref::layer_norm(xs.data(), w.data(), b.data(), xs.data(), rows, e, cfg.eps);
+    }
+    return xs;
+}
+
+std::vector<float> project_cpu(const VisionConfig& cfg, const GgufFile& f, const std::vector<float>& vit) {
+    const uint32_t e = cfg.n_embd, t = cfg.text_dim, side = cfg.patches_per_side(), m = cfg.merge;
+    if (vit.size() != size_t(cfg.n_positions()) * e)
+        throw std::invalid_argument(
+            fmt::format("vision: the projector takes {} x {} values, got {}", cfg.n_positions(), e, vit.size()));
+    const uint32_t out_side = side / m, n_out = out_side * out_side;
+    std::vector<float> out;
+    switch (cfg.desc->merge) {
+        case TokenMerge::AvgPool: {  // gemma3
+            std::vector<float> pooled(size_t(n_out) * e);
+            for (uint32_t oy = 0; oy < out_side; ++oy)
+                for (uint32_t ox = 0; ox < out_side; ++ox)
+                    for (uint32_t c = 0; c < e; ++c) {
+                        double sum = 0;
+                        for (uint32_t dy = 0; dy < m; ++dy)
+                            for (uint32_t dx = 0; dx < m; ++dx)
+                                sum += vit[(size_t(oy * m + dy) * side + ox * m + dx) * e + c];
+                        pooled[(size_t(oy) * out_side + ox) * e + c] = float(sum / (m * m));
+                    }
+            const std::vector<float> norm = read_f32(f, "mm.soft_emb_norm.weight");
+            ref::rms_norm(pooled.data(), norm.data(), pooled.data(), n_out, e, cfg.eps);
+            // mm.input_projection holds a row of text_dim values per vision channel: transposed first.
+            const std::vector<float> w = read_f32(f, "mm.input_projection.weight");
+            std::vector<float> wt(size_t(t) * e);
+            for (uint32_t c = 0; c < e; ++c)
+                for (uint32_t j = 0; j < t; ++j) wt[size_t(j) * e + c] = w[size_t(c) * t + j];
+            out.resize(size_t(n_out) * t);
+            ref::linear(TensorType::F32, wt.data(), pooled.data(), out.data(), n_out, t, e);
+            break;
+        }
+        case TokenMerge::PixelShuffle: {  // idefics3
+            const size_t wide = size_t(e) * m * m;
+            std::vector<float> shuffled(n_out * wide);
+            for (uint32_t oy = 0; oy < out_side; ++oy)
+                for (uint32_t ox = 0; ox < out_side; ++ox) {
+                    float* dst = shuffled.data() + (size_t(oy) * out_side + ox) * wide;
+                    for (uint32_t dy = 0; dy < m; ++dy)
+                        for (uint32_t dx = 0; dx < m; ++dx, dst += e)
+                            std::memcpy(dst, vit.data() + (size_t(oy * m + dy) * side + ox * m + dx) * e,
+                                        e * sizeof(float));
+                }
+            out.resize(size_t(n_out) * t);
+            linear(f, "mm.model.fc.weight", shuffled.data(), out.data(), n_out);
+            break;
+        }
+        case TokenMerge::None: {  // mlp: rows 1..n_patches (see ClassRow)
+            const uint32_t n = cfg.n_patches(), first = cfg.has_class_embedding ? 1 : 0;
+            std::vector<float> hidden(size_t(n) * t);
+            linear(f, "mm.0.weight", vit.data() + size_t(first) * e, hidden.data(), n, read_f32(f, "mm.0.bias").data());
+            ref::gelu(hidden.data(), hidden.data(), uint32_t(hidden.size()));
+            out.resize(size_t(n) * t);
+            linear(f, "mm.2.weight", hidden.data(), out.data(), n, read_f32(f, "mm.2.bias").data());
+            break;
+        }
+    }
+    return out;
+}
+
+std::vector<float> encode_tile_cpu(const VisionConfig& cfg, const GgufFile& f, const ImageTile& tile) {
+    return project_cpu(cfg, f, encode_vit_cpu(cfg, f, tile));
+}
+
+}  // namespace vkllm

@@ -1,0 +1,225 @@
+// The vision encoders' host reference (model/vision/vision_cpu.h) against llama.cpp's libmtmd: for a
+// random mmproj of each projector type, regenerated here as `vkllm gen-model --mmproj TYPE --seed 55`
+// wrote it, the embeddings of two test images and the prompt layout libmtmd produced
+// (tests/fixtures/vision, README.md there). Tiles are image_size square, so preprocessing is only the
+// normalisation, done here from the file's mean and std.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "model/mmproj/image_prompt.h"
+#include "model/mmproj/mmproj_config.h"
+#include "model/testgen/random_mmproj.h"
+#include "model/vision/vision_cpu.h"
+#include "support/model_test_util.h"
+
+using namespace vkllm;
+
+namespace {
+
+const std::string kFixtures = std::string(VKLLM_SOURCE_DIR) + "/tests/fixtures/vision/";
+
+// llama.cpp's CPU backend against the double reference on these files: NMSE up to 2.4e-7 and max
+// abs error up to 1.9e-3 on rows of RMS ~1 (F16 weights, and ggml's F16 rounding of the patch
+// convolution's input and its table GELU). The bounds leave 4x and 5x margin; a wrong stage gives
+// NMSE above 0.05 (see the class-row case below).
+constexpr double kMaxNmse = 1e-6, kMaxAbs = 1e-2;
+
+GgufFile random_mmproj(ProjectorType type) {
+    MmprojShape s;
+    s.type = type;
+    s.text_dim = 64;
+    s.seed = 55;
+    return GgufFile::from_memory(make_random_mmproj(s).write_memory(), "random-mmproj");
+}
+
+// The images make_fixtures.sh writes: "ramp" smooth, "hash" a different value at nearly every pixel.
+std::vector<uint8_t> test_image(const std::string& name, uint32_t n) {
+    std::vector<uint8_t> rgb;
+    for (uint32_t y = 0; y < n; ++y)
+        for (uint32_t x = 0; x < n; ++x)
+            for (uint32_t c = 0; c < 3; ++c) {
+                if (name == "ramp") {
+                    const uint32_t v[3] = {x * 255 / (n - 1), y * 255 / (n - 1), (x + y) * 255 / (2 * n - 2)};
+                    rgb.push_back(uint8_t(v[c]));
+                } else {
+                    rgb.push_back(uint8_t(((x * 131 + y * 71 + c * 29) ^ (x * y)) & 255));
+                }
+            }
+    return rgb;
+}
+
+// mtmd's normalisation: (v / 255 - mean) / std, in float.
+ImageTile normalized(const std::vector<uint8_t>& rgb, uint32_t n, const PreprocessSpec& spec) {
+    ImageTile t;
+    t.nx = t.ny = n;
+    t.chw.resize(size_t(3) * n * n);
+    for (uint32_t c = 0; c < 3; ++c)
+        for (size_t i = 0; i < size_t(n) * n; ++i)
+            t.chw[c * n * n + i] = (float(rgb[i * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
+    return t;
+}
+
+std::vector<float> read_f32_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "missing fixture ", path);
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<float> v(raw.size() / 4);
+    std::memcpy(v.data(), raw.data(), v.size() * 4);
+    return v;
+}
+
+struct Diff {
+    double nmse = 0, max_abs = 0;
+    bool finite = true;
+};
+
+Diff compare(const std::vector<float>& got, const std::vector<float>& want) {
+    Diff d;
+    double se = 0, ref = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i])) d.finite = false;
+        const double e = double(got[i]) - want[i];
+        se += e * e;
+        ref += double(want[i]) * want[i];
+        d.max_abs = std::max(d.max_abs, std::fabs(e));
+    }
+    d.nmse = se / ref;
+    return d;
+}
+
+// The chunk layout of the fixture: "text N \"pieces\"" / "image N NX NY" lines.
+struct Chunk {
+    bool image = false;
+    uint32_t n_tokens = 0;
+    std::string text;  // detokenized, spaces removed (the random vocab's SentencePiece adds them)
+};
+
+std::vector<Chunk> read_chunks(const std::string& path) {
+    std::ifstream in(path);
+    REQUIRE_MESSAGE(in.good(), "missing fixture ", path);
+    std::vector<Chunk> out;
+    std::string kind;
+    while (in >> kind) {
+        Chunk c;
+        c.image = kind == "image";
+        in >> c.n_tokens;
+        std::string rest;
+        std::getline(in, rest);
+        if (!c.image) {
+            const size_t a = rest.find('"'), b = rest.rfind('"');
+            for (char ch : rest.substr(a + 1, b - a - 1))
+                if (ch != ' ') c.text += ch;
+        }
+        out.push_back(c);
+    }
+    return out;
+}
+
+// What the oracle's prompt "A<__media__>B" becomes with image_prompt's pieces, as the fixture
+// writes it: a Token the random vocab lacks is mtmd's -1, written "<null>".
+std::vector<Chunk> expected_chunks(const std::vector<ImagePiece>& pieces) {
+    std::vector<Chunk> out{{false, 0, "A"}};
+    for (const ImagePiece& p : pieces) {
+        if (p.kind == ImagePiece::Kind::Tile) {
+            out.push_back({true, p.n_tokens, {}});
+            continue;
+        }
+        if (out.back().image) out.push_back({});
+        out.back().text += p.kind == ImagePiece::Kind::Token ? std::string("<null>") : p.text;
+    }
+    if (out.back().image) out.push_back({});
+    out.back().text += "B";
+    return out;
+}
+
+struct Case {
+    ProjectorType type;
+    const char* name;
+};
+constexpr Case kCases[] = {{ProjectorType::Gemma3, "gemma3"}, {ProjectorType::Idefics3, "idefics3"},
+                           {ProjectorType::Mlp, "mlp"}};
+
+}  // namespace
+
+TEST_CASE("vision: encode_tile_cpu matches llama.cpp's libmtmd on random mmproj files") {
+    for (const Case& c : kCases) {
+        const GgufFile file = random_mmproj(c.type);
+        const VisionConfig cfg = VisionConfig::from_gguf(file);
+        const PreprocessSpec spec = preprocess_spec(cfg);
+        for (const char* image : {"ramp", "hash"}) {
+            CAPTURE(c.name);
+            CAPTURE(image);
+            const ImageTile tile = normalized(test_image(image, cfg.image_size), cfg.image_size, spec);
+            const std::vector<float> got = encode_tile_cpu(cfg, file, tile);
+            CHECK(got.size() == size_t(tile_tokens(cfg, tile.nx, tile.ny)) * cfg.text_dim);
+            // Idefics3's image is one slice plus the global image, both this tile (preproc_image_size
+            // is the tile size): two chunks with the same embeddings.
+            const int n_chunks = c.type == ProjectorType::Idefics3 ? 2 : 1;
+            for (int k = 0; k < n_chunks; ++k) {
+                const std::vector<float> want =
+                    read_f32_file(fmt::format("{}{}-{}.image{}.f32", kFixtures, c.name, image, k));
+                REQUIRE(want.size() == got.size());
+                const Diff d = compare(got, want);
+                INFO("nmse ", d.nmse, " max abs ", d.max_abs);
+                CHECK(d.finite);
+                CHECK(d.nmse < kMaxNmse);
+                CHECK(d.max_abs < kMaxAbs);
+            }
+        }
+    }
+}
+
+TEST_CASE("vision: llama.cpp puts LLaVA's class embedding after the patches") {
+    // CLIP's definition (ClassRow::First) is far from libmtmd's figures; ClassRow::Last, the default,
+    // is what libmtmd computes (the case above).
+    const GgufFile file = random_mmproj(ProjectorType::Mlp);
+    const VisionConfig cfg = VisionConfig::from_gguf(file);
+    const ImageTile tile = normalized(test_image("ramp", cfg.image_size), cfg.image_size, preprocess_spec(cfg));
+    const std::vector<float> first = project_cpu(cfg, file, encode_vit_cpu(cfg, file, tile, ClassRow::First));
+    const Diff d = compare(first, read_f32_file(kFixtures + "mlp-ramp.image0.f32"));
+    CHECK(d.nmse > 0.05);
+    CHECK(encode_vit_cpu(cfg, file, tile, ClassRow::First).size() == size_t(cfg.n_positions()) * cfg.n_embd);
+}
+
+TEST_CASE("vision: image_prompt is libmtmd's chunk layout") {
+    for (const Case& c : kCases) {
+        CAPTURE(c.name);
+        const GgufFile file = random_mmproj(c.type);
+        const VisionConfig cfg = VisionConfig::from_gguf(file);
+        PreprocessedImage img;
+        ImageTile tile;
+        tile.nx = tile.ny = cfg.image_size;
+        tile.chw.assign(size_t(3) * tile.nx * tile.ny, 0.0f);
+        img.tiles.push_back(tile);
+        if (c.type == ProjectorType::Idefics3) {  // a 1 x 1 grid: the slice, then the global image
+            img.grid_cols = img.grid_rows = 1;
+            img.tiles.push_back(tile);
+        }
+        const std::vector<Chunk> want = read_chunks(fmt::format("{}{}-ramp.chunks.txt", kFixtures, c.name));
+        const std::vector<Chunk> got = expected_chunks(image_prompt(cfg, img));
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+            CAPTURE(i);
+            CHECK(got[i].image == want[i].image);
+            if (got[i].image) CHECK(got[i].n_tokens == want[i].n_tokens);
+            else CHECK(got[i].text == want[i].text);
+        }
+    }
+}
+
+TEST_CASE("vision: encode_tile_cpu refuses tiles the encoder does not take") {
+    const GgufFile file = random_mmproj(ProjectorType::Gemma3);
+    const VisionConfig cfg = VisionConfig::from_gguf(file);
+    ImageTile tile;
+    tile.nx = tile.ny = cfg.image_size / 2;
+    tile.chw.assign(size_t(3) * tile.nx * tile.ny, 0.0f);
+    CHECK_THROWS_AS(encode_tile_cpu(cfg, file, tile), std::invalid_argument);
+    tile.nx = tile.ny = cfg.image_size;
+    tile.chw.assign(7, 0.0f);  // not 3 planes of the tile
+    CHECK_THROWS_WITH_AS(encode_tile_cpu(cfg, file, tile), doctest::Contains("3 planes"), std::invalid_argument);
+}
