@@ -1,9 +1,11 @@
 // `vkllm run`: generate text from a prompt, streaming it to stdout.
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "apps/vision_options.h"
 #include "model/forward/forward_check.h"
 #include "model/forward/model_cpu.h"
 #include "model/grammar/json_schema.h"
+#include "model/vision/multimodal_prompt.h"
 #include "serving/engine/generate.h"
 
 #include <fmt/format.h>
@@ -31,6 +33,7 @@ struct RunOptions {
     // The structure of the output: at most one (CLI11 excludes the others).
     std::string grammar, grammar_file, json_schema, json_schema_file;
     DeviceOptions device;
+    VisionOptions vision;
 };
 
 std::string read_text_file(const std::string& path, const char* option) {
@@ -77,12 +80,26 @@ void run(const RunOptions& o) {
     gp.grammar = output_grammar(o);  // before loading: a bad grammar fails at once
     if (gp.grammar && o.check) throw std::invalid_argument("--check runs greedy without a grammar; drop one of them");
 
+    if (!o.vision.images.empty() && o.vision.mmproj.empty())
+        throw std::invalid_argument("--image needs a vision encoder for the model: give its mmproj file (--mmproj)");
+    // Images are read before the model loads: a bad one fails at once.
+    std::vector<RgbImage> images;
+    for (const std::string& f : o.vision.images) images.push_back(read_image(f, o.vision.limits()));
+    if (!images.empty() && o.check) throw std::invalid_argument("--check does not take images yet");
+
     std::string path = resolve_model_path(o.model);
     LoadedModel m = load_model(path, o.device, lo, false, ModelUse::GenerateAny);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
-    std::vector<int32_t> prompt = m.tokenizer->encode(o.prompt, true, o.parse_special);
+    const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);
+    MultimodalPrompt mm = build_multimodal_prompt(*m.tokenizer, vision.get(), o.prompt, images, true, o.parse_special);
+    if (!images.empty())
+        fmt::print(stderr, "images: {} in {} prompt tokens, encoded in {:.0f} ms\n", images.size(), mm.tokens.size(),
+                   mm.encode_ms);
+    std::vector<int32_t> prompt = std::move(mm.tokens);
+    gp.images = std::move(mm.images);
     if (prompt.empty() && m.tokenizer->bos_id() >= 0) prompt.push_back(m.tokenizer->bos_id());  // "" means BOS only
     if (prompt.empty()) throw std::invalid_argument("the prompt encodes to no tokens and the vocabulary has no BOS");
+    if (m.encoder && !gp.images.empty()) throw std::invalid_argument("an encoder-decoder model takes no images");
     if (m.encoder) {
         // T5: the encoder reads the prompt; the decoder generates from its start token.
         if (o.check) throw std::invalid_argument("--check does not run encoder-decoder models yet");
@@ -191,6 +208,7 @@ void register_run(CLI::App& app) {
     g->excludes(gf, js, jf);
     gf->excludes(js, jf);
     js->excludes(jf);
+    o->vision.add_to(cmd, true);
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

@@ -13,7 +13,7 @@ namespace {
 
 constexpr ProjTensorDesc kGemma3Proj[] = {
     // rows of the vision width, each as long as the text width: llama.cpp multiplies by its transpose
-    {"mm.input_projection.weight", ProjDim::Text, ProjDim::Vision, true},
+    {"mm.input_projection.weight", ProjDim::Text, ProjDim::Vision, true, true},
     {"mm.soft_emb_norm.weight", ProjDim::Vision, ProjDim::None, false},
 };
 constexpr ProjTensorDesc kIdefics3Proj[] = {
@@ -28,7 +28,7 @@ constexpr ProjTensorDesc kMlpProj[] = {
 
 constexpr ProjectorDesc kProjectors[] = {
     {ProjectorType::Gemma3, "gemma3", PreprocessKind::Square, VisionActivation::Gelu, false, Presence::Required,
-     Presence::Optional, Presence::Required, TokenMerge::AvgPool, 4, false, true, kGemma3Proj},
+     Presence::Optional, Presence::Required, TokenMerge::AvgPool, 4, false, true, kGemma3Proj, true},
     {ProjectorType::Idefics3, "idefics3", PreprocessKind::Idefics3, VisionActivation::Gelu, false, Presence::Required,
      Presence::Optional, Presence::Required, TokenMerge::PixelShuffle, 0, false, true, kIdefics3Proj},
     {ProjectorType::Mlp, "mlp", PreprocessKind::PadSquare, VisionActivation::GeluQuick, true, Presence::Optional,

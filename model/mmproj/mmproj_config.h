@@ -64,6 +64,9 @@ struct ProjTensorDesc {
     std::string_view name;
     ProjDim ne0, ne1;  // ggml dims: ne0 the row length
     bool matrix;  // a weight matrix (F16 / F32 / quantized); otherwise an f32 vector
+    // The matrix is stored as the transpose of the one applied (ne0 the output width): llama.cpp
+    // multiplies by its transpose (Gemma 3's input projection).
+    bool transposed = false;
 };
 
 // One row per projector type: everything that differs between them.
@@ -81,6 +84,9 @@ struct ProjectorDesc {
     bool feature_layer;
     bool fixed_size;  // every tile is image_size x image_size (learned absolute positions, no resizing of them)
     std::span<const ProjTensorDesc> projector;  // mm.* tensors, all required
+    // The text model reads an image's rows seeing each other, in one chunk (llama.cpp's
+    // mtmd_decode_use_non_causal: Gemma 3).
+    bool bidirectional = false;
 };
 
 std::span<const ProjectorDesc> projector_table();

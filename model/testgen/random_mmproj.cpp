@@ -126,7 +126,10 @@ GgufWriter make_random_mmproj(const MmprojShape& shape) {
             const uint64_t fan_in = t.name == "v.patch_embd.weight"          ? 3 * p * p
                                     : t.name == "mm.input_projection.weight" ? t.ne[1]
                                                                              : t.ne[0];
-            w.add_tensor(t.name, s.weight_type, t.ne, random_weights(s.weight_type, t.ne[0], fan_in, s.seed, t.name));
+            // The patch kernel (4-D) stays F16 in a quantized file, as llama.cpp's mmproj quantizer leaves it.
+            const TensorType type =
+                t.ne.size() > 2 && s.weight_type != TensorType::F32 ? TensorType::F16 : s.weight_type;
+            w.add_tensor(t.name, type, t.ne, random_weights(type, t.ne[0], fan_in, s.seed, t.name));
         } else if (t.name == "v.position_embd.weight" || t.name == "v.class_embd") {
             w.add_tensor(t.name, TensorType::F32, t.ne, random_f32(s.seed, t.name, 0.0f, 0.5f));
         } else if (ends_with(t.name, ".bias")) {

@@ -1,0 +1,30 @@
+// A prompt of text and images as the text model evaluates it: the text's tokens with each image's
+// placeholder tokens where mtmd puts them, and the images' rows (model/forward/sequence_model.h's
+// PromptEmbeddings). Built as llama.cpp's mtmd builds its chunks: the text split at each image
+// marker, every text piece and every marker of the image's layout (Gemma 3's <start_of_image>, ...)
+// tokenized on its own, the first piece with BOS.
+#pragma once
+
+#include "model/forward/sequence_model.h"
+#include "model/tokenizer/tokenizer.h"
+#include "model/vision/vision_model.h"
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace vkllm {
+
+struct MultimodalPrompt {
+    std::vector<int32_t> tokens;
+    std::vector<PromptEmbeddings> images;  // one per tile, in order
+    double encode_ms = 0;  // the images' preprocessing and encoding (0 for cached ones)
+};
+
+// `text` with the images in order: at its markers (kMediaMarker) (as many markers as images, or none: then the
+// images come first, as llama.cpp's mtmd-cli puts them). Throws
+// std::invalid_argument for images without a vision model or a marker count that does not match.
+MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* vision, std::string_view text,
+                                         std::span<const RgbImage> images, bool add_bos, bool parse_special);
+
+}  // namespace vkllm

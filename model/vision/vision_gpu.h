@@ -1,0 +1,83 @@
+// The vision encoder of an mmproj file on a device: its weights uploaded once, the transformer and
+// the projector's matrices run with the runtime's kernels (matmuls, LayerNorm, bidirectional
+// attention, GELU), the pixel unfolding and the token merges on the host (vision_stages.h).
+//
+// A batch of tiles (an image's slices) runs as one pass: their rows packed back to back, every
+// linear layer one matmul over all of them, attention through per-tile key ranges (segments), so
+// that each tile sees only itself. The plan (plan_vision) fixes the kernels of a batch shape once;
+// recording and the warm-up read it.
+//
+//   x (T*n, e)   = unfold(tile) · patch_w^T + patch_b, then the class row, + position_embd (per tile)
+//   x            = pre_ln(x)                                     (CLIP)
+//   per layer:   x += attn_out(attention(q, k, v of ln1(x)))     (q, k, v, out with biases)
+//                x += ffn_down(act(ffn_up(ln2(x))))
+//   x            = post_ln(x)                                    (SigLIP)
+//   rows         = merge_tokens(x) per tile                      (host)
+//   out (T*r, t) = the projector's matrices over rows            (device)
+#pragma once
+
+#include "model/gguf/gguf.h"
+#include "model/mmproj/mmproj_config.h"
+#include "runtime/context.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/linear.h"
+
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace vkllm {
+
+// One weight on the device: a matrix in its file type (rows of k), or an f32 vector.
+struct VisionDeviceTensor {
+    TensorType type = TensorType::F32;
+    uint32_t rows = 0, k = 0;
+    Buffer buf;
+    BufferSlice slice() const { return buf.slice(); }
+    bool present() const { return rows != 0; }
+};
+
+// The kernels of one batch shape: `tiles` tiles of n_pos positions each, r projector rows each.
+struct VisionPlan {
+    uint32_t tiles = 0, n_pos = 0, n_patches = 0, out_rows = 0;
+    ops::LinearPlan patch;
+    struct Layer {
+        ops::LinearPlan q, k, v, o, up, down;
+    };
+    std::vector<Layer> layers;
+    ops::AttentionParams attn{};
+    std::vector<ops::LinearPlan> projector;  // in the projector's order (vision_gpu.cpp)
+    std::vector<PipelineDesc> pipelines(const Context& ctx) const;
+};
+
+class VisionGpu {
+public:
+    VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg);
+    ~VisionGpu();
+    VisionGpu(const VisionGpu&) = delete;
+    VisionGpu& operator=(const VisionGpu&) = delete;
+
+    const VisionConfig& config() const { return cfg_; }
+    // The embeddings of each tile, (tile_tokens(cfg, nx, ny), text_dim) row-major, in order. Tiles of one
+    // size run in batches (as many as the device's buffers hold); std::invalid_argument for a tile the
+    // encoder does not take.
+    std::vector<std::vector<float>> encode(std::span<const ImageTile> tiles);
+    // The plan of a batch of `tiles` tiles of nx x ny pixels on this device.
+    VisionPlan plan(uint32_t tiles, uint32_t nx, uint32_t ny) const;
+    // Tiles of nx x ny that one batch holds on this device (every buffer within one binding).
+    uint32_t batch_tiles(uint32_t nx, uint32_t ny) const;
+
+private:
+    struct Weights;
+    struct Batch;  // buffers and recorded streams of one batch shape
+    Batch& batch(uint32_t tiles, uint32_t nx, uint32_t ny);
+    void run_batch(Batch& b, std::span<const ImageTile> tiles, std::vector<std::vector<float>>& out);
+
+    Context& ctx_;
+    VisionConfig cfg_;
+    std::unique_ptr<Weights> w_;
+    std::map<std::array<uint32_t, 3>, std::unique_ptr<Batch>> batches_;
+};
+
+}  // namespace vkllm
