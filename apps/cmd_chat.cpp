@@ -6,7 +6,9 @@
 #include "apps/app_options.h"
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "apps/vision_options.h"
 #include "model/grammar/grammar.h"
+#include "model/vision/multimodal_prompt.h"
 #include "serving/engine/engine.h"
 #include "serving/answer/answer_stream.h"
 #include "serving/chat_template/chat_prompt.h"
@@ -47,6 +49,7 @@ struct ChatOptions {
     std::string tools_file;  // OpenAI's tools array (JSON)
     std::string tool_choice = "auto";  // auto | none | required | a tool's name
     DeviceOptions device;
+    VisionOptions vision;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -84,6 +87,9 @@ void chat(const ChatOptions& o) {
     chat_template::ChatTemplate tmpl = chat_template_for(m, o.chat_template);
     const Tokenizer& tok = *m.tokenizer;
     engine::Engine engine(*m.model, tok, {.n_slots = 1});
+    const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);
+    std::vector<RgbImage> images;  // of the whole conversation, in order: one media marker each
+    std::vector<RgbImage> attached;  // for the next message (/image)
 
     const bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     // Ctrl-C sets a flag instead of ending the process; no SA_RESTART, so a blocked read returns.
@@ -97,8 +103,8 @@ void chat(const ChatOptions& o) {
     }
     fmt::print(stderr,
                "vkllm chat: template '{}', context {} tokens. /reset starts over, /exit (or Ctrl-D) quits, "
-               "Ctrl-C stops an answer.\n",
-               tmpl.name(), m.model->n_ctx());
+               "Ctrl-C stops an answer.{}\n",
+               tmpl.name(), m.model->n_ctx(), vision ? " /image PATH attaches a picture to your next message." : "");
 
     using json = nlohmann::ordered_json;
     json tools = nullptr;
@@ -147,7 +153,11 @@ void chat(const ChatOptions& o) {
             answer::add_system_text(turn_messages, plan.system_text);
             chat_template::ChatInputs in = chat_template::chat_inputs(tok, turn_messages, tools, nullptr);
             const std::string rendered = tmpl.apply(in);
-            req.prompt = chat_template::encode_prompt(tok, answer::forced_prompt(rendered, plan));
+            MultimodalPrompt mm = build_multimodal_prompt(
+                tok, vision.get(), answer::forced_prompt(rendered, plan), images, true, true,
+                [&](std::string_view piece) { return chat_template::encode_prompt(tok, std::string(piece)); });
+            req.prompt = std::move(mm.tokens);
+            req.images = std::move(mm.images);
             if (plan.grammar) {
                 req.grammar = plan.grammar;
                 if (!plan.forced) {  // 'auto': the calls follow their parameters from the call marker on
@@ -245,14 +255,44 @@ void chat(const ChatOptions& o) {
         if (line == "/exit" || line == "/quit") break;
         if (line == "/reset") {
             reset();
+            images.clear();
+            attached.clear();
             fmt::print(stderr, "(conversation cleared)\n");
             continue;
         }
+        if (line.rfind("/image", 0) == 0) {
+            const std::string path = line.size() > 7 ? line.substr(7) : "";
+            if (!vision || path.empty()) {
+                fmt::print(stderr, "{}\n",
+                           vision ? "usage: /image PATH" : "images need a vision encoder: start with --mmproj");
+                continue;
+            }
+            try {
+                attached.push_back(read_image(path, o.vision.limits(), "/image"));
+                fmt::print(stderr, "(image {} attached to your next message: {} x {})\n", path, attached.back().nx,
+                           attached.back().ny);
+            } catch (const std::exception& e) {
+                fmt::print(stderr, "error: {}\n", e.what());
+            }
+            continue;
+        }
         if (line.empty()) continue;
-        messages.push_back({{"role", "user"}, {"content", line}});
+        // Attached images go before the message's text, as llama.cpp's mtmd-cli puts them.
+        std::string content;
+        for (size_t i = 0; i < attached.size(); ++i) content += kMediaMarker;
+        if (!attached.empty() && line.find(kMediaMarker) != std::string::npos) {
+            fmt::print(stderr, "error: a message with attached images cannot contain {} itself\n", kMediaMarker);
+            continue;
+        }
+        content += line;
+        const size_t images_before = images.size();
+        images.insert(images.end(), attached.begin(), attached.end());
+        attached.clear();
+        messages.push_back({{"role", "user"}, {"content", content}});
         std::vector<answer::ToolCall> calls;
         if (!answer_turn(choice, calls)) {
             messages.erase(messages.end() - 1);
+            images.resize(images_before);
             continue;
         }
         // The user answers each call; the model then goes on (choosing freely: a required choice
@@ -306,6 +346,7 @@ void register_chat(CLI::App& app) {
                     "auto, none, required, or a tool's name (forces a call in the turn "
                     "after each message of yours)")
         ->needs("--tools");
+    o->vision.add_to(cmd, false);
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

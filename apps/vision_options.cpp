@@ -34,13 +34,13 @@ std::unique_ptr<VisionModel> load_vision(const LoadedModel& m, const VisionOptio
     return v;
 }
 
-RgbImage read_image(const std::string& path, const ImageLimits& limits) {
+RgbImage read_image(const std::string& path, const ImageLimits& limits, const char* option) {
     std::optional<std::string> bytes = read_whole_file(path);
-    if (!bytes) throw std::invalid_argument(fmt::format("--image {}: cannot open the file", path));
+    if (!bytes) throw std::invalid_argument(fmt::format("{} {}: cannot open the file", option, path));
     try {
         return decode_image({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()}, limits);
     } catch (const ImageError& e) {
-        throw std::invalid_argument(fmt::format("--image {}: {}", path, e.what()));
+        throw std::invalid_argument(fmt::format("{} {}: {}", option, path, e.what()));
     }
 }
 

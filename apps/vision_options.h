@@ -29,7 +29,8 @@ struct VisionOptions {
 // name the file.
 std::unique_ptr<VisionModel> load_vision(const LoadedModel& m, const VisionOptions& o, bool quiet);
 
-// Reads and decodes an image file; std::invalid_argument naming the file and what is wrong.
-RgbImage read_image(const std::string& path, const ImageLimits& limits);
+// Reads and decodes an image file; std::invalid_argument naming `option` (how it was given), the
+// file and what is wrong.
+RgbImage read_image(const std::string& path, const ImageLimits& limits, const char* option = "--image");
 
 }  // namespace vkllm::apps

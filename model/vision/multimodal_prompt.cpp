@@ -7,10 +7,11 @@
 namespace vkllm {
 
 MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* vision, std::string_view text,
-                                         std::span<const RgbImage> images, bool add_bos, bool parse_special) {
+                                         std::span<const RgbImage> images, bool add_bos, bool parse_special,
+                                         const PieceEncoder& encode_first) {
     MultimodalPrompt out;
     if (images.empty()) {
-        out.tokens = tok.encode(text, add_bos, parse_special);
+        out.tokens = encode_first ? encode_first(text) : tok.encode(text, add_bos, parse_special);
         return out;
     }
     if (!vision) throw std::invalid_argument("the model takes no images: give it a vision encoder (--mmproj)");
@@ -26,14 +27,15 @@ MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* visi
     if (parts.size() == 1) {  // no marker: the images first, as llama.cpp's mtmd-cli puts them
         for (size_t i = 0; i < images.size(); ++i) prefixed += kMediaMarker;
         prefixed += text;
-        return build_multimodal_prompt(tok, vision, prefixed, images, add_bos, parse_special);
+        return build_multimodal_prompt(tok, vision, prefixed, images, add_bos, parse_special, encode_first);
     }
     if (parts.size() - 1 != images.size())
         throw std::invalid_argument(fmt::format("the prompt has {} image markers ({}) for {} images", parts.size() - 1,
                                                 kMediaMarker, images.size()));
     bool first = true;
     auto add_text = [&](std::string_view piece, bool special) {
-        const std::vector<int32_t> t = tok.encode(piece, add_bos && first, special);
+        const std::vector<int32_t> t =
+            first && encode_first ? encode_first(piece) : tok.encode(piece, add_bos && first, special);
         first = false;
         out.tokens.insert(out.tokens.end(), t.begin(), t.end());
     };

@@ -9,6 +9,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "model/vision/vision_model.h"
 
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -24,7 +25,11 @@ struct MultimodalPrompt {
 // `text` with the images in order: at its markers (kMediaMarker) (as many markers as images, or none: then the
 // images come first, as llama.cpp's mtmd-cli puts them). Throws
 // std::invalid_argument for images without a vision model or a marker count that does not match.
+// encode_first, when given, tokenizes the first text piece instead of tok.encode(piece, add_bos,
+// parse_special) (a chat prompt's own BOS rule, chat_template::encode_prompt).
+using PieceEncoder = std::function<std::vector<int32_t>(std::string_view)>;
 MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* vision, std::string_view text,
-                                         std::span<const RgbImage> images, bool add_bos, bool parse_special);
+                                         std::span<const RgbImage> images, bool add_bos, bool parse_special,
+                                         const PieceEncoder& encode_first = {});
 
 }  // namespace vkllm
