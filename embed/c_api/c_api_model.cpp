@@ -345,6 +345,16 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         }
         m->role = role;
         m->pooling = pooling.value_or(m->loaded.cfg.pooling);
+        m->image_max_pixels = p.image_max_pixels ? p.image_max_pixels : ImageLimits{}.max_pixels;
+        if (p.mmproj) {
+            require(!embeds(role), "mmproj: an embedding model takes no images");
+            try {
+                check_model_path(p.mmproj);
+            } catch (const ModelFileError& e) {
+                throw ApiFailure(VKLLM_ERR_FILE, fmt::format("mmproj: {}", e.what()));
+            }
+            m->vision = std::make_unique<VisionModel>(*m->loaded.ctx, p.mmproj, m->loaded.cfg.dim);
+        }
         if (!embeds(role)) {
             engine::EngineOptions eo;
             eo.n_slots = p.max_sessions;
@@ -413,6 +423,7 @@ vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* in
         i.max_embed_tokens = i.embeddings ? embed_limit(*m.loaded.model) : 0;
         copy_text(i.pooling, pooling_name(m.pooling));
         i.kv_budget = m.engine ? m.loaded.model->memory_plan().kv_budget : 0;
+        i.vision = m.vision != nullptr;
         c_api::write_out(info, i, "vkllm_model_info");
         return VKLLM_OK;
     });

@@ -11,6 +11,7 @@
 #include "serving/answer/tool_calls.h"
 
 #include "model/grammar/json_schema.h"
+#include "model/vision/multimodal_prompt.h"
 
 #include <fmt/format.h>
 
@@ -332,6 +333,62 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
         return run_generation(s, std::move(tokens),
                               request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")),
                               on_piece, user_data);
+    });
+}
+
+vkllm_status vkllm_chat_images(vkllm_session* session, const vkllm_chat_message* messages, size_t n_messages,
+                               const vkllm_chat_image* images, size_t n_images, const vkllm_sampling* sampling,
+                               vkllm_piece_fn on_piece, void* user_data) {
+    return guarded([&] {
+        vkllm_session& s = *c_api::live_session(session);
+        vkllm_model& m = *s.model;
+        require(n_messages > 0, "no messages");
+        require(messages != nullptr, "messages is NULL");
+        require(n_images == 0 || images != nullptr, "images is NULL");
+        require(m.vision != nullptr || n_images == 0,
+                "the model was loaded without a vision encoder (vkllm_model_params.mmproj): it takes no images");
+        // Each message's images, decoded in order, and its content with their markers.
+        std::vector<std::vector<RgbImage>> per_message(n_messages);
+        for (size_t i = 0; i < n_images; ++i) {
+            const vkllm_chat_image& im = images[i];
+            require(im.message < n_messages,
+                    fmt::format("images[{}].message {} is not a message index (0..{})", i, im.message, n_messages - 1));
+            require(im.data != nullptr && im.len > 0, fmt::format("images[{}] has no data", i));
+            try {
+                per_message[im.message].push_back(
+                    decode_image({static_cast<const uint8_t*>(im.data), im.len}, {m.image_max_pixels}));
+            } catch (const ImageError& e) {
+                throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, fmt::format("images[{}]: {}", i, e.what()));
+            }
+        }
+        std::vector<std::string> contents(n_messages);
+        std::vector<vkllm_chat_message> marked(messages, messages + n_messages);
+        std::vector<RgbImage> all;
+        for (size_t i = 0; i < n_messages; ++i) {
+            require(messages[i].content != nullptr, fmt::format("messages[{}].content is NULL", i));
+            const std::string_view text = messages[i].content;
+            size_t markers = 0;
+            for (size_t at = text.find(kMediaMarker); at != std::string_view::npos;
+                 at = text.find(kMediaMarker, at + kMediaMarker.size()))
+                ++markers;
+            const size_t n = per_message[i].size();
+            require(markers == 0 || markers == n,
+                    fmt::format("messages[{}] marks {} image places ({}) for {} images", i, markers, kMediaMarker, n));
+            for (size_t k = 0; markers == 0 && k < n; ++k) contents[i] += kMediaMarker;
+            contents[i] += text;
+            marked[i].content = contents[i].c_str();
+            for (RgbImage& img : per_message[i]) all.push_back(std::move(img));
+        }
+        const GeneratingScope scope(s);
+        const std::string text = c_api::render_chat(m, marked.data(), n_messages, true);
+        const Tokenizer& tok = *m.loaded.tokenizer;
+        MultimodalPrompt mm = build_multimodal_prompt(
+            tok, m.vision.get(), text, all, true, true,
+            [&](std::string_view piece) { return chat_template::encode_prompt(tok, std::string(piece)); });
+        engine::CompletionRequest req =
+            request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
+        req.images = std::move(mm.images);
+        return run_generation(s, std::move(mm.tokens), std::move(req), on_piece, user_data);
     });
 }
 

@@ -6,6 +6,7 @@
 
 #include "model/embedding.h"
 #include "model/load.h"
+#include "model/vision/vision_model.h"
 #include "serving/engine/engine.h"
 #include "serving/chat_template/chat_template.h"
 
@@ -20,6 +21,8 @@ struct vkllm_model {
     std::unique_ptr<vkllm::chat_template::ChatTemplate> chat_template;  // null when the file's own failed to parse
     std::string chat_template_error;  // then: why, for vkllm_chat
     vkllm::LoadedModel loaded;  // file, config, tokenizer, device, model (model/load.h)
+    std::unique_ptr<vkllm::VisionModel> vision;  // vkllm_model_params.mmproj on the model's device, or null
+    uint64_t image_max_pixels = 0;
     std::unique_ptr<vkllm::engine::Engine>
         engine;  // one slot per session; runs every generation (null for an embedding model)
     vkllm::ModelRole role = vkllm::ModelRole::Generate;  // what it was loaded for (model_role)

@@ -24,10 +24,11 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
                                                         jint max_sessions, jint kv_type, jint ubatch,
                                                         jstring chat_template, jstring cache_dir, jboolean validation,
                                                         jobject progress, jlong log_sink, jstring pooling,
-                                                        jstring devices, jstring split, jint kv_budget) {
+                                                        jstring devices, jstring split, jint kv_budget, jstring mmproj,
+                                                        jlong image_max_pixels) {
     return guarded(env, jlong(0), [&]() -> jlong {
         std::string c_path;
-        OptionalCString c_device, c_caps, c_template, c_cache, c_pooling, c_devices, c_split;
+        OptionalCString c_device, c_caps, c_template, c_cache, c_pooling, c_devices, c_split, c_mmproj;
         if (!c_string_of(env, path, c_path, "path") ||
             !optional_c_string_of(env, device_name, c_device, "deviceName") ||
             !optional_c_string_of(env, caps, c_caps, "caps") ||
@@ -35,7 +36,8 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
             !optional_c_string_of(env, cache_dir, c_cache, "cacheDir") ||
             !optional_c_string_of(env, pooling, c_pooling, "pooling") ||
             !optional_c_string_of(env, devices, c_devices, "devices") ||
-            !optional_c_string_of(env, split, c_split, "split"))
+            !optional_c_string_of(env, split, c_split, "split") ||
+            !optional_c_string_of(env, mmproj, c_mmproj, "mmproj"))
             return 0;
         // Java has no unsigned int: a negative count would wrap to billions in C; refuse it here
         // with the name Java knows it by.
@@ -65,6 +67,8 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(JNIEnv* env, jclass, jst
         p.cache_dir = c_cache.c_str();
         p.validation = validation == JNI_TRUE;
         p.pooling = c_pooling.c_str();
+        p.mmproj = c_mmproj.c_str();
+        p.image_max_pixels = uint64_t(image_max_pixels);  // ModelParams refuses negative ones
         if (log_sink != 0) {
             p.log = on_log;
             p.log_user_data = reinterpret_cast<LogSink*>(static_cast<intptr_t>(log_sink));
@@ -131,13 +135,13 @@ JNIEXPORT jobject JNICALL Java_dev_vkllm_Native_modelInfo(JNIEnv* env, jclass, j
         jstring tmpl = device ? field(info.chat_template, sizeof(info.chat_template)) : nullptr;
         jstring pooling = tmpl ? field(info.pooling, sizeof(info.pooling)) : nullptr;
         if (!pooling) return nullptr;
-        return env->NewObject(refs.model_info, refs.model_info_init, arch, device, tmpl, jint(info.n_vocab),
-                              jint(info.n_layers), jint(info.dim), jint(info.n_heads), jint(info.n_kv_heads),
-                              jint(info.head_dim), jint(info.n_ctx), jint(info.n_ctx_train), jint(info.max_sessions),
-                              jint(info.bos_token), jint(info.eos_token), jlong(info.weights_bytes),
-                              jlong(info.kv_cache_bytes), jlong(info.scratch_bytes),
-                              info.embeddings ? JNI_TRUE : JNI_FALSE, jint(info.embedding_dim),
-                              jint(info.max_embed_tokens), pooling, jint(info.kv_budget));
+        return env->NewObject(
+            refs.model_info, refs.model_info_init, arch, device, tmpl, jint(info.n_vocab), jint(info.n_layers),
+            jint(info.dim), jint(info.n_heads), jint(info.n_kv_heads), jint(info.head_dim), jint(info.n_ctx),
+            jint(info.n_ctx_train), jint(info.max_sessions), jint(info.bos_token), jint(info.eos_token),
+            jlong(info.weights_bytes), jlong(info.kv_cache_bytes), jlong(info.scratch_bytes),
+            info.embeddings ? JNI_TRUE : JNI_FALSE, jint(info.embedding_dim), jint(info.max_embed_tokens), pooling,
+            jint(info.kv_budget), info.vision ? JNI_TRUE : JNI_FALSE);
     });
 }
 

@@ -159,6 +159,40 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
     });
 }
 
+JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_chatImages(JNIEnv* env, jclass, jlong session, jobjectArray roles,
+                                                           jobjectArray contents, jintArray owner, jobjectArray images,
+                                                           jobject params, jobject callback) {
+    return guarded(env, jstring(nullptr), [&]() -> jstring {
+        std::vector<std::string> r, c;
+        if (!c_strings_of(env, roles, r, "a message role") || !c_strings_of(env, contents, c, "a message content"))
+            return nullptr;
+        std::vector<vkllm_chat_message> messages(r.size());
+        for (size_t i = 0; i < r.size(); ++i) messages[i] = {r[i].c_str(), c[i].c_str()};
+        // The Java side builds owner and images together: equal lengths, no null entries.
+        const jsize n = env->GetArrayLength(images);
+        std::vector<jint> owners(size_t(env->GetArrayLength(owner)));
+        env->GetIntArrayRegion(owner, 0, jsize(owners.size()), owners.data());
+        const size_t count = size_t(n);
+        std::vector<std::vector<uint8_t>> bytes(count);
+        std::vector<vkllm_chat_image> list(count);
+        for (size_t i = 0; i < count; ++i) {
+            auto arr = static_cast<jbyteArray>(env->GetObjectArrayElement(images, jsize(i)));
+            std::vector<uint8_t>& b = bytes[i];
+            b.resize(size_t(env->GetArrayLength(arr)));
+            env->GetByteArrayRegion(arr, 0, jsize(b.size()), reinterpret_cast<jbyte*>(b.data()));
+            env->DeleteLocalRef(arr);
+            list[i] = {size_t(owners.at(i)), b.data(), b.size()};
+        }
+        vkllm_sampling smp;
+        SamplingHolder holder;
+        if (!read_sampling(env, params, smp, holder)) return nullptr;
+        return run_generation(env, callback, [&](PieceSink* sink) {
+            return vkllm_chat_images(session_of(session), messages.data(), messages.size(), list.data(), list.size(),
+                                     &smp, on_piece, sink);
+        });
+    });
+}
+
 JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_chatJson(JNIEnv* env, jclass, jlong session, jstring messages,
                                                          jstring tools, jstring tool_choice, jboolean parallel,
                                                          jstring template_kwargs, jobject params, jobject callback) {

@@ -64,7 +64,7 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
     refs.vkllm_exception_init = env->GetMethodID(refs.vkllm_exception, "<init>", "(Ljava/lang/String;I)V");
     refs.model_info_init = env->GetMethodID(refs.model_info, "<init>",
                                             "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;IIIIIIIIIIIJJJ"
-                                            "ZIILjava/lang/String;I)V");
+                                            "ZIILjava/lang/String;IZ)V");
     refs.generation_stats_init = env->GetMethodID(refs.generation_stats, "<init>", "(IIIIDDDDI)V");
     refs.on_token = method_of(env, "dev/vkllm/TokenCallback", "onToken", "(Ljava/lang/String;)Z");
     refs.on_progress = method_of(env, "dev/vkllm/LoadProgress", "onProgress", "(F)Z");

@@ -201,6 +201,11 @@ typedef struct vkllm_model_params {
                                     sessions' cached conversations are dropped, least recently used
                                     first, to make room (their next turn evaluates them again).
                                     n_ctx defaults to at most kv_budget, so every turn fits alone. */
+    const char* mmproj; /* NULL (default): none; else the model's vision encoder (llama.cpp's mmproj
+                                    GGUF: gemma3, idefics3, mlp projectors) on the same device, so that
+                                    vkllm_chat_images takes pictures */
+    uint64_t image_max_pixels; /* the largest image (width x height) vkllm_chat_images decodes, checked
+                                    before decoding; 0 (default): 8192 x 8192 */
 } vkllm_model_params;
 
 VKLLM_API vkllm_model_params vkllm_model_default_params(void);
@@ -232,6 +237,7 @@ typedef struct vkllm_model_info {
                                       refuses), "rank" (a reranker: vkllm_rerank) */
     uint32_t kv_budget; /* tokens the sessions' shared KV pool holds (kv_budget rounded up to
                                       whole blocks, or max_sessions x n_ctx); 0 for an embedding model */
+    bool vision; /* loaded with a vision encoder (vkllm_model_params.mmproj): takes images */
 } vkllm_model_info;
 
 VKLLM_API vkllm_status vkllm_model_get_info(const vkllm_model* model, vkllm_model_info* info);
@@ -334,6 +340,26 @@ VKLLM_API vkllm_status vkllm_generate(vkllm_session* session, const char* prompt
  * inside message contents ("<|im_end|>") become control tokens too. */
 VKLLM_API vkllm_status vkllm_chat(vkllm_session* session, const vkllm_chat_message* messages, size_t n_messages,
                                   const vkllm_sampling* sampling, vkllm_piece_fn on_piece, void* user_data);
+
+/* An image of a chat message: the bytes of a PNG, JPEG, WebP, GIF (first frame) or BMP file. */
+typedef struct vkllm_chat_image {
+    size_t message; /* the index of the message it belongs to */
+    const void* data;
+    size_t len;
+} vkllm_chat_image;
+
+/* vkllm_chat with pictures, for a model loaded with a vision encoder (vkllm_model_params.mmproj;
+ * VKLLM_ERR_INVALID_ARGUMENT otherwise). A message's images go before its text, in the array's
+ * order, unless its content marks their places with "<__media__>" (one marker per image of that
+ * message). Each image is decoded, prepared as llama.cpp's mtmd prepares it for the projector and
+ * encoded on the device; the session's cache keys images by their pixels, so a conversation that
+ * goes on about the same picture does not encode or evaluate it again. A file that cannot be
+ * decoded, a picture over image_max_pixels or a marker count that does not match is
+ * VKLLM_ERR_INVALID_ARGUMENT naming the image; more image tokens than the context holds is
+ * VKLLM_ERR_CONTEXT_FULL. */
+VKLLM_API vkllm_status vkllm_chat_images(vkllm_session* session, const vkllm_chat_message* messages, size_t n_messages,
+                                         const vkllm_chat_image* images, size_t n_images,
+                                         const vkllm_sampling* sampling, vkllm_piece_fn on_piece, void* user_data);
 
 /* Stops the session's running generation (VKLLM_CANCELLED from it): once vkllm_cancel has returned,
  * on_piece is not called again for it. Nothing when none runs. Any thread. */

@@ -742,6 +742,49 @@ public final class JniTest {
         checkEquals(0, gen.waitFor(), "gen-model's exit status");
     }
 
+    // A picture as PNG bytes, written by the JDK's own encoder.
+    static byte[] png(int w, int h) throws Exception {
+        java.awt.image.BufferedImage img = new java.awt.image.BufferedImage(w, h, java.awt.image.BufferedImage.TYPE_INT_RGB);
+        for (int y = 0; y < h; ++y)
+            for (int x = 0; x < w; ++x) img.setRGB(x, y, ((x * 131 + y * 71) & 255) << 16 | ((x * 7) & 255) << 8 | (y * 5) & 255);
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        javax.imageio.ImageIO.write(img, "png", out);
+        return out.toByteArray();
+    }
+
+    // Pictures in a chat: a random gemma3 model with a random mmproj (gen-model --mmproj).
+    @Test
+    static void chat_with_images() throws Exception {
+        Path dir = Files.createTempDirectory("vkllm-jni-vision");
+        String text = dir.resolve("vision.gguf").toString();
+        Process gen = new ProcessBuilder(System.getProperty("dev.vkllm.test.exe"), "gen-model", "--arch", "gemma3", "--dim",
+                "64", "--layers", "2", "--heads", "4", "--ffn", "128", "--vocab", "512", "--type", "f16", "--seed", "55",
+                "--mmproj", "gemma3", "-o", text).redirectErrorStream(true).start();
+        gen.getInputStream().readAllBytes();
+        checkEquals(0, gen.waitFor(), "gen-model's exit status");
+        String mmproj = dir.resolve("vision-mmproj.gguf").toString();
+        byte[] picture = png(97, 61);
+        try (Model model = Model.load(text, params().chatTemplate("chatml").mmproj(mmproj)); Session s = model.newSession()) {
+            check(model.info().vision(), "info().vision()");
+            String answer = s.chat(List.of(ChatMessage.user("What is this?", picture)), greedy(4));
+            GenerationStats st = s.stats();
+            check(st.promptTokens() > 4, "the picture's rows are in the prompt: " + st.promptTokens());
+            s.chat(List.of(ChatMessage.user("What is this?", picture), ChatMessage.assistant(answer),
+                    ChatMessage.user("Sure?")), greedy(4));
+            check(s.stats().cachedTokens() >= st.promptTokens() - 1, "the picture is reused: " + s.stats().cachedTokens());
+            VkllmException bad = expectThrows(VkllmException.class,
+                    () -> s.chat(List.of(ChatMessage.user("x", new byte[] {1, 2, 3})), greedy(1)), "not an image");
+            checkEquals(VkllmException.Status.INVALID_ARGUMENT, bad.status(), "status");
+            check(bad.getMessage().contains("images[0]"), bad.getMessage());
+        }
+        try (Model plain = Model.load(text, params().chatTemplate("chatml")); Session s = plain.newSession()) {
+            check(!plain.info().vision(), "no vision without mmproj");
+            VkllmException none = expectThrows(VkllmException.class,
+                    () -> s.chat(List.of(ChatMessage.user("x", picture)), greedy(1)), "no vision encoder");
+            check(none.getMessage().contains("without a vision encoder"), none.getMessage());
+        }
+    }
+
     static double norm(float[] v) {
         double n = 0;
         for (float x : v) n += (double) x * x;

@@ -24,12 +24,13 @@ public final class ModelInfo {
     private final int maxEmbedTokens;
     private final String pooling;
     private final int kvBudget;
+    private final boolean vision;
 
     // Made by the JNI library from vkllm_model_info.
     ModelInfo(String architecture, String device, String chatTemplate, int nVocab, int nLayers, int dim, int nHeads,
               int nKvHeads, int headDim, int nCtx, int nCtxTrain, int maxSessions, int bosToken, int eosToken,
               long weightsBytes, long kvCacheBytes, long scratchBytes, boolean embeddings, int embeddingDim,
-              int maxEmbedTokens, String pooling, int kvBudget) {
+              int maxEmbedTokens, String pooling, int kvBudget, boolean vision) {
         this.architecture = architecture;
         this.device = device;
         this.chatTemplate = chatTemplate;
@@ -52,6 +53,7 @@ public final class ModelInfo {
         this.maxEmbedTokens = maxEmbedTokens;
         this.pooling = pooling;
         this.kvBudget = kvBudget;
+        this.vision = vision;
     }
 
     /** "llama", "qwen2", "gemma3", ... */
@@ -161,6 +163,11 @@ public final class ModelInfo {
     /** Tokens the sessions' shared KV pool holds (ModelParams.kvBudget in whole blocks, or maxSessions x nCtx); 0 for an embedding model. */
     public int kvBudget() {
         return kvBudget;
+    }
+
+    /** Loaded with a vision encoder (ModelParams.mmproj): chat messages may carry images. */
+    public boolean vision() {
+        return vision;
     }
 
     @Override

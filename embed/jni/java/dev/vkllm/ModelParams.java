@@ -26,6 +26,8 @@ public final class ModelParams {
     private String devices;
     private String split;
     private int kvBudget;
+    private String mmproj;
+    private long imageMaxPixels;
     private boolean validation;
     private LoadProgress progress;
     private LogListener log;
@@ -136,6 +138,23 @@ public final class ModelParams {
         return this;
     }
 
+    /**
+     * The model's vision encoder, llama.cpp's mmproj GGUF (gemma3, idefics3, mlp projectors), loaded
+     * on the same device: chat messages may then carry images (ChatMessage with images). null
+     * (default): none.
+     */
+    public ModelParams mmproj(String path) {
+        mmproj = path;
+        return this;
+    }
+
+    /** The largest image (width x height) decoded, checked before decoding; 0 (default): 8192 x 8192. */
+    public ModelParams imageMaxPixels(long pixels) {
+        if (pixels < 0) throw new IllegalArgumentException("imageMaxPixels must not be negative");
+        imageMaxPixels = pixels;
+        return this;
+    }
+
     /** The Khronos validation layer (slow; for debugging); default false. */
     public ModelParams validation(boolean on) {
         validation = on;
@@ -204,6 +223,14 @@ public final class ModelParams {
 
     public int kvBudget() {
         return kvBudget;
+    }
+
+    public String mmproj() {
+        return mmproj;
+    }
+
+    public long imageMaxPixels() {
+        return imageMaxPixels;
     }
 
     public boolean validation() {

@@ -30,7 +30,7 @@ final class Native {
     static native long modelLoad(String path, int deviceIndex, String deviceName, String caps, int nCtx,
                                  int maxSessions, int kvType, int ubatch, String chatTemplate, String cacheDir,
                                  boolean validation, LoadProgress progress, long logSink, String pooling,
-                                 String devices, String split, int kvBudget);
+                                 String devices, String split, int kvBudget, String mmproj, long imageMaxPixels);
     static native void modelFree(long model);
     // The native side of a LogListener: a global reference the library's threads can call. It
     // must outlive the model (freed after modelFree), as messages may come until then.
@@ -48,6 +48,9 @@ final class Native {
     static native long sessionNew(long model, boolean parseSpecial);
     static native void sessionFree(long session);
     static native void sessionReset(long session);
+    // vkllm_chat_images: image i (file bytes) belongs to message owner[i].
+    static native String chatImages(long session, String[] roles, String[] contents, int[] owner, byte[][] images,
+                                    GenerateParams params, TokenCallback callback);
     static native void cancel(long session);
     static native GenerationStats stats(long session);
 

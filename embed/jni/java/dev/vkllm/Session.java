@@ -67,7 +67,23 @@ public final class Session implements AutoCloseable {
      */
     public String chat(List<ChatMessage> messages, GenerateParams p, TokenCallback cb) {
         String[][] rc = Model.split(messages);
-        return run(null, rc[0], rc[1], p, cb);
+        // Messages with pictures (ChatMessage's images): vkllm_chat_images, each image with its message's index.
+        java.util.List<byte[]> images = new java.util.ArrayList<>();
+        java.util.List<Integer> owners = new java.util.ArrayList<>();
+        for (int i = 0; i < messages.size(); ++i)
+            for (byte[] b : messages.get(i).images()) {
+                images.add(b);
+                owners.add(i);
+            }
+        if (images.isEmpty()) return run(null, rc[0], rc[1], p, cb);
+        if (p == null) p = new GenerateParams();
+        int[] owner = owners.stream().mapToInt(Integer::intValue).toArray();
+        long s = handle.use();
+        try {
+            return Native.chatImages(s, rc[0], rc[1], owner, images.toArray(new byte[0][]), p, cb);
+        } finally {
+            handle.done();
+        }
     }
 
     /**
