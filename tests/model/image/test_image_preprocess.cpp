@@ -202,13 +202,13 @@ TEST_CASE("a bad spec or image is refused naming the field") {
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 0; })), "image_size is 0"));
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 30; })),
                    "image_size 30 is not a multiple of patch_size 14"));
-    CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 8204; })), "image_size 8204 is above 8192"));
+    CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 4102; })), "image_size 4102 is above 4096"));
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.std[1] = 0; })), "image_std[1] is 0"));
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.mean[2] = std::numeric_limits<float>::quiet_NaN(); })),
                    "image_mean[2] is nan"));
     PreprocessSpec id = spec_of(PreprocessKind::Idefics3, 28, 14);
     CHECK(contains(error_of(img, with(id, [](auto& s) { s.preproc_image_size = 100000; })),
-                   "idefics3: preproc_image_size 100000 is above 8192"));
+                   "idefics3: preproc_image_size 100000 is above 4096"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.merge = 0; })), "smart_resize: merge is 0"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.max_pixels = 0; })), "max_pixels is 0"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.min_pixels = s.max_pixels + 1; })),
