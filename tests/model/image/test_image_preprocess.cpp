@@ -216,6 +216,12 @@ TEST_CASE("a bad spec or image is refused naming the field") {
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.min_pixels = 0, s.max_pixels = 100; })),
                    "max_pixels 100 is below one merged patch (28 x 28)"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.max_pixels = 1u << 30; })), "is above 16777216"));
+    // A budget that scales a sliver up past 16 Mi pixels: 4096 x 1 at min_pixels 16 Mi, units of 28,
+    // rounds to 4116 x 28, scales by sqrt(16 Mi / 4096) = 64 and rounds up: 262164 x 84.
+    CHECK(contains(error_of(solid(4096, 1, {0, 0, 0}), with(qwen(), [](auto& s) {
+                       s.min_pixels = s.max_pixels = 16u << 20;
+                   })),
+                   "smart_resize: a 4096 x 1 image would become 262164 x 84, above 16777216 pixels"));
     CHECK(contains(error_of(RgbImage{}, sq), "the image is 0 x 0 pixels"));
     RgbImage short_pixels = img;
     short_pixels.rgb.pop_back();
