@@ -7,11 +7,15 @@
 //                     parsed (8..11), and short id sequences to decode (4..7);
 //   <out>/template/   the real chat templates of ../shared/templates and the built-in ones;
 //   <out>/grammar/    inputs for fuzz_grammar: GBNF grammars (first byte 0) and the schemas of the
-//                     JSON Schema Test Suite, draft 7 (first byte 1).
+//                     JSON Schema Test Suite, draft 7 (first byte 1);
+//   <out>/image/      tiny valid images for fuzz_image, one or more of each format (PNG of each
+//                     colour type and 16-bit, JPEG, lossy and lossless WebP with and without alpha,
+//                     a two-frame GIF, BMP).
 // Usage: fuzz_make_seeds <out> <shared models dir>
 #include "model/gguf/gguf_writer.h"
 #include "model/testgen/random_model.h"
 #include "serving/chat_template/chat_template.h"
+#include "tests/support/image_files.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -215,6 +219,29 @@ void grammar_seeds(const fs::path& dir) {
 
 }  // namespace
 
+void image_seeds(const fs::path& dir) {
+    namespace imf = image_files;
+    auto put = [&](const char* name, const std::vector<uint8_t>& b) {
+        write_bytes(dir / name, std::string(b.begin(), b.end()));
+    };
+    std::vector<uint8_t> rgb(5 * 3 * 3), rgba(5 * 3 * 4);
+    for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = uint8_t(i * 17);
+    for (size_t i = 0; i < rgba.size(); ++i) rgba[i] = uint8_t(i * 13 + 1);
+    put("rgb.png", imf::png_rgb(5, 3, rgb));
+    put("grey.png", imf::png(3, 2, 1, {0, 50, 100, 150, 200, 250}));
+    put("grey-alpha.png", imf::png(2, 1, 2, {1, 0, 2, 255}));
+    put("rgba.png", imf::png(2, 1, 4, {1, 2, 3, 0, 4, 5, 6, 255}));
+    put("rgb16.png", imf::png(2, 1, 3, {0x1234, 0xffff, 0, 0x8000, 1, 2}, 16));
+    put("header-only.png", imf::png_header_only(20, 20));
+    put("rgb.jpg", imf::jpeg(5, 3, rgb));
+    put("rgb.bmp", imf::bmp(5, 3, rgb));
+    put("lossless.webp", imf::webp(5, 3, rgb, false, true));
+    put("lossy.webp", imf::webp(5, 3, rgb, false, false));
+    put("alpha.webp", imf::webp(5, 3, rgba, true, true));
+    const uint8_t palette[4][3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {9, 9, 9}};
+    put("two-frames.gif", imf::gif(3, 2, palette, {{0, 1, 2, 3, 0, 1}, {3, 3, 3, 3, 3, 3}}));
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) {
         std::fprintf(stderr, "usage: %s <out dir> <shared models dir>\n", argv[0]);
@@ -226,10 +253,12 @@ int main(int argc, char** argv) {
         fs::create_directories(out / "tokenizer");
         fs::create_directories(out / "template");
         fs::create_directories(out / "grammar");
+        fs::create_directories(out / "image");
         gguf_seeds(out / "gguf", models);
         tokenizer_seeds(out / "tokenizer", models);
         template_seeds(out / "template", models);
         grammar_seeds(out / "grammar");
+        image_seeds(out / "image");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
         return 1;

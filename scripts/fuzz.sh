@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [seconds per fuzzer, default 60]
 # Fails on any crash, uncaught exception, hang (> 10 s on one input), leak, out-of-memory
 # (> 2 GiB) or sanitizer report; the input that caused it is left in $BUILD/fuzz-artifacts/.
-# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file> (or fuzz_tokenizer, fuzz_template, fuzz_grammar). Every crasher becomes a doctest case,
+# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file> (or fuzz_tokenizer, fuzz_template, fuzz_grammar, fuzz_image). Every crasher becomes a doctest case,
 # once fixed, among the tests of the folder whose code it broke, named for the fuzzer that found it (e.g.
 # tests/serving/answer/test_tool_call_parsing.cpp's "(fuzz_grammar finding)").
 # Set VKLLM_FUZZ_BUILD to use another build directory (default build-fuzz).
@@ -44,7 +44,7 @@ run_one() {
     -print_final_stats=1 -artifact_prefix="$BUILD/fuzz-artifacts/${target}-" >"$log" 2>&1 || status=$?
   echo "$status" >"$BUILD/fuzz-$target.status"
 }
-targets=(gguf tokenizer template grammar)
+targets=(gguf tokenizer template grammar image)
 running=()
 for target in "${targets[@]}"; do
   echo "=== fuzz_$target for ${SECONDS_EACH} s (log: $BUILD/fuzz-$target.log) ==="

@@ -33,7 +33,7 @@ PKGS=(
   libstb-dev               # stb_image: PNG, JPEG, GIF, BMP decoding, the decoder llama.cpp's mtmd uses (same pixels)
   libwebp-dev              # WebP decoding (stb_image has none); the image tests encode with it too
   libjpeg62-turbo-dev      # test-only: the image tests write JPEG inputs with an encoder independent of the decoder
-  zlib1g-dev               # test-only: the image tests write PNG inputs with a minimal writer over zlib
+  zlib1g-dev               # bounds what a PNG's data inflates to before stb_image does; the image tests write PNGs with it
   curl                     # scripts/glslang15.sh: Debian 13's glslang source from the Debian archive
   patchelf                 # scripts/device_bundle.sh: RUNPATH $ORIGIN on the bundled executables and libraries
   openjdk-17-jdk-headless  # the Java binding (embed/jni): javac for vkllm.jar, jni.h, and the JVM its tests run on

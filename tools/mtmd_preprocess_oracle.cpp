@@ -127,7 +127,7 @@ std::string write_mmproj(const Mmproj& m, const std::string& dir) {
     const uint64_t np = (m.image_size / m.patch) * (m.image_size / m.patch);
     const bool qwen = m.type.rfind("qwen", 0) == 0;
     t("v.patch_embd.weight", {m.patch, m.patch, 3, E});
-    t("v.patch_embd.bias", {E});
+    if (!qwen) t("v.patch_embd.bias", {E});  // llama.cpp's Qwen2-VL graph refuses a patch bias
     if (qwen) t("v.patch_embd.weight.1", {m.patch, m.patch, 3, E});
     if (!qwen) t("v.position_embd.weight", {E, np + (m.type == "mlp" ? 1 : 0)});
     for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_out"}) {

@@ -1,6 +1,7 @@
 #include "model/image/image_decode.h"
 
 #include "model/image/image_header.h"
+#include "model/image/png_inflate_guard.h"
 
 #include <stb/stb_image.h>
 #include <webp/decode.h>
@@ -104,6 +105,7 @@ RgbImage decode_stb(ImageFormat f, std::span<const uint8_t> bytes, const ImageLi
                                      image_format_name(f), bytes.size()));
     const DeclaredSize size = declared_image_size(f, bytes);
     check_declared_size(f, size.nx, size.ny, limits);
+    if (f == ImageFormat::Png) check_png_inflated_size(bytes, size.nx, size.ny);
 
     // Three channels, as mtmd-helper asks: stb drops alpha, replicates grey and keeps the high byte of
     // 16-bit samples. For an animated GIF this is the first frame.

@@ -1,8 +1,10 @@
 #include "model/image/image_preprocess.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -152,6 +154,11 @@ TileLayout preprocess_layout(uint32_t nx, uint32_t ny, const PreprocessSpec& spe
         }
         case PreprocessKind::SmartResize: {
             const auto [w, h] = smart_size(nx, ny, spec.patch_size * spec.merge, spec.min_pixels, spec.max_pixels);
+            // Rounding a side up to one unit can leave the budget behind (a panorama scaled up to
+            // min_pixels): bounded here, never reached by mtmd's own budgets.
+            require(uint64_t(w) * h <= kMaxSmartResizePixels,
+                    fmt::format("smart_resize: a {} x {} image would become {} x {}, above {} pixels", nx, ny, w, h,
+                                kMaxSmartResizePixels));
             l.tile_nx = w;
             l.tile_ny = h;
             break;

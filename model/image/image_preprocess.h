@@ -40,8 +40,9 @@ struct PreprocessSpec {
 inline constexpr uint32_t kSmartResizeMinTokens = 8, kSmartResizeMaxTokens = 4096;
 
 // Spec values beyond these are refused (a hostile file must not make a tile of gigabytes): every
-// side at most 8192 and SmartResize's max_pixels at most 16 Mi (mtmd's Qwen2-VL default is 3.2 M).
-inline constexpr uint32_t kMaxPreprocessSide = 8192;
+// side at most 4096 (Idefics3 cuts at most 2048, Gemma 3 takes 896), SmartResize's max_pixels and
+// the image it resizes to at most 16 Mi pixels (mtmd's Qwen2-VL default budget is 3.2 M).
+inline constexpr uint32_t kMaxPreprocessSide = 4096;
 inline constexpr uint32_t kMaxSmartResizePixels = 16u << 20;
 
 struct ImageTile {

@@ -179,6 +179,34 @@ TEST_CASE("an image of zero width or height is refused") {
     CHECK(contains(error_of(imf::bmp(0, 3, {})), "BMP"));
 }
 
+TEST_CASE("a PNG whose data inflates far beyond its declared size is refused before stb inflates it") {
+    // 10 x 10 RGB needs 10 x 31 bytes of rows; this IDAT inflates to 64 MiB of zeros (64 KiB compressed).
+    std::vector<uint8_t> zeros(64u << 20, 0);
+    uLongf n = compressBound(uLong(zeros.size()));
+    std::vector<uint8_t> z(n);
+    REQUIRE(compress2(z.data(), &n, zeros.data(), uLong(zeros.size()), 9) == Z_OK);
+    z.resize(n);
+    CHECK(z.size() < 100000);
+    std::vector<uint8_t> bomb = imf::png_signature_and_ihdr(10, 10, 8, 2);
+    // Split over several IDAT chunks, as encoders do: the stream continues across them.
+    for (size_t at = 0; at < z.size(); at += 8192)
+        imf::png_chunk(bomb, "IDAT", std::vector<uint8_t>(z.begin() + long(at), z.begin() + long(std::min(z.size(), at + 8192))));
+    imf::png_chunk(bomb, "IEND", {});
+    const std::string e = error_of(bomb);
+    CHECK(contains(e, "PNG image data inflates to more than"));
+    CHECK(contains(e, "declared 10 x 10 pixels"));
+    // The same rows split over many small IDAT chunks still decode (the guard follows the stream).
+    const std::vector<uint8_t> rgb = ramp_rgb(40, 30);
+    std::vector<uint8_t> png = imf::png_rgb(40, 30, rgb);
+    const uint32_t idat_len = uint32_t(png[33]) << 24 | uint32_t(png[34]) << 16 | uint32_t(png[35]) << 8 | png[36];
+    const std::vector<uint8_t> idat(png.begin() + 41, png.begin() + 41 + idat_len);
+    std::vector<uint8_t> split = imf::png_signature_and_ihdr(40, 30, 8, 2);
+    for (size_t at = 0; at < idat.size(); at += 7)
+        imf::png_chunk(split, "IDAT", std::vector<uint8_t>(idat.begin() + long(at), idat.begin() + long(std::min(idat.size(), at + 7))));
+    imf::png_chunk(split, "IEND", {});
+    CHECK(decode_image(split).rgb == rgb);
+}
+
 TEST_CASE("a declared size over the pixel limit is refused before decoding") {
     // 100000 x 100000 would be 30 GB of RGB: refused from the header alone, at once.
     const auto t0 = std::chrono::steady_clock::now();

@@ -202,13 +202,13 @@ TEST_CASE("a bad spec or image is refused naming the field") {
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 0; })), "image_size is 0"));
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 30; })),
                    "image_size 30 is not a multiple of patch_size 14"));
-    CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 8204; })), "image_size 8204 is above 8192"));
+    CHECK(contains(error_of(img, with(sq, [](auto& s) { s.image_size = 4102; })), "image_size 4102 is above 4096"));
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.std[1] = 0; })), "image_std[1] is 0"));
     CHECK(contains(error_of(img, with(sq, [](auto& s) { s.mean[2] = std::numeric_limits<float>::quiet_NaN(); })),
                    "image_mean[2] is nan"));
     PreprocessSpec id = spec_of(PreprocessKind::Idefics3, 28, 14);
     CHECK(contains(error_of(img, with(id, [](auto& s) { s.preproc_image_size = 100000; })),
-                   "idefics3: preproc_image_size 100000 is above 8192"));
+                   "idefics3: preproc_image_size 100000 is above 4096"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.merge = 0; })), "smart_resize: merge is 0"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.max_pixels = 0; })), "max_pixels is 0"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.min_pixels = s.max_pixels + 1; })),
@@ -216,6 +216,12 @@ TEST_CASE("a bad spec or image is refused naming the field") {
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.min_pixels = 0, s.max_pixels = 100; })),
                    "max_pixels 100 is below one merged patch (28 x 28)"));
     CHECK(contains(error_of(img, with(qwen(), [](auto& s) { s.max_pixels = 1u << 30; })), "is above 16777216"));
+    // A budget that scales a sliver up past 16 Mi pixels: 4096 x 1 at min_pixels 16 Mi, units of 28,
+    // rounds to 4116 x 28, scales by sqrt(16 Mi / 4096) = 64 and rounds up: 262164 x 84.
+    CHECK(contains(error_of(solid(4096, 1, {0, 0, 0}), with(qwen(), [](auto& s) {
+                       s.min_pixels = s.max_pixels = 16u << 20;
+                   })),
+                   "smart_resize: a 4096 x 1 image would become 262164 x 84, above 16777216 pixels"));
     CHECK(contains(error_of(RgbImage{}, sq), "the image is 0 x 0 pixels"));
     RgbImage short_pixels = img;
     short_pixels.rgb.pop_back();
