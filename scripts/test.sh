@@ -104,7 +104,7 @@ echo "sanitizer stage: $(( $(date +%s) - stage )) s"
 
 stage=$(date +%s)
 fuzz_seconds=${VKLLM_FUZZ_SECONDS:-60}
-echo "=== fuzzing: GGUF reader, tokenizer, chat templates and grammars, $fuzz_seconds s each ==="
+echo "=== fuzzing: GGUF reader, tokenizer, chat templates, grammars and images, $fuzz_seconds s each ==="
 VKLLM_FUZZ_BUILD="$BUILD-fuzz" VKLLM_JOBS="$JOBS" scripts/fuzz.sh "$fuzz_seconds"
 echo "fuzz stage: $(( $(date +%s) - stage )) s"
 

@@ -86,6 +86,7 @@ struct VisionGpu::Batch {
     VisionPlan plan;
     Buffer patches, x, xn, q, k, v, att, up, positions, segs, scratch, x_out, merged, mid, out;
     std::unique_ptr<CommandStream> vit, proj;
+    uint64_t last_used = 0;
 };
 
 VisionGpu::VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg)
@@ -176,9 +177,18 @@ std::vector<PipelineDesc> VisionPlan::pipelines(const Context& ctx) const {
 }
 
 VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
+    if (auto it = batches_.find({tiles, nx, ny}); it != batches_.end()) {
+        it->second->last_used = ++clock_;
+        return *it->second;
+    }
+    // Images of many tile counts would pile up buffers: keep the few used last.
+    while (batches_.size() >= kKeptBatches)
+        batches_.erase(std::min_element(batches_.begin(), batches_.end(), [](const auto& a, const auto& b) {
+            return a.second->last_used < b.second->last_used;
+        }));
     auto& slot = batches_[{tiles, nx, ny}];
-    if (slot) return *slot;
     auto b = std::make_unique<Batch>();
+    b->last_used = ++clock_;
     b->plan = plan(tiles, nx, ny);
     const VisionPlan& p = b->plan;
     ctx_.prepare_pipelines(p.pipelines(ctx_));

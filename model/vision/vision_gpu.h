@@ -77,7 +77,10 @@ private:
     Context& ctx_;
     VisionConfig cfg_;
     std::unique_ptr<Weights> w_;
+    // Recorded batch shapes (tiles, nx, ny), the least recently used dropped beyond kKeptBatches.
+    static constexpr size_t kKeptBatches = 4;
     std::map<std::array<uint32_t, 3>, std::unique_ptr<Batch>> batches_;
+    uint64_t clock_ = 0;
 };
 
 }  // namespace vkllm
