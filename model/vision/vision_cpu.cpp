@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <numbers>
 #include <stdexcept>
 
 #include "runtime/ops/elementwise.h"
@@ -34,14 +33,16 @@ void linear(const GgufFile& f, const std::string& name, const float* x, float* y
     ref::linear(t.type, f.tensor_data(t).data(), x, y, m, uint32_t(t.n_elements / k), k, nullptr, bias);
 }
 
-double activation(VisionActivation a, double x) {
+// The ViT feed-forward's activation, in place (tanh GELU and quick GELU as runtime/ops' references).
+void activate(VisionActivation a, std::vector<float>& x) {
+    const uint32_t n = uint32_t(x.size());
     switch (a) {
-        case VisionActivation::Gelu:
-            return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
-        case VisionActivation::Silu: return x / (1.0 + std::exp(-x));
-        case VisionActivation::GeluQuick: return x / (1.0 + std::exp(-1.702 * x));
+        case VisionActivation::Gelu: ref::gelu(x.data(), x.data(), n); return;
+        case VisionActivation::GeluQuick: ref::gelu_quick(x.data(), x.data(), n); return;
+        case VisionActivation::Silu:
+            for (float& v : x) v = float(double(v) / (1.0 + std::exp(-double(v))));
+            return;
     }
-    return x;
 }
 
 void check_tile(const VisionConfig& cfg, const ImageTile& tile) {
@@ -132,7 +133,7 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
         ref::layer_norm(xs.data(), vec("ln2.weight").data(), vec("ln2.bias").data(), h.data(), rows, e, cfg.eps);
         linear(f, name("ffn_up.weight"), h.data(), up.data(), rows, vec("ffn_up.bias").data());
-        for (float& u : up) u = float(activation(cfg.activation, u));
+        activate(cfg.activation, up);
         linear(f, name("ffn_down.weight"), up.data(), h.data(), rows, vec("ffn_down.bias").data());
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
     }
