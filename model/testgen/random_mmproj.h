@@ -26,7 +26,8 @@ struct MmprojShape {
 };
 
 // Fills the zero sizes with the type's defaults: gemma3 64 px / 8 (4 tokens), idefics3 32 px / 8
-// (4 tokens), mlp 56 px / 14 (16 tokens). std::invalid_argument for an impossible shape.
+// (4 tokens), mlp 56 px / 14 (16 tokens), qwen2vl_merger 64 px / 8 (its tiles: any multiple of 16
+// px). std::invalid_argument for an impossible shape.
 MmprojShape resolve_mmproj_shape(MmprojShape s);
 
 GgufWriter make_random_mmproj(const MmprojShape& shape);

@@ -81,6 +81,46 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
     }
 }
 
+struct PatchPos {
+    uint32_t y, x;  // the patch's row and column in the tile's grid
+};
+
+// The encoder's rows: row-major over the grid, or (TokenMerge::Blocks) merge x merge blocks in
+// row-major order, each block's patches row-major.
+std::vector<PatchPos> patch_order(const VisionConfig& cfg, uint32_t gx, uint32_t gy) {
+    std::vector<PatchPos> out;
+    out.reserve(size_t(gx) * gy);
+    if (cfg.desc->merge != TokenMerge::Blocks) {
+        for (uint32_t y = 0; y < gy; ++y)
+            for (uint32_t x = 0; x < gx; ++x) out.push_back({y, x});
+        return out;
+    }
+    const uint32_t m = cfg.merge;
+    for (uint32_t by = 0; by < gy; by += m)
+        for (uint32_t bx = 0; bx < gx; bx += m)
+            for (uint32_t dy = 0; dy < m; ++dy)
+                for (uint32_t dx = 0; dx < m; ++dx) out.push_back({by + dy, bx + dx});
+    return out;
+}
+
+// VisionPositions::Rope2d on q or k [rows][width], in place: in each head of d values the pair
+// (j, j + d/2) turns by y * base^(-4j/d) for j < d/4 and by x * base^(-4(j - d/4)/d) above.
+void rope_2d(std::vector<float>& v, const std::vector<PatchPos>& order, const VisionConfig& cfg) {
+    const uint32_t d = cfg.head_dim, half = d / 2, quarter = d / 4;
+    for (size_t r = 0; r < order.size(); ++r)
+        for (uint32_t h = 0; h < cfg.n_head; ++h) {
+            float* x = v.data() + r * cfg.n_embd + size_t(h) * d;
+            for (uint32_t j = 0; j < half; ++j) {
+                const bool row = j < quarter;
+                const double pos = row ? order[r].y : order[r].x;
+                const double angle = pos * std::pow(double(cfg.rope_base), -4.0 * (row ? j : j - quarter) / d);
+                const double c = std::cos(angle), s = std::sin(angle), x0 = x[j], x1 = x[j + half];
+                x[j] = float(x0 * c - x1 * s);
+                x[j + half] = float(x0 * s + x1 * c);
+            }
+        }
+}
+
 }  // namespace
 
 std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, const ImageTile& tile,
@@ -92,28 +132,37 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
     const uint32_t first_patch = cfg.has_class_embedding && class_row == ClassRow::First ? 1 : 0;
 
     // Patch embedding: the unfolded patches times the kernel as a (3 p^2 -> e) matrix.
+    // The patches in the encoder's row order (Blocks: merge x merge blocks, row-major, one after the other).
+    const std::vector<PatchPos> order = patch_order(cfg, gx, gy);
     const uint32_t k = 3 * p * p;
     std::vector<float> unfolded(size_t(n_patches) * k);
-    for (uint32_t py = 0; py < gy; ++py)
-        for (uint32_t px = 0; px < gx; ++px) {
-            float* u = unfolded.data() + (size_t(py) * gx + px) * k;
-            for (uint32_t c = 0; c < 3; ++c)
-                for (uint32_t y = 0; y < p; ++y)
-                    for (uint32_t x = 0; x < p; ++x)
-                        *u++ = tile.chw[(size_t(c) * tile.ny + py * p + y) * tile.nx + px * p + x];
-        }
+    for (uint32_t r = 0; r < n_patches; ++r) {
+        float* u = unfolded.data() + size_t(r) * k;
+        const uint32_t py = order[r].y, px = order[r].x;
+        for (uint32_t c = 0; c < 3; ++c)
+            for (uint32_t y = 0; y < p; ++y)
+                for (uint32_t x = 0; x < p; ++x)
+                    *u++ = tile.chw[(size_t(c) * tile.ny + py * p + y) * tile.nx + px * p + x];
+    }
     std::vector<float> xs(size_t(rows) * e);
     std::vector<float> patch_bias;
     if (cfg.has_patch_bias) patch_bias = read_f32(f, "v.patch_embd.bias");
-    linear(f, "v.patch_embd.weight", unfolded.data(), xs.data() + size_t(first_patch) * e, n_patches,
+    float* patch_rows = xs.data() + size_t(first_patch) * e;
+    linear(f, "v.patch_embd.weight", unfolded.data(), patch_rows, n_patches,
            cfg.has_patch_bias ? patch_bias.data() : nullptr, k);
+    if (cfg.desc->two_patch_kernels) {  // a still image through both kernels, the results added
+        const GgufTensorInfo& t = f.tensor("v.patch_embd.weight.1");
+        ref::linear(t.type, f.tensor_data(t).data(), unfolded.data(), patch_rows, n_patches, e, k, patch_rows);
+    }
     if (cfg.has_class_embedding) {
         const std::vector<float> cls = read_f32(f, "v.class_embd");
         const uint32_t row = class_row == ClassRow::First ? 0 : n_patches;
         std::memcpy(xs.data() + size_t(row) * e, cls.data(), e * sizeof(float));
     }
-    const std::vector<float> pos = read_f32(f, "v.position_embd.weight");
-    for (size_t i = 0; i < xs.size(); ++i) xs[i] += pos[i];
+    if (cfg.desc->positions == VisionPositions::Learned) {
+        const std::vector<float> pos = read_f32(f, "v.position_embd.weight");
+        for (size_t i = 0; i < xs.size(); ++i) xs[i] += pos[i];
+    }
     if (cfg.has_pre_ln) {
         const std::vector<float> w = read_f32(f, "v.pre_ln.weight"), b = read_f32(f, "v.pre_ln.bias");
         ref::layer_norm(xs.data(), w.data(), b.data(), xs.data(), rows, e, cfg.eps);
@@ -128,6 +177,10 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
         linear(f, name("attn_q.weight"), h.data(), q.data(), rows, vec("attn_q.bias").data());
         linear(f, name("attn_k.weight"), h.data(), kk.data(), rows, vec("attn_k.bias").data());
         linear(f, name("attn_v.weight"), h.data(), v.data(), rows, vec("attn_v.bias").data());
+        if (cfg.desc->positions == VisionPositions::Rope2d) {
+            rope_2d(q, order, cfg);
+            rope_2d(kk, order, cfg);
+        }
         attention(q.data(), kk.data(), v.data(), att.data(), rows, cfg.n_head, cfg.head_dim);
         linear(f, name("attn_out.weight"), att.data(), h.data(), rows, vec("attn_out.bias").data());
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
@@ -146,6 +199,18 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
 
 std::vector<float> project_cpu(const VisionConfig& cfg, const GgufFile& f, const std::vector<float>& vit) {
     const uint32_t e = cfg.n_embd, t = cfg.text_dim, side = cfg.patches_per_side(), m = cfg.merge;
+    if (cfg.desc->merge == TokenMerge::Blocks) {  // qwen2vl_merger: each block's m^2 rows are one row
+        const size_t wide = size_t(e) * m * m;
+        if (vit.empty() || vit.size() % wide)
+            throw std::invalid_argument(fmt::format(
+                "vision: the merger takes whole blocks of {} rows of {}, got {} values", m * m, e, vit.size()));
+        const uint32_t n = uint32_t(vit.size() / wide);
+        std::vector<float> hidden(n * wide), out(size_t(n) * t);
+        linear(f, "mm.0.weight", vit.data(), hidden.data(), n, read_f32(f, "mm.0.bias").data());
+        ref::gelu(hidden.data(), hidden.data(), uint32_t(hidden.size()));
+        linear(f, "mm.2.weight", hidden.data(), out.data(), n, read_f32(f, "mm.2.bias").data());
+        return out;
+    }
     if (vit.size() != size_t(cfg.n_positions()) * e)
         throw std::invalid_argument(
             fmt::format("vision: the projector takes {} x {} values, got {}", cfg.n_positions(), e, vit.size()));
@@ -189,6 +254,7 @@ std::vector<float> project_cpu(const VisionConfig& cfg, const GgufFile& f, const
             linear(f, "mm.model.fc.weight", shuffled.data(), out.data(), n_out);
             break;
         }
+        case TokenMerge::Blocks: break;  // above
         case TokenMerge::None: {  // mlp: rows 1..n_patches (see ClassRow)
             const uint32_t n = cfg.n_patches(), first = cfg.has_class_embedding ? 1 : 0;
             std::vector<float> hidden(size_t(n) * t);
