@@ -20,6 +20,7 @@ constexpr PromptDesc kPrompts[] = {
     {ProjectorType::Idefics3, "", "", true},
     {ProjectorType::Mlp, "", "", false},
     {ProjectorType::Qwen2Vl, "<|vision_start|>", "<|vision_end|>", false},
+    {ProjectorType::Qwen25Vl, "<|vision_start|>", "<|vision_end|>", false},
 };
 
 const PromptDesc& prompt_desc(ProjectorType t) {

@@ -52,6 +52,9 @@ constexpr ProjectorDesc kProjectors[] = {
      .fixed_size = true,
      .positions = VisionPositions::Learned,
      .two_patch_kernels = false,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
      .projector = kGemma3Proj,
      .bidirectional = true},
     {.type = ProjectorType::Idefics3,
@@ -69,6 +72,9 @@ constexpr ProjectorDesc kProjectors[] = {
      .fixed_size = true,
      .positions = VisionPositions::Learned,
      .two_patch_kernels = false,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
      .projector = kIdefics3Proj},
     {.type = ProjectorType::Mlp,
      .name = "mlp",
@@ -85,6 +91,9 @@ constexpr ProjectorDesc kProjectors[] = {
      .fixed_size = true,
      .positions = VisionPositions::Learned,
      .two_patch_kernels = false,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
      .projector = kMlpProj},
     // llama.cpp's graph asserts no patch bias and builds 2 x 2 blocks whatever the merge key says.
     {.type = ProjectorType::Qwen2Vl,
@@ -102,6 +111,28 @@ constexpr ProjectorDesc kProjectors[] = {
      .fixed_size = false,
      .positions = VisionPositions::Rope2d,
      .two_patch_kernels = true,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
+     .projector = kQwen2VlProj},
+    {.type = ProjectorType::Qwen25Vl,
+     .name = "qwen2.5vl_merger",
+     .preprocess = PreprocessKind::SmartResize,
+     .file_activation = VisionActivation::Silu,
+     .class_embedding = false,
+     .patch_bias = Presence::Absent,
+     .pre_ln = Presence::Optional,
+     .post_ln = Presence::Required,
+     .merge = TokenMerge::Blocks,
+     .merge_key = kSpatialMerge,
+     .default_merge = 2,
+     .feature_layer = false,
+     .fixed_size = false,
+     .positions = VisionPositions::Rope2d,
+     .two_patch_kernels = true,
+     .norm = VisionNorm::Rms,
+     .gated_ffn = true,
+     .window_attention = true,
      .projector = kQwen2VlProj},
 };
 
@@ -218,26 +249,33 @@ std::vector<VisionTensor> vision_tensors(const VisionConfig& cfg, bool include_o
     if (d.class_embedding) add("v.class_embd", {e}, false, Presence::Required, true);
     if (d.positions == VisionPositions::Learned)
         add("v.position_embd.weight", {e, cfg.n_positions()}, false, Presence::Required, true);
+    // RMSNorms have no bias.
+    const Presence norm_bias = d.norm == VisionNorm::Layer ? Presence::Required : Presence::Absent;
+    auto bias_of = [&](Presence p) { return norm_bias == Presence::Absent ? Presence::Absent : p; };
     add("v.pre_ln.weight", {e}, false, d.pre_ln, cfg.has_pre_ln);
-    add("v.pre_ln.bias", {e}, false, d.pre_ln, cfg.has_pre_ln);
+    add("v.pre_ln.bias", {e}, false, bias_of(d.pre_ln), cfg.has_pre_ln);
     const uint64_t f = cfg.n_ff;
     for (uint32_t l = 0; l < cfg.n_layer; ++l) {
         auto n = [&](std::string_view s) { return vit_tensor_name(l, s); };
         add(n("ln1.weight"), {e}, false, Presence::Required, true);
-        add(n("ln1.bias"), {e}, false, Presence::Required, true);
+        add(n("ln1.bias"), {e}, false, norm_bias, true);
         for (std::string_view m : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
             add(n(fmt::format("{}.weight", m)), {e, e}, true, Presence::Required, true);
             add(n(fmt::format("{}.bias", m)), {e}, false, Presence::Required, true);
         }
         add(n("ln2.weight"), {e}, false, Presence::Required, true);
-        add(n("ln2.bias"), {e}, false, Presence::Required, true);
+        add(n("ln2.bias"), {e}, false, norm_bias, true);
+        if (d.gated_ffn) {
+            add(n("ffn_gate.weight"), {e, f}, true, Presence::Required, true);
+            add(n("ffn_gate.bias"), {f}, false, Presence::Required, true);
+        }
         add(n("ffn_up.weight"), {e, f}, true, Presence::Required, true);
         add(n("ffn_up.bias"), {f}, false, Presence::Required, true);
         add(n("ffn_down.weight"), {f, e}, true, Presence::Required, true);
         add(n("ffn_down.bias"), {e}, false, Presence::Required, true);
     }
     add("v.post_ln.weight", {e}, false, d.post_ln, cfg.has_post_ln);
-    add("v.post_ln.bias", {e}, false, d.post_ln, cfg.has_post_ln);
+    add("v.post_ln.bias", {e}, false, bias_of(d.post_ln), cfg.has_post_ln);
     for (const ProjTensorDesc& t : d.projector) {
         std::vector<uint64_t> ne{proj_dim(t.ne0, cfg)};
         if (t.ne1 != ProjDim::None) ne.push_back(proj_dim(t.ne1, cfg));
@@ -309,6 +347,16 @@ VisionConfig read_config(const GgufFile& f) {
                    fmt::format("{} does not divide the {} x {} patch grid into merged tokens", cfg.merge, side, side));
         if (d.merge == TokenMerge::Blocks && cfg.merge != 2)
             f.fail(key, fmt::format("{}: llama.cpp merges 2 x 2 blocks only", cfg.merge));
+    }
+    if (d.window_attention) {
+        // Required, as llama.cpp reads it for Qwen2.5-VL; 0 turns the windows off. The window's
+        // size is llama.cpp's fixed 112 pixels.
+        cfg.wa_pattern = f.get_u32("clip.vision.n_wa_pattern");
+        cfg.window_px = 112;
+        if (cfg.wa_pattern && cfg.window_px / (cfg.patch_size * 2) == 0)
+            f.fail(
+                "clip.vision.patch_size",
+                fmt::format("{}: a 112-pixel attention window holds no 2 x 2 block of these patches", cfg.patch_size));
     }
     if (d.positions == VisionPositions::Rope2d) {
         cfg.rope_base = 10000.0f;

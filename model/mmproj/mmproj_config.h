@@ -12,8 +12,9 @@
 // "idefics3" (SmolVLM: SigLIP, pixel shuffle, one linear), "mlp" (LLaVA-1.5: CLIP with a class
 // embedding and pre-LN, the features of llama.cpp's feature layer, linear-GELU-linear),
 // "qwen2vl_merger" (Qwen2-VL: two patch kernels, 2D rotary positions, any tile of whole 2 x 2 patch
-// blocks, the merger's LayerNorm and linear-GELU-linear over each block). Any other type llama.cpp
-// knows (Qwen2.5-VL's window attention among them), and audio-only files, are refused by name.
+// blocks, the merger's LayerNorm and linear-GELU-linear over each block), "qwen2.5vl_merger"
+// (Qwen2.5-VL: the same with RMSNorms, a gated SiLU feed-forward and window attention). Any other type
+// llama.cpp knows, and audio-only files, are refused by name.
 #pragma once
 
 #include <array>
@@ -39,6 +40,13 @@ enum class ProjectorType : uint8_t {
     Idefics3,  // "idefics3"
     Mlp,  // "mlp" (LLaVA-1.5)
     Qwen2Vl,  // "qwen2vl_merger" (Qwen2-VL)
+    Qwen25Vl,  // "qwen2.5vl_merger" (Qwen2.5-VL)
+};
+
+// The ViT's norms (every layer's ln1 / ln2, pre-LN and post-LN), all with the file's eps.
+enum class VisionNorm : uint8_t {
+    Layer,  // LayerNorm with weight and bias
+    Rms,  // RMSNorm, weight only (Qwen2.5-VL)
 };
 
 // The activation of the ViT's feed-forward, as llama.cpp chooses it: clip.use_gelu -> tanh GELU,
@@ -103,6 +111,11 @@ struct ProjectorDesc {
     // A second patch kernel, v.patch_embd.weight.1 (Qwen2-VL's temporal pair: a still image goes through
     // both and the results are added)
     bool two_patch_kernels;
+    VisionNorm norm;
+    bool gated_ffn;  // ffn_gate (+ bias): down(act(gate(x)) * up(x)), SiLU for Qwen2.5-VL
+    // Qwen2.5-VL: attention within windows of window_px square (in 2 x 2 blocks of the tile, from its
+    // top left) except in every wa_pattern-th layer (clip.vision.n_wa_pattern), which sees the tile
+    bool window_attention;
     std::span<const ProjTensorDesc> projector;  // mm.* tensors, all required
     // The text model reads an image's rows seeing each other, in one chunk (llama.cpp's
     // mtmd_decode_use_non_causal: Gemma 3).
@@ -111,7 +124,7 @@ struct ProjectorDesc {
 
 std::span<const ProjectorDesc> projector_table();
 const ProjectorDesc& projector_desc(ProjectorType t);
-std::string supported_projectors_list();  // "gemma3, idefics3, mlp, qwen2vl_merger"
+std::string supported_projectors_list();  // "gemma3, idefics3, mlp, qwen2vl_merger, qwen2.5vl_merger"
 const ProjectorDesc* find_projector(std::string_view name);  // by clip.projector_type; nullptr if unsupported
 
 // A tensor of the file as the config expects it (names and ggml dims), in file order for writers.
@@ -138,6 +151,10 @@ struct VisionConfig {
     uint32_t preproc_image_size = 0;  // clip.vision.preproc_image_size (Idefics3), 0 when absent
     uint32_t text_dim = 0;  // the projector's output width (checked against the text model: check_text_dim)
     float rope_base = 0;  // VisionPositions::Rope2d's base (llama.cpp's 10000); 0 otherwise
+    // ProjectorDesc::window_attention: layer l attends within windows unless (l + 1) % wa_pattern == 0
+    // (wa_pattern 0: no windows); windows of window_px pixels (llama.cpp's 112), whole merged blocks.
+    uint32_t wa_pattern = 0, window_px = 0;
+    bool windowed(uint32_t layer) const { return wa_pattern > 0 && (layer + 1) % wa_pattern != 0; }
     bool has_patch_bias = false, has_pre_ln = false, has_post_ln = false, has_class_embedding = false;
 
     uint32_t patches_per_side() const { return image_size / patch_size; }

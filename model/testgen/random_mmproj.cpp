@@ -116,9 +116,10 @@ GgufWriter make_random_mmproj(const MmprojShape& shape) {
         w.set_u32("clip.vision.preproc_image_size", s.image_size);
     } else if (d.type == ProjectorType::Gemma3 && s.merge != d.default_merge) {
         w.set_u32("clip.vision.projector.scale_factor", s.merge);  // as llama.cpp's tiny test Gemma 3 has it
-    } else if (d.type == ProjectorType::Qwen2Vl) {
+    } else if (d.type == ProjectorType::Qwen2Vl || d.type == ProjectorType::Qwen25Vl) {
         w.set_u32("clip.vision.spatial_merge_size", s.merge);
     }
+    if (d.window_attention) w.set_u32("clip.vision.n_wa_pattern", s.window_pattern);
     if (d.type == ProjectorType::Mlp && s.feature_layer >= 0) {
         const int32_t layer = s.feature_layer;
         w.set_i32_array("clip.vision.feature_layer", std::span<const int32_t>(&layer, 1));

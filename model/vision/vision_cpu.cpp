@@ -52,9 +52,10 @@ void check_tile(const VisionConfig& cfg, const ImageTile& tile) {
                                                 tile.ny, tile.chw.size(), size_t(3) * tile.nx * tile.ny));
 }
 
-// Bidirectional multi-head attention over all rows; q, k, v, out [rows][width].
+// Bidirectional multi-head attention; q, k, v, out [rows][width]. With window ids, row i sees the
+// rows of its own window only.
 void attention(const float* q, const float* k, const float* v, float* out, uint32_t rows, uint32_t heads,
-               uint32_t head_dim) {
+               uint32_t head_dim, const std::vector<uint32_t>* window = nullptr) {
     const uint32_t width = heads * head_dim;
     const double scale = 1.0 / std::sqrt(double(head_dim));
     std::vector<double> s(rows);
@@ -63,6 +64,10 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
             const float* qi = q + size_t(i) * width + h * head_dim;
             double mx = -INFINITY;
             for (uint32_t j = 0; j < rows; ++j) {
+                if (window && (*window)[j] != (*window)[i]) {
+                    s[j] = -INFINITY;
+                    continue;
+                }
                 const float* kj = k + size_t(j) * width + h * head_dim;
                 double dot = 0;
                 for (uint32_t d = 0; d < head_dim; ++d) dot += double(qi[d]) * kj[d];
@@ -70,7 +75,7 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
                 mx = std::max(mx, s[j]);
             }
             double sum = 0;
-            for (uint32_t j = 0; j < rows; ++j) sum += (s[j] = std::exp(s[j] - mx));
+            for (uint32_t j = 0; j < rows; ++j) sum += (s[j] = s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx));
             float* oi = out + size_t(i) * width + h * head_dim;
             for (uint32_t d = 0; d < head_dim; ++d) {
                 double acc = 0;
@@ -121,6 +126,30 @@ void rope_2d(std::vector<float>& v, const std::vector<PatchPos>& order, const Vi
         }
 }
 
+// One of the ViT's norms (VisionNorm) of rows [rows][width] in place, tensor `prefix`.weight (and
+// .bias for a LayerNorm).
+void vit_norm(const VisionConfig& cfg, const GgufFile& f, const std::string& prefix, const float* x, float* y,
+              uint32_t rows) {
+    const std::vector<float> w = read_f32(f, prefix + ".weight");
+    if (cfg.desc->norm == VisionNorm::Rms) {
+        ref::rms_norm(x, w.data(), y, rows, cfg.n_embd, cfg.eps);
+        return;
+    }
+    const std::vector<float> b = read_f32(f, prefix + ".bias");
+    ref::layer_norm(x, w.data(), b.data(), y, rows, cfg.n_embd, cfg.eps);
+}
+
+// The attention window of each row (ProjectorDesc::window_attention): windows of window_px / (2 p)
+// blocks a side from the top left, as llama.cpp groups them.
+std::vector<uint32_t> window_ids(const VisionConfig& cfg, const std::vector<PatchPos>& order, uint32_t gx) {
+    const uint32_t blocks = cfg.window_px / (cfg.patch_size * cfg.merge);
+    const uint32_t bx = gx / cfg.merge, per_row = (bx + blocks - 1) / blocks;
+    std::vector<uint32_t> ids;
+    ids.reserve(order.size());
+    for (const PatchPos& p : order) ids.push_back((p.y / cfg.merge / blocks) * per_row + p.x / cfg.merge / blocks);
+    return ids;
+}
+
 }  // namespace
 
 std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, const ImageTile& tile,
@@ -163,17 +192,16 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
         const std::vector<float> pos = read_f32(f, "v.position_embd.weight");
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += pos[i];
     }
-    if (cfg.has_pre_ln) {
-        const std::vector<float> w = read_f32(f, "v.pre_ln.weight"), b = read_f32(f, "v.pre_ln.bias");
-        ref::layer_norm(xs.data(), w.data(), b.data(), xs.data(), rows, e, cfg.eps);
-    }
+    if (cfg.has_pre_ln) vit_norm(cfg, f, "v.pre_ln", xs.data(), xs.data(), rows);
+    std::vector<uint32_t> windows;
+    if (cfg.desc->window_attention) windows = window_ids(cfg, order, gx);
 
     std::vector<float> h(xs.size()), q(xs.size()), kk(xs.size()), v(xs.size()), att(xs.size());
-    std::vector<float> up(size_t(rows) * cfg.n_ff);
+    std::vector<float> up(size_t(rows) * cfg.n_ff), gate(cfg.desc->gated_ffn ? up.size() : 0);
     for (uint32_t l = 0; l < cfg.n_layer_used; ++l) {
         auto name = [&](const char* s) { return vit_tensor_name(l, s); };
         auto vec = [&](const char* s) { return read_f32(f, name(s)); };
-        ref::layer_norm(xs.data(), vec("ln1.weight").data(), vec("ln1.bias").data(), h.data(), rows, e, cfg.eps);
+        vit_norm(cfg, f, name("ln1"), xs.data(), h.data(), rows);
         linear(f, name("attn_q.weight"), h.data(), q.data(), rows, vec("attn_q.bias").data());
         linear(f, name("attn_k.weight"), h.data(), kk.data(), rows, vec("attn_k.bias").data());
         linear(f, name("attn_v.weight"), h.data(), v.data(), rows, vec("attn_v.bias").data());
@@ -181,19 +209,23 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
             rope_2d(q, order, cfg);
             rope_2d(kk, order, cfg);
         }
-        attention(q.data(), kk.data(), v.data(), att.data(), rows, cfg.n_head, cfg.head_dim);
+        attention(q.data(), kk.data(), v.data(), att.data(), rows, cfg.n_head, cfg.head_dim,
+                  cfg.windowed(l) ? &windows : nullptr);
         linear(f, name("attn_out.weight"), att.data(), h.data(), rows, vec("attn_out.bias").data());
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
-        ref::layer_norm(xs.data(), vec("ln2.weight").data(), vec("ln2.bias").data(), h.data(), rows, e, cfg.eps);
+        vit_norm(cfg, f, name("ln2"), xs.data(), h.data(), rows);
         linear(f, name("ffn_up.weight"), h.data(), up.data(), rows, vec("ffn_up.bias").data());
-        activate(cfg.activation, up);
+        if (cfg.desc->gated_ffn) {  // act(gate(x)) * up(x)
+            linear(f, name("ffn_gate.weight"), h.data(), gate.data(), rows, vec("ffn_gate.bias").data());
+            activate(cfg.activation, gate);
+            for (size_t i = 0; i < up.size(); ++i) up[i] = gate[i] * up[i];
+        } else {
+            activate(cfg.activation, up);
+        }
         linear(f, name("ffn_down.weight"), up.data(), h.data(), rows, vec("ffn_down.bias").data());
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
     }
-    if (cfg.has_post_ln) {
-        const std::vector<float> w = read_f32(f, "v.post_ln.weight"), b = read_f32(f, "v.post_ln.bias");
-        ref::layer_norm(xs.data(), w.data(), b.data(), xs.data(), rows, e, cfg.eps);
-    }
+    if (cfg.has_post_ln) vit_norm(cfg, f, "v.post_ln", xs.data(), xs.data(), rows);
     return xs;
 }
 

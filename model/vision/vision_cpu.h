@@ -1,4 +1,5 @@
-// The host reference of the vision encoders of model/mmproj (gemma3, idefics3, mlp, qwen2vl_merger): one
+// The host reference of the vision encoders of model/mmproj (gemma3, idefics3, mlp, qwen2vl_merger,
+// qwen2.5vl_merger): one
 // preprocessed tile in, the rows the text model takes in its place out. Written from the models'
 // definitions in plain C++ (double accumulation, the references of runtime/ops), to check the device
 // encoder and, through tests/fixtures/vision, llama.cpp's.
@@ -15,7 +16,9 @@
 //                    by the patch's row and column (VisionPositions::Rope2d)
 //   pre-LN, layers   LayerNorm (v.pre_ln) when present, then n_layer_used pre-norm transformer layers:
 //                    x += out(attn(ln1(x))), x += down(act(up(ln2(x)))), attention bidirectional over
-//                    every row, q.k / sqrt(head_dim), biases on q, k, v, out, up, down
+//                    every row, q.k / sqrt(head_dim), biases on q, k, v, out, up, down (qwen2.5vl:
+//                    RMSNorms, down(silu(gate(x)) * up(x)), and in the layers VisionConfig::windowed
+//                    names attention within 112-pixel windows of whole 2 x 2 blocks)
 //   post-LN          v.post_ln when present
 //   projector        gemma3: merge x merge average pooling over the patch grid, RMSNorm (the ViT's
 //                    eps) times mm.soft_emb_norm, times mm.input_projection (stored transposed);

@@ -1,8 +1,9 @@
 // The vision encoders' host reference (model/vision/vision_cpu.h) against llama.cpp's libmtmd: for a
-// random mmproj of each projector type (gemma3, idefics3, mlp, qwen2vl_merger), regenerated here as `vkllm gen-model --mmproj TYPE --seed 55`
+// random mmproj of each projector type (gemma3, idefics3, mlp, qwen2vl_merger, qwen2.5vl_merger), regenerated here as `vkllm gen-model --mmproj TYPE --seed 55`
 // wrote it, the embeddings of two test images and the prompt layout libmtmd produced
 // (tests/fixtures/vision, README.md there). Tiles are sizes the encoders take as they are (image_size
-// square; Qwen2-VL's 64 x 32, within its pixel limits), so preprocessing is only the normalisation,
+// square; Qwen2-VL's 64 x 32 and Qwen2.5-VL's 128 x 64, within their pixel limits), so preprocessing
+// is only the normalisation,
 // done here from the file's mean and std.
 #include <cmath>
 #include <cstring>
@@ -148,7 +149,8 @@ struct Case {
 constexpr Case kCases[] = {{ProjectorType::Gemma3, "gemma3", 64, 64},
                            {ProjectorType::Idefics3, "idefics3", 32, 32},
                            {ProjectorType::Mlp, "mlp", 56, 56},
-                           {ProjectorType::Qwen2Vl, "qwen2vl_merger", 64, 32}};
+                           {ProjectorType::Qwen2Vl, "qwen2vl_merger", 64, 32},
+                           {ProjectorType::Qwen25Vl, "qwen2.5vl_merger", 128, 64}};
 
 }  // namespace
 
@@ -190,6 +192,20 @@ TEST_CASE("vision: llama.cpp puts LLaVA's class embedding after the patches") {
     const Diff d = compare(first, read_f32_file(kFixtures + "mlp-ramp.image0.f32"));
     CHECK(d.nmse > 0.05);
     CHECK(encode_vit_cpu(cfg, file, tile, ClassRow::First).size() == size_t(cfg.n_positions()) * cfg.n_embd);
+}
+
+TEST_CASE("vision: Qwen2.5-VL's window attention is libmtmd's") {
+    // The 128 x 64 image is 8 x 4 blocks: two 112-pixel windows (7 blocks and 1 wide). Layer 0 attends
+    // within them, layer 1 (n_wa_pattern 2) to the whole tile; without the windows the result is off.
+    const GgufFile file = random_mmproj(ProjectorType::Qwen25Vl);
+    VisionConfig cfg = VisionConfig::from_gguf(file);
+    CHECK(cfg.windowed(0));
+    CHECK(!cfg.windowed(1));
+    const ImageTile tile = normalized(test_image("hash", 128, 64), 128, 64, preprocess_spec(cfg));
+    const std::vector<float> want = read_f32_file(kFixtures + "qwen2.5vl_merger-hash.image0.f32");
+    CHECK(compare(encode_tile_cpu(cfg, file, tile), want).nmse < kMaxNmse);
+    cfg.wa_pattern = 0;
+    CHECK(compare(encode_tile_cpu(cfg, file, tile), want).nmse > 1e-3);
 }
 
 TEST_CASE("vision: image_prompt is libmtmd's chunk layout") {
