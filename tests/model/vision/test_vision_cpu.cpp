@@ -100,8 +100,25 @@ Diff compare(const std::vector<float>& got, const std::vector<float>& want) {
 struct Chunk {
     bool image = false;
     uint32_t n_tokens = 0;
-    std::string text;  // detokenized, spaces removed (the random vocab's SentencePiece adds them)
+    std::string text;  // detokenized, unescaped, spaces removed (the random vocab's SentencePiece adds them)
 };
+
+std::string unescape_without_spaces(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        char c = s[i];
+        if (c == '\\' && i + 1 < s.size()) {
+            const char e = s[++i];
+            if (e == 'n') c = '\n';
+            else if (e == 'x' && i + 2 < s.size()) c = char(std::stoi(s.substr(i + 1, 2), nullptr, 16)), i += 2;
+            else c = e;
+        } else if (c == ' ') {
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
 
 std::vector<Chunk> read_chunks(const std::string& path) {
     std::ifstream in(path);
@@ -116,29 +133,67 @@ std::vector<Chunk> read_chunks(const std::string& path) {
         std::getline(in, rest);
         if (!c.image) {
             const size_t a = rest.find('"'), b = rest.rfind('"');
-            for (char ch : rest.substr(a + 1, b - a - 1))
-                if (ch != ' ') c.text += ch;
+            c.text = unescape_without_spaces(rest.substr(a + 1, b - a - 1));
         }
         out.push_back(c);
     }
     return out;
 }
 
-// What the oracle's prompt "A<__media__>B" becomes with image_prompt's pieces, as the fixture
-// writes it: a Token the random vocab lacks is mtmd's -1, written "<null>".
-std::vector<Chunk> expected_chunks(const std::vector<ImagePiece>& pieces) {
-    std::vector<Chunk> out{{false, 0, "A"}};
+// What the oracle's prompt "A<__media__>B" becomes with image_prompt's pieces: the text chunks as
+// runs of Text and Token pieces between the tiles.
+struct ExpectedChunk {
+    bool image = false;
+    uint32_t n_tokens = 0;
+    std::vector<ImagePiece> pieces;
+};
+
+std::vector<ExpectedChunk> expected_chunks(const std::vector<ImagePiece>& pieces) {
+    auto text = [](const char* s) { return ImagePiece{ImagePiece::Kind::Text, s, 0, 0}; };
+    std::vector<ExpectedChunk> out{{false, 0, {text("A")}}};
     for (const ImagePiece& p : pieces) {
         if (p.kind == ImagePiece::Kind::Tile) {
             out.push_back({true, p.n_tokens, {}});
             continue;
         }
         if (out.back().image) out.push_back({});
-        out.back().text += p.kind == ImagePiece::Kind::Token ? std::string("<null>") : p.text;
+        out.back().pieces.push_back(p);
     }
     if (out.back().image) out.push_back({});
-    out.back().text += "B";
+    out.back().pieces.push_back(text("B"));
     return out;
+}
+
+// A text chunk of the fixture against its pieces: Text as written, a Token as its text or, where
+// the random vocabulary lacks it (mtmd then inserts -1), as "<null>".
+bool text_matches(const std::string& got, const std::vector<ImagePiece>& pieces) {
+    size_t at = 0;
+    for (const ImagePiece& p : pieces) {
+        std::string want;
+        for (char c : p.text)
+            if (c != ' ') want += c;
+        if (p.kind == ImagePiece::Kind::Token && got.compare(at, 6, "<null>") == 0) {
+            at += 6;
+        } else if (got.compare(at, want.size(), want) == 0) {
+            at += want.size();
+        } else {
+            return false;
+        }
+    }
+    return at == got.size();
+}
+
+void check_layout(const std::string& fixture, const std::vector<ImagePiece>& pieces) {
+    const std::vector<Chunk> want = read_chunks(kFixtures + fixture);
+    const std::vector<ExpectedChunk> got = expected_chunks(pieces);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        CAPTURE(want[i].text);
+        CHECK(got[i].image == want[i].image);
+        if (got[i].image) CHECK(got[i].n_tokens == want[i].n_tokens);
+        else CHECK(text_matches(want[i].text, got[i].pieces));
+    }
 }
 
 struct Case {
@@ -223,16 +278,18 @@ TEST_CASE("vision: image_prompt is libmtmd's chunk layout") {
             img.grid_cols = img.grid_rows = 1;
             img.tiles.push_back(tile);
         }
-        const std::vector<Chunk> want = read_chunks(fmt::format("{}{}-ramp.chunks.txt", kFixtures, c.name));
-        const std::vector<Chunk> got = expected_chunks(image_prompt(cfg, img));
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i < got.size(); ++i) {
-            CAPTURE(i);
-            CHECK(got[i].image == want[i].image);
-            if (got[i].image) CHECK(got[i].n_tokens == want[i].n_tokens);
-            else CHECK(got[i].text == want[i].text);
-        }
+        check_layout(fmt::format("{}-ramp.chunks.txt", c.name), image_prompt(cfg, img));
     }
+    // Idefics3's 2 x 2 slices: "\n" between the rows, the global image last.
+    const GgufFile file = random_mmproj(ProjectorType::Idefics3);
+    const VisionConfig cfg = VisionConfig::from_gguf(file);
+    PreprocessedImage img;
+    ImageTile tile;
+    tile.nx = tile.ny = 32;
+    tile.chw.assign(size_t(3) * 32 * 32, 0.0f);
+    img.tiles.assign(5, tile);
+    img.grid_cols = img.grid_rows = 2;
+    check_layout("idefics3-grid.chunks.txt", image_prompt(cfg, img));
 }
 
 TEST_CASE("vision: encode_tile_cpu refuses tiles the encoder does not take") {
