@@ -428,8 +428,8 @@ PreprocessSpec preprocess_spec(const VisionConfig& cfg) {
         // mtmd's limits for Qwen-VL: 8 to 4096 tokens of (patch x merge)^2 pixels each.
         const uint64_t area = uint64_t(cfg.patch_size) * cfg.merge * cfg.patch_size * cfg.merge;
         s.merge = cfg.merge;
-        s.min_pixels = uint32_t(std::min<uint64_t>(8 * area, UINT32_MAX));
-        s.max_pixels = uint32_t(std::min<uint64_t>(4096 * area, UINT32_MAX));
+        s.min_pixels = uint32_t(std::min<uint64_t>(kSmartResizeMinTokens * area, UINT32_MAX));
+        s.max_pixels = uint32_t(std::min<uint64_t>(kSmartResizeMaxTokens * area, UINT32_MAX));
     }
     return s;
 }

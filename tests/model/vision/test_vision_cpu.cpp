@@ -1,10 +1,10 @@
 // The vision encoders' host reference (model/vision/vision_cpu.h) against llama.cpp's libmtmd: for a
-// random mmproj of each projector type (gemma3, idefics3, mlp, qwen2vl_merger, qwen2.5vl_merger), regenerated here as `vkllm gen-model --mmproj TYPE --seed 55`
-// wrote it, the embeddings of two test images and the prompt layout libmtmd produced
-// (tests/fixtures/vision, README.md there). Tiles are sizes the encoders take as they are (image_size
-// square; Qwen2-VL's 64 x 32 and Qwen2.5-VL's 128 x 64, within their pixel limits), so preprocessing
-// is only the normalisation,
-// done here from the file's mean and std.
+// random mmproj of each projector type (gemma3, idefics3, mlp, qwen2vl_merger, qwen2.5vl_merger),
+// regenerated here as `vkllm gen-model --mmproj TYPE --seed 55` wrote it, the embeddings of two test
+// images and the prompt layout libmtmd produced
+// (tests/fixtures/vision, README.md there). The images are sizes the encoders take as they are
+// (image_size square; Qwen2-VL's 64 x 32 and Qwen2.5-VL's 128 x 64, within their pixel limits): their
+// tiles come from model/image's preprocess_image, checked against the normalisation done here.
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "model/image/image_preprocess.h"
 #include "model/mmproj/image_prompt.h"
 #include "model/mmproj/mmproj_config.h"
 #include "model/testgen/random_mmproj.h"
@@ -217,13 +218,21 @@ TEST_CASE("vision: encode_tile_cpu matches llama.cpp's libmtmd on random mmproj 
         for (const char* image : {"ramp", "hash"}) {
             CAPTURE(c.name);
             CAPTURE(image);
-            const ImageTile tile = normalized(test_image(image, c.nx, c.ny), c.nx, c.ny, spec);
-            const std::vector<float> got = encode_tile_cpu(cfg, file, tile);
-            CHECK(got.size() == size_t(tile_tokens(cfg, tile.nx, tile.ny)) * cfg.text_dim);
+            // From RGB through model/image's preprocessing (sizes it keeps: only the normalisation),
+            // checked against the normalisation done here.
+            const std::vector<uint8_t> rgb = test_image(image, c.nx, c.ny);
+            const PreprocessedImage pre = preprocess_image(RgbImage{c.nx, c.ny, rgb}, spec);
+            const ImageTile tile = normalized(rgb, c.nx, c.ny, spec);
             // Idefics3's image is one slice plus the global image, both this tile (preproc_image_size
             // is the tile size): two chunks with the same embeddings.
-            const int n_chunks = c.type == ProjectorType::Idefics3 ? 2 : 1;
-            for (int k = 0; k < n_chunks; ++k) {
+            const size_t n_chunks = c.type == ProjectorType::Idefics3 ? 2 : 1;
+            REQUIRE(pre.tiles.size() == n_chunks);
+            for (size_t k = 0; k < n_chunks; ++k) {
+                REQUIRE(pre.tiles[k].nx == c.nx);
+                REQUIRE(pre.tiles[k].ny == c.ny);
+                CHECK(pre.tiles[k].chw == tile.chw);
+                const std::vector<float> got = encode_tile_cpu(cfg, file, pre.tiles[k]);
+                CHECK(got.size() == size_t(tile_tokens(cfg, c.nx, c.ny)) * cfg.text_dim);
                 const std::vector<float> want =
                     read_f32_file(fmt::format("{}{}-{}.image{}.f32", kFixtures, c.name, image, k));
                 REQUIRE(want.size() == got.size());
