@@ -10,9 +10,12 @@
 //                     JSON Schema Test Suite, draft 7 (first byte 1);
 //   <out>/image/      tiny valid images for fuzz_image, one or more of each format (PNG of each
 //                     colour type and 16-bit, JPEG, lossy and lossless WebP with and without alpha,
-//                     a two-frame GIF, BMP).
+//                     a two-frame GIF, BMP);
+//   <out>/mmproj/     small random mmproj files of each projector type, and edit scripts (first byte
+//                     the type) for fuzz_mmproj.
 // Usage: fuzz_make_seeds <out> <shared models dir>
 #include "model/gguf/gguf_writer.h"
+#include "model/testgen/random_mmproj.h"
 #include "model/testgen/random_model.h"
 #include "serving/chat_template/chat_template.h"
 #include "tests/support/image_files.h"
@@ -242,6 +245,21 @@ void image_seeds(const fs::path& dir) {
     put("two-frames.gif", imf::gif(3, 2, palette, {{0, 1, 2, 3, 0, 1}, {3, 3, 3, 3, 3, 3}}));
 }
 
+// Small random mmproj files of each projector type (parsed as they are), and edit scripts (fuzz_mmproj).
+void mmproj_seeds(const fs::path& dir) {
+    uint8_t index = 0;
+    for (const ProjectorDesc& d : projector_table()) {
+        MmprojShape s;
+        s.type = d.type;
+        s.text_dim = 16, s.dim = 16, s.heads = 2, s.ffn = 32, s.layers = 1;
+        s.image_size = 32, s.patch_size = 8, s.seed = 5;
+        const std::vector<uint8_t> b = make_random_mmproj(s).write_memory();
+        write_bytes(dir / (std::string(d.name) + ".gguf"), std::string(b.begin(), b.end()));
+        write_bytes(dir / (std::string(d.name) + ".edits"), std::string{char(index), 0, 3, char(9), 4, 7});
+        ++index;
+    }
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) {
         std::fprintf(stderr, "usage: %s <out dir> <shared models dir>\n", argv[0]);
@@ -254,11 +272,13 @@ int main(int argc, char** argv) {
         fs::create_directories(out / "template");
         fs::create_directories(out / "grammar");
         fs::create_directories(out / "image");
+        fs::create_directories(out / "mmproj");
         gguf_seeds(out / "gguf", models);
         tokenizer_seeds(out / "tokenizer", models);
         template_seeds(out / "template", models);
         grammar_seeds(out / "grammar");
         image_seeds(out / "image");
+        mmproj_seeds(out / "mmproj");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
         return 1;

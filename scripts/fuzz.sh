@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [seconds per fuzzer, default 60]
 # Fails on any crash, uncaught exception, hang (> 10 s on one input), leak, out-of-memory
 # (> 2 GiB) or sanitizer report; the input that caused it is left in $BUILD/fuzz-artifacts/.
-# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file> (or fuzz_tokenizer, fuzz_template, fuzz_grammar, fuzz_image). Every crasher becomes a doctest case,
+# Reproduce one with: $BUILD/fuzz/fuzz_gguf <file> (or fuzz_tokenizer, fuzz_template, fuzz_grammar, fuzz_image, fuzz_mmproj). Every crasher becomes a doctest case,
 # once fixed, among the tests of the folder whose code it broke, named for the fuzzer that found it (e.g.
 # tests/serving/answer/test_tool_call_parsing.cpp's "(fuzz_grammar finding)").
 # Set VKLLM_FUZZ_BUILD to use another build directory (default build-fuzz).
@@ -36,6 +36,7 @@ run_one() {
   local max_len=4096
   [ "$target" = gguf ] && max_len=2000000
   [ "$target" = template ] && max_len=32768  # the longest real template is 16 KB
+  [ "$target" = mmproj ] && max_len=65536  # the small random mmproj seeds are 20 to 40 KB
   local extra=()
   [ "$target" = template ] && extra=(-dict=fuzz/jinja.dict)
   local status=0
@@ -44,7 +45,7 @@ run_one() {
     -print_final_stats=1 -artifact_prefix="$BUILD/fuzz-artifacts/${target}-" >"$log" 2>&1 || status=$?
   echo "$status" >"$BUILD/fuzz-$target.status"
 }
-targets=(gguf tokenizer template grammar image)
+targets=(gguf tokenizer template grammar image mmproj)
 running=()
 for target in "${targets[@]}"; do
   echo "=== fuzz_$target for ${SECONDS_EACH} s (log: $BUILD/fuzz-$target.log) ==="

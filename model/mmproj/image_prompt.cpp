@@ -19,6 +19,8 @@ constexpr PromptDesc kPrompts[] = {
     {ProjectorType::Gemma3, "<start_of_image>", "<end_of_image>", false},
     {ProjectorType::Idefics3, "", "", true},
     {ProjectorType::Mlp, "", "", false},
+    {ProjectorType::Qwen2Vl, "<|vision_start|>", "<|vision_end|>", false},
+    {ProjectorType::Qwen25Vl, "<|vision_start|>", "<|vision_end|>", false},
 };
 
 const PromptDesc& prompt_desc(ProjectorType t) {

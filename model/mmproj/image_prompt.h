@@ -10,6 +10,7 @@
 //             Token "<fake_token_around_image>", Token "<global-img>", the global tile,
 //             Token "<fake_token_around_image>"
 //   mlp       the tile alone
+//   qwen2vl_merger, qwen2.5vl_merger  Text "<|vision_start|>", the tile, Text "<|vision_end|>"
 #pragma once
 
 #include <cstdint>

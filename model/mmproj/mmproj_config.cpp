@@ -26,13 +26,114 @@ constexpr ProjTensorDesc kMlpProj[] = {
     {"mm.2.bias", ProjDim::Text, ProjDim::None, false},
 };
 
+constexpr ProjTensorDesc kQwen2VlProj[] = {
+    {"mm.0.weight", ProjDim::Merged, ProjDim::Merged, true},
+    {"mm.0.bias", ProjDim::Merged, ProjDim::None, false},
+    {"mm.2.weight", ProjDim::Merged, ProjDim::Text, true},
+    {"mm.2.bias", ProjDim::Text, ProjDim::None, false},
+};
+
+constexpr std::string_view kScaleFactor = "clip.vision.projector.scale_factor";
+constexpr std::string_view kSpatialMerge = "clip.vision.spatial_merge_size";
+
 constexpr ProjectorDesc kProjectors[] = {
-    {ProjectorType::Gemma3, "gemma3", PreprocessKind::Square, VisionActivation::Gelu, false, Presence::Required,
-     Presence::Optional, Presence::Required, TokenMerge::AvgPool, 4, false, true, kGemma3Proj, true},
-    {ProjectorType::Idefics3, "idefics3", PreprocessKind::Idefics3, VisionActivation::Gelu, false, Presence::Required,
-     Presence::Optional, Presence::Required, TokenMerge::PixelShuffle, 0, false, true, kIdefics3Proj},
-    {ProjectorType::Mlp, "mlp", PreprocessKind::PadSquare, VisionActivation::GeluQuick, true, Presence::Optional,
-     Presence::Required, Presence::Optional, TokenMerge::None, 1, true, true, kMlpProj},
+    {.type = ProjectorType::Gemma3,
+     .name = "gemma3",
+     .preprocess = PreprocessKind::Square,
+     .file_activation = VisionActivation::Gelu,
+     .class_embedding = false,
+     .patch_bias = Presence::Required,
+     .pre_ln = Presence::Optional,
+     .post_ln = Presence::Required,
+     .merge = TokenMerge::AvgPool,
+     .merge_key = kScaleFactor,
+     .default_merge = 4,
+     .feature_layer = false,
+     .fixed_size = true,
+     .positions = VisionPositions::Learned,
+     .two_patch_kernels = false,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
+     .projector = kGemma3Proj,
+     .bidirectional = true},
+    {.type = ProjectorType::Idefics3,
+     .name = "idefics3",
+     .preprocess = PreprocessKind::Idefics3,
+     .file_activation = VisionActivation::Gelu,
+     .class_embedding = false,
+     .patch_bias = Presence::Required,
+     .pre_ln = Presence::Optional,
+     .post_ln = Presence::Required,
+     .merge = TokenMerge::PixelShuffle,
+     .merge_key = kScaleFactor,
+     .default_merge = 0,
+     .feature_layer = false,
+     .fixed_size = true,
+     .positions = VisionPositions::Learned,
+     .two_patch_kernels = false,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
+     .projector = kIdefics3Proj},
+    {.type = ProjectorType::Mlp,
+     .name = "mlp",
+     .preprocess = PreprocessKind::PadSquare,
+     .file_activation = VisionActivation::GeluQuick,
+     .class_embedding = true,
+     .patch_bias = Presence::Optional,
+     .pre_ln = Presence::Required,
+     .post_ln = Presence::Optional,
+     .merge = TokenMerge::None,
+     .merge_key = {},
+     .default_merge = 1,
+     .feature_layer = true,
+     .fixed_size = true,
+     .positions = VisionPositions::Learned,
+     .two_patch_kernels = false,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
+     .projector = kMlpProj},
+    // llama.cpp's graph asserts no patch bias and builds 2 x 2 blocks whatever the merge key says.
+    {.type = ProjectorType::Qwen2Vl,
+     .name = "qwen2vl_merger",
+     .preprocess = PreprocessKind::SmartResize,
+     .file_activation = VisionActivation::GeluQuick,
+     .class_embedding = false,
+     .patch_bias = Presence::Absent,
+     .pre_ln = Presence::Optional,
+     .post_ln = Presence::Required,
+     .merge = TokenMerge::Blocks,
+     .merge_key = kSpatialMerge,
+     .default_merge = 2,
+     .feature_layer = false,
+     .fixed_size = false,
+     .positions = VisionPositions::Rope2d,
+     .two_patch_kernels = true,
+     .norm = VisionNorm::Layer,
+     .gated_ffn = false,
+     .window_attention = false,
+     .projector = kQwen2VlProj},
+    {.type = ProjectorType::Qwen25Vl,
+     .name = "qwen2.5vl_merger",
+     .preprocess = PreprocessKind::SmartResize,
+     .file_activation = VisionActivation::Silu,
+     .class_embedding = false,
+     .patch_bias = Presence::Absent,
+     .pre_ln = Presence::Optional,
+     .post_ln = Presence::Required,
+     .merge = TokenMerge::Blocks,
+     .merge_key = kSpatialMerge,
+     .default_merge = 2,
+     .feature_layer = false,
+     .fixed_size = false,
+     .positions = VisionPositions::Rope2d,
+     .two_patch_kernels = true,
+     .norm = VisionNorm::Rms,
+     .gated_ffn = true,
+     .window_attention = true,
+     .projector = kQwen2VlProj},
 };
 
 // Sizes past these are not a vision encoder but a corrupt or hostile file; they also keep every
@@ -143,29 +244,38 @@ std::vector<VisionTensor> vision_tensors(const VisionConfig& cfg, bool include_o
     };
     // The patch embedding is a convolution kernel: ggml dims (kx, ky, channel, output).
     add("v.patch_embd.weight", {p, p, 3, e}, true, Presence::Required, true);
+    if (d.two_patch_kernels) add("v.patch_embd.weight.1", {p, p, 3, e}, true, Presence::Required, true);
     add("v.patch_embd.bias", {e}, false, d.patch_bias, cfg.has_patch_bias);
     if (d.class_embedding) add("v.class_embd", {e}, false, Presence::Required, true);
-    add("v.position_embd.weight", {e, cfg.n_positions()}, false, Presence::Required, true);
+    if (d.positions == VisionPositions::Learned)
+        add("v.position_embd.weight", {e, cfg.n_positions()}, false, Presence::Required, true);
+    // RMSNorms have no bias.
+    const Presence norm_bias = d.norm == VisionNorm::Layer ? Presence::Required : Presence::Absent;
+    auto bias_of = [&](Presence p) { return norm_bias == Presence::Absent ? Presence::Absent : p; };
     add("v.pre_ln.weight", {e}, false, d.pre_ln, cfg.has_pre_ln);
-    add("v.pre_ln.bias", {e}, false, d.pre_ln, cfg.has_pre_ln);
+    add("v.pre_ln.bias", {e}, false, bias_of(d.pre_ln), cfg.has_pre_ln);
     const uint64_t f = cfg.n_ff;
     for (uint32_t l = 0; l < cfg.n_layer; ++l) {
         auto n = [&](std::string_view s) { return vit_tensor_name(l, s); };
         add(n("ln1.weight"), {e}, false, Presence::Required, true);
-        add(n("ln1.bias"), {e}, false, Presence::Required, true);
+        add(n("ln1.bias"), {e}, false, norm_bias, true);
         for (std::string_view m : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
             add(n(fmt::format("{}.weight", m)), {e, e}, true, Presence::Required, true);
             add(n(fmt::format("{}.bias", m)), {e}, false, Presence::Required, true);
         }
         add(n("ln2.weight"), {e}, false, Presence::Required, true);
-        add(n("ln2.bias"), {e}, false, Presence::Required, true);
+        add(n("ln2.bias"), {e}, false, norm_bias, true);
+        if (d.gated_ffn) {
+            add(n("ffn_gate.weight"), {e, f}, true, Presence::Required, true);
+            add(n("ffn_gate.bias"), {f}, false, Presence::Required, true);
+        }
         add(n("ffn_up.weight"), {e, f}, true, Presence::Required, true);
         add(n("ffn_up.bias"), {f}, false, Presence::Required, true);
         add(n("ffn_down.weight"), {f, e}, true, Presence::Required, true);
         add(n("ffn_down.bias"), {e}, false, Presence::Required, true);
     }
     add("v.post_ln.weight", {e}, false, d.post_ln, cfg.has_post_ln);
-    add("v.post_ln.bias", {e}, false, d.post_ln, cfg.has_post_ln);
+    add("v.post_ln.bias", {e}, false, bias_of(d.post_ln), cfg.has_post_ln);
     for (const ProjTensorDesc& t : d.projector) {
         std::vector<uint64_t> ne{proj_dim(t.ne0, cfg)};
         if (t.ne1 != ProjDim::None) ne.push_back(proj_dim(t.ne1, cfg));
@@ -227,7 +337,7 @@ VisionConfig read_config(const GgufFile& f) {
     if (d.merge == TokenMerge::None) {
         cfg.merge = 1;
     } else {
-        constexpr std::string_view key = "clip.vision.projector.scale_factor";
+        const std::string_view key = d.merge_key;
         const std::optional<uint32_t> sf = f.find_u32(key);
         if (!sf && d.default_merge == 0) f.fail(key, fmt::format("missing (projector '{}' needs it)", d.name));
         cfg.merge = sf.value_or(d.default_merge);
@@ -235,13 +345,31 @@ VisionConfig read_config(const GgufFile& f) {
         if (cfg.merge < 2 || cfg.merge > side || side % cfg.merge)
             f.fail(key,
                    fmt::format("{} does not divide the {} x {} patch grid into merged tokens", cfg.merge, side, side));
+        if (d.merge == TokenMerge::Blocks && cfg.merge != 2)
+            f.fail(key, fmt::format("{}: llama.cpp merges 2 x 2 blocks only", cfg.merge));
+    }
+    if (d.window_attention) {
+        // Required, as llama.cpp reads it for Qwen2.5-VL; 0 turns the windows off. The window's
+        // size is llama.cpp's fixed 112 pixels.
+        cfg.wa_pattern = f.get_u32("clip.vision.n_wa_pattern");
+        cfg.window_px = 112;
+        if (cfg.wa_pattern && cfg.window_px / (cfg.patch_size * 2) == 0)
+            f.fail(
+                "clip.vision.patch_size",
+                fmt::format("{}: a 112-pixel attention window holds no 2 x 2 block of these patches", cfg.patch_size));
+    }
+    if (d.positions == VisionPositions::Rope2d) {
+        cfg.rope_base = 10000.0f;
+        if (cfg.head_dim % 4)
+            f.fail("clip.vision.attention.head_count",
+                   fmt::format("heads of {} values: the 2D rotary embedding needs a multiple of 4", cfg.head_dim));
     }
     cfg.preproc_image_size = f.find_u32("clip.vision.preproc_image_size").value_or(0);
     if (cfg.preproc_image_size > kMaxImageSize * 4)
         f.fail("clip.vision.preproc_image_size",
                fmt::format("{} is past {}", cfg.preproc_image_size, kMaxImageSize * 4));
 
-    cfg.has_patch_bias = f.find_tensor("v.patch_embd.bias") != nullptr;
+    cfg.has_patch_bias = d.patch_bias != Presence::Absent && f.find_tensor("v.patch_embd.bias") != nullptr;
     cfg.has_pre_ln = f.find_tensor("v.pre_ln.weight") != nullptr;
     cfg.has_post_ln = f.find_tensor("v.post_ln.weight") != nullptr;
     cfg.has_class_embedding = d.class_embedding;
@@ -296,6 +424,13 @@ PreprocessSpec preprocess_spec(const VisionConfig& cfg) {
     s.mean = cfg.image_mean;
     s.std = cfg.image_std;
     s.preproc_image_size = cfg.preproc_image_size;
+    if (cfg.desc->preprocess == PreprocessKind::SmartResize) {
+        // mtmd's limits for Qwen-VL: 8 to 4096 tokens of (patch x merge)^2 pixels each.
+        const uint64_t area = uint64_t(cfg.patch_size) * cfg.merge * cfg.patch_size * cfg.merge;
+        s.merge = cfg.merge;
+        s.min_pixels = uint32_t(std::min<uint64_t>(kSmartResizeMinTokens * area, UINT32_MAX));
+        s.max_pixels = uint32_t(std::min<uint64_t>(kSmartResizeMaxTokens * area, UINT32_MAX));
+    }
     return s;
 }
 
@@ -303,9 +438,10 @@ uint32_t tile_tokens(const VisionConfig& cfg, uint32_t nx, uint32_t ny) {
     if (cfg.desc->fixed_size && (nx != cfg.image_size || ny != cfg.image_size))
         throw std::invalid_argument(fmt::format("tile_tokens: a {} x {} tile, projector '{}' takes {} x {} only", nx,
                                                 ny, cfg.desc->name, cfg.image_size, cfg.image_size));
-    if (nx == 0 || ny == 0 || nx % cfg.patch_size || ny % cfg.patch_size)
-        throw std::invalid_argument(fmt::format("tile_tokens: a {} x {} tile is not a whole number of {}-pixel patches",
-                                                nx, ny, cfg.patch_size));
+    const uint32_t unit = cfg.patch_size * (cfg.desc->merge == TokenMerge::Blocks ? cfg.merge : 1);
+    if (nx == 0 || ny == 0 || nx % unit || ny % unit)
+        throw std::invalid_argument(
+            fmt::format("tile_tokens: a {} x {} tile is not a whole number of {}-pixel blocks", nx, ny, unit));
     const uint32_t px = nx / cfg.patch_size, py = ny / cfg.patch_size;
     return (px / cfg.merge) * (py / cfg.merge);
 }

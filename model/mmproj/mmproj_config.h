@@ -10,8 +10,11 @@
 //
 // Supported: "gemma3" (Gemma 3: SigLIP, average pooling, RMS soft-embedding norm, input projection),
 // "idefics3" (SmolVLM: SigLIP, pixel shuffle, one linear), "mlp" (LLaVA-1.5: CLIP with a class
-// embedding and pre-LN, the features of llama.cpp's feature layer, linear-GELU-linear). Any other
-// type llama.cpp knows, and audio-only files, are refused by name.
+// embedding and pre-LN, the features of llama.cpp's feature layer, linear-GELU-linear),
+// "qwen2vl_merger" (Qwen2-VL: two patch kernels, 2D rotary positions, any tile of whole 2 x 2 patch
+// blocks, the merger's LayerNorm and linear-GELU-linear over each block), "qwen2.5vl_merger"
+// (Qwen2.5-VL: the same with RMSNorms, a gated SiLU feed-forward and window attention). Any other type
+// llama.cpp knows, and audio-only files, are refused by name.
 #pragma once
 
 #include <array>
@@ -36,6 +39,14 @@ enum class ProjectorType : uint8_t {
     Gemma3,  // "gemma3"
     Idefics3,  // "idefics3"
     Mlp,  // "mlp" (LLaVA-1.5)
+    Qwen2Vl,  // "qwen2vl_merger" (Qwen2-VL)
+    Qwen25Vl,  // "qwen2.5vl_merger" (Qwen2.5-VL)
+};
+
+// The ViT's norms (every layer's ln1 / ln2, pre-LN and post-LN), all with the file's eps.
+enum class VisionNorm : uint8_t {
+    Layer,  // LayerNorm with weight and bias
+    Rms,  // RMSNorm, weight only (Qwen2.5-VL)
 };
 
 // The activation of the ViT's feed-forward, as llama.cpp chooses it: clip.use_gelu -> tanh GELU,
@@ -47,6 +58,18 @@ enum class TokenMerge : uint8_t {
     None,  // one output row per patch (LLaVA)
     AvgPool,  // merge x merge average pooling over the patch grid (Gemma 3)
     PixelShuffle,  // merge x merge neighbouring patches concatenated into one row (Idefics3)
+    // The encoder's rows are the patches block by block (merge x merge blocks row-major, the patches of
+    // a block row-major); each block's rows concatenated into one (Qwen2-VL's merger)
+    Blocks,
+};
+
+// Where the ViT's position information comes from.
+enum class VisionPositions : uint8_t {
+    Learned,  // v.position_embd rows added to the patch rows (a fixed tile size)
+    // Qwen2-VL's 2D rotary embedding of q and k (ggml's vision M-RoPE, base 10000): in each head of d
+    // values, the pair (j, j + d/2) rotated by the patch's row y times base^(-4j/d) for j < d/4, and
+    // by its column x times base^(-4(j - d/4)/d) for d/4 <= j < d/2
+    Rope2d,
 };
 
 // Whether a tensor must be in the file, is used when it is, or is not part of the type.
@@ -79,10 +102,20 @@ struct ProjectorDesc {
     bool class_embedding;  // v.class_embd is part of the encoder's input (required)
     Presence patch_bias, pre_ln, post_ln;  // v.patch_embd.bias, v.pre_ln.*, v.post_ln.*
     TokenMerge merge;
-    uint32_t default_merge;  // when clip.vision.projector.scale_factor is absent; 0: the key is required
+    std::string_view merge_key;  // the key of the merge factor (clip.vision.projector.scale_factor, ...)
+    uint32_t default_merge;  // when merge_key is absent; 0: the key is required
     // The layer count run: true for LLaVA's rule (clip.vision.feature_layer, else all but the last layer).
     bool feature_layer;
     bool fixed_size;  // every tile is image_size x image_size (learned absolute positions, no resizing of them)
+    VisionPositions positions;
+    // A second patch kernel, v.patch_embd.weight.1 (Qwen2-VL's temporal pair: a still image goes through
+    // both and the results are added)
+    bool two_patch_kernels;
+    VisionNorm norm;
+    bool gated_ffn;  // ffn_gate (+ bias): down(act(gate(x)) * up(x)), SiLU for Qwen2.5-VL
+    // Qwen2.5-VL: attention within windows of window_px square (in 2 x 2 blocks of the tile, from its
+    // top left) except in every wa_pattern-th layer (clip.vision.n_wa_pattern), which sees the tile
+    bool window_attention;
     std::span<const ProjTensorDesc> projector;  // mm.* tensors, all required
     // The text model reads an image's rows seeing each other, in one chunk (llama.cpp's
     // mtmd_decode_use_non_causal: Gemma 3).
@@ -91,7 +124,7 @@ struct ProjectorDesc {
 
 std::span<const ProjectorDesc> projector_table();
 const ProjectorDesc& projector_desc(ProjectorType t);
-std::string supported_projectors_list();  // "gemma3, idefics3, mlp"
+std::string supported_projectors_list();  // "gemma3, idefics3, mlp, qwen2vl_merger, qwen2.5vl_merger"
 const ProjectorDesc* find_projector(std::string_view name);  // by clip.projector_type; nullptr if unsupported
 
 // A tensor of the file as the config expects it (names and ggml dims), in file order for writers.
@@ -117,11 +150,17 @@ struct VisionConfig {
     uint32_t merge = 1;  // TokenMerge factor per side (1 for None)
     uint32_t preproc_image_size = 0;  // clip.vision.preproc_image_size (Idefics3), 0 when absent
     uint32_t text_dim = 0;  // the projector's output width (checked against the text model: check_text_dim)
+    float rope_base = 0;  // VisionPositions::Rope2d's base (llama.cpp's 10000); 0 otherwise
+    // ProjectorDesc::window_attention: layer l attends within windows unless (l + 1) % wa_pattern == 0
+    // (wa_pattern 0: no windows); windows of window_px pixels (llama.cpp's 112), whole merged blocks.
+    uint32_t wa_pattern = 0, window_px = 0;
+    bool windowed(uint32_t layer) const { return wa_pattern > 0 && (layer + 1) % wa_pattern != 0; }
     bool has_patch_bias = false, has_pre_ln = false, has_post_ln = false, has_class_embedding = false;
 
     uint32_t patches_per_side() const { return image_size / patch_size; }
     uint32_t n_patches() const { return patches_per_side() * patches_per_side(); }
-    // Rows of the transformer (patches, plus the class embedding's row).
+    // Rows of the transformer for an image_size tile (patches, plus the class embedding's row); the
+    // rows of v.position_embd.weight.
     uint32_t n_positions() const { return n_patches() + (has_class_embedding ? 1 : 0); }
 
     // Reads and validates an mmproj file; MmprojError naming the file and key or tensor otherwise.
@@ -143,7 +182,8 @@ void check_text_dim(const VisionConfig& cfg, uint32_t n_embd);
 PreprocessSpec preprocess_spec(const VisionConfig& cfg);
 
 // Embedding rows one tile of nx x ny pixels yields. std::invalid_argument for a tile the encoder does
-// not take (a fixed-size type's tile not image_size square, sides not multiples of the patch).
+// not take (a fixed-size type's tile not image_size square, sides not multiples of the patch, or for
+// TokenMerge::Blocks of patch x merge).
 uint32_t tile_tokens(const VisionConfig& cfg, uint32_t nx, uint32_t ny);
 
 }  // namespace vkllm

@@ -50,7 +50,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 MmprojShape resolve_mmproj_shape(MmprojShape s) {
     const ProjectorDesc& d = projector_desc(s.type);
-    const uint32_t image = s.type == ProjectorType::Gemma3 ? 64 : s.type == ProjectorType::Idefics3 ? 32 : 56;
+    const uint32_t image = s.type == ProjectorType::Idefics3 ? 32 : s.type == ProjectorType::Mlp ? 56 : 64;
     const uint32_t patch = s.type == ProjectorType::Mlp ? 14 : 8;
     if (s.image_size == 0) s.image_size = image;
     if (s.patch_size == 0) s.patch_size = patch;
@@ -73,7 +73,7 @@ MmprojShape resolve_mmproj_shape(MmprojShape s) {
 GgufWriter make_random_mmproj(const MmprojShape& shape) {
     const MmprojShape s = resolve_mmproj_shape(shape);
     const ProjectorDesc& d = projector_desc(s.type);
-    const bool siglip = d.type != ProjectorType::Mlp;
+    const bool siglip = d.type == ProjectorType::Gemma3 || d.type == ProjectorType::Idefics3;
 
     // The config the file will read back as, for the tensor list.
     VisionConfig cfg;
@@ -84,9 +84,12 @@ GgufWriter make_random_mmproj(const MmprojShape& shape) {
     cfg.merge = s.merge;
     cfg.text_dim = s.text_dim;
     cfg.has_class_embedding = d.class_embedding;
-    cfg.has_patch_bias = siglip;  // SigLIP's patch convolution has a bias, CLIP's has none
-    cfg.has_pre_ln = !siglip;  // CLIP's pre-layernorm
-    cfg.has_post_ln = siglip;  // LLaVA's files drop CLIP's post-layernorm (its features precede it)
+    // What real files hold: SigLIP's patch convolution has a bias, CLIP's and Qwen2-VL's none; CLIP's
+    // pre-layernorm; no post-layernorm in LLaVA's files (its features precede it), Qwen2-VL's merger
+    // norm as v.post_ln.
+    cfg.has_patch_bias = d.patch_bias == Presence::Required;
+    cfg.has_pre_ln = d.pre_ln == Presence::Required;
+    cfg.has_post_ln = d.post_ln == Presence::Required;
 
     GgufWriter w;
     w.set_string("general.architecture", "clip");
@@ -103,7 +106,7 @@ GgufWriter make_random_mmproj(const MmprojShape& shape) {
     w.set_u32("clip.vision.feed_forward_length", s.ffn);
     w.set_u32("clip.vision.block_count", s.layers);
     w.set_u32("clip.vision.attention.head_count", s.heads);
-    w.set_f32("clip.vision.attention.layer_norm_epsilon", siglip ? 1e-6f : 1e-5f);
+    w.set_f32("clip.vision.attention.layer_norm_epsilon", d.type == ProjectorType::Mlp ? 1e-5f : 1e-6f);
     w.set_u32("clip.vision.projection_dim", s.text_dim);
     w.set_f32_array("clip.vision.image_mean", siglip ? kSiglipMean : kClipMean);
     w.set_f32_array("clip.vision.image_std", siglip ? kSiglipStd : kClipStd);
@@ -113,7 +116,10 @@ GgufWriter make_random_mmproj(const MmprojShape& shape) {
         w.set_u32("clip.vision.preproc_image_size", s.image_size);
     } else if (d.type == ProjectorType::Gemma3 && s.merge != d.default_merge) {
         w.set_u32("clip.vision.projector.scale_factor", s.merge);  // as llama.cpp's tiny test Gemma 3 has it
+    } else if (d.type == ProjectorType::Qwen2Vl || d.type == ProjectorType::Qwen25Vl) {
+        w.set_u32("clip.vision.spatial_merge_size", s.merge);
     }
+    if (d.window_attention) w.set_u32("clip.vision.n_wa_pattern", s.window_pattern);
     if (d.type == ProjectorType::Mlp && s.feature_layer >= 0) {
         const int32_t layer = s.feature_layer;
         w.set_i32_array("clip.vision.feature_layer", std::span<const int32_t>(&layer, 1));
@@ -123,9 +129,9 @@ GgufWriter make_random_mmproj(const MmprojShape& shape) {
     for (const VisionTensor& t : vision_tensors(cfg)) {
         if (t.matrix) {
             // Fan-in: the kernel's 3 p^2 inputs; Gemma 3's projection is used transposed (ne1 inputs).
-            const uint64_t fan_in = t.name == "v.patch_embd.weight"          ? 3 * p * p
-                                    : t.name == "mm.input_projection.weight" ? t.ne[1]
-                                                                             : t.ne[0];
+            const uint64_t fan_in = t.name.starts_with("v.patch_embd.weight") ? 3 * p * p
+                                    : t.name == "mm.input_projection.weight"  ? t.ne[1]
+                                                                              : t.ne[0];
             // The patch kernel (4-D) stays F16 in a quantized file, as llama.cpp's mmproj quantizer leaves it.
             const TensorType type =
                 t.ne.size() > 2 && s.weight_type != TensorType::F32 ? TensorType::F16 : s.weight_type;

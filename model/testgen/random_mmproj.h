@@ -21,12 +21,15 @@ struct MmprojShape {
     // no key and mean 4; Idefics3 is written with 2).
     uint32_t merge = 0;
     int32_t feature_layer = -1;  // mlp: clip.vision.feature_layer when >= 0 (else llama.cpp's default rule)
+    // qwen2.5vl_merger: clip.vision.n_wa_pattern (every window_pattern-th layer attends to the whole tile)
+    uint32_t window_pattern = 2;
     TensorType weight_type = TensorType::F16;
     uint64_t seed = 1;
 };
 
 // Fills the zero sizes with the type's defaults: gemma3 64 px / 8 (4 tokens), idefics3 32 px / 8
-// (4 tokens), mlp 56 px / 14 (16 tokens). std::invalid_argument for an impossible shape.
+// (4 tokens), mlp 56 px / 14 (16 tokens), qwen2vl_merger and qwen2.5vl_merger 64 px / 8 (their
+// tiles: any multiple of 16 px). std::invalid_argument for an impossible shape.
 MmprojShape resolve_mmproj_shape(MmprojShape s);
 
 GgufWriter make_random_mmproj(const MmprojShape& shape);

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <numbers>
 #include <stdexcept>
 
 #include "runtime/ops/elementwise.h"
@@ -34,14 +33,16 @@ void linear(const GgufFile& f, const std::string& name, const float* x, float* y
     ref::linear(t.type, f.tensor_data(t).data(), x, y, m, uint32_t(t.n_elements / k), k, nullptr, bias);
 }
 
-double activation(VisionActivation a, double x) {
+// The ViT feed-forward's activation, in place (tanh GELU and quick GELU as runtime/ops' references).
+void activate(VisionActivation a, std::vector<float>& x) {
+    const uint32_t n = uint32_t(x.size());
     switch (a) {
-        case VisionActivation::Gelu:
-            return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
-        case VisionActivation::Silu: return x / (1.0 + std::exp(-x));
-        case VisionActivation::GeluQuick: return x / (1.0 + std::exp(-1.702 * x));
+        case VisionActivation::Gelu: ref::gelu(x.data(), x.data(), n); return;
+        case VisionActivation::GeluQuick: ref::gelu_quick(x.data(), x.data(), n); return;
+        case VisionActivation::Silu:
+            for (float& v : x) v = float(double(v) / (1.0 + std::exp(-double(v))));
+            return;
     }
-    return x;
 }
 
 void check_tile(const VisionConfig& cfg, const ImageTile& tile) {
@@ -51,9 +52,10 @@ void check_tile(const VisionConfig& cfg, const ImageTile& tile) {
                                                 tile.ny, tile.chw.size(), size_t(3) * tile.nx * tile.ny));
 }
 
-// Bidirectional multi-head attention over all rows; q, k, v, out [rows][width].
+// Bidirectional multi-head attention; q, k, v, out [rows][width]. With window ids, row i sees the
+// rows of its own window only.
 void attention(const float* q, const float* k, const float* v, float* out, uint32_t rows, uint32_t heads,
-               uint32_t head_dim) {
+               uint32_t head_dim, const std::vector<uint32_t>* window = nullptr) {
     const uint32_t width = heads * head_dim;
     const double scale = 1.0 / std::sqrt(double(head_dim));
     std::vector<double> s(rows);
@@ -62,6 +64,10 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
             const float* qi = q + size_t(i) * width + h * head_dim;
             double mx = -INFINITY;
             for (uint32_t j = 0; j < rows; ++j) {
+                if (window && (*window)[j] != (*window)[i]) {
+                    s[j] = -INFINITY;
+                    continue;
+                }
                 const float* kj = k + size_t(j) * width + h * head_dim;
                 double dot = 0;
                 for (uint32_t d = 0; d < head_dim; ++d) dot += double(qi[d]) * kj[d];
@@ -69,7 +75,7 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
                 mx = std::max(mx, s[j]);
             }
             double sum = 0;
-            for (uint32_t j = 0; j < rows; ++j) sum += (s[j] = std::exp(s[j] - mx));
+            for (uint32_t j = 0; j < rows; ++j) sum += (s[j] = s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx));
             float* oi = out + size_t(i) * width + h * head_dim;
             for (uint32_t d = 0; d < head_dim; ++d) {
                 double acc = 0;
@@ -78,6 +84,70 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
             }
         }
     }
+}
+
+struct PatchPos {
+    uint32_t y, x;  // the patch's row and column in the tile's grid
+};
+
+// The encoder's rows: row-major over the grid, or (TokenMerge::Blocks) merge x merge blocks in
+// row-major order, each block's patches row-major.
+std::vector<PatchPos> patch_order(const VisionConfig& cfg, uint32_t gx, uint32_t gy) {
+    std::vector<PatchPos> out;
+    out.reserve(size_t(gx) * gy);
+    if (cfg.desc->merge != TokenMerge::Blocks) {
+        for (uint32_t y = 0; y < gy; ++y)
+            for (uint32_t x = 0; x < gx; ++x) out.push_back({y, x});
+        return out;
+    }
+    const uint32_t m = cfg.merge;
+    for (uint32_t by = 0; by < gy; by += m)
+        for (uint32_t bx = 0; bx < gx; bx += m)
+            for (uint32_t dy = 0; dy < m; ++dy)
+                for (uint32_t dx = 0; dx < m; ++dx) out.push_back({by + dy, bx + dx});
+    return out;
+}
+
+// VisionPositions::Rope2d on q or k [rows][width], in place: in each head of d values the pair
+// (j, j + d/2) turns by y * base^(-4j/d) for j < d/4 and by x * base^(-4(j - d/4)/d) above.
+void rope_2d(std::vector<float>& v, const std::vector<PatchPos>& order, const VisionConfig& cfg) {
+    const uint32_t d = cfg.head_dim, half = d / 2, quarter = d / 4;
+    for (size_t r = 0; r < order.size(); ++r)
+        for (uint32_t h = 0; h < cfg.n_head; ++h) {
+            float* x = v.data() + r * cfg.n_embd + size_t(h) * d;
+            for (uint32_t j = 0; j < half; ++j) {
+                const bool row = j < quarter;
+                const double pos = row ? order[r].y : order[r].x;
+                const double angle = pos * std::pow(double(cfg.rope_base), -4.0 * (row ? j : j - quarter) / d);
+                const double c = std::cos(angle), s = std::sin(angle), x0 = x[j], x1 = x[j + half];
+                x[j] = float(x0 * c - x1 * s);
+                x[j + half] = float(x0 * s + x1 * c);
+            }
+        }
+}
+
+// One of the ViT's norms (VisionNorm) of rows [rows][width] in place, tensor `prefix`.weight (and
+// .bias for a LayerNorm).
+void vit_norm(const VisionConfig& cfg, const GgufFile& f, const std::string& prefix, const float* x, float* y,
+              uint32_t rows) {
+    const std::vector<float> w = read_f32(f, prefix + ".weight");
+    if (cfg.desc->norm == VisionNorm::Rms) {
+        ref::rms_norm(x, w.data(), y, rows, cfg.n_embd, cfg.eps);
+        return;
+    }
+    const std::vector<float> b = read_f32(f, prefix + ".bias");
+    ref::layer_norm(x, w.data(), b.data(), y, rows, cfg.n_embd, cfg.eps);
+}
+
+// The attention window of each row (ProjectorDesc::window_attention): windows of window_px / (2 p)
+// blocks a side from the top left, as llama.cpp groups them.
+std::vector<uint32_t> window_ids(const VisionConfig& cfg, const std::vector<PatchPos>& order, uint32_t gx) {
+    const uint32_t blocks = cfg.window_px / (cfg.patch_size * cfg.merge);
+    const uint32_t bx = gx / cfg.merge, per_row = (bx + blocks - 1) / blocks;
+    std::vector<uint32_t> ids;
+    ids.reserve(order.size());
+    for (const PatchPos& p : order) ids.push_back((p.y / cfg.merge / blocks) * per_row + p.x / cfg.merge / blocks);
+    return ids;
 }
 
 }  // namespace
@@ -91,60 +161,88 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
     const uint32_t first_patch = cfg.has_class_embedding && class_row == ClassRow::First ? 1 : 0;
 
     // Patch embedding: the unfolded patches times the kernel as a (3 p^2 -> e) matrix.
+    // The patches in the encoder's row order (Blocks: merge x merge blocks, row-major, one after the other).
+    const std::vector<PatchPos> order = patch_order(cfg, gx, gy);
     const uint32_t k = 3 * p * p;
     std::vector<float> unfolded(size_t(n_patches) * k);
-    for (uint32_t py = 0; py < gy; ++py)
-        for (uint32_t px = 0; px < gx; ++px) {
-            float* u = unfolded.data() + (size_t(py) * gx + px) * k;
-            for (uint32_t c = 0; c < 3; ++c)
-                for (uint32_t y = 0; y < p; ++y)
-                    for (uint32_t x = 0; x < p; ++x)
-                        *u++ = tile.chw[(size_t(c) * tile.ny + py * p + y) * tile.nx + px * p + x];
-        }
+    for (uint32_t r = 0; r < n_patches; ++r) {
+        float* u = unfolded.data() + size_t(r) * k;
+        const uint32_t py = order[r].y, px = order[r].x;
+        for (uint32_t c = 0; c < 3; ++c)
+            for (uint32_t y = 0; y < p; ++y)
+                for (uint32_t x = 0; x < p; ++x)
+                    *u++ = tile.chw[(size_t(c) * tile.ny + py * p + y) * tile.nx + px * p + x];
+    }
     std::vector<float> xs(size_t(rows) * e);
     std::vector<float> patch_bias;
     if (cfg.has_patch_bias) patch_bias = read_f32(f, "v.patch_embd.bias");
-    linear(f, "v.patch_embd.weight", unfolded.data(), xs.data() + size_t(first_patch) * e, n_patches,
+    float* patch_rows = xs.data() + size_t(first_patch) * e;
+    linear(f, "v.patch_embd.weight", unfolded.data(), patch_rows, n_patches,
            cfg.has_patch_bias ? patch_bias.data() : nullptr, k);
+    if (cfg.desc->two_patch_kernels) {  // a still image through both kernels, the results added
+        const GgufTensorInfo& t = f.tensor("v.patch_embd.weight.1");
+        ref::linear(t.type, f.tensor_data(t).data(), unfolded.data(), patch_rows, n_patches, e, k, patch_rows);
+    }
     if (cfg.has_class_embedding) {
         const std::vector<float> cls = read_f32(f, "v.class_embd");
         const uint32_t row = class_row == ClassRow::First ? 0 : n_patches;
         std::memcpy(xs.data() + size_t(row) * e, cls.data(), e * sizeof(float));
     }
-    const std::vector<float> pos = read_f32(f, "v.position_embd.weight");
-    for (size_t i = 0; i < xs.size(); ++i) xs[i] += pos[i];
-    if (cfg.has_pre_ln) {
-        const std::vector<float> w = read_f32(f, "v.pre_ln.weight"), b = read_f32(f, "v.pre_ln.bias");
-        ref::layer_norm(xs.data(), w.data(), b.data(), xs.data(), rows, e, cfg.eps);
+    if (cfg.desc->positions == VisionPositions::Learned) {
+        const std::vector<float> pos = read_f32(f, "v.position_embd.weight");
+        for (size_t i = 0; i < xs.size(); ++i) xs[i] += pos[i];
     }
+    if (cfg.has_pre_ln) vit_norm(cfg, f, "v.pre_ln", xs.data(), xs.data(), rows);
+    std::vector<uint32_t> windows;
+    if (cfg.desc->window_attention) windows = window_ids(cfg, order, gx);
 
     std::vector<float> h(xs.size()), q(xs.size()), kk(xs.size()), v(xs.size()), att(xs.size());
-    std::vector<float> up(size_t(rows) * cfg.n_ff);
+    std::vector<float> up(size_t(rows) * cfg.n_ff), gate(cfg.desc->gated_ffn ? up.size() : 0);
     for (uint32_t l = 0; l < cfg.n_layer_used; ++l) {
         auto name = [&](const char* s) { return vit_tensor_name(l, s); };
         auto vec = [&](const char* s) { return read_f32(f, name(s)); };
-        ref::layer_norm(xs.data(), vec("ln1.weight").data(), vec("ln1.bias").data(), h.data(), rows, e, cfg.eps);
+        vit_norm(cfg, f, name("ln1"), xs.data(), h.data(), rows);
         linear(f, name("attn_q.weight"), h.data(), q.data(), rows, vec("attn_q.bias").data());
         linear(f, name("attn_k.weight"), h.data(), kk.data(), rows, vec("attn_k.bias").data());
         linear(f, name("attn_v.weight"), h.data(), v.data(), rows, vec("attn_v.bias").data());
-        attention(q.data(), kk.data(), v.data(), att.data(), rows, cfg.n_head, cfg.head_dim);
+        if (cfg.desc->positions == VisionPositions::Rope2d) {
+            rope_2d(q, order, cfg);
+            rope_2d(kk, order, cfg);
+        }
+        attention(q.data(), kk.data(), v.data(), att.data(), rows, cfg.n_head, cfg.head_dim,
+                  cfg.windowed(l) ? &windows : nullptr);
         linear(f, name("attn_out.weight"), att.data(), h.data(), rows, vec("attn_out.bias").data());
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
-        ref::layer_norm(xs.data(), vec("ln2.weight").data(), vec("ln2.bias").data(), h.data(), rows, e, cfg.eps);
+        vit_norm(cfg, f, name("ln2"), xs.data(), h.data(), rows);
         linear(f, name("ffn_up.weight"), h.data(), up.data(), rows, vec("ffn_up.bias").data());
-        for (float& u : up) u = float(activation(cfg.activation, u));
+        if (cfg.desc->gated_ffn) {  // act(gate(x)) * up(x)
+            linear(f, name("ffn_gate.weight"), h.data(), gate.data(), rows, vec("ffn_gate.bias").data());
+            activate(cfg.activation, gate);
+            for (size_t i = 0; i < up.size(); ++i) up[i] = gate[i] * up[i];
+        } else {
+            activate(cfg.activation, up);
+        }
         linear(f, name("ffn_down.weight"), up.data(), h.data(), rows, vec("ffn_down.bias").data());
         for (size_t i = 0; i < xs.size(); ++i) xs[i] += h[i];
     }
-    if (cfg.has_post_ln) {
-        const std::vector<float> w = read_f32(f, "v.post_ln.weight"), b = read_f32(f, "v.post_ln.bias");
-        ref::layer_norm(xs.data(), w.data(), b.data(), xs.data(), rows, e, cfg.eps);
-    }
+    if (cfg.has_post_ln) vit_norm(cfg, f, "v.post_ln", xs.data(), xs.data(), rows);
     return xs;
 }
 
 std::vector<float> project_cpu(const VisionConfig& cfg, const GgufFile& f, const std::vector<float>& vit) {
     const uint32_t e = cfg.n_embd, t = cfg.text_dim, side = cfg.patches_per_side(), m = cfg.merge;
+    if (cfg.desc->merge == TokenMerge::Blocks) {  // qwen2vl_merger: each block's m^2 rows are one row
+        const size_t wide = size_t(e) * m * m;
+        if (vit.empty() || vit.size() % wide)
+            throw std::invalid_argument(fmt::format(
+                "vision: the merger takes whole blocks of {} rows of {}, got {} values", m * m, e, vit.size()));
+        const uint32_t n = uint32_t(vit.size() / wide);
+        std::vector<float> hidden(n * wide), out(size_t(n) * t);
+        linear(f, "mm.0.weight", vit.data(), hidden.data(), n, read_f32(f, "mm.0.bias").data());
+        ref::gelu(hidden.data(), hidden.data(), uint32_t(hidden.size()));
+        linear(f, "mm.2.weight", hidden.data(), out.data(), n, read_f32(f, "mm.2.bias").data());
+        return out;
+    }
     if (vit.size() != size_t(cfg.n_positions()) * e)
         throw std::invalid_argument(
             fmt::format("vision: the projector takes {} x {} values, got {}", cfg.n_positions(), e, vit.size()));
@@ -188,6 +286,7 @@ std::vector<float> project_cpu(const VisionConfig& cfg, const GgufFile& f, const
             linear(f, "mm.model.fc.weight", shuffled.data(), out.data(), n_out);
             break;
         }
+        case TokenMerge::Blocks: break;  // above
         case TokenMerge::None: {  // mlp: rows 1..n_patches (see ClassRow)
             const uint32_t n = cfg.n_patches(), first = cfg.has_class_embedding ? 1 : 0;
             std::vector<float> hidden(size_t(n) * t);

@@ -91,6 +91,10 @@ struct VisionGpu::Batch {
 
 VisionGpu::VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg)
     : ctx_(ctx), cfg_(cfg), w_(std::make_unique<Weights>()) {
+    // Qwen2-VL / Qwen2.5-VL (2D rotary positions, block order, windows) have the host reference only.
+    if (cfg.desc->positions != VisionPositions::Learned)
+        throw MmprojError(fmt::format("{}: clip.projector_type: the device encoder does not run projector '{}' yet",
+                                      cfg.file, cfg.desc->name));
     if (cfg.activation == VisionActivation::Silu)
         throw MmprojError(fmt::format("{}: clip.use_silu: a SiLU vision encoder is not supported", cfg.file));
     if (cfg.head_dim % 4 != 0 || cfg.head_dim > 576)
@@ -295,6 +299,8 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
         case ProjectorType::Idefics3:  // fc · rows
             linear(ps, p.projector[0], w.p("mm.model.fc.weight"), in, out, nullptr, nullptr);
             break;
+        case ProjectorType::Qwen2Vl:
+        case ProjectorType::Qwen25Vl: throw std::logic_error("VisionGpu: a projector refused by the constructor");
     }
     ps.end();
     slot = std::move(b);

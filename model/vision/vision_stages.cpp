@@ -74,6 +74,8 @@ std::vector<float> merge_tokens(const VisionConfig& cfg, std::span<const float> 
                         }
             return out;
         }
+        case TokenMerge::Blocks:  // the ViT's rows are already block by block (vision_cpu.h)
+            throw std::invalid_argument("merge_tokens: Qwen2-VL's blocks are not merged from a row-major grid");
     }
     throw std::logic_error("merge_tokens: unknown merge");
 }

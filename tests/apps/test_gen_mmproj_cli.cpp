@@ -51,10 +51,11 @@ TEST_CASE("gen-model --mmproj writes a random mmproj beside the text model") {
 TEST_CASE("gen-model --mmproj refuses unknown projector types and stray options") {
     const std::string text = (fs::path(VKLLM_BINARY_DIR) / "test-tmp" / "gen_mmproj_bad.gguf").string();
     test::CliResult r = test::run_vkllm(
-        "gen-model -o " + text + " --dim 64 --layers 1 --heads 2 --ffn 128 --vocab 300 --type f16 --mmproj qwen2vl_merger",
+        "gen-model -o " + text + " --dim 64 --layers 1 --heads 2 --ffn 128 --vocab 300 --type f16 --mmproj qwen3vl_merger",
         "gen_mmproj");
     CHECK(r.status != 0);
-    CHECK(r.err.find("unknown projector type 'qwen2vl_merger' (supported: gemma3, idefics3, mlp)") != std::string::npos);
+    CHECK(r.err.find("unknown projector type 'qwen3vl_merger' (supported: gemma3, idefics3, mlp, qwen2vl_merger, "
+                     "qwen2.5vl_merger)") != std::string::npos);
     r = test::run_vkllm("gen-model -o " + text + " --dim 64 --layers 1 --heads 2 --ffn 128 --vocab 300 --type f16 "
                         "--image-size 32",
                         "gen_mmproj");

@@ -99,8 +99,42 @@ TEST_CASE("mmproj: each projector type's random file reads back as written") {
     CHECK(vision_tensors(g).size() == w.tensors().size());
     CHECK(vit_tensor_name(3, "attn_q.weight") == "v.blk.3.attn_q.weight");
     CHECK(find_projector("idefics3")->type == ProjectorType::Idefics3);
-    CHECK(find_projector("qwen2vl_merger") == nullptr);
-    CHECK(supported_projectors_list() == "gemma3, idefics3, mlp");
+    CHECK(find_projector("qwen3vl_merger") == nullptr);
+    CHECK(supported_projectors_list() == "gemma3, idefics3, mlp, qwen2vl_merger, qwen2.5vl_merger");
+
+    const VisionConfig q = load(make_random_mmproj(shape(ProjectorType::Qwen2Vl)));
+    CHECK(q.type == ProjectorType::Qwen2Vl);
+    CHECK(q.merge == 2);
+    CHECK(q.rope_base == 10000.0f);
+    CHECK(!q.has_patch_bias);
+    CHECK(q.has_post_ln);
+    CHECK(q.activation == VisionActivation::GeluQuick);
+    CHECK(tile_tokens(q, 64, 32) == 8);
+    CHECK(tile_tokens(q, 48, 80) == 15);  // any size of whole 16 px blocks
+    CHECK_THROWS_AS(tile_tokens(q, 40, 32), std::invalid_argument);
+    const PreprocessSpec qs = preprocess_spec(q);
+    CHECK(qs.kind == PreprocessKind::SmartResize);
+    CHECK(qs.merge == 2);
+    CHECK(qs.min_pixels == 8 * 16 * 16);  // mtmd's 8 to 4096 tokens of 16 x 16 pixels
+    CHECK(qs.max_pixels == 4096 * 16 * 16);
+    for (const VisionTensor& t : vision_tensors(q)) CHECK(t.name != "v.position_embd.weight");
+    CHECK(!q.windowed(0));
+
+    const VisionConfig q5 = load(make_random_mmproj(shape(ProjectorType::Qwen25Vl)));
+    CHECK(q5.desc->norm == VisionNorm::Rms);
+    CHECK(q5.desc->gated_ffn);
+    CHECK(q5.activation == VisionActivation::Silu);
+    CHECK(q5.wa_pattern == 2);
+    CHECK(q5.window_px == 112);
+    CHECK(q5.windowed(0));
+    CHECK(!q5.windowed(1));
+    bool has_gate = false, has_norm_bias = false;
+    for (const VisionTensor& t : vision_tensors(q5)) {
+        has_gate |= t.name == "v.blk.0.ffn_gate.weight";
+        has_norm_bias |= t.name == "v.blk.0.ln1.bias" || t.name == "v.post_ln.bias";
+    }
+    CHECK(has_gate);
+    CHECK(!has_norm_bias);
 }
 
 TEST_CASE("mmproj: the random files are deterministic and sized as asked") {
@@ -189,6 +223,15 @@ TEST_CASE("mmproj: missing and invalid keys are refused by name") {
     w = make_random_mmproj(shape(ProjectorType::Idefics3));
     REQUIRE(w.remove("clip.vision.projector.scale_factor"));
     CHECK_THROWS_WITH_AS(load(w), doctest::Contains("missing (projector 'idefics3' needs it)"), MmprojError);
+    w = make_random_mmproj(shape(ProjectorType::Qwen2Vl));
+    w.set_u32("clip.vision.spatial_merge_size", 4);  // divides the 8 x 8 grid, but llama.cpp merges 2 x 2
+    CHECK_THROWS_WITH_AS(load(w), doctest::Contains("2 x 2 blocks only"), MmprojError);
+    w = make_random_mmproj(shape(ProjectorType::Qwen2Vl));
+    REQUIRE(w.remove_tensor("v.patch_embd.weight.1"));
+    CHECK_THROWS_WITH_AS(load(w), doctest::Contains("v.patch_embd.weight.1: missing"), MmprojError);
+    w = make_random_mmproj(shape(ProjectorType::Qwen25Vl));
+    REQUIRE(w.remove("clip.vision.n_wa_pattern"));
+    CHECK_THROWS_WITH_AS(load(w), doctest::Contains("clip.vision.n_wa_pattern"), MmprojError);
     w = make_random_mmproj(shape(ProjectorType::Gemma3));
     w.set_u32("clip.vision.image_size", 1u << 20);
     CHECK_THROWS_WITH_AS(load(w), doctest::Contains("outside 1.."), MmprojError);
@@ -209,8 +252,10 @@ TEST_CASE("mmproj: missing and invalid keys are refused by name") {
 
 TEST_CASE("mmproj: other projectors, audio-only files and text files are refused by name") {
     GgufWriter w = make_random_mmproj(shape(ProjectorType::Gemma3));
-    w.set_string("clip.projector_type", "qwen2vl_merger");
-    CHECK_THROWS_WITH_AS(load(w), doctest::Contains("'qwen2vl_merger' is not supported (supported: gemma3, idefics3, mlp)"),
+    w.set_string("clip.projector_type", "qwen3vl_merger");
+    CHECK_THROWS_WITH_AS(load(w),
+                         doctest::Contains("'qwen3vl_merger' is not supported (supported: gemma3, idefics3, mlp, "
+                                           "qwen2vl_merger, qwen2.5vl_merger)"),
                          MmprojError);
 
     w = make_random_mmproj(shape(ProjectorType::Gemma3));
