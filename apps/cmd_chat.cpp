@@ -83,6 +83,7 @@ void chat(const ChatOptions& o) {
     ModelOptions mo;
     mo.n_ctx = o.n_ctx;
     mo.n_seq = 1;
+    o.vision.fit_ubatch(mo);
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, false);
     chat_template::ChatTemplate tmpl = chat_template_for(m, o.chat_template);
     const Tokenizer& tok = *m.tokenizer;
@@ -155,7 +156,8 @@ void chat(const ChatOptions& o) {
             const std::string rendered = tmpl.apply(in);
             MultimodalPrompt mm = build_multimodal_prompt(
                 tok, vision.get(), answer::forced_prompt(rendered, plan), images, true, true,
-                [&](std::string_view piece) { return chat_template::encode_prompt(tok, std::string(piece)); });
+                [&](std::string_view piece) { return chat_template::encode_prompt(tok, std::string(piece)); },
+                private_media_marker());
             req.prompt = std::move(mm.tokens);
             req.images = std::move(mm.images);
             if (plan.grammar) {
@@ -277,13 +279,10 @@ void chat(const ChatOptions& o) {
             continue;
         }
         if (line.empty()) continue;
-        // Attached images go before the message's text, as llama.cpp's mtmd-cli puts them.
+        // Attached images go before the message's text, as llama.cpp's mtmd-cli puts them, marked by a
+        // private marker: text that quotes <__media__> stays text.
         std::string content;
-        for (size_t i = 0; i < attached.size(); ++i) content += kMediaMarker;
-        if (!attached.empty() && line.find(kMediaMarker) != std::string::npos) {
-            fmt::print(stderr, "error: a message with attached images cannot contain {} itself\n", kMediaMarker);
-            continue;
-        }
+        for (size_t i = 0; i < attached.size(); ++i) content += private_media_marker();
         content += line;
         const size_t images_before = images.size();
         images.insert(images.end(), attached.begin(), attached.end());

@@ -88,6 +88,7 @@ void run(const RunOptions& o) {
     if (!images.empty() && o.check) throw std::invalid_argument("--check does not take images yet");
 
     std::string path = resolve_model_path(o.model);
+    o.vision.fit_ubatch(lo);
     LoadedModel m = load_model(path, o.device, lo, false, ModelUse::GenerateAny);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
     const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);

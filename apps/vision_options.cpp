@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace vkllm::apps {
@@ -17,6 +18,12 @@ void VisionOptions::add_to(CLI::App* cmd, bool with_images) {
                     "Largest image (width x height) accepted, checked before decoding")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+}
+
+void VisionOptions::fit_ubatch(ModelOptions& mo) const {
+    if (mmproj.empty()) return;
+    check_model_path(mmproj);
+    mo.ubatch = std::max(mo.ubatch, vision_ubatch(mmproj));
 }
 
 std::unique_ptr<VisionModel> load_vision(const LoadedModel& m, const VisionOptions& o, bool quiet) {

@@ -23,6 +23,9 @@ struct VisionOptions {
     // --mmproj and --image-max-pixels; with_images adds --image too.
     void add_to(CLI::App* cmd, bool with_images);
     ImageLimits limits() const { return {max_pixels}; }
+    // Raises mo.ubatch to what the encoder's images need (vision_ubatch: a Gemma 3 image's 256 rows
+    // are one chunk), before the text model is loaded; nothing without --mmproj.
+    void fit_ubatch(ModelOptions& mo) const;
 };
 
 // The vision encoder of --mmproj on the text model's device (null without --mmproj); its errors

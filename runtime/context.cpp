@@ -107,6 +107,7 @@ void Context::wait_fence() {
 }
 
 void Context::submit(std::span<CommandStream* const> streams) {
+    std::lock_guard lock(queue_mutex_);
     std::vector<VkCommandBuffer> cmds;
     for (CommandStream* s : streams) {
         if (!s->recorded()) throw std::logic_error("Context::submit: stream was not recorded (begin/end)");
@@ -145,6 +146,7 @@ void Context::upload(const Buffer& dst, const void* src, size_t bytes, size_t ds
         std::memcpy(static_cast<uint8_t*>(dst.mapped()) + dst_offset, src, bytes);
         return;
     }
+    std::lock_guard lock(queue_mutex_);
     const size_t chunk = ensure_staging();
     for (size_t done = 0; done < bytes;) {
         size_t n = std::min<size_t>(bytes - done, chunk);
@@ -163,6 +165,7 @@ void Context::download(const Buffer& src, void* dst, size_t bytes, size_t src_of
         std::memcpy(dst, static_cast<const uint8_t*>(src.mapped()) + src_offset, bytes);
         return;
     }
+    std::lock_guard lock(queue_mutex_);
     const size_t chunk = ensure_staging();
     for (size_t done = 0; done < bytes;) {
         size_t n = std::min<size_t>(bytes - done, chunk);
@@ -175,6 +178,7 @@ void Context::download(const Buffer& src, void* dst, size_t bytes, size_t src_of
 void Context::download(const BufferSlice& src, void* dst, size_t bytes) {
     if (bytes > src.size)
         throw std::out_of_range(fmt::format("download of {} bytes from a slice of {}", bytes, src.size));
+    std::lock_guard lock(queue_mutex_);
     const size_t chunk = ensure_staging();
     for (size_t done = 0; done < bytes;) {
         size_t n = std::min<size_t>(bytes - done, chunk);

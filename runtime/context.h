@@ -72,7 +72,9 @@ public:
     // Any slice, always through staging (for debugging paths that only hold a BufferSlice).
     void download(const BufferSlice& src, void* dst, size_t bytes);
 
-    // Submits the streams in order in one vkQueueSubmit and waits for completion.
+    // Submits the streams in order in one vkQueueSubmit and waits for completion. Thread-safe, as are
+    // upload(), download() and create_buffer(): threads sharing a context take turns on its queue
+    // (a vision encoder on a caller's thread beside the engine's).
     void submit(std::span<CommandStream* const> streams);
 
 private:
@@ -86,6 +88,8 @@ private:
     std::unique_ptr<Allocator> allocator_;
     std::unique_ptr<PipelineCache> cache_;
     std::mutex pipelines_mutex_;
+    // The queue, its fence and the staging buffer: one submission (and its wait) at a time.
+    std::recursive_mutex queue_mutex_;
     std::unordered_map<std::string, std::unique_ptr<Pipeline>> pipelines_;
     PipelineStats pipeline_stats_;
     Unique<VkFence> fence_;

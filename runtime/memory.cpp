@@ -131,6 +131,7 @@ size_t Allocator::create_block(VkDeviceSize size, MemoryUsage usage, bool dedica
 
 Buffer Allocator::allocate(VkDeviceSize size, MemoryUsage usage, std::string name) {
     if (size == 0) throw std::invalid_argument(fmt::format("buffer '{}': size 0", name));
+    std::lock_guard lock(mutex_);
     const DeviceCaps& c = device_.caps();
     VkDeviceSize reserved = align_up(size, alignment_);
     if (size > c.max_buffer_size || size > c.max_memory_allocation_size)
@@ -181,6 +182,7 @@ Buffer Allocator::allocate(VkDeviceSize size, MemoryUsage usage, std::string nam
 }
 
 void Allocator::release(Buffer& buf) {
+    std::lock_guard lock(mutex_);
     Block& b = *blocks_.at(buf.block_);
     stats_.used_bytes -= buf.reserved_;
     if (is_device(b.usage)) stats_.device_used_bytes -= buf.reserved_;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -116,6 +117,9 @@ private:
     VkDeviceSize alignment_;
     std::vector<std::unique_ptr<Block>> blocks_;  // null entries are released dedicated blocks
     AllocatorStats stats_;
+    // allocate() and release() may run on several threads (an image encoded on a caller's thread
+    // while the engine's thread generates on the same device).
+    std::mutex mutex_;
 };
 
 }  // namespace vkllm

@@ -302,6 +302,15 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         if (!embeds(role)) {
             lo.model.n_ctx = p.n_ctx;
             lo.model.ubatch = p.ubatch ? p.ubatch : 64;
+            // An image whose rows see each other is one chunk (a Gemma 3 image's 256 rows).
+            if (p.mmproj) {
+                try {
+                    check_model_path(p.mmproj);
+                } catch (const ModelFileError& e) {
+                    throw ApiFailure(VKLLM_ERR_FILE, fmt::format("mmproj: {}", e.what()));
+                }
+                lo.model.ubatch = std::max(lo.model.ubatch, vision_ubatch(p.mmproj));
+            }
             lo.model.kv_budget = p.kv_budget;
         } else if (p.kv_budget) {
             throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT,

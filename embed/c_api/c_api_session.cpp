@@ -136,9 +136,11 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engin
                                      prompt.size(), n_ctx));
     req.prompt = prompt;
     req.slot = int32_t(s.slot);
+    const std::vector<PromptEmbeddings> req_images = req.images;  // the history's pictures, for vkllm_generate
     const std::unique_ptr<engine::Ticket> ticket = m.engine->submit(std::move(req));
     const TicketBinding binding(s, *ticket);
     s.history = std::move(prompt);
+    s.images = req_images;
     bool stopped_by_callback = false;
     auto stopped = [&] {
         if (stopped_by_callback) return true;
@@ -311,6 +313,7 @@ vkllm_status vkllm_session_reset(vkllm_session* session) {
         vkllm_session& s = *c_api::live_session(session);
         GeneratingScope scope(s);  // BUSY while a generation runs
         s.history.clear();
+        s.images.clear();
         return VKLLM_OK;
     });
 }
@@ -330,9 +333,10 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
             const std::vector<int32_t> more = tok.encode(prompt, false, s.params.parse_special);
             tokens.insert(tokens.end(), more.begin(), more.end());
         }
-        return run_generation(s, std::move(tokens),
-                              request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling")),
-                              on_piece, user_data);
+        engine::CompletionRequest req =
+            request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
+        req.images = s.images;  // the pictures of a conversation vkllm_chat_images began
+        return run_generation(s, std::move(tokens), std::move(req), on_piece, user_data);
     });
 }
 
@@ -372,10 +376,23 @@ vkllm_status vkllm_chat_images(vkllm_session* session, const vkllm_chat_message*
                  at = text.find(kMediaMarker, at + kMediaMarker.size()))
                 ++markers;
             const size_t n = per_message[i].size();
-            require(markers == 0 || markers == n,
+            require(n == 0 || markers == 0 || markers == n,
                     fmt::format("messages[{}] marks {} image places ({}) for {} images", i, markers, kMediaMarker, n));
-            for (size_t k = 0; markers == 0 && k < n; ++k) contents[i] += kMediaMarker;
-            contents[i] += text;
+            // The images' places get a private marker: <__media__> in other messages (an answer that
+            // quotes it) stays text.
+            const std::string& mine = private_media_marker();
+            for (size_t k = 0; markers == 0 && k < n; ++k) contents[i] += mine;
+            if (markers == 0 || n == 0) {
+                contents[i] += text;
+            } else {
+                for (size_t at = 0;;) {
+                    const size_t hit = text.find(kMediaMarker, at);
+                    contents[i] += text.substr(at, hit == std::string_view::npos ? std::string_view::npos : hit - at);
+                    if (hit == std::string_view::npos) break;
+                    contents[i] += mine;
+                    at = hit + kMediaMarker.size();
+                }
+            }
             marked[i].content = contents[i].c_str();
             for (RgbImage& img : per_message[i]) all.push_back(std::move(img));
         }
@@ -384,7 +401,8 @@ vkllm_status vkllm_chat_images(vkllm_session* session, const vkllm_chat_message*
         const Tokenizer& tok = *m.loaded.tokenizer;
         MultimodalPrompt mm = build_multimodal_prompt(
             tok, m.vision.get(), text, all, true, true,
-            [&](std::string_view piece) { return chat_template::encode_prompt(tok, std::string(piece)); });
+            [&](std::string_view piece) { return chat_template::encode_prompt(tok, std::string(piece)); },
+            private_media_marker());
         engine::CompletionRequest req =
             request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
         req.images = std::move(mm.images);

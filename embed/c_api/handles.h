@@ -38,6 +38,7 @@ struct vkllm_session {
     uint32_t slot = 0;  // the engine slot (KV cache) this conversation owns
     vkllm_session_params params{};
     std::vector<int32_t> history;  // the conversation's tokens (prompts and generated), for vkllm_generate
+    std::vector<vkllm::PromptEmbeddings> images;  // the pictures among them (vkllm_chat_images)
     // Guards `generating`, `cancel_requested`, `ticket` and `stats`: vkllm_cancel and
     // vkllm_session_get_stats may run on any thread.
     std::mutex mutex;

@@ -2,13 +2,25 @@
 
 #include <fmt/format.h>
 
+#include <random>
 #include <stdexcept>
 
 namespace vkllm {
 
+const std::string& private_media_marker() {
+    static const std::string marker = [] {
+        static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        std::random_device rd;
+        std::string m = "<__media_";
+        for (int i = 0; i < 24; ++i) m += kChars[rd() % (sizeof(kChars) - 1)];
+        return m + "__>";
+    }();
+    return marker;
+}
+
 MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* vision, std::string_view text,
                                          std::span<const RgbImage> images, bool add_bos, bool parse_special,
-                                         const PieceEncoder& encode_first) {
+                                         const PieceEncoder& encode_first, std::string_view marker) {
     MultimodalPrompt out;
     if (images.empty()) {
         out.tokens = encode_first ? encode_first(text) : tok.encode(text, add_bos, parse_special);
@@ -18,20 +30,20 @@ MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* visi
     // The text's pieces around the markers.
     std::vector<std::string_view> parts;
     for (size_t at = 0;;) {
-        const size_t m = text.find(kMediaMarker, at);
+        const size_t m = text.find(marker, at);
         parts.push_back(text.substr(at, m == std::string_view::npos ? std::string_view::npos : m - at));
         if (m == std::string_view::npos) break;
-        at = m + kMediaMarker.size();
+        at = m + marker.size();
     }
     std::string prefixed;
     if (parts.size() == 1) {  // no marker: the images first, as llama.cpp's mtmd-cli puts them
-        for (size_t i = 0; i < images.size(); ++i) prefixed += kMediaMarker;
+        for (size_t i = 0; i < images.size(); ++i) prefixed += marker;
         prefixed += text;
-        return build_multimodal_prompt(tok, vision, prefixed, images, add_bos, parse_special, encode_first);
+        return build_multimodal_prompt(tok, vision, prefixed, images, add_bos, parse_special, encode_first, marker);
     }
     if (parts.size() - 1 != images.size())
-        throw std::invalid_argument(fmt::format("the prompt has {} image markers ({}) for {} images", parts.size() - 1,
-                                                kMediaMarker, images.size()));
+        throw std::invalid_argument(
+            fmt::format("the prompt has {} image markers ({}) for {} images", parts.size() - 1, marker, images.size()));
     bool first = true;
     auto add_text = [&](std::string_view piece, bool special) {
         const std::vector<int32_t> t =

@@ -28,8 +28,14 @@ struct MultimodalPrompt {
 // encode_first, when given, tokenizes the first text piece instead of tok.encode(piece, add_bos,
 // parse_special) (a chat prompt's own BOS rule, chat_template::encode_prompt).
 using PieceEncoder = std::function<std::vector<int32_t>(std::string_view)>;
+// `marker` is what marks the images' places in `text`: kMediaMarker where a user writes them (vkllm
+// run), or private_media_marker() where the front end places them in a conversation, so that the
+// marker's text anywhere else (an answer that quotes it) stays text, as llama-server's random marker.
 MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* vision, std::string_view text,
                                          std::span<const RgbImage> images, bool add_bos, bool parse_special,
-                                         const PieceEncoder& encode_first = {});
+                                         const PieceEncoder& encode_first = {}, std::string_view marker = kMediaMarker);
+
+// "<__media_XXXX__>" with 24 random letters and digits, made once per process.
+const std::string& private_media_marker();
 
 }  // namespace vkllm

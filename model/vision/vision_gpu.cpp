@@ -190,7 +190,6 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
         batches_.erase(std::min_element(batches_.begin(), batches_.end(), [](const auto& a, const auto& b) {
             return a.second->last_used < b.second->last_used;
         }));
-    auto& slot = batches_[{tiles, nx, ny}];
     auto b = std::make_unique<Batch>();
     b->last_used = ++clock_;
     b->plan = plan(tiles, nx, ny);
@@ -303,8 +302,8 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
         case ProjectorType::Qwen25Vl: throw std::logic_error("VisionGpu: a projector refused by the constructor");
     }
     ps.end();
-    slot = std::move(b);
-    return *slot;
+    // Inserted only once complete: a batch that failed to build (out of memory) leaves nothing behind.
+    return *batches_.emplace(std::array<uint32_t, 3>{tiles, nx, ny}, std::move(b)).first->second;
 }
 
 void VisionGpu::run_batch(Batch& b, std::span<const ImageTile> tiles, std::vector<std::vector<float>>& out) {

@@ -21,6 +21,8 @@ namespace vkllm {
 // One image as the prompt takes it: mtmd's pieces (text markers and tiles) and each tile's rows.
 struct EncodedImage {
     uint64_t hash = 0;  // of the pixels and size: equal images, equal hashes
+    uint32_t nx = 0, ny = 0;
+    std::vector<uint8_t> rgb;  // the pixels, compared on a cache hit (a hash alone could collide)
     std::vector<ImagePiece> pieces;
     std::vector<std::shared_ptr<const std::vector<float>>> tiles;  // (tile_tokens, text_dim) each, in tile order
     double encode_ms = 0;  // preprocessing and encoding, when it was encoded
@@ -47,7 +49,15 @@ private:
     std::list<std::shared_ptr<const EncodedImage>> cache_;  // most recently used first
 };
 
-// 64-bit FNV-1a of an image's size and pixels.
+// A keyed hash of an image's size and pixels: equal images, equal hashes; the key is random per
+// process, so a collision cannot be crafted from outside.
 uint64_t image_hash(const RgbImage& img);
+
+// The ubatch a text model needs for this encoder's images: the rows of its largest tile when they
+// are evaluated as one chunk (bidirectional: Gemma 3's 256), else 0 (any chunking). Front ends raise
+// their ubatch to it before loading the text model.
+uint32_t vision_ubatch(const VisionConfig& cfg);
+// vision_ubatch of the mmproj file at `path` (MmprojError, GgufError as VisionModel's).
+uint32_t vision_ubatch(const std::string& path);
 
 }  // namespace vkllm

@@ -121,6 +121,14 @@ size_t whole_images(const CompletionRequest& req, size_t keep) {
     return im && im->first < keep ? im->first : keep;
 }
 
+// The last text token of prompt[0, end), for decode_piece's spacing: an image's placeholders are
+// skipped (text after a picture is not the start of the text); -1 when there is none.
+int32_t last_text_token(const std::vector<int32_t>& prompt, size_t end) {
+    for (size_t i = end; i > 0; --i)
+        if (prompt[i - 1] >= 0) return prompt[i - 1];
+    return -1;
+}
+
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
     size_t n = 0;
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
@@ -404,7 +412,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.prompt_done = keep;
     s.cached = uint32_t(keep);
     s.pending = -1;
-    s.prev = keep > 0 && prompt[keep - 1] >= 0 ? prompt[keep - 1] : -1;
+    s.prev = last_text_token(prompt, keep);
     s.generated = 0;
     s.decode_steps = 0;
     s.sample_ms = 0;
@@ -455,7 +463,7 @@ void Engine::Impl::prompt_step() {
         s.prompt_done += chunk;
         if (s.prompt_done == prompt.size()) {
             s.phase = Slot::Phase::Generate;
-            s.prev = prompt.back() >= 0 ? prompt.back() : -1;
+            s.prev = last_text_token(prompt, prompt.size());
             if (s.req->req.max_tokens == 0) {  // the prompt only (e.g. to warm the cache)
                 finish(s, FinishReason::Length);
                 return;

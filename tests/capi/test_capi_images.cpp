@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace capi_test;
@@ -84,4 +85,66 @@ TEST_CASE("capi: vkllm_chat_images answers about a picture; a follow-up reuses i
     vkllm_model* none = nullptr;
     CHECK(vkllm_model_load(path.c_str(), &q, &none) == VKLLM_ERR_FILE);
     CHECK(none == nullptr);
+}
+
+TEST_CASE("capi: a picture encoded on one thread while another session generates: no race on the device's queue") {
+    const std::string path = vision_model();
+    const std::string mmproj = path.substr(0, path.size() - 5) + "-mmproj.gguf";
+    const std::string png = read_file(std::string(VKLLM_FIXTURES_DIR) + "/vision/peer/cat.png");
+    vkllm_model_params p = test_params();  // the validation layer reports any threading error
+    p.chat_template = "chatml";
+    p.mmproj = mmproj.c_str();
+    p.max_sessions = 2;
+    const int errors_before = validation_errors.load();
+    vkllm_model* m = nullptr;
+    REQUIRE(vkllm_model_load(path.c_str(), &p, &m) == VKLLM_OK);
+    {
+        Session text(m), pictures(m);
+        vkllm_sampling s = vkllm_sampling_default();
+        s.temperature = 0;
+        s.n_predict = 200;
+        std::thread talker([&] {
+            for (int i = 0; i < 3; ++i) {
+                CHECK(vkllm_session_reset(text.s) == VKLLM_OK);
+                CHECK(vkllm_generate(text.s, "Once upon a time", &s, nullptr, nullptr) == VKLLM_OK);
+            }
+        });
+        vkllm_sampling one = s;
+        one.n_predict = 1;
+        // Two pictures in turn: the encoder's cache holds both, the engine evaluates them every time.
+        for (int i = 0; i < 6; ++i) {
+            vkllm_chat_message msg[] = {{"user", "What is this?"}};
+            const std::string other = read_file(std::string(VKLLM_FIXTURES_DIR) + "/vision/peer/" + (i % 2 ? "sq.png" : "cat.png"));
+            const vkllm_chat_image image{0, other.data(), other.size()};
+            CHECK(vkllm_chat_images(pictures.s, msg, 1, &image, 1, &one, nullptr, nullptr) == VKLLM_OK);
+        }
+        talker.join();
+    }
+    vkllm_model_free(m);
+    CHECK(validation_errors.load() == errors_before);
+}
+
+TEST_CASE("capi: vkllm_generate continues a conversation with pictures; <__media__> quoted in an answer stays text") {
+    const std::string path = vision_model();
+    const std::string mmproj = path.substr(0, path.size() - 5) + "-mmproj.gguf";
+    const std::string png = read_file(std::string(VKLLM_FIXTURES_DIR) + "/vision/peer/sq.png");
+    vkllm_model_params p = test_params();
+    p.chat_template = "chatml";
+    p.mmproj = mmproj.c_str();
+    vkllm_model* m = nullptr;
+    REQUIRE(vkllm_model_load(path.c_str(), &p, &m) == VKLLM_OK);
+    {
+        Session session(m);
+        vkllm_sampling s = vkllm_sampling_default();
+        s.temperature = 0;
+        s.n_predict = 3;
+        vkllm_chat_message msgs[] = {{"user", "Look"}};
+        const vkllm_chat_image image{0, png.data(), png.size()};
+        REQUIRE(vkllm_chat_images(session.s, msgs, 1, &image, 1, &s, nullptr, nullptr) == VKLLM_OK);
+        CHECK(vkllm_generate(session.s, " and more", &s, nullptr, nullptr) == VKLLM_OK);
+        // An earlier answer that quotes the marker: the conversation goes on, the picture still counted once.
+        vkllm_chat_message turn2[] = {{"user", "Look"}, {"assistant", "I see <__media__> here"}, {"user", "Again?"}};
+        CHECK(vkllm_chat_images(session.s, turn2, 3, &image, 1, &s, nullptr, nullptr) == VKLLM_OK);
+    }
+    vkllm_model_free(m);
 }

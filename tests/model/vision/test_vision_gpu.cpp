@@ -9,6 +9,7 @@
 #include "model/vision/vision_cpu.h"
 #include "model/vision/vision_gpu.h"
 #include "model/vision/vision_stages.h"
+#include "runtime/vk_check.h"
 #include "support/model_test_util.h"
 
 #include <fmt/format.h>
@@ -110,4 +111,16 @@ TEST_CASE("vision stages: unfolding and merging from their definitions") {
     const std::vector<float> want1{2, 3, 12, 13, 102, 103, 112, 113, 202, 203, 212, 213};
     CHECK(std::vector<float>(u.begin() + 12, u.end()) == want1);
     CHECK_THROWS_AS(unfold_patches(t, 3, false), std::invalid_argument);
+}
+
+TEST_CASE("vision encoder: a batch that cannot be built (out of memory) leaves the encoder usable") {
+    test::ValidationGuard guard;
+    // Weights fit in 30000-byte allocations, a batch's buffers do not.
+    Context& small = test::context_for("max-alloc=30000");
+    const GgufFile f = random_mmproj(ProjectorType::Gemma3, TensorType::F16, 64, 5);
+    const VisionConfig cfg = VisionConfig::from_gguf(f);
+    VisionGpu gpu(small, f, cfg);
+    std::vector<ImageTile> tiles{random_tile(cfg.image_size, 1)};
+    CHECK_THROWS_AS(gpu.encode(tiles), DeviceLimitError);
+    CHECK_THROWS_AS(gpu.encode(tiles), DeviceLimitError);  // the same error again, not a crash
 }

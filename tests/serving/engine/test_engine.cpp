@@ -465,3 +465,30 @@ TEST_CASE("engine: an image's rows in the prompt; the prefix cache keys them by 
     big.images[0].n_rows = 13;
     VKLLM_CHECK_THROWS_WITH_SUBSTR(e.submit(std::move(big)), std::invalid_argument, "not 13 rows");
 }
+
+TEST_CASE("engine: text after a prompt that ends with an image keeps its leading space; a reuse never ends inside an image") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    VKLLM_REQUIRE_MODEL(path, "stories260K.gguf");
+    const Stories s(path);
+    const std::string text = "Once upon a time, there was a little girl named Lily. She went";
+    const CompletionRequest plain = greedy(*s.tok, text, 8);
+    const size_t n = plain.prompt.size();
+    ModelGpu g(ctx, s.m.file, s.m.cfg, options(1));
+    Engine e(g, *s.tok, {.n_slots = 1});
+    const Outcome want = collect(*e.submit(CompletionRequest(plain)));
+    REQUIRE(!want.text.empty());
+    REQUIRE(want.text[0] == ' ');
+    // The prompt's last 6 tokens as an image: the first generated piece still starts with its space.
+    const Outcome tail = collect(*e.submit(with_image(s, plain, uint32_t(n - 6), 6, 50, false)));
+    CHECK(tail.text == want.text);
+    // A prompt equal to the previous one up to the middle of its image, then different: the common
+    // prefix ends inside the image, so the reuse stops at the image's start.
+    CompletionRequest longer = greedy(*s.tok, text + " to the park", 4);
+    const Outcome first = collect(*e.submit(with_image(s, longer, 5, 10, 60, true)));
+    CHECK(first.done.finish == FinishReason::Length);
+    CompletionRequest shifted = with_image(s, longer, 5, 10, 60, true);
+    for (uint32_t i = 8; i < 10; ++i) shifted.prompt[5 + i] = image_token_id(61, i);  // the image's last rows differ
+    const Outcome second = collect(*e.submit(std::move(shifted)));
+    CHECK(second.done.cached_tokens == 5);
+}
