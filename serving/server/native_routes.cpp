@@ -124,6 +124,7 @@ void add_native_routes(ServerCore& core) {
         auto m = core.ready_model();
         const Tokenizer& tok = *m->tokenizer;
         PropsInfo p;
+        p.vision = m->takes_images();
         p.model_alias = m->id;
         p.model_path = m->model_path;
         p.chat_template = m->chat_template;
