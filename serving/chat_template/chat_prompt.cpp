@@ -56,12 +56,13 @@ std::string image_part_url(const json& part, const std::string& pat) {
     return url->get<std::string>();
 }
 
-// A message's content parts as one text, newline between parts: text parts as they are, image
-// parts as the marker (their references appended to `images`). `marker_at` receives the first text
-// part that holds the marker itself.
+// A message's content parts as one text, as llama-server joins them: a newline between text parts
+// but none before or after an image, which becomes the marker (its reference appended to `images`).
+// `marker_at` receives the first text part that holds the marker itself.
 std::string join_parts(const json& parts, const std::string& at, std::vector<ImageRef>* images,
                        std::string& marker_at) {
     std::string text;
+    bool after_image = false;
     for (size_t j = 0; j < parts.size(); ++j) {
         const json& part = parts[j];
         const std::string pat = fmt::format("{}.content[{}]", at, j);
@@ -71,7 +72,8 @@ std::string join_parts(const json& parts, const std::string& at, std::vector<Ima
             throw MessageError(fmt::format("Missing required parameter: '{}.type'.", pat), pat + ".type");
         const std::string& kind = type->get_ref<const std::string&>();
         std::string piece;
-        if (kind == "image_url") {
+        const bool image = kind == "image_url";
+        if (image) {
             if (!images)
                 throw MessageError(fmt::format("Invalid value for '{}.type': 'image_url'. This model takes no "
                                                "images: it is served without a vision encoder (--mmproj).",
@@ -91,8 +93,9 @@ std::string join_parts(const json& parts, const std::string& at, std::vector<Ima
                                            pat, kind),
                                pat + ".type");
         }
-        if (!text.empty()) text += "\n";
+        if (!image && !after_image && !text.empty()) text += "\n";
         text += piece;
+        after_image = image;
     }
     return text;
 }

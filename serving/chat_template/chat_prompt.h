@@ -47,7 +47,8 @@ struct ImageRef {
 //
 // Parts are text, or, when `images` is given (the model has a vision encoder), image_url parts
 // ({"url": ...} or the URL as a string; "detail" ignored): each becomes kImageMarker where the part
-// was, and its reference is appended to `images`, so the images come in message order. Without
+// was, without the newline that joins text parts (as llama-server joins them), and its reference is
+// appended to `images`, so the images come in message order. Without
 // `images` an image part is refused, saying the model takes no images. With images, a text that
 // holds the marker itself is refused: it would move every image after it.
 nlohmann::ordered_json parse_messages(const nlohmann::ordered_json& messages, std::vector<ImageRef>* images = nullptr);

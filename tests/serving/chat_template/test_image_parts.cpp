@@ -44,7 +44,8 @@ TEST_CASE("image parts become the marker where they were, in message order") {
     std::vector<ImageRef> images;
     json out = parse_messages(msgs, &images);
     CHECK(out[0]["content"] == "You look at pictures.");
-    CHECK(out[1]["content"] == "What is in\n<__media__>\nand in\n<__media__>");
+    // As llama-server joins them: a newline between text parts, none around an image.
+    CHECK(out[1]["content"] == "What is in<__media__>and in<__media__>");
     CHECK(out[3]["content"] == "<__media__>");
     REQUIRE(images.size() == 3);
     CHECK(images[0].url == "data:image/png;base64,AAAA");
@@ -53,6 +54,13 @@ TEST_CASE("image parts become the marker where they were, in message order") {
     CHECK(images[1].param == "messages[1].content[3].image_url");
     CHECK(images[2].param == "messages[3].content[0].image_url");
     CHECK(kImageMarker == "<__media__>");  // llama.cpp's mtmd default marker
+
+    // Images side by side, and text parts around them.
+    json mixed = json::array({user(json::array({text_part("A"), text_part("B"), image_part("u"), image_part("v"),
+                                                text_part("C"), text_part("D")}))});
+    CHECK(parse_messages(mixed, &images)[0]["content"] == "A\nB<__media__><__media__>C\nD");
+    CHECK(images.size() == 5);
+    images.resize(3);
 
     // Text parts alone are joined as before, with or without the list.
     json plain = json::array({user(json::array({text_part("A"), text_part("B")}))});
@@ -113,7 +121,7 @@ TEST_CASE("parse_chat_request reads images only for a model that takes them") {
     ParsedRequest r = parse_chat_request(body, 1, true);
     REQUIRE(r.images.size() == 1);
     CHECK(r.images[0].url == "data:x");
-    CHECK(r.messages[0]["content"] == "Describe\n<__media__>");
+    CHECK(r.messages[0]["content"] == "Describe<__media__>");
     try {
         parse_chat_request(body, 1);
         FAIL("expected a 400");

@@ -235,14 +235,14 @@ TEST_CASE("http: a model with a vision encoder says so and takes images in OpenA
     auto r = cli.Post("/v1/chat/completions", body.dump(), "application/json");
     REQUIRE(r);
     REQUIRE(r->status == 200);
-    CHECK(s.vision->text == "user: Describe\n<__media__>\nplease\nassistant:");
+    CHECK(s.vision->text == "user: Describe<__media__>please\nassistant:");
     CHECK(s.vision->seen == std::vector<std::pair<uint32_t, uint32_t>>{{6, 3}});
     {
         std::lock_guard lk(s.mu);
         REQUIRE(s.requests.size() == 1);
         const engine::CompletionRequest& req = s.requests[0];
         REQUIRE(req.images.size() == 1);
-        CHECK(req.images[0].first == std::string("user: Describe\n").size());
+        CHECK(req.images[0].first == std::string("user: Describe").size());
         CHECK(req.images[0].n_rows == 6);
         CHECK(req.prompt[req.images[0].first] == -1);
         CHECK(json::parse(r->body)["usage"]["prompt_tokens"] == req.prompt.size());
@@ -273,11 +273,11 @@ TEST_CASE("http: a model with a vision encoder says so and takes images in OpenA
                  {"messages", json::array({json{{"role", "user"}, {"content", "What?"}, {"images", {png, png}}}})}};
     r = cli.Post("/api/chat", chat.dump(), "application/json");
     REQUIRE(r->status == 200);
-    CHECK(s.vision->text == "user: <__media__>\n<__media__>\nWhat?\nassistant:");
+    CHECK(s.vision->text == "user: <__media__><__media__>What?\nassistant:");
     json gen = {{"model", "m"}, {"stream", false}, {"prompt", "Describe"}, {"images", {png}}};
     r = cli.Post("/api/generate", gen.dump(), "application/json");
     REQUIRE(r->status == 200);
-    CHECK(s.vision->text == "user: <__media__>\nDescribe\nassistant:");
+    CHECK(s.vision->text == "user: <__media__>Describe\nassistant:");
     {
         std::lock_guard lk(s.mu);
         REQUIRE(s.requests.size() == 5);
