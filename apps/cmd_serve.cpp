@@ -266,9 +266,20 @@ void serve(const ServeOptions& o) {
         return;
     }
     auto tmpl = std::make_shared<chat_template::ChatTemplate>(chat_template_for(m, o.chat_template));
-    // Before the engine, after the model whose device it uses: gone before either (the server's
-    // callback below uses it only while requests run, and wait_and_stop ends them first).
-    const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);
+    // The vision encoder gets a device context of its own (its own queue and fence): it encodes on
+    // the HTTP threads while the engine's thread runs the text model, and a Context takes work from
+    // one thread at a time. Before the engine: gone after it (the server's callback below uses it
+    // only while requests run, and wait_and_stop ends them first).
+    std::unique_ptr<Context> vision_ctx;
+    std::unique_ptr<VisionModel> vision;
+    if (!o.vision.mmproj.empty()) {
+        check_model_path(o.vision.mmproj);
+        vision_ctx = std::make_unique<Context>(o.device.context_options());
+        vision = std::make_unique<VisionModel>(*vision_ctx, o.vision.mmproj, m.cfg.dim);
+        const VisionConfig& vc = vision->config();
+        fmt::print(stderr, "vision: {} ({} projector, {}x{} tiles of {} patches)\n", o.vision.mmproj, vc.desc->name,
+                   vc.image_size, vc.image_size, vc.n_patches());
+    }
 
     engine::EngineOptions eo;
     eo.n_slots = o.parallel;

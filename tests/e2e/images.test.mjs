@@ -97,8 +97,9 @@ before(async () => {
 
 after(async () => {
   if (server) {
-    const { code } = await server.stop();
+    const { code, validationErrors } = await server.stop();
     assert.equal(code, 0, server.stderr);
+    assert.deepEqual(validationErrors ?? [], []);
   }
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -136,6 +137,23 @@ test('an image part: 200, its prompt counted as llama-server counts it (both)', 
   let usage;
   for await (const chunk of stream) usage = chunk.usage ?? usage;
   assert.equal(usage.prompt_tokens, PROMPT_TOKENS);
+});
+
+test('images encoded while other requests generate: every answer whole, no validation error', { skip: vkllmOnly }, async () => {
+  const srv = await startServer(['--mmproj', path.join(dir, 'text-mmproj.gguf'), '-c', '256', '-np', '4'],
+    { modelPath: path.join(dir, 'text.gguf') });
+  try {
+    const c = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+    const text = (i) => c.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: `Story ${i}` }], max_tokens: 48, temperature: 0 });
+    const image = (i) => c.chat.completions.create({ model: 'm', messages: withImage(dataUrl(png(20 + i, 12))), max_tokens: 8, temperature: 0 });
+    const all = await Promise.all([text(0), image(0), text(1), image(1), image(2), text(2), image(3)]);
+    for (const r of all) assert.ok(r.usage.completion_tokens > 0);
+    assert.equal(all[1].usage.prompt_tokens, PROMPT_TOKENS);
+  } finally {
+    const { code, validationErrors } = await srv.stop();
+    assert.equal(code, 0, srv.stderr);
+    assert.deepEqual(validationErrors, [], srv.stderr);
+  }
 });
 
 test('/props and /v1/models say the model takes images (both)', { skip }, async () => {
