@@ -472,11 +472,12 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
     return r;
 }
 
-TemplateRequest parse_apply_template_request(const json& body) {
+TemplateRequest parse_apply_template_request(const json& body, bool takes_images) {
     TemplateRequest r;
     auto m = body.find("messages");
     if (m == body.end()) throw invalid_field("messages", "Missing required parameter: 'messages'.");
-    r.messages = parse_messages(*m);
+    std::vector<chat_template::ImageRef> images;  // only rendered as markers: never read
+    r.messages = server::parse_messages(*m, takes_images ? &images : nullptr);
     r.tools = parse_tools(body);
     r.template_kwargs = parse_template_kwargs(body);
     return r;

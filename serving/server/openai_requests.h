@@ -137,7 +137,9 @@ json parse_messages(const json& messages, std::vector<chat_template::ImageRef>* 
 struct TemplateRequest {
     json messages, tools, template_kwargs;
 };
-TemplateRequest parse_apply_template_request(const json& body);
+// `takes_images`: image parts render as the marker (the images are not read), as llama-server's
+// /apply-template shows them; otherwise they are refused as in a chat.
+TemplateRequest parse_apply_template_request(const json& body, bool takes_images = false);
 
 // 400 naming logit_bias when a biased token id is not in the vocabulary.
 void check_logit_bias(const ParsedRequest& req, size_t n_vocab);

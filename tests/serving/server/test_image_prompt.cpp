@@ -267,6 +267,13 @@ TEST_CASE("http: a model with a vision encoder says so and takes images in OpenA
     CHECK(r->status == 400);
     CHECK(json::parse(r->body)["error"]["message"].get<std::string>().find("--allow-image-urls") != std::string::npos);
 
+    // /apply-template shows where the images go, without reading them.
+    const json tmpl = json::parse(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "A"},
+        {"type": "image_url", "image_url": "data:image/png;base64,AA=="}]}]})");
+    r = cli.Post("/apply-template", tmpl.dump(), "application/json");
+    REQUIRE(r->status == 200);
+    CHECK(json::parse(r->body)["prompt"] == "user: A<__media__>\nassistant:");
+
     // Ollama: a message's images, and a generate's.
     json chat = {{"model", "m"},
                  {"stream", false},
@@ -313,6 +320,8 @@ TEST_CASE("http: a model without a vision encoder refuses images and does not cl
     r = cli.Post("/api/chat", chat.dump(), "application/json");
     CHECK(r->status == 400);
     CHECK(json::parse(r->body)["error"].get<std::string>().find("takes no images") != std::string::npos);
+    json tmpl = {{"messages", body["messages"]}};
+    CHECK(cli.Post("/apply-template", tmpl.dump(), "application/json")->status == 400);
     std::lock_guard lk(s.mu);
     CHECK(s.requests.empty());
     s.server.stop();
