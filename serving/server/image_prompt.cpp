@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace vkllm::server {
@@ -20,6 +21,12 @@ std::vector<int32_t> image_prompt_tokens(const ImagePromptInput& in, const Image
     const std::vector<chat_template::ImageRef>& refs = *in.refs;
     if (!prompter)
         throw ApiError(400, "This model takes no images: it is served without a vision encoder (--mmproj).",
+                       "invalid_request_error", "messages");
+    if (refs.size() > kMaxImages || refs.size() >= n_ctx)
+        throw ApiError(400,
+                       fmt::format("This request has {} images; a request may have at most {} (and fewer than its "
+                                   "context of {} tokens).",
+                                   refs.size(), std::min<size_t>(kMaxImages, n_ctx - 1), n_ctx),
                        "invalid_request_error", "messages");
     // The parser put one marker per image into the messages; a template that drops a message's
     // content (or writes it twice) would put the images in the wrong places.

@@ -29,16 +29,23 @@ struct ImagePrompt {
 // std::invalid_argument for an image the encoder cannot take.
 using ImagePrompter = std::function<ImagePrompt(const std::string& text, const std::vector<RgbImage>& images)>;
 
+// Images one request may carry: each is decoded and encoded before the prompt's length is known,
+// so their number is bounded apart from the context (a conversation about pictures rarely has more
+// than a few; 64 of Gemma 3's 256-row images already need a 16k context).
+inline constexpr size_t kMaxImages = 64;
+
 struct ImagePromptInput {
     const std::string* text = nullptr;  // the rendered chat prompt
     const std::vector<chat_template::ImageRef>* refs = nullptr;  // the request's images, in order
     std::string template_name;  // named when the template loses or repeats a marker
 };
 
-// The prompt's token ids, its images in `images`. 400s: the rendered text does not hold exactly one
-// marker per image (the template dropped or repeated message content; naming the template), an image
-// cannot be read (naming its field), the encoder refuses one, or the prompt with its images does not
-// fit `n_ctx` with room for one token (context_length_exceeded with the images' share).
+// The prompt's token ids, its images in `images`. 400s: more than kMaxImages images, or as many as
+// the context has tokens (each takes one at least), before any is read; the rendered text does not
+// hold exactly one marker per image (the template dropped or repeated message content; naming the
+// template); an image cannot be read (naming its field); the encoder refuses one; the prompt with
+// its images does not fit `n_ctx` with room for one token (context_length_exceeded with the images'
+// share).
 std::vector<int32_t> image_prompt_tokens(const ImagePromptInput& in, const ImagePrompter& prompter,
                                          const ImageInputOptions& opts, uint32_t n_ctx,
                                          std::vector<PromptEmbeddings>& images);

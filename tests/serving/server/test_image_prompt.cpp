@@ -144,6 +144,20 @@ TEST_CASE("image prompt: markers counted, images read in order and encoded, refu
     CHECK(std::string(e.what()).find(fmt::format("resulted in {} tokens, 8 of them for 2 images", tokens.size())) !=
           std::string::npos);
     CHECK(std::string(e.what()).find("maximum context length is 35 tokens") != std::string::npos);
+    // Too many images: refused before any is read or encoded.
+    vision->seen.clear();
+    const std::vector<chat_template::ImageRef> many(kMaxImages + 1, refs[0]);
+    std::string many_text;
+    for (size_t i = 0; i < many.size(); ++i) many_text += "<__media__>";
+    ImagePromptInput in4{&many_text, &many, "chatml"};
+    e = refusal([&] { image_prompt_tokens(in4, prompter, {}, 100000, images); });
+    CHECK(std::string(e.what()).find("at most 64") != std::string::npos);
+    CHECK(vision->seen.empty());
+    const std::vector<chat_template::ImageRef> three(3, refs[0]);
+    std::string three_text = "<__media__><__media__><__media__>";
+    ImagePromptInput in5{&three_text, &three, "chatml"};
+    CHECK(refusal([&] { image_prompt_tokens(in5, prompter, {}, 3, images); }).param() == "messages");
+    CHECK(vision->seen.empty());
     // No encoder.
     CHECK(refusal([&] { image_prompt_tokens(in, nullptr, {}, 64, images); }).param() == "messages");
 }
