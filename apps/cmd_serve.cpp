@@ -250,6 +250,11 @@ void serve(const ServeOptions& o) {
     mo.n_seq = embeds(role) ? 1 : o.parallel;
     if (!embeds(role)) mo.kv_budget = o.kv_budget;
 
+    if (embeds(role) && !o.vision.mmproj.empty())
+        throw std::invalid_argument("--mmproj: an embedding model takes no images (images go into chat requests)");
+    if (o.allow_image_urls && o.vision.mmproj.empty())
+        throw std::invalid_argument("--allow-image-urls needs a vision encoder for the model (--mmproj)");
+
     server::HttpServer http(so);
     http.start();
     fmt::print("vkllm serve: listening on {} (loading {})\n", http.url(), path);
@@ -258,8 +263,6 @@ void serve(const ServeOptions& o) {
     const std::string model_id = o.alias.empty() ? std::filesystem::path(path).filename().string() : o.alias;
     LoadedModel m = load_model(path, o.device, mo, false, ModelUse::Any);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
-    if (embeds(role) && !o.vision.mmproj.empty())
-        throw std::invalid_argument("--mmproj: an embedding model takes no images (images go into chat requests)");
     if (embeds(role)) {
         serve_embeddings(http, m, path, model_id, role, pooling, loaded);
         wait_and_stop(http, signals, nullptr);
