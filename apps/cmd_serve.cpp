@@ -4,7 +4,9 @@
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "apps/model_card.h"
+#include "apps/vision_options.h"
 #include "model/embedding.h"
+#include "model/vision/multimodal_prompt.h"
 #include "serving/answer/harmony.h"
 #include "serving/engine/engine.h"
 #include "serving/server/http_server.h"
@@ -52,6 +54,10 @@ struct ServeOptions {
     std::string template_kwargs;  // JSON object text
     std::string cors_origins = "*";
     bool no_cors_credentials = false;
+    VisionOptions vision;  // --mmproj, --image-max-pixels
+    bool allow_image_urls = false;
+    size_t image_url_max_bytes = server::ImageInputOptions{}.max_url_bytes;
+    double image_url_timeout_s = 10;
     DeviceOptions device;
 };
 
@@ -244,6 +250,11 @@ void serve(const ServeOptions& o) {
     mo.n_seq = embeds(role) ? 1 : o.parallel;
     if (!embeds(role)) mo.kv_budget = o.kv_budget;
 
+    if (embeds(role) && !o.vision.mmproj.empty())
+        throw std::invalid_argument("--mmproj: an embedding model takes no images (images go into chat requests)");
+    if (o.allow_image_urls && o.vision.mmproj.empty())
+        throw std::invalid_argument("--allow-image-urls needs a vision encoder for the model (--mmproj)");
+
     server::HttpServer http(so);
     http.start();
     fmt::print("vkllm serve: listening on {} (loading {})\n", http.url(), path);
@@ -258,6 +269,20 @@ void serve(const ServeOptions& o) {
         return;
     }
     auto tmpl = std::make_shared<chat_template::ChatTemplate>(chat_template_for(m, o.chat_template));
+    // The vision encoder gets a device context of its own (its own queue and fence): it encodes on
+    // the HTTP threads while the engine's thread runs the text model, and a Context takes work from
+    // one thread at a time. Before the engine: gone after it (the server's callback below uses it
+    // only while requests run, and wait_and_stop ends them first).
+    std::unique_ptr<Context> vision_ctx;
+    std::unique_ptr<VisionModel> vision;
+    if (!o.vision.mmproj.empty()) {
+        check_model_path(o.vision.mmproj);
+        vision_ctx = std::make_unique<Context>(o.device.context_options());
+        vision = std::make_unique<VisionModel>(*vision_ctx, o.vision.mmproj, m.cfg.dim);
+        const VisionConfig& vc = vision->config();
+        fmt::print(stderr, "vision: {} ({} projector, {}x{} tiles of {} patches)\n", o.vision.mmproj, vc.desc->name,
+                   vc.image_size, vc.image_size, vc.n_patches());
+    }
 
     engine::EngineOptions eo;
     eo.n_slots = o.parallel;
@@ -281,6 +306,23 @@ void serve(const ServeOptions& o) {
     sm.reasoning = answer::reasoning_tags(tmpl->source());
     sm.harmony = answer::template_is_harmony(tmpl->source());
     sm.tool_control_tokens = chat_template::tool_control_tokens(*m.tokenizer, *sm.tool_format);
+    sm.chat_template_name = tmpl->name();
+    if (vision) {
+        const Tokenizer* tok = m.tokenizer.get();
+        VisionModel* v = vision.get();
+        // The rendered prompt split at its markers, each piece tokenized as mtmd does, the first
+        // with the chat prompt's own BOS rule (one BOS, even when the template writes it).
+        sm.image_prompt = [v, tok](const std::string& text, const std::vector<RgbImage>& images) {
+            MultimodalPrompt mm = build_multimodal_prompt(
+                *tok, v, text, images, true, true,
+                [tok](std::string_view piece) { return chat_template::encode_prompt(*tok, std::string(piece)); });
+            return server::ImagePrompt{std::move(mm.tokens), std::move(mm.images)};
+        };
+        sm.image_input.limits = o.vision.limits();
+        sm.image_input.allow_urls = o.allow_image_urls;
+        sm.image_input.max_url_bytes = o.image_url_max_bytes;
+        sm.image_input.url_timeout = std::chrono::milliseconds(int64_t(o.image_url_timeout_s * 1000));
+    }
     sm.reasoning_switch = chat_template::reasoning_switch(tmpl->source(), sm.reasoning != nullptr, sm.harmony);
     sm.reasoning_default = chat_template::parse_reasoning(o.reasoning);
     if (!o.template_kwargs.empty()) sm.template_kwargs = nlohmann::ordered_json::parse(o.template_kwargs);
@@ -296,9 +338,12 @@ void serve(const ServeOptions& o) {
     sm.metrics = [&engine] { return engine.metrics(); };
     http.set_model(std::move(sm));
     loaded = true;
-    fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', tool calls '{}', {} slots of {} tokens)\n",
+    fmt::print("vkllm serve: ready: {}/v1 (model {}, chat template '{}', tool calls '{}', {} slots of {} tokens{})\n",
                http.url(), std::filesystem::path(path).filename().string(), tmpl->name(),
-               answer::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot());
+               answer::detect_tool_format(tmpl->source()).name, o.parallel, engine.n_ctx_per_slot(),
+               vision ? fmt::format(", images through {}{}", std::filesystem::path(o.vision.mmproj).filename().string(),
+                                    o.allow_image_urls ? " (http(s) URLs allowed)" : "")
+                      : "");
     if (!o.no_webui) fmt::print("vkllm serve: chat page: {}/\n", http.url());
     std::fflush(stdout);
 
@@ -412,6 +457,18 @@ void register_serve(CLI::App& app) {
     cmd->add_flag("--no-cors-credentials", o->no_cors_credentials,
                   "Do not allow cross-origin requests with credentials (then --cors-origins * answers a literal *)");
     cmd->add_flag("--no-webui", o->no_webui, "Serve no chat page at / (the API only)");
+    o->vision.add_to(cmd, false);
+    cmd->add_flag("--allow-image-urls", o->allow_image_urls,
+                  "Fetch http(s) image URLs of chat requests (with --mmproj). Off by default: the server would reach "
+                  "any address its clients name; data: URLs are always taken, file:// never");
+    cmd->add_option("--image-url-max-bytes", o->image_url_max_bytes,
+                    "--allow-image-urls: the largest image file fetched, in bytes")
+        ->check(CLI::Range(size_t(1), size_t(1) << 30))
+        ->capture_default_str();
+    cmd->add_option("--image-url-timeout", o->image_url_timeout_s,
+                    "--allow-image-urls: the longest time one image may take to fetch, redirects included (seconds)")
+        ->check(CLI::Range(0.001, 600.0))
+        ->capture_default_str();
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

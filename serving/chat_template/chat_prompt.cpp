@@ -37,10 +37,75 @@ const json* field(const json& body, const char* name) {
     return &*it;
 }
 
+// The URL of an image_url part: {"url": "..."} as OpenAI documents it, or the URL alone.
+std::string image_part_url(const json& part, const std::string& pat) {
+    const json* iu = field(part, "image_url");
+    if (!iu) throw MessageError(fmt::format("Missing required parameter: '{}.image_url'.", pat), pat + ".image_url");
+    const json* url = iu;
+    if (iu->is_object()) {
+        url = field(*iu, "url");
+        if (!url)
+            throw MessageError(fmt::format("Missing required parameter: '{}.image_url.url'.", pat),
+                               pat + ".image_url.url");
+        if (!url->is_string()) wrong_type(pat + ".image_url.url", "a string", *url);
+    } else if (!iu->is_string()) {
+        wrong_type(pat + ".image_url", "an object or a string", *iu);
+    }
+    if (url->get_ref<const std::string&>().empty())
+        throw MessageError(fmt::format("Invalid '{}.image_url': the URL is empty.", pat), pat + ".image_url");
+    return url->get<std::string>();
+}
+
+// A message's content parts as one text, as llama-server joins them: a newline between text parts
+// but none before or after an image, which becomes the marker (its reference appended to `images`).
+// `marker_at` receives the first text part that holds the marker itself.
+std::string join_parts(const json& parts, const std::string& at, std::vector<ImageRef>* images,
+                       std::string& marker_at) {
+    std::string text;
+    bool after_image = false;
+    for (size_t j = 0; j < parts.size(); ++j) {
+        const json& part = parts[j];
+        const std::string pat = fmt::format("{}.content[{}]", at, j);
+        if (!part.is_object()) wrong_type(pat, "an object", part);
+        const json* type = field(part, "type");
+        if (!type || !type->is_string())
+            throw MessageError(fmt::format("Missing required parameter: '{}.type'.", pat), pat + ".type");
+        const std::string& kind = type->get_ref<const std::string&>();
+        std::string piece;
+        const bool image = kind == "image_url";
+        if (image) {
+            if (!images)
+                throw MessageError(fmt::format("Invalid value for '{}.type': 'image_url'. This model takes no "
+                                               "images: it is served without a vision encoder (--mmproj).",
+                                               pat),
+                                   pat + ".type");
+            images->push_back(ImageRef{image_part_url(part, pat), pat + ".image_url"});
+            piece = kImageMarker;
+        } else if (kind == "text") {
+            const json* t = field(part, "text");
+            if (!t) throw MessageError(fmt::format("Missing required parameter: '{}.text'.", pat), pat + ".text");
+            if (!t->is_string()) wrong_type(pat + ".text", "a string", *t);
+            piece = t->get<std::string>();
+            if (marker_at.empty() && piece.find(kImageMarker) != std::string::npos) marker_at = pat + ".text";
+        } else {
+            throw MessageError(fmt::format("Invalid value for '{}.type': '{}'. vkllm supports content parts of type "
+                                           "'text' and, for a model with a vision encoder, 'image_url'.",
+                                           pat, kind),
+                               pat + ".type");
+        }
+        if (!image && !after_image && !text.empty()) text += "\n";
+        text += piece;
+        after_image = image;
+    }
+    return text;
+}
+
 }  // namespace
 
-json parse_messages(const json& messages) {
+json parse_messages(const json& messages, std::vector<ImageRef>* images) {
     if (!messages.is_array()) wrong_type("messages", "an array", messages);
+    const size_t images_before = images ? images->size() : 0;
+    std::string marker_at;  // the first text that holds the image marker itself
     if (messages.empty())
         throw MessageError("Invalid 'messages': empty array. Expected an array with minimum length 1.", "messages");
     json out = json::array();
@@ -60,28 +125,11 @@ json parse_messages(const json& messages) {
             if (!has_tool_calls && role->get<std::string>() != "assistant")
                 throw MessageError(fmt::format("Missing required parameter: '{}.content'.", at), at + ".content");
         } else if (c->is_array()) {
-            std::string text;
-            for (size_t j = 0; j < c->size(); ++j) {
-                const json& part = (*c)[j];
-                const std::string pat = fmt::format("{}.content[{}]", at, j);
-                if (!part.is_object()) wrong_type(pat, "an object", part);
-                const json* type = field(part, "type");
-                if (!type || !type->is_string())
-                    throw MessageError(fmt::format("Missing required parameter: '{}.type'.", pat), pat + ".type");
-                if (type->get<std::string>() != "text")
-                    throw MessageError(fmt::format("Invalid value for '{}.type': '{}'. vkllm supports only content "
-                                                   "parts of type 'text'.",
-                                                   pat, type->get<std::string>()),
-                                       pat + ".type");
-                const json* t = field(part, "text");
-                if (!t) throw MessageError(fmt::format("Missing required parameter: '{}.text'.", pat), pat + ".text");
-                if (!t->is_string()) wrong_type(pat + ".text", "a string", *t);
-                if (!text.empty()) text += "\n";
-                text += t->get<std::string>();
-            }
-            msg["content"] = text;
+            msg["content"] = join_parts(*c, at, images, marker_at);
         } else if (!c->is_string()) {
             wrong_type(at + ".content", "a string or an array of content parts", *c);
+        } else if (marker_at.empty() && c->get_ref<const std::string&>().find(kImageMarker) != std::string::npos) {
+            marker_at = at + ".content";
         }
         if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
             if (!m["tool_calls"].is_array()) wrong_type(at + ".tool_calls", "an array", m["tool_calls"]);
@@ -123,6 +171,11 @@ json parse_messages(const json& messages) {
         }
         out.push_back(std::move(msg));
     }
+    if (images && images->size() > images_before && !marker_at.empty())
+        throw MessageError(fmt::format("Invalid '{}': the text holds '{}', which marks where an image goes; with "
+                                       "images in the request it would move them. Leave it out of the text.",
+                                       marker_at, kImageMarker),
+                           marker_at);
     return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vkllm::chat_template {
@@ -27,12 +28,30 @@ private:
 // A JSON value's type as OpenAI's errors word it ("a string", "an integer", "a decimal", ...).
 const char* json_type_name(const nlohmann::ordered_json& v);
 
+// Where an image goes in a prompt: llama.cpp's mtmd marker, one per image, in the text the template
+// renders (model/vision splits the rendered prompt there).
+inline constexpr std::string_view kImageMarker = "<__media__>";
+
+// An image a chat message refers to: its URL as the client sent it (a data URL, http(s), ...) and
+// the field it came from ("messages[1].content[0].image_url"), for the errors about it.
+struct ImageRef {
+    std::string url;
+    std::string param;
+};
+
 // OpenAI's chat messages checked and made ready for a template, for every front end (the server's
 // request body, the C API's and Java's JSON): a non-empty array of objects with a string role;
-// content a string, or text parts joined by newlines (other part types refused), absent or null
-// only on an assistant turn; tool_calls with function names, their arguments (OpenAI's JSON text)
-// made objects as templates expect (arguments_as_objects). MessageError naming the field otherwise.
-nlohmann::ordered_json parse_messages(const nlohmann::ordered_json& messages);
+// content a string, or parts joined by newlines, absent or null only on an assistant turn;
+// tool_calls with function names, their arguments (OpenAI's JSON text) made objects as templates
+// expect (arguments_as_objects). MessageError naming the field otherwise.
+//
+// Parts are text, or, when `images` is given (the model has a vision encoder), image_url parts
+// ({"url": ...} or the URL as a string; "detail" ignored): each becomes kImageMarker where the part
+// was, without the newline that joins text parts (as llama-server joins them), and its reference is
+// appended to `images`, so the images come in message order. Without
+// `images` an image part is refused, saying the model takes no images. With images, a text that
+// holds the marker itself is refused: it would move every image after it.
+nlohmann::ordered_json parse_messages(const nlohmann::ordered_json& messages, std::vector<ImageRef>* images = nullptr);
 
 // The variables a template gets: the messages, tools and extra keyword arguments (null when
 // none), the vocabulary's BOS / EOS texts, and the generation prompt.

@@ -13,6 +13,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "serving/engine/engine.h"
 #include "serving/server/cors.h"
+#include "serving/server/image_prompt.h"
 #include "serving/server/metrics.h"
 #include "serving/answer/reasoning.h"
 #include "serving/server/prompt.h"
@@ -77,6 +78,13 @@ struct ServedModel {
     chat_template::Reasoning reasoning_default = chat_template::Reasoning::Auto;
     nlohmann::ordered_json template_kwargs;
     std::vector<int32_t> tool_control_tokens;  // chat_template::tool_control_tokens of the vocabulary and format
+    std::string chat_template_name;  // the template's name (ChatTemplate::name), for errors about it
+    // A model with a vision encoder beside it (`--mmproj`) sets image_prompt (image_prompt.h; in
+    // `vkllm serve` model/vision's build_multimodal_prompt): chat requests may then carry images,
+    // read as image_input says. Unset: the model takes no images, and an image part is a 400.
+    ImagePrompter image_prompt;
+    ImageInputOptions image_input;
+    bool takes_images() const { return bool(image_prompt); }
     // Engine::submit: throws engine::QueueFullError, engine::EngineStoppedError or
     // std::invalid_argument as it does.
     std::function<std::unique_ptr<Generation>(engine::CompletionRequest)> submit;

@@ -173,7 +173,7 @@ json props_json(const PropsInfo& p) {
         {"total_slots", p.total_slots},
         {"model_alias", p.model_alias},
         {"model_path", p.model_path},
-        {"modalities", json{{"vision", false}, {"video", false}, {"audio", false}}},
+        {"modalities", json{{"vision", p.vision}, {"video", false}, {"audio", false}}},
         {"endpoint_slots", true},
         {"endpoint_props", false},
         {"endpoint_metrics", true},

@@ -56,6 +56,7 @@ json pick_fields(const json& full, const std::vector<std::string>& fields);
 struct PropsInfo {
     std::string model_alias, model_path, chat_template, bos_token, eos_token;
     uint32_t n_ctx = 0, total_slots = 0;
+    bool vision = false;  // the model takes images (modalities.vision), in chat requests only
 };
 json props_json(const PropsInfo& p);
 

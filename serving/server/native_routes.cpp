@@ -124,6 +124,7 @@ void add_native_routes(ServerCore& core) {
         auto m = core.ready_model();
         const Tokenizer& tok = *m->tokenizer;
         PropsInfo p;
+        p.vision = m->takes_images();
         p.model_alias = m->id;
         p.model_path = m->model_path;
         p.chat_template = m->chat_template;
@@ -164,7 +165,7 @@ void add_native_routes(ServerCore& core) {
         if (!m->render_chat)
             throw ApiError(
                 400, fmt::format("The model '{}' is an embedding or rerank model: it has no chat template.", m->id));
-        TemplateRequest t = parse_apply_template_request(parse_body(body));
+        TemplateRequest t = parse_apply_template_request(parse_body(body), m->takes_images());
         // What a chat request with these tools renders (tool_choice auto): a template that cannot
         // show them gets them in the system message. A format this server cannot parse still renders.
         try {

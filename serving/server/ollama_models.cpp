@@ -76,6 +76,7 @@ json capabilities(const ServedModel& m) {
     caps.push_back("completion");
     if (m.template_renders_tools) caps.push_back("tools");
     if (m.reasoning || m.harmony) caps.push_back("thinking");
+    if (m.takes_images()) caps.push_back("vision");
     return caps;
 }
 

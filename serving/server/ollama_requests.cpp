@@ -283,16 +283,38 @@ void parse_common(const json& body, uint64_t seed, Request& r) {
                             "'format' (they could cut the structured output).");
 }
 
-[[noreturn]] void no_images(const std::string& where) {
-    throw invalid_field(where, fmt::format("Invalid '{}': this server takes no images (none of the models vkllm runs "
-                                           "has vision); send text only.",
-                                           where));
+// OpenAI's parse of the converted messages, the images' fields then named as Ollama's request names them.
+json parse_messages_with_images(const json& messages, const std::vector<std::string>& image_params,
+                                std::vector<chat_template::ImageRef>& images) {
+    json out = server::parse_messages(messages, &images);
+    for (size_t k = 0; k < images.size() && k < image_params.size(); ++k) images[k].param = image_params[k];
+    return out;
 }
 
-// Ollama's chat messages as the chat template reads them (OpenAI's shape): `images` refused,
-// `thinking` (a reasoning block the client sends back) as reasoning_content, a tool result's
-// `tool_name` as `name`; tool_calls' arguments are objects already, as templates take them.
-json chat_messages(const json& messages) {
+// A message's `images` (base64 strings; `name` is the field) as OpenAI's content parts before its
+// text, so that they take the same way into the prompt: each a data URL (its type is read from the
+// bytes), its field appended to `params`.
+void images_as_parts(json& m, const json& images, const std::string& name, std::vector<std::string>& params) {
+    if (!images.is_array()) wrong(name, "an array of base64 strings", images);
+    if (images.empty()) return;
+    json parts = json::array();
+    for (size_t k = 0; k < images.size(); ++k) {
+        const std::string param = fmt::format("{}[{}]", name, k);
+        const std::string b64 = read_string(images[k], param);
+        parts.push_back(json{{"type", "image_url"}, {"image_url", {{"url", "data:image/*;base64," + b64}}}});
+        params.push_back(param);
+    }
+    const json* content = given(m, "content");
+    if (content && content->is_string() && !content->get_ref<const std::string&>().empty())
+        parts.push_back(json{{"type", "text"}, {"text", *content}});
+    m["content"] = std::move(parts);
+}
+
+// Ollama's chat messages as the chat template reads them (OpenAI's shape): `images` as image parts
+// before the text (their fields in `image_params`), `thinking` (a reasoning block the client sends
+// back) as reasoning_content, a tool result's `tool_name` as `name`; tool_calls' arguments are
+// objects already, as templates take them.
+json chat_messages(const json& messages, std::vector<std::string>& image_params) {
     if (!messages.is_array()) wrong("messages", "an array", messages);
     json out = json::array();
     for (size_t i = 0; i < messages.size(); ++i) {
@@ -300,9 +322,9 @@ json chat_messages(const json& messages) {
         const std::string at = fmt::format("messages[{}]", i);
         if (!m.is_object()) wrong(at, "an object", m);
         if (const json* img = given(m, "images")) {
-            if (!img->is_array()) wrong(at + ".images", "an array of base64 strings", *img);
-            if (!img->empty()) no_images(at + ".images");
+            const json images = *img;
             m.erase("images");
+            images_as_parts(m, images, at + ".images", image_params);
         }
         if (const json* th = given(m, "thinking")) {
             const std::string text = read_string(*th, at + ".thinking");
@@ -319,6 +341,14 @@ json chat_messages(const json& messages) {
 }
 
 }  // namespace
+
+void check_images(const Request& r, bool takes_images) {
+    if (takes_images || r.parsed.images.empty()) return;
+    const std::string& where = r.parsed.images[0].param;
+    throw invalid_field(where, fmt::format("Invalid '{}': this model takes no images: it is served without a vision "
+                                           "encoder (--mmproj).",
+                                           where));
+}
 
 ApiError model_required() { return ApiError(400, "model is required", "invalid_request_error", "model"); }
 
@@ -354,12 +384,13 @@ Request parse_chat(const json& body, uint64_t seed) {
     r.parsed.endpoint = Endpoint::Chat;
     parse_common(body, seed, r);
     const json* msgs = given(body, "messages");
-    json converted = msgs ? chat_messages(*msgs) : json::array();
+    std::vector<std::string> image_params;
+    json converted = msgs ? chat_messages(*msgs, image_params) : json::array();
     if (converted.empty()) {
         r.load_only = true;
         return r;
     }
-    r.parsed.messages = parse_messages(converted);
+    r.parsed.messages = parse_messages_with_images(converted, image_params, r.parsed.images);
     if (const json* tools = given(body, "tools")) {
         if (!tools->is_array()) wrong("tools", "an array", *tools);
         try {
@@ -384,10 +415,9 @@ Request parse_generate(const json& body, uint64_t seed) {
                             "cannot take Ollama's Go templates; leave 'template' out, or send 'raw': true "
                             "with the prompt already formatted.");
     const std::string suffix = given(body, "suffix") ? read_string(body["suffix"], "suffix") : "";
-    if (const json* img = given(body, "images")) {
-        if (!img->is_array()) wrong("images", "an array of base64 strings", *img);
-        if (!img->empty()) no_images("images");
-    }
+    json user = json{{"role", "user"}, {"content", prompt}};
+    std::vector<std::string> image_params;
+    if (const json* img = given(body, "images")) images_as_parts(user, *img, "images", image_params);
     if (const json* raw = given(body, "raw")) r.raw = read_bool(*raw, "raw");
     if (const json* ctx = given(body, "context")) {
         if (!ctx->is_array()) wrong("context", "an array of token ids", *ctx);
@@ -396,10 +426,18 @@ Request parse_generate(const json& body, uint64_t seed) {
     }
     if (r.raw && (!system.empty() || !r.context.empty()))
         throw invalid_field("raw", "raw mode does not support template, system, or context");
-    if (prompt.empty()) {
+    if (prompt.empty() && image_params.empty()) {
         r.load_only = true;
         return r;
     }
+    // The images go where the chat template puts the prompt: a raw or fill-in-the-middle prompt,
+    // or one continuing a context, has no place for them.
+    if (!image_params.empty() && (r.raw || !suffix.empty() || !r.context.empty()))
+        throw invalid_field("images", fmt::format("Invalid 'images': images go into the chat template's prompt, which "
+                                                  "a generate with '{}' does not use; leave it out.",
+                                                  r.raw             ? "raw"
+                                                  : !suffix.empty() ? "suffix"
+                                                                    : "context"));
     if (!suffix.empty()) {
         // Fill in the middle: the prompt is the code before the cursor, laid out with the
         // vocabulary's FIM tokens as /infill does (a model without them: a 400 naming suffix).
@@ -420,8 +458,8 @@ Request parse_generate(const json& body, uint64_t seed) {
     r.parsed.endpoint = Endpoint::Chat;
     json messages = json::array();
     if (!system.empty()) messages.push_back(json{{"role", "system"}, {"content", system}});
-    messages.push_back(json{{"role", "user"}, {"content", prompt}});
-    r.parsed.messages = parse_messages(messages);
+    messages.push_back(std::move(user));
+    r.parsed.messages = parse_messages_with_images(messages, image_params, r.parsed.images);
     return r;
 }
 

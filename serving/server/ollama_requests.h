@@ -38,12 +38,16 @@ struct Request {
 };
 
 // 400 naming the field for a wrong type or value, an option that would change the output and
-// cannot be honoured, images (no model here has vision), a generate `template` (Ollama's Go
+// cannot be honoured, images on a raw, suffix or context generate, a generate `template` (Ollama's Go
 // templates; vkllm renders the model's Jinja template), a `suffix` with system or context (a
 // suffix alone fills in the middle with the vocabulary's FIM tokens). `seed`: the sampler's seed
 // when the request gives none (or a negative one, Ollama's "random").
 Request parse_chat(const json& body, uint64_t seed);
 Request parse_generate(const json& body, uint64_t seed);
+// `images` (base64 strings, of a chat message or a generate) are read into parsed.images as image
+// parts before the message's text, named "messages[i].images[k]" / "images[k]"; check_images then
+// refuses them (400 naming the first) for a model that does not take images.
+void check_images(const Request& r, bool takes_images);
 
 // `options` onto the sampler and limits (exposed for the embedding routes, which only check them).
 void parse_options(const json& body, Request& r);

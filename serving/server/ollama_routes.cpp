@@ -88,6 +88,7 @@ void generate(ServerCore& core, ollama::Route route, Response& res, const std::s
     if (!m->submit)
         throw ApiError(400, fmt::format("\"{}\" does not support {}", r.model,
                                         route == ollama::Route::Chat ? "chat" : "generate"));
+    ollama::check_images(r, m->takes_images());
     if (r.load_only) {
         ServerCore::send_json(res, ollama::load_response(r));
         return;

@@ -287,9 +287,9 @@ json parse_body(const std::string& body) {
 
 // --- requests ---------------------------------------------------------------------------------
 
-json parse_messages(const json& messages) {
+json parse_messages(const json& messages, std::vector<chat_template::ImageRef>* images) {
     try {
-        return chat_template::parse_messages(messages);
+        return chat_template::parse_messages(messages, images);
     } catch (const chat_template::MessageError& e) {
         throw invalid_field(e.param(), e.what());
     }
@@ -318,12 +318,12 @@ json parse_template_kwargs(const json& body) {
 
 }  // namespace
 
-ParsedRequest parse_chat_request(const json& body, uint64_t seed) {
+ParsedRequest parse_chat_request(const json& body, uint64_t seed, bool takes_images) {
     ParsedRequest r;
     r.endpoint = Endpoint::Chat;
     auto m = body.find("messages");
     if (m == body.end()) throw invalid_field("messages", "Missing required parameter: 'messages'.");
-    r.messages = parse_messages(*m);
+    r.messages = server::parse_messages(*m, takes_images ? &r.images : nullptr);
     r.tools = parse_tools(body);
     r.template_kwargs = parse_template_kwargs(body);
     if (const json* tc = field(body, "tool_choice")) {
@@ -472,11 +472,12 @@ ParsedRequest parse_completion_request(const json& body, uint64_t seed) {
     return r;
 }
 
-TemplateRequest parse_apply_template_request(const json& body) {
+TemplateRequest parse_apply_template_request(const json& body, bool takes_images) {
     TemplateRequest r;
     auto m = body.find("messages");
     if (m == body.end()) throw invalid_field("messages", "Missing required parameter: 'messages'.");
-    r.messages = parse_messages(*m);
+    std::vector<chat_template::ImageRef> images;  // only rendered as markers: never read
+    r.messages = server::parse_messages(*m, takes_images ? &images : nullptr);
     r.tools = parse_tools(body);
     r.template_kwargs = parse_template_kwargs(body);
     return r;

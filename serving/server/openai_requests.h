@@ -8,6 +8,7 @@
 #include "serving/engine/engine.h"
 #include "serving/answer/reasoning.h"
 #include "serving/answer/tool_calls.h"
+#include "serving/chat_template/chat_prompt.h"
 #include "serving/chat_template/reasoning_switch.h"
 
 #include <nlohmann/json.hpp>
@@ -72,6 +73,9 @@ struct ParsedRequest {
     // Chat: the messages (content flattened to strings), tools (null when none) and
     // chat_template_kwargs (null or an object).
     json messages, tools, template_kwargs;
+    // Chat: the images of the messages' image_url parts, in order (each is an image marker in the
+    // messages' text); only a model that takes images gets any.
+    std::vector<chat_template::ImageRef> images;
     // Completions: the prompts (a batch answers with n choices per prompt, prompt by prompt).
     std::vector<PromptInput> prompts;
     // Completions: the text after the insertion point (fill-in-the-middle with the model's FIM tokens).
@@ -109,8 +113,9 @@ struct ParsedRequest {
 };
 
 // Throw ApiError (400, naming the field) for wrong types, out-of-range values, n != 1 and the like.
-// Unknown fields are ignored. `seed` is the one used when the request gives none.
-ParsedRequest parse_chat_request(const json& body, uint64_t seed);
+// Unknown fields are ignored. `seed` is the one used when the request gives none. A chat's image
+// parts are read into `images` when the model `takes_images`, else refused.
+ParsedRequest parse_chat_request(const json& body, uint64_t seed, bool takes_images = false);
 ParsedRequest parse_completion_request(const json& body, uint64_t seed);
 // The `prompt` of a completions request: a string, token ids, or a batch of either (at most
 // kMaxPrompts); 400s name the prompt ("prompt[2]").
@@ -123,16 +128,18 @@ std::vector<PromptInput> parse_prompts(const json& prompt);
 // when the template does not render them itself.
 void apply_tool_format(ParsedRequest& req, const answer::ToolFormat& format, bool template_renders_tools);
 
-// OpenAI-style messages checked and normalized for a chat template: content given as an array of
-// text parts becomes one string; other part types (images, audio) are refused; an assistant's
-// tool_calls are checked, and their function.arguments (a JSON string in OpenAI's API) become the
-// object templates expect, as Hugging Face's convention has it (a string that is not JSON stays).
-json parse_messages(const json& messages);
+// OpenAI-style messages checked and normalized for a chat template (chat_template::parse_messages):
+// content given as an array of parts becomes one string, image parts the image marker (refused
+// without `images`); an assistant's tool_calls are checked, and their function.arguments (a JSON
+// string in OpenAI's API) become the object templates expect, as Hugging Face's convention has it.
+json parse_messages(const json& messages, std::vector<chat_template::ImageRef>* images = nullptr);
 
 struct TemplateRequest {
     json messages, tools, template_kwargs;
 };
-TemplateRequest parse_apply_template_request(const json& body);
+// `takes_images`: image parts render as the marker (the images are not read), as llama-server's
+// /apply-template shows them; otherwise they are refused as in a chat.
+TemplateRequest parse_apply_template_request(const json& body, bool takes_images = false);
 
 // 400 naming logit_bias when a biased token id is not in the vocabulary.
 void check_logit_bias(const ParsedRequest& req, size_t n_vocab);

@@ -50,7 +50,8 @@ void completion(ServerCore& core, Endpoint ep, Response& res, const std::string&
     ServerCore::require_generator(*m);
     json j = parse_body(body);
     thread_local std::mt19937_64 seeds{std::random_device{}()};
-    ParsedRequest req = ep == Endpoint::Chat ? parse_chat_request(j, seeds()) : parse_completion_request(j, seeds());
+    ParsedRequest req =
+        ep == Endpoint::Chat ? parse_chat_request(j, seeds(), m->takes_images()) : parse_completion_request(j, seeds());
     check_logit_bias(req, m->tokenizer->n_vocab());
     const std::vector<std::vector<int32_t>> prompts = prepare_generation(req, *m, m->n_ctx);
 
@@ -134,7 +135,10 @@ void rerank(ServerCore& core, Response& res, const std::string& body) {
 }
 
 json model_card(const ServedModel& m) {
-    return json{{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "vkllm"}};
+    json card{{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "vkllm"}};
+    // llama-server's words for what a model does; the chat page offers images on "multimodal".
+    if (m.takes_images()) card["capabilities"] = json::array({"completion", "multimodal"});
+    return card;
 }
 
 }  // namespace

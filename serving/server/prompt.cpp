@@ -18,6 +18,12 @@ std::string render_chat(const ChatRenderer& render, const chat_template::ChatInp
     }
 }
 
+std::string chat_prompt_text(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req) {
+    return answer::forced_prompt(
+        render_chat(render, chat_template::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)),
+        req.tool_plan);
+}
+
 std::vector<int32_t> completion_prompt_tokens(const Tokenizer& tok, const PromptInput& p, const std::string& param) {
     if (!p.is_tokens) return chat_template::encode_prompt(tok, p.text);
     for (int32_t id : p.tokens)
@@ -32,9 +38,7 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
     std::vector<int32_t> ids;
     std::string param = "messages";
     if (req.endpoint == Endpoint::Chat) {
-        const std::string text = answer::forced_prompt(
-            render_chat(render, chat_template::chat_inputs(tok, req.messages, req.tools, req.template_kwargs)),
-            req.tool_plan);
+        const std::string text = chat_prompt_text(tok, render, req);
         ids = chat_template::encode_prompt(tok, text);
         if (rendered) *rendered = text;
     } else if (req.suffix) {

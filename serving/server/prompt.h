@@ -20,6 +20,9 @@ using ChatRenderer = std::function<std::string(const chat_template::ChatInputs&)
 // conversation's shape) is the client's 400, any other exception propagates.
 std::string render_chat(const ChatRenderer& render, const chat_template::ChatInputs& in);
 
+// The text of a chat request's prompt: its messages rendered, and a forced tool call's start after them.
+std::string chat_prompt_text(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req);
+
 // The prompt of a request: rendered and encoded for chat, encoded (or the client's ids, checked
 // against the vocabulary) for completions (req.prompts[index]). 400 when it does not fit `n_ctx`
 // with room for one token. `rendered`, when given, receives the chat prompt's text (what the reply

@@ -22,11 +22,16 @@ const ui = {
   keyInput: $('key-input'),
   keyError: $('key-error'),
   template: $('message-template'),
+  attach: $('attach'),
+  imageFile: $('image-file'),
+  attachments: $('attachments'),
 };
 
 let current = null;  // the open conversation
 let modelId = '';
 let running = null;  // { controller } while an answer streams
+let takesImages = false;  // the server's model has a vision encoder (`vkllm serve --mmproj`)
+let pending = [];  // data URLs of the images attached to the message being written
 
 // --- the API key dialog: resolves with the key typed, or '' when cancelled ------------------------
 let keyAnswer = null;
@@ -83,9 +88,85 @@ function sampling(s) {
   return out;
 }
 
-// A stored message as the API takes it. Issue 55: a message's images become content parts here
-// ([{ type: 'text', ... }, { type: 'image_url', ... }]).
-const apiMessage = (m) => ({ role: m.role, content: m.content });
+// A stored message as the API takes it: a message with images is content parts, the images first
+// (where a vision model's chat format usually has them) and then the text.
+function apiMessage(m) {
+  if (!m.images?.length) return { role: m.role, content: m.content };
+  const parts = m.images.map((url) => ({ type: 'image_url', image_url: { url } }));
+  if (m.content) parts.push({ type: 'text', text: m.content });
+  return { role: m.role, content: parts };
+}
+
+// --- images attached to the next message (a file chooser, or pasted) ------------------------------
+// The request body carries them base64-encoded (4/3 of their size) under the server's 8 MiB cap.
+const MAX_IMAGE_BYTES = 5 << 20;
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/bmp', 'image/webp'];
+
+function thumbnail(url) {
+  const img = document.createElement('img');
+  img.className = 'thumb';
+  img.src = url;
+  img.alt = 'Attached image';
+  return img;
+}
+
+function renderAttachments() {
+  ui.attachments.replaceChildren(...pending.map((url, i) => {
+    const fig = document.createElement('figure');
+    const remove = document.createElement('button');
+    remove.type = 'button';
+    remove.textContent = '×';
+    remove.title = 'Remove this image';
+    remove.addEventListener('click', () => {
+      pending.splice(i, 1);
+      renderAttachments();
+    });
+    fig.append(thumbnail(url), remove);
+    return fig;
+  }));
+  ui.attachments.hidden = pending.length === 0;
+}
+
+function readDataUrl(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+async function attachFiles(files) {
+  for (const file of files) {
+    if (!IMAGE_TYPES.includes(file.type)) {
+      showStatus(`${file.name || 'That file'} is not a PNG, JPEG, GIF, BMP or WebP image.`);
+      continue;
+    }
+    if (file.size > MAX_IMAGE_BYTES) {
+      showStatus(`${file.name || 'That image'} is larger than ${MAX_IMAGE_BYTES >> 20} MiB.`);
+      continue;
+    }
+    try {
+      pending.push(await readDataUrl(file));
+    } catch (e) {
+      showStatus(`${file.name || 'The image'} could not be read: ${e.message}`);
+    }
+  }
+  renderAttachments();
+}
+
+ui.attach.addEventListener('click', () => ui.imageFile.click());
+ui.imageFile.addEventListener('change', async () => {
+  await attachFiles([...ui.imageFile.files]);
+  ui.imageFile.value = '';
+});
+ui.prompt.addEventListener('paste', (e) => {
+  if (!takesImages) return;
+  const files = [...(e.clipboardData?.files ?? [])].filter((f) => f.type.startsWith('image/'));
+  if (!files.length) return;
+  e.preventDefault();
+  attachFiles(files);
+});
 
 // --- the conversation list ------------------------------------------------------------------------
 async function refreshList() {
@@ -147,6 +228,9 @@ function messageElement(m) {
 
 // Brings `el` up to date with `m`; while it streams (`live`), its reasoning is shown as it comes.
 function updateMessage(el, m, live = false) {
+  const images = el.querySelector('.images');
+  images.hidden = !m.images?.length;
+  if (m.images?.length && images.childElementCount !== m.images.length) images.replaceChildren(...m.images.map(thumbnail));
   const content = el.querySelector('.content');
   if (m.role === 'assistant') renderMarkdown(content, m.content);
   else content.textContent = m.content;
@@ -266,10 +350,14 @@ async function regenerate() {
 $('composer').addEventListener('submit', async (e) => {
   e.preventDefault();
   const text = ui.prompt.value;
-  if (running || !text.trim()) return;
+  if (running || (!text.trim() && !pending.length)) return;
   ui.prompt.value = '';
-  if (!current.messages.length) current.title = text.trim().slice(0, 60);
-  current.messages.push({ role: 'user', content: text });
+  if (!current.messages.length) current.title = text.trim().slice(0, 60) || 'Image';
+  const message = { role: 'user', content: text };
+  if (pending.length) message.images = pending;
+  pending = [];
+  renderAttachments();
+  current.messages.push(message);
   await save();
   await answer();
 });
@@ -291,6 +379,9 @@ async function start() {
   try {
     const models = await api.models();
     modelId = models[0]?.id ?? '';
+    // vkllm's and llama-server's word for a model that takes images.
+    takesImages = Boolean(models[0]?.capabilities?.includes('multimodal'));
+    ui.attach.hidden = !takesImages;
     ui.model.textContent = modelId || '(no model)';
     document.title = modelId ? `${modelId} · vkllm` : 'vkllm';
     showStatus(kept ? '' : 'This browser refuses the page its storage (IndexedDB): conversations last as long as the tab.');

@@ -190,11 +190,30 @@ TEST_CASE("ollama: chat messages in Ollama's shape") {
     CHECK(m[1]["tool_calls"][0]["function"]["arguments"] == json{{"city", "Paris"}});
     CHECK(m[2]["name"] == "get_weather");
 
-    ApiError img = chat_error(
-        {{"messages", json::array({json{{"role", "user"}, {"content", "what is this?"}, {"images", {"aGVsbG8="}}}})}});
-    CHECK(img.status() == 400);
-    CHECK(img.param() == "messages[0].images");
-    CHECK(std::string(img.what()).find("no images") != std::string::npos);
+    // Images: image parts before the message's text, named as Ollama's fields; refused by a model
+    // without a vision encoder.
+    Request img = parse_chat(
+        chat({{"messages", json::array({json{{"role", "user"}, {"content", "ok"}},
+                                        json{{"role", "user"}, {"content", "what is this?"}, {"images", {"aGVs", "YQ=="}}}})}}),
+        1);
+    CHECK(img.parsed.messages[1]["content"] == "<__media__><__media__>what is this?");
+    REQUIRE(img.parsed.images.size() == 2);
+    CHECK(img.parsed.images[0].url == "data:image/*;base64,aGVs");
+    CHECK(img.parsed.images[0].param == "messages[1].images[0]");
+    CHECK(img.parsed.images[1].param == "messages[1].images[1]");
+    CHECK_NOTHROW(check_images(img, true));
+    try {
+        check_images(img, false);
+        FAIL("expected a 400");
+    } catch (const ApiError& e) {
+        CHECK(e.status() == 400);
+        CHECK(e.param() == "messages[1].images[0]");
+        CHECK(std::string(e.what()).find("takes no images") != std::string::npos);
+    }
+    CHECK(chat_error({{"messages", json::array({json{{"role", "user"}, {"content", "x"}, {"images", "aGVs"}}})}})
+              .param() == "messages[0].images");
+    CHECK(chat_error({{"messages", json::array({json{{"role", "user"}, {"content", "x"}, {"images", {5}}}})}})
+              .param() == "messages[0].images[0]");
     CHECK(chat_error({{"messages", json::array({json{{"content", "x"}}})}}).param() == "messages[0].role");
     CHECK(chat_error({{"messages", "hi"}}).param() == "messages");
 
@@ -293,7 +312,15 @@ TEST_CASE("ollama: generate's refusals") {
     REQUIRE(fim.parsed.suffix.has_value());
     CHECK(*fim.parsed.suffix == "    return x");
     REQUIRE(fim.parsed.prompts.size() == 1);
-    CHECK(gen_error({{"images", {"aGVsbG8="}}}).param() == "images");
+    Request gen_img = parse_generate(generate({{"images", {"aGVsbG8="}}, {"system", "s"}}), 1);
+    REQUIRE(gen_img.parsed.images.size() == 1);
+    CHECK(gen_img.parsed.images[0].param == "images[0]");
+    CHECK(gen_img.parsed.messages[1]["content"].get<std::string>()== "<__media__>Once upon a time");
+    // Images need the template's prompt.
+    CHECK(gen_error({{"images", {"aGVsbG8="}}, {"raw", true}}).param() == "images");
+    CHECK(gen_error({{"images", {"aGVsbG8="}}, {"suffix", "x"}}).param() == "images");
+    CHECK(gen_error({{"images", {"aGVsbG8="}}, {"context", {1, 2}}}).param() == "images");
+    CHECK(gen_error({{"images", "aGVsbG8="}}).param() == "images");
     CHECK(gen_error({{"context", {-1}}}).param() == "context[0]");
     CHECK(gen_error({{"context", "abc"}}).param() == "context");
     CHECK(gen_error({{"prompt", 5}}).param() == "prompt");

@@ -126,7 +126,11 @@ TEST_CASE("protocol: wrong types and out-of-range values are 400s naming the fie
            json::array(
                {json{{"role", "user"}, {"content", json::array({json{{"type", "image_url"}, {"image_url", "x"}}})}}})}},
          "messages[0].content[0].type",
-         "only content parts of type 'text'"},
+         "takes no images"},
+        {{{"messages",
+           json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "input_audio"}}})}}})}},
+         "messages[0].content[0].type",
+         "content parts of type 'text'"},
         {{{"messages", json::array({json{{"role", "user"}, {"content", json::array({json{{"type", "text"}}})}}})}},
          "messages[0].content[0].text",
          "Missing required parameter"},
