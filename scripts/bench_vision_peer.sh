@@ -8,7 +8,8 @@
 # ViT-B/14), it writes a text model and its mmproj, times vkllm's encode (`vkllm bench --mmproj
 # --image`: one warm-up, then the median of REPS runs) and libmtmd's mtmd_encode_chunk, what
 # llama-server runs for an image (one first encode, then the median of REPS), and prints a
-# Markdown table. Not llama-server itself: build 9749's server logs no per-image encode time, and on
+# Markdown table: each side's median and fastest run, and their ratios (on a shared machine the
+# fastest runs are the ones least slowed by other work). Not llama-server itself: build 9749's server logs no per-image encode time, and on
 # lavapipe it aborted after its first image request (docs/vision.md, Speed).
 # Environment: PEER (default /work/shared/peer/bin), REPS (default 5), CASES (default all six, e.g.
 # "gemma3:small mlp:real"), GGML_VK_VISIBLE_DEVICES (default 0: llama.cpp's first Vulkan device,
@@ -50,11 +51,15 @@ peer_ms() {
     "$BUILD/mtmd_oracle" "$PEER" "$1" "$2" picture.rgb 224 224 "peer-$3" "A<__media__>B" 2>"peer-$3.log" |
     tee "peer-$3.txt" | python3 -c "
 import re, sys
-print('%.2f' % sum(float(m.group(1)) for m in re.finditer(r'median ([0-9.]+) ms', sys.stdin.read())))"
+text = sys.stdin.read()
+print(*('%.2f' % sum(float(v) for v in re.findall(what + r' ([0-9.]+) ms', text)) for what in ('median', 'min')))"
 }
 
-printf '| type | shape | tiles | image tokens | vkllm encode ms | llama.cpp encode ms | llama.cpp / vkllm |\n'
-printf '|---|---|---|---|---|---|---|\n'
+# B / A to two places.
+ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) / float(sys.argv[1])))" "$1" "$2"; }
+
+printf '| type | shape | tiles | image tokens | vkllm encode ms | llama.cpp encode ms | llama.cpp / vkllm | same, fastest runs |\n'
+printf '|---|---|---|---|---|---|---|---|\n'
 for c in $CASES; do
   type=${c%%:*} size=${c##*:}
   case $type in gemma3) arch=gemma3 ;; *) arch=llama ;; esac
@@ -70,12 +75,12 @@ for c in $CASES; do
     --seed 55 -o "text-$type-$size.gguf" --mmproj "$type" $vit 2>/dev/null
   "$BUILD/vkllm" bench -m "text-$type-$size.gguf" --mmproj "text-$type-$size-mmproj.gguf" --image picture.png \
     -p 0 -n 0 -r "$REPS" --no-probes --json >"vkllm-$type-$size.json" 2>"vkllm-$type-$size.log"
-  read -r tiles tokens ours < <(python3 -c "
+  read -r tiles tokens ours ours_min < <(python3 -c "
 import json, sys
 i = json.load(open(sys.argv[1]))['results'][0]['vision']['images'][0]
-print(i['tiles'], i['image_tokens'], '%.2f' % i['encode_ms'])" "vkllm-$type-$size.json")
-  theirs=$(peer_ms "text-$type-$size.gguf" "text-$type-$size-mmproj.gguf" "$type-$size")
-  ratio=$(python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print('%.2f' % (b / a))" "$ours" "$theirs")
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$type" "$shape" "$tiles" "$tokens" "$ours" "$theirs" "$ratio"
+print(i['tiles'], i['image_tokens'], '%.2f %.2f' % (i['encode_ms'], i['encode_ms_min']))" "vkllm-$type-$size.json")
+  read -r theirs theirs_min < <(peer_ms "text-$type-$size.gguf" "text-$type-$size-mmproj.gguf" "$type-$size")
+  printf '| %s | %s | %s | %s | %s (min %s) | %s (min %s) | %s | %s |\n' "$type" "$shape" "$tiles" "$tokens" \
+    "$ours" "$ours_min" "$theirs" "$theirs_min" "$(ratio "$ours" "$theirs")" "$(ratio "$ours_min" "$theirs_min")"
 done
 echo "(files and logs in $WORK)" >&2

@@ -12,7 +12,7 @@
 //   OUT_PREFIX.imageK.f32   image chunk K's embeddings, little-endian f32, N rows of the text width
 // Environment: ORACLE_GPU=1 encodes on llama.cpp's GPU backend (Vulkan; GGML_VK_VISIBLE_DEVICES=0 for
 // lavapipe) instead of its CPU one; ORACLE_ENCODE_REPS=N encodes each image chunk N more times and
-// prints "encode chunk K: first F ms, median M ms over N" (scripts/bench_vision_peer.sh);
+// prints "encode chunk K: first F ms, median M ms, min L ms over N" (scripts/bench_vision_peer.sh);
 // ORACLE_FLASH_ATTN=1 (or auto) the encoder's flash attention (off otherwise).
 // The declarations below are the few C functions this calls; the two parameter structs are passed as
 // opaque oversized buffers (both are the last argument, so a larger copy is harmless) after checking
@@ -190,8 +190,8 @@ int run(int argc, char** argv) {
                     std::sort(ms.begin(), ms.end());
                     const size_t m = ms.size();
                     const double median = m % 2 ? ms[m / 2] : 0.5 * (ms[m / 2 - 1] + ms[m / 2]);
-                    std::printf("encode chunk %d: first %.3f ms, median %.3f ms over %zu\n", image_index, first, median,
-                                m);
+                    std::printf("encode chunk %d: first %.3f ms, median %.3f ms, min %.3f ms over %zu\n", image_index,
+                                first, median, ms.front(), m);
                 }
             }
             const float* e = output_embd(ctx);

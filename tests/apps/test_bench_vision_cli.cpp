@@ -114,5 +114,5 @@ TEST_CASE("cli: vkllm bench --mmproj --image refuses what it cannot time") {
                       mmproj + " --image " + sq,
                   "bench_vision_bad");
     CHECK(r.status != 0);
-    CHECK(r.err.find("96") != std::string::npos);
+    CHECK(r.err.find("rows of 96 values but the text model's embedding length is 64") != std::string::npos);
 }
