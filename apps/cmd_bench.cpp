@@ -1,7 +1,8 @@
 // `vkllm bench`: prompt processing (pp) and text generation (tg) speed, load time, time to first
 // token with a cold and a warm pipeline cache, peak device memory, every figure also as a fraction
 // of what the device measurably can do (read bandwidth and FMA probes), and with --profile the GPU
-// time per op type.
+// time per op type. With --mmproj and --image, the vision encoder's time per image too (bench_vision.h).
+#include "apps/bench_vision.h"
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "model/arch/tensor_schema.h"
@@ -42,6 +43,7 @@ struct BenchOptions {
     bool profile = false;
     bool no_probes = false;
     std::string json_schema_file;  // also measure sampled decode with and without this schema
+    VisionOptions vision;  // --mmproj and --image: also the vision encoder's speed on each image
     DeviceOptions device;
 };
 
@@ -305,6 +307,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
                              {"kv_cache_bytes", st.memory->kv_cache}});
         j["split"] = parts;
     }
+    if (!o.vision.mmproj.empty()) j["vision"] = bench_vision(*m.ctx, m.cfg.dim, o.vision, o.reps, o.profile);
 
     if (o.profile) {
         g.set_profiling(true);
@@ -400,6 +403,7 @@ void print_markdown(const nlohmann::json& out) {
             r.value("tg_schema_ratio", 0.0), r["tg_sampled_sample_ms_per_token"].get<double>(),
             r["tg_schema_sample_ms_per_token"].get<double>());
     }
+    print_vision_markdown(out["results"]);
     for (auto& r : out["results"]) {
         if (!r.contains("profile")) continue;
         for (auto& [phase, ph] : r["profile"].items()) {
@@ -418,6 +422,10 @@ void print_markdown(const nlohmann::json& out) {
 
 void bench(const BenchOptions& o) {
     if (o.reps < 1) throw std::invalid_argument("-r must be >= 1");
+    if (o.vision.mmproj.empty() && !o.vision.images.empty())
+        throw std::invalid_argument("--image needs a vision encoder for the model: give its mmproj file (--mmproj)");
+    if (!o.vision.mmproj.empty() && o.vision.images.empty())
+        throw std::invalid_argument("--mmproj needs --image: the pictures whose encoding is timed");
     std::vector<std::string> paths;
     for (auto& m : (o.models.empty() ? std::vector<std::string>{""} : o.models)) paths.push_back(resolve_model_path(m));
     nlohmann::json out;
@@ -476,11 +484,13 @@ void register_bench(CLI::App& app) {
         ->capture_default_str();
     add_kv_type_option(cmd, o->kv_type);
     cmd->add_flag("--json", o->json, "Print JSON instead of Markdown");
-    cmd->add_flag("--profile", o->profile, "GPU time per op type for one decode step and one prefill chunk");
+    cmd->add_flag("--profile", o->profile,
+                  "GPU time per op type for one decode step and one prefill chunk (and per kernel of an image encode)");
     cmd->add_flag("--no-probes", o->no_probes, "Skip the bandwidth / FMA probes (no roofline figures)");
     cmd->add_option(
         "--json-schema-file", o->json_schema_file,
         "Also measure sampled decode (temperature 0.8, top-k 40) with and without this JSON schema's grammar");
+    o->vision.add_to(cmd, true);
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

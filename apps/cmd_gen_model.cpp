@@ -52,6 +52,7 @@ struct GenModelArgs {
     uint64_t seed = 1;
     std::string mmproj, mmproj_output;
     uint32_t image_size = 0, patch_size = 0;
+    uint32_t vit_dim = 0, vit_layers = 0, vit_heads = 0, vit_ffn = 0;  // 0: MmprojShape's small defaults
     CLI::Option *dim_opt = nullptr, *layers_opt = nullptr, *heads_opt = nullptr, *kv_heads_opt = nullptr,
                 *ffn_opt = nullptr, *vocab_opt = nullptr, *ctx_opt = nullptr;
 };
@@ -141,6 +142,10 @@ MmprojShape mmproj_shape(const GenModelArgs& a, const ModelShape& text) {
     m.text_dim = text.dim;
     m.image_size = a.image_size;
     m.patch_size = a.patch_size;
+    if (a.vit_dim) m.dim = a.vit_dim;
+    if (a.vit_layers) m.layers = a.vit_layers;
+    if (a.vit_heads) m.heads = a.vit_heads;
+    if (a.vit_ffn) m.ffn = a.vit_ffn;
     m.seed = text.seed;
     return resolve_mmproj_shape(m);
 }
@@ -156,8 +161,9 @@ void write_mmproj(const GenModelArgs& a, const MmprojShape& m) {
 }
 
 void run_gen_model(const GenModelArgs& a) {
-    if (a.mmproj.empty() && (a.image_size || a.patch_size || !a.mmproj_output.empty()))
-        throw std::invalid_argument("--image-size, --patch-size and --mmproj-output need --mmproj");
+    if (a.mmproj.empty() && (a.image_size || a.patch_size || a.vit_dim || a.vit_layers || a.vit_heads || a.vit_ffn ||
+                             !a.mmproj_output.empty()))
+        throw std::invalid_argument("--image-size, --patch-size, --vit-* and --mmproj-output need --mmproj");
     ModelShape s;
     if (!a.preset.empty()) {
         s = preset_shape(a.preset);
@@ -356,6 +362,16 @@ void register_gen_model(CLI::App& app) {
     cmd->add_option("--image-size", args->image_size,
                     "--mmproj: tile size in pixels (default gemma3 64, idefics3 32, mlp 56)");
     cmd->add_option("--patch-size", args->patch_size, "--mmproj: patch size in pixels (default 8; mlp 14)");
+    // Real encoders' sizes (SigLIP 1152 wide, 27 layers, 16 heads, ffn 4304) for speed measurements.
+    cmd->add_option("--vit-dim", args->vit_dim, "--mmproj: the ViT's embedding length (default 64)")
+        ->check(CLI::Range(1u, 16384u));
+    cmd->add_option("--vit-layers", args->vit_layers, "--mmproj: the ViT's blocks (default 2)")
+        ->check(CLI::Range(1u, 256u));
+    cmd->add_option("--vit-heads", args->vit_heads,
+                    "--mmproj: the ViT's attention heads (must divide --vit-dim; default 4)")
+        ->check(CLI::Range(1u, 1024u));
+    cmd->add_option("--vit-ffn", args->vit_ffn, "--mmproj: the ViT's feed-forward width (default 128)")
+        ->check(CLI::Range(1u, 65536u));
     cmd->callback([args] {
         try {
             run_gen_model(*args);

@@ -10,11 +10,17 @@
 //   OUT_PREFIX.chunks.txt   one line per chunk: "text N <pieces as a JSON-ish escaped string>" or
 //                           "image N NX NY" (tokens, and the image chunk's token grid)
 //   OUT_PREFIX.imageK.f32   image chunk K's embeddings, little-endian f32, N rows of the text width
+// Environment: ORACLE_GPU=1 encodes on llama.cpp's GPU backend (Vulkan; GGML_VK_VISIBLE_DEVICES=0 for
+// lavapipe) instead of its CPU one; ORACLE_ENCODE_REPS=N encodes each image chunk N more times and
+// prints "encode chunk K: first F ms, median M ms, min L ms over N" (scripts/bench_vision_peer.sh);
+// ORACLE_FLASH_ATTN=1 (or auto) the encoder's flash attention (off otherwise).
 // The declarations below are the few C functions this calls; the two parameter structs are passed as
 // opaque oversized buffers (both are the last argument, so a larger copy is harmless) after checking
 // the one field layout this relies on.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +69,12 @@ std::string escape(const std::string& s) {
             out += char(c);
     }
     return out;
+}
+
+// ORACLE_FLASH_ATTN: unset disabled (0), "auto" llama.cpp's choice (-1), anything else enabled (1).
+int32_t flash_attn_type(const char* env) {
+    if (!env) return 0;
+    return std::strcmp(env, "auto") == 0 ? -1 : 1;
 }
 
 int run(int argc, char** argv) {
@@ -124,8 +136,8 @@ int run(int argc, char** argv) {
     std::memcpy(&media, cp.bytes + 16, sizeof media);
     if (!media || std::strcmp(media, default_marker()) != 0)
         throw std::runtime_error("mtmd_context_params layout is not the expected one");
-    const bool use_gpu = false;
-    const int32_t n_threads = 2, flash_attn = std::getenv("ORACLE_FLASH_ATTN") ? 1 : 0;  // 0: disabled
+    const bool use_gpu = std::getenv("ORACLE_GPU") != nullptr;
+    const int32_t n_threads = 2, flash_attn = flash_attn_type(std::getenv("ORACLE_FLASH_ATTN"));
     std::memcpy(cp.bytes + 0, &use_gpu, 1);
     std::memcpy(cp.bytes + 4, &n_threads, 4);
     std::memcpy(cp.bytes + 24, &flash_attn, 4);
@@ -164,8 +176,24 @@ int run(int argc, char** argv) {
         } else {
             const void* img = chunk_image(c);
             layout << "image " << n << ' ' << image_nx(img) << ' ' << image_ny(img) << '\n';
-            if (int32_t rc = encode_chunk(ctx, c); rc != 0)
-                throw std::runtime_error("mtmd_encode_chunk returned " + std::to_string(rc));
+            auto timed_encode = [&] {
+                const auto t0 = std::chrono::steady_clock::now();
+                if (int32_t rc = encode_chunk(ctx, c); rc != 0)
+                    throw std::runtime_error("mtmd_encode_chunk returned " + std::to_string(rc));
+                return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            };
+            const double first = timed_encode();
+            if (const char* reps = std::getenv("ORACLE_ENCODE_REPS")) {
+                std::vector<double> ms;
+                for (long r = 0; r < std::strtol(reps, nullptr, 10); ++r) ms.push_back(timed_encode());
+                if (!ms.empty()) {
+                    std::sort(ms.begin(), ms.end());
+                    const size_t m = ms.size();
+                    const double median = m % 2 ? ms[m / 2] : 0.5 * (ms[m / 2 - 1] + ms[m / 2]);
+                    std::printf("encode chunk %d: first %.3f ms, median %.3f ms, min %.3f ms over %zu\n", image_index,
+                                first, median, ms.front(), m);
+                }
+            }
             const float* e = output_embd(ctx);
             // The row width: the embeddings are the text model's; read it from the model.
             auto n_embd = llama.get<int32_t (*)(const void*)>("llama_model_n_embd");

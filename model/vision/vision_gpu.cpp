@@ -239,7 +239,7 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
     };
     b->vit = std::make_unique<CommandStream>(ctx_);
     CommandStream& s = *b->vit;
-    s.begin();
+    s.begin(profiling_);
     // x (m, e): each tile's patch rows, then its class row; + the position rows.
     const uint32_t np = tiles * p.n_patches;
     const bool cls = cfg_.has_class_embedding;
@@ -281,7 +281,7 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
     // --- the projector over the merged rows (r, mw) -> (r, t)
     b->proj = std::make_unique<CommandStream>(ctx_);
     CommandStream& ps = *b->proj;
-    ps.begin();
+    ps.begin(profiling_);
     const BufferSlice in = rows(b->merged, 0, r, mw), out = rows(b->out, 0, r, t), mid = rows(b->mid, 0, r, t);
     switch (cfg_.type) {
         case ProjectorType::Mlp:  // mm.2 · gelu(mm.0 · rows + b0) + b2
@@ -316,6 +316,10 @@ void VisionGpu::run_batch(Batch& b, std::span<const ImageTile> tiles, std::vecto
         std::memcpy(patches + i * size_t(p.n_patches) * pk, u.data(), u.size() * 4);
     }
     b.vit->submit_and_wait();
+    if (profiling_) {
+        const std::vector<DispatchTiming> t = b.vit->timings();
+        timings_.insert(timings_.end(), t.begin(), t.end());
+    }
     const auto* x = static_cast<const float*>(b.x_out.mapped());
     auto* merged = static_cast<float*>(b.merged.mapped());
     const uint32_t px = tiles[0].nx / cfg_.patch_size, py = tiles[0].ny / cfg_.patch_size;
@@ -324,6 +328,10 @@ void VisionGpu::run_batch(Batch& b, std::span<const ImageTile> tiles, std::vecto
         std::memcpy(merged + i * size_t(p.out_rows) * mw, rows.data(), rows.size() * 4);
     }
     b.proj->submit_and_wait();
+    if (profiling_) {
+        const std::vector<DispatchTiming> t = b.proj->timings();
+        timings_.insert(timings_.end(), t.begin(), t.end());
+    }
     const auto* o = static_cast<const float*>(b.out.mapped());
     for (size_t i = 0; i < tiles.size(); ++i) {
         const float* first = o + i * size_t(p.out_rows) * t;
@@ -331,7 +339,15 @@ void VisionGpu::run_batch(Batch& b, std::span<const ImageTile> tiles, std::vecto
     }
 }
 
+void VisionGpu::set_profiling(bool on) {
+    if (on == profiling_) return;
+    profiling_ = on;
+    batches_.clear();  // recorded with or without timestamps
+    timings_.clear();
+}
+
 std::vector<std::vector<float>> VisionGpu::encode(std::span<const ImageTile> tiles) {
+    timings_.clear();
     std::vector<std::vector<float>> out;
     out.reserve(tiles.size());
     for (size_t i = 0; i < tiles.size();) {

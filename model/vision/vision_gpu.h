@@ -18,6 +18,7 @@
 
 #include "model/gguf/gguf.h"
 #include "model/mmproj/mmproj_config.h"
+#include "runtime/command_stream.h"
 #include "runtime/context.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/linear.h"
@@ -67,6 +68,10 @@ public:
     VisionPlan plan(uint32_t tiles, uint32_t nx, uint32_t ny) const;
     // Tiles of nx x ny that one batch holds on this device (every buffer within one binding).
     uint32_t batch_tiles(uint32_t nx, uint32_t ny) const;
+    // With profiling on, the batches are recorded with timestamps (recorded again when it changes)
+    // and last_timings() holds the dispatches of the last encode(): `vkllm bench --profile`.
+    void set_profiling(bool on);
+    const std::vector<DispatchTiming>& last_timings() const { return timings_; }
 
 private:
     struct Weights;
@@ -81,6 +86,8 @@ private:
     static constexpr size_t kKeptBatches = 4;
     std::map<std::array<uint32_t, 3>, std::unique_ptr<Batch>> batches_;
     uint64_t clock_ = 0;
+    bool profiling_ = false;
+    std::vector<DispatchTiming> timings_;
 };
 
 }  // namespace vkllm

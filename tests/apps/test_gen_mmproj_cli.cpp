@@ -61,6 +61,11 @@ TEST_CASE("gen-model --mmproj refuses unknown projector types and stray options"
                         "gen_mmproj");
     CHECK(r.status != 0);
     CHECK(r.err.find("need --mmproj") != std::string::npos);
+    r = test::run_vkllm("gen-model -o " + text + " --dim 64 --layers 1 --heads 2 --ffn 128 --vocab 300 --type f16 "
+                        "--vit-layers 12",
+                        "gen_mmproj");
+    CHECK(r.status != 0);
+    CHECK(r.err.find("need --mmproj") != std::string::npos);
     // A bad mmproj shape is refused before the text model is written.
     fs::remove(text);
     r = test::run_vkllm("gen-model -o " + text + " --dim 64 --layers 1 --heads 2 --ffn 128 --vocab 300 --type f16 "
@@ -68,5 +73,12 @@ TEST_CASE("gen-model --mmproj refuses unknown projector types and stray options"
                         "gen_mmproj");
     CHECK(r.status != 0);
     CHECK(r.err.find("not a whole number of 8-pixel patches") != std::string::npos);
+    CHECK(!fs::exists(text));
+    // --vit-heads must divide --vit-dim.
+    r = test::run_vkllm("gen-model -o " + text + " --dim 64 --layers 1 --heads 2 --ffn 128 --vocab 300 --type f16 "
+                        "--mmproj gemma3 --vit-dim 100 --vit-heads 3",
+                        "gen_mmproj");
+    CHECK(r.status != 0);
+    CHECK(r.err.find("dim 100 / heads 3") != std::string::npos);
     CHECK(!fs::exists(text));
 }
