@@ -245,6 +245,7 @@ void serve(const ServeOptions& o) {
         mo.ubatch = sizes.ubatch;
     } else {
         mo.ubatch = o.ubatch ? o.ubatch : 64;
+        o.vision.fit_ubatch(mo);  // a Gemma 3 image's rows are one chunk
     }
     mo.kv_type = o.kv_type;
     mo.n_seq = embeds(role) ? 1 : o.parallel;
@@ -269,16 +270,14 @@ void serve(const ServeOptions& o) {
         return;
     }
     auto tmpl = std::make_shared<chat_template::ChatTemplate>(chat_template_for(m, o.chat_template));
-    // The vision encoder gets a device context of its own (its own queue and fence): it encodes on
-    // the HTTP threads while the engine's thread runs the text model, and a Context takes work from
-    // one thread at a time. Before the engine: gone after it (the server's callback below uses it
-    // only while requests run, and wait_and_stop ends them first).
-    std::unique_ptr<Context> vision_ctx;
+    // The vision encoder shares the text model's device context: it encodes on the HTTP threads
+    // while the engine's thread runs the text model, and the Context's queue takes their work in
+    // turn. Before the engine: gone after it (the server's callback below uses it only while
+    // requests run, and wait_and_stop ends them first).
     std::unique_ptr<VisionModel> vision;
     if (!o.vision.mmproj.empty()) {
         check_model_path(o.vision.mmproj);
-        vision_ctx = std::make_unique<Context>(o.device.context_options());
-        vision = std::make_unique<VisionModel>(*vision_ctx, o.vision.mmproj, m.cfg.dim);
+        vision = std::make_unique<VisionModel>(*m.ctx, o.vision.mmproj, m.cfg.dim);
         const VisionConfig& vc = vision->config();
         fmt::print(stderr, "vision: {} ({} projector, {}x{} tiles of {} patches)\n", o.vision.mmproj, vc.desc->name,
                    vc.image_size, vc.image_size, vc.n_patches());
