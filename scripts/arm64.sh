@@ -45,6 +45,8 @@ PKGS=(
   # target: what CMakeLists.txt finds and links (libvulkan-dev:arm64 for find_package(Vulkan); it
   # brings libvulkan1:arm64, the loader volk opens at run time), then what the emulated runs load
   libvulkan-dev:arm64 libfmt-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libedit-dev:arm64 libcpp-httplib-dev:arm64
+  libstb-dev:arm64 libwebp-dev:arm64 zlib1g-dev:arm64  # image decoding (model/image)
+  libjpeg62-turbo-dev:arm64      # the image tests' independent JPEG encoder
   mesa-vulkan-drivers:arm64      # lavapipe for arm64 (its LLVM JIT emits aarch64 code)
   vulkan-validationlayers:arm64  # same version as the amd64 one: they share the layer manifest
 )
