@@ -371,10 +371,7 @@ vkllm_status vkllm_chat_images(vkllm_session* session, const vkllm_chat_message*
         for (size_t i = 0; i < n_messages; ++i) {
             require(messages[i].content != nullptr, fmt::format("messages[{}].content is NULL", i));
             const std::string_view text = messages[i].content;
-            size_t markers = 0;
-            for (size_t at = text.find(kMediaMarker); at != std::string_view::npos;
-                 at = text.find(kMediaMarker, at + kMediaMarker.size()))
-                ++markers;
+            const size_t markers = count_media_markers(text);
             const size_t n = per_message[i].size();
             require(n == 0 || markers == 0 || markers == n,
                     fmt::format("messages[{}] marks {} image places ({}) for {} images", i, markers, kMediaMarker, n));

@@ -25,6 +25,13 @@ namespace vkllm {
 // mtmd's default media marker (mtmd_default_marker()).
 inline constexpr std::string_view kMediaMarker = "<__media__>";
 
+// How many times `marker` occurs in `text`, without overlaps (the images a prompt places).
+inline size_t count_media_markers(std::string_view text, std::string_view marker = kMediaMarker) {
+    size_t n = 0;
+    for (size_t at = text.find(marker); at != std::string_view::npos; at = text.find(marker, at + marker.size())) ++n;
+    return n;
+}
+
 struct ImagePiece {
     enum class Kind {
         Text,  // text, tokenized with special tokens parsed

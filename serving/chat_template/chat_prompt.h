@@ -2,6 +2,7 @@
 // `vkllm chat`, the C API): the variables a template gets, and how its text becomes tokens.
 #pragma once
 
+#include "model/mmproj/image_prompt.h"
 #include "model/tokenizer/tokenizer.h"
 #include "serving/chat_template/chat_template.h"
 #include "serving/answer/tool_calls.h"
@@ -30,7 +31,7 @@ const char* json_type_name(const nlohmann::ordered_json& v);
 
 // Where an image goes in a prompt: llama.cpp's mtmd marker, one per image, in the text the template
 // renders (model/vision splits the rendered prompt there).
-inline constexpr std::string_view kImageMarker = "<__media__>";
+inline constexpr std::string_view kImageMarker = kMediaMarker;  // model/mmproj/image_prompt.h
 
 // An image a chat message refers to: its URL as the client sent it (a data URL, http(s), ...) and
 // the field it came from ("messages[1].content[0].image_url"), for the errors about it.

@@ -9,12 +9,6 @@
 
 namespace vkllm::server {
 
-size_t count_markers(std::string_view text, std::string_view marker) {
-    size_t n = 0;
-    for (size_t at = text.find(marker); at != std::string_view::npos; at = text.find(marker, at + marker.size())) ++n;
-    return n;
-}
-
 std::vector<int32_t> image_prompt_tokens(const ImagePromptInput& in, const ImagePrompter& prompter,
                                          const ImageInputOptions& opts, uint32_t n_ctx,
                                          std::vector<PromptEmbeddings>& images) {
@@ -30,7 +24,7 @@ std::vector<int32_t> image_prompt_tokens(const ImagePromptInput& in, const Image
                        "invalid_request_error", "messages");
     // The parser put one marker per image into the messages; a template that drops a message's
     // content (or writes it twice) would put the images in the wrong places.
-    const size_t markers = count_markers(*in.text);
+    const size_t markers = count_media_markers(*in.text);
     if (markers != refs.size())
         throw ApiError(400,
                        fmt::format("The chat template '{}' rendered {} image markers for the {} images of these "

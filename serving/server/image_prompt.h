@@ -50,7 +50,4 @@ std::vector<int32_t> image_prompt_tokens(const ImagePromptInput& in, const Image
                                          const ImageInputOptions& opts, uint32_t n_ctx,
                                          std::vector<PromptEmbeddings>& images);
 
-// How many times `marker` occurs in `text`, not overlapping.
-size_t count_markers(std::string_view text, std::string_view marker = chat_template::kImageMarker);
-
 }  // namespace vkllm::server

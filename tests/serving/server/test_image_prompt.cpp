@@ -90,9 +90,9 @@ ApiError refusal(const std::function<void()>& fn) {
 }  // namespace
 
 TEST_CASE("image prompt: markers counted, images read in order and encoded, refusals as 400s") {
-    CHECK(count_markers("") == 0);
-    CHECK(count_markers("a<__media__>b<__media__><__media__>") == 3);
-    CHECK(count_markers("<__media_<__media__>_>") == 1);
+    CHECK(count_media_markers("") == 0);
+    CHECK(count_media_markers("a<__media__>b<__media__><__media__>") == 3);
+    CHECK(count_media_markers("<__media_<__media__>_>") == 1);
 
     auto vision = std::make_shared<FakeVision>();
     ImagePrompter prompter = [vision](const std::string& t, const std::vector<RgbImage>& im) {
