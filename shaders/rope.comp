@@ -4,7 +4,8 @@
 //
 // Input/output: x[n_tokens][n_heads][head_dim] f32 (bound from element x_first), rotated in place.
 // Input:        positions[n_tokens] int32 (from pos_first), read here so that a recorded command
-//               buffer stays valid while the host advances the positions.
+//               buffer stays valid while the host advances the positions; with sections (sect_dims
+//               > 0), positions[n_tokens][4], one per component.
 // Input:        ff[rot_dim / 2] f32 frequency factors (from ff_first), read only when has_ff != 0
 //               (otherwise binding 2 is any buffer and untouched).
 // Math:         for pair i < rot_dim / 2 of a head of token t, with freq_i = base^(-2i / rot_dim) / ff[i]:
@@ -18,6 +19,10 @@
 //               mscale (attn_factor, times YaRN's 1 + 0.1 ln(1 / freq_scale) when ext_factor != 0) and
 //               the ramp bounds corr_low / corr_high come from the host. Elements rot_dim..head_dim-1
 //               are left alone.
+//               Sections (ops::RopeSections): pair i's sector j = i % sect_dims picks component c (0
+//               below sect_end0, 1 below sect_end1, 2 below sect_end2, else 3); M-RoPE keeps the rate
+//               of pair i, the vision mode takes that of pair j - (the section's first sector), with
+//               the host's steeper log2_step (and no factors or YaRN).
 // Precision:    fp32 throughout. base^(-2i/rot_dim) = exp2(i * log2_step), log2_step = -2 log2(base) / rot_dim
 //               computed in double on the host. The scalings fold into one per-pair rate
 //               freq_i * (freq_scale * (1 - mix) + mix), so the position is multiplied once, as in
@@ -53,6 +58,11 @@ layout(push_constant) uniform Push {
     float mscale;
     float corr_low;
     float corr_high;
+    uint sect_dims;  // 0: one position per token
+    uint sect_end0;
+    uint sect_end1;
+    uint sect_end2;
+    uint vision;
 } pc;
 
 #include "rope_angle.glsl"
@@ -66,7 +76,17 @@ void main() {
     const uvec2 ab = rope_pair(pc.x_first + head * pc.head_dim, i);
     const uint a = ab.x, b = ab.y;
 
-    const vec2 cs = rope_cs(i, positions[pc.pos_first + t]);
+    int pos;
+    uint rate_pair = i;
+    if (pc.sect_dims == 0u) {
+        pos = positions[pc.pos_first + t];
+    } else {
+        const uint j = i % pc.sect_dims;
+        const uint c = j < pc.sect_end0 ? 0u : j < pc.sect_end1 ? 1u : j < pc.sect_end2 ? 2u : 3u;
+        pos = positions[pc.pos_first + 4u * t + c];
+        if (pc.vision != 0u) rate_pair = j - (c == 0u ? 0u : c == 1u ? pc.sect_end0 : c == 2u ? pc.sect_end1 : pc.sect_end2);
+    }
+    const vec2 cs = rope_cs(rate_pair, pos);
     const float c = cs.x, s = cs.y;
 
     float x0 = x[a], x1 = x[b];

@@ -5,6 +5,7 @@
 #include "runtime/context.h"
 #include "runtime/ops/op_types.h"
 
+#include <array>
 #include <cstdint>
 
 namespace vkllm::ops {
@@ -22,6 +23,20 @@ namespace vkllm::ops {
 //   low = max(0, floor(corr_dim(beta_fast))), high = min(rot_dim - 1, ceil(corr_dim(beta_slow))).
 //   (x0, x1) <- ((x0 cos theta - x1 sin theta) * mscale, (x0 sin theta + x1 cos theta) * mscale)
 // These are GGML's definitions, so a GGUF's rope.scaling.* keys map onto the fields one to one.
+//
+// Multi-axis positions (RopeSections, GGML's M-RoPE and vision modes): a token carries 4 position
+// components and pair i takes component c by its sector j = i % (n[0] + n[1] + n[2] + n[3]):
+// c = 0 for j < n[0], 1 below n[0] + n[1], 2 below n[0] + n[1] + n[2], 3 above.
+//   M-RoPE (Qwen2-VL's text model):  the rate stays base^(-2i / rot_dim): only the position differs.
+//   vision (a ViT's 2D positions):   the rate restarts at each section: base^(-4 (j - start_c) / rot_dim),
+//                                    start_c the section's first sector (GGML with n_dims = rot_dim / 2).
+struct RopeSections {
+    std::array<uint32_t, 4> n{};  // pairs per component; all zero: one position per token
+    bool vision = false;
+    bool multi() const { return n[0] + n[1] + n[2] + n[3] != 0; }
+    auto operator<=>(const RopeSections&) const = default;
+};
+
 struct RopeParams {
     uint32_t n_heads, head_dim, rot_dim;  // rot_dim even, 0 < rot_dim <= head_dim
     float base;  // > 0
@@ -31,6 +46,8 @@ struct RopeParams {
     float attn_factor = 1.0f;  // magnitude scale of the rotated pair
     float beta_fast = 32.0f, beta_slow = 1.0f;  // YaRN correction range, in rotations
     uint32_t n_ctx_orig = 0;  // training context the YaRN ramp is computed for; > 0 when ext_factor != 0
+    // Multi-axis positions; the vision mode takes no frequency factors and no YaRN.
+    RopeSections sections{};
 };
 
 // YaRN's ramp bounds (low, high) above, in pair indices; computed on the host in double.
@@ -40,7 +57,8 @@ struct RopeCorrDims {
 RopeCorrDims rope_corr_dims(const RopeParams& p);
 
 // In place on x: f32 [n_tokens][n_heads][head_dim]. Token t is at position positions[t] (int32
-// buffer, read on the device so a recorded command buffer stays valid as positions advance).
+// buffer, read on the device so a recorded command buffer stays valid as positions advance), or
+// with sections, at positions[4 t + c] for component c.
 // Only the first rot_dim elements of each head rotate, pairs as `layout` says. freq_factors: null,
 // or f32 [rot_dim / 2] (all > 0; read on the device). Throws std::invalid_argument for bad
 // parameters or short buffers. fp32 on the device: the angle carries an error of about
@@ -59,6 +77,8 @@ struct RopeShaderParams {
     uint32_t rot_half, layout_id;
     float log2_step, freq_scale, ext_factor, mscale, corr_low, corr_high;
 };
+// Only the single-position form: the fused kernels rotate with one position per token, so
+// std::invalid_argument for parameters with sections.
 RopeShaderParams rope_shader_params(const RopeParams& p);
 }  // namespace detail
 

@@ -6,6 +6,27 @@
 
 namespace vkllm::ref {
 
+namespace {
+
+struct Angle {
+    int32_t pos;
+    double exponent;  // of base: the pair's rate
+};
+
+// Pair i of token t: its position and rate, from the definitions in rope.h (RopeSections).
+Angle angle_of(const ops::RopeParams& p, const int32_t* positions, uint32_t t, uint32_t i) {
+    const ops::RopeSections& sec = p.sections;
+    if (!sec.multi()) return {positions[t], -2.0 * i / p.rot_dim};
+    const uint32_t dims = sec.n[0] + sec.n[1] + sec.n[2] + sec.n[3], j = i % dims;
+    uint32_t c = 0, start = 0;
+    while (c < 3 && j >= start + sec.n[c]) start += sec.n[c++];
+    const int32_t pos = positions[4 * size_t(t) + c];
+    if (sec.vision) return {pos, -4.0 * (j - start) / p.rot_dim};
+    return {pos, -2.0 * i / p.rot_dim};
+}
+
+}  // namespace
+
 void rope(float* x, const int32_t* positions, uint32_t n_tokens, const ops::RopeParams& p, const float* freq_factors) {
     const uint32_t half = p.rot_dim / 2;
     const bool yarn = p.ext_factor != 0.0f;
@@ -21,7 +42,8 @@ void rope(float* x, const int32_t* positions, uint32_t n_tokens, const ops::Rope
             float* head = x + (size_t(t) * p.n_heads + h) * p.head_dim;
             for (uint32_t i = 0; i < half; ++i) {
                 const double ff = freq_factors ? double(freq_factors[i]) : 1.0;
-                const double extrap = double(positions[t]) * std::pow(double(p.base), -2.0 * i / p.rot_dim) / ff;
+                const Angle at = angle_of(p, positions, t, i);
+                const double extrap = double(at.pos) * std::pow(double(p.base), at.exponent) / ff;
                 const double interp = double(p.freq_scale) * extrap;
                 double theta = interp;
                 if (yarn) {

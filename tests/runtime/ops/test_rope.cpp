@@ -322,3 +322,103 @@ TEST_CASE("rope: bad scaling parameters and short factor buffers are rejected") 
     CHECK(s.stats().dispatches == 1);
     s.end();
 }
+
+namespace {
+
+// Multi-axis positions: token t's components (t0 + t, 3 t + 1, 100 - t, 7) apart, so a pair that took
+// the wrong component would turn by another angle.
+std::vector<int32_t> multi_positions(uint32_t n_tokens, int32_t t0) {
+    std::vector<int32_t> p;
+    for (uint32_t t = 0; t < n_tokens; ++t)
+        for (int32_t v : {t0 + int32_t(t), 3 * int32_t(t) + 1, 100 - int32_t(t), 7}) p.push_back(v);
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("rope: M-RoPE sections (Qwen2-VL's text model) and the vision mode (its ViT), against the reference") {
+    test::ValidationGuard guard;
+    for (const auto& spec : test::device_variants()) {
+        CAPTURE(spec);
+        Context& ctx = test::context_for(spec);
+        // Qwen2-VL 7B: 28 / 4 heads x 128, sections 16 24 24 0; 2B: 12 / 2 x 128, the same sections.
+        for (uint32_t heads : {28u, 4u}) {
+            ops::RopeParams rp{heads, 128, 128, 1e6f, RopeLayout::HalfSplit};
+            rp.sections = {{16, 24, 24, 0}};
+            run_rope_params(ctx, 9, rp, {}, multi_positions(9, 0));
+            run_rope_params(ctx, 3, rp, {}, multi_positions(3, 4000));
+        }
+        // Odd shapes: a fourth section in use, sections shorter than the pairs (the sector wraps), rot_dim < head_dim.
+        ops::RopeParams odd{3, 40, 24, 1e4f, RopeLayout::HalfSplit};
+        odd.sections = {{2, 3, 1, 1}};
+        run_rope_params(ctx, 5, odd, {}, multi_positions(5, 17));
+        odd.layout = RopeLayout::Adjacent;
+        run_rope_params(ctx, 5, odd, {}, multi_positions(5, 17));
+        // Qwen2-VL's ViT: 16 heads x 80 (1280 wide), rows at (y, x); Qwen2.5-VL's likewise.
+        ops::RopeParams vit{16, 80, 80, 1e4f, RopeLayout::HalfSplit};
+        vit.sections = {{20, 20, 0, 0}, true};
+        run_rope_params(ctx, 12, vit, {}, multi_positions(12, 0), 1.0);
+        ops::RopeParams tiny{2, 8, 8, 1e4f, RopeLayout::HalfSplit};
+        tiny.sections = {{2, 2, 0, 0}, true};
+        run_rope_params(ctx, 4, tiny, {}, multi_positions(4, 3), 1.0);
+    }
+}
+
+TEST_CASE("rope: the reference's multi-axis forms are their definitions") {
+    // M-RoPE with every component equal is plain RoPE (llama.cpp's text tokens).
+    const uint32_t heads = 2, hd = 16, n = 3;
+    ops::RopeParams plain{heads, hd, hd, 1e4f, RopeLayout::HalfSplit}, multi = plain;
+    multi.sections = {{2, 3, 3, 0}};
+    const auto x = test::random_floats(size_t(n) * heads * hd, 5);
+    auto a = x, b = x;
+    const std::vector<int32_t> pos{5, 6, 7}, pos4{5, 5, 5, 0, 6, 6, 6, 0, 7, 7, 7, 0};
+    ref::rope(a.data(), pos.data(), n, plain);
+    ref::rope(b.data(), pos4.data(), n, multi);
+    CHECK(a == b);
+    // The vision mode on a head of d = 16 at (y, x): pair j < 4 turns by y base^(-4j/16), pair 4 <= j < 8
+    // by x base^(-4(j - 4)/16), each pair (j, j + 8).
+    ops::RopeParams vit = plain;
+    vit.sections = {{4, 4, 0, 0}, true};
+    auto v = x;
+    const std::vector<int32_t> yx{2, 9, 0, 0, 1, 3, 0, 0, 4, 0, 0, 0};
+    ref::rope(v.data(), yx.data(), n, vit);
+    for (uint32_t t = 0; t < n; ++t)
+        for (uint32_t h = 0; h < heads; ++h)
+            for (uint32_t j = 0; j < 8; ++j) {
+                const size_t at = (size_t(t) * heads + h) * hd;
+                const double pos_j = j < 4 ? yx[4 * t] : yx[4 * t + 1];
+                const double angle = pos_j * std::pow(1e4, -4.0 * (j % 4) / 16);
+                const double x0 = x[at + j], x1 = x[at + j + 8];
+                CHECK(v[at + j] == doctest::Approx(x0 * std::cos(angle) - x1 * std::sin(angle)).epsilon(1e-6));
+                CHECK(v[at + j + 8] == doctest::Approx(x0 * std::sin(angle) + x1 * std::cos(angle)).epsilon(1e-6));
+            }
+}
+
+TEST_CASE("rope: bad sections are rejected, and the fused kernels refuse them") {
+    Context& ctx = test::context();
+    Buffer b = ctx.create_buffer(1 << 16, MemoryUsage::Device, "b");
+    CommandStream s(ctx);
+    s.begin();
+    auto run = [&](const ops::RopeParams& rp, const BufferSlice* ff = nullptr, const BufferSlice* pos = nullptr) {
+        ops::rope(ctx, s, b.slice(), pos ? *pos : b.slice(), 2, rp, ff);
+    };
+    ops::RopeParams rp{1, 32, 32, 1e4f, RopeLayout::HalfSplit};
+    rp.sections = {{8, 8, 1, 0}};  // 17 sectors for 16 pairs
+    CHECK_THROWS_AS(run(rp), std::invalid_argument);
+    rp.sections = {{8, 8, 0, 0}, true};
+    const BufferSlice ff = b.slice(0, 64);
+    CHECK_THROWS_AS(run(rp, &ff), std::invalid_argument);
+    ops::RopeParams yarn = rp;
+    yarn.ext_factor = 1.0f, yarn.n_ctx_orig = 4096;
+    CHECK_THROWS_AS(run(yarn), std::invalid_argument);
+    ops::RopeParams vision_alone{1, 32, 32, 1e4f, RopeLayout::HalfSplit};
+    vision_alone.sections.vision = true;
+    CHECK_THROWS_AS(run(vision_alone), std::invalid_argument);
+    const BufferSlice short_pos = b.slice(0, 2 * 4 * 4 - 4);  // 2 tokens need 8 positions
+    CHECK_THROWS_AS(run(rp, nullptr, &short_pos), std::invalid_argument);
+    CHECK_THROWS_AS(ops::detail::rope_shader_params(rp), std::invalid_argument);
+    CHECK(s.stats().dispatches == 0);
+    run(rp);
+    CHECK(s.stats().dispatches == 1);
+    s.end();
+}
