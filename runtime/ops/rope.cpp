@@ -106,8 +106,7 @@ void rope(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferSlic
     for (uint64_t t0 = 0; t0 < n_tokens; t0 += per) {
         const uint32_t nt = uint32_t(std::min<uint64_t>(per, n_tokens - t0));
         const detail::Window xw = detail::window(caps, x, t0 * token_elems, nt * token_elems, 4);
-        const detail::Window pw =
-            detail::window(caps, positions, t0 * pos_per_token, uint64_t(nt) * pos_per_token, 4);
+        const detail::Window pw = detail::window(caps, positions, t0 * pos_per_token, uint64_t(nt) * pos_per_token, 4);
         const uint64_t pairs = uint64_t(nt) * rp.n_heads * rot_half;
         struct {
             uint32_t n_pairs, n_heads, head_dim, rot_half, layout_id, x_first, pos_first;
