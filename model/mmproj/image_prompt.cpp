@@ -29,8 +29,8 @@ const PromptDesc& prompt_desc(ProjectorType t) {
     throw std::logic_error("image_prompt: a ProjectorType without its row");
 }
 
-ImagePiece text(std::string s) { return {ImagePiece::Kind::Text, std::move(s), 0, 0}; }
-ImagePiece token(std::string s) { return {ImagePiece::Kind::Token, std::move(s), 0, 1}; }
+ImagePiece text(std::string s) { return {ImagePiece::Kind::Text, std::move(s), 0, 0, {}}; }
+ImagePiece token(std::string s) { return {ImagePiece::Kind::Token, std::move(s), 0, 1, {}}; }
 
 }  // namespace
 
@@ -44,7 +44,8 @@ std::vector<ImagePiece> image_prompt(const VisionConfig& cfg, const Preprocessed
                                                 d.sliced ? "one per slice and a global one" : "one tile"));
     auto tile = [&](size_t i) {
         const ImageTile& t = image.tiles[i];
-        return ImagePiece{ImagePiece::Kind::Tile, {}, uint32_t(i), tile_tokens(cfg, t.nx, t.ny)};
+        const TileGrid g = tile_grid(cfg, t.nx, t.ny);
+        return ImagePiece{ImagePiece::Kind::Tile, {}, uint32_t(i), g.tokens(), g};
     };
     std::vector<ImagePiece> out;
     if (!d.begin.empty()) out.push_back(text(std::string(d.begin)));

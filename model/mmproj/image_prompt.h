@@ -41,6 +41,7 @@ struct ImagePiece {
     std::string text;
     uint32_t tile = 0;
     uint32_t n_tokens = 0;
+    TileGrid grid{};  // a Tile's rows as a grid (tile_grid)
 };
 
 // The pieces of one image. The tiles are PreprocessedImage's: for idefics3 the slices row by row

@@ -434,7 +434,7 @@ PreprocessSpec preprocess_spec(const VisionConfig& cfg) {
     return s;
 }
 
-uint32_t tile_tokens(const VisionConfig& cfg, uint32_t nx, uint32_t ny) {
+TileGrid tile_grid(const VisionConfig& cfg, uint32_t nx, uint32_t ny) {
     if (cfg.desc->fixed_size && (nx != cfg.image_size || ny != cfg.image_size))
         throw std::invalid_argument(fmt::format("tile_tokens: a {} x {} tile, projector '{}' takes {} x {} only", nx,
                                                 ny, cfg.desc->name, cfg.image_size, cfg.image_size));
@@ -443,7 +443,9 @@ uint32_t tile_tokens(const VisionConfig& cfg, uint32_t nx, uint32_t ny) {
         throw std::invalid_argument(
             fmt::format("tile_tokens: a {} x {} tile is not a whole number of {}-pixel blocks", nx, ny, unit));
     const uint32_t px = nx / cfg.patch_size, py = ny / cfg.patch_size;
-    return (px / cfg.merge) * (py / cfg.merge);
+    return {px / cfg.merge, py / cfg.merge};
 }
+
+uint32_t tile_tokens(const VisionConfig& cfg, uint32_t nx, uint32_t ny) { return tile_grid(cfg, nx, ny).tokens(); }
 
 }  // namespace vkllm

@@ -181,9 +181,16 @@ void check_text_dim(const VisionConfig& cfg, uint32_t n_embd);
 // How model/image must prepare an image for this encoder.
 PreprocessSpec preprocess_spec(const VisionConfig& cfg);
 
-// Embedding rows one tile of nx x ny pixels yields. std::invalid_argument for a tile the encoder does
-// not take (a fixed-size type's tile not image_size square, sides not multiples of the patch, or for
-// TokenMerge::Blocks of patch x merge).
+// The embedding rows of one tile of nx x ny pixels as the grid they come in (row-major, cols per
+// row): an M-RoPE text model (Qwen2-VL) places them by it. std::invalid_argument for a tile the
+// encoder does not take (a fixed-size type's tile not image_size square, sides not multiples of the
+// patch, or for TokenMerge::Blocks of patch x merge).
+struct TileGrid {
+    uint32_t cols = 0, rows = 0;
+    uint32_t tokens() const { return cols * rows; }
+};
+TileGrid tile_grid(const VisionConfig& cfg, uint32_t nx, uint32_t ny);
+// tile_grid(...).tokens(): the rows the tile yields.
 uint32_t tile_tokens(const VisionConfig& cfg, uint32_t nx, uint32_t ny);
 
 }  // namespace vkllm

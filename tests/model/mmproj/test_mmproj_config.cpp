@@ -111,6 +111,8 @@ TEST_CASE("mmproj: each projector type's random file reads back as written") {
     CHECK(q.activation == VisionActivation::GeluQuick);
     CHECK(tile_tokens(q, 64, 32) == 8);
     CHECK(tile_tokens(q, 48, 80) == 15);  // any size of whole 16 px blocks
+    CHECK(tile_grid(q, 48, 80).cols == 3);  // the merged tokens' grid: 3 columns of 5 rows
+    CHECK(tile_grid(q, 48, 80).rows == 5);
     CHECK_THROWS_AS(tile_tokens(q, 40, 32), std::invalid_argument);
     const PreprocessSpec qs = preprocess_spec(q);
     CHECK(qs.kind == PreprocessKind::SmartResize);
@@ -316,6 +318,8 @@ TEST_CASE("mmproj: image_prompt per projector type") {
     p = image_prompt(m, tiles(1, 56));
     REQUIRE(p.size() == 1);
     CHECK(p[0].n_tokens == 16);
+    CHECK(p[0].grid.cols == 4);
+    CHECK(p[0].grid.rows == 4);
 
     // Idefics3, 2 rows x 3 columns of slices and the global image.
     const VisionConfig i = load(make_random_mmproj(shape(ProjectorType::Idefics3)));

@@ -150,7 +150,7 @@ struct ExpectedChunk {
 };
 
 std::vector<ExpectedChunk> expected_chunks(const std::vector<ImagePiece>& pieces) {
-    auto text = [](const char* s) { return ImagePiece{ImagePiece::Kind::Text, s, 0, 0}; };
+    auto text = [](const char* s) { return ImagePiece{ImagePiece::Kind::Text, s, 0, 0, {}}; };
     std::vector<ExpectedChunk> out{{false, 0, {text("A")}}};
     for (const ImagePiece& p : pieces) {
         if (p.kind == ImagePiece::Kind::Tile) {
