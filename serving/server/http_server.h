@@ -80,10 +80,14 @@ struct ServedModel {
     std::vector<int32_t> tool_control_tokens;  // chat_template::tool_control_tokens of the vocabulary and format
     std::string chat_template_name;  // the template's name (ChatTemplate::name), for errors about it
     // A model with a vision encoder beside it (`--mmproj`) sets image_prompt (image_prompt.h; in
-    // `vkllm serve` model/vision's build_multimodal_prompt): chat requests may then carry images,
-    // read as image_input says. Unset: the model takes no images, and an image part is a 400.
+    // `vkllm serve` model/vision's build_multimodal_prompt): chat requests and /completion's prompt
+    // objects may then carry images, read as image_input says. Unset: the model takes no images, and
+    // an image is a 400.
     ImagePrompter image_prompt;
     ImageInputOptions image_input;
+    // What marks an image in a /completion prompt_string (/props media_marker): random per process,
+    // as llama-server's, so that text which happens to spell a marker stays text.
+    std::string media_marker;
     bool takes_images() const { return bool(image_prompt); }
     // Engine::submit: throws engine::QueueFullError, engine::EngineStoppedError or
     // std::invalid_argument as it does.

@@ -68,7 +68,33 @@ void check_off_fields(const json& body) {
             unsupported(name, name == std::string("samplers")
                                   ? "this server's sampler order is fixed (penalties, top_k, top_p, min_p, "
                                     "temperature); leave it out."
+                              : name == std::string("multimodal_data")
+                                  ? "images go inside the prompt: {\"prompt\": {\"prompt_string\": \"... "
+                                    "<media marker> ...\", \"multimodal_data\": [base64, ...]}}, the marker "
+                                    "from GET /props (media_marker)."
                                   : "this server does not support it; leave it out.");
+}
+
+// A prompt with images, as llama-server takes it: {"prompt_string": text with one media marker
+// per image, "multimodal_data": [base64 of each image]}. Checked here; the images are read where
+// the model's encoder is (native_routes.cpp).
+void check_multimodal_prompt(const json& p, const std::string& param) {
+    const json* text = field(p, "prompt_string");
+    if (!text || !text->is_string())
+        throw invalid_field(param,
+                            fmt::format("Invalid '{}': a prompt object needs 'prompt_string', a string.", param));
+    if (const json* data = field(p, "multimodal_data")) {
+        if (!data->is_array()) wrong_type(param + ".multimodal_data", "an array of base64 strings", *data);
+        for (size_t k = 0; k < data->size(); ++k)
+            if (!(*data)[k].is_string())
+                wrong_type(fmt::format("{}.multimodal_data[{}]", param, k), "a base64 string", (*data)[k]);
+    }
+    for (const auto& [key, v] : p.items())
+        if (key != "prompt_string" && key != "multimodal_data")
+            throw invalid_field(param + "." + key,
+                                fmt::format("Invalid '{}.{}': a prompt object has only 'prompt_string' and "
+                                            "'multimodal_data'.",
+                                            param, key));
 }
 
 // A prompt of token ids and strings (at least one of each makes it "mixed"); integers must be ids.
@@ -80,17 +106,24 @@ bool is_ids_and_strings(const json& p) {
 // Splits `prompt` into the prompts llama-server reads from it.
 std::vector<json> split_prompts(const json& p) {
     if (p.is_string()) return {p};
-    if (!p.is_array()) wrong_type("prompt", "a string, an array of token ids, or an array of prompts", p);
+    if (p.is_object()) {
+        check_multimodal_prompt(p, "prompt");
+        return {p};
+    }
+    if (!p.is_array())
+        wrong_type("prompt", "a string, an array of token ids, a prompt object, or an array of prompts", p);
     if (p.empty()) throw invalid_field("prompt", "Invalid 'prompt': it must not be empty.");
     const bool any_id = std::any_of(p.begin(), p.end(), [](const json& x) { return x.is_number_integer(); });
     if (any_id && is_ids_and_strings(p)) return {p};  // token ids, or ids and strings: one prompt
     std::vector<json> out;
     for (size_t i = 0; i < p.size(); ++i) {
         const json& x = p[i];
-        if (!x.is_string() && !is_ids_and_strings(x))
+        if (x.is_object())
+            check_multimodal_prompt(x, fmt::format("prompt[{}]", i));
+        else if (!x.is_string() && !is_ids_and_strings(x))
             throw invalid_field(fmt::format("prompt[{}]", i),
-                                fmt::format("Invalid 'prompt[{}]': each prompt must be a string or an array of "
-                                            "token ids and strings, got {}.",
+                                fmt::format("Invalid 'prompt[{}]': each prompt must be a string, an array of "
+                                            "token ids and strings, or a prompt object, got {}.",
                                             i, chat_template::json_type_name(x)));
         out.push_back(x);
     }
@@ -265,6 +298,8 @@ NativeRequest parse_infill_request(const json& body, uint64_t seed, uint32_t n_s
 std::vector<int32_t> prompt_ids(const Tokenizer& tok, const json& prompt, bool add_special, bool parse_special,
                                 const std::string& param) {
     if (prompt.is_string()) return tok.encode(prompt.get<std::string>(), add_special, parse_special);
+    if (prompt.is_object())  // a prompt object without images (native_routes.cpp reads those with images)
+        return tok.encode(prompt.at("prompt_string").get<std::string>(), add_special, parse_special);
     std::vector<int32_t> out;
     bool first = true;
     for (const json& x : prompt) {

@@ -6,7 +6,7 @@
 //
 // Fields llama-server honours that vkllm's sampler has no equivalent for (mirostat, typical_p,
 // dynamic temperature, XTC, DRY, top-n-sigma, a custom sampler order, post-sampling probabilities,
-// LoRA, images) are refused with a 400 naming the field when set to anything but their "off" value:
+// LoRA, llama-server's older image_data) are refused with a 400 naming the field when set to anything but their "off" value:
 // a request is honoured exactly or not at all.
 #pragma once
 
@@ -25,7 +25,9 @@ namespace vkllm::server {
 inline constexpr size_t kMaxNativePrompts = 16;
 
 struct NativeRequest {
-    // /completion: each prompt as given, checked: a string, or an array of token ids and strings.
+    // /completion: each prompt as given, checked: a string, an array of token ids and strings, or a
+    // prompt object {"prompt_string": text, "multimodal_data": [base64 images]} (images, llama-server's
+    // form, with /props' media_marker in the text per image).
     std::vector<json> prompts;
     // /infill: the code around the cursor (strings or arrays like a prompt), the other files, and
     // the text at the cursor (prompts[0], a string, "" when absent).
@@ -53,7 +55,8 @@ NativeRequest parse_infill_request(const json& body, uint64_t seed, uint32_t n_s
 
 // A prompt's token ids as llama-server makes them: a string with BOS (as the vocabulary asks) and
 // control-token texts parsed; ids as given; in a mixed array only the first element, when a string,
-// gets the BOS. 400 naming `param` for an id outside the vocabulary.
+// gets the BOS; a prompt object's prompt_string as a string (its images are not read here). 400
+// naming `param` for an id outside the vocabulary.
 std::vector<int32_t> prompt_ids(const Tokenizer& tok, const json& prompt, bool add_special, bool parse_special,
                                 const std::string& param = "prompt");
 // Adds the text entries of logit_bias: every token of each text gets the bias (a 400 naming

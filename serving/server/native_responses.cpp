@@ -83,8 +83,13 @@ json pick_fields(const json& full, const std::vector<std::string>& fields) {
 }
 
 NativeResult::NativeResult(const NativeRequest& req, const Tokenizer& tok, std::string model, size_t index,
-                           std::vector<int32_t> prompt)
-    : req_(req), tok_(tok), model_(std::move(model)), index_(index), prompt_(std::move(prompt)) {}
+                           std::vector<int32_t> prompt, std::string image_marker)
+    : req_(req),
+      tok_(tok),
+      model_(std::move(model)),
+      index_(index),
+      prompt_(std::move(prompt)),
+      image_marker_(std::move(image_marker)) {}
 
 json NativeResult::probabilities(const std::vector<engine::TokenLogprob>& lps) const {
     json out = json::array();
@@ -128,7 +133,11 @@ void NativeResult::add(const engine::Event& ev) {
 
 json NativeResult::final_json(const engine::Event& done) const {
     std::string prompt_text;
-    for (int32_t id : prompt_) prompt_text += tok_.token_to_piece(id, true);
+    for (size_t i = 0; i < prompt_.size(); ++i)
+        if (prompt_[i] >= 0)
+            prompt_text += tok_.token_to_piece(prompt_[i], true);
+        else if (i == 0 || prompt_[i - 1] >= 0)  // an image's rows: one marker
+            prompt_text += image_marker_;
     const uint32_t evaluated = done.prompt_tokens - std::min(done.prompt_tokens, done.cached_tokens);
     const uint32_t predicted = done.completion_tokens;
     json timings = {
@@ -174,6 +183,7 @@ json props_json(const PropsInfo& p) {
         {"model_alias", p.model_alias},
         {"model_path", p.model_path},
         {"modalities", json{{"vision", p.vision}, {"video", false}, {"audio", false}}},
+        {"media_marker", p.vision ? json(p.media_marker) : json()},
         {"endpoint_slots", true},
         {"endpoint_props", false},
         {"endpoint_metrics", true},

@@ -21,9 +21,10 @@ json generation_settings(const NativeRequest& req);
 // The result of one prompt of a /completion or /infill request.
 class NativeResult {
 public:
-    // `index`: the prompt's place in the request; `prompt`: its token ids (what "prompt" shows).
+    // `index`: the prompt's place in the request; `prompt`: its token ids (what "prompt" shows, each
+    // image's placeholder ids, which are negative, as one `image_marker`).
     NativeResult(const NativeRequest& req, const Tokenizer& tok, std::string model, size_t index,
-                 std::vector<int32_t> prompt);
+                 std::vector<int32_t> prompt, std::string image_marker = {});
 
     // Streaming: the event for each Text event ("" when it carries nothing), and the final event.
     std::string stream_text(const engine::Event& ev);
@@ -40,6 +41,7 @@ private:
     std::string model_;
     size_t index_;
     std::vector<int32_t> prompt_;
+    std::string image_marker_;
     std::string content_;  // whole responses: the text so far
     std::vector<int32_t> tokens_;
     std::vector<engine::TokenLogprob> lps_;
@@ -56,7 +58,8 @@ json pick_fields(const json& full, const std::vector<std::string>& fields);
 struct PropsInfo {
     std::string model_alias, model_path, chat_template, bos_token, eos_token;
     uint32_t n_ctx = 0, total_slots = 0;
-    bool vision = false;  // the model takes images (modalities.vision), in chat requests only
+    bool vision = false;  // the model takes images (modalities.vision)
+    std::string media_marker;  // what marks an image in /completion's prompt_string (with vision)
 };
 json props_json(const PropsInfo& p);
 

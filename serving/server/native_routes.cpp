@@ -1,5 +1,6 @@
 // llama-server's native routes in its request and response shapes: /completion and /infill
 // (whole or streamed), /tokenize (with_pieces), /detokenize, /apply-template, /props and /slots.
+#include "serving/server/image_prompt.h"
 #include "serving/server/native_responses.h"
 #include "serving/server/openai_embeddings.h"
 #include "serving/server/openai_responses.h"
@@ -45,6 +46,18 @@ void check_fits(size_t prompt_tokens, uint32_t n_ctx) {
                        "exceed_context_size_error", "prompt", "context_length_exceeded");
 }
 
+// The images of a /completion prompt object (multimodal_data: base64, each read as a data URL whose
+// type comes from its bytes), named by their fields; none for other prompts.
+std::vector<chat_template::ImageRef> prompt_images(const json& prompt, const std::string& param) {
+    std::vector<chat_template::ImageRef> refs;
+    if (!prompt.is_object() || !prompt.contains("multimodal_data")) return refs;
+    const json& data = prompt["multimodal_data"];
+    for (size_t k = 0; k < data.size(); ++k)
+        refs.push_back(
+            {"data:image/*;base64," + data[k].get<std::string>(), fmt::format("{}.multimodal_data[{}]", param, k)});
+    return refs;
+}
+
 // POST /completion and /infill: one engine request per prompt.
 void generate(ServerCore& core, Response& res, const std::string& body, bool infill) {
     core.check_not_draining();
@@ -57,11 +70,20 @@ void generate(ServerCore& core, Response& res, const std::string& body, bool inf
                                                       : parse_native_completion(j, seeds(), m->n_slots));
     resolve_logit_bias(tok, *req);
     std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::vector<PromptEmbeddings>> images;  // each prompt's
     if (infill) {
         prompts.push_back(infill_prompt(tok, *req, m->n_ctx));
     } else {
         for (size_t i = 0; i < req->prompts.size(); ++i) {
             const std::string param = req->prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+            images.emplace_back();
+            if (const std::vector<chat_template::ImageRef> refs = prompt_images(req->prompts[i], param);
+                !refs.empty()) {
+                const std::string& text = req->prompts[i]["prompt_string"].get_ref<const std::string&>();
+                const ImagePromptInput in{&text, &refs, "", ImagePromptSource::Completion, m->media_marker, param};
+                prompts.push_back(image_prompt_tokens(in, m->image_prompt, m->image_input, m->n_ctx, images.back()));
+                continue;
+            }
             prompts.push_back(prompt_ids(tok, req->prompts[i], true, true, param));
             if (prompts.back().empty())
                 throw invalid_field(param, fmt::format("Invalid '{}': the prompt has no tokens.", param));
@@ -88,8 +110,9 @@ void generate(ServerCore& core, Response& res, const std::string& body, bool inf
     for (size_t i = 0; i < prompts.size(); ++i) {
         engine::CompletionRequest one = req->engine;
         one.prompt = prompts[i];
+        if (i < images.size()) one.images = std::move(images[i]);
         gens.push_back(ServerCore::submit(*m, std::move(one)));
-        results.emplace_back(*req, tok, m->id, i, std::move(prompts[i]));
+        results.emplace_back(*req, tok, m->id, i, std::move(prompts[i]), m->media_marker);
     }
     if (req->stream) {
         core.stream(res, std::move(gens), std::make_unique<NativeStream>(req, std::move(results)));
@@ -125,6 +148,7 @@ void add_native_routes(ServerCore& core) {
         const Tokenizer& tok = *m->tokenizer;
         PropsInfo p;
         p.vision = m->takes_images();
+        p.media_marker = m->media_marker;
         p.model_alias = m->id;
         p.model_path = m->model_path;
         p.chat_template = m->chat_template;

@@ -33,6 +33,10 @@ const TEXT_ONLY_PROMPT_TOKENS = 31;  // the same request without its image part
 // [text "A", image, text "B"]: llama-server joins parts with newlines but none around an image
 // ("A<__media__>B"), which newlines there would change.
 const BETWEEN_PROMPT_TOKENS = 48;
+// /completion with {prompt_string: "Look: <marker> and <marker>", multimodal_data: [picture, picture]}:
+// tokens_evaluated as llama-server b9749 answers it (BOS, the text pieces, two images of 16 rows each
+// with Gemma 3's markers spelled out).
+const COMPLETION_PROMPT_TOKENS = 43;
 
 const skip = !haveModel() && 'stories260K.gguf or the vkllm binary is missing';
 const vkllmOnly = skip || (peer ? 'a vkllm-only check (VKLLM_E2E_PEER is set)' : false);
@@ -137,6 +141,24 @@ test('an image part: 200, its prompt counted as llama-server counts it (both)', 
   let usage;
   for await (const chunk of stream) usage = chunk.usage ?? usage;
   assert.equal(usage.prompt_tokens, PROMPT_TOKENS);
+});
+
+test('/completion takes images as llama-server does: a prompt object, the marker from /props (both)', { skip }, async () => {
+  const props = await (await fetch(`${server.url}/props`)).json();
+  const marker = props.media_marker;
+  assert.match(marker, /^<__media_\w+__>$/);
+  assert.notEqual(marker, '<__media__>');  // random per process, as llama-server's
+  const b64 = picture.toString('base64');
+  const post = (prompt) => fetch(`${server.url}/completion`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt, n_predict: 1, temperature: 0 }),
+  });
+  const r = await post({ prompt_string: `Look: ${marker} and ${marker}`, multimodal_data: [b64, b64] });
+  assert.equal(r.status, 200);
+  const body = await r.json();
+  assert.equal(body.tokens_evaluated, COMPLETION_PROMPT_TOKENS);  // the whole prompt (prompt_n leaves out a cached prefix)
+  // One marker for two images: refused (llama-server also refuses a count that does not match).
+  const bad = await post({ prompt_string: `Look: ${marker}`, multimodal_data: [b64, b64] });
+  assert.equal(bad.status, 400);
 });
 
 test('images encoded while other requests generate: every answer whole, no validation error', { skip: vkllmOnly }, async () => {

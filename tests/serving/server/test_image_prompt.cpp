@@ -42,19 +42,25 @@ std::string png_base64(uint32_t w, uint32_t h) {
     return base64(image_files::png_rgb(w, h, rgb));
 }
 
+// The marker of /completion prompts in these tests (a server's is random).
+constexpr std::string_view kTestMarker = "<__media_test__>";
+
 // The stand-in encoder: each image is nx placeholder ids (-1 - k for image k), the text around the
-// markers one token per character.
+// markers one token per character; the marker as the source says.
 struct FakeVision {
     std::vector<std::pair<uint32_t, uint32_t>> seen;  // each call's images' sizes
     std::string text;
-    ImagePrompt operator()(const std::string& t, const std::vector<RgbImage>& images) {
+    ImagePromptSource source = ImagePromptSource::Chat;
+    ImagePrompt operator()(const std::string& t, const std::vector<RgbImage>& images, ImagePromptSource from) {
         text = t;
+        source = from;
+        const std::string_view marker = from == ImagePromptSource::Chat ? chat_template::kImageMarker : kTestMarker;
         seen.clear();
         for (const RgbImage& im : images) seen.emplace_back(im.nx, im.ny);
         ImagePrompt p;
         size_t k = 0;
         for (size_t i = 0; i < t.size();) {
-            if (t.compare(i, chat_template::kImageMarker.size(), chat_template::kImageMarker) == 0) {
+            if (t.compare(i, marker.size(), marker) == 0) {
                 if (images.at(k).nx == 13) throw std::invalid_argument("13 pixels wide is unlucky");
                 PromptEmbeddings e;
                 e.first = uint32_t(p.tokens.size());
@@ -63,7 +69,7 @@ struct FakeVision {
                 p.images.push_back(e);
                 p.tokens.insert(p.tokens.end(), e.n_rows, -1 - int32_t(k));
                 ++k;
-                i += chat_template::kImageMarker.size();
+                i += marker.size();
             } else {
                 p.tokens.push_back(static_cast<unsigned char>(t[i++]));
             }
@@ -95,9 +101,8 @@ TEST_CASE("image prompt: markers counted, images read in order and encoded, refu
     CHECK(count_media_markers("<__media_<__media__>_>") == 1);
 
     auto vision = std::make_shared<FakeVision>();
-    ImagePrompter prompter = [vision](const std::string& t, const std::vector<RgbImage>& im) {
-        return (*vision)(t, im);
-    };
+    ImagePrompter prompter = [vision](const std::string& t, const std::vector<RgbImage>& im,
+                                      ImagePromptSource from) { return (*vision)(t, im, from); };
     const std::vector<chat_template::ImageRef> refs = {image_ref(png_base64(5, 2), 0), image_ref(png_base64(3, 4), 2)};
     std::string text = "user: <__media__>\nwhat and <__media__>\nassistant:";
     ImagePromptInput in{&text, &refs, "chatml"};
@@ -160,6 +165,24 @@ TEST_CASE("image prompt: markers counted, images read in order and encoded, refu
     CHECK(vision->seen.empty());
     // No encoder.
     CHECK(refusal([&] { image_prompt_tokens(in, nullptr, {}, 64, images); }).param() == "messages");
+
+    // /completion's prompt objects: the server's marker, the prompt's field in every refusal.
+    std::string raw = "A <__media__> B";  // the default marker is text here
+    ImagePromptInput completion{&raw, &refs, "", ImagePromptSource::Completion, kTestMarker, "prompt[1]"};
+    e = refusal([&] { image_prompt_tokens(completion, prompter, {}, 64, images); });
+    CHECK(e.param() == "prompt[1]");
+    CHECK(std::string(e.what()).find("0 media markers (<__media_test__>, from GET /props) for 2 images") !=
+          std::string::npos);
+    raw = fmt::format("A {} B {}", kTestMarker, kTestMarker);
+    tokens = image_prompt_tokens(completion, prompter, {}, 64, images);
+    CHECK(vision->source == ImagePromptSource::Completion);
+    CHECK(tokens.size() == 5 + 8);  // "A ", " B " and the images' rows
+    e = refusal([&] { image_prompt_tokens(completion, prompter, {}, 13, images); });
+    CHECK(e.type() == "exceed_context_size_error");
+    CHECK(e.param() == "prompt[1]");
+    CHECK(std::string(e.what()).find("request (13 tokens, 8 of them for 2 images) exceeds the available context "
+                                     "size (13 tokens)") != std::string::npos);
+    CHECK(refusal([&] { image_prompt_tokens(completion, nullptr, {}, 64, images); }).param() == "prompt[1]");
 }
 
 namespace {
@@ -216,7 +239,10 @@ struct ImageServer {
         };
         if (vision_on) {
             auto v = vision;
-            m.image_prompt = [v](const std::string& t, const std::vector<RgbImage>& im) { return (*v)(t, im); };
+            m.image_prompt = [v](const std::string& t, const std::vector<RgbImage>& im, ImagePromptSource from) {
+                return (*v)(t, im, from);
+            };
+            m.media_marker = std::string(kTestMarker);
         }
         server.set_model(std::move(m));
     }
@@ -309,6 +335,56 @@ TEST_CASE("http: a model with a vision encoder says so and takes images in OpenA
     r = cli.Post("/api/generate", gen.dump(), "application/json");
     CHECK(r->status == 400);
     CHECK(json::parse(r->body)["error"].get<std::string>().find("images[0]") != std::string::npos);
+
+    // llama-server's /completion: a prompt object with /props' marker per image, alone or in a batch.
+    CHECK(json::parse(cli.Get("/props")->body)["media_marker"] == kTestMarker);
+    const std::string marker(kTestMarker);
+    json comp = {{"n_predict", 1},
+                 {"prompt", {{"prompt_string", "Look: " + marker + " and " + marker}, {"multimodal_data", {png, png}}}}};
+    r = cli.Post("/completion", comp.dump(), "application/json");
+    REQUIRE(r->status == 200);
+    CHECK(s.vision->source == ImagePromptSource::Completion);
+    CHECK(s.vision->text == "Look: " + marker + " and " + marker);
+    // The response's prompt shows each image as the marker (the stand-in's text tokens are characters).
+    CHECK(count_media_markers(json::parse(r->body)["prompt"].get<std::string>(), marker) == 2);
+    {
+        std::lock_guard lk(s.mu);
+        REQUIRE(s.requests.size() == 6);
+        REQUIRE(s.requests[5].images.size() == 2);
+        CHECK(s.requests[5].images[1].first == 6 + 6 + 5);
+    }
+    comp["prompt"] = json::array({"plain text", comp["prompt"], json{{"prompt_string", "no images"}}});
+    r = cli.Post("/completion", comp.dump(), "application/json");
+    REQUIRE(r->status == 200);
+    {
+        std::lock_guard lk(s.mu);
+        REQUIRE(s.requests.size() == 9);
+        CHECK(s.requests[6].images.empty());
+        CHECK(s.requests[7].images.size() == 2);
+        CHECK(s.requests[8].images.empty());
+        CHECK(s.requests[8].prompt == tok->encode("no images", true, true));
+    }
+    // Refusals name the prompt's field: markers that do not match, a bad image, a wrong shape, the
+    // default marker (text to this server, as to llama-server), the old top-level fields.
+    auto refused = [&](const json& prompt) {
+        json b = {{"n_predict", 1}, {"prompt", prompt}};
+        auto res = cli.Post("/completion", b.dump(), "application/json");
+        CHECK(res->status == 400);
+        return json::parse(res->body)["error"];
+    };
+    CHECK(refused({{"prompt_string", "one " + marker}, {"multimodal_data", {png, png}}})["param"] == "prompt");
+    CHECK(refused({{"prompt_string", "<__media__>"}, {"multimodal_data", {png}}})["message"].get<std::string>().find(
+              "0 media markers") != std::string::npos);
+    CHECK(refused(json::array({"a", {{"prompt_string", marker}, {"multimodal_data", {"bm90IGFuIGltYWdl"}}}}))["param"] ==
+          "prompt[1].multimodal_data[0]");
+    CHECK(refused({{"prompt_string", marker}, {"multimodal_data", "x"}})["param"] == "prompt.multimodal_data");
+    CHECK(refused({{"prompt_string", marker}, {"multimodal_data", {1}}})["param"] == "prompt.multimodal_data[0]");
+    CHECK(refused({{"multimodal_data", {png}}})["param"] == "prompt");
+    CHECK(refused({{"prompt_string", marker}, {"images", {png}}})["param"] == "prompt.images");
+    json old = {{"prompt", "x"}, {"multimodal_data", {png}}};
+    r = cli.Post("/completion", old.dump(), "application/json");
+    CHECK(r->status == 400);
+    CHECK(json::parse(r->body)["error"]["message"].get<std::string>().find("media_marker") != std::string::npos);
     s.server.stop();
 }
 
@@ -322,6 +398,11 @@ TEST_CASE("http: a model without a vision encoder refuses images and does not cl
     httplib::Client cli("127.0.0.1", s.port);
     CHECK_FALSE(json::parse(cli.Get("/v1/models")->body)["data"][0].contains("capabilities"));
     CHECK(json::parse(cli.Get("/props")->body)["modalities"]["vision"] == false);
+    CHECK(json::parse(cli.Get("/props")->body)["media_marker"].is_null());
+    json comp = {{"prompt", {{"prompt_string", "<__media__>"}, {"multimodal_data", {"AA=="}}}}};
+    auto rc = cli.Post("/completion", comp.dump(), "application/json");
+    CHECK(rc->status == 400);
+    CHECK(json::parse(rc->body)["error"]["message"].get<std::string>().find("--mmproj") != std::string::npos);
     json body = {{"messages", json::array({json{{"role", "user"},
                                                 {"content", json::array({json{{"type", "image_url"},
                                                                               {"image_url", "data:image/png;base64,AA=="}}})}}})}};
