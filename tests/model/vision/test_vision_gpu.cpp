@@ -14,6 +14,7 @@
 #include "model/vision/vision_stages.h"
 #include "runtime/vk_check.h"
 #include "support/model_test_util.h"
+#include "support/vision_fixtures.h"
 
 #include <fmt/format.h>
 
@@ -109,6 +110,34 @@ TEST_CASE("vision encoder: Qwen2-VL and Qwen2.5-VL on tiles of any shape, window
             }
             test::validate_result("tile 0 alone", one[0], all[0], {1e-10, 1e-4, 1e-4});
         }
+}
+
+TEST_CASE("vision encoder: Qwen2-VL and Qwen2.5-VL on the device match llama.cpp's libmtmd") {
+    // The fixtures of test_vision_cpu.cpp: Qwen2.5-VL's 128 x 64 image is 8 x 4 blocks, two 112-pixel
+    // windows of 7 and 1 blocks, so the window order and the way back are libmtmd's.
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    for (ProjectorType type : {ProjectorType::Qwen2Vl, ProjectorType::Qwen25Vl}) {
+        const GgufFile f = test::fixture_mmproj(type);
+        const VisionConfig cfg = VisionConfig::from_gguf(f);
+        const uint32_t nx = type == ProjectorType::Qwen2Vl ? 64 : 128, ny = nx / 2;
+        VisionGpu gpu(ctx, f, cfg);
+        for (const std::string image : {"ramp", "hash"}) {
+            CAPTURE(cfg.desc->name);
+            CAPTURE(image);
+            const std::vector<ImageTile> tile{
+                test::normalized(test::test_image(image, nx, ny), nx, ny, preprocess_spec(cfg))};
+            const std::vector<float> got = gpu.encode(tile).at(0);
+            const std::vector<float> want =
+                test::read_f32_file(fmt::format("{}{}-{}.image0.f32", test::kFixtures, cfg.desc->name, image));
+            REQUIRE(got.size() == want.size());
+            const test::Diff d = test::compare(got, want);
+            INFO("nmse ", d.nmse, " max abs ", d.max_abs);
+            CHECK(d.finite);
+            CHECK(d.nmse < test::kMaxNmse);
+            CHECK(d.max_abs < test::kMaxAbs);
+        }
+    }
 }
 
 TEST_CASE("vision layout: Qwen2.5-VL's rows in window order, from the definition") {
