@@ -140,6 +140,33 @@ TEST_CASE("vision encoder: Qwen2-VL and Qwen2.5-VL on the device match llama.cpp
     }
 }
 
+TEST_CASE("vision encoder: the feed-forward's activation as the file says, refused where no op runs it") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    auto file = [](ProjectorType type, bool gelu, bool silu) {
+        MmprojShape s;
+        s.type = type;
+        s.text_dim = 96;
+        GgufWriter w = make_random_mmproj(s);
+        w.set_bool("clip.use_gelu", gelu);
+        w.set_bool("clip.use_silu", silu);
+        return GgufFile::from_memory(w.write_memory(), "random-mmproj");
+    };
+    // Qwen2.5-VL's gated feed-forward with tanh GELU (GeGLU) runs and matches the reference.
+    const GgufFile geglu = file(ProjectorType::Qwen25Vl, true, false);
+    const VisionConfig cfg = VisionConfig::from_gguf(geglu);
+    REQUIRE(cfg.activation == VisionActivation::Gelu);
+    VisionGpu gpu(ctx, geglu, cfg);
+    const std::vector<ImageTile> tiles{random_tile(48, 32, 7)};
+    test::validate_result("geglu", gpu.encode(tiles).at(0), encode_tile_cpu(cfg, geglu, tiles[0]), kTol);
+    // Gated quick GELU and a plain SiLU feed-forward have no device op.
+    const GgufFile quick = file(ProjectorType::Qwen25Vl, false, false), silu = file(ProjectorType::Mlp, false, true);
+    CHECK_THROWS_WITH_AS(VisionGpu(ctx, quick, VisionConfig::from_gguf(quick)),
+                         doctest::Contains("gated quick-GELU"), MmprojError);
+    CHECK_THROWS_WITH_AS(VisionGpu(ctx, silu, VisionConfig::from_gguf(silu)), doctest::Contains("SiLU vision encoder"),
+                         MmprojError);
+}
+
 TEST_CASE("vision layout: Qwen2.5-VL's rows in window order, from the definition") {
     const GgufFile f = random_mmproj(ProjectorType::Qwen25Vl, TensorType::F16, 64, 1, 14, 56);
     const VisionConfig cfg = VisionConfig::from_gguf(f);
