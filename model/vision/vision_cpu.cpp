@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "model/vision/vision_stages.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/norm.h"
@@ -86,28 +87,6 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
     }
 }
 
-struct PatchPos {
-    uint32_t y, x;  // the patch's row and column in the tile's grid
-};
-
-// The encoder's rows: row-major over the grid, or (TokenMerge::Blocks) merge x merge blocks in
-// row-major order, each block's patches row-major.
-std::vector<PatchPos> patch_order(const VisionConfig& cfg, uint32_t gx, uint32_t gy) {
-    std::vector<PatchPos> out;
-    out.reserve(size_t(gx) * gy);
-    if (cfg.desc->merge != TokenMerge::Blocks) {
-        for (uint32_t y = 0; y < gy; ++y)
-            for (uint32_t x = 0; x < gx; ++x) out.push_back({y, x});
-        return out;
-    }
-    const uint32_t m = cfg.merge;
-    for (uint32_t by = 0; by < gy; by += m)
-        for (uint32_t bx = 0; bx < gx; bx += m)
-            for (uint32_t dy = 0; dy < m; ++dy)
-                for (uint32_t dx = 0; dx < m; ++dx) out.push_back({by + dy, bx + dx});
-    return out;
-}
-
 // VisionPositions::Rope2d on q or k [rows][width], in place: in each head of d values the pair
 // (j, j + d/2) turns by y * base^(-4j/d) for j < d/4 and by x * base^(-4(j - d/4)/d) above.
 void rope_2d(std::vector<float>& v, const std::vector<PatchPos>& order, const VisionConfig& cfg) {
@@ -164,15 +143,7 @@ std::vector<float> encode_vit_cpu(const VisionConfig& cfg, const GgufFile& f, co
     // The patches in the encoder's row order (Blocks: merge x merge blocks, row-major, one after the other).
     const std::vector<PatchPos> order = patch_order(cfg, gx, gy);
     const uint32_t k = 3 * p * p;
-    std::vector<float> unfolded(size_t(n_patches) * k);
-    for (uint32_t r = 0; r < n_patches; ++r) {
-        float* u = unfolded.data() + size_t(r) * k;
-        const uint32_t py = order[r].y, px = order[r].x;
-        for (uint32_t c = 0; c < 3; ++c)
-            for (uint32_t y = 0; y < p; ++y)
-                for (uint32_t x = 0; x < p; ++x)
-                    *u++ = tile.chw[(size_t(c) * tile.ny + py * p + y) * tile.nx + px * p + x];
-    }
+    const std::vector<float> unfolded = unfold_patches(tile, p, false, order);
     std::vector<float> xs(size_t(rows) * e);
     std::vector<float> patch_bias;
     if (cfg.has_patch_bias) patch_bias = read_f32(f, "v.patch_embd.bias");

@@ -4,6 +4,7 @@
 #include "runtime/command_stream.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/norm.h"
+#include "runtime/ops/rope.h"
 #include "runtime/quant/tensor_types.h"
 
 #include <fmt/format.h>
@@ -34,9 +35,12 @@ VisionDeviceTensor upload_matrix(Context& ctx, const GgufFile& f, const std::str
     return d;
 }
 
+// A tensor's values as f32, decoded row by row (rows of ne0: block types are whole blocks per row).
 std::vector<float> read_f32(const GgufFile& f, const GgufTensorInfo& t) {
     std::vector<float> v(t.n_elements);
-    dequantize_row(t.type, f.tensor_data(t).data(), v.data(), v.size());
+    const uint8_t* bytes = f.tensor_data(t).data();
+    for (uint64_t r = 0; r < t.n_rows(); ++r)
+        dequantize_row(t.type, bytes + r * row_bytes(t.type, t.ne[0]), v.data() + r * t.ne[0], t.ne[0]);
     return v;
 }
 
@@ -67,14 +71,45 @@ VisionDeviceTensor upload_transposed(Context& ctx, const GgufFile& f, const std:
     return upload_f32(ctx, name, dst, uint32_t(rows));
 }
 
+// Qwen2-VL's two patch kernels as one: its patch embedding is a 3-D convolution over pairs of frames,
+// kept in the file as one kernel per frame, and a still image is the same frame twice, so
+// conv(x, w0) + conv(x, w1) = conv(x, w0 + w1). Summed once here, the encoder runs one matmul over
+// the patches instead of two and a sum; the sum is kept in f32 (no second rounding to the file's type).
+VisionDeviceTensor upload_summed_kernels(Context& ctx, const GgufFile& f, const std::string& a, const std::string& b) {
+    const GgufTensorInfo &ta = f.tensor(a), &tb = f.tensor(b);
+    std::vector<float> sum = read_f32(f, ta);
+    const std::vector<float> other = read_f32(f, tb);  // the config checked both shapes
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
+    return upload_f32(ctx, a, sum, uint32_t(ta.n_elements / ta.ne[ta.n_dims - 1]));
+}
+
 uint64_t bytes_f32(uint64_t rows, uint64_t width) { return std::max<uint64_t>(rows * width * 4, 16); }
+
+// The device op of the ViT's feed-forward activation.
+enum class FfnOp : uint8_t { Gelu, GeluQuick, Swiglu, Geglu };
+
+// Which op runs a config's feed-forward; MmprojError for an activation without a device op.
+FfnOp ffn_op(const VisionConfig& cfg) {
+    const VisionActivation a = cfg.activation;
+    if (cfg.desc->gated_ffn) {
+        if (a == VisionActivation::Silu) return FfnOp::Swiglu;
+        if (a == VisionActivation::Gelu) return FfnOp::Geglu;
+        throw MmprojError(fmt::format("{}: clip.use_silu: a gated quick-GELU feed-forward is not supported", cfg.file));
+    }
+    if (a == VisionActivation::Gelu) return FfnOp::Gelu;
+    if (a == VisionActivation::GeluQuick) return FfnOp::GeluQuick;
+    throw MmprojError(fmt::format("{}: clip.use_silu: a SiLU vision encoder is not supported", cfg.file));
+}
 
 }  // namespace
 
 struct VisionGpu::Weights {
     VisionDeviceTensor patch, patch_b, cls, pos, pre_w, pre_b, post_w, post_b;
-    struct Layer {
-        VisionDeviceTensor ln1_w, ln1_b, q, qb, k, kb, v, vb, o, ob, ln2_w, ln2_b, up, up_b, down, down_b;
+    // The unfolded pixels rounded to half as ggml's convolution does for an F16 kernel in the file.
+    bool round_patches = false;
+    FfnOp ffn = FfnOp::Gelu;
+    struct Layer {  // norm biases: LayerNorm only; gate: gated feed-forward only
+        VisionDeviceTensor ln1_w, ln1_b, q, qb, k, kb, v, vb, o, ob, ln2_w, ln2_b, gate, gate_b, up, up_b, down, down_b;
     };
     std::vector<Layer> layers;
     // The projector's tensors by name (ProjectorDesc::projector), matrices as the kernels read them.
@@ -84,44 +119,48 @@ struct VisionGpu::Weights {
 
 struct VisionGpu::Batch {
     VisionPlan plan;
-    Buffer patches, x, xn, q, k, v, att, up, positions, segs, scratch, x_out, merged, mid, out;
+    Buffer patches, x, xn, q, k, v, att, gate, up, positions, segs, wsegs, rope_pos, scratch, x_out, merged, mid, out;
     std::unique_ptr<CommandStream> vit, proj;
     uint64_t last_used = 0;
 };
 
 VisionGpu::VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg)
     : ctx_(ctx), cfg_(cfg), w_(std::make_unique<Weights>()) {
-    // Qwen2-VL / Qwen2.5-VL (2D rotary positions, block order, windows) have the host reference only.
-    if (cfg.desc->positions != VisionPositions::Learned)
-        throw MmprojError(fmt::format("{}: clip.projector_type: the device encoder does not run projector '{}' yet",
-                                      cfg.file, cfg.desc->name));
-    if (cfg.activation == VisionActivation::Silu)
-        throw MmprojError(fmt::format("{}: clip.use_silu: a SiLU vision encoder is not supported", cfg.file));
+    w_->ffn = ffn_op(cfg);
     if (cfg.head_dim % 4 != 0 || cfg.head_dim > 576)
         throw MmprojError(
             fmt::format("{}: clip.vision.attention.head_count: heads of {} values are not supported "
                         "(a multiple of 4 up to 576)",
                         cfg.file, cfg.head_dim));
     Weights& w = *w_;
-    w.patch = upload_matrix(ctx, file, "v.patch_embd.weight");
+    const std::string kernel = "v.patch_embd.weight";
+    w.round_patches = file.tensor(kernel).type == TensorType::F16;
+    w.patch = cfg.desc->two_patch_kernels ? upload_summed_kernels(ctx, file, kernel, kernel + ".1")
+                                          : upload_matrix(ctx, file, kernel);
     if (cfg.has_patch_bias) w.patch_b = upload_vector(ctx, file, "v.patch_embd.bias");
     if (cfg.has_class_embedding) w.cls = upload_vector(ctx, file, "v.class_embd");
-    w.pos = upload_vector(ctx, file, "v.position_embd.weight");
-    if (cfg.has_pre_ln) {
-        w.pre_w = upload_vector(ctx, file, "v.pre_ln.weight");
-        w.pre_b = upload_vector(ctx, file, "v.pre_ln.bias");
-    }
-    if (cfg.has_post_ln) {
-        w.post_w = upload_vector(ctx, file, "v.post_ln.weight");
-        w.post_b = upload_vector(ctx, file, "v.post_ln.bias");
-    }
+    if (cfg.desc->positions == VisionPositions::Learned) w.pos = upload_vector(ctx, file, "v.position_embd.weight");
+    const bool norm_bias = cfg.desc->norm == VisionNorm::Layer;
+    // A norm's weight, and its bias for a LayerNorm.
+    auto norm = [&](const std::string& prefix, VisionDeviceTensor& wt, VisionDeviceTensor& bt) {
+        wt = upload_vector(ctx, file, prefix + ".weight");
+        if (norm_bias) bt = upload_vector(ctx, file, prefix + ".bias");
+    };
+    if (cfg.has_pre_ln) norm("v.pre_ln", w.pre_w, w.pre_b);
+    if (cfg.has_post_ln) norm("v.post_ln", w.post_w, w.post_b);
     for (uint32_t l = 0; l < cfg.n_layer_used; ++l) {
         auto mat = [&](std::string_view s) { return upload_matrix(ctx, file, vit_tensor_name(l, s)); };
         auto vec = [&](std::string_view s) { return upload_vector(ctx, file, vit_tensor_name(l, s)); };
-        w.layers.push_back({vec("ln1.weight"), vec("ln1.bias"), mat("attn_q.weight"), vec("attn_q.bias"),
-                            mat("attn_k.weight"), vec("attn_k.bias"), mat("attn_v.weight"), vec("attn_v.bias"),
-                            mat("attn_out.weight"), vec("attn_out.bias"), vec("ln2.weight"), vec("ln2.bias"),
-                            mat("ffn_up.weight"), vec("ffn_up.bias"), mat("ffn_down.weight"), vec("ffn_down.bias")});
+        Weights::Layer& L = w.layers.emplace_back();
+        norm(vit_tensor_name(l, "ln1"), L.ln1_w, L.ln1_b);
+        norm(vit_tensor_name(l, "ln2"), L.ln2_w, L.ln2_b);
+        L.q = mat("attn_q.weight"), L.qb = vec("attn_q.bias");
+        L.k = mat("attn_k.weight"), L.kb = vec("attn_k.bias");
+        L.v = mat("attn_v.weight"), L.vb = vec("attn_v.bias");
+        L.o = mat("attn_out.weight"), L.ob = vec("attn_out.bias");
+        if (cfg.desc->gated_ffn) L.gate = mat("ffn_gate.weight"), L.gate_b = vec("ffn_gate.bias");
+        L.up = mat("ffn_up.weight"), L.up_b = vec("ffn_up.bias");
+        L.down = mat("ffn_down.weight"), L.down_b = vec("ffn_down.bias");
     }
     for (const ProjTensorDesc& t : cfg.desc->projector) {
         const std::string name(t.name);
@@ -137,11 +176,13 @@ VisionGpu::VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg
 VisionGpu::~VisionGpu() = default;
 
 uint32_t VisionGpu::batch_tiles(uint32_t nx, uint32_t ny) const {
-    tile_tokens(cfg_, nx, ny);  // std::invalid_argument for a tile the encoder does not take
     const uint64_t rows = uint64_t(nx / cfg_.patch_size) * (ny / cfg_.patch_size) + (cfg_.has_class_embedding ? 1 : 0);
-    const uint64_t widest = std::max<uint64_t>(
-        {cfg_.n_embd, cfg_.n_ff, merged_width(cfg_), cfg_.text_dim, 3ull * cfg_.patch_size * cfg_.patch_size});
-    const uint64_t per_tile = rows * widest * 4;
+    const uint64_t out_rows = tile_tokens(cfg_, nx, ny);
+    // The largest buffer per tile: the transformer's widest rows, or the projector's.
+    const uint64_t per_tile =
+        std::max(rows * std::max<uint64_t>({cfg_.n_embd, cfg_.n_ff, 3ull * cfg_.patch_size * cfg_.patch_size}),
+                 out_rows * std::max<uint64_t>(merged_width(cfg_), cfg_.text_dim)) *
+        4;
     return uint32_t(std::clamp<uint64_t>(ctx_.caps().max_storage_buffer_range / per_tile, 1, 64));
 }
 
@@ -153,13 +194,23 @@ VisionPlan VisionGpu::plan(uint32_t tiles, uint32_t nx, uint32_t ny) const {
     p.n_patches = (nx / cfg_.patch_size) * (ny / cfg_.patch_size);
     p.n_pos = p.n_patches + (cfg_.has_class_embedding ? 1 : 0);
     p.out_rows = tile_tokens(cfg_, nx, ny);
+    p.layout = vit_row_layout(cfg_, nx, ny);
+    p.host_merge = cfg_.desc->merge != TokenMerge::Blocks;
+    const bool windows = uses_windows(cfg_);
+    p.segments = batch_segments(p.layout, tiles, p.n_pos, false);
+    if (windows) p.window_segments = batch_segments(p.layout, tiles, p.n_pos, true);
+    if (cfg_.desc->positions == VisionPositions::Rope2d) p.rope_positions = batch_rope_positions(p.layout, tiles);
     const uint32_t m = tiles * p.n_pos;
     auto lin = [&](const VisionDeviceTensor& t, uint32_t rows) {
         return ops::plan_linear(caps, t.type, rows, t.rows, t.k, true, ops::MatvecInput::Kind::Plain, false, false);
     };
     p.patch = lin(w.patch, tiles * p.n_patches);
-    for (const Weights::Layer& L : w.layers)
-        p.layers.push_back({lin(L.q, m), lin(L.k, m), lin(L.v, m), lin(L.o, m), lin(L.up, m), lin(L.down, m)});
+    for (uint32_t l = 0; l < w.layers.size(); ++l) {
+        const Weights::Layer& L = w.layers[l];
+        const bool gated = L.gate.present();
+        p.layers.push_back({lin(L.q, m), lin(L.k, m), lin(L.v, m), lin(L.o, m), gated ? lin(L.gate, m) : LinearPlan{},
+                            lin(L.up, m), lin(L.down, m), gated, windows && cfg_.windowed(l)});
+    }
     p.attn = ops::AttentionParams{
         m, cfg_.n_head, cfg_.n_head, cfg_.head_dim, m, 1.0f / std::sqrt(float(cfg_.head_dim)), ops::KvType::F32};
     p.attn.causal = false;
@@ -172,8 +223,10 @@ VisionPlan VisionGpu::plan(uint32_t tiles, uint32_t nx, uint32_t ny) const {
 std::vector<PipelineDesc> VisionPlan::pipelines(const Context& ctx) const {
     std::vector<PipelineDesc> out = patch.pipelines();
     auto add = [&](const std::vector<PipelineDesc>& v) { out.insert(out.end(), v.begin(), v.end()); };
-    for (const Layer& L : layers)
+    for (const Layer& L : layers) {
         for (const LinearPlan* l : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down}) add(l->pipelines());
+        if (L.gated) add(L.gate.pipelines());
+    }
     add(ops::attention_pipelines(ctx, attn));
     for (const LinearPlan& l : projector) add(l.pipelines());
     add(ops::small_op_pipelines(ctx));
@@ -196,9 +249,15 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
     const VisionPlan& p = b->plan;
     ctx_.prepare_pipelines(p.pipelines(ctx_));
     const Weights& w = *w_;
-    const uint32_t e = cfg_.n_embd, m = tiles * p.n_pos, pk = w.patch.k, mw = merged_width(cfg_);
+    const uint32_t e = cfg_.n_embd, f = cfg_.n_ff, m = tiles * p.n_pos, pk = w.patch.k, mw = merged_width(cfg_);
     const uint32_t r = tiles * p.out_rows, t = cfg_.text_dim;
     auto dev = [&](uint64_t bytes, const char* name) { return ctx_.create_buffer(bytes, MemoryUsage::Device, name); };
+    // A table of the plan in a buffer the device reads (one word at least).
+    auto table = [&](const std::vector<int32_t>& v, const char* name) {
+        Buffer buf = ctx_.create_buffer(std::max<uint64_t>(v.size() * 4, 16), MemoryUsage::Upload, name);
+        std::memcpy(buf.mapped(), v.data(), v.size() * 4);
+        return buf;
+    };
     b->patches = ctx_.create_buffer(bytes_f32(uint64_t(tiles) * p.n_patches, pk), MemoryUsage::Upload, "vit_patches");
     b->x = dev(bytes_f32(m, e), "vit_x");
     b->xn = dev(bytes_f32(m, e), "vit_xn");
@@ -206,21 +265,21 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
     b->k = dev(bytes_f32(m, e), "vit_k");
     b->v = dev(bytes_f32(m, e), "vit_v");
     b->att = dev(bytes_f32(m, e), "vit_att");
-    b->up = dev(bytes_f32(m, cfg_.n_ff), "vit_up");
-    b->positions = ctx_.create_buffer(bytes_f32(m, 1), MemoryUsage::Upload, "vit_positions");
-    b->segs = ctx_.create_buffer(bytes_f32(m, 2), MemoryUsage::Upload, "vit_segments");
+    if (cfg_.desc->gated_ffn) b->gate = dev(bytes_f32(m, f), "vit_gate");
+    b->up = dev(bytes_f32(m, f), "vit_up");
+    std::vector<int32_t> identity(m);
+    for (uint32_t i = 0; i < m; ++i) identity[i] = int32_t(i);
+    b->positions = table(identity, "vit_positions");
+    b->segs = table(p.segments, "vit_segments");
+    if (!p.window_segments.empty()) b->wsegs = table(p.window_segments, "vit_window_segments");
+    if (!p.rope_positions.empty()) b->rope_pos = table(p.rope_positions, "vit_rope_positions");
     b->scratch = dev(std::max<uint64_t>(ops::attention_scratch_bytes(ctx_, p.attn), 16), "vit_attn_scratch");
-    b->x_out = ctx_.create_buffer(bytes_f32(m, e), MemoryUsage::Readback, "vit_out");
-    b->merged = ctx_.create_buffer(bytes_f32(r, mw), MemoryUsage::Upload, "proj_in");
+    if (p.host_merge) {
+        b->x_out = ctx_.create_buffer(bytes_f32(m, e), MemoryUsage::Readback, "vit_out");
+        b->merged = ctx_.create_buffer(bytes_f32(r, mw), MemoryUsage::Upload, "proj_in");
+    }
     b->mid = dev(bytes_f32(r, std::max(t, mw)), "proj_mid");
     b->out = ctx_.create_buffer(bytes_f32(r, t), MemoryUsage::Readback, "proj_out");
-    auto* pos = static_cast<int32_t*>(b->positions.mapped());
-    auto* segs = static_cast<int32_t*>(b->segs.mapped());
-    for (uint32_t i = 0; i < m; ++i) {
-        pos[i] = int32_t(i);
-        segs[2 * i] = int32_t(i / p.n_pos * p.n_pos);
-        segs[2 * i + 1] = int32_t(i / p.n_pos * p.n_pos + p.n_pos);
-    }
 
     // --- the transformer
     const uint64_t row = uint64_t(e) * 4;
@@ -229,6 +288,10 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
     };
     auto norm = [&](CommandStream& s, const Buffer& x, const VisionDeviceTensor& wt, const VisionDeviceTensor& bt,
                     const Buffer& y, uint32_t n) {
+        if (cfg_.desc->norm == VisionNorm::Rms) {
+            ops::rms_norm(ctx_, s, rows(x, 0, n, e), wt.slice(), rows(y, 0, n, e), n, e, cfg_.eps);
+            return;
+        }
         const BufferSlice bs = bt.slice();
         ops::layer_norm(ctx_, s, rows(x, 0, n, e), wt.slice(), &bs, rows(y, 0, n, e), n, e, cfg_.eps);
     };
@@ -237,6 +300,9 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
         const BufferSlice bs = bias && bias->present() ? bias->slice() : BufferSlice{};
         ops::linear(ctx_, s, lp, wt.slice(), x, y, residual, bias && bias->present() ? &bs : nullptr);
     };
+    // VisionPositions::Rope2d: the vision mode of ops::rope, d/4 pairs turned by the row, d/4 by the column.
+    ops::RopeParams rope{cfg_.n_head, cfg_.head_dim, cfg_.head_dim, cfg_.rope_base, ops::RopeLayout::HalfSplit};
+    rope.sections = {{cfg_.head_dim / 4, cfg_.head_dim / 4, 0, 0}, /*vision=*/true};
     b->vit = std::make_unique<CommandStream>(ctx_);
     CommandStream& s = *b->vit;
     s.begin(profiling_);
@@ -250,58 +316,81 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
                    rows(b->x, uint64_t(i) * p.n_pos, p.n_patches, e));
             s.copy(w.cls.buf.slice(0, row), rows(b->x, uint64_t(i) * p.n_pos + p.n_patches, 1, e));
         }
+        if (!w.pos.present()) continue;
         const BufferSlice xt = rows(b->x, uint64_t(i) * p.n_pos, p.n_pos, e);
         ops::add(ctx_, s, xt, w.pos.buf.slice(0, uint64_t(p.n_pos) * row), xt, p.n_pos * e);
     }
     if (cfg_.has_pre_ln) norm(s, b->x, w.pre_w, w.pre_b, b->x, m);
     const BufferSlice x = rows(b->x, 0, m, e), xn = rows(b->xn, 0, m, e), att = rows(b->att, 0, m, e);
+    const BufferSlice q = rows(b->q, 0, m, e), k = rows(b->k, 0, m, e), up = rows(b->up, 0, m, f);
     for (size_t l = 0; l < w.layers.size(); ++l) {
         const Weights::Layer& L = w.layers[l];
         const VisionPlan::Layer& P = p.layers[l];
         norm(s, b->x, L.ln1_w, L.ln1_b, b->xn, m);
-        linear(s, P.q, L.q, xn, rows(b->q, 0, m, e), &L.qb, nullptr);
-        linear(s, P.k, L.k, xn, rows(b->k, 0, m, e), &L.kb, nullptr);
+        linear(s, P.q, L.q, xn, q, &L.qb, nullptr);
+        linear(s, P.k, L.k, xn, k, &L.kb, nullptr);
         linear(s, P.v, L.v, xn, rows(b->v, 0, m, e), &L.vb, nullptr);
-        ops::attention(ctx_, s, p.attn, rows(b->q, 0, m, e), b->k.slice(), b->v.slice(), b->positions.slice(), att,
-                       b->scratch.slice(), {.segments = b->segs.slice()});
+        if (!p.rope_positions.empty()) {
+            ops::rope(ctx_, s, q, b->rope_pos.slice(), m, rope);
+            ops::rope(ctx_, s, k, b->rope_pos.slice(), m, rope);
+        }
+        ops::attention(ctx_, s, p.attn, q, b->k.slice(), b->v.slice(), b->positions.slice(), att, b->scratch.slice(),
+                       {.segments = (P.windowed ? b->wsegs : b->segs).slice()});
         linear(s, P.o, L.o, att, x, &L.ob, &x);
         norm(s, b->x, L.ln2_w, L.ln2_b, b->xn, m);
-        const BufferSlice up = rows(b->up, 0, m, cfg_.n_ff);
         linear(s, P.up, L.up, xn, up, &L.up_b, nullptr);
-        if (cfg_.activation == VisionActivation::GeluQuick)
-            ops::gelu_quick(ctx_, s, up, up, m * cfg_.n_ff);
-        else
-            ops::gelu(ctx_, s, up, up, m * cfg_.n_ff);
-        linear(s, P.down, L.down, up, x, &L.down_b, &x);
+        BufferSlice act = up;  // the down projection's input
+        switch (w.ffn) {
+            case FfnOp::Gelu: ops::gelu(ctx_, s, up, up, m * f); break;
+            case FfnOp::GeluQuick: ops::gelu_quick(ctx_, s, up, up, m * f); break;
+            case FfnOp::Swiglu:
+            case FfnOp::Geglu:
+                act = rows(b->gate, 0, m, f);
+                linear(s, P.gate, L.gate, xn, act, &L.gate_b, nullptr);
+                (w.ffn == FfnOp::Swiglu ? ops::swiglu : ops::geglu)(ctx_, s, act, up, act, m * f);
+                break;
+        }
+        linear(s, P.down, L.down, act, x, &L.down_b, &x);
     }
     if (cfg_.has_post_ln) norm(s, b->x, w.post_w, w.post_b, b->x, m);
-    s.copy(x, rows(b->x_out, 0, m, e));
-    s.end();
 
-    // --- the projector over the merged rows (r, mw) -> (r, t)
-    b->proj = std::make_unique<CommandStream>(ctx_);
-    CommandStream& ps = *b->proj;
-    ps.begin(profiling_);
-    const BufferSlice in = rows(b->merged, 0, r, mw), out = rows(b->out, 0, r, t), mid = rows(b->mid, 0, r, t);
+    // --- the projector over the merged rows (r, mw) -> (r, t): read back and merged on the host in
+    // between, or (Blocks) straight on: each block's merge^2 rows lie one after the other, a row of mw.
+    CommandStream* ps = &s;
+    if (p.host_merge) {
+        s.copy(x, rows(b->x_out, 0, m, e));
+        s.end();
+        b->proj = std::make_unique<CommandStream>(ctx_);
+        ps = b->proj.get();
+        ps->begin(profiling_);
+    }
+    const BufferSlice in = p.host_merge ? rows(b->merged, 0, r, mw) : rows(b->x, 0, r, mw);
+    const BufferSlice out = rows(b->out, 0, r, t), mid = rows(b->mid, 0, r, t);
     switch (cfg_.type) {
         case ProjectorType::Mlp:  // mm.2 · gelu(mm.0 · rows + b0) + b2
-            linear(ps, p.projector[0], w.p("mm.0.weight"), in, mid, &w.p("mm.0.bias"), nullptr);
-            ops::gelu(ctx_, ps, mid, mid, r * t);
-            linear(ps, p.projector[1], w.p("mm.2.weight"), mid, out, &w.p("mm.2.bias"), nullptr);
+            linear(*ps, p.projector[0], w.p("mm.0.weight"), in, mid, &w.p("mm.0.bias"), nullptr);
+            ops::gelu(ctx_, *ps, mid, mid, r * t);
+            linear(*ps, p.projector[1], w.p("mm.2.weight"), mid, out, &w.p("mm.2.bias"), nullptr);
             break;
         case ProjectorType::Gemma3: {  // input_projection · (rms_norm(rows) * soft_emb_norm)
             const BufferSlice normed = rows(b->mid, 0, r, mw);
-            ops::rms_norm(ctx_, ps, in, w.p("mm.soft_emb_norm.weight").slice(), normed, r, mw, cfg_.eps);
-            linear(ps, p.projector[0], w.p("mm.input_projection.weight"), normed, out, nullptr, nullptr);
+            ops::rms_norm(ctx_, *ps, in, w.p("mm.soft_emb_norm.weight").slice(), normed, r, mw, cfg_.eps);
+            linear(*ps, p.projector[0], w.p("mm.input_projection.weight"), normed, out, nullptr, nullptr);
             break;
         }
         case ProjectorType::Idefics3:  // fc · rows
-            linear(ps, p.projector[0], w.p("mm.model.fc.weight"), in, out, nullptr, nullptr);
+            linear(*ps, p.projector[0], w.p("mm.model.fc.weight"), in, out, nullptr, nullptr);
             break;
         case ProjectorType::Qwen2Vl:
-        case ProjectorType::Qwen25Vl: throw std::logic_error("VisionGpu: a projector refused by the constructor");
+        case ProjectorType::Qwen25Vl: {  // mm.2 · gelu(mm.0 · blocks + b0) + b2, mm.0 (mw -> mw)
+            const BufferSlice wide = rows(b->mid, 0, r, mw);
+            linear(*ps, p.projector[0], w.p("mm.0.weight"), in, wide, &w.p("mm.0.bias"), nullptr);
+            ops::gelu(ctx_, *ps, wide, wide, r * mw);
+            linear(*ps, p.projector[1], w.p("mm.2.weight"), wide, out, &w.p("mm.2.bias"), nullptr);
+            break;
+        }
     }
-    ps.end();
+    ps->end();
     // Inserted only once complete: a batch that failed to build (out of memory) leaves nothing behind.
     return *batches_.emplace(std::array<uint32_t, 3>{tiles, nx, ny}, std::move(b)).first->second;
 }
@@ -309,33 +398,35 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
 void VisionGpu::run_batch(Batch& b, std::span<const ImageTile> tiles, std::vector<std::vector<float>>& out) {
     const VisionPlan& p = b.plan;
     const uint32_t pk = w_->patch.k, e = cfg_.n_embd, mw = merged_width(cfg_), t = cfg_.text_dim;
-    const bool f16 = w_->patch.type == TensorType::F16;
     auto* patches = static_cast<float*>(b.patches.mapped());
     for (size_t i = 0; i < tiles.size(); ++i) {
-        const std::vector<float> u = unfold_patches(tiles[i], cfg_.patch_size, f16);
+        const std::vector<float> u = unfold_patches(tiles[i], cfg_.patch_size, w_->round_patches, p.layout.rows);
         std::memcpy(patches + i * size_t(p.n_patches) * pk, u.data(), u.size() * 4);
     }
-    b.vit->submit_and_wait();
-    if (profiling_) {
-        const std::vector<DispatchTiming> t = b.vit->timings();
-        timings_.insert(timings_.end(), t.begin(), t.end());
-    }
-    const auto* x = static_cast<const float*>(b.x_out.mapped());
-    auto* merged = static_cast<float*>(b.merged.mapped());
-    const uint32_t px = tiles[0].nx / cfg_.patch_size, py = tiles[0].ny / cfg_.patch_size;
-    for (size_t i = 0; i < tiles.size(); ++i) {
-        const std::vector<float> rows = merge_tokens(cfg_, {x + i * size_t(p.n_pos) * e, size_t(p.n_pos) * e}, px, py);
-        std::memcpy(merged + i * size_t(p.out_rows) * mw, rows.data(), rows.size() * 4);
-    }
-    b.proj->submit_and_wait();
-    if (profiling_) {
-        const std::vector<DispatchTiming> t = b.proj->timings();
-        timings_.insert(timings_.end(), t.begin(), t.end());
+    auto submit = [&](CommandStream& s) {
+        s.submit_and_wait();
+        if (!profiling_) return;
+        const std::vector<DispatchTiming> times = s.timings();
+        timings_.insert(timings_.end(), times.begin(), times.end());
+    };
+    submit(*b.vit);
+    if (p.host_merge) {
+        const auto* x = static_cast<const float*>(b.x_out.mapped());
+        auto* merged = static_cast<float*>(b.merged.mapped());
+        for (size_t i = 0; i < tiles.size(); ++i) {
+            const std::vector<float> rows =
+                merge_tokens(cfg_, {x + i * size_t(p.n_pos) * e, size_t(p.n_pos) * e}, p.layout.gx, p.layout.gy);
+            std::memcpy(merged + i * size_t(p.out_rows) * mw, rows.data(), rows.size() * 4);
+        }
+        submit(*b.proj);
     }
     const auto* o = static_cast<const float*>(b.out.mapped());
     for (size_t i = 0; i < tiles.size(); ++i) {
         const float* first = o + i * size_t(p.out_rows) * t;
-        out.emplace_back(first, first + size_t(p.out_rows) * t);
+        std::vector<float>& dst = out.emplace_back(first, first + size_t(p.out_rows) * t);
+        // Blocks: the projector's rows in the layout's order (windows), put in the reference's.
+        for (size_t j = 0; j < p.layout.out_block.size(); ++j)
+            std::memcpy(dst.data() + size_t(p.layout.out_block[j]) * t, first + j * t, size_t(t) * 4);
     }
 }
 

@@ -1,23 +1,30 @@
 // The vision encoder of an mmproj file on a device: its weights uploaded once, the transformer and
-// the projector's matrices run with the runtime's kernels (matmuls, LayerNorm, bidirectional
-// attention, GELU), the pixel unfolding and the token merges on the host (vision_stages.h).
+// the projector's matrices run with the runtime's kernels (matmuls, LayerNorm / RMSNorm, 2D RoPE,
+// bidirectional attention, GELU / SwiGLU), the pixel unfolding and the token merges of the fixed-size
+// types on the host (vision_stages.h).
 //
 // A batch of tiles (an image's slices) runs as one pass: their rows packed back to back, every
-// linear layer one matmul over all of them, attention through per-tile key ranges (segments), so
-// that each tile sees only itself. The plan (plan_vision) fixes the kernels of a batch shape once;
-// recording and the warm-up read it.
+// linear layer one matmul over all of them, attention through per-row key ranges (segments), so
+// that each tile sees only itself (or, in Qwen2.5-VL's windowed layers, its row's window). The plan
+// (VisionGpu::plan) fixes the kernels, the row layout (vision_layout.h) and the tables of a batch
+// shape once; recording and the warm-up read it.
 //
 //   x (T*n, e)   = unfold(tile) · patch_w^T + patch_b, then the class row, + position_embd (per tile)
+//                  (Qwen: both patch kernels summed once, rows in the layout's order, no table)
 //   x            = pre_ln(x)                                     (CLIP)
-//   per layer:   x += attn_out(attention(q, k, v of ln1(x)))     (q, k, v, out with biases)
-//                x += ffn_down(act(ffn_up(ln2(x))))
-//   x            = post_ln(x)                                    (SigLIP)
-//   rows         = merge_tokens(x) per tile                      (host)
-//   out (T*r, t) = the projector's matrices over rows            (device)
+//   per layer:   x += attn_out(attention(q, k, v of ln1(x)))     (q, k, v, out with biases; Qwen:
+//                                                                 q, k turned by each row's (y, x))
+//                x += ffn_down(act(ffn_up(ln2(x))))              (Qwen2.5: act(gate) * up)
+//   x            = post_ln(x)                                    (SigLIP, Qwen)
+//   rows         = merge_tokens(x) per tile                      (host; Qwen: each block's 4 rows
+//                                                                 read as one, on the device)
+//   out (T*r, t) = the projector's matrices over rows            (device; Qwen: blocks put back in
+//                                                                 the reference's order on the host)
 #pragma once
 
 #include "model/gguf/gguf.h"
 #include "model/mmproj/mmproj_config.h"
+#include "model/vision/vision_layout.h"
 #include "runtime/command_stream.h"
 #include "runtime/context.h"
 #include "runtime/ops/attention.h"
@@ -39,12 +46,19 @@ struct VisionDeviceTensor {
     bool present() const { return rows != 0; }
 };
 
-// The kernels of one batch shape: `tiles` tiles of n_pos positions each, r projector rows each.
+// The kernels and tables of one batch shape: `tiles` tiles of n_pos positions each, r projector rows each.
 struct VisionPlan {
     uint32_t tiles = 0, n_pos = 0, n_patches = 0, out_rows = 0;
+    VitRowLayout layout;
+    // merge_tokens on the host between the transformer and the projector (every merge but Blocks).
+    bool host_merge = true;
+    // Per packed row: its tile's key range, its window's (empty without windows), and its 2D rotary
+    // position (empty without VisionPositions::Rope2d).
+    std::vector<int32_t> segments, window_segments, rope_positions;
     ops::LinearPlan patch;
     struct Layer {
-        ops::LinearPlan q, k, v, o, up, down;
+        ops::LinearPlan q, k, v, o, gate, up, down;  // gate: ProjectorDesc::gated_ffn only
+        bool gated = false, windowed = false;
     };
     std::vector<Layer> layers;
     ops::AttentionParams attn{};

@@ -8,27 +8,54 @@
 
 namespace vkllm {
 
-std::vector<float> unfold_patches(const ImageTile& t, uint32_t patch, bool round_f16) {
+std::vector<PatchPos> patch_order(const VisionConfig& cfg, uint32_t gx, uint32_t gy) {
+    std::vector<PatchPos> out;
+    out.reserve(size_t(gx) * gy);
+    if (cfg.desc->merge != TokenMerge::Blocks) {
+        for (uint32_t y = 0; y < gy; ++y)
+            for (uint32_t x = 0; x < gx; ++x) out.push_back({y, x});
+        return out;
+    }
+    const uint32_t m = cfg.merge;
+    if (gx % m || gy % m)
+        throw std::invalid_argument(
+            fmt::format("patch_order: a {} x {} grid is not whole {} x {} blocks", gx, gy, m, m));
+    for (uint32_t by = 0; by < gy; by += m)
+        for (uint32_t bx = 0; bx < gx; bx += m)
+            for (uint32_t dy = 0; dy < m; ++dy)
+                for (uint32_t dx = 0; dx < m; ++dx) out.push_back({by + dy, bx + dx});
+    return out;
+}
+
+std::vector<float> unfold_patches(const ImageTile& t, uint32_t patch, bool round_f16, std::span<const PatchPos> order) {
     if (patch == 0 || t.nx % patch != 0 || t.ny % patch != 0 || t.chw.size() != size_t(3) * t.nx * t.ny)
         throw std::invalid_argument(fmt::format("unfold_patches: a {}x{} tile ({} values) is not whole patches of {}",
                                                 t.nx, t.ny, t.chw.size(), patch));
     const uint32_t px = t.nx / patch, py = t.ny / patch, row = 3 * patch * patch;
-    std::vector<float> out(size_t(px) * py * row);
-    for (uint32_t y = 0; y < py; ++y)
-        for (uint32_t x = 0; x < px; ++x) {
-            float* dst = out.data() + (size_t(y) * px + x) * row;
-            for (uint32_t c = 0; c < 3; ++c)
-                for (uint32_t ky = 0; ky < patch; ++ky)
-                    for (uint32_t kx = 0; kx < patch; ++kx) {
-                        const float v = t.chw[(size_t(c) * t.ny + y * patch + ky) * t.nx + x * patch + kx];
-                        *dst++ = round_f16 ? f16_to_f32(f32_to_f16(v)) : v;
-                    }
-        }
+    const size_t n = size_t(px) * py;
+    if (!order.empty() && order.size() != n)
+        throw std::invalid_argument(
+            fmt::format("unfold_patches: an order of {} patches for a tile of {}", order.size(), n));
+    std::vector<float> out(n * row);
+    float* dst = out.data();
+    for (size_t i = 0; i < n; ++i) {
+        const PatchPos p = order.empty() ? PatchPos{uint32_t(i / px), uint32_t(i % px)} : order[i];
+        if (p.x >= px || p.y >= py)
+            throw std::invalid_argument(
+                fmt::format("unfold_patches: patch ({}, {}) is outside the {} x {} grid", p.x, p.y, px, py));
+        for (uint32_t c = 0; c < 3; ++c)
+            for (uint32_t ky = 0; ky < patch; ++ky)
+                for (uint32_t kx = 0; kx < patch; ++kx) {
+                    const float v = t.chw[(size_t(c) * t.ny + p.y * patch + ky) * t.nx + p.x * patch + kx];
+                    *dst++ = round_f16 ? f16_to_f32(f32_to_f16(v)) : v;
+                }
+    }
     return out;
 }
 
 uint32_t merged_width(const VisionConfig& cfg) {
-    return cfg.desc->merge == TokenMerge::PixelShuffle ? cfg.n_embd * cfg.merge * cfg.merge : cfg.n_embd;
+    const bool wide = cfg.desc->merge == TokenMerge::PixelShuffle || cfg.desc->merge == TokenMerge::Blocks;
+    return wide ? cfg.n_embd * cfg.merge * cfg.merge : cfg.n_embd;
 }
 
 std::vector<float> merge_tokens(const VisionConfig& cfg, std::span<const float> rows, uint32_t px, uint32_t py) {

@@ -19,83 +19,12 @@
 #include "model/testgen/random_mmproj.h"
 #include "model/vision/vision_cpu.h"
 #include "support/model_test_util.h"
+#include "support/vision_fixtures.h"
 
 using namespace vkllm;
+using namespace vkllm::test;
 
 namespace {
-
-const std::string kFixtures = std::string(VKLLM_SOURCE_DIR) + "/tests/fixtures/vision/";
-
-// llama.cpp's CPU backend against the double reference on these files: NMSE up to 2.6e-7 and max
-// abs error up to 1.9e-3 on rows of RMS ~0.6 to 1 (F16 weights, and ggml's F16 rounding of the patch
-// convolution's input and its table GELU). The bounds leave 3.8x and 5x margin; a wrong stage gives
-// NMSE above 0.05 (see the class-row case below).
-constexpr double kMaxNmse = 1e-6, kMaxAbs = 1e-2;
-
-GgufFile random_mmproj(ProjectorType type) {
-    MmprojShape s;
-    s.type = type;
-    s.text_dim = 64;
-    s.seed = 55;
-    return GgufFile::from_memory(make_random_mmproj(s).write_memory(), "random-mmproj");
-}
-
-// The images make_fixtures.sh writes: "ramp" smooth, "hash" a different value at nearly every pixel.
-std::vector<uint8_t> test_image(const std::string& name, uint32_t nx, uint32_t ny) {
-    std::vector<uint8_t> rgb;
-    for (uint32_t y = 0; y < ny; ++y)
-        for (uint32_t x = 0; x < nx; ++x)
-            for (uint32_t c = 0; c < 3; ++c) {
-                if (name == "ramp") {
-                    const uint32_t v[3] = {x * 255 / (nx - 1), y * 255 / (ny - 1), (x + y) * 255 / (nx + ny - 2)};
-                    rgb.push_back(uint8_t(v[c]));
-                } else {
-                    rgb.push_back(uint8_t(((x * 131 + y * 71 + c * 29) ^ (x * y)) & 255));
-                }
-            }
-    return rgb;
-}
-
-// mtmd's normalisation: (v / 255 - mean) / std, in float.
-ImageTile normalized(const std::vector<uint8_t>& rgb, uint32_t nx, uint32_t ny, const PreprocessSpec& spec) {
-    ImageTile t;
-    t.nx = nx;
-    t.ny = ny;
-    const size_t plane = size_t(nx) * ny;
-    t.chw.resize(3 * plane);
-    for (uint32_t c = 0; c < 3; ++c)
-        for (size_t i = 0; i < plane; ++i)
-            t.chw[c * plane + i] = (float(rgb[i * 3 + c]) / 255.0f - spec.mean[c]) / spec.std[c];
-    return t;
-}
-
-std::vector<float> read_f32_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in.good(), "missing fixture ", path);
-    std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<float> v(raw.size() / 4);
-    std::memcpy(v.data(), raw.data(), v.size() * 4);
-    return v;
-}
-
-struct Diff {
-    double nmse = 0, max_abs = 0;
-    bool finite = true;
-};
-
-Diff compare(const std::vector<float>& got, const std::vector<float>& want) {
-    Diff d;
-    double se = 0, ref = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-        if (!std::isfinite(got[i])) d.finite = false;
-        const double e = double(got[i]) - want[i];
-        se += e * e;
-        ref += double(want[i]) * want[i];
-        d.max_abs = std::max(d.max_abs, std::fabs(e));
-    }
-    d.nmse = se / ref;
-    return d;
-}
 
 // The chunk layout of the fixture: "text N \"pieces\"" / "image N NX NY" lines.
 struct Chunk {
@@ -212,7 +141,7 @@ constexpr Case kCases[] = {{ProjectorType::Gemma3, "gemma3", 64, 64},
 
 TEST_CASE("vision: encode_tile_cpu matches llama.cpp's libmtmd on random mmproj files") {
     for (const Case& c : kCases) {
-        const GgufFile file = random_mmproj(c.type);
+        const GgufFile file = fixture_mmproj(c.type);
         const VisionConfig cfg = VisionConfig::from_gguf(file);
         const PreprocessSpec spec = preprocess_spec(cfg);
         for (const char* image : {"ramp", "hash"}) {
@@ -249,7 +178,7 @@ TEST_CASE("vision: encode_tile_cpu matches llama.cpp's libmtmd on random mmproj 
 TEST_CASE("vision: llama.cpp puts LLaVA's class embedding after the patches") {
     // CLIP's definition (ClassRow::First) is far from libmtmd's figures; ClassRow::Last, the default,
     // is what libmtmd computes (the case above).
-    const GgufFile file = random_mmproj(ProjectorType::Mlp);
+    const GgufFile file = fixture_mmproj(ProjectorType::Mlp);
     const VisionConfig cfg = VisionConfig::from_gguf(file);
     const ImageTile tile = normalized(test_image("ramp", 56, 56), 56, 56, preprocess_spec(cfg));
     const std::vector<float> first = project_cpu(cfg, file, encode_vit_cpu(cfg, file, tile, ClassRow::First));
@@ -261,7 +190,7 @@ TEST_CASE("vision: llama.cpp puts LLaVA's class embedding after the patches") {
 TEST_CASE("vision: Qwen2.5-VL's window attention is libmtmd's") {
     // The 128 x 64 image is 8 x 4 blocks: two 112-pixel windows (7 blocks and 1 wide). Layer 0 attends
     // within them, layer 1 (n_wa_pattern 2) to the whole tile; without the windows the result is off.
-    const GgufFile file = random_mmproj(ProjectorType::Qwen25Vl);
+    const GgufFile file = fixture_mmproj(ProjectorType::Qwen25Vl);
     VisionConfig cfg = VisionConfig::from_gguf(file);
     CHECK(cfg.windowed(0));
     CHECK(!cfg.windowed(1));
@@ -275,7 +204,7 @@ TEST_CASE("vision: Qwen2.5-VL's window attention is libmtmd's") {
 TEST_CASE("vision: image_prompt is libmtmd's chunk layout") {
     for (const Case& c : kCases) {
         CAPTURE(c.name);
-        const GgufFile file = random_mmproj(c.type);
+        const GgufFile file = fixture_mmproj(c.type);
         const VisionConfig cfg = VisionConfig::from_gguf(file);
         PreprocessedImage img;
         ImageTile tile;
@@ -290,7 +219,7 @@ TEST_CASE("vision: image_prompt is libmtmd's chunk layout") {
         check_layout(fmt::format("{}-ramp.chunks.txt", c.name), image_prompt(cfg, img));
     }
     // Idefics3's 2 x 2 slices: "\n" between the rows, the global image last.
-    const GgufFile file = random_mmproj(ProjectorType::Idefics3);
+    const GgufFile file = fixture_mmproj(ProjectorType::Idefics3);
     const VisionConfig cfg = VisionConfig::from_gguf(file);
     PreprocessedImage img;
     ImageTile tile;
@@ -302,7 +231,7 @@ TEST_CASE("vision: image_prompt is libmtmd's chunk layout") {
 }
 
 TEST_CASE("vision: encode_tile_cpu refuses tiles the encoder does not take") {
-    const GgufFile file = random_mmproj(ProjectorType::Gemma3);
+    const GgufFile file = fixture_mmproj(ProjectorType::Gemma3);
     const VisionConfig cfg = VisionConfig::from_gguf(file);
     ImageTile tile;
     tile.nx = tile.ny = cfg.image_size / 2;
