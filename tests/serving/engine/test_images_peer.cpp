@@ -1,5 +1,5 @@
-// Images through the whole path against llama.cpp's llama-server (build 9749, --mmproj, CPU): a
-// random text model and mmproj as `vkllm gen-model --arch A --dim 64 --layers 2 --heads 4 --ffn 128
+// Images through the whole path against llama.cpp's llama-server (build 9749, --mmproj, CPU), for
+// gemma3, mlp, qwen2vl_merger and qwen2.5vl_merger: a random text model and mmproj as `vkllm gen-model --arch A --dim 64 --layers 2 --heads 4 --ffn 128
 // --vocab 512 --type f16 --seed 55 --mmproj TYPE` writes them, the PNGs of tests/fixtures/vision/peer
 // decoded, preprocessed (a 97 x 61 picture: resized and padded; a 64 x 64 one) and encoded on the
 // device, the prompt laid out and evaluated by the engine: the prompt's token count and the first
@@ -94,7 +94,12 @@ ModelShape text_shape(const std::string& arch) {
 TEST_CASE("images end to end: prompt tokens and the first tokens' top log-probabilities are llama-server's") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    for (auto [type, arch] : {std::pair{ProjectorType::Gemma3, "gemma3"}, std::pair{ProjectorType::Mlp, "llama"}}) {
+    // Each projector type with the text architecture its fixtures were recorded with.
+    const std::pair<ProjectorType, const char*> kCases[] = {{ProjectorType::Gemma3, "gemma3"},
+                                                            {ProjectorType::Mlp, "llama"},
+                                                            {ProjectorType::Qwen2Vl, "llama"},
+                                                            {ProjectorType::Qwen25Vl, "llama"}};
+    for (auto [type, arch] : kCases) {
         const std::string name(projector_desc(type).name);
         CAPTURE(name);
         const test::LoadedModel m = test::open_model(test::write_model("vision-peer-" + name, text_shape(arch)));
@@ -131,7 +136,10 @@ TEST_CASE("images end to end: prompt tokens and the first tokens' top log-probab
                 std::optional<engine::Event> ev = t->next(100ms);
                 if (!ev) continue;
                 got.insert(got.end(), ev->logprobs.begin(), ev->logprobs.end());
-                if (ev->kind == engine::Event::Kind::Done) break;
+                if (ev->kind == engine::Event::Kind::Done) {
+                    CHECK_MESSAGE(ev->error.empty(), ev->error);
+                    break;
+                }
             }
             REQUIRE(got.size() >= peer.tokens.size());
             for (size_t i = 0; i < peer.tokens.size(); ++i) {
