@@ -447,11 +447,13 @@ void Engine::Impl::prompt_step() {
         const PromptEmbeddings* image = image_at(req, s.prompt_done);
         if (image) {
             const size_t done = s.prompt_done - image->first;
-            chunk = image->bidirectional ? image->n_rows : std::min<size_t>(chunk, image->n_rows - done);
+            // An image whose rows take its grid's positions (M-RoPE) goes in whole, as one that sees itself.
+            const bool whole = image->bidirectional || !image->grid.empty();
+            chunk = whole ? image->n_rows : std::min<size_t>(chunk, image->n_rows - done);
             make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
             const uint32_t dim = model.config().dim;
             model.eval_embeddings(s.index, std::span<const float>(*image->rows).subspan(done * dim, chunk * dim),
-                                  image->bidirectional);
+                                  image->bidirectional, image->grid);
         } else {
             for (const PromptEmbeddings& im : req.images)
                 if (im.first > s.prompt_done) chunk = std::min<size_t>(chunk, im.first - s.prompt_done);
