@@ -701,7 +701,7 @@ SequenceModel& generating_model(SequenceModel& m) {
 }
 
 // A request's images: in order, apart, inside the prompt, each over placeholder tokens with whole
-// rows of the model's width; a bidirectional one within a chunk.
+// rows of the model's width, a grid (when given) of as many; a bidirectional one within a chunk.
 void check_images(const CompletionRequest& req, const SequenceModel& model) {
     size_t end = 0;
     for (const PromptEmbeddings& im : req.images) {
@@ -712,6 +712,7 @@ void check_images(const CompletionRequest& req, const SequenceModel& model) {
             throw std::invalid_argument("images overlap or lie outside the prompt");
         for (size_t i = im.first; i < size_t(im.first) + im.n_rows; ++i)
             if (req.prompt[i] >= 0) throw std::invalid_argument("an image's tokens must be its placeholders");
+        check_image_grid(im.grid, im.n_rows);  // the image's own, whole
         if (im.bidirectional && im.n_rows > model.ubatch())
             throw std::invalid_argument(
                 fmt::format("an image of {} tokens does not fit one batch of {} tokens "

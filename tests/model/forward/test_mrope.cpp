@@ -2,7 +2,8 @@
 // against their definition; the device forward pass against the host reference with text, an image's
 // rows at its grid's positions and text after them, in one sequence and a decode batch of two whose
 // positions are offset differently, through truncation into and before the image and a shared prefix;
-// the grid changes the logits (lost sections would not); bad grids and sections are refused by name.
+// a split over two contexts hands the four positions on; the grid changes the logits (lost sections
+// would not); bad grids and sections are refused by name.
 #include "support/test_context.h"
 
 #include "support/model_test_util.h"
@@ -17,6 +18,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <random>
 
 using namespace vkllm;
@@ -67,6 +70,10 @@ std::vector<float> logits_row(const ModelGpu& m, uint32_t rows, uint32_t r) {
     std::vector<float> all(size_t(rows) * m.config().n_vocab);
     m.read_logits(rows, all.data());
     return {all.begin() + long(r) * m.config().n_vocab, all.begin() + long(r + 1) * m.config().n_vocab};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -127,7 +134,8 @@ TEST_CASE(
     REQUIRE(m.cfg.pos_width() == 4);
     const uint32_t dim = m.cfg.dim;
     ModelGpu gpu(ctx, m.file, m.cfg, options(2));
-    ModelCpu cpu0(m.file, m.cfg, gpu.n_ctx(), ops::KvType::F16, 8), cpu1 = cpu0;
+    ModelCpu cpu0(m.file, m.cfg, gpu.n_ctx(), ops::KvType::F16, 8);
+    std::optional<ModelCpu> cpu1(cpu0);  // re-made as a copy of cpu0 for the shared prefix
 
     // Sequence 0: 7 tokens, a 4 x 3 image (12 rows, two chunks; the text after it from 7 + 4 = 11 at row 19), 5 tokens.
     const std::vector<int32_t> pre0 = tokens(7, 1), tail0 = tokens(5, 2);
@@ -143,18 +151,18 @@ TEST_CASE(
     const std::vector<int32_t> pre1 = tokens(3, 4), tail1 = tokens(4, 5);
     const std::vector<float> img1 = image_rows(10, dim, 6);
     gpu.eval(1, pre1);
-    cpu1.eval(pre1);
+    cpu1->eval(pre1);
     gpu.eval_embeddings(1, img1, false, {2, 5});
-    cpu1.eval_embeddings(img1, false, {2, 5});
+    cpu1->eval_embeddings(img1, false, {2, 5});
     gpu.eval(1, tail1);
-    test::validate_result("sequence 1 after its image", gpu.logits(), cpu1.eval(tail1), kTol);
+    test::validate_result("sequence 1 after its image", gpu.logits(), cpu1->eval(tail1), kTol);
 
     auto decode_both = [&](int32_t t0, int32_t t1, const char* what) {
         const std::array batch{SeqToken{0, t0}, SeqToken{1, t1}};
         gpu.decode(batch);
         INFO(what);
         test::validate_result("decode row 0", logits_row(gpu, 2, 0), cpu0.eval(std::array{t0}), kTol);
-        test::validate_result("decode row 1", logits_row(gpu, 2, 1), cpu1.eval(std::array{t1}), kTol);
+        test::validate_result("decode row 1", logits_row(gpu, 2, 1), cpu1->eval(std::array{t1}), kTol);
     };
     for (int32_t i = 0; i < 3; ++i) decode_both(10 + i, 20 + i, "a batch of two offsets");
 
@@ -172,14 +180,17 @@ TEST_CASE(
     cpu0.eval_embeddings(img0, false, {4, 3});
     decode_both(32, 33, "a second image after the cut");
 
-    // Sequence 1 takes sequence 0's first 20 rows (text, its whole image, text) and continues.
-    const uint32_t n = 4 + 5 + 11;
+    // Sequence 1 takes sequence 0's first rows: through its whole second image (21), then all but that image's
+    // last row (20), and continues.
     REQUIRE(gpu.n_past(0) == 4 + 5 + 12 + 1);
-    REQUIRE(gpu.share_prefix(1, 0, n));
-    cpu1 = cpu0;
-    cpu1.truncate(n);
-    gpu.eval(1, tail1);
-    test::validate_result("a shared prefix cut inside its image", gpu.logits(), cpu1.eval(tail1), kTol);
+    for (const uint32_t n : {21u, 20u}) {
+        CAPTURE(n);
+        REQUIRE(gpu.share_prefix(1, 0, n));
+        cpu1.emplace(cpu0);
+        cpu1->truncate(n);
+        gpu.eval(1, tail1);
+        test::validate_result("a shared prefix", gpu.logits(), cpu1->eval(tail1), kTol);
+    }
     decode_both(40, 41, "after sharing");
 }
 
@@ -227,6 +238,32 @@ TEST_CASE("mrope: the grid moves the positions: the logits after an image differ
     ModelGpu g(ctx, m.file, m.cfg, options(1));
     VKLLM_CHECK_THROWS_WITH_SUBSTR(g.eval_embeddings(0, img, false, {2, 3}), std::invalid_argument, "2 x 3");
     CHECK(g.n_past(0) == 0);
+}
+
+TEST_CASE("mrope: a split over two contexts hands the four positions on: the unsplit model's logits bit for bit") {
+    test::ValidationGuard guard;
+    Context& a = test::float_path_context();
+    // Another VkDevice on the same physical device: the hand-off goes through the host as between devices.
+    auto b = test::make_context(a.caps().int_dot_kernels ? CapsOverride::parse("no-int-dot") : CapsOverride{});
+    const test::LoadedModel m = test::open_model(test::write_model("mrope-qwen2vl", mrope_shape()));
+    ModelGpu one(a, m.file, m.cfg, options(2));
+    const std::vector<ModelStage> stages{{&a, {0, 1}}, {b.get(), {1, 1}}};
+    ModelGpu split(stages, m.file, m.cfg, options(2));
+    const std::vector<int32_t> pre = tokens(6, 10), tail = tokens(3, 11);
+    const std::vector<float> img = image_rows(12, m.cfg.dim, 12);
+    for (ModelGpu* g : {&one, &split}) {
+        g->eval(0, pre);
+        g->eval_embeddings(0, img, false, {3, 4});
+        g->eval(0, tail);
+    }
+    CHECK(same_bits(split.logits(), one.logits()));
+    for (ModelGpu* g : {&one, &split}) g->eval(1, tail);
+    for (int32_t i = 0; i < 2; ++i) {
+        const std::array batch{SeqToken{0, 50 + i}, SeqToken{1, 60 + i}};
+        one.decode(batch);
+        split.decode(batch);
+        for (uint32_t r = 0; r < 2; ++r) CHECK(same_bits(logits_row(split, 2, r), logits_row(one, 2, r)));
+    }
 }
 
 TEST_CASE("mrope: rope.dimension_sections is required and must fit the head") {
