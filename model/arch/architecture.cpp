@@ -18,6 +18,11 @@ constexpr ArchDesc kArchs[] = {
      .experts = {.layers = ExpertLayers::All, .gating = ExpertGating::SoftmaxNormed, .per_expert_tensors = true},
      .test = {.n_expert = 6, .n_expert_used = 2}},
     {.name = "qwen2", .attn = {.rope_layout = RopeLayout::HalfSplit}, .biases = Biases::Qkv},
+    // Qwen2-VL, Qwen2.5-VL's text model: Qwen2 with M-RoPE (images' rows at their grid's positions)
+    {.name = "qwen2vl",
+     .attn = {.rope_layout = RopeLayout::HalfSplit, .mrope = true},
+     .biases = Biases::Qkv,
+     .test = {.head_dim = 32}},
     {.name = "qwen3",
      .attn = {.rope_layout = RopeLayout::HalfSplit, .qk_norm = QkNorm::PerHead},
      .test = {.head_dim = 32}},

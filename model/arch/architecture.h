@@ -133,6 +133,10 @@ struct AttentionDesc {
     PositionKind positions = PositionKind::Rope;
     ops::RopeLayout rope_layout = ops::RopeLayout::Adjacent;
     bool rope_factor_tensors = false;  // rope_factors_long / _short (Phi-3 LongRoPE)
+    // M-RoPE (Qwen2-VL's text model): `<arch>.rope.dimension_sections` (required) splits each head's
+    // pairs among 4 position components per token (t, h, w, e); text has all three of t, h, w at its
+    // position, an image's rows their grid's (ModelConfig::rope_sections, ImageGrid).
+    bool mrope = false;
     // ALiBi's max bias, fixed whatever the file says (llama.cpp hard-codes 8 for BLOOM and
     // jina-bert-v2); 0: read from `<arch>.attention.max_alibi_bias`, which is then required (MPT).
     float default_max_alibi_bias = 0;

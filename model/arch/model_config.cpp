@@ -96,6 +96,25 @@ void read_rope(const Checker& c, const GgufFile& f, const std::string& a, ModelC
     }
 }
 
+// M-RoPE's sections: 4 counts of pairs (llama.cpp writes them as INT32), together at least one pair
+// and at most the rotated dims' pairs.
+void read_rope_sections(const Checker& c, const GgufFile& f, const std::string& k, ModelConfig& cfg) {
+    if (!f.has(k))
+        c.fail(Checker::key_what(k), "required for this architecture (M-RoPE's pairs per position component)");
+    const std::vector<int32_t> v = f.get_i32_array(k);
+    if (v.size() != 4) c.fail(Checker::key_what(k), fmt::format("has {} elements, expected 4", v.size()));
+    uint64_t sum = 0;
+    for (size_t i = 0; i < 4; ++i) {
+        if (v[i] < 0) c.fail(Checker::key_what(k), fmt::format("element {} is negative ({})", i, v[i]));
+        cfg.rope_sections[i] = uint32_t(v[i]);
+        sum += uint32_t(v[i]);
+    }
+    if (sum == 0 || sum > cfg.rope_dim / 2)
+        c.fail(Checker::key_what(k),
+               fmt::format("sections {} {} {} {} sum to {} pairs; expected 1 to {} (rope dimension {} / 2)", v[0], v[1],
+                           v[2], v[3], sum, cfg.rope_dim / 2, cfg.rope_dim));
+}
+
 // Mixture-of-experts keys, with llama.cpp's defaults and limits vkllm's router kernel has.
 void read_experts(const Checker& c, const GgufFile& f, const std::string& a, ModelConfig& cfg) {
     auto key = [&](const char* k) { return a + "." + k; };
@@ -304,6 +323,7 @@ ModelConfig read(const GgufFile& f, const ArchDesc* view) {
                    fmt::format("rope dimension {} must be even, positive and at most the head dim {}", cfg.rope_dim,
                                cfg.head_dim));
         read_rope(c, f, a, cfg);
+        if (A.attn.mrope) read_rope_sections(c, f, key("rope.dimension_sections"), cfg);
     }
 
     if (A.attn.swa_period > 0) {

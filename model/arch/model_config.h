@@ -3,6 +3,7 @@
 // layers (weight upload, the forward pass) can trust every shape.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -64,6 +65,9 @@ struct ModelConfig {
     uint32_t n_ctx_train = 0;  // <arch>.context_length
     float norm_eps = 1e-5f;  // RMSNorm or LayerNorm epsilon, as the architecture's norm
     uint32_t rope_dim = 0;  // rotated dims per head; defaults to head_dim
+    // M-RoPE (AttentionDesc::mrope): pairs of each head per position component (t, h, w, e), pair i
+    // taking component c by i % (their sum), as ops::RopeSections; all zero for one position per token.
+    std::array<uint32_t, 4> rope_sections{};
     RopeConfig rope;  // global (full-attention) layers
     RopeConfig rope_local;  // sliding-window layers (the same as rope unless AttentionDesc::local_rope_base)
     std::string rope_scaling = "none";  // none, linear, yarn; "llama3" files are "none" + rope_freqs
@@ -118,6 +122,10 @@ struct ModelConfig {
     bool v_in_k() const { return arch->attn.mla; }
     bool is_moe_layer(uint32_t layer) const { return arch->moe() && layer >= n_dense_lead; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }
+    // Position components per token: 4 with M-RoPE (rope_sections), else 1.
+    uint32_t pos_width() const {
+        return rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] ? 4 : 1;
+    }
     bool is_local(uint32_t layer) const { return !local.empty() && local[layer]; }
     const RopeConfig& rope_for(uint32_t layer) const { return is_local(layer) ? rope_local : rope; }
     // Phi-3 LongRoPE: the long factors once the context exceeds the original length.

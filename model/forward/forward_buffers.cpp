@@ -71,7 +71,7 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     if (!last) b.send = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Readback, "x_send");
     if (!first) b.recv = ctx.create_buffer(uint64_t(U) * dim * 4, MemoryUsage::Upload, "x_recv");
     b.positions = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "positions");
-    b.rel_pos = ctx.create_buffer(uint64_t(U) * 4, MemoryUsage::Upload, "input_positions");
+    b.rel_pos = ctx.create_buffer(uint64_t(U) * 4 * cfg.pos_width(), MemoryUsage::Upload, "input_positions");
     b.segs = ctx.create_buffer(uint64_t(U) * 8, MemoryUsage::Upload, "segments");
     if (cfg.arch->attn.cross_attention) {
         for (uint32_t l = 0; l < cfg.n_layers; ++l) {

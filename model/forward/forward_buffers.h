@@ -44,7 +44,9 @@ struct ForwardBuffers {
     Buffer all_logits;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits
     Buffer argmax;  // (n_seq) uint32
     Buffer positions;  // (U) int32, host-written: each token's cache row (its position in its sequence, or in a pack)
-    Buffer rel_pos;  // (U) int32, host-written: each token's position in its input (RoPE, learned positions)
+    // (U, pos_width) int32, host-written: each token's position in its input (RoPE, learned positions), with
+    // M-RoPE its 4 components (ModelConfig::pos_width)
+    Buffer rel_pos;
     Buffer segs;  // (U, 2) int32, host-written: bidirectional models' key range per token
     Buffer ids;  // (U) int32, host-written
     Buffer embed_in;  // (U, dim) host-written rows: embeddings given as such, or of a table too large to bind

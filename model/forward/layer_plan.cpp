@@ -169,7 +169,9 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
         a.params.n_tokens = n;
         a.params.batch = true;
     }
-    a.fused_store = decode && !a.mla && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
+    // The fused kernels rotate with one position per token: M-RoPE rotates apart.
+    a.fused_store =
+        decode && !a.mla && !A.attn.mrope && ops::attention_store_supported(layer_attention_params(cfg, layer, 1, kv));
     a.post_norm = A.norm.placement == NormPlacement::PreAndPost;
     a.wo = step(caps, L, R::Wo, R::Bo, n, db, Kind::Plain, !a.post_norm);
     a.norm_after = norm_after;

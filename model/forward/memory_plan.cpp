@@ -59,6 +59,7 @@ uint64_t scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const Mod
     const uint64_t ffn = dense_ffn_dim(cfg);
     uint64_t per_token = 4ull * (4ull * cfg.dim + 2ull * cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) + 8;
     per_token += 12;  // the input-relative position and the key range (segments)
+    per_token += 4ull * (cfg.pos_width() - 1);  // M-RoPE: the input-relative position's other components
     // mixture of experts: router logits, ids and weights, each slot's gate, up and output, shared gate logit
     // (and the prefill's slots sorted per expert: one more word per slot, n_expert + 1 offsets below)
     if (cfg.arch->moe())

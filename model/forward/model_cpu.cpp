@@ -82,19 +82,29 @@ std::vector<float> ModelCpu::eval(std::span<const int32_t> tokens, const LayerPr
     return logits;
 }
 
-std::vector<float> ModelCpu::eval_embeddings(std::span<const float> rows, bool bidirectional, const LayerProbe& probe) {
+std::vector<float> ModelCpu::eval_embeddings(std::span<const float> rows, bool bidirectional, ImageGrid grid,
+                                             const LayerProbe& probe) {
     if (rows.empty() || rows.size() % cfg_.dim != 0)
         throw std::invalid_argument(fmt::format("ModelCpu: {} floats are not rows of {}", rows.size(), cfg_.dim));
     const size_t n = rows.size() / cfg_.dim;
     if (n > n_ctx_ - n_past_) throw ContextFullError(fmt::format("ModelCpu: {} rows do not fit", n));
     if (bidirectional && n > ubatch_)
         throw ContextFullError(fmt::format("ModelCpu: {} bidirectional rows exceed a ubatch of {}", n, ubatch_));
+    check_image_grid(grid, n);
+    if (cfg_.arch->attn.mrope && !grid.empty()) rope_pos_.add_image(n_past_, grid);
     std::vector<float> logits;
     for (size_t done = 0; done < n; done += ubatch_) {
         const size_t m = std::min<size_t>(ubatch_, n - done);
         logits = eval_chunk({}, probe, {}, rows.subspan(done * cfg_.dim, m * cfg_.dim), bidirectional);
     }
     return logits;
+}
+
+void ModelCpu::truncate(uint32_t n) {
+    if (n > n_past_) throw std::invalid_argument(fmt::format("ModelCpu::truncate: {} tokens kept of {}", n, n_past_));
+    if (!cfg_.local.empty()) throw std::logic_error("ModelCpu::truncate: a model with sliding-window layers");
+    n_past_ = n;
+    rope_pos_.truncate(n);
 }
 
 std::vector<float> ModelCpu::eval_packed(std::span<const std::span<const int32_t>> inputs, const LayerProbe& probe) {
@@ -108,7 +118,7 @@ std::vector<float> ModelCpu::eval_packed(std::span<const std::span<const int32_t
     }
     if (inputs.empty() || all.size() > ubatch_ || all.size() > n_ctx_)
         throw std::invalid_argument("ModelCpu::eval_packed: the inputs must fit one ubatch");
-    n_past_ = 0;
+    reset();
     return eval_chunk(all, probe, lengths);
 }
 
@@ -388,14 +398,19 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
     const bool norm_after = A.norm.placement == NormPlacement::Post;  // BERT
     const WeightLayout& W = layout_;
 
-    // pos: each token's cache row; in_pos: its position in its input (RoPE, learned positions);
-    // segs: a bidirectional model's key range per token (its input's rows).
-    std::vector<int32_t> pos(n), in_pos(n), segs(2 * size_t(n));
-    for (uint32_t i = 0; i < n; ++i) pos[i] = in_pos[i] = int32_t(n_past_ + i);
+    // pos: each token's cache row; in_pos: its position in its input (RoPE, learned positions), w
+    // components per token (M-RoPE's 4: rope_positions.h); segs: a bidirectional model's key range per
+    // token (its input's rows).
+    const uint32_t w = c.pos_width();
+    std::vector<int32_t> pos(n), in_pos(size_t(n) * w), segs(2 * size_t(n));
+    for (uint32_t i = 0; i < n; ++i) {
+        pos[i] = int32_t(n_past_ + i);
+        put_position(in_pos.data(), w, i, rope_pos_.at(n_past_ + i));
+    }
     for (uint32_t i = 0; i < n; ++i) segs[2 * i] = 0, segs[2 * i + 1] = int32_t(n);
     for (uint32_t s = 0, at = 0; s < lengths.size(); at += lengths[s++])
         for (uint32_t i = 0; i < lengths[s]; ++i) {
-            in_pos[at + i] = int32_t(i);
+            put_position(in_pos.data(), w, at + i, RopePositions().at(i));
             segs[2 * (at + i)] = int32_t(at);
             segs[2 * (at + i) + 1] = int32_t(at + lengths[s]);
         }
@@ -476,7 +491,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
                 const RopeConfig& r = c.rope_for(l);
                 ops::RopeParams rp{c.n_heads,          c.head_dim,   c.rope_dim,   r.base,
                                    A.attn.rope_layout, r.freq_scale, r.ext_factor, r.attn_factor,
-                                   r.beta_fast,        r.beta_slow,  r.n_ctx_orig};
+                                   r.beta_fast,        r.beta_slow,  r.n_ctx_orig, {.n = c.rope_sections}};
                 const float* ff = rope_factors.empty() ? nullptr : rope_factors.data();
                 ref::rope(q.data(), in_pos.data(), n, rp, ff);
                 rp.n_heads = c.n_kv_heads;

@@ -9,6 +9,7 @@
 #include "model/arch/model_config.h"
 #include "model/forward/model_gpu.h"
 #include "model/forward/model_weights.h"
+#include "model/forward/rope_positions.h"
 #include "model/gguf/gguf.h"
 
 #include <span>
@@ -28,13 +29,21 @@ public:
     // layer's output of every token of the last chunk (n, dim). The probe sees the same named
     // tensors as ModelGpu's, per chunk.
     std::vector<float> eval(std::span<const int32_t> tokens, const LayerProbe& probe = {});
-    // As ModelGpu::eval_embeddings: rows (n, dim) in place of tokens' embeddings; returns as eval().
-    std::vector<float> eval_embeddings(std::span<const float> rows, bool bidirectional, const LayerProbe& probe = {});
+    // As ModelGpu::eval_embeddings: rows (n, dim) in place of tokens' embeddings, at `grid`'s positions
+    // for an M-RoPE model; returns as eval().
+    std::vector<float> eval_embeddings(std::span<const float> rows, bool bidirectional, ImageGrid grid = {},
+                                       const LayerProbe& probe = {});
     // As ModelGpu::eval_packed: several inputs of a bidirectional model in one pass; returns their
     // last-layer rows in order (n_total, dim).
     std::vector<float> eval_packed(std::span<const std::span<const int32_t>> inputs, const LayerProbe& probe = {});
     uint32_t n_past() const { return n_past_; }
-    void reset() { n_past_ = 0; }
+    void reset() {
+        n_past_ = 0;
+        rope_pos_.clear();
+    }
+    // Keeps the first n tokens (n <= n_past()), as ModelGpu::truncate; std::logic_error for a model with
+    // sliding-window layers (their rings may have lost what the next token needs).
+    void truncate(uint32_t n);
     // Encoder-decoder models: the encoder's output (n_rows, dim), projected into every layer's
     // cross-attention K and V (of the cache's type); forgets the decoder's tokens. As ModelGpu::set_encoder_output.
     void set_encoder_output(std::span<const float> states, uint32_t n_rows);
@@ -63,6 +72,7 @@ private:
     std::vector<std::vector<uint8_t>> k_cache_, v_cache_;  // per layer (rows, kv_dim) of kv_type
     WeightLayout layout_;  // where each role's tensor is in the file (the device's layout, read on the host)
     uint32_t n_past_ = 0;
+    RopePositions rope_pos_;  // each row's RoPE position (M-RoPE's images)
     std::vector<std::vector<uint8_t>> cross_k_, cross_v_;  // per layer (n_enc, kv_dim) of kv_type
     std::vector<std::vector<float>> mla_cache_;  // latent attention: per layer (n_ctx, kv_dim) as the cache holds them
     uint32_t n_enc_ = 0;

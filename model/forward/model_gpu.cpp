@@ -88,7 +88,8 @@ ModelGpu::ModelGpu(std::span<const ModelStage> stages, const GgufFile& file, con
       opts_(stage_options(stages, file, cfg, opts)),
       stages_(make_stages(stages, file, cfg_, opts_, progress)),
       pool_(stages_.front()->memory_plan().kv_budget / kKvBlockRows, kKvBlockRows, opts_.n_seq, n_ctx()),
-      n_past_(opts_.n_seq, 0) {}
+      n_past_(opts_.n_seq, 0),
+      rope_pos_(opts_.n_seq) {}
 
 ModelGpu::~ModelGpu() = default;
 
@@ -150,7 +151,7 @@ void ModelGpu::run(const StepShape& b, const LayerProbe& probe) {
             std::memcpy(dst.mapped(), src.mapped(), bytes);
         };
         pass(from.positions, to.positions, 4ull * b.n);
-        pass(from.rel_pos, to.rel_pos, 4ull * b.n);
+        pass(from.rel_pos, to.rel_pos, 4ull * cfg_.pos_width() * b.n);
         pass(from.segs, to.segs, 8ull * b.n);
         pass(from.ids, to.ids, 4ull * b.n);
         pass(from.send, to.recv, 4ull * cfg_.dim * b.n);
@@ -187,6 +188,9 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
     check_bidirectional(cfg_, n_past_[seq], total, opts_.ubatch);
     if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("eval: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
+    check_image_grid(in.grid, total);
+    if (cfg_.arch->attn.mrope && !in.grid.empty()) rope_pos_[seq].add_image(n_past_[seq], in.grid);
+    const uint32_t width = cfg_.pos_width();
     for (size_t done = 0; done < total;) {
         const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, total - done));
         auto* pos = static_cast<int32_t*>(step_inputs().positions.mapped());
@@ -194,7 +198,8 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
         auto* segs = static_cast<int32_t*>(step_inputs().segs.mapped());
         auto* ids = static_cast<int32_t*>(step_inputs().ids.mapped());
         for (uint32_t i = 0; i < n; ++i) {
-            pos[i] = rel[i] = int32_t(n_past_[seq] + i);
+            pos[i] = int32_t(n_past_[seq] + i);
+            put_position(rel, width, i, rope_pos_[seq].at(n_past_[seq] + i));
             ids[i] = rows_in ? 0 : tokens[done + i];
             segs[2 * i] = 0;  // bidirectional: one input, all of the call
             segs[2 * i + 1] = int32_t(n_past_[seq] + n);
@@ -223,10 +228,10 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
     }
 }
 
-void ModelGpu::eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional) {
+void ModelGpu::eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) {
     check_seq(seq, opts_.n_seq);
     if (rows.empty()) throw std::invalid_argument("eval_embeddings: no rows");
-    eval_impl(seq, {.rows = rows, .bidirectional = bidirectional}, {}, {});
+    eval_impl(seq, {.rows = rows, .bidirectional = bidirectional, .grid = grid}, {}, {});
 }
 
 void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
@@ -251,7 +256,7 @@ void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
         const uint32_t begin = at, end = at + uint32_t(in.size());
         for (uint32_t i = 0; i < in.size(); ++i, ++at) {
             pos[at] = int32_t(at);  // cache row: the pack's
-            rel[at] = int32_t(i);  // RoPE / learned position: the input's own
+            put_position(rel, cfg_.pos_width(), at, RopePositions().at(i));  // RoPE / learned position: the input's own
             segs[2 * at] = int32_t(begin);
             segs[2 * at + 1] = int32_t(end);
             ids[at] = in[i];
@@ -259,6 +264,7 @@ void ModelGpu::eval_packed(std::span<const std::span<const int32_t>> inputs) {
     }
     hold_rows(0, n, 0);
     write_tables(0, 0);
+    rope_pos_[0].clear();
     run(StepShape{n, false}, {});
     last_rows_ = 1;
     last_chunk_ = n;
@@ -273,6 +279,7 @@ uint32_t ModelGpu::n_past(uint32_t seq) const {
 void ModelGpu::reset(uint32_t seq) {
     check_seq(seq, opts_.n_seq);
     n_past_[seq] = 0;
+    rope_pos_[seq].clear();
     hold_rows(seq, 0);
 }
 
@@ -292,6 +299,8 @@ bool ModelGpu::share_prefix(uint32_t dst, uint32_t src, uint32_t n) {
     reset(dst);
     pool_.share_prefix(dst, src, n);
     n_past_[dst] = n;
+    rope_pos_[dst] = rope_pos_[src];
+    rope_pos_[dst].truncate(n);
     return true;
 }
 
@@ -333,6 +342,7 @@ bool ModelGpu::truncate(uint32_t seq, uint32_t n) {
         if (uint64_t(oldest) + rows < old) return false;
     }
     n_past_[seq] = n;
+    rope_pos_[seq].truncate(n);
     hold_rows(seq, n);
     return true;
 }
@@ -364,7 +374,8 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
         hold_rows(t.seq, n_past_[t.seq] + 1, n_past_[t.seq]);
         write_tables(uint32_t(i), t.seq);
         pos[i] = int32_t(n_past_[t.seq]);
-        static_cast<int32_t*>(step_inputs().rel_pos.mapped())[i] = pos[i];
+        put_position(static_cast<int32_t*>(step_inputs().rel_pos.mapped()), cfg_.pos_width(), uint32_t(i),
+                     rope_pos_[t.seq].at(n_past_[t.seq]));
         auto* segs = static_cast<int32_t*>(step_inputs().segs.mapped());
         segs[2 * i] = 0;  // bidirectional models: the token sees its sequence so far and itself
         segs[2 * i + 1] = pos[i] + 1;

@@ -110,8 +110,9 @@ public:
     // token's logits are row 0 afterwards.
     void eval(uint32_t seq, std::span<const int32_t> tokens) override;
     // Embedding rows (n, dim) of sequence `seq` at positions n_past(seq)..: what eval() would do with n
-    // tokens whose looked-up (and scaled) embeddings were these rows (SequenceModel's).
-    void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional) override;
+    // tokens whose looked-up (and scaled) embeddings were these rows (SequenceModel's), at the positions
+    // of `grid` for an M-RoPE model.
+    void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) override;
     // One token for each of several distinct sequences (at most n_seq) in one forward pass and one
     // submission; logits row i belongs to batch[i]. Every row goes through the same kernels with
     // the same reduction order whatever the batch (linear layers as matvec in groups of <= 8 rows,
@@ -183,6 +184,7 @@ private:
         std::span<const int32_t> tokens;
         std::span<const float> rows;
         bool bidirectional = false;  // the rows see each other (StepShape::bidirectional)
+        ImageGrid grid;  // the rows are this image's (M-RoPE positions)
     };
     void eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& probe, const LogitsSink& sink);
     // Gives sequence `seq` KV blocks for its first `rows` rows; rows from `write_from` on are about
@@ -199,6 +201,9 @@ private:
     // with the positions.
     KvBlockPool pool_;
     std::vector<uint32_t> n_past_;  // per sequence
+    // Per sequence, the RoPE position of each KV row (images under M-RoPE; the row itself otherwise),
+    // written into the step's rel_pos, ModelConfig::pos_width() components per token.
+    std::vector<RopePositions> rope_pos_;
     uint32_t n_enc_ = 0;  // encoder rows of an encoder-decoder's cross-attention
     uint32_t last_rows_ = 1;  // logits rows of the last evaluation
     uint32_t last_chunk_ = 0;  // tokens of the last chunk eval() ran

@@ -20,7 +20,7 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
     const BufferSlice xn = b_.xn.slice(0, 4ull * dim * n);  // (n, dim) normed
     const BufferSlice att = b_.att.slice(0, 4ull * qd * n);  // (n, q_dim) attention output
     const BufferSlice pos = b_.positions.slice(0, 4ull * n);  // cache rows
-    const BufferSlice in_pos = b_.rel_pos.slice(0, 4ull * n);  // positions in each input (RoPE)
+    const BufferSlice in_pos = b_.rel_pos.slice(0, 4ull * c.pos_width() * n);  // positions in each input (RoPE)
 
     // q (n, q_dim), k (n, kv_dim), v (n, kv_dim) = W · norm(x) (+ b); a decode step's matvec reads x
     // and normalizes it itself
@@ -58,9 +58,18 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
     }
     const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{c.n_heads,     c.head_dim,    c.rope_dim,     rc.base,      c.arch->attn.rope_layout,
-                                 rc.freq_scale, rc.ext_factor, rc.attn_factor, rc.beta_fast, rc.beta_slow,
-                                 rc.n_ctx_orig};
+    const ops::RopeParams rope_q{c.n_heads,
+                                 c.head_dim,
+                                 c.rope_dim,
+                                 rc.base,
+                                 c.arch->attn.rope_layout,
+                                 rc.freq_scale,
+                                 rc.ext_factor,
+                                 rc.attn_factor,
+                                 rc.beta_fast,
+                                 rc.beta_slow,
+                                 rc.n_ctx_orig,
+                                 {.n = c.rope_sections}};
     const BufferSlice factors = w_.rope_factors.slice();
     const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
     if (p.rope && !p.fused_store) {  // q, k rotated in place

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "model/arch/model_config.h"
+#include "model/forward/rope_positions.h"
 
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,9 @@ struct PromptEmbeddings {
     uint32_t n_rows = 0;
     std::shared_ptr<const std::vector<float>> rows;  // (n_rows, dim)
     bool bidirectional = false;  // the rows see each other (SequenceModel::eval_embeddings)
+    // The image's grid (nx * ny == n_rows) for models whose positions follow it (M-RoPE); {0, 0}:
+    // sequential positions. A gridded image is evaluated in one call.
+    ImageGrid grid;
 };
 // The placeholder id of row `i` of an image whose content hashes to `hash`: negative, so never a
 // vocabulary token.
@@ -83,8 +87,10 @@ public:
     virtual void eval(uint32_t seq, std::span<const int32_t> tokens) = 0;
     // Rows of embeddings (n, dim) in place of n tokens' at positions n_past(seq)..: an image's encoder
     // output in the model's width, unscaled. `bidirectional`: they also see each other (Gemma 3's
-    // images), so all of them are one chunk (ContextFullError beyond ubatch). Logits as eval's.
-    virtual void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional) = 0;
+    // images), so all of them are one chunk (ContextFullError beyond ubatch). `grid`, when not empty, is
+    // the whole image's (nx * ny == n, std::invalid_argument otherwise): an M-RoPE model places the rows
+    // at its positions (rope_positions.h), any other ignores it. Logits as eval's.
+    virtual void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) = 0;
     // One token for each of several distinct sequences in one step; logits row i is batch[i]'s.
     virtual void decode(std::span<const SeqToken> batch) = 0;
     // Rows [0, rows) of the last logits.

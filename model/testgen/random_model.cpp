@@ -7,6 +7,7 @@
 #include "model/testgen/weight_rng.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <future>
@@ -143,6 +144,13 @@ GgufWriter make_random_model(const ModelShape& s) {
     if (A.attn.positions == PositionKind::Rope) {
         w.set_u32(key("rope.dimension_count"), mla ? m.rope : head_dim);
         w.set_f32(key("rope.freq_base"), s.rope_base);
+        if (A.attn.mrope) {
+            // Qwen2-VL's split of 64 pairs (16, 24, 24, 0) scaled to this head: a quarter for time,
+            // the rest halved between height and width, all of the head's pairs used.
+            const int32_t pairs = int32_t(head_dim / 2), h = (pairs - pairs / 4) / 2;
+            const std::array<int32_t, 4> sections{pairs - 2 * h, h, h, 0};
+            w.set_i32_array(key("rope.dimension_sections"), sections);
+        }
         if (s.rope_scaling != "none") {
             w.set_string(key("rope.scaling.type"), s.rope_scaling);
             w.set_f32(key("rope.scaling.factor"), s.rope_factor);

@@ -447,11 +447,13 @@ void Engine::Impl::prompt_step() {
         const PromptEmbeddings* image = image_at(req, s.prompt_done);
         if (image) {
             const size_t done = s.prompt_done - image->first;
-            chunk = image->bidirectional ? image->n_rows : std::min<size_t>(chunk, image->n_rows - done);
+            // An image whose rows take its grid's positions (M-RoPE) goes in whole, as one that sees itself.
+            const bool whole = image->bidirectional || !image->grid.empty();
+            chunk = whole ? image->n_rows : std::min<size_t>(chunk, image->n_rows - done);
             make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
             const uint32_t dim = model.config().dim;
             model.eval_embeddings(s.index, std::span<const float>(*image->rows).subspan(done * dim, chunk * dim),
-                                  image->bidirectional);
+                                  image->bidirectional, image->grid);
         } else {
             for (const PromptEmbeddings& im : req.images)
                 if (im.first > s.prompt_done) chunk = std::min<size_t>(chunk, im.first - s.prompt_done);
@@ -699,7 +701,7 @@ SequenceModel& generating_model(SequenceModel& m) {
 }
 
 // A request's images: in order, apart, inside the prompt, each over placeholder tokens with whole
-// rows of the model's width; a bidirectional one within a chunk.
+// rows of the model's width, a grid (when given) of as many; a bidirectional one within a chunk.
 void check_images(const CompletionRequest& req, const SequenceModel& model) {
     size_t end = 0;
     for (const PromptEmbeddings& im : req.images) {
@@ -710,6 +712,7 @@ void check_images(const CompletionRequest& req, const SequenceModel& model) {
             throw std::invalid_argument("images overlap or lie outside the prompt");
         for (size_t i = im.first; i < size_t(im.first) + im.n_rows; ++i)
             if (req.prompt[i] >= 0) throw std::invalid_argument("an image's tokens must be its placeholders");
+        check_image_grid(im.grid, im.n_rows);  // the image's own, whole
         if (im.bidirectional && im.n_rows > model.ubatch())
             throw std::invalid_argument(
                 fmt::format("an image of {} tokens does not fit one batch of {} tokens "

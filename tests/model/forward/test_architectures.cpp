@@ -122,7 +122,7 @@ void check_refused(const ModelShape& shape, const std::function<void(GgufWriter&
 }  // namespace
 
 TEST_CASE("architectures: the table lists every architecture the issue names") {
-    CHECK(supported_arch_list() == "llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, deepseek2, phi3, gemma2, gemma3, gpt2, bloom, "
+    CHECK(supported_arch_list() == "llama, qwen2, qwen2vl, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, deepseek2, phi3, gemma2, gemma3, gpt2, bloom, "
                                    "mpt, bert, nomic-bert, jina-bert-v2, t5encoder, t5");
     // Every row of the table itself: found by its name and variant, after its main row, and the file
     // its test shape (ArchDesc::test) writes is read back as that very row, so a new row cannot come
@@ -696,7 +696,7 @@ TEST_CASE("architectures: files vkllm cannot run are refused with the reason") {
     w.write_file(p.string());
     GgufFile f = GgufFile::open(p.string());
     VKLLM_CHECK_THROWS_WITH_SUBSTR(ModelConfig::from_gguf(f), ModelConfigError,
-                                   "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, qwen2moe, "
+                                   "architecture 'mamba' is not supported; supported: llama, qwen2, qwen2vl, qwen3, qwen2moe, "
                                    "qwen3moe, olmoe, gpt-oss, deepseek2, phi3, gemma2, gemma3, gpt2, bloom, mpt, bert, nomic-bert, "
                                    "jina-bert-v2, t5encoder, t5");
     // A Qwen2 file without its required q bias.

@@ -79,7 +79,7 @@ TEST_CASE("embedding input: rows equal to the tokens' own embeddings give eval()
         ModelGpu by_rows(ctx, m.file, m.cfg, options(8));
         by_rows.eval(prefix);
         const std::vector<float> rows = embedding_rows(m, middle);
-        by_rows.eval_embeddings(0, rows, false);  // 21 rows: chunks of 8, 8 and 5
+        by_rows.eval_embeddings(0, rows, false, {});  // 21 rows: chunks of 8, 8 and 5
         CHECK(by_rows.n_past() == prefix.size() + middle.size());
         test::validate_result("logits after the rows", by_rows.logits(), want_mid, {1e-10, 1e-4, 1e-4});
         by_rows.eval(tail);
@@ -104,7 +104,7 @@ TEST_CASE(
         ModelCpu cpu(m.file, m.cfg, gpu.n_ctx(), ops::KvType::F16, 16);
         gpu.eval(prefix);
         cpu.eval(prefix);
-        gpu.eval_embeddings(0, rows, true);
+        gpu.eval_embeddings(0, rows, true, {});
         const std::vector<float> bidir = gpu.logits();
         test::validate_result("bidirectional rows", bidir, cpu.eval_embeddings(rows, true), {1e-6, 1e-2, 1e-2});
         gpu.eval(tail);
@@ -114,12 +114,12 @@ TEST_CASE(
         // next tokens' logits differ.
         ModelGpu causal(ctx, m.file, m.cfg, options(16));
         causal.eval(prefix);
-        causal.eval_embeddings(0, rows, false);
+        causal.eval_embeddings(0, rows, false, {});
         causal.eval(tail);
         const std::vector<float> c = causal.logits();
         gpu.reset();
         gpu.eval(prefix);
-        gpu.eval_embeddings(0, rows, true);
+        gpu.eval_embeddings(0, rows, true, {});
         gpu.eval(tail);
         const std::vector<float> b = gpu.logits();
         double diff = 0;
@@ -134,12 +134,13 @@ TEST_CASE("embedding input: bad calls are refused by name") {
     const test::LoadedModel m = test::open_model(test::write_model("embin-errors", input_shape("llama")));
     ModelGpu gpu(ctx, m.file, m.cfg, options(8));
     const std::vector<float> partial(m.cfg.dim + 1, 0.5f);
-    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, partial, false), std::invalid_argument, "whole rows of 128");
-    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, {}, false), std::invalid_argument, "no rows");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, partial, false, {}), std::invalid_argument,
+                                   "whole rows of 128");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, {}, false, {}), std::invalid_argument, "no rows");
     const std::vector<float> nine(9 * m.cfg.dim, 0.5f);
-    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, nine, true), ContextFullError, "raise --ubatch");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, nine, true, {}), ContextFullError, "raise --ubatch");
     CHECK(gpu.n_past() == 0);
     const std::vector<float> too_many(129 * m.cfg.dim, 0.5f);
-    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, too_many, false), ContextFullError, "do not fit");
-    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(3, nine, false), std::out_of_range, "sequence");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(0, too_many, false, {}), ContextFullError, "do not fit");
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(gpu.eval_embeddings(3, nine, false, {}), std::out_of_range, "sequence");
 }

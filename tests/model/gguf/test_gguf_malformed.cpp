@@ -325,7 +325,7 @@ TEST_CASE("gguf malformed: model-level errors (ModelConfig)") {
         {"mistyped key", [](GgufWriter& w) { w.set_string("llama.block_count", "one"); },
          "key 'llama.block_count': has type STRING, expected UINT32"},
         {"other architecture", [](GgufWriter& w) { w.set_string("general.architecture", "mamba"); },
-         "architecture 'mamba' is not supported; supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, deepseek2, phi3"},
+         "architecture 'mamba' is not supported; supported: llama, qwen2, qwen2vl, qwen3, qwen2moe, qwen3moe, olmoe, gpt-oss, deepseek2, phi3"},
         {"another architecture's keys missing", [](GgufWriter& w) { w.set_string("general.architecture", "gpt2"); },
          "key 'gpt2.embedding_length': required key is missing"},
         {"missing tensor", [](GgufWriter& w) { w.remove_tensor("blk.0.ffn_down.weight"); },

@@ -454,7 +454,16 @@ TEST_CASE("engine: an image's rows in the prompt; the prefix cache keys them by 
     // Bidirectional rows run (in one chunk) and differ from the causal text's prompt state.
     const Outcome bidir = collect(*e.submit(with_image(s, plain, 3, 7, 44, true)));
     CHECK(bidir.done.finish == FinishReason::Length);
+    // A grid (which a model without M-RoPE ignores) makes the image go in whole: the same text.
+    CompletionRequest gridded = with_image(s, plain, 3, 7, 47, false);
+    gridded.images[0].grid = {7, 1};
+    const Outcome by_grid = collect(*e.submit(std::move(gridded)));
+    CHECK(by_grid.text == want.text);
+    CHECK(by_grid.done.cached_tokens == 3);
     // Bad images are refused at submit.
+    CompletionRequest bad_grid = with_image(s, plain, 3, 7, 48, false);
+    bad_grid.images[0].grid = {2, 3};
+    VKLLM_CHECK_THROWS_WITH_SUBSTR(e.submit(std::move(bad_grid)), std::invalid_argument, "2 x 3");
     CompletionRequest bad = with_image(s, plain, 3, 7, 45, false);
     bad.prompt[5] = 1;  // a text token inside the image
     VKLLM_CHECK_THROWS_WITH_SUBSTR(e.submit(std::move(bad)), std::invalid_argument, "placeholders");
