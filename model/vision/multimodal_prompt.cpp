@@ -73,7 +73,10 @@ MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* visi
                 continue;
             }
             const uint64_t tile_hash = im->hash ^ (uint64_t(p.tile) * 0x9E3779B97F4A7C15ull);
-            PromptEmbeddings e{uint32_t(out.tokens.size()), p.n_tokens, im->tiles.at(p.tile), vision->bidirectional()};
+            // The grid places the rows for an M-RoPE text model (Qwen2-VL), as mtmd places any image's
+            // rows for one; other models take them in sequence.
+            PromptEmbeddings e{uint32_t(out.tokens.size()), p.n_tokens, im->tiles.at(p.tile), vision->bidirectional(),
+                               ImageGrid{p.grid.cols, p.grid.rows}};
             for (uint32_t r = 0; r < p.n_tokens; ++r) out.tokens.push_back(image_token_id(tile_hash, r));
             out.images.push_back(std::move(e));
         }

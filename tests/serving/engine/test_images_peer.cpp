@@ -94,13 +94,21 @@ ModelShape text_shape(const std::string& arch) {
 TEST_CASE("images end to end: prompt tokens and the first tokens' top log-probabilities are llama-server's") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    // Each projector type with the text architecture its fixtures were recorded with.
-    const std::pair<ProjectorType, const char*> kCases[] = {{ProjectorType::Gemma3, "gemma3"},
-                                                            {ProjectorType::Mlp, "llama"},
-                                                            {ProjectorType::Qwen2Vl, "llama"},
-                                                            {ProjectorType::Qwen25Vl, "llama"}};
-    for (auto [type, arch] : kCases) {
-        const std::string name(projector_desc(type).name);
+    // Each projector type with a text architecture its fixtures were recorded with (KEY-IMAGE.txt):
+    // the Qwen encoders both with a llama text model (positions in sequence) and with Qwen2-VL's
+    // (M-RoPE: an image's rows at their grid positions, the text after it from max(nx, ny) on).
+    struct Case {
+        ProjectorType type;
+        const char* arch;
+        std::string key;
+    };
+    const Case kCases[] = {{ProjectorType::Gemma3, "gemma3", "gemma3"},
+                           {ProjectorType::Mlp, "llama", "mlp"},
+                           {ProjectorType::Qwen2Vl, "llama", "qwen2vl_merger"},
+                           {ProjectorType::Qwen25Vl, "llama", "qwen2.5vl_merger"},
+                           {ProjectorType::Qwen2Vl, "qwen2vl", "qwen2vl-qwen2vl_merger"},
+                           {ProjectorType::Qwen25Vl, "qwen2vl", "qwen2vl-qwen2.5vl_merger"}};
+    for (const auto& [type, arch, name] : kCases) {
         CAPTURE(name);
         const test::LoadedModel m = test::open_model(test::write_model("vision-peer-" + name, text_shape(arch)));
         MmprojShape ms;
