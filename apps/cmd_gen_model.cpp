@@ -20,6 +20,7 @@
 #include "model/arch/architecture.h"
 #include "model/arch/model_config.h"
 #include "model/gguf/gguf_writer.h"
+#include "model/mmproj/image_prompt.h"
 #include "model/testgen/random_mmproj.h"
 #include "model/testgen/random_model.h"
 
@@ -227,6 +228,9 @@ void run_gen_model(const GenModelArgs& a) {
     if (s.arch != "llama") s.name += "-" + s.arch;
     apply_type(a.type, a.pure, s);
     s.seed = a.seed;
+    // The projector's layout tokens in the vocabulary, so that its images can be laid out (Idefics3).
+    if (const ProjectorDesc* desc = a.mmproj.empty() ? nullptr : find_projector(a.mmproj))
+        for (std::string_view t : image_layout_tokens(desc->type)) s.control_tokens.emplace_back(t);
     validate_model_shape(s);
     std::optional<MmprojShape> mmproj;
     if (!a.mmproj.empty()) mmproj = mmproj_shape(a, s);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,11 @@ struct ImagePiece {
 // of 0 x 0 is the global image alone). std::invalid_argument when the tile count does not fit the
 // grid or a tile's size is not one the encoder takes.
 std::vector<ImagePiece> image_prompt(const VisionConfig& cfg, const PreprocessedImage& image);
+
+// The vocabulary tokens a projector's layout looks up by text (the Token pieces image_prompt makes:
+// Idefics3's "\n", "\n\n", "<fake_token_around_image>", "<global-img>"; none for the others), so
+// that a random vocabulary for tests can hold them.
+std::span<const std::string_view> image_layout_tokens(ProjectorType type);
 
 // Rows of the text model's input the image takes (its tiles' rows plus the Token pieces; Text pieces
 // are counted by the caller's tokenizer).

@@ -175,6 +175,9 @@ void validate_model_shape(const ModelShape& s) {
         bad(fmt::format("vocab ({}) must be at least 259 (3 special tokens + 256 byte tokens)", s.n_vocab));
     if (s.fim_tokens && s.n_vocab < 259 + 16)
         bad(fmt::format("vocab ({}) is too small for the fill-in-the-middle tokens (at least 275)", s.n_vocab));
+    if (!s.control_tokens.empty() && s.n_vocab < 259 + 16 + 6 + s.control_tokens.size())
+        bad(fmt::format("vocab ({}) is too small for {} control tokens (at least {})", s.n_vocab,
+                        s.control_tokens.size(), 259 + 16 + 6 + s.control_tokens.size()));
     if (s.n_vocab > (1u << 24)) bad(fmt::format("vocab ({}) must be at most {}", s.n_vocab, 1u << 24));
     if (!(s.rms_eps > 0) || !std::isfinite(s.rms_eps)) bad("rms eps must be positive");
     if (!(s.rope_base > 0) || !std::isfinite(s.rope_base)) bad("rope base must be positive");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/testgen/quant_mix.h"
 #include "runtime/quant/tensor_types.h"
@@ -28,6 +29,10 @@ struct ModelShape {
     // SentencePiece vocabs: the last six pieces become Qwen2.5-Coder's fill-in-the-middle control tokens;
     // prefix, suffix and middle named by tokenizer.ggml.fim_*_token_id, the others found by text.
     bool fim_tokens = false;
+    // SentencePiece vocabs: control tokens with these texts, in the pieces just before the FIM ones
+    // (gen-model --mmproj: the vision projector's layout tokens, image_layout_tokens, which llama.cpp's
+    // mtmd and vkllm look up by text).
+    std::vector<std::string> control_tokens;
     bool rope_freqs = false;  // llama: a rope_freqs.weight of frequency factors (Llama 3.x scaling)
     // RoPE scaling written as <arch>.rope.scaling.*: "none", "linear" or "yarn" with this factor;
     // the original context is n_ctx / factor.

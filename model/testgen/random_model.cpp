@@ -64,13 +64,14 @@ GgufWriter::FillFn random_vector(uint64_t seed, std::string name, float mean = 1
 constexpr uint32_t kT5Buckets = 32;  // T5's relative_attention_num_buckets
 
 // The SentencePiece vocab (tokenizer.ggml.*) of random decoders.
-void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab, bool fim_tokens) {
+void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab, bool fim_tokens,
+                     const std::vector<std::string>& extra_control) {
     RandomVocab vocab = make_random_vocab(n_vocab);
     // The last pieces become control tokens with these texts.
-    auto control_tail = [&](std::span<const char* const> texts, size_t from_end) {
-        for (size_t i = 0; i < texts.size(); ++i) {
-            const size_t id = vocab.tokens.size() - from_end - texts.size() + i;
-            vocab.tokens[id] = texts[i];
+    auto control_tail = [&](const auto& texts, size_t from_end) {
+        for (size_t i = 0; i < std::size(texts); ++i) {
+            const size_t id = vocab.tokens.size() - from_end - std::size(texts) + i;
+            vocab.tokens[id] = std::string(texts[i]);
             vocab.types[id] = 3;  // control
             vocab.scores[id] = 0;
         }
@@ -88,6 +89,7 @@ void write_spm_vocab(GgufWriter& w, const ArchDesc& A, uint32_t n_vocab, bool fi
         w.set_u32("tokenizer.ggml.fim_suf_token_id", first + 1);
         w.set_u32("tokenizer.ggml.fim_mid_token_id", first + 2);
     }
+    if (!extra_control.empty()) control_tail(extra_control, fim_from_end + (fim_tokens ? std::size(kFim) : 0));
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
     w.set_f32_array("tokenizer.ggml.scores", vocab.scores);
@@ -215,7 +217,7 @@ GgufWriter make_random_model(const ModelShape& s) {
         w.set_u32("tokenizer.ggml.seperator_token_id", 3);
         w.set_u32("tokenizer.ggml.mask_token_id", 4);
     } else {
-        write_spm_vocab(w, A, s.n_vocab, s.fim_tokens);
+        write_spm_vocab(w, A, s.n_vocab, s.fim_tokens, s.control_tokens);
     }
 
     // ne: ggml dims, trailing ones dropped (a stack of experts has three).

@@ -2,6 +2,7 @@
 // its refusals (missing and misshaped tensors, missing keys, unsupported projectors, audio-only
 // files, a text model of another width), preprocess_spec, tile_tokens, image_prompt and the random
 // writer's shapes.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -337,6 +338,13 @@ TEST_CASE("mmproj: image_prompt per projector type") {
           "<fake_token_around_image><row_2_col_2>[4]<fake_token_around_image><row_2_col_3>[5]"
           "{\n\n}{<fake_token_around_image>}{<global-img>}[6]{<fake_token_around_image>}");
     CHECK(image_prompt_rows(p) == 7 * 4 + 5);
+    // Every Token piece's text is among the layout tokens a random vocabulary is given (gen-model).
+    const std::span<const std::string_view> looked_up = image_layout_tokens(ProjectorType::Idefics3);
+    for (const ImagePiece& x : p)
+        if (x.kind == ImagePiece::Kind::Token)
+            CHECK(std::find(looked_up.begin(), looked_up.end(), x.text) != looked_up.end());
+    CHECK(looked_up.size() == 4);
+    CHECK(image_layout_tokens(ProjectorType::Gemma3).empty());
     img.grid_cols = 2;  // 7 tiles do not fit 2 x 2 + 1
     CHECK_THROWS_AS(image_prompt(i, img), std::invalid_argument);
     PreprocessedImage global = tiles(1, 32);  // not sliced: the global image alone
