@@ -3,8 +3,8 @@
 # same random files, the same picture and the same device:
 #   scripts/bench_vision_peer.sh [BUILD_DIR] [WORK_DIR]
 # BUILD_DIR holds vkllm and tools/mtmd_oracle (configure with -DVKLLM_MTMD_ORACLE=ON). For each
-# projector type (gemma3, idefics3, mlp) at a small shape (gen-model's default ViT) and a realistic
-# one (ViT dim 768, 12 layers, 12 heads, ffn 3072, 224 px tiles of 14 px patches: 256 patches, a
+# projector type (gemma3, idefics3, mlp, qwen2vl_merger, qwen2.5vl_merger) at a small shape
+# (gen-model's default ViT) and a realistic one (ViT dim 768, 12 layers, 12 heads, ffn 3072, 224 px tiles of 14 px patches: 256 patches, a
 # ViT-B/14), it writes a text model and its mmproj, times vkllm's encode (`vkllm bench --mmproj
 # --image`: one warm-up, then the median of REPS runs) and libmtmd's mtmd_encode_chunk, what
 # llama-server runs for an image (one first encode, then the median of REPS), and prints a
@@ -21,7 +21,7 @@ BUILD="$(cd "${1:-$ROOT/build}" && pwd)"
 WORK="${2:-$(mktemp -d /tmp/vkllm-bench-vision.XXXXXX)}"
 PEER="${PEER:-/work/shared/peer/bin}"
 REPS="${REPS:-5}"
-CASES="${CASES:-gemma3:small idefics3:small mlp:small gemma3:real idefics3:real mlp:real}"
+CASES="${CASES:-gemma3:small idefics3:small mlp:small qwen2vl_merger:small qwen2.5vl_merger:small gemma3:real idefics3:real mlp:real qwen2vl_merger:real qwen2.5vl_merger:real}"
 export GGML_VK_VISIBLE_DEVICES="${GGML_VK_VISIBLE_DEVICES:-0}"
 mkdir -p "$WORK"
 cd "$WORK"

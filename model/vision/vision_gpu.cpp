@@ -110,6 +110,9 @@ struct VisionGpu::Weights {
     FfnOp ffn = FfnOp::Gelu;
     struct Layer {  // norm biases: LayerNorm only; gate: gated feed-forward only
         VisionDeviceTensor ln1_w, ln1_b, q, qb, k, kb, v, vb, o, ob, ln2_w, ln2_b, gate, gate_b, up, up_b, down, down_b;
+        // The attention as matmuls (vision_attention.h), where the device takes it: Wv in f32 and the
+        // out projection's bias with V's folded in.
+        VisionDeviceTensor v_f32, ob_folded;
     };
     std::vector<Layer> layers;
     // The projector's tensors by name (ProjectorDesc::projector), matrices as the kernels read them.
@@ -120,6 +123,7 @@ struct VisionGpu::Weights {
 struct VisionGpu::Batch {
     VisionPlan plan;
     Buffer patches, x, xn, q, k, v, att, gate, up, positions, segs, wsegs, rope_pos, scratch, x_out, merged, mid, out;
+    VitAttentionScratch attn_mm;
     std::unique_ptr<CommandStream> vit, proj;
     uint64_t last_used = 0;
 };
@@ -161,6 +165,20 @@ VisionGpu::VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg
         if (cfg.desc->gated_ffn) L.gate = mat("ffn_gate.weight"), L.gate_b = vec("ffn_gate.bias");
         L.up = mat("ffn_up.weight"), L.up_b = vec("ffn_up.bias");
         L.down = mat("ffn_down.weight"), L.down_b = vec("ffn_down.bias");
+        if (vit_attention_by_matmuls(ctx.caps()) && !(uses_windows(cfg) && cfg.windowed(l))) {
+            const std::vector<float> wv = read_f32(file, file.tensor(vit_tensor_name(l, "attn_v.weight")));
+            const std::vector<float> wo = read_f32(file, file.tensor(vit_tensor_name(l, "attn_out.weight")));
+            const std::vector<float> bv = read_f32(file, file.tensor(vit_tensor_name(l, "attn_v.bias")));
+            std::vector<float> bo = read_f32(file, file.tensor(vit_tensor_name(l, "attn_out.bias")));
+            const uint32_t e = cfg.n_embd;
+            for (uint32_t j = 0; j < e; ++j) {  // bo + Wo bv
+                double acc = bo[j];
+                for (uint32_t c = 0; c < e; ++c) acc += double(wo[size_t(j) * e + c]) * bv[c];
+                bo[j] = float(acc);
+            }
+            L.v_f32 = upload_f32(ctx, vit_tensor_name(l, "attn_v.weight") + ".f32", wv, e);
+            L.ob_folded = upload_f32(ctx, vit_tensor_name(l, "attn_out.bias") + ".folded", bo, e);
+        }
     }
     for (const ProjTensorDesc& t : cfg.desc->projector) {
         const std::string name(t.name);
@@ -201,6 +219,7 @@ VisionPlan VisionGpu::plan(uint32_t tiles, uint32_t nx, uint32_t ny) const {
     if (windows) p.window_segments = batch_segments(p.layout, tiles, p.n_pos, true);
     if (cfg_.desc->positions == VisionPositions::Rope2d) p.rope_positions = batch_rope_positions(p.layout, tiles);
     const uint32_t m = tiles * p.n_pos;
+    p.attn_mm = plan_vit_attention(caps, cfg_, p.n_pos);
     auto lin = [&](const VisionDeviceTensor& t, uint32_t rows) {
         return ops::plan_linear(caps, t.type, rows, t.rows, t.k, true, ops::MatvecInput::Kind::Plain, false, false);
     };
@@ -209,7 +228,8 @@ VisionPlan VisionGpu::plan(uint32_t tiles, uint32_t nx, uint32_t ny) const {
         const Weights::Layer& L = w.layers[l];
         const bool gated = L.gate.present();
         p.layers.push_back({lin(L.q, m), lin(L.k, m), lin(L.v, m), lin(L.o, m), gated ? lin(L.gate, m) : LinearPlan{},
-                            lin(L.up, m), lin(L.down, m), gated, windows && cfg_.windowed(l)});
+                            lin(L.up, m), lin(L.down, m), gated, windows && cfg_.windowed(l),
+                            p.attn_mm.on && L.v_f32.present()});
     }
     p.attn = ops::AttentionParams{
         m, cfg_.n_head, cfg_.n_head, cfg_.head_dim, m, 1.0f / std::sqrt(float(cfg_.head_dim)), ops::KvType::F32};
@@ -228,6 +248,7 @@ std::vector<PipelineDesc> VisionPlan::pipelines(const Context& ctx) const {
         if (L.gated) add(L.gate.pipelines());
     }
     add(ops::attention_pipelines(ctx, attn));
+    add(attn_mm.pipelines());
     for (const LinearPlan& l : projector) add(l.pipelines());
     add(ops::small_op_pipelines(ctx));
     return out;
@@ -274,6 +295,7 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
     if (!p.window_segments.empty()) b->wsegs = table(p.window_segments, "vit_window_segments");
     if (!p.rope_positions.empty()) b->rope_pos = table(p.rope_positions, "vit_rope_positions");
     b->scratch = dev(std::max<uint64_t>(ops::attention_scratch_bytes(ctx_, p.attn), 16), "vit_attn_scratch");
+    if (p.attn_mm.on) b->attn_mm = make_vit_attention_scratch(ctx_, cfg_, p.n_pos);
     if (p.host_merge) {
         b->x_out = ctx_.create_buffer(bytes_f32(m, e), MemoryUsage::Readback, "vit_out");
         b->merged = ctx_.create_buffer(bytes_f32(r, mw), MemoryUsage::Upload, "proj_in");
@@ -329,14 +351,17 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
         norm(s, b->x, L.ln1_w, L.ln1_b, b->xn, m);
         linear(s, P.q, L.q, xn, q, &L.qb, nullptr);
         linear(s, P.k, L.k, xn, k, &L.kb, nullptr);
-        linear(s, P.v, L.v, xn, rows(b->v, 0, m, e), &L.vb, nullptr);
+        if (!P.attn_matmuls) linear(s, P.v, L.v, xn, rows(b->v, 0, m, e), &L.vb, nullptr);
         if (!p.rope_positions.empty()) {
             ops::rope(ctx_, s, q, b->rope_pos.slice(), m, rope);
             ops::rope(ctx_, s, k, b->rope_pos.slice(), m, rope);
         }
-        ops::attention(ctx_, s, p.attn, q, b->k.slice(), b->v.slice(), b->positions.slice(), att, b->scratch.slice(),
-                       {.segments = (P.windowed ? b->wsegs : b->segs).slice()});
-        linear(s, P.o, L.o, att, x, &L.ob, &x);
+        if (P.attn_matmuls)
+            record_vit_attention(ctx_, s, p.attn_mm, cfg_, tiles, p.n_pos, q, k, xn, L.v_f32.slice(), att, b->attn_mm);
+        else
+            ops::attention(ctx_, s, p.attn, q, b->k.slice(), b->v.slice(), b->positions.slice(), att,
+                           b->scratch.slice(), {.segments = (P.windowed ? b->wsegs : b->segs).slice()});
+        linear(s, P.o, L.o, att, x, P.attn_matmuls ? &L.ob_folded : &L.ob, &x);
         norm(s, b->x, L.ln2_w, L.ln2_b, b->xn, m);
         linear(s, P.up, L.up, xn, up, &L.up_b, nullptr);
         BufferSlice act = up;  // the down projection's input

@@ -24,6 +24,7 @@
 
 #include "model/gguf/gguf.h"
 #include "model/mmproj/mmproj_config.h"
+#include "model/vision/vision_attention.h"
 #include "model/vision/vision_layout.h"
 #include "runtime/command_stream.h"
 #include "runtime/context.h"
@@ -59,9 +60,11 @@ struct VisionPlan {
     struct Layer {
         ops::LinearPlan q, k, v, o, gate, up, down;  // gate: ProjectorDesc::gated_ffn only
         bool gated = false, windowed = false;
+        bool attn_matmuls = false;  // attention as matrix products (vision_attention.h), else the flash kernel
     };
     std::vector<Layer> layers;
     ops::AttentionParams attn{};
+    VitAttentionMatmuls attn_mm;
     std::vector<ops::LinearPlan> projector;  // in the projector's order (vision_gpu.cpp)
     std::vector<PipelineDesc> pipelines(const Context& ctx) const;
 };

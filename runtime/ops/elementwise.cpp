@@ -25,7 +25,7 @@ uint32_t workgroup_size(const DeviceCaps& caps) {
     return wg;
 }
 
-// Norms reduce one row per workgroup. A CPU driver runs a workgroup as SIMD chunks of
+// Norms and short softmax rows reduce one row per workgroup. A CPU driver runs a workgroup as SIMD chunks of
 // subgroup_size lanes and switches between all of them at each barrier: one chunk per row does
 // the same work without the switches (measured on lavapipe, stories260K prefill of 64 tokens:
 // 11 rms_norm dispatches 5.9 ms with 256 invocations).
@@ -51,6 +51,7 @@ PipelineDesc small_op_desc(const DeviceCaps& caps, SmallOp op) {
         case SmallOp::KvStoreQ8_0: return {ShaderId::kv_store_q8_0, {wg}};
         case SmallOp::Argmax: return {sg ? ShaderId::argmax_sg : ShaderId::argmax, {wg}};
         case SmallOp::Softmax: return {sg ? ShaderId::softmax_sg : ShaderId::softmax, {wg}};
+        case SmallOp::SoftmaxShort: return {sg ? ShaderId::softmax_sg : ShaderId::softmax, {row_reduce_size(caps, wg)}};
         case SmallOp::Topk: return {ShaderId::topk, {wg}};
         case SmallOp::LayerNorm:
             return {sg ? ShaderId::layer_norm_sg : ShaderId::layer_norm, {row_reduce_size(caps, wg)}};

@@ -43,7 +43,8 @@ void softmax(Context& ctx, CommandStream& s, const BufferSlice& x, const BufferS
     const uint64_t row_bytes = uint64_t(n) * 4;
     detail::require_bytes(x, rows * row_bytes, "softmax", "x");
     detail::require_bytes(y, rows * row_bytes, "softmax", "y");
-    const Pipeline& p = ctx.pipeline(detail::small_op_desc(caps, SmallOp::Softmax));
+    const Pipeline& p = ctx.pipeline(
+        detail::small_op_desc(caps, n <= detail::kSoftmaxShortRow ? SmallOp::SoftmaxShort : SmallOp::Softmax));
     const uint64_t per = detail::items_per_window(caps, row_bytes, "softmax");
     const float inv_temp = float(1.0 / double(temperature));
     for (uint64_t r0 = 0; r0 < rows; r0 += per) {

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <random>
+#include <set>
 
 using namespace vkllm;
 
@@ -58,7 +59,13 @@ constexpr test::Tolerance kTol{1e-5, 2e-2, 2e-2};
 
 TEST_CASE("vision encoder on the device matches the host reference: every projector type, one tile and a batch") {
     test::ValidationGuard guard;
-    Context& ctx = test::context();
+    // lavapipe itself takes the attention as matmuls (vision_attention.h), the GPU-tuned variant the
+    // flash kernel: both forms against the reference.
+    std::set<bool> forms;
+    for (const char* spec : {"", "no-storage16,no-storage8,no-int8,gpu-tuning"}) {
+    CAPTURE(spec);
+    Context& ctx = test::context_for(spec);
+    forms.insert(vit_attention_by_matmuls(ctx.caps()));
     for (const ProjectorDesc& d : projector_table())
         for (TensorType wt : {TensorType::F16, TensorType::Q8_0})
             for (uint32_t dim : {64u, 128u}) {
@@ -81,7 +88,13 @@ TEST_CASE("vision encoder on the device matches the host reference: every projec
                 }
                 // A tile alone and in a batch: the same rows (each sees only itself).
                 test::validate_result("tile 0 alone", one[0], three[0], {1e-10, 1e-4, 1e-4});
+                const VisionPlan plan = gpu.plan(3, cfg.image_size, cfg.image_size);
+                CHECK(plan.attn_mm.on == vit_attention_by_matmuls(ctx.caps()));
+                for (uint32_t l = 0; l < plan.layers.size(); ++l)
+                    CHECK(plan.layers[l].attn_matmuls == (plan.attn_mm.on && !plan.layers[l].windowed));
             }
+    }
+    CHECK(forms.size() == 2);
 }
 
 TEST_CASE("vision encoder: Qwen2-VL and Qwen2.5-VL on tiles of any shape, windows that do not divide them") {

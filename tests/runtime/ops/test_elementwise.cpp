@@ -133,7 +133,8 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ctx.prepare_pipelines(descs);
         const uint32_t created = ctx.pipeline_stats().created;
         // One tiny call of every op: none may need a pipeline that was not prepared.
-        test::GuardedBuffer a(ctx, 4096, "a"), b(ctx, 4096, "b"), c(ctx, 4096, "c"), pos(ctx, 4, "pos");
+        test::GuardedBuffer a(ctx, 4096, "a"), b(ctx, 4096, "b"), c(ctx, 4096, "c"), pos(ctx, 4, "pos"),
+            big(ctx, 4ull * (ops::detail::kSoftmaxShortRow + 1), "big");
         const int32_t zero = 0;
         pos.upload(&zero, 4);
         const BufferSlice bias = c.slice();
@@ -147,7 +148,8 @@ TEST_CASE("small_op_pipelines: prepares every pipeline the small ops record") {
         ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::F32);
         ops::kv_store(ctx, s, a.slice(), b.slice(), pos.slice(), 1, 64, 2, ops::KvType::Q8_0);
         ops::argmax(ctx, s, a.slice(), b.slice(), 1, 64);
-        ops::softmax(ctx, s, a.slice(), a.slice(), 1, 64, 1.0f);
+        ops::softmax(ctx, s, a.slice(), a.slice(), 1, 64, 1.0f);  // SoftmaxShort
+        ops::softmax(ctx, s, big.slice(), big.slice(), 1, ops::detail::kSoftmaxShortRow + 1, 1.0f);  // Softmax
         ops::topk(ctx, s, a.slice(), 64, 8, b.slice(), c.slice());
         ops::layer_norm(ctx, s, a.slice(), b.slice(), &bias, a.slice(), 1, 64, 1e-5f);
         ops::geglu(ctx, s, a.slice(), b.slice(), a.slice(), 64);
