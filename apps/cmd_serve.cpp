@@ -313,15 +313,16 @@ void serve(const ServeOptions& o) {
         // with the chat prompt's own BOS rule (one BOS, even when the template writes it), a
         // /completion prompt as /completion tokenizes a string.
         sm.media_marker = private_media_marker();
-        sm.image_prompt = [v, tok](const std::string& text, const std::vector<RgbImage>& images,
-                                   server::ImagePromptSource source) {
+        sm.image_prompt = [v, tok, marker = sm.media_marker](const std::string& text,
+                                                             const std::vector<RgbImage>& images,
+                                                             server::ImagePromptSource source) {
             MultimodalPrompt mm =
                 source == server::ImagePromptSource::Chat
                     ? build_multimodal_prompt(*tok, v, text, images, true, true,
                                               [tok](std::string_view piece) {
                                                   return chat_template::encode_prompt(*tok, std::string(piece));
                                               })
-                    : build_multimodal_prompt(*tok, v, text, images, true, true, {}, private_media_marker());
+                    : build_multimodal_prompt(*tok, v, text, images, true, true, {}, marker);
             return server::ImagePrompt{std::move(mm.tokens), std::move(mm.images)};
         };
         sm.image_input.limits = o.vision.limits();

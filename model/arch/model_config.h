@@ -123,6 +123,9 @@ struct ModelConfig {
     bool is_moe_layer(uint32_t layer) const { return arch->moe() && layer >= n_dense_lead; }
     uint32_t kv_dim() const { return n_kv_heads * head_dim; }
     // Position components per token: 4 with M-RoPE (rope_sections), else 1.
+    // An image's rows take the positions of their grid (M-RoPE) rather than consecutive ones, so the
+    // image is evaluated in one call (SequenceModel::eval_embeddings with its ImageGrid).
+    bool places_images_by_grid() const { return arch->attn.mrope; }
     uint32_t pos_width() const {
         return rope_sections[0] + rope_sections[1] + rope_sections[2] + rope_sections[3] ? 4 : 1;
     }

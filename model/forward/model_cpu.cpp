@@ -91,7 +91,8 @@ std::vector<float> ModelCpu::eval_embeddings(std::span<const float> rows, bool b
     if (bidirectional && n > ubatch_)
         throw ContextFullError(fmt::format("ModelCpu: {} bidirectional rows exceed a ubatch of {}", n, ubatch_));
     check_image_grid(grid, n);
-    if (cfg_.arch->attn.mrope && !grid.empty()) rope_pos_.add_image(n_past_, grid);
+    rope_pos_.truncate(n_past_);  // images a failed call registered past the end are not its own
+    if (cfg_.places_images_by_grid() && !grid.empty()) rope_pos_.add_image(n_past_, grid);
     std::vector<float> logits;
     for (size_t done = 0; done < n; done += ubatch_) {
         const size_t m = std::min<size_t>(ubatch_, n - done);

@@ -189,7 +189,9 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
     if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("eval: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     check_image_grid(in.grid, total);
-    if (cfg_.arch->attn.mrope && !in.grid.empty()) rope_pos_[seq].add_image(n_past_[seq], in.grid);
+    // Images a failed call registered past the sequence's end are not its own.
+    rope_pos_[seq].truncate(n_past_[seq]);
+    if (cfg_.places_images_by_grid() && !in.grid.empty()) rope_pos_[seq].add_image(n_past_[seq], in.grid);
     const uint32_t width = cfg_.pos_width();
     for (size_t done = 0; done < total;) {
         const uint32_t n = uint32_t(std::min<size_t>(opts_.ubatch, total - done));

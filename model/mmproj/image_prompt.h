@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +27,10 @@ namespace vkllm {
 // mtmd's default media marker (mtmd_default_marker()).
 inline constexpr std::string_view kMediaMarker = "<__media__>";
 
-// How many times `marker` occurs in `text`, without overlaps (the images a prompt places).
+// How many times `marker` occurs in `text`, without overlaps (the images a prompt places);
+// std::invalid_argument for an empty marker (it would occur everywhere).
 inline size_t count_media_markers(std::string_view text, std::string_view marker = kMediaMarker) {
+    if (marker.empty()) throw std::invalid_argument("count_media_markers: an empty media marker");
     size_t n = 0;
     for (size_t at = text.find(marker); at != std::string_view::npos; at = text.find(marker, at + marker.size())) ++n;
     return n;

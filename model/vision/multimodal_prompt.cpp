@@ -27,6 +27,7 @@ MultimodalPrompt build_multimodal_prompt(const Tokenizer& tok, VisionModel* visi
         return out;
     }
     if (!vision) throw std::invalid_argument("the model takes no images: give it a vision encoder (--mmproj)");
+    if (marker.empty()) throw std::invalid_argument("build_multimodal_prompt: an empty media marker");
     // The text's pieces around the markers.
     std::vector<std::string_view> parts;
     for (size_t at = 0;;) {

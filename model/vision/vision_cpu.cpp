@@ -10,6 +10,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/norm.h"
+#include "runtime/ops/rope.h"
 
 namespace vkllm {
 
@@ -88,21 +89,15 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
 }
 
 // VisionPositions::Rope2d on q or k [rows][width], in place: in each head of d values the pair
-// (j, j + d/2) turns by y * base^(-4j/d) for j < d/4 and by x * base^(-4(j - d/4)/d) above.
+// (j, j + d/2) turns by y * base^(-4j/d) for j < d/4 and by x * base^(-4(j - d/4)/d) above: RoPE's
+// vision mode with two sections of d/4 pairs (ref::rope, checked against this definition).
 void rope_2d(std::vector<float>& v, const std::vector<PatchPos>& order, const VisionConfig& cfg) {
-    const uint32_t d = cfg.head_dim, half = d / 2, quarter = d / 4;
-    for (size_t r = 0; r < order.size(); ++r)
-        for (uint32_t h = 0; h < cfg.n_head; ++h) {
-            float* x = v.data() + r * cfg.n_embd + size_t(h) * d;
-            for (uint32_t j = 0; j < half; ++j) {
-                const bool row = j < quarter;
-                const double pos = row ? order[r].y : order[r].x;
-                const double angle = pos * std::pow(double(cfg.rope_base), -4.0 * (row ? j : j - quarter) / d);
-                const double c = std::cos(angle), s = std::sin(angle), x0 = x[j], x1 = x[j + half];
-                x[j] = float(x0 * c - x1 * s);
-                x[j + half] = float(x0 * s + x1 * c);
-            }
-        }
+    std::vector<int32_t> yx;
+    yx.reserve(order.size() * 4);
+    for (const PatchPos& p : order) yx.insert(yx.end(), {int32_t(p.y), int32_t(p.x), 0, 0});
+    ops::RopeParams rp{cfg.n_head, cfg.head_dim, cfg.head_dim, cfg.rope_base, ops::RopeLayout::HalfSplit};
+    rp.sections = {{cfg.head_dim / 4, cfg.head_dim / 4, 0, 0}, /*vision=*/true};
+    ref::rope(v.data(), yx.data(), uint32_t(order.size()), rp);
 }
 
 // One of the ViT's norms (VisionNorm) of rows [rows][width] in place, tensor `prefix`.weight (and

@@ -284,7 +284,9 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
     b->xn = dev(bytes_f32(m, e), "vit_xn");
     b->q = dev(bytes_f32(m, e), "vit_q");
     b->k = dev(bytes_f32(m, e), "vit_k");
-    b->v = dev(bytes_f32(m, e), "vit_v");
+    // V is only for the flash kernel's layers (the matmul form makes V^T itself).
+    const bool flash = std::any_of(p.layers.begin(), p.layers.end(), [](const auto& L) { return !L.attn_matmuls; });
+    b->v = dev(flash ? bytes_f32(m, e) : 16, "vit_v");
     b->att = dev(bytes_f32(m, e), "vit_att");
     if (cfg_.desc->gated_ffn) b->gate = dev(bytes_f32(m, f), "vit_gate");
     b->up = dev(bytes_f32(m, f), "vit_up");

@@ -447,8 +447,9 @@ void Engine::Impl::prompt_step() {
         const PromptEmbeddings* image = image_at(req, s.prompt_done);
         if (image) {
             const size_t done = s.prompt_done - image->first;
-            // An image whose rows take its grid's positions (M-RoPE) goes in whole, as one that sees itself.
-            const bool whole = image->bidirectional || !image->grid.empty();
+            // An image whose rows take its grid's positions (M-RoPE) goes in whole, as one that sees itself;
+            // others go in chunks, round-robin with the other slots' prompts.
+            const bool whole = image->bidirectional || (model.config().places_images_by_grid() && !image->grid.empty());
             chunk = whole ? image->n_rows : std::min<size_t>(chunk, image->n_rows - done);
             make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
             const uint32_t dim = model.config().dim;

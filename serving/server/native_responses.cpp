@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace vkllm::server {
 
 namespace {
@@ -83,13 +85,14 @@ json pick_fields(const json& full, const std::vector<std::string>& fields) {
 }
 
 NativeResult::NativeResult(const NativeRequest& req, const Tokenizer& tok, std::string model, size_t index,
-                           std::vector<int32_t> prompt, std::string image_marker)
+                           std::vector<int32_t> prompt, std::string image_marker, std::vector<uint32_t> image_starts)
     : req_(req),
       tok_(tok),
       model_(std::move(model)),
       index_(index),
       prompt_(std::move(prompt)),
-      image_marker_(std::move(image_marker)) {}
+      image_marker_(std::move(image_marker)),
+      image_starts_(std::move(image_starts)) {}
 
 json NativeResult::probabilities(const std::vector<engine::TokenLogprob>& lps) const {
     json out = json::array();
@@ -136,8 +139,8 @@ json NativeResult::final_json(const engine::Event& done) const {
     for (size_t i = 0; i < prompt_.size(); ++i)
         if (prompt_[i] >= 0)
             prompt_text += tok_.token_to_piece(prompt_[i], true);
-        else if (i == 0 || prompt_[i - 1] >= 0)  // an image's rows: one marker
-            prompt_text += image_marker_;
+        else if (std::find(image_starts_.begin(), image_starts_.end(), uint32_t(i)) != image_starts_.end())
+            prompt_text += image_marker_;  // an image's rows: one marker
     const uint32_t evaluated = done.prompt_tokens - std::min(done.prompt_tokens, done.cached_tokens);
     const uint32_t predicted = done.completion_tokens;
     json timings = {

@@ -21,10 +21,10 @@ json generation_settings(const NativeRequest& req);
 // The result of one prompt of a /completion or /infill request.
 class NativeResult {
 public:
-    // `index`: the prompt's place in the request; `prompt`: its token ids (what "prompt" shows, each
-    // image's placeholder ids, which are negative, as one `image_marker`).
+    // `index`: the prompt's place in the request; `prompt`: its token ids (what "prompt" shows; an
+    // image's placeholder ids, which are negative, as one `image_marker` at each of `image_starts`).
     NativeResult(const NativeRequest& req, const Tokenizer& tok, std::string model, size_t index,
-                 std::vector<int32_t> prompt, std::string image_marker = {});
+                 std::vector<int32_t> prompt, std::string image_marker = {}, std::vector<uint32_t> image_starts = {});
 
     // Streaming: the event for each Text event ("" when it carries nothing), and the final event.
     std::string stream_text(const engine::Event& ev);
@@ -42,6 +42,7 @@ private:
     size_t index_;
     std::vector<int32_t> prompt_;
     std::string image_marker_;
+    std::vector<uint32_t> image_starts_;
     std::string content_;  // whole responses: the text so far
     std::vector<int32_t> tokens_;
     std::vector<engine::TokenLogprob> lps_;

@@ -74,11 +74,22 @@ void generate(ServerCore& core, Response& res, const std::string& body, bool inf
     if (infill) {
         prompts.push_back(infill_prompt(tok, *req, m->n_ctx));
     } else {
+        // A request's images are bounded as a chat's, over all its prompts, before any is read.
+        std::vector<std::vector<chat_template::ImageRef>> refs_of;
+        size_t n_images = 0;
+        for (size_t i = 0; i < req->prompts.size(); ++i) {
+            refs_of.push_back(
+                prompt_images(req->prompts[i], req->prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt"));
+            n_images += refs_of.back().size();
+        }
+        if (n_images > kMaxImages)
+            throw ApiError(
+                400, fmt::format("This request has {} images; a request may have at most {}.", n_images, kMaxImages),
+                "invalid_request_error", "prompt");
         for (size_t i = 0; i < req->prompts.size(); ++i) {
             const std::string param = req->prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
             images.emplace_back();
-            if (const std::vector<chat_template::ImageRef> refs = prompt_images(req->prompts[i], param);
-                !refs.empty()) {
+            if (const std::vector<chat_template::ImageRef>& refs = refs_of[i]; !refs.empty()) {
                 const std::string& text = req->prompts[i]["prompt_string"].get_ref<const std::string&>();
                 const ImagePromptInput in{&text, &refs, "", ImagePromptSource::Completion, m->media_marker, param};
                 prompts.push_back(image_prompt_tokens(in, m->image_prompt, m->image_input, m->n_ctx, images.back()));
@@ -111,8 +122,10 @@ void generate(ServerCore& core, Response& res, const std::string& body, bool inf
         engine::CompletionRequest one = req->engine;
         one.prompt = prompts[i];
         if (i < images.size()) one.images = std::move(images[i]);
+        std::vector<uint32_t> starts;  // where each image's rows begin: one marker each in "prompt"
+        for (const PromptEmbeddings& e : one.images) starts.push_back(e.first);
         gens.push_back(ServerCore::submit(*m, std::move(one)));
-        results.emplace_back(*req, tok, m->id, i, std::move(prompts[i]), m->media_marker);
+        results.emplace_back(*req, tok, m->id, i, std::move(prompts[i]), m->media_marker, std::move(starts));
     }
     if (req->stream) {
         core.stream(res, std::move(gens), std::make_unique<NativeStream>(req, std::move(results)));

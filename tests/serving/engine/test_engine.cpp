@@ -454,7 +454,7 @@ TEST_CASE("engine: an image's rows in the prompt; the prefix cache keys them by 
     // Bidirectional rows run (in one chunk) and differ from the causal text's prompt state.
     const Outcome bidir = collect(*e.submit(with_image(s, plain, 3, 7, 44, true)));
     CHECK(bidir.done.finish == FinishReason::Length);
-    // A grid (which a model without M-RoPE ignores) makes the image go in whole: the same text.
+    // A grid, which a model without M-RoPE ignores (its image goes in chunks): the same text.
     CompletionRequest gridded = with_image(s, plain, 3, 7, 47, false);
     gridded.images[0].grid = {7, 1};
     const Outcome by_grid = collect(*e.submit(std::move(gridded)));

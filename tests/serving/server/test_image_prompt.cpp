@@ -381,6 +381,17 @@ TEST_CASE("http: a model with a vision encoder says so and takes images in OpenA
     CHECK(refused({{"prompt_string", marker}, {"multimodal_data", {1}}})["param"] == "prompt.multimodal_data[0]");
     CHECK(refused({{"multimodal_data", {png}}})["param"] == "prompt");
     CHECK(refused({{"prompt_string", marker}, {"images", {png}}})["param"] == "prompt.images");
+    // A batch's images together are bounded as one chat's, before any is read.
+    json half = {{"prompt_string", marker}, {"multimodal_data", json::array()}};
+    std::string many_markers;
+    for (size_t k = 0; k < kMaxImages / 2 + 1; ++k) {
+        half["multimodal_data"].push_back(png);
+        many_markers += marker;
+    }
+    half["prompt_string"] = many_markers;
+    s.vision->seen.clear();
+    CHECK(refused(json::array({half, half}))["message"].get<std::string>().find("at most 64") != std::string::npos);
+    CHECK(s.vision->seen.empty());
     json old = {{"prompt", "x"}, {"multimodal_data", {png}}};
     r = cli.Post("/completion", old.dump(), "application/json");
     CHECK(r->status == 400);
