@@ -4,7 +4,7 @@
 usage: check_summary.py WORK OUT SECONDS QUICK
 WORK holds devices.json, nvidia-smi.csv, tests/results ("name exit-status" per line), bench/vk.N.json
 (`vkllm bench --json`), bench/peer.N.json (`llama-bench -o json`), bench/schema.json (`vkllm bench
---json-schema-file`) and bench/ops.json (`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
+--json-schema-file`), bench/vision.json (`vkllm bench --mmproj --image`) and bench/ops.json (`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
 """
 import json
 import os
@@ -84,6 +84,17 @@ def main():
                   "tg_sampled_sample_ms_per_token", "tg_schema_sample_ms_per_token"):
             if k in r:
                 s["constrained"][k] = r[k]
+
+    # The image encode (device_check.sh step 3d).
+    vision = load(os.path.join(work, "bench", "vision.json"))
+    if vision and vision.get("results") and vision["results"][0].get("vision"):
+        v = vision["results"][0]["vision"]
+        im = (v.get("images") or [{}])[0]
+        s["vision"] = {"projector": v.get("projector"), "vit": v.get("vit")}
+        for k in ("width", "height", "tiles", "patches", "image_tokens", "encode_ms", "encode_ms_min", "encode_ms_max",
+                  "encode_warmup_ms", "vit_gflop", "vit_gflop_per_s"):
+            if k in im:
+                s["vision"][k] = im[k]
 
     ops = load(os.path.join(work, "bench", "ops.json"))
     if ops:
@@ -208,6 +219,15 @@ def main():
                      f"({fmt(c.get('tg_schema_tokens_mean'))} tokens per answer): ratio {fmt(c.get('tg_schema_ratio'), '.2f')}; "
                      f"choosing a token on the host {fmt(c.get('tg_sampled_sample_ms_per_token'), '.3f')} ms sampled, "
                      f"{fmt(c.get('tg_schema_sample_ms_per_token'), '.3f')} ms with the schema")
+    vis = s.get("vision")
+    if vis:
+        vit = vis.get("vit") or {}
+        lines.append("")
+        lines.append(f"image encode, {vis.get('projector')} ViT {vit.get('dim')} x {vit.get('layers')} "
+                     f"({vit.get('weight_type')}), {vis.get('width')} x {vis.get('height')} px, {vis.get('patches')} patches, "
+                     f"{vis.get('image_tokens')} image tokens: {fmt(vis.get('encode_ms'))} ms median "
+                     f"(min {fmt(vis.get('encode_ms_min'))}, first {fmt(vis.get('encode_warmup_ms'))}), "
+                     f"{fmt(vis.get('vit_gflop_per_s'))} GFLOP/s")
     if ops:
         lines.append("")
         lines.append(f"bench-ops ({ops.get('failed', '?')} failed checks), probes {ops.get('probes')}")

@@ -21,6 +21,7 @@
 #   3c. llama.cpp at its best: Debian sid's llama-bench (shaders with both cooperative-matrix
 #      extensions; llama-sid.tar.xz) on the quantized models at -ub 512, -fa 0 and 1, beside `vkllm
 #      bench --ubatch 512`; the matrix cores its log names go into the summary
+#   3d. an image encode: `vkllm bench --mmproj --image` with a Gemma-3-sized vision encoder
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
 #   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
 #      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
@@ -244,6 +245,31 @@ if [ "$QUICK" = 0 ] && [ -f "${models[-1]}" ]; then
   log "bench --profile --ubatch 512: $(basename "${models[-1]}" .gguf)"
   run_limited "$(limit 60 90)" "$VKLLM" bench -m "${models[-1]}" -p "$pp" -n 32 -r 1 --ubatch 512 --profile --no-probes \
     >"$OUT/profile.txt" 2>>"$OUT/bench.log" || log "bench --profile failed"
+fi
+
+# --- 3d. image encode: a Gemma-3-sized vision encoder (SigLIP so400m: 1152 x 27, 896 px tiles of
+# 14 px patches, 4096 patches) on a 896 x 896 picture, `vkllm bench --mmproj --image` (a small
+# encoder in --quick). vkllm only: llama.cpp's libmtmd is not in the bundle (its Vulkan backend
+# alone would take the bundle past the device tool's size), so the lavapipe comparison
+# (scripts/bench_vision_peer.sh) stands for the peer.
+if [ "$QUICK" = 1 ]; then vit=(--image-size 224 --patch-size 14) vside=224; else
+  vit=(--vit-dim 1152 --vit-layers 27 --vit-heads 16 --vit-ffn 4304 --image-size 896 --patch-size 14) vside=896; fi
+log "vision: gen-model --mmproj gemma3 ${vit[*]}; bench --mmproj --image (${vside} px)"
+if run_limited "$(limit 60 90)" "$VKLLM" gen-model --arch gemma3 --dim 256 --layers 1 --heads 4 --ffn 512 --vocab 512 \
+  --type f16 -o "$WORK/models/vision-text.gguf" --mmproj gemma3 "${vit[@]}" >>"$OUT/bench.log" 2>&1 &&
+  python3 - "$WORK/models/picture.png" "$vside" <<'PY'
+import struct, sys, zlib
+path, n = sys.argv[1], int(sys.argv[2])
+raw = b''.join(b'\x00' + bytes(v for x in range(n) for v in (((x * 131 + y * 71) ^ (x * y)) & 255, (x * 7 + y * 3) & 255, (x * y) & 255)) for y in range(n))
+def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
+open(path, 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', n, n, 8, 2, 0, 0, 0)) + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
+PY
+then
+  run_limited "$(limit 60 90)" "$VKLLM" bench -m "$WORK/models/vision-text.gguf" --mmproj "$WORK/models/vision-text-mmproj.gguf" \
+    --image "$WORK/models/picture.png" -p 0 -n 0 -r 3 --no-probes --json >"$WORK/bench/vision.json" 2>>"$OUT/bench.log" ||
+    log "vkllm bench --mmproj failed"
+else
+  log "vision: the encoder or the picture could not be written"
 fi
 
 # --- 4. bench-ops ---
