@@ -11,6 +11,14 @@ uint32_t kv_cache_rows(const ModelConfig& cfg, uint32_t layer, uint32_t n_ctx, u
     return cfg.window + ubatch - 1;
 }
 
+ops::RopeParams layer_rope_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_heads, uint32_t head_dim,
+                                  uint32_t rot_dim) {
+    const RopeConfig& r = cfg.rope_for(layer);
+    return {
+        n_heads,       head_dim,    rot_dim,     r.base,       cfg.arch->attn.rope_layout, r.freq_scale, r.ext_factor,
+        r.attn_factor, r.beta_fast, r.beta_slow, r.n_ctx_orig, {.n = cfg.rope_sections}};
+}
+
 ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
                                             const KvGeometry& kv, bool bidirectional) {
     ops::AttentionParams p{

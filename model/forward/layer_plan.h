@@ -9,6 +9,7 @@
 #include "runtime/ops/attention.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/moe.h"
+#include "runtime/ops/rope.h"
 
 #include <vector>
 
@@ -55,6 +56,12 @@ struct KvGeometry {
 // model's chunk whose tokens see each other (StepShape::bidirectional).
 ops::AttentionParams layer_attention_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_tokens,
                                             const KvGeometry& kv, bool bidirectional = false);
+
+// The rotation `layer` applies to n_heads heads of head_dim values, the first rot_dim of each
+// turning: its RoPE config (scaling, YaRN) and the model's M-RoPE sections. The device pass and the
+// host reference both take it from here.
+ops::RopeParams layer_rope_params(const ModelConfig& cfg, uint32_t layer, uint32_t n_heads, uint32_t head_dim,
+                                  uint32_t rot_dim);
 
 inline constexpr Role kNoRole = Role::None;
 

@@ -260,18 +260,7 @@ void ModelCpu::mla_attention(const LayerPlaces& L, uint32_t layer, const float* 
     std::vector<float> kva(size_t(n) * (r + rope));  // (n, r + rope): latent, then the rotary key
     lin(R::WkvA, xn, kva.data(), n);
 
-    const RopeConfig& rc = c.rope_for(layer);
-    const ops::RopeParams rp{H,
-                             rope,
-                             rope,
-                             rc.base,
-                             c.arch->attn.rope_layout,
-                             rc.freq_scale,
-                             rc.ext_factor,
-                             rc.attn_factor,
-                             rc.beta_fast,
-                             rc.beta_slow,
-                             rc.n_ctx_orig};
+    const ops::RopeParams rp = layer_rope_params(c, layer, H, rope, rope);
     std::vector<float> q_pe(size_t(n) * H * rope), k_row(size_t(n) * row);  // (n, H, rope), (n, rope + r)
     for (uint32_t t = 0; t < n; ++t) {
         for (uint32_t h = 0; h < H; ++h)
@@ -489,10 +478,7 @@ std::vector<float> ModelCpu::eval_chunk(std::span<const int32_t> tokens, const L
                 ref::rms_norm(k.data(), vec(L[R::KNorm]).data(), k.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps);
             }
             if (A.attn.positions == PositionKind::Rope) {
-                const RopeConfig& r = c.rope_for(l);
-                ops::RopeParams rp{c.n_heads,          c.head_dim,   c.rope_dim,   r.base,
-                                   A.attn.rope_layout, r.freq_scale, r.ext_factor, r.attn_factor,
-                                   r.beta_fast,        r.beta_slow,  r.n_ctx_orig, {.n = c.rope_sections}};
+                ops::RopeParams rp = layer_rope_params(c, l, c.n_heads, c.head_dim, c.rope_dim);
                 const float* ff = rope_factors.empty() ? nullptr : rope_factors.data();
                 ref::rope(q.data(), in_pos.data(), n, rp, ff);
                 rp.n_heads = c.n_kv_heads;

@@ -57,19 +57,7 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
         ops::rms_norm(ctx_, s, a.q, L[R::QNorm].slice(), a.q, n * c.n_heads, c.head_dim, c.norm_eps);
         ops::rms_norm(ctx_, s, a.k, L[R::KNorm].slice(), a.k, n * c.n_kv_heads, c.head_dim, c.norm_eps);
     }
-    const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{c.n_heads,
-                                 c.head_dim,
-                                 c.rope_dim,
-                                 rc.base,
-                                 c.arch->attn.rope_layout,
-                                 rc.freq_scale,
-                                 rc.ext_factor,
-                                 rc.attn_factor,
-                                 rc.beta_fast,
-                                 rc.beta_slow,
-                                 rc.n_ctx_orig,
-                                 {.n = c.rope_sections}};
+    const ops::RopeParams rope_q = layer_rope_params(c, l, c.n_heads, c.head_dim, c.rope_dim);
     const BufferSlice factors = w_.rope_factors.slice();
     const BufferSlice* ff = w_.rope_factors.present() ? &factors : nullptr;
     if (p.rope && !p.fused_store) {  // q, k rotated in place
@@ -169,18 +157,7 @@ void StageRecorder::record_mla(CommandStream& s, uint32_t l, const AttentionBloc
         ops::moe_matvec(ctx_, s, p.k_b, L[R::WkB].slice(), H, qn, 1, heads, qabs, slots, r, nope);
     }
     ops::copy_cols(ctx_, s, {qabs, r, 0}, {qh, row, rope}, slots, r);
-    const RopeConfig& rc = c.rope_for(l);
-    const ops::RopeParams rope_q{H,
-                                 row,
-                                 rope,
-                                 rc.base,
-                                 c.arch->attn.rope_layout,
-                                 rc.freq_scale,
-                                 rc.ext_factor,
-                                 rc.attn_factor,
-                                 rc.beta_fast,
-                                 rc.beta_slow,
-                                 rc.n_ctx_orig};
+    const ops::RopeParams rope_q = layer_rope_params(c, l, H, row, rope);  // one head of rope + r, rope turning
     ops::RopeParams rope_k = rope_q;
     rope_k.n_heads = 1;
     ops::rope(ctx_, s, qh, in_pos, n, rope_q);
