@@ -16,15 +16,8 @@ namespace vkllm {
 
 namespace {
 
-// A tensor's values as f32 (F32 or F16 vectors and embeddings; VisionConfig checked their types).
-std::vector<float> read_f32(const GgufFile& f, const std::string& name) {
-    const GgufTensorInfo& t = f.tensor(name);
-    const std::span<const uint8_t> bytes = f.tensor_data(t);
-    std::vector<float> out(t.n_elements);
-    for (uint64_t r = 0; r < t.n_rows(); ++r)
-        dequantize_row(t.type, bytes.data() + r * row_bytes(t.type, t.ne[0]), out.data() + r * t.ne[0], t.ne[0]);
-    return out;
-}
+// A tensor's values as f32 by name (VisionConfig checked it exists).
+std::vector<float> read_f32(const GgufFile& f, const std::string& name) { return tensor_f32(f, f.tensor(name)); }
 
 // y[m][n] = x[m][k] W^T (+ bias), W the file's matrix `name` as n rows of k: k its row length, or
 // (the patch kernel) the product of all dims but the last.

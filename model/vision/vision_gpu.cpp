@@ -35,15 +35,6 @@ VisionDeviceTensor upload_matrix(Context& ctx, const GgufFile& f, const std::str
     return d;
 }
 
-// A tensor's values as f32, decoded row by row (rows of ne0: block types are whole blocks per row).
-std::vector<float> read_f32(const GgufFile& f, const GgufTensorInfo& t) {
-    std::vector<float> v(t.n_elements);
-    const uint8_t* bytes = f.tensor_data(t).data();
-    for (uint64_t r = 0; r < t.n_rows(); ++r)
-        dequantize_row(t.type, bytes + r * row_bytes(t.type, t.ne[0]), v.data() + r * t.ne[0], t.ne[0]);
-    return v;
-}
-
 VisionDeviceTensor upload_f32(Context& ctx, const std::string& name, const std::vector<float>& v, uint32_t k) {
     VisionDeviceTensor d;
     d.k = k;
@@ -56,14 +47,14 @@ VisionDeviceTensor upload_f32(Context& ctx, const std::string& name, const std::
 // A vector (norm, bias, embedding table) as f32 rows of ne0.
 VisionDeviceTensor upload_vector(Context& ctx, const GgufFile& f, const std::string& name) {
     const GgufTensorInfo& t = f.tensor(name);
-    return upload_f32(ctx, name, read_f32(f, t), uint32_t(t.ne[0]));
+    return upload_f32(ctx, name, tensor_f32(f, t), uint32_t(t.ne[0]));
 }
 
 // A matrix stored as its transpose (Gemma 3's input projection: ne0 the output width): rows of ne1,
 // f32 (the decoded values, exactly).
 VisionDeviceTensor upload_transposed(Context& ctx, const GgufFile& f, const std::string& name) {
     const GgufTensorInfo& t = f.tensor(name);
-    const std::vector<float> src = read_f32(f, t);
+    const std::vector<float> src = tensor_f32(f, t);
     const uint64_t cols = t.ne[0], rows = t.ne[1];
     std::vector<float> dst(src.size());
     for (uint64_t r = 0; r < rows; ++r)
@@ -77,8 +68,8 @@ VisionDeviceTensor upload_transposed(Context& ctx, const GgufFile& f, const std:
 // the patches instead of two and a sum; the sum is kept in f32 (no second rounding to the file's type).
 VisionDeviceTensor upload_summed_kernels(Context& ctx, const GgufFile& f, const std::string& a, const std::string& b) {
     const GgufTensorInfo &ta = f.tensor(a), &tb = f.tensor(b);
-    std::vector<float> sum = read_f32(f, ta);
-    const std::vector<float> other = read_f32(f, tb);  // the config checked both shapes
+    std::vector<float> sum = tensor_f32(f, ta);
+    const std::vector<float> other = tensor_f32(f, tb);  // the config checked both shapes
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
     return upload_f32(ctx, a, sum, uint32_t(ta.n_elements / ta.ne[ta.n_dims - 1]));
 }
@@ -152,6 +143,7 @@ VisionGpu::VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg
     };
     if (cfg.has_pre_ln) norm("v.pre_ln", w.pre_w, w.pre_b);
     if (cfg.has_post_ln) norm("v.post_ln", w.post_w, w.post_b);
+    const bool attn_matmuls = vit_attention_by_matmuls(ctx.caps()), windows = uses_windows(cfg);
     for (uint32_t l = 0; l < cfg.n_layer_used; ++l) {
         auto mat = [&](std::string_view s) { return upload_matrix(ctx, file, vit_tensor_name(l, s)); };
         auto vec = [&](std::string_view s) { return upload_vector(ctx, file, vit_tensor_name(l, s)); };
@@ -165,11 +157,11 @@ VisionGpu::VisionGpu(Context& ctx, const GgufFile& file, const VisionConfig& cfg
         if (cfg.desc->gated_ffn) L.gate = mat("ffn_gate.weight"), L.gate_b = vec("ffn_gate.bias");
         L.up = mat("ffn_up.weight"), L.up_b = vec("ffn_up.bias");
         L.down = mat("ffn_down.weight"), L.down_b = vec("ffn_down.bias");
-        if (vit_attention_by_matmuls(ctx.caps()) && !(uses_windows(cfg) && cfg.windowed(l))) {
-            const std::vector<float> wv = read_f32(file, file.tensor(vit_tensor_name(l, "attn_v.weight")));
-            const std::vector<float> wo = read_f32(file, file.tensor(vit_tensor_name(l, "attn_out.weight")));
-            const std::vector<float> bv = read_f32(file, file.tensor(vit_tensor_name(l, "attn_v.bias")));
-            std::vector<float> bo = read_f32(file, file.tensor(vit_tensor_name(l, "attn_out.bias")));
+        if (attn_matmuls && !(windows && cfg.windowed(l))) {
+            const std::vector<float> wv = tensor_f32(file, file.tensor(vit_tensor_name(l, "attn_v.weight")));
+            const std::vector<float> wo = tensor_f32(file, file.tensor(vit_tensor_name(l, "attn_out.weight")));
+            const std::vector<float> bv = tensor_f32(file, file.tensor(vit_tensor_name(l, "attn_v.bias")));
+            std::vector<float> bo = tensor_f32(file, file.tensor(vit_tensor_name(l, "attn_out.bias")));
             const uint32_t e = cfg.n_embd;
             for (uint32_t j = 0; j < e; ++j) {  // bo + Wo bv
                 double acc = bo[j];

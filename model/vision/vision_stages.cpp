@@ -8,6 +8,14 @@
 
 namespace vkllm {
 
+std::vector<float> tensor_f32(const GgufFile& f, const GgufTensorInfo& t) {
+    std::vector<float> v(t.n_elements);
+    const uint8_t* bytes = f.tensor_data(t).data();
+    for (uint64_t r = 0; r < t.n_rows(); ++r)
+        dequantize_row(t.type, bytes + r * row_bytes(t.type, t.ne[0]), v.data() + r * t.ne[0], t.ne[0]);
+    return v;
+}
+
 std::vector<PatchPos> patch_order(const VisionConfig& cfg, uint32_t gx, uint32_t gy) {
     std::vector<PatchPos> out;
     out.reserve(size_t(gx) * gy);

@@ -2,9 +2,11 @@
 // unfolded into patch rows (the patch embedding is then one matmul), and the encoder's rows merged
 // into the projector's input rows as the projector type says (model/mmproj's TokenMerge). Plain data
 // movement, written from llama.cpp's definitions (clip.cpp's build_inp and the projectors'
-// graphs): the host reference and the device encoder both use them.
+// graphs): the host reference and the device encoder both use them, and both read the file's
+// vectors and matrices as f32 through tensor_f32.
 #pragma once
 
+#include "model/gguf/gguf.h"
 #include "model/mmproj/mmproj_config.h"
 
 #include <cstdint>
@@ -12,6 +14,9 @@
 #include <vector>
 
 namespace vkllm {
+
+// A tensor's values as f32, decoded row by row (rows of ne0: a block type's blocks never straddle rows).
+std::vector<float> tensor_f32(const GgufFile& f, const GgufTensorInfo& t);
 
 // A patch's place in its tile's grid of patches.
 struct PatchPos {
