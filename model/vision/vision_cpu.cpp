@@ -85,12 +85,7 @@ void attention(const float* q, const float* k, const float* v, float* out, uint3
 // (j, j + d/2) turns by y * base^(-4j/d) for j < d/4 and by x * base^(-4(j - d/4)/d) above: RoPE's
 // vision mode with two sections of d/4 pairs (ref::rope, checked against this definition).
 void rope_2d(std::vector<float>& v, const std::vector<PatchPos>& order, const VisionConfig& cfg) {
-    std::vector<int32_t> yx;
-    yx.reserve(order.size() * 4);
-    for (const PatchPos& p : order) yx.insert(yx.end(), {int32_t(p.y), int32_t(p.x), 0, 0});
-    ops::RopeParams rp{cfg.n_head, cfg.head_dim, cfg.head_dim, cfg.rope_base, ops::RopeLayout::HalfSplit};
-    rp.sections = {{cfg.head_dim / 4, cfg.head_dim / 4, 0, 0}, /*vision=*/true};
-    ref::rope(v.data(), yx.data(), uint32_t(order.size()), rp);
+    ref::rope(v.data(), vit_rope_positions(order).data(), uint32_t(order.size()), vit_rope_params(cfg));
 }
 
 // One of the ViT's norms (VisionNorm) of rows [rows][width] in place, tensor `prefix`.weight (and

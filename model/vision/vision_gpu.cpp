@@ -316,9 +316,7 @@ VisionGpu::Batch& VisionGpu::batch(uint32_t tiles, uint32_t nx, uint32_t ny) {
         const BufferSlice bs = bias && bias->present() ? bias->slice() : BufferSlice{};
         ops::linear(ctx_, s, lp, wt.slice(), x, y, residual, bias && bias->present() ? &bs : nullptr);
     };
-    // VisionPositions::Rope2d: the vision mode of ops::rope, d/4 pairs turned by the row, d/4 by the column.
-    ops::RopeParams rope{cfg_.n_head, cfg_.head_dim, cfg_.head_dim, cfg_.rope_base, ops::RopeLayout::HalfSplit};
-    rope.sections = {{cfg_.head_dim / 4, cfg_.head_dim / 4, 0, 0}, /*vision=*/true};
+    const ops::RopeParams rope = vit_rope_params(cfg_);  // VisionPositions::Rope2d
     b->vit = std::make_unique<CommandStream>(ctx_);
     CommandStream& s = *b->vit;
     s.begin(profiling_);

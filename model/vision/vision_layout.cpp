@@ -65,10 +65,10 @@ std::vector<int32_t> batch_segments(const VitRowLayout& layout, uint32_t tiles, 
 }
 
 std::vector<int32_t> batch_rope_positions(const VitRowLayout& layout, uint32_t tiles) {
+    const std::vector<int32_t> tile = vit_rope_positions(layout.rows);
     std::vector<int32_t> out;
-    out.reserve(size_t(tiles) * layout.rows.size() * 4);
-    for (uint32_t i = 0; i < tiles; ++i)
-        for (const PatchPos& p : layout.rows) out.insert(out.end(), {int32_t(p.y), int32_t(p.x), 0, 0});
+    out.reserve(size_t(tiles) * tile.size());
+    for (uint32_t i = 0; i < tiles; ++i) out.insert(out.end(), tile.begin(), tile.end());
     return out;
 }
 

@@ -16,6 +16,19 @@ std::vector<float> tensor_f32(const GgufFile& f, const GgufTensorInfo& t) {
     return v;
 }
 
+ops::RopeParams vit_rope_params(const VisionConfig& cfg) {
+    ops::RopeParams rp{cfg.n_head, cfg.head_dim, cfg.head_dim, cfg.rope_base, ops::RopeLayout::HalfSplit};
+    rp.sections = {{cfg.head_dim / 4, cfg.head_dim / 4, 0, 0}, /*vision=*/true};
+    return rp;
+}
+
+std::vector<int32_t> vit_rope_positions(std::span<const PatchPos> rows) {
+    std::vector<int32_t> out;
+    out.reserve(rows.size() * 4);
+    for (const PatchPos& p : rows) out.insert(out.end(), {int32_t(p.y), int32_t(p.x), 0, 0});
+    return out;
+}
+
 std::vector<PatchPos> patch_order(const VisionConfig& cfg, uint32_t gx, uint32_t gy) {
     std::vector<PatchPos> out;
     out.reserve(size_t(gx) * gy);

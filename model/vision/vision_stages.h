@@ -8,6 +8,7 @@
 
 #include "model/gguf/gguf.h"
 #include "model/mmproj/mmproj_config.h"
+#include "runtime/ops/rope.h"
 
 #include <cstdint>
 #include <span>
@@ -27,6 +28,12 @@ struct PatchPos {
 // embeddings): row-major over the grid, or for TokenMerge::Blocks merge x merge blocks row-major,
 // each block's patches row-major (Qwen2-VL's).
 std::vector<PatchPos> patch_order(const VisionConfig& cfg, uint32_t gx, uint32_t gy);
+
+// VisionPositions::Rope2d as ops::rope (and ref::rope) take it: the vision mode, in each head of d
+// values d/4 pairs turned by a patch's row and d/4 by its column, from positions (y, x, 0, 0) per
+// row (vit_rope_positions, rows in the encoder's order).
+ops::RopeParams vit_rope_params(const VisionConfig& cfg);
+std::vector<int32_t> vit_rope_positions(std::span<const PatchPos> rows);
 
 // (n_patches, 3 * patch^2) rows of tile `t` (3 planes of ny x nx): row i is patch order[i], or with
 // no order patch (px, py) is row py * (nx / patch) + px; its values in (channel, y, x) order, x
