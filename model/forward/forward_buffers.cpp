@@ -13,9 +13,10 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     ForwardBuffers b;
     const uint32_t U = scratch_rows(opts), dim = cfg.dim, qd = cfg.q_dim(), kv = cfg.kv_dim(), ffn = dense_ffn_dim(cfg);
     const uint64_t kv_row = kv_row_bytes(cfg, opts.kv_type);
-    b.kv_tables = ctx.create_buffer(4ull * opts.n_seq * kv_blocks(plan.n_ctx), MemoryUsage::Upload, "kv_tables");
+    b.kv_tables = ctx.create_buffer(4ull * decode_rows(opts) * kv_blocks(plan.n_ctx), MemoryUsage::Upload, "kv_tables");
     if (ring_rows)
-        b.ring_tables = ctx.create_buffer(4ull * opts.n_seq * kv_blocks(ring_rows), MemoryUsage::Upload, "ring_tables");
+        b.ring_tables =
+            ctx.create_buffer(4ull * decode_rows(opts) * kv_blocks(ring_rows), MemoryUsage::Upload, "ring_tables");
     auto dev = [&](uint64_t floats, const char* name) {
         return ctx.create_buffer(floats * 4, MemoryUsage::Device, name);
     };
@@ -61,10 +62,11 @@ ForwardBuffers ForwardBuffers::allocate(Context& ctx, const ModelConfig& cfg, co
     b.xq = ctx.create_buffer(std::max<uint64_t>(q8_scratch_bytes(ctx.caps(), cfg, opts), 4), MemoryUsage::Device, "xq");
     const bool first = range.first == 0, last = range.end() == cfg.n_layers;
     if (last) {
-        b.logits = ctx.create_buffer(uint64_t(opts.n_seq) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");
+        b.logits =
+            ctx.create_buffer(uint64_t(decode_rows(opts)) * cfg.n_vocab * 4, MemoryUsage::DeviceHostVisible, "logits");
         // Readback (host-cached) memory: the host reads every byte of it after each ubatch.
         if (opts.all_logits) b.all_logits = ctx.create_buffer(plan.all_logits, MemoryUsage::Readback, "all_logits");
-        b.argmax = ctx.create_buffer(4ull * opts.n_seq, MemoryUsage::Readback, "argmax");
+        b.argmax = ctx.create_buffer(4ull * decode_rows(opts), MemoryUsage::Readback, "argmax");
     }
     // A split's hand-off: this stage's last stream copies the step's rows of x into send, the host
     // copies them into the next stage's recv, whose first stream copies them into its x.

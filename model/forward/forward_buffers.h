@@ -15,7 +15,8 @@
 
 namespace vkllm {
 
-// U = max(ubatch, n_seq) rows: a prompt chunk, or one token per sequence of a decode step.
+// U = max(ubatch, decode_rows) rows: a prompt chunk, or the rows of a decode step (a token per
+// sequence, and speculative decoding's drafts).
 struct ForwardBuffers {
     Buffer x;  // (U, dim)  residual stream
     Buffer xn;  // (U, dim)  normed input of attention / FFN
@@ -40,9 +41,9 @@ struct ForwardBuffers {
     // in k (U, rope + r), the latent normed in v.
     Buffer mla_qa, mla_q, mla_kva, mla_qn, mla_qabs, mla_o, head_ids, mla_groups;
 
-    Buffer logits;  // (n_seq, n_vocab), with the head
+    Buffer logits;  // (decode_rows, n_vocab), with the head
     Buffer all_logits;  // (U, n_vocab) host-readable, only with ModelOptions::all_logits
-    Buffer argmax;  // (n_seq) uint32
+    Buffer argmax;  // (decode_rows) uint32
     Buffer positions;  // (U) int32, host-written: each token's cache row (its position in its sequence, or in a pack)
     // (U, pos_width) int32, host-written: each token's position in its input (RoPE, learned positions), with
     // M-RoPE its 4 components (ModelConfig::pos_width)
@@ -52,7 +53,7 @@ struct ForwardBuffers {
     Buffer embed_in;  // (U, dim) host-written rows: embeddings given as such, or of a table too large to bind
     Buffer send;  // (U, dim) readback: a split's stage before the last hands its x rows over in it
     Buffer recv;  // (U, dim) host-written: a stage after the first takes its x rows from it
-    Buffer attn_scratch;  // (n_seq) x attention split-K partials: one region per decode row
+    Buffer attn_scratch;  // (decode_rows) x attention split-K partials: one region per decode row
 
     // The block tables a step reads, host-written before each submission: row r (a decode batch's
     // r-th sequence, or a chunk's one sequence at row 0) lists its blocks, kv_blocks(n_ctx) entries per

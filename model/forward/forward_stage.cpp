@@ -106,11 +106,11 @@ std::vector<PipelineDesc> ForwardStage::pipelines() const {
     };
     const DeviceCaps& caps = ctx_.caps();
     // The shapes a model records all the time: a lone token, a full prompt chunk, and decode batches
-    // of 2..8 sequences with prompt chunks of as many tokens (larger batches run as groups of <= 8
-    // rows). Every layer's own plan: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers)
+    // of 2..8 rows (sequences, or their drafts to verify, whose attention is a lone token's) with
+    // prompt chunks of as many tokens (larger batches run as groups of <= 8 rows). Every layer's own plan: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers)
     // need several variants of one op.
     std::vector<StepShape> shapes{{1, false}, {opts_.ubatch, false}};
-    for (uint32_t m = 2; m <= std::min(opts_.n_seq, 8u); ++m) {
+    for (uint32_t m = 2; m <= std::min(decode_rows(opts_), 8u); ++m) {
         if (m <= opts_.ubatch) shapes.push_back({m, false});  // a chunk is never longer than ubatch
         shapes.push_back({m, true});
     }
@@ -159,7 +159,7 @@ Recording& ForwardStage::recording(const StepShape& b) {
     }
     // Prompt remainders of many sizes and ever-changing sets of decoding sequences would pile up:
     // keep the most recently used few (decode steps and full chunks are used all the time).
-    const size_t keep = 6 + 3 * size_t(opts_.n_seq);
+    const size_t keep = 6 + 3 * size_t(decode_rows(opts_));
     while (recordings_.size() >= keep) {
         auto oldest = std::min_element(recordings_.begin(), recordings_.end(), [](const auto& x, const auto& y) {
             return x.second->last_used < y.second->last_used;

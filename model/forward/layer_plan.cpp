@@ -172,7 +172,7 @@ LayerPlan plan_layer(const DeviceCaps& caps, const ModelConfig& cfg, const Layer
     a.qk_norm = A.attn.qk_norm;
     a.rope = A.attn.positions == PositionKind::Rope;
     a.params = layer_attention_params(cfg, layer, db ? 1 : n, kv, shape.bidirectional);
-    a.batched = db && a.params.pos_bias_range == 0 && a.params.causal && !a.params.segmented;
+    a.batched = db && !shape.repeats && a.params.pos_bias_range == 0 && a.params.causal && !a.params.segmented;
     if (a.batched) {
         a.params.n_tokens = n;
         a.params.batch = true;

@@ -26,6 +26,10 @@ struct StepShape {
     // The chunk's tokens also see the ones after them in the chunk (Gemma 3's image tokens, as
     // llama.cpp's mtmd decodes them): not causal, each from its own window where the layer has one.
     bool bidirectional = false;
+    // A decode batch in which some sequence has several rows at consecutive positions (its next
+    // token and drafted ones to verify): attention runs row by row, each as a lone token's, since
+    // the batched kernels would read keys that another row of the same dispatch stores.
+    bool repeats = false;
     // A lone token or a decode batch: the rows of a batch must compute what a lone token does (batch
     // invariance), so both take the decode forms.
     bool decode() const { return n == 1 || decode_batch; }

@@ -21,7 +21,7 @@ uint64_t kv_row_bytes(const ModelConfig& cfg, ops::KvType t) { return ops::kv_ro
 
 uint64_t kv_caches(const ModelConfig& cfg) { return cfg.v_in_k() ? 1 : 2; }
 
-uint32_t scratch_rows(const ModelOptions& o) { return std::max(o.ubatch, o.n_seq); }
+uint32_t scratch_rows(const ModelOptions& o) { return std::max(o.ubatch, decode_rows(o)); }
 
 // The integer-dot kernels' Q8_1 input, on devices that take them: a row per row of the activation
 // scratch (a prompt chunk's tokens for the matmul, the sequences of a decode batch), each as long as
@@ -76,9 +76,9 @@ uint64_t scratch_bytes(const DeviceCaps& caps, const ModelConfig& cfg, const Mod
     // a split's x sent to the next device, received from the previous one (dim each)
     per_token += 4ull * cfg.dim * ((head ? 0 : 1) + (layers.first > 0 ? 1 : 0));
     // last (dim), qkv (q_dim + 2 kv_dim), gate_up (2 ffn); logits (n_vocab) and argmax per
-    // sequence; the Q8_1 input of the integer-dot matvecs.
+    // decode row; the Q8_1 input of the integer-dot matvecs.
     uint64_t fixed = 4ull * (cfg.dim + cfg.q_dim() + 2ull * cfg.kv_dim() + 2ull * ffn) +
-                     (head ? 4ull * o.n_seq * (uint64_t(cfg.n_vocab) + 1) : 0) + q8_scratch_bytes(caps, cfg, o);
+                     (head ? 4ull * decode_rows(o) * (uint64_t(cfg.n_vocab) + 1) : 0) + q8_scratch_bytes(caps, cfg, o);
     if (cfg.arch->moe()) fixed += 4ull * (cfg.n_expert + 1);
     if (cfg.arch->attn.mla) fixed += 4ull * (cfg.n_heads + 1);  // the per-head groups' offsets
     // T5: at most one position-bias table per layer, (n_heads, 2 x 128 + 1) floats
@@ -167,7 +167,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     // The fit is checked with the attention partials of the largest context this call can pick.
     const uint32_t ctx_bound = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 2048);
     p.scratch = scratch_bytes(caps, cfg, opts, layers) + p.all_logits +
-                opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
+                decode_rows(opts) * attention_scratch_per_seq(caps, cfg, opts.ubatch, ctx_bound, opts.kv_type);
     // Full-context layers grow with n_ctx (unless a budget fixes their pools); a sliding-window
     // layer's ring is fixed once n_ctx passes window + ubatch - 1, so the fit is solved for the full
     // layers with the fixed KV (rings at their largest, budgeted pools) set aside.
@@ -261,7 +261,7 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
     p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
     p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * pool_rows(p.n_ctx, opts.n_seq);
     p.kv_budget = opts.kv_budget ? uint32_t(budget_rows) : uint32_t(pool_rows(p.n_ctx, opts.n_seq));
-    p.attention_scratch = opts.n_seq * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
+    p.attention_scratch = decode_rows(opts) * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
     p.scratch = scratch_bytes(caps, cfg, opts, layers) + p.all_logits + p.attention_scratch;
     return p;
 }

@@ -24,6 +24,9 @@ struct ModelOptions {
     // Sequences (a server's slots), each up to n_ctx rows. decode() advances up to n_seq of them by
     // one token in one forward pass.
     uint32_t n_seq = 1;
+    // Speculative decoding: besides its next token, decode() may give a sequence up to this many
+    // drafted tokens to verify in the same pass (rows of one sequence at consecutive positions).
+    uint32_t draft_rows = 0;
     // Rows (tokens) of each full-context layer's KV pool, shared by all sequences: the memory a server
     // is given, whatever its slots and context. 0: n_seq x n_ctx (no sequence ever waits for a block).
     // A sequence still holds at most n_ctx rows; n_ctx defaults to min(the model's, kv_budget).
@@ -32,6 +35,10 @@ struct ModelOptions {
     // instead of uploading the file's again; it must outlive this model. Null: the model's own.
     const DeviceTensor* shared_token_embd = nullptr;
 };
+
+// Rows one decode step may take: a token per sequence, each with up to draft_rows drafts. The
+// step's logits, argmax, block tables and attention partials are sized by it.
+inline uint32_t decode_rows(const ModelOptions& o) { return o.n_seq * (1 + o.draft_rows); }
 
 // Device memory a model needs, computed before anything is allocated.
 struct MemoryPlan {

@@ -56,6 +56,11 @@ std::vector<std::unique_ptr<ForwardStage>> make_stages(std::span<const ModelStag
     if (opts.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
     if (cfg.arch->attn.cross_attention && opts.n_seq != 1)
         throw std::invalid_argument("an encoder-decoder model runs one sequence (n_seq 1)");
+    // A sliding-window ring holds ubatch - 1 rows beyond the window: a verified draft is rolled back
+    // within them (truncate), so a sequence's rows of a step must not exceed a ubatch.
+    if (opts.draft_rows >= opts.ubatch)
+        throw std::invalid_argument(fmt::format("{} drafted tokens per step need a ubatch of at least {} (--ubatch)",
+                                                opts.draft_rows, opts.draft_rows + 1));
     // A split reports its upload over every stage's weights (every stage has opts.n_ctx, the one
     // context stage_options chose).
     StagePlace where{.alone = stages.size() == 1};
@@ -359,33 +364,49 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
     if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error(
             "decode: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
-    if (batch.size() > opts_.n_seq)
-        throw std::invalid_argument(fmt::format("decode: {} tokens for {} sequences", batch.size(), opts_.n_seq));
-    const StepShape shape{uint32_t(batch.size()), batch.size() > 1};
-    std::vector<bool> seen(opts_.n_seq, false);
+    if (batch.size() > decode_rows(opts_))
+        throw std::invalid_argument(fmt::format("decode: {} rows, at most {} ({} sequences, {} drafts each)",
+                                                batch.size(), decode_rows(opts_), opts_.n_seq, opts_.draft_rows));
+    // Each sequence's rows: one run of adjacent entries, at positions n_past, n_past + 1, ...
+    std::vector<uint32_t> count(opts_.n_seq, 0);
+    bool repeats = false;
+    for (size_t i = 0; i < batch.size(); ++i) {
+        const uint32_t seq = batch[i].seq;
+        check_seq(seq, opts_.n_seq);
+        if (count[seq] > 0 && batch[i - 1].seq != seq)
+            throw std::invalid_argument(fmt::format("decode: the rows of sequence {} are not adjacent", seq));
+        repeats = repeats || count[seq] > 0;
+        if (++count[seq] > 1 + opts_.draft_rows)
+            throw std::invalid_argument(
+                fmt::format("decode: sequence {} has more than {} rows (1 + draft_rows)", seq, 1 + opts_.draft_rows));
+        check_tokens(std::span<const int32_t>(&batch[i].token, 1));
+    }
+    for (uint32_t seq = 0; seq < opts_.n_seq; ++seq) {
+        if (count[seq] == 0) continue;
+        if (n_past_[seq] + count[seq] > n_ctx())
+            throw ContextFullError(fmt::format("sequence {} holds {} of {} tokens: {} more do not fit", seq,
+                                               n_past_[seq], n_ctx(), count[seq]));
+        hold_rows(seq, n_past_[seq] + count[seq], n_past_[seq]);
+    }
+    const StepShape shape{.n = uint32_t(batch.size()), .decode_batch = batch.size() > 1, .repeats = repeats};
     auto* pos = static_cast<int32_t*>(step_inputs().positions.mapped());
     auto* ids = static_cast<int32_t*>(step_inputs().ids.mapped());
+    auto* segs = static_cast<int32_t*>(step_inputs().segs.mapped());
+    std::vector<uint32_t> next = n_past_;  // each sequence's next position
     for (size_t i = 0; i < batch.size(); ++i) {
         const SeqToken& t = batch[i];
-        check_seq(t.seq, opts_.n_seq);
-        if (seen[t.seq]) throw std::invalid_argument(fmt::format("decode: sequence {} appears twice", t.seq));
-        seen[t.seq] = true;
-        if (n_past_[t.seq] >= n_ctx())
-            throw ContextFullError(fmt::format("sequence {} is full ({} tokens)", t.seq, n_ctx()));
-        check_tokens(std::span<const int32_t>(&t.token, 1));
-        hold_rows(t.seq, n_past_[t.seq] + 1, n_past_[t.seq]);
+        const uint32_t p = next[t.seq]++;
         write_tables(uint32_t(i), t.seq);
-        pos[i] = int32_t(n_past_[t.seq]);
+        pos[i] = int32_t(p);
         put_position(static_cast<int32_t*>(step_inputs().rel_pos.mapped()), cfg_.pos_width(), uint32_t(i),
-                     rope_pos_[t.seq].at(n_past_[t.seq]));
-        auto* segs = static_cast<int32_t*>(step_inputs().segs.mapped());
+                     rope_pos_[t.seq].at(p));
         segs[2 * i] = 0;  // bidirectional models: the token sees its sequence so far and itself
         segs[2 * i + 1] = pos[i] + 1;
         ids[i] = t.token;
     }
     run(shape, {});
     last_rows_ = shape.n;
-    for (const SeqToken& t : batch) ++n_past_[t.seq];
+    for (uint32_t seq = 0; seq < opts_.n_seq; ++seq) n_past_[seq] += count[seq];
 }
 
 void ModelGpu::read_logits(uint32_t rows, float* dst) const {

@@ -113,11 +113,14 @@ public:
     // tokens whose looked-up (and scaled) embeddings were these rows (SequenceModel's), at the positions
     // of `grid` for an M-RoPE model.
     void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) override;
-    // One token for each of several distinct sequences (at most n_seq) in one forward pass and one
-    // submission; logits row i belongs to batch[i]. Every row goes through the same kernels with
-    // the same reduction order whatever the batch (linear layers as matvec in groups of <= 8 rows,
-    // attention and the K/V store one dispatch for all rows, each through its sequence's block table
-    // with a lone token's plan), so a sequence's logits do not depend on what runs beside it.
+    // Tokens of several sequences in one forward pass and one submission; logits row i belongs to
+    // batch[i]. A sequence has one row (its next token) or, for speculative decoding, a run of up to
+    // 1 + ModelOptions::draft_rows adjacent rows (its next token and the drafts after it, at
+    // consecutive positions). Every row goes through the same kernels with the same reduction order
+    // whatever the batch (linear layers as matvec in groups of <= 8 rows, attention and the K/V
+    // store one dispatch for all rows, each through its sequence's block table with a lone token's
+    // plan; with a run, attention row by row), so a row's logits are those a lone token at its
+    // position would get: verifying drafts changes nothing that plain decoding computes.
     void decode(std::span<const SeqToken> batch) override;
     // Rows [0, rows) of the last logits: rows = 1 after eval(), the batch size after decode().
     void read_logits(uint32_t rows, float* dst) const override;

@@ -91,7 +91,8 @@ public:
     // the whole image's (nx * ny == n, std::invalid_argument otherwise): an M-RoPE model places the rows
     // at its positions (rope_positions.h), any other ignores it. Logits as eval's.
     virtual void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) = 0;
-    // One token for each of several distinct sequences in one step; logits row i is batch[i]'s.
+    // Tokens of several sequences in one step (a sequence's rows adjacent: its next token, then drafts
+    // to verify, at consecutive positions); logits row i is batch[i]'s, what a lone token would get.
     virtual void decode(std::span<const SeqToken> batch) = 0;
     // Rows [0, rows) of the last logits.
     virtual void read_logits(uint32_t rows, float* dst) const = 0;

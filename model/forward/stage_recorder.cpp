@@ -88,7 +88,7 @@ ops::KvPages StageRecorder::kv_pages(uint32_t l, uint32_t row, bool per_token) c
 
 BufferSlice StageRecorder::attention_scratch_region(size_t i) const {
     if (st_.memory_plan().attention_scratch == 0) return b_.attn_scratch.slice();
-    const uint64_t region = st_.memory_plan().attention_scratch / opts_.n_seq;
+    const uint64_t region = st_.memory_plan().attention_scratch / decode_rows(opts_);
     return b_.attn_scratch.slice(region * i, region);
 }
 

@@ -279,3 +279,91 @@ TEST_CASE("multi-sequence: a sliding-window ring refuses a truncation whose wind
     g.eval(1, whole);
     test::validate_result("windowed logits after truncation", reused, row(g, 1, 0), {1e-10, 1e-4, 1e-3});
 }
+
+TEST_CASE("multi-sequence: drafted tokens verified in one step get plain decoding's logits, bit for bit") {
+    // Speculative decoding: a sequence's next token and its drafts are rows of one decode step, and
+    // a rejected draft is rolled back with truncate. Every row whose context was right (the drafts
+    // before the first wrong one) must equal a lone token's logits exactly, and the sequence must
+    // continue after the rollback as if the wrong drafts had never been evaluated.
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss", "deepseek2"}) {
+        const bool ds = std::string_view(arch) == "deepseek2";
+        for (TensorType type : {TensorType::F16, ds ? TensorType::Q8_0 : TensorType::Q4_K}) {
+            CAPTURE(arch);
+            CAPTURE(type_traits(type).name);
+            const test::LoadedModel m = test::open_model(test::write_model(
+                fmt::format("multi-seq-{}-{}", arch, type_traits(type).name), batch_shape(arch, type)));
+            const uint32_t n_seq = 3, steps = 14;
+            // Each sequence alone: its greedy tokens g[k][1..steps] and the logits after each.
+            std::vector<std::vector<int32_t>> prompts, greedy(n_seq);
+            std::vector<std::vector<std::vector<float>>> ref;
+            for (uint32_t k = 0; k < n_seq; ++k) {
+                prompts.push_back(tokens(6 + 5 * k, k + 3, m.cfg.n_vocab));
+                ref.push_back(alone(ctx, m, prompts[k], steps));
+                for (const std::vector<float>& l : ref[k])
+                    greedy[k].push_back(int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
+            }
+            ModelOptions o = seq_options(128, 8, n_seq);
+            o.draft_rows = 4;
+            ModelGpu g(ctx, m.file, m.cfg, o);
+            for (uint32_t k = 0; k < n_seq; ++k) g.eval(k, prompts[k]);
+            // done[k]: generated tokens whose K/V the sequence holds; greedy[k][done] is its next token.
+            std::vector<uint32_t> done(n_seq, 0);
+            // Per round and sequence: how many of its drafts are right, then one wrong draft (or none
+            // where -1): every draft right, a wrong first draft, no draft, a long run, ...
+            const int rounds[][n_seq][2] = {{{3, 1}, {0, 1}, {0, 0}},
+                                            {{4, 0}, {2, 1}, {1, 1}},
+                                            {{0, 1}, {4, 0}, {2, 0}},
+                                            {{1, 0}, {0, 0}, {3, 1}}};
+            for (size_t r = 0; r < std::size(rounds); ++r) {
+                std::vector<SeqToken> batch;
+                std::vector<uint32_t> first_row(n_seq), right(n_seq);
+                for (uint32_t k = 0; k < n_seq; ++k) {
+                    first_row[k] = uint32_t(batch.size());
+                    right[k] = uint32_t(rounds[r][k][0]);
+                    batch.push_back({k, greedy[k][done[k]]});
+                    for (uint32_t j = 1; j <= right[k]; ++j) batch.push_back({k, greedy[k][done[k] + j]});
+                    if (rounds[r][k][1])  // a token the model did not choose
+                        batch.push_back({k, (greedy[k][done[k] + right[k] + 1] + 1) % int32_t(m.cfg.n_vocab)});
+                }
+                const uint32_t rows = uint32_t(batch.size());
+                std::vector<uint32_t> before(n_seq);
+                for (uint32_t k = 0; k < n_seq; ++k) before[k] = g.n_past(k);
+                g.decode(batch);
+                const std::vector<int32_t> am = g.argmax_rows(rows);
+                for (uint32_t k = 0; k < n_seq; ++k) {
+                    CAPTURE(r);
+                    CAPTURE(k);
+                    for (uint32_t j = 0; j <= right[k]; ++j) {
+                        CAPTURE(j);
+                        CHECK(same_bits(row(g, rows, first_row[k] + j), ref[k][done[k] + j + 1]));
+                        CHECK(am[first_row[k] + j] == greedy[k][done[k] + j + 1]);
+                    }
+                    // Keep the next token and the right drafts; the wrong one is rolled back.
+                    REQUIRE(g.truncate(k, before[k] + right[k] + 1));
+                    done[k] += right[k] + 1;
+                }
+            }
+            // Then plain decoding continues each sequence exactly.
+            for (uint32_t k = 0; k < n_seq; ++k) {
+                CAPTURE(k);
+                REQUIRE(done[k] < steps);
+                const SeqToken one{k, greedy[k][done[k]]};
+                g.decode(std::span<const SeqToken>(&one, 1));
+                CHECK(same_bits(row(g, 1, 0), ref[k][done[k] + 1]));
+            }
+            // A sequence's rows must be adjacent and at most 1 + draft_rows.
+            const SeqToken split[] = {{0, 1}, {1, 1}, {0, 2}};
+            CHECK_THROWS_AS(g.decode(split), std::invalid_argument);
+            const SeqToken too_many[] = {{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}};
+            CHECK_THROWS_AS(g.decode(too_many), std::invalid_argument);
+        }
+    }
+    // Drafts a ubatch cannot roll back within a sliding-window ring are refused at load.
+    const test::LoadedModel m =
+        test::open_model(test::write_model("multi-seq-gemma3-F16", batch_shape("gemma3", TensorType::F16)));
+    ModelOptions o = seq_options(128, 8, 1);
+    o.draft_rows = 8;
+    CHECK_THROWS_AS(ModelGpu(ctx, m.file, m.cfg, o), std::invalid_argument);
+}
