@@ -1,6 +1,7 @@
 // `vkllm run`: generate text from a prompt, streaming it to stdout.
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "apps/speculation_options.h"
 #include "apps/vision_options.h"
 #include "model/forward/forward_check.h"
 #include "model/forward/model_cpu.h"
@@ -34,6 +35,7 @@ struct RunOptions {
     std::string grammar, grammar_file, json_schema, json_schema_file;
     DeviceOptions device;
     VisionOptions vision;
+    SpeculationOptions speculation;
 };
 
 std::string read_text_file(const std::string& path, const char* option) {
@@ -89,9 +91,16 @@ void run(const RunOptions& o) {
 
     std::string path = resolve_model_path(o.model);
     o.vision.fit_ubatch(lo);
+    o.speculation.fit_model(lo);
+    if (o.speculation.on() && o.check) throw std::invalid_argument("--check does not take --draft or --lookup");
     LoadedModel m = load_model(path, o.device, lo, false, ModelUse::GenerateAny);
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
     const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);
+    if (m.encoder && o.speculation.on()) throw std::invalid_argument("an encoder-decoder model takes no draft");
+    const Speculation spec = make_speculation(o.speculation, m, o.device, 1, false);
+    gp.drafter = spec.drafter;
+    gp.draft_max = o.speculation.draft_max;
+    gp.draft_min = o.speculation.draft_min;
     MultimodalPrompt mm = build_multimodal_prompt(*m.tokenizer, vision.get(), o.prompt, images, true, o.parse_special);
     if (!images.empty())
         fmt::print(stderr, "images: {} in {} prompt tokens, encoded in {:.0f} ms\n", images.size(), mm.tokens.size(),
@@ -155,10 +164,14 @@ void run(const RunOptions& o) {
     });
     echo();
     fmt::print(stderr,
-               "\n\nload: {:.0f} ms | prompt: {} tokens, {:.1f} tokens/s | generation: {} tokens, {:.1f} tokens/s{}"
+               "\n\nload: {:.0f} ms | prompt: {} tokens, {:.1f} tokens/s | generation: {} tokens, {:.1f} tokens/s{}{}"
                " | seed {}\n",
                m.load_ms, st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps(),
-               st.stopped_at_eos ? " (stopped at EOS)" : "", gp.sampler.seed);
+               st.stopped_at_eos ? " (stopped at EOS)" : "",
+               spec.drafter ? fmt::format(" | drafts: {} of {} kept in {} steps", st.accepted_tokens, st.draft_tokens,
+                                          st.decode_steps)
+                            : std::string(),
+               gp.sampler.seed);
 }
 
 }  // namespace
@@ -210,6 +223,7 @@ void register_run(CLI::App& app) {
     gf->excludes(js, jf);
     js->excludes(jf);
     o->vision.add_to(cmd, true);
+    o->speculation.add_to(cmd);
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

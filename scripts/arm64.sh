@@ -135,6 +135,17 @@ arm64_kernel_cases=(
   'attention_store: stories260K*' 'moe_route: experts and weights*' 'topk: random logits*'
   'matvec dot: every integer-dot type? one vector*'
 )
+# Of the C API's cases, those that run many model files or formats for host logic only (the tool-call
+# formats and chat parsers, a decoder embedding model's pooling, pictures beside a second thread),
+# which stages 1-4 run on x86-64: cold, they took 1,190 of the 1,560 s its cases spent under qemu
+# (2026-12-07). The story, sessions, cancellation, grammar, one tool-call case and one picture case
+# still run here.
+arm64_excluded_cases=(
+  'capi: forced calls in the formats*' 'capi: a decoder embedding model*'
+  'capi: vkllm_chat_json reads*' 'capi: vkllm_chat_json splits*'
+  'capi: vkllm_generate continues a conversation with pictures*' 'capi: a picture encoded on one thread*'
+)
+VKLLM_TEST_CASE_EXCLUDE="$VKLLM_TEST_CASE_EXCLUDE,$(IFS=,; echo "${arm64_excluded_cases[*]}")"
 t0=$(date +%s)
 echo "=== arm64: kernel (basic cases), runtime and C API tests under qemu-aarch64-static ==="
 qemu-aarch64-static "$BUILD/vkllm" devices | grep -E '^device|subgroup size|fp16'

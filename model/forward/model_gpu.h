@@ -82,6 +82,7 @@ public:
     uint32_t n_ctx() const override { return memory_plan().n_ctx; }  // per sequence
     uint32_t n_seq() const override { return opts_.n_seq; }
     uint32_t ubatch() const override { return opts_.ubatch; }
+    uint32_t draft_rows() const override { return opts_.draft_rows; }
     // The single-sequence interface (vkllm run, perplexity, bench) works on sequence 0.
     uint32_t n_past() const { return n_past_[0]; }
     void reset() { reset(0); }  // forget the conversation: its blocks go back to the pool

@@ -70,6 +70,7 @@ public:
     virtual uint32_t n_ctx() const = 0;  // rows per sequence
     virtual uint32_t n_seq() const = 0;  // sequences (a server's slots)
     virtual uint32_t ubatch() const = 0;  // prompt tokens per forward chunk
+    virtual uint32_t draft_rows() const = 0;  // drafts a decode step may verify per sequence
 
     virtual uint32_t n_past(uint32_t seq) const = 0;
     virtual void reset(uint32_t seq) = 0;  // the sequence's blocks go back to the pool

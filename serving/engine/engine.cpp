@@ -1,5 +1,6 @@
 #include "serving/engine/engine.h"
 
+#include "serving/engine/drafter.h"
 #include "serving/engine/text_stream.h"
 
 #include "model/grammar/token_constraint.h"
@@ -96,6 +97,7 @@ struct Slot {
     int32_t prev = -1;  // the token before `pending`, for decode_piece
     uint32_t generated = 0;
     uint32_t decode_steps = 0;
+    uint32_t drafted = 0, accepted = 0;  // speculative decoding's verified and kept drafts
     double sample_ms = 0;  // host time in the sampler and the grammar
     uint32_t kv_reserved = 0;  // KV blocks the request may come to hold (kv_need), while it runs
     std::unique_ptr<Sampler> sampler;
@@ -162,6 +164,9 @@ struct Engine::Impl {
         if (opts.n_slots > model.n_seq())
             throw std::invalid_argument(
                 fmt::format("{} slots, but the model was loaded with {} sequences", opts.n_slots, model.n_seq()));
+        if (opts.drafter && opts.draft_max > model.draft_rows())
+            throw std::invalid_argument(fmt::format("{} drafted tokens per step, but the model was loaded for {}",
+                                                    opts.draft_max, model.draft_rows()));
         slots.resize(opts.n_slots);
         for (uint32_t i = 0; i < opts.n_slots; ++i) {
             slots[i].index = i;
@@ -241,7 +246,12 @@ struct Engine::Impl {
         metrics.kv_blocks_total = u.blocks_total;
         metrics.kv_block_bytes = u.block_bytes;
     }
-    void after_logits(Slot& s, const float* logits, int32_t device_argmax);
+    // n_past: the slot's tokens in the cache up to the row the logits are of (a verified draft's
+    // row is not the model's last).
+    void after_logits(Slot& s, const float* logits, int32_t device_argmax, uint32_t n_past);
+    // Speculative decoding: up to draft_max tokens to verify after each generating slot's pending
+    // token (none without a drafter), in the order of `gen`.
+    std::vector<std::vector<int32_t>> drafts(const std::vector<Slot*>& gen);
     // The sampler's pick under the request's grammar; -1 when the request has finished instead (the
     // grammar allows no token: Stop where it may end, else Error; a grammar that fails to follow).
     int32_t sample(Slot& s, std::span<float> row);
@@ -415,6 +425,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.prev = last_text_token(prompt, keep);
     s.generated = 0;
     s.decode_steps = 0;
+    s.drafted = s.accepted = 0;
     s.sample_ms = 0;
     s.kv_reserved = kv_need(s.req->req);
     s.sampler = std::make_unique<Sampler>(s.req->req.sampler);
@@ -474,66 +485,119 @@ void Engine::Impl::prompt_step() {
             if (needs_logits(s)) {
                 std::vector<float> logits(model.config().n_vocab);
                 model.read_logits(1, logits.data());
-                after_logits(s, logits.data(), -1);
+                after_logits(s, logits.data(), -1, model.n_past(s.index));
             } else {
-                after_logits(s, nullptr, model.argmax_rows(1)[0]);
+                after_logits(s, nullptr, model.argmax_rows(1)[0], model.n_past(s.index));
             }
         }
         return;
     }
 }
 
+std::vector<std::vector<int32_t>> Engine::Impl::drafts(const std::vector<Slot*>& gen) {
+    std::vector<std::vector<int32_t>> out(gen.size());
+    if (!opts.drafter) return out;
+    std::vector<std::vector<int32_t>> contexts;
+    std::vector<DraftRequest> reqs;
+    std::vector<size_t> of;  // reqs[i] is gen[of[i]]'s
+    for (size_t i = 0; i < gen.size(); ++i) {
+        const Slot& s = *gen[i];
+        const CompletionRequest& rq = s.req->req;
+        // A step emits a token after each draft it keeps, the last from the last draft's row: no
+        // more drafts than the request may still take tokens after the next, and each needs a cache
+        // row besides the pending token's.
+        uint64_t max = opts.draft_max;
+        if (rq.max_tokens >= 0) max = std::min<uint64_t>(max, uint64_t(rq.max_tokens) - s.generated - 1);
+        max = std::min<uint64_t>(max, model.n_ctx() - model.n_past(s.index) - 1);
+        if (max < std::max(opts.draft_min, 1u)) continue;
+        contexts.push_back(s.history);
+        contexts.back().push_back(s.pending);
+        reqs.push_back({.slot = s.index, .context = {}, .max = uint32_t(max), .draft = {}});
+        of.push_back(i);
+    }
+    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].context = contexts[i];
+    opts.drafter->propose(reqs);
+    const int32_t n_vocab = int32_t(model.config().n_vocab);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        std::vector<int32_t>& d = reqs[i].draft;
+        // Only ids the model has (a draft model's vocabulary may be a little larger), at most max.
+        const auto bad = std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || t >= n_vocab; });
+        d.erase(bad, d.end());
+        if (d.size() > reqs[i].max) d.resize(reqs[i].max);
+        if (d.size() >= opts.draft_min) out[of[i]] = std::move(d);
+    }
+    return out;
+}
+
 void Engine::Impl::decode_step() {
-    std::vector<SeqToken> batch;
-    std::vector<Slot*> rows;
+    std::vector<Slot*> gen;
     for (Slot& s : slots)
-        if (s.req && s.phase == Slot::Phase::Generate && s.pending >= 0) {
-            batch.push_back({s.index, s.pending});
-            rows.push_back(&s);
-        }
-    if (batch.empty()) return;
+        if (s.req && s.phase == Slot::Phase::Generate && s.pending >= 0) gen.push_back(&s);
+    if (gen.empty()) return;
     const Clock::time_point t0 = Clock::now();
+    // Each slot's rows: its pending token, then its drafts (speculative decoding).
+    const std::vector<std::vector<int32_t>> draft = drafts(gen);
+    std::vector<SeqToken> batch;
+    std::vector<uint32_t> first_row, n_past;
     uint32_t blocks = 0;
-    for (const SeqToken& t : batch) blocks += model.kv_blocks_needed(t.seq, 1);
+    for (size_t i = 0; i < gen.size(); ++i) {
+        Slot& s = *gen[i];
+        first_row.push_back(uint32_t(batch.size()));
+        n_past.push_back(model.n_past(s.index));
+        batch.push_back({s.index, s.pending});
+        for (int32_t t : draft[i]) batch.push_back({s.index, t});
+        blocks += model.kv_blocks_needed(s.index, uint32_t(1 + draft[i].size()));
+    }
     make_room(blocks);
     model.decode(batch);
-    for (Slot* s : rows) {
-        s->history.push_back(s->pending);
-        s->prev = s->pending;
-        s->pending = -1;
-        ++s->decode_steps;
-    }
-    // Plain greedy rows take the device's argmax, as a lone request would; the others sample on
+    const uint32_t rows = uint32_t(batch.size());
+    // Plain greedy slots take the device's argmax, as a lone request would; the others sample on
     // the host from the logits, read back once for the whole batch.
-    std::vector<bool> host(rows.size());
-    bool any_host = false;
-    for (size_t i = 0; i < rows.size(); ++i) {
-        host[i] = needs_logits(*rows[i]);
-        any_host = any_host || host[i];
-    }
+    bool any_host = false, any_device = false;
+    for (const Slot* s : gen) (needs_logits(*s) ? any_host : any_device) = true;
     const uint32_t n_vocab = model.config().n_vocab;
     std::vector<float> logits;
     if (any_host) {
-        logits.resize(size_t(rows.size()) * n_vocab);
-        model.read_logits(uint32_t(rows.size()), logits.data());
+        logits.resize(size_t(rows) * n_vocab);
+        model.read_logits(rows, logits.data());
     }
-    std::vector<int32_t> am(rows.size(), -1);
-    if (std::find(host.begin(), host.end(), false) != host.end()) am = model.argmax_rows(uint32_t(rows.size()));
-    for (size_t i = 0; i < rows.size(); ++i)
-        after_logits(*rows[i], host[i] ? logits.data() + i * n_vocab : nullptr, am[i]);
+    std::vector<int32_t> am(rows, -1);
+    if (any_device) am = model.argmax_rows(rows);
+    for (size_t i = 0; i < gen.size(); ++i) {
+        Slot& s = *gen[i];
+        const bool host = needs_logits(s);
+        ++s.decode_steps;
+        s.drafted += uint32_t(draft[i].size());
+        // Row j holds the logits after the pending token and drafts 1..j: the model's choice there
+        // is emitted; while it is the next draft, that draft is already in the cache and row j + 1
+        // is valid too.
+        for (uint32_t j = 0;; ++j) {
+            const int32_t evaluated = j == 0 ? s.pending : draft[i][j - 1];
+            s.history.push_back(evaluated);
+            s.prev = evaluated;
+            s.pending = -1;
+            const uint32_t r = first_row[i] + j;
+            after_logits(s, host ? logits.data() + size_t(r) * n_vocab : nullptr, am[r], n_past[i] + j + 1);
+            if (!s.req || j == draft[i].size() || s.pending != draft[i][j]) break;
+            ++s.accepted;
+        }
+        // Rejected drafts leave the cache (and never entered the history).
+        if (model.n_past(s.index) > s.history.size() && !model.truncate(s.index, uint32_t(s.history.size())))
+            throw std::logic_error("speculative decoding: the cache could not roll rejected drafts back");
+    }
     std::lock_guard lock(m);
     ++metrics.steps_total;
-    metrics.batch_size_sum += rows.size();
+    metrics.batch_size_sum += gen.size();
     metrics.decode_seconds_total += ms_between(t0, Clock::now()) / 1000.0;
 }
 
-void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_argmax) {
+void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_argmax, uint32_t n_past) {
     const CompletionRequest& rq = s.req->req;
     const uint32_t n_vocab = model.config().n_vocab;
     Event ev;
     int32_t next;
     // NaN or Inf logits (NaN weights, an overflow) end this request alone, whichever sampler it uses.
-    const uint32_t position = model.n_past(s.index);
+    const uint32_t position = n_past;
     if (!logits && device_argmax < 0) {
         const std::string msg = non_finite_message(std::numeric_limits<float>::quiet_NaN(), -1, position);
         finish(s, FinishReason::Error, msg, std::make_exception_ptr(NonFiniteError(msg)));
@@ -610,7 +674,7 @@ void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_arg
     }
     const bool max_reached = rq.max_tokens >= 0 && s.generated >= uint32_t(rq.max_tokens);
     // The pending token needs a cache row to be evaluated before the next one can be sampled.
-    const bool full = model.n_past(s.index) + 1 > model.n_ctx();
+    const bool full = n_past + 1 > model.n_ctx();
     if (max_reached || full) finish(s, FinishReason::Length);
 }
 
@@ -652,6 +716,8 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     done.cached_tokens = s.cached;
     done.completion_tokens = s.generated;
     done.decode_steps = s.decode_steps;
+    done.draft_tokens = s.drafted;
+    done.accepted_tokens = s.accepted;
     done.sample_ms = s.sample_ms;
     done.queue_ms = ms_between(s.req->submitted, s.started);
     const Clock::time_point first = s.generated > 0 ? s.first_token : now;
@@ -673,6 +739,8 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
         metrics.prompt_tokens_total += done.prompt_tokens;
         metrics.cached_tokens_total += s.cached;
         metrics.generated_tokens_total += s.generated;
+        metrics.draft_tokens_total += s.drafted;
+        metrics.accepted_tokens_total += s.accepted;
         metrics.prompt_seconds_total += done.prompt_ms / 1000.0;
         --metrics.slots_busy;  // before Done is pushed: a caller that saw Done sees the slot free
         metrics.busy[s.index] = false;

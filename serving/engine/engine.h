@@ -32,8 +32,16 @@
 
 namespace vkllm::engine {
 
+class Drafter;  // serving/engine/drafter.h
+
 struct EngineOptions {
     uint32_t n_slots = 4;  // concurrent conversations (--parallel)
+    // Speculative decoding (null: none): each decode step asks the drafter for up to draft_max
+    // tokens per generating slot and verifies them in the same pass (the model must have been
+    // loaded with ModelOptions::draft_rows >= draft_max). A proposal shorter than draft_min is
+    // not verified. The output is plain decoding's whatever the drafts (drafter.h).
+    std::shared_ptr<Drafter> drafter;
+    uint32_t draft_max = 8, draft_min = 1;
     uint32_t queue_limit = 64;  // requests waiting for a slot; beyond it submit() throws QueueFullError
     std::chrono::milliseconds default_timeout{600000};  // per request, when the request gives none
 };
@@ -103,7 +111,10 @@ struct Event {
     uint32_t prompt_tokens = 0;  // tokens of the prompt
     uint32_t cached_tokens = 0;  // of which reused from the slot's previous conversation
     uint32_t completion_tokens = 0;
-    uint32_t decode_steps = 0;  // single-token forward passes this request took part in
+    uint32_t decode_steps = 0;  // decode forward passes this request took part in
+    // Speculative decoding: tokens drafted for the request and verified, and how many of them the
+    // model kept (each kept one is a token generated without a pass of its own).
+    uint32_t draft_tokens = 0, accepted_tokens = 0;
     double queue_ms = 0, prompt_ms = 0, generate_ms = 0;  // waiting, prefill (to first token), the rest
     // Host time choosing the tokens: the sampler (with the grammar's mask) and following the grammar.
     double sample_ms = 0;
@@ -142,6 +153,7 @@ struct EngineMetrics {
     uint64_t requests_total = 0, requests_cancelled = 0, requests_failed = 0;
     uint64_t prompt_tokens_total = 0, cached_tokens_total = 0, generated_tokens_total = 0;
     uint64_t steps_total = 0;  // decode passes
+    uint64_t draft_tokens_total = 0, accepted_tokens_total = 0;  // speculative decoding, of finished requests
     double prompt_seconds_total = 0, decode_seconds_total = 0;
     uint64_t batch_size_sum = 0;  // sum over decode passes of their slot count
     // The paged KV cache (SequenceModel::kv_usage): blocks held (a block shared by slots once), of the

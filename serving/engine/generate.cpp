@@ -24,6 +24,9 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
     EngineOptions eo;
     eo.n_slots = 1;
     eo.queue_limit = 1;
+    eo.drafter = p.drafter;
+    eo.draft_max = p.draft_max;
+    eo.draft_min = p.draft_min;
     Engine engine(model, tok, eo);
     CompletionRequest req;
     req.prompt.assign(prompt.begin(), prompt.end());
@@ -50,6 +53,8 @@ GenerateStats generate(ModelGpu& model, const Tokenizer& tok, std::span<const in
         st.prompt_tokens = ev->prompt_tokens;
         st.generated_tokens = ev->completion_tokens;
         st.decode_steps = ev->decode_steps;
+        st.draft_tokens = ev->draft_tokens;
+        st.accepted_tokens = ev->accepted_tokens;
         st.prompt_ms = ev->prompt_ms;
         st.generate_ms = ev->generate_ms;
         st.sample_ms = ev->sample_ms;
