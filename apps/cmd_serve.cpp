@@ -3,6 +3,7 @@
 // SIGTERM, which end open streams cleanly and exit 0 within a few seconds.
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "apps/speculation_options.h"
 #include "apps/model_card.h"
 #include "apps/vision_options.h"
 #include "model/embedding.h"
@@ -55,6 +56,7 @@ struct ServeOptions {
     std::string cors_origins = "*";
     bool no_cors_credentials = false;
     VisionOptions vision;  // --mmproj, --image-max-pixels
+    SpeculationOptions speculation;  // --draft, --draft-max, --draft-min, --lookup
     bool allow_image_urls = false;
     size_t image_url_max_bytes = server::ImageInputOptions{}.max_url_bytes;
     double image_url_timeout_s = 10;
@@ -246,11 +248,14 @@ void serve(const ServeOptions& o) {
     } else {
         mo.ubatch = o.ubatch ? o.ubatch : 64;
         o.vision.fit_ubatch(mo);  // a Gemma 3 image's rows are one chunk
+        o.speculation.fit_model(mo);
     }
     mo.kv_type = o.kv_type;
     mo.n_seq = embeds(role) ? 1 : o.parallel;
     if (!embeds(role)) mo.kv_budget = o.kv_budget;
 
+    if (embeds(role) && o.speculation.on())
+        throw std::invalid_argument("--draft, --lookup: an embedding model generates nothing to draft");
     if (embeds(role) && !o.vision.mmproj.empty())
         throw std::invalid_argument("--mmproj: an embedding model takes no images (images go into chat requests)");
     if (o.allow_image_urls && o.vision.mmproj.empty())
@@ -287,6 +292,11 @@ void serve(const ServeOptions& o) {
     eo.n_slots = o.parallel;
     eo.queue_limit = o.queue;
     eo.default_timeout = std::chrono::milliseconds(int64_t(o.timeout_s * 1000));
+    // Before the engine: the draft model outlives it.
+    const Speculation spec = make_speculation(o.speculation, m, o.device, o.parallel, false);
+    eo.drafter = spec.drafter;
+    eo.draft_max = o.speculation.draft_max;
+    eo.draft_min = o.speculation.draft_min;
     engine::Engine engine(*m.model, *m.tokenizer, eo);
 
     server::ServedModel sm;
@@ -465,6 +475,7 @@ void register_serve(CLI::App& app) {
                   "Do not allow cross-origin requests with credentials (then --cors-origins * answers a literal *)");
     cmd->add_flag("--no-webui", o->no_webui, "Serve no chat page at / (the API only)");
     o->vision.add_to(cmd, false);
+    o->speculation.add_to(cmd);
     cmd->add_flag("--allow-image-urls", o->allow_image_urls,
                   "Fetch http(s) image URLs of chat requests (with --mmproj). Off by default: the server would reach "
                   "any address its clients name; data: URLs are always taken, file:// never");

@@ -34,6 +34,11 @@ std::string prometheus_text(const std::optional<engine::EngineMetrics>& engine, 
                m.cached_tokens_total);
         family(out, "vkllm_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens_total);
         family(out, "vkllm_decode_steps_total", "counter", "Batched decode passes.", m.steps_total);
+        family(out, "vkllm_draft_tokens_total", "counter",
+               "Speculative decoding: tokens drafted and verified for finished requests.", m.draft_tokens_total);
+        family(out, "vkllm_draft_tokens_accepted_total", "counter",
+               "Speculative decoding: drafted tokens the model kept (each a token without a decode pass of its own).",
+               m.accepted_tokens_total);
         family(
             out, "vkllm_decode_batch_size_sum", "counter",
             "Sum over decode passes of the slots each decoded (divide by vkllm_decode_steps_total for the mean batch).",

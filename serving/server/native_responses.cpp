@@ -154,6 +154,10 @@ json NativeResult::final_json(const engine::Event& done) const {
         {"predicted_per_token_ms", per(done.generate_ms, predicted)},
         {"predicted_per_second", per(1000.0 * predicted, done.generate_ms)},
     };
+    if (done.draft_tokens > 0) {  // speculative decoding, as llama-server reports it
+        timings["draft_n"] = done.draft_tokens;
+        timings["draft_n_accepted"] = done.accepted_tokens;
+    }
     json out = {
         {"index", index_},
         {"content", content_},

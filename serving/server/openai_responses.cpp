@@ -67,10 +67,15 @@ json ResponseBuilder::chunk_base() const {
 }
 
 json ResponseBuilder::usage(const engine::Event& done) const {
-    return json{{"prompt_tokens", done.prompt_tokens},
-                {"completion_tokens", done.completion_tokens},
-                {"total_tokens", done.prompt_tokens + done.completion_tokens},
-                {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+    json u{{"prompt_tokens", done.prompt_tokens},
+           {"completion_tokens", done.completion_tokens},
+           {"total_tokens", done.prompt_tokens + done.completion_tokens},
+           {"prompt_tokens_details", {{"cached_tokens", done.cached_tokens}}}};
+    // Speculative decoding (--draft, --lookup): OpenAI's fields for predicted tokens, where drafts ran.
+    if (done.draft_tokens > 0)
+        u["completion_tokens_details"] = {{"accepted_prediction_tokens", done.accepted_tokens},
+                                          {"rejected_prediction_tokens", done.draft_tokens - done.accepted_tokens}};
+    return u;
 }
 
 namespace {
@@ -257,6 +262,8 @@ engine::Event combined_usage(const std::vector<engine::Event>& done, uint32_t n)
     engine::Event sum = done.at(0);
     for (size_t i = 1; i < done.size(); ++i) {
         sum.completion_tokens += done[i].completion_tokens;
+        sum.draft_tokens += done[i].draft_tokens;
+        sum.accepted_tokens += done[i].accepted_tokens;
         if (i % std::max<uint32_t>(n, 1) == 0) sum.prompt_tokens += done[i].prompt_tokens;
     }
     return sum;
