@@ -3,6 +3,7 @@
 // of what the device measurably can do (read bandwidth and FMA probes), and with --profile the GPU
 // time per op type. With --mmproj and --image, the vision encoder's time per image too (bench_vision.h).
 #include "apps/bench_vision.h"
+#include "apps/bench_speculation.h"
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "model/arch/tensor_schema.h"
@@ -44,6 +45,8 @@ struct BenchOptions {
     bool no_probes = false;
     std::string json_schema_file;  // also measure sampled decode with and without this schema
     VisionOptions vision;  // --mmproj and --image: also the vision encoder's speed on each image
+    SpeculationOptions speculation;  // --draft or --lookup: also speculative decoding's figures
+    std::string spec_prompt;  // its generation's prompt ("": BOS only)
     DeviceOptions device;
 };
 
@@ -164,6 +167,7 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     lo.ubatch = o.ubatch;
     lo.n_ctx = o.n_prompt + o.n_gen + 8;
     lo.kv_type = o.kv_type;
+    o.speculation.fit_model(lo);
 
     // --- start-up: a fresh pipeline cache directory, then the same one again
     auto cache_dir = std::filesystem::temp_directory_path() / fmt::format("vkllm-bench-cache-{}", ::getpid());
@@ -308,6 +312,8 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
         j["split"] = parts;
     }
     if (!o.vision.mmproj.empty()) j["vision"] = bench_vision(*m.ctx, m.cfg.dim, o.vision, o.reps, o.profile);
+    if (o.speculation.on())
+        j["speculation"] = bench_speculation(m, o.speculation, o.device, o.spec_prompt, o.n_gen, o.reps);
 
     if (o.profile) {
         g.set_profiling(true);
@@ -404,6 +410,7 @@ void print_markdown(const nlohmann::json& out) {
             r["tg_schema_sample_ms_per_token"].get<double>());
     }
     print_vision_markdown(out["results"]);
+    print_speculation_markdown(out["results"]);
     for (auto& r : out["results"]) {
         if (!r.contains("profile")) continue;
         for (auto& [phase, ph] : r["profile"].items()) {
@@ -491,6 +498,9 @@ void register_bench(CLI::App& app) {
         "--json-schema-file", o->json_schema_file,
         "Also measure sampled decode (temperature 0.8, top-k 40) with and without this JSON schema's grammar");
     o->vision.add_to(cmd, true);
+    o->speculation.add_to(cmd);
+    cmd->add_option("--spec-prompt", o->spec_prompt,
+                    "With --draft or --lookup: the prompt of the generations compared (default: BOS only)");
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

@@ -41,6 +41,50 @@ TEST_CASE("cli: vkllm run prints the published stories260K greedy story byte for
     CHECK(r.err.find("tokens/s") != std::string::npos);
 }
 
+TEST_CASE("cli: speculative decoding keeps the published story; bench --draft reports its figures; bad flags refused") {
+    const std::string model = vkllm::test::model_path("stories260K.gguf");
+    const std::string expected = vkllm::test::model_path("stories260K.greedy200.txt");
+    const std::string other = vkllm::test::model_path("llama-2-tiny-random.gguf");
+    if (model.empty() || expected.empty()) return;
+    for (const std::string& spec : {"--draft " + model + " --draft-max 5", std::string("--lookup=2")}) {
+        CAPTURE(spec);
+        Result r = run_vkllm("run -m " + model + " -p \"\" -n 200 --temp 0 " + spec);
+        INFO(r.err);
+        CHECK(r.status == 0);
+        CHECK(r.out == read_file(expected));
+        CHECK(r.err.find("drafts:") != std::string::npos);
+    }
+    Result b = run_vkllm("bench -m " + model + " --draft " + model + " --draft-max 4 --no-probes -r 1 -p 16 -n 64 --json");
+    INFO(b.err);
+    REQUIRE(b.status == 0);
+    const nlohmann::json s = nlohmann::json::parse(b.out)["results"][0]["speculation"];
+    CHECK(s["same_text"] == true);
+    CHECK(s["acceptance"].get<double>() == 1.0);  // the model drafting for itself
+    CHECK(s["tokens_per_step"].get<double>() > 3.0);
+    REQUIRE(s["verify"].size() == 3);  // k = 1, 2, 4
+    CHECK(s["verify"][2]["drafts"] == 4);
+    CHECK(s["verify"][2]["step_ms"].get<double>() > 0);
+    // Refusals name the problem.
+    const std::pair<std::string, std::string> bad[] = {
+        {"--draft-max 4 --draft-min 5 --lookup", "--draft-min 5 is more than --draft-max 4"},
+        {"--draft " + model + " --check", "--check does not take --draft or --lookup"},
+        {"--draft /nonexistent.gguf", "/nonexistent.gguf"},
+        {"--draft-max 40 --lookup", "--draft-max"},
+    };
+    for (const auto& [flags, message] : bad) {
+        CAPTURE(flags);
+        Result r = run_vkllm("run -m " + model + " -p hi -n 4 " + flags);
+        INFO(r.err);
+        CHECK(r.status != 0);
+        CHECK(r.err.find(message) != std::string::npos);
+    }
+    if (!other.empty()) {
+        Result r = run_vkllm("run -m " + model + " -p hi -n 4 --draft " + other);
+        CHECK(r.status != 0);
+        CHECK(r.err.find("vocabulary differs from the model's: it has 32000 tokens, the model 512") != std::string::npos);
+    }
+}
+
 TEST_CASE("cli: vkllm run --check agrees with the host reference") {
     std::string model = vkllm::test::model_path("stories260K.gguf");
     if (model.empty()) return;
