@@ -6,6 +6,7 @@
 #include "apps/app_options.h"
 #include "apps/commands.h"
 #include "apps/load_model.h"
+#include "apps/speculation_options.h"
 #include "apps/vision_options.h"
 #include "model/grammar/grammar.h"
 #include "model/vision/multimodal_prompt.h"
@@ -50,6 +51,7 @@ struct ChatOptions {
     std::string tool_choice = "auto";  // auto | none | required | a tool's name
     DeviceOptions device;
     VisionOptions vision;
+    SpeculationOptions speculation;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -84,10 +86,16 @@ void chat(const ChatOptions& o) {
     mo.n_ctx = o.n_ctx;
     mo.n_seq = 1;
     o.vision.fit_ubatch(mo);
+    o.speculation.fit_model(mo);
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, false);
     chat_template::ChatTemplate tmpl = chat_template_for(m, o.chat_template);
     const Tokenizer& tok = *m.tokenizer;
-    engine::Engine engine(*m.model, tok, {.n_slots = 1});
+    const Speculation spec = make_speculation(o.speculation, m, o.device, 1, false);
+    engine::EngineOptions eo{.n_slots = 1};
+    eo.drafter = spec.drafter;
+    eo.draft_max = o.speculation.draft_max;
+    eo.draft_min = o.speculation.draft_min;
+    engine::Engine engine(*m.model, tok, eo);
     const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);
     std::vector<RgbImage> images;  // of the whole conversation, in order: one media marker each
     std::vector<RgbImage> attached;  // for the next message (/image)
@@ -239,8 +247,10 @@ void chat(const ChatOptions& o) {
             if (o.show_stats)
                 fmt::print(stderr,
                            "[{} prompt tokens, {} reused from the cache, {:.0f} ms to first token; {} tokens in "
-                           "{:.0f} ms]\n",
-                           e->prompt_tokens, e->cached_tokens, e->prompt_ms, e->completion_tokens, e->generate_ms);
+                           "{:.0f} ms{}]\n",
+                           e->prompt_tokens, e->cached_tokens, e->prompt_ms, e->completion_tokens, e->generate_ms,
+                           spec.drafter ? fmt::format("; {} of {} drafts kept", e->accepted_tokens, e->draft_tokens)
+                                        : std::string());
             break;
         }
         json msg = {{"role", "assistant"}, {"content", answer}};
@@ -346,6 +356,7 @@ void register_chat(CLI::App& app) {
                     "after each message of yours)")
         ->needs("--tools");
     o->vision.add_to(cmd, false);
+    o->speculation.add_to(cmd);
     o->device.add_to(cmd);
     o->device.add_split_to(cmd);
     o->device.add_tune_to(cmd);

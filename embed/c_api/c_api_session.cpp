@@ -197,6 +197,8 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engin
                                        ? (ev->completion_tokens - 1) * 1000.0 / ev->generate_ms
                                        : 0;
         st.finish = finish_of(ev->finish);
+        st.draft_tokens = ev->draft_tokens;
+        st.accepted_tokens = ev->accepted_tokens;
         {
             std::lock_guard lock(s.mutex);  // vkllm_session_get_stats may run on another thread
             s.stats = st;

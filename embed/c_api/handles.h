@@ -7,6 +7,7 @@
 #include "model/embedding.h"
 #include "model/load.h"
 #include "model/vision/vision_model.h"
+#include "serving/engine/drafter.h"
 #include "serving/engine/engine.h"
 #include "serving/chat_template/chat_template.h"
 
@@ -23,6 +24,10 @@ struct vkllm_model {
     vkllm::LoadedModel loaded;  // file, config, tokenizer, device, model (model/load.h)
     std::unique_ptr<vkllm::VisionModel> vision;  // vkllm_model_params.mmproj on the model's device, or null
     uint64_t image_max_pixels = 0;
+    // Speculative decoding (vkllm_model_params.draft_model / lookup): the draft model, if any, and
+    // the drafter the engine asks; both outlive the engine.
+    std::unique_ptr<vkllm::LoadedModel> draft;
+    std::shared_ptr<vkllm::engine::Drafter> drafter;
     std::unique_ptr<vkllm::engine::Engine>
         engine;  // one slot per session; runs every generation (null for an embedding model)
     vkllm::ModelRole role = vkllm::ModelRole::Generate;  // what it was loaded for (model_role)

@@ -206,6 +206,16 @@ typedef struct vkllm_model_params {
                                     vkllm_chat_images takes pictures */
     uint64_t image_max_pixels; /* the largest image (width x height) vkllm_chat_images decodes, checked
                                     before decoding; 0 (default): 8192 x 8192 */
+    /* Speculative decoding (docs/serving.md#speculative-decoding): guessed tokens verified in one
+     * pass with the next; the text is what plain decoding gives, only sooner when guesses are right. */
+    const char* draft_model; /* NULL (default): none; else a smaller model of the same vocabulary
+                                    that drafts, on the model's (first) device; a vocabulary that
+                                    differs is VKLLM_ERR_MODEL naming the difference */
+    uint32_t lookup; /* 0 (default): off; else drafts by prompt lookup, from where the context's
+                                    last tokens (n-grams of up to `lookup`, at most 8) occurred before;
+                                    not with draft_model */
+    uint32_t draft_max; /* tokens drafted and verified per step; 0 (default): 8; at most 32 */
+    uint32_t draft_min; /* shorter drafts are not verified; 0 (default): 1 */
 } vkllm_model_params;
 
 VKLLM_API vkllm_model_params vkllm_model_default_params(void);
@@ -386,6 +396,8 @@ typedef struct vkllm_generation_stats {
     double prompt_tokens_per_s; /* (prompt_tokens - cached_tokens) / prompt time */
     double generate_tokens_per_s;
     vkllm_finish_reason finish;
+    uint32_t draft_tokens; /* speculative decoding: tokens drafted and verified */
+    uint32_t accepted_tokens; /* of which kept (each a token without a forward pass of its own) */
 } vkllm_generation_stats;
 
 /* Statistics of the session's last finished generation. */

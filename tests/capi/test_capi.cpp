@@ -49,6 +49,57 @@ TEST_CASE("capi: the published story, byte for byte, and its statistics") {
     CHECK(st.generate_tokens_per_s > 0);
 }
 
+TEST_CASE("capi: speculative decoding (a draft model, prompt lookup) tells the published story; bad params named") {
+    const std::string draft = model_path("stories260K.gguf");
+    for (const bool lookup : {false, true}) {
+        CAPTURE(lookup);
+        vkllm_model_params p = test_params();
+        if (lookup)
+            p.lookup = 2;
+        else
+            p.draft_model = draft.c_str();
+        p.draft_max = 6;
+        Model model("stories260K.gguf", p);
+        Session session(model.m);
+        const vkllm_sampling s = greedy(200);
+        Collected out;
+        REQUIRE(vkllm_generate(session.s, "", &s, collect, &out) == VKLLM_OK);
+        CHECK(out.text == read_file(model_path("stories260K.greedy200.txt")));
+        const vkllm_generation_stats st = stats_of(session.s);
+        CHECK(st.generated_tokens == 200);
+        CHECK(st.draft_tokens > 0);
+        CHECK(st.accepted_tokens > 0);
+        if (!lookup) CHECK(st.accepted_tokens == st.draft_tokens);  // the model drafting for itself
+    }
+    const std::string other = model_path("llama-2-tiny-random.gguf");
+    struct Bad {
+        const char* draft;
+        uint32_t lookup, draft_max, draft_min;
+        vkllm_status status;
+        const char* message;
+    };
+    const Bad bad[] = {
+        {draft.c_str(), 2, 0, 0, VKLLM_ERR_INVALID_ARGUMENT, "set only one"},
+        {nullptr, 2, 33, 0, VKLLM_ERR_INVALID_ARGUMENT, "draft_max 33"},
+        {nullptr, 2, 4, 5, VKLLM_ERR_INVALID_ARGUMENT, "draft_min 5 is more than draft_max 4"},
+        {nullptr, 9, 0, 0, VKLLM_ERR_INVALID_ARGUMENT, "lookup 9"},
+        {"/nonexistent/draft.gguf", 0, 0, 0, VKLLM_ERR_FILE, "draft_model"},
+        {other.c_str(), 0, 0, 0, VKLLM_ERR_MODEL, "it has 32000 tokens, the model 512"},
+    };
+    for (const Bad& b : bad) {
+        CAPTURE(b.message);
+        vkllm_model_params p = test_params();
+        p.draft_model = b.draft;
+        p.lookup = b.lookup;
+        p.draft_max = b.draft_max;
+        p.draft_min = b.draft_min;
+        vkllm_model* m = nullptr;
+        CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &p, &m) == b.status);
+        CHECK(m == nullptr);
+        CHECK(contains(vkllm_last_error(), b.message));
+    }
+}
+
 TEST_CASE("capi: a model split over two devices tells the published story byte for byte") {
     uint32_t n = 0;
     REQUIRE(vkllm_device_count(&n) == VKLLM_OK);

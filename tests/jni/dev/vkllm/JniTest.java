@@ -155,6 +155,26 @@ public final class JniTest {
     }
 
     @Test
+    static void speculative_decoding() throws Exception {
+        String expected = expectedStory();
+        // A draft model (stories260K drafting for itself) and prompt lookup: the published story.
+        ModelParams[] ways = {params().draftModel(modelPath("stories260K.gguf")).draftMax(6), params().lookup(2)};
+        for (ModelParams p : ways) {
+            try (Model model = Model.load(modelPath("stories260K.gguf"), p); Session s = model.newSession()) {
+                checkEquals(expected, s.generate("", greedy(200)), "the published story with drafts");
+                GenerationStats st = s.stats();
+                check(st.draftTokens() > 0 && st.acceptedTokens() > 0 && st.acceptedTokens() <= st.draftTokens(),
+                      "drafts: " + st.acceptedTokens() + " of " + st.draftTokens());
+            }
+        }
+        VkllmException e = expectThrows(VkllmException.class,
+            () -> Model.load(modelPath("stories260K.gguf"), params().draftModel(modelPath("llama-2-tiny-random.gguf"))),
+            "a draft of another vocabulary");
+        check(e.getMessage().contains("it has 32000 tokens, the model 512"), e.getMessage());
+        expectThrows(IllegalArgumentException.class, () -> params().lookup(-1), "a negative lookup");
+    }
+
+    @Test
     static void defaults_and_fluent_params() throws Exception {
         GenerateParams g = new GenerateParams();
         checkEquals(0.8f, g.temperature(), "default temperature");

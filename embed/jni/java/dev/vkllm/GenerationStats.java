@@ -26,10 +26,13 @@ public final class GenerationStats {
     private final double promptTokensPerS;
     private final double generateTokensPerS;
     private final Finish finish;
+    private final int draftTokens;
+    private final int acceptedTokens;
 
     // Made by the JNI library from vkllm_generation_stats.
     GenerationStats(int promptTokens, int cachedTokens, int generatedTokens, int nPast, double promptMs,
-                    double generateMs, double promptTokensPerS, double generateTokensPerS, int finish) {
+                    double generateMs, double promptTokensPerS, double generateTokensPerS, int finish,
+                    int draftTokens, int acceptedTokens) {
         this.promptTokens = promptTokens;
         this.cachedTokens = cachedTokens;
         this.generatedTokens = generatedTokens;
@@ -40,6 +43,18 @@ public final class GenerationStats {
         this.generateTokensPerS = generateTokensPerS;
         Finish[] all = Finish.values();
         this.finish = finish >= 0 && finish < all.length ? all[finish] : Finish.ERROR;
+        this.draftTokens = draftTokens;
+        this.acceptedTokens = acceptedTokens;
+    }
+
+    /** Speculative decoding (ModelParams.draftModel, lookup): tokens drafted and verified. */
+    public int draftTokens() {
+        return draftTokens;
+    }
+
+    /** Of draftTokens, those the model kept (each a token without a forward pass of its own). */
+    public int acceptedTokens() {
+        return acceptedTokens;
     }
 
     /** Tokens of the prompt, the conversation before it included. */

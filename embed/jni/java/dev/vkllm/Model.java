@@ -47,7 +47,8 @@ public final class Model implements AutoCloseable {
             long h = Native.modelLoad(path, p.deviceIndex(), p.deviceName(), p.caps(), p.nCtx(), p.maxSessions(),
                                       p.kvType().ordinal(), p.ubatch(), p.chatTemplate(), p.cacheDir(),
                                       p.validation(), p.progress(), sink, p.pooling(), p.devices(), p.split(),
-                                      p.kvBudget(), p.mmproj(), p.imageMaxPixels());
+                                      p.kvBudget(), p.mmproj(), p.imageMaxPixels(), p.draftModel(), p.lookup(),
+                                      p.draftMax(), p.draftMin());
             return new Model(h, sink, path);
         } catch (RuntimeException | Error e) {
             Native.logSinkFree(sink);

@@ -28,6 +28,8 @@ public final class ModelParams {
     private int kvBudget;
     private String mmproj;
     private long imageMaxPixels;
+    private String draftModel;
+    private int lookup, draftMax, draftMin;
     private boolean validation;
     private LoadProgress progress;
     private LogListener log;
@@ -155,6 +157,40 @@ public final class ModelParams {
         return this;
     }
 
+    /**
+     * Speculative decoding with this draft model, a smaller model of the same vocabulary on the same
+     * device: the text is what plain decoding gives, sooner where the draft guesses right. null
+     * (default): none. Not with lookup.
+     */
+    public ModelParams draftModel(String path) {
+        draftModel = path;
+        return this;
+    }
+
+    /**
+     * Speculative decoding by prompt lookup: drafts copied from where the context's last n-gram (up to
+     * this many tokens, at most 8) occurred before. 0 (default): off. Not with draftModel.
+     */
+    public ModelParams lookup(int ngram) {
+        if (ngram < 0) throw new IllegalArgumentException("lookup must not be negative");
+        lookup = ngram;
+        return this;
+    }
+
+    /** Tokens drafted and verified per step: 0 (default) means 8; at most 32. */
+    public ModelParams draftMax(int tokens) {
+        if (tokens < 0) throw new IllegalArgumentException("draftMax must not be negative");
+        draftMax = tokens;
+        return this;
+    }
+
+    /** Drafts shorter than this are not verified: 0 (default) means 1. */
+    public ModelParams draftMin(int tokens) {
+        if (tokens < 0) throw new IllegalArgumentException("draftMin must not be negative");
+        draftMin = tokens;
+        return this;
+    }
+
     /** The Khronos validation layer (slow; for debugging); default false. */
     public ModelParams validation(boolean on) {
         validation = on;
@@ -231,6 +267,22 @@ public final class ModelParams {
 
     public long imageMaxPixels() {
         return imageMaxPixels;
+    }
+
+    public String draftModel() {
+        return draftModel;
+    }
+
+    public int lookup() {
+        return lookup;
+    }
+
+    public int draftMax() {
+        return draftMax;
+    }
+
+    public int draftMin() {
+        return draftMin;
     }
 
     public boolean validation() {

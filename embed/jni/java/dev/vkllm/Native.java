@@ -30,7 +30,8 @@ final class Native {
     static native long modelLoad(String path, int deviceIndex, String deviceName, String caps, int nCtx,
                                  int maxSessions, int kvType, int ubatch, String chatTemplate, String cacheDir,
                                  boolean validation, LoadProgress progress, long logSink, String pooling,
-                                 String devices, String split, int kvBudget, String mmproj, long imageMaxPixels);
+                                 String devices, String split, int kvBudget, String mmproj, long imageMaxPixels,
+                                 String draftModel, int lookup, int draftMax, int draftMin);
     static native void modelFree(long model);
     // The native side of a LogListener: a global reference the library's threads can call. It
     // must outlive the model (freed after modelFree), as messages may come until then.
