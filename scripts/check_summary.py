@@ -4,7 +4,7 @@
 usage: check_summary.py WORK OUT SECONDS QUICK
 WORK holds devices.json, nvidia-smi.csv, tests/results ("name exit-status" per line), bench/vk.N.json
 (`vkllm bench --json`), bench/peer.N.json (`llama-bench -o json`), bench/schema.json (`vkllm bench
---json-schema-file`), bench/vision.json (`vkllm bench --mmproj --image`) and bench/ops.json (`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
+--json-schema-file`), bench/vision.json (`vkllm bench --mmproj --image`), bench/speculative.json (`vkllm bench --lookup`) and bench/ops.json (`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
 """
 import json
 import os
@@ -85,6 +85,11 @@ def main():
             if k in r:
                 s["constrained"][k] = r[k]
 
+    # Speculative decoding (device_check.sh step 3e).
+    spec = load(os.path.join(work, "bench", "speculative.json"))
+    if spec and spec.get("results") and spec["results"][0].get("speculation"):
+        r = spec["results"][0]
+        s["speculation"] = dict(r["speculation"], model=os.path.basename(r.get("model", "")))
     # The image encode (device_check.sh step 3d).
     vision = load(os.path.join(work, "bench", "vision.json"))
     if vision and vision.get("results") and vision["results"][0].get("vision"):
@@ -219,6 +224,15 @@ def main():
                      f"({fmt(c.get('tg_schema_tokens_mean'))} tokens per answer): ratio {fmt(c.get('tg_schema_ratio'), '.2f')}; "
                      f"choosing a token on the host {fmt(c.get('tg_sampled_sample_ms_per_token'), '.3f')} ms sampled, "
                      f"{fmt(c.get('tg_schema_sample_ms_per_token'), '.3f')} ms with the schema")
+    sp = s.get("speculation")
+    if sp:
+        lines.append("")
+        verify = ", ".join(f"k={v.get('drafts')} {fmt(v.get('vs_decode'), '.2f')}x" for v in sp.get("verify", []))
+        lines.append(f"speculative decoding ({sp.get('mode')}, {sp.get('model')}): {fmt(sp.get('tg_tps_plain'))} t/s plain, "
+                     f"{fmt(sp.get('tg_tps_speculative'))} t/s with drafts ({fmt(sp.get('speedup'), '.2f')}x), "
+                     f"{sp.get('accepted')} of {sp.get('drafted')} drafts kept, {fmt(sp.get('tokens_per_step'), '.2f')} tokens "
+                     f"per step, same text: {'yes' if sp.get('same_text') else 'NO'}; a step of 1 + k rows against one token "
+                     f"({fmt(sp.get('decode_step_ms'), '.3f')} ms): {verify}")
     vis = s.get("vision")
     if vis:
         vit = vis.get("vit") or {}

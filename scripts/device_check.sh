@@ -22,6 +22,8 @@
 #      extensions; llama-sid.tar.xz) on the quantized models at -ub 512, -fa 0 and 1, beside `vkllm
 #      bench --ubatch 512`; the matrix cores its log names go into the summary
 #   3d. an image encode: `vkllm bench --mmproj --image` with a Gemma-3-sized vision encoder
+#   3e. speculative decoding: `vkllm bench --lookup` on the largest model (the cost of verifying k
+#      drafts against decoding one token; tokens/s with and without prompt-lookup drafts)
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
 #   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
 #      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
@@ -271,6 +273,14 @@ then
 else
   log "vision: the encoder or the picture could not be written"
 fi
+
+# --- 3e. speculative decoding: `vkllm bench --lookup` on the largest model: the cost of verifying
+# k = 1, 2, 4, 8 drafts in one step against decoding one token (what a GPU's idle arithmetic makes of
+# it), and greedy generation with and without prompt-lookup drafts. A random-weight model's greedy
+# text soon repeats itself, which lookup drafts: its acceptance is the text's, not a real model's.
+log "speculative decoding: bench --lookup --draft-max 8 on $(basename "${models[-1]}" .gguf)"
+run_limited "$(limit 60 60)" "$VKLLM" bench -m "${models[-1]}" --lookup --draft-max 8 -p 0 -n 128 -r 1 --no-probes --json \
+  >"$WORK/bench/speculative.json" 2>>"$OUT/bench.log" || log "vkllm bench --lookup failed"
 
 # --- 4. bench-ops ---
 if [ "$QUICK" = 1 ]; then shapes=small; else shapes=llama3-8b; fi
