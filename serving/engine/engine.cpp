@@ -1,33 +1,13 @@
-#include "serving/engine/engine.h"
+#include "serving/engine/engine_impl.h"
 
 #include "serving/engine/drafter.h"
-#include "serving/engine/text_stream.h"
-
-#include "model/grammar/token_constraint.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <exception>
-#include <limits>
-#include <map>
-#include <mutex>
-#include <numeric>
-#include <thread>
 
 namespace vkllm::engine {
-
-using Clock = std::chrono::steady_clock;
-
-namespace {
-double ms_between(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
-}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
     switch (r) {
@@ -39,30 +19,6 @@ const char* finish_reason_name(FinishReason r) {
     }
     return "error";
 }
-
-// --- the request's shared state: the engine pushes events, the caller pulls them ----------------
-
-struct Ticket::State {
-    uint64_t id = 0;
-    CompletionRequest req;
-    Clock::time_point submitted, deadline;
-    std::atomic<bool> cancelled{false};
-    std::mutex m;
-    std::condition_variable cv;
-    std::deque<Event> events;
-    bool finished = false;  // Done was pushed
-    bool delivered = false;  // Done was handed to the caller
-
-    void push(Event e) {
-        {
-            std::lock_guard lock(m);
-            if (finished) return;
-            finished = e.kind == Event::Kind::Done;
-            events.push_back(std::move(e));
-        }
-        cv.notify_all();
-    }
-};
 
 Ticket::Ticket(std::shared_ptr<State> s) : s_(std::move(s)) {}
 Ticket::~Ticket() { cancel(); }
@@ -82,31 +38,7 @@ uint64_t Ticket::id() const { return s_->id; }
 
 // --- the scheduler ------------------------------------------------------------------------------
 
-namespace {
-
-struct Slot {
-    uint32_t index = 0;
-    std::vector<int32_t> history;  // tokens whose K/V are in the slot's cache
-    uint64_t last_used = 0;
-    // The request being served, or null.
-    std::shared_ptr<Ticket::State> req;
-    enum class Phase { Idle, Prompt, Generate } phase = Phase::Idle;
-    size_t prompt_done = 0;  // prompt tokens in the cache
-    uint32_t cached = 0;  // of which reused from the previous request
-    int32_t pending = -1;  // sampled, emitted, not yet evaluated
-    int32_t prev = -1;  // the token before `pending`, for decode_piece
-    uint32_t generated = 0;
-    uint32_t decode_steps = 0;
-    uint32_t drafted = 0, accepted = 0;  // speculative decoding's verified and kept drafts
-    double sample_ms = 0;  // host time in the sampler and the grammar
-    uint32_t kv_reserved = 0;  // KV blocks the request may come to hold (kv_need), while it runs
-    std::unique_ptr<Sampler> sampler;
-    std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar while it holds, or null
-    bool awaiting_trigger = false;  // a lazy grammar not holding yet
-    std::string free_text;  // the text generated while awaiting_trigger
-    std::unique_ptr<TextStream> text;
-    Clock::time_point started, first_token;
-};
+namespace detail {
 
 // The image of `req` whose placeholder tokens cover prompt position `pos`, or null.
 const PromptEmbeddings* image_at(const CompletionRequest& req, size_t pos) {
@@ -137,137 +69,31 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
     return n;
 }
 
-}  // namespace
+}  // namespace detail
 
-struct Engine::Impl {
-    SequenceModel& model;
-    const Tokenizer& tok;
-    EngineOptions opts;
-    std::vector<Slot> slots;
-    // The vocabulary as grammars see it, per set of control tokens the requests show (and so speak):
-    // built with the first grammar request of each. The server's sets come from the chat format,
-    // so there are few (none shown, and the tool markers').
-    std::map<std::vector<int32_t>, std::shared_ptr<const grammar::TokenPieces>> pieces;
+using namespace detail;
 
-    mutable std::mutex m;  // guards queue, stopping, metrics
-    std::condition_variable wake;
-    std::deque<std::shared_ptr<Ticket::State>> queue;
-    bool stopping = false;
-    uint64_t next_id = 1, use_clock = 0;
-    EngineMetrics metrics;
-    uint32_t prompt_turn = 0;  // round-robin among slots reading their prompt
-    std::thread worker;
-    std::once_flag joined;
-
-    Impl(SequenceModel& mdl, const Tokenizer& t, const EngineOptions& o) : model(mdl), tok(t), opts(o) {
-        if (opts.n_slots == 0) throw std::invalid_argument("the engine needs at least one slot (--parallel >= 1)");
-        if (opts.n_slots > model.n_seq())
-            throw std::invalid_argument(
-                fmt::format("{} slots, but the model was loaded with {} sequences", opts.n_slots, model.n_seq()));
-        if (opts.drafter && opts.draft_max > model.draft_rows())
-            throw std::invalid_argument(fmt::format("{} drafted tokens per step, but the model was loaded for {}",
-                                                    opts.draft_max, model.draft_rows()));
-        slots.resize(opts.n_slots);
-        for (uint32_t i = 0; i < opts.n_slots; ++i) {
-            slots[i].index = i;
-            model.reset(i);
-        }
-        const KvUsage kv = model.kv_usage();
-        kv_block_rows = kv.block_rows;
-        kv_blocks_total = kv.blocks_total;
-        note_kv_usage();
-        metrics.slots = opts.n_slots;
-        metrics.busy.assign(opts.n_slots, false);
-        worker = std::thread([this] { run(); });
+Engine::Impl::Impl(SequenceModel& mdl, const Tokenizer& t, const EngineOptions& o) : model(mdl), tok(t), opts(o) {
+    if (opts.n_slots == 0) throw std::invalid_argument("the engine needs at least one slot (--parallel >= 1)");
+    if (opts.n_slots > model.n_seq())
+        throw std::invalid_argument(
+            fmt::format("{} slots, but the model was loaded with {} sequences", opts.n_slots, model.n_seq()));
+    if (opts.drafter && opts.draft_max > model.draft_rows())
+        throw std::invalid_argument(fmt::format("{} drafted tokens per step, but the model was loaded for {}",
+                                                opts.draft_max, model.draft_rows()));
+    slots.resize(opts.n_slots);
+    for (uint32_t i = 0; i < opts.n_slots; ++i) {
+        slots[i].index = i;
+        model.reset(i);
     }
-
-    void run();
-    void admit(std::vector<std::shared_ptr<Ticket::State>>& waiting);
-    // KV blocks a request may come to hold: its prompt and max_tokens (the context when unbounded).
-    // A slot holds at most that many (a copy on write replaces a block), so requests whose needs
-    // add up to the pool never run out of blocks once idle slots' caches are let go (make_room).
-    uint32_t kv_need(const CompletionRequest& r) const {
-        const uint64_t n_ctx = model.n_ctx();
-        const uint64_t rows =
-            std::min<uint64_t>(r.prompt.size() + (r.max_tokens < 0 ? n_ctx : uint64_t(r.max_tokens)), n_ctx);
-        return uint32_t((rows + kv_block_rows - 1) / kv_block_rows);
-    }
-    // The pool's shape, fixed at load.
-    uint32_t kv_block_rows = 1, kv_blocks_total = 0;
-    uint32_t kv_reserved() const {
-        uint32_t n = 0;
-        for (const Slot& s : slots) n += s.kv_reserved;
-        return n;
-    }
-    // Forgets idle slots' cached conversations, least recently used first, until `blocks` are free.
-    void make_room(uint32_t blocks) {
-        for (;;) {
-            const KvUsage u = model.kv_usage();
-            if (u.blocks_total - u.blocks_used >= blocks) return;
-            Slot* lru = nullptr;
-            for (Slot& s : slots)
-                if (!s.req && !s.history.empty() && (!lru || s.last_used < lru->last_used)) lru = &s;
-            if (!lru) return;  // every block is held by running requests, within their reservations
-            lru->history.clear();
-            model.reset(lru->index);
-        }
-    }
-    void start(Slot& s, std::shared_ptr<Ticket::State> r);
-    void prompt_step();
-    void decode_step();
-    // The request's grammar starts to hold.
-    void hold_grammar(Slot& s) {
-        const std::vector<int32_t>& spoken = s.req->req.shown_control_tokens;
-        auto& p = pieces[spoken];
-        if (!p) p = std::make_shared<const grammar::TokenPieces>(tok, spoken);
-        s.constraint = std::make_unique<grammar::TokenConstraint>(s.req->req.grammar, p);  // submit() checked it starts
-    }
-    // A lazy grammar follows the text generated so far: it holds from a trigger on, or is dropped
-    // when the text at the trigger does not follow it.
-    void watch_trigger(Slot& s, const std::string& piece) {
-        s.free_text += piece;
-        const size_t at = grammar::find_trigger(s.free_text, s.req->req.grammar_start);
-        if (at == std::string::npos) return;
-        s.awaiting_trigger = false;
-        hold_grammar(s);
-        try {
-            if (!s.constraint->accept_text(std::string_view(s.free_text).substr(at))) s.constraint.reset();
-        } catch (const grammar::GrammarError&) {
-            s.constraint.reset();  // too ambiguous to follow from here: the rest stays free, as when refused
-        }
-        s.free_text.clear();
-    }
-    // Picks the next token from logits row `row` (or the device argmax, -1 when its row is not
-    // finite), emits it, and finishes the request when it ends there.
-    void note_kv_usage() {
-        const KvUsage u = model.kv_usage();
-        std::lock_guard lock(m);
-        metrics.kv_blocks_used = u.blocks_used;
-        metrics.kv_blocks_total = u.blocks_total;
-        metrics.kv_block_bytes = u.block_bytes;
-    }
-    // n_past: the slot's tokens in the cache up to the row the logits are of (a verified draft's
-    // row is not the model's last).
-    void after_logits(Slot& s, const float* logits, int32_t device_argmax, uint32_t n_past);
-    // Speculative decoding: up to draft_max tokens to verify after each generating slot's pending
-    // token (none without a drafter), in the order of `gen`.
-    std::vector<std::vector<int32_t>> drafts(const std::vector<Slot*>& gen);
-    // The sampler's pick under the request's grammar; -1 when the request has finished instead (the
-    // grammar allows no token: Stop where it may end, else Error; a grammar that fails to follow).
-    int32_t sample(Slot& s, std::span<float> row);
-    // error: what went wrong (FinishReason::Error); ex: the failure itself, for callers that rethrow it.
-    void finish(Slot& s, FinishReason why, const std::string& error = {}, std::exception_ptr ex = nullptr);
-    // Done for a request that never reached a slot.
-    void end_unstarted(Ticket::State& r, FinishReason why, const std::string& error = {},
-                       std::exception_ptr ex = nullptr);
-    static bool needs_logits(const Slot& s) {
-        return !s.sampler->params().greedy() || s.sampler->params().adjusts_logits() || s.req->req.logprobs ||
-               s.constraint;
-    }
-    bool busy() const {
-        return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.req != nullptr; });
-    }
-};
+    const KvUsage kv = model.kv_usage();
+    kv_block_rows = kv.block_rows;
+    kv_blocks_total = kv.blocks_total;
+    note_kv_usage();
+    metrics.slots = opts.n_slots;
+    metrics.busy.assign(opts.n_slots, false);
+    worker = std::thread([this] { run(); });
+}
 
 void Engine::Impl::run() {
     for (;;) {
@@ -441,266 +267,6 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     std::lock_guard lock(m);
     ++metrics.slots_busy;
     metrics.busy[s.index] = true;
-}
-
-void Engine::Impl::prompt_step() {
-    // One chunk of one slot's prompt per step, round-robin, so that a long prompt delays the
-    // running generations by one chunk per step rather than by its whole length.
-    const uint32_t n = uint32_t(slots.size());
-    for (uint32_t i = 0; i < n; ++i) {
-        Slot& s = slots[(prompt_turn + i) % n];
-        if (!s.req || s.phase != Slot::Phase::Prompt) continue;
-        prompt_turn = (s.index + 1) % n;
-        const CompletionRequest& req = s.req->req;
-        const std::vector<int32_t>& prompt = req.prompt;
-        // Text up to the next image, or an image's rows: all of them when they see each other.
-        size_t chunk = std::min<size_t>(model.ubatch(), prompt.size() - s.prompt_done);
-        const PromptEmbeddings* image = image_at(req, s.prompt_done);
-        if (image) {
-            const size_t done = s.prompt_done - image->first;
-            // An image whose rows take its grid's positions (M-RoPE) goes in whole, as one that sees itself;
-            // others go in chunks, round-robin with the other slots' prompts.
-            const bool whole = image->bidirectional || (model.config().places_images_by_grid() && !image->grid.empty());
-            chunk = whole ? image->n_rows : std::min<size_t>(chunk, image->n_rows - done);
-            make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
-            const uint32_t dim = model.config().dim;
-            model.eval_embeddings(s.index, std::span<const float>(*image->rows).subspan(done * dim, chunk * dim),
-                                  image->bidirectional, image->grid);
-        } else {
-            for (const PromptEmbeddings& im : req.images)
-                if (im.first > s.prompt_done) chunk = std::min<size_t>(chunk, im.first - s.prompt_done);
-            make_room(model.kv_blocks_needed(s.index, uint32_t(chunk)));
-            model.eval(s.index, std::span<const int32_t>(prompt.data() + s.prompt_done, chunk));
-        }
-        s.history.insert(s.history.end(), prompt.begin() + long(s.prompt_done),
-                         prompt.begin() + long(s.prompt_done + chunk));
-        s.prompt_done += chunk;
-        if (s.prompt_done == prompt.size()) {
-            s.phase = Slot::Phase::Generate;
-            s.prev = last_text_token(prompt, prompt.size());
-            if (s.req->req.max_tokens == 0) {  // the prompt only (e.g. to warm the cache)
-                finish(s, FinishReason::Length);
-                return;
-            }
-            if (needs_logits(s)) {
-                std::vector<float> logits(model.config().n_vocab);
-                model.read_logits(1, logits.data());
-                after_logits(s, logits.data(), -1, model.n_past(s.index));
-            } else {
-                after_logits(s, nullptr, model.argmax_rows(1)[0], model.n_past(s.index));
-            }
-        }
-        return;
-    }
-}
-
-std::vector<std::vector<int32_t>> Engine::Impl::drafts(const std::vector<Slot*>& gen) {
-    std::vector<std::vector<int32_t>> out(gen.size());
-    if (!opts.drafter) return out;
-    std::vector<std::vector<int32_t>> contexts;
-    std::vector<DraftRequest> reqs;
-    std::vector<size_t> of;  // reqs[i] is gen[of[i]]'s
-    for (size_t i = 0; i < gen.size(); ++i) {
-        const Slot& s = *gen[i];
-        const CompletionRequest& rq = s.req->req;
-        // A step emits a token after each draft it keeps, the last from the last draft's row: no
-        // more drafts than the request may still take tokens after the next, and each needs a cache
-        // row besides the pending token's.
-        uint64_t max = opts.draft_max;
-        if (rq.max_tokens >= 0) max = std::min<uint64_t>(max, uint64_t(rq.max_tokens) - s.generated - 1);
-        max = std::min<uint64_t>(max, model.n_ctx() - model.n_past(s.index) - 1);
-        if (max < std::max(opts.draft_min, 1u)) continue;
-        contexts.push_back(s.history);
-        contexts.back().push_back(s.pending);
-        reqs.push_back({.slot = s.index, .context = {}, .max = uint32_t(max), .draft = {}});
-        of.push_back(i);
-    }
-    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].context = contexts[i];
-    opts.drafter->propose(reqs);
-    const int32_t n_vocab = int32_t(model.config().n_vocab);
-    for (size_t i = 0; i < reqs.size(); ++i) {
-        std::vector<int32_t>& d = reqs[i].draft;
-        // Only ids the model has (a draft model's vocabulary may be a little larger), at most max.
-        const auto bad = std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || t >= n_vocab; });
-        d.erase(bad, d.end());
-        if (d.size() > reqs[i].max) d.resize(reqs[i].max);
-        if (d.size() >= opts.draft_min) out[of[i]] = std::move(d);
-    }
-    return out;
-}
-
-void Engine::Impl::decode_step() {
-    std::vector<Slot*> gen;
-    for (Slot& s : slots)
-        if (s.req && s.phase == Slot::Phase::Generate && s.pending >= 0) gen.push_back(&s);
-    if (gen.empty()) return;
-    const Clock::time_point t0 = Clock::now();
-    // Each slot's rows: its pending token, then its drafts (speculative decoding).
-    const std::vector<std::vector<int32_t>> draft = drafts(gen);
-    std::vector<SeqToken> batch;
-    std::vector<uint32_t> first_row, n_past;
-    uint32_t blocks = 0;
-    for (size_t i = 0; i < gen.size(); ++i) {
-        Slot& s = *gen[i];
-        first_row.push_back(uint32_t(batch.size()));
-        n_past.push_back(model.n_past(s.index));
-        batch.push_back({s.index, s.pending});
-        for (int32_t t : draft[i]) batch.push_back({s.index, t});
-        blocks += model.kv_blocks_needed(s.index, uint32_t(1 + draft[i].size()));
-    }
-    make_room(blocks);
-    model.decode(batch);
-    const uint32_t rows = uint32_t(batch.size());
-    // Plain greedy slots take the device's argmax, as a lone request would; the others sample on
-    // the host from the logits, read back once for the whole batch.
-    bool any_host = false, any_device = false;
-    for (const Slot* s : gen) (needs_logits(*s) ? any_host : any_device) = true;
-    const uint32_t n_vocab = model.config().n_vocab;
-    std::vector<float> logits;
-    if (any_host) {
-        logits.resize(size_t(rows) * n_vocab);
-        model.read_logits(rows, logits.data());
-    }
-    std::vector<int32_t> am(rows, -1);
-    if (any_device) am = model.argmax_rows(rows);
-    for (size_t i = 0; i < gen.size(); ++i) {
-        Slot& s = *gen[i];
-        const bool host = needs_logits(s);
-        ++s.decode_steps;
-        s.drafted += uint32_t(draft[i].size());
-        // Row j holds the logits after the pending token and drafts 1..j: the model's choice there
-        // is emitted; while it is the next draft, that draft is already in the cache and row j + 1
-        // is valid too.
-        for (uint32_t j = 0;; ++j) {
-            const int32_t evaluated = j == 0 ? s.pending : draft[i][j - 1];
-            s.history.push_back(evaluated);
-            s.prev = evaluated;
-            s.pending = -1;
-            const uint32_t r = first_row[i] + j;
-            after_logits(s, host ? logits.data() + size_t(r) * n_vocab : nullptr, am[r], n_past[i] + j + 1);
-            if (!s.req || j == draft[i].size() || s.pending != draft[i][j]) break;
-            ++s.accepted;
-        }
-        // Rejected drafts leave the cache (and never entered the history).
-        if (model.n_past(s.index) > s.history.size() && !model.truncate(s.index, uint32_t(s.history.size())))
-            throw std::logic_error("speculative decoding: the cache could not roll rejected drafts back");
-    }
-    std::lock_guard lock(m);
-    ++metrics.steps_total;
-    metrics.batch_size_sum += gen.size();
-    metrics.decode_seconds_total += ms_between(t0, Clock::now()) / 1000.0;
-}
-
-void Engine::Impl::after_logits(Slot& s, const float* logits, int32_t device_argmax, uint32_t n_past) {
-    const CompletionRequest& rq = s.req->req;
-    const uint32_t n_vocab = model.config().n_vocab;
-    Event ev;
-    int32_t next;
-    // NaN or Inf logits (NaN weights, an overflow) end this request alone, whichever sampler it uses.
-    const uint32_t position = n_past;
-    if (!logits && device_argmax < 0) {
-        const std::string msg = non_finite_message(std::numeric_limits<float>::quiet_NaN(), -1, position);
-        finish(s, FinishReason::Error, msg, std::make_exception_ptr(NonFiniteError(msg)));
-        return;
-    }
-    if (logits) {
-        std::vector<float> row(logits, logits + n_vocab);
-        if (auto bad = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); });
-            bad != row.end()) {
-            const std::string msg = non_finite_message(*bad, bad - row.begin(), position);
-            finish(s, FinishReason::Error, msg, std::make_exception_ptr(NonFiniteError(msg)));
-            return;
-        }
-        if (rq.logprobs) {
-            // log softmax of the raw logits, before penalties and temperature (what OpenAI reports).
-            const float mx = *std::max_element(row.begin(), row.end());
-            double sum = 0;
-            for (float v : row) sum += std::exp(double(v) - mx);
-            const double lse = mx + std::log(sum);
-            next = sample(s, row);  // penalties modify `row`: logprobs use `logits`
-            if (next < 0) return;
-            TokenLogprob lp;
-            lp.token = next;
-            lp.text = tok.token_to_piece(next, false);
-            lp.logprob = float(double(logits[next]) - lse);
-            std::vector<int32_t> idx(n_vocab);
-            std::iota(idx.begin(), idx.end(), 0);
-            const size_t k = std::min<size_t>(rq.top_logprobs, n_vocab);
-            std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(), [&](int32_t a, int32_t b) {
-                return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-            });
-            for (size_t j = 0; j < k; ++j) {
-                lp.top.emplace_back(tok.token_to_piece(idx[j], false), float(double(logits[idx[j]]) - lse));
-                lp.top_ids.push_back(idx[j]);
-            }
-            ev.logprobs.push_back(std::move(lp));
-        } else {
-            next = sample(s, row);
-            if (next < 0) return;
-        }
-    } else {
-        next = device_argmax;
-    }
-    if (s.generated == 0) s.first_token = Clock::now();
-    const bool end_token = (tok.is_eog(next) || next == tok.bos_id()) && !rq.ignore_eos;
-    if (end_token) {
-        finish(s, FinishReason::Stop);
-        return;
-    }
-    if (s.constraint) {
-        try {
-            const Clock::time_point t0 = Clock::now();
-            s.constraint->accept(next);
-            s.sample_ms += ms_between(t0, Clock::now());
-        } catch (const grammar::GrammarError& e) {
-            finish(s, FinishReason::Error, e.what(), std::current_exception());
-            return;
-        }
-    }
-    s.sampler->accept(next, /*generated=*/true);
-    ++s.generated;
-    std::string piece = tok.decode_piece(next, s.prev);
-    if (piece.empty() &&
-        std::binary_search(s.req->req.shown_control_tokens.begin(), s.req->req.shown_control_tokens.end(), next))
-        piece = tok.token_to_piece(next, true);
-    if (s.awaiting_trigger) watch_trigger(s, piece);
-    ev.text = s.text->push(piece);
-    ev.tokens.push_back(next);
-    s.pending = next;
-    s.req->push(std::move(ev));
-    if (s.text->stopped() || (s.constraint && s.constraint->complete())) {
-        finish(s, FinishReason::Stop);
-        return;
-    }
-    const bool max_reached = rq.max_tokens >= 0 && s.generated >= uint32_t(rq.max_tokens);
-    // The pending token needs a cache row to be evaluated before the next one can be sampled.
-    const bool full = n_past + 1 > model.n_ctx();
-    if (max_reached || full) finish(s, FinishReason::Length);
-}
-
-int32_t Engine::Impl::sample(Slot& s, std::span<float> row) {
-    int32_t next = -1;
-    try {
-        const Clock::time_point t0 = Clock::now();
-        next = s.sampler->sample(row, s.constraint.get());
-        s.sample_ms += ms_between(t0, Clock::now());
-    } catch (const grammar::GrammarError& e) {
-        finish(s, FinishReason::Error, e.what(), std::current_exception());
-        return -1;
-    }
-    if (next >= 0) return next;
-    if (!s.constraint) {
-        const std::string msg = "the sampler found no token to pick (every logit was masked or not finite)";
-        finish(s, FinishReason::Error, msg, std::make_exception_ptr(std::runtime_error(msg)));
-        return -1;
-    }
-    if (s.constraint->can_end()) {
-        finish(s, FinishReason::Stop);
-    } else {
-        const std::string msg = "the grammar allows no token of this vocabulary here (it needs text no token spells)";
-        finish(s, FinishReason::Error, msg, std::make_exception_ptr(grammar::GrammarError(msg)));
-    }
-    return -1;
 }
 
 void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, std::exception_ptr ex) {
