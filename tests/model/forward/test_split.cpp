@@ -175,6 +175,27 @@ TEST_CASE("split: stages on two contexts of one device give the unsplit model's 
         split.read_logits(3, got_rows.data());
         CHECK(same_bits(got_rows, want_rows));
         CHECK(split.argmax_rows(3) == ref.argmax_rows(3));
+        {  // speculative decoding's verification: runs of rows of one sequence, rolled back after
+            ModelOptions md = mo;
+            md.draft_rows = 3;
+            ModelGpu dref(a, m.file, m.cfg, md);
+            ModelGpu dsplit(stages, m.file, m.cfg, md);
+            for (ModelGpu* g : {&dref, &dsplit})
+                for (uint32_t s = 0; s < 3; ++s) g->eval(s, prompt_tokens(5 + s));
+            const std::vector<SeqToken> runs{{1, 21}, {1, 22}, {1, 23}, {0, 24}, {2, 25}, {2, 26}};
+            dref.decode(runs);
+            dsplit.decode(runs);
+            std::vector<float> want_runs(6 * m.cfg.n_vocab), got_runs(6 * m.cfg.n_vocab);
+            dref.read_logits(6, want_runs.data());
+            dsplit.read_logits(6, got_runs.data());
+            CHECK(same_bits(got_runs, want_runs));
+            REQUIRE(dsplit.truncate(1, 7));
+            REQUIRE(dref.truncate(1, 7));
+            const SeqToken next{1, 30};
+            dref.decode(std::span<const SeqToken>(&next, 1));
+            dsplit.decode(std::span<const SeqToken>(&next, 1));
+            CHECK(same_bits(dsplit.logits(), dref.logits()));
+        }
         // Perplexity's path: every token's logits, in ubatch pieces.
         std::vector<float> want_all, got_all;
         ref.reset();
