@@ -46,17 +46,18 @@ double step_ms(ModelGpu& g, uint32_t k, int reps) {
 nlohmann::json bench_speculation(LoadedModel& m, const SpeculationOptions& o, const DeviceOptions& dev,
                                  const std::string& prompt_text, uint32_t n_gen, int reps) {
     nlohmann::json j;
-    j["mode"] = o.lookup ? "lookup" : "draft";
-    if (!o.draft.empty()) j["draft"] = o.draft;
-    if (o.lookup) j["lookup_ngram"] = o.lookup;
-    j["draft_max"] = o.draft_max;
+    const engine::SpeculationParams& sp = o.params;
+    j["mode"] = sp.lookup ? "lookup" : "draft";
+    if (!sp.draft_model.empty()) j["draft"] = sp.draft_model;
+    if (sp.lookup) j["lookup_ngram"] = sp.lookup;
+    j["draft_max"] = sp.draft_max;
     ModelGpu& g = *m.model;
     // --- the cost of verifying k drafts, against a lone token
     const double one = step_ms(g, 0, reps);
     nlohmann::json verify = nlohmann::json::array();
-    for (uint32_t k = 1; k <= o.draft_max; k *= 2) verify.push_back({{"drafts", k}, {"step_ms", step_ms(g, k, reps)}});
-    if (o.draft_max & (o.draft_max - 1))
-        verify.push_back({{"drafts", o.draft_max}, {"step_ms", step_ms(g, o.draft_max, reps)}});
+    for (uint32_t k = 1; k <= sp.draft_max; k *= 2) verify.push_back({{"drafts", k}, {"step_ms", step_ms(g, k, reps)}});
+    if (sp.draft_max & (sp.draft_max - 1))
+        verify.push_back({{"drafts", sp.draft_max}, {"step_ms", step_ms(g, sp.draft_max, reps)}});
     for (auto& v : verify) v["vs_decode"] = v["step_ms"].get<double>() / one;
     j["decode_step_ms"] = one;
     j["verify"] = verify;
@@ -64,7 +65,7 @@ nlohmann::json bench_speculation(LoadedModel& m, const SpeculationOptions& o, co
     // --- generation without and with the drafter
     std::vector<int32_t> prompt = m.tokenizer->encode(prompt_text, true);
     if (prompt.empty()) prompt.push_back(m.tokenizer->bos_id() >= 0 ? m.tokenizer->bos_id() : 1);
-    const Speculation spec = make_speculation(o, m, dev, 1, true);
+    const engine::Speculation spec = make_speculation(o, m, dev, 1, true);
     std::vector<double> plain_tps, spec_tps;
     uint64_t drafted = 0, accepted = 0, steps = 0, tokens = 0;
     bool same = true;
@@ -76,8 +77,8 @@ nlohmann::json bench_speculation(LoadedModel& m, const SpeculationOptions& o, co
             gp.sampler.temperature = 0;
             if (with) {
                 gp.drafter = spec.drafter;
-                gp.draft_max = o.draft_max;
-                gp.draft_min = o.draft_min;
+                gp.draft_max = sp.draft_max;
+                gp.draft_min = sp.draft_min;
             }
             g.reset();
             const engine::GenerateStats st =

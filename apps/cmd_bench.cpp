@@ -168,6 +168,9 @@ nlohmann::json bench_model(const std::string& path, const BenchOptions& o, const
     lo.n_ctx = o.n_prompt + o.n_gen + 8;
     lo.kv_type = o.kv_type;
     o.speculation.fit_model(lo);
+    if (o.speculation.on())  // bench_speculation's 64-token context with its drafts, its prompt and generation
+        lo.n_ctx = std::max<uint32_t>(
+            {lo.n_ctx, 64 + o.speculation.params.draft_max + 1, uint32_t(o.spec_prompt.size()) + 2 + o.n_gen});
 
     // --- start-up: a fresh pipeline cache directory, then the same one again
     auto cache_dir = std::filesystem::temp_directory_path() / fmt::format("vkllm-bench-cache-{}", ::getpid());

@@ -90,11 +90,11 @@ void chat(const ChatOptions& o) {
     LoadedModel m = load_model(resolve_model_path(o.model), o.device, mo, false);
     chat_template::ChatTemplate tmpl = chat_template_for(m, o.chat_template);
     const Tokenizer& tok = *m.tokenizer;
-    const Speculation spec = make_speculation(o.speculation, m, o.device, 1, false);
+    const engine::Speculation spec = make_speculation(o.speculation, m, o.device, 1, false);
     engine::EngineOptions eo{.n_slots = 1};
     eo.drafter = spec.drafter;
-    eo.draft_max = o.speculation.draft_max;
-    eo.draft_min = o.speculation.draft_min;
+    eo.draft_max = o.speculation.params.draft_max;
+    eo.draft_min = o.speculation.params.draft_min;
     engine::Engine engine(*m.model, tok, eo);
     const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);
     std::vector<RgbImage> images;  // of the whole conversation, in order: one media marker each

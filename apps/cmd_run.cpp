@@ -97,10 +97,10 @@ void run(const RunOptions& o) {
     for (const std::string& w : m.tokenizer->warnings()) fmt::print(stderr, "vkllm: warning: {}\n", w);
     const std::unique_ptr<VisionModel> vision = load_vision(m, o.vision, false);
     if (m.encoder && o.speculation.on()) throw std::invalid_argument("an encoder-decoder model takes no draft");
-    const Speculation spec = make_speculation(o.speculation, m, o.device, 1, false);
+    const engine::Speculation spec = make_speculation(o.speculation, m, o.device, 1, false);
     gp.drafter = spec.drafter;
-    gp.draft_max = o.speculation.draft_max;
-    gp.draft_min = o.speculation.draft_min;
+    gp.draft_max = o.speculation.params.draft_max;
+    gp.draft_min = o.speculation.params.draft_min;
     MultimodalPrompt mm = build_multimodal_prompt(*m.tokenizer, vision.get(), o.prompt, images, true, o.parse_special);
     if (!images.empty())
         fmt::print(stderr, "images: {} in {} prompt tokens, encoded in {:.0f} ms\n", images.size(), mm.tokens.size(),

@@ -293,10 +293,10 @@ void serve(const ServeOptions& o) {
     eo.queue_limit = o.queue;
     eo.default_timeout = std::chrono::milliseconds(int64_t(o.timeout_s * 1000));
     // Before the engine: the draft model outlives it.
-    const Speculation spec = make_speculation(o.speculation, m, o.device, o.parallel, false);
+    const engine::Speculation spec = make_speculation(o.speculation, m, o.device, o.parallel, false);
     eo.drafter = spec.drafter;
-    eo.draft_max = o.speculation.draft_max;
-    eo.draft_min = o.speculation.draft_min;
+    eo.draft_max = o.speculation.params.draft_max;
+    eo.draft_min = o.speculation.params.draft_min;
     engine::Engine engine(*m.model, *m.tokenizer, eo);
 
     server::ServedModel sm;

@@ -8,6 +8,7 @@
 #include "runtime/instance.h"
 #include "runtime/vk_check.h"
 #include "serving/chat_template/chat_prompt.h"
+#include "serving/engine/speculation.h"
 
 #include <fmt/format.h>
 
@@ -232,12 +233,17 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         require(kv_raw >= VKLLM_KV_F16 && kv_raw <= VKLLM_KV_Q8_0,
                 fmt::format("kv_type {} is not a vkllm_kv_type", kv_raw));
         require(p.ubatch <= 8192, fmt::format("ubatch {} must be 0 (default) or 1..8192", p.ubatch));
-        require(p.draft_max <= 32, fmt::format("draft_max {} must be 0 (default: 8) or 1..32", p.draft_max));
-        const uint32_t draft_max = p.draft_max ? p.draft_max : 8, draft_min = p.draft_min ? p.draft_min : 1;
-        require(draft_min <= draft_max, fmt::format("draft_min {} is more than draft_max {}", draft_min, draft_max));
-        require(p.lookup <= 8, fmt::format("lookup {} must be 0 (off) or 1..8", p.lookup));
-        require(!(p.draft_model && p.lookup), "draft_model and lookup are two ways to draft: set only one");
-        const bool speculates = p.draft_model || p.lookup;
+        engine::SpeculationParams spec;  // 0 in draft_max / draft_min: the defaults
+        spec.draft_model = p.draft_model ? p.draft_model : "";
+        spec.lookup = p.lookup;
+        if (p.draft_max) spec.draft_max = p.draft_max;
+        if (p.draft_min) spec.draft_min = p.draft_min;
+        try {
+            engine::check_speculation(spec);
+        } catch (const std::invalid_argument& e) {
+            throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, e.what());
+        }
+        const bool speculates = spec.on();
         auto log = [fn = p.log, user = p.log_user_data](vkllm_log_level level, const std::string& msg) {
             if (fn) fn(level, msg.c_str(), user);
         };
@@ -326,8 +332,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
                         throw ApiFailure(VKLLM_ERR_FILE, fmt::format("draft_model: {}", e.what()));
                     }
                 }
-                lo.model.draft_rows = draft_max;
-                lo.model.ubatch = std::max(lo.model.ubatch, draft_max + 1);  // drafts roll back within a ubatch
+                engine::fit_for_drafts(spec, lo.model);
             }
         } else if (speculates) {
             throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, "draft_model, lookup: an embedding model generates nothing");
@@ -383,32 +388,26 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             }
             m->vision = std::make_unique<VisionModel>(*m->loaded.ctx, p.mmproj, m->loaded.cfg.dim);
         }
-        if (p.draft_model) {
-            // On the model's (first) device, one sequence per session, the model's context; a step's
-            // catch-up is the last token and, when every draft was kept, the last draft.
-            LoadOptions dl;
-            dl.context = lo.context;
-            dl.model.n_ctx = m->loaded.model->n_ctx();
-            dl.model.n_seq = p.max_sessions;
-            dl.model.draft_rows = 1;
+        if (speculates) {
+            // On the model's (first) device.
+            ContextOptions device = lo.context;
+            if (!lo.devices.empty()) device.device = lo.devices.front();
             try {
-                m->draft = std::make_unique<LoadedModel>(load_model(p.draft_model, dl));
-                engine::check_draft_vocab(*m->loaded.tokenizer, *m->draft->tokenizer);
-            } catch (const std::invalid_argument& e) {
-                throw ApiFailure(VKLLM_ERR_MODEL, fmt::format("draft_model {}: {}", p.draft_model, e.what()));
-            } catch (const DeviceLimitError& e) {
-                throw ApiFailure(VKLLM_ERR_OUT_OF_MEMORY, fmt::format("draft_model {}: {}", p.draft_model, e.what()));
+                engine::Speculation sp = engine::make_speculation(spec, m->loaded, device, p.max_sessions);
+                m->draft = std::move(sp.draft_model);
+                m->drafter = std::move(sp.drafter);
+            } catch (const ModelFileError& e) {
+                throw ApiFailure(VKLLM_ERR_FILE, e.what());
+            } catch (const std::invalid_argument& e) {  // another vocabulary, a model that cannot draft
+                throw ApiFailure(VKLLM_ERR_MODEL, e.what());
             }
-            m->drafter = std::make_shared<engine::ModelDrafter>(*m->draft->model, *m->loaded.tokenizer, 2);
-        } else if (p.lookup) {
-            m->drafter = std::make_shared<engine::LookupDrafter>(p.lookup);
         }
         if (!embeds(role)) {
             engine::EngineOptions eo;
             eo.n_slots = p.max_sessions;
             eo.drafter = m->drafter;
-            eo.draft_max = draft_max;
-            eo.draft_min = draft_min;
+            eo.draft_max = spec.draft_max;
+            eo.draft_min = spec.draft_min;
             eo.queue_limit = p.max_sessions;
             eo.default_timeout = std::chrono::hours(24 * 365);  // an embedding app decides when to stop (vkllm_cancel)
             m->engine = std::make_unique<engine::Engine>(*m->loaded.model, *m->loaded.tokenizer, eo);

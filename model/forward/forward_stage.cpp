@@ -107,8 +107,8 @@ std::vector<PipelineDesc> ForwardStage::pipelines() const {
     const DeviceCaps& caps = ctx_.caps();
     // The shapes a model records all the time: a lone token, a full prompt chunk, and decode batches
     // of 2..8 rows (sequences, or their drafts to verify, whose attention is a lone token's) with
-    // prompt chunks of as many tokens (larger batches run as groups of <= 8 rows). Every layer's own plan: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers)
-    // need several variants of one op.
+    // prompt chunks of as many tokens (larger batches run as groups of <= 8 rows). Every layer's own
+    // plan: mixed files (Q4_K_M: Q6_K attn_v / ffn_down in some layers) need several variants of one op.
     std::vector<StepShape> shapes{{1, false}, {opts_.ubatch, false}};
     for (uint32_t m = 2; m <= std::min(decode_rows(opts_), 8u); ++m) {
         if (m <= opts_.ubatch) shapes.push_back({m, false});  // a chunk is never longer than ubatch

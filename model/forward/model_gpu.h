@@ -83,6 +83,7 @@ public:
     uint32_t n_seq() const override { return opts_.n_seq; }
     uint32_t ubatch() const override { return opts_.ubatch; }
     uint32_t draft_rows() const override { return opts_.draft_rows; }
+    const ModelOptions& options() const { return opts_; }  // as loaded (n_ctx: as asked, 0 for the default)
     // The single-sequence interface (vkllm run, perplexity, bench) works on sequence 0.
     uint32_t n_past() const { return n_past_[0]; }
     void reset() { reset(0); }  // forget the conversation: its blocks go back to the pool

@@ -16,10 +16,6 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
     return n;
 }
 
-bool has_image(std::span<const int32_t> context) {
-    return std::any_of(context.begin(), context.end(), [](int32_t t) { return t < 0; });
-}
-
 }  // namespace
 
 // --- prompt lookup ----------------------------------------------------------------------------------
@@ -51,8 +47,8 @@ void LookupDrafter::propose(std::span<DraftRequest> requests) {
 
 // --- a draft model ------------------------------------------------------------------------------------
 
-ModelDrafter::ModelDrafter(SequenceModel& draft, const Tokenizer& tok, uint32_t catch_up_rows)
-    : model_(draft), tok_(tok), catch_up_rows_(std::max(catch_up_rows, 1u)), held_(draft.n_seq()) {
+ModelDrafter::ModelDrafter(SequenceModel& draft, const Tokenizer& tok)
+    : model_(draft), tok_(tok), catch_up_rows_(1 + draft.draft_rows()), held_(draft.n_seq()) {
     if (!draft.config().arch->stack.lm_head || !draft.config().causal)
         throw std::invalid_argument(
             fmt::format("a {} model cannot draft: it needs a causal language-model head", draft.config().arch->name));
@@ -60,46 +56,75 @@ ModelDrafter::ModelDrafter(SequenceModel& draft, const Tokenizer& tok, uint32_t 
 }
 
 void ModelDrafter::propose(std::span<DraftRequest> requests) {
-    // 1. Each slot's sequence catches up with its context, its last token included (that token's
+    std::vector<DraftRequest*> active;  // requests whose sequence this call evaluates
+    try {
+        catch_up(requests, active);
+        extend(active);
+    } catch (...) {
+        // What the draft model's cache holds of these sequences is no longer known: forget them
+        // (the next call evaluates their contexts again).
+        for (DraftRequest* r : active) {
+            model_.reset(r->slot);
+            held_[r->slot].clear();
+            r->draft.clear();
+        }
+        throw;
+    }
+}
+
+void ModelDrafter::catch_up(std::span<DraftRequest> requests, std::vector<DraftRequest*>& active) {
+    // Each slot's sequence catches up with its context, its last token included (that token's
     // logits give the first draft). A gap of a few tokens (the last step's accepted tokens) rides
-    // in one decode step for all slots; a new prompt is evaluated on its own, in chunks.
+    // in one decode step for all slots; a new prompt is evaluated a ubatch per call, as the engine
+    // reads prompts, and drafts once it is in.
+    const int32_t n_vocab = int32_t(model_.config().n_vocab);
     std::vector<SeqToken> batch;
     std::vector<std::pair<DraftRequest*, uint32_t>> batched;  // a request and its last row in batch
-    std::vector<DraftRequest*> active;
     for (DraftRequest& r : requests) {
         r.draft.clear();
-        if (r.slot >= held_.size())
-            throw std::logic_error(
-                fmt::format("draft for slot {}: the draft model has {} sequences", r.slot, held_.size()));
-        if (r.max == 0 || r.context.empty() || has_image(r.context)) continue;
-        if (r.context.size() >= model_.n_ctx()) continue;  // no row left for a draft
-        r.max = std::min<uint32_t>(r.max, model_.n_ctx() - uint32_t(r.context.size()));
+        const std::span<const int32_t> c = r.context;
+        // No row left for a draft; a slot the draft model has no sequence for; ids it cannot read
+        // (an image's placeholders, a vocabulary a little smaller than the target's).
+        if (r.max == 0 || c.empty() || c.size() >= model_.n_ctx() || r.slot >= held_.size() ||
+            std::any_of(c.begin(), c.end(), [&](int32_t t) { return t < 0 || t >= n_vocab; }))
+            continue;
+        r.max = std::min<uint32_t>(r.max, model_.n_ctx() - uint32_t(c.size()));
         std::vector<int32_t>& held = held_[r.slot];
-        size_t keep = std::min(common_prefix(held, r.context), r.context.size() - 1);
-        if (keep < held.size() && !model_.truncate(r.slot, uint32_t(keep))) {
-            model_.reset(r.slot);
-            keep = 0;
+        active.push_back(&r);
+        size_t keep = std::min(common_prefix(held, c), c.size() - 1);
+        if (keep < held.size()) {
+            if (!model_.truncate(r.slot, uint32_t(keep))) {
+                model_.reset(r.slot);
+                keep = 0;
+            }
+            held.resize(keep);
         }
-        held.resize(keep);
-        const std::span<const int32_t> gap = r.context.subspan(keep);
+        const std::span<const int32_t> gap = c.subspan(keep);
         if (gap.size() <= catch_up_rows_) {
             for (int32_t t : gap) batch.push_back({r.slot, t});
             batched.emplace_back(&r, uint32_t(batch.size() - 1));
-        } else {
-            model_.eval(r.slot, gap);
-            const int32_t first = model_.argmax_rows(1)[0];
-            if (first >= 0) r.draft.push_back(first);
+            continue;
         }
-        held.insert(held.end(), gap.begin(), gap.end());
-        active.push_back(&r);
+        const std::span<const int32_t> chunk = gap.first(std::min<size_t>(gap.size(), model_.ubatch()));
+        model_.eval(r.slot, chunk);
+        held.insert(held.end(), chunk.begin(), chunk.end());
+        if (chunk.size() < gap.size()) continue;  // the rest next time
+        const int32_t first = model_.argmax_rows(1)[0];
+        if (first >= 0) r.draft.push_back(first);
     }
-    if (!batch.empty()) {
-        model_.decode(batch);
-        const std::vector<int32_t> am = model_.argmax_rows(uint32_t(batch.size()));
-        for (auto [r, last] : batched)
-            if (am[last] >= 0) r->draft.push_back(am[last]);
+    if (batch.empty()) return;
+    model_.decode(batch);
+    const std::vector<int32_t> am = model_.argmax_rows(uint32_t(batch.size()));
+    for (auto [r, last] : batched) {
+        const std::span<const int32_t> c = r->context;
+        std::vector<int32_t>& held = held_[r->slot];
+        held.insert(held.end(), c.begin() + long(held.size()), c.end());
+        if (am[last] >= 0) r->draft.push_back(am[last]);
     }
-    // 2. One decode step per further draft token, every slot still drafting side by side.
+}
+
+void ModelDrafter::extend(const std::vector<DraftRequest*>& active) {
+    // One decode step per further draft token, every slot still drafting side by side.
     auto more = [&](const DraftRequest* r) {
         return !r->draft.empty() && r->draft.size() < r->max && !tok_.is_eog(r->draft.back());
     };
@@ -111,7 +136,7 @@ void ModelDrafter::propose(std::span<DraftRequest> requests) {
                 step.push_back({r->slot, r->draft.back()});
                 rows.push_back(r);
             }
-        if (step.empty()) break;
+        if (step.empty()) return;
         model_.decode(step);
         const std::vector<int32_t> am = model_.argmax_rows(uint32_t(step.size()));
         for (size_t i = 0; i < rows.size(); ++i) {

@@ -51,21 +51,30 @@ private:
 };
 
 // A smaller model of the same vocabulary proposes its greedy continuation. It keeps one sequence
-// per slot (ModelOptions::n_seq >= the engine's slots) and evaluates only what its cache lacks:
-// the rest of a new prompt once, then a token or two per step; drafting k tokens for every slot
-// takes k of its decode steps. Its drafts stop at an end-of-generation token of `tok`, at its
-// context's end and where its logits are not finite. A context holding an image is not drafted
-// (the draft model reads no pictures).
+// per slot (a slot beyond its n_seq gets no drafts) and evaluates only what its cache lacks: a new
+// prompt a ubatch per call (drafting once it is in, so that it never holds a step up longer than a
+// prompt chunk would), then a token or two per step in one decode pass for all slots (up to 1 +
+// its draft_rows rows each); drafting k tokens for every slot takes k of its decode steps. Its
+// drafts stop at an end-of-generation token of `tok`, at its context's end and where its logits are
+// not finite. A context it cannot read (an image's placeholders, ids past its vocabulary) is not
+// drafted. When the draft model fails (a device error, a full KV pool), the sequences of the call
+// are forgotten (reset) and the error is rethrown: the engine then decodes that step without drafts.
 class ModelDrafter final : public Drafter {
 public:
-    // `draft` must outlive the drafter; its draft_rows bound the catch-up it does in one step.
-    ModelDrafter(SequenceModel& draft, const Tokenizer& tok, uint32_t catch_up_rows);
+    // `draft` must outlive the drafter.
+    ModelDrafter(SequenceModel& draft, const Tokenizer& tok);
     void propose(std::span<DraftRequest> requests) override;
 
 private:
+    // Brings each request's sequence up to its context (a ubatch at most for a new prompt) and
+    // proposes the first draft token where it is; `active` gets the requests it evaluated.
+    void catch_up(std::span<DraftRequest> requests, std::vector<DraftRequest*>& active);
+    // Adds draft tokens, one decode step each, until every request has its max or stopped.
+    void extend(const std::vector<DraftRequest*>& active);
+
     SequenceModel& model_;
     const Tokenizer& tok_;
-    uint32_t catch_up_rows_;
+    uint32_t catch_up_rows_;  // rows one sequence may take in a decode step
     std::vector<std::vector<int32_t>> held_;  // per sequence: the tokens in the draft model's cache
 };
 

@@ -85,7 +85,13 @@ std::vector<std::vector<int32_t>> Engine::Impl::drafts(const std::vector<Slot*>&
         of.push_back(i);
     }
     for (size_t i = 0; i < reqs.size(); ++i) reqs[i].context = contexts[i];
-    opts.drafter->propose(reqs);
+    try {
+        opts.drafter->propose(reqs);
+    } catch (const std::exception&) {
+        // Drafts only save time: a drafter that fails (a draft model's device error, its cache full)
+        // costs this step its drafts, never a request. It left its own state consistent (drafter.h).
+        return out;
+    }
     const int32_t n_vocab = int32_t(model.config().n_vocab);
     for (size_t i = 0; i < reqs.size(); ++i) {
         std::vector<int32_t>& d = reqs[i].draft;
@@ -148,6 +154,10 @@ void Engine::Impl::decode_step() {
             const uint32_t r = first_row[i] + j;
             after_logits(s, host ? logits.data() + size_t(r) * n_vocab : nullptr, am[r], n_past[i] + j + 1);
             if (!s.req || j == draft[i].size() || s.pending != draft[i][j]) break;
+            // A lazy grammar that started (or was dropped) at this token changes how the next is
+            // chosen (host sampling under its mask, or the device's argmax): the rows after it were
+            // read the other way, so the run ends here and the next step chooses as plain decoding.
+            if (needs_logits(s) != host) break;
             ++s.accepted;
         }
         // Rejected drafts leave the cache (and never entered the history).

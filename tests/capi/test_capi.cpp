@@ -79,7 +79,7 @@ TEST_CASE("capi: speculative decoding (a draft model, prompt lookup) tells the p
         const char* message;
     };
     const Bad bad[] = {
-        {draft.c_str(), 2, 0, 0, VKLLM_ERR_INVALID_ARGUMENT, "set only one"},
+        {draft.c_str(), 2, 0, 0, VKLLM_ERR_INVALID_ARGUMENT, "give only one"},
         {nullptr, 2, 33, 0, VKLLM_ERR_INVALID_ARGUMENT, "draft_max 33"},
         {nullptr, 2, 4, 5, VKLLM_ERR_INVALID_ARGUMENT, "draft_min 5 is more than draft_max 4"},
         {nullptr, 9, 0, 0, VKLLM_ERR_INVALID_ARGUMENT, "lookup 9"},

@@ -9,6 +9,7 @@
 #include "model/testgen/model_shape.h"
 #include "serving/engine/drafter.h"
 #include "serving/engine/engine.h"
+#include "model/grammar/grammar.h"
 #include "support/model_test_util.h"
 
 #include <fmt/format.h>
@@ -174,8 +175,8 @@ TEST_CASE("speculative decoding: greedy text is plain decoding's with good and b
         std::shared_ptr<Drafter> drafter;
     };
     const Case cases[] = {
-        {"good draft model", std::make_shared<ModelDrafter>(same, *target.tok, 2)},
-        {"bad draft model", std::make_shared<ModelDrafter>(other, *target.tok, 2)},
+        {"good draft model", std::make_shared<ModelDrafter>(same, *target.tok)},
+        {"bad draft model", std::make_shared<ModelDrafter>(other, *target.tok)},
         {"prompt lookup", std::make_shared<LookupDrafter>(3)},
         {"every third token wrong", std::make_shared<ScriptedDrafter>(texts, 3, 512)},
         {"every token right", std::make_shared<ScriptedDrafter>(texts, 1000000, 512)},
@@ -221,7 +222,7 @@ TEST_CASE("speculative decoding: seeded sampling with penalties and logprobs giv
     }
     const std::vector<Outcome> plain = serve(ctx, target, reqs, nullptr);
     ModelGpu same(ctx, target.m.file, target.m.cfg, options(4, 1));
-    const std::vector<Outcome> spec = serve(ctx, target, reqs, std::make_shared<ModelDrafter>(same, *target.tok, 2));
+    const std::vector<Outcome> spec = serve(ctx, target, reqs, std::make_shared<ModelDrafter>(same, *target.tok));
     check_same(spec, plain);
     uint32_t accepted = 0;
     for (const Outcome& o : spec) accepted += o.done.accepted_tokens;
@@ -233,7 +234,7 @@ TEST_CASE("speculative decoding: max_tokens and stop strings inside a verified r
     Context& ctx = test::context();
     const Loaded target(shape(128, 2, 1));
     ModelGpu same(ctx, target.m.file, target.m.cfg, options(4, 1));
-    auto drafter = std::make_shared<ModelDrafter>(same, *target.tok, 2);
+    auto drafter = std::make_shared<ModelDrafter>(same, *target.tok);
     // max_tokens below and between draft runs: 1, 5 (inside the first run of 6), 7 (one past it).
     std::vector<CompletionRequest> reqs = requests(*target.tok, 5);
     reqs[0].max_tokens = 1;
@@ -248,6 +249,74 @@ TEST_CASE("speculative decoding: max_tokens and stop strings inside a verified r
     for (size_t i = 0; i < long_reqs.size(); ++i)
         if (full[i].text.size() > 24) long_reqs[i].stop = {full[i].text.substr(full[i].text.size() / 2, 3)};
     check_same(serve(ctx, target, long_reqs, drafter), serve(ctx, target, long_reqs, nullptr));
+}
+
+// Fails every other call, before or after filling drafts: the engine must decode those steps plainly.
+class FlakyDrafter final : public Drafter {
+public:
+    explicit FlakyDrafter(std::shared_ptr<Drafter> inner) : inner_(std::move(inner)) {}
+    void propose(std::span<DraftRequest> reqs) override {
+        inner_->propose(reqs);
+        if (++calls_ % 2 == 0) throw std::runtime_error("the draft model's device is gone");
+    }
+
+private:
+    std::shared_ptr<Drafter> inner_;
+    int calls_ = 0;
+};
+
+TEST_CASE("speculative decoding: a failing drafter, a draft model with a smaller vocabulary, a lazy grammar "
+          "starting inside a verified run") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    const Loaded target(shape(128, 2, 1));
+    const std::vector<CompletionRequest> reqs = requests(*target.tok, 40);
+    const std::vector<Outcome> plain = serve(ctx, target, reqs, nullptr);
+    std::vector<std::vector<int32_t>> texts;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        texts.push_back(reqs[i].prompt);
+        texts.back().insert(texts.back().end(), plain[i].tokens.begin(), plain[i].tokens.end());
+    }
+    {  // a drafter that throws costs its steps their drafts, never a request
+        auto flaky = std::make_shared<FlakyDrafter>(std::make_shared<ScriptedDrafter>(texts, 1000000, 512));
+        const std::vector<Outcome> spec = serve(ctx, target, reqs, flaky);
+        check_same(spec, plain);
+        uint32_t accepted = 0;
+        for (const Outcome& o : spec) accepted += o.done.accepted_tokens;
+        CHECK(accepted > 0);
+    }
+    {  // a draft model of 300 ids beside a 512-id target: contexts holding ids it lacks get no drafts
+        ModelShape small = shape(64, 1, 7);
+        small.n_vocab = 300;
+        small.name = "spec-draft-vocab300";
+        const Loaded d(small);
+        ModelGpu draft(ctx, d.m.file, d.m.cfg, options(4, 1));
+        std::vector<CompletionRequest> wide = reqs;
+        wide[1].prompt.push_back(450);  // an id past the draft's vocabulary, in the prompt
+        check_same(serve(ctx, target, wide, std::make_shared<ModelDrafter>(draft, *target.tok)),
+                   serve(ctx, target, wide, nullptr));
+    }
+    {  // a lazy grammar whose trigger is a token inside a run of right drafts: the rows after it must be
+       // chosen under the grammar (host sampling), as plain decoding chooses them
+        const Outcome& o = plain[0];
+        std::string trigger;
+        for (size_t k = 6; k < o.tokens.size() && trigger.empty(); ++k) {
+            const std::string piece = target.tok->token_to_piece(o.tokens[k], false);
+            if (piece.size() >= 2 && std::all_of(piece.begin(), piece.end(), [](char c) { return c >= 'a' && c <= 'z'; }))
+                trigger = piece;
+        }
+        REQUIRE(!trigger.empty());
+        CompletionRequest r = reqs[0];
+        r.grammar = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse("root ::= \"" + trigger + "\" \"qqqq\" \"q\"*"));
+        r.grammar_start.triggers = {{trigger, false}};
+        const std::vector<CompletionRequest> one{r};
+        const std::vector<Outcome> want = serve(ctx, target, one, nullptr);
+        CAPTURE(trigger);
+        CAPTURE(want[0].text);
+        REQUIRE(want[0].done.finish != FinishReason::Error);
+        REQUIRE(want[0].text.find(trigger + "qqqq") != std::string::npos);  // the grammar held
+        check_same(serve(ctx, target, one, std::make_shared<ScriptedDrafter>(texts, 1000000, 512)), want);
+    }
 }
 
 TEST_CASE("speculative decoding: lookup proposals, draft vocabularies and limits") {
