@@ -176,7 +176,8 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
             fmt::format("eval_embeddings: {} floats are not whole rows of {}", in.rows.size(), cfg_.dim));
     const size_t total = rows_in ? in.rows.size() / cfg_.dim : tokens.size();
     if (total == 0) throw std::invalid_argument(rows_in ? "eval_embeddings: no rows" : "eval: no tokens");
-    if (total > n_ctx() - n_past_[seq])
+    const bool at = !in.at.empty();  // eval_at: positions inside the sequence, which does not grow
+    if (!at && total > n_ctx() - n_past_[seq])
         throw ContextFullError(opts_.n_seq > 1
                                    ? fmt::format("{} tokens do not fit sequence {}: it holds {} tokens and {} are used",
                                                  total, seq, n_ctx(), n_past_[seq])
@@ -194,6 +195,7 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
     if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("eval: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     check_image_grid(in.grid, total);
+    if (at) check_eval_at(seq, tokens.size(), in.at);
     // Images a failed call registered past the sequence's end are not its own.
     rope_pos_[seq].truncate(n_past_[seq]);
     if (cfg_.places_images_by_grid() && !in.grid.empty()) rope_pos_[seq].add_image(n_past_[seq], in.grid);
@@ -205,21 +207,26 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
         auto* segs = static_cast<int32_t*>(step_inputs().segs.mapped());
         auto* ids = static_cast<int32_t*>(step_inputs().ids.mapped());
         for (uint32_t i = 0; i < n; ++i) {
-            pos[i] = int32_t(n_past_[seq] + i);
-            put_position(rel, width, i, rope_pos_[seq].at(n_past_[seq] + i));
+            const uint32_t p = at ? in.at[done + i] : n_past_[seq] + i;
+            pos[i] = int32_t(p);
+            put_position(rel, width, i, rope_pos_[seq].at(p));
             ids[i] = rows_in ? 0 : tokens[done + i];
             segs[2 * i] = 0;  // bidirectional: one input, all of the call
             segs[2 * i + 1] = int32_t(n_past_[seq] + n);
         }
         if (rows_in)
             std::memcpy(step_inputs().embed_in.mapped(), in.rows.data() + done * cfg_.dim, size_t(n) * cfg_.dim * 4);
-        hold_rows(seq, n_past_[seq] + n, n_past_[seq]);
+        // Shared blocks from the first row written on are copied before they are written into.
+        if (at)
+            hold_rows(seq, n_past_[seq], in.at[done]);
+        else
+            hold_rows(seq, n_past_[seq] + n, n_past_[seq]);
         write_tables(0, seq);
         // One token sees the same keys either way: it takes the ordinary chunk's recording.
         run(StepShape{.n = n, .rows_in = rows_in, .bidirectional = in.bidirectional && n > 1}, probe);
         last_rows_ = 1;
         last_chunk_ = n;
-        n_past_[seq] += n;
+        if (!at) n_past_[seq] += n;
         if (sink) {
             const size_t floats = size_t(n) * cfg_.n_vocab;
             const ForwardStage& head = head_stage();
@@ -233,6 +240,30 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
         }
         done += n;
     }
+}
+
+void ModelGpu::check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint32_t> positions) const {
+    if (positions.size() != n_tokens)
+        throw std::invalid_argument(fmt::format("eval_at: {} tokens at {} positions", n_tokens, positions.size()));
+    for (size_t i = 0; i < positions.size(); ++i) {
+        if (positions[i] >= n_past_[seq])
+            throw std::invalid_argument(fmt::format("eval_at: position {} is not inside sequence {}'s {} tokens",
+                                                    positions[i], seq, n_past_[seq]));
+        if (i > 0 && positions[i] <= positions[i - 1])
+            throw std::invalid_argument(
+                fmt::format("eval_at: positions must ascend ({} after {})", positions[i], positions[i - 1]));
+    }
+    if (cfg_.arch->attn.mrope || stages_.front()->ring_rows() != 0 || !cfg_.causal || cfg_.arch->attn.cross_attention)
+        throw std::invalid_argument(fmt::format(
+            "eval_at: a {} model cannot evaluate tokens again inside its cache (M-RoPE positions, sliding-window "
+            "rings, or attention that is not causal self-attention)",
+            cfg_.arch->name));
+}
+
+void ModelGpu::eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions) {
+    check_seq(seq, opts_.n_seq);
+    if (tokens.empty()) throw std::invalid_argument("eval_at: no tokens");
+    eval_impl(seq, {.tokens = tokens, .at = positions}, {}, {});
 }
 
 void ModelGpu::eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) {

@@ -115,6 +115,14 @@ public:
     // tokens whose looked-up (and scaled) embeddings were these rows (SequenceModel's), at the positions
     // of `grid` for an M-RoPE model.
     void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) override;
+    // Tokens at given positions inside what sequence `seq` already holds (each < n_past(seq), strictly
+    // ascending), in chunks of ubatch: their K/V replace those positions' in every layer, and each
+    // attends to the keys at or before its own position as the cache holds them then. n_past is
+    // unchanged; the last token's logits are row 0. CacheBlend's selective recompute: a document's
+    // cached K/V reused where it now stands, a few of its tokens evaluated again there. Refused
+    // (std::invalid_argument) for models whose positions are not one per token (M-RoPE), that keep
+    // sliding-window rings (a ring no longer holds early positions) or that are not causal.
+    void eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions);
     // Tokens of several sequences in one forward pass and one submission; logits row i belongs to
     // batch[i]. A sequence has one row (its next token) or, for speculative decoding, a run of up to
     // 1 + ModelOptions::draft_rows adjacent rows (its next token and the drafts after it, at
@@ -183,10 +191,13 @@ private:
     // the next.
     void run(const StepShape& b, const LayerProbe& probe);
     void check_tokens(std::span<const int32_t> tokens) const;
+    // eval_at's refusals: positions that are not ascending inside the sequence, or a model it cannot serve.
+    void check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint32_t> positions) const;
     void require_head(const char* what) const;  // std::logic_error for a model without an LM head
     // What one evaluation takes in: token ids, or embedding rows (n, dim).
     struct StepInput {
         std::span<const int32_t> tokens;
+        std::span<const uint32_t> at;  // eval_at's positions (empty: n_past(seq) on)
         std::span<const float> rows;
         bool bidirectional = false;  // the rows see each other (StepShape::bidirectional)
         ImageGrid grid;  // the rows are this image's (M-RoPE positions)

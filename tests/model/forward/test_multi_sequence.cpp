@@ -1,7 +1,9 @@
 // Several sequences in one ModelGpu (the server's slots): each sequence's logits after a batched
 // decode step are bit-identical to what the same sequence gives alone (batch invariance), whatever
 // the batch's size, order and company; truncation (prefix reuse) continues a sequence as if the
-// kept prefix had been its whole history; sliding-window rings refuse a truncation they cannot serve.
+// kept prefix had been its whole history; sliding-window rings refuse a truncation they cannot serve;
+// drafted tokens verified in one step get plain decoding's logits; eval_at evaluates tokens again
+// inside the cache.
 #include "support/test_context.h"
 
 #include "model/forward/model_gpu.h"
@@ -366,4 +368,92 @@ TEST_CASE("multi-sequence: drafted tokens verified in one step get plain decodin
     ModelOptions o = seq_options(128, 8, 1);
     o.draft_rows = 8;
     CHECK_THROWS_AS(ModelGpu(ctx, m.file, m.cfg, o), std::invalid_argument);
+}
+
+TEST_CASE("multi-sequence: eval_at evaluates tokens again at positions inside the cache (selective recompute)") {
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    for (const char* arch : {"llama", "qwen2moe", "deepseek2"}) {
+        const bool ds = std::string_view(arch) == "deepseek2";
+        const TensorType type = ds ? TensorType::Q8_0 : TensorType::F16;
+        CAPTURE(arch);
+        const test::LoadedModel m = test::open_model(test::write_model(
+            fmt::format("multi-seq-{}-{}", arch, type_traits(type).name), batch_shape(arch, type)));
+        const std::vector<int32_t> right = tokens(32, 5, m.cfg.n_vocab);
+        // The reference: every position's logits of one prefill of the right tokens.
+        ModelOptions ro = seq_options(128, 8, 1);
+        ro.all_logits = true;
+        ModelGpu ref(ctx, m.file, m.cfg, ro);
+        std::vector<float> want;
+        ref.eval_all_logits(right, [&](uint32_t, std::span<const float> r) { want.insert(want.end(), r.begin(), r.end()); });
+        auto want_at = [&](uint32_t p) {
+            return std::vector<float>(want.begin() + long(p) * m.cfg.n_vocab, want.begin() + long(p + 1) * m.cfg.n_vocab);
+        };
+        // Chunks of other shapes than the prefill's round differently: close, not bit-equal.
+        const test::Tolerance tol{1e-10, 1e-4, 1e-3};
+
+        ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 2));
+        // 1. Tokens evaluated again where the cache already holds them: the same logits, and the
+        // sequence continues as before (positions 3, 7, 8 and 20: apart, and two side by side).
+        g.eval(0, right);
+        const std::vector<uint32_t> some{3, 7, 8, 20};
+        std::vector<int32_t> some_tokens;
+        for (uint32_t p : some) some_tokens.push_back(right[p]);
+        g.eval_at(0, some_tokens, some);
+        CHECK(g.n_past(0) == 32);
+        test::validate_result("eval_at, position 20", row(g, 1, 0), want_at(20), tol);
+
+        // 2. A cache holding other tokens' K/V from position 10 on (a document cached apart): the
+        // logits after it differ; evaluating positions 10.. again gives the prefill's.
+        std::vector<int32_t> wrong = right;
+        for (uint32_t p = 10; p < 14; ++p) wrong[p] = (wrong[p] + 7) % int32_t(m.cfg.n_vocab);
+        g.eval(1, wrong);
+        const std::vector<float> stale = row(g, 1, 0);
+        std::vector<uint32_t> tail;
+        std::vector<int32_t> tail_tokens;
+        for (uint32_t p = 10; p < 32; ++p) {
+            tail.push_back(p);
+            tail_tokens.push_back(right[p]);
+        }
+        g.eval_at(1, tail_tokens, tail);  // 22 tokens: chunks of 8, 8 and 6
+        test::validate_result("eval_at from position 10", row(g, 1, 0), want_at(31), tol);
+        double diff = 0;
+        const std::vector<float> w31 = want_at(31);
+        for (size_t i = 0; i < stale.size(); ++i) diff = std::max(diff, double(std::abs(stale[i] - w31[i])));
+        CHECK(diff > 1e-2);  // the stale cache's logits were not the prefill's
+        // Then the sequence goes on as the prefill's would.
+        ref.reset();
+        std::vector<int32_t> longer = right;
+        longer.push_back(17);
+        std::vector<float> want_next;
+        ref.eval_all_logits(longer, [&](uint32_t, std::span<const float> r) {
+            want_next.assign(r.end() - long(m.cfg.n_vocab), r.end());
+        });
+        const int32_t next = 17;
+        g.eval(1, std::span<const int32_t>(&next, 1));
+        test::validate_result("the token after", row(g, 1, 0), want_next, tol);
+
+        // 3. Copy on write: a sequence sharing the blocks evaluates again without touching the other's.
+        REQUIRE(g.share_prefix(1, 0, 32));
+        const std::vector<uint32_t> p5{5};
+        const std::vector<int32_t> t5{(right[5] + 3) % int32_t(m.cfg.n_vocab)};
+        g.eval_at(1, t5, p5);
+        g.eval(0, std::span<const int32_t>(&next, 1));
+        test::validate_result("the sharer's own cache is untouched", row(g, 1, 0), want_next, tol);
+
+        // 4. Refusals.
+        const std::vector<uint32_t> down{8, 3}, outside{40};
+        const std::vector<int32_t> two{1, 2}, one{1};
+        CHECK_THROWS_AS(g.eval_at(0, two, down), std::invalid_argument);
+        CHECK_THROWS_AS(g.eval_at(0, one, outside), std::invalid_argument);
+        CHECK_THROWS_AS(g.eval_at(0, two, p5), std::invalid_argument);
+    }
+    // A model with sliding-window rings cannot: its ring no longer holds early positions.
+    const test::LoadedModel gm =
+        test::open_model(test::write_model("multi-seq-gemma3-F16", batch_shape("gemma3", TensorType::F16)));
+    ModelGpu g(ctx, gm.file, gm.cfg, seq_options(128, 8, 1));
+    g.eval(0, tokens(12, 1, gm.cfg.n_vocab));
+    const std::vector<uint32_t> p2{2};
+    const std::vector<int32_t> t2{3};
+    CHECK_THROWS_WITH_AS(g.eval_at(0, t2, p2), doctest::Contains("sliding-window"), std::invalid_argument);
 }
