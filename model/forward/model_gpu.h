@@ -48,6 +48,17 @@ struct ModelStage {
 // naming the architecture. Nothing for one device.
 void check_splittable(const ModelConfig& cfg, size_t n_devices);
 
+// A sequence's K/V rows as the cache holds them, in every layer: what CacheBlend's document store
+// keeps of a document, to put it into another sequence at another position (ModelGpu::import_kv).
+struct KvRows {
+    uint32_t first = 0, n = 0;  // the positions the rows were computed at
+    ops::KvType type = ops::KvType::F16;
+    uint64_t row_bytes = 0;  // one row of one layer's K (and of its V)
+    // Per layer, every stage's in layer order: n rows of K, and of V (empty where V lives in K).
+    std::vector<std::vector<uint8_t>> k, v;
+    uint64_t bytes() const;
+};
+
 class ModelGpu final : public SequenceModel {
 public:
     const GgufFile& file() const { return file_; }
@@ -123,6 +134,17 @@ public:
     // (std::invalid_argument) for models whose positions are not one per token (M-RoPE), that keep
     // sliding-window rings (a ring no longer holds early positions) or that are not causal.
     void eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions);
+    // Rows [first, first + n) of sequence `seq`'s K/V in every layer, read back to the host.
+    // std::invalid_argument for rows the sequence does not hold, or a model with sliding-window rings.
+    KvRows export_kv(uint32_t seq, uint32_t first, uint32_t n) const;
+    // Appends `rows` to sequence `seq` at positions n_past(seq).. as if they had been computed there:
+    // each layer's K rotated from the rows' positions to the new ones (RoPE scores depend only on
+    // the distance between positions; position-free K, as with ALiBi, is kept as it is). The rows
+    // never saw what precedes them here: eval_at evaluates some of them again (CacheBlend).
+    // std::invalid_argument where that cannot be done exactly enough: another KV type or shape,
+    // absolute (learned) positions, M-RoPE, YaRN's magnitude scaling, a Q8_0 cache that must
+    // rotate, latent attention, sliding-window rings. ContextFullError when they do not fit.
+    void import_kv(uint32_t seq, const KvRows& rows);
     // Tokens of several sequences in one forward pass and one submission; logits row i belongs to
     // batch[i]. A sequence has one row (its next token) or, for speculative decoding, a run of up to
     // 1 + ModelOptions::draft_rows adjacent rows (its next token and the drafts after it, at

@@ -8,6 +8,7 @@
 
 #include "model/forward/model_gpu.h"
 #include "model/testgen/model_shape.h"
+#include "runtime/quant/tensor_types.h"
 #include "support/model_test_util.h"
 
 #include <fmt/format.h>
@@ -456,4 +457,69 @@ TEST_CASE("multi-sequence: eval_at evaluates tokens again at positions inside th
     const std::vector<uint32_t> p2{2};
     const std::vector<int32_t> t2{3};
     CHECK_THROWS_WITH_AS(g.eval_at(0, t2, p2), doctest::Contains("sliding-window"), std::invalid_argument);
+}
+
+TEST_CASE("multi-sequence: a document's K/V exported, imported after another prefix with K rotated, then evaluated again") {
+    // CacheBlend's mechanics: a document's cache computed alone at position 0, put after an 11-token
+    // prefix. Layer 0's K and V do not depend on what came before, so they must be the full
+    // prefill's (K up to f16 rounding of the rotation); later layers differ until eval_at evaluates
+    // the document again, which gives the full prefill's logits.
+    test::ValidationGuard guard;
+    Context& ctx = test::context();
+    const test::LoadedModel m =
+        test::open_model(test::write_model("multi-seq-llama-F16", batch_shape("llama", TensorType::F16)));
+    ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 4));
+    const std::vector<int32_t> prefix = tokens(11, 8, m.cfg.n_vocab), doc = tokens(20, 9, m.cfg.n_vocab);
+    std::vector<int32_t> full = prefix;
+    full.insert(full.end(), doc.begin(), doc.end());
+    g.eval(0, full);  // the reference
+    const std::vector<float> want = row(g, 1, 0);
+    const KvRows ref = g.export_kv(0, 11, 20);
+    g.eval(1, doc);  // the document alone
+    const KvRows alone = g.export_kv(1, 0, 20);
+    CHECK(alone.n == 20);
+    CHECK(alone.k.size() == m.cfg.n_layers);
+    CHECK(alone.bytes() == 2ull * m.cfg.n_layers * 20 * alone.row_bytes);
+
+    g.eval(2, prefix);
+    g.import_kv(2, alone);
+    CHECK(g.n_past(2) == 31);
+    const KvRows placed = g.export_kv(2, 11, 20);
+    CHECK(placed.v[0] == ref.v[0]);  // layer 0's V: position-free, bit for bit
+    auto f16s = [](const std::vector<uint8_t>& b) {
+        std::vector<float> out(b.size() / 2);
+        for (size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(b.data())[i]);
+        return out;
+    };
+    test::validate_result("layer 0's K rotated to positions 11..30", f16s(placed.k[0]), f16s(ref.k[0]),
+                          {1e-6, 2e-3, 2e-3});
+    CHECK(placed.k[0] != alone.k[0]);  // it did rotate
+    // Without evaluating again, the last token's logits are not the prefill's; with it, they are.
+    const std::vector<uint32_t> last{30};
+    const std::vector<int32_t> last_token{doc.back()};
+    g.eval_at(2, last_token, last);
+    const std::vector<float> blended = row(g, 1, 0);
+    double diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) diff = std::max(diff, double(std::abs(blended[i] - want[i])));
+    CHECK(diff > 1e-3);
+    std::vector<uint32_t> all;
+    for (uint32_t p = 11; p < 31; ++p) all.push_back(p);
+    g.eval_at(2, doc, all);
+    test::validate_result("logits after the document evaluated again", row(g, 1, 0), want, {1e-6, 2e-3, 2e-3});
+
+    // At the position it was computed at, an import is the rows themselves.
+    g.import_kv(3, alone);
+    const KvRows same = g.export_kv(3, 0, 20);
+    CHECK(same.k == alone.k);
+    CHECK(same.v == alone.v);
+    // Refusals: rows of another model shape, past the context, sliding-window rings.
+    KvRows cut = alone;
+    cut.k.pop_back();
+    CHECK_THROWS_AS(g.import_kv(3, cut), std::invalid_argument);
+    CHECK_THROWS_AS(g.export_kv(3, 10, 30), std::invalid_argument);
+    const test::LoadedModel gm =
+        test::open_model(test::write_model("multi-seq-gemma3-F16", batch_shape("gemma3", TensorType::F16)));
+    ModelGpu ring(ctx, gm.file, gm.cfg, seq_options(128, 8, 1));
+    ring.eval(0, tokens(12, 1, gm.cfg.n_vocab));
+    CHECK_THROWS_WITH_AS(ring.export_kv(0, 0, 4), doctest::Contains("sliding-window"), std::invalid_argument);
 }
