@@ -260,10 +260,11 @@ void ModelGpu::check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint
             cfg_.arch->name));
 }
 
-void ModelGpu::eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions) {
+void ModelGpu::eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions,
+                       const LayerProbe& probe) {
     check_seq(seq, opts_.n_seq);
     if (tokens.empty()) throw std::invalid_argument("eval_at: no tokens");
-    eval_impl(seq, {.tokens = tokens, .at = positions}, {}, {});
+    eval_impl(seq, {.tokens = tokens, .at = positions}, probe, {});
 }
 
 void ModelGpu::eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) {

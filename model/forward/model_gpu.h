@@ -132,8 +132,12 @@ public:
     // unchanged; the last token's logits are row 0. CacheBlend's selective recompute: a document's
     // cached K/V reused where it now stands, a few of its tokens evaluated again there. Refused
     // (std::invalid_argument) for models whose positions are not one per token (M-RoPE), that keep
-    // sliding-window rings (a ring no longer holds early positions) or that are not causal.
-    void eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions);
+    // sliding-window rings (a ring no longer holds early positions) or that are not causal. With a
+    // probe, every layer is submitted on its own and its tensors handed to the probe; a probe that
+    // throws stops the evaluation there (the layers after it keep their cache rows) and the throw
+    // reaches the caller: CacheBlend's selection runs the first layers only.
+    void eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions,
+                 const LayerProbe& probe = {});
     // Rows [first, first + n) of sequence `seq`'s K/V in every layer, read back to the host.
     // std::invalid_argument for rows the sequence does not hold, or a model with sliding-window rings.
     KvRows export_kv(uint32_t seq, uint32_t first, uint32_t n) const;

@@ -1,0 +1,109 @@
+#include "model/forward/blend.h"
+
+#include "runtime/ops/kv_store.h"
+#include "runtime/quant/tensor_types.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace vkllm {
+
+namespace {
+
+// Thrown by the selection's probe once it has the layer it needs: the layers after it do not run.
+struct SelectionDone {};
+
+// n rows of one layer's cached V as floats.
+std::vector<float> cached_rows(const std::vector<uint8_t>& bytes, ops::KvType type, uint32_t n, uint32_t width) {
+    std::vector<float> out(size_t(n) * width);
+    if (type == ops::KvType::F32) {
+        std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    } else if (type == ops::KvType::F16) {
+        const auto* h = reinterpret_cast<const uint16_t*>(bytes.data());
+        for (size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(h[i]);
+    } else {
+        const size_t row_words = ops::kv_row_bytes(type, width) / 4;
+        for (uint32_t r = 0; r < n; ++r)
+            ref::kv_dequantize_q8_0(reinterpret_cast<const uint32_t*>(bytes.data()) + r * row_words,
+                                    out.data() + size_t(r) * width, width);
+    }
+    return out;
+}
+
+}  // namespace
+
+BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs, float ratio) {
+    if (!(ratio >= 0.0f && ratio <= 1.0f))
+        throw std::invalid_argument(fmt::format("blend ratio {} must be within 0..1", ratio));
+    for (size_t d = 0; d < docs.size(); ++d)
+        if (!docs[d].kv || docs[d].tokens.empty() || docs[d].kv->n != docs[d].tokens.size())
+            throw std::invalid_argument(fmt::format("blend: document {} has {} tokens and {} cached rows", d,
+                                                    docs[d].tokens.size(), docs[d].kv ? docs[d].kv->n : 0));
+    const ModelConfig& cfg = g.config();
+    // Layer 1's input is the full prefill's once layer 0 (context-free) is evaluated again.
+    const uint32_t probe_layer = std::min(1u, cfg.n_layers - 1);
+    BlendResult r;
+    std::vector<uint32_t> starts;
+    for (const BlendDoc& d : docs) {
+        starts.push_back(g.n_past(seq));
+        g.import_kv(seq, *d.kv);
+        r.tokens += uint32_t(d.tokens.size());
+    }
+    std::vector<std::pair<uint32_t, int32_t>> chosen;  // (position, token)
+    for (size_t d = 0; d < docs.size(); ++d) {
+        const BlendDoc& doc = docs[d];
+        const uint32_t n = uint32_t(doc.tokens.size()), width = cfg.kv_dim();
+        const std::vector<float> old_v = cached_rows(doc.kv->v.at(probe_layer), doc.kv->type, n, width);
+        std::vector<double> deviation(n);
+        for (uint32_t done = 0; done < n;) {
+            const uint32_t m = std::min(n - done, g.ubatch());
+            std::vector<uint32_t> at(m);
+            std::iota(at.begin(), at.end(), starts[d] + done);
+            std::vector<float> new_v;
+            try {
+                g.eval_at(seq, doc.tokens.subspan(done, m), at, [&](uint32_t layer, const LayerTensors& t) {
+                    if (layer != probe_layer) return;
+                    new_v = t.at("v");
+                    throw SelectionDone{};
+                });
+            } catch (const SelectionDone&) {}
+            if (new_v.size() != size_t(m) * width)
+                throw std::logic_error(fmt::format("blend: layer {}'s V was not read", probe_layer));
+            for (uint32_t i = 0; i < m; ++i) {
+                double diff = 0, norm = 0;
+                for (uint32_t j = 0; j < width; ++j) {
+                    const double o = old_v[size_t(done + i) * width + j], e = new_v[size_t(i) * width + j];
+                    diff += (e - o) * (e - o);
+                    norm += o * o;
+                }
+                deviation[done + i] = diff / std::max(norm, 1e-30);
+            }
+            done += m;
+        }
+        // The ratio share of the document's tokens that deviate most.
+        const uint32_t k = std::min(n, uint32_t(std::lround(double(ratio) * n)));
+        std::vector<uint32_t> order(n);
+        std::iota(order.begin(), order.end(), 0u);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](uint32_t a, uint32_t b) {
+            return deviation[a] > deviation[b] || (deviation[a] == deviation[b] && a < b);
+        });
+        for (uint32_t i = 0; i < k; ++i) chosen.emplace_back(starts[d] + order[i], doc.tokens[order[i]]);
+    }
+    std::sort(chosen.begin(), chosen.end());
+    if (!chosen.empty()) {
+        std::vector<uint32_t> at;
+        std::vector<int32_t> tokens;
+        for (const auto& [p, t] : chosen) {
+            at.push_back(p);
+            tokens.push_back(t);
+        }
+        g.eval_at(seq, tokens, at);
+        r.recomputed = std::move(at);
+    }
+    return r;
+}
+
+}  // namespace vkllm
