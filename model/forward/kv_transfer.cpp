@@ -114,6 +114,16 @@ void ModelGpu::import_kv(uint32_t seq, const KvRows& rows) {
     if (uint64_t(at) + rows.n > n_ctx())
         throw ContextFullError(fmt::format("import_kv: {} rows do not fit sequence {}: it holds {} of {} tokens",
                                            rows.n, seq, at, n_ctx()));
+    // Everything checked before a row is written: a refusal leaves the sequence as it was.
+    for (size_t l = 0; l < cfg_.n_layers; ++l) {
+        if (rows.k[l].size() != rows.n * rows.row_bytes ||
+            rows.v[l].size() != (cfg_.v_in_k() ? 0 : rows.n * rows.row_bytes))
+            refuse("a layer's rows are cut short");
+        if (!rotate) continue;
+        const ops::RopeParams p = layer_rope_params(cfg_, uint32_t(l), cfg_.n_kv_heads, cfg_.head_dim, cfg_.rope_dim);
+        if (p.ext_factor != 0 || p.attn_factor != 1.0f)
+            refuse("YaRN scales the rotated pairs' magnitude, which a second rotation would scale again");
+    }
     std::vector<float> factors;
     if (rotate && stages_.front()->weights().rope_factors.present()) {
         const BufferSlice f = stages_.front()->weights().rope_factors.slice();
@@ -127,17 +137,13 @@ void ModelGpu::import_kv(uint32_t seq, const KvRows& rows) {
         for (uint32_t l = st->range().first; l < st->range().end(); ++l, ++layer) {
             const LayerState& L = st->layer(l);
             std::vector<uint8_t> k = rows.k[layer];
-            if (k.size() != rows.n * rows.row_bytes) refuse("a layer's rows are cut short");
-            if (rotate) {
-                const ops::RopeParams p = layer_rope_params(cfg_, l, cfg_.n_kv_heads, cfg_.head_dim, cfg_.rope_dim);
-                if (p.ext_factor != 0 || p.attn_factor != 1.0f)
-                    refuse("YaRN scales the rotated pairs' magnitude, which a second rotation would scale again");
-                rotate_rows(k, rows.n, opts_.kv_type, p, delta, factors.empty() ? nullptr : factors.data());
-            }
+            if (rotate)
+                rotate_rows(k, rows.n, opts_.kv_type,
+                            layer_rope_params(cfg_, l, cfg_.n_kv_heads, cfg_.head_dim, cfg_.rope_dim), delta,
+                            factors.empty() ? nullptr : factors.data());
             move_rows(st->context(), L.k_cache, blocks, at, rows.n, rows.row_bytes, k.data(), true);
             if (L.v_cache.size() == 0) continue;
             std::vector<uint8_t> v = rows.v[layer];
-            if (v.size() != rows.n * rows.row_bytes) refuse("a layer's rows are cut short");
             move_rows(st->context(), L.v_cache, blocks, at, rows.n, rows.row_bytes, v.data(), true);
         }
     n_past_[seq] = at + rows.n;
