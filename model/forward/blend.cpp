@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -33,6 +34,10 @@ std::vector<float> cached_rows(const std::vector<uint8_t>& bytes, ops::KvType ty
     return out;
 }
 
+// Steps 2 and 3 (blend.h): the selection in layers 0 and 1, then the chosen tokens in every layer.
+void select_and_recompute(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs,
+                          const std::vector<uint32_t>& starts, float ratio, BlendResult& r);
+
 }  // namespace
 
 BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs, float ratio) {
@@ -42,16 +47,31 @@ BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc>
         if (!docs[d].kv || docs[d].tokens.empty() || docs[d].kv->n != docs[d].tokens.size())
             throw std::invalid_argument(fmt::format("blend: document {} has {} tokens and {} cached rows", d,
                                                     docs[d].tokens.size(), docs[d].kv ? docs[d].kv->n : 0));
+    BlendResult r;
+    std::vector<uint32_t> starts;
+    const uint32_t start = g.n_past(seq);
+    try {
+        for (const BlendDoc& d : docs) {
+            starts.push_back(g.n_past(seq));
+            g.import_kv(seq, *d.kv);
+            r.tokens += uint32_t(d.tokens.size());
+        }
+        select_and_recompute(g, seq, docs, starts, ratio, r);
+    } catch (...) {
+        // The documents go again: the sequence holds what it held before the call.
+        if (!g.truncate(seq, start)) g.reset(seq);
+        throw;
+    }
+    return r;
+}
+
+namespace {
+
+void select_and_recompute(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs,
+                          const std::vector<uint32_t>& starts, float ratio, BlendResult& r) {
     const ModelConfig& cfg = g.config();
     // Layer 1's input is the full prefill's once layer 0 (context-free) is evaluated again.
     const uint32_t probe_layer = std::min(1u, cfg.n_layers - 1);
-    BlendResult r;
-    std::vector<uint32_t> starts;
-    for (const BlendDoc& d : docs) {
-        starts.push_back(g.n_past(seq));
-        g.import_kv(seq, *d.kv);
-        r.tokens += uint32_t(d.tokens.size());
-    }
     std::vector<std::pair<uint32_t, int32_t>> chosen;  // (position, token)
     for (size_t d = 0; d < docs.size(); ++d) {
         const BlendDoc& doc = docs[d];
@@ -80,11 +100,13 @@ BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc>
                     norm += o * o;
                 }
                 deviation[done + i] = diff / std::max(norm, 1e-30);
+                if (std::isnan(deviation[done + i])) deviation[done + i] = HUGE_VAL;  // a strict order for the sort
             }
             done += m;
         }
         // The ratio share of the document's tokens that deviate most.
-        const uint32_t k = std::min(n, uint32_t(std::lround(double(ratio) * n)));
+        // At least one token of each document where the ratio is not 0.
+        const uint32_t k = std::min(n, uint32_t(std::ceil(double(ratio) * n)));
         std::vector<uint32_t> order(n);
         std::iota(order.begin(), order.end(), 0u);
         std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](uint32_t a, uint32_t b) {
@@ -103,7 +125,8 @@ BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc>
         g.eval_at(seq, tokens, at);
         r.recomputed = std::move(at);
     }
-    return r;
 }
+
+}  // namespace
 
 }  // namespace vkllm

@@ -34,10 +34,12 @@ struct BlendResult {
     std::vector<uint32_t> recomputed;  // the positions evaluated again in every layer, ascending
 };
 
-// Appends the documents to sequence `seq` of `g` (a model import_kv and eval_at take; std::
-// invalid_argument otherwise, before anything changes) and evaluates `ratio` (0..1) of each
-// document's tokens again. The sequence then holds the documents as if its tokens had been
-// evaluated, approximately: continue with eval().
+// Appends the documents to sequence `seq` of `g` and evaluates `ratio` (0..1) of each document's
+// tokens again (at least one where ratio > 0). The sequence then holds the documents as if their
+// tokens had been evaluated, approximately: continue with eval() (the question); the model's last
+// logits are not the sequence's next token's until then. Bad documents or ratio: std::
+// invalid_argument; the model's refusals (import_kv, eval_at) as those throw; after any failure
+// the sequence holds what it held before the call.
 BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs, float ratio);
 
 }  // namespace vkllm

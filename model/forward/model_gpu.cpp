@@ -264,6 +264,7 @@ void ModelGpu::eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<
                        const LayerProbe& probe) {
     check_seq(seq, opts_.n_seq);
     if (tokens.empty()) throw std::invalid_argument("eval_at: no tokens");
+    check_eval_at(seq, tokens.size(), positions);  // before eval_impl: an empty list would mean eval()
     eval_impl(seq, {.tokens = tokens, .at = positions}, probe, {});
 }
 

@@ -112,4 +112,11 @@ TEST_CASE("blend: documents cached apart, blended after a prefix; more recomputa
     CHECK_THROWS_AS(blend_documents(g, 0, bad, 0.15f), std::invalid_argument);
     std::vector<BlendDoc> ok{{docs[0], &cached[0]}};
     CHECK_THROWS_AS(blend_documents(g, 0, ok, 1.5f), std::invalid_argument);
+    // A document that fails to import after one that did: the sequence holds what it held before.
+    KvRows other_type = cached[1];
+    other_type.type = ops::KvType::F32;
+    const uint32_t before = g.n_past(0);
+    std::vector<BlendDoc> half{{docs[0], &cached[0]}, {docs[1], &other_type}};
+    CHECK_THROWS_AS(blend_documents(g, 0, half, 0.15f), std::invalid_argument);
+    CHECK(g.n_past(0) == before);
 }

@@ -448,6 +448,8 @@ TEST_CASE("multi-sequence: eval_at evaluates tokens again at positions inside th
         CHECK_THROWS_AS(g.eval_at(0, two, down), std::invalid_argument);
         CHECK_THROWS_AS(g.eval_at(0, one, outside), std::invalid_argument);
         CHECK_THROWS_AS(g.eval_at(0, two, p5), std::invalid_argument);
+        CHECK_THROWS_AS(g.eval_at(0, one, {}), std::invalid_argument);  // not eval() in disguise
+        CHECK(g.n_past(0) == 33);
     }
     // A model with sliding-window rings cannot: its ring no longer holds early positions.
     const test::LoadedModel gm =
