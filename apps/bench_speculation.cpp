@@ -1,5 +1,7 @@
 #include "apps/bench_speculation.h"
 
+#include "apps/bench_stats.h"
+
 #include "serving/engine/generate.h"
 
 #include <fmt/format.h>
@@ -13,12 +15,6 @@ namespace vkllm::apps {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 // Median ms of one decode step of 1 + k rows of sequence 0 after a 64-token context, rolled back
 // after each.

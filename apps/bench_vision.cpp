@@ -1,3 +1,4 @@
+#include "apps/bench_stats.h"
 #include "apps/bench_vision.h"
 
 #include "model/gguf/gguf.h"
@@ -22,13 +23,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 double ms_since(clock_type::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Multiply-adds of one tile through the ViT (2 FLOP each): the patch embedding, each layer's four

@@ -195,7 +195,6 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
     if (cfg_.arch->attn.cross_attention && n_enc_ == 0)
         throw std::logic_error("eval: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     check_image_grid(in.grid, total);
-    if (at) check_eval_at(seq, tokens.size(), in.at);
     // Images a failed call registered past the sequence's end are not its own.
     rope_pos_[seq].truncate(n_past_[seq]);
     if (cfg_.places_images_by_grid() && !in.grid.empty()) rope_pos_[seq].add_image(n_past_[seq], in.grid);

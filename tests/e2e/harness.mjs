@@ -156,6 +156,16 @@ export function vkllmRun(prompt, n) {
   return vkllmExe(['run', '-m', model, '-p', prompt, '-n', String(n), '--temp', '0', '--no-echo']);
 }
 
+// A JSON POST: its status and parsed body.
+export async function post(url, route, body) {
+  const r = await fetch(`${url}${route}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: r.status, body: await r.json() };
+}
+
 // The value of one sample line of a Prometheus text page.
 export async function metric(url, name, headers = {}) {
   const text = await (await fetch(`${url}/metrics`, { headers })).text();

@@ -12,22 +12,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 
-import { exe, haveModel, peer, startServer, vkllmExe, waitFor } from './harness.mjs';
+import { exe, haveModel, peer, post, startServer, vkllmExe, waitFor } from './harness.mjs';
 
 const skip = haveModel() ? false : 'needs build/vkllm and ../shared/models/stories260K.gguf';
 const vkllmOnly = peer ? 'vkllm keeps its own way here (docs/serving.md)' : false;
 const PROMPT = 'I believe the meaning of life is';
 // Greedy text of stories260K after PROMPT (llama-server and vkllm agree).
 const GREEDY_8 = ' a big, small bo';
-
-async function post(url, route, body) {
-  const r = await fetch(`${url}${route}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, body: await r.json() };
-}
 
 // The `data: {...}` events of a stream, parsed.
 async function streamEvents(url, route, body) {

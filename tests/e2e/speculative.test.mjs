@@ -6,20 +6,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 
-import { haveModel, metric, model, modelsDir, startServer, vkllmExe, vkllmRun } from './harness.mjs';
+import { haveModel, metric, model, modelsDir, post, startServer, vkllmExe, vkllmRun } from './harness.mjs';
 
 const skip = haveModel() ? false : 'needs build/vkllm and ../shared/models/stories260K.gguf';
 const PROMPTS = ['Once upon a time', 'Lily and Tom went to the park. Lily and Tom', 'The cat sat on the mat. The cat'];
 const N = 48;
-
-async function post(url, route, body) {
-  const r = await fetch(`${url}${route}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, body: await r.json() };
-}
 
 for (const [name, args] of [['a draft model', ['--draft', model, '--draft-max', '6']], ['prompt lookup', ['--lookup']]]) {
   describe(`vkllm serve with ${name}`, { skip }, () => {

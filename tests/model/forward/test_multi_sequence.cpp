@@ -59,6 +59,27 @@ ModelShape batch_shape(const std::string& arch, TensorType type) {
     return s;
 }
 
+// The batch shape of `arch` in `type`, written once per pair.
+test::LoadedModel open_batch_model(const std::string& arch, TensorType type) {
+    return test::open_model(
+        test::write_model(fmt::format("multi-seq-{}-{}", arch, type_traits(type).name), batch_shape(arch, type)));
+}
+
+// The architectures the batch tests sweep, each in F16 and a quantized type (deepseek2's 64-wide
+// k_b rows take no 256-element K-quant: Q8_0 there).
+struct BatchCase {
+    const char* arch;
+    TensorType type;
+};
+std::vector<BatchCase> batch_cases() {
+    std::vector<BatchCase> out;
+    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss", "deepseek2"})
+        for (TensorType type :
+             {TensorType::F16, std::string_view(arch) == "deepseek2" ? TensorType::Q8_0 : TensorType::Q4_K})
+            out.push_back({arch, type});
+    return out;
+}
+
 std::vector<int32_t> tokens(uint32_t n, uint32_t seed, uint32_t n_vocab) {
     std::vector<int32_t> t(n);
     for (uint32_t i = 0; i < n; ++i) t[i] = int32_t(1 + (i * 37 + seed * 101 + 11) % (n_vocab - 1));
@@ -68,7 +89,8 @@ std::vector<int32_t> tokens(uint32_t n, uint32_t seed, uint32_t n_vocab) {
 std::vector<float> row(const ModelGpu& m, uint32_t rows, uint32_t r) {
     std::vector<float> all(size_t(rows) * m.config().n_vocab);
     m.read_logits(rows, all.data());
-    return std::vector<float>(all.begin() + long(r) * m.config().n_vocab, all.begin() + long(r + 1) * m.config().n_vocab);
+    return std::vector<float>(all.begin() + long(r) * m.config().n_vocab,
+                              all.begin() + long(r + 1) * m.config().n_vocab);
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -102,62 +124,58 @@ std::vector<std::vector<float>> alone(Context& ctx, const test::LoadedModel& m, 
 TEST_CASE("multi-sequence decode: every sequence's logits are bit-identical to the sequence alone") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss", "deepseek2"}) {
-        // deepseek2's 64-wide k_b rows take no 256-element K-quant: Q8_0 there.
-        const bool ds = std::string_view(arch) == "deepseek2";
-        for (TensorType type : {TensorType::F16, ds ? TensorType::Q8_0 : TensorType::Q4_K}) {
-            CAPTURE(arch);
-            CAPTURE(type_traits(type).name);
-            const test::LoadedModel m = test::open_model(test::write_model(
-                fmt::format("multi-seq-{}-{}", arch, type_traits(type).name), batch_shape(arch, type)));
-            // 10 sequences: decode batches of up to 10 rows run as matvec groups of 8 + 2.
-            const uint32_t n_seq = 10, steps = 5;
-            std::vector<std::vector<int32_t>> prompts;
-            std::vector<std::vector<std::vector<float>>> ref;
-            for (uint32_t k = 0; k < n_seq; ++k) {
-                prompts.push_back(tokens(5 + 3 * k, k, m.cfg.n_vocab));  // 5..32 tokens: 1..4 chunks of 8
-                if (k < 3 || k == n_seq - 1) ref.push_back(alone(ctx, m, prompts[k], steps));
-                else ref.push_back({});
+    for (const auto& [arch, type] : batch_cases()) {
+        CAPTURE(arch);
+        CAPTURE(type_traits(type).name);
+        const test::LoadedModel m = open_batch_model(arch, type);
+        // 10 sequences: decode batches of up to 10 rows run as matvec groups of 8 + 2.
+        const uint32_t n_seq = 10, steps = 5;
+        std::vector<std::vector<int32_t>> prompts;
+        std::vector<std::vector<std::vector<float>>> ref;
+        for (uint32_t k = 0; k < n_seq; ++k) {
+            prompts.push_back(tokens(5 + 3 * k, k, m.cfg.n_vocab));  // 5..32 tokens: 1..4 chunks of 8
+            if (k < 3 || k == n_seq - 1)
+                ref.push_back(alone(ctx, m, prompts[k], steps));
+            else
+                ref.push_back({});
+        }
+        ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, n_seq));
+        CHECK(g.memory_plan().kv_cache > 0);
+        std::vector<int32_t> next(n_seq);
+        for (uint32_t k = 0; k < n_seq; ++k) {
+            g.eval(k, prompts[k]);
+            std::vector<float> l = row(g, 1, 0);
+            if (!ref[k].empty()) CHECK(same_bits(l, ref[k][0]));
+            next[k] = g.argmax_rows(1)[0];
+        }
+        // Step i decodes a different company each time: all sequences in reverse order, then
+        // subsets, then sequence 1 alone.
+        for (uint32_t i = 0; i < steps; ++i) {
+            std::vector<SeqToken> batch;
+            for (uint32_t k = n_seq; k-- > 0;)
+                if (i == 0 || i == 3 || (i == 1 && k % 2 == 1) || (i == 2 && k < 4) || (i == 4 && k == 1) || k == 1)
+                    batch.push_back({k, next[k]});
+            // Sequences left out of a step catch up alone, so every sequence makes `steps` steps.
+            g.decode(batch);
+            const uint32_t rows = uint32_t(batch.size());
+            const std::vector<int32_t> am = g.argmax_rows(rows);
+            for (uint32_t r = 0; r < rows; ++r) {
+                const uint32_t k = batch[r].seq;
+                CAPTURE(i);
+                CAPTURE(k);
+                CAPTURE(rows);
+                if (!ref[k].empty()) CHECK(same_bits(row(g, rows, r), ref[k][i + 1]));
+                next[k] = am[r];
             }
-            ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, n_seq));
-            CHECK(g.memory_plan().kv_cache > 0);
-            std::vector<int32_t> next(n_seq);
             for (uint32_t k = 0; k < n_seq; ++k) {
-                g.eval(k, prompts[k]);
-                std::vector<float> l = row(g, 1, 0);
-                if (!ref[k].empty()) CHECK(same_bits(l, ref[k][0]));
+                if (std::any_of(batch.begin(), batch.end(), [&](const SeqToken& t) { return t.seq == k; })) continue;
+                const SeqToken one{k, next[k]};
+                g.decode(std::span<const SeqToken>(&one, 1));
+                if (!ref[k].empty()) CHECK(same_bits(row(g, 1, 0), ref[k][i + 1]));
                 next[k] = g.argmax_rows(1)[0];
             }
-            // Step i decodes a different company each time: all sequences in reverse order, then
-            // subsets, then sequence 1 alone.
-            for (uint32_t i = 0; i < steps; ++i) {
-                std::vector<SeqToken> batch;
-                for (uint32_t k = n_seq; k-- > 0;)
-                    if (i == 0 || i == 3 || (i == 1 && k % 2 == 1) || (i == 2 && k < 4) || (i == 4 && k == 1) ||
-                        k == 1)
-                        batch.push_back({k, next[k]});
-                // Sequences left out of a step catch up alone, so every sequence makes `steps` steps.
-                g.decode(batch);
-                const uint32_t rows = uint32_t(batch.size());
-                const std::vector<int32_t> am = g.argmax_rows(rows);
-                for (uint32_t r = 0; r < rows; ++r) {
-                    const uint32_t k = batch[r].seq;
-                    CAPTURE(i);
-                    CAPTURE(k);
-                    CAPTURE(rows);
-                    if (!ref[k].empty()) CHECK(same_bits(row(g, rows, r), ref[k][i + 1]));
-                    next[k] = am[r];
-                }
-                for (uint32_t k = 0; k < n_seq; ++k) {
-                    if (std::any_of(batch.begin(), batch.end(), [&](const SeqToken& t) { return t.seq == k; })) continue;
-                    const SeqToken one{k, next[k]};
-                    g.decode(std::span<const SeqToken>(&one, 1));
-                    if (!ref[k].empty()) CHECK(same_bits(row(g, 1, 0), ref[k][i + 1]));
-                    next[k] = g.argmax_rows(1)[0];
-                }
-            }
-            for (uint32_t k = 0; k < n_seq; ++k) CHECK(g.n_past(k) == prompts[k].size() + steps);
         }
+        for (uint32_t k = 0; k < n_seq; ++k) CHECK(g.n_past(k) == prompts[k].size() + steps);
     }
 }
 
@@ -290,82 +308,75 @@ TEST_CASE("multi-sequence: drafted tokens verified in one step get plain decodin
     // continue after the rollback as if the wrong drafts had never been evaluated.
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    for (const char* arch : {"llama", "gemma3", "qwen2moe", "gpt-oss", "deepseek2"}) {
-        const bool ds = std::string_view(arch) == "deepseek2";
-        for (TensorType type : {TensorType::F16, ds ? TensorType::Q8_0 : TensorType::Q4_K}) {
-            CAPTURE(arch);
-            CAPTURE(type_traits(type).name);
-            const test::LoadedModel m = test::open_model(test::write_model(
-                fmt::format("multi-seq-{}-{}", arch, type_traits(type).name), batch_shape(arch, type)));
-            const uint32_t n_seq = 3, steps = 14;
-            // Each sequence alone: its greedy tokens g[k][1..steps] and the logits after each.
-            std::vector<std::vector<int32_t>> prompts, greedy(n_seq);
-            std::vector<std::vector<std::vector<float>>> ref;
-            for (uint32_t k = 0; k < n_seq; ++k) {
-                prompts.push_back(tokens(6 + 5 * k, k + 3, m.cfg.n_vocab));
-                ref.push_back(alone(ctx, m, prompts[k], steps));
-                for (const std::vector<float>& l : ref[k])
-                    greedy[k].push_back(int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
-            }
-            ModelOptions o = seq_options(128, 8, n_seq);
-            o.draft_rows = 4;
-            ModelGpu g(ctx, m.file, m.cfg, o);
-            for (uint32_t k = 0; k < n_seq; ++k) g.eval(k, prompts[k]);
-            // done[k]: generated tokens whose K/V the sequence holds; greedy[k][done] is its next token.
-            std::vector<uint32_t> done(n_seq, 0);
-            // Per round and sequence: how many of its drafts are right, then one wrong draft (or none
-            // where -1): every draft right, a wrong first draft, no draft, a long run, ...
-            const int rounds[][n_seq][2] = {{{3, 1}, {0, 1}, {0, 0}},
-                                            {{4, 0}, {2, 1}, {1, 1}},
-                                            {{0, 1}, {4, 0}, {2, 0}},
-                                            {{1, 0}, {0, 0}, {3, 1}}};
-            for (size_t r = 0; r < std::size(rounds); ++r) {
-                std::vector<SeqToken> batch;
-                std::vector<uint32_t> first_row(n_seq), right(n_seq);
-                for (uint32_t k = 0; k < n_seq; ++k) {
-                    first_row[k] = uint32_t(batch.size());
-                    right[k] = uint32_t(rounds[r][k][0]);
-                    batch.push_back({k, greedy[k][done[k]]});
-                    for (uint32_t j = 1; j <= right[k]; ++j) batch.push_back({k, greedy[k][done[k] + j]});
-                    if (rounds[r][k][1])  // a token the model did not choose
-                        batch.push_back({k, (greedy[k][done[k] + right[k] + 1] + 1) % int32_t(m.cfg.n_vocab)});
-                }
-                const uint32_t rows = uint32_t(batch.size());
-                std::vector<uint32_t> before(n_seq);
-                for (uint32_t k = 0; k < n_seq; ++k) before[k] = g.n_past(k);
-                g.decode(batch);
-                const std::vector<int32_t> am = g.argmax_rows(rows);
-                for (uint32_t k = 0; k < n_seq; ++k) {
-                    CAPTURE(r);
-                    CAPTURE(k);
-                    for (uint32_t j = 0; j <= right[k]; ++j) {
-                        CAPTURE(j);
-                        CHECK(same_bits(row(g, rows, first_row[k] + j), ref[k][done[k] + j + 1]));
-                        CHECK(am[first_row[k] + j] == greedy[k][done[k] + j + 1]);
-                    }
-                    // Keep the next token and the right drafts; the wrong one is rolled back.
-                    REQUIRE(g.truncate(k, before[k] + right[k] + 1));
-                    done[k] += right[k] + 1;
-                }
-            }
-            // Then plain decoding continues each sequence exactly.
-            for (uint32_t k = 0; k < n_seq; ++k) {
-                CAPTURE(k);
-                REQUIRE(done[k] < steps);
-                const SeqToken one{k, greedy[k][done[k]]};
-                g.decode(std::span<const SeqToken>(&one, 1));
-                CHECK(same_bits(row(g, 1, 0), ref[k][done[k] + 1]));
-            }
-            // A sequence's rows must be adjacent and at most 1 + draft_rows.
-            const SeqToken split[] = {{0, 1}, {1, 1}, {0, 2}};
-            CHECK_THROWS_AS(g.decode(split), std::invalid_argument);
-            const SeqToken too_many[] = {{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}};
-            CHECK_THROWS_AS(g.decode(too_many), std::invalid_argument);
+    for (const auto& [arch, type] : batch_cases()) {
+        CAPTURE(arch);
+        CAPTURE(type_traits(type).name);
+        const test::LoadedModel m = open_batch_model(arch, type);
+        const uint32_t n_seq = 3, steps = 14;
+        // Each sequence alone: its greedy tokens g[k][1..steps] and the logits after each.
+        std::vector<std::vector<int32_t>> prompts, greedy(n_seq);
+        std::vector<std::vector<std::vector<float>>> ref;
+        for (uint32_t k = 0; k < n_seq; ++k) {
+            prompts.push_back(tokens(6 + 5 * k, k + 3, m.cfg.n_vocab));
+            ref.push_back(alone(ctx, m, prompts[k], steps));
+            for (const std::vector<float>& l : ref[k])
+                greedy[k].push_back(int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
         }
+        ModelOptions o = seq_options(128, 8, n_seq);
+        o.draft_rows = 4;
+        ModelGpu g(ctx, m.file, m.cfg, o);
+        for (uint32_t k = 0; k < n_seq; ++k) g.eval(k, prompts[k]);
+        // done[k]: generated tokens whose K/V the sequence holds; greedy[k][done] is its next token.
+        std::vector<uint32_t> done(n_seq, 0);
+        // Per round and sequence: how many of its drafts are right, then one wrong draft (or none
+        // where -1): every draft right, a wrong first draft, no draft, a long run, ...
+        const int rounds[][n_seq][2] = {
+            {{3, 1}, {0, 1}, {0, 0}}, {{4, 0}, {2, 1}, {1, 1}}, {{0, 1}, {4, 0}, {2, 0}}, {{1, 0}, {0, 0}, {3, 1}}};
+        for (size_t r = 0; r < std::size(rounds); ++r) {
+            std::vector<SeqToken> batch;
+            std::vector<uint32_t> first_row(n_seq), right(n_seq);
+            for (uint32_t k = 0; k < n_seq; ++k) {
+                first_row[k] = uint32_t(batch.size());
+                right[k] = uint32_t(rounds[r][k][0]);
+                batch.push_back({k, greedy[k][done[k]]});
+                for (uint32_t j = 1; j <= right[k]; ++j) batch.push_back({k, greedy[k][done[k] + j]});
+                if (rounds[r][k][1])  // a token the model did not choose
+                    batch.push_back({k, (greedy[k][done[k] + right[k] + 1] + 1) % int32_t(m.cfg.n_vocab)});
+            }
+            const uint32_t rows = uint32_t(batch.size());
+            std::vector<uint32_t> before(n_seq);
+            for (uint32_t k = 0; k < n_seq; ++k) before[k] = g.n_past(k);
+            g.decode(batch);
+            const std::vector<int32_t> am = g.argmax_rows(rows);
+            for (uint32_t k = 0; k < n_seq; ++k) {
+                CAPTURE(r);
+                CAPTURE(k);
+                for (uint32_t j = 0; j <= right[k]; ++j) {
+                    CAPTURE(j);
+                    CHECK(same_bits(row(g, rows, first_row[k] + j), ref[k][done[k] + j + 1]));
+                    CHECK(am[first_row[k] + j] == greedy[k][done[k] + j + 1]);
+                }
+                // Keep the next token and the right drafts; the wrong one is rolled back.
+                REQUIRE(g.truncate(k, before[k] + right[k] + 1));
+                done[k] += right[k] + 1;
+            }
+        }
+        // Then plain decoding continues each sequence exactly.
+        for (uint32_t k = 0; k < n_seq; ++k) {
+            CAPTURE(k);
+            REQUIRE(done[k] < steps);
+            const SeqToken one{k, greedy[k][done[k]]};
+            g.decode(std::span<const SeqToken>(&one, 1));
+            CHECK(same_bits(row(g, 1, 0), ref[k][done[k] + 1]));
+        }
+        // A sequence's rows must be adjacent and at most 1 + draft_rows.
+        const SeqToken split[] = {{0, 1}, {1, 1}, {0, 2}};
+        CHECK_THROWS_AS(g.decode(split), std::invalid_argument);
+        const SeqToken too_many[] = {{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}};
+        CHECK_THROWS_AS(g.decode(too_many), std::invalid_argument);
     }
     // Drafts a ubatch cannot roll back within a sliding-window ring are refused at load.
-    const test::LoadedModel m =
-        test::open_model(test::write_model("multi-seq-gemma3-F16", batch_shape("gemma3", TensorType::F16)));
+    const test::LoadedModel m = open_batch_model("gemma3", TensorType::F16);
     ModelOptions o = seq_options(128, 8, 1);
     o.draft_rows = 8;
     CHECK_THROWS_AS(ModelGpu(ctx, m.file, m.cfg, o), std::invalid_argument);
@@ -378,17 +389,18 @@ TEST_CASE("multi-sequence: eval_at evaluates tokens again at positions inside th
         const bool ds = std::string_view(arch) == "deepseek2";
         const TensorType type = ds ? TensorType::Q8_0 : TensorType::F16;
         CAPTURE(arch);
-        const test::LoadedModel m = test::open_model(test::write_model(
-            fmt::format("multi-seq-{}-{}", arch, type_traits(type).name), batch_shape(arch, type)));
+        const test::LoadedModel m = open_batch_model(arch, type);
         const std::vector<int32_t> right = tokens(32, 5, m.cfg.n_vocab);
         // The reference: every position's logits of one prefill of the right tokens.
         ModelOptions ro = seq_options(128, 8, 1);
         ro.all_logits = true;
         ModelGpu ref(ctx, m.file, m.cfg, ro);
         std::vector<float> want;
-        ref.eval_all_logits(right, [&](uint32_t, std::span<const float> r) { want.insert(want.end(), r.begin(), r.end()); });
+        ref.eval_all_logits(right,
+                            [&](uint32_t, std::span<const float> r) { want.insert(want.end(), r.begin(), r.end()); });
         auto want_at = [&](uint32_t p) {
-            return std::vector<float>(want.begin() + long(p) * m.cfg.n_vocab, want.begin() + long(p + 1) * m.cfg.n_vocab);
+            return std::vector<float>(want.begin() + long(p) * m.cfg.n_vocab,
+                                      want.begin() + long(p + 1) * m.cfg.n_vocab);
         };
         // Chunks of other shapes than the prefill's round differently: close, not bit-equal.
         const test::Tolerance tol{1e-10, 1e-4, 1e-3};
@@ -452,8 +464,7 @@ TEST_CASE("multi-sequence: eval_at evaluates tokens again at positions inside th
         CHECK(g.n_past(0) == 33);
     }
     // A model with sliding-window rings cannot: its ring no longer holds early positions.
-    const test::LoadedModel gm =
-        test::open_model(test::write_model("multi-seq-gemma3-F16", batch_shape("gemma3", TensorType::F16)));
+    const test::LoadedModel gm = open_batch_model("gemma3", TensorType::F16);
     ModelGpu g(ctx, gm.file, gm.cfg, seq_options(128, 8, 1));
     g.eval(0, tokens(12, 1, gm.cfg.n_vocab));
     const std::vector<uint32_t> p2{2};
@@ -461,15 +472,15 @@ TEST_CASE("multi-sequence: eval_at evaluates tokens again at positions inside th
     CHECK_THROWS_WITH_AS(g.eval_at(0, t2, p2), doctest::Contains("sliding-window"), std::invalid_argument);
 }
 
-TEST_CASE("multi-sequence: a document's K/V exported, imported after another prefix with K rotated, then evaluated again") {
+TEST_CASE(
+    "multi-sequence: a document's K/V exported, imported after another prefix with K rotated, then evaluated again") {
     // CacheBlend's mechanics: a document's cache computed alone at position 0, put after an 11-token
     // prefix. Layer 0's K and V do not depend on what came before, so they must be the full
     // prefill's (K up to f16 rounding of the rotation); later layers differ until eval_at evaluates
     // the document again, which gives the full prefill's logits.
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    const test::LoadedModel m =
-        test::open_model(test::write_model("multi-seq-llama-F16", batch_shape("llama", TensorType::F16)));
+    const test::LoadedModel m = open_batch_model("llama", TensorType::F16);
     ModelGpu g(ctx, m.file, m.cfg, seq_options(128, 8, 4));
     const std::vector<int32_t> prefix = tokens(11, 8, m.cfg.n_vocab), doc = tokens(20, 9, m.cfg.n_vocab);
     std::vector<int32_t> full = prefix;
@@ -519,8 +530,7 @@ TEST_CASE("multi-sequence: a document's K/V exported, imported after another pre
     cut.k.pop_back();
     CHECK_THROWS_AS(g.import_kv(3, cut), std::invalid_argument);
     CHECK_THROWS_AS(g.export_kv(3, 10, 30), std::invalid_argument);
-    const test::LoadedModel gm =
-        test::open_model(test::write_model("multi-seq-gemma3-F16", batch_shape("gemma3", TensorType::F16)));
+    const test::LoadedModel gm = open_batch_model("gemma3", TensorType::F16);
     ModelGpu ring(ctx, gm.file, gm.cfg, seq_options(128, 8, 1));
     ring.eval(0, tokens(12, 1, gm.cfg.n_vocab));
     CHECK_THROWS_WITH_AS(ring.export_kv(0, 0, 4), doctest::Contains("sliding-window"), std::invalid_argument);

@@ -5,6 +5,7 @@
 // and UTF-8 holding.
 #include "support/test_context.h"
 
+#include "support/engine_testing.h"
 #include "support/model_test_util.h"
 #include "serving/engine/engine.h"
 #include "serving/engine/generate.h"
@@ -19,29 +20,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Outcome {
-    std::string text;
-    Event done;
-    size_t text_events = 0;
-};
-
-// Every event of a ticket until Done (fails the test after 120 s).
-Outcome collect(Ticket& t) {
-    Outcome o;
-    const auto deadline = std::chrono::steady_clock::now() + 120s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        std::optional<Event> e = t.next(100ms);
-        if (!e) continue;
-        if (e->kind == Event::Kind::Done) {
-            o.done = std::move(*e);
-            return o;
-        }
-        o.text += e->text;
-        ++o.text_events;
-    }
-    FAIL("request did not finish within 120 s");
-    return o;
-}
+using test::collect;
+using test::Outcome;
 
 // stories260K and its tokenizer.
 struct Stories {

@@ -10,6 +10,7 @@
 #include "serving/engine/drafter.h"
 #include "serving/engine/engine.h"
 #include "model/grammar/grammar.h"
+#include "support/engine_testing.h"
 #include "support/model_test_util.h"
 
 #include <fmt/format.h>
@@ -20,30 +21,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Outcome {
-    std::string text;
-    std::vector<int32_t> tokens;
-    std::vector<TokenLogprob> logprobs;
-    Event done;
-};
-
-Outcome collect(Ticket& t) {
-    Outcome o;
-    const auto deadline = std::chrono::steady_clock::now() + 120s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        std::optional<Event> e = t.next(100ms);
-        if (!e) continue;
-        if (e->kind == Event::Kind::Done) {
-            o.done = std::move(*e);
-            return o;
-        }
-        o.text += e->text;
-        o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
-        o.logprobs.insert(o.logprobs.end(), e->logprobs.begin(), e->logprobs.end());
-    }
-    FAIL("request did not finish within 120 s");
-    return o;
-}
+using test::collect;
+using test::Outcome;
 
 ModelShape shape(uint32_t dim, uint32_t layers, uint64_t seed) {
     ModelShape s;
