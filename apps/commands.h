@@ -19,5 +19,6 @@ void register_serve(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_embed(CLI::App& app);
 void register_tune(CLI::App& app);
+void register_bench_blend(CLI::App& app);
 
 }  // namespace vkllm::apps

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     vkllm::apps::register_run(app);
     vkllm::apps::register_bench(app);
     vkllm::apps::register_bench_ops(app);
+    vkllm::apps::register_bench_blend(app);
     vkllm::apps::register_perplexity(app);
     vkllm::apps::register_tokenize(app);
     vkllm::apps::register_bench_serve(app);

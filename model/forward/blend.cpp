@@ -14,9 +14,6 @@ namespace vkllm {
 
 namespace {
 
-// Thrown by the selection's probe once it has the layer it needs: the layers after it do not run.
-struct SelectionDone {};
-
 // n rows of one layer's cached V as floats.
 std::vector<float> cached_rows(const std::vector<uint8_t>& bytes, ops::KvType type, uint32_t n, uint32_t width) {
     std::vector<float> out(size_t(n) * width);
@@ -34,13 +31,14 @@ std::vector<float> cached_rows(const std::vector<uint8_t>& bytes, ops::KvType ty
     return out;
 }
 
-// Steps 2 and 3 (blend.h): the selection in layers 0 and 1, then the chosen tokens in every layer.
-void select_and_recompute(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs,
-                          const std::vector<uint32_t>& starts, float ratio, BlendResult& r);
+// Step 2 (blend.h): the positions of the tokens to evaluate again, ascending, with their tokens.
+std::vector<std::pair<uint32_t, int32_t>> select(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs,
+                                                 const std::vector<uint32_t>& starts, float ratio);
 
 }  // namespace
 
-BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs, float ratio) {
+BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs, float ratio,
+                            std::span<const int32_t> then) {
     if (!(ratio >= 0.0f && ratio <= 1.0f))
         throw std::invalid_argument(fmt::format("blend ratio {} must be within 0..1", ratio));
     for (size_t d = 0; d < docs.size(); ++d)
@@ -56,7 +54,17 @@ BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc>
             g.import_kv(seq, *d.kv);
             r.tokens += uint32_t(d.tokens.size());
         }
-        select_and_recompute(g, seq, docs, starts, ratio, r);
+        // Step 3, fused with what follows the documents: one evaluation, in position order.
+        std::vector<uint32_t> at;
+        std::vector<int32_t> tokens;
+        for (const auto& [p, t] : select(g, seq, docs, starts, ratio)) {
+            at.push_back(p);
+            tokens.push_back(t);
+        }
+        r.recomputed = at;
+        for (size_t i = 0; i < then.size(); ++i) at.push_back(g.n_past(seq) + uint32_t(i));
+        tokens.insert(tokens.end(), then.begin(), then.end());
+        if (!tokens.empty()) g.eval_at(seq, tokens, at);
     } catch (...) {
         // The documents go again: the sequence holds what it held before the call.
         if (!g.truncate(seq, start)) g.reset(seq);
@@ -67,46 +75,40 @@ BlendResult blend_documents(ModelGpu& g, uint32_t seq, std::span<const BlendDoc>
 
 namespace {
 
-void select_and_recompute(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs,
-                          const std::vector<uint32_t>& starts, float ratio, BlendResult& r) {
+std::vector<std::pair<uint32_t, int32_t>> select(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> docs,
+                                                 const std::vector<uint32_t>& starts, float ratio) {
     const ModelConfig& cfg = g.config();
     // Layer 1's input is the full prefill's once layer 0 (context-free) is evaluated again.
     const uint32_t probe_layer = std::min(1u, cfg.n_layers - 1);
+    // Every document's tokens through layer 0 and layer 1's V in one evaluation: they stand one after
+    // another from starts[0].
+    std::vector<int32_t> all;
+    for (const BlendDoc& doc : docs) all.insert(all.end(), doc.tokens.begin(), doc.tokens.end());
+    std::vector<uint32_t> at(all.size());
+    std::iota(at.begin(), at.end(), starts.empty() ? 0u : starts[0]);
+    const std::vector<float> all_v = all.empty() ? std::vector<float>{} : g.eval_v(seq, all, at, probe_layer);
     std::vector<std::pair<uint32_t, int32_t>> chosen;  // (position, token)
+    const uint32_t width = cfg.kv_dim();
     for (size_t d = 0; d < docs.size(); ++d) {
         const BlendDoc& doc = docs[d];
-        const uint32_t n = uint32_t(doc.tokens.size()), width = cfg.kv_dim();
+        const uint32_t n = uint32_t(doc.tokens.size());
         const std::vector<float> old_v = cached_rows(doc.kv->v.at(probe_layer), doc.kv->type, n, width);
+        const float* new_v = all_v.data() + size_t(starts[d] - starts[0]) * width;
         std::vector<double> deviation(n);
-        for (uint32_t done = 0; done < n;) {
-            const uint32_t m = std::min(n - done, g.ubatch());
-            std::vector<uint32_t> at(m);
-            std::iota(at.begin(), at.end(), starts[d] + done);
-            std::vector<float> new_v;
-            try {
-                g.eval_at(seq, doc.tokens.subspan(done, m), at, [&](uint32_t layer, const LayerTensors& t) {
-                    if (layer != probe_layer) return;
-                    new_v = t.at("v");
-                    throw SelectionDone{};
-                });
-            } catch (const SelectionDone&) {}
-            if (new_v.size() != size_t(m) * width)
-                throw std::logic_error(fmt::format("blend: layer {}'s V was not read", probe_layer));
-            for (uint32_t i = 0; i < m; ++i) {
-                double diff = 0, norm = 0;
-                for (uint32_t j = 0; j < width; ++j) {
-                    const double o = old_v[size_t(done + i) * width + j], e = new_v[size_t(i) * width + j];
-                    diff += (e - o) * (e - o);
-                    norm += o * o;
-                }
-                deviation[done + i] = diff / std::max(norm, 1e-30);
-                if (std::isnan(deviation[done + i])) deviation[done + i] = HUGE_VAL;  // a strict order for the sort
+        for (uint32_t i = 0; i < n; ++i) {
+            double diff = 0, norm = 0;
+            for (uint32_t j = 0; j < width; ++j) {
+                const double o = old_v[size_t(i) * width + j], e = new_v[size_t(i) * width + j];
+                diff += (e - o) * (e - o);
+                norm += o * o;
             }
-            done += m;
+            deviation[i] = diff / std::max(norm, 1e-30);
+            if (std::isnan(deviation[i])) deviation[i] = HUGE_VAL;  // a strict order for the sort
         }
         // The ratio share of the document's tokens that deviate most.
         // At least one token of each document where the ratio is not 0.
-        const uint32_t k = std::min(n, uint32_t(std::ceil(double(ratio) * n)));
+        // The float ratio's rounding (0.15f is 0.15000000596) must not add a token: 0.15 of 40 is 6.
+        const uint32_t k = std::min(n, uint32_t(std::ceil(double(ratio) * n * (1 - 1e-6))));
         std::vector<uint32_t> order(n);
         std::iota(order.begin(), order.end(), 0u);
         std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](uint32_t a, uint32_t b) {
@@ -115,16 +117,7 @@ void select_and_recompute(ModelGpu& g, uint32_t seq, std::span<const BlendDoc> d
         for (uint32_t i = 0; i < k; ++i) chosen.emplace_back(starts[d] + order[i], doc.tokens[order[i]]);
     }
     std::sort(chosen.begin(), chosen.end());
-    if (!chosen.empty()) {
-        std::vector<uint32_t> at;
-        std::vector<int32_t> tokens;
-        for (const auto& [p, t] : chosen) {
-            at.push_back(p);
-            tokens.push_back(t);
-        }
-        g.eval_at(seq, tokens, at);
-        r.recomputed = std::move(at);
-    }
+    return chosen;
 }
 
 }  // namespace

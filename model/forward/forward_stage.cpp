@@ -185,6 +185,14 @@ Recording& ForwardStage::recording(const StepShape& b) {
         add([&](CommandStream& s) { recorder.record_embed(s, b); });
     else
         add([&](CommandStream& s) { s.copy(buf_.recv.slice(0, rows), buf_.x.slice(0, rows)); });
+    if (b.v_of_layer) {  // eval_v: the layers before it, its projections, nothing after
+        if (*b.v_of_layer < range_.first || *b.v_of_layer >= range_.end())
+            throw std::logic_error("a V-only chunk recorded by a stage that does not hold its layer");
+        for (uint32_t l = range_.first; l < *b.v_of_layer; ++l)
+            add([&](CommandStream& s) { recorder.record_layer(s, l, b); });
+        add([&](CommandStream& s) { recorder.record_projections(s, *b.v_of_layer, b); });
+        return *recordings_.emplace(b, std::move(rec)).first->second;
+    }
     for (uint32_t l = range_.first; l < range_.end(); ++l)
         add([&](CommandStream& s) { recorder.record_layer(s, l, b); });
     if (!last())
@@ -192,6 +200,13 @@ Recording& ForwardStage::recording(const StepShape& b) {
     else if (cfg_.arch->stack.lm_head)
         add([&](CommandStream& s) { recorder.record_head(s, b); });
     return *recordings_.emplace(b, std::move(rec)).first->second;
+}
+
+std::vector<float> ForwardStage::read_v(uint32_t layer, uint32_t n) const {
+    const LayerPlan p = plan_layer(ctx_.caps(), cfg_, layout_.layers[layer], layer, {n, false}, kv_geometry());
+    std::vector<float> v(uint64_t(n) * cfg_.kv_dim());
+    ctx_.download(StageRecorder(*this).activations(p).v, v.data(), v.size() * 4);
+    return v;
 }
 
 LayerTensors ForwardStage::read_layer_tensors(uint32_t layer, uint32_t n) const {

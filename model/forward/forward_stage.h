@@ -90,6 +90,8 @@ public:
     // buffers().embed_in). With a probe, every layer is submitted on its own and its intermediate
     // tensors are downloaded.
     void submit(Recording& rec, const LayerProbe& probe, const StepShape& b);
+    // After a StepShape::v_of_layer chunk of n rows: that layer's V projection, (n, kv_dim).
+    std::vector<float> read_v(uint32_t layer, uint32_t n) const;
     // Copies KV block `from` into block `to` in every full-context layer's pools.
     void copy_block(uint32_t from, uint32_t to);
     void set_profiling(bool on);

@@ -4,6 +4,8 @@
 // the same plans (ModelGpu::pipelines()), so the two cannot drift.
 #pragma once
 
+#include <optional>
+
 #include "model/arch/model_config.h"
 #include "model/forward/model_weights.h"
 #include "runtime/ops/attention.h"
@@ -30,6 +32,10 @@ struct StepShape {
     // token and drafted ones to verify): attention runs row by row, each as a lone token's, since
     // the batched kernels would read keys that another row of the same dispatch stores.
     bool repeats = false;
+    // CacheBlend's selection (ModelGpu::eval_v): the chunk runs the layers before this one, then
+    // only this layer's V projection (into the activations' v), and stops: no attention there, no
+    // head. Absent: every layer.
+    std::optional<uint32_t> v_of_layer;
     // A lone token or a decode batch: the rows of a batch must compute what a lone token does (batch
     // invariance), so both take the decode forms.
     bool decode() const { return n == 1 || decode_batch; }

@@ -149,6 +149,7 @@ void ModelGpu::run(const StepShape& b, const LayerProbe& probe) {
     for (size_t i = 0; i < stages_.size(); ++i) {
         ForwardStage& st = *stages_[i];
         st.submit(st.recording(b), probe, b);
+        if (b.v_of_layer && *b.v_of_layer < st.range().end()) break;  // eval_v: nothing after that layer
         if (i + 1 == stages_.size()) break;
         // The next stage reads the step's positions (and ids) as this one did, and its x from recv.
         const ForwardBuffers &from = st.buffers(), &to = stages_[i + 1]->buffers();
@@ -176,7 +177,7 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
             fmt::format("eval_embeddings: {} floats are not whole rows of {}", in.rows.size(), cfg_.dim));
     const size_t total = rows_in ? in.rows.size() / cfg_.dim : tokens.size();
     if (total == 0) throw std::invalid_argument(rows_in ? "eval_embeddings: no rows" : "eval: no tokens");
-    const bool at = !in.at.empty();  // eval_at: positions inside the sequence, which does not grow
+    const bool at = !in.at.empty();  // eval_at: positions inside the sequence, and maybe after it
     if (!at && total > n_ctx() - n_past_[seq])
         throw ContextFullError(opts_.n_seq > 1
                                    ? fmt::format("{} tokens do not fit sequence {}: it holds {} tokens and {} are used",
@@ -217,15 +218,22 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
             std::memcpy(step_inputs().embed_in.mapped(), in.rows.data() + done * cfg_.dim, size_t(n) * cfg_.dim * 4);
         // Shared blocks from the first row written on are copied before they are written into.
         if (at)
-            hold_rows(seq, n_past_[seq], in.at[done]);
+            hold_rows(seq, std::max(n_past_[seq], in.at[done + n - 1] + 1), in.at[done]);
         else
             hold_rows(seq, n_past_[seq] + n, n_past_[seq]);
         write_tables(0, seq);
         // One token sees the same keys either way: it takes the ordinary chunk's recording.
-        run(StepShape{.n = n, .rows_in = rows_in, .bidirectional = in.bidirectional && n > 1}, probe);
+        run(
+            StepShape{
+                .n = n, .rows_in = rows_in, .bidirectional = in.bidirectional && n > 1, .v_of_layer = in.v_of_layer},
+            probe);
         last_rows_ = 1;
         last_chunk_ = n;
-        if (!at) n_past_[seq] += n;
+        if (in.v_of_layer) {
+            const std::vector<float> v = stages_.front()->read_v(*in.v_of_layer, n);
+            in.v_out->insert(in.v_out->end(), v.begin(), v.end());
+        }
+        n_past_[seq] = at ? std::max(n_past_[seq], in.at[done + n - 1] + 1) : n_past_[seq] + n;
         if (sink) {
             const size_t floats = size_t(n) * cfg_.n_vocab;
             const ForwardStage& head = head_stage();
@@ -241,13 +249,18 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
     }
 }
 
-void ModelGpu::check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint32_t> positions) const {
+void ModelGpu::check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint32_t> positions, bool grows) const {
     if (positions.size() != n_tokens)
         throw std::invalid_argument(fmt::format("eval_at: {} tokens at {} positions", n_tokens, positions.size()));
     for (size_t i = 0; i < positions.size(); ++i) {
-        if (positions[i] >= n_past_[seq])
-            throw std::invalid_argument(fmt::format("eval_at: position {} is not inside sequence {}'s {} tokens",
-                                                    positions[i], seq, n_past_[seq]));
+        // Past the end, the positions follow on from it: no hole in the sequence.
+        const uint32_t next = i > 0 && positions[i - 1] >= n_past_[seq] ? positions[i - 1] + 1 : n_past_[seq];
+        if (positions[i] >= n_past_[seq] && (!grows || positions[i] != next))
+            throw std::invalid_argument(
+                grows ? fmt::format("eval_at: position {} is neither inside sequence {}'s {} tokens nor the next",
+                                    positions[i], seq, n_past_[seq])
+                      : fmt::format("eval_at: position {} is not inside sequence {}'s {} tokens", positions[i], seq,
+                                    n_past_[seq]));
         if (i > 0 && positions[i] <= positions[i - 1])
             throw std::invalid_argument(
                 fmt::format("eval_at: positions must ascend ({} after {})", positions[i], positions[i - 1]));
@@ -259,12 +272,30 @@ void ModelGpu::check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint
             cfg_.arch->name));
 }
 
-void ModelGpu::eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions,
-                       const LayerProbe& probe) {
+void ModelGpu::eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions) {
     check_seq(seq, opts_.n_seq);
     if (tokens.empty()) throw std::invalid_argument("eval_at: no tokens");
-    check_eval_at(seq, tokens.size(), positions);  // before eval_impl: an empty list would mean eval()
-    eval_impl(seq, {.tokens = tokens, .at = positions}, probe, {});
+    check_eval_at(seq, tokens.size(), positions, true);  // before eval_impl: an empty list would mean eval()
+    if (positions.back() >= n_ctx())
+        throw ContextFullError(fmt::format("eval_at: position {} is past sequence {}'s context of {} tokens",
+                                           positions.back(), seq, n_ctx()));
+    eval_impl(seq, {.tokens = tokens, .at = positions}, {}, {});
+}
+
+std::vector<float> ModelGpu::eval_v(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions,
+                                    uint32_t layer) {
+    check_seq(seq, opts_.n_seq);
+    if (tokens.empty()) throw std::invalid_argument("eval_v: no tokens");
+    check_eval_at(seq, tokens.size(), positions, false);
+    if (layer >= cfg_.n_layers)
+        throw std::invalid_argument(fmt::format("eval_v: layer {} of a model of {} layers", layer, cfg_.n_layers));
+    if (cfg_.arch->attn.mla) throw std::invalid_argument("eval_v: latent attention keeps no per-token V");
+    if (layer >= stages_.front()->range().end())
+        throw std::invalid_argument(fmt::format("eval_v: layer {} is not on the split's first device", layer));
+    std::vector<float> v;
+    v.reserve(tokens.size() * cfg_.kv_dim());
+    eval_impl(seq, {.tokens = tokens, .at = positions, .v_of_layer = layer, .v_out = &v}, {}, {});
+    return v;
 }
 
 void ModelGpu::eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -126,18 +127,22 @@ public:
     // tokens whose looked-up (and scaled) embeddings were these rows (SequenceModel's), at the positions
     // of `grid` for an M-RoPE model.
     void eval_embeddings(uint32_t seq, std::span<const float> rows, bool bidirectional, ImageGrid grid) override;
-    // Tokens at given positions inside what sequence `seq` already holds (each < n_past(seq), strictly
-    // ascending), in chunks of ubatch: their K/V replace those positions' in every layer, and each
-    // attends to the keys at or before its own position as the cache holds them then. n_past is
-    // unchanged; the last token's logits are row 0. CacheBlend's selective recompute: a document's
-    // cached K/V reused where it now stands, a few of its tokens evaluated again there. Refused
-    // (std::invalid_argument) for models whose positions are not one per token (M-RoPE), that keep
-    // sliding-window rings (a ring no longer holds early positions) or that are not causal. With a
-    // probe, every layer is submitted on its own and its tensors handed to the probe; a probe that
-    // throws stops the evaluation there (the layers after it keep their cache rows) and the throw
-    // reaches the caller: CacheBlend's selection runs the first layers only.
-    void eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions,
-                 const LayerProbe& probe = {});
+    // Tokens at given, strictly ascending positions, in chunks of ubatch: those inside what sequence
+    // `seq` holds (< n_past(seq)) replace their positions' K/V in every layer; those after it follow
+    // on from n_past(seq) (n, n + 1, ...) and the sequence grows by them. Each attends to the keys at
+    // or before its own position as the cache holds them then; the last token's logits are row 0.
+    // CacheBlend's selective recompute, fused with the rest of the prompt: a document's cached K/V
+    // reused where it now stands, a few of its tokens evaluated again there, then the question.
+    // Refused (std::invalid_argument) for models whose positions are not one per token (M-RoPE), that
+    // keep sliding-window rings (a ring no longer holds early positions) or that are not causal;
+    // ContextFullError past the context.
+    void eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions);
+    // CacheBlend's selection: tokens at positions inside sequence `seq` (as eval_at) through layers
+    // 0..layer-1, whose K/V they replace, and layer `layer`'s V projection, returned (n, kv_dim); the
+    // layers from `layer` on and the last logits are left as they were. One submission per ubatch.
+    // Also refused for latent attention, a bad layer, or one not on a split's first device.
+    std::vector<float> eval_v(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions,
+                              uint32_t layer);
     // Rows [first, first + n) of sequence `seq`'s K/V in every layer, read back to the host.
     // std::invalid_argument for rows the sequence does not hold, or a model with sliding-window rings.
     KvRows export_kv(uint32_t seq, uint32_t first, uint32_t n) const;
@@ -218,12 +223,15 @@ private:
     void run(const StepShape& b, const LayerProbe& probe);
     void check_tokens(std::span<const int32_t> tokens) const;
     // eval_at's refusals: positions that are not ascending inside the sequence, or a model it cannot serve.
-    void check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint32_t> positions) const;
+    // grows: positions may go on past the sequence's end (eval_at), each the next one.
+    void check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint32_t> positions, bool grows) const;
     void require_head(const char* what) const;  // std::logic_error for a model without an LM head
     // What one evaluation takes in: token ids, or embedding rows (n, dim).
     struct StepInput {
         std::span<const int32_t> tokens;
         std::span<const uint32_t> at;  // eval_at's positions (empty: n_past(seq) on)
+        std::optional<uint32_t> v_of_layer;  // eval_v: stop at this layer's V, appended to *v_out
+        std::vector<float>* v_out = nullptr;
         std::span<const float> rows;
         bool bidirectional = false;  // the rows see each other (StepShape::bidirectional)
         ImageGrid grid;  // the rows are this image's (M-RoPE positions)

@@ -9,19 +9,14 @@
 
 namespace vkllm {
 
-void StageRecorder::record_attention(CommandStream& s, uint32_t l, const AttentionBlockPlan& p, const StepShape& batch,
-                                     const Activations& a) const {
+void StageRecorder::record_qkv(CommandStream& s, uint32_t l, const AttentionBlockPlan& p, uint32_t n,
+                               const Activations& a) const {
     using R = Role;
-    const uint32_t n = batch.n;
     const LayerWeights& L = st_.layer(l).w;
     const ModelConfig& c = cfg_;
     const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim();
     const BufferSlice x = b_.x.slice(0, 4ull * dim * n);  // (n, dim) residual stream
     const BufferSlice xn = b_.xn.slice(0, 4ull * dim * n);  // (n, dim) normed
-    const BufferSlice att = b_.att.slice(0, 4ull * qd * n);  // (n, q_dim) attention output
-    const BufferSlice pos = b_.positions.slice(0, 4ull * n);  // cache rows
-    const BufferSlice in_pos = b_.rel_pos.slice(0, 4ull * c.pos_width() * n);  // positions in each input (RoPE)
-
     // q (n, q_dim), k (n, kv_dim), v (n, kv_dim) = W · norm(x) (+ b); a decode step's matvec reads x
     // and normalizes it itself
     const ops::MatvecInput in = p.fold_norm ? rms_input(L[R::AttnNorm]) : ops::MatvecInput{};
@@ -44,6 +39,22 @@ void StageRecorder::record_attention(CommandStream& s, uint32_t l, const Attenti
             ops::clamp(ctx_, s, a.v, n * kv, c.clamp_kqv);
         }
     }
+}
+
+void StageRecorder::record_attention(CommandStream& s, uint32_t l, const AttentionBlockPlan& p, const StepShape& batch,
+                                     const Activations& a) const {
+    using R = Role;
+    const uint32_t n = batch.n;
+    const LayerWeights& L = st_.layer(l).w;
+    const ModelConfig& c = cfg_;
+    const uint32_t dim = c.dim, qd = c.q_dim(), kv = c.kv_dim();
+    const BufferSlice x = b_.x.slice(0, 4ull * dim * n);  // (n, dim) residual stream
+    const BufferSlice xn = b_.xn.slice(0, 4ull * dim * n);  // (n, dim) normed
+    const BufferSlice att = b_.att.slice(0, 4ull * qd * n);  // (n, q_dim) attention output
+    const BufferSlice pos = b_.positions.slice(0, 4ull * n);  // cache rows
+    const BufferSlice in_pos = b_.rel_pos.slice(0, 4ull * c.pos_width() * n);  // positions in each input (RoPE)
+
+    record_qkv(s, l, p, n, a);
     if (p.qk_norm == QkNorm::WholeLayerNorm) {  // all of q and all of k LayerNorm'd (jina-bert-v2 qk-post-norm)
         const BufferSlice qb = L[R::QNormB].slice(), kb = L[R::KNormB].slice();
         ops::layer_norm(ctx_, s, a.q, L[R::QNorm].slice(), L[R::QNormB].present() ? &qb : nullptr, a.q, n, c.q_dim(),

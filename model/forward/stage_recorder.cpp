@@ -75,6 +75,12 @@ void StageRecorder::record_layer(CommandStream& s, uint32_t l, const StepShape& 
     record_ffn(s, l, plan.ffn, batch.n, act);
 }
 
+void StageRecorder::record_projections(CommandStream& s, uint32_t l, const StepShape& batch) const {
+    const LayerPlan plan = plan_layer(ctx_.caps(), cfg_, st_.weight_layout().layers[l], l, batch, st_.kv_geometry());
+    if (plan.attn.mla) throw std::invalid_argument("latent attention keeps no per-token V to read");
+    record_qkv(s, l, plan.attn, batch.n, activations(plan));
+}
+
 BufferSlice StageRecorder::segment_rows(const BufferSlice& b, uint64_t width, size_t i, uint32_t rows) {
     return BufferSlice{b.buffer, b.offset + 4ull * width * rows * i, 4ull * width * rows};
 }

@@ -23,6 +23,9 @@ public:
     void record_embed(CommandStream& s, const StepShape& b) const;
     // A layer: its attention block, then its FFN block.
     void record_layer(CommandStream& s, uint32_t layer, const StepShape& b) const;
+    // Only the layer's q, k, v projections (with their norm and clamp) into the activations:
+    // StepShape::v_of_layer's last stream.
+    void record_projections(CommandStream& s, uint32_t layer, const StepShape& b) const;
     // logits and their argmax: a decode batch's rows, or a chunk's last token (every token's with
     // ModelOptions::all_logits).
     void record_head(CommandStream& s, const StepShape& b) const;
@@ -40,6 +43,9 @@ public:
 private:
     void record_attention(CommandStream& s, uint32_t layer, const AttentionBlockPlan& p, const StepShape& b,
                           const Activations& a) const;
+    // q, k, v = W · norm(x) (+ b), clamped where the model clamps: record_attention's first part.
+    void record_qkv(CommandStream& s, uint32_t layer, const AttentionBlockPlan& p, uint32_t n,
+                    const Activations& a) const;
     void record_mla(CommandStream& s, uint32_t layer, const AttentionBlockPlan& p, const StepShape& b) const;
     void record_cross(CommandStream& s, uint32_t layer, const CrossPlan& p, uint32_t n) const;
     void record_ffn(CommandStream& s, uint32_t layer, const FfnPlan& p, uint32_t n, const Activations& a) const;

@@ -85,6 +85,33 @@ TEST_CASE("cli: speculative decoding keeps the published story; bench --draft re
     }
 }
 
+TEST_CASE("cli: bench-blend reports CacheBlend's figures; the recompute brings the blend closer; bad input refused") {
+    const std::string model = vkllm::test::model_path("stories260K.gguf");
+    if (model.empty()) return;
+    const std::string text = std::string(VKLLM_SOURCE_DIR) + "/tests/fixtures/perplexity/stories.txt";
+    Result r = run_vkllm("bench-blend -m " + model + " -f " + text + " --chunks 3 --chunk-tokens 40 -r 1 --json");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j["ttft_full_ms"].get<double>() > 0);
+    CHECK(j["ttft_blend_ms"].get<double>() > 0);
+    CHECK(j["recompute_ratio"].get<double>() == doctest::Approx(18.0 / 120));  // ceil(0.15 x 40) = 6 per document
+    CHECK(j["top1_agreement"].get<double>() >= 0.9);
+    CHECK(j["kl_divergence"].get<double>() < j["kl_divergence_no_recompute"].get<double>());
+    const std::pair<std::string, std::string> bad[] = {
+        {"-f " + text + " --chunks 64 --chunk-tokens 4000", "fewer than --chunks 64 x --chunk-tokens 4000"},
+        {"-f /nonexistent.txt", "/nonexistent.txt"},
+        {"-f " + text + " --blend-ratio 1.5", "--blend-ratio"},
+    };
+    for (const auto& [flags, message] : bad) {
+        CAPTURE(flags);
+        Result b = run_vkllm("bench-blend -m " + model + " " + flags);
+        INFO(b.err);
+        CHECK(b.status != 0);
+        CHECK(b.err.find(message) != std::string::npos);
+    }
+}
+
 TEST_CASE("cli: vkllm run --check agrees with the host reference") {
     std::string model = vkllm::test::model_path("stories260K.gguf");
     if (model.empty()) return;

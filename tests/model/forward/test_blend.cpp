@@ -98,15 +98,28 @@ TEST_CASE("blend: documents cached apart, blended after a prefix; more recomputa
     };
     const double kl_import = mean_kl(want, blended(0, true), n_vocab);
     const double kl_0 = mean_kl(want, blended(0.0f, false), n_vocab);
-    const double kl_15 = mean_kl(want, blended(0.15f, false), n_vocab);
+    const std::vector<float> at_15 = blended(0.15f, false);
+    const double kl_15 = mean_kl(want, at_15, n_vocab);
     const std::vector<float> all = blended(1.0f, false);
     const double kl_all = mean_kl(want, all, n_vocab);
-    MESSAGE("mean KL over the question: import only " << kl_import << ", layers 0-1 again " << kl_0 << ", 15% again "
+    MESSAGE("mean KL over the question: import only " << kl_import << ", ratio 0 (layer 0 again) " << kl_0 << ", 15% again "
                                                       << kl_15 << ", all again " << kl_all);
     CHECK(kl_import > kl_15);
     CHECK(kl_0 >= kl_15);
     CHECK(kl_all < 1e-6);
     test::validate_result("every token evaluated again", all, want, {1e-8, 1e-3, 1e-2});
+    // The question fused with the recompute (one evaluation): its last token's logits as when it follows.
+    {
+        g.reset(0);
+        g.eval(0, prefix);
+        std::vector<BlendDoc> bd;
+        for (size_t d : order) bd.push_back({docs[d], &cached[d]});
+        const BlendResult r = blend_documents(g, 0, bd, 0.15f, question);
+        CHECK(g.n_past(0) == full.size());
+        CHECK(r.recomputed.size() < r.tokens);
+        const std::vector<float> last(at_15.end() - long(n_vocab), at_15.end());
+        test::validate_result("the question fused with the recompute", g.logits(), last, {1e-8, 1e-3, 1e-2});
+    }
     // Refusals.
     std::vector<BlendDoc> bad{{std::span<const int32_t>(docs[0]).first(3), &cached[0]}};  // 3 tokens, more rows
     CHECK_THROWS_AS(blend_documents(g, 0, bad, 0.15f), std::invalid_argument);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 using namespace vkllm;
 
@@ -462,6 +463,42 @@ TEST_CASE("multi-sequence: eval_at evaluates tokens again at positions inside th
         CHECK_THROWS_AS(g.eval_at(0, two, p5), std::invalid_argument);
         CHECK_THROWS_AS(g.eval_at(0, one, {}), std::invalid_argument);  // not eval() in disguise
         CHECK(g.n_past(0) == 33);
+
+        // 5. Positions inside and then past the end in one call (the recompute fused with the
+        // question): the sequence grows by the latter, and its last logits are the next token's.
+        const int32_t after = 29 % int32_t(m.cfg.n_vocab);
+        const std::vector<uint32_t> grow{20, 33};
+        const std::vector<int32_t> grow_tokens{right[20], after};
+        g.eval_at(0, grow_tokens, grow);
+        CHECK(g.n_past(0) == 34);
+        longer.push_back(after);
+        ref.reset();
+        ref.eval_all_logits(longer, [&](uint32_t, std::span<const float> r) {
+            want_next.assign(r.end() - long(m.cfg.n_vocab), r.end());
+        });
+        test::validate_result("eval_at growing the sequence", row(g, 1, 0), want_next, tol);
+        const std::vector<uint32_t> hole{20, 35};
+        CHECK_THROWS_AS(g.eval_at(0, grow_tokens, hole), std::invalid_argument);
+        CHECK(g.n_past(0) == 34);
+
+        // 6. eval_v: layer 1's V of tokens evaluated again, as a prefill's chunk computes it.
+        std::vector<uint32_t> last8(8);
+        std::iota(last8.begin(), last8.end(), 24u);
+        if (ds) {  // latent attention keeps no per-token V
+            CHECK_THROWS_AS(g.eval_v(0, std::span(right).subspan(24), last8, 1), std::invalid_argument);
+            continue;
+        }
+        std::vector<float> probe_v;
+        ref.reset();
+        ref.eval(0, std::span(right).first(24));
+        ref.eval(std::span(right).subspan(24), [&](uint32_t layer, const LayerTensors& t) {
+            if (layer == 1) probe_v = t.at("v");
+        });
+        const std::vector<float> v = g.eval_v(0, std::span(right).subspan(24), last8, 1);
+        test::validate_result("eval_v's layer 1 V", v, probe_v, tol);
+        CHECK(g.n_past(0) == 34);
+        CHECK_THROWS_AS(g.eval_v(0, one, std::vector<uint32_t>{34}, 1), std::invalid_argument);  // not inside
+        CHECK_THROWS_AS(g.eval_v(0, one, std::vector<uint32_t>{3}, m.cfg.n_layers), std::invalid_argument);
     }
     // A model with sliding-window rings cannot: its ring no longer holds early positions.
     const test::LoadedModel gm = open_batch_model("gemma3", TensorType::F16);
