@@ -55,6 +55,12 @@ size_t whole_images(const CompletionRequest& req, size_t keep) {
     return im && im->first < keep ? im->first : keep;
 }
 
+size_t whole_documents(const CompletionRequest& req, size_t keep) {
+    for (const DocumentSpan& d : req.documents)
+        if (d.first < keep && keep < d.first + d.n) return d.first;
+    return keep;
+}
+
 // The last text token of prompt[0, end), for decode_piece's spacing: an image's placeholders are
 // skipped (text after a picture is not the start of the text); -1 when there is none.
 int32_t last_text_token(const std::vector<int32_t>& prompt, size_t end) {
@@ -223,15 +229,16 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     const std::vector<int32_t>& prompt = r->req.prompt;
     // At least the last prompt token is evaluated: its logits give the first generated token.
     const size_t limit = prompt.size() - 1;
-    size_t keep = whole_images(r->req, std::min(common_prefix(s.history, prompt), limit));
+    // A prefix that would cut a document stops at its start: the document is blended whole.
+    auto whole = [&](size_t keep) { return whole_images(r->req, opts.blender ? whole_documents(r->req, keep) : keep); };
+    size_t keep = whole(std::min(common_prefix(s.history, prompt), limit));
     // Another slot, serving or idle, may hold a longer prefix of the prompt (a system prompt every
     // conversation starts with): this slot then shares its KV blocks instead of evaluating them.
     const Slot* donor = nullptr;
     size_t donor_keep = keep;
     for (const Slot& o : slots)
         if (&o != &s)
-            if (const size_t l = whole_images(r->req, std::min(common_prefix(o.history, prompt), limit));
-                l > donor_keep) {
+            if (const size_t l = whole(std::min(common_prefix(o.history, prompt), limit)); l > donor_keep) {
                 donor = &o;
                 donor_keep = l;
             }
@@ -260,6 +267,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.constraint.reset();
     s.free_text.clear();
     s.awaiting_trigger = s.req->req.grammar && s.req->req.grammar_start.lazy();
+    s.blend_off = false;
     if (s.req->req.grammar && !s.awaiting_trigger) hold_grammar(s);
     s.text = std::make_unique<TextStream>(s.req->req.stop);
     s.started = Clock::now();
@@ -357,6 +365,18 @@ void check_images(const CompletionRequest& req, const SequenceModel& model) {
     }
 }
 
+// Documents ascending, apart, inside the prompt and holding no image placeholders.
+void check_documents(const CompletionRequest& req) {
+    size_t end = 0;
+    for (const DocumentSpan& d : req.documents) {
+        if (d.n == 0 || d.first < end || d.first + d.n > req.prompt.size())
+            throw std::invalid_argument("documents are empty, overlap, are not in order or lie outside the prompt");
+        for (size_t i = d.first; i < d.first + d.n; ++i)
+            if (req.prompt[i] < 0) throw std::invalid_argument("a document holds an image's placeholders");
+        end = d.first + d.n;
+    }
+}
+
 }  // namespace
 
 Engine::Engine(SequenceModel& model, const Tokenizer& tok, const EngineOptions& opts)
@@ -374,6 +394,7 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
                         "at least one generated token must fit)",
                         req.prompt.size(), n_ctx));
     check_images(req, im.model);
+    check_documents(req);
     for (size_t i = 0; i < req.prompt.size(); ++i) {
         const int32_t t = req.prompt[i];
         if ((t < 0 && !image_at(req, i)) || (t >= 0 && uint32_t(t) >= im.model.config().n_vocab))

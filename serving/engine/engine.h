@@ -33,6 +33,7 @@
 namespace vkllm::engine {
 
 class Drafter;  // serving/engine/drafter.h
+class Blender;  // serving/engine/blender.h
 
 struct EngineOptions {
     uint32_t n_slots = 4;  // concurrent conversations (--parallel)
@@ -42,8 +43,17 @@ struct EngineOptions {
     // not verified. The output is plain decoding's whatever the drafts (drafter.h).
     std::shared_ptr<Drafter> drafter;
     uint32_t draft_max = 8, draft_min = 1;
+    // CacheBlend (null: none): a request's documents are blended from the store instead of
+    // evaluated (CompletionRequest::documents). Its scratch sequence must be none of the slots'.
+    std::shared_ptr<Blender> blender;
     uint32_t queue_limit = 64;  // requests waiting for a slot; beyond it submit() throws QueueFullError
     std::chrono::milliseconds default_timeout{600000};  // per request, when the request gives none
+};
+
+// Tokens [first, first + n) of a prompt: a document (a RAG prompt's retrieved passage).
+struct DocumentSpan {
+    size_t first = 0, n = 0;
+    bool operator==(const DocumentSpan&) const = default;
 };
 
 struct CompletionRequest {
@@ -51,6 +61,12 @@ struct CompletionRequest {
     // Images in the prompt, in order, each over its placeholder tokens (PromptEmbeddings): their rows
     // are evaluated in place of those tokens' embeddings, a bidirectional image in one chunk.
     std::vector<PromptEmbeddings> images;
+    // The prompt's documents, ascending, apart from each other and from the images. With
+    // EngineOptions::blender, a run of adjacent documents followed by other prompt tokens is blended
+    // (their K/V from the document store, a share of their tokens evaluated again with the tokens
+    // that follow): the output is then close to, not the same as, a plain prefill's. Without one, or
+    // where the model refuses, they are evaluated as the rest of the prompt.
+    std::vector<DocumentSpan> documents;
     int32_t max_tokens = -1;  // -1: until an end-of-generation token or the slot's context is full
     SamplerParams sampler;  // temperature 0 = greedy; seed; top_k/top_p/min_p; the penalties
     std::vector<std::string> stop;  // stop strings (not included in the text)

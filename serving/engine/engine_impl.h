@@ -71,6 +71,7 @@ struct Slot {
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar while it holds, or null
     bool awaiting_trigger = false;  // a lazy grammar not holding yet
+    bool blend_off = false;  // a blend of this request failed: its documents are evaluated as text
     std::string free_text;  // the text generated while awaiting_trigger
     std::unique_ptr<TextStream> text;
     Clock::time_point started, first_token;
@@ -82,6 +83,8 @@ const PromptEmbeddings* image_at(const CompletionRequest& req, size_t pos);
 // A prefix of `keep` prompt tokens to reuse, moved back to the start of an image it would cut: an
 // image's rows are evaluated together (a bidirectional image's see each other).
 size_t whole_images(const CompletionRequest& req, size_t keep);
+// The same for a document (CompletionRequest::documents): it is blended whole or not at all.
+size_t whole_documents(const CompletionRequest& req, size_t keep);
 
 // The last text token of prompt[0, end), for decode_piece's spacing: an image's placeholders are
 // skipped (text after a picture is not the start of the text); -1 when there is none.
@@ -148,6 +151,10 @@ struct Engine::Impl {
     }
     void start(Slot& s, std::shared_ptr<Ticket::State> r);
     void prompt_step();
+    // Blends the run of adjacent documents starting at s.prompt_done with the prompt tokens after it
+    // (CompletionRequest::documents); returns the prompt tokens it put into the cache, 0 when it did
+    // not blend (no tokens follow the run, or the blend failed: the slot's blend_off is then set).
+    size_t blend_step(Slot& s);
     void decode_step();
     // The request's grammar starts to hold.
     void hold_grammar(Slot& s) {

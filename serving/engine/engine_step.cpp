@@ -1,3 +1,4 @@
+#include "serving/engine/blender.h"
 #include "serving/engine/drafter.h"
 #include "serving/engine/engine_impl.h"
 
@@ -22,10 +23,22 @@ void Engine::Impl::prompt_step() {
         prompt_turn = (s.index + 1) % n;
         const CompletionRequest& req = s.req->req;
         const std::vector<int32_t>& prompt = req.prompt;
-        // Text up to the next image, or an image's rows: all of them when they see each other.
+        // Text up to the next image or document, an image's rows (all of them when they see each
+        // other), or documents blended with the text after them.
         size_t chunk = std::min<size_t>(model.ubatch(), prompt.size() - s.prompt_done);
         const PromptEmbeddings* image = image_at(req, s.prompt_done);
-        if (image) {
+        size_t blended = 0;
+        if (opts.blender && !s.blend_off) {
+            const auto next = std::find_if(req.documents.begin(), req.documents.end(),
+                                           [&](const DocumentSpan& d) { return d.first >= s.prompt_done; });
+            if (next != req.documents.end() && next->first == s.prompt_done) blended = blend_step(s);
+            // Text stops at the next document, where the blend starts (after a failed one: no more).
+            if (!blended && !s.blend_off && next != req.documents.end())
+                chunk = std::min(chunk, next->first - s.prompt_done);
+        }
+        if (blended) {
+            chunk = blended;
+        } else if (image) {
             const size_t done = s.prompt_done - image->first;
             // An image whose rows take its grid's positions (M-RoPE) goes in whole, as one that sees itself;
             // others go in chunks, round-robin with the other slots' prompts.
@@ -61,6 +74,45 @@ void Engine::Impl::prompt_step() {
         }
         return;
     }
+}
+
+size_t Engine::Impl::blend_step(Slot& s) {
+    const CompletionRequest& req = s.req->req;
+    const std::vector<int32_t>& prompt = req.prompt;
+    // The run of adjacent documents from here, and the text after it up to the next document or image.
+    std::vector<std::span<const int32_t>> docs;
+    size_t end = s.prompt_done, then_end = prompt.size();
+    for (const DocumentSpan& d : req.documents) {
+        if (d.first < s.prompt_done) continue;
+        if (d.first == end) {
+            docs.emplace_back(prompt.data() + d.first, d.n);
+            end = d.first + d.n;
+        } else {
+            then_end = std::min(then_end, d.first);
+            break;
+        }
+    }
+    for (const PromptEmbeddings& im : req.images)
+        if (im.first >= end) then_end = std::min<size_t>(then_end, im.first);
+    if (docs.empty() || then_end == end) {
+        s.blend_off = true;  // nothing after the documents to fuse the recompute with: plain prefill
+        return 0;
+    }
+    const std::span<const int32_t> then(prompt.data() + end, then_end - end);
+    size_t longest = 0;
+    for (const auto& d : docs) longest = std::max(longest, d.size());
+    // The slot's new rows, and the scratch sequence's for a document not in the store.
+    make_room(model.kv_blocks_needed(s.index, uint32_t(then_end - s.prompt_done)) +
+              uint32_t((longest + kv_block_rows - 1) / kv_block_rows));
+    try {
+        opts.blender->blend(s.index, docs, then);
+    } catch (const std::exception&) {
+        // The model refused or ran out of room: the sequence is as it was, the documents go in as text.
+        opts.blender->count_fallback();
+        s.blend_off = true;
+        return 0;
+    }
+    return then_end - s.prompt_done;
 }
 
 std::vector<std::vector<int32_t>> Engine::Impl::drafts(const std::vector<Slot*>& gen) {
