@@ -1,6 +1,7 @@
 // `vkllm serve`: the OpenAI-compatible HTTP server. Listens first (so /health can say "loading"),
 // then loads the model with one KV sequence per slot, builds the engine and serves until SIGINT or
 // SIGTERM, which end open streams cleanly and exit 0 within a few seconds.
+#include "apps/blend_options.h"
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "apps/speculation_options.h"
@@ -57,6 +58,7 @@ struct ServeOptions {
     bool no_cors_credentials = false;
     VisionOptions vision;  // --mmproj, --image-max-pixels
     SpeculationOptions speculation;  // --draft, --draft-max, --draft-min, --lookup
+    BlendFlags blend;  // --blend-separator, --blend-ratio, --kv-store
     bool allow_image_urls = false;
     size_t image_url_max_bytes = server::ImageInputOptions{}.max_url_bytes;
     double image_url_timeout_s = 10;
@@ -252,10 +254,13 @@ void serve(const ServeOptions& o) {
     }
     mo.kv_type = o.kv_type;
     mo.n_seq = embeds(role) ? 1 : o.parallel;
+    if (!embeds(role)) o.blend.fit_model(mo);
     if (!embeds(role)) mo.kv_budget = o.kv_budget;
 
     if (embeds(role) && o.speculation.on())
         throw std::invalid_argument("--draft, --lookup: an embedding model generates nothing to draft");
+    if (embeds(role) && o.blend.on())
+        throw std::invalid_argument("--blend-separator: an embedding model generates nothing to blend documents for");
     if (embeds(role) && !o.vision.mmproj.empty())
         throw std::invalid_argument("--mmproj: an embedding model takes no images (images go into chat requests)");
     if (o.allow_image_urls && o.vision.mmproj.empty())
@@ -297,6 +302,7 @@ void serve(const ServeOptions& o) {
     eo.drafter = spec.drafter;
     eo.draft_max = o.speculation.params.draft_max;
     eo.draft_min = o.speculation.params.draft_min;
+    eo.blender = make_blender(o.blend, *m.model, o.parallel);
     engine::Engine engine(*m.model, *m.tokenizer, eo);
 
     server::ServedModel sm;
@@ -310,6 +316,7 @@ void serve(const ServeOptions& o) {
     sm.model_path = path;
     sm.chat_template = tmpl->source();
     sm.render_chat = [tmpl](const chat_template::ChatInputs& in) { return tmpl->apply(in); };
+    sm.blend_separator = o.blend.separator;
     sm.tool_format = &answer::detect_tool_format(tmpl->source());
     sm.template_renders_tools = answer::template_renders_tools(tmpl->source());
     sm.reasoning = answer::reasoning_tags(tmpl->source());
@@ -476,6 +483,7 @@ void register_serve(CLI::App& app) {
     cmd->add_flag("--no-webui", o->no_webui, "Serve no chat page at / (the API only)");
     o->vision.add_to(cmd, false);
     o->speculation.add_to(cmd);
+    o->blend.add_to(cmd);
     cmd->add_flag("--allow-image-urls", o->allow_image_urls,
                   "Fetch http(s) image URLs of chat requests (with --mmproj). Off by default: the server would reach "
                   "any address its clients name; data: URLs are always taken, file:// never");

@@ -47,6 +47,7 @@ public:
     void count_fallback();
     BlendStats stats() const;
     ModelGpu& model() const { return model_; }
+    uint32_t scratch() const { return scratch_; }
 
 private:
     ModelGpu& model_;

@@ -1,5 +1,6 @@
 #include "serving/engine/engine_impl.h"
 
+#include "serving/engine/blender.h"
 #include "serving/engine/drafter.h"
 
 #include <fmt/format.h>
@@ -87,6 +88,9 @@ Engine::Impl::Impl(SequenceModel& mdl, const Tokenizer& t, const EngineOptions& 
     if (opts.drafter && opts.draft_max > model.draft_rows())
         throw std::invalid_argument(fmt::format("{} drafted tokens per step, but the model was loaded for {}",
                                                 opts.draft_max, model.draft_rows()));
+    if (opts.blender &&
+        (static_cast<SequenceModel*>(&opts.blender->model()) != &model || opts.blender->scratch() < opts.n_slots))
+        throw std::invalid_argument("the blender must work on the engine's model, in a sequence after the slots'");
     slots.resize(opts.n_slots);
     for (uint32_t i = 0; i < opts.n_slots; ++i) {
         slots[i].index = i;
@@ -433,8 +437,23 @@ std::unique_ptr<Ticket> Engine::submit(CompletionRequest req) {
 }
 
 EngineMetrics Engine::metrics() const {
-    std::lock_guard lock(impl_->m);
-    return impl_->metrics;
+    EngineMetrics out;
+    {
+        std::lock_guard lock(impl_->m);
+        out = impl_->metrics;
+    }
+    if (impl_->opts.blender) {
+        const BlendStats b = impl_->opts.blender->stats();
+        out.blending = true;
+        out.blend_documents_total = b.documents;
+        out.blend_documents_stored_total = b.from_store;
+        out.blend_tokens_total = b.document_tokens;
+        out.blend_recomputed_tokens_total = b.recomputed_tokens;
+        out.blend_fallbacks_total = b.fallbacks;
+        out.blend_store_bytes = b.store.host_bytes;
+        out.blend_store_disk_bytes = b.store.disk_bytes;
+    }
+    return out;
 }
 
 uint32_t Engine::n_ctx_per_slot() const { return impl_->model.n_ctx(); }

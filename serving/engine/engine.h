@@ -170,6 +170,12 @@ struct EngineMetrics {
     uint64_t prompt_tokens_total = 0, cached_tokens_total = 0, generated_tokens_total = 0;
     uint64_t steps_total = 0;  // decode passes
     uint64_t draft_tokens_total = 0, accepted_tokens_total = 0;  // speculative decoding, of finished requests
+    // CacheBlend (EngineOptions::blender; BlendStats): documents blended, of which the store had,
+    // their tokens and those evaluated again, blends that fell back to plain prefill, the store's bytes.
+    bool blending = false;
+    uint64_t blend_documents_total = 0, blend_documents_stored_total = 0;
+    uint64_t blend_tokens_total = 0, blend_recomputed_tokens_total = 0, blend_fallbacks_total = 0;
+    uint64_t blend_store_bytes = 0, blend_store_disk_bytes = 0;
     double prompt_seconds_total = 0, decode_seconds_total = 0;
     uint64_t batch_size_sum = 0;  // sum over decode passes of their slot count
     // The paged KV cache (SequenceModel::kv_usage): blocks held (a block shared by slots once), of the

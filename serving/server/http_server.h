@@ -66,6 +66,10 @@ struct ServedModel {
     std::string model_path;  // the GGUF file (/props)
     std::string chat_template;  // the template's Jinja source (/props)
     ChatRenderer render_chat;
+    // CacheBlend's --blend-separator ("": none): a prompt's text split there is its prefix, its
+    // documents and its question, each tokenized on its own and the separators dropped
+    // (prompt.h: encode_documents).
+    std::string blend_separator;
     // The tool-call family of the chat template, and whether the template renders `tools` itself.
     const answer::ToolFormat* tool_format = &answer::tool_format(answer::ToolFamily::Generic);
     bool template_renders_tools = false;

@@ -39,6 +39,24 @@ std::string prometheus_text(const std::optional<engine::EngineMetrics>& engine, 
         family(out, "vkllm_draft_tokens_accepted_total", "counter",
                "Speculative decoding: drafted tokens the model kept (each a token without a decode pass of its own).",
                m.accepted_tokens_total);
+        if (m.blending) {
+            family(out, "vkllm_blend_documents_total", "counter", "CacheBlend: documents blended into prompts.",
+                   m.blend_documents_total);
+            family(out, "vkllm_blend_documents_stored_total", "counter",
+                   "CacheBlend: blended documents the document store held (the others were evaluated alone first).",
+                   m.blend_documents_stored_total);
+            family(out, "vkllm_blend_tokens_total", "counter", "CacheBlend: tokens of the blended documents.",
+                   m.blend_tokens_total);
+            family(out, "vkllm_blend_recomputed_tokens_total", "counter",
+                   "CacheBlend: document tokens evaluated again in every layer.", m.blend_recomputed_tokens_total);
+            family(out, "vkllm_blend_fallbacks_total", "counter",
+                   "CacheBlend: blends the model refused or had no room for (the documents were evaluated as text).",
+                   m.blend_fallbacks_total);
+            family(out, "vkllm_blend_store_bytes", "gauge", "CacheBlend: the document store's bytes in host memory.",
+                   m.blend_store_bytes);
+            family(out, "vkllm_blend_store_disk_bytes", "gauge", "CacheBlend: the document store's bytes on disk.",
+                   m.blend_store_disk_bytes);
+        }
         family(
             out, "vkllm_decode_batch_size_sum", "counter",
             "Sum over decode passes of the slots each decoded (divide by vkllm_decode_steps_total for the mean batch).",

@@ -58,7 +58,11 @@ std::vector<int32_t> prepare(ollama::Request& r, const ServedModel& m, uint32_t 
     ParsedRequest& req = r.parsed;
     ollama::apply_think(r, m.reasoning_switch.thinks, m.harmony);
     std::vector<int32_t> ids = std::move(prepare_generation(req, m, limit, "think").at(0));
+    req.engine.documents = req.prompt_documents.at(0);
     if (!r.context.empty()) {
+        // The documents move with the text the context goes in front of.
+        const size_t shift = r.context.size() - (!ids.empty() && ids[0] == m.tokenizer->bos_id() ? 1 : 0);
+        for (engine::DocumentSpan& d : req.engine.documents) d.first += shift;
         // A generate that continues an earlier one: its context (which began with BOS) goes first.
         for (int32_t id : r.context)
             if (size_t(id) >= m.tokenizer->n_vocab())

@@ -110,6 +110,8 @@ struct ParsedRequest {
     // Sampling and stopping, everything but CompletionRequest::prompt. max_tokens is -1 when
     // the client gave none (completions: OpenAI's default of 16 is already applied).
     engine::CompletionRequest engine;
+    // Per prompt (prepare_generation): the documents the server's --blend-separator marked in it.
+    std::vector<std::vector<engine::DocumentSpan>> prompt_documents;
 };
 
 // Throw ApiError (400, naming the field) for wrong types, out-of-range values, n != 1 and the like.

@@ -65,6 +65,7 @@ void completion(ServerCore& core, Endpoint ep, Response& res, const std::string&
         for (uint32_t i = 0; i < req.n; ++i) {
             engine::CompletionRequest one = req.engine;
             one.prompt = prompts[p];
+            one.documents = req.prompt_documents[p];
             one.sampler.seed += i;
             gens.push_back(ServerCore::submit(*m, std::move(one)));
             rbs.emplace_back(req, id, req.model.empty() ? m->id : req.model, created, uint32_t(p * req.n + i));

@@ -33,13 +33,36 @@ std::vector<int32_t> completion_prompt_tokens(const Tokenizer& tok, const Prompt
     return p.tokens;
 }
 
+std::vector<int32_t> encode_documents(const Tokenizer& tok, const std::string& text, std::string_view separator,
+                                      std::vector<engine::DocumentSpan>& spans) {
+    spans.clear();
+    if (separator.empty() || text.find(separator) == std::string::npos) return chat_template::encode_prompt(tok, text);
+    std::vector<std::string> pieces;
+    for (size_t at = 0;;) {
+        const size_t next = text.find(separator, at);
+        pieces.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+        if (next == std::string::npos) break;
+        at = next + separator.size();
+    }
+    std::vector<int32_t> ids = chat_template::encode_prompt(tok, pieces.front());
+    for (size_t i = 1; i < pieces.size(); ++i) {
+        const std::vector<int32_t> piece = tok.encode(pieces[i], false, true);
+        if (i + 1 < pieces.size() && !piece.empty()) spans.push_back({ids.size(), piece.size()});
+        ids.insert(ids.end(), piece.begin(), piece.end());
+    }
+    return ids;
+}
+
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req,
-                                   uint32_t n_ctx, std::string* rendered, size_t index) {
+                                   uint32_t n_ctx, std::string* rendered, size_t index,
+                                   const DocumentMarks& documents) {
     std::vector<int32_t> ids;
     std::string param = "messages";
+    std::vector<engine::DocumentSpan> unused;
+    std::vector<engine::DocumentSpan>& spans = documents.spans ? *documents.spans : unused;
     if (req.endpoint == Endpoint::Chat) {
         const std::string text = chat_prompt_text(tok, render, req);
-        ids = chat_template::encode_prompt(tok, text);
+        ids = encode_documents(tok, text, documents.separator, spans);
         if (rendered) *rendered = text;
     } else if (req.suffix) {
         // Fill in the middle: the prompt is the code before the insertion point, as llama-server's
@@ -55,7 +78,9 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& ren
         ids = fim_prompt(tok, in, fim_budget(n_ctx, req.engine.max_tokens));
     } else {
         param = req.prompts.size() > 1 ? fmt::format("prompt[{}]", index) : "prompt";
-        ids = completion_prompt_tokens(tok, req.prompts.at(index), param);
+        const PromptInput& p = req.prompts.at(index);
+        ids = p.is_tokens ? completion_prompt_tokens(tok, p, param)
+                          : encode_documents(tok, p.text, documents.separator, spans);
     }
     if (ids.empty()) throw invalid_field(param, "The prompt encodes to no tokens.");
     if (ids.size() >= n_ctx) {

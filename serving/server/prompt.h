@@ -27,8 +27,23 @@ std::string chat_prompt_text(const Tokenizer& tok, const ChatRenderer& render, c
 // against the vocabulary) for completions (req.prompts[index]). 400 when it does not fit `n_ctx`
 // with room for one token. `rendered`, when given, receives the chat prompt's text (what the reply
 // continues).
+// With `documents`, a text prompt is split at documents->separator (encode_documents) and the
+// documents' spans go to documents->spans.
+struct DocumentMarks {
+    std::string_view separator;
+    std::vector<engine::DocumentSpan>* spans = nullptr;
+};
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req,
-                                   uint32_t n_ctx, std::string* rendered = nullptr, size_t index = 0);
+                                   uint32_t n_ctx, std::string* rendered = nullptr, size_t index = 0,
+                                   const DocumentMarks& documents = {});
+
+// CacheBlend's separator (LMCache's form): "prefix SEP doc SEP doc ... SEP question". Each piece is
+// tokenized on its own, so that a document has the same tokens wherever it appears: the prefix as
+// encode_prompt tokenizes a prompt (BOS), the others without BOS, special tokens parsed in all; the
+// separators are dropped. The pieces between the first and the last separator are the documents
+// (`spans`; an empty one is skipped). Without a separator in the text: encode_prompt's tokens.
+std::vector<int32_t> encode_documents(const Tokenizer& tok, const std::string& text, std::string_view separator,
+                                      std::vector<engine::DocumentSpan>& spans);
 // A completions prompt's token ids: the client's (checked against the vocabulary; `param` names it
 // in errors) or its text encoded.
 std::vector<int32_t> completion_prompt_tokens(const Tokenizer& tok, const PromptInput& p, const std::string& param);

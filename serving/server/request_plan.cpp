@@ -48,6 +48,7 @@ std::vector<std::vector<int32_t>> prepare_generation(ParsedRequest& req, const S
     // Completions may bring a batch of prompts: every one is checked before any is submitted.
     std::vector<std::vector<int32_t>> prompts;
     const size_t n_prompts = chat ? 1 : req.prompts.size();
+    req.prompt_documents.assign(n_prompts, {});
     if (chat && !req.images.empty()) {
         // The images go where the template put their markers, through the model's vision encoder.
         rendered = chat_prompt_text(*m.tokenizer, m.render_chat, req);
@@ -55,7 +56,8 @@ std::vector<std::vector<int32_t>> prepare_generation(ParsedRequest& req, const S
         prompts.push_back(image_prompt_tokens(in, m.image_prompt, m.image_input, limit, req.engine.images));
     } else {
         for (size_t p = 0; p < n_prompts; ++p)
-            prompts.push_back(prompt_tokens(*m.tokenizer, m.render_chat, req, limit, p == 0 ? &rendered : nullptr, p));
+            prompts.push_back(prompt_tokens(*m.tokenizer, m.render_chat, req, limit, p == 0 ? &rendered : nullptr, p,
+                                            {m.blend_separator, &req.prompt_documents[p]}));
     }
     // A forced call is the whole reply: no reasoning block (forced_prompt closes one the template opened).
     const bool split = chat && m.reasoning && req.reasoning_format != "none" && !req.tool_plan.forced && !req.harmony;

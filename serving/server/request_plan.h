@@ -14,7 +14,8 @@
 namespace vkllm::server {
 
 // The prompts' token ids (chat: one; completions: one per prompt), each shorter than `limit`; a
-// chat's images (req.images) are read and encoded into req.engine.images (image_prompt.h).
+// chat's images (req.images) are read and encoded into req.engine.images (image_prompt.h); each
+// prompt's documents (m.blend_separator) into req.prompt_documents.
 // 400s name the request's fields; `reasoning_param` is the field that asked for reasoning
 // ("reasoning_effort", Ollama's "think").
 std::vector<std::vector<int32_t>> prepare_generation(ParsedRequest& req, const ServedModel& m, uint32_t limit,

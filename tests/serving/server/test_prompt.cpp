@@ -134,3 +134,35 @@ TEST_CASE("prompt: completions prompts, token ids, and the context limit") {
         CHECK(e.code() == "context_length_exceeded");
     }
 }
+
+TEST_CASE("prompt: --blend-separator splits prefix, documents and question, each tokenized alone") {
+    const Vocab* v = stories();
+    if (!v) return;
+    const Tokenizer& tok = *v->tok;
+    std::vector<engine::DocumentSpan> spans;
+    const std::vector<int32_t> ids =
+        encode_documents(tok, "Stories. ## Lily had a ball. ##  ## Tom ran. ## Who ran?", " ## ", spans);
+    // The pieces as encoded alone, the empty document skipped.
+    std::vector<int32_t> want = chat_template::encode_prompt(tok, "Stories.");
+    const std::vector<int32_t> lily = tok.encode("Lily had a ball.", false, true);
+    const std::vector<int32_t> tom = tok.encode("Tom ran.", false, true);
+    const std::vector<int32_t> question = tok.encode("Who ran?", false, true);
+    const std::vector<engine::DocumentSpan> want_spans{{want.size(), lily.size()},
+                                                       {want.size() + lily.size(), tom.size()}};
+    for (const auto* p : {&lily, &tom, &question}) want.insert(want.end(), p->begin(), p->end());
+    CHECK(ids == want);
+    CHECK(spans == want_spans);
+    CHECK(std::count(ids.begin(), ids.end(), tok.bos_id()) == 1);
+    // No separator in the text, or none configured: the prompt as ever, no documents.
+    CHECK(encode_documents(tok, "Once upon a time", " ## ", spans) == chat_template::encode_prompt(tok, "Once upon a time"));
+    CHECK(spans.empty());
+    CHECK(encode_documents(tok, "a ## b ## c", "", spans) == chat_template::encode_prompt(tok, "a ## b ## c"));
+    // One separator: a prefix and a question, no document.
+    encode_documents(tok, "a ## b", " ## ", spans);
+    CHECK(spans.empty());
+    // Through prompt_tokens, for chat and completions alike.
+    ParsedRequest chat = chat_request("Read: ## Lily had a ball. ## Who had a ball?");
+    std::vector<engine::DocumentSpan> chat_spans;
+    prompt_tokens(tok, render, chat, 512, nullptr, 0, {" ## ", &chat_spans});
+    CHECK(chat_spans.size() == 1);
+}
