@@ -244,6 +244,10 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
             throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, e.what());
         }
         const bool speculates = spec.on();
+        require(p.blend_ratio >= 0 && p.blend_ratio <= 1,
+                fmt::format("blend_ratio {} must be 0 (default: 0.15) or within 0..1", p.blend_ratio));
+        require(p.blend || (p.blend_ratio == 0 && !p.kv_store && !p.kv_store_mib),
+                "blend_ratio, kv_store and kv_store_mib are CacheBlend's: set blend too");
         auto log = [fn = p.log, user = p.log_user_data](vkllm_log_level level, const std::string& msg) {
             if (fn) fn(level, msg.c_str(), user);
         };
@@ -343,7 +347,9 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         lo.model.kv_type = p.kv_type == VKLLM_KV_F32    ? ops::KvType::F32
                            : p.kv_type == VKLLM_KV_Q8_0 ? ops::KvType::Q8_0
                                                         : ops::KvType::F16;
-        lo.model.n_seq = embeds(role) ? 1 : p.max_sessions;
+        require(!p.blend || !embeds(role), "blend: an embedding model generates nothing to blend documents for");
+        // CacheBlend's scratch sequence after the sessions' (serving/engine/blender.h).
+        lo.model.n_seq = embeds(role) ? 1 : p.max_sessions + (p.blend ? 1 : 0);
         lo.progress = [&](uint64_t done, uint64_t total) {
             if (p.progress && total > 0 && p.progress(float(double(done) / double(total)), p.progress_user_data) != 0)
                 throw LoadCancelled{};
@@ -402,9 +408,24 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
                 throw ApiFailure(VKLLM_ERR_MODEL, e.what());
             }
         }
+        if (p.blend) {
+            engine::BlendOptions bo;
+            if (p.blend_ratio > 0) bo.ratio = p.blend_ratio;
+            if (p.kv_store) bo.store.disk_dir = p.kv_store;
+            if (p.kv_store_mib) bo.store.host_bytes = uint64_t(p.kv_store_mib) << 20;
+            if (const std::string why = engine::blend_refusal(*m->loaded.model); !why.empty())
+                throw ApiFailure(VKLLM_ERR_MODEL, fmt::format("blend: CacheBlend cannot serve this {} model: {}",
+                                                              m->loaded.cfg.arch->name, why));
+            try {
+                m->blender = std::make_shared<engine::Blender>(*m->loaded.model, p.max_sessions, bo);
+            } catch (const std::invalid_argument& e) {  // an unusable kv_store directory
+                throw ApiFailure(VKLLM_ERR_INVALID_ARGUMENT, e.what());
+            }
+        }
         if (!embeds(role)) {
             engine::EngineOptions eo;
             eo.n_slots = p.max_sessions;
+            eo.blender = m->blender;
             eo.drafter = m->drafter;
             eo.draft_max = spec.draft_max;
             eo.draft_min = spec.draft_min;

@@ -342,6 +342,37 @@ vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vk
     });
 }
 
+vkllm_status vkllm_generate_documents(vkllm_session* session, const char* prefix, const char* const* documents,
+                                      size_t n_documents, const char* question, const vkllm_sampling* sampling,
+                                      vkllm_piece_fn on_piece, void* user_data) {
+    return guarded([&] {
+        vkllm_session& s = *c_api::live_session(session);
+        require(prefix != nullptr, "prefix is NULL (\"\" is fine)");
+        require(question != nullptr, "question is NULL (\"\" is fine)");
+        require(documents != nullptr || n_documents == 0, "documents is NULL but n_documents is not 0");
+        for (size_t i = 0; i < n_documents; ++i)
+            require(documents[i] != nullptr, fmt::format("documents[{}] is NULL", i));
+        const GeneratingScope scope(s);  // before reading the history another call may be writing
+        const Tokenizer& tok = *s.model->loaded.tokenizer;
+        const bool special = s.params.parse_special;
+        std::vector<int32_t> tokens = s.history;
+        const std::vector<int32_t> head = tok.encode(prefix, tokens.empty(), special);
+        tokens.insert(tokens.end(), head.begin(), head.end());
+        if (tokens.empty() && tok.bos_id() >= 0) tokens.push_back(tok.bos_id());
+        engine::CompletionRequest req =
+            request_from(c_api::read_params(sampling, vkllm_sampling_default(), "vkllm_sampling"));
+        for (size_t i = 0; i < n_documents; ++i) {
+            const std::vector<int32_t> doc = tok.encode(documents[i], false, special);
+            if (!doc.empty()) req.documents.push_back({tokens.size(), doc.size()});
+            tokens.insert(tokens.end(), doc.begin(), doc.end());
+        }
+        const std::vector<int32_t> tail = tok.encode(question, false, special);
+        tokens.insert(tokens.end(), tail.begin(), tail.end());
+        req.images = s.images;
+        return run_generation(s, std::move(tokens), std::move(req), on_piece, user_data);
+    });
+}
+
 vkllm_status vkllm_chat_images(vkllm_session* session, const vkllm_chat_message* messages, size_t n_messages,
                                const vkllm_chat_image* images, size_t n_images, const vkllm_sampling* sampling,
                                vkllm_piece_fn on_piece, void* user_data) {

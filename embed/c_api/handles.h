@@ -7,6 +7,7 @@
 #include "model/embedding.h"
 #include "model/load.h"
 #include "model/vision/vision_model.h"
+#include "serving/engine/blender.h"
 #include "serving/engine/drafter.h"
 #include "serving/engine/engine.h"
 #include "serving/chat_template/chat_template.h"
@@ -28,6 +29,8 @@ struct vkllm_model {
     // the drafter the engine asks; both outlive the engine.
     std::unique_ptr<vkllm::LoadedModel> draft;
     std::shared_ptr<vkllm::engine::Drafter> drafter;
+    // CacheBlend (vkllm_model_params.blend): blends vkllm_generate_documents' documents; outlives the engine.
+    std::shared_ptr<vkllm::engine::Blender> blender;
     std::unique_ptr<vkllm::engine::Engine>
         engine;  // one slot per session; runs every generation (null for an embedding model)
     vkllm::ModelRole role = vkllm::ModelRole::Generate;  // what it was loaded for (model_role)

@@ -23,10 +23,12 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(
     JNIEnv* env, jclass, jstring path, jint device_index, jstring device_name, jstring caps, jint n_ctx,
     jint max_sessions, jint kv_type, jint ubatch, jstring chat_template, jstring cache_dir, jboolean validation,
     jobject progress, jlong log_sink, jstring pooling, jstring devices, jstring split, jint kv_budget, jstring mmproj,
-    jlong image_max_pixels, jstring draft_model, jint lookup, jint draft_max, jint draft_min) {
+    jlong image_max_pixels, jstring draft_model, jint lookup, jint draft_max, jint draft_min, jboolean blend,
+    jfloat blend_ratio, jstring kv_store, jint kv_store_mib) {
     return guarded(env, jlong(0), [&]() -> jlong {
         std::string c_path;
-        OptionalCString c_device, c_caps, c_template, c_cache, c_pooling, c_devices, c_split, c_mmproj, c_draft;
+        OptionalCString c_device, c_caps, c_template, c_cache, c_pooling, c_devices, c_split, c_mmproj, c_draft,
+            c_store;
         if (!c_string_of(env, path, c_path, "path") ||
             !optional_c_string_of(env, device_name, c_device, "deviceName") ||
             !optional_c_string_of(env, caps, c_caps, "caps") ||
@@ -36,14 +38,16 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(
             !optional_c_string_of(env, devices, c_devices, "devices") ||
             !optional_c_string_of(env, split, c_split, "split") ||
             !optional_c_string_of(env, mmproj, c_mmproj, "mmproj") ||
-            !optional_c_string_of(env, draft_model, c_draft, "draftModel"))
+            !optional_c_string_of(env, draft_model, c_draft, "draftModel") ||
+            !optional_c_string_of(env, kv_store, c_store, "kvStore"))
             return 0;
         // Java has no unsigned int: a negative count would wrap to billions in C; refuse it here
         // with the name Java knows it by.
         if (n_ctx < 0 || max_sessions < 0 || ubatch < 0 || kv_budget < 0 || lookup < 0 || draft_max < 0 ||
-            draft_min < 0) {
+            draft_min < 0 || kv_store_mib < 0) {
             throw_java(env, "java/lang/IllegalArgumentException",
-                       "nCtx, maxSessions, ubatch, kvBudget, lookup, draftMax and draftMin must not be negative");
+                       "nCtx, maxSessions, ubatch, kvBudget, lookup, draftMax, draftMin and kvStoreMib must not be "
+                       "negative");
             return 0;
         }
         // The ordinal of ModelParams.KvType, whose order is vkllm_kv_type's (checked before the cast:
@@ -73,6 +77,10 @@ JNIEXPORT jlong JNICALL Java_dev_vkllm_Native_modelLoad(
         p.lookup = uint32_t(lookup);
         p.draft_max = uint32_t(draft_max);
         p.draft_min = uint32_t(draft_min);
+        p.blend = blend == JNI_TRUE;
+        p.blend_ratio = blend_ratio;
+        p.kv_store = c_store.c_str();
+        p.kv_store_mib = uint32_t(kv_store_mib);
         if (log_sink != 0) {
             p.log = on_log;
             p.log_user_data = reinterpret_cast<LogSink*>(static_cast<intptr_t>(log_sink));

@@ -159,6 +159,27 @@ JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jl
     });
 }
 
+JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generateDocuments(JNIEnv* env, jclass, jlong session, jstring prefix,
+                                                                  jobjectArray documents, jstring question,
+                                                                  jobject params, jobject callback) {
+    return guarded(env, jstring(nullptr), [&]() -> jstring {
+        std::string c_prefix, c_question;
+        std::vector<std::string> docs;
+        if (!c_string_of(env, prefix, c_prefix, "prefix") || !c_strings_of(env, documents, docs, "a document") ||
+            !c_string_of(env, question, c_question, "question"))
+            return nullptr;
+        std::vector<const char*> ptrs;
+        for (const std::string& d : docs) ptrs.push_back(d.c_str());
+        vkllm_sampling smp;
+        SamplingHolder holder;
+        if (!read_sampling(env, params, smp, holder)) return nullptr;
+        return run_generation(env, callback, [&](PieceSink* sink) {
+            return vkllm_generate_documents(session_of(session), c_prefix.c_str(), ptrs.data(), ptrs.size(),
+                                            c_question.c_str(), &smp, on_piece, sink);
+        });
+    });
+}
+
 JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_chatImages(JNIEnv* env, jclass, jlong session, jobjectArray roles,
                                                            jobjectArray contents, jintArray owner, jobjectArray images,
                                                            jobject params, jobject callback) {

@@ -216,6 +216,17 @@ typedef struct vkllm_model_params {
                                     not with draft_model */
     uint32_t draft_max; /* tokens drafted and verified per step; 0 (default): 8; at most 32 */
     uint32_t draft_min; /* shorter drafts are not verified; 0 (default): 1 */
+    /* CacheBlend (docs/serving.md#cacheblend-document-kv-reused-at-any-position): the documents of
+     * vkllm_generate_documents reused from a document store wherever they appear, a share of their
+     * tokens evaluated again, instead of evaluated whole. The answer is close to, not the same as,
+     * a full evaluation's. */
+    bool blend; /* false (default): vkllm_generate_documents evaluates documents as text; a model
+                                    that cannot blend (latent attention, sliding windows, ...) is
+                                    VKLLM_ERR_MODEL naming why */
+    float blend_ratio; /* share of each document's tokens evaluated again; 0 (default): 0.15; at most 1 */
+    const char* kv_store; /* NULL (default): the store in memory only; else a directory where what
+                                    leaves the memory budget goes (and is found again by later loads) */
+    uint32_t kv_store_mib; /* the store's memory budget, MiB; 0 (default): 1024 */
 } vkllm_model_params;
 
 VKLLM_API vkllm_model_params vkllm_model_default_params(void);
@@ -341,6 +352,17 @@ VKLLM_API vkllm_status vkllm_session_reset(vkllm_session* session);
  * conversation). The conversation keeps the tokens of a stop string, not an end token. */
 VKLLM_API vkllm_status vkllm_generate(vkllm_session* session, const char* prompt, const vkllm_sampling* sampling,
                                       vkllm_piece_fn on_piece, void* user_data);
+
+/* vkllm_generate of a prompt made of parts: `prefix`, then each of the n_documents `documents`, then
+ * `question` (each tokenized on its own, so that a document has the same tokens wherever it
+ * appears; the prefix starts with BOS on a new or reset session; none of them may be NULL, "" is
+ * fine). On a model loaded with vkllm_model_params.blend, the documents are taken from the model's
+ * document store (evaluated alone and stored the first time) and blended in, when a question
+ * follows them; else they are evaluated as the rest of the prompt. */
+VKLLM_API vkllm_status vkllm_generate_documents(vkllm_session* session, const char* prefix,
+                                                const char* const* documents, size_t n_documents, const char* question,
+                                                const vkllm_sampling* sampling, vkllm_piece_fn on_piece,
+                                                void* user_data);
 
 /* Answers a conversation: renders `messages` (the whole conversation so far, oldest first) with
  * the chat template, opens the assistant's turn and generates the answer as vkllm_generate does.

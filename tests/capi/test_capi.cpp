@@ -100,6 +100,76 @@ TEST_CASE("capi: speculative decoding (a draft model, prompt lookup) tells the p
     }
 }
 
+TEST_CASE("capi: vkllm_generate_documents with and without CacheBlend; bad params named") {
+    const char* docs[] = {" Lily had a red ball. She liked to throw it high in the sky.",
+                          " Tom was a little dog who lived in a big house with a garden."};
+    const char* reversed[] = {docs[1], docs[0]};
+    const vkllm_sampling s = greedy(8);
+    // Without blend: the parts evaluated as text.
+    Collected plain;
+    {
+        Model model;
+        Session session(model.m);
+        REQUIRE(vkllm_generate_documents(session.s, "Stories.", docs, 2, " Who had a red ball? It was", &s, collect,
+                                         &plain) == VKLLM_OK);
+        CHECK(!plain.text.empty());
+    }
+    // Every token evaluated again: the same first piece as the plain evaluation.
+    vkllm_model_params p = test_params();
+    p.blend = true;
+    p.blend_ratio = 1.0f;
+    {
+        Model model("stories260K.gguf", p);
+        Session session(model.m);
+        Collected all;
+        REQUIRE(vkllm_generate_documents(session.s, "Stories.", docs, 2, " Who had a red ball? It was", &s, collect,
+                                         &all) == VKLLM_OK);
+        REQUIRE(!all.pieces.empty());
+        CHECK(all.pieces[0] == plain.pieces.at(0));
+        const vkllm_generation_stats st = stats_of(session.s);
+        CHECK(st.generated_tokens == 8);
+        // Another order after a reset: the documents come from the store.
+        REQUIRE(vkllm_session_reset(session.s) == VKLLM_OK);
+        Collected again;
+        CHECK(vkllm_generate_documents(session.s, "Other stories.", reversed, 2, " Who was a dog? It was", &s, collect,
+                                       &again) == VKLLM_OK);
+        CHECK(!again.text.empty());
+        // Misuse.
+        CHECK(vkllm_generate_documents(session.s, nullptr, docs, 2, "q", &s, collect, &again) ==
+              VKLLM_ERR_INVALID_ARGUMENT);
+        CHECK(contains(vkllm_last_error(), "prefix is NULL"));
+        CHECK(vkllm_generate_documents(session.s, "p", nullptr, 2, "q", &s, collect, &again) ==
+              VKLLM_ERR_INVALID_ARGUMENT);
+        const char* with_null[] = {docs[0], nullptr};
+        CHECK(vkllm_generate_documents(session.s, "p", with_null, 2, "q", &s, collect, &again) ==
+              VKLLM_ERR_INVALID_ARGUMENT);
+        CHECK(contains(vkllm_last_error(), "documents[1] is NULL"));
+    }
+    struct Bad {
+        bool blend;
+        float ratio;
+        const char* store;
+        const char* message;
+    };
+    const Bad bad[] = {
+        {true, 1.5f, nullptr, "blend_ratio 1.5"},
+        {false, 0.2f, nullptr, "set blend too"},
+        {false, 0.0f, "/tmp", "set blend too"},
+        {true, 0.0f, "/proc/vkllm-no-such-dir", "/proc/vkllm-no-such-dir"},
+    };
+    for (const Bad& b : bad) {
+        CAPTURE(b.message);
+        vkllm_model_params q = test_params();
+        q.blend = b.blend;
+        q.blend_ratio = b.ratio;
+        q.kv_store = b.store;
+        vkllm_model* m = nullptr;
+        CHECK(vkllm_model_load(model_path("stories260K.gguf").c_str(), &q, &m) == VKLLM_ERR_INVALID_ARGUMENT);
+        CHECK(m == nullptr);
+        CHECK(contains(vkllm_last_error(), b.message));
+    }
+}
+
 TEST_CASE("capi: a model split over two devices tells the published story byte for byte") {
     uint32_t n = 0;
     REQUIRE(vkllm_device_count(&n) == VKLLM_OK);

@@ -175,6 +175,31 @@ public final class JniTest {
     }
 
     @Test
+    static void documents_blended_from_the_store() throws Exception {
+        java.util.List<String> docs = java.util.List.of(" Lily had a red ball. She liked to throw it high in the sky.",
+                                                        " Tom was a little dog who lived in a big house with a garden.");
+        String plain;
+        try (Model model = Model.load(modelPath("stories260K.gguf"), params()); Session s = model.newSession()) {
+            plain = s.generateDocuments("Stories.", docs, " Who had a red ball? It was", greedy(8), null);
+            check(!plain.isEmpty(), "documents evaluated as text");
+        }
+        try (Model model = Model.load(modelPath("stories260K.gguf"), params().blend(true).blendRatio(0.15f));
+             Session s = model.newSession()) {
+            String blended = s.generateDocuments("Stories.", docs, " Who had a red ball? It was", greedy(8), null);
+            check(!blended.isEmpty(), "documents blended");
+            checkEquals(8, s.stats().generatedTokens(), "generated tokens");
+            s.reset();
+            String again = s.generateDocuments("Other stories.", java.util.List.of(docs.get(1), docs.get(0)),
+                                               " Who was a dog? It was", greedy(8), null);
+            check(!again.isEmpty(), "documents from the store, in another order");
+        }
+        expectThrows(IllegalArgumentException.class, () -> params().blendRatio(1.5f), "a ratio past 1");
+        VkllmException e = expectThrows(VkllmException.class,
+            () -> Model.load(modelPath("stories260K.gguf"), params().kvStore("/tmp")), "kvStore without blend");
+        check(e.getMessage().contains("set blend too"), e.getMessage());
+    }
+
+    @Test
     static void defaults_and_fluent_params() throws Exception {
         GenerateParams g = new GenerateParams();
         checkEquals(0.8f, g.temperature(), "default temperature");

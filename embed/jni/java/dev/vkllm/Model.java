@@ -48,7 +48,8 @@ public final class Model implements AutoCloseable {
                                       p.kvType().ordinal(), p.ubatch(), p.chatTemplate(), p.cacheDir(),
                                       p.validation(), p.progress(), sink, p.pooling(), p.devices(), p.split(),
                                       p.kvBudget(), p.mmproj(), p.imageMaxPixels(), p.draftModel(), p.lookup(),
-                                      p.draftMax(), p.draftMin());
+                                      p.draftMax(), p.draftMin(), p.blend(), p.blendRatio(), p.kvStore(),
+                                      p.kvStoreMib());
             return new Model(h, sink, path);
         } catch (RuntimeException | Error e) {
             Native.logSinkFree(sink);

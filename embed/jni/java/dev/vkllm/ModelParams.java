@@ -30,6 +30,10 @@ public final class ModelParams {
     private long imageMaxPixels;
     private String draftModel;
     private int lookup, draftMax, draftMin;
+    private boolean blend;
+    private float blendRatio;
+    private String kvStore;
+    private int kvStoreMib;
     private boolean validation;
     private LoadProgress progress;
     private LogListener log;
@@ -191,6 +195,37 @@ public final class ModelParams {
         return this;
     }
 
+    /**
+     * CacheBlend: the documents of Session.generateDocuments() reused from a document store wherever
+     * they appear, a share of their tokens evaluated again (the answer is close to, not the same as,
+     * a full evaluation's). Default false: documents are evaluated as text. A model that cannot blend
+     * fails to load, naming why.
+     */
+    public ModelParams blend(boolean on) {
+        blend = on;
+        return this;
+    }
+
+    /** CacheBlend: the share of each document's tokens evaluated again; 0 (default) means 0.15; at most 1. */
+    public ModelParams blendRatio(float ratio) {
+        if (!(ratio >= 0 && ratio <= 1)) throw new IllegalArgumentException("blendRatio must be within 0..1");
+        blendRatio = ratio;
+        return this;
+    }
+
+    /** CacheBlend: a directory where the document store keeps what leaves memory; null (default): memory only. */
+    public ModelParams kvStore(String directory) {
+        kvStore = directory;
+        return this;
+    }
+
+    /** CacheBlend: the document store's memory budget in MiB; 0 (default) means 1024. */
+    public ModelParams kvStoreMib(int mib) {
+        if (mib < 0) throw new IllegalArgumentException("kvStoreMib must not be negative");
+        kvStoreMib = mib;
+        return this;
+    }
+
     /** The Khronos validation layer (slow; for debugging); default false. */
     public ModelParams validation(boolean on) {
         validation = on;
@@ -283,6 +318,22 @@ public final class ModelParams {
 
     public int draftMin() {
         return draftMin;
+    }
+
+    public boolean blend() {
+        return blend;
+    }
+
+    public float blendRatio() {
+        return blendRatio;
+    }
+
+    public String kvStore() {
+        return kvStore;
+    }
+
+    public int kvStoreMib() {
+        return kvStoreMib;
     }
 
     public boolean validation() {

@@ -31,7 +31,8 @@ final class Native {
                                  int maxSessions, int kvType, int ubatch, String chatTemplate, String cacheDir,
                                  boolean validation, LoadProgress progress, long logSink, String pooling,
                                  String devices, String split, int kvBudget, String mmproj, long imageMaxPixels,
-                                 String draftModel, int lookup, int draftMax, int draftMin);
+                                 String draftModel, int lookup, int draftMax, int draftMin, boolean blend,
+                                 float blendRatio, String kvStore, int kvStoreMib);
     static native void modelFree(long model);
     // The native side of a LogListener: a global reference the library's threads can call. It
     // must outlive the model (freed after modelFree), as messages may come until then.
@@ -47,6 +48,9 @@ final class Native {
     static native String applyChatTemplate(long model, String[] roles, String[] contents, boolean addGenerationPrompt);
 
     static native long sessionNew(long model, boolean parseSpecial);
+    // vkllm_generate_documents.
+    static native String generateDocuments(long session, String prefix, String[] documents, String question,
+                                           GenerateParams params, TokenCallback callback);
     static native void sessionFree(long session);
     static native void sessionReset(long session);
     // vkllm_chat_images: image i (file bytes) belongs to message owner[i].

@@ -51,6 +51,33 @@ public final class Session implements AutoCloseable {
         return run(prompt, null, null, p, cb);
     }
 
+    /**
+     * generate() of a prompt made of parts: {@code prefix}, each of {@code documents}, then
+     * {@code question}, each tokenized on its own (a document has the same tokens wherever it
+     * appears). On a model loaded with ModelParams.blend(true) the documents come from the model's
+     * document store (evaluated alone and stored the first time) and are blended in when a question
+     * follows them; else they are evaluated as the rest of the prompt.
+     *
+     * @return the generated text
+     * @throws VkllmException as generate()
+     */
+    public String generateDocuments(String prefix, List<String> documents, String question, GenerateParams p,
+                                    TokenCallback cb) {
+        if (prefix == null) throw new NullPointerException("prefix");
+        if (documents == null) throw new NullPointerException("documents");
+        if (question == null) throw new NullPointerException("question");
+        String[] docs = documents.toArray(new String[0]);
+        for (int i = 0; i < docs.length; ++i)
+            if (docs[i] == null) throw new NullPointerException("documents[" + i + "]");
+        if (p == null) p = new GenerateParams();
+        long s = handle.use();
+        try {
+            return Native.generateDocuments(s, prefix, docs, question, p, cb);
+        } finally {
+            handle.done();
+        }
+    }
+
     public String chat(List<ChatMessage> messages) {
         return chat(messages, null, null);
     }
