@@ -4,7 +4,7 @@
 usage: check_summary.py WORK OUT SECONDS QUICK
 WORK holds devices.json, nvidia-smi.csv, tests/results ("name exit-status" per line), bench/vk.N.json
 (`vkllm bench --json`), bench/peer.N.json (`llama-bench -o json`), bench/schema.json (`vkllm bench
---json-schema-file`), bench/vision.json (`vkllm bench --mmproj --image`), bench/speculative.json (`vkllm bench --lookup`) and bench/ops.json (`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
+--json-schema-file`), bench/vision.json (`vkllm bench --mmproj --image`), bench/speculative.json (`vkllm bench --lookup`), bench/blend.json (`vkllm bench-blend`) and bench/ops.json (`vkllm bench-ops --json`). Missing pieces are reported as missing, never invented.
 """
 import json
 import os
@@ -90,6 +90,10 @@ def main():
     if spec and spec.get("results") and spec["results"][0].get("speculation"):
         r = spec["results"][0]
         s["speculation"] = dict(r["speculation"], model=os.path.basename(r.get("model", "")))
+    # CacheBlend (device_check.sh step 3f).
+    blend = load(os.path.join(work, "bench", "blend.json"))
+    if blend and "ttft_full_ms" in blend:
+        s["blend"] = dict(blend, model=os.path.basename(blend.get("model", "")))
     # The image encode (device_check.sh step 3d).
     vision = load(os.path.join(work, "bench", "vision.json"))
     if vision and vision.get("results") and vision["results"][0].get("vision"):
@@ -233,6 +237,15 @@ def main():
                      f"{sp.get('accepted')} of {sp.get('drafted')} drafts kept, {fmt(sp.get('tokens_per_step'), '.2f')} tokens "
                      f"per step, same text: {'yes' if sp.get('same_text') else 'NO'}; a step of 1 + k rows against one token "
                      f"({fmt(sp.get('decode_step_ms'), '.3f')} ms): {verify}")
+    bl = s.get("blend")
+    if bl:
+        lines.append("")
+        lines.append(f"CacheBlend ({bl.get('model')}, {bl.get('chunks')} documents of {bl.get('chunk_tokens')} tokens, "
+                     f"{bl.get('prompt_tokens')}-token prompt): time to first token {fmt(bl.get('ttft_full_ms'))} ms full, "
+                     f"{fmt(bl.get('ttft_blend_ms'))} ms blended ({fmt(bl.get('speedup'), '.2f')}x), "
+                     f"{fmt(bl.get('recompute_ratio'), '.3f')} recomputed, top-1 agreement "
+                     f"{fmt(bl.get('top1_agreement'), '.3f')}, KL {fmt(bl.get('kl_divergence'), '.5f')} "
+                     f"(no recompute {fmt(bl.get('kl_divergence_no_recompute'), '.5f')})")
     vis = s.get("vision")
     if vis:
         vit = vis.get("vit") or {}

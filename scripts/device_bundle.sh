@@ -141,6 +141,7 @@ for exe in "${test_exes[@]}"; do
 done
 printf '%s\n' "test_runtime test_devices" "test_runtime test_vec_add" "test_runtime test_rms_norm" >"$DEST/tests-quick.txt"
 cp scripts/device_check.sh scripts/check_summary.py scripts/bench_schema.json "$DEST/"
+cp tests/fixtures/perplexity/stories.txt "$DEST/blend_text.txt"  # bench-blend's documents (step 3f)
 
 bytes=$(du -sb "$DEST" | cut -f1)
 echo "device_bundle: $DEST is $((bytes / 1048576)) MiB"

@@ -24,6 +24,8 @@
 #   3d. an image encode: `vkllm bench --mmproj --image` with a Gemma-3-sized vision encoder
 #   3e. speculative decoding: `vkllm bench --lookup` on the largest model (the cost of verifying k
 #      drafts against decoding one token; tokens/s with and without prompt-lookup drafts)
+#   3f. CacheBlend: `vkllm bench-blend` on the largest model, 4 documents of 512 tokens (96 in --quick):
+#      time to first token with a full prefill and with the documents blended from the cache
 #   4. `vkllm bench-ops --shapes llama3-8b` (small in --quick)
 #   5. the other matvec path beside the default: `--caps no-int-dot` where the device takes the
 #      integer-dot kernels (its packed dot is accelerated), else `--caps int-dot` where it has the
@@ -281,6 +283,17 @@ fi
 log "speculative decoding: bench --lookup --draft-max 8 on $(basename "${models[-1]}" .gguf)"
 run_limited "$(limit 60 60)" "$VKLLM" bench -m "${models[-1]}" --lookup --draft-max 8 -p 0 -n 128 -r 1 --no-probes --json \
   >"$WORK/bench/speculative.json" 2>>"$OUT/bench.log" || log "vkllm bench --lookup failed"
+
+# --- 3f. CacheBlend: `vkllm bench-blend` on the largest model: documents cut from a text, cached
+# alone, then put after a new prefix in another order with a question; time to first token with a
+# full prefill and blended (selection in layer 0 and 1's V, 15% recomputed with the question), and
+# the blended run's agreement with the full prefill. Random weights: the quality figures are those
+# of a model that attends anywhere; the time is what the issue measures.
+if [ "$QUICK" = 1 ]; then blend_tokens=96 blend_ub=64; else blend_tokens=512 blend_ub=512; fi
+log "CacheBlend: bench-blend --chunks 4 --chunk-tokens $blend_tokens on $(basename "${models[-1]}" .gguf)"
+run_limited "$(limit 60 60)" "$VKLLM" bench-blend -m "${models[-1]}" -f "$HERE/blend_text.txt" --chunks 4 \
+  --chunk-tokens "$blend_tokens" --ubatch "$blend_ub" -r 3 --json >"$WORK/bench/blend.json" 2>>"$OUT/bench.log" ||
+  log "vkllm bench-blend failed"
 
 # --- 4. bench-ops ---
 if [ "$QUICK" = 1 ]; then shapes=small; else shapes=llama3-8b; fi

@@ -6,8 +6,10 @@
 
 #include "model/forward/blend.h"
 #include "model/tokenizer/tokenizer.h"
+#include "runtime/quant/tensor_types.h"
 #include "support/model_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace vkllm;
@@ -108,6 +110,69 @@ TEST_CASE("blend: documents cached apart, blended after a prefix; more recomputa
     CHECK(kl_0 >= kl_15);
     CHECK(kl_all < 1e-6);
     test::validate_result("every token evaluated again", all, want, {1e-8, 1e-3, 1e-2});
+    // The selection as blend.h defines it, computed here: per document the ceil(15%) tokens whose
+    // layer-1 V, evaluated again after the import, moved most from the cached one. blend_documents
+    // must choose those; recomputing the tokens that moved least instead must help less.
+    {
+        const uint32_t width = m.cfg.kv_dim();
+        g.reset(0);
+        g.eval(0, prefix);
+        std::vector<int32_t> doc_tokens;
+        std::vector<uint32_t> at;
+        std::vector<float> cached_v;
+        for (size_t d : order) {
+            g.import_kv(0, cached[d]);
+            for (size_t i = 0; i < docs[d].size(); ++i) at.push_back(g.n_past(0) - uint32_t(docs[d].size() - i));
+            doc_tokens.insert(doc_tokens.end(), docs[d].begin(), docs[d].end());
+            REQUIRE(cached[d].type == ops::KvType::F16);
+            const auto* h = reinterpret_cast<const uint16_t*>(cached[d].v.at(1).data());
+            for (size_t i = 0; i < docs[d].size() * width; ++i) cached_v.push_back(f16_to_f32(h[i]));
+        }
+        const std::vector<float> new_v = g.eval_v(0, doc_tokens, at, 1);
+        std::vector<uint32_t> top, bottom;
+        size_t first = 0;
+        for (size_t d : order) {
+            const size_t n = docs[d].size(), k = size_t(std::ceil(0.15 * double(n) - 1e-9));
+            std::vector<std::pair<double, size_t>> dev;  // (deviation, index in the document)
+            for (size_t i = 0; i < n; ++i) {
+                double diff = 0, norm = 0;
+                for (uint32_t j = 0; j < width; ++j) {
+                    const double o = cached_v[(first + i) * width + j], e = new_v[(first + i) * width + j];
+                    diff += (e - o) * (e - o);
+                    norm += o * o;
+                }
+                dev.emplace_back(diff / norm, i);
+            }
+            std::sort(dev.begin(), dev.end(), [](const auto& a, const auto& b) {
+                return a.first > b.first || (a.first == b.first && a.second < b.second);
+            });
+            for (size_t i = 0; i < k; ++i) {
+                top.push_back(at[first + dev[i].second]);
+                bottom.push_back(at[first + dev[n - 1 - i].second]);
+            }
+            first += n;
+        }
+        std::sort(top.begin(), top.end());
+        std::sort(bottom.begin(), bottom.end());
+        g.reset(0);
+        g.eval(0, prefix);
+        std::vector<BlendDoc> bd;
+        for (size_t d : order) bd.push_back({docs[d], &cached[d]});
+        CHECK(blend_documents(g, 0, bd, 0.15f).recomputed == top);
+        // The bottom share recomputed (after layer 0 again, as blend does) against the top share.
+        g.reset(0);
+        g.eval(0, prefix);
+        for (size_t d : order) g.import_kv(0, cached[d]);
+        (void)g.eval_v(0, doc_tokens, at, 1);
+        std::vector<int32_t> bottom_tokens;
+        for (uint32_t pos : bottom) bottom_tokens.push_back(full[pos]);
+        g.eval_at(0, bottom_tokens, bottom);
+        std::vector<float> got;
+        g.eval_all_logits(question, [&](uint32_t, std::span<const float> rows) { got.insert(got.end(), rows.begin(), rows.end()); });
+        const double kl_bottom = mean_kl(want, got, n_vocab);
+        MESSAGE("mean KL with the 15% that moved least recomputed: " << kl_bottom);
+        CHECK(kl_bottom > 2 * kl_15);
+    }
     // The question fused with the recompute (one evaluation): its last token's logits as when it follows.
     {
         g.reset(0);

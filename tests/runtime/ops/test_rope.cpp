@@ -422,3 +422,34 @@ TEST_CASE("rope: bad sections are rejected, and the fused kernels refuse them") 
     CHECK(s.stats().dispatches == 1);
     s.end();
 }
+
+// CacheBlend moves cached K to another position by rotating it again by the distance
+// (ModelGpu::import_kv): that holds only if rotations compose, rope(d) after rope(p) = rope(p + d),
+// for every layout, a partial rotation, frequency factors and distances either way. YaRN's
+// magnitude factor would apply twice, which is why import_kv refuses it.
+TEST_CASE("rope reference: rotations compose (rope(d) after rope(p) is rope(p + d))") {
+    const std::vector<float> factors{1.0f, 1.5f, 2.0f, 4.0f, 8.0f, 1.0f, 3.0f, 1.25f};
+    for (const RopeLayout layout : {RopeLayout::Adjacent, RopeLayout::HalfSplit})
+        for (const uint32_t rot_dim : {16u, 8u})
+            for (const bool with_factors : {false, true})
+                for (const int32_t delta : {37, -29, 1000}) {
+                    CAPTURE(int(layout));
+                    CAPTURE(rot_dim);
+                    CAPTURE(with_factors);
+                    CAPTURE(delta);
+                    ops::RopeParams p{.n_heads = 2, .head_dim = 16, .rot_dim = rot_dim, .base = 10000.0f, .layout = layout};
+                    p.freq_scale = 0.5f;  // linear scaling keeps the magnitude: composes too
+                    const float* ff = with_factors ? factors.data() : nullptr;
+                    const std::vector<int32_t> at{3, 250, 4000}, moved{3 + delta, 250 + delta, 4000 + delta};
+                    std::vector<float> x(size_t(at.size()) * p.n_heads * p.head_dim);
+                    for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.37 * double(i) + 0.1));
+                    std::vector<float> twice = x, once = x;
+                    ref::rope(twice.data(), at.data(), uint32_t(at.size()), p, ff);
+                    const std::vector<int32_t> by(at.size(), delta);
+                    ref::rope(twice.data(), by.data(), uint32_t(at.size()), p, ff);
+                    ref::rope(once.data(), moved.data(), uint32_t(at.size()), p, ff);
+                    double worst = 0;
+                    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, double(std::abs(twice[i] - once[i])));
+                    CHECK(worst < 2e-5);
+                }
+}
