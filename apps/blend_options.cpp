@@ -30,7 +30,9 @@ void BlendFlags::add_to(CLI::App* cmd) {
 }
 
 void BlendFlags::fit_model(ModelOptions& mo) const {
-    if (on()) ++mo.n_seq;
+    if (!on()) return;
+    ++mo.n_seq;  // the scratch borrows blocks from the slots' pool: no memory of its own
+    ++mo.spare_seqs;
 }
 
 std::shared_ptr<engine::Blender> make_blender(const BlendFlags& f, ModelGpu& model, uint32_t n_slots) {

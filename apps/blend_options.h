@@ -21,7 +21,8 @@ struct BlendFlags {
 
     void add_to(CLI::App* cmd);
     bool on() const { return !separator.empty(); }
-    // One more sequence than the slots: the blender's scratch, where documents are evaluated alone.
+    // One more sequence than the slots: the blender's scratch, where documents are evaluated alone,
+    // which takes blocks from the slots' pool rather than a context of its own (spare_seqs).
     void fit_model(ModelOptions& mo) const;
 };
 

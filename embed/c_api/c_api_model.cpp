@@ -350,6 +350,7 @@ vkllm_status vkllm_model_load(const char* path, const vkllm_model_params* params
         require(!p.blend || !embeds(role), "blend: an embedding model generates nothing to blend documents for");
         // CacheBlend's scratch sequence after the sessions' (serving/engine/blender.h).
         lo.model.n_seq = embeds(role) ? 1 : p.max_sessions + (p.blend ? 1 : 0);
+        lo.model.spare_seqs = p.blend ? 1 : 0;  // borrows the sessions' blocks: no memory of its own
         lo.progress = [&](uint64_t done, uint64_t total) {
             if (p.progress && total > 0 && p.progress(float(double(done) / double(total)), p.progress_user_data) != 0)
                 throw LoadCancelled{};

@@ -199,6 +199,10 @@ vkllm_status run_generation(vkllm_session& s, std::vector<int32_t> prompt, engin
         st.finish = finish_of(ev->finish);
         st.draft_tokens = ev->draft_tokens;
         st.accepted_tokens = ev->accepted_tokens;
+        st.blended_documents = ev->blended_documents;
+        st.stored_documents = ev->stored_documents;
+        st.blended_tokens = ev->blended_tokens;
+        st.recomputed_tokens = ev->recomputed_tokens;
         {
             std::lock_guard lock(s.mutex);  // vkllm_session_get_stats may run on another thread
             s.stats = st;

@@ -133,7 +133,8 @@ JNIEXPORT jobject JNICALL Java_dev_vkllm_Native_stats(JNIEnv* env, jclass, jlong
     return env->NewObject(refs.generation_stats, refs.generation_stats_init, jint(s.prompt_tokens),
                           jint(s.cached_tokens), jint(s.generated_tokens), jint(s.n_past), jdouble(s.prompt_ms),
                           jdouble(s.generate_ms), jdouble(s.prompt_tokens_per_s), jdouble(s.generate_tokens_per_s),
-                          jint(s.finish), jint(s.draft_tokens), jint(s.accepted_tokens));
+                          jint(s.finish), jint(s.draft_tokens), jint(s.accepted_tokens), jint(s.blended_documents),
+                          jint(s.stored_documents), jint(s.blended_tokens), jint(s.recomputed_tokens));
 }
 
 JNIEXPORT jstring JNICALL Java_dev_vkllm_Native_generate(JNIEnv* env, jclass, jlong session, jstring prompt,

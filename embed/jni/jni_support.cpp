@@ -65,7 +65,7 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
     refs.model_info_init = env->GetMethodID(refs.model_info, "<init>",
                                             "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;IIIIIIIIIIIJJJ"
                                             "ZIILjava/lang/String;IZ)V");
-    refs.generation_stats_init = env->GetMethodID(refs.generation_stats, "<init>", "(IIIIDDDDIII)V");
+    refs.generation_stats_init = env->GetMethodID(refs.generation_stats, "<init>", "(IIIIDDDDIIIIIII)V");
     refs.on_token = method_of(env, "dev/vkllm/TokenCallback", "onToken", "(Ljava/lang/String;)Z");
     refs.on_progress = method_of(env, "dev/vkllm/LoadProgress", "onProgress", "(F)Z");
     refs.on_log =

@@ -420,6 +420,11 @@ typedef struct vkllm_generation_stats {
     vkllm_finish_reason finish;
     uint32_t draft_tokens; /* speculative decoding: tokens drafted and verified */
     uint32_t accepted_tokens; /* of which kept (each a token without a forward pass of its own) */
+    /* CacheBlend (vkllm_generate_documents on a model loaded with blend): */
+    uint32_t blended_documents; /* documents blended in rather than evaluated (0: none) */
+    uint32_t stored_documents; /* of which the document store held */
+    uint32_t blended_tokens; /* the blended documents' tokens */
+    uint32_t recomputed_tokens; /* of which evaluated again */
 } vkllm_generation_stats;
 
 /* Statistics of the session's last finished generation. */

@@ -116,12 +116,16 @@ uint64_t kv_cache_bytes(const ModelConfig& cfg, const ModelOptions& o, uint32_t 
 uint64_t layer_pool_rows(const ModelConfig& cfg, const ModelOptions& o, uint32_t n_ctx, uint32_t l) {
     const uint32_t rows = kv_cache_rows(cfg, l, n_ctx, o.ubatch);
     if (rows == n_ctx && o.kv_budget) return uint64_t(kv_blocks(o.kv_budget)) * kKvBlockRows;
-    return pool_rows(rows, o.n_seq);
+    return pool_rows(rows, rows == n_ctx ? o.n_seq - o.spare_seqs : o.n_seq);
 }
 
 MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const ModelConfig& cfg, const ModelOptions& opts,
                        LayerRange range) {
     if (opts.n_seq == 0) throw std::invalid_argument("n_seq must be > 0");
+    if (opts.spare_seqs >= opts.n_seq)
+        throw std::invalid_argument(fmt::format("{} spare sequences of {}", opts.spare_seqs, opts.n_seq));
+    // The sequences the full-context pools are sized for (spare_seqs borrow from them).
+    const uint32_t pooled = opts.n_seq - opts.spare_seqs;
     const LayerRange layers = range.resolved(cfg);
     if (cfg.kv_dim() % ops::kv_row_multiple(opts.kv_type) != 0)
         throw std::invalid_argument(fmt::format(
@@ -199,13 +203,12 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
                         opts.kv_budget, budget_rows * kv_row, caps.max_storage_buffer_range,
                         caps.max_storage_buffer_range / kv_row / kKvBlockRows * kKvBlockRows));
     if (opts.kv_budget) fixed_kv += kv_caches(cfg) * kv_row * n_full * budget_rows;
-    const uint64_t per_token = (opts.kv_budget ? 0 : kv_caches(cfg) * kv_row * std::max(n_full, 1u) * opts.n_seq) +
+    const uint64_t per_token = (opts.kv_budget ? 0 : kv_caches(cfg) * kv_row * std::max(n_full, 1u) * pooled) +
                                cross_row_bytes(cfg, opts, layers);
     // One layer's K (or V) pool is one binding: every sequence's whole blocks must fit maxStorageBufferRange
     // (with a budget, checked above; a sequence then holds at most the budget).
     const uint64_t max_ctx_binding =
-        opts.kv_budget ? budget_rows
-                       : caps.max_storage_buffer_range / kv_row / opts.n_seq / kKvBlockRows * kKvBlockRows;
+        opts.kv_budget ? budget_rows : caps.max_storage_buffer_range / kv_row / pooled / kKvBlockRows * kKvBlockRows;
     // Keep 10% of the heap for the driver, staging and other processes.
     uint64_t budget = p.available / 10 * 9;
     uint64_t fixed = p.weights + p.scratch;
@@ -254,13 +257,13 @@ MemoryPlan plan_memory(const DeviceCaps& caps, const GgufFile& file, const Model
             throw DeviceLimitError(
                 fmt::format("--ctx {}: one layer's KV cache would be {} bytes{}, more than this "
                             "device's maxStorageBufferRange ({}); at most --ctx {}",
-                            p.n_ctx, kv_row * pool_rows(p.n_ctx, opts.n_seq),
+                            p.n_ctx, kv_row * pool_rows(p.n_ctx, pooled),
                             opts.n_seq > 1 ? fmt::format(" for {} sequences", opts.n_seq) : std::string(),
                             caps.max_storage_buffer_range, max_ctx_binding));
     }
     p.kv_cache = kv_cache_bytes(cfg, opts, p.n_ctx, layers);
-    p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * pool_rows(p.n_ctx, opts.n_seq);
-    p.kv_budget = opts.kv_budget ? uint32_t(budget_rows) : uint32_t(pool_rows(p.n_ctx, opts.n_seq));
+    p.kv_cache_full = kv_caches(cfg) * kv_row * layers.count * pool_rows(p.n_ctx, pooled);
+    p.kv_budget = opts.kv_budget ? uint32_t(budget_rows) : uint32_t(pool_rows(p.n_ctx, pooled));
     p.attention_scratch = decode_rows(opts) * attention_scratch_per_seq(caps, cfg, opts.ubatch, p.n_ctx, opts.kv_type);
     p.scratch = scratch_bytes(caps, cfg, opts, layers) + p.all_logits + p.attention_scratch;
     return p;

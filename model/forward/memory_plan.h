@@ -31,6 +31,10 @@ struct ModelOptions {
     // is given, whatever its slots and context. 0: n_seq x n_ctx (no sequence ever waits for a block).
     // A sequence still holds at most n_ctx rows; n_ctx defaults to min(the model's, kv_budget).
     uint32_t kv_budget = 0;
+    // Of the n_seq sequences, how many the full-context pools are not sized for (CacheBlend's scratch
+    // sequence): they hold only blocks the others leave free, so the default pool stays
+    // (n_seq - spare_seqs) x n_ctx. Less than n_seq.
+    uint32_t spare_seqs = 0;
     // A token embedding already on this model's device (T5's decoder's, for its encoder), read
     // instead of uploading the file's again; it must outlive this model. Null: the model's own.
     const DeviceTensor* shared_token_embd = nullptr;

@@ -139,7 +139,8 @@ public:
     void eval_at(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions);
     // CacheBlend's selection: tokens at positions inside sequence `seq` (as eval_at) through layers
     // 0..layer-1, whose K/V they replace, and layer `layer`'s V projection, returned (n, kv_dim); the
-    // layers from `layer` on and the last logits are left as they were. One submission per ubatch.
+    // layers from `layer` on and the last logits are left as they were (hidden_states() is not
+    // valid after it). One submission per ubatch.
     // Also refused for latent attention, a bad layer, or one not on a split's first device.
     std::vector<float> eval_v(uint32_t seq, std::span<const int32_t> tokens, std::span<const uint32_t> positions,
                               uint32_t layer);
@@ -222,6 +223,7 @@ private:
     // the next.
     void run(const StepShape& b, const LayerProbe& probe);
     void check_tokens(std::span<const int32_t> tokens) const;
+    static void check_seq(uint32_t seq, uint32_t n_seq);  // std::out_of_range for a sequence it lacks
     // eval_at's refusals: positions that are not ascending inside the sequence, or a model it cannot serve.
     // grows: positions may go on past the sequence's end (eval_at), each the next one.
     void check_eval_at(uint32_t seq, size_t n_tokens, std::span<const uint32_t> positions, bool grows) const;

@@ -43,42 +43,48 @@ Blender::Blender(ModelGpu& model, uint32_t scratch, BlendOptions opts)
         throw std::invalid_argument(fmt::format("--blend-ratio {} must be within 0..1", ratio_));
 }
 
-void Blender::blend(uint32_t seq, std::span<const std::span<const int32_t>> docs, std::span<const int32_t> then) {
+BlendOutcome Blender::blend(uint32_t seq, std::span<const std::span<const int32_t>> docs,
+                            std::span<const int32_t> then) {
     if (then.empty()) throw std::invalid_argument("blend: no tokens after the documents");
     std::vector<std::shared_ptr<const KvRows>> rows;
-    uint64_t from_store = 0;
+    BlendOutcome out;
     for (const auto& d : docs) {
-        std::shared_ptr<const KvRows> r;
-        {
-            std::lock_guard lock(m_);
-            r = store_.find(d);
-        }
+        std::shared_ptr<const KvRows> r = store_.find(d);
         if (r) {
-            ++from_store;
+            ++out.from_store;
         } else {
             model_.reset(scratch_);
             try {
                 model_.eval(scratch_, d);
-                auto computed = std::make_shared<const KvRows>(model_.export_kv(scratch_, 0, uint32_t(d.size())));
-                model_.reset(scratch_);
-                r = computed;
-                std::lock_guard lock(m_);
-                store_.put(d, *computed);
+                r = std::make_shared<const KvRows>(model_.export_kv(scratch_, 0, uint32_t(d.size())));
             } catch (...) {
                 model_.reset(scratch_);
                 throw;
             }
+            model_.reset(scratch_);
+            store_.put(d, r);
         }
         rows.push_back(std::move(r));
     }
     std::vector<BlendDoc> bd;
     for (size_t i = 0; i < docs.size(); ++i) bd.push_back({docs[i], rows[i].get()});
     const BlendResult res = blend_documents(model_, seq, bd, ratio_, then);
+    out.documents = uint32_t(docs.size());
+    out.tokens = res.tokens;
+    out.recomputed = uint32_t(res.recomputed.size());
     std::lock_guard lock(m_);
-    stats_.documents += docs.size();
-    stats_.from_store += from_store;
-    stats_.document_tokens += res.tokens;
-    stats_.recomputed_tokens += res.recomputed.size();
+    stats_.documents += out.documents;
+    stats_.from_store += out.from_store;
+    stats_.document_tokens += out.tokens;
+    stats_.recomputed_tokens += out.recomputed;
+    return out;
+}
+
+size_t Blender::scratch_rows(std::span<const std::span<const int32_t>> docs) const {
+    size_t longest = 0;
+    for (const auto& d : docs)
+        if (!store_.contains(d)) longest = std::max(longest, d.size());
+    return longest;
 }
 
 void Blender::count_fallback() {

@@ -20,6 +20,12 @@ struct BlendOptions {
     DocumentStoreOptions store;
 };
 
+// What one blend did.
+struct BlendOutcome {
+    uint32_t documents = 0, from_store = 0;  // blended, of which the store had
+    uint32_t tokens = 0, recomputed = 0;  // the documents' tokens, of which evaluated again
+};
+
 struct BlendStats {
     uint64_t documents = 0;  // blended
     uint64_t from_store = 0;  // of which the store had
@@ -43,7 +49,9 @@ public:
     // `then`'s last token's. Each document comes from the store or is evaluated and stored first.
     // Throws what the model throws (the pool or the context full, a device error); the sequence
     // then holds what it held before.
-    void blend(uint32_t seq, std::span<const std::span<const int32_t>> docs, std::span<const int32_t> then);
+    BlendOutcome blend(uint32_t seq, std::span<const std::span<const int32_t>> docs, std::span<const int32_t> then);
+    // Tokens of the longest of `docs` the store lacks: the scratch sequence's rows a blend of them needs.
+    size_t scratch_rows(std::span<const std::span<const int32_t>> docs) const;
     void count_fallback();
     BlendStats stats() const;
     ModelGpu& model() const { return model_; }
@@ -54,7 +62,7 @@ private:
     uint32_t scratch_;
     float ratio_;
     DocumentStore store_;
-    mutable std::mutex m_;  // guards stats_ and store_'s statistics against stats() from other threads
+    mutable std::mutex m_;  // guards stats_ against stats() from other threads (the store's are atomic)
     BlendStats stats_;
 };
 

@@ -19,10 +19,13 @@ uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) 
     for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
     return h;
 }
-
-uint64_t tokens_hash(std::span<const int32_t> tokens) { return fnv1a(tokens.data(), tokens.size_bytes()); }
+// Two hashes from different starting points: a file name that collides needs both to.
+uint64_t tokens_hash(std::span<const int32_t> t) { return fnv1a(t.data(), t.size_bytes()); }
+uint64_t tokens_hash2(std::span<const int32_t> t) { return fnv1a(t.data(), t.size_bytes(), 0x9e3779b97f4a7c15ull); }
 
 constexpr char kMagic[8] = {'V', 'K', 'L', 'L', 'M', 'K', 'V', '1'};
+// Bounds a file's header must keep within before anything is allocated from it.
+constexpr uint64_t kMaxRows = 1u << 24, kMaxRowBytes = 1u << 24, kMaxLayers = 4096;
 
 template <class T>
 void put_pod(std::ostream& o, const T& v) {
@@ -34,60 +37,80 @@ bool get_pod(std::istream& in, T& v) {
 }
 
 // A disk entry: magic, fingerprint, tokens, then the rows' header and every layer's K and V.
+// Written beside its place and renamed there: a reader never sees half of it.
 void write_entry(const fs::path& path, const std::string& fingerprint, std::span<const int32_t> tokens,
                  const KvRows& rows) {
-    std::ofstream o(path, std::ios::binary | std::ios::trunc);
-    o.write(kMagic, sizeof kMagic);
-    put_pod(o, uint32_t(fingerprint.size()));
-    o.write(fingerprint.data(), std::streamsize(fingerprint.size()));
-    put_pod(o, uint32_t(tokens.size()));
-    o.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size_bytes()));
-    put_pod(o, rows.first);
-    put_pod(o, rows.n);
-    put_pod(o, uint32_t(rows.type));
-    put_pod(o, rows.row_bytes);
-    put_pod(o, uint32_t(rows.k.size()));
-    for (size_t l = 0; l < rows.k.size(); ++l)
-        for (const auto* part : {&rows.k[l], &rows.v[l]}) {
-            put_pod(o, uint64_t(part->size()));
-            o.write(reinterpret_cast<const char*>(part->data()), std::streamsize(part->size()));
-        }
-    if (!o.flush()) throw std::runtime_error(fmt::format("document store: cannot write {}", path.string()));
+    const fs::path tmp = path.string() + ".tmp";
+    {
+        std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+        o.write(kMagic, sizeof kMagic);
+        put_pod(o, uint32_t(fingerprint.size()));
+        o.write(fingerprint.data(), std::streamsize(fingerprint.size()));
+        put_pod(o, uint32_t(tokens.size()));
+        o.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size_bytes()));
+        put_pod(o, rows.first);
+        put_pod(o, rows.n);
+        put_pod(o, uint32_t(rows.type));
+        put_pod(o, rows.row_bytes);
+        put_pod(o, uint32_t(rows.k.size()));
+        for (size_t l = 0; l < rows.k.size(); ++l)
+            for (const auto* part : {&rows.k[l], &rows.v[l]}) {
+                put_pod(o, uint64_t(part->size()));
+                o.write(reinterpret_cast<const char*>(part->data()), std::streamsize(part->size()));
+            }
+        if (!o.flush()) throw std::runtime_error(fmt::format("document store: cannot write {}", tmp.string()));
+    }
+    fs::rename(tmp, path);
 }
 
-// The rows of a disk entry if it is this model's and these tokens', else null.
-std::shared_ptr<const KvRows> read_entry(const fs::path& path, const std::string& fingerprint,
-                                         std::span<const int32_t> tokens) {
-    std::ifstream in(path, std::ios::binary);
-    char magic[sizeof kMagic];
-    if (!in.read(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0) return nullptr;
-    uint32_t len = 0;
-    if (!get_pod(in, len) || len != fingerprint.size()) return nullptr;
-    std::string fp(len, '\0');
-    if (!in.read(fp.data(), len) || fp != fingerprint) return nullptr;
-    uint32_t n_tokens = 0;
-    if (!get_pod(in, n_tokens) || n_tokens != tokens.size()) return nullptr;
-    std::vector<int32_t> stored(n_tokens);
-    if (!in.read(reinterpret_cast<char*>(stored.data()), std::streamsize(n_tokens * 4)) ||
-        !std::equal(stored.begin(), stored.end(), tokens.begin()))
-        return nullptr;
-    auto rows = std::make_shared<KvRows>();
-    uint32_t type = 0, layers = 0;
-    if (!get_pod(in, rows->first) || !get_pod(in, rows->n) || !get_pod(in, type) || !get_pod(in, rows->row_bytes) ||
-        !get_pod(in, layers) || rows->n != n_tokens || type > uint32_t(ops::KvType::Q8_0) || layers > 4096)
-        return nullptr;
-    rows->type = ops::KvType(type);
-    const uint64_t most = uint64_t(rows->n) * rows->row_bytes;
-    rows->k.resize(layers);
-    rows->v.resize(layers);
-    for (uint32_t l = 0; l < layers; ++l)
-        for (auto* part : {&rows->k[l], &rows->v[l]}) {
-            uint64_t size = 0;
-            if (!get_pod(in, size) || size > most) return nullptr;
-            part->resize(size);
-            if (!in.read(reinterpret_cast<char*>(part->data()), std::streamsize(size))) return nullptr;
-        }
-    return rows;
+enum class Read { Ok, OtherTokens, Broken };
+
+// The rows of a disk entry if it is this model's and these tokens'. Every size is checked against
+// the header's bounds and the file's length before it is allocated.
+Read read_entry(const fs::path& path, const std::string& fingerprint, std::span<const int32_t> tokens,
+                std::shared_ptr<const KvRows>& out) {
+    try {
+        std::error_code ec;
+        const uint64_t file_bytes = fs::file_size(path, ec);
+        if (ec) return Read::Broken;
+        std::ifstream in(path, std::ios::binary);
+        char magic[sizeof kMagic];
+        if (!in.read(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0) return Read::Broken;
+        uint32_t len = 0;
+        if (!get_pod(in, len) || len != fingerprint.size()) return Read::Broken;
+        std::string fp(len, '\0');
+        if (!in.read(fp.data(), len) || fp != fingerprint) return Read::Broken;
+        uint32_t n_tokens = 0;
+        if (!get_pod(in, n_tokens) || n_tokens > kMaxRows || uint64_t(n_tokens) * 4 > file_bytes) return Read::Broken;
+        std::vector<int32_t> stored(n_tokens);
+        if (!in.read(reinterpret_cast<char*>(stored.data()), std::streamsize(n_tokens * 4))) return Read::Broken;
+        if (!std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return Read::OtherTokens;
+        auto rows = std::make_shared<KvRows>();
+        uint32_t type = 0, layers = 0;
+        if (!get_pod(in, rows->first) || !get_pod(in, rows->n) || !get_pod(in, type) || !get_pod(in, rows->row_bytes) ||
+            !get_pod(in, layers) || rows->n != n_tokens || rows->first >= kMaxRows ||
+            type > uint32_t(ops::KvType::Q8_0) || rows->row_bytes == 0 || rows->row_bytes > kMaxRowBytes ||
+            layers == 0 || layers > kMaxLayers)
+            return Read::Broken;
+        rows->type = ops::KvType(type);
+        const uint64_t part_bytes = uint64_t(rows->n) * rows->row_bytes;  // < 2^48: no overflow
+        rows->k.resize(layers);
+        rows->v.resize(layers);
+        for (uint32_t l = 0; l < layers; ++l)
+            for (auto* part : {&rows->k[l], &rows->v[l]}) {
+                uint64_t size = 0;
+                // K always has its rows; V has them, or none where it lives in K.
+                if (!get_pod(in, size) || (size != part_bytes && !(size == 0 && part == &rows->v[l])) ||
+                    uint64_t(in.tellg()) + size > file_bytes)
+                    return Read::Broken;
+                part->resize(size);
+                if (!in.read(reinterpret_cast<char*>(part->data()), std::streamsize(size))) return Read::Broken;
+            }
+        out = std::move(rows);
+        return Read::Ok;
+    } catch (const std::exception&) {  // the allocation failed after all: the file is no use
+        return Read::Broken;
+    }
 }
 
 }  // namespace
@@ -108,6 +131,11 @@ std::string model_fingerprint(const GgufFile& file, ops::KvType kv_type) {
     return fmt::format("{:016x}", h);
 }
 
+bool DocumentStore::Entry::matches(std::span<const int32_t> t, uint64_t h, uint64_t h2) const {
+    if (hash != h || hash2 != h2 || n_tokens != t.size()) return false;
+    return tokens.empty() || std::equal(tokens.begin(), tokens.end(), t.begin(), t.end());
+}
+
 DocumentStore::DocumentStore(std::string fingerprint, DocumentStoreOptions opts)
     : fingerprint_(std::move(fingerprint)), opts_(std::move(opts)) {
     if (opts_.disk_dir.empty()) return;
@@ -120,57 +148,99 @@ DocumentStore::DocumentStore(std::string fingerprint, DocumentStoreOptions opts)
     if (!std::ofstream(probe).put('x'))
         throw std::invalid_argument(fmt::format("--kv-store {}: the directory is not writable", opts_.disk_dir));
     fs::remove(probe, ec);
+    adopt_disk_files();
 }
 
-DocumentStore::List::iterator DocumentStore::lookup(List& tier, std::span<const int32_t> tokens, uint64_t hash) {
-    return std::find_if(tier.begin(), tier.end(), [&](const Entry& e) {
-        return e.hash == hash && std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin(), tokens.end());
-    });
+void DocumentStore::adopt_disk_files() {
+    // FINGERPRINT-HASH-HASH2-N.kv, newest first; others' files are left alone.
+    std::vector<std::pair<fs::file_time_type, Entry>> found;
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(opts_.disk_dir, ec)) {
+        const std::string name = f.path().filename().string();
+        if (name.rfind(fingerprint_ + "-", 0) != 0 || name.size() < 5 || name.substr(name.size() - 3) != ".kv")
+            continue;
+        Entry e;
+        unsigned long long h = 0, h2 = 0;
+        size_t n = 0;
+        if (std::sscanf(name.c_str() + fingerprint_.size(), "-%16llx-%16llx-%zu.kv", &h, &h2, &n) != 3) continue;
+        e.hash = h;
+        e.hash2 = h2;
+        e.n_tokens = n;
+        e.path = f.path().string();
+        e.bytes = fs::file_size(f.path(), ec);
+        if (ec) continue;
+        found.emplace_back(fs::last_write_time(f.path(), ec), std::move(e));
+    }
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (auto& [time, e] : found) {
+        if (disk_used_ + e.bytes > opts_.disk_bytes) {
+            fs::remove(e.path, ec);
+            continue;
+        }
+        disk_used_ += e.bytes;
+        disk_.push_back(std::move(e));
+    }
+    publish();
+}
+
+std::string DocumentStore::disk_path(const Entry& e) const {
+    return (fs::path(opts_.disk_dir) /
+            fmt::format("{}-{:016x}-{:016x}-{}.kv", fingerprint_, e.hash, e.hash2, e.n_tokens))
+        .string();
+}
+
+bool DocumentStore::contains(std::span<const int32_t> tokens) const {
+    const uint64_t h = tokens_hash(tokens), h2 = tokens_hash2(tokens);
+    auto in = [&](const List& tier) {
+        return std::any_of(tier.begin(), tier.end(), [&](const Entry& e) { return e.matches(tokens, h, h2); });
+    };
+    return in(host_) || in(disk_);
 }
 
 std::shared_ptr<const KvRows> DocumentStore::find(std::span<const int32_t> tokens) {
-    const uint64_t hash = tokens_hash(tokens);
-    if (auto it = lookup(host_, tokens, hash); it != host_.end()) {
+    const uint64_t h = tokens_hash(tokens), h2 = tokens_hash2(tokens);
+    auto match = [&](const Entry& e) { return e.matches(tokens, h, h2); };
+    if (auto it = std::find_if(host_.begin(), host_.end(), match); it != host_.end()) {
         host_.splice(host_.begin(), host_, it);
-        ++stats_.hits;
+        ++hits_;
         return it->rows;
     }
-    // A disk entry of this store, or one an earlier process left under the same name.
-    std::string path = disk_path(hash, tokens.size());
-    if (auto it = lookup(disk_, tokens, hash); it != disk_.end()) {
-        path = it->path;
-        disk_.erase(it);
-    }
-    if (!path.empty()) {
-        std::shared_ptr<const KvRows> rows = read_entry(path, fingerprint_, tokens);
-        std::error_code ec;
-        fs::remove(path, ec);  // back in the host tier, or unreadable
-        if (rows) {
-            ++stats_.hits;
-            ++stats_.disk_hits;
-            insert(Entry{{tokens.begin(), tokens.end()}, hash, rows->bytes(), rows, {}});
+    if (auto it = std::find_if(disk_.begin(), disk_.end(), match); it != disk_.end()) {
+        std::shared_ptr<const KvRows> rows;
+        const Read r = read_entry(it->path, fingerprint_, tokens, rows);
+        if (r == Read::OtherTokens) {  // a file of other tokens under the same name: theirs, not ours
+            ++misses_;
+            return nullptr;
+        }
+        drop_disk(it);  // back in the host tier below, or unreadable
+        if (r == Read::Ok) {
+            ++hits_;
+            ++disk_hits_;
+            insert(Entry{{tokens.begin(), tokens.end()}, tokens.size(), h, h2, rows->bytes(), rows, {}});
+            publish();
             return rows;
         }
+        publish();
     }
-    ++stats_.misses;
+    ++misses_;
     return nullptr;
 }
 
-std::string DocumentStore::disk_path(uint64_t hash, size_t n_tokens) const {
-    if (opts_.disk_dir.empty()) return {};
-    return (fs::path(opts_.disk_dir) / fmt::format("{}-{:016x}-{}.kv", fingerprint_, hash, n_tokens)).string();
-}
-
-void DocumentStore::put(std::span<const int32_t> tokens, KvRows rows) {
-    if (rows.n != tokens.size() || tokens.empty())
+void DocumentStore::put(std::span<const int32_t> tokens, std::shared_ptr<const KvRows> rows) {
+    if (!rows || rows->n != tokens.size() || tokens.empty())
         throw std::invalid_argument(
-            fmt::format("document store: {} rows for a document of {} tokens", rows.n, tokens.size()));
-    const uint64_t hash = tokens_hash(tokens);
-    if (auto it = lookup(host_, tokens, hash); it != host_.end()) host_.erase(it);
-    if (auto it = lookup(disk_, tokens, hash); it != disk_.end()) drop_disk(it);
-    const uint64_t bytes = rows.bytes();
-    ++stats_.stored;
-    insert(Entry{{tokens.begin(), tokens.end()}, hash, bytes, std::make_shared<const KvRows>(std::move(rows)), {}});
+            fmt::format("document store: {} rows for a document of {} tokens", rows ? rows->n : 0, tokens.size()));
+    const uint64_t h = tokens_hash(tokens), h2 = tokens_hash2(tokens);
+    auto match = [&](const Entry& e) { return e.matches(tokens, h, h2); };
+    if (auto it = std::find_if(host_.begin(), host_.end(), match); it != host_.end()) {
+        host_used_ -= it->bytes;
+        host_.erase(it);
+    }
+    if (auto it = std::find_if(disk_.begin(), disk_.end(), match); it != disk_.end()) drop_disk(it);
+    ++stored_;
+    const uint64_t bytes = rows->bytes();
+    insert(Entry{{tokens.begin(), tokens.end()}, tokens.size(), h, h2, bytes, std::move(rows), {}});
+    publish();
 }
 
 void DocumentStore::insert(Entry e) {
@@ -178,59 +248,68 @@ void DocumentStore::insert(Entry e) {
         to_disk(std::move(e));
         return;
     }
-    fit_host(e.bytes);
-    host_.push_front(std::move(e));
-}
-
-void DocumentStore::fit_host(uint64_t incoming) {
-    uint64_t used = 0;
-    for (const Entry& e : host_) used += e.bytes;
-    while (!host_.empty() && used + incoming > opts_.host_bytes) {
-        used -= host_.back().bytes;
-        Entry e = std::move(host_.back());
+    while (!host_.empty() && host_used_ + e.bytes > opts_.host_bytes) {
+        Entry old = std::move(host_.back());
         host_.pop_back();
-        to_disk(std::move(e));
+        host_used_ -= old.bytes;
+        to_disk(std::move(old));
     }
+    host_used_ += e.bytes;
+    host_.push_front(std::move(e));
 }
 
 void DocumentStore::to_disk(Entry e) {
     if (opts_.disk_dir.empty() || e.bytes > opts_.disk_bytes) {
-        ++stats_.evicted;
+        ++evicted_;
         return;
     }
-    uint64_t used = 0;
-    for (const Entry& d : disk_) used += d.bytes;
-    while (!disk_.empty() && used + e.bytes > opts_.disk_bytes) {
-        used -= disk_.back().bytes;
+    while (!disk_.empty() && disk_used_ + e.bytes > opts_.disk_bytes) {
         drop_disk(std::prev(disk_.end()));
-        ++stats_.evicted;
+        ++evicted_;
     }
-    e.path = disk_path(e.hash, e.tokens.size());
+    e.path = disk_path(e);
     try {
         write_entry(e.path, fingerprint_, e.tokens, *e.rows);
     } catch (const std::exception&) {
         // A full or vanished disk loses the entry, not the request.
         std::error_code ec;
-        fs::remove(e.path, ec);
-        ++stats_.evicted;
+        fs::remove(e.path + ".tmp", ec);
+        ++evicted_;
         return;
     }
+    std::error_code ec;
+    e.bytes = fs::file_size(e.path, ec);
+    if (ec) e.bytes = e.rows->bytes();
     e.rows.reset();
+    disk_used_ += e.bytes;
     disk_.push_front(std::move(e));
 }
 
 void DocumentStore::drop_disk(List::iterator it) {
     std::error_code ec;
     fs::remove(it->path, ec);
+    disk_used_ -= it->bytes;
     disk_.erase(it);
 }
 
+void DocumentStore::publish() {
+    host_bytes_ = host_used_;
+    disk_bytes_ = disk_used_;
+    host_entries_ = host_.size();
+    disk_entries_ = disk_.size();
+}
+
 DocumentStoreStats DocumentStore::stats() const {
-    DocumentStoreStats s = stats_;
-    for (const Entry& e : host_) s.host_bytes += e.bytes;
-    for (const Entry& e : disk_) s.disk_bytes += e.bytes;
-    s.host_entries = uint32_t(host_.size());
-    s.disk_entries = uint32_t(disk_.size());
+    DocumentStoreStats s;
+    s.hits = hits_;
+    s.disk_hits = disk_hits_;
+    s.misses = misses_;
+    s.stored = stored_;
+    s.evicted = evicted_;
+    s.host_bytes = host_bytes_;
+    s.disk_bytes = disk_bytes_;
+    s.host_entries = uint32_t(host_entries_);
+    s.disk_entries = uint32_t(disk_entries_);
     return s;
 }
 

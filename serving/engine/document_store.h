@@ -6,11 +6,16 @@
 //
 // Two tiers, each with a byte budget and evicted least-recently-used: host memory, and optionally a
 // directory on disk where what leaves the host goes (and whence a hit comes back to the host). The
-// rows live in host memory between uses: ModelGpu::import_kv uploads them into the sequence.
+// directory's files of this model that an earlier process left are taken over at construction
+// (most recently written first, within the budget; the rest are deleted). The rows live in host
+// memory between uses: ModelGpu::import_kv uploads them into the sequence.
+//
+// find, contains and put are for one thread at a time (the engine's); stats from any thread.
 #pragma once
 
 #include "model/forward/model_gpu.h"
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -44,35 +49,41 @@ public:
     DocumentStore(const DocumentStore&) = delete;
     DocumentStore& operator=(const DocumentStore&) = delete;
 
-    // The rows stored for exactly these tokens, or null. A disk hit (also a file an earlier process
-    // with the same directory and model left) is read back into the host tier; an unreadable or
-    // foreign file is a miss (and removed).
+    // The rows stored for exactly these tokens, or null. A disk hit is read back into the host tier;
+    // a file that cannot be read as this model's entry is a miss (and removed).
     std::shared_ptr<const KvRows> find(std::span<const int32_t> tokens);
-    // Stores the rows of these tokens (rows.n == tokens.size(), else std::invalid_argument), making
-    // room by eviction; rows larger than the host budget go straight to disk, or are not kept.
-    void put(std::span<const int32_t> tokens, KvRows rows);
+    // Whether find would look these tokens up in either tier (no disk read; a broken file still
+    // answers true). Leaves the order of use as it was.
+    bool contains(std::span<const int32_t> tokens) const;
+    // Stores the rows of these tokens (rows->n == tokens.size(), else std::invalid_argument),
+    // making room by eviction; rows larger than the host budget go straight to disk, or are not kept.
+    void put(std::span<const int32_t> tokens, std::shared_ptr<const KvRows> rows);
     DocumentStoreStats stats() const;
     const std::string& fingerprint() const { return fingerprint_; }
 
 private:
     struct Entry {
-        std::vector<int32_t> tokens;
-        uint64_t hash = 0, bytes = 0;
+        std::vector<int32_t> tokens;  // empty for a disk file taken over at start: read to compare
+        size_t n_tokens = 0;
+        uint64_t hash = 0, hash2 = 0, bytes = 0;  // two independent hashes of the tokens name the file
         std::shared_ptr<const KvRows> rows;  // host tier; null on disk
         std::string path;  // disk tier
+        bool matches(std::span<const int32_t> t, uint64_t h, uint64_t h2) const;
     };
     using List = std::list<Entry>;
-    List::iterator lookup(List& tier, std::span<const int32_t> tokens, uint64_t hash);
+    void adopt_disk_files();
     void insert(Entry e);  // into the host tier, or to disk where it is larger than the host budget
-    std::string disk_path(uint64_t hash, size_t n_tokens) const;  // "" without a disk tier
-    void fit_host(uint64_t incoming);
+    std::string disk_path(const Entry& e) const;
     void to_disk(Entry e);
     void drop_disk(List::iterator it);
+    void publish();  // the tiers' sizes into the counters stats() reads
 
     std::string fingerprint_;
     DocumentStoreOptions opts_;
     List host_, disk_;  // most recently used first
-    DocumentStoreStats stats_;
+    uint64_t host_used_ = 0, disk_used_ = 0;
+    std::atomic<uint64_t> hits_{0}, disk_hits_{0}, misses_{0}, stored_{0}, evicted_{0};
+    std::atomic<uint64_t> host_bytes_{0}, disk_bytes_{0}, host_entries_{0}, disk_entries_{0};
 };
 
 }  // namespace vkllm::engine

@@ -56,12 +56,6 @@ size_t whole_images(const CompletionRequest& req, size_t keep) {
     return im && im->first < keep ? im->first : keep;
 }
 
-size_t whole_documents(const CompletionRequest& req, size_t keep) {
-    for (const DocumentSpan& d : req.documents)
-        if (d.first < keep && keep < d.first + d.n) return d.first;
-    return keep;
-}
-
 // The last text token of prompt[0, end), for decode_piece's spacing: an image's placeholders are
 // skipped (text after a picture is not the start of the text); -1 when there is none.
 int32_t last_text_token(const std::vector<int32_t>& prompt, size_t end) {
@@ -233,8 +227,9 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     const std::vector<int32_t>& prompt = r->req.prompt;
     // At least the last prompt token is evaluated: its logits give the first generated token.
     const size_t limit = prompt.size() - 1;
-    // A prefix that would cut a document stops at its start: the document is blended whole.
-    auto whole = [&](size_t keep) { return whole_images(r->req, opts.blender ? whole_documents(r->req, keep) : keep); };
+    // A reused prefix that cuts a document is kept: exact rows win, and the rest of that document is
+    // evaluated as text (prompt_step blends only documents that start at or after it).
+    auto whole = [&](size_t keep) { return whole_images(r->req, keep); };
     size_t keep = whole(std::min(common_prefix(s.history, prompt), limit));
     // Another slot, serving or idle, may hold a longer prefix of the prompt (a system prompt every
     // conversation starts with): this slot then shares its KV blocks instead of evaluating them.
@@ -272,6 +267,7 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     s.free_text.clear();
     s.awaiting_trigger = s.req->req.grammar && s.req->req.grammar_start.lazy();
     s.blend_off = false;
+    s.blended_documents = s.stored_documents = s.blended_tokens = s.recomputed_tokens = 0;
     if (s.req->req.grammar && !s.awaiting_trigger) hold_grammar(s);
     s.text = std::make_unique<TextStream>(s.req->req.stop);
     s.started = Clock::now();
@@ -295,6 +291,10 @@ void Engine::Impl::finish(Slot& s, FinishReason why, const std::string& error, s
     done.completion_tokens = s.generated;
     done.decode_steps = s.decode_steps;
     done.draft_tokens = s.drafted;
+    done.blended_documents = s.blended_documents;
+    done.stored_documents = s.stored_documents;
+    done.blended_tokens = s.blended_tokens;
+    done.recomputed_tokens = s.recomputed_tokens;
     done.accepted_tokens = s.accepted;
     done.sample_ms = s.sample_ms;
     done.queue_ms = ms_between(s.req->submitted, s.started);

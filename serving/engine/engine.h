@@ -131,6 +131,9 @@ struct Event {
     // Speculative decoding: tokens drafted for the request and verified, and how many of them the
     // model kept (each kept one is a token generated without a pass of its own).
     uint32_t draft_tokens = 0, accepted_tokens = 0;
+    // CacheBlend (EngineOptions::blender): documents blended into the prompt, of which the document
+    // store held, and their tokens, of which evaluated again; 0 where nothing was blended.
+    uint32_t blended_documents = 0, stored_documents = 0, blended_tokens = 0, recomputed_tokens = 0;
     double queue_ms = 0, prompt_ms = 0, generate_ms = 0;  // waiting, prefill (to first token), the rest
     // Host time choosing the tokens: the sampler (with the grammar's mask) and following the grammar.
     double sample_ms = 0;

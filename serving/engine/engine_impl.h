@@ -72,6 +72,8 @@ struct Slot {
     std::unique_ptr<grammar::TokenConstraint> constraint;  // the request's grammar while it holds, or null
     bool awaiting_trigger = false;  // a lazy grammar not holding yet
     bool blend_off = false;  // a blend of this request failed: its documents are evaluated as text
+    uint32_t blended_documents = 0, stored_documents = 0;  // CacheBlend, of this request (Event's)
+    uint32_t blended_tokens = 0, recomputed_tokens = 0;
     std::string free_text;  // the text generated while awaiting_trigger
     std::unique_ptr<TextStream> text;
     Clock::time_point started, first_token;
@@ -83,8 +85,6 @@ const PromptEmbeddings* image_at(const CompletionRequest& req, size_t pos);
 // A prefix of `keep` prompt tokens to reuse, moved back to the start of an image it would cut: an
 // image's rows are evaluated together (a bidirectional image's see each other).
 size_t whole_images(const CompletionRequest& req, size_t keep);
-// The same for a document (CompletionRequest::documents): it is blended whole or not at all.
-size_t whole_documents(const CompletionRequest& req, size_t keep);
 
 // The last text token of prompt[0, end), for decode_piece's spacing: an image's placeholders are
 // skipped (text after a picture is not the start of the text); -1 when there is none.

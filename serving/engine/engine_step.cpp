@@ -99,13 +99,16 @@ size_t Engine::Impl::blend_step(Slot& s) {
         return 0;
     }
     const std::span<const int32_t> then(prompt.data() + end, then_end - end);
-    size_t longest = 0;
-    for (const auto& d : docs) longest = std::max(longest, d.size());
     // The slot's new rows, and the scratch sequence's for a document not in the store.
+    const size_t scratch = opts.blender->scratch_rows(docs);
     make_room(model.kv_blocks_needed(s.index, uint32_t(then_end - s.prompt_done)) +
-              uint32_t((longest + kv_block_rows - 1) / kv_block_rows));
+              uint32_t((scratch + kv_block_rows - 1) / kv_block_rows));
     try {
-        opts.blender->blend(s.index, docs, then);
+        const BlendOutcome b = opts.blender->blend(s.index, docs, then);
+        s.blended_documents += b.documents;
+        s.stored_documents += b.from_store;
+        s.blended_tokens += b.tokens;
+        s.recomputed_tokens += b.recomputed;
     } catch (const std::exception&) {
         // The model refused or ran out of room: the sequence is as it was, the documents go in as text.
         opts.blender->count_fallback();

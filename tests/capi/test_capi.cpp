@@ -113,6 +113,7 @@ TEST_CASE("capi: vkllm_generate_documents with and without CacheBlend; bad param
         REQUIRE(vkllm_generate_documents(session.s, "Stories.", docs, 2, " Who had a red ball? It was", &s, collect,
                                          &plain) == VKLLM_OK);
         CHECK(!plain.text.empty());
+        CHECK(stats_of(session.s).blended_documents == 0);
     }
     // Every token evaluated again: the same first piece as the plain evaluation.
     vkllm_model_params p = test_params();
@@ -128,12 +129,17 @@ TEST_CASE("capi: vkllm_generate_documents with and without CacheBlend; bad param
         CHECK(all.pieces[0] == plain.pieces.at(0));
         const vkllm_generation_stats st = stats_of(session.s);
         CHECK(st.generated_tokens == 8);
+        CHECK(st.blended_documents == 2);
+        CHECK(st.stored_documents == 0);
+        CHECK(st.recomputed_tokens == st.blended_tokens);  // ratio 1
+        CHECK(st.blended_tokens > 20);
         // Another order after a reset: the documents come from the store.
         REQUIRE(vkllm_session_reset(session.s) == VKLLM_OK);
         Collected again;
         CHECK(vkllm_generate_documents(session.s, "Other stories.", reversed, 2, " Who was a dog? It was", &s, collect,
                                        &again) == VKLLM_OK);
         CHECK(!again.text.empty());
+        CHECK(stats_of(session.s).stored_documents == 2);
         // Misuse.
         CHECK(vkllm_generate_documents(session.s, nullptr, docs, 2, "q", &s, collect, &again) ==
               VKLLM_ERR_INVALID_ARGUMENT);

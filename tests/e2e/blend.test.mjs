@@ -56,6 +56,19 @@ describe('vkllm serve --blend-separator', { skip }, () => {
     assert.equal(await metric(srv.url, 'vkllm_blend_documents_total'), before + 2);
   });
 
+  test('Ollama: /api/generate splits its prompt, and a continued context moves the documents with it', async () => {
+    const before = await metric(srv.url, 'vkllm_blend_documents_total');
+    const body = (p, context) => ({ model: 'stories260K.gguf', prompt: p, stream: false, raw: true, context,
+      options: { num_predict: 4, temperature: 0 } });
+    const a = await post(srv.url, '/api/generate', body(prompt('Stories.', [0, 2], 'Who swam?')));
+    assert.equal(a.status, 200, JSON.stringify(a.body));
+    assert.equal(await metric(srv.url, 'vkllm_blend_documents_total'), before + 2);
+    const b = await post(srv.url, '/api/generate', body(prompt(' More.', [1, 0], 'Who had a ball?'), a.body.context));
+    assert.equal(b.status, 200, JSON.stringify(b.body));
+    assert.equal(await metric(srv.url, 'vkllm_blend_documents_total'), before + 4);
+    assert.equal(await metric(srv.url, 'vkllm_blend_fallbacks_total'), 0);
+  });
+
   test('what leaves the memory budget is in the --kv-store directory', async () => {
     assert.ok(await metric(srv.url, 'vkllm_blend_store_disk_bytes') > 0);
     assert.equal(await metric(srv.url, 'vkllm_blend_store_bytes'), 0);

@@ -205,6 +205,26 @@ TEST_CASE("layer range: weights and KV of two halves add up to the whole; bad ra
     CHECK_THROWS_AS(plan_memory(caps, f.file, f.cfg, o, {4, 0}), std::invalid_argument);
 }
 
+TEST_CASE("memory plan: a spare sequence borrows the others' KV pool and adds none of its own") {
+    const File f(shape_of("llama"));
+    const DeviceCaps& caps = test::context().caps();
+    ModelOptions two;
+    two.n_ctx = 128;
+    two.n_seq = 2;
+    ModelOptions spare = two;
+    spare.n_seq = 3;
+    spare.spare_seqs = 1;
+    const MemoryPlan a = plan_memory(caps, f.file, f.cfg, two), b = plan_memory(caps, f.file, f.cfg, spare);
+    CHECK(b.kv_budget == a.kv_budget);
+    CHECK(b.kv_budget == 2 * 128);
+    CHECK(b.kv_cache == a.kv_cache);
+    ModelOptions three = two;
+    three.n_seq = 3;
+    CHECK(plan_memory(caps, f.file, f.cfg, three).kv_budget == 3 * 128);
+    spare.spare_seqs = 3;  // no sequence left to size the pool for
+    CHECK_THROWS_AS(plan_memory(caps, f.file, f.cfg, spare), std::invalid_argument);
+}
+
 TEST_CASE("device split: layer counts in proportion, --split's syntax, every part's fit and one context") {
     using V = std::vector<uint32_t>;
     CHECK(split_layer_counts(5, std::vector<double>{3, 1}) == V{4, 1});  // 3.75 / 1.25

@@ -28,6 +28,7 @@ ModelOptions options() {
     o.n_ctx = 256;
     o.ubatch = 16;
     o.n_seq = kSlots + 1;  // the blender's scratch sequence after the slots
+    o.spare_seqs = 1;  // which borrows the slots' blocks
     return o;
 }
 
@@ -37,10 +38,10 @@ struct Prompt {
 };
 
 // BOS + prefix, the documents in `order`, the question.
-Prompt make_prompt(const Tokenizer& tok, const std::vector<std::vector<int32_t>>& docs, const std::vector<size_t>& order,
-                   bool question = true) {
+Prompt make_prompt(const Tokenizer& tok, const std::string& prefix, const std::vector<std::vector<int32_t>>& docs,
+                   const std::vector<size_t>& order, bool question = true) {
     Prompt p;
-    p.ids = tok.encode("Here are some stories.", true);
+    p.ids = tok.encode(prefix, true);
     for (size_t d : order) {
         p.documents.push_back({p.ids.size(), docs[d].size()});
         p.ids.insert(p.ids.end(), docs[d].begin(), docs[d].end());
@@ -79,7 +80,9 @@ TEST_CASE("blend engine: documents stored once, reused in another order; all rec
                           " Tom was a little dog who lived in a big house with a garden.",
                           " The sun was hot, so Ben went to the lake to swim with his mom."})
         docs.push_back(tok->encode(t, false));
-    const Prompt first = make_prompt(*tok, docs, {0, 1, 2}), second = make_prompt(*tok, docs, {2, 0, 1});
+    // Other prefixes: the second prompt shares no reusable start with the first's slot.
+    const Prompt first = make_prompt(*tok, "Here are some stories.", docs, {0, 1, 2}),
+                 second = make_prompt(*tok, "Read these tales first.", docs, {2, 0, 1});
 
     ModelGpu g(ctx, m.file, m.cfg, options());
     // The plain prefill's first token and its log-probability, per prompt.
@@ -99,7 +102,14 @@ TEST_CASE("blend engine: documents stored once, reused in another order; all rec
             CHECK(o.logprobs[0].token == plain[i].logprobs[0].token);
             CHECK(std::abs(o.logprobs[0].logprob - plain[i].logprobs[0].logprob) < 1e-3);
             CHECK(o.done.prompt_tokens == (i == 0 ? first : second).ids.size());
+            CHECK(o.done.blended_documents == 3);
+            CHECK(o.done.stored_documents == (i == 0 ? 0u : 3u));
+            CHECK(o.done.recomputed_tokens == o.done.blended_tokens);
         }
+        // The same prompt again: its slot's cache holds it exactly, which wins over blending.
+        const Outcome again = generate(e, second);
+        CHECK(again.done.blended_documents == 0);
+        CHECK(again.done.cached_tokens == second.ids.size() - 1);
     }
     const BlendStats s = blender->stats();
     CHECK(s.documents == 6);
@@ -115,9 +125,10 @@ TEST_CASE("blend engine: documents stored once, reused in another order; all rec
         const Outcome o = generate(e, second);
         CHECK(o.logprobs[0].token == plain[1].logprobs[0].token);
         // Documents with no text after them: nothing to fuse the recompute with, a plain prefill.
-        const Prompt last = make_prompt(*tok, docs, {1, 0}, false);
+        const Prompt last = make_prompt(*tok, "Two stories.", docs, {1, 0}, false);
         const Outcome a = generate(e, last);
         CHECK(a.done.completion_tokens > 0);
+        CHECK(a.done.blended_documents == 0);
     }
     const BlendStats ps = partial->stats();
     CHECK(ps.documents == 3);

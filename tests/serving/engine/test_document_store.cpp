@@ -32,6 +32,10 @@ KvRows rows_of(uint32_t n, uint8_t seed) {
     return r;
 }
 
+std::shared_ptr<const KvRows> shared_rows(uint32_t n, uint8_t seed) {
+    return std::make_shared<const KvRows>(rows_of(n, seed));
+}
+
 bool same(const KvRows& a, const KvRows& b) {
     return a.first == b.first && a.n == b.n && a.type == b.type && a.row_bytes == b.row_bytes && a.k == b.k &&
            a.v == b.v;
@@ -50,12 +54,12 @@ TEST_CASE("document store: exact tokens hit, other tokens miss, least recently u
     const uint64_t one = rows_of(4, 0).bytes();  // 256
     DocumentStore s("fp", {.host_bytes = 2 * one});
     CHECK(s.find(a) == nullptr);
-    s.put(a, rows_of(4, 1));
-    s.put(b, rows_of(4, 2));
+    s.put(a, shared_rows(4, 1));
+    s.put(b, shared_rows(4, 2));
     REQUIRE(s.find(a) != nullptr);
     CHECK(same(*s.find(a), rows_of(4, 1)));
     CHECK(s.find(a_longer) == nullptr);
-    s.put(c, rows_of(4, 3));  // b is the least recently used: a was found since
+    s.put(c, shared_rows(4, 3));  // b is the least recently used: a was found since
     CHECK(s.find(b) == nullptr);
     CHECK(s.find(a) != nullptr);
     CHECK(s.find(c) != nullptr);
@@ -66,9 +70,9 @@ TEST_CASE("document store: exact tokens hit, other tokens miss, least recently u
     CHECK(st.stored == 3);
     CHECK(st.misses == 3);
     // Rows too large for the budget are not kept without a disk tier; a wrong row count is refused.
-    s.put(std::vector<int32_t>(12, 7), rows_of(12, 4));
+    s.put(std::vector<int32_t>(12, 7), shared_rows(12, 4));
     CHECK(s.find(std::vector<int32_t>(12, 7)) == nullptr);
-    CHECK_THROWS_AS(s.put(a, rows_of(3, 1)), std::invalid_argument);
+    CHECK_THROWS_AS(s.put(a, shared_rows(3, 1)), std::invalid_argument);
 }
 
 TEST_CASE("document store: the disk tier takes what leaves the host and gives it back; foreign files miss") {
@@ -76,27 +80,54 @@ TEST_CASE("document store: the disk tier takes what leaves the host and gives it
     const std::vector<int32_t> a{1, 2, 3, 4}, b{5, 6, 7, 8}, c{9, 10, 11, 12};
     const uint64_t one = rows_of(4, 0).bytes();
     {
-        DocumentStore s("fp", {.host_bytes = one, .disk_dir = dir.path.string(), .disk_bytes = 2 * one});
-        s.put(a, rows_of(4, 1));
-        s.put(b, rows_of(4, 2));  // a to disk
+        DocumentStore s("fp", {.host_bytes = one, .disk_dir = dir.path.string(), .disk_bytes = 2 * one + 200});  // two files: rows and their headers
+        s.put(a, shared_rows(4, 1));
+        s.put(b, shared_rows(4, 2));  // a to disk
         CHECK(s.stats().disk_entries == 1);
         const auto got = s.find(a);  // back from disk; b goes there
         REQUIRE(got != nullptr);
         CHECK(same(*got, rows_of(4, 1)));
         CHECK(s.stats().disk_hits == 1);
-        s.put(c, rows_of(4, 3));  // a to disk: b and a there
-        s.put(std::vector<int32_t>{13, 14, 15, 16}, rows_of(4, 5));  // c to disk: b, the oldest there, goes
+        s.put(c, shared_rows(4, 3));  // a to disk: b and a there
+        s.put(std::vector<int32_t>{13, 14, 15, 16}, shared_rows(4, 5));  // c to disk: b, the oldest there, goes
         CHECK(s.stats().disk_entries == 2);
         CHECK(s.find(b) == nullptr);
     }
-    // A later store of the same model finds what the first left on disk; another model's does not.
+    // A later store of the same model takes over what the first left on disk; another model's does not.
     {
         DocumentStore other("other", {.host_bytes = one, .disk_dir = dir.path.string()});
+        CHECK(other.stats().disk_entries == 0);
         CHECK(other.find(a) == nullptr);
         DocumentStore again("fp", {.host_bytes = one, .disk_dir = dir.path.string()});
+        CHECK(again.stats().disk_entries == 2);
+        CHECK(again.contains(a));
         const auto got = again.find(a);
         REQUIRE(got != nullptr);
         CHECK(same(*got, rows_of(4, 1)));
+    }
+    // Taken over within the budget, newest first: the rest is deleted.
+    {
+        DocumentStore small("fp", {.host_bytes = one, .disk_dir = dir.path.string(), .disk_bytes = one + one / 2});
+        CHECK(small.stats().disk_entries == 1);
+    }
+    // A file under this model's name whose contents are another model's is a miss, and removed.
+    {
+        const std::vector<int32_t> e{31, 32, 33, 34};
+        std::set<fs::path> before;
+        for (const auto& f : fs::directory_iterator(dir.path)) before.insert(f.path());
+        DocumentStore ours("fp", {.host_bytes = 0, .disk_dir = dir.path.string()});  // straight to disk
+        ours.put(e, shared_rows(4, 7));
+        fs::path file;
+        for (const auto& f : fs::directory_iterator(dir.path))
+            if (!before.count(f.path())) file = f.path();
+        REQUIRE(!file.empty());
+        const std::string renamed = "ffff" + file.filename().string().substr(2);  // "fp-..." as "ffff-...": same hashes
+        fs::rename(file, dir.path / renamed);
+        DocumentStore foreign("ffff", {.host_bytes = one, .disk_dir = dir.path.string()});
+        REQUIRE(foreign.contains(e));
+        CHECK(foreign.find(e) == nullptr);
+        CHECK(foreign.stats().disk_entries == 0);
+        CHECK(!fs::exists(dir.path / renamed));
     }
     // A broken file is a miss, and removed.
     {
@@ -108,8 +139,8 @@ TEST_CASE("document store: the disk tier takes what leaves the host and gives it
         };
         DocumentStore s("fp", {.host_bytes = one, .disk_dir = dir.path.string()});
         const std::set<fs::path> before = files();
-        s.put(d, rows_of(4, 6));
-        s.put(b, rows_of(4, 2));  // d to disk
+        s.put(d, shared_rows(4, 6));
+        s.put(b, shared_rows(4, 2));  // d to disk
         std::vector<fs::path> added;
         for (const fs::path& f : files())
             if (!before.count(f)) added.push_back(f);

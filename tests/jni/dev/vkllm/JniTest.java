@@ -188,10 +188,14 @@ public final class JniTest {
             String blended = s.generateDocuments("Stories.", docs, " Who had a red ball? It was", greedy(8), null);
             check(!blended.isEmpty(), "documents blended");
             checkEquals(8, s.stats().generatedTokens(), "generated tokens");
+            checkEquals(2, s.stats().blendedDocuments(), "documents blended");
+            check(s.stats().recomputedTokens() > 0 && s.stats().recomputedTokens() < s.stats().blendedTokens(),
+                  "recomputed " + s.stats().recomputedTokens() + " of " + s.stats().blendedTokens());
             s.reset();
             String again = s.generateDocuments("Other stories.", java.util.List.of(docs.get(1), docs.get(0)),
                                                " Who was a dog? It was", greedy(8), null);
             check(!again.isEmpty(), "documents from the store, in another order");
+            checkEquals(2, s.stats().storedDocuments(), "documents the store held");
         }
         expectThrows(IllegalArgumentException.class, () -> params().blendRatio(1.5f), "a ratio past 1");
         VkllmException e = expectThrows(VkllmException.class,

@@ -28,11 +28,13 @@ public final class GenerationStats {
     private final Finish finish;
     private final int draftTokens;
     private final int acceptedTokens;
+    private final int blendedDocuments, storedDocuments, blendedTokens, recomputedTokens;
 
     // Made by the JNI library from vkllm_generation_stats.
     GenerationStats(int promptTokens, int cachedTokens, int generatedTokens, int nPast, double promptMs,
                     double generateMs, double promptTokensPerS, double generateTokensPerS, int finish,
-                    int draftTokens, int acceptedTokens) {
+                    int draftTokens, int acceptedTokens, int blendedDocuments, int storedDocuments,
+                    int blendedTokens, int recomputedTokens) {
         this.promptTokens = promptTokens;
         this.cachedTokens = cachedTokens;
         this.generatedTokens = generatedTokens;
@@ -45,6 +47,30 @@ public final class GenerationStats {
         this.finish = finish >= 0 && finish < all.length ? all[finish] : Finish.ERROR;
         this.draftTokens = draftTokens;
         this.acceptedTokens = acceptedTokens;
+        this.blendedDocuments = blendedDocuments;
+        this.storedDocuments = storedDocuments;
+        this.blendedTokens = blendedTokens;
+        this.recomputedTokens = recomputedTokens;
+    }
+
+    /** CacheBlend (ModelParams.blend, Session.generateDocuments): documents blended in rather than evaluated. */
+    public int blendedDocuments() {
+        return blendedDocuments;
+    }
+
+    /** Of blendedDocuments, those the document store held. */
+    public int storedDocuments() {
+        return storedDocuments;
+    }
+
+    /** The blended documents' tokens. */
+    public int blendedTokens() {
+        return blendedTokens;
+    }
+
+    /** Of blendedTokens, those evaluated again. */
+    public int recomputedTokens() {
+        return recomputedTokens;
     }
 
     /** Speculative decoding (ModelParams.draftModel, lookup): tokens drafted and verified. */
