@@ -23,16 +23,16 @@ std::string render_chat(const ChatRenderer& render, const chat_template::ChatInp
 // The text of a chat request's prompt: its messages rendered, and a forced tool call's start after them.
 std::string chat_prompt_text(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req);
 
+// Where prompt_tokens splits a text prompt into documents (encode_documents) and where their spans go.
+struct DocumentMarks {
+    std::string_view separator;  // "": no split
+    std::vector<engine::DocumentSpan>* spans = nullptr;
+};
+
 // The prompt of a request: rendered and encoded for chat, encoded (or the client's ids, checked
 // against the vocabulary) for completions (req.prompts[index]). 400 when it does not fit `n_ctx`
 // with room for one token. `rendered`, when given, receives the chat prompt's text (what the reply
-// continues).
-// With `documents`, a text prompt is split at documents->separator (encode_documents) and the
-// documents' spans go to documents->spans.
-struct DocumentMarks {
-    std::string_view separator;
-    std::vector<engine::DocumentSpan>* spans = nullptr;
-};
+// continues); `documents`, the spans of the documents its separator marks in a text prompt.
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const ChatRenderer& render, const ParsedRequest& req,
                                    uint32_t n_ctx, std::string* rendered = nullptr, size_t index = 0,
                                    const DocumentMarks& documents = {});
