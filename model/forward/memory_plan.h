@@ -42,7 +42,8 @@ struct ModelOptions {
 
 // Rows one decode step may take: a token per sequence, each with up to draft_rows drafts. The
 // step's logits, argmax, block tables and attention partials are sized by it.
-inline uint32_t decode_rows(const ModelOptions& o) { return o.n_seq * (1 + o.draft_rows); }
+// Spare sequences (CacheBlend's scratch) take no part in decode batches.
+inline uint32_t decode_rows(const ModelOptions& o) { return (o.n_seq - o.spare_seqs) * (1 + o.draft_rows); }
 
 // Device memory a model needs, computed before anything is allocated.
 struct MemoryPlan {

@@ -227,7 +227,7 @@ void ModelGpu::eval_impl(uint32_t seq, const StepInput& in, const LayerProbe& pr
             StepShape{
                 .n = n, .rows_in = rows_in, .bidirectional = in.bidirectional && n > 1, .v_of_layer = in.v_of_layer},
             probe);
-        if (!in.v_of_layer) {  // a V-only chunk leaves the last logits and hidden states as they were
+        if (!in.v_of_layer) {  // a V-only chunk computes no logits: the last ones stay readable
             last_rows_ = 1;
             last_chunk_ = n;
         } else {
@@ -381,7 +381,8 @@ void ModelGpu::decode(std::span<const SeqToken> batch) {
             "decode: an encoder-decoder model needs the encoder's output first (set_encoder_output)");
     if (batch.size() > decode_rows(opts_))
         throw std::invalid_argument(fmt::format("decode: {} rows, at most {} ({} sequences, {} drafts each)",
-                                                batch.size(), decode_rows(opts_), opts_.n_seq, opts_.draft_rows));
+                                                batch.size(), decode_rows(opts_), opts_.n_seq - opts_.spare_seqs,
+                                                opts_.draft_rows));
     // Each sequence's rows: one run of adjacent entries, at positions n_past, n_past + 1, ...
     std::vector<uint32_t> count(opts_.n_seq, 0);
     bool repeats = false;

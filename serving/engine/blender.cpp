@@ -48,8 +48,16 @@ BlendOutcome Blender::blend(uint32_t seq, std::span<const std::span<const int32_
     if (then.empty()) throw std::invalid_argument("blend: no tokens after the documents");
     std::vector<std::shared_ptr<const KvRows>> rows;
     BlendOutcome out;
+    const uint64_t row_bytes = kv_row_bytes(model_.config(), model_.options().kv_type);
     for (const auto& d : docs) {
         std::shared_ptr<const KvRows> r = store_.find(d);
+        // Rows of another shape (a damaged file under this model's name) would be refused by
+        // import_kv on every use: they go, and the document is evaluated again.
+        if (r && (r->type != model_.options().kv_type || r->row_bytes != row_bytes ||
+                  r->k.size() != model_.config().n_layers || r->v.size() != model_.config().n_layers)) {
+            store_.erase(d);
+            r.reset();
+        }
         if (r) {
             ++out.from_store;
         } else {
@@ -78,13 +86,6 @@ BlendOutcome Blender::blend(uint32_t seq, std::span<const std::span<const int32_
     stats_.document_tokens += out.tokens;
     stats_.recomputed_tokens += out.recomputed;
     return out;
-}
-
-size_t Blender::scratch_rows(std::span<const std::span<const int32_t>> docs) const {
-    size_t longest = 0;
-    for (const auto& d : docs)
-        if (!store_.contains(d)) longest = std::max(longest, d.size());
-    return longest;
 }
 
 void Blender::count_fallback() {

@@ -50,8 +50,6 @@ public:
     // Throws what the model throws (the pool or the context full, a device error); the sequence
     // then holds what it held before.
     BlendOutcome blend(uint32_t seq, std::span<const std::span<const int32_t>> docs, std::span<const int32_t> then);
-    // Tokens of the longest of `docs` the store lacks: the scratch sequence's rows a blend of them needs.
-    size_t scratch_rows(std::span<const std::span<const int32_t>> docs) const;
     void count_fallback();
     BlendStats stats() const;
     ModelGpu& model() const { return model_; }

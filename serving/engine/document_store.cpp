@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 namespace vkllm::engine {
 
@@ -61,6 +62,12 @@ void write_entry(const fs::path& path, const std::string& fingerprint, std::span
         if (!o.flush()) throw std::runtime_error(fmt::format("document store: cannot write {}", tmp.string()));
     }
     fs::rename(tmp, path);
+}
+
+// The bytes write_entry writes: a budget counts files, not rows.
+uint64_t entry_file_bytes(const std::string& fingerprint, size_t n_tokens, const KvRows& rows) {
+    return sizeof kMagic + 4 + fingerprint.size() + 4 + 4ull * n_tokens + 4 + 4 + 4 + 8 + 4 + 16ull * rows.k.size() +
+           rows.bytes();
 }
 
 enum class Read { Ok, OtherTokens, Broken };
@@ -152,25 +159,30 @@ DocumentStore::DocumentStore(std::string fingerprint, DocumentStoreOptions opts)
 }
 
 void DocumentStore::adopt_disk_files() {
-    // FINGERPRINT-HASH-HASH2-N.kv, newest first; others' files are left alone.
+    // FINGERPRINT-HASH-HASH2-N.kv, newest first; other models' files are left alone, this model's
+    // that are half-written (.tmp, a crash) or named otherwise are deleted.
+    const std::regex named(fingerprint_ + "-([0-9a-f]{16})-([0-9a-f]{16})-([0-9]{1,9})\\.kv");
     std::vector<std::pair<fs::file_time_type, Entry>> found;
+    std::vector<fs::path> stale;
     std::error_code ec;
     for (const auto& f : fs::directory_iterator(opts_.disk_dir, ec)) {
         const std::string name = f.path().filename().string();
-        if (name.rfind(fingerprint_ + "-", 0) != 0 || name.size() < 5 || name.substr(name.size() - 3) != ".kv")
+        if (name.rfind(fingerprint_ + "-", 0) != 0) continue;
+        std::smatch m;
+        if (!std::regex_match(name, m, named)) {
+            stale.push_back(f.path());
             continue;
+        }
         Entry e;
-        unsigned long long h = 0, h2 = 0;
-        size_t n = 0;
-        if (std::sscanf(name.c_str() + fingerprint_.size(), "-%16llx-%16llx-%zu.kv", &h, &h2, &n) != 3) continue;
-        e.hash = h;
-        e.hash2 = h2;
-        e.n_tokens = n;
+        e.hash = std::stoull(m[1].str(), nullptr, 16);
+        e.hash2 = std::stoull(m[2].str(), nullptr, 16);
+        e.n_tokens = std::stoul(m[3].str());
         e.path = f.path().string();
         e.bytes = fs::file_size(f.path(), ec);
         if (ec) continue;
         found.emplace_back(fs::last_write_time(f.path(), ec), std::move(e));
     }
+    for (const fs::path& p : stale) fs::remove(p, ec);
     std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (auto& [time, e] : found) {
         if (disk_used_ + e.bytes > opts_.disk_bytes) {
@@ -189,12 +201,15 @@ std::string DocumentStore::disk_path(const Entry& e) const {
         .string();
 }
 
-bool DocumentStore::contains(std::span<const int32_t> tokens) const {
+void DocumentStore::erase(std::span<const int32_t> tokens) {
     const uint64_t h = tokens_hash(tokens), h2 = tokens_hash2(tokens);
-    auto in = [&](const List& tier) {
-        return std::any_of(tier.begin(), tier.end(), [&](const Entry& e) { return e.matches(tokens, h, h2); });
-    };
-    return in(host_) || in(disk_);
+    auto match = [&](const Entry& e) { return e.matches(tokens, h, h2); };
+    if (auto it = std::find_if(host_.begin(), host_.end(), match); it != host_.end()) {
+        host_used_ -= it->bytes;
+        host_.erase(it);
+    }
+    if (auto it = std::find_if(disk_.begin(), disk_.end(), match); it != disk_.end()) drop_disk(it);
+    publish();
 }
 
 std::shared_ptr<const KvRows> DocumentStore::find(std::span<const int32_t> tokens) {
@@ -208,9 +223,15 @@ std::shared_ptr<const KvRows> DocumentStore::find(std::span<const int32_t> token
     if (auto it = std::find_if(disk_.begin(), disk_.end(), match); it != disk_.end()) {
         std::shared_ptr<const KvRows> rows;
         const Read r = read_entry(it->path, fingerprint_, tokens, rows);
-        if (r == Read::OtherTokens) {  // a file of other tokens under the same name: theirs, not ours
-            ++misses_;
+        if (r == Read::OtherTokens) {  // another document's file under the same name: a miss (a put
+            ++misses_;  // of these tokens then takes the name over)
             return nullptr;
+        }
+        if (r == Read::Ok && rows->bytes() > opts_.host_bytes) {  // too large for memory: it stays on disk
+            disk_.splice(disk_.begin(), disk_, it);
+            ++hits_;
+            ++disk_hits_;
+            return rows;
         }
         drop_disk(it);  // back in the host tier below, or unreadable
         if (r == Read::Ok) {
@@ -263,7 +284,12 @@ void DocumentStore::to_disk(Entry e) {
         ++evicted_;
         return;
     }
-    while (!disk_.empty() && disk_used_ + e.bytes > opts_.disk_bytes) {
+    const uint64_t file_bytes = entry_file_bytes(fingerprint_, e.tokens.size(), *e.rows);
+    if (file_bytes > opts_.disk_bytes) {
+        ++evicted_;
+        return;
+    }
+    while (!disk_.empty() && disk_used_ + file_bytes > opts_.disk_bytes) {
         drop_disk(std::prev(disk_.end()));
         ++evicted_;
     }
@@ -277,9 +303,7 @@ void DocumentStore::to_disk(Entry e) {
         ++evicted_;
         return;
     }
-    std::error_code ec;
-    e.bytes = fs::file_size(e.path, ec);
-    if (ec) e.bytes = e.rows->bytes();
+    e.bytes = file_bytes;
     e.rows.reset();
     disk_used_ += e.bytes;
     disk_.push_front(std::move(e));

@@ -7,10 +7,12 @@
 // Two tiers, each with a byte budget and evicted least-recently-used: host memory, and optionally a
 // directory on disk where what leaves the host goes (and whence a hit comes back to the host). The
 // directory's files of this model that an earlier process left are taken over at construction
-// (most recently written first, within the budget; the rest are deleted). The rows live in host
+// (most recently written first, within the budget; the rest, and half-written or unnamed ones of
+// this model, are deleted). An entry larger than the host budget is served from disk and stays
+// there. The rows live in host
 // memory between uses: ModelGpu::import_kv uploads them into the sequence.
 //
-// find, contains and put are for one thread at a time (the engine's); stats from any thread.
+// find, put and erase are for one thread at a time (the engine's); stats from any thread.
 #pragma once
 
 #include "model/forward/model_gpu.h"
@@ -52,9 +54,8 @@ public:
     // The rows stored for exactly these tokens, or null. A disk hit is read back into the host tier;
     // a file that cannot be read as this model's entry is a miss (and removed).
     std::shared_ptr<const KvRows> find(std::span<const int32_t> tokens);
-    // Whether find would look these tokens up in either tier (no disk read; a broken file still
-    // answers true). Leaves the order of use as it was.
-    bool contains(std::span<const int32_t> tokens) const;
+    // Forgets these tokens' rows in both tiers (their file too); nothing when there are none.
+    void erase(std::span<const int32_t> tokens);
     // Stores the rows of these tokens (rows->n == tokens.size(), else std::invalid_argument),
     // making room by eviction; rows larger than the host budget go straight to disk, or are not kept.
     void put(std::span<const int32_t> tokens, std::shared_ptr<const KvRows> rows);

@@ -56,6 +56,12 @@ size_t whole_images(const CompletionRequest& req, size_t keep) {
     return im && im->first < keep ? im->first : keep;
 }
 
+size_t mostly_whole_documents(const CompletionRequest& req, size_t keep) {
+    for (const DocumentSpan& d : req.documents)
+        if (d.first < keep && keep < d.first + d.n && 2 * (keep - d.first) < d.n) return d.first;
+    return keep;
+}
+
 // The last text token of prompt[0, end), for decode_piece's spacing: an image's placeholders are
 // skipped (text after a picture is not the start of the text); -1 when there is none.
 int32_t last_text_token(const std::vector<int32_t>& prompt, size_t end) {
@@ -227,9 +233,9 @@ void Engine::Impl::start(Slot& s, std::shared_ptr<Ticket::State> r) {
     const std::vector<int32_t>& prompt = r->req.prompt;
     // At least the last prompt token is evaluated: its logits give the first generated token.
     const size_t limit = prompt.size() - 1;
-    // A reused prefix that cuts a document is kept: exact rows win, and the rest of that document is
-    // evaluated as text (prompt_step blends only documents that start at or after it).
-    auto whole = [&](size_t keep) { return whole_images(r->req, keep); };
+    auto whole = [&](size_t keep) {
+        return whole_images(r->req, opts.blender ? mostly_whole_documents(r->req, keep) : keep);
+    };
     size_t keep = whole(std::min(common_prefix(s.history, prompt), limit));
     // Another slot, serving or idle, may hold a longer prefix of the prompt (a system prompt every
     // conversation starts with): this slot then shares its KV blocks instead of evaluating them.

@@ -85,6 +85,11 @@ const PromptEmbeddings* image_at(const CompletionRequest& req, size_t pos);
 // A prefix of `keep` prompt tokens to reuse, moved back to the start of an image it would cut: an
 // image's rows are evaluated together (a bidirectional image's see each other).
 size_t whole_images(const CompletionRequest& req, size_t keep);
+// A prefix that reaches less than halfway into a document (CompletionRequest::documents) stops at its
+// start, so that the document is blended whole; one that reaches further is kept, and the rest of
+// that document is evaluated as text (prompt_step blends only documents that start at or after it):
+// two documents that begin alike do not cost a blend, and a chat's cached turn is not thrown away.
+size_t mostly_whole_documents(const CompletionRequest& req, size_t keep);
 
 // The last text token of prompt[0, end), for decode_piece's spacing: an image's placeholders are
 // skipped (text after a picture is not the start of the text); -1 when there is none.

@@ -99,10 +99,12 @@ size_t Engine::Impl::blend_step(Slot& s) {
         return 0;
     }
     const std::span<const int32_t> then(prompt.data() + end, then_end - end);
-    // The slot's new rows, and the scratch sequence's for a document not in the store.
-    const size_t scratch = opts.blender->scratch_rows(docs);
-    make_room(model.kv_blocks_needed(s.index, uint32_t(then_end - s.prompt_done)) +
-              uint32_t((scratch + kv_block_rows - 1) / kv_block_rows));
+    // The slot's new rows, or the scratch sequence's for the longest document (it gives its blocks
+    // back before the slot grows): the larger of the two.
+    size_t longest = 0;
+    for (const auto& d : docs) longest = std::max(longest, d.size());
+    make_room(std::max(model.kv_blocks_needed(s.index, uint32_t(then_end - s.prompt_done)),
+                       uint32_t((longest + kv_block_rows - 1) / kv_block_rows)));
     try {
         const BlendOutcome b = opts.blender->blend(s.index, docs, then);
         s.blended_documents += b.documents;

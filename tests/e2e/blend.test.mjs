@@ -58,14 +58,19 @@ describe('vkllm serve --blend-separator', { skip }, () => {
 
   test('Ollama: /api/generate splits its prompt, and a continued context moves the documents with it', async () => {
     const before = await metric(srv.url, 'vkllm_blend_documents_total');
-    const body = (p, context) => ({ model: 'stories260K.gguf', prompt: p, stream: false, raw: true, context,
+    const stored = await metric(srv.url, 'vkllm_blend_documents_stored_total');
+    const body = (p, context) => ({ model: 'stories260K.gguf', prompt: p, stream: false, context,
       options: { num_predict: 4, temperature: 0 } });
     const a = await post(srv.url, '/api/generate', body(prompt('Stories.', [0, 2], 'Who swam?')));
     assert.equal(a.status, 200, JSON.stringify(a.body));
+    assert.ok(Array.isArray(a.body.context) && a.body.context.length > 0, JSON.stringify(a.body));
     assert.equal(await metric(srv.url, 'vkllm_blend_documents_total'), before + 2);
+    // The continuation's documents stand after the context: found where they were shifted to, and
+    // blended from the store (both were stored by the first test).
     const b = await post(srv.url, '/api/generate', body(prompt(' More.', [1, 0], 'Who had a ball?'), a.body.context));
     assert.equal(b.status, 200, JSON.stringify(b.body));
     assert.equal(await metric(srv.url, 'vkllm_blend_documents_total'), before + 4);
+    assert.equal(await metric(srv.url, 'vkllm_blend_documents_stored_total'), stored + 4);
     assert.equal(await metric(srv.url, 'vkllm_blend_fallbacks_total'), 0);
   });
 

@@ -205,7 +205,7 @@ TEST_CASE("layer range: weights and KV of two halves add up to the whole; bad ra
     CHECK_THROWS_AS(plan_memory(caps, f.file, f.cfg, o, {4, 0}), std::invalid_argument);
 }
 
-TEST_CASE("memory plan: a spare sequence borrows the others' KV pool and adds none of its own") {
+TEST_CASE("memory plan: a spare sequence borrows the others' KV pool and adds no memory of its own") {
     const File f(shape_of("llama"));
     const DeviceCaps& caps = test::context().caps();
     ModelOptions two;
@@ -218,6 +218,8 @@ TEST_CASE("memory plan: a spare sequence borrows the others' KV pool and adds no
     CHECK(b.kv_budget == a.kv_budget);
     CHECK(b.kv_budget == 2 * 128);
     CHECK(b.kv_cache == a.kv_cache);
+    CHECK(b.scratch == a.scratch);  // nor decode rows: it is never in a decode batch
+    CHECK(decode_rows(spare) == decode_rows(two));
     ModelOptions three = two;
     three.n_seq = 3;
     CHECK(plan_memory(caps, f.file, f.cfg, three).kv_budget == 3 * 128);

@@ -80,9 +80,10 @@ TEST_CASE("blend engine: documents stored once, reused in another order; all rec
                           " Tom was a little dog who lived in a big house with a garden.",
                           " The sun was hot, so Ben went to the lake to swim with his mom."})
         docs.push_back(tok->encode(t, false));
-    // Other prefixes: the second prompt shares no reusable start with the first's slot.
+    // The same prefix: the second prompt's slot holds it and the first token of its first document
+    // (its documents begin alike), which is given up so that the document is blended whole.
     const Prompt first = make_prompt(*tok, "Here are some stories.", docs, {0, 1, 2}),
-                 second = make_prompt(*tok, "Read these tales first.", docs, {2, 0, 1});
+                 second = make_prompt(*tok, "Here are some stories.", docs, {2, 0, 1});
 
     ModelGpu g(ctx, m.file, m.cfg, options());
     // The plain prefill's first token and its log-probability, per prompt.
@@ -105,6 +106,7 @@ TEST_CASE("blend engine: documents stored once, reused in another order; all rec
             CHECK(o.done.blended_documents == 3);
             CHECK(o.done.stored_documents == (i == 0 ? 0u : 3u));
             CHECK(o.done.recomputed_tokens == o.done.blended_tokens);
+            if (i == 1) CHECK(o.done.cached_tokens == second.documents[0].first);  // the prefix, exactly
         }
         // The same prompt again: its slot's cache holds it exactly, which wins over blending.
         const Outcome again = generate(e, second);
@@ -129,6 +131,17 @@ TEST_CASE("blend engine: documents stored once, reused in another order; all rec
         const Outcome a = generate(e, last);
         CHECK(a.done.completion_tokens > 0);
         CHECK(a.done.blended_documents == 0);
+        // A slot that holds most of a document: those rows are kept, the rest of it is text.
+        Prompt most;
+        most.ids = tok->encode("A story.", true);
+        const size_t at = most.ids.size(), part = docs[2].size() * 3 / 4;
+        most.ids.insert(most.ids.end(), docs[2].begin(), docs[2].begin() + long(part));
+        (void)generate(e, most);
+        Prompt whole = make_prompt(*tok, "A story.", docs, {2});
+        REQUIRE(whole.documents[0].first == at);
+        const Outcome w = generate(e, whole);
+        CHECK(w.done.blended_documents == 0);
+        CHECK(w.done.cached_tokens >= at + part);
     }
     const BlendStats ps = partial->stats();
     CHECK(ps.documents == 3);
