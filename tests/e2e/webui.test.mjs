@@ -448,7 +448,9 @@ test('images: attached by file or paste only where the model takes them, sent as
   await page.reload({ waitUntil: 'load' });
   await ready(page);
   assert.equal(await count(page, '.message.user .images img'), 2);
-  await page.click('.message.assistant .regenerate');
+  // Found and clicked in one step in the page: the restored conversation may render its messages
+  // again after ready(), which would leave a handle taken a moment earlier detached.
+  await page.$eval('.message.assistant .regenerate', (b) => b.click());
   await answered(page);
   assert.equal(sent.length, 2);
   assert.deepEqual(sent[1].messages.at(-1).content, content);
