@@ -6,15 +6,19 @@
 
 namespace vkllm::apps {
 
+CLI::Option* add_blend_ratio_option(CLI::App* cmd, float& ratio) {
+    return cmd
+        ->add_option("--blend-ratio", ratio, "Share of each blended document's tokens evaluated again in every layer")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+}
+
 void BlendFlags::add_to(CLI::App* cmd) {
     auto* s = cmd->add_option("--blend-separator", separator,
                               "CacheBlend: text that splits a prompt into prefix, documents and question "
                               "(\"prefix SEP doc SEP doc SEP question\"); documents are reused from the document "
                               "store at any position");
-    cmd->add_option("--blend-ratio", ratio, "Share of each blended document's tokens evaluated again")
-        ->check(CLI::Range(0.0, 1.0))
-        ->capture_default_str()
-        ->needs(s);
+    add_blend_ratio_option(cmd, ratio)->needs(s);
     cmd->add_option("--kv-store", store_dir,
                     "Directory where the document store spills what leaves host memory (and finds it again)")
         ->needs(s);

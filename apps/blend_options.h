@@ -26,6 +26,9 @@ struct BlendFlags {
     void fit_model(ModelOptions& mo) const;
 };
 
+// --blend-ratio, as serve and bench-blend take it.
+CLI::Option* add_blend_ratio_option(CLI::App* cmd, float& ratio);
+
 // The blender for a model loaded with fit_model's sequences, or null when off. A model that cannot
 // blend (engine::blend_refusal) gets none and a warning: its documents are evaluated as text.
 std::shared_ptr<engine::Blender> make_blender(const BlendFlags& f, ModelGpu& model, uint32_t n_slots);

@@ -5,6 +5,7 @@
 // stay to the full prefill's over the question and 32 tokens of its greedy continuation
 // (teacher-forced): top-1 agreement and mean KL divergence, with the recompute and without.
 #include "apps/bench_stats.h"
+#include "apps/blend_options.h"
 #include "apps/commands.h"
 #include "apps/load_model.h"
 #include "model/forward/blend.h"
@@ -252,9 +253,7 @@ void register_bench_blend(CLI::App& app) {
     cmd->add_option("--chunk-tokens", o->chunk_tokens, "Tokens per document")
         ->check(CLI::Range(1, 65536))
         ->capture_default_str();
-    cmd->add_option("--blend-ratio", o->ratio, "Share of each document's tokens evaluated again in every layer")
-        ->check(CLI::Range(0.0, 1.0))
-        ->capture_default_str();
+    add_blend_ratio_option(cmd, o->ratio);
     cmd->add_option("--prefix", o->prefix, "Text before the documents (after BOS)")->capture_default_str();
     cmd->add_option("--question", o->question, "Text after the documents")->capture_default_str();
     cmd->add_option("-r,--reps", o->reps, "Timed repetitions after one warm-up")

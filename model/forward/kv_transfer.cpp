@@ -93,37 +93,46 @@ KvRows ModelGpu::export_kv(uint32_t seq, uint32_t first, uint32_t n) const {
     return out;
 }
 
+std::string ModelGpu::kv_move_refusal(bool rotate) const {
+    const AttentionDesc& A = cfg_.arch->attn;
+    if (stages_.front()->ring_rows() != 0) return "sliding-window rings keep fixed rows per sequence";
+    if (A.positions == PositionKind::Learned || A.cross_attention)
+        return "its K depends on absolute positions or an encoder";
+    if (A.mrope || A.mla) return "M-RoPE positions and latent attention are not rotated here";
+    if (!rotate || A.positions != PositionKind::Rope) return "";
+    if (opts_.kv_type == ops::KvType::Q8_0)
+        return "a Q8_0 cache's K cannot be rotated without requantizing (use an f16 or f32 cache)";
+    for (uint32_t l = 0; l < cfg_.n_layers; ++l) {
+        const ops::RopeParams p = layer_rope_params(cfg_, l, cfg_.n_kv_heads, cfg_.head_dim, cfg_.rope_dim);
+        if (p.ext_factor != 0 || p.attn_factor != 1.0f)
+            return "YaRN scales the rotated pairs' magnitude, which a second rotation would scale again";
+    }
+    return "";
+}
+
+std::string ModelGpu::kv_rows_mismatch(const KvRows& rows) const {
+    if (rows.n == 0 || rows.k.size() != cfg_.n_layers || rows.v.size() != cfg_.n_layers)
+        return fmt::format("{} rows of {} layers for a model of {} layers", rows.n, rows.k.size(), cfg_.n_layers);
+    if (rows.type != opts_.kv_type || rows.row_bytes != kv_row_bytes(cfg_, opts_.kv_type))
+        return "the rows are of another KV type or shape than this model's cache";
+    for (size_t l = 0; l < cfg_.n_layers; ++l)
+        if (rows.k[l].size() != rows.n * rows.row_bytes ||
+            rows.v[l].size() != (cfg_.v_in_k() ? 0 : rows.n * rows.row_bytes))
+            return "a layer's rows are cut short";
+    return "";
+}
+
 void ModelGpu::import_kv(uint32_t seq, const KvRows& rows) {
     if (seq >= opts_.n_seq) throw std::out_of_range(fmt::format("import_kv: sequence {} does not exist", seq));
     const uint32_t at = n_past_[seq];
     const int32_t delta = int32_t(int64_t(at) - rows.first);
-    const AttentionDesc& A = cfg_.arch->attn;
-    const bool rotate = A.positions == PositionKind::Rope && delta != 0;
-    auto refuse = [&](const std::string& why) {
-        throw std::invalid_argument(fmt::format("import_kv: {} ({} model)", why, cfg_.arch->name));
-    };
-    if (rows.n == 0 || rows.k.size() != cfg_.n_layers || rows.v.size() != cfg_.n_layers)
-        refuse(fmt::format("{} rows of {} layers for a model of {} layers", rows.n, rows.k.size(), cfg_.n_layers));
-    if (rows.type != opts_.kv_type || rows.row_bytes != kv_row_bytes(cfg_, opts_.kv_type))
-        refuse("the rows are of another KV type or shape than this model's cache");
-    if (stages_.front()->ring_rows() != 0) refuse("sliding-window rings keep fixed rows per sequence");
-    if (A.positions == PositionKind::Learned || A.cross_attention)
-        refuse("its K depends on absolute positions or an encoder");
-    if (A.mrope || A.mla) refuse("M-RoPE positions and latent attention are not rotated here");
-    if (rotate && opts_.kv_type == ops::KvType::Q8_0) refuse("a Q8_0 cache's K cannot be rotated without requantizing");
+    const bool rotate = cfg_.arch->attn.positions == PositionKind::Rope && delta != 0;
+    // Everything checked before a row is written: a refusal leaves the sequence as it was.
+    for (const std::string& why : {kv_rows_mismatch(rows), kv_move_refusal(rotate)})
+        if (!why.empty()) throw std::invalid_argument(fmt::format("import_kv: {} ({} model)", why, cfg_.arch->name));
     if (uint64_t(at) + rows.n > n_ctx())
         throw ContextFullError(fmt::format("import_kv: {} rows do not fit sequence {}: it holds {} of {} tokens",
                                            rows.n, seq, at, n_ctx()));
-    // Everything checked before a row is written: a refusal leaves the sequence as it was.
-    for (size_t l = 0; l < cfg_.n_layers; ++l) {
-        if (rows.k[l].size() != rows.n * rows.row_bytes ||
-            rows.v[l].size() != (cfg_.v_in_k() ? 0 : rows.n * rows.row_bytes))
-            refuse("a layer's rows are cut short");
-        if (!rotate) continue;
-        const ops::RopeParams p = layer_rope_params(cfg_, uint32_t(l), cfg_.n_kv_heads, cfg_.head_dim, cfg_.rope_dim);
-        if (p.ext_factor != 0 || p.attn_factor != 1.0f)
-            refuse("YaRN scales the rotated pairs' magnitude, which a second rotation would scale again");
-    }
     std::vector<float> factors;
     if (rotate && stages_.front()->weights().rope_factors.present()) {
         const BufferSlice f = stages_.front()->weights().rope_factors.slice();

@@ -155,6 +155,14 @@ public:
     // absolute (learned) positions, M-RoPE, YaRN's magnitude scaling, a Q8_0 cache that must
     // rotate, latent attention, sliding-window rings. ContextFullError when they do not fit.
     void import_kv(uint32_t seq, const KvRows& rows);
+    // Why rows cannot be moved into this model's sequences ("" when they can): sliding-window
+    // rings, absolute positions or an encoder, M-RoPE, latent attention; with `rotate` (RoPE'd K
+    // moved to another position) also a Q8_0 cache and YaRN. import_kv's refusals, and what
+    // CacheBlend decides once per model (engine::blend_refusal).
+    std::string kv_move_refusal(bool rotate) const;
+    // Why `rows` do not fit this model's cache ("" when they do): another layer count, KV type or
+    // row size, or layers cut short. import_kv's, and the document store's check on what it reads.
+    std::string kv_rows_mismatch(const KvRows& rows) const;
     // Tokens of several sequences in one forward pass and one submission; logits row i belongs to
     // batch[i]. A sequence has one row (its next token) or, for speculative decoding, a run of up to
     // 1 + ModelOptions::draft_rows adjacent rows (its next token and the drafts after it, at

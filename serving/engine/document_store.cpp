@@ -251,16 +251,16 @@ void DocumentStore::put(std::span<const int32_t> tokens, std::shared_ptr<const K
     if (!rows || rows->n != tokens.size() || tokens.empty())
         throw std::invalid_argument(
             fmt::format("document store: {} rows for a document of {} tokens", rows ? rows->n : 0, tokens.size()));
-    const uint64_t h = tokens_hash(tokens), h2 = tokens_hash2(tokens);
-    auto match = [&](const Entry& e) { return e.matches(tokens, h, h2); };
-    if (auto it = std::find_if(host_.begin(), host_.end(), match); it != host_.end()) {
-        host_used_ -= it->bytes;
-        host_.erase(it);
-    }
-    if (auto it = std::find_if(disk_.begin(), disk_.end(), match); it != disk_.end()) drop_disk(it);
+    erase(tokens);  // an entry of the same tokens is replaced
     ++stored_;
     const uint64_t bytes = rows->bytes();
-    insert(Entry{{tokens.begin(), tokens.end()}, tokens.size(), h, h2, bytes, std::move(rows), {}});
+    insert(Entry{{tokens.begin(), tokens.end()},
+                 tokens.size(),
+                 tokens_hash(tokens),
+                 tokens_hash2(tokens),
+                 bytes,
+                 std::move(rows),
+                 {}});
     publish();
 }
 

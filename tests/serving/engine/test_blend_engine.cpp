@@ -4,6 +4,7 @@
 // Documents with nothing after them, and models that cannot blend, take the plain prefill.
 #include "support/test_context.h"
 
+#include "model/arch/architecture.h"
 #include "model/forward/model_gpu.h"
 #include "model/testgen/model_shape.h"
 #include "serving/engine/blender.h"
@@ -161,15 +162,7 @@ TEST_CASE("blend engine: documents stored once, reused in another order; all rec
 TEST_CASE("blend engine: a model that cannot blend is refused by name") {
     test::ValidationGuard guard;
     Context& ctx = test::context();
-    ModelShape s;
-    s.arch = "gemma3";
-    s.dim = 64;
-    s.ffn_dim = 128;
-    s.n_layers = 2;
-    s.n_heads = 4;
-    s.n_kv_heads = 2;
-    s.n_vocab = 320;
-    s.n_ctx = 256;
+    ModelShape s = test_shape(*find_arch("gemma3"));  // the architecture's test row: sliding windows of 8
     s.weight_type = TensorType::F16;
     s.name = "blend-gemma3";
     const test::LoadedModel m = test::open_model(test::write_model(s.name, s));
